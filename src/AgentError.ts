@@ -1,0 +1,121 @@
+/**
+ * The errors an agent run can fail with: every `ModelError`, plus the failures of the run itself. A spent
+ * budget is *not* among the failures a user sees: `Agent.run` turns `BudgetExhausted` into an interrupted
+ * `RunResult` that keeps the best output so far.
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+import * as ModelError from "./ModelError.js"
+
+/**
+ * A budget limit was reached before a model call could be sent. Architectures see it in the error channel of
+ * `Architecture.generate`; the run boundary turns it into an interruption with reason `budget:<limit>`.
+ */
+export class BudgetExhausted extends Schema.TaggedError<BudgetExhausted>()("BudgetExhausted", {
+  limit: Schema.String,
+  used: Schema.Number,
+  max: Schema.Number
+}) {
+  override get message(): string {
+    return `budget exhausted: ${this.limit} (${this.used} of ${this.max})`
+  }
+  /** The interruption reason a run reports: `budget:<limit>`. */
+  get reason(): string {
+    return `budget:${this.limit}`
+  }
+}
+
+/** An agent cannot run as defined (an invalid tool name, `maxTurns` below 1, a bad session id…). */
+export class InvalidAgent extends Schema.TaggedError<InvalidAgent>()("InvalidAgent", {
+  agent: Schema.String,
+  message: Schema.String
+}) {}
+
+/** An architecture or budget was given options it cannot work with; `module` names which. */
+export class InvalidOptions extends Schema.TaggedError<InvalidOptions>()("InvalidOptions", {
+  module: Schema.String,
+  message: Schema.String
+}) {}
+
+/** Two sub-runs of one parent asked for the same child session id, which would mix their events. */
+export class SessionConflict extends Schema.TaggedError<SessionConflict>()("SessionConflict", {
+  sessionId: Schema.String
+}) {
+  override get message(): string {
+    return `a sub-run with session id ${this.sessionId} already ran in this parent; give each child its own role / index`
+  }
+}
+
+/** An architecture could not go on for a reason of its own (a plan with a dependency cycle…). */
+export class ArchitectureFailed extends Schema.TaggedError<ArchitectureFailed>()("ArchitectureFailed", {
+  architecture: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * A sub-agent failed; `error` is its own failure. A parent reports this instead of pretending the child answered
+ * with nothing.
+ */
+export class SubAgentFailed extends Schema.TaggedError<SubAgentFailed>()("SubAgentFailed", {
+  sessionId: Schema.String,
+  role: Schema.String,
+  error: Schema.suspend((): Schema.Schema<AgentError, AgentErrorEncoded> => AgentError)
+}) {
+  override get message(): string {
+    return `sub-agent ${this.sessionId} (${this.role}) failed: ${this.error.message}`
+  }
+  /** A short reason for an interruption message: the innermost error's tag (`RateLimited`, `ScriptExhausted`…). */
+  get reason(): string {
+    return this.error._tag === "SubAgentFailed" ? this.error.reason : this.error._tag
+  }
+}
+
+/** Every error an agent run can fail with. */
+export type AgentError =
+  | ModelError.ModelError
+  | BudgetExhausted
+  | InvalidAgent
+  | InvalidOptions
+  | SessionConflict
+  | ArchitectureFailed
+  | SubAgentFailed
+
+/** The JSON form of an `AgentError`. */
+export type AgentErrorEncoded = Schema.Schema.Encoded<typeof ModelError.ModelError> | {
+  readonly _tag: "BudgetExhausted"
+  readonly limit: string
+  readonly used: number
+  readonly max: number
+} | {
+  readonly _tag: "InvalidAgent"
+  readonly agent: string
+  readonly message: string
+} | {
+  readonly _tag: "InvalidOptions"
+  readonly module: string
+  readonly message: string
+} | {
+  readonly _tag: "SessionConflict"
+  readonly sessionId: string
+} | {
+  readonly _tag: "ArchitectureFailed"
+  readonly architecture: string
+  readonly message: string
+} | {
+  readonly _tag: "SubAgentFailed"
+  readonly sessionId: string
+  readonly role: string
+  readonly error: AgentErrorEncoded
+}
+
+/** The schema of `AgentError`, so failures cross JSON boundaries (SSE, workflows, logs) and come back typed. */
+export const AgentError: Schema.Schema<AgentError, AgentErrorEncoded> = Schema.Union(
+  ModelError.ModelError,
+  BudgetExhausted,
+  InvalidAgent,
+  InvalidOptions,
+  SessionConflict,
+  ArchitectureFailed,
+  SubAgentFailed
+)

@@ -1,0 +1,236 @@
+/**
+ * The events an agent run streams. Every event is plain JSON (for SSE, logs and trajectories) and carries the
+ * `sessionId` of the agent that emitted it and a `timestamp` from `Clock` (so `TestClock` makes runs
+ * deterministic). Sub-agents' events flow into their parent's stream unchanged; a child's session id is its
+ * parent's plus `__<role>_<n>`, so a consumer can filter one agent or rebuild the tree.
+ *
+ * @since 0.1.0
+ */
+import { Schema } from "effect"
+import * as Model from "./Model.js"
+
+const base = {
+  sessionId: Schema.String,
+  timestamp: Schema.Number
+}
+
+/** What a finished run produced. `modelCalls` and `usage` include every sub-agent's calls. */
+export const RunResult = Schema.Struct({
+  sessionId: Schema.String,
+  output: Schema.String,
+  modelCalls: Schema.Int,
+  usage: Model.Usage,
+  interrupted: Schema.Boolean,
+  interruptionReason: Schema.optional(Schema.String),
+  durationMs: Schema.Number,
+  /** Architecture-specific details: the plan, the candidates, the votes… */
+  metadata: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+})
+/** What a finished run produced. */
+export type RunResult = typeof RunResult.Type
+
+/** A run began. */
+export const RunStarted = Schema.TaggedStruct("RunStarted", {
+  ...base,
+  agent: Schema.String,
+  architecture: Schema.String,
+  prompt: Schema.String
+})
+/** A model call is about to be sent; `step` names it within the session (`react.turn_3`). */
+export const ModelCalled = Schema.TaggedStruct("ModelCalled", { ...base, step: Schema.String })
+/** A piece of the text of a model call in flight (choice `index`). */
+export const TextDelta = Schema.TaggedStruct("TextDelta", {
+  ...base,
+  step: Schema.String,
+  index: Schema.Int,
+  text: Schema.String
+})
+/** A model call answered. `text` and `toolCalls` are those of the first choice. */
+export const ModelReplied = Schema.TaggedStruct("ModelReplied", {
+  ...base,
+  step: Schema.String,
+  text: Schema.String,
+  toolCalls: Schema.Array(Model.ToolCall),
+  finishReason: Model.FinishReason,
+  usage: Model.Usage,
+  latencyMs: Schema.Number
+})
+/** A tool call is about to run. */
+export const ToolCalled = Schema.TaggedStruct("ToolCalled", {
+  ...base,
+  toolCallId: Schema.String,
+  name: Schema.String,
+  arguments: Schema.String
+})
+/** A tool call returned (`isError` when its result is an `ERROR:` text). */
+export const ToolReturned = Schema.TaggedStruct("ToolReturned", {
+  ...base,
+  toolCallId: Schema.String,
+  name: Schema.String,
+  content: Schema.String,
+  isError: Schema.Boolean,
+  durationMs: Schema.Number
+})
+/** A sub-agent started under `childSessionId`. */
+export const SubRunStarted = Schema.TaggedStruct("SubRunStarted", {
+  ...base,
+  childSessionId: Schema.String,
+  role: Schema.String,
+  agent: Schema.String
+})
+/** A sub-agent ended: with a result (possibly interrupted), or failed with `error`. */
+export const SubRunCompleted = Schema.TaggedStruct("SubRunCompleted", {
+  ...base,
+  childSessionId: Schema.String,
+  role: Schema.String,
+  interrupted: Schema.Boolean,
+  interruptionReason: Schema.optional(Schema.String),
+  error: Schema.optional(Schema.String),
+  modelCalls: Schema.Int
+})
+/** An architecture-specific milestone; `name` is namespaced (`self_refine.critique`). */
+export const Progress = Schema.TaggedStruct("Progress", {
+  ...base,
+  name: Schema.String,
+  data: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+})
+/** A budget limit is at 80 % (or the configured fraction). */
+export const BudgetWarning = Schema.TaggedStruct("BudgetWarning", {
+  ...base,
+  limit: Schema.String,
+  used: Schema.Number,
+  max: Schema.Number
+})
+/** The run ended; the last event of its session. */
+export const RunCompleted = Schema.TaggedStruct("RunCompleted", { ...base, result: RunResult })
+
+/** Any event of a run. */
+export const AgentEvent = Schema.Union(
+  RunStarted,
+  ModelCalled,
+  TextDelta,
+  ModelReplied,
+  ToolCalled,
+  ToolReturned,
+  SubRunStarted,
+  SubRunCompleted,
+  Progress,
+  BudgetWarning,
+  RunCompleted
+)
+/** Any event of a run. */
+export type AgentEvent = typeof AgentEvent.Type
+
+/** The events of one kind. */
+export type Of<Tag extends AgentEvent["_tag"]> = Extract<AgentEvent, { readonly _tag: Tag }>
+
+// ---------------------------------------------------------------------------------------------------------
+// Sessions
+// ---------------------------------------------------------------------------------------------------------
+
+const separator = "__"
+
+/** The parent session id of a sub-agent's session id, or `undefined` for a root session. */
+export const parentSessionId = (sessionId: string): string | undefined => {
+  const at = sessionId.lastIndexOf(separator)
+  return at <= 0 ? undefined : sessionId.slice(0, at)
+}
+
+/** The last segment of a sub-agent's session id (`actor_2`), or `undefined` for a root session. */
+export const sessionRole = (sessionId: string): string | undefined => {
+  const at = sessionId.lastIndexOf(separator)
+  return at <= 0 ? undefined : sessionId.slice(at + separator.length)
+}
+
+/** Whether `sessionId` is `ancestor` itself or one of its sub-agents, at any depth. */
+export const isWithin = (sessionId: string, ancestor: string): boolean =>
+  sessionId === ancestor || sessionId.startsWith(ancestor + separator)
+
+/**
+ * A predicate for `Stream.filter`: the events of one agent (`descendants: false`) or of it and its sub-agents.
+ */
+export const belongsTo = (sessionId: string, options?: { readonly descendants?: boolean }) =>
+(event: AgentEvent): boolean =>
+  options?.descendants === false ? event.sessionId === sessionId : isWithin(event.sessionId, sessionId)
+
+/** One agent of a run and its sub-agents, rebuilt from a merged event stream. */
+export interface SessionTree {
+  readonly sessionId: string
+  readonly role: string | undefined
+  readonly events: Array<AgentEvent>
+  readonly children: Array<SessionTree>
+}
+
+/**
+ * Rebuilds the tree of agents from a merged stream's events, in the order sessions first appear. A session whose
+ * parent never appears becomes a root.
+ */
+export const tree = (events: Iterable<AgentEvent>): Array<SessionTree> => {
+  const nodes = new Map<string, SessionTree>()
+  const roots: Array<SessionTree> = []
+  const nodeOf = (sessionId: string): SessionTree => {
+    let node = nodes.get(sessionId)
+    if (node === undefined) {
+      node = { sessionId, role: sessionRole(sessionId), events: [], children: [] }
+      nodes.set(sessionId, node)
+      const parentId = parentSessionId(sessionId)
+      const parent = parentId !== undefined ? nodes.get(parentId) : undefined
+      if (parent !== undefined) parent.children.push(node)
+      else roots.push(node)
+    }
+    return node
+  }
+  for (const event of events) {
+    // A SubRunStarted event names the child before the child's own first event: place the child there.
+    if (event._tag === "SubRunStarted") nodeOf(event.sessionId)
+    nodeOf(event.sessionId).events.push(event)
+    if (event._tag === "SubRunStarted") nodeOf(event.childSessionId)
+  }
+  return roots
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Display
+// ---------------------------------------------------------------------------------------------------------
+
+const oneLine = (text: string, max = 120): string => {
+  const flat = text.replace(/\s+/g, " ").trim()
+  return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`
+}
+
+/** A one-line, human-readable rendering of an event, for logs and the CLI. */
+export const format = (event: AgentEvent): string => {
+  const who = `[${event.sessionId}]`
+  switch (event._tag) {
+    case "RunStarted":
+      return `${who} run started: ${event.agent} (${event.architecture}) ← ${oneLine(event.prompt)}`
+    case "ModelCalled":
+      return `${who} model call ${event.step}`
+    case "TextDelta":
+      return `${who} … ${JSON.stringify(event.text)}`
+    case "ModelReplied": {
+      const calls = event.toolCalls.map((call) => `${call.name}(${oneLine(call.arguments, 60)})`).join(", ")
+      const what = calls !== "" ? `tool calls: ${calls}` : oneLine(event.text)
+      return `${who} model replied ${event.step} in ${event.latencyMs} ms, ${event.usage.totalTokens} tokens: ${what}`
+    }
+    case "ToolCalled":
+      return `${who} tool ${event.name}(${oneLine(event.arguments, 80)})`
+    case "ToolReturned":
+      return `${who} tool ${event.name} ${event.isError ? "failed" : "returned"} in ${event.durationMs} ms: ${oneLine(event.content)}`
+    case "SubRunStarted":
+      return `${who} sub-agent ${event.agent} started as ${event.childSessionId}`
+    case "SubRunCompleted":
+      return event.error !== undefined
+        ? `${who} sub-agent ${event.childSessionId} FAILED: ${oneLine(event.error)}`
+        : `${who} sub-agent ${event.childSessionId} completed${event.interrupted ? ` (interrupted: ${event.interruptionReason})` : ""}`
+    case "Progress":
+      return `${who} ${event.name} ${oneLine(JSON.stringify(event.data))}`
+    case "BudgetWarning":
+      return `${who} budget warning: ${event.limit} at ${event.used} of ${event.max}`
+    case "RunCompleted": {
+      const r = event.result
+      const status = r.interrupted ? `interrupted (${r.interruptionReason})` : "completed"
+      return `${who} run ${status} after ${r.modelCalls} model calls, ${r.usage.totalTokens} tokens, ${r.durationMs} ms: ${oneLine(r.output)}`
+    }
+  }
+}

@@ -1,0 +1,319 @@
+/**
+ * An architecture is how an agent thinks: ReAct's tool loop, Self-Refine's critique rounds, an ensemble's
+ * votes. It is `{ name, run(input) => Stream<AgentEvent> }`: it emits events as they happen and ends with
+ * exactly one `RunCompleted`.
+ *
+ * Architectures are written as ordinary Effect programs with `make`: the program calls the model through
+ * `generate` (which reserves budget, counts the call and emits `ModelCalled` / `TextDelta` / `ModelReplied`),
+ * reports milestones with `progress`, runs sub-agents with `Agent.runChild`, and returns an `Outcome`. `make`
+ * wraps it into both a stream (`run`) and an effect (`execute`) that skips the event queue when nobody listens.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Context, Effect, Mailbox, Predicate, Stream } from "effect"
+import type * as Agent from "./Agent.js"
+import type { AgentError, BudgetExhausted } from "./AgentError.js"
+import type * as AgentEvent from "./AgentEvent.js"
+import type * as Budget from "./Budget.js"
+import * as Model from "./Model.js"
+import type { ModelError } from "./ModelError.js"
+
+const TypeId: unique symbol = Symbol.for("valet/Architecture")
+
+/** Where events go. `observed` is false when nobody reads them (`Agent.run`): events are then not even built. */
+export interface Emitter {
+  readonly observed: boolean
+  readonly emit: (event: AgentEvent.AgentEvent) => Effect.Effect<void>
+}
+
+/** An emitter that drops everything. */
+export const unobserved: Emitter = { observed: false, emit: () => Effect.void }
+
+/** What a run is started with. Built by `Agent.run`, `Agent.stream` and `Agent.runChild`. */
+export interface Input {
+  readonly agent: Agent.Agent<unknown>
+  readonly prompt: string
+  /** Earlier messages of a conversation, placed between the instructions and the prompt. */
+  readonly history: ReadonlyArray<Model.Message>
+  readonly sessionId: string
+  readonly rootSessionId: string
+  readonly budget: Budget.Tracker
+  /** Whether model calls stream their text (and emit `TextDelta` events) when someone observes the run. */
+  readonly streamText: boolean
+  /** The run this one is a sub-agent of: its model calls and usage roll up there. */
+  readonly parent: RunContext | undefined
+}
+
+/** What an architecture program returns; the runtime adds the counts and timing to make the `RunResult`. */
+export interface Outcome {
+  readonly output: string
+  /** Set when the run stopped early; the reason becomes `RunResult.interruptionReason`. */
+  readonly interrupted?: string
+  readonly metadata?: Record<string, unknown>
+}
+
+/** An architecture that needs the services `R` (typically `Model`). */
+export interface Architecture<out R = never> {
+  readonly [TypeId]: typeof TypeId
+  readonly name: string
+  /** Runs and streams every event, ending with one `RunCompleted`. */
+  readonly run: (input: Input) => Stream.Stream<AgentEvent.AgentEvent, AgentError, R>
+  /** Runs and sends every event to `emitter`; answers the same `RunResult` as the stream's `RunCompleted`. */
+  readonly execute: (input: Input, emitter: Emitter) => Effect.Effect<AgentEvent.RunResult, AgentError, R>
+}
+
+/** Whether a value is an `Architecture`. */
+export const isArchitecture = (u: unknown): u is Architecture<unknown> => Predicate.hasProperty(u, TypeId)
+
+// ---------------------------------------------------------------------------------------------------------
+// The run in progress
+// ---------------------------------------------------------------------------------------------------------
+
+/** The run in progress, as an architecture program sees it. */
+export interface RunContext {
+  readonly sessionId: string
+  readonly rootSessionId: string
+  readonly agentName: string
+  readonly architecture: string
+  readonly budget: Budget.Tracker
+  readonly streamText: boolean
+  readonly emitter: Emitter
+  readonly parent: RunContext | undefined
+  /** Model calls made for this run so far, sub-agents included. */
+  readonly modelCalls: number
+  /** Tokens used for this run so far, sub-agents included. */
+  readonly usage: Model.Usage
+  /** The best output so far: what an interrupted run reports. */
+  readonly output: string
+}
+
+/** The run the current fiber works for. Provided by the runtime to architecture programs. */
+export class CurrentRun extends Context.Tag("valet/Architecture/CurrentRun")<CurrentRun, RunContext>() {}
+
+/** The mutable state behind `RunContext`; only this module and `Agent` write it. */
+export class RunState implements RunContext {
+  modelCalls = 0
+  usage: Model.Usage = Model.emptyUsage
+  output = ""
+  /** Calls made by this session itself: numbers default step names. */
+  ownCalls = 0
+  /** Sub-runs by session id; reserved (undefined) by `Agent.runChild` before the child's state exists. */
+  readonly children = new Map<string, RunState | undefined>()
+  constructor(
+    readonly sessionId: string,
+    readonly rootSessionId: string,
+    readonly agentName: string,
+    readonly architecture: string,
+    readonly budget: Budget.Tracker,
+    readonly streamText: boolean,
+    readonly emitter: Emitter,
+    readonly parent: RunState | undefined
+  ) {}
+
+  /** Counts one model call here and in every ancestor. */
+  countCall(): void {
+    this.ownCalls++
+    for (let run: RunState | undefined = this; run !== undefined; run = run.parent) run.modelCalls++
+  }
+
+  /** Adds a call's tokens here and in every ancestor. */
+  addUsage(usage: Model.Usage): void {
+    for (let run: RunState | undefined = this; run !== undefined; run = run.parent) {
+      run.usage = Model.addUsage(run.usage, usage)
+    }
+  }
+}
+
+/** Emits an event built from the current time, only when someone observes the run. */
+export const emitWith = (run: RunContext, build: (timestamp: number) => AgentEvent.AgentEvent): Effect.Effect<void> =>
+  run.emitter.observed ? Effect.flatMap(Clock.currentTimeMillis, (now) => run.emitter.emit(build(now))) : Effect.void
+
+/** Emits an architecture-specific milestone, e.g. `progress("self_refine.critique", { round, critique })`. */
+export const progress = (name: string, data: Record<string, unknown> = {}): Effect.Effect<void, never, CurrentRun> =>
+  Effect.flatMap(CurrentRun, (run) =>
+    emitWith(run, (timestamp) => ({ _tag: "Progress", sessionId: run.sessionId, timestamp, name, data })))
+
+/** Records the best output so far: what the run reports if a budget or the wall clock stops it. */
+export const setOutput = (output: string): Effect.Effect<void, never, CurrentRun> =>
+  Effect.map(CurrentRun, (run) => {
+    ;(run as RunState).output = output
+  })
+
+const emitWarnings = (run: RunContext, warnings: ReadonlyArray<Budget.Warning>): Effect.Effect<void> =>
+  warnings.length === 0
+    ? Effect.void
+    : Effect.forEach(warnings, (warning) =>
+      emitWith(run, (timestamp) => ({
+        _tag: "BudgetWarning",
+        sessionId: run.sessionId,
+        timestamp,
+        limit: warning.limit,
+        used: warning.used,
+        max: warning.max
+      })), { discard: true })
+
+/** Options of `generate`. */
+export interface GenerateOptions {
+  /** The step's name within the session (`react.turn_2`); keys journal records. Default `call_<n>`. */
+  readonly step?: string
+}
+
+/**
+ * Calls the model for the current run: reserves a budget slot first (failing with `BudgetExhausted` when a
+ * limit is reached), counts the call for this run and its ancestors, streams the text as `TextDelta` events
+ * when the run is observed, and emits `ModelCalled` / `ModelReplied`.
+ */
+export const generate = (
+  request: Model.Request,
+  options?: GenerateOptions
+): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model | CurrentRun> =>
+  Effect.flatMap(CurrentRun, (context) => {
+    const run = context as RunState
+    return Effect.flatMap(run.budget.reserve, (warnings) => {
+      run.countCall()
+      const step = options?.step ?? `call_${run.ownCalls}`
+      const streaming = run.streamText && run.emitter.observed
+      const send = streaming
+        ? Model.accumulate(
+          Model.stream(request).pipe(
+            Stream.tap((chunk) =>
+              chunk._tag === "TextDelta" && chunk.text !== ""
+                ? emitWith(run, (timestamp) => ({
+                  _tag: "TextDelta",
+                  sessionId: run.sessionId,
+                  timestamp,
+                  step,
+                  index: chunk.index,
+                  text: chunk.text
+                }))
+                : Effect.void
+            )
+          )
+        )
+        : Model.generate(request)
+      const call = Effect.locally(send, Model.currentCallContext, {
+        sessionId: run.sessionId,
+        rootSessionId: run.rootSessionId,
+        step
+      })
+      return emitWarnings(run, warnings).pipe(
+        Effect.zipRight(emitWith(run, (timestamp) => ({ _tag: "ModelCalled", sessionId: run.sessionId, timestamp, step }))),
+        Effect.zipRight(Clock.currentTimeMillis),
+        Effect.flatMap((startedAt) =>
+          Effect.flatMap(call, (response) => {
+            run.addUsage(response.usage)
+            const after = run.budget.record(response.usage)
+            if (!run.emitter.observed) return Effect.succeed(response)
+            return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+              const choice = response.choices[0]
+              return run.emitter.emit({
+                _tag: "ModelReplied",
+                sessionId: run.sessionId,
+                timestamp: now,
+                step,
+                text: choice?.text ?? "",
+                toolCalls: choice?.toolCalls ?? [],
+                finishReason: choice?.finishReason ?? "other",
+                usage: response.usage,
+                latencyMs: now - startedAt
+              }).pipe(Effect.zipRight(emitWarnings(run, after)), Effect.as(response))
+            })
+          })
+        )
+      )
+    })
+  })
+
+// ---------------------------------------------------------------------------------------------------------
+// Building architectures
+// ---------------------------------------------------------------------------------------------------------
+
+/** Options of `make`. */
+export interface MakeOptions<R> {
+  readonly name: string
+  /** The architecture's logic; it finds the run in `CurrentRun`. */
+  readonly program: (input: Input) => Effect.Effect<Outcome, AgentError, R | CurrentRun>
+}
+
+/** Turns a program into an architecture that streams its events and ends with one `RunCompleted`. */
+export const make = <R>(options: MakeOptions<R>): Architecture<Exclude<R, CurrentRun>> => {
+  const execute = (input: Input, emitter: Emitter): Effect.Effect<AgentEvent.RunResult, AgentError, Exclude<R, CurrentRun>> =>
+    executeProgram(options.name, options.program, input, emitter)
+  const run = (input: Input): Stream.Stream<AgentEvent.AgentEvent, AgentError, Exclude<R, CurrentRun>> =>
+    Stream.unwrapScoped(
+      Effect.gen(function*() {
+        // Bounded: a slow consumer slows the run down instead of the stream retaining every event.
+        const mailbox = yield* Mailbox.make<AgentEvent.AgentEvent, AgentError>({ capacity: 1024 })
+        const emitter: Emitter = { observed: true, emit: (event) => Effect.asVoid(mailbox.offer(event)) }
+        yield* execute(input, emitter).pipe(Mailbox.into(mailbox), Effect.forkScoped)
+        return Mailbox.toStream(mailbox)
+      })
+    )
+  return { [TypeId]: TypeId, name: options.name, run, execute }
+}
+
+const executeProgram = <R>(
+  name: string,
+  program: (input: Input) => Effect.Effect<Outcome, AgentError, R | CurrentRun>,
+  input: Input,
+  emitter: Emitter
+): Effect.Effect<AgentEvent.RunResult, AgentError, Exclude<R, CurrentRun>> =>
+  Effect.gen(function*() {
+    const startedAt = yield* Clock.currentTimeMillis
+    const state = new RunState(
+      input.sessionId,
+      input.rootSessionId,
+      input.agent.name,
+      name,
+      input.budget,
+      input.streamText,
+      emitter,
+      input.parent as RunState | undefined
+    )
+    state.parent?.children.set(state.sessionId, state)
+    if (emitter.observed) {
+      yield* emitter.emit({
+        _tag: "RunStarted",
+        sessionId: state.sessionId,
+        timestamp: startedAt,
+        agent: input.agent.name,
+        architecture: name,
+        prompt: input.prompt
+      })
+    }
+    let body: Effect.Effect<Outcome, AgentError, R | CurrentRun> = program(input)
+    if (input.agent.model !== undefined) {
+      body = Effect.provide(body, input.agent.model) as Effect.Effect<Outcome, AgentError, R | CurrentRun>
+    }
+    let guarded = body.pipe(
+      Effect.catchTag("BudgetExhausted", (error) =>
+        Effect.succeed<Outcome>({ output: state.output, interrupted: error.reason }))
+    )
+    // The run that owns a deadline interrupts everything in flight when it passes; sub-agents share it.
+    if (input.parent === undefined && input.budget.deadline !== undefined) {
+      const left = Math.max(0, input.budget.deadline - startedAt)
+      guarded = guarded.pipe(
+        Effect.timeoutTo({
+          duration: left,
+          onSuccess: (outcome) => outcome,
+          onTimeout: (): Outcome => ({ output: state.output, interrupted: "budget:wall_clock" })
+        })
+      )
+    }
+    const outcome = yield* Effect.provideService(guarded, CurrentRun, state)
+    const endedAt = yield* Clock.currentTimeMillis
+    const result: AgentEvent.RunResult = {
+      sessionId: state.sessionId,
+      output: outcome.output,
+      modelCalls: state.modelCalls,
+      usage: state.usage,
+      interrupted: outcome.interrupted !== undefined,
+      ...(outcome.interrupted !== undefined ? { interruptionReason: outcome.interrupted } : {}),
+      durationMs: endedAt - startedAt,
+      metadata: outcome.metadata ?? {}
+    }
+    if (emitter.observed) {
+      yield* emitter.emit({ _tag: "RunCompleted", sessionId: state.sessionId, timestamp: endedAt, result })
+    }
+    return result
+  }) as Effect.Effect<AgentEvent.RunResult, AgentError, Exclude<R, CurrentRun>>

@@ -1,0 +1,180 @@
+/**
+ * Record / replay of model calls. `layerRecord(path)` wraps a real `Model` and appends every call of a run to a
+ * JSONL cassette; `layerReplay(path)` answers the same calls from the cassette with no model at all. A run
+ * recorded once against a real server becomes a deterministic test.
+ *
+ * A call is keyed by its session (relative to the run's root, so a recording made under one random session id
+ * replays under another; sub-agents have deterministic ids), its step name, a hash of the request and how many
+ * times that same key was seen before. A call that was not recorded fails with `ReplayMiss` naming the key.
+ *
+ * @since 0.1.0
+ */
+import { FileSystem, Path } from "@effect/platform"
+import { createHash } from "node:crypto"
+import { Effect, FiberRef, Layer, ParseResult, Schema, Stream } from "effect"
+import { canonicalJson } from "./internal/json.js"
+import * as Chunks from "./internal/modelChunks.js"
+import * as Model from "./Model.js"
+import * as ModelError from "./ModelError.js"
+
+/** The cassette could not be read or written; `line` points at a bad record. */
+export class JournalError extends Schema.TaggedError<JournalError>()("JournalError", {
+  path: Schema.String,
+  line: Schema.optional(Schema.Number),
+  message: Schema.String
+}) {}
+
+/** One recorded call: its key, the request, and the response or the error it ended with. */
+export const Entry = Schema.Struct({
+  session: Schema.String,
+  step: Schema.String,
+  hash: Schema.String,
+  occurrence: Schema.Int,
+  request: Model.Request,
+  response: Schema.optional(Model.Response),
+  error: Schema.optional(ModelError.ModelError)
+})
+/** One recorded call. */
+export type Entry = typeof Entry.Type
+
+const EntryLine = Schema.parseJson(Entry)
+const encodeLine = Schema.encodeSync(EntryLine)
+const decodeLine = Schema.decodeUnknownEither(EntryLine)
+
+/** The hash of a request: the first 16 hex digits of the SHA-256 of its canonical JSON. */
+export const hashRequest = (request: Model.Request): string =>
+  createHash("sha256").update(canonicalJson(request)).digest("hex").slice(0, 16)
+
+interface Key {
+  readonly session: string
+  readonly step: string
+  readonly hash: string
+}
+
+const keyOf = (context: Model.CallContext | undefined, request: Model.Request): Key => {
+  const hash = hashRequest(request)
+  if (context === undefined) return { session: "-", step: "call", hash }
+  const session = context.sessionId.startsWith(context.rootSessionId)
+    ? `root${context.sessionId.slice(context.rootSessionId.length)}`
+    : context.sessionId
+  return { session, step: context.step, hash }
+}
+
+const keyText = (key: Key, occurrence: number): string => `${key.session}/${key.step}/${key.hash}#${occurrence}`
+
+/** Counts how often each key was seen, to tell apart identical calls of one step. */
+const occurrences = () => {
+  const seen = new Map<string, number>()
+  return (key: Key): number => {
+    const base = keyText(key, 0)
+    const n = seen.get(base) ?? 0
+    seen.set(base, n + 1)
+    return n
+  }
+}
+
+/**
+ * Records every call of the wrapped `Model` to `path` (a new cassette: an existing file is replaced), and
+ * answers as the wrapped model does.
+ */
+export const layerRecord = (
+  path: string
+): Layer.Layer<Model.Model, JournalError, Model.Model | FileSystem.FileSystem | Path.Path> =>
+  Layer.effect(
+    Model.Model,
+    Effect.gen(function*() {
+      const inner = yield* Model.Model
+      const fs = yield* FileSystem.FileSystem
+      const paths = yield* Path.Path
+      const fail = (error: unknown) => new JournalError({ path, message: String(error) })
+      yield* fs.makeDirectory(paths.dirname(path), { recursive: true }).pipe(Effect.mapError(fail))
+      yield* fs.writeFileString(path, "").pipe(Effect.mapError(fail))
+      const next = occurrences()
+      // One writer at a time: concurrent sub-agents record into one file, a whole line each.
+      const lock = yield* Effect.makeSemaphore(1)
+      const write = (entry: Entry) =>
+        lock.withPermits(1)(fs.writeFileString(path, encodeLine(entry) + "\n", { flag: "a" })).pipe(
+          // A cassette that silently misses calls would replay wrongly later: fail loudly instead.
+          Effect.orDieWith(fail)
+        )
+
+      const begin = (request: Model.Request) =>
+        Effect.map(FiberRef.get(Model.currentCallContext), (context) => {
+          const key = keyOf(context, request)
+          return { ...key, occurrence: next(key), request }
+        })
+
+      const service: Model.Service = {
+        generate: (request) =>
+          Effect.flatMap(begin(request), (base) =>
+            inner.generate(request).pipe(
+              Effect.tap((response) => write({ ...base, response })),
+              Effect.tapError((error) => write({ ...base, error }))
+            )),
+        stream: (request) =>
+          Stream.unwrap(Effect.map(begin(request), (base) => {
+            const acc = Chunks.emptyAccumulator()
+            return inner.stream(request).pipe(
+              Stream.tap((chunk) => Effect.sync(() => Chunks.addChunk(acc, chunk))),
+              Stream.concat(Stream.execute(Effect.suspend(() => write({ ...base, response: Chunks.toResponse(acc) })))),
+              Stream.tapError((error) => write({ ...base, error }))
+            )
+          }))
+      }
+      return service
+    })
+  )
+
+/** Reads a cassette: every line decoded, a bad one reported with its line number. */
+export const read = (path: string): Effect.Effect<ReadonlyArray<Entry>, JournalError, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const text = yield* fs.readFileString(path).pipe(
+      Effect.mapError((error) => new JournalError({ path, message: `cannot read the cassette: ${error.message}` }))
+    )
+    const entries: Array<Entry> = []
+    const lines = text.split("\n")
+    for (let i = 0; i < lines.length; i++) {
+      const line = lines[i]!
+      if (line.trim() === "") continue
+      const decoded = decodeLine(line)
+      if (decoded._tag === "Left") {
+        return yield* new JournalError({
+          path,
+          line: i + 1,
+          message: `line ${i + 1} is not a journal entry: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`
+        })
+      }
+      entries.push(decoded.right)
+    }
+    return entries
+  })
+
+/** Answers model calls from the cassette at `path`, with no model. An unrecorded call fails with `ReplayMiss`. */
+export const layerReplay = (path: string): Layer.Layer<Model.Model, JournalError, FileSystem.FileSystem> =>
+  Layer.effect(
+    Model.Model,
+    Effect.gen(function*() {
+      const entries = yield* read(path)
+      const byKey = new Map<string, Entry>()
+      for (const entry of entries) byKey.set(keyText(entry, entry.occurrence), entry)
+      const next = occurrences()
+
+      const lookup = (request: Model.Request): Effect.Effect<Model.Response, ModelError.ModelError> =>
+        Effect.flatMap(FiberRef.get(Model.currentCallContext), (context) => {
+          const key = keyOf(context, request)
+          const text = keyText(key, next(key))
+          const entry = byKey.get(text)
+          if (entry === undefined) return Effect.fail(new ModelError.ReplayMiss({ key: text, path }))
+          if (entry.error !== undefined) return Effect.fail(entry.error)
+          if (entry.response !== undefined) return Effect.succeed(entry.response)
+          return Effect.fail(new ModelError.ReplayMiss({ key: text, path }))
+        })
+
+      const service: Model.Service = {
+        generate: lookup,
+        stream: (request) => Stream.unwrap(Effect.map(lookup(request), (response) => Stream.fromIterable(Model.toChunks(response))))
+      }
+      return service
+    })
+  )

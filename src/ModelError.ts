@@ -1,0 +1,182 @@
+/**
+ * The errors a `Model` call can fail with. Each says whether retrying the same request could succeed, so
+ * providers (and users) choose retries per error kind instead of retrying everything.
+ *
+ * @since 0.1.0
+ */
+import { Predicate, Schema } from "effect"
+
+/** The server refused because of rate limits (HTTP 429). Retryable, after `retryAfterMs` when the server said. */
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", {
+  message: Schema.String,
+  retryAfterMs: Schema.optional(Schema.Number)
+}) {
+  /** Whether the same request may succeed when sent again. */
+  get retryable(): boolean {
+    return true
+  }
+}
+
+/** The server failed (HTTP 5xx). Retryable. */
+export class ServerError extends Schema.TaggedError<ServerError>()("ServerError", {
+  status: Schema.Number,
+  message: Schema.String
+}) {
+  /** Whether the same request may succeed when sent again. */
+  get retryable(): boolean {
+    return true
+  }
+}
+
+/** No answer within the time allowed (per attempt or per call). Retryable. */
+export class Timeout extends Schema.TaggedError<Timeout>()("Timeout", {
+  message: Schema.String,
+  timeoutMs: Schema.Number
+}) {
+  /** Whether the same request may succeed when sent again. */
+  get retryable(): boolean {
+    return true
+  }
+}
+
+/** The connection failed or broke (refused, reset, cut mid-stream). Retryable. */
+export class Transport extends Schema.TaggedError<Transport>()("Transport", {
+  message: Schema.String
+}) {
+  /** Whether the same request may succeed when sent again. */
+  get retryable(): boolean {
+    return true
+  }
+}
+
+/** The server rejected the request (HTTP 4xx), with the server's own message. Not retryable. */
+export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("InvalidRequest", {
+  status: Schema.Number,
+  message: Schema.String
+}) {
+  /** Whether the same request may succeed when sent again. */
+  get retryable(): boolean {
+    return false
+  }
+}
+
+/** The prompt (plus `maxTokens`) does not fit in the model's context window. Not retryable. */
+export class ContextLengthExceeded extends Schema.TaggedError<ContextLengthExceeded>()("ContextLengthExceeded", {
+  message: Schema.String
+}) {
+  /** Whether the same request may succeed when sent again. */
+  get retryable(): boolean {
+    return false
+  }
+}
+
+/** Missing or wrong credentials (HTTP 401 / 403). Not retryable. */
+export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", {
+  status: Schema.Number,
+  message: Schema.String
+}) {
+  /** Whether the same request may succeed when sent again. */
+  get retryable(): boolean {
+    return false
+  }
+}
+
+/** The server does not serve the requested model. Not retryable. */
+export class ModelNotFound extends Schema.TaggedError<ModelNotFound>()("ModelNotFound", {
+  model: Schema.String,
+  message: Schema.String
+}) {
+  /** Whether the same request may succeed when sent again. */
+  get retryable(): boolean {
+    return false
+  }
+}
+
+/** The server answered something that is not what its protocol says; `body` holds the start of it. */
+export class MalformedResponse extends Schema.TaggedError<MalformedResponse>()("MalformedResponse", {
+  message: Schema.String,
+  body: Schema.String
+}) {
+  /** Whether the same request may succeed when sent again. */
+  get retryable(): boolean {
+    return false
+  }
+}
+
+/** A `ScriptedModel` was called more times than its script has turns: the test must know. */
+export class ScriptExhausted extends Schema.TaggedError<ScriptExhausted>()("ScriptExhausted", {
+  callIndex: Schema.Number,
+  scriptLength: Schema.Number
+}) {
+  /** Whether the same request may succeed when sent again. */
+  get retryable(): boolean {
+    return false
+  }
+  override get message(): string {
+    return `ScriptedModel: call #${this.callIndex + 1} has no turn left (the script has ${this.scriptLength} turns)`
+  }
+}
+
+/** A replayed run made a model call that the cassette does not hold. */
+export class ReplayMiss extends Schema.TaggedError<ReplayMiss>()("ReplayMiss", {
+  key: Schema.String,
+  path: Schema.String
+}) {
+  /** Whether the same request may succeed when sent again. */
+  get retryable(): boolean {
+    return false
+  }
+  override get message(): string {
+    return `Journal: no recorded model call for ${this.key} in ${this.path}`
+  }
+}
+
+/** Every error a `Model` call can fail with. */
+export type ModelError =
+  | RateLimited
+  | ServerError
+  | Timeout
+  | Transport
+  | InvalidRequest
+  | ContextLengthExceeded
+  | Unauthorized
+  | ModelNotFound
+  | MalformedResponse
+  | ScriptExhausted
+  | ReplayMiss
+
+/** The schema of `ModelError`, to carry model failures across JSON boundaries (cassettes, workflows, HTTP). */
+export const ModelError: Schema.Union<[
+  typeof RateLimited,
+  typeof ServerError,
+  typeof Timeout,
+  typeof Transport,
+  typeof InvalidRequest,
+  typeof ContextLengthExceeded,
+  typeof Unauthorized,
+  typeof ModelNotFound,
+  typeof MalformedResponse,
+  typeof ScriptExhausted,
+  typeof ReplayMiss
+]> = Schema.Union(
+  RateLimited,
+  ServerError,
+  Timeout,
+  Transport,
+  InvalidRequest,
+  ContextLengthExceeded,
+  Unauthorized,
+  ModelNotFound,
+  MalformedResponse,
+  ScriptExhausted,
+  ReplayMiss
+)
+
+const tags: ReadonlySet<string> = new Set(ModelError.members.map((member) => member._tag))
+
+/** Whether a value is one of the `ModelError` classes. */
+export const isModelError = (u: unknown): u is ModelError =>
+  Predicate.hasProperty(u, "_tag") && typeof u._tag === "string" && tags.has(u._tag)
+
+/** Whether an error is worth sending the same request again for. */
+export const isRetryable = (error: ModelError): boolean => error.retryable

@@ -1,0 +1,209 @@
+/**
+ * Tools an agent can call. Parameters are a `Schema`: the model sees its JSON schema, and the arguments the
+ * model writes are decoded with it. Whatever goes wrong in a tool call — bad JSON, arguments that do not
+ * decode, an unknown tool, a failing or slow handler — comes back to the model as an `ERROR: ...` result it can
+ * read and react to; it never crashes the run.
+ *
+ * @since 0.1.0
+ */
+import { Cause, Duration, Effect, Either, JSONSchema, ParseResult, Predicate, Schema } from "effect"
+import { coerce } from "./internal/coerce.js"
+import type * as Model from "./Model.js"
+
+const TypeId: unique symbol = Symbol.for("valet/Tool")
+
+/** The outcome of one tool call, before timeouts and the length cap are applied. */
+export interface Outcome {
+  readonly content: string
+  readonly isError: boolean
+}
+
+/**
+ * A tool whose handler needs the services `R`. The parameter and result types are fixed by `make` and erased
+ * here, so that tools of different shapes fit in one list.
+ */
+export interface Tool<out R = never> {
+  readonly [TypeId]: typeof TypeId
+  readonly name: string
+  readonly description: string
+  /** What the model is told: the name, the description and the JSON schema of the parameters. */
+  readonly definition: Model.ToolDefinition
+  /** How long one call may take before it is interrupted and reported as timed out. */
+  readonly timeout: Duration.Duration
+  /** Decodes the model's argument text and runs the handler; failures become error outcomes. */
+  readonly call: (argumentsText: string) => Effect.Effect<Outcome, never, R>
+}
+
+/** The services needed by any of a list of tools. */
+export type Requirements<T> = T extends ReadonlyArray<Tool<infer R>> ? R : never
+
+/** The default time a tool call may take. */
+export const defaultTimeout: Duration.Duration = Duration.seconds(30)
+
+/** The default length a tool result is cut to before the model sees it. */
+export const defaultMaxResultChars = 20_000
+
+/** Options of `make`. */
+export interface MakeOptions<P, I, A, E, R> {
+  readonly name: string
+  readonly description: string
+  /** The schema of the arguments object. */
+  readonly parameters: Schema.Schema<P, I>
+  readonly handler: (params: P) => Effect.Effect<A, E, R>
+  /** How the result is shown to the model; by default strings as they are and anything else as JSON. */
+  readonly format?: (result: A) => string
+  readonly timeout?: Duration.DurationInput
+}
+
+const toolNamePattern = /^[a-zA-Z0-9_-]{1,64}$/
+
+/**
+ * Whether a tool name is one the OpenAI protocol accepts (letters, digits, `_` and `-`, at most 64): servers
+ * reject anything else, so an agent with such a tool fails at the start of its run with `InvalidAgent`.
+ */
+export const isValidName = (name: string): boolean => toolNamePattern.test(name)
+
+/** Defines a tool. The JSON schema sent to the model is derived once, here. */
+export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A, E, R>): Tool<R> => {
+  const jsonSchema = JSONSchema.make(options.parameters) as unknown as Record<string, unknown>
+  const { $schema: _ignored, ...parameters } = jsonSchema
+  const decodeStrict = Schema.decodeUnknownEither(options.parameters)
+  const ast = Schema.encodedSchema(options.parameters).ast
+  const format = options.format ?? formatResult
+  const name = options.name
+
+  const decode = (argumentsText: string): Either.Either<P, string> => {
+    let raw: unknown
+    // Servers send `""` for a call without arguments; treat it as the empty object.
+    const text = argumentsText.trim() === "" ? "{}" : argumentsText
+    try {
+      raw = JSON.parse(text)
+    } catch (error) {
+      return Either.left(`the arguments of tool "${name}" are not valid JSON (${errorMessage(error)}): ${cut(text, 200)}`)
+    }
+    const strict = decodeStrict(raw)
+    if (Either.isRight(strict)) return Either.right(strict.right)
+    const lenient = decodeStrict(coerce(ast, raw))
+    if (Either.isRight(lenient)) return Either.right(lenient.right)
+    return Either.left(
+      `invalid arguments for tool "${name}": ${ParseResult.TreeFormatter.formatErrorSync(strict.left)}`
+    )
+  }
+
+  const call = (argumentsText: string): Effect.Effect<Outcome, never, R> => {
+    const params = decode(argumentsText)
+    if (Either.isLeft(params)) return Effect.succeed({ content: `ERROR: ${params.left}`, isError: true })
+    return options.handler(params.right).pipe(
+      Effect.map((result): Outcome => ({ content: format(result), isError: false })),
+      Effect.catchAllCause((cause) =>
+        Cause.isInterruptedOnly(cause)
+          ? Effect.failCause(cause as Cause.Cause<never>)
+          : Effect.succeed<Outcome>({ content: `ERROR: tool "${name}" failed: ${describeCause(cause)}`, isError: true })
+      )
+    )
+  }
+
+  return {
+    [TypeId]: TypeId,
+    name,
+    description: options.description,
+    definition: { name, description: options.description, parameters },
+    timeout: options.timeout !== undefined ? Duration.decode(options.timeout) : defaultTimeout,
+    call
+  }
+}
+
+/** Whether a value is a `Tool`. */
+export const isTool = (u: unknown): u is Tool<unknown> => Predicate.hasProperty(u, TypeId)
+
+/** The result of one executed tool call, ready to send back to the model. */
+export interface Result {
+  readonly toolCallId: string
+  readonly name: string
+  readonly content: string
+  readonly isError: boolean
+}
+
+/** Options of `execute`. */
+export interface ExecuteOptions {
+  /** Results longer than this are cut, with a note of how much was cut. */
+  readonly maxResultChars?: number
+}
+
+/** Tools indexed by name, built once per run so each call is a map lookup. */
+export interface Toolkit<R> {
+  readonly tools: ReadonlyArray<Tool<R>>
+  readonly definitions: ReadonlyArray<Model.ToolDefinition>
+  readonly byName: ReadonlyMap<string, Tool<R>>
+}
+
+/** Indexes a list of tools by name. A later tool with the same name replaces an earlier one. */
+export const toolkit = <R>(tools: ReadonlyArray<Tool<R>>): Toolkit<R> => {
+  const byName = new Map<string, Tool<R>>()
+  for (const tool of tools) byName.set(tool.name, tool)
+  return { tools, definitions: [...byName.values()].map((tool) => tool.definition), byName }
+}
+
+/**
+ * Executes one tool call: looks the tool up, decodes the arguments, runs the handler under its timeout and
+ * cuts a long result. Never fails; interruption still interrupts the handler (and runs its finalizers).
+ */
+export const execute = <R>(
+  kit: Toolkit<R>,
+  call: Model.ToolCall,
+  options?: ExecuteOptions
+): Effect.Effect<Result, never, R> => {
+  const tool = kit.byName.get(call.name)
+  const maxChars = options?.maxResultChars ?? defaultMaxResultChars
+  if (tool === undefined) {
+    const known = [...kit.byName.keys()]
+    const content = `ERROR: unknown tool "${call.name}"; available tools: ${known.length > 0 ? known.join(", ") : "(none)"}`
+    return Effect.succeed({ toolCallId: call.id, name: call.name, content, isError: true })
+  }
+  return tool.call(call.arguments).pipe(
+    Effect.timeoutOption(tool.timeout),
+    Effect.map((outcome): Result =>
+      outcome._tag === "Some"
+        ? { toolCallId: call.id, name: call.name, content: truncate(outcome.value.content, maxChars), isError: outcome.value.isError }
+        : {
+          toolCallId: call.id,
+          name: call.name,
+          content: `ERROR: tool "${call.name}" timed out after ${Duration.format(tool.timeout)}`,
+          isError: true
+        }
+    )
+  )
+}
+
+/** Cuts a text to `maxChars`, noting how many characters were cut. */
+export const truncate = (text: string, maxChars: number): string =>
+  text.length <= maxChars ? text : `${text.slice(0, maxChars)}\n[truncated: ${text.length - maxChars} more characters]`
+
+const formatResult = (result: unknown): string => {
+  if (typeof result === "string") return result
+  if (result === undefined) return ""
+  try {
+    return JSON.stringify(result) ?? String(result)
+  } catch {
+    return String(result)
+  }
+}
+
+const cut = (text: string, max: number): string => (text.length <= max ? text : `${text.slice(0, max)}…`)
+
+const errorMessage = (error: unknown): string => {
+  if (Predicate.hasProperty(error, "message") && typeof error.message === "string") {
+    const tag = Predicate.hasProperty(error, "_tag") && typeof error._tag === "string" ? `${error._tag}: ` : ""
+    return `${tag}${error.message}`
+  }
+  if (Predicate.hasProperty(error, "_tag") && typeof error._tag === "string") return error._tag
+  return formatResult(error)
+}
+
+const describeCause = (cause: Cause.Cause<unknown>): string => {
+  const failure = Cause.failureOption(cause)
+  if (failure._tag === "Some") return errorMessage(failure.value)
+  const defect = Cause.dieOption(cause)
+  if (defect._tag === "Some") return `defect: ${errorMessage(defect.value)}`
+  return Cause.pretty(cause)
+}

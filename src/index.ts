@@ -1,0 +1,38 @@
+/**
+ * valet: agent architectures as Effect programs that stream typed events.
+ *
+ * @since 0.1.0
+ */
+
+/** Agents: definitions, runs, streams and sub-agents. */
+export * as Agent from "./Agent.js"
+
+/** The errors an agent run can fail with. */
+export * as AgentError from "./AgentError.js"
+
+/** The events a run streams, and helpers to filter and rebuild them. */
+export * as AgentEvent from "./AgentEvent.js"
+
+/** How an agent thinks: the architecture contract and the toolkit for writing one. */
+export * as Architecture from "./Architecture.js"
+
+/** Caps on model calls, tokens, wall clock and cost. */
+export * as Budget from "./Budget.js"
+
+/** Record / replay of model calls to a JSONL cassette. */
+export * as Journal from "./Journal.js"
+
+/** The model service: requests, responses, chunks. */
+export * as Model from "./Model.js"
+
+/** The errors a model call can fail with. */
+export * as ModelError from "./ModelError.js"
+
+/** The ReAct tool loop. */
+export * as ReAct from "./ReAct.js"
+
+/** The scripted test double of `Model`. */
+export * as ScriptedModel from "./ScriptedModel.js"
+
+/** Tools an agent can call. */
+export * as Tool from "./Tool.js"

@@ -1,0 +1,124 @@
+import { Clock, Effect, Schema } from "effect"
+import { InvalidAgent } from "../AgentError.js"
+import * as Architecture from "../Architecture.js"
+import * as Model from "../Model.js"
+import * as Tool from "../Tool.js"
+import { canonicalArguments } from "./json.js"
+
+/** Sampling options ReAct passes on every model call. */
+export const RequestOptions = Schema.Struct({
+  temperature: Schema.optional(Schema.Number),
+  topP: Schema.optional(Schema.Number),
+  maxTokens: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  stop: Schema.optional(Schema.Array(Schema.String)),
+  seed: Schema.optional(Schema.Int),
+  toolChoice: Schema.optional(Model.ToolChoice),
+  extra: Schema.optional(Model.JsonObject)
+})
+
+export const Options = Schema.Struct({
+  /** Model turns before the run stops with `max_turns_exceeded`; default: the agent's `maxTurns`. */
+  maxTurns: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  /** The same tool with the same arguments this many times in a row stops the run (`repeated_tool_call`); 0: never. */
+  maxRepeatedToolCalls: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
+  /** How many tool calls of one turn run at once; default all of them. */
+  toolConcurrency: Schema.optional(Schema.Union(Schema.Int.pipe(Schema.positive()), Schema.Literal("unbounded"))),
+  /** Tool results longer than this are cut with a note. */
+  maxResultChars: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  request: Schema.optional(RequestOptions)
+})
+export type Options = typeof Options.Type
+
+export const name = "react"
+
+/** The ReAct loop: ask the model with the tools; run the calls it asks for; repeat until it answers in text. */
+export const program = (options: Options) => (input: Architecture.Input) =>
+  Effect.gen(function*() {
+    const run = yield* Architecture.CurrentRun
+    const agent = input.agent
+    const invalid = agent.tools.filter((tool) => !Tool.isValidName(tool.name))
+    if (invalid.length > 0) {
+      return yield* new InvalidAgent({
+        agent: agent.name,
+        message: `invalid tool names ${invalid.map((tool) => JSON.stringify(tool.name)).join(", ")}: use [a-zA-Z0-9_-]{1,64}`
+      })
+    }
+    const kit = Tool.toolkit(agent.tools) as Tool.Toolkit<never>
+    const maxTurns = options.maxTurns ?? agent.maxTurns
+    const maxRepeats = options.maxRepeatedToolCalls ?? 3
+    const executeOptions = options.maxResultChars !== undefined ? { maxResultChars: options.maxResultChars } : undefined
+    const concurrency = options.toolConcurrency ?? "unbounded"
+    const base: Omit<Model.Request, "messages"> = {
+      ...options.request,
+      ...(kit.definitions.length > 0 ? { tools: kit.definitions } : {})
+    }
+
+    const messages: Array<Model.Message> = []
+    if (agent.instructions !== "") messages.push(Model.system(agent.instructions))
+    messages.push(...input.history, Model.user(input.prompt))
+
+    let lastText = ""
+    let repeatedKey = ""
+    let repeatedCount = 0
+
+    const runTool = (call: Model.ToolCall) =>
+      Effect.gen(function*() {
+        const startedAt = yield* Architecture.emitWith(run, (timestamp) => ({
+          _tag: "ToolCalled",
+          sessionId: run.sessionId,
+          timestamp,
+          toolCallId: call.id,
+          name: call.name,
+          arguments: call.arguments
+        })).pipe(Effect.zipRight(Clock.currentTimeMillis))
+        const result = yield* Tool.execute(kit, call, executeOptions)
+        yield* Architecture.emitWith(run, (timestamp) => ({
+          _tag: "ToolReturned",
+          sessionId: run.sessionId,
+          timestamp,
+          toolCallId: call.id,
+          name: call.name,
+          content: result.content,
+          isError: result.isError,
+          durationMs: timestamp - startedAt
+        }))
+        return result
+      })
+
+    for (let turn = 1; turn <= maxTurns; turn++) {
+      const response = yield* Architecture.generate({ ...base, messages: messages.slice() }, {
+        step: `react.turn_${turn}`
+      })
+      const choice = response.choices[0]
+      const text = choice?.text ?? ""
+      const calls = choice?.toolCalls ?? []
+      if (text !== "") {
+        lastText = text
+        yield* Architecture.setOutput(text)
+      }
+      if (calls.length === 0) return { output: text, metadata: { turns: turn } }
+
+      if (maxRepeats > 0) {
+        for (const call of calls) {
+          const key = `${call.name}\u0000${canonicalArguments(call.arguments)}`
+          repeatedCount = key === repeatedKey ? repeatedCount + 1 : 1
+          repeatedKey = key
+          if (repeatedCount >= maxRepeats) {
+            return {
+              output: lastText,
+              interrupted: "repeated_tool_call",
+              metadata: { turns: turn, repeatedTool: call.name, repeatedArguments: call.arguments }
+            }
+          }
+        }
+      }
+
+      messages.push(Model.assistant(text, calls))
+      const results = yield* Effect.forEach(calls, runTool, { concurrency })
+      for (const result of results) messages.push(Model.toolResult(result.toolCallId, result.name, result.content))
+    }
+    return { output: lastText, interrupted: "max_turns_exceeded", metadata: { turns: maxTurns } }
+  })
+
+/** ReAct with its defaults: the architecture of an agent made without one. */
+export const defaultArchitecture = Architecture.make({ name, program: program({}) })

@@ -1,0 +1,11 @@
+import { defineConfig } from "vitest/config"
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    // Sandbox and loopback-server tests spawn real processes; keep the 2-core CI machine responsive.
+    pool: "forks",
+    testTimeout: 30_000,
+    hookTimeout: 30_000
+  }
+})

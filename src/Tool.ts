@@ -6,8 +6,9 @@
  *
  * @since 0.1.0
  */
-import { Cause, Duration, Effect, Either, JSONSchema, ParseResult, Predicate, Schema } from "effect"
+import { Cause, Duration, Effect, Either, ParseResult, Predicate, Schema } from "effect"
 import { coerce } from "./internal/coerce.js"
+import { parametersSchema } from "./internal/jsonSchema.js"
 import type * as Model from "./Model.js"
 
 const TypeId: unique symbol = Symbol.for("valet/Tool")
@@ -65,8 +66,7 @@ export const isValidName = (name: string): boolean => toolNamePattern.test(name)
 
 /** Defines a tool. The JSON schema sent to the model is derived once, here. */
 export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A, E, R>): Tool<R> => {
-  const jsonSchema = JSONSchema.make(options.parameters) as unknown as Record<string, unknown>
-  const { $schema: _ignored, ...parameters } = jsonSchema
+  const parameters = parametersSchema(options.parameters)
   const decodeStrict = Schema.decodeUnknownEither(options.parameters)
   const ast = Schema.encodedSchema(options.parameters).ast
   const format = options.format ?? formatResult

@@ -1,0 +1,20 @@
+/**
+ * `npm run demo`: runs every example end to end and prints its events.
+ */
+import { NodeRuntime } from "@effect/platform-node"
+import { Console, Effect } from "effect"
+import * as ReactCalculator from "./react-calculator.js"
+import * as RecordReplay from "./record-replay.js"
+import * as SubAgents from "./sub-agents.js"
+import { demoModel } from "./support/model.js"
+
+const main = Effect.gen(function*() {
+  const { note } = yield* demoModel([])
+  yield* Console.log(`valet demo — ${note}\n`)
+  for (const example of [ReactCalculator.main, SubAgents.main, RecordReplay.main]) {
+    yield* example
+    yield* Console.log("")
+  }
+})
+
+NodeRuntime.runMain(main)

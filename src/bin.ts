@@ -1,0 +1,19 @@
+#!/usr/bin/env node
+/**
+ * The `valet` command line.
+ *
+ * @since 0.1.0
+ */
+import { Command } from "@effect/cli"
+import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { Effect } from "effect"
+import { journal } from "./internal/cli/journal.js"
+
+const valet = Command.make("valet").pipe(
+  Command.withDescription("Effect-native agent framework: run, record and inspect agent architectures."),
+  Command.withSubcommands([journal])
+)
+
+const cli = Command.run(valet, { name: "valet", version: "0.1.0" })
+
+cli(process.argv).pipe(Effect.provide(NodeContext.layer), NodeRuntime.runMain)

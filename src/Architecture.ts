@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Effect, Mailbox, Predicate, Stream } from "effect"
+import { Clock, Context, Effect, FiberRef, Mailbox, Predicate, Stream } from "effect"
 import type * as Agent from "./Agent.js"
 import type { AgentError, BudgetExhausted } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
@@ -172,8 +172,20 @@ export const generate = (
     return Effect.flatMap(run.budget.reserve, (warnings) => {
       run.countCall()
       const step = options?.step ?? `call_${run.ownCalls}`
-      const streaming = run.streamText && run.emitter.observed
-      const send = streaming
+      const callContext: Model.CallContext = { sessionId: run.sessionId, rootSessionId: run.rootSessionId, step }
+      const settle = (response: Model.Response): ReadonlyArray<Budget.Warning> => {
+        run.addUsage(response.usage)
+        return run.budget.record(response.usage)
+      }
+      // Nobody listens (`Agent.run`): no events, no clock reads. This path runs once per model call of every
+      // agent, so it is kept to the few operations it needs.
+      if (!run.emitter.observed) {
+        return Effect.map(withCallContext(Model.generate(request), callContext), (response) => {
+          settle(response)
+          return response
+        })
+      }
+      const send = run.streamText
         ? Model.accumulate(
           Model.stream(request).pipe(
             Stream.tap((chunk) =>
@@ -191,19 +203,12 @@ export const generate = (
           )
         )
         : Model.generate(request)
-      const call = Effect.locally(send, Model.currentCallContext, {
-        sessionId: run.sessionId,
-        rootSessionId: run.rootSessionId,
-        step
-      })
       return emitWarnings(run, warnings).pipe(
         Effect.zipRight(emitWith(run, (timestamp) => ({ _tag: "ModelCalled", sessionId: run.sessionId, timestamp, step }))),
         Effect.zipRight(Clock.currentTimeMillis),
         Effect.flatMap((startedAt) =>
-          Effect.flatMap(call, (response) => {
-            run.addUsage(response.usage)
-            const after = run.budget.record(response.usage)
-            if (!run.emitter.observed) return Effect.succeed(response)
+          Effect.flatMap(withCallContext(send, callContext), (response) => {
+            const after = settle(response)
             return Effect.flatMap(Clock.currentTimeMillis, (now) => {
               const choice = response.choices[0]
               return run.emitter.emit({
@@ -223,6 +228,14 @@ export const generate = (
       )
     })
   })
+
+/**
+ * Sets `Model.currentCallContext` for the call about to be sent. A plain set, not `Effect.locally` (which costs
+ * as much as the rest of a model call's bookkeeping): every call made through `generate` sets its own context
+ * first, and the fiber ref's `join` keeps a parent's value, so a stale value never reaches another call.
+ */
+const withCallContext = <A, E, R>(effect: Effect.Effect<A, E, R>, context: Model.CallContext): Effect.Effect<A, E, R> =>
+  Effect.zipRight(FiberRef.set(Model.currentCallContext, context), effect)
 
 // ---------------------------------------------------------------------------------------------------------
 // Building architectures

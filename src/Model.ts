@@ -306,7 +306,10 @@ export interface CallContext {
   readonly step: string
 }
 
-/** The `CallContext` of the model call in flight, if an architecture set one. */
+/**
+ * The `CallContext` of the model call in flight (set by `Architecture.generate` just before each call; after a
+ * call it still names that call). A joined child fiber never overwrites its parent's value.
+ */
 export const currentCallContext: FiberRef.FiberRef<CallContext | undefined> = FiberRef.unsafeMake<
   CallContext | undefined
->(undefined)
+>(undefined, { join: (parent) => parent })

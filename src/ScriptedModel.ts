@@ -8,7 +8,6 @@
 import { Context, Duration, Effect, Layer, Schema, Stream } from "effect"
 import * as Model from "./Model.js"
 import { type ModelError, ScriptExhausted } from "./ModelError.js"
-import { wordPieces } from "./internal/modelChunks.js"
 
 /** A scripted tool call; `arguments` may be an object (sent as JSON) or the raw text a model would write. */
 export interface ScriptedToolCall {
@@ -79,12 +78,33 @@ export const remaining: Effect.Effect<number | undefined, never, ScriptedModel> 
   (service) => service.remaining
 )
 
-const countWords = (text: string): number => wordPieces(text).filter((piece) => piece.trim() !== "").length
+/** Counts words (runs of non-whitespace): the scripted model's stand-in for tokens. */
+const countWords = (text: string): number => {
+  let words = 0
+  let inWord = false
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i)
+    const space = c === 32 || (c >= 9 && c <= 13)
+    if (!space && !inWord) words++
+    inWord = !space
+  }
+  return words
+}
+
+// Agents resend the same message objects on every turn: counting each once keeps a long run linear.
+const messageWords = new WeakMap<Model.Message, number>()
 
 const requestWords = (request: Model.Request): number => {
   if (request.prompt !== undefined) return countWords(request.prompt)
   let words = 0
-  for (const message of request.messages ?? []) words += countWords(message.content)
+  for (const message of request.messages ?? []) {
+    let n = messageWords.get(message)
+    if (n === undefined) {
+      n = countWords(message.content)
+      messageWords.set(message, n)
+    }
+    words += n
+  }
   return words
 }
 
@@ -131,7 +151,10 @@ export const layer = (script: Script): Layer.Layer<Model.Model | ScriptedModel> 
       const callIndex = received.length
       received.push(request)
       const n = request.n ?? 1
-      return Effect.forEach(Array.from({ length: n }, (_, i) => i), () => nextTurn(request, callIndex)).pipe(
+      const turns = n === 1
+        ? Effect.map(nextTurn(request, callIndex), (turn) => [turn])
+        : Effect.forEach(Array.from({ length: n }, (_, i) => i), () => nextTurn(request, callIndex))
+      return turns.pipe(
         Effect.flatMap((turns) => {
           const failing = turns.find((turn) => typeof turn !== "string" && turn.error !== undefined)
           const delay = turns.reduce(
@@ -141,7 +164,7 @@ export const layer = (script: Script): Layer.Layer<Model.Model | ScriptedModel> 
                 : max,
             Duration.zero
           )
-          const build = Effect.suspend((): Effect.Effect<Model.Response, ModelError> => {
+          const build = (): Effect.Effect<Model.Response, ModelError> => {
             if (failing !== undefined && typeof failing !== "string") return Effect.fail(failing.error!)
             const choices = turns.map((turn, i) => toChoice(turn, callIndex, i))
             const inputTokens = requestWords(request)
@@ -159,8 +182,10 @@ export const layer = (script: Script): Layer.Layer<Model.Model | ScriptedModel> 
               choices: choices.map(({ words: _words, ...choice }) => choice),
               usage
             })
-          })
-          return Duration.greaterThan(delay, Duration.zero) ? Effect.zipRight(Effect.sleep(delay), build) : build
+          }
+          return Duration.greaterThan(delay, Duration.zero)
+            ? Effect.zipRight(Effect.sleep(delay), Effect.suspend(build))
+            : build()
         })
       )
     }

@@ -9,6 +9,7 @@
 import { Cause, Duration, Effect, Either, ParseResult, Predicate, Schema } from "effect"
 import { coerce } from "./internal/coerce.js"
 import { parametersSchema } from "./internal/jsonSchema.js"
+import { timeoutOption } from "./internal/timeout.js"
 import type * as Model from "./Model.js"
 
 const TypeId: unique symbol = Symbol.for("valet/Tool")
@@ -160,8 +161,7 @@ export const execute = <R>(
     const content = `ERROR: unknown tool "${call.name}"; available tools: ${known.length > 0 ? known.join(", ") : "(none)"}`
     return Effect.succeed({ toolCallId: call.id, name: call.name, content, isError: true })
   }
-  return tool.call(call.arguments).pipe(
-    Effect.timeoutOption(tool.timeout),
+  return timeoutOption(tool.call(call.arguments), tool.timeout).pipe(
     Effect.map((outcome): Result =>
       outcome._tag === "Some"
         ? { toolCallId: call.id, name: call.name, content: truncate(outcome.value.content, maxChars), isError: outcome.value.isError }

@@ -61,8 +61,8 @@ export const program = (options: Options) => (input: Architecture.Input) =>
     let repeatedKey = ""
     let repeatedCount = 0
 
-    const runTool = (call: Model.ToolCall) =>
-      Effect.gen(function*() {
+    const runTool = (call: Model.ToolCall): Effect.Effect<Tool.Result> =>
+      !run.emitter.observed ? Tool.execute(kit, call, executeOptions) : Effect.gen(function*() {
         const startedAt = yield* Architecture.emitWith(run, (timestamp) => ({
           _tag: "ToolCalled",
           sessionId: run.sessionId,
@@ -114,7 +114,10 @@ export const program = (options: Options) => (input: Architecture.Input) =>
       }
 
       messages.push(Model.assistant(text, calls))
-      const results = yield* Effect.forEach(calls, runTool, { concurrency })
+      // One call runs inline: forking a fiber for it would cost more than the rest of the step.
+      const results = calls.length === 1
+        ? [yield* runTool(calls[0]!)]
+        : yield* Effect.forEach(calls, runTool, { concurrency })
       for (const result of results) messages.push(Model.toolResult(result.toolCallId, result.name, result.content))
     }
     return { output: lastText, interrupted: "max_turns_exceeded", metadata: { turns: maxTurns } }

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, type Layer, Predicate, Stream } from "effect"
+import { Effect, type Layer, Predicate, type Scope, Stream } from "effect"
 import { type AgentError, InvalidAgent, InvalidOptions, SessionConflict, SubAgentFailed } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import * as Architecture from "./Architecture.js"
@@ -108,7 +108,7 @@ const rootInput = (
   prompt: string,
   options: RunOptions | undefined,
   streamText: boolean
-): Effect.Effect<Architecture.Input, InvalidAgent | InvalidOptions> =>
+): Effect.Effect<Architecture.Input, InvalidAgent | InvalidOptions, Scope.Scope> =>
   Effect.gen(function*() {
     const sessionId = options?.sessionId ?? newSessionId()
     if (!sessionIdPattern.test(sessionId) || sessionId.includes("__")) {
@@ -132,7 +132,8 @@ const rootInput = (
       rootSessionId: sessionId,
       budget,
       streamText,
-      parent: undefined
+      parent: undefined,
+      resources: { scope: yield* Effect.scope, memoMap: undefined }
     }
   })
 
@@ -144,7 +145,7 @@ export const run = <R>(agent: Agent<R>, prompt: string, options?: RunOptions): E
   Effect.flatMap(
     rootInput(agent, prompt, options, false),
     (input) => agent.architecture.execute(input, Architecture.unobserved)
-  ).pipe(Effect.withSpan("valet/Agent.run", { attributes: { agent: agent.name } })) as Effect.Effect<
+  ).pipe(Effect.scoped, Effect.withSpan("valet/Agent.run", { attributes: { agent: agent.name } })) as Effect.Effect<
     AgentEvent.RunResult,
     AgentError,
     R
@@ -159,7 +160,7 @@ export const stream = <R>(
   prompt: string,
   options?: StreamOptions
 ): Stream.Stream<AgentEvent.AgentEvent, AgentError, R> =>
-  Stream.unwrap(
+  Stream.unwrapScoped(
     Effect.map(rootInput(agent, prompt, options, options?.textDeltas ?? true), (input) => agent.architecture.run(input))
   ) as Stream.Stream<AgentEvent.AgentEvent, AgentError, R>
 
@@ -227,7 +228,8 @@ export const runChild = <R>(
       rootSessionId: parent.rootSessionId,
       budget: parent.budget,
       streamText: parent.streamText,
-      parent
+      parent,
+      resources: parent.resources
     }
     return yield* (agent.architecture.execute(input, parent.emitter) as Effect.Effect<AgentEvent.RunResult, AgentError, R>)
       .pipe(

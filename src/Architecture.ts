@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Effect, FiberRef, Mailbox, Predicate, Stream } from "effect"
+import { Clock, Context, Effect, FiberRef, Layer, Mailbox, Predicate, type Scope, Stream } from "effect"
 import type * as Agent from "./Agent.js"
 import type { AgentError, BudgetExhausted } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
@@ -29,6 +29,17 @@ export interface Emitter {
 /** An emitter that drops everything. */
 export const unobserved: Emitter = { observed: false, emit: () => Effect.void }
 
+/**
+ * What the runs of one root run share: the scope that lives as long as the root run, and the memo map that
+ * builds each agent's model layer once for all of them (an actor called in three rounds keeps one HTTP client,
+ * and a scripted actor goes on with its script).
+ */
+export interface Resources {
+  readonly scope: Scope.Scope
+  /** Created on first use: most runs have no agent with its own model. */
+  memoMap: Layer.MemoMap | undefined
+}
+
 /** What a run is started with. Built by `Agent.run`, `Agent.stream` and `Agent.runChild`. */
 export interface Input {
   readonly agent: Agent.Agent<unknown>
@@ -42,6 +53,7 @@ export interface Input {
   readonly streamText: boolean
   /** The run this one is a sub-agent of: its model calls and usage roll up there. */
   readonly parent: RunContext | undefined
+  readonly resources: Resources
 }
 
 /** What an architecture program returns; the runtime adds the counts and timing to make the `RunResult`. */
@@ -107,7 +119,8 @@ export class RunState implements RunContext {
     readonly budget: Budget.Tracker,
     readonly streamText: boolean,
     readonly emitter: Emitter,
-    readonly parent: RunState | undefined
+    readonly parent: RunState | undefined,
+    readonly resources: Resources
   ) {}
 
   /** Counts one model call here and in every ancestor. */
@@ -281,7 +294,8 @@ const executeProgram = <R>(
       input.budget,
       input.streamText,
       emitter,
-      input.parent as RunState | undefined
+      input.parent as RunState | undefined,
+      input.resources
     )
     state.parent?.children.set(state.sessionId, state)
     if (emitter.observed) {
@@ -295,8 +309,14 @@ const executeProgram = <R>(
       })
     }
     let body: Effect.Effect<Outcome, AgentError, R | CurrentRun> = program(input)
-    if (input.agent.model !== undefined) {
-      body = Effect.provide(body, input.agent.model) as Effect.Effect<Outcome, AgentError, R | CurrentRun>
+    const model = input.agent.model
+    if (model !== undefined) {
+      const resources = input.resources
+      body = Effect.gen(function*() {
+        if (resources.memoMap === undefined) resources.memoMap = yield* Layer.makeMemoMap
+        const context = yield* Layer.buildWithMemoMap(model, resources.memoMap, resources.scope)
+        return yield* Effect.provide(program(input), context)
+      }) as Effect.Effect<Outcome, AgentError, R | CurrentRun>
     }
     let guarded = body.pipe(
       Effect.catchTag("BudgetExhausted", (error) =>

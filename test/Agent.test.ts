@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Exit, Fiber, Schema, Stream } from "effect"
+import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
 import { Agent, AgentError, AgentEvent, Architecture, Model, ScriptedModel, Tool } from "../src/index.js"
 
 const add = Tool.make({
@@ -207,6 +207,33 @@ describe("Agent", () => {
       expect(result.output).toBe("from the context's model / from the critic's model")
       expect(result.modelCalls).toBe(2)
     }).pipe(Effect.provide(ScriptedModel.layer(["from the context's model"]))))
+
+  it.effect("an agent's model layer is built once per root run, shared by its rounds, and released at the end", () =>
+    Effect.gen(function*() {
+      const log: Array<string> = []
+      const tracked = Layer.scopedContext(
+        Effect.acquireRelease(
+          Effect.sync(() => log.push("built")),
+          () => Effect.sync(() => log.push("released"))
+        ).pipe(Effect.flatMap(() => Layer.build(ScriptedModel.layer(["round one", "round two", "round three"]))))
+      )
+      const actor = Agent.make({ name: "actor", instructions: "", model: tracked })
+      const rounds = Architecture.make({
+        name: "rounds",
+        program: (input) =>
+          Effect.gen(function*() {
+            const outputs: Array<string> = []
+            for (let round = 1; round <= 3; round++) {
+              outputs.push((yield* Agent.runChild(actor, input.prompt, { role: "actor", index: round })).output)
+            }
+            log.push("rounds done")
+            return { output: outputs.join(", ") }
+          })
+      })
+      const result = yield* Agent.run(Agent.make({ name: "boss", instructions: "", architecture: rounds }), "go")
+      expect(result.output).toBe("round one, round two, round three")
+      expect(log).toEqual(["built", "rounds done", "released"])
+    }))
 
   it.effect("interrupting Agent.run while a tool handler sleeps stops at once and runs the handler's finalizer", () =>
     Effect.gen(function*() {

@@ -3,6 +3,7 @@
  * runnable alone (`npx tsx bench/<name>.ts`) and `npm run bench` runs them all.
  */
 import { mkdirSync, writeFileSync } from "node:fs"
+import { cpus } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -73,7 +74,7 @@ export const table = (rows: ReadonlyArray<Row>): string => {
 export const writeReport = (report: Omit<Report, "machine">): Report => {
   const full: Report = {
     ...report,
-    machine: { node: process.version, cpus: (globalThis as { navigator?: { hardwareConcurrency?: number } }).navigator?.hardwareConcurrency ?? 0, platform: process.platform }
+    machine: { node: process.version, cpus: cpus().length, platform: process.platform }
   }
   mkdirSync(resultsDir, { recursive: true })
   writeFileSync(join(resultsDir, `${report.name}.json`), JSON.stringify(full, null, 2) + "\n")

@@ -199,22 +199,17 @@ export const generate = (
         })
       }
       const send = run.streamText
-        ? Model.accumulate(
-          Model.stream(request).pipe(
-            Stream.tap((chunk) =>
-              chunk._tag === "TextDelta" && chunk.text !== ""
-                ? emitWith(run, (timestamp) => ({
-                  _tag: "TextDelta",
-                  sessionId: run.sessionId,
-                  timestamp,
-                  step,
-                  index: chunk.index,
-                  text: chunk.text
-                }))
-                : Effect.void
-            )
-          )
-        )
+        ? Model.streamInto(request, (chunk) =>
+          chunk._tag === "TextDelta" && chunk.text !== ""
+            ? emitWith(run, (timestamp) => ({
+              _tag: "TextDelta",
+              sessionId: run.sessionId,
+              timestamp,
+              step,
+              index: chunk.index,
+              text: chunk.text
+            }))
+            : Effect.void)
         : Model.generate(request)
       return emitWarnings(run, warnings).pipe(
         Effect.zipRight(emitWith(run, (timestamp) => ({ _tag: "ModelCalled", sessionId: run.sessionId, timestamp, step }))),

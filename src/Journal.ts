@@ -119,7 +119,14 @@ export const layerRecord = (
               Stream.concat(Stream.execute(Effect.suspend(() => write({ ...base, response: Chunks.toResponse(acc) })))),
               Stream.tapError((error) => write({ ...base, error }))
             )
-          }))
+          })),
+        streamInto: (request, onChunk) =>
+          Effect.flatMap(begin(request), (base) =>
+            Model.streamInto(request, onChunk).pipe(
+              Effect.provideService(Model.Model, inner),
+              Effect.tap((response) => write({ ...base, response })),
+              Effect.tapError((error) => write({ ...base, error }))
+            ))
       }
       return service
     })
@@ -173,7 +180,8 @@ export const layerReplay = (path: string): Layer.Layer<Model.Model, JournalError
 
       const service: Model.Service = {
         generate: lookup,
-        stream: (request) => Stream.unwrap(Effect.map(lookup(request), (response) => Stream.fromIterable(Model.toChunks(response))))
+        stream: (request) => Stream.unwrap(Effect.map(lookup(request), (response) => Stream.fromIterable(Model.toChunks(response)))),
+        streamInto: (request, onChunk) => Effect.flatMap(lookup(request), (response) => Model.replayInto(response, onChunk))
       }
       return service
     })

@@ -192,7 +192,8 @@ export const layer = (script: Script): Layer.Layer<Model.Model | ScriptedModel> 
 
     const model: Model.Service = {
       generate: answer,
-      stream: (request) => Stream.unwrap(Effect.map(answer(request), (response) => Stream.fromIterable(Model.toChunks(response))))
+      stream: (request) => Stream.unwrap(Effect.map(answer(request), (response) => Stream.fromIterable(Model.toChunks(response)))),
+      streamInto: (request, onChunk) => Effect.flatMap(answer(request), (response) => Model.replayInto(response, onChunk))
     }
 
     const service: Service = {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schema, Stream } from "effect"
-import { Model, ModelError } from "../src/index.js"
+import { Model, ModelError, ScriptedModel } from "../src/index.js"
 
 const responses: ReadonlyArray<Model.Response> = [
   {
@@ -113,4 +113,34 @@ describe("Model", () => {
     expect(ModelError.isModelError(new Error("x"))).toBe(false)
     expect(ModelError.isModelError({ _tag: "Other" })).toBe(false)
   })
+})
+
+describe("Model.streamInto", () => {
+  const turns = [{ text: "Hello there  world", toolCalls: [{ name: "f", arguments: { x: 1 } }], reasoning: "hmm" }]
+  const collect = (service: Model.Service) =>
+    Effect.gen(function*() {
+      const chunks: Array<Model.Chunk> = []
+      const response = yield* Model.streamInto(
+        { messages: [Model.user("hi")] },
+        (chunk) => Effect.sync(() => void chunks.push(chunk))
+      ).pipe(Effect.provideService(Model.Model, service))
+      return { chunks, response }
+    })
+
+  it.effect("a provider's native streamInto and the stream-based fallback deliver the same chunks and response", () =>
+    Effect.gen(function*() {
+      const native = yield* Model.Model.pipe(Effect.provide(ScriptedModel.layer(turns)))
+      expect(native.streamInto).toBeDefined()
+      const viaNative = yield* collect(native)
+      const streamOnly = yield* Model.Model.pipe(Effect.provide(ScriptedModel.layer(turns)))
+      const viaStream = yield* collect({ generate: streamOnly.generate, stream: streamOnly.stream })
+      expect(viaNative.chunks).toEqual(viaStream.chunks)
+      expect(viaNative.response).toEqual(viaStream.response)
+      expect(viaNative.chunks.filter((chunk) => chunk._tag === "TextDelta").map((chunk) => chunk.text)).toEqual([
+        "Hello",
+        " there",
+        "  world"
+      ])
+      expect(viaNative.response.choices[0]!.toolCalls[0]!.arguments).toBe('{"x":1}')
+    }))
 })

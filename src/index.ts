@@ -34,5 +34,8 @@ export * as ReAct from "./ReAct.js"
 /** The scripted test double of `Model`. */
 export * as ScriptedModel from "./ScriptedModel.js"
 
+/** Self-Refine: a base answer, then critic / refiner rounds until the critique says it is done. */
+export * as SelfRefine from "./SelfRefine.js"
+
 /** Tools an agent can call. */
 export * as Tool from "./Tool.js"

@@ -146,6 +146,21 @@ export const lastNonEmptyLine = (text: string): string | undefined => {
   return lines.at(-1)
 }
 
+// A bullet (`-`, `*`, `•`, `+`), a number (`1.`, `2)`, `(3)`, `4:`) or `Step 5:` at the start of a line. A number
+// needs a space after it, so `1.5 cups` keeps its number.
+const itemMarker = /^(?:[-*•+]\s+|\(\d+\)\s*|\d+[.):]\s+|step\s+\d+\s*[:.)-]\s*)/i
+
+/**
+ * The items of a list a model wrote as lines: one per non-empty line, bullets and numbering removed. When some
+ * lines are bulleted or numbered, only those are items (a preamble such as `Here is the plan:` is not one). Code
+ * fence lines are skipped.
+ */
+export const listItems = (text: string): Array<string> => {
+  const lines = text.split(/\r?\n/).map((line) => line.trim()).filter((line) => line !== "" && !line.startsWith("```"))
+  const marked = lines.filter((line) => itemMarker.test(line))
+  return (marked.length > 0 ? marked : lines).map((line) => line.replace(itemMarker, "").trim()).filter((line) => line !== "")
+}
+
 /**
  * The contents of `<tag>…</tag>` (first occurrence). A block whose closing tag is missing at the very end of the
  * text is accepted (servers strip stop strings such as `</action>`). `undefined` when the tag does not open.

@@ -49,6 +49,17 @@ describe("parse", () => {
     expect(Parse.lastNonEmptyLine(" \n")).toBeUndefined()
   })
 
+  it("listItems: one item per line, bullets and numbering removed, a preamble dropped when items are marked", () => {
+    expect(Parse.listItems("Gather data\n\nAnalyse it\n")).toEqual(["Gather data", "Analyse it"])
+    expect(Parse.listItems("Here is the plan:\n1. Gather data\n2) Analyse it\n- Write up\n* Review\n• Ship\n(6) Rest"))
+      .toEqual(["Gather data", "Analyse it", "Write up", "Review", "Ship", "Rest"])
+    expect(Parse.listItems("Step 1: Measure\nstep 2 - Cut")).toEqual(["Measure", "Cut"])
+    // A number without a space after it is content, not numbering.
+    expect(Parse.listItems("1.5 cups of flour\n2 eggs")).toEqual(["1.5 cups of flour", "2 eggs"])
+    expect(Parse.listItems("```\n- a\n- b\n```")).toEqual(["a", "b"])
+    expect(Parse.listItems(" \n")).toEqual([])
+  })
+
   it("extractTag: closed blocks, and an unclosed block only at the very end", () => {
     const out = "<think>plan</think>\n<action>{\"command\": [\"ls\"]}</action>\n<state_update>{\"goals\": [\"x\"]}"
     expect(Parse.extractTag(out, "think")).toBe("plan")

@@ -4,6 +4,9 @@
  * @since 0.1.0
  */
 
+/** Actor-Critic: an actor agent answers and revises, a critic agent scores, until approval or the last round. */
+export * as ActorCritic from "./ActorCritic.js"
+
 /** Agents: definitions, runs, streams and sub-agents. */
 export * as Agent from "./Agent.js"
 
@@ -27,6 +30,9 @@ export * as Model from "./Model.js"
 
 /** The errors a model call can fail with. */
 export * as ModelError from "./ModelError.js"
+
+/** The client of OpenAI-compatible servers (vLLM, OpenAI, llama.cpp, Ollama, SGLang, LM Studio). */
+export * as OpenAiCompatible from "./OpenAiCompatible.js"
 
 /** The ReAct tool loop. */
 export * as ReAct from "./ReAct.js"

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, type Layer, Predicate, type Scope, Stream } from "effect"
+import { Effect, type Layer, Predicate, Stream } from "effect"
 import { type AgentError, InvalidAgent, InvalidOptions, SessionConflict, SubAgentFailed } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import * as Architecture from "./Architecture.js"
@@ -108,7 +108,7 @@ const rootInput = (
   prompt: string,
   options: RunOptions | undefined,
   streamText: boolean
-): Effect.Effect<Architecture.Input, InvalidAgent | InvalidOptions, Scope.Scope> =>
+): Effect.Effect<Architecture.Input, InvalidAgent | InvalidOptions> =>
   Effect.gen(function*() {
     const sessionId = options?.sessionId ?? newSessionId()
     if (!sessionIdPattern.test(sessionId) || sessionId.includes("__")) {
@@ -133,7 +133,7 @@ const rootInput = (
       budget,
       streamText,
       parent: undefined,
-      resources: { scope: yield* Effect.scope, memoMap: undefined }
+      resources: Architecture.makeResources()
     }
   })
 
@@ -144,8 +144,15 @@ const rootInput = (
 export const run = <R>(agent: Agent<R>, prompt: string, options?: RunOptions): Effect.Effect<AgentEvent.RunResult, AgentError, R> =>
   Effect.flatMap(
     rootInput(agent, prompt, options, false),
-    (input) => agent.architecture.execute(input, Architecture.unobserved)
-  ).pipe(Effect.scoped, Effect.withSpan("valet/Agent.run", { attributes: { agent: agent.name } })) as Effect.Effect<
+    (input) =>
+      Effect.onExit(
+        agent.architecture.execute(input, Architecture.unobserved),
+        (exit) => Architecture.closeResources(input.resources, exit)
+      )
+  ).pipe(
+    // No stack capture: it costs an Error and its call sites per run, retained while the run is in flight.
+    Effect.withSpan("valet/Agent.run", { attributes: { agent: agent.name }, captureStackTrace: false })
+  ) as Effect.Effect<
     AgentEvent.RunResult,
     AgentError,
     R
@@ -161,7 +168,14 @@ export const stream = <R>(
   options?: StreamOptions
 ): Stream.Stream<AgentEvent.AgentEvent, AgentError, R> =>
   Stream.unwrapScoped(
-    Effect.map(rootInput(agent, prompt, options, options?.textDeltas ?? true), (input) => agent.architecture.run(input))
+    Effect.flatMap(
+      rootInput(agent, prompt, options, options?.textDeltas ?? true),
+      (input) =>
+        Effect.as(
+          Effect.addFinalizer((exit) => Architecture.closeResources(input.resources, exit)),
+          agent.architecture.run(input)
+        )
+    )
   ) as Stream.Stream<AgentEvent.AgentEvent, AgentError, R>
 
 // ---------------------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Effect, FiberRef, Layer, Mailbox, Predicate, type Scope, Stream } from "effect"
+import { Clock, Context, Effect, type Exit, FiberRef, Layer, Mailbox, Predicate, Scope, Stream } from "effect"
 import type * as Agent from "./Agent.js"
 import type { AgentError, BudgetExhausted } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
@@ -30,15 +30,22 @@ export interface Emitter {
 export const unobserved: Emitter = { observed: false, emit: () => Effect.void }
 
 /**
- * What the runs of one root run share: the scope that lives as long as the root run, and the memo map that
- * builds each agent's model layer once for all of them (an actor called in three rounds keeps one HTTP client,
- * and a scripted actor goes on with its script).
+ * What the runs of one root run share: the memo map that builds each agent's model layer once for all of them (an
+ * actor called in three rounds keeps one HTTP client, and a scripted actor goes on with its script), and the
+ * scope those layers live in, closed when the root run ends. Both are created on first use: most runs have no
+ * agent with its own model, and a scope per run would cost every concurrent session a few kilobytes.
  */
 export interface Resources {
-  readonly scope: Scope.Scope
-  /** Created on first use: most runs have no agent with its own model. */
+  scope: Scope.CloseableScope | undefined
   memoMap: Layer.MemoMap | undefined
 }
+
+/** Fresh, empty resources for a root run. */
+export const makeResources = (): Resources => ({ scope: undefined, memoMap: undefined })
+
+/** Closes what a root run's resources opened, if anything. */
+export const closeResources = (resources: Resources, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
+  resources.scope === undefined ? Effect.void : Scope.close(resources.scope, exit)
 
 /** What a run is started with. Built by `Agent.run`, `Agent.stream` and `Agent.runChild`. */
 export interface Input {
@@ -308,6 +315,7 @@ const executeProgram = <R>(
     if (model !== undefined) {
       const resources = input.resources
       body = Effect.gen(function*() {
+        if (resources.scope === undefined) resources.scope = yield* Scope.make()
         if (resources.memoMap === undefined) resources.memoMap = yield* Layer.makeMemoMap
         const context = yield* Layer.buildWithMemoMap(model, resources.memoMap, resources.scope)
         return yield* Effect.provide(program(input), context)

@@ -1,0 +1,31 @@
+/** valet: `Agent.run` / `Agent.stream` (read to the end) with a `ScriptedModel` and one tool. */
+import { Effect, Schema, Stream } from "effect"
+import { Agent, ScriptedModel, Tool } from "../../src/index.js"
+import { argsAt, finalText, type Framework, instructions, prompt, yieldToEventLoop } from "./work.js"
+
+const add = Tool.make({
+  name: "add",
+  description: "Adds two numbers",
+  parameters: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
+  handler: ({ a, b }) => Effect.succeed(a + b)
+})
+
+export const valet: Framework = {
+  name: "valet",
+  run: (steps, options) => {
+    const agent = Agent.make({ name: "calculator", instructions, tools: [add], maxTurns: steps + 1 })
+    const turn = (index: number): ScriptedModel.Turn =>
+      index < steps - 1 ? { toolCalls: [{ name: "add", arguments: argsAt(index + 1) }] } : finalText
+    const model = ScriptedModel.layer(
+      options.yieldPerCall
+        ? (_request, index) => Effect.as(Effect.promise(yieldToEventLoop), turn(index))
+        : (_request, index) => turn(index)
+    )
+    const program = options.stream
+      ? Agent.stream(agent, prompt).pipe(
+        Stream.runFold("", (output, event) => (event._tag === "RunCompleted" ? event.result.output : output))
+      )
+      : Effect.map(Agent.run(agent, prompt), (result) => result.output)
+    return Effect.runPromise(Effect.provide(program, model))
+  }
+}

@@ -31,6 +31,9 @@ export * as Model from "./Model.js"
 /** The errors a model call can fail with. */
 export * as ModelError from "./ModelError.js"
 
+/** The client of OpenAI-compatible servers (vLLM, OpenAI, llama.cpp, Ollama, SGLang, LM Studio). */
+export * as OpenAiCompatible from "./OpenAiCompatible.js"
+
 /** The ReAct tool loop. */
 export * as ReAct from "./ReAct.js"
 

@@ -1,0 +1,158 @@
+/**
+ * The OpenAI-compatible wire format, as servers actually send it. Tolerant on purpose: every field a server may
+ * leave out or set to `null` is optional and nullable, unknown fields are ignored, and numbers that some servers
+ * send as strings are not relied on. The mapping into the strict domain types lives in `decode.ts`.
+ */
+import { Schema } from "effect"
+
+const Nullable = <S extends Schema.Schema.Any>(schema: S) => Schema.optional(Schema.NullOr(schema))
+
+/** Token counts (`prompt_tokens`, `completion_tokens`, `total_tokens`). */
+export const Usage = Schema.Struct({
+  prompt_tokens: Nullable(Schema.Number),
+  completion_tokens: Nullable(Schema.Number),
+  total_tokens: Nullable(Schema.Number)
+})
+export type Usage = typeof Usage.Type
+
+const TopLogprob = Schema.Struct({ token: Schema.String, logprob: Schema.Number })
+
+/** Chat log-probabilities: `{ content: [{ token, logprob, top_logprobs }] }`. */
+export const ChatLogprobs = Schema.Struct({
+  content: Nullable(Schema.Array(Schema.Struct({
+    token: Schema.String,
+    logprob: Schema.Number,
+    top_logprobs: Nullable(Schema.Array(TopLogprob))
+  })))
+})
+export type ChatLogprobs = typeof ChatLogprobs.Type
+
+/** Completion log-probabilities: parallel arrays, alternatives as `{ token: logprob }` maps. */
+export const CompletionLogprobs = Schema.Struct({
+  tokens: Nullable(Schema.Array(Schema.String)),
+  token_logprobs: Nullable(Schema.Array(Schema.NullOr(Schema.Number))),
+  top_logprobs: Nullable(Schema.Array(Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.Number }))))
+})
+export type CompletionLogprobs = typeof CompletionLogprobs.Type
+
+const StopReason = Nullable(Schema.Union(Schema.String, Schema.Number))
+
+/** A complete tool call in a non-streamed message. */
+const ToolCall = Schema.Struct({
+  id: Nullable(Schema.String),
+  function: Schema.Struct({
+    name: Nullable(Schema.String),
+    // Some servers send the arguments as an object instead of JSON text.
+    arguments: Nullable(Schema.Union(Schema.String, Schema.Record({ key: Schema.String, value: Schema.Unknown })))
+  })
+})
+
+/** `POST /v1/chat/completions`, not streamed. */
+export const ChatCompletion = Schema.Struct({
+  id: Nullable(Schema.String),
+  model: Nullable(Schema.String),
+  choices: Schema.Array(Schema.Struct({
+    index: Nullable(Schema.Number),
+    message: Schema.Struct({
+      content: Nullable(Schema.String),
+      reasoning: Nullable(Schema.String),
+      reasoning_content: Nullable(Schema.String),
+      tool_calls: Nullable(Schema.Array(ToolCall))
+    }),
+    logprobs: Nullable(ChatLogprobs),
+    finish_reason: Nullable(Schema.String),
+    stop_reason: StopReason
+  })),
+  usage: Nullable(Usage)
+})
+export type ChatCompletion = typeof ChatCompletion.Type
+
+/** `POST /v1/completions`, not streamed (also one streamed chunk of it: the same shape). */
+export const Completion = Schema.Struct({
+  id: Nullable(Schema.String),
+  model: Nullable(Schema.String),
+  choices: Schema.Array(Schema.Struct({
+    index: Nullable(Schema.Number),
+    text: Nullable(Schema.String),
+    logprobs: Nullable(CompletionLogprobs),
+    finish_reason: Nullable(Schema.String),
+    stop_reason: StopReason
+  })),
+  usage: Nullable(Usage)
+})
+export type Completion = typeof Completion.Type
+
+/** A piece of a tool call in a streamed delta: `index` says which call it continues. */
+const ToolCallDelta = Schema.Struct({
+  index: Nullable(Schema.Number),
+  id: Nullable(Schema.String),
+  function: Nullable(Schema.Struct({
+    name: Nullable(Schema.String),
+    arguments: Nullable(Schema.String)
+  }))
+})
+
+/** One `data:` event of a streamed chat completion. */
+export const ChatChunk = Schema.Struct({
+  id: Nullable(Schema.String),
+  model: Nullable(Schema.String),
+  choices: Nullable(Schema.Array(Schema.Struct({
+    index: Nullable(Schema.Number),
+    delta: Nullable(Schema.Struct({
+      content: Nullable(Schema.String),
+      reasoning: Nullable(Schema.String),
+      reasoning_content: Nullable(Schema.String),
+      tool_calls: Nullable(Schema.Array(ToolCallDelta))
+    })),
+    logprobs: Nullable(ChatLogprobs),
+    finish_reason: Nullable(Schema.String),
+    stop_reason: StopReason
+  }))),
+  usage: Nullable(Usage)
+})
+export type ChatChunk = typeof ChatChunk.Type
+
+/** One `data:` event of a streamed completion. */
+export const CompletionChunk = Schema.Struct({
+  id: Nullable(Schema.String),
+  model: Nullable(Schema.String),
+  choices: Nullable(Schema.Array(Schema.Struct({
+    index: Nullable(Schema.Number),
+    text: Nullable(Schema.String),
+    logprobs: Nullable(CompletionLogprobs),
+    finish_reason: Nullable(Schema.String),
+    stop_reason: StopReason
+  }))),
+  usage: Nullable(Usage)
+})
+export type CompletionChunk = typeof CompletionChunk.Type
+
+/** The fields of an error, nested (`{"error": {...}}`) or flat (`{"object": "error", ...}`). */
+export const ErrorFields = Schema.Struct({
+  message: Nullable(Schema.String),
+  type: Nullable(Schema.String),
+  param: Nullable(Schema.Unknown),
+  code: Nullable(Schema.Union(Schema.String, Schema.Number))
+})
+export type ErrorFields = typeof ErrorFields.Type
+
+/** `{"error": {...}}` (OpenAI, vLLM from 0.10.1) or `{"error": "text"}` (some servers). */
+export const NestedError = Schema.Struct({ error: Schema.Union(ErrorFields, Schema.String) })
+
+/** `{"object": "error", "message": ..., "code": 400}` (vLLM before 0.10.1). */
+export const FlatError = Schema.extend(Schema.Struct({ object: Schema.Literal("error") }), ErrorFields)
+
+/** Either error body shape. */
+export const ErrorBody = Schema.Union(NestedError, FlatError)
+export type ErrorBody = typeof ErrorBody.Type
+
+/** `GET /v1/models`. */
+export const ModelList = Schema.Struct({
+  data: Schema.Array(Schema.Struct({
+    id: Schema.String,
+    owned_by: Nullable(Schema.String),
+    created: Nullable(Schema.Number),
+    max_model_len: Nullable(Schema.Number)
+  }))
+})
+export type ModelList = typeof ModelList.Type

@@ -34,6 +34,9 @@ export * as ModelError from "./ModelError.js"
 /** The client of OpenAI-compatible servers (vLLM, OpenAI, llama.cpp, Ollama, SGLang, LM Studio). */
 export * as OpenAiCompatible from "./OpenAiCompatible.js"
 
+/** Plan-and-Execute: a planner's steps run in order or in parallel levels, a synthesizer writes the answer. */
+export * as PlanAndExecute from "./PlanAndExecute.js"
+
 /** The ReAct tool loop. */
 export * as ReAct from "./ReAct.js"
 

@@ -24,7 +24,7 @@ export type Turn =
     readonly toolCalls?: ReadonlyArray<ScriptedToolCall>
     readonly reasoning?: string
     readonly finishReason?: Model.FinishReason
-    /** Token counts; by default words are counted as tokens. */
+    /** Token counts; by default about four characters a token. */
     readonly usage?: Partial<Model.Usage>
     /** Waits this long before answering (use `TestClock` to move time). */
     readonly delay?: Duration.DurationInput
@@ -78,53 +78,79 @@ export const remaining: Effect.Effect<number | undefined, never, ScriptedModel> 
   (service) => service.remaining
 )
 
-/** Counts words (runs of non-whitespace): the scripted model's stand-in for tokens. */
-const countWords = (text: string): number => {
-  let words = 0
-  let inWord = false
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i)
-    const space = c === 32 || (c >= 9 && c <= 13)
-    if (!space && !inWord) words++
-    inWord = !space
-  }
-  return words
+/**
+ * The scripted model's stand-in for a tokenizer: about four characters a token, the usual rule of thumb. Only
+ * lengths are read, so estimating a long conversation on every turn stays cheap.
+ */
+const tokens = (characters: number): number => Math.ceil(characters / 4)
+
+const requestCharacters = (request: Model.Request): number => {
+  if (request.prompt !== undefined) return request.prompt.length
+  let characters = 0
+  const messages = request.messages ?? []
+  for (let i = 0; i < messages.length; i++) characters += messages[i]!.content.length
+  return characters
 }
 
-// Agents resend the same message objects on every turn: counting each once keeps a long run linear.
-const messageWords = new WeakMap<Model.Message, number>()
-
-const requestWords = (request: Model.Request): number => {
-  if (request.prompt !== undefined) return countWords(request.prompt)
-  let words = 0
-  for (const message of request.messages ?? []) {
-    let n = messageWords.get(message)
-    if (n === undefined) {
-      n = countWords(message.content)
-      messageWords.set(message, n)
-    }
-    words += n
-  }
-  return words
-}
-
-const toChoice = (turn: Turn, index: number, choice: number): Model.Choice & { words: number } => {
-  const parts = typeof turn === "string" ? { text: turn } : turn
-  const text = parts.text ?? ""
-  const toolCalls = (parts.toolCalls ?? []).map((call, i): Model.ToolCall => ({
-    id: call.id ?? `call_${index + 1}_${choice}_${i}`,
+const toChoice = (turn: Turn, callIndex: number, choice: number): Model.Choice => {
+  if (typeof turn === "string") return { index: choice, text: turn, toolCalls: [], finishReason: "stop" }
+  const toolCalls = turn.toolCalls === undefined ? [] : turn.toolCalls.map((call, i): Model.ToolCall => ({
+    id: call.id ?? `call_${callIndex + 1}_${choice}_${i}`,
     name: call.name,
     arguments: typeof call.arguments === "string" ? call.arguments : JSON.stringify(call.arguments ?? {})
   }))
-  const words = countWords(text) + toolCalls.reduce((n, call) => n + countWords(call.arguments) + 1, 0)
-  return {
+  const out: { -readonly [K in keyof Model.Choice]: Model.Choice[K] } = {
     index: choice,
-    text,
+    text: turn.text ?? "",
     toolCalls,
-    ...(parts.reasoning !== undefined ? { reasoning: parts.reasoning } : {}),
-    finishReason: parts.finishReason ?? (toolCalls.length > 0 ? "tool_calls" : "stop"),
-    words
+    finishReason: turn.finishReason ?? (toolCalls.length > 0 ? "tool_calls" : "stop")
   }
+  if (turn.reasoning !== undefined) out.reasoning = turn.reasoning
+  return out
+}
+
+const choiceCharacters = (choice: Model.Choice): number => {
+  let characters = choice.text.length
+  for (const call of choice.toolCalls) characters += call.name.length + call.arguments.length
+  return characters
+}
+
+/** The response to a call from its turns (one per choice), or the error a turn scripts. */
+const respond = (
+  request: Model.Request,
+  callIndex: number,
+  turns: ReadonlyArray<Turn>
+): Effect.Effect<Model.Response, ModelError> => {
+  const choices: Array<Model.Choice> = []
+  let outputCharacters = 0
+  for (let i = 0; i < turns.length; i++) {
+    const turn = turns[i]!
+    if (typeof turn !== "string" && turn.error !== undefined) return Effect.fail(turn.error)
+    const choice = toChoice(turn, callIndex, i)
+    outputCharacters += choiceCharacters(choice)
+    choices.push(choice)
+  }
+  const single = turns.length === 1 && typeof turns[0] !== "string" ? turns[0]!.usage : undefined
+  const inputTokens = single?.inputTokens ?? tokens(requestCharacters(request))
+  const outputTokens = single?.outputTokens ?? tokens(outputCharacters)
+  return Effect.succeed({
+    id: `scripted-${callIndex + 1}`,
+    model: "scripted",
+    choices,
+    usage: { inputTokens, outputTokens, totalTokens: single?.totalTokens ?? inputTokens + outputTokens }
+  })
+}
+
+/** The longest delay the turns ask for, or undefined when none waits. */
+const delayOf = (turns: ReadonlyArray<Turn>): Duration.Duration | undefined => {
+  let delay: Duration.Duration | undefined
+  for (const turn of turns) {
+    if (typeof turn !== "string" && turn.delay !== undefined) {
+      const d = Duration.decode(turn.delay)
+      delay = delay === undefined ? d : Duration.max(delay, d)
+    }
+  }
+  return delay
 }
 
 /**
@@ -136,57 +162,39 @@ export const layer = (script: Script): Layer.Layer<Model.Model | ScriptedModel> 
     const received: Array<Model.Request> = []
     let consumed = 0
 
-    const nextTurn = (request: Model.Request, callIndex: number): Effect.Effect<Turn, ModelError> => {
-      if (typeof script === "function") {
-        const turn = script(request, callIndex)
-        return Effect.isEffect(turn) ? turn : Effect.succeed(turn)
-      }
+    /** The next turn: a plain value when the script has it at hand, an effect when it must wait or fail. */
+    const nextTurn = (request: Model.Request, callIndex: number): Turn | Effect.Effect<Turn, ModelError> => {
+      if (typeof script === "function") return script(request, callIndex)
       if (consumed >= script.length) {
         return Effect.fail(new ScriptExhausted({ callIndex: consumed, scriptLength: script.length }))
       }
-      return Effect.succeed(script[consumed++]!)
+      return script[consumed++]!
+    }
+
+    const withDelay = (request: Model.Request, callIndex: number, turns: ReadonlyArray<Turn>) => {
+      const delay = delayOf(turns)
+      return delay === undefined
+        ? respond(request, callIndex, turns)
+        : Effect.zipRight(Effect.sleep(delay), Effect.suspend(() => respond(request, callIndex, turns)))
     }
 
     const answer = (request: Model.Request): Effect.Effect<Model.Response, ModelError> => {
       const callIndex = received.length
       received.push(request)
       const n = request.n ?? 1
-      const turns = n === 1
-        ? Effect.map(nextTurn(request, callIndex), (turn) => [turn])
-        : Effect.forEach(Array.from({ length: n }, (_, i) => i), () => nextTurn(request, callIndex))
-      return turns.pipe(
-        Effect.flatMap((turns) => {
-          const failing = turns.find((turn) => typeof turn !== "string" && turn.error !== undefined)
-          const delay = turns.reduce(
-            (max, turn) =>
-              typeof turn !== "string" && turn.delay !== undefined
-                ? Duration.max(max, Duration.decode(turn.delay))
-                : max,
-            Duration.zero
-          )
-          const build = (): Effect.Effect<Model.Response, ModelError> => {
-            if (failing !== undefined && typeof failing !== "string") return Effect.fail(failing.error!)
-            const choices = turns.map((turn, i) => toChoice(turn, callIndex, i))
-            const inputTokens = requestWords(request)
-            const outputTokens = choices.reduce((n, choice) => n + choice.words, 0)
-            const scripted = turns.length === 1 && typeof turns[0] !== "string" ? turns[0]!.usage : undefined
-            const usage: Model.Usage = {
-              inputTokens: scripted?.inputTokens ?? inputTokens,
-              outputTokens: scripted?.outputTokens ?? outputTokens,
-              totalTokens: scripted?.totalTokens ??
-                (scripted?.inputTokens ?? inputTokens) + (scripted?.outputTokens ?? outputTokens)
-            }
-            return Effect.succeed({
-              id: `scripted-${callIndex + 1}`,
-              model: "scripted",
-              choices: choices.map(({ words: _words, ...choice }) => choice),
-              usage
-            })
-          }
-          return Duration.greaterThan(delay, Duration.zero)
-            ? Effect.zipRight(Effect.sleep(delay), Effect.suspend(build))
-            : build()
-        })
+      if (n === 1) {
+        const turn = nextTurn(request, callIndex)
+        // The common case of a test double: no effect to run, so none is built.
+        return Effect.isEffect(turn)
+          ? Effect.flatMap(turn, (t) => withDelay(request, callIndex, [t]))
+          : withDelay(request, callIndex, [turn])
+      }
+      return Effect.flatMap(
+        Effect.forEach(Array.from({ length: n }, (_, i) => i), () => {
+          const turn = nextTurn(request, callIndex)
+          return Effect.isEffect(turn) ? turn : Effect.succeed(turn)
+        }),
+        (turns) => withDelay(request, callIndex, turns)
       )
     }
 

@@ -48,7 +48,8 @@ describe("ScriptedModel", () => {
         reasoning: "need data",
         finishReason: "tool_calls"
       })
-      expect(response.usage).toEqual({ inputTokens: 1, outputTokens: 2, totalTokens: 3 })
+      // About four characters a token: "go" → 1; "lookup" + {"q":"x"} (15 characters) → 4.
+      expect(response.usage).toEqual({ inputTokens: 1, outputTokens: 4, totalTokens: 5 })
       const error = yield* Effect.flip(ask("again"))
       expect(error).toBeInstanceOf(ModelError.RateLimited)
     }).pipe(

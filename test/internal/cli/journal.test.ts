@@ -24,8 +24,8 @@ describe("valet journal show (describeCassette)", () => {
       yield* fs.writeFileString(path, yield* fs.readFileString(`${path}2`), { flag: "a" })
 
       const output = describeCassette(yield* Journal.read(path))
-      expect(output[0]).toMatch(/^root\/react\.turn_1\/[0-9a-f]{16}#0  3 tokens  Hi there\.$/)
+      expect(output[0]).toMatch(/^root\/react\.turn_1\/[0-9a-f]{16}#0  5 tokens  Hi there\.$/)
       expect(output[1]).toMatch(/^root\/react\.turn_1\/[0-9a-f]{16}#0  FAILED ServerError: down$/)
-      expect(output[2]).toBe("2 calls, 1 failed, 1 input + 2 output tokens")
+      expect(output[2]).toBe("2 calls, 1 failed, 2 input + 3 output tokens")
     }).pipe(Effect.provide(NodeContext.layer)))
 })

@@ -40,6 +40,9 @@ export * as PlanAndExecute from "./PlanAndExecute.js"
 /** The ReAct tool loop. */
 export * as ReAct from "./ReAct.js"
 
+/** Commands in per-task workspaces: allow-list, limits, timeouts that kill the process group, diffs. */
+export * as Sandbox from "./Sandbox.js"
+
 /** The scripted test double of `Model`. */
 export * as ScriptedModel from "./ScriptedModel.js"
 

@@ -1,0 +1,208 @@
+/**
+ * Runs one process in its own process group and guarantees that the whole group is gone when `run` returns,
+ * also on timeout and on interruption: SIGTERM to the group, SIGKILL after a grace period.
+ *
+ * Why `node:child_process` and not `@effect/platform`'s `Command`: `Command` does start the child detached (its
+ * own group), but its finalizer sends one SIGTERM and then *waits* for the child to exit — a child that traps
+ * SIGTERM makes that finalizer (which runs uninterruptibly) hang forever. It also reports a signal death as a
+ * failure without the signal, and offers no way to close our end of a pipe at the output cap. The handle below
+ * is wrapped in `Effect.acquireUseRelease`, so the same kill sequence runs whichever way the run ends.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { constants } from "node:os"
+import { Effect } from "effect"
+
+/** What to run and within which limits. */
+export interface Spec {
+  readonly file: string
+  readonly args: ReadonlyArray<string>
+  readonly cwd: string
+  readonly env: Readonly<Record<string, string>>
+  readonly timeoutMs: number
+  /** Time between SIGTERM and SIGKILL. */
+  readonly graceMs: number
+  /** Per stream; past it our end of the pipe is closed (the writer gets EPIPE / SIGPIPE, as with `| head`). */
+  readonly maxOutputBytes: number
+  /** Runs once after the process group is gone (e.g. killing what escaped the group under the run's uid). */
+  readonly cleanup?: () => Promise<void>
+}
+
+/** How the process ended. */
+export interface Outcome {
+  /** The exit code; 128 + the signal number when a signal ended it; 124 on timeout; 126 / 127 when it never started. */
+  readonly exitCode: number
+  readonly signal: string | undefined
+  readonly stdout: string
+  readonly stderr: string
+  readonly stdoutTruncated: boolean
+  readonly stderrTruncated: boolean
+  readonly timedOut: boolean
+  /** Why the process could not be started. */
+  readonly spawnError: string | undefined
+  readonly durationMs: number
+}
+
+class Capture {
+  readonly chunks: Array<Buffer> = []
+  size = 0
+  truncated = false
+  constructor(readonly max: number) {}
+
+  /** Keeps the chunk up to the cap; answers false once the cap is reached. */
+  add(chunk: Buffer): boolean {
+    if (this.truncated) return false
+    const room = this.max - this.size
+    if (chunk.length <= room) {
+      this.chunks.push(chunk)
+      this.size += chunk.length
+      return true
+    }
+    if (room > 0) this.chunks.push(chunk.subarray(0, room))
+    this.size = this.max
+    this.truncated = true
+    return false
+  }
+
+  text(name: string): string {
+    const text = Buffer.concat(this.chunks).toString("utf8")
+    return this.truncated ? `${text}\n[valet: ${name} truncated at ${this.max} bytes]\n` : text
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref())
+
+interface Handle {
+  readonly settled: Promise<Outcome>
+  /** Kills the group (SIGTERM, then SIGKILL after the grace period) and waits until it is gone; idempotent. */
+  readonly terminate: () => Promise<void>
+}
+
+const start = (spec: Spec): Handle => {
+  const startedAt = performance.now()
+  const stdout = new Capture(spec.maxOutputBytes)
+  const stderr = new Capture(spec.maxOutputBytes)
+  let timedOut = false
+  let spawnError: string | undefined
+  let exitCode: number | null = null
+  let signal: NodeJS.Signals | null = null
+  let exited = false
+  let closed = false
+  let resolveClosed!: () => void
+  const closedPromise = new Promise<void>((resolve) => (resolveClosed = resolve))
+  let child: ChildProcess | undefined
+
+  const killGroup = (sig: NodeJS.Signals) => {
+    const pid = child?.pid
+    if (pid === undefined) return
+    try {
+      process.kill(-pid, sig)
+    } catch {
+      // ESRCH: the group is already empty.
+      if (!exited) child?.kill(sig)
+    }
+  }
+
+  const outcome = (): Outcome => {
+    const durationMs = Math.round((performance.now() - startedAt) * 10) / 10
+    const base = {
+      stdout: stdout.text("stdout"),
+      stderr: stderr.text("stderr"),
+      stdoutTruncated: stdout.truncated,
+      stderrTruncated: stderr.truncated,
+      durationMs
+    }
+    if (spawnError !== undefined) {
+      return { ...base, exitCode: /EACCES|EPERM/.test(spawnError) ? 126 : 127, signal: undefined, timedOut: false, spawnError }
+    }
+    if (timedOut) return { ...base, exitCode: 124, signal: signal ?? undefined, timedOut: true, spawnError: undefined }
+    const code = exitCode ?? (signal !== null ? 128 + (constants.signals[signal] ?? 0) : 1)
+    return { ...base, exitCode: code, signal: signal ?? undefined, timedOut: false, spawnError: undefined }
+  }
+
+  let resolveSettled!: (outcome: Outcome) => void
+  const settled = new Promise<Outcome>((resolve) => (resolveSettled = resolve))
+  const markClosed = () => {
+    if (closed) return
+    closed = true
+    clearTimeout(timer)
+    resolveClosed()
+    resolveSettled(outcome())
+  }
+
+  try {
+    child = spawn(spec.file, spec.args, {
+      cwd: spec.cwd,
+      env: spec.env,
+      // Its own process group (and session), so the group can be signalled as a whole.
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+  } catch (error) {
+    // Invalid arguments (a NUL byte) are thrown synchronously.
+    spawnError = error instanceof Error ? error.message : String(error)
+  }
+  const timer = setTimeout(() => {
+    timedOut = true
+    void terminate()
+  }, spec.timeoutMs)
+  if (child === undefined) {
+    markClosed()
+  } else {
+    const onData = (capture: Capture, stream: NodeJS.ReadableStream & { destroy(): void }) => (chunk: Buffer) => {
+      if (!capture.add(chunk)) stream.destroy()
+    }
+    child.stdout!.on("data", onData(stdout, child.stdout!))
+    child.stderr!.on("data", onData(stderr, child.stderr!))
+    child.on("error", (error) => {
+      if (child!.pid === undefined) {
+        spawnError = error.message
+        markClosed()
+      }
+    })
+    child.on("exit", (code, sig) => {
+      exited = true
+      exitCode = code
+      signal = sig
+      // Whatever the command left running in its group (a background job holding our pipes) goes with it.
+      killGroup("SIGKILL")
+    })
+    child.on("close", markClosed)
+  }
+
+  let terminating: Promise<void> | undefined
+  const terminate = (): Promise<void> => {
+    terminating ??= (async () => {
+      if (!closed) {
+        killGroup("SIGTERM")
+        await Promise.race([closedPromise, sleep(spec.graceMs)])
+        if (!closed) {
+          killGroup("SIGKILL")
+          await Promise.race([closedPromise, sleep(2_000)])
+        }
+        if (!closed) {
+          // Something outside the group holds our pipes: stop reading rather than wait for it.
+          child?.stdout?.destroy()
+          child?.stderr?.destroy()
+          await Promise.race([closedPromise, sleep(1_000)])
+          markClosed()
+        }
+      }
+      if (spec.cleanup !== undefined) await spec.cleanup().catch(() => undefined)
+    })()
+    return terminating
+  }
+
+  return { settled, terminate }
+}
+
+/**
+ * Runs the process to its end (or its timeout) and answers how it ended. Never fails: a process that cannot be
+ * started is an outcome with `spawnError`. Interrupting the fiber kills the group before the interruption
+ * completes.
+ */
+export const run = (spec: Spec): Effect.Effect<Outcome> =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => start(spec)),
+    (handle) => Effect.promise(() => handle.settled),
+    (handle) => Effect.promise(() => handle.terminate())
+  )

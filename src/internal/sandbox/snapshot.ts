@@ -1,0 +1,143 @@
+/**
+ * What a workspace holds before and after a command, and the difference as `changedFiles` plus a unified diff
+ * of the text files. Only regular files are read (a FIFO or a device left by a command is never opened) and
+ * symbolic links are compared by their target, never followed.
+ */
+import { createHash } from "node:crypto"
+import * as fs from "node:fs/promises"
+import { join } from "node:path"
+import { unifiedDiff } from "./diff.js"
+
+/** One entry of a snapshot. `content` is kept for files up to the diff limit; larger ones only by hash. */
+export type Entry =
+  | { readonly kind: "file"; readonly size: number; readonly content?: Buffer; readonly hash?: string }
+  | { readonly kind: "symlink"; readonly target: string }
+  | { readonly kind: "other" }
+
+/** A workspace's files by relative path (`/`-separated). `complete` is false past `maxFiles`. */
+export interface Snapshot {
+  readonly entries: Map<string, Entry>
+  readonly complete: boolean
+}
+
+/** Limits of a snapshot. */
+export interface SnapshotLimits {
+  /** Files larger than this are compared by hash and listed without a diff. */
+  readonly maxDiffBytes: number
+  /** Past this many entries the snapshot stops and no diff is made. */
+  readonly maxFiles: number
+}
+
+/** Reads the workspace at `root`. */
+export const take = async (root: string, limits: SnapshotLimits): Promise<Snapshot> => {
+  const entries = new Map<string, Entry>()
+  let complete = true
+  const walk = async (dir: string, prefix: string): Promise<void> => {
+    let names: Array<import("node:fs").Dirent>
+    try {
+      names = await fs.readdir(dir, { withFileTypes: true })
+    } catch (error) {
+      // A directory the command made unreadable or removed meanwhile: nothing to compare inside it.
+      if (isCode(error, "ENOENT") || isCode(error, "EACCES") || isCode(error, "ENOTDIR")) return
+      throw error
+    }
+    names.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+    for (const dirent of names) {
+      if (!complete) return
+      const path = join(dir, dirent.name)
+      const relative = prefix === "" ? dirent.name : `${prefix}/${dirent.name}`
+      if (dirent.isDirectory()) {
+        await walk(path, relative)
+        continue
+      }
+      if (entries.size >= limits.maxFiles) {
+        complete = false
+        return
+      }
+      if (dirent.isSymbolicLink()) {
+        entries.set(relative, { kind: "symlink", target: await fs.readlink(path).catch(() => "") })
+      } else if (dirent.isFile()) {
+        entries.set(relative, await readFile(path, limits.maxDiffBytes))
+      } else {
+        entries.set(relative, { kind: "other" })
+      }
+    }
+  }
+  await walk(root, "")
+  return { entries, complete }
+}
+
+const readFile = async (path: string, maxDiffBytes: number): Promise<Entry> => {
+  try {
+    const stat = await fs.lstat(path)
+    if (stat.size <= maxDiffBytes) {
+      const content = await fs.readFile(path)
+      return { kind: "file", size: content.length, content }
+    }
+    const hash = createHash("sha256")
+    const handle = await fs.open(path, "r")
+    try {
+      for await (const chunk of handle.createReadStream()) hash.update(chunk as Buffer)
+    } finally {
+      await handle.close()
+    }
+    return { kind: "file", size: stat.size, hash: hash.digest("hex") }
+  } catch (error) {
+    if (isCode(error, "ENOENT") || isCode(error, "EACCES")) return { kind: "other" }
+    throw error
+  }
+}
+
+const isCode = (error: unknown, code: string): boolean =>
+  typeof error === "object" && error !== null && (error as { code?: unknown }).code === code
+
+const sameEntry = (a: Entry, b: Entry): boolean => {
+  if (a.kind !== b.kind) return false
+  if (a.kind === "symlink") return a.target === (b as typeof a).target
+  if (a.kind === "other") return true
+  const other = b as typeof a
+  if (a.size !== other.size) return false
+  if (a.content !== undefined && other.content !== undefined) return a.content.equals(other.content)
+  return a.hash !== undefined && a.hash === other.hash
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true })
+
+/** The text of a file entry, or `undefined` when it is binary (a NUL byte, invalid UTF-8) or too large. */
+const textOf = (entry: Entry | undefined): string | undefined => {
+  if (entry === undefined || entry.kind !== "file" || entry.content === undefined) return undefined
+  const content = entry.content
+  if (content.subarray(0, 8000).includes(0)) return undefined
+  try {
+    return utf8.decode(content)
+  } catch {
+    return undefined
+  }
+}
+
+/** What changed between two snapshots. */
+export interface Changes {
+  /** Every added, modified or deleted path, sorted. */
+  readonly changedFiles: Array<string>
+  /** The unified diff of the changed text files (binary and large files are only in `changedFiles`). */
+  readonly diff: string
+}
+
+/** Compares two snapshots of one workspace. */
+export const compare = (before: Snapshot, after: Snapshot): Changes => {
+  const paths = new Set([...before.entries.keys(), ...after.entries.keys()])
+  const changedFiles: Array<string> = []
+  const parts: Array<string> = []
+  for (const path of [...paths].sort()) {
+    const a = before.entries.get(path)
+    const b = after.entries.get(path)
+    if (a !== undefined && b !== undefined && sameEntry(a, b)) continue
+    changedFiles.push(path)
+    const textA = a === undefined ? undefined : textOf(a)
+    const textB = b === undefined ? undefined : textOf(b)
+    // A side that exists but is not text (binary, large, a link) makes the file undiffable.
+    if ((a !== undefined && textA === undefined) || (b !== undefined && textB === undefined)) continue
+    parts.push(unifiedDiff(path, textA, textB))
+  }
+  return { changedFiles, diff: parts.join("") }
+}

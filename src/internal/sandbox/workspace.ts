@@ -1,0 +1,96 @@
+/**
+ * Workspace directories: created under the work root, seeded from `relativePath -> content` with every path
+ * checked (no absolute paths, no `..`, nothing written through a symbolic link), handed to a pooled uid before
+ * a run, removed when done.
+ */
+import * as fs from "node:fs/promises"
+import { join, posix } from "node:path"
+
+/** Why a path or task id was refused. */
+export type Refusal = "unsafe_task_id" | "absolute_path" | "parent_path" | "invalid_path" | "symlink_escape"
+
+/** A refused path: what and why, in words. */
+export class PathRefused {
+  constructor(readonly reason: Refusal, readonly path: string, readonly message: string) {}
+}
+
+/** Checks a seed path and answers it normalized (`/`-separated, no `.` segments), or why it is refused. */
+export const checkRelativePath = (path: string): string | PathRefused => {
+  if (path === "" || path.includes("\0")) {
+    return new PathRefused("invalid_path", path, `workspace path ${JSON.stringify(path)} is empty or contains a NUL byte`)
+  }
+  if (path.startsWith("/") || path.startsWith("\\") || /^[A-Za-z]:/.test(path)) {
+    return new PathRefused("absolute_path", path, `workspace path ${JSON.stringify(path)} is absolute: give a path relative to the workspace`)
+  }
+  const segments = path.split(/[\\/]/)
+  if (segments.includes("..")) {
+    return new PathRefused("parent_path", path, `workspace path ${JSON.stringify(path)} contains '..': it could leave the workspace`)
+  }
+  const normalized = posix.normalize(segments.filter((segment) => segment !== "" && segment !== ".").join("/"))
+  if (normalized === "" || normalized === ".") {
+    return new PathRefused("invalid_path", path, `workspace path ${JSON.stringify(path)} names the workspace itself, not a file`)
+  }
+  return normalized
+}
+
+const isCode = (error: unknown, code: string): boolean =>
+  typeof error === "object" && error !== null && (error as { code?: unknown }).code === code
+
+/**
+ * Writes the seed files into `root`. Each parent directory is created or checked one segment at a time with
+ * `lstat`, so a symbolic link left by an earlier command (`evil -> /etc`) is refused instead of followed.
+ * With `onlyMissing`, files that already exist are left as they are (a kept workspace keeps its edits).
+ */
+export const seed = async (
+  root: string,
+  files: ReadonlyArray<readonly [string, string]>,
+  onlyMissing: boolean
+): Promise<PathRefused | undefined> => {
+  const checked: Array<readonly [string, string]> = []
+  for (const [path, content] of files) {
+    const normalized = checkRelativePath(path)
+    if (normalized instanceof PathRefused) return normalized
+    checked.push([normalized, content])
+  }
+  for (const [path, content] of checked) {
+    const segments = path.split("/")
+    let dir = root
+    for (const segment of segments.slice(0, -1)) {
+      dir = join(dir, segment)
+      const stat = await fs.lstat(dir).catch((error) => (isCode(error, "ENOENT") ? undefined : Promise.reject(error)))
+      if (stat === undefined) await fs.mkdir(dir)
+      else if (stat.isSymbolicLink()) {
+        return new PathRefused("symlink_escape", path, `workspace path ${JSON.stringify(path)} goes through the symbolic link ${JSON.stringify(dir.slice(root.length + 1))}`)
+      } else if (!stat.isDirectory()) {
+        return new PathRefused("invalid_path", path, `workspace path ${JSON.stringify(path)}: ${JSON.stringify(dir.slice(root.length + 1))} is not a directory`)
+      }
+    }
+    const target = join(root, path)
+    const stat = await fs.lstat(target).catch((error) => (isCode(error, "ENOENT") ? undefined : Promise.reject(error)))
+    if (stat?.isSymbolicLink() === true) {
+      return new PathRefused("symlink_escape", path, `workspace path ${JSON.stringify(path)} is a symbolic link: writing it would write outside the workspace`)
+    }
+    if (stat !== undefined && !stat.isFile()) {
+      return new PathRefused("invalid_path", path, `workspace path ${JSON.stringify(path)} exists and is not a regular file`)
+    }
+    if (stat !== undefined && onlyMissing) continue
+    // O_NOFOLLOW: a link created between the check and the write is not followed either.
+    const handle = await fs.open(target, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW, 0o644)
+    try {
+      await handle.writeFile(content)
+    } finally {
+      await handle.close()
+    }
+  }
+  return undefined
+}
+
+/** Gives the whole tree to `uid` (links themselves, never their targets). */
+export const chownTree = async (root: string, uid: number): Promise<void> => {
+  await fs.lchown(root, uid, uid)
+  const entries = await fs.readdir(root, { withFileTypes: true, recursive: true })
+  await Promise.all(entries.map((entry) => fs.lchown(join(entry.parentPath, entry.name), uid, uid).catch(() => undefined)))
+}
+
+/** Removes a directory tree; a missing one is fine. */
+export const remove = (path: string): Promise<void> => fs.rm(path, { recursive: true, force: true, maxRetries: 3 })

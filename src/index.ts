@@ -25,6 +25,9 @@ export * as Budget from "./Budget.js"
 /** Record / replay of model calls to a JSONL cassette. */
 export * as Journal from "./Journal.js"
 
+/** Lessons learned from failed attempts, per task key: memory, SQL and SQLite layers. */
+export * as LessonStore from "./LessonStore.js"
+
 /** The model service: requests, responses, chunks. */
 export * as Model from "./Model.js"
 
@@ -49,5 +52,11 @@ export * as ScriptedModel from "./ScriptedModel.js"
 /** Self-Refine: a base answer, then critic / refiner rounds until the critique says it is done. */
 export * as SelfRefine from "./SelfRefine.js"
 
+/** The working state of a task between steps: merge, render, SQLite and memory layers. */
+export * as StateStore from "./StateStore.js"
+
 /** Tools an agent can call. */
 export * as Tool from "./Tool.js"
+
+/** The vLLM actor pool (`configs/vllm_actors.yaml`): routing, health, `vllm serve` and the legacy `/generate`. */
+export * as Vllm from "./Vllm.js"

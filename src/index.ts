@@ -22,6 +22,9 @@ export * as Architecture from "./Architecture.js"
 /** Caps on model calls, tokens, wall clock and cost. */
 export * as Budget from "./Budget.js"
 
+/** The solver / critic / judge Ensemble: pooled answers, reviews per distinct answer, a hard cap on calls. */
+export * as Ensemble from "./Ensemble.js"
+
 /** Record / replay of model calls to a JSONL cassette. */
 export * as Journal from "./Journal.js"
 

@@ -1,0 +1,239 @@
+/**
+ * Lessons an agent learned from its failed attempts (Reflexion's one-sentence reflections), kept per task key
+ * so that a later attempt — in the same run or a later one — starts with them.
+ *
+ * Layers: `layerMemory` (one process, tests), `layerSql` on any `@effect/sql` client (SQLite and Postgres
+ * dialects; table `valet_lessons`, created when missing), and `layerSqlite({ filename })` for the embedded
+ * default. Rows read back are schema-checked: a bad row is a `LessonStoreError` naming it, never a lesson.
+ *
+ * @since 0.1.0
+ */
+import { SqlClient } from "@effect/sql"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import { Cause, Clock, Context, Effect, Layer, ParseResult, Schema } from "effect"
+import { mkdirSync } from "node:fs"
+import { dirname } from "node:path"
+
+/** A stored lesson. `id` grows with each lesson of a store; `createdAt` is epoch milliseconds (from `Clock`). */
+export const Lesson = Schema.Struct({
+  id: Schema.Number,
+  key: Schema.String,
+  lesson: Schema.String,
+  createdAt: Schema.Number
+})
+/** A stored lesson. */
+export type Lesson = typeof Lesson.Type
+
+/** A lesson store could not read or write; `operation` says what it was doing. */
+export class LessonStoreError extends Schema.TaggedError<LessonStoreError>()("LessonStoreError", {
+  operation: Schema.String,
+  message: Schema.String
+}) {}
+
+/** Options of `list`. */
+export interface ListOptions {
+  /** Only the most recent `limit` lessons (still oldest first). */
+  readonly limit?: number
+}
+
+/** What a lesson store does. */
+export interface Service {
+  /** Stores a lesson under a key (a task, usually); a blank key or lesson is refused. */
+  readonly add: (key: string, lesson: string) => Effect.Effect<Lesson, LessonStoreError>
+  /** The lessons of a key, oldest first. */
+  readonly list: (key: string, options?: ListOptions) => Effect.Effect<ReadonlyArray<Lesson>, LessonStoreError>
+}
+
+/** The lesson store service. */
+export class LessonStore extends Context.Tag("valet/LessonStore")<LessonStore, Service>() {}
+
+/** Stores a lesson under a key with the `LessonStore` in context. */
+export const add = (key: string, lesson: string): Effect.Effect<Lesson, LessonStoreError, LessonStore> =>
+  Effect.flatMap(LessonStore, (store) => store.add(key, lesson))
+
+/** The lessons of a key, oldest first, from the `LessonStore` in context. */
+export const list = (key: string, options?: ListOptions): Effect.Effect<ReadonlyArray<Lesson>, LessonStoreError, LessonStore> =>
+  Effect.flatMap(LessonStore, (store) => store.list(key, options))
+
+const checkInput = (key: string, lesson: string): LessonStoreError | undefined =>
+  key.trim() === ""
+    ? new LessonStoreError({ operation: "add", message: "the lesson key is empty" })
+    : lesson.trim() === ""
+    ? new LessonStoreError({ operation: "add", message: `the lesson for key ${JSON.stringify(key)} is empty` })
+    : undefined
+
+const checkLimit = (options: ListOptions | undefined): LessonStoreError | undefined =>
+  options?.limit !== undefined && !(Number.isInteger(options.limit) && options.limit >= 0)
+    ? new LessonStoreError({ operation: "list", message: `limit must be an integer ≥ 0, got ${options.limit}` })
+    : undefined
+
+// ---------------------------------------------------------------------------------------------------------
+// Memory
+// ---------------------------------------------------------------------------------------------------------
+
+/** A store in this process's memory. */
+export const makeMemory: Effect.Effect<Service> = Effect.sync(() => {
+  const byKey = new Map<string, Array<Lesson>>()
+  let nextId = 1
+  return {
+    add: (key, lesson) =>
+      Effect.suspend(() => {
+        const invalid = checkInput(key, lesson)
+        if (invalid !== undefined) return Effect.fail(invalid)
+        return Effect.map(Clock.currentTimeMillis, (createdAt) => {
+          const stored: Lesson = { id: nextId++, key, lesson: lesson.trim(), createdAt }
+          const lessons = byKey.get(key)
+          if (lessons === undefined) byKey.set(key, [stored])
+          else lessons.push(stored)
+          return stored
+        })
+      }),
+    list: (key, options) =>
+      Effect.suspend(() => {
+        const invalid = checkLimit(options)
+        if (invalid !== undefined) return Effect.fail(invalid)
+        const lessons = byKey.get(key) ?? []
+        return Effect.succeed(options?.limit !== undefined ? lessons.slice(Math.max(0, lessons.length - options.limit)) : lessons.slice())
+      })
+  }
+})
+
+/** A store in this process's memory: lessons last as long as the layer. */
+export const layerMemory: Layer.Layer<LessonStore> = Layer.effect(LessonStore, makeMemory)
+
+// ---------------------------------------------------------------------------------------------------------
+// SQL
+// ---------------------------------------------------------------------------------------------------------
+
+/** The table the SQL store keeps lessons in. */
+export const tableName = "valet_lessons"
+
+// SQLite answers numbers; Postgres answers BIGINT columns as strings.
+const Integer = Schema.Union(Schema.Number, Schema.NumberFromString)
+const Row = Schema.Struct({ id: Integer, task_key: Schema.String, lesson: Schema.String, created_at: Integer })
+const decodeRow = Schema.decodeUnknownEither(Row)
+
+const toLessons = (operation: string, rows: ReadonlyArray<unknown>): Effect.Effect<Array<Lesson>, LessonStoreError> => {
+  const out: Array<Lesson> = []
+  for (const [i, row] of rows.entries()) {
+    const decoded = decodeRow(row)
+    if (decoded._tag === "Left") {
+      const id = typeof row === "object" && row !== null && "id" in row ? `id ${String(row.id)}` : `#${i + 1}`
+      return Effect.fail(
+        new LessonStoreError({
+          operation,
+          message: `row ${id} of ${tableName} is not a lesson: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`
+        })
+      )
+    }
+    const { created_at, id, lesson, task_key } = decoded.right
+    out.push({ id, key: task_key, lesson, createdAt: created_at })
+  }
+  return Effect.succeed(out)
+}
+
+const sqlFailure = (operation: string) => (error: { readonly message: string; readonly cause?: unknown }) =>
+  new LessonStoreError({
+    operation,
+    message: `${tableName}: ${error.message}${error.cause instanceof Error ? ` (${error.cause.message})` : ""}`
+  })
+
+/** A store on the `SqlClient` in context; creates its table and index when they are missing. */
+export const makeSql: Effect.Effect<Service, LessonStoreError, SqlClient.SqlClient> = Effect.gen(function*() {
+  // Column names are ours whatever name transforms the client was configured with.
+  const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+  yield* sql.onDialectOrElse({
+    pg: () =>
+      sql`CREATE TABLE IF NOT EXISTS ${sql(tableName)} (
+        id BIGSERIAL PRIMARY KEY, task_key TEXT NOT NULL, lesson TEXT NOT NULL, created_at BIGINT NOT NULL)`,
+    orElse: () =>
+      sql`CREATE TABLE IF NOT EXISTS ${sql(tableName)} (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, task_key TEXT NOT NULL, lesson TEXT NOT NULL, created_at INTEGER NOT NULL)`
+  }).pipe(
+    Effect.zipRight(sql`CREATE INDEX IF NOT EXISTS ${sql(`${tableName}_key`)} ON ${sql(tableName)} (task_key, id)`),
+    Effect.mapError(sqlFailure("create table"))
+  )
+  const columns = sql.literal("id, task_key, lesson, created_at")
+  return {
+    add: (key, lesson) =>
+      Effect.suspend(() => {
+        const invalid = checkInput(key, lesson)
+        if (invalid !== undefined) return Effect.fail(invalid)
+        return Clock.currentTimeMillis.pipe(
+          Effect.flatMap((createdAt) =>
+            sql`INSERT INTO ${sql(tableName)} ${
+              sql.insert({ task_key: key, lesson: lesson.trim(), created_at: createdAt })
+            } RETURNING ${columns}`
+          ),
+          Effect.mapError(sqlFailure("add")),
+          Effect.flatMap((rows) => toLessons("add", rows)),
+          Effect.flatMap((lessons) =>
+            lessons.length === 1
+              ? Effect.succeed(lessons[0]!)
+              : Effect.fail(new LessonStoreError({ operation: "add", message: `the insert returned ${lessons.length} rows` }))
+          )
+        )
+      }),
+    list: (key, options) =>
+      Effect.suspend(() => {
+        const invalid = checkLimit(options)
+        if (invalid !== undefined) return Effect.fail(invalid)
+        const query = options?.limit !== undefined
+          ? sql`SELECT ${columns} FROM ${sql(tableName)} WHERE task_key = ${key} ORDER BY id DESC LIMIT ${options.limit}`
+          : sql`SELECT ${columns} FROM ${sql(tableName)} WHERE task_key = ${key} ORDER BY id ASC`
+        return query.pipe(
+          Effect.mapError(sqlFailure("list")),
+          Effect.flatMap((rows) => toLessons("list", rows)),
+          Effect.map((lessons) => (options?.limit !== undefined ? lessons.reverse() : lessons))
+        )
+      })
+  }
+})
+
+/** A store on the `SqlClient` in context (SQLite or Postgres). */
+export const layerSql: Layer.Layer<LessonStore, LessonStoreError, SqlClient.SqlClient> = Layer.effect(LessonStore, makeSql)
+
+/** Options of `layerSqlite`. */
+export interface SqliteOptions {
+  /** The database file (its directory is created when missing), or `:memory:`. */
+  readonly filename: string
+}
+
+/** A store in a SQLite file: the embedded default. */
+export const layerSqlite = (options: SqliteOptions): Layer.Layer<LessonStore, LessonStoreError> => {
+  const open = Layer.unwrapEffect(
+    Effect.try({
+      try: () => {
+        // better-sqlite3 cannot create a directory.
+        if (options.filename !== ":memory:") mkdirSync(dirname(options.filename), { recursive: true })
+        return SqliteClient.layer({ filename: options.filename })
+      },
+      catch: (error) =>
+        new LessonStoreError({
+          operation: "open",
+          message: `cannot create the directory of ${options.filename}: ${describe(error)}`
+        })
+    })
+  ).pipe(
+    // SqliteClient reports a file it cannot open (SQLITE_CANTOPEN, not a database…) as a defect: make it typed.
+    Layer.catchAllCause((cause) => {
+      if (Cause.isInterruptedOnly(cause)) return Layer.failCause(cause as Cause.Cause<never>)
+      const failure = Cause.failureOption(cause)
+      if (failure._tag === "Some" && failure.value._tag === "LessonStoreError") return Layer.fail(failure.value)
+      const problem = failure._tag === "Some" ? failure.value : Cause.squash(cause)
+      return Layer.fail(
+        new LessonStoreError({ operation: "open", message: `cannot open ${options.filename}: ${describe(problem)}` })
+      )
+    })
+  )
+  return layerSql.pipe(Layer.provide(open))
+}
+
+const describe = (error: unknown): string => {
+  if (typeof error === "object" && error !== null) {
+    const code = "code" in error ? String(error.code) : undefined
+    const message = "message" in error ? String(error.message) : undefined
+    if (code !== undefined || message !== undefined) return [code, message].filter((part) => part !== undefined).join(": ")
+  }
+  return String(error)
+}

@@ -46,6 +46,9 @@ export * as PlanAndExecute from "./PlanAndExecute.js"
 /** The ReAct tool loop. */
 export * as ReAct from "./ReAct.js"
 
+/** Reflexion: attempts scored by an evaluator, with a reflector's lessons shown to the next attempt. */
+export * as Reflexion from "./Reflexion.js"
+
 /** Commands in per-task workspaces: allow-list, limits, timeouts that kill the process group, diffs. */
 export * as Sandbox from "./Sandbox.js"
 

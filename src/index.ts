@@ -64,5 +64,8 @@ export * as StateStore from "./StateStore.js"
 /** Tools an agent can call. */
 export * as Tool from "./Tool.js"
 
+/** ToolVote: parallel Python tool loops through the Sandbox whose final answers vote, with early stop. */
+export * as ToolVote from "./ToolVote.js"
+
 /** The vLLM actor pool (`configs/vllm_actors.yaml`): routing, health, `vllm serve` and the legacy `/generate`. */
 export * as Vllm from "./Vllm.js"

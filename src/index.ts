@@ -25,6 +25,9 @@ export * as Budget from "./Budget.js"
 /** The solver / critic / judge Ensemble: pooled answers, reviews per distinct answer, a hard cap on calls. */
 export * as Ensemble from "./Ensemble.js"
 
+/** Evaluation over a JSONL dataset: resumable per-problem results, accuracy and accuracy per 100 calls. */
+export * as Evaluate from "./Evaluate.js"
+
 /** Record / replay of model calls to a JSONL cassette. */
 export * as Journal from "./Journal.js"
 
@@ -60,6 +63,9 @@ export * as SelfRefine from "./SelfRefine.js"
 
 /** The working state of a task between steps: merge, render, SQLite and memory layers. */
 export * as StateStore from "./StateStore.js"
+
+/** Supervisor: a coordinator delegates to named worker agents and may forward a worker's answer verbatim. */
+export * as Supervisor from "./Supervisor.js"
 
 /** Tools an agent can call. */
 export * as Tool from "./Tool.js"

@@ -64,6 +64,9 @@ export * as SelfRefine from "./SelfRefine.js"
 /** The working state of a task between steps: merge, render, SQLite and memory layers. */
 export * as StateStore from "./StateStore.js"
 
+/** Supervisor: a coordinator delegates to named worker agents and may forward a worker's answer verbatim. */
+export * as Supervisor from "./Supervisor.js"
+
 /** Tools an agent can call. */
 export * as Tool from "./Tool.js"
 

@@ -73,5 +73,8 @@ export * as Tool from "./Tool.js"
 /** ToolVote: parallel Python tool loops through the Sandbox whose final answers vote, with early stop. */
 export * as ToolVote from "./ToolVote.js"
 
+/** RL trajectories, one JSONL file per task, with step numbering and torn-line repair. */
+export * as TrajectoryStore from "./TrajectoryStore.js"
+
 /** The vLLM actor pool (`configs/vllm_actors.yaml`): routing, health, `vllm serve` and the legacy `/generate`. */
 export * as Vllm from "./Vllm.js"

@@ -1,0 +1,328 @@
+/**
+ * RL trajectories: one record per step of a task, as JSON lines in `trajectories/raw/<task_id>.jsonl`, in snake
+ * case as the seed's readers expect. `append` numbers the step (one more than the records already there, also
+ * when several fibers append to one task at once); `read` streams the records back, schema-checked.
+ *
+ * Crash safety: a line is written with one append, so a crash can only leave the *last* line torn (no newline
+ * at the end). The first time a task's file is opened, a torn tail is repaired: if it is a whole record that
+ * only lacks its newline, the newline is added; otherwise the fragment is moved to `<task_id>.jsonl.torn` (kept,
+ * never lost) and the file is cut back to its last complete line — so it is never glued to the next record.
+ * One process writes a task's file at a time (appends from several processes are not coordinated).
+ *
+ * Layers: `layerFile` (the default; needs a `FileSystem`) and `layerMemory` (tests).
+ *
+ * @since 0.1.0
+ */
+import { FileSystem } from "@effect/platform"
+import { Context, Effect, Either, Layer, Option, ParseResult, Schema, Stream } from "effect"
+import { join } from "node:path"
+import { describeUnsafeTaskId, isSafeTaskId } from "./internal/taskId.js"
+import * as Sandbox from "./Sandbox.js"
+import * as StateStore from "./StateStore.js"
+
+// ---------------------------------------------------------------------------------------------------------
+// Records
+// ---------------------------------------------------------------------------------------------------------
+
+/** What the model wrote, and what was parsed from it. `parseError` names the first block that did not parse. */
+export const ModelOutput = Schema.Struct({
+  raw: Schema.String,
+  think: Schema.NullOr(Schema.String),
+  /** The `<action>` JSON as parsed (its `command` goes to the sandbox). */
+  action: Schema.NullOr(Schema.Unknown),
+  /** The `<state_update>` JSON as parsed. */
+  stateUpdate: Schema.propertySignature(Schema.NullOr(Schema.Unknown)).pipe(Schema.fromKey("state_update")),
+  /** `invalid_action_json` or `invalid_state_update_json` (the first that failed), or null. */
+  parseError: Schema.propertySignature(Schema.NullOr(Schema.String)).pipe(Schema.fromKey("parse_error")),
+  /** What exactly failed to parse, for every block that failed. */
+  parseErrorDetail: Schema.optional(Schema.NullOr(Schema.String)).pipe(Schema.fromKey("parse_error_detail"))
+})
+/** What the model wrote, and what was parsed from it. */
+export type ModelOutput = typeof ModelOutput.Type
+
+/** Measurements of a step. */
+export const Metrics = Schema.Struct({
+  actorLatencySec: Schema.propertySignature(Schema.Finite).pipe(Schema.fromKey("actor_latency_sec")),
+  /** True when no action ran or its exit code was not 0. */
+  sandboxFailed: Schema.propertySignature(Schema.Boolean).pipe(Schema.fromKey("sandbox_failed")),
+  inputTokens: Schema.optional(Schema.Int).pipe(Schema.fromKey("input_tokens")),
+  outputTokens: Schema.optional(Schema.Int).pipe(Schema.fromKey("output_tokens")),
+  finishReason: Schema.optional(Schema.String).pipe(Schema.fromKey("finish_reason")),
+  /** The model that answered (as the server named it). */
+  model: Schema.optional(Schema.String),
+  sandboxDurationSec: Schema.optional(Schema.Finite).pipe(Schema.fromKey("sandbox_duration_sec"))
+})
+/** Measurements of a step. */
+export type Metrics = typeof Metrics.Type
+
+const recordFields = {
+  taskId: Schema.propertySignature(Schema.String).pipe(Schema.fromKey("task_id")),
+  step: Schema.Int.pipe(Schema.positive()),
+  prompt: Schema.String,
+  stateBefore: Schema.propertySignature(StateStore.State).pipe(Schema.fromKey("state_before")),
+  stateAfter: Schema.propertySignature(StateStore.State).pipe(Schema.fromKey("state_after")),
+  modelOutput: Schema.propertySignature(ModelOutput).pipe(Schema.fromKey("model_output")),
+  sandboxResult: Schema.propertySignature(Schema.NullOr(Sandbox.SandboxResult)).pipe(Schema.fromKey("sandbox_result")),
+  /** Null until the step is scored. */
+  reward: Schema.NullOr(Schema.Finite),
+  metrics: Metrics,
+  /** The agent session that produced the step (its events carry the same id). */
+  sessionId: Schema.optional(Schema.String).pipe(Schema.fromKey("session_id")),
+  /** Epoch milliseconds. */
+  createdAt: Schema.optional(Schema.Number).pipe(Schema.fromKey("created_at"))
+}
+
+/** One step of a task, as stored (DESIGN §3.7); the encoded form is snake case. */
+export const TrajectoryRecord = Schema.Struct(recordFields)
+/** One step of a task. */
+export type TrajectoryRecord = typeof TrajectoryRecord.Type
+
+/** A record to append: the store numbers its `step`. */
+export type NewRecord = Omit<TrajectoryRecord, "step">
+
+const RecordLine = Schema.parseJson(TrajectoryRecord)
+const encodeLine = Schema.encodeEither(RecordLine)
+const decodeLine = Schema.decodeUnknownEither(RecordLine)
+
+// ---------------------------------------------------------------------------------------------------------
+// The service
+// ---------------------------------------------------------------------------------------------------------
+
+/** A trajectory could not be written or read; `path` and `line` point at the bad place. */
+export class TrajectoryStoreError extends Schema.TaggedError<TrajectoryStoreError>()("TrajectoryStoreError", {
+  operation: Schema.String,
+  taskId: Schema.String,
+  path: Schema.optional(Schema.String),
+  line: Schema.optional(Schema.Int),
+  message: Schema.String
+}) {}
+
+/** What a trajectory store does. */
+export interface Service {
+  /** Appends a record as the task's next step; answers it with its `step`. */
+  readonly append: (record: NewRecord) => Effect.Effect<TrajectoryRecord, TrajectoryStoreError>
+  /** The records of a task, in order, schema-checked (a bad one ends the stream with an error naming its line). */
+  readonly read: (taskId: string) => Stream.Stream<TrajectoryRecord, TrajectoryStoreError>
+  /** How many records a task has. */
+  readonly count: (taskId: string) => Effect.Effect<number, TrajectoryStoreError>
+}
+
+/** The trajectory store service. */
+export class TrajectoryStore extends Context.Tag("valet/TrajectoryStore")<TrajectoryStore, Service>() {}
+
+/** Appends a record as the task's next step. */
+export const append = (record: NewRecord): Effect.Effect<TrajectoryRecord, TrajectoryStoreError, TrajectoryStore> =>
+  Effect.flatMap(TrajectoryStore, (store) => store.append(record))
+
+/** Streams the records of a task. */
+export const read = (taskId: string): Stream.Stream<TrajectoryRecord, TrajectoryStoreError, TrajectoryStore> =>
+  Stream.unwrap(Effect.map(TrajectoryStore, (store) => store.read(taskId)))
+
+/** How many records a task has. */
+export const count = (taskId: string): Effect.Effect<number, TrajectoryStoreError, TrajectoryStore> =>
+  Effect.flatMap(TrajectoryStore, (store) => store.count(taskId))
+
+const checkTaskId = (operation: string, taskId: string): Effect.Effect<void, TrajectoryStoreError> =>
+  isSafeTaskId(taskId)
+    ? Effect.void
+    : Effect.fail(new TrajectoryStoreError({ operation, taskId, message: describeUnsafeTaskId(taskId) }))
+
+/** The record with its step, checked against the schema; the JSON line to write. */
+const toLine = (record: NewRecord, step: number): Either.Either<{ record: TrajectoryRecord; line: string }, TrajectoryStoreError> => {
+  const full: TrajectoryRecord = { ...record, step }
+  return Either.mapBoth(encodeLine(full), {
+    onLeft: (error) =>
+      new TrajectoryStoreError({
+        operation: "append",
+        taskId: record.taskId,
+        message: `the record of step ${step} is not a trajectory record: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+      }),
+    onRight: (line) => ({ record: full, line: line + "\n" })
+  })
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Memory
+// ---------------------------------------------------------------------------------------------------------
+
+/** A store in this process's memory. Records are checked against the schema as the file layer does. */
+export const makeMemory: Effect.Effect<Service> = Effect.sync(() => {
+  const tasks = new Map<string, Array<TrajectoryRecord>>()
+  return {
+    append: (record) =>
+      Effect.zipRight(
+        checkTaskId("append", record.taskId),
+        Effect.suspend(() => {
+          const records = tasks.get(record.taskId) ?? []
+          const checked = toLine(record, records.length + 1)
+          if (Either.isLeft(checked)) return Effect.fail(checked.left)
+          records.push(checked.right.record)
+          tasks.set(record.taskId, records)
+          return Effect.succeed(checked.right.record)
+        })
+      ),
+    read: (taskId) =>
+      Stream.unwrap(Effect.as(checkTaskId("read", taskId), Stream.suspend(() => Stream.fromIterable((tasks.get(taskId) ?? []).slice())))),
+    count: (taskId) => Effect.zipRight(checkTaskId("count", taskId), Effect.sync(() => tasks.get(taskId)?.length ?? 0))
+  }
+})
+
+/** A store in this process's memory: records last as long as the layer. */
+export const layerMemory: Layer.Layer<TrajectoryStore> = Layer.effect(TrajectoryStore, makeMemory)
+
+// ---------------------------------------------------------------------------------------------------------
+// Files
+// ---------------------------------------------------------------------------------------------------------
+
+/** Options of `layerFile`. */
+export interface FileOptions {
+  /** The trajectories directory; records go to `<root>/raw/<task_id>.jsonl` (default `trajectories`). */
+  readonly root?: string
+  /** fsync after every record, so a power loss cannot lose an acknowledged step (default false). */
+  readonly fsync?: boolean
+}
+
+/** The default trajectories directory. */
+export const defaultRoot = "trajectories"
+
+interface TaskFile {
+  readonly lock: Effect.Semaphore
+  /** Records in the file, known once it was opened (and repaired) in this process. */
+  records: number | undefined
+}
+
+/** A store of JSONL files, one per task. */
+export const makeFile = (options: FileOptions = {}): Effect.Effect<Service, TrajectoryStoreError, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const dir = join(options.root ?? defaultRoot, "raw")
+    yield* fs.makeDirectory(dir, { recursive: true }).pipe(
+      Effect.mapError((error) =>
+        new TrajectoryStoreError({ operation: "open", taskId: "-", path: dir, message: `cannot create ${dir}: ${error.message}` })
+      )
+    )
+    const files = new Map<string, TaskFile>()
+    const fileOf = (taskId: string): TaskFile => {
+      let file = files.get(taskId)
+      if (file === undefined) {
+        file = { lock: Effect.unsafeMakeSemaphore(1), records: undefined }
+        files.set(taskId, file)
+      }
+      return file
+    }
+    const pathOf = (taskId: string) => join(dir, `${taskId}.jsonl`)
+    const failure = (operation: string, taskId: string, path: string) => (error: { readonly message: string }) =>
+      new TrajectoryStoreError({ operation, taskId, path, message: `${path}: ${error.message}` })
+
+    /** Reads the file once, repairs a torn last line, and counts its records. Call with the lock held. */
+    const open = (taskId: string, file: TaskFile): Effect.Effect<number, TrajectoryStoreError> =>
+      file.records !== undefined ? Effect.succeed(file.records) : Effect.gen(function*() {
+        const path = pathOf(taskId)
+        const fail = failure("open", taskId, path)
+        const exists = yield* fs.exists(path).pipe(Effect.mapError(fail))
+        let text = exists ? yield* fs.readFileString(path).pipe(Effect.mapError(fail)) : ""
+        if (text !== "" && !text.endsWith("\n")) {
+          const cut = text.lastIndexOf("\n") + 1
+          const fragment = text.slice(cut)
+          if (Either.isRight(decodeLine(fragment))) {
+            // A whole record that only lacks its newline (the crash came between the two).
+            yield* fs.writeFileString(path, "\n", { flag: "a" }).pipe(Effect.mapError(fail))
+            text += "\n"
+          } else {
+            yield* fs.writeFileString(`${path}.torn`, fragment + "\n", { flag: "a" }).pipe(Effect.mapError(fail))
+            yield* fs.truncate(path, Buffer.byteLength(text.slice(0, cut))).pipe(Effect.mapError(fail))
+            text = text.slice(0, cut)
+            yield* Effect.logWarning(
+              `trajectory ${path}: its last line was torn (a crash mid-write); moved ${fragment.length} characters to ${path}.torn`
+            )
+          }
+        }
+        let records = 0
+        for (const line of text.split("\n")) if (line.trim() !== "") records++
+        file.records = records
+        return records
+      })
+
+    const write = (path: string, line: string): Effect.Effect<void, { readonly message: string }> =>
+      options.fsync === true
+        ? Effect.scoped(Effect.flatMap(fs.open(path, { flag: "a" }), (handle) =>
+          Effect.zipRight(handle.writeAll(new TextEncoder().encode(line)), handle.sync)))
+        : fs.writeFileString(path, line, { flag: "a" })
+
+    const append = (record: NewRecord) =>
+      Effect.zipRight(
+        checkTaskId("append", record.taskId),
+        Effect.suspend(() => {
+          const file = fileOf(record.taskId)
+          const path = pathOf(record.taskId)
+          return file.lock.withPermits(1)(Effect.gen(function*() {
+            const records = yield* open(record.taskId, file)
+            const checked = toLine(record, records + 1)
+            if (Either.isLeft(checked)) return yield* checked.left
+            yield* write(path, checked.right.line).pipe(
+              // The file may now end in a partial line: have the next append repair it first.
+              Effect.tapError(() => Effect.sync(() => (file.records = undefined))),
+              Effect.mapError(failure("append", record.taskId, path))
+            )
+            file.records = records + 1
+            return checked.right.record
+          }))
+        })
+      )
+
+    const read = (taskId: string): Stream.Stream<TrajectoryRecord, TrajectoryStoreError> =>
+      Stream.unwrap(Effect.gen(function*() {
+        yield* checkTaskId("read", taskId)
+        const file = fileOf(taskId)
+        const path = pathOf(taskId)
+        const fail = failure("read", taskId, path)
+        // The size under the lock covers whole lines only: appends made while we read are not half-seen.
+        const size = yield* file.lock.withPermits(1)(Effect.gen(function*() {
+          yield* open(taskId, file)
+          const exists = yield* fs.exists(path).pipe(Effect.mapError(fail))
+          return exists ? (yield* fs.stat(path).pipe(Effect.mapError(fail))).size : BigInt(0)
+        }))
+        if (size === BigInt(0)) return Stream.empty
+        return fs.stream(path, { bytesToRead: size }).pipe(
+          Stream.mapError(fail),
+          Stream.decodeText(),
+          Stream.splitLines,
+          Stream.zipWithIndex,
+          Stream.filter(([line]) => line.trim() !== ""),
+          Stream.mapEffect(([line, index]) =>
+            Either.match(decodeLine(line), {
+              onLeft: (error) =>
+                Effect.fail(
+                  new TrajectoryStoreError({
+                    operation: "read",
+                    taskId,
+                    path,
+                    line: index + 1,
+                    message: `${path} line ${index + 1} is not a trajectory record: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+                  })
+                ),
+              onRight: Effect.succeed
+            })
+          )
+        )
+      }))
+
+    const count = (taskId: string) =>
+      Effect.zipRight(
+        checkTaskId("count", taskId),
+        Effect.suspend(() => {
+          const file = fileOf(taskId)
+          return file.lock.withPermits(1)(open(taskId, file))
+        })
+      )
+
+    return { append, read, count } satisfies Service
+  })
+
+/** JSONL files under `root` (default `trajectories`): the default store. */
+export const layerFile = (options: FileOptions = {}): Layer.Layer<TrajectoryStore, TrajectoryStoreError, FileSystem.FileSystem> =>
+  Layer.effect(TrajectoryStore, makeFile(options))
+
+/** The path a task's records are written to under `root`. */
+export const pathOf = (taskId: string, root: string = defaultRoot): Option.Option<string> =>
+  isSafeTaskId(taskId) ? Option.some(join(root, "raw", `${taskId}.jsonl`)) : Option.none()

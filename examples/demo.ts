@@ -3,15 +3,29 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect } from "effect"
+import * as ActorCritic from "./actor-critic.js"
+import * as PlanAndExecute from "./plan-and-execute.js"
 import * as ReactCalculator from "./react-calculator.js"
 import * as RecordReplay from "./record-replay.js"
+import * as Reflexion from "./reflexion.js"
+import * as SelfRefine from "./self-refine.js"
 import * as SubAgents from "./sub-agents.js"
+import * as Supervisor from "./supervisor.js"
 import { demoModel } from "./support/model.js"
 
 const main = Effect.gen(function*() {
   const { note } = yield* demoModel([])
   yield* Console.log(`valet demo — ${note}\n`)
-  for (const example of [ReactCalculator.main, SubAgents.main, RecordReplay.main]) {
+  for (const example of [
+    ReactCalculator.main,
+    SubAgents.main,
+    RecordReplay.main,
+    SelfRefine.main,
+    ActorCritic.main,
+    PlanAndExecute.main,
+    Reflexion.main,
+    Supervisor.main
+  ]) {
     yield* example
     yield* Console.log("")
   }

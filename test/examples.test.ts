@@ -1,8 +1,13 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Logger } from "effect"
+import * as ActorCritic from "../examples/actor-critic.js"
+import * as PlanAndExecute from "../examples/plan-and-execute.js"
 import * as ReactCalculator from "../examples/react-calculator.js"
 import * as RecordReplay from "../examples/record-replay.js"
+import * as Reflexion from "../examples/reflexion.js"
+import * as SelfRefine from "../examples/self-refine.js"
 import * as SubAgents from "../examples/sub-agents.js"
+import * as Supervisor from "../examples/supervisor.js"
 
 /** Runs an example's program and collects what it prints. */
 const printed = <E, R>(program: Effect.Effect<void, E, R>) =>
@@ -36,5 +41,50 @@ describe("examples", () => {
       const lines = yield* printed(RecordReplay.main)
       expect(lines).toContain("identical output and usage: true")
       expect(lines.at(-1)).toMatch(/^a prompt that was never recorded: ReplayMiss: /)
+    }))
+
+  it.live("self-refine converges after one rewrite", () =>
+    Effect.gen(function*() {
+      const lines = yield* printed(SelfRefine.main)
+      expect(lines[0]).toMatch(/^# Self-Refine — .*using ScriptedModel/)
+      expect(lines).toContainEqual(expect.stringMatching(/self_refine\.converged \{"round":2\}$/))
+      expect(lines.at(-1)).toMatch(/run completed after 4 model calls.*Sunlight is a mix of all colours\./)
+    }))
+
+  it.live("actor-critic revises once and is approved", () =>
+    Effect.gen(function*() {
+      const lines = yield* printed(ActorCritic.main)
+      expect(lines[0]).toMatch(/^# Actor-Critic — /)
+      expect(lines).toContainEqual(expect.stringMatching(/actor_critic\.approved \{"round":2,"score":0\.93\}$/))
+      expect(lines.at(-1)).toMatch(/run completed after 4 model calls.*first snow on the step/)
+    }))
+
+  it.live("plan-and-execute runs the two forecasts side by side, then the comparison", () =>
+    Effect.gen(function*() {
+      const lines = yield* printed(PlanAndExecute.main)
+      expect(lines[0]).toMatch(/^# Plan-and-Execute — /)
+      // Both independent steps start before either completes.
+      const started = lines.filter((line) => line.includes("plan.step_started")).map((line) => lines.indexOf(line))
+      const firstCompleted = lines.findIndex((line) => line.includes("plan.step_completed"))
+      expect(started.slice(0, 2).every((index) => index < firstCompleted)).toBe(true)
+      expect(lines.at(-1)).toMatch(/run completed after 7 model calls.*Go to Lisbon.*\nsteps: \["lisbon","porto","compare"\]$/)
+    }))
+
+  it.live("reflexion learns a lesson and succeeds on the second attempt", () =>
+    Effect.gen(function*() {
+      const lines = yield* printed(Reflexion.main)
+      expect(lines[0]).toMatch(/^# Reflexion — /)
+      expect(lines).toContainEqual(expect.stringMatching(/reflexion\.threshold_met \{"attempt":2,"score":0\.95\}$/))
+      expect(lines.at(-1)).toBe(
+        'lessons stored for this task: ["read riddle words in their other meanings before answering literally."]'
+      )
+    }))
+
+  it.live("supervisor delegates, then forwards the writer's piece verbatim", () =>
+    Effect.gen(function*() {
+      const lines = yield* printed(Supervisor.main)
+      expect(lines[0]).toMatch(/^# Supervisor — /)
+      expect(lines).toContainEqual(expect.stringMatching(/supervisor\.forwarded \{"worker":"writer"\}$/))
+      expect(lines.at(-1)).toBe("forwarded verbatim: true")
     }))
 })

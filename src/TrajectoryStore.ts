@@ -50,7 +50,9 @@ export const Metrics = Schema.Struct({
   finishReason: Schema.optional(Schema.String).pipe(Schema.fromKey("finish_reason")),
   /** The model that answered (as the server named it). */
   model: Schema.optional(Schema.String),
-  sandboxDurationSec: Schema.optional(Schema.Finite).pipe(Schema.fromKey("sandbox_duration_sec"))
+  sandboxDurationSec: Schema.optional(Schema.Finite).pipe(Schema.fromKey("sandbox_duration_sec")),
+  /** Why the action could not be run at all (its workspace could not be made or used). */
+  sandboxError: Schema.optional(Schema.String).pipe(Schema.fromKey("sandbox_error"))
 })
 /** Measurements of a step. */
 export type Metrics = typeof Metrics.Type

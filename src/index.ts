@@ -7,6 +7,9 @@
 /** Actor-Critic: an actor agent answers and revises, a critic agent scores, until approval or the last round. */
 export * as ActorCritic from "./ActorCritic.js"
 
+/** The RL actor loop: prompt with state, model, sandboxed action, state update, trajectory record. */
+export * as ActorLoop from "./ActorLoop.js"
+
 /** Agents: definitions, runs, streams and sub-agents. */
 export * as Agent from "./Agent.js"
 

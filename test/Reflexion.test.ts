@@ -1,6 +1,17 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Layer, Stream } from "effect"
-import { Agent, AgentError, AgentEvent, type Architecture, LessonStore, Model, Reflexion, ScriptedModel } from "../src/index.js"
+import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
+import {
+  Agent,
+  AgentError,
+  AgentEvent,
+  type Architecture,
+  LessonStore,
+  Model,
+  ReAct,
+  Reflexion,
+  ScriptedModel,
+  Tool
+} from "../src/index.js"
 
 const lastUser = (request: Model.Request): string =>
   (request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? ""
@@ -153,6 +164,52 @@ describe("Reflexion", () => {
       )
       expect(error).toBeInstanceOf(AgentError.ArchitectureFailed)
       expect(error.message).toBe("the lesson store failed to add: disk full")
+    }))
+
+  it.effect("an attempt that stops early is evaluated like any other and learned from", () =>
+    Effect.gen(function*() {
+      const noop = Tool.make({ name: "noop", description: "", parameters: Schema.Struct({}), handler: () => Effect.void })
+      const agent = Agent.make({
+        name: "solver",
+        instructions: "",
+        tools: [noop],
+        architecture: yield* Reflexion.make({ base: yield* ReAct.make({ maxTurns: 1 }), maxAttempts: 2 })
+      })
+      const result = yield* Agent.run(agent, task)
+      expect(result.output).toBe("A piano.")
+      expect(result.interrupted).toBe(false)
+      expect(result.metadata).toMatchObject({
+        attempts: [
+          { attempt: 1, output: "Thinking…", interrupted: "max_turns_exceeded", score: 0, lesson: "Answer, do not think aloud." },
+          { attempt: 2, output: "A piano.", score: 0.9 }
+        ]
+      })
+    }).pipe(
+      Effect.provide(ScriptedModel.layer([
+        { text: "Thinking…", toolCalls: [{ name: "noop" }] },
+        "score: 0",
+        "Answer, do not think aloud.",
+        "A piano.",
+        "score: 0.9"
+      ]))
+    ))
+
+  it.effect("interrupting the run stops the evaluator in flight at once", () =>
+    Effect.gen(function*() {
+      const calling = yield* Deferred.make<void>()
+      let stopped = false
+      const model = ScriptedModel.layer((_request, index) =>
+        index === 0
+          ? Effect.succeed("A door.")
+          : Deferred.succeed(calling, undefined).pipe(
+            Effect.zipRight(Effect.never),
+            Effect.onInterrupt(() => Effect.sync(() => { stopped = true }))
+          )
+      )
+      const fiber = yield* Effect.fork(Agent.run(solver(Reflexion.architecture), task).pipe(Effect.provide(model)))
+      yield* Deferred.await(calling)
+      expect(Exit.isInterrupted(yield* Fiber.interrupt(fiber))).toBe(true)
+      expect(stopped).toBe(true)
     }))
 
   it.effect("invalid options fail with InvalidOptions naming the field", () =>

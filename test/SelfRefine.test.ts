@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Context, Effect, Layer, Schema, Stream } from "effect"
+import { Chunk, Context, Deferred, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
 import { Agent, AgentError, AgentEvent, Architecture, Model, ReAct, ScriptedModel, SelfRefine, Tool } from "../src/index.js"
+import { adjustWhenSleeping } from "./support/clock.js"
 
 const lastUser = (request: Model.Request): string =>
   (request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? ""
@@ -153,6 +154,36 @@ describe("SelfRefine", () => {
       expect(failed.interruptionReason).toBe("critic:round_1:ScriptExhausted")
       expect(failed.output).toBe("first draft")
     }))
+
+  it.effect("interrupting the run stops the refiner in flight at once", () =>
+    Effect.gen(function*() {
+      const calling = yield* Deferred.make<void>()
+      let stopped = false
+      const model = ScriptedModel.layer((_request, index) =>
+        index < 2
+          ? Effect.succeed(index === 0 ? "draft" : "too short")
+          : Deferred.succeed(calling, undefined).pipe(
+            Effect.zipRight(Effect.never),
+            Effect.onInterrupt(() => Effect.sync(() => { stopped = true }))
+          )
+      )
+      const fiber = yield* Effect.fork(Agent.run(writer(SelfRefine.architecture), "task").pipe(Effect.provide(model)))
+      yield* Deferred.await(calling)
+      expect(Exit.isInterrupted(yield* Fiber.interrupt(fiber))).toBe(true)
+      expect(stopped).toBe(true)
+    }))
+
+  it.effect("a wall-clock budget interrupts a slow critic (TestClock) with budget:wall_clock and the draft", () =>
+    Effect.gen(function*() {
+      const fiber = yield* Effect.fork(
+        Agent.run(writer(SelfRefine.architecture), "task", { budget: { maxDurationMs: 10_000 } })
+      )
+      yield* adjustWhenSleeping("11 seconds")
+      const result = yield* Fiber.join(fiber)
+      expect(result.interrupted).toBe(true)
+      expect(result.interruptionReason).toBe("budget:wall_clock")
+      expect(result.output).toBe("draft")
+    }).pipe(Effect.provide(ScriptedModel.layer(["draft", { text: "no issues", delay: "1 minute" }]))))
 
   it.effect("invalid options fail with InvalidOptions naming the field", () =>
     Effect.gen(function*() {

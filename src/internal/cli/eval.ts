@@ -1,0 +1,16 @@
+import { Args, Command } from "@effect/cli"
+import { Effect } from "effect"
+import { evaluateDataset, flags, realLayers, settingsOf, stdoutOutput } from "./evaluation.js"
+
+/** `valet eval problems.jsonl --architecture ensemble|tool-vote|self-refine --out results.jsonl`. */
+export const evalCommand = Command.make(
+  "eval",
+  { dataset: Args.file({ name: "problems.jsonl", exists: "yes" }), ...flags },
+  (values) =>
+    Effect.asVoid(evaluateDataset(values.dataset, settingsOf(values, values.dataset), realLayers(values), stdoutOutput()))
+).pipe(
+  Command.withDescription(
+    "Runs an architecture over a JSONL dataset of {id, problem, reference} lines: one result line per problem in " +
+      "--out (re-running resumes), progress, and a summary table (accuracy, calls per problem, correct per 100 calls)."
+  )
+)

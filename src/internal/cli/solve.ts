@@ -1,0 +1,26 @@
+import { Args, Command } from "@effect/cli"
+import { Effect } from "effect"
+import { evaluateDataset, flags, realLayers, settingsOf, solveProblem, stdoutOutput } from "./evaluation.js"
+
+/** Whether `solve`'s argument names a dataset rather than being a problem. */
+export const isDataset = (input: string): boolean => /\.jsonl?$/i.test(input.trim()) && !/\s/.test(input.trim())
+
+/** `valet solve "<problem>"` or `valet solve problems.jsonl`. */
+export const solveCommand = Command.make(
+  "solve",
+  { input: Args.text({ name: "problem | problems.jsonl" }), ...flags },
+  (values) =>
+    Effect.gen(function*() {
+      const layers = realLayers(values)
+      if (isDataset(values.input)) {
+        yield* evaluateDataset(values.input, settingsOf(values, values.input), layers, stdoutOutput())
+      } else {
+        yield* solveProblem(values.input, settingsOf(values, undefined), layers, stdoutOutput())
+      }
+    })
+).pipe(
+  Command.withDescription(
+    "Solves one problem with the Ensemble (or --architecture), printing its rounds, candidates, critiques and " +
+      "judgements; given a .jsonl file, solves every problem in it like `valet eval`."
+  )
+)

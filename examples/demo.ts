@@ -4,6 +4,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect } from "effect"
 import * as ActorCritic from "./actor-critic.js"
+import * as ActorLoop from "./actor-loop.js"
 import * as PlanAndExecute from "./plan-and-execute.js"
 import * as ReactCalculator from "./react-calculator.js"
 import * as RecordReplay from "./record-replay.js"
@@ -24,7 +25,8 @@ const main = Effect.gen(function*() {
     ActorCritic.main,
     PlanAndExecute.main,
     Reflexion.main,
-    Supervisor.main
+    Supervisor.main,
+    ActorLoop.main
   ]) {
     yield* example
     yield* Console.log("")

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Logger } from "effect"
 import * as ActorCritic from "../examples/actor-critic.js"
+import * as ActorLoop from "../examples/actor-loop.js"
 import * as PlanAndExecute from "../examples/plan-and-execute.js"
 import * as ReactCalculator from "../examples/react-calculator.js"
 import * as RecordReplay from "../examples/record-replay.js"
@@ -86,5 +87,19 @@ describe("examples", () => {
       expect(lines[0]).toMatch(/^# Supervisor — /)
       expect(lines).toContainEqual(expect.stringMatching(/supervisor\.forwarded \{"worker":"writer"\}$/))
       expect(lines.at(-1)).toBe("forwarded verbatim: true")
+    }))
+
+  it.live("actor-loop runs every task in the sandbox: ast-grep diffs, a failed check, the saved state", () =>
+    Effect.gen(function*() {
+      const lines = yield* printed(ActorLoop.main)
+      expect(lines[0]).toMatch(/^# Actor loop — /)
+      expect(lines[1]).toMatch(/^sandbox: (bwrap|process) isolation, limits by /)
+      expect(lines).toContain("log-calls step 1: exit 0 · changed app.py · parse ok · sandbox_failed false")
+      expect(lines).toContain("  +    logger.info(\"hello\", name)")
+      expect(lines).toContain("  +let items = [1, 2, 3]")
+      expect(lines).toContain("check-add step 1: exit 1 · parse ok · sandbox_failed true")
+      expect(lines).toContain("  +++ b/summary.txt")
+      expect(lines).toContain("state of check-add:\nHypotheses:\n- add subtracts instead of adding\n\nOpen issues:\n- add(2, 3) is wrong")
+      expect(lines.at(-1)).toBe("trajectory lines of summarize-csv: 1")
     }))
 })

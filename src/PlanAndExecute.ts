@@ -150,6 +150,7 @@ const OptionsSchema = Schema.Struct({
   })
 })
 type Config = typeof OptionsSchema.Type
+const defaults: Config = Schema.decodeSync(OptionsSchema)({})
 
 /**
  * Plan-and-Execute with options, checked here: `maxSteps: 0`, a negative `maxReplans` or a template with an
@@ -166,7 +167,8 @@ export const make = <RP = never, RE = Model.Model, RS = never>(
 /** Plan-and-Execute with its defaults: up to 8 steps, no replanning. */
 export const architecture: Architecture.Architecture<Model.Model> = Architecture.make({
   name,
-  program: (input) => program(Schema.decodeSync(OptionsSchema)({}))(input)
+  // A closure: `program` is defined below.
+  program: (input) => program(defaults)(input)
 }) as Architecture.Architecture<Model.Model>
 
 /** What one executed step produced, as `RunResult.metadata.steps` lists it. */

@@ -104,6 +104,7 @@ const OptionsSchema = Schema.Struct({
   attemptPrompt: Schema.optionalWith(Template.Template(["prompt", "lessons"]), { default: () => defaultAttemptPrompt })
 })
 type Config = typeof OptionsSchema.Type
+const defaults: Config = Schema.decodeSync(OptionsSchema)({})
 
 /**
  * Reflexion with options, checked here: `maxAttempts: 0`, a threshold outside [0, 1] or a template with an
@@ -120,7 +121,8 @@ export const make = <RB = Model.Model, RE = never, RR = never>(
 /** Reflexion with its defaults: a ReAct base, three attempts, threshold 0.8. */
 export const architecture: Architecture.Architecture<Model.Model> = Architecture.make({
   name,
-  program: (input) => program(Schema.decodeSync(OptionsSchema)({}))(input)
+  // A closure: `program` is defined below.
+  program: (input) => program(defaults)(input)
 }) as Architecture.Architecture<Model.Model>
 
 /** The default lesson key of a task run by an agent. */

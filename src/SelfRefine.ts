@@ -82,6 +82,7 @@ const OptionsSchema = Schema.Struct({
   stopPhrase: Schema.optionalWith(Schema.NonEmptyTrimmedString, { default: () => "no issues" })
 })
 type Config = typeof OptionsSchema.Type
+const defaults: Config = Schema.decodeSync(OptionsSchema)({})
 
 /**
  * Self-Refine with options, checked here: `maxRounds: 0`, an empty stop phrase or a template with an unknown
@@ -98,7 +99,8 @@ export const make = <RB = Model.Model, RC = never, RR = never>(
 /** Self-Refine with its defaults: a ReAct base, three rounds, stop phrase `no issues`. */
 export const architecture: Architecture.Architecture<Model.Model> = Architecture.make({
   name,
-  program: (input) => program(Schema.decodeSync(OptionsSchema)({}))(input)
+  // A closure: `program` is defined below.
+  program: (input) => program(defaults)(input)
 }) as Architecture.Architecture<Model.Model>
 
 const program = (config: Config) => (input: Architecture.Input) =>

@@ -11,15 +11,11 @@
  *
  * @since 0.1.0
  */
-import { tmpdir } from "node:os"
-import { join } from "node:path"
-import * as fs from "node:fs/promises"
-import { Config, Context, Effect, Either, Layer, Option, ParseResult, Schema, type Scope } from "effect"
-import * as Platform from "./internal/sandbox/platform.js"
-import * as Process from "./internal/sandbox/process.js"
-import * as Snapshot from "./internal/sandbox/snapshot.js"
-import * as Workspaces from "./internal/sandbox/workspace.js"
-import { describeUnsafeTaskId, isSafeTaskId } from "./internal/taskId.js"
+import { Config, Context, Effect, Layer, Option, ParseResult, Schema, type Scope } from "effect"
+import * as ProcessLayer from "./internal/sandbox/processLayer.js"
+import * as Shared from "./internal/sandbox/shared.js"
+import { SandboxError } from "./internal/sandbox/shared.js"
+import * as TestLayer from "./internal/sandbox/testLayer.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // Data
@@ -64,9 +60,7 @@ export const SandboxResult = Schema.Struct({
 export type SandboxResult = typeof SandboxResult.Type
 
 /** A command as a model must write it: a non-empty list of strings, no NUL bytes. */
-export const Command = Schema.NonEmptyArray(
-  Schema.String.pipe(Schema.filter((arg) => !arg.includes("\0") || "an argument contains a NUL byte"))
-)
+export const Command = Shared.Command
 
 /** A workspace: a directory that lives as long as the scope it was made in (or, kept, across steps). */
 export interface Workspace {
@@ -96,22 +90,7 @@ export interface RunRequest {
 }
 
 /** A workspace could not be made, seeded or used, or the sandbox could not be set up. */
-export class SandboxError extends Schema.TaggedError<SandboxError>()("SandboxError", {
-  reason: Schema.Literal(
-    "unsafe_task_id",
-    "absolute_path",
-    "parent_path",
-    "invalid_path",
-    "symlink_escape",
-    "workspace_closed",
-    "io",
-    "unavailable",
-    "invalid_options"
-  ),
-  taskId: Schema.optional(Schema.String),
-  path: Schema.optional(Schema.String),
-  message: Schema.String
-}) {}
+export { SandboxError }
 
 /** What isolation and limits this machine gave the sandbox. */
 export interface Info {
@@ -195,67 +174,7 @@ export const Options = Schema.Struct({
 export type Options = typeof Options.Type
 
 /** The programs allowed by default. */
-export const defaultAllow: ReadonlyArray<string> = ["ast-grep", "python3", "python", "pytest", "node"]
-
-const baseEnv = ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"]
-
-const decodeCommand = Schema.decodeUnknownEither(Command)
-
-/** A result for a command that did not run. */
-const refused = (
-  command: ReadonlyArray<string>,
-  exitCode: number,
-  error: ErrorKind,
-  stderr: string
-): SandboxResult => ({ command, exitCode, stdout: "", stderr, durationMs: 0, timedOut: false, error, isolation: "none" })
-
-/** Checks a command from a model: a list of strings, else exit 127 `invalid_command`. */
-const checkCommand = (command: unknown): Either.Either<ReadonlyArray<string>, SandboxResult> =>
-  Either.mapLeft(decodeCommand(command), (error) =>
-    refused(
-      [],
-      127,
-      "invalid_command",
-      `invalid_command: a command is a non-empty list of strings, got ${preview(command)}: ${ParseResult.TreeFormatter.formatErrorSync(error)}\n`
-    ))
-
-const preview = (value: unknown): string => {
-  let text: string
-  try {
-    text = JSON.stringify(value) ?? String(value)
-  } catch {
-    text = String(value)
-  }
-  return text.length > 120 ? `${text.slice(0, 119)}…` : text
-}
-
-const ioError = (what: string, taskId?: string) => (cause: unknown) =>
-  new SandboxError({
-    reason: "io",
-    ...(taskId !== undefined ? { taskId } : {}),
-    message: `${what}: ${cause instanceof Error ? cause.message : String(cause)}`
-  })
-
-const refusal = (taskId: string, refused: Workspaces.PathRefused) =>
-  new SandboxError({ reason: refused.reason, taskId, path: refused.path, message: refused.message })
-
-const checkTaskId = (taskId: string): Effect.Effect<void, SandboxError> =>
-  isSafeTaskId(taskId)
-    ? Effect.void
-    : Effect.fail(new SandboxError({ reason: "unsafe_task_id", taskId, message: describeUnsafeTaskId(taskId) }))
-
-/** One lock per kept workspace, created on first use. */
-const makeLocks = () => {
-  const locks = new Map<string, Effect.Semaphore>()
-  return (taskId: string): Effect.Semaphore => {
-    let lock = locks.get(taskId)
-    if (lock === undefined) {
-      lock = Effect.unsafeMakeSemaphore(1)
-      locks.set(taskId, lock)
-    }
-    return lock
-  }
-}
+export const defaultAllow: ReadonlyArray<string> = Shared.defaultAllow
 
 // ---------------------------------------------------------------------------------------------------------
 // Real processes
@@ -263,205 +182,14 @@ const makeLocks = () => {
 
 /** Builds a sandbox of real processes: finds what isolation this machine offers and resolves the allow-list. */
 export const make = (options: Options = {}): Effect.Effect<Service, SandboxError> =>
-  Effect.gen(function*() {
-    const valid = yield* Schema.decodeUnknown(Options)(options).pipe(
+  Effect.flatMap(
+    Schema.decodeUnknown(Options)(options).pipe(
       Effect.mapError((error) =>
         new SandboxError({ reason: "invalid_options", message: `Sandbox options: ${ParseResult.TreeFormatter.formatErrorSync(error)}` })
       )
-    )
-    const hostPath = process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin"
-    const detected = yield* Effect.promise(() =>
-      Platform.detect(valid.isolation ?? "auto", hostPath, valid.dropPrivileges ?? true)
-    )
-    if (typeof detected === "string") {
-      return yield* new SandboxError({ reason: "unavailable", message: `isolation "bwrap" was asked for, but ${detected}` })
-    }
-    const platform = detected
-    const workRoot = yield* Effect.tryPromise({
-      try: async () => {
-        const root = valid.workRoot ?? join(tmpdir(), "valet-sandbox")
-        await fs.mkdir(join(root, "kept"), { recursive: true })
-        // Searchable, not listable: pooled uids reach their own workspace, not the names of the others.
-        await fs.chmod(root, 0o711)
-        await fs.chmod(join(root, "kept"), 0o711)
-        return fs.realpath(root)
-      },
-      catch: ioError("cannot create the sandbox work root")
-    })
-
-    const packagedAstGrep = yield* Effect.promise(Platform.packagedAstGrep)
-    const packaged = new Map<string, string>(packagedAstGrep !== undefined ? [["ast-grep", packagedAstGrep]] : [])
-    const allowedNames = valid.allow ?? defaultAllow
-    const allowed: Array<{ name: string; path: string }> = []
-    const missing: Array<string> = []
-    const allowedReal = new Set<string>()
-    for (const name of allowedNames) {
-      const located = yield* Effect.promise(() => Platform.locate(name, hostPath, "/", packaged))
-      const real = located !== undefined ? yield* Effect.promise(() => Platform.realExecutable(located)) : undefined
-      if (real === undefined) missing.push(name)
-      else {
-        allowed.push({ name, path: real })
-        allowedReal.add(real)
-      }
-    }
-
-    const limits: Platform.Limits = {
-      cpuSeconds: valid.limits?.cpuSeconds ?? 60,
-      memoryBytes: valid.limits?.memoryBytes ?? 2 * 1024 ** 3,
-      maxProcesses: valid.limits?.maxProcesses ?? 256,
-      maxFileBytes: valid.limits?.maxFileBytes ?? 256 * 1024 ** 2,
-      maxOpenFiles: valid.limits?.maxOpenFiles ?? 1024
-    }
-    const timeoutMs = valid.timeoutMs ?? 30_000
-    const graceMs = valid.graceMs ?? 1_000
-    const maxOutputBytes = valid.maxOutputBytes ?? 64 * 1024
-    const snapshotLimits = { maxDiffBytes: valid.maxDiffFileBytes ?? 256 * 1024, maxFiles: valid.maxDiffFiles ?? 10_000 }
-    const env: Record<string, string> = {}
-    for (const name of [...baseEnv, ...(valid.passEnv ?? [])]) {
-      const value = process.env[name]
-      if (value !== undefined) env[name] = value
-    }
-    Object.assign(env, { PYTHONUNBUFFERED: "1", PYTHONDONTWRITEBYTECODE: "1" }, valid.env ?? {})
-
-    // Uids in use by runs of this layer; each run takes its own, so its process count is its own.
-    const uidStart = valid.uidRange?.start ?? 1_800_000_000
-    const uidSize = valid.uidRange?.size ?? 65_536
-    const uidsInUse = new Set<number>()
-    let nextUid = Math.floor(Math.random() * uidSize)
-    const takeUid = Effect.sync(() => {
-      for (let i = 0; i < uidSize; i++) {
-        const uid = uidStart + ((nextUid + i) % uidSize)
-        if (!uidsInUse.has(uid)) {
-          uidsInUse.add(uid)
-          nextUid = (nextUid + i + 1) % uidSize
-          return uid
-        }
-      }
-      return undefined
-    })
-    const pooled = platform.setpriv !== undefined
-
-    const lockOf = makeLocks()
-    const live = new WeakSet<Workspace>()
-
-    const info: Info = {
-      isolation: platform.isolation,
-      bwrapUnavailable: platform.bwrapUnavailable,
-      limiter: platform.limiter?.kind ?? "none",
-      pooledUids: pooled,
-      processLimitEnforced: platform.processLimitEnforced,
-      allowed,
-      missing,
-      workRoot
-    }
-
-    const workspace = (taskId: string, files: Files = {}, wsOptions?: WorkspaceOptions) =>
-      Effect.gen(function*() {
-        yield* checkTaskId(taskId)
-        const keep = wsOptions?.keep === true
-        let path: string
-        if (keep) {
-          const lock = lockOf(taskId)
-          yield* Effect.acquireRelease(lock.take(1), () => lock.release(1))
-          path = join(workRoot, "kept", taskId)
-          yield* Effect.tryPromise({ try: () => fs.mkdir(path, { recursive: true }), catch: ioError("cannot create the workspace", taskId) })
-        } else {
-          path = yield* Effect.acquireRelease(
-            Effect.tryPromise({
-              try: () => fs.mkdtemp(join(workRoot, `${taskId}-`)),
-              catch: ioError("cannot create the workspace", taskId)
-            }),
-            (dir) => Effect.promise(() => Workspaces.remove(dir).catch(() => undefined))
-          )
-        }
-        const refused = yield* Effect.tryPromise({
-          try: () => Workspaces.seed(path, Object.entries(files), keep),
-          catch: ioError("cannot seed the workspace", taskId)
-        })
-        if (refused !== undefined) return yield* refusal(taskId, refused)
-        const ws: Workspace = { taskId, path, kept: keep }
-        live.add(ws)
-        yield* Effect.addFinalizer(() => Effect.sync(() => live.delete(ws)))
-        return ws
-      })
-
-    const run = (ws: Workspace, request: RunRequest): Effect.Effect<SandboxResult, SandboxError> =>
-      Effect.gen(function*() {
-        if (!live.has(ws)) {
-          return yield* new SandboxError({
-            reason: "workspace_closed",
-            taskId: ws.taskId,
-            path: ws.path,
-            message: `workspace ${ws.path} of task ${ws.taskId} is closed (its scope ended) or was not made by this sandbox`
-          })
-        }
-        const checked = checkCommand(request.command)
-        if (Either.isLeft(checked)) return checked.left
-        const command = checked.right
-        const program = command[0]!
-        const located = yield* Effect.promise(() => Platform.locate(program, hostPath, ws.path, packaged))
-        const real = located !== undefined ? yield* Effect.promise(() => Platform.realExecutable(located)) : undefined
-        if (located === undefined || real === undefined || !allowedReal.has(real)) {
-          const why = located === undefined || real === undefined
-            ? `${program}: no such program`
-            : `${program} resolves to ${real}, which is not allowed`
-          return refused(command, 126, "not_allowed", `not_allowed: ${why} (allowed: ${allowedNames.join(", ")})\n`)
-        }
-        const timeout = request.timeoutMs ?? timeoutMs
-        const withDiff = request.diff ?? true
-        return yield* Effect.scoped(Effect.gen(function*() {
-          const uid = pooled ? yield* Effect.acquireRelease(takeUid, (uid) => Effect.sync(() => uid !== undefined && uidsInUse.delete(uid))) : undefined
-          const before = withDiff
-            ? yield* Effect.tryPromise({ try: () => Snapshot.take(ws.path, snapshotLimits), catch: ioError("cannot read the workspace", ws.taskId) })
-            : undefined
-          if (uid !== undefined) {
-            yield* Effect.tryPromise({ try: () => Workspaces.chownTree(ws.path, uid), catch: ioError("cannot hand the workspace to the sandbox user", ws.taskId) })
-          }
-          const argv = Platform.wrap(platform, { program: located, args: command.slice(1), workspace: ws.path, workRoot, limits, uid })
-          const outcome = yield* Process.run({
-            file: argv[0]!,
-            args: argv.slice(1),
-            cwd: ws.path,
-            env: { ...env, HOME: ws.path, PWD: ws.path },
-            timeoutMs: timeout,
-            graceMs,
-            maxOutputBytes,
-            // Outside bwrap's pid namespace, a process that left the group (setsid) is found by its uid.
-            ...(uid !== undefined && platform.isolation === "process" ? { cleanup: () => Platform.sweepUid(platform, uid) } : {})
-          })
-          let changes: Snapshot.Changes | undefined
-          if (before !== undefined) {
-            const after = yield* Effect.tryPromise({ try: () => Snapshot.take(ws.path, snapshotLimits), catch: ioError("cannot read the workspace", ws.taskId) })
-            changes = before.complete && after.complete ? Snapshot.compare(before, after) : undefined
-          }
-          const result: SandboxResult = {
-            command,
-            exitCode: outcome.exitCode,
-            stdout: outcome.stdout,
-            stderr: outcome.spawnError !== undefined ? `spawn_failed: ${outcome.spawnError}\n` : outcome.stderr,
-            durationMs: outcome.durationMs,
-            timedOut: outcome.timedOut,
-            ...(outcome.timedOut ? { error: "timeout" as const } : outcome.spawnError !== undefined ? { error: "spawn_failed" as const } : {}),
-            ...(outcome.signal !== undefined ? { signal: outcome.signal } : {}),
-            isolation: platform.isolation,
-            ...(outcome.stdoutTruncated ? { stdoutTruncated: true } : {}),
-            ...(outcome.stderrTruncated ? { stderrTruncated: true } : {}),
-            ...(changes !== undefined ? { diff: changes.diff, changedFiles: changes.changedFiles } : {})
-          }
-          return result
-        }))
-      }).pipe(Effect.withSpan("valet/Sandbox.run"))
-
-    const discard = (taskId: string) =>
-      Effect.gen(function*() {
-        yield* checkTaskId(taskId)
-        yield* lockOf(taskId).withPermits(1)(
-          Effect.tryPromise({ try: () => Workspaces.remove(join(workRoot, "kept", taskId)), catch: ioError("cannot remove the kept workspace", taskId) })
-        )
-      })
-
-    return { info, workspace, run, discard } satisfies Service
-  })
+    ),
+    ProcessLayer.make
+  )
 
 /** The sandbox of real processes (the default), built with `options`. */
 export const layerProcess = (options: Options = {}): Layer.Layer<Sandbox, SandboxError> => Layer.effect(Sandbox, make(options))
@@ -509,73 +237,7 @@ export type TestResponder = (call: TestCall) => Partial<SandboxResult> | Effect.
 export const layerTest = (
   respond: TestResponder = () => ({}),
   options?: { readonly allow?: ReadonlyArray<string> }
-): Layer.Layer<Sandbox> =>
-  Layer.sync(Sandbox, () => {
-    const allow = new Set(options?.allow ?? defaultAllow)
-    const contents = new Map<Workspace, Record<string, string>>()
-    const kept = new Map<string, Record<string, string>>()
-    const lockOf = makeLocks()
-    let counter = 0
-    const info: Info = {
-      isolation: "test",
-      bwrapUnavailable: "test layer",
-      limiter: "none",
-      pooledUids: false,
-      processLimitEnforced: false,
-      allowed: [...allow].map((name) => ({ name, path: name })),
-      missing: [],
-      workRoot: "/valet-test"
-    }
-    const workspace = (taskId: string, files: Files = {}, wsOptions?: WorkspaceOptions) =>
-      Effect.gen(function*() {
-        yield* checkTaskId(taskId)
-        const keep = wsOptions?.keep === true
-        if (keep) {
-          const lock = lockOf(taskId)
-          yield* Effect.acquireRelease(lock.take(1), () => lock.release(1))
-        }
-        const seeded: Record<string, string> = keep ? { ...kept.get(taskId) } : {}
-        for (const [path, content] of Object.entries(files)) {
-          const normalized = Workspaces.checkRelativePath(path)
-          if (normalized instanceof Workspaces.PathRefused) return yield* refusal(taskId, normalized)
-          if (!(keep && normalized in seeded)) seeded[normalized] = content
-        }
-        if (keep) kept.set(taskId, seeded)
-        const ws: Workspace = { taskId, path: keep ? `/valet-test/kept/${taskId}` : `/valet-test/${taskId}-${++counter}`, kept: keep }
-        contents.set(ws, seeded)
-        yield* Effect.addFinalizer(() => Effect.sync(() => contents.delete(ws)))
-        return ws
-      })
-    const run = (ws: Workspace, request: RunRequest) =>
-      Effect.gen(function*() {
-        const files = contents.get(ws)
-        if (files === undefined) {
-          return yield* new SandboxError({ reason: "workspace_closed", taskId: ws.taskId, path: ws.path, message: `workspace ${ws.path} is closed` })
-        }
-        const checked = checkCommand(request.command)
-        if (Either.isLeft(checked)) return checked.left
-        const command = checked.right
-        if (!allow.has(command[0]!)) {
-          return refused(command, 126, "not_allowed", `not_allowed: ${command[0]} is not allowed (allowed: ${[...allow].join(", ")})\n`)
-        }
-        const answer = respond({ command, workspace: ws, files: { ...files }, timeoutMs: request.timeoutMs })
-        const parts = Effect.isEffect(answer) ? yield* answer : answer
-        const result: SandboxResult = {
-          command,
-          exitCode: 0,
-          stdout: "",
-          stderr: "",
-          durationMs: 0,
-          timedOut: false,
-          isolation: "test",
-          ...parts
-        }
-        return result
-      })
-    const discard = (taskId: string) =>
-      Effect.zipRight(checkTaskId(taskId), lockOf(taskId).withPermits(1)(Effect.sync(() => void kept.delete(taskId))))
-    return { info, workspace, run, discard } satisfies Service
-  })
+): Layer.Layer<Sandbox> => Layer.sync(Sandbox, () => TestLayer.make(respond, options))
 
 // ---------------------------------------------------------------------------------------------------------
 // Accessors

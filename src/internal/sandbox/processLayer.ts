@@ -1,0 +1,213 @@
+/**
+ * The sandbox of real processes: detection of what this machine offers (once), workspaces on disk, and each run
+ * wrapped with the platform's isolation and limits, under a pooled uid when we are root.
+ */
+import * as fs from "node:fs/promises"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Effect, Either } from "effect"
+import type { Files, Info, Options, RunRequest, SandboxResult, Service, Workspace, WorkspaceOptions } from "../../Sandbox.js"
+import * as Platform from "./platform.js"
+import * as Process from "./process.js"
+import { checkCommand, checkTaskId, defaultAllow, ioError, makeLocks, refusal, refused, SandboxError, timeoutOr } from "./shared.js"
+import * as Snapshot from "./snapshot.js"
+import * as Workspaces from "./workspace.js"
+
+const baseEnv = ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"]
+
+/** Builds a sandbox of real processes from decoded options: finds what this machine offers, resolves the allow-list. */
+export const make = (valid: Options): Effect.Effect<Service, SandboxError> =>
+  Effect.gen(function*() {
+    const hostPath = process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin"
+    const detected = yield* Effect.promise(() =>
+      Platform.detect(valid.isolation ?? "auto", hostPath, valid.dropPrivileges ?? true)
+    )
+    if (typeof detected === "string") {
+      return yield* new SandboxError({ reason: "unavailable", message: `isolation "bwrap" was asked for, but ${detected}` })
+    }
+    const platform = detected
+    const workRoot = yield* Effect.tryPromise({
+      try: async () => {
+        const root = valid.workRoot ?? join(tmpdir(), "valet-sandbox")
+        await fs.mkdir(join(root, "kept"), { recursive: true })
+        // Searchable, not listable: pooled uids reach their own workspace, not the names of the others.
+        await fs.chmod(root, 0o711)
+        await fs.chmod(join(root, "kept"), 0o711)
+        return fs.realpath(root)
+      },
+      catch: ioError("cannot create the sandbox work root")
+    })
+
+    const packagedAstGrep = yield* Effect.promise(Platform.packagedAstGrep)
+    const packaged = new Map<string, string>(packagedAstGrep !== undefined ? [["ast-grep", packagedAstGrep]] : [])
+    const allowedNames = valid.allow ?? defaultAllow
+    const allowed: Array<{ name: string; path: string }> = []
+    const missing: Array<string> = []
+    const allowedReal = new Set<string>()
+    for (const name of allowedNames) {
+      const located = yield* Effect.promise(() => Platform.locate(name, hostPath, "/", packaged))
+      const real = located !== undefined ? yield* Effect.promise(() => Platform.realExecutable(located)) : undefined
+      if (real === undefined) missing.push(name)
+      else {
+        allowed.push({ name, path: real })
+        allowedReal.add(real)
+      }
+    }
+
+    const limits: Platform.Limits = {
+      cpuSeconds: valid.limits?.cpuSeconds ?? 60,
+      memoryBytes: valid.limits?.memoryBytes ?? 2 * 1024 ** 3,
+      maxProcesses: valid.limits?.maxProcesses ?? 256,
+      maxFileBytes: valid.limits?.maxFileBytes ?? 256 * 1024 ** 2,
+      maxOpenFiles: valid.limits?.maxOpenFiles ?? 1024
+    }
+    const timeoutMs = valid.timeoutMs ?? 30_000
+    const graceMs = valid.graceMs ?? 1_000
+    const maxOutputBytes = valid.maxOutputBytes ?? 64 * 1024
+    const snapshotLimits = { maxDiffBytes: valid.maxDiffFileBytes ?? 256 * 1024, maxFiles: valid.maxDiffFiles ?? 10_000 }
+    const env: Record<string, string> = {}
+    for (const name of [...baseEnv, ...(valid.passEnv ?? [])]) {
+      const value = process.env[name]
+      if (value !== undefined) env[name] = value
+    }
+    Object.assign(env, { PYTHONUNBUFFERED: "1", PYTHONDONTWRITEBYTECODE: "1" }, valid.env ?? {})
+
+    // Uids in use by runs of this layer; each run takes its own, so its process count is its own.
+    const uidStart = valid.uidRange?.start ?? 1_800_000_000
+    const uidSize = valid.uidRange?.size ?? 65_536
+    const uidsInUse = new Set<number>()
+    let nextUid = Math.floor(Math.random() * uidSize)
+    const takeUid = Effect.sync(() => {
+      for (let i = 0; i < uidSize; i++) {
+        const uid = uidStart + ((nextUid + i) % uidSize)
+        if (!uidsInUse.has(uid)) {
+          uidsInUse.add(uid)
+          nextUid = (nextUid + i + 1) % uidSize
+          return uid
+        }
+      }
+      return undefined
+    })
+    const pooled = platform.setpriv !== undefined
+
+    const lockOf = makeLocks()
+    const live = new WeakSet<Workspace>()
+
+    const info: Info = {
+      isolation: platform.isolation,
+      bwrapUnavailable: platform.bwrapUnavailable,
+      limiter: platform.limiter?.kind ?? "none",
+      pooledUids: pooled,
+      processLimitEnforced: platform.processLimitEnforced,
+      allowed,
+      missing,
+      workRoot
+    }
+
+    const workspace = (taskId: string, files: Files = {}, wsOptions?: WorkspaceOptions) =>
+      Effect.gen(function*() {
+        yield* checkTaskId(taskId)
+        const keep = wsOptions?.keep === true
+        let path: string
+        if (keep) {
+          const lock = lockOf(taskId)
+          yield* Effect.acquireRelease(lock.take(1), () => lock.release(1))
+          path = join(workRoot, "kept", taskId)
+          yield* Effect.tryPromise({ try: () => fs.mkdir(path, { recursive: true }), catch: ioError("cannot create the workspace", taskId) })
+        } else {
+          path = yield* Effect.acquireRelease(
+            Effect.tryPromise({
+              try: () => fs.mkdtemp(join(workRoot, `${taskId}-`)),
+              catch: ioError("cannot create the workspace", taskId)
+            }),
+            (dir) => Effect.promise(() => Workspaces.remove(dir).catch(() => undefined))
+          )
+        }
+        const refused = yield* Effect.tryPromise({
+          try: () => Workspaces.seed(path, Object.entries(files), keep),
+          catch: ioError("cannot seed the workspace", taskId)
+        })
+        if (refused !== undefined) return yield* refusal(taskId, refused)
+        const ws: Workspace = { taskId, path, kept: keep }
+        live.add(ws)
+        yield* Effect.addFinalizer(() => Effect.sync(() => live.delete(ws)))
+        return ws
+      })
+
+    const run = (ws: Workspace, request: RunRequest): Effect.Effect<SandboxResult, SandboxError> =>
+      Effect.gen(function*() {
+        if (!live.has(ws)) {
+          return yield* new SandboxError({
+            reason: "workspace_closed",
+            taskId: ws.taskId,
+            path: ws.path,
+            message: `workspace ${ws.path} of task ${ws.taskId} is closed (its scope ended) or was not made by this sandbox`
+          })
+        }
+        const checked = checkCommand(request.command)
+        if (Either.isLeft(checked)) return checked.left
+        const command = checked.right
+        const program = command[0]!
+        const located = yield* Effect.promise(() => Platform.locate(program, hostPath, ws.path, packaged))
+        const real = located !== undefined ? yield* Effect.promise(() => Platform.realExecutable(located)) : undefined
+        if (located === undefined || real === undefined || !allowedReal.has(real)) {
+          const why = located === undefined || real === undefined
+            ? `${program}: no such program`
+            : `${program} resolves to ${real}, which is not allowed`
+          return refused(command, 126, "not_allowed", `not_allowed: ${why} (allowed: ${allowedNames.join(", ")})\n`)
+        }
+        const timeout = timeoutOr(request.timeoutMs, timeoutMs)
+        const withDiff = request.diff ?? true
+        return yield* Effect.scoped(Effect.gen(function*() {
+          const uid = pooled ? yield* Effect.acquireRelease(takeUid, (uid) => Effect.sync(() => uid !== undefined && uidsInUse.delete(uid))) : undefined
+          const before = withDiff
+            ? yield* Effect.tryPromise({ try: () => Snapshot.take(ws.path, snapshotLimits), catch: ioError("cannot read the workspace", ws.taskId) })
+            : undefined
+          if (uid !== undefined) {
+            yield* Effect.tryPromise({ try: () => Workspaces.chownTree(ws.path, uid), catch: ioError("cannot hand the workspace to the sandbox user", ws.taskId) })
+          }
+          const argv = Platform.wrap(platform, { program: located, args: command.slice(1), workspace: ws.path, workRoot, limits, uid })
+          const outcome = yield* Process.run({
+            file: argv[0]!,
+            args: argv.slice(1),
+            cwd: ws.path,
+            env: { ...env, HOME: ws.path, PWD: ws.path },
+            timeoutMs: timeout,
+            graceMs,
+            maxOutputBytes,
+            // Outside bwrap's pid namespace, a process that left the group (setsid) is found by its uid.
+            ...(uid !== undefined && platform.isolation === "process" ? { cleanup: () => Platform.sweepUid(platform, uid) } : {})
+          })
+          let changes: Snapshot.Changes | undefined
+          if (before !== undefined) {
+            const after = yield* Effect.tryPromise({ try: () => Snapshot.take(ws.path, snapshotLimits), catch: ioError("cannot read the workspace", ws.taskId) })
+            changes = before.complete && after.complete ? Snapshot.compare(before, after) : undefined
+          }
+          const result: SandboxResult = {
+            command,
+            exitCode: outcome.exitCode,
+            stdout: outcome.stdout,
+            stderr: outcome.spawnError !== undefined ? `spawn_failed: ${outcome.spawnError}\n` : outcome.stderr,
+            durationMs: outcome.durationMs,
+            timedOut: outcome.timedOut,
+            ...(outcome.timedOut ? { error: "timeout" as const } : outcome.spawnError !== undefined ? { error: "spawn_failed" as const } : {}),
+            ...(outcome.signal !== undefined ? { signal: outcome.signal } : {}),
+            isolation: platform.isolation,
+            ...(outcome.stdoutTruncated ? { stdoutTruncated: true } : {}),
+            ...(outcome.stderrTruncated ? { stderrTruncated: true } : {}),
+            ...(changes !== undefined ? { diff: changes.diff, changedFiles: changes.changedFiles } : {})
+          }
+          return result
+        }))
+      }).pipe(Effect.withSpan("valet/Sandbox.run"))
+
+    const discard = (taskId: string) =>
+      Effect.gen(function*() {
+        yield* checkTaskId(taskId)
+        yield* lockOf(taskId).withPermits(1)(
+          Effect.tryPromise({ try: () => Workspaces.remove(join(workRoot, "kept", taskId)), catch: ioError("cannot remove the kept workspace", taskId) })
+        )
+      })
+
+    return { info, workspace, run, discard } satisfies Service
+  })

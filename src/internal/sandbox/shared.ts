@@ -1,0 +1,99 @@
+/**
+ * What both sandbox layers share: the error, the command schema and its check, the refusal results, task-id
+ * checks and the per-task locks of kept workspaces.
+ */
+import { Effect, Either, ParseResult, Schema } from "effect"
+import type { ErrorKind, SandboxResult } from "../../Sandbox.js"
+import { describeUnsafeTaskId, isSafeTaskId } from "../taskId.js"
+import type { PathRefused } from "./workspace.js"
+
+/** A workspace could not be made, seeded or used, or the sandbox could not be set up. */
+export class SandboxError extends Schema.TaggedError<SandboxError>()("SandboxError", {
+  reason: Schema.Literal(
+    "unsafe_task_id",
+    "absolute_path",
+    "parent_path",
+    "invalid_path",
+    "symlink_escape",
+    "workspace_closed",
+    "io",
+    "unavailable",
+    "invalid_options"
+  ),
+  taskId: Schema.optional(Schema.String),
+  path: Schema.optional(Schema.String),
+  message: Schema.String
+}) {}
+
+/** A command as a model must write it: a non-empty list of strings, no NUL bytes. */
+export const Command = Schema.NonEmptyArray(
+  Schema.String.pipe(Schema.filter((arg) => !arg.includes("\0") || "an argument contains a NUL byte"))
+)
+
+/** The programs allowed by default. */
+export const defaultAllow: ReadonlyArray<string> = ["ast-grep", "python3", "python", "pytest", "node"]
+
+const decodeCommand = Schema.decodeUnknownEither(Command)
+
+/** A result for a command that did not run. */
+export const refused = (
+  command: ReadonlyArray<string>,
+  exitCode: number,
+  error: ErrorKind,
+  stderr: string
+): SandboxResult => ({ command, exitCode, stdout: "", stderr, durationMs: 0, timedOut: false, error, isolation: "none" })
+
+const preview = (value: unknown): string => {
+  let text: string
+  try {
+    text = JSON.stringify(value) ?? String(value)
+  } catch {
+    text = String(value)
+  }
+  return text.length > 120 ? `${text.slice(0, 119)}…` : text
+}
+
+/** Checks a command from a model: a list of strings, else exit 127 `invalid_command`. */
+export const checkCommand = (command: unknown): Either.Either<ReadonlyArray<string>, SandboxResult> =>
+  Either.mapLeft(decodeCommand(command), (error) =>
+    refused(
+      [],
+      127,
+      "invalid_command",
+      `invalid_command: a command is a non-empty list of strings, got ${preview(command)}: ${ParseResult.TreeFormatter.formatErrorSync(error)}\n`
+    ))
+
+/** An I/O failure, saying what was being done. */
+export const ioError = (what: string, taskId?: string) => (cause: unknown) =>
+  new SandboxError({
+    reason: "io",
+    ...(taskId !== undefined ? { taskId } : {}),
+    message: `${what}: ${cause instanceof Error ? cause.message : String(cause)}`
+  })
+
+/** A refused seed path as an error. */
+export const refusal = (taskId: string, refused: PathRefused) =>
+  new SandboxError({ reason: refused.reason, taskId, path: refused.path, message: refused.message })
+
+/** Fails with `unsafe_task_id` unless the task id is a safe file name. */
+export const checkTaskId = (taskId: string): Effect.Effect<void, SandboxError> =>
+  isSafeTaskId(taskId)
+    ? Effect.void
+    : Effect.fail(new SandboxError({ reason: "unsafe_task_id", taskId, message: describeUnsafeTaskId(taskId) }))
+
+/** One lock per kept workspace, created on first use. */
+export const makeLocks = () => {
+  const locks = new Map<string, Effect.Semaphore>()
+  return (taskId: string): Effect.Semaphore => {
+    let lock = locks.get(taskId)
+    if (lock === undefined) {
+      lock = Effect.unsafeMakeSemaphore(1)
+      locks.set(taskId, lock)
+    }
+    return lock
+  }
+}
+
+/** A timeout a caller asked for, or the default when it is not a positive finite number. */
+export const timeoutOr = (requested: number | undefined, fallback: number): number =>
+  requested !== undefined && Number.isFinite(requested) && requested > 0 ? requested : fallback

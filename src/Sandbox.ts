@@ -133,7 +133,7 @@ const PositiveInt = Schema.Int.pipe(Schema.positive())
 
 /** Options of `layerProcess`; every one has a default. */
 export const Options = Schema.Struct({
-  /** Where workspaces are made (default `<os tmpdir>/valet-sandbox`). */
+  /** Where workspaces are made (default `<os tmpdir>/valet-sandbox-<uid>`: one per user, as it is not listable). */
   workRoot: Schema.optional(Schema.String),
   /** Programs that may run (default `ast-grep`, `python3`, `python`, `pytest`, `node`). */
   allow: Schema.optional(Schema.Array(Schema.String)),

@@ -26,11 +26,12 @@ const waitUntil = (predicate: () => boolean, ms = 5_000) =>
 
 const roots: Array<string> = []
 afterAll(() => {
-  for (const root of roots) {
-    // Nothing may be left behind but the (empty) directory of kept workspaces.
-    expect(readdirSync(root)).toEqual(["kept"])
-    expect(readdirSync(join(root, "kept"))).toEqual([])
-    rmSync(root, { recursive: true, force: true })
+  const left = roots.map((root) => [readdirSync(root), readdirSync(join(root, "kept"))])
+  for (const root of roots) rmSync(root, { recursive: true, force: true })
+  // Nothing may be left behind but the (empty) directory of kept workspaces.
+  for (const [entries, kept] of left) {
+    expect(entries).toEqual(["kept"])
+    expect(kept).toEqual([])
   }
 })
 

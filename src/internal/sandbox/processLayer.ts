@@ -28,7 +28,7 @@ export const make = (valid: Options): Effect.Effect<Service, SandboxError> =>
     const platform = detected
     const workRoot = yield* Effect.tryPromise({
       try: async () => {
-        const root = valid.workRoot ?? join(tmpdir(), "valet-sandbox")
+        const root = valid.workRoot ?? join(tmpdir(), `valet-sandbox-${process.geteuid?.() ?? "user"}`)
         await fs.mkdir(join(root, "kept"), { recursive: true })
         // Searchable, not listable: pooled uids reach their own workspace, not the names of the others.
         await fs.chmod(root, 0o711)

@@ -5,6 +5,7 @@ import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect } from "effect"
 import * as ActorCritic from "./actor-critic.js"
 import * as ActorLoop from "./actor-loop.js"
+import * as Evaluation from "./evaluation.js"
 import * as PlanAndExecute from "./plan-and-execute.js"
 import * as ReactCalculator from "./react-calculator.js"
 import * as RecordReplay from "./record-replay.js"
@@ -25,6 +26,7 @@ const main = Effect.gen(function*() {
     ActorCritic.main,
     PlanAndExecute.main,
     Reflexion.main,
+    Evaluation.main,
     Supervisor.main,
     ActorLoop.main
   ]) {

@@ -2,6 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Logger } from "effect"
 import * as ActorCritic from "../examples/actor-critic.js"
 import * as ActorLoop from "../examples/actor-loop.js"
+import * as Evaluation from "../examples/evaluation.js"
 import * as PlanAndExecute from "../examples/plan-and-execute.js"
 import * as ReactCalculator from "../examples/react-calculator.js"
 import * as RecordReplay from "../examples/record-replay.js"
@@ -101,5 +102,15 @@ describe("examples", () => {
       expect(lines).toContain("  +++ b/summary.txt")
       expect(lines).toContain("state of check-add:\nHypotheses:\n- add subtracts instead of adding\n\nOpen issues:\n- add(2, 3) is wrong")
       expect(lines.at(-1)).toBe("trajectory lines of summarize-csv: 1")
+    }))
+
+  it.live("evaluation runs the Ensemble over the arithmetic set, prints the summary, then resumes", () =>
+    Effect.gen(function*() {
+      const lines = yield* printed(Evaluation.main)
+      expect(lines[0]).toMatch(/^# Evaluation of the Ensemble on examples\/eval\/arithmetic\.jsonl — /)
+      expect(lines[1]).toMatch(/^problems +30 of 30 done\naccuracy +96\.7 % \(29 of 30 with a reference\)\naccepted +30\nmodel calls +158 \(5\.27 per problem\)\n/)
+      expect(lines).toContain("wrong: arith-23: answered 62, reference 62.5 (accepted: true)")
+      expect(lines).toContain("4 problems had two distinct answers (3 solvers + 2 critics + 2 judges = 7 calls)")
+      expect(lines.at(-1)).toBe("resumed: 30 of 30 problems skipped, accuracy 0.9667")
     }))
 })

@@ -214,6 +214,8 @@ export const wrap = (
       `--regid=${options.uid}`,
       "--clear-groups",
       "--no-new-privs",
+      // If this process dies without cleaning up (SIGKILL, a crash), the command dies with it.
+      "--pdeathsig=SIGKILL",
       "--inh-caps=+dac_read_search",
       "--ambient-caps=+dac_read_search",
       "--"

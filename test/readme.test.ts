@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { execFileSync } from "node:child_process"
-import { readFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
 
 const root = new URL("..", import.meta.url).pathname
 
@@ -22,5 +23,35 @@ describe("README", () => {
     // Session ids and timings differ run to run; everything else must match.
     const normalize = (line: string) => line.replace(/sess_[0-9a-f…]+/, "sess_").replace(/\d+ ms/g, "N ms")
     expect(out.trim().split("\n").map(normalize)).toEqual(shown.map(normalize))
+  })
+})
+
+describe("README snippets", () => {
+  const readme = readFileSync(`${root}/README.md`, "utf8")
+  // Self-contained snippets: they import from "valet" and run themselves.
+  const snippets = [...readme.matchAll(/^```ts\n([\s\S]*?)^```$/gm)]
+    .map((match) => match[1]!)
+    .filter((code) => code.includes('from "valet"') && code.includes("Effect.runPromise("))
+
+  it("there are runnable snippets to check", () => {
+    expect(snippets.length).toBeGreaterThanOrEqual(5)
+  })
+
+  it.each(snippets.map((code, i) => [i + 1, code] as const))("snippet %i runs as written and prints what it says", (i, code) => {
+    // Inside the package, so that `import "valet"` resolves to this package (its `exports`), as for a user.
+    const dir = mkdtempSync(join(root, ".readme-snippet-"))
+    try {
+      const file = join(dir, `snippet-${i}.ts`)
+      writeFileSync(file, code)
+      const out = execFileSync(process.execPath, ["--import", "tsx", file], { cwd: root, encoding: "utf8" })
+      // Every quoted string in a `// "…"` comment of a console.log line must be in what the snippet printed.
+      const claims = code.split("\n")
+        .filter((line) => line.includes("console.log(") && line.includes("//"))
+        .flatMap((line) => [...line.slice(line.lastIndexOf("//")).matchAll(/"([^"]+)"/g)].map((m) => m[1]!))
+      expect(claims.length).toBeGreaterThan(0)
+      for (const claim of claims) expect(out).toContain(claim)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 })

@@ -1,6 +1,7 @@
 import { Args, Command } from "@effect/cli"
 import { Effect } from "effect"
-import { evaluateDataset, flags, realLayers, settingsOf, stdoutOutput } from "./evaluation.js"
+import { evaluateDataset, flags, realLayers, settingsOf } from "./evaluation.js"
+import { stdoutOutput } from "./output.js"
 
 /** `valet eval problems.jsonl --architecture ensemble|tool-vote|self-refine --out results.jsonl`. */
 export const evalCommand = Command.make(

@@ -5,21 +5,20 @@
  * them on `ScriptedModel` and the test sandbox.
  */
 import { Options } from "@effect/cli"
-import { FileSystem } from "@effect/platform"
-import { NodeFileSystem, NodeHttpClient } from "@effect/platform-node"
-import { Config, type ConfigError, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
+import type { FileSystem } from "@effect/platform"
+import { Effect, Layer, Option, Stream } from "effect"
 import * as Agent from "../../Agent.js"
 import type { InvalidOptions } from "../../AgentError.js"
 import * as AgentEvent from "../../AgentEvent.js"
 import * as Ensemble from "../../Ensemble.js"
 import * as Evaluate from "../../Evaluate.js"
 import type * as Model from "../../Model.js"
-import type * as ModelError from "../../ModelError.js"
-import * as OpenAiCompatible from "../../OpenAiCompatible.js"
 import * as Sandbox from "../../Sandbox.js"
 import * as SelfRefine from "../../SelfRefine.js"
 import * as ToolVote from "../../ToolVote.js"
 import * as Vllm from "../../Vllm.js"
+import { modelLayer } from "./model.js"
+import { oneLine, type Output, progressLine, seconds, verdict } from "./output.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // Settings and agents
@@ -102,63 +101,6 @@ export interface Layers<E1, E2> {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// The model
-// ---------------------------------------------------------------------------------------------------------
-
-/** No model server is configured anywhere. */
-export class NoModelConfigured extends Schema.TaggedError<NoModelConfigured>()("NoModelConfigured", {
-  message: Schema.String
-}) {}
-
-/** The model flags; each absent one is looked up in the environment. */
-export interface ModelFlags {
-  readonly baseUrl: Option.Option<string>
-  readonly model: Option.Option<string>
-  readonly apiKey: Option.Option<string>
-  /** The vLLM pool file (default `configs/vllm_actors.yaml`), used when there is no base URL. */
-  readonly config: Option.Option<string>
-}
-
-/**
- * The model: `--base-url` / `--model` / `--api-key`, each else from `VALET_BASE_URL` / `VALET_MODEL` /
- * `VALET_API_KEY` (or `OPENAI_API_KEY`), through the OpenAI-compatible client (without a model name the server's
- * first model is used); with no base URL at all, the vLLM pool of `--config` or `configs/vllm_actors.yaml` when
- * that file exists.
- */
-export const modelLayer = (
-  flags: ModelFlags
-): Layer.Layer<Model.Model, NoModelConfigured | ConfigError.ConfigError | ModelError.ModelError | Vllm.VllmError> =>
-  Layer.unwrapEffect(Effect.gen(function*() {
-    const base = Option.isSome(flags.baseUrl) ? flags.baseUrl : yield* Config.option(Config.nonEmptyString("VALET_BASE_URL"))
-    if (Option.isNone(base)) {
-      const configPath = Option.getOrElse(flags.config, () => Vllm.defaultConfigPath)
-      const configured = yield* Effect.flatMap(FileSystem.FileSystem, (fs) => fs.exists(configPath)).pipe(
-        Effect.provide(NodeFileSystem.layer),
-        Effect.orElseSucceed(() => false)
-      )
-      if (configured) return Vllm.layerNode({ configPath }) as Layer.Layer<Model.Model, Vllm.VllmError>
-      return yield* new NoModelConfigured({
-        message: `no model server configured: pass --base-url (and --model), set VALET_BASE_URL (and VALET_MODEL), or write ${configPath}`
-      })
-    }
-    const name = Option.isSome(flags.model) ? flags.model : yield* Config.option(Config.nonEmptyString("VALET_MODEL"))
-    const key = Option.isSome(flags.apiKey)
-      ? Option.some(Redacted.make(flags.apiKey.value))
-      : yield* Config.option(Config.redacted("VALET_API_KEY").pipe(Config.orElse(() => Config.redacted("OPENAI_API_KEY"))))
-    const options = { baseUrl: base.value, apiKey: Option.getOrUndefined(key) }
-    if (Option.isSome(name)) return OpenAiCompatible.layerNode({ ...options, model: name.value }) as Layer.Layer<Model.Model>
-    // The probe client lives only as long as its HTTP client: ask it for the models inside that scope.
-    const { apiBase, models } = yield* OpenAiCompatible.make({ ...options, model: "" }).pipe(
-      Effect.flatMap((probe) => Effect.map(probe.listModels, (models) => ({ apiBase: probe.apiBase, models }))),
-      Effect.provide(NodeHttpClient.layerUndici)
-    )
-    if (models.length === 0) {
-      return yield* new NoModelConfigured({ message: `${apiBase}/models lists no model: pass --model or set VALET_MODEL` })
-    }
-    return OpenAiCompatible.layerNode({ ...options, model: models[0]!.id }) as Layer.Layer<Model.Model>
-  }))
-
-// ---------------------------------------------------------------------------------------------------------
 // Flags
 // ---------------------------------------------------------------------------------------------------------
 
@@ -229,76 +171,6 @@ export const realLayers = (values: FlagValues) => ({
   model: modelLayer(values),
   sandbox: Sandbox.layerProcessConfig()
 })
-
-// ---------------------------------------------------------------------------------------------------------
-// Output
-// ---------------------------------------------------------------------------------------------------------
-
-/** Where a command writes: whole lines, and a status line that a terminal overwrites in place. */
-export interface Output {
-  readonly tty: boolean
-  readonly line: (text: string) => Effect.Effect<void>
-  /** On a terminal: replaces the status line. Otherwise: printed as a line. */
-  readonly status: (text: string) => Effect.Effect<void>
-}
-
-/** The process's stdout: a live status line on a terminal, plain lines otherwise. */
-export const stdoutOutput = (): Output => {
-  const tty = process.stdout.isTTY === true
-  let statusShown = false
-  return {
-    tty,
-    line: (text) =>
-      Effect.sync(() => {
-        process.stdout.write(`${statusShown ? "\r\x1b[K" : ""}${text}\n`)
-        statusShown = false
-      }),
-    status: (text) =>
-      Effect.sync(() => {
-        if (tty) {
-          process.stdout.write(`\r\x1b[K${text}`)
-          statusShown = true
-        } else process.stdout.write(`${text}\n`)
-      })
-  }
-}
-
-/** An output that keeps what is written (for tests). */
-export const memoryOutput = (tty = false): Output & { readonly lines: Array<string> } => {
-  const lines: Array<string> = []
-  return {
-    tty,
-    lines,
-    line: (text) => Effect.sync(() => void lines.push(text)),
-    status: (text) => Effect.sync(() => void lines.push(tty ? `\r${text}` : text))
-  }
-}
-
-const seconds = (ms: number): string => (ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`)
-
-/** `12/30 done · 57 calls · 1.90 problems/s · ETA 9 s · 11 correct · 0 failed` */
-export const progressLine = (progress: Evaluate.Progress): string => {
-  const ran = progress.done - progress.resumed
-  const rate = progress.elapsedMs > 0 ? (ran * 1000) / progress.elapsedMs : 0
-  const left = progress.total - progress.done
-  const eta = left === 0 ? "0 s" : rate > 0 ? seconds((left / rate) * 1000) : "?"
-  return `${progress.done}/${progress.total} done · ${progress.calls} calls · ${rate.toFixed(2)} problems/s · ETA ${eta} · ` +
-    `${progress.correct} correct · ${progress.failures} failed`
-}
-
-const verdict = (result: Evaluate.ProblemResult): string =>
-  result.error !== undefined
-    ? `FAILED (${result.error})`
-    : result.isCorrect === null
-    ? "unscored"
-    : result.isCorrect
-    ? "correct"
-    : "wrong"
-
-const oneLine = (text: string, max = 60): string => {
-  const flat = text.replace(/\s+/g, " ").trim()
-  return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // The commands' work

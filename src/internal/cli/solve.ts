@@ -1,6 +1,7 @@
 import { Args, Command } from "@effect/cli"
 import { Effect } from "effect"
-import { evaluateDataset, flags, realLayers, settingsOf, solveProblem, stdoutOutput } from "./evaluation.js"
+import { evaluateDataset, flags, realLayers, settingsOf, solveProblem } from "./evaluation.js"
+import { stdoutOutput } from "./output.js"
 
 /** Whether `solve`'s argument names a dataset rather than being a problem. */
 export const isDataset = (input: string): boolean => /\.jsonl?$/i.test(input.trim()) && !/\s/.test(input.trim())

@@ -4,15 +4,9 @@ import { NodeContext } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Option, Schema } from "effect"
 import { evalCommand } from "../../../src/internal/cli/eval.js"
-import {
-  defaultOut,
-  evaluateDataset,
-  type FlagValues,
-  memoryOutput,
-  modelLayer,
-  settingsOf,
-  solveProblem
-} from "../../../src/internal/cli/evaluation.js"
+import { defaultOut, evaluateDataset, type FlagValues, settingsOf, solveProblem } from "../../../src/internal/cli/evaluation.js"
+import { modelLayer } from "../../../src/internal/cli/model.js"
+import { memoryOutput } from "../../../src/internal/cli/output.js"
 import { isDataset, solveCommand } from "../../../src/internal/cli/solve.js"
 import { Evaluate, type Model, Sandbox, ScriptedModel } from "../../../src/index.js"
 import * as LoopbackServer from "../../support/openAiServer.js"

@@ -210,7 +210,8 @@ export const make = <RS = never, RC = never, RJ = never>(
 /** The Ensemble with its defaults: three solvers, two rounds, at most 10 calls, 6 in flight. */
 export const architecture: Architecture.Architecture<Model.Model> = Architecture.make({
   name,
-  program: (input) => Internal.program(Schema.decodeSync(OptionsSchema)({}))(input)
+  // Decoded and built once: the default program holds no per-run state.
+  program: Internal.program(Schema.decodeSync(OptionsSchema)({}))
 }) as Architecture.Architecture<Model.Model>
 
 /** Runs `effect` with `reference` as the reference answer an Ensemble without its own `reference` tells its judge. */

@@ -104,10 +104,14 @@ type Config = typeof OptionsSchema.Type
 export const make = (options: Options = {}): Effect.Effect<Architecture.Architecture<Model.Model | Sandbox.Sandbox>, InvalidOptions> =>
   Effect.map(Opts.decode("ToolVote", OptionsSchema, options), (config) => Architecture.make({ name, program: program(config) }))
 
+let defaultProgramCache: ReturnType<typeof program> | undefined
+const defaultProgram = () => (defaultProgramCache ??= program(Schema.decodeSync(OptionsSchema)({})))
+
 /** ToolVote with its defaults: 8 attempts at once, early stop at 4 votes, 32 turns, 6 s per program. */
 export const architecture: Architecture.Architecture<Model.Model | Sandbox.Sandbox> = Architecture.make({
   name,
-  program: (input) => program(Schema.decodeSync(OptionsSchema)({}))(input)
+  // Decoded and built once: the default program holds no per-run state.
+  program: (input) => defaultProgram()(input)
 })
 
 // ---------------------------------------------------------------------------------------------------------

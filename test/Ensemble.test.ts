@@ -396,6 +396,17 @@ describe("Ensemble", () => {
       expect((yield* ScriptedModel.calls).length).toBe(4)
     }).pipe(Effect.provide(ScriptedModel.layer(rolesScript({ solve: () => "FINAL: 6" })))))
 
+  it.effect("the default architecture: solvers algebra, invariants and constructive, each with its own prompt", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "team", instructions: "", architecture: Ensemble.architecture })
+      const { events, result } = yield* runStreamed(agent, "What is 2 + 2?")
+      expect(result).toMatchObject({ output: "4", modelCalls: 5, metadata: { accepted: true, maxCalls: 10 } })
+      const solverSessions = [...new Set(events.map((event) => event.sessionId))].filter((id) => id.includes("__solver_"))
+      expect(solverSessions.sort()).toEqual(["e__solver_algebra_round_1", "e__solver_constructive_round_1", "e__solver_invariants_round_1"])
+      const systems = (yield* ScriptedModel.calls).slice(0, 3).map(systemOf)
+      expect(new Set(systems)).toEqual(new Set(Ensemble.defaultSolvers.map((solver) => solver.prompt)))
+    }).pipe(Effect.provide(ScriptedModel.layer(rolesScript({ solve: () => "2 + 2 = 4\nFINAL: 4" })))))
+
   it.effect("invalid options fail with InvalidOptions naming the field", () =>
     Effect.gen(function*() {
       const bad = [

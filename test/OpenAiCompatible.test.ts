@@ -425,6 +425,51 @@ describe("OpenAiCompatible: resilience (TestClock)", () => {
         yield* eventually(() => server.closedEarly() === 2, "the second request to be aborted")
       }), { client: { attemptTimeout: "5 seconds", maxAttempts: 2 } }))
 
+  it.scoped("a stream silent before its first chunk → Timeout after the per-attempt timeout (the request aborted)", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.stall)
+        const fiber = yield* Effect.fork(Effect.flip(Model.accumulate(Model.stream(chat("a")))))
+        yield* eventually(() => completions(server) === 1, "the request")
+        yield* adjustWhenSleepingFor({ delayMs: 5000 })
+        expect(yield* Fiber.join(fiber)).toEqual(
+          new ModelError.Timeout({ message: "no answer within 5s (the per-attempt timeout)", timeoutMs: 5000 })
+        )
+        yield* eventually(() => server.closedEarly() === 1, "the request to be aborted")
+      }), { client: { attemptTimeout: "5 seconds", maxAttempts: 1 } }))
+
+  it.scoped("a stream that goes silent after its first chunks → Timeout once the attempt timeout passes without a chunk; not retried", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.sseText(Server.fixture("chat-stream-usage.sse"), { hangAfter: 3 }))
+        const seen: Array<Model.Chunk> = []
+        const fiber = yield* Model.stream(chat("a")).pipe(
+          Stream.runForEach((chunk) => Effect.sync(() => seen.push(chunk))),
+          Effect.flip,
+          Effect.fork
+        )
+        yield* eventually(() => seen.length === 3, "three chunks")
+        yield* adjustWhenSleepingFor({ withinMs: 5001, adjustMs: 4999 })
+        yield* realDelay(50)
+        expect(fiber.unsafePoll()).toBeNull()
+        yield* adjustWhenSleepingFor({ withinMs: 5001, adjustMs: 1 })
+        const error = yield* Fiber.join(fiber)
+        expect(error).toBeInstanceOf(ModelError.Timeout)
+        expect(completions(server)).toBe(1)
+        yield* eventually(() => server.closedEarly() === 1, "the request to be aborted")
+      }), { client: { attemptTimeout: "5 seconds", maxAttempts: 3 } }))
+
+  it.scoped("a slow but steady stream is not timed out: the attempt timeout restarts at every chunk", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        const pieces = [0, 1, 2, 3].map((i) => ({ id: "s", model: "m", choices: [{ index: 0, delta: { content: `w${i} ` } }] }))
+        // The server runs on the same TestClock: each piece is sent 3 s after the previous one (12 s in all).
+        server.enqueue("/v1/chat/completions", Server.sse([...pieces, "[DONE]"], { pieceDelayMs: 3000 }))
+        const fiber = yield* Effect.fork(Model.accumulate(Model.stream(chat("a"))))
+        for (let i = 0; i < 5; i++) yield* adjustWhenSleepingFor({ delayMs: 3000 })
+        expect(Model.text(yield* Fiber.join(fiber))).toBe("w0 w1 w2 w3 ")
+      }), { client: { attemptTimeout: "5 seconds", maxAttempts: 1 } }))
+
   it.scoped("the per-call timeout bounds all attempts", () =>
     withServer((server) =>
       Effect.gen(function*() {

@@ -42,6 +42,8 @@ export type Reply =
     readonly contentType: string
     /** Destroys the socket after this many pieces (a connection cut mid-stream). */
     readonly cutAfter?: number
+    /** Sends this many pieces, then nothing more, keeping the connection open (a server gone silent). */
+    readonly hangAfter?: number
     /** Waits this long between pieces. */
     readonly pieceDelayMs?: number
   }
@@ -67,7 +69,7 @@ export const text = (status: number, body: string, contentType = "text/plain"): 
 /** An SSE answer from the text of a recorded stream (events separated by blank lines), sent event by event. */
 export const sseText = (
   textOfStream: string,
-  options: { readonly cutAfter?: number; readonly pieceDelayMs?: number } = {}
+  options: { readonly cutAfter?: number; readonly hangAfter?: number; readonly pieceDelayMs?: number } = {}
 ): Reply => ({
   _tag: "Events",
   pieces: textOfStream.split(/(?<=\n\n)/).filter((piece) => piece.trim() !== ""),
@@ -236,6 +238,8 @@ export interface LoopbackServer {
   readonly enqueue: (path: string, ...replies: ReadonlyArray<Reply>) => void
   /** Responses the client closed before the server finished them (aborted requests). */
   readonly closedEarly: () => number
+  /** TCP connections accepted so far (keep-alive clients reuse a few). */
+  readonly connections: () => number
   /** Completes when some response is closed early by the client. */
   readonly closedEarlySignal: Effect.Effect<void>
   /** Sets whether `/health` answers 200 or 503. */
@@ -291,6 +295,9 @@ export const make = (options: Options = {}): Effect.Effect<LoopbackServer, never
           )
           if (reply.pieceDelayMs !== undefined) {
             pieces = Stream.tap(pieces, () => Effect.sleep(Duration.millis(reply.pieceDelayMs!)))
+          }
+          if (reply.hangAfter !== undefined) {
+            pieces = Stream.concat(Stream.take(pieces, reply.hangAfter), Stream.never)
           }
           if (reply.cutAfter !== undefined) {
             const socket = NodeHttpServerRequest.toIncomingMessage(request).socket
@@ -426,7 +433,12 @@ export const make = (options: Options = {}): Effect.Effect<LoopbackServer, never
       HttpRouter.get("/health", handle("/health", () => (healthy ? text(200, "") : text(503, "")), false))
     )
 
-    const server = yield* NodeHttpServer.make(() => createServer(), { port: options.port ?? 0, host: "127.0.0.1" }).pipe(
+    let connections = 0
+    const server = yield* NodeHttpServer.make(() => {
+      const node = createServer()
+      node.on("connection", () => void connections++)
+      return node
+    }, { port: options.port ?? 0, host: "127.0.0.1" }).pipe(
       Effect.orDie
     )
     yield* server.serve(router)
@@ -442,6 +454,7 @@ export const make = (options: Options = {}): Effect.Effect<LoopbackServer, never
         queues.set(path, queue)
       },
       closedEarly: () => closedEarly,
+      connections: () => connections,
       closedEarlySignal: Effect.suspend(() => Deferred.await(closedSignal)),
       setHealthy: (value) => {
         healthy = value

@@ -10,12 +10,13 @@
  * - Chat messages have no template here: they are rendered as a plain transcript (`System:` / `User:` /
  *   `Assistant:`), and tools cannot be offered at all.
  */
-import { type HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
-import { Chunk, Effect, Either, Schema, Stream } from "effect"
+import { HttpClient, HttpClientRequest } from "@effect/platform"
+import { Channel, Effect, Either, Schema, Stream } from "effect"
 import type * as Model from "../../Model.js"
 import * as ModelError from "../../ModelError.js"
 import * as Client from "../openai/client.js"
 import * as Errors from "../openai/errors.js"
+import type * as Resilience from "../resilience.js"
 
 /** Where the legacy server is and what its answers are called. */
 export interface Target {
@@ -131,8 +132,9 @@ const finishOf = (reason: string | null | undefined): Model.FinishReason =>
   reason === "length" ? "length" : reason === undefined || reason === null || reason === "stop" ? "stop" : "other"
 
 /** One-attempt `/generate` calls of `target` through `client`. */
-export const makeAttempt = (client: HttpClient.HttpClient, target: Target) => {
+export const makeAttempt = (client: HttpClient.HttpClient, target: Target): Resilience.Attempt => {
   const url = `${target.root}/generate`
+  const scoped = HttpClient.withScope(client)
   const post = (body: Record<string, unknown>) =>
     Client.send(client, HttpClientRequest.post(url).pipe(HttpClientRequest.bodyUnsafeJson(body)))
 
@@ -164,67 +166,88 @@ export const makeAttempt = (client: HttpClient.HttpClient, target: Target) => {
       })
     })
 
-  const stream = (request: Model.Request): Stream.Stream<Model.Chunk, ModelError.ModelError> =>
-    Stream.unwrap(Effect.suspend(() => {
+  const stream = (
+    request: Model.Request,
+    control: Resilience.StreamControl
+  ): Stream.Stream<Model.Chunk, ModelError.ModelError> =>
+    Stream.fromChannel(Channel.unwrapScoped(Effect.suspend(() => {
       const body = encode(request, target, true)
       if (Either.isLeft(body)) return Effect.fail(body.left)
       const prompt = body.right.prompt as string
-      return Effect.flatMap(post(body.right), (response) =>
-        response.status < 200 || response.status >= 300
-          ? Client.failure(response, target.model)
-          : Effect.succeed(lines(response, url, prompt, target.model)))
-    }))
+      const http = HttpClientRequest.post(url).pipe(HttpClientRequest.bodyUnsafeJson(body.right))
+      return Effect.flatMap(Client.openStream(scoped, http, control), (opened) =>
+        opened.response.status < 200 || opened.response.status >= 300
+          ? Effect.mapError(Client.failure(opened.response, target.model), opened.watchdog.explain)
+          : Effect.succeed(Client.readBody(opened, url, control, linesReader(url, prompt, target.model))))
+    })))
 
   return { generate, stream }
 }
 
-/** The chunks of a streamed answer: cumulative texts → deltas; one `Finish` per choice at the end. */
-const lines = (
-  response: HttpClientResponse.HttpClientResponse,
-  url: string,
-  prompt: string,
-  model: string
-): Stream.Stream<Model.Chunk, ModelError.ModelError> => {
+/**
+ * Reads a streamed answer: newline- (or `\0`-) separated JSON objects with cumulative texts → text deltas; one
+ * `Finish` per choice at the end of the body (the protocol has no end marker: a cut connection is a read error).
+ */
+const linesReader = (url: string, prompt: string, model: string): Client.BodyReader => {
+  const decoder = new TextDecoder()
   const sent: Array<string> = []
   const finish: Array<string | null | undefined> = []
+  let pending = ""
   let count = 0
-  const metadata: Model.Chunk = { _tag: "Metadata", id: "", model }
-  return Stream.make(metadata).pipe(
-    Stream.concat(
-      response.stream.pipe(
-        Stream.mapError((error) => Errors.fromHttpClientError(error, url)),
-        Stream.decodeText(),
+  let started = false
+
+  const line = (text: string, out: Array<Model.Chunk>): ModelError.ModelError | undefined => {
+    if (text.trim() === "") return undefined
+    count++
+    const answer = textsOf(text, prompt, `line ${count} of the stream from ${url}`)
+    if (Either.isLeft(answer)) return answer.left
+    const { texts } = answer.right
+    for (let index = 0; index < texts.length; index++) {
+      const current = texts[index]!
+      const before = sent[index] ?? ""
+      if (!current.startsWith(before)) {
+        return Errors.malformed(
+          `line ${count} of the stream from ${url}: the text of choice ${index} does not continue the previous one (the stream is cumulative)`,
+          text
+        )
+      }
+      if (current.length > before.length) out.push({ _tag: "TextDelta", index, text: current.slice(before.length) })
+      sent[index] = current
+      if (answer.right.finish[index] !== undefined) finish[index] = answer.right.finish[index]
+    }
+    return undefined
+  }
+
+  const start = (out: Array<Model.Chunk>) => {
+    if (started) return
+    started = true
+    out.push({ _tag: "Metadata", id: "", model })
+  }
+
+  return {
+    read: (bytes, out) => {
+      start(out)
+      pending += decoder.decode(bytes, { stream: true })
+      let from = 0
+      for (let i = 0; i < pending.length; i++) {
+        const c = pending.charCodeAt(i)
         // Old versions separate the objects with `\0`, newer ones with a newline.
-        Stream.map((text) => text.replaceAll("\0", "\n")),
-        Stream.splitLines,
-        Stream.mapChunksEffect((batch) => {
-          const out: Array<Model.Chunk> = []
-          for (const line of batch) {
-            if (line.trim() === "") continue
-            count++
-            const answer = textsOf(line, prompt, `line ${count} of the stream from ${url}`)
-            if (Either.isLeft(answer)) return Effect.fail(answer.left)
-            const { texts } = answer.right
-            for (let index = 0; index < texts.length; index++) {
-              const text = texts[index]!
-              const before = sent[index] ?? ""
-              if (!text.startsWith(before)) {
-                return Effect.fail(Errors.malformed(
-                  `line ${count} of the stream from ${url}: the text of choice ${index} does not continue the previous one (the stream is cumulative)`,
-                  line
-                ))
-              }
-              if (text.length > before.length) out.push({ _tag: "TextDelta", index, text: text.slice(before.length) })
-              sent[index] = text
-              if (answer.right.finish[index] !== undefined) finish[index] = answer.right.finish[index]
-            }
-          }
-          return Effect.succeed(Chunk.unsafeFromArray(out))
-        })
-      )
-    ),
-    Stream.concat(Stream.suspend(() =>
-      Stream.fromIterable(sent.map((_, index): Model.Chunk => ({ _tag: "Finish", index, finishReason: finishOf(finish[index]) })))
-    ))
-  )
+        if (c === 10 || c === 0) {
+          const error = line(pending.slice(from, i), out)
+          if (error !== undefined) return error
+          from = i + 1
+        }
+      }
+      pending = pending.slice(from)
+      return undefined
+    },
+    end: (out) => {
+      start(out)
+      pending += decoder.decode()
+      const error = line(pending, out)
+      if (error !== undefined) return error
+      sent.forEach((_, index) => out.push({ _tag: "Finish", index, finishReason: finishOf(finish[index]) }))
+      return undefined
+    }
+  }
 }

@@ -4,7 +4,7 @@
  * attempt to the healthy actor with the fewest requests in flight.
  */
 import { type HttpClient, HttpClientRequest } from "@effect/platform"
-import { Clock, Duration, Effect, Either, Option, Stream } from "effect"
+import { Channel, Clock, Duration, Effect, Either, Option, Stream } from "effect"
 import type * as Model from "../../Model.js"
 import * as ModelError from "../../ModelError.js"
 import * as Client from "../openai/client.js"
@@ -221,14 +221,17 @@ export const makeAttempt = (pick: Effect.Effect<Actor, ModelError.ModelError>, p
         () => leave(actor)
       ))
 
-  const stream = (request: Model.Request): Stream.Stream<Model.Chunk, ModelError.ModelError> =>
-    Stream.unwrapScoped(Effect.gen(function*() {
+  const stream = (
+    request: Model.Request,
+    control: Resilience.StreamControl
+  ): Stream.Stream<Model.Chunk, ModelError.ModelError> =>
+    Stream.fromChannel(Channel.unwrapScoped(Effect.gen(function*() {
       const actor = yield* pick
       yield* Effect.acquireRelease(enter(actor), () => leave(actor))
       if (actor.limit !== undefined) yield* Effect.acquireRelease(actor.limit.take(1), () => actor.limit!.release(1))
       const attempt = yield* Effect.tapError(actor.resolve, onError(actor))
-      return attempt.stream(withDefaults(request, pool)).pipe(Stream.tapError(onError(actor)))
-    }))
+      return Stream.toChannel(attempt.stream(withDefaults(request, pool), control).pipe(Stream.tapError(onError(actor))))
+    })))
 
   return { generate, stream }
 }

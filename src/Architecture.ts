@@ -17,6 +17,7 @@ import type * as AgentEvent from "./AgentEvent.js"
 import type * as Budget from "./Budget.js"
 import * as Model from "./Model.js"
 import type { ModelError } from "./ModelError.js"
+import * as Tool from "./Tool.js"
 
 const TypeId: unique symbol = Symbol.for("valet/Architecture")
 
@@ -251,6 +252,42 @@ export const generate = (
  */
 const withCallContext = <A, E, R>(effect: Effect.Effect<A, E, R>, context: Model.CallContext): Effect.Effect<A, E, R> =>
   Effect.zipRight(FiberRef.set(Model.currentCallContext, context), effect)
+
+/**
+ * Executes one tool call for the current run (see `Tool.execute`: never fails, errors become `ERROR:` results),
+ * emitting `ToolCalled` and `ToolReturned` when the run is observed.
+ */
+export const executeTool = <R>(
+  kit: Tool.Toolkit<R>,
+  call: Model.ToolCall,
+  options?: Tool.ExecuteOptions
+): Effect.Effect<Tool.Result, never, R | CurrentRun> =>
+  Effect.flatMap(CurrentRun, (run) => {
+    if (!run.emitter.observed) return Tool.execute(kit, call, options)
+    return Effect.flatMap(Clock.currentTimeMillis, (startedAt) =>
+      run.emitter.emit({
+        _tag: "ToolCalled",
+        sessionId: run.sessionId,
+        timestamp: startedAt,
+        toolCallId: call.id,
+        name: call.name,
+        arguments: call.arguments
+      }).pipe(
+        Effect.zipRight(Tool.execute(kit, call, options)),
+        Effect.tap((result) =>
+          emitWith(run, (timestamp) => ({
+            _tag: "ToolReturned",
+            sessionId: run.sessionId,
+            timestamp,
+            toolCallId: call.id,
+            name: call.name,
+            content: result.content,
+            isError: result.isError,
+            durationMs: timestamp - startedAt
+          }))
+        )
+      ))
+  })
 
 // ---------------------------------------------------------------------------------------------------------
 // Building architectures

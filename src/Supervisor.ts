@@ -16,7 +16,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Duration, Effect, Schema } from "effect"
+import { Duration, Effect, Schema } from "effect"
 import type * as Agent from "./Agent.js"
 import { InvalidAgent, type InvalidOptions } from "./AgentError.js"
 import * as Architecture from "./Architecture.js"
@@ -200,30 +200,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
       ...(agent.tools as ReadonlyArray<Tool.Tool>)
     ])
 
-    const runTool = (call: Model.ToolCall): Effect.Effect<Tool.Result, never, Architecture.CurrentRun> =>
-      !run.emitter.observed ? Tool.execute(kit, call) : Effect.gen(function*() {
-        const startedAt = yield* Clock.currentTimeMillis
-        yield* Architecture.emitWith(run, (timestamp) => ({
-          _tag: "ToolCalled",
-          sessionId: run.sessionId,
-          timestamp,
-          toolCallId: call.id,
-          name: call.name,
-          arguments: call.arguments
-        }))
-        const result = yield* Tool.execute(kit, call)
-        yield* Architecture.emitWith(run, (timestamp) => ({
-          _tag: "ToolReturned",
-          sessionId: run.sessionId,
-          timestamp,
-          toolCallId: call.id,
-          name: call.name,
-          content: result.content,
-          isError: result.isError,
-          durationMs: timestamp - startedAt
-        }))
-        return result
-      })
+    const runTool = (call: Model.ToolCall) => Architecture.executeTool(kit, call)
 
     const system = Template.fill(config.coordinatorPrompt, { instructions: agent.instructions, workers: roster }).trim()
     const messages: Array<Model.Message> = [Model.system(system), ...input.history, Model.user(input.prompt)]

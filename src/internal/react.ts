@@ -1,4 +1,4 @@
-import { Clock, Effect, Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { InvalidAgent } from "../AgentError.js"
 import * as Architecture from "../Architecture.js"
 import * as Model from "../Model.js"
@@ -34,7 +34,6 @@ export const name = "react"
 /** The ReAct loop: ask the model with the tools; run the calls it asks for; repeat until it answers in text. */
 export const program = (options: Options) => (input: Architecture.Input) =>
   Effect.gen(function*() {
-    const run = yield* Architecture.CurrentRun
     const agent = input.agent
     const invalid = agent.tools.filter((tool) => !Tool.isValidName(tool.name))
     if (invalid.length > 0) {
@@ -61,29 +60,7 @@ export const program = (options: Options) => (input: Architecture.Input) =>
     let repeatedKey = ""
     let repeatedCount = 0
 
-    const runTool = (call: Model.ToolCall): Effect.Effect<Tool.Result> =>
-      !run.emitter.observed ? Tool.execute(kit, call, executeOptions) : Effect.gen(function*() {
-        const startedAt = yield* Architecture.emitWith(run, (timestamp) => ({
-          _tag: "ToolCalled",
-          sessionId: run.sessionId,
-          timestamp,
-          toolCallId: call.id,
-          name: call.name,
-          arguments: call.arguments
-        })).pipe(Effect.zipRight(Clock.currentTimeMillis))
-        const result = yield* Tool.execute(kit, call, executeOptions)
-        yield* Architecture.emitWith(run, (timestamp) => ({
-          _tag: "ToolReturned",
-          sessionId: run.sessionId,
-          timestamp,
-          toolCallId: call.id,
-          name: call.name,
-          content: result.content,
-          isError: result.isError,
-          durationMs: timestamp - startedAt
-        }))
-        return result
-      })
+    const runTool = (call: Model.ToolCall) => Architecture.executeTool(kit, call, executeOptions)
 
     for (let turn = 1; turn <= maxTurns; turn++) {
       const response = yield* Architecture.generate({ ...base, messages: messages.slice() }, {

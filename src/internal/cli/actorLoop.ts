@@ -17,6 +17,7 @@ import * as Sandbox from "../../Sandbox.js"
 import * as StateStore from "../../StateStore.js"
 import * as TrajectoryStore from "../../TrajectoryStore.js"
 import * as Vllm from "../../Vllm.js"
+import { type Output, stdoutOutput } from "./output.js"
 
 /** The tasks file could not be read, or no task in it could run (the command's non-zero exit). */
 export class ActorLoopFailed extends Schema.TaggedError<ActorLoopFailed>()("ActorLoopFailed", {
@@ -52,32 +53,6 @@ export const readTasks = (
     return { tasks, issues }
   })
 
-/** Where the command writes: whole lines, and a status line a terminal rewrites in place. */
-export interface Output {
-  readonly tty: boolean
-  readonly line: (text: string) => Effect.Effect<void>
-  readonly status: (text: string) => Effect.Effect<void>
-}
-
-/** stdout: a live status line on a terminal, plain lines otherwise. */
-export const stdoutOutput = (): Output => {
-  const tty = process.stdout.isTTY === true
-  let statusShown = false
-  return {
-    tty,
-    line: (text) =>
-      Effect.sync(() => {
-        process.stdout.write(`${statusShown ? "\r\x1b[K" : ""}${text}\n`)
-        statusShown = false
-      }),
-    status: (text) =>
-      Effect.sync(() => {
-        if (!tty) return void process.stdout.write(`${text}\n`)
-        process.stdout.write(`\r\x1b[K${text}`)
-        statusShown = true
-      })
-  }
-}
 
 /** What a run did. */
 export interface Summary {

@@ -159,6 +159,10 @@ export const detect = async (
   }
 }
 
+/** Whether bwrap's private /tmp or the hidden work root would hide this path from the command. */
+const hiddenInSandbox = (path: string, workRoot: string): boolean =>
+  path.startsWith("/tmp/") || path.startsWith(`${workRoot}/`)
+
 /** The argv that runs `program args` in `workspace` with the platform's isolation and the limits. */
 export const wrap = (
   platform: Platform,
@@ -180,6 +184,11 @@ export const wrap = (
       // Other tasks' workspaces are hidden; only this one is mounted, writable.
       "--tmpfs", options.workRoot,
       "--bind", options.workspace, options.workspace,
+      // The private /tmp (and the hidden work root) would also hide an allowed program installed there — a
+      // project checked out under /tmp has its node_modules binaries there: show its directory, read-only.
+      ...(hiddenInSandbox(options.program, options.workRoot)
+        ? ["--ro-bind", dirname(options.program), dirname(options.program)]
+        : []),
       "--chdir", options.workspace,
       "--"
     )

@@ -482,6 +482,33 @@ describe("OpenAiCompatible: resilience (TestClock)", () => {
         expect(error.message).toBe("the call did not finish within 3s (the per-call timeout, retries included)")
       }), { client: { attemptTimeout: "1 minute", callTimeout: "3 seconds" } }))
 
+  it.scoped("a stream's per-call timeout covers its attempts and the waits between them", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.text(503, "warming up"), Server.stall)
+        const fiber = yield* Effect.fork(Effect.flip(Model.accumulate(Model.stream(chat("a")))))
+        // The retry waits ~500 ms, then the second attempt stalls until the deadline at 3 s.
+        yield* adjustWhenSleepingFor({ withinMs: 1000 })
+        yield* eventually(() => completions(server) === 2, "the second attempt")
+        yield* adjustWhenSleepingFor({ withinMs: 3000 })
+        const error = yield* Fiber.join(fiber)
+        expect(error).toEqual(new ModelError.Timeout({
+          message: "the call did not finish within 3s (the per-call timeout, retries included)",
+          timeoutMs: 3000
+        }))
+        yield* eventually(() => server.closedEarly() === 1, "the stalled request to be aborted")
+      }), { client: { attemptTimeout: "1 minute", callTimeout: "3 seconds" } }))
+
+  it.scoped("a stream whose retry would wait past the deadline (Retry-After: 10) fails at the deadline", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.json({ error: { message: "busy" } }, { status: 429, headers: { "retry-after": "10" } }))
+        const fiber = yield* Effect.fork(Effect.flip(Model.accumulate(Model.stream(chat("a")))))
+        yield* adjustWhenSleepingFor({ delayMs: 3000 })
+        expect((yield* Fiber.join(fiber)).message).toBe("the call did not finish within 3s (the per-call timeout, retries included)")
+        expect(completions(server)).toBe(1)
+      }), { client: { attemptTimeout: "1 minute", callTimeout: "3 seconds" } }))
+
   it.scoped("a stream that fails before its first chunk is retried", () =>
     withServer((server) =>
       Effect.gen(function*() {

@@ -128,7 +128,7 @@ export const main = async (quick: boolean): Promise<Report> => {
   // three fresh processes per cell, in alternation so that a change of load hits both clients alike.
   const sizes: Record<Mode, { warmup: number; total: number }> = quick
     ? { generate: { warmup: 200, total: 1_000 }, stream: { warmup: 100, total: 300 } }
-    : { generate: { warmup: 1_000, total: 5_000 }, stream: { warmup: 200, total: 1_000 } }
+    : { generate: { warmup: 600, total: 3_000 }, stream: { warmup: 150, total: 600 } }
   const samples = new Map<string, Array<Measured>>()
   try {
     for (let p = 0; p < processes; p++) {

@@ -228,8 +228,9 @@ export const make = (
           ? Effect.flatMap(byName(name), (actor) => Effect.map(statusNow(actor), (status) => [status]))
           : Effect.forEach(actors, statusNow, { concurrency: "unbounded" })
     }
+    const span = { attributes: { "valet.actor": options.actorName ?? "pool" }, captureStackTrace: false }
     const model = Model.make({
-      generate: (request) => Effect.withSpan(service.generate(request), "valet/Vllm.generate", { attributes: { "valet.actor": options.actorName ?? "pool" } }),
+      generate: (request) => Effect.withSpan(service.generate(request), "valet/Vllm.generate", span),
       stream: service.stream
     })
     return { model, pool }

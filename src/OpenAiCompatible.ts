@@ -13,7 +13,7 @@
  */
 import { HttpClient } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
-import { Config, type ConfigError, Context, Effect, Layer, Option, Redacted } from "effect"
+import { Config, type ConfigError, Context, Effect, Layer, Option, Redacted, Stream } from "effect"
 import * as Client from "./internal/openai/client.js"
 import * as Resilience from "./internal/resilience.js"
 import * as Model from "./Model.js"
@@ -78,7 +78,7 @@ const toModelInfo = (entry: { id: string; owned_by?: string | null | undefined; 
 /** Builds the client over the `HttpClient` in context. */
 export const make = (options: Options): Effect.Effect<Service, never, HttpClient.HttpClient> =>
   Effect.gen(function*() {
-    const http = yield* HttpClient.HttpClient
+    const http = Client.quiet(yield* HttpClient.HttpClient)
     const endpoint = endpointOf(options)
     const model = yield* Resilience.make(Client.makeAttempt(http, endpoint), options)
     // No stack capture: it cost more than the rest of the span on every call.
@@ -87,7 +87,7 @@ export const make = (options: Options): Effect.Effect<Service, never, HttpClient
       apiBase: endpoint.apiBase,
       model: endpoint.model,
       generate: (request) => Effect.withSpan(model.generate(request), "valet/OpenAiCompatible.generate", span),
-      stream: model.stream,
+      stream: (request) => Stream.withSpan(model.stream(request), "valet/OpenAiCompatible.stream", span),
       listModels: Effect.map(Client.listModels(http, endpoint), (list) => list.data.map(toModelInfo)).pipe(
         Effect.withSpan("valet/OpenAiCompatible.listModels", span)
       )

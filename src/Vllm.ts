@@ -26,7 +26,8 @@
  */
 import { FileSystem, HttpClient } from "@effect/platform"
 import { NodeFileSystem, NodeHttpClient } from "@effect/platform-node"
-import { Context, Duration, Effect, Either, Layer, Option, Schema } from "effect"
+import { Context, Duration, Effect, Either, Layer, Option, Schema, Stream } from "effect"
+import * as Client from "./internal/openai/client.js"
 import * as Config from "./internal/vllm/config.js"
 import * as Pool from "./internal/vllm/pool.js"
 import * as Resilience from "./internal/resilience.js"
@@ -197,7 +198,7 @@ export const make = (
     const path = options.configPath ?? defaultConfigPath
     const file = (yield* readPoolFile(path)) ?? Config.defaultPool
     const config = toConfig(file, path, file !== Config.defaultPool)
-    const http = yield* HttpClient.HttpClient
+    const http = Client.quiet(yield* HttpClient.HttpClient)
     const actors = file.actors.map((entry) => new Pool.Actor(entry, http, file))
     const known = actors.map((actor) => actor.name)
     const byName = (name: string) =>
@@ -231,7 +232,7 @@ export const make = (
     const span = { attributes: { "valet.actor": options.actorName ?? "pool" }, captureStackTrace: false }
     const model = Model.make({
       generate: (request) => Effect.withSpan(service.generate(request), "valet/Vllm.generate", span),
-      stream: service.stream
+      stream: (request) => Stream.withSpan(service.stream(request), "valet/Vllm.stream", span)
     })
     return { model, pool }
   })

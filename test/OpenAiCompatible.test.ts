@@ -192,6 +192,18 @@ describe("OpenAiCompatible: requests on the wire", () => {
         expect(server.requests.map((r) => r.headers.authorization)).toEqual(["Bearer sk-test", "Bearer sk-test"])
       }), { client: { apiKey: "sk-test" } }))
 
+  it.scoped("each call runs in its own span, whose trace context reaches the server (traceparent)", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        yield* Model.generate(chat("hi")).pipe(Effect.withSpan("caller"))
+        yield* collect(chat("hi")).pipe(Effect.withSpan("caller"))
+        const parents = server.requests.map((r) => r.headers.traceparent)
+        for (const parent of parents) expect(parent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/)
+        // Two calls, two spans, one trace each (the caller's).
+        expect(new Set(parents.map((p) => p!.split("-")[2])).size).toBe(2)
+      })
+    ))
+
   it.scoped("a base URL with or without /v1 reaches the same paths", () =>
     Effect.gen(function*() {
       const server = yield* Server.make()

@@ -8,7 +8,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { BudgetExhausted, InvalidOptions } from "./AgentError.js"
 import type * as Model from "./Model.js"
 
@@ -177,9 +177,3 @@ const makeTracker = (limits: Limits, startedAt: number): Tracker => {
 
   return { limits, deadline, reserve, record, spent }
 }
-
-/** The time left before `tracker`'s deadline, if it has one. */
-export const remaining = (tracker: Tracker): Effect.Effect<Duration.Duration | undefined> =>
-  tracker.deadline === undefined
-    ? Effect.succeed(undefined)
-    : Effect.map(Clock.currentTimeMillis, (now) => Duration.millis(Math.max(0, tracker.deadline! - now)))

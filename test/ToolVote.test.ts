@@ -140,7 +140,7 @@ describe("ToolVote with real python3 through the Sandbox", () => {
         "cancelled"
       ])
       expect(progress(events, "tool_vote.early_stop")[0]!.data).toMatchObject({ key: "7", votes: 4 })
-      expect(progress(events, "tool_vote.decided")[0]!.data).toMatchObject({ answer: "7", votes: 4, earlyStop: true, attemptsFinished: 4 })
+      expect(progress(events, "tool_vote.decided")[0]!.data).toMatchObject({ answer: result.output, key: "7", votes: 4, earlyStop: true, attemptsFinished: 4 })
       expect(progress(events, "tool_vote.attempt_started")).toHaveLength(8)
       expect(progress(events, "tool_vote.python_ran")).toHaveLength(0)
     }).pipe(Effect.provide(sandbox)), 60_000)

@@ -20,7 +20,7 @@ import { spawn } from "node:child_process"
 import { loadavg } from "node:os"
 import { createInterface } from "node:readline"
 import { Effect, Layer } from "effect"
-import { Agent, Ensemble, Model, OpenAiCompatible, ScriptedModel } from "../src/index.js"
+import { Agent, Ensemble, Model, OpenAiCompatible, ScriptedModel } from "valet"
 import { type Row, summarize, writeReport } from "./support/report.js"
 
 const quick = process.argv.includes("--quick")

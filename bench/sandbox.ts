@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Exit, type Layer, ManagedRuntime } from "effect"
-import * as Sandbox from "../src/Sandbox.js"
+import { Sandbox } from "valet"
 import { type Row, summarize, writeReport } from "./support/report.js"
 
 const quick = process.argv.includes("--quick")

@@ -128,8 +128,15 @@ export class RunState implements RunContext {
     readonly streamText: boolean,
     readonly emitter: Emitter,
     readonly parent: RunState | undefined,
-    readonly resources: Resources
+    readonly resources: Resources,
+    /** The run's clock, read once: event timestamps then cost a method call, not an effect. */
+    readonly clock: Clock.Clock
   ) {}
+
+  /** The current time on the run's clock (`TestClock` in tests). */
+  now(): number {
+    return this.clock.unsafeCurrentTimeMillis()
+  }
 
   /** Counts one model call here and in every ancestor. */
   countCall(): void {
@@ -147,7 +154,10 @@ export class RunState implements RunContext {
 
 /** Emits an event built from the current time, only when someone observes the run. */
 export const emitWith = (run: RunContext, build: (timestamp: number) => AgentEvent.AgentEvent): Effect.Effect<void> =>
-  run.emitter.observed ? Effect.flatMap(Clock.currentTimeMillis, (now) => run.emitter.emit(build(now))) : Effect.void
+  run.emitter.observed ? Effect.suspend(() => run.emitter.emit(build(nowOf(run)))) : Effect.void
+
+/** The current time for a run's events: its own clock when it is a `RunState`, else `Date.now()`. */
+const nowOf = (run: RunContext): number => (run instanceof RunState ? run.now() : Date.now())
 
 /** Emits an architecture-specific milestone, e.g. `progress("self_refine.critique", { round, critique })`. */
 export const progress = (name: string, data: Record<string, unknown> = {}): Effect.Effect<void, never, CurrentRun> =>
@@ -188,9 +198,15 @@ export const generate = (
   request: Model.Request,
   options?: GenerateOptions
 ): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model | CurrentRun> =>
-  Effect.flatMap(CurrentRun, (context) => {
-    const run = context as RunState
-    return Effect.flatMap(run.budget.reserve, (warnings) => {
+  Effect.flatMap(CurrentRun, (run) => generateFor(run as RunState, request, options))
+
+/** `generate` for a run the caller already holds (the tool loop looks `CurrentRun` up once, not per turn). */
+export const generateFor = (
+  run: RunState,
+  request: Model.Request,
+  options?: GenerateOptions
+): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model> =>
+  Effect.flatMap(run.budget.reserve, (warnings) => {
       run.countCall()
       const step = options?.step ?? `call_${run.ownCalls}`
       const callContext: Model.CallContext = { sessionId: run.sessionId, rootSessionId: run.rootSessionId, step }
@@ -219,30 +235,30 @@ export const generate = (
             }))
             : Effect.void)
         : Model.generate(request)
-      return emitWarnings(run, warnings).pipe(
-        Effect.zipRight(emitWith(run, (timestamp) => ({ _tag: "ModelCalled", sessionId: run.sessionId, timestamp, step }))),
-        Effect.zipRight(Clock.currentTimeMillis),
-        Effect.flatMap((startedAt) =>
-          Effect.flatMap(withCallContext(send, callContext), (response) => {
+      const call = Effect.suspend(() => {
+        const startedAt = run.now()
+        return run.emitter.emit({ _tag: "ModelCalled", sessionId: run.sessionId, timestamp: startedAt, step }).pipe(
+          Effect.zipRight(withCallContext(send, callContext)),
+          Effect.flatMap((response) => {
             const after = settle(response)
-            return Effect.flatMap(Clock.currentTimeMillis, (now) => {
-              const choice = response.choices[0]
-              return run.emitter.emit({
-                _tag: "ModelReplied",
-                sessionId: run.sessionId,
-                timestamp: now,
-                step,
-                text: choice?.text ?? "",
-                toolCalls: choice?.toolCalls ?? [],
-                finishReason: choice?.finishReason ?? "other",
-                usage: response.usage,
-                latencyMs: now - startedAt
-              }).pipe(Effect.zipRight(emitWarnings(run, after)), Effect.as(response))
+            const now = run.now()
+            const choice = response.choices[0]
+            const replied = run.emitter.emit({
+              _tag: "ModelReplied",
+              sessionId: run.sessionId,
+              timestamp: now,
+              step,
+              text: choice?.text ?? "",
+              toolCalls: choice?.toolCalls ?? [],
+              finishReason: choice?.finishReason ?? "other",
+              usage: response.usage,
+              latencyMs: now - startedAt
             })
+            return Effect.as(after.length === 0 ? replied : Effect.zipRight(replied, emitWarnings(run, after)), response)
           })
         )
-      )
-    })
+      })
+      return warnings.length === 0 ? call : Effect.zipRight(emitWarnings(run, warnings), call)
   })
 
 /**
@@ -262,32 +278,46 @@ export const executeTool = <R>(
   call: Model.ToolCall,
   options?: Tool.ExecuteOptions
 ): Effect.Effect<Tool.Result, never, R | CurrentRun> =>
-  Effect.flatMap(CurrentRun, (run) => {
-    if (!run.emitter.observed) return Tool.execute(kit, call, options)
-    return Effect.flatMap(Clock.currentTimeMillis, (startedAt) =>
-      run.emitter.emit({
-        _tag: "ToolCalled",
-        sessionId: run.sessionId,
-        timestamp: startedAt,
-        toolCallId: call.id,
-        name: call.name,
-        arguments: call.arguments
-      }).pipe(
-        Effect.zipRight(Tool.execute(kit, call, options)),
-        Effect.tap((result) =>
-          emitWith(run, (timestamp) => ({
+  Effect.flatMap(CurrentRun, (run) => executeToolFor(run as RunState, kit, call, options))
+
+/** `executeTool` for a run the caller already holds. */
+export const executeToolFor = <R>(
+  run: RunState,
+  kit: Tool.Toolkit<R>,
+  call: Model.ToolCall,
+  options?: Tool.ExecuteOptions
+): Effect.Effect<Tool.Result, never, R> => {
+  if (!run.emitter.observed) return Tool.execute(kit, call, options)
+  return Effect.suspend(() => {
+    const startedAt = run.now()
+    return run.emitter.emit({
+      _tag: "ToolCalled",
+      sessionId: run.sessionId,
+      timestamp: startedAt,
+      toolCallId: call.id,
+      name: call.name,
+      arguments: call.arguments
+    }).pipe(
+      Effect.flatMap(() => Tool.execute(kit, call, options)),
+      Effect.flatMap((result) => {
+        const now = run.now()
+        return Effect.as(
+          run.emitter.emit({
             _tag: "ToolReturned",
             sessionId: run.sessionId,
-            timestamp,
+            timestamp: now,
             toolCallId: call.id,
             name: call.name,
             content: result.content,
             isError: result.isError,
-            durationMs: timestamp - startedAt
-          }))
+            durationMs: now - startedAt
+          }),
+          result
         )
-      ))
+      })
+    )
   })
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Building architectures
@@ -324,7 +354,8 @@ const executeProgram = <R>(
   emitter: Emitter
 ): Effect.Effect<AgentEvent.RunResult, AgentError, Exclude<R, CurrentRun>> =>
   Effect.gen(function*() {
-    const startedAt = yield* Clock.currentTimeMillis
+    const clock = yield* Effect.clock
+    const startedAt = clock.unsafeCurrentTimeMillis()
     const state = new RunState(
       input.sessionId,
       input.rootSessionId,
@@ -334,7 +365,8 @@ const executeProgram = <R>(
       input.streamText,
       emitter,
       input.parent as RunState | undefined,
-      input.resources
+      input.resources,
+      clock
     )
     state.parent?.children.set(state.sessionId, state)
     if (emitter.observed) {
@@ -374,7 +406,7 @@ const executeProgram = <R>(
       )
     }
     const outcome = yield* Effect.provideService(guarded, CurrentRun, state)
-    const endedAt = yield* Clock.currentTimeMillis
+    const endedAt = state.now()
     const result: AgentEvent.RunResult = {
       sessionId: state.sessionId,
       output: outcome.output,

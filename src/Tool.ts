@@ -6,7 +6,7 @@
  *
  * @since 0.1.0
  */
-import { Cause, Duration, Effect, Either, ParseResult, Predicate, Schema } from "effect"
+import { Cause, Duration, Effect, Either, Exit, ParseResult, Predicate, Schema } from "effect"
 import { coerce } from "./internal/coerce.js"
 import { parametersSchema } from "./internal/jsonSchema.js"
 import { timeoutOption } from "./internal/timeout.js"
@@ -91,15 +91,33 @@ export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A
     )
   }
 
+  const failed = (cause: Cause.Cause<unknown>): Outcome => ({
+    content: `ERROR: tool "${name}" failed: ${describeCause(cause)}`,
+    isError: true
+  })
+  const formatted = (result: A): Outcome => {
+    try {
+      return { content: format(result), isError: false }
+    } catch (defect) {
+      return failed(Cause.die(defect))
+    }
+  }
+
   const call = (argumentsText: string): Effect.Effect<Outcome, never, R> => {
     const params = decode(argumentsText)
-    if (Either.isLeft(params)) return Effect.succeed({ content: `ERROR: ${params.left}`, isError: true })
-    return options.handler(params.right).pipe(
-      Effect.map((result): Outcome => ({ content: format(result), isError: false })),
+    if (Either.isLeft(params)) return Exit.succeed({ content: `ERROR: ${params.left}`, isError: true })
+    const handled = options.handler(params.right)
+    // A handler that answers at once (`Effect.succeed`, `Effect.fail`) gives an `Exit`: its outcome is an `Exit`
+    // too, which `execute` reads without running a fiber or arming a timeout.
+    const done = exitOf(handled)
+    if (done !== undefined) {
+      if (Exit.isSuccess(done)) return Exit.succeed(formatted(done.value))
+      return Cause.isInterruptedOnly(done.cause) ? Exit.failCause(done.cause as Cause.Cause<never>) : Exit.succeed(failed(done.cause))
+    }
+    return handled.pipe(
+      Effect.map(formatted),
       Effect.catchAllCause((cause) =>
-        Cause.isInterruptedOnly(cause)
-          ? Effect.failCause(cause as Cause.Cause<never>)
-          : Effect.succeed<Outcome>({ content: `ERROR: tool "${name}" failed: ${describeCause(cause)}`, isError: true })
+        Cause.isInterruptedOnly(cause) ? Effect.failCause(cause as Cause.Cause<never>) : Effect.succeed(failed(cause))
       )
     )
   }
@@ -161,19 +179,31 @@ export const execute = <R>(
     const content = `ERROR: unknown tool "${call.name}"; available tools: ${known.length > 0 ? known.join(", ") : "(none)"}`
     return Effect.succeed({ toolCallId: call.id, name: call.name, content, isError: true })
   }
-  return timeoutOption(tool.call(call.arguments), tool.timeout).pipe(
+  const completed = (outcome: Outcome): Result => ({
+    toolCallId: call.id,
+    name: call.name,
+    content: truncate(outcome.content, maxChars),
+    isError: outcome.isError
+  })
+  const running = tool.call(call.arguments)
+  // Already done (a pure handler, arguments that did not decode): nothing to time out.
+  const done = exitOf(running)
+  if (done !== undefined) return Exit.isSuccess(done) ? Exit.succeed(completed(done.value)) : Exit.failCause(done.cause)
+  return timeoutOption(running, tool.timeout).pipe(
     Effect.map((outcome): Result =>
-      outcome._tag === "Some"
-        ? { toolCallId: call.id, name: call.name, content: truncate(outcome.value.content, maxChars), isError: outcome.value.isError }
-        : {
-          toolCallId: call.id,
-          name: call.name,
-          content: `ERROR: tool "${call.name}" timed out after ${Duration.format(tool.timeout)}`,
-          isError: true
-        }
+      outcome._tag === "Some" ? completed(outcome.value) : {
+        toolCallId: call.id,
+        name: call.name,
+        content: `ERROR: tool "${call.name}" timed out after ${Duration.format(tool.timeout)}`,
+        isError: true
+      }
     )
   )
 }
+
+/** The effect itself when it is already an `Exit` (what `Effect.succeed` and `Effect.fail` build). */
+const exitOf = <A, E, R>(effect: Effect.Effect<A, E, R>): Exit.Exit<A, E> | undefined =>
+  Exit.isExit(effect) ? (effect as Exit.Exit<A, E>) : undefined
 
 /** Cuts a text to `maxChars`, noting how many characters were cut. */
 export const truncate = (text: string, maxChars: number): string =>

@@ -94,6 +94,36 @@ describe("Tool", () => {
       expect(crashed.content).toBe('ERROR: tool "crash" failed: defect: bug')
     }))
 
+  it.effect("a handler that answers at once (an Exit) and one that runs give the same results; a throwing format is an ERROR: result", () =>
+    Effect.gen(function*() {
+      const results = []
+      for (const defer of [false, true]) {
+        const answer = <A, E>(effect: Effect.Effect<A, E>) => (defer ? Effect.suspend(() => effect) : effect)
+        const tools = Tool.toolkit([
+          Tool.make({ name: "ok", description: "", parameters: Schema.Struct({ n: Schema.Number }), handler: ({ n }) => answer(Effect.succeed({ n })) }),
+          Tool.make({ name: "no", description: "", parameters: Schema.Struct({}), handler: () => answer(Effect.fail("refused")) }),
+          Tool.make({
+            name: "badformat",
+            description: "",
+            parameters: Schema.Struct({}),
+            handler: () => answer(Effect.succeed(1)),
+            format: () => {
+              throw new Error("cannot format")
+            }
+          })
+        ])
+        results.push(
+          yield* Effect.forEach(["ok", "no", "badformat"], (name) => Tool.execute(tools, { id: name, name, arguments: name === "ok" ? '{"n":2}' : "{}" }))
+        )
+      }
+      expect(results[0]).toEqual(results[1])
+      expect(results[0]!.map((r) => r.content)).toEqual([
+        '{"n":2}',
+        'ERROR: tool "no" failed: refused',
+        'ERROR: tool "badformat" failed: defect: cannot format'
+      ])
+    }))
+
   it.effect("a slow handler times out (TestClock)", () =>
     Effect.gen(function*() {
       const slow = Tool.make({

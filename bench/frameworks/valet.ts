@@ -1,6 +1,6 @@
 /** valet: `Agent.run` / `Agent.stream` (read to the end) with a `ScriptedModel` and one tool. */
 import { Effect, Schema, Stream } from "effect"
-import { Agent, ScriptedModel, Tool } from "../../src/index.js"
+import { Agent, ScriptedModel, Tool } from "valet"
 import { argsAt, finalText, type Framework, instructions, prompt, yieldToEventLoop } from "./work.js"
 
 const add = Tool.make({

@@ -60,10 +60,12 @@ export const program = (options: Options) => (input: Architecture.Input) =>
     let repeatedKey = ""
     let repeatedCount = 0
 
-    const runTool = (call: Model.ToolCall) => Architecture.executeTool(kit, call, executeOptions)
+    // Looked up once: the loop below runs per step, and every lookup is an effect to run.
+    const run = (yield* Architecture.CurrentRun) as Architecture.RunState
+    const runTool = (call: Model.ToolCall) => Architecture.executeToolFor(run, kit, call, executeOptions)
 
     for (let turn = 1; turn <= maxTurns; turn++) {
-      const response = yield* Architecture.generate({ ...base, messages: messages.slice() }, {
+      const response = yield* Architecture.generateFor(run, { ...base, messages: messages.slice() }, {
         step: `react.turn_${turn}`
       })
       const choice = response.choices[0]
@@ -71,7 +73,7 @@ export const program = (options: Options) => (input: Architecture.Input) =>
       const calls = choice?.toolCalls ?? []
       if (text !== "") {
         lastText = text
-        yield* Architecture.setOutput(text)
+        run.output = text
       }
       if (calls.length === 0) return { output: text, metadata: { turns: turn } }
 

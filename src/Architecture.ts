@@ -25,7 +25,25 @@ const TypeId: unique symbol = Symbol.for("valet/Architecture")
 export interface Emitter {
   readonly observed: boolean
   readonly emit: (event: AgentEvent.AgentEvent) => Effect.Effect<void>
+  /**
+   * Optional: hands the event over at once if that needs no waiting, answering whether it did (false: use `emit`,
+   * which waits for room). Saves running an effect per event on the hot path. Only call it where `emit` would
+   * run, so that events keep their order.
+   */
+  readonly unsafeEmit?: (event: AgentEvent.AgentEvent) => boolean
 }
+
+/** Emits an event: at once when the emitter can take it without waiting, else through its `emit`. */
+const emitNow = (emitter: Emitter, event: AgentEvent.AgentEvent): Effect.Effect<void> =>
+  emitter.unsafeEmit !== undefined && emitter.unsafeEmit(event) ? Effect.void : emitter.emit(event)
+
+/** `Effect.zipRight`, skipped when the first effect is the `Effect.void` an event emitted at once leaves. */
+const thenRun = <A, E, R>(first: Effect.Effect<void>, next: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  first === Effect.void ? next : Effect.zipRight(first, next)
+
+/** `Effect.as` on an emit's result, without running anything when the event went out at once. */
+const thenSucceed = <A>(first: Effect.Effect<void>, value: A): Effect.Effect<A> =>
+  first === Effect.void ? Effect.succeed(value) : Effect.as(first, value)
 
 /** An emitter that drops everything. */
 export const unobserved: Emitter = { observed: false, emit: () => Effect.void }
@@ -154,7 +172,7 @@ export class RunState implements RunContext {
 
 /** Emits an event built from the current time, only when someone observes the run. */
 export const emitWith = (run: RunContext, build: (timestamp: number) => AgentEvent.AgentEvent): Effect.Effect<void> =>
-  run.emitter.observed ? Effect.suspend(() => run.emitter.emit(build(nowOf(run)))) : Effect.void
+  run.emitter.observed ? Effect.suspend(() => emitNow(run.emitter, build(nowOf(run)))) : Effect.void
 
 /** The current time for a run's events: its own clock when it is a `RunState`, else `Date.now()`. */
 const nowOf = (run: RunContext): number => (run instanceof RunState ? run.now() : Date.now())
@@ -207,58 +225,60 @@ export const generateFor = (
   options?: GenerateOptions
 ): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model> =>
   Effect.flatMap(run.budget.reserve, (warnings) => {
-      run.countCall()
-      const step = options?.step ?? `call_${run.ownCalls}`
-      const callContext: Model.CallContext = { sessionId: run.sessionId, rootSessionId: run.rootSessionId, step }
-      const settle = (response: Model.Response): ReadonlyArray<Budget.Warning> => {
-        run.addUsage(response.usage)
-        return run.budget.record(response.usage)
-      }
-      // Nobody listens (`Agent.run`): no events, no clock reads. This path runs once per model call of every
-      // agent, so it is kept to the few operations it needs.
-      if (!run.emitter.observed) {
-        return Effect.map(withCallContext(Model.generate(request), callContext), (response) => {
-          settle(response)
-          return response
-        })
-      }
-      const send = run.streamText
-        ? Model.streamInto(request, (chunk) =>
-          chunk._tag === "TextDelta" && chunk.text !== ""
-            ? emitWith(run, (timestamp) => ({
-              _tag: "TextDelta",
-              sessionId: run.sessionId,
-              timestamp,
-              step,
-              index: chunk.index,
-              text: chunk.text
-            }))
-            : Effect.void)
-        : Model.generate(request)
-      const call = Effect.suspend(() => {
-        const startedAt = run.now()
-        return run.emitter.emit({ _tag: "ModelCalled", sessionId: run.sessionId, timestamp: startedAt, step }).pipe(
-          Effect.zipRight(withCallContext(send, callContext)),
-          Effect.flatMap((response) => {
-            const after = settle(response)
-            const now = run.now()
-            const choice = response.choices[0]
-            const replied = run.emitter.emit({
-              _tag: "ModelReplied",
-              sessionId: run.sessionId,
-              timestamp: now,
-              step,
-              text: choice?.text ?? "",
-              toolCalls: choice?.toolCalls ?? [],
-              finishReason: choice?.finishReason ?? "other",
-              usage: response.usage,
-              latencyMs: now - startedAt
-            })
-            return Effect.as(after.length === 0 ? replied : Effect.zipRight(replied, emitWarnings(run, after)), response)
-          })
-        )
+    run.countCall()
+    const step = options?.step ?? `call_${run.ownCalls}`
+    const callContext: Model.CallContext = { sessionId: run.sessionId, rootSessionId: run.rootSessionId, step }
+    const settle = (response: Model.Response): ReadonlyArray<Budget.Warning> => {
+      run.addUsage(response.usage)
+      return run.budget.record(response.usage)
+    }
+    // Nobody listens (`Agent.run`): no events, no clock reads. This path runs once per model call of every
+    // agent, so it is kept to the few operations it needs.
+    if (!run.emitter.observed) {
+      return Effect.map(withCallContext(Model.generate(request), callContext), (response) => {
+        settle(response)
+        return response
       })
-      return warnings.length === 0 ? call : Effect.zipRight(emitWarnings(run, warnings), call)
+    }
+    const send = run.streamText
+      ? Model.streamInto(request, (chunk) =>
+        // Called as each chunk arrives (see `Model.Service.streamInto`), so the event can go out right here.
+        chunk._tag === "TextDelta" && chunk.text !== ""
+          ? emitNow(run.emitter, {
+            _tag: "TextDelta",
+            sessionId: run.sessionId,
+            timestamp: run.now(),
+            step,
+            index: chunk.index,
+            text: chunk.text
+          })
+          : Effect.void)
+      : Model.generate(request)
+    // Events are handed over synchronously when the stream has room (`emitNow`), so a step runs few effects.
+    const call = Effect.suspend(() => {
+      const startedAt = run.now()
+      const called = emitNow(run.emitter, { _tag: "ModelCalled", sessionId: run.sessionId, timestamp: startedAt, step })
+      return Effect.flatMap(thenRun(called, withCallContext(send, callContext)), (response) => {
+        const after = settle(response)
+        const now = run.now()
+        const choice = response.choices[0]
+        const replied = emitNow(run.emitter, {
+          _tag: "ModelReplied",
+          sessionId: run.sessionId,
+          timestamp: now,
+          step,
+          text: choice?.text ?? "",
+          toolCalls: choice?.toolCalls ?? [],
+          finishReason: choice?.finishReason ?? "other",
+          usage: response.usage,
+          latencyMs: now - startedAt
+        })
+        return after.length === 0
+          ? thenSucceed(replied, response)
+          : Effect.as(Effect.zipRight(replied, emitWarnings(run, after)), response)
+      })
+    })
+    return warnings.length === 0 ? call : Effect.zipRight(emitWarnings(run, warnings), call)
   })
 
 /**
@@ -290,32 +310,30 @@ export const executeToolFor = <R>(
   if (!run.emitter.observed) return Tool.execute(kit, call, options)
   return Effect.suspend(() => {
     const startedAt = run.now()
-    return run.emitter.emit({
+    const called = emitNow(run.emitter, {
       _tag: "ToolCalled",
       sessionId: run.sessionId,
       timestamp: startedAt,
       toolCallId: call.id,
       name: call.name,
       arguments: call.arguments
-    }).pipe(
-      Effect.flatMap(() => Tool.execute(kit, call, options)),
-      Effect.flatMap((result) => {
-        const now = run.now()
-        return Effect.as(
-          run.emitter.emit({
-            _tag: "ToolReturned",
-            sessionId: run.sessionId,
-            timestamp: now,
-            toolCallId: call.id,
-            name: call.name,
-            content: result.content,
-            isError: result.isError,
-            durationMs: now - startedAt
-          }),
-          result
-        )
+    })
+    // The handler starts after `ToolCalled` went out (a handler that answers at once runs when it is called).
+    const execute = called === Effect.void ? Tool.execute(kit, call, options) : Effect.flatMap(called, () => Tool.execute(kit, call, options))
+    return Effect.flatMap(execute, (result) => {
+      const now = run.now()
+      const returned = emitNow(run.emitter, {
+        _tag: "ToolReturned",
+        sessionId: run.sessionId,
+        timestamp: now,
+        toolCallId: call.id,
+        name: call.name,
+        content: result.content,
+        isError: result.isError,
+        durationMs: now - startedAt
       })
-    )
+      return thenSucceed(returned, result)
+    })
   })
 }
 
@@ -339,7 +357,11 @@ export const make = <R>(options: MakeOptions<R>): Architecture<Exclude<R, Curren
       Effect.gen(function*() {
         // Bounded: a slow consumer slows the run down instead of the stream retaining every event.
         const mailbox = yield* Mailbox.make<AgentEvent.AgentEvent, AgentError>({ capacity: 1024 })
-        const emitter: Emitter = { observed: true, emit: (event) => Effect.asVoid(mailbox.offer(event)) }
+        const emitter: Emitter = {
+          observed: true,
+          emit: (event) => Effect.asVoid(mailbox.offer(event)),
+          unsafeEmit: (event) => mailbox.unsafeOffer(event)
+        }
         yield* execute(input, emitter).pipe(Mailbox.into(mailbox), Effect.forkScoped)
         return Mailbox.toStream(mailbox)
       })

@@ -279,7 +279,8 @@ export interface Service {
   readonly generate: (request: Request) => Effect.Effect<Response, ModelError>
   readonly stream: (request: Request) => Stream.Stream<Chunk, ModelError>
   /**
-   * Optional: streams the answer by calling `onChunk` for each chunk, in order, and answers the accumulated
+   * Optional: streams the answer by calling `onChunk` for each chunk, in order, when the chunk arrives (running the
+   * effect it returns before the next chunk is handed over), and answers the accumulated
    * response — what `accumulate(stream(request).pipe(Stream.tap(onChunk)))` does, without running a `Stream`.
    * Running a `Stream` has a fixed cost of a few hundred microseconds on Effect 3: nothing next to a network call,
    * but it dominates a streamed run on an in-memory provider (`ScriptedModel`, a replayed `Journal`), which
@@ -323,7 +324,18 @@ export const replayInto = (
   response: Response,
   onChunk: (chunk: Chunk) => Effect.Effect<void>
 ): Effect.Effect<Response> =>
-  Effect.as(Effect.forEach(toChunks(response), onChunk, { discard: true }), response)
+  Effect.suspend(() => {
+    const chunks = toChunks(response)
+    // A plain loop while `onChunk` has nothing to run (`Effect.void`): most chunks of an in-memory reply.
+    const from = (start: number): Effect.Effect<Response> => {
+      for (let i = start; i < chunks.length; i++) {
+        const effect = onChunk(chunks[i]!)
+        if (effect !== Effect.void) return Effect.flatMap(effect, () => from(i + 1))
+      }
+      return Effect.succeed(response)
+    }
+    return from(0)
+  })
 
 /** Builds a `Model` from its operations. */
 export const make = (service: Service): Service => service

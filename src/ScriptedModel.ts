@@ -84,12 +84,34 @@ export const remaining: Effect.Effect<number | undefined, never, ScriptedModel> 
  */
 const tokens = (characters: number): number => Math.ceil(characters / 4)
 
-const requestCharacters = (request: Model.Request): number => {
-  if (request.prompt !== undefined) return request.prompt.length
-  let characters = 0
-  const messages = request.messages ?? []
-  for (let i = 0; i < messages.length; i++) characters += messages[i]!.content.length
-  return characters
+/**
+ * Characters of a request's prompt or messages. A tool loop sends the previous request's messages plus a few new
+ * ones every turn, so the count of the last request is kept and only the new messages are read when the previous
+ * messages are still there, as the same objects (comparing references is much cheaper than reading contents).
+ */
+const characterCounter = () => {
+  let lastMessages: ReadonlyArray<Model.Message> = []
+  let lastCharacters = 0
+  return (request: Model.Request): number => {
+    if (request.prompt !== undefined) return request.prompt.length
+    const messages = request.messages ?? []
+    const known = lastMessages.length
+    let start = 0
+    let characters = 0
+    if (known > 0 && messages.length >= known) {
+      let same = 0
+      while (same < known && messages[same] === lastMessages[same]) same++
+      if (same === known) {
+        start = known
+        characters = lastCharacters
+      }
+    }
+    for (let i = start; i < messages.length; i++) characters += messages[i]!.content.length
+    // A copy: a caller may push onto the same array for its next request.
+    lastMessages = messages.slice()
+    lastCharacters = characters
+    return characters
+  }
 }
 
 const toChoice = (turn: Turn, callIndex: number, choice: number): Model.Choice => {
@@ -119,7 +141,8 @@ const choiceCharacters = (choice: Model.Choice): number => {
 const respond = (
   request: Model.Request,
   callIndex: number,
-  turns: ReadonlyArray<Turn>
+  turns: ReadonlyArray<Turn>,
+  requestCharacters: (request: Model.Request) => number
 ): Effect.Effect<Model.Response, ModelError> => {
   const choices: Array<Model.Choice> = []
   let outputCharacters = 0
@@ -160,6 +183,7 @@ const delayOf = (turns: ReadonlyArray<Turn>): Duration.Duration | undefined => {
 export const layer = (script: Script): Layer.Layer<Model.Model | ScriptedModel> =>
   Layer.effectContext(Effect.sync(() => {
     const received: Array<Model.Request> = []
+    const requestCharacters = characterCounter()
     let consumed = 0
 
     /** The next turn: a plain value when the script has it at hand, an effect when it must wait or fail. */
@@ -174,8 +198,8 @@ export const layer = (script: Script): Layer.Layer<Model.Model | ScriptedModel> 
     const withDelay = (request: Model.Request, callIndex: number, turns: ReadonlyArray<Turn>) => {
       const delay = delayOf(turns)
       return delay === undefined
-        ? respond(request, callIndex, turns)
-        : Effect.zipRight(Effect.sleep(delay), Effect.suspend(() => respond(request, callIndex, turns)))
+        ? respond(request, callIndex, turns, requestCharacters)
+        : Effect.zipRight(Effect.sleep(delay), Effect.suspend(() => respond(request, callIndex, turns, requestCharacters)))
     }
 
     const answer = (request: Model.Request): Effect.Effect<Model.Response, ModelError> => {

@@ -38,6 +38,24 @@ describe("ScriptedModel", () => {
       Effect.provide(ScriptedModel.layer((request, index) => `${index}: ${request.messages?.at(-1)?.content}`))
     ))
 
+  it.effect("input tokens count the whole request, whether it extends the last one, reuses its array or replaces a message", () =>
+    Effect.gen(function*() {
+      const tokensOf = (messages: ReadonlyArray<Model.Message>) =>
+        Effect.map(Model.generate({ messages }), (response) => response.usage.inputTokens)
+      const a = Model.user("a".repeat(40)) // 10 tokens
+      const b = Model.assistant("b".repeat(80)) // 20 tokens
+      const c = Model.user("c".repeat(400)) // 100 tokens
+      const conversation: Array<Model.Message> = [a]
+      expect(yield* tokensOf(conversation)).toBe(10)
+      conversation.push(b) // the same array, grown in place
+      expect(yield* tokensOf(conversation)).toBe(30)
+      expect(yield* tokensOf([a, b, c])).toBe(130)
+      conversation[1] = c // a message replaced in place
+      expect(yield* tokensOf(conversation)).toBe(110)
+      expect(yield* tokensOf([c])).toBe(100)
+      expect(yield* tokensOf([a, b])).toBe(30)
+    }).pipe(Effect.provide(ScriptedModel.layer(() => ""))))
+
   it.effect("tool calls, reasoning, usage and scripted errors", () =>
     Effect.gen(function*() {
       const response = yield* ask("go")

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, type Layer, Predicate, Stream } from "effect"
+import { Effect, type Exit, type Layer, Predicate, Stream, type Tracer } from "effect"
 import { type AgentError, InvalidAgent, InvalidOptions, SessionConflict, SubAgentFailed } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import * as Architecture from "./Architecture.js"
@@ -103,28 +103,31 @@ const sessionIdPattern = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/
 
 const newSessionId = (): string => `sess_${globalThis.crypto.randomUUID().replace(/-/g, "").slice(0, 20)}`
 
+// Written without a generator, like the rest of a run's start: a generator frame and its objects stay alive
+// for as long as the run, in every concurrent session.
 const rootInput = (
   agent: Agent<unknown>,
   prompt: string,
   options: RunOptions | undefined,
-  streamText: boolean
+  streamText: boolean,
+  resources: Architecture.Resources,
+  span: Tracer.Span | undefined
 ): Effect.Effect<Architecture.Input, InvalidAgent | InvalidOptions> =>
-  Effect.gen(function*() {
+  Effect.suspend((): Effect.Effect<Architecture.Input, InvalidAgent | InvalidOptions> => {
     const sessionId = options?.sessionId ?? newSessionId()
     if (!sessionIdPattern.test(sessionId) || sessionId.includes("__")) {
-      return yield* new InvalidOptions({
+      return Effect.fail(new InvalidOptions({
         module: "Agent",
         message: `invalid session id ${JSON.stringify(sessionId)}: use letters, digits, -, ., : and single _ ("__" separates sub-agents)`
-      })
+      }))
     }
     if (!Number.isInteger(agent.maxTurns) || agent.maxTurns < 1) {
-      return yield* new InvalidAgent({ agent: agent.name, message: `maxTurns must be an integer ≥ 1, got ${agent.maxTurns}` })
+      return Effect.fail(new InvalidAgent({ agent: agent.name, message: `maxTurns must be an integer ≥ 1, got ${agent.maxTurns}` }))
     }
     const budget = options?.budget !== undefined
-      ? yield* Budget.make(options.budget)
-      : yield* Effect.map(Effect.serviceOption(Budget.Budget), (tracker) =>
-        tracker._tag === "Some" ? tracker.value : Budget.unlimited)
-    return {
+      ? Budget.make(options.budget)
+      : Effect.map(Effect.serviceOption(Budget.Budget), (tracker) => tracker._tag === "Some" ? tracker.value : Budget.unlimited)
+    return Effect.map(budget, (budget): Architecture.Input => ({
       agent,
       prompt,
       history: options?.history ?? [],
@@ -133,30 +136,36 @@ const rootInput = (
       budget,
       streamText,
       parent: undefined,
-      resources: Architecture.makeResources()
-    }
+      resources,
+      ...(span !== undefined ? { span } : {})
+    }))
   })
+
+/** Ends a run's span with its exit, on the clock in context (as `Effect.withSpan` does). */
+const endSpan = (span: Tracer.Span, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
+  Effect.clockWith((clock) => Effect.sync(() => span.end(clock.unsafeCurrentTimeNanos(), exit)))
 
 /**
  * Runs an agent on a prompt and answers its result. A spent budget is not a failure: the result is marked
  * interrupted (`budget:<limit>`) and keeps the best output so far. Interrupting the fiber stops the run at once.
  */
 export const run = <R>(agent: Agent<R>, prompt: string, options?: RunOptions): Effect.Effect<AgentEvent.RunResult, AgentError, R> =>
+  // What `Effect.withSpan` around an `Effect.onExit` would do, with one exit handler (ending the span and closing
+  // the run's resources) and the span provided together with the run's context: each wrapper is a frame the
+  // run keeps for its whole life, in every concurrent session. No stack capture: an Error per run.
   Effect.flatMap(
-    rootInput(agent, prompt, options, false),
-    (input) =>
-      Effect.onExit(
-        agent.architecture.execute(input, Architecture.unobserved),
-        (exit) => Architecture.closeResources(input.resources, exit)
+    Effect.makeSpan("valet/Agent.run", { attributes: { agent: agent.name }, captureStackTrace: false }),
+    (span) => {
+      const resources = Architecture.makeResources()
+      return Effect.onExit(
+        Effect.flatMap(
+          rootInput(agent, prompt, options, false, resources, span),
+          (input) => agent.architecture.execute(input, Architecture.unobserved)
+        ),
+        (exit) => Effect.zipRight(Architecture.closeResources(resources, exit), endSpan(span, exit))
       )
-  ).pipe(
-    // No stack capture: it costs an Error and its call sites per run, retained while the run is in flight.
-    Effect.withSpan("valet/Agent.run", { attributes: { agent: agent.name }, captureStackTrace: false })
-  ) as Effect.Effect<
-    AgentEvent.RunResult,
-    AgentError,
-    R
-  >
+    }
+  ) as Effect.Effect<AgentEvent.RunResult, AgentError, R>
 
 /**
  * Runs an agent and streams its events, sub-agents' included: `RunStarted` first, one `RunCompleted` (holding
@@ -168,14 +177,17 @@ export const stream = <R>(
   options?: StreamOptions
 ): Stream.Stream<AgentEvent.AgentEvent, AgentError, R> =>
   Stream.unwrapScoped(
-    Effect.flatMap(
-      rootInput(agent, prompt, options, options?.textDeltas ?? true),
-      (input) =>
-        Effect.as(
-          Effect.addFinalizer((exit) => Architecture.closeResources(input.resources, exit)),
-          agent.architecture.run(input)
-        )
-    )
+    Effect.suspend(() => {
+      const resources = Architecture.makeResources()
+      return Effect.flatMap(
+        rootInput(agent, prompt, options, options?.textDeltas ?? true, resources, undefined),
+        (input) =>
+          Effect.as(
+            Effect.addFinalizer((exit) => Architecture.closeResources(input.resources, exit)),
+            agent.architecture.run(input)
+          )
+      )
+    })
   ) as Stream.Stream<AgentEvent.AgentEvent, AgentError, R>
 
 // ---------------------------------------------------------------------------------------------------------

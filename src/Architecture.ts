@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Effect, type Exit, FiberRef, Layer, Mailbox, Predicate, Scope, Stream } from "effect"
+import { Clock, Context, Effect, type Exit, FiberRef, Layer, Mailbox, Predicate, Scope, Stream, Tracer } from "effect"
 import type * as Agent from "./Agent.js"
 import type { AgentError, BudgetExhausted } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
@@ -80,6 +80,8 @@ export interface Input {
   /** The run this one is a sub-agent of: its model calls and usage roll up there. */
   readonly parent: RunContext | undefined
   readonly resources: Resources
+  /** The run's tracing span (`valet/Agent.run`): the parent of the spans made while the program runs. */
+  readonly span?: Tracer.Span
 }
 
 /** What an architecture program returns; the runtime adds the counts and timing to make the `RunResult`. */
@@ -369,14 +371,15 @@ export const make = <R>(options: MakeOptions<R>): Architecture<Exclude<R, Curren
   return { [TypeId]: TypeId, name: options.name, run, execute }
 }
 
+// No generator here: a generator frame (and everything its closure holds) stays alive for the whole run, in
+// every concurrent session; so does each wrapper, which is why the run's context is provided in one piece.
 const executeProgram = <R>(
   name: string,
   program: (input: Input) => Effect.Effect<Outcome, AgentError, R | CurrentRun>,
   input: Input,
   emitter: Emitter
 ): Effect.Effect<AgentEvent.RunResult, AgentError, Exclude<R, CurrentRun>> =>
-  Effect.gen(function*() {
-    const clock = yield* Effect.clock
+  Effect.clockWith((clock) => {
     const startedAt = clock.unsafeCurrentTimeMillis()
     const state = new RunState(
       input.sessionId,
@@ -391,17 +394,7 @@ const executeProgram = <R>(
       clock
     )
     state.parent?.children.set(state.sessionId, state)
-    if (emitter.observed) {
-      yield* emitter.emit({
-        _tag: "RunStarted",
-        sessionId: state.sessionId,
-        timestamp: startedAt,
-        agent: input.agent.name,
-        architecture: name,
-        prompt: input.prompt
-      })
-    }
-    let body: Effect.Effect<Outcome, AgentError, R | CurrentRun> = program(input)
+    let body: Effect.Effect<Outcome, AgentError, R | CurrentRun> = Effect.suspend(() => program(input))
     const model = input.agent.model
     if (model !== undefined) {
       const resources = input.resources
@@ -427,20 +420,35 @@ const executeProgram = <R>(
         })
       )
     }
-    const outcome = yield* Effect.provideService(guarded, CurrentRun, state)
-    const endedAt = state.now()
-    const result: AgentEvent.RunResult = {
-      sessionId: state.sessionId,
-      output: outcome.output,
-      modelCalls: state.modelCalls,
-      usage: state.usage,
-      interrupted: outcome.interrupted !== undefined,
-      ...(outcome.interrupted !== undefined ? { interruptionReason: outcome.interrupted } : {}),
-      durationMs: endedAt - startedAt,
-      metadata: outcome.metadata ?? {}
-    }
-    if (emitter.observed) {
-      yield* emitter.emit({ _tag: "RunCompleted", sessionId: state.sessionId, timestamp: endedAt, result })
-    }
-    return result
+    const runContext = input.span !== undefined
+      ? Context.make(CurrentRun, state).pipe(Context.add(Tracer.ParentSpan, input.span))
+      : Context.make(CurrentRun, state)
+    const finished = Effect.flatMap(Effect.provide(guarded, runContext), (outcome) => {
+      const endedAt = state.now()
+      const result: AgentEvent.RunResult = {
+        sessionId: state.sessionId,
+        output: outcome.output,
+        modelCalls: state.modelCalls,
+        usage: state.usage,
+        interrupted: outcome.interrupted !== undefined,
+        ...(outcome.interrupted !== undefined ? { interruptionReason: outcome.interrupted } : {}),
+        durationMs: endedAt - startedAt,
+        metadata: outcome.metadata ?? {}
+      }
+      return emitter.observed
+        ? Effect.as(emitter.emit({ _tag: "RunCompleted", sessionId: state.sessionId, timestamp: endedAt, result }), result)
+        : Effect.succeed(result)
+    })
+    if (!emitter.observed) return finished
+    return Effect.zipRight(
+      emitter.emit({
+        _tag: "RunStarted",
+        sessionId: state.sessionId,
+        timestamp: startedAt,
+        agent: input.agent.name,
+        architecture: name,
+        prompt: input.prompt
+      }),
+      finished
+    )
   }) as Effect.Effect<AgentEvent.RunResult, AgentError, Exclude<R, CurrentRun>>

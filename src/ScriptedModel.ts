@@ -178,64 +178,72 @@ const delayOf = (turns: ReadonlyArray<Turn>): Duration.Duration | undefined => {
 
 /**
  * A `Model` that answers from a script, and the `ScriptedModel` service to inspect it. With `n` > 1 a request
- * consumes `n` turns, one per choice. `stream` sends a turn as word-sized deltas.
+ * consumes `n` turns, one per choice. `stream` sends a turn as word-sized deltas. Each build starts the script
+ * afresh.
  */
 export const layer = (script: Script): Layer.Layer<Model.Model | ScriptedModel> =>
-  Layer.effectContext(Effect.sync(() => {
-    const received: Array<Model.Request> = []
-    const requestCharacters = characterCounter()
-    let consumed = 0
+  Layer.effectContext(Effect.sync(() => context(script)))
 
-    /** The next turn: a plain value when the script has it at hand, an effect when it must wait or fail. */
-    const nextTurn = (request: Model.Request, callIndex: number): Turn | Effect.Effect<Turn, ModelError> => {
-      if (typeof script === "function") return script(request, callIndex)
-      if (consumed >= script.length) {
-        return Effect.fail(new ScriptExhausted({ callIndex: consumed, scriptLength: script.length }))
-      }
-      return script[consumed++]!
+/**
+ * What `layer` provides, as a plain `Context` with its own fresh script: `Effect.provide(run, context(script))`
+ * gives one run its own scripted model without building a layer (no scope, no memo map), the cheap way to give
+ * each of many concurrent sessions a model of its own.
+ */
+export const context = (script: Script): Context.Context<Model.Model | ScriptedModel> => {
+  const received: Array<Model.Request> = []
+  const requestCharacters = characterCounter()
+  let consumed = 0
+
+  /** The next turn: a plain value when the script has it at hand, an effect when it must wait or fail. */
+  const nextTurn = (request: Model.Request, callIndex: number): Turn | Effect.Effect<Turn, ModelError> => {
+    if (typeof script === "function") return script(request, callIndex)
+    if (consumed >= script.length) {
+      return Effect.fail(new ScriptExhausted({ callIndex: consumed, scriptLength: script.length }))
     }
+    return script[consumed++]!
+  }
 
-    const withDelay = (request: Model.Request, callIndex: number, turns: ReadonlyArray<Turn>) => {
-      const delay = delayOf(turns)
-      return delay === undefined
-        ? respond(request, callIndex, turns, requestCharacters)
-        : Effect.zipRight(Effect.sleep(delay), Effect.suspend(() => respond(request, callIndex, turns, requestCharacters)))
+  const withDelay = (request: Model.Request, callIndex: number, turns: ReadonlyArray<Turn>) => {
+    const delay = delayOf(turns)
+    return delay === undefined
+      ? respond(request, callIndex, turns, requestCharacters)
+      : Effect.zipRight(Effect.sleep(delay), Effect.suspend(() => respond(request, callIndex, turns, requestCharacters)))
+  }
+
+  const answer = (request: Model.Request): Effect.Effect<Model.Response, ModelError> => {
+    const callIndex = received.length
+    received.push(request)
+    const n = request.n ?? 1
+    if (n === 1) {
+      const turn = nextTurn(request, callIndex)
+      // The common case of a test double: no effect to run, so none is built.
+      return Effect.isEffect(turn)
+        ? Effect.flatMap(turn, (t) => withDelay(request, callIndex, [t]))
+        : withDelay(request, callIndex, [turn])
     }
-
-    const answer = (request: Model.Request): Effect.Effect<Model.Response, ModelError> => {
-      const callIndex = received.length
-      received.push(request)
-      const n = request.n ?? 1
-      if (n === 1) {
+    return Effect.flatMap(
+      Effect.forEach(Array.from({ length: n }, (_, i) => i), () => {
         const turn = nextTurn(request, callIndex)
-        // The common case of a test double: no effect to run, so none is built.
-        return Effect.isEffect(turn)
-          ? Effect.flatMap(turn, (t) => withDelay(request, callIndex, [t]))
-          : withDelay(request, callIndex, [turn])
-      }
-      return Effect.flatMap(
-        Effect.forEach(Array.from({ length: n }, (_, i) => i), () => {
-          const turn = nextTurn(request, callIndex)
-          return Effect.isEffect(turn) ? turn : Effect.succeed(turn)
-        }),
-        (turns) => withDelay(request, callIndex, turns)
-      )
-    }
+        return Effect.isEffect(turn) ? turn : Effect.succeed(turn)
+      }),
+      (turns) => withDelay(request, callIndex, turns)
+    )
+  }
 
-    const model: Model.Service = {
-      generate: answer,
-      stream: (request) => Stream.unwrap(Effect.map(answer(request), (response) => Stream.fromIterable(Model.toChunks(response)))),
-      streamInto: (request, onChunk) => Effect.flatMap(answer(request), (response) => Model.replayInto(response, onChunk))
-    }
+  const model: Model.Service = {
+    generate: answer,
+    stream: (request) => Stream.unwrap(Effect.map(answer(request), (response) => Stream.fromIterable(Model.toChunks(response)))),
+    streamInto: (request, onChunk) => Effect.flatMap(answer(request), (response) => Model.replayInto(response, onChunk))
+  }
 
-    const service: Service = {
-      calls: Effect.sync(() => received.slice()),
-      remaining: Effect.sync(() => (typeof script === "function" ? undefined : script.length - consumed)),
-      assertConsumed: Effect.suspend(() =>
-        typeof script !== "function" && consumed < script.length
-          ? Effect.fail(new ScriptNotConsumed({ consumed, scriptLength: script.length }))
-          : Effect.void
-      )
-    }
-    return Context.make(Model.Model, model).pipe(Context.add(ScriptedModel, service))
-  }))
+  const service: Service = {
+    calls: Effect.sync(() => received.slice()),
+    remaining: Effect.sync(() => (typeof script === "function" ? undefined : script.length - consumed)),
+    assertConsumed: Effect.suspend(() =>
+      typeof script !== "function" && consumed < script.length
+        ? Effect.fail(new ScriptNotConsumed({ consumed, scriptLength: script.length }))
+        : Effect.void
+    )
+  }
+  return Context.make(Model.Model, model).pipe(Context.add(ScriptedModel, service))
+}

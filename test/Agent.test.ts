@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
+import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Schema, Stream, type Tracer } from "effect"
 import { Agent, AgentError, AgentEvent, Architecture, Model, ScriptedModel, Tool } from "../src/index.js"
 
 const add = Tool.make({
@@ -301,4 +301,34 @@ describe("Agent", () => {
       expect(a.sessionId).toMatch(/^sess_[0-9a-f]{20}$/)
       expect(a.sessionId).not.toBe(b.sessionId)
     }).pipe(Effect.provide(ScriptedModel.layer(["1", "2"]))))
+
+  it.effect("one Agent.run effect run twice makes two runs with their own session ids", () =>
+    Effect.gen(function*() {
+      const once = Agent.run(Agent.make({ name: "a", instructions: "" }), "x")
+      const [a, b] = [yield* once, yield* once]
+      expect(a.output).toBe("1")
+      expect(b.output).toBe("2")
+      expect(a.sessionId).not.toBe(b.sessionId)
+    }).pipe(Effect.provide(ScriptedModel.layer(["1", "2"]))))
+
+  it.effect("Agent.run is traced by a valet/Agent.run span: the caller's child, the parent of spans in tools, ended with the run", () =>
+    Effect.gen(function*() {
+      const seen: Array<Tracer.AnySpan> = []
+      const probe = Tool.make({
+        name: "probe",
+        description: "",
+        parameters: Schema.Struct({}),
+        handler: () => Effect.map(Effect.currentSpan, (span) => (seen.push(span), "ok"))
+      })
+      const agent = Agent.make({ name: "traced", instructions: "", tools: [probe] })
+      const result = yield* Agent.run(agent, "x").pipe(Effect.withSpan("caller"))
+      expect(result.output).toBe("done")
+      const span = seen[0] as Tracer.Span
+      expect(span.name).toBe("valet/Agent.run")
+      expect(span.attributes.get("agent")).toBe("traced")
+      expect(span.parent._tag === "Some" && span.parent.value._tag === "Span" ? span.parent.value.name : undefined).toBe("caller")
+      expect(span.status._tag).toBe("Ended")
+      const failed = yield* Effect.exit(Agent.run(agent, "x", { sessionId: "bad__id" }))
+      expect(Exit.isFailure(failed)).toBe(true)
+    }).pipe(Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "probe" }] }, "done"]))))
 })

@@ -16,7 +16,8 @@ export const valet: Framework = {
     const agent = Agent.make({ name: "calculator", instructions, tools: [add], maxTurns: steps + 1 })
     const turn = (index: number): ScriptedModel.Turn =>
       index < steps - 1 ? { toolCalls: [{ name: "add", arguments: argsAt(index + 1) }] } : finalText
-    const model = ScriptedModel.layer(
+    // A model of its own per session, as the other frameworks have their mock per session (a context: no layer to build).
+    const model = ScriptedModel.context(
       options.yieldPerCall
         ? (_request, index) => Effect.as(Effect.promise(yieldToEventLoop), turn(index))
         : (_request, index) => turn(index)

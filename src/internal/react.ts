@@ -1,7 +1,8 @@
 import { Effect, Schema } from "effect"
-import { InvalidAgent } from "../AgentError.js"
+import { type BudgetExhausted, InvalidAgent } from "../AgentError.js"
 import * as Architecture from "../Architecture.js"
 import * as Model from "../Model.js"
+import type { ModelError } from "../ModelError.js"
 import * as Tool from "../Tool.js"
 import { canonicalArguments } from "./json.js"
 
@@ -31,16 +32,30 @@ export type Options = typeof Options.Type
 
 export const name = "react"
 
-/** The ReAct loop: ask the model with the tools; run the calls it asks for; repeat until it answers in text. */
-export const program = (options: Options) => (input: Architecture.Input) =>
-  Effect.gen(function*() {
+/**
+ * The ReAct loop: ask the model with the tools; run the calls it asks for; repeat until it answers in text.
+ *
+ * Written as a chain of `flatMap`s rather than a generator: this runs in every concurrent session, and a
+ * generator keeps a frame and its objects alive for the whole run where a continuation keeps only what it uses.
+ */
+export const program = (options: Options) =>
+(
+  input: Architecture.Input
+): Effect.Effect<Architecture.Outcome, InvalidAgent | ModelError | BudgetExhausted, Model.Model | Architecture.CurrentRun> =>
+  Effect.suspend((): Effect.Effect<
+    Architecture.Outcome,
+    InvalidAgent | ModelError | BudgetExhausted,
+    Model.Model | Architecture.CurrentRun
+  > => {
     const agent = input.agent
     const invalid = agent.tools.filter((tool) => !Tool.isValidName(tool.name))
     if (invalid.length > 0) {
-      return yield* new InvalidAgent({
-        agent: agent.name,
-        message: `invalid tool names ${invalid.map((tool) => JSON.stringify(tool.name)).join(", ")}: use [a-zA-Z0-9_-]{1,64}`
-      })
+      return Effect.fail(
+        new InvalidAgent({
+          agent: agent.name,
+          message: `invalid tool names ${invalid.map((tool) => JSON.stringify(tool.name)).join(", ")}: use [a-zA-Z0-9_-]{1,64}`
+        })
+      )
     }
     const kit = Tool.toolkit(agent.tools) as Tool.Toolkit<never>
     const maxTurns = options.maxTurns ?? agent.maxTurns
@@ -60,46 +75,54 @@ export const program = (options: Options) => (input: Architecture.Input) =>
     let repeatedKey = ""
     let repeatedCount = 0
 
-    // Looked up once: the loop below runs per step, and every lookup is an effect to run.
-    const run = (yield* Architecture.CurrentRun) as Architecture.RunState
-    const runTool = (call: Model.ToolCall) => Architecture.executeToolFor(run, kit, call, executeOptions)
+    return Effect.flatMap(Architecture.CurrentRun, (current) => {
+      // Looked up once: the loop below runs per step, and every lookup is an effect to run.
+      const run = current as Architecture.RunState
+      const runTool = (call: Model.ToolCall) => Architecture.executeToolFor(run, kit, call, executeOptions)
 
-    for (let turn = 1; turn <= maxTurns; turn++) {
-      const response = yield* Architecture.generateFor(run, { ...base, messages: messages.slice() }, {
-        step: `react.turn_${turn}`
-      })
-      const choice = response.choices[0]
-      const text = choice?.text ?? ""
-      const calls = choice?.toolCalls ?? []
-      if (text !== "") {
-        lastText = text
-        run.output = text
+      const afterTools = (turn: number) => (results: ReadonlyArray<Tool.Result>) => {
+        for (const result of results) messages.push(Model.toolResult(result.toolCallId, result.name, result.content))
+        return step(turn + 1)
       }
-      if (calls.length === 0) return { output: text, metadata: { turns: turn } }
 
-      if (maxRepeats > 0) {
-        for (const call of calls) {
-          const key = `${call.name}\u0000${canonicalArguments(call.arguments)}`
-          repeatedCount = key === repeatedKey ? repeatedCount + 1 : 1
-          repeatedKey = key
-          if (repeatedCount >= maxRepeats) {
-            return {
-              output: lastText,
-              interrupted: "repeated_tool_call",
-              metadata: { turns: turn, repeatedTool: call.name, repeatedArguments: call.arguments }
+      const step = (turn: number): Effect.Effect<Architecture.Outcome, ModelError | BudgetExhausted, Model.Model> => {
+        if (turn > maxTurns) {
+          return Effect.succeed({ output: lastText, interrupted: "max_turns_exceeded", metadata: { turns: maxTurns } })
+        }
+        const request: Model.Request = { ...base, messages: messages.slice() }
+        return Effect.flatMap(Architecture.generateFor(run, request, { step: `react.turn_${turn}` }), (response) => {
+          const choice = response.choices[0]
+          const text = choice?.text ?? ""
+          const calls = choice?.toolCalls ?? []
+          if (text !== "") {
+            lastText = text
+            run.output = text
+          }
+          if (calls.length === 0) return Effect.succeed({ output: text, metadata: { turns: turn } })
+
+          if (maxRepeats > 0) {
+            for (const call of calls) {
+              const key = `${call.name}\u0000${canonicalArguments(call.arguments)}`
+              repeatedCount = key === repeatedKey ? repeatedCount + 1 : 1
+              repeatedKey = key
+              if (repeatedCount >= maxRepeats) {
+                return Effect.succeed({
+                  output: lastText,
+                  interrupted: "repeated_tool_call",
+                  metadata: { turns: turn, repeatedTool: call.name, repeatedArguments: call.arguments }
+                })
+              }
             }
           }
-        }
-      }
 
-      messages.push(Model.assistant(text, calls))
-      // One call runs inline: forking a fiber for it would cost more than the rest of the step.
-      const results = calls.length === 1
-        ? [yield* runTool(calls[0]!)]
-        : yield* Effect.forEach(calls, runTool, { concurrency })
-      for (const result of results) messages.push(Model.toolResult(result.toolCallId, result.name, result.content))
-    }
-    return { output: lastText, interrupted: "max_turns_exceeded", metadata: { turns: maxTurns } }
+          messages.push(Model.assistant(text, calls))
+          // One call runs inline: forking a fiber for it would cost more than the rest of the step.
+          if (calls.length === 1) return Effect.flatMap(runTool(calls[0]!), (result) => afterTools(turn)([result]))
+          return Effect.flatMap(Effect.forEach(calls, runTool, { concurrency }), afterTools(turn))
+        })
+      }
+      return step(1)
+    })
   })
 
 /** ReAct with its defaults: the architecture of an agent made without one. */

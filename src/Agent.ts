@@ -176,18 +176,15 @@ export const stream = <R>(
   prompt: string,
   options?: StreamOptions
 ): Stream.Stream<AgentEvent.AgentEvent, AgentError, R> =>
-  Stream.unwrapScoped(
+  Architecture.streamEvents(
     Effect.suspend(() => {
       const resources = Architecture.makeResources()
-      return Effect.flatMap(
+      return Effect.zipLeft(
         rootInput(agent, prompt, options, options?.textDeltas ?? true, resources, undefined),
-        (input) =>
-          Effect.as(
-            Effect.addFinalizer((exit) => Architecture.closeResources(input.resources, exit)),
-            agent.architecture.run(input)
-          )
+        Effect.addFinalizer((exit) => Architecture.closeResources(resources, exit))
       )
-    })
+    }),
+    agent.architecture.execute
   ) as Stream.Stream<AgentEvent.AgentEvent, AgentError, R>
 
 // ---------------------------------------------------------------------------------------------------------

@@ -355,21 +355,32 @@ export const make = <R>(options: MakeOptions<R>): Architecture<Exclude<R, Curren
   const execute = (input: Input, emitter: Emitter): Effect.Effect<AgentEvent.RunResult, AgentError, Exclude<R, CurrentRun>> =>
     executeProgram(options.name, options.program, input, emitter)
   const run = (input: Input): Stream.Stream<AgentEvent.AgentEvent, AgentError, Exclude<R, CurrentRun>> =>
-    Stream.unwrapScoped(
-      Effect.gen(function*() {
-        // Bounded: a slow consumer slows the run down instead of the stream retaining every event.
-        const mailbox = yield* Mailbox.make<AgentEvent.AgentEvent, AgentError>({ capacity: 1024 })
+    streamEvents(Effect.succeed(input), execute)
+  return { [TypeId]: TypeId, name: options.name, run, execute }
+}
+
+/**
+ * Streams the events of a run: `start` prepares the input in the stream's scope (`Agent.stream` adds its
+ * finalizer there), then `execute` runs in a fiber of that scope, emitting into a bounded mailbox the stream reads.
+ * One `Stream.unwrapScoped` for both: on Effect 3 each layer of stream plumbing costs about as much per run as a
+ * few dozen tool-loop steps.
+ */
+export const streamEvents = <E, R>(
+  start: Effect.Effect<Input, E, R | Scope.Scope>,
+  execute: (input: Input, emitter: Emitter) => Effect.Effect<AgentEvent.RunResult, AgentError, R>
+): Stream.Stream<AgentEvent.AgentEvent, E | AgentError, Exclude<R, Scope.Scope>> =>
+  Stream.unwrapScoped(
+    Effect.flatMap(start, (input) =>
+      // Bounded: a slow consumer slows the run down instead of the stream retaining every event.
+      Effect.flatMap(Mailbox.make<AgentEvent.AgentEvent, AgentError>({ capacity: 1024 }), (mailbox) => {
         const emitter: Emitter = {
           observed: true,
           emit: (event) => Effect.asVoid(mailbox.offer(event)),
           unsafeEmit: (event) => mailbox.unsafeOffer(event)
         }
-        yield* execute(input, emitter).pipe(Mailbox.into(mailbox), Effect.forkScoped)
-        return Mailbox.toStream(mailbox)
-      })
-    )
-  return { [TypeId]: TypeId, name: options.name, run, execute }
-}
+        return Effect.as(Effect.forkScoped(Mailbox.into(execute(input, emitter), mailbox)), Mailbox.toStream(mailbox))
+      }))
+  ) as Stream.Stream<AgentEvent.AgentEvent, E | AgentError, Exclude<R, Scope.Scope>>
 
 // No generator here: a generator frame (and everything its closure holds) stays alive for the whole run, in
 // every concurrent session; so does each wrapper, which is why the run's context is provided in one piece.

@@ -10,7 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Effect, type Exit, FiberRef, Layer, Mailbox, Predicate, Scope, Stream, Tracer } from "effect"
+import { Clock, Context, Effect, Exit, FiberRef, Layer, Mailbox, Predicate, Scope, Stream, Tracer } from "effect"
 import type * as Agent from "./Agent.js"
 import type { AgentError, BudgetExhausted } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
@@ -225,8 +225,26 @@ export const generateFor = (
   run: RunState,
   request: Model.Request,
   options?: GenerateOptions
-): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model> =>
-  Effect.flatMap(run.budget.reserve, (warnings) => {
+): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model> => {
+  const reserve = run.budget.reserve
+  // The common case of `Agent.run`: no budget (its reservation is an answer already, read without running it) and
+  // nobody listening. The model is read from the fiber's context, and no reservation is run: three effects fewer
+  // per model call of every agent, where a process's first thousands of calls run unoptimized.
+  const reserved = Exit.isExit(reserve) ? (reserve as Exit.Exit<ReadonlyArray<Budget.Warning>, BudgetExhausted>) : undefined
+  if (!run.emitter.observed && reserved !== undefined && Exit.isSuccess(reserved) && reserved.value.length === 0) {
+    return Effect.withFiberRuntime((fiber) => {
+      run.countCall()
+      const step = options?.step ?? `call_${run.ownCalls}`
+      const model = Context.unsafeGet(fiber.currentContext, Model.Model)
+      return withCallContext(model.generate(request), { sessionId: run.sessionId, rootSessionId: run.rootSessionId, step })
+        .pipe(Effect.map((response) => {
+          run.addUsage(response.usage)
+          run.budget.record(response.usage)
+          return response
+        }))
+    })
+  }
+  return Effect.flatMap(reserve, (warnings) => {
     run.countCall()
     const step = options?.step ?? `call_${run.ownCalls}`
     const callContext: Model.CallContext = { sessionId: run.sessionId, rootSessionId: run.rootSessionId, step }
@@ -282,6 +300,7 @@ export const generateFor = (
     })
     return warnings.length === 0 ? call : Effect.zipRight(emitWarnings(run, warnings), call)
   })
+}
 
 /**
  * Sets `Model.currentCallContext` for the call about to be sent. A plain set, not `Effect.locally` (which costs

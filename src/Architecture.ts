@@ -37,10 +37,6 @@ export interface Emitter {
 const emitNow = (emitter: Emitter, event: AgentEvent.AgentEvent): Effect.Effect<void> =>
   emitter.unsafeEmit !== undefined && emitter.unsafeEmit(event) ? Effect.void : emitter.emit(event)
 
-/** `Effect.zipRight`, skipped when the first effect is the `Effect.void` an event emitted at once leaves. */
-const thenRun = <A, E, R>(first: Effect.Effect<void>, next: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  first === Effect.void ? next : Effect.zipRight(first, next)
-
 /** `Effect.as` on an emit's result, without running anything when the event went out at once. */
 const thenSucceed = <A>(first: Effect.Effect<void>, value: A): Effect.Effect<A> =>
   first === Effect.void ? Effect.succeed(value) : Effect.as(first, value)
@@ -227,41 +223,45 @@ export const generateFor = (
   options?: GenerateOptions
 ): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model> => {
   const reserve = run.budget.reserve
-  // The common case of `Agent.run`: no budget (its reservation is an answer already, read without running it) and
-  // nobody listening. The model is read from the fiber's context, and no reservation is run: three effects fewer
-  // per model call of every agent, where a process's first thousands of calls run unoptimized.
+  // Without a budget the reservation is an answer already (an `Exit`): read it without running it. The model is
+  // read from the fiber's context. Both save effects on a path every model call of every agent takes, and a
+  // process's first thousands of calls run unoptimized.
   const reserved = Exit.isExit(reserve) ? (reserve as Exit.Exit<ReadonlyArray<Budget.Warning>, BudgetExhausted>) : undefined
-  if (!run.emitter.observed && reserved !== undefined && Exit.isSuccess(reserved) && reserved.value.length === 0) {
-    return Effect.withFiberRuntime((fiber) => {
-      run.countCall()
-      const step = options?.step ?? `call_${run.ownCalls}`
-      const model = Context.unsafeGet(fiber.currentContext, Model.Model)
-      return withCallContext(model.generate(request), { sessionId: run.sessionId, rootSessionId: run.rootSessionId, step })
-        .pipe(Effect.map((response) => {
-          run.addUsage(response.usage)
-          run.budget.record(response.usage)
-          return response
-        }))
+  if (reserved !== undefined && Exit.isSuccess(reserved)) {
+    const warnings = reserved.value
+    return Effect.withFiberRuntime((fiber) => call(run, Context.unsafeGet(fiber.currentContext, Model.Model), request, options, warnings))
+  }
+  return Effect.flatMap(
+    reserve,
+    (warnings) => Effect.withFiberRuntime((fiber) => call(run, Context.unsafeGet(fiber.currentContext, Model.Model), request, options, warnings))
+  )
+}
+
+/** One model call once its budget slot is reserved: counting, the call context, and the events if observed. */
+const call = (
+  run: RunState,
+  model: Model.Service,
+  request: Model.Request,
+  options: GenerateOptions | undefined,
+  warnings: ReadonlyArray<Budget.Warning>
+): Effect.Effect<Model.Response, ModelError> => {
+  run.countCall()
+  const step = options?.step ?? `call_${run.ownCalls}`
+  const callContext: Model.CallContext = { sessionId: run.sessionId, rootSessionId: run.rootSessionId, step }
+  const settle = (response: Model.Response): ReadonlyArray<Budget.Warning> => {
+    run.addUsage(response.usage)
+    return run.budget.record(response.usage)
+  }
+  // Nobody listens (`Agent.run`): no events, no clock reads.
+  if (!run.emitter.observed) {
+    return Effect.map(withCallContext(model.generate(request), callContext), (response) => {
+      settle(response)
+      return response
     })
   }
-  return Effect.flatMap(reserve, (warnings) => {
-    run.countCall()
-    const step = options?.step ?? `call_${run.ownCalls}`
-    const callContext: Model.CallContext = { sessionId: run.sessionId, rootSessionId: run.rootSessionId, step }
-    const settle = (response: Model.Response): ReadonlyArray<Budget.Warning> => {
-      run.addUsage(response.usage)
-      return run.budget.record(response.usage)
-    }
-    // Nobody listens (`Agent.run`): no events, no clock reads. This path runs once per model call of every
-    // agent, so it is kept to the few operations it needs.
-    if (!run.emitter.observed) {
-      return Effect.map(withCallContext(Model.generate(request), callContext), (response) => {
-        settle(response)
-        return response
-      })
-    }
-    const send = run.streamText
-      ? Model.streamInto(request, (chunk) =>
+  const send = (): Effect.Effect<Model.Response, ModelError> =>
+    run.streamText
+      ? Model.streamIntoWith(model, request, (chunk) =>
         // Called as each chunk arrives (see `Model.Service.streamInto`), so the event can go out right here.
         chunk._tag === "TextDelta" && chunk.text !== ""
           ? emitNow(run.emitter, {
@@ -273,33 +273,36 @@ export const generateFor = (
             text: chunk.text
           })
           : Effect.void)
-      : Model.generate(request)
-    // Events are handed over synchronously when the stream has room (`emitNow`), so a step runs few effects.
-    const call = Effect.suspend(() => {
-      const startedAt = run.now()
-      const called = emitNow(run.emitter, { _tag: "ModelCalled", sessionId: run.sessionId, timestamp: startedAt, step })
-      return Effect.flatMap(thenRun(called, withCallContext(send, callContext)), (response) => {
-        const after = settle(response)
-        const now = run.now()
-        const choice = response.choices[0]
-        const replied = emitNow(run.emitter, {
-          _tag: "ModelReplied",
-          sessionId: run.sessionId,
-          timestamp: now,
-          step,
-          text: choice?.text ?? "",
-          toolCalls: choice?.toolCalls ?? [],
-          finishReason: choice?.finishReason ?? "other",
-          usage: response.usage,
-          latencyMs: now - startedAt
-        })
-        return after.length === 0
-          ? thenSucceed(replied, response)
-          : Effect.as(Effect.zipRight(replied, emitWarnings(run, after)), response)
+      : model.generate(request)
+  // Events are handed over synchronously when the stream has room (`emitNow`), so a step runs few effects.
+  const sendWithEvents = (): Effect.Effect<Model.Response, ModelError> => {
+    const startedAt = run.now()
+    const called = emitNow(run.emitter, { _tag: "ModelCalled", sessionId: run.sessionId, timestamp: startedAt, step })
+    // The request goes out after `ModelCalled` (a provider may do work when the call is made, e.g. a script).
+    const sent = called === Effect.void
+      ? withCallContext(send(), callContext)
+      : Effect.zipRight(called, Effect.suspend(() => withCallContext(send(), callContext)))
+    return Effect.flatMap(sent, (response) => {
+      const after = settle(response)
+      const now = run.now()
+      const choice = response.choices[0]
+      const replied = emitNow(run.emitter, {
+        _tag: "ModelReplied",
+        sessionId: run.sessionId,
+        timestamp: now,
+        step,
+        text: choice?.text ?? "",
+        toolCalls: choice?.toolCalls ?? [],
+        finishReason: choice?.finishReason ?? "other",
+        usage: response.usage,
+        latencyMs: now - startedAt
       })
+      return after.length === 0
+        ? thenSucceed(replied, response)
+        : Effect.as(Effect.zipRight(replied, emitWarnings(run, after)), response)
     })
-    return warnings.length === 0 ? call : Effect.zipRight(emitWarnings(run, warnings), call)
-  })
+  }
+  return warnings.length === 0 ? sendWithEvents() : Effect.zipRight(emitWarnings(run, warnings), Effect.suspend(sendWithEvents))
 }
 
 /**

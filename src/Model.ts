@@ -310,11 +310,17 @@ export const stream = (request: Request): Stream.Stream<Chunk, ModelError, Model
 export const streamInto = (
   request: Request,
   onChunk: (chunk: Chunk) => Effect.Effect<void>
-): Effect.Effect<Response, ModelError, Model> =>
-  Effect.flatMap(Model, (model) =>
-    model.streamInto !== undefined
-      ? model.streamInto(request, onChunk)
-      : accumulate(model.stream(request).pipe(Stream.tap(onChunk))))
+): Effect.Effect<Response, ModelError, Model> => Effect.flatMap(Model, (model) => streamIntoWith(model, request, onChunk))
+
+/** `streamInto` on a given model service rather than the one in context. */
+export const streamIntoWith = (
+  model: Service,
+  request: Request,
+  onChunk: (chunk: Chunk) => Effect.Effect<void>
+): Effect.Effect<Response, ModelError> =>
+  model.streamInto !== undefined
+    ? model.streamInto(request, onChunk)
+    : accumulate(model.stream(request).pipe(Stream.tap(onChunk)))
 
 /**
  * `streamInto` for a provider that has a whole response at hand: sends its chunks (`toChunks`) to `onChunk`, then

@@ -92,7 +92,10 @@ export interface Outcome {
 export interface Architecture<out R = never> {
   readonly [TypeId]: typeof TypeId
   readonly name: string
-  /** Runs and streams every event, ending with one `RunCompleted`. */
+  /**
+   * Runs and streams every event, ending with one `RunCompleted`. (`Agent.stream` streams `execute` itself, through
+   * `streamEvents`, so the two must agree: `make` builds `run` that way.)
+   */
   readonly run: (input: Input) => Stream.Stream<AgentEvent.AgentEvent, AgentError, R>
   /** Runs and sends every event to `emitter`; answers the same `RunResult` as the stream's `RunCompleted`. */
   readonly execute: (input: Input, emitter: Emitter) => Effect.Effect<AgentEvent.RunResult, AgentError, R>
@@ -169,11 +172,13 @@ export class RunState implements RunContext {
 }
 
 /** Emits an event built from the current time, only when someone observes the run. */
-export const emitWith = (run: RunContext, build: (timestamp: number) => AgentEvent.AgentEvent): Effect.Effect<void> =>
-  run.emitter.observed ? Effect.suspend(() => emitNow(run.emitter, build(nowOf(run)))) : Effect.void
-
-/** The current time for a run's events: its own clock when it is a `RunState`, else `Date.now()`. */
-const nowOf = (run: RunContext): number => (run instanceof RunState ? run.now() : Date.now())
+export const emitWith = (run: RunContext, build: (timestamp: number) => AgentEvent.AgentEvent): Effect.Effect<void> => {
+  if (!run.emitter.observed) return Effect.void
+  // A run made by `make` holds its clock; any other `RunContext` reads the `Clock` in context.
+  return run instanceof RunState
+    ? Effect.suspend(() => emitNow(run.emitter, build(run.now())))
+    : Effect.flatMap(Clock.currentTimeMillis, (now) => emitNow(run.emitter, build(now)))
+}
 
 /** Emits an architecture-specific milestone, e.g. `progress("self_refine.critique", { round, critique })`. */
 export const progress = (name: string, data: Record<string, unknown> = {}): Effect.Effect<void, never, CurrentRun> =>
@@ -227,14 +232,9 @@ export const generateFor = (
   // read from the fiber's context. Both save effects on a path every model call of every agent takes, and a
   // process's first thousands of calls run unoptimized.
   const reserved = Exit.isExit(reserve) ? (reserve as Exit.Exit<ReadonlyArray<Budget.Warning>, BudgetExhausted>) : undefined
-  if (reserved !== undefined && Exit.isSuccess(reserved)) {
-    const warnings = reserved.value
-    return Effect.withFiberRuntime((fiber) => call(run, Context.unsafeGet(fiber.currentContext, Model.Model), request, options, warnings))
-  }
-  return Effect.flatMap(
-    reserve,
-    (warnings) => Effect.withFiberRuntime((fiber) => call(run, Context.unsafeGet(fiber.currentContext, Model.Model), request, options, warnings))
-  )
+  const start = (warnings: ReadonlyArray<Budget.Warning>) =>
+    Effect.withFiberRuntime<Model.Response, ModelError>((fiber) => call(run, Context.unsafeGet(fiber.currentContext, Model.Model), request, options, warnings))
+  return reserved !== undefined && Exit.isSuccess(reserved) ? start(reserved.value) : Effect.flatMap(reserve, start)
 }
 
 /** One model call once its budget slot is reserved: counting, the call context, and the events if observed. */

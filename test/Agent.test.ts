@@ -302,6 +302,33 @@ describe("Agent", () => {
       expect(a.sessionId).not.toBe(b.sessionId)
     }).pipe(Effect.provide(ScriptedModel.layer(["1", "2"]))))
 
+  it.effect("a consumer slower than the run: events wait for room in the stream and keep their order", () =>
+    Effect.gen(function*() {
+      // 400 steps make about 1,600 events, more than the stream buffers (1,024): the run has to wait for the reader.
+      const steps = 400
+      const agent = Agent.make({ name: "long", instructions: "", tools: [add], maxTurns: steps + 1 })
+      const events = yield* Agent.stream(agent, "go", { textDeltas: false }).pipe(
+        Stream.tap(() => Effect.yieldNow()),
+        Stream.runCollect,
+        Effect.map(Chunk.toArray)
+      )
+      const tags = events.map((event) => event._tag)
+      const step = ["ModelCalled", "ModelReplied", "ToolCalled", "ToolReturned"]
+      expect(tags).toEqual([
+        "RunStarted",
+        ...Array.from({ length: steps - 1 }, () => step).flat(),
+        "ModelCalled",
+        "ModelReplied",
+        "RunCompleted"
+      ])
+      const returned = events.filter((event) => event._tag === "ToolReturned")
+      expect(returned.map((event) => event.content)).toEqual(Array.from({ length: steps - 1 }, (_, i) => String(3 * (i + 1))))
+    }).pipe(
+      Effect.provide(ScriptedModel.layer((_request, index) =>
+        index < 399 ? { toolCalls: [{ name: "add", arguments: { a: index + 1, b: 2 * (index + 1) } }] } : "done"
+      ))
+    ))
+
   it.effect("one Agent.run effect run twice makes two runs with their own session ids", () =>
     Effect.gen(function*() {
       const once = Agent.run(Agent.make({ name: "a", instructions: "" }), "x")

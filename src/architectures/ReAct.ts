@@ -1,0 +1,32 @@
+/**
+ * ReAct: the model is called with the agent's tools; when it asks for tool calls they all run concurrently and
+ * their results go back in call order; when it answers in text, that text is the output. The loop stops with
+ * `max_turns_exceeded` after `maxTurns` model turns, and with `repeated_tool_call` when the model asks for the
+ * same tool with the same arguments `maxRepeatedToolCalls` times in a row (a model that makes no progress).
+ *
+ * It is the default architecture of `Agent.make`.
+ *
+ * @since 0.1.0
+ */
+import { Effect, ParseResult, Schema } from "effect"
+import { InvalidOptions } from "../core/AgentError.js"
+import * as Architecture from "../core/Architecture.js"
+import * as internal from "../core/internal/toolLoop.js"
+import type * as Model from "../core/Model.js"
+
+/** The options of ReAct. */
+export const Options = internal.Options
+/** The options of ReAct. */
+export type Options = internal.Options
+
+/** ReAct with its default options. */
+export const architecture: Architecture.Architecture<Model.Model> = internal.defaultArchitecture
+
+/** ReAct with options, checked here: `maxTurns: 0` and the like fail with `InvalidOptions`. */
+export const make = (options: Options = {}): Effect.Effect<Architecture.Architecture<Model.Model>, InvalidOptions> =>
+  Schema.decodeUnknown(Options)(options).pipe(
+    Effect.mapError((error) =>
+      new InvalidOptions({ module: "ReAct", message: ParseResult.TreeFormatter.formatErrorSync(error) })
+    ),
+    Effect.map((valid) => Architecture.make({ name: internal.name, program: internal.program(valid) }))
+  )

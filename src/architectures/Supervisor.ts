@@ -1,0 +1,242 @@
+/**
+ * Supervisor: a coordinator model leads named worker agents through two tools. `delegate(worker, instructions)`
+ * runs a worker on a self-contained task and answers its result; `forward_message(worker)` ends the run with
+ * that worker's last answer, verbatim, as the output. Otherwise the coordinator's text answer is the output.
+ *
+ * The coordinator is a tool loop in the supervisor's own session (model calls `supervisor.turn_<n>`), with the
+ * running agent's instructions and tools beside the two above. The worker names are a schema enum, described from
+ * the workers' instructions; a name that is not a worker, like any bad argument, comes back to the coordinator as
+ * an `ERROR:` tool result it can read. All delegations of one turn run at once (at most `maxConcurrency`), then
+ * the turn's `forward_message` calls. Each delegation is a sub-agent `<parent>__worker_<name>_<n>` (n counts that
+ * worker's delegations): its events stream into the parent's, its calls count for the run. A worker that fails or
+ * stops early is an `ERROR:` result for the coordinator, not a crash; a spent budget stops the run with
+ * `budget:<limit>` and the last worker answer; `maxTurns` coordinator turns stop it with `max_turns_exceeded`.
+ *
+ * Events: `supervisor.delegated`, `supervisor.worker_answered`, `supervisor.forwarded`.
+ *
+ * @since 0.1.0
+ */
+import { Duration, Effect, Schema } from "effect"
+import type * as Agent from "../core/Agent.js"
+import { InvalidAgent, type InvalidOptions } from "../core/AgentError.js"
+import * as Architecture from "../core/Architecture.js"
+import * as Opts from "../core/internal/options.js"
+import * as Roles from "../core/internal/roles.js"
+import * as Template from "../core/internal/template.js"
+import * as Model from "../core/Model.js"
+import * as Tool from "../core/Tool.js"
+
+/** The architecture's name, as `RunStarted.architecture` reports it. */
+export const name = "supervisor"
+
+/** The coordinator's default system prompt; placeholders `{instructions}` (the agent's), `{workers}`. */
+export const defaultCoordinatorPrompt = `{instructions}
+
+You lead a team of workers. Give each worker a self-contained part of the task with the delegate tool — several \
+delegations in one turn run at the same time — and read their answers in the tool results. When one worker's answer \
+is exactly what the user should receive, call forward_message with that worker's name to pass it on unchanged. \
+Otherwise answer the user yourself from the workers' answers.
+
+Workers:
+{workers}`
+
+/** The options of Supervisor. */
+export interface Options<RW> {
+  /** The workers, by their agent names (letters and digits joined by single `-` or `_`, all different). */
+  readonly workers: ReadonlyArray<Agent.Agent<RW>>
+  /** Coordinator turns at most (≥ 1); default the agent's `maxTurns`. */
+  readonly maxTurns?: number
+  /** Delegations running at once, at most (≥ 1); default all of a turn's. */
+  readonly maxConcurrency?: number
+  /** The coordinator's system prompt (`{instructions}`, `{workers}`). */
+  readonly coordinatorPrompt?: string
+}
+
+const workerNamePattern = /^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$/
+
+const Workers = Schema.NonEmptyArray(Opts.AgentSchema).pipe(
+  Schema.filter((workers) => {
+    const bad = workers.filter((worker) => !workerNamePattern.test(worker.name) || worker.name.length > 48)
+    if (bad.length > 0) {
+      return `worker names must be letters and digits joined by single - or _ (at most 48 characters): ${
+        bad.map((worker) => JSON.stringify(worker.name)).join(", ")
+      }`
+    }
+    const names = workers.map((worker) => worker.name)
+    const twice = names.filter((workerName, i) => names.indexOf(workerName) !== i)
+    return twice.length === 0 || `two workers are named ${JSON.stringify(twice[0])}`
+  })
+)
+
+const OptionsSchema = Schema.Struct({
+  workers: Workers,
+  maxTurns: Schema.optional(Opts.IntAtLeast(1)),
+  maxConcurrency: Schema.optional(Opts.IntAtLeast(1)),
+  coordinatorPrompt: Schema.optionalWith(Template.Template(["instructions", "workers"]), {
+    default: () => defaultCoordinatorPrompt
+  })
+})
+type Config = typeof OptionsSchema.Type
+
+/**
+ * Supervisor with options, checked here: no workers, two workers with one name, a name that cannot be part of a
+ * session id, or `maxTurns: 0` fail with `InvalidOptions`.
+ */
+export const make = <RW>(options: Options<RW>): Effect.Effect<Architecture.Architecture<RW | Model.Model>, InvalidOptions> =>
+  Effect.map(
+    Opts.decode("Supervisor", OptionsSchema, options),
+    (config) => Architecture.make({ name, program: program(config) }) as Architecture.Architecture<RW | Model.Model>
+  )
+
+/** A delegated worker did not answer; the coordinator reads this as the tool's `ERROR:` result. */
+export class DelegationFailed extends Schema.TaggedError<DelegationFailed>()("DelegationFailed", {
+  worker: Schema.String,
+  message: Schema.String
+}) {}
+
+/** One delegation of a run, as `RunResult.metadata.delegations` lists it. */
+export interface Delegation {
+  readonly worker: string
+  /** The worker's n-th delegation: its session is `<parent>__worker_<worker>_<n>`. */
+  readonly n: number
+  readonly sessionId: string
+  readonly instructions: string
+  readonly output?: string
+  /** Why the worker gave no answer (its failure or interruption). */
+  readonly error?: string
+}
+
+/** What the coordinator is told about a worker: the first line of its instructions, cut to 200 characters. */
+const describeWorker = (worker: Agent.Agent<unknown>): string => {
+  const line = worker.instructions.split(/\r?\n/).map((l) => l.trim()).find((l) => l !== "") ?? "(no instructions)"
+  return line.length <= 200 ? line : `${line.slice(0, 199)}…`
+}
+
+const reservedTools = ["delegate", "forward_message"]
+
+const program = (config: Config) => (input: Architecture.Input) =>
+  Effect.gen(function*() {
+    const run = yield* Architecture.CurrentRun
+    const agent = input.agent
+    const clash = agent.tools.filter((tool) => reservedTools.includes(tool.name) || !Tool.isValidName(tool.name))
+    if (clash.length > 0) {
+      return yield* new InvalidAgent({
+        agent: agent.name,
+        message: `a supervisor's own tools cannot be named delegate or forward_message, and tool names must match \
+[a-zA-Z0-9_-]{1,64}: ${clash.map((tool) => JSON.stringify(tool.name)).join(", ")}`
+      })
+    }
+    const workers = new Map(config.workers.map((worker) => [worker.name, worker]))
+    const names = config.workers.map((worker) => worker.name) as unknown as readonly [string, ...Array<string>]
+    const roster = config.workers.map((worker) => `- ${worker.name}: ${describeWorker(worker)}`).join("\n")
+
+    const counts = new Map<string, number>()
+    const answers = new Map<string, string>()
+    const delegations: Array<Delegation> = []
+    let forwarded: { readonly worker: string; readonly answer: string } | undefined
+
+    const WorkerName = Schema.Literal(...names).annotations({
+      description: "the worker's name",
+      // `override`: a union's own message is otherwise dropped for one line per literal it did not match.
+      message: (issue) => ({
+        message: `unknown worker ${JSON.stringify(issue.actual)}; the workers are ${names.join(", ")}`,
+        override: true
+      })
+    })
+    const delegate = Tool.make({
+      name: "delegate",
+      description: `Give one worker a self-contained task and get its answer back. Workers:\n${roster}`,
+      parameters: Schema.Struct({
+        worker: WorkerName,
+        instructions: Schema.String.annotations({ description: "everything the worker needs to know to do its part" })
+      }),
+      // A worker is a whole agent run: the run's budget bounds it, not a tool timeout.
+      timeout: Duration.infinity,
+      handler: ({ instructions, worker }) =>
+        Effect.gen(function*() {
+          const n = (counts.get(worker) ?? 0) + 1
+          counts.set(worker, n)
+          const index = delegations.length
+          const role = `worker_${worker}`
+          const sessionId = `${run.sessionId}__${role}_${n}`
+          delegations.push({ worker, n, sessionId, instructions })
+          yield* Architecture.progress("supervisor.delegated", { worker, n, session_id: sessionId, instructions })
+          const ran = yield* Roles.run(workers.get(worker)!, instructions, { role, index: n })
+          if (ran._tag === "Completed") {
+            const output = ran.result.output
+            answers.set(worker, output)
+            delegations[index] = { ...delegations[index]!, output }
+            yield* Architecture.setOutput(output)
+            yield* Architecture.progress("supervisor.worker_answered", { worker, n, output })
+            return output
+          }
+          const error = ran._tag === "Failed"
+            ? `failed: ${ran.reason}: ${ran.error.error.message}`
+            : `stopped early (${ran.reason}) without a final answer`
+          delegations[index] = { ...delegations[index]!, error }
+          return yield* new DelegationFailed({ worker, message: `worker ${JSON.stringify(worker)} ${error}` })
+        })
+    })
+    const forwardMessage = Tool.make({
+      name: "forward_message",
+      description: "End the conversation by giving the user one worker's last answer, unchanged. Use it when that " +
+        "answer is already exactly what the user needs.",
+      parameters: Schema.Struct({ worker: WorkerName }),
+      handler: ({ worker }) => {
+        const answer = answers.get(worker)
+        if (answer === undefined) {
+          return Effect.fail(
+            new DelegationFailed({ worker, message: `worker ${JSON.stringify(worker)} has not answered yet: delegate to it first` })
+          )
+        }
+        forwarded ??= { worker, answer }
+        return Effect.succeed(`The answer of ${worker} goes to the user as it is.`)
+      }
+    })
+    // Cast: the workers' and the agent's tools' requirements are provided by whoever runs the agent.
+    const kit = Tool.toolkit<Architecture.CurrentRun>([
+      delegate as Tool.Tool<Architecture.CurrentRun>,
+      forwardMessage,
+      ...(agent.tools as ReadonlyArray<Tool.Tool>)
+    ])
+
+    const runTool = (call: Model.ToolCall) => Architecture.executeTool(kit, call)
+
+    const system = Template.fill(config.coordinatorPrompt, { instructions: agent.instructions, workers: roster }).trim()
+    const messages: Array<Model.Message> = [Model.system(system), ...input.history, Model.user(input.prompt)]
+    const maxTurns = config.maxTurns ?? agent.maxTurns
+    const metadata = (turns: number) => ({
+      turns,
+      delegations,
+      ...(forwarded !== undefined ? { forwardedFrom: forwarded.worker } : {})
+    })
+
+    for (let turn = 1; turn <= maxTurns; turn++) {
+      const response = yield* Architecture.generate({ messages: messages.slice(), tools: kit.definitions }, {
+        step: `supervisor.turn_${turn}`
+      })
+      const choice = response.choices[0]
+      const text = choice?.text ?? ""
+      const calls = choice?.toolCalls ?? []
+      if (calls.length === 0) return { output: text, metadata: metadata(turn) }
+      messages.push(Model.assistant(text, calls))
+
+      // Delegations (and the agent's own tools) first, all at once; then forward_message, which reads the answers
+      // of this turn's delegations too.
+      const results = new Array<Tool.Result>(calls.length)
+      const first = calls.flatMap((call, i) => (call.name === "forward_message" ? [] : [i]))
+      yield* Effect.forEach(first, (i) => Effect.map(runTool(calls[i]!), (result) => { results[i] = result }), {
+        concurrency: config.maxConcurrency ?? "unbounded",
+        discard: true
+      })
+      for (const [i, call] of calls.entries()) {
+        if (call.name === "forward_message") results[i] = yield* runTool(call)
+      }
+      for (const result of results) messages.push(Model.toolResult(result.toolCallId, result.name, result.content))
+      if (forwarded !== undefined) {
+        yield* Architecture.progress("supervisor.forwarded", { worker: forwarded.worker })
+        return { output: forwarded.answer, metadata: metadata(turn) }
+      }
+    }
+    return { output: run.output, interrupted: "max_turns_exceeded", metadata: metadata(maxTurns) }
+  })

@@ -1,0 +1,254 @@
+/**
+ * `valet actor-loop tasks.jsonl`: one ActorLoop step per task line, `--concurrency` at a time, against the vLLM
+ * pool (`--config`, `--actor-name`). Blank lines are skipped; a malformed line is reported with its number and
+ * skipped; progress goes to a status line on a terminal and to plain lines otherwise; a summary ends the run. The
+ * exit code is non-zero only when no task could run.
+ *
+ * The work is in `runTasksFile`, which takes the layers as a parameter (tests run it on `ScriptedModel`); the
+ * command is built by `makeCommand` from a function choosing the model layer.
+ */
+import { Args, Command, Options } from "@effect/cli"
+import { FileSystem } from "@effect/platform"
+import { NodeFileSystem } from "@effect/platform-node"
+import { Clock, Effect, Either, Layer, Option, Schema, Stream } from "effect"
+import * as ActorLoop from "../../rollouts/ActorLoop.js"
+import type * as Model from "../../core/Model.js"
+import * as Sandbox from "../../environment/Sandbox.js"
+import * as StateStore from "../../environment/StateStore.js"
+import * as TrajectoryStore from "../../environment/TrajectoryStore.js"
+import * as Vllm from "../../providers/Vllm.js"
+import { type Output, stdoutOutput } from "./output.js"
+
+/** The tasks file could not be read, or no task in it could run (the command's non-zero exit). */
+export class ActorLoopFailed extends Schema.TaggedError<ActorLoopFailed>()("ActorLoopFailed", {
+  path: Schema.String,
+  message: Schema.String
+}) {}
+
+/** A line of the tasks file that was skipped. */
+export interface Issue {
+  readonly line: number
+  readonly message: string
+}
+
+/** Reads a tasks file: every non-blank line decoded as a task; a malformed one becomes an issue. */
+export const readTasks = (
+  path: string
+): Effect.Effect<{ readonly tasks: ReadonlyArray<ActorLoop.Task>; readonly issues: ReadonlyArray<Issue> }, ActorLoopFailed, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const text = yield* fs.readFileString(path).pipe(
+      Effect.mapError((error) => new ActorLoopFailed({ path, message: `cannot read the tasks file: ${error.message}` }))
+    )
+    const tasks: Array<ActorLoop.Task> = []
+    const issues: Array<Issue> = []
+    const lines = text.split("\n")
+    for (let i = 0; i < lines.length; i++) {
+      const line = lines[i]!
+      if (line.trim() === "") continue
+      const decoded = ActorLoop.decodeTaskLine(line)
+      if (Either.isLeft(decoded)) issues.push({ line: i + 1, message: decoded.left })
+      else tasks.push(decoded.right)
+    }
+    return { tasks, issues }
+  })
+
+
+/** What a run did. */
+export interface Summary {
+  readonly total: number
+  readonly recorded: number
+  readonly failed: number
+  readonly skippedLines: number
+  readonly sandboxFailed: number
+  readonly parseErrors: number
+  readonly elapsedMs: number
+}
+
+/** Settings of a run. */
+export interface Settings extends ActorLoop.Options {
+  readonly concurrency: number
+}
+
+const seconds = (ms: number): string => (ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`)
+
+const oneLine = (text: string, max = 120): string => {
+  const flat = text.replace(/\s+/g, " ").trim()
+  return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`
+}
+
+/** `12/40 done · 1 failed · 2.30 tasks/s · ETA 12 s` */
+export const progressLine = (done: number, total: number, failed: number, elapsedMs: number): string => {
+  const rate = elapsedMs > 0 ? (done * 1000) / elapsedMs : 0
+  const left = total - done
+  const eta = left === 0 ? "0 s" : rate > 0 ? seconds((left / rate) * 1000) : "?"
+  return `${done}/${total} done · ${failed} failed · ${rate.toFixed(2)} tasks/s · ETA ${eta}`
+}
+
+/** The summary lines. */
+export const summaryLines = (summary: Summary): Array<string> => [
+  `actor-loop: ${summary.total} tasks · ${summary.recorded} recorded · ${summary.failed} failed · ` +
+  `${summary.skippedLines} malformed line${summary.skippedLines === 1 ? "" : "s"} skipped · ` +
+  `sandbox failed in ${summary.sandboxFailed} · parse errors in ${summary.parseErrors} · ${seconds(summary.elapsedMs)}`
+]
+
+/**
+ * Runs every task of the file at `path` with the services of `layer`, reporting to `output`. Fails with
+ * `ActorLoopFailed` when the file cannot be read or when no task could run.
+ */
+export const runTasksFile = <E>(
+  path: string,
+  settings: Settings,
+  layer: Layer.Layer<ActorLoop.Requirements, E>,
+  output: Output
+): Effect.Effect<Summary, ActorLoopFailed | E, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const { issues, tasks } = yield* readTasks(path)
+    for (const issue of issues) yield* output.line(`skipped ${path}:${issue.line}: ${oneLine(issue.message, 200)}`)
+    if (tasks.length === 0) {
+      return yield* new ActorLoopFailed({
+        path,
+        message: `no task could run: ${path} has no valid task line (${issues.length} malformed)`
+      })
+    }
+    yield* output.line(`actor-loop: ${tasks.length} tasks from ${path}, ${settings.concurrency} at a time`)
+    const startedAt = yield* Clock.currentTimeMillis
+    let done = 0
+    let recorded = 0
+    let failed = 0
+    let sandboxFailed = 0
+    let parseErrors = 0
+    let firstError: string | undefined
+    yield* ActorLoop.run(Stream.fromIterable(tasks), settings).pipe(
+      Stream.runForEach((outcome) =>
+        Effect.gen(function*() {
+          done++
+          const elapsed = (yield* Clock.currentTimeMillis) - startedAt
+          if (outcome._tag === "Failed") {
+            failed++
+            const message = `${outcome.error._tag}: ${oneLine(outcome.error.message, 200)}`
+            firstError ??= message
+            yield* output.line(`[${done}/${tasks.length}] ${outcome.task.taskId} FAILED: ${message}`)
+          } else {
+            recorded++
+            const record = outcome.record
+            if (record.metrics.sandboxFailed) sandboxFailed++
+            if (record.modelOutput.parseError !== null) parseErrors++
+            if (!output.tty) {
+              const sandbox = record.sandboxResult === null
+                ? record.metrics.sandboxError !== undefined ? `sandbox error (${oneLine(record.metrics.sandboxError, 80)})` : "no action"
+                : `exit ${record.sandboxResult.exitCode}${record.sandboxResult.timedOut ? " (timed out)" : ""}` +
+                  `${(record.sandboxResult.changedFiles?.length ?? 0) > 0 ? `, ${record.sandboxResult.changedFiles!.length} files changed` : ""}`
+              yield* output.line(
+                `[${done}/${tasks.length}] ${record.taskId} step ${record.step}: ${sandbox} · ` +
+                  `${record.modelOutput.parseError ?? "parsed"} · model ${record.metrics.actorLatencySec.toFixed(2)} s`
+              )
+            }
+          }
+          if (output.tty) yield* output.status(progressLine(done, tasks.length, failed, elapsed))
+        })
+      ),
+      Effect.provide(layer)
+    )
+    const summary: Summary = {
+      total: tasks.length,
+      recorded,
+      failed,
+      skippedLines: issues.length,
+      sandboxFailed,
+      parseErrors,
+      elapsedMs: (yield* Clock.currentTimeMillis) - startedAt
+    }
+    for (const line of summaryLines(summary)) yield* output.line(line)
+    if (recorded === 0) {
+      return yield* new ActorLoopFailed({ path, message: `no task could run: all ${tasks.length} failed (first: ${firstError})` })
+    }
+    return summary
+  })
+
+// ---------------------------------------------------------------------------------------------------------
+// The command
+// ---------------------------------------------------------------------------------------------------------
+
+const optionalText = (name: string, description: string) => Options.text(name).pipe(Options.withDescription(description), Options.optional)
+
+/** The command's flags. */
+export const flags = {
+  actorName: optionalText("actor-name", "Send every step to this actor of the pool (default: route across healthy actors)."),
+  config: Options.text("config").pipe(
+    Options.withDescription("The vLLM actor pool file (a missing file means one actor at http://127.0.0.1:8000)."),
+    Options.withDefault(Vllm.defaultConfigPath)
+  ),
+  concurrency: Options.integer("concurrency").pipe(Options.withDescription("Tasks in flight at once."), Options.withDefault(4)),
+  stateDb: Options.text("state-db").pipe(
+    Options.withDescription("The SQLite file of task states."),
+    Options.withDefault(StateStore.defaultFilename)
+  ),
+  trajectories: Options.text("trajectories").pipe(
+    Options.withDescription("Where trajectories go: <dir>/raw/<task_id>.jsonl."),
+    Options.withDefault(TrajectoryStore.defaultRoot)
+  ),
+  workRoot: optionalText("work-root", "Where sandbox workspaces are made (default: VALET_SANDBOX_ROOT, else the OS temp dir)."),
+  keepWorkspaces: Options.boolean("keep-workspaces").pipe(
+    Options.withDescription("Keep one workspace per task across steps (edits of earlier steps stay).")
+  ),
+  timeoutMs: Options.integer("timeout-ms").pipe(
+    Options.withDescription("Timeout of a sandboxed command when the task sets none (default 30000)."),
+    Options.optional
+  ),
+  chat: Options.boolean("chat").pipe(Options.withDescription("Send prompts as chat messages instead of raw completions."))
+}
+
+/** The parsed flags. */
+export interface FlagValues {
+  readonly actorName: Option.Option<string>
+  readonly config: string
+  readonly concurrency: number
+  readonly stateDb: string
+  readonly trajectories: string
+  readonly workRoot: Option.Option<string>
+  readonly keepWorkspaces: boolean
+  readonly timeoutMs: Option.Option<number>
+  readonly chat: boolean
+}
+
+/** The model of the real command: the vLLM pool of `--config`, one actor when `--actor-name` is given. */
+export const vllmModel = (values: FlagValues): Layer.Layer<Model.Model, Vllm.VllmError> =>
+  Vllm.layerNode({ configPath: values.config, ...(Option.isSome(values.actorName) ? { actorName: values.actorName.value } : {}) })
+
+/** The services of a run: the given model, the process sandbox, SQLite state, JSONL trajectories. */
+export const layersFor = <E>(values: FlagValues, model: Layer.Layer<Model.Model, E>) =>
+  Layer.mergeAll(
+    model,
+    Sandbox.layerProcessConfig(Option.isSome(values.workRoot) ? { workRoot: values.workRoot.value } : {}),
+    StateStore.layerSqlite({ filename: values.stateDb }),
+    TrajectoryStore.layerFile({ root: values.trajectories }).pipe(Layer.provide(NodeFileSystem.layer))
+  )
+
+/** `valet actor-loop`, with the model layer chosen by `modelFor` (the vLLM pool for the real command). */
+export const makeCommand = <E>(modelFor: (values: FlagValues) => Layer.Layer<Model.Model, E>, output: () => Output = stdoutOutput) =>
+  Command.make(
+    "actor-loop",
+    { tasks: Args.file({ name: "tasks.jsonl", exists: "yes" }), ...flags },
+    ({ tasks, ...values }) =>
+      Effect.asVoid(runTasksFile(
+        tasks,
+        {
+          concurrency: Math.max(1, values.concurrency),
+          keepWorkspaces: values.keepWorkspaces,
+          chat: values.chat,
+          ...(Option.isSome(values.timeoutMs) ? { sandboxTimeoutMs: values.timeoutMs.value } : {})
+        },
+        layersFor(values, modelFor(values)),
+        output()
+      ))
+  ).pipe(
+    Command.withDescription(
+      "Runs one RL actor-loop step per task of a JSONL file ({task_id, prompt, workspace_files?, stop?, temperature?, " +
+        "seed?, max_tokens?, timeout_ms?}): prompt with the task's state, the model's action run in a sandbox, the " +
+        "state update saved, one trajectory line appended to <trajectories>/raw/<task_id>.jsonl."
+    )
+  )
+
+/** `valet actor-loop` on the vLLM actor pool. */
+export const actorLoopCommand = makeCommand(vllmModel)

@@ -1,0 +1,282 @@
+/**
+ * What `valet solve` and `valet eval` share: the agent for an architecture and its flags, the model layer (flags,
+ * then environment, then `configs/vllm_actors.yaml`), progress on a terminal or as plain lines, the summary
+ * table. The commands' work is in functions that take the model and sandbox layers as parameters, so tests run
+ * them on `ScriptedModel` and the test sandbox.
+ */
+import { Options } from "@effect/cli"
+import type { FileSystem } from "@effect/platform"
+import { Effect, Layer, Option, Stream } from "effect"
+import * as Agent from "../../core/Agent.js"
+import type { InvalidOptions } from "../../core/AgentError.js"
+import * as AgentEvent from "../../core/AgentEvent.js"
+import * as Ensemble from "../../rollouts/Ensemble.js"
+import * as Evaluate from "../../rollouts/Evaluate.js"
+import type * as Model from "../../core/Model.js"
+import * as Sandbox from "../../environment/Sandbox.js"
+import * as SelfRefine from "../../architectures/SelfRefine.js"
+import * as ToolVote from "../../rollouts/ToolVote.js"
+import * as Vllm from "../../providers/Vllm.js"
+import { modelLayer } from "./model.js"
+import { oneLine, type Output, progressLine, seconds, verdict } from "./output.js"
+
+// ---------------------------------------------------------------------------------------------------------
+// Settings and agents
+// ---------------------------------------------------------------------------------------------------------
+
+/** The architectures the commands run. */
+export const architectures = ["ensemble", "tool-vote", "self-refine"] as const
+/** An architecture the commands run. */
+export type ArchitectureName = typeof architectures[number]
+
+/** The flags of `solve` and `eval` that shape the run (absent: the architecture's default). */
+export interface Settings {
+  readonly architecture: ArchitectureName
+  readonly maxCalls?: number | undefined
+  readonly maxRounds?: number | undefined
+  readonly maxConcurrency?: number | undefined
+  readonly n?: number | undefined
+  readonly attempts?: number | undefined
+  readonly earlyStop?: number | undefined
+  /** Problems at once. */
+  readonly concurrency?: number | undefined
+  readonly shareReference?: boolean | undefined
+  readonly out?: string | undefined
+}
+
+/** The instructions of the agent that runs Self-Refine: its base answers in the shape `Evaluate` reads. */
+export const selfRefineInstructions = "Solve the problem. End your reply with one line of the form FINAL: <answer>."
+
+const defined = <A extends Record<string, unknown>>(object: A): { [K in keyof A]: Exclude<A[K], undefined> } =>
+  Object.fromEntries(Object.entries(object).filter(([, value]) => value !== undefined)) as {
+    [K in keyof A]: Exclude<A[K], undefined>
+  }
+
+/** The agent for `settings`, and whether it needs a `Sandbox` (ToolVote runs Python). */
+export type Built =
+  | { readonly sandbox: false; readonly agent: Agent.Agent<Model.Model> }
+  | { readonly sandbox: true; readonly agent: Agent.Agent<Model.Model | Sandbox.Sandbox> }
+
+/**
+ * The agent for `settings`. `--max-calls` is the Ensemble's own hard cap; for the others it is a per-problem
+ * budget (see `budgetOf`).
+ */
+export const agentFor = (settings: Settings): Effect.Effect<Built, InvalidOptions> => {
+  switch (settings.architecture) {
+    case "ensemble":
+      return Effect.map(
+        Ensemble.make(defined({
+          maxCalls: settings.maxCalls,
+          maxRounds: settings.maxRounds,
+          maxConcurrency: settings.maxConcurrency,
+          n: settings.n
+        })),
+        (architecture) => ({ sandbox: false, agent: Agent.make({ name: "valet-ensemble", instructions: "", architecture }) })
+      )
+    case "tool-vote":
+      return Effect.map(
+        ToolVote.make(defined({ attempts: settings.attempts, earlyStop: settings.earlyStop, maxConcurrency: settings.maxConcurrency })),
+        (architecture) => ({ sandbox: true, agent: Agent.make({ name: "valet-tool-vote", instructions: "", architecture }) })
+      )
+    case "self-refine":
+      return Effect.map(
+        SelfRefine.make(defined({ maxRounds: settings.maxRounds })),
+        (architecture) => ({
+          sandbox: false,
+          agent: Agent.make({ name: "valet-self-refine", instructions: selfRefineInstructions, architecture })
+        })
+      )
+  }
+}
+
+/** The per-problem budget: `--max-calls` for the architectures without a cap of their own. */
+export const budgetOf = (settings: Settings) =>
+  settings.architecture !== "ensemble" && settings.maxCalls !== undefined ? { maxCalls: settings.maxCalls } : undefined
+
+/** The layers a command runs on. */
+export interface Layers<E1, E2> {
+  readonly model: Layer.Layer<Model.Model, E1>
+  /** Built only for ToolVote. */
+  readonly sandbox: Layer.Layer<Sandbox.Sandbox, E2>
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Flags
+// ---------------------------------------------------------------------------------------------------------
+
+const count = (name: string, description: string) =>
+  Options.integer(name).pipe(Options.withDescription(description), Options.optional)
+const textFlag = (name: string, description: string) => Options.text(name).pipe(Options.withDescription(description), Options.optional)
+
+/** The flags `solve` and `eval` share. */
+export const flags = {
+  architecture: Options.choice("architecture", architectures).pipe(
+    Options.withDescription("How each problem is solved."),
+    Options.withDefault("ensemble" as ArchitectureName)
+  ),
+  out: textFlag("out", "The results file (JSONL), appended to and resumed from. Default: <dataset>.results.jsonl."),
+  maxCalls: count("max-calls", "Model calls per problem at most (the Ensemble's hard cap; a budget for the others)."),
+  maxRounds: count("max-rounds", "Rounds at most (Ensemble, Self-Refine)."),
+  maxConcurrency: count("max-concurrency", "Model calls in flight per problem (Ensemble phases, ToolVote attempts)."),
+  n: count("n", "Completions per solver call (Ensemble)."),
+  attempts: count("attempts", "Attempts that vote (ToolVote)."),
+  earlyStop: count("early-stop", "Votes for one answer that end the vote (ToolVote)."),
+  concurrency: count("concurrency", "Problems at once (default 4)."),
+  shareReference: Options.boolean("share-reference").pipe(
+    Options.withDescription("Tell the architecture each problem's reference (the Ensemble's judge grades against it).")
+  ),
+  baseUrl: textFlag("base-url", "The OpenAI-compatible server (else VALET_BASE_URL, else the vLLM pool file)."),
+  model: textFlag("model", "The model name (else VALET_MODEL, else the server's first model)."),
+  apiKey: textFlag("api-key", "The API key (else VALET_API_KEY or OPENAI_API_KEY)."),
+  config: textFlag("config", `The vLLM pool file used without a base URL (default ${Vllm.defaultConfigPath}).`)
+}
+
+/** The parsed values of `flags`. */
+export interface FlagValues {
+  readonly architecture: ArchitectureName
+  readonly out: Option.Option<string>
+  readonly maxCalls: Option.Option<number>
+  readonly maxRounds: Option.Option<number>
+  readonly maxConcurrency: Option.Option<number>
+  readonly n: Option.Option<number>
+  readonly attempts: Option.Option<number>
+  readonly earlyStop: Option.Option<number>
+  readonly concurrency: Option.Option<number>
+  readonly shareReference: boolean
+  readonly baseUrl: Option.Option<string>
+  readonly model: Option.Option<string>
+  readonly apiKey: Option.Option<string>
+  readonly config: Option.Option<string>
+}
+
+/** The results file for a dataset: `--out`, else the dataset's name with `.results.jsonl`. */
+export const defaultOut = (dataset: string): string => `${dataset.replace(/\.jsonl?$/i, "")}.results.jsonl`
+
+/** The settings the flags ask for. */
+export const settingsOf = (values: FlagValues, dataset: string | undefined): Settings => ({
+  architecture: values.architecture,
+  maxCalls: Option.getOrUndefined(values.maxCalls),
+  maxRounds: Option.getOrUndefined(values.maxRounds),
+  maxConcurrency: Option.getOrUndefined(values.maxConcurrency),
+  n: Option.getOrUndefined(values.n),
+  attempts: Option.getOrUndefined(values.attempts),
+  earlyStop: Option.getOrUndefined(values.earlyStop),
+  concurrency: Option.getOrUndefined(values.concurrency),
+  shareReference: values.shareReference,
+  out: dataset === undefined ? undefined : Option.getOrElse(values.out, () => defaultOut(dataset))
+})
+
+/** The layers the real commands run on: the configured model, and the process sandbox (configured from the environment). */
+export const realLayers = (values: FlagValues) => ({
+  model: modelLayer(values),
+  sandbox: Sandbox.layerProcessConfig()
+})
+
+// ---------------------------------------------------------------------------------------------------------
+// The commands' work
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * Evaluates the dataset at `dataset` with the agent for `settings`: progress after each problem (a status line on a
+ * terminal, a plain line per problem otherwise), then the summary table.
+ */
+export const evaluateDataset = <E1, E2>(
+  dataset: string,
+  settings: Settings,
+  layers: Layers<E1, E2>,
+  output: Output
+): Effect.Effect<Evaluate.Report, Evaluate.EvaluateError | InvalidOptions | E1 | E2, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const built = yield* agentFor(settings)
+    const budget = budgetOf(settings)
+    const options = {
+      concurrency: settings.concurrency ?? 4,
+      ...(settings.out !== undefined ? { out: settings.out } : {}),
+      ...(budget !== undefined ? { budget } : {}),
+      shareReference: settings.shareReference ?? false,
+      onStart: (start: { readonly total: number; readonly resumed: number; readonly issues: ReadonlyArray<Evaluate.Issue> }) =>
+        Effect.gen(function*() {
+          for (const issue of start.issues) yield* output.line(`skipped ${issue.path}:${issue.line}: ${issue.message}`)
+          yield* output.line(
+            `evaluating ${start.total - start.resumed} of ${start.total} problems with ${settings.architecture}` +
+              `${start.resumed > 0 ? ` (${start.resumed} already in ${settings.out})` : ""}`
+          )
+        }),
+      onResult: (result: Evaluate.ProblemResult, progress: Evaluate.Progress) =>
+        output.tty
+          ? output.status(progressLine(progress))
+          : output.line(
+            `[${progress.done}/${progress.total}] ${result.id}: ${verdict(result)} · answer ${JSON.stringify(oneLine(result.answer))} · ` +
+              `${result.calls} calls · ${seconds(result.latencyMs)} · ${progressLine(progress)}`
+          )
+    }
+    const report = built.sandbox
+      ? yield* Effect.provide(Evaluate.run(dataset, { ...options, agent: built.agent }), Layer.merge(layers.model, layers.sandbox))
+      : yield* Effect.provide(Evaluate.run(dataset, { ...options, agent: built.agent }), layers.model)
+    yield* output.line("")
+    yield* output.line(Evaluate.formatSummary(report.summary))
+    if (settings.out !== undefined) yield* output.line(`results: ${settings.out}`)
+    return report
+  })
+
+/** The candidates table of an Ensemble run. */
+export const candidatesTable = (metadata: Readonly<Record<string, unknown>>): Array<string> => {
+  const candidates = Array.isArray(metadata.candidates) ? metadata.candidates as ReadonlyArray<Record<string, any>> : []
+  if (candidates.length === 0) return []
+  const rows = [["#", "answer", "support", "risk", "confidence", "score"]]
+  for (const c of candidates) {
+    rows.push([
+      String(c.index),
+      oneLine(String(c.answer), 40),
+      String(c.support),
+      c.critique === null ? "—" : String(c.critique.risk),
+      c.judgement === null ? "—" : String(c.judgement.confidence),
+      c.judgement === null ? "—" : String(c.judgement.score)
+    ])
+  }
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((row) => row[i]!.length)))
+  return rows.map((row) => row.map((cell, i) => cell.padEnd(widths[i]!)).join("  ").trimEnd())
+}
+
+/**
+ * Solves one problem with the agent for `settings`, printing the architecture's milestones as they happen, then the
+ * answer, whether it was accepted, the calls spent and (for the Ensemble) the candidates table.
+ */
+export const solveProblem = <E1, E2>(
+  problem: string,
+  settings: Settings,
+  layers: Layers<E1, E2>,
+  output: Output
+) =>
+  Effect.gen(function*() {
+    const built = yield* agentFor(settings)
+    const budget = budgetOf(settings)
+    let result: AgentEvent.RunResult | undefined
+    const onEvent = (event: AgentEvent.AgentEvent) => {
+      if (event._tag === "RunCompleted" && !event.sessionId.includes("__")) {
+        result = event.result
+        return Effect.void
+      }
+      return event._tag === "Progress" ? output.line(AgentEvent.format(event)) : Effect.void
+    }
+    const streamOptions = { textDeltas: false, ...(budget !== undefined ? { budget } : {}) }
+    if (built.sandbox) {
+      yield* Stream.runForEach(Agent.stream(built.agent, problem, streamOptions), onEvent).pipe(
+        Effect.provide(Layer.merge(layers.model, layers.sandbox))
+      )
+    } else {
+      yield* Stream.runForEach(Agent.stream(built.agent, problem, streamOptions), onEvent).pipe(Effect.provide(layers.model))
+    }
+    const done = result!
+    const accepted = done.metadata.accepted
+    yield* output.line("")
+    yield* output.line(`answer: ${done.output === "" ? "(none)" : done.output}`)
+    yield* output.line(
+      `${accepted === true ? "accepted" : accepted === false ? "not accepted" : "finished"}` +
+        `${done.interrupted ? `, interrupted (${done.interruptionReason})` : ""} · ${done.modelCalls} model calls · ` +
+        `${done.usage.totalTokens} tokens · ${seconds(done.durationMs)}`
+    )
+    for (const row of candidatesTable(done.metadata)) yield* output.line(row)
+    return done
+  })
+

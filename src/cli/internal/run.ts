@@ -1,0 +1,177 @@
+/**
+ * `valet run "<prompt>"`: an agent with the chosen architecture answers a prompt against the configured model;
+ * with `--stream` its events are printed as they arrive (the model's text inline). `--record` writes the run's
+ * model calls to a cassette, and `valet replay <cassette> "<prompt>"` runs the same agent again from it, with no
+ * model at all.
+ */
+import { Args, Command, Options } from "@effect/cli"
+import type { FileSystem, Path } from "@effect/platform"
+import { Effect, Layer, Option, Stream } from "effect"
+import * as Agent from "../../core/Agent.js"
+import type { AgentError } from "../../core/AgentError.js"
+import * as AgentEvent from "../../core/AgentEvent.js"
+import * as Journal from "../../core/Journal.js"
+import type * as Model from "../../core/Model.js"
+import * as Vllm from "../../providers/Vllm.js"
+import { architectures, names } from "./architectures.js"
+import { modelLayer } from "./model.js"
+
+/** Where `run` prints: text as it comes, whole lines, and notes for people (stderr). */
+export interface Printer {
+  readonly write: (text: string) => Effect.Effect<void>
+  readonly line: (text: string) => Effect.Effect<void>
+  readonly note: (text: string) => Effect.Effect<void>
+}
+
+/** stdout, and stderr for notes. */
+export const stdoutPrinter: Printer = {
+  write: (text) => Effect.sync(() => void process.stdout.write(text)),
+  line: (text) => Effect.sync(() => void process.stdout.write(`${text}\n`)),
+  note: (text) => Effect.sync(() => void process.stderr.write(`${text}\n`))
+}
+
+/** A printer that keeps everything (for tests): `out` is stdout's text, `notes` stderr's lines. */
+export const memoryPrinter = (): Printer & { out: string; readonly notes: Array<string> } => {
+  const printer = {
+    out: "",
+    notes: [] as Array<string>,
+    write: (text: string) => Effect.sync(() => void (printer.out += text)),
+    line: (text: string) => Effect.sync(() => void (printer.out += `${text}\n`)),
+    note: (text: string) => Effect.sync(() => void printer.notes.push(text))
+  }
+  return printer
+}
+
+/** What to run. */
+export interface RunSettings {
+  readonly prompt: string
+  /** A name from `architectures.ts`. */
+  readonly architecture: string
+  readonly instructions: string
+  readonly stream: boolean
+}
+
+/** The default instructions of the command-line agent. */
+export const defaultInstructions = "You are a helpful assistant. Answer the user's request."
+
+/**
+ * Runs the agent on the prompt against the `Model` in context and prints: with `stream`, every event as it
+ * arrives (text deltas inline), then the answer; otherwise only the answer (a note on stderr when the run was
+ * interrupted by a limit).
+ */
+export const runPrompt = (
+  settings: RunSettings,
+  printer: Printer
+): Effect.Effect<AgentEvent.RunResult, AgentError, Model.Model> =>
+  Effect.gen(function*() {
+    const entry = architectures[settings.architecture]!
+    const agent = Agent.make({ name: "valet-run", instructions: settings.instructions, architecture: entry.architecture })
+    let result: AgentEvent.RunResult | undefined = undefined
+    if (settings.stream) {
+      let midLine = false
+      yield* Agent.stream(agent, settings.prompt).pipe(
+        Stream.runForEach((event) => {
+          if (event._tag === "TextDelta") {
+            midLine = true
+            return printer.write(event.text)
+          }
+          if (event._tag === "RunCompleted" && event.sessionId === event.result.sessionId && result === undefined) {
+            result = event.result
+          }
+          const endLine = midLine ? printer.write("\n") : Effect.void
+          midLine = false
+          return Effect.zipRight(endLine, printer.line(AgentEvent.format(event)))
+        })
+      )
+    } else {
+      result = yield* Agent.run(agent, settings.prompt)
+    }
+    const done = result!
+    if (settings.stream) yield* printer.line("")
+    yield* printer.line(done.output)
+    if (done.interrupted) yield* printer.note(`(the run was interrupted: ${done.interruptionReason})`)
+    return done
+  })
+
+const architecture = Options.choice("architecture", names).pipe(
+  Options.withDescription(`How the agent works: ${names.map((name) => `${name} (${architectures[name]!.description})`).join("; ")}.`),
+  Options.withDefault("react")
+)
+const stream = Options.boolean("stream").pipe(Options.withDescription("Print the run's events as they arrive, the model's text inline."))
+const instructions = Options.text("instructions").pipe(
+  Options.withDescription("The agent's instructions (its system message)."),
+  Options.withDefault(defaultInstructions)
+)
+
+const modelFlags = {
+  baseUrl: Options.text("base-url").pipe(
+    Options.withDescription("An OpenAI-compatible server (else VALET_BASE_URL, else the vLLM pool file)."),
+    Options.optional
+  ),
+  model: Options.text("model").pipe(Options.withDescription("The model name (else VALET_MODEL, else the server's first)."), Options.optional),
+  apiKey: Options.text("api-key").pipe(Options.withDescription("The API key (else VALET_API_KEY or OPENAI_API_KEY)."), Options.optional),
+  config: Options.file("config").pipe(
+    Options.withDescription(`The vLLM pool file (default ${Vllm.defaultConfigPath}): use the pool.`),
+    Options.optional
+  ),
+  actorName: Options.text("actor-name").pipe(Options.withDescription("Send every call to this actor of the pool."), Options.optional)
+}
+
+interface ModelValues {
+  readonly baseUrl: Option.Option<string>
+  readonly model: Option.Option<string>
+  readonly apiKey: Option.Option<string>
+  readonly config: Option.Option<string>
+  readonly actorName: Option.Option<string>
+}
+
+/** The model of the flags: the pool when `--config` or `--actor-name` is given, else server flags / environment / pool file. */
+export const modelOf = (values: ModelValues) =>
+  Option.isSome(values.config) || Option.isSome(values.actorName)
+    ? Vllm.layerNode({ configPath: Option.getOrUndefined(values.config), actorName: Option.getOrUndefined(values.actorName) })
+    : modelLayer({ baseUrl: values.baseUrl, model: values.model, apiKey: values.apiKey, config: Option.none() })
+
+const withRecording = <E>(
+  model: Layer.Layer<Model.Model, E>,
+  cassette: Option.Option<string>
+): Layer.Layer<Model.Model, E | Journal.JournalError, FileSystem.FileSystem | Path.Path> =>
+  Option.isSome(cassette) ? Journal.layerRecord(cassette.value).pipe(Layer.provide(model)) : model
+
+/** `valet run "<prompt>"`. */
+export const runCommand = Command.make(
+  "run",
+  {
+    prompt: Args.text({ name: "prompt" }),
+    architecture,
+    stream,
+    instructions,
+    record: Options.file("record").pipe(
+      Options.withDescription("Write the run's model calls to this JSONL cassette (then: valet replay <cassette> \"<prompt>\")."),
+      Options.optional
+    ),
+    ...modelFlags
+  },
+  (values) =>
+    runPrompt(values, stdoutPrinter).pipe(
+      Effect.provide(withRecording(modelOf(values), values.record)),
+      Effect.asVoid
+    )
+).pipe(
+  Command.withDescription(
+    "Runs an agent on a prompt and prints its answer (with --stream, its events as they arrive). The model: " +
+      "--base-url / --model / --api-key, else VALET_BASE_URL / VALET_MODEL / VALET_API_KEY, else the vLLM pool " +
+      `(--config, --actor-name, or ${Vllm.defaultConfigPath}).`
+  )
+)
+
+/** `valet replay <cassette> "<prompt>"`. */
+export const replayCommand = Command.make(
+  "replay",
+  { cassette: Args.file({ name: "cassette", exists: "yes" }), prompt: Args.text({ name: "prompt" }), architecture, stream, instructions },
+  (values) => runPrompt(values, stdoutPrinter).pipe(Effect.provide(Journal.layerReplay(values.cassette)), Effect.asVoid)
+).pipe(
+  Command.withDescription(
+    "Runs the agent again from a cassette written by `valet run --record`, with no model: the same prompt, " +
+      "--architecture and --instructions give the same answer; a call the cassette does not hold fails with ReplayMiss."
+  )
+)

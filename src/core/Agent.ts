@@ -1,0 +1,285 @@
+/**
+ * An agent is a name, instructions, an architecture (ReAct unless told otherwise), tools, and optionally its own
+ * model. `run` answers a `RunResult`; `stream` streams the same run's events, ending with a `RunCompleted` that
+ * holds the same result. Architectures run sub-agents with `runChild`.
+ *
+ * @since 0.1.0
+ */
+import { Effect, type Exit, type Layer, Predicate, Stream, type Tracer } from "effect"
+import { type AgentError, InvalidAgent, InvalidOptions, SessionConflict, SubAgentFailed } from "./AgentError.js"
+import type * as AgentEvent from "./AgentEvent.js"
+import * as Architecture from "./Architecture.js"
+import * as Budget from "./Budget.js"
+import * as ReActInternal from "./internal/toolLoop.js"
+import type * as Model from "./Model.js"
+import type * as Tool from "./Tool.js"
+
+const TypeId: unique symbol = Symbol.for("valet/Agent")
+
+/**
+ * An agent whose runs need the services `R`: those of its architecture, its tools and its model layer, minus
+ * `Model` when it carries its own.
+ */
+export interface Agent<out R = never> {
+  readonly [TypeId]: { readonly _R: (_: never) => R }
+  readonly name: string
+  readonly instructions: string
+  readonly architecture: Architecture.Architecture<unknown>
+  readonly tools: ReadonlyArray<Tool.Tool<unknown>>
+  /** The agent's own model: provided around all of its model calls, instead of the `Model` in context. */
+  readonly model: Layer.Layer<Model.Model, never, unknown> | undefined
+  /** The default turn limit of tool loops (ReAct's `maxTurns`). */
+  readonly maxTurns: number
+}
+
+/** Whether a value is an `Agent`. */
+export const isAgent = (u: unknown): u is Agent<unknown> => Predicate.hasProperty(u, TypeId)
+
+/** The default `maxTurns`. */
+export const defaultMaxTurns = 50
+
+/** Options of `make`. */
+export interface MakeOptions<RA, RT> {
+  readonly name: string
+  readonly instructions: string
+  /** How the agent works; ReAct by default. */
+  readonly architecture?: Architecture.Architecture<RA>
+  readonly tools?: ReadonlyArray<Tool.Tool<RT>>
+  readonly maxTurns?: number
+}
+
+/** Defines an agent that uses the `Model` in context. */
+export function make<RA = Model.Model, RT = never>(
+  options: MakeOptions<RA, RT> & { readonly model?: undefined }
+): Agent<RA | RT>
+/** Defines an agent with its own model layer (an actor on one model, its critic on another). */
+export function make<RA = Model.Model, RT = never, RM = never>(
+  options: MakeOptions<RA, RT> & { readonly model: Layer.Layer<Model.Model, never, RM> }
+): Agent<Exclude<RA, Model.Model> | RT | RM>
+export function make(
+  options: MakeOptions<unknown, unknown> & { readonly model?: Layer.Layer<Model.Model, never, unknown> | undefined }
+): Agent<unknown> {
+  return {
+    [TypeId]: { _R: (_: never) => _ },
+    name: options.name,
+    instructions: options.instructions,
+    architecture: options.architecture ?? ReActInternal.defaultArchitecture,
+    tools: options.tools ?? [],
+    // Provided around the whole run, so it is built once per run (not per call).
+    model: options.model,
+    maxTurns: options.maxTurns ?? defaultMaxTurns
+  }
+}
+
+/** The same agent with some definitions replaced. */
+export const with_ = <R, RA = never, RT = never>(
+  agent: Agent<R>,
+  changes: {
+    readonly name?: string
+    readonly instructions?: string
+    readonly architecture?: Architecture.Architecture<RA>
+    readonly tools?: ReadonlyArray<Tool.Tool<RT>>
+    readonly maxTurns?: number
+  }
+): Agent<R | RA | RT> => ({ ...agent, ...changes } as Agent<R | RA | RT>)
+
+/** Options of `run` and `stream`. */
+export interface RunOptions {
+  /** The session id of the run; `sess_<random>` by default. Letters, digits, `-`, `.`, `:` and single `_`. */
+  readonly sessionId?: string
+  /** Limits for this run (shared by its sub-agents). Without it, a `Budget` in context applies, if any. */
+  readonly budget?: Budget.Limits
+  /** Earlier messages of a conversation, placed between the instructions and the prompt. */
+  readonly history?: ReadonlyArray<Model.Message>
+}
+
+/** Options of `stream`. */
+export interface StreamOptions extends RunOptions {
+  /** Stream the model's text as `TextDelta` events as it is generated (default true). */
+  readonly textDeltas?: boolean
+}
+
+const sessionIdPattern = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/
+
+const newSessionId = (): string => `sess_${globalThis.crypto.randomUUID().replace(/-/g, "").slice(0, 20)}`
+
+// Written without a generator, like the rest of a run's start: a generator frame and its objects stay alive
+// for as long as the run, in every concurrent session.
+const rootInput = (
+  agent: Agent<unknown>,
+  prompt: string,
+  options: RunOptions | undefined,
+  streamText: boolean,
+  resources: Architecture.Resources,
+  span: Tracer.Span | undefined
+): Effect.Effect<Architecture.Input, InvalidAgent | InvalidOptions> =>
+  Effect.suspend((): Effect.Effect<Architecture.Input, InvalidAgent | InvalidOptions> => {
+    const sessionId = options?.sessionId ?? newSessionId()
+    if (!sessionIdPattern.test(sessionId) || sessionId.includes("__")) {
+      return Effect.fail(new InvalidOptions({
+        module: "Agent",
+        message: `invalid session id ${JSON.stringify(sessionId)}: use letters, digits, -, ., : and single _ ("__" separates sub-agents)`
+      }))
+    }
+    if (!Number.isInteger(agent.maxTurns) || agent.maxTurns < 1) {
+      return Effect.fail(new InvalidAgent({ agent: agent.name, message: `maxTurns must be an integer ≥ 1, got ${agent.maxTurns}` }))
+    }
+    const budget = options?.budget !== undefined
+      ? Budget.make(options.budget)
+      : Effect.map(Effect.serviceOption(Budget.Budget), (tracker) => tracker._tag === "Some" ? tracker.value : Budget.unlimited)
+    return Effect.map(budget, (budget): Architecture.Input => ({
+      agent,
+      prompt,
+      history: options?.history ?? [],
+      sessionId,
+      rootSessionId: sessionId,
+      budget,
+      streamText,
+      parent: undefined,
+      resources,
+      ...(span !== undefined ? { span } : {})
+    }))
+  })
+
+/** Ends a run's span with its exit, on the clock in context (as `Effect.withSpan` does). */
+const endSpan = (span: Tracer.Span, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
+  Effect.clockWith((clock) => Effect.sync(() => span.end(clock.unsafeCurrentTimeNanos(), exit)))
+
+/**
+ * Runs an agent on a prompt and answers its result. A spent budget is not a failure: the result is marked
+ * interrupted (`budget:<limit>`) and keeps the best output so far. Interrupting the fiber stops the run at once.
+ */
+export const run = <R>(agent: Agent<R>, prompt: string, options?: RunOptions): Effect.Effect<AgentEvent.RunResult, AgentError, R> =>
+  // What `Effect.withSpan` around an `Effect.onExit` would do, with one exit handler (ending the span and closing
+  // the run's resources) and the span provided together with the run's context: each wrapper is a frame the
+  // run keeps for its whole life, in every concurrent session. No stack capture: an Error per run.
+  Effect.flatMap(
+    Effect.makeSpan("valet/Agent.run", { attributes: { agent: agent.name }, captureStackTrace: false }),
+    (span) => {
+      const resources = Architecture.makeResources()
+      return Effect.onExit(
+        Effect.flatMap(
+          rootInput(agent, prompt, options, false, resources, span),
+          (input) => agent.architecture.execute(input, Architecture.unobserved)
+        ),
+        (exit) => Effect.zipRight(Architecture.closeResources(resources, exit), endSpan(span, exit))
+      )
+    }
+  ) as Effect.Effect<AgentEvent.RunResult, AgentError, R>
+
+/**
+ * Runs an agent and streams its events, sub-agents' included: `RunStarted` first, one `RunCompleted` (holding
+ * the same result `run` answers) last. Stopping the stream early interrupts the run.
+ */
+export const stream = <R>(
+  agent: Agent<R>,
+  prompt: string,
+  options?: StreamOptions
+): Stream.Stream<AgentEvent.AgentEvent, AgentError, R> =>
+  Architecture.streamEvents(
+    Effect.suspend(() => {
+      const resources = Architecture.makeResources()
+      return Effect.zipLeft(
+        rootInput(agent, prompt, options, options?.textDeltas ?? true, resources, undefined),
+        Effect.addFinalizer((exit) => Architecture.closeResources(resources, exit))
+      )
+    }),
+    agent.architecture.execute
+  ) as Stream.Stream<AgentEvent.AgentEvent, AgentError, R>
+
+// ---------------------------------------------------------------------------------------------------------
+// Sub-agents
+// ---------------------------------------------------------------------------------------------------------
+
+/** Options of `runChild`. */
+export interface ChildOptions {
+  /** What the child is to its parent: `actor`, `critic`, `worker_search`… */
+  readonly role: string
+  /** Which one: a round, a number, or `1_round_2`. Omitted for a single child such as a `judge`. */
+  readonly index?: number | string
+  /** Earlier messages of a conversation, placed between the instructions and the prompt. */
+  readonly history?: ReadonlyArray<Model.Message>
+}
+
+const rolePattern = /^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$/
+
+/** The session id of a child: `<parent>__<role>` or `<parent>__<role>_<index>`. */
+export const childSessionId = (parentSessionId: string, role: string, index?: number | string): string =>
+  `${parentSessionId}__${role}${index !== undefined ? `_${index}` : ""}`
+
+/**
+ * Runs a sub-agent for the current run under a deterministic session id (`childSessionId`). Its events flow
+ * into the parent's stream unchanged, its model calls and usage count for the parent, it shares the parent's
+ * budget, and it is framed by `SubRunStarted` / `SubRunCompleted` events in the parent's session. A child that
+ * fails makes this fail with `SubAgentFailed` (never an empty answer); an interrupted child answers its
+ * interrupted result, which the caller must look at.
+ */
+export const runChild = <R>(
+  agent: Agent<R>,
+  prompt: string,
+  options: ChildOptions
+): Effect.Effect<
+  AgentEvent.RunResult,
+  SubAgentFailed | InvalidOptions | SessionConflict,
+  R | Architecture.CurrentRun
+> =>
+  Effect.gen(function*() {
+    const parent = (yield* Architecture.CurrentRun) as Architecture.RunState
+    const index = options.index
+    if (!rolePattern.test(options.role) || (index !== undefined && !rolePattern.test(String(index)))) {
+      return yield* new InvalidOptions({
+        module: "Agent.runChild",
+        message: `invalid role ${JSON.stringify(options.role)} / index ${JSON.stringify(index)}: use letters and digits joined by single - or _`
+      })
+    }
+    const sessionId = childSessionId(parent.sessionId, options.role, index)
+    if (parent.children.has(sessionId)) return yield* new SessionConflict({ sessionId })
+    parent.children.set(sessionId, undefined)
+    yield* Architecture.emitWith(parent, (timestamp) => ({
+      _tag: "SubRunStarted",
+      sessionId: parent.sessionId,
+      timestamp,
+      childSessionId: sessionId,
+      role: options.role,
+      agent: agent.name
+    }))
+    const input: Architecture.Input = {
+      agent,
+      prompt,
+      history: options.history ?? [],
+      sessionId,
+      rootSessionId: parent.rootSessionId,
+      budget: parent.budget,
+      streamText: parent.streamText,
+      parent,
+      resources: parent.resources
+    }
+    return yield* (agent.architecture.execute(input, parent.emitter) as Effect.Effect<AgentEvent.RunResult, AgentError, R>)
+      .pipe(
+        Effect.tap((result) =>
+          Architecture.emitWith(parent, (timestamp) => ({
+            _tag: "SubRunCompleted",
+            sessionId: parent.sessionId,
+            timestamp,
+            childSessionId: sessionId,
+            role: options.role,
+            interrupted: result.interrupted,
+            ...(result.interruptionReason !== undefined ? { interruptionReason: result.interruptionReason } : {}),
+            modelCalls: result.modelCalls
+          }))
+        ),
+        Effect.tapError((error) =>
+          Architecture.emitWith(parent, (timestamp) => ({
+            _tag: "SubRunCompleted",
+            sessionId: parent.sessionId,
+            timestamp,
+            childSessionId: sessionId,
+            role: options.role,
+            interrupted: false,
+            error: `${error._tag}: ${error.message}`,
+            modelCalls: parent.children.get(sessionId)?.modelCalls ?? 0
+          }))
+        ),
+        Effect.mapError((error) => new SubAgentFailed({ sessionId, role: options.role, error }))
+      )
+  })

@@ -1,0 +1,155 @@
+/**
+ * The client of OpenAI-compatible servers — vLLM (`vllm serve`), OpenAI, llama.cpp server, Ollama, SGLang,
+ * LM Studio — as a `Model` layer over `@effect/platform`'s `HttpClient`.
+ *
+ * `POST /v1/chat/completions` for `messages`, `POST /v1/completions` for a raw `prompt`; streamed through SSE
+ * (`stream_options.include_usage` always sent); `n`, `seed`, `stop`, tools, `response_format`, log-probabilities
+ * and `extra` fields passed through. Both error body shapes and errors inside a 200 stream become `ModelError`s;
+ * a stream that ends without `[DONE]` is a `Transport` error, never a silently short answer. Every call has
+ * timeouts, retries (exponential, jittered, honouring `Retry-After`, never after a streamed chunk) and an optional
+ * cap on requests in flight; interrupting a call aborts its HTTP request.
+ *
+ * @since 0.1.0
+ */
+import { HttpClient } from "@effect/platform"
+import { NodeHttpClient } from "@effect/platform-node"
+import { Config, type ConfigError, Context, Effect, Layer, Option, Redacted, Stream } from "effect"
+import * as Client from "./internal/openai/client.js"
+import * as Resilience from "./internal/resilience.js"
+import * as Model from "../core/Model.js"
+import * as ModelError from "../core/ModelError.js"
+
+/** Retries, timeouts and the in-flight cap (every field optional; see each field's default). */
+export type ResilienceOptions = Resilience.Options
+
+/** Where the server is, which model to ask, and how to call it. */
+export interface Options extends ResilienceOptions {
+  /**
+   * The server: its root (`http://127.0.0.1:8000`, to which `/v1` is added) or its API base
+   * (`http://127.0.0.1:8000/v1`, `https://api.openai.com/v1`), used as given when it has a path.
+   */
+  readonly baseUrl: string
+  /** The model name the server knows (`Qwen/Qwen2.5-7B-Instruct`, `gpt-4o-mini`, `llama3.2`). */
+  readonly model: string
+  /** Sent as `Authorization: Bearer …`; kept `Redacted` so it never reaches a log. */
+  readonly apiKey?: Redacted.Redacted<string> | string | undefined
+  /** Extra headers on every request. */
+  readonly headers?: Readonly<Record<string, string>> | undefined
+}
+
+/** A model the server serves (`GET /v1/models`). */
+export interface ModelInfo {
+  readonly id: string
+  readonly ownedBy?: string
+  /** vLLM's context window. */
+  readonly maxModelLen?: number
+}
+
+/** The client: a `Model` service, plus what an OpenAI-compatible server offers beside completions. */
+export interface Service extends Model.Service {
+  /** The API base the client calls, e.g. `http://127.0.0.1:8000/v1`. */
+  readonly apiBase: string
+  /** The model name sent with every request. */
+  readonly model: string
+  /** `GET /v1/models`. */
+  readonly listModels: Effect.Effect<ReadonlyArray<ModelInfo>, ModelError.ModelError>
+}
+
+/** The OpenAI-compatible client, provided beside `Model` by this module's layers. */
+export class OpenAiCompatible extends Context.Tag("valet/OpenAiCompatible")<OpenAiCompatible, Service>() {}
+
+const endpointOf = (options: Options): Client.Endpoint => ({
+  apiBase: Client.apiBaseOf(options.baseUrl),
+  model: options.model,
+  apiKey: options.apiKey === undefined
+    ? undefined
+    : typeof options.apiKey === "string"
+    ? Redacted.make(options.apiKey)
+    : options.apiKey,
+  headers: options.headers ?? {}
+})
+
+const toModelInfo = (entry: { id: string; owned_by?: string | null | undefined; max_model_len?: number | null | undefined }): ModelInfo => ({
+  id: entry.id,
+  ...(entry.owned_by !== null && entry.owned_by !== undefined ? { ownedBy: entry.owned_by } : {}),
+  ...(entry.max_model_len !== null && entry.max_model_len !== undefined ? { maxModelLen: entry.max_model_len } : {})
+})
+
+/** Builds the client over the `HttpClient` in context. */
+export const make = (options: Options): Effect.Effect<Service, never, HttpClient.HttpClient> =>
+  Effect.gen(function*() {
+    const http = Client.quiet(yield* HttpClient.HttpClient)
+    const endpoint = endpointOf(options)
+    const model = yield* Resilience.make(Client.makeAttempt(http, endpoint), options)
+    // No stack capture: it cost more than the rest of the span on every call.
+    const span = { attributes: { "valet.model": endpoint.model, "valet.api_base": endpoint.apiBase }, captureStackTrace: false }
+    return {
+      apiBase: endpoint.apiBase,
+      model: endpoint.model,
+      generate: (request) => Effect.withSpan(model.generate(request), "valet/OpenAiCompatible.generate", span),
+      stream: (request) => Stream.withSpan(model.stream(request), "valet/OpenAiCompatible.stream", span),
+      listModels: Effect.map(Client.listModels(http, endpoint), (list) => list.data.map(toModelInfo)).pipe(
+        Effect.withSpan("valet/OpenAiCompatible.listModels", span)
+      )
+    }
+  })
+
+/** `GET /v1/models` of the client in context. */
+export const listModels: Effect.Effect<ReadonlyArray<ModelInfo>, ModelError.ModelError, OpenAiCompatible> =
+  Effect.flatMap(OpenAiCompatible, (client) => client.listModels)
+
+const provide = <E, R>(service: Effect.Effect<Service, E, R>): Layer.Layer<Model.Model | OpenAiCompatible, E, R> =>
+  Layer.effectContext(Effect.map(service, (client) =>
+    Context.make(OpenAiCompatible, client).pipe(
+      Context.add(Model.Model, Model.make({ generate: client.generate, stream: client.stream }))
+    )))
+
+/** A `Model` (and the `OpenAiCompatible` client) over the `HttpClient` in context. */
+export const layer = (options: Options): Layer.Layer<Model.Model | OpenAiCompatible, never, HttpClient.HttpClient> =>
+  provide(make(options))
+
+/** `layer` with undici's `HttpClient` (a keep-alive connection pool): nothing else to provide in Node. */
+export const layerNode = (options: Options): Layer.Layer<Model.Model | OpenAiCompatible> =>
+  Layer.provide(layer(options), NodeHttpClient.layerUndici)
+
+/**
+ * The server settings from the environment: `VALET_BASE_URL` (required), `VALET_MODEL`, and the key from
+ * `VALET_API_KEY`, else `OPENAI_API_KEY` (read as `Redacted`).
+ */
+export const config: Config.Config<{
+  readonly baseUrl: string
+  readonly model: Option.Option<string>
+  readonly apiKey: Option.Option<Redacted.Redacted<string>>
+}> = Config.all({
+  baseUrl: Config.string("VALET_BASE_URL"),
+  model: Config.option(Config.nonEmptyString("VALET_MODEL")),
+  apiKey: Config.option(Config.redacted("VALET_API_KEY").pipe(Config.orElse(() => Config.redacted("OPENAI_API_KEY"))))
+})
+
+/**
+ * A `Model` configured from the environment (`config`). Without `VALET_MODEL` the server is asked for its
+ * models (`GET /v1/models`) once, and the first one is used: a single-model vLLM needs no model name.
+ */
+export const layerConfig = (
+  options: ResilienceOptions & { readonly headers?: Readonly<Record<string, string>> | undefined } = {}
+): Layer.Layer<Model.Model | OpenAiCompatible, ConfigError.ConfigError | ModelError.ModelError, HttpClient.HttpClient> =>
+  provide(Effect.gen(function*() {
+    const settings = yield* config
+    const base = { ...options, baseUrl: settings.baseUrl, apiKey: Option.getOrUndefined(settings.apiKey) }
+    if (Option.isSome(settings.model)) return yield* make({ ...base, model: settings.model.value })
+    const probe = yield* make({ ...base, model: "" })
+    const models = yield* probe.listModels
+    if (models.length === 0) {
+      return yield* new ModelError.ModelNotFound({
+        model: "",
+        message: `VALET_MODEL is not set and ${probe.apiBase}/models lists no model: set VALET_MODEL`
+      })
+    }
+    return yield* make({ ...base, model: models[0]!.id })
+  }))
+
+/** `layerConfig` with undici's `HttpClient`. */
+export const layerConfigNode = (
+  options: ResilienceOptions & { readonly headers?: Readonly<Record<string, string>> | undefined } = {}
+): Layer.Layer<Model.Model | OpenAiCompatible, ConfigError.ConfigError | ModelError.ModelError> =>
+  Layer.provide(layerConfig(options), NodeHttpClient.layerUndici)

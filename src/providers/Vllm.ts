@@ -1,0 +1,256 @@
+/**
+ * The vLLM actor pool: a `Model` over the actors listed in `configs/vllm_actors.yaml`.
+ *
+ * ```yaml
+ * actors:
+ *   - name: actor0
+ *     base_url: http://127.0.0.1:8000   # the server root (or its /v1 base)
+ *     model: Qwen/Qwen2.5-7B-Instruct   # optional: detected from GET /v1/models
+ *     tensor_parallel_size: 1           # default 1 (informational)
+ *     gpu_id: 0                         # default 0 (informational)
+ *     api: openai                       # optional: openai (`vllm serve`) | generate (the legacy demo server)
+ *     max_in_flight: 32                 # optional cap on requests in flight to this actor
+ * timeout_sec: 60                       # per attempt
+ * max_tokens: 512                       # when a request sets none
+ * max_attempts: 3                       # per call, the first included
+ * ```
+ *
+ * A missing file means one actor `default` at `http://127.0.0.1:8000`. A bad file fails with `VllmConfigError`
+ * naming the field and the line. With `actorName` every call goes to that actor; without it each attempt goes
+ * to the healthy actor with the fewest requests in flight (health from `GET /health`, cached a few seconds; an
+ * actor whose connection fails is skipped until it answers again). An actor without `api` is asked once
+ * (`GET /v1/models` answering 200 means `vllm serve`, anything else the legacy `POST /generate` server) and the
+ * answer is remembered.
+ *
+ * @since 0.1.0
+ */
+import { FileSystem, HttpClient } from "@effect/platform"
+import { NodeFileSystem, NodeHttpClient } from "@effect/platform-node"
+import { Context, Duration, Effect, Either, Layer, Option, Schema, Stream } from "effect"
+import * as Client from "./internal/openai/client.js"
+import * as Config from "./internal/vllm/config.js"
+import * as Pool from "./internal/vllm/pool.js"
+import * as Resilience from "./internal/resilience.js"
+import * as Model from "../core/Model.js"
+
+/** The default location of the pool file, relative to the working directory. */
+export const defaultConfigPath = "configs/vllm_actors.yaml"
+
+/** The pool file could not be read or is not valid; `line` / `column` point into it, `field` names the key. */
+export class VllmConfigError extends Schema.TaggedError<VllmConfigError>()("VllmConfigError", {
+  path: Schema.String,
+  detail: Schema.String,
+  field: Schema.optional(Schema.String),
+  line: Schema.optional(Schema.Number),
+  column: Schema.optional(Schema.Number)
+}) {
+  override get message(): string {
+    const where = this.line !== undefined ? `${this.path}:${this.line}:${this.column ?? 1}` : this.path
+    return `${where}: ${this.field !== undefined ? `${this.field}: ` : ""}${this.detail}`
+  }
+}
+
+/** An actor name that the pool does not have; `known` lists the names it has. */
+export class UnknownActor extends Schema.TaggedError<UnknownActor>()("UnknownActor", {
+  name: Schema.String,
+  known: Schema.Array(Schema.String),
+  path: Schema.String
+}) {
+  override get message(): string {
+    return `no actor named ${JSON.stringify(this.name)} in ${this.path}; known actors: ${this.known.join(", ")}`
+  }
+}
+
+/** The errors of building the pool. */
+export type VllmError = VllmConfigError | UnknownActor
+
+/** How an actor is served. */
+export type Api = Config.Api
+
+/** One actor as configured. */
+export interface ActorConfig {
+  readonly name: string
+  readonly baseUrl: string
+  readonly model: string | undefined
+  readonly tensorParallelSize: number
+  readonly gpuId: number
+  readonly api: Api | undefined
+  readonly maxInFlight: number | undefined
+}
+
+/** The pool's settings. */
+export interface PoolConfig {
+  /** Where it was read from (or would have been: the default pool has no file). */
+  readonly path: string
+  /** Whether the file existed (false: the single-actor default). */
+  readonly fromFile: boolean
+  readonly actors: ReadonlyArray<ActorConfig>
+  readonly timeoutSec: number
+  readonly maxTokens: number
+  readonly maxAttempts: number
+}
+
+/** An actor's state: health from `GET /health`, the API (configured or detected), requests in flight. */
+export interface ActorStatus {
+  readonly name: string
+  readonly baseUrl: string
+  readonly model: string | undefined
+  readonly healthy: boolean
+  /** `ok`, or why not (`HTTP 503`, `status: "loading"`, a connection error). */
+  readonly detail: string
+  /** Configured or detected; `undefined` when it could not be detected (the actor did not answer). */
+  readonly api: Api | undefined
+  readonly inFlight: number
+}
+
+/** The pool, beside the `Model` it provides. */
+export interface Service {
+  readonly config: PoolConfig
+  /** `GET /health` of one actor now, or of all of them. */
+  readonly health: (name?: string) => Effect.Effect<ReadonlyArray<ActorStatus>, UnknownActor>
+}
+
+/** The actor pool service, provided beside `Model` by `layer`. */
+export class Vllm extends Context.Tag("valet/Vllm")<Vllm, Service>() {}
+
+/** Options of `layer`. */
+export interface Options {
+  /** The pool file; default `configs/vllm_actors.yaml`. A missing file is the single-actor default. */
+  readonly configPath?: string | undefined
+  /** Send every call to this actor (an unknown name fails with `UnknownActor`); default: route across the pool. */
+  readonly actorName?: string | undefined
+  /** Retries and timeouts; by default from the file (`timeout_sec` per attempt, `max_attempts`). */
+  readonly resilience?: Omit<Resilience.Options, "maxInFlight"> | undefined
+}
+
+const toConfig = (file: Config.PoolFile, path: string, fromFile: boolean): PoolConfig => ({
+  path,
+  fromFile,
+  actors: file.actors.map((actor) => ({
+    name: actor.name,
+    baseUrl: actor.base_url,
+    model: actor.model,
+    tensorParallelSize: actor.tensor_parallel_size,
+    gpuId: actor.gpu_id,
+    api: actor.api,
+    maxInFlight: actor.max_in_flight
+  })),
+  timeoutSec: file.timeout_sec,
+  maxTokens: file.max_tokens,
+  maxAttempts: file.max_attempts
+})
+
+/** Parses the text of a pool file (`path` is only used in errors). */
+export const parseConfig = (text: string, path: string): Either.Either<PoolConfig, VllmConfigError> =>
+  Either.mapBoth(Config.parse(text), {
+    onLeft: (problem) =>
+      new VllmConfigError({
+        path,
+        detail: problem.message,
+        ...(problem.field !== undefined ? { field: problem.field } : {}),
+        ...(problem.line !== undefined ? { line: problem.line } : {}),
+        ...(problem.column !== undefined ? { column: problem.column } : {})
+      }),
+    onRight: (file) => toConfig(file, path, true)
+  })
+
+const readPoolFile = (path: string): Effect.Effect<Config.PoolFile | undefined, VllmConfigError, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const exists = yield* fs.exists(path).pipe(Effect.orElseSucceed(() => false))
+    if (!exists) return undefined
+    const text = yield* fs.readFileString(path).pipe(
+      Effect.mapError((error) => new VllmConfigError({ path, detail: `cannot read the file: ${error.message}` }))
+    )
+    const parsed = Config.parse(text)
+    if (Either.isRight(parsed)) return parsed.right
+    const problem = parsed.left
+    return yield* new VllmConfigError({
+      path,
+      detail: problem.message,
+      ...(problem.field !== undefined ? { field: problem.field } : {}),
+      ...(problem.line !== undefined ? { line: problem.line } : {}),
+      ...(problem.column !== undefined ? { column: problem.column } : {})
+    })
+  })
+
+/** Reads the pool file (the single-actor default when it does not exist). */
+export const loadConfig = (configPath?: string): Effect.Effect<PoolConfig, VllmConfigError, FileSystem.FileSystem> => {
+  const path = configPath ?? defaultConfigPath
+  return Effect.map(readPoolFile(path), (file) => toConfig(file ?? Config.defaultPool, path, file !== undefined))
+}
+
+const statusOf = (actor: Pool.Actor, health: Pool.Health): ActorStatus => ({
+  name: actor.name,
+  baseUrl: actor.entry.base_url,
+  model: actor.model,
+  healthy: health.healthy,
+  detail: health.detail,
+  api: actor.api,
+  inFlight: actor.inFlight
+})
+
+/** Builds the pool's `Model` and service over the `HttpClient` and `FileSystem` in context. */
+export const make = (
+  options: Options = {}
+): Effect.Effect<{ readonly model: Model.Service; readonly pool: Service }, VllmError, HttpClient.HttpClient | FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const path = options.configPath ?? defaultConfigPath
+    const file = (yield* readPoolFile(path)) ?? Config.defaultPool
+    const config = toConfig(file, path, file !== Config.defaultPool)
+    const http = Client.quiet(yield* HttpClient.HttpClient)
+    const actors = file.actors.map((entry) => new Pool.Actor(entry, http, file))
+    const known = actors.map((actor) => actor.name)
+    const byName = (name: string) =>
+      Option.match(Pool.find(actors, name), {
+        onNone: () => Effect.fail(new UnknownActor({ name, known, path })),
+        onSome: Effect.succeed
+      })
+    const fixed = options.actorName !== undefined ? yield* byName(options.actorName) : undefined
+    const attempt = Pool.makeAttempt(Pool.makeRouter(actors, fixed), file)
+    const service = Resilience.makeWith(attempt, {
+      attemptTimeout: Duration.seconds(file.timeout_sec),
+      maxAttempts: file.max_attempts,
+      ...options.resilience
+    }, undefined)
+
+    const statusNow = (actor: Pool.Actor) =>
+      Effect.gen(function*() {
+        const health = yield* actor.probe
+        // A healthy actor tells its API too (detected now if not yet known); a failure leaves it unknown.
+        if (health.healthy) yield* Effect.ignore(actor.resolve)
+        return statusOf(actor, health)
+      })
+
+    const pool: Service = {
+      config,
+      health: (name) =>
+        name !== undefined
+          ? Effect.flatMap(byName(name), (actor) => Effect.map(statusNow(actor), (status) => [status]))
+          : Effect.forEach(actors, statusNow, { concurrency: "unbounded" })
+    }
+    const span = { attributes: { "valet.actor": options.actorName ?? "pool" }, captureStackTrace: false }
+    const model = Model.make({
+      generate: (request) => Effect.withSpan(service.generate(request), "valet/Vllm.generate", span),
+      stream: (request) => Stream.withSpan(service.stream(request), "valet/Vllm.stream", span)
+    })
+    return { model, pool }
+  })
+
+/** `GET /health` (and the API) of one actor, or of every actor, of the pool in context. */
+export const health = (name?: string): Effect.Effect<ReadonlyArray<ActorStatus>, UnknownActor, Vllm> =>
+  Effect.flatMap(Vllm, (pool) => pool.health(name))
+
+/**
+ * The pool as a `Model` (and the `Vllm` service), over the `HttpClient` and `FileSystem` in context:
+ * `Vllm.layer({ configPath?, actorName? })`.
+ */
+export const layer = (
+  options: Options = {}
+): Layer.Layer<Model.Model | Vllm, VllmError, HttpClient.HttpClient | FileSystem.FileSystem> =>
+  Layer.effectContext(Effect.map(make(options), ({ model, pool }) =>
+    Context.make(Model.Model, model).pipe(Context.add(Vllm, pool))))
+
+/** `layer` with undici's `HttpClient` and Node's file system: nothing else to provide in Node. */
+export const layerNode = (options: Options = {}): Layer.Layer<Model.Model | Vllm, VllmError> =>
+  Layer.provide(layer(options), Layer.merge(NodeHttpClient.layerUndici, NodeFileSystem.layer))

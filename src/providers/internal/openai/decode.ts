@@ -1,0 +1,234 @@
+/**
+ * Wire → domain. Tolerant of what servers send (`null` content is "", a missing index is the position, a missing
+ * tool-call id is made up the same way in both paths, unknown finish reasons are `other`), strict in what it
+ * answers: a `Model.Response`, or `Model.Chunk`s that `Model.accumulate` folds into the same `Response`.
+ */
+import type * as Model from "../../../core/Model.js"
+import type * as Wire from "./wire.js"
+
+/** A wire finish reason → the domain's; `undefined` when the server gave none. */
+export const finishReason = (reason: string | null | undefined): Model.FinishReason | undefined => {
+  switch (reason) {
+    case null:
+    case undefined:
+      return undefined
+    case "stop":
+    case "eos":
+    case "end_turn":
+      return "stop"
+    case "length":
+    case "max_tokens":
+      return "length"
+    case "tool_calls":
+    case "function_call":
+    case "tool_use":
+      return "tool_calls"
+    case "content_filter":
+      return "content_filter"
+    default:
+      return "other"
+  }
+}
+
+/** Token counts; a missing total is the sum. */
+export const usage = (wire: Wire.Usage | null | undefined): Model.Usage | undefined => {
+  if (wire === null || wire === undefined) return undefined
+  const inputTokens = wire.prompt_tokens ?? 0
+  const outputTokens = wire.completion_tokens ?? 0
+  return { inputTokens, outputTokens, totalTokens: wire.total_tokens ?? inputTokens + outputTokens }
+}
+
+/** The id given to a tool call the server sent without one. */
+export const toolCallId = (choice: number, toolIndex: number): string => `call_${choice}_${toolIndex}`
+
+const chatLogprobs = (wire: Wire.ChatLogprobs | null | undefined): Array<Model.TokenLogprob> | undefined => {
+  const content = wire?.content
+  if (content === null || content === undefined) return undefined
+  return content.map((entry) =>
+    entry.top_logprobs !== null && entry.top_logprobs !== undefined && entry.top_logprobs.length > 0
+      ? {
+        token: entry.token,
+        logprob: entry.logprob,
+        topLogprobs: entry.top_logprobs.map((top) => ({ token: top.token, logprob: top.logprob }))
+      }
+      : { token: entry.token, logprob: entry.logprob }
+  )
+}
+
+const completionLogprobs = (
+  wire: Wire.CompletionLogprobs | null | undefined
+): Array<Model.TokenLogprob> | undefined => {
+  const tokens = wire?.tokens
+  if (wire === null || wire === undefined || tokens === null || tokens === undefined) return undefined
+  const out: Array<Model.TokenLogprob> = []
+  for (let i = 0; i < tokens.length; i++) {
+    const logprob = wire.token_logprobs?.[i]
+    // `null` only for the first token of an echoed prompt: it has no probability to report.
+    if (logprob === null || logprob === undefined) continue
+    const top = wire.top_logprobs?.[i]
+    out.push(
+      top !== null && top !== undefined && Object.keys(top).length > 0
+        ? {
+          token: tokens[i]!,
+          logprob,
+          topLogprobs: Object.entries(top).sort((a, b) => b[1] - a[1]).map(([token, lp]) => ({ token, logprob: lp }))
+        }
+        : { token: tokens[i]!, logprob }
+    )
+  }
+  return out
+}
+
+const nonEmpty = (text: string | null | undefined): string | undefined =>
+  text === null || text === undefined || text === "" ? undefined : text
+
+const argumentsText = (value: string | Readonly<Record<string, unknown>> | null | undefined): string =>
+  value === null || value === undefined ? "" : typeof value === "string" ? value : JSON.stringify(value)
+
+/** A non-streamed chat completion. */
+export const chatResponse = (wire: Wire.ChatCompletion, fallbackModel: string): Model.Response => ({
+  id: wire.id ?? "",
+  model: wire.model ?? fallbackModel,
+  choices: wire.choices
+    .map((choice, position): Model.Choice => {
+      const index = choice.index ?? position
+      const toolCalls = (choice.message.tool_calls ?? []).map((call, i): Model.ToolCall => ({
+        id: call.id ?? toolCallId(index, i),
+        name: call.function.name ?? "",
+        arguments: argumentsText(call.function.arguments)
+      }))
+      const reasoning = nonEmpty(choice.message.reasoning) ?? nonEmpty(choice.message.reasoning_content)
+      const logprobs = chatLogprobs(choice.logprobs)
+      return {
+        index,
+        text: choice.message.content ?? "",
+        toolCalls,
+        ...(reasoning !== undefined ? { reasoning } : {}),
+        finishReason: finishReason(choice.finish_reason) ?? (toolCalls.length > 0 ? "tool_calls" : "stop"),
+        ...(choice.stop_reason !== null && choice.stop_reason !== undefined ? { stopReason: choice.stop_reason } : {}),
+        ...(logprobs !== undefined ? { logprobs } : {})
+      }
+    })
+    .sort((a, b) => a.index - b.index),
+  usage: usage(wire.usage) ?? { inputTokens: 0, outputTokens: 0, totalTokens: 0 }
+})
+
+/** A non-streamed text completion. */
+export const completionResponse = (wire: Wire.Completion, fallbackModel: string): Model.Response => ({
+  id: wire.id ?? "",
+  model: wire.model ?? fallbackModel,
+  choices: wire.choices
+    .map((choice, position): Model.Choice => {
+      const logprobs = completionLogprobs(choice.logprobs)
+      return {
+        index: choice.index ?? position,
+        text: choice.text ?? "",
+        toolCalls: [],
+        finishReason: finishReason(choice.finish_reason) ?? "stop",
+        ...(choice.stop_reason !== null && choice.stop_reason !== undefined ? { stopReason: choice.stop_reason } : {}),
+        ...(logprobs !== undefined ? { logprobs } : {})
+      }
+    })
+    .sort((a, b) => a.index - b.index),
+  usage: usage(wire.usage) ?? { inputTokens: 0, outputTokens: 0, totalTokens: 0 }
+})
+
+/**
+ * Turns the decoded events of one stream into chunks. Usage is held back and sent once at the end (`finish`):
+ * vLLM repeats it on every event, and only the last count is the call's.
+ */
+export class ChunkDecoder {
+  private metadataSent = false
+  private latestUsage: Model.Usage | undefined = undefined
+  /** `choice * 65536 + toolIndex` of the tool calls already started: their later pieces carry no id. */
+  private readonly startedTools = new Set<number>()
+
+  constructor(private readonly fallbackModel: string) {}
+
+  private metadata(out: Array<Model.Chunk>, id: string | null | undefined, model: string | null | undefined): void {
+    if (this.metadataSent) return
+    this.metadataSent = true
+    out.push({ _tag: "Metadata", id: id ?? "", model: model ?? this.fallbackModel })
+  }
+
+  private finish(
+    out: Array<Model.Chunk>,
+    index: number,
+    reason: string | null | undefined,
+    stopReason: string | number | null | undefined
+  ): void {
+    const finish = finishReason(reason)
+    if (finish === undefined) return
+    out.push(
+      stopReason !== null && stopReason !== undefined
+        ? { _tag: "Finish", index, finishReason: finish, stopReason }
+        : { _tag: "Finish", index, finishReason: finish }
+    )
+  }
+
+  /** The chunks of one chat event, appended to `out`. */
+  chat(wire: Wire.ChatChunk, out: Array<Model.Chunk>): void {
+    this.metadata(out, wire.id, wire.model)
+    const choices = wire.choices ?? []
+    for (let position = 0; position < choices.length; position++) {
+      const choice = choices[position]!
+      const index = choice.index ?? position
+      const delta = choice.delta
+      if (delta !== null && delta !== undefined) {
+        const reasoning = nonEmpty(delta.reasoning) ?? nonEmpty(delta.reasoning_content)
+        if (reasoning !== undefined) out.push({ _tag: "ReasoningDelta", index, text: reasoning })
+        const logprobs = chatLogprobs(choice.logprobs)
+        const text = delta.content ?? ""
+        if (text !== "" || (logprobs !== undefined && logprobs.length > 0)) {
+          out.push(logprobs !== undefined ? { _tag: "TextDelta", index, text, logprobs } : { _tag: "TextDelta", index, text })
+        }
+        const calls = delta.tool_calls
+        if (calls !== null && calls !== undefined) {
+          for (let i = 0; i < calls.length; i++) {
+            const call = calls[i]!
+            const toolIndex = call.index ?? i
+            const key = index * 65536 + toolIndex
+            const first = !this.startedTools.has(key)
+            if (first) this.startedTools.add(key)
+            const id = call.id ?? (first ? toolCallId(index, toolIndex) : undefined)
+            const name = call.function?.name ?? undefined
+            out.push({
+              _tag: "ToolCallDelta",
+              index,
+              toolIndex,
+              ...(id !== undefined ? { id } : {}),
+              ...(name !== undefined ? { name } : {}),
+              arguments: call.function?.arguments ?? ""
+            })
+          }
+        }
+      }
+      this.finish(out, index, choice.finish_reason, choice.stop_reason)
+    }
+    const counted = usage(wire.usage)
+    if (counted !== undefined) this.latestUsage = counted
+  }
+
+  /** The chunks of one completion event, appended to `out`. */
+  completion(wire: Wire.CompletionChunk, out: Array<Model.Chunk>): void {
+    this.metadata(out, wire.id, wire.model)
+    const choices = wire.choices ?? []
+    for (let position = 0; position < choices.length; position++) {
+      const choice = choices[position]!
+      const index = choice.index ?? position
+      const logprobs = completionLogprobs(choice.logprobs)
+      const text = choice.text ?? ""
+      if (text !== "" || (logprobs !== undefined && logprobs.length > 0)) {
+        out.push(logprobs !== undefined ? { _tag: "TextDelta", index, text, logprobs } : { _tag: "TextDelta", index, text })
+      }
+      this.finish(out, index, choice.finish_reason, choice.stop_reason)
+    }
+    const counted = usage(wire.usage)
+    if (counted !== undefined) this.latestUsage = counted
+  }
+
+  /** The chunks after the last event: the usage, when the server sent any. */
+  end(out: Array<Model.Chunk>): void {
+    if (this.latestUsage !== undefined) out.push({ _tag: "Usage", usage: this.latestUsage })
+  }
+}

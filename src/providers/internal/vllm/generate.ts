@@ -1,0 +1,253 @@
+/**
+ * The legacy vLLM demo server (`python -m vllm.entrypoints.api_server`): `POST /generate`.
+ *
+ * - The request is `{prompt, stream?, ...}`; every other key goes to vLLM's `SamplingParams`, which fails (HTTP
+ *   500) on a key it does not know, so only sampling keys are sent — never `model`, `tools`, `stream_options`.
+ * - The answer is `{"text": [prompt + completion, ...]}`: the echoed prompt is stripped. `{"choices": [{"text"}]}`
+ *   and `{"choices": [{"message": {"content"}}]}` (forks and proxies) are accepted too.
+ * - The stream is newline-separated JSON objects (`\0`-separated in old versions) of the same shape whose text is
+ *   cumulative: it is turned into deltas.
+ * - Chat messages have no template here: they are rendered as a plain transcript (`System:` / `User:` /
+ *   `Assistant:`), and tools cannot be offered at all.
+ */
+import { HttpClient, HttpClientRequest } from "@effect/platform"
+import { Channel, Effect, Either, Schema, Stream } from "effect"
+import type * as Model from "../../../core/Model.js"
+import * as ModelError from "../../../core/ModelError.js"
+import * as Client from "../openai/client.js"
+import * as Errors from "../openai/errors.js"
+import type * as Resilience from "../resilience.js"
+
+/** Where the legacy server is and what its answers are called. */
+export interface Target {
+  /** The server root, e.g. `http://127.0.0.1:8000`. */
+  readonly root: string
+  /** Shown as the response's `model` (the server does not say). */
+  readonly model: string
+  /** The actor's name, for error messages. */
+  readonly actor: string
+  /** `max_tokens` when the request sets none (vLLM's own default is 16). */
+  readonly maxTokens: number
+}
+
+/** The prompt for a request: the raw `prompt`, or the messages as a plain transcript. */
+export const promptOf = (request: Model.Request): string => {
+  if (request.prompt !== undefined) return request.prompt
+  const lines = (request.messages ?? []).map((message) => {
+    switch (message.role) {
+      case "system":
+        return `System: ${message.content}`
+      case "user":
+        return `User: ${message.content}`
+      case "assistant":
+        return `Assistant: ${message.content}`
+      case "tool":
+        return `Tool (${message.name}): ${message.content}`
+    }
+  })
+  return `${lines.join("\n\n")}\n\nAssistant:`
+}
+
+/** The request body: the prompt and sampling keys only. */
+export const encode = (
+  request: Model.Request,
+  target: Target,
+  stream: boolean
+): Either.Either<Record<string, unknown>, ModelError.InvalidRequest> => {
+  if (request.tools !== undefined && request.tools.length > 0) {
+    return Either.left(
+      new ModelError.InvalidRequest({
+        status: 0,
+        message: `actor ${target.actor} serves the legacy /generate API, which cannot offer tools: serve it with \`vllm serve\` (api: openai)`
+      })
+    )
+  }
+  if (request.responseFormat !== undefined && request.responseFormat.type !== "text") {
+    return Either.left(
+      new ModelError.InvalidRequest({
+        status: 0,
+        message: `actor ${target.actor} serves the legacy /generate API, which has no response_format: serve it with \`vllm serve\` (api: openai)`
+      })
+    )
+  }
+  const body: Record<string, unknown> = { prompt: promptOf(request) }
+  if (stream) body.stream = true
+  if (request.temperature !== undefined) body.temperature = request.temperature
+  if (request.topP !== undefined) body.top_p = request.topP
+  body.max_tokens = request.maxTokens ?? target.maxTokens
+  if (request.stop !== undefined && request.stop.length > 0) body.stop = request.stop
+  if (request.seed !== undefined) body.seed = request.seed
+  if (request.n !== undefined) body.n = request.n
+  if (request.logprobs !== undefined) body.logprobs = request.logprobs
+  if (request.extra !== undefined) Object.assign(body, request.extra)
+  return Either.right(body)
+}
+
+const Answer = Schema.Union(
+  Schema.Struct({ text: Schema.Union(Schema.Array(Schema.String), Schema.String) }),
+  Schema.Struct({
+    choices: Schema.Array(Schema.Struct({
+      text: Schema.optional(Schema.NullOr(Schema.String)),
+      message: Schema.optional(Schema.NullOr(Schema.Struct({ content: Schema.optional(Schema.NullOr(Schema.String)) }))),
+      finish_reason: Schema.optional(Schema.NullOr(Schema.String))
+    }))
+  })
+)
+const decodeAnswer = Schema.decodeUnknownEither(Answer)
+
+interface Texts {
+  readonly texts: ReadonlyArray<string>
+  readonly finish: ReadonlyArray<string | null | undefined>
+}
+
+/** The completions of one answer (or one streamed line), the echoed prompt stripped. */
+const textsOf = (line: string, prompt: string, what: string): Either.Either<Texts, ModelError.ModelError> => {
+  let json: unknown
+  try {
+    json = JSON.parse(line)
+  } catch (error) {
+    return Either.left(Errors.malformed(`${what} is not JSON: ${error instanceof Error ? error.message : String(error)}`, line))
+  }
+  const fields = Errors.errorFields(json)
+  if (fields !== undefined) return Either.left(Errors.fromStreamedError(fields, "", line))
+  const decoded = decodeAnswer(json)
+  if (Either.isLeft(decoded)) {
+    return Either.left(Errors.malformed(`${what} is neither {"text": [...]} nor {"choices": [...]}`, line))
+  }
+  const answer = decoded.right
+  if ("text" in answer) {
+    const texts = typeof answer.text === "string" ? [answer.text] : answer.text
+    return Either.right({
+      texts: texts.map((text) => (prompt !== "" && text.startsWith(prompt) ? text.slice(prompt.length) : text)),
+      finish: []
+    })
+  }
+  return Either.right({
+    texts: answer.choices.map((choice) => choice.text ?? choice.message?.content ?? ""),
+    finish: answer.choices.map((choice) => choice.finish_reason)
+  })
+}
+
+const finishOf = (reason: string | null | undefined): Model.FinishReason =>
+  reason === "length" ? "length" : reason === undefined || reason === null || reason === "stop" ? "stop" : "other"
+
+/** One-attempt `/generate` calls of `target` through `client`. */
+export const makeAttempt = (client: HttpClient.HttpClient, target: Target): Resilience.Attempt => {
+  const url = `${target.root}/generate`
+  const scoped = HttpClient.withScope(client)
+  const post = (body: Record<string, unknown>) =>
+    Client.send(client, HttpClientRequest.post(url).pipe(HttpClientRequest.bodyUnsafeJson(body)))
+
+  const generate = (request: Model.Request): Effect.Effect<Model.Response, ModelError.ModelError> =>
+    Effect.suspend(() => {
+      const body = encode(request, target, false)
+      if (Either.isLeft(body)) return Effect.fail(body.left)
+      const prompt = body.right.prompt as string
+      return Effect.flatMap(post(body.right), (response) => {
+        if (response.status < 200 || response.status >= 300) return Client.failure(response, target.model)
+        return Effect.flatMap(
+          Effect.mapError(response.text, (error) => Errors.fromHttpClientError(error, url)),
+          (text) => {
+            const answer = textsOf(text, prompt, `the answer of ${url}`)
+            if (Either.isLeft(answer)) return Effect.fail(answer.left)
+            return Effect.succeed<Model.Response>({
+              id: "",
+              model: target.model,
+              choices: answer.right.texts.map((text, index) => ({
+                index,
+                text,
+                toolCalls: [],
+                finishReason: finishOf(answer.right.finish[index])
+              })),
+              usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0 }
+            })
+          }
+        )
+      })
+    })
+
+  const stream = (
+    request: Model.Request,
+    control: Resilience.StreamControl
+  ): Stream.Stream<Model.Chunk, ModelError.ModelError> =>
+    Stream.fromChannel(Channel.unwrapScoped(Effect.suspend(() => {
+      const body = encode(request, target, true)
+      if (Either.isLeft(body)) return Effect.fail(body.left)
+      const prompt = body.right.prompt as string
+      const http = HttpClientRequest.post(url).pipe(HttpClientRequest.bodyUnsafeJson(body.right))
+      return Effect.flatMap(Client.openStream(scoped, http, control), (opened) =>
+        opened.response.status < 200 || opened.response.status >= 300
+          ? Effect.mapError(Client.failure(opened.response, target.model), opened.watchdog.explain)
+          : Effect.succeed(Client.readBody(opened, url, control, linesReader(url, prompt, target.model))))
+    })))
+
+  return { generate, stream }
+}
+
+/**
+ * Reads a streamed answer: newline- (or `\0`-) separated JSON objects with cumulative texts → text deltas; one
+ * `Finish` per choice at the end of the body (the protocol has no end marker: a cut connection is a read error).
+ */
+const linesReader = (url: string, prompt: string, model: string): Client.BodyReader => {
+  const decoder = new TextDecoder()
+  const sent: Array<string> = []
+  const finish: Array<string | null | undefined> = []
+  let pending = ""
+  let count = 0
+  let started = false
+
+  const line = (text: string, out: Array<Model.Chunk>): ModelError.ModelError | undefined => {
+    if (text.trim() === "") return undefined
+    count++
+    const answer = textsOf(text, prompt, `line ${count} of the stream from ${url}`)
+    if (Either.isLeft(answer)) return answer.left
+    const { texts } = answer.right
+    for (let index = 0; index < texts.length; index++) {
+      const current = texts[index]!
+      const before = sent[index] ?? ""
+      if (!current.startsWith(before)) {
+        return Errors.malformed(
+          `line ${count} of the stream from ${url}: the text of choice ${index} does not continue the previous one (the stream is cumulative)`,
+          text
+        )
+      }
+      if (current.length > before.length) out.push({ _tag: "TextDelta", index, text: current.slice(before.length) })
+      sent[index] = current
+      if (answer.right.finish[index] !== undefined) finish[index] = answer.right.finish[index]
+    }
+    return undefined
+  }
+
+  const start = (out: Array<Model.Chunk>) => {
+    if (started) return
+    started = true
+    out.push({ _tag: "Metadata", id: "", model })
+  }
+
+  return {
+    read: (bytes, out) => {
+      start(out)
+      pending += decoder.decode(bytes, { stream: true })
+      let from = 0
+      for (let i = 0; i < pending.length; i++) {
+        const c = pending.charCodeAt(i)
+        // Old versions separate the objects with `\0`, newer ones with a newline.
+        if (c === 10 || c === 0) {
+          const error = line(pending.slice(from, i), out)
+          if (error !== undefined) return error
+          from = i + 1
+        }
+      }
+      pending = pending.slice(from)
+      return undefined
+    },
+    end: (out) => {
+      start(out)
+      pending += decoder.decode()
+      const error = line(pending, out)
+      if (error !== undefined) return error
+      sent.forEach((_, index) => out.push({ _tag: "Finish", index, finishReason: finishOf(finish[index]) }))
+      return undefined
+    }
+  }
+}

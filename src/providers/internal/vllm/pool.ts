@@ -1,0 +1,241 @@
+/**
+ * The actor pool: per actor its API (configured, or detected once and remembered), its health (probed, cached a
+ * few seconds, and marked down when a connection to it fails), its requests in flight; and the routing of each
+ * attempt to the healthy actor with the fewest requests in flight.
+ */
+import { type HttpClient, HttpClientRequest } from "@effect/platform"
+import { Channel, Clock, Duration, Effect, Either, Option, Stream } from "effect"
+import type * as Model from "../../../core/Model.js"
+import * as ModelError from "../../../core/ModelError.js"
+import * as Client from "../openai/client.js"
+import * as Errors from "../openai/errors.js"
+import type * as Resilience from "../resilience.js"
+import type { ActorEntry, Api, PoolFile } from "./config.js"
+import * as Generate from "./generate.js"
+
+/** The result of `GET /health`. */
+export interface Health {
+  readonly healthy: boolean
+  /** `ok`, or why not: `HTTP 503`, `status: "loading"`, the connection error. */
+  readonly detail: string
+  readonly checkedAt: number
+}
+
+/** How long a health result is trusted before the actor is probed again. */
+const healthyFor = 10_000
+const unhealthyFor = 2_000
+const probeTimeout = Duration.seconds(5)
+
+/** Whether a `/health` answer means healthy: 200 with an empty body, not JSON, or JSON whose `status` is missing / ok / healthy. */
+export const healthOf = (status: number, body: string): { readonly healthy: boolean; readonly detail: string } => {
+  if (status !== 200) return { healthy: false, detail: `HTTP ${status}` }
+  if (body.trim() === "") return { healthy: true, detail: "ok" }
+  let json: unknown
+  try {
+    json = JSON.parse(body)
+  } catch {
+    return { healthy: true, detail: "ok" }
+  }
+  if (typeof json !== "object" || json === null || !("status" in json)) return { healthy: true, detail: "ok" }
+  const value = (json as { status: unknown }).status
+  const text = typeof value === "string" ? value.toLowerCase() : value
+  return text === "ok" || text === "healthy"
+    ? { healthy: true, detail: "ok" }
+    : { healthy: false, detail: `status: ${JSON.stringify(value)}` }
+}
+
+/** The running state of one actor. */
+export class Actor {
+  inFlight = 0
+  sent = 0
+  health: Health | undefined = undefined
+  api: Api | undefined
+  model: string | undefined
+  private attempt: Resilience.Attempt | undefined = undefined
+  readonly root: string
+  readonly apiBase: string
+  private readonly once: Effect.Semaphore
+  private readonly probing: Effect.Semaphore
+  readonly limit: Effect.Semaphore | undefined
+
+  constructor(
+    readonly entry: ActorEntry,
+    private readonly http: HttpClient.HttpClient,
+    private readonly pool: PoolFile
+  ) {
+    this.apiBase = Client.apiBaseOf(entry.base_url)
+    this.root = Client.rootOf(this.apiBase)
+    this.api = entry.api
+    this.model = entry.model
+    this.once = Effect.unsafeMakeSemaphore(1)
+    this.probing = Effect.unsafeMakeSemaphore(1)
+    this.limit = entry.max_in_flight !== undefined ? Effect.unsafeMakeSemaphore(entry.max_in_flight) : undefined
+  }
+
+  get name(): string {
+    return this.entry.name
+  }
+
+  /** `GET /health` now. */
+  readonly probe: Effect.Effect<Health> = Effect.gen(this, function*() {
+    const url = `${this.root}/health`
+    const result = yield* Client.send(this.http, HttpClientRequest.get(url)).pipe(
+      Effect.flatMap((response) =>
+        Effect.map(Effect.orElseSucceed(response.text, () => ""), (body) => healthOf(response.status, body))
+      ),
+      Effect.timeoutFail({
+        duration: probeTimeout,
+        onTimeout: () => new ModelError.Timeout({ message: `no answer within ${Duration.format(probeTimeout)}`, timeoutMs: Duration.toMillis(probeTimeout) })
+      }),
+      Effect.catchAll((error) => Effect.succeed({ healthy: false, detail: error.message }))
+    )
+    const health = { ...result, checkedAt: yield* Clock.currentTimeMillis }
+    this.health = health
+    return health
+  })
+
+  /** The health, probed when the last result is too old (one probe at a time per actor). */
+  readonly freshHealth: Effect.Effect<Health> = this.withProbeLock(Effect.gen(this, function*() {
+    const now = yield* Clock.currentTimeMillis
+    const last = this.health
+    if (last !== undefined && now - last.checkedAt < (last.healthy ? healthyFor : unhealthyFor)) return last
+    return yield* this.probe
+  }))
+
+  private withProbeLock<A>(effect: Effect.Effect<A>): Effect.Effect<A> {
+    return Effect.suspend(() => this.probing.withPermits(1)(effect))
+  }
+
+  /** Marks the actor down after a broken connection, so the next attempts go elsewhere. */
+  readonly markDown = (detail: string): Effect.Effect<void> =>
+    Effect.map(Clock.currentTimeMillis, (now) => {
+      this.health = { healthy: false, detail, checkedAt: now }
+    })
+
+  /**
+   * The actor's API: configured, else detected once (`GET /v1/models` answering 200 means `vllm serve`, any
+   * other answer the legacy server) and remembered. A connection failure is not an answer: it is not remembered.
+   */
+  readonly resolve: Effect.Effect<Resilience.Attempt, ModelError.ModelError> = Effect.suspend(() =>
+    this.attempt !== undefined ? Effect.succeed(this.attempt) : this.once.withPermits(1)(Effect.suspend(() => {
+      if (this.attempt !== undefined) return Effect.succeed(this.attempt)
+      const needsModel = this.api !== "generate" && this.model === undefined
+      const detect: Effect.Effect<void, ModelError.ModelError> = this.api !== undefined && !needsModel
+        ? Effect.void
+        : Effect.flatMap(
+          Client.send(this.http, HttpClientRequest.get(`${this.apiBase}/models`)),
+          (response) =>
+            Effect.flatMap(Effect.orElseSucceed(response.text, () => ""), (body) => {
+              if (response.status !== 200) {
+                if (this.api === "openai") {
+                  return Effect.fail(Errors.fromResponse({ status: response.status, headers: response.headers, body, model: "", now: Date.now() }))
+                }
+                this.api = "generate"
+                return Effect.void
+              }
+              this.api = "openai"
+              if (this.model !== undefined) return Effect.void
+              const first = Either.getOrUndefined(Either.try(() => JSON.parse(body)?.data?.[0]?.id as unknown))
+              if (typeof first !== "string") {
+                return Effect.fail(new ModelError.ModelNotFound({
+                  model: "",
+                  message: `actor ${this.name}: no model given in the config and ${this.apiBase}/models lists none`
+                }))
+              }
+              this.model = first
+              return Effect.void
+            })
+        )
+      return Effect.map(detect, () => {
+        this.attempt = this.api === "generate"
+          ? Generate.makeAttempt(this.http, {
+            root: this.root,
+            model: this.model ?? this.name,
+            actor: this.name,
+            maxTokens: this.pool.max_tokens
+          })
+          : Client.makeAttempt(this.http, { apiBase: this.apiBase, model: this.model!, apiKey: undefined, headers: {} })
+        return this.attempt
+      })
+    }))
+  )
+}
+
+const withDefaults = (request: Model.Request, pool: PoolFile): Model.Request =>
+  request.maxTokens !== undefined ? request : { ...request, maxTokens: pool.max_tokens }
+
+/** Routing: a named actor, or the healthy one with the fewest requests in flight (then the fewest sent). */
+export const makeRouter = (actors: ReadonlyArray<Actor>, fixed: Actor | undefined) => {
+  const pickFrom = (candidates: ReadonlyArray<Actor>): Actor | undefined => {
+    let best: Actor | undefined = undefined
+    for (const actor of candidates) {
+      if (actor.health?.healthy !== true) continue
+      if (best === undefined || actor.inFlight < best.inFlight || (actor.inFlight === best.inFlight && actor.sent < best.sent)) {
+        best = actor
+      }
+    }
+    return best
+  }
+
+  const pick: Effect.Effect<Actor, ModelError.ModelError> = fixed !== undefined
+    ? Effect.succeed(fixed)
+    : Effect.gen(function*() {
+      yield* Effect.forEach(actors, (actor) => actor.freshHealth, { concurrency: "unbounded", discard: true })
+      let chosen = pickFrom(actors)
+      if (chosen === undefined) {
+        // Every actor looked down: ask them all again now rather than waiting for the cache to expire.
+        yield* Effect.forEach(actors, (actor) => actor.probe, { concurrency: "unbounded", discard: true })
+        chosen = pickFrom(actors)
+      }
+      if (chosen === undefined) {
+        return yield* new ModelError.Transport({
+          message: `no healthy vLLM actor: ${actors.map((a) => `${a.name} (${a.root}: ${a.health?.detail ?? "unknown"})`).join(", ")}`
+        })
+      }
+      return chosen
+    })
+  return pick
+}
+
+/** One attempt through the pool: route, then call the chosen actor, counting it in flight. */
+export const makeAttempt = (pick: Effect.Effect<Actor, ModelError.ModelError>, pool: PoolFile): Resilience.Attempt => {
+  const enter = (actor: Actor) =>
+    Effect.sync(() => {
+      actor.inFlight++
+      actor.sent++
+    })
+  const leave = (actor: Actor) => Effect.sync(() => void actor.inFlight--)
+  const onError = (actor: Actor) => (error: ModelError.ModelError) =>
+    error._tag === "Transport" ? actor.markDown(error.message) : Effect.void
+  const limited = <A, E>(actor: Actor, effect: Effect.Effect<A, E>) =>
+    actor.limit !== undefined ? actor.limit.withPermits(1)(effect) : effect
+
+  const generate = (request: Model.Request): Effect.Effect<Model.Response, ModelError.ModelError> =>
+    Effect.flatMap(pick, (actor) =>
+      Effect.acquireUseRelease(
+        enter(actor),
+        () =>
+          limited(actor, Effect.flatMap(actor.resolve, (attempt) => attempt.generate(withDefaults(request, pool)))).pipe(
+            Effect.tapError(onError(actor))
+          ),
+        () => leave(actor)
+      ))
+
+  const stream = (
+    request: Model.Request,
+    control: Resilience.StreamControl
+  ): Stream.Stream<Model.Chunk, ModelError.ModelError> =>
+    Stream.fromChannel(Channel.unwrapScoped(Effect.gen(function*() {
+      const actor = yield* pick
+      yield* Effect.acquireRelease(enter(actor), () => leave(actor))
+      if (actor.limit !== undefined) yield* Effect.acquireRelease(actor.limit.take(1), () => actor.limit!.release(1))
+      const attempt = yield* Effect.tapError(actor.resolve, onError(actor))
+      return Stream.toChannel(attempt.stream(withDefaults(request, pool), control).pipe(Stream.tapError(onError(actor))))
+    })))
+
+  return { generate, stream }
+}
+
+/** Finds an actor by name. */
+export const find = (actors: ReadonlyArray<Actor>, name: string): Option.Option<Actor> =>
+  Option.fromNullable(actors.find((actor) => actor.name === name))

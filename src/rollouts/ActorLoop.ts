@@ -1,0 +1,270 @@
+/**
+ * The RL actor loop (DESIGN §5.3). One `step(task)`:
+ * 1. loads the task's state and renders it; the prompt becomes `<prompt>\n\n<state>\n<rendered>\n</state>` (just
+ *    the prompt when the state is empty);
+ * 2. calls the model in context (a vLLM actor chosen by name, or routed), timing it;
+ * 3. reads `<think>`, `<action>` (JSON with `command`) and `<state_update>` (JSON); a block that does not parse
+ *    sets `parse_error` (`invalid_action_json` / `invalid_state_update_json`), never a failure; a closing tag
+ *    missing at the very end is accepted;
+ * 4. runs the action's command through the `Sandbox`, in a workspace seeded with `workspace_files`;
+ * 5. merges the state update into the stored state (atomically);
+ * 6. appends the trajectory record (`sandbox_failed` when no action ran or its exit code was not 0).
+ *
+ * A step is an agent run: `step` answers the record, `stream` streams the run's `AgentEvent`s (`RunStarted`,
+ * `ModelCalled`, `ModelReplied`, `Progress` events `actor_loop.parsed`, `.sandbox_ran`, `.state_saved`,
+ * `.recorded`, then `RunCompleted` whose metadata holds the record as written). Model calls go through
+ * `Architecture.generate`, so budgets apply and `Journal` records and replays them. `run` steps a stream of
+ * tasks with a concurrency bound; a failed task is an outcome, not the end of the run.
+ *
+ * @since 0.1.0
+ */
+import { Clock, Effect, Either, ParseResult, Schema, Stream } from "effect"
+import * as Agent from "../core/Agent.js"
+import { type AgentError, ArchitectureFailed } from "../core/AgentError.js"
+import type * as AgentEvent from "../core/AgentEvent.js"
+import * as Architecture from "../core/Architecture.js"
+import type * as Budget from "../core/Budget.js"
+import * as internal from "./internal/actorLoop.js"
+import { checkRelativePath, PathRefused } from "../environment/internal/sandbox/workspace.js"
+import { TaskId } from "../environment/internal/taskId.js"
+import * as Model from "../core/Model.js"
+import * as Sandbox from "../environment/Sandbox.js"
+import * as StateStore from "../environment/StateStore.js"
+import * as TrajectoryStore from "../environment/TrajectoryStore.js"
+
+/** The architecture's name, as `RunStarted.architecture` reports it. */
+export const name = "actor_loop"
+
+const WorkspaceFiles = Sandbox.Files.pipe(
+  Schema.filter((files) => {
+    for (const path of Object.keys(files)) {
+      const checked = checkRelativePath(path)
+      if (checked instanceof PathRefused) return checked.message
+    }
+    return true
+  })
+)
+
+/**
+ * A task: `task_id` (a safe file name), `prompt`, and optionally `workspace_files` (relative path → content),
+ * `stop`, `temperature` (default 0.1), `seed`, `max_tokens`, `timeout_ms` (of the sandboxed command). Snake case
+ * when encoded, as in the tasks JSONL.
+ */
+export const Task = Schema.Struct({
+  taskId: Schema.propertySignature(TaskId).pipe(Schema.fromKey("task_id")),
+  prompt: Schema.String,
+  workspaceFiles: Schema.optional(WorkspaceFiles).pipe(Schema.fromKey("workspace_files")),
+  stop: Schema.optional(Schema.Array(Schema.String)),
+  temperature: Schema.optional(Schema.Number.pipe(Schema.between(0, 2))),
+  seed: Schema.optional(Schema.Int),
+  maxTokens: Schema.optional(Schema.Int.pipe(Schema.positive())).pipe(Schema.fromKey("max_tokens")),
+  timeoutMs: Schema.optional(Schema.Int.pipe(Schema.positive())).pipe(Schema.fromKey("timeout_ms"))
+})
+/** A task. */
+export type Task = typeof Task.Type
+
+/** The default sampling temperature of a step. */
+export const defaultTemperature = 0.1
+
+/** Options of a step. */
+export interface Options {
+  /** One workspace per task across its steps, keeping the edits of earlier steps (default: fresh each step). */
+  readonly keepWorkspaces?: boolean
+  /** Timeout of the sandboxed command when the task gives none (default: the sandbox's). */
+  readonly sandboxTimeoutMs?: number
+  /** Send the prompt as a chat user message (after `system`, if any) instead of a raw completion prompt. */
+  readonly chat?: boolean
+  /** The system message in chat mode. */
+  readonly system?: string
+  /** Limits of each step's run. */
+  readonly budget?: Budget.Limits
+}
+
+/** Options of `stream`. */
+export interface StreamOptions extends Options {
+  /** Stream the model's text as `TextDelta` events (default true). */
+  readonly textDeltas?: boolean
+}
+
+/** The services a step needs. */
+export type Requirements = Model.Model | Sandbox.Sandbox | StateStore.StateStore | TrajectoryStore.TrajectoryStore
+
+const infrastructure = (error: { readonly _tag: string; readonly message: string }) =>
+  new ArchitectureFailed({ architecture: name, message: `${error._tag}: ${error.message}` })
+
+const encodeRecord = Schema.encodeSync(TrajectoryStore.TrajectoryRecord)
+
+/** The step's program; `onRecord` receives the record as appended. */
+const program = (task: Task, options: Options, onRecord: (record: TrajectoryStore.TrajectoryRecord) => void) =>
+(_input: Architecture.Input): Effect.Effect<Architecture.Outcome, AgentError, Requirements | Architecture.CurrentRun> =>
+  Effect.gen(function*() {
+    const run = yield* Architecture.CurrentRun
+    const states = yield* StateStore.StateStore
+    const sandbox = yield* Sandbox.Sandbox
+    const trajectories = yield* TrajectoryStore.TrajectoryStore
+
+    const stateBefore = yield* Effect.mapError(states.load(task.taskId), infrastructure)
+    const prompt = internal.buildPrompt(task.prompt, stateBefore)
+    const sampling = {
+      temperature: task.temperature ?? defaultTemperature,
+      ...(task.stop !== undefined ? { stop: task.stop } : {}),
+      ...(task.seed !== undefined ? { seed: task.seed } : {}),
+      ...(task.maxTokens !== undefined ? { maxTokens: task.maxTokens } : {})
+    }
+    const request: Model.Request = options.chat === true
+      ? { ...sampling, messages: [...(options.system !== undefined ? [Model.system(options.system)] : []), Model.user(prompt)] }
+      : { ...sampling, prompt }
+
+    const startedAt = yield* Clock.currentTimeNanos
+    const response = yield* Architecture.generate(request, { step: "actor_loop.act" })
+    const latencySec = Number((yield* Clock.currentTimeNanos) - startedAt) / 1e9
+    const choice = response.choices[0]
+    const raw = choice?.text ?? ""
+    yield* Architecture.setOutput(raw)
+
+    const parsed = internal.parseOutput(raw, choice?.reasoning)
+    yield* Architecture.progress("actor_loop.parsed", {
+      taskId: task.taskId,
+      think: parsed.think !== null,
+      action: parsed.command.present,
+      stateUpdate: parsed.stateUpdate !== undefined,
+      parseError: parsed.parseError
+    })
+
+    let sandboxResult: Sandbox.SandboxResult | null = null
+    let sandboxError: string | undefined
+    if (parsed.command.present) {
+      const timeoutMs = task.timeoutMs ?? options.sandboxTimeoutMs
+      const ran = yield* Effect.scoped(Effect.flatMap(
+        sandbox.workspace(task.taskId, task.workspaceFiles ?? {}, { keep: options.keepWorkspaces === true }),
+        (workspace) => sandbox.run(workspace, { command: parsed.command.value, ...(timeoutMs !== undefined ? { timeoutMs } : {}) })
+      )).pipe(Effect.either)
+      // A workspace that cannot be used (an earlier action left a symlink where a seed file goes…) is part of
+      // the trajectory, like any other consequence of the model's actions.
+      if (Either.isRight(ran)) sandboxResult = ran.right
+      else sandboxError = `${ran.left.reason}: ${ran.left.message}`
+      yield* Architecture.progress("actor_loop.sandbox_ran", sandboxResult !== null
+        ? {
+          taskId: task.taskId,
+          command: sandboxResult.command,
+          exitCode: sandboxResult.exitCode,
+          timedOut: sandboxResult.timedOut,
+          durationMs: sandboxResult.durationMs,
+          isolation: sandboxResult.isolation,
+          changedFiles: sandboxResult.changedFiles ?? [],
+          ...(sandboxResult.error !== undefined ? { error: sandboxResult.error } : {})
+        }
+        : { taskId: task.taskId, sandboxError })
+    }
+
+    const stateAfter = parsed.stateUpdate !== undefined
+      ? yield* Effect.mapError(states.update(task.taskId, parsed.stateUpdate), infrastructure)
+      : stateBefore
+    yield* Architecture.progress("actor_loop.state_saved", { taskId: task.taskId, updated: parsed.stateUpdate !== undefined })
+
+    const record = yield* Effect.mapError(
+      trajectories.append({
+        taskId: task.taskId,
+        prompt,
+        stateBefore,
+        stateAfter,
+        modelOutput: {
+          raw,
+          think: parsed.think,
+          action: parsed.action,
+          stateUpdate: parsed.stateUpdateJson,
+          parseError: parsed.parseError,
+          ...(parsed.parseErrorDetail !== null ? { parseErrorDetail: parsed.parseErrorDetail } : {})
+        },
+        sandboxResult,
+        reward: null,
+        metrics: {
+          actorLatencySec: Math.round(latencySec * 1e6) / 1e6,
+          sandboxFailed: sandboxResult === null || sandboxResult.exitCode !== 0,
+          inputTokens: response.usage.inputTokens,
+          outputTokens: response.usage.outputTokens,
+          finishReason: choice?.finishReason ?? "other",
+          model: response.model,
+          ...(sandboxResult !== null ? { sandboxDurationSec: sandboxResult.durationMs / 1000 } : {}),
+          ...(sandboxError !== undefined ? { sandboxError } : {})
+        },
+        sessionId: run.sessionId,
+        createdAt: yield* Clock.currentTimeMillis
+      }),
+      infrastructure
+    )
+    onRecord(record)
+    yield* Architecture.progress("actor_loop.recorded", { taskId: task.taskId, step: record.step })
+    return { output: raw, metadata: { taskId: task.taskId, step: record.step, record: encodeRecord(record) } }
+  })
+
+const agentFor = (task: Task, options: Options, onRecord: (record: TrajectoryStore.TrajectoryRecord) => void) =>
+  Agent.make({
+    name: "actor",
+    instructions: options.system ?? "",
+    architecture: Architecture.make({ name, program: program(task, options, onRecord) })
+  })
+
+/**
+ * Runs one step of a task and answers the trajectory record it appended. A model output that does not parse is
+ * recorded (`parse_error`), never a failure; the model's own errors, and the stores', fail the step.
+ */
+export const step = (task: Task, options: Options = {}): Effect.Effect<TrajectoryStore.TrajectoryRecord, AgentError, Requirements> =>
+  Effect.suspend(() => {
+    let record: TrajectoryStore.TrajectoryRecord | undefined
+    return Agent.run(agentFor(task, options, (r) => (record = r)), task.prompt, options.budget !== undefined ? { budget: options.budget } : undefined).pipe(
+      Effect.flatMap((result) =>
+        record !== undefined
+          ? Effect.succeed(record)
+          : Effect.fail(
+            new ArchitectureFailed({
+              architecture: name,
+              message: `task ${task.taskId}: the step stopped before it was recorded (${result.interruptionReason ?? "no record"})`
+            })
+          )
+      ),
+      Effect.withSpan("valet/ActorLoop.step", { attributes: { taskId: task.taskId } })
+    )
+  })
+
+/** Runs one step of a task and streams its events; `RunCompleted.result.metadata.record` is the record written. */
+export const stream = (task: Task, options: StreamOptions = {}): Stream.Stream<AgentEvent.AgentEvent, AgentError, Requirements> =>
+  Agent.stream(agentFor(task, options, () => undefined), task.prompt, {
+    ...(options.budget !== undefined ? { budget: options.budget } : {}),
+    ...(options.textDeltas !== undefined ? { textDeltas: options.textDeltas } : {})
+  })
+
+/** How one task of `run` ended. */
+export type Outcome =
+  | { readonly _tag: "Recorded"; readonly task: Task; readonly record: TrajectoryStore.TrajectoryRecord }
+  | { readonly _tag: "Failed"; readonly task: Task; readonly error: AgentError }
+
+/** Options of `run`. */
+export interface RunOptions extends Options {
+  /** Steps in flight at once (default 1). */
+  readonly concurrency?: number
+}
+
+/** Steps every task of a stream, `concurrency` at a time, and streams the outcomes as they finish. */
+export const run = <E, R>(
+  tasks: Stream.Stream<Task, E, R>,
+  options: RunOptions = {}
+): Stream.Stream<Outcome, E, R | Requirements> =>
+  Stream.mapEffect(
+    tasks,
+    (task) =>
+      Effect.match(step(task, options), {
+        onFailure: (error): Outcome => ({ _tag: "Failed", task, error }),
+        onSuccess: (record): Outcome => ({ _tag: "Recorded", task, record })
+      }),
+    { concurrency: options.concurrency ?? 1, unordered: true }
+  )
+
+/** Decodes a task from JSON text (a tasks-file line); `Left` says what was wrong, on one line. */
+export const decodeTaskLine = (line: string): Either.Either<Task, string> =>
+  Either.mapLeft(decodeTaskJson(line), (error) =>
+    ParseResult.ArrayFormatter.formatErrorSync(error)
+      .map((issue) => (issue.path.length > 0 ? `${issue.path.join(".")}: ${issue.message}` : issue.message))
+      .join("; "))
+
+const decodeTaskJson = Schema.decodeUnknownEither(Schema.parseJson(Task))

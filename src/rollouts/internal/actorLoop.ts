@@ -1,0 +1,89 @@
+/**
+ * The pure parts of an actor-loop step: the prompt with its `<state>` block, and the reading of a model's
+ * `<think>`, `<action>` and `<state_update>` blocks. A block that does not parse is recorded, never thrown.
+ */
+import { Either } from "effect"
+import * as StateStore from "../../environment/StateStore.js"
+import { extractJson, extractTag, preview } from "../../core/internal/parse.js"
+
+/** `<prompt>\n\n<state>\n<rendered>\n</state>`, or just the prompt when the rendered state is empty. */
+export const buildPrompt = (prompt: string, state: StateStore.State): string => {
+  const rendered = StateStore.render(state)
+  return rendered === "" ? prompt : `${prompt}\n\n<state>\n${rendered}\n</state>`
+}
+
+/** What was read from a model's output. */
+export interface Parsed {
+  readonly think: string | null
+  /** The `<action>` JSON as parsed. */
+  readonly action: unknown
+  /** The command to run: the action's `command` (or the action itself when it is a JSON array). */
+  readonly command: { readonly present: boolean; readonly value: unknown }
+  /** The `<state_update>` JSON as parsed. */
+  readonly stateUpdateJson: unknown
+  readonly stateUpdate: StateStore.StateUpdate | undefined
+  readonly parseError: "invalid_action_json" | "invalid_state_update_json" | null
+  readonly parseErrorDetail: string | null
+}
+
+/**
+ * Reads the blocks of an output. `<think>` falls back to the server's separate reasoning text. The other blocks
+ * are looked for after a closed `<think>` block, so a model that mentions `<action>` while thinking is not taken
+ * at its word. A block whose closing tag is missing at the very end is accepted (servers strip stop strings).
+ */
+export const parseOutput = (raw: string, reasoning: string | undefined): Parsed => {
+  const think = extractTag(raw, "think") ?? (reasoning !== undefined && reasoning !== "" ? reasoning : null)
+  const thinkEnd = raw.indexOf("</think>")
+  const rest = thinkEnd === -1 ? raw : raw.slice(thinkEnd + "</think>".length)
+  const errors: Array<"invalid_action_json" | "invalid_state_update_json"> = []
+  const details: Array<string> = []
+
+  let action: unknown = null
+  let command: Parsed["command"] = { present: false, value: undefined }
+  const actionText = extractTag(rest, "action")
+  if (actionText !== undefined) {
+    const parsed = extractJson(actionText)
+    if (Either.isLeft(parsed)) {
+      errors.push("invalid_action_json")
+      details.push(`<action>: ${parsed.left}`)
+    } else {
+      action = parsed.right
+      const value = Array.isArray(action)
+        ? action
+        : typeof action === "object" && action !== null
+        ? (action as Record<string, unknown>).command
+        : undefined
+      command = { present: true, value }
+    }
+  }
+
+  let stateUpdateJson: unknown = null
+  let stateUpdate: StateStore.StateUpdate | undefined
+  const updateText = extractTag(rest, "state_update")
+  if (updateText !== undefined) {
+    const parsed = extractJson(updateText, { expect: "object" })
+    if (Either.isLeft(parsed)) {
+      errors.push("invalid_state_update_json")
+      details.push(`<state_update>: ${parsed.left}`)
+    } else {
+      stateUpdateJson = parsed.right
+      const decoded = StateStore.decodeUpdate(parsed.right)
+      if (Either.isLeft(decoded)) {
+        errors.push("invalid_state_update_json")
+        details.push(`<state_update>: ${decoded.left} in ${preview(updateText)}`)
+      } else {
+        stateUpdate = decoded.right
+      }
+    }
+  }
+
+  return {
+    think,
+    action,
+    command,
+    stateUpdateJson,
+    stateUpdate,
+    parseError: errors[0] ?? null,
+    parseErrorDetail: details.length > 0 ? details.join("; ") : null
+  }
+}

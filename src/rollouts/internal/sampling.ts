@@ -1,0 +1,18 @@
+/**
+ * Sampling options an architecture passes on every model call it makes (Ensemble roles, ToolVote attempts), checked
+ * like the rest of its options.
+ */
+import { Schema } from "effect"
+import * as Model from "../../core/Model.js"
+
+/** `temperature`, `topP`, `maxTokens`, `stop`, `seed` and server-specific `extra` fields. */
+export const RequestOptions = Schema.Struct({
+  temperature: Schema.optional(Schema.Number.pipe(Schema.nonNegative())),
+  topP: Schema.optional(Schema.Number.pipe(Schema.between(0, 1))),
+  maxTokens: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  stop: Schema.optional(Schema.Array(Schema.String)),
+  seed: Schema.optional(Schema.Int),
+  extra: Schema.optional(Model.JsonObject)
+})
+/** Sampling options of a model call. */
+export type RequestOptions = typeof RequestOptions.Type

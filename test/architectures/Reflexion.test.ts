@@ -1,0 +1,227 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
+import {
+  Agent,
+  AgentError,
+  AgentEvent,
+  type Architecture,
+  LessonStore,
+  Model,
+  ReAct,
+  Reflexion,
+  ScriptedModel,
+  Tool
+} from "../../src/index.js"
+
+const lastUser = (request: Model.Request): string =>
+  (request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? ""
+
+const solver = (architecture: Architecture.Architecture<Model.Model>) =>
+  Agent.make({ name: "solver", instructions: "Solve the puzzle.", architecture })
+
+const task = "What has keys but opens no locks?"
+const lesson = "Think about objects whose parts are named keys, not about locks."
+
+describe("Reflexion", () => {
+  it.effect("success on attempt 2: the lesson is in attempt 2's prompt and not in attempt 1's; five calls", () =>
+    Effect.gen(function*() {
+      const events = yield* Agent.stream(solver(Reflexion.architecture), task, { sessionId: "rx", textDeltas: false }).pipe(
+        Stream.runCollect,
+        Effect.map(Chunk.toArray)
+      )
+      const result = (events.at(-1) as AgentEvent.Of<"RunCompleted">).result
+      expect(result.output).toBe("A piano.")
+      expect(result.modelCalls).toBe(5)
+      expect(result.interrupted).toBe(false)
+      expect(result.metadata).toMatchObject({
+        bestAttempt: 2,
+        bestScore: 0.9,
+        thresholdMet: true,
+        lessons: [lesson],
+        lessonKey: Reflexion.lessonKeyFor("solver", task),
+        attempts: [
+          { attempt: 1, output: "A door.", score: 0.2, lesson },
+          { attempt: 2, output: "A piano.", score: 0.9 }
+        ]
+      })
+      const progress = events.flatMap((event) => (event._tag === "Progress" ? [[event.name, event.data] as const] : []))
+      expect(progress).toEqual([
+        ["reflexion.attempt_started", { attempt: 1, lessons: 0 }],
+        ["reflexion.evaluated", { attempt: 1, score: 0.2, evaluation: "score: 0.2\nA door has a lock." }],
+        ["reflexion.lesson_produced", { attempt: 1, lesson }],
+        ["reflexion.attempt_started", { attempt: 2, lessons: 1 }],
+        ["reflexion.evaluated", { attempt: 2, score: 0.9, evaluation: "Score=0.9, correct." }],
+        ["reflexion.threshold_met", { attempt: 2, score: 0.9 }]
+      ])
+      const children = events.flatMap((event) => (event._tag === "SubRunStarted" ? [event.childSessionId] : []))
+      expect(children).toEqual(["rx__attempt_1", "rx__evaluator_1", "rx__reflector_1", "rx__attempt_2", "rx__evaluator_2"])
+
+      const calls = yield* ScriptedModel.calls
+      // Attempt 1: the task alone. Attempt 2: a fresh context (no trace of attempt 1) with the lesson.
+      expect(calls[0]!.messages).toEqual([Model.system("Solve the puzzle."), Model.user(task)])
+      expect(calls[0]!.messages!.some((message) => message.content.includes(lesson))).toBe(false)
+      expect(calls[3]!.messages).toEqual([
+        Model.system("Solve the puzzle."),
+        Model.user(`${task}\n\nLessons from earlier attempts at this task:\n- ${lesson}`)
+      ])
+      expect(lastUser(calls[1]!)).toContain("Answer:\nA door.")
+      expect(lastUser(calls[2]!)).toContain("Evaluation (score 0.2):\nscore: 0.2\nA door has a lock.")
+      yield* ScriptedModel.assertConsumed
+    }).pipe(
+      Effect.provide(ScriptedModel.layer([
+        "A door.",
+        "score: 0.2\nA door has a lock.",
+        `Lesson: ${lesson}`,
+        "A piano.",
+        "Score=0.9, correct."
+      ]))
+    ))
+
+  it.effect("no attempt reaches the threshold: the best-scored attempt, max_attempts_reached, no lesson after the last", () =>
+    Effect.gen(function*() {
+      const architecture = yield* Reflexion.make({ maxAttempts: 2 })
+      const events = yield* Agent.stream(solver(architecture), task, { textDeltas: false }).pipe(
+        Stream.runCollect,
+        Effect.map(Chunk.toArray)
+      )
+      const result = (events.at(-1) as AgentEvent.Of<"RunCompleted">).result
+      expect(result.output).toBe("A keyboard?")
+      expect(result.modelCalls).toBe(5)
+      expect(result.interrupted).toBe(false)
+      expect(result.metadata).toMatchObject({ bestAttempt: 1, bestScore: 0.6, thresholdMet: false })
+      const last = events.filter((event): event is AgentEvent.Of<"Progress"> => event._tag === "Progress").at(-1)!
+      expect(last.name).toBe("reflexion.max_attempts_reached")
+      expect(last.data).toEqual({ attempts: 2, best_attempt: 1, best_score: 0.6 })
+      yield* ScriptedModel.assertConsumed
+    }).pipe(
+      Effect.provide(ScriptedModel.layer(["A keyboard?", "score: 0.6", "Be more confident.", "A map.", "score: 0.3"]))
+    ))
+
+  it("parseEvaluation: labelled scores, fractions, prose with a decimal, clamped, none → 0", () => {
+    expect(Reflexion.parseEvaluation("score: 0.9\nGood.")).toBe(0.9)
+    expect(Reflexion.parseEvaluation("Score=0.4")).toBe(0.4)
+    expect(Reflexion.parseEvaluation("I'd put this at 0.65 overall.")).toBe(0.65)
+    expect(Reflexion.parseEvaluation("score: 8/10")).toBe(0.8)
+    expect(Reflexion.parseEvaluation("score: 1.7")).toBe(1)
+    expect(Reflexion.parseEvaluation("It has 3 problems.")).toBe(0)
+    expect(Reflexion.parseEvaluation("")).toBe(0)
+  })
+
+  it("parseLesson: the first line, without a label or quotes, cut to 500 characters", () => {
+    expect(Reflexion.parseLesson("\n  Lesson: Check units.\nMore text.")).toBe("Check units.")
+    expect(Reflexion.parseLesson("**Lesson 1:** \"Read the question twice.\"")).toBe("Read the question twice.")
+    expect(Reflexion.parseLesson(" \n ")).toBeUndefined()
+    expect(Reflexion.parseLesson("x".repeat(600))).toHaveLength(500)
+  })
+
+  it.effect("with a SQL LessonStore, a later run of the same task starts with the earlier run's lessons", () =>
+    Effect.gen(function*() {
+      const architecture = yield* Reflexion.make({ maxAttempts: 2 })
+      const first = yield* Agent.run(solver(architecture), task).pipe(
+        Effect.provide(ScriptedModel.layer(["A lock.", "score: 0.1", "Locks are a red herring.", "A door.", "score: 0.2"]))
+      )
+      expect(first.metadata).toMatchObject({ lessons: ["Locks are a red herring."], thresholdMet: false })
+      const second = yield* Effect.gen(function*() {
+        const result = yield* Agent.run(solver(architecture), task)
+        const calls = yield* ScriptedModel.calls
+        expect(lastUser(calls[0]!)).toBe(`${task}\n\nLessons from earlier attempts at this task:\n- Locks are a red herring.`)
+        return result
+      }).pipe(Effect.provide(ScriptedModel.layer(["A piano.", "score: 0.95"])))
+      expect(second.output).toBe("A piano.")
+      // Another task has its own lessons.
+      expect(yield* LessonStore.list(Reflexion.lessonKeyFor("solver", "another task"))).toEqual([])
+      expect((yield* LessonStore.list(Reflexion.lessonKeyFor("solver", task))).map((l) => l.lesson)).toEqual([
+        "Locks are a red herring."
+      ])
+    }).pipe(Effect.provide(LessonStore.layerSqlite({ filename: ":memory:" })), Effect.orDie))
+
+  it.effect("a spent budget stops it cleanly: interrupted budget:max_calls with the best attempt so far", () =>
+    Effect.gen(function*() {
+      const result = yield* Agent.run(solver(Reflexion.architecture), task, { budget: { maxCalls: 2 } })
+      expect(result.interrupted).toBe(true)
+      expect(result.interruptionReason).toBe("budget:max_calls")
+      expect(result.output).toBe("A door.")
+      expect(result.modelCalls).toBe(2)
+    }).pipe(Effect.provide(ScriptedModel.layer(["A door.", "score: 0.2"]))))
+
+  it.effect("a failing evaluator interrupts with evaluator:attempt_<n>:<reason>; a failing store fails the run", () =>
+    Effect.gen(function*() {
+      const evaluatorFails = yield* Agent.run(solver(Reflexion.architecture), task).pipe(
+        Effect.provide(ScriptedModel.layer(["A door."]))
+      )
+      expect(evaluatorFails.interruptionReason).toBe("evaluator:attempt_1:ScriptExhausted")
+      expect(evaluatorFails.output).toBe("")
+
+      const broken = Layer.succeed(LessonStore.LessonStore, {
+        list: () => Effect.succeed([]),
+        add: () => Effect.fail(new LessonStore.LessonStoreError({ operation: "add", message: "disk full" }))
+      })
+      const error = yield* Effect.flip(
+        Agent.run(solver(Reflexion.architecture), task).pipe(
+          Effect.provide(ScriptedModel.layer(["A door.", "score: 0", "Try again."])),
+          Effect.provide(broken)
+        )
+      )
+      expect(error).toBeInstanceOf(AgentError.ArchitectureFailed)
+      expect(error.message).toBe("the lesson store failed to add: disk full")
+    }))
+
+  it.effect("an attempt that stops early is evaluated like any other and learned from", () =>
+    Effect.gen(function*() {
+      const noop = Tool.make({ name: "noop", description: "", parameters: Schema.Struct({}), handler: () => Effect.void })
+      const agent = Agent.make({
+        name: "solver",
+        instructions: "",
+        tools: [noop],
+        architecture: yield* Reflexion.make({ base: yield* ReAct.make({ maxTurns: 1 }), maxAttempts: 2 })
+      })
+      const result = yield* Agent.run(agent, task)
+      expect(result.output).toBe("A piano.")
+      expect(result.interrupted).toBe(false)
+      expect(result.metadata).toMatchObject({
+        attempts: [
+          { attempt: 1, output: "Thinking…", interrupted: "max_turns_exceeded", score: 0, lesson: "Answer, do not think aloud." },
+          { attempt: 2, output: "A piano.", score: 0.9 }
+        ]
+      })
+    }).pipe(
+      Effect.provide(ScriptedModel.layer([
+        { text: "Thinking…", toolCalls: [{ name: "noop" }] },
+        "score: 0",
+        "Answer, do not think aloud.",
+        "A piano.",
+        "score: 0.9"
+      ]))
+    ))
+
+  it.effect("interrupting the run stops the evaluator in flight at once", () =>
+    Effect.gen(function*() {
+      const calling = yield* Deferred.make<void>()
+      let stopped = false
+      const model = ScriptedModel.layer((_request, index) =>
+        index === 0
+          ? Effect.succeed("A door.")
+          : Deferred.succeed(calling, undefined).pipe(
+            Effect.zipRight(Effect.never),
+            Effect.onInterrupt(() => Effect.sync(() => { stopped = true }))
+          )
+      )
+      const fiber = yield* Effect.fork(Agent.run(solver(Reflexion.architecture), task).pipe(Effect.provide(model)))
+      yield* Deferred.await(calling)
+      expect(Exit.isInterrupted(yield* Fiber.interrupt(fiber))).toBe(true)
+      expect(stopped).toBe(true)
+    }))
+
+  it.effect("invalid options fail with InvalidOptions naming the field", () =>
+    Effect.gen(function*() {
+      const attempts = yield* Effect.flip(Reflexion.make({ maxAttempts: 0 }))
+      expect(attempts).toBeInstanceOf(AgentError.InvalidOptions)
+      expect(attempts.module).toBe("Reflexion")
+      expect(attempts.message).toContain("maxAttempts")
+      expect((yield* Effect.flip(Reflexion.make({ threshold: 1.5 }))).message).toContain("threshold")
+      expect((yield* Effect.flip(Reflexion.make({ threshold: -0.1 }))).message).toContain("threshold")
+      expect((yield* Effect.flip(Reflexion.make({ attemptPrompt: "{prompt} {lesson}" }))).message).toContain(
+        "unknown placeholder {lesson}"
+      )
+    }))
+})

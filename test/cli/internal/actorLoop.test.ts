@@ -1,0 +1,133 @@
+import { Command } from "@effect/cli"
+import { NodeContext } from "@effect/platform-node"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { makeCommand, runTasksFile } from "../../../src/cli/internal/actorLoop.js"
+import type { Output } from "../../../src/cli/internal/output.js"
+import { dumpState, stateCommand } from "../../../src/cli/internal/state.js"
+import { type Model, ModelError, Sandbox, ScriptedModel, StateStore, TrajectoryStore } from "../../../src/index.js"
+
+const dir = mkdtempSync(join(tmpdir(), "valet-cli-actor-loop-"))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+const memoryOutput = (tty = false): Output & { readonly lines: Array<string> } => {
+  const lines: Array<string> = []
+  return {
+    tty,
+    lines,
+    line: (text) => Effect.sync(() => void lines.push(text)),
+    status: (text) => Effect.sync(() => void lines.push(`\r${text}`))
+  }
+}
+
+const tasksFile = (name: string, lines: ReadonlyArray<string>) => {
+  const path = join(dir, name)
+  writeFileSync(path, lines.join("\n") + "\n")
+  return path
+}
+
+const task = (taskId: string, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ task_id: taskId, prompt: `Do ${taskId}.`, workspace_files: { "in.txt": `${taskId}\n` }, ...extra })
+
+const answer = "<think>read it</think><action>{\"command\": [\"python3\", \"-c\", \"print(open('in.txt').read().upper(), end='')\"]}</action>" +
+  "<state_update>{\"history\": [\"printed the input\"]}</state_update>"
+
+const layers = (script: ScriptedModel.Script) =>
+  Layer.mergeAll(
+    ScriptedModel.layer(script),
+    Sandbox.layerTest(({ files }) => ({ stdout: (files["in.txt"] ?? "").toUpperCase() })),
+    StateStore.layerMemory(),
+    TrajectoryStore.layerMemory
+  )
+
+describe("valet actor-loop (runTasksFile)", () => {
+  it.effect("skips blank lines, reports a malformed line by number and runs the others", () =>
+    Effect.gen(function*() {
+      const path = tasksFile("mixed.jsonl", [task("t1"), "", "{\"task_id\": \"t2\", \"prompt\": ", "   ", task("t3"), task("t4", { temperature: 9 })])
+      const output = memoryOutput()
+      const summary = yield* runTasksFile(path, { concurrency: 2 }, layers(() => answer), output)
+      expect(summary).toMatchObject({ total: 2, recorded: 2, failed: 0, skippedLines: 2, sandboxFailed: 0, parseErrors: 0 })
+      expect(output.lines[0]).toMatch(new RegExp(`^skipped ${path}:3: `))
+      expect(output.lines[1]).toMatch(new RegExp(`^skipped ${path}:6: temperature: `))
+      expect(output.lines[2]).toBe(`actor-loop: 2 tasks from ${path}, 2 at a time`)
+      expect(output.lines.filter((line) => /^\[\d\/2\] t[13] step 1: exit 0 · parsed · model 0\.00 s$/.test(line))).toHaveLength(2)
+      expect(output.lines.at(-1)).toMatch(
+        /^actor-loop: 2 tasks · 2 recorded · 0 failed · 2 malformed lines skipped · sandbox failed in 0 · parse errors in 0 · /
+      )
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("on a terminal, shows a status line with done / total, failures and rate", () =>
+    Effect.gen(function*() {
+      const path = tasksFile("tty.jsonl", [task("a"), task("b")])
+      const output = memoryOutput(true)
+      yield* runTasksFile(path, { concurrency: 1 }, layers([answer, { error: new ModelError.ServerError({ status: 500, message: "boom" }) }]), output)
+      expect(output.lines).toContain("\r1/2 done · 0 failed · 0.00 tasks/s · ETA ?")
+      expect(output.lines.some((line) => line.startsWith("[2/2] b FAILED: ServerError: boom"))).toBe(true)
+      expect(output.lines).toContain("\r2/2 done · 1 failed · 0.00 tasks/s · ETA 0 s")
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("fails (non-zero exit) only when no task could run", () =>
+    Effect.gen(function*() {
+      const allFail = tasksFile("all-fail.jsonl", [task("x"), task("y")])
+      const failed = yield* Effect.flip(runTasksFile(allFail, { concurrency: 2 }, layers(() => ({ error: new ModelError.Transport({ message: "refused" }) })), memoryOutput()))
+      expect(failed).toMatchObject({ _tag: "ActorLoopFailed", path: allFail })
+      expect(failed.message).toBe("no task could run: all 2 failed (first: Transport: refused)")
+      const malformed = tasksFile("malformed.jsonl", ["nope", "{}"])
+      const none = yield* Effect.flip(runTasksFile(malformed, { concurrency: 2 }, layers([]), memoryOutput()))
+      expect(none.message).toBe(`no task could run: ${malformed} has no valid task line (2 malformed)`)
+      const missing = yield* Effect.flip(runTasksFile(join(dir, "nope.jsonl"), { concurrency: 1 }, layers([]), memoryOutput()))
+      expect(missing.message).toContain("cannot read the tasks file")
+    }).pipe(Effect.provide(NodeContext.layer)))
+})
+
+describe("valet actor-loop and valet state dump (commands)", () => {
+  it.live("runs the file with real processes, SQLite state and JSONL trajectories; state dump prints the state", () =>
+    Effect.gen(function*() {
+      const path = tasksFile("real.jsonl", [task("r1"), "not json", task("r2")])
+      const scripted: Layer.Layer<Model.Model> = Layer.orDie(ScriptedModel.layer(() => answer))
+      const outputs = memoryOutput()
+      const actorLoop = makeCommand(() => scripted, () => outputs)
+      const root = Command.make("valet").pipe(Command.withSubcommands([actorLoop, stateCommand]))
+      const run = Command.run(root, { name: "valet", version: "test" })
+      const stateDb = join(dir, "real", "state.sqlite3")
+      const trajectories = join(dir, "real", "trajectories")
+      yield* run([
+        "node", "valet", "actor-loop", path,
+        "--concurrency", "2",
+        "--state-db", stateDb,
+        "--trajectories", trajectories,
+        "--work-root", join(dir, "real", "work")
+      ])
+      expect(outputs.lines.at(-1)).toMatch(/^actor-loop: 2 tasks · 2 recorded · 0 failed · 1 malformed line skipped · /)
+      const line = JSON.parse(readFileSync(join(trajectories, "raw", "r1.jsonl"), "utf8").trim())
+      expect(line).toMatchObject({ task_id: "r1", step: 1, sandbox_result: { exit_code: 0, stdout: "R1\n" }, metrics: { sandbox_failed: false } })
+      expect(existsSync(stateDb)).toBe(true)
+
+      const printed: Array<string> = []
+      const original = console.log
+      console.log = (...args: Array<unknown>) => void printed.push(args.map(String).join(" "))
+      yield* run(["node", "valet", "state", "dump", "r2", "--state-db", stateDb]).pipe(
+        Effect.zipRight(run(["node", "valet", "state", "dump", "r2", "--state-db", stateDb, "--render"])),
+        Effect.ensuring(Effect.sync(() => (console.log = original)))
+      )
+      expect(JSON.parse(printed[0]!)).toEqual({
+        goals: [],
+        constraints: [],
+        decisions: [],
+        hypotheses: [],
+        history: ["printed the input"],
+        open_issues: [],
+        next_focus: ""
+      })
+      expect(printed[1]).toBe("History:\n- printed the input")
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.effect("state dump of a task with no state prints the empty state", () =>
+    Effect.gen(function*() {
+      expect(yield* dumpState("nobody", true)).toBe("(empty state)")
+      expect(JSON.parse(yield* dumpState("nobody", false))).toMatchObject({ goals: [], next_focus: "" })
+    }).pipe(Effect.provide(StateStore.layerMemory())))
+})

@@ -1,0 +1,111 @@
+import { FileSystem } from "@effect/platform"
+import { NodeContext, NodeHttpClient } from "@effect/platform-node"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, Option } from "effect"
+import { checkHealth, healthTable, NoHealthyActor } from "../../../src/cli/internal/health.js"
+import { defaultInstructions, memoryPrinter, modelOf, runPrompt } from "../../../src/cli/internal/run.js"
+import { Journal, OpenAiCompatible, Vllm } from "../../../src/index.js"
+import * as Server from "../../support/openAiServer.js"
+
+const answer = "Word0 word1 word2 word3 word4 word5 word6 word7"
+
+const clientOf = (server: Server.LoopbackServer) =>
+  OpenAiCompatible.layer({ baseUrl: server.url, model: "m" }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+
+const settings = { prompt: "Hello", architecture: "react", instructions: defaultInstructions, stream: false }
+
+describe("valet run", () => {
+  it.scoped("prints only the answer; the request carries the instructions and the prompt", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      const printer = memoryPrinter()
+      const result = yield* runPrompt(settings, printer).pipe(Effect.provide(clientOf(server)))
+      expect(result.output).toBe(answer)
+      expect(printer.out).toBe(`${answer}\n`)
+      expect(printer.notes).toEqual([])
+      expect(server.requests[0]!.body.messages).toEqual([
+        { role: "system", content: defaultInstructions },
+        { role: "user", content: "Hello" }
+      ])
+    }))
+
+  it.scoped("--stream prints the events as they arrive, the model's text inline, then the answer", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      const printer = memoryPrinter()
+      yield* runPrompt({ ...settings, stream: true }, printer).pipe(Effect.provide(clientOf(server)))
+      const lines = printer.out.split("\n")
+      expect(lines[0]).toMatch(/^\[sess_\w+\] run started: valet-run \(react\) ← Hello$/)
+      expect(lines[1]).toMatch(/model call react\.turn_1$/)
+      expect(lines[2]).toBe(answer)
+      expect(lines[3]).toMatch(/model replied react\.turn_1 in \d+ ms, \d+ tokens: Word0/)
+      expect(lines[4]).toMatch(/run completed after 1 model calls/)
+      expect(lines.slice(5)).toEqual(["", answer, ""])
+      // Streamed from the server: the request asked for SSE.
+      expect(server.requests[0]!.body.stream).toBe(true)
+    }))
+
+  it.scoped("--record then replay: the same answer from the cassette, with no server", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      const fs = yield* FileSystem.FileSystem
+      const cassette = `${yield* fs.makeTempDirectoryScoped()}/run.jsonl`
+      const recorded = yield* runPrompt({ ...settings, architecture: "self-refine" }, memoryPrinter()).pipe(
+        Effect.provide(Journal.layerRecord(cassette).pipe(Layer.provide(clientOf(server))))
+      )
+      const calls = server.requests.length
+      expect(calls).toBeGreaterThanOrEqual(2)
+      const printer = memoryPrinter()
+      const replayed = yield* runPrompt({ ...settings, architecture: "self-refine" }, printer).pipe(
+        Effect.provide(Journal.layerReplay(cassette))
+      )
+      expect(replayed.output).toBe(recorded.output)
+      expect(printer.out).toBe(`${recorded.output}\n`)
+      expect(server.requests.length).toBe(calls)
+      const miss = yield* Effect.flip(runPrompt({ ...settings, prompt: "Other" }, memoryPrinter()).pipe(Effect.provide(Journal.layerReplay(cassette))))
+      expect(miss.message).toMatch(/ReplayMiss|no recorded model call/)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("--config / --actor-name use the pool", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      const fs = yield* FileSystem.FileSystem
+      const path = `${yield* fs.makeTempDirectoryScoped()}/pool.yaml`
+      yield* fs.writeFileString(path, `actors:\n  - name: one\n    base_url: ${server.url}\n    model: m\n    api: openai\n`)
+      const result = yield* runPrompt(settings, memoryPrinter()).pipe(
+        Effect.provide(modelOf({ baseUrl: Option.none(), model: Option.none(), apiKey: Option.none(), config: Option.some(path), actorName: Option.some("one") }))
+      )
+      expect(result.output).toBe(answer)
+      expect(server.requests.map((r) => r.path)).toEqual(["/v1/chat/completions"])
+    }).pipe(Effect.provide(NodeContext.layer)))
+})
+
+describe("valet health", () => {
+  it.scoped("one row per actor with its state and API; fails when none is healthy", () =>
+    Effect.gen(function*() {
+      const up = yield* Server.make({ api: "generate" })
+      const fs = yield* FileSystem.FileSystem
+      const path = `${yield* fs.makeTempDirectoryScoped()}/pool.yaml`
+      yield* fs.writeFileString(path, `actors:\n  - name: up\n    base_url: ${up.url}\n  - name: gone\n    base_url: http://127.0.0.1:1\n`)
+      const printer = memoryPrinter()
+      const statuses = yield* checkHealth(printer).pipe(Effect.provide(Vllm.layerNode({ configPath: path })))
+      expect(statuses.map((s) => [s.name, s.healthy, s.api])).toEqual([["up", true, "generate"], ["gone", false, undefined]])
+      const lines = printer.out.trimEnd().split("\n")
+      expect(lines[0]).toBe(`pool: ${path}`)
+      expect(lines[1]).toMatch(/^actor\s+base_url\s+state\s+api\s+model$/)
+      expect(lines[2]).toMatch(new RegExp(`^up\\s+${up.url}\\s+healthy\\s+generate\\s+-$`))
+      expect(lines[3]).toMatch(/^gone\s+http:\/\/127\.0\.0\.1:1\s+unhealthy \(GET http:\/\/127\.0\.0\.1:1\/health: .*\)\s+unknown\s+-$/)
+
+      up.setHealthy(false)
+      const error = yield* Effect.flip(checkHealth(memoryPrinter()).pipe(Effect.provide(Vllm.layerNode({ configPath: path }))))
+      expect(error).toEqual(new NoHealthyActor({ path }))
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it("says when the file is missing and the default actor is used", () => {
+    const lines = healthTable(
+      { path: "configs/vllm_actors.yaml", fromFile: false, actors: [], timeoutSec: 60, maxTokens: 512, maxAttempts: 3 },
+      []
+    )
+    expect(lines[0]).toBe("pool: configs/vllm_actors.yaml not found: the default single actor")
+  })
+})

@@ -1,0 +1,124 @@
+import { FileSystem } from "@effect/platform"
+import { NodeContext } from "@effect/platform-node"
+import { describe, expect, it } from "@effect/vitest"
+import { Chunk, Effect, Layer, Schema, Stream } from "effect"
+import { Agent, Architecture, Journal, Model, ModelError, ScriptedModel, Tool } from "../../src/index.js"
+
+const add = Tool.make({
+  name: "add",
+  description: "Adds",
+  parameters: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
+  handler: ({ a, b }) => Effect.succeed(a + b)
+})
+const calculator = Agent.make({ name: "calc", instructions: "Add.", tools: [add] })
+const script: ScriptedModel.Script = [{ toolCalls: [{ name: "add", arguments: { a: 2, b: 3 } }] }, "2 + 3 = 5"]
+
+const recording = (path: string, turns: ScriptedModel.Script) =>
+  Journal.layerRecord(path).pipe(Layer.provide(ScriptedModel.layer(turns)), Layer.provide(NodeContext.layer))
+const replaying = (path: string) => Journal.layerReplay(path).pipe(Layer.provide(NodeContext.layer))
+
+const cassette = Effect.map(
+  FileSystem.FileSystem.pipe(Effect.flatMap((fs) => fs.makeTempDirectoryScoped({ prefix: "valet-journal-" }))),
+  (dir) => `${dir}/run.jsonl`
+)
+
+describe("Journal", () => {
+  it.scoped("records a run and replays it with no model at all, to an identical result", () =>
+    Effect.gen(function*() {
+      const path = yield* cassette
+      const recorded = yield* Agent.run(calculator, "2 + 3?", { sessionId: "sess_rec" }).pipe(
+        Effect.provide(recording(path, script))
+      )
+      const replayed = yield* Agent.run(calculator, "2 + 3?", { sessionId: "sess_rec" }).pipe(
+        Effect.provide(replaying(path))
+      )
+      expect(replayed).toEqual(recorded)
+      expect(replayed.output).toBe("2 + 3 = 5")
+      // Replayed under another session id too: keys are relative to the run's root session.
+      const elsewhere = yield* Agent.run(calculator, "2 + 3?").pipe(Effect.provide(replaying(path)))
+      expect({ ...elsewhere, sessionId: "" }).toEqual({ ...recorded, sessionId: "" })
+      const entries = yield* Journal.read(path)
+      expect(entries.map((entry) => [entry.session, entry.step, entry.occurrence])).toEqual([
+        ["root", "react.turn_1", 0],
+        ["root", "react.turn_2", 0]
+      ])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("a changed prompt is a ReplayMiss naming the key", () =>
+    Effect.gen(function*() {
+      const path = yield* cassette
+      yield* Agent.run(calculator, "2 + 3?").pipe(Effect.provide(recording(path, script)))
+      const error = yield* Effect.flip(Agent.run(calculator, "2 + 4?").pipe(Effect.provide(replaying(path))))
+      expect(error).toBeInstanceOf(ModelError.ReplayMiss)
+      expect(error.message).toMatch(/^Journal: no recorded model call for root\/react\.turn_1\/[0-9a-f]{16}#0 in .*run\.jsonl$/)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("multi-agent runs replay: sub-agents are keyed by their deterministic session ids", () =>
+    Effect.gen(function*() {
+      const path = yield* cassette
+      const helper = Agent.make({ name: "helper", instructions: "" })
+      const parallel = Architecture.make({
+        name: "parallel-helpers",
+        program: (input) =>
+          Effect.map(
+            Effect.forEach(
+              [1, 2, 3],
+              (i) => Agent.runChild(helper, `${input.prompt} #${i}`, { role: "helper", index: i }),
+              { concurrency: "unbounded" }
+            ),
+            (results) => ({ output: results.map((result) => result.output).join(" | ") })
+          )
+      })
+      const boss = Agent.make({ name: "boss", instructions: "", architecture: parallel })
+      const answer = ScriptedModel.layer((request) => `answer to ${request.messages?.at(-1)?.content}`)
+      const recorded = yield* Agent.run(boss, "q").pipe(
+        Effect.provide(Journal.layerRecord(path).pipe(Layer.provide(answer), Layer.provide(NodeContext.layer)))
+      )
+      const replayed = yield* Agent.run(boss, "q").pipe(Effect.provide(replaying(path)))
+      expect(replayed.output).toBe("answer to q #1 | answer to q #2 | answer to q #3")
+      expect(replayed.output).toBe(recorded.output)
+      const sessions = (yield* Journal.read(path)).map((entry) => entry.session).sort()
+      expect(sessions).toEqual(["root__helper_1", "root__helper_2", "root__helper_3"])
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("streamed runs record and replay their text deltas", () =>
+    Effect.gen(function*() {
+      const path = yield* cassette
+      const deltas = (layer: Layer.Layer<Model.Model, Journal.JournalError>) =>
+        Agent.stream(calculator, "2 + 3?").pipe(
+          Stream.filter((event) => event._tag === "TextDelta"),
+          Stream.map((event) => (event._tag === "TextDelta" ? event.text : "")),
+          Stream.runCollect,
+          Effect.map(Chunk.toArray),
+          Effect.provide(layer)
+        )
+      const recorded = yield* deltas(recording(path, script))
+      const replayed = yield* deltas(replaying(path))
+      expect(recorded).toEqual(["2", " +", " 3", " =", " 5"])
+      expect(replayed).toEqual(recorded)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("a recorded failure replays as the same typed failure", () =>
+    Effect.gen(function*() {
+      const path = yield* cassette
+      const failing = [{ error: new ModelError.ContextLengthExceeded({ message: "prompt too long" }) }]
+      const first = yield* Effect.flip(Agent.run(calculator, "x").pipe(Effect.provide(recording(path, failing))))
+      const again = yield* Effect.flip(Agent.run(calculator, "x").pipe(Effect.provide(replaying(path))))
+      expect(first).toBeInstanceOf(ModelError.ContextLengthExceeded)
+      expect(again).toEqual(first)
+    }).pipe(Effect.provide(NodeContext.layer)))
+
+  it.scoped("a bad cassette line is a JournalError with its line number", () =>
+    Effect.gen(function*() {
+      const path = yield* cassette
+      yield* Agent.run(calculator, "2 + 3?").pipe(Effect.provide(recording(path, script)))
+      const fs = yield* FileSystem.FileSystem
+      yield* fs.writeFileString(path, '{"session": "root", "truncated', { flag: "a" })
+      const error = yield* Effect.flip(Agent.run(calculator, "2 + 3?").pipe(Effect.provide(replaying(path))))
+      expect(error).toBeInstanceOf(Journal.JournalError)
+      expect((error as Journal.JournalError).line).toBe(3)
+      expect(error.message).toContain("line 3 is not a journal entry")
+      const missing = yield* Effect.flip(Journal.read(`${path}.absent`))
+      expect(missing.message).toContain("cannot read the cassette")
+    }).pipe(Effect.provide(NodeContext.layer)))
+})

@@ -1,0 +1,49 @@
+import { describe, expect, it } from "@effect/vitest"
+import { canonicalArguments, canonicalJson } from "../../../src/core/internal/json.js"
+
+describe("json", () => {
+  it("canonicalJson sorts keys at every depth and drops undefined values; sorted input is written as it is", () => {
+    expect(canonicalJson({ b: 1, a: { d: [{ z: 1, y: 2 }], c: undefined } })).toBe('{"a":{"d":[{"y":2,"z":1}]},"b":1}')
+    expect(canonicalJson({ a: 1, b: [1, "x", null] })).toBe('{"a":1,"b":[1,"x",null]}')
+    // Integer-like keys: objects list them first whatever the order, so sorted text is the same either way.
+    expect(canonicalJson({ "9": 1, "10": 2, a: 3 })).toBe('{"9":1,"10":2,"a":3}')
+    expect(canonicalJson(undefined)).toBe("null")
+  })
+
+  it("canonicalJson of a value equals canonicalJson of any key order of it (random values)", () => {
+    let seed = 7
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648
+    const value = (depth: number): unknown => {
+      const kind = Math.floor(random() * (depth > 2 ? 3 : 5))
+      if (kind === 0) return Math.floor(random() * 100)
+      if (kind === 1) return `s${Math.floor(random() * 10)}`
+      if (kind === 2) return random() < 0.5 ? null : true
+      if (kind === 3) return Array.from({ length: Math.floor(random() * 3) }, () => value(depth + 1))
+      const keys = ["b", "a", "c", "10", "2", "aa"].filter(() => random() < 0.6)
+      return Object.fromEntries(keys.map((key) => [key, value(depth + 1)]))
+    }
+    const reordered = (v: unknown): unknown => {
+      if (Array.isArray(v)) return v.map(reordered)
+      if (v !== null && typeof v === "object") return Object.fromEntries(Object.entries(v).reverse().map(([k, x]) => [k, reordered(x)]))
+      return v
+    }
+    const sortedCopy = (v: unknown): unknown => {
+      if (Array.isArray(v)) return v.map(sortedCopy)
+      if (v !== null && typeof v === "object") {
+        return Object.fromEntries(Object.keys(v).sort().map((k) => [k, sortedCopy((v as Record<string, unknown>)[k])]))
+      }
+      return v
+    }
+    for (let i = 0; i < 300; i++) {
+      const v = value(0)
+      expect(canonicalJson(reordered(v))).toBe(canonicalJson(v))
+      expect(canonicalJson(v)).toBe(JSON.stringify(sortedCopy(v)))
+    }
+  })
+
+  it("canonicalArguments: JSON in canonical form, other text trimmed, empty text as {}", () => {
+    expect(canonicalArguments(' {"b": 2, "a": 1} ')).toBe('{"a":1,"b":2}')
+    expect(canonicalArguments("not json ")).toBe("not json")
+    expect(canonicalArguments("  ")).toBe("{}")
+  })
+})

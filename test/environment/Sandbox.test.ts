@@ -1,0 +1,325 @@
+import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, describe, expect, it, layer } from "@effect/vitest"
+import { Effect, Exit, Fiber } from "effect"
+import { Sandbox } from "../../src/index.js"
+import { bwrapWorks, marker, processesWith } from "../support/processes.js"
+
+// Set before any layer is built: the sandbox must not pass them on.
+process.env.VALET_TEST_SECRET = "s3cret"
+process.env.HTTPS_PROXY = "http://proxy.invalid:3128"
+process.env.no_proxy = "*"
+
+const python = (code: string, ...args: Array<string>) => ["python3", "-c", code, ...args]
+
+/** Waits (really) until `predicate` holds, polling every 20 ms, up to `ms`. */
+const waitUntil = (predicate: () => boolean, ms = 5_000) =>
+  Effect.gen(function*() {
+    const until = Date.now() + ms
+    while (!predicate()) {
+      if (Date.now() > until) return yield* Effect.dieMessage("condition not reached in time")
+      yield* Effect.sleep("20 millis")
+    }
+  })
+
+const roots: Array<string> = []
+afterAll(() => {
+  const left = roots.map((root) => [readdirSync(root), readdirSync(join(root, "kept"))])
+  for (const root of roots) rmSync(root, { recursive: true, force: true })
+  // Nothing may be left behind but the (empty) directory of kept workspaces.
+  for (const [entries, kept] of left) {
+    expect(entries).toEqual(["kept"])
+    expect(kept).toEqual([])
+  }
+})
+
+const suite = (mode: "process" | "bwrap") => {
+  const workRoot = mkdtempSync(join(tmpdir(), `valet-sandbox-test-${mode}-`))
+  roots.push(workRoot)
+  const options: Sandbox.Options = {
+    isolation: mode,
+    workRoot,
+    graceMs: 300,
+    maxOutputBytes: 10_000,
+    limits: { maxProcesses: 32 }
+  }
+
+  layer(Sandbox.layerProcess(options), { timeout: "60 seconds", excludeTestServices: true })(`Sandbox (${mode} isolation)`, (it) => {
+    it.effect("reports the isolation it uses", () =>
+      Effect.gen(function*() {
+        const info = yield* Sandbox.info
+        expect(info.isolation).toBe(mode)
+        expect(info.missing).toEqual([])
+        const result = yield* Sandbox.runOnce("iso", {}, { command: python("print(1)") })
+        expect(result.isolation).toBe(mode)
+      }))
+
+    it.effect("captures python3 output, with HOME the workspace and a scrubbed environment", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const ws = yield* Sandbox.workspace("env-check", { "data/in.txt": "21\n" })
+        const result = yield* Sandbox.run(ws, {
+          command: python(
+            "import json, os\nprint(int(open('data/in.txt').read()) * 2)\nprint(json.dumps(dict(os.environ)))"
+          )
+        })
+        expect(result.exitCode).toBe(0)
+        expect(result.error).toBeUndefined()
+        const [answer, envLine] = result.stdout.trim().split("\n")
+        expect(answer).toBe("42")
+        const env = JSON.parse(envLine!) as Record<string, string>
+        expect(env.HOME).toBe(ws.path)
+        expect(env.PATH).toBeDefined()
+        expect(env.VALET_TEST_SECRET).toBeUndefined()
+        expect(Object.keys(env).filter((name) => /proxy/i.test(name))).toEqual([])
+        expect(result.diff).toBe("")
+        expect(result.changedFiles).toEqual([])
+      })))
+
+    it.effect("ast-grep rewrites a seeded file and the diff shows it", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const ws = yield* Sandbox.workspace("astgrep", { "src/app.py": "def f(x):\n    print(x)\n    return x\n" })
+        const result = yield* Sandbox.run(ws, {
+          command: ["ast-grep", "run", "-p", "print($A)", "-r", "logger.info($A)", "-l", "python", "-U", "src"]
+        })
+        expect(result.exitCode).toBe(0)
+        expect(result.changedFiles).toEqual(["src/app.py"])
+        expect(result.diff).toBe(
+          "--- a/src/app.py\n+++ b/src/app.py\n@@ -1,3 +1,3 @@\n def f(x):\n-    print(x)\n+    logger.info(x)\n     return x\n"
+        )
+      })))
+
+    it.effect("refuses programs off the allow-list, judged on the resolved executable", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const ws = yield* Sandbox.workspace("refuse", {})
+        const bash = yield* Sandbox.run(ws, { command: ["bash", "-c", "echo hi"] })
+        expect(bash).toMatchObject({ exitCode: 126, error: "not_allowed", isolation: "none", stdout: "" })
+        expect(bash.stderr).toContain("bash resolves to")
+        const missing = yield* Sandbox.run(ws, { command: ["no-such-program-xyz"] })
+        expect(missing).toMatchObject({ exitCode: 126, error: "not_allowed" })
+        // A link named like an allowed program, pointing at a shell, is still a shell.
+        yield* Sandbox.run(ws, { command: python("import os; os.symlink('/bin/sh', 'python3')") })
+        const alias = yield* Sandbox.run(ws, { command: ["./python3", "-c", "echo pwned"] })
+        expect(alias).toMatchObject({ exitCode: 126, error: "not_allowed" })
+        // The allowed executable under another path is allowed.
+        const info = yield* Sandbox.info
+        const real = info.allowed.find((entry) => entry.name === "node")!.path
+        const direct = yield* Sandbox.run(ws, { command: [real, "-e", "console.log(6 * 7)"] })
+        expect(direct).toMatchObject({ exitCode: 0, stdout: "42\n" })
+      })))
+
+    it.effect("answers exit 127 invalid_command for anything but a non-empty list of strings", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const ws = yield* Sandbox.workspace("invalid", {})
+        for (const command of ["python3 -c 1", [], [1, 2], ["python3", { code: 1 }], null, undefined, ["python3", "a\0b"]]) {
+          const result = yield* Sandbox.run(ws, { command })
+          expect(result).toMatchObject({ exitCode: 127, error: "invalid_command", command: [], isolation: "none" })
+          expect(result.stderr).toMatch(/^invalid_command: /)
+        }
+      })))
+
+    it.effect("a timeout kills a process that ignores SIGTERM and its child, keeping the partial output", () =>
+      Effect.gen(function*() {
+        const mark = marker()
+        const script = [
+          "import signal, subprocess, sys, time",
+          "signal.signal(signal.SIGTERM, signal.SIG_IGN)",
+          `subprocess.Popen([sys.executable, '-c', 'import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(60)', '${mark}'])`,
+          "print('started', flush=True)",
+          "time.sleep(60)"
+        ].join("\n")
+        const result = yield* Sandbox.runOnce("timeout", {}, { command: python(script, mark), timeoutMs: 1_500 })
+        expect(result).toMatchObject({ exitCode: 124, timedOut: true, error: "timeout", stdout: "started\n" })
+        expect(result.durationMs).toBeLessThan(1_500 + 300 + 2_000)
+        expect(processesWith(mark)).toEqual([])
+      }))
+
+    it.effect("caps a process that prints forever and ends it", () =>
+      Effect.gen(function*() {
+        const result = yield* Sandbox.runOnce("printer", {}, { command: python("while True: print('x' * 100)"), timeoutMs: 10_000 })
+        expect(result.timedOut).toBe(false)
+        expect(result.stdoutTruncated).toBe(true)
+        expect(result.stdout.endsWith("\n[valet: stdout truncated at 10000 bytes]\n")).toBe(true)
+        expect(result.stdout.length).toBeLessThan(10_100)
+        expect(result.exitCode).not.toBe(0)
+      }))
+
+    it.effect("interrupting a run kills the process group at once and removes the workspace", () =>
+      Effect.gen(function*() {
+        const mark = marker()
+        let path = ""
+        const fiber = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
+          const ws = yield* Sandbox.workspace("interrupted", { "f.txt": "x\n" })
+          path = ws.path
+          return yield* Sandbox.run(ws, {
+            command: python("import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(60)", mark),
+            timeoutMs: 60_000
+          })
+        })))
+        yield* waitUntil(() => processesWith(mark).length > 0)
+        expect(existsSync(path)).toBe(true)
+        const started = Date.now()
+        const exit = yield* Fiber.interrupt(fiber)
+        expect(Exit.isInterrupted(exit)).toBe(true)
+        expect(Date.now() - started).toBeLessThan(3_000)
+        expect(processesWith(mark)).toEqual([])
+        expect(existsSync(path)).toBe(false)
+      }))
+
+    it.effect("refuses absolute paths, '..', unsafe task ids and a run in a closed workspace", () =>
+      Effect.gen(function*() {
+        const error = (taskId: string, files: Sandbox.Files) =>
+          Effect.flip(Effect.scoped(Sandbox.workspace(taskId, files)))
+        expect(yield* error("t", { "../escape.txt": "" })).toMatchObject({ _tag: "SandboxError", reason: "parent_path", path: "../escape.txt" })
+        expect(yield* error("t", { "a/../../b": "" })).toMatchObject({ reason: "parent_path" })
+        expect(yield* error("t", { "/etc/passwd": "" })).toMatchObject({ reason: "absolute_path" })
+        expect(yield* error("t", { "": "" })).toMatchObject({ reason: "invalid_path" })
+        for (const taskId of ["../etc", "a/b", "", ".hidden", "x".repeat(200)]) {
+          const refused = yield* error(taskId, {})
+          expect(refused).toMatchObject({ reason: "unsafe_task_id" })
+          expect(refused.message).toContain("not a safe name")
+        }
+        const ws = yield* Effect.scoped(Sandbox.workspace("closed", { "./a/./b.txt": "ok" }))
+        const closed = yield* Effect.flip(Sandbox.run(ws, { command: python("print(1)") }))
+        expect(closed).toMatchObject({ reason: "workspace_closed" })
+        expect(existsSync(ws.path)).toBe(false)
+      }))
+
+    it.effect("a kept workspace keeps its edits across steps and refuses to seed through a symlink", () =>
+      Effect.gen(function*() {
+        const outside = mkdtempSync(join(tmpdir(), "valet-outside-"))
+        try {
+          const step = (files: Sandbox.Files, command?: ReadonlyArray<string>) =>
+            Effect.scoped(Effect.gen(function*() {
+              const ws = yield* Sandbox.workspace("keeper", files, { keep: true })
+              return command === undefined ? undefined : yield* Sandbox.run(ws, { command })
+            }))
+          const increment = python("n = int(open('count.txt').read()); open('count.txt', 'w').write(f'{n + 1}\\n'); print(n + 1)")
+          expect((yield* step({ "count.txt": "0\n" }, increment))!.stdout).toBe("1\n")
+          const second = (yield* step({ "count.txt": "0\n" }, increment))!
+          expect(second.stdout).toBe("2\n")
+          expect(second.diff).toContain("-1\n+2\n")
+          yield* step({}, python(`import os; os.symlink(${JSON.stringify(outside)}, 'evil'); os.symlink(${JSON.stringify(join(outside, "t.txt"))}, 'link.txt')`))
+          const through = yield* Effect.flip(step({ "evil/x.txt": "pwned" }))
+          expect(through).toMatchObject({ reason: "symlink_escape", path: "evil/x.txt" })
+          const onto = yield* Effect.flip(step({ "link.txt": "pwned" }))
+          expect(onto).toMatchObject({ reason: "symlink_escape", path: "link.txt" })
+          expect(readdirSync(outside)).toEqual([])
+          yield* Sandbox.discard("keeper")
+          expect(existsSync(join(workRoot, "kept", "keeper"))).toBe(false)
+        } finally {
+          rmSync(outside, { recursive: true, force: true })
+        }
+      }))
+
+    it.effect("lists binary and large files as changed without diffing them; /dev/null for new and deleted files", () =>
+      Effect.gen(function*() {
+        const result = yield* Sandbox.runOnce("changes", { "del.txt": "bye\n", "same.txt": "same\n" }, {
+          command: python([
+            "import os",
+            "os.remove('del.txt')",
+            "open('bin.dat', 'wb').write(bytes(range(256)))",
+            "open('new.txt', 'w').write('hello\\n')",
+            "open('big.txt', 'w').write('line\\n' * 100000)"
+          ].join("\n"))
+        })
+        expect(result.exitCode).toBe(0)
+        expect(result.changedFiles).toEqual(["big.txt", "bin.dat", "del.txt", "new.txt"])
+        expect(result.diff).toBe(
+          "--- a/del.txt\n+++ /dev/null\n@@ -1 +0,0 @@\n-bye\n--- /dev/null\n+++ b/new.txt\n@@ -0,0 +1 @@\n+hello\n"
+        )
+      }))
+
+    it.effect("contains a fork bomb with the process limit", () =>
+      Effect.gen(function*() {
+        const info = yield* Sandbox.info
+        if (!info.processLimitEnforced) {
+          console.warn(`fork-bomb test skipped: the process limit cannot be enforced here (${JSON.stringify(info)})`)
+          return
+        }
+        const mark = marker()
+        let most = 0
+        const watcher = yield* Effect.fork(Effect.forever(Effect.zipRight(
+          Effect.sync(() => {
+            most = Math.max(most, processesWith(mark).length)
+          }),
+          Effect.sleep("10 millis")
+        )))
+        const result = yield* Sandbox.runOnce("bomb", {}, {
+          command: python(
+            "import os, time\nend = time.time() + 1.5\nwhile time.time() < end:\n    try:\n        os.fork()\n    except OSError:\n        time.sleep(0.01)",
+            mark
+          ),
+          timeoutMs: 10_000
+        })
+        yield* Fiber.interrupt(watcher)
+        expect(result.timedOut).toBe(false)
+        // It did fork, and never past the limit (bwrap adds its own two processes, which run as root).
+        expect(most).toBeGreaterThan(8)
+        expect(most).toBeLessThanOrEqual(32 + 2)
+        expect(processesWith(mark)).toEqual([])
+      }))
+
+    if (mode === "bwrap") {
+      it.effect("bwrap: no network, a read-only system, a private /tmp", () =>
+        Effect.gen(function*() {
+          const server = createServer((socket) => socket.end("hello"))
+          yield* Effect.promise(() => new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve)))
+          const port = (server.address() as { port: number }).port
+          const mark = marker()
+          const result = yield* Sandbox.runOnce("jail", {}, {
+            command: python([
+              "import socket, sys",
+              "try:",
+              `    socket.create_connection(('127.0.0.1', ${port}), timeout=2); print('connected')`,
+              "except OSError as e: print('no network')",
+              "try:",
+              `    open('/var/${mark}', 'w'); print('wrote /var')`,
+              "except OSError as e: print('read-only')",
+              `open('/tmp/${mark}', 'w').write('x'); print('tmp ok')`
+            ].join("\n"))
+          }).pipe(Effect.ensuring(Effect.sync(() => server.close())))
+          expect(result.stdout).toBe("no network\nread-only\ntmp ok\n")
+          expect(existsSync(`/tmp/${mark}`)).toBe(false)
+        }))
+    } else {
+      it.effect("process: commands run as a pooled unprivileged uid when we are root", () =>
+        Effect.gen(function*() {
+          const info = yield* Sandbox.info
+          const result = yield* Sandbox.runOnce("uid", {}, { command: python("import os; print(os.getuid())") })
+          if (process.geteuid?.() === 0 && info.pooledUids) expect(Number(result.stdout)).toBeGreaterThanOrEqual(1_800_000_000)
+          else expect(Number(result.stdout)).toBe(process.geteuid?.())
+        }))
+    }
+  })
+}
+
+suite("process")
+if (bwrapWorks) suite("bwrap")
+else describe("Sandbox (bwrap isolation)", () => it.skip("skipped: bwrap is not installed or cannot create namespaces here", () => {}))
+
+describe("Sandbox.layerProcess", () => {
+  it.live("fails to build with isolation: bwrap when bwrap does not work, and rejects bad options", () =>
+    Effect.gen(function*() {
+      const bad = yield* Effect.flip(Sandbox.make({ timeoutMs: -1 }))
+      expect(bad).toMatchObject({ reason: "invalid_options" })
+      expect(bad.message).toContain("timeoutMs")
+      if (!bwrapWorks) {
+        const error = yield* Effect.flip(Sandbox.make({ isolation: "bwrap" }))
+        expect(error).toMatchObject({ reason: "unavailable" })
+      }
+    }))
+})
+
+describe("Sandbox.layerTest", () => {
+  it.scoped("answers scripted results, and decodes and allow-lists commands like the real layer", () =>
+    Effect.gen(function*() {
+      const ws = yield* Sandbox.workspace("t1", { "a.py": "print(1)" })
+      const ok = yield* Sandbox.run(ws, { command: ["python3", "a.py"] })
+      expect(ok).toEqual({ command: ["python3", "a.py"], exitCode: 0, stdout: "1\n", stderr: "", durationMs: 0, timedOut: false, isolation: "test" })
+      expect(yield* Sandbox.run(ws, { command: ["rm", "-rf", "/"] })).toMatchObject({ exitCode: 126, error: "not_allowed" })
+      expect(yield* Sandbox.run(ws, { command: "python3 a.py" })).toMatchObject({ exitCode: 127, error: "invalid_command" })
+      expect(yield* Effect.flip(Sandbox.workspace("t2", { "../x": "" }))).toMatchObject({ reason: "parent_path" })
+    }).pipe(Effect.provide(Sandbox.layerTest(({ files }) => ({ stdout: files["a.py"] === "print(1)" ? "1\n" : "?\n" })))))
+})

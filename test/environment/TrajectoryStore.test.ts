@@ -1,0 +1,151 @@
+import { NodeContext } from "@effect/platform-node"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { Chunk, Effect, Layer, Stream } from "effect"
+import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { StateStore, TrajectoryStore } from "../../src/index.js"
+
+const record = (taskId: string, n = 0): TrajectoryStore.NewRecord => ({
+  taskId,
+  prompt: `prompt ${n}`,
+  stateBefore: StateStore.empty,
+  stateAfter: { ...StateStore.empty, openIssues: [`issue ${n}`], nextFocus: "next" },
+  modelOutput: {
+    raw: `<think>t${n}</think><action>{"command": ["python3", "-c", "print(${n})"]}</action>`,
+    think: `t${n}`,
+    action: { command: ["python3", "-c", `print(${n})`] },
+    stateUpdate: null,
+    parseError: null
+  },
+  sandboxResult: {
+    command: ["python3", "-c", `print(${n})`],
+    exitCode: 0,
+    stdout: `${n}\n`,
+    stderr: "",
+    durationMs: 12.5,
+    timedOut: false,
+    isolation: "test",
+    diff: "",
+    changedFiles: []
+  },
+  reward: null,
+  metrics: { actorLatencySec: 0.25, sandboxFailed: false, inputTokens: 10, outputTokens: 20 }
+})
+
+const collect = (taskId: string) => Stream.runCollect(TrajectoryStore.read(taskId)).pipe(Effect.map(Chunk.toArray))
+
+const root = mkdtempSync(join(tmpdir(), "valet-trajectories-"))
+let roots = 0
+const freshRoot = () => join(root, `r${++roots}`)
+const fileLayer = (dir: string) => TrajectoryStore.layerFile({ root: dir }).pipe(Layer.provide(NodeContext.layer))
+
+const contract = (name: string, makeLayer: () => Layer.Layer<TrajectoryStore.TrajectoryStore, TrajectoryStore.TrajectoryStoreError>) =>
+  describe(`TrajectoryStore (${name})`, () => {
+    it.effect("appends records with step numbers and reads them back schema-checked", () =>
+      Effect.gen(function*() {
+        const first = yield* TrajectoryStore.append(record("task-a", 1))
+        const second = yield* TrajectoryStore.append(record("task-a", 2))
+        yield* TrajectoryStore.append(record("task-b", 3))
+        expect([first.step, second.step]).toEqual([1, 2])
+        const records = yield* collect("task-a")
+        expect(records).toEqual([{ ...record("task-a", 1), step: 1 }, { ...record("task-a", 2), step: 2 }])
+        expect(yield* TrajectoryStore.count("task-b")).toBe(1)
+        expect(yield* collect("nobody")).toEqual([])
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.effect("numbers steps 1..20 under 20 concurrent appends to one task", () =>
+      Effect.gen(function*() {
+        const appended = yield* Effect.forEach(Array.from({ length: 20 }, (_, i) => i), (i) => TrajectoryStore.append(record("busy", i)), {
+          concurrency: "unbounded"
+        })
+        expect(appended.map((r) => r.step).sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1))
+        const read = yield* collect("busy")
+        expect(read.map((r) => r.step)).toEqual(Array.from({ length: 20 }, (_, i) => i + 1))
+        expect(new Set(read.map((r) => r.prompt)).size).toBe(20)
+      }).pipe(Effect.provide(makeLayer())))
+
+    it.effect("refuses a task id that is not a safe file name, and a record that breaks the schema", () =>
+      Effect.gen(function*() {
+        const unsafe = yield* Effect.flip(TrajectoryStore.append(record("../../etc/passwd")))
+        expect(unsafe).toMatchObject({ _tag: "TrajectoryStoreError", operation: "append" })
+        expect(unsafe.message).toContain("not a safe name")
+        const bad = { ...record("t"), metrics: { actorLatencySec: Number.NaN, sandboxFailed: false } }
+        const invalid = yield* Effect.flip(TrajectoryStore.append(bad))
+        expect(invalid.message).toContain("actorLatencySec")
+        expect(invalid.message).toContain("Expected a finite number, actual NaN")
+        expect(yield* TrajectoryStore.count("t")).toBe(0)
+      }).pipe(Effect.provide(makeLayer())))
+  })
+
+contract("memory", () => TrajectoryStore.layerMemory)
+contract("file", () => fileLayer(freshRoot()))
+
+describe("TrajectoryStore (file specifics)", () => {
+  it.effect("writes snake-case JSON lines to <root>/raw/<task_id>.jsonl", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      yield* TrajectoryStore.append(record("snake", 7)).pipe(Effect.provide(fileLayer(dir)))
+      const lines = readFileSync(join(dir, "raw", "snake.jsonl"), "utf8").split("\n")
+      expect(lines).toHaveLength(2)
+      expect(lines[1]).toBe("")
+      const json = JSON.parse(lines[0]!)
+      expect(Object.keys(json)).toEqual([
+        "task_id", "step", "prompt", "state_before", "state_after", "model_output", "sandbox_result", "reward", "metrics"
+      ])
+      expect(json.model_output).toMatchObject({ state_update: null, parse_error: null })
+      expect(json.state_after).toMatchObject({ open_issues: ["issue 7"], next_focus: "next" })
+      expect(json.sandbox_result).toMatchObject({ exit_code: 0, timed_out: false, duration_ms: 12.5, changed_files: [] })
+      expect(json.metrics).toEqual({ actor_latency_sec: 0.25, sandbox_failed: false, input_tokens: 10, output_tokens: 20 })
+      expect(json.reward).toBeNull()
+    }))
+
+  it.effect("continues the numbering of an existing file after a restart", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      yield* TrajectoryStore.append(record("again", 1)).pipe(Effect.provide(fileLayer(dir)))
+      const next = yield* TrajectoryStore.append(record("again", 2)).pipe(Effect.provide(fileLayer(dir)))
+      expect(next.step).toBe(2)
+    }))
+
+  it.effect("repairs a torn last line on open: moved aside, never glued to the next record", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      yield* Effect.forEach([1, 2], (n) => TrajectoryStore.append(record("torn", n)), { discard: true }).pipe(
+        Effect.provide(fileLayer(dir))
+      )
+      const path = join(dir, "raw", "torn.jsonl")
+      const third = JSON.stringify({ task_id: "torn", step: 3, prompt: "half" })
+      appendFileSync(path, third.slice(0, 25)) // the crash
+      const appended = yield* TrajectoryStore.append(record("torn", 4)).pipe(Effect.provide(fileLayer(dir)))
+      expect(appended.step).toBe(3)
+      expect(readFileSync(`${path}.torn`, "utf8")).toBe(third.slice(0, 25) + "\n")
+      const records = yield* collect("torn").pipe(Effect.provide(fileLayer(dir)))
+      expect(records.map((r) => [r.step, r.prompt])).toEqual([[1, "prompt 1"], [2, "prompt 2"], [3, "prompt 4"]])
+    }))
+
+  it.effect("completes a last record that only lacks its newline", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      yield* TrajectoryStore.append(record("newline", 1)).pipe(Effect.provide(fileLayer(dir)))
+      const path = join(dir, "raw", "newline.jsonl")
+      writeFileSync(path, readFileSync(path, "utf8").trimEnd())
+      const appended = yield* TrajectoryStore.append(record("newline", 2)).pipe(Effect.provide(fileLayer(dir)))
+      expect(appended.step).toBe(2)
+      expect(existsSync(`${path}.torn`)).toBe(false)
+      expect((yield* collect("newline").pipe(Effect.provide(fileLayer(dir)))).map((r) => r.step)).toEqual([1, 2])
+    }))
+
+  it.effect("a line that is not a record fails the read with the file and line number", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      const path = join(dir, "raw", "bad.jsonl")
+      yield* TrajectoryStore.append(record("bad", 1)).pipe(Effect.provide(fileLayer(dir)))
+      appendFileSync(path, "\n{\"task_id\": \"bad\", \"step\": \"two\"}\n")
+      const error = yield* Effect.flip(collect("bad").pipe(Effect.provide(fileLayer(dir))))
+      expect(error).toMatchObject({ _tag: "TrajectoryStoreError", operation: "read", path, line: 3 })
+      expect(error.message).toContain(`${path} line 3 is not a trajectory record`)
+    }))
+})
+
+afterAll(() => rmSync(root, { recursive: true, force: true }))

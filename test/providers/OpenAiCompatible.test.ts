@@ -1,0 +1,605 @@
+import { NodeHttpClient } from "@effect/platform-node"
+import { describe, expect, it } from "@effect/vitest"
+import { Chunk, ConfigProvider, Deferred, Duration, Effect, Either, Fiber, Layer, Stream } from "effect"
+import { Model, ModelError, OpenAiCompatible } from "../../src/index.js"
+import * as Server from "../support/openAiServer.js"
+import { adjustWhenSleepingFor, eventually, realDelay } from "../support/testClockIo.js"
+
+type Client = Model.Model | OpenAiCompatible.OpenAiCompatible
+
+const clientLayer = (server: Server.LoopbackServer, options: Partial<OpenAiCompatible.Options> = {}) =>
+  OpenAiCompatible.layer({ baseUrl: server.url, model: "test-model", ...options }).pipe(
+    Layer.provide(NodeHttpClient.layerUndici)
+  )
+
+/** Starts a loopback server, then runs `body` with a client of it. */
+const withServer = <A, E>(
+  body: (server: Server.LoopbackServer) => Effect.Effect<A, E, Client>,
+  options: { readonly server?: Server.Options; readonly client?: Partial<OpenAiCompatible.Options> } = {}
+) => Effect.flatMap(Server.make(options.server), (server) => Effect.provide(body(server), clientLayer(server, options.client)))
+
+const chat = (content: string, extra: Partial<Model.Request> = {}): Model.Request => ({
+  messages: [Model.user(content)],
+  ...extra
+})
+
+const collect = (request: Model.Request) => Model.stream(request).pipe(Stream.runCollect, Effect.map(Chunk.toArray))
+
+const completions = (server: Server.LoopbackServer) => server.requests.filter((r) => r.path !== "/health").length
+
+describe("OpenAiCompatible: recorded payloads", () => {
+  it.scoped("chat stream with a final usage chunk: text, usage 71/10/81, and accumulate = generate", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        const recorded = Server.fixture("chat-stream-usage.sse")
+        server.enqueue("/v1/chat/completions", Server.sseText(recorded), Server.json(Server.chatCompletionOfStream(recorded)))
+        const chunks = yield* collect(chat("weather?"))
+        expect(chunks[0]).toEqual({ _tag: "Metadata", id: "chatcmpl-9rnyXoOvZN6Ec33DKStiqSdEB76Ba", model: "gpt-4o-so" })
+        expect(chunks.filter((c) => c._tag === "TextDelta").map((c) => (c as { text: string }).text)).toEqual([
+          "{\"", "city", "\":\"", "San", " Francisco", "\",\"", "units", "\":\"", "f", "\"}"
+        ])
+        // Usage comes once, last.
+        expect(chunks.filter((c) => c._tag === "Usage")).toHaveLength(1)
+        expect(chunks.at(-1)).toEqual({ _tag: "Usage", usage: { inputTokens: 71, outputTokens: 10, totalTokens: 81 } })
+        const streamed = yield* Model.accumulate(Stream.fromIterable(chunks))
+        expect(Model.text(streamed)).toBe("{\"city\":\"San Francisco\",\"units\":\"f\"}")
+        expect(streamed.choices[0]!.finishReason).toBe("stop")
+        const generated = yield* Model.generate(chat("weather?"))
+        expect(generated).toEqual(streamed)
+      })
+    ))
+
+  it.scoped("vLLM tool-call stream: name, joined arguments, usage 226/20/246, stop_reason 128008; accumulate = generate", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        const recorded = Server.fixture("chat-stream-tool-call-vllm.sse")
+        server.enqueue("/v1/chat/completions", Server.sseText(recorded), Server.json(Server.chatCompletionOfStream(recorded)))
+        const chunks = yield* collect(chat("news?"))
+        const toolDeltas = chunks.filter((c) => c._tag === "ToolCallDelta")
+        // The id and name on the first fragment, then the pieces, then the empty trailing fragment.
+        expect(toolDeltas.map((c) => c.arguments)).toEqual(["", "{\"query\": \"", "latest", " news", " on", " ai\"}", ""])
+        expect(toolDeltas[0]).toMatchObject({ id: "chatcmpl-tool-b3b307239370432d9910d4b79b4dbbaa", name: "searchGoogle" })
+        const streamed = yield* Model.accumulate(Stream.fromIterable(chunks))
+        expect(streamed.choices).toEqual([{
+          index: 0,
+          text: "",
+          toolCalls: [{
+            id: "chatcmpl-tool-b3b307239370432d9910d4b79b4dbbaa",
+            name: "searchGoogle",
+            arguments: "{\"query\": \"latest news on ai\"}"
+          }],
+          finishReason: "tool_calls",
+          stopReason: 128008
+        }])
+        expect(streamed.usage).toEqual({ inputTokens: 226, outputTokens: 20, totalTokens: 246 })
+        expect(streamed.model).toBe("meta/llama-3.1-8b-instruct:fp8")
+        expect(yield* Model.generate(chat("news?"))).toEqual(streamed)
+      })
+    ))
+
+  it.scoped("vLLM completion: exact text, length finish, usage 9/200/209; its stream accumulates to the same", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        const recorded = JSON.parse(Server.fixture("vllm-completion.json"))
+        server.enqueue("/v1/completions", Server.json(Server.fixture("vllm-completion.json")), Server.sse(Server.completionStreamOf(recorded)))
+        const generated = yield* Model.generate({ prompt: "Làm thế nào để nói lời chia tay" })
+        expect(Model.text(generated)).toBe(recorded.choices[0].text)
+        expect(generated.choices[0]!.finishReason).toBe("length")
+        expect(generated.choices[0]!.stopReason).toBeUndefined()
+        expect(generated.usage).toEqual({ inputTokens: 9, outputTokens: 200, totalTokens: 209 })
+        expect(generated.id).toBe("cmpl-d9e1014ef4e543828be46d45d273b83d")
+        const streamed = yield* Model.accumulate(Model.stream({ prompt: "Làm thế nào để nói lời chia tay" }))
+        expect(streamed).toEqual(generated)
+        expect(server.requests.map((r) => [r.path, r.body.prompt, r.body.stream])).toEqual([
+          ["/v1/completions", "Làm thế nào để nói lời chia tay", undefined],
+          ["/v1/completions", "Làm thế nào để nói lời chia tay", true]
+        ])
+      })
+    ))
+
+  it.scoped("GET /v1/models lists the served models", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/models", Server.json(Server.fixture("vllm-models.json")))
+        expect(yield* OpenAiCompatible.listModels).toEqual([
+          { id: "Meta-Llama-3.1-8B-Instruct", ownedBy: "vllm", maxModelLen: 131072 }
+        ])
+      })
+    ))
+
+  it.scoped("both vLLM error shapes (nested, flat) with a context-length message → ContextLengthExceeded, not retried", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue(
+          "/v1/chat/completions",
+          Server.json(Server.fixture("vllm-error-nested.json"), { status: 400 }),
+          Server.json(Server.fixture("vllm-error-flat.json"), { status: 400 })
+        )
+        for (let i = 0; i < 2; i++) {
+          const error = yield* Effect.flip(Model.generate(chat("long")))
+          expect(error).toBeInstanceOf(ModelError.ContextLengthExceeded)
+          expect(error.message).toMatch(/^This model's maximum context length is 32768 tokens/)
+        }
+        expect(completions(server)).toBe(2)
+      })
+    ))
+})
+
+describe("OpenAiCompatible: requests on the wire", () => {
+  it.scoped("snake_case body: tools, tool_choice, sampling, response_format, extra passed through untouched", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        yield* Model.generate({
+          messages: [
+            Model.system("be brief"),
+            Model.user("add"),
+            Model.assistant("", [{ id: "call_1", name: "add", arguments: "{\"a\":1}" }]),
+            Model.toolResult("call_1", "add", "2")
+          ],
+          tools: [{ name: "add", description: "adds", parameters: { type: "object" } }],
+          toolChoice: { name: "add" },
+          temperature: 0.2,
+          topP: 0.9,
+          maxTokens: 64,
+          stop: ["\n\n"],
+          seed: 7,
+          n: 2,
+          logprobs: 3,
+          responseFormat: { type: "json" },
+          extra: { top_k: 20, chat_template_kwargs: { enable_thinking: false } }
+        })
+        const received = server.requests[0]!
+        expect(received.headers["content-type"]).toBe("application/json")
+        expect(received.body).toEqual({
+          model: "test-model",
+          messages: [
+            { role: "system", content: "be brief" },
+            { role: "user", content: "add" },
+            {
+              role: "assistant",
+              content: null,
+              tool_calls: [{ id: "call_1", type: "function", function: { name: "add", arguments: "{\"a\":1}" } }]
+            },
+            { role: "tool", tool_call_id: "call_1", content: "2" }
+          ],
+          tools: [{ type: "function", function: { name: "add", description: "adds", parameters: { type: "object" } } }],
+          tool_choice: { type: "function", function: { name: "add" } },
+          temperature: 0.2,
+          top_p: 0.9,
+          max_tokens: 64,
+          stop: ["\n\n"],
+          seed: 7,
+          n: 2,
+          logprobs: true,
+          top_logprobs: 3,
+          response_format: { type: "json_object" },
+          top_k: 20,
+          chat_template_kwargs: { enable_thinking: false }
+        })
+      })
+    ))
+
+  it.scoped("streaming always sends stream_options.include_usage; the key goes in a Bearer header", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        yield* collect(chat("hi"))
+        yield* Model.generate(chat("hi"))
+        expect(server.requests[0]!.body.stream).toBe(true)
+        expect(server.requests[0]!.body.stream_options).toEqual({ include_usage: true })
+        expect(server.requests[0]!.headers.accept).toBe("text/event-stream")
+        expect(server.requests[1]!.body.stream).toBeUndefined()
+        expect(server.requests[1]!.body.stream_options).toBeUndefined()
+        expect(server.requests.map((r) => r.headers.authorization)).toEqual(["Bearer sk-test", "Bearer sk-test"])
+      }), { client: { apiKey: "sk-test" } }))
+
+  it.scoped("each call runs in its own span, whose trace context reaches the server (traceparent)", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        yield* Model.generate(chat("hi")).pipe(Effect.withSpan("caller"))
+        yield* collect(chat("hi")).pipe(Effect.withSpan("caller"))
+        const parents = server.requests.map((r) => r.headers.traceparent)
+        for (const parent of parents) expect(parent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/)
+        // Two calls, two spans, one trace each (the caller's).
+        expect(new Set(parents.map((p) => p!.split("-")[2])).size).toBe(2)
+      })
+    ))
+
+  it.scoped("a base URL with or without /v1 reaches the same paths", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      for (const baseUrl of [server.url, `${server.url}/`, `${server.url}/v1`, `${server.url}/v1/`]) {
+        const response = yield* Model.generate(chat("hi")).pipe(Effect.provide(clientLayer(server, { baseUrl })))
+        expect(Model.text(response)).toBe("Word0 word1 word2 word3 word4 word5 word6 word7")
+      }
+      expect(server.requests.map((r) => r.path)).toEqual(Array(4).fill("/v1/chat/completions"))
+    }))
+})
+
+describe("OpenAiCompatible: decoding what servers send", () => {
+  it.scoped("n = 3: interleaved chunks, each by its index, accumulate to three full choices equal to generate", () =>
+    withServer(() =>
+      Effect.gen(function*() {
+        const chunks = yield* collect(chat("three", { n: 3 }))
+        const order = chunks.filter((c) => c._tag === "TextDelta").slice(0, 6).map((c) => (c as { index: number }).index)
+        expect(order).toEqual([0, 1, 2, 0, 1, 2])
+        const streamed = yield* Model.accumulate(Stream.fromIterable(chunks))
+        expect(streamed.choices.map((c) => [c.index, c.text, c.finishReason])).toEqual(
+          [0, 1, 2].map((i) => [i, "Word0 word1 word2 word3 word4 word5 word6 word7", "stop"])
+        )
+        const generated = yield* Model.generate(chat("three", { n: 3 }))
+        expect({ ...generated, id: "" }).toEqual({ ...streamed, id: "" })
+        expect(generated.usage).toEqual({ inputTokens: 1, outputTokens: 24, totalTokens: 25 })
+      })
+    ))
+
+  it.scoped("null content is \"\", \"\" tool arguments are kept, a missing id is made up the same both ways, extra fields ignored", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.json({
+          choices: [{
+            message: { role: "assistant", content: null, tool_calls: [{ type: "function", function: { name: "now", arguments: "" } }], surprise: 1 },
+            finish_reason: "tool_calls"
+          }],
+          usage: { prompt_tokens: 3, completion_tokens: 2 },
+          system_fingerprint: "x"
+        }), Server.sse([
+          { choices: [{ index: 0, delta: { content: null, tool_calls: [{ index: 0, function: { name: "now", arguments: "" } }] } }] },
+          { choices: [{ index: 0, delta: {}, finish_reason: "tool_calls" }], usage: { prompt_tokens: 3, completion_tokens: 2 } },
+          "[DONE]"
+        ]))
+        const generated = yield* Model.generate(chat("time?"))
+        expect(generated).toEqual({
+          id: "",
+          model: "test-model",
+          choices: [{ index: 0, text: "", toolCalls: [{ id: "call_0_0", name: "now", arguments: "" }], finishReason: "tool_calls" }],
+          usage: { inputTokens: 3, outputTokens: 2, totalTokens: 5 }
+        })
+        expect(yield* Model.accumulate(Model.stream(chat("time?")))).toEqual(generated)
+      })
+    ))
+
+  it.scoped("reasoning (2026) and reasoning_content (2025) deltas both become reasoning", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        const events = (field: string) => [
+          { id: "r", model: "m", choices: [{ index: 0, delta: { role: "assistant", [field]: "Think" } }] },
+          { id: "r", model: "m", choices: [{ index: 0, delta: { [field]: "ing." } }] },
+          { id: "r", model: "m", choices: [{ index: 0, delta: { content: "42" }, finish_reason: "stop" }] },
+          "[DONE]"
+        ]
+        server.enqueue("/v1/chat/completions", Server.sse(events("reasoning")), Server.sse(events("reasoning_content")))
+        for (let i = 0; i < 2; i++) {
+          const response = yield* Model.accumulate(Model.stream(chat("q")))
+          expect(response.choices[0]).toEqual({ index: 0, text: "42", toolCalls: [], reasoning: "Thinking.", finishReason: "stop" })
+        }
+      })
+    ))
+
+  it.scoped("chat log-probabilities decode to tokens with their alternatives", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.json({
+          id: "x",
+          model: "m",
+          choices: [{
+            index: 0,
+            message: { content: "Hi" },
+            logprobs: { content: [{ token: "Hi", logprob: -0.1, top_logprobs: [{ token: "Hi", logprob: -0.1 }, { token: "Hey", logprob: -2.5 }] }] },
+            finish_reason: "stop"
+          }]
+        }))
+        const response = yield* Model.generate(chat("hi", { logprobs: 2 }))
+        expect(response.choices[0]!.logprobs).toEqual([
+          { token: "Hi", logprob: -0.1, topLogprobs: [{ token: "Hi", logprob: -0.1 }, { token: "Hey", logprob: -2.5 }] }
+        ])
+      })
+    ))
+})
+
+describe("OpenAiCompatible: errors", () => {
+  it.scoped("401 → Unauthorized, 404 on the model → ModelNotFound, other 4xx → InvalidRequest; none retried", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue(
+          "/v1/chat/completions",
+          Server.json({ error: { message: "Incorrect API key provided", type: "invalid_request_error", code: "invalid_api_key" } }, { status: 401 }),
+          Server.json({ object: "error", message: "The model `nope` does not exist.", type: "NotFoundError", param: null, code: 404 }, { status: 404 }),
+          Server.json({ error: { message: "temperature must be non-negative", type: "BadRequestError", code: 400 } }, { status: 400 })
+        )
+        const unauthorized = yield* Effect.flip(Model.generate(chat("a")))
+        expect(unauthorized).toEqual(new ModelError.Unauthorized({ status: 401, message: "Incorrect API key provided" }))
+        const notFound = yield* Effect.flip(Model.generate(chat("b")))
+        expect(notFound).toEqual(new ModelError.ModelNotFound({ model: "test-model", message: "The model `nope` does not exist." }))
+        const invalid = yield* Effect.flip(Model.generate(chat("c")))
+        expect(invalid).toEqual(new ModelError.InvalidRequest({ status: 400, message: "temperature must be non-negative" }))
+        expect(completions(server)).toBe(3)
+      })
+    ))
+
+  it.scoped("malformed JSON → MalformedResponse carrying the start of the body", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        const body = `{"id": "x", "choices": [${"oops ".repeat(200)}`
+        server.enqueue("/v1/chat/completions", Server.text(200, body, "application/json"), Server.json({ id: "y", choices: "none" }))
+        const error = yield* Effect.flip(Model.generate(chat("a")))
+        expect(error._tag).toBe("MalformedResponse")
+        const malformed = error as ModelError.MalformedResponse
+        expect(malformed.message).toMatch(/^the chat completion is not JSON/)
+        expect(malformed.body.startsWith("{\"id\": \"x\", \"choices\": [oops oops")).toBe(true)
+        expect(malformed.body).toMatch(/… \(1024 characters\)$/)
+        const wrongShape = yield* Effect.flip(Model.generate(chat("b")))
+        expect(wrongShape.message).toMatch(/^the chat completion does not match the protocol:[\s\S]*choices/)
+        expect(completions(server)).toBe(2)
+      }), { client: { maxAttempts: 3 } }))
+
+  it.scoped("an error inside a 200 stream → the typed error, not a short answer", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.sse([
+          { id: "s", model: "m", choices: [{ index: 0, delta: { content: "Hel" } }] },
+          { error: { message: "This model's maximum context length is 4096 tokens.", type: "BadRequestError", code: 400 } },
+          "[DONE]"
+        ]), Server.sse([
+          { error: { message: "engine died", type: "InternalServerError", code: 500 } },
+          "[DONE]"
+        ]))
+        const exit = yield* Model.stream(chat("a")).pipe(Stream.runCollect, Effect.either)
+        expect(Either.isLeft(exit) && exit.left).toBeInstanceOf(ModelError.ContextLengthExceeded)
+        const second = yield* Effect.flip(Model.accumulate(Model.stream(chat("b"))))
+        expect(second).toEqual(new ModelError.ServerError({ status: 500, message: "engine died" }))
+      }), { client: { maxAttempts: 1 } }))
+
+  it.scoped("a stream cut after three chunks → Transport error, and no retry once chunks were yielded", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        const recorded = Server.fixture("chat-stream-usage.sse")
+        server.enqueue("/v1/chat/completions", Server.sseText(recorded, { cutAfter: 3 }))
+        const seen: Array<Model.Chunk> = []
+        const error = yield* Effect.flip(Model.stream(chat("a")).pipe(Stream.runForEach((chunk) => Effect.sync(() => seen.push(chunk)))))
+        expect(error._tag).toBe("Transport")
+        expect(seen.map((c) => c._tag)).toEqual(["Metadata", "TextDelta", "TextDelta"])
+        expect(completions(server)).toBe(1)
+      }), { client: { maxAttempts: 3 } }))
+
+  it.scoped("a stream that ends cleanly without [DONE] is an error too", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.sse([{ id: "s", model: "m", choices: [{ index: 0, delta: { content: "Hel" } }] }]))
+        const error = yield* Effect.flip(Model.accumulate(Model.stream(chat("a"))))
+        expect(error).toEqual(new ModelError.Transport({
+          message: `the stream from ${server.url}/v1/chat/completions ended before [DONE] after 1 events: the connection was cut or the server stopped`
+        }))
+      }), { client: { maxAttempts: 1 } }))
+
+  it.scoped("nobody listening → Transport", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Model.generate(chat("a"))).pipe(
+        Effect.provide(OpenAiCompatible.layerNode({ baseUrl: "http://127.0.0.1:1", model: "m", maxAttempts: 1 }))
+      )
+      expect(error._tag).toBe("Transport")
+      expect(error.message).toMatch(/^POST http:\/\/127\.0\.0\.1:1\/v1\/chat\/completions: /)
+    }))
+})
+
+describe("OpenAiCompatible: resilience (TestClock)", () => {
+  it.scoped("429 with Retry-After: 2 is retried after exactly 2 s, then succeeds", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.json({ error: { message: "slow down" } }, { status: 429, headers: { "retry-after": "2" } }))
+        const fiber = yield* Effect.fork(Model.generate(chat("a")))
+        yield* adjustWhenSleepingFor({ delayMs: 2000, adjustMs: 1999 })
+        yield* realDelay(50)
+        expect(completions(server)).toBe(1)
+        yield* adjustWhenSleepingFor({ delayMs: 1, adjustMs: 1 })
+        const response = yield* Fiber.join(fiber)
+        expect(Model.text(response)).toMatch(/^Word0/)
+        expect(completions(server)).toBe(2)
+      }), { client: { attemptTimeout: Duration.infinity } }))
+
+  it.scoped("500 twice then 200 → success after 3 attempts, with growing jittered waits", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.text(500, "boom"), Server.json({ error: { message: "still down" } }, { status: 503 }))
+        const fiber = yield* Effect.fork(Model.generate(chat("a")))
+        // First wait: 100 ms ± 20 %; second: 200 ms ± 20 %.
+        yield* adjustWhenSleepingFor({ withinMs: 121 })
+        yield* eventually(() => completions(server) === 2, "the second attempt")
+        yield* adjustWhenSleepingFor({ withinMs: 241 })
+        const response = yield* Fiber.join(fiber)
+        expect(Model.text(response)).toMatch(/^Word0/)
+        expect(completions(server)).toBe(3)
+      }), { client: { attemptTimeout: Duration.infinity, initialDelay: "100 millis", maxAttempts: 3 } }))
+
+  it.scoped("retries stop after maxAttempts with the last error", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.text(500, "a"), Server.text(502, "b"))
+        const fiber = yield* Effect.fork(Effect.flip(Model.generate(chat("a"))))
+        yield* adjustWhenSleepingFor({ withinMs: 1000 })
+        const error = yield* Fiber.join(fiber)
+        expect(error).toEqual(new ModelError.ServerError({ status: 502, message: "b" }))
+        expect(completions(server)).toBe(2)
+      }), { client: { attemptTimeout: Duration.infinity, maxAttempts: 2 } }))
+
+  it.scoped("a socket that never answers → Timeout after the per-attempt timeout (then retried)", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.stall, Server.stall)
+        const fiber = yield* Effect.fork(Effect.flip(Model.generate(chat("a"))))
+        yield* eventually(() => completions(server) === 1, "the first request")
+        yield* adjustWhenSleepingFor({ delayMs: 5000 })
+        yield* eventually(() => server.closedEarly() === 1, "the first request to be aborted")
+        yield* adjustWhenSleepingFor({ withinMs: 1000 })
+        yield* eventually(() => completions(server) === 2, "the second request")
+        yield* adjustWhenSleepingFor({ delayMs: 5000 })
+        const error = yield* Fiber.join(fiber)
+        expect(error).toEqual(new ModelError.Timeout({ message: "no answer within 5s (the per-attempt timeout)", timeoutMs: 5000 }))
+        yield* eventually(() => server.closedEarly() === 2, "the second request to be aborted")
+      }), { client: { attemptTimeout: "5 seconds", maxAttempts: 2 } }))
+
+  it.scoped("a stream silent before its first chunk → Timeout after the per-attempt timeout (the request aborted)", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.stall)
+        const fiber = yield* Effect.fork(Effect.flip(Model.accumulate(Model.stream(chat("a")))))
+        yield* eventually(() => completions(server) === 1, "the request")
+        yield* adjustWhenSleepingFor({ delayMs: 5000 })
+        expect(yield* Fiber.join(fiber)).toEqual(
+          new ModelError.Timeout({ message: "no answer within 5s (the per-attempt timeout)", timeoutMs: 5000 })
+        )
+        yield* eventually(() => server.closedEarly() === 1, "the request to be aborted")
+      }), { client: { attemptTimeout: "5 seconds", maxAttempts: 1 } }))
+
+  it.scoped("a stream that goes silent after its first chunks → Timeout once the attempt timeout passes without a chunk; not retried", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.sseText(Server.fixture("chat-stream-usage.sse"), { hangAfter: 3 }))
+        const seen: Array<Model.Chunk> = []
+        const fiber = yield* Model.stream(chat("a")).pipe(
+          Stream.runForEach((chunk) => Effect.sync(() => seen.push(chunk))),
+          Effect.flip,
+          Effect.fork
+        )
+        yield* eventually(() => seen.length === 3, "three chunks")
+        yield* adjustWhenSleepingFor({ withinMs: 5001, adjustMs: 4999 })
+        yield* realDelay(50)
+        expect(fiber.unsafePoll()).toBeNull()
+        yield* adjustWhenSleepingFor({ withinMs: 5001, adjustMs: 1 })
+        const error = yield* Fiber.join(fiber)
+        expect(error).toBeInstanceOf(ModelError.Timeout)
+        expect(completions(server)).toBe(1)
+        yield* eventually(() => server.closedEarly() === 1, "the request to be aborted")
+      }), { client: { attemptTimeout: "5 seconds", maxAttempts: 3 } }))
+
+  it.scoped("a slow but steady stream is not timed out: the attempt timeout restarts at every chunk", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        const pieces = [0, 1, 2, 3].map((i) => ({ id: "s", model: "m", choices: [{ index: 0, delta: { content: `w${i} ` } }] }))
+        // The server runs on the same TestClock: each piece is sent 3 s after the previous one (12 s in all).
+        server.enqueue("/v1/chat/completions", Server.sse([...pieces, "[DONE]"], { pieceDelayMs: 3000 }))
+        const fiber = yield* Effect.fork(Model.accumulate(Model.stream(chat("a"))))
+        for (let i = 0; i < 5; i++) yield* adjustWhenSleepingFor({ delayMs: 3000 })
+        expect(Model.text(yield* Fiber.join(fiber))).toBe("w0 w1 w2 w3 ")
+      }), { client: { attemptTimeout: "5 seconds", maxAttempts: 1 } }))
+
+  it.scoped("the per-call timeout bounds all attempts", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.stall)
+        const fiber = yield* Effect.fork(Effect.flip(Model.generate(chat("a"))))
+        yield* eventually(() => completions(server) === 1, "the request")
+        yield* adjustWhenSleepingFor({ delayMs: 3000 })
+        const error = yield* Fiber.join(fiber)
+        expect(error).toBeInstanceOf(ModelError.Timeout)
+        expect(error.message).toBe("the call did not finish within 3s (the per-call timeout, retries included)")
+      }), { client: { attemptTimeout: "1 minute", callTimeout: "3 seconds" } }))
+
+  it.scoped("a stream's per-call timeout covers its attempts and the waits between them", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.text(503, "warming up"), Server.stall)
+        const fiber = yield* Effect.fork(Effect.flip(Model.accumulate(Model.stream(chat("a")))))
+        // The retry waits ~500 ms, then the second attempt stalls until the deadline at 3 s.
+        yield* adjustWhenSleepingFor({ withinMs: 1000 })
+        yield* eventually(() => completions(server) === 2, "the second attempt")
+        yield* adjustWhenSleepingFor({ withinMs: 3000 })
+        const error = yield* Fiber.join(fiber)
+        expect(error).toEqual(new ModelError.Timeout({
+          message: "the call did not finish within 3s (the per-call timeout, retries included)",
+          timeoutMs: 3000
+        }))
+        yield* eventually(() => server.closedEarly() === 1, "the stalled request to be aborted")
+      }), { client: { attemptTimeout: "1 minute", callTimeout: "3 seconds" } }))
+
+  it.scoped("a stream whose retry would wait past the deadline (Retry-After: 10) fails at the deadline", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.json({ error: { message: "busy" } }, { status: 429, headers: { "retry-after": "10" } }))
+        const fiber = yield* Effect.fork(Effect.flip(Model.accumulate(Model.stream(chat("a")))))
+        yield* adjustWhenSleepingFor({ delayMs: 3000 })
+        expect((yield* Fiber.join(fiber)).message).toBe("the call did not finish within 3s (the per-call timeout, retries included)")
+        expect(completions(server)).toBe(1)
+      }), { client: { attemptTimeout: "1 minute", callTimeout: "3 seconds" } }))
+
+  it.scoped("a stream that fails before its first chunk is retried", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.text(503, "warming up"))
+        const fiber = yield* Effect.fork(Model.accumulate(Model.stream(chat("a"))))
+        yield* adjustWhenSleepingFor({ withinMs: 1000 })
+        expect(Model.text(yield* Fiber.join(fiber))).toMatch(/^Word0/)
+        expect(completions(server)).toBe(2)
+      }), { client: { attemptTimeout: Duration.infinity } }))
+
+  it.scoped("maxInFlight caps concurrent requests to the endpoint", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.stall, Server.stall, Server.stall)
+        const fibers = yield* Effect.forEach([1, 2, 3], () => Effect.fork(Model.generate(chat("a"))))
+        yield* eventually(() => completions(server) === 2, "two requests")
+        yield* realDelay(100)
+        expect(completions(server)).toBe(2)
+        yield* Fiber.interruptAll(fibers)
+      }), { client: { maxInFlight: 2 } }))
+})
+
+describe("OpenAiCompatible: interruption", () => {
+  it.live("interrupting a streaming call closes the connection on the server side", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        const pieces = Array.from({ length: 100 }, (_, i) => ({ id: "s", model: "m", choices: [{ index: 0, delta: { content: `w${i} ` } }] }))
+        server.enqueue("/v1/chat/completions", Server.sse([...pieces, "[DONE]"], { pieceDelayMs: 20 }))
+        const first = yield* Deferred.make<void>()
+        const fiber = yield* Model.stream(chat("a")).pipe(
+          Stream.runForEach((chunk) => (chunk._tag === "TextDelta" ? Deferred.succeed(first, undefined) : Effect.void)),
+          Effect.fork
+        )
+        yield* Deferred.await(first)
+        expect(server.closedEarly()).toBe(0)
+        yield* Fiber.interrupt(fiber)
+        yield* server.closedEarlySignal.pipe(Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => "the server never saw the close" }))
+        expect(server.closedEarly()).toBe(1)
+      })
+    ).pipe(Effect.scoped))
+})
+
+describe("OpenAiCompatible: configuration", () => {
+  it.scoped("layerConfig reads VALET_BASE_URL, VALET_MODEL and the key (Redacted), falling back to OPENAI_API_KEY", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      const run = (env: Record<string, string>) =>
+        Effect.gen(function*() {
+          const client = yield* OpenAiCompatible.OpenAiCompatible
+          yield* Model.generate(chat("hi"))
+          return client
+        }).pipe(
+          Effect.provide(OpenAiCompatible.layerConfigNode()),
+          Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
+        )
+      const first = yield* run({ VALET_BASE_URL: server.url, VALET_MODEL: "qwen", VALET_API_KEY: "k1", OPENAI_API_KEY: "k2" })
+      expect(first.model).toBe("qwen")
+      expect(first.apiBase).toBe(`${server.url}/v1`)
+      yield* run({ VALET_BASE_URL: `${server.url}/v1`, VALET_MODEL: "qwen", OPENAI_API_KEY: "k2" })
+      // Without VALET_MODEL the server's first model is used.
+      const detected = yield* run({ VALET_BASE_URL: server.url })
+      expect(detected.model).toBe("loopback-model")
+      const sent = server.requests.filter((r) => r.path === "/v1/chat/completions")
+      expect(sent.map((r) => [r.body.model, r.headers.authorization])).toEqual([
+        ["qwen", "Bearer k1"],
+        ["qwen", "Bearer k2"],
+        ["loopback-model", undefined]
+      ])
+      const missing = yield* Effect.flip(run({}))
+      expect(missing._tag).toBe("ConfigError")
+      expect(String(missing)).toMatch(/VALET_BASE_URL/)
+    }))
+
+  it.effect("the API key never shows when the options are printed", () =>
+    Effect.gen(function*() {
+      const settings = yield* OpenAiCompatible.config.pipe(
+        Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["VALET_BASE_URL", "http://x"], ["VALET_API_KEY", "sk-secret"]])))
+      )
+      expect(JSON.stringify(settings)).not.toContain("sk-secret")
+      expect(String(settings.apiKey)).not.toContain("sk-secret")
+    }))
+})

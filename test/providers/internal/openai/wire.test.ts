@@ -1,0 +1,105 @@
+import * as Sse from "@effect/experimental/Sse"
+import { describe, expect, it } from "@effect/vitest"
+import { Either, Schema } from "effect"
+import { feedLines } from "../../../../src/providers/internal/openai/client.js"
+import * as FastCheck from "../../../../src/providers/internal/openai/fastCheck.js"
+import * as Wire from "../../../../src/providers/internal/openai/wire.js"
+import * as Server from "../../../support/openAiServer.js"
+
+const eventsOf = (pieces: ReadonlyArray<string>, feed: (parser: Sse.Parser, text: string) => unknown) => {
+  const events: Array<string> = []
+  const parser = Sse.makeParser((event) => {
+    if (event._tag === "Event") events.push(`${event.event}|${event.data}`)
+  })
+  for (const piece of pieces) feed(parser, piece)
+  return events
+}
+
+/** A deterministic pseudo-random split of a text into pieces. */
+const split = (text: string, seed: number): Array<string> => {
+  const pieces: Array<string> = []
+  let state = seed
+  let start = 0
+  while (start < text.length) {
+    state = (state * 1103515245 + 12345) % 2147483648
+    const size = 1 + (state % 900)
+    pieces.push(text.slice(start, start + size))
+    start += size
+  }
+  return pieces
+}
+
+describe("feedLines (the Sse parser fed a line at a time)", () => {
+  const big = Server.fixture("chat-stream-usage.sse").repeat(8) + Server.fixture("chat-stream-tool-call-vllm.sse").repeat(4)
+  const variants = {
+    "\\n": big,
+    "\\r\\n": big.replaceAll("\n", "\r\n"),
+    "\\r": big.replaceAll("\n", "\r"),
+    "named events and comments": big.replaceAll("data: [DONE]", ": a comment\nevent: done\ndata: [DONE]")
+  }
+  for (const [name, text] of Object.entries(variants)) {
+    it(`gives the events the parser gives fed one character at a time (${name} line ends, any split)`, () => {
+      const expected = eventsOf(text.split(""), (parser, c) => parser.feed(c))
+      expect(expected.length).toBeGreaterThan(50)
+      for (const seed of [1, 2, 3, 4, 5]) {
+        expect(eventsOf(split(text, seed), feedLines)).toEqual(expected)
+      }
+      expect(eventsOf([text], feedLines)).toEqual(expected)
+    })
+  }
+})
+
+describe("fastCheck: a subset of the wire schemas", () => {
+  const chatEvents = [...Server.sseData(Server.fixture("chat-stream-usage.sse")), ...Server.sseData(Server.fixture("chat-stream-tool-call-vllm.sse"))]
+  const isChat = Schema.is(Wire.ChatChunk)
+  const isCompletion = Schema.is(Wire.CompletionChunk)
+
+  it("accepts the recorded chunks, which the schema accepts too", () => {
+    for (const event of chatEvents) {
+      expect(FastCheck.isChatChunk(event)).toBe(true)
+      expect(isChat(event)).toBe(true)
+    }
+    for (const event of Server.completionStreamOf(JSON.parse(Server.fixture("vllm-completion.json")))) {
+      if (typeof event === "string") continue
+      expect(FastCheck.isCompletionChunk(event)).toBe(true)
+      expect(isCompletion(event)).toBe(true)
+    }
+  })
+
+  it("never accepts what the schema refuses (mutations of every field)", () => {
+    const oddValues: ReadonlyArray<unknown> = [1, "x", true, null, [], {}, [1], [{}], { a: 1 }]
+    const mutations = (value: unknown, depth = 0): Array<unknown> => {
+      if (depth > 4 || value === null || typeof value !== "object") return []
+      const out: Array<unknown> = []
+      const entries = Array.isArray(value) ? value.map((v, i) => [i, v] as const) : Object.entries(value)
+      for (const [key, child] of entries) {
+        for (const odd of oddValues) {
+          out.push(Array.isArray(value) ? value.map((v, i) => (i === key ? odd : v)) : { ...value, [key]: odd })
+        }
+        for (const mutated of mutations(child, depth + 1)) {
+          out.push(Array.isArray(value) ? value.map((v, i) => (i === key ? mutated : v)) : { ...value, [key]: mutated })
+        }
+      }
+      return out
+    }
+    let accepted = 0
+    let refused = 0
+    for (const event of chatEvents.slice(0, 3).concat(chatEvents.slice(-3))) {
+      for (const mutated of mutations(event)) {
+        if (FastCheck.isChatChunk(mutated)) {
+          accepted++
+          expect(isChat(mutated), JSON.stringify(mutated)).toBe(true)
+        } else refused++
+        if (FastCheck.isCompletionChunk(mutated)) expect(isCompletion(mutated), JSON.stringify(mutated)).toBe(true)
+      }
+    }
+    expect(accepted).toBeGreaterThan(100)
+    expect(refused).toBeGreaterThan(100)
+  })
+
+  it("log-probabilities always go through the schema", () => {
+    const chunk = { choices: [{ index: 0, delta: { content: "a" }, logprobs: { content: [{ token: "a", logprob: -1 }] } }] }
+    expect(FastCheck.isChatChunk(chunk)).toBe(false)
+    expect(Either.isRight(Schema.decodeUnknownEither(Wire.ChatChunk)(chunk))).toBe(true)
+  })
+})

@@ -1,0 +1,429 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Chunk, Effect, Stream } from "effect"
+import { Agent, AgentError, type AgentEvent, Ensemble, type Model, ModelError, ScriptedModel } from "../../src/index.js"
+
+const lastUser = (request: Model.Request): string =>
+  (request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? ""
+const systemOf = (request: Model.Request): string =>
+  (request.messages ?? []).find((message) => message.role === "system")?.content ?? ""
+const proposed = (prompt: string): string => /Proposed answer: (.*)/.exec(prompt)![1]!
+
+const solvers: ReadonlyArray<Ensemble.Solver> = [
+  { name: "a", prompt: "You are solver a." },
+  { name: "b", prompt: "You are solver b." },
+  { name: "c", prompt: "You are solver c." }
+]
+
+type Turn = ScriptedModel.Turn
+interface Roles {
+  /** The solver's reply to its `call`-th request (from 0). */
+  readonly solve: (solver: string, call: number, prompt: string) => Turn
+  readonly critic?: (answer: string, prompt: string) => Turn
+  readonly judge?: (answer: string, prompt: string) => Turn
+}
+
+/** A scripted model answering each role by what its request says; counts each solver's calls. */
+const rolesScript = (roles: Roles) => {
+  const solverCalls = new Map<string, number>()
+  return (request: Model.Request): Turn => {
+    const user = lastUser(request)
+    if (user.startsWith("A solver proposed")) return roles.critic?.(proposed(user), user) ?? `{"risk": 0.1, "notes": "fine"}`
+    if (user.startsWith("Judge a proposed")) {
+      return roles.judge?.(proposed(user), user) ?? `{"score": 0.9, "confidence": 0.9, "is_correct": null, "notes": "ok"}`
+    }
+    const solver = /You are solver (\w+)\./.exec(systemOf(request))?.[1] ?? "?"
+    const call = solverCalls.get(solver) ?? 0
+    solverCalls.set(solver, call + 1)
+    return roles.solve(solver, call, user)
+  }
+}
+
+const agentWith = (architecture: Ensemble.Options) =>
+  Effect.map(Ensemble.make({ solvers, ...architecture }), (ensemble) =>
+    Agent.make({ name: "solver-team", instructions: "", architecture: ensemble }))
+
+const runStreamed = (agent: Agent.Agent<Model.Model>, prompt: string) =>
+  Effect.gen(function*() {
+    const events = yield* Agent.stream(agent, prompt, { sessionId: "e", textDeltas: false }).pipe(
+      Stream.runCollect,
+      Effect.map(Chunk.toArray)
+    )
+    const result = (events.at(-1) as AgentEvent.Of<"RunCompleted">).result
+    return { events, result }
+  })
+
+const progress = (events: ReadonlyArray<AgentEvent.AgentEvent>) =>
+  events.flatMap((event) => (event._tag === "Progress" && event.sessionId === "e" ? [[event.name, event.data] as const] : []))
+
+const judgeConfident = (winner: string) => (answer: string) =>
+  answer === winner
+    ? `{"score": 0.9, "confidence": 0.9, "is_correct": null, "notes": "right"}`
+    : `{"score": 0.2, "confidence": 0.2, "is_correct": null, "notes": "doubtful"}`
+
+describe("Ensemble", () => {
+  it.effect("three solvers agreeing are accepted in round 1 with 3 + 1 + 1 calls", () =>
+    Effect.gen(function*() {
+      const agent = yield* agentWith({})
+      const { events, result } = yield* runStreamed(agent, "What is 6 * 7?")
+      expect(result.output).toBe("42")
+      expect(result.modelCalls).toBe(5)
+      expect(result.interrupted).toBe(false)
+      expect(result.metadata).toMatchObject({ accepted: true, rounds: 1, calls: 5, selected: 1, isCorrect: null })
+      const names = progress(events).map(([name]) => name)
+      expect(names).toEqual([
+        "ensemble.round_started",
+        "ensemble.candidate",
+        "ensemble.candidate",
+        "ensemble.candidate",
+        "ensemble.critique",
+        "ensemble.judgement",
+        "ensemble.decision",
+        "ensemble.accepted"
+      ])
+      // The pooled answers: one distinct answer, three supporters, each written differently.
+      const candidates = result.metadata.candidates as ReadonlyArray<Record<string, unknown>>
+      expect(candidates).toHaveLength(1)
+      expect(candidates[0]).toMatchObject({ index: 1, answer: "42", key: "42", support: 3 })
+      // Sub-sessions named by role, answer and round.
+      const sessions = new Set(events.map((event) => event.sessionId))
+      expect([...sessions].sort()).toEqual([
+        "e",
+        "e__critic_1_round_1",
+        "e__judge_1_round_1",
+        "e__solver_a_round_1",
+        "e__solver_b_round_1",
+        "e__solver_c_round_1"
+      ])
+      const calls = yield* ScriptedModel.calls
+      // A solver sees its own prompt and the problem; critic and judge see only the final answer.
+      expect(systemOf(calls[0]!)).toBe("You are solver a.")
+      expect(lastUser(calls[0]!)).toContain("Problem:\nWhat is 6 * 7?")
+      expect(lastUser(calls[3]!)).toContain("Proposed answer: 42")
+      expect(lastUser(calls[3]!)).not.toContain("6 * 7 = 42")
+    }).pipe(
+      Effect.provide(ScriptedModel.layer(rolesScript({
+        solve: (solver) =>
+          solver === "a" ? "6 * 7 = 42\nFINAL: 42" : solver === "b" ? "It is forty-two.\nfinal: 42.0" : "Answer:\n$42$"
+      })))
+    ))
+
+  it.effect("three different answers cost 3 + 3 + 3 calls; the confident, clear one is accepted", () =>
+    Effect.gen(function*() {
+      const agent = yield* agentWith({})
+      const { events, result } = yield* runStreamed(agent, "p")
+      expect(result.modelCalls).toBe(9)
+      expect(result.output).toBe("2")
+      expect(result.metadata).toMatchObject({ accepted: true, rounds: 1, selected: 2 })
+      const decision = progress(events).find(([name]) => name === "ensemble.decision")![1]
+      // s = 0.75·0.9 + 0.25·0.9 − 0.5·0.1 = 0.85 against 0.75·0.2 + 0.25·0.2 − 0.05 = 0.15.
+      expect(decision).toMatchObject({ accepted: true, selected: 2, margin: 0.7, scores: { 1: 0.15, 2: 0.85, 3: 0.15 } })
+      expect((yield* ScriptedModel.calls).length).toBe(9)
+    }).pipe(
+      Effect.provide(ScriptedModel.layer(rolesScript({
+        solve: (solver) => `FINAL: ${({ a: 1, b: 2, c: 3 } as Record<string, number>)[solver]}`,
+        judge: judgeConfident("2")
+      })))
+    ))
+
+  it.effect("a rejected round 1, then round 2's new answer is accepted; round 2's solvers see the rejected answers", () =>
+    Effect.gen(function*() {
+      const agent = yield* agentWith({ maxCalls: 20 })
+      const { events, result } = yield* runStreamed(agent, "p")
+      expect(result.output).toBe("42")
+      expect(result.interrupted).toBe(false)
+      // Round 1: 3 solvers + critic + judge of "41"; round 2: 3 solvers + critic + judge of the new "42" only.
+      expect(result.modelCalls).toBe(10)
+      expect(result.metadata).toMatchObject({ accepted: true, rounds: 2 })
+      const trail = result.metadata.trail as ReadonlyArray<Record<string, unknown>>
+      expect(trail.map((entry) => [entry.round, entry.accepted, entry.answer])).toEqual([[1, false, "41"], [2, true, "42"]])
+      expect(trail[0]!.reason).toMatch(/confidence 0.3 < 0.75/)
+      const candidates = result.metadata.candidates as ReadonlyArray<Record<string, unknown>>
+      expect(candidates.map((c) => [c.answer, c.support, c.firstRound])).toEqual([["41", 4, 1], ["42", 2, 2]])
+      const calls = yield* ScriptedModel.calls
+      const round2 = calls.filter((call) => lastUser(call).includes("Earlier answers that were not accepted"))
+      expect(round2).toHaveLength(3)
+      expect(lastUser(round2[0]!)).toContain("- 41 (given 3 times; a reviewer noted: off by one?)")
+      const sessions = new Set(events.map((event) => event.sessionId))
+      expect(sessions.has("e__solver_a_round_2")).toBe(true)
+      expect(sessions.has("e__critic_2_round_2")).toBe(true)
+      expect(sessions.has("e__judge_2_round_2")).toBe(true)
+      expect(sessions.has("e__critic_1_round_2")).toBe(false)
+    }).pipe(
+      Effect.provide(ScriptedModel.layer(rolesScript({
+        solve: (solver, call) => (call === 0 ? "FINAL: 41" : solver === "c" ? "FINAL: 41" : "FINAL: 42"),
+        critic: (answer) => (answer === "41" ? `{"risk": 0.5, "notes": "off by one?"}` : `{"risk": 0.05, "notes": "checks out"}`),
+        judge: (answer) =>
+          answer === "41" ? `{"score": 0.3, "confidence": 0.3}` : `{"score": 0.95, "confidence": 0.9}`
+      })))
+    ))
+
+  it.effect("a single distinct answer's margin is its score + 1; low confidence is not accepted whatever the margin", () =>
+    Effect.gen(function*() {
+      const accepted = yield* Agent.run(yield* agentWith({ maxRounds: 1 }), "p").pipe(
+        Effect.provide(ScriptedModel.layer(rolesScript({
+          solve: () => "FINAL: 7",
+          critic: () => `{"risk": 0.2, "notes": ""}`,
+          judge: () => `{"score": 0.5, "confidence": 0.8}`
+        })))
+      )
+      const trail = accepted.metadata.trail as ReadonlyArray<Record<string, unknown>>
+      // s = 0.6 + 0.125 − 0.1 = 0.625; margin = 1.625.
+      expect(trail[0]).toMatchObject({ accepted: true, margin: 1.625, scores: { 1: 0.625 } })
+      expect(accepted.metadata.accepted).toBe(true)
+
+      const doubtful = yield* Agent.run(yield* agentWith({ maxRounds: 1 }), "p").pipe(
+        Effect.provide(ScriptedModel.layer(rolesScript({
+          solve: () => "FINAL: 7",
+          judge: () => `{"score": 1, "confidence": 0.7}`
+        })))
+      )
+      expect(doubtful.output).toBe("7")
+      expect(doubtful.interrupted).toBe(false)
+      expect(doubtful.metadata).toMatchObject({ accepted: false, rounds: 1 })
+    }))
+
+  it.effect("maxCalls: 7 with three different answers: the judge phase is not started, the best-supported lowest-risk answer, not accepted", () =>
+    Effect.gen(function*() {
+      const agent = yield* agentWith({ maxCalls: 7 })
+      const { events, result } = yield* runStreamed(agent, "p")
+      expect(result.modelCalls).toBe(6)
+      expect((yield* ScriptedModel.calls).length).toBe(6)
+      expect(result.interrupted).toBe(true)
+      expect(result.interruptionReason).toBe("budget:max_calls")
+      // Equal support (1 each): the lowest risk wins.
+      expect(result.output).toBe("2")
+      expect(result.metadata).toMatchObject({
+        accepted: false,
+        selected: 2,
+        budgetExhausted: { round: 1, phase: "judges", needed: 3, used: 6, maxCalls: 7 }
+      })
+      const names = progress(events).map(([name]) => name)
+      expect(names).toContain("ensemble.budget_exhausted")
+      expect(names).not.toContain("ensemble.judgement")
+      expect(names).not.toContain("ensemble.accepted")
+      const decision = progress(events).find(([name]) => name === "ensemble.decision")![1]
+      expect(decision).toMatchObject({ accepted: false, answer: "2", reason: "no answer has been judged" })
+    }).pipe(
+      Effect.provide(ScriptedModel.layer(rolesScript({
+        solve: (solver) => `FINAL: ${({ a: 1, b: 2, c: 3 } as Record<string, number>)[solver]}`,
+        critic: (answer) => `{"risk": ${answer === "2" ? 0.1 : 0.7}}`
+      })))
+    ))
+
+  it.effect("maxCalls smaller than the solvers: nothing is called, nothing is accepted", () =>
+    Effect.gen(function*() {
+      const result = yield* Agent.run(yield* agentWith({ maxCalls: 2 }), "p")
+      expect(result.modelCalls).toBe(0)
+      expect(result).toMatchObject({ output: "", interrupted: true, interruptionReason: "budget:max_calls" })
+      expect(result.metadata).toMatchObject({ accepted: false, rounds: 0, selected: null })
+      yield* ScriptedModel.assertConsumed
+    }).pipe(Effect.provide(ScriptedModel.layer([]))))
+
+  it.effect("a round that does not fit after a rejected round ends with round 1's pick, not accepted", () =>
+    Effect.gen(function*() {
+      // Round 1: 3 + 1 + 1 = 5 calls; round 2 needs 3 more, 2 are left.
+      const result = yield* Agent.run(yield* agentWith({ maxCalls: 7 }), "p")
+      expect(result).toMatchObject({ output: "5", modelCalls: 5, interrupted: true, interruptionReason: "budget:max_calls" })
+      expect(result.metadata).toMatchObject({ accepted: false, rounds: 1, budgetExhausted: { round: 2, phase: "solvers" } })
+      expect((result.metadata.trail as ReadonlyArray<unknown>).length).toBe(1)
+    }).pipe(
+      Effect.provide(ScriptedModel.layer(rolesScript({ solve: () => "FINAL: 5", judge: () => `{"score": 0.4, "confidence": 0.4}` })))
+    ))
+
+  it.effect("every phase has at most maxConcurrency calls in flight", () =>
+    Effect.gen(function*() {
+      let inFlight = 0
+      let most = 0
+      const roles = rolesScript({ solve: (solver) => `FINAL: ${solver}`, judge: judgeConfident("s1") })
+      const script = (request: Model.Request) =>
+        Effect.gen(function*() {
+          inFlight++
+          most = Math.max(most, inFlight)
+          for (let i = 0; i < 20; i++) yield* Effect.yieldNow()
+          inFlight--
+          return roles(request)
+        })
+      const many = Array.from({ length: 7 }, (_, i) => ({ name: `s${i + 1}`, prompt: `You are solver s${i + 1}.` }))
+      const ensemble = yield* Ensemble.make({ solvers: many, maxConcurrency: 3, maxCalls: 21 })
+      const result = yield* Agent.run(Agent.make({ name: "t", instructions: "", architecture: ensemble }), "p").pipe(
+        Effect.provide(ScriptedModel.layer(script))
+      )
+      // 7 solvers, 7 critics, 7 judges.
+      expect(result.modelCalls).toBe(21)
+      expect(most).toBe(3)
+      expect(result.output).toBe("s1")
+    }))
+
+  it.effect("n > 1 asks each solver for n completions in one call; every completion adds support", () =>
+    Effect.gen(function*() {
+      const result = yield* Agent.run(yield* agentWith({ n: 3 }), "p")
+      // 3 solver calls (each n = 3, nine completions) + critic and judge for "8" and "9".
+      expect(result.modelCalls).toBe(7)
+      const calls = yield* ScriptedModel.calls
+      expect(calls.slice(0, 3).map((call) => call.n)).toEqual([3, 3, 3])
+      expect(calls.slice(3).map((call) => call.n)).toEqual([undefined, undefined, undefined, undefined])
+      const candidates = result.metadata.candidates as ReadonlyArray<Record<string, unknown>>
+      expect(candidates.map((c) => [c.answer, c.support])).toEqual([["8", 8], ["9", 1]])
+      expect(result.output).toBe("8")
+    }).pipe(
+      Effect.provide(ScriptedModel.layer(rolesScript({
+        solve: (solver, call) => (solver === "b" && call === 1 ? "FINAL: 9" : "FINAL: 8"),
+        judge: judgeConfident("8")
+      })))
+    ))
+
+  it.effect("fenced judge JSON is accepted; malformed critic JSON is risk 0.6 with the text as notes", () =>
+    Effect.gen(function*() {
+      const result = yield* Agent.run(yield* agentWith({}), "p")
+      const [candidate] = result.metadata.candidates as ReadonlyArray<{ critique: Ensemble.Critique; judgement: Ensemble.Judgement }>
+      expect(candidate!.critique).toMatchObject({ risk: 0.6, notes: "Looks risky, no JSON here.", parsed: "none" })
+      expect(candidate!.judgement).toMatchObject({ score: 0.9, confidence: 0.95, parsed: "json", notes: "solid" })
+      // s = 0.7125 + 0.225 − 0.3 = 0.6375, one answer: margin 1.6375 → accepted.
+      expect(result.metadata.accepted).toBe(true)
+    }).pipe(
+      Effect.provide(ScriptedModel.layer(rolesScript({
+        solve: () => "FINAL: 3",
+        critic: () => "Looks risky, no JSON here.",
+        judge: () => "Here is my verdict:\n```json\n{\"score\": 0.9, \"confidence\": 0.95, \"notes\": \"solid\"}\n```"
+      })))
+    ))
+
+  it("parses critiques and judgements tolerantly", () => {
+    expect(Ensemble.parseCritique(`{"notes": "no risk given"}`)).toEqual({ risk: 0.5, notes: "no risk given", parsed: "json" })
+    expect(Ensemble.parseCritique(`{"risk": 7, "notes": ["a", "b"]}`)).toEqual({ risk: 1, notes: "a; b", parsed: "json" })
+    expect(Ensemble.parseCritique(`{"risk": "0.3"}`).risk).toBe(0.3)
+    expect(Ensemble.parseJudgement("not json at all", true)).toEqual({
+      score: 0,
+      confidence: 0,
+      isCorrect: null,
+      notes: "not json at all",
+      parsed: "none"
+    })
+    expect(Ensemble.parseJudgement(`{"score": 0.5, "confidence": 0.6, "is_correct": "yes"}`, true).isCorrect).toBe(true)
+    expect(Ensemble.parseJudgement(`{"score": 0.5, "confidence": 0.6, "is_correct": false}`, true).isCorrect).toBe(false)
+    expect(Ensemble.parseJudgement(`{"score": 0.5, "confidence": 0.6, "is_correct": true}`, false).isCorrect).toBe(null)
+  })
+
+  it.effect("a custom policy is used, and may not accept an answer that was never judged", () =>
+    Effect.gen(function*() {
+      const seen: Array<Ensemble.PolicyEvidence> = []
+      // Picks the most supported answer and accepts it at once, judged or not.
+      const policy: Ensemble.Policy = (evidence) => {
+        seen.push(evidence)
+        const best = [...evidence.candidates].sort((a, b) => b.support - a.support)[0]
+        return { accept: true, selected: best?.index, reason: "majority" }
+      }
+      const result = yield* Agent.run(yield* agentWith({ policy }), "p").pipe(
+        Effect.provide(ScriptedModel.layer(rolesScript({
+          solve: (solver) => (solver === "c" ? "FINAL: 4" : "FINAL: 5"),
+          judge: () => `{"score": 0, "confidence": 0}`
+        })))
+      )
+      expect(seen).toHaveLength(1)
+      expect(seen[0]!.candidates.map((c) => [c.answer, c.support, c.judgement?.confidence])).toEqual([["5", 2, 0], ["4", 1, 0]])
+      expect(result.output).toBe("5")
+      expect(result.metadata).toMatchObject({ accepted: true, trail: [{ reason: "majority", accepted: true }] })
+
+      // With calls for the solvers and critics only, the policy's acceptance is refused.
+      const refused = yield* Agent.run(yield* agentWith({ policy, maxCalls: 5 }), "p").pipe(
+        Effect.provide(ScriptedModel.layer(rolesScript({ solve: (solver) => (solver === "c" ? "FINAL: 4" : "FINAL: 5") })))
+      )
+      expect(refused).toMatchObject({ output: "5", interrupted: true, interruptionReason: "budget:max_calls" })
+      expect(refused.metadata.accepted).toBe(false)
+      expect((refused.metadata.trail as ReadonlyArray<{ reason: string }>)[0]!.reason).toMatch(/not accepted: the answer was never judged/)
+    }))
+
+  it.effect("no reference: is_correct is null even when the judge says true; with one, the judge is told and both verdicts are kept", () =>
+    Effect.gen(function*() {
+      const script = rolesScript({
+        solve: () => "FINAL: 12",
+        judge: () => `{"score": 0.9, "confidence": 0.9, "is_correct": true}`
+      })
+      const blind = yield* Agent.run(yield* agentWith({}), "p").pipe(Effect.provide(ScriptedModel.layer(script)))
+      expect(blind.metadata).toMatchObject({ isCorrect: null, judgeIsCorrect: null, reference: null })
+
+      const graded = yield* Effect.gen(function*() {
+        const result = yield* Agent.run(yield* agentWith({ reference: "12.0" }), "p")
+        const judgeCall = (yield* ScriptedModel.calls).find((call) => lastUser(call).startsWith("Judge"))!
+        expect(lastUser(judgeCall)).toContain("Reference answer (decide is_correct against it): 12.0")
+        return result
+      }).pipe(Effect.provide(ScriptedModel.layer(script)))
+      expect(graded.metadata).toMatchObject({ isCorrect: true, judgeIsCorrect: true, reference: "12.0" })
+
+      // The reference may come from the surrounding evaluation instead.
+      const shared = yield* Agent.run(yield* agentWith({}), "p").pipe(
+        Ensemble.withReference("13"),
+        Effect.provide(ScriptedModel.layer(script))
+      )
+      expect(shared.metadata).toMatchObject({ isCorrect: false, judgeIsCorrect: true, reference: "13" })
+    }))
+
+  it.effect("a failing solver is recorded and the others go on; when every solver fails the run fails", () =>
+    Effect.gen(function*() {
+      const down = new ModelError.ServerError({ status: 503, message: "overloaded" })
+      const partial = yield* Agent.run(yield* agentWith({}), "p").pipe(
+        Effect.provide(ScriptedModel.layer(rolesScript({ solve: (solver) => (solver === "b" ? { error: down } : "FINAL: 1") })))
+      )
+      expect(partial.output).toBe("1")
+      expect(partial.metadata.accepted).toBe(true)
+      expect(partial.metadata.failures).toEqual([
+        { round: 1, role: "solver", sessionId: `${partial.sessionId}__solver_b_round_1`, reason: "ServerError", error: "ServerError: overloaded" }
+      ])
+
+      const failed = yield* Effect.flip(
+        Agent.run(yield* agentWith({}), "p").pipe(Effect.provide(ScriptedModel.layer(rolesScript({ solve: () => ({ error: down }) }))))
+      )
+      expect(failed).toBeInstanceOf(AgentError.SubAgentFailed)
+      expect(failed.message).toMatch(/solver_c_round_1 \(solver\) failed: overloaded/)
+    }))
+
+  it.effect("a run Budget below maxCalls stops it as well, with the budget's reason", () =>
+    Effect.gen(function*() {
+      const result = yield* Agent.run(yield* agentWith({}), "p", { budget: { maxCalls: 4 } })
+      expect(result).toMatchObject({ modelCalls: 4, interrupted: true, interruptionReason: "budget:max_calls", output: "1" })
+      expect(result.metadata.accepted).toBe(false)
+    }).pipe(
+      Effect.provide(ScriptedModel.layer(rolesScript({ solve: (solver) => `FINAL: ${solver === "c" ? 2 : 1}` })))
+    ))
+
+  it.effect("roles may have their own models and instructions", () =>
+    Effect.gen(function*() {
+      const judgeModel = ScriptedModel.layer([`{"score": 1, "confidence": 1}`])
+      const judge = Agent.make({ name: "strict-judge", instructions: "You are strict.", model: judgeModel })
+      const result = yield* Agent.run(yield* agentWith({ judge }), "p")
+      expect(result).toMatchObject({ output: "6", modelCalls: 5, metadata: { accepted: true } })
+      // The judge's call went to its own model: the run's model served the solvers and the critic only.
+      expect((yield* ScriptedModel.calls).length).toBe(4)
+    }).pipe(Effect.provide(ScriptedModel.layer(rolesScript({ solve: () => "FINAL: 6" })))))
+
+  it.effect("the default architecture: solvers algebra, invariants and constructive, each with its own prompt", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "team", instructions: "", architecture: Ensemble.architecture })
+      const { events, result } = yield* runStreamed(agent, "What is 2 + 2?")
+      expect(result).toMatchObject({ output: "4", modelCalls: 5, metadata: { accepted: true, maxCalls: 10 } })
+      const solverSessions = [...new Set(events.map((event) => event.sessionId))].filter((id) => id.includes("__solver_"))
+      expect(solverSessions.sort()).toEqual(["e__solver_algebra_round_1", "e__solver_constructive_round_1", "e__solver_invariants_round_1"])
+      const systems = (yield* ScriptedModel.calls).slice(0, 3).map(systemOf)
+      expect(new Set(systems)).toEqual(new Set(Ensemble.defaultSolvers.map((solver) => solver.prompt)))
+    }).pipe(Effect.provide(ScriptedModel.layer(rolesScript({ solve: () => "2 + 2 = 4\nFINAL: 4" })))))
+
+  it.effect("invalid options fail with InvalidOptions naming the field", () =>
+    Effect.gen(function*() {
+      const bad = [
+        { maxCalls: 0 },
+        { solvers: [] },
+        { solvers: [{ name: "a b", prompt: "x" }] },
+        { solvers: [{ name: "a", prompt: "x" }, { name: "a", prompt: "y" }] },
+        { acceptConfidence: 1.5 },
+        { judgePrompt: "{problem} {answr}" },
+        { maxRound: 3 }
+      ]
+      for (const options of bad) {
+        const error = yield* Effect.flip(Ensemble.make(options as Ensemble.Options))
+        expect(error._tag).toBe("InvalidOptions")
+        expect(error.module).toBe("Ensemble")
+      }
+      const error = yield* Effect.flip(Ensemble.make({ solvers: [{ name: "a", prompt: "x" }, { name: "a", prompt: "y" }] }))
+      expect(error.message).toMatch(/solver names must be distinct/)
+    }))
+})

@@ -20,16 +20,8 @@ const TypeId: unique symbol = Symbol.for("valet/Agent")
  * An agent whose runs need the services `R`: those of its architecture, its tools and its model layer, minus
  * `Model` when it carries its own.
  */
-export interface Agent<out R = never> {
+export interface Agent<out R = never> extends Architecture.AgentDefinition {
   readonly [TypeId]: { readonly _R: (_: never) => R }
-  readonly name: string
-  readonly instructions: string
-  readonly architecture: Architecture.Architecture<unknown>
-  readonly tools: ReadonlyArray<Tool.Tool<unknown>>
-  /** The agent's own model: provided around all of its model calls, instead of the `Model` in context. */
-  readonly model: Layer.Layer<Model.Model, never, unknown> | undefined
-  /** The default turn limit of tool loops (ReAct's `maxTurns`). */
-  readonly maxTurns: number
 }
 
 /** Whether a value is an `Agent`. */
@@ -118,11 +110,11 @@ const rootInput = (
     if (!sessionIdPattern.test(sessionId) || sessionId.includes("__")) {
       return Effect.fail(new InvalidOptions({
         module: "Agent",
-        message: `invalid session id ${JSON.stringify(sessionId)}: use letters, digits, -, ., : and single _ ("__" separates sub-agents)`
+        message: `Agent: invalid session id ${JSON.stringify(sessionId)}: use letters, digits, -, ., : and single _ ("__" separates sub-agents)`
       }))
     }
     if (!Number.isInteger(agent.maxTurns) || agent.maxTurns < 1) {
-      return Effect.fail(new InvalidAgent({ agent: agent.name, message: `maxTurns must be an integer ≥ 1, got ${agent.maxTurns}` }))
+      return Effect.fail(new InvalidAgent({ agent: agent.name, message: `maxTurns must be an integer >= 1, got ${agent.maxTurns}` }))
     }
     const budget = options?.budget !== undefined
       ? Budget.make(options.budget)
@@ -143,7 +135,7 @@ const rootInput = (
 
 /** Ends a run's span with its exit, on the clock in context (as `Effect.withSpan` does). */
 const endSpan = (span: Tracer.Span, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
-  Effect.clockWith((clock) => Effect.sync(() => span.end(clock.unsafeCurrentTimeNanos(), exit)))
+  Effect.clockWith((clock) => Effect.sync(() => span.end(clock.currentTimeNanosUnsafe(), exit)))
 
 /**
  * Runs an agent on a prompt and answers its result. A spent budget is not a failure: the result is marked
@@ -154,7 +146,7 @@ export const run = <R>(agent: Agent<R>, prompt: string, options?: RunOptions): E
   // the run's resources) and the span provided together with the run's context: each wrapper is a frame the
   // run keeps for its whole life, in every concurrent session. No stack capture: an Error per run.
   Effect.flatMap(
-    Effect.makeSpan("valet/Agent.run", { attributes: { agent: agent.name }, captureStackTrace: false }),
+    Effect.makeSpan("valet/Agent.run", { attributes: { agent: agent.name } }),
     (span) => {
       const resources = Architecture.makeResources()
       return Effect.onExit(
@@ -162,7 +154,7 @@ export const run = <R>(agent: Agent<R>, prompt: string, options?: RunOptions): E
           rootInput(agent, prompt, options, false, resources, span),
           (input) => agent.architecture.execute(input, Architecture.unobserved)
         ),
-        (exit) => Effect.zipRight(Architecture.closeResources(resources, exit), endSpan(span, exit))
+        (exit) => Effect.andThen(Architecture.closeResources(resources, exit), endSpan(span, exit))
       )
     }
   ) as Effect.Effect<AgentEvent.RunResult, AgentError, R>
@@ -179,9 +171,9 @@ export const stream = <R>(
   Architecture.streamEvents(
     Effect.suspend(() => {
       const resources = Architecture.makeResources()
-      return Effect.zipLeft(
+      return Effect.tap(
         rootInput(agent, prompt, options, options?.textDeltas ?? true, resources, undefined),
-        Effect.addFinalizer((exit) => Architecture.closeResources(resources, exit))
+        () => Effect.addFinalizer((exit) => Architecture.closeResources(resources, exit))
       )
     }),
     agent.architecture.execute
@@ -229,7 +221,7 @@ export const runChild = <R>(
     if (!rolePattern.test(options.role) || (index !== undefined && !rolePattern.test(String(index)))) {
       return yield* new InvalidOptions({
         module: "Agent.runChild",
-        message: `invalid role ${JSON.stringify(options.role)} / index ${JSON.stringify(index)}: use letters and digits joined by single - or _`
+        message: `Agent.runChild: invalid role ${JSON.stringify(options.role)} / index ${JSON.stringify(index)}: use letters and digits joined by single - or _`
       })
     }
     const sessionId = childSessionId(parent.sessionId, options.role, index)

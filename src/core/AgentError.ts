@@ -60,7 +60,7 @@ export class ArchitectureFailed extends Schema.TaggedError<ArchitectureFailed>()
 export class SubAgentFailed extends Schema.TaggedError<SubAgentFailed>()("SubAgentFailed", {
   sessionId: Schema.String,
   role: Schema.String,
-  error: Schema.suspend((): Schema.Schema<AgentError, AgentErrorEncoded> => AgentError)
+  error: Schema.suspend((): Schema.Codec<AgentError, AgentErrorEncoded> => AgentError)
 }) {
   override get message(): string {
     return `sub-agent ${this.sessionId} (${this.role}) failed: ${this.error.message}`
@@ -82,7 +82,7 @@ export type AgentError =
   | SubAgentFailed
 
 /** The JSON form of an `AgentError`. */
-export type AgentErrorEncoded = Schema.Schema.Encoded<typeof ModelError.ModelError> | {
+export type AgentErrorEncoded = typeof ModelError.ModelError.Encoded | {
   readonly _tag: "BudgetExhausted"
   readonly limit: string
   readonly used: number
@@ -110,7 +110,7 @@ export type AgentErrorEncoded = Schema.Schema.Encoded<typeof ModelError.ModelErr
 }
 
 /** The schema of `AgentError`, so failures cross JSON boundaries (SSE, workflows, logs) and come back typed. */
-export const AgentError: Schema.Schema<AgentError, AgentErrorEncoded> = Schema.Union(
+export const AgentError: Schema.Codec<AgentError, AgentErrorEncoded> = Schema.Union([
   ModelError.ModelError,
   BudgetExhausted,
   InvalidAgent,
@@ -118,4 +118,4 @@ export const AgentError: Schema.Schema<AgentError, AgentErrorEncoded> = Schema.U
   SessionConflict,
   ArchitectureFailed,
   SubAgentFailed
-)
+])

@@ -24,7 +24,7 @@ export const RunResult = Schema.Struct({
   interruptionReason: Schema.optional(Schema.String),
   durationMs: Schema.Number,
   /** Architecture-specific details: the plan, the candidates, the votes… */
-  metadata: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+  metadata: Schema.Record(Schema.String, Schema.Unknown)
 })
 /** What a finished run produced. */
 export type RunResult = typeof RunResult.Type
@@ -92,7 +92,7 @@ export const SubRunCompleted = Schema.TaggedStruct("SubRunCompleted", {
 export const Progress = Schema.TaggedStruct("Progress", {
   ...base,
   name: Schema.String,
-  data: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+  data: Schema.Record(Schema.String, Schema.Unknown)
 })
 /** A budget limit is at 80 % (or the configured fraction). */
 export const BudgetWarning = Schema.TaggedStruct("BudgetWarning", {
@@ -105,8 +105,7 @@ export const BudgetWarning = Schema.TaggedStruct("BudgetWarning", {
 export const RunCompleted = Schema.TaggedStruct("RunCompleted", { ...base, result: RunResult })
 
 /** Any event of a run. */
-export const AgentEvent = Schema.Union(
-  RunStarted,
+export const AgentEvent = Schema.Union([RunStarted,
   ModelCalled,
   TextDelta,
   ModelReplied,
@@ -116,8 +115,7 @@ export const AgentEvent = Schema.Union(
   SubRunCompleted,
   Progress,
   BudgetWarning,
-  RunCompleted
-)
+  RunCompleted])
 /** Any event of a run. */
 export type AgentEvent = typeof AgentEvent.Type
 

@@ -10,8 +10,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Effect, Exit, FiberRef, Layer, Mailbox, Predicate, Scope, Stream, Tracer } from "effect"
-import type * as Agent from "./Agent.js"
+import { type Cause, Clock, Context, Effect, Exit, Layer, Predicate, Queue, Scope, Stream, Tracer } from "effect"
 import type { AgentError, BudgetExhausted } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import type * as Budget from "./Budget.js"
@@ -51,7 +50,7 @@ export const unobserved: Emitter = { observed: false, emit: () => Effect.void }
  * agent with its own model, and a scope per run would cost every concurrent session a few kilobytes.
  */
 export interface Resources {
-  scope: Scope.CloseableScope | undefined
+  scope: Scope.Closeable | undefined
   memoMap: Layer.MemoMap | undefined
 }
 
@@ -62,9 +61,24 @@ export const makeResources = (): Resources => ({ scope: undefined, memoMap: unde
 export const closeResources = (resources: Resources, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
   resources.scope === undefined ? Effect.void : Scope.close(resources.scope, exit)
 
+/**
+ * What a run runs: an agent's definition. `Agent.Agent` is one; it is declared here so that this module, which
+ * `Agent` builds on, does not import `Agent`.
+ */
+export interface AgentDefinition {
+  readonly name: string
+  readonly instructions: string
+  readonly architecture: Architecture<unknown>
+  readonly tools: ReadonlyArray<Tool.Tool<unknown>>
+  /** The agent's own model: provided around all of its model calls, instead of the `Model` in context. */
+  readonly model: Layer.Layer<Model.Model, never, unknown> | undefined
+  /** The default turn limit of tool loops (ReAct's `maxTurns`). */
+  readonly maxTurns: number
+}
+
 /** What a run is started with. Built by `Agent.run`, `Agent.stream` and `Agent.runChild`. */
 export interface Input {
-  readonly agent: Agent.Agent<unknown>
+  readonly agent: AgentDefinition
   readonly prompt: string
   /** Earlier messages of a conversation, placed between the instructions and the prompt. */
   readonly history: ReadonlyArray<Model.Message>
@@ -127,7 +141,7 @@ export interface RunContext {
 }
 
 /** The run the current fiber works for. Provided by the runtime to architecture programs. */
-export class CurrentRun extends Context.Tag("valet/Architecture/CurrentRun")<CurrentRun, RunContext>() {}
+export class CurrentRun extends Context.Service<CurrentRun, RunContext>()("valet/Architecture/CurrentRun") {}
 
 /** The mutable state behind `RunContext`; only this module and `Agent` write it. */
 export class RunState implements RunContext {
@@ -154,7 +168,7 @@ export class RunState implements RunContext {
 
   /** The current time on the run's clock (`TestClock` in tests). */
   now(): number {
-    return this.clock.unsafeCurrentTimeMillis()
+    return this.clock.currentTimeMillisUnsafe()
   }
 
   /** Counts one model call here and in every ancestor. */
@@ -182,12 +196,12 @@ export const emitWith = (run: RunContext, build: (timestamp: number) => AgentEve
 
 /** Emits an architecture-specific milestone, e.g. `progress("self_refine.critique", { round, critique })`. */
 export const progress = (name: string, data: Record<string, unknown> = {}): Effect.Effect<void, never, CurrentRun> =>
-  Effect.flatMap(CurrentRun, (run) =>
+  CurrentRun.use((run) =>
     emitWith(run, (timestamp) => ({ _tag: "Progress", sessionId: run.sessionId, timestamp, name, data })))
 
 /** Records the best output so far: what the run reports if a budget or the wall clock stops it. */
 export const setOutput = (output: string): Effect.Effect<void, never, CurrentRun> =>
-  Effect.map(CurrentRun, (run) => {
+  CurrentRun.useSync((run) => {
     ;(run as RunState).output = output
   })
 
@@ -219,7 +233,7 @@ export const generate = (
   request: Model.Request,
   options?: GenerateOptions
 ): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model | CurrentRun> =>
-  Effect.flatMap(CurrentRun, (run) => generateFor(run as RunState, request, options))
+  CurrentRun.use((run) => generateFor(run as RunState, request, options))
 
 /** `generate` for a run the caller already holds (the tool loop looks `CurrentRun` up once, not per turn). */
 export const generateFor = (
@@ -233,7 +247,7 @@ export const generateFor = (
   // process's first thousands of calls run unoptimized.
   const reserved = Exit.isExit(reserve) ? (reserve as Exit.Exit<ReadonlyArray<Budget.Warning>, BudgetExhausted>) : undefined
   const start = (warnings: ReadonlyArray<Budget.Warning>) =>
-    Effect.withFiberRuntime<Model.Response, ModelError>((fiber) => call(run, Context.unsafeGet(fiber.currentContext, Model.Model), request, options, warnings))
+    Effect.withFiber<Model.Response, ModelError>((fiber) => call(run, Context.getUnsafe(fiber.context, Model.Model), request, options, warnings))
   return reserved !== undefined && Exit.isSuccess(reserved) ? start(reserved.value) : Effect.flatMap(reserve, start)
 }
 
@@ -281,7 +295,7 @@ const call = (
     // The request goes out after `ModelCalled` (a provider may do work when the call is made, e.g. a script).
     const sent = called === Effect.void
       ? withCallContext(send(), callContext)
-      : Effect.zipRight(called, Effect.suspend(() => withCallContext(send(), callContext)))
+      : Effect.andThen(called, Effect.suspend(() => withCallContext(send(), callContext)))
     return Effect.flatMap(sent, (response) => {
       const after = settle(response)
       const now = run.now()
@@ -299,19 +313,15 @@ const call = (
       })
       return after.length === 0
         ? thenSucceed(replied, response)
-        : Effect.as(Effect.zipRight(replied, emitWarnings(run, after)), response)
+        : Effect.as(Effect.andThen(replied, emitWarnings(run, after)), response)
     })
   }
-  return warnings.length === 0 ? sendWithEvents() : Effect.zipRight(emitWarnings(run, warnings), Effect.suspend(sendWithEvents))
+  return warnings.length === 0 ? sendWithEvents() : Effect.andThen(emitWarnings(run, warnings), Effect.suspend(sendWithEvents))
 }
 
-/**
- * Sets `Model.currentCallContext` for the call about to be sent. A plain set, not `Effect.locally` (which costs
- * as much as the rest of a model call's bookkeeping): every call made through `generate` sets its own context
- * first, and the fiber ref's `join` keeps a parent's value, so a stale value never reaches another call.
- */
+/** Provides `Model.currentCallContext` to the call about to be sent (wrappers such as the `Journal` read it). */
 const withCallContext = <A, E, R>(effect: Effect.Effect<A, E, R>, context: Model.CallContext): Effect.Effect<A, E, R> =>
-  Effect.zipRight(FiberRef.set(Model.currentCallContext, context), effect)
+  Effect.provideService(effect, Model.currentCallContext, context)
 
 /**
  * Executes one tool call for the current run (see `Tool.execute`: never fails, errors become `ERROR:` results),
@@ -322,7 +332,7 @@ export const executeTool = <R>(
   call: Model.ToolCall,
   options?: Tool.ExecuteOptions
 ): Effect.Effect<Tool.Result, never, R | CurrentRun> =>
-  Effect.flatMap(CurrentRun, (run) => executeToolFor(run as RunState, kit, call, options))
+  CurrentRun.use((run) => executeToolFor(run as RunState, kit, call, options))
 
 /** `executeTool` for a run the caller already holds. */
 export const executeToolFor = <R>(
@@ -383,24 +393,23 @@ export const make = <R>(options: MakeOptions<R>): Architecture<Exclude<R, Curren
 
 /**
  * Streams the events of a run: `start` prepares the input in the stream's scope (`Agent.stream` adds its
- * finalizer there), then `execute` runs in a fiber of that scope, emitting into a bounded mailbox the stream reads.
- * One `Stream.unwrapScoped` for both: on Effect 3 each layer of stream plumbing costs about as much per run as a
- * few dozen tool-loop steps.
+ * finalizer there), then `execute` runs in a fiber of that scope, emitting into a bounded queue the stream reads.
+ * One `Stream.unwrap` for both: each layer of stream plumbing costs about as much per run as a few tool-loop steps.
  */
 export const streamEvents = <E, R>(
   start: Effect.Effect<Input, E, R | Scope.Scope>,
   execute: (input: Input, emitter: Emitter) => Effect.Effect<AgentEvent.RunResult, AgentError, R>
 ): Stream.Stream<AgentEvent.AgentEvent, E | AgentError, Exclude<R, Scope.Scope>> =>
-  Stream.unwrapScoped(
+  Stream.unwrap(
     Effect.flatMap(start, (input) =>
       // Bounded: a slow consumer slows the run down instead of the stream retaining every event.
-      Effect.flatMap(Mailbox.make<AgentEvent.AgentEvent, AgentError>({ capacity: 1024 }), (mailbox) => {
+      Effect.flatMap(Queue.make<AgentEvent.AgentEvent, AgentError | Cause.Done>({ capacity: 1024 }), (queue) => {
         const emitter: Emitter = {
           observed: true,
-          emit: (event) => Effect.asVoid(mailbox.offer(event)),
-          unsafeEmit: (event) => mailbox.unsafeOffer(event)
+          emit: (event) => Effect.asVoid(Queue.offer(queue, event)),
+          unsafeEmit: (event) => Queue.offerUnsafe(queue, event)
         }
-        return Effect.as(Effect.forkScoped(Mailbox.into(execute(input, emitter), mailbox)), Mailbox.toStream(mailbox))
+        return Effect.as(Effect.forkScoped(Queue.into(queue)(execute(input, emitter))), Stream.fromQueue(queue))
       }))
   ) as Stream.Stream<AgentEvent.AgentEvent, E | AgentError, Exclude<R, Scope.Scope>>
 
@@ -413,7 +422,7 @@ const executeProgram = <R>(
   emitter: Emitter
 ): Effect.Effect<AgentEvent.RunResult, AgentError, Exclude<R, CurrentRun>> =>
   Effect.clockWith((clock) => {
-    const startedAt = clock.unsafeCurrentTimeMillis()
+    const startedAt = clock.currentTimeMillisUnsafe()
     const state = new RunState(
       input.sessionId,
       input.rootSessionId,
@@ -446,10 +455,9 @@ const executeProgram = <R>(
     if (input.parent === undefined && input.budget.deadline !== undefined) {
       const left = Math.max(0, input.budget.deadline - startedAt)
       guarded = guarded.pipe(
-        Effect.timeoutTo({
+        Effect.timeoutOrElse({
           duration: left,
-          onSuccess: (outcome) => outcome,
-          onTimeout: (): Outcome => ({ output: state.output, interrupted: "budget:wall_clock" })
+          orElse: () => Effect.succeed<Outcome>({ output: state.output, interrupted: "budget:wall_clock" })
         })
       )
     }
@@ -473,7 +481,7 @@ const executeProgram = <R>(
         : Effect.succeed(result)
     })
     if (!emitter.observed) return finished
-    return Effect.zipRight(
+    return Effect.andThen(
       emitter.emit({
         _tag: "RunStarted",
         sessionId: state.sessionId,

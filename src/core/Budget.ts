@@ -9,27 +9,29 @@
  * @since 0.1.0
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
-import { BudgetExhausted, InvalidOptions } from "./AgentError.js"
+import { BudgetExhausted, type InvalidOptions } from "./AgentError.js"
+import * as Decode from "./internal/decode.js"
 import type * as Model from "./Model.js"
 
-const NonNegative = Schema.Number.pipe(Schema.nonNegative())
+const NonNegative = Schema.Number.check(Schema.isGreaterThanOrEqualTo(0))
 
 /** The limits of a budget; every one is optional. */
 export const Limits = Schema.Struct({
-  maxCalls: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
-  maxInputTokens: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
-  maxOutputTokens: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
-  maxTotalTokens: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
+  maxCalls: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  maxInputTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  maxOutputTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  maxTotalTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
   /** Wall-clock time of the run, in milliseconds. In-flight work is interrupted when it is up. */
   maxDurationMs: Schema.optional(NonNegative),
   /** Cost in the unit of `pricing`. Requires `pricing`. */
   maxCost: Schema.optional(NonNegative),
   pricing: Schema.optional(Schema.Struct({ inputPerMillion: NonNegative, outputPerMillion: NonNegative })),
   /** The fraction of a limit at which a `BudgetWarning` is emitted (default 0.8). */
-  warnAt: Schema.optional(Schema.Number.pipe(Schema.between(0, 1)))
-}).pipe(
-  Schema.filter((limits) =>
-    limits.maxCost === undefined || limits.pricing !== undefined || "maxCost needs pricing to compute a cost"
+  warnAt: Schema.optional(Schema.Number.check(Schema.isBetween({ minimum: 0, maximum: 1 })))
+}).check(
+  Schema.makeFilter((limits) =>
+    limits.maxCost === undefined || limits.pricing !== undefined ||
+    { path: ["maxCost"], issue: "maxCost needs pricing to compute a cost" }
   )
 )
 /** The limits of a budget. */
@@ -74,16 +76,14 @@ export interface Tracker {
 }
 
 /** The budget service: a tracker shared by every run that finds it in context. */
-export class Budget extends Context.Tag("valet/Budget")<Budget, Tracker>() {}
+export class Budget extends Context.Service<Budget, Tracker>()("valet/Budget") {}
 
 const none: ReadonlyArray<Warning> = []
 
 /** Starts a tracker for `limits`; the wall clock starts now. */
 export const make = (limits: Limits): Effect.Effect<Tracker, InvalidOptions> =>
   Effect.gen(function*() {
-    const valid = yield* Schema.decodeUnknown(Limits)(limits).pipe(
-      Effect.mapError((error) => new InvalidOptions({ module: "Budget", message: error.message }))
-    )
+    const valid = yield* Decode.decode("Budget", Limits, limits)
     const startedAt = yield* Clock.currentTimeMillis
     return makeTracker(valid, startedAt)
   })

@@ -9,9 +9,9 @@
  *
  * @since 0.1.0
  */
-import { FileSystem, Path } from "@effect/platform"
 import { createHash } from "node:crypto"
-import { Effect, FiberRef, Layer, ParseResult, Schema, Stream } from "effect"
+import { Effect, Exit, FileSystem, Layer, Path, Schema, Semaphore, Stream } from "effect"
+import { describeIssue } from "./internal/decode.js"
 import { canonicalJson } from "./internal/json.js"
 import * as Chunks from "./internal/modelChunks.js"
 import * as Model from "./Model.js"
@@ -37,9 +37,9 @@ export const Entry = Schema.Struct({
 /** One recorded call. */
 export type Entry = typeof Entry.Type
 
-const EntryLine = Schema.parseJson(Entry)
+const EntryLine = Schema.fromJsonString(Entry)
 const encodeLine = Schema.encodeSync(EntryLine)
-const decodeLine = Schema.decodeUnknownEither(EntryLine)
+const decodeLine = Schema.decodeUnknownExit(EntryLine)
 
 /** The hash of a request: the first 16 hex digits of the SHA-256 of its canonical JSON. */
 export const hashRequest = (request: Model.Request): string =>
@@ -91,15 +91,15 @@ export const layerRecord = (
       yield* fs.writeFileString(path, "").pipe(Effect.mapError(fail))
       const next = occurrences()
       // One writer at a time: concurrent sub-agents record into one file, a whole line each.
-      const lock = yield* Effect.makeSemaphore(1)
+      const lock = yield* Semaphore.make(1)
       const write = (entry: Entry) =>
         lock.withPermits(1)(fs.writeFileString(path, encodeLine(entry) + "\n", { flag: "a" })).pipe(
           // A cassette that silently misses calls would replay wrongly later: fail loudly instead.
-          Effect.orDieWith(fail)
+          Effect.catch((error) => Effect.die(fail(error)))
         )
 
       const begin = (request: Model.Request) =>
-        Effect.map(FiberRef.get(Model.currentCallContext), (context) => {
+        Effect.map(Model.currentCallContext, (context) => {
           const key = keyOf(context, request)
           return { ...key, occurrence: next(key), request }
         })
@@ -116,7 +116,7 @@ export const layerRecord = (
             const acc = Chunks.emptyAccumulator()
             return inner.stream(request).pipe(
               Stream.tap((chunk) => Effect.sync(() => Chunks.addChunk(acc, chunk))),
-              Stream.concat(Stream.execute(Effect.suspend(() => write({ ...base, response: Chunks.toResponse(acc) })))),
+              Stream.concat(Stream.fromEffectDrain(Effect.suspend(() => write({ ...base, response: Chunks.toResponse(acc) })))),
               Stream.tapError((error) => write({ ...base, error }))
             )
           })),
@@ -132,6 +132,12 @@ export const layerRecord = (
     })
   )
 
+/** The one-line reason a line did not decode. */
+const describe = (exit: Exit.Failure<unknown, Schema.SchemaError>): string => {
+  const reason = exit.cause.reasons[0]
+  return reason !== undefined && reason._tag === "Fail" ? describeIssue(reason.error.issue, undefined) : "unreadable"
+}
+
 /** Reads a cassette: every line decoded, a bad one reported with its line number. */
 export const read = (path: string): Effect.Effect<ReadonlyArray<Entry>, JournalError, FileSystem.FileSystem> =>
   Effect.gen(function*() {
@@ -145,14 +151,14 @@ export const read = (path: string): Effect.Effect<ReadonlyArray<Entry>, JournalE
       const line = lines[i]!
       if (line.trim() === "") continue
       const decoded = decodeLine(line)
-      if (decoded._tag === "Left") {
+      if (Exit.isFailure(decoded)) {
         return yield* new JournalError({
           path,
           line: i + 1,
-          message: `line ${i + 1} is not a journal entry: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`
+          message: `line ${i + 1} is not a journal entry: ${describe(decoded)}`
         })
       }
-      entries.push(decoded.right)
+      entries.push(decoded.value)
     }
     return entries
   })
@@ -168,7 +174,7 @@ export const layerReplay = (path: string): Layer.Layer<Model.Model, JournalError
       const next = occurrences()
 
       const lookup = (request: Model.Request): Effect.Effect<Model.Response, ModelError.ModelError> =>
-        Effect.flatMap(FiberRef.get(Model.currentCallContext), (context) => {
+        Effect.flatMap(Model.currentCallContext, (context) => {
           const key = keyOf(context, request)
           const text = keyText(key, next(key))
           const entry = byKey.get(text)

@@ -146,7 +146,7 @@ export type ModelError =
   | ReplayMiss
 
 /** The schema of `ModelError`, to carry model failures across JSON boundaries (cassettes, workflows, HTTP). */
-export const ModelError: Schema.Union<[
+export const ModelError: Schema.Union<readonly [
   typeof RateLimited,
   typeof ServerError,
   typeof Timeout,
@@ -158,7 +158,7 @@ export const ModelError: Schema.Union<[
   typeof MalformedResponse,
   typeof ScriptExhausted,
   typeof ReplayMiss
-]> = Schema.Union(
+]> = Schema.Union([
   RateLimited,
   ServerError,
   Timeout,
@@ -170,9 +170,9 @@ export const ModelError: Schema.Union<[
   MalformedResponse,
   ScriptExhausted,
   ReplayMiss
-)
+])
 
-const tags: ReadonlySet<string> = new Set(ModelError.members.map((member) => member._tag))
+const tags: ReadonlySet<string> = new Set(ModelError.members.map((member) => member.identifier))
 
 /** Whether a value is one of the `ModelError` classes. */
 export const isModelError = (u: unknown): u is ModelError =>

@@ -27,7 +27,7 @@ export type Turn =
     /** Token counts; by default about four characters a token. */
     readonly usage?: Partial<Model.Usage>
     /** Waits this long before answering (use `TestClock` to move time). */
-    readonly delay?: Duration.DurationInput
+    readonly delay?: Duration.Input
     /** Fails the call with this error instead of answering. */
     readonly error?: ModelError
   }
@@ -58,7 +58,7 @@ export interface Service {
 }
 
 /** The scripted model's inspection service, provided beside `Model` by `layer`. */
-export class ScriptedModel extends Context.Tag("valet/ScriptedModel")<ScriptedModel, Service>() {}
+export class ScriptedModel extends Context.Service<ScriptedModel, Service>()("valet/ScriptedModel") {}
 
 /** Every request the scripted model received, in call order. */
 export const calls: Effect.Effect<ReadonlyArray<Model.Request>, never, ScriptedModel> = Effect.flatMap(
@@ -169,7 +169,7 @@ const delayOf = (turns: ReadonlyArray<Turn>): Duration.Duration | undefined => {
   let delay: Duration.Duration | undefined
   for (const turn of turns) {
     if (typeof turn !== "string" && turn.delay !== undefined) {
-      const d = Duration.decode(turn.delay)
+      const d = Duration.fromInputUnsafe(turn.delay)
       delay = delay === undefined ? d : Duration.max(delay, d)
     }
   }
@@ -207,7 +207,7 @@ export const context = (script: Script): Context.Context<Model.Model | ScriptedM
     const delay = delayOf(turns)
     return delay === undefined
       ? respond(request, callIndex, turns, requestCharacters)
-      : Effect.zipRight(Effect.sleep(delay), Effect.suspend(() => respond(request, callIndex, turns, requestCharacters)))
+      : Effect.andThen(Effect.sleep(delay), Effect.suspend(() => respond(request, callIndex, turns, requestCharacters)))
   }
 
   const answer = (request: Model.Request): Effect.Effect<Model.Response, ModelError> => {

@@ -11,7 +11,8 @@
  *
  * @since 0.1.0
  */
-import { Config, Context, Effect, Layer, Option, ParseResult, Schema, type Scope } from "effect"
+import { Config, Context, Effect, Layer, Option, Schema, type Scope } from "effect"
+import { decode, IntAtLeast } from "../core/internal/decode.js"
 import * as ProcessLayer from "./internal/sandbox/processLayer.js"
 import * as Shared from "./internal/sandbox/shared.js"
 import { SandboxError } from "./internal/sandbox/shared.js"
@@ -22,17 +23,17 @@ import * as TestLayer from "./internal/sandbox/testLayer.js"
 // ---------------------------------------------------------------------------------------------------------
 
 /** Seed files of a workspace: relative path → content. */
-export const Files = Schema.Record({ key: Schema.String, value: Schema.String })
+export const Files = Schema.Record(Schema.String, Schema.String)
 /** Seed files of a workspace: relative path → content. */
 export type Files = typeof Files.Type
 
 /** Why a command did not run normally. */
-export const ErrorKind = Schema.Literal("not_allowed", "invalid_command", "timeout", "spawn_failed")
+export const ErrorKind = Schema.Literals(["not_allowed", "invalid_command", "timeout", "spawn_failed"])
 /** Why a command did not run normally. */
 export type ErrorKind = typeof ErrorKind.Type
 
 /** How a command was isolated: bubblewrap, a plain process group, not run at all (refused), or the test layer. */
-export const Isolation = Schema.Literal("bwrap", "process", "none", "test")
+export const Isolation = Schema.Literals(["bwrap", "process", "none", "test"])
 /** How a command was isolated. */
 export type Isolation = typeof Isolation.Type
 
@@ -43,19 +44,26 @@ export type Isolation = typeof Isolation.Type
  */
 export const SandboxResult = Schema.Struct({
   command: Schema.Array(Schema.String),
-  exitCode: Schema.propertySignature(Schema.Int).pipe(Schema.fromKey("exit_code")),
+  exitCode: Schema.Int,
   stdout: Schema.String,
   stderr: Schema.String,
-  durationMs: Schema.propertySignature(Schema.Number).pipe(Schema.fromKey("duration_ms")),
-  timedOut: Schema.propertySignature(Schema.Boolean).pipe(Schema.fromKey("timed_out")),
+  durationMs: Schema.Number,
+  timedOut: Schema.Boolean,
   error: Schema.optional(ErrorKind),
   signal: Schema.optional(Schema.String),
   isolation: Isolation,
-  stdoutTruncated: Schema.optional(Schema.Boolean).pipe(Schema.fromKey("stdout_truncated")),
-  stderrTruncated: Schema.optional(Schema.Boolean).pipe(Schema.fromKey("stderr_truncated")),
+  stdoutTruncated: Schema.optional(Schema.Boolean),
+  stderrTruncated: Schema.optional(Schema.Boolean),
   diff: Schema.optional(Schema.String),
-  changedFiles: Schema.optional(Schema.Array(Schema.String)).pipe(Schema.fromKey("changed_files"))
-})
+  changedFiles: Schema.optional(Schema.Array(Schema.String))
+}).pipe(Schema.encodeKeys({
+  exitCode: "exit_code",
+  durationMs: "duration_ms",
+  timedOut: "timed_out",
+  stdoutTruncated: "stdout_truncated",
+  stderrTruncated: "stderr_truncated",
+  changedFiles: "changed_files"
+}))
 /** What a command did. */
 export type SandboxResult = typeof SandboxResult.Type
 
@@ -77,16 +85,16 @@ export interface WorkspaceOptions {
    * as the earlier commands left it (seed files that exist are not overwritten). One scope at a time holds it;
    * `discard(taskId)` removes it.
    */
-  readonly keep?: boolean
+  readonly keep?: boolean | undefined
 }
 
 /** A command to run. `command` is what a model wrote, decoded here. */
 export interface RunRequest {
   readonly command: unknown
   /** Default: the layer's `timeoutMs`. */
-  readonly timeoutMs?: number
+  readonly timeoutMs?: number | undefined
   /** Snapshot the workspace and answer `diff` / `changedFiles` (default true). */
-  readonly diff?: boolean
+  readonly diff?: boolean | undefined
 }
 
 /** A workspace could not be made, seeded or used, or the sandbox could not be set up. */
@@ -123,13 +131,13 @@ export interface Service {
 }
 
 /** The sandbox service. */
-export class Sandbox extends Context.Tag("valet/Sandbox")<Sandbox, Service>() {}
+export class Sandbox extends Context.Service<Sandbox, Service>()("valet/Sandbox") {}
 
 // ---------------------------------------------------------------------------------------------------------
 // Options
 // ---------------------------------------------------------------------------------------------------------
 
-const PositiveInt = Schema.Int.pipe(Schema.positive())
+const PositiveInt = IntAtLeast(1)
 
 /** Options of `layerProcess`; every one has a default. */
 export const Options = Schema.Struct({
@@ -138,11 +146,11 @@ export const Options = Schema.Struct({
   /** Programs that may run (default `ast-grep`, `python3`, `python`, `pytest`, `node`). */
   allow: Schema.optional(Schema.Array(Schema.String)),
   /** `auto` (default): bwrap when it works here, else processes; `bwrap`: fail to build without it. */
-  isolation: Schema.optional(Schema.Literal("auto", "bwrap", "process")),
+  isolation: Schema.optional(Schema.Literals(["auto", "bwrap", "process"])),
   /** Default timeout of a command (default 30 s). */
   timeoutMs: Schema.optional(PositiveInt),
   /** SIGTERM → SIGKILL delay (default 1 s). */
-  graceMs: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
+  graceMs: Schema.optional(IntAtLeast(0)),
   /** Cap of stdout and of stderr, each (default 64 KiB). */
   maxOutputBytes: Schema.optional(PositiveInt),
   limits: Schema.optional(Schema.Struct({
@@ -158,7 +166,7 @@ export const Options = Schema.Struct({
     maxOpenFiles: Schema.optional(PositiveInt)
   })),
   /** Variables set for every command (after the scrubbed base: PATH, LANG, LC_*, TZ, HOME = the workspace). */
-  env: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+  env: Schema.optional(Schema.Record(Schema.String, Schema.String)),
   /** More variables copied from our environment. */
   passEnv: Schema.optional(Schema.Array(Schema.String)),
   /** Files larger than this are listed in `changedFiles` without a diff (default 256 KiB). */
@@ -180,15 +188,17 @@ export const defaultAllow: ReadonlyArray<string> = Shared.defaultAllow
 // Real processes
 // ---------------------------------------------------------------------------------------------------------
 
-/** Builds a sandbox of real processes: finds what isolation this machine offers and resolves the allow-list. */
+/**
+ * Builds a sandbox of real processes: finds what isolation this machine offers and resolves the allow-list.
+ * Options are checked first: a bad one is `SandboxError` `invalid_options` with a one-line message
+ * (`Sandbox: timeoutMs must be an integer >= 1, got -1`); an unknown key is refused.
+ */
 export const make = (options: Options = {}): Effect.Effect<Service, SandboxError> =>
   Effect.flatMap(
-    Schema.decodeUnknown(Options)(options).pipe(
-      Effect.mapError((error) =>
-        new SandboxError({ reason: "invalid_options", message: `Sandbox options: ${ParseResult.TreeFormatter.formatErrorSync(error)}` })
-      )
+    decode("Sandbox", Options, options).pipe(
+      Effect.mapError((error) => new SandboxError({ reason: "invalid_options", message: error.message }))
     ),
-    ProcessLayer.make
+    (valid) => ProcessLayer.make(valid)
   )
 
 /** The sandbox of real processes (the default), built with `options`. */
@@ -198,13 +208,13 @@ export const layerProcess = (options: Options = {}): Layer.Layer<Sandbox, Sandbo
  * `layerProcess` configured from the environment: `VALET_SANDBOX_ROOT` (work root), `VALET_SANDBOX_ISOLATION`
  * (`auto` | `bwrap` | `process`), `VALET_SANDBOX_TIMEOUT_MS`; `options` fill in the rest.
  */
-export const layerProcessConfig = (options: Options = {}): Layer.Layer<Sandbox, SandboxError | import("effect/ConfigError").ConfigError> =>
+export const layerProcessConfig = (options: Options = {}): Layer.Layer<Sandbox, SandboxError | Config.ConfigError> =>
   Layer.effect(
     Sandbox,
     Effect.gen(function*() {
-      const root = yield* Config.option(Config.string("VALET_SANDBOX_ROOT"))
-      const isolation = yield* Config.option(Config.literal("auto", "bwrap", "process")("VALET_SANDBOX_ISOLATION"))
-      const timeout = yield* Config.option(Config.integer("VALET_SANDBOX_TIMEOUT_MS"))
+      const root = yield* Config.option(Config.String("VALET_SANDBOX_ROOT"))
+      const isolation = yield* Config.option(Config.Literals(["auto", "bwrap", "process"], "VALET_SANDBOX_ISOLATION"))
+      const timeout = yield* Config.option(Config.Int("VALET_SANDBOX_TIMEOUT_MS"))
       return yield* make({
         ...options,
         ...Option.match(root, { onNone: () => ({}), onSome: (workRoot) => ({ workRoot }) }),
@@ -248,12 +258,11 @@ export const workspace = (
   taskId: string,
   files?: Files,
   options?: WorkspaceOptions
-): Effect.Effect<Workspace, SandboxError, Sandbox | Scope.Scope> =>
-  Effect.flatMap(Sandbox, (sandbox) => sandbox.workspace(taskId, files, options))
+): Effect.Effect<Workspace, SandboxError, Sandbox | Scope.Scope> => Sandbox.use((sandbox) => sandbox.workspace(taskId, files, options))
 
 /** Runs a command (as a model wrote it) in a workspace. */
 export const run = (workspace: Workspace, request: RunRequest): Effect.Effect<SandboxResult, SandboxError, Sandbox> =>
-  Effect.flatMap(Sandbox, (sandbox) => sandbox.run(workspace, request))
+  Sandbox.use((sandbox) => sandbox.run(workspace, request))
 
 /** A fresh workspace, one command, the workspace removed: what a tool call needs. */
 export const runOnce = (
@@ -261,11 +270,10 @@ export const runOnce = (
   files: Files,
   request: RunRequest
 ): Effect.Effect<SandboxResult, SandboxError, Sandbox> =>
-  Effect.scoped(Effect.flatMap(Sandbox, (sandbox) => Effect.flatMap(sandbox.workspace(taskId, files), (ws) => sandbox.run(ws, request))))
+  Sandbox.use((sandbox) => Effect.scoped(Effect.flatMap(sandbox.workspace(taskId, files), (ws) => sandbox.run(ws, request))))
 
 /** Removes a kept workspace. */
-export const discard = (taskId: string): Effect.Effect<void, SandboxError, Sandbox> =>
-  Effect.flatMap(Sandbox, (sandbox) => sandbox.discard(taskId))
+export const discard = (taskId: string): Effect.Effect<void, SandboxError, Sandbox> => Sandbox.use((sandbox) => sandbox.discard(taskId))
 
 /** What isolation and limits the sandbox in context uses. */
-export const info: Effect.Effect<Info, never, Sandbox> = Effect.map(Sandbox, (sandbox) => sandbox.info)
+export const info: Effect.Effect<Info, never, Sandbox> = Sandbox.useSync((sandbox) => sandbox.info)

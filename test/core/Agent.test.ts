@@ -1,6 +1,12 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Schema, Stream, type Tracer } from "effect"
-import { Agent, AgentError, AgentEvent, Architecture, Model, ScriptedModel, Tool } from "../../src/index.js"
+import { Deferred, Effect, Exit, Fiber, Layer, Schema, Stream, type Tracer, Option } from "effect"
+import * as Agent from "../../src/core/Agent.js"
+import * as AgentError from "../../src/core/AgentError.js"
+import * as AgentEvent from "../../src/core/AgentEvent.js"
+import * as Architecture from "../../src/core/Architecture.js"
+import * as Model from "../../src/core/Model.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Tool from "../../src/core/Tool.js"
 
 const add = Tool.make({
   name: "add",
@@ -35,7 +41,6 @@ describe("Agent", () => {
       const ran = yield* Agent.run(calculator, "2 + 3?").pipe(Effect.provide(ScriptedModel.layer(script)))
       const events = yield* Agent.stream(calculator, "2 + 3?").pipe(
         Stream.runCollect,
-        Effect.map(Chunk.toArray),
         Effect.provide(ScriptedModel.layer(script))
       )
       const completed = events.filter((event) => event._tag === "RunCompleted")
@@ -50,8 +55,7 @@ describe("Agent", () => {
   it.effect("events start with RunStarted, end with one RunCompleted, and decode after a JSON round trip", () =>
     Effect.gen(function*() {
       const events = yield* Agent.stream(calculator, "2 + 3?", { sessionId: "sess_fixed" }).pipe(
-        Stream.runCollect,
-        Effect.map(Chunk.toArray)
+        Stream.runCollect
       )
       expect(events[0]!._tag).toBe("RunStarted")
       expect(events.at(-1)!._tag).toBe("RunCompleted")
@@ -84,8 +88,7 @@ describe("Agent", () => {
   it.effect("textDeltas: false streams the same run without TextDelta events", () =>
     Effect.gen(function*() {
       const events = yield* Agent.stream(calculator, "2 + 3?", { textDeltas: false }).pipe(
-        Stream.runCollect,
-        Effect.map(Chunk.toArray)
+        Stream.runCollect
       )
       expect(events.some((event) => event._tag === "TextDelta")).toBe(false)
       expect(events.at(-1)!._tag).toBe("RunCompleted")
@@ -96,8 +99,7 @@ describe("Agent", () => {
       const helper = Agent.make({ name: "helper", instructions: "Help." })
       const boss = Agent.make({ name: "boss", instructions: "", architecture: twoRounds(helper) })
       const events = yield* Agent.stream(boss, "task", { sessionId: "sess_boss" }).pipe(
-        Stream.runCollect,
-        Effect.map(Chunk.toArray)
+        Stream.runCollect
       )
       const sessions = [...new Set(events.map((event) => event.sessionId))]
       expect(sessions).toEqual(["sess_boss", "sess_boss__helper_1", "sess_boss__helper_2"])
@@ -146,7 +148,7 @@ describe("Agent", () => {
         Effect.exit
       )
       expect(Exit.isFailure(exit)).toBe(true)
-      const error = Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : undefined
+      const error = Option.getOrUndefined(Exit.findErrorOption(exit))
       expect(error).toBeInstanceOf(AgentError.SubAgentFailed)
       const failed = error as AgentError.SubAgentFailed
       expect(failed.sessionId).toBe("sess_b__helper_2")
@@ -211,7 +213,7 @@ describe("Agent", () => {
   it.effect("an agent's model layer is built once per root run, shared by its rounds, and released at the end", () =>
     Effect.gen(function*() {
       const log: Array<string> = []
-      const tracked = Layer.scopedContext(
+      const tracked = Layer.effectContext(
         Effect.acquireRelease(
           Effect.sync(() => log.push("built")),
           () => Effect.sync(() => log.push("released"))
@@ -252,10 +254,11 @@ describe("Agent", () => {
           )
       })
       const agent = Agent.make({ name: "sleeper", instructions: "", tools: [sleepy] })
-      const fiber = yield* Effect.fork(Agent.run(agent, "go"))
+      const fiber = yield* Effect.forkChild(Agent.run(agent, "go"))
       yield* Deferred.await(started)
-      const exit = yield* Fiber.interrupt(fiber)
-      expect(Exit.isInterrupted(exit)).toBe(true)
+      yield* Fiber.interrupt(fiber)
+      const exit = yield* Effect.exit(Fiber.join(fiber))
+      expect(Exit.hasInterrupts(exit)).toBe(true)
       expect(finalized).toBe(true)
     }).pipe(Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "sleepy" }] }, "never reached"]))))
 
@@ -269,7 +272,7 @@ describe("Agent", () => {
         parameters: Schema.Struct({}),
         handler: () =>
           Deferred.succeed(started, undefined).pipe(
-            Effect.zipRight(Effect.never),
+            Effect.andThen(Effect.never),
             Effect.onInterrupt(() => Effect.sync(() => { finalized = true }))
           )
       })
@@ -277,7 +280,7 @@ describe("Agent", () => {
       const seen: Array<string> = []
       const consumer = yield* Agent.stream(agent, "go").pipe(
         Stream.runForEach((event) => Effect.sync(() => seen.push(event._tag))),
-        Effect.fork
+        Effect.forkChild
       )
       yield* Deferred.await(started)
       yield* Fiber.interrupt(consumer)
@@ -308,9 +311,8 @@ describe("Agent", () => {
       const steps = 400
       const agent = Agent.make({ name: "long", instructions: "", tools: [add], maxTurns: steps + 1 })
       const events = yield* Agent.stream(agent, "go", { textDeltas: false }).pipe(
-        Stream.tap(() => Effect.yieldNow()),
-        Stream.runCollect,
-        Effect.map(Chunk.toArray)
+        Stream.tap(() => Effect.yieldNow),
+        Stream.runCollect
       )
       const tags = events.map((event) => event._tag)
       const step = ["ModelCalled", "ModelReplied", "ToolCalled", "ToolReturned"]

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { AgentEvent } from "../../src/index.js"
+import * as AgentEvent from "../../src/core/AgentEvent.js"
 
 describe("AgentEvent", () => {
   it("session ids name their parent and role", () => {

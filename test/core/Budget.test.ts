@@ -1,12 +1,18 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, Schema, Stream } from "effect"
-import { Agent, AgentError, Architecture, Budget, Model, ScriptedModel, Tool } from "../../src/index.js"
+import { Effect, Fiber, Schema, Stream } from "effect"
+import * as Agent from "../../src/core/Agent.js"
+import * as AgentError from "../../src/core/AgentError.js"
+import * as Architecture from "../../src/core/Architecture.js"
+import * as Budget from "../../src/core/Budget.js"
+import * as Model from "../../src/core/Model.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Tool from "../../src/core/Tool.js"
 import { adjustWhenSleeping } from "../support/clock.js"
 
 /** A model that answers after yielding to other fibers a few times, so that concurrent calls overlap. */
 const slowEcho = ScriptedModel.layer((_request, index) =>
   Effect.gen(function*() {
-    for (let i = 0; i < 5; i++) yield* Effect.yieldNow()
+    for (let i = 0; i < 5; i++) yield* Effect.yieldNow
     return `answer ${index + 1}`
   })
 )
@@ -71,8 +77,7 @@ describe("Budget", () => {
     Effect.gen(function*() {
       const agent = Agent.make({ name: "calc", instructions: "", tools: [add] })
       const events = yield* Agent.stream(agent, "go", { budget: { maxCalls: 5 } }).pipe(
-        Stream.runCollect,
-        Effect.map(Chunk.toArray)
+        Stream.runCollect
       )
       const warnings = events.filter((event) => event._tag === "BudgetWarning")
       expect(warnings.map((w) => [w.limit, w.used, w.max])).toEqual([["max_calls", 4, 5]])
@@ -130,7 +135,7 @@ describe("Budget", () => {
         handler: () => Effect.sleep("10 minutes").pipe(Effect.onInterrupt(() => Effect.sync(() => { finalized = true })))
       })
       const agent = Agent.make({ name: "slowpoke", instructions: "", tools: [slow] })
-      const fiber = yield* Effect.fork(Agent.run(agent, "go", { budget: { maxDurationMs: 60_000 } }))
+      const fiber = yield* Effect.forkChild(Agent.run(agent, "go", { budget: { maxDurationMs: 60_000 } }))
       yield* adjustWhenSleeping("61 seconds")
       const result = yield* Fiber.join(fiber)
       expect(result.interrupted).toBe(true)

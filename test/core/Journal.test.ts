@@ -1,8 +1,14 @@
-import { FileSystem } from "@effect/platform"
-import { NodeContext } from "@effect/platform-node"
+import { FileSystem } from "effect"
+import { NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Layer, Schema, Stream } from "effect"
-import { Agent, Architecture, Journal, Model, ModelError, ScriptedModel, Tool } from "../../src/index.js"
+import { Effect, Layer, Schema, Stream } from "effect"
+import * as Agent from "../../src/core/Agent.js"
+import * as Architecture from "../../src/core/Architecture.js"
+import * as Journal from "../../src/core/Journal.js"
+import * as Model from "../../src/core/Model.js"
+import * as ModelError from "../../src/core/ModelError.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Tool from "../../src/core/Tool.js"
 
 const add = Tool.make({
   name: "add",
@@ -14,8 +20,8 @@ const calculator = Agent.make({ name: "calc", instructions: "Add.", tools: [add]
 const script: ScriptedModel.Script = [{ toolCalls: [{ name: "add", arguments: { a: 2, b: 3 } }] }, "2 + 3 = 5"]
 
 const recording = (path: string, turns: ScriptedModel.Script) =>
-  Journal.layerRecord(path).pipe(Layer.provide(ScriptedModel.layer(turns)), Layer.provide(NodeContext.layer))
-const replaying = (path: string) => Journal.layerReplay(path).pipe(Layer.provide(NodeContext.layer))
+  Journal.layerRecord(path).pipe(Layer.provide(ScriptedModel.layer(turns)), Layer.provide(NodeServices.layer))
+const replaying = (path: string) => Journal.layerReplay(path).pipe(Layer.provide(NodeServices.layer))
 
 const cassette = Effect.map(
   FileSystem.FileSystem.pipe(Effect.flatMap((fs) => fs.makeTempDirectoryScoped({ prefix: "valet-journal-" }))),
@@ -23,7 +29,7 @@ const cassette = Effect.map(
 )
 
 describe("Journal", () => {
-  it.scoped("records a run and replays it with no model at all, to an identical result", () =>
+  it.effect("records a run and replays it with no model at all, to an identical result", () =>
     Effect.gen(function*() {
       const path = yield* cassette
       const recorded = yield* Agent.run(calculator, "2 + 3?", { sessionId: "sess_rec" }).pipe(
@@ -42,18 +48,18 @@ describe("Journal", () => {
         ["root", "react.turn_1", 0],
         ["root", "react.turn_2", 0]
       ])
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.scoped("a changed prompt is a ReplayMiss naming the key", () =>
+  it.effect("a changed prompt is a ReplayMiss naming the key", () =>
     Effect.gen(function*() {
       const path = yield* cassette
       yield* Agent.run(calculator, "2 + 3?").pipe(Effect.provide(recording(path, script)))
       const error = yield* Effect.flip(Agent.run(calculator, "2 + 4?").pipe(Effect.provide(replaying(path))))
       expect(error).toBeInstanceOf(ModelError.ReplayMiss)
       expect(error.message).toMatch(/^Journal: no recorded model call for root\/react\.turn_1\/[0-9a-f]{16}#0 in .*run\.jsonl$/)
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.scoped("multi-agent runs replay: sub-agents are keyed by their deterministic session ids", () =>
+  it.effect("multi-agent runs replay: sub-agents are keyed by their deterministic session ids", () =>
     Effect.gen(function*() {
       const path = yield* cassette
       const helper = Agent.make({ name: "helper", instructions: "" })
@@ -72,16 +78,16 @@ describe("Journal", () => {
       const boss = Agent.make({ name: "boss", instructions: "", architecture: parallel })
       const answer = ScriptedModel.layer((request) => `answer to ${request.messages?.at(-1)?.content}`)
       const recorded = yield* Agent.run(boss, "q").pipe(
-        Effect.provide(Journal.layerRecord(path).pipe(Layer.provide(answer), Layer.provide(NodeContext.layer)))
+        Effect.provide(Journal.layerRecord(path).pipe(Layer.provide(answer), Layer.provide(NodeServices.layer)))
       )
       const replayed = yield* Agent.run(boss, "q").pipe(Effect.provide(replaying(path)))
       expect(replayed.output).toBe("answer to q #1 | answer to q #2 | answer to q #3")
       expect(replayed.output).toBe(recorded.output)
       const sessions = (yield* Journal.read(path)).map((entry) => entry.session).sort()
       expect(sessions).toEqual(["root__helper_1", "root__helper_2", "root__helper_3"])
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.scoped("streamed runs record and replay their text deltas", () =>
+  it.effect("streamed runs record and replay their text deltas", () =>
     Effect.gen(function*() {
       const path = yield* cassette
       const deltas = (layer: Layer.Layer<Model.Model, Journal.JournalError>) =>
@@ -89,16 +95,15 @@ describe("Journal", () => {
           Stream.filter((event) => event._tag === "TextDelta"),
           Stream.map((event) => (event._tag === "TextDelta" ? event.text : "")),
           Stream.runCollect,
-          Effect.map(Chunk.toArray),
           Effect.provide(layer)
         )
       const recorded = yield* deltas(recording(path, script))
       const replayed = yield* deltas(replaying(path))
       expect(recorded).toEqual(["2", " +", " 3", " =", " 5"])
       expect(replayed).toEqual(recorded)
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.scoped("a recorded failure replays as the same typed failure", () =>
+  it.effect("a recorded failure replays as the same typed failure", () =>
     Effect.gen(function*() {
       const path = yield* cassette
       const failing = [{ error: new ModelError.ContextLengthExceeded({ message: "prompt too long" }) }]
@@ -106,9 +111,9 @@ describe("Journal", () => {
       const again = yield* Effect.flip(Agent.run(calculator, "x").pipe(Effect.provide(replaying(path))))
       expect(first).toBeInstanceOf(ModelError.ContextLengthExceeded)
       expect(again).toEqual(first)
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.scoped("a bad cassette line is a JournalError with its line number", () =>
+  it.effect("a bad cassette line is a JournalError with its line number", () =>
     Effect.gen(function*() {
       const path = yield* cassette
       yield* Agent.run(calculator, "2 + 3?").pipe(Effect.provide(recording(path, script)))
@@ -120,5 +125,5 @@ describe("Journal", () => {
       expect(error.message).toContain("line 3 is not a journal entry")
       const missing = yield* Effect.flip(Journal.read(`${path}.absent`))
       expect(missing.message).toContain("cannot read the cassette")
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 })

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schema, Stream } from "effect"
-import { Model, ModelError, ScriptedModel } from "../../src/index.js"
+import * as Model from "../../src/core/Model.js"
+import * as ModelError from "../../src/core/ModelError.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 
 const responses: ReadonlyArray<Model.Response> = [
   {
@@ -79,13 +81,13 @@ describe("Model", () => {
     }))
 
   it("a request has messages or a prompt, exactly one", () => {
-    const decode = Schema.decodeUnknownEither(Model.Request)
-    expect(decode({ messages: [{ role: "user", content: "hi" }] })._tag).toBe("Right")
-    expect(decode({ prompt: "Once upon", maxTokens: 5, stop: ["\n"], extra: { top_k: 20 } })._tag).toBe("Right")
+    const decode = Schema.decodeUnknownResult(Model.Request)
+    expect(decode({ messages: [{ role: "user", content: "hi" }] })._tag).toBe("Success")
+    expect(decode({ prompt: "Once upon", maxTokens: 5, stop: ["\n"], extra: { top_k: 20 } })._tag).toBe("Success")
     const both = decode({ prompt: "x", messages: [] })
-    expect(both._tag === "Left" && both.left.message).toContain("either `messages` or `prompt`")
-    expect(decode({})._tag).toBe("Left")
-    expect(decode({ prompt: "x", maxTokens: 0 })._tag).toBe("Left")
+    expect(both._tag === "Failure" && both.failure.message).toContain("either `messages` or `prompt`")
+    expect(decode({})._tag).toBe("Failure")
+    expect(decode({ prompt: "x", maxTokens: 0 })._tag).toBe("Failure")
   })
 
   it("model errors say whether they are retryable and survive JSON", () => {

@@ -1,6 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, Option, Stream } from "effect"
-import { Model, ModelError, ScriptedModel } from "../../src/index.js"
+import { Effect, Fiber, Stream } from "effect"
+import * as Model from "../../src/core/Model.js"
+import * as ModelError from "../../src/core/ModelError.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import { adjustWhenSleeping } from "../support/clock.js"
 
 const ask = (content: string, extra: Partial<Model.Request> = {}) =>
@@ -87,7 +89,7 @@ describe("ScriptedModel", () => {
   it.effect("stream sends word-sized deltas that accumulate to the same response as generate", () =>
     Effect.gen(function*() {
       const request: Model.Request = { messages: [Model.user("go")] }
-      const chunks = yield* Model.stream(request).pipe(Stream.runCollect, Effect.map(Chunk.toArray))
+      const chunks = yield* Model.stream(request).pipe(Stream.runCollect)
       const deltas = chunks.flatMap((chunk) => (chunk._tag === "TextDelta" ? [chunk.text] : []))
       expect(deltas).toEqual(["The", " quick", "  brown", "\nfox."])
       const streamed = yield* Model.accumulate(Stream.fromIterable(chunks))
@@ -97,9 +99,9 @@ describe("ScriptedModel", () => {
 
   it.effect("a delayed turn waits on the Clock (TestClock)", () =>
     Effect.gen(function*() {
-      const fiber = yield* Effect.fork(ask("go"))
+      const fiber = yield* Effect.forkChild(ask("go"))
       yield* adjustWhenSleeping("1 second")
-      expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true)
+      expect(fiber.pollUnsafe()).toBeUndefined()
       yield* adjustWhenSleeping("1 second")
       expect(Model.text(yield* Fiber.join(fiber))).toBe("late")
     }).pipe(Effect.provide(ScriptedModel.layer([{ text: "late", delay: "2 seconds" }]))))

@@ -1,10 +1,11 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { delimiter, join } from "node:path"
 import { afterAll, describe, expect, it, layer } from "@effect/vitest"
-import { Effect, Exit, Fiber } from "effect"
-import { Sandbox } from "../../src/index.js"
+import { ConfigProvider, Effect, Exit, Fiber, Layer, Schema } from "effect"
+import * as ProcessLayer from "../../src/environment/internal/sandbox/processLayer.js"
+import * as Sandbox from "../../src/environment/Sandbox.js"
 import { bwrapWorks, marker, processesWith } from "../support/processes.js"
 
 // Set before any layer is built: the sandbox must not pass them on.
@@ -19,14 +20,15 @@ const waitUntil = (predicate: () => boolean, ms = 5_000) =>
   Effect.gen(function*() {
     const until = Date.now() + ms
     while (!predicate()) {
-      if (Date.now() > until) return yield* Effect.dieMessage("condition not reached in time")
+      if (Date.now() > until) return yield* Effect.die(new Error("condition not reached in time"))
       yield* Effect.sleep("20 millis")
     }
   })
 
 const roots: Array<string> = []
 afterAll(() => {
-  const left = roots.map((root) => [readdirSync(root), readdirSync(join(root, "kept"))])
+  // A root whose layer was never built (a run filtered with -t) holds nothing to check.
+  const left = roots.filter((root) => existsSync(join(root, "kept"))).map((root) => [readdirSync(root), readdirSync(join(root, "kept"))])
   for (const root of roots) rmSync(root, { recursive: true, force: true })
   // Nothing may be left behind but the (empty) directory of kept workspaces.
   for (const [entries, kept] of left) {
@@ -117,6 +119,11 @@ const suite = (mode: "process" | "bwrap") => {
           expect(result).toMatchObject({ exitCode: 127, error: "invalid_command", command: [], isolation: "none" })
           expect(result.stderr).toMatch(/^invalid_command: /)
         }
+        // The message says which argument is wrong and how, on one line.
+        const object = yield* Sandbox.run(ws, { command: ["python3", { code: 1 }] })
+        expect(object.stderr).toBe(
+          `invalid_command: a command is a non-empty list of strings; command: [1] must be a string, got {"code":1}\n`
+        )
       })))
 
     it.effect("a timeout kills a process that ignores SIGTERM and its child, keeping the partial output", () =>
@@ -149,7 +156,7 @@ const suite = (mode: "process" | "bwrap") => {
       Effect.gen(function*() {
         const mark = marker()
         let path = ""
-        const fiber = yield* Effect.fork(Effect.scoped(Effect.gen(function*() {
+        const fiber = yield* Effect.forkChild(Effect.scoped(Effect.gen(function*() {
           const ws = yield* Sandbox.workspace("interrupted", { "f.txt": "x\n" })
           path = ws.path
           return yield* Sandbox.run(ws, {
@@ -160,8 +167,9 @@ const suite = (mode: "process" | "bwrap") => {
         yield* waitUntil(() => processesWith(mark).length > 0)
         expect(existsSync(path)).toBe(true)
         const started = Date.now()
-        const exit = yield* Fiber.interrupt(fiber)
-        expect(Exit.isInterrupted(exit)).toBe(true)
+        yield* Fiber.interrupt(fiber)
+        const exit = yield* Fiber.await(fiber)
+        expect(Exit.hasInterrupts(exit)).toBe(true)
         expect(Date.now() - started).toBeLessThan(3_000)
         expect(processesWith(mark)).toEqual([])
         expect(existsSync(path)).toBe(false)
@@ -240,7 +248,7 @@ const suite = (mode: "process" | "bwrap") => {
         }
         const mark = marker()
         let most = 0
-        const watcher = yield* Effect.fork(Effect.forever(Effect.zipRight(
+        const watcher = yield* Effect.forkChild(Effect.forever(Effect.andThen(
           Effect.sync(() => {
             most = Math.max(most, processesWith(mark).length)
           }),
@@ -305,15 +313,99 @@ describe("Sandbox.layerProcess", () => {
       const bad = yield* Effect.flip(Sandbox.make({ timeoutMs: -1 }))
       expect(bad).toMatchObject({ reason: "invalid_options" })
       expect(bad.message).toContain("timeoutMs")
+      // One line naming the module, the field, the rule and the value.
+      expect(bad.message).toBe("Sandbox: timeoutMs must be an integer >= 1, got -1")
+      const nested = yield* Effect.flip(Sandbox.make({ limits: { maxProcesses: 0 } }))
+      expect(nested.message).toBe("Sandbox: limits.maxProcesses must be an integer >= 1, got 0")
+      // A typo is refused, not silently ignored.
+      const typo = yield* Effect.flip(Sandbox.make({ timeoutMS: 5_000 } as Sandbox.Options))
+      expect(typo).toMatchObject({ reason: "invalid_options" })
+      expect(typo.message).toBe("Sandbox: timeoutMS is not a known option")
       if (!bwrapWorks) {
         const error = yield* Effect.flip(Sandbox.make({ isolation: "bwrap" }))
         expect(error).toMatchObject({ reason: "unavailable" })
       }
     }))
+
+  it.live("without @ast-grep/cli installed, ast-grep is refused like any missing program", () =>
+    Effect.gen(function*() {
+      const workRoot = mkdtempSync(join(tmpdir(), "valet-sandbox-test-no-astgrep-"))
+      roots.push(workRoot)
+      // This machine with every ast-grep hidden: none on PATH, no package.
+      const path = (process.env.PATH ?? "").split(delimiter).filter((dir) => !existsSync(join(dir, "ast-grep"))).join(delimiter)
+      const sandbox = yield* ProcessLayer.make({ isolation: "process", workRoot }, { path, packagedAstGrep: async () => undefined })
+      expect(sandbox.info.missing).toEqual(["ast-grep"])
+      expect(sandbox.info.allowed.map((entry) => entry.name)).not.toContain("ast-grep")
+      const [refused, python] = yield* Effect.scoped(Effect.gen(function*() {
+        const ws = yield* sandbox.workspace("no-astgrep", { "a.py": "print(1)\n" })
+        return [
+          yield* sandbox.run(ws, { command: ["ast-grep", "run", "-p", "print($A)", "a.py"] }),
+          yield* sandbox.run(ws, { command: ["python3", "a.py"] })
+        ] as const
+      }))
+      expect(refused).toMatchObject({ exitCode: 126, error: "not_allowed", isolation: "none", stdout: "" })
+      expect(refused.stderr).toBe("not_allowed: ast-grep: no such program (allowed: ast-grep, python3, python, pytest, node)\n")
+      expect(python).toMatchObject({ exitCode: 0, stdout: "1\n" })
+    }))
+
+  it.live("layerProcessConfig reads VALET_SANDBOX_ROOT, VALET_SANDBOX_ISOLATION and VALET_SANDBOX_TIMEOUT_MS", () =>
+    Effect.gen(function*() {
+      const workRoot = mkdtempSync(join(tmpdir(), "valet-sandbox-test-config-"))
+      roots.push(workRoot)
+      const env = { VALET_SANDBOX_ROOT: workRoot, VALET_SANDBOX_ISOLATION: "process", VALET_SANDBOX_TIMEOUT_MS: "400" }
+      const result = yield* Sandbox.runOnce("configured", {}, { command: python("import time; time.sleep(5)") }).pipe(
+        Effect.provide(Sandbox.layerProcessConfig({ graceMs: 100 }).pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env })))))
+      )
+      expect(result).toMatchObject({ exitCode: 124, timedOut: true, isolation: "process" })
+      const info = yield* Sandbox.info.pipe(
+        Effect.provide(Sandbox.layerProcessConfig().pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env })))))
+      )
+      expect(info.workRoot).toBe(realpathSync(workRoot))
+      const bad = yield* Effect.flip(Effect.provide(
+        Sandbox.info,
+        Sandbox.layerProcessConfig().pipe(Layer.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: { VALET_SANDBOX_ISOLATION: "docker" } }))))
+      ))
+      expect(bad._tag).toBe("ConfigError")
+    }))
+})
+
+describe("Sandbox.SandboxResult", () => {
+  it("encodes to snake case (as trajectories store it) and decodes back", () => {
+    const result: Sandbox.SandboxResult = {
+      command: ["python3", "-c", "1"],
+      exitCode: 124,
+      stdout: "partial",
+      stderr: "",
+      durationMs: 1500.5,
+      timedOut: true,
+      error: "timeout",
+      signal: "SIGKILL",
+      isolation: "bwrap",
+      stdoutTruncated: true,
+      diff: "",
+      changedFiles: []
+    }
+    const encoded = Schema.encodeSync(Sandbox.SandboxResult)(result)
+    expect(encoded).toEqual({
+      command: ["python3", "-c", "1"],
+      exit_code: 124,
+      stdout: "partial",
+      stderr: "",
+      duration_ms: 1500.5,
+      timed_out: true,
+      error: "timeout",
+      signal: "SIGKILL",
+      isolation: "bwrap",
+      stdout_truncated: true,
+      diff: "",
+      changed_files: []
+    })
+    expect(Schema.decodeUnknownSync(Sandbox.SandboxResult)(JSON.parse(JSON.stringify(encoded)))).toEqual(result)
+  })
 })
 
 describe("Sandbox.layerTest", () => {
-  it.scoped("answers scripted results, and decodes and allow-lists commands like the real layer", () =>
+  it.effect("answers scripted results, and decodes and allow-lists commands like the real layer", () =>
     Effect.gen(function*() {
       const ws = yield* Sandbox.workspace("t1", { "a.py": "print(1)" })
       const ok = yield* Sandbox.run(ws, { command: ["python3", "a.py"] })

@@ -2,26 +2,23 @@ import { Schema, SchemaAST as AST } from "effect"
 
 /**
  * Models write `"3"` where a schema says number, `"true"` for a boolean, and sometimes a JSON string where an
- * object is expected. `coerce` rewrites such values along the *encoded* side of a schema so that a strict
- * decode can then succeed. It is only used after a strict decode failed, so well-formed arguments never pay.
+ * object is expected. `coerce` rewrites such values along the *encoded* side of a schema (callers pass
+ * `SchemaAST.toEncoded(schema.ast)`) so that a strict decode can then succeed. It is only used after a strict decode failed, so well-formed arguments never pay.
  */
 export const coerce = (ast: AST.AST, value: unknown): unknown => {
   switch (ast._tag) {
-    case "Refinement":
-    case "Transformation":
-      return coerce(ast.from, value)
     case "Suspend":
-      return coerce(ast.f(), value)
-    case "NumberKeyword":
+      return coerce(ast.thunk(), value)
+    case "Number":
       return toNumber(value)
-    case "BooleanKeyword":
+    case "Boolean":
       return toBoolean(value)
     case "Literal": {
       if (typeof ast.literal === "number") return toNumber(value)
       if (typeof ast.literal === "boolean") return toBoolean(value)
       return value
     }
-    case "TypeLiteral": {
+    case "Objects": {
       const parsed = parseJsonText(value, "object")
       if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed)) return parsed
       const record = parsed as Record<string, unknown>
@@ -40,20 +37,20 @@ export const coerce = (ast: AST.AST, value: unknown): unknown => {
       }
       return out
     }
-    case "TupleType": {
+    case "Arrays": {
       const parsed = parseJsonText(value, "array")
       if (!Array.isArray(parsed)) return parsed
       return parsed.map((item, i) => {
         const element = ast.elements[i]
-        if (element !== undefined) return coerce(element.type, item)
+        if (element !== undefined) return coerce(element, item)
         const rest = ast.rest[0]
-        return rest !== undefined ? coerce(rest.type, item) : item
+        return rest !== undefined ? coerce(rest, item) : item
       })
     }
     case "Union": {
       for (const member of ast.types) {
         const candidate = coerce(member, value)
-        if (Schema.is(Schema.encodedSchema(Schema.make(member)))(candidate)) return candidate
+        if (Schema.is(Schema.make(member))(candidate)) return candidate
       }
       return value
     }

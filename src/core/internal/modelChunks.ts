@@ -1,4 +1,4 @@
-import type * as Model from "../Model.js"
+import type * as Model from "./modelSchema.js"
 
 interface ToolCallParts {
   id: string

@@ -3,7 +3,8 @@
  * lines, XML-ish tags, and the answer normalizer used for voting and accuracy. Tolerant of how models write,
  * strict in what it returns: each function says when it found nothing instead of guessing.
  */
-import { Either, ParseResult, Schema } from "effect"
+import { Result, Schema } from "effect"
+import { describeIssue } from "./decode.js"
 
 const fencePattern = /```[a-zA-Z0-9_-]*[ \t]*\r?\n?([\s\S]*?)```/g
 
@@ -42,11 +43,11 @@ const balancedAt = (text: string, start: number): string | undefined => {
   return undefined
 }
 
-const tryParse = (text: string): Either.Either<unknown, string> => {
+const tryParse = (text: string): Result.Result<unknown, string> => {
   try {
-    return Either.right(JSON.parse(text))
+    return Result.succeed(JSON.parse(text))
   } catch (error) {
-    return Either.left(error instanceof Error ? error.message : String(error))
+    return Result.fail(error instanceof Error ? error.message : String(error))
   }
 }
 
@@ -54,7 +55,7 @@ const tryParse = (text: string): Either.Either<unknown, string> => {
  * The JSON value a model wrote: the whole text, else the contents of a code fence, else the first balanced
  * object or array in the text. `Left` says why nothing parsed.
  */
-export const extractJson = (text: string, options?: { readonly expect?: "object" | "array" }): Either.Either<unknown, string> => {
+export const extractJson = (text: string, options?: { readonly expect?: "object" | "array" }): Result.Result<unknown, string> => {
   const wanted = (value: unknown): boolean =>
     options?.expect === "object"
       ? value !== null && typeof value === "object" && !Array.isArray(value)
@@ -64,7 +65,7 @@ export const extractJson = (text: string, options?: { readonly expect?: "object"
   const candidates = [text.trim(), ...codeFences(text).map((fence) => fence.trim())]
   for (const candidate of candidates) {
     const parsed = tryParse(candidate)
-    if (Either.isRight(parsed) && wanted(parsed.right)) return parsed
+    if (Result.isSuccess(parsed) && wanted(parsed.success)) return parsed
   }
   for (const source of candidates) {
     for (let i = 0; i < source.length; i++) {
@@ -73,24 +74,24 @@ export const extractJson = (text: string, options?: { readonly expect?: "object"
         const slice = balancedAt(source, i)
         if (slice === undefined) continue
         const parsed = tryParse(slice)
-        if (Either.isRight(parsed) && wanted(parsed.right)) return parsed
+        if (Result.isSuccess(parsed) && wanted(parsed.success)) return parsed
       }
     }
   }
   const what = options?.expect === "array" ? "a JSON array" : options?.expect === "object" ? "a JSON object" : "JSON"
-  return Either.left(`no ${what} found in: ${preview(text)}`)
+  return Result.fail(`no ${what} found in: ${preview(text)}`)
 }
 
-/** `extractJson` then a schema decode; `Left` names what was wrong. */
+/** `extractJson` then a schema decode; a failure names what was wrong. */
 export const decodeJson = <A, I>(
-  schema: Schema.Schema<A, I>,
+  schema: Schema.Codec<A, I>,
   text: string,
   options?: { readonly expect?: "object" | "array" }
-): Either.Either<A, string> =>
-  Either.flatMap(extractJson(text, options), (value) =>
-    Either.mapLeft(
-      Schema.decodeUnknownEither(schema)(value),
-      (error) => ParseResult.TreeFormatter.formatErrorSync(error)
+): Result.Result<A, string> =>
+  Result.flatMap(extractJson(text, options), (value) =>
+    Result.mapError(
+      Schema.decodeUnknownResult(schema)(value),
+      (error) => describeIssue(error.issue, value)
     ))
 
 const scorePattern = /\bscore\b\s*(?:is|of)?\s*[:=]?\s*(-?\d+(?:\.\d+)?)(\s*%|\s*\/\s*(\d+(?:\.\d+)?))?/i

@@ -18,8 +18,8 @@ export const placeholders = (template: string): Array<string> => [
 
 /** A template string that may only use `allowed` placeholders. */
 export const Template = (allowed: ReadonlyArray<string>) =>
-  Schema.String.pipe(
-    Schema.filter((template) => {
+  Schema.String.check(
+    Schema.makeFilter((template: string) => {
       const unknown = placeholders(template).filter((name) => !allowed.includes(name))
       return unknown.length === 0 ||
         `unknown placeholder${unknown.length > 1 ? "s" : ""} ${unknown.map((name) => `{${name}}`).join(", ")}; ` +

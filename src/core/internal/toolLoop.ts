@@ -10,7 +10,7 @@ import { canonicalArguments } from "./json.js"
 export const RequestOptions = Schema.Struct({
   temperature: Schema.optional(Schema.Number),
   topP: Schema.optional(Schema.Number),
-  maxTokens: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  maxTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
   stop: Schema.optional(Schema.Array(Schema.String)),
   seed: Schema.optional(Schema.Int),
   toolChoice: Schema.optional(Model.ToolChoice),
@@ -19,13 +19,13 @@ export const RequestOptions = Schema.Struct({
 
 export const Options = Schema.Struct({
   /** Model turns before the run stops with `max_turns_exceeded`; default: the agent's `maxTurns`. */
-  maxTurns: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  maxTurns: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
   /** The same tool with the same arguments this many times in a row stops the run (`repeated_tool_call`); 0: never. */
-  maxRepeatedToolCalls: Schema.optional(Schema.Int.pipe(Schema.nonNegative())),
+  maxRepeatedToolCalls: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
   /** How many tool calls of one turn run at once; default all of them. */
-  toolConcurrency: Schema.optional(Schema.Union(Schema.Int.pipe(Schema.positive()), Schema.Literal("unbounded"))),
+  toolConcurrency: Schema.optional(Schema.Union([Schema.Int.check(Schema.isGreaterThan(0)), Schema.Literal("unbounded")])),
   /** Tool results longer than this are cut with a note. */
-  maxResultChars: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  maxResultChars: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
   request: Schema.optional(RequestOptions)
 })
 export type Options = typeof Options.Type

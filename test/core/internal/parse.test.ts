@@ -1,30 +1,30 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Either, Schema } from "effect"
+import { Result, Schema } from "effect"
 import * as Parse from "../../../src/core/internal/parse.js"
 
 describe("parse", () => {
   it("extractJson: whole text, code fences, embedded objects; Left says why", () => {
-    expect(Parse.extractJson('{"score": 1}')).toEqual(Either.right({ score: 1 }))
+    expect(Parse.extractJson('{"score": 1}')).toEqual(Result.succeed({ score: 1 }))
     expect(Parse.extractJson('Here:\n```json\n{"issues": ["a"], "score": 0.5}\n```\nDone.')).toEqual(
-      Either.right({ issues: ["a"], score: 0.5 })
+      Result.succeed({ issues: ["a"], score: 0.5 })
     )
-    expect(Parse.extractJson("```\n[1, 2]\n```", { expect: "array" })).toEqual(Either.right([1, 2]))
+    expect(Parse.extractJson("```\n[1, 2]\n```", { expect: "array" })).toEqual(Result.succeed([1, 2]))
     expect(Parse.extractJson('The critique is {"score": 0.9, "note": "a } in a string"} overall.')).toEqual(
-      Either.right({ score: 0.9, note: "a } in a string" })
+      Result.succeed({ score: 0.9, note: "a } in a string" })
     )
-    expect(Parse.extractJson('steps: ["a", "b"] and {"x": 1}', { expect: "array" })).toEqual(Either.right(["a", "b"]))
+    expect(Parse.extractJson('steps: ["a", "b"] and {"x": 1}', { expect: "array" })).toEqual(Result.succeed(["a", "b"]))
     // An unclosed fence (the server stopped at a stop string) still yields its JSON.
-    expect(Parse.extractJson('```json\n{"risk": 0.2}')).toEqual(Either.right({ risk: 0.2 }))
+    expect(Parse.extractJson('```json\n{"risk": 0.2}')).toEqual(Result.succeed({ risk: 0.2 }))
     const none = Parse.extractJson("no json here")
-    expect(Either.isLeft(none) && none.left).toBe('no JSON found in: "no json here"')
-    expect(Either.isLeft(Parse.extractJson("[1]", { expect: "object" }))).toBe(true)
+    expect(Result.isFailure(none) && none.failure).toBe('no JSON found in: "no json here"')
+    expect(Result.isFailure(Parse.extractJson("[1]", { expect: "object" }))).toBe(true)
   })
 
   it("decodeJson names what was wrong", () => {
     const Critique = Schema.Struct({ score: Schema.Number, issues: Schema.Array(Schema.String) })
     const bad = Parse.decodeJson(Critique, '{"score": "high", "issues": []}')
-    expect(Either.isLeft(bad) && bad.left).toContain('["score"]')
-    expect(Parse.decodeJson(Critique, '{"score": 0.3, "issues": ["x"]}')).toEqual(Either.right({ score: 0.3, issues: ["x"] }))
+    expect(Result.isFailure(bad) && bad.failure).toContain("score must be a number, got \"high\"")
+    expect(Parse.decodeJson(Critique, '{"score": 0.3, "issues": ["x"]}')).toEqual(Result.succeed({ score: 0.3, issues: ["x"] }))
   })
 
   it("parseScore: labelled forms, fractions, percents, prose fallback, clamped", () => {

@@ -61,14 +61,57 @@ export const findOnPath = async (name: string, path: string): Promise<string | u
   return undefined
 }
 
-/** The `ast-grep` binary shipped by the `@ast-grep/cli` dependency, if installed. */
-export const packagedAstGrep = async (): Promise<string | undefined> => {
+const resolvePackageDir = (name: string, from: string): string | undefined => {
   try {
-    const manifest = createRequire(import.meta.url).resolve("@ast-grep/cli/package.json")
-    const binary = join(dirname(manifest), "ast-grep")
-    return (await isExecutableFile(binary)) ? binary : undefined
+    return dirname(createRequire(from).resolve(`${name}/package.json`))
   } catch {
     return undefined
+  }
+}
+
+/**
+ * The `ast-grep` binary of the `@ast-grep/cli` package (an optional peer dependency), if installed: resolved
+ * from valet's own location, else found in a `node_modules/.bin` from `cwd` upward (else `locate` tries PATH, and
+ * a machine without it refuses `ast-grep` like any missing program). The platform package's binary comes first:
+ * `@ast-grep/cli/ast-grep` is a text placeholder until its postinstall script has run, which npm may not do.
+ */
+export const packagedAstGrep = async (
+  options: { readonly cwd?: string | undefined; readonly resolveFrom?: string | undefined } = {}
+): Promise<string | undefined> => {
+  const cwd = options.cwd ?? process.cwd()
+  const candidates: Array<string> = []
+  const cli = resolvePackageDir("@ast-grep/cli", options.resolveFrom ?? import.meta.url)
+  if (cli !== undefined) {
+    const from = join(cli, "package.json")
+    for (const name of [`@ast-grep/cli-${process.platform}-${process.arch}-gnu`, `@ast-grep/cli-${process.platform}-${process.arch}`]) {
+      const dir = resolvePackageDir(name, from)
+      if (dir !== undefined) candidates.push(join(dir, "ast-grep"))
+    }
+    candidates.push(join(cli, "ast-grep"))
+  }
+  for (let dir = resolve(cwd); ; dir = dirname(dir)) {
+    candidates.push(join(dir, "node_modules", ".bin", "ast-grep"))
+    if (dirname(dir) === dir) break
+  }
+  for (const candidate of candidates) {
+    if (await isExecutableFile(candidate) && await isProgram(candidate)) return candidate
+  }
+  return undefined
+}
+
+/** Whether a file starts like something the kernel can run (ELF, Mach-O, `#!`), not like npm's placeholder text. */
+const isProgram = async (path: string): Promise<boolean> => {
+  try {
+    const handle = await fs.open(path, "r")
+    try {
+      const { buffer, bytesRead } = await handle.read(Buffer.alloc(4), 0, 4, 0)
+      const magic = buffer.subarray(0, bytesRead).toString("hex")
+      return magic.startsWith("2321") || ["7f454c46", "cffaedfe", "cefaedfe", "cafebabe"].includes(magic)
+    } finally {
+      await handle.close()
+    }
+  } catch {
+    return false
   }
 }
 
@@ -159,15 +202,17 @@ export const detect = async (
   }
 }
 
-/** Whether bwrap's private /tmp or the hidden work root would hide this path from the command. */
-const hiddenInSandbox = (path: string, workRoot: string): boolean =>
-  path.startsWith("/tmp/") || path.startsWith(`${workRoot}/`)
+/** Whether bwrap's private /tmp or the hidden work root would hide this directory (not the mounted workspace). */
+const hiddenInSandbox = (dir: string, workRoot: string, workspace: string): boolean =>
+  (`${dir}/`.startsWith("/tmp/") || `${dir}/`.startsWith(`${workRoot}/`)) && !`${dir}/`.startsWith(`${workspace}/`)
 
 /** The argv that runs `program args` in `workspace` with the platform's isolation and the limits. */
 export const wrap = (
   platform: Platform,
   options: {
     readonly program: string
+    /** The program with its links followed, when it differs (a `node_modules/.bin` link). */
+    readonly real?: string | undefined
     readonly args: ReadonlyArray<string>
     readonly workspace: string
     readonly workRoot: string
@@ -186,9 +231,10 @@ export const wrap = (
       "--bind", options.workspace, options.workspace,
       // The private /tmp (and the hidden work root) would also hide an allowed program installed there — a
       // project checked out under /tmp has its node_modules binaries there: show its directory, read-only.
-      ...(hiddenInSandbox(options.program, options.workRoot)
-        ? ["--ro-bind", dirname(options.program), dirname(options.program)]
-        : []),
+      // A link's target directory too, or the link would dangle inside.
+      ...[...new Set([options.program, options.real ?? options.program].map((path) => dirname(path)))]
+        .filter((dir) => hiddenInSandbox(dir, options.workRoot, options.workspace))
+        .flatMap((dir) => ["--ro-bind", dir, dir]),
       "--chdir", options.workspace,
       "--"
     )

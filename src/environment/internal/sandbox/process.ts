@@ -2,11 +2,10 @@
  * Runs one process in its own process group and guarantees that the whole group is gone when `run` returns,
  * also on timeout and on interruption: SIGTERM to the group, SIGKILL after a grace period.
  *
- * Why `node:child_process` and not `@effect/platform`'s `Command`: `Command` does start the child detached (its
- * own group), but its finalizer sends one SIGTERM and then *waits* for the child to exit — a child that traps
- * SIGTERM makes that finalizer (which runs uninterruptibly) hang forever. It also reports a signal death as a
- * failure without the signal, and offers no way to close our end of a pipe at the output cap. The handle below
- * is wrapped in `Effect.acquireUseRelease`, so the same kill sequence runs whichever way the run ends.
+ * Why `node:child_process` and not `effect/process` (4.1), whose `forceKillAfter` now does group SIGTERM → SIGKILL:
+ * its stdout is a `PassThrough` copy, so stopping at the output cap leaves the child blocked on a full pipe (checked)
+ * instead of getting EPIPE as with `| head`; and a signal death is a `PlatformError` naming the signal only in text.
+ * The handle below is wrapped in `Effect.acquireUseRelease`, so the same kill sequence runs however the run ends.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { constants } from "node:os"

@@ -5,7 +5,7 @@
 import * as fs from "node:fs/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Effect, Either } from "effect"
+import { Effect, Result } from "effect"
 import type { Files, Info, Options, RunRequest, SandboxResult, Service, Workspace, WorkspaceOptions } from "../../Sandbox.js"
 import * as Platform from "./platform.js"
 import * as Process from "./process.js"
@@ -15,10 +15,24 @@ import * as Workspaces from "./workspace.js"
 
 const baseEnv = ["PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ"]
 
+/** Where the layer looks for programs on this machine; tests replace it to play a machine without one. */
+export interface Host {
+  /** The PATH programs are looked up on (and that commands get). */
+  readonly path: string
+  /** The `ast-grep` of the `@ast-grep/cli` package, if installed. */
+  readonly packagedAstGrep: () => Promise<string | undefined>
+}
+
+/** This machine: our PATH, `@ast-grep/cli` resolved from valet or the working directory. */
+export const host = (): Host => ({
+  path: process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin",
+  packagedAstGrep: () => Platform.packagedAstGrep()
+})
+
 /** Builds a sandbox of real processes from decoded options: finds what this machine offers, resolves the allow-list. */
-export const make = (valid: Options): Effect.Effect<Service, SandboxError> =>
+export const make = (valid: Options, machine: Host = host()): Effect.Effect<Service, SandboxError> =>
   Effect.gen(function*() {
-    const hostPath = process.env.PATH ?? "/usr/local/bin:/usr/bin:/bin"
+    const hostPath = machine.path
     const detected = yield* Effect.promise(() =>
       Platform.detect(valid.isolation ?? "auto", hostPath, valid.dropPrivileges ?? true)
     )
@@ -38,7 +52,7 @@ export const make = (valid: Options): Effect.Effect<Service, SandboxError> =>
       catch: ioError("cannot create the sandbox work root")
     })
 
-    const packagedAstGrep = yield* Effect.promise(Platform.packagedAstGrep)
+    const packagedAstGrep = yield* Effect.promise(() => machine.packagedAstGrep())
     const packaged = new Map<string, string>(packagedAstGrep !== undefined ? [["ast-grep", packagedAstGrep]] : [])
     const allowedNames = valid.allow ?? defaultAllow
     const allowed: Array<{ name: string; path: string }> = []
@@ -67,7 +81,7 @@ export const make = (valid: Options): Effect.Effect<Service, SandboxError> =>
     const snapshotLimits = { maxDiffBytes: valid.maxDiffFileBytes ?? 256 * 1024, maxFiles: valid.maxDiffFiles ?? 10_000 }
     const env: Record<string, string> = {}
     for (const name of [...baseEnv, ...(valid.passEnv ?? [])]) {
-      const value = process.env[name]
+      const value = name === "PATH" ? hostPath : process.env[name]
       if (value !== undefined) env[name] = value
     }
     Object.assign(env, { PYTHONUNBUFFERED: "1", PYTHONDONTWRITEBYTECODE: "1" }, valid.env ?? {})
@@ -110,8 +124,7 @@ export const make = (valid: Options): Effect.Effect<Service, SandboxError> =>
         const keep = wsOptions?.keep === true
         let path: string
         if (keep) {
-          const lock = lockOf(taskId)
-          yield* Effect.acquireRelease(lock.take(1), () => lock.release(1))
+          yield* lockOf(taskId).takeScoped(1)
           path = join(workRoot, "kept", taskId)
           yield* Effect.tryPromise({ try: () => fs.mkdir(path, { recursive: true }), catch: ioError("cannot create the workspace", taskId) })
         } else {
@@ -145,8 +158,8 @@ export const make = (valid: Options): Effect.Effect<Service, SandboxError> =>
           })
         }
         const checked = checkCommand(request.command)
-        if (Either.isLeft(checked)) return checked.left
-        const command = checked.right
+        if (Result.isFailure(checked)) return checked.failure
+        const command = checked.success
         const program = command[0]!
         const located = yield* Effect.promise(() => Platform.locate(program, hostPath, ws.path, packaged))
         const real = located !== undefined ? yield* Effect.promise(() => Platform.realExecutable(located)) : undefined
@@ -166,7 +179,7 @@ export const make = (valid: Options): Effect.Effect<Service, SandboxError> =>
           if (uid !== undefined) {
             yield* Effect.tryPromise({ try: () => Workspaces.chownTree(ws.path, uid), catch: ioError("cannot hand the workspace to the sandbox user", ws.taskId) })
           }
-          const argv = Platform.wrap(platform, { program: located, args: command.slice(1), workspace: ws.path, workRoot, limits, uid })
+          const argv = Platform.wrap(platform, { program: located, real, args: command.slice(1), workspace: ws.path, workRoot, limits, uid })
           const outcome = yield* Process.run({
             file: argv[0]!,
             args: argv.slice(1),

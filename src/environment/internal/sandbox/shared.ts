@@ -2,14 +2,15 @@
  * What both sandbox layers share: the error, the command schema and its check, the refusal results, task-id
  * checks and the per-task locks of kept workspaces.
  */
-import { Effect, Either, ParseResult, Schema } from "effect"
+import { Effect, Result, Schema, Semaphore } from "effect"
+import { formatSchemaError } from "../../../core/internal/decode.js"
 import type { ErrorKind, SandboxResult } from "../../Sandbox.js"
 import { describeUnsafeTaskId, isSafeTaskId } from "../taskId.js"
 import type { PathRefused } from "./workspace.js"
 
 /** A workspace could not be made, seeded or used, or the sandbox could not be set up. */
 export class SandboxError extends Schema.TaggedError<SandboxError>()("SandboxError", {
-  reason: Schema.Literal(
+  reason: Schema.Literals([
     "unsafe_task_id",
     "absolute_path",
     "parent_path",
@@ -19,7 +20,7 @@ export class SandboxError extends Schema.TaggedError<SandboxError>()("SandboxErr
     "io",
     "unavailable",
     "invalid_options"
-  ),
+  ]),
   taskId: Schema.optional(Schema.String),
   path: Schema.optional(Schema.String),
   message: Schema.String
@@ -27,13 +28,13 @@ export class SandboxError extends Schema.TaggedError<SandboxError>()("SandboxErr
 
 /** A command as a model must write it: a non-empty list of strings, no NUL bytes. */
 export const Command = Schema.NonEmptyArray(
-  Schema.String.pipe(Schema.filter((arg) => !arg.includes("\0") || "an argument contains a NUL byte"))
+  Schema.String.check(Schema.makeFilter((arg: string) => !arg.includes("\0"), { expected: "a string without NUL bytes" }))
 )
 
 /** The programs allowed by default. */
 export const defaultAllow: ReadonlyArray<string> = ["ast-grep", "python3", "python", "pytest", "node"]
 
-const decodeCommand = Schema.decodeUnknownEither(Command)
+const decodeCommand = Schema.decodeUnknownResult(Command)
 
 /** A result for a command that did not run. */
 export const refused = (
@@ -54,20 +55,19 @@ const preview = (value: unknown): string => {
 }
 
 /** Checks a command from a model: a list of strings, else exit 127 `invalid_command`. */
-export const checkCommand = (command: unknown): Either.Either<ReadonlyArray<string>, SandboxResult> =>
-  Either.mapLeft(decodeCommand(command), (error) =>
-    refused(
-      [],
-      127,
-      "invalid_command",
-      `invalid_command: a command is a non-empty list of strings, got ${preview(command)}: ${ParseResult.TreeFormatter.formatErrorSync(error)}\n`
-    ))
+export const checkCommand = (command: unknown): Result.Result<ReadonlyArray<string>, SandboxResult> =>
+  Result.mapError(decodeCommand(command), (error) => {
+    // `command: [1] must be a string, got {"code":1}`; the whole value too when the detail does not show it.
+    const detail = formatSchemaError("command", error, command)
+    const got = detail.includes(", got ") ? "" : `, got ${preview(command)}`
+    return refused([], 127, "invalid_command", `invalid_command: a command is a non-empty list of strings${got}; ${detail}\n`)
+  })
 
 /** An I/O failure, saying what was being done. */
 export const ioError = (what: string, taskId?: string) => (cause: unknown) =>
   new SandboxError({
     reason: "io",
-    ...(taskId !== undefined ? { taskId } : {}),
+    taskId,
     message: `${what}: ${cause instanceof Error ? cause.message : String(cause)}`
   })
 
@@ -83,11 +83,11 @@ export const checkTaskId = (taskId: string): Effect.Effect<void, SandboxError> =
 
 /** One lock per kept workspace, created on first use. */
 export const makeLocks = () => {
-  const locks = new Map<string, Effect.Semaphore>()
-  return (taskId: string): Effect.Semaphore => {
+  const locks = new Map<string, Semaphore.Semaphore>()
+  return (taskId: string): Semaphore.Semaphore => {
     let lock = locks.get(taskId)
     if (lock === undefined) {
-      lock = Effect.unsafeMakeSemaphore(1)
+      lock = Semaphore.makeUnsafe(1)
       locks.set(taskId, lock)
     }
     return lock

@@ -2,7 +2,7 @@
  * The test sandbox: scripted results, virtual workspaces, no processes or directories; commands and paths are
  * checked exactly as the real layer checks them.
  */
-import { Effect, Either } from "effect"
+import { Effect, Result } from "effect"
 import type { Files, Info, RunRequest, SandboxResult, Service, TestResponder, Workspace, WorkspaceOptions } from "../../Sandbox.js"
 import { checkCommand, checkTaskId, defaultAllow, makeLocks, refusal, refused, SandboxError } from "./shared.js"
 import * as Workspaces from "./workspace.js"
@@ -28,10 +28,7 @@ export const make = (respond: TestResponder, options?: { readonly allow?: Readon
     Effect.gen(function*() {
       yield* checkTaskId(taskId)
       const keep = wsOptions?.keep === true
-      if (keep) {
-        const lock = lockOf(taskId)
-        yield* Effect.acquireRelease(lock.take(1), () => lock.release(1))
-      }
+      if (keep) yield* lockOf(taskId).takeScoped(1)
       const seeded: Record<string, string> = keep ? { ...kept.get(taskId) } : {}
       for (const [path, content] of Object.entries(files)) {
         const normalized = Workspaces.checkRelativePath(path)
@@ -51,8 +48,8 @@ export const make = (respond: TestResponder, options?: { readonly allow?: Readon
         return yield* new SandboxError({ reason: "workspace_closed", taskId: ws.taskId, path: ws.path, message: `workspace ${ws.path} is closed` })
       }
       const checked = checkCommand(request.command)
-      if (Either.isLeft(checked)) return checked.left
-      const command = checked.right
+      if (Result.isFailure(checked)) return checked.failure
+      const command = checked.success
       if (!allow.has(command[0]!)) {
         return refused(command, 126, "not_allowed", `not_allowed: ${command[0]} is not allowed (allowed: ${[...allow].join(", ")})\n`)
       }
@@ -71,6 +68,6 @@ export const make = (respond: TestResponder, options?: { readonly allow?: Readon
       return result
     })
   const discard = (taskId: string) =>
-    Effect.zipRight(checkTaskId(taskId), lockOf(taskId).withPermits(1)(Effect.sync(() => void kept.delete(taskId))))
+    Effect.andThen(checkTaskId(taskId), lockOf(taskId).withPermits(1)(Effect.sync(() => void kept.delete(taskId))))
   return { info, workspace, run, discard } satisfies Service
 }

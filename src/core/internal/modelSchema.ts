@@ -1,0 +1,244 @@
+/**
+ * The data of `Model`: messages, requests, responses and streamed chunks, as schemas (every one crosses a JSON
+ * boundary: a server's body, a cassette, an event). `Model` re-exports all of it; it lives here so that the
+ * chunk accumulator can use these types without importing `Model`.
+ */
+import { Schema } from "effect"
+
+// ---------------------------------------------------------------------------------------------------------
+// Messages
+// ---------------------------------------------------------------------------------------------------------
+
+/** A tool call requested by the model; `arguments` is the JSON text exactly as the model wrote it. */
+export const ToolCall = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  arguments: Schema.String
+})
+/** A tool call requested by the model. */
+export type ToolCall = typeof ToolCall.Type
+
+/** The system message: the instructions. */
+export const SystemMessage = Schema.Struct({
+  role: Schema.Literal("system"),
+  content: Schema.String
+})
+/** The system message: the instructions. */
+export type SystemMessage = typeof SystemMessage.Type
+
+/** A user message. */
+export const UserMessage = Schema.Struct({
+  role: Schema.Literal("user"),
+  content: Schema.String
+})
+/** A user message. */
+export type UserMessage = typeof UserMessage.Type
+
+/** An assistant message, possibly with the tool calls it asked for. */
+export const AssistantMessage = Schema.Struct({
+  role: Schema.Literal("assistant"),
+  content: Schema.String,
+  toolCalls: Schema.optional(Schema.Array(ToolCall)),
+  reasoning: Schema.optional(Schema.String)
+})
+/** An assistant message, possibly with the tool calls it asked for. */
+export type AssistantMessage = typeof AssistantMessage.Type
+
+/** The result of one tool call, sent back to the model. */
+export const ToolMessage = Schema.Struct({
+  role: Schema.Literal("tool"),
+  toolCallId: Schema.String,
+  name: Schema.String,
+  content: Schema.String
+})
+/** The result of one tool call, sent back to the model. */
+export type ToolMessage = typeof ToolMessage.Type
+
+/** Any chat message. */
+export const Message = Schema.Union([SystemMessage, UserMessage, AssistantMessage, ToolMessage])
+/** Any chat message. */
+export type Message = typeof Message.Type
+
+/** A system message. */
+export const system = (content: string): SystemMessage => ({ role: "system", content })
+/** A user message. */
+export const user = (content: string): UserMessage => ({ role: "user", content })
+/** An assistant message. */
+export const assistant = (content: string, toolCalls?: ReadonlyArray<ToolCall>): AssistantMessage =>
+  toolCalls !== undefined && toolCalls.length > 0 ? { role: "assistant", content, toolCalls } : { role: "assistant", content }
+/** A tool result message. */
+export const toolResult = (toolCallId: string, name: string, content: string): ToolMessage => ({
+  role: "tool",
+  toolCallId,
+  name,
+  content
+})
+
+// ---------------------------------------------------------------------------------------------------------
+// Requests
+// ---------------------------------------------------------------------------------------------------------
+
+/** A JSON object (a tool's parameter schema, a response schema, pass-through fields). */
+export const JsonObject = Schema.Record(Schema.String, Schema.Unknown)
+/** A JSON object. */
+export type JsonObject = typeof JsonObject.Type
+
+/** A tool the model may call: its name, what it does, and the JSON schema of its arguments. */
+export const ToolDefinition = Schema.Struct({
+  name: Schema.String,
+  description: Schema.String,
+  parameters: JsonObject
+})
+/** A tool the model may call. */
+export type ToolDefinition = typeof ToolDefinition.Type
+
+/** Whether and which tool the model must call. */
+export const ToolChoice = Schema.Union([
+  Schema.Literals(["auto", "none", "required"]),
+  Schema.Struct({ name: Schema.String })
+])
+/** Whether and which tool the model must call. */
+export type ToolChoice = typeof ToolChoice.Type
+
+/** The shape the answer must take. */
+export const ResponseFormat = Schema.Union([
+  Schema.Struct({ type: Schema.Literal("text") }),
+  Schema.Struct({ type: Schema.Literal("json") }),
+  Schema.Struct({
+    type: Schema.Literal("json_schema"),
+    name: Schema.String,
+    schema: JsonObject,
+    strict: Schema.optional(Schema.Boolean)
+  })
+])
+/** The shape the answer must take. */
+export type ResponseFormat = typeof ResponseFormat.Type
+
+const RequestFields = Schema.Struct({
+  messages: Schema.optional(Schema.Array(Message)),
+  prompt: Schema.optional(Schema.String),
+  tools: Schema.optional(Schema.Array(ToolDefinition)),
+  toolChoice: Schema.optional(ToolChoice),
+  temperature: Schema.optional(Schema.Number),
+  topP: Schema.optional(Schema.Number),
+  maxTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
+  stop: Schema.optional(Schema.Array(Schema.String)),
+  seed: Schema.optional(Schema.Int),
+  n: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
+  logprobs: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  responseFormat: Schema.optional(ResponseFormat),
+  extra: Schema.optional(JsonObject)
+})
+
+/**
+ * One model call: chat `messages` or a raw completion `prompt` (exactly one), sampling options, and `extra`
+ * fields passed to the server untouched (vLLM's `top_k`, `min_p`, `chat_template_kwargs`…). `logprobs` asks for
+ * that many alternatives per token (0: only the chosen token's).
+ */
+export const Request = RequestFields.check(
+  Schema.makeFilter((request) =>
+    (request.messages === undefined) !== (request.prompt === undefined) ||
+    "a request has either `messages` or `prompt`, not both and not neither"
+  )
+)
+/** One model call. */
+export type Request = typeof Request.Type
+
+// ---------------------------------------------------------------------------------------------------------
+// Responses
+// ---------------------------------------------------------------------------------------------------------
+
+/** Why a choice ended. Wire values the protocol does not name map to `other`. */
+export const FinishReason = Schema.Literals(["stop", "length", "tool_calls", "content_filter", "other"])
+/** Why a choice ended. */
+export type FinishReason = typeof FinishReason.Type
+
+/** The log-probability of one generated token, with the most likely alternatives when asked for. */
+export const TokenLogprob = Schema.Struct({
+  token: Schema.String,
+  logprob: Schema.Number,
+  topLogprobs: Schema.optional(Schema.Array(Schema.Struct({ token: Schema.String, logprob: Schema.Number })))
+})
+/** The log-probability of one generated token. */
+export type TokenLogprob = typeof TokenLogprob.Type
+
+/** One completion. `stopReason` is vLLM's: the stop string or token id that ended it. */
+export const Choice = Schema.Struct({
+  index: Schema.Int,
+  text: Schema.String,
+  toolCalls: Schema.Array(ToolCall),
+  reasoning: Schema.optional(Schema.String),
+  finishReason: FinishReason,
+  stopReason: Schema.optional(Schema.Union([Schema.String, Schema.Number])),
+  logprobs: Schema.optional(Schema.Array(TokenLogprob))
+})
+/** One completion. */
+export type Choice = typeof Choice.Type
+
+/** Token counts of a call. */
+export const Usage = Schema.Struct({
+  inputTokens: Schema.Int,
+  outputTokens: Schema.Int,
+  totalTokens: Schema.Int
+})
+/** Token counts of a call. */
+export type Usage = typeof Usage.Type
+
+/** No tokens. */
+export const emptyUsage: Usage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 }
+
+/** The sum of two usages. */
+export const addUsage = (self: Usage, that: Usage): Usage => ({
+  inputTokens: self.inputTokens + that.inputTokens,
+  outputTokens: self.outputTokens + that.outputTokens,
+  totalTokens: self.totalTokens + that.totalTokens
+})
+
+/** The answer to one call: one choice per `n`, token usage, the serving model's name and the response id. */
+export const Response = Schema.Struct({
+  id: Schema.String,
+  model: Schema.String,
+  choices: Schema.Array(Choice),
+  usage: Usage
+})
+/** The answer to one call. */
+export type Response = typeof Response.Type
+
+// ---------------------------------------------------------------------------------------------------------
+// Streaming chunks
+// ---------------------------------------------------------------------------------------------------------
+
+/** The response id and model name, sent once at the start of a stream. */
+export const MetadataChunk = Schema.TaggedStruct("Metadata", { id: Schema.String, model: Schema.String })
+/** A piece of a choice's text. */
+export const TextChunk = Schema.TaggedStruct("TextDelta", {
+  index: Schema.Int,
+  text: Schema.String,
+  logprobs: Schema.optional(Schema.Array(TokenLogprob))
+})
+/** A piece of a choice's reasoning. */
+export const ReasoningChunk = Schema.TaggedStruct("ReasoningDelta", { index: Schema.Int, text: Schema.String })
+/**
+ * A piece of a tool call, by choice `index` and `toolIndex`; `id` and `name` come with the first piece, the
+ * `arguments` text arrives in pieces to be joined.
+ */
+export const ToolCallChunk = Schema.TaggedStruct("ToolCallDelta", {
+  index: Schema.Int,
+  toolIndex: Schema.Int,
+  id: Schema.optional(Schema.String),
+  name: Schema.optional(Schema.String),
+  arguments: Schema.String
+})
+/** The end of one choice. */
+export const FinishChunk = Schema.TaggedStruct("Finish", {
+  index: Schema.Int,
+  finishReason: FinishReason,
+  stopReason: Schema.optional(Schema.Union([Schema.String, Schema.Number]))
+})
+/** The token usage of the whole call. */
+export const UsageChunk = Schema.TaggedStruct("Usage", { usage: Usage })
+
+/** One piece of a streamed response. */
+export const Chunk = Schema.Union([MetadataChunk, TextChunk, ReasoningChunk, ToolCallChunk, FinishChunk, UsageChunk])
+/** One piece of a streamed response. */
+export type Chunk = typeof Chunk.Type

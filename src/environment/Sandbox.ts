@@ -11,178 +11,28 @@
  *
  * @since 0.1.0
  */
-import { Config, Context, Effect, Layer, Option, Schema, type Scope } from "effect"
-import { decode, IntAtLeast } from "../core/internal/decode.js"
+import { Config, Context, Effect, Layer, Option, type Scope } from "effect"
+import { decode } from "../core/internal/decode.js"
 import * as ProcessLayer from "./internal/sandbox/processLayer.js"
-import * as Shared from "./internal/sandbox/shared.js"
-import { SandboxError } from "./internal/sandbox/shared.js"
+import {
+  type Files,
+  type Info,
+  Options,
+  type RunRequest,
+  SandboxError,
+  type SandboxResult,
+  type Service,
+  type TestResponder,
+  type Workspace,
+  type WorkspaceOptions
+} from "./internal/sandbox/types.js"
 import * as TestLayer from "./internal/sandbox/testLayer.js"
 
-// ---------------------------------------------------------------------------------------------------------
-// Data
-// ---------------------------------------------------------------------------------------------------------
-
-/** Seed files of a workspace: relative path → content. */
-export const Files = Schema.Record(Schema.String, Schema.String)
-/** Seed files of a workspace: relative path → content. */
-export type Files = typeof Files.Type
-
-/** Why a command did not run normally. */
-export const ErrorKind = Schema.Literals(["not_allowed", "invalid_command", "timeout", "spawn_failed"])
-/** Why a command did not run normally. */
-export type ErrorKind = typeof ErrorKind.Type
-
-/** How a command was isolated: bubblewrap, a plain process group, not run at all (refused), or the test layer. */
-export const Isolation = Schema.Literals(["bwrap", "process", "none", "test"])
-/** How a command was isolated. */
-export type Isolation = typeof Isolation.Type
-
-/**
- * What a command did. Exit code 124 with `timedOut` on timeout, 126 `not_allowed`, 127 `invalid_command` (or
- * `spawn_failed`), 128 + n when signal n ended it. `diff` and `changedFiles` describe the workspace after the
- * command. The encoded form (JSON on disk) is snake case.
- */
-export const SandboxResult = Schema.Struct({
-  command: Schema.Array(Schema.String),
-  exitCode: Schema.Int,
-  stdout: Schema.String,
-  stderr: Schema.String,
-  durationMs: Schema.Number,
-  timedOut: Schema.Boolean,
-  error: Schema.optional(ErrorKind),
-  signal: Schema.optional(Schema.String),
-  isolation: Isolation,
-  stdoutTruncated: Schema.optional(Schema.Boolean),
-  stderrTruncated: Schema.optional(Schema.Boolean),
-  diff: Schema.optional(Schema.String),
-  changedFiles: Schema.optional(Schema.Array(Schema.String))
-}).pipe(Schema.encodeKeys({
-  exitCode: "exit_code",
-  durationMs: "duration_ms",
-  timedOut: "timed_out",
-  stdoutTruncated: "stdout_truncated",
-  stderrTruncated: "stderr_truncated",
-  changedFiles: "changed_files"
-}))
-/** What a command did. */
-export type SandboxResult = typeof SandboxResult.Type
-
-/** A command as a model must write it: a non-empty list of strings, no NUL bytes. */
-export const Command = Shared.Command
-
-/** A workspace: a directory that lives as long as the scope it was made in (or, kept, across steps). */
-export interface Workspace {
-  readonly taskId: string
-  readonly path: string
-  /** Kept across the steps of a task (`workspace(…, { keep: true })`): not removed when the scope closes. */
-  readonly kept: boolean
-}
-
-/** Options of `workspace`. */
-export interface WorkspaceOptions {
-  /**
-   * Keep one workspace for the task across steps: the first call creates and seeds it; later calls reuse it
-   * as the earlier commands left it (seed files that exist are not overwritten). One scope at a time holds it;
-   * `discard(taskId)` removes it.
-   */
-  readonly keep?: boolean | undefined
-}
-
-/** A command to run. `command` is what a model wrote, decoded here. */
-export interface RunRequest {
-  readonly command: unknown
-  /** Default: the layer's `timeoutMs`. */
-  readonly timeoutMs?: number | undefined
-  /** Snapshot the workspace and answer `diff` / `changedFiles` (default true). */
-  readonly diff?: boolean | undefined
-}
-
-/** A workspace could not be made, seeded or used, or the sandbox could not be set up. */
-export { SandboxError }
-
-/** What isolation and limits this machine gave the sandbox. */
-export interface Info {
-  readonly isolation: "bwrap" | "process" | "test"
-  /** Why bwrap is not used, when it is not. */
-  readonly bwrapUnavailable: string | undefined
-  readonly limiter: "prlimit" | "ulimit" | "none"
-  /** Whether commands run under pooled unprivileged uids (because we are root). */
-  readonly pooledUids: boolean
-  /** Whether `limits.maxProcesses` holds (it cannot for root processes, or without a user namespace). */
-  readonly processLimitEnforced: boolean
-  /** The allowed programs found, with the executables they resolve to. */
-  readonly allowed: ReadonlyArray<{ readonly name: string; readonly path: string }>
-  /** Allowed names not found on this machine. */
-  readonly missing: ReadonlyArray<string>
-  readonly workRoot: string
-}
-
-/** What a sandbox implements. */
-export interface Service {
-  readonly info: Info
-  readonly workspace: (
-    taskId: string,
-    files?: Files,
-    options?: WorkspaceOptions
-  ) => Effect.Effect<Workspace, SandboxError, Scope.Scope>
-  readonly run: (workspace: Workspace, request: RunRequest) => Effect.Effect<SandboxResult, SandboxError>
-  /** Removes a kept workspace (waiting for a scope that holds it). */
-  readonly discard: (taskId: string) => Effect.Effect<void, SandboxError>
-}
+export * from "./internal/sandbox/types.js"
 
 /** The sandbox service. */
 export class Sandbox extends Context.Service<Sandbox, Service>()("valet/Sandbox") {}
 
-// ---------------------------------------------------------------------------------------------------------
-// Options
-// ---------------------------------------------------------------------------------------------------------
-
-const PositiveInt = IntAtLeast(1)
-
-/** Options of `layerProcess`; every one has a default. */
-export const Options = Schema.Struct({
-  /** Where workspaces are made (default `<os tmpdir>/valet-sandbox-<uid>`: one per user, as it is not listable). */
-  workRoot: Schema.optional(Schema.String),
-  /** Programs that may run (default `ast-grep`, `python3`, `python`, `pytest`, `node`). */
-  allow: Schema.optional(Schema.Array(Schema.String)),
-  /** `auto` (default): bwrap when it works here, else processes; `bwrap`: fail to build without it. */
-  isolation: Schema.optional(Schema.Literals(["auto", "bwrap", "process"])),
-  /** Default timeout of a command (default 30 s). */
-  timeoutMs: Schema.optional(PositiveInt),
-  /** SIGTERM → SIGKILL delay (default 1 s). */
-  graceMs: Schema.optional(IntAtLeast(0)),
-  /** Cap of stdout and of stderr, each (default 64 KiB). */
-  maxOutputBytes: Schema.optional(PositiveInt),
-  limits: Schema.optional(Schema.Struct({
-    /** CPU seconds (default 60). */
-    cpuSeconds: Schema.optional(PositiveInt),
-    /** Address space (default 2 GiB). */
-    memoryBytes: Schema.optional(PositiveInt),
-    /** Processes and threads of one command (default 256). */
-    maxProcesses: Schema.optional(PositiveInt),
-    /** Largest file a command may write (default 256 MiB). */
-    maxFileBytes: Schema.optional(PositiveInt),
-    /** Open files (default 1024). */
-    maxOpenFiles: Schema.optional(PositiveInt)
-  })),
-  /** Variables set for every command (after the scrubbed base: PATH, LANG, LC_*, TZ, HOME = the workspace). */
-  env: Schema.optional(Schema.Record(Schema.String, Schema.String)),
-  /** More variables copied from our environment. */
-  passEnv: Schema.optional(Schema.Array(Schema.String)),
-  /** Files larger than this are listed in `changedFiles` without a diff (default 256 KiB). */
-  maxDiffFileBytes: Schema.optional(PositiveInt),
-  /** Workspaces with more files than this get no diff (default 10,000). */
-  maxDiffFiles: Schema.optional(PositiveInt),
-  /** When root, run commands under pooled unprivileged uids (default true; see `Info.pooledUids`). */
-  dropPrivileges: Schema.optional(Schema.Boolean),
-  /** The uid pool (default 65,536 uids from 1,800,000,000). */
-  uidRange: Schema.optional(Schema.Struct({ start: PositiveInt, size: PositiveInt }))
-})
-/** Options of `layerProcess`. */
-export type Options = typeof Options.Type
-
-/** The programs allowed by default. */
-export const defaultAllow: ReadonlyArray<string> = Shared.defaultAllow
 
 // ---------------------------------------------------------------------------------------------------------
 // Real processes
@@ -227,17 +77,6 @@ export const layerProcessConfig = (options: Options = {}): Layer.Layer<Sandbox, 
 // ---------------------------------------------------------------------------------------------------------
 // Test layer
 // ---------------------------------------------------------------------------------------------------------
-
-/** What the test layer's responder sees: the decoded, allowed command and the (virtual) workspace's files. */
-export interface TestCall {
-  readonly command: ReadonlyArray<string>
-  readonly workspace: Workspace
-  readonly files: Readonly<Record<string, string>>
-  readonly timeoutMs: number | undefined
-}
-
-/** How the test layer answers a command: parts of a result (the rest defaults to a silent exit 0). */
-export type TestResponder = (call: TestCall) => Partial<SandboxResult> | Effect.Effect<Partial<SandboxResult>>
 
 /**
  * A sandbox with scripted results and no processes or directories. Commands are decoded and allow-listed by

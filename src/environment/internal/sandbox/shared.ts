@@ -4,35 +4,10 @@
  */
 import { Effect, Result, Schema, Semaphore } from "effect"
 import { formatSchemaError } from "../../../core/internal/decode.js"
-import type { ErrorKind, SandboxResult } from "../../Sandbox.js"
+import { Command, type ErrorKind, SandboxError, type SandboxResult } from "./types.js"
 import { describeUnsafeTaskId, isSafeTaskId } from "../taskId.js"
 import type { PathRefused } from "./workspace.js"
 
-/** A workspace could not be made, seeded or used, or the sandbox could not be set up. */
-export class SandboxError extends Schema.TaggedError<SandboxError>()("SandboxError", {
-  reason: Schema.Literals([
-    "unsafe_task_id",
-    "absolute_path",
-    "parent_path",
-    "invalid_path",
-    "symlink_escape",
-    "workspace_closed",
-    "io",
-    "unavailable",
-    "invalid_options"
-  ]),
-  taskId: Schema.optional(Schema.String),
-  path: Schema.optional(Schema.String),
-  message: Schema.String
-}) {}
-
-/** A command as a model must write it: a non-empty list of strings, no NUL bytes. */
-export const Command = Schema.NonEmptyArray(
-  Schema.String.check(Schema.makeFilter((arg: string) => !arg.includes("\0"), { expected: "a string without NUL bytes" }))
-)
-
-/** The programs allowed by default. */
-export const defaultAllow: ReadonlyArray<string> = ["ast-grep", "python3", "python", "pytest", "node"]
 
 const decodeCommand = Schema.decodeUnknownResult(Command)
 

@@ -3,8 +3,9 @@
  * checked exactly as the real layer checks them.
  */
 import { Effect, Result } from "effect"
-import type { Files, Info, RunRequest, SandboxResult, Service, TestResponder, Workspace, WorkspaceOptions } from "../../Sandbox.js"
-import { checkCommand, checkTaskId, defaultAllow, makeLocks, refusal, refused, SandboxError } from "./shared.js"
+import type { Files, Info, RunRequest, SandboxResult, Service, TestResponder, Workspace, WorkspaceOptions } from "./types.js"
+import { defaultAllow, SandboxError } from "./types.js"
+import { checkCommand, checkTaskId, makeLocks, refusal, refused } from "./shared.js"
 import * as Workspaces from "./workspace.js"
 
 /** The test sandbox's service. */

@@ -1,14 +1,17 @@
 /**
  * valet: agent architectures as Effect programs that stream typed events.
  *
+ * The root entry holds what running agents needs: the core (agents, architectures' toolkit, models, tools,
+ * budgets, events, record / replay), the architectures, the OpenAI-compatible client and the solver / critic /
+ * judge ensemble. The sandbox, the stores, the vLLM pool, the RL and evaluation loops and the effect/ai bridge are
+ * subpath exports (`valet/Sandbox`, `valet/StateStore`, `valet/Vllm`, `valet/ToolVote`, `valet/EffectAi`, …), so an
+ * app that only runs agents does not load them. Every module is also its own subpath (`valet/Agent`).
+ *
  * @since 0.1.0
  */
 
 /** Actor-Critic: an actor agent answers and revises, a critic agent scores, until approval or the last round. */
 export * as ActorCritic from "./architectures/ActorCritic.js"
-
-/** The RL actor loop: prompt with state, model, sandboxed action, state update, trajectory record. */
-export * as ActorLoop from "./rollouts/ActorLoop.js"
 
 /** Agents: definitions, runs, streams and sub-agents. */
 export * as Agent from "./core/Agent.js"
@@ -28,13 +31,10 @@ export * as Budget from "./core/Budget.js"
 /** The solver / critic / judge Ensemble: pooled answers, reviews per distinct answer, a hard cap on calls. */
 export * as Ensemble from "./rollouts/Ensemble.js"
 
-/** Evaluation over a JSONL dataset: resumable per-problem results, accuracy and accuracy per 100 calls. */
-export * as Evaluate from "./rollouts/Evaluate.js"
-
 /** Record / replay of model calls to a JSONL cassette. */
 export * as Journal from "./core/Journal.js"
 
-/** Lessons learned from failed attempts, per task key: memory, SQL and SQLite layers. */
+/** Lessons learned from failed attempts, per task key (Reflexion's memory): memory and SQL layers. */
 export * as LessonStore from "./environment/LessonStore.js"
 
 /** The model service: requests, responses, chunks. */
@@ -55,29 +55,14 @@ export * as ReAct from "./architectures/ReAct.js"
 /** Reflexion: attempts scored by an evaluator, with a reflector's lessons shown to the next attempt. */
 export * as Reflexion from "./architectures/Reflexion.js"
 
-/** Commands in per-task workspaces: allow-list, limits, timeouts that kill the process group, diffs. */
-export * as Sandbox from "./environment/Sandbox.js"
-
 /** The scripted test double of `Model`. */
 export * as ScriptedModel from "./core/ScriptedModel.js"
 
 /** Self-Refine: a base answer, then critic / refiner rounds until the critique says it is done. */
 export * as SelfRefine from "./architectures/SelfRefine.js"
 
-/** The working state of a task between steps: merge, render, SQLite and memory layers. */
-export * as StateStore from "./environment/StateStore.js"
-
 /** Supervisor: a coordinator delegates to named worker agents and may forward a worker's answer verbatim. */
 export * as Supervisor from "./architectures/Supervisor.js"
 
 /** Tools an agent can call. */
 export * as Tool from "./core/Tool.js"
-
-/** ToolVote: parallel Python tool loops through the Sandbox whose final answers vote, with early stop. */
-export * as ToolVote from "./rollouts/ToolVote.js"
-
-/** RL trajectories, one JSONL file per task, with step numbering and torn-line repair. */
-export * as TrajectoryStore from "./environment/TrajectoryStore.js"
-
-/** The vLLM actor pool (`configs/vllm_actors.yaml`): routing, health, `vllm serve` and the legacy `/generate`. */
-export * as Vllm from "./providers/Vllm.js"

@@ -1,38 +1,109 @@
 /**
- * The bridge to `@effect/ai` (an optional peer dependency: import this module as `valet/EffectAi`; the main
- * entry point never loads it).
+ * The bridge to `effect/ai` (part of `effect` 4: import this module as `valet/EffectAi`; the root entry never loads
+ * it, so a user who only runs agents does not load `effect/ai`).
  *
- * - `toLanguageModel`: any valet `Model` — the `OpenAiCompatible` client of vLLM, llama.cpp, Ollama, SGLang…, the
- *   `Vllm` pool, a `Journal` replay — offered as an `@effect/ai` `LanguageModel` (text, streaming, tool calls),
- *   since `@effect/ai`'s own OpenAI provider speaks only the Responses API, which those servers do not fully serve.
- * - `fromLanguageModel`: any `@effect/ai` `LanguageModel` (Anthropic, Google, Bedrock, OpenAI Responses…) as a
- *   valet `Model`, so architectures run on it. Tool calls come back to the architecture (valet runs the tools);
- *   what the generic `LanguageModel` interface has no room for — sampling options, `n` within one call, `stop`,
- *   `seed`, log-probabilities, raw prompts as such — is configured on the provider instead (its `Config`).
+ * - `languageModel` / `toLanguageModel`: any valet `Model` — the `OpenAiCompatible` client of vLLM, llama.cpp,
+ *   Ollama, SGLang…, the `Vllm` pool, a `Journal` replay — offered as an `effect/ai` `LanguageModel` (text,
+ *   streaming, tool calls, `generateObject`). Effect 4 ships no stable OpenAI-compatible chat-completions provider,
+ *   so this is one an `effect/ai` user can pick up alone. Sampling options come from `Config`, read on every call
+ *   from the calling context (`withConfigOverride`), as `effect/ai`'s own providers read theirs. A `LanguageModel`
+ *   answers one choice and has no parts for log-probabilities, so `n` and `logprobs` have no place there.
+ * - `fromLanguageModel`: any `effect/ai` `LanguageModel` (OpenAI, Anthropic, OpenRouter…) as a valet `Model`, so
+ *   architectures run on it. Tool calls come back to the architecture (valet runs the tools). The generic
+ *   `LanguageModel` interface has no place for sampling options: each provider reads its own `Config` service.
+ *   Pass `sampling` to say how (typically the provider's `withConfigOverride`); without it they are not sent.
+ *   What no provider config can express — `n` within one call (valet makes `n` calls), log-probabilities, stop
+ *   reasons, raw prompts as such (a raw `prompt` is sent as one user message), `responseFormat` — is not passed.
+ * - `modelErrorOf` reads back the valet `ModelError` inside an `AiError` that started as one; errors crossing both
+ *   bridges come back as the `ModelError` they started as.
  *
  * @since 0.1.0
  */
-import { LanguageModel } from "@effect/ai"
-import { type Effect, Layer } from "effect"
+import { Effect, Layer } from "effect"
+import { type AiError, LanguageModel } from "effect/ai"
+import * as Model from "../core/Model.js"
+import type * as ModelError from "../core/ModelError.js"
+import * as Config_ from "./internal/effectAi/config.js"
+import * as Errors from "./internal/effectAi/errors.js"
 import * as From from "./internal/effectAi/fromLanguageModel.js"
 import * as To from "./internal/effectAi/toLanguageModel.js"
-import * as Model from "../core/Model.js"
 
-/** The `LanguageModel` service over the valet `Model` in context. */
-export const makeLanguageModel: Effect.Effect<LanguageModel.Service, never, Model.Model> = To.makeLanguageModel
+// ---------------------------------------------------------------------------------------------------------
+// Sampling options
+// ---------------------------------------------------------------------------------------------------------
+
+/** The sampling options of a valet request that cross the bridge: `temperature`, `topP`, `maxTokens`, `stop`, `seed`, `extra`. */
+export type Sampling = Config_.Sampling
 
 /**
- * An `@effect/ai` `LanguageModel` over the valet `Model` in context: e.g.
- * `EffectAi.toLanguageModel.pipe(Layer.provide(OpenAiCompatible.layerNode({ baseUrl, model })))` reaches vLLM.
+ * The sampling options of the `LanguageModel` that `languageModel` offers, read on every call from the calling
+ * context and laid over the layer's `config` (a `Context.Reference`, empty by default).
  */
-export const toLanguageModel: Layer.Layer<LanguageModel.LanguageModel, never, Model.Model> = Layer.effect(
-  LanguageModel.LanguageModel,
-  To.makeLanguageModel
-)
+export const Config: typeof Config_.Config = Config_.Config
 
-/** The valet `Model` service over the `LanguageModel` in context. */
-export const makeModel: Effect.Effect<Model.Service, never, LanguageModel.LanguageModel> = From.makeModel
+/** Runs an effect with these sampling options laid over the `Config` in context (streams: `Stream.provideService(Config, …)`). */
+export const withConfigOverride: typeof Config_.withConfigOverride = Config_.withConfigOverride
 
-/** A valet `Model` backed by an `@effect/ai` `LanguageModel` layer (Anthropic, Google, Bedrock, OpenAI…). */
-export const fromLanguageModel = <E, R>(layer: Layer.Layer<LanguageModel.LanguageModel, E, R>): Layer.Layer<Model.Model, E, R> =>
-  Layer.effect(Model.Model, From.makeModel).pipe(Layer.provide(layer))
+/**
+ * How the `LanguageModel` behind `fromLanguageModel` takes sampling options: given the options a request sets (only
+ * those), a function that runs a call with them in force, e.g.
+ * `(s) => OpenAiLanguageModel.withConfigOverride({ temperature: s.temperature, top_p: s.topP, max_output_tokens: s.maxTokens })`
+ * (drop the undefined ones if the provider spreads its overrides), or `EffectAi.withConfigOverride` for a
+ * `LanguageModel` that valet itself offers.
+ */
+export type SamplingAdapter = Config_.SamplingAdapter
+
+// ---------------------------------------------------------------------------------------------------------
+// valet Model → effect/ai LanguageModel
+// ---------------------------------------------------------------------------------------------------------
+
+/** Options of `languageModel`. */
+export type LanguageModelOptions = To.Options
+
+/** The `LanguageModel` service over the valet `Model` in context, with these defaults. */
+export const makeLanguageModelWith: (
+  options?: LanguageModelOptions
+) => Effect.Effect<LanguageModel.LanguageModel, never, Model.Model> = To.makeLanguageModel
+
+/** The `LanguageModel` service over the valet `Model` in context. */
+export const makeLanguageModel: Effect.Effect<LanguageModel.LanguageModel, never, Model.Model> = To.makeLanguageModel()
+
+/**
+ * An `effect/ai` `LanguageModel` layer over the valet `Model` in context, with default sampling options under any
+ * `Config` of the call: `EffectAi.languageModel({ config: { temperature: 0 } }).pipe(Layer.provide(OpenAiCompatible.layerNode({ baseUrl, model })))`
+ * reaches vLLM.
+ */
+export const languageModel = (options?: LanguageModelOptions): Layer.Layer<LanguageModel.LanguageModel, never, Model.Model> =>
+  Layer.effect(LanguageModel.LanguageModel, To.makeLanguageModel(options))
+
+/** `languageModel()`: the name this layer had before `languageModel` took options. */
+export const toLanguageModel: Layer.Layer<LanguageModel.LanguageModel, never, Model.Model> = languageModel()
+
+// ---------------------------------------------------------------------------------------------------------
+// effect/ai LanguageModel → valet Model
+// ---------------------------------------------------------------------------------------------------------
+
+/** Options of `fromLanguageModel`. */
+export type FromLanguageModelOptions = From.Options
+
+/** The valet `Model` service over the `LanguageModel` in context, with these options. */
+export const makeModelWith: (
+  options?: FromLanguageModelOptions
+) => Effect.Effect<Model.Service, never, LanguageModel.LanguageModel> = From.makeModel
+
+/** The valet `Model` service over the `LanguageModel` in context (sampling options not sent). */
+export const makeModel: Effect.Effect<Model.Service, never, LanguageModel.LanguageModel> = From.makeModel()
+
+/** A valet `Model` backed by an `effect/ai` `LanguageModel` layer (OpenAI, Anthropic, OpenRouter…). */
+export const fromLanguageModel = <E, R>(
+  layer: Layer.Layer<LanguageModel.LanguageModel, E, R>,
+  options?: FromLanguageModelOptions
+): Layer.Layer<Model.Model, E, R> => Layer.effect(Model.Model, From.makeModel(options)).pipe(Layer.provide(layer))
+
+// ---------------------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------------------
+
+/** The valet `ModelError` an `AiError` carries when it started as one (from `languageModel`), else undefined. */
+export const modelErrorOf: (error: AiError.AiError) => ModelError.ModelError | undefined = Errors.modelErrorOf
+

@@ -1,22 +1,29 @@
 /**
- * valet `Model` → `@effect/ai` `LanguageModel`: prompts and tools out, parts back (see `src/EffectAi.ts`). Only
- * `EffectAi.ts` imports this file, so `@effect/ai` stays an optional peer.
+ * valet `Model` → `effect/ai` `LanguageModel`: prompts, tools and sampling options out, parts back (see
+ * `providers/EffectAi.ts`). Only `EffectAi.ts` imports this file, so the root entry never loads `effect/ai`.
  */
-import { AiError, LanguageModel, type Prompt, type Response, Tool } from "@effect/ai"
-import { Effect, Either, JSONSchema, Stream } from "effect"
+import { Effect, Result, Stream } from "effect"
+import { type AiError, LanguageModel, Prompt, type Response, Tool } from "effect/ai"
 import * as Model from "../../../core/Model.js"
-import type * as ModelError from "../../../core/ModelError.js"
+import { Config, mergeSampling, type Sampling } from "./config.js"
+import { invalidRequest, toAiError } from "./errors.js"
+import { paramsOf } from "./params.js"
 
+/** How `languageModel` builds its service. */
+export interface Options {
+  /** Sampling options of every call, under any `Config` in the calling context. */
+  readonly config?: Sampling | undefined
+}
 
-const fail = (method: string, description: string) => new AiError.MalformedInput({ module: "valet/EffectAi", method, description })
+const resultText = (part: Prompt.ToolResultPart): string =>
+  part.modelOutput !== undefined && part.modelOutput.length > 0
+    ? Prompt.toolModelOutputToText(part.modelOutput)
+    : typeof part.result === "string"
+    ? part.result
+    : JSON.stringify(part.result) ?? "null"
 
-const toAiError = (method: string) => (error: ModelError.ModelError): AiError.AiError =>
-  new AiError.UnknownError({ module: "valet/EffectAi", method, description: `${error._tag}: ${error.message}`, cause: error })
-
-const resultText = (result: unknown): string => (typeof result === "string" ? result : JSON.stringify(result) ?? "null")
-
-/** An `@effect/ai` prompt as valet messages. Files have no place in a chat-completions text message. */
-const toMessages = (prompt: Prompt.Prompt, method: string): Either.Either<Array<Model.Message>, AiError.MalformedInput> => {
+/** An `effect/ai` prompt as valet messages. Files have no place in a chat-completions text message. */
+const toMessages = (prompt: Prompt.Prompt, method: string): Result.Result<Array<Model.Message>, AiError.AiError> => {
   const messages: Array<Model.Message> = []
   for (const message of prompt.content) {
     switch (message.role) {
@@ -26,7 +33,9 @@ const toMessages = (prompt: Prompt.Prompt, method: string): Either.Either<Array<
       case "user": {
         let text = ""
         for (const part of message.content) {
-          if (part.type === "file") return Either.left(fail(method, `a user message holds a file (${part.mediaType}): valet sends text only`))
+          if (part.type === "file") {
+            return Result.fail(invalidRequest(method, "prompt", `a user message holds a file (${part.mediaType}): valet sends text only`))
+          }
           text += part.text
         }
         messages.push(Model.user(text))
@@ -49,10 +58,13 @@ const toMessages = (prompt: Prompt.Prompt, method: string): Either.Either<Array<
               calls.push({ id: part.id, name: part.name, arguments: JSON.stringify(part.params) ?? "{}" })
               break
             case "tool-result":
-              results.push(Model.toolResult(part.id, part.name, resultText(part.result)))
+              results.push(Model.toolResult(part.id, part.name, resultText(part)))
+              break
+            case "tool-approval-request":
+              // Approvals are settled by `LanguageModel` before a provider is called.
               break
             case "file":
-              return Either.left(fail(method, `an assistant message holds a file (${part.mediaType}): valet sends text only`))
+              return Result.fail(invalidRequest(method, "prompt", `an assistant message holds a file (${part.mediaType}): valet sends text only`))
           }
         }
         const assistant = Model.assistant(text, calls)
@@ -60,26 +72,28 @@ const toMessages = (prompt: Prompt.Prompt, method: string): Either.Either<Array<
         break
       }
       case "tool":
-        for (const part of message.content) messages.push(Model.toolResult(part.id, part.name, resultText(part.result)))
+        for (const part of message.content) {
+          if (part.type === "tool-result") messages.push(Model.toolResult(part.id, part.name, resultText(part)))
+        }
         break
     }
   }
-  return Either.right(messages)
+  return Result.succeed(messages)
 }
 
-/** The valet request for what `LanguageModel` asks of a provider. */
-const toRequest = (options: LanguageModel.ProviderOptions, method: string): Either.Either<Model.Request, AiError.MalformedInput> =>
-  Either.flatMap(toMessages(options.prompt, method), (messages) => {
+/** The valet request for what `LanguageModel` asks of a provider, with the sampling options in force. */
+const toRequest = (
+  options: LanguageModel.ProviderOptions,
+  sampling: Sampling,
+  method: string
+): Result.Result<Model.Request, AiError.AiError> =>
+  Result.flatMap(toMessages(options.prompt, method), (messages) => {
     const tools: Array<Model.ToolDefinition> = []
     for (const tool of options.tools) {
       if (Tool.isProviderDefined(tool)) {
-        return Either.left(fail(method, `the provider-defined tool ${tool.name} exists only on its own provider's API`))
+        return Result.fail(invalidRequest(method, "tools", `the provider-defined tool ${tool.name} exists only on its own provider's API`))
       }
-      tools.push({
-        name: tool.name,
-        description: Tool.getDescription(tool as Tool.Any & Parameters<typeof Tool.getDescription>[0]) ?? "",
-        parameters: Tool.getJsonSchema(tool as Tool.Any & Parameters<typeof Tool.getJsonSchema>[0]) as unknown as Model.JsonObject
-      })
+      tools.push({ name: tool.name, description: Tool.getDescription(tool) ?? "", parameters: Tool.getJsonSchema(tool) })
     }
     const choice = options.toolChoice
     const toolChoice: Model.ToolChoice | undefined = tools.length === 0
@@ -88,20 +102,28 @@ const toRequest = (options: LanguageModel.ProviderOptions, method: string): Eith
       ? choice
       : "tool" in choice
       ? { name: choice.tool }
+      // `oneOf`: `LanguageModel` already left only the allowed tools in `options.tools`.
       : choice.mode === "required"
       ? "required"
       : "auto"
     const format = options.responseFormat
-    return Either.right({
+    const { extra, maxTokens, seed, stop, temperature, topP } = sampling
+    return Result.succeed({
       messages,
       ...(tools.length > 0 ? { tools } : {}),
       ...(toolChoice !== undefined ? { toolChoice } : {}),
+      ...(temperature !== undefined ? { temperature } : {}),
+      ...(topP !== undefined ? { topP } : {}),
+      ...(maxTokens !== undefined ? { maxTokens } : {}),
+      ...(stop !== undefined ? { stop } : {}),
+      ...(seed !== undefined ? { seed } : {}),
+      ...(extra !== undefined ? { extra } : {}),
       ...(format.type === "json"
         ? {
           responseFormat: {
             type: "json_schema" as const,
             name: format.objectName,
-            schema: JSONSchema.make(format.schema) as unknown as Model.JsonObject
+            schema: LanguageModel.defaultCodecTransformer(format.schema).jsonSchema
           }
         }
         : {})
@@ -123,20 +145,9 @@ const finishReasonOf = (reason: Model.FinishReason): Response.FinishReason => {
   }
 }
 
-/** The params of a tool call: its JSON, `{}` for an empty text, the text itself when it is not JSON (then the tool's schema refuses it, with a parse error naming it). */
-export const paramsOf = (text: string): unknown => {
-  if (text.trim() === "") return {}
-  try {
-    return JSON.parse(text)
-  } catch {
-    return text
-  }
-}
-
-const usageOf = (usage: Model.Usage) => ({
-  inputTokens: usage.inputTokens,
-  outputTokens: usage.outputTokens,
-  totalTokens: usage.totalTokens
+const usageOf = (usage: Model.Usage): Response.FinishPartEncoded["usage"] => ({
+  inputTokens: { total: usage.inputTokens },
+  outputTokens: { total: usage.outputTokens }
 })
 
 const toParts = (response: Model.Response): Array<Response.PartEncoded> => {
@@ -157,7 +168,7 @@ const toParts = (response: Model.Response): Array<Response.PartEncoded> => {
   return parts
 }
 
-/** Turns valet chunks (choice 0) into `@effect/ai` stream parts: start / delta / end blocks, whole tool calls, one `finish`. */
+/** Turns valet chunks (choice 0) into `effect/ai` stream parts: start / delta / end blocks, whole tool calls, one `finish`. */
 class PartWriter {
   private textOpen = false
   private reasoningOpen = false
@@ -234,37 +245,33 @@ class PartWriter {
 }
 
 /** The `LanguageModel` service over the valet `Model` in context. */
-export const makeLanguageModel: Effect.Effect<LanguageModel.Service, never, Model.Model> = Effect.flatMap(
-  Model.Model,
-  (model) =>
-    LanguageModel.make({
-      generateText: (options) =>
-        Either.match(toRequest(options, "generateText"), {
-          onLeft: (error) => Effect.fail(error),
-          onRight: (request) =>
-            model.generate(request).pipe(Effect.mapBoth({ onFailure: toAiError("generateText"), onSuccess: toParts }))
-        }),
-      streamText: (options) =>
-        Either.match(toRequest(options, "streamText"), {
-          onLeft: (error) => Stream.fail(error),
-          onRight: (request) =>
-            Stream.suspend(() => {
-              const writer = new PartWriter()
-              return model.stream(request).pipe(
-                Stream.mapError(toAiError("streamText")),
-                Stream.mapConcat((chunk) => {
-                  const out: Array<Response.StreamPartEncoded> = []
-                  writer.write(chunk, out)
-                  return out
-                }),
-                Stream.concat(Stream.suspend(() => {
-                  const out: Array<Response.StreamPartEncoded> = []
-                  writer.end(out)
-                  return Stream.fromIterable(out)
-                }))
-              )
-            })
-        })
+export const makeLanguageModel = (options: Options = {}): Effect.Effect<LanguageModel.LanguageModel, never, Model.Model> =>
+  Effect.flatMap(Model.Model, (model) => {
+    const defaults = options.config ?? {}
+    /** The request for this call: the layer's sampling defaults under the calling fiber's `Config`. */
+    const requestOf = (provider: LanguageModel.ProviderOptions, method: string) =>
+      Effect.flatMap(Config, (config) => Effect.fromResult(toRequest(provider, mergeSampling(defaults, config), method)))
+    return LanguageModel.make({
+      generateText: (provider) =>
+        Effect.flatMap(requestOf(provider, "generateText"), (request) =>
+          model.generate(request).pipe(Effect.mapBoth({ onFailure: toAiError("generateText"), onSuccess: toParts }))),
+      streamText: (provider) =>
+        Stream.unwrap(Effect.map(requestOf(provider, "streamText"), (request) => {
+          const writer = new PartWriter()
+          return model.stream(request).pipe(
+            Stream.mapError(toAiError("streamText")),
+            Stream.map((chunk) => {
+              const out: Array<Response.StreamPartEncoded> = []
+              writer.write(chunk, out)
+              return out
+            }),
+            Stream.concat(Stream.suspend(() => {
+              const out: Array<Response.StreamPartEncoded> = []
+              writer.end(out)
+              return Stream.make(out)
+            })),
+            Stream.flattenIterable
+          )
+        }))
     })
-)
-
+  })

@@ -6,6 +6,8 @@ export default defineConfig({
     // Sandbox and loopback-server tests spawn real processes; keep the 2-core CI machine responsive.
     pool: "forks",
     testTimeout: 30_000,
-    hookTimeout: 30_000
+    hookTimeout: 30_000,
+    // A throwaway PostgreSQL server for the suites that use one (started only when a selected file does).
+    globalSetup: ["test/support/postgresSetup.ts"]
   }
 })

@@ -2,17 +2,18 @@
  * Lessons an agent learned from its failed attempts (Reflexion's one-sentence reflections), kept per task key
  * so that a later attempt — in the same run or a later one — starts with them.
  *
- * Layers: `layerMemory` (one process, tests), `layerSql` on any `@effect/sql` client (SQLite and Postgres
- * dialects; table `valet_lessons`, created when missing), and `layerSqlite({ filename })` for the embedded
- * default. Rows read back are schema-checked: a bad row is a `LessonStoreError` naming it, never a lesson.
+ * Layers: `layerMemory` (one process, tests), `layerSql` on any `effect/sql` `SqlClient` (SQLite and PostgreSQL
+ * dialects — `@effect/sql-pg`'s `PgClient` for PostgreSQL; table `valet_lessons`, created when missing), and
+ * `layerSqlite({ filename })` for the embedded default (valet's `SqliteClient` over `node:sqlite`). Rows read
+ * back are schema-checked: a bad row is a `LessonStoreError` naming it and the field, never a lesson.
  *
  * @since 0.1.0
  */
-import { SqlClient } from "@effect/sql"
-import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Cause, Clock, Context, Effect, Layer, ParseResult, Schema } from "effect"
-import { mkdirSync } from "node:fs"
-import { dirname } from "node:path"
+import { Clock, Context, Effect, Layer, Result, Schema } from "effect"
+import type { SqlError } from "effect/sql"
+import { SqlClient } from "effect/sql"
+import { formatIssue } from "../core/internal/decode.js"
+import { describeSqlError, IntegerColumn, openSqliteFile } from "./internal/sqliteStores.js"
 
 /** A stored lesson. `id` grows with each lesson of a store; `createdAt` is epoch milliseconds (from `Clock`). */
 export const Lesson = Schema.Struct({
@@ -45,7 +46,7 @@ export interface Service {
 }
 
 /** The lesson store service. */
-export class LessonStore extends Context.Tag("valet/LessonStore")<LessonStore, Service>() {}
+export class LessonStore extends Context.Service<LessonStore, Service>()("valet/LessonStore") {}
 
 /** Stores a lesson under a key with the `LessonStore` in context. */
 export const add = (key: string, lesson: string): Effect.Effect<Lesson, LessonStoreError, LessonStore> =>
@@ -108,35 +109,30 @@ export const layerMemory: Layer.Layer<LessonStore> = Layer.effect(LessonStore, m
 /** The table the SQL store keeps lessons in. */
 export const tableName = "valet_lessons"
 
-// SQLite answers numbers; Postgres answers BIGINT columns as strings.
-const Integer = Schema.Union(Schema.Number, Schema.NumberFromString)
-const Row = Schema.Struct({ id: Integer, task_key: Schema.String, lesson: Schema.String, created_at: Integer })
-const decodeRow = Schema.decodeUnknownEither(Row)
+const Row = Schema.Struct({ id: IntegerColumn, task_key: Schema.String, lesson: Schema.String, created_at: IntegerColumn })
+const decodeRow = Schema.decodeUnknownResult(Row)
 
 const toLessons = (operation: string, rows: ReadonlyArray<unknown>): Effect.Effect<Array<Lesson>, LessonStoreError> => {
   const out: Array<Lesson> = []
   for (const [i, row] of rows.entries()) {
     const decoded = decodeRow(row)
-    if (decoded._tag === "Left") {
+    if (Result.isFailure(decoded)) {
       const id = typeof row === "object" && row !== null && "id" in row ? `id ${String(row.id)}` : `#${i + 1}`
       return Effect.fail(
         new LessonStoreError({
           operation,
-          message: `row ${id} of ${tableName} is not a lesson: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`
+          message: formatIssue(`row ${id} of ${tableName} is not a lesson`, decoded.failure.issue, row)
         })
       )
     }
-    const { created_at, id, lesson, task_key } = decoded.right
+    const { created_at, id, lesson, task_key } = decoded.success
     out.push({ id, key: task_key, lesson, createdAt: created_at })
   }
   return Effect.succeed(out)
 }
 
-const sqlFailure = (operation: string) => (error: { readonly message: string; readonly cause?: unknown }) =>
-  new LessonStoreError({
-    operation,
-    message: `${tableName}: ${error.message}${error.cause instanceof Error ? ` (${error.cause.message})` : ""}`
-  })
+const sqlFailure = (operation: string) => (error: SqlError.SqlError) =>
+  new LessonStoreError({ operation, message: `${tableName}: ${describeSqlError(error)}` })
 
 /** A store on the `SqlClient` in context; creates its table and index when they are missing. */
 export const makeSql: Effect.Effect<Service, LessonStoreError, SqlClient.SqlClient> = Effect.gen(function*() {
@@ -150,7 +146,7 @@ export const makeSql: Effect.Effect<Service, LessonStoreError, SqlClient.SqlClie
       sql`CREATE TABLE IF NOT EXISTS ${sql(tableName)} (
         id INTEGER PRIMARY KEY AUTOINCREMENT, task_key TEXT NOT NULL, lesson TEXT NOT NULL, created_at INTEGER NOT NULL)`
   }).pipe(
-    Effect.zipRight(sql`CREATE INDEX IF NOT EXISTS ${sql(`${tableName}_key`)} ON ${sql(tableName)} (task_key, id)`),
+    Effect.andThen(sql`CREATE INDEX IF NOT EXISTS ${sql(`${tableName}_key`)} ON ${sql(tableName)} (task_key, id)`),
     Effect.mapError(sqlFailure("create table"))
   )
   const columns = sql.literal("id, task_key, lesson, created_at")
@@ -163,9 +159,8 @@ export const makeSql: Effect.Effect<Service, LessonStoreError, SqlClient.SqlClie
           Effect.flatMap((createdAt) =>
             sql`INSERT INTO ${sql(tableName)} ${
               sql.insert({ task_key: key, lesson: lesson.trim(), created_at: createdAt })
-            } RETURNING ${columns}`
+            } RETURNING ${columns}`.pipe(Effect.mapError(sqlFailure("add")))
           ),
-          Effect.mapError(sqlFailure("add")),
           Effect.flatMap((rows) => toLessons("add", rows)),
           Effect.flatMap((lessons) =>
             lessons.length === 1
@@ -190,7 +185,7 @@ export const makeSql: Effect.Effect<Service, LessonStoreError, SqlClient.SqlClie
   }
 })
 
-/** A store on the `SqlClient` in context (SQLite or Postgres). */
+/** A store on the `SqlClient` in context (SQLite, or PostgreSQL through `@effect/sql-pg`'s `PgClient`). */
 export const layerSql: Layer.Layer<LessonStore, LessonStoreError, SqlClient.SqlClient> = Layer.effect(LessonStore, makeSql)
 
 /** Options of `layerSqlite`. */
@@ -199,41 +194,8 @@ export interface SqliteOptions {
   readonly filename: string
 }
 
-/** A store in a SQLite file: the embedded default. */
-export const layerSqlite = (options: SqliteOptions): Layer.Layer<LessonStore, LessonStoreError> => {
-  const open = Layer.unwrapEffect(
-    Effect.try({
-      try: () => {
-        // better-sqlite3 cannot create a directory.
-        if (options.filename !== ":memory:") mkdirSync(dirname(options.filename), { recursive: true })
-        return SqliteClient.layer({ filename: options.filename })
-      },
-      catch: (error) =>
-        new LessonStoreError({
-          operation: "open",
-          message: `cannot create the directory of ${options.filename}: ${describe(error)}`
-        })
-    })
-  ).pipe(
-    // SqliteClient reports a file it cannot open (SQLITE_CANTOPEN, not a database…) as a defect: make it typed.
-    Layer.catchAllCause((cause) => {
-      if (Cause.isInterruptedOnly(cause)) return Layer.failCause(cause as Cause.Cause<never>)
-      const failure = Cause.failureOption(cause)
-      if (failure._tag === "Some" && failure.value._tag === "LessonStoreError") return Layer.fail(failure.value)
-      const problem = failure._tag === "Some" ? failure.value : Cause.squash(cause)
-      return Layer.fail(
-        new LessonStoreError({ operation: "open", message: `cannot open ${options.filename}: ${describe(problem)}` })
-      )
-    })
+/** A store in a SQLite file (through valet's `SqliteClient` over `node:sqlite`): the embedded default. */
+export const layerSqlite = (options: SqliteOptions): Layer.Layer<LessonStore, LessonStoreError> =>
+  layerSql.pipe(
+    Layer.provide(openSqliteFile(options.filename, (message) => new LessonStoreError({ operation: "open", message })))
   )
-  return layerSql.pipe(Layer.provide(open))
-}
-
-const describe = (error: unknown): string => {
-  if (typeof error === "object" && error !== null) {
-    const code = "code" in error ? String(error.code) : undefined
-    const message = "message" in error ? String(error.message) : undefined
-    if (code !== undefined || message !== undefined) return [code, message].filter((part) => part !== undefined).join(": ")
-  }
-  return String(error)
-}

@@ -3,19 +3,20 @@
  * history, open issues and the next focus. `merge` folds a model's `state_update` into it, `render` prints it
  * for the next prompt, and the store keeps it per task id.
  *
- * Layers: `layerMemory` (tests, one process), `layerSql` on any `@effect/sql` client (SQLite and Postgres
- * dialects; table `valet_state`, created when missing) and `layerSqlite({ filename })`, the embedded default
- * (`data/state.sqlite3`). Every write is one statement; `update` / `modify` are atomic read-modify-writes
- * (optimistic, on a version column), so concurrent writers of one task — fibers or processes — never lose an
- * update.
+ * Layers: `layerMemory` (tests, one process), `layerSql` on any `effect/sql` `SqlClient` (SQLite and PostgreSQL
+ * dialects — `@effect/sql-pg`'s `PgClient` for PostgreSQL; table `valet_state`, created when missing) and
+ * `layerSqlite({ filename })`, the embedded default (`data/state.sqlite3`, on valet's `SqliteClient` over
+ * `node:sqlite`). Every write is one statement; `update` / `modify` are atomic read-modify-writes (optimistic, on
+ * a version column), so concurrent writers of one task — fibers or processes — never lose an update. Rows read
+ * back are schema-checked: a bad one is a `StateStoreError` naming the task and what is wrong.
  *
  * @since 0.1.0
  */
-import { SqlClient } from "@effect/sql"
-import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Clock, Context, Effect, Either, Layer, ParseResult, Schema } from "effect"
-import { mkdirSync } from "node:fs"
-import { dirname } from "node:path"
+import { Clock, Context, Effect, Layer, Result, Schema, Semaphore } from "effect"
+import type { SqlError } from "effect/sql"
+import { SqlClient } from "effect/sql"
+import { formatIssue } from "../core/internal/decode.js"
+import { describeSqlError, IntegerColumn, openSqliteFile } from "./internal/sqliteStores.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // State, merge, render
@@ -30,9 +31,9 @@ export const State = Schema.Struct({
   decisions: Strings,
   hypotheses: Strings,
   history: Strings,
-  openIssues: Schema.propertySignature(Strings).pipe(Schema.fromKey("open_issues")),
-  nextFocus: Schema.propertySignature(Schema.String).pipe(Schema.fromKey("next_focus"))
-})
+  openIssues: Strings,
+  nextFocus: Schema.String
+}).pipe(Schema.encodeKeys({ openIssues: "open_issues", nextFocus: "next_focus" }))
 /** The state of a task. */
 export type State = typeof State.Type
 
@@ -43,9 +44,9 @@ export const StateUpdate = Schema.Struct({
   decisions: Schema.optional(Strings),
   hypotheses: Schema.optional(Strings),
   history: Schema.optional(Strings),
-  openIssues: Schema.optional(Strings).pipe(Schema.fromKey("open_issues")),
-  nextFocus: Schema.optional(Schema.String).pipe(Schema.fromKey("next_focus"))
-})
+  openIssues: Schema.optional(Strings),
+  nextFocus: Schema.optional(Schema.String)
+}).pipe(Schema.encodeKeys({ openIssues: "open_issues", nextFocus: "next_focus" }))
 /** What a step adds. */
 export type StateUpdate = typeof StateUpdate.Type
 
@@ -131,35 +132,35 @@ const snakeNames: Record<string, typeof listFields[number] | "nextFocus"> = {
   nextFocus: "nextFocus"
 }
 
-const JsonObject = Schema.Record({ key: Schema.String, value: Schema.Unknown })
-const decodeObject = Schema.decodeUnknownEither(JsonObject)
+const JsonObject = Schema.Record(Schema.String, Schema.Unknown)
+const decodeObject = Schema.decodeUnknownResult(JsonObject)
 
 /**
  * A `state_update` as a model wrote it (already parsed JSON): an object whose lists are strings or arrays of
  * strings (numbers and booleans become strings, objects their JSON), in snake or camel case; `next_focus` a
- * string. Unknown keys are ignored. `Left` says what was wrong.
+ * string. Unknown keys are ignored. A failure says what was wrong.
  */
-export const decodeUpdate = (value: unknown): Either.Either<StateUpdate, string> => {
+export const decodeUpdate = (value: unknown): Result.Result<StateUpdate, string> => {
   const object = decodeObject(value)
-  if (Either.isLeft(object) || Array.isArray(value)) {
-    return Either.left(`state_update must be a JSON object, got ${Array.isArray(value) ? "an array" : value === null ? "null" : typeof value}`)
+  if (Result.isFailure(object) || Array.isArray(value)) {
+    return Result.fail(`state_update must be a JSON object, got ${Array.isArray(value) ? "an array" : value === null ? "null" : typeof value}`)
   }
   const update: { -readonly [K in keyof StateUpdate]: StateUpdate[K] } = {}
-  for (const [key, raw] of Object.entries(object.right)) {
+  for (const [key, raw] of Object.entries(object.success)) {
     const field = snakeNames[key]
     if (field === undefined || raw === null || raw === undefined) continue
     if (field === "nextFocus") {
       if (typeof raw === "string" || typeof raw === "number") update.nextFocus = String(raw)
-      else return Either.left(`state_update.${key} must be a string, got ${typeof raw}`)
+      else return Result.fail(`state_update.${key} must be a string, got ${typeof raw}`)
       continue
     }
     const items = typeof raw === "string" ? [raw] : Array.isArray(raw) ? raw : undefined
-    if (items === undefined) return Either.left(`state_update.${key} must be a list of strings, got ${typeof raw}`)
+    if (items === undefined) return Result.fail(`state_update.${key} must be a list of strings, got ${typeof raw}`)
     update[field] = [...(update[field] ?? []), ...items.filter((item) => item !== null && item !== undefined).map((item) =>
       typeof item === "string" ? item : typeof item === "object" ? JSON.stringify(item) : String(item)
     )]
   }
-  return Either.right(update)
+  return Result.succeed(update)
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -188,7 +189,7 @@ export interface Service {
 }
 
 /** The state store service. */
-export class StateStore extends Context.Tag("valet/StateStore")<StateStore, Service>() {}
+export class StateStore extends Context.Service<StateStore, Service>()("valet/StateStore") {}
 
 /** The saved state of a task. */
 export const load = (taskId: string): Effect.Effect<State, StateStoreError, StateStore> =>
@@ -224,7 +225,7 @@ export const makeMemory = (caps?: Partial<Caps>): Effect.Effect<Service> =>
     const allCaps = withCaps(caps)
     // Each operation is one synchronous step: JavaScript runs one fiber at a time, so it is atomic.
     const modify = (taskId: string, f: (state: State) => State) =>
-      Effect.zipRight(
+      Effect.andThen(
         checkTaskId("modify", taskId),
         Effect.sync(() => {
           const next = f(states.get(taskId) ?? empty)
@@ -234,8 +235,8 @@ export const makeMemory = (caps?: Partial<Caps>): Effect.Effect<Service> =>
       )
     return {
       caps: allCaps,
-      load: (taskId) => Effect.zipRight(checkTaskId("load", taskId), Effect.sync(() => states.get(taskId) ?? empty)),
-      save: (taskId, state) => Effect.zipRight(checkTaskId("save", taskId), Effect.sync(() => void states.set(taskId, state))),
+      load: (taskId) => Effect.andThen(checkTaskId("load", taskId), Effect.sync(() => states.get(taskId) ?? empty)),
+      save: (taskId, state) => Effect.andThen(checkTaskId("save", taskId), Effect.sync(() => void states.set(taskId, state))),
       modify,
       update: (taskId, stateUpdate) => modify(taskId, (state) => merge(state, stateUpdate, allCaps))
     }
@@ -251,18 +252,32 @@ export const layerMemory = (caps?: Partial<Caps>): Layer.Layer<StateStore> => La
 /** The table the SQL store keeps states in. */
 export const tableName = "valet_state"
 
-const StateJson = Schema.parseJson(State)
-const decodeStateJson = Schema.decodeUnknownEither(StateJson)
-const encodeStateJson = Schema.encodeSync(StateJson)
-// SQLite answers numbers; Postgres answers BIGINT columns as strings.
-const Row = Schema.Struct({ state: Schema.String, version: Schema.Union(Schema.Number, Schema.NumberFromString) })
-const decodeRow = Schema.decodeUnknownEither(Row)
+const encodeState = Schema.encodeSync(State)
+const decodeState = Schema.decodeUnknownResult(State)
+const Row = Schema.Struct({ state: Schema.String, version: IntegerColumn })
+const decodeRow = Schema.decodeUnknownResult(Row)
 
-const sqlFailure = (operation: string, taskId?: string) => (error: { readonly message: string; readonly cause?: unknown }) =>
+/** A row as the saved state and its version, or a message (starting with `what`) saying what is wrong with it. */
+const fromRow = (row: unknown, what: string): Result.Result<{ readonly state: State; readonly version: number }, string> => {
+  const decoded = decodeRow(row)
+  if (Result.isFailure(decoded)) return Result.fail(formatIssue(`${what} is not a state row`, decoded.failure.issue, row))
+  let json: unknown
+  try {
+    json = JSON.parse(decoded.success.state)
+  } catch (error) {
+    return Result.fail(`${what} is not a state: the state column is not JSON (${error instanceof Error ? error.message : String(error)})`)
+  }
+  const state = decodeState(json)
+  return Result.isFailure(state)
+    ? Result.fail(formatIssue(`${what} is not a state`, state.failure.issue, json))
+    : Result.succeed({ state: state.success, version: decoded.success.version })
+}
+
+const sqlFailure = (operation: string, taskId?: string) => (error: SqlError.SqlError) =>
   new StateStoreError({
     operation,
     ...(taskId !== undefined ? { taskId } : {}),
-    message: `${tableName}: ${error.message}${error.cause instanceof Error ? ` (${error.cause.message})` : ""}`
+    message: `${tableName}: ${describeSqlError(error)}`
   })
 
 /** How many times an optimistic write is retried when another writer got in between. */
@@ -271,6 +286,7 @@ const maxAttempts = 100
 /** A store on the `SqlClient` in context; creates its table when missing. */
 export const makeSql = (caps?: Partial<Caps>): Effect.Effect<Service, StateStoreError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
+    // Column names are ours whatever name transforms the client was configured with.
     const sql = (yield* SqlClient.SqlClient).withoutTransforms()
     yield* sql`CREATE TABLE IF NOT EXISTS ${sql(tableName)} (
       task_id TEXT PRIMARY KEY, state TEXT NOT NULL, version BIGINT NOT NULL, updated_at BIGINT NOT NULL)`.pipe(
@@ -278,12 +294,12 @@ export const makeSql = (caps?: Partial<Caps>): Effect.Effect<Service, StateStore
     )
     const allCaps = withCaps(caps)
     // Writers of one task in this process take turns, so the optimistic check only races other processes.
-    const locks = new Map<string, { semaphore: Effect.Semaphore; users: number }>()
+    const locks = new Map<string, { semaphore: Semaphore.Semaphore; users: number }>()
     const withLock = <A, E>(taskId: string, effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
       Effect.suspend(() => {
         let lock = locks.get(taskId)
         if (lock === undefined) {
-          lock = { semaphore: Effect.unsafeMakeSemaphore(1), users: 0 }
+          lock = { semaphore: Semaphore.makeUnsafe(1), users: 0 }
           locks.set(taskId, lock)
         }
         const held = lock
@@ -300,40 +316,30 @@ export const makeSql = (caps?: Partial<Caps>): Effect.Effect<Service, StateStore
         Effect.mapError(sqlFailure(operation, taskId)),
         Effect.flatMap((rows) => {
           if (rows.length === 0) return Effect.succeed(undefined)
-          const row = decodeRow(rows[0])
-          const state = Either.flatMap(row, (row) => decodeStateJson(row.state))
-          if (Either.isLeft(state) || Either.isLeft(row)) {
-            const error = Either.isLeft(row) ? row.left : (state as Either.Left<ParseResult.ParseError, State>).left
-            return Effect.fail(
-              new StateStoreError({
-                operation,
-                taskId,
-                message: `the saved state of task ${JSON.stringify(taskId)} in ${tableName} is not a state: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
-              })
-            )
-          }
-          return Effect.succeed({ state: state.right, version: Number(row.right.version) })
+          const found = fromRow(rows[0], `the saved state of task ${JSON.stringify(taskId)} in ${tableName}`)
+          return Result.isSuccess(found)
+            ? Effect.succeed(found.success)
+            : Effect.fail(new StateStoreError({ operation, taskId, message: found.failure }))
         })
       )
 
     const load = (taskId: string) =>
-      Effect.zipRight(checkTaskId("load", taskId), Effect.map(read("load", taskId), (found) => found?.state ?? empty))
+      Effect.andThen(checkTaskId("load", taskId), Effect.map(read("load", taskId), (found) => found?.state ?? empty))
 
     const save = (taskId: string, state: State) =>
       checkTaskId("save", taskId).pipe(
-        Effect.zipRight(Clock.currentTimeMillis),
+        Effect.andThen(Clock.currentTimeMillis),
         Effect.flatMap((now) =>
           sql`INSERT INTO ${sql(tableName)} (task_id, state, version, updated_at)
-            VALUES (${taskId}, ${encodeStateJson(state)}, 1, ${now})
+            VALUES (${taskId}, ${JSON.stringify(encodeState(state))}, 1, ${now})
             ON CONFLICT (task_id) DO UPDATE SET state = excluded.state, version = ${sql(tableName)}.version + 1,
-              updated_at = excluded.updated_at`
+              updated_at = excluded.updated_at`.pipe(Effect.mapError(sqlFailure("save", taskId)))
         ),
-        Effect.mapError((error) => (error._tag === "StateStoreError" ? error : sqlFailure("save", taskId)(error))),
         Effect.asVoid
       )
 
     const modify = (taskId: string, f: (state: State) => State) =>
-      Effect.zipRight(
+      Effect.andThen(
         checkTaskId("modify", taskId),
         withLock(
           taskId,
@@ -341,24 +347,26 @@ export const makeSql = (caps?: Partial<Caps>): Effect.Effect<Service, StateStore
             for (let attempt = 1; attempt <= maxAttempts; attempt++) {
               const found = yield* read("modify", taskId)
               const next = f(found?.state ?? empty)
-              const text = encodeStateJson(next)
+              const text = JSON.stringify(encodeState(next))
               const now = yield* Clock.currentTimeMillis
               // One statement each, conditioned on the version read: it writes only if nobody wrote in between.
-              const written = found === undefined
-                ? yield* sql`INSERT INTO ${sql(tableName)} (task_id, state, version, updated_at)
+              const written = yield* (found === undefined
+                ? sql`INSERT INTO ${sql(tableName)} (task_id, state, version, updated_at)
                     VALUES (${taskId}, ${text}, 1, ${now}) ON CONFLICT (task_id) DO NOTHING RETURNING version`
-                : yield* sql`UPDATE ${sql(tableName)} SET state = ${text}, version = version + 1, updated_at = ${now}
-                    WHERE task_id = ${taskId} AND version = ${found.version} RETURNING version`
+                : sql`UPDATE ${sql(tableName)} SET state = ${text}, version = version + 1, updated_at = ${now}
+                    WHERE task_id = ${taskId} AND version = ${found.version} RETURNING version`).pipe(
+                  Effect.mapError(sqlFailure("modify", taskId))
+                )
               if (written.length === 1) return next
               // Another writer succeeded in between (progress was made): read again at once.
-              yield* Effect.yieldNow()
+              yield* Effect.yieldNow
             }
             return yield* new StateStoreError({
               operation: "modify",
               taskId,
               message: `the state of task ${JSON.stringify(taskId)} changed under ${maxAttempts} attempts in a row; giving up`
             })
-          }).pipe(Effect.mapError((error) => (error._tag === "StateStoreError" ? error : sqlFailure("modify", taskId)(error))))
+          })
         )
       )
 
@@ -371,43 +379,24 @@ export const makeSql = (caps?: Partial<Caps>): Effect.Effect<Service, StateStore
     } satisfies Service
   })
 
-/** A store on the `SqlClient` in context (SQLite or Postgres). */
+/** A store on the `SqlClient` in context (SQLite, or PostgreSQL through `@effect/sql-pg`'s `PgClient`). */
 export const layerSql = (caps?: Partial<Caps>): Layer.Layer<StateStore, StateStoreError, SqlClient.SqlClient> =>
   Layer.effect(StateStore, makeSql(caps))
 
 /** Options of `layerSqlite`. */
 export interface SqliteOptions {
   /** The database file (its directory is created when missing), or `:memory:`. Default `data/state.sqlite3`. */
-  readonly filename?: string
-  readonly caps?: Partial<Caps>
+  readonly filename?: string | undefined
+  readonly caps?: Partial<Caps> | undefined
 }
 
 /** The default database file. */
 export const defaultFilename = "data/state.sqlite3"
 
-/** A store in a SQLite file: the embedded default. */
+/** A store in a SQLite file (through valet's `SqliteClient` over `node:sqlite`): the embedded default. */
 export const layerSqlite = (options: SqliteOptions = {}): Layer.Layer<StateStore, StateStoreError> => {
   const filename = options.filename ?? defaultFilename
   return layerSql(options.caps).pipe(
-    Layer.provide(
-      Layer.unwrapEffect(
-        Effect.try({
-          try: () => {
-            // better-sqlite3 cannot create a directory, and fails in a way SqliteClient reports as a defect.
-            if (filename !== ":memory:") mkdirSync(dirname(filename), { recursive: true })
-            return SqliteClient.layer({ filename })
-          },
-          catch: (error) =>
-            new StateStoreError({
-              operation: "open",
-              message: `cannot create the directory of ${filename}: ${error instanceof Error ? error.message : String(error)}`
-            })
-        })
-      ).pipe(
-        Layer.mapError((error) =>
-          error._tag === "StateStoreError" ? error : new StateStoreError({ operation: "open", message: `${filename}: ${String(error)}` })
-        )
-      )
-    )
+    Layer.provide(openSqliteFile(filename, (message) => new StateStoreError({ operation: "open", message })))
   )
 }

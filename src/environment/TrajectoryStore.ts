@@ -13,9 +13,9 @@
  *
  * @since 0.1.0
  */
-import { FileSystem } from "@effect/platform"
-import { Context, Effect, Either, Layer, Option, ParseResult, Schema, Stream } from "effect"
+import { Context, Effect, FileSystem, Layer, Option, Result, Schema, Semaphore, Stream } from "effect"
 import { join } from "node:path"
+import { formatIssue } from "../core/internal/decode.js"
 import { describeUnsafeTaskId, isSafeTaskId } from "./internal/taskId.js"
 import * as Sandbox from "./Sandbox.js"
 import * as StateStore from "./StateStore.js"
@@ -31,60 +31,84 @@ export const ModelOutput = Schema.Struct({
   /** The `<action>` JSON as parsed (its `command` goes to the sandbox). */
   action: Schema.NullOr(Schema.Unknown),
   /** The `<state_update>` JSON as parsed. */
-  stateUpdate: Schema.propertySignature(Schema.NullOr(Schema.Unknown)).pipe(Schema.fromKey("state_update")),
+  stateUpdate: Schema.NullOr(Schema.Unknown),
   /** `invalid_action_json` or `invalid_state_update_json` (the first that failed), or null. */
-  parseError: Schema.propertySignature(Schema.NullOr(Schema.String)).pipe(Schema.fromKey("parse_error")),
+  parseError: Schema.NullOr(Schema.String),
   /** What exactly failed to parse, for every block that failed. */
-  parseErrorDetail: Schema.optional(Schema.NullOr(Schema.String)).pipe(Schema.fromKey("parse_error_detail"))
-})
+  parseErrorDetail: Schema.optional(Schema.NullOr(Schema.String))
+}).pipe(Schema.encodeKeys({ stateUpdate: "state_update", parseError: "parse_error", parseErrorDetail: "parse_error_detail" }))
 /** What the model wrote, and what was parsed from it. */
 export type ModelOutput = typeof ModelOutput.Type
 
 /** Measurements of a step. */
 export const Metrics = Schema.Struct({
-  actorLatencySec: Schema.propertySignature(Schema.Finite).pipe(Schema.fromKey("actor_latency_sec")),
+  actorLatencySec: Schema.Finite,
   /** True when no action ran or its exit code was not 0. */
-  sandboxFailed: Schema.propertySignature(Schema.Boolean).pipe(Schema.fromKey("sandbox_failed")),
-  inputTokens: Schema.optional(Schema.Int).pipe(Schema.fromKey("input_tokens")),
-  outputTokens: Schema.optional(Schema.Int).pipe(Schema.fromKey("output_tokens")),
-  finishReason: Schema.optional(Schema.String).pipe(Schema.fromKey("finish_reason")),
+  sandboxFailed: Schema.Boolean,
+  inputTokens: Schema.optional(Schema.Int),
+  outputTokens: Schema.optional(Schema.Int),
+  finishReason: Schema.optional(Schema.String),
   /** The model that answered (as the server named it). */
   model: Schema.optional(Schema.String),
-  sandboxDurationSec: Schema.optional(Schema.Finite).pipe(Schema.fromKey("sandbox_duration_sec")),
+  sandboxDurationSec: Schema.optional(Schema.Finite),
   /** Why the action could not be run at all (its workspace could not be made or used). */
-  sandboxError: Schema.optional(Schema.String).pipe(Schema.fromKey("sandbox_error"))
-})
+  sandboxError: Schema.optional(Schema.String)
+}).pipe(Schema.encodeKeys({
+  actorLatencySec: "actor_latency_sec",
+  sandboxFailed: "sandbox_failed",
+  inputTokens: "input_tokens",
+  outputTokens: "output_tokens",
+  finishReason: "finish_reason",
+  sandboxDurationSec: "sandbox_duration_sec",
+  sandboxError: "sandbox_error"
+}))
 /** Measurements of a step. */
 export type Metrics = typeof Metrics.Type
 
-const recordFields = {
-  taskId: Schema.propertySignature(Schema.String).pipe(Schema.fromKey("task_id")),
-  step: Schema.Int.pipe(Schema.positive()),
+/** One step of a task, as stored (DESIGN §3.7); the encoded form is snake case. */
+export const TrajectoryRecord = Schema.Struct({
+  taskId: Schema.String,
+  step: Schema.Int.check(Schema.isGreaterThan(0)),
   prompt: Schema.String,
-  stateBefore: Schema.propertySignature(StateStore.State).pipe(Schema.fromKey("state_before")),
-  stateAfter: Schema.propertySignature(StateStore.State).pipe(Schema.fromKey("state_after")),
-  modelOutput: Schema.propertySignature(ModelOutput).pipe(Schema.fromKey("model_output")),
-  sandboxResult: Schema.propertySignature(Schema.NullOr(Sandbox.SandboxResult)).pipe(Schema.fromKey("sandbox_result")),
+  stateBefore: StateStore.State,
+  stateAfter: StateStore.State,
+  modelOutput: ModelOutput,
+  sandboxResult: Schema.NullOr(Sandbox.SandboxResult),
   /** Null until the step is scored. */
   reward: Schema.NullOr(Schema.Finite),
   metrics: Metrics,
   /** The agent session that produced the step (its events carry the same id). */
-  sessionId: Schema.optional(Schema.String).pipe(Schema.fromKey("session_id")),
+  sessionId: Schema.optional(Schema.String),
   /** Epoch milliseconds. */
-  createdAt: Schema.optional(Schema.Number).pipe(Schema.fromKey("created_at"))
-}
-
-/** One step of a task, as stored (DESIGN §3.7); the encoded form is snake case. */
-export const TrajectoryRecord = Schema.Struct(recordFields)
+  createdAt: Schema.optional(Schema.Number)
+}).pipe(Schema.encodeKeys({
+  taskId: "task_id",
+  stateBefore: "state_before",
+  stateAfter: "state_after",
+  modelOutput: "model_output",
+  sandboxResult: "sandbox_result",
+  sessionId: "session_id",
+  createdAt: "created_at"
+}))
 /** One step of a task. */
 export type TrajectoryRecord = typeof TrajectoryRecord.Type
 
 /** A record to append: the store numbers its `step`. */
 export type NewRecord = Omit<TrajectoryRecord, "step">
 
-const RecordLine = Schema.parseJson(TrajectoryRecord)
-const encodeLine = Schema.encodeEither(RecordLine)
-const decodeLine = Schema.decodeUnknownEither(RecordLine)
+const encodeRecord = Schema.encodeResult(TrajectoryRecord)
+const decodeRecord = Schema.decodeUnknownResult(TrajectoryRecord)
+
+/** A JSON line as a record, or what is wrong with it (`what` names the line in the message). */
+const decodeLine = (line: string, what: string): Result.Result<TrajectoryRecord, string> => {
+  let json: unknown
+  try {
+    json = JSON.parse(line)
+  } catch (error) {
+    return Result.fail(`${what} is not JSON (${error instanceof Error ? error.message : String(error)})`)
+  }
+  return Result.mapError(decodeRecord(json), (error) => formatIssue(`${what} is not a trajectory record`, error.issue, json))
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // The service
@@ -110,7 +134,7 @@ export interface Service {
 }
 
 /** The trajectory store service. */
-export class TrajectoryStore extends Context.Tag("valet/TrajectoryStore")<TrajectoryStore, Service>() {}
+export class TrajectoryStore extends Context.Service<TrajectoryStore, Service>()("valet/TrajectoryStore") {}
 
 /** Appends a record as the task's next step. */
 export const append = (record: NewRecord): Effect.Effect<TrajectoryRecord, TrajectoryStoreError, TrajectoryStore> =>
@@ -130,16 +154,16 @@ const checkTaskId = (operation: string, taskId: string): Effect.Effect<void, Tra
     : Effect.fail(new TrajectoryStoreError({ operation, taskId, message: describeUnsafeTaskId(taskId) }))
 
 /** The record with its step, checked against the schema; the JSON line to write. */
-const toLine = (record: NewRecord, step: number): Either.Either<{ record: TrajectoryRecord; line: string }, TrajectoryStoreError> => {
+const toLine = (record: NewRecord, step: number): Result.Result<{ record: TrajectoryRecord; line: string }, TrajectoryStoreError> => {
   const full: TrajectoryRecord = { ...record, step }
-  return Either.mapBoth(encodeLine(full), {
-    onLeft: (error) =>
+  return Result.mapBoth(encodeRecord(full), {
+    onFailure: (error) =>
       new TrajectoryStoreError({
         operation: "append",
         taskId: record.taskId,
-        message: `the record of step ${step} is not a trajectory record: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+        message: formatIssue(`the record of step ${step} is not a trajectory record`, error.issue, full)
       }),
-    onRight: (line) => ({ record: full, line: line + "\n" })
+    onSuccess: (encoded) => ({ record: full, line: JSON.stringify(encoded) + "\n" })
   })
 }
 
@@ -152,20 +176,20 @@ export const makeMemory: Effect.Effect<Service> = Effect.sync(() => {
   const tasks = new Map<string, Array<TrajectoryRecord>>()
   return {
     append: (record) =>
-      Effect.zipRight(
+      Effect.andThen(
         checkTaskId("append", record.taskId),
         Effect.suspend(() => {
           const records = tasks.get(record.taskId) ?? []
           const checked = toLine(record, records.length + 1)
-          if (Either.isLeft(checked)) return Effect.fail(checked.left)
-          records.push(checked.right.record)
+          if (Result.isFailure(checked)) return Effect.fail(checked.failure)
+          records.push(checked.success.record)
           tasks.set(record.taskId, records)
-          return Effect.succeed(checked.right.record)
+          return Effect.succeed(checked.success.record)
         })
       ),
     read: (taskId) =>
       Stream.unwrap(Effect.as(checkTaskId("read", taskId), Stream.suspend(() => Stream.fromIterable((tasks.get(taskId) ?? []).slice())))),
-    count: (taskId) => Effect.zipRight(checkTaskId("count", taskId), Effect.sync(() => tasks.get(taskId)?.length ?? 0))
+    count: (taskId) => Effect.andThen(checkTaskId("count", taskId), Effect.sync(() => tasks.get(taskId)?.length ?? 0))
   }
 })
 
@@ -188,7 +212,7 @@ export interface FileOptions {
 export const defaultRoot = "trajectories"
 
 interface TaskFile {
-  readonly lock: Effect.Semaphore
+  readonly lock: Semaphore.Semaphore
   /** Records in the file, known once it was opened (and repaired) in this process. */
   records: number | undefined
 }
@@ -207,7 +231,7 @@ export const makeFile = (options: FileOptions = {}): Effect.Effect<Service, Traj
     const fileOf = (taskId: string): TaskFile => {
       let file = files.get(taskId)
       if (file === undefined) {
-        file = { lock: Effect.unsafeMakeSemaphore(1), records: undefined }
+        file = { lock: Semaphore.makeUnsafe(1), records: undefined }
         files.set(taskId, file)
       }
       return file
@@ -226,7 +250,7 @@ export const makeFile = (options: FileOptions = {}): Effect.Effect<Service, Traj
         if (text !== "" && !text.endsWith("\n")) {
           const cut = text.lastIndexOf("\n") + 1
           const fragment = text.slice(cut)
-          if (Either.isRight(decodeLine(fragment))) {
+          if (Result.isSuccess(decodeLine(fragment, "the last line"))) {
             // A whole record that only lacks its newline (the crash came between the two).
             yield* fs.writeFileString(path, "\n", { flag: "a" }).pipe(Effect.mapError(fail))
             text += "\n"
@@ -248,11 +272,11 @@ export const makeFile = (options: FileOptions = {}): Effect.Effect<Service, Traj
     const write = (path: string, line: string): Effect.Effect<void, { readonly message: string }> =>
       options.fsync === true
         ? Effect.scoped(Effect.flatMap(fs.open(path, { flag: "a" }), (handle) =>
-          Effect.zipRight(handle.writeAll(new TextEncoder().encode(line)), handle.sync)))
+          Effect.andThen(handle.writeAll(new TextEncoder().encode(line)), handle.sync)))
         : fs.writeFileString(path, line, { flag: "a" })
 
     const append = (record: NewRecord) =>
-      Effect.zipRight(
+      Effect.andThen(
         checkTaskId("append", record.taskId),
         Effect.suspend(() => {
           const file = fileOf(record.taskId)
@@ -260,14 +284,14 @@ export const makeFile = (options: FileOptions = {}): Effect.Effect<Service, Traj
           return file.lock.withPermits(1)(Effect.gen(function*() {
             const records = yield* open(record.taskId, file)
             const checked = toLine(record, records + 1)
-            if (Either.isLeft(checked)) return yield* checked.left
-            yield* write(path, checked.right.line).pipe(
+            if (Result.isFailure(checked)) return yield* checked.failure
+            yield* write(path, checked.success.line).pipe(
               // The file may now end in a partial line: have the next append repair it first.
               Effect.tapError(() => Effect.sync(() => (file.records = undefined))),
               Effect.mapError(failure("append", record.taskId, path))
             )
             file.records = records + 1
-            return checked.right.record
+            return checked.success.record
           }))
         })
       )
@@ -292,25 +316,17 @@ export const makeFile = (options: FileOptions = {}): Effect.Effect<Service, Traj
           Stream.zipWithIndex,
           Stream.filter(([line]) => line.trim() !== ""),
           Stream.mapEffect(([line, index]) =>
-            Either.match(decodeLine(line), {
-              onLeft: (error) =>
-                Effect.fail(
-                  new TrajectoryStoreError({
-                    operation: "read",
-                    taskId,
-                    path,
-                    line: index + 1,
-                    message: `${path} line ${index + 1} is not a trajectory record: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
-                  })
-                ),
-              onRight: Effect.succeed
+            Result.match(decodeLine(line, `${path} line ${index + 1}`), {
+              onFailure: (message) =>
+                Effect.fail(new TrajectoryStoreError({ operation: "read", taskId, path, line: index + 1, message })),
+              onSuccess: Effect.succeed
             })
           )
         )
       }))
 
     const count = (taskId: string) =>
-      Effect.zipRight(
+      Effect.andThen(
         checkTaskId("count", taskId),
         Effect.suspend(() => {
           const file = fileOf(taskId)

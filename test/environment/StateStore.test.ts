@@ -1,11 +1,12 @@
-import { SqlClient } from "@effect/sql"
-import { SqliteClient } from "@effect/sql-sqlite-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Either, Layer } from "effect"
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { Effect, Layer, Result, type Scope } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
-import { StateStore } from "../../src/index.js"
+import { dirname, join } from "node:path"
+import * as SqliteClient from "../../src/environment/SqliteClient.js"
+import * as StateStore from "../../src/environment/StateStore.js"
+import { describePostgres, freshSchema } from "../support/postgres.js"
 
 const state = (parts: Partial<StateStore.State>): StateStore.State => ({ ...StateStore.empty, ...parts })
 
@@ -75,103 +76,210 @@ describe("StateStore.decodeUpdate", () => {
       open_issues: ["a", 2, true, { k: 1 }, null],
       next_focus: "x",
       mood: "happy"
-    })).toEqual(Either.right({ goals: ["one goal"], openIssues: ["a", "2", "true", "{\"k\":1}"], nextFocus: "x" }))
-    expect(StateStore.decodeUpdate({ openIssues: ["b"], nextFocus: 3 })).toEqual(Either.right({ openIssues: ["b"], nextFocus: "3" }))
+    })).toEqual(Result.succeed({ goals: ["one goal"], openIssues: ["a", "2", "true", "{\"k\":1}"], nextFocus: "x" }))
+    expect(StateStore.decodeUpdate({ openIssues: ["b"], nextFocus: 3 })).toEqual(Result.succeed({ openIssues: ["b"], nextFocus: "3" }))
   })
 
   it("refuses what is not an object or a list", () => {
-    expect(StateStore.decodeUpdate([1, 2])).toEqual(Either.left("state_update must be a JSON object, got an array"))
-    expect(StateStore.decodeUpdate("goals")).toEqual(Either.left("state_update must be a JSON object, got string"))
-    expect(StateStore.decodeUpdate({ goals: { a: 1 } })).toEqual(Either.left("state_update.goals must be a list of strings, got object"))
-    expect(StateStore.decodeUpdate({ next_focus: ["a"] })).toEqual(Either.left("state_update.next_focus must be a string, got object"))
+    expect(StateStore.decodeUpdate([1, 2])).toEqual(Result.fail("state_update must be a JSON object, got an array"))
+    expect(StateStore.decodeUpdate("goals")).toEqual(Result.fail("state_update must be a JSON object, got string"))
+    expect(StateStore.decodeUpdate({ goals: { a: 1 } })).toEqual(Result.fail("state_update.goals must be a list of strings, got object"))
+    expect(StateStore.decodeUpdate({ next_focus: ["a"] })).toEqual(Result.fail("state_update.next_focus must be a string, got object"))
   })
 })
 
-/** The behaviour every layer shares. */
-const contract = (name: string, makeLayer: () => Layer.Layer<StateStore.StateStore, StateStore.StateStoreError>) =>
-  describe(`StateStore (${name})`, () => {
-    it.effect("loads the empty state for an unknown task, and what was saved", () =>
-      Effect.gen(function*() {
-        expect(yield* StateStore.load("nobody")).toEqual(StateStore.empty)
-        const saved = state({ goals: ["g"], nextFocus: "f" })
-        yield* StateStore.save("t1", saved)
-        expect(yield* StateStore.load("t1")).toEqual(saved)
-        yield* StateStore.save("t1", state({ decisions: ["d"] }))
-        expect(yield* StateStore.load("t1")).toEqual(state({ decisions: ["d"] }))
-        expect(yield* Effect.flip(StateStore.load(" "))).toMatchObject({ _tag: "StateStoreError", operation: "load" })
-      }).pipe(Effect.provide(makeLayer())))
+// ---------------------------------------------------------------------------------------------------------
+// One conformance suite, every backend
+// ---------------------------------------------------------------------------------------------------------
 
-    it.effect("100 concurrent merges into one task lose nothing", () =>
-      Effect.gen(function*() {
-        const goals = Array.from({ length: 100 }, (_, i) => `goal ${i}`)
-        yield* Effect.forEach(goals, (goal) => StateStore.update("busy", { goals: [goal], history: [goal] }), {
-          concurrency: "unbounded"
-        })
-        const saved = yield* StateStore.load("busy")
-        expect([...saved.goals].sort()).toEqual([...goals].sort())
-        expect(saved.history).toHaveLength(3)
-      }).pipe(Effect.provide(makeLayer())))
+type StoreLayer = Layer.Layer<StateStore.StateStore, StateStore.StateStoreError | SqlError.SqlError>
 
-    it.effect("update applies the store's caps", () =>
-      Effect.gen(function*() {
-        const after = yield* StateStore.update("capped", { history: ["a", "b", "c", "d"], goals: ["y".repeat(300)] })
-        expect(after.history).toEqual(["b", "c", "d"])
-        expect(after.goals[0]).toHaveLength(256)
-      }).pipe(Effect.provide(makeLayer())))
-  })
+/** A backend: a fresh, empty store per call (its database removed when the test's scope closes). */
+interface Backend {
+  readonly name: "memory" | "sqlite" | "postgres"
+  readonly fresh: Effect.Effect<StoreLayer, SqlError.SqlError, Scope.Scope>
+}
 
-contract("memory", () => StateStore.layerMemory())
+/** A SQL backend: a fresh database, and as many clients (connections, pools) on it as a test wants. */
+interface SqlBackend extends Backend {
+  readonly name: "sqlite" | "postgres"
+  readonly database: Effect.Effect<() => Layer.Layer<SqlClient.SqlClient, SqlError.SqlError>, SqlError.SqlError, Scope.Scope>
+}
 
 const dir = mkdtempSync(join(tmpdir(), "valet-state-"))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
 let files = 0
-contract("sqlite", () => StateStore.layerSqlite({ filename: join(dir, `s${++files}`, "state.sqlite3") }))
+const freshFile = () => join(dir, `s${++files}`, "state.sqlite3")
 
-describe("StateStore (sqlite specifics)", () => {
-  it.effect("stores snake-case JSON, upserted by task id", () =>
-    Effect.gen(function*() {
-      const filename = join(dir, "raw", "state.sqlite3")
-      yield* StateStore.update("t", { openIssues: ["i"], nextFocus: "n" }).pipe(Effect.provide(StateStore.layerSqlite({ filename })))
-      yield* StateStore.update("t", { goals: ["g"] }).pipe(Effect.provide(StateStore.layerSqlite({ filename })))
-      const rows = yield* Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT task_id, state, version FROM valet_state`).pipe(
-        Effect.provide(SqliteClient.layer({ filename }))
-      )
-      expect(rows).toEqual([{
-        task_id: "t",
-        state: JSON.stringify({ goals: ["g"], constraints: [], decisions: [], hypotheses: [], history: [], open_issues: ["i"], next_focus: "n" }),
-        version: 2
-      }])
-    }))
+/** A fresh SQLite file (its directory made here: a raw client may open it before any store does). */
+const sqliteDatabase = Effect.sync(() => {
+  const filename = freshFile()
+  mkdirSync(dirname(filename), { recursive: true })
+  return () => SqliteClient.layer({ filename })
+})
 
-  it.effect("two connections (two processes' worth) merging into one task lose nothing", () =>
-    Effect.gen(function*() {
-      const filename = join(dir, "two", "state.sqlite3")
-      const [a, b] = yield* Effect.all([
-        Layer.build(StateStore.layerSqlite({ filename })),
-        Layer.build(StateStore.layerSqlite({ filename }))
-      ])
-      const storeA = a.unsafeMap.get(StateStore.StateStore.key) as StateStore.Service
-      const storeB = b.unsafeMap.get(StateStore.StateStore.key) as StateStore.Service
-      const ids = Array.from({ length: 60 }, (_, i) => i)
-      yield* Effect.forEach(ids, (i) => (i % 2 === 0 ? storeA : storeB).update("shared", { decisions: [`d${i}`] }), {
-        concurrency: "unbounded"
-      })
-      const saved = yield* storeA.load("shared")
-      expect(saved.decisions).toHaveLength(60)
-      expect(new Set(saved.decisions).size).toBe(60)
-    }).pipe(Effect.scoped))
+const sqlite: SqlBackend = {
+  name: "sqlite",
+  fresh: Effect.sync(() => StateStore.layerSqlite({ filename: freshFile() })),
+  database: sqliteDatabase
+}
 
-  it.effect("a row that is not a state is a StateStoreError naming the task", () =>
-    Effect.gen(function*() {
-      const filename = join(dir, "bad", "state.sqlite3")
-      yield* StateStore.save("t", StateStore.empty).pipe(Effect.provide(StateStore.layerSqlite({ filename })))
-      yield* Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE valet_state SET state = '{"goals": 3}'`).pipe(
-        Effect.provide(SqliteClient.layer({ filename }))
-      )
-      const error = yield* Effect.flip(StateStore.load("t").pipe(Effect.provide(StateStore.layerSqlite({ filename }))))
-      expect(error).toMatchObject({ _tag: "StateStoreError", operation: "load", taskId: "t" })
-      expect(error.message).toContain(`saved state of task "t" in valet_state is not a state`)
-    }))
+const postgres: SqlBackend = {
+  name: "postgres",
+  fresh: Effect.map(freshSchema, (schema) => StateStore.layerSql().pipe(Layer.provide(schema.client()))),
+  database: Effect.map(freshSchema, (schema) => schema.client)
+}
 
+const memory: Backend = { name: "memory", fresh: Effect.succeed(StateStore.layerMemory()) }
+
+/** Runs `program` against a fresh store of `backend`. */
+const withStore = <A, E>(backend: Backend, program: Effect.Effect<A, E, StateStore.StateStore>) =>
+  Effect.flatMap(backend.fresh, (layer) => Effect.provide(program, layer))
+
+/** `describe`, or for PostgreSQL `describePostgres` (skipped, saying why, without a server). */
+const describeOn = (backend: Backend, name: string, body: () => void) =>
+  backend.name === "postgres" ? describePostgres(name, body) : describe(name, body)
+
+const conformance = (backend: Backend) =>
+  describeOn(backend, `StateStore conformance [${backend.name}]`, () => {
+    it.effect("loads the empty state for an unknown task, and what was saved", () =>
+      withStore(
+        backend,
+        Effect.gen(function*() {
+          expect(yield* StateStore.load("nobody")).toEqual(StateStore.empty)
+          const saved = state({ goals: ["g"], nextFocus: "f" })
+          yield* StateStore.save("t1", saved)
+          expect(yield* StateStore.load("t1")).toEqual(saved)
+          yield* StateStore.save("t1", state({ decisions: ["d"] }))
+          expect(yield* StateStore.load("t1")).toEqual(state({ decisions: ["d"] }))
+          expect(yield* Effect.flip(StateStore.load(" "))).toMatchObject({ _tag: "StateStoreError", operation: "load" })
+        })
+      ))
+
+    it.effect("100 concurrent merges into one task lose nothing", () =>
+      withStore(
+        backend,
+        Effect.gen(function*() {
+          const goals = Array.from({ length: 100 }, (_, i) => `goal ${i}`)
+          yield* Effect.forEach(goals, (goal) => StateStore.update("busy", { goals: [goal], history: [goal] }), {
+            concurrency: "unbounded"
+          })
+          const saved = yield* StateStore.load("busy")
+          expect([...saved.goals].sort()).toEqual([...goals].sort())
+          expect(saved.history).toHaveLength(3)
+        })
+      ))
+
+    it.effect("update applies the store's caps", () =>
+      withStore(
+        backend,
+        Effect.gen(function*() {
+          const after = yield* StateStore.update("capped", { history: ["a", "b", "c", "d"], goals: ["y".repeat(300)] })
+          expect(after.history).toEqual(["b", "c", "d"])
+          expect(after.goals[0]).toHaveLength(256)
+        })
+      ))
+
+    it.effect("save upserts: the second save replaces the first, and update merges onto what was saved", () =>
+      withStore(
+        backend,
+        Effect.gen(function*() {
+          yield* StateStore.save("up", state({ goals: ["first"], nextFocus: "a" }))
+          yield* StateStore.save("up", state({ goals: ["second"], nextFocus: "b" }))
+          expect(yield* StateStore.load("up")).toEqual(state({ goals: ["second"], nextFocus: "b" }))
+          const merged = yield* StateStore.update("up", { goals: ["third"], openIssues: ["i"] })
+          expect(merged).toEqual(state({ goals: ["second", "third"], openIssues: ["i"], nextFocus: "b" }))
+          expect(yield* StateStore.load("up")).toEqual(merged)
+        })
+      ))
+
+    it.effect("modify answers the state it saved; concurrent writers of different tasks do not mix", () =>
+      withStore(
+        backend,
+        Effect.gen(function*() {
+          const tasks = ["a", "b", "c"]
+          yield* Effect.forEach(
+            Array.from({ length: 30 }, (_, i) => i),
+            (i) => StateStore.modify(tasks[i % 3]!, (s) => ({ ...s, decisions: [...s.decisions, `${tasks[i % 3]}${i}`] })),
+            { concurrency: "unbounded" }
+          )
+          for (const task of tasks) {
+            const saved = yield* StateStore.load(task)
+            expect(saved.decisions).toHaveLength(10)
+            expect(saved.decisions.every((decision) => decision.startsWith(task))).toBe(true)
+          }
+          const answered = yield* StateStore.modify("a", (s) => ({ ...s, nextFocus: "done" }))
+          expect(yield* StateStore.load("a")).toEqual(answered)
+          expect(yield* StateStore.load("nobody-else")).toEqual(StateStore.empty)
+        })
+      ))
+  })
+
+conformance(memory)
+conformance(sqlite)
+conformance(postgres)
+
+// ---------------------------------------------------------------------------------------------------------
+// What the SQL layers add: the rows themselves, several clients on one database, bad rows
+// ---------------------------------------------------------------------------------------------------------
+
+const storeOn = (client: Layer.Layer<SqlClient.SqlClient, SqlError.SqlError>) => StateStore.layerSql().pipe(Layer.provide(client))
+
+const sqlConformance = (backend: SqlBackend) =>
+  describeOn(backend, `StateStore SQL [${backend.name}]`, () => {
+    it.effect("stores snake-case JSON, upserted by task id", () =>
+      Effect.gen(function*() {
+        const client = yield* backend.database
+        yield* StateStore.update("t", { openIssues: ["i"], nextFocus: "n" }).pipe(Effect.provide(storeOn(client())))
+        yield* StateStore.update("t", { goals: ["g"] }).pipe(Effect.provide(storeOn(client())))
+        const rows = yield* Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT task_id, state, version FROM valet_state`).pipe(
+          Effect.provide(client())
+        )
+        expect(rows.map((row) => ({ ...row, version: Number(row["version"]) }))).toEqual([{
+          task_id: "t",
+          state: JSON.stringify({ goals: ["g"], constraints: [], decisions: [], hypotheses: [], history: [], open_issues: ["i"], next_focus: "n" }),
+          version: 2
+        }])
+      }))
+
+    it.effect("two clients (two processes' worth) merging into one task lose nothing", () =>
+      Effect.gen(function*() {
+        const client = yield* backend.database
+        const [a, b] = yield* Effect.all([Layer.build(storeOn(client())), Layer.build(storeOn(client()))])
+        const storeA = a.mapUnsafe.get(StateStore.StateStore.key) as StateStore.Service
+        const storeB = b.mapUnsafe.get(StateStore.StateStore.key) as StateStore.Service
+        const ids = Array.from({ length: 60 }, (_, i) => i)
+        yield* Effect.forEach(ids, (i) => (i % 2 === 0 ? storeA : storeB).update("shared", { decisions: [`d${i}`] }), {
+          concurrency: "unbounded"
+        })
+        const saved = yield* storeA.load("shared")
+        expect(saved.decisions).toHaveLength(60)
+        expect(new Set(saved.decisions).size).toBe(60)
+      }))
+
+    it.effect("a row that is not a state is a StateStoreError naming the task and the field", () =>
+      Effect.gen(function*() {
+        const client = yield* backend.database
+        yield* StateStore.save("t", StateStore.empty).pipe(Effect.provide(storeOn(client())))
+        yield* Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE valet_state SET state = '{"goals": 3}'`).pipe(
+          Effect.provide(client())
+        )
+        const error = yield* Effect.flip(StateStore.load("t").pipe(Effect.provide(storeOn(client()))))
+        expect(error).toMatchObject({ _tag: "StateStoreError", operation: "load", taskId: "t" })
+        expect(error.message).toBe(`the saved state of task "t" in valet_state is not a state: goals must be an array, got 3`)
+        yield* Effect.flatMap(SqlClient.SqlClient, (sql) => sql`UPDATE valet_state SET state = '{"goals": ['`).pipe(
+          Effect.provide(client())
+        )
+        const notJson = yield* Effect.flip(StateStore.update("t", { goals: ["g"] }).pipe(Effect.provide(storeOn(client()))))
+        expect(notJson).toMatchObject({ _tag: "StateStoreError", operation: "modify", taskId: "t" })
+        expect(notJson.message).toContain(`the saved state of task "t" in valet_state is not a state: the state column is not JSON`)
+      }))
+  })
+
+sqlConformance(sqlite)
+sqlConformance(postgres)
+
+describe("StateStore SQL [sqlite] specifics", () => {
   it.effect("an unusable database path is a StateStoreError", () =>
     Effect.gen(function*() {
       // A directory that cannot be created: its parent is a file.
@@ -179,7 +287,9 @@ describe("StateStore (sqlite specifics)", () => {
       const filename = join(dir, "a-file", "sub", "state.sqlite3")
       const error = yield* Effect.flip(StateStore.load("t").pipe(Effect.provide(StateStore.layerSqlite({ filename }))))
       expect(error).toMatchObject({ _tag: "StateStoreError", operation: "open" })
+      expect(error.message).toContain(`cannot create the directory of ${filename}`)
+      // A path SQLite cannot open (a directory) is a typed failure too, not a defect.
+      const cannotOpen = yield* Effect.flip(StateStore.load("t").pipe(Effect.provide(StateStore.layerSqlite({ filename: dir }))))
+      expect(cannotOpen).toMatchObject({ _tag: "StateStoreError", operation: "open", message: `cannot open ${dir}: unable to open database file` })
     }))
 })
-
-afterAll(() => rmSync(dir, { recursive: true, force: true }))

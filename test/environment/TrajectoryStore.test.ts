@@ -1,10 +1,11 @@
-import { NodeContext } from "@effect/platform-node"
+import { NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Layer, Stream } from "effect"
+import { Effect, Layer, Stream } from "effect"
 import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { StateStore, TrajectoryStore } from "../../src/index.js"
+import * as StateStore from "../../src/environment/StateStore.js"
+import * as TrajectoryStore from "../../src/environment/TrajectoryStore.js"
 
 const record = (taskId: string, n = 0): TrajectoryStore.NewRecord => ({
   taskId,
@@ -33,15 +34,15 @@ const record = (taskId: string, n = 0): TrajectoryStore.NewRecord => ({
   metrics: { actorLatencySec: 0.25, sandboxFailed: false, inputTokens: 10, outputTokens: 20 }
 })
 
-const collect = (taskId: string) => Stream.runCollect(TrajectoryStore.read(taskId)).pipe(Effect.map(Chunk.toArray))
+const collect = (taskId: string) => Stream.runCollect(TrajectoryStore.read(taskId))
 
 const root = mkdtempSync(join(tmpdir(), "valet-trajectories-"))
 let roots = 0
 const freshRoot = () => join(root, `r${++roots}`)
-const fileLayer = (dir: string) => TrajectoryStore.layerFile({ root: dir }).pipe(Layer.provide(NodeContext.layer))
+const fileLayer = (dir: string) => TrajectoryStore.layerFile({ root: dir }).pipe(Layer.provide(NodeServices.layer))
 
 const contract = (name: string, makeLayer: () => Layer.Layer<TrajectoryStore.TrajectoryStore, TrajectoryStore.TrajectoryStoreError>) =>
-  describe(`TrajectoryStore (${name})`, () => {
+  describe(`TrajectoryStore conformance [${name}]`, () => {
     it.effect("appends records with step numbers and reads them back schema-checked", () =>
       Effect.gen(function*() {
         const first = yield* TrajectoryStore.append(record("task-a", 1))
@@ -73,7 +74,7 @@ const contract = (name: string, makeLayer: () => Layer.Layer<TrajectoryStore.Tra
         const bad = { ...record("t"), metrics: { actorLatencySec: Number.NaN, sandboxFailed: false } }
         const invalid = yield* Effect.flip(TrajectoryStore.append(bad))
         expect(invalid.message).toContain("actorLatencySec")
-        expect(invalid.message).toContain("Expected a finite number, actual NaN")
+        expect(invalid.message).toContain("metrics.actorLatencySec must be a finite number, got NaN")
         expect(yield* TrajectoryStore.count("t")).toBe(0)
       }).pipe(Effect.provide(makeLayer())))
   })
@@ -81,7 +82,7 @@ const contract = (name: string, makeLayer: () => Layer.Layer<TrajectoryStore.Tra
 contract("memory", () => TrajectoryStore.layerMemory)
 contract("file", () => fileLayer(freshRoot()))
 
-describe("TrajectoryStore (file specifics)", () => {
+describe("TrajectoryStore [file] specifics", () => {
   it.effect("writes snake-case JSON lines to <root>/raw/<task_id>.jsonl", () =>
     Effect.gen(function*() {
       const dir = freshRoot()
@@ -145,6 +146,25 @@ describe("TrajectoryStore (file specifics)", () => {
       const error = yield* Effect.flip(collect("bad").pipe(Effect.provide(fileLayer(dir))))
       expect(error).toMatchObject({ _tag: "TrajectoryStoreError", operation: "read", path, line: 3 })
       expect(error.message).toContain(`${path} line 3 is not a trajectory record`)
+      expect(error.message).toContain(`step must be`)
+      expect(error.message).toContain(`got "two"`)
+    }))
+
+  it.effect("a line that is not JSON fails the read with the file and line number; the records before it stream first", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      const path = join(dir, "raw", "garbled.jsonl")
+      yield* Effect.forEach([1, 2], (n) => TrajectoryStore.append(record("garbled", n)), { discard: true }).pipe(
+        Effect.provide(fileLayer(dir))
+      )
+      appendFileSync(path, "{not json\n")
+      const seen: Array<number> = []
+      const error = yield* Effect.flip(
+        Stream.runForEach(TrajectoryStore.read("garbled"), (r) => Effect.sync(() => seen.push(r.step))).pipe(Effect.provide(fileLayer(dir)))
+      )
+      expect(seen).toEqual([1, 2])
+      expect(error).toMatchObject({ _tag: "TrajectoryStoreError", operation: "read", path, line: 3 })
+      expect(error.message).toContain(`${path} line 3 is not JSON`)
     }))
 })
 

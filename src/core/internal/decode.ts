@@ -53,6 +53,8 @@ export const showValue = (value: unknown): string => {
   if (typeof value === "function") return "a function"
   if (value === undefined) return "undefined"
   if (typeof value === "bigint") return `${value}n`
+  // JSON would show these as null.
+  if (typeof value === "number" && !Number.isFinite(value)) return String(value)
   let text: string
   try {
     text = JSON.stringify(value) ?? String(value)

@@ -14,6 +14,8 @@ export const describeUnsafeTaskId = (taskId: string): string =>
   `task id ${JSON.stringify(taskId)} is not a safe name: use 1 to 128 letters, digits, '.', '_' or '-', not starting with '.' or '-'`
 
 /** A task id that is safe as a file name. */
-export const TaskId = Schema.String.pipe(
-  Schema.filter((taskId) => isSafeTaskId(taskId) || describeUnsafeTaskId(taskId))
+export const TaskId = Schema.String.check(
+  Schema.makeFilter((taskId: string) => isSafeTaskId(taskId) || describeUnsafeTaskId(taskId), {
+    expected: "a safe task id (1 to 128 letters, digits, '.', '_' or '-', not starting with '.' or '-')"
+  })
 )

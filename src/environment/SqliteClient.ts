@@ -1,0 +1,256 @@
+/**
+ * An `effect/sql` `SqlClient` over Node's built-in `node:sqlite` (`DatabaseSync`): SQLite with no native build.
+ *
+ * Why it is here: no `@effect/sql-sqlite-node` release imports on effect 4.1 (its 4.0 betas import the removed
+ * `effect/unstable/*` paths). This module follows the structure of that official driver (Effect-TS/effect,
+ * `packages/sql/sqlite-node/src/SqliteClient.ts`, which is itself written over `node:sqlite`): one connection
+ * shared through a semaphore (`SqlClient.makeSqliteAcquirers`), prepared statements cached by SQL text, WAL and
+ * a busy timeout by default, `BEGIN IMMEDIATE` for transactions on a writable database, nested transactions as
+ * savepoints (`SqlClient.make` does that for every driver). When an official driver imports on effect 4.1, replace
+ * `SqliteClient.layer(...)` with `@effect/sql-sqlite-node`'s `SqliteClient.layer(...)` (same config fields) and
+ * delete this file: everything in valet talks to the generic `SqlClient`.
+ *
+ * Differences from the official driver: opening the database is a typed `SqlError` (not a defect), a statement
+ * run after the layer closed is a `SqlError` naming that, `executeStream` answers the rows (read at once) instead
+ * of dying, booleans are bound as 0 / 1, and a syntax error is a `SqlSyntaxError` reason.
+ *
+ * `node:sqlite` is loaded when a client is made, not when this module is imported, so importing valet neither
+ * loads it nor prints its experimental warning on Node versions that still do. `node:sqlite` is synchronous: a
+ * statement (and a busy wait) blocks the event loop while it runs.
+ *
+ * @since 0.2.0
+ */
+import { Config, Context, Duration, Effect, Layer, Scope, Semaphore, Stream } from "effect"
+import { Reactivity } from "effect/reactivity"
+import { SqlClient, SqlConnection, SqlError, Statement } from "effect/sql"
+import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite"
+
+const MAX_BUSY_TIMEOUT = 2_147_483_647
+
+/** Marks a valet `SqliteClient`. */
+export const TypeId: TypeId = "~valet/SqliteClient"
+/** Marks a valet `SqliteClient`. */
+export type TypeId = "~valet/SqliteClient"
+
+/** A `SqlClient` on one SQLite database; `updateValues` is not supported by SQLite. */
+export interface SqliteClient extends SqlClient.SqlClient {
+  readonly [TypeId]: TypeId
+  readonly config: SqliteClientConfig
+  /** Not supported in SQLite. */
+  readonly updateValues: never
+}
+
+/** The SQLite client service (also provided as the generic `SqlClient`). */
+export const SqliteClient: Context.Service<SqliteClient, SqliteClient> = Context.Service<SqliteClient>("valet/SqliteClient")
+
+/** How to open the database. The same fields as `@effect/sql-sqlite-node`'s config, so a swap is mechanical. */
+export interface SqliteClientConfig {
+  /** The database file, or `:memory:`. Its directory must exist. */
+  readonly filename: string
+  /** Open read-only (transactions then start with a plain `BEGIN`). */
+  readonly readonly?: boolean | undefined
+  /** How many prepared statements to keep, least recently used dropped first (default 200). */
+  readonly prepareCacheSize?: number | undefined
+  /** Leave the journal mode alone instead of switching to WAL. */
+  readonly disableWAL?: boolean | undefined
+  /** How long a statement waits for another connection's lock (default 5 seconds; blocks the event loop). */
+  readonly busyTimeout?: Duration.Input | undefined
+  readonly spanAttributes?: Record<string, unknown> | undefined
+  readonly transformResultNames?: ((str: string) => string) | undefined
+  readonly transformQueryNames?: ((str: string) => string) | undefined
+}
+
+/** Opens the database in the current scope (closed when the scope closes) and builds a client on it. */
+export const make = (options: SqliteClientConfig): Effect.Effect<SqliteClient, SqlError.SqlError, Scope.Scope | Reactivity.Reactivity> =>
+  Effect.gen(function*() {
+    const compiler = Statement.makeCompilerSqlite(options.transformQueryNames)
+    const transformRows = options.transformResultNames
+      ? Statement.defaultTransforms(options.transformResultNames).array
+      : undefined
+    const readonly = options.readonly === true
+    const db = yield* open(options)
+    const connection = makeConnection(db, options.filename, Math.max(0, options.prepareCacheSize ?? 200))
+    const semaphore = yield* Semaphore.make(1)
+    const acquirers = SqlClient.makeSqliteAcquirers({
+      connection: Effect.succeed(connection),
+      semaphore,
+      isTransaction: () => db.isOpen && db.isTransaction
+    })
+    const client = yield* SqlClient.make({
+      acquirer: acquirers.acquirer,
+      borrower: acquirers.borrower,
+      transactionAcquirer: acquirers.transactionAcquirer,
+      onCommitFailure: acquirers.onCommitFailure,
+      isTransaction: acquirers.isTransaction,
+      compiler,
+      // The official driver's name: this client manages its connection the same way, and is meant to be swapped for it.
+      driver: "sqlite-node",
+      // Taking the write lock up front avoids a read lock that cannot be upgraded while another connection writes.
+      beginTransaction: readonly ? "BEGIN" : "BEGIN IMMEDIATE",
+      releaseSavepoint: (name) => `RELEASE SAVEPOINT ${name}`,
+      prepareTransactionControls: true,
+      spanAttributes: [
+        ...(options.spanAttributes ? Object.entries(options.spanAttributes) : []),
+        ["db.system.name", "sqlite"]
+      ],
+      transformRows
+    })
+    return Object.assign(client, { [TypeId]: TypeId, config: options }) as SqliteClient
+  })
+
+/** Provides `SqliteClient` and the generic `SqlClient` on one database, closed when the layer is released. */
+export const layer = (config: SqliteClientConfig): Layer.Layer<SqliteClient | SqlClient.SqlClient, SqlError.SqlError> =>
+  Layer.effectContext(
+    Effect.map(make(config), (client) => Context.make(SqliteClient, client).pipe(Context.add(SqlClient.SqlClient, client)))
+  ).pipe(Layer.provide(Reactivity.layer))
+
+/** `layer` with its config read from `Config` (for example `Config.String("VALET_SQLITE_FILE")` as `filename`). */
+export const layerConfig = (
+  config: Config.Wrap<SqliteClientConfig>
+): Layer.Layer<SqliteClient | SqlClient.SqlClient, Config.ConfigError | SqlError.SqlError> =>
+  Layer.effectContext(
+    Config.unwrap(config).pipe(
+      Effect.flatMap(make),
+      Effect.map((client) => Context.make(SqliteClient, client).pipe(Context.add(SqlClient.SqlClient, client)))
+    )
+  ).pipe(Layer.provide(Reactivity.layer))
+
+// ---------------------------------------------------------------------------------------------------------
+// The connection
+// ---------------------------------------------------------------------------------------------------------
+
+const open = (options: SqliteClientConfig): Effect.Effect<DatabaseSync, SqlError.SqlError, Scope.Scope> =>
+  Effect.acquireRelease(
+    Effect.flatMap(
+      // Loaded here, not at the top of the module: see the module doc.
+      Effect.tryPromise({
+        try: () => import("node:sqlite"),
+        catch: (cause) =>
+          new SqlError.SqlError({
+            reason: new SqlError.ConnectionError({
+              cause,
+              message: `cannot open ${options.filename}: node:sqlite is not available (Node >= 22.19 has it)`,
+              operation: "open"
+            })
+          })
+      }),
+      (sqlite) =>
+        Effect.try({
+          try: () => {
+            const db = new sqlite.DatabaseSync(options.filename, { readOnly: options.readonly === true })
+            try {
+              const busyTimeout = Math.min(
+                MAX_BUSY_TIMEOUT,
+                Math.max(0, Math.round(Duration.toMillis(options.busyTimeout ?? Duration.seconds(5))))
+              )
+              db.exec(`PRAGMA busy_timeout = ${busyTimeout}`)
+              if (options.disableWAL !== true && options.readonly !== true) db.exec("PRAGMA journal_mode = WAL")
+              return db
+            } catch (error) {
+              db.close()
+              throw error
+            }
+          },
+          catch: (cause) => sqlError(cause, `cannot open ${options.filename}`, "open")
+        })
+    ),
+    // Closing rolls back a transaction left open; nothing can be using the connection once its scope closes.
+    (db) => Effect.sync(() => db.isOpen && db.close())
+  )
+
+interface Prepared {
+  readonly statement: StatementSync
+  /** Whether the statement answers rows (a SELECT, or a write with RETURNING). */
+  readonly returnsRows: boolean
+}
+
+const makeConnection = (db: DatabaseSync, filename: string, cacheSize: number): SqlConnection.Connection => {
+  // Least recently used first: a Map iterates in insertion order, and a hit re-inserts its entry.
+  const cache = new Map<string, Prepared>()
+
+  const prepare = (sql: string, cached: boolean): Prepared => {
+    if (cached) {
+      const hit = cache.get(sql)
+      if (hit !== undefined) {
+        cache.delete(sql)
+        cache.set(sql, hit)
+        return hit
+      }
+    }
+    const statement = db.prepare(sql)
+    const prepared = { statement, returnsRows: statement.columns().length > 0 }
+    if (cached && cacheSize > 0) {
+      if (cache.size >= cacheSize) cache.delete(cache.keys().next().value!)
+      cache.set(sql, prepared)
+    }
+    return prepared
+  }
+
+  const run = <A>(
+    sql: string,
+    params: ReadonlyArray<unknown>,
+    options: { readonly cached: boolean; readonly arrays: boolean; readonly raw: boolean }
+  ): Effect.Effect<A, SqlError.SqlError> =>
+    Effect.withFiber((fiber) => {
+      if (!db.isOpen) {
+        return Effect.fail(
+          new SqlError.SqlError({
+            reason: new SqlError.ConnectionError({
+              cause: new Error("database is not open"),
+              message: `${filename} is closed (its SqliteClient layer was released)`,
+              operation: "execute"
+            })
+          })
+        )
+      }
+      const safeIntegers = Context.get(fiber.context, SqlClient.SafeIntegers)
+      return Effect.try({
+        try: () => {
+          const { returnsRows, statement } = prepare(sql, options.cached)
+          const values = params.map(bindable)
+          statement.setReadBigInts(safeIntegers)
+          statement.setReturnArrays(options.arrays)
+          if (returnsRows) return statement.all(...values) as A
+          const result = statement.run(...values)
+          return (options.raw ? { changes: result.changes, lastInsertRowid: result.lastInsertRowid } : []) as A
+        },
+        catch: (cause) => sqlError(cause, "Failed to execute statement", "execute")
+      })
+    })
+
+  const rows = (
+    effect: Effect.Effect<ReadonlyArray<object>, SqlError.SqlError>,
+    transformRows: (<A extends object>(row: ReadonlyArray<A>) => ReadonlyArray<A>) | undefined
+  ) => (transformRows ? Effect.map(effect, transformRows) : effect)
+
+  return {
+    execute: (sql, params, transformRows) => rows(run(sql, params, { cached: true, arrays: false, raw: false }), transformRows),
+    executeRaw: (sql, params) => run(sql, params, { cached: true, arrays: false, raw: true }),
+    executeValues: (sql, params) => run(sql, params, { cached: true, arrays: true, raw: false }),
+    executeValuesUnprepared: (sql, params) => run(sql, params, { cached: false, arrays: true, raw: false }),
+    executeUnprepared: (sql, params, transformRows) =>
+      rows(run(sql, params, { cached: false, arrays: false, raw: false }), transformRows),
+    // `node:sqlite` reads synchronously, so the rows are read at once and then streamed.
+    executeStream: (sql, params, transformRows) =>
+      Stream.fromIterableEffect(rows(run(sql, params, { cached: true, arrays: false, raw: false }), transformRows))
+  }
+}
+
+/** `node:sqlite` binds null, numbers, bigints, strings and bytes; booleans become 0 / 1 as SQLite stores them. */
+const bindable = (value: unknown): SQLInputValue =>
+  value === undefined ? null : typeof value === "boolean" ? (value ? 1 : 0) : (value as SQLInputValue)
+
+/** A `node:sqlite` error as a `SqlError` whose reason is classified by SQLite's result code. */
+const sqlError = (cause: unknown, message: string, operation: string): SqlError.SqlError => {
+  const errcode = typeof cause === "object" && cause !== null && "errcode" in cause ? cause.errcode : undefined
+  const text = cause instanceof Error ? cause.message : String(cause)
+  const described = `${message}: ${text}`
+  // SQLITE_ERROR (1) covers syntax errors too; the message is the only place that says which.
+  if (errcode === 1 && /syntax error|incomplete input|unrecognized token/.test(text)) {
+    return new SqlError.SqlError({ reason: new SqlError.SqlSyntaxError({ cause, message: described, operation }) })
+  }
+  const classified = typeof errcode === "number" && typeof cause === "object" && cause !== null && !("errno" in cause)
+    ? Object.assign(cause, { errno: errcode })
+    : cause
+  return new SqlError.SqlError({ reason: SqlError.classifySqliteError(classified, { message: described, operation }) })
+}

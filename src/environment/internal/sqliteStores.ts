@@ -1,0 +1,56 @@
+/**
+ * What the SQL stores share: opening a SQLite file for them (the embedded default), the integer columns of their
+ * rows, and a `SqlError` read as one line.
+ */
+import { Effect, Layer, Schema, SchemaGetter } from "effect"
+import { Reactivity } from "effect/reactivity"
+import { SqlClient } from "effect/sql"
+import type { SqlError } from "effect/sql"
+import { mkdirSync } from "node:fs"
+import { dirname } from "node:path"
+import * as SqliteClient from "../SqliteClient.js"
+
+/**
+ * An integer column as the drivers answer it: a number (SQLite), a decimal string or a bigint (PostgreSQL's
+ * BIGINT, depending on the driver and `SafeIntegers`). Anything else — `"yesterday"`, `""`, `1.5` — is refused.
+ */
+export const IntegerColumn = Schema.Union([
+  Schema.Int,
+  Schema.String.check(Schema.isPattern(/^-?\d+$/, { expected: "an integer" })).pipe(
+    Schema.decodeTo(Schema.Int, {
+      decode: SchemaGetter.transform((text: string) => Number(text)),
+      encode: SchemaGetter.transform((n: number) => String(n))
+    })
+  ),
+  Schema.BigInt.pipe(
+    Schema.decodeTo(Schema.Int, {
+      decode: SchemaGetter.transform((n: bigint) => Number(n)),
+      encode: SchemaGetter.transform((n: number) => BigInt(n))
+    })
+  )
+])
+
+/** A `SqlError` in one line: the reason's message, and the driver's own when it adds something. */
+export const describeSqlError = (error: SqlError.SqlError): string => {
+  const cause = error.reason.cause
+  const own = cause instanceof Error ? cause.message : undefined
+  return own !== undefined && own !== "" && !error.message.includes(own) ? `${error.message} (${own})` : error.message
+}
+
+/**
+ * A `SqlClient` on a SQLite file whose directory is created first (SQLite does not create directories). A
+ * failure to create it or to open the file is the store's own error, built by `fail` from a one-line message.
+ */
+export const openSqliteFile = <E>(filename: string, fail: (message: string) => E): Layer.Layer<SqlClient.SqlClient, E> =>
+  Layer.effect(
+    SqlClient.SqlClient,
+    Effect.try({
+      try: () => {
+        if (filename !== ":memory:") mkdirSync(dirname(filename), { recursive: true })
+      },
+      catch: (error) =>
+        fail(`cannot create the directory of ${filename}: ${error instanceof Error ? error.message : String(error)}`)
+    }).pipe(
+      Effect.andThen(SqliteClient.make({ filename }).pipe(Effect.mapError((error) => fail(describeSqlError(error)))))
+    )
+  ).pipe(Layer.provide(Reactivity.layer))

@@ -4,11 +4,15 @@
  * one trajectory line per task is written. Run alone: `npx tsx examples/actor-loop.ts`; the same file runs with
  * `valet actor-loop examples/actor-loop/tasks.jsonl` against a vLLM pool.
  */
-import { FileSystem } from "@effect/platform"
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Chunk, Console, Effect, Either, Layer, Stream } from "effect"
+import { NodeRuntime, NodeServices } from "@effect/platform-node"
+import { Console, Effect, FileSystem, Layer, Result, Stream } from "effect"
 import { fileURLToPath } from "node:url"
-import { ActorLoop, Sandbox, type ScriptedModel, StateStore, TrajectoryStore } from "../src/index.js"
+import type { ScriptedModel } from "../src/index.js"
+// Subpath exports: `import * as ActorLoop from "valet/ActorLoop"` (and `valet/Sandbox`, …) in an app.
+import * as ActorLoop from "../src/rollouts/ActorLoop.js"
+import * as Sandbox from "../src/environment/Sandbox.js"
+import * as StateStore from "../src/environment/StateStore.js"
+import * as TrajectoryStore from "../src/environment/TrajectoryStore.js"
 import { demoModel } from "./support/model.js"
 
 /** The tasks file next to this example. */
@@ -55,17 +59,25 @@ export const main = Effect.gen(function*() {
   const fs = yield* FileSystem.FileSystem
   const dir = yield* fs.makeTempDirectoryScoped({ prefix: "valet-actor-loop-" })
   const text = yield* fs.readFileString(tasksPath)
-  const tasks = text.split("\n").filter((line) => line.trim() !== "").map(ActorLoop.decodeTaskLine).filter(Either.isRight).map((t) => t.right)
+  const tasks: Array<ActorLoop.Task> = []
+  const lines = text.split("\n")
+  for (let i = 0; i < lines.length; i++) {
+    if (lines[i]!.trim() === "") continue
+    const decoded = ActorLoop.decodeTaskLine(lines[i]!)
+    // A malformed line is reported with its number and skipped; the rest run.
+    if (Result.isFailure(decoded)) yield* Console.log(`skipped ${tasksPath}:${i + 1}: ${decoded.failure}`)
+    else tasks.push(decoded.success)
+  }
   const layers = Layer.mergeAll(
     model,
     Sandbox.layerProcess({ workRoot: `${dir}/work` }),
     StateStore.layerSqlite({ filename: `${dir}/state.sqlite3` }),
-    TrajectoryStore.layerFile({ root: `${dir}/trajectories` }).pipe(Layer.provide(NodeContext.layer))
+    TrajectoryStore.layerFile({ root: `${dir}/trajectories` }).pipe(Layer.provide(NodeServices.layer))
   )
   yield* Effect.gen(function*() {
     const info = yield* Sandbox.info
     yield* Console.log(`sandbox: ${info.isolation} isolation, limits by ${info.limiter}${info.pooledUids ? ", pooled uids" : ""}`)
-    const outcomes = Chunk.toArray(yield* Stream.runCollect(ActorLoop.run(Stream.fromIterable(tasks), { concurrency: 2 })))
+    const outcomes = yield* Stream.runCollect(ActorLoop.run(Stream.fromIterable(tasks), { concurrency: 2 }))
     outcomes.sort((a, b) => tasks.indexOf(a.task) - tasks.indexOf(b.task))
     for (const outcome of outcomes) {
       if (outcome._tag === "Failed") {
@@ -88,6 +100,6 @@ export const main = Effect.gen(function*() {
     const written = yield* Stream.runCount(TrajectoryStore.read("summarize-csv"))
     yield* Console.log(`trajectory lines of summarize-csv: ${written}`)
   }).pipe(Effect.provide(layers))
-}).pipe(Effect.scoped, Effect.provide(NodeContext.layer))
+}).pipe(Effect.scoped, Effect.provide(NodeServices.layer))
 
 if (import.meta.url === `file://${process.argv[1]}`) NodeRuntime.runMain(main)

@@ -7,10 +7,11 @@
  * critics and judges per distinct answer, acceptance, and an accuracy that is not 100 %.
  * Run alone: `npx tsx examples/evaluation.ts`.
  */
-import { FileSystem } from "@effect/platform"
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Console, Effect } from "effect"
-import { Agent, Ensemble, Evaluate, type Model, type ScriptedModel } from "../src/index.js"
+import { NodeRuntime, NodeServices } from "@effect/platform-node"
+import { Console, Effect, FileSystem } from "effect"
+import { Agent, Ensemble, type Model, type ScriptedModel } from "../src/index.js"
+// A subpath export: `import * as Evaluate from "valet/Evaluate"` in an app.
+import * as Evaluate from "../src/rollouts/Evaluate.js"
 import { demoModel } from "./support/model.js"
 
 /** The dataset, relative to the repository root. */
@@ -72,6 +73,6 @@ export const main = Effect.gen(function*() {
   // The same results file again: every problem is already there, no model call is made.
   const again = yield* Evaluate.run(dataset, { agent, out }).pipe(Effect.provide(layer))
   yield* Console.log(`resumed: ${again.summary.resumed} of ${again.summary.problems} problems skipped, accuracy ${again.summary.accuracy}`)
-}).pipe(Effect.scoped, Effect.provide(NodeContext.layer))
+}).pipe(Effect.scoped, Effect.provide(NodeServices.layer))
 
 if (import.meta.url === `file://${process.argv[1]}`) NodeRuntime.runMain(main)

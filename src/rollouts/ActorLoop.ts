@@ -18,15 +18,16 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Either, ParseResult, Schema, Stream } from "effect"
+import { Clock, Effect, Result, Schema, Stream } from "effect"
 import * as Agent from "../core/Agent.js"
-import { type AgentError, ArchitectureFailed } from "../core/AgentError.js"
+import { type AgentError, ArchitectureFailed, type InvalidOptions } from "../core/AgentError.js"
 import type * as AgentEvent from "../core/AgentEvent.js"
 import * as Architecture from "../core/Architecture.js"
-import type * as Budget from "../core/Budget.js"
+import * as Budget from "../core/Budget.js"
+import * as Opts from "../core/internal/options.js"
 import * as internal from "./internal/actorLoop.js"
 import { checkRelativePath, PathRefused } from "../environment/internal/sandbox/workspace.js"
-import { TaskId } from "../environment/internal/taskId.js"
+import { isSafeTaskId } from "../environment/internal/taskId.js"
 import * as Model from "../core/Model.js"
 import * as Sandbox from "../environment/Sandbox.js"
 import * as StateStore from "../environment/StateStore.js"
@@ -35,14 +36,22 @@ import * as TrajectoryStore from "../environment/TrajectoryStore.js"
 /** The architecture's name, as `RunStarted.architecture` reports it. */
 export const name = "actor_loop"
 
-const WorkspaceFiles = Sandbox.Files.pipe(
-  Schema.filter((files) => {
+const WorkspaceFiles = Sandbox.Files.check(
+  Schema.makeFilter((files) => {
     for (const path of Object.keys(files)) {
       const checked = checkRelativePath(path)
-      if (checked instanceof PathRefused) return checked.message
+      if (checked instanceof PathRefused) return `is refused: ${checked.message}`
     }
     return true
   })
+)
+
+// The rule is the sandbox's (`isSafeTaskId`); the wording reads after the field's name in a one-line error.
+const TaskIdSchema = Schema.String.check(
+  Schema.makeFilter((taskId: string) =>
+    isSafeTaskId(taskId) ||
+    "is not a safe name: use 1 to 128 letters, digits, '.', '_' or '-', not starting with '.' or '-'"
+  )
 )
 
 /**
@@ -51,15 +60,15 @@ const WorkspaceFiles = Sandbox.Files.pipe(
  * when encoded, as in the tasks JSONL.
  */
 export const Task = Schema.Struct({
-  taskId: Schema.propertySignature(TaskId).pipe(Schema.fromKey("task_id")),
+  taskId: TaskIdSchema,
   prompt: Schema.String,
-  workspaceFiles: Schema.optional(WorkspaceFiles).pipe(Schema.fromKey("workspace_files")),
+  workspaceFiles: Schema.optional(WorkspaceFiles),
   stop: Schema.optional(Schema.Array(Schema.String)),
-  temperature: Schema.optional(Schema.Number.pipe(Schema.between(0, 2))),
+  temperature: Schema.optional(Schema.Number.check(Schema.isBetween({ minimum: 0, maximum: 2 }))),
   seed: Schema.optional(Schema.Int),
-  maxTokens: Schema.optional(Schema.Int.pipe(Schema.positive())).pipe(Schema.fromKey("max_tokens")),
-  timeoutMs: Schema.optional(Schema.Int.pipe(Schema.positive())).pipe(Schema.fromKey("timeout_ms"))
-})
+  maxTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
+  timeoutMs: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0)))
+}).pipe(Schema.encodeKeys({ taskId: "task_id", workspaceFiles: "workspace_files", maxTokens: "max_tokens", timeoutMs: "timeout_ms" }))
 /** A task. */
 export type Task = typeof Task.Type
 
@@ -69,21 +78,21 @@ export const defaultTemperature = 0.1
 /** Options of a step. */
 export interface Options {
   /** One workspace per task across its steps, keeping the edits of earlier steps (default: fresh each step). */
-  readonly keepWorkspaces?: boolean
+  readonly keepWorkspaces?: boolean | undefined
   /** Timeout of the sandboxed command when the task gives none (default: the sandbox's). */
-  readonly sandboxTimeoutMs?: number
+  readonly sandboxTimeoutMs?: number | undefined
   /** Send the prompt as a chat user message (after `system`, if any) instead of a raw completion prompt. */
-  readonly chat?: boolean
+  readonly chat?: boolean | undefined
   /** The system message in chat mode. */
-  readonly system?: string
+  readonly system?: string | undefined
   /** Limits of each step's run. */
-  readonly budget?: Budget.Limits
+  readonly budget?: Budget.Limits | undefined
 }
 
 /** Options of `stream`. */
 export interface StreamOptions extends Options {
   /** Stream the model's text as `TextDelta` events (default true). */
-  readonly textDeltas?: boolean
+  readonly textDeltas?: boolean | undefined
 }
 
 /** The services a step needs. */
@@ -138,11 +147,11 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
       const ran = yield* Effect.scoped(Effect.flatMap(
         sandbox.workspace(task.taskId, task.workspaceFiles ?? {}, { keep: options.keepWorkspaces === true }),
         (workspace) => sandbox.run(workspace, { command: parsed.command.value, ...(timeoutMs !== undefined ? { timeoutMs } : {}) })
-      )).pipe(Effect.either)
+      )).pipe(Effect.result)
       // A workspace that cannot be used (an earlier action left a symlink where a seed file goes…) is part of
       // the trajectory, like any other consequence of the model's actions.
-      if (Either.isRight(ran)) sandboxResult = ran.right
-      else sandboxError = `${ran.left.reason}: ${ran.left.message}`
+      if (Result.isSuccess(ran)) sandboxResult = ran.success
+      else sandboxError = `${ran.failure.reason}: ${ran.failure.message}`
       yield* Architecture.progress("actor_loop.sandbox_ran", sandboxResult !== null
         ? {
           taskId: task.taskId,
@@ -205,11 +214,19 @@ const agentFor = (task: Task, options: Options, onRecord: (record: TrajectorySto
     architecture: Architecture.make({ name, program: program(task, options, onRecord) })
   })
 
-/**
- * Runs one step of a task and answers the trajectory record it appended. A model output that does not parse is
- * recorded (`parse_error`), never a failure; the model's own errors, and the stores', fail the step.
- */
-export const step = (task: Task, options: Options = {}): Effect.Effect<TrajectoryStore.TrajectoryRecord, AgentError, Requirements> =>
+const stepFields = {
+  keepWorkspaces: Schema.optional(Schema.Boolean),
+  sandboxTimeoutMs: Schema.optional(Opts.IntAtLeast(1)),
+  chat: Schema.optional(Schema.Boolean),
+  system: Schema.optional(Schema.String),
+  budget: Schema.optional(Budget.Limits)
+}
+const OptionsSchema = Schema.Struct(stepFields)
+const StreamOptionsSchema = Schema.Struct({ ...stepFields, textDeltas: Schema.optional(Schema.Boolean) })
+const RunOptionsSchema = Schema.Struct({ ...stepFields, concurrency: Schema.optional(Opts.IntAtLeast(1)) })
+
+/** A step with options already checked. */
+const stepChecked = (task: Task, options: Options): Effect.Effect<TrajectoryStore.TrajectoryRecord, AgentError, Requirements> =>
   Effect.suspend(() => {
     let record: TrajectoryStore.TrajectoryRecord | undefined
     return Agent.run(agentFor(task, options, (r) => (record = r)), task.prompt, options.budget !== undefined ? { budget: options.budget } : undefined).pipe(
@@ -227,12 +244,21 @@ export const step = (task: Task, options: Options = {}): Effect.Effect<Trajector
     )
   })
 
+/**
+ * Runs one step of a task and answers the trajectory record it appended. A model output that does not parse is
+ * recorded (`parse_error`), never a failure; the model's own errors, and the stores', fail the step; options it
+ * cannot work with (`sandboxTimeoutMs: 0`, an unknown key) fail it with `InvalidOptions` before anything runs.
+ */
+export const step = (task: Task, options: Options = {}): Effect.Effect<TrajectoryStore.TrajectoryRecord, AgentError, Requirements> =>
+  Effect.flatMap(Opts.decode("ActorLoop", OptionsSchema, options), (checked) => stepChecked(task, checked))
+
 /** Runs one step of a task and streams its events; `RunCompleted.result.metadata.record` is the record written. */
 export const stream = (task: Task, options: StreamOptions = {}): Stream.Stream<AgentEvent.AgentEvent, AgentError, Requirements> =>
-  Agent.stream(agentFor(task, options, () => undefined), task.prompt, {
-    ...(options.budget !== undefined ? { budget: options.budget } : {}),
-    ...(options.textDeltas !== undefined ? { textDeltas: options.textDeltas } : {})
-  })
+  Stream.unwrap(Effect.map(Opts.decode("ActorLoop", StreamOptionsSchema, options), (checked) =>
+    Agent.stream(agentFor(task, checked, () => undefined), task.prompt, {
+      ...(checked.budget !== undefined ? { budget: checked.budget } : {}),
+      ...(checked.textDeltas !== undefined ? { textDeltas: checked.textDeltas } : {})
+    })))
 
 /** How one task of `run` ended. */
 export type Outcome =
@@ -241,30 +267,42 @@ export type Outcome =
 
 /** Options of `run`. */
 export interface RunOptions extends Options {
-  /** Steps in flight at once (default 1). */
-  readonly concurrency?: number
+  /** Steps in flight at once (≥ 1, default 1). */
+  readonly concurrency?: number | undefined
 }
 
-/** Steps every task of a stream, `concurrency` at a time, and streams the outcomes as they finish. */
+/**
+ * Steps every task of a stream, `concurrency` at a time, and streams the outcomes as they finish. Invalid options
+ * fail the stream with `InvalidOptions` before any task runs.
+ */
 export const run = <E, R>(
   tasks: Stream.Stream<Task, E, R>,
   options: RunOptions = {}
-): Stream.Stream<Outcome, E, R | Requirements> =>
-  Stream.mapEffect(
-    tasks,
-    (task) =>
-      Effect.match(step(task, options), {
-        onFailure: (error): Outcome => ({ _tag: "Failed", task, error }),
-        onSuccess: (record): Outcome => ({ _tag: "Recorded", task, record })
-      }),
-    { concurrency: options.concurrency ?? 1, unordered: true }
-  )
+): Stream.Stream<Outcome, E | InvalidOptions, R | Requirements> =>
+  Stream.unwrap(Effect.map(Opts.decode("ActorLoop", RunOptionsSchema, options), ({ concurrency, ...checked }) =>
+    Stream.mapEffect(
+      tasks,
+      (task) =>
+        Effect.match(stepChecked(task, checked), {
+          onFailure: (error): Outcome => ({ _tag: "Failed", task, error }),
+          onSuccess: (record): Outcome => ({ _tag: "Recorded", task, record })
+        }),
+      { concurrency: concurrency ?? 1, unordered: true }
+    )))
 
-/** Decodes a task from JSON text (a tasks-file line); `Left` says what was wrong, on one line. */
-export const decodeTaskLine = (line: string): Either.Either<Task, string> =>
-  Either.mapLeft(decodeTaskJson(line), (error) =>
-    ParseResult.ArrayFormatter.formatErrorSync(error)
-      .map((issue) => (issue.path.length > 0 ? `${issue.path.join(".")}: ${issue.message}` : issue.message))
-      .join("; "))
+const decodeTask = Schema.decodeUnknownResult(Task)
 
-const decodeTaskJson = Schema.decodeUnknownEither(Schema.parseJson(Task))
+/**
+ * Decodes a task from JSON text (a tasks-file line); a failure says what was wrong, on one line
+ * (`task_id is not a safe name: use 1 to 128 letters, digits, ..., got "../x"`), without the line number, which the
+ * caller knows.
+ */
+export const decodeTaskLine = (line: string): Result.Result<Task, string> => {
+  let json: unknown
+  try {
+    json = JSON.parse(line)
+  } catch (error) {
+    return Result.fail(`not JSON (${error instanceof Error ? error.message : String(error)})`)
+  }
+  return Result.mapError(decodeTask(json), (error) => Opts.describeIssue(error.issue, json))
+}

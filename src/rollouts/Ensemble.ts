@@ -32,6 +32,7 @@ import * as Opts from "../core/internal/options.js"
 import { normalizeAnswer } from "../core/internal/parse.js"
 import * as Reference from "./internal/reference.js"
 import { RequestOptions } from "./internal/sampling.js"
+import { FunctionSchema, withDefault } from "./internal/schemas.js"
 import * as Template from "../core/internal/template.js"
 import type * as Model from "../core/Model.js"
 
@@ -64,8 +65,8 @@ export const parseJudgement: (text: string, hasReference: boolean) => Judgement 
  */
 export interface Solver<R = never> {
   readonly name: string
-  readonly prompt?: string
-  readonly agent?: Agent.Agent<R>
+  readonly prompt?: string | undefined
+  readonly agent?: Agent.Agent<R> | undefined
 }
 
 /** The default solvers: three ways into a problem. */
@@ -118,42 +119,42 @@ you are that it is correct>, "is_correct": <true or false against the reference 
 /** The options of the Ensemble; every one has a default. */
 export interface Options<RS = never, RC = never, RJ = never> {
   /** The solver roles (default `defaultSolvers`: algebra, invariants, constructive). */
-  readonly solvers?: ReadonlyArray<Solver<RS>>
+  readonly solvers?: ReadonlyArray<Solver<RS>> | undefined
   /** The critic; give it its own `model` to review with another model. Its instructions become the system message. */
-  readonly critic?: Agent.Agent<RC>
+  readonly critic?: Agent.Agent<RC> | undefined
   /** The judge; give it its own `model` to judge with another model. */
-  readonly judge?: Agent.Agent<RJ>
+  readonly judge?: Agent.Agent<RJ> | undefined
   /** Rounds at most (≥ 1, default 2). */
-  readonly maxRounds?: number
+  readonly maxRounds?: number | undefined
   /** Model calls at most, all roles and rounds (≥ 1, default 10); a phase that does not fit is not started. */
-  readonly maxCalls?: number
+  readonly maxCalls?: number | undefined
   /** Calls in flight at most, in every phase (≥ 1, default 6). */
-  readonly maxConcurrency?: number
+  readonly maxConcurrency?: number | undefined
   /** Completions per solver call (`Model.Request.n`, ≥ 1, default 1); one call whatever `n`. */
-  readonly n?: number
+  readonly n?: number | undefined
   /** The best answer's judge confidence needed to accept it (in [0, 1], default 0.75). */
-  readonly acceptConfidence?: number
+  readonly acceptConfidence?: number | undefined
   /** The lead over the runner-up needed to accept (default 0.15). */
-  readonly acceptMargin?: number
+  readonly acceptMargin?: number | undefined
   /** The decision rule (default `defaultPolicy`). */
-  readonly policy?: Policy
+  readonly policy?: Policy | undefined
   /** Pools answers and compares with the reference (default: the shared normalizer, `42.0` = `42`). */
-  readonly normalize?: (answer: string) => string
+  readonly normalize?: ((answer: string) => string) | undefined
   /** The reference answer: told to the judge, and `isCorrect` is computed. Else `Evaluate` may share one. */
-  readonly reference?: string
+  readonly reference?: string | undefined
   /** The solvers' prompt template (`{problem}`, `{feedback}`). */
-  readonly solverPrompt?: string
+  readonly solverPrompt?: string | undefined
   /** The critic's prompt template (`{problem}`, `{answer}`). */
-  readonly criticPrompt?: string
+  readonly criticPrompt?: string | undefined
   /** The judge's prompt template (`{problem}`, `{answer}`, `{support}`, `{risk}`, `{critique}`, `{reference}`). */
-  readonly judgePrompt?: string
+  readonly judgePrompt?: string | undefined
   /** Sampling options of every call (temperature, maxTokens, seed, extra…). */
-  readonly request?: RequestOptions
+  readonly request?: RequestOptions | undefined
 }
 
-const RoleName = Schema.String.pipe(
-  Schema.pattern(/^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$/, {
-    message: () => "a solver name is letters and digits joined by single - or _ (it names the solver's sessions)"
+const RoleName = Schema.String.check(
+  Schema.isPattern(/^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$/, {
+    expected: "letters and digits joined by single - or _ (a solver's name names its sessions)"
   })
 )
 
@@ -161,36 +162,43 @@ const SolverSchema = Schema.Struct({
   name: RoleName,
   prompt: Schema.optional(Schema.String),
   agent: Schema.optional(Opts.AgentSchema)
-}).pipe(Schema.filter((solver) => solver.prompt !== undefined || solver.agent !== undefined || "a solver needs a prompt or an agent"))
+}).check(
+  Schema.makeFilter((solver) => solver.prompt !== undefined || solver.agent !== undefined || "needs a prompt or an agent")
+)
 
-const FunctionSchema = <F>(what: string) =>
-  Schema.declare((u: unknown): u is F => typeof u === "function", { identifier: what, description: `a function (${what})` })
+/** The first name used twice, if any. */
+const duplicateName = (solvers: ReadonlyArray<{ readonly name: string }>): string | undefined => {
+  const seen = new Set<string>()
+  for (const solver of solvers) {
+    if (seen.has(solver.name)) return solver.name
+    seen.add(solver.name)
+  }
+  return undefined
+}
 
 const OptionsSchema = Schema.Struct({
-  solvers: Schema.optionalWith(
-    Schema.NonEmptyArray(SolverSchema).pipe(
-      Schema.filter((solvers) =>
-        new Set(solvers.map((solver) => solver.name)).size === solvers.length || "solver names must be distinct"
-      )
-    ),
-    { default: () => defaultSolvers as unknown as readonly [typeof SolverSchema.Type, ...Array<typeof SolverSchema.Type>] }
-  ),
+  solvers: Schema.Array(SolverSchema).check(
+    Schema.isMinLength(1, { expected: "a non-empty array of solvers" }),
+    Schema.makeFilter((solvers) => {
+      const name = duplicateName(solvers)
+      return name === undefined || `must have distinct names (${JSON.stringify(name)} is used twice)`
+    })
+  ).pipe(withDefault(defaultSolvers)),
   critic: Schema.optional(Opts.AgentSchema),
   judge: Schema.optional(Opts.AgentSchema),
-  maxRounds: Schema.optionalWith(Opts.IntAtLeast(1), { default: () => 2 }),
-  maxCalls: Schema.optionalWith(Opts.IntAtLeast(1), { default: () => 10 }),
-  maxConcurrency: Schema.optionalWith(Opts.IntAtLeast(1), { default: () => 6 }),
-  n: Schema.optionalWith(Opts.IntAtLeast(1), { default: () => 1 }),
-  acceptConfidence: Schema.optionalWith(Opts.UnitInterval, { default: () => 0.75 }),
-  acceptMargin: Schema.optionalWith(Schema.Number.pipe(Schema.finite()), { default: () => 0.15 }),
-  policy: Schema.optionalWith(FunctionSchema<Policy>("Policy"), { default: () => defaultPolicy }),
-  normalize: Schema.optionalWith(FunctionSchema<(answer: string) => string>("normalize"), { default: () => normalizeAnswer }),
+  maxRounds: Opts.IntAtLeast(1).pipe(withDefault(2)),
+  maxCalls: Opts.IntAtLeast(1).pipe(withDefault(10)),
+  maxConcurrency: Opts.IntAtLeast(1).pipe(withDefault(6)),
+  n: Opts.IntAtLeast(1).pipe(withDefault(1)),
+  acceptConfidence: Opts.UnitInterval.pipe(withDefault(0.75)),
+  acceptMargin: Schema.Finite.pipe(withDefault(0.15)),
+  policy: FunctionSchema<Policy>("Policy").pipe(withDefault(defaultPolicy)),
+  normalize: FunctionSchema<(answer: string) => string>("normalize").pipe(withDefault(normalizeAnswer)),
   reference: Schema.optional(Schema.String),
-  solverPrompt: Schema.optionalWith(Template.Template(["problem", "feedback"]), { default: () => defaultSolverPrompt }),
-  criticPrompt: Schema.optionalWith(Template.Template(["problem", "answer"]), { default: () => defaultCriticPrompt }),
-  judgePrompt: Schema.optionalWith(
-    Template.Template(["problem", "answer", "support", "risk", "critique", "reference"]),
-    { default: () => defaultJudgePrompt }
+  solverPrompt: Template.Template(["problem", "feedback"]).pipe(withDefault(defaultSolverPrompt)),
+  criticPrompt: Template.Template(["problem", "answer"]).pipe(withDefault(defaultCriticPrompt)),
+  judgePrompt: Template.Template(["problem", "answer", "support", "risk", "critique", "reference"]).pipe(
+    withDefault(defaultJudgePrompt)
   ),
   request: Schema.optional(RequestOptions)
 })
@@ -207,11 +215,16 @@ export const make = <RS = never, RC = never, RJ = never>(
     (config) => Architecture.make({ name, program: Internal.program(config) }) as Architecture.Architecture<RS | RC | RJ | Model.Model>
   )
 
+/** `make` for a module-level value: the Ensemble, or the `InvalidOptions` thrown. */
+export const makeUnsafe = <RS = never, RC = never, RJ = never>(
+  options: Options<RS, RC, RJ> = {}
+): Architecture.Architecture<RS | RC | RJ | Model.Model> => Opts.runUnsafe(make(options))
+
 /** The Ensemble with its defaults: three solvers, two rounds, at most 10 calls, 6 in flight. */
 export const architecture: Architecture.Architecture<Model.Model> = Architecture.make({
   name,
   // Decoded and built once: the default program holds no per-run state.
-  program: Internal.program(Schema.decodeSync(OptionsSchema)({}))
+  program: Internal.program(Schema.decodeUnknownSync(OptionsSchema)({}))
 }) as Architecture.Architecture<Model.Model>
 
 /** Runs `effect` with `reference` as the reference answer an Ensemble without its own `reference` tells its judge. */

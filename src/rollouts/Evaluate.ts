@@ -15,8 +15,7 @@
  *
  * @since 0.1.0
  */
-import { FileSystem } from "@effect/platform"
-import { Clock, Effect, Schema } from "effect"
+import { Clock, Effect, FileSystem, Schema, Semaphore } from "effect"
 import * as Agent from "../core/Agent.js"
 import type { AgentError, InvalidOptions } from "../core/AgentError.js"
 import type { RunResult } from "../core/AgentEvent.js"
@@ -26,6 +25,7 @@ import * as Opts from "../core/internal/options.js"
 import { finalAnswer, normalizeAnswer } from "../core/internal/parse.js"
 import * as SummaryInternal from "./internal/evaluate/summary.js"
 import * as Reference from "./internal/reference.js"
+import { FunctionSchema, withDefault } from "./internal/schemas.js"
 
 /** One problem of a dataset: `id` (text or number), `problem`, and optionally `reference`. */
 export const Problem = Jsonl.Problem
@@ -69,21 +69,21 @@ export interface Options<R> {
   /** Solves each problem; its architecture decides how. */
   readonly agent: Agent.Agent<R>
   /** Problems running at once (≥ 1, default 4). */
-  readonly concurrency?: number
+  readonly concurrency?: number | undefined
   /** The results file (JSONL), appended to and resumed from. Without it results are only returned. */
-  readonly out?: string
+  readonly out?: string | undefined
   /** How answers and references are compared (default: the shared normalizer, `42.0` = `42`). */
-  readonly normalize?: (answer: string) => string
+  readonly normalize?: ((answer: string) => string) | undefined
   /** The answer in a run's output (default: the last `FINAL:` answer if there is one, else the whole output). */
-  readonly extractAnswer?: (output: string) => string
+  readonly extractAnswer?: ((output: string) => string) | undefined
   /** Let the architecture see each problem's reference (the Ensemble's judge is then told it). Default false. */
-  readonly shareReference?: boolean
+  readonly shareReference?: boolean | undefined
   /** Limits for each problem's run. */
-  readonly budget?: Budget.Limits
+  readonly budget?: Budget.Limits | undefined
   /** Called once the work is known, before the first problem runs. */
-  readonly onStart?: (start: { readonly total: number; readonly resumed: number; readonly issues: ReadonlyArray<Issue> }) => Effect.Effect<void>
+  readonly onStart?: ((start: { readonly total: number; readonly resumed: number; readonly issues: ReadonlyArray<Issue> }) => Effect.Effect<void>) | undefined
   /** Called after each problem's result is written. */
-  readonly onResult?: (result: ProblemResult, progress: Progress) => Effect.Effect<void>
+  readonly onResult?: ((result: ProblemResult, progress: Progress) => Effect.Effect<void>) | undefined
 }
 
 /** The summary of an evaluation, over every problem of the dataset that has a result. */
@@ -107,16 +107,14 @@ export interface Report {
 
 const OptionsSchema = Schema.Struct({
   agent: Opts.AgentSchema,
-  concurrency: Schema.optionalWith(Opts.IntAtLeast(1), { default: () => 4 }),
-  out: Schema.optional(Schema.String.pipe(Schema.minLength(1))),
-  normalize: Schema.optionalWith(Schema.declare((u: unknown): u is (answer: string) => string => typeof u === "function"), {
-    default: () => normalizeAnswer
-  }),
-  extractAnswer: Schema.optional(Schema.declare((u: unknown): u is (output: string) => string => typeof u === "function")),
-  shareReference: Schema.optionalWith(Schema.Boolean, { default: () => false }),
+  concurrency: Opts.IntAtLeast(1).pipe(withDefault(4)),
+  out: Schema.optional(Schema.String.check(Schema.isMinLength(1, { expected: "a non-empty path" }))),
+  normalize: FunctionSchema<(answer: string) => string>("normalize").pipe(withDefault(normalizeAnswer)),
+  extractAnswer: Schema.optional(FunctionSchema<(output: string) => string>("extractAnswer")),
+  shareReference: Schema.Boolean.pipe(withDefault(false)),
   budget: Schema.optional(Budget.Limits),
-  onStart: Schema.optional(Schema.declare((u: unknown): u is NonNullable<Options<never>["onStart"]> => typeof u === "function")),
-  onResult: Schema.optional(Schema.declare((u: unknown): u is NonNullable<Options<never>["onResult"]> => typeof u === "function"))
+  onStart: Schema.optional(FunctionSchema<NonNullable<Options<never>["onStart"]>>("onStart")),
+  onResult: Schema.optional(FunctionSchema<NonNullable<Options<never>["onResult"]>>("onResult"))
 })
 
 /** The default answer extraction: the last `FINAL:` answer of the output, else the whole output, trimmed. */
@@ -138,7 +136,7 @@ export const run = <R>(
     )
     const parsed = Jsonl.parseDataset(text, dataset)
     return yield* evaluate(parsed.problems, parsed.issues, options)
-  }).pipe(Effect.withSpan("valet/Evaluate.run", { attributes: { dataset }, captureStackTrace: false }))
+  }).pipe(Effect.withSpan("valet/Evaluate.run", { attributes: { dataset } }, { captureStackTrace: false }))
 
 /** Evaluates `options.agent` on problems at hand (ids must be distinct: the later of two is skipped). */
 export const runProblems = <R>(
@@ -185,7 +183,7 @@ const evaluate = <R>(
         }
       }
       const handle = yield* fs.open(out, { flag: "a" }).pipe(Effect.mapError(failed("cannot open the results file")))
-      const lock = yield* Effect.makeSemaphore(1)
+      const lock = yield* Semaphore.make(1)
       const encoder = new TextEncoder()
       // One write per record, one record at a time: a crash can cut only the line being written.
       write = (result) =>
@@ -222,8 +220,8 @@ const evaluate = <R>(
         // A defect in one problem's run (a bug in a custom policy, say) is that problem's failure, not the evaluation's.
         const outcome = yield* (runEffect as Effect.Effect<RunResult, AgentError, R>).pipe(
           Effect.map((result) => ({ _tag: "Right" as const, right: result })),
-          Effect.catchAll((error) => Effect.succeed({ _tag: "Left" as const, left: `${error._tag}: ${error.message}` })),
-          Effect.catchAllDefect((defect) =>
+          Effect.catch((error) => Effect.succeed({ _tag: "Left" as const, left: `${error._tag}: ${error.message}` })),
+          Effect.catchDefect((defect) =>
             Effect.succeed({ _tag: "Left" as const, left: `Defect: ${defect instanceof Error ? defect.message : String(defect)}` })
           )
         )

@@ -29,6 +29,7 @@ import * as Opts from "../core/internal/options.js"
 import { normalizeAnswer } from "../core/internal/parse.js"
 import * as Roles from "../core/internal/roles.js"
 import { RequestOptions } from "./internal/sampling.js"
+import { FunctionSchema, withDefault } from "./internal/schemas.js"
 import * as Template from "../core/internal/template.js"
 import * as Attempt from "./internal/toolVote/attempt.js"
 import * as Protocol from "./internal/toolVote/protocol.js"
@@ -50,49 +51,54 @@ export const parseTurn: (text: string) => Turn = Protocol.parseTurn
 /** The options of ToolVote; every one has a default. */
 export interface Options {
   /** Attempts in all (≥ 1, default 8). */
-  readonly attempts?: number
+  readonly attempts?: number | undefined
   /** Attempts running at once (≥ 1, default: all of them). */
-  readonly maxConcurrency?: number
+  readonly maxConcurrency?: number | undefined
   /** Votes for one answer that end the vote at once (≥ 1, default 4). */
-  readonly earlyStop?: number
+  readonly earlyStop?: number | undefined
   /** Model turns per attempt (≥ 1, default 32). */
-  readonly maxTurns?: number
+  readonly maxTurns?: number | undefined
   /** A hard deadline for the whole vote (e.g. `"2 minutes"`, or milliseconds). Default none. */
-  readonly timeBudget?: Duration.DurationInput
+  readonly timeBudget?: Duration.Input | undefined
   /** How long one Python program may run (default 6 seconds). */
-  readonly pythonTimeout?: Duration.DurationInput
+  readonly pythonTimeout?: Duration.Input | undefined
   /** Longer code is answered with an error instead of being run (default 50,000 characters). */
-  readonly maxCodeChars?: number
+  readonly maxCodeChars?: number | undefined
   /** Longer program output is cut, with a note, before it goes back to the model (default 8,000 characters). */
-  readonly maxOutputChars?: number
+  readonly maxOutputChars?: number | undefined
   /** How answers are compared (default: the shared normalizer). */
-  readonly normalize?: (answer: string) => string
+  readonly normalize?: ((answer: string) => string) | undefined
   /** The attempts' system prompt template (`{timeout_seconds}`). */
-  readonly systemPrompt?: string
+  readonly systemPrompt?: string | undefined
   /** Sampling options of every call; a `seed` is offset by the attempt's number. */
-  readonly request?: RequestOptions
+  readonly request?: RequestOptions | undefined
 }
 
-const DurationSchema = Schema.declare(
-  (u: unknown): u is Duration.DurationInput =>
-    Option.match(Duration.decodeUnknown(u), { onNone: () => false, onSome: (d) => Duration.greaterThan(d, Duration.zero) }),
-  { identifier: "Duration", description: "a positive duration: milliseconds, or a string such as \"6 seconds\"" }
-)
+/** A positive duration, or undefined when `u` is not one. */
+const positiveDuration = (u: unknown): Duration.Duration | undefined => {
+  try {
+    const decoded = Duration.fromInput(u as Duration.Input)
+    return Option.isSome(decoded) && Duration.isGreaterThan(decoded.value, Duration.zero) ? decoded.value : undefined
+  } catch {
+    return undefined
+  }
+}
+
+const DurationSchema = Schema.declare((u: unknown): u is Duration.Input => positiveDuration(u) !== undefined, {
+  expected: "a positive duration (milliseconds, or a string such as \"6 seconds\")"
+})
 
 const OptionsSchema = Schema.Struct({
-  attempts: Schema.optionalWith(Opts.IntAtLeast(1), { default: () => 8 }),
+  attempts: Opts.IntAtLeast(1).pipe(withDefault(8)),
   maxConcurrency: Schema.optional(Opts.IntAtLeast(1)),
-  earlyStop: Schema.optionalWith(Opts.IntAtLeast(1), { default: () => 4 }),
-  maxTurns: Schema.optionalWith(Opts.IntAtLeast(1), { default: () => 32 }),
+  earlyStop: Opts.IntAtLeast(1).pipe(withDefault(4)),
+  maxTurns: Opts.IntAtLeast(1).pipe(withDefault(32)),
   timeBudget: Schema.optional(DurationSchema),
-  pythonTimeout: Schema.optionalWith(DurationSchema, { default: () => "6 seconds" as Duration.DurationInput }),
-  maxCodeChars: Schema.optionalWith(Opts.IntAtLeast(1), { default: () => 50_000 }),
-  maxOutputChars: Schema.optionalWith(Opts.IntAtLeast(1), { default: () => 8_000 }),
-  normalize: Schema.optionalWith(
-    Schema.declare((u: unknown): u is (answer: string) => string => typeof u === "function", { identifier: "normalize" }),
-    { default: () => normalizeAnswer }
-  ),
-  systemPrompt: Schema.optionalWith(Template.Template(["timeout_seconds"]), { default: () => defaultSystemPrompt }),
+  pythonTimeout: DurationSchema.pipe(withDefault<typeof DurationSchema>("6 seconds")),
+  maxCodeChars: Opts.IntAtLeast(1).pipe(withDefault(50_000)),
+  maxOutputChars: Opts.IntAtLeast(1).pipe(withDefault(8_000)),
+  normalize: FunctionSchema<(answer: string) => string>("normalize").pipe(withDefault(normalizeAnswer)),
+  systemPrompt: Template.Template(["timeout_seconds"]).pipe(withDefault(defaultSystemPrompt)),
   request: Schema.optional(RequestOptions)
 })
 type Config = typeof OptionsSchema.Type
@@ -104,8 +110,12 @@ type Config = typeof OptionsSchema.Type
 export const make = (options: Options = {}): Effect.Effect<Architecture.Architecture<Model.Model | Sandbox.Sandbox>, InvalidOptions> =>
   Effect.map(Opts.decode("ToolVote", OptionsSchema, options), (config) => Architecture.make({ name, program: program(config) }))
 
+/** `make` for a module-level value: ToolVote, or the `InvalidOptions` thrown. */
+export const makeUnsafe = (options: Options = {}): Architecture.Architecture<Model.Model | Sandbox.Sandbox> =>
+  Opts.runUnsafe(make(options))
+
 let defaultProgramCache: ReturnType<typeof program> | undefined
-const defaultProgram = () => (defaultProgramCache ??= program(Schema.decodeSync(OptionsSchema)({})))
+const defaultProgram = () => (defaultProgramCache ??= program(Schema.decodeUnknownSync(OptionsSchema)({})))
 
 /** ToolVote with its defaults: 8 attempts at once, early stop at 4 votes, 32 turns, 6 s per program. */
 export const architecture: Architecture.Architecture<Model.Model | Sandbox.Sandbox> = Architecture.make({
@@ -157,7 +167,7 @@ const winnerOf = (tallies: Iterable<Tally>): Tally | undefined => {
 const numberOr = (value: unknown): number | null => (typeof value === "number" ? value : null)
 
 const program = (config: Config) => {
-  const pythonTimeoutMs = Duration.toMillis(Duration.decode(config.pythonTimeout))
+  const pythonTimeoutMs = Duration.toMillis(Duration.fromInputUnsafe(config.pythonTimeout))
   const attemptConfig: Attempt.Config = {
     systemPrompt: Template.fill(config.systemPrompt, { timeout_seconds: String(pythonTimeoutMs / 1000) }),
     maxTurns: config.maxTurns,
@@ -168,7 +178,7 @@ const program = (config: Config) => {
   }
   const architectures = Array.from({ length: config.attempts }, (_, i) => Attempt.architecture(attemptConfig, i + 1))
   const concurrency = config.maxConcurrency ?? config.attempts
-  const timeBudget = config.timeBudget === undefined ? undefined : Duration.decode(config.timeBudget)
+  const timeBudget = config.timeBudget === undefined ? undefined : Duration.fromInputUnsafe(config.timeBudget)
 
   return (input: Architecture.Input) =>
     Effect.gen(function*() {
@@ -194,7 +204,9 @@ const program = (config: Config) => {
           const record = records[index]!
           record.status = "running"
           yield* Architecture.progress("tool_vote.attempt_started", { attempt: record.attempt })
-          const agent = Roles.withArchitecture(input.agent, architectures[index]!)
+          // Cast: a run's `input.agent` is the `Agent` it was started with, typed by its definition only (core's
+          // Architecture does not import Agent).
+          const agent = Roles.withArchitecture(input.agent as Agent.Agent<unknown>, architectures[index]!)
           const ran = yield* Roles.run(agent, input.prompt, { role: "attempt", index: record.attempt })
           if (ran._tag === "Failed") {
             lastFailure = ran.error
@@ -236,7 +248,7 @@ const program = (config: Config) => {
       const vote = Effect.raceFirst(attempts, Deferred.await(stop))
       const timedOut = timeBudget === undefined
         ? yield* Effect.as(vote, false)
-        : yield* Effect.timeoutTo(vote, { duration: timeBudget, onSuccess: () => false, onTimeout: () => true })
+        : Option.isNone(yield* Effect.timeoutOption(vote, timeBudget))
 
       for (const record of records) if (record.status === "running") record.status = "cancelled"
       const winner = winnerOf(tallies.values())

@@ -1,10 +1,15 @@
-import { NodeContext } from "@effect/platform-node"
+import { NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Either, Layer, Schema, Stream } from "effect"
+import { Effect, Layer, Result, Schema, Stream } from "effect"
 import { mkdtempSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { ActorLoop, ModelError, Sandbox, ScriptedModel, StateStore, TrajectoryStore } from "../../src/index.js"
+import * as ActorLoop from "../../src/rollouts/ActorLoop.js"
+import * as ModelError from "../../src/core/ModelError.js"
+import * as Sandbox from "../../src/environment/Sandbox.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as StateStore from "../../src/environment/StateStore.js"
+import * as TrajectoryStore from "../../src/environment/TrajectoryStore.js"
 
 const task = (parts: Partial<ActorLoop.Task> = {}): ActorLoop.Task => ({
   taskId: "fix-1",
@@ -28,7 +33,7 @@ const testLayers = (script: ScriptedModel.Script, respond: Sandbox.TestResponder
     TrajectoryStore.layerMemory
   )
 
-const records = (taskId: string) => Stream.runCollect(TrajectoryStore.read(taskId)).pipe(Effect.map(Chunk.toArray))
+const records = (taskId: string) => Stream.runCollect(TrajectoryStore.read(taskId))
 
 describe("ActorLoop.step", () => {
   it.effect("parses think / action / state_update, runs the action, saves the state and appends the record", () =>
@@ -151,7 +156,7 @@ describe("ActorLoop.step", () => {
 
   it.effect("stream emits the run's events, the record in RunCompleted's metadata", () =>
     Effect.gen(function*() {
-      const events = yield* Stream.runCollect(ActorLoop.stream(task(), { textDeltas: false })).pipe(Effect.map(Chunk.toArray))
+      const events = yield* Stream.runCollect(ActorLoop.stream(task(), { textDeltas: false }))
       expect(events.map((event) => (event._tag === "Progress" ? event.name : event._tag))).toEqual([
         "RunStarted",
         "ModelCalled",
@@ -175,9 +180,7 @@ describe("ActorLoop.run", () => {
   it.effect("steps a stream of tasks concurrently; a failed task is an outcome, the others are recorded", () =>
     Effect.gen(function*() {
       const tasks = ["a", "b", "c", "d", "e"].map((taskId) => task({ taskId, prompt: `task ${taskId}` }))
-      const outcomes = yield* Stream.runCollect(ActorLoop.run(Stream.fromIterable(tasks), { concurrency: 3 })).pipe(
-        Effect.map(Chunk.toArray)
-      )
+      const outcomes = yield* Stream.runCollect(ActorLoop.run(Stream.fromIterable(tasks), { concurrency: 3 }))
       expect(outcomes).toHaveLength(5)
       const failed = outcomes.filter((outcome) => outcome._tag === "Failed")
       expect(failed.map((outcome) => outcome.task.taskId)).toEqual(["c"])
@@ -189,19 +192,50 @@ describe("ActorLoop.run", () => {
     ))))
 })
 
+describe("ActorLoop options", () => {
+  it.effect("invalid options fail with InvalidOptions on one line, before anything runs; an unknown key is refused", () =>
+    Effect.gen(function*() {
+      const zero = yield* Effect.flip(ActorLoop.step(task(), { sandboxTimeoutMs: 0 }))
+      expect(zero).toMatchObject({ _tag: "InvalidOptions", module: "ActorLoop", message: "ActorLoop: sandboxTimeoutMs must be an integer >= 1, got 0" })
+      const typo = yield* Effect.flip(ActorLoop.step(task(), { keepWorkspace: true } as ActorLoop.Options))
+      expect(typo.message).toBe("ActorLoop: keepWorkspace is not a known option")
+      const streamed = yield* Effect.flip(Stream.runCollect(ActorLoop.stream(task(), { chat: "yes" } as unknown as ActorLoop.StreamOptions)))
+      expect(streamed.message).toBe(`ActorLoop: chat must be a boolean, got "yes"`)
+      const ran = yield* Effect.flip(Stream.runCollect(ActorLoop.run(Stream.make(task()), { concurrency: 0 })))
+      expect(ran.message).toBe("ActorLoop: concurrency must be an integer >= 1, got 0")
+      expect(yield* TrajectoryStore.count("fix-1")).toBe(0)
+      expect(yield* ScriptedModel.calls).toEqual([])
+    }).pipe(Effect.provide(testLayers([]))))
+
+  it.effect("an option given as undefined is as if absent", () =>
+    Effect.gen(function*() {
+      const settings: { concurrency?: number | undefined; sandboxTimeoutMs?: number | undefined } = {}
+      const outcomes = yield* Stream.runCollect(
+        ActorLoop.run(Stream.make(task()), { concurrency: settings.concurrency, sandboxTimeoutMs: settings.sandboxTimeoutMs, budget: undefined })
+      )
+      expect(outcomes.map((outcome) => outcome._tag)).toEqual(["Recorded"])
+    }).pipe(Effect.provide(testLayers([fullOutput]))))
+})
+
 describe("ActorLoop.Task", () => {
   it("decodes snake-case JSON lines and says what is wrong with a bad one", () => {
     expect(ActorLoop.decodeTaskLine(JSON.stringify({ task_id: "t1", prompt: "p", workspace_files: { "a.py": "" }, max_tokens: 5 })))
-      .toEqual(Either.right({ taskId: "t1", prompt: "p", workspaceFiles: { "a.py": "" }, maxTokens: 5 }))
+      .toEqual(Result.succeed({ taskId: "t1", prompt: "p", workspaceFiles: { "a.py": "" }, maxTokens: 5 }))
     const bad = (value: unknown) => {
       const decoded = ActorLoop.decodeTaskLine(typeof value === "string" ? value : JSON.stringify(value))
-      if (decoded._tag === "Right") throw new Error("decoded")
-      return decoded.left
+      if (Result.isSuccess(decoded)) throw new Error("decoded")
+      return decoded.failure
     }
-    expect(bad({ prompt: "p" })).toContain("task_id")
-    expect(bad({ task_id: "../x", prompt: "p" })).toContain("not a safe name")
+    expect(bad({ prompt: "p" })).toBe("task_id is required")
+    expect(bad({ task_id: "../x", prompt: "p" })).toBe(
+      `task_id is not a safe name: use 1 to 128 letters, digits, '.', '_' or '-', not starting with '.' or '-', got "../x"`
+    )
     expect(bad({ task_id: "t", prompt: "p", workspace_files: { "../x": "" } })).toContain("contains '..'")
-    expect(bad("{not json")).toContain("JSON")
+    expect(bad({ task_id: "t", prompt: "p", temperature: 3 })).toBe("temperature must be a value between 0 and 2, got 3")
+    expect(bad("{not json")).toMatch(/^not JSON \(/)
+    for (const line of [{ prompt: "p" }, { task_id: "t", prompt: "p", workspace_files: { "../x": "" } }, "{not json"]) {
+      expect(bad(line)).not.toContain("\n")
+    }
   })
 })
 
@@ -212,7 +246,7 @@ describe("ActorLoop with real processes", () => {
       ScriptedModel.layer(script),
       Sandbox.layerProcess({ workRoot: join(dir, "work") }),
       StateStore.layerSqlite({ filename: join(dir, "state.sqlite3") }),
-      TrajectoryStore.layerFile({ root: join(dir, "trajectories") }).pipe(Layer.provide(NodeContext.layer))
+      TrajectoryStore.layerFile({ root: join(dir, "trajectories") }).pipe(Layer.provide(NodeServices.layer))
     )
 
   it.live("ast-grep rewrites the seeded file: the diff is in the JSONL record", () =>

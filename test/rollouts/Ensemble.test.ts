@@ -1,6 +1,12 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Stream } from "effect"
-import { Agent, AgentError, type AgentEvent, Ensemble, type Model, ModelError, ScriptedModel } from "../../src/index.js"
+import { Effect, Stream } from "effect"
+import * as Agent from "../../src/core/Agent.js"
+import * as AgentError from "../../src/core/AgentError.js"
+import type * as AgentEvent from "../../src/core/AgentEvent.js"
+import * as Ensemble from "../../src/rollouts/Ensemble.js"
+import type * as Model from "../../src/core/Model.js"
+import * as ModelError from "../../src/core/ModelError.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 
 const lastUser = (request: Model.Request): string =>
   (request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? ""
@@ -45,8 +51,7 @@ const agentWith = (architecture: Ensemble.Options) =>
 const runStreamed = (agent: Agent.Agent<Model.Model>, prompt: string) =>
   Effect.gen(function*() {
     const events = yield* Agent.stream(agent, prompt, { sessionId: "e", textDeltas: false }).pipe(
-      Stream.runCollect,
-      Effect.map(Chunk.toArray)
+      Stream.runCollect
     )
     const result = (events.at(-1) as AgentEvent.Of<"RunCompleted">).result
     return { events, result }
@@ -239,7 +244,7 @@ describe("Ensemble", () => {
         Effect.gen(function*() {
           inFlight++
           most = Math.max(most, inFlight)
-          for (let i = 0; i < 20; i++) yield* Effect.yieldNow()
+          for (let i = 0; i < 20; i++) yield* Effect.yieldNow
           inFlight--
           return roles(request)
         })
@@ -409,21 +414,50 @@ describe("Ensemble", () => {
 
   it.effect("invalid options fail with InvalidOptions naming the field", () =>
     Effect.gen(function*() {
-      const bad = [
-        { maxCalls: 0 },
-        { solvers: [] },
-        { solvers: [{ name: "a b", prompt: "x" }] },
-        { solvers: [{ name: "a", prompt: "x" }, { name: "a", prompt: "y" }] },
-        { acceptConfidence: 1.5 },
-        { judgePrompt: "{problem} {answr}" },
-        { maxRound: 3 }
+      const bad: ReadonlyArray<readonly [unknown, string | RegExp]> = [
+        [{ maxCalls: 0 }, "Ensemble: maxCalls must be an integer >= 1, got 0"],
+        [{ solvers: [] }, "Ensemble: solvers must be a non-empty array of solvers, got []"],
+        [
+          { solvers: [{ name: "a b", prompt: "x" }] },
+          `Ensemble: solvers[0].name must be letters and digits joined by single - or _ (a solver's name names its sessions), got "a b"`
+        ],
+        [{ solvers: [{ name: "a" }] }, `Ensemble: solvers[0] needs a prompt or an agent, got {"name":"a"}`],
+        [
+          { solvers: [{ name: "a", prompt: "x" }, { name: "a", prompt: "y" }] },
+          `Ensemble: solvers must have distinct names ("a" is used twice), got [{"name":"a","prompt":"x"},{"name":"a","prompt":"y"}]`
+        ],
+        [{ acceptConfidence: 1.5 }, "Ensemble: acceptConfidence must be a number between 0 and 1, got 1.5"],
+        [{ judgePrompt: "{problem} {answr}" }, /^Ensemble: judgePrompt has unknown placeholder \{answr\}; this template may use \{problem\}/],
+        [{ policy: 3 }, "Ensemble: policy must be a function (Policy), got 3"],
+        [{ maxRound: 3 }, "Ensemble: maxRound is not a known option"]
       ]
-      for (const options of bad) {
+      for (const [options, message] of bad) {
         const error = yield* Effect.flip(Ensemble.make(options as Ensemble.Options))
         expect(error._tag).toBe("InvalidOptions")
         expect(error.module).toBe("Ensemble")
+        if (typeof message === "string") expect(error.message).toBe(message)
+        else expect(error.message).toMatch(message)
+        // One line, whatever was wrong.
+        expect(error.message).not.toContain("\n")
       }
-      const error = yield* Effect.flip(Ensemble.make({ solvers: [{ name: "a", prompt: "x" }, { name: "a", prompt: "y" }] }))
-      expect(error.message).toMatch(/solver names must be distinct/)
     }))
+
+  it.effect("an option given as undefined takes its default; makeUnsafe builds a module-level value or throws", () =>
+    Effect.gen(function*() {
+      const settings: { maxCalls?: number | undefined } = {}
+      const ensemble = yield* Ensemble.make({ solvers, maxCalls: settings.maxCalls, critic: undefined, request: undefined })
+      const result = yield* Agent.run(Agent.make({ name: "t", instructions: "", architecture: ensemble }), "p")
+      expect(result).toMatchObject({ output: "4", modelCalls: 5, metadata: { accepted: true, maxCalls: 10 } })
+
+      const unsafe = Ensemble.makeUnsafe({ solvers, maxRounds: 1 })
+      expect(unsafe.name).toBe("ensemble")
+      let thrown: unknown
+      try {
+        Ensemble.makeUnsafe({ maxCalls: 0 })
+      } catch (error) {
+        thrown = error
+      }
+      expect(thrown).toBeInstanceOf(AgentError.InvalidOptions)
+      expect((thrown as AgentError.InvalidOptions).message).toBe("Ensemble: maxCalls must be an integer >= 1, got 0")
+    }).pipe(Effect.provide(ScriptedModel.layer(rolesScript({ solve: () => "FINAL: 4" })))))
 })

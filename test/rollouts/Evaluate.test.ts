@@ -1,8 +1,12 @@
-import { FileSystem } from "@effect/platform"
-import { NodeContext } from "@effect/platform-node"
+import { NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Schema } from "effect"
-import { Agent, Ensemble, Evaluate, type Model, ModelError, ScriptedModel } from "../../src/index.js"
+import { Effect, FileSystem, Schema } from "effect"
+import * as Agent from "../../src/core/Agent.js"
+import * as Ensemble from "../../src/rollouts/Ensemble.js"
+import * as Evaluate from "../../src/rollouts/Evaluate.js"
+import type * as Model from "../../src/core/Model.js"
+import * as ModelError from "../../src/core/ModelError.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 
 const lastUser = (request: Model.Request): string =>
   (request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? ""
@@ -32,7 +36,7 @@ const tempFiles = Effect.gen(function*() {
   return { fs, data: `${dir}/problems.jsonl`, out: `${dir}/results.jsonl` }
 })
 
-const decodeResultLine = Schema.decodeUnknownSync(Schema.parseJson(Evaluate.ProblemResult))
+const decodeResultLine = Schema.decodeUnknownSync(Schema.fromJsonString(Evaluate.ProblemResult))
 const readResults = (fs: FileSystem.FileSystem, path: string) =>
   Effect.map(fs.readFileString(path), (text) => {
     expect(text.endsWith("\n")).toBe(true)
@@ -40,7 +44,7 @@ const readResults = (fs: FileSystem.FileSystem, path: string) =>
   })
 
 describe("Evaluate", () => {
-  it.scoped("accuracy on a scripted dataset: per-problem JSONL records and a summary", () =>
+  it.effect("accuracy on a scripted dataset: per-problem JSONL records and a summary", () =>
     Effect.gen(function*() {
       const { data, fs, out } = yield* tempFiles
       yield* fs.writeFileString(data, dataset)
@@ -73,9 +77,9 @@ describe("Evaluate", () => {
       expect(Object.keys(raw)).toEqual(expect.arrayContaining(["is_correct", "judge_is_correct", "latency_ms", "session_id", "calls", "rounds"]))
       expect(raw).toMatchObject({ accepted: null, judge_is_correct: null, rounds: null, interrupted: false, calls: 1 })
       expect(Evaluate.formatSummary(report.summary)).toMatch(/^problems +4 of 4 done\naccuracy +75\.0 % \(3 of 4 with a reference\)/)
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.scoped("a malformed line is reported with its line number and skipped; the rest run", () =>
+  it.effect("a malformed line is reported with its line number and skipped; the rest run", () =>
     Effect.gen(function*() {
       const { data, fs } = yield* tempFiles
       yield* fs.writeFileString(
@@ -92,13 +96,16 @@ describe("Evaluate", () => {
       const report = yield* Evaluate.run(data, { agent: solver }).pipe(Effect.provide(ScriptedModel.layer(arithmetic())))
       expect(report.issues.map((issue) => [issue.source, issue.line])).toEqual([["dataset", 2], ["dataset", 4], ["dataset", 5]])
       expect(report.issues[1]!.message).toMatch(/problem/)
+      // One line each, saying what was wrong.
+      expect(report.issues[0]!.message).toMatch(/^not JSON \(.+\)$/)
+      expect(report.issues[1]!.message).toBe("problem is required")
       expect(report.issues[2]!.message).toBe(`id "a" is already used on line 1`)
       expect(report.results.map((r) => [r.id, r.isCorrect])).toEqual([["a", true], ["c", null]])
       // Without a reference a problem is not scored.
       expect(report.summary).toMatchObject({ problems: 2, completed: 2, scored: 1, correct: 1, accuracy: 1, skippedLines: 3 })
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.scoped("resume: problems already recorded are skipped, failed ones run again, the summary covers them all", () =>
+  it.effect("resume: problems already recorded are skipped, failed ones run again, the summary covers them all", () =>
     Effect.gen(function*() {
       const { data, fs, out } = yield* tempFiles
       yield* fs.writeFileString(data, dataset)
@@ -123,9 +130,9 @@ describe("Evaluate", () => {
 
       const third = yield* Evaluate.run(data, { agent: solver, out }).pipe(Effect.provide(ScriptedModel.layer([])))
       expect(third.summary).toMatchObject({ completed: 4, resumed: 4, correct: 4 })
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.scoped("a results file cut mid-write: the partial last line is reported and removed, its problem runs again", () =>
+  it.effect("a results file cut mid-write: the partial last line is reported and removed, its problem runs again", () =>
     Effect.gen(function*() {
       const { data, fs, out } = yield* tempFiles
       yield* fs.writeFileString(data, dataset)
@@ -149,9 +156,9 @@ describe("Evaluate", () => {
       expect(again.issues).toEqual([])
       expect(again.summary.resumed).toBe(3)
       expect((yield* readResults(fs, out)).map((r) => r.id)).toEqual(["p1", "p2", "3", "p4"])
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.scoped("at most `concurrency` problems run at once", () =>
+  it.effect("at most `concurrency` problems run at once", () =>
     Effect.gen(function*() {
       let inFlight = 0
       let most = 0
@@ -159,7 +166,7 @@ describe("Evaluate", () => {
         Effect.gen(function*() {
           inFlight++
           most = Math.max(most, inFlight)
-          for (let i = 0; i < 10; i++) yield* Effect.yieldNow()
+          for (let i = 0; i < 10; i++) yield* Effect.yieldNow
           inFlight--
           return arithmetic()(request)
         })
@@ -169,9 +176,9 @@ describe("Evaluate", () => {
       )
       expect(report.summary.accuracy).toBe(1)
       expect(most).toBe(3)
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.scoped("an Ensemble evaluated with shared references: accepted, rounds and the judge's verdict beside is_correct", () =>
+  it.effect("an Ensemble evaluated with shared references: accepted, rounds and the judge's verdict beside is_correct", () =>
     Effect.gen(function*() {
       const ensemble = yield* Ensemble.make({ maxRounds: 1 })
       const agent = Agent.make({ name: "team", instructions: "", architecture: ensemble })
@@ -201,9 +208,9 @@ describe("Evaluate", () => {
       const blind = yield* Evaluate.runProblems(problems, { agent }).pipe(Effect.provide(ScriptedModel.layer(script)))
       expect(blind.results.map((r) => [r.isCorrect, r.judgeIsCorrect])).toEqual([[true, null], [false, null]])
       expect(blind.summary).toMatchObject({ accuracy: 0.5, judgeAgreement: null })
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.scoped("a missing dataset file and bad options fail with typed errors", () =>
+  it.effect("a missing dataset file and bad options fail with typed errors", () =>
     Effect.gen(function*() {
       const { data } = yield* tempFiles
       const missing = yield* Effect.flip(Evaluate.run(data, { agent: solver }).pipe(Effect.provide(ScriptedModel.layer([]))))
@@ -211,5 +218,27 @@ describe("Evaluate", () => {
       expect(missing.message).toMatch(/cannot read the dataset/)
       const bad = yield* Effect.flip(Evaluate.runProblems([], { agent: solver, concurrency: 0 }).pipe(Effect.provide(ScriptedModel.layer([]))))
       expect(bad).toMatchObject({ _tag: "InvalidOptions", module: "Evaluate" })
-    }).pipe(Effect.provide(NodeContext.layer)))
+      expect(bad.message).toBe("Evaluate: concurrency must be an integer >= 1, got 0")
+      const typo = yield* Effect.flip(
+        Evaluate.runProblems([], { agent: solver, concurency: 2 } as Evaluate.Options<Model.Model>).pipe(Effect.provide(ScriptedModel.layer([])))
+      )
+      expect(typo.message).toBe("Evaluate: concurency is not a known option")
+      const limits = yield* Effect.flip(
+        Evaluate.runProblems([], { agent: solver, budget: { maxCalls: -1 } }).pipe(Effect.provide(ScriptedModel.layer([])))
+      )
+      expect(limits.message).toBe("Evaluate: budget.maxCalls must be a value greater than or equal to 0, got -1")
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.effect("an option given as undefined is as if absent", () =>
+    Effect.gen(function*() {
+      const settings: { concurrency?: number | undefined; out?: string | undefined } = {}
+      const report = yield* Evaluate.runProblems([{ id: "u", problem: "What is 2 + 3?", reference: "5" }], {
+        agent: solver,
+        concurrency: settings.concurrency,
+        out: settings.out,
+        budget: undefined,
+        shareReference: undefined
+      }).pipe(Effect.provide(ScriptedModel.layer(arithmetic())))
+      expect(report.summary).toMatchObject({ completed: 1, correct: 1 })
+    }).pipe(Effect.provide(NodeServices.layer)))
 })

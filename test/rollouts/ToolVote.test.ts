@@ -2,8 +2,13 @@ import { mkdtempSync, readdirSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, FiberRef, Stream } from "effect"
-import { Agent, type AgentEvent, Model, Sandbox, ScriptedModel, ToolVote } from "../../src/index.js"
+import { Effect, Fiber, Stream } from "effect"
+import * as Agent from "../../src/core/Agent.js"
+import type * as AgentEvent from "../../src/core/AgentEvent.js"
+import * as Model from "../../src/core/Model.js"
+import * as Sandbox from "../../src/environment/Sandbox.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as ToolVote from "../../src/rollouts/ToolVote.js"
 import { normalizeAnswer } from "../../src/core/internal/parse.js"
 import { adjustWhenSleeping } from "../support/clock.js"
 import { marker, processesWith } from "../support/processes.js"
@@ -30,8 +35,7 @@ const agentWith = (options: ToolVote.Options) =>
 const streamed = (agent: Agent.Agent<Model.Model | Sandbox.Sandbox>, prompt: string) =>
   Effect.gen(function*() {
     const events = yield* Agent.stream(agent, prompt, { sessionId: "tv", textDeltas: false }).pipe(
-      Stream.runCollect,
-      Effect.map(Chunk.toArray)
+      Stream.runCollect
     )
     return { events, result: (events.at(-1) as AgentEvent.Of<"RunCompleted">).result }
   })
@@ -40,7 +44,7 @@ const progress = (events: ReadonlyArray<AgentEvent.AgentEvent>, name: string) =>
   events.flatMap((event) => (event._tag === "Progress" && event.name === name ? [event] : []))
 
 /** The attempt (from 1) making the model call in flight, from its session id. */
-const attemptOfCall = Effect.map(FiberRef.get(Model.currentCallContext), (context) =>
+const attemptOfCall = Effect.map(Model.currentCallContext, (context) =>
   Number(/__attempt_(\d+)$/.exec(context?.sessionId ?? "")?.[1] ?? 0))
 
 describe("ToolVote with real python3 through the Sandbox", () => {
@@ -151,7 +155,7 @@ describe("ToolVote with real python3 through the Sandbox", () => {
       const agent = yield* agentWith({ attempts: 3 })
       const fiber = yield* Agent.run(agent, "p").pipe(
         Effect.provide(ScriptedModel.layer(() => python(`import time\n# ${mark}\ntime.sleep(60)`))),
-        Effect.fork
+        Effect.forkChild
       )
       while (processesWith(mark).length < 3) yield* Effect.sleep("20 millis")
       yield* Fiber.interrupt(fiber)
@@ -242,7 +246,7 @@ describe("ToolVote protocol and votes", () => {
         Effect.provide(ScriptedModel.layer(() =>
           Effect.map(attemptOfCall, (attempt): ScriptedModel.Turn => (attempt === 2 ? "FINAL: 9" : { text: "FINAL: 1", delay: "1 hour" }))
         )),
-        Effect.fork
+        Effect.forkChild
       )
       yield* adjustWhenSleeping("1 minute")
       const result = yield* Fiber.join(fiber)
@@ -268,12 +272,29 @@ describe("ToolVote protocol and votes", () => {
       expect(failed._tag).toBe("SubAgentFailed")
     }).pipe(Effect.provide(Sandbox.layerTest())))
 
-  it.effect("invalid options fail with InvalidOptions", () =>
+  it.effect("invalid options fail with InvalidOptions, one line naming the field", () =>
     Effect.gen(function*() {
-      for (const options of [{ attempts: 0 }, { pythonTimeout: -1 }, { timeBudget: "soon" }, { systemPrompt: "{nope}" }, { attempt: 3 }]) {
+      const duration = `a positive duration (milliseconds, or a string such as "6 seconds")`
+      const bad: ReadonlyArray<readonly [unknown, string]> = [
+        [{ attempts: 0 }, "ToolVote: attempts must be an integer >= 1, got 0"],
+        [{ pythonTimeout: -1 }, `ToolVote: pythonTimeout must be ${duration}, got -1`],
+        [{ timeBudget: "soon" }, `ToolVote: timeBudget must be ${duration}, got "soon"`],
+        [{ systemPrompt: "{nope}" }, `ToolVote: systemPrompt has unknown placeholder {nope}; this template may use {timeout_seconds}, got "{nope}"`],
+        [{ attempt: 3 }, "ToolVote: attempt is not a known option"]
+      ]
+      for (const [options, message] of bad) {
         const error = yield* Effect.flip(ToolVote.make(options as ToolVote.Options))
-        expect(error).toMatchObject({ _tag: "InvalidOptions", module: "ToolVote" })
+        expect(error).toMatchObject({ _tag: "InvalidOptions", module: "ToolVote", message })
       }
     }))
-})
 
+  it.effect("an option given as undefined takes its default; makeUnsafe builds a module-level value or throws", () =>
+    Effect.gen(function*() {
+      const settings: { attempts?: number | undefined; timeBudget?: number | undefined } = {}
+      const architecture = yield* ToolVote.make({ attempts: 1, maxTurns: settings.attempts, timeBudget: settings.timeBudget })
+      const result = yield* Agent.run(Agent.make({ name: "voter", instructions: "", architecture }), "p")
+      expect(result.output).toBe("5")
+      expect(ToolVote.makeUnsafe({ attempts: 2 }).name).toBe("tool_vote")
+      expect(() => ToolVote.makeUnsafe({ earlyStop: 0 })).toThrow("ToolVote: earlyStop must be an integer >= 1, got 0")
+    }).pipe(Effect.provide(ScriptedModel.layer(["FINAL: 5"])), Effect.provide(Sandbox.layerTest())))
+})

@@ -10,13 +10,12 @@ export * from "./decode.js"
 
 /** An `Agent` passed as an option (checked by identity: agents hold functions and layers). */
 export const AgentSchema = Schema.declare((u: unknown): u is Agent.Agent<unknown> => Agent.isAgent(u), {
-  identifier: "Agent",
   expected: "an agent made with Agent.make"
 })
 
 /** An `Architecture` passed as an option. */
 export const ArchitectureSchema = Schema.declare(
   (u: unknown): u is Architecture.Architecture<unknown> => Architecture.isArchitecture(u),
-  { identifier: "Architecture", expected: "an architecture made with Architecture.make" }
+  { expected: "an architecture made with Architecture.make" }
 )
 

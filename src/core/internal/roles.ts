@@ -48,8 +48,9 @@ export const plain = (name: string): Agent.Agent<never> =>
  * run, an executor step, an attempt) keeps the agent's instructions, tools, turn limit and model.
  */
 export const withArchitecture = <R>(
-  agent: Agent.Agent<unknown>,
+  agent: Architecture.AgentDefinition,
   architecture: Architecture.Architecture<R>
 ): Agent.Agent<R> =>
-  // Cast: the agent's own requirements (its tools') are already provided by whoever runs it.
-  Agent.with_(agent, { architecture }) as unknown as Agent.Agent<R>
+  // Casts: a run's agent (an `AgentDefinition` in `Architecture.Input`) is always an `Agent`, and its own
+  // requirements (its tools') are already provided by whoever runs it.
+  Agent.with_(agent as Agent.Agent<unknown>, { architecture }) as unknown as Agent.Agent<R>

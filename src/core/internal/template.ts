@@ -22,7 +22,7 @@ export const Template = (allowed: ReadonlyArray<string>) =>
     Schema.makeFilter((template: string) => {
       const unknown = placeholders(template).filter((name) => !allowed.includes(name))
       return unknown.length === 0 ||
-        `unknown placeholder${unknown.length > 1 ? "s" : ""} ${unknown.map((name) => `{${name}}`).join(", ")}; ` +
+        `has unknown placeholder${unknown.length > 1 ? "s" : ""} ${unknown.map((name) => `{${name}}`).join(", ")}; ` +
           `this template may use ${allowed.map((name) => `{${name}}`).join(", ")}`
     })
   )

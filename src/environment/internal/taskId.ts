@@ -15,7 +15,7 @@ export const describeUnsafeTaskId = (taskId: string): string =>
 
 /** A task id that is safe as a file name. */
 export const TaskId = Schema.String.check(
-  Schema.makeFilter((taskId: string) => isSafeTaskId(taskId) || describeUnsafeTaskId(taskId), {
+  Schema.makeFilter((taskId: string) => isSafeTaskId(taskId), {
     expected: "a safe task id (1 to 128 letters, digits, '.', '_' or '-', not starting with '.' or '-')"
   })
 )

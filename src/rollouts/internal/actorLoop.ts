@@ -2,7 +2,7 @@
  * The pure parts of an actor-loop step: the prompt with its `<state>` block, and the reading of a model's
  * `<think>`, `<action>` and `<state_update>` blocks. A block that does not parse is recorded, never thrown.
  */
-import { Either } from "effect"
+import { Result } from "effect"
 import * as StateStore from "../../environment/StateStore.js"
 import { extractJson, extractTag, preview } from "../../core/internal/parse.js"
 
@@ -43,11 +43,11 @@ export const parseOutput = (raw: string, reasoning: string | undefined): Parsed 
   const actionText = extractTag(rest, "action")
   if (actionText !== undefined) {
     const parsed = extractJson(actionText)
-    if (Either.isLeft(parsed)) {
+    if (Result.isFailure(parsed)) {
       errors.push("invalid_action_json")
-      details.push(`<action>: ${parsed.left}`)
+      details.push(`<action>: ${parsed.failure}`)
     } else {
-      action = parsed.right
+      action = parsed.success
       const value = Array.isArray(action)
         ? action
         : typeof action === "object" && action !== null
@@ -62,17 +62,17 @@ export const parseOutput = (raw: string, reasoning: string | undefined): Parsed 
   const updateText = extractTag(rest, "state_update")
   if (updateText !== undefined) {
     const parsed = extractJson(updateText, { expect: "object" })
-    if (Either.isLeft(parsed)) {
+    if (Result.isFailure(parsed)) {
       errors.push("invalid_state_update_json")
-      details.push(`<state_update>: ${parsed.left}`)
+      details.push(`<state_update>: ${parsed.failure}`)
     } else {
-      stateUpdateJson = parsed.right
-      const decoded = StateStore.decodeUpdate(parsed.right)
-      if (Either.isLeft(decoded)) {
+      stateUpdateJson = parsed.success
+      const decoded = StateStore.decodeUpdate(parsed.success)
+      if (Result.isFailure(decoded)) {
         errors.push("invalid_state_update_json")
-        details.push(`<state_update>: ${decoded.left} in ${preview(updateText)}`)
+        details.push(`<state_update>: ${decoded.failure} in ${preview(updateText)}`)
       } else {
-        stateUpdate = decoded.right
+        stateUpdate = decoded.success
       }
     }
   }

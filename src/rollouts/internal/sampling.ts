@@ -7,9 +7,9 @@ import * as Model from "../../core/Model.js"
 
 /** `temperature`, `topP`, `maxTokens`, `stop`, `seed` and server-specific `extra` fields. */
 export const RequestOptions = Schema.Struct({
-  temperature: Schema.optional(Schema.Number.pipe(Schema.nonNegative())),
-  topP: Schema.optional(Schema.Number.pipe(Schema.between(0, 1))),
-  maxTokens: Schema.optional(Schema.Int.pipe(Schema.positive())),
+  temperature: Schema.optional(Schema.Number.check(Schema.isGreaterThanOrEqualTo(0))),
+  topP: Schema.optional(Schema.Number.check(Schema.isBetween({ minimum: 0, maximum: 1 }))),
+  maxTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
   stop: Schema.optional(Schema.Array(Schema.String)),
   seed: Schema.optional(Schema.Int),
   extra: Schema.optional(Model.JsonObject)

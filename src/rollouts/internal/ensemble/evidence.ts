@@ -2,7 +2,7 @@
  * What the Ensemble knows about its candidate answers — support, critiques, judgements — and how it decides: the
  * parsers of the critic's and the judge's replies, and the default policy.
  */
-import { Either, Schema } from "effect"
+import { Result, Schema } from "effect"
 import { clamp01, decodeJson, parseScore } from "../../../core/internal/parse.js"
 
 // ---------------------------------------------------------------------------------------------------------
@@ -30,12 +30,12 @@ export interface Judgement {
   readonly parsed: Parsed
 }
 
-const Probability = Schema.Union(Schema.Number, Schema.NumberFromString)
-const Notes = Schema.NullOr(Schema.Union(Schema.String, Schema.Array(Schema.Unknown)))
+const Probability = Schema.Union([Schema.Number, Schema.NumberFromString])
+const Notes = Schema.NullOr(Schema.Union([Schema.String, Schema.Array(Schema.Unknown)]))
 
 const CritiqueJson = Schema.Struct({ risk: Schema.optional(Schema.NullOr(Probability)), notes: Schema.optional(Notes) })
 
-const Verdict = Schema.Union(Schema.Boolean, Schema.Literal("true", "false", "yes", "no", "correct", "incorrect"))
+const Verdict = Schema.Union([Schema.Boolean, Schema.Literals(["true", "false", "yes", "no", "correct", "incorrect"])])
 const JudgementJson = Schema.Struct({
   score: Schema.optional(Schema.NullOr(Probability)),
   confidence: Schema.optional(Schema.NullOr(Probability)),
@@ -61,9 +61,9 @@ export const missingRisk = 0.5
  */
 export const parseCritique = (text: string): Critique => {
   const json = decodeJson(CritiqueJson, text, { expect: "object" })
-  if (Either.isLeft(json)) return { risk: unparsedRisk, notes: text.trim(), parsed: "none" }
-  const risk = json.right.risk
-  return { risk: risk === undefined || risk === null ? missingRisk : clamp01(risk), notes: notesText(json.right.notes), parsed: "json" }
+  if (Result.isFailure(json)) return { risk: unparsedRisk, notes: text.trim(), parsed: "none" }
+  const risk = json.success.risk
+  return { risk: risk === undefined || risk === null ? missingRisk : clamp01(risk), notes: notesText(json.success.notes), parsed: "json" }
 }
 
 /**
@@ -73,10 +73,10 @@ export const parseCritique = (text: string): Critique => {
  */
 export const parseJudgement = (text: string, hasReference: boolean): Judgement => {
   const json = decodeJson(JudgementJson, text, { expect: "object" })
-  if (Either.isLeft(json)) {
+  if (Result.isFailure(json)) {
     return { score: parseScore(text) ?? 0, confidence: 0, isCorrect: null, notes: text.trim(), parsed: "none" }
   }
-  const { confidence, is_correct, notes, score } = json.right
+  const { confidence, is_correct, notes, score } = json.success
   const verdict = is_correct === undefined || is_correct === null
     ? null
     : typeof is_correct === "boolean"

@@ -2,7 +2,7 @@
  * The Ensemble's rounds (see `Ensemble.ts` for the behaviour): solver, critic and judge phases with their calls
  * counted before they start, answers pooled by normalized form, the policy's decision, and the metadata trail.
  */
-import { Effect, FiberRef } from "effect"
+import { Effect } from "effect"
 import * as Agent from "../../../core/Agent.js"
 import { ArchitectureFailed, type SubAgentFailed } from "../../../core/AgentError.js"
 import * as Architecture from "../../../core/Architecture.js"
@@ -116,7 +116,7 @@ export const program = (config: Config) => {
   return (input: Architecture.Input) =>
     Effect.gen(function*() {
       const run = yield* Architecture.CurrentRun
-      const reference = config.reference ?? (yield* FiberRef.get(Reference.currentReference))
+      const reference = config.reference ?? (yield* Reference.currentReference)
       const hasReference = reference !== undefined
       const callsBefore = run.modelCalls
       const used = () => run.modelCalls - callsBefore

@@ -5,7 +5,8 @@
  * mid-write: that partial line is reported and cut off before anything is appended, so it never merges with the
  * next record.
  */
-import { Either, ParseResult, Schema } from "effect"
+import { Result, Schema, SchemaTransformation } from "effect"
+import { describeIssue } from "../../../core/internal/decode.js"
 
 /** A line that was skipped: which file, which line (from 1), and why. */
 export interface Issue {
@@ -15,30 +16,37 @@ export interface Issue {
   readonly message: string
 }
 
-const Id = Schema.Union(Schema.String.pipe(Schema.minLength(1)), Schema.transform(Schema.Number, Schema.String, {
-  strict: true,
-  decode: (n) => String(n),
-  encode: (s) => Number(s)
-}))
-const Reference = Schema.Union(Schema.String, Schema.transform(Schema.Number, Schema.String, {
-  strict: true,
-  decode: (n) => String(n),
-  encode: (s) => Number(s)
-}))
+/** A JSON number read as text (`3` → `"3"`); written back as a number. */
+const NumberAsText = Schema.Number.pipe(
+  Schema.decodeTo(Schema.String, SchemaTransformation.transform({ decode: (n: number) => String(n), encode: (s: string) => Number(s) }))
+)
+const Id = Schema.Union([Schema.String.check(Schema.isMinLength(1, { expected: "a non-empty string" })), NumberAsText])
+const Reference = Schema.Union([Schema.String, NumberAsText])
 
 /** One problem of a dataset. Numbers are accepted for `id` and `reference` and read as text. */
 export const Problem = Schema.Struct({
   id: Id,
-  problem: Schema.String.pipe(Schema.minLength(1, { message: () => "the problem is empty" })),
+  problem: Schema.String.check(Schema.isMinLength(1, { expected: "a non-empty string" })),
   reference: Schema.optional(Schema.NullOr(Reference))
 })
 /** One problem of a dataset. */
 export type Problem = typeof Problem.Type
 
-const problemLine = Schema.decodeUnknownEither(Schema.parseJson(Problem))
+const decodeProblem = Schema.decodeUnknownResult(Problem)
 
-const formatError = (error: ParseResult.ParseError): string =>
-  ParseResult.TreeFormatter.formatErrorSync(error).replace(/\s*\n\s*/g, " ")
+/** A JSON line as a value of `decode`, or what is wrong with it on one line. */
+const decodeLine = <A>(
+  line: string,
+  decode: (json: unknown) => Result.Result<A, Schema.SchemaError>
+): Result.Result<A, string> => {
+  let json: unknown
+  try {
+    json = JSON.parse(line)
+  } catch (error) {
+    return Result.fail(`not JSON (${error instanceof Error ? error.message : String(error)})`)
+  }
+  return Result.mapError(decode(json), (error) => describeIssue(error.issue, json))
+}
 
 /** The problems of a dataset's text, with the lines skipped (malformed, or an id seen before). */
 export const parseDataset = (text: string, path: string): { problems: Array<Problem>; issues: Array<Issue> } => {
@@ -49,18 +57,18 @@ export const parseDataset = (text: string, path: string): { problems: Array<Prob
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!.trim()
     if (line === "") continue
-    const decoded = problemLine(line)
-    if (Either.isLeft(decoded)) {
-      issues.push({ source: "dataset", path, line: i + 1, message: formatError(decoded.left) })
+    const decoded = decodeLine(line, decodeProblem)
+    if (Result.isFailure(decoded)) {
+      issues.push({ source: "dataset", path, line: i + 1, message: decoded.failure })
       continue
     }
-    const first = seen.get(decoded.right.id)
+    const first = seen.get(decoded.success.id)
     if (first !== undefined) {
-      issues.push({ source: "dataset", path, line: i + 1, message: `id ${JSON.stringify(decoded.right.id)} is already used on line ${first}` })
+      issues.push({ source: "dataset", path, line: i + 1, message: `id ${JSON.stringify(decoded.success.id)} is already used on line ${first}` })
       continue
     }
-    seen.set(decoded.right.id, i + 1)
-    problems.push(decoded.right)
+    seen.set(decoded.success.id, i + 1)
+    problems.push(decoded.success)
   }
   return { problems, issues }
 }
@@ -90,27 +98,33 @@ export const ProblemResult = Schema.Struct({
   /** Whether the architecture accepted its answer (Ensemble: judged and accepted); null when it does not say. */
   accepted: Schema.NullOr(Schema.Boolean),
   /** The normalized answer against the normalized reference; null without a reference. */
-  isCorrect: Schema.propertySignature(Schema.NullOr(Schema.Boolean)).pipe(Schema.fromKey("is_correct")),
+  isCorrect: Schema.NullOr(Schema.Boolean),
   /** The architecture's judge's own verdict, beside `isCorrect`; null when there is none. */
-  judgeIsCorrect: Schema.propertySignature(Schema.NullOr(Schema.Boolean)).pipe(Schema.fromKey("judge_is_correct")),
+  judgeIsCorrect: Schema.NullOr(Schema.Boolean),
   calls: Schema.Int,
   rounds: Schema.NullOr(Schema.Int),
-  latencyMs: Schema.propertySignature(Schema.Number).pipe(Schema.fromKey("latency_ms")),
+  latencyMs: Schema.Number,
   tokens: Schema.Int,
   interrupted: Schema.Boolean,
-  interruptionReason: Schema.optional(Schema.String).pipe(Schema.fromKey("interruption_reason")),
+  interruptionReason: Schema.optional(Schema.String),
   /** Why the problem failed (`<ErrorTag>: <message>`); such a problem is run again on resume. */
   error: Schema.optional(Schema.String),
-  sessionId: Schema.propertySignature(Schema.String).pipe(Schema.fromKey("session_id"))
-})
+  sessionId: Schema.String
+}).pipe(Schema.encodeKeys({
+  isCorrect: "is_correct",
+  judgeIsCorrect: "judge_is_correct",
+  latencyMs: "latency_ms",
+  interruptionReason: "interruption_reason",
+  sessionId: "session_id"
+}))
 /** One problem's result. */
 export type ProblemResult = typeof ProblemResult.Type
 
-const ResultLine = Schema.parseJson(ProblemResult)
-const resultLine = Schema.decodeUnknownEither(ResultLine)
+const decodeResult = Schema.decodeUnknownResult(ProblemResult)
+const encodeResultJson = Schema.encodeSync(ProblemResult)
 
 /** A record as one line of JSON (no newline). */
-export const encodeResult: (record: ProblemResult) => string = Schema.encodeSync(ResultLine)
+export const encodeResult = (record: ProblemResult): string => JSON.stringify(encodeResultJson(record))
 
 /** What a results file holds, and how to append to it safely. */
 export interface ResultsFile {
@@ -133,16 +147,16 @@ export const parseResults = (text: string, path: string): ResultsFile => {
   for (let i = 0; i < lines.length; i++) {
     const line = lines[i]!.trim()
     if (line === "") continue
-    const decoded = resultLine(line)
-    if (Either.isLeft(decoded)) issues.push({ source: "results", path, line: i + 1, message: formatError(decoded.left) })
-    else records.push(decoded.right)
+    const decoded = decodeLine(line, decodeResult)
+    if (Result.isFailure(decoded)) issues.push({ source: "results", path, line: i + 1, message: decoded.failure })
+    else records.push(decoded.success)
   }
   let truncateTo: number | undefined
   let needsNewline = false
   if (tail.trim() !== "") {
-    const decoded = resultLine(tail.trim())
-    if (Either.isRight(decoded)) {
-      records.push(decoded.right)
+    const decoded = decodeLine(tail.trim(), decodeResult)
+    if (Result.isSuccess(decoded)) {
+      records.push(decoded.success)
       needsNewline = true
     } else {
       truncateTo = Buffer.byteLength(text) - Buffer.byteLength(tail)

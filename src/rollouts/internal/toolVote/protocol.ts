@@ -4,7 +4,8 @@
  * otherwise the JSON object between the first `{` and the last `}` must name the `python` tool and carry
  * non-empty `code`. Anything else gets the model called again, with a reminder of the protocol.
  */
-import { Either, ParseResult, Schema } from "effect"
+import { Result, Schema } from "effect"
+import { describeIssue } from "../../../core/internal/decode.js"
 import type * as Sandbox from "../../../environment/Sandbox.js"
 import { finalAnswer } from "../../../core/internal/parse.js"
 
@@ -17,7 +18,7 @@ export type Turn =
   | { readonly _tag: "Neither" }
 
 const ToolRequest = Schema.Struct({ tool: Schema.String, code: Schema.optional(Schema.Unknown) })
-const decodeToolRequest = Schema.decodeUnknownEither(ToolRequest)
+const decodeToolRequest = Schema.decodeUnknownResult(ToolRequest)
 
 /** Reads one reply of the model. */
 export const parseTurn = (text: string): Turn => {
@@ -33,13 +34,13 @@ export const parseTurn = (text: string): Turn => {
     return { _tag: "Rejected", reason: `the tool request is not valid JSON (${error instanceof Error ? error.message : String(error)})` }
   }
   const request = decodeToolRequest(json)
-  if (Either.isLeft(request)) {
+  if (Result.isFailure(request)) {
     return {
       _tag: "Rejected",
-      reason: `a tool request is an object with "tool" and "code": ${ParseResult.TreeFormatter.formatErrorSync(request.left)}`
+      reason: `a tool request is an object with "tool" and "code": ${describeIssue(request.failure.issue, json)}`
     }
   }
-  const { code, tool } = request.right
+  const { code, tool } = request.success
   if (tool !== "python") return { _tag: "Rejected", reason: `the tool ${JSON.stringify(tool)} is not available; only "python" is` }
   if (typeof code !== "string" || code.trim() === "") {
     return { _tag: "Rejected", reason: `"code" must be a non-empty string of Python source` }

@@ -1,7 +1,7 @@
 /**
  * Client throughput: requests per second against the loopback OpenAI-compatible server (a separate process, so
  * the server and the client each have a core), keep-alive connections, 64 requests in flight; non-streaming, and
- * streaming with 200 content chunks per answer. valet's `OpenAiCompatible` (undici through `@effect/platform`)
+ * streaming with 200 content chunks per answer. valet's `OpenAiCompatible` (undici through `effect/http`)
  * side by side with the official `openai` package on the same server in the same run. Each cell is the median
  * over fresh worker processes, each warming up before it is timed.
  *

@@ -63,7 +63,7 @@ const main = async () => {
         const result = yield* Agent.run(agent, "Pick a number.")
         const wall = performance.now() - started
         if (result.modelCalls !== calls || result.metadata.accepted !== true) {
-          return yield* Effect.dieMessage(`unexpected run: ${result.modelCalls} calls, accepted ${String(result.metadata.accepted)}`)
+          return yield* Effect.die(new Error(`unexpected run: ${result.modelCalls} calls, accepted ${String(result.metadata.accepted)}`))
         }
         return wall
       })
@@ -128,7 +128,7 @@ const main = async () => {
       const started = performance.now()
       for (let i = 0; i < runs; i++) {
         const result = yield* Effect.orDie(once)
-        if (result.modelCalls !== 27) return yield* Effect.dieMessage(`unexpected scripted run: ${result.modelCalls} calls`)
+        if (result.modelCalls !== 27) return yield* Effect.die(new Error(`unexpected scripted run: ${result.modelCalls} calls`))
       }
       samples.push(((performance.now() - started) * 1000) / runs / 27)
     }

@@ -1,6 +1,6 @@
 /**
  * The client of OpenAI-compatible servers — vLLM (`vllm serve`), OpenAI, llama.cpp server, Ollama, SGLang,
- * LM Studio — as a `Model` layer over `@effect/platform`'s `HttpClient`.
+ * LM Studio — as a `Model` layer over `effect/http`'s `HttpClient`.
  *
  * `POST /v1/chat/completions` for `messages`, `POST /v1/completions` for a raw `prompt`; streamed through SSE
  * (`stream_options.include_usage` always sent); `n`, `seed`, `stop`, tools, `response_format`, log-probabilities
@@ -11,9 +11,9 @@
  *
  * @since 0.1.0
  */
-import { HttpClient } from "@effect/platform"
 import { NodeHttpClient } from "@effect/platform-node"
-import { Config, type ConfigError, Context, Effect, Layer, Option, Redacted, Stream } from "effect"
+import { Config, Context, Effect, Layer, Option, Redacted, Stream } from "effect"
+import { HttpClient } from "effect/http"
 import * as Client from "./internal/openai/client.js"
 import * as Resilience from "./internal/resilience.js"
 import * as Model from "../core/Model.js"
@@ -56,7 +56,7 @@ export interface Service extends Model.Service {
 }
 
 /** The OpenAI-compatible client, provided beside `Model` by this module's layers. */
-export class OpenAiCompatible extends Context.Tag("valet/OpenAiCompatible")<OpenAiCompatible, Service>() {}
+export class OpenAiCompatible extends Context.Service<OpenAiCompatible, Service>()("valet/OpenAiCompatible") {}
 
 const endpointOf = (options: Options): Client.Endpoint => ({
   apiBase: Client.apiBaseOf(options.baseUrl),
@@ -121,9 +121,9 @@ export const config: Config.Config<{
   readonly model: Option.Option<string>
   readonly apiKey: Option.Option<Redacted.Redacted<string>>
 }> = Config.all({
-  baseUrl: Config.string("VALET_BASE_URL"),
-  model: Config.option(Config.nonEmptyString("VALET_MODEL")),
-  apiKey: Config.option(Config.redacted("VALET_API_KEY").pipe(Config.orElse(() => Config.redacted("OPENAI_API_KEY"))))
+  baseUrl: Config.String("VALET_BASE_URL"),
+  model: Config.option(Config.NonEmptyString("VALET_MODEL")),
+  apiKey: Config.option(Config.Redacted("VALET_API_KEY").pipe(Config.orElse(() => Config.Redacted("OPENAI_API_KEY"))))
 })
 
 /**
@@ -132,7 +132,7 @@ export const config: Config.Config<{
  */
 export const layerConfig = (
   options: ResilienceOptions & { readonly headers?: Readonly<Record<string, string>> | undefined } = {}
-): Layer.Layer<Model.Model | OpenAiCompatible, ConfigError.ConfigError | ModelError.ModelError, HttpClient.HttpClient> =>
+): Layer.Layer<Model.Model | OpenAiCompatible, Config.ConfigError | ModelError.ModelError, HttpClient.HttpClient> =>
   provide(Effect.gen(function*() {
     const settings = yield* config
     const base = { ...options, baseUrl: settings.baseUrl, apiKey: Option.getOrUndefined(settings.apiKey) }
@@ -151,5 +151,5 @@ export const layerConfig = (
 /** `layerConfig` with undici's `HttpClient`. */
 export const layerConfigNode = (
   options: ResilienceOptions & { readonly headers?: Readonly<Record<string, string>> | undefined } = {}
-): Layer.Layer<Model.Model | OpenAiCompatible, ConfigError.ConfigError | ModelError.ModelError> =>
+): Layer.Layer<Model.Model | OpenAiCompatible, Config.ConfigError | ModelError.ModelError> =>
   Layer.provide(layerConfig(options), NodeHttpClient.layerUndici)

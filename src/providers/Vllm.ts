@@ -24,9 +24,9 @@
  *
  * @since 0.1.0
  */
-import { FileSystem, HttpClient } from "@effect/platform"
 import { NodeFileSystem, NodeHttpClient } from "@effect/platform-node"
-import { Context, Duration, Effect, Either, Layer, Option, Schema, Stream } from "effect"
+import { Context, Duration, Effect, FileSystem, Layer, Option, Result, Schema, Stream } from "effect"
+import { HttpClient } from "effect/http"
 import * as Client from "./internal/openai/client.js"
 import * as Config from "./internal/vllm/config.js"
 import * as Pool from "./internal/vllm/pool.js"
@@ -111,7 +111,7 @@ export interface Service {
 }
 
 /** The actor pool service, provided beside `Model` by `layer`. */
-export class Vllm extends Context.Tag("valet/Vllm")<Vllm, Service>() {}
+export class Vllm extends Context.Service<Vllm, Service>()("valet/Vllm") {}
 
 /** Options of `layer`. */
 export interface Options {
@@ -140,18 +140,20 @@ const toConfig = (file: Config.PoolFile, path: string, fromFile: boolean): PoolC
   maxAttempts: file.max_attempts
 })
 
+const configError = (path: string, problem: Config.Problem): VllmConfigError =>
+  new VllmConfigError({
+    path,
+    detail: problem.message,
+    ...(problem.field !== undefined ? { field: problem.field } : {}),
+    ...(problem.line !== undefined ? { line: problem.line } : {}),
+    ...(problem.column !== undefined ? { column: problem.column } : {})
+  })
+
 /** Parses the text of a pool file (`path` is only used in errors). */
-export const parseConfig = (text: string, path: string): Either.Either<PoolConfig, VllmConfigError> =>
-  Either.mapBoth(Config.parse(text), {
-    onLeft: (problem) =>
-      new VllmConfigError({
-        path,
-        detail: problem.message,
-        ...(problem.field !== undefined ? { field: problem.field } : {}),
-        ...(problem.line !== undefined ? { line: problem.line } : {}),
-        ...(problem.column !== undefined ? { column: problem.column } : {})
-      }),
-    onRight: (file) => toConfig(file, path, true)
+export const parseConfig = (text: string, path: string): Result.Result<PoolConfig, VllmConfigError> =>
+  Result.mapBoth(Config.parse(text), {
+    onFailure: (problem) => configError(path, problem),
+    onSuccess: (file) => toConfig(file, path, true)
   })
 
 const readPoolFile = (path: string): Effect.Effect<Config.PoolFile | undefined, VllmConfigError, FileSystem.FileSystem> =>
@@ -163,15 +165,8 @@ const readPoolFile = (path: string): Effect.Effect<Config.PoolFile | undefined, 
       Effect.mapError((error) => new VllmConfigError({ path, detail: `cannot read the file: ${error.message}` }))
     )
     const parsed = Config.parse(text)
-    if (Either.isRight(parsed)) return parsed.right
-    const problem = parsed.left
-    return yield* new VllmConfigError({
-      path,
-      detail: problem.message,
-      ...(problem.field !== undefined ? { field: problem.field } : {}),
-      ...(problem.line !== undefined ? { line: problem.line } : {}),
-      ...(problem.column !== undefined ? { column: problem.column } : {})
-    })
+    if (Result.isSuccess(parsed)) return parsed.success
+    return yield* configError(path, parsed.failure)
   })
 
 /** Reads the pool file (the single-actor default when it does not exist). */

@@ -1,7 +1,8 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, ConfigProvider, Deferred, Duration, Effect, Either, Fiber, Layer, Stream } from "effect"
+import { ConfigProvider, Deferred, Duration, Effect, Fiber, Layer, Result, Stream, Tracer } from "effect"
 import { Model, ModelError, OpenAiCompatible } from "../../src/index.js"
+import { trackSleeps } from "../support/clock.js"
 import * as Server from "../support/openAiServer.js"
 import { adjustWhenSleepingFor, eventually, realDelay } from "../support/testClockIo.js"
 
@@ -12,23 +13,27 @@ const clientLayer = (server: Server.LoopbackServer, options: Partial<OpenAiCompa
     Layer.provide(NodeHttpClient.layerUndici)
   )
 
-/** Starts a loopback server, then runs `body` with a client of it. */
+/** Starts a loopback server, then runs `body` with a client of it (the `TestClock`'s sleeps tracked from the start). */
 const withServer = <A, E>(
   body: (server: Server.LoopbackServer) => Effect.Effect<A, E, Client>,
   options: { readonly server?: Server.Options; readonly client?: Partial<OpenAiCompatible.Options> } = {}
-) => Effect.flatMap(Server.make(options.server), (server) => Effect.provide(body(server), clientLayer(server, options.client)))
+) =>
+  Effect.andThen(
+    trackSleeps,
+    Effect.flatMap(Server.make(options.server), (server) => Effect.provide(body(server), clientLayer(server, options.client)))
+  )
 
 const chat = (content: string, extra: Partial<Model.Request> = {}): Model.Request => ({
   messages: [Model.user(content)],
   ...extra
 })
 
-const collect = (request: Model.Request) => Model.stream(request).pipe(Stream.runCollect, Effect.map(Chunk.toArray))
+const collect = (request: Model.Request) => Model.stream(request).pipe(Stream.runCollect)
 
 const completions = (server: Server.LoopbackServer) => server.requests.filter((r) => r.path !== "/health").length
 
 describe("OpenAiCompatible: recorded payloads", () => {
-  it.scoped("chat stream with a final usage chunk: text, usage 71/10/81, and accumulate = generate", () =>
+  it.effect("chat stream with a final usage chunk: text, usage 71/10/81, and accumulate = generate", () =>
     withServer((server) =>
       Effect.gen(function*() {
         const recorded = Server.fixture("chat-stream-usage.sse")
@@ -49,7 +54,7 @@ describe("OpenAiCompatible: recorded payloads", () => {
       })
     ))
 
-  it.scoped("vLLM tool-call stream: name, joined arguments, usage 226/20/246, stop_reason 128008; accumulate = generate", () =>
+  it.effect("vLLM tool-call stream: name, joined arguments, usage 226/20/246, stop_reason 128008; accumulate = generate", () =>
     withServer((server) =>
       Effect.gen(function*() {
         const recorded = Server.fixture("chat-stream-tool-call-vllm.sse")
@@ -77,7 +82,7 @@ describe("OpenAiCompatible: recorded payloads", () => {
       })
     ))
 
-  it.scoped("vLLM completion: exact text, length finish, usage 9/200/209; its stream accumulates to the same", () =>
+  it.effect("vLLM completion: exact text, length finish, usage 9/200/209; its stream accumulates to the same", () =>
     withServer((server) =>
       Effect.gen(function*() {
         const recorded = JSON.parse(Server.fixture("vllm-completion.json"))
@@ -97,7 +102,7 @@ describe("OpenAiCompatible: recorded payloads", () => {
       })
     ))
 
-  it.scoped("GET /v1/models lists the served models", () =>
+  it.effect("GET /v1/models lists the served models", () =>
     withServer((server) =>
       Effect.gen(function*() {
         server.enqueue("/v1/models", Server.json(Server.fixture("vllm-models.json")))
@@ -107,7 +112,7 @@ describe("OpenAiCompatible: recorded payloads", () => {
       })
     ))
 
-  it.scoped("both vLLM error shapes (nested, flat) with a context-length message → ContextLengthExceeded, not retried", () =>
+  it.effect("both vLLM error shapes (nested, flat) with a context-length message → ContextLengthExceeded, not retried", () =>
     withServer((server) =>
       Effect.gen(function*() {
         server.enqueue(
@@ -126,7 +131,7 @@ describe("OpenAiCompatible: recorded payloads", () => {
 })
 
 describe("OpenAiCompatible: requests on the wire", () => {
-  it.scoped("snake_case body: tools, tool_choice, sampling, response_format, extra passed through untouched", () =>
+  it.effect("snake_case body: tools, tool_choice, sampling, response_format, extra passed through untouched", () =>
     withServer((server) =>
       Effect.gen(function*() {
         yield* Model.generate({
@@ -179,7 +184,7 @@ describe("OpenAiCompatible: requests on the wire", () => {
       })
     ))
 
-  it.scoped("streaming always sends stream_options.include_usage; the key goes in a Bearer header", () =>
+  it.effect("streaming always sends stream_options.include_usage; the key goes in a Bearer header", () =>
     withServer((server) =>
       Effect.gen(function*() {
         yield* collect(chat("hi"))
@@ -192,7 +197,7 @@ describe("OpenAiCompatible: requests on the wire", () => {
         expect(server.requests.map((r) => r.headers.authorization)).toEqual(["Bearer sk-test", "Bearer sk-test"])
       }), { client: { apiKey: "sk-test" } }))
 
-  it.scoped("each call runs in its own span, whose trace context reaches the server (traceparent)", () =>
+  it.effect("each call runs in its own span, whose trace context reaches the server (traceparent)", () =>
     withServer((server) =>
       Effect.gen(function*() {
         yield* Model.generate(chat("hi")).pipe(Effect.withSpan("caller"))
@@ -204,7 +209,36 @@ describe("OpenAiCompatible: requests on the wire", () => {
       })
     ))
 
-  it.scoped("a base URL with or without /v1 reaches the same paths", () =>
+  it.effect("the model call's span is the only one: no HTTP client span per request (its cost is not paid)", () =>
+    withServer(() =>
+      Effect.gen(function*() {
+        const spans: Array<string> = []
+        const tracer = Tracer.make({
+          span(options) {
+            spans.push(options.name)
+            return new Tracer.NativeSpan(options)
+          }
+        })
+        yield* Model.generate(chat("hi")).pipe(Effect.provideService(Tracer.Tracer, tracer))
+        yield* collect(chat("hi")).pipe(Effect.provideService(Tracer.Tracer, tracer))
+        expect(spans).toEqual(["valet/OpenAiCompatible.generate", "valet/OpenAiCompatible.stream"])
+      })
+    ))
+
+  it.effect("connections are reused (undici keep-alive): 20 calls one after the other, streamed or not, on two connections at most", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        for (let i = 0; i < 10; i++) {
+          yield* Model.generate(chat("hi"))
+          yield* collect(chat("hi"))
+        }
+        expect(completions(server)).toBe(20)
+        // undici may open a second connection while the first one's response is being released, then reuses both.
+        expect(server.connections()).toBeLessThanOrEqual(2)
+      })
+    ))
+
+  it.effect("a base URL with or without /v1 reaches the same paths", () =>
     Effect.gen(function*() {
       const server = yield* Server.make()
       for (const baseUrl of [server.url, `${server.url}/`, `${server.url}/v1`, `${server.url}/v1/`]) {
@@ -216,7 +250,7 @@ describe("OpenAiCompatible: requests on the wire", () => {
 })
 
 describe("OpenAiCompatible: decoding what servers send", () => {
-  it.scoped("n = 3: interleaved chunks, each by its index, accumulate to three full choices equal to generate", () =>
+  it.effect("n = 3: interleaved chunks, each by its index, accumulate to three full choices equal to generate", () =>
     withServer(() =>
       Effect.gen(function*() {
         const chunks = yield* collect(chat("three", { n: 3 }))
@@ -232,7 +266,7 @@ describe("OpenAiCompatible: decoding what servers send", () => {
       })
     ))
 
-  it.scoped("null content is \"\", \"\" tool arguments are kept, a missing id is made up the same both ways, extra fields ignored", () =>
+  it.effect("null content is \"\", \"\" tool arguments are kept, a missing id is made up the same both ways, extra fields ignored", () =>
     withServer((server) =>
       Effect.gen(function*() {
         server.enqueue("/v1/chat/completions", Server.json({
@@ -258,7 +292,7 @@ describe("OpenAiCompatible: decoding what servers send", () => {
       })
     ))
 
-  it.scoped("reasoning (2026) and reasoning_content (2025) deltas both become reasoning", () =>
+  it.effect("reasoning (2026) and reasoning_content (2025) deltas both become reasoning", () =>
     withServer((server) =>
       Effect.gen(function*() {
         const events = (field: string) => [
@@ -275,7 +309,7 @@ describe("OpenAiCompatible: decoding what servers send", () => {
       })
     ))
 
-  it.scoped("chat log-probabilities decode to tokens with their alternatives", () =>
+  it.effect("chat log-probabilities decode to tokens with their alternatives", () =>
     withServer((server) =>
       Effect.gen(function*() {
         server.enqueue("/v1/chat/completions", Server.json({
@@ -297,7 +331,7 @@ describe("OpenAiCompatible: decoding what servers send", () => {
 })
 
 describe("OpenAiCompatible: errors", () => {
-  it.scoped("401 → Unauthorized, 404 on the model → ModelNotFound, other 4xx → InvalidRequest; none retried", () =>
+  it.effect("401 → Unauthorized, 404 on the model → ModelNotFound, other 4xx → InvalidRequest; none retried", () =>
     withServer((server) =>
       Effect.gen(function*() {
         server.enqueue(
@@ -316,7 +350,7 @@ describe("OpenAiCompatible: errors", () => {
       })
     ))
 
-  it.scoped("malformed JSON → MalformedResponse carrying the start of the body", () =>
+  it.effect("malformed JSON → MalformedResponse carrying the start of the body", () =>
     withServer((server) =>
       Effect.gen(function*() {
         const body = `{"id": "x", "choices": [${"oops ".repeat(200)}`
@@ -332,7 +366,7 @@ describe("OpenAiCompatible: errors", () => {
         expect(completions(server)).toBe(2)
       }), { client: { maxAttempts: 3 } }))
 
-  it.scoped("an error inside a 200 stream → the typed error, not a short answer", () =>
+  it.effect("an error inside a 200 stream → the typed error, not a short answer", () =>
     withServer((server) =>
       Effect.gen(function*() {
         server.enqueue("/v1/chat/completions", Server.sse([
@@ -343,13 +377,13 @@ describe("OpenAiCompatible: errors", () => {
           { error: { message: "engine died", type: "InternalServerError", code: 500 } },
           "[DONE]"
         ]))
-        const exit = yield* Model.stream(chat("a")).pipe(Stream.runCollect, Effect.either)
-        expect(Either.isLeft(exit) && exit.left).toBeInstanceOf(ModelError.ContextLengthExceeded)
+        const exit = yield* Model.stream(chat("a")).pipe(Stream.runCollect, Effect.result)
+        expect(Result.isFailure(exit) && exit.failure).toBeInstanceOf(ModelError.ContextLengthExceeded)
         const second = yield* Effect.flip(Model.accumulate(Model.stream(chat("b"))))
         expect(second).toEqual(new ModelError.ServerError({ status: 500, message: "engine died" }))
       }), { client: { maxAttempts: 1 } }))
 
-  it.scoped("a stream cut after three chunks → Transport error, and no retry once chunks were yielded", () =>
+  it.effect("a stream cut after three chunks → Transport error, and no retry once chunks were yielded", () =>
     withServer((server) =>
       Effect.gen(function*() {
         const recorded = Server.fixture("chat-stream-usage.sse")
@@ -361,7 +395,7 @@ describe("OpenAiCompatible: errors", () => {
         expect(completions(server)).toBe(1)
       }), { client: { maxAttempts: 3 } }))
 
-  it.scoped("a stream that ends cleanly without [DONE] is an error too", () =>
+  it.effect("a stream that ends cleanly without [DONE] is an error too", () =>
     withServer((server) =>
       Effect.gen(function*() {
         server.enqueue("/v1/chat/completions", Server.sse([{ id: "s", model: "m", choices: [{ index: 0, delta: { content: "Hel" } }] }]))
@@ -371,7 +405,7 @@ describe("OpenAiCompatible: errors", () => {
         }))
       }), { client: { maxAttempts: 1 } }))
 
-  it.scoped("nobody listening → Transport", () =>
+  it.effect("nobody listening → Transport", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(Model.generate(chat("a"))).pipe(
         Effect.provide(OpenAiCompatible.layerNode({ baseUrl: "http://127.0.0.1:1", model: "m", maxAttempts: 1 }))
@@ -382,11 +416,11 @@ describe("OpenAiCompatible: errors", () => {
 })
 
 describe("OpenAiCompatible: resilience (TestClock)", () => {
-  it.scoped("429 with Retry-After: 2 is retried after exactly 2 s, then succeeds", () =>
+  it.effect("429 with Retry-After: 2 is retried after exactly 2 s, then succeeds", () =>
     withServer((server) =>
       Effect.gen(function*() {
         server.enqueue("/v1/chat/completions", Server.json({ error: { message: "slow down" } }, { status: 429, headers: { "retry-after": "2" } }))
-        const fiber = yield* Effect.fork(Model.generate(chat("a")))
+        const fiber = yield* Effect.forkChild(Model.generate(chat("a")))
         yield* adjustWhenSleepingFor({ delayMs: 2000, adjustMs: 1999 })
         yield* realDelay(50)
         expect(completions(server)).toBe(1)
@@ -396,11 +430,11 @@ describe("OpenAiCompatible: resilience (TestClock)", () => {
         expect(completions(server)).toBe(2)
       }), { client: { attemptTimeout: Duration.infinity } }))
 
-  it.scoped("500 twice then 200 → success after 3 attempts, with growing jittered waits", () =>
+  it.effect("500 twice then 200 → success after 3 attempts, with growing jittered waits", () =>
     withServer((server) =>
       Effect.gen(function*() {
         server.enqueue("/v1/chat/completions", Server.text(500, "boom"), Server.json({ error: { message: "still down" } }, { status: 503 }))
-        const fiber = yield* Effect.fork(Model.generate(chat("a")))
+        const fiber = yield* Effect.forkChild(Model.generate(chat("a")))
         // First wait: 100 ms ± 20 %; second: 200 ms ± 20 %.
         yield* adjustWhenSleepingFor({ withinMs: 121 })
         yield* eventually(() => completions(server) === 2, "the second attempt")
@@ -410,22 +444,22 @@ describe("OpenAiCompatible: resilience (TestClock)", () => {
         expect(completions(server)).toBe(3)
       }), { client: { attemptTimeout: Duration.infinity, initialDelay: "100 millis", maxAttempts: 3 } }))
 
-  it.scoped("retries stop after maxAttempts with the last error", () =>
+  it.effect("retries stop after maxAttempts with the last error", () =>
     withServer((server) =>
       Effect.gen(function*() {
         server.enqueue("/v1/chat/completions", Server.text(500, "a"), Server.text(502, "b"))
-        const fiber = yield* Effect.fork(Effect.flip(Model.generate(chat("a"))))
+        const fiber = yield* Effect.forkChild(Effect.flip(Model.generate(chat("a"))))
         yield* adjustWhenSleepingFor({ withinMs: 1000 })
         const error = yield* Fiber.join(fiber)
         expect(error).toEqual(new ModelError.ServerError({ status: 502, message: "b" }))
         expect(completions(server)).toBe(2)
       }), { client: { attemptTimeout: Duration.infinity, maxAttempts: 2 } }))
 
-  it.scoped("a socket that never answers → Timeout after the per-attempt timeout (then retried)", () =>
+  it.effect("a socket that never answers → Timeout after the per-attempt timeout (then retried)", () =>
     withServer((server) =>
       Effect.gen(function*() {
         server.enqueue("/v1/chat/completions", Server.stall, Server.stall)
-        const fiber = yield* Effect.fork(Effect.flip(Model.generate(chat("a"))))
+        const fiber = yield* Effect.forkChild(Effect.flip(Model.generate(chat("a"))))
         yield* eventually(() => completions(server) === 1, "the first request")
         yield* adjustWhenSleepingFor({ delayMs: 5000 })
         yield* eventually(() => server.closedEarly() === 1, "the first request to be aborted")
@@ -437,11 +471,11 @@ describe("OpenAiCompatible: resilience (TestClock)", () => {
         yield* eventually(() => server.closedEarly() === 2, "the second request to be aborted")
       }), { client: { attemptTimeout: "5 seconds", maxAttempts: 2 } }))
 
-  it.scoped("a stream silent before its first chunk → Timeout after the per-attempt timeout (the request aborted)", () =>
+  it.effect("a stream silent before its first chunk → Timeout after the per-attempt timeout (the request aborted)", () =>
     withServer((server) =>
       Effect.gen(function*() {
         server.enqueue("/v1/chat/completions", Server.stall)
-        const fiber = yield* Effect.fork(Effect.flip(Model.accumulate(Model.stream(chat("a")))))
+        const fiber = yield* Effect.forkChild(Effect.flip(Model.accumulate(Model.stream(chat("a")))))
         yield* eventually(() => completions(server) === 1, "the request")
         yield* adjustWhenSleepingFor({ delayMs: 5000 })
         expect(yield* Fiber.join(fiber)).toEqual(
@@ -450,7 +484,7 @@ describe("OpenAiCompatible: resilience (TestClock)", () => {
         yield* eventually(() => server.closedEarly() === 1, "the request to be aborted")
       }), { client: { attemptTimeout: "5 seconds", maxAttempts: 1 } }))
 
-  it.scoped("a stream that goes silent after its first chunks → Timeout once the attempt timeout passes without a chunk; not retried", () =>
+  it.effect("a stream that goes silent after its first chunks → Timeout once the attempt timeout passes without a chunk; not retried", () =>
     withServer((server) =>
       Effect.gen(function*() {
         server.enqueue("/v1/chat/completions", Server.sseText(Server.fixture("chat-stream-usage.sse"), { hangAfter: 3 }))
@@ -458,12 +492,12 @@ describe("OpenAiCompatible: resilience (TestClock)", () => {
         const fiber = yield* Model.stream(chat("a")).pipe(
           Stream.runForEach((chunk) => Effect.sync(() => seen.push(chunk))),
           Effect.flip,
-          Effect.fork
+          Effect.forkChild
         )
         yield* eventually(() => seen.length === 3, "three chunks")
         yield* adjustWhenSleepingFor({ withinMs: 5001, adjustMs: 4999 })
         yield* realDelay(50)
-        expect(fiber.unsafePoll()).toBeNull()
+        expect(fiber.pollUnsafe()).toBeUndefined()
         yield* adjustWhenSleepingFor({ withinMs: 5001, adjustMs: 1 })
         const error = yield* Fiber.join(fiber)
         expect(error).toBeInstanceOf(ModelError.Timeout)
@@ -471,22 +505,22 @@ describe("OpenAiCompatible: resilience (TestClock)", () => {
         yield* eventually(() => server.closedEarly() === 1, "the request to be aborted")
       }), { client: { attemptTimeout: "5 seconds", maxAttempts: 3 } }))
 
-  it.scoped("a slow but steady stream is not timed out: the attempt timeout restarts at every chunk", () =>
+  it.effect("a slow but steady stream is not timed out: the attempt timeout restarts at every chunk", () =>
     withServer((server) =>
       Effect.gen(function*() {
         const pieces = [0, 1, 2, 3].map((i) => ({ id: "s", model: "m", choices: [{ index: 0, delta: { content: `w${i} ` } }] }))
         // The server runs on the same TestClock: each piece is sent 3 s after the previous one (12 s in all).
         server.enqueue("/v1/chat/completions", Server.sse([...pieces, "[DONE]"], { pieceDelayMs: 3000 }))
-        const fiber = yield* Effect.fork(Model.accumulate(Model.stream(chat("a"))))
+        const fiber = yield* Effect.forkChild(Model.accumulate(Model.stream(chat("a"))))
         for (let i = 0; i < 5; i++) yield* adjustWhenSleepingFor({ delayMs: 3000 })
         expect(Model.text(yield* Fiber.join(fiber))).toBe("w0 w1 w2 w3 ")
       }), { client: { attemptTimeout: "5 seconds", maxAttempts: 1 } }))
 
-  it.scoped("the per-call timeout bounds all attempts", () =>
+  it.effect("the per-call timeout bounds all attempts", () =>
     withServer((server) =>
       Effect.gen(function*() {
         server.enqueue("/v1/chat/completions", Server.stall)
-        const fiber = yield* Effect.fork(Effect.flip(Model.generate(chat("a"))))
+        const fiber = yield* Effect.forkChild(Effect.flip(Model.generate(chat("a"))))
         yield* eventually(() => completions(server) === 1, "the request")
         yield* adjustWhenSleepingFor({ delayMs: 3000 })
         const error = yield* Fiber.join(fiber)
@@ -494,11 +528,11 @@ describe("OpenAiCompatible: resilience (TestClock)", () => {
         expect(error.message).toBe("the call did not finish within 3s (the per-call timeout, retries included)")
       }), { client: { attemptTimeout: "1 minute", callTimeout: "3 seconds" } }))
 
-  it.scoped("a stream's per-call timeout covers its attempts and the waits between them", () =>
+  it.effect("a stream's per-call timeout covers its attempts and the waits between them", () =>
     withServer((server) =>
       Effect.gen(function*() {
         server.enqueue("/v1/chat/completions", Server.text(503, "warming up"), Server.stall)
-        const fiber = yield* Effect.fork(Effect.flip(Model.accumulate(Model.stream(chat("a")))))
+        const fiber = yield* Effect.forkChild(Effect.flip(Model.accumulate(Model.stream(chat("a")))))
         // The retry waits ~500 ms, then the second attempt stalls until the deadline at 3 s.
         yield* adjustWhenSleepingFor({ withinMs: 1000 })
         yield* eventually(() => completions(server) === 2, "the second attempt")
@@ -511,31 +545,31 @@ describe("OpenAiCompatible: resilience (TestClock)", () => {
         yield* eventually(() => server.closedEarly() === 1, "the stalled request to be aborted")
       }), { client: { attemptTimeout: "1 minute", callTimeout: "3 seconds" } }))
 
-  it.scoped("a stream whose retry would wait past the deadline (Retry-After: 10) fails at the deadline", () =>
+  it.effect("a stream whose retry would wait past the deadline (Retry-After: 10) fails at the deadline", () =>
     withServer((server) =>
       Effect.gen(function*() {
         server.enqueue("/v1/chat/completions", Server.json({ error: { message: "busy" } }, { status: 429, headers: { "retry-after": "10" } }))
-        const fiber = yield* Effect.fork(Effect.flip(Model.accumulate(Model.stream(chat("a")))))
+        const fiber = yield* Effect.forkChild(Effect.flip(Model.accumulate(Model.stream(chat("a")))))
         yield* adjustWhenSleepingFor({ delayMs: 3000 })
         expect((yield* Fiber.join(fiber)).message).toBe("the call did not finish within 3s (the per-call timeout, retries included)")
         expect(completions(server)).toBe(1)
       }), { client: { attemptTimeout: "1 minute", callTimeout: "3 seconds" } }))
 
-  it.scoped("a stream that fails before its first chunk is retried", () =>
+  it.effect("a stream that fails before its first chunk is retried", () =>
     withServer((server) =>
       Effect.gen(function*() {
         server.enqueue("/v1/chat/completions", Server.text(503, "warming up"))
-        const fiber = yield* Effect.fork(Model.accumulate(Model.stream(chat("a"))))
+        const fiber = yield* Effect.forkChild(Model.accumulate(Model.stream(chat("a"))))
         yield* adjustWhenSleepingFor({ withinMs: 1000 })
         expect(Model.text(yield* Fiber.join(fiber))).toMatch(/^Word0/)
         expect(completions(server)).toBe(2)
       }), { client: { attemptTimeout: Duration.infinity } }))
 
-  it.scoped("maxInFlight caps concurrent requests to the endpoint", () =>
+  it.effect("maxInFlight caps concurrent requests to the endpoint", () =>
     withServer((server) =>
       Effect.gen(function*() {
         server.enqueue("/v1/chat/completions", Server.stall, Server.stall, Server.stall)
-        const fibers = yield* Effect.forEach([1, 2, 3], () => Effect.fork(Model.generate(chat("a"))))
+        const fibers = yield* Effect.forEach([1, 2, 3], () => Effect.forkChild(Model.generate(chat("a"))))
         yield* eventually(() => completions(server) === 2, "two requests")
         yield* realDelay(100)
         expect(completions(server)).toBe(2)
@@ -552,19 +586,21 @@ describe("OpenAiCompatible: interruption", () => {
         const first = yield* Deferred.make<void>()
         const fiber = yield* Model.stream(chat("a")).pipe(
           Stream.runForEach((chunk) => (chunk._tag === "TextDelta" ? Deferred.succeed(first, undefined) : Effect.void)),
-          Effect.fork
+          Effect.forkChild
         )
         yield* Deferred.await(first)
         expect(server.closedEarly()).toBe(0)
         yield* Fiber.interrupt(fiber)
-        yield* server.closedEarlySignal.pipe(Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => "the server never saw the close" }))
+        yield* server.closedEarlySignal.pipe(
+          Effect.timeoutOrElse({ duration: "5 seconds", orElse: () => Effect.fail("the server never saw the close") })
+        )
         expect(server.closedEarly()).toBe(1)
       })
     ).pipe(Effect.scoped))
 })
 
 describe("OpenAiCompatible: configuration", () => {
-  it.scoped("layerConfig reads VALET_BASE_URL, VALET_MODEL and the key (Redacted), falling back to OPENAI_API_KEY", () =>
+  it.effect("layerConfig reads VALET_BASE_URL, VALET_MODEL and the key (Redacted), falling back to OPENAI_API_KEY", () =>
     Effect.gen(function*() {
       const server = yield* Server.make()
       const run = (env: Record<string, string>) =>
@@ -574,7 +610,7 @@ describe("OpenAiCompatible: configuration", () => {
           return client
         }).pipe(
           Effect.provide(OpenAiCompatible.layerConfigNode()),
-          Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
+          Effect.provideService(ConfigProvider.ConfigProvider, ConfigProvider.fromUnknown(env))
         )
       const first = yield* run({ VALET_BASE_URL: server.url, VALET_MODEL: "qwen", VALET_API_KEY: "k1", OPENAI_API_KEY: "k2" })
       expect(first.model).toBe("qwen")
@@ -597,7 +633,10 @@ describe("OpenAiCompatible: configuration", () => {
   it.effect("the API key never shows when the options are printed", () =>
     Effect.gen(function*() {
       const settings = yield* OpenAiCompatible.config.pipe(
-        Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["VALET_BASE_URL", "http://x"], ["VALET_API_KEY", "sk-secret"]])))
+        Effect.provideService(
+          ConfigProvider.ConfigProvider,
+          ConfigProvider.fromUnknown({ VALET_BASE_URL: "http://x", VALET_API_KEY: "sk-secret" })
+        )
       )
       expect(JSON.stringify(settings)).not.toContain("sk-secret")
       expect(String(settings.apiKey)).not.toContain("sk-secret")

@@ -1,9 +1,10 @@
-import { FileSystem } from "@effect/platform"
-import { NodeContext, NodeHttpClient } from "@effect/platform-node"
+import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Effect, Either, Layer, Stream, TestClock } from "effect"
+import { Effect, FileSystem, Layer, Result, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import { healthOf } from "../../src/providers/internal/vllm/pool.js"
-import { Model, ModelError, Vllm } from "../../src/index.js"
+import { Model, ModelError } from "../../src/index.js"
+import * as Vllm from "../../src/providers/Vllm.js"
 import * as Server from "../support/openAiServer.js"
 
 /** Writes a pool file in a temporary directory and answers its path. */
@@ -14,10 +15,10 @@ const poolFile = (text: string) =>
     const path = `${dir}/vllm_actors.yaml`
     yield* fs.writeFileString(path, text)
     return path
-  }).pipe(Effect.provide(NodeContext.layer))
+  }).pipe(Effect.provide(NodeServices.layer))
 
 const poolLayer = (options: Vllm.Options) =>
-  Vllm.layer(options).pipe(Layer.provide(Layer.merge(NodeHttpClient.layerUndici, NodeContext.layer)))
+  Vllm.layer(options).pipe(Layer.provide(Layer.merge(NodeHttpClient.layerUndici, NodeServices.layer)))
 
 const ask = (content: string): Model.Request => ({ messages: [Model.user(content)] })
 
@@ -26,7 +27,7 @@ const configError = (text: string) =>
     Effect.map(Effect.flip(Effect.provide(Vllm.Vllm, poolLayer({ configPath: path }))), (error) => ({ error, path })))
 
 describe("Vllm: the pool file", () => {
-  it.scoped("a missing file is one actor `default` at http://127.0.0.1:8000", () =>
+  it.effect("a missing file is one actor `default` at http://127.0.0.1:8000", () =>
     Effect.gen(function*() {
       const pool = yield* Vllm.Vllm
       expect(pool.config.fromFile).toBe(false)
@@ -42,7 +43,7 @@ describe("Vllm: the pool file", () => {
       expect([pool.config.timeoutSec, pool.config.maxTokens]).toEqual([60, 512])
     }).pipe(Effect.provide(poolLayer({ configPath: "/nonexistent/vllm_actors.yaml" }))))
 
-  it.scoped("a bad value: the error names the field and its line", () =>
+  it.effect("a bad value: the error names the field and its line", () =>
     Effect.gen(function*() {
       const { error, path } = yield* configError(
         "actors:\n  - name: a\n    base_url: http://127.0.0.1:8000\n  - name: b\n    base_url: 127.0.0.1:8001\n"
@@ -52,7 +53,7 @@ describe("Vllm: the pool file", () => {
       expect(error.message).toBe(`${path}:5:15: actors[1].base_url: not a URL: "127.0.0.1:8001"`)
     }))
 
-  it.scoped("wrong types, unknown keys, duplicate names, missing actors, bad YAML: each with its line", () =>
+  it.effect("wrong types, unknown keys, duplicate names, missing actors, bad YAML: each with its line", () =>
     Effect.gen(function*() {
       const cases: Array<[string, Record<string, unknown>]> = [
         ["actors:\n  - name: a\n    base_url: http://x:1\n    tensor_parallel_size: two\n", { field: "actors[0].tensor_parallel_size", line: 4 }],
@@ -71,7 +72,25 @@ describe("Vllm: the pool file", () => {
       expect(error.message).toMatch(/^.*:2:1: not valid YAML: /)
     }))
 
-  it.scoped("an unknown actor name fails with the list of known ones", () =>
+  it.effect("each problem reads as one line: where, the field, the rule and the value", () =>
+    Effect.sync(() => {
+      const message = (text: string) => {
+        const parsed = Vllm.parseConfig(text, "pool.yaml")
+        return Result.isFailure(parsed) ? parsed.failure.message : "accepted"
+      }
+      const actor = "actors:\n  - name: a\n    base_url: http://x:1\n"
+      expect(message(`${actor}    tensor_parallel_size: two\n`)).toBe(
+        "pool.yaml:4:27: actors[0].tensor_parallel_size: must be a number, got \"two\""
+      )
+      expect(message(`${actor}    gpu_id: 1.5\n`)).toBe("pool.yaml:4:13: actors[0].gpu_id: must be an integer >= 0, got 1.5")
+      expect(message(`${actor}    api: grpc\n`)).toBe("pool.yaml:4:10: actors[0].api: must be \"openai\" or \"generate\", got \"grpc\"")
+      expect(message(`${actor}timeout_sec: -5\n`)).toBe("pool.yaml:4:14: timeout_sec: must be a number > 0, got -5")
+      expect(message("actors:\n  - name: a\n    base_ur: http://x:1\n")).toBe("pool.yaml:3:14: actors[0].base_ur: is not a known key")
+      expect(message("timeout_sec: 30\n")).toBe("pool.yaml:1:1: actors: is required")
+      expect(message("actors: []\n")).toBe("pool.yaml:1:9: actors: at least one actor is needed")
+    }))
+
+  it.effect("an unknown actor name fails with the list of known ones", () =>
     Effect.gen(function*() {
       const path = yield* poolFile("actors:\n  - name: a0\n    base_url: http://127.0.0.1:1\n  - name: a1\n    base_url: http://127.0.0.1:2\n")
       const error = yield* Effect.flip(Effect.provide(Vllm.Vllm, poolLayer({ configPath: path, actorName: "a2" })))
@@ -81,7 +100,7 @@ describe("Vllm: the pool file", () => {
 })
 
 describe("Vllm: the legacy /generate server", () => {
-  it.scoped("strips the echoed prompt, never sends `model`, sends the pool's max_tokens", () =>
+  it.effect("strips the echoed prompt, never sends `model`, sends the pool's max_tokens", () =>
     Effect.gen(function*() {
       const server = yield* Server.make({ api: "generate" })
       const path = yield* poolFile(`actors:\n  - name: legacy\n    base_url: ${server.url}\n    api: generate\nmax_tokens: 128\n`)
@@ -98,7 +117,7 @@ describe("Vllm: the legacy /generate server", () => {
       expect(sent.map((r) => r.body)).toEqual([{ prompt: "Once upon a time", temperature: 0.5, seed: 3, stop: ["\n"], max_tokens: 128 }])
     }))
 
-  it.scoped("the loopback legacy server really refuses unknown keys (500), as vLLM's does", () =>
+  it.effect("the loopback legacy server really refuses unknown keys (500), as vLLM's does", () =>
     Effect.gen(function*() {
       const server = yield* Server.make({ api: "generate" })
       const path = yield* poolFile(`actors:\n  - name: legacy\n    base_url: ${server.url}\n    api: generate\n    max_in_flight: 1\nmax_attempts: 1\n`)
@@ -108,12 +127,12 @@ describe("Vllm: the legacy /generate server", () => {
       expect(error).toEqual(new ModelError.ServerError({ status: 500, message: "Internal Server Error" }))
     }))
 
-  it.scoped("streams cumulative newline-separated JSON as deltas; accumulate = generate; n = 2", () =>
+  it.effect("streams cumulative newline-separated JSON as deltas; accumulate = generate; n = 2", () =>
     Effect.gen(function*() {
       const server = yield* Server.make({ api: "generate" })
       const path = yield* poolFile(`actors:\n  - name: legacy\n    base_url: ${server.url}\n    api: generate\n`)
       const program = Effect.gen(function*() {
-        const chunks = yield* Model.stream({ prompt: "Hi", n: 2 }).pipe(Stream.runCollect, Effect.map(Chunk.toArray))
+        const chunks = yield* Model.stream({ prompt: "Hi", n: 2 }).pipe(Stream.runCollect)
         const deltas = chunks.filter((c) => c._tag === "TextDelta" && c.index === 0).map((c) => (c as { text: string }).text)
         expect(deltas).toEqual(["Word0", " word1", " word2", " word3", " word4", " word5", " word6", " word7"])
         const streamed = yield* Model.accumulate(Stream.fromIterable(chunks))
@@ -124,7 +143,7 @@ describe("Vllm: the legacy /generate server", () => {
       expect(server.requests.filter((r) => r.path === "/generate")[0]!.body).toEqual({ prompt: "Hi", stream: true, n: 2, max_tokens: 512 })
     }))
 
-  it.scoped("accepts {choices: [{text}]} and chat-shaped answers; chat messages become a transcript", () =>
+  it.effect("accepts {choices: [{text}]} and chat-shaped answers; chat messages become a transcript", () =>
     Effect.gen(function*() {
       const server = yield* Server.make({ api: "generate" })
       server.enqueue(
@@ -142,7 +161,7 @@ describe("Vllm: the legacy /generate server", () => {
       expect(server.requests.filter((r) => r.path === "/generate")[1]!.body.prompt).toBe("System: Be kind.\n\nUser: Hi\n\nAssistant:")
     }))
 
-  it.scoped("tools cannot go to a /generate actor: InvalidRequest, nothing sent", () =>
+  it.effect("tools cannot go to a /generate actor: InvalidRequest, nothing sent", () =>
     Effect.gen(function*() {
       const server = yield* Server.make({ api: "generate" })
       const path = yield* poolFile(`actors:\n  - name: legacy\n    base_url: ${server.url}\n    api: generate\n`)
@@ -156,7 +175,7 @@ describe("Vllm: the legacy /generate server", () => {
 })
 
 describe("Vllm: API detection and routing", () => {
-  it.scoped("without `api`, GET /v1/models decides once per actor (openai: model detected too) and is remembered", () =>
+  it.effect("without `api`, GET /v1/models decides once per actor (openai: model detected too) and is remembered", () =>
     Effect.gen(function*() {
       const modern = yield* Server.make({ api: "openai", model: "served-model" })
       const legacy = yield* Server.make({ api: "generate" })
@@ -181,7 +200,7 @@ describe("Vllm: API detection and routing", () => {
       expect(legacy.requests.map((r) => r.path)).toEqual(["/v1/models", "/generate", "/generate", "/generate", "/health"])
     }))
 
-  it.scoped("two actors: 100 requests spread across both (fewest in flight, then fewest sent)", () =>
+  it.effect("two actors: 100 requests spread across both (fewest in flight, then fewest sent)", () =>
     Effect.gen(function*() {
       const a = yield* Server.make()
       const b = yield* Server.make()
@@ -196,7 +215,7 @@ describe("Vllm: API detection and routing", () => {
       expect(Math.min(...served)).toBeGreaterThanOrEqual(40)
     }))
 
-  it.scoped("an actor whose /health fails is skipped; when all are down the call fails with a Transport error naming them", () =>
+  it.effect("an actor whose /health fails is skipped; when all are down the call fails with a Transport error naming them", () =>
     Effect.gen(function*() {
       const up = yield* Server.make()
       const down = yield* Server.make({ unhealthy: true })
@@ -232,7 +251,7 @@ describe("Vllm: health", () => {
     expect(healthOf(503, "")).toEqual({ healthy: false, detail: "HTTP 503" })
   })
 
-  it.scoped("an actor that does not answer is unhealthy with the connection error, and its API stays unknown", () =>
+  it.effect("an actor that does not answer is unhealthy with the connection error, and its API stays unknown", () =>
     Effect.gen(function*() {
       const path = yield* poolFile("actors:\n  - name: gone\n    base_url: http://127.0.0.1:1\n")
       const [status] = yield* Vllm.health("gone").pipe(Effect.provide(poolLayer({ configPath: path })))
@@ -240,7 +259,7 @@ describe("Vllm: health", () => {
       expect(status!.detail).toMatch(/^GET http:\/\/127\.0\.0\.1:1\/health: /)
     }))
 
-  it.scoped("the shipped configs/vllm_actors.yaml is valid", () =>
+  it.effect("the shipped configs/vllm_actors.yaml is valid", () =>
     Effect.gen(function*() {
       const config = yield* Vllm.loadConfig("configs/vllm_actors.yaml")
       expect(config.fromFile).toBe(true)
@@ -248,11 +267,11 @@ describe("Vllm: health", () => {
         ["actor0", "http://127.0.0.1:8000", undefined],
         ["actor1", "http://127.0.0.1:8001", "generate"]
       ])
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
   it.effect("parseConfig reads a file's text", () =>
     Effect.sync(() => {
       const parsed = Vllm.parseConfig("actors:\n  - name: x\n    base_url: http://h:8000\n    gpu_id: 1\n", "inline.yaml")
-      expect(Either.isRight(parsed) && parsed.right.actors[0]).toMatchObject({ name: "x", gpuId: 1, tensorParallelSize: 1 })
+      expect(Result.isSuccess(parsed) && parsed.success.actors[0]).toMatchObject({ name: "x", gpuId: 1, tensorParallelSize: 1 })
     }))
 })

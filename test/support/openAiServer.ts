@@ -1,6 +1,6 @@
 /**
- * A loopback OpenAI-compatible and vLLM-compatible server, built with `@effect/platform`'s `HttpRouter` and
- * `NodeHttpServer`, for the client tests and the benchmarks.
+ * A loopback OpenAI-compatible and vLLM-compatible server, built with `effect/http`'s `HttpServer` (served by
+ * `NodeHttpServer`), for the client tests and the benchmarks.
  *
  * - By default it answers like a small model: `/v1/chat/completions` and `/v1/completions` (JSON or SSE with
  *   `[DONE]`, `n` choices interleaved, usage when asked), `/v1/models`, `/health`, and — with `api: "generate"` or
@@ -14,13 +14,13 @@
  * Importable from `test/` and `bench/`, and runnable as a process for benchmarks:
  * `npx tsx test/support/openAiServer.ts --port 0 --latency-ms 0 --chunks 200` prints `listening on <url>`.
  */
-import { HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer, NodeHttpServerRequest, NodeRuntime } from "@effect/platform-node"
+import { Deferred, Duration, Effect, Layer, type Scope, Stream } from "effect"
+import { HttpServerRequest, HttpServerResponse } from "effect/http"
 import { readFileSync } from "node:fs"
 import { createServer } from "node:http"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { Deferred, Duration, Effect, Layer, type Scope, Stream } from "effect"
 
 // ---------------------------------------------------------------------------------------------------------
 // Replies
@@ -304,7 +304,7 @@ export const make = (options: Options = {}): Effect.Effect<LoopbackServer, never
             // Let the pieces reach the client, then cut the connection without ending the chunked body.
             pieces = Stream.concat(
               pieces,
-              Stream.execute(Effect.async<void>((resume) => {
+              Stream.fromEffectDrain(Effect.callback<void>((resume) => {
                 setTimeout(() => {
                   socket.destroy()
                   resume(Effect.void)
@@ -407,12 +407,12 @@ export const make = (options: Options = {}): Effect.Effect<LoopbackServer, never
         } catch {
           body = raw
         }
-        requests.push({ method: request.method, path, headers: request.headers, body })
+        requests.push({ method: request.method, path, headers: { ...request.headers }, body })
         const response = NodeHttpServerRequest.toServerResponse(request)
         response.on("close", () => {
           if (!response.writableFinished) {
             closedEarly++
-            Deferred.unsafeDone(closedSignal, Effect.void)
+            Deferred.doneUnsafe(closedSignal, Effect.void)
           }
         })
         if (delayed && latency > 0) yield* Effect.sleep(Duration.millis(latency))
@@ -422,28 +422,37 @@ export const make = (options: Options = {}): Effect.Effect<LoopbackServer, never
 
     const openai = api === "openai" || api === "both"
     const generate = api === "generate" || api === "both"
-    const router = HttpRouter.empty.pipe(
-      HttpRouter.post("/v1/chat/completions", handle("/v1/chat/completions", (b) => (openai ? chatDefault(b) : notFound), true)),
-      HttpRouter.post("/v1/completions", handle("/v1/completions", (b) => (openai ? completionDefault(b) : notFound), true)),
-      HttpRouter.get("/v1/models", handle("/v1/models", () =>
+    const routes: Record<string, Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest>> = {
+      "POST /v1/chat/completions": handle("/v1/chat/completions", (b) => (openai ? chatDefault(b) : notFound), true),
+      "POST /v1/completions": handle("/v1/completions", (b) => (openai ? completionDefault(b) : notFound), true),
+      "GET /v1/models": handle("/v1/models", () =>
         openai
           ? json({ object: "list", data: [{ id: servedModel, object: "model", created: 1_700_000_000, owned_by: "vllm", max_model_len: 4096 }] })
-          : notFound, false)),
-      HttpRouter.post("/generate", handle("/generate", (b) => (generate ? generateDefault(b) : notFound), true)),
-      HttpRouter.get("/health", handle("/health", () => (healthy ? text(200, "") : text(503, "")), false))
-    )
+          : notFound, false),
+      "POST /generate": handle("/generate", (b) => (generate ? generateDefault(b) : notFound), true),
+      "GET /health": handle("/health", () => (healthy ? text(200, "") : text(503, "")), false)
+    }
+    // Interruptible: `NodeHttpServer` runs handlers uninterruptibly, so a `stall` could be neither aborted by the
+    // client nor stopped when the server's scope closes.
+    const app = Effect.interruptible(Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+      const path = request.url.split("?")[0]!
+      return routes[`${request.method} ${path}`] ?? Effect.succeed(HttpServerResponse.jsonUnsafe({ detail: "Not Found" }, { status: 404 }))
+    }))
 
     let connections = 0
-    const server = yield* NodeHttpServer.make(() => {
-      const node = createServer()
-      node.on("connection", () => void connections++)
-      return node
-    }, { port: options.port ?? 0, host: "127.0.0.1" }).pipe(
-      Effect.orDie
-    )
-    yield* server.serve(router)
+    const node = createServer()
+    node.on("connection", () => void connections++)
+    // No graceful shutdown: it waits on the clock in context (a TestClock that may never move) and for requests that
+    // a fault (`stall`) keeps open forever. Closing the scope cuts every connection instead.
+    const server = yield* NodeHttpServer.make(() => node, {
+      port: options.port ?? 0,
+      host: "127.0.0.1",
+      disablePreemptiveShutdown: true
+    }).pipe(Effect.orDie)
+    yield* server.serve(app)
+    yield* Effect.addFinalizer(() => Effect.sync(() => node.closeAllConnections()))
     const address = server.address
-    const url = address._tag === "TcpAddress" ? `http://127.0.0.1:${address.port}` : "http://127.0.0.1"
+    const url = address._tag !== "UnixPathAddress" ? `http://127.0.0.1:${address.port}` : "http://127.0.0.1"
 
     return {
       url,
@@ -479,7 +488,7 @@ const main = () => {
     yield* Effect.sync(() => console.log(`listening on ${server.url}`))
     return yield* Effect.never
   })
-  NodeRuntime.runMain(Layer.launch(Layer.scopedDiscard(program)) as Effect.Effect<never>)
+  NodeRuntime.runMain(Layer.launch(Layer.effectDiscard(program)))
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) main()

@@ -1,13 +1,16 @@
-import { Chunk, Clock, Effect, TestClock } from "effect"
+import { Clock, Effect } from "effect"
+import { TestClock } from "effect/testing"
+import { sleeps, trackSleeps } from "./clock.js"
 
 /**
  * Helpers for `TestClock` tests that also do real I/O (a loopback server). `adjustWhenSleeping` in `clock.ts`
  * yields to other fibers only, which never lets a socket deliver anything; these wait in real time instead.
+ * Call `trackSleeps` (clock.ts) at the start of such a test, before anything sleeps.
  */
 
 /** Waits `ms` of real time (not the `TestClock`'s). */
 export const realDelay = (ms: number): Effect.Effect<void> =>
-  Effect.async<void>((resume) => {
+  Effect.callback<void>((resume) => {
     const timer = setTimeout(() => resume(Effect.void), ms)
     return Effect.sync(() => clearTimeout(timer))
   })
@@ -19,7 +22,7 @@ export const eventually = (condition: () => boolean, what: string, timeoutMs = 5
       if (condition()) return
       yield* realDelay(5)
     }
-    return yield* Effect.dieMessage(`timed out waiting for: ${what}`)
+    return yield* Effect.die(new Error(`timed out waiting for: ${what}`))
   })
 
 /**
@@ -32,10 +35,10 @@ export const adjustWhenSleepingFor = (options: {
   readonly adjustMs?: number
 }): Effect.Effect<void> =>
   Effect.gen(function*() {
+    yield* trackSleeps
     for (let waited = 0; waited < 5_000; waited += 5) {
       const now = yield* Clock.currentTimeMillis
-      const sleeps = Chunk.toReadonlyArray(yield* TestClock.sleeps())
-      const match = sleeps.find((wakeAt) =>
+      const match = (yield* sleeps).find((wakeAt) =>
         // Jittered waits make the clock fractional: compare to a microsecond.
         options.delayMs !== undefined ? Math.abs(wakeAt - now - options.delayMs) < 0.001 : wakeAt - now < (options.withinMs ?? Infinity)
       )
@@ -43,6 +46,8 @@ export const adjustWhenSleepingFor = (options: {
       yield* realDelay(5)
     }
     const now = yield* Clock.currentTimeMillis
-    const sleeps = Chunk.toReadonlyArray(yield* TestClock.sleeps()).map((s) => s - now)
-    return yield* Effect.dieMessage(`no fiber went to sleep on the TestClock for ${JSON.stringify(options)} (sleeps in: ${sleeps.join(", ")})`)
+    const pending = (yield* sleeps).map((s) => s - now)
+    return yield* Effect.die(
+      new Error(`no fiber went to sleep on the TestClock for ${JSON.stringify(options)} (sleeps in: ${pending.join(", ")})`)
+    )
   })

@@ -10,25 +10,26 @@
  * - an optional cap on requests in flight, held for a stream until it ends.
  *
  * Streams are built from channels without per-element stages (`Channel.unwrap` instead of `Stream.unwrap`, the
- * watchdog instead of `Stream.timeoutFail` / `Stream.interruptWhen`): each stage costs a few microseconds per
- * network read, and a streamed answer is hundreds of reads.
+ * watchdog instead of `Stream.timeoutOrElse` / `Stream.interruptWhen`): each stage costs a little per network
+ * read, and a streamed answer is hundreds of reads.
  */
-import { Channel, type Chunk, Clock, Duration, Effect, Option, Schedule, type Scope, Stream } from "effect"
+import { Channel, Clock, Duration, Effect, Pull, Schedule, type Scope, Semaphore, Stream } from "effect"
+import type { NonEmptyReadonlyArray } from "effect/Array"
 import type * as Model from "../../core/Model.js"
 import * as ModelError from "../../core/ModelError.js"
 
 /** Retries, timeouts and the in-flight cap of a provider. Every field is optional. */
 export interface Options {
   /** How long one attempt may take (a stream: until its first chunk, and then between chunks). Default 60 s. */
-  readonly attemptTimeout?: Duration.DurationInput | undefined
+  readonly attemptTimeout?: Duration.Input | undefined
   /** How long the whole call may take, all attempts and waits included. Default: no limit beyond the attempts'. */
-  readonly callTimeout?: Duration.DurationInput | undefined
+  readonly callTimeout?: Duration.Input | undefined
   /** Attempts in all, the first included (1: no retries). Default 3. */
   readonly maxAttempts?: number | undefined
   /** The wait before the first retry; it doubles after each retry, with ±20 % jitter. Default 500 ms. */
-  readonly initialDelay?: Duration.DurationInput | undefined
+  readonly initialDelay?: Duration.Input | undefined
   /** The longest wait between attempts (a server's `Retry-After` may ask for more and is honoured). Default 30 s. */
-  readonly maxDelay?: Duration.DurationInput | undefined
+  readonly maxDelay?: Duration.Input | undefined
   /** Which errors to retry. Default: `error.retryable` (rate limits, 5xx, timeouts, broken connections). */
   readonly retryOn?: ((error: ModelError.ModelError) => boolean) | undefined
   /** At most this many requests in flight to the endpoint; more wait their turn. Default: no cap. */
@@ -47,21 +48,22 @@ export const defaults = {
  * The retry schedule: exponential from `initialDelay`, jittered, capped at `maxDelay`, at most `maxAttempts - 1`
  * retries, only while the error is one to retry, and never sooner than a `RateLimited` error's `retryAfterMs`.
  */
-export const retrySchedule = (options: Options): Schedule.Schedule<unknown, ModelError.ModelError> => {
-  const maxDelay = Duration.decode(options.maxDelay ?? defaults.maxDelay)
+export const retrySchedule = (options: Options): Schedule.Schedule<Duration.Duration, ModelError.ModelError> => {
+  const maxDelay = Duration.fromInputUnsafe(options.maxDelay ?? defaults.maxDelay)
   const retryOn = options.retryOn ?? ModelError.isRetryable
   const retries = Math.max(0, Math.floor(options.maxAttempts ?? defaults.maxAttempts) - 1)
   return Schedule.exponential(options.initialDelay ?? defaults.initialDelay, 2).pipe(
     Schedule.jittered,
-    Schedule.modifyDelay((_, delay) => Duration.min(delay, maxDelay)),
-    Schedule.intersect(Schedule.recurs(retries)),
-    Schedule.intersect(Schedule.identity<ModelError.ModelError>()),
-    Schedule.modifyDelay(([, error], delay) =>
-      error._tag === "RateLimited" && error.retryAfterMs !== undefined
-        ? Duration.max(delay, Duration.millis(error.retryAfterMs))
-        : delay
-    ),
-    Schedule.whileInput(retryOn)
+    Schedule.setInputType<ModelError.ModelError>(),
+    Schedule.modifyDelay(({ duration, input }) => {
+      const capped = Duration.min(duration, maxDelay)
+      return Effect.succeed(
+        input._tag === "RateLimited" && input.retryAfterMs !== undefined
+          ? Duration.max(capped, Duration.millis(input.retryAfterMs))
+          : capped
+      )
+    }),
+    Schedule.while(({ attempt, input }) => attempt <= retries && retryOn(input))
   )
 }
 
@@ -103,30 +105,30 @@ const noWatchdog: Watchdog = { touch: () => {}, explain: (error) => error }
  * Starts a watchdog for the life of the scope: when the attempt stays silent for `control.idle`, or the call's
  * deadline passes, it runs `abort` once (which aborts the request, so the attempt's read fails, and `explain`
  * turns that failure into the timeout). One fiber per attempt waking once per period, reading the `Clock` (so
- * `TestClock` drives it); `Stream.timeoutFail` instead races a new fiber and timer on every pull, which cost a
- * quarter of the client's CPU on a 200-chunk stream.
+ * `TestClock` drives it); a timeout per pull (`Stream.timeoutOrElse`) instead races a timer on every pull, which
+ * cost a quarter of the client's CPU on a 200-chunk stream on effect 3.
  */
-export const watchdog = (control: StreamControl, abort: Effect.Effect<void>): Effect.Effect<Watchdog, never, Scope.Scope> => {
+export const watchdog = (control: StreamControl, abort: Effect.Effect<void>, scope: Scope.Scope): Effect.Effect<Watchdog> => {
   const idle = control.idle
   const deadline = control.deadline
   if (idle === undefined && deadline === undefined) return Effect.succeed(noWatchdog)
   return Effect.clockWith((clock) =>
     Effect.gen(function*() {
       const idleMillis = idle !== undefined ? Duration.toMillis(idle) : Infinity
-      let last = clock.unsafeCurrentTimeMillis()
+      let last = clock.currentTimeMillisUnsafe()
       let fired: "idle" | "call" | undefined = undefined
       const loop: Effect.Effect<void> = Effect.suspend(() => {
-        const now = clock.unsafeCurrentTimeMillis()
+        const now = clock.currentTimeMillisUnsafe()
         if (deadline !== undefined && now >= deadline) fired = "call"
         else if (now - last >= idleMillis) fired = "idle"
         if (fired !== undefined) return abort
         const wake = Math.min(last + idleMillis, deadline ?? Infinity)
-        return Effect.zipRight(Effect.sleep(Duration.millis(wake - now)), loop)
+        return Effect.andThen(Effect.sleep(Duration.millis(wake - now)), loop)
       })
-      yield* Effect.forkScoped(loop)
+      yield* Effect.forkIn(loop, scope)
       return {
         touch: () => {
-          last = clock.unsafeCurrentTimeMillis()
+          last = clock.currentTimeMillisUnsafe()
         },
         explain: (error) => (fired !== undefined ? control.timeoutError(fired) : error)
       }
@@ -153,31 +155,31 @@ export const uncontrolled: StreamControl = {
 
 /** Wraps one-attempt operations with retries, timeouts and the in-flight cap. */
 export const make = (attempt: Attempt, options: Options = {}): Effect.Effect<Model.Service> =>
-  Effect.map(
-    options.maxInFlight !== undefined ? Effect.map(Effect.makeSemaphore(Math.max(1, options.maxInFlight)), Option.some) : Effect.succeed(Option.none()),
-    (semaphore) => makeWith(attempt, options, Option.getOrUndefined(semaphore))
-  )
+  options.maxInFlight !== undefined
+    ? Effect.map(Semaphore.make(Math.max(1, options.maxInFlight)), (semaphore) => makeWith(attempt, options, semaphore))
+    : Effect.sync(() => makeWith(attempt, options, undefined))
+
+type Out = Channel.Channel<NonEmptyReadonlyArray<Model.Chunk>, ModelError.ModelError, void, unknown, unknown, unknown>
 
 /** `make` with a semaphore shared with other callers (one per endpoint). */
 export const makeWith = (
   attempt: Attempt,
   options: Options,
-  semaphore: Effect.Semaphore | undefined
+  semaphore: Semaphore.Semaphore | undefined
 ): Model.Service => {
-  const attemptTimeout = Duration.decode(options.attemptTimeout ?? defaults.attemptTimeout)
-  const callTimeout = options.callTimeout !== undefined ? Duration.decode(options.callTimeout) : undefined
+  const attemptTimeout = Duration.fromInputUnsafe(options.attemptTimeout ?? defaults.attemptTimeout)
+  const callTimeout = options.callTimeout !== undefined ? Duration.fromInputUnsafe(options.callTimeout) : undefined
   const schedule = retrySchedule(options)
   const bounded = Duration.isFinite(attemptTimeout)
   const idle = bounded ? attemptTimeout : undefined
   const timeoutError = (kind: "idle" | "call") =>
     kind === "call" && callTimeout !== undefined ? callTimeoutError(callTimeout) : attemptTimeoutError(attemptTimeout)
+  const onAttemptTimeout = () => Effect.fail(attemptTimeoutError(attemptTimeout))
+  const onCallTimeout = () => Effect.fail(callTimeoutError(callTimeout!))
 
   const oneGenerate = (request: Model.Request): Effect.Effect<Model.Response, ModelError.ModelError> => {
     const call = bounded
-      ? Effect.timeoutFail(attempt.generate(request), {
-        duration: attemptTimeout,
-        onTimeout: () => attemptTimeoutError(attemptTimeout)
-      })
+      ? Effect.timeoutOrElse(attempt.generate(request), { duration: attemptTimeout, orElse: onAttemptTimeout })
       : attempt.generate(request)
     return semaphore !== undefined ? semaphore.withPermits(1)(call) : call
   }
@@ -185,23 +187,21 @@ export const makeWith = (
   const generate = (request: Model.Request): Effect.Effect<Model.Response, ModelError.ModelError> => {
     const retried = Effect.retry(oneGenerate(request), schedule)
     return callTimeout !== undefined
-      ? Effect.timeoutFail(retried, { duration: callTimeout, onTimeout: () => callTimeoutError(callTimeout) })
+      ? Effect.timeoutOrElse(retried, { duration: callTimeout, orElse: onCallTimeout })
       : retried
   }
-
-  type Out = Channel.Channel<Chunk.Chunk<Model.Chunk>, unknown, ModelError.ModelError, unknown, unknown, unknown>
 
   const oneStream = (request: Model.Request, control: StreamControl): Out => {
     const body = Stream.toChannel(attempt.stream(request, control))
     if (semaphore === undefined) return body
-    return Channel.unwrapScoped(
+    return Channel.unwrap(
       Effect.as(Effect.acquireRelease(semaphore.take(1), () => semaphore.release(1)), body)
     )
   }
 
   const stream = (request: Model.Request): Stream.Stream<Model.Chunk, ModelError.ModelError> =>
     Stream.fromChannel(Channel.unwrap(Effect.gen(function*() {
-      const driver = yield* Schedule.driver(schedule)
+      const step = yield* Schedule.toStepWithSleep(schedule)
       const deadline = callTimeout !== undefined ? (yield* Clock.currentTimeMillis) + Duration.toMillis(callTimeout) : undefined
       let emitted = false
       const control: StreamControl = {
@@ -212,21 +212,23 @@ export const makeWith = (
           emitted = true
         }
       }
-      // The wait before a retry counts against the call's deadline too.
+      // The schedule sleeps before it answers: the wait before a retry counts against the call's deadline too.
+      const decide = (error: ModelError.ModelError): Effect.Effect<"retry" | "done"> =>
+        Pull.matchEffect(step(error), {
+          onSuccess: () => Effect.succeed("retry" as const),
+          onFailure: () => Effect.succeed("done" as const),
+          onDone: () => Effect.succeed("done" as const)
+        })
       const next = (error: ModelError.ModelError): Effect.Effect<"retry" | "done" | "deadline"> =>
         deadline === undefined
-          ? Effect.match(driver.next(error), { onFailure: () => "done" as const, onSuccess: () => "retry" as const })
+          ? decide(error)
           : Effect.flatMap(Clock.currentTimeMillis, (now) =>
-            driver.next(error).pipe(
-              Effect.timeoutTo({
-                duration: Duration.millis(Math.max(0, deadline - now)),
-                onTimeout: () => "deadline" as const,
-                onSuccess: () => "retry" as const
-              }),
-              Effect.orElseSucceed(() => "done" as const)
-            ))
+            Effect.timeoutOrElse(decide(error), {
+              duration: Duration.millis(Math.max(0, deadline - now)),
+              orElse: () => Effect.succeed("deadline" as const)
+            }))
       const loop = (): Out =>
-        Channel.catchAll(oneStream(request, control), (error) =>
+        Channel.catch(oneStream(request, control), (error) =>
           emitted ? Channel.fail(error) : Channel.unwrap(Effect.map(next(error), (decision) =>
             decision === "retry" ? loop() : Channel.fail(decision === "deadline" ? timeoutError("call") : error)
           )))

@@ -2,9 +2,10 @@
  * One attempt of an OpenAI-compatible call: build the HTTP request, send it, decode the answer (JSON or SSE).
  * Retries, timeouts and the in-flight cap are added around it by `../resilience.ts`.
  */
-import * as Sse from "@effect/experimental/Sse"
-import { HttpClient, type HttpClientError, HttpClientRequest, type HttpClientResponse, HttpTraceContext } from "@effect/platform"
-import { Cause, Channel, Chunk, Clock, Effect, Either, ExecutionStrategy, Exit, ParseResult, Redacted, Schema, Scope, Stream } from "effect"
+import { Cause, Channel, Clock, Context, Effect, Exit, Pull, Redacted, Result, Schema, Scope, Stream, Tracer } from "effect"
+import type { NonEmptyReadonlyArray } from "effect/Array"
+import { Sse } from "effect/encoding"
+import { HttpClient, type HttpClientError, HttpClientRequest, type HttpClientResponse, HttpTraceContext } from "effect/http"
 import type * as Model from "../../../core/Model.js"
 import * as ModelError from "../../../core/ModelError.js"
 import type * as Resilience from "../resilience.js"
@@ -41,21 +42,22 @@ export const apiBaseOf = (baseUrl: string): string => {
 /** The server root of an API base (for `/health`): the base without a trailing `/v1`. */
 export const rootOf = (apiBase: string): string => apiBase.replace(/\/v1$/, "")
 
-const decodeChatCompletion = Schema.decodeUnknownEither(Wire.ChatCompletion)
-const decodeCompletion = Schema.decodeUnknownEither(Wire.Completion)
-const decodeChatChunk = Schema.decodeUnknownEither(Wire.ChatChunk)
-const decodeCompletionChunk = Schema.decodeUnknownEither(Wire.CompletionChunk)
-const decodeModelList = Schema.decodeUnknownEither(Wire.ModelList)
+const decodeChatCompletion = Schema.decodeUnknownResult(Wire.ChatCompletion)
+const decodeCompletion = Schema.decodeUnknownResult(Wire.Completion)
+const decodeChatChunk = Schema.decodeUnknownResult(Wire.ChatChunk)
+const decodeCompletionChunk = Schema.decodeUnknownResult(Wire.CompletionChunk)
+const decodeModelList = Schema.decodeUnknownResult(Wire.ModelList)
 
-const parseJson = (text: string): Either.Either<unknown, string> => {
+const parseJson = (text: string): Result.Result<unknown, string> => {
   try {
-    return Either.right(JSON.parse(text))
+    return Result.succeed(JSON.parse(text))
   } catch (error) {
-    return Either.left(error instanceof Error ? error.message : String(error))
+    return Result.fail(error instanceof Error ? error.message : String(error))
   }
 }
 
-const schemaMessage = (error: ParseResult.ParseError): string => ParseResult.TreeFormatter.formatErrorSync(error)
+/** A schema failure as text: one line per issue, each with the path it is at. */
+const schemaMessage = (error: Schema.SchemaError): string => error.message
 
 /** Whether a decoded JSON value is an error object (either shape) rather than an answer. */
 const isErrorBody = (json: unknown): boolean =>
@@ -70,21 +72,28 @@ const headersOf = (endpoint: Endpoint, stream: boolean): Record<string, string> 
   return headers
 }
 
+const tracerDisabled = () => true
+
 /**
- * The client without `@effect/platform`'s span per HTTP request: with its attributes it cost ~150 µs of CPU per
- * request on loopback, as much as the rest of valet's own work on a call. The model call has its own span
- * (`valet/OpenAiCompatible.generate` / `.stream`, `valet/Vllm.*`), whose context still reaches the server in
- * `traceparent` / `b3` headers (vLLM's OpenTelemetry tracing picks them up).
+ * The client without `effect/http`'s span per HTTP request: on effect 3 that span with its attributes cost
+ * ~150 µs of CPU per request on loopback, as much as the rest of valet's own work on a call. The model call has
+ * its own span (`valet/OpenAiCompatible.generate` / `.stream`, `valet/Vllm.*`), whose context still reaches the
+ * server in `traceparent` / `b3` headers (vLLM's OpenTelemetry tracing picks them up). Effect 4 reads the switch
+ * (`HttpClient.TracerDisabledWhen`) from the fiber at each request, so it is provided around each execution.
  */
 export const quiet = (client: HttpClient.HttpClient): HttpClient.HttpClient =>
   client.pipe(
-    HttpClient.withTracerDisabledWhen(() => true),
     HttpClient.mapRequestEffect((request) =>
-      Effect.map(
-        Effect.option(Effect.currentSpan),
-        (span) => (span._tag === "Some" ? HttpClientRequest.setHeaders(request, HttpTraceContext.toHeaders(span.value)) : request)
-      )
-    )
+      Effect.withFiber((fiber) => {
+        const span = Context.getOrUndefined(fiber.context, Tracer.ParentSpan)
+        return Effect.succeed(
+          span !== undefined && span._tag === "Span"
+            ? HttpClientRequest.setHeaders(request, HttpTraceContext.toHeaders(span))
+            : request
+        )
+      })
+    ),
+    HttpClient.transformResponse(Effect.provideService(HttpClient.TracerDisabledWhen, tracerDisabled))
   )
 
 /** Reads a non-2xx answer's body (best effort: a broken body still gives a typed error) and maps it. */
@@ -115,21 +124,24 @@ const readText = (
 /** Decodes a JSON answer: an error body becomes its typed error, anything else that does not fit is malformed. */
 const decodeAnswer = <A>(
   body: string,
-  decode: (u: unknown) => Either.Either<A, ParseResult.ParseError>,
+  decode: (u: unknown) => Result.Result<A, Schema.SchemaError>,
   what: string,
   model: string
-): Either.Either<A, ModelError.ModelError> => {
+): Result.Result<A, ModelError.ModelError> => {
   const json = parseJson(body)
-  if (Either.isLeft(json)) return Either.left(Errors.malformed(`${what} is not JSON: ${json.left}`, body))
-  if (isErrorBody(json.right)) {
-    const fields = Errors.errorFields(json.right)
-    if (fields !== undefined) return Either.left(Errors.fromStreamedError(fields, model, body))
+  if (Result.isFailure(json)) return Result.fail(Errors.malformed(`${what} is not JSON: ${json.failure}`, body))
+  if (isErrorBody(json.success)) {
+    const fields = Errors.errorFields(json.success)
+    if (fields !== undefined) return Result.fail(Errors.fromStreamedError(fields, model, body))
   }
-  const decoded = decode(json.right)
-  return Either.isLeft(decoded)
-    ? Either.left(Errors.malformed(`${what} does not match the protocol: ${schemaMessage(decoded.left)}`, body))
-    : Either.right(decoded.right)
+  const decoded = decode(json.success)
+  return Result.isFailure(decoded)
+    ? Result.fail(Errors.malformed(`${what} does not match the protocol: ${schemaMessage(decoded.failure)}`, body))
+    : Result.succeed(decoded.success)
 }
+
+const fromResult = <A>(result: Result.Result<A, ModelError.ModelError>): Effect.Effect<A, ModelError.ModelError> =>
+  Result.isSuccess(result) ? Effect.succeed(result.success) : Effect.fail(result.failure)
 
 /** A streamed request in flight: its response and its watchdog. */
 export interface Opened {
@@ -138,23 +150,24 @@ export interface Opened {
 }
 
 /**
- * Sends a streamed request in a scope of its own (closed, aborting the request, when the stream's scope closes:
- * on completion, failure or interruption) with a watchdog that closes it early when the server goes silent or
+ * Sends a streamed request in a scope of its own, forked from `scope` (the stream's: closed, aborting the request,
+ * on completion, failure or interruption), with a watchdog that closes it early when the server goes silent or
  * the call's deadline passes. `client` must be `HttpClient.withScope(...)`.
  */
 export const openStream = (
   client: HttpClient.HttpClient.With<HttpClientError.HttpClientError, Scope.Scope>,
   request: HttpClientRequest.HttpClientRequest,
-  control: Resilience.StreamControl
-): Effect.Effect<Opened, ModelError.ModelError, Scope.Scope> =>
-  Effect.gen(function*() {
-    const requestScope = yield* Scope.fork(yield* Effect.scope, ExecutionStrategy.sequential)
-    const dog = yield* watchdog(control, Scope.close(requestScope, Exit.void))
-    const response = yield* client.execute(request).pipe(
-      Scope.extend(requestScope),
-      Effect.mapError((error) => dog.explain(Errors.fromHttpClientError(error, request.url)))
-    )
-    return { response, watchdog: dog }
+  control: Resilience.StreamControl,
+  scope: Scope.Scope
+): Effect.Effect<Opened, ModelError.ModelError> =>
+  Effect.suspend(() => {
+    const requestScope = Scope.forkUnsafe(scope, "sequential")
+    return Effect.flatMap(watchdog(control, Scope.close(requestScope, Exit.void), scope), (dog) =>
+      client.execute(request).pipe(
+        Scope.provide(requestScope),
+        Effect.mapError((error) => dog.explain(Errors.fromHttpClientError(error, request.url))),
+        Effect.map((response): Opened => ({ response, watchdog: dog }))
+      ))
   })
 
 /** Turns the reads of a body into chunks: pushes them to `out`, or answers the error that ends the stream. */
@@ -164,51 +177,64 @@ export interface BodyReader {
   readonly end: (out: Array<Model.Chunk>) => ModelError.ModelError | undefined
 }
 
-type ChunkChannel = Channel.Channel<Chunk.Chunk<Model.Chunk>, unknown, ModelError.ModelError, unknown, unknown, unknown>
+/** What a stream attempt's pull answers: the next chunks, a `ModelError`, or the end. */
+export type ChunkPull = Pull.Pull<NonEmptyReadonlyArray<Model.Chunk>, ModelError.ModelError, void>
 
 /**
- * The chunks of a streamed body as one channel stage over the body (no `mapError` / `mapChunks` / `concat`
- * stages, each of which costs microseconds per read). The body is read to its end, so the connection can be
- * reused; every read feeds the watchdog; `control.onEmit` hears of every chunk handed on.
+ * The chunks of a streamed body as one pull over the body's pull (no `mapError` / `mapChunks` / `concat`
+ * stages, each of which cost microseconds per read on effect 3). The body is read to its end, so the connection
+ * can be reused; every read feeds the watchdog; `control.onEmit` hears of every chunk handed on.
  */
-export const readBody = (opened: Opened, url: string, control: Resilience.StreamControl, reader: BodyReader): ChunkChannel => {
+export const readBody = (
+  opened: Opened,
+  url: string,
+  control: Resilience.StreamControl,
+  reader: BodyReader,
+  scope: Scope.Scope
+): Effect.Effect<ChunkPull> => {
   const { response, watchdog: dog } = opened
-  type Reader = Channel.Channel<
-    Chunk.Chunk<Model.Chunk>,
-    Chunk.Chunk<Uint8Array>,
-    ModelError.ModelError,
-    HttpClientError.HttpClientError,
-    unknown,
-    unknown
-  >
-  const emit = (out: Array<Model.Chunk>, then: Reader): Reader => {
-    if (out.length === 0) return then
-    control.onEmit()
-    return Channel.zipRight(Channel.write(Chunk.unsafeFromArray(out)), then)
-  }
-  const loop: Reader = Channel.readWithCause({
-    onInput: (reads: Chunk.Chunk<Uint8Array>) => {
+  return Effect.map(Channel.toPullScoped(Stream.toChannel(response.stream), scope), (upstream): ChunkPull => {
+    let ended = false
+    const emit = (out: Array<Model.Chunk>): ChunkPull => {
+      control.onEmit()
+      return Effect.succeed(out as unknown as NonEmptyReadonlyArray<Model.Chunk>)
+    }
+    const onReads = (reads: NonEmptyReadonlyArray<Uint8Array>): ChunkPull => {
       dog.touch()
       const out: Array<Model.Chunk> = []
       for (const bytes of reads) {
         const error = reader.read(bytes, out)
-        if (error !== undefined) return Channel.fail(error)
+        if (error !== undefined) return Effect.fail(error)
       }
-      return emit(out, loop)
-    },
-    onFailure: (cause: Cause.Cause<HttpClientError.HttpClientError>) =>
-      Channel.failCause(Cause.map(cause, (error) => dog.explain(Errors.fromHttpClientError(error, url)))),
-    onDone: () => {
+      return out.length === 0 ? pull : emit(out)
+    }
+    const onEnd = (): ChunkPull => {
+      ended = true
       const out: Array<Model.Chunk> = []
       const error = reader.end(out)
-      return error !== undefined ? Channel.fail(error) : emit(out, Channel.void)
+      if (error !== undefined) return Effect.fail(error)
+      return out.length === 0 ? Cause.done() : emit(out)
     }
+    const onFailure = (cause: Cause.Cause<HttpClientError.HttpClientError>): ChunkPull =>
+      Effect.failCause(Cause.map(cause, (error) => dog.explain(Errors.fromHttpClientError(error, url))))
+    const pull: ChunkPull = Effect.suspend(() =>
+      ended ? Cause.done() : Pull.matchEffect(upstream, { onSuccess: onReads, onFailure, onDone: onEnd })
+    )
+    return pull
   })
-  return Channel.pipeTo(Stream.toChannel(response.stream), loop)
 }
 
 /** A model call against one endpoint: one attempt, no retries. */
 export type Attempt = Resilience.Attempt
+
+/**
+ * A stream whose pull is built when it starts, in its own scope: `open` sends the request and answers the pull
+ * of its body. A failure of `open` (a refused request, a non-2xx answer) is the stream's failure.
+ */
+export const streamOf = (
+  open: (scope: Scope.Scope) => Effect.Effect<ChunkPull, ModelError.ModelError>
+): Stream.Stream<Model.Chunk, ModelError.ModelError> =>
+  Stream.fromChannel(Channel.fromTransform((_upstream, scope) => open(scope)))
 
 /** One-attempt calls of `endpoint` through `client`. */
 export const makeAttempt = (client: HttpClient.HttpClient, endpoint: Endpoint): Attempt => {
@@ -216,10 +242,9 @@ export const makeAttempt = (client: HttpClient.HttpClient, endpoint: Endpoint): 
   const build = (request: Model.Request, stream: boolean) => {
     const kind = Encode.endpointOf(request)
     const url = `${endpoint.apiBase}/${kind === "chat" ? "chat/completions" : "completions"}`
-    const http = HttpClientRequest.post(url, {
-      headers: headersOf(endpoint, stream),
-      body: undefined
-    }).pipe(HttpClientRequest.bodyUnsafeJson(Encode.encode(request, { model: endpoint.model, stream })))
+    const http = HttpClientRequest.post(url, { headers: headersOf(endpoint, stream) }).pipe(
+      HttpClientRequest.bodyJsonUnsafe(Encode.encode(request, { model: endpoint.model, stream }))
+    )
     return { kind, url, http }
   }
 
@@ -228,18 +253,18 @@ export const makeAttempt = (client: HttpClient.HttpClient, endpoint: Endpoint): 
       const { http, kind, url } = build(request, false)
       return Effect.flatMap(send(client, http), (response) => {
         if (response.status < 200 || response.status >= 300) return failure(response, endpoint.model)
-        return Effect.flatMap(readText(response, url), (body) => {
-          const decoded = kind === "chat"
-            ? Either.map(
-              decodeAnswer(body, decodeChatCompletion, "the chat completion", endpoint.model),
-              (wire) => Decode.chatResponse(wire, endpoint.model)
-            )
-            : Either.map(
-              decodeAnswer(body, decodeCompletion, "the completion", endpoint.model),
-              (wire) => Decode.completionResponse(wire, endpoint.model)
-            )
-          return Either.isRight(decoded) ? Effect.succeed(decoded.right) : Effect.fail(decoded.left)
-        })
+        return Effect.flatMap(readText(response, url), (body) =>
+          fromResult(
+            kind === "chat"
+              ? Result.map(
+                decodeAnswer(body, decodeChatCompletion, "the chat completion", endpoint.model),
+                (wire) => Decode.chatResponse(wire, endpoint.model)
+              )
+              : Result.map(
+                decodeAnswer(body, decodeCompletion, "the completion", endpoint.model),
+                (wire) => Decode.completionResponse(wire, endpoint.model)
+              )
+          ))
       })
     })
 
@@ -247,50 +272,38 @@ export const makeAttempt = (client: HttpClient.HttpClient, endpoint: Endpoint): 
     request: Model.Request,
     control: Resilience.StreamControl
   ): Stream.Stream<Model.Chunk, ModelError.ModelError> =>
-    Stream.fromChannel(Channel.unwrapScoped(Effect.suspend(() => {
-      const { http, kind, url } = build(request, true)
-      return Effect.flatMap(openStream(scoped, http, control), (opened): Effect.Effect<ChunkChannel, ModelError.ModelError> => {
-        const { response, watchdog: dog } = opened
-        if (response.status < 200 || response.status >= 300) return Effect.mapError(failure(response, endpoint.model), dog.explain)
-        const contentType = response.headers["content-type"] ?? ""
-        if (contentType.includes("application/json")) {
-          // A server that answers a stream request with one JSON body: an error, or not a stream at all.
-          return Effect.flatMap(Effect.mapError(readText(response, url), dog.explain), (body) => {
-            const json = parseJson(body)
-            const fields = Either.isRight(json) && isErrorBody(json.right) ? Errors.errorFields(json.right) : undefined
-            return Effect.fail(
-              fields !== undefined
-                ? Errors.fromStreamedError(fields, endpoint.model, body)
-                : Errors.malformed(`expected an event stream from ${url}, got ${contentType}`, body)
-            )
-          })
-        }
-        return Effect.succeed(readBody(opened, url, control, sseReader(url, kind, endpoint.model)))
+    streamOf((scope) =>
+      Effect.suspend(() => {
+        const { http, kind, url } = build(request, true)
+        return Effect.flatMap(openStream(scoped, http, control, scope), (opened): Effect.Effect<ChunkPull, ModelError.ModelError> => {
+          const { response, watchdog: dog } = opened
+          if (response.status < 200 || response.status >= 300) return Effect.mapError(failure(response, endpoint.model), dog.explain)
+          const contentType = response.headers["content-type"] ?? ""
+          if (contentType.includes("application/json")) {
+            // A server that answers a stream request with one JSON body: an error, or not a stream at all.
+            return Effect.flatMap(Effect.mapError(readText(response, url), dog.explain), (body) => {
+              const json = parseJson(body)
+              const fields = Result.isSuccess(json) && isErrorBody(json.success) ? Errors.errorFields(json.success) : undefined
+              return Effect.fail(
+                fields !== undefined
+                  ? Errors.fromStreamedError(fields, endpoint.model, body)
+                  : Errors.malformed(`expected an event stream from ${url}, got ${contentType}`, body)
+              )
+            })
+          }
+          return readBody(opened, url, control, sseReader(url, kind, endpoint.model), scope)
+        })
       })
-    })))
+    )
 
   return { generate, stream }
 }
 
 /**
- * Feeds `Sse.makeParser` a piece of text a line at a time. Its scan restarts at the start of its buffer for every
- * line of a fed piece (@effect/experimental 0.61: the quadratic behaviour eventsource-parser fixed in 3.0.1): a
- * 40 kB read of 200 events took ~150 ms fed whole; line by line it is ~0.5–0.9 ms whatever the read size, less
- * than feeding small reads whole or an event at a time. Cutting after "\n" never splits a "\r\n" pair.
+ * Reads an SSE body with `effect/encoding`'s `Sse` parser, in step with the body (no extra fiber, queue or
+ * channel stage). Each read is fed whole: effect 4's parser is linear in its input (effect 3's restarted its scan
+ * for every line of a fed piece, so reads had to be cut into lines first).
  */
-export const feedLines = (parser: Sse.Parser, text: string): Sse.SseError | undefined => {
-  let start = 0
-  for (;;) {
-    const newline = text.indexOf("\n", start)
-    if (newline < 0) break
-    const error = parser.feed(text.slice(start, newline + 1))
-    if (error !== undefined) return error
-    start = newline + 1
-  }
-  return start < text.length ? parser.feed(text.slice(start)) : undefined
-}
-
-/** Reads an SSE body with `@effect/experimental`'s `Sse` parser, in step with the body (no extra fiber or queue). */
 const sseReader = (url: string, kind: Encode.Endpoint, model: string): BodyReader => {
   const decoder = new Decode.ChunkDecoder(model)
   const text = new TextDecoder()
@@ -298,7 +311,7 @@ const sseReader = (url: string, kind: Encode.Endpoint, model: string): BodyReade
   let count = 0
   let failure: ModelError.ModelError | undefined = undefined
   let out: Array<Model.Chunk> = []
-  const mismatch = (error: ParseResult.ParseError, data: string) => {
+  const mismatch = (error: Schema.SchemaError, data: string) => {
     failure = Errors.malformed(`event ${count} of the stream does not match the protocol: ${schemaMessage(error)}`, data)
   }
   // Called once per event: kept free of per-call closures and wrappers.
@@ -330,13 +343,13 @@ const sseReader = (url: string, kind: Encode.Endpoint, model: string): BodyReade
     if (kind === "chat") {
       if (FastCheck.isChatChunk(json)) return decoder.chat(json, out)
       const decoded = decodeChatChunk(json)
-      if (Either.isLeft(decoded)) mismatch(decoded.left, data)
-      else decoder.chat(decoded.right, out)
+      if (Result.isFailure(decoded)) mismatch(decoded.failure, data)
+      else decoder.chat(decoded.success, out)
     } else {
       if (FastCheck.isCompletionChunk(json)) return decoder.completion(json, out)
       const decoded = decodeCompletionChunk(json)
-      if (Either.isLeft(decoded)) mismatch(decoded.left, data)
-      else decoder.completion(decoded.right, out)
+      if (Result.isFailure(decoded)) mismatch(decoded.failure, data)
+      else decoder.completion(decoded.success, out)
     }
   }
   const parser = Sse.makeParser(onEvent)
@@ -344,7 +357,7 @@ const sseReader = (url: string, kind: Encode.Endpoint, model: string): BodyReade
     read: (bytes, into) => {
       out = into
       const decoded = text.decode(bytes, { stream: true })
-      const tooLarge = feedLines(parser, decoded)
+      const tooLarge = parser.feed(decoded)
       if (tooLarge !== undefined) return Errors.malformed(`the stream from ${url}: ${tooLarge.message}`, decoded)
       return failure
     },
@@ -364,9 +377,7 @@ export const listModels = (
     const url = `${endpoint.apiBase}/models`
     return Effect.flatMap(send(client, HttpClientRequest.get(url, { headers: headersOf(endpoint, false) })), (response) => {
       if (response.status < 200 || response.status >= 300) return failure(response, endpoint.model)
-      return Effect.flatMap(readText(response, url), (body) => {
-        const decoded = decodeAnswer(body, decodeModelList, "the model list", endpoint.model)
-        return Either.isRight(decoded) ? Effect.succeed(decoded.right) : Effect.fail(decoded.left)
-      })
+      return Effect.flatMap(readText(response, url), (body) =>
+        fromResult(decodeAnswer(body, decodeModelList, "the model list", endpoint.model)))
     })
   })

@@ -2,8 +2,8 @@
  * Server answers and transport failures → the `ModelError` union. The status decides first (429, 401/403, 404,
  * other 4xx, 5xx); the error body's message and code refine it (a context-length message, a missing model).
  */
-import type { HttpClientError } from "@effect/platform"
-import { Either, Schema } from "effect"
+import { Result, Schema } from "effect"
+import type * as HttpClientError from "effect/http/HttpClientError"
 import * as ModelError from "../../../core/ModelError.js"
 import * as Wire from "./wire.js"
 
@@ -21,13 +21,13 @@ export const malformed = (what: string, body: string): ModelError.MalformedRespo
 const contextLengthPattern =
   /context length|context_length|context window|maximum context|maximum input length|too many tokens|prompt is too long|longer than the model|exceeds the (model'?s )?(max|context)/i
 
-const decodeErrorBody = Schema.decodeUnknownEither(Wire.ErrorBody)
+const decodeErrorBody = Schema.decodeUnknownResult(Wire.ErrorBody)
 
 /** The error fields of a body (either shape), when it is one. */
 export const errorFields = (json: unknown): Wire.ErrorFields | undefined => {
   const decoded = decodeErrorBody(json)
-  if (Either.isLeft(decoded)) return undefined
-  const body = decoded.right
+  if (Result.isFailure(decoded)) return undefined
+  const body = decoded.success
   if ("error" in body) return typeof body.error === "string" ? { message: body.error } : body.error
   return body
 }
@@ -116,14 +116,14 @@ export const fromStreamedError = (fields: Wire.ErrorFields, model: string, body:
 
 /** A request that could not be sent or a body that could not be read. */
 export const fromHttpClientError = (error: HttpClientError.HttpClientError, url: string): ModelError.ModelError => {
-  const cause = error.cause instanceof Error
-    ? `${error.cause.message}${
-      error.cause.cause instanceof Error ? ` (${error.cause.cause.message})` : ""
-    }`
-    : error.cause !== undefined
-    ? String(error.cause)
-    : error.message
-  if (error._tag === "RequestError" && error.reason === "InvalidUrl") {
+  const reason = error.reason
+  const inner = reason.cause
+  const cause = inner instanceof Error
+    ? `${inner.message}${inner.cause instanceof Error ? ` (${inner.cause.message})` : ""}`
+    : inner !== undefined
+    ? String(inner)
+    : reason.description ?? error.message
+  if (reason._tag === "InvalidUrlError") {
     return new ModelError.InvalidRequest({ status: 0, message: `invalid URL ${url}: ${cause}` })
   }
   return new ModelError.Transport({ message: `${error.request.method} ${url}: ${cause}` })

@@ -3,7 +3,7 @@
  * schema in `wire.ts` (it accepts a subset: anything unusual, log-probabilities included, answers `false`), so
  * `check(u) === true` implies the schema accepts `u` unchanged, and everything else still goes through the schema,
  * which decides and explains. Decoding a chunk with the schema costs ~10 µs, a fifth of the client's CPU on a
- * 200-chunk stream; these cost well under one. `test/internal/openai/fastCheck.test.ts` holds the implication.
+ * 200-chunk stream; these cost well under one. `test/providers/internal/openai/wire.test.ts` holds the implication.
  */
 import type * as Wire from "./wire.js"
 

@@ -5,7 +5,7 @@
  */
 import { Schema } from "effect"
 
-const Nullable = <S extends Schema.Schema.Any>(schema: S) => Schema.optional(Schema.NullOr(schema))
+const Nullable = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))
 
 /** Token counts (`prompt_tokens`, `completion_tokens`, `total_tokens`). */
 export const Usage = Schema.Struct({
@@ -31,11 +31,11 @@ export type ChatLogprobs = typeof ChatLogprobs.Type
 export const CompletionLogprobs = Schema.Struct({
   tokens: Nullable(Schema.Array(Schema.String)),
   token_logprobs: Nullable(Schema.Array(Schema.NullOr(Schema.Number))),
-  top_logprobs: Nullable(Schema.Array(Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.Number }))))
+  top_logprobs: Nullable(Schema.Array(Schema.NullOr(Schema.Record(Schema.String, Schema.Number))))
 })
 export type CompletionLogprobs = typeof CompletionLogprobs.Type
 
-const StopReason = Nullable(Schema.Union(Schema.String, Schema.Number))
+const StopReason = Nullable(Schema.Union([Schema.String, Schema.Number]))
 
 /** A complete tool call in a non-streamed message. */
 const ToolCall = Schema.Struct({
@@ -43,7 +43,7 @@ const ToolCall = Schema.Struct({
   function: Schema.Struct({
     name: Nullable(Schema.String),
     // Some servers send the arguments as an object instead of JSON text.
-    arguments: Nullable(Schema.Union(Schema.String, Schema.Record({ key: Schema.String, value: Schema.Unknown })))
+    arguments: Nullable(Schema.Union([Schema.String, Schema.Record(Schema.String, Schema.Unknown)]))
   })
 })
 
@@ -132,18 +132,18 @@ export const ErrorFields = Schema.Struct({
   message: Nullable(Schema.String),
   type: Nullable(Schema.String),
   param: Nullable(Schema.Unknown),
-  code: Nullable(Schema.Union(Schema.String, Schema.Number))
+  code: Nullable(Schema.Union([Schema.String, Schema.Number]))
 })
 export type ErrorFields = typeof ErrorFields.Type
 
 /** `{"error": {...}}` (OpenAI, vLLM from 0.10.1) or `{"error": "text"}` (some servers). */
-export const NestedError = Schema.Struct({ error: Schema.Union(ErrorFields, Schema.String) })
+export const NestedError = Schema.Struct({ error: Schema.Union([ErrorFields, Schema.String]) })
 
 /** `{"object": "error", "message": ..., "code": 400}` (vLLM before 0.10.1). */
-export const FlatError = Schema.extend(Schema.Struct({ object: Schema.Literal("error") }), ErrorFields)
+export const FlatError = Schema.Struct({ object: Schema.Literal("error"), ...ErrorFields.fields })
 
 /** Either error body shape. */
-export const ErrorBody = Schema.Union(NestedError, FlatError)
+export const ErrorBody = Schema.Union([NestedError, FlatError])
 export type ErrorBody = typeof ErrorBody.Type
 
 /** `GET /v1/models`. */

@@ -10,8 +10,8 @@
  * - Chat messages have no template here: they are rendered as a plain transcript (`System:` / `User:` /
  *   `Assistant:`), and tools cannot be offered at all.
  */
-import { HttpClient, HttpClientRequest } from "@effect/platform"
-import { Channel, Effect, Either, Schema, Stream } from "effect"
+import { Effect, Result, Schema, Stream } from "effect"
+import { HttpClient, HttpClientRequest } from "effect/http"
 import type * as Model from "../../../core/Model.js"
 import * as ModelError from "../../../core/ModelError.js"
 import * as Client from "../openai/client.js"
@@ -53,9 +53,9 @@ export const encode = (
   request: Model.Request,
   target: Target,
   stream: boolean
-): Either.Either<Record<string, unknown>, ModelError.InvalidRequest> => {
+): Result.Result<Record<string, unknown>, ModelError.InvalidRequest> => {
   if (request.tools !== undefined && request.tools.length > 0) {
-    return Either.left(
+    return Result.fail(
       new ModelError.InvalidRequest({
         status: 0,
         message: `actor ${target.actor} serves the legacy /generate API, which cannot offer tools: serve it with \`vllm serve\` (api: openai)`
@@ -63,7 +63,7 @@ export const encode = (
     )
   }
   if (request.responseFormat !== undefined && request.responseFormat.type !== "text") {
-    return Either.left(
+    return Result.fail(
       new ModelError.InvalidRequest({
         status: 0,
         message: `actor ${target.actor} serves the legacy /generate API, which has no response_format: serve it with \`vllm serve\` (api: openai)`
@@ -80,11 +80,11 @@ export const encode = (
   if (request.n !== undefined) body.n = request.n
   if (request.logprobs !== undefined) body.logprobs = request.logprobs
   if (request.extra !== undefined) Object.assign(body, request.extra)
-  return Either.right(body)
+  return Result.succeed(body)
 }
 
-const Answer = Schema.Union(
-  Schema.Struct({ text: Schema.Union(Schema.Array(Schema.String), Schema.String) }),
+const Answer = Schema.Union([
+  Schema.Struct({ text: Schema.Union([Schema.Array(Schema.String), Schema.String]) }),
   Schema.Struct({
     choices: Schema.Array(Schema.Struct({
       text: Schema.optional(Schema.NullOr(Schema.String)),
@@ -92,8 +92,8 @@ const Answer = Schema.Union(
       finish_reason: Schema.optional(Schema.NullOr(Schema.String))
     }))
   })
-)
-const decodeAnswer = Schema.decodeUnknownEither(Answer)
+])
+const decodeAnswer = Schema.decodeUnknownResult(Answer)
 
 interface Texts {
   readonly texts: ReadonlyArray<string>
@@ -101,28 +101,28 @@ interface Texts {
 }
 
 /** The completions of one answer (or one streamed line), the echoed prompt stripped. */
-const textsOf = (line: string, prompt: string, what: string): Either.Either<Texts, ModelError.ModelError> => {
+const textsOf = (line: string, prompt: string, what: string): Result.Result<Texts, ModelError.ModelError> => {
   let json: unknown
   try {
     json = JSON.parse(line)
   } catch (error) {
-    return Either.left(Errors.malformed(`${what} is not JSON: ${error instanceof Error ? error.message : String(error)}`, line))
+    return Result.fail(Errors.malformed(`${what} is not JSON: ${error instanceof Error ? error.message : String(error)}`, line))
   }
   const fields = Errors.errorFields(json)
-  if (fields !== undefined) return Either.left(Errors.fromStreamedError(fields, "", line))
+  if (fields !== undefined) return Result.fail(Errors.fromStreamedError(fields, "", line))
   const decoded = decodeAnswer(json)
-  if (Either.isLeft(decoded)) {
-    return Either.left(Errors.malformed(`${what} is neither {"text": [...]} nor {"choices": [...]}`, line))
+  if (Result.isFailure(decoded)) {
+    return Result.fail(Errors.malformed(`${what} is neither {"text": [...]} nor {"choices": [...]}`, line))
   }
-  const answer = decoded.right
+  const answer = decoded.success
   if ("text" in answer) {
     const texts = typeof answer.text === "string" ? [answer.text] : answer.text
-    return Either.right({
+    return Result.succeed({
       texts: texts.map((text) => (prompt !== "" && text.startsWith(prompt) ? text.slice(prompt.length) : text)),
       finish: []
     })
   }
-  return Either.right({
+  return Result.succeed({
     texts: answer.choices.map((choice) => choice.text ?? choice.message?.content ?? ""),
     finish: answer.choices.map((choice) => choice.finish_reason)
   })
@@ -136,28 +136,28 @@ export const makeAttempt = (client: HttpClient.HttpClient, target: Target): Resi
   const url = `${target.root}/generate`
   const scoped = HttpClient.withScope(client)
   const post = (body: Record<string, unknown>) =>
-    Client.send(client, HttpClientRequest.post(url).pipe(HttpClientRequest.bodyUnsafeJson(body)))
+    Client.send(client, HttpClientRequest.post(url).pipe(HttpClientRequest.bodyJsonUnsafe(body)))
 
   const generate = (request: Model.Request): Effect.Effect<Model.Response, ModelError.ModelError> =>
     Effect.suspend(() => {
       const body = encode(request, target, false)
-      if (Either.isLeft(body)) return Effect.fail(body.left)
-      const prompt = body.right.prompt as string
-      return Effect.flatMap(post(body.right), (response) => {
+      if (Result.isFailure(body)) return Effect.fail(body.failure)
+      const prompt = body.success.prompt as string
+      return Effect.flatMap(post(body.success), (response) => {
         if (response.status < 200 || response.status >= 300) return Client.failure(response, target.model)
         return Effect.flatMap(
           Effect.mapError(response.text, (error) => Errors.fromHttpClientError(error, url)),
           (text) => {
             const answer = textsOf(text, prompt, `the answer of ${url}`)
-            if (Either.isLeft(answer)) return Effect.fail(answer.left)
+            if (Result.isFailure(answer)) return Effect.fail(answer.failure)
             return Effect.succeed<Model.Response>({
               id: "",
               model: target.model,
-              choices: answer.right.texts.map((text, index) => ({
+              choices: answer.success.texts.map((text, index) => ({
                 index,
                 text,
                 toolCalls: [],
-                finishReason: finishOf(answer.right.finish[index])
+                finishReason: finishOf(answer.success.finish[index])
               })),
               usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0 }
             })
@@ -170,16 +170,18 @@ export const makeAttempt = (client: HttpClient.HttpClient, target: Target): Resi
     request: Model.Request,
     control: Resilience.StreamControl
   ): Stream.Stream<Model.Chunk, ModelError.ModelError> =>
-    Stream.fromChannel(Channel.unwrapScoped(Effect.suspend(() => {
-      const body = encode(request, target, true)
-      if (Either.isLeft(body)) return Effect.fail(body.left)
-      const prompt = body.right.prompt as string
-      const http = HttpClientRequest.post(url).pipe(HttpClientRequest.bodyUnsafeJson(body.right))
-      return Effect.flatMap(Client.openStream(scoped, http, control), (opened) =>
-        opened.response.status < 200 || opened.response.status >= 300
-          ? Effect.mapError(Client.failure(opened.response, target.model), opened.watchdog.explain)
-          : Effect.succeed(Client.readBody(opened, url, control, linesReader(url, prompt, target.model))))
-    })))
+    Client.streamOf((scope) =>
+      Effect.suspend(() => {
+        const body = encode(request, target, true)
+        if (Result.isFailure(body)) return Effect.fail(body.failure)
+        const prompt = body.success.prompt as string
+        const http = HttpClientRequest.post(url).pipe(HttpClientRequest.bodyJsonUnsafe(body.success))
+        return Effect.flatMap(Client.openStream(scoped, http, control, scope), (opened) =>
+          opened.response.status < 200 || opened.response.status >= 300
+            ? Effect.mapError(Client.failure(opened.response, target.model), opened.watchdog.explain)
+            : Client.readBody(opened, url, control, linesReader(url, prompt, target.model), scope))
+      })
+    )
 
   return { generate, stream }
 }
@@ -200,8 +202,8 @@ const linesReader = (url: string, prompt: string, model: string): Client.BodyRea
     if (text.trim() === "") return undefined
     count++
     const answer = textsOf(text, prompt, `line ${count} of the stream from ${url}`)
-    if (Either.isLeft(answer)) return answer.left
-    const { texts } = answer.right
+    if (Result.isFailure(answer)) return answer.failure
+    const { texts } = answer.success
     for (let index = 0; index < texts.length; index++) {
       const current = texts[index]!
       const before = sent[index] ?? ""
@@ -213,7 +215,7 @@ const linesReader = (url: string, prompt: string, model: string): Client.BodyRea
       }
       if (current.length > before.length) out.push({ _tag: "TextDelta", index, text: current.slice(before.length) })
       sent[index] = current
-      if (answer.right.finish[index] !== undefined) finish[index] = answer.right.finish[index]
+      if (answer.success.finish[index] !== undefined) finish[index] = answer.success.finish[index]
     }
     return undefined
   }

@@ -3,12 +3,13 @@
  * few seconds, and marked down when a connection to it fails), its requests in flight; and the routing of each
  * attempt to the healthy actor with the fewest requests in flight.
  */
-import { type HttpClient, HttpClientRequest } from "@effect/platform"
-import { Channel, Clock, Duration, Effect, Either, Option, Stream } from "effect"
+import { Channel, Clock, Duration, Effect, Option, Schema, Semaphore, Stream } from "effect"
+import { type HttpClient, HttpClientRequest } from "effect/http"
 import type * as Model from "../../../core/Model.js"
 import * as ModelError from "../../../core/ModelError.js"
 import * as Client from "../openai/client.js"
 import * as Errors from "../openai/errors.js"
+import * as Wire from "../openai/wire.js"
 import type * as Resilience from "../resilience.js"
 import type { ActorEntry, Api, PoolFile } from "./config.js"
 import * as Generate from "./generate.js"
@@ -26,23 +27,26 @@ const healthyFor = 10_000
 const unhealthyFor = 2_000
 const probeTimeout = Duration.seconds(5)
 
+/** A `/health` body that says something: a JSON object with a `status`. */
+const decodeHealthBody = Schema.decodeUnknownOption(Schema.fromJsonString(Schema.Struct({ status: Schema.Unknown })))
+
 /** Whether a `/health` answer means healthy: 200 with an empty body, not JSON, or JSON whose `status` is missing / ok / healthy. */
 export const healthOf = (status: number, body: string): { readonly healthy: boolean; readonly detail: string } => {
   if (status !== 200) return { healthy: false, detail: `HTTP ${status}` }
-  if (body.trim() === "") return { healthy: true, detail: "ok" }
-  let json: unknown
-  try {
-    json = JSON.parse(body)
-  } catch {
-    return { healthy: true, detail: "ok" }
-  }
-  if (typeof json !== "object" || json === null || !("status" in json)) return { healthy: true, detail: "ok" }
-  const value = (json as { status: unknown }).status
+  const decoded = decodeHealthBody(body)
+  if (Option.isNone(decoded)) return { healthy: true, detail: "ok" }
+  const value = decoded.value.status
   const text = typeof value === "string" ? value.toLowerCase() : value
   return text === "ok" || text === "healthy"
     ? { healthy: true, detail: "ok" }
     : { healthy: false, detail: `status: ${JSON.stringify(value)}` }
 }
+
+const decodeModelList = Schema.decodeUnknownOption(Schema.fromJsonString(Wire.ModelList))
+
+/** The first model a `GET /v1/models` body lists, when it is one. */
+const firstModelOf = (body: string): string | undefined =>
+  Option.getOrUndefined(Option.flatMap(decodeModelList(body), (list) => Option.fromNullishOr(list.data[0]?.id)))
 
 /** The running state of one actor. */
 export class Actor {
@@ -54,9 +58,9 @@ export class Actor {
   private attempt: Resilience.Attempt | undefined = undefined
   readonly root: string
   readonly apiBase: string
-  private readonly once: Effect.Semaphore
-  private readonly probing: Effect.Semaphore
-  readonly limit: Effect.Semaphore | undefined
+  private readonly once: Semaphore.Semaphore
+  private readonly probing: Semaphore.Semaphore
+  readonly limit: Semaphore.Semaphore | undefined
 
   constructor(
     readonly entry: ActorEntry,
@@ -67,9 +71,9 @@ export class Actor {
     this.root = Client.rootOf(this.apiBase)
     this.api = entry.api
     this.model = entry.model
-    this.once = Effect.unsafeMakeSemaphore(1)
-    this.probing = Effect.unsafeMakeSemaphore(1)
-    this.limit = entry.max_in_flight !== undefined ? Effect.unsafeMakeSemaphore(entry.max_in_flight) : undefined
+    this.once = Semaphore.makeUnsafe(1)
+    this.probing = Semaphore.makeUnsafe(1)
+    this.limit = entry.max_in_flight !== undefined ? Semaphore.makeUnsafe(entry.max_in_flight) : undefined
   }
 
   get name(): string {
@@ -77,17 +81,20 @@ export class Actor {
   }
 
   /** `GET /health` now. */
-  readonly probe: Effect.Effect<Health> = Effect.gen(this, function*() {
+  readonly probe: Effect.Effect<Health> = Effect.gen({ self: this }, function*() {
     const url = `${this.root}/health`
     const result = yield* Client.send(this.http, HttpClientRequest.get(url)).pipe(
       Effect.flatMap((response) =>
         Effect.map(Effect.orElseSucceed(response.text, () => ""), (body) => healthOf(response.status, body))
       ),
-      Effect.timeoutFail({
+      Effect.timeoutOrElse({
         duration: probeTimeout,
-        onTimeout: () => new ModelError.Timeout({ message: `no answer within ${Duration.format(probeTimeout)}`, timeoutMs: Duration.toMillis(probeTimeout) })
+        orElse: () =>
+          Effect.fail(
+            new ModelError.Timeout({ message: `no answer within ${Duration.format(probeTimeout)}`, timeoutMs: Duration.toMillis(probeTimeout) })
+          )
       }),
-      Effect.catchAll((error) => Effect.succeed({ healthy: false, detail: error.message }))
+      Effect.catch((error) => Effect.succeed({ healthy: false, detail: error.message }))
     )
     const health = { ...result, checkedAt: yield* Clock.currentTimeMillis }
     this.health = health
@@ -95,7 +102,7 @@ export class Actor {
   })
 
   /** The health, probed when the last result is too old (one probe at a time per actor). */
-  readonly freshHealth: Effect.Effect<Health> = this.withProbeLock(Effect.gen(this, function*() {
+  readonly freshHealth: Effect.Effect<Health> = this.withProbeLock(Effect.gen({ self: this }, function*() {
     const now = yield* Clock.currentTimeMillis
     const last = this.health
     if (last !== undefined && now - last.checkedAt < (last.healthy ? healthyFor : unhealthyFor)) return last
@@ -128,14 +135,15 @@ export class Actor {
             Effect.flatMap(Effect.orElseSucceed(response.text, () => ""), (body) => {
               if (response.status !== 200) {
                 if (this.api === "openai") {
-                  return Effect.fail(Errors.fromResponse({ status: response.status, headers: response.headers, body, model: "", now: Date.now() }))
+                  return Effect.flatMap(Clock.currentTimeMillis, (now) =>
+                    Effect.fail(Errors.fromResponse({ status: response.status, headers: response.headers, body, model: "", now })))
                 }
                 this.api = "generate"
                 return Effect.void
               }
               this.api = "openai"
               if (this.model !== undefined) return Effect.void
-              const first = Either.getOrUndefined(Either.try(() => JSON.parse(body)?.data?.[0]?.id as unknown))
+              const first = firstModelOf(body)
               if (typeof first !== "string") {
                 return Effect.fail(new ModelError.ModelNotFound({
                   model: "",
@@ -225,7 +233,7 @@ export const makeAttempt = (pick: Effect.Effect<Actor, ModelError.ModelError>, p
     request: Model.Request,
     control: Resilience.StreamControl
   ): Stream.Stream<Model.Chunk, ModelError.ModelError> =>
-    Stream.fromChannel(Channel.unwrapScoped(Effect.gen(function*() {
+    Stream.fromChannel(Channel.unwrap(Effect.gen(function*() {
       const actor = yield* pick
       yield* Effect.acquireRelease(enter(actor), () => leave(actor))
       if (actor.limit !== undefined) yield* Effect.acquireRelease(actor.limit.take(1), () => actor.limit!.release(1))
@@ -238,4 +246,4 @@ export const makeAttempt = (pick: Effect.Effect<Actor, ModelError.ModelError>, p
 
 /** Finds an actor by name. */
 export const find = (actors: ReadonlyArray<Actor>, name: string): Option.Option<Actor> =>
-  Option.fromNullable(actors.find((actor) => actor.name === name))
+  Option.fromNullishOr(actors.find((actor) => actor.name === name))

@@ -1,7 +1,6 @@
-import * as Sse from "@effect/experimental/Sse"
 import { describe, expect, it } from "@effect/vitest"
-import { Either, Schema } from "effect"
-import { feedLines } from "../../../../src/providers/internal/openai/client.js"
+import { Result, Schema } from "effect"
+import { Sse } from "effect/encoding"
 import * as FastCheck from "../../../../src/providers/internal/openai/fastCheck.js"
 import * as Wire from "../../../../src/providers/internal/openai/wire.js"
 import * as Server from "../../../support/openAiServer.js"
@@ -29,7 +28,10 @@ const split = (text: string, seed: number): Array<string> => {
   return pieces
 }
 
-describe("feedLines (the Sse parser fed a line at a time)", () => {
+/** What the client does with each network read: the whole decoded text to the parser in one call. */
+const feedWhole = (parser: Sse.Parser, text: string) => parser.feed(text)
+
+describe("the Sse parser fed each network read whole, as the client does", () => {
   const big = Server.fixture("chat-stream-usage.sse").repeat(8) + Server.fixture("chat-stream-tool-call-vllm.sse").repeat(4)
   const variants = {
     "\\n": big,
@@ -42,9 +44,9 @@ describe("feedLines (the Sse parser fed a line at a time)", () => {
       const expected = eventsOf(text.split(""), (parser, c) => parser.feed(c))
       expect(expected.length).toBeGreaterThan(50)
       for (const seed of [1, 2, 3, 4, 5]) {
-        expect(eventsOf(split(text, seed), feedLines)).toEqual(expected)
+        expect(eventsOf(split(text, seed), feedWhole)).toEqual(expected)
       }
-      expect(eventsOf([text], feedLines)).toEqual(expected)
+      expect(eventsOf([text], feedWhole)).toEqual(expected)
     })
   }
 })
@@ -100,6 +102,6 @@ describe("fastCheck: a subset of the wire schemas", () => {
   it("log-probabilities always go through the schema", () => {
     const chunk = { choices: [{ index: 0, delta: { content: "a" }, logprobs: { content: [{ token: "a", logprob: -1 }] } }] }
     expect(FastCheck.isChatChunk(chunk)).toBe(false)
-    expect(Either.isRight(Schema.decodeUnknownEither(Wire.ChatChunk)(chunk))).toBe(true)
+    expect(Result.isSuccess(Schema.decodeUnknownResult(Wire.ChatChunk)(chunk))).toBe(true)
   })
 })

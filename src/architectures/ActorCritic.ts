@@ -14,7 +14,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, Schema } from "effect"
+import { Effect, Result, Schema } from "effect"
 import type * as Agent from "../core/Agent.js"
 import type { InvalidOptions } from "../core/AgentError.js"
 import * as Architecture from "../core/Architecture.js"
@@ -58,24 +58,22 @@ export interface Options<RA, RC> {
   /** Reviews each answer; its reply is parsed with `parseCritique`. */
   readonly critic: Agent.Agent<RC>
   /** Critiques at most (≥ 1, default 3). */
-  readonly maxRounds?: number
+  readonly maxRounds?: number | undefined
   /** A score at or above this approves the answer (in [0, 1], default 0.9). */
-  readonly approvalThreshold?: number
+  readonly approvalThreshold?: number | undefined
   /** The critic's prompt template (`{prompt}`, `{output}`). */
-  readonly critiquePrompt?: string
+  readonly critiquePrompt?: string | undefined
   /** The actor's revision template (`{prompt}`, `{output}`, `{critique}`, `{issues_bulleted}`, `{score}`). */
-  readonly refinePrompt?: string
+  readonly refinePrompt?: string | undefined
 }
 
 const OptionsSchema = Schema.Struct({
   actor: Opts.AgentSchema,
   critic: Opts.AgentSchema,
-  maxRounds: Schema.optionalWith(Opts.IntAtLeast(1), { default: () => 3 }),
-  approvalThreshold: Schema.optionalWith(Opts.UnitInterval, { default: () => 0.9 }),
-  critiquePrompt: Schema.optionalWith(Template.Template(["prompt", "output"]), { default: () => defaultCritiquePrompt }),
-  refinePrompt: Schema.optionalWith(Template.Template(["prompt", "output", "critique", "issues_bulleted", "score"]), {
-    default: () => defaultRefinePrompt
-  })
+  maxRounds: Opts.IntAtLeast(1).pipe(Opts.withDefault(3)),
+  approvalThreshold: Opts.UnitInterval.pipe(Opts.withDefault(0.9)),
+  critiquePrompt: Template.Template(["prompt", "output"]).pipe(Opts.withDefault(defaultCritiquePrompt)),
+  refinePrompt: Template.Template(["prompt", "output", "critique", "issues_bulleted", "score"]).pipe(Opts.withDefault(defaultRefinePrompt))
 })
 type Config = typeof OptionsSchema.Type
 
@@ -92,10 +90,10 @@ export interface Critique {
 }
 
 // Models write issues as strings, numbers or small objects (`{"issue": …, "severity": …}`): keep them all.
-const Issue = Schema.Union(Schema.String, Schema.Number, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+const Issue = Schema.Union([Schema.String, Schema.Number, Schema.Record(Schema.String, Schema.Unknown)])
 const CritiqueJson = Schema.Struct({
-  score: Schema.optional(Schema.Union(Schema.Number, Schema.NumberFromString)),
-  issues: Schema.optional(Schema.NullOr(Schema.Union(Schema.Array(Issue), Schema.String))),
+  score: Schema.optional(Schema.Union([Schema.Number, Schema.NumberFromString])),
+  issues: Schema.optional(Schema.NullOr(Schema.Union([Schema.Array(Issue), Schema.String]))),
   summary: Schema.optional(Schema.NullOr(Schema.String))
 })
 
@@ -116,8 +114,8 @@ const issueText = (issue: typeof Issue.Type): string => {
  */
 export const parseCritique = (text: string): Critique => {
   const json = decodeJson(CritiqueJson, text, { expect: "object" })
-  if (Either.isRight(json)) {
-    const { issues, score, summary } = json.right
+  if (Result.isSuccess(json)) {
+    const { issues, score, summary } = json.success
     const list = issues === undefined || issues === null ? [] : typeof issues === "string" ? [issues] : issues
     return {
       score: clamp01(score ?? 0),
@@ -147,6 +145,9 @@ export const make = <RA, RC>(options: Options<RA, RC>): Effect.Effect<Architectu
     Opts.decode("ActorCritic", OptionsSchema, options),
     (config) => Architecture.make({ name, program: program(config) }) as Architecture.Architecture<RA | RC>
   )
+
+/** `make` for a module-level value: the architecture, or the `InvalidOptions` thrown. */
+export const makeUnsafe = <RA, RC>(options: Options<RA, RC>): Architecture.Architecture<RA | RC> => Opts.runUnsafe(make(options))
 
 /** One critique of a run, as `RunResult.metadata.critiques` lists it. */
 export interface RoundCritique extends Critique {

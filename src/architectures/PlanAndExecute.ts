@@ -25,7 +25,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Either, Schema } from "effect"
+import { Effect, Result, Schema } from "effect"
 import type * as Agent from "../core/Agent.js"
 import { ArchitectureFailed, type InvalidOptions } from "../core/AgentError.js"
 import * as Architecture from "../core/Architecture.js"
@@ -48,7 +48,7 @@ export type Plan = Plans.Plan
  * Reads a planner's answer (see the module comment); `Left` when two steps share an id. Exposed for tests and
  * for callers that plan elsewhere.
  */
-export const parsePlan: (text: string, maxSteps: number) => Either.Either<Plan, string> = Plans.parse
+export const parsePlan: (text: string, maxSteps: number) => Result.Result<Plan, string> = Plans.parse
 
 /** The run's output when the planner produced no steps. */
 export const emptyPlanOutput = "The planner produced no steps, so there was nothing to execute."
@@ -110,44 +110,38 @@ Steps and their results:
 /** The options of Plan-and-Execute. */
 export interface Options<RP = never, RE = Model.Model, RS = never> {
   /** Steps per plan at most (≥ 1, default 8). */
-  readonly maxSteps?: number
+  readonly maxSteps?: number | undefined
   /** New plans after a failed step, at most (≥ 0, default 0: a failed step is passed along). */
-  readonly maxReplans?: number
+  readonly maxReplans?: number | undefined
   /** Steps of one level running at once, at most (≥ 1, default 4). */
-  readonly maxConcurrency?: number
+  readonly maxConcurrency?: number | undefined
   /** Writes the plan (and new plans). Default: a plain agent on the run's model. */
-  readonly planner?: Agent.Agent<RP>
+  readonly planner?: Agent.Agent<RP> | undefined
   /** Carries out each step. Default: the running agent (instructions, tools, model) with ReAct. */
-  readonly executor?: Agent.Agent<RE>
+  readonly executor?: Agent.Agent<RE> | undefined
   /** Writes the answer. Default: a plain agent on the run's model. */
-  readonly synthesizer?: Agent.Agent<RS>
+  readonly synthesizer?: Agent.Agent<RS> | undefined
   /** `{prompt}`, `{max_steps}`. */
-  readonly plannerPrompt?: string
+  readonly plannerPrompt?: string | undefined
   /** `{prompt}`, `{plan}`, `{step}`, `{step_id}`, `{previous}`. */
-  readonly executorPrompt?: string
+  readonly executorPrompt?: string | undefined
   /** `{prompt}`, `{plan}`, `{completed}`, `{failed}`, `{max_steps}`. */
-  readonly replanPrompt?: string
+  readonly replanPrompt?: string | undefined
   /** `{prompt}`, `{plan}`, `{results}`. */
-  readonly synthesizerPrompt?: string
+  readonly synthesizerPrompt?: string | undefined
 }
 
 const OptionsSchema = Schema.Struct({
-  maxSteps: Schema.optionalWith(Opts.IntAtLeast(1), { default: () => 8 }),
-  maxReplans: Schema.optionalWith(Opts.IntAtLeast(0), { default: () => 0 }),
-  maxConcurrency: Schema.optionalWith(Opts.IntAtLeast(1), { default: () => 4 }),
+  maxSteps: Opts.IntAtLeast(1).pipe(Opts.withDefault(8)),
+  maxReplans: Opts.IntAtLeast(0).pipe(Opts.withDefault(0)),
+  maxConcurrency: Opts.IntAtLeast(1).pipe(Opts.withDefault(4)),
   planner: Schema.optional(Opts.AgentSchema),
   executor: Schema.optional(Opts.AgentSchema),
   synthesizer: Schema.optional(Opts.AgentSchema),
-  plannerPrompt: Schema.optionalWith(Template.Template(["prompt", "max_steps"]), { default: () => defaultPlannerPrompt }),
-  executorPrompt: Schema.optionalWith(Template.Template(["prompt", "plan", "step", "step_id", "previous"]), {
-    default: () => defaultExecutorPrompt
-  }),
-  replanPrompt: Schema.optionalWith(Template.Template(["prompt", "plan", "completed", "failed", "max_steps"]), {
-    default: () => defaultReplanPrompt
-  }),
-  synthesizerPrompt: Schema.optionalWith(Template.Template(["prompt", "plan", "results"]), {
-    default: () => defaultSynthesizerPrompt
-  })
+  plannerPrompt: Template.Template(["prompt", "max_steps"]).pipe(Opts.withDefault(defaultPlannerPrompt)),
+  executorPrompt: Template.Template(["prompt", "plan", "step", "step_id", "previous"]).pipe(Opts.withDefault(defaultExecutorPrompt)),
+  replanPrompt: Template.Template(["prompt", "plan", "completed", "failed", "max_steps"]).pipe(Opts.withDefault(defaultReplanPrompt)),
+  synthesizerPrompt: Template.Template(["prompt", "plan", "results"]).pipe(Opts.withDefault(defaultSynthesizerPrompt))
 })
 type Config = typeof OptionsSchema.Type
 const defaults: Config = Schema.decodeSync(OptionsSchema)({})
@@ -163,6 +157,9 @@ export const make = <RP = never, RE = Model.Model, RS = never>(
     Opts.decode("PlanAndExecute", OptionsSchema, options),
     (config) => Architecture.make({ name, program: program(config) }) as Architecture.Architecture<RP | RE | RS | Model.Model>
   )
+
+/** `make` for a module-level value: the architecture, or the `InvalidOptions` thrown. */
+export const makeUnsafe = <RP = never, RE = Model.Model, RS = never>(options: Options<RP, RE, RS> = {}): Architecture.Architecture<RP | RE | RS | Model.Model> => Opts.runUnsafe(make(options))
 
 /** Plan-and-Execute with its defaults: up to 8 steps, no replanning. */
 export const architecture: Architecture.Architecture<Model.Model> = Architecture.make({
@@ -213,10 +210,10 @@ const program = (config: Config) => (input: Architecture.Input) =>
     const readPlan = (text: string) =>
       Effect.gen(function*() {
         const plan = Plans.parse(text, config.maxSteps)
-        if (Either.isLeft(plan)) return yield* new ArchitectureFailed({ architecture: name, message: plan.left })
-        const levels = Plans.levels(plan.right)
-        if (Either.isLeft(levels)) return yield* new ArchitectureFailed({ architecture: name, message: levels.left })
-        return { plan: plan.right, levels: levels.right }
+        if (Result.isFailure(plan)) return yield* new ArchitectureFailed({ architecture: name, message: plan.failure })
+        const levels = Plans.levels(plan.success)
+        if (Result.isFailure(levels)) return yield* new ArchitectureFailed({ architecture: name, message: levels.failure })
+        return { plan: plan.success, levels: levels.success }
       })
 
     const first = yield* Roles.run(planner, Template.fill(config.plannerPrompt, { prompt: input.prompt, max_steps: maxSteps }), {

@@ -8,9 +8,10 @@
  *
  * @since 0.1.0
  */
-import { Effect, ParseResult, Schema } from "effect"
-import { InvalidOptions } from "../core/AgentError.js"
+import { Effect } from "effect"
+import type { InvalidOptions } from "../core/AgentError.js"
 import * as Architecture from "../core/Architecture.js"
+import * as Opts from "../core/internal/options.js"
 import * as internal from "../core/internal/toolLoop.js"
 import type * as Model from "../core/Model.js"
 
@@ -24,9 +25,10 @@ export const architecture: Architecture.Architecture<Model.Model> = internal.def
 
 /** ReAct with options, checked here: `maxTurns: 0` and the like fail with `InvalidOptions`. */
 export const make = (options: Options = {}): Effect.Effect<Architecture.Architecture<Model.Model>, InvalidOptions> =>
-  Schema.decodeUnknown(Options)(options).pipe(
-    Effect.mapError((error) =>
-      new InvalidOptions({ module: "ReAct", message: ParseResult.TreeFormatter.formatErrorSync(error) })
-    ),
-    Effect.map((valid) => Architecture.make({ name: internal.name, program: internal.program(valid) }))
+  Effect.map(
+    Opts.decode("ReAct", Options, options),
+    (valid) => Architecture.make({ name: internal.name, program: internal.program(valid) })
   )
+
+/** `make` for a module-level value: the architecture, or the `InvalidOptions` thrown. */
+export const makeUnsafe = (options: Options = {}): Architecture.Architecture<Model.Model> => Opts.runUnsafe(make(options))

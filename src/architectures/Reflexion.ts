@@ -68,40 +68,38 @@ Lessons from earlier attempts at this task:
 /** The options of Reflexion. */
 export interface Options<RB = Model.Model, RE = never, RR = never> {
   /** How each attempt runs: the running agent with this architecture. Default ReAct. */
-  readonly base?: Architecture.Architecture<RB>
+  readonly base?: Architecture.Architecture<RB> | undefined
   /** Scores attempts. Default: a plain agent on the run's model. */
-  readonly evaluator?: Agent.Agent<RE>
+  readonly evaluator?: Agent.Agent<RE> | undefined
   /** Writes lessons. Default: a plain agent on the run's model. */
-  readonly reflector?: Agent.Agent<RR>
+  readonly reflector?: Agent.Agent<RR> | undefined
   /** Attempts at most (≥ 1, default 3). */
-  readonly maxAttempts?: number
+  readonly maxAttempts?: number | undefined
   /** A score at or above this ends the run (in [0, 1], default 0.8). */
-  readonly threshold?: number
+  readonly threshold?: number | undefined
   /** The most recent lessons shown to an attempt (≥ 1, default 5). */
-  readonly maxLessons?: number
+  readonly maxLessons?: number | undefined
   /** The key lessons are stored under. Default: `<agent name>:<first 16 hex digits of the task's SHA-256>`. */
-  readonly lessonKey?: string
+  readonly lessonKey?: string | undefined
   /** `{prompt}`, `{output}`. */
-  readonly evaluatorPrompt?: string
+  readonly evaluatorPrompt?: string | undefined
   /** `{prompt}`, `{output}`, `{evaluation}`, `{score}`, `{lessons}`. */
-  readonly reflectorPrompt?: string
+  readonly reflectorPrompt?: string | undefined
   /** `{prompt}`, `{lessons}`. */
-  readonly attemptPrompt?: string
+  readonly attemptPrompt?: string | undefined
 }
 
 const OptionsSchema = Schema.Struct({
   base: Schema.optional(Opts.ArchitectureSchema),
   evaluator: Schema.optional(Opts.AgentSchema),
   reflector: Schema.optional(Opts.AgentSchema),
-  maxAttempts: Schema.optionalWith(Opts.IntAtLeast(1), { default: () => 3 }),
-  threshold: Schema.optionalWith(Opts.UnitInterval, { default: () => 0.8 }),
-  maxLessons: Schema.optionalWith(Opts.IntAtLeast(1), { default: () => 5 }),
-  lessonKey: Schema.optional(Schema.NonEmptyTrimmedString),
-  evaluatorPrompt: Schema.optionalWith(Template.Template(["prompt", "output"]), { default: () => defaultEvaluatorPrompt }),
-  reflectorPrompt: Schema.optionalWith(Template.Template(["prompt", "output", "evaluation", "score", "lessons"]), {
-    default: () => defaultReflectorPrompt
-  }),
-  attemptPrompt: Schema.optionalWith(Template.Template(["prompt", "lessons"]), { default: () => defaultAttemptPrompt })
+  maxAttempts: Opts.IntAtLeast(1).pipe(Opts.withDefault(3)),
+  threshold: Opts.UnitInterval.pipe(Opts.withDefault(0.8)),
+  maxLessons: Opts.IntAtLeast(1).pipe(Opts.withDefault(5)),
+  lessonKey: Schema.optional(Schema.Trimmed.check(Schema.isNonEmpty())),
+  evaluatorPrompt: Template.Template(["prompt", "output"]).pipe(Opts.withDefault(defaultEvaluatorPrompt)),
+  reflectorPrompt: Template.Template(["prompt", "output", "evaluation", "score", "lessons"]).pipe(Opts.withDefault(defaultReflectorPrompt)),
+  attemptPrompt: Template.Template(["prompt", "lessons"]).pipe(Opts.withDefault(defaultAttemptPrompt))
 })
 type Config = typeof OptionsSchema.Type
 const defaults: Config = Schema.decodeSync(OptionsSchema)({})
@@ -117,6 +115,9 @@ export const make = <RB = Model.Model, RE = never, RR = never>(
     Opts.decode("Reflexion", OptionsSchema, options),
     (config) => Architecture.make({ name, program: program(config) }) as Architecture.Architecture<RB | RE | RR | Model.Model>
   )
+
+/** `make` for a module-level value: the architecture, or the `InvalidOptions` thrown. */
+export const makeUnsafe = <RB = Model.Model, RE = never, RR = never>(options: Options<RB, RE, RR> = {}): Architecture.Architecture<RB | RE | RR | Model.Model> => Opts.runUnsafe(make(options))
 
 /** Reflexion with its defaults: a ReAct base, three attempts, threshold 0.8. */
 export const architecture: Architecture.Architecture<Model.Model> = Architecture.make({
@@ -153,8 +154,8 @@ export interface Attempt {
   readonly score: number
   readonly evaluation: string
   /** Set when the attempt stopped early (its output is what it had). */
-  readonly interrupted?: string
-  readonly lesson?: string
+  readonly interrupted?: string | undefined
+  readonly lesson?: string | undefined
 }
 
 const program = (config: Config) => (input: Architecture.Input) =>

@@ -53,33 +53,29 @@ Review:
 /** The options of Self-Refine. */
 export interface Options<RB = Model.Model, RC = never, RR = never> {
   /** How round 0 answers: the running agent with this architecture. Default ReAct. */
-  readonly base?: Architecture.Architecture<RB>
+  readonly base?: Architecture.Architecture<RB> | undefined
   /** The critic; give it its own `model` to review with another model. Default: a plain agent on the run's model. */
-  readonly critic?: Agent.Agent<RC>
+  readonly critic?: Agent.Agent<RC> | undefined
   /** The refiner; give it its own `model` to rewrite with another model. Default: a plain agent on the run's model. */
-  readonly refiner?: Agent.Agent<RR>
+  readonly refiner?: Agent.Agent<RR> | undefined
   /** Critique rounds at most (≥ 1, default 3). */
-  readonly maxRounds?: number
+  readonly maxRounds?: number | undefined
   /** The critic's prompt template (`{prompt}`, `{output}`, `{stop_phrase}`). */
-  readonly criticPrompt?: string
+  readonly criticPrompt?: string | undefined
   /** The refiner's prompt template (`{prompt}`, `{output}`, `{critique}`). */
-  readonly refinerPrompt?: string
+  readonly refinerPrompt?: string | undefined
   /** A critique containing this (case-insensitive) ends the rounds: converged. Default `no issues`. */
-  readonly stopPhrase?: string
+  readonly stopPhrase?: string | undefined
 }
 
 const OptionsSchema = Schema.Struct({
   base: Schema.optional(Opts.ArchitectureSchema),
   critic: Schema.optional(Opts.AgentSchema),
   refiner: Schema.optional(Opts.AgentSchema),
-  maxRounds: Schema.optionalWith(Opts.IntAtLeast(1), { default: () => 3 }),
-  criticPrompt: Schema.optionalWith(Template.Template(["prompt", "output", "stop_phrase"]), {
-    default: () => defaultCriticPrompt
-  }),
-  refinerPrompt: Schema.optionalWith(Template.Template(["prompt", "output", "critique"]), {
-    default: () => defaultRefinerPrompt
-  }),
-  stopPhrase: Schema.optionalWith(Schema.NonEmptyTrimmedString, { default: () => "no issues" })
+  maxRounds: Opts.IntAtLeast(1).pipe(Opts.withDefault(3)),
+  criticPrompt: Template.Template(["prompt", "output", "stop_phrase"]).pipe(Opts.withDefault(defaultCriticPrompt)),
+  refinerPrompt: Template.Template(["prompt", "output", "critique"]).pipe(Opts.withDefault(defaultRefinerPrompt)),
+  stopPhrase: Schema.Trimmed.check(Schema.isNonEmpty()).pipe(Opts.withDefault("no issues"))
 })
 type Config = typeof OptionsSchema.Type
 const defaults: Config = Schema.decodeSync(OptionsSchema)({})
@@ -95,6 +91,9 @@ export const make = <RB = Model.Model, RC = never, RR = never>(
     Opts.decode("SelfRefine", OptionsSchema, options),
     (config) => Architecture.make({ name, program: program(config) }) as Architecture.Architecture<RB | RC | RR | Model.Model>
   )
+
+/** `make` for a module-level value: the architecture, or the `InvalidOptions` thrown. */
+export const makeUnsafe = <RB = Model.Model, RC = never, RR = never>(options: Options<RB, RC, RR> = {}): Architecture.Architecture<RB | RC | RR | Model.Model> => Opts.runUnsafe(make(options))
 
 /** Self-Refine with its defaults: a ReAct base, three rounds, stop phrase `no issues`. */
 export const architecture: Architecture.Architecture<Model.Model> = Architecture.make({

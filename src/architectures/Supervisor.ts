@@ -45,17 +45,17 @@ export interface Options<RW> {
   /** The workers, by their agent names (letters and digits joined by single `-` or `_`, all different). */
   readonly workers: ReadonlyArray<Agent.Agent<RW>>
   /** Coordinator turns at most (≥ 1); default the agent's `maxTurns`. */
-  readonly maxTurns?: number
+  readonly maxTurns?: number | undefined
   /** Delegations running at once, at most (≥ 1); default all of a turn's. */
-  readonly maxConcurrency?: number
+  readonly maxConcurrency?: number | undefined
   /** The coordinator's system prompt (`{instructions}`, `{workers}`). */
-  readonly coordinatorPrompt?: string
+  readonly coordinatorPrompt?: string | undefined
 }
 
 const workerNamePattern = /^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$/
 
-const Workers = Schema.NonEmptyArray(Opts.AgentSchema).pipe(
-  Schema.filter((workers) => {
+const Workers = Schema.NonEmptyArray(Opts.AgentSchema).check(
+  Schema.makeFilter((workers: ReadonlyArray<Agent.Agent<unknown>>) => {
     const bad = workers.filter((worker) => !workerNamePattern.test(worker.name) || worker.name.length > 48)
     if (bad.length > 0) {
       return `worker names must be letters and digits joined by single - or _ (at most 48 characters): ${
@@ -72,9 +72,7 @@ const OptionsSchema = Schema.Struct({
   workers: Workers,
   maxTurns: Schema.optional(Opts.IntAtLeast(1)),
   maxConcurrency: Schema.optional(Opts.IntAtLeast(1)),
-  coordinatorPrompt: Schema.optionalWith(Template.Template(["instructions", "workers"]), {
-    default: () => defaultCoordinatorPrompt
-  })
+  coordinatorPrompt: Template.Template(["instructions", "workers"]).pipe(Opts.withDefault(defaultCoordinatorPrompt))
 })
 type Config = typeof OptionsSchema.Type
 
@@ -87,6 +85,9 @@ export const make = <RW>(options: Options<RW>): Effect.Effect<Architecture.Archi
     Opts.decode("Supervisor", OptionsSchema, options),
     (config) => Architecture.make({ name, program: program(config) }) as Architecture.Architecture<RW | Model.Model>
   )
+
+/** `make` for a module-level value: the architecture, or the `InvalidOptions` thrown. */
+export const makeUnsafe = <RW>(options: Options<RW>): Architecture.Architecture<RW | Model.Model> => Opts.runUnsafe(make(options))
 
 /** A delegated worker did not answer; the coordinator reads this as the tool's `ERROR:` result. */
 export class DelegationFailed extends Schema.TaggedError<DelegationFailed>()("DelegationFailed", {
@@ -101,9 +102,9 @@ export interface Delegation {
   readonly n: number
   readonly sessionId: string
   readonly instructions: string
-  readonly output?: string
+  readonly output?: string | undefined
   /** Why the worker gave no answer (its failure or interruption). */
-  readonly error?: string
+  readonly error?: string | undefined
 }
 
 /** What the coordinator is told about a worker: the first line of its instructions, cut to 200 characters. */
@@ -135,20 +136,16 @@ const program = (config: Config) => (input: Architecture.Input) =>
     const delegations: Array<Delegation> = []
     let forwarded: { readonly worker: string; readonly answer: string } | undefined
 
-    const WorkerName = Schema.Literal(...names).annotations({
+    const WorkerName = Schema.Literals(names).annotate({
       description: "the worker's name",
-      // `override`: a union's own message is otherwise dropped for one line per literal it did not match.
-      message: (issue) => ({
-        message: `unknown worker ${JSON.stringify(issue.actual)}; the workers are ${names.join(", ")}`,
-        override: true
-      })
+      expected: `one of the workers (${names.join(", ")})`
     })
     const delegate = Tool.make({
       name: "delegate",
       description: `Give one worker a self-contained task and get its answer back. Workers:\n${roster}`,
       parameters: Schema.Struct({
         worker: WorkerName,
-        instructions: Schema.String.annotations({ description: "everything the worker needs to know to do its part" })
+        instructions: Schema.String.annotate({ description: "everything the worker needs to know to do its part" })
       }),
       // A worker is a whole agent run: the run's budget bounds it, not a tool timeout.
       timeout: Duration.infinity,

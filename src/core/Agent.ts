@@ -35,9 +35,9 @@ export interface MakeOptions<RA, RT> {
   readonly name: string
   readonly instructions: string
   /** How the agent works; ReAct by default. */
-  readonly architecture?: Architecture.Architecture<RA>
-  readonly tools?: ReadonlyArray<Tool.Tool<RT>>
-  readonly maxTurns?: number
+  readonly architecture?: Architecture.Architecture<RA> | undefined
+  readonly tools?: ReadonlyArray<Tool.Tool<RT>> | undefined
+  readonly maxTurns?: number | undefined
 }
 
 /** Defines an agent that uses the `Model` in context. */
@@ -67,28 +67,28 @@ export function make(
 export const with_ = <R, RA = never, RT = never>(
   agent: Agent<R>,
   changes: {
-    readonly name?: string
-    readonly instructions?: string
-    readonly architecture?: Architecture.Architecture<RA>
-    readonly tools?: ReadonlyArray<Tool.Tool<RT>>
-    readonly maxTurns?: number
+    readonly name?: string | undefined
+    readonly instructions?: string | undefined
+    readonly architecture?: Architecture.Architecture<RA> | undefined
+    readonly tools?: ReadonlyArray<Tool.Tool<RT>> | undefined
+    readonly maxTurns?: number | undefined
   }
 ): Agent<R | RA | RT> => ({ ...agent, ...changes } as Agent<R | RA | RT>)
 
 /** Options of `run` and `stream`. */
 export interface RunOptions {
   /** The session id of the run; `sess_<random>` by default. Letters, digits, `-`, `.`, `:` and single `_`. */
-  readonly sessionId?: string
+  readonly sessionId?: string | undefined
   /** Limits for this run (shared by its sub-agents). Without it, a `Budget` in context applies, if any. */
-  readonly budget?: Budget.Limits
+  readonly budget?: Budget.Limits | undefined
   /** Earlier messages of a conversation, placed between the instructions and the prompt. */
-  readonly history?: ReadonlyArray<Model.Message>
+  readonly history?: ReadonlyArray<Model.Message> | undefined
 }
 
 /** Options of `stream`. */
 export interface StreamOptions extends RunOptions {
   /** Stream the model's text as `TextDelta` events as it is generated (default true). */
-  readonly textDeltas?: boolean
+  readonly textDeltas?: boolean | undefined
 }
 
 const sessionIdPattern = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/
@@ -188,9 +188,9 @@ export interface ChildOptions {
   /** What the child is to its parent: `actor`, `critic`, `worker_search`… */
   readonly role: string
   /** Which one: a round, a number, or `1_round_2`. Omitted for a single child such as a `judge`. */
-  readonly index?: number | string
+  readonly index?: number | string | undefined
   /** Earlier messages of a conversation, placed between the instructions and the prompt. */
-  readonly history?: ReadonlyArray<Model.Message>
+  readonly history?: ReadonlyArray<Model.Message> | undefined
 }
 
 const rolePattern = /^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$/

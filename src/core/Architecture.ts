@@ -29,7 +29,7 @@ export interface Emitter {
    * which waits for room). Saves running an effect per event on the hot path. Only call it where `emit` would
    * run, so that events keep their order.
    */
-  readonly unsafeEmit?: (event: AgentEvent.AgentEvent) => boolean
+  readonly unsafeEmit?: ((event: AgentEvent.AgentEvent) => boolean) | undefined
 }
 
 /** Emits an event: at once when the emitter can take it without waiting, else through its `emit`. */
@@ -91,15 +91,15 @@ export interface Input {
   readonly parent: RunContext | undefined
   readonly resources: Resources
   /** The run's tracing span (`valet/Agent.run`): the parent of the spans made while the program runs. */
-  readonly span?: Tracer.Span
+  readonly span?: Tracer.Span | undefined
 }
 
 /** What an architecture program returns; the runtime adds the counts and timing to make the `RunResult`. */
 export interface Outcome {
   readonly output: string
   /** Set when the run stopped early; the reason becomes `RunResult.interruptionReason`. */
-  readonly interrupted?: string
-  readonly metadata?: Record<string, unknown>
+  readonly interrupted?: string | undefined
+  readonly metadata?: Record<string, unknown> | undefined
 }
 
 /** An architecture that needs the services `R` (typically `Model`). */
@@ -221,7 +221,7 @@ const emitWarnings = (run: RunContext, warnings: ReadonlyArray<Budget.Warning>):
 /** Options of `generate`. */
 export interface GenerateOptions {
   /** The step's name within the session (`react.turn_2`); keys journal records. Default `call_<n>`. */
-  readonly step?: string
+  readonly step?: string | undefined
 }
 
 /**

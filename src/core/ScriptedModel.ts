@@ -12,24 +12,24 @@ import { type ModelError, ScriptExhausted } from "./ModelError.js"
 /** A scripted tool call; `arguments` may be an object (sent as JSON) or the raw text a model would write. */
 export interface ScriptedToolCall {
   readonly name: string
-  readonly arguments?: string | Record<string, unknown>
-  readonly id?: string
+  readonly arguments?: string | Record<string, unknown> | undefined
+  readonly id?: string | undefined
 }
 
 /** One scripted answer: a text, or the parts of a response. */
 export type Turn =
   | string
   | {
-    readonly text?: string
-    readonly toolCalls?: ReadonlyArray<ScriptedToolCall>
-    readonly reasoning?: string
-    readonly finishReason?: Model.FinishReason
+    readonly text?: string | undefined
+    readonly toolCalls?: ReadonlyArray<ScriptedToolCall> | undefined
+    readonly reasoning?: string | undefined
+    readonly finishReason?: Model.FinishReason | undefined
     /** Token counts; by default about four characters a token. */
-    readonly usage?: Partial<Model.Usage>
+    readonly usage?: Partial<Model.Usage> | undefined
     /** Waits this long before answering (use `TestClock` to move time). */
-    readonly delay?: Duration.Input
+    readonly delay?: Duration.Input | undefined
     /** Fails the call with this error instead of answering. */
-    readonly error?: ModelError
+    readonly error?: ModelError | undefined
   }
 
 /** A script: turns consumed in call order, or a function answering each request. */

@@ -53,8 +53,8 @@ export interface MakeOptions<P, I, A, E, R> {
   readonly parameters: Schema.Codec<P, I>
   readonly handler: (params: P) => Effect.Effect<A, E, R>
   /** How the result is shown to the model; by default strings as they are and anything else as JSON. */
-  readonly format?: (result: A) => string
-  readonly timeout?: Duration.Input
+  readonly format?: ((result: A) => string) | undefined
+  readonly timeout?: Duration.Input | undefined
 }
 
 const toolNamePattern = /^[a-zA-Z0-9_-]{1,64}$/
@@ -144,7 +144,7 @@ export interface Result {
 /** Options of `execute`. */
 export interface ExecuteOptions {
   /** Results longer than this are cut, with a note of how much was cut. */
-  readonly maxResultChars?: number
+  readonly maxResultChars?: number | undefined
 }
 
 /** Tools indexed by name, built once per run so each call is a map lookup. */

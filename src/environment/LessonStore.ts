@@ -34,7 +34,7 @@ export class LessonStoreError extends Schema.TaggedError<LessonStoreError>()("Le
 /** Options of `list`. */
 export interface ListOptions {
   /** Only the most recent `limit` lessons (still oldest first). */
-  readonly limit?: number
+  readonly limit?: number | undefined
 }
 
 /** What a lesson store does. */

@@ -203,9 +203,9 @@ export const layerMemory: Layer.Layer<TrajectoryStore> = Layer.effect(Trajectory
 /** Options of `layerFile`. */
 export interface FileOptions {
   /** The trajectories directory; records go to `<root>/raw/<task_id>.jsonl` (default `trajectories`). */
-  readonly root?: string
+  readonly root?: string | undefined
   /** fsync after every record, so a power loss cannot lose an acknowledged step (default false). */
-  readonly fsync?: boolean
+  readonly fsync?: boolean | undefined
 }
 
 /** The default trajectories directory. */

@@ -40,9 +40,9 @@ export interface Options extends ResilienceOptions {
 /** A model the server serves (`GET /v1/models`). */
 export interface ModelInfo {
   readonly id: string
-  readonly ownedBy?: string
+  readonly ownedBy?: string | undefined
   /** vLLM's context window. */
-  readonly maxModelLen?: number
+  readonly maxModelLen?: number | undefined
 }
 
 /** The client: a `Model` service, plus what an OpenAI-compatible server offers beside completions. */

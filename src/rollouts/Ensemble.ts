@@ -32,7 +32,7 @@ import * as Opts from "../core/internal/options.js"
 import { normalizeAnswer } from "../core/internal/parse.js"
 import * as Reference from "./internal/reference.js"
 import { RequestOptions } from "./internal/sampling.js"
-import { FunctionSchema, withDefault } from "./internal/schemas.js"
+import { FunctionSchema, withDefault } from "../core/internal/decode.js"
 import * as Template from "../core/internal/template.js"
 import type * as Model from "../core/Model.js"
 

@@ -25,7 +25,7 @@ import * as Opts from "../core/internal/options.js"
 import { finalAnswer, normalizeAnswer } from "../core/internal/parse.js"
 import * as SummaryInternal from "./internal/evaluate/summary.js"
 import * as Reference from "./internal/reference.js"
-import { FunctionSchema, withDefault } from "./internal/schemas.js"
+import { FunctionSchema, withDefault } from "../core/internal/decode.js"
 
 /** One problem of a dataset: `id` (text or number), `problem`, and optionally `reference`. */
 export const Problem = Jsonl.Problem

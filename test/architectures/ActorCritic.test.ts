@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Context, Deferred, Effect, Exit, Fiber, Layer, Stream } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Stream } from "effect"
 import { ActorCritic, Agent, AgentError, AgentEvent, type Architecture, Model, ScriptedModel } from "../../src/index.js"
 
 const lastUser = (request: Model.Request): string =>
@@ -33,7 +33,7 @@ describe("ActorCritic", () => {
     Effect.gen(function*() {
       const architecture = yield* ActorCritic.make({ actor, critic })
       const events = yield* Agent.stream(team(architecture), "A haiku about rain.", { sessionId: "ac", textDeltas: false })
-        .pipe(Stream.runCollect, Effect.map(Chunk.toArray))
+        .pipe(Stream.runCollect)
       const result = (events.at(-1) as AgentEvent.Of<"RunCompleted">).result
       expect(result.output).toBe("rain taps, the roof hums")
       expect(result.modelCalls).toBe(4)
@@ -71,8 +71,7 @@ describe("ActorCritic", () => {
     Effect.gen(function*() {
       const architecture = yield* ActorCritic.make({ actor, critic, maxRounds: 2 })
       const events = yield* Agent.stream(team(architecture), "task", { textDeltas: false }).pipe(
-        Stream.runCollect,
-        Effect.map(Chunk.toArray)
+        Stream.runCollect
       )
       const result = (events.at(-1) as AgentEvent.Of<"RunCompleted">).result
       expect(result.output).toBe("round 1")
@@ -126,7 +125,7 @@ describe("ActorCritic", () => {
     expect(ActorCritic.parseCritique("  ")).toEqual({ score: 0, issues: [], summary: "", parsed: "none" })
   })
 
-  it.scoped("actor and critic on two different models, each called the right number of times", () =>
+  it.effect("actor and critic on two different models, each called the right number of times", () =>
     Effect.gen(function*() {
       const actorModel = yield* Layer.build(ScriptedModel.layer(["draft", "better draft"]))
       const criticModel = yield* Layer.build(ScriptedModel.layer([critique(0.2, ["weak"]), critique(0.92)]))
@@ -177,15 +176,16 @@ describe("ActorCritic", () => {
         index === 0
           ? Effect.succeed("answer")
           : Deferred.succeed(calling, undefined).pipe(
-            Effect.zipRight(Effect.never),
+            Effect.andThen(Effect.never),
             Effect.onInterrupt(() => Effect.sync(() => { stopped = true }))
           )
       )
       const architecture = yield* ActorCritic.make({ actor, critic })
-      const fiber = yield* Effect.fork(Agent.run(team(architecture), "task").pipe(Effect.provide(model)))
+      const fiber = yield* Effect.forkChild(Agent.run(team(architecture), "task").pipe(Effect.provide(model)))
       yield* Deferred.await(calling)
-      const exit = yield* Fiber.interrupt(fiber)
-      expect(Exit.isInterrupted(exit)).toBe(true)
+      yield* Fiber.interrupt(fiber)
+      const exit = yield* Effect.exit(Fiber.join(fiber))
+      expect(Exit.hasInterrupts(exit)).toBe(true)
       expect(stopped).toBe(true)
     }))
 
@@ -202,7 +202,7 @@ describe("ActorCritic", () => {
       const notAnAgent = yield* Effect.flip(
         ActorCritic.make({ actor, critic: { name: "x" } } as unknown as ActorCritic.Options<never, never>)
       )
-      expect(notAnAgent.message).toContain("Expected Agent")
+      expect(notAnAgent.message).toBe('ActorCritic: critic must be an agent made with Agent.make, got {"name":"x"}')
       const template = yield* Effect.flip(ActorCritic.make({ actor, critic, refinePrompt: "{issues}" }))
       expect(template.message).toContain("unknown placeholder {issues}")
     }))

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Either, Exit, Fiber, Ref, Schema, Stream } from "effect"
+import { Deferred, Effect, Result, Exit, Fiber, Ref, Schema, Stream } from "effect"
 import { Agent, AgentError, AgentEvent, type Architecture, Model, PlanAndExecute, ScriptedModel, Tool } from "../../src/index.js"
 
 const lastUser = (request: Model.Request): string =>
@@ -19,7 +19,7 @@ describe("PlanAndExecute", () => {
       const events = yield* Agent.stream(agentWith(PlanAndExecute.architecture), "Plan a picnic.", {
         sessionId: "pe",
         textDeltas: false
-      }).pipe(Stream.runCollect, Effect.map(Chunk.toArray))
+      }).pipe(Stream.runCollect)
       const result = completed(events)
       expect(result.output).toBe("Picnic on Saturday at the lake with sandwiches.")
       expect(result.modelCalls).toBe(5)
@@ -92,7 +92,7 @@ describe("PlanAndExecute", () => {
 
   it("parsePlan: JSON strings and objects, fences, a wrapper, lines with bullets and numbering, cuts, ids", () => {
     const steps = (text: string, maxSteps = 8) =>
-      Either.getOrThrow(PlanAndExecute.parsePlan(text, maxSteps)).steps.map((step) => step.description)
+      Result.getOrThrow(PlanAndExecute.parsePlan(text, maxSteps)).steps.map((step) => step.description)
     expect(steps('["a", "b"]')).toEqual(["a", "b"])
     expect(steps('Plan:\n```json\n[{"description": "a"}, "b", {"description": "  "}]\n```')).toEqual(["a", "b"])
     expect(steps('{"steps": ["x", "y"]}')).toEqual(["x", "y"])
@@ -100,10 +100,10 @@ describe("PlanAndExecute", () => {
     expect(steps("Gather facts\nDraft\n\nReview")).toEqual(["Gather facts", "Draft", "Review"])
     expect(steps('["a", "b", "c"]', 2)).toEqual(["a", "b"])
     expect(steps("")).toEqual([])
-    const lines = Either.getOrThrow(PlanAndExecute.parsePlan("- a\n- b", 8))
+    const lines = Result.getOrThrow(PlanAndExecute.parsePlan("- a\n- b", 8))
     expect(lines.parsed).toBe("lines")
     expect(lines.withDependencies).toBe(false)
-    const graph = Either.getOrThrow(
+    const graph = Result.getOrThrow(
       PlanAndExecute.parsePlan('[{"id": "a", "description": "A"}, {"id": 2, "description": "B", "depends_on": ["a", "zzz"]}]', 8)
     )
     expect(graph.withDependencies).toBe(true)
@@ -113,7 +113,7 @@ describe("PlanAndExecute", () => {
     ])
     expect(graph.droppedDependencies).toEqual([{ step: "2", dependsOn: "zzz" }])
     const duplicate = PlanAndExecute.parsePlan('[{"id": "a", "description": "A"}, {"id": "a", "description": "B"}]', 8)
-    expect(Either.isLeft(duplicate) && duplicate.left).toBe('the plan has two steps with the id "a"')
+    expect(Result.isFailure(duplicate) && duplicate.failure).toBe('the plan has two steps with the id "a"')
     expect(PlanAndExecute.isStepFailure("  step failed: no network")).toBe(true)
     expect(PlanAndExecute.isStepFailure("All good. STEP FAILED: is not at the start")).toBe(false)
   })
@@ -201,7 +201,7 @@ describe("PlanAndExecute", () => {
     Effect.gen(function*() {
       const architecture = yield* PlanAndExecute.make({ maxReplans: 1 })
       const events = yield* Agent.stream(agentWith(architecture), "Report on sales.", { sessionId: "pe", textDeltas: false })
-        .pipe(Stream.runCollect, Effect.map(Chunk.toArray))
+        .pipe(Stream.runCollect)
       const result = completed(events)
       expect(result.output).toBe("Sales grew 5% (from the cached copy).")
       expect(result.modelCalls).toBe(7)
@@ -310,10 +310,11 @@ describe("PlanAndExecute", () => {
             return yield* Effect.never
           }).pipe(Effect.onInterrupt(() => Ref.update(stopped, (n) => n + 1)))
       )
-      const fiber = yield* Effect.fork(Agent.run(agentWith(PlanAndExecute.architecture), "task").pipe(Effect.provide(model)))
+      const fiber = yield* Effect.forkChild(Agent.run(agentWith(PlanAndExecute.architecture), "task").pipe(Effect.provide(model)))
       yield* Deferred.await(bothWaiting)
-      const exit = yield* Fiber.interrupt(fiber)
-      expect(Exit.isInterrupted(exit)).toBe(true)
+      yield* Fiber.interrupt(fiber)
+      const exit = yield* Effect.exit(Fiber.join(fiber))
+      expect(Exit.hasInterrupts(exit)).toBe(true)
       expect(yield* Ref.get(stopped)).toBe(2)
     }))
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Deferred, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
 import {
   Agent,
   AgentError,
@@ -26,8 +26,7 @@ describe("Reflexion", () => {
   it.effect("success on attempt 2: the lesson is in attempt 2's prompt and not in attempt 1's; five calls", () =>
     Effect.gen(function*() {
       const events = yield* Agent.stream(solver(Reflexion.architecture), task, { sessionId: "rx", textDeltas: false }).pipe(
-        Stream.runCollect,
-        Effect.map(Chunk.toArray)
+        Stream.runCollect
       )
       const result = (events.at(-1) as AgentEvent.Of<"RunCompleted">).result
       expect(result.output).toBe("A piano.")
@@ -81,8 +80,7 @@ describe("Reflexion", () => {
     Effect.gen(function*() {
       const architecture = yield* Reflexion.make({ maxAttempts: 2 })
       const events = yield* Agent.stream(solver(architecture), task, { textDeltas: false }).pipe(
-        Stream.runCollect,
-        Effect.map(Chunk.toArray)
+        Stream.runCollect
       )
       const result = (events.at(-1) as AgentEvent.Of<"RunCompleted">).result
       expect(result.output).toBe("A keyboard?")
@@ -202,13 +200,14 @@ describe("Reflexion", () => {
         index === 0
           ? Effect.succeed("A door.")
           : Deferred.succeed(calling, undefined).pipe(
-            Effect.zipRight(Effect.never),
+            Effect.andThen(Effect.never),
             Effect.onInterrupt(() => Effect.sync(() => { stopped = true }))
           )
       )
-      const fiber = yield* Effect.fork(Agent.run(solver(Reflexion.architecture), task).pipe(Effect.provide(model)))
+      const fiber = yield* Effect.forkChild(Agent.run(solver(Reflexion.architecture), task).pipe(Effect.provide(model)))
       yield* Deferred.await(calling)
-      expect(Exit.isInterrupted(yield* Fiber.interrupt(fiber))).toBe(true)
+      yield* Fiber.interrupt(fiber)
+      expect(Exit.hasInterrupts(yield* Effect.exit(Fiber.join(fiber)))).toBe(true)
       expect(stopped).toBe(true)
     }))
 

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Chunk, Context, Deferred, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
 import { Agent, AgentError, AgentEvent, Architecture, Model, ReAct, ScriptedModel, SelfRefine, Tool } from "../../src/index.js"
 import { adjustWhenSleeping } from "../support/clock.js"
 
@@ -33,7 +33,7 @@ describe("SelfRefine", () => {
   it.effect("a critique, a refinement, then a case-insensitive stop phrase: the refined answer, four calls", () =>
     Effect.gen(function*() {
       const events = yield* Agent.stream(writer(SelfRefine.architecture), "Explain tides.", { sessionId: "sr", textDeltas: false })
-        .pipe(Stream.runCollect, Effect.map(Chunk.toArray))
+        .pipe(Stream.runCollect)
       const last = events.at(-1)!
       expect(last._tag).toBe("RunCompleted")
       const result = (last as AgentEvent.Of<"RunCompleted">).result
@@ -65,8 +65,7 @@ describe("SelfRefine", () => {
     Effect.gen(function*() {
       const architecture = yield* SelfRefine.make({ maxRounds: 2 })
       const events = yield* Agent.stream(writer(architecture), "task", { textDeltas: false }).pipe(
-        Stream.runCollect,
-        Effect.map(Chunk.toArray)
+        Stream.runCollect
       )
       const result = (events.at(-1) as AgentEvent.Of<"RunCompleted">).result
       expect(result.output).toBe("v3")
@@ -88,7 +87,7 @@ describe("SelfRefine", () => {
       yield* ScriptedModel.assertConsumed
     }).pipe(Effect.provide(ScriptedModel.layer(["v1", "fix a", "v2", "fix b"]))))
 
-  it.scoped("a critic on its own model continues its script across rounds; base and refiner use the run's model", () =>
+  it.effect("a critic on its own model continues its script across rounds; base and refiner use the run's model", () =>
     Effect.gen(function*() {
       const criticModel = yield* Layer.build(ScriptedModel.layer(["too vague", "no issues at all"]))
       const critic = Agent.make({
@@ -163,19 +162,20 @@ describe("SelfRefine", () => {
         index < 2
           ? Effect.succeed(index === 0 ? "draft" : "too short")
           : Deferred.succeed(calling, undefined).pipe(
-            Effect.zipRight(Effect.never),
+            Effect.andThen(Effect.never),
             Effect.onInterrupt(() => Effect.sync(() => { stopped = true }))
           )
       )
-      const fiber = yield* Effect.fork(Agent.run(writer(SelfRefine.architecture), "task").pipe(Effect.provide(model)))
+      const fiber = yield* Effect.forkChild(Agent.run(writer(SelfRefine.architecture), "task").pipe(Effect.provide(model)))
       yield* Deferred.await(calling)
-      expect(Exit.isInterrupted(yield* Fiber.interrupt(fiber))).toBe(true)
+      yield* Fiber.interrupt(fiber)
+      expect(Exit.hasInterrupts(yield* Effect.exit(Fiber.join(fiber)))).toBe(true)
       expect(stopped).toBe(true)
     }))
 
   it.effect("a wall-clock budget interrupts a slow critic (TestClock) with budget:wall_clock and the draft", () =>
     Effect.gen(function*() {
-      const fiber = yield* Effect.fork(
+      const fiber = yield* Effect.forkChild(
         Agent.run(writer(SelfRefine.architecture), "task", { budget: { maxDurationMs: 10_000 } })
       )
       yield* adjustWhenSleeping("11 seconds")

@@ -1,7 +1,7 @@
 /**
  * Plans as Plan-and-Execute reads them from a planner's text, and the order their steps can run in.
  */
-import { Either, Schema } from "effect"
+import { Result, Schema } from "effect"
 import { decodeJson, listItems } from "../../core/internal/parse.js"
 
 /** One step of a plan. `id` is the planner's (or the step's number); `dependsOn` names other steps' ids. */
@@ -22,16 +22,16 @@ export interface Plan {
   readonly droppedDependencies: ReadonlyArray<{ readonly step: string; readonly dependsOn: string }>
 }
 
-const Id = Schema.Union(Schema.String, Schema.Number)
+const Id = Schema.Union([Schema.String, Schema.Number])
 const StepObject = Schema.Struct({
   id: Schema.optional(Schema.NullOr(Id)),
   description: Schema.String,
   depends_on: Schema.optional(Schema.NullOr(Schema.Array(Id))),
   dependsOn: Schema.optional(Schema.NullOr(Schema.Array(Id)))
 })
-const StepList = Schema.Array(Schema.Union(Schema.String, StepObject))
+const StepList = Schema.Array(Schema.Union([Schema.String, StepObject]))
 // Some models wrap the list: `{"steps": [...]}` or `{"plan": [...]}`.
-const Wrapped = Schema.Union(Schema.Struct({ steps: StepList }), Schema.Struct({ plan: StepList }))
+const Wrapped = Schema.Union([Schema.Struct({ steps: StepList }), Schema.Struct({ plan: StepList })])
 
 type RawStep = { readonly id?: string; readonly description: string; readonly dependsOn?: ReadonlyArray<string> }
 
@@ -51,14 +51,14 @@ const fromJson = (items: typeof StepList.Type): Array<RawStep> =>
  * `{"steps": […]}` wrapper tolerated), else one step per non-empty line with bullets and numbering removed.
  * Blank steps are dropped and the plan is cut to `maxSteps`. `Left` when two steps share an id.
  */
-export const parse = (text: string, maxSteps: number): Either.Either<Plan, string> => {
+export const parse = (text: string, maxSteps: number): Result.Result<Plan, string> => {
   let raw: Array<RawStep>
   let parsed: Plan["parsed"] = "json"
   const list = decodeJson(StepList, text, { expect: "array" })
-  if (Either.isRight(list)) raw = fromJson(list.right)
+  if (Result.isSuccess(list)) raw = fromJson(list.success)
   else {
     const wrapped = decodeJson(Wrapped, text, { expect: "object" })
-    if (Either.isRight(wrapped)) raw = fromJson("steps" in wrapped.right ? wrapped.right.steps : wrapped.right.plan)
+    if (Result.isSuccess(wrapped)) raw = fromJson("steps" in wrapped.success ? wrapped.success.steps : wrapped.success.plan)
     else {
       raw = listItems(text).map((description) => ({ description }))
       parsed = "lines"
@@ -72,7 +72,7 @@ export const parse = (text: string, maxSteps: number): Either.Either<Plan, strin
   }))
   const ids = new Set<string>()
   for (const step of steps) {
-    if (ids.has(step.id)) return Either.left(`the plan has two steps with the id ${JSON.stringify(step.id)}`)
+    if (ids.has(step.id)) return Result.fail(`the plan has two steps with the id ${JSON.stringify(step.id)}`)
     ids.add(step.id)
   }
   const droppedDependencies: Array<{ step: string; dependsOn: string }> = []
@@ -84,7 +84,7 @@ export const parse = (text: string, maxSteps: number): Either.Either<Plan, strin
     })
     return known.length === step.dependsOn.length ? step : { ...step, dependsOn: known }
   })
-  return Either.right({
+  return Result.succeed({
     steps: cleaned,
     parsed,
     withDependencies: kept.some((step) => step.dependsOn !== undefined),
@@ -97,21 +97,21 @@ export const parse = (text: string, maxSteps: number): Either.Either<Plan, strin
  * run at once. Plan order is kept within a level. Without dependencies every step is its own level, in plan
  * order. `Left` names a dependency cycle (`a → b → a`: a depends on b, which depends on a).
  */
-export const levels = (plan: Plan): Either.Either<Array<Array<Step>>, string> => {
-  if (!plan.withDependencies) return Either.right(plan.steps.map((step) => [step]))
+export const levels = (plan: Plan): Result.Result<Array<Array<Step>>, string> => {
+  if (!plan.withDependencies) return Result.succeed(plan.steps.map((step) => [step]))
   const remaining = new Map(plan.steps.map((step) => [step.id, step]))
   const done = new Set<string>()
   const out: Array<Array<Step>> = []
   while (remaining.size > 0) {
     const ready = [...remaining.values()].filter((step) => step.dependsOn.every((id) => done.has(id)))
     if (ready.length === 0) {
-      return Either.left(`the plan has a dependency cycle: ${cycleIn(remaining).join(" → ")} (each step depends on the next)`)
+      return Result.fail(`the plan has a dependency cycle: ${cycleIn(remaining).join(" → ")} (each step depends on the next)`)
     }
     for (const step of ready) remaining.delete(step.id)
     for (const step of ready) done.add(step.id)
     out.push(ready)
   }
-  return Either.right(out)
+  return Result.succeed(out)
 }
 
 // Every step left has a dependency among the steps left (else it would be ready): following those from any of

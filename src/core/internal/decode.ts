@@ -129,3 +129,14 @@ export const runUnsafe = <A>(effect: Effect.Effect<A, InvalidOptions>): A => {
   const error = Cause.findErrorOption(exit.cause)
   throw error._tag === "Some" ? error.value : Cause.squash(exit.cause)
 }
+
+/**
+ * `schema`, optional in the options (absent or `undefined`), decoded to `value` when not given: so that
+ * `{ maxRounds: settings.maxRounds }` works under `exactOptionalPropertyTypes`.
+ */
+export const withDefault = <S extends Schema.Constraint>(value: S["Type"]) => (schema: S) =>
+  Schema.withDecodingDefaultType<S>(Effect.succeed(value))(schema)
+
+/** A function passed as an option (checked by `typeof` only: its signature is the caller's promise). */
+export const FunctionSchema = <F>(what: string) =>
+  Schema.declare((u: unknown): u is F => typeof u === "function", { expected: `a function (${what})` })

@@ -4,13 +4,14 @@ import * as Architecture from "../Architecture.js"
 import * as Model from "../Model.js"
 import type { ModelError } from "../ModelError.js"
 import * as Tool from "../Tool.js"
+import { IntAtLeast } from "./decode.js"
 import { canonicalArguments } from "./json.js"
 
 /** Sampling options ReAct passes on every model call. */
 export const RequestOptions = Schema.Struct({
   temperature: Schema.optional(Schema.Number),
   topP: Schema.optional(Schema.Number),
-  maxTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
+  maxTokens: Schema.optional(IntAtLeast(1)),
   stop: Schema.optional(Schema.Array(Schema.String)),
   seed: Schema.optional(Schema.Int),
   toolChoice: Schema.optional(Model.ToolChoice),
@@ -19,13 +20,13 @@ export const RequestOptions = Schema.Struct({
 
 export const Options = Schema.Struct({
   /** Model turns before the run stops with `max_turns_exceeded`; default: the agent's `maxTurns`. */
-  maxTurns: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
+  maxTurns: Schema.optional(IntAtLeast(1)),
   /** The same tool with the same arguments this many times in a row stops the run (`repeated_tool_call`); 0: never. */
-  maxRepeatedToolCalls: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  maxRepeatedToolCalls: Schema.optional(IntAtLeast(0)),
   /** How many tool calls of one turn run at once; default all of them. */
-  toolConcurrency: Schema.optional(Schema.Union([Schema.Int.check(Schema.isGreaterThan(0)), Schema.Literal("unbounded")])),
+  toolConcurrency: Schema.optional(Schema.Union([IntAtLeast(1), Schema.Literal("unbounded")])),
   /** Tool results longer than this are cut with a note. */
-  maxResultChars: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
+  maxResultChars: Schema.optional(IntAtLeast(1)),
   request: Schema.optional(RequestOptions)
 })
 export type Options = typeof Options.Type

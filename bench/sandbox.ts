@@ -11,7 +11,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Exit, type Layer, ManagedRuntime } from "effect"
-import { Sandbox } from "valet"
+import * as Sandbox from "valet/Sandbox"
 import { type Row, summarize, writeReport } from "./support/report.js"
 
 const quick = process.argv.includes("--quick")

@@ -3,9 +3,8 @@
  * time. A run recorded once against a real server becomes a deterministic test.
  * Run alone: `npx tsx examples/record-replay.ts`.
  */
-import { FileSystem } from "@effect/platform"
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { Console, Effect, Layer } from "effect"
+import { NodeRuntime, NodeServices } from "@effect/platform-node"
+import { Console, Effect, FileSystem, Layer } from "effect"
 import { Agent, Journal } from "../src/index.js"
 import * as Calculator from "./react-calculator.js"
 import { demoModel } from "./support/model.js"
@@ -30,6 +29,6 @@ export const main = Effect.gen(function*() {
 
   const miss = yield* Effect.flip(Agent.run(Calculator.agent, "What is 1 + 1?").pipe(Effect.provide(Journal.layerReplay(cassette))))
   yield* Console.log(`a prompt that was never recorded: ${miss._tag}: ${miss.message}`)
-}).pipe(Effect.scoped, Effect.provide(NodeContext.layer))
+}).pipe(Effect.scoped, Effect.provide(NodeServices.layer))
 
 if (import.meta.url === `file://${process.argv[1]}`) NodeRuntime.runMain(main)

@@ -31,7 +31,15 @@ describe("README snippets", () => {
   // Self-contained snippets: they import from "valet" and run themselves.
   const snippets = [...readme.matchAll(/^```ts\n([\s\S]*?)^```$/gm)]
     .map((match) => match[1]!)
-    .filter((code) => code.includes('from "valet"') && code.includes("Effect.runPromise("))
+    .filter((code) => /from "valet(\/\w+)?"/.test(code) && code.includes("Effect.runPromise("))
+
+  it("every valet import path it shows is one the package exports", () => {
+    const exported = new Set(Object.keys(JSON.parse(readFileSync(`${root}/package.json`, "utf8")).exports as object))
+    const paths = [...readme.matchAll(/from "(valet(?:\/[\w-]+)?)"/g), ...readme.matchAll(/`(valet\/[A-Z]\w+)`/g)]
+      .map((match) => match[1]!)
+    expect(paths.length).toBeGreaterThan(10)
+    for (const path of paths) expect(exported, path).toContain(path === "valet" ? "." : `./${path.slice("valet/".length)}`)
+  })
 
   it("there are runnable snippets to check", () => {
     expect(snippets.length).toBeGreaterThanOrEqual(5)

@@ -1,28 +1,48 @@
 /**
  * `npm run bench`: every benchmark, one table. Framework overhead per step and memory per session against the
- * Vercel AI SDK and LangGraph.js; then the client, sandbox and fan-out benchmarks of the other modules when they
- * exist. Each writes `bench/results/<name>.json`; the combined table goes to `bench/results/summary.json`.
+ * Vercel AI SDK and LangGraph.js; the cost of `import("valet")` beside `import("effect")`; then the client, sandbox
+ * and fan-out benchmarks of the other modules when they exist. Each writes `bench/results/<name>.json`; the combined table goes to `bench/results/summary.json`.
  *
  *   npm run bench              # full: medians of 3 processes per cell (several minutes)
  *   npm run bench -- --quick   # a smoke run: small sizes, one process per cell (what CI runs)
  */
 import { execFileSync } from "node:child_process"
-import { existsSync, readFileSync } from "node:fs"
+import { existsSync, readFileSync, rmSync } from "node:fs"
 import { join } from "node:path"
+import * as Imports from "./imports.js"
 import * as Memory from "./memory.js"
 import * as Overhead from "./overhead.js"
 import { type Report, type Row, resultsDir, writeReport } from "./support/report.js"
 
 const quick = process.argv.includes("--quick")
-const reports: Array<Report> = [Overhead.main(quick), Memory.main(quick)]
+const reports: Array<Report> = []
+// A benchmark that fails does not hide the others' tables; the run still exits non-zero (CI checks they run).
+const failures: Array<string> = []
+const attempt = (name: string, run: () => Report | undefined) => {
+  try {
+    const report = run()
+    if (report !== undefined) reports.push(report)
+  } catch (error) {
+    failures.push(name)
+    console.error(`\nbenchmark ${name} failed: ${error instanceof Error ? error.message : String(error)}`)
+  }
+}
+
+attempt("overhead", () => Overhead.main(quick))
+attempt("memory", () => Memory.main(quick))
+attempt("imports", () => Imports.main(quick))
 
 // Benchmarks owned by other modules, run as their own processes when present.
 for (const name of ["client", "sandbox", "fanout"]) {
   const script = join("bench", `${name}.ts`)
   if (!existsSync(script)) continue
-  execFileSync(process.execPath, ["--import", "tsx", script, ...(quick ? ["--quick"] : [])], { stdio: "inherit" })
   const file = join(resultsDir, `${name}.json`)
-  if (existsSync(file)) reports.push(JSON.parse(readFileSync(file, "utf8")) as Report)
+  // A stale file from an earlier run must not stand in for this one.
+  rmSync(file, { force: true })
+  attempt(name, () => {
+    execFileSync(process.execPath, ["--import", "tsx", script, ...(quick ? ["--quick"] : [])], { stdio: "inherit" })
+    return existsSync(file) ? JSON.parse(readFileSync(file, "utf8")) as Report : undefined
+  })
 }
 
 const rows: Array<Row> = reports.flatMap((report) => report.rows.map((row) => ({ ...row, measure: `${report.name}: ${row.measure}` })))
@@ -31,6 +51,9 @@ writeReport({
   name: "summary",
   description: `all benchmarks${quick ? " (quick run: not for comparison)" : ""}`,
   rows,
-  notes: reports.flatMap((report) => (report.notes ?? []).map((note) => `${report.name}: ${note}`))
+  notes: [
+    ...reports.flatMap((report) => (report.notes ?? []).map((note) => `${report.name}: ${note}`)),
+    ...failures.map((name) => `${name}: FAILED (see above)`)
+  ]
 })
-
+if (failures.length > 0) process.exitCode = 1

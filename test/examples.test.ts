@@ -27,7 +27,7 @@ describe("examples", () => {
       const lines = yield* printed(ReactCalculator.main)
       expect(lines[0]).toMatch(/^# ReAct calculator — .*using ScriptedModel/)
       expect(lines.at(-1)).toMatch(/run completed after 2 model calls.*both are 42\.$/)
-    }).pipe(Effect.provide(Logger.remove(Logger.defaultLogger))))
+    }).pipe(Effect.provide(Logger.layer([]))))
 
   it.live("sub-agents prints the session tree", () =>
     Effect.gen(function*() {

@@ -24,7 +24,7 @@ export const valet: Framework = {
     )
     const program = options.stream
       ? Agent.stream(agent, prompt).pipe(
-        Stream.runFold("", (output, event) => (event._tag === "RunCompleted" ? event.result.output : output))
+        Stream.runFold(() => "", (output, event) => (event._tag === "RunCompleted" ? event.result.output : output))
       )
       : Effect.map(Agent.run(agent, prompt), (result) => result.output)
     return Effect.runPromise(Effect.provide(program, model))

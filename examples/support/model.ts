@@ -10,12 +10,12 @@ import { OpenAiCompatible, ScriptedModel } from "../../src/index.js"
 /** The model layer for an example, and one line saying which model that is. */
 export const demoModel = (script: ScriptedModel.Script) =>
   Effect.gen(function*() {
-    const baseUrl = yield* Config.option(Config.string("VALET_BASE_URL"))
+    const baseUrl = yield* Config.option(Config.String("VALET_BASE_URL"))
     if (Option.isNone(baseUrl)) {
       const layer: Layer.Layer<Model.Model> = Layer.orDie(ScriptedModel.layer(script))
       return { layer, note: "no model server configured (VALET_BASE_URL is unset): using ScriptedModel" }
     }
-    const model = yield* Config.option(Config.string("VALET_MODEL"))
+    const model = yield* Config.option(Config.String("VALET_MODEL"))
     // A server that is down or misconfigured ends the example with its typed error, as a defect.
     const layer: Layer.Layer<Model.Model> = Layer.orDie(OpenAiCompatible.layerConfigNode())
     const which = Option.isSome(model) ? model.value : "the first model it lists"

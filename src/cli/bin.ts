@@ -4,22 +4,11 @@
  *
  * @since 0.1.0
  */
-import { Command } from "@effect/cli"
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
+// Subpaths, not the package index: the index loads every platform module (cluster, redis, workers…), ~350 ms.
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Effect } from "effect"
-import { actorLoopCommand } from "./internal/actorLoop.js"
-import { evalCommand } from "./internal/eval.js"
-import { healthCommand } from "./internal/health.js"
-import { journal } from "./internal/journal.js"
-import { replayCommand, runCommand } from "./internal/run.js"
-import { solveCommand } from "./internal/solve.js"
-import { stateCommand } from "./internal/state.js"
+import { Command } from "effect/cli"
+import { valet, version } from "./internal/root.js"
 
-const valet = Command.make("valet").pipe(
-  Command.withDescription("Effect-native agent framework: run, record and inspect agent architectures."),
-  Command.withSubcommands([journal, solveCommand, evalCommand, actorLoopCommand, stateCommand, runCommand, replayCommand, healthCommand])
-)
-
-const cli = Command.run(valet, { name: "valet", version: "0.1.0" })
-
-cli(process.argv).pipe(Effect.provide(NodeContext.layer), NodeRuntime.runMain)
+Command.run(valet, { version }).pipe(Effect.provide(NodeServices.layer), NodeRuntime.runMain)

@@ -7,10 +7,10 @@
  * The work is in `runTasksFile`, which takes the layers as a parameter (tests run it on `ScriptedModel`); the
  * command is built by `makeCommand` from a function choosing the model layer.
  */
-import { Args, Command, Options } from "@effect/cli"
-import { FileSystem } from "@effect/platform"
-import { NodeFileSystem } from "@effect/platform-node"
-import { Clock, Effect, Either, Layer, Option, Schema, Stream } from "effect"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import { Clock, Effect, FileSystem, Layer, Option, Result, Schema, Stream } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
+import type { InvalidOptions } from "../../core/AgentError.js"
 import * as ActorLoop from "../../rollouts/ActorLoop.js"
 import type * as Model from "../../core/Model.js"
 import * as Sandbox from "../../environment/Sandbox.js"
@@ -47,8 +47,8 @@ export const readTasks = (
       const line = lines[i]!
       if (line.trim() === "") continue
       const decoded = ActorLoop.decodeTaskLine(line)
-      if (Either.isLeft(decoded)) issues.push({ line: i + 1, message: decoded.left })
-      else tasks.push(decoded.right)
+      if (Result.isFailure(decoded)) issues.push({ line: i + 1, message: decoded.failure })
+      else tasks.push(decoded.success)
     }
     return { tasks, issues }
   })
@@ -94,14 +94,15 @@ export const summaryLines = (summary: Summary): Array<string> => [
 
 /**
  * Runs every task of the file at `path` with the services of `layer`, reporting to `output`. Fails with
- * `ActorLoopFailed` when the file cannot be read or when no task could run.
+ * `ActorLoopFailed` when the file cannot be read or when no task could run, with `InvalidOptions` when a setting is
+ * out of range (`--timeout-ms 0`).
  */
 export const runTasksFile = <E>(
   path: string,
   settings: Settings,
   layer: Layer.Layer<ActorLoop.Requirements, E>,
   output: Output
-): Effect.Effect<Summary, ActorLoopFailed | E, FileSystem.FileSystem> =>
+): Effect.Effect<Summary, ActorLoopFailed | InvalidOptions | E, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const { issues, tasks } = yield* readTasks(path)
     for (const issue of issues) yield* output.line(`skipped ${path}:${issue.line}: ${oneLine(issue.message, 200)}`)
@@ -170,33 +171,39 @@ export const runTasksFile = <E>(
 // The command
 // ---------------------------------------------------------------------------------------------------------
 
-const optionalText = (name: string, description: string) => Options.text(name).pipe(Options.withDescription(description), Options.optional)
+const optionalText = (name: string, description: string) => Flag.String(name).pipe(Flag.withDescription(description), Flag.optional)
 
 /** The command's flags. */
 export const flags = {
   actorName: optionalText("actor-name", "Send every step to this actor of the pool (default: route across healthy actors)."),
-  config: Options.text("config").pipe(
-    Options.withDescription("The vLLM actor pool file (a missing file means one actor at http://127.0.0.1:8000)."),
-    Options.withDefault(Vllm.defaultConfigPath)
+  config: Flag.String("config").pipe(
+    Flag.withDescription(
+      `The vLLM actor pool file (default ${Vllm.defaultConfigPath}; a missing file means one actor at http://127.0.0.1:8000).`
+    ),
+    Flag.withDefault(Vllm.defaultConfigPath)
   ),
-  concurrency: Options.integer("concurrency").pipe(Options.withDescription("Tasks in flight at once."), Options.withDefault(4)),
-  stateDb: Options.text("state-db").pipe(
-    Options.withDescription("The SQLite file of task states."),
-    Options.withDefault(StateStore.defaultFilename)
+  concurrency: Flag.Int("concurrency").pipe(Flag.withDescription("Tasks in flight at once (default 4)."), Flag.withDefault(4)),
+  stateDb: Flag.String("state-db").pipe(
+    Flag.withDescription(`The SQLite file of task states (default ${StateStore.defaultFilename}).`),
+    Flag.withDefault(StateStore.defaultFilename)
   ),
-  trajectories: Options.text("trajectories").pipe(
-    Options.withDescription("Where trajectories go: <dir>/raw/<task_id>.jsonl."),
-    Options.withDefault(TrajectoryStore.defaultRoot)
+  trajectories: Flag.String("trajectories").pipe(
+    Flag.withDescription(`Where trajectories go: <dir>/raw/<task_id>.jsonl (default ${TrajectoryStore.defaultRoot}).`),
+    Flag.withDefault(TrajectoryStore.defaultRoot)
   ),
   workRoot: optionalText("work-root", "Where sandbox workspaces are made (default: VALET_SANDBOX_ROOT, else the OS temp dir)."),
-  keepWorkspaces: Options.boolean("keep-workspaces").pipe(
-    Options.withDescription("Keep one workspace per task across steps (edits of earlier steps stay).")
+  keepWorkspaces: Flag.Boolean("keep-workspaces").pipe(
+    Flag.withDescription("Keep one workspace per task across steps (edits of earlier steps stay)."),
+    Flag.withDefault(false)
   ),
-  timeoutMs: Options.integer("timeout-ms").pipe(
-    Options.withDescription("Timeout of a sandboxed command when the task sets none (default 30000)."),
-    Options.optional
+  timeoutMs: Flag.Int("timeout-ms").pipe(
+    Flag.withDescription("Timeout of a sandboxed command when the task sets none (default 30000)."),
+    Flag.optional
   ),
-  chat: Options.boolean("chat").pipe(Options.withDescription("Send prompts as chat messages instead of raw completions."))
+  chat: Flag.Boolean("chat").pipe(
+    Flag.withDescription("Send prompts as chat messages instead of raw completions."),
+    Flag.withDefault(false)
+  )
 }
 
 /** The parsed flags. */
@@ -229,7 +236,10 @@ export const layersFor = <E>(values: FlagValues, model: Layer.Layer<Model.Model,
 export const makeCommand = <E>(modelFor: (values: FlagValues) => Layer.Layer<Model.Model, E>, output: () => Output = stdoutOutput) =>
   Command.make(
     "actor-loop",
-    { tasks: Args.file({ name: "tasks.jsonl", exists: "yes" }), ...flags },
+    {
+      tasks: Argument.File("tasks.jsonl", { mustExist: true }).pipe(Argument.withDescription("The tasks, one JSON object a line.")),
+      ...flags
+    },
     ({ tasks, ...values }) =>
       Effect.asVoid(runTasksFile(
         tasks,

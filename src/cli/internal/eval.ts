@@ -1,12 +1,17 @@
-import { Args, Command } from "@effect/cli"
 import { Effect } from "effect"
+import { Argument, Command } from "effect/cli"
 import { evaluateDataset, flags, realLayers, settingsOf } from "./evaluation.js"
 import { stdoutOutput } from "./output.js"
 
 /** `valet eval problems.jsonl --architecture ensemble|tool-vote|self-refine --out results.jsonl`. */
 export const evalCommand = Command.make(
   "eval",
-  { dataset: Args.file({ name: "problems.jsonl", exists: "yes" }), ...flags },
+  {
+    dataset: Argument.File("problems.jsonl", { mustExist: true }).pipe(
+      Argument.withDescription("The dataset: one {id, problem, reference} object a line.")
+    ),
+    ...flags
+  },
   (values) =>
     Effect.asVoid(evaluateDataset(values.dataset, settingsOf(values, values.dataset), realLayers(values), stdoutOutput()))
 ).pipe(

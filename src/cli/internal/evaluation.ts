@@ -4,9 +4,8 @@
  * table. The commands' work is in functions that take the model and sandbox layers as parameters, so tests run
  * them on `ScriptedModel` and the test sandbox.
  */
-import { Options } from "@effect/cli"
-import type { FileSystem } from "@effect/platform"
-import { Effect, Layer, Option, Stream } from "effect"
+import { Effect, type FileSystem, Layer, Option, Stream } from "effect"
+import { Flag } from "effect/cli"
 import * as Agent from "../../core/Agent.js"
 import type { InvalidOptions } from "../../core/AgentError.js"
 import * as AgentEvent from "../../core/AgentEvent.js"
@@ -105,14 +104,14 @@ export interface Layers<E1, E2> {
 // ---------------------------------------------------------------------------------------------------------
 
 const count = (name: string, description: string) =>
-  Options.integer(name).pipe(Options.withDescription(description), Options.optional)
-const textFlag = (name: string, description: string) => Options.text(name).pipe(Options.withDescription(description), Options.optional)
+  Flag.Int(name).pipe(Flag.withDescription(description), Flag.optional)
+const textFlag = (name: string, description: string) => Flag.String(name).pipe(Flag.withDescription(description), Flag.optional)
 
 /** The flags `solve` and `eval` share. */
 export const flags = {
-  architecture: Options.choice("architecture", architectures).pipe(
-    Options.withDescription("How each problem is solved."),
-    Options.withDefault("ensemble" as ArchitectureName)
+  architecture: Flag.Literals("architecture", architectures).pipe(
+    Flag.withDescription("How each problem is solved (default ensemble)."),
+    Flag.withDefault<ArchitectureName>("ensemble")
   ),
   out: textFlag("out", "The results file (JSONL), appended to and resumed from. Default: <dataset>.results.jsonl."),
   maxCalls: count("max-calls", "Model calls per problem at most (the Ensemble's hard cap; a budget for the others)."),
@@ -122,8 +121,9 @@ export const flags = {
   attempts: count("attempts", "Attempts that vote (ToolVote)."),
   earlyStop: count("early-stop", "Votes for one answer that end the vote (ToolVote)."),
   concurrency: count("concurrency", "Problems at once (default 4)."),
-  shareReference: Options.boolean("share-reference").pipe(
-    Options.withDescription("Tell the architecture each problem's reference (the Ensemble's judge grades against it).")
+  shareReference: Flag.Boolean("share-reference").pipe(
+    Flag.withDescription("Tell the architecture each problem's reference (the Ensemble's judge grades against it)."),
+    Flag.withDefault(false)
   ),
   baseUrl: textFlag("base-url", "The OpenAI-compatible server (else VALET_BASE_URL, else the vLLM pool file)."),
   model: textFlag("model", "The model name (else VALET_MODEL, else the server's first model)."),

@@ -2,8 +2,8 @@
  * `valet health [--config]`: every actor of the vLLM pool with its state (`GET /health`) and its API (configured
  * or detected now).
  */
-import { Command, Options } from "@effect/cli"
 import { Effect, Option, Schema } from "effect"
+import { Command, Flag } from "effect/cli"
 import * as Vllm from "../../providers/Vllm.js"
 import { type Printer, stdoutPrinter } from "./run.js"
 
@@ -49,9 +49,9 @@ export const checkHealth = (printer: Printer): Effect.Effect<ReadonlyArray<Vllm.
 export const healthCommand = Command.make(
   "health",
   {
-    config: Options.file("config").pipe(
-      Options.withDescription(`The vLLM pool file (default ${Vllm.defaultConfigPath}; without it, one actor at http://127.0.0.1:8000).`),
-      Options.optional
+    config: Flag.File("config").pipe(
+      Flag.withDescription(`The vLLM pool file (default ${Vllm.defaultConfigPath}; without it, one actor at http://127.0.0.1:8000).`),
+      Flag.optional
     )
   },
   ({ config }) =>

@@ -1,5 +1,5 @@
-import { Args, Command } from "@effect/cli"
 import { Console, Effect } from "effect"
+import { Argument, Command } from "effect/cli"
 import * as Journal from "../../core/Journal.js"
 import * as Model from "../../core/Model.js"
 
@@ -31,7 +31,7 @@ export const describeCassette = (entries: ReadonlyArray<Journal.Entry>): Array<s
 
 const show = Command.make(
   "show",
-  { path: Args.file({ name: "cassette", exists: "yes" }) },
+  { path: Argument.File("cassette", { mustExist: true }).pipe(Argument.withDescription("A JSONL cassette.")) },
   ({ path }) =>
     Effect.flatMap(Journal.read(path), (entries) => Console.log(describeCassette(entries).join("\n")))
 ).pipe(Command.withDescription("Lists the model calls recorded in a cassette, with their keys and answers."))

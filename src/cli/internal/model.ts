@@ -1,9 +1,9 @@
 /**
  * The model the commands talk to: flags first, then the environment, then the vLLM pool file.
  */
-import { FileSystem } from "@effect/platform"
-import { NodeFileSystem, NodeHttpClient } from "@effect/platform-node"
-import { Config, type ConfigError, Effect, Layer, Option, Redacted, Schema } from "effect"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import { Config, Effect, FileSystem, Layer, Option, Redacted, Schema } from "effect"
 import type * as Model from "../../core/Model.js"
 import type * as ModelError from "../../core/ModelError.js"
 import * as OpenAiCompatible from "../../providers/OpenAiCompatible.js"
@@ -32,9 +32,9 @@ export interface ModelFlags {
  */
 export const modelLayer = (
   flags: ModelFlags
-): Layer.Layer<Model.Model, NoModelConfigured | ConfigError.ConfigError | ModelError.ModelError | Vllm.VllmError> =>
-  Layer.unwrapEffect(Effect.gen(function*() {
-    const base = Option.isSome(flags.baseUrl) ? flags.baseUrl : yield* Config.option(Config.nonEmptyString("VALET_BASE_URL"))
+): Layer.Layer<Model.Model, NoModelConfigured | Config.ConfigError | ModelError.ModelError | Vllm.VllmError> =>
+  Layer.unwrap(Effect.gen(function*() {
+    const base = Option.isSome(flags.baseUrl) ? flags.baseUrl : yield* Config.option(Config.NonEmptyString("VALET_BASE_URL"))
     if (Option.isNone(base)) {
       const configPath = Option.getOrElse(flags.config, () => Vllm.defaultConfigPath)
       const configured = yield* Effect.flatMap(FileSystem.FileSystem, (fs) => fs.exists(configPath)).pipe(
@@ -46,10 +46,10 @@ export const modelLayer = (
         message: `no model server configured: pass --base-url (and --model), set VALET_BASE_URL (and VALET_MODEL), or write ${configPath}`
       })
     }
-    const name = Option.isSome(flags.model) ? flags.model : yield* Config.option(Config.nonEmptyString("VALET_MODEL"))
+    const name = Option.isSome(flags.model) ? flags.model : yield* Config.option(Config.NonEmptyString("VALET_MODEL"))
     const key = Option.isSome(flags.apiKey)
       ? Option.some(Redacted.make(flags.apiKey.value))
-      : yield* Config.option(Config.redacted("VALET_API_KEY").pipe(Config.orElse(() => Config.redacted("OPENAI_API_KEY"))))
+      : yield* Config.option(Config.Redacted("VALET_API_KEY").pipe(Config.orElse(() => Config.Redacted("OPENAI_API_KEY"))))
     const options = { baseUrl: base.value, apiKey: Option.getOrUndefined(key) }
     if (Option.isSome(name)) return OpenAiCompatible.layerNode({ ...options, model: name.value }) as Layer.Layer<Model.Model>
     // The probe client lives only as long as its HTTP client: ask it for the models inside that scope.

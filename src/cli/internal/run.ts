@@ -4,9 +4,8 @@
  * model calls to a cassette, and `valet replay <cassette> "<prompt>"` runs the same agent again from it, with no
  * model at all.
  */
-import { Args, Command, Options } from "@effect/cli"
-import type { FileSystem, Path } from "@effect/platform"
-import { Effect, Layer, Option, Stream } from "effect"
+import { Effect, type FileSystem, Layer, Option, type Path, Stream } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
 import * as Agent from "../../core/Agent.js"
 import type { AgentError } from "../../core/AgentError.js"
 import * as AgentEvent from "../../core/AgentEvent.js"
@@ -80,7 +79,7 @@ export const runPrompt = (
           }
           const endLine = midLine ? printer.write("\n") : Effect.void
           midLine = false
-          return Effect.zipRight(endLine, printer.line(AgentEvent.format(event)))
+          return Effect.andThen(endLine, printer.line(AgentEvent.format(event)))
         })
       )
     } else {
@@ -93,28 +92,34 @@ export const runPrompt = (
     return done
   })
 
-const architecture = Options.choice("architecture", names).pipe(
-  Options.withDescription(`How the agent works: ${names.map((name) => `${name} (${architectures[name]!.description})`).join("; ")}.`),
-  Options.withDefault("react")
+const architecture = Flag.Literals("architecture", names).pipe(
+  Flag.withDescription(
+    `How the agent works (default react): ${names.map((name) => `${name} (${architectures[name]!.description})`).join("; ")}.`
+  ),
+  Flag.withDefault("react")
 )
-const stream = Options.boolean("stream").pipe(Options.withDescription("Print the run's events as they arrive, the model's text inline."))
-const instructions = Options.text("instructions").pipe(
-  Options.withDescription("The agent's instructions (its system message)."),
-  Options.withDefault(defaultInstructions)
+const prompt = Argument.String("prompt").pipe(Argument.withDescription("What to ask the agent."))
+const stream = Flag.Boolean("stream").pipe(
+  Flag.withDescription("Print the run's events as they arrive, the model's text inline."),
+  Flag.withDefault(false)
+)
+const instructions = Flag.String("instructions").pipe(
+  Flag.withDescription(`The agent's instructions (its system message; default "${defaultInstructions}").`),
+  Flag.withDefault(defaultInstructions)
 )
 
 const modelFlags = {
-  baseUrl: Options.text("base-url").pipe(
-    Options.withDescription("An OpenAI-compatible server (else VALET_BASE_URL, else the vLLM pool file)."),
-    Options.optional
+  baseUrl: Flag.String("base-url").pipe(
+    Flag.withDescription("An OpenAI-compatible server (else VALET_BASE_URL, else the vLLM pool file)."),
+    Flag.optional
   ),
-  model: Options.text("model").pipe(Options.withDescription("The model name (else VALET_MODEL, else the server's first)."), Options.optional),
-  apiKey: Options.text("api-key").pipe(Options.withDescription("The API key (else VALET_API_KEY or OPENAI_API_KEY)."), Options.optional),
-  config: Options.file("config").pipe(
-    Options.withDescription(`The vLLM pool file (default ${Vllm.defaultConfigPath}): use the pool.`),
-    Options.optional
+  model: Flag.String("model").pipe(Flag.withDescription("The model name (else VALET_MODEL, else the server's first)."), Flag.optional),
+  apiKey: Flag.String("api-key").pipe(Flag.withDescription("The API key (else VALET_API_KEY or OPENAI_API_KEY)."), Flag.optional),
+  config: Flag.File("config").pipe(
+    Flag.withDescription(`The vLLM pool file (default ${Vllm.defaultConfigPath}): use the pool.`),
+    Flag.optional
   ),
-  actorName: Options.text("actor-name").pipe(Options.withDescription("Send every call to this actor of the pool."), Options.optional)
+  actorName: Flag.String("actor-name").pipe(Flag.withDescription("Send every call to this actor of the pool."), Flag.optional)
 }
 
 interface ModelValues {
@@ -141,13 +146,13 @@ const withRecording = <E>(
 export const runCommand = Command.make(
   "run",
   {
-    prompt: Args.text({ name: "prompt" }),
+    prompt,
     architecture,
     stream,
     instructions,
-    record: Options.file("record").pipe(
-      Options.withDescription("Write the run's model calls to this JSONL cassette (then: valet replay <cassette> \"<prompt>\")."),
-      Options.optional
+    record: Flag.File("record").pipe(
+      Flag.withDescription("Write the run's model calls to this JSONL cassette (then: valet replay <cassette> \"<prompt>\")."),
+      Flag.optional
     ),
     ...modelFlags
   },
@@ -167,7 +172,15 @@ export const runCommand = Command.make(
 /** `valet replay <cassette> "<prompt>"`. */
 export const replayCommand = Command.make(
   "replay",
-  { cassette: Args.file({ name: "cassette", exists: "yes" }), prompt: Args.text({ name: "prompt" }), architecture, stream, instructions },
+  {
+    cassette: Argument.File("cassette", { mustExist: true }).pipe(
+      Argument.withDescription("The cassette `valet run --record` wrote.")
+    ),
+    prompt,
+    architecture,
+    stream,
+    instructions
+  },
   (values) => runPrompt(values, stdoutPrinter).pipe(Effect.provide(Journal.layerReplay(values.cassette)), Effect.asVoid)
 ).pipe(
   Command.withDescription(

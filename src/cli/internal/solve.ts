@@ -1,5 +1,5 @@
-import { Args, Command } from "@effect/cli"
 import { Effect } from "effect"
+import { Argument, Command } from "effect/cli"
 import { evaluateDataset, flags, realLayers, settingsOf, solveProblem } from "./evaluation.js"
 import { stdoutOutput } from "./output.js"
 
@@ -9,7 +9,12 @@ export const isDataset = (input: string): boolean => /\.jsonl?$/i.test(input.tri
 /** `valet solve "<problem>"` or `valet solve problems.jsonl`. */
 export const solveCommand = Command.make(
   "solve",
-  { input: Args.text({ name: "problem | problems.jsonl" }), ...flags },
+  {
+    input: Argument.String("problem | problems.jsonl").pipe(
+      Argument.withDescription("A problem in words, or a .jsonl dataset to solve every problem of.")
+    ),
+    ...flags
+  },
   (values) =>
     Effect.gen(function*() {
       const layers = realLayers(values)

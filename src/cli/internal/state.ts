@@ -2,8 +2,8 @@
  * `valet state dump <task_id>`: the saved state of a task, as the JSON it is stored as (snake case) or, with
  * `--render`, as the text the next prompt will carry.
  */
-import { Args, Command, Options } from "@effect/cli"
 import { Console, Effect, Schema } from "effect"
+import { Argument, Command, Flag } from "effect/cli"
 import * as StateStore from "../../environment/StateStore.js"
 
 /** The state of `taskId` from the store in context: its JSON, or its rendered text with `render`. */
@@ -19,12 +19,12 @@ export const dumpState = (
 const dump = Command.make(
   "dump",
   {
-    taskId: Args.text({ name: "task_id" }),
-    stateDb: Options.text("state-db").pipe(
-      Options.withDescription("The SQLite file of task states."),
-      Options.withDefault(StateStore.defaultFilename)
+    taskId: Argument.String("task_id").pipe(Argument.withDescription("The task whose state to print.")),
+    stateDb: Flag.String("state-db").pipe(
+      Flag.withDescription(`The SQLite file of task states (default ${StateStore.defaultFilename}).`),
+      Flag.withDefault(StateStore.defaultFilename)
     ),
-    render: Options.boolean("render").pipe(Options.withDescription("Print the state as the prompt shows it."))
+    render: Flag.Boolean("render").pipe(Flag.withDescription("Print the state as the prompt shows it."), Flag.withDefault(false))
   },
   ({ render, stateDb, taskId }) =>
     dumpState(taskId, render).pipe(

@@ -1,14 +1,19 @@
-import { Command } from "@effect/cli"
-import { NodeContext } from "@effect/platform-node"
+import { NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
+import { Command } from "effect/cli"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { makeCommand, runTasksFile } from "../../../src/cli/internal/actorLoop.js"
 import type { Output } from "../../../src/cli/internal/output.js"
 import { dumpState, stateCommand } from "../../../src/cli/internal/state.js"
-import { type Model, ModelError, Sandbox, ScriptedModel, StateStore, TrajectoryStore } from "../../../src/index.js"
+import type * as Model from "../../../src/core/Model.js"
+import * as ModelError from "../../../src/core/ModelError.js"
+import * as ScriptedModel from "../../../src/core/ScriptedModel.js"
+import * as Sandbox from "../../../src/environment/Sandbox.js"
+import * as StateStore from "../../../src/environment/StateStore.js"
+import * as TrajectoryStore from "../../../src/environment/TrajectoryStore.js"
 
 const dir = mkdtempSync(join(tmpdir(), "valet-cli-actor-loop-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -51,13 +56,13 @@ describe("valet actor-loop (runTasksFile)", () => {
       const summary = yield* runTasksFile(path, { concurrency: 2 }, layers(() => answer), output)
       expect(summary).toMatchObject({ total: 2, recorded: 2, failed: 0, skippedLines: 2, sandboxFailed: 0, parseErrors: 0 })
       expect(output.lines[0]).toMatch(new RegExp(`^skipped ${path}:3: `))
-      expect(output.lines[1]).toMatch(new RegExp(`^skipped ${path}:6: temperature: `))
+      expect(output.lines[1]).toBe(`skipped ${path}:6: temperature must be a value between 0 and 2, got 9`)
       expect(output.lines[2]).toBe(`actor-loop: 2 tasks from ${path}, 2 at a time`)
       expect(output.lines.filter((line) => /^\[\d\/2\] t[13] step 1: exit 0 · parsed · model 0\.00 s$/.test(line))).toHaveLength(2)
       expect(output.lines.at(-1)).toMatch(
         /^actor-loop: 2 tasks · 2 recorded · 0 failed · 2 malformed lines skipped · sandbox failed in 0 · parse errors in 0 · /
       )
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
   it.effect("on a terminal, shows a status line with done / total, failures and rate", () =>
     Effect.gen(function*() {
@@ -67,7 +72,7 @@ describe("valet actor-loop (runTasksFile)", () => {
       expect(output.lines).toContain("\r1/2 done · 0 failed · 0.00 tasks/s · ETA ?")
       expect(output.lines.some((line) => line.startsWith("[2/2] b FAILED: ServerError: boom"))).toBe(true)
       expect(output.lines).toContain("\r2/2 done · 1 failed · 0.00 tasks/s · ETA 0 s")
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
   it.effect("fails (non-zero exit) only when no task could run", () =>
     Effect.gen(function*() {
@@ -80,7 +85,7 @@ describe("valet actor-loop (runTasksFile)", () => {
       expect(none.message).toBe(`no task could run: ${malformed} has no valid task line (2 malformed)`)
       const missing = yield* Effect.flip(runTasksFile(join(dir, "nope.jsonl"), { concurrency: 1 }, layers([]), memoryOutput()))
       expect(missing.message).toContain("cannot read the tasks file")
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 })
 
 describe("valet actor-loop and valet state dump (commands)", () => {
@@ -91,11 +96,11 @@ describe("valet actor-loop and valet state dump (commands)", () => {
       const outputs = memoryOutput()
       const actorLoop = makeCommand(() => scripted, () => outputs)
       const root = Command.make("valet").pipe(Command.withSubcommands([actorLoop, stateCommand]))
-      const run = Command.run(root, { name: "valet", version: "test" })
+      const run = Command.runWith(root, { version: "test" })
       const stateDb = join(dir, "real", "state.sqlite3")
       const trajectories = join(dir, "real", "trajectories")
       yield* run([
-        "node", "valet", "actor-loop", path,
+        "actor-loop", path,
         "--concurrency", "2",
         "--state-db", stateDb,
         "--trajectories", trajectories,
@@ -109,8 +114,8 @@ describe("valet actor-loop and valet state dump (commands)", () => {
       const printed: Array<string> = []
       const original = console.log
       console.log = (...args: Array<unknown>) => void printed.push(args.map(String).join(" "))
-      yield* run(["node", "valet", "state", "dump", "r2", "--state-db", stateDb]).pipe(
-        Effect.zipRight(run(["node", "valet", "state", "dump", "r2", "--state-db", stateDb, "--render"])),
+      yield* run(["state", "dump", "r2", "--state-db", stateDb]).pipe(
+        Effect.andThen(run(["state", "dump", "r2", "--state-db", stateDb, "--render"])),
         Effect.ensuring(Effect.sync(() => (console.log = original)))
       )
       expect(JSON.parse(printed[0]!)).toEqual({
@@ -123,7 +128,7 @@ describe("valet actor-loop and valet state dump (commands)", () => {
         next_focus: ""
       })
       expect(printed[1]).toBe("History:\n- printed the input")
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
   it.effect("state dump of a task with no state prints the empty state", () =>
     Effect.gen(function*() {

@@ -1,14 +1,16 @@
-import { Command } from "@effect/cli"
-import { FileSystem } from "@effect/platform"
-import { NodeContext } from "@effect/platform-node"
+import { NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect, Layer, Option, Schema } from "effect"
+import { ConfigProvider, Effect, FileSystem, Layer, Option, Schema } from "effect"
+import { Command } from "effect/cli"
 import { evalCommand } from "../../../src/cli/internal/eval.js"
 import { defaultOut, evaluateDataset, type FlagValues, settingsOf, solveProblem } from "../../../src/cli/internal/evaluation.js"
 import { modelLayer } from "../../../src/cli/internal/model.js"
 import { memoryOutput } from "../../../src/cli/internal/output.js"
 import { isDataset, solveCommand } from "../../../src/cli/internal/solve.js"
-import { Evaluate, type Model, Sandbox, ScriptedModel } from "../../../src/index.js"
+import type * as Model from "../../../src/core/Model.js"
+import * as ScriptedModel from "../../../src/core/ScriptedModel.js"
+import * as Sandbox from "../../../src/environment/Sandbox.js"
+import * as Evaluate from "../../../src/rollouts/Evaluate.js"
 import * as LoopbackServer from "../../support/openAiServer.js"
 
 const lastUser = (request: Model.Request): string =>
@@ -35,10 +37,10 @@ const files = Effect.gen(function*() {
   return { fs, data: `${dir}/problems.jsonl`, out: `${dir}/results.jsonl` }
 })
 
-const noSandbox = Layer.effect(Sandbox.Sandbox, Effect.dieMessage("the sandbox is only built for tool-vote"))
+const noSandbox = Layer.effect(Sandbox.Sandbox, Effect.die(new Error("the sandbox is only built for tool-vote")))
 
 describe("valet solve / eval (the commands' work)", () => {
-  it.scoped("eval with the Ensemble: a plain line per problem, the summary table, the results file", () =>
+  it.effect("eval with the Ensemble: a plain line per problem, the summary table, the results file", () =>
     Effect.gen(function*() {
       const { data, fs, out } = yield* files
       const output = memoryOutput(false)
@@ -65,9 +67,9 @@ describe("valet solve / eval (the commands' work)", () => {
         again
       )
       expect(again.lines[0]).toBe(`evaluating 0 of 2 problems with ensemble (2 already in ${out})`)
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.scoped("on a terminal, progress is one status line rewritten in place", () =>
+  it.effect("on a terminal, progress is one status line rewritten in place", () =>
     Effect.gen(function*() {
       const { data } = yield* files
       const output = memoryOutput(true)
@@ -75,9 +77,9 @@ describe("valet solve / eval (the commands' work)", () => {
       const status = output.lines.filter((line) => line.startsWith("\r"))
       expect(status).toHaveLength(2)
       expect(status[1]).toMatch(/^\r2\/2 done · 10 calls · [\d.]+ problems\/s · ETA 0 s · 2 correct · 0 failed$/)
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.scoped("eval with tool-vote runs Python through the sandbox layer it is given; --max-calls is a per-problem budget", () =>
+  it.effect("eval with tool-vote runs Python through the sandbox layer it is given; --max-calls is a per-problem budget", () =>
     Effect.gen(function*() {
       const { data } = yield* files
       const commands: Array<ReadonlyArray<string>> = []
@@ -104,7 +106,7 @@ describe("valet solve / eval (the commands' work)", () => {
       expect(report.results[0]).toMatchObject({ answer: "3", isCorrect: true, calls: 3, interrupted: true, interruptionReason: "budget:max_calls" })
       expect(commands.length).toBeGreaterThanOrEqual(2)
       expect(commands[0]).toEqual(["python3", "-c", "print(1)"])
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
   it.effect("solve prints the Ensemble's milestones, the answer and the candidates table", () =>
     Effect.gen(function*() {
@@ -171,25 +173,24 @@ describe("valet solve / eval (the commands' work)", () => {
       )
       expect(error._tag).toBe("NoModelConfigured")
       expect(error.message).toMatch(/pass --base-url \(and --model\), set VALET_BASE_URL \(and VALET_MODEL\), or write \/nonexistent\/pool\.yaml/)
-    }).pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map()))))
+    }).pipe(withEnv({})))
 })
 
 describe("valet eval / solve (parsed from the command line, against a loopback OpenAI-compatible server)", () => {
-  const run = Command.run(Command.make("valet").pipe(Command.withSubcommands([evalCommand, solveCommand])), {
-    name: "valet",
+  const run = Command.runWith(Command.make("valet").pipe(Command.withSubcommands([evalCommand, solveCommand])), {
     version: "test"
   })
-  const decodeLine = Schema.decodeUnknownSync(Schema.parseJson(Evaluate.ProblemResult))
+  const decodeLine = Schema.decodeUnknownSync(Schema.fromJsonString(Evaluate.ProblemResult))
 
-  it.scoped("eval --max-calls 4 --max-concurrency 2: the model from VALET_BASE_URL, the results file resumable", () =>
+  it.effect("eval --max-calls 4 --max-concurrency 2: the model from VALET_BASE_URL, the results file resumable", () =>
     Effect.gen(function*() {
       const server = yield* LoopbackServer.make()
       const { data, fs, out } = yield* files
       // The command prints to stdout: keep the test's output clean.
       yield* Effect.acquireRelease(Effect.sync(() => (process.stdout.write = (() => true) as typeof process.stdout.write)), () =>
         Effect.sync(() => void (process.stdout.write = writeStdout)))
-      const evaluate = run(["node", "valet", "eval", data, "--max-calls", "4", "--max-concurrency", "2", "--out", out]).pipe(
-        Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["VALET_BASE_URL", server.url]])))
+      const evaluate = run(["eval", data, "--max-calls", "4", "--max-concurrency", "2", "--out", out]).pipe(
+        withEnv({ VALET_BASE_URL: server.url })
       )
       yield* evaluate
       const lines = (yield* fs.readFileString(out)).trim().split("\n").map((line) => decodeLine(line))
@@ -206,7 +207,13 @@ describe("valet eval / solve (parsed from the command line, against a loopback O
       // Run again: both problems are in the results file, no model call is made.
       yield* evaluate
       expect(server.requests.filter((request) => request.path === "/v1/chat/completions")).toHaveLength(8)
-    }).pipe(Effect.provide(NodeContext.layer)), 30_000)
+    }).pipe(Effect.provide(NodeServices.layer)), 30_000)
 })
 
 const writeStdout = process.stdout.write.bind(process.stdout)
+
+/** Runs with exactly these environment variables (and no others) as the configuration. */
+function withEnv(env: Record<string, string>) {
+  return <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+    Effect.provideService(effect, ConfigProvider.ConfigProvider, ConfigProvider.fromEnvRecord(env))
+}

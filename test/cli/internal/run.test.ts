@@ -1,10 +1,11 @@
-import { FileSystem } from "@effect/platform"
-import { NodeContext, NodeHttpClient } from "@effect/platform-node"
+import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Option } from "effect"
+import { Effect, FileSystem, Layer, Option } from "effect"
 import { checkHealth, healthTable, NoHealthyActor } from "../../../src/cli/internal/health.js"
 import { defaultInstructions, memoryPrinter, modelOf, runPrompt } from "../../../src/cli/internal/run.js"
-import { Journal, OpenAiCompatible, Vllm } from "../../../src/index.js"
+import * as Journal from "../../../src/core/Journal.js"
+import * as OpenAiCompatible from "../../../src/providers/OpenAiCompatible.js"
+import * as Vllm from "../../../src/providers/Vllm.js"
 import * as Server from "../../support/openAiServer.js"
 
 const answer = "Word0 word1 word2 word3 word4 word5 word6 word7"
@@ -15,7 +16,7 @@ const clientOf = (server: Server.LoopbackServer) =>
 const settings = { prompt: "Hello", architecture: "react", instructions: defaultInstructions, stream: false }
 
 describe("valet run", () => {
-  it.scoped("prints only the answer; the request carries the instructions and the prompt", () =>
+  it.effect("prints only the answer; the request carries the instructions and the prompt", () =>
     Effect.gen(function*() {
       const server = yield* Server.make()
       const printer = memoryPrinter()
@@ -29,7 +30,7 @@ describe("valet run", () => {
       ])
     }))
 
-  it.scoped("--stream prints the events as they arrive, the model's text inline, then the answer", () =>
+  it.effect("--stream prints the events as they arrive, the model's text inline, then the answer", () =>
     Effect.gen(function*() {
       const server = yield* Server.make()
       const printer = memoryPrinter()
@@ -45,7 +46,7 @@ describe("valet run", () => {
       expect(server.requests[0]!.body.stream).toBe(true)
     }))
 
-  it.scoped("--record then replay: the same answer from the cassette, with no server", () =>
+  it.effect("--record then replay: the same answer from the cassette, with no server", () =>
     Effect.gen(function*() {
       const server = yield* Server.make()
       const fs = yield* FileSystem.FileSystem
@@ -64,9 +65,9 @@ describe("valet run", () => {
       expect(server.requests.length).toBe(calls)
       const miss = yield* Effect.flip(runPrompt({ ...settings, prompt: "Other" }, memoryPrinter()).pipe(Effect.provide(Journal.layerReplay(cassette))))
       expect(miss.message).toMatch(/ReplayMiss|no recorded model call/)
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.scoped("--config / --actor-name use the pool", () =>
+  it.effect("--config / --actor-name use the pool", () =>
     Effect.gen(function*() {
       const server = yield* Server.make()
       const fs = yield* FileSystem.FileSystem
@@ -77,11 +78,11 @@ describe("valet run", () => {
       )
       expect(result.output).toBe(answer)
       expect(server.requests.map((r) => r.path)).toEqual(["/v1/chat/completions"])
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 })
 
 describe("valet health", () => {
-  it.scoped("one row per actor with its state and API; fails when none is healthy", () =>
+  it.effect("one row per actor with its state and API; fails when none is healthy", () =>
     Effect.gen(function*() {
       const up = yield* Server.make({ api: "generate" })
       const fs = yield* FileSystem.FileSystem
@@ -99,7 +100,7 @@ describe("valet health", () => {
       up.setHealthy(false)
       const error = yield* Effect.flip(checkHealth(memoryPrinter()).pipe(Effect.provide(Vllm.layerNode({ configPath: path }))))
       expect(error).toEqual(new NoHealthyActor({ path }))
-    }).pipe(Effect.provide(NodeContext.layer)))
+    }).pipe(Effect.provide(NodeServices.layer)))
 
   it("says when the file is missing and the default actor is used", () => {
     const lines = healthTable(

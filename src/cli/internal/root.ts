@@ -1,0 +1,20 @@
+/**
+ * The `valet` command with every subcommand: `bin.ts` runs it on the process's arguments, tests run it on theirs.
+ */
+import { Command } from "effect/cli"
+import { actorLoopCommand } from "./actorLoop.js"
+import { evalCommand } from "./eval.js"
+import { healthCommand } from "./health.js"
+import { journal } from "./journal.js"
+import { replayCommand, runCommand } from "./run.js"
+import { solveCommand } from "./solve.js"
+import { stateCommand } from "./state.js"
+
+/** The version `valet --version` prints. */
+export const version = "0.1.0"
+
+/** `valet` and its subcommands. */
+export const valet = Command.make("valet").pipe(
+  Command.withDescription("Effect-native agent framework: run, record and inspect agent architectures."),
+  Command.withSubcommands([journal, solveCommand, evalCommand, actorLoopCommand, stateCommand, runCommand, replayCommand, healthCommand])
+)

@@ -11,7 +11,7 @@
  *
  * @since 0.1.0
  */
-import { NodeHttpClient } from "@effect/platform-node"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Config, Context, Effect, Layer, Option, Redacted, Stream } from "effect"
 import { HttpClient } from "effect/http"
 import * as Client from "./internal/openai/client.js"

@@ -24,7 +24,8 @@
  *
  * @since 0.1.0
  */
-import { NodeFileSystem, NodeHttpClient } from "@effect/platform-node"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Context, Duration, Effect, FileSystem, Layer, Option, Result, Schema, Stream } from "effect"
 import { HttpClient } from "effect/http"
 import * as Client from "./internal/openai/client.js"

@@ -17,14 +17,16 @@ export const script = [
   "No issues: clear, correct and the right length."
 ]
 
+// A module-level value: `makeUnsafe` throws the `InvalidOptions` at import, where `make` would fail an effect.
+const explainer = Agent.make({
+  name: "explainer",
+  instructions: "Explain things to a ten-year-old in at most two sentences.",
+  architecture: SelfRefine.makeUnsafe({ maxRounds: 3 })
+})
+
 export const main = Effect.gen(function*() {
   const { layer, note } = yield* demoModel(script)
   yield* Console.log(`# Self-Refine — ${note}`)
-  const explainer = Agent.make({
-    name: "explainer",
-    instructions: "Explain things to a ten-year-old in at most two sentences.",
-    architecture: yield* SelfRefine.make({ maxRounds: 3 })
-  })
   yield* Agent.stream(explainer, prompt, { textDeltas: false }).pipe(
     // The milestones and the end; `AgentEvent.format` prints any event in one line.
     Stream.filter((event) => event._tag === "Progress" || event._tag === "SubRunStarted" || event._tag === "RunCompleted"),

@@ -77,6 +77,18 @@ describe("SelfRefine", () => {
       yield* ScriptedModel.assertConsumed
     }).pipe(Effect.provide(ScriptedModel.layer(["v1", "too long", "v2", "still too long", "v3"]))))
 
+  it.effect("maxRounds absent or undefined: the default of three rounds, seven calls", () =>
+    Effect.forEach([{}, { maxRounds: undefined }], (options) =>
+      Effect.gen(function*() {
+        const architecture = yield* SelfRefine.make(options)
+        const result = yield* Agent.run(writer(architecture), "task")
+        expect(result.output).toBe("v4")
+        expect(result.modelCalls).toBe(7)
+        expect(result.metadata).toMatchObject({ rounds: 3, converged: false })
+        yield* ScriptedModel.assertConsumed
+      }).pipe(Effect.provide(ScriptedModel.layer(["v1", "c1", "v2", "c2", "v3", "c3", "v4"])))
+    ))
+
   it.effect("a spent budget stops it cleanly: interrupted budget:max_calls with the best answer so far", () =>
     Effect.gen(function*() {
       const result = yield* Agent.run(writer(SelfRefine.architecture), "task", { budget: { maxCalls: 4 } })

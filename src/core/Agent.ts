@@ -144,7 +144,7 @@ const endSpan = (span: Tracer.Span, exit: Exit.Exit<unknown, unknown>): Effect.E
 export const run = <R>(agent: Agent<R>, prompt: string, options?: RunOptions): Effect.Effect<AgentEvent.RunResult, AgentError, R> =>
   // What `Effect.withSpan` around an `Effect.onExit` would do, with one exit handler (ending the span and closing
   // the run's resources) and the span provided together with the run's context: each wrapper is a frame the
-  // run keeps for its whole life, in every concurrent session. No stack capture: an Error per run.
+  // run keeps for its whole life, in every concurrent session. `makeSpan` captures no stack (an Error per run).
   Effect.flatMap(
     Effect.makeSpan("valet/Agent.run", { attributes: { agent: agent.name } }),
     (span) => {

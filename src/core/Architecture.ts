@@ -13,7 +13,7 @@
 import { type Cause, Clock, Context, Effect, Exit, Layer, Predicate, Queue, Scope, Stream, Tracer } from "effect"
 import type { AgentError, BudgetExhausted } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
-import type * as Budget from "./Budget.js"
+import * as Budget from "./Budget.js"
 import * as Model from "./Model.js"
 import type { ModelError } from "./ModelError.js"
 import * as Tool from "./Tool.js"
@@ -241,30 +241,41 @@ export const generateFor = (
   request: Model.Request,
   options?: GenerateOptions
 ): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model> => {
-  const reserve = run.budget.reserve
-  // Without a budget the reservation is an answer already (an `Exit`): read it without running it. The model is
-  // read from the fiber's context. Both save effects on a path every model call of every agent takes, and a
-  // process's first thousands of calls run unoptimized.
-  const reserved = Exit.isExit(reserve) ? (reserve as Exit.Exit<ReadonlyArray<Budget.Warning>, BudgetExhausted>) : undefined
-  const start = (warnings: ReadonlyArray<Budget.Warning>) =>
-    Effect.withFiber<Model.Response, ModelError>((fiber) => call(run, Context.getUnsafe(fiber.context, Model.Model), request, options, warnings))
-  return reserved !== undefined && Exit.isSuccess(reserved) ? start(reserved.value) : Effect.flatMap(reserve, start)
+  // The model is read from the fiber's context, and an unlimited budget is not asked for a reservation: both save
+  // effects on a path every model call of every agent takes (a process's first thousands of calls run unoptimized).
+  if (run.budget === Budget.unlimited) {
+    return Effect.withFiber<Model.Response, ModelError>((fiber) =>
+      call(run, Context.getUnsafe(fiber.context, Model.Model), request, options, unreserved)
+    )
+  }
+  return Effect.flatMap(run.budget.reserve(request), (reservation) =>
+    Effect.withFiber<Model.Response, ModelError>((fiber) =>
+      // A call that fails or is interrupted gives back what it reserved; one that returns settles it.
+      Effect.onError(
+        call(run, Context.getUnsafe(fiber.context, Model.Model), reservation.request, options, reservation),
+        () => Effect.sync(reservation.release)
+      )
+    ))
 }
 
-/** One model call once its budget slot is reserved: counting, the call context, and the events if observed. */
+const noWarnings: ReadonlyArray<Budget.Warning> = []
+const unreserved: Pick<Budget.Reservation, "warnings" | "settle"> = { warnings: noWarnings, settle: () => noWarnings }
+
+/** One model call once its budget is reserved: counting, the call context, and the events if observed. */
 const call = (
   run: RunState,
   model: Model.Service,
   request: Model.Request,
   options: GenerateOptions | undefined,
-  warnings: ReadonlyArray<Budget.Warning>
+  reservation: Pick<Budget.Reservation, "warnings" | "settle">
 ): Effect.Effect<Model.Response, ModelError> => {
+  const warnings = reservation.warnings
   run.countCall()
   const step = options?.step ?? `call_${run.ownCalls}`
   const callContext: Model.CallContext = { sessionId: run.sessionId, rootSessionId: run.rootSessionId, step }
   const settle = (response: Model.Response): ReadonlyArray<Budget.Warning> => {
     run.addUsage(response.usage)
-    return run.budget.record(response.usage)
+    return reservation.settle(response.usage)
   }
   // Nobody listens (`Agent.run`): no events, no clock reads.
   if (!run.emitter.observed) {

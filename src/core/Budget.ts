@@ -1,31 +1,51 @@
 /**
- * Budgets cap what a run may spend: model calls, input / output / total tokens, wall-clock time and cost. A
- * call *reserves* its slot before it is sent, so concurrent fan-out never overshoots `maxCalls`. Tokens and cost
- * are only known after a call: the call that crosses such a limit completes, and the next one is refused.
+ * Budgets cap what a run may spend: model calls, input / output / total tokens, wall-clock time and cost.
+ *
+ * Every call *reserves* its worst case before it is sent and *settles* what it really used after, so concurrent
+ * fan-out cannot overshoot a limit by racing past it:
+ * - a call takes one call slot (`maxCalls` is exact);
+ * - with a token or cost limit, it also reserves an estimate of its input tokens (see `estimateInputTokens`)
+ *   and its output worst case: `maxTokens × n`, or `reserveOutputTokens × n` (default 4,096) for a request with
+ *   no `maxTokens`. When the budget has less left than that, the request is sent with `maxTokens` lowered to what
+ *   is left; when it has not even one output token left, the call waits for calls in flight to settle (their
+ *   unused reservations come back) and is refused with `BudgetExhausted` only when nothing is in flight;
+ * - the reservation is replaced by the server's real usage when the call returns, and given back when it fails
+ *   or is interrupted.
+ *
+ * So the spend ends above a token or cost limit only by what the estimates miss: input tokens beyond the
+ * estimate, and output of a server that ignores `maxTokens` or of a request without `maxTokens` that writes more
+ * than `reserveOutputTokens` (set `maxTokens` on requests, or a larger `reserveOutputTokens`, to close that gap).
+ * In-flight work is interrupted when the wall-clock limit is up.
  *
  * A run gets its tracker from `Agent.run(..., { budget })`, else from a `Budget` layer in context (which several
  * runs then share, e.g. a whole evaluation), else it is unlimited. Sub-agents share their parent's tracker.
  *
  * @since 0.1.0
  */
-import { Clock, Context, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Deferred, Effect, Layer, Schema } from "effect"
 import { BudgetExhausted, type InvalidOptions } from "./AgentError.js"
 import * as Decode from "./internal/decode.js"
 import type * as Model from "./Model.js"
 
 const NonNegative = Schema.Number.check(Schema.isGreaterThanOrEqualTo(0))
+const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 
 /** The limits of a budget; every one is optional. */
 export const Limits = Schema.Struct({
-  maxCalls: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
-  maxInputTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
-  maxOutputTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
-  maxTotalTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  maxCalls: Schema.optional(Count),
+  maxInputTokens: Schema.optional(Count),
+  maxOutputTokens: Schema.optional(Count),
+  maxTotalTokens: Schema.optional(Count),
   /** Wall-clock time of the run, in milliseconds. In-flight work is interrupted when it is up. */
   maxDurationMs: Schema.optional(NonNegative),
   /** Cost in the unit of `pricing`. Requires `pricing`. */
   maxCost: Schema.optional(NonNegative),
   pricing: Schema.optional(Schema.Struct({ inputPerMillion: NonNegative, outputPerMillion: NonNegative })),
+  /**
+   * The output tokens reserved for a request that sets no `maxTokens` (per choice; default 4,096). Only used
+   * when a token or cost limit is set.
+   */
+  reserveOutputTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))),
   /** The fraction of a limit at which a `BudgetWarning` is emitted (default 0.8). */
   warnAt: Schema.optional(Schema.Number.check(Schema.isBetween({ minimum: 0, maximum: 1 })))
 }).check(
@@ -53,7 +73,7 @@ export interface Warning {
   readonly max: number
 }
 
-/** What has been spent so far. */
+/** What has been spent so far (settled calls; reservations of calls in flight are not included). */
 export interface Spent {
   readonly calls: number
   readonly inputTokens: number
@@ -63,15 +83,28 @@ export interface Spent {
   readonly elapsedMs: number
 }
 
+/** A call's hold on the budget, from before it is sent until it returns. */
+export interface Reservation {
+  /** The request to send: the caller's, with `maxTokens` lowered when the budget has less left than it asks. */
+  readonly request: Model.Request
+  /** The warnings taking this reservation crossed. */
+  readonly warnings: ReadonlyArray<Warning>
+  /** Replaces the reservation with what the call really used; answers the warnings this crossed. */
+  readonly settle: (usage: Model.Usage) => ReadonlyArray<Warning>
+  /** Gives the reservation back (the call failed or was interrupted). A no-op once settled. */
+  readonly release: () => void
+}
+
 /** A budget in use. */
 export interface Tracker {
   readonly limits: Limits
   /** Epoch milliseconds after which no call may start, if there is a wall-clock limit. */
   readonly deadline: number | undefined
-  /** Takes one call slot, or fails when a limit is reached; answers the warnings this reservation crossed. */
-  readonly reserve: Effect.Effect<ReadonlyArray<Warning>, BudgetExhausted>
-  /** Adds a finished call's tokens (and cost); answers the warnings this crossed. */
-  readonly record: (usage: Model.Usage) => ReadonlyArray<Warning>
+  /**
+   * Reserves one call of `request` (see the module doc): waits while only calls in flight hold what it needs,
+   * fails with `BudgetExhausted` when a limit is reached.
+   */
+  readonly reserve: (request: Model.Request) => Effect.Effect<Reservation, BudgetExhausted>
   readonly spent: Effect.Effect<Spent>
 }
 
@@ -88,29 +121,76 @@ export const make = (limits: Limits): Effect.Effect<Tracker, InvalidOptions> =>
     return makeTracker(valid, startedAt)
   })
 
-/** A tracker with no limits. */
+/** A tracker with no limits. Its reservations change nothing, so callers may skip them (`generate` does). */
 export const unlimited: Tracker = {
   limits: {},
   deadline: undefined,
-  reserve: Effect.succeed(none),
-  record: () => none,
+  reserve: (request) => Effect.succeed({ request, warnings: none, settle: () => none, release: () => {} }),
   spent: Effect.succeed({ calls: 0, inputTokens: 0, outputTokens: 0, totalTokens: 0, cost: 0, elapsedMs: 0 })
 }
 
 /** A `Budget` layer: every run that finds it in context shares this one tracker. */
 export const layer = (limits: Limits): Layer.Layer<Budget, InvalidOptions> => Layer.effect(Budget, make(limits))
 
+/** The default output reservation of a request without `maxTokens`, per choice. */
+export const defaultReserveOutputTokens = 4_096
+
+/**
+ * An estimate of a request's input tokens, made before it is sent: a token per 4 ASCII characters and one per
+ * other character (CJK text is about one token per character; accented Latin text is over-estimated, which only
+ * makes a reservation larger), plus 4 per message for the chat template, over the messages, the prompt and the
+ * tool definitions.
+ */
+export const estimateInputTokens = (request: Model.Request): number => {
+  let ascii = 0
+  let other = 0
+  const count = (text: string) => {
+    for (let i = 0; i < text.length; i++) {
+      if (text.charCodeAt(i) < 128) ascii++
+      else other++
+    }
+  }
+  let overhead = 0
+  if (request.prompt !== undefined) count(request.prompt)
+  for (const message of request.messages ?? []) {
+    overhead += 4
+    count(message.content)
+    if (message.role === "assistant" && message.toolCalls !== undefined) count(JSON.stringify(message.toolCalls))
+  }
+  if (request.tools !== undefined) count(JSON.stringify(request.tools))
+  return Math.ceil(ascii / 4) + other + overhead
+}
+
 const makeTracker = (limits: Limits, startedAt: number): Tracker => {
   const warnAt = limits.warnAt ?? 0.8
   const deadline = limits.maxDurationMs !== undefined ? startedAt + limits.maxDurationMs : undefined
-  // Plain counters: JavaScript runs one fiber step at a time, so a check-and-increment inside one synchronous
-  // step is atomic. That is what makes 50 concurrent reservations under maxCalls: 7 take exactly 7 slots.
+  const reserveOutput = limits.reserveOutputTokens ?? defaultReserveOutputTokens
+  const inputPrice = (limits.pricing?.inputPerMillion ?? 0) / 1_000_000
+  const outputPrice = (limits.pricing?.outputPerMillion ?? 0) / 1_000_000
+  const limitsTokens = limits.maxInputTokens !== undefined || limits.maxOutputTokens !== undefined ||
+    limits.maxTotalTokens !== undefined || limits.maxCost !== undefined
+  // Plain counters: JavaScript runs one fiber step at a time, so a check-and-reserve inside one synchronous step
+  // is atomic. That is what makes 50 concurrent reservations under maxCalls: 7 take exactly 7 slots.
   let calls = 0
   let inputTokens = 0
   let outputTokens = 0
   let totalTokens = 0
   let cost = 0
+  // What calls in flight hold.
+  let inFlight = 0
+  let heldInput = 0
+  let heldOutput = 0
+  let heldCost = 0
+  // Callers waiting for a call in flight to give back what it did not use.
+  let waiters: Array<Deferred.Deferred<void>> = []
   const warned = new Set<Limit>()
+
+  const wake = () => {
+    if (waiters.length === 0) return
+    const woken = waiters
+    waiters = []
+    for (const waiter of woken) Deferred.doneUnsafe(waiter, Effect.void)
+  }
 
   const warnIfCrossed = (out: Array<Warning> | undefined, limit: Limit, used: number, max: number | undefined) => {
     if (max === undefined || max === 0 || warned.has(limit) || used < warnAt * max) return out
@@ -120,51 +200,115 @@ const makeTracker = (limits: Limits, startedAt: number): Tracker => {
     return list
   }
 
-  const exhausted = (now: number): BudgetExhausted | undefined => {
+  const refusal = (limit: Limit, used: number, max: number) => new BudgetExhausted({ limit, used, max })
+
+  /** A reservation, or the limit in the way (`wait` when calls in flight may free what is missing). */
+  const tryReserve = (
+    request: Model.Request,
+    now: number
+  ): Reservation | { readonly refused: BudgetExhausted; readonly wait: boolean } => {
     if (limits.maxCalls !== undefined && calls >= limits.maxCalls) {
-      return new BudgetExhausted({ limit: "max_calls", used: calls, max: limits.maxCalls })
-    }
-    if (limits.maxInputTokens !== undefined && inputTokens >= limits.maxInputTokens) {
-      return new BudgetExhausted({ limit: "max_input_tokens", used: inputTokens, max: limits.maxInputTokens })
-    }
-    if (limits.maxOutputTokens !== undefined && outputTokens >= limits.maxOutputTokens) {
-      return new BudgetExhausted({ limit: "max_output_tokens", used: outputTokens, max: limits.maxOutputTokens })
-    }
-    if (limits.maxTotalTokens !== undefined && totalTokens >= limits.maxTotalTokens) {
-      return new BudgetExhausted({ limit: "max_total_tokens", used: totalTokens, max: limits.maxTotalTokens })
-    }
-    if (limits.maxCost !== undefined && cost >= limits.maxCost) {
-      return new BudgetExhausted({ limit: "max_cost", used: cost, max: limits.maxCost })
+      return { refused: refusal("max_calls", calls, limits.maxCalls), wait: false }
     }
     if (deadline !== undefined && now >= deadline) {
-      return new BudgetExhausted({ limit: "wall_clock", used: now - startedAt, max: limits.maxDurationMs! })
+      return { refused: refusal("wall_clock", now - startedAt, limits.maxDurationMs!), wait: false }
     }
-    return undefined
-  }
-
-  const reserve = Effect.flatMap(Clock.currentTimeMillis, (now) => {
-    const error = exhausted(now)
-    if (error !== undefined) return Effect.fail(error)
+    let input = 0
+    let output = 0
+    let callCost = 0
+    let sent = request
+    if (limitsTokens) {
+      const wait = inFlight > 0
+      input = estimateInputTokens(request)
+      if (limits.maxInputTokens !== undefined && inputTokens + heldInput + input > limits.maxInputTokens) {
+        return { refused: refusal("max_input_tokens", inputTokens + heldInput, limits.maxInputTokens), wait }
+      }
+      const choices = request.n ?? 1
+      const wanted = request.maxTokens ?? reserveOutput
+      // Output tokens left under each limit, after this call's input.
+      let left = wanted * choices
+      let tightest: Limit | undefined
+      const bound = (limit: Limit, room: number) => {
+        if (room < left) {
+          left = room
+          tightest = limit
+        }
+      }
+      if (limits.maxOutputTokens !== undefined) {
+        bound("max_output_tokens", limits.maxOutputTokens - outputTokens - heldOutput)
+      }
+      if (limits.maxTotalTokens !== undefined) {
+        bound("max_total_tokens", limits.maxTotalTokens - totalTokens - heldInput - heldOutput - input)
+      }
+      if (limits.maxCost !== undefined) {
+        const room = limits.maxCost - cost - heldCost - input * inputPrice
+        bound("max_cost", room < 0 ? -1 : outputPrice > 0 ? Math.floor(room / outputPrice + 1e-9) : Infinity)
+      }
+      const perChoice = Math.floor(left / choices)
+      if (perChoice < 1) {
+        const limit = tightest ?? "max_output_tokens"
+        const [used, max] = limit === "max_cost"
+          ? [cost + heldCost, limits.maxCost!]
+          : limit === "max_total_tokens"
+          ? [totalTokens + heldInput + heldOutput, limits.maxTotalTokens!]
+          : [outputTokens + heldOutput, limits.maxOutputTokens!]
+        return { refused: refusal(limit, used, max), wait }
+      }
+      if (perChoice < wanted) sent = { ...request, maxTokens: perChoice }
+      output = perChoice * choices
+      callCost = input * inputPrice + output * outputPrice
+      inFlight++
+      heldInput += input
+      heldOutput += output
+      heldCost += callCost
+    }
     calls++
-    let out = warnIfCrossed(undefined, "max_calls", calls, limits.maxCalls)
-    if (deadline !== undefined) out = warnIfCrossed(out, "wall_clock", now - startedAt, limits.maxDurationMs)
-    return Effect.succeed(out ?? none)
-  })
+    let warnings = warnIfCrossed(undefined, "max_calls", calls, limits.maxCalls)
+    if (deadline !== undefined) warnings = warnIfCrossed(warnings, "wall_clock", now - startedAt, limits.maxDurationMs)
 
-  const record = (usage: Model.Usage): ReadonlyArray<Warning> => {
-    inputTokens += usage.inputTokens
-    outputTokens += usage.outputTokens
-    totalTokens += usage.totalTokens
-    if (limits.pricing !== undefined) {
-      cost += (usage.inputTokens * limits.pricing.inputPerMillion + usage.outputTokens * limits.pricing.outputPerMillion) /
-        1_000_000
+    let open = limitsTokens
+    const giveBack = () => {
+      open = false
+      inFlight--
+      heldInput -= input
+      heldOutput -= output
+      heldCost -= callCost
     }
-    let out = warnIfCrossed(undefined, "max_input_tokens", inputTokens, limits.maxInputTokens)
-    out = warnIfCrossed(out, "max_output_tokens", outputTokens, limits.maxOutputTokens)
-    out = warnIfCrossed(out, "max_total_tokens", totalTokens, limits.maxTotalTokens)
-    out = warnIfCrossed(out, "max_cost", cost, limits.maxCost)
-    return out ?? none
+    return {
+      request: sent,
+      warnings: warnings ?? none,
+      settle: (usage) => {
+        if (open) giveBack()
+        inputTokens += usage.inputTokens
+        outputTokens += usage.outputTokens
+        totalTokens += usage.totalTokens
+        cost += usage.inputTokens * inputPrice + usage.outputTokens * outputPrice
+        wake()
+        let out = warnIfCrossed(undefined, "max_input_tokens", inputTokens, limits.maxInputTokens)
+        out = warnIfCrossed(out, "max_output_tokens", outputTokens, limits.maxOutputTokens)
+        out = warnIfCrossed(out, "max_total_tokens", totalTokens, limits.maxTotalTokens)
+        out = warnIfCrossed(out, "max_cost", cost, limits.maxCost)
+        return out ?? none
+      },
+      release: () => {
+        if (!open) return
+        giveBack()
+        wake()
+      }
+    }
   }
+
+  const reserve = (request: Model.Request): Effect.Effect<Reservation, BudgetExhausted> =>
+    Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      const outcome = tryReserve(request, now)
+      if (!("refused" in outcome)) return Effect.succeed(outcome)
+      if (!outcome.wait) return Effect.fail(outcome.refused)
+      // Only calls in flight hold what this one needs: try again when one of them settles.
+      return Effect.flatMap(Deferred.make<void>(), (settled) => {
+        waiters.push(settled)
+        return Effect.andThen(Deferred.await(settled), Effect.suspend(() => reserve(request)))
+      })
+    })
 
   const spent = Effect.map(Clock.currentTimeMillis, (now): Spent => ({
     calls,
@@ -175,5 +319,5 @@ const makeTracker = (limits: Limits, startedAt: number): Tracker => {
     elapsedMs: now - startedAt
   }))
 
-  return { limits, deadline, reserve, record, spent }
+  return { limits, deadline, reserve, spent }
 }

@@ -112,14 +112,14 @@ describe("Budget", () => {
     Effect.gen(function*() {
       const agent = Agent.make({ name: "calc", instructions: "", tools: [add] })
       const result = yield* Agent.run(agent, "go", {
-        budget: { maxCost: 0.01, pricing: { inputPerMillion: 1_000, outputPerMillion: 1_000 } }
+        budget: { maxCost: 0.1, pricing: { inputPerMillion: 1_000, outputPerMillion: 1_000 } }
       })
-      // 10 tokens at $1,000 per million = $0.01: the second call is refused.
+      // 100 tokens at $1,000 per million = $0.1: the second call is refused.
       expect(result.interruptionReason).toBe("budget:max_cost")
       expect(result.modelCalls).toBe(1)
     }).pipe(
       Effect.provide(ScriptedModel.layer([
-        { toolCalls: [{ name: "add", arguments: { a: 1, b: 1 } }], usage: { inputTokens: 5, outputTokens: 5 } },
+        { toolCalls: [{ name: "add", arguments: { a: 1, b: 1 } }], usage: { inputTokens: 50, outputTokens: 50 } },
         "never sent"
       ]))
     ))

@@ -7,13 +7,19 @@
  * at the end). The first time a task's file is opened, a torn tail is repaired: if it is a whole record that
  * only lacks its newline, the newline is added; otherwise the fragment is moved to `<task_id>.jsonl.torn` (kept,
  * never lost) and the file is cut back to its last complete line — so it is never glued to the next record.
- * One process writes a task's file at a time (appends from several processes are not coordinated).
+ *
+ * One writer per task: the first append takes `<task_id>.jsonl.lock` (created exclusively; it names the process,
+ * host and store) and holds it until the store's scope closes. Another store — in another process or in this
+ * one — that tries to append to the same task is refused with a `TrajectoryStoreError` (`operation: "lock"`)
+ * naming the holder, rather than writing duplicate step numbers. A lock left by a process that died (same host,
+ * no such pid) is taken over. Reading and counting need no lock: they see whole lines only.
  *
  * Layers: `layerFile` (the default; needs a `FileSystem`) and `layerMemory` (tests).
  *
  * @since 0.1.0
  */
-import { Context, Effect, FileSystem, Layer, Option, Result, Schema, Semaphore, Stream } from "effect"
+import { Context, Effect, FileSystem, Layer, Option, Result, Schema, type Scope, Semaphore, Stream } from "effect"
+import { hostname } from "node:os"
 import { join } from "node:path"
 import { formatIssue } from "../core/internal/decode.js"
 import { describeUnsafeTaskId, isSafeTaskId } from "./internal/taskId.js"
@@ -213,12 +219,37 @@ export const defaultRoot = "trajectories"
 
 interface TaskFile {
   readonly lock: Semaphore.Semaphore
-  /** Records in the file, known once it was opened (and repaired) in this process. */
+  /** Records in the file, known once this store took the writer lock and opened (and repaired) it. */
   records: number | undefined
+  /** Whether this store holds the task's writer lock. */
+  held: boolean
 }
 
-/** A store of JSONL files, one per task. */
-export const makeFile = (options: FileOptions = {}): Effect.Effect<Service, TrajectoryStoreError, FileSystem.FileSystem> =>
+/** What a writer lock file says about its holder. */
+const LockOwner = Schema.Struct({ pid: Schema.Int, host: Schema.String, store: Schema.String, since: Schema.Number })
+type LockOwner = typeof LockOwner.Type
+const decodeLockOwner = Schema.decodeUnknownResult(Schema.fromJsonString(LockOwner))
+
+/** Whether a process with this pid exists on this machine (EPERM: it exists, and is someone else's). */
+const processExists = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/** A lock file that stays empty (or unreadable) this long was left by a writer that died while creating it. */
+const abandonedLockMs = 10_000
+
+/**
+ * A store of JSONL files, one per task. The writer locks it takes are removed when `Scope` closes (see the
+ * module doc).
+ */
+export const makeFile = (
+  options: FileOptions = {}
+): Effect.Effect<Service, TrajectoryStoreError, FileSystem.FileSystem | Scope.Scope> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const dir = join(options.root ?? defaultRoot, "raw")
@@ -227,11 +258,18 @@ export const makeFile = (options: FileOptions = {}): Effect.Effect<Service, Traj
         new TrajectoryStoreError({ operation: "open", taskId: "-", path: dir, message: `cannot create ${dir}: ${error.message}` })
       )
     )
+    const owner: LockOwner = {
+      pid: process.pid,
+      host: hostname(),
+      store: Math.random().toString(36).slice(2, 12),
+      since: Date.now()
+    }
+    const ownerLine = JSON.stringify(owner)
     const files = new Map<string, TaskFile>()
     const fileOf = (taskId: string): TaskFile => {
       let file = files.get(taskId)
       if (file === undefined) {
-        file = { lock: Semaphore.makeUnsafe(1), records: undefined }
+        file = { lock: Semaphore.makeUnsafe(1), records: undefined, held: false }
         files.set(taskId, file)
       }
       return file
@@ -240,9 +278,86 @@ export const makeFile = (options: FileOptions = {}): Effect.Effect<Service, Traj
     const failure = (operation: string, taskId: string, path: string) => (error: { readonly message: string }) =>
       new TrajectoryStoreError({ operation, taskId, path, message: `${path}: ${error.message}` })
 
-    /** Reads the file once, repairs a torn last line, and counts its records. Call with the lock held. */
+    // Give back every lock this store took (only those that still name it).
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach(
+        [...files.entries()].filter(([, file]) => file.held),
+        ([taskId]) => {
+          const lockPath = `${pathOf(taskId)}.lock`
+          return fs.readFileString(lockPath).pipe(
+            Effect.flatMap((text) => text === ownerLine ? fs.remove(lockPath) : Effect.void),
+            Effect.ignore
+          )
+        },
+        { discard: true }
+      )
+    )
+
+    /** Takes the task's writer lock (once per store), or fails naming who holds it. Call with `file.lock` held. */
+    const takeLock = (taskId: string, file: TaskFile): Effect.Effect<void, TrajectoryStoreError> => {
+      if (file.held) return Effect.void
+      const path = pathOf(taskId)
+      const lockPath = `${path}.lock`
+      const fail = failure("lock", taskId, lockPath)
+      const refuse = (message: string) =>
+        Effect.fail(new TrajectoryStoreError({ operation: "lock", taskId, path: lockPath, message }))
+      const attempt = (triesLeft: number): Effect.Effect<void, TrajectoryStoreError> =>
+        fs.writeFileString(lockPath, ownerLine, { flag: "wx" }).pipe(
+          Effect.map(() => {
+            file.held = true
+          }),
+          Effect.catchIf(
+            (error) => error.reason._tag === "AlreadyExists" && triesLeft > 0,
+            () =>
+              Effect.gen(function*() {
+                const text = yield* fs.readFileString(lockPath).pipe(
+                  // Removed between our create and our read: try again.
+                  Effect.catchIf((error) => error.reason._tag === "NotFound", () => Effect.succeed(undefined)),
+                  Effect.mapError(fail)
+                )
+                if (text === undefined) return yield* attempt(triesLeft - 1)
+                const holder = decodeLockOwner(text)
+                if (Result.isFailure(holder)) {
+                  const age = Date.now() - Number((yield* fs.stat(lockPath).pipe(Effect.mapError(fail))).mtime.pipe(
+                    Option.map((date) => date.getTime()),
+                    Option.getOrElse(() => 0)
+                  ))
+                  if (age < abandonedLockMs) {
+                    return yield* refuse(`${path} is being locked by another writer (${lockPath} was just created)`)
+                  }
+                } else {
+                  const held = holder.success
+                  if (held.host !== owner.host || processExists(held.pid)) {
+                    const who = held.pid === owner.pid && held.host === owner.host
+                      ? "another TrajectoryStore in this process"
+                      : `process ${held.pid} on ${held.host}`
+                    return yield* refuse(
+                      `${path} is being written by ${who} since ${new Date(held.since).toISOString()}; a task has one ` +
+                        `writer at a time (the lock is ${lockPath}; remove it only if that writer is gone)`
+                    )
+                  }
+                }
+                // Left by a writer that died: take it over.
+                yield* Effect.logWarning(`trajectory ${path}: taking over ${lockPath}, left by a writer that is gone`)
+                yield* fs.remove(lockPath).pipe(
+                  Effect.catchIf((error) => error.reason._tag === "NotFound", () => Effect.void),
+                  Effect.mapError(fail)
+                )
+                return yield* attempt(triesLeft - 1)
+              })
+          ),
+          Effect.mapError((error) => error._tag === "TrajectoryStoreError" ? error : fail(error))
+        )
+      return attempt(3)
+    }
+
+    /**
+     * Takes the writer lock, reads the file once, repairs a torn last line, and counts its records. Call with
+     * `file.lock` held.
+     */
     const open = (taskId: string, file: TaskFile): Effect.Effect<number, TrajectoryStoreError> =>
       file.records !== undefined ? Effect.succeed(file.records) : Effect.gen(function*() {
+        yield* takeLock(taskId, file)
         const path = pathOf(taskId)
         const fail = failure("open", taskId, path)
         const exists = yield* fs.exists(path).pipe(Effect.mapError(fail))
@@ -263,8 +378,7 @@ export const makeFile = (options: FileOptions = {}): Effect.Effect<Service, Traj
             )
           }
         }
-        let records = 0
-        for (const line of text.split("\n")) if (line.trim() !== "") records++
+        const records = countLines(text)
         file.records = records
         return records
       })
@@ -296,20 +410,39 @@ export const makeFile = (options: FileOptions = {}): Effect.Effect<Service, Traj
         })
       )
 
+    /**
+     * The size of the file's whole lines (a torn or half-written last line is left out); 0 when absent. Reads
+     * back from the end, a window at a time, to the last newline.
+     */
+    const wholeLinesSize = (path: string, fail: (error: { readonly message: string }) => TrajectoryStoreError) =>
+      Effect.scoped(Effect.gen(function*() {
+        const exists = yield* fs.exists(path).pipe(Effect.mapError(fail))
+        if (!exists) return 0
+        const handle = yield* fs.open(path, { flag: "r" }).pipe(Effect.mapError(fail))
+        let end = Number((yield* handle.stat.pipe(Effect.mapError(fail))).size)
+        const window = 64 * 1024
+        while (end > 0) {
+          const start = Math.max(0, end - window)
+          const chunk = yield* handle.readAlloc(end - start, { position: BigInt(start) }).pipe(Effect.mapError(fail))
+          const bytes = Option.getOrElse(chunk, () => new Uint8Array(0))
+          const newline = bytes.lastIndexOf(10)
+          if (newline !== -1) return start + newline + 1
+          end = start
+        }
+        return 0
+      }))
+
     const read = (taskId: string): Stream.Stream<TrajectoryRecord, TrajectoryStoreError> =>
       Stream.unwrap(Effect.gen(function*() {
         yield* checkTaskId("read", taskId)
         const file = fileOf(taskId)
         const path = pathOf(taskId)
         const fail = failure("read", taskId, path)
-        // The size under the lock covers whole lines only: appends made while we read are not half-seen.
-        const size = yield* file.lock.withPermits(1)(Effect.gen(function*() {
-          yield* open(taskId, file)
-          const exists = yield* fs.exists(path).pipe(Effect.mapError(fail))
-          return exists ? (yield* fs.stat(path).pipe(Effect.mapError(fail))).size : BigInt(0)
-        }))
-        if (size === BigInt(0)) return Stream.empty
-        return fs.stream(path, { bytesToRead: size }).pipe(
+        // Measured under the lock: appends this store makes while we read are not half-seen, and another
+        // writer's line in progress is not read.
+        const size = yield* file.lock.withPermits(1)(wholeLinesSize(path, fail))
+        if (size === 0) return Stream.empty
+        return fs.stream(path, { bytesToRead: BigInt(size) }).pipe(
           Stream.mapError(fail),
           Stream.decodeText(),
           Stream.splitLines,
@@ -330,12 +463,28 @@ export const makeFile = (options: FileOptions = {}): Effect.Effect<Service, Traj
         checkTaskId("count", taskId),
         Effect.suspend(() => {
           const file = fileOf(taskId)
-          return file.lock.withPermits(1)(open(taskId, file))
+          if (file.records !== undefined) return Effect.succeed(file.records)
+          const path = pathOf(taskId)
+          const fail = failure("count", taskId, path)
+          // Counts the whole lines: another writer's line in progress is not one yet.
+          return file.lock.withPermits(1)(Effect.flatMap(wholeLinesSize(path, fail), (size) =>
+            size === 0 ? Effect.succeed(0) : fs.stream(path, { bytesToRead: BigInt(size) }).pipe(
+              Stream.mapError(fail),
+              Stream.decodeText(),
+              Stream.splitLines,
+              Stream.runFold(() => 0, (n, line) => (line.trim() === "" ? n : n + 1))
+            )))
         })
       )
 
     return { append, read, count } satisfies Service
   })
+
+const countLines = (text: string): number => {
+  let records = 0
+  for (const line of text.split("\n")) if (line.trim() !== "") records++
+  return records
+}
 
 /** JSONL files under `root` (default `trajectories`): the default store. */
 export const layerFile = (options: FileOptions = {}): Layer.Layer<TrajectoryStore, TrajectoryStoreError, FileSystem.FileSystem> =>

@@ -4,35 +4,8 @@ import { Effect, Layer, Stream } from "effect"
 import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import * as StateStore from "../../src/environment/StateStore.js"
 import * as TrajectoryStore from "../../src/environment/TrajectoryStore.js"
-
-const record = (taskId: string, n = 0): TrajectoryStore.NewRecord => ({
-  taskId,
-  prompt: `prompt ${n}`,
-  stateBefore: StateStore.empty,
-  stateAfter: { ...StateStore.empty, openIssues: [`issue ${n}`], nextFocus: "next" },
-  modelOutput: {
-    raw: `<think>t${n}</think><action>{"command": ["python3", "-c", "print(${n})"]}</action>`,
-    think: `t${n}`,
-    action: { command: ["python3", "-c", `print(${n})`] },
-    stateUpdate: null,
-    parseError: null
-  },
-  sandboxResult: {
-    command: ["python3", "-c", `print(${n})`],
-    exitCode: 0,
-    stdout: `${n}\n`,
-    stderr: "",
-    durationMs: 12.5,
-    timedOut: false,
-    isolation: "test",
-    diff: "",
-    changedFiles: []
-  },
-  reward: null,
-  metrics: { actorLatencySec: 0.25, sandboxFailed: false, inputTokens: 10, outputTokens: 20 }
-})
+import { record } from "../support/trajectories.js"
 
 const collect = (taskId: string) => Stream.runCollect(TrajectoryStore.read(taskId))
 

@@ -112,7 +112,7 @@ describe("reliability: budgets under 200-way fan-out", () => {
     }).pipe(
       Effect.provide(ScriptedModel.layer((_request, index) =>
         index === 0
-          ? { error: new ModelError.ServerError({ status: 500, message: "boom", retryAfter: undefined }) }
+          ? { error: new ModelError.ServerError({ status: 500, message: "boom" }) }
           : { text: "ok", usage: { inputTokens: 54, outputTokens: 50 } }
       ))
     ))

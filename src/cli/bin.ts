@@ -8,7 +8,7 @@
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as NodeServices from "@effect/platform-node/NodeServices"
 import { Effect } from "effect"
-import { Command } from "effect/cli"
-import { valet, version } from "./internal/root.js"
+import { mainProcess } from "./internal/main.js"
 
-Command.run(valet, { version }).pipe(Effect.provide(NodeServices.layer), NodeRuntime.runMain)
+// `main` prints its own one-line errors; the runner only turns the exit code into the process's.
+mainProcess(process.argv.slice(2)).pipe(Effect.provide(NodeServices.layer), NodeRuntime.runMain({ disableErrorReporting: true }))

@@ -133,9 +133,9 @@ export const layerRecord = (
   )
 
 /** The one-line reason a line did not decode. */
-const describe = (exit: Exit.Failure<unknown, Schema.SchemaError>): string => {
+const describe = (exit: Exit.Failure<unknown, Schema.SchemaError>, line: string): string => {
   const reason = exit.cause.reasons[0]
-  return reason !== undefined && reason._tag === "Fail" ? describeIssue(reason.error.issue, undefined) : "unreadable"
+  return reason !== undefined && reason._tag === "Fail" ? describeIssue(reason.error.issue, line) : "unreadable"
 }
 
 /** Reads a cassette: every line decoded, a bad one reported with its line number. */
@@ -155,7 +155,7 @@ export const read = (path: string): Effect.Effect<ReadonlyArray<Entry>, JournalE
         return yield* new JournalError({
           path,
           line: i + 1,
-          message: `line ${i + 1} is not a journal entry: ${describe(decoded)}`
+          message: `${path}:${i + 1} is not a journal entry: ${describe(decoded, line)}`
         })
       }
       entries.push(decoded.value)

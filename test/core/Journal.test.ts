@@ -122,7 +122,7 @@ describe("Journal", () => {
       const error = yield* Effect.flip(Agent.run(calculator, "2 + 3?").pipe(Effect.provide(replaying(path))))
       expect(error).toBeInstanceOf(Journal.JournalError)
       expect((error as Journal.JournalError).line).toBe(3)
-      expect(error.message).toContain("line 3 is not a journal entry")
+      expect(error.message).toContain(":3 is not a journal entry")
       const missing = yield* Effect.flip(Journal.read(`${path}.absent`))
       expect(missing.message).toContain("cannot read the cassette")
     }).pipe(Effect.provide(NodeServices.layer)))

@@ -17,6 +17,7 @@ import * as Sandbox from "../../environment/Sandbox.js"
 import * as StateStore from "../../environment/StateStore.js"
 import * as TrajectoryStore from "../../environment/TrajectoryStore.js"
 import * as Vllm from "../../providers/Vllm.js"
+import { requireNoFailures } from "./failure.js"
 import { type Output, stdoutOutput } from "./output.js"
 
 /** The tasks file could not be read, or no task in it could run (the command's non-zero exit). */
@@ -182,7 +183,7 @@ export const flags = {
     ),
     Flag.withDefault(Vllm.defaultConfigPath)
   ),
-  concurrency: Flag.Int("concurrency").pipe(Flag.withDescription("Tasks in flight at once (default 4)."), Flag.withDefault(4)),
+  concurrency: Flag.Int("concurrency").pipe(Flag.filter((n) => n >= 1, () => "an integer >= 1"), Flag.withDescription("Tasks in flight at once (default 4)."), Flag.withDefault(4)),
   stateDb: Flag.String("state-db").pipe(
     Flag.withDescription(`The SQLite file of task states (default ${StateStore.defaultFilename}).`),
     Flag.withDefault(StateStore.defaultFilename)
@@ -197,6 +198,7 @@ export const flags = {
     Flag.withDefault(false)
   ),
   timeoutMs: Flag.Int("timeout-ms").pipe(
+    Flag.filter((n) => n >= 1, () => "an integer >= 1"),
     Flag.withDescription("Timeout of a sandboxed command when the task sets none (default 30000)."),
     Flag.optional
   ),
@@ -241,17 +243,17 @@ export const makeCommand = <E>(modelFor: (values: FlagValues) => Layer.Layer<Mod
       ...flags
     },
     ({ tasks, ...values }) =>
-      Effect.asVoid(runTasksFile(
+      runTasksFile(
         tasks,
         {
-          concurrency: Math.max(1, values.concurrency),
+          concurrency: values.concurrency,
           keepWorkspaces: values.keepWorkspaces,
           chat: values.chat,
           ...(Option.isSome(values.timeoutMs) ? { sandboxTimeoutMs: values.timeoutMs.value } : {})
         },
         layersFor(values, modelFor(values)),
         output()
-      ))
+      ).pipe(Effect.flatMap((summary) => requireNoFailures(summary.failed, summary.total, "tasks")))
   ).pipe(
     Command.withDescription(
       "Runs one RL actor-loop step per task of a JSONL file ({task_id, prompt, workspace_files?, stop?, temperature?, " +

@@ -1,6 +1,7 @@
 import { Effect } from "effect"
 import { Argument, Command } from "effect/cli"
 import { evaluateDataset, flags, realLayers, settingsOf } from "./evaluation.js"
+import { requireAnswers } from "./failure.js"
 import { stdoutOutput } from "./output.js"
 
 /** `valet eval problems.jsonl --architecture ensemble|tool-vote|self-refine --out results.jsonl`. */
@@ -12,8 +13,12 @@ export const evalCommand = Command.make(
     ),
     ...flags
   },
-  (values) =>
-    Effect.asVoid(evaluateDataset(values.dataset, settingsOf(values, values.dataset), realLayers(values), stdoutOutput()))
+  (values) => {
+    const settings = settingsOf(values, values.dataset)
+    return evaluateDataset(values.dataset, settings, realLayers(values), stdoutOutput()).pipe(
+      Effect.flatMap((report) => requireAnswers(values.dataset, report.results, settings.out))
+    )
+  }
 ).pipe(
   Command.withDescription(
     "Runs an architecture over a JSONL dataset of {id, problem, reference} lines: one result line per problem in " +

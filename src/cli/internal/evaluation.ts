@@ -103,8 +103,9 @@ export interface Layers<E1, E2> {
 // Flags
 // ---------------------------------------------------------------------------------------------------------
 
+// Checked here, so a bad count is a usage error naming its flag, not an architecture's option error.
 const count = (name: string, description: string) =>
-  Flag.Int(name).pipe(Flag.withDescription(description), Flag.optional)
+  Flag.Int(name).pipe(Flag.filter((n) => n >= 1, () => "an integer >= 1"), Flag.withDescription(description), Flag.optional)
 const textFlag = (name: string, description: string) => Flag.String(name).pipe(Flag.withDescription(description), Flag.optional)
 
 /** The flags `solve` and `eval` share. */

@@ -13,6 +13,7 @@ import * as Journal from "../../core/Journal.js"
 import type * as Model from "../../core/Model.js"
 import * as Vllm from "../../providers/Vllm.js"
 import { architectures, names } from "./architectures.js"
+import { requireAnswer } from "./failure.js"
 import { modelLayer } from "./model.js"
 
 /** Where `run` prints: text as it comes, whole lines, and notes for people (stderr). */
@@ -159,7 +160,7 @@ export const runCommand = Command.make(
   (values) =>
     runPrompt(values, stdoutPrinter).pipe(
       Effect.provide(withRecording(modelOf(values), values.record)),
-      Effect.asVoid
+      Effect.flatMap(requireAnswer)
     )
 ).pipe(
   Command.withDescription(
@@ -181,7 +182,8 @@ export const replayCommand = Command.make(
     stream,
     instructions
   },
-  (values) => runPrompt(values, stdoutPrinter).pipe(Effect.provide(Journal.layerReplay(values.cassette)), Effect.asVoid)
+  (values) =>
+    runPrompt(values, stdoutPrinter).pipe(Effect.provide(Journal.layerReplay(values.cassette)), Effect.flatMap(requireAnswer))
 ).pipe(
   Command.withDescription(
     "Runs the agent again from a cassette written by `valet run --record`, with no model: the same prompt, " +

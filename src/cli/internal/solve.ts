@@ -1,6 +1,7 @@
 import { Effect } from "effect"
 import { Argument, Command } from "effect/cli"
 import { evaluateDataset, flags, realLayers, settingsOf, solveProblem } from "./evaluation.js"
+import { requireAnswer, requireAnswers } from "./failure.js"
 import { stdoutOutput } from "./output.js"
 
 /** Whether `solve`'s argument names a dataset rather than being a problem. */
@@ -19,9 +20,11 @@ export const solveCommand = Command.make(
     Effect.gen(function*() {
       const layers = realLayers(values)
       if (isDataset(values.input)) {
-        yield* evaluateDataset(values.input, settingsOf(values, values.input), layers, stdoutOutput())
+        const settings = settingsOf(values, values.input)
+        const report = yield* evaluateDataset(values.input, settings, layers, stdoutOutput())
+        yield* requireAnswers(values.input, report.results, settings.out)
       } else {
-        yield* solveProblem(values.input, settingsOf(values, undefined), layers, stdoutOutput())
+        yield* requireAnswer(yield* solveProblem(values.input, settingsOf(values, undefined), layers, stdoutOutput()))
       }
     })
 ).pipe(

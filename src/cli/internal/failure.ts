@@ -1,0 +1,56 @@
+/**
+ * The failure a command ends with when it ran but did not do what was asked.
+ */
+import { Effect, Schema } from "effect"
+
+/**
+ * The command ran but did not do what was asked: an empty answer, problems or tasks that failed. Its message is
+ * the line printed; the exit code is 1.
+ */
+export class CommandFailed extends Schema.TaggedError<CommandFailed>()("CommandFailed", {
+  message: Schema.String
+}) {}
+
+/** Fails with `CommandFailed` when the answer is empty (whitespace only), saying why when the run was interrupted. */
+export const requireAnswer = (
+  result: { readonly output: string; readonly interrupted: boolean; readonly interruptionReason?: string | undefined }
+): Effect.Effect<void, CommandFailed> =>
+  result.output.trim() === ""
+    ? Effect.fail(
+      new CommandFailed({
+        message: `the answer is empty${result.interrupted ? ` (the run was interrupted: ${result.interruptionReason})` : ""}`
+      })
+    )
+    : Effect.void
+
+/** Fails with `CommandFailed` when some of `total` items failed: `2 of 30 problems failed`. */
+export const requireNoFailures = (
+  failed: number,
+  total: number,
+  what: string,
+  where?: string | undefined,
+  verb = "failed"
+): Effect.Effect<void, CommandFailed> =>
+  failed > 0
+    ? Effect.fail(new CommandFailed({ message: `${failed} of ${total} ${what} ${verb}${where !== undefined ? ` (see ${where})` : ""}` }))
+    : Effect.void
+
+/**
+ * Fails with `CommandFailed` when some problems of an evaluation failed or ended without an answer (a run
+ * interrupted by a model error or a budget before any answer): `2 of 30 problems failed or gave no answer`; or
+ * when the dataset had no problem at all.
+ */
+export const requireAnswers = (
+  dataset: string,
+  results: ReadonlyArray<{ readonly answer: string; readonly error?: string | undefined }>,
+  where: string | undefined
+): Effect.Effect<void, CommandFailed> =>
+  results.length === 0
+    ? Effect.fail(new CommandFailed({ message: `${dataset} has no problem to evaluate` }))
+    : requireNoFailures(
+    results.filter((result) => result.error !== undefined || result.answer.trim() === "").length,
+    results.length,
+    "problems",
+    where,
+    "failed or gave no answer"
+  )

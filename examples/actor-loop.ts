@@ -68,9 +68,25 @@ export const main = Effect.gen(function*() {
     if (Result.isFailure(decoded)) yield* Console.log(`skipped ${tasksPath}:${i + 1}: ${decoded.failure}`)
     else tasks.push(decoded.success)
   }
+  // The sandbox fails closed: without bubblewrap it refuses to build. This demo's commands are scripted, not a
+  // model's, so it opts into plain processes explicitly when bubblewrap is missing, and says so.
+  const sandboxLayer = (workRoot: string) =>
+    Layer.effect(
+      Sandbox.Sandbox,
+      Sandbox.make({ workRoot }).pipe(
+        Effect.catchIf(
+          (error) => error.reason === "isolation_unavailable",
+          (error) =>
+            Effect.andThen(
+              Console.log(`sandbox: ${error.message}; this demo opts into plain processes (its commands are scripted)`),
+              Sandbox.make({ workRoot, isolation: "process" })
+            )
+        )
+      )
+    )
   const layers = Layer.mergeAll(
     model,
-    Sandbox.layerProcess({ workRoot: `${dir}/work` }),
+    sandboxLayer(`${dir}/work`),
     StateStore.layerSqlite({ filename: `${dir}/state.sqlite3` }),
     TrajectoryStore.layerFile({ root: `${dir}/trajectories` }).pipe(Layer.provide(NodeServices.layer))
   )

@@ -2,8 +2,15 @@
  * `Sandbox` runs commands for agents inside a per-task workspace: only allow-listed programs (checked on the
  * resolved executable), a scrubbed environment, CPU / memory / process / file-size limits, capped output, a
  * timeout that kills the whole process group (SIGTERM, then SIGKILL), and a unified diff of what the command
- * changed. Where bubblewrap works, commands also run without network, on a read-only system, with only their
- * workspace writable; every result says which isolation was used.
+ * changed. A run ends when the command's main process exits: what it left running (detached or not) is killed then.
+ *
+ * Isolation fails closed. By default (`isolation: "auto"`) commands run in bubblewrap: no network, no other
+ * processes, a file system of their own showing only the system directories, the allowed programs' directories
+ * (read-only) and their workspace (writable) — not the user's files. Where bubblewrap does not work, building the
+ * sandbox fails with `SandboxError` `isolation_unavailable` rather than running unisolated; a caller that accepts
+ * plain processes says so with `isolation: "process"` (or `VALET_SANDBOX_ISOLATION=process`). Process mode is not
+ * isolation: its commands can read the user's files, write /tmp and reach the network. `info.isolation` and every
+ * result say which isolation is used.
  *
  * A command from a model is `unknown`: `run` decodes it, and a bad or refused one is a result (exit 127
  * `invalid_command`, exit 126 `not_allowed`), never a failure. Failures (`SandboxError`) are reserved for the
@@ -41,7 +48,8 @@ export class Sandbox extends Context.Service<Sandbox, Service>()("valet/Sandbox"
 /**
  * Builds a sandbox of real processes: finds what isolation this machine offers and resolves the allow-list.
  * Options are checked first: a bad one is `SandboxError` `invalid_options` with a one-line message
- * (`Sandbox: timeoutMs must be an integer >= 1, got -1`); an unknown key is refused.
+ * (`Sandbox: timeoutMs must be an integer >= 1, got -1`); an unknown key is refused. Without working bubblewrap,
+ * unless `isolation: "process"` was chosen, it fails with `isolation_unavailable`, saying why and how to opt in.
  */
 export const make = (options: Options = {}): Effect.Effect<Service, SandboxError> =>
   Effect.flatMap(
@@ -51,12 +59,13 @@ export const make = (options: Options = {}): Effect.Effect<Service, SandboxError
     (valid) => ProcessLayer.make(valid)
   )
 
-/** The sandbox of real processes (the default), built with `options`. */
+/** The sandbox of real processes (the default), built with `options`; see `make` for when it fails. */
 export const layerProcess = (options: Options = {}): Layer.Layer<Sandbox, SandboxError> => Layer.effect(Sandbox, make(options))
 
 /**
  * `layerProcess` configured from the environment: `VALET_SANDBOX_ROOT` (work root), `VALET_SANDBOX_ISOLATION`
- * (`auto` | `bwrap` | `process`), `VALET_SANDBOX_TIMEOUT_MS`; `options` fill in the rest.
+ * (`auto` | `bwrap` | `process`: the way to opt into unisolated processes without code), `VALET_SANDBOX_TIMEOUT_MS`;
+ * `options` fill in the rest (the environment wins).
  */
 export const layerProcessConfig = (options: Options = {}): Layer.Layer<Sandbox, SandboxError | Config.ConfigError> =>
   Layer.effect(

@@ -142,6 +142,21 @@ const suite = (mode: "process" | "bwrap") => {
         expect(processesWith(mark)).toEqual([])
       }))
 
+    it.effect("a timeout sends SIGTERM to the command first (in bwrap too, where it has a session of its own)", () =>
+      Effect.gen(function*() {
+        const script = [
+          "import signal, sys, time",
+          "def stop(*_):",
+          "    print('cleaned up', flush=True)",
+          "    sys.exit(0)",
+          "signal.signal(signal.SIGTERM, stop)",
+          "print('started', flush=True)",
+          "time.sleep(60)"
+        ].join("\n")
+        const result = yield* Sandbox.runOnce("graceful", {}, { command: python(script), timeoutMs: 1_000 })
+        expect(result).toMatchObject({ exitCode: 124, timedOut: true, stdout: "started\ncleaned up\n" })
+      }))
+
     it.effect("caps a process that prints forever and ends it", () =>
       Effect.gen(function*() {
         const result = yield* Sandbox.runOnce("printer", {}, { command: python("while True: print('x' * 100)"), timeoutMs: 10_000 })
@@ -308,7 +323,7 @@ if (bwrapWorks) suite("bwrap")
 else describe("Sandbox (bwrap isolation)", () => it.skip("skipped: bwrap is not installed or cannot create namespaces here", () => {}))
 
 describe("Sandbox.layerProcess", () => {
-  it.live("fails to build with isolation: bwrap when bwrap does not work, and rejects bad options", () =>
+  it.live("rejects bad options (and fails to build with isolation: bwrap when bwrap does not work)", () =>
     Effect.gen(function*() {
       const bad = yield* Effect.flip(Sandbox.make({ timeoutMs: -1 }))
       expect(bad).toMatchObject({ reason: "invalid_options" })
@@ -323,7 +338,7 @@ describe("Sandbox.layerProcess", () => {
       expect(typo.message).toBe("Sandbox: timeoutMS is not a known option")
       if (!bwrapWorks) {
         const error = yield* Effect.flip(Sandbox.make({ isolation: "bwrap" }))
-        expect(error).toMatchObject({ reason: "unavailable" })
+        expect(error).toMatchObject({ reason: "isolation_unavailable" })
       }
     }))
 

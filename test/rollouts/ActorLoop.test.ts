@@ -10,6 +10,7 @@ import * as Sandbox from "../../src/environment/Sandbox.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as StateStore from "../../src/environment/StateStore.js"
 import * as TrajectoryStore from "../../src/environment/TrajectoryStore.js"
+import { testIsolation } from "../support/processes.js"
 
 const task = (parts: Partial<ActorLoop.Task> = {}): ActorLoop.Task => ({
   taskId: "fix-1",
@@ -244,7 +245,7 @@ describe("ActorLoop with real processes", () => {
   const realLayers = (script: ScriptedModel.Script) =>
     Layer.mergeAll(
       ScriptedModel.layer(script),
-      Sandbox.layerProcess({ workRoot: join(dir, "work") }),
+      Sandbox.layerProcess({ workRoot: join(dir, "work"), isolation: testIsolation }),
       StateStore.layerSqlite({ filename: join(dir, "state.sqlite3") }),
       TrajectoryStore.layerFile({ root: join(dir, "trajectories") }).pipe(Layer.provide(NodeServices.layer))
     )

@@ -11,7 +11,7 @@ import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as ToolVote from "../../src/rollouts/ToolVote.js"
 import { normalizeAnswer } from "../../src/core/internal/parse.js"
 import { adjustWhenSleeping } from "../support/clock.js"
-import { marker, processesWith } from "../support/processes.js"
+import { marker, processesWith, testIsolation } from "../support/processes.js"
 
 const workRoot = mkdtempSync(join(tmpdir(), "valet-toolvote-test-"))
 afterAll(() => {
@@ -19,7 +19,7 @@ afterAll(() => {
   expect(readdirSync(workRoot)).toEqual(["kept"])
   rmSync(workRoot, { recursive: true, force: true })
 })
-const sandbox = Sandbox.layerProcess({ workRoot, graceMs: 200 })
+const sandbox = Sandbox.layerProcess({ workRoot, graceMs: 200, isolation: testIsolation })
 
 const continuation = "\n\nContinue. If you need python again, emit a new tool JSON object."
 const userMessages = (request: Model.Request): Array<string> =>

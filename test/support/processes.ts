@@ -27,6 +27,14 @@ export const bwrapWorks = (() => {
     })
     return true
   } catch {
+    // CI installs bubblewrap and sets VALET_REQUIRE_BWRAP=1: there its absence is a failure, not a skip.
+    if (process.env.VALET_REQUIRE_BWRAP === "1") throw new Error("VALET_REQUIRE_BWRAP=1 but bwrap does not work here")
     return false
   }
 })()
+
+/**
+ * The isolation tests of other modules run their real sandbox with: bubblewrap where it works, else plain
+ * processes (opted into explicitly, as the sandbox fails closed).
+ */
+export const testIsolation: "bwrap" | "process" = bwrapWorks ? "bwrap" : "process"

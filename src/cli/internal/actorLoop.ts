@@ -13,11 +13,11 @@ import { Argument, Command, Flag } from "effect/cli"
 import type { InvalidOptions } from "../../core/AgentError.js"
 import * as ActorLoop from "../../rollouts/ActorLoop.js"
 import type * as Model from "../../core/Model.js"
-import * as Sandbox from "../../environment/Sandbox.js"
 import * as StateStore from "../../environment/StateStore.js"
 import * as TrajectoryStore from "../../environment/TrajectoryStore.js"
 import * as Vllm from "../../providers/Vllm.js"
 import { requireNoFailures } from "./failure.js"
+import { commandSandbox } from "./sandbox.js"
 import { type Output, stdoutOutput } from "./output.js"
 
 /** The tasks file could not be read, or no task in it could run (the command's non-zero exit). */
@@ -229,7 +229,7 @@ export const vllmModel = (values: FlagValues): Layer.Layer<Model.Model, Vllm.Vll
 export const layersFor = <E>(values: FlagValues, model: Layer.Layer<Model.Model, E>) =>
   Layer.mergeAll(
     model,
-    Sandbox.layerProcessConfig(Option.isSome(values.workRoot) ? { workRoot: values.workRoot.value } : {}),
+    commandSandbox(Option.isSome(values.workRoot) ? { workRoot: values.workRoot.value } : {}),
     StateStore.layerSqlite({ filename: values.stateDb }),
     TrajectoryStore.layerFile({ root: values.trajectories }).pipe(Layer.provide(NodeFileSystem.layer))
   )

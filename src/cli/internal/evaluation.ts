@@ -17,6 +17,7 @@ import * as SelfRefine from "../../architectures/SelfRefine.js"
 import * as ToolVote from "../../rollouts/ToolVote.js"
 import * as Vllm from "../../providers/Vllm.js"
 import { modelLayer } from "./model.js"
+import { commandSandbox } from "./sandbox.js"
 import { oneLine, type Output, progressLine, seconds, verdict } from "./output.js"
 
 // ---------------------------------------------------------------------------------------------------------
@@ -170,7 +171,7 @@ export const settingsOf = (values: FlagValues, dataset: string | undefined): Set
 /** The layers the real commands run on: the configured model, and the process sandbox (configured from the environment). */
 export const realLayers = (values: FlagValues) => ({
   model: modelLayer(values),
-  sandbox: Sandbox.layerProcessConfig()
+  sandbox: commandSandbox()
 })
 
 // ---------------------------------------------------------------------------------------------------------

@@ -1,17 +1,20 @@
 /**
  * What this machine offers for isolation, found once when the sandbox layer is built, and how a command is
- * wrapped with it: `bwrap` (no network, read-only system, only the workspace writable), `prlimit` (or `ulimit`
- * in `sh`) for CPU / memory / process limits, and `setpriv` to leave root.
+ * wrapped with it: `bwrap` (no network, no other processes, a file system of its own that shows only the system
+ * directories, the allowed programs' directories and the workspace), `prlimit` (or `ulimit` in `sh`) for CPU /
+ * memory / process limits, and `setpriv` to leave root.
  *
  * Why leave root: the kernel never applies RLIMIT_NPROC to processes of uid 0, in or out of a user namespace,
  * so a fork bomb run as root is not contained by any process limit. Run as root, each command therefore gets a
- * uid of its own from a pool (so one run's processes never count against another's) and keeps only
- * CAP_DAC_READ_SEARCH, so that interpreters installed under a private home (pyenv under `/root`) still run.
+ * uid of its own from a pool (so one run's processes never count against another's). Outside bwrap it keeps
+ * CAP_DAC_READ_SEARCH when an allowed program needs it — interpreters installed under a private home (pyenv under
+ * `/root`) — which also lets it read every file of the host: process mode is not isolation. Inside bwrap it keeps
+ * no capability: the directories it needs are shown traversable instead.
  */
 import { execFile } from "node:child_process"
 import * as fs from "node:fs/promises"
 import { createRequire } from "node:module"
-import { delimiter, dirname, isAbsolute, join, resolve } from "node:path"
+import { basename, delimiter, dirname, isAbsolute, join, resolve } from "node:path"
 
 /** Limits applied to every command. */
 export interface Limits {
@@ -26,6 +29,8 @@ export interface Limits {
 export interface Platform {
   readonly isolation: "bwrap" | "process"
   readonly bwrap: string | undefined
+  /** What bwrap shows of the host system (read-only). */
+  readonly system: ReadonlyArray<SystemPath>
   /** `prlimit`'s path, or `sh` for the `ulimit` fallback, or none. */
   readonly limiter: { readonly kind: "prlimit" | "ulimit"; readonly path: string } | undefined
   /** `setpriv`'s path when commands run under pooled uids (we are root). */
@@ -138,31 +143,181 @@ const exec = (file: string, args: ReadonlyArray<string>, timeoutMs: number): Pro
       done({ ok: error === null, output: `${stdout}${stderr}`.trim() }))
   })
 
-/** bwrap arguments common to the probe and to real runs. */
-const bwrapBase = (root: boolean): Array<string> => [
-  "--ro-bind", "/", "/",
-  "--dev", "/dev",
-  "--proc", "/proc",
-  "--perms", "1777", "--tmpfs", "/tmp",
-  "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-  ...(root ? [] : ["--unshare-user"]),
-  "--die-with-parent"
-]
+/**
+ * A host path bubblewrap shows read-only: a directory or file bound as it is, or a link re-created (`/bin` ->
+ * `usr/bin` on a merged-/usr system).
+ */
+export interface SystemPath {
+  readonly path: string
+  /** The link's target, when `path` is a symbolic link. */
+  readonly link?: string | undefined
+}
 
-/** Finds what this machine offers. `isolation: "bwrap"` fails when bwrap does not work; `"auto"` falls back. */
+// What commands need of the host system: the programs and libraries under /usr (and its merged-/usr links or
+// pre-merge directories), the dynamic loader's cache, Debian's alternatives links (`/usr/bin/awk` goes through
+// them) and the local time zone. Nothing else of /etc: not passwd, not ssl, not the resolver (there is no network).
+const systemCandidates = ["/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime"]
+
+/** The system paths of this machine bwrap shows (what exists of `systemCandidates`). */
+export const systemPaths = async (): Promise<Array<SystemPath>> => {
+  const found: Array<SystemPath> = []
+  for (const path of systemCandidates) {
+    const stat = await fs.lstat(path).catch(() => undefined)
+    if (stat === undefined) continue
+    // A link whose target is shown anyway (`/bin` -> `usr/bin`) is re-created; any other link is bound (followed).
+    const link = stat.isSymbolicLink() ? await fs.readlink(path).catch(() => undefined) : undefined
+    const target = link !== undefined ? resolve(dirname(path), link) : undefined
+    const shownAnyway = target !== undefined && (target === "/usr" || target.startsWith("/usr/"))
+    found.push(shownAnyway ? { path, link } : { path })
+  }
+  return found
+}
+
+/** Whether `path` is `dir` or inside it. */
+const within = (path: string, dir: string): boolean => path === dir || path.startsWith(dir === "/" ? "/" : `${dir}/`)
+
+/**
+ * What to show of an allowed program inside bwrap: its install prefix (`<prefix>/bin/python3` -> `<prefix>`, where
+ * an interpreter finds its libraries; a pyenv shim's `<root>/shims` -> the pyenv root, where the interpreters are),
+ * else its directory, else the file alone: the first that is not too wide. Too wide: the root or a top-level
+ * directory, a home directory, or a directory holding a home, the work root (other tasks' workspaces) or the
+ * current working directory (the user's project).
+ */
+export const shownFor = (
+  real: string,
+  avoid: { readonly workRoot: string; readonly cwd: string; readonly home: string }
+): string => {
+  const dir = dirname(real)
+  const candidates = ["bin", "sbin", "shims"].includes(basename(dir)) ? [dirname(dir), dir] : [dir]
+  const tooWide = (candidate: string) =>
+    candidate.split("/").filter((part) => part !== "").length < 2 ||
+    /^\/home\/[^/]+$/.test(candidate) || candidate === "/root" ||
+    [avoid.workRoot, avoid.cwd, avoid.home].some((inner) => inner !== "" && within(inner, candidate))
+  return candidates.find((candidate) => !tooWide(candidate)) ?? real
+}
+
+/**
+ * bwrap's mount arguments over an empty root, in order. bwrap makes the missing parents of a mount point itself,
+ * but (as root) with mode 0700, which a pooled uid cannot cross: every parent not inside a mounted host tree is
+ * made here first, 0755.
+ */
+class Mounts {
+  readonly args: Array<string> = []
+  /** Host paths shown read-only. */
+  readonly shown: Array<string> = []
+  /** Mount points showing a host tree: what is inside exists there. */
+  private readonly trees: Array<string> = []
+  private readonly made = new Set<string>(["/"])
+
+  /** Whether `path` is inside a host tree already shown. */
+  covers(path: string): boolean {
+    return this.trees.some((tree) => within(path, tree))
+  }
+
+  private parents(path: string): void {
+    const parts = path.split("/").filter((part) => part !== "")
+    for (let i = 1; i < parts.length; i++) {
+      const dir = `/${parts.slice(0, i).join("/")}`
+      if (this.made.has(dir) || this.covers(dir)) continue
+      this.args.push("--perms", "0755", "--dir", dir)
+      this.made.add(dir)
+    }
+  }
+
+  readOnly(source: string, target: string = source): void {
+    if (this.covers(target)) return
+    this.parents(target)
+    this.args.push("--ro-bind", source, target)
+    this.trees.push(target)
+    this.shown.push(source)
+  }
+
+  writable(path: string): void {
+    this.parents(path)
+    this.args.push("--bind", path, path)
+    this.trees.push(path)
+  }
+
+  link(target: string, path: string): void {
+    this.parents(path)
+    this.args.push("--symlink", target, path)
+    this.trees.push(path)
+  }
+
+  /** A fresh file system (`--proc`, `--dev`, `--tmpfs`) at `path`. */
+  fresh(flag: "--proc" | "--dev" | "--tmpfs", path: string, perms?: string): void {
+    this.parents(path)
+    this.args.push(...(perms !== undefined ? ["--perms", perms] : []), flag, path)
+    this.made.add(path)
+  }
+}
+
+/**
+ * The sandbox's file system: the system paths read-only, a fresh /proc (of its own pid namespace) and a minimal
+ * /dev, a private /tmp, the allowed programs' directories read-only, then (for a run) the link the command was
+ * named by and the workspace, writable. Nothing else of the host: not /home, not /root, not the work root's other
+ * workspaces.
+ */
+const jail = (
+  system: ReadonlyArray<SystemPath>,
+  programs: ReadonlyArray<string>,
+  run?: { readonly workspace: string; readonly program: string; readonly real: string }
+): Mounts => {
+  const mounts = new Mounts()
+  for (const entry of system) {
+    if (entry.link !== undefined) mounts.link(entry.link, entry.path)
+    else mounts.readOnly(entry.path)
+  }
+  mounts.fresh("--proc", "/proc")
+  mounts.fresh("--dev", "/dev")
+  mounts.fresh("--tmpfs", "/tmp", "1777")
+  // Outer directories first, so that one inside another is not mounted twice.
+  for (const path of [...programs].sort((a, b) => a.length - b.length)) mounts.readOnly(path)
+  if (run !== undefined) {
+    // The command named its program by a link outside what is shown (`node_modules/.bin/node`): the program
+    // itself appears there, so argv[0] and the path stay what the command wrote.
+    if (!within(run.program, run.workspace) && !mounts.covers(run.program)) mounts.readOnly(run.real, run.program)
+    mounts.writable(run.workspace)
+  }
+  return mounts
+}
+
+/**
+ * bwrap's namespaces. As root, `--unshare-all` would also make a user namespace mapping only uid 0, in which the
+ * pooled uid (see the module comment) cannot be taken: the same list without it.
+ */
+const namespaces = (root: boolean): Array<string> =>
+  root
+    ? ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts", "--unshare-cgroup-try"]
+    : ["--unshare-all"]
+
+/** The host paths a bwrap sandbox with these programs shows read-only (besides the workspace). */
+export const shownPaths = (platform: Platform, programs: ReadonlyArray<string>): Array<string> =>
+  jail(platform.system, programs).shown
+
+/** Why no isolation is available (`isolation` was `auto` or `bwrap`). */
+export class Unavailable {
+  constructor(readonly why: string) {}
+}
+
+/**
+ * Finds what this machine offers. `auto` and `bwrap` both need bwrap working here (`auto` may pick another
+ * isolation some day; there is none yet) and answer `Unavailable` without it; only `process` runs plain processes.
+ */
 export const detect = async (
   isolation: "auto" | "bwrap" | "process",
   path: string,
   dropPrivileges: boolean
-): Promise<Platform | string> => {
+): Promise<Platform | Unavailable> => {
   const root = process.geteuid?.() === 0
-  const [bwrap, prlimit, sh, setpriv, unshare, kill] = await Promise.all([
+  const [bwrap, prlimit, sh, setpriv, unshare, kill, system] = await Promise.all([
     findOnPath("bwrap", path),
     findOnPath("prlimit", path),
     findOnPath("sh", path),
     findOnPath("setpriv", path),
     findOnPath("unshare", path),
-    findOnPath("kill", path)
+    findOnPath("kill", path),
+    systemPaths()
   ])
   let bwrapUnavailable: string | undefined
   let useBwrap = false
@@ -171,13 +326,13 @@ export const detect = async (
       bwrapUnavailable = "bwrap is not installed (apt-get install bubblewrap)"
     } else {
       // Installed is not enough: user namespaces may be disabled, or we may be inside a container that forbids them.
-      const probe = await exec(bwrap, [...bwrapBase(root), "--", "sh", "-c", "true"], 5_000)
+      const probe = await exec(bwrap, [...jail(system, []).args, ...namespaces(root), "--die-with-parent", "--", "sh", "-c", "true"], 5_000)
       if (probe.ok) useBwrap = true
       else bwrapUnavailable = `bwrap does not work here: ${probe.output.slice(0, 300) || "it failed without a message"}`
     }
-    if (isolation === "bwrap" && !useBwrap) return bwrapUnavailable!
+    if (!useBwrap) return new Unavailable(bwrapUnavailable!)
   } else {
-    bwrapUnavailable = "isolation is set to process"
+    bwrapUnavailable = "isolation is set to process: commands run as plain processes, not isolated"
   }
   const pooled = root && dropPrivileges && setpriv !== undefined
   let userns: string | undefined
@@ -192,6 +347,7 @@ export const detect = async (
   return {
     isolation: useBwrap ? "bwrap" : "process",
     bwrap: useBwrap ? bwrap : undefined,
+    system,
     limiter,
     setpriv: pooled ? setpriv : undefined,
     unshare: userns,
@@ -202,10 +358,6 @@ export const detect = async (
   }
 }
 
-/** Whether bwrap's private /tmp or the hidden work root would hide this directory (not the mounted workspace). */
-const hiddenInSandbox = (dir: string, workRoot: string, workspace: string): boolean =>
-  (`${dir}/`.startsWith("/tmp/") || `${dir}/`.startsWith(`${workRoot}/`)) && !`${dir}/`.startsWith(`${workspace}/`)
-
 /** The argv that runs `program args` in `workspace` with the platform's isolation and the limits. */
 export const wrap = (
   platform: Platform,
@@ -215,26 +367,31 @@ export const wrap = (
     readonly real?: string | undefined
     readonly args: ReadonlyArray<string>
     readonly workspace: string
-    readonly workRoot: string
+    /** What bwrap shows of the allowed programs (`shownFor` of each). */
+    readonly programs: ReadonlyArray<string>
     readonly limits: Limits
     readonly uid: number | undefined
+    /** Outside bwrap, under a pooled uid: keep CAP_DAC_READ_SEARCH (see `reachableByAnyone`). */
+    readonly readSearch?: boolean | undefined
   }
 ): Array<string> => {
   const { limits } = options
   const argv: Array<string> = []
   if (platform.bwrap !== undefined) {
+    const mounts = jail(platform.system, options.programs, {
+      workspace: options.workspace,
+      program: options.program,
+      real: options.real ?? options.program
+    })
     argv.push(
       platform.bwrap,
-      ...bwrapBase(process.geteuid?.() === 0),
-      // Other tasks' workspaces are hidden; only this one is mounted, writable.
-      "--tmpfs", options.workRoot,
-      "--bind", options.workspace, options.workspace,
-      // The private /tmp (and the hidden work root) would also hide an allowed program installed there — a
-      // project checked out under /tmp has its node_modules binaries there: show its directory, read-only.
-      // A link's target directory too, or the link would dangle inside.
-      ...[...new Set([options.program, options.real ?? options.program].map((path) => dirname(path)))]
-        .filter((dir) => hiddenInSandbox(dir, options.workRoot, options.workspace))
-        .flatMap((dir) => ["--ro-bind", dir, dir]),
+      ...mounts.args,
+      ...namespaces(process.geteuid?.() === 0),
+      // The command dies with us, and gets a session of its own (no terminal to push input into). Without
+      // `--as-pid-1`, bwrap's own init is pid 1 of the namespace: when the command exits, it exits, and the kernel
+      // kills whatever the command left in the namespace (detached, double-forked).
+      "--die-with-parent",
+      "--new-session",
       "--chdir", options.workspace,
       "--"
     )
@@ -271,8 +428,10 @@ export const wrap = (
       "--no-new-privs",
       // If this process dies without cleaning up (SIGKILL, a crash), the command dies with it.
       "--pdeathsig=SIGKILL",
-      "--inh-caps=+dac_read_search",
-      "--ambient-caps=+dac_read_search",
+      // Never inside bwrap (see the module comment): there the programs' directories are shown traversable, and
+      // the capability would undo the jail — with it, open_by_handle_at opens any file of a mounted file system by
+      // its handle, whatever is mounted where (checked: it read a secret in the host's /root).
+      ...(platform.bwrap === undefined && options.readSearch === true ? ["--inh-caps=+dac_read_search", "--ambient-caps=+dac_read_search"] : []),
       "--"
     )
   }
@@ -287,3 +446,52 @@ export const sweepUid = (platform: Platform, uid: number): Promise<void> =>
     ? Promise.resolve()
     : exec(platform.setpriv, [`--reuid=${uid}`, `--regid=${uid}`, "--clear-groups", "--", platform.kill, "-KILL", "-1"], 5_000)
       .then(() => undefined)
+
+/**
+ * Whether any uid can reach and run these executables: every directory above them searchable by others, each
+ * readable and executable by others. When not (pyenv under `/root`, mode 0700), a pooled uid outside bwrap needs
+ * CAP_DAC_READ_SEARCH to run them — which also lets it read every file, so it gets it only then.
+ */
+export const reachableByAnyone = async (executables: ReadonlyArray<string>): Promise<boolean> => {
+  for (const executable of executables) {
+    const file = await fs.stat(executable).catch(() => undefined)
+    if (file === undefined || (file.mode & 0o005) !== 0o005) return false
+    for (let dir = dirname(executable); ; dir = dirname(dir)) {
+      const stat = await fs.stat(dir).catch(() => undefined)
+      if (stat === undefined || (stat.mode & 0o001) === 0) return false
+      if (dirname(dir) === dir) break
+    }
+  }
+  return true
+}
+
+/** The variable that marks every process of a process-mode run (children inherit it), to find the ones that left its group. */
+export const runMarker = "VALET_SANDBOX_RUN"
+
+/**
+ * Kills every process whose environment carries `VALET_SANDBOX_RUN=<id>`: what a process-mode run left behind
+ * outside its process group (`setsid`, a double fork), found through /proc. Repeated until a scan finds none, so a
+ * process forking meanwhile is caught too. Only what we may read is found (our uid's processes, or all as root);
+ * a child that cleared its environment is not (process mode is not isolation; pooled uids are swept by uid too).
+ */
+export const killMarked = async (id: string): Promise<void> => {
+  const needle = Buffer.from(`${runMarker}=${id}\0`)
+  for (let round = 0; round < 20; round++) {
+    const entries = await fs.readdir("/proc").catch(() => [] as Array<string>)
+    const found: Array<number> = []
+    await Promise.all(entries.map(async (entry) => {
+      if (!/^\d+$/.test(entry) || Number(entry) === process.pid) return
+      const environ = await fs.readFile(`/proc/${entry}/environ`).catch(() => undefined)
+      if (environ !== undefined && environ.includes(needle)) found.push(Number(entry))
+    }))
+    if (found.length === 0) return
+    for (const pid of found) {
+      try {
+        process.kill(pid, "SIGKILL")
+      } catch {
+        // Gone meanwhile.
+      }
+    }
+    await new Promise<void>((resolve) => setTimeout(resolve, 10))
+  }
+}

@@ -2,12 +2,18 @@
  * Runs one process in its own process group and guarantees that the whole group is gone when `run` returns,
  * also on timeout and on interruption: SIGTERM to the group, SIGKILL after a grace period.
  *
+ * The run ends when the main process exits, not when its output pipes close: whatever it left behind (in its group,
+ * or outside it through `setsid` or a double fork, found by `reap`) is killed then, and a pipe still held open after
+ * that is closed on our side. So a command that leaves a detached child answers at once, with its own exit code,
+ * instead of waiting out its timeout.
+ *
  * Why `node:child_process` and not `effect/process` (4.1), whose `forceKillAfter` now does group SIGTERM → SIGKILL:
  * its stdout is a `PassThrough` copy, so stopping at the output cap leaves the child blocked on a full pipe (checked)
  * instead of getting EPIPE as with `| head`; and a signal death is a `PlatformError` naming the signal only in text.
  * The handle below is wrapped in `Effect.acquireUseRelease`, so the same kill sequence runs however the run ends.
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import { readdir, readFile } from "node:fs/promises"
 import { constants } from "node:os"
 import { Effect } from "effect"
 
@@ -22,8 +28,19 @@ export interface Spec {
   readonly graceMs: number
   /** Per stream; past it our end of the pipe is closed (the writer gets EPIPE / SIGPIPE, as with `| head`). */
   readonly maxOutputBytes: number
-  /** Runs once after the process group is gone (e.g. killing what escaped the group under the run's uid). */
-  readonly cleanup?: () => Promise<void>
+  /**
+   * Kills what escaped the process group (under the run's uid, or marked by the run's environment). Runs when the
+   * main process exits and again when the run is released.
+   */
+  readonly reap?: () => Promise<void>
+  /**
+   * SIGTERM the main process's descendants instead of its group: for a wrapper such as bwrap, which the signal
+   * would end at once (and the namespace with it), while the command — in a session of its own — never sees it.
+   * SIGKILL still goes to the group.
+   */
+  readonly terminateDescendants?: boolean
+  /** How long, after the main process exited and `reap` ran, the output pipes may stay open before we close them (default 250 ms). */
+  readonly lingerMs?: number
 }
 
 /** How the process ended. */
@@ -66,6 +83,29 @@ class Capture {
     const text = Buffer.concat(this.chunks).toString("utf8")
     return this.truncated ? `${text}\n[valet: ${name} truncated at ${this.max} bytes]\n` : text
   }
+}
+
+/**
+ * The live descendants of `root`, from the parent pids in /proc. They need not be in its process group: bwrap's
+ * command has a session of its own (`--new-session`).
+ */
+const descendants = async (root: number): Promise<Array<number>> => {
+  const children = new Map<number, Array<number>>()
+  const entries = await readdir("/proc").catch(() => [] as Array<string>)
+  await Promise.all(entries.map(async (entry) => {
+    if (!/^\d+$/.test(entry)) return
+    const stat = await readFile(`/proc/${entry}/stat`, "utf8").catch(() => undefined)
+    // `pid (comm) state ppid …`: comm may hold spaces and parentheses, so parse after the last ')'.
+    const ppid = stat !== undefined ? Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]) : NaN
+    if (Number.isInteger(ppid)) children.set(ppid, [...(children.get(ppid) ?? []), Number(entry)])
+  }))
+  const found: Array<number> = []
+  for (let queue = [root]; queue.length > 0;) {
+    const next = children.get(queue.pop()!) ?? []
+    found.push(...next)
+    queue.push(...next)
+  }
+  return found
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref())
@@ -164,29 +204,62 @@ const start = (spec: Spec): Handle => {
       signal = sig
       // Whatever the command left running in its group (a background job holding our pipes) goes with it.
       killGroup("SIGKILL")
+      void afterExit()
     })
     child.on("close", markClosed)
+  }
+
+  const reap = () => (spec.reap !== undefined ? spec.reap().catch(() => undefined) : Promise.resolve())
+  const stopReading = () => {
+    child?.stdout?.destroy()
+    child?.stderr?.destroy()
+  }
+
+  // The command is done: its exit code is the answer, whatever it left behind. The timeout no longer applies (the
+  // steps below are bounded), so a run that exited in time never reports 124.
+  let reapedAtExit: Promise<void> | undefined
+  const afterExit = async () => {
+    clearTimeout(timer)
+    await (reapedAtExit = reap())
+    await Promise.race([closedPromise, sleep(spec.lingerMs ?? 250)])
+    if (!closed) {
+      // Something we could not find or kill still holds a pipe: what the command wrote is read already.
+      stopReading()
+      markClosed()
+    }
   }
 
   let terminating: Promise<void> | undefined
   const terminate = (): Promise<void> => {
     terminating ??= (async () => {
       if (!closed) {
-        killGroup("SIGTERM")
+        if (spec.terminateDescendants === true && child?.pid !== undefined) {
+          for (const pid of await descendants(child.pid)) {
+            try {
+              process.kill(pid, "SIGTERM")
+            } catch {
+              // Gone meanwhile, or not ours to signal.
+            }
+          }
+        } else {
+          killGroup("SIGTERM")
+        }
         await Promise.race([closedPromise, sleep(spec.graceMs)])
         if (!closed) {
           killGroup("SIGKILL")
+          await reap()
           await Promise.race([closedPromise, sleep(2_000)])
         }
         if (!closed) {
           // Something outside the group holds our pipes: stop reading rather than wait for it.
-          child?.stdout?.destroy()
-          child?.stderr?.destroy()
+          stopReading()
           await Promise.race([closedPromise, sleep(1_000)])
           markClosed()
         }
       }
-      if (spec.cleanup !== undefined) await spec.cleanup().catch(() => undefined)
+      // Also when the run ended normally: a detached child that closed its output was not waited for. Once is
+      // enough when the main process exited (nothing is left to start another).
+      await (reapedAtExit ?? reap())
     })()
     return terminating
   }

@@ -1,9 +1,14 @@
 /**
  * The sandbox of real processes: detection of what this machine offers (once), workspaces on disk, and each run
  * wrapped with the platform's isolation and limits, under a pooled uid when we are root.
+ *
+ * It fails closed: without working isolation it is not built (`isolation_unavailable`), unless the caller chose
+ * `isolation: "process"` — plain processes, which can read what the user can, write outside the workspace and reach
+ * the network.
  */
+import { randomUUID } from "node:crypto"
 import * as fs from "node:fs/promises"
-import { tmpdir } from "node:os"
+import { homedir, tmpdir } from "node:os"
 import { join } from "node:path"
 import { Effect, Result } from "effect"
 import type { Files, Info, Options, RunRequest, SandboxResult, Service, Workspace, WorkspaceOptions } from "./types.js"
@@ -37,8 +42,14 @@ export const make = (valid: Options, machine: Host = host()): Effect.Effect<Serv
     const detected = yield* Effect.promise(() =>
       Platform.detect(valid.isolation ?? "auto", hostPath, valid.dropPrivileges ?? true)
     )
-    if (typeof detected === "string") {
-      return yield* new SandboxError({ reason: "unavailable", message: `isolation "bwrap" was asked for, but ${detected}` })
+    if (detected instanceof Platform.Unavailable) {
+      const asked = valid.isolation ?? "auto"
+      return yield* new SandboxError({
+        reason: "isolation_unavailable",
+        message: `Sandbox: no isolation available for isolation "${asked}": ${detected.why}. Install bubblewrap and ` +
+          `allow user namespaces, or opt into plain, unisolated processes with isolation: "process" ` +
+          `(VALET_SANDBOX_ISOLATION=process)`
+      })
     }
     const platform = detected
     const workRoot = yield* Effect.tryPromise({
@@ -68,6 +79,9 @@ export const make = (valid: Options, machine: Host = host()): Effect.Effect<Serv
         allowedReal.add(real)
       }
     }
+    // What bwrap shows of the allowed programs: their install prefixes, never a home, the project or the work root.
+    const avoid = { workRoot, cwd: process.cwd(), home: homedir() }
+    const programs = [...new Set([...allowedReal].map((real) => Platform.shownFor(real, avoid)))]
 
     const limits: Platform.Limits = {
       cpuSeconds: valid.limits?.cpuSeconds ?? 60,
@@ -104,6 +118,7 @@ export const make = (valid: Options, machine: Host = host()): Effect.Effect<Serv
       return undefined
     })
     const pooled = platform.setpriv !== undefined
+    const readSearch = pooled && platform.isolation === "process" && !(yield* Effect.promise(() => Platform.reachableByAnyone([...allowedReal])))
 
     const lockOf = makeLocks()
     const live = new WeakSet<Workspace>()
@@ -111,6 +126,7 @@ export const make = (valid: Options, machine: Host = host()): Effect.Effect<Serv
     const info: Info = {
       isolation: platform.isolation,
       bwrapUnavailable: platform.bwrapUnavailable,
+      readOnlyPaths: platform.isolation === "bwrap" ? Platform.shownPaths(platform, programs) : undefined,
       limiter: platform.limiter?.kind ?? "none",
       pooledUids: pooled,
       processLimitEnforced: platform.processLimitEnforced,
@@ -180,17 +196,27 @@ export const make = (valid: Options, machine: Host = host()): Effect.Effect<Serv
           if (uid !== undefined) {
             yield* Effect.tryPromise({ try: () => Workspaces.chownTree(ws.path, uid), catch: ioError("cannot hand the workspace to the sandbox user", ws.taskId) })
           }
-          const argv = Platform.wrap(platform, { program: located, real, args: command.slice(1), workspace: ws.path, workRoot, limits, uid })
+          const argv = Platform.wrap(platform, { program: located, real, args: command.slice(1), workspace: ws.path, programs, limits, uid, readSearch })
+          // In bwrap, what the command leaves behind dies with its pid namespace. Outside, a process that left the
+          // group (setsid, a double fork) is found by the run's uid and by a variable only this run's processes carry.
+          const runId = platform.isolation === "process" ? randomUUID() : undefined
           const outcome = yield* Process.run({
             file: argv[0]!,
             args: argv.slice(1),
             cwd: ws.path,
-            env: { ...env, HOME: ws.path, PWD: ws.path },
+            env: { ...env, HOME: ws.path, PWD: ws.path, ...(runId !== undefined ? { [Platform.runMarker]: runId } : {}) },
             timeoutMs: timeout,
             graceMs,
             maxOutputBytes,
-            // Outside bwrap's pid namespace, a process that left the group (setsid) is found by its uid.
-            ...(uid !== undefined && platform.isolation === "process" ? { cleanup: () => Platform.sweepUid(platform, uid) } : {})
+            // The command (in a session of its own) gets the SIGTERM of a timeout; bwrap, in our group, would end at once.
+            terminateDescendants: platform.isolation === "bwrap",
+            ...(runId !== undefined
+              ? {
+                reap: () =>
+                  Promise.all([uid !== undefined ? Platform.sweepUid(platform, uid) : undefined, Platform.killMarked(runId)])
+                    .then(() => undefined)
+              }
+              : {})
           })
           let changes: Snapshot.Changes | undefined
           if (before !== undefined) {

@@ -18,6 +18,7 @@ export const make = (respond: TestResponder, options?: { readonly allow?: Readon
   const info: Info = {
     isolation: "test",
     bwrapUnavailable: "test layer",
+    readOnlyPaths: undefined,
     limiter: "none",
     pooledUids: false,
     processLimitEnforced: false,

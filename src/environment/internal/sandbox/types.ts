@@ -5,7 +5,10 @@
 import { type Effect, Schema, type Scope } from "effect"
 import { IntAtLeast } from "../../../core/internal/decode.js"
 
-/** A workspace could not be made, seeded or used, or the sandbox could not be set up. */
+/**
+ * A workspace could not be made, seeded or used, or the sandbox could not be set up: `isolation_unavailable` when
+ * no isolation works here and the caller did not opt into plain processes (`isolation: "process"`).
+ */
 export class SandboxError extends Schema.TaggedError<SandboxError>()("SandboxError", {
   reason: Schema.Literals([
     "unsafe_task_id",
@@ -15,7 +18,7 @@ export class SandboxError extends Schema.TaggedError<SandboxError>()("SandboxErr
     "symlink_escape",
     "workspace_closed",
     "io",
-    "unavailable",
+    "isolation_unavailable",
     "invalid_options"
   ]),
   taskId: Schema.optional(Schema.String),
@@ -111,6 +114,11 @@ export interface Info {
   readonly isolation: "bwrap" | "process" | "test"
   /** Why bwrap is not used, when it is not. */
   readonly bwrapUnavailable: string | undefined
+  /**
+   * bwrap: the host paths commands can read (read-only), besides their workspace. Undefined otherwise: a process
+   * reads whatever its uid can.
+   */
+  readonly readOnlyPaths: ReadonlyArray<string> | undefined
   readonly limiter: "prlimit" | "ulimit" | "none"
   /** Whether commands run under pooled unprivileged uids (because we are root). */
   readonly pooledUids: boolean
@@ -149,7 +157,14 @@ export const Options = Schema.Struct({
   workRoot: Schema.optional(Schema.String),
   /** Programs that may run (default `ast-grep`, `python3`, `python`, `pytest`, `node`). */
   allow: Schema.optional(Schema.Array(Schema.String)),
-  /** `auto` (default): bwrap when it works here, else processes; `bwrap`: fail to build without it. */
+  /**
+   * `auto` (default) and `bwrap`: bubblewrap — no network, no other processes, only the system directories and the
+   * allowed programs' directories readable, only the workspace writable; building fails (`isolation_unavailable`)
+   * when it does not work here, never falling back. `process`: plain processes with the limits, a scrubbed
+   * environment and (as root) a pooled uid, but NOT isolated: a command reads what its uid can read (as root, every
+   * file), writes wherever it may (/tmp), sees other processes and reaches the network. Choose it only for code you
+   * trust, or where bubblewrap cannot run.
+   */
   isolation: Schema.optional(Schema.Literals(["auto", "bwrap", "process"])),
   /** Default timeout of a command (default 30 s). */
   timeoutMs: Schema.optional(PositiveInt),

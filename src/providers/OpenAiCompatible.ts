@@ -4,10 +4,25 @@
  *
  * `POST /v1/chat/completions` for `messages`, `POST /v1/completions` for a raw `prompt`; streamed through SSE
  * (`stream_options.include_usage` always sent); `n`, `seed`, `stop`, tools, `response_format`, log-probabilities
- * and `extra` fields passed through. Both error body shapes and errors inside a 200 stream become `ModelError`s;
- * a stream that ends without `[DONE]` is a `Transport` error, never a silently short answer. Every call has
- * timeouts, retries (exponential, jittered, honouring `Retry-After`, never after a streamed chunk) and an optional
- * cap on requests in flight; interrupting a call aborts its HTTP request.
+ * and `extra` fields passed through. Interrupting a call aborts its HTTP request.
+ *
+ * A server is not trusted to be well-behaved:
+ * - Both error body shapes, errors inside a 200 stream (`data: {"error": ...}`) and SSE `event: error` become
+ *   `ModelError`s carrying the server's message.
+ * - No answer is made up: a body with no choice (`{"choices": []}`), an empty stream, or one with only `[DONE]`
+ *   or only usage is a `MalformedResponse` (a choice whose content is `""` is a valid, empty answer); a stream
+ *   that ends without `[DONE]` is a `Transport` error, never a silently short answer; a stream request answered
+ *   with anything but `text/event-stream` (an HTML page of a proxy) is a `MalformedResponse` naming the type.
+ * - Timeouts (defaults): 60 s per attempt (`attemptTimeout`; for a stream: until the first event, then between
+ *   events — SSE comments such as `: ping` and whitespace do not count), 10 min per call, retries included
+ *   (`callTimeout`). `Duration.infinity` turns either off.
+ * - Retries: 3 attempts (`maxAttempts`), exponential from 500 ms, jittered, at most 30 s apart, never sooner than
+ *   the server's `Retry-After`, never after a streamed chunk; a `Retry-After` over 60 s (`maxRetryAfter`) is not
+ *   waited out: the call fails at once with `RateLimited`, whose `retryAfterMs` says when to come back.
+ * - Size caps: 32 MiB for a non-streamed body (`maxResponseBytes`), 256 MiB for a whole stream
+ *   (`maxStreamBytes`), 8 MiB for one event (`maxEventBytes`); past a cap the call fails with a
+ *   `MalformedResponse` naming it, and the rest of the body is not read.
+ * - An optional cap on requests in flight (`maxInFlight`).
  *
  * @since 0.1.0
  */
@@ -19,7 +34,7 @@ import * as Resilience from "./internal/resilience.js"
 import * as Model from "../core/Model.js"
 import * as ModelError from "../core/ModelError.js"
 
-/** Retries, timeouts and the in-flight cap (every field optional; see each field's default). */
+/** Retries, timeouts, the in-flight cap and the body size caps (every field optional; see each field's default). */
 export type ResilienceOptions = Resilience.Options
 
 /** Where the server is, which model to ask, and how to call it. */
@@ -80,7 +95,8 @@ export const make = (options: Options): Effect.Effect<Service, never, HttpClient
   Effect.gen(function*() {
     const http = Client.quiet(yield* HttpClient.HttpClient)
     const endpoint = endpointOf(options)
-    const model = yield* Resilience.make(Client.makeAttempt(http, endpoint), options)
+    const limits = Resilience.limitsOf(options)
+    const model = yield* Resilience.make(Client.makeAttempt(http, endpoint, limits), options)
     // No stack capture: it cost more than the rest of the span on every call.
     const span = { attributes: { "valet.model": endpoint.model, "valet.api_base": endpoint.apiBase }, captureStackTrace: false }
     return {
@@ -88,7 +104,8 @@ export const make = (options: Options): Effect.Effect<Service, never, HttpClient
       model: endpoint.model,
       generate: (request) => Effect.withSpan(model.generate(request), "valet/OpenAiCompatible.generate", span),
       stream: (request) => Stream.withSpan(model.stream(request), "valet/OpenAiCompatible.stream", span),
-      listModels: Effect.map(Client.listModels(http, endpoint), (list) => list.data.map(toModelInfo)).pipe(
+      listModels: Effect.map(Client.listModels(http, endpoint, limits), (list) => list.data.map(toModelInfo)).pipe(
+        Resilience.withAttemptTimeout(options),
         Effect.withSpan("valet/OpenAiCompatible.listModels", span)
       )
     }

@@ -22,6 +22,13 @@
  * (`GET /v1/models` answering 200 means `vllm serve`, anything else the legacy `POST /generate` server) and the
  * answer is remembered.
  *
+ * Each call is held to the same rules as `OpenAiCompatible`'s (see there): `timeout_sec` per attempt (a stream:
+ * until its first event, then between events; comments and whitespace do not count), 10 minutes per call
+ * (`resilience.callTimeout`), `Retry-After` waited up to 60 s (`resilience.maxRetryAfter`), bodies capped at
+ * 32 MiB / 256 MiB per stream / 8 MiB per event (`resilience.maxResponseBytes`, `maxStreamBytes`,
+ * `maxEventBytes`), and an answer with no completion in it (`{"text": []}`, `{"choices": []}`, an empty
+ * stream) is a `MalformedResponse`.
+ *
  * @since 0.1.0
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
@@ -120,7 +127,10 @@ export interface Options {
   readonly configPath?: string | undefined
   /** Send every call to this actor (an unknown name fails with `UnknownActor`); default: route across the pool. */
   readonly actorName?: string | undefined
-  /** Retries and timeouts; by default from the file (`timeout_sec` per attempt, `max_attempts`). */
+  /**
+   * Retries, timeouts and body caps; by default from the file (`timeout_sec` per attempt, `max_attempts`), the
+   * rest as in `OpenAiCompatible` (10 min per call, `Retry-After` up to 60 s, 32 MiB per body).
+   */
   readonly resilience?: Omit<Resilience.Options, "maxInFlight"> | undefined
 }
 
@@ -195,7 +205,8 @@ export const make = (
     const file = (yield* readPoolFile(path)) ?? Config.defaultPool
     const config = toConfig(file, path, file !== Config.defaultPool)
     const http = Client.quiet(yield* HttpClient.HttpClient)
-    const actors = file.actors.map((entry) => new Pool.Actor(entry, http, file))
+    const limits = Resilience.limitsOf(options.resilience ?? {})
+    const actors = file.actors.map((entry) => new Pool.Actor(entry, http, file, limits))
     const known = actors.map((actor) => actor.name)
     const byName = (name: string) =>
       Option.match(Pool.find(actors, name), {

@@ -7,7 +7,8 @@
  *   `"both"` — the legacy demo server's `POST /generate` (the prompt echoed in front of each text, cumulative
  *   newline-separated JSON when streaming, 500 on any key the sampler does not know, such as `model`).
  * - Tests queue replies per path (`enqueue`) to replay recorded payloads or inject faults: any status and body,
- *   `Retry-After`, a socket that never answers, an SSE stream cut after N events, an error inside a 200 stream.
+ *   `Retry-After`, a socket that never answers, an SSE stream cut after N events, an error inside a 200 stream,
+ *   a trickle of SSE comments or whitespace (`trickle`), a body far larger than any cap (`Events` with `repeat`).
  * - It records every request and counts the responses a client closed before their end (`closedEarly`).
  * - `latencyMs` delays every completion (the fan-out benchmarks use a fixed latency per call).
  *
@@ -46,6 +47,10 @@ export type Reply =
     readonly hangAfter?: number
     /** Waits this long between pieces. */
     readonly pieceDelayMs?: number
+    /** Sends the pieces this many times over (default 1): long or endless bodies without holding them in memory. */
+    readonly repeat?: number
+    /** The status (default 200). */
+    readonly status?: number
   }
   | { readonly _tag: "Stall" }
 
@@ -98,6 +103,21 @@ export const ndjson = (lines: ReadonlyArray<unknown>, options: { readonly cutAft
 
 /** A socket that never answers. */
 export const stall: Reply = { _tag: "Stall" }
+
+/**
+ * A 200 whose body is `piece` sent again and again, `everyMs` apart, `times` times: SSE comments (`": ping\n\n"`)
+ * or whitespace that keep a connection busy without saying anything.
+ */
+export const trickle = (
+  piece: string,
+  options: { readonly everyMs: number; readonly times: number; readonly contentType?: string }
+): Reply => ({
+  _tag: "Events",
+  pieces: [piece],
+  contentType: options.contentType ?? "text/event-stream",
+  pieceDelayMs: options.everyMs,
+  repeat: options.times
+})
 
 // ---------------------------------------------------------------------------------------------------------
 // Fixtures
@@ -290,9 +310,13 @@ export const make = (options: Options = {}): Effect.Effect<LoopbackServer, never
         case "Stall":
           return Effect.never
         case "Events": {
-          let pieces: Stream.Stream<Uint8Array> = Stream.fromIterable(
-            (reply.cutAfter !== undefined ? reply.pieces.slice(0, reply.cutAfter) : reply.pieces).map((p) => encoder.encode(p))
-          )
+          const encoded = (reply.cutAfter !== undefined ? reply.pieces.slice(0, reply.cutAfter) : reply.pieces).map((p) => encoder.encode(p))
+          const repeat = reply.repeat ?? 1
+          let pieces: Stream.Stream<Uint8Array> = Stream.fromIterable({
+            *[Symbol.iterator]() {
+              for (let round = 0; round < repeat; round++) yield* encoded
+            }
+          })
           if (reply.pieceDelayMs !== undefined) {
             pieces = Stream.tap(pieces, () => Effect.sleep(Duration.millis(reply.pieceDelayMs!)))
           }
@@ -312,7 +336,7 @@ export const make = (options: Options = {}): Effect.Effect<LoopbackServer, never
               })).pipe(Stream.concat(Stream.never))
             )
           }
-          return Effect.succeed(HttpServerResponse.stream(pieces, { contentType: reply.contentType }))
+          return Effect.succeed(HttpServerResponse.stream(pieces, { contentType: reply.contentType, status: reply.status ?? 200 }))
         }
       }
     }

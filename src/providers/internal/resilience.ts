@@ -1,13 +1,17 @@
 /**
- * Retries, timeouts and the in-flight cap, the same for every HTTP provider. An attempt is a function (not a
- * fixed effect) so that a pool can route each attempt to a different endpoint.
+ * Retries, timeouts, the in-flight cap and the body size caps, the same for every HTTP provider. An attempt is a
+ * function (not a fixed effect) so that a pool can route each attempt to a different endpoint.
  *
- * - per attempt: a timeout (for a stream: until the first chunk, then between chunks);
- * - per call: a timeout over all attempts and the waits between them;
+ * - per attempt: a timeout (for a stream: until the first event, then between events — only data counts: SSE
+ *   comments, blank lines and whitespace keep no call alive);
+ * - per call: a timeout over all attempts and the waits between them (10 minutes by default, so no call can hang
+ *   forever);
  * - retries with an exponential, jittered `Schedule`, only for errors `retryOn` accepts (by default the
- *   retryable ones), never sooner than the server's `Retry-After` asks, and never once a stream has yielded a
- *   chunk (the consumer has seen it: a retry would repeat it);
- * - an optional cap on requests in flight, held for a stream until it ends.
+ *   retryable ones), never sooner than the server's `Retry-After` asks, not at all when it asks for more than
+ *   `maxRetryAfter` (the `RateLimited` error comes back at once, with `retryAfterMs`), and never once a stream has
+ *   yielded a chunk (the consumer has seen it: a retry would repeat it);
+ * - an optional cap on requests in flight, held for a stream until it ends;
+ * - caps on the size of every body (`BodyLimits`), enforced by the attempts while they read.
  *
  * Streams are built from channels without per-element stages (`Channel.unwrap` instead of `Stream.unwrap`, the
  * watchdog instead of `Stream.timeoutOrElse` / `Stream.interruptWhen`): each stage costs a little per network
@@ -18,18 +22,50 @@ import type { NonEmptyReadonlyArray } from "effect/Array"
 import type * as Model from "../../core/Model.js"
 import * as ModelError from "../../core/ModelError.js"
 
-/** Retries, timeouts and the in-flight cap of a provider. Every field is optional. */
-export interface Options {
-  /** How long one attempt may take (a stream: until its first chunk, and then between chunks). Default 60 s. */
+/**
+ * How large a server's answer may be. A body over its cap fails the attempt with a `MalformedResponse` that names
+ * the cap, as soon as the cap is passed (the rest is not read: the request is aborted).
+ */
+export interface BodyLimits {
+  /**
+   * The largest non-streamed body (a JSON answer; an error body is only previewed). Default 32 MiB. Each cap is a
+   * number of bytes > 0; `Infinity` turns it off.
+   */
+  readonly maxResponseBytes?: number | undefined
+  /**
+   * The most bytes one streamed answer may carry in all, comments and whitespace included. Default 256 MiB. (The
+   * legacy `/generate` stream repeats the whole text so far on every line: its total grows with the square of the
+   * answer.)
+   */
+  readonly maxStreamBytes?: number | undefined
+  /**
+   * The largest single SSE event (or `/generate` line). Default 8 MiB. Counted in UTF-16 code units once
+   * decoded, which are never more than the bytes: an event of up to this many bytes always passes.
+   */
+  readonly maxEventBytes?: number | undefined
+}
+
+/** Retries, timeouts, the in-flight cap and the body caps of a provider. Every field is optional. */
+export interface Options extends BodyLimits {
+  /**
+   * How long one attempt may take: a non-streamed answer in all; a stream until its first event, and then between
+   * two events (SSE comments and whitespace do not count as events). Default 60 s. `Duration.infinity`: no limit.
+   */
   readonly attemptTimeout?: Duration.Input | undefined
-  /** How long the whole call may take, all attempts and waits included. Default: no limit beyond the attempts'. */
+  /** How long the whole call may take, all attempts and waits included. Default 10 min. `Duration.infinity`: no limit. */
   readonly callTimeout?: Duration.Input | undefined
   /** Attempts in all, the first included (1: no retries). Default 3. */
   readonly maxAttempts?: number | undefined
   /** The wait before the first retry; it doubles after each retry, with ±20 % jitter. Default 500 ms. */
   readonly initialDelay?: Duration.Input | undefined
-  /** The longest wait between attempts (a server's `Retry-After` may ask for more and is honoured). Default 30 s. */
+  /** The longest wait between attempts (a server's `Retry-After` may ask for more, up to `maxRetryAfter`). Default 30 s. */
   readonly maxDelay?: Duration.Input | undefined
+  /**
+   * The longest `Retry-After` (or `retry-after-ms`) that is waited out. A server that asks for more gets no retry:
+   * the call fails at once with its `RateLimited` error, whose `retryAfterMs` says when the server would take
+   * the request again. Default 60 s.
+   */
+  readonly maxRetryAfter?: Duration.Input | undefined
   /** Which errors to retry. Default: `error.retryable` (rate limits, 5xx, timeouts, broken connections). */
   readonly retryOn?: ((error: ModelError.ModelError) => boolean) | undefined
   /** At most this many requests in flight to the endpoint; more wait their turn. Default: no cap. */
@@ -39,17 +75,65 @@ export interface Options {
 /** The defaults of `Options`. */
 export const defaults = {
   attemptTimeout: Duration.seconds(60),
+  callTimeout: Duration.minutes(10),
   maxAttempts: 3,
   initialDelay: Duration.millis(500),
-  maxDelay: Duration.seconds(30)
+  maxDelay: Duration.seconds(30),
+  maxRetryAfter: Duration.seconds(60),
+  maxResponseBytes: 32 * 1024 * 1024,
+  maxStreamBytes: 256 * 1024 * 1024,
+  maxEventBytes: 8 * 1024 * 1024
 } as const
+
+/** `BodyLimits` with every default filled in. */
+export interface Limits {
+  readonly maxResponseBytes: number
+  readonly maxStreamBytes: number
+  readonly maxEventBytes: number
+}
+
+/** A size cap as given: a number of bytes > 0 (`Infinity` turns it off); anything else is the default. */
+const cap = (value: number | undefined, fallback: number): number =>
+  value !== undefined && value > 0 ? value : fallback
+
+/** The body caps of some options, defaults filled in. */
+export const limitsOf = (options: BodyLimits): Limits => ({
+  maxResponseBytes: cap(options.maxResponseBytes, defaults.maxResponseBytes),
+  maxStreamBytes: cap(options.maxStreamBytes, defaults.maxStreamBytes),
+  maxEventBytes: cap(options.maxEventBytes, defaults.maxEventBytes)
+})
+
+/** Whether an error is a rate limit whose `Retry-After` asks for a longer wait than `maxRetryAfterMs`. */
+const beyondRetryAfter = (error: ModelError.ModelError, maxRetryAfterMs: number): error is ModelError.RateLimited =>
+  error._tag === "RateLimited" && error.retryAfterMs !== undefined && error.retryAfterMs > maxRetryAfterMs
+
+const maxRetryAfterOf = (options: Options): number =>
+  Duration.toMillis(Duration.fromInputUnsafe(options.maxRetryAfter ?? defaults.maxRetryAfter))
+
+/**
+ * The error a call ends with: a rate limit that was not waited out because its `Retry-After` is beyond the cap
+ * says so (the same `RateLimited`, `retryAfterMs` kept, the server's message first).
+ */
+export const finalError = (options: Options): (error: ModelError.ModelError) => ModelError.ModelError => {
+  const maxRetryAfterMs = maxRetryAfterOf(options)
+  const retryOn = options.retryOn ?? ModelError.isRetryable
+  return (error) =>
+    beyondRetryAfter(error, maxRetryAfterMs) && retryOn(error)
+      ? new ModelError.RateLimited({
+        message: `${error.message} (the server asks to retry after ${Duration.format(Duration.millis(error.retryAfterMs!))}, more than maxRetryAfter ${Duration.format(Duration.millis(maxRetryAfterMs))}: not retried)`,
+        retryAfterMs: error.retryAfterMs!
+      })
+      : error
+}
 
 /**
  * The retry schedule: exponential from `initialDelay`, jittered, capped at `maxDelay`, at most `maxAttempts - 1`
- * retries, only while the error is one to retry, and never sooner than a `RateLimited` error's `retryAfterMs`.
+ * retries, only while the error is one to retry, never sooner than a `RateLimited` error's `retryAfterMs`, and
+ * not at all when that is beyond `maxRetryAfter`.
  */
 export const retrySchedule = (options: Options): Schedule.Schedule<Duration.Duration, ModelError.ModelError> => {
   const maxDelay = Duration.fromInputUnsafe(options.maxDelay ?? defaults.maxDelay)
+  const maxRetryAfterMs = maxRetryAfterOf(options)
   const retryOn = options.retryOn ?? ModelError.isRetryable
   const retries = Math.max(0, Math.floor(options.maxAttempts ?? defaults.maxAttempts) - 1)
   return Schedule.exponential(options.initialDelay ?? defaults.initialDelay, 2).pipe(
@@ -63,7 +147,9 @@ export const retrySchedule = (options: Options): Schedule.Schedule<Duration.Dura
           : capped
       )
     }),
-    Schedule.while(({ attempt, input }) => attempt <= retries && retryOn(input))
+    Schedule.while(({ attempt, input }) =>
+      attempt <= retries && retryOn(input) && !beyondRetryAfter(input, maxRetryAfterMs)
+    )
   )
 }
 
@@ -79,9 +165,18 @@ const callTimeoutError = (timeout: Duration.Duration) =>
     timeoutMs: Duration.toMillis(timeout)
   })
 
+/** A single request outside the retried calls (`GET /models`): bounded by the attempt timeout, so it cannot hang. */
+export const withAttemptTimeout = (options: Options) =>
+<A>(effect: Effect.Effect<A, ModelError.ModelError>): Effect.Effect<A, ModelError.ModelError> => {
+  const timeout = Duration.fromInputUnsafe(options.attemptTimeout ?? defaults.attemptTimeout)
+  return Duration.isFinite(timeout)
+    ? Effect.timeoutOrElse(effect, { duration: timeout, orElse: () => Effect.fail(attemptTimeoutError(timeout)) })
+    : effect
+}
+
 /** What a streamed attempt is told by the resilience layer. */
 export interface StreamControl {
-  /** How long the attempt may stay silent (before its first chunk, or between two). */
+  /** How long the attempt may go without an event (before its first, or between two). */
   readonly idle: Duration.Duration | undefined
   /** The `Clock` time at which the whole call times out. */
   readonly deadline: number | undefined
@@ -93,7 +188,7 @@ export interface StreamControl {
 
 /** The watchdog of one streamed attempt. */
 export interface Watchdog {
-  /** Call on every read from the network. */
+  /** Call on every event read from the network (not on comments or whitespace: those are no progress). */
   readonly touch: () => void
   /** Replaces an error caused by the watchdog's abort with the timeout that made it abort. */
   readonly explain: (error: ModelError.ModelError) => ModelError.ModelError
@@ -102,7 +197,7 @@ export interface Watchdog {
 const noWatchdog: Watchdog = { touch: () => {}, explain: (error) => error }
 
 /**
- * Starts a watchdog for the life of the scope: when the attempt stays silent for `control.idle`, or the call's
+ * Starts a watchdog for the life of the scope: when the attempt goes `control.idle` without an event, or the call's
  * deadline passes, it runs `abort` once (which aborts the request, so the attempt's read fails, and `explain`
  * turns that failure into the timeout). One fiber per attempt waking once per period, reading the `Clock` (so
  * `TestClock` drives it); a timeout per pull (`Stream.timeoutOrElse`) instead races a timer on every pull, which
@@ -168,14 +263,48 @@ export const makeWith = (
   semaphore: Semaphore.Semaphore | undefined
 ): Model.Service => {
   const attemptTimeout = Duration.fromInputUnsafe(options.attemptTimeout ?? defaults.attemptTimeout)
-  const callTimeout = options.callTimeout !== undefined ? Duration.fromInputUnsafe(options.callTimeout) : undefined
+  const callLimit = Duration.fromInputUnsafe(options.callTimeout ?? defaults.callTimeout)
+  const callTimeout = Duration.isFinite(callLimit) ? callLimit : undefined
   const schedule = retrySchedule(options)
+  const final = finalError(options)
+  const retryOn = options.retryOn ?? ModelError.isRetryable
   const bounded = Duration.isFinite(attemptTimeout)
   const idle = bounded ? attemptTimeout : undefined
   const timeoutError = (kind: "idle" | "call") =>
     kind === "call" && callTimeout !== undefined ? callTimeoutError(callTimeout) : attemptTimeoutError(attemptTimeout)
   const onAttemptTimeout = () => Effect.fail(attemptTimeoutError(attemptTimeout))
   const onCallTimeout = () => Effect.fail(callTimeoutError(callTimeout!))
+
+  const attemptMillis = Duration.toMillis(attemptTimeout)
+  const callMillis = callTimeout !== undefined ? Duration.toMillis(callTimeout) : undefined
+
+  /**
+   * What to do after a failed attempt: the schedule sleeps before it answers, so the wait before a retry counts
+   * against the call's deadline too ("deadline" when it passes first).
+   */
+  const nextAfter = (
+    step: (error: ModelError.ModelError) => Pull.Pull<Duration.Duration, never, Duration.Duration>,
+    deadline: number | undefined
+  ) => {
+    const decide = (error: ModelError.ModelError): Effect.Effect<"retry" | "done"> =>
+      Pull.matchEffect(step(error), {
+        onSuccess: () => Effect.succeed("retry" as const),
+        onFailure: () => Effect.succeed("done" as const),
+        onDone: () => Effect.succeed("done" as const)
+      })
+    return (error: ModelError.ModelError): Effect.Effect<"retry" | "done" | "deadline"> =>
+      deadline === undefined
+        ? decide(error)
+        : Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          now >= deadline
+            // Past the deadline: an error that would have been retried ends the call as its timeout; any other
+            // is the call's error.
+            ? Effect.succeed(retryOn(error) ? "deadline" as const : "done" as const)
+            : Effect.timeoutOrElse(decide(error), {
+              duration: Duration.millis(deadline - now),
+              orElse: () => Effect.succeed("deadline" as const)
+            }))
+  }
 
   const oneGenerate = (request: Model.Request): Effect.Effect<Model.Response, ModelError.ModelError> => {
     const call = bounded
@@ -184,11 +313,46 @@ export const makeWith = (
     return semaphore !== undefined ? semaphore.withPermits(1)(call) : call
   }
 
+  /**
+   * One attempt with a single timer: the attempt timeout, or what is left of the call when that is shorter. (A
+   * timer over the whole call beside the attempt's would cost a second race on every call: a fifth of the
+   * client's CPU on a loopback call, measured with bench/client.ts's worker.)
+   */
+  const attemptBefore = (request: Model.Request, deadline: number): Effect.Effect<Model.Response, ModelError.ModelError> =>
+    Effect.clockWith((clock) => {
+      const left = deadline - clock.currentTimeMillisUnsafe()
+      if (left <= 0) return onCallTimeout()
+      return left < attemptMillis
+        ? Effect.timeoutOrElse(attempt.generate(request), { duration: Duration.millis(left), orElse: onCallTimeout })
+        : Effect.timeoutOrElse(attempt.generate(request), { duration: attemptTimeout, orElse: onAttemptTimeout })
+    })
+
   const generate = (request: Model.Request): Effect.Effect<Model.Response, ModelError.ModelError> => {
-    const retried = Effect.retry(oneGenerate(request), schedule)
-    return callTimeout !== undefined
-      ? Effect.timeoutOrElse(retried, { duration: callTimeout, orElse: onCallTimeout })
-      : retried
+    if (callMillis === undefined || semaphore !== undefined) {
+      // Without a deadline, or with a permit to wait for (which the call's deadline bounds too): retry, and one
+      // timer over the whole call.
+      const retried = Effect.mapError(Effect.retry(oneGenerate(request), schedule), final)
+      return callTimeout !== undefined
+        ? Effect.timeoutOrElse(retried, { duration: callTimeout, orElse: onCallTimeout })
+        : retried
+    }
+    return Effect.flatMap(Clock.currentTimeMillis, (start) => {
+      const deadline = start + callMillis
+      const first = attemptBefore(request, deadline)
+      // Only a failed attempt pays for the schedule.
+      return Effect.catch(first, (error) =>
+        Effect.flatMap(Schedule.toStepWithSleep(schedule), (step) => {
+          const next = nextAfter(step, deadline)
+          const retry = (error: ModelError.ModelError): Effect.Effect<Model.Response, ModelError.ModelError> =>
+            Effect.flatMap(next(error), (decision) =>
+              decision === "retry"
+                ? Effect.catch(attemptBefore(request, deadline), retry)
+                : decision === "deadline"
+                ? onCallTimeout()
+                : Effect.fail(final(error)))
+          return retry(error)
+        }))
+    })
   }
 
   const oneStream = (request: Model.Request, control: StreamControl): Out => {
@@ -212,25 +376,11 @@ export const makeWith = (
           emitted = true
         }
       }
-      // The schedule sleeps before it answers: the wait before a retry counts against the call's deadline too.
-      const decide = (error: ModelError.ModelError): Effect.Effect<"retry" | "done"> =>
-        Pull.matchEffect(step(error), {
-          onSuccess: () => Effect.succeed("retry" as const),
-          onFailure: () => Effect.succeed("done" as const),
-          onDone: () => Effect.succeed("done" as const)
-        })
-      const next = (error: ModelError.ModelError): Effect.Effect<"retry" | "done" | "deadline"> =>
-        deadline === undefined
-          ? decide(error)
-          : Effect.flatMap(Clock.currentTimeMillis, (now) =>
-            Effect.timeoutOrElse(decide(error), {
-              duration: Duration.millis(Math.max(0, deadline - now)),
-              orElse: () => Effect.succeed("deadline" as const)
-            }))
+      const next = nextAfter(step, deadline)
       const loop = (): Out =>
         Channel.catch(oneStream(request, control), (error) =>
           emitted ? Channel.fail(error) : Channel.unwrap(Effect.map(next(error), (decision) =>
-            decision === "retry" ? loop() : Channel.fail(decision === "deadline" ? timeoutError("call") : error)
+            decision === "retry" ? loop() : Channel.fail(decision === "deadline" ? timeoutError("call") : final(error))
           )))
       return loop()
     })))

@@ -96,13 +96,19 @@ export const quiet = (client: HttpClient.HttpClient): HttpClient.HttpClient =>
     HttpClient.transformResponse(Effect.provideService(HttpClient.TracerDisabledWhen, tracerDisabled))
   )
 
-/** Reads a non-2xx answer's body (best effort: a broken body still gives a typed error) and maps it. */
+/** How much of an error body (or of a body that is not what was asked for) is read: enough for any error object. */
+export const errorBodyBytes = 64 * 1024
+
+/**
+ * Reads a non-2xx answer's body (its first `errorBodyBytes` only; best effort: a broken body still gives a typed
+ * error) and maps it.
+ */
 export const failure = (
   response: HttpClientResponse.HttpClientResponse,
   model: string
 ): Effect.Effect<never, ModelError.ModelError> =>
   Effect.flatMap(
-    Effect.orElseSucceed(response.text, () => ""),
+    Effect.orElseSucceed(readLimited(response, response.request.url, { limit: errorBodyBytes }), () => ""),
     (body) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
         Effect.fail(Errors.fromResponse({ status: response.status, headers: response.headers, body, model, now })))
@@ -120,6 +126,74 @@ const readText = (
   url: string
 ): Effect.Effect<string, ModelError.ModelError> =>
   Effect.mapError(response.text, (error) => Errors.fromHttpClientError(error, url))
+
+const utf8 = new TextDecoder()
+
+const joined = (parts: ReadonlyArray<Uint8Array>): Uint8Array => {
+  if (parts.length === 1) return parts[0]!
+  let size = 0
+  for (const part of parts) size += part.length
+  const out = new Uint8Array(size)
+  let at = 0
+  for (const part of parts) {
+    out.set(part, at)
+    at += part.length
+  }
+  return out
+}
+
+/** The start of some bytes as text, for an error's preview (only the first pieces are copied). */
+const startOf = (parts: ReadonlyArray<Uint8Array>): string => {
+  const wanted = 4 * Errors.bodyPreviewChars
+  const first: Array<Uint8Array> = []
+  let size = 0
+  for (const part of parts) {
+    if (size >= wanted) break
+    first.push(part.length > wanted - size ? part.subarray(0, wanted - size) : part)
+    size += first[first.length - 1]!.length
+  }
+  return utf8.decode(joined(first))
+}
+
+/**
+ * Reads a body of at most `limit` bytes. With `option` (the name of the cap, for the message), a larger body fails
+ * with `MalformedResponse` — at once when its `Content-Length` says so, else as soon as the bytes read pass the cap;
+ * without it, a larger body is cut at the cap (error bodies and previews). Either way the rest is never read: the
+ * request is aborted. A body whose `Content-Length` is within the cap is read in one piece (the HTTP framing
+ * keeps it to that length), the common case and the cheapest.
+ */
+export const readLimited = (
+  response: HttpClientResponse.HttpClientResponse,
+  url: string,
+  cap: { readonly limit: number; readonly option?: string | undefined; readonly what?: string | undefined }
+): Effect.Effect<string, ModelError.ModelError> => {
+  const header = response.headers["content-length"]
+  const declared = header !== undefined && header !== "" ? Number(header) : NaN
+  if (declared <= cap.limit) return readText(response, url)
+  // Over the cap by its own account: a failure at the first bytes, which are kept for the preview.
+  const limit = cap.option !== undefined && declared > cap.limit ? 0 : cap.limit
+  return Effect.suspend(() => {
+    const parts: Array<Uint8Array> = []
+    let total = 0
+    return Stream.runForEachWhile(
+      Stream.mapError(response.stream, (error) => Errors.fromHttpClientError(error, url)),
+      (bytes): Effect.Effect<boolean, ModelError.ModelError> => {
+        if (total + bytes.length <= limit) {
+          parts.push(bytes)
+          total += bytes.length
+          return Effect.succeed(true)
+        }
+        if (cap.option === undefined) {
+          parts.push(bytes.subarray(0, limit - total))
+          total = limit
+          return Effect.succeed(false)
+        }
+        const what = `${cap.what ?? `the answer of ${url}`}${declared > cap.limit ? ` (Content-Length ${declared})` : ""}`
+        return Effect.fail(Errors.tooLarge(what, cap.option, cap.limit, startOf([...parts, bytes])))
+      }
+    ).pipe(Effect.map(() => utf8.decode(joined(parts))))
+  })
+}
 
 /** Decodes a JSON answer: an error body becomes its typed error, anything else that does not fit is malformed. */
 const decodeAnswer = <A>(
@@ -170,9 +244,20 @@ export const openStream = (
       ))
   })
 
+/** The media type of a `Content-Type` header, lower case, without its parameters (`""` when there is none). */
+export const mediaTypeOf = (contentType: string): string => {
+  const semicolon = contentType.indexOf(";")
+  return (semicolon >= 0 ? contentType.slice(0, semicolon) : contentType).trim().toLowerCase()
+}
+
 /** Turns the reads of a body into chunks: pushes them to `out`, or answers the error that ends the stream. */
 export interface BodyReader {
   readonly read: (bytes: Uint8Array, out: Array<Model.Chunk>) => ModelError.ModelError | undefined
+  /**
+   * How many events (SSE events with data, non-blank lines) the reader has parsed so far: the watchdog hears
+   * of progress only when this grows, so comments, blank lines and whitespace keep no attempt alive.
+   */
+  readonly events: () => number
   /** The body ended: the last chunks, or the error of a body that should not have ended there. */
   readonly end: (out: Array<Model.Chunk>) => ModelError.ModelError | undefined
 }
@@ -183,29 +268,37 @@ export type ChunkPull = Pull.Pull<NonEmptyReadonlyArray<Model.Chunk>, ModelError
 /**
  * The chunks of a streamed body as one pull over the body's pull (no `mapError` / `mapChunks` / `concat`
  * stages, each of which cost microseconds per read on effect 3). The body is read to its end, so the connection
- * can be reused; every read feeds the watchdog; `control.onEmit` hears of every chunk handed on.
+ * can be reused; every read that completes an event feeds the watchdog; more than `limits.maxStreamBytes` in all
+ * fails the stream (and aborts the request); `control.onEmit` hears of every chunk handed on.
  */
 export const readBody = (
   opened: Opened,
   url: string,
   control: Resilience.StreamControl,
   reader: BodyReader,
-  scope: Scope.Scope
+  scope: Scope.Scope,
+  limits: Resilience.Limits
 ): Effect.Effect<ChunkPull> => {
   const { response, watchdog: dog } = opened
   return Effect.map(Channel.toPullScoped(Stream.toChannel(response.stream), scope), (upstream): ChunkPull => {
     let ended = false
+    let total = 0
     const emit = (out: Array<Model.Chunk>): ChunkPull => {
       control.onEmit()
       return Effect.succeed(out as unknown as NonEmptyReadonlyArray<Model.Chunk>)
     }
     const onReads = (reads: NonEmptyReadonlyArray<Uint8Array>): ChunkPull => {
-      dog.touch()
+      const events = reader.events()
       const out: Array<Model.Chunk> = []
       for (const bytes of reads) {
+        total += bytes.length
+        if (total > limits.maxStreamBytes) {
+          return Effect.fail(Errors.tooLarge(`the stream from ${url}`, "maxStreamBytes", limits.maxStreamBytes, ""))
+        }
         const error = reader.read(bytes, out)
         if (error !== undefined) return Effect.fail(error)
       }
+      if (reader.events() !== events) dog.touch()
       return out.length === 0 ? pull : emit(out)
     }
     const onEnd = (): ChunkPull => {
@@ -236,8 +329,18 @@ export const streamOf = (
 ): Stream.Stream<Model.Chunk, ModelError.ModelError> =>
   Stream.fromChannel(Channel.fromTransform((_upstream, scope) => open(scope)))
 
-/** One-attempt calls of `endpoint` through `client`. */
-export const makeAttempt = (client: HttpClient.HttpClient, endpoint: Endpoint): Attempt => {
+/** An answer with no choice at all is no answer (a choice with empty content is one). */
+const withChoices = <A extends { readonly choices: ReadonlyArray<unknown> }>(
+  what: string,
+  body: string
+) =>
+(wire: A): Result.Result<A, ModelError.ModelError> =>
+  wire.choices.length > 0
+    ? Result.succeed(wire)
+    : Result.fail(Errors.malformed(`${what} has no choice (an empty "choices" list): there is no answer`, body))
+
+/** One-attempt calls of `endpoint` through `client`, reading no body past `limits`. */
+export const makeAttempt = (client: HttpClient.HttpClient, endpoint: Endpoint, limits: Resilience.Limits): Attempt => {
   const scoped = HttpClient.withScope(client)
   const build = (request: Model.Request, stream: boolean) => {
     const kind = Encode.endpointOf(request)
@@ -253,15 +356,16 @@ export const makeAttempt = (client: HttpClient.HttpClient, endpoint: Endpoint): 
       const { http, kind, url } = build(request, false)
       return Effect.flatMap(send(client, http), (response) => {
         if (response.status < 200 || response.status >= 300) return failure(response, endpoint.model)
-        return Effect.flatMap(readText(response, url), (body) =>
+        const what = kind === "chat" ? "the chat completion" : "the completion"
+        return Effect.flatMap(readLimited(response, url, { limit: limits.maxResponseBytes, option: "maxResponseBytes", what: `${what} from ${url}` }), (body) =>
           fromResult(
             kind === "chat"
               ? Result.map(
-                decodeAnswer(body, decodeChatCompletion, "the chat completion", endpoint.model),
+                Result.flatMap(decodeAnswer(body, decodeChatCompletion, what, endpoint.model), withChoices(what, body)),
                 (wire) => Decode.chatResponse(wire, endpoint.model)
               )
               : Result.map(
-                decodeAnswer(body, decodeCompletion, "the completion", endpoint.model),
+                Result.flatMap(decodeAnswer(body, decodeCompletion, what, endpoint.model), withChoices(what, body)),
                 (wire) => Decode.completionResponse(wire, endpoint.model)
               )
           ))
@@ -279,9 +383,11 @@ export const makeAttempt = (client: HttpClient.HttpClient, endpoint: Endpoint): 
           const { response, watchdog: dog } = opened
           if (response.status < 200 || response.status >= 300) return Effect.mapError(failure(response, endpoint.model), dog.explain)
           const contentType = response.headers["content-type"] ?? ""
-          if (contentType.includes("application/json")) {
+          const media = mediaTypeOf(contentType)
+          if (media === "application/json" || media.endsWith("+json")) {
             // A server that answers a stream request with one JSON body: an error, or not a stream at all.
-            return Effect.flatMap(Effect.mapError(readText(response, url), dog.explain), (body) => {
+            const read = readLimited(response, url, { limit: limits.maxResponseBytes, option: "maxResponseBytes" })
+            return Effect.flatMap(Effect.mapError(read, dog.explain), (body) => {
               const json = parseJson(body)
               const fields = Result.isSuccess(json) && isErrorBody(json.success) ? Errors.errorFields(json.success) : undefined
               return Effect.fail(
@@ -291,7 +397,13 @@ export const makeAttempt = (client: HttpClient.HttpClient, endpoint: Endpoint): 
               )
             })
           }
-          return readBody(opened, url, control, sseReader(url, kind, endpoint.model), scope)
+          if (media !== "" && media !== "text/event-stream") {
+            // A login page of a proxy, a load balancer's error page...: said as such, not parsed as SSE (which
+            // would find no event and report a cut connection). Only the start is read, for the message.
+            return Effect.flatMap(Effect.mapError(readLimited(response, url, { limit: errorBodyBytes }), dog.explain), (body) =>
+              Effect.fail(Errors.malformed(`expected an event stream (text/event-stream) from ${url}, got ${contentType}`, body)))
+          }
+          return readBody(opened, url, control, sseReader(url, kind, endpoint.model, limits), scope, limits)
         })
       })
     )
@@ -302,13 +414,16 @@ export const makeAttempt = (client: HttpClient.HttpClient, endpoint: Endpoint): 
 /**
  * Reads an SSE body with `effect/encoding`'s `Sse` parser, in step with the body (no extra fiber, queue or
  * channel stage). Each read is fed whole: effect 4's parser is linear in its input (effect 3's restarted its scan
- * for every line of a fed piece, so reads had to be cut into lines first).
+ * for every line of a fed piece, so reads had to be cut into lines first). An `event: error` ends the stream with
+ * the server's message; a stream with no choice in it (no event at all, only `[DONE]`, only usage) is malformed;
+ * one event may hold at most `limits.maxEventBytes`.
  */
-const sseReader = (url: string, kind: Encode.Endpoint, model: string): BodyReader => {
+export const sseReader = (url: string, kind: Encode.Endpoint, model: string, limits: Resilience.Limits): BodyReader => {
   const decoder = new Decode.ChunkDecoder(model)
   const text = new TextDecoder()
   let done = false
   let count = 0
+  let head = ""
   let failure: ModelError.ModelError | undefined = undefined
   let out: Array<Model.Chunk> = []
   const mismatch = (error: Schema.SchemaError, data: string) => {
@@ -318,8 +433,18 @@ const sseReader = (url: string, kind: Encode.Endpoint, model: string): BodyReade
   const onEvent = (event: Sse.AnyEvent): void => {
     if (done || failure !== undefined || event._tag !== "Event") return
     const data = event.data
+    if (event.event === "error") {
+      count++
+      failure = Errors.fromErrorEvent(data, model)
+      return
+    }
     if (data === "[DONE]") {
+      count++
       done = true
+      if (!decoder.sawChoice) {
+        failure = Errors.malformed(`the stream from ${url} ended ([DONE]) without any choice: there is no answer`, head)
+        return
+      }
       decoder.end(out)
       return
     }
@@ -352,32 +477,43 @@ const sseReader = (url: string, kind: Encode.Endpoint, model: string): BodyReade
       else decoder.completion(decoded.success, out)
     }
   }
-  const parser = Sse.makeParser(onEvent)
+  // Named events without data are dispatched too, so that a bare `event: error` is not lost.
+  const parser = Sse.makeParser(onEvent, { maxEventSize: limits.maxEventBytes, dispatchEmptyNamedEvents: true })
   return {
     read: (bytes, into) => {
       out = into
       const decoded = text.decode(bytes, { stream: true })
+      if (head.length < Errors.bodyPreviewChars) head += decoded.slice(0, Errors.bodyPreviewChars - head.length)
       const tooLarge = parser.feed(decoded)
-      if (tooLarge !== undefined) return Errors.malformed(`the stream from ${url}: ${tooLarge.message}`, decoded)
+      if (tooLarge !== undefined) {
+        return Errors.tooLarge(`an event of the stream from ${url}`, "maxEventBytes", limits.maxEventBytes, decoded)
+      }
       return failure
     },
+    events: () => count,
     end: () =>
-      done ? undefined : new ModelError.Transport({
-        message: `the stream from ${url} ended before [DONE] after ${count} events: the connection was cut or the server stopped`
-      })
+      done
+        ? undefined
+        : count === 0
+        ? Errors.malformed(`the stream from ${url} ended without any event: there is no answer`, head)
+        : new ModelError.Transport({
+          message: `the stream from ${url} ended before [DONE] after ${count} events: the connection was cut or the server stopped`
+        })
   }
 }
 
 /** `GET /models`: the models the server serves. */
 export const listModels = (
   client: HttpClient.HttpClient,
-  endpoint: Endpoint
+  endpoint: Endpoint,
+  limits: Resilience.Limits
 ): Effect.Effect<Wire.ModelList, ModelError.ModelError> =>
   Effect.suspend(() => {
     const url = `${endpoint.apiBase}/models`
     return Effect.flatMap(send(client, HttpClientRequest.get(url, { headers: headersOf(endpoint, false) })), (response) => {
       if (response.status < 200 || response.status >= 300) return failure(response, endpoint.model)
-      return Effect.flatMap(readText(response, url), (body) =>
+      const read = readLimited(response, url, { limit: limits.maxResponseBytes, option: "maxResponseBytes", what: `the model list from ${url}` })
+      return Effect.flatMap(read, (body) =>
         fromResult(decodeAnswer(body, decodeModelList, "the model list", endpoint.model)))
     })
   })

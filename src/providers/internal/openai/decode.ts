@@ -142,6 +142,8 @@ export class ChunkDecoder {
   private latestUsage: Model.Usage | undefined = undefined
   /** `choice * 65536 + toolIndex` of the tool calls already started: their later pieces carry no id. */
   private readonly startedTools = new Set<number>()
+  /** Whether some event carried a choice: a stream without any has no answer (usage alone is none). */
+  sawChoice = false
 
   constructor(private readonly fallbackModel: string) {}
 
@@ -170,6 +172,7 @@ export class ChunkDecoder {
   chat(wire: Wire.ChatChunk, out: Array<Model.Chunk>): void {
     this.metadata(out, wire.id, wire.model)
     const choices = wire.choices ?? []
+    if (choices.length > 0) this.sawChoice = true
     for (let position = 0; position < choices.length; position++) {
       const choice = choices[position]!
       const index = choice.index ?? position
@@ -213,6 +216,7 @@ export class ChunkDecoder {
   completion(wire: Wire.CompletionChunk, out: Array<Model.Chunk>): void {
     this.metadata(out, wire.id, wire.model)
     const choices = wire.choices ?? []
+    if (choices.length > 0) this.sawChoice = true
     for (let position = 0; position < choices.length; position++) {
       const choice = choices[position]!
       const index = choice.index ?? position

@@ -18,6 +18,26 @@ export const preview = (body: string): string =>
 export const malformed = (what: string, body: string): ModelError.MalformedResponse =>
   new ModelError.MalformedResponse({ message: what, body: preview(body) })
 
+/** A byte count as people read it: `32 MiB`, `1.5 KiB`, `100 bytes`. */
+export const formatBytes = (bytes: number): string => {
+  if (!Number.isFinite(bytes)) return String(bytes)
+  const units = ["bytes", "KiB", "MiB", "GiB"] as const
+  let value = bytes
+  let unit = 0
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024
+    unit++
+  }
+  return unit === 0 ? `${bytes} bytes` : `${Number.isInteger(value) ? value : value.toFixed(1)} ${units[unit]}`
+}
+
+/** A body over one of the size caps (`maxResponseBytes`, `maxStreamBytes`, `maxEventBytes`). */
+export const tooLarge = (what: string, option: string, limit: number, start: string): ModelError.MalformedResponse =>
+  new ModelError.MalformedResponse({
+    message: `${what} is larger than ${option} (${formatBytes(limit)}): not read further; raise ${option} if the server is trusted`,
+    body: preview(start)
+  })
+
 const contextLengthPattern =
   /context length|context_length|context window|maximum context|maximum input length|too many tokens|prompt is too long|longer than the model|exceeds the (model'?s )?(max|context)/i
 
@@ -113,6 +133,24 @@ export const fromResponse = (options: {
 /** The error for an error object that arrived inside a 200 stream. */
 export const fromStreamedError = (fields: Wire.ErrorFields, model: string, body: string): ModelError.ModelError =>
   fromFields({ status: statusOfFields(fields), fields, body, model })
+
+const decodeFields = Schema.decodeUnknownResult(Wire.ErrorFields)
+
+/**
+ * The error of an SSE `event: error`: its data as an error body (either shape), as bare error fields
+ * (`{"message": ..., "code": ...}`), or as plain text — the server's message is kept in every case.
+ */
+export const fromErrorEvent = (data: string, model: string): ModelError.ModelError => {
+  const json = parseJson(data)
+  const fields = errorFields(json)
+  if (fields !== undefined) return fromStreamedError(fields, model, data)
+  if (typeof json === "object" && json !== null && !Array.isArray(json)) {
+    const bare = decodeFields(json)
+    if (Result.isSuccess(bare) && typeof bare.success.message === "string") return fromStreamedError(bare.success, model, data)
+  }
+  const text = data.trim()
+  return fromStreamedError({ message: text === "" ? "the server sent an error event with no message" : preview(text) }, model, data)
+}
 
 /** A request that could not be sent or a body that could not be read. */
 export const fromHttpClientError = (error: HttpClientError.HttpClientError, url: string): ModelError.ModelError => {

@@ -6,7 +6,10 @@
  * - The answer is `{"text": [prompt + completion, ...]}`: the echoed prompt is stripped. `{"choices": [{"text"}]}`
  *   and `{"choices": [{"message": {"content"}}]}` (forks and proxies) are accepted too.
  * - The stream is newline-separated JSON objects (`\0`-separated in old versions) of the same shape whose text is
- *   cumulative: it is turned into deltas.
+ *   cumulative: it is turned into deltas. Only lines count as progress for the idle timeout (blank lines and
+ *   whitespace do not); one line may hold at most `maxEventBytes`, the stream `maxStreamBytes`.
+ * - An answer with no text at all (`{"text": []}`, `{"choices": []}`, a stream without a line) is a
+ *   `MalformedResponse`; the prompt echoed with nothing after it is an empty completion, which is an answer.
  * - Chat messages have no template here: they are rendered as a plain transcript (`System:` / `User:` /
  *   `Assistant:`), and tools cannot be offered at all.
  */
@@ -115,6 +118,9 @@ const textsOf = (line: string, prompt: string, what: string): Result.Result<Text
     return Result.fail(Errors.malformed(`${what} is neither {"text": [...]} nor {"choices": [...]}`, line))
   }
   const answer = decoded.success
+  if ("text" in answer ? answer.text.length === 0 : answer.choices.length === 0) {
+    return Result.fail(Errors.malformed(`${what} has no completion (an empty list): there is no answer`, line))
+  }
   if ("text" in answer) {
     const texts = typeof answer.text === "string" ? [answer.text] : answer.text
     return Result.succeed({
@@ -131,8 +137,12 @@ const textsOf = (line: string, prompt: string, what: string): Result.Result<Text
 const finishOf = (reason: string | null | undefined): Model.FinishReason =>
   reason === "length" ? "length" : reason === undefined || reason === null || reason === "stop" ? "stop" : "other"
 
-/** One-attempt `/generate` calls of `target` through `client`. */
-export const makeAttempt = (client: HttpClient.HttpClient, target: Target): Resilience.Attempt => {
+/** What a `/generate` stream may be sent as: no type (what vLLM's server sends), JSON, NDJSON or plain text. */
+const isLinesType = (media: string): boolean =>
+  media === "" || media === "text/plain" || media === "application/octet-stream" || media.includes("json")
+
+/** One-attempt `/generate` calls of `target` through `client`, reading no body past `limits`. */
+export const makeAttempt = (client: HttpClient.HttpClient, target: Target, limits: Resilience.Limits): Resilience.Attempt => {
   const url = `${target.root}/generate`
   const scoped = HttpClient.withScope(client)
   const post = (body: Record<string, unknown>) =>
@@ -146,7 +156,7 @@ export const makeAttempt = (client: HttpClient.HttpClient, target: Target): Resi
       return Effect.flatMap(post(body.success), (response) => {
         if (response.status < 200 || response.status >= 300) return Client.failure(response, target.model)
         return Effect.flatMap(
-          Effect.mapError(response.text, (error) => Errors.fromHttpClientError(error, url)),
+          Client.readLimited(response, url, { limit: limits.maxResponseBytes, option: "maxResponseBytes" }),
           (text) => {
             const answer = textsOf(text, prompt, `the answer of ${url}`)
             if (Result.isFailure(answer)) return Effect.fail(answer.failure)
@@ -176,10 +186,16 @@ export const makeAttempt = (client: HttpClient.HttpClient, target: Target): Resi
         if (Result.isFailure(body)) return Effect.fail(body.failure)
         const prompt = body.success.prompt as string
         const http = HttpClientRequest.post(url).pipe(HttpClientRequest.bodyJsonUnsafe(body.success))
-        return Effect.flatMap(Client.openStream(scoped, http, control, scope), (opened) =>
-          opened.response.status < 200 || opened.response.status >= 300
-            ? Effect.mapError(Client.failure(opened.response, target.model), opened.watchdog.explain)
-            : Client.readBody(opened, url, control, linesReader(url, prompt, target.model), scope))
+        return Effect.flatMap(Client.openStream(scoped, http, control, scope), (opened) => {
+          const { response, watchdog: dog } = opened
+          if (response.status < 200 || response.status >= 300) return Effect.mapError(Client.failure(response, target.model), dog.explain)
+          const contentType = response.headers["content-type"] ?? ""
+          if (!isLinesType(Client.mediaTypeOf(contentType))) {
+            return Effect.flatMap(Effect.mapError(Client.readLimited(response, url, { limit: Client.errorBodyBytes }), dog.explain), (text) =>
+              Effect.fail(Errors.malformed(`expected lines of JSON from ${url}, got ${contentType}`, text)))
+          }
+          return Client.readBody(opened, url, control, linesReader(url, prompt, target.model, limits), scope, limits)
+        })
       })
     )
 
@@ -190,11 +206,14 @@ export const makeAttempt = (client: HttpClient.HttpClient, target: Target): Resi
  * Reads a streamed answer: newline- (or `\0`-) separated JSON objects with cumulative texts → text deltas; one
  * `Finish` per choice at the end of the body (the protocol has no end marker: a cut connection is a read error).
  */
-const linesReader = (url: string, prompt: string, model: string): Client.BodyReader => {
+export const linesReader = (url: string, prompt: string, model: string, limits: Resilience.Limits): Client.BodyReader => {
   const decoder = new TextDecoder()
   const sent: Array<string> = []
   const finish: Array<string | null | undefined> = []
-  let pending = ""
+  // The text of the line not yet ended, in the pieces it came in (joined once, when it ends: appending to one
+  // string and scanning it again on every read is quadratic in a long line that arrives in small reads).
+  let pending: Array<string> = []
+  let pendingLength = 0
   let count = 0
   let started = false
 
@@ -220,6 +239,9 @@ const linesReader = (url: string, prompt: string, model: string): Client.BodyRea
     return undefined
   }
 
+  const tooLong = (start: string) =>
+    Errors.tooLarge(`a line of the stream from ${url}`, "maxEventBytes", limits.maxEventBytes, start)
+
   const start = (out: Array<Model.Chunk>) => {
     if (started) return
     started = true
@@ -229,25 +251,37 @@ const linesReader = (url: string, prompt: string, model: string): Client.BodyRea
   return {
     read: (bytes, out) => {
       start(out)
-      pending += decoder.decode(bytes, { stream: true })
+      const decoded = decoder.decode(bytes, { stream: true })
       let from = 0
-      for (let i = 0; i < pending.length; i++) {
-        const c = pending.charCodeAt(i)
+      for (let i = 0; i < decoded.length; i++) {
+        const c = decoded.charCodeAt(i)
         // Old versions separate the objects with `\0`, newer ones with a newline.
         if (c === 10 || c === 0) {
-          const error = line(pending.slice(from, i), out)
+          const piece = decoded.slice(from, i)
+          const text = pending.length === 0 ? piece : pending.join("") + piece
+          pending = []
+          pendingLength = 0
+          if (text.length > limits.maxEventBytes) return tooLong(text)
+          const error = line(text, out)
           if (error !== undefined) return error
           from = i + 1
         }
       }
-      pending = pending.slice(from)
+      if (from < decoded.length) {
+        pending.push(from === 0 ? decoded : decoded.slice(from))
+        pendingLength += decoded.length - from
+        if (pendingLength > limits.maxEventBytes) return tooLong(pending[0]!)
+      }
       return undefined
     },
+    events: () => count,
     end: (out) => {
       start(out)
-      pending += decoder.decode()
-      const error = line(pending, out)
+      const text = pending.join("") + decoder.decode()
+      if (text.length > limits.maxEventBytes) return tooLong(text)
+      const error = line(text, out)
       if (error !== undefined) return error
+      if (count === 0) return Errors.malformed(`the stream from ${url} ended without any line: there is no answer`, "")
       sent.forEach((_, index) => out.push({ _tag: "Finish", index, finishReason: finishOf(finish[index]) }))
       return undefined
     }

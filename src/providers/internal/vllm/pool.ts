@@ -65,7 +65,8 @@ export class Actor {
   constructor(
     readonly entry: ActorEntry,
     private readonly http: HttpClient.HttpClient,
-    private readonly pool: PoolFile
+    private readonly pool: PoolFile,
+    private readonly limits: Resilience.Limits
   ) {
     this.apiBase = Client.apiBaseOf(entry.base_url)
     this.root = Client.rootOf(this.apiBase)
@@ -85,7 +86,10 @@ export class Actor {
     const url = `${this.root}/health`
     const result = yield* Client.send(this.http, HttpClientRequest.get(url)).pipe(
       Effect.flatMap((response) =>
-        Effect.map(Effect.orElseSucceed(response.text, () => ""), (body) => healthOf(response.status, body))
+        Effect.map(
+          Effect.orElseSucceed(Client.readLimited(response, url, { limit: Client.errorBodyBytes }), () => ""),
+          (body) => healthOf(response.status, body)
+        )
       ),
       Effect.timeoutOrElse({
         duration: probeTimeout,
@@ -132,7 +136,7 @@ export class Actor {
         : Effect.flatMap(
           Client.send(this.http, HttpClientRequest.get(`${this.apiBase}/models`)),
           (response) =>
-            Effect.flatMap(Effect.orElseSucceed(response.text, () => ""), (body) => {
+            Effect.flatMap(Effect.orElseSucceed(Client.readLimited(response, `${this.apiBase}/models`, { limit: this.limits.maxResponseBytes }), () => ""), (body) => {
               if (response.status !== 200) {
                 if (this.api === "openai") {
                   return Effect.flatMap(Clock.currentTimeMillis, (now) =>
@@ -153,6 +157,16 @@ export class Actor {
               this.model = first
               return Effect.void
             })
+        ).pipe(
+          // Asked outside any attempt's watchdog (before a stream opens): bounded here, so it cannot hang a call.
+          Effect.timeoutOrElse({
+            duration: probeTimeout,
+            orElse: () =>
+              Effect.fail(new ModelError.Timeout({
+                message: `actor ${this.name}: ${this.apiBase}/models did not answer within ${Duration.format(probeTimeout)}`,
+                timeoutMs: Duration.toMillis(probeTimeout)
+              }))
+          })
         )
       return Effect.map(detect, () => {
         this.attempt = this.api === "generate"
@@ -161,8 +175,8 @@ export class Actor {
             model: this.model ?? this.name,
             actor: this.name,
             maxTokens: this.pool.max_tokens
-          })
-          : Client.makeAttempt(this.http, { apiBase: this.apiBase, model: this.model!, apiKey: undefined, headers: {} })
+          }, this.limits)
+          : Client.makeAttempt(this.http, { apiBase: this.apiBase, model: this.model!, apiKey: undefined, headers: {} }, this.limits)
         return this.attempt
       })
     }))

@@ -27,10 +27,12 @@
  * @since 0.1.0
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Config, Context, Effect, Layer, Option, Redacted, Stream } from "effect"
+import { Config, Context, Effect, Layer, Option, Redacted, Schema, Stream } from "effect"
 import { HttpClient } from "effect/http"
 import * as Client from "./internal/openai/client.js"
 import * as Resilience from "./internal/resilience.js"
+import type { InvalidOptions } from "../core/AgentError.js"
+import * as Opts from "../core/internal/decode.js"
 import * as Model from "../core/Model.js"
 import * as ModelError from "../core/ModelError.js"
 
@@ -90,9 +92,34 @@ const toModelInfo = (entry: { id: string; owned_by?: string | null | undefined; 
   ...(entry.max_model_len !== null && entry.max_model_len !== undefined ? { maxModelLen: entry.max_model_len } : {})
 })
 
-/** Builds the client over the `HttpClient` in context. */
-export const make = (options: Options): Effect.Effect<Service, never, HttpClient.HttpClient> =>
+// An http(s) URL: a typo such as `127.0.0.1:8000` (no scheme) is refused here, not on the first call.
+const BaseUrl = Schema.String.check(Schema.makeFilter((url: string) => {
+  try {
+    const parsed = new URL(url)
+    return parsed.protocol === "http:" || parsed.protocol === "https:"
+  } catch {
+    return false
+  }
+}, { expected: "an http(s) URL such as http://127.0.0.1:8000" }))
+
+const OptionsSchema = Schema.Struct({
+  baseUrl: BaseUrl,
+  model: Schema.String,
+  apiKey: Schema.optional(Schema.Union([
+    Schema.String,
+    Schema.declare((u: unknown): u is Redacted.Redacted<string> => Redacted.isRedacted(u), { expected: "a Redacted string" })
+  ])),
+  headers: Schema.optional(Schema.Record(Schema.String, Schema.String)),
+  ...Resilience.optionFields
+})
+
+/**
+ * Builds the client over the `HttpClient` in context. Options are checked first: a bad one is `InvalidOptions`
+ * naming it (`OpenAiCompatible: baseUrl must be an http(s) URL …, got "localhost:8000"`).
+ */
+export const make = (options: Options): Effect.Effect<Service, InvalidOptions, HttpClient.HttpClient> =>
   Effect.gen(function*() {
+    yield* Opts.decode("OpenAiCompatible", OptionsSchema, options)
     const http = Client.quiet(yield* HttpClient.HttpClient)
     const endpoint = endpointOf(options)
     const limits = Resilience.limitsOf(options)
@@ -122,11 +149,11 @@ const provide = <E, R>(service: Effect.Effect<Service, E, R>): Layer.Layer<Model
     )))
 
 /** A `Model` (and the `OpenAiCompatible` client) over the `HttpClient` in context. */
-export const layer = (options: Options): Layer.Layer<Model.Model | OpenAiCompatible, never, HttpClient.HttpClient> =>
+export const layer = (options: Options): Layer.Layer<Model.Model | OpenAiCompatible, InvalidOptions, HttpClient.HttpClient> =>
   provide(make(options))
 
 /** `layer` with undici's `HttpClient` (a keep-alive connection pool): nothing else to provide in Node. */
-export const layerNode = (options: Options): Layer.Layer<Model.Model | OpenAiCompatible> =>
+export const layerNode = (options: Options): Layer.Layer<Model.Model | OpenAiCompatible, InvalidOptions> =>
   Layer.provide(layer(options), NodeHttpClient.layerUndici)
 
 /**
@@ -149,7 +176,11 @@ export const config: Config.Config<{
  */
 export const layerConfig = (
   options: ResilienceOptions & { readonly headers?: Readonly<Record<string, string>> | undefined } = {}
-): Layer.Layer<Model.Model | OpenAiCompatible, Config.ConfigError | ModelError.ModelError, HttpClient.HttpClient> =>
+): Layer.Layer<
+  Model.Model | OpenAiCompatible,
+  Config.ConfigError | ModelError.ModelError | InvalidOptions,
+  HttpClient.HttpClient
+> =>
   provide(Effect.gen(function*() {
     const settings = yield* config
     const base = { ...options, baseUrl: settings.baseUrl, apiKey: Option.getOrUndefined(settings.apiKey) }
@@ -168,5 +199,5 @@ export const layerConfig = (
 /** `layerConfig` with undici's `HttpClient`. */
 export const layerConfigNode = (
   options: ResilienceOptions & { readonly headers?: Readonly<Record<string, string>> | undefined } = {}
-): Layer.Layer<Model.Model | OpenAiCompatible, Config.ConfigError | ModelError.ModelError> =>
+): Layer.Layer<Model.Model | OpenAiCompatible, Config.ConfigError | ModelError.ModelError | InvalidOptions> =>
   Layer.provide(layerConfig(options), NodeHttpClient.layerUndici)

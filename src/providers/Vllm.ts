@@ -39,6 +39,8 @@ import * as Client from "./internal/openai/client.js"
 import * as Config from "./internal/vllm/config.js"
 import * as Pool from "./internal/vllm/pool.js"
 import * as Resilience from "./internal/resilience.js"
+import type { InvalidOptions } from "../core/AgentError.js"
+import * as Opts from "../core/internal/decode.js"
 import * as Model from "../core/Model.js"
 
 /** The default location of the pool file, relative to the working directory. */
@@ -69,8 +71,8 @@ export class UnknownActor extends Schema.TaggedError<UnknownActor>()("UnknownAct
   }
 }
 
-/** The errors of building the pool. */
-export type VllmError = VllmConfigError | UnknownActor
+/** The errors of building the pool (`InvalidOptions`: an option passed in code is wrong). */
+export type VllmError = VllmConfigError | UnknownActor | InvalidOptions
 
 /** How an actor is served. */
 export type Api = Config.Api
@@ -133,6 +135,13 @@ export interface Options {
    */
   readonly resilience?: Omit<Resilience.Options, "maxInFlight"> | undefined
 }
+
+const { maxInFlight: _maxInFlight, ...resilienceFields } = Resilience.optionFields
+const OptionsSchema = Schema.Struct({
+  configPath: Schema.optional(Schema.String),
+  actorName: Schema.optional(Schema.String),
+  resilience: Schema.optional(Schema.Struct(resilienceFields))
+})
 
 const toConfig = (file: Config.PoolFile, path: string, fromFile: boolean): PoolConfig => ({
   path,
@@ -201,6 +210,7 @@ export const make = (
   options: Options = {}
 ): Effect.Effect<{ readonly model: Model.Service; readonly pool: Service }, VllmError, HttpClient.HttpClient | FileSystem.FileSystem> =>
   Effect.gen(function*() {
+    yield* Opts.decode("Vllm", OptionsSchema, options)
     const path = options.configPath ?? defaultConfigPath
     const file = (yield* readPoolFile(path)) ?? Config.defaultPool
     const config = toConfig(file, path, file !== Config.defaultPool)

@@ -22,7 +22,11 @@ const SearchToolkit = Toolkit.make(SearchGoogle)
 const searchHandlers = SearchToolkit.toLayer({ searchGoogle: ({ query }) => Effect.succeed(`3 results for ${query}`) })
 
 const client = (server: Server.LoopbackServer) =>
-  OpenAiCompatible.layer({ baseUrl: server.url, model: "m", maxAttempts: 1 }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+  OpenAiCompatible.layer({ baseUrl: server.url, model: "m", maxAttempts: 1 }).pipe(
+    Layer.provide(NodeHttpClient.layerUndici),
+    // Valid options: a failure here is a bug in the test.
+    Layer.orDie
+  )
 
 /** effect/ai's LanguageModel over valet's OpenAI-compatible client of the loopback server. */
 const languageModel = (server: Server.LoopbackServer) => EffectAi.toLanguageModel.pipe(Layer.provide(client(server)))

@@ -642,3 +642,38 @@ describe("OpenAiCompatible: configuration", () => {
       expect(String(settings.apiKey)).not.toContain("sk-secret")
     }))
 })
+
+describe("OpenAiCompatible options", () => {
+  const build = (options: OpenAiCompatible.Options) =>
+    Effect.flip(OpenAiCompatible.make(options).pipe(Effect.provide(NodeHttpClient.layerUndici)))
+
+  it.effect("a bad option is InvalidOptions naming it, before any request", () =>
+    Effect.gen(function*() {
+      const cases: ReadonlyArray<readonly [OpenAiCompatible.Options, string]> = [
+        [{ baseUrl: "127.0.0.1:8000", model: "m" }, "OpenAiCompatible: baseUrl must be an http(s) URL such as http://127.0.0.1:8000, got \"127.0.0.1:8000\""],
+        [{ baseUrl: "http://127.0.0.1:8000", model: "m", maxAttempts: 0 }, "OpenAiCompatible: maxAttempts must be an integer >= 1, got 0"],
+        [{ baseUrl: "http://127.0.0.1:8000", model: "m", attemptTimeout: "soon" as Duration.Input }, "OpenAiCompatible: attemptTimeout must be a duration"],
+        [{ baseUrl: "http://127.0.0.1:8000", model: "m", maxResponseBytes: -1 }, "OpenAiCompatible: maxResponseBytes must be"],
+        [{ baseUrl: "http://127.0.0.1:8000", model: "m", timeout: 5 } as OpenAiCompatible.Options, "OpenAiCompatible: timeout is not a known option"]
+      ]
+      for (const [options, message] of cases) {
+        const error = yield* build(options)
+        expect(error._tag).toBe("InvalidOptions")
+        expect(error.message).toContain(message)
+      }
+    }))
+
+  it.effect("good options build (durations as numbers, strings, Durations, infinity; caps as Infinity)", () =>
+    Effect.gen(function*() {
+      const client = yield* OpenAiCompatible.make({
+        baseUrl: "https://api.example.com/v1",
+        model: "m",
+        attemptTimeout: 5_000,
+        callTimeout: "2 minutes",
+        maxDelay: Duration.seconds(3),
+        maxRetryAfter: Duration.infinity,
+        maxStreamBytes: Infinity
+      }).pipe(Effect.provide(NodeHttpClient.layerUndici))
+      expect(client.apiBase).toBe("https://api.example.com/v1")
+    }))
+})

@@ -275,3 +275,16 @@ describe("Vllm: health", () => {
       expect(Result.isSuccess(parsed) && parsed.success.actors[0]).toMatchObject({ name: "x", gpuId: 1, tensorParallelSize: 1 })
     }))
 })
+
+describe("Vllm options", () => {
+  it.effect("a bad option is InvalidOptions naming it, before the pool file is read", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(
+        Vllm.make({ configPath: "/nonexistent/pool.yaml", resilience: { maxAttempts: 0 } }).pipe(
+          Effect.provide(Layer.merge(NodeHttpClient.layerUndici, NodeServices.layer))
+        )
+      )
+      expect(error._tag).toBe("InvalidOptions")
+      expect(error.message).toBe("Vllm: resilience.maxAttempts must be an integer >= 1, got 0")
+    }))
+})

@@ -5,6 +5,7 @@ import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { Config, Effect, FileSystem, Layer, Option, Redacted, Schema } from "effect"
 import type * as Model from "../../core/Model.js"
+import type { InvalidOptions } from "../../core/AgentError.js"
 import type * as ModelError from "../../core/ModelError.js"
 import * as OpenAiCompatible from "../../providers/OpenAiCompatible.js"
 import * as Vllm from "../../providers/Vllm.js"
@@ -32,7 +33,7 @@ export interface ModelFlags {
  */
 export const modelLayer = (
   flags: ModelFlags
-): Layer.Layer<Model.Model, NoModelConfigured | Config.ConfigError | ModelError.ModelError | Vllm.VllmError> =>
+): Layer.Layer<Model.Model, NoModelConfigured | Config.ConfigError | ModelError.ModelError | Vllm.VllmError | InvalidOptions> =>
   Layer.unwrap(Effect.gen(function*() {
     const base = Option.isSome(flags.baseUrl) ? flags.baseUrl : yield* Config.option(Config.NonEmptyString("VALET_BASE_URL"))
     if (Option.isNone(base)) {

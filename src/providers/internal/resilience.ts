@@ -17,8 +17,9 @@
  * watchdog instead of `Stream.timeoutOrElse` / `Stream.interruptWhen`): each stage costs a little per network
  * read, and a streamed answer is hundreds of reads.
  */
-import { Channel, Clock, Duration, Effect, Pull, Schedule, type Scope, Semaphore, Stream } from "effect"
+import { Channel, Clock, Duration, Effect, Option, Pull, Schedule, Schema, type Scope, Semaphore, Stream } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
+import { FunctionSchema, IntAtLeast } from "../../core/internal/decode.js"
 import type * as Model from "../../core/Model.js"
 import * as ModelError from "../../core/ModelError.js"
 
@@ -70,6 +71,36 @@ export interface Options extends BodyLimits {
   readonly retryOn?: ((error: ModelError.ModelError) => boolean) | undefined
   /** At most this many requests in flight to the endpoint; more wait their turn. Default: no cap. */
   readonly maxInFlight?: number | undefined
+}
+
+/** A `Duration.Input`: milliseconds, `"5 seconds"`, a `Duration`, `Duration.infinity`. */
+export const DurationInput = Schema.declare(
+  (u: unknown): u is Duration.Input => {
+    try {
+      return Option.isSome(Duration.fromInput(u as Duration.Input))
+    } catch {
+      return false
+    }
+  },
+  { expected: "a duration (milliseconds, \"5 seconds\", a Duration)" }
+)
+
+// A cap is bytes > 0, or Infinity (no cap).
+const ByteCap = Schema.Number.check(Schema.isGreaterThan(0))
+
+/** The fields of `Options` as a schema: what `OpenAiCompatible.make` and `Vllm.make` check before anything runs. */
+export const optionFields = {
+  attemptTimeout: Schema.optional(DurationInput),
+  callTimeout: Schema.optional(DurationInput),
+  maxAttempts: Schema.optional(IntAtLeast(1)),
+  initialDelay: Schema.optional(DurationInput),
+  maxDelay: Schema.optional(DurationInput),
+  maxRetryAfter: Schema.optional(DurationInput),
+  retryOn: Schema.optional(FunctionSchema<(error: ModelError.ModelError) => boolean>("error => boolean")),
+  maxInFlight: Schema.optional(IntAtLeast(1)),
+  maxResponseBytes: Schema.optional(ByteCap),
+  maxStreamBytes: Schema.optional(ByteCap),
+  maxEventBytes: Schema.optional(ByteCap)
 }
 
 /** The defaults of `Options`. */

@@ -9,8 +9,11 @@
  * with `actor:round_<r>:<reason>` or `critic:round_<r>:<reason>` and the best answer so far; a spent budget
  * ends it with `budget:<limit>`.
  *
- * Events: `actor_critic.actor_started`, `.actor_completed`, `.critic_started`, `.critique`, `.approved`,
- * `.max_rounds_reached`.
+ * A critique whose score cannot be read — none, or one that is not a score in [0, 1] (`score: 7` with no scale,
+ * `5/0`) — scores 0, so it never approves, and the run emits `actor_critic.parse_error` saying why.
+ *
+ * Events: `actor_critic.actor_started`, `.actor_completed`, `.critic_started`, `.critique`, `.parse_error`
+ * (`{round, what: "critique", error, text}`), `.approved`, `.max_rounds_reached`.
  *
  * @since 0.1.0
  */
@@ -19,7 +22,7 @@ import type * as Agent from "../core/Agent.js"
 import type { InvalidOptions } from "../core/AgentError.js"
 import * as Architecture from "../core/Architecture.js"
 import * as Opts from "../core/internal/options.js"
-import { clamp01, decodeJson, parseScore } from "../core/internal/parse.js"
+import { decodeJson, parseScore, preview, unitScore, yieldBeforeReading } from "../core/internal/parse.js"
 import * as Roles from "../core/internal/roles.js"
 import * as Template from "../core/internal/template.js"
 
@@ -87,12 +90,15 @@ export interface Critique {
   readonly issues: ReadonlyArray<string>
   readonly summary: string
   readonly parsed: "json" | "score_pattern" | "none"
+  /** Why no score could be read (the score is then 0); absent when it was. */
+  readonly error?: string | undefined
 }
 
 // Models write issues as strings, numbers or small objects (`{"issue": …, "severity": …}`): keep them all.
 const Issue = Schema.Union([Schema.String, Schema.Number, Schema.Record(Schema.String, Schema.Unknown)])
 const CritiqueJson = Schema.Struct({
-  score: Schema.optional(Schema.Union([Schema.Number, Schema.NumberFromString])),
+  // Checked by `unitScore`: a number in [0, 1], or a string such as "0.7" or "7/10".
+  score: Schema.optional(Schema.NullOr(Schema.Union([Schema.Number, Schema.String]))),
   issues: Schema.optional(Schema.NullOr(Schema.Union([Schema.Array(Issue), Schema.String]))),
   summary: Schema.optional(Schema.NullOr(Schema.String))
 })
@@ -109,27 +115,31 @@ const issueText = (issue: typeof Issue.Type): string => {
 
 /**
  * Parses a critic's reply: a JSON object `{issues, score, summary}` (in code fences or surrounded by prose
- * too), else a `score: 0.42` pattern with the whole text as the one issue, else score 0 with the whole text as
- * the one issue (no issue for an empty reply). Scores are clamped to [0, 1].
+ * too), else a `score: 0.42` pattern (`7/10`, `7 out of 10`, `70%` too) with the whole text as the one issue,
+ * else score 0 with the whole text as the one issue (no issue for an empty reply). A score is never clamped: one
+ * that is missing or not in [0, 1] (`score: 7` with no scale, `5/0`) gives score 0 and `error` saying why. Reads
+ * a bounded part of the reply in linear time (see `core/internal/parse.ts`).
  */
 export const parseCritique = (text: string): Critique => {
   const json = decodeJson(CritiqueJson, text, { expect: "object" })
   if (Result.isSuccess(json)) {
     const { issues, score, summary } = json.success
     const list = issues === undefined || issues === null ? [] : typeof issues === "string" ? [issues] : issues
+    const checked = unitScore(score, "score")
     return {
-      score: clamp01(score ?? 0),
+      score: Result.isSuccess(checked) ? checked.success : 0,
       issues: list.map(issueText).filter((issue) => issue !== ""),
       summary: summary?.trim() ?? "",
-      parsed: "json"
+      parsed: "json",
+      ...(Result.isFailure(checked) ? { error: checked.failure } : {})
     }
   }
   const trimmed = text.trim()
   const issues = trimmed === "" ? [] : [trimmed]
   const score = parseScore(text)
-  return score !== undefined
-    ? { score, issues, summary: trimmed, parsed: "score_pattern" }
-    : { score: 0, issues, summary: trimmed, parsed: "none" }
+  return Result.isSuccess(score)
+    ? { score: score.success, issues, summary: trimmed, parsed: "score_pattern" }
+    : { score: 0, issues, summary: trimmed, parsed: "none", error: score.failure }
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -189,9 +199,18 @@ const program = (config: Config) => (input: Architecture.Input) =>
       if (review._tag !== "Completed") {
         return { output, interrupted: Roles.stopReason(`critic:round_${round}`, review.reason), metadata: metadata(round - 1, false) }
       }
+      yield* yieldBeforeReading(review.result.output)
       const critique = parseCritique(review.result.output)
       critiques.push({ round, ...critique })
       yield* Architecture.progress("actor_critic.critique", { round, ...critique })
+      if (critique.error !== undefined) {
+        yield* Architecture.progress("actor_critic.parse_error", {
+          round,
+          what: "critique",
+          error: critique.error,
+          text: preview(review.result.output)
+        })
+      }
       if (critique.score >= config.approvalThreshold) {
         yield* Architecture.progress("actor_critic.approved", { round, score: critique.score })
         return { output, metadata: metadata(round, true) }

@@ -30,6 +30,7 @@ import type * as Agent from "../core/Agent.js"
 import { ArchitectureFailed, type InvalidOptions } from "../core/AgentError.js"
 import * as Architecture from "../core/Architecture.js"
 import * as Opts from "../core/internal/options.js"
+import { yieldBeforeReading } from "../core/internal/parse.js"
 import * as Plans from "./internal/plan.js"
 import * as Roles from "../core/internal/roles.js"
 import * as Template from "../core/internal/template.js"
@@ -209,6 +210,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
     /** Reads a planner's answer; a plan with duplicate ids or a cycle fails the run. */
     const readPlan = (text: string) =>
       Effect.gen(function*() {
+        yield* yieldBeforeReading(text)
         const plan = Plans.parse(text, config.maxSteps)
         if (Result.isFailure(plan)) return yield* new ArchitectureFailed({ architecture: name, message: plan.failure })
         const levels = Plans.levels(plan.success)
@@ -256,6 +258,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
         )
         if (ran._tag === "Failed") return { _tag: "Stop", reason: `executor:step_${k}:${ran.reason}` } as StepOutcome
         if (ran._tag === "Interrupted" && Roles.isBudget(ran.reason)) return { _tag: "Stop", reason: ran.reason } as StepOutcome
+        yield* yieldBeforeReading(ran.result.output)
         const output = ran._tag === "Interrupted"
           ? `${stepFailedPrefix} the executor stopped early (${ran.reason})${ran.result.output !== "" ? `\n${ran.result.output}` : ""}`
           : ran.result.output

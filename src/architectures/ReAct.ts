@@ -4,6 +4,10 @@
  * `max_turns_exceeded` after `maxTurns` model turns, and with `repeated_tool_call` when the model asks for the
  * same tool with the same arguments `maxRepeatedToolCalls` times in a row (a model that makes no progress).
  *
+ * Tool-call arguments nested deeper than 100 levels come back to the model as an `ERROR:` result without being
+ * decoded, and before reading a reply of more than 64 KiB the loop yields to the event loop, so timers and
+ * timeouts run (see `core/internal/parse.ts`).
+ *
  * It is the default architecture of `Agent.make`.
  *
  * @since 0.1.0

@@ -15,18 +15,22 @@
  * `reflector:attempt_<n>:<reason>`, and a spent budget with `budget:<limit>`, keeping the best attempt so far.
  * When no attempt reaches the threshold the output is the best-scored attempt (the later one on a tie).
  *
- * Events: `reflexion.attempt_started`, `.evaluated`, `.lesson_produced`, `.threshold_met`,
- * `.max_attempts_reached`.
+ * An evaluation whose score cannot be read — none, or one that is not in [0, 1] (`score: 7` with no scale, `5/0`)
+ * — scores 0 and the run emits `reflexion.parse_error` saying why: never clamped to 1, so it cannot meet the
+ * threshold by accident.
+ *
+ * Events: `reflexion.attempt_started`, `.evaluated`, `.parse_error` (`{attempt, what: "evaluation", error, text}`),
+ * `.lesson_produced`, `.threshold_met`, `.max_attempts_reached`.
  *
  * @since 0.1.0
  */
-import { Effect, Option, Schema } from "effect"
+import { Effect, Option, Result, Schema } from "effect"
 import { createHash } from "node:crypto"
 import type * as Agent from "../core/Agent.js"
 import { ArchitectureFailed, type InvalidOptions } from "../core/AgentError.js"
 import * as Architecture from "../core/Architecture.js"
 import * as Opts from "../core/internal/options.js"
-import { parseScore } from "../core/internal/parse.js"
+import { maxLineScanChars, parseScore, preview, yieldBeforeReading } from "../core/internal/parse.js"
 import * as Roles from "../core/internal/roles.js"
 import * as Template from "../core/internal/template.js"
 import * as LessonStore from "../environment/LessonStore.js"
@@ -130,19 +134,48 @@ export const architecture: Architecture.Architecture<Model.Model> = Architecture
 export const lessonKeyFor = (agentName: string, prompt: string): string =>
   `${agentName}:${createHash("sha256").update(prompt).digest("hex").slice(0, 16)}`
 
-/** An evaluator's score: `score: <n>` (or `score=…`, `8/10`, `%`), else the first decimal in the text, else 0. */
-export const parseEvaluation = (text: string): number => parseScore(text, { fallbackToAnyNumber: true }) ?? 0
+/** An evaluator's score, and why there is none when it could not be read (the score is then 0). */
+export interface Evaluation {
+  readonly score: number
+  readonly error?: string | undefined
+}
+
+/**
+ * An evaluator's score: `score: <n>` (or `score=…`, `8/10`, `7 out of 10`, `85%`), else the first number in
+ * the text with a decimal point or a scale. None, or one outside [0, 1] (`score: 7`, `5/0`): score 0 and `error`
+ * saying why — never clamped. Reads the first `maxLineScanChars` characters in linear time.
+ */
+export const parseEvaluation = (text: string): Evaluation => {
+  const score = parseScore(text, { fallbackToAnyNumber: true })
+  return Result.isSuccess(score) ? { score: score.success } : { score: 0, error: score.failure }
+}
 
 const maxLessonChars = 500
 
+// `Lesson:`, `**Lesson 2:**`, … at the start of the line. Linear: anchored, and each optional group starts with
+// something the quantifier before it cannot match, so a long run of blanks is crossed once, not once per split.
+const lessonLabel = /^(?:\*\*)?lesson(?:\s*\d+)?\s*:(?:\s*\*\*)?\s*/i
+const quoted = /^["'“](.*)["'”]$/
+
 /**
  * A reflector's lesson: its first non-empty line without a `Lesson:` label or surrounding quotes, cut to 500
- * characters; `undefined` when it wrote nothing.
+ * characters; `undefined` when it wrote nothing. Reads the first `maxLineScanChars` characters.
  */
 export const parseLesson = (text: string): string | undefined => {
-  const line = text.split(/\r?\n/).map((l) => l.trim()).find((l) => l !== "")
+  const scanned = text.length > maxLineScanChars ? text.slice(0, maxLineScanChars) : text
+  let line: string | undefined
+  for (let start = 0; start <= scanned.length;) {
+    const end = scanned.indexOf("\n", start)
+    const candidate = scanned.slice(start, end === -1 ? scanned.length : end).trim()
+    if (candidate !== "") {
+      line = candidate
+      break
+    }
+    if (end === -1) break
+    start = end + 1
+  }
   if (line === undefined) return undefined
-  const lesson = line.replace(/^(?:\*\*)?lesson\s*(?:\d+)?\s*:\s*(?:\*\*)?\s*/i, "").replace(/^["'“](.*)["'”]$/, "$1").trim()
+  const lesson = line.replace(lessonLabel, "").replace(quoted, "$1").trim()
   if (lesson === "") return undefined
   return lesson.length <= maxLessonChars ? lesson : `${lesson.slice(0, maxLessonChars - 1)}…`
 }
@@ -201,7 +234,9 @@ const program = (config: Config) => (input: Architecture.Input) =>
       )
       if (judged._tag !== "Completed") return stop(Roles.stopReason(`evaluator:attempt_${n}`, judged.reason))
       const evaluation = judged.result.output
-      const score = parseEvaluation(evaluation)
+      yield* yieldBeforeReading(evaluation)
+      const evaluated = parseEvaluation(evaluation)
+      const score = evaluated.score
       let attempt: Attempt = {
         attempt: n,
         output,
@@ -215,6 +250,14 @@ const program = (config: Config) => (input: Architecture.Input) =>
         yield* Architecture.setOutput(output)
       }
       yield* Architecture.progress("reflexion.evaluated", { attempt: n, score, evaluation })
+      if (evaluated.error !== undefined) {
+        yield* Architecture.progress("reflexion.parse_error", {
+          attempt: n,
+          what: "evaluation",
+          error: evaluated.error,
+          text: preview(evaluation)
+        })
+      }
       if (score >= config.threshold) {
         yield* Architecture.progress("reflexion.threshold_met", { attempt: n, score })
         return { output, metadata: metadata(true) }
@@ -233,6 +276,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
         { role: "reflector", index: n }
       )
       if (reflected._tag !== "Completed") return stop(Roles.stopReason(`reflector:attempt_${n}`, reflected.reason))
+      yield* yieldBeforeReading(reflected.result.output)
       const lesson = parseLesson(reflected.result.output)
       if (lesson !== undefined) {
         yield* store.add(key, lesson).pipe(Effect.mapError(storeFailed))

@@ -19,6 +19,7 @@ import type * as Agent from "../core/Agent.js"
 import type { InvalidOptions } from "../core/AgentError.js"
 import * as Architecture from "../core/Architecture.js"
 import * as Opts from "../core/internal/options.js"
+import { yieldBeforeReading } from "../core/internal/parse.js"
 import * as Roles from "../core/internal/roles.js"
 import * as Template from "../core/internal/template.js"
 import type * as Model from "../core/Model.js"
@@ -132,6 +133,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
         return { output, interrupted: Roles.stopReason(`critic:round_${round}`, review.reason), metadata: metadata(round - 1, false) }
       }
       const critique = review.result.output
+      yield* yieldBeforeReading(critique)
       critiques.push(critique)
       yield* Architecture.progress("self_refine.critique", { round, critique })
       if (critique.toLowerCase().includes(config.stopPhrase.toLowerCase())) {

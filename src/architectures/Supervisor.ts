@@ -11,6 +11,8 @@
  * worker's delegations): its events stream into the parent's, its calls count for the run. A worker that fails or
  * stops early is an `ERROR:` result for the coordinator, not a crash; a spent budget stops the run with
  * `budget:<limit>` and the last worker answer; `maxTurns` coordinator turns stop it with `max_turns_exceeded`.
+ * A route or handoff whose arguments nest deeper than 100 levels is an `ERROR:` result too, never decoded; before
+ * reading a reply of more than 64 KiB the coordinator yields to the event loop (see `core/internal/parse.ts`).
  *
  * Events: `supervisor.delegated`, `supervisor.worker_answered`, `supervisor.forwarded`.
  *
@@ -22,6 +24,7 @@ import { InvalidAgent, type InvalidOptions } from "../core/AgentError.js"
 import * as Architecture from "../core/Architecture.js"
 import * as Opts from "../core/internal/options.js"
 import * as Roles from "../core/internal/roles.js"
+import { isLongReply } from "../core/internal/toolLoop.js"
 import * as Template from "../core/internal/template.js"
 import * as Model from "../core/Model.js"
 import * as Tool from "../core/Tool.js"
@@ -216,6 +219,8 @@ const program = (config: Config) => (input: Architecture.Input) =>
       const text = choice?.text ?? ""
       const calls = choice?.toolCalls ?? []
       if (calls.length === 0) return { output: text, metadata: metadata(turn) }
+      // Long arguments are decoded below: let timers run first (see yieldBeforeReading in core/internal/parse.ts).
+      if (isLongReply(text, calls)) yield* Effect.yieldNow
       messages.push(Model.assistant(text, calls))
 
       // Delegations (and the agent's own tools) first, all at once; then forward_message, which reads the answers

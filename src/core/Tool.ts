@@ -7,6 +7,7 @@
  * @since 0.1.0
  */
 import { Cause, Duration, Effect, Exit, Predicate, Result, Schema, SchemaAST } from "effect"
+import { jsonDepthWithin, maxJsonDepth } from "./internal/parse.js"
 import { formatSchemaError } from "./internal/decode.js"
 import { coerce } from "./internal/coerce.js"
 import { parametersSchema } from "./internal/jsonSchema.js"
@@ -77,6 +78,11 @@ export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A
     let raw: unknown
     // Servers send `""` for a call without arguments; treat it as the empty object.
     const text = argumentsText.trim() === "" ? "{}" : argumentsText
+    // The schema decoder, the coercion and the messages that quote the value all walk it recursively: arguments a
+    // model nests 10,000 deep would overflow the stack (a defect, not a tool error). One linear pass refuses them.
+    if (!jsonDepthWithin(text)) {
+      return Result.fail(`the arguments of tool "${name}" nest deeper than ${maxJsonDepth} levels: ${cut(text, 200)}`)
+    }
     try {
       raw = JSON.parse(text)
     } catch (error) {

@@ -131,6 +131,7 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
     const raw = choice?.text ?? ""
     yield* Architecture.setOutput(raw)
 
+    yield* internal.yieldBeforeReading(raw)
     const parsed = internal.parseOutput(raw, choice?.reasoning)
     yield* Architecture.progress("actor_loop.parsed", {
       taskId: task.taskId,

@@ -15,8 +15,12 @@
  * `<parent>__solver_<name>_round_<r>`, critic `<parent>__critic_<k>_round_<r>` and judge
  * `<parent>__judge_<k>_round_<r>`, k the distinct answer's number (from 1, in order of first appearance).
  *
- * Events: `ensemble.round_started`, `.candidate`, `.critique`, `.judgement`, `.decision`, `.accepted`,
- * `.budget_exhausted`. `RunResult.metadata` holds every candidate with its evidence, the decision trail,
+ * A critic's or judge's reply that cannot be read keeps a documented fallback (risk 0.6 or 0.5; score and
+ * confidence 0 — a value outside [0, 1] is never clamped) and emits `ensemble.parse_error`
+ * (`{round, index, what: "critique" | "judgement", error, text}`).
+ *
+ * Events: `ensemble.round_started`, `.candidate`, `.critique`, `.judgement`, `.parse_error`, `.decision`,
+ * `.accepted`, `.budget_exhausted`. `RunResult.metadata` holds every candidate with its evidence, the decision trail,
  * `accepted`, `isCorrect` (the normalized answer against the normalized reference, null without one) and
  * `judgeIsCorrect` (the judge's own verdict on the chosen answer, null without a reference).
  *
@@ -54,9 +58,12 @@ export type Policy = Evidence.Policy
 
 /** The default policy: `0.75·confidence + 0.25·score − 0.5·risk`, accept on confidence and margin (DESIGN §5.1). */
 export const defaultPolicy: Policy = Evidence.defaultPolicy
-/** Reads a critic's reply (JSON in fences tolerated; not JSON → risk 0.6; no risk → 0.5). */
+/** Reads a critic's reply (JSON in fences tolerated; not JSON or a risk outside [0, 1] → risk 0.6; no risk → 0.5). */
 export const parseCritique: (text: string) => Critique = Evidence.parseCritique
-/** Reads a judge's reply (not JSON → score 0, confidence 0); `isCorrect` is kept only when a reference was given. */
+/**
+ * Reads a judge's reply (not JSON → score 0, confidence 0; a value missing or outside [0, 1] → 0 with `error`);
+ * `isCorrect` is kept only when a reference was given.
+ */
 export const parseJudgement: (text: string, hasReference: boolean) => Judgement = Evidence.parseJudgement
 
 /**

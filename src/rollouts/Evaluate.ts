@@ -117,7 +117,10 @@ const OptionsSchema = Schema.Struct({
   onResult: Schema.optional(FunctionSchema<NonNullable<Options<never>["onResult"]>>("onResult"))
 })
 
-/** The default answer extraction: the last `FINAL:` answer of the output, else the whole output, trimmed. */
+/**
+ * The default answer extraction: the last `FINAL:` answer of the output (looked for in its last 64 KiB), else the
+ * whole output, trimmed. Linear in the output, like the default normalizer it feeds (see `core/internal/parse.ts`).
+ */
 export const defaultExtractAnswer = (output: string): string => finalAnswer(output, "last") ?? output.trim()
 
 /**

@@ -91,7 +91,7 @@ describe("ActorCritic", () => {
       expect(result.metadata).toMatchObject({ approved: true, scores: [0.5] })
     }).pipe(Effect.provide(ScriptedModel.layer(["answer", "score: 0.5"]))))
 
-  it("parseCritique: JSON, fenced JSON, clamping, the score pattern, no number, empty", () => {
+  it("parseCritique: JSON, fenced JSON, scores out of range, the score pattern, no number, empty", () => {
     expect(ActorCritic.parseCritique('{"issues": ["a", "b"], "score": 0.7, "summary": "ok"}')).toEqual({
       score: 0.7,
       issues: ["a", "b"],
@@ -104,8 +104,12 @@ describe("ActorCritic", () => {
       summary: "fine",
       parsed: "json"
     })
-    expect(ActorCritic.parseCritique('{"issues": [], "score": 1.5, "summary": ""}').score).toBe(1)
-    expect(ActorCritic.parseCritique('{"issues": [], "score": -2}').score).toBe(0)
+    // Out of [0, 1]: never clamped (1.5 would approve anything), a score of 0 and the reason.
+    expect(ActorCritic.parseCritique('{"issues": [], "score": 1.5, "summary": ""}'))
+      .toMatchObject({ score: 0, parsed: "json", error: "the score 1.5 is outside [0, 1]" })
+    expect(ActorCritic.parseCritique('{"issues": [], "score": -2}')).toMatchObject({ score: 0, error: "the score -2 is outside [0, 1]" })
+    expect(ActorCritic.parseCritique('{"issues": ["x"]}')).toMatchObject({ score: 0, issues: ["x"], error: "the score is missing" })
+    expect(ActorCritic.parseCritique('{"issues": [], "score": "8/10"}')).toMatchObject({ score: 0.8, parsed: "json" })
     // Tolerant of how models write the fields.
     expect(ActorCritic.parseCritique('{"issues": [{"issue": "vague", "severity": "high"}, 3], "score": "0.25", "summary": null}'))
       .toEqual({ score: 0.25, issues: ["vague", "3"], summary: "", parsed: "json" })
@@ -115,14 +119,16 @@ describe("ActorCritic", () => {
       summary: "I find some issues. score: 0.42",
       parsed: "score_pattern"
     })
-    expect(ActorCritic.parseCritique("Score: 12")).toMatchObject({ score: 1, parsed: "score_pattern" })
+    expect(ActorCritic.parseCritique("Score: 12")).toMatchObject({ score: 0, parsed: "none", error: expect.stringContaining("has no scale") })
+    expect(ActorCritic.parseCritique("Score: 12 out of 16")).toMatchObject({ score: 0.75, parsed: "score_pattern" })
     expect(ActorCritic.parseCritique("The metaphor is weak.")).toEqual({
       score: 0,
       issues: ["The metaphor is weak."],
       summary: "The metaphor is weak.",
-      parsed: "none"
+      parsed: "none",
+      error: 'no score found in: "The metaphor is weak."'
     })
-    expect(ActorCritic.parseCritique("  ")).toEqual({ score: 0, issues: [], summary: "", parsed: "none" })
+    expect(ActorCritic.parseCritique("  ")).toEqual({ score: 0, issues: [], summary: "", parsed: "none", error: 'no score found in: ""' })
   })
 
   it.effect("actor and critic on two different models, each called the right number of times", () =>

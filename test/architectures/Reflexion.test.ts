@@ -95,14 +95,18 @@ describe("Reflexion", () => {
       Effect.provide(ScriptedModel.layer(["A keyboard?", "score: 0.6", "Be more confident.", "A map.", "score: 0.3"]))
     ))
 
-  it("parseEvaluation: labelled scores, fractions, prose with a decimal, clamped, none → 0", () => {
-    expect(Reflexion.parseEvaluation("score: 0.9\nGood.")).toBe(0.9)
-    expect(Reflexion.parseEvaluation("Score=0.4")).toBe(0.4)
-    expect(Reflexion.parseEvaluation("I'd put this at 0.65 overall.")).toBe(0.65)
-    expect(Reflexion.parseEvaluation("score: 8/10")).toBe(0.8)
-    expect(Reflexion.parseEvaluation("score: 1.7")).toBe(1)
-    expect(Reflexion.parseEvaluation("It has 3 problems.")).toBe(0)
-    expect(Reflexion.parseEvaluation("")).toBe(0)
+  it("parseEvaluation: labelled scores, scales, prose with a decimal; out of range or none → 0 with the reason", () => {
+    expect(Reflexion.parseEvaluation("score: 0.9\nGood.")).toEqual({ score: 0.9 })
+    expect(Reflexion.parseEvaluation("Score=0.4")).toEqual({ score: 0.4 })
+    expect(Reflexion.parseEvaluation("I'd put this at 0.65 overall.")).toEqual({ score: 0.65 })
+    expect(Reflexion.parseEvaluation("score: 8/10")).toEqual({ score: 0.8 })
+    expect(Reflexion.parseEvaluation("Score: 7 out of 10")).toEqual({ score: 0.7 })
+    expect(Reflexion.parseEvaluation("score: 1.7")).toEqual({
+      score: 0,
+      error: "the score 1.7 is outside [0, 1] and has no scale (write it as 0.7, 7/10 or 70%)"
+    })
+    expect(Reflexion.parseEvaluation("It has 3 problems.")).toEqual({ score: 0, error: 'no score found in: "It has 3 problems."' })
+    expect(Reflexion.parseEvaluation("")).toEqual({ score: 0, error: 'no score found in: ""' })
   })
 
   it("parseLesson: the first line, without a label or quotes, cut to 500 characters", () => {
@@ -110,6 +114,9 @@ describe("Reflexion", () => {
     expect(Reflexion.parseLesson("**Lesson 1:** \"Read the question twice.\"")).toBe("Read the question twice.")
     expect(Reflexion.parseLesson(" \n ")).toBeUndefined()
     expect(Reflexion.parseLesson("x".repeat(600))).toHaveLength(500)
+    // A label followed by a long run of blanks is read in one pass (it was quadratic).
+    expect(Reflexion.parseLesson(`lesson${" ".repeat(30_000)}x`)).toBe(`lesson${" ".repeat(493)}…`)
+    expect(Reflexion.parseLesson(`Lesson 3 :${" ".repeat(30_000)}Check units.`)).toBe("Check units.")
   })
 
   it.effect("with a SQL LessonStore, a later run of the same task starts with the earlier run's lessons", () =>

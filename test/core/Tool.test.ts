@@ -71,6 +71,16 @@ describe("Tool", () => {
       expect(unknown.content).toBe('ERROR: unknown tool "browse"; available tools: search')
     }))
 
+  it.effect("arguments nested 10,000 deep are an ERROR: result, not a stack overflow (issue 12)", () =>
+    Effect.gen(function*() {
+      const deep = yield* call(`{"query": ${"[".repeat(10_000)}${"]".repeat(10_000)}}`)
+      expect(deep.isError).toBe(true)
+      expect(deep.content).toMatch(/^ERROR: the arguments of tool "search" nest deeper than 100 levels: /)
+      // Deep but within the limit: decoded as usual (here: the wrong type).
+      const nested = yield* call(`{"query": ${"[".repeat(50)}${"]".repeat(50)}}`)
+      expect(nested.content).toMatch(/^ERROR: invalid arguments for tool "search": /)
+    }))
+
   it.effect("handler failures and defects are ERROR: results", () =>
     Effect.gen(function*() {
       class NotFound extends Schema.TaggedError<NotFound>()("NotFound", { message: Schema.String }) {}

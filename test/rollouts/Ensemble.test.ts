@@ -294,16 +294,24 @@ describe("Ensemble", () => {
     ))
 
   it("parses critiques and judgements tolerantly", () => {
-    expect(Ensemble.parseCritique(`{"notes": "no risk given"}`)).toEqual({ risk: 0.5, notes: "no risk given", parsed: "json" })
-    expect(Ensemble.parseCritique(`{"risk": 7, "notes": ["a", "b"]}`)).toEqual({ risk: 1, notes: "a; b", parsed: "json" })
+    expect(Ensemble.parseCritique(`{"notes": "no risk given"}`))
+      .toEqual({ risk: 0.5, notes: "no risk given", parsed: "json", error: "the risk is missing" })
+    // Out of [0, 1]: not clamped to 1 but read as unparsed (0.6), with the reason.
+    expect(Ensemble.parseCritique(`{"risk": 7, "notes": ["a", "b"]}`))
+      .toEqual({ risk: 0.6, notes: "a; b", parsed: "json", error: "the risk 7 is outside [0, 1]" })
     expect(Ensemble.parseCritique(`{"risk": "0.3"}`).risk).toBe(0.3)
+    expect(Ensemble.parseCritique(`{"risk": "30%"}`).risk).toBe(0.3)
     expect(Ensemble.parseJudgement("not json at all", true)).toEqual({
       score: 0,
       confidence: 0,
       isCorrect: null,
       notes: "not json at all",
-      parsed: "none"
+      parsed: "none",
+      error: 'no JSON object found in: "not json at all"'
     })
+    expect(Ensemble.parseJudgement(`{"score": "9/10", "confidence": 0.8}`, false)).toMatchObject({ score: 0.9, confidence: 0.8 })
+    expect(Ensemble.parseJudgement(`{"score": 0.9}`, false))
+      .toMatchObject({ score: 0.9, confidence: 0, error: "the confidence is missing" })
     expect(Ensemble.parseJudgement(`{"score": 0.5, "confidence": 0.6, "is_correct": "yes"}`, true).isCorrect).toBe(true)
     expect(Ensemble.parseJudgement(`{"score": 0.5, "confidence": 0.6, "is_correct": false}`, true).isCorrect).toBe(false)
     expect(Ensemble.parseJudgement(`{"score": 0.5, "confidence": 0.6, "is_correct": true}`, false).isCorrect).toBe(null)

@@ -49,7 +49,9 @@ const fromJson = (items: typeof StepList.Type): Array<RawStep> =>
 /**
  * Reads a plan: a JSON list of strings or of `{id, description, depends_on}` objects (code fences and a
  * `{"steps": […]}` wrapper tolerated), else one step per non-empty line with bullets and numbering removed.
- * Blank steps are dropped and the plan is cut to `maxSteps`. `Left` when two steps share an id.
+ * Blank steps are dropped and the plan is cut to `maxSteps`. `Left` when two steps share an id. Linear in the
+ * text, of which it reads a bounded part: JSON in the first `maxJsonChars`, lines in the first
+ * `maxLineScanChars` (see `core/internal/parse.ts`); a plan is short, and only its first `maxSteps` steps count.
  */
 export const parse = (text: string, maxSteps: number): Result.Result<Plan, string> => {
   let raw: Array<RawStep>

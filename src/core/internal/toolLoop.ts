@@ -6,6 +6,7 @@ import type { ModelError } from "../ModelError.js"
 import * as Tool from "../Tool.js"
 import { IntAtLeast } from "./decode.js"
 import { canonicalArguments } from "./json.js"
+import { jsonDepthWithin, yieldAboveChars } from "./parse.js"
 
 /** Sampling options ReAct passes on every model call. */
 export const RequestOptions = Schema.Struct({
@@ -32,6 +33,20 @@ export const Options = Schema.Struct({
 export type Options = typeof Options.Type
 
 export const name = "react"
+
+/**
+ * Whether a reply is long enough that the loop yields to the event loop before reading it: its text and tool-call
+ * arguments together over `yieldAboveChars` (see `yieldBeforeReading` in parse.ts). Only lengths are read.
+ */
+export const isLongReply = (text: string, calls: ReadonlyArray<Model.ToolCall>): boolean => {
+  let size = text.length
+  for (const call of calls) size += call.arguments.length
+  return size > yieldAboveChars
+}
+
+/** The key under which repeated calls are recognised: the canonical arguments (the raw text when too deep to walk). */
+const repeatKey = (call: Model.ToolCall): string =>
+  `${call.name}\u0000${jsonDepthWithin(call.arguments) ? canonicalArguments(call.arguments) : call.arguments.trim()}`
 
 /**
  * The ReAct loop: ask the model with the tools; run the calls it asks for; repeat until it answers in text.
@@ -100,27 +115,36 @@ export const program = (options: Options) =>
             run.output = text
           }
           if (calls.length === 0) return Effect.succeed({ output: text, metadata: { turns: turn } })
+          // Long arguments are read below (canonical keys, decoding): let timers run first.
+          if (isLongReply(text, calls)) return Effect.flatMap(Effect.yieldNow, () => runCalls(turn, text, calls))
+          return runCalls(turn, text, calls)
+        })
+      }
 
-          if (maxRepeats > 0) {
-            for (const call of calls) {
-              const key = `${call.name}\u0000${canonicalArguments(call.arguments)}`
-              repeatedCount = key === repeatedKey ? repeatedCount + 1 : 1
-              repeatedKey = key
-              if (repeatedCount >= maxRepeats) {
-                return Effect.succeed({
-                  output: lastText,
-                  interrupted: "repeated_tool_call",
-                  metadata: { turns: turn, repeatedTool: call.name, repeatedArguments: call.arguments }
-                })
-              }
+      const runCalls = (
+        turn: number,
+        text: string,
+        calls: ReadonlyArray<Model.ToolCall>
+      ): Effect.Effect<Architecture.Outcome, ModelError | BudgetExhausted, Model.Model> => {
+        if (maxRepeats > 0) {
+          for (const call of calls) {
+            const key = repeatKey(call)
+            repeatedCount = key === repeatedKey ? repeatedCount + 1 : 1
+            repeatedKey = key
+            if (repeatedCount >= maxRepeats) {
+              return Effect.succeed({
+                output: lastText,
+                interrupted: "repeated_tool_call",
+                metadata: { turns: turn, repeatedTool: call.name, repeatedArguments: call.arguments }
+              })
             }
           }
+        }
 
-          messages.push(Model.assistant(text, calls))
-          // One call runs inline: forking a fiber for it would cost more than the rest of the step.
-          if (calls.length === 1) return Effect.flatMap(runTool(calls[0]!), (result) => afterTools(turn)([result]))
-          return Effect.flatMap(Effect.forEach(calls, runTool, { concurrency }), afterTools(turn))
-        })
+        messages.push(Model.assistant(text, calls))
+        // One call runs inline: forking a fiber for it would cost more than the rest of the step.
+        if (calls.length === 1) return Effect.flatMap(runTool(calls[0]!), (result) => afterTools(turn)([result]))
+        return Effect.flatMap(Effect.forEach(calls, runTool, { concurrency }), afterTools(turn))
       }
       return step(1)
     })

@@ -6,6 +6,9 @@ import { Result } from "effect"
 import * as StateStore from "../../environment/StateStore.js"
 import { extractJson, extractTag, preview } from "../../core/internal/parse.js"
 
+/** Yields to the event loop before a long output is read (see `core/internal/parse.ts`). */
+export { yieldBeforeReading } from "../../core/internal/parse.js"
+
 /** `<prompt>\n\n<state>\n<rendered>\n</state>`, or just the prompt when the rendered state is empty. */
 export const buildPrompt = (prompt: string, state: StateStore.State): string => {
   const rendered = StateStore.render(state)

@@ -25,19 +25,79 @@ describe("parse", () => {
     const bad = Parse.decodeJson(Critique, '{"score": "high", "issues": []}')
     expect(Result.isFailure(bad) && bad.failure).toContain("score must be a number, got \"high\"")
     expect(Parse.decodeJson(Critique, '{"score": 0.3, "issues": ["x"]}')).toEqual(Result.succeed({ score: 0.3, issues: ["x"] }))
+    // The first value that decodes, not just the first that parses: a citation does not hide the list.
+    expect(Parse.decodeJson(Schema.Array(Schema.String), 'See [1] and [2]: ["a", "b"]', { expect: "array" }))
+      .toEqual(Result.succeed(["a", "b"]))
+    const none = Parse.decodeJson(Schema.Array(Schema.String), "See [1] and [2].", { expect: "array" })
+    expect(Result.isFailure(none) && none.failure).toContain("must be a string")
   })
 
-  it("parseScore: labelled forms, fractions, percents, prose fallback, clamped", () => {
-    expect(Parse.parseScore("score: 0.42")).toBe(0.42)
-    expect(Parse.parseScore("Score=0.4\nbecause")).toBe(0.4)
-    expect(Parse.parseScore("My score is 8/10.")).toBe(0.8)
-    expect(Parse.parseScore("score: 85%")).toBe(0.85)
-    expect(Parse.parseScore("score: 7")).toBe(1)
-    expect(Parse.parseScore("score: -1")).toBe(0)
-    expect(Parse.parseScore("I would say 0.65 overall", { fallbackToAnyNumber: true })).toBe(0.65)
-    expect(Parse.parseScore("I would say 0.65 overall")).toBeUndefined()
-    expect(Parse.parseScore("Step 3 of 4 looks fine", { fallbackToAnyNumber: true })).toBeUndefined()
-    expect(Parse.parseScore("no number")).toBeUndefined()
+  it("parseScore: labelled forms, scales, prose fallback; never clamped", () => {
+    const ok = (n: number) => Result.succeed(n)
+    expect(Parse.parseScore("score: 0.42")).toEqual(ok(0.42))
+    expect(Parse.parseScore("Score=0.4\nbecause")).toEqual(ok(0.4))
+    expect(Parse.parseScore("My score is 8/10.")).toEqual(ok(0.8))
+    expect(Parse.parseScore("score: 85%")).toEqual(ok(0.85))
+    expect(Parse.parseScore("Score: 7 out of 10")).toEqual(ok(0.7))
+    expect(Parse.parseScore("My score: 4 (out of 5)")).toEqual(ok(0.8))
+    expect(Parse.parseScore("**Score:** 0.8")).toEqual(ok(0.8))
+    expect(Parse.parseScore("final_score: 1")).toEqual(ok(1))
+    expect(Parse.parseScore("score of 0.9, I think")).toEqual(ok(0.9))
+    expect(Parse.parseScore('{"score": 0.25}')).toEqual(ok(0.25))
+    // A label without a number does not count; a later one does.
+    expect(Parse.parseScore("The score reflects style. score: 0.3")).toEqual(ok(0.3))
+    // Out of [0, 1] without a scale, a fraction above 1 or over zero: a failure that says why, never 1.
+    const failure = (text: string) => {
+      const parsed = Parse.parseScore(text)
+      return Result.isFailure(parsed) ? parsed.failure : `parsed as ${parsed.success}`
+    }
+    expect(failure("score: 7")).toBe("the score 7 is outside [0, 1] and has no scale (write it as 0.7, 7/10 or 70%)")
+    expect(failure("score: 5/0")).toBe("the score 5/0 divides by zero")
+    expect(failure("score: 12/10")).toBe("the score 12/10 is outside [0, 1]")
+    expect(failure("score: 150%")).toBe("the score 150% is outside [0, 1]")
+    expect(failure("score: -1")).toContain("outside [0, 1]")
+    expect(failure("no number")).toBe('no score found in: "no number"')
+    expect(failure("underscores: 0.5")).toContain("no score found")
+    // Characters whose lower case is longer (İ) do not shift what is read.
+    expect(Parse.parseScore("İİİ score: 0.5")).toEqual(ok(0.5))
+    expect(Parse.finalAnswer("İİİ\nFINAL: 7")).toBe("7")
+    expect(Parse.parseScore("I would say 0.65 overall", { fallbackToAnyNumber: true })).toEqual(ok(0.65))
+    expect(Parse.parseScore("about 7 out of 10", { fallbackToAnyNumber: true })).toEqual(ok(0.7))
+    expect(Result.isFailure(Parse.parseScore("I would say 0.65 overall"))).toBe(true)
+    expect(Result.isFailure(Parse.parseScore("Step 3 of 4 looks fine", { fallbackToAnyNumber: true }))).toBe(true)
+  })
+
+  it("unitScore: a JSON score as a number in [0, 1] or a string with its scale", () => {
+    expect(Parse.unitScore(0.5, "score")).toEqual(Result.succeed(0.5))
+    expect(Parse.unitScore("0.25", "score")).toEqual(Result.succeed(0.25))
+    expect(Parse.unitScore("7/10", "score")).toEqual(Result.succeed(0.7))
+    expect(Parse.unitScore(" 70 % ", "score")).toEqual(Result.succeed(0.7))
+    expect(Parse.unitScore(7, "score")).toEqual(Result.fail("the score 7 is outside [0, 1]"))
+    expect(Parse.unitScore("5/0", "risk")).toEqual(Result.fail("the risk: 5/0 divides by zero"))
+    expect(Parse.unitScore(undefined, "confidence")).toEqual(Result.fail("the confidence is missing"))
+    expect(Parse.unitScore("high", "score")).toEqual(Result.fail('the score "high" is not a number'))
+    expect(Parse.unitScore(Number.NaN, "score")).toEqual(Result.fail("the score NaN is outside [0, 1]"))
+  })
+
+  it("extractJson: deep nesting is not returned, and a text over the cap is read only up to it", () => {
+    const deep = "[".repeat(10_000) + "]".repeat(10_000)
+    const parsed = Parse.extractJson(deep)
+    // The innermost arrays within the depth limit are the first candidate that is not too deep.
+    expect(Result.isSuccess(parsed) && JSON.stringify(parsed.success)).toBe("[".repeat(Parse.maxJsonDepth) + "]".repeat(Parse.maxJsonDepth))
+    expect(Result.isFailure(Parse.extractJson("{".repeat(60_000)))).toBe(true)
+    expect(Parse.parseJson(deep)).toEqual(Result.fail(`the JSON nests deeper than ${Parse.maxJsonDepth} levels`))
+    const late = " ".repeat(Parse.maxJsonChars) + '{"a": 1}'
+    const missed = Parse.extractJson(late)
+    expect(Result.isFailure(missed) && missed.failure).toContain(`only the first ${Parse.maxJsonChars} characters are read`)
+    // Quotes in prose before the JSON do not hide it; a stray closing bracket does not either.
+    expect(Parse.extractJson('He said "fine ] so: {"risk": 0.2}')).toEqual(Result.succeed({ risk: 0.2 }))
+    expect(Parse.extractJson("{ not json {\"a\": 1} }")).toEqual(Result.succeed({ a: 1 }))
+  })
+
+  it("codeFences: fences in order, language tags dropped, an unclosed last fence runs to the end", () => {
+    expect(Parse.codeFences("a\n```json\n{}\n```\nb\n```\nx\n```")).toEqual(["{}\n", "x\n"])
+    expect(Parse.codeFences("```py  \r\nprint(1)")).toEqual(["print(1)"])
+    expect(Parse.codeFences("no fences")).toEqual([])
   })
 
   it("finalAnswer: first or last non-empty FINAL:, case-insensitive", () => {
@@ -79,5 +139,17 @@ describe("parse", () => {
     expect(Parse.normalizeAnswer("The answer is yes.")).toBe("The answer is yes")
     expect(Parse.normalizeAnswer("-0.50")).toBe("-0.5")
     expect(Parse.normalizeAnswer("3.14.")).toBe("3.14")
+    expect(Parse.normalizeAnswer("\\(x^2\\)")).toBe("x^2")
+    expect(Parse.normalizeAnswer("Wait...")).toBe("Wait...")
+    expect(Parse.normalizeAnswer(`${"1".repeat(60_000)}x`)).toBe(`${"1".repeat(60_000)}x`)
+    const long = ` ${"a  ".repeat(Parse.maxAnswerChars)} `
+    expect(Parse.normalizeAnswer(long)).toBe(long.trim())
+  })
+
+  it("preview: whitespace collapsed, cut with an ellipsis, reading a bounded prefix", () => {
+    expect(Parse.preview(" a \n b ")).toBe('"a b"')
+    expect(Parse.preview("x".repeat(300))).toBe(`"${"x".repeat(200)}"…`)
+    // Past the prefix it reads, it cannot know the rest is blank: the ellipsis says there was more.
+    expect(Parse.preview(`${"x".repeat(10)}${" ".repeat(5_000)}`, 20)).toBe(`"${"x".repeat(10)}"…`)
   })
 })

@@ -3,7 +3,7 @@
  * parsers of the critic's and the judge's replies, and the default policy.
  */
 import { Result, Schema } from "effect"
-import { clamp01, decodeJson, parseScore } from "../../../core/internal/parse.js"
+import { decodeJson, parseScore, unitScore } from "../../../core/internal/parse.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // Critiques and judgements
@@ -18,6 +18,8 @@ export interface Critique {
   readonly risk: number
   readonly notes: string
   readonly parsed: Parsed
+  /** Why the risk could not be read (a fallback value stands in); absent when it was. */
+  readonly error?: string | undefined
 }
 
 /** A judge's verdict on one answer. */
@@ -28,9 +30,12 @@ export interface Judgement {
   readonly isCorrect: boolean | null
   readonly notes: string
   readonly parsed: Parsed
+  /** Why the score or the confidence could not be read (each is then 0); absent when both were. */
+  readonly error?: string | undefined
 }
 
-const Probability = Schema.Union([Schema.Number, Schema.NumberFromString])
+// Checked by `unitScore`: a number in [0, 1], or a string such as "0.7", "7/10" or "70%".
+const Probability = Schema.Union([Schema.Number, Schema.String])
 const Notes = Schema.NullOr(Schema.Union([Schema.String, Schema.Array(Schema.Unknown)]))
 
 const CritiqueJson = Schema.Struct({ risk: Schema.optional(Schema.NullOr(Probability)), notes: Schema.optional(Notes) })
@@ -57,24 +62,38 @@ export const missingRisk = 0.5
 
 /**
  * Reads a critic's reply: JSON `{risk, notes}` (in code fences or among prose too). Not JSON → risk 0.6 with the
- * text as notes; no `risk` → 0.5. Clamped to [0, 1].
+ * text as notes; no `risk` → 0.5; a risk that is not in [0, 1] (never clamped) → 0.6. Each fallback sets `error`
+ * to why. Reads a bounded part of the reply in linear time (see `core/internal/parse.ts`).
  */
 export const parseCritique = (text: string): Critique => {
   const json = decodeJson(CritiqueJson, text, { expect: "object" })
-  if (Result.isFailure(json)) return { risk: unparsedRisk, notes: text.trim(), parsed: "none" }
-  const risk = json.success.risk
-  return { risk: risk === undefined || risk === null ? missingRisk : clamp01(risk), notes: notesText(json.success.notes), parsed: "json" }
+  if (Result.isFailure(json)) return { risk: unparsedRisk, notes: text.trim(), parsed: "none", error: json.failure }
+  const { notes, risk } = json.success
+  const checked = unitScore(risk, "risk")
+  if (Result.isSuccess(checked)) return { risk: checked.success, notes: notesText(notes), parsed: "json" }
+  const missing = risk === undefined || risk === null
+  return { risk: missing ? missingRisk : unparsedRisk, notes: notesText(notes), parsed: "json", error: checked.failure }
 }
 
 /**
  * Reads a judge's reply: JSON `{score, confidence, is_correct, notes}` (fences and prose tolerated). Not JSON →
- * score 0 and confidence 0 (a `score: 0.8` pattern in the text is still taken as the score). A missing field is 0.
- * `is_correct` is kept only when the judge was given a reference (`hasReference`), else null.
+ * confidence 0 and the score of a `score: 0.8` pattern in the text, else 0. A score or confidence that is missing
+ * or not in [0, 1] (never clamped: `7` is another scale, not 1) is 0, and `error` says why. `is_correct` is kept
+ * only when the judge was given a reference (`hasReference`), else null. Reads a bounded part of the reply in
+ * linear time.
  */
 export const parseJudgement = (text: string, hasReference: boolean): Judgement => {
   const json = decodeJson(JudgementJson, text, { expect: "object" })
   if (Result.isFailure(json)) {
-    return { score: parseScore(text) ?? 0, confidence: 0, isCorrect: null, notes: text.trim(), parsed: "none" }
+    const score = parseScore(text)
+    return {
+      score: Result.isSuccess(score) ? score.success : 0,
+      confidence: 0,
+      isCorrect: null,
+      notes: text.trim(),
+      parsed: "none",
+      error: json.failure
+    }
   }
   const { confidence, is_correct, notes, score } = json.success
   const verdict = is_correct === undefined || is_correct === null
@@ -82,12 +101,16 @@ export const parseJudgement = (text: string, hasReference: boolean): Judgement =
     : typeof is_correct === "boolean"
     ? is_correct
     : is_correct === "true" || is_correct === "yes" || is_correct === "correct"
+  const checkedScore = unitScore(score, "score")
+  const checkedConfidence = unitScore(confidence, "confidence")
+  const errors = [checkedScore, checkedConfidence].flatMap((checked) => (Result.isFailure(checked) ? [checked.failure] : []))
   return {
-    score: score === undefined || score === null ? 0 : clamp01(score),
-    confidence: confidence === undefined || confidence === null ? 0 : clamp01(confidence),
+    score: Result.isSuccess(checkedScore) ? checkedScore.success : 0,
+    confidence: Result.isSuccess(checkedConfidence) ? checkedConfidence.success : 0,
     isCorrect: hasReference ? verdict : null,
     notes: notesText(notes),
-    parsed: "json"
+    parsed: "json",
+    ...(errors.length > 0 ? { error: errors.join("; ") } : {})
   }
 }
 

@@ -10,7 +10,7 @@ import * as Reference from "../reference.js"
 import * as Roles from "../../../core/internal/roles.js"
 import type { RequestOptions } from "../sampling.js"
 import * as Template from "../../../core/internal/template.js"
-import { finalAnswer, lastNonEmptyLine } from "../../../core/internal/parse.js"
+import { finalAnswer, lastNonEmptyLine, preview, yieldBeforeReading } from "../../../core/internal/parse.js"
 import * as Evidence from "./evidence.js"
 import { completionsOf, oneCall } from "./role.js"
 
@@ -275,6 +275,7 @@ export const program = (config: Config) => {
           const completions = completionsOf(done.metadata, done.output)
           for (let choice = 0; choice < completions.length; choice++) {
             const text = completions[choice]!
+            yield* yieldBeforeReading(text)
             const answer = finalAnswer(text, "first") ?? lastNonEmptyLine(text)
             if (answer === undefined) continue
             const key = normalize(answer)
@@ -333,6 +334,7 @@ export const program = (config: Config) => {
             const sessionId = Agent.childSessionId(run.sessionId, "critic", `${c.index}_round_${round}`)
             const done = settle(round, "critic", sessionId, reviews[i]!)
             if (done === undefined) continue
+            yield* yieldBeforeReading(done.output)
             c.critique = { ...Evidence.parseCritique(done.output), round, sessionId }
             changed = true
             yield* Architecture.progress("ensemble.critique", {
@@ -343,6 +345,15 @@ export const program = (config: Config) => {
               notes: c.critique.notes,
               parsed: c.critique.parsed
             })
+            if (c.critique.error !== undefined) {
+              yield* Architecture.progress("ensemble.parse_error", {
+                round,
+                index: c.index,
+                what: "critique",
+                error: c.critique.error,
+                text: preview(done.output)
+              })
+            }
           }
           if (externalStop !== undefined) return yield* stopEarly(round, externalStop)
         }
@@ -373,6 +384,7 @@ export const program = (config: Config) => {
             const sessionId = Agent.childSessionId(run.sessionId, "judge", `${c.index}_round_${round}`)
             const done = settle(round, "judge", sessionId, verdicts[i]!)
             if (done === undefined) continue
+            yield* yieldBeforeReading(done.output)
             c.judgement = { ...Evidence.parseJudgement(done.output, hasReference), round, sessionId }
             changed = true
             yield* Architecture.progress("ensemble.judgement", {
@@ -385,6 +397,15 @@ export const program = (config: Config) => {
               notes: c.judgement.notes,
               parsed: c.judgement.parsed
             })
+            if (c.judgement.error !== undefined) {
+              yield* Architecture.progress("ensemble.parse_error", {
+                round,
+                index: c.index,
+                what: "judgement",
+                error: c.judgement.error,
+                text: preview(done.output)
+              })
+            }
           }
           if (externalStop !== undefined) return yield* stopEarly(round, externalStop)
         }

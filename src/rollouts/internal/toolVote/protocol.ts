@@ -2,12 +2,14 @@
  * ToolVote's text protocol (DESIGN §5.2): the model replies with `{"tool":"python","code":"..."}` to run Python
  * or `FINAL: <answer>` to finish. A final answer is looked for first (the last `FINAL:` with something after it);
  * otherwise the JSON object between the first `{` and the last `}` must name the `python` tool and carry
- * non-empty `code`. Anything else gets the model called again, with a reminder of the protocol.
+ * non-empty `code`. Anything else gets the model called again, with a reminder of the protocol. The request is
+ * looked for in the first `maxJsonChars` characters of a reply, and JSON nested deeper than `maxJsonDepth` is
+ * refused before it is parsed (see `core/internal/parse.ts`): the reading is linear in the reply.
  */
 import { Result, Schema } from "effect"
 import { describeIssue } from "../../../core/internal/decode.js"
 import type * as Sandbox from "../../../environment/Sandbox.js"
-import { finalAnswer } from "../../../core/internal/parse.js"
+import { finalAnswer, maxJsonChars, parseJson } from "../../../core/internal/parse.js"
 
 /** What one model reply asks for. */
 export type Turn =
@@ -24,15 +26,13 @@ const decodeToolRequest = Schema.decodeUnknownResult(ToolRequest)
 export const parseTurn = (text: string): Turn => {
   const answer = finalAnswer(text, "last")
   if (answer !== undefined) return { _tag: "Final", answer }
-  const start = text.indexOf("{")
-  const end = text.lastIndexOf("}")
+  const scanned = text.length > maxJsonChars ? text.slice(0, maxJsonChars) : text
+  const start = scanned.indexOf("{")
+  const end = scanned.lastIndexOf("}")
   if (start === -1 || end < start) return { _tag: "Neither" }
-  let json: unknown
-  try {
-    json = JSON.parse(text.slice(start, end + 1))
-  } catch (error) {
-    return { _tag: "Rejected", reason: `the tool request is not valid JSON (${error instanceof Error ? error.message : String(error)})` }
-  }
+  const parsed = parseJson(scanned.slice(start, end + 1))
+  if (Result.isFailure(parsed)) return { _tag: "Rejected", reason: `the tool request is not valid JSON (${parsed.failure})` }
+  const json = parsed.success
   const request = decodeToolRequest(json)
   if (Result.isFailure(request)) {
     return {

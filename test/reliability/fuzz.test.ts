@@ -31,6 +31,7 @@ import * as ActorLoopParse from "../../src/rollouts/internal/actorLoop.js"
 import * as Evidence from "../../src/rollouts/internal/ensemble/evidence.js"
 import * as Protocol from "../../src/rollouts/internal/toolVote/protocol.js"
 import * as ToolVote from "../../src/rollouts/ToolVote.js"
+import { depthOf } from "../support/json.js"
 
 const seed = Number(process.env.VALET_FUZZ_SEED ?? 20_240_612)
 const parserInputs = 6_000
@@ -138,12 +139,6 @@ const fuzzText = (r: Rng, maxRun: number): string => {
 // Parsers
 // ---------------------------------------------------------------------------------------------------------
 
-const depthOf = (value: unknown): number =>
-  Array.isArray(value)
-    ? 1 + Math.max(0, ...value.map(depthOf))
-    : value !== null && typeof value === "object"
-    ? 1 + Math.max(0, ...Object.values(value).map(depthOf))
-    : 0
 
 const inUnit = (n: number) => n >= 0 && n <= 1
 

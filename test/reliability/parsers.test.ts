@@ -22,6 +22,7 @@ import * as Ensemble from "../../src/rollouts/Ensemble.js"
 import * as ActorLoopParse from "../../src/rollouts/internal/actorLoop.js"
 import * as Evidence from "../../src/rollouts/internal/ensemble/evidence.js"
 import * as Protocol from "../../src/rollouts/internal/toolVote/protocol.js"
+import { depthOf } from "../support/json.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // Generators
@@ -70,12 +71,6 @@ const pastCap = (cap: number) => Arbitrary.map(Arbitrary.all([fragmentSoup, pick
   return soup + filler
 })
 
-const depthOf = (value: unknown): number =>
-  Array.isArray(value)
-    ? 1 + Math.max(0, ...value.map(depthOf))
-    : value !== null && typeof value === "object"
-    ? 1 + Math.max(0, ...Object.values(value).map(depthOf))
-    : 0
 
 const runs = (n: number) => ({ timeout: 120_000, arbitrary: { runs: n } })
 

@@ -94,6 +94,10 @@ const cut = (text: string, max = 240): string => {
 }
 
 /** The Ensemble program for `config`. */
+/** The event saying a critique or judgement could not be read (its score then counts as described in evidence.ts). */
+const parseError = (round: number, index: number, what: "critique" | "judgement", error: string, output: string) =>
+  Architecture.progress("ensemble.parse_error", { round, index, what, error, text: preview(output) })
+
 export const program = (config: Config) => {
   const solverArchitecture = oneCall({ step: "ensemble.solve", n: config.n, request: config.request })
   const solvers = config.solvers.map((solver) => ({
@@ -345,15 +349,7 @@ export const program = (config: Config) => {
               notes: c.critique.notes,
               parsed: c.critique.parsed
             })
-            if (c.critique.error !== undefined) {
-              yield* Architecture.progress("ensemble.parse_error", {
-                round,
-                index: c.index,
-                what: "critique",
-                error: c.critique.error,
-                text: preview(done.output)
-              })
-            }
+            if (c.critique.error !== undefined) yield* parseError(round, c.index, "critique", c.critique.error, done.output)
           }
           if (externalStop !== undefined) return yield* stopEarly(round, externalStop)
         }
@@ -397,15 +393,7 @@ export const program = (config: Config) => {
               notes: c.judgement.notes,
               parsed: c.judgement.parsed
             })
-            if (c.judgement.error !== undefined) {
-              yield* Architecture.progress("ensemble.parse_error", {
-                round,
-                index: c.index,
-                what: "judgement",
-                error: c.judgement.error,
-                text: preview(done.output)
-              })
-            }
+            if (c.judgement.error !== undefined) yield* parseError(round, c.index, "judgement", c.judgement.error, done.output)
           }
           if (externalStop !== undefined) return yield* stopEarly(round, externalStop)
         }

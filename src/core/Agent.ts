@@ -5,11 +5,12 @@
  *
  * @since 0.1.0
  */
-import { Effect, type Exit, type Layer, Predicate, Stream, type Tracer } from "effect"
+import { Effect, type Exit, type Layer, Predicate, type Schema, Stream, type Tracer } from "effect"
 import { type AgentError, InvalidAgent, InvalidOptions, SessionConflict, SubAgentFailed } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import * as Architecture from "./Architecture.js"
 import * as Budget from "./Budget.js"
+import * as Output from "./internal/output.js"
 import * as ReActInternal from "./internal/toolLoop.js"
 import type * as Model from "./Model.js"
 import type * as Tool from "./Tool.js"
@@ -85,6 +86,20 @@ export interface RunOptions {
   readonly history?: ReadonlyArray<Model.Message> | undefined
 }
 
+/**
+ * Structured output: the run's answer is decoded with `output` into `RunResult.value`. An answer that does not
+ * decode is shown back to the model with the error (asking natively, `response_format` json_schema) up to
+ * `outputRetries` times (default 2); then the run fails with `OutputInvalid`. The tool loop asks natively from the
+ * start when the agent has no tools. Each attempt is a `Progress` event `output.attempt`.
+ */
+export interface OutputOptions<A, I> {
+  readonly output: Schema.Codec<A, I>
+  readonly outputRetries?: number | undefined
+}
+
+/** A run's result with its decoded structured output. */
+export type ResultWithValue<A> = AgentEvent.RunResult & { readonly value: A }
+
 /** Options of `stream`. */
 export interface StreamOptions extends RunOptions {
   /** Stream the model's text as `TextDelta` events as it is generated (default true). */
@@ -100,7 +115,7 @@ const newSessionId = (): string => `sess_${globalThis.crypto.randomUUID().replac
 const rootInput = (
   agent: Agent<unknown>,
   prompt: string,
-  options: RunOptions | undefined,
+  options: (RunOptions & Partial<OutputOptions<unknown, unknown>>) | undefined,
   streamText: boolean,
   resources: Architecture.Resources,
   span: Tracer.Span | undefined
@@ -111,6 +126,13 @@ const rootInput = (
       return Effect.fail(new InvalidOptions({
         module: "Agent",
         message: `Agent: invalid session id ${JSON.stringify(sessionId)}: use letters, digits, -, ., : and single _ ("__" separates sub-agents)`
+      }))
+    }
+    const retries = options?.outputRetries
+    if (retries !== undefined && (!Number.isInteger(retries) || retries < 0)) {
+      return Effect.fail(new InvalidOptions({
+        module: "Agent",
+        message: `Agent: outputRetries must be an integer >= 0, got ${retries}`
       }))
     }
     if (!Number.isInteger(agent.maxTurns) || agent.maxTurns < 1) {
@@ -129,7 +151,8 @@ const rootInput = (
       streamText,
       parent: undefined,
       resources,
-      ...(span !== undefined ? { span } : {})
+      ...(span !== undefined ? { span } : {}),
+      ...(options?.output !== undefined ? { output: Output.make(options.output, retries) } : {})
     }))
   })
 
@@ -141,7 +164,19 @@ const endSpan = (span: Tracer.Span, exit: Exit.Exit<unknown, unknown>): Effect.E
  * Runs an agent on a prompt and answers its result. A spent budget is not a failure: the result is marked
  * interrupted (`budget:<limit>`) and keeps the best output so far. Interrupting the fiber stops the run at once.
  */
-export const run = <R>(agent: Agent<R>, prompt: string, options?: RunOptions): Effect.Effect<AgentEvent.RunResult, AgentError, R> =>
+export const run: {
+  <R, A, I>(
+    agent: Agent<R>,
+    prompt: string,
+    options: RunOptions & OutputOptions<A, I>
+  ): Effect.Effect<ResultWithValue<A>, AgentError, R>
+  <R>(agent: Agent<R>, prompt: string, options?: RunOptions): Effect.Effect<AgentEvent.RunResult, AgentError, R>
+} = <R>(
+  agent: Agent<R>,
+  prompt: string,
+  options?: RunOptions & Partial<OutputOptions<unknown, unknown>>
+  // The overloads say what the result holds: `value` is set when `output` was given (see `Architecture.Input.output`).
+): Effect.Effect<never, AgentError, R> =>
   // What `Effect.withSpan` around an `Effect.onExit` would do, with one exit handler (ending the span and closing
   // the run's resources) and the span provided together with the run's context: each wrapper is a frame the
   // run keeps for its whole life, in every concurrent session. `makeSpan` captures no stack (an Error per run).
@@ -157,7 +192,7 @@ export const run = <R>(agent: Agent<R>, prompt: string, options?: RunOptions): E
         (exit) => Effect.andThen(Architecture.closeResources(resources, exit), endSpan(span, exit))
       )
     }
-  ) as Effect.Effect<AgentEvent.RunResult, AgentError, R>
+  ) as Effect.Effect<never, AgentError, R>
 
 /**
  * Runs an agent and streams its events, sub-agents' included: `RunStarted` first, one `RunCompleted` (holding
@@ -166,7 +201,7 @@ export const run = <R>(agent: Agent<R>, prompt: string, options?: RunOptions): E
 export const stream = <R>(
   agent: Agent<R>,
   prompt: string,
-  options?: StreamOptions
+  options?: StreamOptions & Partial<OutputOptions<unknown, unknown>>
 ): Stream.Stream<AgentEvent.AgentEvent, AgentError, R> =>
   Architecture.streamEvents(
     Effect.suspend(() => {

@@ -71,6 +71,21 @@ export class SubAgentFailed extends Schema.TaggedError<SubAgentFailed>()("SubAge
   }
 }
 
+/**
+ * A run asked for structured output (`Agent.run(…, { output: schema })`) and its answer did not decode, even after
+ * `attempts` tries (the first answer and the repairs): `text` is the last answer, `error` why it did not decode.
+ */
+export class OutputInvalid extends Schema.TaggedError<OutputInvalid>()("OutputInvalid", {
+  sessionId: Schema.String,
+  attempts: Schema.Int,
+  text: Schema.String,
+  error: Schema.String
+}) {
+  override get message(): string {
+    return `the answer of ${this.sessionId} does not match the output schema after ${this.attempts} attempts: ${this.error}`
+  }
+}
+
 /** Every error an agent run can fail with. */
 export type AgentError =
   | ModelError.ModelError
@@ -80,6 +95,7 @@ export type AgentError =
   | SessionConflict
   | ArchitectureFailed
   | SubAgentFailed
+  | OutputInvalid
 
 /** The JSON form of an `AgentError`. */
 export type AgentErrorEncoded = typeof ModelError.ModelError.Encoded | {
@@ -107,6 +123,12 @@ export type AgentErrorEncoded = typeof ModelError.ModelError.Encoded | {
   readonly sessionId: string
   readonly role: string
   readonly error: AgentErrorEncoded
+} | {
+  readonly _tag: "OutputInvalid"
+  readonly sessionId: string
+  readonly attempts: number
+  readonly text: string
+  readonly error: string
 }
 
 /** The schema of `AgentError`, so failures cross JSON boundaries (SSE, workflows, logs) and come back typed. */
@@ -117,5 +139,6 @@ export const AgentError: Schema.Codec<AgentError, AgentErrorEncoded> = Schema.Un
   InvalidOptions,
   SessionConflict,
   ArchitectureFailed,
-  SubAgentFailed
+  SubAgentFailed,
+  OutputInvalid
 ])

@@ -24,7 +24,9 @@ export const RunResult = Schema.Struct({
   interruptionReason: Schema.optional(Schema.String),
   durationMs: Schema.Number,
   /** Architecture-specific details: the plan, the candidates, the votes… */
-  metadata: Schema.Record(Schema.String, Schema.Unknown)
+  metadata: Schema.Record(Schema.String, Schema.Unknown),
+  /** The decoded answer, when the run asked for structured output (`Agent.run(…, { output: schema })`). */
+  value: Schema.optional(Schema.Unknown)
 })
 /** What a finished run produced. */
 export type RunResult = typeof RunResult.Type

@@ -10,12 +10,13 @@
  *
  * @since 0.1.0
  */
-import { type Cause, Clock, Context, Effect, Exit, Layer, Predicate, Queue, Scope, Stream, Tracer } from "effect"
-import type { AgentError, BudgetExhausted } from "./AgentError.js"
+import { type Cause, Clock, Context, Effect, Exit, Layer, Predicate, Queue, Result, Scope, Stream, Tracer } from "effect"
+import { type AgentError, type BudgetExhausted, OutputInvalid } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import * as Budget from "./Budget.js"
 import * as Model from "./Model.js"
 import type { ModelError } from "./ModelError.js"
+import * as Output from "./internal/output.js"
 import * as Tool from "./Tool.js"
 
 const TypeId: unique symbol = Symbol.for("valet/Architecture")
@@ -92,6 +93,12 @@ export interface Input {
   readonly resources: Resources
   /** The run's tracing span (`valet/Agent.run`): the parent of the spans made while the program runs. */
   readonly span?: Tracer.Span | undefined
+  /**
+   * The structured output the caller asked for (root runs only): the answer is decoded with it after the program
+   * ends, and repaired by asking again when it does not decode. A program may also ask natively for its answering
+   * call (`Model.Request.responseFormat`), as the tool loop does when there are no tools.
+   */
+  readonly output?: Output.OutputSpec | undefined
 }
 
 /** What an architecture program returns; the runtime adds the counts and timing to make the `RunResult`. */
@@ -100,6 +107,8 @@ export interface Outcome {
   /** Set when the run stopped early; the reason becomes `RunResult.interruptionReason`. */
   readonly interrupted?: string | undefined
   readonly metadata?: Record<string, unknown> | undefined
+  /** The decoded structured output (set by the runtime when `Input.output` is). */
+  readonly value?: unknown
 }
 
 /** An architecture that needs the services `R` (typically `Model`). */
@@ -424,6 +433,56 @@ export const streamEvents = <E, R>(
       }))
   ) as Stream.Stream<AgentEvent.AgentEvent, E | AgentError, Exclude<R, Scope.Scope>>
 
+/**
+ * Decodes the program's answer with the output schema; when it does not decode, shows the model its answer and the
+ * error and asks again (natively: `response_format`), up to `spec.retries` times. Each attempt is a `Progress`
+ * event `output.attempt` ({ attempt, ok, error? }). Fails with `OutputInvalid` when no attempt decodes, also when
+ * the budget refuses a repair.
+ */
+const finalizeOutput = (
+  run: RunState,
+  input: Input,
+  spec: Output.OutputSpec,
+  outcome: Outcome
+): Effect.Effect<Outcome, AgentError> => {
+  const report = (attempt: number, error: string | undefined) =>
+    emitWith(run, (timestamp) => ({
+      _tag: "Progress",
+      sessionId: run.sessionId,
+      timestamp,
+      name: "output.attempt",
+      data: error === undefined ? { attempt, ok: true } : { attempt, ok: false, error }
+    }))
+  const attempt = (n: number, text: string): Effect.Effect<Outcome, AgentError> => {
+    const decoded = spec.decode(text)
+    if (Result.isSuccess(decoded)) {
+      return Effect.as(report(n, undefined), { ...outcome, output: text, value: decoded.success })
+    }
+    const invalid = (error: string) =>
+      new OutputInvalid({ sessionId: run.sessionId, attempts: n, text, error })
+    if (n > spec.retries) return Effect.andThen(report(n, decoded.failure), Effect.fail(invalid(decoded.failure)))
+    const repair = Output.repairRequest(spec, input.agent.instructions, input.prompt, text, decoded.failure)
+    return Effect.gen(function*() {
+      yield* report(n, decoded.failure)
+      // A program that never calls a model may run without one: then there is nothing to repair with.
+      const model = yield* Effect.serviceOption(Model.Model)
+      if (model._tag === "None") return yield* invalid(`${decoded.failure} (no model to repair it with)`)
+      const response = yield* Effect.provideService(
+        generateFor(run, repair, { step: `output.repair_${n}` }),
+        Model.Model,
+        model.value
+      ).pipe(
+        Effect.catchTag("BudgetExhausted", (exhausted) =>
+          Effect.fail(invalid(`${decoded.failure} (no repair: ${exhausted.message})`)))
+      )
+      const repaired = response.choices[0]?.text ?? ""
+      run.output = repaired
+      return yield* attempt(n + 1, repaired)
+    })
+  }
+  return attempt(1, outcome.output)
+}
+
 // No generator here: a generator frame (and everything its closure holds) stays alive for the whole run, in
 // every concurrent session; so does each wrapper, which is why the run's context is provided in one piece.
 const executeProgram = <R>(
@@ -447,7 +506,12 @@ const executeProgram = <R>(
       clock
     )
     state.parent?.children.set(state.sessionId, state)
-    let body: Effect.Effect<Outcome, AgentError, R | CurrentRun> = Effect.suspend(() => program(input))
+    // With structured output, the answer is decoded (and repaired) where the program's model is in context.
+    const output = input.output
+    const answer = output === undefined
+      ? program
+      : (input: Input) => Effect.flatMap(program(input), (outcome) => finalizeOutput(state, input, output, outcome))
+    let body: Effect.Effect<Outcome, AgentError, R | CurrentRun> = Effect.suspend(() => answer(input))
     const model = input.agent.model
     if (model !== undefined) {
       const resources = input.resources
@@ -455,7 +519,7 @@ const executeProgram = <R>(
         if (resources.scope === undefined) resources.scope = yield* Scope.make()
         if (resources.memoMap === undefined) resources.memoMap = yield* Layer.makeMemoMap
         const context = yield* Layer.buildWithMemoMap(model, resources.memoMap, resources.scope)
-        return yield* Effect.provide(program(input), context)
+        return yield* Effect.provide(answer(input), context)
       }) as Effect.Effect<Outcome, AgentError, R | CurrentRun>
     }
     let guarded = body.pipe(
@@ -485,7 +549,8 @@ const executeProgram = <R>(
         interrupted: outcome.interrupted !== undefined,
         ...(outcome.interrupted !== undefined ? { interruptionReason: outcome.interrupted } : {}),
         durationMs: endedAt - startedAt,
-        metadata: outcome.metadata ?? {}
+        metadata: outcome.metadata ?? {},
+        ...(output !== undefined ? { value: outcome.value } : {})
       }
       return emitter.observed
         ? Effect.as(emitter.emit({ _tag: "RunCompleted", sessionId: state.sessionId, timestamp: endedAt, result }), result)

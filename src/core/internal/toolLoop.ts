@@ -80,7 +80,12 @@ export const program = (options: Options) =>
     const concurrency = options.toolConcurrency ?? "unbounded"
     const base: Omit<Model.Request, "messages"> = {
       ...options.request,
-      ...(kit.definitions.length > 0 ? { tools: kit.definitions } : {})
+      ...(kit.definitions.length > 0 ? { tools: kit.definitions } : {}),
+      // Structured output, asked natively where every reply is the answer: with tools, a constrained reply could
+      // not call one (vLLM's guided decoding applies to the whole text), so the runtime repairs afterwards instead.
+      ...(input.output !== undefined && kit.definitions.length === 0
+        ? { responseFormat: input.output.responseFormat }
+        : {})
     }
 
     const messages: Array<Model.Message> = []

@@ -136,6 +136,30 @@ export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A
   }
 }
 
+/** Options of `fromDefinition`. */
+export interface DefinitionOptions<R> {
+  readonly name: string
+  readonly description: string
+  /** The JSON schema of the arguments object, as the model is shown it. */
+  readonly parameters: Model.ToolDefinition["parameters"]
+  /** Runs one call on the model's argument text; failures must already be error outcomes. */
+  readonly call: (argumentsText: string) => Effect.Effect<Outcome, never, R>
+  readonly timeout?: Duration.Input | undefined
+}
+
+/**
+ * A tool defined by its JSON schema and a call on the raw argument text: for tools valet does not decode itself —
+ * an `effect/ai` toolkit's (`EffectAi.toolsOf`), a remote server's. `make` is the way to write one.
+ */
+export const fromDefinition = <R>(options: DefinitionOptions<R>): Tool<R> => ({
+  [TypeId]: TypeId,
+  name: options.name,
+  description: options.description,
+  definition: { name: options.name, description: options.description, parameters: options.parameters },
+  timeout: options.timeout !== undefined ? Duration.fromInputUnsafe(options.timeout) : defaultTimeout,
+  call: options.call
+})
+
 /** Whether a value is a `Tool`. */
 export const isTool = (u: unknown): u is Tool<unknown> => Predicate.hasProperty(u, TypeId)
 

@@ -14,6 +14,10 @@
  *   Pass `sampling` to say how (typically the provider's `withConfigOverride`); without it they are not sent.
  *   What no provider config can express — `n` within one call (valet makes `n` calls), log-probabilities, stop
  *   reasons, raw prompts as such (a raw `prompt` is sent as one user message), `responseFormat` — is not passed.
+ * - `toolsOf`: the tools of an `effect/ai` `Toolkit` (its handlers in context) as valet tools, for any
+ *   architecture: the model sees `effect/ai`'s JSON schema, and each call goes through the toolkit's own `handle`
+ *   (parameters decoded, handler run, result encoded), so a tool behaves alike in a `Chat` and in an agent. A
+ *   handler failure (or a `failureMode: "return"` failure) is an `ERROR:` / error result the model reads.
  * - `modelErrorOf` reads back the valet `ModelError` inside an `AiError` that started as one; errors crossing both
  *   bridges come back as the `ModelError` they started as.
  *
@@ -27,6 +31,7 @@ import * as Config_ from "./internal/effectAi/config.js"
 import * as Errors from "./internal/effectAi/errors.js"
 import * as From from "./internal/effectAi/fromLanguageModel.js"
 import * as To from "./internal/effectAi/toLanguageModel.js"
+import * as Tools from "./internal/effectAi/tools.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // Sampling options
@@ -107,3 +112,12 @@ export const fromLanguageModel = <E, R>(
 /** The valet `ModelError` an `AiError` carries when it started as one (from `languageModel`), else undefined. */
 export const modelErrorOf: (error: AiError.AiError) => ModelError.ModelError | undefined = Errors.modelErrorOf
 
+// ---------------------------------------------------------------------------------------------------------
+// Tools
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * The tools of an `effect/ai` toolkit as valet tools (the toolkit's handlers come from context, e.g.
+ * `toolkit.toLayer({ … })`): `Agent.make({ tools: yield* EffectAi.toolsOf(toolkit) })`.
+ */
+export const toolsOf = Tools.toolsOf

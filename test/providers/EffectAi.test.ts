@@ -512,3 +512,47 @@ describe("EffectAi.languageModel: structured output", () => {
       })
     }))
 })
+
+describe("EffectAi.toolsOf (effect/ai toolkits as valet tools)", () => {
+  const Population = Tool.make("population", {
+    description: "The population of a city",
+    parameters: Schema.Struct({ city: Schema.String }),
+    success: Schema.Number,
+    failure: Schema.String,
+    failureMode: "return"
+  })
+  const toolkit = Toolkit.make(Population)
+  const handlers = toolkit.toLayer({
+    population: ({ city }) => (city === "Paris" ? Effect.succeed(2100000) : Effect.fail(`no data for ${city}`))
+  })
+
+  it.effect("a ReAct agent calls the toolkit's tool through its handler; failures reach the model as results", () =>
+    Effect.gen(function*() {
+      const tools = yield* EffectAi.toolsOf(toolkit)
+      expect(tools.map((tool) => tool.definition.name)).toEqual(["population"])
+      expect(tools[0]!.definition.parameters).toMatchObject({ type: "object", properties: { city: { type: "string" } } })
+      const agent = Agent.make({ name: "geo", instructions: "", tools })
+      const result = yield* Agent.run(agent, "Population of Paris and of Atlantis?")
+      expect(result.output).toBe("Paris: 2.1 million; Atlantis: unknown")
+      const [, second] = yield* ScriptedModel.calls
+      const results = second!.messages!.filter((m) => m.role === "tool").map((m) => m.content)
+      expect(results).toEqual(["2100000", "no data for Atlantis"])
+      expect(yield* tools[0]!.call(`{"city": "Atlantis"}`)).toEqual({ content: "no data for Atlantis", isError: true })
+      // Bad JSON from the model is an error result too, not a failure of the run.
+      const bad = yield* tools[0]!.call("{city:")
+      expect(bad).toMatchObject({ isError: true, content: expect.stringMatching(/^ERROR: the arguments of tool "population" are not valid JSON/) })
+      const undecodable = yield* tools[0]!.call(`{"city": 42}`)
+      expect(undecodable.isError).toBe(true)
+    }).pipe(
+      Effect.provide(handlers),
+      Effect.provide(ScriptedModel.layer([
+        {
+          toolCalls: [
+            { name: "population", arguments: { city: "Paris" } },
+            { name: "population", arguments: { city: "Atlantis" } }
+          ]
+        },
+        "Paris: 2.1 million; Atlantis: unknown"
+      ]))
+    ))
+})

@@ -6,6 +6,7 @@ import { Console, Effect } from "effect"
 import * as ActorCritic from "./actor-critic.js"
 import * as ActorLoop from "./actor-loop.js"
 import * as Evaluation from "./evaluation.js"
+import * as McpTools from "./mcp-tools.js"
 import * as PlanAndExecute from "./plan-and-execute.js"
 import * as ReactCalculator from "./react-calculator.js"
 import * as RecordReplay from "./record-replay.js"
@@ -28,6 +29,7 @@ const main = Effect.gen(function*() {
     Reflexion.main,
     Evaluation.main,
     Supervisor.main,
+    McpTools.main,
     ActorLoop.main
   ]) {
     yield* example

@@ -3,6 +3,7 @@ import { Effect, Logger } from "effect"
 import * as ActorCritic from "../examples/actor-critic.js"
 import * as ActorLoop from "../examples/actor-loop.js"
 import * as Evaluation from "../examples/evaluation.js"
+import * as McpTools from "../examples/mcp-tools.js"
 import * as PlanAndExecute from "../examples/plan-and-execute.js"
 import * as ReactCalculator from "../examples/react-calculator.js"
 import * as RecordReplay from "../examples/record-replay.js"
@@ -22,6 +23,15 @@ const printed = <E, R>(program: Effect.Effect<void, E, R>) =>
   })
 
 describe("examples", () => {
+  it.live("mcp-tools answers with two tools of a real MCP server", () =>
+    Effect.gen(function*() {
+      const lines = yield* printed(McpTools.main)
+      expect(lines[0]).toMatch(/^# MCP tools — .*; \d+ tools from server-everything$/)
+      expect(lines.some((line) => line.includes("The sum of 19 and 23 is 42."))).toBe(true)
+      expect(lines.some((line) => line.includes("Echo: 42"))).toBe(true)
+      expect(lines.at(-1)).toContain("19 + 23 = 42")
+    }), 30_000)
+
   it.live("react-calculator streams a ReAct run to its answer", () =>
     Effect.gen(function*() {
       const lines = yield* printed(ReactCalculator.main)

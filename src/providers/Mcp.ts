@@ -1,0 +1,212 @@
+/**
+ * Tools from MCP servers, for any architecture (`valet/Mcp`; not loaded by `import "valet"`). A config in the
+ * `mcpServers` shape that Claude Desktop, Cursor and VS Code use — stdio `{ command, args, env, cwd }` or Streamable
+ * HTTP `{ url, headers }` — becomes valet tools: each server's `tools/list`, its JSON schemas sent to the model as
+ * they are, each call a `tools/call` whose result (text, structured content, `isError`) is the tool result the
+ * model reads.
+ *
+ * Built on `effect/ai`'s `McpClient` (stdio and Streamable HTTP transports, protocol negotiation, and a
+ * `notifications/cancelled` sent when a call is interrupted). Every server process and session lives in the
+ * caller's `Scope` and ends with it. A server that cannot start or answer is a typed `McpError` when the tools are
+ * made; once running, a call that fails, times out (`callTimeout`, default 60 s) or meets a crashed server is an
+ * `ERROR:` result the model reads — a run never hangs on a server.
+ *
+ * @since 0.2.0
+ */
+import { Duration, Effect, Schema, type Scope } from "effect"
+import { McpClient, McpProtocol, type McpSchema } from "effect/ai"
+import type { HttpClient } from "effect/http"
+import { ChildProcess, type ChildProcessSpawner } from "effect/process"
+import type { InvalidOptions } from "../core/AgentError.js"
+import * as Opts from "../core/internal/decode.js"
+import * as Tool from "../core/Tool.js"
+import { DurationInput } from "./internal/resilience.js"
+
+// ---------------------------------------------------------------------------------------------------------
+// Config
+// ---------------------------------------------------------------------------------------------------------
+
+/** A server started as a process, spoken to over its stdin / stdout. */
+export const StdioServer = Schema.Struct({
+  command: Schema.String,
+  args: Schema.optional(Schema.Array(Schema.String)),
+  /** Set for the process, over this process's environment. */
+  env: Schema.optional(Schema.Record(Schema.String, Schema.String)),
+  cwd: Schema.optional(Schema.String),
+  /** Ignored (VS Code writes `"type": "stdio"`). */
+  type: Schema.optional(Schema.Literal("stdio"))
+})
+
+/** A server at a Streamable HTTP endpoint. */
+export const HttpServer = Schema.Struct({
+  url: Schema.String,
+  headers: Schema.optional(Schema.Record(Schema.String, Schema.String)),
+  /** Ignored (VS Code writes `"type": "http"`). */
+  type: Schema.optional(Schema.Literals(["http", "streamable-http", "streamableHttp"]))
+})
+
+/** One entry of `mcpServers`. */
+export const ServerConfig = Schema.Union([StdioServer, HttpServer])
+/** One entry of `mcpServers`. */
+export type ServerConfig = typeof ServerConfig.Type
+
+/** The `mcpServers` config: server names to how to reach them. */
+export const Config = Schema.Struct({ mcpServers: Schema.Record(Schema.String, ServerConfig) })
+/** The `mcpServers` config. */
+export type Config = typeof Config.Type
+
+/** Options of `tools`. */
+export interface Options {
+  /** How long one tool call may take before it is cancelled and reported to the model (default 60 s). */
+  readonly callTimeout?: Duration.Input | undefined
+  /** How long starting a server, its handshake and its `tools/list` may take (default 30 s). */
+  readonly connectTimeout?: Duration.Input | undefined
+  /**
+   * Name tools `<server>__<tool>` (default: when there is more than one server), so that two servers' tools of
+   * the same name do not clash.
+   */
+  readonly prefix?: boolean | undefined
+}
+
+/** A server could not be started, reached or listed; `server` is its name in the config. */
+export class McpError extends Schema.TaggedError<McpError>()("McpError", {
+  server: Schema.String,
+  message: Schema.String
+}) {}
+
+const OptionsSchema = Schema.Struct({
+  callTimeout: Schema.optional(DurationInput),
+  connectTimeout: Schema.optional(DurationInput),
+  prefix: Schema.optional(Schema.Boolean)
+})
+
+// ---------------------------------------------------------------------------------------------------------
+// Tools
+// ---------------------------------------------------------------------------------------------------------
+
+const clientInfo = { name: "valet", version: "0.2.0" }
+
+/** A tool name servers accept: `[a-zA-Z0-9_-]{1,64}`. */
+const toolName = (server: string, tool: string, prefix: boolean): string => {
+  const safe = (text: string) => text.replace(/[^a-zA-Z0-9_-]/g, "_")
+  return (prefix ? `${safe(server)}__${safe(tool)}` : safe(tool)).slice(0, 64)
+}
+
+/** What the model reads of a result: its text parts, then what else it holds, then its structured content. */
+export const resultText = (result: McpSchema.CallToolResult): string => {
+  const parts: Array<string> = []
+  for (const block of result.content) {
+    switch (block.type) {
+      case "text":
+        parts.push(block.text)
+        break
+      case "image":
+      case "audio":
+        parts.push(`[${block.type}: ${block.mimeType}]`)
+        break
+      case "resource":
+        parts.push("text" in block.resource ? block.resource.text : `[resource: ${block.resource.uri}]`)
+        break
+      case "resource_link":
+        parts.push(`[resource: ${block.uri}]`)
+        break
+    }
+  }
+  if (result.structuredContent !== undefined) parts.push(JSON.stringify(result.structuredContent))
+  return parts.join("\n")
+}
+
+const toTool = (
+  server: string,
+  client: McpClient.McpClient,
+  tool: McpSchema.Tool,
+  name: string,
+  callTimeout: Duration.Duration
+): Tool.Tool =>
+  Tool.fromDefinition({
+    name,
+    description: tool.description ?? tool.title ?? tool.name,
+    parameters: tool.inputSchema as Record<string, unknown>,
+    // The MCP call has its own deadline (and sends `notifications/cancelled` when it passes); valet's own
+    // timeout stays above it so the server's answer, or the cancellation, is what the model reads.
+    timeout: Duration.sum(callTimeout, Duration.seconds(5)),
+    call: (argumentsText) => {
+      let args: unknown
+      try {
+        args = JSON.parse(argumentsText.trim() === "" ? "{}" : argumentsText)
+      } catch (error) {
+        return Effect.succeed({
+          content: `ERROR: the arguments of tool "${name}" are not valid JSON (${error instanceof Error ? error.message : String(error)})`,
+          isError: true
+        })
+      }
+      if (args === null || typeof args !== "object" || Array.isArray(args)) {
+        return Effect.succeed({ content: `ERROR: the arguments of tool "${name}" must be a JSON object`, isError: true })
+      }
+      return client.callTool({ tool, arguments: args as Record<string, unknown> }, { timeout: callTimeout }).pipe(
+        Effect.map((result): Tool.Outcome => ({ content: resultText(result), isError: result.isError === true })),
+        Effect.catch((error) =>
+          Effect.succeed({ content: `ERROR: MCP server "${server}": ${error.message}`, isError: true })
+        )
+      )
+    }
+  })
+
+const connect = (
+  server: string,
+  config: ServerConfig,
+  options: { readonly callTimeout: Duration.Duration; readonly connectTimeout: Duration.Duration; readonly prefix: boolean }
+): Effect.Effect<ReadonlyArray<Tool.Tool>, McpError, Scope.Scope | ChildProcessSpawner.ChildProcessSpawner | HttpClient.HttpClient> =>
+  Effect.gen(function*() {
+    const protocol = McpProtocol.v2025_11_25
+    const transport = "command" in config
+      ? yield* McpClient.stdio({
+        command: ChildProcess.make(config.command, config.args ?? [], {
+          ...(config.env !== undefined ? { env: config.env, extendEnv: true } : {}),
+          ...(config.cwd !== undefined ? { cwd: config.cwd } : {})
+        }),
+        protocol
+      })
+      : yield* McpClient.http({ url: config.url, protocol, ...(config.headers !== undefined ? { headers: config.headers } : {}) })
+    const client = yield* McpClient.make({ ...clientInfo, timeout: options.connectTimeout }).pipe(
+      Effect.provideService(McpClient.Transport, transport)
+    )
+    const listed = yield* client.listTools({ timeout: options.connectTimeout })
+    return listed.map((tool) => toTool(server, client, tool, toolName(server, tool.name, options.prefix), options.callTimeout))
+  }).pipe(
+    Effect.timeoutOrElse({
+      duration: options.connectTimeout,
+      orElse: () => Effect.fail(new McpError({ server, message: `MCP server "${server}" did not start within ${Duration.format(options.connectTimeout)}` }))
+    }),
+    Effect.mapError((error) =>
+      error._tag === "McpError" ? error : new McpError({ server, message: `MCP server "${server}": ${error.message}` })
+    )
+  )
+
+/**
+ * The tools of every server of `config`, connected in the current `Scope` (servers start at once, in parallel,
+ * and stop when the scope closes). Fails with `McpError` naming a server that cannot start, answer or list its
+ * tools, and with `InvalidOptions` on a bad config.
+ */
+export const tools = (
+  config: Config,
+  options: Options = {}
+): Effect.Effect<
+  ReadonlyArray<Tool.Tool>,
+  McpError | InvalidOptions,
+  Scope.Scope | ChildProcessSpawner.ChildProcessSpawner | HttpClient.HttpClient
+> =>
+  Effect.gen(function*() {
+    const valid = yield* Opts.decode("Mcp", Config, config)
+    yield* Opts.decode("Mcp", OptionsSchema, options)
+    const servers = Object.entries(valid.mcpServers)
+    const settings = {
+      callTimeout: Duration.fromInputUnsafe(options.callTimeout ?? Duration.seconds(60)),
+      connectTimeout: Duration.fromInputUnsafe(options.connectTimeout ?? Duration.seconds(30)),
+      prefix: options.prefix ?? servers.length > 1
+    }
+    const lists = yield* Effect.forEach(servers, ([name, server]) => connect(name, server, settings), {
+      concurrency: "unbounded"
+    })
+    return lists.flat()
+  })

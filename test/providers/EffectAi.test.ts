@@ -3,7 +3,7 @@ import { dirname, resolve } from "node:path"
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Duration, Effect, Layer, Schema, Stream } from "effect"
-import { AiError, LanguageModel, Prompt, type Response, Tool, Toolkit } from "effect/ai"
+import { AiError, Chat, LanguageModel, Prompt, type Response, Tool, Toolkit } from "effect/ai"
 import * as EffectAi from "../../src/providers/EffectAi.js"
 import * as Agent from "../../src/core/Agent.js"
 import * as Model from "../../src/core/Model.js"
@@ -555,4 +555,30 @@ describe("EffectAi.toolsOf (effect/ai toolkits as valet tools)", () => {
         "Paris: 2.1 million; Atlantis: unknown"
       ]))
     ))
+})
+
+describe("effect/ai Chat on valet's languageModel", () => {
+  it.effect("two turns with a tool against the recorded payloads: the history crosses the bridge whole", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      server.enqueue("/v1/chat/completions", Server.json(Server.chatCompletionOfStream(toolCallStream)))
+      server.enqueue("/v1/chat/completions", Server.json(Server.chatCompletionOfStream(textStream)))
+      const chat = yield* Chat.empty
+      const model = languageModel(server)
+      const first = yield* chat.generateText({ prompt: "What is new in AI?", toolkit: SearchToolkit }).pipe(
+        Effect.provide(model)
+      )
+      expect(first.toolResults.map((result) => result.result)).toEqual(["3 results for latest news on ai"])
+      const second = yield* chat.generateText({ prompt: "Summarize that in one line." }).pipe(Effect.provide(model))
+      const recorded = Server.chatCompletionOfStream(textStream) as { choices: ReadonlyArray<{ message: { content: string } }> }
+      expect(second.text).toBe(recorded.choices[0]!.message.content)
+
+      // The second request carries the whole conversation: the question, the tool call, its result, the follow-up.
+      const sent = server.requests[1]!.body.messages as ReadonlyArray<Record<string, any>>
+      expect(sent.map((message) => message.role)).toEqual(["user", "assistant", "tool", "user"])
+      expect(sent[1]!.tool_calls[0]).toMatchObject({ id: "chatcmpl-tool-b3b307239370432d9910d4b79b4dbbaa", function: { name: "searchGoogle" } })
+      expect(sent[2]).toMatchObject({ tool_call_id: "chatcmpl-tool-b3b307239370432d9910d4b79b4dbbaa" })
+      expect(sent[2]!.content).toContain("3 results for latest news on ai")
+      expect(sent[3]).toEqual({ role: "user", content: "Summarize that in one line." })
+    }).pipe(Effect.provide(searchHandlers)))
 })

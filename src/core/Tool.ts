@@ -66,6 +66,24 @@ const toolNamePattern = /^[a-zA-Z0-9_-]{1,64}$/
  */
 export const isValidName = (name: string): boolean => toolNamePattern.test(name)
 
+/**
+ * The JSON value of a model's argument text (`""`, which servers send for a call without arguments, is `{}`), or a
+ * message naming the tool and what is wrong: not JSON, or nested deeper than 100 levels (the decoders and messages
+ * that walk a value recursively would overflow the stack on a 10,000-deep array a model can write). For tools made
+ * with `fromDefinition`, which read their arguments themselves.
+ */
+export const parseArguments = (toolName: string, argumentsText: string): Result.Result<unknown, string> => {
+  const text = argumentsText.trim() === "" ? "{}" : argumentsText
+  if (!jsonDepthWithin(text)) {
+    return Result.fail(`the arguments of tool "${toolName}" nest deeper than ${maxJsonDepth} levels: ${cut(text, 200)}`)
+  }
+  try {
+    return Result.succeed(JSON.parse(text))
+  } catch (error) {
+    return Result.fail(`the arguments of tool "${toolName}" are not valid JSON (${errorMessage(error)}): ${cut(text, 200)}`)
+  }
+}
+
 /** Defines a tool. The JSON schema sent to the model is derived once, here. */
 export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A, E, R>): Tool<R> => {
   const parameters = parametersSchema(options.parameters)
@@ -75,19 +93,9 @@ export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A
   const name = options.name
 
   const decode = (argumentsText: string): Result.Result<P, string> => {
-    let raw: unknown
-    // Servers send `""` for a call without arguments; treat it as the empty object.
-    const text = argumentsText.trim() === "" ? "{}" : argumentsText
-    // The schema decoder, the coercion and the messages that quote the value all walk it recursively: arguments a
-    // model nests 10,000 deep would overflow the stack (a defect, not a tool error). One linear pass refuses them.
-    if (!jsonDepthWithin(text)) {
-      return Result.fail(`the arguments of tool "${name}" nest deeper than ${maxJsonDepth} levels: ${cut(text, 200)}`)
-    }
-    try {
-      raw = JSON.parse(text)
-    } catch (error) {
-      return Result.fail(`the arguments of tool "${name}" are not valid JSON (${errorMessage(error)}): ${cut(text, 200)}`)
-    }
+    const parsed = parseArguments(name, argumentsText)
+    if (Result.isFailure(parsed)) return Result.fail(parsed.failure)
+    const raw = parsed.success
     const strict = decodeStrict(raw)
     if (Result.isSuccess(strict)) return Result.succeed(strict.success)
     const lenient = decodeStrict(coerce(ast, raw))

@@ -13,7 +13,7 @@
  *
  * @since 0.2.0
  */
-import { Duration, Effect, Schema, type Scope } from "effect"
+import { Duration, Effect, Result, Schema, type Scope } from "effect"
 import { McpClient, McpProtocol, type McpSchema } from "effect/ai"
 import type { HttpClient } from "effect/http"
 import { ChildProcess, type ChildProcessSpawner } from "effect/process"
@@ -131,15 +131,9 @@ const toTool = (
     // timeout stays above it so the server's answer, or the cancellation, is what the model reads.
     timeout: Duration.sum(callTimeout, Duration.seconds(5)),
     call: (argumentsText) => {
-      let args: unknown
-      try {
-        args = JSON.parse(argumentsText.trim() === "" ? "{}" : argumentsText)
-      } catch (error) {
-        return Effect.succeed({
-          content: `ERROR: the arguments of tool "${name}" are not valid JSON (${error instanceof Error ? error.message : String(error)})`,
-          isError: true
-        })
-      }
+      const parsed = Tool.parseArguments(name, argumentsText)
+      if (Result.isFailure(parsed)) return Effect.succeed({ content: `ERROR: ${parsed.failure}`, isError: true })
+      const args = parsed.success
       if (args === null || typeof args !== "object" || Array.isArray(args)) {
         return Effect.succeed({ content: `ERROR: the arguments of tool "${name}" must be a JSON object`, isError: true })
       }

@@ -3,7 +3,7 @@
  * the toolkit's own `handle` (which decodes the parameters, runs the handler and encodes the result), so a tool
  * behaves the same in an `effect/ai` `Chat` and in a valet architecture.
  */
-import { Cause, Effect, Option, Stream } from "effect"
+import { Cause, Effect, Option, Result, Stream } from "effect"
 import type { Tool as AiTool, Toolkit } from "effect/ai"
 import { Tool as AiToolModule } from "effect/ai"
 import * as Tool from "../../../core/Tool.js"
@@ -32,17 +32,9 @@ export const toolsOf = <Tools extends Record<string, AiTool.Any>>(
         description: tool.description ?? "",
         parameters: AiToolModule.getJsonSchema(tool) as Record<string, unknown>,
         call: (argumentsText) => {
-          let params: unknown
-          try {
-            // Servers send `""` for a call without arguments.
-            params = JSON.parse(argumentsText.trim() === "" ? "{}" : argumentsText)
-          } catch (error) {
-            return Effect.succeed({
-              content: `ERROR: the arguments of tool "${name}" are not valid JSON (${error instanceof Error ? error.message : String(error)})`,
-              isError: true
-            })
-          }
-          return withHandler.handle(name, params as AiTool.ParametersEncoded<Tools[typeof name]>).pipe(
+          const params = Tool.parseArguments(name, argumentsText)
+          if (Result.isFailure(params)) return Effect.succeed({ content: `ERROR: ${params.failure}`, isError: true })
+          return withHandler.handle(name, params.success as AiTool.ParametersEncoded<Tools[typeof name]>).pipe(
             // The last result is the final one (earlier ones are preliminary).
             Effect.flatMap((results) => Stream.runLast(results)),
             Effect.map((last): Tool.Outcome =>

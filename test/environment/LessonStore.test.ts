@@ -1,25 +1,18 @@
 import { NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, FileSystem, Layer, type Scope } from "effect"
+import { Effect, Exit, FileSystem, Layer } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { TestClock } from "effect/testing"
 import * as LessonStore from "../../src/environment/LessonStore.js"
 import * as SqliteClient from "../../src/environment/SqliteClient.js"
-import { describePostgres, freshSchema } from "../support/postgres.js"
+import { type Backend as AnyBackend, describeOn, type SqlBackend as AnySqlBackend, withStore } from "../support/backends.js"
+import { freshSchema } from "../support/postgres.js"
 
-type StoreLayer = Layer.Layer<LessonStore.LessonStore, LessonStore.LessonStoreError | SqlError.SqlError>
+type Backend = AnyBackend<LessonStore.LessonStore, LessonStore.LessonStoreError>
 
-/** A backend: a fresh, empty store per call (its database removed when the test's scope closes). */
-interface Backend {
-  readonly name: "memory" | "sqlite" | "postgres"
-  readonly fresh: Effect.Effect<StoreLayer, SqlError.SqlError, Scope.Scope>
-}
-
-/** A SQL backend: a fresh database, as many clients on it as a test wants, and a way to write a bad row. */
-interface SqlBackend extends Backend {
-  readonly name: "sqlite" | "postgres"
-  readonly database: Effect.Effect<() => Layer.Layer<SqlClient.SqlClient, SqlError.SqlError>, SqlError.SqlError, Scope.Scope>
-  /** Inserts a row whose `created_at` is not a number (PostgreSQL must first be told to accept one). */
+/** A SQL backend, and a way to write a bad row (PostgreSQL must first be told to accept one). */
+interface SqlBackend extends AnySqlBackend<LessonStore.LessonStore, LessonStore.LessonStoreError> {
+  /** Inserts a row whose `created_at` is not a number. */
   readonly insertBadRow: Effect.Effect<unknown, SqlError.SqlError, SqlClient.SqlClient>
 }
 
@@ -49,14 +42,6 @@ const postgres: SqlBackend = {
       sql`INSERT INTO valet_lessons (task_key, lesson, created_at) VALUES ('k', 'bad', 'yesterday')`
     ))
 }
-
-/** Runs `program` against a fresh store of `backend`. */
-const withStore = <A, E, R>(backend: Backend, program: Effect.Effect<A, E, R>) =>
-  Effect.flatMap(backend.fresh, (layer) => Effect.provide(program, layer))
-
-/** `describe`, or for PostgreSQL `describePostgres` (skipped, saying why, without a server). */
-const describeOn = (backend: Backend, name: string, body: () => void) =>
-  backend.name === "postgres" ? describePostgres(name, body) : describe(name, body)
 
 const conformance = (backend: Backend) =>
   describeOn(backend, `LessonStore conformance [${backend.name}]`, () => {

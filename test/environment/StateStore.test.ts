@@ -1,12 +1,13 @@
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Result, type Scope } from "effect"
+import { Effect, Layer, Result } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import * as SqliteClient from "../../src/environment/SqliteClient.js"
 import * as StateStore from "../../src/environment/StateStore.js"
-import { describePostgres, freshSchema } from "../support/postgres.js"
+import { freshSchema } from "../support/postgres.js"
+import { type Backend as AnyBackend, describeOn, type SqlBackend as AnySqlBackend, withStore } from "../support/backends.js"
 
 const state = (parts: Partial<StateStore.State>): StateStore.State => ({ ...StateStore.empty, ...parts })
 
@@ -92,19 +93,8 @@ describe("StateStore.decodeUpdate", () => {
 // One conformance suite, every backend
 // ---------------------------------------------------------------------------------------------------------
 
-type StoreLayer = Layer.Layer<StateStore.StateStore, StateStore.StateStoreError | SqlError.SqlError>
-
-/** A backend: a fresh, empty store per call (its database removed when the test's scope closes). */
-interface Backend {
-  readonly name: "memory" | "sqlite" | "postgres"
-  readonly fresh: Effect.Effect<StoreLayer, SqlError.SqlError, Scope.Scope>
-}
-
-/** A SQL backend: a fresh database, and as many clients (connections, pools) on it as a test wants. */
-interface SqlBackend extends Backend {
-  readonly name: "sqlite" | "postgres"
-  readonly database: Effect.Effect<() => Layer.Layer<SqlClient.SqlClient, SqlError.SqlError>, SqlError.SqlError, Scope.Scope>
-}
+type Backend = AnyBackend<StateStore.StateStore, StateStore.StateStoreError>
+type SqlBackend = AnySqlBackend<StateStore.StateStore, StateStore.StateStoreError>
 
 const dir = mkdtempSync(join(tmpdir(), "valet-state-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -131,14 +121,6 @@ const postgres: SqlBackend = {
 }
 
 const memory: Backend = { name: "memory", fresh: Effect.succeed(StateStore.layerMemory()) }
-
-/** Runs `program` against a fresh store of `backend`. */
-const withStore = <A, E>(backend: Backend, program: Effect.Effect<A, E, StateStore.StateStore>) =>
-  Effect.flatMap(backend.fresh, (layer) => Effect.provide(program, layer))
-
-/** `describe`, or for PostgreSQL `describePostgres` (skipped, saying why, without a server). */
-const describeOn = (backend: Backend, name: string, body: () => void) =>
-  backend.name === "postgres" ? describePostgres(name, body) : describe(name, body)
 
 const conformance = (backend: Backend) =>
   describeOn(backend, `StateStore conformance [${backend.name}]`, () => {

@@ -7,7 +7,7 @@ import { Result, Schema } from "effect"
 import type * as Model from "../Model.js"
 import { describeIssue } from "./decode.js"
 import { parametersSchema } from "./jsonSchema.js"
-import { decodeJson, preview } from "./parse.js"
+import { decodeJson } from "./parse.js"
 
 /** The default number of repair attempts after the first answer. */
 export const defaultRetries = 2
@@ -73,6 +73,3 @@ export const repairRequest = (
   ],
   responseFormat: spec.responseFormat
 })
-
-/** An answer for an event or an error: its start. */
-export const previewAnswer = (text: string): string => preview(text, 500)

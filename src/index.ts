@@ -22,6 +22,9 @@ export * as AgentError from "./core/AgentError.js"
 /** The events a run streams, and helpers to filter and rebuild them. */
 export * as AgentEvent from "./core/AgentEvent.js"
 
+/** The agents a server offers, by name (for `valet serve`, the OpenAI facade and `valet mcp`). */
+export * as Agents from "./serve/Agents.js"
+
 /** How an agent thinks: the architecture contract and the toolkit for writing one. */
 export * as Architecture from "./core/Architecture.js"
 

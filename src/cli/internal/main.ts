@@ -1,11 +1,12 @@
 /**
  * How `valet` ends: an exit code that tells the truth and one line on stderr saying why, never a stack trace
  * (`--verbose` adds the full cause). Exit codes: 0 done; 1 the command failed (an error, an empty answer, a
- * problem or task that failed); 2 the command line was wrong (an unknown flag, a bad value, a missing argument);
- * 130 interrupted.
+ * problem or task that failed); 2 the command line was wrong (an unknown flag, a bad value, a missing argument,
+ * a bad `valet.yaml`); 130 interrupted.
  */
 import { Cause, Effect, Runtime, Schema } from "effect"
 import { CliError, CliOutput, Command, Flag, GlobalFlag } from "effect/cli"
+import { ConfigFileError } from "../../serve/AgentConfig.js"
 import { CommandFailed } from "./failure.js"
 import { valet, version } from "./root.js"
 
@@ -59,6 +60,8 @@ export const describeFailure = (
     return { line: undefined, exitCode: error._tag === "ShowHelp" && error.errors.length === 0 ? ExitCode.ok : ExitCode.usage }
   }
   if (error instanceof CommandFailed) return { line: `${command}: ${oneLine(error.message)}`, exitCode: ExitCode.failed }
+  // A bad config file is a usage error: what the user wrote is wrong, and the line says where.
+  if (error instanceof ConfigFileError) return { line: `${command}: ${oneLine(error.message)}`, exitCode: ExitCode.usage }
   const failure = Cause.findErrorOption(cause)
   if (failure._tag === "Some") return { line: `${command}: ${describeError(failure.value)}`, exitCode: ExitCode.failed }
   return {

@@ -6,15 +6,15 @@ import { actorLoopCommand } from "./actorLoop.js"
 import { evalCommand } from "./eval.js"
 import { healthCommand } from "./health.js"
 import { journal } from "./journal.js"
+import { mcpCommand } from "./mcp.js"
 import { replayCommand, runCommand } from "./run.js"
 import { solveCommand } from "./solve.js"
 import { stateCommand } from "./state.js"
 
-/** The version `valet --version` prints. */
-export const version = "0.1.0"
+export { version } from "./version.js"
 
 /** `valet` and its subcommands. */
 export const valet = Command.make("valet").pipe(
   Command.withDescription("Effect-native agent framework: run, record and inspect agent architectures."),
-  Command.withSubcommands([journal, solveCommand, evalCommand, actorLoopCommand, stateCommand, runCommand, replayCommand, healthCommand])
+  Command.withSubcommands([journal, solveCommand, evalCommand, actorLoopCommand, stateCommand, runCommand, replayCommand, healthCommand, mcpCommand])
 )

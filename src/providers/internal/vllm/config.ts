@@ -2,8 +2,8 @@
  * `configs/vllm_actors.yaml`: parsed with `yaml` (keeping line numbers) and decoded with a schema, so a bad file
  * fails with the field and the line that are wrong. A missing file is the single-actor default.
  */
-import { Effect, Result, Schema, SchemaIssue } from "effect"
-import { LineCounter, parseDocument } from "yaml"
+import { Effect, type Result, Schema } from "effect"
+import * as YamlDocument from "../yamlDocument.js"
 
 /** How an actor is served: `vllm serve` (OpenAI-compatible paths) or the legacy demo server's `POST /generate`. */
 export const Api = Schema.Literals(["openai", "generate"])
@@ -82,84 +82,7 @@ export const defaultPool: PoolFile = {
 }
 
 /** Why a file was refused: what, which field (`actors[1].base_url`) and where (1-based line and column). */
-export interface Problem {
-  readonly message: string
-  readonly field?: string
-  readonly line?: number
-  readonly column?: number
-}
-
-const fieldName = (path: ReadonlyArray<PropertyKey>): string =>
-  path.reduce<string>(
-    (out, key) => (typeof key === "number" ? `${out}[${key}]` : out === "" ? String(key) : `${out}.${String(key)}`),
-    ""
-  )
-
-const decode = Schema.decodeUnknownResult(PoolFile, { onExcessProperty: "error" })
-
-const formatter = SchemaIssue.makeFormatterStandardSchemaV1()
-
-/** The first issue of a failed decode: its message and the path of the field it is about. */
-const firstIssue = (issue: SchemaIssue.Issue): { readonly message: string; readonly path: ReadonlyArray<PropertyKey> } => {
-  const first = formatter(issue).issues[0]
-  if (first === undefined) return { message: String(issue), path: [] }
-  const path = (first.path ?? []).map((segment) => (typeof segment === "object" && segment !== null ? segment.key : segment))
-  return { message: messageOf(first.message), path }
-}
-
-const article: Record<string, string> = { string: "a string", number: "a number", boolean: "a boolean", object: "a map", array: "a list" }
-
-/** A schema message as the rule a person reads: "Expected number" → "must be a number". */
-const messageOf = (message: string): string => {
-  if (message === "Missing key") return "is required"
-  if (message === "Expected no excess property" || message.startsWith("Unexpected key")) return "is not a known key"
-  if (!message.startsWith("Expected ")) return message
-  const members = message.slice("Expected ".length).split(" | ").filter((member) => member !== "undefined")
-  return `must be ${members.map((member) => article[member] ?? member).join(" or ")}`
-}
-
-/** The value at `path` of `input`, as it is shown in a message (JSON, cut short). */
-const shown = (input: unknown, path: ReadonlyArray<PropertyKey>): string | undefined => {
-  let current: unknown = input
-  for (const key of path) {
-    if (current === null || typeof current !== "object" || !(key in current)) return undefined
-    current = (current as Record<PropertyKey, unknown>)[key]
-  }
-  const text = JSON.stringify(current) ?? String(current)
-  return text.length > 60 ? `${text.slice(0, 57)}...` : text
-}
+export type Problem = YamlDocument.Problem
 
 /** Parses and decodes the text of a pool file. */
-export const parse = (text: string): Result.Result<PoolFile, Problem> => {
-  const lineCounter = new LineCounter()
-  const doc = parseDocument(text, { lineCounter })
-  const syntax = doc.errors[0]
-  if (syntax !== undefined) {
-    const pos = syntax.linePos?.[0]
-    return Result.fail({
-      message: `not valid YAML: ${syntax.message.split("\n")[0]!.replace(/ at line \d+, column \d+:?$/, "")}`,
-      ...(pos !== undefined ? { line: pos.line, column: pos.col } : {})
-    })
-  }
-  const input: unknown = doc.toJS() ?? {}
-  const decoded = decode(input)
-  if (Result.isSuccess(decoded)) return Result.succeed(decoded.success)
-  const issue = firstIssue(decoded.failure.issue)
-  const value = issue.message.startsWith("must be ") ? shown(input, issue.path) : undefined
-  // The node of the field, else of the nearest enclosing one that exists (a missing key: its map).
-  let path: ReadonlyArray<PropertyKey> = issue.path
-  let node: unknown = undefined
-  for (;;) {
-    node = path.length === 0 ? doc.contents : doc.getIn(path as Array<unknown>, true)
-    if (node !== undefined || path.length === 0) break
-    path = path.slice(0, -1)
-  }
-  const range = (node as { range?: [number, number, number] } | null | undefined)?.range
-  const pos = range !== undefined ? lineCounter.linePos(range[0]) : undefined
-  const field = fieldName(issue.path)
-  return Result.fail({
-    message: value !== undefined ? `${issue.message}, got ${value}` : issue.message,
-    ...(field !== "" ? { field } : {}),
-    ...(pos !== undefined ? { line: pos.line, column: pos.col } : {})
-  })
-}
+export const parse = (text: string): Result.Result<PoolFile, Problem> => YamlDocument.parseAndDecode(PoolFile, text)

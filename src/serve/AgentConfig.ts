@@ -1,0 +1,318 @@
+/**
+ * `valet.yaml`: agents from a file, for `valet serve` and `valet mcp`.
+ *
+ * ```yaml
+ * model: { provider: openai-compatible, baseUrl: http://127.0.0.1:8000/v1, apiKeyEnv: OPENAI_API_KEY }
+ * mcpServers:
+ *   everything: { command: npx, args: [-y, "@modelcontextprotocol/server-everything"] }
+ * agents:
+ *   assistant:
+ *     description: Answers questions, with the everything server's tools.
+ *     instructions: You are a helpful assistant.
+ *     tools: [everything]
+ *     budget: { maxCalls: 20 }
+ *   writer:
+ *     architecture: self-refine
+ *     instructions: You write short, exact prose.
+ *     options: { maxRounds: 2, critic: assistant }
+ * server: { port: 8787, maxConcurrentRuns: 16, tokenEnv: VALET_TOKEN }
+ * ```
+ *
+ * A bad file fails with one `ConfigFileError` naming the file, the line and the key (`valet.yaml:9:19:
+ * agents.writer.architecture must be "react" or …`): the schema, unknown keys, an agent or MCP server named but
+ * not defined, agents that name each other in a circle, an unset `apiKeyEnv`, and architecture options that the
+ * architecture refuses. `build` then starts what the agents need in the caller's `Scope`: one client per model
+ * (`provider: scripted` is a fresh `ScriptedModel` in every run), and each MCP server that an agent uses, once.
+ *
+ * @since 0.2.0
+ */
+import { Config, Context, Effect, FileSystem, Layer, Path, Result, Schema, type Scope } from "effect"
+import type { HttpClient } from "effect/http"
+import type { ChildProcessSpawner } from "effect/process"
+import * as Agent from "../core/Agent.js"
+import * as Model from "../core/Model.js"
+import type * as ModelError from "../core/ModelError.js"
+import * as ScriptedModel from "../core/ScriptedModel.js"
+import type * as Tool from "../core/Tool.js"
+import * as Mcp from "../providers/Mcp.js"
+import * as YamlDocument from "../providers/internal/yamlDocument.js"
+import * as OpenAiCompatible from "../providers/OpenAiCompatible.js"
+import * as Vllm from "../providers/Vllm.js"
+import * as Agents from "./Agents.js"
+import * as Architectures from "./internal/config/architectures.js"
+import * as Internal from "./internal/config/schema.js"
+
+/** The file's schema. */
+export const ConfigFile = Internal.ConfigFile
+export type ConfigFile = Internal.ConfigFile
+/** The server settings of the file, with their defaults. */
+export type ServerSettings = Internal.ServerSettings
+/** Where an agent's model calls go. */
+export type ModelSpec = Internal.ModelSpec
+/** The architectures a config may name. */
+export const architectureNames: ReadonlyArray<string> = Architectures.architectureNames
+
+/** A file that cannot be read or is not valid: `field` names the key, `line` / `column` point at it. */
+export class ConfigFileError extends Schema.TaggedError<ConfigFileError>()("ConfigFileError", {
+  path: Schema.String,
+  detail: Schema.String,
+  field: Schema.optional(Schema.String),
+  line: Schema.optional(Schema.Number),
+  column: Schema.optional(Schema.Number)
+}) {
+  override get message(): string {
+    const where = this.line !== undefined ? `${this.path}:${this.line}:${this.column ?? 1}` : this.path
+    return `${where}: ${this.field !== undefined ? `${this.field} ` : ""}${this.detail}`
+  }
+}
+
+/** A parsed and checked file, and where its keys are (for the errors of `build`). */
+export interface Loaded {
+  readonly path: string
+  readonly config: ConfigFile
+  readonly problemAt: YamlDocument.Parsed["problemAt"]
+}
+
+const fileError = (path: string, problem: YamlDocument.Problem): ConfigFileError =>
+  new ConfigFileError({
+    path,
+    detail: problem.message,
+    ...(problem.field !== undefined ? { field: problem.field } : {}),
+    ...(problem.line !== undefined ? { line: problem.line } : {}),
+    ...(problem.column !== undefined ? { column: problem.column } : {})
+  })
+
+/** The checks the schema cannot make: names that must exist, and no circles of agents. */
+const crossCheck = (config: ConfigFile): YamlDocument.Problem | undefined => {
+  const agents = config.agents
+  const servers = config.mcpServers ?? {}
+  for (const [name, spec] of Object.entries(agents)) {
+    const badName = Internal.agentNameProblem(name)
+    if (badName !== undefined) return { message: badName, field: `agents.${name}` }
+    if (spec.model === undefined && config.model === undefined) {
+      return { message: "has no model: give it a model, or the file a top-level model", field: `agents.${name}` }
+    }
+    for (const [i, server] of (spec.tools ?? []).entries()) {
+      if (!(server in servers)) {
+        const known = Object.keys(servers)
+        return {
+          message: `names the MCP server ${JSON.stringify(server)}, which mcpServers does not define${
+            known.length > 0 ? ` (it defines ${known.join(", ")})` : ""
+          }`,
+          field: `agents.${name}.tools[${i}]`
+        }
+      }
+    }
+    for (const reference of Architectures.references(spec.architecture, spec.options ?? {})) {
+      const field = YamlDocument.fieldName(["agents", name, "options", ...reference.path])
+      if (typeof reference.name !== "string") {
+        return { message: `must name an agent of this file, got ${JSON.stringify(reference.name)}`, field }
+      }
+      if (!(reference.name in agents)) {
+        return { message: `names the agent ${JSON.stringify(reference.name)}, which agents does not define`, field }
+      }
+    }
+  }
+  // Depth-first over the references: a name met again on the current path is a circle.
+  const state = new Map<string, "visiting" | "done">()
+  const visit = (name: string, trail: ReadonlyArray<string>): YamlDocument.Problem | undefined => {
+    if (state.get(name) === "done") return undefined
+    if (state.get(name) === "visiting") {
+      const circle = [...trail.slice(trail.indexOf(name)), name].join(" → ")
+      return { message: `agents name each other in a circle: ${circle}`, field: `agents.${trail[trail.length - 1]}.options` }
+    }
+    state.set(name, "visiting")
+    const spec = agents[name]!
+    for (const reference of Architectures.references(spec.architecture, spec.options ?? {})) {
+      const problem = visit(reference.name as string, [...trail, name])
+      if (problem !== undefined) return problem
+    }
+    state.set(name, "done")
+    return undefined
+  }
+  for (const name of Object.keys(agents)) {
+    const problem = visit(name, [])
+    if (problem !== undefined) return problem
+  }
+  return undefined
+}
+
+const pathOf = (field: string): ReadonlyArray<string | number> =>
+  field.split(/\.|\[(\d+)\]/).filter((part) => part !== undefined && part !== "").map((part) => /^\d+$/.test(part) ? Number(part) : part)
+
+/** Parses and checks the text of a config file (`path` is only used in errors). */
+export const parse = (text: string, path: string): Result.Result<Loaded, ConfigFileError> => {
+  const parsed = YamlDocument.parse(text)
+  if (Result.isFailure(parsed)) return Result.fail(fileError(path, parsed.failure))
+  const decoded = YamlDocument.decode(ConfigFile, parsed.success)
+  if (Result.isFailure(decoded)) return Result.fail(fileError(path, decoded.failure))
+  const problem = crossCheck(decoded.success)
+  if (problem !== undefined) {
+    return Result.fail(fileError(path, parsed.success.problemAt(pathOf(problem.field ?? ""), problem.message)))
+  }
+  return Result.succeed({ path, config: decoded.success, problemAt: parsed.success.problemAt })
+}
+
+/** Reads and checks a config file. */
+export const load = (path: string): Effect.Effect<Loaded, ConfigFileError, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const text = yield* fs.readFileString(path).pipe(
+      Effect.mapError((error) =>
+        new ConfigFileError({
+          path,
+          detail: error.reason._tag === "NotFound" ? "no such file" : `cannot read the file: ${error.message}`
+        })
+      )
+    )
+    return yield* Result.match(parse(text, path), { onFailure: Effect.fail, onSuccess: Effect.succeed })
+  })
+
+/** What building the agents needs: the model clients' HTTP, files, and processes for stdio MCP servers. */
+export type Requirements =
+  | Scope.Scope
+  | HttpClient.HttpClient
+  | FileSystem.FileSystem
+  | Path.Path
+  | ChildProcessSpawner.ChildProcessSpawner
+
+/** What can go wrong while building: the file, a model server that cannot list its models, an MCP server. */
+export type BuildError = ConfigFileError | ModelError.ModelError | Vllm.VllmError | Mcp.McpError
+
+const scriptedTurn = (turn: typeof Internal.ScriptedTurn.Type): ScriptedModel.Turn =>
+  typeof turn === "string" ? turn : {
+    ...(turn.text !== undefined ? { text: turn.text } : {}),
+    ...(turn.reasoning !== undefined ? { reasoning: turn.reasoning } : {}),
+    ...(turn.toolCalls !== undefined
+      ? { toolCalls: turn.toolCalls.map((call) => ({ name: call.name, ...(call.arguments !== undefined ? { arguments: call.arguments } : {}) })) }
+      : {})
+  }
+
+/** The model of a spec, started once in the scope (a scripted model: fresh per run). */
+const modelLayer = (
+  loaded: Loaded,
+  spec: ModelSpec,
+  field: ReadonlyArray<string | number>
+): Effect.Effect<Layer.Layer<Model.Model>, BuildError, Requirements> =>
+  Effect.gen(function*() {
+    switch (spec.provider) {
+      case "scripted": {
+        const script = spec.replies.map(scriptedTurn)
+        // Consumed in order from the first reply in each run: the layer is built once per run.
+        return Layer.orDie(ScriptedModel.layer(script))
+      }
+      case "vllm": {
+        const pathService = yield* Path.Path
+        const configPath = spec.config === undefined
+          ? undefined
+          : pathService.resolve(pathService.dirname(loaded.path), spec.config)
+        const context = yield* Layer.build(Vllm.layer({
+          ...(configPath !== undefined ? { configPath } : {}),
+          ...(spec.actorName !== undefined ? { actorName: spec.actorName } : {})
+        }))
+        return Layer.succeed(Model.Model, Context.get(context, Model.Model))
+      }
+      case "openai-compatible": {
+        const apiKey = spec.apiKeyEnv === undefined
+          ? undefined
+          : yield* Config.Redacted(spec.apiKeyEnv).pipe(
+            Effect.mapError(() =>
+              fileError(loaded.path, loaded.problemAt([...field, "apiKeyEnv"], `names ${spec.apiKeyEnv}, which is not set in the environment`))
+            )
+          )
+        const options = { baseUrl: spec.baseUrl, ...(apiKey !== undefined ? { apiKey } : {}) }
+        const invalid = (error: { readonly message: string }) =>
+          fileError(loaded.path, loaded.problemAt(field, error.message))
+        let name = spec.model
+        if (name === undefined) {
+          const probe = yield* OpenAiCompatible.make({ ...options, model: "" }).pipe(Effect.mapError(invalid))
+          const models = yield* probe.listModels
+          if (models.length === 0) {
+            return yield* fileError(loaded.path, loaded.problemAt(field, `has no model name, and ${probe.apiBase}/models lists none`))
+          }
+          name = models[0]!.id
+        }
+        const client = yield* OpenAiCompatible.make({ ...options, model: name }).pipe(Effect.mapError(invalid))
+        return Layer.succeed(Model.Model, client)
+      }
+    }
+  })
+
+/**
+ * Builds the agents of a loaded file, in the current `Scope`: models started once per spec, each MCP server an
+ * agent uses connected once (and stopped when the scope closes).
+ */
+export const build = (loaded: Loaded): Effect.Effect<Agents.Service, BuildError, Requirements> =>
+  Effect.gen(function*() {
+    const { config } = loaded
+    const defaultModel = config.model === undefined ? undefined : yield* modelLayer(loaded, config.model, ["model"])
+    const used = new Set(Object.values(config.agents).flatMap((spec) => spec.tools ?? []))
+    const settings = config.mcp ?? {}
+    const serverTools = new Map<string, ReadonlyArray<Tool.Tool>>()
+    yield* Effect.forEach([...used], (server) =>
+      Mcp.tools({ mcpServers: { [server]: config.mcpServers![server]! } }, {
+        ...(settings.callTimeoutMs !== undefined ? { callTimeout: settings.callTimeoutMs } : {}),
+        ...(settings.connectTimeoutMs !== undefined ? { connectTimeout: settings.connectTimeoutMs } : {}),
+        prefix: settings.prefix ?? false
+      }).pipe(
+        Effect.tap((tools) => Effect.sync(() => serverTools.set(server, tools))),
+        // The Mcp options are fixed here and checked by the schema: an InvalidOptions is this code's bug.
+        Effect.catchTag("InvalidOptions", (error) => Effect.die(error))
+      ), { concurrency: "unbounded", discard: true })
+
+    const built = new Map<string, Agents.Entry>()
+    const buildAgent = (name: string): Effect.Effect<Agents.Entry, BuildError, Requirements> =>
+      Effect.gen(function*() {
+        const done = built.get(name)
+        if (done !== undefined) return done
+        const spec = config.agents[name]!
+        // References first (the cross-check ruled out circles).
+        for (const reference of Architectures.references(spec.architecture, spec.options ?? {})) {
+          yield* buildAgent(reference.name as string)
+        }
+        const architecture = yield* Architectures.make(
+          spec.architecture,
+          spec.options ?? {},
+          (other) => built.get(other)!.agent
+        ).pipe(
+          Effect.mapError((error) =>
+            fileError(loaded.path, loaded.problemAt(spec.options === undefined ? ["agents", name] : ["agents", name, "options"], error.message))
+          )
+        )
+        const tools = (spec.tools ?? []).flatMap((server) => serverTools.get(server) ?? [])
+        const names = new Map<string, string>()
+        for (const server of spec.tools ?? []) {
+          for (const tool of serverTools.get(server) ?? []) {
+            const other = names.get(tool.name)
+            if (other !== undefined) {
+              return yield* fileError(loaded.path, loaded.problemAt(["agents", name, "tools"], `get two tools named ${JSON.stringify(tool.name)} (from ${other} and ${server}): set mcp.prefix: true`))
+            }
+            names.set(tool.name, server)
+          }
+        }
+        const model = spec.model === undefined ? defaultModel! : yield* modelLayer(loaded, spec.model, ["agents", name, "model"])
+        const agent = Agent.make({
+          name,
+          instructions: spec.instructions,
+          architecture,
+          tools,
+          model,
+          ...(spec.maxTurns !== undefined ? { maxTurns: spec.maxTurns } : {})
+        })
+        const entry: Agents.Entry = {
+          name,
+          description: spec.description ?? `${name} (${spec.architecture})`,
+          architecture: spec.architecture,
+          agent,
+          ...(spec.budget !== undefined ? { budget: spec.budget } : {})
+        }
+        built.set(name, entry)
+        return entry
+      })
+    for (const name of Object.keys(config.agents)) yield* buildAgent(name)
+    return Agents.make(Object.keys(config.agents).map((name) => built.get(name)!))
+  })
+
+/** The `Agents` of a config file (`load` then `build`), their models and MCP servers living as long as the layer. */
+export const layer = (path: string): Layer.Layer<Agents.Agents, BuildError, Exclude<Requirements, Scope.Scope>> =>
+  Layer.effect(Agents.Agents, Effect.flatMap(load(path), build))

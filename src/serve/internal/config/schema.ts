@@ -1,0 +1,141 @@
+/**
+ * The schema of `valet.yaml`: the agents a server offers (architecture and options, model, tools, budget caps),
+ * the models and MCP servers they use, and the server's limits. Keys are camelCase, as in the `mcpServers` config
+ * of Claude Desktop, Cursor and VS Code (whose shape `mcpServers` takes as it is). Secrets are never written in the
+ * file: `apiKeyEnv` / `tokenEnv` name the environment variables holding them.
+ */
+import { Effect, Schema } from "effect"
+import * as Budget from "../../../core/Budget.js"
+import * as Mcp from "../../../providers/Mcp.js"
+import { architectureNames } from "./architectures.js"
+
+const IntAtLeast = (min: number) =>
+  Schema.Number.check(Schema.makeFilter((n: number) => Number.isInteger(n) && n >= min, { expected: `an integer >= ${min}` }))
+
+const orDefault = <S extends Schema.Codec<number, number>>(schema: S, value: number) =>
+  schema.pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed(value)))
+
+/**
+ * Why an agent's name cannot be one, if it cannot: it is an MCP tool name, an OpenAI model name and part of session
+ * ids, so letters and digits joined by single `-` or `_`, at most 48 characters.
+ */
+export const agentNameProblem = (name: string): string | undefined =>
+  /^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$/.test(name) && name.length <= 48
+    ? undefined
+    : "is not a usable agent name: letters and digits joined by single - or _, at most 48 characters"
+
+const EnvName = Schema.String.check(Schema.makeFilter((name: string) =>
+  /^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || `an environment variable name, got ${JSON.stringify(name)}`
+))
+
+const HttpUrl = Schema.String.check(Schema.makeFilter((url: string) => {
+  try {
+    const parsed = new URL(url)
+    return parsed.protocol === "http:" || parsed.protocol === "https:" || `not an http(s) URL: ${JSON.stringify(url)}`
+  } catch {
+    return `not a URL: ${JSON.stringify(url)}`
+  }
+}))
+
+/** An OpenAI-compatible server (vLLM, Ollama, llama.cpp, OpenAI…). */
+export const OpenAiModel = Schema.Struct({
+  provider: Schema.Literal("openai-compatible"),
+  baseUrl: HttpUrl,
+  /** The model name; the server's first model when absent. */
+  model: Schema.optional(Schema.String),
+  /** The environment variable holding the API key. */
+  apiKeyEnv: Schema.optional(EnvName)
+})
+
+/** The vLLM actor pool of a pool file (relative to `valet.yaml`). */
+export const VllmModel = Schema.Struct({
+  provider: Schema.Literal("vllm"),
+  config: Schema.optional(Schema.String),
+  actorName: Schema.optional(Schema.String)
+})
+
+const ScriptedToolCall = Schema.Struct({
+  name: Schema.String,
+  arguments: Schema.optional(Schema.Union([Schema.String, Schema.Record(Schema.String, Schema.Unknown)]))
+})
+
+/** One scripted reply: a text, or text / tool calls / reasoning. */
+export const ScriptedTurn = Schema.Union([
+  Schema.String,
+  Schema.Struct({
+    text: Schema.optional(Schema.String),
+    toolCalls: Schema.optional(Schema.Array(ScriptedToolCall)),
+    reasoning: Schema.optional(Schema.String)
+  })
+])
+
+/**
+ * `ScriptedModel` answering with `replies` in order, from the first one again in every run: a server that runs
+ * with no model server at all (demos, tests of a front end).
+ */
+export const ScriptedModelSpec = Schema.Struct({
+  provider: Schema.Literal("scripted"),
+  replies: Schema.Array(ScriptedTurn).check(Schema.isMinLength(1, { expected: "at least one reply" }))
+})
+
+/** Where an agent's model calls go. */
+export const ModelSpec = Schema.Union([OpenAiModel, VllmModel, ScriptedModelSpec])
+export type ModelSpec = typeof ModelSpec.Type
+
+/** One agent. */
+export const AgentSpec = Schema.Struct({
+  /** One line about the agent: its MCP tool description, shown by `GET /agents`. */
+  description: Schema.optional(Schema.String),
+  architecture: Schema.Literals(architectureNames).pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed("react" as const))),
+  /** The system message. */
+  instructions: Schema.String,
+  /** The architecture's options; options that hold agents (`critic`, `workers`…) name other agents of the file. */
+  options: Schema.optional(Schema.Record(Schema.String, Schema.Unknown)),
+  /** MCP servers of `mcpServers` whose tools the agent gets. */
+  tools: Schema.optional(Schema.Array(Schema.String)),
+  maxTurns: Schema.optional(IntAtLeast(1)),
+  /** The agent's own model; else the file's `model`. */
+  model: Schema.optional(ModelSpec),
+  /** Caps on every run of the agent; a run's own budget may only lower them. */
+  budget: Schema.optional(Budget.Limits)
+})
+export type AgentSpec = typeof AgentSpec.Type
+
+/** How MCP servers are called (see `Mcp.Options`). */
+export const McpSettings = Schema.Struct({
+  callTimeoutMs: Schema.optional(IntAtLeast(1)),
+  connectTimeoutMs: Schema.optional(IntAtLeast(1)),
+  /** Tool names `<server>__<tool>` (default false). */
+  prefix: Schema.optional(Schema.Boolean)
+})
+
+/** The server's limits (`valet serve`; `valet mcp --http` uses host and port). */
+export const ServerSettings = Schema.Struct({
+  host: Schema.String.pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed("127.0.0.1"))),
+  port: orDefault(IntAtLeast(0), 8787),
+  /** Runs at once; more get 429 with Retry-After. */
+  maxConcurrentRuns: orDefault(IntAtLeast(1), 16),
+  /** The largest request body, in bytes (413 beyond). */
+  maxBodyBytes: orDefault(IntAtLeast(1), 1_048_576),
+  /** The environment variable holding the bearer token every request must carry. */
+  tokenEnv: Schema.optional(EnvName),
+  /** Finished runs kept for `GET /runs/:id` and replay, at most this many… */
+  keepFinishedRuns: orDefault(IntAtLeast(0), 100),
+  /** …and for at most this long (ms). */
+  keepFinishedMs: orDefault(IntAtLeast(0), 3_600_000)
+})
+export type ServerSettings = typeof ServerSettings.Type
+
+/** The whole file. */
+export const ConfigFile = Schema.Struct({
+  /** The model of every agent that has none of its own. */
+  model: Schema.optional(ModelSpec),
+  mcpServers: Schema.optional(Schema.Record(Schema.String, Mcp.ServerConfig)),
+  mcp: Schema.optional(McpSettings),
+  // Names are checked after decoding: a bad key of a Record would read as "not a known key".
+  agents: Schema.Record(Schema.String, AgentSpec).check(
+    Schema.makeFilter((agents: Readonly<Record<string, unknown>>) => Object.keys(agents).length > 0 || "at least one agent is needed")
+  ),
+  server: ServerSettings.pipe(Schema.withDecodingDefaultKey(Effect.succeed({})))
+})
+export type ConfigFile = typeof ConfigFile.Type

@@ -5,7 +5,7 @@
 import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Result, Stream } from "effect"
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
@@ -198,4 +198,23 @@ agents:
       warnAt: 0.5
     })
   })
+
+  it("the README's valet.yaml is a valid config", () => {
+    const readme = readFileSync(join(import.meta.dirname, "..", "..", "README.md"), "utf8")
+    const section = readme.slice(readme.indexOf("### Agents as MCP tools"))
+    const yaml = /```yaml\n([\s\S]*?)```/.exec(section)![1]!
+    const parsed = parse(yaml)
+    expect(Result.isSuccess(parsed) ? Object.keys(parsed.success.config.agents) : parsed.failure.message).toEqual(["assistant", "writer"])
+  })
+
+  it.effect("examples/serve/valet.yaml runs as written, with no model server", () =>
+    Effect.gen(function*() {
+      const loaded = yield* AgentConfig.load(join(import.meta.dirname, "..", "..", "examples", "serve", "valet.yaml"))
+      const agents = yield* AgentConfig.build(loaded)
+      for (const entry of agents.list) {
+        const result = yield* Agent.run(entry.agent, "What is the capital of France?")
+        expect(result.output).toBe("Paris is the capital of France.")
+      }
+    }).pipe(Effect.scoped, Effect.provide(services)))
 })
+

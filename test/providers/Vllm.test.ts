@@ -1,9 +1,9 @@
 import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, FileSystem, Layer, Result, Stream } from "effect"
+import { Effect, FileSystem, Layer, Result, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import { healthOf } from "../../src/providers/internal/vllm/pool.js"
-import { Model, ModelError } from "../../src/index.js"
+import { Agent, Model, ModelError } from "../../src/index.js"
 import * as Vllm from "../../src/providers/Vllm.js"
 import * as Server from "../support/openAiServer.js"
 
@@ -171,6 +171,30 @@ describe("Vllm: the legacy /generate server", () => {
       expect(error._tag).toBe("InvalidRequest")
       expect(error.message).toMatch(/^actor legacy serves the legacy \/generate API, which cannot offer tools/)
       expect(server.requests.filter((r) => r.path === "/generate")).toHaveLength(0)
+    }))
+})
+
+describe("Vllm: structured output on the legacy /generate server", () => {
+  it.effect("the schema is asked for in the prompt (no response_format there); a bad answer is repaired", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make({ api: "generate" })
+      server.enqueue(
+        "/generate",
+        Server.json({ text: ["The capital is Paris."] }),
+        Server.json({ text: ['{"city": "Paris", "country": "France"}'] })
+      )
+      const path = yield* poolFile(`actors:\n  - name: legacy\n    base_url: ${server.url}\n    api: generate\n`)
+      const agent = Agent.make({ name: "geo", instructions: "Answer exactly." })
+      const result = yield* Agent.run(agent, "Capital of France?", {
+        output: Schema.Struct({ city: Schema.String, country: Schema.String })
+      }).pipe(Effect.provide(poolLayer({ configPath: path })))
+      expect(result.value).toEqual({ city: "Paris", country: "France" })
+      const prompts = server.requests.filter((r) => r.path === "/generate").map((r) => r.body.prompt as string)
+      expect(prompts).toHaveLength(2)
+      for (const prompt of prompts) {
+        expect(prompt).toMatch(/\n\nSystem: Reply with only a JSON value matching this JSON Schema, nothing else:\n\{.*"city".*\}\n\nAssistant:$/s)
+      }
+      expect(server.requests.filter((r) => r.path === "/generate").every((r) => !("response_format" in r.body))).toBe(true)
     }))
 })
 

@@ -51,6 +51,23 @@ export const promptOf = (request: Model.Request): string => {
   return `${lines.join("\n\n")}\n\nAssistant:`
 }
 
+/**
+ * The prompt asking for the response format in words: the legacy server has no `response_format` (and its
+ * `SamplingParams(**body)` cannot build vLLM's guided-decoding object from JSON), so JSON is asked for as the AI SDK
+ * asks providers without a JSON mode, and the caller decodes (structured output repairs what does not decode).
+ */
+const withFormat = (prompt: string, format: Model.ResponseFormat | undefined): string => {
+  if (format === undefined || format.type === "text") return prompt
+  const ask = format.type === "json"
+    ? "Reply with only a JSON value, nothing else."
+    : `Reply with only a JSON value matching this JSON Schema, nothing else:\n${JSON.stringify(format.schema)}`
+  // Before the transcript's final "Assistant:" cue, so the model still answers there.
+  const cue = "\n\nAssistant:"
+  return prompt.endsWith(cue)
+    ? `${prompt.slice(0, -cue.length)}\n\nSystem: ${ask}${cue}`
+    : `${prompt}\n\n${ask}\n`
+}
+
 /** The request body: the prompt and sampling keys only. */
 export const encode = (
   request: Model.Request,
@@ -65,15 +82,7 @@ export const encode = (
       })
     )
   }
-  if (request.responseFormat !== undefined && request.responseFormat.type !== "text") {
-    return Result.fail(
-      new ModelError.InvalidRequest({
-        status: 0,
-        message: `actor ${target.actor} serves the legacy /generate API, which has no response_format: serve it with \`vllm serve\` (api: openai)`
-      })
-    )
-  }
-  const body: Record<string, unknown> = { prompt: promptOf(request) }
+  const body: Record<string, unknown> = { prompt: withFormat(promptOf(request), request.responseFormat) }
   if (stream) body.stream = true
   if (request.temperature !== undefined) body.temperature = request.temperature
   if (request.topP !== undefined) body.top_p = request.topP

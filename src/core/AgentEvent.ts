@@ -6,7 +6,8 @@
  *
  * @since 0.1.0
  */
-import { Schema } from "effect"
+import { Schema, type Stream } from "effect"
+import * as Sse from "./internal/sse.js"
 import * as Model from "./Model.js"
 
 const base = {
@@ -142,6 +143,12 @@ export const sessionRole = (sessionId: string): string | undefined => {
   return at <= 0 ? undefined : sessionId.slice(at + separator.length)
 }
 
+/**
+ * Whether an event is the root run's own (not a sub-agent's): in a Self-Refine stream, the one `RunCompleted`
+ * of the five that holds the run's result is the one for which this is true.
+ */
+export const isRoot = (event: AgentEvent): boolean => parentSessionId(event.sessionId) === undefined
+
 /** Whether `sessionId` is `ancestor` itself or one of its sub-agents, at any depth. */
 export const isWithin = (sessionId: string, ancestor: string): boolean =>
   sessionId === ancestor || sessionId.startsWith(ancestor + separator)
@@ -234,3 +241,41 @@ export const format = (event: AgentEvent): string => {
     }
   }
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Server-Sent Events
+// ---------------------------------------------------------------------------------------------------------
+
+/** Options of `toSse`: the first id, the compact form, the keep-alive interval. */
+export type SseOptions = Sse.EncodeOptions
+
+/**
+ * A stream of events as Server-Sent Events text: `id: <n>`, `event: <_tag>`, `data: <json>` per event, a
+ * `: keep-alive` comment every 15 s of quiet (`heartbeat`), and, when the stream fails, a last `event: error`
+ * whose data is the typed error as JSON (`{"_tag":"ModelError",…,"message":…}`): the text never fails. With
+ * `compact: true`, `data` leaves out the tag, and a `TextDelta` its timestamp and the session, step and index it
+ * shares with the previous delta (`{"text":" Paris"}`); `sseDecoder` reads both forms. A pure transformation:
+ * works on a stream whose requirements are not provided yet.
+ */
+export const toSse = <E, R>(events: Stream.Stream<AgentEvent, E, R>, options?: SseOptions): Stream.Stream<string, never, R> =>
+  Sse.encode(events, options)
+
+/** The name of the SSE event that carries a run's error. */
+export const sseErrorEvent: string = Sse.errorEvent
+
+/** A typed error as the JSON of an `event: error`. */
+export const errorJson: (error: unknown) => Record<string, unknown> = (error) => Sse.errorJson(error)
+
+/** What `sseDecoder` answers for one SSE event: an event of the run, or the error that ended it. */
+export type SseDecoded =
+  | { readonly _tag: "Event"; readonly event: AgentEvent }
+  | { readonly _tag: "Error"; readonly error: Record<string, unknown> }
+
+/**
+ * A reader of one connection's SSE events (full or compact; one per connection, fed in order): each `{ event,
+ * data }` back to its `AgentEvent`, or the error that ended the run.
+ */
+export const sseDecoder = (): (received: { readonly event: string; readonly data: string }) => SseDecoded =>
+  // The data is valet's own: the decoder restores the fields the compact form leaves out.
+  Sse.decoder() as (received: { readonly event: string; readonly data: string }) => SseDecoded
+

@@ -5,7 +5,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, type Exit, type Layer, Predicate, type Schema, Stream, type Tracer } from "effect"
+import { Effect, type Exit, type Layer, Predicate, Schema, Stream, type Tracer } from "effect"
 import { type AgentError, InvalidAgent, InvalidOptions, SessionConflict, SubAgentFailed } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import * as Architecture from "./Architecture.js"
@@ -108,6 +108,19 @@ export interface StreamOptions extends RunOptions {
 
 const sessionIdPattern = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/
 
+/**
+ * Why `sessionId` cannot be a root run's session id, or `undefined` when it can: letters, digits, `-`, `.`, `:`
+ * and single `_` (`__` separates sub-agents), at most 128 characters. For ids a client chooses (a server's
+ * `sessionId` field), checked before the run starts.
+ */
+export const sessionIdProblem = (sessionId: string): string | undefined =>
+  sessionIdPattern.test(sessionId) && !sessionId.includes("__") && sessionId.length <= 128
+    ? undefined
+    : `invalid session id ${JSON.stringify(sessionId.length > 60 ? `${sessionId.slice(0, 57)}...` : sessionId)}: use letters, digits, -, ., : and single _ ("__" separates sub-agents), at most 128 characters`
+
+/** A session id a client may choose, as a schema (see `sessionIdProblem`). */
+export const SessionId = Schema.String.check(Schema.makeFilter((id: string) => sessionIdProblem(id) ?? true))
+
 const newSessionId = (): string => `sess_${globalThis.crypto.randomUUID().replace(/-/g, "").slice(0, 20)}`
 
 // Written without a generator, like the rest of a run's start: a generator frame and its objects stay alive
@@ -122,12 +135,8 @@ const rootInput = (
 ): Effect.Effect<Architecture.Input, InvalidAgent | InvalidOptions> =>
   Effect.suspend((): Effect.Effect<Architecture.Input, InvalidAgent | InvalidOptions> => {
     const sessionId = options?.sessionId ?? newSessionId()
-    if (!sessionIdPattern.test(sessionId) || sessionId.includes("__")) {
-      return Effect.fail(new InvalidOptions({
-        module: "Agent",
-        message: `Agent: invalid session id ${JSON.stringify(sessionId)}: use letters, digits, -, ., : and single _ ("__" separates sub-agents)`
-      }))
-    }
+    const problem = sessionIdProblem(sessionId)
+    if (problem !== undefined) return Effect.fail(new InvalidOptions({ module: "Agent", message: `Agent: ${problem}` }))
     const retries = options?.outputRetries
     if (retries !== undefined && (!Number.isInteger(retries) || retries < 0)) {
       return Effect.fail(new InvalidOptions({

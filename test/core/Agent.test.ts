@@ -292,6 +292,11 @@ describe("Agent", () => {
     Effect.gen(function*() {
       const badId = yield* Effect.flip(Agent.run(calculator, "x", { sessionId: "a__b" }))
       expect(badId).toBeInstanceOf(AgentError.InvalidOptions)
+      // The same check, exported for ids a client chooses.
+      expect(badId.message).toBe(`Agent: ${Agent.sessionIdProblem("a__b")}`)
+      expect(Agent.sessionIdProblem("sess_1:a.b-c")).toBeUndefined()
+      expect(Agent.sessionIdProblem("x".repeat(129))).toMatch(/at most 128 characters/)
+      expect(Schema.is(Agent.SessionId)("../etc")).toBe(false)
       const badTurns = yield* Effect.flip(Agent.run(Agent.make({ name: "z", instructions: "", maxTurns: 0 }), "x"))
       expect(badTurns).toBeInstanceOf(AgentError.InvalidAgent)
       expect(yield* ScriptedModel.calls).toHaveLength(0)

@@ -84,6 +84,12 @@ export interface RunOptions {
   readonly budget?: Budget.Limits | undefined
   /** Earlier messages of a conversation, placed between the instructions and the prompt. */
   readonly history?: ReadonlyArray<Model.Message> | undefined
+  /**
+   * Completes when the run should stop (`Deferred.await(cancelled)`): everything in flight is interrupted
+   * (requests aborted, processes killed) and the run ends `interrupted` with reason `cancelled`, keeping its
+   * output so far — where interrupting the fiber would leave no result at all.
+   */
+  readonly cancel?: Effect.Effect<void> | undefined
 }
 
 /**
@@ -161,7 +167,8 @@ const rootInput = (
       parent: undefined,
       resources,
       ...(span !== undefined ? { span } : {}),
-      ...(options?.output !== undefined ? { output: Output.make(options.output, retries) } : {})
+      ...(options?.output !== undefined ? { output: Output.make(options.output, retries) } : {}),
+      ...(options?.cancel !== undefined ? { cancel: options.cancel } : {})
     }))
   })
 

@@ -99,6 +99,11 @@ export interface Input {
    * call (`Model.Request.responseFormat`), as the tool loop does when there are no tools.
    */
   readonly output?: Output.OutputSpec | undefined
+  /**
+   * Completes when the caller cancels the run (root runs only): everything in flight is interrupted and the run
+   * ends completed, `interrupted` with reason `cancelled`, keeping its output so far.
+   */
+  readonly cancel?: Effect.Effect<void> | undefined
 }
 
 /** What an architecture program returns; the runtime adds the counts and timing to make the `RunResult`. */
@@ -534,6 +539,13 @@ const executeProgram = <R>(
           duration: left,
           orElse: () => Effect.succeed<Outcome>({ output: state.output, interrupted: "budget:wall_clock" })
         })
+      )
+    }
+    // A cancel, like a deadline, stops everything in flight and keeps what the run has so far.
+    if (input.parent === undefined && input.cancel !== undefined) {
+      guarded = Effect.raceFirst(
+        guarded,
+        Effect.andThen(input.cancel, Effect.sync((): Outcome => ({ output: state.output, interrupted: "cancelled" })))
       )
     }
     const runContext = input.span !== undefined

@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Layer, Schema, Stream, type Tracer, Option } from "effect"
+import { TestClock } from "effect/testing"
 import * as Agent from "../../src/core/Agent.js"
 import * as AgentError from "../../src/core/AgentError.js"
 import * as AgentEvent from "../../src/core/AgentEvent.js"
@@ -301,6 +302,19 @@ describe("Agent", () => {
       expect(badTurns).toBeInstanceOf(AgentError.InvalidAgent)
       expect(yield* ScriptedModel.calls).toHaveLength(0)
     }).pipe(Effect.provide(ScriptedModel.layer([]))))
+
+  it.effect("cancel: the run stops at once and ends interrupted (cancelled) with its result, where interrupting would leave none", () =>
+    Effect.gen(function*() {
+      const cancelled = yield* Deferred.make<void>()
+      const slow = Agent.make({ name: "slow", instructions: "" })
+      const fiber = yield* Agent.run(slow, "x", { cancel: Deferred.await(cancelled) }).pipe(Effect.forkChild)
+      yield* TestClock.adjust("1 second")
+      yield* Deferred.succeed(cancelled, undefined)
+      const result = yield* Fiber.join(fiber)
+      expect(result).toMatchObject({ interrupted: true, interruptionReason: "cancelled", modelCalls: 1, output: "" })
+      // The model call in flight (an hour long) was interrupted, not waited for: the clock only moved a second.
+      expect(yield* ScriptedModel.remaining).toBe(0)
+    }).pipe(Effect.provide(ScriptedModel.layer([{ text: "late", delay: "1 hour" }]))))
 
   it.effect("generated session ids are sess_<unique>", () =>
     Effect.gen(function*() {

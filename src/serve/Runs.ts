@@ -1,0 +1,342 @@
+/**
+ * The runs of a server: each started in the background on an agent of `Agents`, its events kept for replay
+ * and followed live by any number of readers, cancellable, and dropped some time after it ends.
+ *
+ * - `start` checks the request (the agent exists, the session id is usable, the budget within the agent's caps,
+ *   fewer than `maxConcurrentRuns` running) and answers at once with the run's ids; the run goes on in the
+ *   registry's scope, not the caller's.
+ * - `events(runId, { after })` replays the run's events after the `after`-th (all of them by default), then
+ *   follows it live, and ends after its `RunCompleted` — or fails with its error, when it failed.
+ * - `cancel` stops a run at once (its model requests aborted, its processes killed): it ends completed,
+ *   `interrupted` with reason `cancelled`, keeping the output it had.
+ * - Memory is bounded: at most `keepFinishedRuns` finished runs are kept, each for at most `keepFinishedMs`.
+ *
+ * @since 0.2.0
+ */
+import { Clock, Context, Deferred, Effect, type Fiber, Layer, Option, Schema, type Scope, Stream } from "effect"
+import * as Agent from "../core/Agent.js"
+import type { AgentError } from "../core/AgentError.js"
+import * as AgentEvent from "../core/AgentEvent.js"
+import * as Budget from "../core/Budget.js"
+import * as Agents from "./Agents.js"
+
+// ---------------------------------------------------------------------------------------------------------
+// Requests and views
+// ---------------------------------------------------------------------------------------------------------
+
+/** A run's budget as a client asks for it (each limit capped by the agent's own). */
+export const RunBudget = Schema.Struct({
+  maxCalls: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  /** Total tokens, input and output. */
+  maxTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  /** Wall-clock time, in milliseconds. */
+  maxWallMs: Schema.optional(Schema.Number.check(Schema.isGreaterThanOrEqualTo(0)))
+})
+export type RunBudget = typeof RunBudget.Type
+
+/** What starts a run. */
+export const RunRequest = Schema.Struct({
+  /** The agent's name. */
+  agent: Schema.String,
+  /** The prompt. */
+  input: Schema.String,
+  /** The run's session id (letters, digits, `-`, `.`, `:`, single `_`); a new one by default. */
+  sessionId: Schema.optional(Agent.SessionId),
+  budget: Schema.optional(RunBudget)
+})
+export type RunRequest = typeof RunRequest.Type
+
+/** A run's ids. */
+export const Started = Schema.Struct({ runId: Schema.String, sessionId: Schema.String })
+export type Started = typeof Started.Type
+
+/** Where a run is. */
+export const Status = Schema.Literals(["running", "completed", "failed"])
+export type Status = typeof Status.Type
+
+/** A run as a client sees it: ids, agent, status, and once ended its result or error. */
+export const RunView = Schema.Struct({
+  runId: Schema.String,
+  sessionId: Schema.String,
+  agent: Schema.String,
+  input: Schema.String,
+  status: Status,
+  /** Events so far. */
+  events: Schema.Int,
+  createdAt: Schema.Number,
+  endedAt: Schema.optional(Schema.Number),
+  result: Schema.optional(AgentEvent.RunResult),
+  /** The typed error of a failed run, as JSON (`_tag`, `message`, fields). */
+  error: Schema.optional(Schema.Record(Schema.String, Schema.Unknown))
+})
+export type RunView = typeof RunView.Type
+
+// ---------------------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------------------
+
+/** No agent has that name. */
+export class UnknownAgent extends Schema.TaggedError<UnknownAgent>()("UnknownAgent", {
+  agent: Schema.String,
+  message: Schema.String
+}, { httpApiStatus: 404 }) {}
+
+/** No run has that id (or it ended long enough ago to be dropped). */
+export class RunNotFound extends Schema.TaggedError<RunNotFound>()("RunNotFound", {
+  runId: Schema.String,
+  message: Schema.String
+}, { httpApiStatus: 404 }) {}
+
+/** `maxConcurrentRuns` runs are going on; try again after `retryAfterSeconds`. */
+export class TooManyRuns extends Schema.TaggedError<TooManyRuns>()("TooManyRuns", {
+  limit: Schema.Int,
+  retryAfterSeconds: Schema.Int,
+  message: Schema.String
+}, { httpApiStatus: 429 }) {}
+
+/** The request cannot start a run (a session id in use, a budget the agent refuses…). */
+export class InvalidRunRequest extends Schema.TaggedError<InvalidRunRequest>()("InvalidRunRequest", {
+  message: Schema.String
+}, { httpApiStatus: 400 }) {}
+
+/** A followed run failed: its typed error as JSON. */
+export class RunFailed extends Schema.TaggedError<RunFailed>()("RunFailed", {
+  runId: Schema.String,
+  error: Schema.Record(Schema.String, Schema.Unknown),
+  message: Schema.String
+}) {}
+
+// ---------------------------------------------------------------------------------------------------------
+// Service
+// ---------------------------------------------------------------------------------------------------------
+
+/** An event of a run with its position (0-based): its SSE id. */
+export interface Indexed {
+  readonly seq: number
+  readonly event: AgentEvent.AgentEvent
+}
+
+/** The limits of a registry. */
+export interface Options {
+  /** Runs going on at once, at most (default 16); more are refused with `TooManyRuns`. */
+  readonly maxConcurrentRuns?: number | undefined
+  /** Finished runs kept, at most (default 100). */
+  readonly keepFinishedRuns?: number | undefined
+  /** How long a finished run is kept, in ms (default one hour). */
+  readonly keepFinishedMs?: number | undefined
+}
+
+/** The registry. */
+export interface Service {
+  readonly start: (request: RunRequest) => Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest>
+  readonly get: (runId: string) => Effect.Effect<RunView, RunNotFound>
+  /** Every run kept, newest first. */
+  readonly list: Effect.Effect<ReadonlyArray<RunView>>
+  /**
+   * The run's events after the `after`-th (from the first by default), then live; ends after the run's
+   * `RunCompleted`, or fails with `RunFailed`.
+   */
+  readonly events: (
+    runId: string,
+    options?: { readonly after?: number | undefined }
+  ) => Effect.Effect<Stream.Stream<Indexed, RunFailed>, RunNotFound>
+  /** Stops the run at once; it ends `interrupted` with reason `cancelled`. A run already ended is left as it is. */
+  readonly cancel: (runId: string) => Effect.Effect<void, RunNotFound>
+  /** Runs going on now. */
+  readonly running: Effect.Effect<number>
+}
+
+/** The runs in context. */
+export class Runs extends Context.Service<Runs, Service>()("valet/Runs") {}
+
+interface Record_ {
+  readonly runId: string
+  readonly sessionId: string
+  readonly agent: string
+  readonly input: string
+  readonly createdAt: number
+  readonly events: Array<AgentEvent.AgentEvent>
+  status: Status
+  endedAt: number | undefined
+  result: AgentEvent.RunResult | undefined
+  error: AgentError | undefined
+  /** Completed (and replaced) whenever the record changes: followers wait on it. */
+  changed: Deferred.Deferred<void>
+  readonly cancel: Deferred.Deferred<void>
+  fiber: Fiber.Fiber<void> | undefined
+}
+
+const newId = (prefix: string): string => `${prefix}_${globalThis.crypto.randomUUID().replace(/-/g, "").slice(0, 20)}`
+
+const budgetLimits = (budget: RunBudget | undefined): Budget.Limits | undefined =>
+  budget === undefined
+    ? undefined
+    : {
+      ...(budget.maxCalls !== undefined ? { maxCalls: budget.maxCalls } : {}),
+      ...(budget.maxTokens !== undefined ? { maxTotalTokens: budget.maxTokens } : {}),
+      ...(budget.maxWallMs !== undefined ? { maxDurationMs: budget.maxWallMs } : {})
+    }
+
+const view = (record: Record_): RunView => ({
+  runId: record.runId,
+  sessionId: record.sessionId,
+  agent: record.agent,
+  input: record.input,
+  status: record.status,
+  events: record.events.length,
+  createdAt: record.createdAt,
+  ...(record.endedAt !== undefined ? { endedAt: record.endedAt } : {}),
+  ...(record.result !== undefined ? { result: record.result } : {}),
+  ...(record.error !== undefined ? { error: AgentEvent.errorJson(record.error) } : {})
+})
+
+/** A registry running the agents of `Agents`, its runs living in the current `Scope`. */
+export const make = (options: Options = {}): Effect.Effect<Service, never, Agents.Agents | Scope.Scope> =>
+  Effect.gen(function*() {
+    const agents = yield* Agents.Agents
+    const scope = yield* Effect.scope
+    const maxConcurrentRuns = options.maxConcurrentRuns ?? 16
+    const keepFinishedRuns = options.keepFinishedRuns ?? 100
+    const keepFinishedMs = options.keepFinishedMs ?? 3_600_000
+    const records = new Map<string, Record_>()
+    const sessions = new Set<string>()
+    let running = 0
+
+    const touch = (record: Record_) => {
+      const changed = record.changed
+      record.changed = Deferred.makeUnsafe<void>()
+      Deferred.doneUnsafe(changed, Effect.void)
+    }
+
+    /** Drops finished runs beyond the count or the age limit (oldest first). */
+    const prune = (now: number) => {
+      const finished = [...records.values()].filter((record) => record.status !== "running")
+      const excess = finished.length - keepFinishedRuns
+      finished.forEach((record, i) => {
+        if (i < excess || now - (record.endedAt ?? now) > keepFinishedMs) {
+          records.delete(record.runId)
+          sessions.delete(record.sessionId)
+        }
+      })
+    }
+
+    const find = (runId: string) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        prune(now)
+        const record = records.get(runId)
+        return record !== undefined
+          ? Effect.succeed(record)
+          : Effect.fail(new RunNotFound({ runId, message: `no run ${JSON.stringify(runId)} (unknown, or ended and dropped)` }))
+      })
+
+    const execute = (record: Record_, entry: Agents.Entry, budget: Budget.Limits | undefined) =>
+      Agent.stream(entry.agent, record.input, {
+        sessionId: record.sessionId,
+        cancel: Deferred.await(record.cancel),
+        ...(budget !== undefined ? { budget } : {})
+      }).pipe(
+        Stream.runForEach((event) =>
+          Effect.sync(() => {
+            record.events.push(event)
+            if (event._tag === "RunCompleted" && event.sessionId === record.sessionId) record.result = event.result
+            touch(record)
+          })
+        ),
+        Effect.catch((error: AgentError) => Effect.sync(() => void (record.error = error))),
+        Effect.onExit(() =>
+          Effect.flatMap(Clock.currentTimeMillis, (now) =>
+            Effect.sync(() => {
+              running--
+              record.status = record.error !== undefined ? "failed" : "completed"
+              record.endedAt = now
+              touch(record)
+              prune(now)
+            }))
+        )
+      )
+
+    const start = (request: RunRequest): Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest> =>
+      Effect.gen(function*() {
+        const entry = agents.get(request.agent)
+        if (entry === undefined) {
+          return yield* new UnknownAgent({
+            agent: request.agent,
+            message: `no agent named ${JSON.stringify(request.agent)}; agents: ${agents.list.map((e) => e.name).join(", ")}`
+          })
+        }
+        if (running >= maxConcurrentRuns) {
+          return yield* new TooManyRuns({
+            limit: maxConcurrentRuns,
+            retryAfterSeconds: 1,
+            message: `${maxConcurrentRuns} runs are going on, the most this server runs at once: retry later`
+          })
+        }
+        const sessionId = request.sessionId ?? newId("sess")
+        const problem = Agent.sessionIdProblem(sessionId)
+        if (problem !== undefined) return yield* new InvalidRunRequest({ message: `sessionId: ${problem}` })
+        if (sessions.has(sessionId)) {
+          return yield* new InvalidRunRequest({ message: `sessionId: ${JSON.stringify(sessionId)} is the session of another run` })
+        }
+        const budget = Agents.budgetOf(entry, budgetLimits(request.budget))
+        if (budget !== undefined) {
+          yield* Budget.make(budget).pipe(Effect.mapError((error) => new InvalidRunRequest({ message: `budget: ${error.message}` })))
+        }
+        const now = yield* Clock.currentTimeMillis
+        prune(now)
+        const record: Record_ = {
+          runId: newId("run"),
+          sessionId,
+          agent: entry.name,
+          input: request.input,
+          createdAt: now,
+          events: [],
+          status: "running",
+          endedAt: undefined,
+          result: undefined,
+          error: undefined,
+          changed: Deferred.makeUnsafe<void>(),
+          cancel: Deferred.makeUnsafe<void>(),
+          fiber: undefined
+        }
+        records.set(record.runId, record)
+        sessions.add(sessionId)
+        running++
+        record.fiber = yield* Effect.forkIn(execute(record, entry, budget), scope)
+        return { runId: record.runId, sessionId }
+      })
+
+    type Page = readonly [ReadonlyArray<Indexed>, Option.Option<number>]
+    const events = (runId: string, options?: { readonly after?: number | undefined }) =>
+      Effect.map(find(runId), (record) =>
+        Stream.paginate(options?.after === undefined ? 0 : options.after + 1, (next: number) =>
+          Effect.suspend((): Effect.Effect<Page, RunFailed> => {
+            if (next < record.events.length) {
+              const items = record.events.slice(next).map((event, i) => ({ seq: next + i, event }))
+              return Effect.succeed([items, Option.some(record.events.length)])
+            }
+            if (record.status === "failed") {
+              const error = AgentEvent.errorJson(record.error)
+              return Effect.fail(new RunFailed({ runId, error, message: String(error.message ?? error._tag) }))
+            }
+            if (record.status === "completed") return Effect.succeed([[], Option.none()])
+            // Nothing new yet: wait for the next change, then look again.
+            return Effect.as(Deferred.await(record.changed), [[], Option.some(next)] as Page)
+          })))
+
+    return Runs.of({
+      start,
+      get: (runId) => Effect.map(find(runId), view),
+      list: Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        Effect.sync(() => {
+          prune(now)
+          return [...records.values()].reverse().map(view)
+        })),
+      events,
+      cancel: (runId) =>
+        Effect.flatMap(find(runId), (record) => Effect.sync(() => void Deferred.doneUnsafe(record.cancel, Effect.void))),
+      running: Effect.sync(() => running)
+    })
+  })
+
+/** `make` as a layer: the runs live as long as the layer. */
+export const layer = (options: Options = {}): Layer.Layer<Runs, never, Agents.Agents> => Layer.effect(Runs, make(options))

@@ -1,0 +1,117 @@
+/**
+ * The run registry: runs go on in the background, any number of readers replay and follow them, a cancel keeps
+ * the partial output, a failure is the run's typed error, limits refuse what is beyond them, and finished runs
+ * are dropped by count and by age.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Fiber, Layer, Stream } from "effect"
+import { TestClock } from "effect/testing"
+import * as SelfRefine from "../../src/architectures/SelfRefine.js"
+import * as Agent from "../../src/core/Agent.js"
+import * as ModelError from "../../src/core/ModelError.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Agents from "../../src/serve/Agents.js"
+import * as Runs from "../../src/serve/Runs.js"
+
+const agent = (name: string, script: ScriptedModel.Script, architecture?: Parameters<typeof Agent.make>[0]["architecture"]) =>
+  Agent.make({
+    name,
+    instructions: "",
+    model: Layer.orDie(ScriptedModel.layer(script)),
+    ...(architecture !== undefined ? { architecture } : {})
+  }) as Agent.Agent<never>
+
+const catalog = Agents.layer([
+  agent("quick", ["Paris."]),
+  agent("slow", [{ text: "Paris, eventually.", delay: "10 seconds" }]),
+  agent("writer", ["draft", { text: "critique", delay: "10 seconds" }, "final"], SelfRefine.architecture),
+  agent("broken", [{ error: new ModelError.RateLimited({ message: "slow down" }) }]),
+  { ...Agents.make([agent("capped", ["a", "b"])]).list[0]!, budget: { maxCalls: 5 } }
+])
+
+const registry = (options?: Runs.Options) => Layer.provide(Runs.layer(options), catalog)
+
+const collect = (stream: Stream.Stream<Runs.Indexed, Runs.RunFailed>) => Stream.runCollect(stream)
+
+describe("Runs", () => {
+  it.effect("a run goes on in the background; readers replay from the start or after an id, then follow it live", () =>
+    Effect.gen(function*() {
+      const runs = yield* Runs.Runs
+      const { runId, sessionId } = yield* runs.start({ agent: "slow", input: "Capital of France?", sessionId: "client-chosen" })
+      expect(sessionId).toBe("client-chosen")
+      expect((yield* runs.get(runId)).status).toBe("running")
+      const early = yield* Effect.forkChild(collect(yield* runs.events(runId)))
+      yield* TestClock.adjust("10 seconds")
+      const all = yield* Fiber.join(early)
+      expect(all.map((item) => item.seq)).toEqual(all.map((_, i) => i))
+      expect(all.at(-1)!.event).toMatchObject({ _tag: "RunCompleted", result: { output: "Paris, eventually." } })
+      // A late reader replays the same events; one with Last-Event-ID 1 gets those after it.
+      expect(yield* collect(yield* runs.events(runId))).toEqual(all)
+      expect((yield* collect(yield* runs.events(runId, { after: 1 }))).map((item) => item.seq)).toEqual(all.slice(2).map((item) => item.seq))
+      const done = yield* runs.get(runId)
+      expect(done).toMatchObject({ status: "completed", agent: "slow", result: { output: "Paris, eventually." } })
+    }).pipe(Effect.provide(registry())))
+
+  it.effect("a cancel stops the run at once and keeps its output: completed, interrupted, reason cancelled", () =>
+    Effect.gen(function*() {
+      const runs = yield* Runs.Runs
+      const { runId } = yield* runs.start({ agent: "writer", input: "Write." })
+      const reader = yield* Effect.forkChild(collect(yield* runs.events(runId)))
+      yield* TestClock.adjust("1 second")
+      yield* runs.cancel(runId)
+      const events = yield* Fiber.join(reader)
+      const last = events.at(-1)!.event
+      expect(last).toMatchObject({ _tag: "RunCompleted", result: { interrupted: true, interruptionReason: "cancelled", output: "draft" } })
+      expect(yield* runs.get(runId)).toMatchObject({ status: "completed", result: { interruptionReason: "cancelled" } })
+      expect(yield* runs.running).toBe(0)
+    }).pipe(Effect.provide(registry())))
+
+  it.effect("a failed run: readers' streams fail with its typed error, and get shows it", () =>
+    Effect.gen(function*() {
+      const runs = yield* Runs.Runs
+      const { runId } = yield* runs.start({ agent: "broken", input: "x" })
+      const failure = yield* Effect.flip(collect(yield* runs.events(runId)))
+      expect(failure).toMatchObject({ _tag: "RunFailed", runId, error: { _tag: "RateLimited", message: expect.stringContaining("slow down") } })
+      expect(yield* runs.get(runId)).toMatchObject({ status: "failed", error: { _tag: "RateLimited" } })
+    }).pipe(Effect.provide(registry())))
+
+  it.effect("refusals: an unknown agent, a bad or taken session id, a budget beyond reason, more than maxConcurrentRuns", () =>
+    Effect.gen(function*() {
+      const runs = yield* Runs.Runs
+      expect(yield* Effect.flip(runs.start({ agent: "nobody", input: "x" }))).toMatchObject({
+        _tag: "UnknownAgent",
+        message: 'no agent named "nobody"; agents: quick, slow, writer, broken, capped'
+      })
+      expect((yield* Effect.flip(runs.start({ agent: "quick", input: "x", sessionId: "a__b" }))).message).toMatch(/^sessionId: invalid session id/)
+      yield* runs.start({ agent: "slow", input: "x", sessionId: "taken" })
+      expect((yield* Effect.flip(runs.start({ agent: "quick", input: "x", sessionId: "taken" }))).message).toBe(
+        'sessionId: "taken" is the session of another run'
+      )
+      yield* runs.start({ agent: "slow", input: "x" })
+      expect(yield* Effect.flip(runs.start({ agent: "slow", input: "x" }))).toMatchObject({ _tag: "TooManyRuns", limit: 2, retryAfterSeconds: 1 })
+      expect(yield* runs.running).toBe(2)
+    }).pipe(Effect.provide(registry({ maxConcurrentRuns: 2 }))))
+
+  it.effect("a run's budget is the agent's caps lowered by the request's", () =>
+    Effect.gen(function*() {
+      const runs = yield* Runs.Runs
+      const { runId } = yield* runs.start({ agent: "capped", input: "x", budget: { maxCalls: 0 } })
+      yield* collect(yield* runs.events(runId))
+      expect((yield* runs.get(runId)).result).toMatchObject({ interrupted: true, interruptionReason: "budget:max_calls", modelCalls: 0 })
+    }).pipe(Effect.provide(registry())))
+
+  it.effect("finished runs are dropped beyond keepFinishedRuns, and after keepFinishedMs", () =>
+    Effect.gen(function*() {
+      const runs = yield* Runs.Runs
+      const ids: Array<string> = []
+      for (let i = 0; i < 3; i++) {
+        const { runId } = yield* runs.start({ agent: "quick", input: "x" })
+        yield* collect(yield* runs.events(runId))
+        ids.push(runId)
+      }
+      expect((yield* runs.list).map((run) => run.runId)).toEqual([ids[2], ids[1]])
+      expect(yield* Effect.flip(runs.get(ids[0]!))).toMatchObject({ _tag: "RunNotFound" })
+      yield* TestClock.adjust("61 seconds")
+      expect(yield* runs.list).toEqual([])
+    }).pipe(Effect.provide(registry({ keepFinishedRuns: 2, keepFinishedMs: 60_000 }))))
+})

@@ -1,0 +1,183 @@
+/**
+ * valet's routes as an `effect/http-api` group (DESIGN §12): add `RunsApi.group` to your own `HttpApi` (under a
+ * prefix, next to your groups, behind your middleware), provide `RunsApi.layer` with `Runs` and `Agents`, and
+ * the OpenAPI document of your API describes them.
+ *
+ * - `GET /health` → `{"status":"ok"}`; `GET /agents` → the agents' names, descriptions and architectures.
+ * - `POST /runs` `{agent, input, sessionId?, budget?: {maxCalls?, maxTokens?, maxWallMs?}}` → 201 `{runId,
+ *   sessionId}`; the run goes on in the server. `GET /runs` lists the runs kept; `GET /runs/:runId` → status
+ *   and, once ended, the `RunResult` (or the typed error).
+ * - `GET /runs/:runId/events` → `text/event-stream`: `id: <seq>`, `event: <kind>`, `data: <json>` per event,
+ *   replayed from the first or from after `Last-Event-ID` (or `?after=`), then live, ending after
+ *   `RunCompleted` or an `event: error` carrying the typed error. `?compact=true`: the compact form
+ *   (`AgentEvent.toSse`). Several readers may watch one run.
+ * - `POST /runs/:runId/cancel` → 202; the run stops at once and ends with `RunCompleted` interrupted, reason
+ *   `cancelled`.
+ * - `POST /runs/stream` (same body) starts a run and streams its events in the response; when that client
+ *   disconnects, the run is cancelled.
+ *
+ * Errors are JSON `{_tag, message, …}`: 400 naming the field of a body that does not fit, 404 for an unknown agent
+ * or run, 429 with `Retry-After` beyond `maxConcurrentRuns`.
+ *
+ * @since 0.2.0
+ */
+import { Effect, Layer, Schema, Stream } from "effect"
+import { HttpServerResponse } from "effect/http"
+import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema } from "effect/http-api"
+import * as AgentEvent from "../core/AgentEvent.js"
+import * as Decode from "../core/internal/decode.js"
+import * as Agents from "./Agents.js"
+import * as Runs from "./Runs.js"
+
+// ---------------------------------------------------------------------------------------------------------
+// Schemas
+// ---------------------------------------------------------------------------------------------------------
+
+/** A request that does not fit its schema: `message` names the field. */
+export class BadRequest extends Schema.TaggedError<BadRequest>()("BadRequest", {
+  message: Schema.String
+}, { httpApiStatus: 400 }) {}
+
+/** One agent on offer. */
+export const AgentInfo = Schema.Struct({ name: Schema.String, description: Schema.String, architecture: Schema.String })
+
+const RunIdParams = { runId: Schema.String }
+
+const Compact = Schema.optional(Schema.Literals(["true", "false", "1", "0"]))
+
+/** `text/event-stream` (documented; the handlers write the frames themselves). */
+const EventStream = HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" })
+
+/** Turns a body, query or path that does not decode into a 400 naming the field. */
+export class RequestErrors extends HttpApiMiddleware.Service<RequestErrors>()("valet/RunsApi/RequestErrors", {
+  error: BadRequest
+}) {}
+
+/** The group: mount it in your own `HttpApi` (`HttpApi.make("app").add(RunsApi.group.prefix("/agents-api"))`). */
+export const group = HttpApiGroup.make("valet")
+  .add(
+    HttpApiEndpoint.get("health", "/health", { success: Schema.Struct({ status: Schema.Literal("ok") }) }),
+    HttpApiEndpoint.get("listAgents", "/agents", { success: Schema.Struct({ agents: Schema.Array(AgentInfo) }) }),
+    HttpApiEndpoint.post("createRun", "/runs", {
+      payload: Runs.RunRequest,
+      success: Runs.Started.pipe(HttpApiSchema.status(201)),
+      error: [Runs.UnknownAgent, Runs.TooManyRuns, Runs.InvalidRunRequest]
+    }),
+    HttpApiEndpoint.get("listRuns", "/runs", { success: Schema.Struct({ runs: Schema.Array(Runs.RunView) }) }),
+    HttpApiEndpoint.get("getRun", "/runs/:runId", { params: RunIdParams, success: Runs.RunView, error: Runs.RunNotFound }),
+    HttpApiEndpoint.get("runEvents", "/runs/:runId/events", {
+      params: RunIdParams,
+      query: { after: Schema.optional(Schema.NumberFromString), compact: Compact },
+      headers: { "last-event-id": Schema.optional(Schema.String) },
+      success: EventStream,
+      error: Runs.RunNotFound
+    }),
+    HttpApiEndpoint.post("cancelRun", "/runs/:runId/cancel", {
+      params: RunIdParams,
+      success: Schema.Struct({ runId: Schema.String, cancelled: Schema.Boolean }).pipe(HttpApiSchema.status(202)),
+      error: Runs.RunNotFound
+    }),
+    HttpApiEndpoint.post("streamRun", "/runs/stream", {
+      payload: Runs.RunRequest,
+      query: { compact: Compact },
+      success: EventStream,
+      error: [Runs.UnknownAgent, Runs.TooManyRuns, Runs.InvalidRunRequest]
+    })
+  )
+  .middleware(RequestErrors)
+
+/** An API of the group alone (what `valet serve` serves, with the OpenAPI document at `/openapi.json`). */
+export const Api = HttpApi.make("valet").add(group)
+
+// ---------------------------------------------------------------------------------------------------------
+// Handlers
+// ---------------------------------------------------------------------------------------------------------
+
+const sseHeaders = { "cache-control": "no-cache", "x-accel-buffering": "no" }
+
+const isTrue = (flag: string | undefined) => flag === "true" || flag === "1"
+
+/** A run's events as an SSE response; a failed run's last event is `event: error` with its typed error. */
+const sseResponse = (events: Stream.Stream<Runs.Indexed, Runs.RunFailed>, firstId: number, compact: boolean) =>
+  HttpServerResponse.stream(
+    AgentEvent.toSse(
+      events.pipe(
+        Stream.map((item) => item.event),
+        // The run's own error, not the wrapper: `event: error` carries what the run failed with.
+        Stream.mapError((failed) => failed.error)
+      ),
+      { firstId, compact }
+    ).pipe(Stream.encodeText),
+    { contentType: "text/event-stream", headers: sseHeaders }
+  )
+
+/** 429 with `Retry-After`, the error as JSON. */
+const tooMany = (error: Runs.TooManyRuns) =>
+  HttpServerResponse.jsonUnsafe(
+    { _tag: error._tag, limit: error.limit, retryAfterSeconds: error.retryAfterSeconds, message: error.message },
+    { status: 429, headers: { "retry-after": String(error.retryAfterSeconds) } }
+  )
+
+const afterOf = (query: number | undefined, lastEventId: string | undefined): number | undefined => {
+  if (query !== undefined) return query
+  if (lastEventId === undefined) return undefined
+  const parsed = Number(lastEventId)
+  return Number.isInteger(parsed) && parsed >= 0 ? parsed : undefined
+}
+
+/**
+ * The group's handlers (and its request-error middleware) for `api`, an `HttpApi` that holds `group` (under any
+ * prefix): its routes are registered at that API's paths. Over `Runs` and `Agents`.
+ */
+export const layerFor = <Id extends string, Groups extends HttpApiGroup.Constraint>(
+  api: HttpApi.HttpApi<Id, Groups>
+): Layer.Layer<HttpApiGroup.Service<Id, "valet"> | RequestErrors, never, Runs.Runs | Agents.Agents> => {
+  if (!("valet" in api.groups)) throw new Error(`RunsApi.layerFor: the API ${JSON.stringify(api.identifier)} has no "valet" group: add RunsApi.group to it`)
+  // The handlers are typed against `Api`; the user's API holds the same group, maybe under a prefix, and the
+  // routes are read from it at run time.
+  return HttpApiBuilder.group(api as unknown as typeof Api, "valet", build).pipe(
+    Layer.provideMerge(HttpApiMiddleware.layerSchemaErrorTransform(RequestErrors, (error) =>
+      Effect.fail(new BadRequest({ message: `${error.kind.toLowerCase()}: ${Decode.describeIssue(error.cause.issue, undefined)}` }))))
+  ) as unknown as Layer.Layer<HttpApiGroup.Service<Id, "valet"> | RequestErrors, never, Runs.Runs | Agents.Agents>
+}
+
+const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"valet", typeof group, "valet", unknown>>[2]>[0]) =>
+    Effect.gen(function*() {
+      const runs = yield* Runs.Runs
+      const agents = yield* Agents.Agents
+      return handlers
+        .handle("health", () => Effect.succeed({ status: "ok" as const }))
+        .handle("listAgents", () =>
+          Effect.succeed({
+            agents: agents.list.map((entry) => ({ name: entry.name, description: entry.description, architecture: entry.architecture }))
+          }))
+        .handle("createRun", ({ payload }) =>
+          runs.start(payload).pipe(Effect.catchTag("TooManyRuns", (error) => Effect.succeed(tooMany(error)))))
+        .handle("listRuns", () => Effect.map(runs.list, (list) => ({ runs: list })))
+        .handle("getRun", ({ params }) => runs.get(params.runId))
+        .handle("runEvents", ({ headers, params, query }) => {
+          const after = afterOf(query.after, headers["last-event-id"])
+          return Effect.map(
+            runs.events(params.runId, { after }),
+            (events) => sseResponse(events, after === undefined ? 0 : after + 1, isTrue(query.compact))
+          )
+        })
+        .handle("cancelRun", ({ params }) =>
+          Effect.flatMap(runs.get(params.runId), (run) =>
+            Effect.as(runs.cancel(params.runId), { runId: params.runId, cancelled: run.status === "running" })))
+        .handle("streamRun", ({ payload, query }) =>
+          runs.start(payload).pipe(
+            Effect.flatMap(({ runId }) =>
+              Effect.map(runs.events(runId), (events) =>
+                // The response's stream ends with the run; a client that goes away first cancels it.
+                sseResponse(events.pipe(Stream.ensuring(Effect.ignore(runs.cancel(runId)))), 0, isTrue(query.compact)))
+            ),
+            Effect.catchTags({
+              TooManyRuns: (error) => Effect.succeed(tooMany(error)),
+              RunNotFound: (error) => Effect.die(error)
+            })
+          ))
+    })
+
+/** The group's handlers for `Api` (the group alone). */
+export const layer = layerFor(Api)

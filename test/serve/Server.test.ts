@@ -1,0 +1,192 @@
+/**
+ * valet's HTTP routes on a real server over loopback, read with plain `fetch` and an SSE parser no one here wrote:
+ * runs in the background, SSE replay from Last-Event-ID, several readers, cancel, a streamed run cancelled by its
+ * client's disconnect (the model server sees the request aborted), and every refusal with its status and message.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Context, Effect, Layer } from "effect"
+import { HttpServer } from "effect/http"
+import { createParser, type EventSourceMessage } from "eventsource-parser"
+import * as SelfRefine from "../../src/architectures/SelfRefine.js"
+import * as Agent from "../../src/core/Agent.js"
+import * as Model from "../../src/core/Model.js"
+import * as ModelError from "../../src/core/ModelError.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
+import * as Agents from "../../src/serve/Agents.js"
+import * as Server from "../../src/serve/Server.js"
+import * as LoopbackServer from "../support/openAiServer.js"
+
+const scripted = (name: string, script: ScriptedModel.Script, architecture?: Parameters<typeof Agent.make>[0]["architecture"]) =>
+  Agent.make({
+    name,
+    instructions: "",
+    model: Layer.orDie(ScriptedModel.layer(script)),
+    ...(architecture !== undefined ? { architecture } : {})
+  }) as Agent.Agent<never>
+
+/** A server on a free port with these agents; answers its base URL. */
+const serve = (agents: ReadonlyArray<Agent.Agent<never> | Agents.Entry>, options: Server.Options = {}) =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(Server.layerNode({ ...options, port: 0 }).pipe(Layer.provide(Agents.layer(agents))))
+    const server = Context.get(context, HttpServer.HttpServer)
+    const address = server.address as unknown as { readonly port: number }
+    return `http://127.0.0.1:${address.port}`
+  })
+
+const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
+  Effect.promise(() => fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) }))
+
+const json = (response: Response) => Effect.promise(() => response.json() as Promise<any>)
+
+/** An SSE response's events, read to its end. */
+const sseEvents = (response: Response) =>
+  Effect.promise(async () => {
+    const events: Array<EventSourceMessage> = []
+    const parser = createParser({ onEvent: (event) => void events.push(event) })
+    const decoder = new TextDecoder()
+    for await (const chunk of response.body!) parser.feed(decoder.decode(chunk, { stream: true }))
+    return events
+  })
+
+const agents = [
+  scripted("quick", ["Paris."]),
+  scripted("slow", [{ text: "Paris, eventually.", delay: "300 millis" }]),
+  scripted("writer", ["draft", "Add a full stop.", "draft."], SelfRefine.architecture),
+  scripted("broken", [{ error: new ModelError.RateLimited({ message: "slow down" }) }])
+]
+
+describe("Server (valet's routes over HTTP)", () => {
+  it.live("health, agents, a run started with 201 and read back; its events as SSE, replayed from Last-Event-ID", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(agents)
+      expect(yield* json(yield* Effect.promise(() => fetch(`${url}/health`)))).toEqual({ status: "ok" })
+      const listed = yield* json(yield* Effect.promise(() => fetch(`${url}/agents`)))
+      expect(listed.agents.map((agent: { name: string }) => agent.name)).toEqual(["quick", "slow", "writer", "broken"])
+
+      const created = yield* post(`${url}/runs`, { agent: "writer", input: "Capital of France?", sessionId: "my-session" })
+      expect(created.status).toBe(201)
+      const { runId, sessionId } = yield* json(created)
+      expect(sessionId).toBe("my-session")
+
+      // Two readers of the same run.
+      const [first, second] = yield* Effect.all([
+        Effect.flatMap(Effect.promise(() => fetch(`${url}/runs/${runId}/events`)), sseEvents),
+        Effect.flatMap(Effect.promise(() => fetch(`${url}/runs/${runId}/events`)), sseEvents)
+      ], { concurrency: 2 })
+      expect(second).toEqual(first)
+      expect(first.map((event) => event.id)).toEqual(first.map((_, i) => String(i)))
+      expect(first.at(-1)!.event).toBe("RunCompleted")
+      expect(JSON.parse(first.at(-1)!.data).result.output).toBe("draft.")
+
+      // A reader that reconnects with Last-Event-ID gets what came after.
+      const resumed = yield* sseEvents(yield* Effect.promise(() => fetch(`${url}/runs/${runId}/events`, { headers: { "last-event-id": "3" } })))
+      expect(resumed.map((event) => event.id)).toEqual(first.slice(4).map((event) => event.id))
+
+      const run = yield* json(yield* Effect.promise(() => fetch(`${url}/runs/${runId}`)))
+      expect(run).toMatchObject({ runId, sessionId, agent: "writer", status: "completed", result: { output: "draft." } })
+      const runs = yield* json(yield* Effect.promise(() => fetch(`${url}/runs`)))
+      expect(runs.runs.map((r: { runId: string }) => r.runId)).toEqual([runId])
+
+      const openapi = yield* json(yield* Effect.promise(() => fetch(`${url}/openapi.json`)))
+      expect(Object.keys(openapi.paths)).toEqual(expect.arrayContaining(["/runs", "/runs/{runId}", "/runs/{runId}/events", "/runs/stream"]))
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a failed run's stream ends with event: error carrying the typed error; the compact form", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(agents)
+      const response = yield* post(`${url}/runs/stream`, { agent: "broken", input: "x" })
+      expect(response.status).toBe(200)
+      expect(response.headers.get("content-type")).toBe("text/event-stream")
+      const events = yield* sseEvents(response)
+      expect(events.at(-1)!.event).toBe("error")
+      expect(JSON.parse(events.at(-1)!.data)).toMatchObject({ _tag: "RateLimited", message: expect.stringContaining("slow down") })
+
+      const compact = yield* sseEvents(yield* post(`${url}/runs/stream?compact=true`, { agent: "quick", input: "x" }))
+      const delta = compact.find((event) => event.event === "TextDelta")!
+      expect(JSON.parse(delta.data)).toMatchObject({ text: expect.any(String) })
+      expect(JSON.parse(delta.data)._tag).toBeUndefined()
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("cancel: 202, and the run ends interrupted with reason cancelled", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(agents)
+      const { runId } = yield* json(yield* post(`${url}/runs`, { agent: "slow", input: "x" }))
+      const cancelled = yield* post(`${url}/runs/${runId}/cancel`, {})
+      expect(cancelled.status).toBe(202)
+      expect(yield* json(cancelled)).toEqual({ runId, cancelled: true })
+      const events = yield* sseEvents(yield* Effect.promise(() => fetch(`${url}/runs/${runId}/events`)))
+      expect(JSON.parse(events.at(-1)!.data).result).toMatchObject({ interrupted: true, interruptionReason: "cancelled" })
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a streamed run's client disconnects: the run is cancelled, its model request aborted, nothing more is sent", () =>
+    Effect.gen(function*() {
+      const model = yield* LoopbackServer.make()
+      model.enqueue("/v1/chat/completions", LoopbackServer.stall)
+      // The client (and its HTTP connection pool) lives as long as the test.
+      const context = yield* Layer.build(OpenAiCompatible.layerNode({ baseUrl: `${model.url}/v1`, model: "loopback-model" }))
+      const remote = Agent.make({ name: "remote", instructions: "", model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) }) as Agent.Agent<never>
+      const url = yield* serve([remote])
+      const controller = new AbortController()
+      const response = yield* Effect.promise(() =>
+        fetch(`${url}/runs/stream`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ agent: "remote", input: "hi" }),
+          signal: controller.signal
+        })
+      )
+      expect(response.status).toBe(200)
+      const reader = response.body!.getReader()
+      yield* Effect.promise(() => reader.read())
+      const until = Date.now() + 5_000
+      while (!model.requests.some((request) => request.path === "/v1/chat/completions") && Date.now() < until) {
+        yield* Effect.sleep("20 millis")
+      }
+      controller.abort()
+      yield* model.closedEarlySignal
+      expect(model.closedEarly()).toBe(1)
+      const runs = yield* json(yield* Effect.promise(() => fetch(`${url}/runs`)))
+      yield* Effect.sleep("50 millis")
+      const run = yield* json(yield* Effect.promise(() => fetch(`${url}/runs/${runs.runs[0].runId}`)))
+      expect(run).toMatchObject({ status: "completed", result: { interruptionReason: "cancelled" } })
+      expect(model.requests.filter((request) => request.path === "/v1/chat/completions")).toHaveLength(1)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("refusals: 400 naming the field, 404 unknown agent / run, 429 with Retry-After, 413, 401", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(agents, { maxConcurrentRuns: 1, maxBodyBytes: 1000, token: "s3cret" })
+      const auth = { authorization: "Bearer s3cret" }
+      // Health needs no token; everything else does.
+      expect((yield* Effect.promise(() => fetch(`${url}/health`))).status).toBe(200)
+      const noToken = yield* Effect.promise(() => fetch(`${url}/agents`))
+      expect(noToken.status).toBe(401)
+      expect(noToken.headers.get("www-authenticate")).toBe("Bearer")
+      expect(yield* json(noToken)).toEqual({ _tag: "Unauthorized", message: "this server needs a bearer token: send Authorization: Bearer <token>" })
+      expect((yield* post(`${url}/runs`, { agent: "quick", input: "x" }, { authorization: "Bearer wrong" })).status).toBe(401)
+
+      const bad = yield* post(`${url}/runs`, { agent: "quick", inpt: "x" }, auth)
+      expect(bad.status).toBe(400)
+      expect(yield* json(bad)).toMatchObject({ _tag: "BadRequest", message: expect.stringContaining("input") })
+      const badSession = yield* post(`${url}/runs`, { agent: "quick", input: "x", sessionId: "a__b" }, auth)
+      expect(badSession.status).toBe(400)
+      expect((yield* json(badSession)).message).toContain("sessionId")
+
+      const unknown = yield* post(`${url}/runs`, { agent: "nobody", input: "x" }, auth)
+      expect(unknown.status).toBe(404)
+      expect(yield* json(unknown)).toMatchObject({ _tag: "UnknownAgent", message: expect.stringContaining('"nobody"') })
+      const noRun = yield* Effect.promise(() => fetch(`${url}/runs/run_nope`, { headers: auth }))
+      expect(noRun.status).toBe(404)
+      expect(yield* json(noRun)).toMatchObject({ _tag: "RunNotFound" })
+
+      expect((yield* post(`${url}/runs`, { agent: "slow", input: "x" }, auth)).status).toBe(201)
+      const tooMany = yield* post(`${url}/runs`, { agent: "quick", input: "x" }, auth)
+      expect(tooMany.status).toBe(429)
+      expect(tooMany.headers.get("retry-after")).toBe("1")
+      expect(yield* json(tooMany)).toMatchObject({ _tag: "TooManyRuns", limit: 1 })
+
+      const large = yield* post(`${url}/runs`, { agent: "quick", input: "x".repeat(2000) }, auth)
+      expect(large.status).toBe(413)
+      expect((yield* json(large)).message).toMatch(/more than this server's limit of 1000/)
+    }).pipe(Effect.scoped), 30_000)
+})

@@ -1,0 +1,68 @@
+/**
+ * `valet serve --config valet.yaml`: the config's agents over HTTP (valet's routes, the OpenAPI document), with the
+ * config's limits (`server:` — maxConcurrentRuns, maxBodyBytes, kept runs, and a bearer token from `tokenEnv`).
+ * Prints where it listens on stderr and runs until interrupted.
+ */
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import { Config, Context, Effect, Layer, Option } from "effect"
+import { Command, Flag } from "effect/cli"
+import { HttpServer } from "effect/http"
+import * as AgentConfig from "../../serve/AgentConfig.js"
+import * as Agents from "../../serve/Agents.js"
+import * as Server from "../../serve/Server.js"
+
+const note = (text: string) => Effect.sync(() => void process.stderr.write(`${text}\n`))
+
+/** `valet serve`. */
+export const serveCommand = Command.make(
+  "serve",
+  {
+    config: Flag.File("config", { mustExist: true }).pipe(Flag.withDescription("The valet.yaml whose agents to serve.")),
+    host: Flag.String("host").pipe(
+      Flag.withDescription("The address to listen on (default: the config's server.host, else 127.0.0.1)."),
+      Flag.optional
+    ),
+    port: Flag.Int("port").pipe(
+      Flag.filter((port) => port >= 0 && port <= 65535, () => "a port number 0-65535"),
+      Flag.withDescription("The port (default: the config's server.port, else 8787; 0 picks a free one)."),
+      Flag.optional
+    )
+  },
+  (values) =>
+    Effect.gen(function*() {
+      const loaded = yield* AgentConfig.load(values.config)
+      const settings = loaded.config.server
+      const token = settings.tokenEnv === undefined
+        ? undefined
+        : yield* Config.Redacted(settings.tokenEnv).pipe(
+          Effect.mapError(() =>
+            new AgentConfig.ConfigFileError({
+              path: loaded.path,
+              field: "server.tokenEnv",
+              detail: `names ${settings.tokenEnv}, which is not set in the environment`
+            })
+          )
+        )
+      const agents = Layer.effect(Agents.Agents, AgentConfig.build(loaded)).pipe(Layer.provide(NodeHttpClient.layerUndici))
+      const server = Server.layerNode({
+        host: Option.getOrElse(values.host, () => settings.host),
+        port: Option.getOrElse(values.port, () => settings.port),
+        maxConcurrentRuns: settings.maxConcurrentRuns,
+        maxBodyBytes: settings.maxBodyBytes,
+        keepFinishedRuns: settings.keepFinishedRuns,
+        keepFinishedMs: settings.keepFinishedMs,
+        ...(token !== undefined ? { token } : {})
+      }).pipe(Layer.provide(agents))
+      return yield* Effect.scoped(Effect.gen(function*() {
+        const context = yield* Layer.build(server)
+        const address = HttpServer.formatAddress(Context.get(context, HttpServer.HttpServer).address)
+        yield* note(`valet serve: ${Object.keys(loaded.config.agents).length} agents at ${address} (${values.config})`)
+        return yield* Effect.never
+      }))
+    })
+).pipe(
+  Command.withDescription(
+    "Serves the agents of a valet.yaml over HTTP: POST /runs, GET /runs/:id/events (SSE), POST /runs/stream, " +
+      "GET /agents, GET /openapi.json. Limits and the bearer token come from the config's server section."
+  )
+)

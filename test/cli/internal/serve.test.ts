@@ -1,0 +1,81 @@
+/**
+ * `valet serve --config valet.yaml` as a user starts it: the example config runs with no model server; the
+ * config's token is required; a bad config is one line and exit code 2.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { spawn, spawnSync } from "node:child_process"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+
+const root = join(import.meta.dirname, "..", "..", "..")
+const tsx = join(root, "node_modules", ".bin", "tsx")
+const bin = join(root, "src", "cli", "bin.ts")
+const example = join(root, "examples", "serve", "valet.yaml")
+
+/** `valet serve` as a child process; answers the URL it prints. Killed with the scope. */
+const serve = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  Effect.acquireRelease(
+    Effect.promise(() =>
+      new Promise<{ readonly url: string; readonly pid: number }>((resolve, reject) => {
+        const child = spawn(tsx, [bin, "serve", ...args, "--port", "0"], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, ...env } })
+        let stderr = ""
+        child.stderr.on("data", (data: Buffer) => {
+          stderr += data.toString()
+          const found = /agents at (http:\/\/\S+) /.exec(stderr)
+          if (found !== null) resolve({ url: found[1]!, pid: child.pid! })
+        })
+        child.on("exit", (code) => reject(new Error(`valet serve exited with ${code}: ${stderr}`)))
+      })
+    ),
+    ({ pid }) => Effect.sync(() => process.kill(pid, "SIGTERM"))
+  )
+
+describe("valet serve", () => {
+  it.live("the example config serves its agents with no model server: a streamed run and its result", () =>
+    Effect.gen(function*() {
+      const { url } = yield* serve(["--config", example])
+      const agents = yield* Effect.promise(() => fetch(`${url}/agents`).then((r) => r.json() as Promise<{ agents: Array<{ name: string }> }>))
+      expect(agents.agents.map((agent) => agent.name)).toEqual(["assistant", "writer"])
+      const text = yield* Effect.promise(() =>
+        fetch(`${url}/runs/stream`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ agent: "writer", input: "What is the capital of France?" })
+        }).then((r) => r.text())
+      )
+      const last = text.trim().split("\n\n").at(-1)!
+      expect(last).toMatch(/^id: \d+\nevent: RunCompleted\ndata: /)
+      expect(JSON.parse(last.split("data: ")[1]!).result.output).toBe("Paris is the capital of France.")
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("server.tokenEnv: requests without the token get 401", () =>
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-serve-"))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+      )
+      const path = join(dir, "valet.yaml")
+      writeFileSync(path, "model: { provider: scripted, replies: [hi] }\nagents:\n  a: { instructions: x }\nserver: { tokenEnv: VALET_TEST_TOKEN }\n")
+      const { url } = yield* serve(["--config", path], { VALET_TEST_TOKEN: "t0ken" })
+      expect((yield* Effect.promise(() => fetch(`${url}/agents`))).status).toBe(401)
+      expect((yield* Effect.promise(() => fetch(`${url}/agents`, { headers: { authorization: "Bearer t0ken" } }))).status).toBe(200)
+      const unset = spawnSync(tsx, [bin, "serve", "--config", path], { encoding: "utf8", env: { ...process.env, VALET_TEST_TOKEN: "" } })
+      expect(unset.status).toBe(2)
+      expect(unset.stderr.trim()).toBe(`valet serve: ${path}: server.tokenEnv names VALET_TEST_TOKEN, which is not set in the environment`)
+    }).pipe(Effect.scoped), 30_000)
+
+  it("a bad config: one line naming the file, the line and the key; exit code 2", () => {
+    const dir = mkdtempSync(join(tmpdir(), "valet-serve-"))
+    try {
+      const path = join(dir, "valet.yaml")
+      writeFileSync(path, "agents:\n  a:\n    instructions: x\n    maxTurns: 0\n")
+      const run = spawnSync(tsx, [bin, "serve", "--config", path], { encoding: "utf8" })
+      expect(run.status).toBe(2)
+      expect(run.stderr.trim()).toBe(`valet serve: ${path}:4:15: agents.a.maxTurns must be an integer >= 1, got 0`)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })
+})

@@ -8,7 +8,10 @@
  *   choice j: every completion a distinct answer;
  * - a critic (`A solver proposed…`) gets `{"risk": 0.2}`;
  * - a judge (`Judge a proposed…`) gets confidence 0.9 for the answer `0`, 0.2 for the others: one clear winner;
- * - anything else gets `ok`.
+ * - anything else gets a twelve-word sentence.
+ *
+ * With `stream: true` the answer comes as SSE chunks (a role delta, one delta per word, the finish, the usage,
+ * `[DONE]`), the first after the latency: what `vllm serve` sends.
  *
  *   node --import tsx bench/support/fanoutServer.ts --latency-ms 50   # prints "listening on <url>"
  */
@@ -16,6 +19,7 @@ import { createServer } from "node:http"
 
 interface ChatRequest {
   readonly n?: number
+  readonly stream?: boolean
   readonly messages?: ReadonlyArray<{ readonly role: string; readonly content: string }>
 }
 
@@ -34,7 +38,7 @@ const reply = (request: ChatRequest): Array<string> => {
     const base = (Number(solver[1]) - 1) * n
     return Array.from({ length: n }, (_, j) => `Working.\nFINAL: ${base + j}`)
   }
-  return Array.from({ length: n }, () => "ok")
+  return Array.from({ length: n }, () => "Paris is the capital of France, a city on the Seine river.")
 }
 
 /** Starts the server on a free loopback port; answers its URL and a function that stops it. */
@@ -60,6 +64,22 @@ export const start = (latencyMs: number): Promise<{ readonly url: string; readon
           choices: texts.map((content, index) => ({ index, message: { role: "assistant", content }, finish_reason: "stop" })),
           usage: { prompt_tokens: 20, completion_tokens: 5 * texts.length, total_tokens: 20 + 5 * texts.length }
         })
+        if (body.stream === true) {
+          const id = `fanout-${++sequence}`
+          const chunk = (choices: Array<unknown>, usage?: unknown) =>
+            `data: ${JSON.stringify({ id, object: "chat.completion.chunk", created: 1_700_000_000, model: "fanout-model", choices, ...(usage !== undefined ? { usage } : {}) })}\n\n`
+          setTimeout(() => {
+            res.writeHead(200, { "content-type": "text/event-stream" })
+            const frames = [chunk(texts.map((_, index) => ({ index, delta: { role: "assistant", content: "" } })))]
+            texts.forEach((text, index) => {
+              for (const word of text.split(/(?<= )/)) frames.push(chunk([{ index, delta: { content: word } }]))
+              frames.push(chunk([{ index, delta: {}, finish_reason: "stop" }]))
+            })
+            frames.push(chunk([], { prompt_tokens: 20, completion_tokens: 5 * texts.length, total_tokens: 20 + 5 * texts.length }))
+            res.end(frames.join("") + "data: [DONE]\n\n")
+          }, latencyMs)
+          return
+        }
         setTimeout(() => {
           res.writeHead(200, { "content-type": "application/json" })
           res.end(payload)

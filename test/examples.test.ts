@@ -1,10 +1,14 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer, Logger } from "effect"
 import { HttpServer } from "effect/http"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
+import { join } from "node:path"
 import * as ActorCritic from "../examples/actor-critic.js"
 import * as ActorLoop from "../examples/actor-loop.js"
 import * as EmbedHttp from "../examples/embed-http.js"
 import * as Evaluation from "../examples/evaluation.js"
+import * as McpServerExample from "../examples/mcp-server.js"
 import * as McpTools from "../examples/mcp-tools.js"
 import * as PlanAndExecute from "../examples/plan-and-execute.js"
 import * as ReactCalculator from "../examples/react-calculator.js"
@@ -25,6 +29,23 @@ const printed = <E, R>(program: Effect.Effect<void, E, R>) =>
   })
 
 describe("examples", () => {
+  it.live("mcp-server: an MCP SDK client starts it, lists the agents and calls the writer", () =>
+    Effect.gen(function*() {
+      const root = join(import.meta.dirname, "..")
+      const transport = new StdioClientTransport({
+        command: join(root, "node_modules", ".bin", "tsx"),
+        args: [join(root, "examples", "mcp-server.ts")],
+        env: { PATH: process.env.PATH ?? "" },
+        stderr: "pipe"
+      })
+      const client = new Client({ name: "valet-example-test", version: "1.0.0" })
+      yield* Effect.acquireRelease(Effect.promise(() => client.connect(transport)), () => Effect.promise(() => client.close()))
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      expect(tools.map((tool) => tool.name)).toEqual(["assistant", "writer"])
+      const result = yield* Effect.promise(() => client.callTool({ name: "writer", arguments: { input: "Capital of France?" } }))
+      expect(result.content).toEqual([{ type: "text", text: McpServerExample.scripts.writer[2] }])
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("embed-http: the app's own routes and valet's under /agents-api, one OpenAPI document", () =>
     Effect.gen(function*() {
       const context = yield* Layer.build(EmbedHttp.server(0))

@@ -18,6 +18,7 @@ import * as Agent from "../core/Agent.js"
 import type { AgentError } from "../core/AgentError.js"
 import * as AgentEvent from "../core/AgentEvent.js"
 import * as Budget from "../core/Budget.js"
+import * as Model from "../core/Model.js"
 import * as Agents from "./Agents.js"
 
 // ---------------------------------------------------------------------------------------------------------
@@ -34,6 +35,13 @@ export const RunBudget = Schema.Struct({
 })
 export type RunBudget = typeof RunBudget.Type
 
+/** An earlier message of a conversation. */
+export const HistoryMessage = Schema.Struct({
+  role: Schema.Literals(["system", "user", "assistant"]),
+  content: Schema.String
+})
+export type HistoryMessage = typeof HistoryMessage.Type
+
 /** What starts a run. */
 export const RunRequest = Schema.Struct({
   /** The agent's name. */
@@ -42,7 +50,9 @@ export const RunRequest = Schema.Struct({
   input: Schema.String,
   /** The run's session id (letters, digits, `-`, `.`, `:`, single `_`); a new one by default. */
   sessionId: Schema.optional(Agent.SessionId),
-  budget: Schema.optional(RunBudget)
+  budget: Schema.optional(RunBudget),
+  /** Earlier messages of the conversation, placed between the agent's instructions and the input. */
+  history: Schema.optional(Schema.Array(HistoryMessage))
 })
 export type RunRequest = typeof RunRequest.Type
 
@@ -229,9 +239,15 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
           : Effect.fail(new RunNotFound({ runId, message: `no run ${JSON.stringify(runId)} (unknown, or ended and dropped)` }))
       })
 
-    const execute = (record: Record_, entry: Agents.Entry, budget: Budget.Limits | undefined) =>
+    const execute = (
+      record: Record_,
+      entry: Agents.Entry,
+      budget: Budget.Limits | undefined,
+      history: ReadonlyArray<Model.Message>
+    ) =>
       Agent.stream(entry.agent, record.input, {
         sessionId: record.sessionId,
+        history,
         cancel: Deferred.await(record.cancel),
         ...(budget !== undefined ? { budget } : {})
       }).pipe(
@@ -301,7 +317,10 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
         records.set(record.runId, record)
         sessions.add(sessionId)
         running++
-        record.fiber = yield* Effect.forkIn(execute(record, entry, budget), scope)
+        const history = (request.history ?? []).map((message) =>
+          message.role === "system" ? Model.system(message.content) : message.role === "user" ? Model.user(message.content) : Model.assistant(message.content)
+        )
+        record.fiber = yield* Effect.forkIn(execute(record, entry, budget, history), scope)
         return { runId: record.runId, sessionId }
       })
 

@@ -1,5 +1,6 @@
 /**
- * `valet serve` as a layer: the agents of `Agents` over HTTP — valet's routes (`RunsApi`), the OpenAPI document at
+ * `valet serve` as a layer: the agents of `Agents` over HTTP — valet's routes (`RunsApi`), the OpenAI-compatible
+ * facade (`OpenAiApi`), the OpenAPI document at
  * `/openapi.json` — with the limits a server on a network needs: a request body limit (413), a bearer token when
  * one is set (401 without it; `GET /health` stays open), and the run registry's `maxConcurrentRuns` (429) and
  * bounded memory. `routes` is the same without a server, for tests and for apps that serve their own router.
@@ -11,8 +12,9 @@ import { timingSafeEqual } from "node:crypto"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { ByteSize, Effect, Layer, Redacted } from "effect"
 import { HttpIncomingMessage, HttpRouter, type HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { HttpApiBuilder } from "effect/http-api"
+import { HttpApi, HttpApiBuilder } from "effect/http-api"
 import type * as Agents from "./Agents.js"
+import * as OpenAiApi from "./OpenAiApi.js"
 import * as Runs from "./Runs.js"
 import * as RunsApi from "./RunsApi.js"
 
@@ -62,10 +64,13 @@ const limits = (options: Options) => {
     }), { global: true })
 }
 
+/** The API `valet serve` serves: valet's routes and the OpenAI-compatible facade. */
+export const Api = HttpApi.make("valet").add(RunsApi.group).add(OpenAiApi.group)
+
 /** valet's routes, limits and OpenAPI document on the `HttpRouter` in context, over the `Agents` in context. */
 export const routes = (options: Options = {}) =>
-  HttpApiBuilder.layer(RunsApi.Api, { openapiPath: "/openapi.json" }).pipe(
-    Layer.provide(RunsApi.layer),
+  HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
+    Layer.provide([RunsApi.layerFor(Api), OpenAiApi.layerFor(Api)]),
     Layer.provide(Runs.layer(options)),
     Layer.merge(limits(options))
   )

@@ -14,7 +14,8 @@
  * - `POST /runs/:runId/cancel` → 202; the run stops at once and ends with `RunCompleted` interrupted, reason
  *   `cancelled`.
  * - `POST /runs/stream` (same body) starts a run and streams its events in the response; when that client
- *   disconnects, the run is cancelled.
+ *   disconnects, the run is cancelled. With `?protocol=ui-message`, the events as the AI SDK's UI message stream
+ *   (`UiMessageStream`), for a `useChat` front end.
  *
  * Errors are JSON `{_tag, message, …}`: 400 naming the field of a body that does not fit, 404 for an unknown agent
  * or run, 429 with `Retry-After` beyond `maxConcurrentRuns`.
@@ -28,6 +29,7 @@ import * as AgentEvent from "../core/AgentEvent.js"
 import * as Decode from "../core/internal/decode.js"
 import * as Agents from "./Agents.js"
 import * as Runs from "./Runs.js"
+import * as UiMessageStream from "./UiMessageStream.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // Schemas
@@ -79,7 +81,7 @@ export const group = HttpApiGroup.make("valet")
     }),
     HttpApiEndpoint.post("streamRun", "/runs/stream", {
       payload: Runs.RunRequest,
-      query: { compact: Compact },
+      query: { compact: Compact, protocol: Schema.optional(Schema.Literals(["valet", "ui-message"])) },
       success: EventStream,
       error: [Runs.UnknownAgent, Runs.TooManyRuns, Runs.InvalidRunRequest]
     })
@@ -168,9 +170,16 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
         .handle("streamRun", ({ payload, query }) =>
           runs.start(payload).pipe(
             Effect.flatMap(({ runId }) =>
-              Effect.map(runs.events(runId), (events) =>
+              Effect.map(runs.events(runId), (indexed) => {
                 // The response's stream ends with the run; a client that goes away first cancels it.
-                sseResponse(events.pipe(Stream.ensuring(Effect.ignore(runs.cancel(runId)))), 0, isTrue(query.compact)))
+                const events = indexed.pipe(Stream.ensuring(Effect.ignore(runs.cancel(runId))))
+                return query.protocol === "ui-message"
+                  ? HttpServerResponse.stream(
+                    UiMessageStream.toSse(events.pipe(Stream.map((item) => item.event), Stream.mapError((failed) => failed.error))).pipe(Stream.encodeText),
+                    { headers: UiMessageStream.headers }
+                  )
+                  : sseResponse(events, 0, isTrue(query.compact))
+              })
             ),
             Effect.catchTags({
               TooManyRuns: (error) => Effect.succeed(tooMany(error)),

@@ -48,7 +48,7 @@ const recording = Agent.make({
 
 const agents = [
   recording,
-  scripted("writer", ["Paris is the capital", "Add a full stop.", "Paris is the capital."], SelfRefine.architecture),
+  scripted("writer", ["Paris is the capital", "Add a full stop.", "Paris is the capital.", "No issues."], SelfRefine.architecture),
   scripted("broken", [{ error: new ModelError.RateLimited({ message: "slow down" }) }]),
   scripted("capped", ["one", "two"], ReAct.architecture)
 ]

@@ -52,7 +52,7 @@ const sseEvents = (response: Response) =>
 const agents = [
   scripted("quick", ["Paris."]),
   scripted("slow", [{ text: "Paris, eventually.", delay: "300 millis" }]),
-  scripted("writer", ["draft", "Add a full stop.", "draft."], SelfRefine.architecture),
+  scripted("writer", ["draft", "Add a full stop.", "draft.", "No issues."], SelfRefine.architecture),
   scripted("broken", [{ error: new ModelError.RateLimited({ message: "slow down" }) }])
 ]
 

@@ -5,12 +5,13 @@
  *
  * @since 0.1.0
  */
-import { Effect, type Exit, type Layer, Predicate, Schema, Stream, type Tracer } from "effect"
+import { Effect, type Layer, Predicate, Schema, Stream, type Tracer } from "effect"
 import { type AgentError, InvalidAgent, InvalidOptions, SessionConflict, SubAgentFailed } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import * as Architecture from "./Architecture.js"
 import * as Budget from "./Budget.js"
 import * as Output from "./internal/output.js"
+import * as Spans from "./internal/spans.js"
 import * as ReActInternal from "./internal/toolLoop.js"
 import type * as Model from "./Model.js"
 import type * as Tool from "./Tool.js"
@@ -141,6 +142,7 @@ const rootInput = (
 ): Effect.Effect<Architecture.Input, InvalidAgent | InvalidOptions> =>
   Effect.suspend((): Effect.Effect<Architecture.Input, InvalidAgent | InvalidOptions> => {
     const sessionId = options?.sessionId ?? newSessionId()
+    span?.attribute("valet.session_id", sessionId)
     const problem = sessionIdProblem(sessionId)
     if (problem !== undefined) return Effect.fail(new InvalidOptions({ module: "Agent", message: `Agent: ${problem}` }))
     const retries = options?.outputRetries
@@ -172,9 +174,6 @@ const rootInput = (
     }))
   })
 
-/** Ends a run's span with its exit, on the clock in context (as `Effect.withSpan` does). */
-const endSpan = (span: Tracer.Span, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
-  Effect.clockWith((clock) => Effect.sync(() => span.end(clock.currentTimeNanosUnsafe(), exit)))
 
 /**
  * Runs an agent on a prompt and answers its result. A spent budget is not a failure: the result is marked
@@ -197,7 +196,7 @@ export const run: {
   // the run's resources) and the span provided together with the run's context: each wrapper is a frame the
   // run keeps for its whole life, in every concurrent session. `makeSpan` captures no stack (an Error per run).
   Effect.flatMap(
-    Effect.makeSpan("valet/Agent.run", { attributes: { agent: agent.name } }),
+    Effect.makeSpan(Spans.runSpanName(agent.name), { attributes: Spans.runAttributes(agent.name, agent.architecture.name) }),
     (span) => {
       const resources = Architecture.makeResources()
       return Effect.onExit(
@@ -205,7 +204,7 @@ export const run: {
           rootInput(agent, prompt, options, false, resources, span),
           (input) => agent.architecture.execute(input, Architecture.unobserved)
         ),
-        (exit) => Effect.andThen(Architecture.closeResources(resources, exit), endSpan(span, exit))
+        (exit) => Effect.andThen(Architecture.closeResources(resources, exit), Spans.end(span, exit))
       )
     }
   ) as Effect.Effect<never, AgentError, R>

@@ -17,6 +17,7 @@ import * as Budget from "./Budget.js"
 import * as Model from "./Model.js"
 import type { ModelError } from "./ModelError.js"
 import * as Output from "./internal/output.js"
+import * as Spans from "./internal/spans.js"
 import * as Tool from "./Tool.js"
 
 const TypeId: unique symbol = Symbol.for("valet/Architecture")
@@ -91,7 +92,7 @@ export interface Input {
   /** The run this one is a sub-agent of: its model calls and usage roll up there. */
   readonly parent: RunContext | undefined
   readonly resources: Resources
-  /** The run's tracing span (`valet/Agent.run`): the parent of the spans made while the program runs. */
+  /** The run's tracing span (`invoke_agent <agent>`): the parent of the spans made while the program runs. */
   readonly span?: Tracer.Span | undefined
   /**
    * The structured output the caller asked for (root runs only): the answer is decoded with it after the program
@@ -164,6 +165,11 @@ export class RunState implements RunContext {
   output = ""
   /** Calls made by this session itself: numbers default step names. */
   ownCalls = 0
+  /**
+   * Whether model and tool calls get spans: only when a tracer is installed (`Telemetry.layer`, any `Tracer`
+   * layer). Effect's built-in tracer keeps spans nowhere, and two spans per step would double the cost of a step.
+   */
+  traced = false
   /** Sub-runs by session id; reserved (undefined) by `Agent.runChild` before the child's state exists. */
   readonly children = new Map<string, RunState | undefined>()
   constructor(
@@ -293,7 +299,8 @@ const call = (
   }
   // Nobody listens (`Agent.run`): no events, no clock reads.
   if (!run.emitter.observed) {
-    return Effect.map(withCallContext(model.generate(request), callContext), (response) => {
+    const sent = withCallContext(model.generate(request), callContext)
+    return Effect.map(run.traced ? Spans.modelCall(model, request, run.sessionId, step, sent) : sent, (response) => {
       settle(response)
       return response
     })
@@ -318,9 +325,11 @@ const call = (
     const startedAt = run.now()
     const called = emitNow(run.emitter, { _tag: "ModelCalled", sessionId: run.sessionId, timestamp: startedAt, step })
     // The request goes out after `ModelCalled` (a provider may do work when the call is made, e.g. a script).
-    const sent = called === Effect.void
-      ? withCallContext(send(), callContext)
-      : Effect.andThen(called, Effect.suspend(() => withCallContext(send(), callContext)))
+    const traced = (): Effect.Effect<Model.Response, ModelError> =>
+      run.traced
+        ? Spans.modelCall(model, request, run.sessionId, step, withCallContext(send(), callContext))
+        : withCallContext(send(), callContext)
+    const sent = called === Effect.void ? traced() : Effect.andThen(called, Effect.suspend(traced))
     return Effect.flatMap(sent, (response) => {
       const after = settle(response)
       const now = run.now()
@@ -366,7 +375,9 @@ export const executeToolFor = <R>(
   call: Model.ToolCall,
   options?: Tool.ExecuteOptions
 ): Effect.Effect<Tool.Result, never, R> => {
-  if (!run.emitter.observed) return Tool.execute(kit, call, options)
+  if (!run.emitter.observed) {
+    return run.traced ? Spans.toolCall(call, run.sessionId, Tool.execute(kit, call, options)) : Tool.execute(kit, call, options)
+  }
   return Effect.suspend(() => {
     const startedAt = run.now()
     const called = emitNow(run.emitter, {
@@ -378,7 +389,8 @@ export const executeToolFor = <R>(
       arguments: call.arguments
     })
     // The handler starts after `ToolCalled` went out (a handler that answers at once runs when it is called).
-    const execute = called === Effect.void ? Tool.execute(kit, call, options) : Effect.flatMap(called, () => Tool.execute(kit, call, options))
+    const traced = run.traced ? Spans.toolCall(call, run.sessionId, Tool.execute(kit, call, options)) : Tool.execute(kit, call, options)
+    const execute = called === Effect.void ? traced : Effect.flatMap(called, () => traced)
     return Effect.flatMap(execute, (result) => {
       const now = run.now()
       const returned = emitNow(run.emitter, {
@@ -496,7 +508,8 @@ const executeProgram = <R>(
   input: Input,
   emitter: Emitter
 ): Effect.Effect<AgentEvent.RunResult, AgentError, Exclude<R, CurrentRun>> =>
-  Effect.clockWith((clock) => {
+  Effect.withFiber((fiber) => {
+    const clock = fiber.getRef(Clock.Clock)
     const startedAt = clock.currentTimeMillisUnsafe()
     const state = new RunState(
       input.sessionId,
@@ -511,6 +524,7 @@ const executeProgram = <R>(
       clock
     )
     state.parent?.children.set(state.sessionId, state)
+    state.traced = fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
     // With structured output, the answer is decoded (and repaired) where the program's model is in context.
     const output = input.output
     const answer = output === undefined
@@ -548,10 +562,20 @@ const executeProgram = <R>(
         Effect.andThen(input.cancel, Effect.sync((): Outcome => ({ output: state.output, interrupted: "cancelled" })))
       )
     }
-    const runContext = input.span !== undefined
-      ? Context.make(CurrentRun, state).pipe(Context.add(Tracer.ParentSpan, input.span))
-      : Context.make(CurrentRun, state)
-    const finished = Effect.flatMap(Effect.provide(guarded, runContext), (outcome) => {
+    // A run started by `Agent.run` comes with its span; a streamed run and every sub-agent get theirs here.
+    const traced: Effect.Effect<Outcome, AgentError, R | CurrentRun> = input.span !== undefined
+      ? Effect.provide(guarded, Context.make(CurrentRun, state).pipe(Context.add(Tracer.ParentSpan, input.span)))
+      : Effect.flatMap(
+        Effect.makeSpan(Spans.runSpanName(input.agent.name), {
+          attributes: { ...Spans.runAttributes(input.agent.name, name), "valet.session_id": state.sessionId }
+        }),
+        (span) =>
+          Effect.onExit(
+            Effect.provide(guarded, Context.make(CurrentRun, state).pipe(Context.add(Tracer.ParentSpan, span))),
+            (exit) => Spans.end(span, exit)
+          )
+      )
+    const finished = Effect.flatMap(traced, (outcome) => {
       const endedAt = state.now()
       const result: AgentEvent.RunResult = {
         sessionId: state.sessionId,

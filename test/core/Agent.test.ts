@@ -359,7 +359,7 @@ describe("Agent", () => {
       expect(a.sessionId).not.toBe(b.sessionId)
     }).pipe(Effect.provide(ScriptedModel.layer(["1", "2"]))))
 
-  it.effect("Agent.run is traced by a valet/Agent.run span: the caller's child, the parent of spans in tools, ended with the run", () =>
+  it.effect("Agent.run is traced by an invoke_agent span: the caller's child, the parent of work in tools, ended with the run", () =>
     Effect.gen(function*() {
       const seen: Array<Tracer.AnySpan> = []
       const probe = Tool.make({
@@ -371,9 +371,12 @@ describe("Agent", () => {
       const agent = Agent.make({ name: "traced", instructions: "", tools: [probe] })
       const result = yield* Agent.run(agent, "x").pipe(Effect.withSpan("caller"))
       expect(result.output).toBe("done")
+      // Effect's built-in tracer: the run's span alone (model and tool call spans need a tracer installed: see
+      // test/serve/Telemetry.test.ts).
       const span = seen[0] as Tracer.Span
-      expect(span.name).toBe("valet/Agent.run")
-      expect(span.attributes.get("agent")).toBe("traced")
+      expect(span.name).toBe("invoke_agent traced")
+      expect(span.attributes.get("gen_ai.agent.name")).toBe("traced")
+      expect(span.attributes.get("valet.session_id")).toBe(result.sessionId)
       expect(span.parent._tag === "Some" && span.parent.value._tag === "Span" ? span.parent.value.name : undefined).toBe("caller")
       expect(span.status._tag).toBe("Ended")
       const failed = yield* Effect.exit(Agent.run(agent, "x", { sessionId: "bad__id" }))

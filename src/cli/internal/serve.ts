@@ -1,6 +1,7 @@
 /**
  * `valet serve --config valet.yaml`: the config's agents over HTTP (valet's routes, the OpenAPI document), with the
- * config's limits (`server:` — maxConcurrentRuns, maxBodyBytes, kept runs, and a bearer token from `tokenEnv`).
+ * config's limits (`server:` — maxConcurrentRuns, maxBodyBytes, kept runs, and a bearer token from `tokenEnv`);
+ * with `--otlp <url>`, traces go to that OpenTelemetry collector (flushed when the server stops).
  * Prints where it listens on stderr and runs until interrupted.
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
@@ -10,6 +11,7 @@ import { HttpServer } from "effect/http"
 import * as AgentConfig from "../../serve/AgentConfig.js"
 import * as Agents from "../../serve/Agents.js"
 import * as Server from "../../serve/Server.js"
+import * as Telemetry from "../../serve/Telemetry.js"
 
 const note = (text: string) => Effect.sync(() => void process.stderr.write(`${text}\n`))
 
@@ -25,6 +27,10 @@ export const serveCommand = Command.make(
     port: Flag.Int("port").pipe(
       Flag.filter((port) => port >= 0 && port <= 65535, () => "a port number 0-65535"),
       Flag.withDescription("The port (default: the config's server.port, else 8787; 0 picks a free one)."),
+      Flag.optional
+    ),
+    otlp: Flag.String("otlp").pipe(
+      Flag.withDescription("Export traces (a span per run, model call and tool call, GenAI attributes) to this OTLP/HTTP collector, e.g. http://127.0.0.1:4318."),
       Flag.optional
     )
   },
@@ -52,7 +58,10 @@ export const serveCommand = Command.make(
         keepFinishedRuns: settings.keepFinishedRuns,
         keepFinishedMs: settings.keepFinishedMs,
         ...(token !== undefined ? { token } : {})
-      }).pipe(Layer.provide(agents))
+      }).pipe(
+        Layer.provide(agents),
+        Layer.provide(Option.isSome(values.otlp) ? Telemetry.layerOtlp({ url: values.otlp.value, serviceName: "valet" }) : Layer.empty)
+      )
       return yield* Effect.scoped(Effect.gen(function*() {
         const context = yield* Layer.build(server)
         const address = HttpServer.formatAddress(Context.get(context, HttpServer.HttpServer).address)

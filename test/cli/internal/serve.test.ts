@@ -5,6 +5,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawn, spawnSync } from "node:child_process"
+import { createServer } from "node:http"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -64,6 +65,54 @@ describe("valet serve", () => {
       const unset = spawnSync(tsx, [bin, "serve", "--config", path], { encoding: "utf8", env: { ...process.env, VALET_TEST_TOKEN: "" } })
       expect(unset.status).toBe(2)
       expect(unset.stderr.trim()).toBe(`valet serve: ${path}: server.tokenEnv names VALET_TEST_TOKEN, which is not set in the environment`)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("--otlp: the runs' spans reach the collector, flushed when the server stops", () =>
+    Effect.gen(function*() {
+      const bodies: Array<string> = []
+      const collector = yield* Effect.acquireRelease(
+        Effect.promise(() =>
+          new Promise<{ readonly url: string; readonly close: () => void }>((resolve) => {
+            const server = createServer((req, res) => {
+              let body = ""
+              req.on("data", (chunk) => (body += chunk))
+              req.on("end", () => {
+                bodies.push(body)
+                res.writeHead(200, { "content-type": "application/json" }).end("{}")
+              })
+            })
+            server.listen(0, "127.0.0.1", () => {
+              const { port } = server.address() as { port: number }
+              resolve({ url: `http://127.0.0.1:${port}`, close: () => server.close() })
+            })
+          })
+        ),
+        (server) => Effect.sync(server.close)
+      )
+      const child = spawn(tsx, [bin, "serve", "--config", example, "--port", "0", "--otlp", collector.url], { stdio: ["ignore", "ignore", "pipe"] })
+      const url = yield* Effect.promise(() =>
+        new Promise<string>((resolve) => {
+          let stderr = ""
+          child.stderr.on("data", (data: Buffer) => {
+            stderr += data.toString()
+            const found = /agents at (http:\/\/\S+) /.exec(stderr)
+            if (found !== null) resolve(found[1]!)
+          })
+        })
+      )
+      yield* Effect.promise(() =>
+        fetch(`${url}/runs/stream`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ agent: "assistant", input: "Capital of France?" })
+        }).then((r) => r.text())
+      )
+      const exited = new Promise((resolve) => child.on("exit", resolve))
+      child.kill("SIGINT")
+      yield* Effect.promise(() => exited)
+      const exported = bodies.join("\n")
+      expect(exported).toContain("invoke_agent assistant")
+      expect(exported).toContain("gen_ai.usage.output_tokens")
     }).pipe(Effect.scoped), 30_000)
 
   it("a bad config: one line naming the file, the line and the key; exit code 2", () => {

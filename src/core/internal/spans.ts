@@ -1,0 +1,79 @@
+/**
+ * Tracing spans with the OpenTelemetry GenAI semantic conventions: one per agent run (`invoke_agent <agent>`), per
+ * model call (`chat <model>`) and per tool call (`execute_tool <tool>`), nested as the run nests them. Effect's
+ * tracer records them; `@effect/opentelemetry` (see `valet/Telemetry`) exports them. No prompt or answer text goes
+ * into an attribute: only names, ids, counts and reasons.
+ */
+import { Effect, type Exit, type Tracer } from "effect"
+import type * as Model from "../Model.js"
+import type * as Tool from "../Tool.js"
+
+/** The attributes of a run's span. */
+export const runAttributes = (agent: string, architecture: string): Record<string, unknown> => ({
+  "gen_ai.operation.name": "invoke_agent",
+  "gen_ai.agent.name": agent,
+  "valet.architecture": architecture
+})
+
+/** The name of a run's span. */
+export const runSpanName = (agent: string): string => `invoke_agent ${agent}`
+
+/** The model a client says it calls, when it says so (`OpenAiCompatible` and the vLLM pool do). */
+const modelName = (model: Model.Service): string | undefined => {
+  const name = (model as { readonly model?: unknown }).model
+  return typeof name === "string" && name !== "" ? name : undefined
+}
+
+/** A model call inside its span; the usage and finish reason are set on the span when the response comes. */
+export const modelCall = <E>(
+  model: Model.Service,
+  request: Model.Request,
+  sessionId: string,
+  step: string,
+  call: Effect.Effect<Model.Response, E>
+): Effect.Effect<Model.Response, E> => {
+  const name = modelName(model)
+  const attributes: Record<string, unknown> = {
+    "gen_ai.operation.name": "chat",
+    "valet.session_id": sessionId,
+    "valet.step": step
+  }
+  if (name !== undefined) attributes["gen_ai.request.model"] = name
+  if (request.maxTokens !== undefined) attributes["gen_ai.request.max_tokens"] = request.maxTokens
+  if (request.temperature !== undefined) attributes["gen_ai.request.temperature"] = request.temperature
+  if (request.topP !== undefined) attributes["gen_ai.request.top_p"] = request.topP
+  if (request.n !== undefined && request.n !== 1) attributes["gen_ai.request.choice.count"] = request.n
+  return Effect.useSpan(name !== undefined ? `chat ${name}` : "chat", { kind: "client", attributes }, (span) =>
+    Effect.map(Effect.withParentSpan(call, span), (response) => {
+      span.attribute("gen_ai.usage.input_tokens", response.usage.inputTokens)
+      span.attribute("gen_ai.usage.output_tokens", response.usage.outputTokens)
+      span.attribute("gen_ai.response.finish_reasons", response.choices.map((choice) => choice.finishReason))
+      if (response.model !== "") span.attribute("gen_ai.response.model", response.model)
+      if (response.id !== "") span.attribute("gen_ai.response.id", response.id)
+      return response
+    }))
+}
+
+/** A tool call inside its span. */
+export const toolCall = <R>(
+  call: Model.ToolCall,
+  sessionId: string,
+  execute: Effect.Effect<Tool.Result, never, R>
+): Effect.Effect<Tool.Result, never, R> =>
+  Effect.useSpan(`execute_tool ${call.name}`, {
+    kind: "internal",
+    attributes: {
+      "gen_ai.operation.name": "execute_tool",
+      "gen_ai.tool.name": call.name,
+      "gen_ai.tool.call.id": call.id,
+      "valet.session_id": sessionId
+    }
+  }, (span) =>
+    Effect.map(Effect.withParentSpan(execute, span), (result) => {
+      if (result.isError) span.attribute("error.type", "tool_error")
+      return result
+    }))
+
+/** Ends a span with its exit, on the clock in context (as `Effect.withSpan` does). */
+export const end = (span: Tracer.Span, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
+  Effect.clockWith((clock) => Effect.sync(() => span.end(clock.currentTimeNanosUnsafe(), exit)))

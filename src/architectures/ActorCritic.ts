@@ -5,9 +5,9 @@
  * and otherwise the actor revises its answer from the critique.
  *
  * Actor and critic are agents of their own — each may carry its own model — and run as sub-agents under
- * `<parent>__actor_<r>` and `<parent>__critic_<r>`. One whose run fails or stops early ends the run interrupted
- * with `actor:round_<r>:<reason>` or `critic:round_<r>:<reason>` and the best answer so far; a spent budget
- * ends it with `budget:<limit>`.
+ * `<parent>__actor_<r>` and `<parent>__critic_<r>`. One that stops early at a limit ends the run interrupted with
+ * `actor:round_<r>:<reason>` or `critic:round_<r>:<reason>` and the best answer so far; a spent budget ends it
+ * with `budget:<limit>`; one that fails: the run fails with that role's `SubAgentFailed` (the rule of every architecture: a failure fails the run, a limit interrupts it).
  *
  * A critique whose score cannot be read — none, or one that is not a score in [0, 1] (`score: 7` with no scale,
  * `5/0`) — scores 0, so it never approves, and the run emits `actor_critic.parse_error` saying why.
@@ -178,7 +178,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
     })
 
     yield* Architecture.progress("actor_critic.actor_started", { round: 0 })
-    const first = yield* Roles.run(actor, input.prompt, { role: "actor", index: 0 })
+    const first = yield* Roles.runOrFail(actor, input.prompt, { role: "actor", index: 0 })
     if (first._tag !== "Completed") {
       const partial = first._tag === "Interrupted" ? first.result.output : ""
       if (partial !== "") outputs.push(partial)
@@ -191,7 +191,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
 
     for (let round = 1; round <= config.maxRounds; round++) {
       yield* Architecture.progress("actor_critic.critic_started", { round })
-      const review = yield* Roles.run(
+      const review = yield* Roles.runOrFail(
         critic,
         Template.fill(config.critiquePrompt, { prompt: input.prompt, output }),
         { role: "critic", index: round }
@@ -220,7 +220,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
         return { output, metadata: metadata(round, false) }
       }
       yield* Architecture.progress("actor_critic.actor_started", { round })
-      const revised = yield* Roles.run(
+      const revised = yield* Roles.runOrFail(
         actor,
         Template.fill(config.refinePrompt, {
           prompt: input.prompt,

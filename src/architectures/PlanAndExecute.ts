@@ -16,9 +16,10 @@
  *
  * Roles are sub-agents: `<parent>__planner`, `<parent>__step_<k>` (k counts steps across replans),
  * `<parent>__replanner_<n>`, `<parent>__synthesizer`. The default executor is the running agent itself (its
- * instructions, tools and model) with ReAct. A role whose run fails interrupts the run with
- * `planner:<reason>`, `executor:step_<k>:<reason>`, `replanner:<n>:<reason>` or `synthesizer:<reason>`; a spent
- * budget with `budget:<limit>`; the best output so far is the steps' results.
+ * instructions, tools and model) with ReAct. A role that stops early at a limit interrupts the run with
+ * `planner:<reason>`, `replanner:<n>:<reason>` or `synthesizer:<reason>` (a step that does is a failed step), a
+ * spent budget with `budget:<limit>`, the best output so far being the steps' results; a role whose run fails
+ * (a model error after retries…): the run fails with that role's `SubAgentFailed` (the rule of every architecture: a failure fails the run, a limit interrupts it). A step that answers `STEP FAILED:` is not a failed run.
  *
  * Events: `plan.created` (`num_steps`), `plan.step_started`, `plan.step_completed`, `plan.replanned`,
  * `plan.completed`.
@@ -218,7 +219,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
         return { plan: plan.success, levels: levels.success }
       })
 
-    const first = yield* Roles.run(planner, Template.fill(config.plannerPrompt, { prompt: input.prompt, max_steps: maxSteps }), {
+    const first = yield* Roles.runOrFail(planner, Template.fill(config.plannerPrompt, { prompt: input.prompt, max_steps: maxSteps }), {
       role: "planner"
     })
     if (first._tag !== "Completed") return stop(Roles.stopReason("planner", first.reason))
@@ -245,7 +246,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
           ...context.filter((r) => r.plan < planIndex && !r.failed),
           ...Plans.ancestors(plan, step).flatMap((id) => byId.get(id) ?? [])
         ]
-        const ran = yield* Roles.run(
+        const ran = yield* Roles.runOrFail(
           executor,
           Template.fill(config.executorPrompt, {
             prompt: input.prompt,
@@ -256,7 +257,6 @@ const program = (config: Config) => (input: Architecture.Input) =>
           }),
           { role: "step", index: k }
         )
-        if (ran._tag === "Failed") return { _tag: "Stop", reason: `executor:step_${k}:${ran.reason}` } as StepOutcome
         if (ran._tag === "Interrupted" && Roles.isBudget(ran.reason)) return { _tag: "Stop", reason: ran.reason } as StepOutcome
         yield* yieldBeforeReading(ran.result.output)
         const output = ran._tag === "Interrupted"
@@ -295,7 +295,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
       if (failed.length === 0 || replans >= config.maxReplans) continue
 
       replans++
-      const replanned = yield* Roles.run(
+      const replanned = yield* Roles.runOrFail(
         planner,
         Template.fill(config.replanPrompt, {
           prompt: input.prompt,
@@ -318,7 +318,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
       })
     }
 
-    const answer = yield* Roles.run(
+    const answer = yield* Roles.runOrFail(
       synthesizer,
       Template.fill(config.synthesizerPrompt, {
         prompt: input.prompt,

@@ -10,9 +10,9 @@
  *
  * Every role is a sub-agent: `<parent>__attempt_<n>` (the running agent itself — instructions, tools, model —
  * with the `base` architecture, ReAct by default), `<parent>__evaluator_<n>`, `<parent>__reflector_<n>`. An
- * attempt that stops early (e.g. `max_turns_exceeded`) is evaluated like any other; a role whose run fails ends
- * the run interrupted with `attempt_<n>:<reason>`, `evaluator:attempt_<n>:<reason>` or
- * `reflector:attempt_<n>:<reason>`, and a spent budget with `budget:<limit>`, keeping the best attempt so far.
+ * attempt that stops early (e.g. `max_turns_exceeded`) is evaluated like any other; an evaluator or reflector that
+ * stops early ends the run interrupted with `evaluator:attempt_<n>:<reason>` or `reflector:attempt_<n>:<reason>`,
+ * and a spent budget with `budget:<limit>`, keeping the best attempt so far; a role that fails: the run fails with that role's `SubAgentFailed` (the rule of every architecture: a failure fails the run, a limit interrupts it).
  * When no attempt reaches the threshold the output is the best-scored attempt (the later one on a tie).
  *
  * An evaluation whose score cannot be read — none, or one that is not in [0, 1] (`score: 7` with no scale, `5/0`)
@@ -222,12 +222,11 @@ const program = (config: Config) => (input: Architecture.Input) =>
       const prompt = lessons.length === 0
         ? input.prompt
         : Template.fill(config.attemptPrompt, { prompt: input.prompt, lessons: Template.bulleted(lessons) })
-      const ran = yield* Roles.run(base, prompt, { role: "attempt", index: n })
-      if (ran._tag === "Failed") return stop(`attempt_${n}:${ran.reason}`)
+      const ran = yield* Roles.runOrFail(base, prompt, { role: "attempt", index: n })
       if (ran._tag === "Interrupted" && Roles.isBudget(ran.reason)) return stop(ran.reason)
       const output = ran.result.output
 
-      const judged = yield* Roles.run(
+      const judged = yield* Roles.runOrFail(
         evaluator,
         Template.fill(config.evaluatorPrompt, { prompt: input.prompt, output }),
         { role: "evaluator", index: n }
@@ -264,7 +263,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
       }
       if (n === config.maxAttempts) break
 
-      const reflected = yield* Roles.run(
+      const reflected = yield* Roles.runOrFail(
         reflector,
         Template.fill(config.reflectorPrompt, {
           prompt: input.prompt,

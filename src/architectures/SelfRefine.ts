@@ -6,9 +6,10 @@
  *
  * Every role is a sub-agent, so each has its own session and can have its own model:
  * `<parent>__base`, `<parent>__critic_<r>`, `<parent>__refiner_<r>`. The base is the running agent itself (its
- * instructions, tools and model) with the `base` architecture (ReAct by default). A sub-agent that fails or stops
- * early ends the run interrupted with `base:<reason>`, `critic:round_<r>:<reason>` or
- * `refiner:round_<r>:<reason>` and the best answer so far; a spent budget ends it with `budget:<limit>`.
+ * instructions, tools and model) with the `base` architecture (ReAct by default). A sub-agent that stops early at a
+ * limit ends the run interrupted with `base:<reason>`, `critic:round_<r>:<reason>` or `refiner:round_<r>:<reason>`
+ * and the best answer so far; a spent budget ends it with `budget:<limit>`; a sub-agent that fails (a model error
+ * after retries…): the run fails with that role's `SubAgentFailed` (the rule of every architecture: a failure fails the run, a limit interrupts it).
  *
  * Events: `self_refine.round_started`, `.critique`, `.refined`, `.converged`, `.max_rounds_reached`.
  *
@@ -112,7 +113,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
     const critiques: Array<string> = []
     const metadata = (rounds: number, converged: boolean) => ({ rounds, converged, critiques, outputs })
 
-    const first = yield* Roles.run(base, input.prompt, { role: "base" })
+    const first = yield* Roles.runOrFail(base, input.prompt, { role: "base" })
     if (first._tag !== "Completed") {
       const partial = first._tag === "Interrupted" ? first.result.output : ""
       if (partial !== "") outputs.push(partial)
@@ -124,7 +125,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
 
     for (let round = 1; round <= config.maxRounds; round++) {
       yield* Architecture.progress("self_refine.round_started", { round })
-      const review = yield* Roles.run(
+      const review = yield* Roles.runOrFail(
         critic,
         Template.fill(config.criticPrompt, { prompt: input.prompt, output, stop_phrase: config.stopPhrase }),
         { role: "critic", index: round }
@@ -140,7 +141,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
         yield* Architecture.progress("self_refine.converged", { round })
         return { output, metadata: metadata(round, true) }
       }
-      const refined = yield* Roles.run(
+      const refined = yield* Roles.runOrFail(
         refiner,
         Template.fill(config.refinerPrompt, { prompt: input.prompt, output, critique }),
         { role: "refiner", index: round }

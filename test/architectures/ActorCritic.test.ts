@@ -158,20 +158,23 @@ describe("ActorCritic", () => {
       expect(result.modelCalls).toBe(3)
     }).pipe(Effect.provide(ScriptedModel.layer(["v1", critique(0.1), "v2"]))))
 
-  it.effect("a failing critic interrupts with critic:round_<r>:<reason>, a failing actor with actor:round_<r>:<reason>", () =>
+  it.effect("a failing critic or actor fails the run with its SubAgentFailed; a spent budget still ends it interrupted", () =>
     Effect.gen(function*() {
       const architecture = yield* ActorCritic.make({ actor, critic })
-      const criticFails = yield* Agent.run(team(architecture), "task").pipe(
+      const criticFails = yield* Effect.flip(Agent.run(team(architecture), "task").pipe(
         Effect.provide(ScriptedModel.layer(["v1", critique(0.1), "v2"]))
-      )
-      expect(criticFails.interruptionReason).toBe("critic:round_2:ScriptExhausted")
-      expect(criticFails.output).toBe("v2")
-      expect(criticFails.metadata).toMatchObject({ rounds: 1, scores: [0.1] })
-      const actorFails = yield* Agent.run(team(architecture), "task").pipe(
+      ))
+      expect(criticFails).toMatchObject({ _tag: "SubAgentFailed", role: "critic", error: { _tag: "ScriptExhausted" } })
+      expect((criticFails as { sessionId: string }).sessionId).toMatch(/__critic_2$/)
+      const actorFails = yield* Effect.flip(Agent.run(team(architecture), "task").pipe(
         Effect.provide(ScriptedModel.layer(["v1", critique(0.1)]))
+      ))
+      expect(actorFails).toMatchObject({ _tag: "SubAgentFailed", role: "actor", error: { _tag: "ScriptExhausted" } })
+      // A limit is not a failure: the run keeps its best answer.
+      const capped = yield* Agent.run(team(architecture), "task", { budget: { maxCalls: 3 } }).pipe(
+        Effect.provide(ScriptedModel.layer(["v1", critique(0.1), "v2", critique(0.2)]))
       )
-      expect(actorFails.interruptionReason).toBe("actor:round_1:ScriptExhausted")
-      expect(actorFails.output).toBe("v1")
+      expect(capped).toMatchObject({ interrupted: true, interruptionReason: "budget:max_calls", output: "v2" })
     }))
 
   it.effect("interrupting the run stops the critic in flight at once", () =>

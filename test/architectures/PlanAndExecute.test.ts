@@ -290,11 +290,11 @@ describe("PlanAndExecute", () => {
       yield* ScriptedModel.assertConsumed
     }).pipe(Effect.provide(ScriptedModel.layer(['["a", "b", "c"]', "A done", "B done"]))))
 
-  it.effect("a failing executor interrupts with executor:step_<k>:<reason>", () =>
+  it.effect("a failing executor fails the run with the step's SubAgentFailed (one rule for every architecture)", () =>
     Effect.gen(function*() {
-      const result = yield* Agent.run(agentWith(PlanAndExecute.architecture), "task")
-      expect(result.interruptionReason).toBe("executor:step_2:ScriptExhausted")
-      expect(result.output).toBe("Step 1: a\nA done")
+      const error = yield* Effect.flip(Agent.run(agentWith(PlanAndExecute.architecture), "task"))
+      expect(error).toMatchObject({ _tag: "SubAgentFailed", role: "step", error: { _tag: "ScriptExhausted" } })
+      expect((error as { sessionId: string }).sessionId).toMatch(/__step_2$/)
     }).pipe(Effect.provide(ScriptedModel.layer(['["a", "b"]', "A done"]))))
 
   it.effect("interrupting the run stops every step of a parallel level at once", () =>

@@ -149,13 +149,12 @@ describe("Reflexion", () => {
       expect(result.modelCalls).toBe(2)
     }).pipe(Effect.provide(ScriptedModel.layer(["A door.", "score: 0.2"]))))
 
-  it.effect("a failing evaluator interrupts with evaluator:attempt_<n>:<reason>; a failing store fails the run", () =>
+  it.effect("a failing evaluator fails the run with its SubAgentFailed; so does a failing store", () =>
     Effect.gen(function*() {
-      const evaluatorFails = yield* Agent.run(solver(Reflexion.architecture), task).pipe(
+      const evaluatorFails = yield* Effect.flip(Agent.run(solver(Reflexion.architecture), task).pipe(
         Effect.provide(ScriptedModel.layer(["A door."]))
-      )
-      expect(evaluatorFails.interruptionReason).toBe("evaluator:attempt_1:ScriptExhausted")
-      expect(evaluatorFails.output).toBe("")
+      ))
+      expect(evaluatorFails).toMatchObject({ _tag: "SubAgentFailed", role: "evaluator", error: { _tag: "ScriptExhausted" } })
 
       const broken = Layer.succeed(LessonStore.LessonStore, {
         list: () => Effect.succeed([]),

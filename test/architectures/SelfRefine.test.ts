@@ -143,7 +143,7 @@ describe("SelfRefine", () => {
       ]))
     ))
 
-  it.effect("a base that stops early, and a failing critic, interrupt with the role's reason and keep the best answer", () =>
+  it.effect("a base stopped at a limit interrupts with the role's reason and keeps its answer; a failing critic fails the run", () =>
     Effect.gen(function*() {
       const base = yield* ReAct.make({ maxTurns: 1 })
       const looping = Agent.make({
@@ -158,12 +158,13 @@ describe("SelfRefine", () => {
       expect(stopped.interruptionReason).toBe("base:max_turns_exceeded")
       expect(stopped.output).toBe("partial")
 
-      const failed = yield* Agent.run(writer(SelfRefine.architecture), "task").pipe(
+      // The same failure that fails a ReAct run fails this one (one rule for every architecture).
+      const failed = yield* Effect.flip(Agent.run(writer(SelfRefine.architecture), "task").pipe(
         Effect.provide(ScriptedModel.layer(["first draft"]))
-      )
-      expect(failed.interrupted).toBe(true)
-      expect(failed.interruptionReason).toBe("critic:round_1:ScriptExhausted")
-      expect(failed.output).toBe("first draft")
+      ))
+      expect(failed._tag).toBe("SubAgentFailed")
+      expect(failed).toMatchObject({ role: "critic", error: { _tag: "ScriptExhausted" } })
+      expect((failed as { sessionId: string }).sessionId).toMatch(/__critic_1$/)
     }))
 
   it.effect("interrupting the run stops the refiner in flight at once", () =>

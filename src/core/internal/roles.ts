@@ -1,8 +1,9 @@
 /**
  * Roles played by sub-agents (actor, critic, planner, worker…), as the reflective and multi-agent architectures
- * see them: a child run either completed, stopped early (its `interrupted` result, which the caller must look at)
- * or failed (`SubAgentFailed`). A spent budget travels up unchanged as `budget:<limit>`; any other stop is
- * reported under the role that stopped (`critic:round_2:RateLimited`).
+ * see them: a child run either completed, stopped early at a limit (its `interrupted` result, which the caller must
+ * look at) or failed (`SubAgentFailed`). A spent budget travels up unchanged as `budget:<limit>`; any other stop is
+ * reported under the role that stopped (`critic:round_2:max_turns_exceeded`). A failure is the caller's failure
+ * (`runOrFail`) unless the architecture documents a recovery (`run`: Ensemble, Supervisor, ToolVote).
  */
 import { Effect } from "effect"
 import * as Agent from "../Agent.js"
@@ -30,6 +31,20 @@ export const run = <R>(
     ),
     Effect.catchTag("SubAgentFailed", (error) => Effect.succeed<Ran>({ _tag: "Failed", error, reason: error.reason }))
   )
+
+/** How a sub-agent's run ended, when its failure is the caller's. */
+export type Ended = Exclude<Ran, { readonly _tag: "Failed" }>
+
+/**
+ * Runs a sub-agent whose failure is the caller's: the run fails with the child's `SubAgentFailed` (the rule of
+ * every architecture, unless it documents a recovery); completed or stopped at a limit, it answers how.
+ */
+export const runOrFail = <R>(
+  agent: Agent.Agent<R>,
+  prompt: string,
+  options: Agent.ChildOptions
+): Effect.Effect<Ended, InvalidOptions | SessionConflict | SubAgentFailed, R | Architecture.CurrentRun> =>
+  Effect.flatMap(run(agent, prompt, options), (ran) => (ran._tag === "Failed" ? Effect.fail(ran.error) : Effect.succeed(ran)))
 
 /** Whether an interruption reason is a spent budget. */
 export const isBudget = (reason: string): boolean => reason.startsWith("budget:")

@@ -1,6 +1,6 @@
 /**
  * `valet serve` as a layer: the agents of `Agents` over HTTP — valet's routes (`RunsApi`), the OpenAI-compatible
- * facade (`OpenAiApi`), the OpenAPI document at
+ * facade (`OpenAiApi`), the run viewer at `/` (`Viewer`), the OpenAPI document at
  * `/openapi.json` — with the limits a server on a network needs: a request body limit (413), a bearer token when
  * one is set (401 without it; `GET /health` stays open), and the run registry's `maxConcurrentRuns` (429) and
  * bounded memory. `routes` is the same without a server, for tests and for apps that serve their own router.
@@ -17,6 +17,7 @@ import type * as Agents from "./Agents.js"
 import * as OpenAiApi from "./OpenAiApi.js"
 import * as Runs from "./Runs.js"
 import * as RunsApi from "./RunsApi.js"
+import * as Viewer from "./Viewer.js"
 
 /** What a server allows. */
 export interface Options extends Runs.Options {
@@ -72,7 +73,8 @@ export const routes = (options: Options = {}) =>
   HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
     Layer.provide([RunsApi.layerFor(Api), OpenAiApi.layerFor(Api)]),
     Layer.provide(Runs.layer(options)),
-    Layer.merge(limits(options))
+    Layer.merge(limits(options)),
+    Layer.merge(Viewer.layer)
   )
 
 /** Where a Node server listens. */

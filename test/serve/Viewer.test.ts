@@ -1,0 +1,123 @@
+/**
+ * The run viewer in a real browser: Debian's `chromium` driven by `playwright-core`. A Self-Refine run (sub-agents)
+ * and a ReAct run with a tool are started; the page lists them, and opening one shows its timeline and the tree of
+ * its sub-sessions with calls and tokens. A screenshot goes to test/artifacts/viewer.png (and docs/viewer.png, the
+ * README's). Without Chromium the browser test is skipped, unless VALET_REQUIRE_CHROMIUM=1 (CI), where it fails.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Context, Effect, Layer, Schema } from "effect"
+import { HttpServer } from "effect/http"
+import { copyFileSync, existsSync, mkdirSync } from "node:fs"
+import { join } from "node:path"
+import { chromium } from "playwright-core"
+import * as SelfRefine from "../../src/architectures/SelfRefine.js"
+import * as Agent from "../../src/core/Agent.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Tool from "../../src/core/Tool.js"
+import * as Agents from "../../src/serve/Agents.js"
+import * as Server from "../../src/serve/Server.js"
+import * as Viewer from "../../src/serve/Viewer.js"
+
+const chromiumPath = "/usr/bin/chromium"
+const required = process.env.VALET_REQUIRE_CHROMIUM === "1"
+const haveChromium = existsSync(chromiumPath)
+const root = join(import.meta.dirname, "..", "..")
+
+const add = Tool.make({
+  name: "add",
+  description: "Adds two numbers.",
+  parameters: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
+  handler: ({ a, b }) => Effect.succeed(String(a + b))
+})
+
+const agents = [
+  Agent.make({
+    name: "writer",
+    instructions: "Write well.",
+    architecture: SelfRefine.architecture,
+    model: Layer.orDie(ScriptedModel.layer([
+      { text: "Paris is the capital of France", delay: "100 millis" },
+      { text: "Add a full stop.", delay: "100 millis" },
+      { text: "Paris is the capital of France.", delay: "100 millis" },
+      "No issues."
+    ]))
+  }) as Agent.Agent<never>,
+  Agent.make({
+    name: "calculator",
+    instructions: "Use the tool.",
+    tools: [add],
+    model: Layer.orDie(ScriptedModel.layer([{ toolCalls: [{ name: "add", arguments: { a: 2, b: 3 } }] }, "2 + 3 = 5."]))
+  }) as Agent.Agent<never>
+]
+
+const serve = Effect.gen(function*() {
+  const context = yield* Layer.build(Server.layerNode({ port: 0 }).pipe(Layer.provide(Agents.layer(agents))))
+  const address = Context.get(context, HttpServer.HttpServer).address as unknown as { readonly port: number }
+  return `http://127.0.0.1:${address.port}`
+})
+
+const post = (url: string, body: unknown) =>
+  Effect.promise(() =>
+    fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) }).then((r) =>
+      r.json() as Promise<{ runId: string }>
+    )
+  )
+
+describe("Viewer", () => {
+  it.live("GET / is one self-contained page: HTML, nothing loaded from another origin", () =>
+    Effect.gen(function*() {
+      const url = yield* serve
+      const response = yield* Effect.promise(() => fetch(`${url}/`))
+      expect(response.headers.get("content-type")).toBe("text/html; charset=utf-8")
+      const html = yield* Effect.promise(() => response.text())
+      expect(html).toBe(Viewer.html)
+      expect(html).not.toMatch(/(src|href)=["']?(https?:)?\/\//)
+      expect(html).not.toContain("innerHTML")
+    }).pipe(Effect.scoped))
+
+  it.live.skipIf(!haveChromium && !required)("in headless Chromium: the runs list, a run's timeline and its sub-session tree", () =>
+    Effect.gen(function*() {
+      expect(haveChromium, `${chromiumPath} is missing (apt-get install chromium)`).toBe(true)
+      const url = yield* serve
+      const writer = yield* post(`${url}/runs`, { agent: "writer", input: "What is the capital of France?" })
+      const calculator = yield* post(`${url}/runs`, { agent: "calculator", input: "2 + 3?" })
+      const browser = yield* Effect.acquireRelease(
+        Effect.promise(() => chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox"] })),
+        (browser) => Effect.promise(() => browser.close())
+      )
+      const page = yield* Effect.promise(() => browser.newPage({ viewport: { width: 1280, height: 760 } }))
+      yield* Effect.promise(async () => {
+        await page.goto(`${url}/#run=${writer.runId}`)
+        // The runs list shows both runs; the open run is selected.
+        await page.locator(`#runs a[data-run="${writer.runId}"].selected`).waitFor()
+        await page.locator(`#runs a[data-run="${calculator.runId}"]`).waitFor()
+        // The timeline follows the run to its end.
+        await page.getByText("Run " + writer.runId + " — completed").waitFor({ timeout: 10_000 })
+      })
+      const tree = yield* Effect.promise(() => page.locator("ul.tree").innerText())
+      // The root and its four sub-sessions, each with its calls and tokens.
+      for (const role of ["base", "critic_1", "refiner_1", "critic_2"]) expect(tree).toContain(role)
+      expect(tree).toMatch(/root writer completed 4 calls · \d+ tokens/)
+      expect(tree).toMatch(/critic_1 critic completed 1 calls · \d+ tokens · \d+ ms/)
+      const output = yield* Effect.promise(() => page.locator("#output").innerText())
+      expect(output).toBe("Output: Paris is the capital of France.")
+      const timeline = yield* Effect.promise(() => page.locator("table").innerText())
+      expect(timeline).toContain("self_refine.critique")
+      expect(timeline).toContain("run completed")
+
+      mkdirSync(join(root, "test", "artifacts"), { recursive: true })
+      const screenshot = join(root, "test", "artifacts", "viewer.png")
+      yield* Effect.promise(() => page.screenshot({ path: screenshot, fullPage: false }))
+      mkdirSync(join(root, "docs"), { recursive: true })
+      copyFileSync(screenshot, join(root, "docs", "viewer.png"))
+
+      // The other run: its tool call in the timeline.
+      yield* Effect.promise(async () => {
+        await page.click(`#runs a[data-run="${calculator.runId}"]`)
+        await page.getByText("Run " + calculator.runId + " — completed").waitFor({ timeout: 10_000 })
+      })
+      const tools = yield* Effect.promise(() => page.locator("table").innerText())
+      expect(tools).toContain('add({"a":2,"b":3})')
+      expect(tools).toContain("add → 5")
+    }).pipe(Effect.scoped), 60_000)
+})

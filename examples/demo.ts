@@ -11,6 +11,7 @@ import * as PlanAndExecute from "./plan-and-execute.js"
 import * as ReactCalculator from "./react-calculator.js"
 import * as RecordReplay from "./record-replay.js"
 import * as Reflexion from "./reflexion.js"
+import * as RouterExample from "./router.js"
 import * as SelfRefine from "./self-refine.js"
 import * as SubAgents from "./sub-agents.js"
 import * as Supervisor from "./supervisor.js"
@@ -29,6 +30,7 @@ const main = Effect.gen(function*() {
     Reflexion.main,
     Evaluation.main,
     Supervisor.main,
+    RouterExample.main,
     McpTools.main,
     ActorLoop.main
   ]) {

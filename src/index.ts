@@ -61,6 +61,9 @@ export * as Reflexion from "./architectures/Reflexion.js"
 /** The scripted test double of `Model`. */
 export * as ScriptedModel from "./core/ScriptedModel.js"
 
+/** Router: one classifier call hands the task to the route (an agent) that fits, with a fallback. */
+export * as Router from "./architectures/Router.js"
+
 /** Self-Refine: a base answer, then critic / refiner rounds until the critique says it is done. */
 export * as SelfRefine from "./architectures/SelfRefine.js"
 

@@ -14,6 +14,7 @@ import * as PlanAndExecute from "../examples/plan-and-execute.js"
 import * as ReactCalculator from "../examples/react-calculator.js"
 import * as RecordReplay from "../examples/record-replay.js"
 import * as Reflexion from "../examples/reflexion.js"
+import * as RouterExample from "../examples/router.js"
 import * as SelfRefine from "../examples/self-refine.js"
 import * as SubAgents from "../examples/sub-agents.js"
 import * as Supervisor from "../examples/supervisor.js"
@@ -29,6 +30,14 @@ const printed = <E, R>(program: Effect.Effect<void, E, R>) =>
   })
 
 describe("examples", () => {
+  it.live("router sends each request to its specialist", () =>
+    Effect.gen(function*() {
+      const lines = yield* printed(RouterExample.main)
+      expect(lines[0]).toMatch(/^# Router — .*using ScriptedModel/)
+      expect(lines.filter((line) => line.includes("router.dispatched")).map((line) => /"route":"([^"]+)"/.exec(line)![1])).toEqual(["billing", "tech-support"])
+      expect(lines.at(-1)).toMatch(/run completed after 2 model calls.*update its firmware\.$/)
+    }).pipe(Effect.provide(Logger.layer([]))))
+
   it.live("mcp-server: an MCP SDK client starts it, lists the agents and calls the writer", () =>
     Effect.gen(function*() {
       const root = join(import.meta.dirname, "..")

@@ -86,6 +86,20 @@ export class OutputInvalid extends Schema.TaggedError<OutputInvalid>()("OutputIn
   }
 }
 
+/**
+ * A Router could not route a task: the classifier named no route, an unknown one, or one below `minConfidence`,
+ * and there is no fallback. `answer` is what the classifier wrote (cut short), `reason` why it was refused.
+ */
+export class Unroutable extends Schema.TaggedError<Unroutable>()("Unroutable", {
+  sessionId: Schema.String,
+  answer: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `${this.sessionId} could not be routed (${this.reason}); the classifier answered: ${JSON.stringify(this.answer)}`
+  }
+}
+
 /** Every error an agent run can fail with. */
 export type AgentError =
   | ModelError.ModelError
@@ -96,6 +110,7 @@ export type AgentError =
   | ArchitectureFailed
   | SubAgentFailed
   | OutputInvalid
+  | Unroutable
 
 /** The JSON form of an `AgentError`. */
 export type AgentErrorEncoded = typeof ModelError.ModelError.Encoded | {
@@ -129,6 +144,11 @@ export type AgentErrorEncoded = typeof ModelError.ModelError.Encoded | {
   readonly attempts: number
   readonly text: string
   readonly error: string
+} | {
+  readonly _tag: "Unroutable"
+  readonly sessionId: string
+  readonly answer: string
+  readonly reason: string
 }
 
 /** The schema of `AgentError`, so failures cross JSON boundaries (SSE, workflows, logs) and come back typed. */
@@ -140,5 +160,6 @@ export const AgentError: Schema.Codec<AgentError, AgentErrorEncoded> = Schema.Un
   SessionConflict,
   ArchitectureFailed,
   SubAgentFailed,
-  OutputInvalid
+  OutputInvalid,
+  Unroutable
 ])

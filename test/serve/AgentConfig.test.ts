@@ -97,6 +97,27 @@ agents:
       expect(events.at(-1)).toMatchObject({ _tag: "RunCompleted", result: { output: "The adder says 5." } })
     }).pipe(Effect.scoped, Effect.provide(services)))
 
+  it.effect("a router's routes name agents of the file", () =>
+    Effect.gen(function*() {
+      const loaded = yield* Result.match(parse(`
+agents:
+  desk:
+    architecture: router
+    instructions: Route requests.
+    options: { routes: [{ name: billing, agent: biller, description: invoices }], fallback: billing }
+    model: ${scripted(["route: Billing"])}
+  biller:
+    instructions: Handle invoices.
+    model: ${scripted(["Refund issued."])}
+`), { onFailure: Effect.fail, onSuccess: Effect.succeed })
+      const agents = yield* AgentConfig.build(loaded)
+      const result = yield* Agent.run(agents.get("desk")!.agent, "Charged twice.")
+      expect(result).toMatchObject({ output: "Refund issued.", metadata: { route: "billing" } })
+      expect(refusal(`model: ${scripted(["x"])}\nagents:\n  d:\n    architecture: router\n    instructions: x\n    options: { routes: [{ name: b, agent: nobody }] }\n`)).toBe(
+        'valet.yaml:6:43: agents.d.options.routes[0].agent names the agent "nobody", which agents does not define'
+      )
+    }).pipe(Effect.scoped, Effect.provide(services)))
+
   it.live("an agent's tools come from the MCP servers it names (server-everything over stdio)", () =>
     Effect.gen(function*() {
       const loaded = yield* Result.match(parse(`
@@ -141,7 +162,7 @@ agents:
     const model = `model: ${scripted(["x"])}\n`
     it("an unknown architecture", () => {
       expect(refusal(`${model}agents:\n  a:\n    instructions: x\n    architecture: reactt\n`)).toBe(
-        `valet.yaml:5:19: agents.a.architecture must be "react" or "self-refine" or "plan-and-execute" or "reflexion" or "actor-critic" or "supervisor" or "ensemble", got "reactt"`
+        `valet.yaml:5:19: agents.a.architecture must be "react" or "self-refine" or "plan-and-execute" or "reflexion" or "actor-critic" or "supervisor" or "router" or "ensemble", got "reactt"`
       )
     })
     it("a misspelt key", () => {

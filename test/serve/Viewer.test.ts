@@ -1,8 +1,8 @@
 /**
  * The run viewer in a real browser: Debian's `chromium` driven by `playwright-core`. A Self-Refine run (sub-agents)
  * and a ReAct run with a tool are started; the page lists them, and opening one shows its timeline and the tree of
- * its sub-sessions with calls and tokens. A screenshot goes to test/artifacts/viewer.png (and docs/viewer.png, the
- * README's). Without Chromium the browser test is skipped, unless VALET_REQUIRE_CHROMIUM=1 (CI), where it fails.
+ * its sub-sessions with calls and tokens. A screenshot goes to test/artifacts/viewer.png (and, with
+ * VALET_UPDATE_SCREENSHOT=1, to docs/viewer.png, the README's). Without Chromium the browser test is skipped, unless VALET_REQUIRE_CHROMIUM=1 (CI), where it fails.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer, Schema } from "effect"
@@ -108,8 +108,8 @@ describe("Viewer", () => {
       mkdirSync(join(root, "test", "artifacts"), { recursive: true })
       const screenshot = join(root, "test", "artifacts", "viewer.png")
       yield* Effect.promise(() => page.screenshot({ path: screenshot, fullPage: false }))
-      mkdirSync(join(root, "docs"), { recursive: true })
-      copyFileSync(screenshot, join(root, "docs", "viewer.png"))
+      // The README's copy is refreshed on request only, so a test run leaves the work tree as it was.
+      if (process.env.VALET_UPDATE_SCREENSHOT === "1") copyFileSync(screenshot, join(root, "docs", "viewer.png"))
 
       // The other run: its tool call in the timeline.
       yield* Effect.promise(async () => {

@@ -9,6 +9,7 @@ import * as ActorCritic from "../../../architectures/ActorCritic.js"
 import * as PlanAndExecute from "../../../architectures/PlanAndExecute.js"
 import * as ReAct from "../../../architectures/ReAct.js"
 import * as Reflexion from "../../../architectures/Reflexion.js"
+import * as Router from "../../../architectures/Router.js"
 import * as SelfRefine from "../../../architectures/SelfRefine.js"
 import * as Supervisor from "../../../architectures/Supervisor.js"
 import type * as Agent from "../../../core/Agent.js"
@@ -34,6 +35,7 @@ const table = {
   reflexion: { agentPaths: [["evaluator"], ["reflector"]], make: Reflexion.make },
   "actor-critic": { agentPaths: [["actor"], ["critic"]], make: ActorCritic.make },
   supervisor: { agentPaths: [["workers", "*"]], make: Supervisor.make },
+  router: { agentPaths: [["routes", "*", "agent"]], make: Router.make },
   ensemble: { agentPaths: [["critic"], ["judge"], ["solvers", "*", "agent"]], make: Ensemble.make }
 } satisfies Record<string, Entry>
 

@@ -1,0 +1,233 @@
+/**
+ * Router: one classifier call picks the agent that takes the task; that agent runs the task as it was asked.
+ *
+ * The classifier is the running agent's own model (one call, step `router.classify`): it sees the routes (their
+ * names and descriptions) and the task, and answers `route: <name>`, optionally with `confidence: <0..1>` (`0.8`,
+ * `80%`, `8/10`). Names match case-insensitively, ignoring markdown emphasis and quotes (`**Billing**`,
+ * `"billing"`); an answer without a `route:` line is read as a route when it is exactly one name, or mentions
+ * exactly one route by name. No route, an unknown route, or a confidence below `minConfidence` (a missing
+ * confidence counts as 1 when `minConfidence` is 0, else as 0) sends the task to the `fallback` route, or without
+ * one fails the run with a typed `Unroutable` naming the answer. The chosen agent runs the original task under
+ * `<parent>__route_<name>`; its result is the run's. A route that fails fails the run with its `SubAgentFailed`
+ * (the rule of every architecture); one that stops at a limit ends the run interrupted with `route_<name>:<reason>`
+ * (a spent budget: `budget:<limit>`) and its output.
+ *
+ * Events: `router.classified` (`route`, `confidence`, `answer`), `router.fallback` (`reason`),
+ * `router.dispatched` (`route`, `session_id`).
+ *
+ * @since 0.2.0
+ */
+import { Effect, Result, Schema } from "effect"
+import type * as Agent from "../core/Agent.js"
+import { type InvalidOptions, Unroutable } from "../core/AgentError.js"
+import * as Architecture from "../core/Architecture.js"
+import * as Opts from "../core/internal/options.js"
+import { unitScore } from "../core/internal/parse.js"
+import * as Roles from "../core/internal/roles.js"
+import * as Template from "../core/internal/template.js"
+import * as Model from "../core/Model.js"
+
+/** The architecture's name, as `RunStarted.architecture` reports it. */
+export const name = "router"
+
+/** One route: a name the classifier answers with, the agent that takes the task, and what it is for. */
+export interface Route<R> {
+  /** Letters and digits joined by single `-` or `_` (it is part of a session id), unique case-insensitively. */
+  readonly name: string
+  readonly agent: Agent.Agent<R>
+  /** What the classifier is told about the route; default: the first line of the agent's instructions. */
+  readonly description?: string | undefined
+}
+
+/** The options of Router. */
+export interface Options<R> {
+  readonly routes: ReadonlyArray<Route<R>>
+  /** The route taken when the classifier's answer cannot be used. Without it, such a run fails with `Unroutable`. */
+  readonly fallback?: string | undefined
+  /** A confidence below this sends the task to the fallback (in [0, 1], default 0). */
+  readonly minConfidence?: number | undefined
+  /** The classifier's system prompt (`{instructions}`, `{routes}`). */
+  readonly classifierPrompt?: string | undefined
+}
+
+/** The classifier's default prompt; `{instructions}` are the running agent's, `{routes}` the route list. */
+export const defaultClassifierPrompt = `{instructions}
+
+Choose the one route below that should handle the user's request. Answer with exactly two lines:
+route: <the route's name>
+confidence: <a number between 0 and 1>
+
+Routes:
+{routes}`
+
+const routeNamePattern = /^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$/
+
+const RouteSchema = Schema.Struct({
+  name: Schema.String.check(Schema.makeFilter((n: string) =>
+    (routeNamePattern.test(n) && n.length <= 48) || `a route name is letters and digits joined by single - or _ (at most 48 characters), got ${JSON.stringify(n)}`
+  )),
+  agent: Opts.AgentSchema,
+  description: Schema.optional(Schema.String)
+})
+
+const OptionsSchema = Schema.Struct({
+  routes: Schema.Array(RouteSchema).check(
+    Schema.isMinLength(1, { expected: "at least one route" }),
+    Schema.makeFilter((routes: ReadonlyArray<{ readonly name: string }>) => {
+      const seen = new Set<string>()
+      for (const route of routes) {
+        const key = route.name.toLowerCase()
+        if (seen.has(key)) return `two routes are named ${JSON.stringify(route.name)} (names are compared case-insensitively)`
+        seen.add(key)
+      }
+      return true
+    })
+  ),
+  fallback: Schema.optional(Schema.String),
+  minConfidence: Opts.UnitInterval.pipe(Opts.withDefault(0)),
+  classifierPrompt: Template.Template(["instructions", "routes"]).pipe(Opts.withDefault(defaultClassifierPrompt))
+}).check(
+  Schema.makeFilter((options) =>
+    options.fallback === undefined ||
+    options.routes.some((route) => route.name.toLowerCase() === options.fallback!.toLowerCase()) ||
+    { path: ["fallback"], issue: "names no route" }
+  )
+)
+type Config = typeof OptionsSchema.Type
+
+/**
+ * Router with options, checked here: no routes, two routes with one name, a name that cannot be part of a session
+ * id, a fallback that names no route, or `minConfidence` outside [0, 1] fail with `InvalidOptions`.
+ */
+export const make = <R>(options: Options<R>): Effect.Effect<Architecture.Architecture<R | Model.Model>, InvalidOptions> =>
+  Effect.map(
+    Opts.decode("Router", OptionsSchema, options),
+    (config) => Architecture.make({ name, program: program(config) }) as Architecture.Architecture<R | Model.Model>
+  )
+
+/** `make` for a module-level value: the architecture, or the `InvalidOptions` thrown. */
+export const makeUnsafe = <R>(options: Options<R>): Architecture.Architecture<R | Model.Model> => Opts.runUnsafe(make(options))
+
+// ---------------------------------------------------------------------------------------------------------
+// Reading the classifier
+// ---------------------------------------------------------------------------------------------------------
+
+/** What the classifier answered. */
+export interface Classification {
+  /** The route's name as the routes spell it, or `undefined` when the answer names none of them. */
+  readonly route: string | undefined
+  /** What the answer named, cleaned (for messages). */
+  readonly named: string | undefined
+  readonly confidence: number | undefined
+  /** Why the confidence could not be read, when it was written but is not a number in [0, 1]. */
+  readonly confidenceError?: string | undefined
+}
+
+const maxAnswerChars = 16_384
+
+/** A name as written, without markdown emphasis, quotes, brackets and a trailing full stop. */
+const clean = (text: string): string =>
+  text.trim().replace(/^[*_`"'“”‘’<\[(\s]+|[*_`"'“”‘’>\])\s.,;:!]+$/g, "").trim()
+
+const labelled = (text: string, label: string): string | undefined => {
+  const pattern = new RegExp(`(?:^|\\n)[\\s>*_#-]*${label}[*_\\s]*[:=][*_\\s]*([^\\n]*)`, "i")
+  const found = pattern.exec(text)
+  return found === null ? undefined : found[1]!
+}
+
+/**
+ * Reads a classifier's answer against the route names: the `route:` line (or a bare name, or exactly one route
+ * mentioned), and the `confidence:` line.
+ */
+export const parseClassification = (answer: string, routeNames: ReadonlyArray<string>): Classification => {
+  const text = answer.length > maxAnswerChars ? answer.slice(0, maxAnswerChars) : answer
+  const byKey = new Map(routeNames.map((routeName) => [routeName.toLowerCase(), routeName]))
+  const confidenceText = labelled(text, "confidence")
+  let confidence: number | undefined
+  let confidenceError: string | undefined
+  if (confidenceText !== undefined) {
+    const read = unitScore(clean(confidenceText).split(/\s/)[0] ?? "", "confidence")
+    if (Result.isSuccess(read)) confidence = read.success
+    else confidenceError = read.failure
+  }
+  const common = { confidence, ...(confidenceError !== undefined ? { confidenceError } : {}) }
+  const routeText = labelled(text, "route")
+  if (routeText !== undefined) {
+    const named = clean(routeText)
+    return { route: byKey.get(named.toLowerCase()), named, ...common }
+  }
+  const whole = clean(text)
+  if (byKey.has(whole.toLowerCase())) return { route: byKey.get(whole.toLowerCase()), named: whole, ...common }
+  // Prose: a route counts when exactly one of them is mentioned as a word.
+  const lower = text.toLowerCase()
+  const mentioned = routeNames.filter((routeName) =>
+    new RegExp(`(^|[^a-z0-9_-])${routeName.toLowerCase().replace(/[-_]/g, "[-_]")}($|[^a-z0-9_-])`).test(lower)
+  )
+  return mentioned.length === 1
+    ? { route: mentioned[0], named: mentioned[0], ...common }
+    : { route: undefined, named: undefined, ...common }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Program
+// ---------------------------------------------------------------------------------------------------------
+
+const describeRoute = (route: { readonly name: string; readonly agent: Agent.Agent<unknown>; readonly description?: string | undefined }) => {
+  const text = route.description ?? route.agent.instructions.split(/\r?\n/).map((line) => line.trim()).find((line) => line !== "") ??
+    "(no description)"
+  return `- ${route.name}: ${text.length <= 200 ? text : `${text.slice(0, 199)}…`}`
+}
+
+const program = (config: Config) => (input: Architecture.Input) =>
+  Effect.gen(function*() {
+    const run = yield* Architecture.CurrentRun
+    const names = config.routes.map((route) => route.name)
+    const system = Template.fill(config.classifierPrompt, {
+      instructions: input.agent.instructions,
+      routes: config.routes.map(describeRoute).join("\n")
+    }).trim()
+    const response = yield* Architecture.generate(
+      { messages: [Model.system(system), ...input.history, Model.user(input.prompt)] },
+      { step: "router.classify" }
+    )
+    const answer = Model.text(response)
+    const classified = parseClassification(answer, names)
+    yield* Architecture.progress("router.classified", {
+      route: classified.route ?? null,
+      confidence: classified.confidence ?? null,
+      answer: answer.length > 500 ? `${answer.slice(0, 499)}…` : answer,
+      ...(classified.confidenceError !== undefined ? { confidence_error: classified.confidenceError } : {})
+    })
+    // A missing confidence does not stand in the way when none is asked for, and counts as none when one is.
+    const confidence = classified.confidence ?? (config.minConfidence === 0 ? 1 : 0)
+    const refusal = classified.route === undefined
+      ? classified.named === undefined ? "the answer names no route" : `no route is named ${JSON.stringify(classified.named)}`
+      : confidence < config.minConfidence
+      ? `confidence ${confidence} is below ${config.minConfidence}${classified.confidenceError !== undefined ? ` (${classified.confidenceError})` : ""}`
+      : undefined
+    let chosen = classified.route
+    if (refusal !== undefined) {
+      if (config.fallback === undefined) {
+        return yield* new Unroutable({
+          sessionId: run.sessionId,
+          answer: answer.length > 300 ? `${answer.slice(0, 299)}…` : answer,
+          reason: refusal
+        })
+      }
+      chosen = names.find((routeName) => routeName.toLowerCase() === config.fallback!.toLowerCase())!
+      yield* Architecture.progress("router.fallback", { reason: refusal, route: chosen })
+    }
+    const route = config.routes.find((r) => r.name === chosen)!
+    yield* Architecture.progress("router.dispatched", { route: route.name, session_id: `${run.sessionId}__route_${route.name}` })
+    const ran = yield* Roles.runOrFail(route.agent, input.prompt, { role: "route", index: route.name })
+    const metadata = {
+      route: route.name,
+      confidence: classified.confidence ?? null,
+      fallback: refusal !== undefined,
+      classifier: answer
+    }
+    if (ran._tag === "Interrupted") {
+      return { output: ran.result.output, interrupted: Roles.stopReason(`route_${route.name}`, ran.reason), metadata }
+    }
+    return { output: ran.result.output, metadata }
+  })

@@ -5,6 +5,7 @@ import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect } from "effect"
 import * as ActorCritic from "./actor-critic.js"
 import * as ActorLoop from "./actor-loop.js"
+import * as Debate from "./debate.js"
 import * as Evaluation from "./evaluation.js"
 import * as McpTools from "./mcp-tools.js"
 import * as PlanAndExecute from "./plan-and-execute.js"
@@ -31,6 +32,7 @@ const main = Effect.gen(function*() {
     Evaluation.main,
     Supervisor.main,
     RouterExample.main,
+    Debate.main,
     McpTools.main,
     ActorLoop.main
   ]) {

@@ -46,6 +46,9 @@ export * as Model from "./core/Model.js"
 /** The errors a model call can fail with. */
 export * as ModelError from "./core/ModelError.js"
 
+/** Multi-agent debate: rounds of answers that read each other, until they agree; then a judge or a vote. */
+export * as MultiAgentDebate from "./architectures/MultiAgentDebate.js"
+
 /** The client of OpenAI-compatible servers (vLLM, OpenAI, llama.cpp, Ollama, SGLang, LM Studio). */
 export * as OpenAiCompatible from "./providers/OpenAiCompatible.js"
 

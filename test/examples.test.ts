@@ -6,6 +6,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { join } from "node:path"
 import * as ActorCritic from "../examples/actor-critic.js"
 import * as ActorLoop from "../examples/actor-loop.js"
+import * as Debate from "../examples/debate.js"
 import * as EmbedHttp from "../examples/embed-http.js"
 import * as Evaluation from "../examples/evaluation.js"
 import * as McpServerExample from "../examples/mcp-server.js"
@@ -30,6 +31,14 @@ const printed = <E, R>(program: Effect.Effect<void, E, R>) =>
   })
 
 describe("examples", () => {
+  it.live("debate: three debaters agree in round 1, no judge", () =>
+    Effect.gen(function*() {
+      const lines = yield* printed(Debate.main)
+      expect(lines[0]).toMatch(/^# Multi-agent debate — .*using ScriptedModel/)
+      expect(lines.some((line) => line.includes('debate.converged {"round":1,"debater":1,"votes":3}'))).toBe(true)
+      expect(lines.at(-1)).toMatch(/run completed after 6 model calls.*cooks treat it as a vegetable\.$/)
+    }).pipe(Effect.provide(Logger.layer([]))))
+
   it.live("router sends each request to its specialist", () =>
     Effect.gen(function*() {
       const lines = yield* printed(RouterExample.main)

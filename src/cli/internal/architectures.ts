@@ -4,8 +4,10 @@
  * their layers provided in `run.ts` too).
  */
 import type * as Architecture from "../../core/Architecture.js"
+import * as Agent from "../../core/Agent.js"
 import * as Ensemble from "../../rollouts/Ensemble.js"
 import type * as Model from "../../core/Model.js"
+import * as MultiAgentDebate from "../../architectures/MultiAgentDebate.js"
 import * as PlanAndExecute from "../../architectures/PlanAndExecute.js"
 import * as ReAct from "../../architectures/ReAct.js"
 import * as Reflexion from "../../architectures/Reflexion.js"
@@ -23,7 +25,13 @@ export const architectures: Readonly<Record<string, Entry>> = {
   "self-refine": { description: "a base answer, then critique / refine rounds", architecture: SelfRefine.architecture },
   "plan-and-execute": { description: "a plan of steps, each executed, then a synthesis", architecture: PlanAndExecute.architecture },
   reflexion: { description: "attempts scored by an evaluator, with lessons between them", architecture: Reflexion.architecture },
-  ensemble: { description: "solvers, a critic and a judge, voting on the final answer", architecture: Ensemble.architecture }
+  ensemble: { description: "solvers, a critic and a judge, voting on the final answer", architecture: Ensemble.architecture },
+  debate: {
+    description: "three debaters on the model answer, read each other, and answer again until they agree (else a vote)",
+    architecture: MultiAgentDebate.makeUnsafe({
+      debaters: [1, 2, 3].map((i) => Agent.make({ name: `debater-${i}`, instructions: "Answer the question; defend or revise your answer when you see others." }))
+    })
+  }
 }
 
 /** The names, `react` first. */

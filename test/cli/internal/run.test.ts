@@ -16,6 +16,17 @@ const clientOf = (server: Server.LoopbackServer) =>
 const settings = { prompt: "Hello", architecture: "react", instructions: defaultInstructions, stream: false }
 
 describe("valet run", () => {
+  it.effect("--architecture debate: three debaters on the server's model; the loopback server's answers agree at once", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      const printer = memoryPrinter()
+      const result = yield* runPrompt({ ...settings, architecture: "debate" }, printer).pipe(Effect.provide(clientOf(server)))
+      // Every debater gets the same answer from the loopback server: converged in round 0, no judge, three calls.
+      expect(result).toMatchObject({ output: answer, modelCalls: 3, metadata: { decided_by: "convergence", converged_at: 0 } })
+      expect(printer.out).toBe(`${answer}\n`)
+      expect(server.requests.filter((r) => r.path === "/v1/chat/completions")).toHaveLength(3)
+    }))
+
   it.effect("prints only the answer; the request carries the instructions and the prompt", () =>
     Effect.gen(function*() {
       const server = yield* Server.make()

@@ -6,6 +6,7 @@
  */
 import type { Effect } from "effect"
 import * as ActorCritic from "../../../architectures/ActorCritic.js"
+import * as MultiAgentDebate from "../../../architectures/MultiAgentDebate.js"
 import * as PlanAndExecute from "../../../architectures/PlanAndExecute.js"
 import * as ReAct from "../../../architectures/ReAct.js"
 import * as Reflexion from "../../../architectures/Reflexion.js"
@@ -36,6 +37,7 @@ const table = {
   "actor-critic": { agentPaths: [["actor"], ["critic"]], make: ActorCritic.make },
   supervisor: { agentPaths: [["workers", "*"]], make: Supervisor.make },
   router: { agentPaths: [["routes", "*", "agent"]], make: Router.make },
+  debate: { agentPaths: [["debaters", "*"], ["judge"]], make: MultiAgentDebate.make },
   ensemble: { agentPaths: [["critic"], ["judge"], ["solvers", "*", "agent"]], make: Ensemble.make }
 } satisfies Record<string, Entry>
 

@@ -16,6 +16,7 @@ import * as RouterExample from "./router.js"
 import * as SelfRefine from "./self-refine.js"
 import * as SubAgents from "./sub-agents.js"
 import * as Supervisor from "./supervisor.js"
+import * as TreeOfThoughtsExample from "./tree-of-thoughts.js"
 import { demoModel } from "./support/model.js"
 
 const main = Effect.gen(function*() {
@@ -33,6 +34,7 @@ const main = Effect.gen(function*() {
     Supervisor.main,
     RouterExample.main,
     Debate.main,
+    TreeOfThoughtsExample.main,
     McpTools.main,
     ActorLoop.main
   ]) {

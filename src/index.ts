@@ -75,3 +75,6 @@ export * as Supervisor from "./architectures/Supervisor.js"
 
 /** Tools an agent can call. */
 export * as Tool from "./core/Tool.js"
+
+/** Tree of Thoughts: a beam search over chains of thoughts, proposed and scored level by level. */
+export * as TreeOfThoughts from "./architectures/TreeOfThoughts.js"

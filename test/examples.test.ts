@@ -19,6 +19,7 @@ import * as RouterExample from "../examples/router.js"
 import * as SelfRefine from "../examples/self-refine.js"
 import * as SubAgents from "../examples/sub-agents.js"
 import * as Supervisor from "../examples/supervisor.js"
+import * as TreeOfThoughtsExample from "../examples/tree-of-thoughts.js"
 
 /** Runs an example's program and collects what it prints. */
 const printed = <E, R>(program: Effect.Effect<void, E, R>) =>
@@ -31,6 +32,14 @@ const printed = <E, R>(program: Effect.Effect<void, E, R>) =>
   })
 
 describe("examples", () => {
+  it.live("tree-of-thoughts solves the game of 24 at depth 2", () =>
+    Effect.gen(function*() {
+      const lines = yield* printed(TreeOfThoughtsExample.main)
+      expect(lines[0]).toMatch(/^# Tree of Thoughts — .*using ScriptedModel/)
+      expect(lines.some((line) => line.includes('tot.solved {"depth":2,"score":1}'))).toBe(true)
+      expect(lines.at(-1)).toMatch(/run completed after \d+ model calls.*\(7 − 8 ÷ 8\) × 4 = 24$/)
+    }).pipe(Effect.provide(Logger.layer([]))))
+
   it.live("debate: three debaters agree in round 1, no judge", () =>
     Effect.gen(function*() {
       const lines = yield* printed(Debate.main)

@@ -12,6 +12,7 @@ import * as PlanAndExecute from "../../architectures/PlanAndExecute.js"
 import * as ReAct from "../../architectures/ReAct.js"
 import * as Reflexion from "../../architectures/Reflexion.js"
 import * as SelfRefine from "../../architectures/SelfRefine.js"
+import * as TreeOfThoughts from "../../architectures/TreeOfThoughts.js"
 
 /** A runnable architecture and one line about it for `--help`. */
 export interface Entry {
@@ -26,6 +27,7 @@ export const architectures: Readonly<Record<string, Entry>> = {
   "plan-and-execute": { description: "a plan of steps, each executed, then a synthesis", architecture: PlanAndExecute.architecture },
   reflexion: { description: "attempts scored by an evaluator, with lessons between them", architecture: Reflexion.architecture },
   ensemble: { description: "solvers, a critic and a judge, voting on the final answer", architecture: Ensemble.architecture },
+  "tree-of-thoughts": { description: "a beam search over chains of thoughts, proposed and scored level by level", architecture: TreeOfThoughts.architecture },
   debate: {
     description: "three debaters on the model answer, read each other, and answer again until they agree (else a vote)",
     architecture: MultiAgentDebate.makeUnsafe({

@@ -520,6 +520,23 @@ export const listItems = (text: string): Array<string> => {
   return (marked.length > 0 ? marked : lines).map((line) => line.replace(itemMarker, "").trim()).filter((line) => line !== "")
 }
 
+/**
+ * The items of a numbered or bulleted list with their continuation lines folded in (`1. Use a\n   bigger pan` is
+ * one item); lines before the first item are a preamble and dropped. No item at all: `undefined`. Code fence lines
+ * are skipped. Reads the first `maxLineScanChars` characters.
+ */
+export const foldedListItems = (text: string): Array<string> | undefined => {
+  const items: Array<string> = []
+  for (const raw of head(text, maxLineScanChars).split("\n")) {
+    const line = raw.trim()
+    if (line === "" || line.startsWith("```")) continue
+    if (itemMarker.test(line)) items.push(line.replace(itemMarker, "").trim())
+    else if (items.length > 0) items[items.length - 1] = `${items[items.length - 1]} ${line}`.trim()
+  }
+  const kept = items.filter((item) => item !== "")
+  return kept.length > 0 ? kept : undefined
+}
+
 const opensAnyTag = (text: string): boolean => {
   let at = text.indexOf("<")
   while (at !== -1) {

@@ -13,6 +13,7 @@ import * as Reflexion from "../../../architectures/Reflexion.js"
 import * as Router from "../../../architectures/Router.js"
 import * as SelfRefine from "../../../architectures/SelfRefine.js"
 import * as Supervisor from "../../../architectures/Supervisor.js"
+import * as TreeOfThoughts from "../../../architectures/TreeOfThoughts.js"
 import type * as Agent from "../../../core/Agent.js"
 import type { InvalidOptions } from "../../../core/AgentError.js"
 import type * as Architecture from "../../../core/Architecture.js"
@@ -38,6 +39,7 @@ const table = {
   supervisor: { agentPaths: [["workers", "*"]], make: Supervisor.make },
   router: { agentPaths: [["routes", "*", "agent"]], make: Router.make },
   debate: { agentPaths: [["debaters", "*"], ["judge"]], make: MultiAgentDebate.make },
+  "tree-of-thoughts": { agentPaths: [["proposer"], ["evaluator"], ["synthesizer"]], make: TreeOfThoughts.make },
   ensemble: { agentPaths: [["critic"], ["judge"], ["solvers", "*", "agent"]], make: Ensemble.make }
 } satisfies Record<string, Entry>
 

@@ -8,8 +8,9 @@
  * the workers' instructions; a name that is not a worker, like any bad argument, comes back to the coordinator as
  * an `ERROR:` tool result it can read. All delegations of one turn run at once (at most `maxConcurrency`), then
  * the turn's `forward_message` calls. Each delegation is a sub-agent `<parent>__worker_<name>_<n>` (n counts that
- * worker's delegations): its events stream into the parent's, its calls count for the run. A worker that fails or
- * stops early is an `ERROR:` result for the coordinator, not a crash; a spent budget stops the run with
+ * worker's delegations): its events stream into the parent's, its calls count for the run. A worker that fails,
+ * stops early, or outlives `delegationTimeout` (its run is then interrupted) is an `ERROR:` result for the
+ * coordinator, not a crash (Supervisor's documented recovery); a spent budget stops the run with
  * `budget:<limit>` and the last worker answer; `maxTurns` coordinator turns stop it with `max_turns_exceeded`.
  * A route or handoff whose arguments nest deeper than 100 levels is an `ERROR:` result too, never decoded; before
  * reading a reply of more than 64 KiB the coordinator yields to the event loop (see `core/internal/parse.ts`).
@@ -53,6 +54,11 @@ export interface Options<RW> {
   readonly maxConcurrency?: number | undefined
   /** The coordinator's system prompt (`{instructions}`, `{workers}`). */
   readonly coordinatorPrompt?: string | undefined
+  /**
+   * How long one delegation may take (default: no limit but the run's budget). A worker still running then is
+   * interrupted and the coordinator reads an `ERROR:` result saying it timed out.
+   */
+  readonly delegationTimeout?: Duration.Input | undefined
 }
 
 const workerNamePattern = /^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$/
@@ -75,7 +81,8 @@ const OptionsSchema = Schema.Struct({
   workers: Workers,
   maxTurns: Schema.optional(Opts.IntAtLeast(1)),
   maxConcurrency: Schema.optional(Opts.IntAtLeast(1)),
-  coordinatorPrompt: Template.Template(["instructions", "workers"]).pipe(Opts.withDefault(defaultCoordinatorPrompt))
+  coordinatorPrompt: Template.Template(["instructions", "workers"]).pipe(Opts.withDefault(defaultCoordinatorPrompt)),
+  delegationTimeout: Schema.optional(Opts.DurationInput)
 })
 type Config = typeof OptionsSchema.Type
 
@@ -161,7 +168,20 @@ const program = (config: Config) => (input: Architecture.Input) =>
           const sessionId = `${run.sessionId}__${role}_${n}`
           delegations.push({ worker, n, sessionId, instructions })
           yield* Architecture.progress("supervisor.delegated", { worker, n, session_id: sessionId, instructions })
-          const ran = yield* Roles.run(workers.get(worker)!, instructions, { role, index: n })
+          const delegation = Roles.run(workers.get(worker)!, instructions, { role, index: n })
+          const ran = config.delegationTimeout === undefined
+            ? yield* delegation
+            : yield* delegation.pipe(Effect.timeoutOrElse({
+              duration: config.delegationTimeout,
+              // The worker's run is interrupted; its session shows no result.
+              orElse: () => Effect.succeed({ _tag: "TimedOut" as const })
+            }))
+          if (ran._tag === "TimedOut") {
+            const error = `timed out after ${Duration.format(Duration.fromInputUnsafe(config.delegationTimeout!))}`
+            delegations[index] = { ...delegations[index]!, error }
+            yield* Architecture.progress("supervisor.delegation_timed_out", { worker, n, session_id: sessionId })
+            return yield* new DelegationFailed({ worker, message: `worker ${JSON.stringify(worker)} ${error}` })
+          }
           if (ran._tag === "Completed") {
             const output = ran.result.output
             answers.set(worker, output)

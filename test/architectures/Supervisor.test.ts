@@ -1,5 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Ref, Schema, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import { Agent, AgentError, AgentEvent, type Architecture, Model, ScriptedModel, Supervisor, Tool } from "../../src/index.js"
 
 const toolResults = (request: Model.Request) =>
@@ -18,6 +19,30 @@ const delegate = (worker: string, instructions: string, id?: string) => ({
 })
 
 describe("Supervisor", () => {
+  it.effect("delegationTimeout: a worker still running is interrupted and the coordinator reads that it timed out", () =>
+    Effect.gen(function*() {
+      let stopped = false
+      const slow = Agent.make({
+        name: "researcher",
+        instructions: "Find facts.",
+        model: ScriptedModel.layer(() =>
+          Effect.never.pipe(Effect.onInterrupt(() => Effect.sync(() => void (stopped = true))))
+        )
+      })
+      const architecture = yield* Supervisor.make({ workers: [slow], delegationTimeout: "5 seconds" })
+      const fiber = yield* Agent.run(lead(architecture), "Facts about otters.").pipe(Effect.forkChild)
+      yield* TestClock.adjust("6 seconds")
+      const result = yield* Fiber.join(fiber)
+      expect(result.output).toBe("The researcher did not answer in time.")
+      expect(stopped).toBe(true)
+      const second = (yield* ScriptedModel.calls)[1]!
+      expect(toolResults(second)[0]!.content).toBe('ERROR: tool "delegate" failed: DelegationFailed: worker "researcher" timed out after 5s')
+      expect(result.metadata).toMatchObject({ delegations: [{ worker: "researcher", error: "timed out after 5s" }] })
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      { toolCalls: [delegate("researcher", "Otter facts")] },
+      "The researcher did not answer in time."
+    ]))))
+
   it.effect("two delegations in one turn run concurrently (a two-party barrier); worker events stream under their sessions", () =>
     Effect.gen(function*() {
       const arrived = yield* Ref.make(0)

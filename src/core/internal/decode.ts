@@ -4,7 +4,7 @@
  * `SelfRefine: maxRounds must be an integer >= 1, got 0`. Unknown keys are refused, so a typo such as `maxRound`
  * is not silently ignored. Imports nothing of valet but `AgentError`, so every core module can use it.
  */
-import { Cause, Effect, Exit, Schema, SchemaIssue } from "effect"
+import { Cause, Duration, Effect, Exit, Option, Schema, SchemaIssue } from "effect"
 import { InvalidOptions } from "../AgentError.js"
 
 /** A whole number ≥ `min` (one rule, so the message says both halves: `an integer >= 1`). */
@@ -12,6 +12,18 @@ export const IntAtLeast = (min: number) =>
   Schema.Number.check(
     Schema.makeFilter((n: number) => Number.isInteger(n) && n >= min, { expected: `an integer >= ${min}` })
   )
+
+/** A `Duration.Input`: milliseconds, `"5 seconds"`, a `Duration`, `Duration.infinity`. */
+export const DurationInput = Schema.declare(
+  (u: unknown): u is Duration.Input => {
+    try {
+      return Option.isSome(Duration.fromInput(u as Duration.Input))
+    } catch {
+      return false
+    }
+  },
+  { expected: "a duration (milliseconds, \"5 seconds\", a Duration)" }
+)
 
 /** A number in [0, 1]. */
 export const UnitInterval = Schema.Number.check(

@@ -17,9 +17,9 @@
  * watchdog instead of `Stream.timeoutOrElse` / `Stream.interruptWhen`): each stage costs a little per network
  * read, and a streamed answer is hundreds of reads.
  */
-import { Channel, Clock, Duration, Effect, Option, Pull, Schedule, Schema, type Scope, Semaphore, Stream } from "effect"
+import { Channel, Clock, Duration, Effect, Pull, Schedule, Schema, type Scope, Semaphore, Stream } from "effect"
 import type { NonEmptyReadonlyArray } from "effect/Array"
-import { FunctionSchema, IntAtLeast } from "../../core/internal/decode.js"
+import { DurationInput, FunctionSchema, IntAtLeast } from "../../core/internal/decode.js"
 import type * as Model from "../../core/Model.js"
 import * as ModelError from "../../core/ModelError.js"
 
@@ -73,17 +73,7 @@ export interface Options extends BodyLimits {
   readonly maxInFlight?: number | undefined
 }
 
-/** A `Duration.Input`: milliseconds, `"5 seconds"`, a `Duration`, `Duration.infinity`. */
-export const DurationInput = Schema.declare(
-  (u: unknown): u is Duration.Input => {
-    try {
-      return Option.isSome(Duration.fromInput(u as Duration.Input))
-    } catch {
-      return false
-    }
-  },
-  { expected: "a duration (milliseconds, \"5 seconds\", a Duration)" }
-)
+export { DurationInput } from "../../core/internal/decode.js"
 
 // A cap is bytes > 0, or Infinity (no cap).
 const ByteCap = Schema.Number.check(Schema.isGreaterThan(0))

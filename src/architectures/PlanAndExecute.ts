@@ -6,15 +6,17 @@
  *   objects (code fences tolerated); any other answer is read as one step per non-empty line, bullets and
  *   numbering removed. It is cut to `maxSteps`. An empty plan ends the run with `emptyPlanOutput`.
  * - Without dependencies the steps run one after the other, each seeing every earlier result. When steps name
- *   their dependencies they run in levels: the steps of a level at once (at most `maxConcurrency`), each seeing
- *   the results of the steps it depends on, directly or not. A dependency cycle fails the run with
- *   `ArchitectureFailed` naming the cycle.
+ *   their dependencies they run as a DAG: a step starts as soon as the steps it depends on have finished (at most
+ *   `maxConcurrency` at once; no waiting for a whole "level"), seeing the results of the steps it depends on,
+ *   directly or not. A dependency cycle fails the run with `ArchitectureFailed` naming the cycle.
  * - A step fails when the executor's answer starts with `STEP FAILED:` (the default executor prompt asks for
  *   that) or the executor stops early (e.g. `max_turns_exceeded`). With `maxReplans` left, the planner is then
- *   asked for a new plan for the remaining work, which replaces the rest of the current plan; otherwise the run
- *   goes on and the failure is passed along as that step's result.
+ *   asked for a new plan for the remaining work, which replaces the rest of the current plan (no new step of it
+ *   starts; those in flight finish); otherwise the run goes on and the failure is passed along as that step's
+ *   result.
  *
- * Roles are sub-agents: `<parent>__planner`, `<parent>__step_<k>` (k counts steps across replans),
+ * Roles are sub-agents: `<parent>__planner`, `<parent>__step_<k>` (k numbers each plan's steps in order before
+ * any starts, continuing across replans, so a step a replan leaves unstarted leaves its number unused),
  * `<parent>__replanner_<n>`, `<parent>__synthesizer`. The default executor is the running agent itself (its
  * instructions, tools and model) with ReAct. A role that stops early at a limit interrupts the run with
  * `planner:<reason>`, `replanner:<n>:<reason>` or `synthesizer:<reason>` (a step that does is a failed step), a
@@ -26,7 +28,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Result, Schema } from "effect"
+import { Data, Deferred, Effect, Result, Schema, Semaphore } from "effect"
 import type * as Agent from "../core/Agent.js"
 import { ArchitectureFailed, type InvalidOptions } from "../core/AgentError.js"
 import * as Architecture from "../core/Architecture.js"
@@ -191,6 +193,9 @@ const renderResults = (results: ReadonlyArray<StepResult>): string =>
     ? "(none yet)"
     : results.map((r) => `Step ${r.id}${r.failed ? " (failed)" : ""}: ${r.description}\n${r.output}`).join("\n\n")
 
+/** A step stopped the whole run (a spent budget): ends the other steps at once. */
+class StepStop extends Data.TaggedError("StepStop")<{ readonly reason: string }> {}
+
 type StepOutcome =
   | { readonly _tag: "Done"; readonly result: StepResult }
   | { readonly _tag: "Stop"; readonly reason: string }
@@ -274,25 +279,44 @@ const program = (config: Config) => (input: Architecture.Input) =>
         return { _tag: "Done", result } as StepOutcome
       })
 
-    // Runs the current plan level by level; a failed step with replans left swaps in a new plan.
-    let levelIndex = 0
-    while (levelIndex < current.levels.length) {
-      const level = current.levels[levelIndex]!
-      const context = results.slice()
-      // Numbers are given before the level starts, so session ids do not depend on which step finishes first.
-      const numbered = level.map((step) => [step, ++k] as const)
-      const outcomes = yield* Effect.forEach(
-        numbered,
-        ([step, n]) => runStep(current.plan, replans, context)(step, n),
-        { concurrency: config.maxConcurrency }
-      )
-      for (const outcome of outcomes) if (outcome._tag === "Done") results.push(outcome.result)
-      if (results.length > 0) yield* Architecture.setOutput(renderResults(results))
-      const stopped = outcomes.find((outcome) => outcome._tag === "Stop")
-      if (stopped !== undefined && stopped._tag === "Stop") return stop(stopped.reason)
-      const failed = outcomes.flatMap((outcome) => (outcome._tag === "Done" && outcome.result.failed ? [outcome.result] : []))
-      levelIndex++
-      if (failed.length === 0 || replans >= config.maxReplans) continue
+    // Runs the current plan as a DAG: a step starts as soon as the steps it depends on have finished (at most
+    // `maxConcurrency` at once); a failed step with replans left stops new steps from starting, and once the steps
+    // in flight are done a new plan replaces the rest.
+    for (;;) {
+      const plan = current.plan
+      const deps = new Map(plan.steps.map((step, i) => [
+        step.id,
+        plan.withDependencies ? step.dependsOn : i === 0 ? [] : [plan.steps[i - 1]!.id]
+      ]))
+      // Numbers are given before anything starts (in level order), so session ids do not depend on timing.
+      const numbered = current.levels.flat().map((step) => [step, ++k] as const)
+      const finished = new Map(numbered.map(([step]) => [step.id, Deferred.makeUnsafe<void>()]))
+      const permits = yield* Semaphore.make(config.maxConcurrency)
+      const failed: Array<StepResult> = []
+      let replanning = false
+      const planIndex = replans
+      const outcomes = yield* Effect.forEach(numbered, ([step, n]) =>
+        Effect.gen(function*() {
+          for (const dependency of deps.get(step.id) ?? []) yield* Deferred.await(finished.get(dependency)!)
+          // A replan is coming: what has not started yet is left to the new plan.
+          if (replanning) return undefined
+          const outcome = yield* permits.withPermits(1)(runStep(plan, planIndex, results.slice())(step, n))
+          if (outcome._tag === "Stop") return yield* Effect.fail(new StepStop({ reason: outcome.reason }))
+          results.push(outcome.result)
+          yield* Architecture.setOutput(renderResults(results))
+          if (outcome.result.failed) {
+            failed.push(outcome.result)
+            if (replans < config.maxReplans) replanning = true
+          }
+          return outcome.result
+        }).pipe(Effect.ensuring(Deferred.succeed(finished.get(step.id)!, undefined))), { concurrency: "unbounded" }).pipe(
+          Effect.map((done) => ({ _tag: "Done" as const, done })),
+          Effect.catchTag("StepStop", (stopped) => Effect.succeed({ _tag: "Stop" as const, reason: stopped.reason }))
+        )
+      // Finish order varies; plan order does not: what later prompts read is in step order.
+      results.sort((a, b) => a.k - b.k)
+      if (outcomes._tag === "Stop") return stop(outcomes.reason)
+      if (!replanning) break
 
       replans++
       const replanned = yield* Roles.runOrFail(
@@ -309,7 +333,6 @@ const program = (config: Config) => (input: Architecture.Input) =>
       if (replanned._tag !== "Completed") return stop(Roles.stopReason(`replanner:${replans}`, replanned.reason))
       current = yield* readPlan(replanned.result.output)
       plans.push(current.plan.steps)
-      levelIndex = 0
       yield* Architecture.progress("plan.replanned", {
         replan: replans,
         failed_steps: failed.map((r) => r.id),

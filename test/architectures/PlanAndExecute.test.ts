@@ -118,6 +118,29 @@ describe("PlanAndExecute", () => {
     expect(PlanAndExecute.isStepFailure("All good. STEP FAILED: is not at the start")).toBe(false)
   })
 
+  it.effect("a DAG, not levels: a step starts when its own dependencies are done, while a slower unrelated step still runs", () =>
+    Effect.gen(function*() {
+      const cStarted = yield* Deferred.make<void>()
+      const plan = JSON.stringify([
+        { id: "a", description: "a slow survey", depends_on: [] },
+        { id: "b", description: "a quick lookup", depends_on: [] },
+        { id: "c", description: "use the lookup", depends_on: ["b"] }
+      ])
+      const model = ScriptedModel.layer((request) => {
+        const prompt = lastUser(request)
+        if (prompt.startsWith("Break the task")) return Effect.succeed(plan)
+        // `a` finishes only once `c` has started: with level barriers `c` would wait for `a`, and this would hang.
+        if (prompt.includes("Do step a now")) return Effect.as(Deferred.await(cStarted), "survey done")
+        if (prompt.includes("Do step b now")) return Effect.succeed("lookup done")
+        if (prompt.includes("Do step c now")) return Effect.as(Deferred.succeed(cStarted, undefined), "used the lookup")
+        return Effect.succeed("All done.")
+      })
+      const result = yield* Agent.run(agentWith(PlanAndExecute.architecture), "Do it.", { sessionId: "dag" }).pipe(Effect.provide(model))
+      expect(result.output).toBe("All done.")
+      // Results in plan order, whatever order they finished in.
+      expect((result.metadata as { steps: ReadonlyArray<{ id: string }> }).steps.map((step) => step.id)).toEqual(["a", "b", "c"])
+    }))
+
   it.effect("independent steps run concurrently (a two-party barrier), the dependent one after both with both results", () =>
     Effect.gen(function*() {
       const arrived = yield* Ref.make(0)
@@ -212,8 +235,9 @@ describe("PlanAndExecute", () => {
         "pe__step_1",
         "pe__step_2",
         "pe__replanner_1",
-        "pe__step_3",
+        // Step 3 of the first plan never started (the replan replaced it): its number stays unused.
         "pe__step_4",
+        "pe__step_5",
         "pe__synthesizer"
       ])
       const calls = yield* ScriptedModel.calls
@@ -232,7 +256,7 @@ describe("PlanAndExecute", () => {
         plan: [{ description: "load the cached copy" }, { description: "summarise" }]
       })
       const steps = (result.metadata as { steps: ReadonlyArray<PlanAndExecute.StepResult> }).steps
-      expect(steps.map((step) => [step.k, step.plan, step.failed])).toEqual([[1, 0, false], [2, 0, true], [3, 1, false], [4, 1, false]])
+      expect(steps.map((step) => [step.k, step.plan, step.failed])).toEqual([[1, 0, false], [2, 0, true], [4, 1, false], [5, 1, false]])
       yield* ScriptedModel.assertConsumed
     }).pipe(
       Effect.provide(ScriptedModel.layer([

@@ -12,6 +12,7 @@ import * as PlanAndExecute from "./plan-and-execute.js"
 import * as ReactCalculator from "./react-calculator.js"
 import * as RecordReplay from "./record-replay.js"
 import * as Reflexion from "./reflexion.js"
+import * as ReWOOExample from "./rewoo.js"
 import * as RouterExample from "./router.js"
 import * as SelfRefine from "./self-refine.js"
 import * as SubAgents from "./sub-agents.js"
@@ -35,6 +36,7 @@ const main = Effect.gen(function*() {
     RouterExample.main,
     Debate.main,
     TreeOfThoughtsExample.main,
+    ReWOOExample.main,
     McpTools.main,
     ActorLoop.main
   ]) {

@@ -58,6 +58,9 @@ export * as PlanAndExecute from "./architectures/PlanAndExecute.js"
 /** The ReAct tool loop. */
 export * as ReAct from "./architectures/ReAct.js"
 
+/** ReWOO: the whole tool plan in one call, the tools as a DAG, one solver call. */
+export * as ReWOO from "./architectures/ReWOO.js"
+
 /** Reflexion: attempts scored by an evaluator, with a reflector's lessons shown to the next attempt. */
 export * as Reflexion from "./architectures/Reflexion.js"
 

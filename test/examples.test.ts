@@ -15,6 +15,7 @@ import * as PlanAndExecute from "../examples/plan-and-execute.js"
 import * as ReactCalculator from "../examples/react-calculator.js"
 import * as RecordReplay from "../examples/record-replay.js"
 import * as Reflexion from "../examples/reflexion.js"
+import * as ReWOOExample from "../examples/rewoo.js"
 import * as RouterExample from "../examples/router.js"
 import * as SelfRefine from "../examples/self-refine.js"
 import * as SubAgents from "../examples/sub-agents.js"
@@ -32,6 +33,14 @@ const printed = <E, R>(program: Effect.Effect<void, E, R>) =>
   })
 
 describe("examples", () => {
+  it.live("rewoo plans two tools in one call and answers in the next", () =>
+    Effect.gen(function*() {
+      const lines = yield* printed(ReWOOExample.main)
+      expect(lines[0]).toMatch(/^# ReWOO — .*using ScriptedModel/)
+      expect(lines.some((line) => line.includes('tool metres_to_feet({"metres":"330"})'))).toBe(true)
+      expect(lines.at(-1)).toMatch(/run completed after 2 model calls.*1083 feet tall/)
+    }).pipe(Effect.provide(Logger.layer([]))))
+
   it.live("tree-of-thoughts solves the game of 24 at depth 2", () =>
     Effect.gen(function*() {
       const lines = yield* printed(TreeOfThoughtsExample.main)

@@ -100,6 +100,19 @@ export class Unroutable extends Schema.TaggedError<Unroutable>()("Unroutable", {
   }
 }
 
+/**
+ * A ReWOO planner's plan could not be run, even after it was shown the problem once: an unknown tool, a duplicate
+ * step id, a reference to an unknown step, or a cycle. `problem` names it.
+ */
+export class InvalidPlan extends Schema.TaggedError<InvalidPlan>()("InvalidPlan", {
+  sessionId: Schema.String,
+  problem: Schema.String
+}) {
+  override get message(): string {
+    return `the plan of ${this.sessionId} cannot run: ${this.problem}`
+  }
+}
+
 /** Every error an agent run can fail with. */
 export type AgentError =
   | ModelError.ModelError
@@ -111,6 +124,7 @@ export type AgentError =
   | SubAgentFailed
   | OutputInvalid
   | Unroutable
+  | InvalidPlan
 
 /** The JSON form of an `AgentError`. */
 export type AgentErrorEncoded = typeof ModelError.ModelError.Encoded | {
@@ -149,6 +163,10 @@ export type AgentErrorEncoded = typeof ModelError.ModelError.Encoded | {
   readonly sessionId: string
   readonly answer: string
   readonly reason: string
+} | {
+  readonly _tag: "InvalidPlan"
+  readonly sessionId: string
+  readonly problem: string
 }
 
 /** The schema of `AgentError`, so failures cross JSON boundaries (SSE, workflows, logs) and come back typed. */
@@ -161,5 +179,6 @@ export const AgentError: Schema.Codec<AgentError, AgentErrorEncoded> = Schema.Un
   ArchitectureFailed,
   SubAgentFailed,
   OutputInvalid,
-  Unroutable
+  Unroutable,
+  InvalidPlan
 ])

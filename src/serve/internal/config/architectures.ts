@@ -10,6 +10,7 @@ import * as MultiAgentDebate from "../../../architectures/MultiAgentDebate.js"
 import * as PlanAndExecute from "../../../architectures/PlanAndExecute.js"
 import * as ReAct from "../../../architectures/ReAct.js"
 import * as Reflexion from "../../../architectures/Reflexion.js"
+import * as ReWOO from "../../../architectures/ReWOO.js"
 import * as Router from "../../../architectures/Router.js"
 import * as SelfRefine from "../../../architectures/SelfRefine.js"
 import * as Supervisor from "../../../architectures/Supervisor.js"
@@ -39,6 +40,7 @@ const table = {
   supervisor: { agentPaths: [["workers", "*"]], make: Supervisor.make },
   router: { agentPaths: [["routes", "*", "agent"]], make: Router.make },
   debate: { agentPaths: [["debaters", "*"], ["judge"]], make: MultiAgentDebate.make },
+  rewoo: { agentPaths: [], make: ReWOO.make },
   "tree-of-thoughts": { agentPaths: [["proposer"], ["evaluator"], ["synthesizer"]], make: TreeOfThoughts.make },
   ensemble: { agentPaths: [["critic"], ["judge"], ["solvers", "*", "agent"]], make: Ensemble.make }
 } satisfies Record<string, Entry>

@@ -17,6 +17,7 @@ import * as RouterExample from "./router.js"
 import * as SelfRefine from "./self-refine.js"
 import * as SubAgents from "./sub-agents.js"
 import * as Supervisor from "./supervisor.js"
+import * as SwarmExample from "./swarm.js"
 import * as TreeOfThoughtsExample from "./tree-of-thoughts.js"
 import { demoModel } from "./support/model.js"
 
@@ -37,6 +38,7 @@ const main = Effect.gen(function*() {
     Debate.main,
     TreeOfThoughtsExample.main,
     ReWOOExample.main,
+    SwarmExample.main,
     McpTools.main,
     ActorLoop.main
   ]) {

@@ -76,6 +76,9 @@ export * as SelfRefine from "./architectures/SelfRefine.js"
 /** Supervisor: a coordinator delegates to named worker agents and may forward a worker's answer verbatim. */
 export * as Supervisor from "./architectures/Supervisor.js"
 
+/** Swarm: agents hand the conversation to each other; a handoff ends the agent's turn. */
+export * as Swarm from "./architectures/Swarm.js"
+
 /** Tools an agent can call. */
 export * as Tool from "./core/Tool.js"
 

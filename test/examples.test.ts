@@ -20,6 +20,7 @@ import * as RouterExample from "../examples/router.js"
 import * as SelfRefine from "../examples/self-refine.js"
 import * as SubAgents from "../examples/sub-agents.js"
 import * as Supervisor from "../examples/supervisor.js"
+import * as SwarmExample from "../examples/swarm.js"
 import * as TreeOfThoughtsExample from "../examples/tree-of-thoughts.js"
 
 /** Runs an example's program and collects what it prints. */
@@ -33,6 +34,14 @@ const printed = <E, R>(program: Effect.Effect<void, E, R>) =>
   })
 
 describe("examples", () => {
+  it.live("swarm hands the customer from triage to billing", () =>
+    Effect.gen(function*() {
+      const lines = yield* printed(SwarmExample.main)
+      expect(lines[0]).toMatch(/^# Swarm — .*using ScriptedModel/)
+      expect(lines.some((line) => line.includes('swarm.handoff {"from":"triage","to":"billing"'))).toBe(true)
+      expect(lines.at(-1)).toMatch(/run completed after 2 model calls.*refunded the duplicate March charge/)
+    }).pipe(Effect.provide(Logger.layer([]))))
+
   it.live("rewoo plans two tools in one call and answers in the next", () =>
     Effect.gen(function*() {
       const lines = yield* printed(ReWOOExample.main)

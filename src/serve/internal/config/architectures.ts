@@ -14,6 +14,7 @@ import * as ReWOO from "../../../architectures/ReWOO.js"
 import * as Router from "../../../architectures/Router.js"
 import * as SelfRefine from "../../../architectures/SelfRefine.js"
 import * as Supervisor from "../../../architectures/Supervisor.js"
+import * as Swarm from "../../../architectures/Swarm.js"
 import * as TreeOfThoughts from "../../../architectures/TreeOfThoughts.js"
 import type * as Agent from "../../../core/Agent.js"
 import type { InvalidOptions } from "../../../core/AgentError.js"
@@ -41,6 +42,7 @@ const table = {
   router: { agentPaths: [["routes", "*", "agent"]], make: Router.make },
   debate: { agentPaths: [["debaters", "*"], ["judge"]], make: MultiAgentDebate.make },
   rewoo: { agentPaths: [], make: ReWOO.make },
+  swarm: { agentPaths: [["agents", "*"]], make: Swarm.make },
   "tree-of-thoughts": { agentPaths: [["proposer"], ["evaluator"], ["synthesizer"]], make: TreeOfThoughts.make },
   ensemble: { agentPaths: [["critic"], ["judge"], ["solvers", "*", "agent"]], make: Ensemble.make }
 } satisfies Record<string, Entry>

@@ -5,6 +5,7 @@ import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect } from "effect"
 import * as ActorCritic from "./actor-critic.js"
 import * as ActorLoop from "./actor-loop.js"
+import * as BlackboardExample from "./blackboard.js"
 import * as Debate from "./debate.js"
 import * as Evaluation from "./evaluation.js"
 import * as McpTools from "./mcp-tools.js"
@@ -39,6 +40,7 @@ const main = Effect.gen(function*() {
     TreeOfThoughtsExample.main,
     ReWOOExample.main,
     SwarmExample.main,
+    BlackboardExample.main,
     McpTools.main,
     ActorLoop.main
   ]) {

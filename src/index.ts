@@ -28,6 +28,9 @@ export * as Agents from "./serve/Agents.js"
 /** How an agent thinks: the architecture contract and the toolkit for writing one. */
 export * as Architecture from "./core/Architecture.js"
 
+/** Blackboard: agents contribute to a shared board, picked by a coordinator or in turn; a decider answers. */
+export * as Blackboard from "./architectures/Blackboard.js"
+
 /** Caps on model calls, tokens, wall clock and cost. */
 export * as Budget from "./core/Budget.js"
 

@@ -6,6 +6,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { join } from "node:path"
 import * as ActorCritic from "../examples/actor-critic.js"
 import * as ActorLoop from "../examples/actor-loop.js"
+import * as BlackboardExample from "../examples/blackboard.js"
 import * as Debate from "../examples/debate.js"
 import * as EmbedHttp from "../examples/embed-http.js"
 import * as Evaluation from "../examples/evaluation.js"
@@ -34,6 +35,14 @@ const printed = <E, R>(program: Effect.Effect<void, E, R>) =>
   })
 
 describe("examples", () => {
+  it.live("blackboard: the lead picks the researcher, then the writer, then ends; the editor answers", () =>
+    Effect.gen(function*() {
+      const lines = yield* printed(BlackboardExample.main)
+      expect(lines[0]).toMatch(/^# Blackboard — .*using ScriptedModel/)
+      expect(lines.filter((line) => line.includes("blackboard.contribution")).map((line) => /"agent":"(\w+)"/.exec(line)![1])).toEqual(["researcher", "writer"])
+      expect(lines.at(-1)).toMatch(/run completed after 6 model calls.*decide on its own\.$/)
+    }).pipe(Effect.provide(Logger.layer([]))))
+
   it.live("swarm hands the customer from triage to billing", () =>
     Effect.gen(function*() {
       const lines = yield* printed(SwarmExample.main)

@@ -162,7 +162,7 @@ agents:
     const model = `model: ${scripted(["x"])}\n`
     it("an unknown architecture", () => {
       expect(refusal(`${model}agents:\n  a:\n    instructions: x\n    architecture: reactt\n`)).toBe(
-        `valet.yaml:5:19: agents.a.architecture must be "react" or "self-refine" or "plan-and-execute" or "reflexion" or "actor-critic" or "supervisor" or "router" or "debate" or "rewoo" or "swarm" or "tree-of-thoughts" or "ensemble", got "reactt"`
+        `valet.yaml:5:19: agents.a.architecture must be "react" or "self-refine" or "plan-and-execute" or "reflexion" or "actor-critic" or "supervisor" or "router" or "debate" or "rewoo" or "swarm" or "blackboard" or "tree-of-thoughts" or "ensemble", got "reactt"`
       )
     })
     it("a misspelt key", () => {

@@ -215,7 +215,7 @@ agents:
       expect(run.status).toBe(2)
       expect(run.stdout).toBe("")
       expect(run.stderr.trim().split("\n")).toEqual([
-        `valet mcp: ${path}:5:19: agents.a.architecture must be "react" or "self-refine" or "plan-and-execute" or "reflexion" or "actor-critic" or "supervisor" or "router" or "debate" or "rewoo" or "swarm" or "tree-of-thoughts" or "ensemble", got "reactt"`
+        `valet mcp: ${path}:5:19: agents.a.architecture must be "react" or "self-refine" or "plan-and-execute" or "reflexion" or "actor-critic" or "supervisor" or "router" or "debate" or "rewoo" or "swarm" or "blackboard" or "tree-of-thoughts" or "ensemble", got "reactt"`
       ])
     }).pipe(Effect.scoped), 30_000)
 })

@@ -6,6 +6,7 @@
  */
 import type { Effect } from "effect"
 import * as ActorCritic from "../../../architectures/ActorCritic.js"
+import * as Blackboard from "../../../architectures/Blackboard.js"
 import * as MultiAgentDebate from "../../../architectures/MultiAgentDebate.js"
 import * as PlanAndExecute from "../../../architectures/PlanAndExecute.js"
 import * as ReAct from "../../../architectures/ReAct.js"
@@ -43,6 +44,7 @@ const table = {
   debate: { agentPaths: [["debaters", "*"], ["judge"]], make: MultiAgentDebate.make },
   rewoo: { agentPaths: [], make: ReWOO.make },
   swarm: { agentPaths: [["agents", "*"]], make: Swarm.make },
+  blackboard: { agentPaths: [["agents", "*"], ["coordinator"], ["decider"]], make: Blackboard.make },
   "tree-of-thoughts": { agentPaths: [["proposer"], ["evaluator"], ["synthesizer"]], make: TreeOfThoughts.make },
   ensemble: { agentPaths: [["critic"], ["judge"], ["solvers", "*", "agent"]], make: Ensemble.make }
 } satisfies Record<string, Entry>

@@ -12,8 +12,10 @@ import * as AgentEvent from "../../core/AgentEvent.js"
 import * as Journal from "../../core/Journal.js"
 import type * as Model from "../../core/Model.js"
 import * as Vllm from "../../providers/Vllm.js"
+import * as AgentConfig from "../../serve/AgentConfig.js"
+import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { architectures, names } from "./architectures.js"
-import { requireAnswer } from "./failure.js"
+import { CommandFailed, requireAnswer } from "./failure.js"
 import { modelLayer } from "./model.js"
 
 /** Where `run` prints: text as it comes, whole lines, and notes for people (stderr). */
@@ -63,19 +65,33 @@ export const runPrompt = (
   settings: RunSettings,
   printer: Printer
 ): Effect.Effect<AgentEvent.RunResult, AgentError, Model.Model> =>
-  Effect.gen(function*() {
+  Effect.suspend(() => {
     const entry = architectures[settings.architecture]!
     const agent = Agent.make({ name: "valet-run", instructions: settings.instructions, architecture: entry.architecture })
+    return runAgent(agent, settings.prompt, settings.stream, printer)
+  })
+
+/**
+ * Runs `agent` on the prompt and prints: with `stream`, every event as it arrives (text deltas inline), then the
+ * answer; otherwise only the answer (a note on stderr when the run was interrupted by a limit).
+ */
+export const runAgent = <R>(
+  agent: Agent.Agent<R>,
+  prompt: string,
+  stream: boolean,
+  printer: Printer
+): Effect.Effect<AgentEvent.RunResult, AgentError, R> =>
+  Effect.gen(function*() {
     let result: AgentEvent.RunResult | undefined = undefined
-    if (settings.stream) {
+    if (stream) {
       let midLine = false
-      yield* Agent.stream(agent, settings.prompt).pipe(
+      yield* Agent.stream(agent, prompt).pipe(
         Stream.runForEach((event) => {
           if (event._tag === "TextDelta") {
             midLine = true
             return printer.write(event.text)
           }
-          if (event._tag === "RunCompleted" && event.sessionId === event.result.sessionId && result === undefined) {
+          if (event._tag === "RunCompleted" && AgentEvent.isRoot(event) && result === undefined) {
             result = event.result
           }
           const endLine = midLine ? printer.write("\n") : Effect.void
@@ -84,14 +100,33 @@ export const runPrompt = (
         })
       )
     } else {
-      result = yield* Agent.run(agent, settings.prompt)
+      result = yield* Agent.run(agent, prompt)
     }
     const done = result!
-    if (settings.stream) yield* printer.line("")
+    if (stream) yield* printer.line("")
     yield* printer.line(done.output)
     if (done.interrupted) yield* printer.note(`(the run was interrupted: ${done.interruptionReason})`)
     return done
   })
+
+/**
+ * Runs the agent `name` of a valet.yaml (its architecture, options, model and tools as the file says): the file's
+ * models and MCP servers live as long as the run.
+ */
+export const runConfigured = (path: string, name: Option.Option<string>, prompt: string, stream: boolean, printer: Printer) =>
+  Effect.scoped(Effect.gen(function*() {
+    const loaded = yield* AgentConfig.load(path)
+    const names = Object.keys(loaded.config.agents)
+    const chosen = Option.isSome(name) ? name.value : names.length === 1 ? names[0]! : undefined
+    if (chosen === undefined) {
+      return yield* new CommandFailed({ message: `${path} has ${names.length} agents: choose one with --agent (${names.join(", ")})` })
+    }
+    if (!names.includes(chosen)) {
+      return yield* new CommandFailed({ message: `${path} has no agent ${JSON.stringify(chosen)} (agents: ${names.join(", ")})` })
+    }
+    const catalog = yield* AgentConfig.build(loaded).pipe(Effect.provide(NodeHttpClient.layerUndici))
+    return yield* runAgent(catalog.get(chosen)!.agent, prompt, stream, printer)
+  }))
 
 const architecture = Flag.Literals("architecture", names).pipe(
   Flag.withDescription(
@@ -155,18 +190,34 @@ export const runCommand = Command.make(
       Flag.withDescription("Write the run's model calls to this JSONL cassette (then: valet replay <cassette> \"<prompt>\")."),
       Flag.optional
     ),
+    agents: Flag.File("agents", { mustExist: true }).pipe(
+      Flag.withDescription("A valet.yaml: run one of its agents (--agent), with its own architecture, options, model and tools, instead of --architecture."),
+      Flag.optional
+    ),
+    agent: Flag.String("agent").pipe(Flag.withDescription("With --agents: the agent to run (default: the file's only agent)."), Flag.optional),
     ...modelFlags
   },
   (values) =>
-    runPrompt(values, stdoutPrinter).pipe(
-      Effect.provide(withRecording(modelOf(values), values.record)),
-      Effect.flatMap(requireAnswer)
-    )
+    Effect.gen(function*() {
+      if (Option.isSome(values.agents)) {
+        if (Option.isSome(values.record)) {
+          return yield* new CommandFailed({
+            message: "--record records the command line's model: it cannot record the agents of --agents, which have their own"
+          })
+        }
+        return yield* Effect.flatMap(runConfigured(values.agents.value, values.agent, values.prompt, values.stream, stdoutPrinter), requireAnswer)
+      }
+      return yield* runPrompt(values, stdoutPrinter).pipe(
+        Effect.provide(withRecording(modelOf(values), values.record)),
+        Effect.flatMap(requireAnswer)
+      )
+    })
 ).pipe(
   Command.withDescription(
     "Runs an agent on a prompt and prints its answer (with --stream, its events as they arrive). The model: " +
       "--base-url / --model / --api-key, else VALET_BASE_URL / VALET_MODEL / VALET_API_KEY, else the vLLM pool " +
-      `(--config, --actor-name, or ${Vllm.defaultConfigPath}).`
+      `(--config, --actor-name, or ${Vllm.defaultConfigPath}). With --agents valet.yaml --agent <name>, the file's agent ` +
+      "(any of the twelve architectures, with its own model and tools)."
   )
 )
 

@@ -1,8 +1,11 @@
 import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, FileSystem, Layer, Option } from "effect"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { checkHealth, healthTable, NoHealthyActor } from "../../../src/cli/internal/health.js"
-import { defaultInstructions, memoryPrinter, modelOf, runPrompt } from "../../../src/cli/internal/run.js"
+import { defaultInstructions, memoryPrinter, modelOf, runConfigured, runPrompt } from "../../../src/cli/internal/run.js"
 import * as Journal from "../../../src/core/Journal.js"
 import * as OpenAiCompatible from "../../../src/providers/OpenAiCompatible.js"
 import * as Vllm from "../../../src/providers/Vllm.js"
@@ -14,6 +17,57 @@ const clientOf = (server: Server.LoopbackServer) =>
   OpenAiCompatible.layer({ baseUrl: server.url, model: "m" }).pipe(Layer.provide(NodeHttpClient.layerUndici))
 
 const settings = { prompt: "Hello", architecture: "react", instructions: defaultInstructions, stream: false }
+
+describe("valet run --agents valet.yaml --agent <name>", () => {
+  const file = `
+agents:
+  desk:
+    architecture: swarm
+    instructions: ""
+    options: { agents: [triage, billing], entry: triage }
+    model: { provider: scripted, replies: [x] }
+  triage:
+    instructions: You are triage.
+    model:
+      provider: scripted
+      replies: [{ toolCalls: [{ name: handoff, arguments: { target: billing } }] }]
+  billing:
+    instructions: You are billing.
+    model: { provider: scripted, replies: ["Refund issued."] }
+  front:
+    architecture: router
+    instructions: Route.
+    options: { routes: [{ name: billing, agent: billing }] }
+    model: { provider: scripted, replies: ["route: billing"] }
+`
+  const withFile = <A, E, R>(use: (path: string) => Effect.Effect<A, E, R>) =>
+    Effect.acquireUseRelease(
+      Effect.sync(() => {
+        const dir = mkdtempSync(join(tmpdir(), "valet-run-agents-"))
+        writeFileSync(join(dir, "valet.yaml"), file)
+        return dir
+      }),
+      (dir) => use(join(dir, "valet.yaml")),
+      (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+    )
+
+  it.effect("runs a Swarm and a Router defined in the file; their agents on their own models", () =>
+    withFile((path) =>
+      Effect.gen(function*() {
+        const swarm = memoryPrinter()
+        const handed = yield* runConfigured(path, Option.some("desk"), "Charged twice.", false, swarm)
+        expect(handed).toMatchObject({ output: "Refund issued.", metadata: { handoffs: 1 } })
+        expect(swarm.out).toBe("Refund issued.\n")
+        const streamed = memoryPrinter()
+        yield* runConfigured(path, Option.some("front"), "Charged twice.", true, streamed)
+        expect(streamed.out).toContain("router.dispatched")
+        expect(streamed.out.trimEnd().split("\n").at(-1)).toBe("Refund issued.")
+        const unknown = yield* Effect.flip(runConfigured(path, Option.some("nobody"), "x", false, memoryPrinter()))
+        expect(unknown.message).toBe(`${path} has no agent "nobody" (agents: desk, triage, billing, front)`)
+        const ambiguous = yield* Effect.flip(runConfigured(path, Option.none(), "x", false, memoryPrinter()))
+        expect(ambiguous.message).toBe(`${path} has 4 agents: choose one with --agent (desk, triage, billing, front)`)
+      }).pipe(Effect.provide(NodeServices.layer))))
+})
 
 describe("valet run", () => {
   it.effect("--architecture debate: three debaters on the server's model; the loopback server's answers agree at once", () =>

@@ -75,19 +75,8 @@ The team's board:
 
 Write the final answer to the task from the board.`
 
-const agentNamePattern = /^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$/
-
 const OptionsSchema = Schema.Struct({
-  agents: Schema.Array(Opts.AgentSchema).check(
-    Schema.isMinLength(1, { expected: "at least one agent" }),
-    Schema.makeFilter((agents: ReadonlyArray<Agent.Agent<unknown>>) => {
-      const bad = agents.find((agent) => !agentNamePattern.test(agent.name) || agent.name.length > 48)
-      if (bad !== undefined) return `agent names must be letters and digits joined by single - or _ (at most 48 characters), got ${JSON.stringify(bad.name)}`
-      const names = agents.map((agent) => agent.name)
-      const twice = names.find((n, i) => names.indexOf(n) !== i)
-      return twice === undefined || `two agents are named ${JSON.stringify(twice)}`
-    })
-  ),
+  agents: Opts.NamedAgents,
   coordinator: Schema.optional(Opts.AgentSchema),
   decider: Schema.optional(Opts.AgentSchema),
   maxRounds: Opts.IntAtLeast(1).pipe(Opts.withDefault(10)),

@@ -41,19 +41,8 @@ export interface Options<R> {
   readonly maxHandoffs?: number | undefined
 }
 
-const agentNamePattern = /^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$/
-
 const OptionsSchema = Schema.Struct({
-  agents: Schema.Array(Opts.AgentSchema).check(
-    Schema.isMinLength(1, { expected: "at least one agent" }),
-    Schema.makeFilter((agents: ReadonlyArray<Agent.Agent<unknown>>) => {
-      const bad = agents.find((agent) => !agentNamePattern.test(agent.name) || agent.name.length > 48)
-      if (bad !== undefined) return `agent names must be letters and digits joined by single - or _ (at most 48 characters), got ${JSON.stringify(bad.name)}`
-      const names = agents.map((agent) => agent.name)
-      const twice = names.find((n, i) => names.indexOf(n) !== i)
-      return twice === undefined || `two agents are named ${JSON.stringify(twice)}`
-    })
-  ),
+  agents: Opts.NamedAgents,
   entry: Schema.String,
   maxHandoffs: Opts.IntAtLeast(0).pipe(Opts.withDefault(8))
 }).check(

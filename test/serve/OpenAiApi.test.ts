@@ -6,7 +6,6 @@ import { createOpenAICompatible } from "@ai-sdk/openai-compatible"
 import { describe, expect, it } from "@effect/vitest"
 import { generateText, streamText } from "ai"
 import { Context, Effect, Layer } from "effect"
-import { HttpServer } from "effect/http"
 import OpenAI from "openai"
 import * as ReAct from "../../src/architectures/ReAct.js"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
@@ -15,25 +14,13 @@ import * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
-import * as Agents from "../../src/serve/Agents.js"
 import * as OpenAiApi from "../../src/serve/OpenAiApi.js"
-import * as Server from "../../src/serve/Server.js"
 import * as LoopbackServer from "../support/openAiServer.js"
+import { scriptedAgent, serveAgents } from "../support/serve.js"
 
 const scripted = (name: string, script: ScriptedModel.Script, architecture?: Parameters<typeof Agent.make>[0]["architecture"]) =>
-  Agent.make({
-    name,
-    instructions: "Be brief.",
-    model: Layer.orDie(ScriptedModel.layer(script)),
-    ...(architecture !== undefined ? { architecture } : {})
-  }) as Agent.Agent<never>
-
-const serve = (agents: ReadonlyArray<Agent.Agent<never> | Agents.Entry>, options: Server.Options = {}) =>
-  Effect.gen(function*() {
-    const context = yield* Layer.build(Server.layerNode({ ...options, port: 0 }).pipe(Layer.provide(Agents.layer(agents))))
-    const address = Context.get(context, HttpServer.HttpServer).address as unknown as { readonly port: number }
-    return `http://127.0.0.1:${address.port}`
-  })
+  scriptedAgent(name, script, architecture, "Be brief.")
+const serve = serveAgents
 
 /** The conversation each run saw, read back from the scripted model of a function script. */
 const seen: Array<ReadonlyArray<Model.Message>> = []

@@ -7,19 +7,12 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
-import * as Agent from "../../src/core/Agent.js"
 import * as ModelError from "../../src/core/ModelError.js"
-import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Agents from "../../src/serve/Agents.js"
 import * as Runs from "../../src/serve/Runs.js"
+import { scriptedAgent } from "../support/serve.js"
 
-const agent = (name: string, script: ScriptedModel.Script, architecture?: Parameters<typeof Agent.make>[0]["architecture"]) =>
-  Agent.make({
-    name,
-    instructions: "",
-    model: Layer.orDie(ScriptedModel.layer(script)),
-    ...(architecture !== undefined ? { architecture } : {})
-  }) as Agent.Agent<never>
+const agent = scriptedAgent
 
 const catalog = Agents.layer([
   agent("quick", ["Paris."]),

@@ -5,34 +5,19 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer } from "effect"
-import { HttpServer } from "effect/http"
 import { createParser, type EventSourceMessage } from "eventsource-parser"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as Agent from "../../src/core/Agent.js"
 import * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
-import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
-import * as Agents from "../../src/serve/Agents.js"
-import * as Server from "../../src/serve/Server.js"
 import * as LoopbackServer from "../support/openAiServer.js"
+import { scriptedAgent, serveAgents } from "../support/serve.js"
 
-const scripted = (name: string, script: ScriptedModel.Script, architecture?: Parameters<typeof Agent.make>[0]["architecture"]) =>
-  Agent.make({
-    name,
-    instructions: "",
-    model: Layer.orDie(ScriptedModel.layer(script)),
-    ...(architecture !== undefined ? { architecture } : {})
-  }) as Agent.Agent<never>
+const scripted = scriptedAgent
 
 /** A server on a free port with these agents; answers its base URL. */
-const serve = (agents: ReadonlyArray<Agent.Agent<never> | Agents.Entry>, options: Server.Options = {}) =>
-  Effect.gen(function*() {
-    const context = yield* Layer.build(Server.layerNode({ ...options, port: 0 }).pipe(Layer.provide(Agents.layer(agents))))
-    const server = Context.get(context, HttpServer.HttpServer)
-    const address = server.address as unknown as { readonly port: number }
-    return `http://127.0.0.1:${address.port}`
-  })
+const serve = serveAgents
 
 const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
   Effect.promise(() => fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) }))

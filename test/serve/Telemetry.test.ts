@@ -5,12 +5,12 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Schema, Stream, Tracer } from "effect"
-import { createServer } from "node:http"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as Agent from "../../src/core/Agent.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as Telemetry from "../../src/serve/Telemetry.js"
+import { collector } from "../support/serve.js"
 
 interface Recorded {
   readonly name: string
@@ -106,30 +106,11 @@ describe("Telemetry", () => {
 
   it.live("layerOtlp exports the spans over OTLP/HTTP to a collector", () =>
     Effect.gen(function*() {
-      const bodies: Array<string> = []
-      const collector = yield* Effect.acquireRelease(
-        Effect.promise(() =>
-          new Promise<{ readonly url: string; readonly close: () => void }>((resolve) => {
-            const server = createServer((req, res) => {
-              let body = ""
-              req.on("data", (chunk) => (body += chunk))
-              req.on("end", () => {
-                if (req.url === "/v1/traces") bodies.push(body)
-                res.writeHead(200, { "content-type": "application/json" }).end("{}")
-              })
-            })
-            server.listen(0, "127.0.0.1", () => {
-              const { port } = server.address() as { port: number }
-              resolve({ url: `http://127.0.0.1:${port}`, close: () => server.close() })
-            })
-          })
-        ),
-        (server) => Effect.sync(server.close)
-      )
+      const { bodies, url } = yield* collector
       // The layer flushes what is left when it closes.
       yield* Agent.run(calculator, "2 + 3?").pipe(
         Effect.provide(ScriptedModel.layer(script)),
-        Effect.provide(Telemetry.layerOtlp({ url: collector.url, serviceName: "valet-test" }))
+        Effect.provide(Telemetry.layerOtlp({ url, serviceName: "valet-test" }))
       )
       const exported = bodies.join("\n")
       expect(exported).toContain("invoke_agent calculator")

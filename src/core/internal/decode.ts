@@ -25,6 +25,16 @@ export const DurationInput = Schema.declare(
   { expected: "a duration (milliseconds, \"5 seconds\", a Duration)" }
 )
 
+/** An http(s) URL. */
+export const HttpUrl = Schema.String.check(Schema.makeFilter((url: string) => {
+  try {
+    const parsed = new URL(url)
+    return parsed.protocol === "http:" || parsed.protocol === "https:" || `not an http(s) URL: ${JSON.stringify(url)}`
+  } catch {
+    return `not a URL: ${JSON.stringify(url)}`
+  }
+}))
+
 /** A number in [0, 1]. */
 export const UnitInterval = Schema.Number.check(
   Schema.makeFilter((n: number) => n >= 0 && n <= 1, { expected: "a number between 0 and 1" })

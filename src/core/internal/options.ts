@@ -19,3 +19,22 @@ export const ArchitectureSchema = Schema.declare(
   { expected: "an architecture made with Architecture.make" }
 )
 
+
+const agentNamePattern = /^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$/
+
+/**
+ * A non-empty list of agents whose names can be part of a session id (letters and digits joined by single `-` or
+ * `_`, at most 48 characters) and are all different: the agents of a Swarm or a Blackboard.
+ */
+export const NamedAgents = Schema.Array(AgentSchema).check(
+  Schema.isMinLength(1, { expected: "at least one agent" }),
+  Schema.makeFilter((agents: ReadonlyArray<Agent.Agent<unknown>>) => {
+    const bad = agents.find((agent) => !agentNamePattern.test(agent.name) || agent.name.length > 48)
+    if (bad !== undefined) {
+      return `agent names must be letters and digits joined by single - or _ (at most 48 characters), got ${JSON.stringify(bad.name)}`
+    }
+    const names = agents.map((agent) => agent.name)
+    const twice = names.find((n, i) => names.indexOf(n) !== i)
+    return twice === undefined || `two agents are named ${JSON.stringify(twice)}`
+  })
+)

@@ -5,10 +5,10 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { spawn, spawnSync } from "node:child_process"
-import { createServer } from "node:http"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { collector } from "../../support/serve.js"
 
 const root = join(import.meta.dirname, "..", "..", "..")
 const tsx = join(root, "node_modules", ".bin", "tsx")
@@ -69,27 +69,8 @@ describe("valet serve", () => {
 
   it.live("--otlp: the runs' spans reach the collector, flushed when the server stops", () =>
     Effect.gen(function*() {
-      const bodies: Array<string> = []
-      const collector = yield* Effect.acquireRelease(
-        Effect.promise(() =>
-          new Promise<{ readonly url: string; readonly close: () => void }>((resolve) => {
-            const server = createServer((req, res) => {
-              let body = ""
-              req.on("data", (chunk) => (body += chunk))
-              req.on("end", () => {
-                bodies.push(body)
-                res.writeHead(200, { "content-type": "application/json" }).end("{}")
-              })
-            })
-            server.listen(0, "127.0.0.1", () => {
-              const { port } = server.address() as { port: number }
-              resolve({ url: `http://127.0.0.1:${port}`, close: () => server.close() })
-            })
-          })
-        ),
-        (server) => Effect.sync(server.close)
-      )
-      const child = spawn(tsx, [bin, "serve", "--config", example, "--port", "0", "--otlp", collector.url], { stdio: ["ignore", "ignore", "pipe"] })
+      const { bodies, url: collectorUrl } = yield* collector
+      const child = spawn(tsx, [bin, "serve", "--config", example, "--port", "0", "--otlp", collectorUrl], { stdio: ["ignore", "ignore", "pipe"] })
       const url = yield* Effect.promise(() =>
         new Promise<string>((resolve) => {
           let stderr = ""

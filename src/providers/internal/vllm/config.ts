@@ -3,20 +3,13 @@
  * fails with the field and the line that are wrong. A missing file is the single-actor default.
  */
 import { Effect, type Result, Schema } from "effect"
+import { HttpUrl } from "../../../core/internal/decode.js"
 import * as YamlDocument from "../yamlDocument.js"
 
 /** How an actor is served: `vllm serve` (OpenAI-compatible paths) or the legacy demo server's `POST /generate`. */
 export const Api = Schema.Literals(["openai", "generate"])
 export type Api = typeof Api.Type
 
-const HttpUrl = Schema.String.check(Schema.makeFilter((url: string) => {
-  try {
-    const parsed = new URL(url)
-    return parsed.protocol === "http:" || parsed.protocol === "https:" || `not an http(s) URL: ${JSON.stringify(url)}`
-  } catch {
-    return `not a URL: ${JSON.stringify(url)}`
-  }
-}))
 
 const ActorName = Schema.String.check(Schema.makeFilter((name: string) =>
   /^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(name) || "an actor name is letters, digits, '_', '.' and '-'"

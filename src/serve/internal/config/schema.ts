@@ -6,6 +6,7 @@
  */
 import { Effect, Schema } from "effect"
 import * as Budget from "../../../core/Budget.js"
+import { HttpUrl } from "../../../core/internal/decode.js"
 import * as Mcp from "../../../providers/Mcp.js"
 import { architectureNames } from "./architectures.js"
 
@@ -28,14 +29,6 @@ const EnvName = Schema.String.check(Schema.makeFilter((name: string) =>
   /^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || `an environment variable name, got ${JSON.stringify(name)}`
 ))
 
-const HttpUrl = Schema.String.check(Schema.makeFilter((url: string) => {
-  try {
-    const parsed = new URL(url)
-    return parsed.protocol === "http:" || parsed.protocol === "https:" || `not an http(s) URL: ${JSON.stringify(url)}`
-  } catch {
-    return `not a URL: ${JSON.stringify(url)}`
-  }
-}))
 
 /** An OpenAI-compatible server (vLLM, Ollama, llama.cpp, OpenAI…). */
 export const OpenAiModel = Schema.Struct({

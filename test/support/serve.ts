@@ -1,0 +1,55 @@
+/**
+ * What the serving tests share: agents on their own scripted models, valet's server on a free loopback port, and a
+ * loopback OTLP collector that keeps what it is sent.
+ */
+import { Context, Effect, Layer } from "effect"
+import { HttpServer } from "effect/http"
+import { createServer } from "node:http"
+import * as Agent from "../../src/core/Agent.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Agents from "../../src/serve/Agents.js"
+import * as Server from "../../src/serve/Server.js"
+
+/** An agent on its own scripted model (a fresh script in every run). */
+export const scriptedAgent = (
+  name: string,
+  script: ScriptedModel.Script,
+  architecture?: Parameters<typeof Agent.make>[0]["architecture"],
+  instructions = ""
+): Agent.Agent<never> =>
+  Agent.make({
+    name,
+    instructions,
+    model: Layer.orDie(ScriptedModel.layer(script)),
+    ...(architecture !== undefined ? { architecture } : {})
+  }) as Agent.Agent<never>
+
+/** `Server.layerNode` with these agents on a free port, for the scope; answers its base URL. */
+export const serveAgents = (agents: ReadonlyArray<Agent.Agent<never> | Agents.Entry>, options: Server.Options = {}) =>
+  Effect.gen(function*() {
+    const context = yield* Layer.build(Server.layerNode({ ...options, port: 0 }).pipe(Layer.provide(Agents.layer(agents))))
+    const address = Context.get(context, HttpServer.HttpServer).address as unknown as { readonly port: number }
+    return `http://127.0.0.1:${address.port}`
+  })
+
+/** A loopback HTTP server keeping every request body (an OTLP collector), for the scope. */
+export const collector = Effect.acquireRelease(
+  Effect.promise(() =>
+    new Promise<{ readonly url: string; readonly bodies: Array<string>; readonly close: () => void }>((resolve) => {
+      const bodies: Array<string> = []
+      const server = createServer((req, res) => {
+        let body = ""
+        req.on("data", (chunk) => (body += chunk))
+        req.on("end", () => {
+          bodies.push(body)
+          res.writeHead(200, { "content-type": "application/json" }).end("{}")
+        })
+      })
+      server.listen(0, "127.0.0.1", () => {
+        const { port } = server.address() as { port: number }
+        resolve({ url: `http://127.0.0.1:${port}`, bodies, close: () => server.close() })
+      })
+    })
+  ),
+  (server) => Effect.sync(server.close)
+)

@@ -104,7 +104,7 @@ describe("Server (valet's routes over HTTP)", () => {
       expect(JSON.parse(events.at(-1)!.data).result).toMatchObject({ interrupted: true, interruptionReason: "cancelled" })
     }).pipe(Effect.scoped), 30_000)
 
-  it.live("a streamed run's client disconnects: the run is cancelled, its model request aborted, nothing more is sent", () =>
+  it.live("a streamed run's client disconnects: the run is cancelled, its model request aborted, nothing more is sent, no socket left", () =>
     Effect.gen(function*() {
       const model = yield* LoopbackServer.make()
       model.enqueue("/v1/chat/completions", LoopbackServer.stall)
@@ -136,6 +136,10 @@ describe("Server (valet's routes over HTTP)", () => {
       const run = yield* json(yield* Effect.promise(() => fetch(`${url}/runs/${runs.runs[0].runId}`)))
       expect(run).toMatchObject({ status: "completed", result: { interruptionReason: "cancelled" } })
       expect(model.requests.filter((request) => request.path === "/v1/chat/completions")).toHaveLength(1)
+      // No socket is left to the model server: the aborted request's connection is closed, not kept for reuse.
+      const until2 = Date.now() + 2_000
+      while (model.openConnections() > 0 && Date.now() < until2) yield* Effect.sleep("20 millis")
+      expect(model.openConnections()).toBe(0)
     }).pipe(Effect.scoped), 30_000)
 
   it.live("refusals: 400 naming the field, 404 unknown agent / run, 429 with Retry-After, 413, 401", () =>

@@ -260,6 +260,8 @@ export interface LoopbackServer {
   readonly closedEarly: () => number
   /** TCP connections accepted so far (keep-alive clients reuse a few). */
   readonly connections: () => number
+  /** TCP connections open now. */
+  readonly openConnections: () => number
   /** Completes when some response is closed early by the client. */
   readonly closedEarlySignal: Effect.Effect<void>
   /** Sets whether `/health` answers 200 or 503. */
@@ -464,8 +466,13 @@ export const make = (options: Options = {}): Effect.Effect<LoopbackServer, never
     }))
 
     let connections = 0
+    let open = 0
     const node = createServer()
-    node.on("connection", () => void connections++)
+    node.on("connection", (socket) => {
+      connections++
+      open++
+      socket.on("close", () => void open--)
+    })
     // No graceful shutdown: it waits on the clock in context (a TestClock that may never move) and for requests that
     // a fault (`stall`) keeps open forever. Closing the scope cuts every connection instead.
     const server = yield* NodeHttpServer.make(() => node, {
@@ -488,6 +495,7 @@ export const make = (options: Options = {}): Effect.Effect<LoopbackServer, never
       },
       closedEarly: () => closedEarly,
       connections: () => connections,
+      openConnections: () => open,
       closedEarlySignal: Effect.suspend(() => Deferred.await(closedSignal)),
       setHealthy: (value) => {
         healthy = value

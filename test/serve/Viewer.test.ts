@@ -75,7 +75,9 @@ describe("Viewer", () => {
       expect(html).not.toContain("innerHTML")
     }).pipe(Effect.scoped))
 
-  it.live.skipIf(!haveChromium && !required)("in headless Chromium: the runs list, a run's timeline and its sub-session tree", () =>
+  it.live.skipIf(!haveChromium && !required)(
+    `in headless Chromium: the runs list, a run's timeline and its sub-session tree${haveChromium ? "" : ` (skipped: ${chromiumPath} is missing — apt-get install chromium)`}`,
+    () =>
     Effect.gen(function*() {
       expect(haveChromium, `${chromiumPath} is missing (apt-get install chromium)`).toBe(true)
       const url = yield* serve

@@ -13,7 +13,7 @@
  *
  * @since 0.2.0
  */
-import { Clock, Context, Deferred, Effect, type Fiber, Layer, Option, Schema, type Scope, Stream } from "effect"
+import { Cause, Clock, Context, Deferred, Effect, Exit, type Fiber, Layer, Option, Schema, type Scope, Stream } from "effect"
 import * as Agent from "../core/Agent.js"
 import type { AgentError } from "../core/AgentError.js"
 import * as AgentEvent from "../core/AgentEvent.js"
@@ -169,7 +169,8 @@ interface Record_ {
   status: Status
   endedAt: number | undefined
   result: AgentEvent.RunResult | undefined
-  error: AgentError | undefined
+  /** The typed error of a failed run, or what stopped it otherwise (a defect, the server shutting down). */
+  error: unknown
   /** Completed (and replaced) whenever the record changes: followers wait on it. */
   changed: Deferred.Deferred<void>
   readonly cancel: Deferred.Deferred<void>
@@ -259,10 +260,17 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
           })
         ),
         Effect.catch((error: AgentError) => Effect.sync(() => void (record.error = error))),
-        Effect.onExit(() =>
+        Effect.onExit((exit) =>
           Effect.flatMap(Clock.currentTimeMillis, (now) =>
             Effect.sync(() => {
               running--
+              // A run that neither completed nor failed with a typed error (a defect, the server going down) is a
+              // failed run too: its readers must learn how it ended.
+              if (record.result === undefined && record.error === undefined) {
+                record.error = Exit.isFailure(exit) && !Cause.hasInterruptsOnly(exit.cause)
+                  ? { _tag: "Defect", message: String(Cause.squash(exit.cause)) }
+                  : { _tag: "Interrupted", message: "the run was stopped before it ended (the server is shutting down)" }
+              }
               record.status = record.error !== undefined ? "failed" : "completed"
               record.endedAt = now
               touch(record)

@@ -19,6 +19,7 @@ const catalog = Agents.layer([
   agent("slow", [{ text: "Paris, eventually.", delay: "10 seconds" }]),
   agent("writer", ["draft", { text: "critique", delay: "10 seconds" }, "final"], SelfRefine.architecture),
   agent("broken", [{ error: new ModelError.RateLimited({ message: "slow down" }) }]),
+  agent("crashing", () => Effect.die(new Error("boom"))),
   { ...Agents.make([agent("capped", ["a", "b"])]).list[0]!, budget: { maxCalls: 5 } }
 ])
 
@@ -68,12 +69,21 @@ describe("Runs", () => {
       expect(yield* runs.get(runId)).toMatchObject({ status: "failed", error: { _tag: "RateLimited" } })
     }).pipe(Effect.provide(registry())))
 
+  it.effect("a run that dies (a defect, not a typed error) is a failed run too: readers learn it ended", () =>
+    Effect.gen(function*() {
+      const runs = yield* Runs.Runs
+      const { runId } = yield* runs.start({ agent: "crashing", input: "x" })
+      const failure = yield* Effect.flip(collect(yield* runs.events(runId)))
+      expect(failure).toMatchObject({ _tag: "RunFailed", error: { _tag: "Defect", message: expect.stringContaining("boom") } })
+      expect(yield* runs.get(runId)).toMatchObject({ status: "failed", error: { _tag: "Defect" } })
+    }).pipe(Effect.provide(registry())))
+
   it.effect("refusals: an unknown agent, a bad or taken session id, a budget beyond reason, more than maxConcurrentRuns", () =>
     Effect.gen(function*() {
       const runs = yield* Runs.Runs
       expect(yield* Effect.flip(runs.start({ agent: "nobody", input: "x" }))).toMatchObject({
         _tag: "UnknownAgent",
-        message: 'no agent named "nobody"; agents: quick, slow, writer, broken, capped'
+        message: 'no agent named "nobody"; agents: quick, slow, writer, broken, crashing, capped'
       })
       expect((yield* Effect.flip(runs.start({ agent: "quick", input: "x", sessionId: "a__b" }))).message).toMatch(/^sessionId: invalid session id/)
       yield* runs.start({ agent: "slow", input: "x", sessionId: "taken" })

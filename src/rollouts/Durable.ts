@@ -1,0 +1,75 @@
+/**
+ * Durable runs (first step of DESIGN §10): an agent run as an `effect/workflow` workflow whose execution id is the
+ * run id, and every model call an activity keyed by the call's session and step (`<session>/<step>`, plus a count
+ * when a step is called again). When the workflow runs again — resumed after a failure, or on another process with
+ * a persistent engine — the calls whose results were stored are answered from storage and not sent again; only the
+ * calls that had not finished are.
+ *
+ * What is here: the workflow (`AgentRun`), the durable `Model` (`durableModel`), and `layer(agents)` registering the
+ * handler. Tested on `WorkflowEngine.layerMemory`. Not yet: the SQLite / PostgreSQL engines (`effect/cluster`), tool and
+ * sandbox calls as activities, ActorLoop tasks and Evaluate problems as workflows, and the CLI's `--durable`.
+ *
+ * @since 0.2.0
+ */
+import { Context, Effect, Layer, Schema, Stream } from "effect"
+import { Activity, Workflow, type WorkflowEngine } from "effect/workflow"
+import * as Agent from "../core/Agent.js"
+import { AgentError } from "../core/AgentError.js"
+import * as AgentEvent from "../core/AgentEvent.js"
+import * as Model from "../core/Model.js"
+import * as ModelError from "../core/ModelError.js"
+
+/** The workflow of one agent run: payload the agent's name, the prompt and the run id (its execution id). */
+export const AgentRun = Workflow.make("valet/AgentRun", {
+  payload: { agent: Schema.String, prompt: Schema.String, runId: Agent.SessionId },
+  idempotencyKey: (payload) => payload.runId,
+  success: AgentEvent.RunResult,
+  error: AgentError,
+  // A failed call suspends the run instead of ending it: `AgentRun.resume(executionId)` runs it again, and only the
+  // calls that had not finished are sent.
+  annotations: Context.make(Workflow.SuspendOnFailure, true)
+})
+
+const ResponseSchema = Model.Response
+
+/**
+ * A `Model` whose every call is an activity of the current workflow, named after the call's session and step: a
+ * call stored by an earlier execution is answered from storage. Outside a workflow, use the model itself.
+ */
+export const durableModel = (inner: Model.Service): Effect.Effect<Model.Service, never, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine> =>
+  Effect.gen(function*() {
+    const context = yield* Effect.context<WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>()
+    const seen = new Map<string, number>()
+    const keyOf = (call: Model.CallContext | undefined): string => {
+      const base = call === undefined ? "call" : `${call.sessionId}/${call.step}`
+      const n = (seen.get(base) ?? 0) + 1
+      seen.set(base, n)
+      return n === 1 ? base : `${base}#${n}`
+    }
+    const generate = (request: Model.Request): Effect.Effect<Model.Response, ModelError.ModelError> =>
+      Effect.flatMap(Effect.service(Model.currentCallContext), (call) =>
+        Activity.make({
+          name: keyOf(call),
+          success: ResponseSchema,
+          error: ModelError.ModelError,
+          // Built only when the activity runs: a replayed call must not reach the model (some services start the
+          // call when `generate` is called, not when its effect runs).
+          execute: Effect.suspend(() => inner.generate(request))
+        }).pipe(Effect.provideContext(context))) as Effect.Effect<Model.Response, ModelError.ModelError>
+    return Model.make({
+      generate,
+      // A durable call is stored whole: a streamed request is generated, then played back as chunks.
+      stream: (request) => Stream.unwrap(Effect.map(generate(request), (response) => Stream.fromIterable(Model.toChunks(response))))
+    })
+  })
+
+/** Registers the `AgentRun` handler for these agents, on the `Model` and `WorkflowEngine` in context. */
+export const layer = (agents: ReadonlyArray<Agent.Agent<Model.Model>>) =>
+  AgentRun.toLayer((payload) =>
+    Effect.gen(function*() {
+      const agent = agents.find((candidate) => candidate.name === payload.agent)
+      if (agent === undefined) return yield* Effect.die(new Error(`Durable: no agent named ${JSON.stringify(payload.agent)}`))
+      const model = yield* durableModel(yield* Model.Model)
+      return yield* Agent.run(agent, payload.prompt, { sessionId: payload.runId }).pipe(Effect.provideService(Model.Model, model))
+    })
+  ) as Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | Model.Model>

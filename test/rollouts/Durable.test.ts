@@ -1,0 +1,75 @@
+/**
+ * Durable runs on effect/workflow (in-memory engine): a run whose third model call fails is suspended; resumed, the
+ * calls stored by the first execution are answered from storage, and only the failed one is sent again.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, Option, Schema } from "effect"
+import { WorkflowEngine } from "effect/workflow"
+import * as Agent from "../../src/core/Agent.js"
+import * as ModelError from "../../src/core/ModelError.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Tool from "../../src/core/Tool.js"
+import * as Durable from "../../src/rollouts/Durable.js"
+
+const lookup = Tool.make({
+  name: "lookup",
+  description: "",
+  parameters: Schema.Struct({ q: Schema.String }),
+  handler: ({ q }) => Effect.succeed(`found ${q}`)
+})
+const agent = Agent.make({ name: "researcher", instructions: "", tools: [lookup] })
+
+describe("Durable", () => {
+  it.live("a failed call suspends the run; resumed, stored calls are not sent again", () =>
+    Effect.gen(function*() {
+      let sent = 0
+      let failedOnce = false
+      const model = ScriptedModel.layer((_request, index) => {
+        sent++
+        if (index === 0) return { toolCalls: [{ name: "lookup", arguments: { q: "a" } }] }
+        if (index === 1) return { toolCalls: [{ name: "lookup", arguments: { q: "b" } }] }
+        if (!failedOnce) {
+          failedOnce = true
+          return { error: new ModelError.ServerError({ status: 503, message: "down for a moment" }) }
+        }
+        return "a and b"
+      })
+      const program = Effect.gen(function*() {
+        const executionId = yield* Durable.AgentRun.execute({ agent: "researcher", prompt: "Find a and b.", runId: "run-1" }, { discard: true })
+        const poll = Durable.AgentRun.poll(executionId)
+        // First execution: two calls stored, the third fails and suspends the run.
+        for (let i = 0; i < 200 && sent < 3; i++) yield* Effect.sleep("5 millis")
+        yield* Effect.sleep("20 millis")
+        const suspended = yield* poll
+        expect(Option.isSome(suspended) && suspended.value._tag).toBe("Suspended")
+        expect(sent).toBe(3)
+        yield* Durable.AgentRun.resume(executionId)
+        let done = yield* poll
+        for (let i = 0; i < 200 && !(Option.isSome(done) && done.value._tag === "Complete"); i++) {
+          yield* Effect.sleep("5 millis")
+          done = yield* poll
+        }
+        expect(Option.isSome(done) && done.value._tag).toBe("Complete")
+        // Only the failed call was sent again.
+        expect(sent).toBe(4)
+        return done
+      })
+      const result = yield* program.pipe(
+        Effect.provide(Durable.layer([agent]).pipe(Layer.provideMerge(WorkflowEngine.layerMemory), Layer.provide(model)))
+      )
+      expect(Option.isSome(result)).toBe(true)
+    }))
+
+  it.live("a run with no failure: one execution, the same result as the run outside a workflow", () =>
+    Effect.gen(function*() {
+      const script = [{ toolCalls: [{ name: "lookup", arguments: { q: "a" } }] }, "found it"]
+      const plain = yield* Agent.run(agent, "Find a.", { sessionId: "run-2" }).pipe(Effect.provide(ScriptedModel.layer(script)))
+      const durable = yield* Effect.gen(function*() {
+        yield* Durable.AgentRun.execute({ agent: "researcher", prompt: "Find a.", runId: "run-2" })
+        return yield* Durable.AgentRun.execute({ agent: "researcher", prompt: "Find a.", runId: "run-2" })
+      }).pipe(Effect.provide(Durable.layer([agent]).pipe(Layer.provideMerge(WorkflowEngine.layerMemory), Layer.provide(ScriptedModel.layer(script)))))
+      // The second execute of the same run id answers the stored result: the script's two turns are not asked again.
+      expect({ ...durable, durationMs: 0 }).toEqual({ ...plain, durationMs: 0 })
+    }))
+})
+

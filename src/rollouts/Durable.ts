@@ -5,14 +5,18 @@
  * a persistent engine — the calls whose results were stored are answered from storage and not sent again; only the
  * calls that had not finished are.
  *
- * What is here: the workflow (`AgentRun`), the durable `Model` (`durableModel`), and `layer(agents)` registering the
- * handler. Tested on `WorkflowEngine.layerMemory`. Not yet: the SQLite / PostgreSQL engines (`effect/cluster`), tool and
- * sandbox calls as activities, ActorLoop tasks and Evaluate problems as workflows, and the CLI's `--durable`.
+ * What is here: the workflow (`AgentRun`), the durable `Model` (`durableModel`), `layer(agents)` registering the
+ * handler, and `layerSqlite(file)`, a one-process engine whose state is a SQLite file (tested: a process killed with
+ * SIGKILL mid-run and started again sends only the call that was in flight). Not yet: PostgreSQL and several
+ * runners, tool and sandbox calls as activities, ActorLoop tasks and Evaluate problems as workflows, `--durable`.
  *
  * @since 0.2.0
  */
+import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
 import { Context, Effect, Layer, Schema, Stream } from "effect"
+import { ClusterWorkflowEngine, SingleRunner } from "effect/cluster"
 import { Activity, Workflow, type WorkflowEngine } from "effect/workflow"
+import * as SqliteClient from "../environment/SqliteClient.js"
 import * as Agent from "../core/Agent.js"
 import { AgentError } from "../core/AgentError.js"
 import * as AgentEvent from "../core/AgentEvent.js"
@@ -73,3 +77,16 @@ export const layer = (agents: ReadonlyArray<Agent.Agent<Model.Model>>) =>
       return yield* Agent.run(agent, payload.prompt, { sessionId: payload.runId }).pipe(Effect.provideService(Model.Model, model))
     })
   ) as Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | Model.Model>
+
+/**
+ * A durable `WorkflowEngine` in one process, its state in a SQLite file (valet's `SqliteClient` on `node:sqlite`):
+ * `effect/cluster`'s single runner and workflow engine. A run stored there survives the process.
+ */
+export const layerSqlite = (filename: string) =>
+  ClusterWorkflowEngine.layer.pipe(
+    // One process: shard locks need not outlive it (with "sql", a restarted process waits for the old locks to expire).
+    Layer.provideMerge(SingleRunner.layer({ runnerStorage: "memory" })),
+    Layer.provide(SqliteClient.layer({ filename })),
+    Layer.provide(NodeCrypto.layerDigest)
+  )
+

@@ -10,6 +10,11 @@ import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as Durable from "../../src/rollouts/Durable.js"
+import { spawn, spawnSync } from "node:child_process"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { createInterface } from "node:readline"
 
 const lookup = Tool.make({
   name: "lookup",
@@ -71,5 +76,33 @@ describe("Durable", () => {
       // The second execute of the same run id answers the stored result: the script's two turns are not asked again.
       expect({ ...durable, durationMs: 0 }).toEqual({ ...plain, durationMs: 0 })
     }))
+
+  it.live("SQLite: a process killed (SIGKILL) mid-run; started again, it finishes without resending the stored calls", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "valet-durable-"))
+      const db = join(dir, "runs.db")
+      const child = join(import.meta.dirname, "..", "support", "durableChild.ts")
+      const tsx = join(import.meta.dirname, "..", "..", "node_modules", ".bin", "tsx")
+      try {
+        // Phase 1: two calls answered and stored; killed while the third waits.
+        const first = yield* Effect.promise(() =>
+          new Promise<Array<string>>((resolve) => {
+            const lines: Array<string> = []
+            const process1 = spawn(tsx, [child, db, "1"], { stdio: ["ignore", "pipe", "ignore"] })
+            createInterface({ input: process1.stdout! }).on("line", (line) => {
+              lines.push(line)
+              if (line === "call react.turn_3") process1.kill("SIGKILL")
+            })
+            process1.on("exit", () => resolve(lines))
+          })
+        )
+        expect(first).toEqual(["call react.turn_1", "call react.turn_2", "call react.turn_3"])
+        // Phase 2: the same file; only the call in flight at the kill is sent again.
+        const second = spawnSync(tsx, [child, db, "2"], { encoding: "utf8", timeout: 60_000 })
+        expect(second.stdout.trim().split("\n")).toEqual(["call react.turn_3", "result a and b"])
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    }), 90_000)
 })
 

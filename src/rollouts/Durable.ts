@@ -1,14 +1,15 @@
 /**
  * Durable runs (first step of DESIGN §10): an agent run as an `effect/workflow` workflow whose execution id is the
  * run id, and every model call an activity keyed by the call's session and step (`<session>/<step>`, plus a count
- * when a step is called again). When the workflow runs again — resumed after a failure, or on another process with
+ * when a step is called again), and every call of the agent's own tools an activity too. When the workflow runs again — resumed after a failure, or on another process with
  * a persistent engine — the calls whose results were stored are answered from storage and not sent again; only the
  * calls that had not finished are.
  *
  * What is here: the workflow (`AgentRun`), the durable `Model` (`durableModel`), `layer(agents)` registering the
  * handler, and `layerSqlite(file)`, a one-process engine whose state is a SQLite file (tested: a process killed with
- * SIGKILL mid-run and started again sends only the call that was in flight). Not yet: PostgreSQL and several
- * runners, tool and sandbox calls as activities, ActorLoop tasks and Evaluate problems as workflows, `--durable`.
+ * SIGKILL mid-run and started again sends only the call that was in flight and runs no tool again). Not yet:
+ * PostgreSQL and several runners, sandbox commands and separately defined sub-agents' tools as activities, ActorLoop
+ * tasks and Evaluate problems as workflows, `--durable`.
  *
  * @since 0.2.0
  */
@@ -18,10 +19,12 @@ import { ClusterWorkflowEngine, SingleRunner } from "effect/cluster"
 import { Activity, Workflow, type WorkflowEngine } from "effect/workflow"
 import * as SqliteClient from "../environment/SqliteClient.js"
 import * as Agent from "../core/Agent.js"
+import * as Architecture from "../core/Architecture.js"
 import { AgentError } from "../core/AgentError.js"
 import * as AgentEvent from "../core/AgentEvent.js"
 import * as Model from "../core/Model.js"
 import * as ModelError from "../core/ModelError.js"
+import type * as Tool from "../core/Tool.js"
 
 /** The workflow of one agent run: payload the agent's name, the prompt and the run id (its execution id). */
 export const AgentRun = Workflow.make("valet/AgentRun", {
@@ -67,14 +70,50 @@ export const durableModel = (inner: Model.Service): Effect.Effect<Model.Service,
     })
   })
 
-/** Registers the `AgentRun` handler for these agents, on the `Model` and `WorkflowEngine` in context. */
+const OutcomeSchema = Schema.Struct({ content: Schema.String, isError: Schema.Boolean })
+
+/**
+ * The agent's tools with every call an activity of the current workflow, named after the run's session, the tool
+ * and its count there (`<session>/tool/<name>/<n>`): a call stored by an earlier execution is not run again.
+ * Calls are counted in the order they start, which a replayed model answer makes the same.
+ */
+export const durableTools = <R>(
+  tools: ReadonlyArray<Tool.Tool<R>>
+): Effect.Effect<ReadonlyArray<Tool.Tool<R>>, never, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine> =>
+  Effect.map(Effect.context<WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>(), (context) => {
+    const seen = new Map<string, number>()
+    return tools.map((tool): Tool.Tool<R> => ({
+      ...tool,
+      call: (argumentsText) =>
+        Effect.flatMap(Effect.service(Architecture.CurrentRun), (run) => {
+          const base = `${run.sessionId}/tool/${tool.name}`
+          const n = (seen.get(base) ?? 0) + 1
+          seen.set(base, n)
+          return Activity.make({
+            name: `${base}/${n}`,
+            success: OutcomeSchema,
+            execute: Effect.suspend(() => tool.call(argumentsText))
+          }).pipe(Effect.provideContext(context))
+          // The run's context is where tools are called; a tool's own requirements are the caller's, as before.
+        }) as unknown as Effect.Effect<Tool.Outcome, never, R>
+    }))
+  })
+
+/**
+ * Registers the `AgentRun` handler for these agents, on the `Model` and `WorkflowEngine` in context: the agent's
+ * model calls and its own tools' calls are activities. (Tools of separately defined sub-agents — a Supervisor's
+ * workers — are not wrapped yet.)
+ */
 export const layer = (agents: ReadonlyArray<Agent.Agent<Model.Model>>) =>
   AgentRun.toLayer((payload) =>
     Effect.gen(function*() {
       const agent = agents.find((candidate) => candidate.name === payload.agent)
       if (agent === undefined) return yield* Effect.die(new Error(`Durable: no agent named ${JSON.stringify(payload.agent)}`))
       const model = yield* durableModel(yield* Model.Model)
-      return yield* Agent.run(agent, payload.prompt, { sessionId: payload.runId }).pipe(Effect.provideService(Model.Model, model))
+      const tools = yield* durableTools(agent.tools as ReadonlyArray<Tool.Tool>)
+      return yield* Agent.run(Agent.with_(agent, { tools }), payload.prompt, { sessionId: payload.runId }).pipe(
+        Effect.provideService(Model.Model, model)
+      )
     })
   ) as Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | Model.Model>
 

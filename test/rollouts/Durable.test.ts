@@ -77,7 +77,7 @@ describe("Durable", () => {
       expect({ ...durable, durationMs: 0 }).toEqual({ ...plain, durationMs: 0 })
     }))
 
-  it.live("SQLite: a process killed (SIGKILL) mid-run; started again, it finishes without resending the stored calls", () =>
+  it.live("SQLite: a process killed (SIGKILL) mid-run; started again, it finishes without resending stored model calls or rerunning tools", () =>
     Effect.gen(function*() {
       const dir = mkdtempSync(join(tmpdir(), "valet-durable-"))
       const db = join(dir, "runs.db")
@@ -96,8 +96,8 @@ describe("Durable", () => {
             process1.on("exit", () => resolve(lines))
           })
         )
-        expect(first).toEqual(["call react.turn_1", "call react.turn_2", "call react.turn_3"])
-        // Phase 2: the same file; only the call in flight at the kill is sent again.
+        expect(first).toEqual(["call react.turn_1", "tool a", "call react.turn_2", "tool b", "call react.turn_3"])
+        // Phase 2: the same file; only the call in flight at the kill is sent again, and no tool runs again.
         const second = spawnSync(tsx, [child, db, "2"], { encoding: "utf8", timeout: 60_000 })
         expect(second.stdout.trim().split("\n")).toEqual(["call react.turn_3", "result a and b"])
       } finally {

@@ -1,7 +1,8 @@
 /**
  * A process that runs one durable agent run on a SQLite file, for the kill tests: `durableChild.ts <db> <phase>`.
  * Its model answers by the call's step and prints `call <step>` for each call it receives; in phase 1 the third
- * call never answers (the test kills the process there), in phase 2 every call answers. Prints `result <output>`.
+ * call never answers (the test kills the process there), in phase 2 every call answers. Its tool prints `tool <q>`
+ * when it runs. Prints `result <output>`.
  */
 import { Effect, Layer, Schema } from "effect"
 import * as Agent from "../../src/core/Agent.js"
@@ -15,7 +16,7 @@ const lookup = Tool.make({
   name: "lookup",
   description: "",
   parameters: Schema.Struct({ q: Schema.String }),
-  handler: ({ q }) => Effect.succeed(`found ${q}`)
+  handler: ({ q }) => Effect.sync(() => (console.log(`tool ${q}`), `found ${q}`))
 })
 const agent = Agent.make({ name: "researcher", instructions: "", tools: [lookup] })
 const model = ScriptedModel.layer(() =>

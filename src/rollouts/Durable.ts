@@ -1,32 +1,68 @@
 /**
- * Durable runs (first step of DESIGN §10): an agent run as an `effect/workflow` workflow whose execution id is the
- * run id, and every model call an activity keyed by the call's session and step (`<session>/<step>`, plus a count
- * when a step is called again), and every call of the agent's own tools an activity too. When the workflow runs again — resumed after a failure, or on another process with
- * a persistent engine — the calls whose results were stored are answered from storage and not sent again; only the
- * calls that had not finished are.
+ * Durable runs (DESIGN §10): an agent run and an evaluation's problem as `effect/workflow` workflows whose execution
+ * is keyed by the run id or the problem, with every model call, tool call and sandbox command an activity keyed by
+ * the call's session and index (see `internal/durable/activities.ts`). A workflow that runs again — resumed after a
+ * failure, or taken over by another runner after its process died — answers the calls stored by the earlier
+ * execution from storage and sends only the rest.
  *
- * What is here: the workflow (`AgentRun`), the durable `Model` (`durableModel`), `layer(agents)` registering the
- * handler, and `layerSqlite(file)`, a one-process engine whose state is a SQLite file (tested: a process killed with
- * SIGKILL mid-run and started again sends only the call that was in flight and runs no tool again). Not yet:
- * PostgreSQL and several runners, sandbox commands and separately defined sub-agents' tools as activities, ActorLoop
- * tasks and Evaluate problems as workflows, `--durable`.
+ * - `layer(agents)` registers the handlers on the runners; `layerSqlite(file)` is a one-process engine, and
+ *   `layerPostgresRunner` / `layerPostgresClient` a cluster of runner processes over PostgreSQL with clients that
+ *   only start work.
+ * - `evaluate(dataset, options)` is `Evaluate.run` with each problem a workflow: the same resumable results file,
+ *   progress and summary, the same records as an evaluation in one process.
+ *
+ * Agents cross processes by name: a runner resolves the name a workflow carries to an agent it has (a list, or a
+ * function — the CLI encodes an architecture's settings in the name).
  *
  * @since 0.2.0
  */
-import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
-import { Context, Effect, Layer, Schema, Stream } from "effect"
-import { ClusterWorkflowEngine, SingleRunner } from "effect/cluster"
-import { Activity, Workflow, type WorkflowEngine } from "effect/workflow"
-import * as SqliteClient from "../environment/SqliteClient.js"
+import { Context, Effect, FileSystem, Layer, Option, Schema } from "effect"
+import { Workflow, type WorkflowEngine } from "effect/workflow"
 import * as Agent from "../core/Agent.js"
-import * as Architecture from "../core/Architecture.js"
-import { AgentError } from "../core/AgentError.js"
+import { AgentError, InvalidAgent, type InvalidOptions } from "../core/AgentError.js"
 import * as AgentEvent from "../core/AgentEvent.js"
+import * as Budget from "../core/Budget.js"
+import * as Opts from "../core/internal/options.js"
 import * as Model from "../core/Model.js"
-import * as ModelError from "../core/ModelError.js"
 import type * as Tool from "../core/Tool.js"
+import { FunctionSchema, withDefault } from "../core/internal/decode.js"
+import { normalizeAnswer } from "../core/internal/parse.js"
+import * as Sandbox from "../environment/Sandbox.js"
+import * as Evaluate from "./Evaluate.js"
+import * as Activities from "./internal/durable/activities.js"
+import * as Engines from "./internal/durable/engines.js"
+import * as Jsonl from "./internal/evaluate/jsonl.js"
+import * as Loop from "./internal/evaluate/loop.js"
+import * as Solve from "./internal/evaluate/solve.js"
 
-/** The workflow of one agent run: payload the agent's name, the prompt and the run id (its execution id). */
+/** A `Model` whose every call is an activity of the workflow in flight (`<session>/<step>`). */
+export const durableModel = Activities.durableModel
+/** Tools whose every call is an activity of the workflow in flight (`<session>/tool/<name>/<n>`). */
+export const durableTools = Activities.durableTools
+/** A `Sandbox` whose every command is an activity of the workflow in flight (`<session>/sandbox/<n>`). */
+export const durableSandbox = Activities.durableSandbox
+
+/** The store of a durable engine could not be opened (a PostgreSQL server that does not answer…). */
+export const DurableStoreError = Engines.DurableStoreError
+/** The store of a durable engine could not be opened. */
+export type DurableStoreError = Engines.DurableStoreError
+
+/** A one-process durable engine whose state is a SQLite file (`effect/cluster`'s single runner). */
+export const layerSqlite = Engines.layerSqlite
+/** A runner of a durable cluster over PostgreSQL, serving its share of the workflows on `host:port`. */
+export const layerPostgresRunner = Engines.layerPostgresRunner
+/** A client of a durable cluster over PostgreSQL: starts workflows and awaits them; runners do the work. */
+export const layerPostgresClient = Engines.layerPostgresClient
+/** How a runner is set up. */
+export type RunnerOptions = Engines.RunnerOptions
+/** The default port of a runner. */
+export const defaultRunnerPort = Engines.defaultRunnerPort
+
+// ---------------------------------------------------------------------------------------------------------
+// Workflows
+// ---------------------------------------------------------------------------------------------------------
+
+/** The workflow of one agent run: payload the agent's name, the prompt and the run id (its execution key). */
 export const AgentRun = Workflow.make("valet/AgentRun", {
   payload: { agent: Schema.String, prompt: Schema.String, runId: Agent.SessionId },
   idempotencyKey: (payload) => payload.runId,
@@ -37,95 +73,159 @@ export const AgentRun = Workflow.make("valet/AgentRun", {
   annotations: Context.make(Workflow.SuspendOnFailure, true)
 })
 
-const ResponseSchema = Model.Response
+/** What one problem's run produced (the workflow's result): its output and counts, or why it failed. */
+export const ProblemOutcome = Solve.Outcome
+/** What one problem's run produced. */
+export type ProblemOutcome = Solve.Outcome
 
 /**
- * A `Model` whose every call is an activity of the current workflow, named after the call's session and step: a
- * call stored by an earlier execution is answered from storage. Outside a workflow, use the model itself.
+ * The workflow of one problem of an evaluation, keyed by the evaluation, the problem's id and the attempt (a
+ * problem recorded as failed runs again as the next attempt). Never fails: a run that fails for good is a `Failed`
+ * outcome with its reason, recorded like any other.
  */
-export const durableModel = (inner: Model.Service): Effect.Effect<Model.Service, never, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine> =>
+export const EvaluateProblem = Workflow.make("valet/EvaluateProblem", {
+  payload: {
+    agent: Schema.String,
+    evaluation: Schema.String,
+    attempt: Schema.Int,
+    problem: Evaluate.Problem,
+    shareReference: Schema.Boolean,
+    budget: Schema.optional(Budget.Limits)
+  },
+  idempotencyKey: (payload) => `${payload.evaluation}/${payload.problem.id}/${payload.attempt}`,
+  success: Solve.Outcome
+})
+
+// ---------------------------------------------------------------------------------------------------------
+// Handlers
+// ---------------------------------------------------------------------------------------------------------
+
+/** The agents a runner can run: a list (found by name) or a function from a name to an agent. */
+export type Agents<R> =
+  | ReadonlyArray<Agent.Agent<R>>
+  | ((name: string) => Effect.Effect<Option.Option<Agent.Agent<R>>>)
+
+const resolver = <R>(agents: Agents<R>) => (name: string): Effect.Effect<Option.Option<Agent.Agent<R>>> =>
+  typeof agents === "function"
+    ? agents(name)
+    : Effect.succeed(Option.fromNullishOr(agents.find((candidate) => candidate.name === name)))
+
+/**
+ * `effect` with the model, the agent's tools and (when there is one) the sandbox made durable: each call an
+ * activity of the workflow in flight.
+ */
+const durably = <R, A, E>(
+  agent: Agent.Agent<R>,
+  body: (agent: Agent.Agent<R>) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E, R | Model.Model | Activities.WorkflowContext> =>
   Effect.gen(function*() {
-    const context = yield* Effect.context<WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>()
-    const seen = new Map<string, number>()
-    const keyOf = (call: Model.CallContext | undefined): string => {
-      const base = call === undefined ? "call" : `${call.sessionId}/${call.step}`
-      const n = (seen.get(base) ?? 0) + 1
-      seen.set(base, n)
-      return n === 1 ? base : `${base}#${n}`
-    }
-    const generate = (request: Model.Request): Effect.Effect<Model.Response, ModelError.ModelError> =>
-      Effect.flatMap(Effect.service(Model.currentCallContext), (call) =>
-        Activity.make({
-          name: keyOf(call),
-          success: ResponseSchema,
-          error: ModelError.ModelError,
-          // Built only when the activity runs: a replayed call must not reach the model (some services start the
-          // call when `generate` is called, not when its effect runs).
-          execute: Effect.suspend(() => inner.generate(request))
-        }).pipe(Effect.provideContext(context))) as Effect.Effect<Model.Response, ModelError.ModelError>
-    return Model.make({
-      generate,
-      // A durable call is stored whole: a streamed request is generated, then played back as chunks.
-      stream: (request) => Stream.unwrap(Effect.map(generate(request), (response) => Stream.fromIterable(Model.toChunks(response))))
-    })
-  })
-
-const OutcomeSchema = Schema.Struct({ content: Schema.String, isError: Schema.Boolean })
-
-/**
- * The agent's tools with every call an activity of the current workflow, named after the run's session, the tool
- * and its count there (`<session>/tool/<name>/<n>`): a call stored by an earlier execution is not run again.
- * Calls are counted in the order they start, which a replayed model answer makes the same.
- */
-export const durableTools = <R>(
-  tools: ReadonlyArray<Tool.Tool<R>>
-): Effect.Effect<ReadonlyArray<Tool.Tool<R>>, never, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine> =>
-  Effect.map(Effect.context<WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>(), (context) => {
-    const seen = new Map<string, number>()
-    return tools.map((tool): Tool.Tool<R> => ({
-      ...tool,
-      call: (argumentsText) =>
-        Effect.flatMap(Effect.service(Architecture.CurrentRun), (run) => {
-          const base = `${run.sessionId}/tool/${tool.name}`
-          const n = (seen.get(base) ?? 0) + 1
-          seen.set(base, n)
-          return Activity.make({
-            name: `${base}/${n}`,
-            success: OutcomeSchema,
-            execute: Effect.suspend(() => tool.call(argumentsText))
-          }).pipe(Effect.provideContext(context))
-          // The run's context is where tools are called; a tool's own requirements are the caller's, as before.
-        }) as unknown as Effect.Effect<Tool.Outcome, never, R>
-    }))
+    const model = yield* Activities.durableModel(yield* Model.Model)
+    const tools = yield* Activities.durableTools(agent.tools as ReadonlyArray<Tool.Tool<R>>)
+    const sandbox = yield* Effect.serviceOption(Sandbox.Sandbox)
+    let effect = body(Agent.with_(agent, { tools }) as Agent.Agent<R>).pipe(Effect.provideService(Model.Model, model))
+    if (Option.isSome(sandbox)) effect = effect.pipe(Effect.provideService(Sandbox.Sandbox, yield* Activities.durableSandbox(sandbox.value)))
+    return yield* effect
   })
 
 /**
- * Registers the `AgentRun` handler for these agents, on the `Model` and `WorkflowEngine` in context: the agent's
- * model calls and its own tools' calls are activities. (Tools of separately defined sub-agents — a Supervisor's
- * workers — are not wrapped yet.)
+ * Registers the handlers of `AgentRun` and `EvaluateProblem` for these agents, on the `Model` (and, for agents that
+ * run commands, the `Sandbox`) in context. Every model call, tool call of the agent's own tools and sandbox command
+ * is an activity. (Tools of separately defined sub-agents — a Supervisor's workers — are not wrapped: their calls
+ * run again when the run is taken over.)
  */
-export const layer = (agents: ReadonlyArray<Agent.Agent<Model.Model>>) =>
-  AgentRun.toLayer((payload) =>
-    Effect.gen(function*() {
-      const agent = agents.find((candidate) => candidate.name === payload.agent)
-      if (agent === undefined) return yield* Effect.die(new Error(`Durable: no agent named ${JSON.stringify(payload.agent)}`))
-      const model = yield* durableModel(yield* Model.Model)
-      const tools = yield* durableTools(agent.tools as ReadonlyArray<Tool.Tool>)
-      return yield* Agent.run(Agent.with_(agent, { tools }), payload.prompt, { sessionId: payload.runId }).pipe(
-        Effect.provideService(Model.Model, model)
+export const layer = <R = Model.Model>(agents: Agents<R>): Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | R | Model.Model> => {
+  const resolve = resolver(agents)
+  const runs = AgentRun.toLayer((payload) =>
+    Effect.flatMap(resolve(payload.agent), (found) =>
+      Option.isNone(found)
+        ? Effect.fail(new InvalidAgent({ agent: payload.agent, message: "no agent of this name on this runner" }))
+        : durably(found.value, (agent) => Agent.run(agent, payload.prompt, { sessionId: payload.runId })))
+  ) as unknown as Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | R | Model.Model>
+  const problems = EvaluateProblem.toLayer((payload) =>
+    Effect.flatMap(resolve(payload.agent), (found): Effect.Effect<Solve.Outcome, never, R | Model.Model | Activities.WorkflowContext> =>
+      Option.isNone(found)
+        ? Effect.succeed({ _tag: "Failed", error: `InvalidAgent: no agent named ${JSON.stringify(payload.agent)} on this runner`, calls: 0, tokens: 0, latencyMs: 0 })
+        : durably(found.value, (agent) =>
+          Solve.solve(agent, payload.problem, { budget: payload.budget, shareReference: payload.shareReference }).pipe(
+            // The budget was checked where the evaluation started; one that cannot be used here fails the problem.
+            Effect.catch((error) => Effect.succeed<Solve.Outcome>({ _tag: "Failed", error: `${error._tag}: ${error.message}`, calls: 0, tokens: 0, latencyMs: 0 }))
+          )))
+  ) as unknown as Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | R | Model.Model>
+  return Layer.mergeAll(runs, problems)
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Evaluation
+// ---------------------------------------------------------------------------------------------------------
+
+/** The options of a durable evaluation: `Evaluate`'s, with the agent given by name (or as the agent, by its name). */
+export interface EvaluateOptions extends Omit<Evaluate.Options<never>, "agent"> {
+  /** The agent the runners solve each problem with, registered there under this name. */
+  readonly agent: string | { readonly name: string }
+  /**
+   * The evaluation's key: a problem's workflow is keyed by it, the problem's id and the attempt. Default: the
+   * results file's path (else the dataset's) and the agent's name. Two evaluations with one key share their results.
+   */
+  readonly evaluation?: string | undefined
+}
+
+const EvaluateOptionsSchema = Schema.Struct({
+  agent: Schema.Unknown,
+  evaluation: Schema.optional(Schema.String.check(Schema.isMinLength(1, { expected: "a non-empty key" }))),
+  concurrency: Opts.IntAtLeast(1).pipe(withDefault(4)),
+  out: Schema.optional(Schema.String.check(Schema.isMinLength(1, { expected: "a non-empty path" }))),
+  normalize: FunctionSchema<(answer: string) => string>("normalize").pipe(withDefault(normalizeAnswer)),
+  extractAnswer: Schema.optional(FunctionSchema<(output: string) => string>("extractAnswer")),
+  shareReference: Schema.Boolean.pipe(withDefault(false)),
+  budget: Schema.optional(Budget.Limits),
+  onStart: Schema.optional(FunctionSchema<NonNullable<EvaluateOptions["onStart"]>>("onStart")),
+  onResult: Schema.optional(FunctionSchema<NonNullable<EvaluateOptions["onResult"]>>("onResult"))
+})
+
+/**
+ * `Evaluate.run` with every problem an `EvaluateProblem` workflow on the engine in context: the runners solve the
+ * problems (this process may be only a client), this process writes the results file, reports progress and answers
+ * the summary. Killed and started again, it skips the problems recorded, and the workflows of the others answer
+ * what their runs had stored; a problem whose record is a failure runs again as a new attempt.
+ */
+export const evaluate = (
+  dataset: string,
+  options: EvaluateOptions
+): Effect.Effect<Evaluate.Report, Evaluate.EvaluateError | InvalidOptions, WorkflowEngine.WorkflowEngine | FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const config = yield* Opts.decode("Durable.evaluate", EvaluateOptionsSchema, options)
+    const agent = typeof options.agent === "string" ? options.agent : options.agent.name
+    const evaluation = config.evaluation ?? `${config.out ?? dataset}#${agent}`
+    const fs = yield* FileSystem.FileSystem
+    const text = yield* fs.readFileString(dataset).pipe(
+      Effect.mapError((error) => new Evaluate.EvaluateError({ path: dataset, message: `cannot read the dataset: ${error.message}` }))
+    )
+    const parsed = Jsonl.parseDataset(text, dataset)
+    // A problem recorded as failed N times runs as attempt N: a new workflow, not the stored failure.
+    const attempts = new Map<string, number>()
+    if (config.out !== undefined && (yield* fs.exists(config.out).pipe(Effect.orElseSucceed(() => false)))) {
+      const out = config.out
+      const results = yield* fs.readFileString(out).pipe(
+        Effect.mapError((error) => new Evaluate.EvaluateError({ path: out, message: `cannot read the results file: ${error.message}` }))
       )
-    })
-  ) as Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | Model.Model>
-
-/**
- * A durable `WorkflowEngine` in one process, its state in a SQLite file (valet's `SqliteClient` on `node:sqlite`):
- * `effect/cluster`'s single runner and workflow engine. A run stored there survives the process.
- */
-export const layerSqlite = (filename: string) =>
-  ClusterWorkflowEngine.layer.pipe(
-    // One process: shard locks need not outlive it (with "sql", a restarted process waits for the old locks to expire).
-    Layer.provideMerge(SingleRunner.layer({ runnerStorage: "memory" })),
-    Layer.provide(SqliteClient.layer({ filename })),
-    Layer.provide(NodeCrypto.layerDigest)
-  )
-
+      for (const record of Jsonl.parseResults(results, out).records) {
+        if (record.error !== undefined) attempts.set(record.id, (attempts.get(record.id) ?? 0) + 1)
+      }
+    }
+    return yield* Loop.evaluate(parsed.problems, parsed.issues, {
+      concurrency: config.concurrency,
+      out: config.out,
+      normalize: config.normalize,
+      extract: config.extractAnswer ?? Evaluate.defaultExtractAnswer,
+      onStart: config.onStart,
+      onResult: config.onResult
+    }, (problem) =>
+      EvaluateProblem.execute({
+        agent,
+        evaluation,
+        attempt: attempts.get(problem.id) ?? 0,
+        problem,
+        shareReference: config.shareReference,
+        ...(config.budget !== undefined ? { budget: config.budget } : {})
+      }))
+  }).pipe(Effect.withSpan("valet/Durable.evaluate", { attributes: { dataset } }, { captureStackTrace: false }))

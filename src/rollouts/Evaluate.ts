@@ -15,16 +15,16 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, FileSystem, Schema, Semaphore } from "effect"
-import * as Agent from "../core/Agent.js"
-import type { AgentError, InvalidOptions } from "../core/AgentError.js"
-import type { RunResult } from "../core/AgentEvent.js"
+import { Effect, FileSystem, Schema } from "effect"
+import type * as Agent from "../core/Agent.js"
+import type { InvalidOptions } from "../core/AgentError.js"
 import * as Budget from "../core/Budget.js"
 import * as Jsonl from "./internal/evaluate/jsonl.js"
+import * as Loop from "./internal/evaluate/loop.js"
+import * as Solve from "./internal/evaluate/solve.js"
 import * as Opts from "../core/internal/options.js"
 import { finalAnswer, normalizeAnswer } from "../core/internal/parse.js"
 import * as SummaryInternal from "./internal/evaluate/summary.js"
-import * as Reference from "./internal/reference.js"
 import { FunctionSchema, withDefault } from "../core/internal/decode.js"
 
 /** One problem of a dataset: `id` (text or number), `problem`, and optionally `reference`. */
@@ -45,24 +45,12 @@ export const parseDataset: (text: string, path: string) => { problems: Array<Pro
   Jsonl.parseDataset
 
 /** The dataset or the results file could not be read or written. */
-export class EvaluateError extends Schema.TaggedError<EvaluateError>()("EvaluateError", {
-  path: Schema.String,
-  message: Schema.String
-}) {}
+export const EvaluateError = Loop.EvaluateError
+/** The dataset or the results file could not be read or written. */
+export type EvaluateError = Loop.EvaluateError
 
 /** How far an evaluation has got, reported after each problem. */
-export interface Progress {
-  /** Problems with a result, resumed ones included. */
-  readonly done: number
-  readonly total: number
-  /** Problems skipped because the results file already had them. */
-  readonly resumed: number
-  /** Model calls made by this run (resumed problems not included). */
-  readonly calls: number
-  readonly correct: number
-  readonly failures: number
-  readonly elapsedMs: number
-}
+export type Progress = Loop.Progress
 
 /** The options of an evaluation. */
 export interface Options<R> {
@@ -99,11 +87,7 @@ export const summarize: (
 export const formatSummary: (summary: Summary) => string = SummaryInternal.formatSummary
 
 /** What an evaluation answers: the summary, every problem's latest result in dataset order, the skipped lines. */
-export interface Report {
-  readonly summary: Summary
-  readonly results: ReadonlyArray<ProblemResult>
-  readonly issues: ReadonlyArray<Issue>
-}
+export type Report = Loop.Report
 
 const OptionsSchema = Schema.Struct({
   agent: Opts.AgentSchema,
@@ -151,143 +135,18 @@ export const runProblems = <R>(
     return evaluate(parsed.problems, parsed.issues, options)
   })
 
-const sessionPattern = /[^A-Za-z0-9.:-]+/g
-
 const evaluate = <R>(
   problems: ReadonlyArray<Problem>,
   datasetIssues: ReadonlyArray<Issue>,
   options: Options<R>
 ): Effect.Effect<Report, EvaluateError | InvalidOptions, R | FileSystem.FileSystem> =>
-  Effect.scoped(Effect.gen(function*() {
-    const config = yield* Opts.decode("Evaluate", OptionsSchema, options)
-    const agent = options.agent
-    const normalize = config.normalize
-    const extract = config.extractAnswer ?? defaultExtractAnswer
-    const fs = yield* FileSystem.FileSystem
-    const issues: Array<Issue> = [...datasetIssues]
-    const latest = new Map<string, ProblemResult>()
-
-    // Resume from the results file; make it safe to append to.
-    let write: (result: ProblemResult) => Effect.Effect<void, EvaluateError> = () => Effect.void
-    if (config.out !== undefined) {
-      const out = config.out
-      const failed = (what: string) => (error: { readonly message: string }) =>
-        new EvaluateError({ path: out, message: `${what}: ${error.message}` })
-      const exists = yield* fs.exists(out).pipe(Effect.mapError(failed("cannot check the results file")))
-      if (exists) {
-        const file = Jsonl.parseResults(yield* fs.readFileString(out).pipe(Effect.mapError(failed("cannot read the results file"))), out)
-        issues.push(...file.issues)
-        for (const record of file.records) latest.set(record.id, record)
-        if (file.truncateTo !== undefined) {
-          yield* fs.truncate(out, file.truncateTo).pipe(Effect.mapError(failed("cannot remove the cut-off last line")))
-        }
-        if (file.needsNewline) {
-          yield* fs.writeFileString(out, "\n", { flag: "a" }).pipe(Effect.mapError(failed("cannot write the results file")))
-        }
-      }
-      const handle = yield* fs.open(out, { flag: "a" }).pipe(Effect.mapError(failed("cannot open the results file")))
-      const lock = yield* Semaphore.make(1)
-      const encoder = new TextEncoder()
-      // One write per record, one record at a time: a crash can cut only the line being written.
-      write = (result) =>
-        lock.withPermits(1)(
-          handle.writeAll(encoder.encode(`${Jsonl.encodeResult(result)}\n`)).pipe(Effect.mapError(failed("cannot write the results file")))
-        )
-    }
-
-    const todo = problems.filter((problem) => {
-      const recorded = latest.get(problem.id)
-      return recorded === undefined || recorded.error !== undefined
-    })
-    const resumed = problems.length - todo.length
-    if (config.onStart !== undefined) yield* config.onStart({ total: problems.length, resumed, issues })
-
-    const startedAt = yield* Clock.currentTimeMillis
-    let done = resumed
-    let calls = 0
-    let correct = 0
-    let failures = 0
-    for (const problem of problems) {
-      const recorded = latest.get(problem.id)
-      if (recorded !== undefined && recorded.error === undefined && recorded.isCorrect === true) correct++
-    }
-
-    const solve = (problem: Problem) =>
-      Effect.gen(function*() {
-        const reference = problem.reference ?? null
-        const sessionId = `eval-${problem.id.replace(sessionPattern, "-").slice(0, 100)}`
-        const tracker = yield* Budget.make(config.budget ?? {})
-        const begin = yield* Clock.currentTimeMillis
-        let runEffect = Agent.run(agent, problem.problem, { sessionId }).pipe(Effect.provideService(Budget.Budget, tracker))
-        if (config.shareReference) runEffect = runEffect.pipe(Reference.withReference(reference ?? undefined))
-        // A defect in one problem's run (a bug in a custom policy, say) is that problem's failure, not the evaluation's.
-        const outcome = yield* (runEffect as Effect.Effect<RunResult, AgentError, R>).pipe(
-          Effect.map((result) => ({ _tag: "Right" as const, right: result })),
-          Effect.catch((error) => Effect.succeed({ _tag: "Left" as const, left: `${error._tag}: ${error.message}` })),
-          Effect.catchDefect((defect) =>
-            Effect.succeed({ _tag: "Left" as const, left: `Defect: ${defect instanceof Error ? defect.message : String(defect)}` })
-          )
-        )
-        const end = yield* Clock.currentTimeMillis
-        const spent = yield* tracker.spent
-        let result: ProblemResult
-        if (outcome._tag === "Right") {
-          const run = outcome.right
-          const answer = extract(run.output)
-          const metadata = run.metadata
-          result = {
-            id: problem.id,
-            answer,
-            reference,
-            accepted: typeof metadata.accepted === "boolean" ? metadata.accepted : null,
-            isCorrect: reference === null ? null : answer !== "" && normalize(answer) === normalize(reference),
-            judgeIsCorrect: typeof metadata.judgeIsCorrect === "boolean" ? metadata.judgeIsCorrect : null,
-            calls: run.modelCalls,
-            rounds: typeof metadata.rounds === "number" && Number.isInteger(metadata.rounds) ? metadata.rounds : null,
-            latencyMs: end - begin,
-            tokens: run.usage.totalTokens,
-            interrupted: run.interrupted,
-            ...(run.interruptionReason !== undefined ? { interruptionReason: run.interruptionReason } : {}),
-            sessionId
-          }
-        } else {
-          result = {
-            id: problem.id,
-            answer: "",
-            reference,
-            accepted: null,
-            isCorrect: reference === null ? null : false,
-            judgeIsCorrect: null,
-            calls: spent.calls,
-            rounds: null,
-            latencyMs: end - begin,
-            tokens: spent.totalTokens,
-            interrupted: false,
-            error: outcome.left,
-            sessionId
-          }
-        }
-        yield* write(result)
-        latest.set(problem.id, result)
-        done++
-        calls += result.calls
-        if (result.isCorrect === true) correct++
-        if (result.error !== undefined) failures++
-        if (config.onResult !== undefined) {
-          const now = yield* Clock.currentTimeMillis
-          yield* config.onResult(result, { done, total: problems.length, resumed, calls, correct, failures, elapsedMs: now - startedAt })
-        }
-      })
-
-    yield* Effect.forEach(todo, solve, { concurrency: config.concurrency, discard: true })
-
-    const results = problems.flatMap((problem) => {
-      const result = latest.get(problem.id)
-      return result === undefined ? [] : [result]
-    })
-    return {
-      summary: summarize(results, { problems: problems.length, resumed, skippedLines: issues.length }),
-      results,
-      issues
-    }
-  }))
+  Effect.flatMap(Opts.decode("Evaluate", OptionsSchema, options), (config) =>
+    Loop.evaluate(problems, datasetIssues, {
+      concurrency: config.concurrency,
+      out: config.out,
+      normalize: config.normalize,
+      extract: config.extractAnswer ?? defaultExtractAnswer,
+      onStart: config.onStart,
+      onResult: config.onResult
+    }, (problem) =>
+      Solve.solve(options.agent, problem, { budget: config.budget, shareReference: config.shareReference })))

@@ -1,0 +1,154 @@
+/**
+ * The services of a durable run, each call an `effect/workflow` activity of the workflow in flight: the model, the
+ * agent's tools, the sandbox and the actor loop's stores. An activity is named after where the call happens — the
+ * run's session, then the model call's step, or the tool / the kind of call and its count in that session — so an
+ * execution that runs again finds the calls an earlier one stored, answers them from storage, and sends or runs only
+ * the rest. Counts are kept per execution, in the order calls start, which replayed answers make the same.
+ *
+ * Every activity's effect is built only when the activity runs: a replayed call must not reach the service (some
+ * services start the call when it is made, not when its effect runs — `ScriptedModel` consumes a turn).
+ */
+import { Effect, Option, Schema, Stream } from "effect"
+import { Activity, type WorkflowEngine } from "effect/workflow"
+import * as Architecture from "../../../core/Architecture.js"
+import * as Model from "../../../core/Model.js"
+import * as ModelError from "../../../core/ModelError.js"
+import type * as Tool from "../../../core/Tool.js"
+import * as Sandbox from "../../../environment/Sandbox.js"
+import * as StateStore from "../../../environment/StateStore.js"
+import * as TrajectoryStore from "../../../environment/TrajectoryStore.js"
+
+/** What a workflow's activities need: the instance in flight and its engine. */
+export type WorkflowContext = WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine
+
+/** Names calls by a base and their count under it: `base`, then `base#2`, `base#3`… */
+const counter = () => {
+  const seen = new Map<string, number>()
+  return (base: string): number => {
+    const n = (seen.get(base) ?? 0) + 1
+    seen.set(base, n)
+    return n
+  }
+}
+
+/** The session of the run in flight, or `fallback` outside one. */
+const sessionOf = (fallback: string): Effect.Effect<string> =>
+  Effect.map(Effect.serviceOption(Architecture.CurrentRun), (run) => Option.isSome(run) ? run.value.sessionId : fallback)
+
+/**
+ * A `Model` whose every call is an activity named `<session>/<step>` (`#n` when a step is called again). A streamed
+ * request is generated and played back as chunks: a durable call is stored whole.
+ */
+export const durableModel = (inner: Model.Service): Effect.Effect<Model.Service, never, WorkflowContext> =>
+  Effect.map(Effect.context<WorkflowContext>(), (context) => {
+    const count = counter()
+    const generate = (request: Model.Request): Effect.Effect<Model.Response, ModelError.ModelError> =>
+      Effect.flatMap(Effect.service(Model.currentCallContext), (call) => {
+        const base = call === undefined ? "call" : `${call.sessionId}/${call.step}`
+        const n = count(base)
+        return Activity.make({
+          name: n === 1 ? base : `${base}#${n}`,
+          success: Model.Response,
+          error: ModelError.ModelError,
+          execute: Effect.suspend(() => inner.generate(request))
+        }).pipe(Effect.provideContext(context))
+      }) as Effect.Effect<Model.Response, ModelError.ModelError>
+    return Model.make({
+      generate,
+      stream: (request) => Stream.unwrap(Effect.map(generate(request), (response) => Stream.fromIterable(Model.toChunks(response))))
+    })
+  })
+
+const OutcomeSchema = Schema.Struct({ content: Schema.String, isError: Schema.Boolean })
+
+/** The tools with every call an activity named `<session>/tool/<name>/<n>`. */
+export const durableTools = <R>(
+  tools: ReadonlyArray<Tool.Tool<R>>
+): Effect.Effect<ReadonlyArray<Tool.Tool<R>>, never, WorkflowContext> =>
+  Effect.map(Effect.context<WorkflowContext>(), (context) => {
+    const count = counter()
+    return tools.map((tool): Tool.Tool<R> => ({
+      ...tool,
+      call: (argumentsText) =>
+        Effect.flatMap(sessionOf("tools"), (session) => {
+          const base = `${session}/tool/${tool.name}`
+          return Activity.make({
+            name: `${base}/${count(base)}`,
+            success: OutcomeSchema,
+            execute: Effect.suspend(() => tool.call(argumentsText))
+          }).pipe(Effect.provideContext(context))
+          // A tool's own requirements are the caller's, as without durability.
+        }) as unknown as Effect.Effect<Tool.Outcome, never, R>
+    }))
+  })
+
+/**
+ * A `Sandbox` whose commands are activities named `<session>/sandbox/<n>`: a command whose result was stored is not
+ * run again. Workspaces are made as usual (they are this process's files); a replayed command leaves its workspace
+ * as it was made, which only matters to a later command of the same run that reads its files — and that command,
+ * stored too, is not run either.
+ */
+export const durableSandbox = (inner: Sandbox.Service): Effect.Effect<Sandbox.Service, never, WorkflowContext> =>
+  Effect.map(Effect.context<WorkflowContext>(), (context) => {
+    const count = counter()
+    return {
+      ...inner,
+      run: (workspace, request) =>
+        Effect.flatMap(sessionOf("sandbox"), (session) => {
+          const base = `${session}/sandbox`
+          return Activity.make({
+            name: `${base}/${count(base)}`,
+            success: Sandbox.SandboxResult,
+            error: Sandbox.SandboxError,
+            execute: Effect.suspend(() => inner.run(workspace, request))
+          }).pipe(Effect.provideContext(context))
+        })
+    }
+  })
+
+/**
+ * A `StateStore` whose reads and writes are activities (`<session>/state/<op>/<n>`): a replayed step sees the state
+ * it saw, not the one it wrote before the process died, and writes it once.
+ */
+export const durableStateStore = (inner: StateStore.Service): Effect.Effect<StateStore.Service, never, WorkflowContext> =>
+  Effect.map(Effect.context<WorkflowContext>(), (context) => {
+    const count = counter()
+    const activity = <A>(op: string, success: Schema.Codec<A, unknown>, execute: () => Effect.Effect<A, StateStore.StateStoreError>) =>
+      Effect.flatMap(sessionOf("state"), (session) => {
+        const base = `${session}/state/${op}`
+        return Activity.make({
+          name: `${base}/${count(base)}`,
+          success,
+          error: StateStore.StateStoreError,
+          execute: Effect.suspend(execute)
+        }).pipe(Effect.provideContext(context))
+      })
+    return {
+      caps: inner.caps,
+      load: (taskId) => activity("load", StateStore.State, () => inner.load(taskId)),
+      save: (taskId, state) => activity("save", Schema.Void, () => inner.save(taskId, state)),
+      modify: (taskId, f) => activity("modify", StateStore.State, () => inner.modify(taskId, f)),
+      update: (taskId, update) => activity("update", StateStore.State, () => inner.update(taskId, update))
+    }
+  })
+
+/** A `TrajectoryStore` whose appends are activities (`<session>/trajectory/<n>`): a replayed step appends nothing. */
+export const durableTrajectoryStore = (
+  inner: TrajectoryStore.Service
+): Effect.Effect<TrajectoryStore.Service, never, WorkflowContext> =>
+  Effect.map(Effect.context<WorkflowContext>(), (context) => {
+    const count = counter()
+    return {
+      ...inner,
+      append: (record) =>
+        Effect.flatMap(sessionOf("trajectory"), (session) => {
+          const base = `${session}/trajectory`
+          return Activity.make({
+            name: `${base}/${count(base)}`,
+            success: TrajectoryStore.TrajectoryRecord,
+            error: TrajectoryStore.TrajectoryStoreError,
+            execute: Effect.suspend(() => inner.append(record))
+          }).pipe(Effect.provideContext(context))
+        })
+    }
+  })

@@ -1,0 +1,114 @@
+/**
+ * Where durable runs live: `effect/cluster`'s workflow engine over SQL storage.
+ *
+ * - SQLite: one process (`SingleRunner`), its state in a file (valet's `node:sqlite` client).
+ * - PostgreSQL: any number of runner processes, each serving a share of the workflows' shards on a socket
+ *   (`NodeClusterSocket`), and clients (the process that starts an evaluation) that only send. Shard locks are
+ *   PostgreSQL advisory locks, released by the server the moment a killed runner's connection closes; the other
+ *   runners notice the dead one by pinging it, take its shards and resume its workflows from the stored messages.
+ *
+ * `@effect/sql-pg` is an optional peer: it is loaded when a PostgreSQL engine is built, so a user on SQLite does not
+ * need it.
+ */
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
+import { Duration, Effect, Layer, Redacted, Schema } from "effect"
+import { ClusterWorkflowEngine, RunnerAddress, SingleRunner } from "effect/cluster"
+import type { SqlClient } from "effect/sql"
+import * as SqliteClient from "../../../environment/SqliteClient.js"
+
+/** The store of a durable engine could not be opened. */
+export class DurableStoreError extends Schema.TaggedError<DurableStoreError>()("DurableStoreError", {
+  store: Schema.String,
+  message: Schema.String
+}) {}
+
+/** A one-process engine on a SQLite file. */
+export const layerSqlite = (filename: string) =>
+  ClusterWorkflowEngine.layer.pipe(
+    // One process: shard locks need not outlive it (with "sql", a restarted process waits for the old locks to expire).
+    Layer.provideMerge(SingleRunner.layer({ runnerStorage: "memory" })),
+    Layer.provide(SqliteClient.layer({ filename })),
+    Layer.provide(NodeCrypto.layerDigest)
+  )
+
+/** How a PostgreSQL runner or client is set up. */
+export interface PostgresOptions {
+  /** `postgres://user:password@host:port/database`. */
+  readonly url: string
+  /** Connections in the pool (default 8). */
+  readonly maxConnections?: number | undefined
+}
+
+/** How a runner is set up. */
+export interface RunnerOptions extends PostgresOptions {
+  /** The address other runners and clients reach this one at (default `127.0.0.1`). */
+  readonly host?: string | undefined
+  /** The port this runner listens on (default 34431). */
+  readonly port?: number | undefined
+  /** How often a runner pings the others, to take over a dead one's work (default 1 s). */
+  readonly healthCheckInterval?: Duration.Input | undefined
+  /** How often stored messages are looked for, the latest a taken-over workflow resumes (default 1 s). */
+  readonly pollInterval?: Duration.Input | undefined
+}
+
+/** The default port of a runner. */
+export const defaultRunnerPort = 34431
+
+const pgClient = (options: PostgresOptions): Layer.Layer<SqlClient.SqlClient, DurableStoreError> =>
+  Layer.unwrap(
+    Effect.tryPromise({
+      try: () => import("@effect/sql-pg"),
+      catch: () =>
+        new DurableStoreError({
+          store: "postgres",
+          message: "a PostgreSQL store needs the optional package @effect/sql-pg: npm install @effect/sql-pg"
+        })
+    }).pipe(Effect.map(({ PgClient }): Layer.Layer<SqlClient.SqlClient, DurableStoreError> =>
+      PgClient.layer({ url: Redacted.make(options.url), maxConnections: options.maxConnections ?? 8 }).pipe(
+        Layer.catch((error) =>
+          Layer.unwrap(
+            Effect.fail(new DurableStoreError({ store: "postgres", message: `cannot connect: ${error.message}` })) as Effect.Effect<
+              Layer.Layer<SqlClient.SqlClient>,
+              DurableStoreError
+            >
+          )
+        )
+      )
+    ))
+  )
+
+const intervals = (options: RunnerOptions) => ({
+  runnerHealthCheckInterval: options.healthCheckInterval ?? Duration.seconds(1),
+  entityMessagePollInterval: options.pollInterval ?? Duration.seconds(1),
+  refreshAssignmentsInterval: Duration.seconds(1)
+})
+
+/**
+ * A runner: serves its share of the workflows (those registered by the handler layers it is given) on
+ * `host:port`, its state in PostgreSQL.
+ */
+export const layerPostgresRunner = (options: RunnerOptions) =>
+  ClusterWorkflowEngine.layer.pipe(
+    Layer.provideMerge(NodeClusterSocket.layer({
+      storage: "sql",
+      shardingConfig: {
+        runnerAddress: RunnerAddress.make(options.host ?? "127.0.0.1", options.port ?? defaultRunnerPort) as never,
+        ...intervals(options)
+      }
+    })),
+    Layer.provide(pgClient(options)),
+    Layer.provide(NodeCrypto.layerDigest)
+  )
+
+/** A client: starts workflows and awaits their results; the runners do the work. */
+export const layerPostgresClient = (options: PostgresOptions) =>
+  ClusterWorkflowEngine.layer.pipe(
+    Layer.provideMerge(NodeClusterSocket.layer({
+      clientOnly: true,
+      storage: "sql",
+      shardingConfig: { entityReplyPollInterval: Duration.millis(200) }
+    })),
+    Layer.provide(pgClient(options)),
+    Layer.provide(NodeCrypto.layerDigest)
+  )

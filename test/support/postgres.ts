@@ -47,3 +47,18 @@ export const freshSchema: Effect.Effect<Schema, SqlError.SqlError, Scope.Scope> 
 export const layerFreshSchema: Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, SqlError.SqlError> = Layer.unwrap(
   Effect.map(freshSchema, (schema) => schema.client())
 )
+
+/**
+ * Creates an empty database on the server and answers its URL (for processes the test starts, which connect on
+ * their own); dropped, with its connections ended, when the scope closes.
+ */
+export const freshDatabase: Effect.Effect<string, SqlError.SqlError, Scope.Scope> = Effect.gen(function*() {
+  if (server._tag === "Unavailable") return yield* Effect.die(new Error(`no PostgreSQL: ${server.reason}`))
+  const admin = yield* PgClient.make({ url: Redacted.make(server.url), maxConnections: 1 })
+  const name = `valet_test_${process.pid}_${++schemas}_${Math.random().toString(36).slice(2, 8)}`
+  yield* admin`CREATE DATABASE ${admin(name)}`
+  yield* Effect.addFinalizer(() => Effect.ignore(admin`DROP DATABASE ${admin(name)} WITH (FORCE)`))
+  const url = new URL(server.url)
+  url.pathname = `/${name}`
+  return url.toString()
+}).pipe(Effect.provide(Reactivity.layer))

@@ -1,5 +1,6 @@
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { Argument, Command } from "effect/cli"
+import { durableFlag } from "./durable.js"
 import { evaluateDataset, flags, realLayers, settingsOf } from "./evaluation.js"
 import { requireAnswers } from "./failure.js"
 import { stdoutOutput } from "./output.js"
@@ -11,10 +12,11 @@ export const evalCommand = Command.make(
     dataset: Argument.File("problems.jsonl", { mustExist: true }).pipe(
       Argument.withDescription("The dataset: one {id, problem, reference} object a line.")
     ),
-    ...flags
+    ...flags,
+    durable: durableFlag
   },
   (values) => {
-    const settings = settingsOf(values, values.dataset)
+    const settings = { ...settingsOf(values, values.dataset), durable: Option.getOrUndefined(values.durable) }
     return evaluateDataset(values.dataset, settings, realLayers(values), stdoutOutput()).pipe(
       Effect.flatMap((report) => requireAnswers(values.dataset, report.results, settings.out))
     )
@@ -22,6 +24,7 @@ export const evalCommand = Command.make(
 ).pipe(
   Command.withDescription(
     "Runs an architecture over a JSONL dataset of {id, problem, reference} lines: one result line per problem in " +
-      "--out (re-running resumes), progress, and a summary table (accuracy, calls per problem, correct per 100 calls)."
+      "--out (re-running resumes), progress, and a summary table (accuracy, calls per problem, correct per 100 calls). " +
+      "With --durable every problem is a workflow whose stored model calls survive a killed process."
   )
 )

@@ -4,94 +4,22 @@
  * table. The commands' work is in functions that take the model and sandbox layers as parameters, so tests run
  * them on `ScriptedModel` and the test sandbox.
  */
-import { Effect, type FileSystem, Layer, Option, Stream } from "effect"
+import { type Config, Effect, type FileSystem, Layer, Option, Stream } from "effect"
+import type { SqlError } from "effect/sql"
 import { Flag } from "effect/cli"
 import * as Agent from "../../core/Agent.js"
 import type { InvalidOptions } from "../../core/AgentError.js"
 import * as AgentEvent from "../../core/AgentEvent.js"
-import * as Ensemble from "../../rollouts/Ensemble.js"
+import * as Durable from "../../rollouts/Durable.js"
 import * as Evaluate from "../../rollouts/Evaluate.js"
 import type * as Model from "../../core/Model.js"
 import * as Sandbox from "../../environment/Sandbox.js"
-import * as SelfRefine from "../../architectures/SelfRefine.js"
-import * as ToolVote from "../../rollouts/ToolVote.js"
 import * as Vllm from "../../providers/Vllm.js"
+import { agentFor, type ArchitectureName, architectures, budgetOf, type Settings } from "./evalAgents.js"
+import { agentNameOf, describeStore, engineFor, storeOf } from "./durable.js"
 import { modelLayer } from "./model.js"
 import { commandSandbox } from "./sandbox.js"
 import { oneLine, type Output, progressLine, seconds, verdict } from "./output.js"
-
-// ---------------------------------------------------------------------------------------------------------
-// Settings and agents
-// ---------------------------------------------------------------------------------------------------------
-
-/** The architectures the commands run. */
-export const architectures = ["ensemble", "tool-vote", "self-refine"] as const
-/** An architecture the commands run. */
-export type ArchitectureName = typeof architectures[number]
-
-/** The flags of `solve` and `eval` that shape the run (absent: the architecture's default). */
-export interface Settings {
-  readonly architecture: ArchitectureName
-  readonly maxCalls?: number | undefined
-  readonly maxRounds?: number | undefined
-  readonly maxConcurrency?: number | undefined
-  readonly n?: number | undefined
-  readonly attempts?: number | undefined
-  readonly earlyStop?: number | undefined
-  /** Problems at once. */
-  readonly concurrency?: number | undefined
-  readonly shareReference?: boolean | undefined
-  readonly out?: string | undefined
-}
-
-/** The instructions of the agent that runs Self-Refine: its base answers in the shape `Evaluate` reads. */
-export const selfRefineInstructions = "Solve the problem. End your reply with one line of the form FINAL: <answer>."
-
-const defined = <A extends Record<string, unknown>>(object: A): { [K in keyof A]: Exclude<A[K], undefined> } =>
-  Object.fromEntries(Object.entries(object).filter(([, value]) => value !== undefined)) as {
-    [K in keyof A]: Exclude<A[K], undefined>
-  }
-
-/** The agent for `settings`, and whether it needs a `Sandbox` (ToolVote runs Python). */
-export type Built =
-  | { readonly sandbox: false; readonly agent: Agent.Agent<Model.Model> }
-  | { readonly sandbox: true; readonly agent: Agent.Agent<Model.Model | Sandbox.Sandbox> }
-
-/**
- * The agent for `settings`. `--max-calls` is the Ensemble's own hard cap; for the others it is a per-problem
- * budget (see `budgetOf`).
- */
-export const agentFor = (settings: Settings): Effect.Effect<Built, InvalidOptions> => {
-  switch (settings.architecture) {
-    case "ensemble":
-      return Effect.map(
-        Ensemble.make(defined({
-          maxCalls: settings.maxCalls,
-          maxRounds: settings.maxRounds,
-          maxConcurrency: settings.maxConcurrency,
-          n: settings.n
-        })),
-        (architecture) => ({ sandbox: false, agent: Agent.make({ name: "valet-ensemble", instructions: "", architecture }) })
-      )
-    case "tool-vote":
-      return Effect.map(
-        ToolVote.make(defined({ attempts: settings.attempts, earlyStop: settings.earlyStop, maxConcurrency: settings.maxConcurrency })),
-        (architecture) => ({ sandbox: true, agent: Agent.make({ name: "valet-tool-vote", instructions: "", architecture }) })
-      )
-    case "self-refine":
-      return Effect.map(
-        SelfRefine.make(defined({ maxRounds: settings.maxRounds })),
-        (architecture) => ({
-          sandbox: false,
-          agent: Agent.make({ name: "valet-self-refine", instructions: selfRefineInstructions, architecture })
-        })
-      )
-  }
-}
-
-/** The per-problem budget: `--max-calls` for the architectures without a cap of their own. */
-export const budgetOf = (settings: Settings) =>
-  settings.architecture !== "ensemble" && settings.maxCalls !== undefined ? { maxCalls: settings.maxCalls } : undefined
 
 /** The layers a command runs on. */
 export interface Layers<E1, E2> {
@@ -99,6 +27,8 @@ export interface Layers<E1, E2> {
   /** Built only for ToolVote. */
   readonly sandbox: Layer.Layer<Sandbox.Sandbox, E2>
 }
+
+export { agentFor, type ArchitectureName, architectures, budgetOf, type Settings }
 
 // ---------------------------------------------------------------------------------------------------------
 // Flags
@@ -187,7 +117,11 @@ export const evaluateDataset = <E1, E2>(
   settings: Settings,
   layers: Layers<E1, E2>,
   output: Output
-): Effect.Effect<Evaluate.Report, Evaluate.EvaluateError | InvalidOptions | E1 | E2, FileSystem.FileSystem> =>
+): Effect.Effect<
+  Evaluate.Report,
+  Evaluate.EvaluateError | InvalidOptions | E1 | E2 | Durable.DurableStoreError | Config.ConfigError | SqlError.SqlError,
+  FileSystem.FileSystem
+> =>
   Effect.gen(function*() {
     const built = yield* agentFor(settings)
     const budget = budgetOf(settings)
@@ -201,7 +135,8 @@ export const evaluateDataset = <E1, E2>(
           for (const issue of start.issues) yield* output.line(`skipped ${issue.path}:${issue.line}: ${issue.message}`)
           yield* output.line(
             `evaluating ${start.total - start.resumed} of ${start.total} problems with ${settings.architecture}` +
-              `${start.resumed > 0 ? ` (${start.resumed} already in ${settings.out})` : ""}`
+              `${start.resumed > 0 ? ` (${start.resumed} already in ${settings.out})` : ""}` +
+              `${settings.durable !== undefined ? `, durably on ${describeStore(storeOf(settings.durable))}` : ""}`
           )
         }),
       onResult: (result: Evaluate.ProblemResult, progress: Evaluate.Progress) =>
@@ -212,7 +147,11 @@ export const evaluateDataset = <E1, E2>(
               `${result.calls} calls · ${seconds(result.latencyMs)} · ${progressLine(progress)}`
           )
     }
-    const report = built.sandbox
+    const report = settings.durable !== undefined
+      ? yield* Durable.evaluate(dataset, { ...options, agent: agentNameOf(settings) }).pipe(
+        Effect.provide(engineFor(storeOf(settings.durable), layers, built.sandbox))
+      )
+      : built.sandbox
       ? yield* Effect.provide(Evaluate.run(dataset, { ...options, agent: built.agent }), Layer.merge(layers.model, layers.sandbox))
       : yield* Effect.provide(Evaluate.run(dataset, { ...options, agent: built.agent }), layers.model)
     yield* output.line("")

@@ -9,6 +9,7 @@ import { journal } from "./journal.js"
 import { mcpCommand } from "./mcp.js"
 import { serveCommand } from "./serve.js"
 import { replayCommand, runCommand } from "./run.js"
+import { runnerCommand } from "./runner.js"
 import { solveCommand } from "./solve.js"
 import { stateCommand } from "./state.js"
 
@@ -17,5 +18,5 @@ export { version } from "./version.js"
 /** `valet` and its subcommands. */
 export const valet = Command.make("valet").pipe(
   Command.withDescription("Effect-native agent framework: run, record and inspect agent architectures."),
-  Command.withSubcommands([journal, solveCommand, evalCommand, actorLoopCommand, stateCommand, runCommand, replayCommand, healthCommand, mcpCommand, serveCommand])
+  Command.withSubcommands([journal, solveCommand, evalCommand, actorLoopCommand, stateCommand, runCommand, replayCommand, healthCommand, mcpCommand, serveCommand, runnerCommand])
 )

@@ -12,7 +12,7 @@
  */
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
-import { Duration, Effect, Layer, Redacted, Schema } from "effect"
+import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { ClusterWorkflowEngine, RunnerAddress, SingleRunner } from "effect/cluster"
 import type { SqlClient } from "effect/sql"
 import * as SqliteClient from "../../../environment/SqliteClient.js"
@@ -93,7 +93,7 @@ export const layerPostgresRunner = (options: RunnerOptions) =>
     Layer.provideMerge(NodeClusterSocket.layer({
       storage: "sql",
       shardingConfig: {
-        runnerAddress: RunnerAddress.make(options.host ?? "127.0.0.1", options.port ?? defaultRunnerPort) as never,
+        runnerAddress: Option.some(RunnerAddress.make(options.host ?? "127.0.0.1", options.port ?? defaultRunnerPort)),
         ...intervals(options)
       }
     })),

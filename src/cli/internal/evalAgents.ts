@@ -1,0 +1,84 @@
+/**
+ * The agents of `valet solve`, `valet eval` and `valet runner`: an architecture and the flags that shape it
+ * (`Settings`), and the agent they make.
+ */
+import { Effect } from "effect"
+import * as Agent from "../../core/Agent.js"
+import type { InvalidOptions } from "../../core/AgentError.js"
+import type * as Model from "../../core/Model.js"
+import type * as Sandbox from "../../environment/Sandbox.js"
+import * as SelfRefine from "../../architectures/SelfRefine.js"
+import * as Ensemble from "../../rollouts/Ensemble.js"
+import * as ToolVote from "../../rollouts/ToolVote.js"
+
+/** The architectures the commands run. */
+export const architectures = ["ensemble", "tool-vote", "self-refine"] as const
+/** An architecture the commands run. */
+export type ArchitectureName = typeof architectures[number]
+
+/** The flags of `solve` and `eval` that shape the run (absent: the architecture's default). */
+export interface Settings {
+  readonly architecture: ArchitectureName
+  readonly maxCalls?: number | undefined
+  readonly maxRounds?: number | undefined
+  readonly maxConcurrency?: number | undefined
+  readonly n?: number | undefined
+  readonly attempts?: number | undefined
+  readonly earlyStop?: number | undefined
+  /** Problems at once. */
+  readonly concurrency?: number | undefined
+  readonly shareReference?: boolean | undefined
+  readonly out?: string | undefined
+  /** `--durable`: every problem a workflow on this store (a SQLite file or a postgres:// URL). */
+  readonly durable?: string | undefined
+}
+
+/** The instructions of the agent that runs Self-Refine: its base answers in the shape `Evaluate` reads. */
+export const selfRefineInstructions = "Solve the problem. End your reply with one line of the form FINAL: <answer>."
+
+const defined = <A extends Record<string, unknown>>(object: A): { [K in keyof A]: Exclude<A[K], undefined> } =>
+  Object.fromEntries(Object.entries(object).filter(([, value]) => value !== undefined)) as {
+    [K in keyof A]: Exclude<A[K], undefined>
+  }
+
+/** The agent for `settings`, and whether it needs a `Sandbox` (ToolVote runs Python). */
+export type Built =
+  | { readonly sandbox: false; readonly agent: Agent.Agent<Model.Model> }
+  | { readonly sandbox: true; readonly agent: Agent.Agent<Model.Model | Sandbox.Sandbox> }
+
+/**
+ * The agent for `settings`. `--max-calls` is the Ensemble's own hard cap; for the others it is a per-problem
+ * budget (see `budgetOf`).
+ */
+export const agentFor = (settings: Settings): Effect.Effect<Built, InvalidOptions> => {
+  switch (settings.architecture) {
+    case "ensemble":
+      return Effect.map(
+        Ensemble.make(defined({
+          maxCalls: settings.maxCalls,
+          maxRounds: settings.maxRounds,
+          maxConcurrency: settings.maxConcurrency,
+          n: settings.n
+        })),
+        (architecture) => ({ sandbox: false, agent: Agent.make({ name: "valet-ensemble", instructions: "", architecture }) })
+      )
+    case "tool-vote":
+      return Effect.map(
+        ToolVote.make(defined({ attempts: settings.attempts, earlyStop: settings.earlyStop, maxConcurrency: settings.maxConcurrency })),
+        (architecture) => ({ sandbox: true, agent: Agent.make({ name: "valet-tool-vote", instructions: "", architecture }) })
+      )
+    case "self-refine":
+      return Effect.map(
+        SelfRefine.make(defined({ maxRounds: settings.maxRounds })),
+        (architecture) => ({
+          sandbox: false,
+          agent: Agent.make({ name: "valet-self-refine", instructions: selfRefineInstructions, architecture })
+        })
+      )
+  }
+}
+
+/** The per-problem budget: `--max-calls` for the architectures without a cap of their own. */
+export const budgetOf = (settings: Settings) =>
+  settings.architecture !== "ensemble" && settings.maxCalls !== undefined ? { maxCalls: settings.maxCalls } : undefined
+

@@ -1,0 +1,71 @@
+/**
+ * `valet runner --store postgres://… [--host H] [--port P]`: one runner of a durable cluster. It serves its share of
+ * the workflows stored in PostgreSQL — the problems of `valet eval --durable <url>` and agent runs — on its own model
+ * (the model flags, environment or vLLM pool file, as for `valet eval`) and sandbox, and takes over the work of a
+ * runner that dies. Runs until interrupted; start as many as you like, on one machine or many.
+ */
+import { Effect, Layer } from "effect"
+import { Command, Flag } from "effect/cli"
+import type { WorkflowEngine } from "effect/workflow"
+import type * as Model from "../../core/Model.js"
+import * as Durable from "../../rollouts/Durable.js"
+import { describeStore, resolveAgent, storeOf } from "./durable.js"
+import { flags as evaluationFlags } from "./evaluation.js"
+import { modelLayer } from "./model.js"
+import { commandSandbox } from "./sandbox.js"
+import { CommandFailed } from "./failure.js"
+
+const note = (text: string) => Effect.sync(() => void process.stderr.write(`${text}\n`))
+
+// A runner without a usable sandbox still serves the architectures that run no command; a problem that needs one
+// fails with the reason ("Service not found: valet/Sandbox"), and this line says why at start.
+const sandboxOrNone = commandSandbox().pipe(
+  Layer.catch((error) =>
+    Layer.effectDiscard(note(`valet runner: no sandbox (${error.message}); problems that run commands will fail`))
+  )
+) as Layer.Layer<never>
+
+/** `valet runner`. */
+export const runnerCommand = Command.make(
+  "runner",
+  {
+    store: Flag.String("store").pipe(Flag.withDescription("The cluster's PostgreSQL server: postgres://user:password@host:port/database.")),
+    host: Flag.String("host").pipe(
+      Flag.withDescription("The address other runners and clients reach this one at (default 127.0.0.1)."),
+      Flag.withDefault("127.0.0.1")
+    ),
+    port: Flag.Int("port").pipe(
+      Flag.filter((port) => port >= 1 && port <= 65535, () => "a port number 1-65535"),
+      Flag.withDescription(`The port to listen on (default ${Durable.defaultRunnerPort}).`),
+      Flag.withDefault(Durable.defaultRunnerPort)
+    ),
+    baseUrl: evaluationFlags.baseUrl,
+    model: evaluationFlags.model,
+    apiKey: evaluationFlags.apiKey,
+    config: evaluationFlags.config
+  },
+  (values) =>
+    Effect.gen(function*() {
+      const store = storeOf(values.store)
+      if (store._tag !== "Postgres") {
+        return yield* new CommandFailed({
+          message: `--store must be a postgres:// URL (got ${JSON.stringify(values.store)}); on a SQLite file, ` +
+            "`valet eval --durable <file>` runs the work itself"
+        })
+      }
+      // The handlers read the sandbox optionally (see `sandboxOrNone`).
+      const handlers = Durable.layer(resolveAgent) as Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | Model.Model>
+      const runner = handlers.pipe(
+        Layer.provideMerge(Durable.layerPostgresRunner({ url: store.url, host: values.host, port: values.port })),
+        Layer.provide(Layer.merge(modelLayer(values), sandboxOrNone))
+      )
+      yield* Layer.launch(
+        Layer.merge(runner, Layer.effectDiscard(note(`valet runner: serving ${describeStore(store)} on ${values.host}:${values.port}`)))
+      )
+    })
+).pipe(
+  Command.withDescription(
+    "Runs one runner of a durable cluster over PostgreSQL: it does the work of `valet eval --durable postgres://…` " +
+      "and takes over a dead runner's. Start several, on one machine or many."
+  )
+)

@@ -1,0 +1,201 @@
+/**
+ * Durable evaluations across processes (DESIGN §10), with real processes throughout: a throwaway PostgreSQL
+ * server, three `valet runner` processes on loopback, `valet eval --durable` as the client, and a loopback model
+ * server that answers a Self-Refine evaluation deterministically and counts requests by call key.
+ *
+ * One runner at a time is killed with SIGKILL at three points of a 60-problem evaluation (and started again). The
+ * evaluation completes; a call stored before a kill is never sent again (a call sent twice was in flight at a kill,
+ * at most once more per kill it was in flight for); the records equal those of an uninterrupted evaluation
+ * against the same server. The same with one process on SQLite, killed mid-run and started again.
+ */
+import { expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { describePostgres, freshDatabase } from "../support/postgres.js"
+import * as ScriptedServer from "../support/scriptedModelServer.js"
+import { freePort, startValet, type ValetProcess } from "../support/valetProcess.js"
+
+const problems = 60
+const evalArgs = ["--architecture", "self-refine", "--max-rounds", "2"]
+
+/** The records of a results file by id, without the one field that differs between two runs: latency. */
+const recordsOf = (file: string): Map<string, Record<string, unknown>> => {
+  const records = new Map<string, Record<string, unknown>>()
+  for (const line of readFileSync(file, "utf8").split("\n")) {
+    if (line.trim() === "") continue
+    const { latency_ms: _, ...record } = JSON.parse(line) as Record<string, unknown>
+    records.set(String(record.id), record)
+  }
+  return records
+}
+
+interface Fixture {
+  readonly dir: string
+  readonly dataset: string
+  readonly server: ScriptedServer.ScriptedModelServer
+  /** The records of an uninterrupted, non-durable evaluation. */
+  readonly reference: Map<string, Record<string, unknown>>
+  /** Requests of that evaluation. */
+  readonly referenceCalls: number
+}
+
+const withFixture = <A>(latencyMs: number, body: (fixture: Fixture) => Promise<A>): Promise<A> =>
+  (async () => {
+    const dir = mkdtempSync(join(tmpdir(), "valet-durable-"))
+    const server = await ScriptedServer.start({ latencyMs })
+    try {
+      const dataset = join(dir, "problems.jsonl")
+      writeFileSync(dataset, ScriptedServer.dataset(problems))
+      const plain = startValet(["eval", dataset, ...evalArgs, "--concurrency", "12", "--out", join(dir, "plain.jsonl"), "--base-url", server.url, "--model", "scripted"])
+      expect(await plain.exited).toBe(0)
+      const referenceCalls = server.total()
+      server.reset()
+      return await body({ dir, dataset, server, reference: recordsOf(join(dir, "plain.jsonl")), referenceCalls })
+    } finally {
+      await server.close()
+      rmSync(dir, { recursive: true, force: true })
+    }
+  })()
+
+/**
+ * The calls a run may be waiting on at a kill: each unfinished problem's latest call (sent and not answered, or
+ * answered and not yet stored). Problems already in the results file are finished.
+ */
+const inFlightAt = (fixture: Fixture, out: string): Set<string> => {
+  const recorded = new Set<string>()
+  try {
+    for (const line of readFileSync(out, "utf8").split("\n")) {
+      if (line.trim() !== "") recorded.add((JSON.parse(line) as { problem?: string; id: string }).id)
+    }
+  } catch {
+    // No results file yet: nothing is finished.
+  }
+  const problemOf = new Map<string, string>()
+  for (const line of readFileSync(fixture.dataset, "utf8").split("\n")) {
+    if (line.trim() === "") continue
+    const problem = JSON.parse(line) as { id: string; problem: string }
+    problemOf.set(problem.problem, problem.id)
+  }
+  const keys = new Set<string>()
+  for (const [problem, key] of fixture.server.latestByProblem) {
+    if (!recorded.has(problemOf.get(problem)!)) keys.add(key)
+  }
+  return keys
+}
+
+/**
+ * Every call of the uninterrupted run was sent, and a call sent more than once was in flight at a kill — once more
+ * at most per kill it was in flight for.
+ */
+const checkCalls = (fixture: Fixture, inFlightAtKills: ReadonlyArray<ReadonlySet<string>>) => {
+  const repeated: Array<string> = []
+  for (const [key, count] of fixture.server.counts) {
+    if (count === 1) continue
+    const kills = inFlightAtKills.filter((keys) => keys.has(key)).length
+    expect(kills, `call ${key} was sent ${count} times but was in flight at no kill`).toBeGreaterThan(0)
+    expect(count, `call ${key} was sent ${count} times, in flight at ${kills} kills`).toBeLessThanOrEqual(1 + kills)
+    repeated.push(key)
+  }
+  expect(fixture.server.counts.size).toBe(fixture.referenceCalls)
+  return repeated
+}
+
+/**
+ * Lets the server take in the requests a killed process wrote before it died (they are in the loopback socket's
+ * buffers): the call the process was waiting on is then its problem's latest call.
+ */
+const settle = () => new Promise((resolve) => setTimeout(resolve, 200))
+
+const until = async (condition: () => boolean, timeoutMs: number, what: string) => {
+  const deadline = Date.now() + timeoutMs
+  while (!condition()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+  }
+}
+
+describePostgres("Durable evaluation on PostgreSQL with three runners", () => {
+  it.live("a 60-problem evaluation survives a runner killed with SIGKILL at three points: no stored call sent again, the records of an uninterrupted run", () =>
+    Effect.gen(function*() {
+      const store = yield* freshDatabase
+      yield* Effect.promise(() =>
+        withFixture(150, async (fixture) => {
+          const runners = new Map<number, ValetProcess>()
+          const startRunner = async (port: number) => {
+            const runner = startValet([
+              "runner", "--store", store, "--port", String(port),
+              "--base-url", fixture.server.url, "--model", "scripted", "--api-key", `runner-${port}`
+            ])
+            runners.set(port, runner)
+            await runner.waitFor(/Listening on/)
+          }
+          const ports = [await freePort(), await freePort(), await freePort()]
+          try {
+            await Promise.all(ports.map(startRunner))
+            const out = join(fixture.dir, "durable.jsonl")
+            const client = startValet(["eval", fixture.dataset, ...evalArgs, "--concurrency", "12", "--out", out, "--durable", store])
+            const inFlightAtKills: Array<Set<string>> = []
+            const killed: Array<number> = []
+            for (const share of [0.2, 0.45, 0.7]) {
+              // Killed while it waits on a call of a problem with calls stored: without durability, those stored
+              // calls would be sent again.
+              let victim: string | undefined
+              await until(
+                () =>
+                  fixture.server.total() >= share * fixture.referenceCalls &&
+                  (victim = fixture.server.senderWithLaterCallInFlight()) !== undefined,
+                60_000,
+                `${share * 100} % of the calls`
+              )
+              const port = Number(victim!.replace("runner-", ""))
+              runners.get(port)!.kill("SIGKILL")
+              await runners.get(port)!.exited
+              await settle()
+              // The killed runner's calls in flight are among these (the others' are too, which only loosens the check).
+              inFlightAtKills.push(inFlightAt(fixture, out))
+              killed.push(port)
+              await startRunner(port)
+            }
+            expect(await client.exited, client.lines.join("\n")).toBe(0)
+            const records = recordsOf(out)
+            expect(records.size).toBe(problems)
+            expect(records).toEqual(fixture.reference)
+            const repeated = checkCalls(fixture, inFlightAtKills)
+            console.log(
+              `durable cluster: ${fixture.referenceCalls} calls, killed runners ${killed.map((port) => ports.indexOf(port) + 1).join("/")}, in flight at the kills ${inFlightAtKills.map((keys) => keys.size).join("/")}, ` +
+                `sent again ${repeated.length}`
+            )
+          } finally {
+            for (const runner of runners.values()) runner.kill("SIGKILL")
+            await Promise.all([...runners.values()].map((runner) => runner.exited))
+          }
+        })
+      )
+    }), 240_000)
+})
+
+it.live("SQLite: one process killed with SIGKILL mid-evaluation and started again finishes without resending stored calls", () =>
+  Effect.promise(() =>
+    withFixture(50, async (fixture) => {
+      const store = join(fixture.dir, "durable.db")
+      const out = join(fixture.dir, "durable.jsonl")
+      const args = ["eval", fixture.dataset, ...evalArgs, "--concurrency", "12", "--out", out, "--durable", store, "--base-url", fixture.server.url, "--model", "scripted"]
+      const first = startValet(args)
+      await until(
+        () => fixture.server.total() >= 0.5 * fixture.referenceCalls && fixture.server.senderWithLaterCallInFlight() !== undefined,
+        60_000,
+        "half of the calls"
+      )
+      first.kill("SIGKILL")
+      await first.exited
+      await settle()
+      const inFlight = inFlightAt(fixture, out)
+      const second = startValet(args)
+      expect(await second.exited, second.lines.join("\n")).toBe(0)
+      expect(recordsOf(out)).toEqual(fixture.reference)
+      const repeated = checkCalls(fixture, [inFlight])
+      console.log(`durable sqlite: ${fixture.referenceCalls} calls, in flight at the kill ${inFlight.size}, sent again ${repeated.length}`)
+    })
+  ), 120_000)

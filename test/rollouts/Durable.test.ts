@@ -11,7 +11,9 @@ import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as Durable from "../../src/rollouts/Durable.js"
 import { spawn, spawnSync } from "node:child_process"
-import { mkdtempSync, rmSync } from "node:fs"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import * as Evaluate from "../../src/rollouts/Evaluate.js"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
@@ -106,3 +108,69 @@ describe("Durable", () => {
     }), 90_000)
 })
 
+
+describe("Durable.evaluate", () => {
+  // A problem's run: "fail" fails for good (a request the server refuses), "loop" calls a tool until the budget
+  // ends it, the others answer.
+  const solver = Agent.make({ name: "solver", instructions: "", tools: [lookup] })
+  const model = (sent: Array<string>) =>
+    ScriptedModel.layer((request, index) => {
+      const problem = request.messages?.find((message) => message.role === "user")?.content ?? ""
+      sent.push(problem)
+      if (problem.includes("fail")) return { error: new ModelError.InvalidRequest({ status: 400, message: "refused" }) }
+      if (problem.includes("loop")) return { toolCalls: [{ name: "lookup", arguments: { q: `more ${index}` } }] }
+      return `FINAL: ${problem.length}`
+    })
+  const dataset = [
+    { id: "a", problem: "answer", reference: "6" },
+    { id: "b", problem: "fail now", reference: "1" },
+    { id: "c", problem: "loop forever", reference: "2" }
+  ].map((problem) => JSON.stringify(problem)).join("\n")
+  const withoutLatency = (results: ReadonlyArray<Evaluate.ProblemResult>) => results.map(({ latencyMs: _, ...rest }) => rest)
+
+  it.live("records equal Evaluate.run's: an answer, a failure for good with its reason, a run ended by its budget; a failed problem runs again as a new attempt", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "valet-durable-eval-"))
+      const file = join(dir, "problems.jsonl")
+      writeFileSync(file, dataset)
+      const options = { budget: { maxCalls: 3 }, concurrency: 2 }
+      try {
+        const plainSent: Array<string> = []
+        const plain = yield* Evaluate.run(file, { ...options, agent: solver, out: join(dir, "plain.jsonl") }).pipe(
+          Effect.provide(Layer.merge(model(plainSent), NodeFileSystem.layer))
+        )
+        const sent: Array<string> = []
+        const engine = Durable.layer([solver]).pipe(Layer.provideMerge(WorkflowEngine.layerMemory), Layer.provide(model(sent)))
+        const out = join(dir, "durable.jsonl")
+        const durable = yield* Effect.gen(function*() {
+          const first = yield* Durable.evaluate(file, { ...options, agent: solver, out })
+          const callsOfFirst = sent.length
+          // Again on the same results file: only the failed problem runs, as attempt 1 (not the stored failure).
+          const second = yield* Durable.evaluate(file, { ...options, agent: "solver", out })
+          return { first, second, callsOfFirst }
+        }).pipe(Effect.provide(Layer.merge(engine, NodeFileSystem.layer)))
+        expect(withoutLatency(durable.first.results)).toEqual(withoutLatency(plain.results))
+        expect(durable.first.results.map((result) => result.error ?? result.interruptionReason ?? result.answer)).toEqual([
+          "6",
+          "InvalidRequest: refused",
+          "budget:max_calls"
+        ])
+        expect(durable.callsOfFirst).toBe(plainSent.length)
+        expect(sent.slice(durable.callsOfFirst)).toEqual(["fail now"])
+        expect(durable.second.summary.resumed).toBe(2)
+        expect(readFileSync(out, "utf8").trim().split("\n")).toHaveLength(4)
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    }))
+
+  it.effect("options it cannot use fail before anything runs, naming the field", () =>
+    Effect.gen(function*() {
+      const error = yield* Durable.evaluate("/nonexistent.jsonl", { agent: "solver", concurrency: 0 }).pipe(
+        Effect.flip,
+        Effect.provide(Layer.merge(WorkflowEngine.layerMemory, NodeFileSystem.layer))
+      )
+      expect(error._tag).toBe("InvalidOptions")
+      expect(error.message).toContain("concurrency")
+    }))
+})

@@ -57,7 +57,7 @@ const onPath = (name: string): string | undefined => {
  * The directory holding `initdb` and `pg_ctl`: `VALET_TEST_POSTGRES_BIN` when set, else the PATH, then Debian's
  * versioned directories, newest first.
  */
-const findBinaries = (): string | undefined => {
+export const findBinaries = (): string | undefined => {
   const given = process.env["VALET_TEST_POSTGRES_BIN"]
   if (given !== undefined && given !== "") {
     return existsSync(join(given, "initdb")) && existsSync(join(given, "pg_ctl")) ? given : undefined
@@ -96,12 +96,14 @@ const selectedFilesUsePostgres = async (project: TestProject): Promise<boolean> 
   }
 }
 
-interface Cluster {
+/** A throwaway server: its superuser URL, and how to stop it (synchronous; removes its files). */
+export interface Cluster {
   readonly url: string
   readonly stop: () => void
 }
 
-const startCluster = async (bin: string): Promise<Cluster> => {
+/** Makes a cluster in a temp dir and starts it on a free loopback port (as the `postgres` user when root). */
+export const startCluster = async (bin: string): Promise<Cluster> => {
   const asRoot = process.getuid?.() === 0
   let runAs: (file: string, args: ReadonlyArray<string>) => Promise<string> = run
   let owner: { uid: number; gid: number } | undefined

@@ -1,0 +1,156 @@
+/**
+ * Durable evaluations (issue 16): throughput of a Self-Refine evaluation against a loopback model server that
+ * answers each call after 50 ms (test/support/scriptedModelServer.ts), run by the `valet` CLI as real processes:
+ *
+ * - `valet eval` in one process, not durable (the floor);
+ * - `valet eval --durable <file>` on SQLite (one process);
+ * - `valet eval --durable postgres://…` with 1 and with 3 `valet runner` processes on a throwaway PostgreSQL server
+ *   (started here with initdb / pg_ctl; the rows are left out, with a note, when there is none).
+ *
+ * Problems per minute are counted from the client's "evaluating" line to its exit (process start-up excluded; the
+ * runners are given 3 s after they start to split the shards).
+ * Then the overhead per activity, in process: the same evaluation on a scripted model that answers at once, plain
+ * (`Evaluate.run`) and durable (`Durable.evaluate` on `WorkflowEngine.layerMemory` and on SQLite), divided by the
+ * model calls.
+ *
+ *   npx tsx bench/durable.ts [--quick]      # needs `npm run build` first (npm run bench does it)
+ */
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer, Redacted } from "effect"
+import { Reactivity } from "effect/reactivity"
+import { WorkflowEngine } from "effect/workflow"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Agent, ScriptedModel, SelfRefine } from "valet"
+import * as Durable from "valet/Durable"
+import * as Evaluate from "valet/Evaluate"
+import { findBinaries, startCluster } from "../test/support/postgresSetup.js"
+import * as ScriptedServer from "../test/support/scriptedModelServer.js"
+import { freePort, startValet, type ValetProcess } from "../test/support/valetProcess.js"
+import { type Row, summarize, writeReport } from "./support/report.js"
+
+const quick = process.argv.includes("--quick")
+const problems = quick ? 24 : 120
+const concurrency = 12
+const latencyMs = 50
+const evalArgs = ["--architecture", "self-refine", "--max-rounds", "2", "--concurrency", String(concurrency)]
+
+const rows: Array<Row> = []
+const notes: Array<string> = []
+const dir = mkdtempSync(join(tmpdir(), "valet-bench-durable-"))
+const dataset = join(dir, "problems.jsonl")
+writeFileSync(dataset, ScriptedServer.dataset(problems))
+
+/** Problems per minute of one `valet eval`, from its "evaluating" line to its exit. */
+const timedEval = async (name: string, args: ReadonlyArray<string>): Promise<number> => {
+  const client = startValet(["eval", dataset, ...evalArgs, "--out", join(dir, `${name}.jsonl`), ...args])
+  await client.waitFor(/^evaluating /)
+  const started = performance.now()
+  const code = await client.exited
+  if (code !== 0) throw new Error(`${name}: valet eval exited ${code}: ${client.lines.slice(-5).join("\n")}`)
+  return problems / ((performance.now() - started) / 60_000)
+}
+
+const server = await ScriptedServer.start({ latencyMs })
+const model = ["--base-url", server.url, "--model", "scripted"]
+try {
+  const plain = await timedEval("plain", model)
+  rows.push({ framework: "valet", measure: `eval, one process, not durable (${problems} problems)`, value: plain, unit: "problems/min" })
+  const sqlite = await timedEval("sqlite", [...model, "--durable", join(dir, "durable.db")])
+  rows.push({ framework: "valet", measure: "eval --durable sqlite, one process", value: sqlite, unit: "problems/min" })
+
+  const bin = findBinaries()
+  if (bin === undefined) {
+    notes.push("no PostgreSQL binaries (initdb, pg_ctl): the runner rows are left out")
+  } else {
+    const cluster = await startCluster(bin)
+    const runners: Array<ValetProcess> = []
+    try {
+      for (const count of [1, 3]) {
+        const database = `bench_${count}`
+        const admin = startValet(["eval", "--help"]) // warms tsx's cache before the timed processes
+        await admin.exited
+        const url = new URL(cluster.url)
+        // A database of its own per row: the runners of one row never see the other's work.
+        await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
+          const sql = yield* PgClient.make({ url: Redacted.make(cluster.url), maxConnections: 1 })
+          yield* sql`CREATE DATABASE ${sql(database)}`
+        })).pipe(Effect.provide(Reactivity.layer)))
+        url.pathname = `/${database}`
+        for (let i = 0; i < count; i++) {
+          const runner = startValet(["runner", "--store", url.toString(), "--port", String(await freePort()), ...model])
+          runners.push(runner)
+          await runner.waitFor(/Listening on/)
+        }
+        // Runners that join split the shards between them: measured once that has settled.
+        await new Promise((resolve) => setTimeout(resolve, 3000))
+        const rate = await timedEval(`postgres-${count}`, ["--durable", url.toString()])
+        rows.push({ framework: "valet", measure: `eval --durable postgres, ${count} runner${count === 1 ? "" : "s"}`, value: rate, unit: "problems/min" })
+        for (const runner of runners.splice(0)) {
+          runner.kill("SIGKILL")
+          await runner.exited
+        }
+      }
+    } finally {
+      for (const runner of runners) runner.kill("SIGKILL")
+      cluster.stop()
+    }
+  }
+  notes.push(
+    `${problems} problems, ${concurrency} at once, Self-Refine (2 to 4 calls a problem), each call answered after ${latencyMs} ms; ` +
+      `the ideal is ${Math.round((60_000 / ((server.total() / 4 / problems) * latencyMs)) * concurrency)} problems/min`
+  )
+} finally {
+  await server.close()
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Overhead per activity, in process
+// ---------------------------------------------------------------------------------------------------------
+
+const solver = Agent.make({ name: "solver", instructions: "", architecture: Effect.runSync(SelfRefine.make({ maxRounds: 2 })) })
+const scripted = () =>
+  ScriptedModel.layer((request) => {
+    const messages = (request.messages ?? []).map((message) => ({ role: message.role, content: typeof message.content === "string" ? message.content : "" }))
+    return ScriptedServer.answerOf(messages)
+  })
+const inProcess = quick ? 60 : 300
+writeFileSync(join(dir, "inprocess.jsonl"), ScriptedServer.dataset(inProcess))
+const timed = async (run: () => Promise<Evaluate.Report>): Promise<{ ms: number; calls: number }> => {
+  const started = performance.now()
+  const report = await run()
+  return { ms: performance.now() - started, calls: report.summary.totalCalls }
+}
+const options = { concurrency, agent: solver }
+const samples = { plain: [] as Array<number>, memory: [] as Array<number>, sqlite: [] as Array<number> }
+for (let round = 0; round < (quick ? 1 : 3); round++) {
+  const plain = await timed(() =>
+    Effect.runPromise(Evaluate.run(join(dir, "inprocess.jsonl"), options).pipe(Effect.provide(Layer.merge(scripted(), NodeFileSystem.layer))))
+  )
+  const memory = await timed(() =>
+    Effect.runPromise(
+      Durable.evaluate(join(dir, "inprocess.jsonl"), { ...options, evaluation: `memory-${round}` }).pipe(
+        Effect.provide(Layer.merge(Durable.layer([solver]).pipe(Layer.provideMerge(WorkflowEngine.layerMemory), Layer.provide(scripted())), NodeFileSystem.layer))
+      )
+    )
+  )
+  const sqlite = await timed(() =>
+    Effect.runPromise(
+      Durable.evaluate(join(dir, "inprocess.jsonl"), { ...options, evaluation: `sqlite-${round}` }).pipe(
+        Effect.provide(Layer.merge(Durable.layer([solver]).pipe(Layer.provideMerge(Durable.layerSqlite(join(dir, `overhead-${round}.db`))), Layer.provide(scripted())), NodeFileSystem.layer))
+      )
+    )
+  )
+  samples.plain.push((plain.ms * 1000) / plain.calls)
+  samples.memory.push(((memory.ms - plain.ms) * 1000) / memory.calls)
+  samples.sqlite.push(((sqlite.ms - plain.ms) * 1000) / sqlite.calls)
+}
+rows.push(summarize("valet", `eval in process, not durable, per model call (${inProcess} problems, instant model)`, "µs", samples.plain))
+rows.push(summarize("valet", "added per activity: Durable on WorkflowEngine.layerMemory", "µs", samples.memory))
+rows.push(summarize("valet", "added per activity: Durable on SQLite (SingleRunner)", "µs", samples.sqlite))
+
+rmSync(dir, { recursive: true, force: true })
+console.log("\n=== durable evaluations ===")
+writeReport({ name: "durable", description: "durable evaluations: throughput and overhead per activity", rows, notes })

@@ -33,7 +33,7 @@ import { type Row, summarize, writeReport } from "./support/report.js"
 
 const quick = process.argv.includes("--quick")
 const problems = quick ? 24 : 120
-const concurrency = 12
+const concurrency = Number(process.env["VALET_BENCH_CONCURRENCY"] ?? 12)
 const latencyMs = 50
 const evalArgs = ["--architecture", "self-refine", "--max-rounds", "2", "--concurrency", String(concurrency)]
 

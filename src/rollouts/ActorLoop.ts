@@ -87,6 +87,11 @@ export interface Options {
   readonly system?: string | undefined
   /** Limits of each step's run. */
   readonly budget?: Budget.Limits | undefined
+  /**
+   * The step's session id (default: a new one). A durable step gives its own, so that a replayed step's calls have
+   * the same keys and its record the same `session_id`.
+   */
+  readonly sessionId?: string | undefined
 }
 
 /** Options of `stream`. */
@@ -220,17 +225,22 @@ const stepFields = {
   sandboxTimeoutMs: Schema.optional(Opts.IntAtLeast(1)),
   chat: Schema.optional(Schema.Boolean),
   system: Schema.optional(Schema.String),
-  budget: Schema.optional(Budget.Limits)
+  budget: Schema.optional(Budget.Limits),
+  sessionId: Schema.optional(Agent.SessionId)
 }
 const OptionsSchema = Schema.Struct(stepFields)
 const StreamOptionsSchema = Schema.Struct({ ...stepFields, textDeltas: Schema.optional(Schema.Boolean) })
-const RunOptionsSchema = Schema.Struct({ ...stepFields, concurrency: Schema.optional(Opts.IntAtLeast(1)) })
+const { sessionId: _, ...runFields } = stepFields
+const RunOptionsSchema = Schema.Struct({ ...runFields, concurrency: Schema.optional(Opts.IntAtLeast(1)) })
 
 /** A step with options already checked. */
 const stepChecked = (task: Task, options: Options): Effect.Effect<TrajectoryStore.TrajectoryRecord, AgentError, Requirements> =>
   Effect.suspend(() => {
     let record: TrajectoryStore.TrajectoryRecord | undefined
-    return Agent.run(agentFor(task, options, (r) => (record = r)), task.prompt, options.budget !== undefined ? { budget: options.budget } : undefined).pipe(
+    return Agent.run(agentFor(task, options, (r) => (record = r)), task.prompt, {
+      ...(options.budget !== undefined ? { budget: options.budget } : {}),
+      ...(options.sessionId !== undefined ? { sessionId: options.sessionId } : {})
+    }).pipe(
       Effect.flatMap((result) =>
         record !== undefined
           ? Effect.succeed(record)
@@ -258,6 +268,7 @@ export const stream = (task: Task, options: StreamOptions = {}): Stream.Stream<A
   Stream.unwrap(Effect.map(Opts.decode("ActorLoop", StreamOptionsSchema, options), (checked) =>
     Agent.stream(agentFor(task, checked, () => undefined), task.prompt, {
       ...(checked.budget !== undefined ? { budget: checked.budget } : {}),
+      ...(checked.sessionId !== undefined ? { sessionId: checked.sessionId } : {}),
       ...(checked.textDeltas !== undefined ? { textDeltas: checked.textDeltas } : {})
     })))
 
@@ -266,8 +277,8 @@ export type Outcome =
   | { readonly _tag: "Recorded"; readonly task: Task; readonly record: TrajectoryStore.TrajectoryRecord }
   | { readonly _tag: "Failed"; readonly task: Task; readonly error: AgentError }
 
-/** Options of `run`. */
-export interface RunOptions extends Options {
+/** Options of `run` (each step has a session of its own). */
+export interface RunOptions extends Omit<Options, "sessionId"> {
   /** Steps in flight at once (≥ 1, default 1). */
   readonly concurrency?: number | undefined
 }

@@ -16,7 +16,7 @@
  *
  * @since 0.2.0
  */
-import { Context, Effect, FileSystem, Layer, Option, Schema } from "effect"
+import { Context, Effect, FileSystem, Layer, Option, Schema, Stream } from "effect"
 import { Workflow, type WorkflowEngine } from "effect/workflow"
 import * as Agent from "../core/Agent.js"
 import { AgentError, InvalidAgent, type InvalidOptions } from "../core/AgentError.js"
@@ -28,6 +28,9 @@ import type * as Tool from "../core/Tool.js"
 import { FunctionSchema, withDefault } from "../core/internal/decode.js"
 import { normalizeAnswer } from "../core/internal/parse.js"
 import * as Sandbox from "../environment/Sandbox.js"
+import * as StateStore from "../environment/StateStore.js"
+import * as TrajectoryStore from "../environment/TrajectoryStore.js"
+import * as ActorLoop from "./ActorLoop.js"
 import * as Evaluate from "./Evaluate.js"
 import * as Activities from "./internal/durable/activities.js"
 import * as Engines from "./internal/durable/engines.js"
@@ -229,3 +232,92 @@ export const evaluate = (
         ...(config.budget !== undefined ? { budget: config.budget } : {})
       }))
   }).pipe(Effect.withSpan("valet/Durable.evaluate", { attributes: { dataset } }, { captureStackTrace: false }))
+
+// ---------------------------------------------------------------------------------------------------------
+// Actor loop
+// ---------------------------------------------------------------------------------------------------------
+
+/** How an actor-loop step ended (the workflow's result): the record it appended, or why it failed. */
+export const StepOutcome = Schema.Union([
+  Schema.TaggedStruct("Recorded", { record: TrajectoryStore.TrajectoryRecord }),
+  Schema.TaggedStruct("Failed", { error: AgentError })
+])
+/** How an actor-loop step ended. */
+export type StepOutcome = typeof StepOutcome.Type
+
+const StepOptions = Schema.Struct({
+  keepWorkspaces: Schema.optional(Schema.Boolean),
+  sandboxTimeoutMs: Schema.optional(Opts.IntAtLeast(1)),
+  chat: Schema.optional(Schema.Boolean),
+  system: Schema.optional(Schema.String),
+  budget: Schema.optional(Budget.Limits)
+})
+
+/**
+ * The workflow of one actor-loop step: the task at `index` of loop `loop` (its key with the task's id). Its model
+ * call, sandbox command, state load and update and trajectory append are activities, so a step taken over after a
+ * kill neither sends its stored call again nor appends its record twice. Never fails: a failed step is a `Failed`
+ * outcome with its error.
+ */
+export const ActorLoopStep = Workflow.make("valet/ActorLoopStep", {
+  payload: { loop: Schema.String, index: Schema.Int, task: ActorLoop.Task, options: StepOptions },
+  idempotencyKey: (payload) => `${payload.loop}/${payload.index}/${payload.task.taskId}`,
+  success: StepOutcome
+})
+
+/**
+ * Registers the `ActorLoopStep` handler on the actor loop's services in context (`Model`, `Sandbox`, `StateStore`,
+ * `TrajectoryStore`), each made durable.
+ */
+export const layerActorLoop: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | ActorLoop.Requirements> = ActorLoopStep.toLayer(
+  (payload) =>
+    Effect.gen(function*() {
+      const model = yield* Activities.durableModel(yield* Model.Model)
+      const sandbox = yield* Activities.durableSandbox(yield* Sandbox.Sandbox)
+      const states = yield* Activities.durableStateStore(yield* StateStore.StateStore)
+      const trajectories = yield* Activities.durableTrajectoryStore(yield* TrajectoryStore.TrajectoryStore)
+      // The session names the step's activities and its record: the same in every execution of the step.
+      const sessionId = `actor-${payload.index}-${payload.task.taskId}`
+      return yield* ActorLoop.step(payload.task, { ...payload.options, sessionId }).pipe(
+        Effect.map((record): StepOutcome => ({ _tag: "Recorded", record })),
+        Effect.catch((error) => Effect.succeed<StepOutcome>({ _tag: "Failed", error })),
+        Effect.provideService(Model.Model, model),
+        Effect.provideService(Sandbox.Sandbox, sandbox),
+        Effect.provideService(StateStore.StateStore, states),
+        Effect.provideService(TrajectoryStore.TrajectoryStore, trajectories)
+      )
+    })
+) as unknown as Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | ActorLoop.Requirements>
+
+/** Options of a durable actor loop: `ActorLoop.run`'s, and the loop's key. */
+export interface ActorLoopOptions extends ActorLoop.RunOptions {
+  /**
+   * The loop's key: step `i` of the tasks is the workflow `<loop>/<i>/<task id>`. Run the same tasks with the same
+   * key again and the steps already done answer their stored outcome (nothing is sent or appended again); use a new
+   * key to step the tasks again.
+   */
+  readonly loop: string
+}
+
+const ActorLoopOptionsSchema = Schema.Struct({
+  ...StepOptions.fields,
+  concurrency: Schema.optional(Opts.IntAtLeast(1)),
+  loop: Schema.String.check(Schema.isMinLength(1, { expected: "a non-empty key" }))
+})
+
+/**
+ * `ActorLoop.run` with every step an `ActorLoopStep` workflow on the engine in context: the runners step the tasks,
+ * `concurrency` at a time, and the outcomes stream as they finish.
+ */
+export const actorLoop = <E, R>(
+  tasks: Stream.Stream<ActorLoop.Task, E, R>,
+  options: ActorLoopOptions
+): Stream.Stream<ActorLoop.Outcome, E | InvalidOptions, R | WorkflowEngine.WorkflowEngine> =>
+  Stream.unwrap(Effect.map(Opts.decode("Durable.actorLoop", ActorLoopOptionsSchema, options), ({ concurrency, loop, ...stepOptions }) =>
+    Stream.mapEffect(
+      Stream.zipWithIndex(tasks),
+      ([task, index]) =>
+        Effect.map(ActorLoopStep.execute({ loop, index, task, options: stepOptions }), (outcome): ActorLoop.Outcome =>
+          outcome._tag === "Recorded" ? { _tag: "Recorded", task, record: outcome.record } : { _tag: "Failed", task, error: outcome.error }),
+      { concurrency: concurrency ?? 1, unordered: true }
+    )))

@@ -3,12 +3,16 @@
  * calls stored by the first execution are answered from storage, and only the failed one is sent again.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Effect, Layer, Option, Schema, Stream } from "effect"
 import { WorkflowEngine } from "effect/workflow"
 import * as Agent from "../../src/core/Agent.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
+import * as Sandbox from "../../src/environment/Sandbox.js"
+import * as StateStore from "../../src/environment/StateStore.js"
+import * as TrajectoryStore from "../../src/environment/TrajectoryStore.js"
+import * as ActorLoop from "../../src/rollouts/ActorLoop.js"
 import * as Durable from "../../src/rollouts/Durable.js"
 import { spawn, spawnSync } from "node:child_process"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
@@ -84,13 +88,12 @@ describe("Durable", () => {
       const dir = mkdtempSync(join(tmpdir(), "valet-durable-"))
       const db = join(dir, "runs.db")
       const child = join(import.meta.dirname, "..", "support", "durableChild.ts")
-      const tsx = join(import.meta.dirname, "..", "..", "node_modules", ".bin", "tsx")
       try {
         // Phase 1: two calls answered and stored; killed while the third waits.
         const first = yield* Effect.promise(() =>
           new Promise<Array<string>>((resolve) => {
             const lines: Array<string> = []
-            const process1 = spawn(tsx, [child, db, "1"], { stdio: ["ignore", "pipe", "ignore"] })
+            const process1 = spawn(process.execPath, ["--import", "tsx", child, db, "1"], { stdio: ["ignore", "pipe", "ignore"] })
             createInterface({ input: process1.stdout! }).on("line", (line) => {
               lines.push(line)
               if (line === "call react.turn_3") process1.kill("SIGKILL")
@@ -100,7 +103,7 @@ describe("Durable", () => {
         )
         expect(first).toEqual(["call react.turn_1", "tool a", "call react.turn_2", "tool b", "call react.turn_3"])
         // Phase 2: the same file; only the call in flight at the kill is sent again, and no tool runs again.
-        const second = spawnSync(tsx, [child, db, "2"], { encoding: "utf8", timeout: 60_000 })
+        const second = spawnSync(process.execPath, ["--import", "tsx", child, db, "2"], { encoding: "utf8", timeout: 60_000 })
         expect(second.stdout.trim().split("\n")).toEqual(["call react.turn_3", "result a and b"])
       } finally {
         rmSync(dir, { recursive: true, force: true })
@@ -172,5 +175,89 @@ describe("Durable.evaluate", () => {
       )
       expect(error._tag).toBe("InvalidOptions")
       expect(error.message).toContain("concurrency")
+    }))
+})
+
+describe("Durable.actorLoop", () => {
+  const output = [
+    "<think>try it</think>",
+    "<action>{\"command\": [\"python3\", \"-c\", \"print(1)\"]}</action>",
+    "<state_update>{\"goals\": [\"g\"]}</state_update>"
+  ].join("\n")
+  const tasks = [
+    { taskId: "t1", prompt: "First." },
+    { taskId: "t2", prompt: "Second." },
+    { taskId: "t1", prompt: "First, again." }
+  ]
+  const stable = (record: TrajectoryStore.TrajectoryRecord) => {
+    const { createdAt: _c, sessionId: _s, metrics, ...rest } = record
+    const { actorLatencySec: _l, sandboxDurationSec: _d, ...otherMetrics } = metrics
+    return { ...rest, metrics: otherMetrics, sandboxResult: rest.sandboxResult === null ? null : { ...rest.sandboxResult, durationMs: 0 } }
+  }
+
+  it.live("steps as workflows: the records of ActorLoop.run; run again with the same loop key, nothing is sent, run or appended again", () =>
+    Effect.gen(function*() {
+      const plainRecords = yield* ActorLoop.run(Stream.fromIterable(tasks)).pipe(
+        Stream.runCollect,
+        Effect.map((outcomes) => outcomes.flatMap((outcome) => (outcome._tag === "Recorded" ? [outcome.record] : []))),
+        Effect.provide(Layer.mergeAll(ScriptedModel.layer(() => output), Sandbox.layerTest(() => ({ stdout: "1\n" })), StateStore.layerMemory(), TrajectoryStore.layerMemory))
+      )
+      let calls = 0
+      let commands = 0
+      const services = Layer.mergeAll(
+        ScriptedModel.layer(() => (calls++, output)),
+        Sandbox.layerTest(() => (commands++, { stdout: "1\n" })),
+        StateStore.layerMemory(),
+        TrajectoryStore.layerMemory
+      )
+      const engine = Durable.layerActorLoop.pipe(Layer.provideMerge(WorkflowEngine.layerMemory), Layer.provideMerge(services))
+      const { first, second, stored } = yield* Effect.gen(function*() {
+        const first = yield* Stream.runCollect(Durable.actorLoop(Stream.fromIterable(tasks), { loop: "loop-1" }))
+        const second = yield* Stream.runCollect(Durable.actorLoop(Stream.fromIterable(tasks), { loop: "loop-1" }))
+        const stored = yield* Stream.runCollect(TrajectoryStore.read("t1"))
+        return { first, second, stored }
+      }).pipe(Effect.provide(engine))
+      const records = first.map((outcome) => (outcome._tag === "Recorded" ? outcome.record : undefined))
+      expect(records.map((record) => record && stable(record))).toEqual(plainRecords.map(stable))
+      expect(records.map((record) => record?.sessionId)).toEqual(["actor-0-t1", "actor-1-t2", "actor-2-t1"])
+      // The second run answers the stored outcomes: no model call, no command, no record appended.
+      expect(second).toEqual(first)
+      expect({ calls, commands, t1Records: stored.length }).toEqual({ calls: 3, commands: 3, t1Records: 2 })
+    }))
+
+  it.live("SQLite: a process killed (SIGKILL) while its command runs; started again, the stored model call is not sent again and the record is appended once", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "valet-durable-actor-"))
+      const child = join(import.meta.dirname, "..", "support", "durableActorChild.ts")
+      try {
+        const first = yield* Effect.promise(() =>
+          new Promise<Array<string>>((resolve) => {
+            const lines: Array<string> = []
+            const process1 = spawn(process.execPath, ["--import", "tsx", child, dir, "1"], { stdio: ["ignore", "pipe", "ignore"] })
+            createInterface({ input: process1.stdout! }).on("line", (line) => {
+              lines.push(line)
+              if (line === "command") process1.kill("SIGKILL")
+            })
+            process1.on("exit", () => resolve(lines))
+          })
+        )
+        expect(first).toEqual(["call", "command"])
+        const second = spawnSync(process.execPath, ["--import", "tsx", child, dir, "2"], { encoding: "utf8", timeout: 60_000 })
+        // Only the command in flight at the kill runs again; the model call was stored.
+        expect(second.stdout.trim().split("\n")).toEqual(["command", "recorded 1"])
+        expect(readFileSync(join(dir, "trajectories", "raw", "t1.jsonl"), "utf8").trim().split("\n")).toHaveLength(1)
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    }), 90_000)
+
+  it.effect("a loop without a key fails before anything runs, naming the field", () =>
+    Effect.gen(function*() {
+      const error = yield* Stream.runCollect(Durable.actorLoop(Stream.fromIterable(tasks), { loop: "" })).pipe(
+        Effect.flip,
+        Effect.provide(WorkflowEngine.layerMemory)
+      )
+      expect(error._tag).toBe("InvalidOptions")
+      expect(error.message).toContain("loop")
     }))
 })

@@ -1,25 +1,28 @@
 /**
- * Durable runs (DESIGN §10): an agent run and an evaluation's problem as `effect/workflow` workflows whose execution
- * is keyed by the run id or the problem, with every model call, tool call and sandbox command an activity keyed by
- * the call's session and index (see `internal/durable/activities.ts`). A workflow that runs again — resumed after a
- * failure, or taken over by another runner after its process died — answers the calls stored by the earlier
- * execution from storage and sends only the rest.
+ * Durable runs (DESIGN §10): an agent run, an evaluation's problem and an actor-loop step as `effect/workflow`
+ * workflows keyed by the run id, the problem or the step, with every model call, tool call, sandbox command (and, in
+ * the actor loop, every state read and write and trajectory append) an activity keyed by the call's session and
+ * index (see `internal/durable/activities.ts`). A workflow that runs again — resumed after a failure, or taken over
+ * by another runner after its process died — answers the calls stored by the earlier execution from storage and
+ * sends only the rest: at most the calls that were in flight when the process died.
  *
- * - `layer(agents)` registers the handlers on the runners; `layerSqlite(file)` is a one-process engine, and
- *   `layerPostgresRunner` / `layerPostgresClient` a cluster of runner processes over PostgreSQL with clients that
- *   only start work.
+ * - `layer(agents)` registers the agent-run and problem handlers on the runners, `layerActorLoop` the step handler;
+ *   `layerSqlite(file)` is a one-process engine, `layerPostgresRunner` / `layerPostgresClient` a cluster of runner
+ *   processes over PostgreSQL (`effect/cluster`) with clients that only start work and await it.
  * - `evaluate(dataset, options)` is `Evaluate.run` with each problem a workflow: the same resumable results file,
- *   progress and summary, the same records as an evaluation in one process.
+ *   progress and summary, and the same records as an evaluation in one process. `actorLoop(tasks, options)` is
+ *   `ActorLoop.run` with each step a workflow.
  *
  * Agents cross processes by name: a runner resolves the name a workflow carries to an agent it has (a list, or a
- * function — the CLI encodes an architecture's settings in the name).
+ * function — the CLI encodes an architecture's settings in the name). Not durable: the tools of separately defined
+ * sub-agents (a Supervisor's workers) run again when their run is taken over.
  *
  * @since 0.2.0
  */
 import { Context, Effect, FileSystem, Layer, Option, Schema, Stream } from "effect"
 import { Workflow, type WorkflowEngine } from "effect/workflow"
 import * as Agent from "../core/Agent.js"
-import { AgentError, InvalidAgent, type InvalidOptions } from "../core/AgentError.js"
+import { AgentError, ArchitectureFailed, InvalidAgent, type InvalidOptions } from "../core/AgentError.js"
 import * as AgentEvent from "../core/AgentEvent.js"
 import * as Budget from "../core/Budget.js"
 import * as Opts from "../core/internal/options.js"
@@ -272,8 +275,13 @@ export const ActorLoopStep = Workflow.make("valet/ActorLoopStep", {
 export const layerActorLoop: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | ActorLoop.Requirements> = ActorLoopStep.toLayer(
   (payload) =>
     Effect.gen(function*() {
+      const found = yield* Effect.serviceOption(Sandbox.Sandbox)
+      if (Option.isNone(found)) {
+        // A runner started without a usable sandbox: the step fails with the reason, the runner goes on.
+        return { _tag: "Failed", error: new ArchitectureFailed({ architecture: ActorLoop.name, message: "no sandbox on this runner" }) } as const
+      }
       const model = yield* Activities.durableModel(yield* Model.Model)
-      const sandbox = yield* Activities.durableSandbox(yield* Sandbox.Sandbox)
+      const sandbox = yield* Activities.durableSandbox(found.value)
       const states = yield* Activities.durableStateStore(yield* StateStore.StateStore)
       const trajectories = yield* Activities.durableTrajectoryStore(yield* TrajectoryStore.TrajectoryStore)
       // The session names the step's activities and its record: the same in every execution of the step.

@@ -8,14 +8,18 @@
  * command is built by `makeCommand` from a function choosing the model layer.
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
-import { Clock, Effect, FileSystem, Layer, Option, Result, Schema, Stream } from "effect"
+import { Clock, type Config, Effect, FileSystem, Layer, Option, Result, Schema, Stream } from "effect"
+import type { SqlError } from "effect/sql"
+import { resolve } from "node:path"
 import { Argument, Command, Flag } from "effect/cli"
 import type { InvalidOptions } from "../../core/AgentError.js"
 import * as ActorLoop from "../../rollouts/ActorLoop.js"
+import * as Durable from "../../rollouts/Durable.js"
 import type * as Model from "../../core/Model.js"
 import * as StateStore from "../../environment/StateStore.js"
 import * as TrajectoryStore from "../../environment/TrajectoryStore.js"
 import * as Vllm from "../../providers/Vllm.js"
+import { durableFlag, storeOf } from "./durable.js"
 import { requireNoFailures } from "./failure.js"
 import { commandSandbox } from "./sandbox.js"
 import { type Output, stdoutOutput } from "./output.js"
@@ -94,7 +98,9 @@ export const summaryLines = (summary: Summary): Array<string> => [
 ]
 
 /**
- * Runs every task of the file at `path` with the services of `layer`, reporting to `output`. Fails with
+ * Runs every task of the file at `path` with the services of `layer`, reporting to `output`; with `durable` (a SQLite
+ * file or a postgres:// URL), every step is a durable workflow (on SQLite run here on `layer`; on PostgreSQL by the
+ * runners). Fails with
  * `ActorLoopFailed` when the file cannot be read or when no task could run, with `InvalidOptions` when a setting is
  * out of range (`--timeout-ms 0`).
  */
@@ -102,8 +108,13 @@ export const runTasksFile = <E>(
   path: string,
   settings: Settings,
   layer: Layer.Layer<ActorLoop.Requirements, E>,
-  output: Output
-): Effect.Effect<Summary, ActorLoopFailed | InvalidOptions | E, FileSystem.FileSystem> =>
+  output: Output,
+  durable?: string | undefined
+): Effect.Effect<
+  Summary,
+  ActorLoopFailed | InvalidOptions | E | Durable.DurableStoreError | Config.ConfigError | SqlError.SqlError,
+  FileSystem.FileSystem
+> =>
   Effect.gen(function*() {
     const { issues, tasks } = yield* readTasks(path)
     for (const issue of issues) yield* output.line(`skipped ${path}:${issue.line}: ${oneLine(issue.message, 200)}`)
@@ -121,37 +132,47 @@ export const runTasksFile = <E>(
     let sandboxFailed = 0
     let parseErrors = 0
     let firstError: string | undefined
-    yield* ActorLoop.run(Stream.fromIterable(tasks), settings).pipe(
-      Stream.runForEach((outcome) =>
-        Effect.gen(function*() {
-          done++
-          const elapsed = (yield* Clock.currentTimeMillis) - startedAt
-          if (outcome._tag === "Failed") {
-            failed++
-            const message = `${outcome.error._tag}: ${oneLine(outcome.error.message, 200)}`
-            firstError ??= message
-            yield* output.line(`[${done}/${tasks.length}] ${outcome.task.taskId} FAILED: ${message}`)
-          } else {
-            recorded++
-            const record = outcome.record
-            if (record.metrics.sandboxFailed) sandboxFailed++
-            if (record.modelOutput.parseError !== null) parseErrors++
-            if (!output.tty) {
-              const sandbox = record.sandboxResult === null
-                ? record.metrics.sandboxError !== undefined ? `sandbox error (${oneLine(record.metrics.sandboxError, 80)})` : "no action"
-                : `exit ${record.sandboxResult.exitCode}${record.sandboxResult.timedOut ? " (timed out)" : ""}` +
-                  `${(record.sandboxResult.changedFiles?.length ?? 0) > 0 ? `, ${record.sandboxResult.changedFiles!.length} files changed` : ""}`
-              yield* output.line(
-                `[${done}/${tasks.length}] ${record.taskId} step ${record.step}: ${sandbox} · ` +
-                  `${record.modelOutput.parseError ?? "parsed"} · model ${record.metrics.actorLatencySec.toFixed(2)} s`
-              )
-            }
+    const onOutcome = (outcome: ActorLoop.Outcome) =>
+      Effect.gen(function*() {
+        done++
+        const elapsed = (yield* Clock.currentTimeMillis) - startedAt
+        if (outcome._tag === "Failed") {
+          failed++
+          const message = `${outcome.error._tag}: ${oneLine(outcome.error.message, 200)}`
+          firstError ??= message
+          yield* output.line(`[${done}/${tasks.length}] ${outcome.task.taskId} FAILED: ${message}`)
+        } else {
+          recorded++
+          const record = outcome.record
+          if (record.metrics.sandboxFailed) sandboxFailed++
+          if (record.modelOutput.parseError !== null) parseErrors++
+          if (!output.tty) {
+            const sandbox = record.sandboxResult === null
+              ? record.metrics.sandboxError !== undefined ? `sandbox error (${oneLine(record.metrics.sandboxError, 80)})` : "no action"
+              : `exit ${record.sandboxResult.exitCode}${record.sandboxResult.timedOut ? " (timed out)" : ""}` +
+                `${(record.sandboxResult.changedFiles?.length ?? 0) > 0 ? `, ${record.sandboxResult.changedFiles!.length} files changed` : ""}`
+            yield* output.line(
+              `[${done}/${tasks.length}] ${record.taskId} step ${record.step}: ${sandbox} · ` +
+                `${record.modelOutput.parseError ?? "parsed"} · model ${record.metrics.actorLatencySec.toFixed(2)} s`
+            )
           }
-          if (output.tty) yield* output.status(progressLine(done, tasks.length, failed, elapsed))
-        })
-      ),
-      Effect.provide(layer)
-    )
+        }
+        if (output.tty) yield* output.status(progressLine(done, tasks.length, failed, elapsed))
+      })
+    if (durable === undefined) {
+      yield* ActorLoop.run(Stream.fromIterable(tasks), settings).pipe(Stream.runForEach(onOutcome), Effect.provide(layer))
+    } else {
+      // The loop's key is the tasks file: run it again on the same store and the steps done answer their outcome.
+      const steps = Durable.actorLoop(Stream.fromIterable(tasks), { ...settings, loop: resolve(path) }).pipe(Stream.runForEach(onOutcome))
+      const store = storeOf(durable)
+      if (store._tag === "Postgres") yield* Effect.provide(steps, Durable.layerPostgresClient({ url: store.url }))
+      else {
+        yield* Effect.provide(
+          steps,
+          Durable.layerActorLoop.pipe(Layer.provideMerge(Durable.layerSqlite(store.file)), Layer.provide(layer))
+        )
+      }
+    }
     const summary: Summary = {
       total: tasks.length,
       recorded,
@@ -240,9 +261,10 @@ export const makeCommand = <E>(modelFor: (values: FlagValues) => Layer.Layer<Mod
     "actor-loop",
     {
       tasks: Argument.File("tasks.jsonl", { mustExist: true }).pipe(Argument.withDescription("The tasks, one JSON object a line.")),
-      ...flags
+      ...flags,
+      durable: durableFlag
     },
-    ({ tasks, ...values }) =>
+    ({ durable, tasks, ...values }) =>
       runTasksFile(
         tasks,
         {
@@ -252,7 +274,8 @@ export const makeCommand = <E>(modelFor: (values: FlagValues) => Layer.Layer<Mod
           ...(Option.isSome(values.timeoutMs) ? { sandboxTimeoutMs: values.timeoutMs.value } : {})
         },
         layersFor(values, modelFor(values)),
-        output()
+        output(),
+        Option.getOrUndefined(durable)
       ).pipe(Effect.flatMap((summary) => requireNoFailures(summary.failed, summary.total, "tasks")))
   ).pipe(
     Command.withDescription(

@@ -38,7 +38,7 @@ export const describeStore = (store: Store): string => {
 export const durableFlag = Flag.String("durable").pipe(
   Flag.filter((value) => value.trim() !== "", () => "a SQLite file or a postgres:// URL"),
   Flag.withDescription(
-    "Run every problem as a durable workflow: a SQLite file (this process does the work; kill it and run the same " +
+    "Make every problem or step a durable workflow: a SQLite file (this process does the work; kill it and run the same " +
       "command again to go on) or a postgres:// URL (runners started with `valet runner --store <url>` do the work)."
   ),
   Flag.optional

@@ -1,13 +1,20 @@
 /**
  * `valet runner --store postgres://… [--host H] [--port P]`: one runner of a durable cluster. It serves its share of
- * the workflows stored in PostgreSQL — the problems of `valet eval --durable <url>` and agent runs — on its own model
- * (the model flags, environment or vLLM pool file, as for `valet eval`) and sandbox, and takes over the work of a
- * runner that dies. Runs until interrupted; start as many as you like, on one machine or many.
+ * the workflows stored in PostgreSQL — the problems of `valet eval --durable <url>`, the steps of
+ * `valet actor-loop --durable <url>` and agent runs — on its own model (the model flags, environment or vLLM pool
+ * file, as for `valet eval`) and sandbox, with task states in the same database and trajectories under
+ * `--trajectories`, and takes over the work of a runner that dies. Runs until interrupted; start as many as you
+ * like, on one machine or many.
  */
-import { Effect, Layer } from "effect"
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import { Effect, Layer, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import type { WorkflowEngine } from "effect/workflow"
 import type * as Model from "../../core/Model.js"
+import type * as Sandbox from "../../environment/Sandbox.js"
+import * as StateStore from "../../environment/StateStore.js"
+import * as TrajectoryStore from "../../environment/TrajectoryStore.js"
+import { flags as actorLoopFlags } from "./actorLoop.js"
 import * as Durable from "../../rollouts/Durable.js"
 import { describeStore, resolveAgent, storeOf } from "./durable.js"
 import { flags as evaluationFlags } from "./evaluation.js"
@@ -17,13 +24,14 @@ import { CommandFailed } from "./failure.js"
 
 const note = (text: string) => Effect.sync(() => void process.stderr.write(`${text}\n`))
 
-// A runner without a usable sandbox still serves the architectures that run no command; a problem that needs one
-// fails with the reason ("Service not found: valet/Sandbox"), and this line says why at start.
-const sandboxOrNone = commandSandbox().pipe(
-  Layer.catch((error) =>
-    Layer.effectDiscard(note(`valet runner: no sandbox (${error.message}); problems that run commands will fail`))
-  )
-) as Layer.Layer<never>
+// A runner without a usable sandbox still serves the architectures that run no command; a problem or actor-loop step
+// that needs one fails with the reason, and this line says why at start.
+const sandboxOrNone = (options: Sandbox.Options) =>
+  commandSandbox(options).pipe(
+    Layer.catch((error) =>
+      Layer.effectDiscard(note(`valet runner: no sandbox (${error.message}); problems and steps that run commands will fail`))
+    )
+  ) as Layer.Layer<never>
 
 /** `valet runner`. */
 export const runnerCommand = Command.make(
@@ -42,7 +50,9 @@ export const runnerCommand = Command.make(
     baseUrl: evaluationFlags.baseUrl,
     model: evaluationFlags.model,
     apiKey: evaluationFlags.apiKey,
-    config: evaluationFlags.config
+    config: evaluationFlags.config,
+    trajectories: actorLoopFlags.trajectories,
+    workRoot: actorLoopFlags.workRoot
   },
   (values) =>
     Effect.gen(function*() {
@@ -54,10 +64,21 @@ export const runnerCommand = Command.make(
         })
       }
       // The handlers read the sandbox optionally (see `sandboxOrNone`).
-      const handlers = Durable.layer(resolveAgent) as Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | Model.Model>
+      const handlers = Layer.mergeAll(Durable.layer(resolveAgent), Durable.layerActorLoop) as Layer.Layer<
+        never,
+        never,
+        WorkflowEngine.WorkflowEngine | Model.Model | StateStore.StateStore | TrajectoryStore.TrajectoryStore
+      >
+      // Task states live in the cluster's database, so every runner sees a task's state; trajectories are files.
+      const stores = Layer.merge(
+        StateStore.layerSql(),
+        TrajectoryStore.layerFile({ root: values.trajectories }).pipe(Layer.provide(NodeFileSystem.layer))
+      )
+      const sandbox = Option.isSome(values.workRoot) ? sandboxOrNone({ workRoot: values.workRoot.value }) : sandboxOrNone({})
       const runner = handlers.pipe(
+        Layer.provide(stores),
         Layer.provideMerge(Durable.layerPostgresRunner({ url: store.url, host: values.host, port: values.port })),
-        Layer.provide(Layer.merge(modelLayer(values), sandboxOrNone))
+        Layer.provide(Layer.merge(modelLayer(values), sandbox))
       )
       yield* Layer.launch(
         Layer.merge(runner, Layer.effectDiscard(note(`valet runner: serving ${describeStore(store)} on ${values.host}:${values.port}`)))

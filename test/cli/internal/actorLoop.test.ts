@@ -64,6 +64,31 @@ describe("valet actor-loop (runTasksFile)", () => {
       )
     }).pipe(Effect.provide(NodeServices.layer)))
 
+  it.live("--durable <sqlite file>: every step a workflow; run again, the steps done answer their outcome (no model call, no record appended)", () =>
+    Effect.gen(function*() {
+      const path = tasksFile("durable.jsonl", [task("d1"), task("d2"), task("d1")])
+      const store = join(dir, "durable.db")
+      let calls = 0
+      const counted = Layer.mergeAll(
+        ScriptedModel.layer(() => (calls++, answer)),
+        Sandbox.layerTest(({ files }) => ({ stdout: (files["in.txt"] ?? "").toUpperCase() })),
+        StateStore.layerMemory(),
+        TrajectoryStore.layerMemory
+      )
+      const first = memoryOutput()
+      const summary = yield* runTasksFile(path, { concurrency: 2 }, counted, first, store)
+      expect(summary).toMatchObject({ total: 3, recorded: 3, failed: 0 })
+      expect(first.lines.filter((line) => / d1 step [12]: exit 0/.test(line))).toHaveLength(2)
+      expect(calls).toBe(3)
+      const second = memoryOutput()
+      expect(yield* runTasksFile(path, { concurrency: 2 }, counted, second, store)).toMatchObject({ recorded: 3, failed: 0 })
+      // The same records (steps 1 and 2 of d1), answered from the store.
+      expect(second.lines.filter((line) => / d1 step [12]: exit 0/.test(line)).sort()).toEqual(
+        first.lines.filter((line) => / d1 step [12]: exit 0/.test(line)).sort()
+      )
+      expect(calls).toBe(3)
+    }).pipe(Effect.provide(NodeServices.layer)))
+
   it.effect("on a terminal, shows a status line with done / total, failures and rate", () =>
     Effect.gen(function*() {
       const path = tasksFile("tty.jsonl", [task("a"), task("b")])

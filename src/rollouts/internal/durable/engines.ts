@@ -86,7 +86,8 @@ const intervals = (options: RunnerOptions) => ({
 
 /**
  * A runner: serves its share of the workflows (those registered by the handler layers it is given) on
- * `host:port`, its state in PostgreSQL.
+ * `host:port`, its state in PostgreSQL. Its `SqlClient` is provided too, for stores that live beside it (the
+ * actor loop's task states).
  */
 export const layerPostgresRunner = (options: RunnerOptions) =>
   ClusterWorkflowEngine.layer.pipe(
@@ -97,7 +98,7 @@ export const layerPostgresRunner = (options: RunnerOptions) =>
         ...intervals(options)
       }
     })),
-    Layer.provide(pgClient(options)),
+    Layer.provideMerge(pgClient(options)),
     Layer.provide(NodeCrypto.layerDigest)
   )
 

@@ -43,7 +43,11 @@ const worker = async (name: string, sessions: number, steps: number) => {
 
 const cells: ReadonlyArray<readonly [framework: string, label: string]> = [
   ["valet", "valet Agent.run"],
-  ["ai-sdk", "ai-sdk generateText"],
+  ["ai-sdk-7", "ai@7 ToolLoopAgent.generate"],
+  ["ai-sdk", "ai@6 generateText"],
+  ["openai-agents", "@openai/agents run"],
+  ["mastra", "mastra Agent.generate"],
+  ["effect-ai", "effect/ai loop (generateText)"],
   ["langgraph", "langgraph invoke"],
   ["plain", "plain loop"]
 ]

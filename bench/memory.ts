@@ -15,7 +15,7 @@ const script = "bench/memory.ts"
 declare const gc: () => void
 
 const worker = async (name: string, sessions: number, steps: number) => {
-  const framework = frameworks[name]!
+  const framework = await frameworks[name]!()
   // Warm up the code paths (and the JIT) outside the measurement.
   await Promise.all(Array.from({ length: 20 }, () => framework.run(steps, { stream: false, yieldPerCall: true })))
   gc()

@@ -20,7 +20,7 @@ const script = "bench/overhead.ts"
  * differ most for the cheapest frameworks, whose first few thousand steps run mostly unoptimized.
  */
 const worker = async (name: string, mode: string, steps: number, warmups: number, runs: number, steadyWarmups: number) => {
-  const framework = frameworks[name]!
+  const framework = await frameworks[name]!()
   const options = { stream: mode === "stream", yieldPerCall: false }
   const timed = async () => {
     const started = performance.now()

@@ -1,21 +1,17 @@
-import { aiSdk } from "./aiSdk.js"
-import { aiSdk7 } from "./aiSdk7.js"
-import { effectAi } from "./effectAi.js"
-import { langgraph } from "./langgraph.js"
-import { mastra } from "./mastra.js"
-import { openaiAgents } from "./openaiAgents.js"
-import { plain } from "./plain.js"
-import { valet } from "./valet.js"
 import type { Framework } from "./work.js"
 
-/** Every framework measured, by its command-line name. */
-export const frameworks: Record<string, Framework> = {
-  valet,
-  "ai-sdk": aiSdk,
-  "ai-sdk-7": aiSdk7,
-  "openai-agents": openaiAgents,
-  mastra,
-  "effect-ai": effectAi,
-  langgraph,
-  plain
+/**
+ * Every framework measured, by its command-line name, loaded on demand: a worker process imports only the framework
+ * it measures, so no framework runs beside another's modules (a heap grown by Mastra's imports makes every GC of a
+ * valet run dearer).
+ */
+export const frameworks: Record<string, () => Promise<Framework>> = {
+  valet: () => import("./valet.js").then((m) => m.valet),
+  "ai-sdk": () => import("./aiSdk.js").then((m) => m.aiSdk),
+  "ai-sdk-7": () => import("./aiSdk7.js").then((m) => m.aiSdk7),
+  "openai-agents": () => import("./openaiAgents.js").then((m) => m.openaiAgents),
+  mastra: () => import("./mastra.js").then((m) => m.mastra),
+  "effect-ai": () => import("./effectAi.js").then((m) => m.effectAi),
+  langgraph: () => import("./langgraph.js").then((m) => m.langgraph),
+  plain: () => import("./plain.js").then((m) => m.plain)
 }

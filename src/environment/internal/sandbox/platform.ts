@@ -441,11 +441,25 @@ export const wrap = (
 }
 
 /** Kills every process left under `uid` (ones that left the process group with setsid). */
-export const sweepUid = (platform: Platform, uid: number): Promise<void> =>
-  platform.setpriv === undefined || platform.kill === undefined
-    ? Promise.resolve()
-    : exec(platform.setpriv, [`--reuid=${uid}`, `--regid=${uid}`, "--clear-groups", "--", platform.kill, "-KILL", "-1"], 5_000)
-      .then(() => undefined)
+export const sweepUid = async (platform: Platform, uid: number): Promise<void> => {
+  if (platform.setpriv === undefined || platform.kill === undefined) return
+  // Spawning the sweep costs milliseconds on every command; a command that left nothing behind needs none. A process
+  // of the pooled uid can only come from one that exists, so a scan that finds none is the end of it.
+  if ((await processesOf(uid)).length === 0) return
+  await exec(platform.setpriv, [`--reuid=${uid}`, `--regid=${uid}`, "--clear-groups", "--", platform.kill, "-KILL", "-1"], 5_000)
+}
+
+/** The processes (other than this one) owned by `uid`, from the owners of their /proc entries. */
+const processesOf = async (uid: number): Promise<Array<number>> => {
+  const entries = await fs.readdir("/proc").catch(() => [] as Array<string>)
+  const found: Array<number> = []
+  await Promise.all(entries.map(async (entry) => {
+    if (!/^\d+$/.test(entry) || Number(entry) === process.pid) return
+    const stat = await fs.stat(`/proc/${entry}`).catch(() => undefined)
+    if (stat !== undefined && stat.uid === uid) found.push(Number(entry))
+  }))
+  return found
+}
 
 /**
  * Whether any uid can reach and run these executables: every directory above them searchable by others, each
@@ -474,15 +488,19 @@ export const runMarker = "VALET_SANDBOX_RUN"
  * process forking meanwhile is caught too. Only what we may read is found (our uid's processes, or all as root);
  * a child that cleared its environment is not (process mode is not isolation; pooled uids are swept by uid too).
  */
-export const killMarked = async (id: string): Promise<void> => {
+export const killMarked = async (id: string, uid: number | undefined = process.getuid?.()): Promise<void> => {
   const needle = Buffer.from(`${runMarker}=${id}\0`)
   for (let round = 0; round < 20; round++) {
-    const entries = await fs.readdir("/proc").catch(() => [] as Array<string>)
+    // Only the run's own uid's processes can carry its marker: a pooled uid runs with no_new_privs (no setuid
+    // program changes it), and otherwise the run has our uid, whose processes are all we may read anyway. Their
+    // environments are the only ones read; a stat of each /proc entry picks them.
+    const candidates = uid === undefined
+      ? (await fs.readdir("/proc").catch(() => [] as Array<string>)).filter((entry) => /^\d+$/.test(entry) && Number(entry) !== process.pid).map(Number)
+      : await processesOf(uid)
     const found: Array<number> = []
-    await Promise.all(entries.map(async (entry) => {
-      if (!/^\d+$/.test(entry) || Number(entry) === process.pid) return
-      const environ = await fs.readFile(`/proc/${entry}/environ`).catch(() => undefined)
-      if (environ !== undefined && environ.includes(needle)) found.push(Number(entry))
+    await Promise.all(candidates.map(async (pid) => {
+      const environ = await fs.readFile(`/proc/${pid}/environ`).catch(() => undefined)
+      if (environ !== undefined && environ.includes(needle)) found.push(pid)
     }))
     if (found.length === 0) return
     for (const pid of found) {

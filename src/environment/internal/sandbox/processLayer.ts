@@ -213,7 +213,7 @@ export const make = (valid: Options, machine: Host = host()): Effect.Effect<Serv
             ...(runId !== undefined
               ? {
                 reap: () =>
-                  Promise.all([uid !== undefined ? Platform.sweepUid(platform, uid) : undefined, Platform.killMarked(runId)])
+                  Promise.all([uid !== undefined ? Platform.sweepUid(platform, uid) : undefined, Platform.killMarked(runId, uid ?? process.getuid?.())])
                     .then(() => undefined)
               }
               : {})

@@ -99,7 +99,7 @@ export const main = (quick: boolean): Report => {
       for (let p = 0; p < processes; p++) {
         // Cold: the first runs of a fresh process (3 warm-up runs at N = 200, 30 at N = 10, as the protocol);
         // steady: after as many steps again as 30 runs of N = 200 (6,000), once V8 has optimized the hot code.
-        const runs = quick ? 2 : steps >= 100 ? 10 : 100
+        const runs = quick ? 2 : steps >= 100 ? 20 : 100
         const warmups = quick ? 1 : steps >= 100 ? 3 : 30
         const steadyWarmups = quick ? 0 : Math.round(6000 / steps)
         const result = runWorker<{ usPerStep: number; steadyUsPerStep: number }>(
@@ -125,7 +125,7 @@ export const main = (quick: boolean): Report => {
     rows,
     notes: [
       ...table.split("\n"),
-      ...(quick ? [] : ["cold: 30 warm-up runs then 100 timed at N=10, 3 then 10 at N=200; steady: 6,000 more steps, then timed again, in the same process"])
+      ...(quick ? [] : ["cold: 30 warm-up runs then 100 timed at N=10, 3 then 20 at N=200; steady: 6,000 more steps, then timed again, in the same process"])
     ]
   })
 }

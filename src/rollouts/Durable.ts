@@ -28,8 +28,6 @@ import * as Budget from "../core/Budget.js"
 import * as Opts from "../core/internal/options.js"
 import * as Model from "../core/Model.js"
 import type * as Tool from "../core/Tool.js"
-import { FunctionSchema, withDefault } from "../core/internal/decode.js"
-import { normalizeAnswer } from "../core/internal/parse.js"
 import * as Sandbox from "../environment/Sandbox.js"
 import * as StateStore from "../environment/StateStore.js"
 import * as TrajectoryStore from "../environment/TrajectoryStore.js"
@@ -178,14 +176,7 @@ export interface EvaluateOptions extends Omit<Evaluate.Options<never>, "agent"> 
 const EvaluateOptionsSchema = Schema.Struct({
   agent: Schema.Unknown,
   evaluation: Schema.optional(Schema.String.check(Schema.isMinLength(1, { expected: "a non-empty key" }))),
-  concurrency: Opts.IntAtLeast(1).pipe(withDefault(4)),
-  out: Schema.optional(Schema.String.check(Schema.isMinLength(1, { expected: "a non-empty path" }))),
-  normalize: FunctionSchema<(answer: string) => string>("normalize").pipe(withDefault(normalizeAnswer)),
-  extractAnswer: Schema.optional(FunctionSchema<(output: string) => string>("extractAnswer")),
-  shareReference: Schema.Boolean.pipe(withDefault(false)),
-  budget: Schema.optional(Budget.Limits),
-  onStart: Schema.optional(FunctionSchema<NonNullable<EvaluateOptions["onStart"]>>("onStart")),
-  onResult: Schema.optional(FunctionSchema<NonNullable<EvaluateOptions["onResult"]>>("onResult"))
+  ...Loop.optionFields
 })
 
 /**

@@ -23,9 +23,8 @@ import * as Jsonl from "./internal/evaluate/jsonl.js"
 import * as Loop from "./internal/evaluate/loop.js"
 import * as Solve from "./internal/evaluate/solve.js"
 import * as Opts from "../core/internal/options.js"
-import { finalAnswer, normalizeAnswer } from "../core/internal/parse.js"
+import { finalAnswer } from "../core/internal/parse.js"
 import * as SummaryInternal from "./internal/evaluate/summary.js"
-import { FunctionSchema, withDefault } from "../core/internal/decode.js"
 
 /** One problem of a dataset: `id` (text or number), `problem`, and optionally `reference`. */
 export const Problem = Jsonl.Problem
@@ -89,17 +88,7 @@ export const formatSummary: (summary: Summary) => string = SummaryInternal.forma
 /** What an evaluation answers: the summary, every problem's latest result in dataset order, the skipped lines. */
 export type Report = Loop.Report
 
-const OptionsSchema = Schema.Struct({
-  agent: Opts.AgentSchema,
-  concurrency: Opts.IntAtLeast(1).pipe(withDefault(4)),
-  out: Schema.optional(Schema.String.check(Schema.isMinLength(1, { expected: "a non-empty path" }))),
-  normalize: FunctionSchema<(answer: string) => string>("normalize").pipe(withDefault(normalizeAnswer)),
-  extractAnswer: Schema.optional(FunctionSchema<(output: string) => string>("extractAnswer")),
-  shareReference: Schema.Boolean.pipe(withDefault(false)),
-  budget: Schema.optional(Budget.Limits),
-  onStart: Schema.optional(FunctionSchema<NonNullable<Options<never>["onStart"]>>("onStart")),
-  onResult: Schema.optional(FunctionSchema<NonNullable<Options<never>["onResult"]>>("onResult"))
-})
+const OptionsSchema = Schema.Struct({ agent: Opts.AgentSchema, ...Loop.optionFields })
 
 /**
  * The default answer extraction: the last `FINAL:` answer of the output (looked for in its last 64 KiB), else the

@@ -5,6 +5,9 @@
  * executes each problem as a workflow on the runners.
  */
 import { Clock, Effect, FileSystem, Schema, Semaphore } from "effect"
+import * as Budget from "../../../core/Budget.js"
+import { FunctionSchema, IntAtLeast, withDefault } from "../../../core/internal/decode.js"
+import { normalizeAnswer } from "../../../core/internal/parse.js"
 import * as Jsonl from "./jsonl.js"
 import * as Solve from "./solve.js"
 import * as SummaryInternal from "./summary.js"
@@ -46,6 +49,18 @@ export interface LoopOptions {
     | ((start: { readonly total: number; readonly resumed: number; readonly issues: ReadonlyArray<Jsonl.Issue> }) => Effect.Effect<void>)
     | undefined
   readonly onResult?: ((result: Jsonl.ProblemResult, progress: Progress) => Effect.Effect<void>) | undefined
+}
+
+/** The options every evaluation takes (`Evaluate.run`'s and `Durable.evaluate`'s), checked, with their defaults. */
+export const optionFields = {
+  concurrency: IntAtLeast(1).pipe(withDefault(4)),
+  out: Schema.optional(Schema.String.check(Schema.isMinLength(1, { expected: "a non-empty path" }))),
+  normalize: FunctionSchema<(answer: string) => string>("normalize").pipe(withDefault(normalizeAnswer)),
+  extractAnswer: Schema.optional(FunctionSchema<(output: string) => string>("extractAnswer")),
+  shareReference: Schema.Boolean.pipe(withDefault(false)),
+  budget: Schema.optional(Budget.Limits),
+  onStart: Schema.optional(FunctionSchema<NonNullable<LoopOptions["onStart"]>>("onStart")),
+  onResult: Schema.optional(FunctionSchema<NonNullable<LoopOptions["onResult"]>>("onResult"))
 }
 
 /** Runs the problems not yet recorded through `solve` and answers the report. */

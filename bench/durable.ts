@@ -40,6 +40,8 @@ const evalArgs = ["--architecture", "self-refine", "--max-rounds", "2", "--concu
 const rows: Array<Row> = []
 const notes: Array<string> = []
 const dir = mkdtempSync(join(tmpdir(), "valet-bench-durable-"))
+// Removed however the benchmark ends (a failed row throws).
+process.on("exit", () => rmSync(dir, { recursive: true, force: true }))
 const dataset = join(dir, "problems.jsonl")
 writeFileSync(dataset, ScriptedServer.dataset(problems))
 
@@ -151,6 +153,5 @@ rows.push(summarize("valet", `eval in process, not durable, per model call (${in
 rows.push(summarize("valet", "added per activity: Durable on WorkflowEngine.layerMemory", "µs", samples.memory))
 rows.push(summarize("valet", "added per activity: Durable on SQLite (SingleRunner)", "µs", samples.sqlite))
 
-rmSync(dir, { recursive: true, force: true })
 console.log("\n=== durable evaluations ===")
 writeReport({ name: "durable", description: "durable evaluations: throughput and overhead per activity", rows, notes })

@@ -19,7 +19,7 @@
  *
  * @since 0.2.0
  */
-import { Context, Effect, FileSystem, Layer, Option, Schema, Stream } from "effect"
+import { Context, Effect, type FileSystem, Layer, Option, Schema, Stream } from "effect"
 import { Workflow, type WorkflowEngine } from "effect/workflow"
 import * as Agent from "../core/Agent.js"
 import { AgentError, ArchitectureFailed, InvalidAgent, type InvalidOptions } from "../core/AgentError.js"
@@ -35,7 +35,6 @@ import * as ActorLoop from "./ActorLoop.js"
 import * as Evaluate from "./Evaluate.js"
 import * as Activities from "./internal/durable/activities.js"
 import * as Engines from "./internal/durable/engines.js"
-import * as Jsonl from "./internal/evaluate/jsonl.js"
 import * as Loop from "./internal/evaluate/loop.js"
 import * as Solve from "./internal/evaluate/solve.js"
 
@@ -59,6 +58,8 @@ export const layerPostgresRunner = Engines.layerPostgresRunner
 export const layerPostgresClient = Engines.layerPostgresClient
 /** How a runner is set up. */
 export type RunnerOptions = Engines.RunnerOptions
+/** The server of a PostgreSQL URL, without its credentials (`postgres host:port/database`), for messages. */
+export const describePostgres: (url: string) => string = Engines.serverOf
 /** The default port of a runner. */
 export const defaultRunnerPort = Engines.defaultRunnerPort
 
@@ -134,7 +135,8 @@ const durably = <R, A, E>(
 /**
  * Registers the handlers of `AgentRun` and `EvaluateProblem` for these agents, on the `Model` (and, for agents that
  * run commands, the `Sandbox`) in context. Every model call, tool call of the agent's own tools and sandbox command
- * is an activity. (Tools of separately defined sub-agents — a Supervisor's workers — are not wrapped: their calls
+ * is an activity. An agent run naming an agent the runner does not have fails with `InvalidAgent`, which
+ * suspends it like any failure (resume it where the agent is registered); such a problem is recorded failed. (Tools of separately defined sub-agents — a Supervisor's workers — are not wrapped: their calls
  * run again when the run is taken over.)
  */
 export const layer = <R = Model.Model>(agents: Agents<R>): Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | R | Model.Model> => {
@@ -193,22 +195,7 @@ export const evaluate = (
     const config = yield* Opts.decode("Durable.evaluate", EvaluateOptionsSchema, options)
     const agent = typeof options.agent === "string" ? options.agent : options.agent.name
     const evaluation = config.evaluation ?? `${config.out ?? dataset}#${agent}`
-    const fs = yield* FileSystem.FileSystem
-    const text = yield* fs.readFileString(dataset).pipe(
-      Effect.mapError((error) => new Evaluate.EvaluateError({ path: dataset, message: `cannot read the dataset: ${error.message}` }))
-    )
-    const parsed = Jsonl.parseDataset(text, dataset)
-    // A problem recorded as failed N times runs as attempt N: a new workflow, not the stored failure.
-    const attempts = new Map<string, number>()
-    if (config.out !== undefined && (yield* fs.exists(config.out).pipe(Effect.orElseSucceed(() => false)))) {
-      const out = config.out
-      const results = yield* fs.readFileString(out).pipe(
-        Effect.mapError((error) => new Evaluate.EvaluateError({ path: out, message: `cannot read the results file: ${error.message}` }))
-      )
-      for (const record of Jsonl.parseResults(results, out).records) {
-        if (record.error !== undefined) attempts.set(record.id, (attempts.get(record.id) ?? 0) + 1)
-      }
-    }
+    const parsed = yield* Loop.readDataset(dataset)
     return yield* Loop.evaluate(parsed.problems, parsed.issues, {
       concurrency: config.concurrency,
       out: config.out,
@@ -216,11 +203,12 @@ export const evaluate = (
       extract: config.extractAnswer ?? Evaluate.defaultExtractAnswer,
       onStart: config.onStart,
       onResult: config.onResult
-    }, (problem) =>
+    }, (problem, failedBefore) =>
+      // A problem recorded as failed N times runs as attempt N: a new workflow, not the stored failure.
       EvaluateProblem.execute({
         agent,
         evaluation,
-        attempt: attempts.get(problem.id) ?? 0,
+        attempt: failedBefore,
         problem,
         shareReference: config.shareReference,
         ...(config.budget !== undefined ? { budget: config.budget } : {})

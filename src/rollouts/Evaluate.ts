@@ -15,7 +15,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, FileSystem, Schema } from "effect"
+import { Effect, type FileSystem, Schema } from "effect"
 import type * as Agent from "../core/Agent.js"
 import type { InvalidOptions } from "../core/AgentError.js"
 import * as Budget from "../core/Budget.js"
@@ -106,11 +106,7 @@ export const run = <R>(
   options: Options<R>
 ): Effect.Effect<Report, EvaluateError | InvalidOptions, R | FileSystem.FileSystem> =>
   Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const text = yield* fs.readFileString(dataset).pipe(
-      Effect.mapError((error) => new EvaluateError({ path: dataset, message: `cannot read the dataset: ${error.message}` }))
-    )
-    const parsed = Jsonl.parseDataset(text, dataset)
+    const parsed = yield* Loop.readDataset(dataset)
     return yield* evaluate(parsed.problems, parsed.issues, options)
   }).pipe(Effect.withSpan("valet/Evaluate.run", { attributes: { dataset } }, { captureStackTrace: false }))
 

@@ -120,6 +120,19 @@ describe("reliability: the CLI tells the truth", () => {
       expect(errors).toEqual([`valet eval: 2 of 2 problems failed or gave no answer (see ${out})`])
     }))
 
+  it.effect("durable work on a store that is not there: one line naming the server (not its password), exit 1", () =>
+    Effect.gen(function*() {
+      const dataset = file("durable.jsonl", `{"id":"a","problem":"What is 1 + 2?","reference":"3"}\n`)
+      const evaluated = yield* valet(["eval", dataset, "--durable", "postgres://valet:secret@127.0.0.1:1/missing", "--out", join(dir, "durable.out.jsonl")])
+      expect(evaluated.code).toBe(1)
+      expect(evaluated.errors).toEqual(["valet eval: DurableStoreError: postgres 127.0.0.1:1/missing: cannot connect: PgConnection: Failed to connect"])
+      // A runner needs a cluster's database: a SQLite file is refused, naming what to use instead.
+      const runner = yield* valet(["runner", "--store", join(dir, "runs.db")])
+      expect(runner.code).toBe(1)
+      expect(runner.errors).toHaveLength(1)
+      expect(runner.errors[0]).toMatch(/^valet runner: --store must be a postgres:\/\/ URL .*valet eval --durable <file>/)
+    }))
+
   it("the process exits with the code and prints no stack (a real `valet` process)", { timeout: 60_000 }, () => {
     const bin = join(import.meta.dirname, "..", "..", "src", "cli", "bin.ts")
     const tsx = join(import.meta.dirname, "..", "..", "node_modules", ".bin", "tsx")

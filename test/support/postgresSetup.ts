@@ -14,10 +14,10 @@
  */
 import { execFile, execFileSync } from "node:child_process"
 import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { delimiter, join } from "node:path"
 import type { TestProject } from "vitest/node"
+import { freePort } from "./valetProcess.js"
 
 /** What the setup tells test files: a server's URL, or why there is none. */
 export type PostgresServer =
@@ -73,16 +73,6 @@ export const findBinaries = (): string | undefined => {
   }
   return undefined
 }
-
-const freePort = (): Promise<number> =>
-  new Promise((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => (typeof address === "object" && address !== null ? resolve(address.port) : reject(new Error("no port"))))
-    })
-  })
 
 /** Whether a selected test file uses PostgreSQL (imports `support/postgres`); true when that cannot be told. */
 const selectedFilesUsePostgres = async (project: TestProject): Promise<boolean> => {

@@ -5,10 +5,8 @@
  *
  * Problems read `What is <a> + <b>?`. The base answers `FINAL: <a+b>` (or `<a+b+1>` when `a` is a multiple of 7,
  * so some answers are wrong); the critic finds no issues in an even sum, and asks for a check of an odd one in its
- * first round; the refiner answers `FINAL: <a+b>`. Every answer waits `latencyMs`.
- *
- * Runnable as a process for the benchmark: `tsx test/support/scriptedModelServer.ts --latency-ms 50` prints
- * `listening on <url>`.
+ * first round (a refined answer, marked `Checked.`, has none); the refiner answers `Checked. FINAL: <a+b>`. Every
+ * answer waits `latencyMs`.
  */
 import { createHash } from "node:crypto"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
@@ -37,8 +35,6 @@ export interface ScriptedModelServer {
   readonly reset: () => void
   /** Requests received in all. */
   readonly total: () => number
-  /** Requests answered in all. */
-  readonly answered: () => number
   readonly close: () => Promise<void>
 }
 
@@ -84,7 +80,6 @@ export const start = (options: { readonly latencyMs?: number } = {}): Promise<Sc
   const senderOf = new Map<string, string>()
   const callsOfProblem = new Map<string, number>()
   let total = 0
-  let answered = 0
   const handle = async (request: IncomingMessage, response: ServerResponse) => {
     if (request.method === "GET" && request.url === "/v1/models") {
       response.writeHead(200, { "content-type": "application/json" })
@@ -112,7 +107,6 @@ export const start = (options: { readonly latencyMs?: number } = {}): Promise<Sc
     inFlight.add(key)
     if (latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, latencyMs))
     inFlight.delete(key)
-    answered++
     const content = answerOf(body.messages)
     response.writeHead(200, { "content-type": "application/json" })
     response.end(JSON.stringify({
@@ -151,7 +145,6 @@ export const start = (options: { readonly latencyMs?: number } = {}): Promise<Sc
           return undefined
         },
         total: () => total,
-        answered: () => answered,
         close: () =>
           new Promise((done) => {
             server.closeAllConnections()
@@ -166,8 +159,3 @@ export const start = (options: { readonly latencyMs?: number } = {}): Promise<Sc
 export const dataset = (n: number): string =>
   Array.from({ length: n }, (_, i) => JSON.stringify({ id: `p${i + 1}`, problem: `What is ${i + 1} + ${i % 3}?`, reference: String(i + 1 + (i % 3)) }))
     .join("\n") + "\n"
-
-if (process.argv[1] !== undefined && import.meta.url.endsWith(process.argv[1].split("/").pop()!)) {
-  const at = process.argv.indexOf("--latency-ms")
-  start({ latencyMs: at > 0 ? Number(process.argv[at + 1]) : 0 }).then((server) => console.log(`listening on ${server.url}`))
-}

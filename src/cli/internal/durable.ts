@@ -23,16 +23,8 @@ export type Store =
 export const storeOf = (value: string): Store =>
   /^postgres(ql)?:\/\//i.test(value) ? { _tag: "Postgres", url: value } : { _tag: "Sqlite", file: value }
 
-/** A store for messages: the SQLite file, or the PostgreSQL server without its password. */
-export const describeStore = (store: Store): string => {
-  if (store._tag === "Sqlite") return store.file
-  try {
-    const url = new URL(store.url)
-    return `postgres ${url.hostname}:${url.port || "5432"}${url.pathname}`
-  } catch {
-    return "postgres"
-  }
-}
+/** A store for messages: the SQLite file, or the PostgreSQL server without its credentials. */
+export const describeStore = (store: Store): string => (store._tag === "Sqlite" ? store.file : Durable.describePostgres(store.url))
 
 /** `--durable <sqlite file | postgres url>`. */
 export const durableFlag = Flag.String("durable").pipe(

@@ -80,9 +80,7 @@ export const runnerCommand = Command.make(
         Layer.provideMerge(Durable.layerPostgresRunner({ url: store.url, host: values.host, port: values.port })),
         Layer.provide(Layer.merge(modelLayer(values), sandbox))
       )
-      yield* Layer.launch(
-        Layer.merge(runner, Layer.effectDiscard(note(`valet runner: serving ${describeStore(store)} on ${values.host}:${values.port}`)))
-      )
+      yield* Layer.launch(runner.pipe(Layer.tap(() => note(`valet runner: serving ${describeStore(store)} on ${values.host}:${values.port}`))))
     })
 ).pipe(
   Command.withDescription(

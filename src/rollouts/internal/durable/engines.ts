@@ -12,9 +12,9 @@
  */
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
-import { Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { Context, Duration, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { ClusterWorkflowEngine, RunnerAddress, SingleRunner } from "effect/cluster"
-import type { SqlClient } from "effect/sql"
+import { SqlClient } from "effect/sql"
 import * as SqliteClient from "../../../environment/SqliteClient.js"
 
 /** The store of a durable engine could not be opened. */
@@ -55,28 +55,34 @@ export interface RunnerOptions extends PostgresOptions {
 /** The default port of a runner. */
 export const defaultRunnerPort = 34431
 
+// Connected and asked once here: effect/cluster's storage treats a failed query as a defect, so a server that is not
+// there would otherwise end the process with "unexpected error" instead of this one line naming it.
 const pgClient = (options: PostgresOptions): Layer.Layer<SqlClient.SqlClient, DurableStoreError> =>
-  Layer.unwrap(
-    Effect.tryPromise({
+  Layer.effectContext(Effect.gen(function*() {
+    const where = serverOf(options.url)
+    const failed = (message: string) => new DurableStoreError({ store: "postgres", message: `${where}: ${message}` })
+    const { PgClient } = yield* Effect.tryPromise({
       try: () => import("@effect/sql-pg"),
-      catch: () =>
-        new DurableStoreError({
-          store: "postgres",
-          message: "a PostgreSQL store needs the optional package @effect/sql-pg: npm install @effect/sql-pg"
-        })
-    }).pipe(Effect.map(({ PgClient }): Layer.Layer<SqlClient.SqlClient, DurableStoreError> =>
-      PgClient.layer({ url: Redacted.make(options.url), maxConnections: options.maxConnections ?? 8 }).pipe(
-        Layer.catch((error) =>
-          Layer.unwrap(
-            Effect.fail(new DurableStoreError({ store: "postgres", message: `cannot connect: ${error.message}` })) as Effect.Effect<
-              Layer.Layer<SqlClient.SqlClient>,
-              DurableStoreError
-            >
-          )
-        )
-      )
-    ))
-  )
+      catch: () => failed("a PostgreSQL store needs the optional package @effect/sql-pg: npm install @effect/sql-pg")
+    })
+    const context = yield* Layer.build(
+      PgClient.layer({ url: Redacted.make(options.url), maxConnections: options.maxConnections ?? 8 })
+    ).pipe(Effect.mapError((error) => failed(`cannot connect: ${error.message}`)))
+    yield* Context.get(context, SqlClient.SqlClient)`SELECT 1`.pipe(
+      Effect.mapError((error) => failed(`cannot connect: ${error.message}`))
+    )
+    return context
+  }))
+
+/** The server of a PostgreSQL URL, without its credentials: `postgres host:port/database`. */
+export const serverOf = (url: string): string => {
+  try {
+    const parsed = new URL(url)
+    return `postgres ${parsed.hostname}:${parsed.port || "5432"}${parsed.pathname}`
+  } catch {
+    return "postgres (an unreadable URL)"
+  }
+}
 
 const intervals = (options: RunnerOptions) => ({
   runnerHealthCheckInterval: options.healthCheckInterval ?? Duration.seconds(1),

@@ -63,17 +63,31 @@ export const optionFields = {
   onResult: Schema.optional(FunctionSchema<NonNullable<LoopOptions["onResult"]>>("onResult"))
 }
 
-/** Runs the problems not yet recorded through `solve` and answers the report. */
+/** Reads a dataset file: its problems, and the malformed or duplicate lines skipped. */
+export const readDataset = (
+  dataset: string
+): Effect.Effect<{ problems: Array<Jsonl.Problem>; issues: Array<Jsonl.Issue> }, EvaluateError, FileSystem.FileSystem> =>
+  Effect.flatMap(FileSystem.FileSystem, (fs) =>
+    fs.readFileString(dataset).pipe(
+      Effect.mapError((error) => new EvaluateError({ path: dataset, message: `cannot read the dataset: ${error.message}` })),
+      Effect.map((text) => Jsonl.parseDataset(text, dataset))
+    ))
+
+/**
+ * Runs the problems not yet recorded through `solve` and answers the report. `solve` is told how many failed records
+ * the problem already has in the results file (a durable evaluation keys its next attempt by it).
+ */
 export const evaluate = <E, R>(
   problems: ReadonlyArray<Jsonl.Problem>,
   datasetIssues: ReadonlyArray<Jsonl.Issue>,
   options: LoopOptions,
-  solve: (problem: Jsonl.Problem) => Effect.Effect<Solve.Outcome, E, R>
+  solve: (problem: Jsonl.Problem, failedBefore: number) => Effect.Effect<Solve.Outcome, E, R>
 ): Effect.Effect<Report, EvaluateError | E, R | FileSystem.FileSystem> =>
   Effect.scoped(Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
     const issues: Array<Jsonl.Issue> = [...datasetIssues]
     const latest = new Map<string, Jsonl.ProblemResult>()
+    const failedBefore = new Map<string, number>()
 
     // Resume from the results file; make it safe to append to.
     let write: (result: Jsonl.ProblemResult) => Effect.Effect<void, EvaluateError> = () => Effect.void
@@ -85,7 +99,10 @@ export const evaluate = <E, R>(
       if (exists) {
         const file = Jsonl.parseResults(yield* fs.readFileString(out).pipe(Effect.mapError(failed("cannot read the results file"))), out)
         issues.push(...file.issues)
-        for (const record of file.records) latest.set(record.id, record)
+        for (const record of file.records) {
+          latest.set(record.id, record)
+          if (record.error !== undefined) failedBefore.set(record.id, (failedBefore.get(record.id) ?? 0) + 1)
+        }
         if (file.truncateTo !== undefined) {
           yield* fs.truncate(out, file.truncateTo).pipe(Effect.mapError(failed("cannot remove the cut-off last line")))
         }
@@ -122,7 +139,7 @@ export const evaluate = <E, R>(
 
     const runOne = (problem: Jsonl.Problem) =>
       Effect.gen(function*() {
-        const result = Solve.recordOf(problem, yield* solve(problem), options.normalize, options.extract)
+        const result = Solve.recordOf(problem, yield* solve(problem, failedBefore.get(problem.id) ?? 0), options.normalize, options.extract)
         yield* write(result)
         latest.set(problem.id, result)
         done++

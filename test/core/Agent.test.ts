@@ -350,6 +350,20 @@ describe("Agent", () => {
       ))
     ))
 
+  it("a streamed run that never waits streams without an event-loop turn (the run starts on the reader's turn)", async () => {
+    // A run forked onto the scheduler would wait for a `setImmediate` (a turn of the event loop) per hop.
+    let turned = false
+    setImmediate(() => {
+      turned = true
+    })
+    const events = await Effect.runPromise(
+      Agent.stream(calculator, "2 + 3?").pipe(Stream.runCollect, Effect.provide(ScriptedModel.context(script)))
+    )
+    expect(turned).toBe(false)
+    expect(events[0]!._tag).toBe("RunStarted")
+    expect(events.at(-1)).toMatchObject({ _tag: "RunCompleted", result: { output: "The answer is 5.", modelCalls: 2 } })
+  })
+
   it.effect("one Agent.run effect run twice makes two runs with their own session ids", () =>
     Effect.gen(function*() {
       const once = Agent.run(Agent.make({ name: "a", instructions: "" }), "x")

@@ -85,33 +85,16 @@ export const remaining: Effect.Effect<number | undefined, never, ScriptedModel> 
 const tokens = (characters: number): number => Math.ceil(characters / 4)
 
 /**
- * Characters of a request's prompt or messages. A tool loop sends the previous request's messages plus a few new
- * ones every turn, so the count of the last request is kept and only the new messages are read when the previous
- * messages are still there, as the same objects (comparing references is much cheaper than reading contents).
+ * Characters of a request's prompt or messages, read afresh on every call: only lengths are read, which costs no
+ * more than recognising the previous request's messages in this one did, and needs no copy of the conversation
+ * per call (a tool loop's requests grow by a few messages a turn; a copy of each made the turns quadratic in memory).
  */
-const characterCounter = () => {
-  let lastMessages: ReadonlyArray<Model.Message> = []
-  let lastCharacters = 0
-  return (request: Model.Request): number => {
-    if (request.prompt !== undefined) return request.prompt.length
-    const messages = request.messages ?? []
-    const known = lastMessages.length
-    let start = 0
-    let characters = 0
-    if (known > 0 && messages.length >= known) {
-      let same = 0
-      while (same < known && messages[same] === lastMessages[same]) same++
-      if (same === known) {
-        start = known
-        characters = lastCharacters
-      }
-    }
-    for (let i = start; i < messages.length; i++) characters += messages[i]!.content.length
-    // A copy: a caller may push onto the same array for its next request.
-    lastMessages = messages.slice()
-    lastCharacters = characters
-    return characters
-  }
+const requestCharacters = (request: Model.Request): number => {
+  if (request.prompt !== undefined) return request.prompt.length
+  const messages = request.messages ?? []
+  let characters = 0
+  for (let i = 0; i < messages.length; i++) characters += messages[i]!.content.length
+  return characters
 }
 
 const toChoice = (turn: Turn, callIndex: number, choice: number): Model.Choice => {
@@ -142,7 +125,6 @@ const respond = (
   request: Model.Request,
   callIndex: number,
   turns: ReadonlyArray<Turn>,
-  requestCharacters: (request: Model.Request) => number
 ): Effect.Effect<Model.Response, ModelError> => {
   const choices: Array<Model.Choice> = []
   let outputCharacters = 0
@@ -191,7 +173,6 @@ export const layer = (script: Script): Layer.Layer<Model.Model | ScriptedModel> 
  */
 export const context = (script: Script): Context.Context<Model.Model | ScriptedModel> => {
   const received: Array<Model.Request> = []
-  const requestCharacters = characterCounter()
   let consumed = 0
 
   /** The next turn: a plain value when the script has it at hand, an effect when it must wait or fail. */
@@ -206,8 +187,8 @@ export const context = (script: Script): Context.Context<Model.Model | ScriptedM
   const withDelay = (request: Model.Request, callIndex: number, turns: ReadonlyArray<Turn>) => {
     const delay = delayOf(turns)
     return delay === undefined
-      ? respond(request, callIndex, turns, requestCharacters)
-      : Effect.andThen(Effect.sleep(delay), Effect.suspend(() => respond(request, callIndex, turns, requestCharacters)))
+      ? respond(request, callIndex, turns)
+      : Effect.andThen(Effect.sleep(delay), Effect.suspend(() => respond(request, callIndex, turns)))
   }
 
   const answer = (request: Model.Request): Effect.Effect<Model.Response, ModelError> => {

@@ -162,6 +162,25 @@ describe("ReAct", () => {
       ]))
     ))
 
+  it.effect("repeated calls: empty arguments are {}; text that is not JSON repeats only as the same text", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "stuck", instructions: "", tools: [add] })
+      const empty = yield* Agent.run(agent, "go").pipe(Effect.provide(ScriptedModel.layer([
+        { toolCalls: [{ name: "add", arguments: "" }] },
+        { toolCalls: [{ name: "add", arguments: " {} " }] },
+        { toolCalls: [{ name: "add", arguments: "" }] }
+      ])))
+      expect(empty.interruptionReason).toBe("repeated_tool_call")
+      const text = yield* Agent.run(agent, "go").pipe(Effect.provide(ScriptedModel.layer([
+        { toolCalls: [{ name: "add", arguments: "a=1" }] },
+        { toolCalls: [{ name: "add", arguments: " a=1" }] },
+        { toolCalls: [{ name: "add", arguments: "a = 1" }] },
+        { toolCalls: [{ name: "add", arguments: "a=1" }] },
+        "done"
+      ])))
+      expect(text).toMatchObject({ interrupted: false, output: "done" })
+    }))
+
   it.effect("different arguments in between reset the repetition count", () =>
     Effect.gen(function*() {
       const agent = Agent.make({ name: "progressing", instructions: "", tools: [add] })

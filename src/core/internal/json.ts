@@ -34,13 +34,27 @@ const sortKeys = (value: unknown): unknown => {
   return value
 }
 
-/** The canonical form of a tool call's argument text; text that is not JSON stays as it is, trimmed. */
-export const canonicalArguments = (text: string): string => {
-  const trimmed = text.trim()
-  if (trimmed === "") return "{}"
-  try {
-    return canonicalJson(JSON.parse(trimmed))
-  } catch {
-    return trimmed
+/**
+ * Whether two JSON values (as `JSON.parse` makes them) are equal whatever their key order: what comparing their
+ * `canonicalJson` texts answers, without writing either text.
+ */
+export const jsonEqual = (a: unknown, b: unknown): boolean => {
+  if (a === b) return true
+  if (a === null || b === null || typeof a !== "object" || typeof b !== "object") return false
+  if (Array.isArray(a)) {
+    if (!Array.isArray(b) || a.length !== b.length) return false
+    for (let i = 0; i < a.length; i++) if (!jsonEqual(a[i], b[i])) return false
+    return true
   }
+  if (Array.isArray(b)) return false
+  const left = a as Record<string, unknown>
+  const right = b as Record<string, unknown>
+  let count = 0
+  for (const key in left) {
+    if (!Object.prototype.hasOwnProperty.call(left, key)) continue
+    if (!Object.prototype.hasOwnProperty.call(right, key) || !jsonEqual(left[key], right[key])) return false
+    count++
+  }
+  for (const key in right) if (Object.prototype.hasOwnProperty.call(right, key)) count--
+  return count === 0
 }

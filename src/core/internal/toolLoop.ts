@@ -5,7 +5,7 @@ import * as Model from "../Model.js"
 import type { ModelError } from "../ModelError.js"
 import * as Tool from "../Tool.js"
 import { IntAtLeast } from "./decode.js"
-import { canonicalArguments } from "./json.js"
+import { jsonEqual } from "./json.js"
 import { jsonDepthWithin, yieldAboveChars } from "./parse.js"
 
 /** Sampling options ReAct passes on every model call. */
@@ -44,9 +44,46 @@ export const isLongReply = (text: string, calls: ReadonlyArray<Model.ToolCall>):
   return size > yieldAboveChars
 }
 
-/** The key under which repeated calls are recognised: the canonical arguments (the raw text when too deep to walk). */
-const repeatKey = (call: Model.ToolCall): string =>
-  `${call.name}\u0000${jsonDepthWithin(call.arguments) ? canonicalArguments(call.arguments) : call.arguments.trim()}`
+const notJson: unique symbol = Symbol("notJson")
+
+/**
+ * A tool call as the repeat check sees it: its name and its arguments, equal to another's when the texts are equal
+ * or, both being JSON, the values are (whatever the key order the model chose; `""` is `{}`); text that is not JSON,
+ * or nests too deep to walk, only by its text. The value is parsed only when the texts differ, once per call.
+ */
+class RepeatKey {
+  private value: unknown = undefined
+  private parsed = false
+  readonly text: string
+  constructor(readonly name: string, text: string) {
+    this.text = text.trim()
+  }
+
+  private json(): unknown {
+    if (!this.parsed) {
+      this.parsed = true
+      if (!jsonDepthWithin(this.text)) {
+        this.value = notJson
+      } else {
+        try {
+          this.value = JSON.parse(this.text === "" ? "{}" : this.text)
+        } catch {
+          this.value = notJson
+        }
+      }
+    }
+    return this.value
+  }
+
+  equals(that: RepeatKey): boolean {
+    if (this.name !== that.name) return false
+    if (this.text === that.text) return true
+    const a = this.json()
+    if (a === notJson) return false
+    const b = that.json()
+    return b !== notJson && jsonEqual(a, b)
+  }
+}
 
 /**
  * The ReAct loop: ask the model with the tools; run the calls it asks for; repeat until it answers in text.
@@ -93,7 +130,7 @@ export const program = (options: Options) =>
     messages.push(...input.history, Model.user(input.prompt))
 
     let lastText = ""
-    let repeatedKey = ""
+    let repeatedKey: RepeatKey | undefined
     let repeatedCount = 0
 
     return Effect.flatMap(Architecture.CurrentRun, (current) => {
@@ -133,8 +170,8 @@ export const program = (options: Options) =>
       ): Effect.Effect<Architecture.Outcome, ModelError | BudgetExhausted, Model.Model> => {
         if (maxRepeats > 0) {
           for (const call of calls) {
-            const key = repeatKey(call)
-            repeatedCount = key === repeatedKey ? repeatedCount + 1 : 1
+            const key = new RepeatKey(call.name, call.arguments)
+            repeatedCount = repeatedKey !== undefined && key.equals(repeatedKey) ? repeatedCount + 1 : 1
             repeatedKey = key
             if (repeatedCount >= maxRepeats) {
               return Effect.succeed({

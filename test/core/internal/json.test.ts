@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { canonicalArguments, canonicalJson } from "../../../src/core/internal/json.js"
+import { canonicalJson, jsonEqual } from "../../../src/core/internal/json.js"
 
 describe("json", () => {
   it("canonicalJson sorts keys at every depth and drops undefined values; sorted input is written as it is", () => {
@@ -41,9 +41,37 @@ describe("json", () => {
     }
   })
 
-  it("canonicalArguments: JSON in canonical form, other text trimmed, empty text as {}", () => {
-    expect(canonicalArguments(' {"b": 2, "a": 1} ')).toBe('{"a":1,"b":2}')
-    expect(canonicalArguments("not json ")).toBe("not json")
-    expect(canonicalArguments("  ")).toBe("{}")
+  it("jsonEqual answers what comparing canonicalJson texts answers (random pairs, reordered copies)", () => {
+    let seed = 11
+    const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648
+    const value = (depth: number): unknown => {
+      const kind = Math.floor(random() * (depth > 2 ? 3 : 5))
+      if (kind === 0) return Math.floor(random() * 3)
+      if (kind === 1) return `s${Math.floor(random() * 2)}`
+      if (kind === 2) return random() < 0.5 ? null : true
+      if (kind === 3) return Array.from({ length: Math.floor(random() * 3) }, () => value(depth + 1))
+      const keys = ["b", "a", "10", "2"].filter(() => random() < 0.6)
+      return Object.fromEntries(keys.map((key) => [key, value(depth + 1)]))
+    }
+    const reordered = (v: unknown): unknown => {
+      if (Array.isArray(v)) return v.map(reordered)
+      if (v !== null && typeof v === "object") return Object.fromEntries(Object.entries(v).reverse().map(([k, x]) => [k, reordered(x)]))
+      return v
+    }
+    let equalPairs = 0
+    for (let i = 0; i < 2000; i++) {
+      const a = value(0)
+      const b = random() < 0.3 ? reordered(a) : value(0)
+      const expected = canonicalJson(a) === canonicalJson(b)
+      if (expected) equalPairs++
+      expect(jsonEqual(a, b)).toBe(expected)
+      expect(jsonEqual(b, a)).toBe(expected)
+    }
+    // Both answers occur, so the check above can fail either way.
+    expect(equalPairs).toBeGreaterThan(300)
+    expect(equalPairs).toBeLessThan(1700)
+    expect(jsonEqual({ a: 1 }, { a: 1, b: 2 })).toBe(false)
+    expect(jsonEqual([1, 2], { 0: 1, 1: 2 })).toBe(false)
+    expect(jsonEqual(-0, 0)).toBe(true)
   })
 })

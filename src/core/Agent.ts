@@ -10,6 +10,7 @@ import { type AgentError, InvalidAgent, InvalidOptions, SessionConflict, SubAgen
 import type * as AgentEvent from "./AgentEvent.js"
 import * as Architecture from "./Architecture.js"
 import * as Budget from "./Budget.js"
+import { randomHex20 } from "./internal/ids.js"
 import * as Output from "./internal/output.js"
 import * as Spans from "./internal/spans.js"
 import * as ReActInternal from "./internal/toolLoop.js"
@@ -128,7 +129,7 @@ export const sessionIdProblem = (sessionId: string): string | undefined =>
 /** A session id a client may choose, as a schema (see `sessionIdProblem`). */
 export const SessionId = Schema.String.check(Schema.makeFilter((id: string) => sessionIdProblem(id) ?? true))
 
-const newSessionId = (): string => `sess_${globalThis.crypto.randomUUID().replace(/-/g, "").slice(0, 20)}`
+const newSessionId = (): string => `sess_${randomHex20()}`
 
 // Written without a generator, like the rest of a run's start: a generator frame and its objects stay alive
 // for as long as the run, in every concurrent session.

@@ -19,6 +19,7 @@ import type { AgentError } from "../core/AgentError.js"
 import * as AgentEvent from "../core/AgentEvent.js"
 import * as Budget from "../core/Budget.js"
 import * as Model from "../core/Model.js"
+import { randomHex20 } from "../core/internal/ids.js"
 import * as Agents from "./Agents.js"
 
 // ---------------------------------------------------------------------------------------------------------
@@ -177,7 +178,7 @@ interface Record_ {
   fiber: Fiber.Fiber<void> | undefined
 }
 
-const newId = (prefix: string): string => `${prefix}_${globalThis.crypto.randomUUID().replace(/-/g, "").slice(0, 20)}`
+const newId = (prefix: string): string => `${prefix}_${randomHex20()}`
 
 const budgetLimits = (budget: RunBudget | undefined): Budget.Limits | undefined =>
   budget === undefined

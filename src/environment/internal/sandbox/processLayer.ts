@@ -211,11 +211,7 @@ export const make = (valid: Options, machine: Host = host()): Effect.Effect<Serv
             // The command (in a session of its own) gets the SIGTERM of a timeout; bwrap, in our group, would end at once.
             terminateDescendants: platform.isolation === "bwrap",
             ...(runId !== undefined
-              ? {
-                reap: () =>
-                  Promise.all([uid !== undefined ? Platform.sweepUid(platform, uid) : undefined, Platform.killMarked(runId, uid ?? process.getuid?.())])
-                    .then(() => undefined)
-              }
+              ? { reap: () => Platform.reap(platform, runId, uid) }
               : {})
           })
           let changes: Snapshot.Changes | undefined

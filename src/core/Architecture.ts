@@ -568,18 +568,23 @@ const executeProgram = <R>(
         Effect.andThen(input.cancel, Effect.sync((): Outcome => ({ output: state.output, interrupted: "cancelled" })))
       )
     }
+    // The run's state and span go on top of the fiber's context as two entries (`Context.add`), where providing a
+    // context of both (`Effect.provide`) would copy every service of the fiber's context into a new map, per run.
+    const withRun = (span: Tracer.AnySpan) =>
+      Effect.updateContext(
+        guarded,
+        (context: Context.Context<Exclude<R, CurrentRun>>) =>
+          Context.add(Context.add(context, CurrentRun, state), Tracer.ParentSpan, span) as Context.Context<R | CurrentRun>
+      )
     // A run started by `Agent.run` comes with its span; a streamed run and every sub-agent get theirs here.
     const traced: Effect.Effect<Outcome, AgentError, R | CurrentRun> = input.span !== undefined
-      ? Effect.provide(guarded, Context.make(CurrentRun, state).pipe(Context.add(Tracer.ParentSpan, input.span)))
+      ? withRun(input.span)
       : Effect.flatMap(
         Effect.makeSpan(Spans.runSpanName(input.agent.name), {
           attributes: { ...Spans.runAttributes(input.agent.name, name), "valet.session_id": state.sessionId }
         }),
         (span) =>
-          Effect.onExit(
-            Effect.provide(guarded, Context.make(CurrentRun, state).pipe(Context.add(Tracer.ParentSpan, span))),
-            (exit) => Spans.end(span, exit)
-          )
+          Effect.onExit(withRun(span), (exit) => Spans.end(span, exit))
       )
     const finished = Effect.flatMap(traced, (outcome) => {
       const endedAt = state.now()

@@ -276,8 +276,7 @@ export const runChild = <R>(
       })
     }
     const sessionId = childSessionId(parent.sessionId, options.role, index)
-    if (parent.children.has(sessionId)) return yield* new SessionConflict({ sessionId })
-    parent.children.set(sessionId, undefined)
+    if (!parent.reserveChild(sessionId)) return yield* new SessionConflict({ sessionId })
     yield* Architecture.emitWith(parent, (timestamp) => ({
       _tag: "SubRunStarted",
       sessionId: parent.sessionId,
@@ -320,7 +319,7 @@ export const runChild = <R>(
             role: options.role,
             interrupted: false,
             error: `${error._tag}: ${error.message}`,
-            modelCalls: parent.children.get(sessionId)?.modelCalls ?? 0
+            modelCalls: parent.children?.get(sessionId)?.modelCalls ?? 0
           }))
         ),
         Effect.mapError((error) => new SubAgentFailed({ sessionId, role: options.role, error }))

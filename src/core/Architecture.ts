@@ -170,8 +170,11 @@ export class RunState implements RunContext {
    * layer). Effect's built-in tracer keeps spans nowhere, and two spans per step would double the cost of a step.
    */
   traced = false
-  /** Sub-runs by session id; reserved (undefined) by `Agent.runChild` before the child's state exists. */
-  readonly children = new Map<string, RunState | undefined>()
+  /**
+   * Sub-runs by session id; reserved (undefined) by `Agent.runChild` before the child's state exists. Made on the
+   * first sub-run: most runs have none, and an empty map per run is memory every concurrent session holds.
+   */
+  children: Map<string, RunState | undefined> | undefined = undefined
   constructor(
     readonly sessionId: string,
     readonly rootSessionId: string,
@@ -195,6 +198,19 @@ export class RunState implements RunContext {
   countCall(): void {
     this.ownCalls++
     for (let run: RunState | undefined = this; run !== undefined; run = run.parent) run.modelCalls++
+  }
+
+  /** Reserves a sub-run's session id; false when this run already has a sub-run under it. */
+  reserveChild(sessionId: string): boolean {
+    const children = this.children ??= new Map()
+    if (children.has(sessionId)) return false
+    children.set(sessionId, undefined)
+    return true
+  }
+
+  /** Records a sub-run's state under its (reserved) session id. */
+  setChild(state: RunState): void {
+    ;(this.children ??= new Map()).set(state.sessionId, state)
   }
 
   /** Adds a call's tokens here and in every ancestor. */
@@ -529,7 +545,7 @@ const executeProgram = <R>(
       input.resources,
       clock
     )
-    state.parent?.children.set(state.sessionId, state)
+    state.parent?.setChild(state)
     state.traced = fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
     // With structured output, the answer is decoded (and repaired) where the program's model is in context.
     const output = input.output

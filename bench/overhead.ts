@@ -16,26 +16,34 @@ const script = "bench/overhead.ts"
 
 /**
  * Times `runs` runs after `warmups` runs (the issue's protocol: 3 then 20 at N = 200); then, in the same process,
- * `steadyWarmups` more runs and `runs` timed again: the steady state, once V8 has optimized the hot code. The two
- * differ most for the cheapest frameworks, whose first few thousand steps run mostly unoptimized.
+ * `steadyWarmups` more runs and at least `runs` timed again, for at least `steadyMs` (the steady state, once V8 has
+ * optimized the hot code). The two differ most for the cheapest frameworks, whose first few thousand steps run mostly
+ * unoptimized. The steady window has a minimum length because 20 runs of N = 200 last 12 ms for the fastest
+ * framework here and 60 s for the slowest: in 12 ms one garbage collection decides the number (valet's steady
+ * N = 200 ranged 3.2–11.7 µs/step across processes), where a longer window pays its share of them like the others.
  */
 const worker = async (name: string, mode: string, steps: number, warmups: number, runs: number, steadyWarmups: number) => {
   const framework = await frameworks[name]!()
   const options = { stream: mode === "stream", yieldPerCall: false }
-  const timed = async () => {
+  const timed = async (minimumMs: number) => {
     const started = performance.now()
-    for (let i = 0; i < runs; i++) {
+    let done = 0
+    while (done < runs || performance.now() - started < minimumMs) {
       const output = await framework.run(steps, options)
       if (output !== finalText) throw new Error(`${name} ${mode}: unexpected output ${JSON.stringify(output)}`)
+      done++
     }
-    return ((performance.now() - started) * 1000) / runs / steps
+    return ((performance.now() - started) * 1000) / done / steps
   }
   for (let i = 0; i < warmups; i++) await framework.run(steps, options)
-  const usPerStep = await timed()
+  const usPerStep = await timed(0)
   for (let i = 0; i < steadyWarmups; i++) await framework.run(steps, options)
-  const steadyUsPerStep = steadyWarmups > 0 ? await timed() : usPerStep
+  const steadyUsPerStep = steadyWarmups > 0 ? await timed(steadyMs) : usPerStep
   console.log(JSON.stringify({ usPerStep, steadyUsPerStep }))
 }
+
+/** The shortest steady-state window, in ms. */
+const steadyMs = 1_000
 
 /** Every framework, generate and stream, with the label of its row. */
 const cells: ReadonlyArray<readonly [framework: string, mode: "run" | "stream", label: string]> = [
@@ -125,7 +133,7 @@ export const main = (quick: boolean): Report => {
     rows,
     notes: [
       ...table.split("\n"),
-      ...(quick ? [] : ["cold: 30 warm-up runs then 100 timed at N=10, 3 then 20 at N=200; steady: 6,000 more steps, then timed again, in the same process"])
+      ...(quick ? [] : ["cold: 30 warm-up runs then 100 timed at N=10, 3 then 20 at N=200; steady: 6,000 more steps, then timed again (as many runs, and for at least 1 s), in the same process"])
     ]
   })
 }

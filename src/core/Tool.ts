@@ -84,6 +84,13 @@ export const parseArguments = (toolName: string, argumentsText: string): Result.
   }
 }
 
+/**
+ * The `call` of each tool made by `make`, mapped to the same call on arguments already parsed (`parsedArguments`).
+ * Keyed by the function, not carried on the tool: a wrapper that spreads a tool and replaces its `call` (as the
+ * durable tools do) must not be bypassed, and its own `call` is not in this map.
+ */
+const parsedCalls = new WeakMap<Tool<unknown>["call"], (value: unknown) => Effect.Effect<Outcome, never, unknown>>()
+
 /** Defines a tool. The JSON schema sent to the model is derived once, here. */
 export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A, E, R>): Tool<R> => {
   const parameters = parametersSchema(options.parameters)
@@ -92,10 +99,7 @@ export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A
   const format = options.format ?? formatResult
   const name = options.name
 
-  const decode = (argumentsText: string): Result.Result<P, string> => {
-    const parsed = parseArguments(name, argumentsText)
-    if (Result.isFailure(parsed)) return Result.fail(parsed.failure)
-    const raw = parsed.success
+  const decode = (raw: unknown): Result.Result<P, string> => {
     const strict = decodeStrict(raw)
     if (Result.isSuccess(strict)) return Result.succeed(strict.success)
     const lenient = decodeStrict(coerce(ast, raw))
@@ -115,8 +119,8 @@ export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A
     }
   }
 
-  const call = (argumentsText: string): Effect.Effect<Outcome, never, R> => {
-    const params = decode(argumentsText)
+  const callParsed = (value: unknown): Effect.Effect<Outcome, never, R> => {
+    const params = decode(value)
     if (Result.isFailure(params)) return Exit.succeed({ content: `ERROR: ${params.failure}`, isError: true })
     const handled = options.handler(params.success)
     // A handler that answers at once (`Effect.succeed`, `Effect.fail`) gives an `Exit`: its outcome is an `Exit`
@@ -133,6 +137,12 @@ export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A
       )
     )
   }
+
+  const call = (argumentsText: string): Effect.Effect<Outcome, never, R> => {
+    const parsed = parseArguments(name, argumentsText)
+    return Result.isFailure(parsed) ? Exit.succeed({ content: `ERROR: ${parsed.failure}`, isError: true }) : callParsed(parsed.success)
+  }
+  parsedCalls.set(call, callParsed as (value: unknown) => Effect.Effect<Outcome, never, unknown>)
 
   return {
     [TypeId]: TypeId,
@@ -183,6 +193,11 @@ export interface Result {
 export interface ExecuteOptions {
   /** Results longer than this are cut, with a note of how much was cut. */
   readonly maxResultChars?: number | undefined
+  /**
+   * The JSON value of the call's argument text (`{}` for `""`), when the caller has parsed it already: a tool made by
+   * `make` then decodes it instead of parsing the text again. Must be what `JSON.parse` makes of that text.
+   */
+  readonly parsedArguments?: unknown
 }
 
 /** Tools indexed by name, built once per run so each call is a map lookup. */
@@ -221,7 +236,10 @@ export const execute = <R>(
     content: truncate(outcome.content, maxChars),
     isError: outcome.isError
   })
-  const running = tool.call(call.arguments)
+  const callParsed = options?.parsedArguments !== undefined ? parsedCalls.get(tool.call) : undefined
+  const running = callParsed !== undefined
+    ? (callParsed(options!.parsedArguments) as Effect.Effect<Outcome, never, R>)
+    : tool.call(call.arguments)
   // Already done (a pure handler, arguments that did not decode): nothing to time out.
   const done = exitOf(running)
   if (done !== undefined) return Exit.isSuccess(done) ? Exit.succeed(completed(done.value)) : Exit.failCause(done.cause)

@@ -155,6 +155,22 @@ describe("Tool", () => {
       expect(result.content).toBe(`${"x".repeat(100)}\n[truncated: 20 more characters]`)
     }))
 
+  it.effect("parsedArguments: a tool made by make decodes the value given instead of parsing the text again; a wrapper that replaced call is still called", () =>
+    Effect.gen(function*() {
+      const text = '{"query":"from text"}'
+      const given = yield* Tool.execute(kit, { id: "c", name: "search", arguments: text }, { parsedArguments: { query: "given" } })
+      // The value given is decoded (the contract: it is what JSON.parse makes of the text; a different one shows it is used).
+      expect(given.content).toBe('{"query":"given"}')
+      const invalid = yield* Tool.execute(kit, { id: "c", name: "search", arguments: text }, { parsedArguments: { limit: 1 } })
+      expect(invalid.isError).toBe(true)
+      expect(invalid.content).toContain('invalid arguments for tool "search"')
+      const seen: Array<string> = []
+      const wrapped: Tool.Tool = { ...search, call: (argumentsText) => (seen.push(argumentsText), search.call(argumentsText)) }
+      const result = yield* Tool.execute(Tool.toolkit([wrapped]), { id: "c", name: "search", arguments: text }, { parsedArguments: { query: "given" } })
+      expect(seen).toEqual([text])
+      expect(result.content).toBe('{"query":"from text"}')
+    }))
+
   it("tool names are checked against what servers accept", () => {
     expect(Tool.isValidName("get_weather-2")).toBe(true)
     expect(Tool.isValidName("get weather")).toBe(false)

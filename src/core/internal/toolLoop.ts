@@ -75,6 +75,11 @@ class RepeatKey {
     return this.value
   }
 
+  /** The arguments' JSON value if it was parsed (for a comparison) and is JSON; else undefined. */
+  parsedValue(): unknown {
+    return this.parsed && this.value !== notJson ? this.value : undefined
+  }
+
   equals(that: RepeatKey): boolean {
     if (this.name !== that.name) return false
     if (this.text === that.text) return true
@@ -137,6 +142,11 @@ export const program = (options: Options) =>
       // Looked up once: the loop below runs per step, and every lookup is an effect to run.
       const run = current as Architecture.RunState
       const runTool = (call: Model.ToolCall) => Architecture.executeToolFor(run, kit, call, executeOptions)
+      // The call's arguments as the repeat check parsed them, if it did: the tool does not parse them again.
+      const runParsed = (call: Model.ToolCall, parsed: unknown) =>
+        parsed === undefined
+          ? runTool(call)
+          : Architecture.executeToolFor(run, kit, call, { ...executeOptions, parsedArguments: parsed })
 
       const afterTools = (turn: number) => (results: ReadonlyArray<Tool.Result>) => {
         for (const result of results) messages.push(Model.toolResult(result.toolCallId, result.name, result.content))
@@ -185,7 +195,10 @@ export const program = (options: Options) =>
 
         messages.push(Model.assistant(text, calls))
         // One call runs inline: forking a fiber for it would cost more than the rest of the step.
-        if (calls.length === 1) return Effect.flatMap(runTool(calls[0]!), (result) => afterTools(turn)([result]))
+        if (calls.length === 1) {
+          const parsed = maxRepeats > 0 ? repeatedKey!.parsedValue() : undefined
+          return Effect.flatMap(runParsed(calls[0]!, parsed), (result) => afterTools(turn)([result]))
+        }
         return Effect.flatMap(Effect.forEach(calls, runTool, { concurrency }), afterTools(turn))
       }
       return step(1)

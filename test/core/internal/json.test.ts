@@ -1,6 +1,31 @@
 import { describe, expect, it } from "@effect/vitest"
 import { canonicalJson, jsonEqual } from "../../../src/core/internal/json.js"
 
+/**
+ * Random JSON values from a seeded generator: numbers below `numbers`, strings `s0`..`s<strings - 1>`, null, true,
+ * arrays and objects over `keys`, at most 4 deep. Few distinct leaves make equal values common.
+ */
+const randomValues = (seed: number, options: { readonly numbers: number; readonly strings: number; readonly keys: ReadonlyArray<string> }) => {
+  const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648
+  const value = (depth: number): unknown => {
+    const kind = Math.floor(random() * (depth > 2 ? 3 : 5))
+    if (kind === 0) return Math.floor(random() * options.numbers)
+    if (kind === 1) return `s${Math.floor(random() * options.strings)}`
+    if (kind === 2) return random() < 0.5 ? null : true
+    if (kind === 3) return Array.from({ length: Math.floor(random() * 3) }, () => value(depth + 1))
+    const keys = options.keys.filter(() => random() < 0.6)
+    return Object.fromEntries(keys.map((key) => [key, value(depth + 1)]))
+  }
+  return { random, value: () => value(0) }
+}
+
+/** The same value with every object's keys in reverse order. */
+const reordered = (v: unknown): unknown => {
+  if (Array.isArray(v)) return v.map(reordered)
+  if (v !== null && typeof v === "object") return Object.fromEntries(Object.entries(v).reverse().map(([k, x]) => [k, reordered(x)]))
+  return v
+}
+
 describe("json", () => {
   it("canonicalJson sorts keys at every depth and drops undefined values; sorted input is written as it is", () => {
     expect(canonicalJson({ b: 1, a: { d: [{ z: 1, y: 2 }], c: undefined } })).toBe('{"a":{"d":[{"y":2,"z":1}]},"b":1}')
@@ -11,22 +36,7 @@ describe("json", () => {
   })
 
   it("canonicalJson of a value equals canonicalJson of any key order of it (random values)", () => {
-    let seed = 7
-    const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648
-    const value = (depth: number): unknown => {
-      const kind = Math.floor(random() * (depth > 2 ? 3 : 5))
-      if (kind === 0) return Math.floor(random() * 100)
-      if (kind === 1) return `s${Math.floor(random() * 10)}`
-      if (kind === 2) return random() < 0.5 ? null : true
-      if (kind === 3) return Array.from({ length: Math.floor(random() * 3) }, () => value(depth + 1))
-      const keys = ["b", "a", "c", "10", "2", "aa"].filter(() => random() < 0.6)
-      return Object.fromEntries(keys.map((key) => [key, value(depth + 1)]))
-    }
-    const reordered = (v: unknown): unknown => {
-      if (Array.isArray(v)) return v.map(reordered)
-      if (v !== null && typeof v === "object") return Object.fromEntries(Object.entries(v).reverse().map(([k, x]) => [k, reordered(x)]))
-      return v
-    }
+    const { value } = randomValues(7, { numbers: 100, strings: 10, keys: ["b", "a", "c", "10", "2", "aa"] })
     const sortedCopy = (v: unknown): unknown => {
       if (Array.isArray(v)) return v.map(sortedCopy)
       if (v !== null && typeof v === "object") {
@@ -35,33 +45,18 @@ describe("json", () => {
       return v
     }
     for (let i = 0; i < 300; i++) {
-      const v = value(0)
+      const v = value()
       expect(canonicalJson(reordered(v))).toBe(canonicalJson(v))
       expect(canonicalJson(v)).toBe(JSON.stringify(sortedCopy(v)))
     }
   })
 
   it("jsonEqual answers what comparing canonicalJson texts answers (random pairs, reordered copies)", () => {
-    let seed = 11
-    const random = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648
-    const value = (depth: number): unknown => {
-      const kind = Math.floor(random() * (depth > 2 ? 3 : 5))
-      if (kind === 0) return Math.floor(random() * 3)
-      if (kind === 1) return `s${Math.floor(random() * 2)}`
-      if (kind === 2) return random() < 0.5 ? null : true
-      if (kind === 3) return Array.from({ length: Math.floor(random() * 3) }, () => value(depth + 1))
-      const keys = ["b", "a", "10", "2"].filter(() => random() < 0.6)
-      return Object.fromEntries(keys.map((key) => [key, value(depth + 1)]))
-    }
-    const reordered = (v: unknown): unknown => {
-      if (Array.isArray(v)) return v.map(reordered)
-      if (v !== null && typeof v === "object") return Object.fromEntries(Object.entries(v).reverse().map(([k, x]) => [k, reordered(x)]))
-      return v
-    }
+    const { random, value } = randomValues(11, { numbers: 3, strings: 2, keys: ["b", "a", "10", "2"] })
     let equalPairs = 0
     for (let i = 0; i < 2000; i++) {
-      const a = value(0)
-      const b = random() < 0.3 ? reordered(a) : value(0)
+      const a = value()
+      const b = random() < 0.3 ? reordered(a) : value()
       const expected = canonicalJson(a) === canonicalJson(b)
       if (expected) equalPairs++
       expect(jsonEqual(a, b)).toBe(expected)

@@ -181,6 +181,56 @@ describe("ReAct", () => {
       expect(text).toMatchObject({ interrupted: false, output: "done" })
     }))
 
+  it.effect("repeated calls: texts equal once trimmed are the same call", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "stuck", instructions: "", tools: [add] })
+      const result = yield* Agent.run(agent, "go")
+      expect(result.interruptionReason).toBe("repeated_tool_call")
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      { toolCalls: [{ name: "add", arguments: "a=1" }] },
+      { toolCalls: [{ name: "add", arguments: " a=1" }] },
+      { toolCalls: [{ name: "add", arguments: "a=1 " }] }
+    ]))))
+
+  it.effect("a call's result does not depend on the call before it: arguments padded with non-JSON whitespace are refused either way", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "padded", instructions: "", tools: [add] })
+      yield* Agent.run(agent, "go")
+      const calls = yield* ScriptedModel.calls
+      const results = (calls.at(-1)?.messages ?? []).filter((message) => message.role === "tool").map((message) => message.content)
+      // The first call is alone; the third follows a call with other arguments, which the repeat check parsed to compare.
+      expect(results).toHaveLength(3)
+      expect(results[1]).toBe("10")
+      expect(results[0]).toContain("not valid JSON")
+      expect(results[2]).toBe(results[0])
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      { toolCalls: [{ name: "add", arguments: '{"a":1,"b":2}\u00a0' }] },
+      { toolCalls: [{ name: "add", arguments: '{"a":5,"b":5}' }] },
+      { toolCalls: [{ name: "add", arguments: '{"a":1,"b":2}\u00a0' }] },
+      "done"
+    ]))))
+
+  it.effect("a handler that changes the object it was given does not change what the repeat check compares", () =>
+    Effect.gen(function*() {
+      const mutating = Tool.make({
+        name: "t",
+        description: "",
+        parameters: Schema.Struct({ x: Schema.Unknown }),
+        handler: ({ x }) =>
+          Effect.sync(() => {
+            if (x !== null && typeof x === "object") delete (x as Record<string, unknown>)["k"]
+            return "ok"
+          })
+      })
+      const agent = Agent.make({ name: "stuck", instructions: "", tools: [mutating] })
+      const result = yield* Agent.run(agent, "go")
+      expect(result.interruptionReason).toBe("repeated_tool_call")
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      { toolCalls: [{ name: "t", arguments: '{"x":{"k":1}}' }] },
+      { toolCalls: [{ name: "t", arguments: '{ "x": { "k": 1 } }' }] },
+      { toolCalls: [{ name: "t", arguments: '{"x":{"k": 1}}' }] }
+    ]))))
+
   it.effect("different arguments in between reset the repetition count", () =>
     Effect.gen(function*() {
       const agent = Agent.make({ name: "progressing", instructions: "", tools: [add] })

@@ -35,8 +35,10 @@ const sortKeys = (value: unknown): unknown => {
 }
 
 /**
- * Whether two JSON values (as `JSON.parse` makes them) are equal whatever their key order: what comparing their
- * `canonicalJson` texts answers, without writing either text.
+ * Whether two JSON values (as `JSON.parse` makes them) are equal whatever their key order — what comparing their
+ * `canonicalJson` texts answers, without writing either text, except where the texts lose something: a number too
+ * large for a double (`1e400`, written `null` by `JSON.stringify`) is not equal to `null` here, and an own
+ * `__proto__` key counts.
  */
 export const jsonEqual = (a: unknown, b: unknown): boolean => {
   if (a === b) return true

@@ -46,6 +46,9 @@ export const isLongReply = (text: string, calls: ReadonlyArray<Model.ToolCall>):
 
 const notJson: unique symbol = Symbol("notJson")
 
+/** Whether a text is only JSON's own whitespace (which `String.trim` strips with much else: NBSP, BOM, U+2028…). */
+const jsonWhitespace = /^[ \t\n\r]*$/
+
 /**
  * A tool call as the repeat check sees it: its name and its arguments, equal to another's when the texts are equal
  * or, both being JSON, the values are (whatever the key order the model chose; `""` is `{}`); text that is not JSON,
@@ -55,8 +58,8 @@ class RepeatKey {
   private value: unknown = undefined
   private parsed = false
   readonly text: string
-  constructor(readonly name: string, text: string) {
-    this.text = text.trim()
+  constructor(readonly name: string, private readonly original: string) {
+    this.text = original.trim()
   }
 
   private json(): unknown {
@@ -75,9 +78,34 @@ class RepeatKey {
     return this.value
   }
 
-  /** The arguments' JSON value if it was parsed (for a comparison) and is JSON; else undefined. */
-  parsedValue(): unknown {
-    return this.parsed && this.value !== notJson ? this.value : undefined
+  /**
+   * The arguments' JSON value for the tool to decode instead of parsing the text again, when the comparison parsed it
+   * and handing it over changes nothing: the text is what the tool would parse (nothing but JSON whitespace was
+   * trimmed: `Tool.parseArguments` refuses text padded with other whitespace), and the value has no nested object a
+   * handler could change (decoding copies objects and arrays, not what a `Schema.Unknown` field holds). This key keeps
+   * a copy of the top level for the next comparison. Else undefined: the tool parses the text itself.
+   */
+  takeParsed(): unknown {
+    const value = this.parsed ? this.value : notJson
+    if (value === notJson || value === null || typeof value !== "object") return undefined
+    if (this.text !== this.original && this.text !== "") {
+      const start = this.original.indexOf(this.text)
+      if (!jsonWhitespace.test(this.original.slice(0, start)) || !jsonWhitespace.test(this.original.slice(start + this.text.length))) {
+        return undefined
+      }
+    }
+    if (Array.isArray(value)) {
+      for (const item of value) if (item !== null && typeof item === "object") return undefined
+      this.value = value.slice()
+      return value
+    }
+    const record = value as Record<string, unknown>
+    for (const key in record) {
+      const item = record[key]
+      if (item !== null && typeof item === "object") return undefined
+    }
+    this.value = { ...record }
+    return value
   }
 
   equals(that: RepeatKey): boolean {
@@ -196,7 +224,7 @@ export const program = (options: Options) =>
         messages.push(Model.assistant(text, calls))
         // One call runs inline: forking a fiber for it would cost more than the rest of the step.
         if (calls.length === 1) {
-          const parsed = maxRepeats > 0 ? repeatedKey!.parsedValue() : undefined
+          const parsed = maxRepeats > 0 ? repeatedKey!.takeParsed() : undefined
           return Effect.flatMap(runParsed(calls[0]!, parsed), (result) => afterTools(turn)([result]))
         }
         return Effect.flatMap(Effect.forEach(calls, runTool, { concurrency }), afterTools(turn))

@@ -13,6 +13,19 @@ const add = Tool.make({
 const toolMessages = (request: Model.Request) =>
   (request.messages ?? []).filter((message): message is Model.ToolMessage => message.role === "tool")
 
+/**
+ * Runs a ReAct agent with one tool whose model calls it with each of `args` in turn (then answers "done"), and
+ * answers the run's result with the tool results the model was sent.
+ */
+const runCalling = (tool: Tool.Tool, args: ReadonlyArray<string>) =>
+  Effect.gen(function*() {
+    const agent = Agent.make({ name: "calling", instructions: "", tools: [tool] })
+    const result = yield* Agent.run(agent, "go")
+    const calls = yield* ScriptedModel.calls
+    const toolResults = (calls.at(-1)?.messages ?? []).filter((message) => message.role === "tool").map((message) => message.content)
+    return { ...result, toolResults }
+  }).pipe(Effect.provide(ScriptedModel.layer([...args.map((text) => ({ toolCalls: [{ name: tool.name, arguments: text }] })), "done"])))
+
 describe("ReAct", () => {
   it.effect("a tool call then text: two model calls, and the tool's result reaches the second request", () =>
     Effect.gen(function*() {
@@ -162,58 +175,28 @@ describe("ReAct", () => {
       ]))
     ))
 
-  it.effect("repeated calls: empty arguments are {}; text that is not JSON repeats only as the same text", () =>
+  it.effect("repeated calls: empty arguments are {}; text that is not JSON is the same call only as the same text once trimmed", () =>
     Effect.gen(function*() {
-      const agent = Agent.make({ name: "stuck", instructions: "", tools: [add] })
-      const empty = yield* Agent.run(agent, "go").pipe(Effect.provide(ScriptedModel.layer([
-        { toolCalls: [{ name: "add", arguments: "" }] },
-        { toolCalls: [{ name: "add", arguments: " {} " }] },
-        { toolCalls: [{ name: "add", arguments: "" }] }
-      ])))
-      expect(empty.interruptionReason).toBe("repeated_tool_call")
-      const text = yield* Agent.run(agent, "go").pipe(Effect.provide(ScriptedModel.layer([
-        { toolCalls: [{ name: "add", arguments: "a=1" }] },
-        { toolCalls: [{ name: "add", arguments: " a=1" }] },
-        { toolCalls: [{ name: "add", arguments: "a = 1" }] },
-        { toolCalls: [{ name: "add", arguments: "a=1" }] },
-        "done"
-      ])))
-      expect(text).toMatchObject({ interrupted: false, output: "done" })
+      expect((yield* runCalling(add, ["", " {} ", ""])).interruptionReason).toBe("repeated_tool_call")
+      expect((yield* runCalling(add, ["a=1", " a=1", "a=1 "])).interruptionReason).toBe("repeated_tool_call")
+      expect(yield* runCalling(add, ["a=1", " a=1", "a = 1", "a=1"])).toMatchObject({ interrupted: false, output: "done" })
     }))
-
-  it.effect("repeated calls: texts equal once trimmed are the same call", () =>
-    Effect.gen(function*() {
-      const agent = Agent.make({ name: "stuck", instructions: "", tools: [add] })
-      const result = yield* Agent.run(agent, "go")
-      expect(result.interruptionReason).toBe("repeated_tool_call")
-    }).pipe(Effect.provide(ScriptedModel.layer([
-      { toolCalls: [{ name: "add", arguments: "a=1" }] },
-      { toolCalls: [{ name: "add", arguments: " a=1" }] },
-      { toolCalls: [{ name: "add", arguments: "a=1 " }] }
-    ]))))
 
   it.effect("a call's result does not depend on the call before it: arguments padded with non-JSON whitespace are refused either way", () =>
     Effect.gen(function*() {
-      const agent = Agent.make({ name: "padded", instructions: "", tools: [add] })
-      yield* Agent.run(agent, "go")
-      const calls = yield* ScriptedModel.calls
-      const results = (calls.at(-1)?.messages ?? []).filter((message) => message.role === "tool").map((message) => message.content)
+      const padded = '{"a":1,"b":2}\u00a0'
       // The first call is alone; the third follows a call with other arguments, which the repeat check parsed to compare.
-      expect(results).toHaveLength(3)
-      expect(results[1]).toBe("10")
-      expect(results[0]).toContain("not valid JSON")
-      expect(results[2]).toBe(results[0])
-    }).pipe(Effect.provide(ScriptedModel.layer([
-      { toolCalls: [{ name: "add", arguments: '{"a":1,"b":2}\u00a0' }] },
-      { toolCalls: [{ name: "add", arguments: '{"a":5,"b":5}' }] },
-      { toolCalls: [{ name: "add", arguments: '{"a":1,"b":2}\u00a0' }] },
-      "done"
-    ]))))
+      const result = yield* runCalling(add, [padded, '{"a":5,"b":5}', padded])
+      expect(result.toolResults).toHaveLength(3)
+      expect(result.toolResults[1]).toBe("10")
+      expect(result.toolResults[0]).toContain("not valid JSON")
+      expect(result.toolResults[2]).toBe(result.toolResults[0])
+    }))
 
   it.effect("a handler that changes the object it was given does not change what the repeat check compares", () =>
     Effect.gen(function*() {
       const mutating = Tool.make({
-        name: "t",
+        name: "add",
         description: "",
         parameters: Schema.Struct({ x: Schema.Unknown }),
         handler: ({ x }) =>
@@ -222,14 +205,9 @@ describe("ReAct", () => {
             return "ok"
           })
       })
-      const agent = Agent.make({ name: "stuck", instructions: "", tools: [mutating] })
-      const result = yield* Agent.run(agent, "go")
+      const result = yield* runCalling(mutating, ['{"x":{"k":1}}', '{ "x": { "k": 1 } }', '{"x":{"k": 1}}'])
       expect(result.interruptionReason).toBe("repeated_tool_call")
-    }).pipe(Effect.provide(ScriptedModel.layer([
-      { toolCalls: [{ name: "t", arguments: '{"x":{"k":1}}' }] },
-      { toolCalls: [{ name: "t", arguments: '{ "x": { "k": 1 } }' }] },
-      { toolCalls: [{ name: "t", arguments: '{"x":{"k": 1}}' }] }
-    ]))))
+    }))
 
   it.effect("different arguments in between reset the repetition count", () =>
     Effect.gen(function*() {

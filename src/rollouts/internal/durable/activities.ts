@@ -8,7 +8,7 @@
  * Every activity's effect is built only when the activity runs: a replayed call must not reach the service (some
  * services start the call when it is made, not when its effect runs — `ScriptedModel` consumes a turn).
  */
-import { Effect, Option, Schema, Stream } from "effect"
+import { type Context, Effect, Option, Schema, Stream } from "effect"
 import { Activity, type WorkflowEngine } from "effect/workflow"
 import * as Architecture from "../../../core/Architecture.js"
 import * as Model from "../../../core/Model.js"
@@ -34,6 +34,31 @@ const counter = () => {
 /** The session of the run in flight, or `fallback` outside one. */
 const sessionOf = (fallback: string): Effect.Effect<string> =>
   Effect.map(Effect.serviceOption(Architecture.CurrentRun), (run) => Option.isSome(run) ? run.value.sessionId : fallback)
+
+/**
+ * Makes the activities of one kind of call, numbered per session: `<session>/<kind>/<n>` (the session of the run in
+ * flight, or `fallbackSession` outside one). Each call's effect is built only when its activity runs.
+ */
+const numberedActivities = (context: Context.Context<WorkflowContext>, fallbackSession: string) => {
+  const count = counter()
+  return <Success extends Schema.Constraint, Error extends Schema.Constraint = Schema.Never>(
+    kind: string,
+    options: {
+      readonly success: Success
+      readonly error?: Error | undefined
+      readonly execute: () => Effect.Effect<Success["Type"], Error["Type"]>
+    }
+  ): Effect.Effect<Success["Type"], Error["Type"]> =>
+    Effect.flatMap(sessionOf(fallbackSession), (session) => {
+      const base = `${session}/${kind}`
+      return Activity.make({
+        name: `${base}/${count(base)}`,
+        success: options.success,
+        ...(options.error !== undefined ? { error: options.error } : {}),
+        execute: Effect.suspend(options.execute)
+      }).pipe(Effect.provideContext(context))
+    }) as Effect.Effect<Success["Type"], Error["Type"]>
+}
 
 /**
  * A `Model` whose every call is an activity named `<session>/<step>` (`#n` when a step is called again). A streamed
@@ -66,19 +91,15 @@ export const durableTools = <R>(
   tools: ReadonlyArray<Tool.Tool<R>>
 ): Effect.Effect<ReadonlyArray<Tool.Tool<R>>, never, WorkflowContext> =>
   Effect.map(Effect.context<WorkflowContext>(), (context) => {
-    const count = counter()
+    const activity = numberedActivities(context, "tools")
     return tools.map((tool): Tool.Tool<R> => ({
       ...tool,
+      // A tool's own requirements are the caller's, as without durability.
       call: (argumentsText) =>
-        Effect.flatMap(sessionOf("tools"), (session) => {
-          const base = `${session}/tool/${tool.name}`
-          return Activity.make({
-            name: `${base}/${count(base)}`,
-            success: OutcomeSchema,
-            execute: Effect.suspend(() => tool.call(argumentsText))
-          }).pipe(Effect.provideContext(context))
-          // A tool's own requirements are the caller's, as without durability.
-        }) as unknown as Effect.Effect<Tool.Outcome, never, R>
+        activity(`tool/${tool.name}`, {
+          success: OutcomeSchema,
+          execute: () => tool.call(argumentsText) as Effect.Effect<Tool.Outcome>
+        }) as Effect.Effect<Tool.Outcome, never, R>
     }))
   })
 
@@ -90,18 +111,14 @@ export const durableTools = <R>(
  */
 export const durableSandbox = (inner: Sandbox.Service): Effect.Effect<Sandbox.Service, never, WorkflowContext> =>
   Effect.map(Effect.context<WorkflowContext>(), (context) => {
-    const count = counter()
+    const activity = numberedActivities(context, "sandbox")
     return {
       ...inner,
       run: (workspace, request) =>
-        Effect.flatMap(sessionOf("sandbox"), (session) => {
-          const base = `${session}/sandbox`
-          return Activity.make({
-            name: `${base}/${count(base)}`,
-            success: Sandbox.SandboxResult,
-            error: Sandbox.SandboxError,
-            execute: Effect.suspend(() => inner.run(workspace, request))
-          }).pipe(Effect.provideContext(context))
+        activity("sandbox", {
+          success: Sandbox.SandboxResult,
+          error: Sandbox.SandboxError,
+          execute: () => inner.run(workspace, request)
         })
     }
   })
@@ -112,17 +129,9 @@ export const durableSandbox = (inner: Sandbox.Service): Effect.Effect<Sandbox.Se
  */
 export const durableStateStore = (inner: StateStore.Service): Effect.Effect<StateStore.Service, never, WorkflowContext> =>
   Effect.map(Effect.context<WorkflowContext>(), (context) => {
-    const count = counter()
+    const numbered = numberedActivities(context, "state")
     const activity = <A>(op: string, success: Schema.Codec<A, unknown>, execute: () => Effect.Effect<A, StateStore.StateStoreError>) =>
-      Effect.flatMap(sessionOf("state"), (session) => {
-        const base = `${session}/state/${op}`
-        return Activity.make({
-          name: `${base}/${count(base)}`,
-          success,
-          error: StateStore.StateStoreError,
-          execute: Effect.suspend(execute)
-        }).pipe(Effect.provideContext(context))
-      })
+      numbered(`state/${op}`, { success, error: StateStore.StateStoreError, execute })
     return {
       caps: inner.caps,
       load: (taskId) => activity("load", StateStore.State, () => inner.load(taskId)),
@@ -137,18 +146,14 @@ export const durableTrajectoryStore = (
   inner: TrajectoryStore.Service
 ): Effect.Effect<TrajectoryStore.Service, never, WorkflowContext> =>
   Effect.map(Effect.context<WorkflowContext>(), (context) => {
-    const count = counter()
+    const activity = numberedActivities(context, "trajectory")
     return {
       ...inner,
       append: (record) =>
-        Effect.flatMap(sessionOf("trajectory"), (session) => {
-          const base = `${session}/trajectory`
-          return Activity.make({
-            name: `${base}/${count(base)}`,
-            success: TrajectoryStore.TrajectoryRecord,
-            error: TrajectoryStore.TrajectoryStoreError,
-            execute: Effect.suspend(() => inner.append(record))
-          }).pipe(Effect.provideContext(context))
+        activity("trajectory", {
+          success: TrajectoryStore.TrajectoryRecord,
+          error: TrajectoryStore.TrajectoryStoreError,
+          execute: () => inner.append(record)
         })
     }
   })

@@ -3,7 +3,7 @@ import { generateText, simulateReadableStream, stepCountIs, streamText, tool } f
 import { MockLanguageModelV3 } from "ai/test"
 import { z } from "zod"
 import { mockTurns } from "./aiSdkMock.js"
-import { type Framework, instructions, prompt } from "./work.js"
+import { type Framework, instructions, prompt, readToEnd } from "./work.js"
 
 const add = tool({
   description: "Adds two numbers",
@@ -18,9 +18,7 @@ export const aiSdk: Framework = {
     const settings = { model, system: instructions, prompt, tools: { add }, stopWhen: stepCountIs(steps) }
     if (!options.stream) return (await generateText(settings)).text
     const result = streamText(settings)
-    for await (const _part of result.fullStream) {
-      // read to the end
-    }
+    await readToEnd(result.fullStream)
     return await result.text
   }
 }

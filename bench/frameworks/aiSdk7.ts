@@ -6,7 +6,7 @@ import { simulateReadableStream, stepCountIs, tool, ToolLoopAgent } from "ai-v7"
 import { MockLanguageModelV4 } from "ai-v7/test"
 import { z } from "zod"
 import { mockTurns } from "./aiSdkMock.js"
-import { type Framework, instructions, prompt } from "./work.js"
+import { type Framework, instructions, prompt, readToEnd } from "./work.js"
 
 const add = tool({
   description: "Adds two numbers",
@@ -21,9 +21,7 @@ export const aiSdk7: Framework = {
     const agent = new ToolLoopAgent({ model, instructions, tools: { add }, stopWhen: stepCountIs(steps) })
     if (!options.stream) return (await agent.generate({ prompt })).text
     const result = await agent.stream({ prompt })
-    for await (const _part of result.fullStream) {
-      // read to the end
-    }
+    await readToEnd(result.fullStream)
     return await result.text
   }
 }

@@ -8,7 +8,7 @@ import { simulateReadableStream } from "ai"
 import { MockLanguageModelV3 } from "ai/test"
 import { z } from "zod"
 import { mockTurns } from "./aiSdkMock.js"
-import { type Framework, instructions, prompt } from "./work.js"
+import { type Framework, instructions, prompt, readToEnd } from "./work.js"
 
 const add = createTool({
   id: "add",
@@ -24,9 +24,7 @@ export const mastra: Framework = {
     const agent = new Agent({ id: "calculator", name: "calculator", instructions, model, tools: { add } })
     if (!options.stream) return (await agent.generate(prompt, { maxSteps: steps })).text
     const result = await agent.stream(prompt, { maxSteps: steps })
-    for await (const _part of result.fullStream) {
-      // read to the end
-    }
+    await readToEnd(result.fullStream)
     return await result.text
   }
 }

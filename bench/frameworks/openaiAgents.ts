@@ -5,7 +5,7 @@
  */
 import { Agent, type Model, type ModelRequest, type ModelResponse, type protocol, run, setTracingDisabled, tool, Usage } from "@openai/agents"
 import { z } from "zod"
-import { argsAt, finalText, type Framework, instructions, prompt, yieldToEventLoop } from "./work.js"
+import { argsAt, finalText, type Framework, instructions, prompt, readToEnd, yieldToEventLoop } from "./work.js"
 
 // No tracing exporter: the other frameworks export nothing either.
 setTracingDisabled(true)
@@ -50,9 +50,7 @@ export const openaiAgents: Framework = {
     const agent = new Agent({ name: "calculator", instructions, tools: [add], model: new ScriptedModel(steps, options.yieldPerCall) })
     if (!options.stream) return String((await run(agent, prompt, { maxTurns: steps + 1 })).finalOutput)
     const result = await run(agent, prompt, { maxTurns: steps + 1, stream: true })
-    for await (const _event of result) {
-      // read to the end
-    }
+    await readToEnd(result)
     await result.completed
     return String(result.finalOutput)
   }

@@ -20,6 +20,13 @@ export const yieldToEventLoop = (): Promise<void> =>
     setTimeout(resolve, 0)
   })
 
+/** Reads a framework's stream of parts to the end, as a client showing it would. */
+export const readToEnd = async (parts: AsyncIterable<unknown>): Promise<void> => {
+  for await (const _part of parts) {
+    // every part is taken; none is kept
+  }
+}
+
 /** One framework's implementation of the benchmark work. */
 export interface Framework {
   readonly name: string

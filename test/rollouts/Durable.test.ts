@@ -30,6 +30,21 @@ const lookup = Tool.make({
 })
 const agent = Agent.make({ name: "researcher", instructions: "", tools: [lookup] })
 
+/**
+ * Runs a test child process (`node --import tsx child ...args`) and answers the lines it printed, SIGKILLing it as
+ * soon as it prints `killAt` (or when it exits on its own).
+ */
+const linesUntilKilled = (child: string, args: ReadonlyArray<string>, killAt: string): Promise<Array<string>> =>
+  new Promise((resolve) => {
+    const lines: Array<string> = []
+    const running = spawn(process.execPath, ["--import", "tsx", child, ...args], { stdio: ["ignore", "pipe", "ignore"] })
+    createInterface({ input: running.stdout! }).on("line", (line) => {
+      lines.push(line)
+      if (line === killAt) running.kill("SIGKILL")
+    })
+    running.on("exit", () => resolve(lines))
+  })
+
 describe("Durable", () => {
   it.live("a failed call suspends the run; resumed, stored calls are not sent again", () =>
     Effect.gen(function*() {
@@ -90,17 +105,7 @@ describe("Durable", () => {
       const child = join(import.meta.dirname, "..", "support", "durableChild.ts")
       try {
         // Phase 1: two calls answered and stored; killed while the third waits.
-        const first = yield* Effect.promise(() =>
-          new Promise<Array<string>>((resolve) => {
-            const lines: Array<string> = []
-            const process1 = spawn(process.execPath, ["--import", "tsx", child, db, "1"], { stdio: ["ignore", "pipe", "ignore"] })
-            createInterface({ input: process1.stdout! }).on("line", (line) => {
-              lines.push(line)
-              if (line === "call react.turn_3") process1.kill("SIGKILL")
-            })
-            process1.on("exit", () => resolve(lines))
-          })
-        )
+        const first = yield* Effect.promise(() => linesUntilKilled(child, [db, "1"], "call react.turn_3"))
         expect(first).toEqual(["call react.turn_1", "tool a", "call react.turn_2", "tool b", "call react.turn_3"])
         // Phase 2: the same file; only the call in flight at the kill is sent again, and no tool runs again.
         const second = spawnSync(process.execPath, ["--import", "tsx", child, db, "2"], { encoding: "utf8", timeout: 60_000 })
@@ -230,17 +235,7 @@ describe("Durable.actorLoop", () => {
       const dir = mkdtempSync(join(tmpdir(), "valet-durable-actor-"))
       const child = join(import.meta.dirname, "..", "support", "durableActorChild.ts")
       try {
-        const first = yield* Effect.promise(() =>
-          new Promise<Array<string>>((resolve) => {
-            const lines: Array<string> = []
-            const process1 = spawn(process.execPath, ["--import", "tsx", child, dir, "1"], { stdio: ["ignore", "pipe", "ignore"] })
-            createInterface({ input: process1.stdout! }).on("line", (line) => {
-              lines.push(line)
-              if (line === "command") process1.kill("SIGKILL")
-            })
-            process1.on("exit", () => resolve(lines))
-          })
-        )
+        const first = yield* Effect.promise(() => linesUntilKilled(child, [dir, "1"], "command"))
         expect(first).toEqual(["call", "command"])
         const second = spawnSync(process.execPath, ["--import", "tsx", child, dir, "2"], { encoding: "utf8", timeout: 60_000 })
         // Only the command in flight at the kill runs again; the model call was stored.

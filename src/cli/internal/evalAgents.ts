@@ -34,7 +34,7 @@ export interface Settings {
 }
 
 /** The instructions of the agent that runs Self-Refine: its base answers in the shape `Evaluate` reads. */
-export const selfRefineInstructions = "Solve the problem. End your reply with one line of the form FINAL: <answer>."
+const selfRefineInstructions = "Solve the problem. End your reply with one line of the form FINAL: <answer>."
 
 const defined = <A extends Record<string, unknown>>(object: A): { [K in keyof A]: Exclude<A[K], undefined> } =>
   Object.fromEntries(Object.entries(object).filter(([, value]) => value !== undefined)) as {

@@ -39,7 +39,7 @@ export type Outcome = typeof Outcome.Type
 const sessionPattern = /[^A-Za-z0-9.:-]+/g
 
 /** The session id of a problem's run: `eval-<id>`, the id made safe and cut to 100 characters. */
-export const sessionIdOf = (problem: Problem): string => `eval-${problem.id.replace(sessionPattern, "-").slice(0, 100)}`
+const sessionIdOf = (problem: Problem): string => `eval-${problem.id.replace(sessionPattern, "-").slice(0, 100)}`
 
 /** How a problem is run. */
 export interface SolveOptions {

@@ -82,6 +82,36 @@ export const RunView = Schema.Struct({
 })
 export type RunView = typeof RunView.Type
 
+/** A run in a listing: what tells runs apart, without the input, result or error (`GET /runs/:id` has those). */
+export const RunSummary = Schema.Struct({
+  runId: Schema.String,
+  sessionId: Schema.String,
+  agent: Schema.String,
+  status: Status,
+  /** The input's first 100 characters. */
+  inputPreview: Schema.String,
+  events: Schema.Int,
+  createdAt: Schema.Number,
+  endedAt: Schema.optional(Schema.Number),
+  interrupted: Schema.optional(Schema.Boolean),
+  interruptionReason: Schema.optional(Schema.String)
+})
+export type RunSummary = typeof RunSummary.Type
+
+/** One page of a listing, newest first; `nextCursor` fetches the next (older) page. */
+export interface RunPage<A> {
+  readonly runs: ReadonlyArray<A>
+  readonly nextCursor?: string | undefined
+}
+
+/** Which page to list. */
+export interface ListOptions {
+  /** Runs per page (default 50, at most 500). */
+  readonly limit?: number | undefined
+  /** A page's `nextCursor`: the runs listed after it. */
+  readonly cursor?: string | undefined
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Errors
 // ---------------------------------------------------------------------------------------------------------
@@ -141,8 +171,8 @@ export interface Options {
 export interface Service {
   readonly start: (request: RunRequest) => Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest>
   readonly get: (runId: string) => Effect.Effect<RunView, RunNotFound>
-  /** Every run kept, newest first. */
-  readonly list: Effect.Effect<ReadonlyArray<RunView>>
+  /** The runs kept, newest first, a page at a time. */
+  readonly list: (options?: ListOptions) => Effect.Effect<RunPage<RunSummary>>
   /**
    * The run's events after the `after`-th (from the first by default), then live; ends after the run's
    * `RunCompleted`, or fails with `RunFailed`.
@@ -161,6 +191,8 @@ export interface Service {
 export class Runs extends Context.Service<Runs, Service>()("valet/Runs") {}
 
 interface Record_ {
+  /** The order of creation: the listing's cursor. */
+  readonly seq: number
   readonly runId: string
   readonly sessionId: string
   readonly agent: string
@@ -202,6 +234,19 @@ const view = (record: Record_): RunView => ({
   ...(record.error !== undefined ? { error: AgentEvent.errorJson(record.error) } : {})
 })
 
+const summary = (record: Record_): RunSummary => ({
+  runId: record.runId,
+  sessionId: record.sessionId,
+  agent: record.agent,
+  status: record.status,
+  inputPreview: record.input.slice(0, 100),
+  events: record.events.length,
+  createdAt: record.createdAt,
+  ...(record.endedAt !== undefined ? { endedAt: record.endedAt } : {}),
+  ...(record.result !== undefined ? { interrupted: record.result.interrupted } : {}),
+  ...(record.result?.interruptionReason !== undefined ? { interruptionReason: record.result.interruptionReason } : {})
+})
+
 /** A registry running the agents of `Agents`, its runs living in the current `Scope`. */
 export const make = (options: Options = {}): Effect.Effect<Service, never, Agents.Agents | Scope.Scope> =>
   Effect.gen(function*() {
@@ -213,6 +258,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
     const records = new Map<string, Record_>()
     const sessions = new Set<string>()
     let running = 0
+    let created = 0
 
     const touch = (record: Record_) => {
       const changed = record.changed
@@ -309,6 +355,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
         const now = yield* Clock.currentTimeMillis
         prune(now)
         const record: Record_ = {
+          seq: created++,
           runId: newId("run"),
           sessionId,
           agent: entry.name,
@@ -354,11 +401,20 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
     return Runs.of({
       start,
       get: (runId) => Effect.map(find(runId), view),
-      list: Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        Effect.sync(() => {
-          prune(now)
-          return [...records.values()].reverse().map(view)
-        })),
+      list: (options) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.sync((): RunPage<RunSummary> => {
+            prune(now)
+            const limit = Math.min(Math.max(options?.limit ?? 50, 1), 500)
+            // Records are kept in creation order; a page walks them newest first from below the cursor.
+            const before = options?.cursor === undefined ? Infinity : Number(options.cursor)
+            const page: Array<RunSummary> = []
+            const all = [...records.values()]
+            let i = all.length - 1
+            while (i >= 0 && all[i]!.seq >= before) i--
+            for (; i >= 0 && page.length < limit; i--) page.push(summary(all[i]!))
+            return i >= 0 ? { runs: page, nextCursor: String(all[i + 1]!.seq) } : { runs: page }
+          })),
       events,
       cancel: (runId) =>
         Effect.flatMap(find(runId), (record) => Effect.sync(() => void Deferred.doneUnsafe(record.cancel, Effect.void))),

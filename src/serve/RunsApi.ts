@@ -22,7 +22,7 @@
  *
  * @since 0.2.0
  */
-import { Effect, Layer, Schema, Stream } from "effect"
+import { Effect, Layer, Schema, SchemaGetter, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema } from "effect/http-api"
 import * as AgentEvent from "../core/AgentEvent.js"
@@ -47,6 +47,24 @@ const RunIdParams = { runId: Schema.String }
 
 const Compact = Schema.optional(Schema.Literals(["true", "false", "1", "0"]))
 
+const digitsToNumber = {
+  decode: SchemaGetter.transform((text: string) => Number(text)),
+  encode: SchemaGetter.transform((n: number) => String(n))
+}
+
+/** A non-negative integer written in decimal digits only (no sign, no exponent, no blank). */
+const Digits = Schema.String.check(Schema.isPattern(/^(0|[1-9][0-9]{0,14})$/, { expected: "a non-negative integer" }))
+
+const PageLimit = Digits.pipe(
+  Schema.decodeTo(Schema.Number.check(Schema.isBetween({ minimum: 1, maximum: 500 }, { expected: "an integer 1-500" })), digitsToNumber)
+)
+
+/** A page's `nextCursor`. */
+const Cursor = Digits
+
+/** An event's SSE id: `?after=3` resumes after event 3. */
+const EventId = Digits.pipe(Schema.decodeTo(Schema.Number, digitsToNumber))
+
 /** `text/event-stream` (documented; the handlers write the frames themselves). */
 const EventStream = HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" })
 
@@ -65,11 +83,17 @@ export const group = HttpApiGroup.make("valet")
       success: Runs.Started.pipe(HttpApiSchema.status(201)),
       error: [Runs.UnknownAgent, Runs.TooManyRuns, Runs.InvalidRunRequest]
     }),
-    HttpApiEndpoint.get("listRuns", "/runs", { success: Schema.Struct({ runs: Schema.Array(Runs.RunView) }) }),
+    HttpApiEndpoint.get("listRuns", "/runs", {
+      query: { limit: Schema.optional(PageLimit), cursor: Schema.optional(Cursor), full: Compact },
+      success: Schema.Struct({
+        runs: Schema.Array(Schema.Union([Runs.RunSummary, Runs.RunView])),
+        nextCursor: Schema.optional(Schema.String)
+      })
+    }),
     HttpApiEndpoint.get("getRun", "/runs/:runId", { params: RunIdParams, success: Runs.RunView, error: Runs.RunNotFound }),
     HttpApiEndpoint.get("runEvents", "/runs/:runId/events", {
       params: RunIdParams,
-      query: { after: Schema.optional(Schema.NumberFromString), compact: Compact },
+      query: { after: Schema.optional(EventId), compact: Compact },
       headers: { "last-event-id": Schema.optional(Schema.String) },
       success: EventStream,
       error: Runs.RunNotFound
@@ -120,11 +144,14 @@ const tooMany = (error: Runs.TooManyRuns) =>
     { status: 429, headers: { "retry-after": String(error.retryAfterSeconds) } }
   )
 
+/**
+ * Where a reader resumes: `?after=`, else `Last-Event-ID` when it is an event id (decimal digits); anything else a
+ * client sends there (`""`, `-0`, `1e3`, garbage) reads as "from the start", never as a skipped event.
+ */
 const afterOf = (query: number | undefined, lastEventId: string | undefined): number | undefined => {
   if (query !== undefined) return query
-  if (lastEventId === undefined) return undefined
-  const parsed = Number(lastEventId)
-  return Number.isInteger(parsed) && parsed >= 0 ? parsed : undefined
+  if (lastEventId === undefined || !/^(0|[1-9][0-9]{0,14})$/.test(lastEventId.trim())) return undefined
+  return Number(lastEventId.trim())
 }
 
 /**
@@ -155,7 +182,15 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
           }))
         .handle("createRun", ({ payload }) =>
           runs.start(payload).pipe(Effect.catchTag("TooManyRuns", (error) => Effect.succeed(tooMany(error)))))
-        .handle("listRuns", () => Effect.map(runs.list, (list) => ({ runs: list })))
+        .handle("listRuns", ({ query }) =>
+          Effect.flatMap(runs.list({ limit: query.limit, cursor: query.cursor }), (page): Effect.Effect<Runs.RunPage<Runs.RunSummary | Runs.RunView>> =>
+            !isTrue(query.full)
+              ? Effect.succeed(page)
+              : Effect.map(
+                // A run dropped between the two reads is left out.
+                Effect.forEach(page.runs, (run) => Effect.option(runs.get(run.runId))),
+                (views) => ({ ...page, runs: views.flatMap((view) => (view._tag === "Some" ? [view.value] : [])) })
+              )))
         .handle("getRun", ({ params }) => runs.get(params.runId))
         .handle("runEvents", ({ headers, params, query }) => {
           const after = afterOf(query.after, headers["last-event-id"])

@@ -8,62 +8,53 @@
  * @since 0.2.0
  */
 import { createServer } from "node:http"
-import { timingSafeEqual } from "node:crypto"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { ByteSize, Effect, Layer, Redacted } from "effect"
-import { HttpIncomingMessage, HttpRouter, type HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { Layer } from "effect"
+import { HttpRouter, type HttpServer } from "effect/http"
 import { HttpApi, HttpApiBuilder } from "effect/http-api"
 import type * as Agents from "./Agents.js"
 import * as OpenAiApi from "./OpenAiApi.js"
 import * as Runs from "./Runs.js"
 import * as RunsApi from "./RunsApi.js"
+import * as ErrorShape from "./internal/errorShape.js"
+import * as Guard from "./internal/guard.js"
 import * as Viewer from "./Viewer.js"
 
 /** What a server allows. */
-export interface Options extends Runs.Options {
-  /** The largest request body, in bytes (default 1 MiB); larger ones get 413. */
-  readonly maxBodyBytes?: number | undefined
-  /** When set, every request but `GET /health` must carry `Authorization: Bearer <token>` (else 401). */
-  readonly token?: Redacted.Redacted<string> | string | undefined
-}
+export interface Options extends Runs.Options, Guard.GuardOptions {}
 
-const errorBody = (url: string, status: number, tag: string, message: string) =>
-  // The OpenAI facade's clients read OpenAI's error shape; everyone else reads valet's.
-  url.startsWith("/v1/")
-    ? HttpServerResponse.jsonUnsafe({ error: { message, type: tag === "Unauthorized" ? "authentication_error" : "invalid_request_error", param: null, code: null } }, { status })
-    : HttpServerResponse.jsonUnsafe({ _tag: tag, message }, { status })
+/**
+ * The rules every listening route of valet shares, as one global `HttpRouter` middleware layer: the bearer token
+ * (every route but exactly `GET /health`, decided on the routed path, compared in constant time; the viewer signs
+ * in once with `/?token=` and keeps an HttpOnly SameSite cookie), the Host / Origin allow-list, the body cap (413),
+ * and errors as JSON in the route's shape (404, 415, 500…). `routes` installs it; provide it to any other protocol
+ * served beside them (`valet mcp --http` does).
+ *
+ * @since 0.2.0
+ * @category middleware
+ * @example
+ * ```ts
+ * import { HttpRouter } from "effect/http"
+ * import { Layer } from "effect"
+ * import * as Server from "valet/Server"
+ *
+ * // Your own routes, behind the same token and limits as valet's.
+ * const guarded = (routes: Layer.Layer<never, never, HttpRouter.HttpRouter>) =>
+ *   Layer.mergeAll(routes, Server.guard({ token: process.env.VALET_TOKEN, allowedHosts: ["localhost"] }))
+ * ```
+ */
+export const guard = (options: Guard.GuardOptions): Layer.Layer<never, never, HttpRouter.HttpRouter> =>
+  Layer.mergeAll(ErrorShape.layer, Guard.layer(options))
 
-const sameSecret = (given: string, expected: string): boolean => {
-  const a = Buffer.from(given)
-  const b = Buffer.from(expected)
-  return a.length === b.length && timingSafeEqual(a, b)
-}
-
-/** The body limit and the bearer token, for every route. */
-const limits = (options: Options) => {
-  const maxBodyBytes = options.maxBodyBytes ?? 1_048_576
-  const token = options.token === undefined ? undefined : Redacted.value(typeof options.token === "string" ? Redacted.make(options.token) : options.token)
-  return HttpRouter.middleware((httpEffect) =>
-    Effect.gen(function*() {
-      const request = yield* HttpServerRequest.HttpServerRequest
-      const path = request.url.split("?")[0]!
-      if (token !== undefined && !(request.method === "GET" && path.endsWith("/health"))) {
-        const header = request.headers["authorization"] ?? ""
-        const given = header.startsWith("Bearer ") ? header.slice("Bearer ".length) : undefined
-        if (given === undefined || !sameSecret(given, token)) {
-          return errorBody(path, 401, "Unauthorized", given === undefined
-            ? "this server needs a bearer token: send Authorization: Bearer <token>"
-            : "the bearer token is not this server's").pipe(HttpServerResponse.setHeader("www-authenticate", "Bearer"))
-        }
-      }
-      const length = Number(request.headers["content-length"] ?? "0")
-      if (length > maxBodyBytes) {
-        return errorBody(path, 413, "PayloadTooLarge", `the request body is ${length} bytes, more than this server's limit of ${maxBodyBytes}`)
-      }
-      // A body without a length (chunked) is cut at the same limit while it is read.
-      return yield* Effect.provideService(httpEffect, HttpIncomingMessage.MaxBodySize, ByteSize.bytes(maxBodyBytes))
-    }), { global: true })
-}
+/**
+ * The names a server listening on `host` answers to when `allowedHosts` is not set: the loopback names for a
+ * loopback address (a page on another site that resolves its name to 127.0.0.1 — DNS rebinding — is refused), those
+ * and the address for another address, any name for a wildcard address (`0.0.0.0`, `::`).
+ *
+ * @since 0.2.0
+ * @category middleware
+ */
+export const defaultAllowedHosts: (host: string) => ReadonlyArray<string> | undefined = Guard.defaultAllowedHosts
 
 /** The API `valet serve` serves: valet's routes and the OpenAI-compatible facade. */
 export const Api = HttpApi.make("valet").add(RunsApi.group).add(OpenAiApi.group)
@@ -73,7 +64,7 @@ export const routes = (options: Options = {}) =>
   HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
     Layer.provide([RunsApi.layerFor(Api), OpenAiApi.layerFor(Api)]),
     Layer.provide(Runs.layer(options)),
-    Layer.merge(limits(options)),
+    Layer.merge(guard(options)),
     Layer.merge(Viewer.layer)
   )
 
@@ -85,8 +76,14 @@ export interface Listen {
   readonly port?: number | undefined
 }
 
-/** A Node HTTP server serving `routes`, for as long as the layer lives. */
-export const layerNode = (options: Options & Listen = {}): Layer.Layer<HttpServer.HttpServer, unknown, Agents.Agents> =>
-  HttpRouter.serve(routes(options), { disableLogger: true, disableListenLog: true }).pipe(
-    Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: options.port ?? 8787, host: options.host ?? "127.0.0.1" }))
+/**
+ * A Node HTTP server serving `routes`, for as long as the layer lives. Without `allowedHosts` it answers to the names
+ * `defaultAllowedHosts` gives for its address.
+ */
+export const layerNode = (options: Options & Listen = {}): Layer.Layer<HttpServer.HttpServer, unknown, Agents.Agents> => {
+  const host = options.host ?? "127.0.0.1"
+  const allowedHosts = options.allowedHosts ?? Guard.defaultAllowedHosts(host) ?? "*"
+  return HttpRouter.serve(routes({ ...options, allowedHosts }), { disableLogger: true, disableListenLog: true }).pipe(
+    Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: options.port ?? 8787, host }))
   ) as Layer.Layer<HttpServer.HttpServer, unknown, Agents.Agents>
+}

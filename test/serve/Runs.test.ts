@@ -112,9 +112,32 @@ describe("Runs", () => {
         yield* collect(yield* runs.events(runId))
         ids.push(runId)
       }
-      expect((yield* runs.list).map((run) => run.runId)).toEqual([ids[2], ids[1]])
+      expect((yield* runs.list()).runs.map((run) => run.runId)).toEqual([ids[2], ids[1]])
       expect(yield* Effect.flip(runs.get(ids[0]!))).toMatchObject({ _tag: "RunNotFound" })
       yield* TestClock.adjust("61 seconds")
-      expect(yield* runs.list).toEqual([])
+      expect(yield* runs.list()).toEqual({ runs: [] })
     }).pipe(Effect.provide(registry({ keepFinishedRuns: 2, keepFinishedMs: 60_000 }))))
+
+  it.effect("the listing is paged, newest first, summaries without inputs and results; a cursor walks every run once", () =>
+    Effect.gen(function*() {
+      const runs = yield* Runs.Runs
+      const ids: Array<string> = []
+      for (let i = 0; i < 7; i++) {
+        const { runId } = yield* runs.start({ agent: "quick", input: `question ${i} ${"x".repeat(200)}` })
+        yield* collect(yield* runs.events(runId))
+        ids.push(runId)
+      }
+      const first = yield* runs.list({ limit: 3 })
+      expect(first.runs.map((run) => run.runId)).toEqual([ids[6], ids[5], ids[4]])
+      expect(first.runs[0]).not.toHaveProperty("input")
+      expect(first.runs[0]).not.toHaveProperty("result")
+      expect(first.runs[0]!.inputPreview).toHaveLength(100)
+      expect(first.runs[0]).toMatchObject({ status: "completed", interrupted: false })
+      const second = yield* runs.list({ limit: 3, cursor: first.nextCursor })
+      expect(second.runs.map((run) => run.runId)).toEqual([ids[3], ids[2], ids[1]])
+      // A run started between two pages does not shift the next page.
+      yield* runs.start({ agent: "quick", input: "late" })
+      const third = yield* runs.list({ limit: 3, cursor: second.nextCursor })
+      expect(third).toEqual({ runs: [expect.objectContaining({ runId: ids[0] })] })
+    }).pipe(Effect.provide(registry())))
 })

@@ -151,7 +151,7 @@ describe("Server (valet's routes over HTTP)", () => {
       const noToken = yield* Effect.promise(() => fetch(`${url}/agents`))
       expect(noToken.status).toBe(401)
       expect(noToken.headers.get("www-authenticate")).toBe("Bearer")
-      expect(yield* json(noToken)).toEqual({ _tag: "Unauthorized", message: "this server needs a bearer token: send Authorization: Bearer <token>" })
+      expect(yield* json(noToken)).toEqual({ _tag: "Unauthorized", message: "this server needs a bearer token: send Authorization: Bearer <token> (the viewer: open /?token=<token> once)" })
       expect((yield* post(`${url}/runs`, { agent: "quick", input: "x" }, { authorization: "Bearer wrong" })).status).toBe(401)
 
       const bad = yield* post(`${url}/runs`, { agent: "quick", inpt: "x" }, auth)

@@ -50,11 +50,17 @@ const agents = [
   }) as Agent.Agent<never>
 ]
 
-const serve = Effect.gen(function*() {
-  const context = yield* Layer.build(Server.layerNode({ port: 0 }).pipe(Layer.provide(Agents.layer(agents))))
+const serveWith = (options: Server.Options) => Effect.gen(function*() {
+  const context = yield* Layer.build(Server.layerNode({ ...options, port: 0 }).pipe(Layer.provide(Agents.layer(agents))))
   const address = Context.get(context, HttpServer.HttpServer).address as unknown as { readonly port: number }
   return `http://127.0.0.1:${address.port}`
 })
+const serve = serveWith({})
+
+const launch = Effect.acquireRelease(
+  Effect.promise(() => chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox"] })),
+  (browser) => Effect.promise(() => browser.close())
+)
 
 const post = (url: string, body: unknown) =>
   Effect.promise(() =>
@@ -83,10 +89,7 @@ describe("Viewer", () => {
       const url = yield* serve
       const writer = yield* post(`${url}/runs`, { agent: "writer", input: "What is the capital of France?" })
       const calculator = yield* post(`${url}/runs`, { agent: "calculator", input: "2 + 3?" })
-      const browser = yield* Effect.acquireRelease(
-        Effect.promise(() => chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox"] })),
-        (browser) => Effect.promise(() => browser.close())
-      )
+      const browser = yield* launch
       const page = yield* Effect.promise(() => browser.newPage({ viewport: { width: 1280, height: 760 } }))
       yield* Effect.promise(async () => {
         await page.goto(`${url}/#run=${writer.runId}`)
@@ -121,5 +124,36 @@ describe("Viewer", () => {
       const tools = yield* Effect.promise(() => page.locator("table").innerText())
       expect(tools).toContain('add({"a":2,"b":3})')
       expect(tools).toContain("add → 5")
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live.skipIf(!haveChromium && !required)(
+    `in headless Chromium, a server with a token: the viewer signs in once with ?token=, then lists and starts runs with its cookie${haveChromium ? "" : ` (skipped: ${chromiumPath} is missing — apt-get install chromium)`}`,
+    () =>
+    Effect.gen(function*() {
+      expect(haveChromium, `${chromiumPath} is missing (apt-get install chromium)`).toBe(true)
+      const token = "viewer-token-123"
+      const url = yield* serveWith({ token })
+      const browser = yield* launch
+      const context = yield* Effect.promise(() => browser.newContext())
+      const page = yield* Effect.promise(() => context.newPage())
+      // Not signed in: the page is refused.
+      const refused = yield* Effect.promise(() => page.goto(`${url}/`))
+      expect(refused!.status()).toBe(401)
+      yield* Effect.promise(() => page.goto(`${url}/?token=${token}`))
+      // The token is gone from the address bar; the cookie is HttpOnly (the page's script cannot read it).
+      expect(page.url()).toBe(`${url}/`)
+      expect(yield* Effect.promise(() => page.evaluate("document.cookie"))).toBe("")
+      const cookies = yield* Effect.promise(() => context.cookies())
+      expect(cookies).toEqual([expect.objectContaining({ name: "valet_session", httpOnly: true, sameSite: "Strict" })])
+      // The page's own requests carry the cookie: agents listed, a run started and followed to its end.
+      yield* Effect.promise(async () => {
+        await page.locator('#agent option[value="calculator"]').waitFor({ state: "attached" })
+        await page.selectOption("#agent", "calculator")
+        await page.fill("#input", "2 + 3?")
+        await page.click('#start button[type="submit"]')
+        await page.getByText(/Run run_\w+ — completed/).waitFor({ timeout: 10_000 })
+      })
+      const timeline = yield* Effect.promise(() => page.locator("table").innerText())
+      expect(timeline).toContain("add → 5")
     }).pipe(Effect.scoped), 60_000)
 })

@@ -1,7 +1,8 @@
 /**
  * The run viewer's page: one self-contained HTML document (inline CSS and script, nothing fetched from elsewhere),
  * reading the server's own routes — `GET /agents`, `GET /runs`, `POST /runs`, and a run's events from
- * `GET /runs/:id/events`, read with `fetch` so that a bearer token (`?token=` in the page's URL) can go with it.
+ * `GET /runs/:id/events`, read with `fetch`. On a server with a token the page is opened once as `/?token=<token>`:
+ * the server answers with an HttpOnly cookie and the page without the token, and the page's requests carry the cookie.
  * Model text is shown with `textContent`, never as HTML.
  */
 export const page = `<!doctype html>
@@ -64,8 +65,6 @@ export const page = `<!doctype html>
 </main>
 <script>
 "use strict";
-const token = new URLSearchParams(location.search).get("token");
-const headers = token ? { authorization: "Bearer " + token } : {};
 const el = (tag, props, ...children) => {
   const node = document.createElement(tag);
   for (const [key, value] of Object.entries(props || {})) {
@@ -74,7 +73,7 @@ const el = (tag, props, ...children) => {
   for (const child of children) if (child !== undefined && child !== null) node.append(child);
   return node;
 };
-const api = (path, init) => fetch(path, { ...init, headers: { ...headers, ...(init && init.headers) } });
+const api = (path, init) => fetch(path, { credentials: "same-origin", ...init });
 const selected = () => (location.hash.match(/^#run=(.+)$/) || [])[1];
 const clip = (text) => text.length > 240 ? text.slice(0, 237) + "…" : text;
 const statusOf = (run) => run.status === "completed" && run.result && run.result.interrupted ? "interrupted" : run.status;
@@ -96,7 +95,7 @@ async function loadRuns() {
   nav.replaceChildren(...runs.map((run) => el("a", { href: "#run=" + run.runId, class: run.runId === selected() ? "selected" : "", "data-run": run.runId },
     el("div", {}, el("strong", { text: run.agent }), " ", el("span", { class: "status " + statusOf(run), text: statusOf(run) })),
     el("div", { class: "meta", text: new Date(run.createdAt).toLocaleTimeString() + " · " + run.events + " events" }),
-    el("div", { class: "meta", text: run.input.length > 80 ? run.input.slice(0, 77) + "…" : run.input }))));
+    el("div", { class: "meta", text: run.inputPreview.length > 80 ? run.inputPreview.slice(0, 77) + "…" : run.inputPreview }))));
 }
 
 document.getElementById("start").addEventListener("submit", async (event) => {
@@ -209,7 +208,7 @@ function openRun(runId) {
   readEvents(runId, abort.signal, onEvent, onError).catch(() => {});
 }
 
-/** Reads a run's SSE events with fetch (so the token header goes along), parsing the frames by hand. */
+/** Reads a run's SSE events with fetch, parsing the frames by hand. */
 async function readEvents(runId, signal, onEvent, onError) {
   const response = await api("runs/" + encodeURIComponent(runId) + "/events", { signal });
   if (!response.ok) { onError({ _tag: "HTTP " + response.status, message: await response.text() }); return; }

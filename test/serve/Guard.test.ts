@@ -1,0 +1,233 @@
+/**
+ * The rules every served route shares, attacked over raw sockets: the bearer token on every route but exactly
+ * `GET /health` (decided on the routed path: `#`, `;`, `%2F`, `//`, `..`, absolute-form targets and mixed case do not
+ * get around it), the viewer's sign-in cookie, the Host / Origin allow-list, and errors as JSON in the shape of
+ * their route.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import * as SelfRefine from "../../src/architectures/SelfRefine.js"
+import { rawGet, rawRequest } from "../support/rawHttp.js"
+import { scriptedAgent, serveAgents } from "../support/serve.js"
+
+const token = "s3cret-token"
+const secretInput = "the-confidential-input-of-a-run"
+
+const agents = () => [
+  scriptedAgent("quick", ["Paris."]),
+  scriptedAgent("writer", ["draft", "Add a full stop.", "draft.", "No issues."], SelfRefine.architecture)
+]
+
+/** A server with a token and one finished run; answers its port and the run's id. */
+const serveWithRun = (options: { readonly allowedHosts?: ReadonlyArray<string> | "*" } = {}) =>
+  Effect.gen(function*() {
+    const url = yield* serveAgents(agents(), { token, ...options })
+    const port = Number(new URL(url).port)
+    const created = yield* Effect.promise(() =>
+      fetch(`${url}/runs`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: `Bearer ${token}` },
+        body: JSON.stringify({ agent: "quick", input: secretInput })
+      }).then((response) => response.json() as Promise<{ runId: string }>)
+    )
+    // Wait for the run to end (its events end with it).
+    yield* Effect.promise(() =>
+      fetch(`${url}/runs/${created.runId}/events`, { headers: { authorization: `Bearer ${token}` } }).then((response) => response.text())
+    )
+    return { url, port, runId: created.runId }
+  })
+
+const get = (port: number, target: string, headers: Record<string, string> = {}, method = "GET") =>
+  Effect.promise(() => rawGet(port, target, headers, method))
+
+describe("Server guard", () => {
+  it.live("no route but exactly GET /health answers without the token, however the target is written", () =>
+    Effect.gen(function*() {
+      const { port, runId } = yield* serveWithRun()
+      const targets = [
+        "/runs",
+        "/runs#/health",
+        `/runs/${runId}#/health`,
+        `/runs/${runId}/events#/health`,
+        "/agents#/health",
+        "/openapi.json#/health",
+        "/v1/models#/health",
+        "/#/health",
+        `/runs/${runId};/health`,
+        "/runs;/health",
+        "/runs?/health",
+        "/runs?x=/health",
+        "/runs%2F..%2Fhealth",
+        "/runs/..%2Fhealth",
+        "/runs/../health",
+        "//runs",
+        "//runs#/health",
+        `/runs//${runId}`,
+        "/Runs#/health",
+        "/health/../runs",
+        "/health%23",
+        `http://127.0.0.1:${port}/runs`,
+        `http://127.0.0.1:${port}/runs#/health`,
+        "/",
+        "/?x=/health",
+        "/v1/models",
+        "/openapi.json",
+        "/agents"
+      ]
+      for (const target of targets) {
+        const response = yield* get(port, target)
+        expect({ target, status: response.status }).toEqual({ target, status: 401 })
+        expect(response.body).not.toContain(secretInput)
+        expect(response.body).not.toContain(runId)
+      }
+      // Every method, not only GET.
+      for (const method of ["POST", "PUT", "DELETE", "PATCH", "OPTIONS"]) {
+        const response = yield* get(port, "/runs#/health", {}, method)
+        expect({ method, status: response.status }).toEqual({ method, status: 401 })
+      }
+      const post = yield* Effect.promise(() =>
+        rawRequest(port, `POST /runs#/health HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nContent-Type: application/json\r\nContent-Length: 31\r\nConnection: close\r\n\r\n{"agent":"quick","input":"hey"}`)
+      )
+      expect(post.status).toBe(401)
+
+      // The health route, written any way the router routes to it (it ignores case), answers health and nothing else.
+      for (const target of ["/health", "/health?x=1", "/health#/runs", "//health", "/Health", "/HEALTH", "/health/"]) {
+        const response = yield* get(port, target)
+        expect({ target, status: response.status, body: response.body }).toEqual({ target, status: 200, body: `{"status":"ok"}` })
+      }
+      expect((yield* get(port, "/health", {}, "HEAD")).status).toBe(200)
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("the token: any case of the Bearer scheme; a wrong token of any length is refused; every route answers with it", () =>
+    Effect.gen(function*() {
+      const { port, runId } = yield* serveWithRun()
+      for (const header of ["Bearer wrong-token!", `Bearer ${token}x`, `Bearer ${token.slice(0, -1)}`, "Bearer ", token, `Basic ${token}`]) {
+        expect({ header, status: (yield* get(port, "/runs", { Authorization: header })).status }).toEqual({ header, status: 401 })
+      }
+      const ok = yield* get(port, "/runs?full=true", { Authorization: `bearer ${token}` })
+      expect(ok.status).toBe(200)
+      expect(ok.body).toContain(secretInput)
+      for (const target of [`/runs/${runId}`, `/runs/${runId}/events`, "/agents", "/openapi.json", "/v1/models", "/"]) {
+        expect({ target, status: (yield* get(port, target, { Authorization: `Bearer ${token}` })).status }).toEqual({ target, status: 200 })
+      }
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("the viewer signs in once with ?token=: an HttpOnly SameSite cookie (not the token), then the page and the API with the cookie", () =>
+    Effect.gen(function*() {
+      const { port } = yield* serveWithRun()
+      expect((yield* get(port, "/?token=wrong")).status).toBe(401)
+      const signIn = yield* get(port, `/?token=${token}`)
+      expect(signIn.status).toBe(303)
+      expect(signIn.headers["location"]).toBe("/")
+      expect(signIn.setCookies).toHaveLength(1)
+      const cookie = signIn.setCookies[0]!
+      expect(cookie).toMatch(/^valet_session=[^;]+; Path=\/; HttpOnly; SameSite=Strict/i)
+      expect(cookie).not.toContain(token)
+      const pair = cookie.split(";")[0]!
+      const page = yield* get(port, "/", { Cookie: pair })
+      expect(page.status).toBe(200)
+      expect(page.headers["content-type"]).toContain("text/html")
+      const runs = yield* get(port, "/runs", { Cookie: pair })
+      expect(runs.status).toBe(200)
+      // The token in a query string opens nothing but the sign-in.
+      expect((yield* get(port, `/runs?token=${token}`)).status).toBe(401)
+      expect((yield* get(port, "/runs", { Cookie: `${pair}x` })).status).toBe(401)
+      expect((yield* get(port, "/runs", { Cookie: `valet_session=${token}` })).status).toBe(401)
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("Host and Origin: a loopback server answers to loopback names only; a browser page elsewhere is refused", () =>
+    Effect.gen(function*() {
+      const { port } = yield* serveWithRun()
+      const auth = { Authorization: `Bearer ${token}` }
+      for (const host of [`localhost:${port}`, `127.0.0.1:${port}`, `[::1]:${port}`, `LOCALHOST:${port}`]) {
+        expect({ host, status: (yield* get(port, "/agents", { ...auth, Host: host })).status }).toEqual({ host, status: 200 })
+      }
+      // DNS rebinding: a page on evil.example whose name now resolves to 127.0.0.1. Health included.
+      for (const target of ["/agents", "/health"]) {
+        const rebound = yield* get(port, target, { ...auth, Host: `evil.example:${port}` })
+        expect(rebound.status).toBe(421)
+        expect(JSON.parse(rebound.body)).toMatchObject({ _tag: "MisdirectedRequest" })
+      }
+      expect((yield* get(port, "/agents", { ...auth, Host: "a b" })).status).toBe(400)
+      expect((yield* get(port, `http://evil.example:${port}/agents`, auth)).status).toBe(421)
+      const cross = yield* get(port, "/agents", { ...auth, Origin: "http://evil.example" })
+      expect(cross.status).toBe(403)
+      expect((yield* get(port, "/agents", { ...auth, Origin: "null" })).status).toBe(403)
+      expect((yield* get(port, "/agents", { ...auth, Origin: `http://127.0.0.1:${port + 1}` })).status).toBe(403)
+      expect((yield* get(port, "/agents", { ...auth, Origin: `http://127.0.0.1:${port}` })).status).toBe(200)
+
+      // `allowedHosts` names the hosts of a server behind a proxy; "*" allows any (the token still applies).
+      const named = yield* serveWithRun({ allowedHosts: ["agents.example.com"] })
+      expect((yield* get(named.port, "/agents", { ...auth, Host: "agents.example.com" })).status).toBe(200)
+      expect((yield* get(named.port, "/agents", { ...auth, Host: `127.0.0.1:${named.port}` })).status).toBe(421)
+      const any = yield* serveWithRun({ allowedHosts: "*" })
+      expect((yield* get(any.port, "/agents", { ...auth, Host: "whatever.example" })).status).toBe(200)
+      expect((yield* get(any.port, "/agents", { Host: "whatever.example" })).status).toBe(401)
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("errors of every route are JSON: unknown route or method 404, wrong content type 415, in OpenAI's shape under /v1", () =>
+    Effect.gen(function*() {
+      const { port } = yield* serveWithRun()
+      const auth = { Authorization: `Bearer ${token}` }
+      const unknown = yield* get(port, "/nope", auth)
+      expect(unknown.status).toBe(404)
+      expect(JSON.parse(unknown.body)).toEqual({ _tag: "NotFound", message: "no route GET /nope" })
+      const method = yield* get(port, "/runs", auth, "DELETE")
+      expect(method.status).toBe(404)
+      expect(JSON.parse(method.body)).toMatchObject({ _tag: "NotFound" })
+      const v1 = yield* get(port, "/v1/nope", auth)
+      expect(v1.status).toBe(404)
+      expect(JSON.parse(v1.body)).toMatchObject({ error: { type: "invalid_request_error", message: "no route GET /v1/nope" } })
+      const v1Unauthorized = yield* get(port, "/v1/models")
+      expect(JSON.parse(v1Unauthorized.body)).toMatchObject({ error: { type: "authentication_error" } })
+
+      const body = `{"agent":"quick","input":"x"}`
+      for (const path of ["/runs", "/v1/chat/completions"]) {
+        const wrongType = yield* Effect.promise(() =>
+          rawRequest(port, `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${token}\r\nContent-Type: text/plain\r\nContent-Length: ${body.length}\r\nConnection: close\r\n\r\n${body}`)
+        )
+        expect(wrongType.status).toBe(415)
+        const parsed = JSON.parse(wrongType.body)
+        expect(path === "/runs" ? parsed : parsed.error).toMatchObject(path === "/runs"
+          ? { _tag: "UnsupportedMediaType", message: expect.stringContaining("text/plain") }
+          : { type: "invalid_request_error", message: expect.stringContaining("text/plain") })
+      }
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("Last-Event-ID that is not an event id replays from the start; the listing is paged", () =>
+    Effect.gen(function*() {
+      const { port, runId, url } = yield* serveWithRun()
+      const auth = { authorization: `Bearer ${token}` }
+      const ids = (text: string) => [...text.matchAll(/^id: (\d+)$/gm)].map((match) => Number(match[1]))
+      const all = ids(yield* Effect.promise(() => fetch(`${url}/runs/${runId}/events`, { headers: auth }).then((r) => r.text())))
+      expect(all[0]).toBe(0)
+      for (const lastEventId of ["", "-0", " ", "1e0", "0x1", "-1", "abc", "1.0"]) {
+        // fetch drops an empty header value's line? It sends it: `Last-Event-ID: `.
+        const text = yield* Effect.promise(() =>
+          rawGet(port, `/runs/${runId}/events`, { Authorization: `Bearer ${token}`, "Last-Event-ID": lastEventId }).then((r) => r.body)
+        )
+        expect({ lastEventId, ids: ids(text) }).toEqual({ lastEventId, ids: all })
+      }
+      const resumed = yield* Effect.promise(() => rawGet(port, `/runs/${runId}/events`, { Authorization: `Bearer ${token}`, "Last-Event-ID": "0" }))
+      expect(ids(resumed.body)).toEqual(all.slice(1))
+      expect((yield* get(port, `/runs/${runId}/events?after=-1`, { Authorization: `Bearer ${token}` })).status).toBe(400)
+
+      for (let i = 0; i < 4; i++) {
+        yield* Effect.promise(() =>
+          fetch(`${url}/runs`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ agent: "quick", input: `q${i}` }) })
+        )
+      }
+      const page1 = yield* Effect.promise(() => fetch(`${url}/runs?limit=2`, { headers: auth }).then((r) => r.json() as Promise<any>))
+      expect(page1.runs).toHaveLength(2)
+      expect(page1.runs[0].input).toBeUndefined()
+      const page2 = yield* Effect.promise(() => fetch(`${url}/runs?limit=2&cursor=${page1.nextCursor}`, { headers: auth }).then((r) => r.json() as Promise<any>))
+      const page3 = yield* Effect.promise(() => fetch(`${url}/runs?limit=2&cursor=${page2.nextCursor}`, { headers: auth }).then((r) => r.json() as Promise<any>))
+      expect(page3.nextCursor).toBeUndefined()
+      const listed = [...page1.runs, ...page2.runs, ...page3.runs].map((run: { runId: string }) => run.runId)
+      expect(new Set(listed).size).toBe(5)
+      expect(listed.at(-1)).toBe(runId)
+      const badLimit = yield* get(port, "/runs?limit=100000", { Authorization: `Bearer ${token}` })
+      expect(badLimit.status).toBe(400)
+      expect(JSON.parse(badLimit.body)).toMatchObject({ _tag: "BadRequest", message: expect.stringContaining("limit") })
+    }).pipe(Effect.scoped), 60_000)
+})

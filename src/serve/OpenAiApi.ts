@@ -5,53 +5,77 @@
  *
  * - `GET /v1/models` lists the agents as models.
  * - `POST /v1/chat/completions` with `model` = an agent's name runs it (through `Runs`: the run is in the registry,
- *   obeys `maxConcurrentRuns` and the agent's budget caps) on the conversation: the last user message is the
- *   input, the messages before it are the run's history (system and developer messages as system messages, after
- *   the agent's own instructions; tool messages as user messages quoting the result). Sampling keys
- *   (`temperature`, `max_tokens`, …) are accepted and not used: the agent's architecture makes its own calls.
+ *   obeys `maxConcurrentRuns` and the agent's budget caps) on the whole conversation, which the model reads as sent,
+ *   in order, after the agent's own instructions: system and developer messages as system messages, assistant
+ *   messages with their `tool_calls`, tool messages as the results of those calls (their `tool_call_id`).
+ *   - When the last message is a user message, it is the run's input and the messages before it its history.
+ *   - When tool or assistant messages follow the last user message (a client that ran tools itself hands over),
+ *     every message is history and the input is empty: the model reads the conversation, then an empty user turn
+ *     (every architecture ends its first call with the input), and goes on from there.
+ *   - Refused (400, `param: "messages"` or the message's path): no user message at all; a tool message whose
+ *     `tool_call_id` is not an unanswered call of the assistant message before it; a tool call left unanswered;
+ *     content parts other than text (images, audio, files); an assistant `function_call`.
+ * - Honoured: `stream`, `stream_options.include_usage`; `response_format` `json_schema` (structured output: the
+ *   answer is asked for natively, decoded with the schema, repaired when it does not decode; the content is the
+ *   decoded value as JSON; a schema valet's importer cannot read is a 400, and `pattern` keywords are not checked),
+ *   `json_object` (the same with the schema `{"type": "object"}`) and `text`; `max_completion_tokens` /
+ *   `max_tokens` as the run's budget of output tokens over all its model calls (reached: `finish_reason` `length`);
+ *   `n: 1`, `tool_choice` `none` / `auto`, `function_call` `none` / `auto`, `modalities: ["text"]` (what an agent
+ *   does anyway).
+ * - Refused with a 400 naming the parameter, because the answer would not be what was asked: `n` > 1, `tools`
+ *   and `functions` (non-empty), any other `tool_choice` / `function_call`, `logprobs`, `top_logprobs` > 0,
+ *   `audio`, `modalities` other than text, `web_search_options`, an unknown `response_format` type.
+ * - Accepted and not used: the sampling knobs `temperature`, `top_p`, `seed`, `stop`, `frequency_penalty`,
+ *   `presence_penalty`, `logit_bias`, `reasoning_effort`, `verbosity`, `parallel_tool_calls`, `prediction` (the
+ *   agent's architecture makes its own calls with its own settings), and the bookkeeping keys `user`, `metadata`,
+ *   `store`, `service_tier`, `safety_identifier`, `prompt_cache_key`. Other keys are ignored.
  * - Not streaming: a `chat.completion` whose message is the run's output; `finish_reason` `length` when a budget
- *   stopped the run, else `stop`; `usage` from the run (every sub-agent's calls included).
+ *   stopped the run or it spent its whole `max_tokens`, else `stop`; `usage` from the run (every sub-agent's calls
+ *   included).
  * - `stream: true`: `chat.completion.chunk`s — a role delta, then the root run's own text as it is generated
  *   (an architecture whose answer comes from sub-agents, such as Self-Refine, has none: its output is sent as one
- *   delta when it ends), the finish reason, the usage chunk with `stream_options.include_usage`, then `[DONE]`.
- *   A client that disconnects cancels the run.
+ *   delta when it ends; so is a structured answer, which is only known once decoded), the finish reason, the usage
+ *   chunk with `stream_options.include_usage`, then `[DONE]`. A client that disconnects cancels the run.
  * - Errors in OpenAI's shape `{"error": {message, type, param, code}}`: 400 `invalid_request_error` naming the
- *   field, 404 `model_not_found`, 429 `rate_limit_exceeded` with `Retry-After`, 500 `server_error` for a run that
- *   failed (when streaming has begun: a last `data: {"error": …}` chunk, as OpenAI sends).
+ *   parameter (`code` `unsupported_parameter`, `unsupported_value` or `invalid_value`; a body that does not decode
+ *   has `param` the path of the first bad field), 404 `model_not_found`, 429 `rate_limit_exceeded` with
+ *   `Retry-After`, 500 `server_error` for a run that failed (when streaming has begun: a last `data: {"error": …}`
+ *   chunk, as OpenAI sends).
  *
  * @since 0.2.0
  */
-import { Clock, Effect, Layer, Schema, Stream } from "effect"
+import { Clock, Effect, Layer, Result, Schema, SchemaIssue, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema } from "effect/http-api"
 import type * as AgentEvent from "../core/AgentEvent.js"
 import * as Decode from "../core/internal/decode.js"
 import * as Agents from "./Agents.js"
+import * as Request from "./internal/openai/request.js"
 import * as Runs from "./Runs.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // Schemas
 // ---------------------------------------------------------------------------------------------------------
 
-const TextPart = Schema.Struct({ type: Schema.String, text: Schema.optional(Schema.String) })
-
 /** A message of the conversation, as OpenAI clients send it (other keys are ignored). */
-export const ChatMessage = Schema.Struct({
-  role: Schema.Literals(["system", "developer", "user", "assistant", "tool"]),
-  content: Schema.optional(Schema.NullOr(Schema.Union([Schema.String, Schema.Array(TextPart)]))),
-  name: Schema.optional(Schema.String),
-  tool_call_id: Schema.optional(Schema.String)
-})
-export type ChatMessage = typeof ChatMessage.Type
+export const ChatMessage = Request.ChatMessage
+/** A message of the conversation. */
+export type ChatMessage = Request.ChatMessage
 
-/** The request body (the keys valet reads; the others are ignored). */
-export const ChatCompletionRequest = Schema.Struct({
-  model: Schema.String,
-  messages: Schema.Array(ChatMessage).check(Schema.isMinLength(1, { expected: "at least one message" })),
-  stream: Schema.optional(Schema.NullOr(Schema.Boolean)),
-  stream_options: Schema.optional(Schema.NullOr(Schema.Struct({ include_usage: Schema.optional(Schema.Boolean) })))
-})
-export type ChatCompletionRequest = typeof ChatCompletionRequest.Type
+/** The request body: the keys valet reads (the module comment says what becomes of each); the others are ignored. */
+export const ChatCompletionRequest = Request.ChatCompletionRequest
+/** The request body. */
+export type ChatCompletionRequest = Request.ChatCompletionRequest
+
+/**
+ * A request the facade cannot run as asked: a 400 `invalid_request_error` naming the parameter.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const InvalidChatRequest = Request.InvalidChatRequest
+/** A request the facade cannot run as asked. */
+export type InvalidChatRequest = Request.InvalidChatRequest
 
 /** OpenAI's error body. */
 export const ErrorBody = Schema.Struct({
@@ -93,34 +117,16 @@ export const Api = HttpApi.make("valet-openai").add(group)
 // Conversation → run
 // ---------------------------------------------------------------------------------------------------------
 
-const textOf = (content: ChatMessage["content"]): string =>
-  content === undefined || content === null
-    ? ""
-    : typeof content === "string"
-    ? content
-    : content.filter((part) => part.type === "text" || part.type === "input_text").map((part) => part.text ?? "").join("")
-
-/** The run of a conversation: its last user message is the input; what comes before it, the history. */
-export const runRequestOf = (request: ChatCompletionRequest): Runs.RunRequest => {
-  const messages = request.messages
-  let last = messages.length - 1
-  while (last >= 0 && messages[last]!.role !== "user") last--
-  const input = last >= 0 ? textOf(messages[last]!.content) : ""
-  const history = messages.slice(0, Math.max(last, 0)).map((message): Runs.HistoryMessage => {
-    switch (message.role) {
-      case "system":
-      case "developer":
-        return { role: "system", content: textOf(message.content) }
-      case "assistant":
-        return { role: "assistant", content: textOf(message.content) }
-      case "user":
-        return { role: "user", content: textOf(message.content) }
-      case "tool":
-        return { role: "user", content: `Tool result${message.name !== undefined ? ` (${message.name})` : ""}: ${textOf(message.content)}` }
-    }
-  })
-  return { agent: request.model, input, ...(history.length > 0 ? { history } : {}) }
-}
+/**
+ * The run a conversation asks for, or why it cannot run: the whole conversation as the run's history (tool calls
+ * and their results included), the last user message as the input when nothing follows it, `response_format` as
+ * the run's structured output, `max_completion_tokens` / `max_tokens` as its output-token budget.
+ *
+ * @since 0.2.0
+ * @category conversation
+ */
+export const runRequestOf: (request: ChatCompletionRequest) => Result.Result<Runs.RunRequest, InvalidChatRequest> =
+  Request.runRequestOf
 
 // ---------------------------------------------------------------------------------------------------------
 // Responses
@@ -129,8 +135,20 @@ export const runRequestOf = (request: ChatCompletionRequest): Runs.RunRequest =>
 const errorResponse = (status: number, type: string, code: string | null, message: string, param: string | null = null) =>
   HttpServerResponse.jsonUnsafe({ error: { message, type, param, code } }, { status })
 
-const refusal = (error: Runs.UnknownAgent | Runs.TooManyRuns | Runs.InvalidRunRequest, model: string) => {
+/** The path of a body's first bad field, as OpenAI names a parameter: `messages[0].role`. */
+const paramOf = (issue: SchemaIssue.Issue): string | null => {
+  const path = SchemaIssue.makeFormatterStandardSchemaV1()(issue).issues[0]?.path ?? []
+  if (path.length === 0) return null
+  return path.reduce<string>((text, segment) => {
+    const key = typeof segment === "object" && segment !== null ? segment.key : segment
+    return typeof key === "number" ? `${text}[${key}]` : text === "" ? String(key) : `${text}.${String(key)}`
+  }, "")
+}
+
+const refusal = (error: Runs.UnknownAgent | Runs.TooManyRuns | Runs.InvalidRunRequest | InvalidChatRequest, model: string) => {
   switch (error._tag) {
+    case "InvalidChatRequest":
+      return errorResponse(400, "invalid_request_error", error.code, error.message, error.param)
     case "UnknownAgent":
       return errorResponse(404, "invalid_request_error", "model_not_found", `The model \`${model}\` does not exist: ${error.message}`, "model")
     case "TooManyRuns":
@@ -142,8 +160,24 @@ const refusal = (error: Runs.UnknownAgent | Runs.TooManyRuns | Runs.InvalidRunRe
   }
 }
 
-const finishReason = (result: AgentEvent.RunResult): "stop" | "length" =>
-  result.interrupted && result.interruptionReason?.startsWith("budget:") === true ? "length" : "stop"
+/** What the response is built from: the request, and the run it asked for. */
+interface Asked {
+  readonly request: ChatCompletionRequest
+  readonly run: Runs.RunRequest
+  readonly runId: string
+  readonly created: number
+}
+
+const finishReason = (asked: Asked, result: AgentEvent.RunResult): "stop" | "length" => {
+  if (result.interrupted && result.interruptionReason?.startsWith("budget:") === true) return "length"
+  // A run whose last call was cut to the tokens left ends without being interrupted: it stopped for length too.
+  const max = asked.run.budget?.maxOutputTokens
+  return max !== undefined && result.usage.outputTokens >= max ? "length" : "stop"
+}
+
+/** The answer's content: the decoded value as JSON for structured output, else the run's output. */
+const contentOf = (asked: Asked, result: AgentEvent.RunResult): string =>
+  asked.run.output !== undefined && result.value !== undefined ? JSON.stringify(result.value) : result.output
 
 const usageOf = (result: AgentEvent.RunResult) => ({
   prompt_tokens: result.usage.inputTokens,
@@ -156,17 +190,22 @@ const finish = (events: Stream.Stream<Runs.Indexed, Runs.RunFailed>) =>
   Stream.runFold(events, () => undefined as AgentEvent.RunResult | undefined, (found, { event }) =>
     event._tag === "RunCompleted" && !event.sessionId.includes("__") ? event.result : found)
 
-const completion = (runs: Runs.Service, request: ChatCompletionRequest, runId: string, created: number) =>
-  runs.events(runId).pipe(
+const completion = (runs: Runs.Service, asked: Asked) =>
+  runs.events(asked.runId).pipe(
     Effect.flatMap(finish),
     Effect.map((result) => {
       const done = result!
       return HttpServerResponse.jsonUnsafe({
-        id: `chatcmpl-${runId}`,
+        id: `chatcmpl-${asked.runId}`,
         object: "chat.completion",
-        created,
-        model: request.model,
-        choices: [{ index: 0, message: { role: "assistant", content: done.output }, logprobs: null, finish_reason: finishReason(done) }],
+        created: asked.created,
+        model: asked.request.model,
+        choices: [{
+          index: 0,
+          message: { role: "assistant", content: contentOf(asked, done) },
+          logprobs: null,
+          finish_reason: finishReason(asked, done)
+        }],
         usage: usageOf(done)
       })
     }),
@@ -175,28 +214,31 @@ const completion = (runs: Runs.Service, request: ChatCompletionRequest, runId: s
       RunNotFound: (error) => Effect.die(error)
     }),
     // A client that goes away before the answer cancels the run.
-    Effect.onInterrupt(() => Effect.ignore(runs.cancel(runId)))
+    Effect.onInterrupt(() => Effect.ignore(runs.cancel(asked.runId)))
   )
 
-const chunkStream = (runs: Runs.Service, request: ChatCompletionRequest, runId: string, created: number) =>
-  Effect.map(runs.events(runId), (events) => {
-    const base = { id: `chatcmpl-${runId}`, object: "chat.completion.chunk", created, model: request.model }
+const chunkStream = (runs: Runs.Service, asked: Asked) =>
+  Effect.map(runs.events(asked.runId), (events) => {
+    const base = { id: `chatcmpl-${asked.runId}`, object: "chat.completion.chunk", created: asked.created, model: asked.request.model }
     const frame = (body: unknown) => `data: ${JSON.stringify(body)}\n\n`
     const chunk = (delta: Record<string, unknown>, finish: string | null = null) =>
       frame({ ...base, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] })
     let streamed = false
-    const includeUsage = request.stream_options?.include_usage === true
+    const includeUsage = asked.request.stream_options?.include_usage === true
+    // A structured answer is known once decoded (the model's text may be fenced, or repaired): sent whole at the end.
+    const deltas = asked.run.output === undefined
     const body = events.pipe(
       Stream.map(({ event }): string => {
         if (event.sessionId.includes("__")) return ""
-        if (event._tag === "TextDelta" && event.index === 0 && event.text !== "") {
+        if (event._tag === "TextDelta" && deltas && event.index === 0 && event.text !== "") {
           streamed = true
           return chunk({ content: event.text })
         }
         if (event._tag === "RunCompleted") {
           const result = event.result
-          return (streamed || result.output === "" ? "" : chunk({ content: result.output })) +
-            chunk({}, finishReason(result)) +
+          const content = contentOf(asked, result)
+          return (streamed || content === "" ? "" : chunk({ content })) +
+            chunk({}, finishReason(asked, result)) +
             (includeUsage ? frame({ ...base, choices: [], usage: usageOf(result) }) : "")
         }
         return ""
@@ -207,7 +249,7 @@ const chunkStream = (runs: Runs.Service, request: ChatCompletionRequest, runId: 
       (frames) => Stream.concat(Stream.succeed(chunk({ role: "assistant", content: "" })), frames),
       (frames) => Stream.concat(frames, Stream.succeed("data: [DONE]\n\n")),
       // The stream ends with the run; a client that goes away first cancels it.
-      Stream.ensuring(Effect.ignore(runs.cancel(runId))),
+      Stream.ensuring(Effect.ignore(runs.cancel(asked.runId))),
       Stream.encodeText
     )
     return HttpServerResponse.stream(body, { contentType: "text/event-stream", headers: { "cache-control": "no-cache", "x-accel-buffering": "no" } })
@@ -226,12 +268,12 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
       .handle("chatCompletions", ({ payload }) =>
         Effect.gen(function*() {
           const created = Math.floor((yield* Clock.currentTimeMillis) / 1000)
-          const started = yield* Effect.result(runs.start(runRequestOf(payload)))
-          if (started._tag === "Failure") return refusal(started.failure, payload.model)
-          const { runId } = started.success
-          return payload.stream === true
-            ? yield* chunkStream(runs, payload, runId, created)
-            : yield* completion(runs, payload, runId, created)
+          const run = runRequestOf(payload)
+          if (Result.isFailure(run)) return refusal(run.failure, payload.model)
+          const started = yield* Effect.result(runs.start(run.success))
+          if (Result.isFailure(started)) return refusal(started.failure, payload.model)
+          const asked: Asked = { request: payload, run: run.success, runId: started.success.runId, created }
+          return payload.stream === true ? yield* chunkStream(runs, asked) : yield* completion(runs, asked)
         }))
   })
 
@@ -242,7 +284,13 @@ export const layerFor = <Id extends string, Groups extends HttpApiGroup.Constrai
   if (!("openai" in api.groups)) throw new Error(`OpenAiApi.layerFor: the API ${JSON.stringify(api.identifier)} has no "openai" group: add OpenAiApi.group to it`)
   return HttpApiBuilder.group(api as unknown as typeof Api, "openai", build).pipe(
     Layer.provideMerge(HttpApiMiddleware.layerSchemaErrorTransform(InvalidRequest, (error) =>
-      Effect.succeed(errorResponse(400, "invalid_request_error", null, `Invalid request: ${Decode.describeIssue(error.cause.issue, undefined)}`))))
+      Effect.succeed(errorResponse(
+        400,
+        "invalid_request_error",
+        "invalid_value",
+        `Invalid request: ${Decode.describeIssue(error.cause.issue, undefined)}`,
+        paramOf(error.cause.issue)
+      ))))
   ) as unknown as Layer.Layer<HttpApiGroup.Service<Id, "openai"> | InvalidRequest, never, Runs.Runs | Agents.Agents>
 }
 

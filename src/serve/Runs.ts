@@ -13,7 +13,7 @@
  *
  * @since 0.2.0
  */
-import { Cause, Clock, Context, Deferred, Effect, Exit, type Fiber, Layer, Option, Schema, type Scope, Stream } from "effect"
+import { Cause, Clock, Context, Deferred, Effect, Exit, type Fiber, Layer, Option, Result, Schema, type Scope, Stream } from "effect"
 import * as Agent from "../core/Agent.js"
 import type { AgentError } from "../core/AgentError.js"
 import * as AgentEvent from "../core/AgentEvent.js"
@@ -21,6 +21,7 @@ import * as Budget from "../core/Budget.js"
 import * as Model from "../core/Model.js"
 import { randomHex20 } from "../core/internal/ids.js"
 import * as Agents from "./Agents.js"
+import * as OutputSchema from "./internal/outputSchema.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // Requests and views
@@ -31,16 +32,18 @@ export const RunBudget = Schema.Struct({
   maxCalls: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
   /** Total tokens, input and output. */
   maxTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  /** Output tokens over all the run's model calls (OpenAI's `max_tokens` for an agent). */
+  maxOutputTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
   /** Wall-clock time, in milliseconds. */
   maxWallMs: Schema.optional(Schema.Number.check(Schema.isGreaterThanOrEqualTo(0)))
 })
 export type RunBudget = typeof RunBudget.Type
 
-/** An earlier message of a conversation. */
-export const HistoryMessage = Schema.Struct({
-  role: Schema.Literals(["system", "user", "assistant"]),
-  content: Schema.String
-})
+/**
+ * An earlier message of a conversation, as the model reads it: system, user, assistant (with the tool calls it
+ * asked for, `toolCalls: [{id, name, arguments}]`) or a tool's result (`{role: "tool", toolCallId, name, content}`).
+ */
+export const HistoryMessage = Model.Message
 export type HistoryMessage = typeof HistoryMessage.Type
 
 /** What starts a run. */
@@ -53,7 +56,13 @@ export const RunRequest = Schema.Struct({
   sessionId: Schema.optional(Agent.SessionId),
   budget: Schema.optional(RunBudget),
   /** Earlier messages of the conversation, placed between the agent's instructions and the input. */
-  history: Schema.optional(Schema.Array(HistoryMessage))
+  history: Schema.optional(Schema.Array(HistoryMessage)),
+  /**
+   * Structured output: a JSON Schema (draft 2020-12, or draft-07 with `definitions`) the answer must match. The
+   * run's `result.value` is the answer decoded with it (asked natively, repaired when it does not decode; see
+   * `Agent.run`'s `output`). `pattern` keywords are not enforced: a client's regular expression is not run here.
+   */
+  output: Schema.optional(Model.JsonObject)
 })
 export type RunRequest = typeof RunRequest.Type
 
@@ -218,6 +227,7 @@ const budgetLimits = (budget: RunBudget | undefined): Budget.Limits | undefined 
     : {
       ...(budget.maxCalls !== undefined ? { maxCalls: budget.maxCalls } : {}),
       ...(budget.maxTokens !== undefined ? { maxTotalTokens: budget.maxTokens } : {}),
+      ...(budget.maxOutputTokens !== undefined ? { maxOutputTokens: budget.maxOutputTokens } : {}),
       ...(budget.maxWallMs !== undefined ? { maxDurationMs: budget.maxWallMs } : {})
     }
 
@@ -291,11 +301,13 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
       record: Record_,
       entry: Agents.Entry,
       budget: Budget.Limits | undefined,
-      history: ReadonlyArray<Model.Message>
+      history: ReadonlyArray<Model.Message>,
+      output: Schema.Codec<unknown, unknown> | undefined
     ) =>
       Agent.stream(entry.agent, record.input, {
         sessionId: record.sessionId,
         history,
+        ...(output !== undefined ? { output } : {}),
         cancel: Deferred.await(record.cancel),
         ...(budget !== undefined ? { budget } : {})
       }).pipe(
@@ -348,6 +360,10 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
         if (sessions.has(sessionId)) {
           return yield* new InvalidRunRequest({ message: `sessionId: ${JSON.stringify(sessionId)} is the session of another run` })
         }
+        const output = request.output !== undefined ? OutputSchema.fromJsonSchema(request.output) : undefined
+        if (output !== undefined && Result.isFailure(output)) {
+          return yield* new InvalidRunRequest({ message: `output: not a JSON Schema valet can check answers with: ${output.failure}` })
+        }
         const budget = Agents.budgetOf(entry, budgetLimits(request.budget))
         if (budget !== undefined) {
           yield* Budget.make(budget).pipe(Effect.mapError((error) => new InvalidRunRequest({ message: `budget: ${error.message}` })))
@@ -373,10 +389,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
         records.set(record.runId, record)
         sessions.add(sessionId)
         running++
-        const history = (request.history ?? []).map((message) =>
-          message.role === "system" ? Model.system(message.content) : message.role === "user" ? Model.user(message.content) : Model.assistant(message.content)
-        )
-        record.fiber = yield* Effect.forkIn(execute(record, entry, budget, history), scope)
+        record.fiber = yield* Effect.forkIn(execute(record, entry, budget, request.history ?? [], output?.success), scope)
         return { runId: record.runId, sessionId }
       })
 

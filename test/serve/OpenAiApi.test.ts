@@ -4,8 +4,8 @@
  */
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible"
 import { describe, expect, it } from "@effect/vitest"
-import { generateText, streamText } from "ai"
-import { Context, Effect, Layer } from "effect"
+import { generateText, Output, streamText } from "ai"
+import { Context, Effect, Layer, Result } from "effect"
 import OpenAI from "openai"
 import * as ReAct from "../../src/architectures/ReAct.js"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
@@ -15,8 +15,12 @@ import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
 import * as OpenAiApi from "../../src/serve/OpenAiApi.js"
+import { z } from "zod"
 import * as LoopbackServer from "../support/openAiServer.js"
 import { scriptedAgent, serveAgents } from "../support/serve.js"
+
+// The AI SDK logs a warning when its provider asks for json_object without a schema: expected here, not news.
+Object.assign(globalThis, { AI_SDK_LOG_WARNINGS: false })
 
 const scripted = (name: string, script: ScriptedModel.Script, architecture?: Parameters<typeof Agent.make>[0]["architecture"]) =>
   scriptedAgent(name, script, architecture, "Be brief.")
@@ -39,6 +43,33 @@ const agents = [
   scripted("broken", [{ error: new ModelError.RateLimited({ message: "slow down" }) }]),
   scripted("capped", ["one", "two"], ReAct.architecture)
 ]
+
+/** An agent on a scripted model whose requests the test reads back (`ScriptedModel.calls`). */
+const inspected = (name: string, script: ScriptedModel.Script) => {
+  const context = ScriptedModel.context(script)
+  const agent = Agent.make({ name, instructions: "Be brief.", model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) }) as Agent.Agent<never>
+  return { agent, calls: ScriptedModel.calls.pipe(Effect.provide(context)) }
+}
+
+/** The OpenAI error a request is refused with (`undefined` when it is not refused). */
+const refusedWith = (promise: Promise<unknown>) =>
+  Effect.promise(() =>
+    promise.then(
+      () => undefined,
+      (error: unknown) => {
+        if (!(error instanceof OpenAI.APIError)) throw error
+        return { status: error.status, param: error.param, code: error.code, type: error.type, message: error.message }
+      }
+    )
+  )
+
+const paris = { id: "call_1", type: "function" as const, function: { name: "weather", arguments: `{"city":"Paris"}` } }
+const CitySchema = {
+  type: "object",
+  properties: { city: { type: "string" }, population: { type: "integer" } },
+  required: ["city", "population"],
+  additionalProperties: false
+}
 
 describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
   it.live("openai: models.list lists the agents; a completion runs the agent on the conversation", () =>
@@ -129,9 +160,10 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
         })
       )
       expect(bad.status).toBe(400)
-      const body = yield* Effect.promise(() => bad.json() as Promise<{ error: { message: string; type: string } }>)
+      const body = yield* Effect.promise(() => bad.json() as Promise<{ error: { message: string; type: string; param: string | null } }>)
       expect(body.error.type).toBe("invalid_request_error")
       expect(body.error.message).toMatch(/messages\[0\]\.role/)
+      expect(body.error.param).toBe("messages[0].role")
     }).pipe(Effect.scoped), 30_000)
 
   it.live("the AI SDK's OpenAI-compatible provider: generateText and streamText", () =>
@@ -176,19 +208,207 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
       expect(model.closedEarly()).toBe(1)
     }).pipe(Effect.scoped), 30_000)
 
-  it("runRequestOf: the last user message is the input, tool results are quoted", () => {
+  it.live("openai: a conversation with tool calls reaches the model as sent, tool results as tool results", () =>
+    Effect.gen(function*() {
+      const weather = inspected("weather", ["It is 18°C and sunny.", "Rain tomorrow."])
+      const url = yield* serve([weather.agent])
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const conversation = [
+        { role: "user" as const, content: "Weather in Paris?" },
+        { role: "assistant" as const, content: null, tool_calls: [paris] },
+        { role: "tool" as const, tool_call_id: "call_1", content: "18°C, sunny" }
+      ]
+      const answer = yield* Effect.promise(() => client.chat.completions.create({ model: "weather", messages: conversation }))
+      expect(answer.choices[0]!.message.content).toBe("It is 18°C and sunny.")
+      // Then the user asks on: the last user message is the input, everything before it the history, in order.
+      yield* Effect.promise(() =>
+        client.chat.completions.create({
+          model: "weather",
+          messages: [...conversation, { role: "assistant", content: "It is 18°C and sunny." }, { role: "user", content: "And tomorrow?" }]
+        })
+      )
+      const [first, second] = yield* weather.calls
+      const exchange = [
+        Model.system("Be brief."),
+        Model.user("Weather in Paris?"),
+        Model.assistant("", [{ id: "call_1", name: "weather", arguments: `{"city":"Paris"}` }]),
+        Model.toolResult("call_1", "weather", "18°C, sunny")
+      ]
+      // Ending with the tool result: the whole conversation, then the run's (empty) input.
+      expect(first!.messages).toEqual([...exchange, Model.user("")])
+      expect(second!.messages).toEqual([...exchange, Model.assistant("It is 18°C and sunny."), Model.user("And tomorrow?")])
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("the AI SDK: tool-call and tool-result parts reach the model as a tool exchange", () =>
+    Effect.gen(function*() {
+      const weather = inspected("weather", ["It is 18°C and sunny."])
+      const url = yield* serve([weather.agent])
+      const provider = createOpenAICompatible({ name: "valet", baseURL: `${url}/v1` })
+      const generated = yield* Effect.promise(() =>
+        generateText({
+          model: provider("weather"),
+          messages: [
+            { role: "user", content: "Weather in Paris?" },
+            { role: "assistant", content: [{ type: "tool-call", toolCallId: "call_1", toolName: "weather", input: { city: "Paris" } }] },
+            { role: "tool", content: [{ type: "tool-result", toolCallId: "call_1", toolName: "weather", output: { type: "text", value: "18°C, sunny" } }] }
+          ]
+        })
+      )
+      expect(generated.text).toBe("It is 18°C and sunny.")
+      const [request] = yield* weather.calls
+      expect(request!.messages!.map((message) => message.role)).toEqual(["system", "user", "assistant", "tool", "user"])
+      expect(request!.messages![2]).toMatchObject({ role: "assistant", toolCalls: [{ id: "call_1", name: "weather" }] })
+      expect(JSON.parse((request!.messages![2] as Model.AssistantMessage).toolCalls![0]!.arguments)).toEqual({ city: "Paris" })
+      expect(request!.messages![3]).toEqual(Model.toolResult("call_1", "weather", "18°C, sunny"))
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("openai: what the facade cannot honour is a 400 naming the parameter, and no run starts", () =>
+    Effect.gen(function*() {
+      const quiet = inspected("quiet", ["Hello."])
+      const url = yield* serve([quiet.agent])
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const ask = (extra: Record<string, unknown>, messages: ReadonlyArray<Record<string, unknown>> = [{ role: "user", content: "Hi." }]) =>
+        refusedWith(client.chat.completions.create({ model: "quiet", messages, ...extra } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming))
+      const noUser = yield* ask({}, [{ role: "system", content: "Be nice." }])
+      expect(noUser).toMatchObject({ status: 400, type: "invalid_request_error", param: "messages", code: "invalid_value" })
+      expect(noUser!.message).toContain("no user message")
+      expect(yield* ask({ n: 2 })).toMatchObject({ status: 400, param: "n", code: "unsupported_value" })
+      const tools = [{ type: "function", function: { name: "weather", parameters: { type: "object" } } }]
+      expect(yield* ask({ tools })).toMatchObject({ status: 400, param: "tools", code: "unsupported_parameter" })
+      expect(yield* ask({ tool_choice: "required" })).toMatchObject({ status: 400, param: "tool_choice" })
+      expect(yield* ask({ functions: [{ name: "weather", parameters: {} }] })).toMatchObject({ status: 400, param: "functions" })
+      expect(yield* ask({ logprobs: true })).toMatchObject({ status: 400, param: "logprobs" })
+      expect(yield* ask({ modalities: ["text", "audio"] })).toMatchObject({ status: 400, param: "modalities" })
+      expect(yield* ask({ response_format: { type: "grammar", grammar: "root ::= x" } }))
+        .toMatchObject({ status: 400, param: "response_format.type", code: "unsupported_value" })
+      expect(yield* ask({ response_format: { type: "json_schema", json_schema: { name: "x", schema: { $ref: "#/$defs/Missing" } } } }))
+        .toMatchObject({ status: 400, param: "response_format.json_schema.schema" })
+      expect(yield* ask({}, [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:image/png;base64,AA==" } }] }]))
+        .toMatchObject({ status: 400, param: "messages[0].content[0].type" })
+      // Accepted: what an agent does anyway, and the sampling knobs its architecture owns (not used).
+      expect(yield* ask({ n: 1, tools: [], tool_choice: "auto", logprobs: false, temperature: 0.3, seed: 7, stop: ["x"] })).toBeUndefined()
+      // Only that last request started a run: every refusal came before one.
+      expect((yield* quiet.calls).length).toBe(1)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("openai: response_format json_schema is honoured, streaming or not: the content is the decoded JSON", () =>
+    Effect.gen(function*() {
+      const geo = inspected("geo", [
+        `{"city": "Paris"}`, // does not match: repaired
+        "```json\n{\"city\": \"Paris\", \"population\": 2100000}\n```",
+        `Here: {"city": "Lyon", "population": 520000, "note": "extra keys are dropped"}`
+      ])
+      const url = yield* serve([geo.agent])
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const response_format = { type: "json_schema" as const, json_schema: { name: "city", schema: CitySchema, strict: true } }
+      const answer = yield* Effect.promise(() =>
+        client.chat.completions.create({ model: "geo", messages: [{ role: "user", content: "Largest city of France?" }], response_format })
+      )
+      expect(JSON.parse(answer.choices[0]!.message.content!)).toEqual({ city: "Paris", population: 2100000 })
+      const streamed = yield* Effect.promise(async () => {
+        const stream = await client.chat.completions.create({
+          model: "geo",
+          messages: [{ role: "user", content: "Second city of France?" }],
+          response_format,
+          stream: true
+        })
+        let text = ""
+        for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? ""
+        return text
+      })
+      expect(JSON.parse(streamed)).toEqual({ city: "Lyon", population: 520000 })
+      // Asked natively, with the client's schema.
+      const [first, repair, third] = yield* geo.calls
+      for (const request of [first, repair, third]) {
+        expect(request!.responseFormat).toMatchObject({ type: "json_schema", schema: { properties: { population: { type: "integer" } } } })
+      }
+      expect(repair!.messages!.at(-1)!.content).toContain("population")
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("the AI SDK: Output.object over json_schema and json_object; max_tokens is the run's output budget", () =>
+    Effect.gen(function*() {
+      const geo = inspected("geo", [
+        { text: `{"city": "Paris", "population": 2100000}` },
+        { text: `{"city": "Lyon", "population": 520000}` },
+        { text: "A long answer that", usage: { inputTokens: 5, outputTokens: 4 } }
+      ])
+      const url = yield* serve([geo.agent])
+      const City = z.object({ city: z.string(), population: z.number().int() })
+      const strict = createOpenAICompatible({ name: "valet", baseURL: `${url}/v1`, supportsStructuredOutputs: true })
+      const loose = createOpenAICompatible({ name: "valet", baseURL: `${url}/v1` })
+      const viaSchema = yield* Effect.promise(() =>
+        generateText({ model: strict("geo"), output: Output.object({ schema: City }), prompt: "Largest city of France?" })
+      )
+      expect(viaSchema.output).toEqual({ city: "Paris", population: 2100000 })
+      // Without structured outputs the provider asks for json_object: any JSON object, which the SDK then checks.
+      const viaObject = yield* Effect.promise(() =>
+        generateText({ model: loose("geo"), output: Output.object({ schema: City }), prompt: "Second city of France?" })
+      )
+      expect(viaObject.output).toEqual({ city: "Lyon", population: 520000 })
+      const capped = yield* Effect.promise(() => generateText({ model: loose("geo"), maxOutputTokens: 4, prompt: "Tell me all." }))
+      expect(capped.finishReason).toBe("length")
+      const [schemaCall, objectCall, cappedCall] = yield* geo.calls
+      expect(schemaCall!.responseFormat).toMatchObject({ type: "json_schema", schema: { required: ["city", "population"] } })
+      expect(objectCall!.responseFormat).toMatchObject({ type: "json_schema", schema: { type: "object" } })
+      // The budget lowered the call's own limit to what the run had left.
+      expect(cappedCall!.maxTokens).toBe(4)
+    }).pipe(Effect.scoped), 30_000)
+
+  it("runRequestOf: the last user message is the input only when nothing follows it; tool results stay tool results", () => {
+    const call = { id: "call_1", type: "function" as const, function: { name: "search", arguments: `{"q":"x"}` } }
     expect(OpenAiApi.runRequestOf({
       model: "a",
       messages: [
         { role: "developer", content: "d" },
         { role: "user", content: "q1" },
-        { role: "tool", name: "search", content: "r" },
+        { role: "assistant", content: null, tool_calls: [call] },
+        { role: "tool", tool_call_id: "call_1", content: "r" },
         { role: "user", content: "q2" }
       ]
-    })).toEqual({
+    })).toEqual(Result.succeed({
       agent: "a",
       input: "q2",
-      history: [{ role: "system", content: "d" }, { role: "user", content: "q1" }, { role: "user", content: "Tool result (search): r" }]
+      history: [
+        Model.system("d"),
+        Model.user("q1"),
+        Model.assistant("", [{ id: "call_1", name: "search", arguments: `{"q":"x"}` }]),
+        Model.toolResult("call_1", "search", "r")
+      ]
+    }))
+    // Ending with a tool result: every message is history, the input is empty.
+    const ending = OpenAiApi.runRequestOf({
+      model: "a",
+      messages: [{ role: "user", content: "q1" }, { role: "assistant", tool_calls: [call] }, { role: "tool", tool_call_id: "call_1", content: "r" }]
     })
+    expect(ending).toEqual(Result.succeed({
+      agent: "a",
+      input: "",
+      history: [Model.user("q1"), Model.assistant("", [{ id: "call_1", name: "search", arguments: `{"q":"x"}` }]), Model.toolResult("call_1", "search", "r")]
+    }))
+    // `max_tokens` is the run's output-token budget; `response_format` its structured output.
+    expect(OpenAiApi.runRequestOf({
+      model: "a",
+      messages: [{ role: "user", content: "q" }],
+      max_tokens: 50,
+      response_format: { type: "json_object" }
+    })).toEqual(Result.succeed({ agent: "a", input: "q", output: { type: "object" }, budget: { maxOutputTokens: 50 } }))
+  })
+
+  it("runRequestOf: a broken tool exchange is refused naming the message", () => {
+    const call = { id: "call_1", function: { name: "search", arguments: "{}" } }
+    const param = (messages: OpenAiApi.ChatCompletionRequest["messages"]) => {
+      const run = OpenAiApi.runRequestOf({ model: "a", messages })
+      return Result.isFailure(run) ? run.failure.param : "accepted"
+    }
+    expect(param([{ role: "user", content: "q" }, { role: "tool", tool_call_id: "call_9", content: "r" }])).toBe("messages[1].tool_call_id")
+    expect(param([{ role: "user", content: "q" }, { role: "assistant", tool_calls: [call] }, { role: "tool", content: "r" }]))
+      .toBe("messages[2].tool_call_id")
+    // A tool call left without its result, before the next message or at the end.
+    expect(param([{ role: "user", content: "q" }, { role: "assistant", tool_calls: [call] }, { role: "user", content: "q2" }]))
+      .toBe("messages[1].tool_calls")
+    expect(param([{ role: "user", content: "q" }, { role: "assistant", tool_calls: [call] }])).toBe("messages[1].tool_calls")
+    expect(param([{ role: "user", content: [{ type: "text", text: "q" }, { type: "image_url" }] }])).toBe("messages[0].content[1].type")
+    expect(param([{ role: "user", content: "q" }, { role: "assistant", content: "", function_call: { name: "f", arguments: "{}" } }]))
+      .toBe("messages[1].function_call")
   })
 })

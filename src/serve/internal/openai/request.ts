@@ -1,0 +1,258 @@
+/**
+ * A `/v1/chat/completions` body and the run it asks for: the conversation becomes the run's history and input, the
+ * parameters valet can honour become the run's options, and every other parameter that would change the answer is
+ * refused by name (`InvalidChatRequest`), never silently dropped. `OpenAiApi`'s module comment lists the decisions.
+ */
+import { Result, Schema } from "effect"
+import * as Model from "../../../core/Model.js"
+import * as Runs from "../../Runs.js"
+import * as OutputSchema from "../outputSchema.js"
+
+// ---------------------------------------------------------------------------------------------------------
+// The body
+// ---------------------------------------------------------------------------------------------------------
+
+const ContentPart = Schema.Struct({ type: Schema.String, text: Schema.optional(Schema.String) })
+
+const ToolCallParam = Schema.Struct({
+  id: Schema.String,
+  type: Schema.optional(Schema.Literal("function")),
+  function: Schema.Struct({ name: Schema.String, arguments: Schema.String })
+})
+
+/** A message of the conversation, as OpenAI clients send it (other keys are ignored). */
+export const ChatMessage = Schema.Struct({
+  role: Schema.Literals(["system", "developer", "user", "assistant", "tool"]),
+  content: Schema.optional(Schema.NullOr(Schema.Union([Schema.String, Schema.Array(ContentPart)]))),
+  name: Schema.optional(Schema.String),
+  /** An assistant message's tool calls. */
+  tool_calls: Schema.optional(Schema.NullOr(Schema.Array(ToolCallParam))),
+  /** A tool message: the id of the call it answers. */
+  tool_call_id: Schema.optional(Schema.String),
+  /** The deprecated functions API (refused). */
+  function_call: Schema.optional(Schema.NullOr(Schema.Unknown))
+})
+export type ChatMessage = typeof ChatMessage.Type
+
+const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(1))
+
+/** The request body: the keys valet reads (see `OpenAiApi`'s module comment for each); the others are ignored. */
+export const ChatCompletionRequest = Schema.Struct({
+  model: Schema.String,
+  messages: Schema.Array(ChatMessage).check(Schema.isMinLength(1, { expected: "at least one message" })),
+  stream: Schema.optional(Schema.NullOr(Schema.Boolean)),
+  stream_options: Schema.optional(Schema.NullOr(Schema.Struct({ include_usage: Schema.optional(Schema.NullOr(Schema.Boolean)) }))),
+  n: Schema.optional(Schema.NullOr(Count)),
+  max_tokens: Schema.optional(Schema.NullOr(Count)),
+  max_completion_tokens: Schema.optional(Schema.NullOr(Count)),
+  response_format: Schema.optional(Schema.NullOr(Schema.Struct({
+    type: Schema.String,
+    json_schema: Schema.optional(Schema.Struct({
+      name: Schema.String,
+      description: Schema.optional(Schema.String),
+      schema: Schema.optional(Model.JsonObject),
+      strict: Schema.optional(Schema.NullOr(Schema.Boolean))
+    }))
+  }))),
+  tools: Schema.optional(Schema.NullOr(Schema.Array(Schema.Unknown))),
+  tool_choice: Schema.optional(Schema.NullOr(Schema.Unknown)),
+  functions: Schema.optional(Schema.NullOr(Schema.Array(Schema.Unknown))),
+  function_call: Schema.optional(Schema.NullOr(Schema.Unknown)),
+  logprobs: Schema.optional(Schema.NullOr(Schema.Boolean)),
+  top_logprobs: Schema.optional(Schema.NullOr(Schema.Int)),
+  modalities: Schema.optional(Schema.NullOr(Schema.Array(Schema.String))),
+  audio: Schema.optional(Schema.NullOr(Schema.Unknown)),
+  web_search_options: Schema.optional(Schema.NullOr(Schema.Unknown))
+})
+export type ChatCompletionRequest = typeof ChatCompletionRequest.Type
+
+/**
+ * A request the facade cannot run as asked: OpenAI's 400 `invalid_request_error`, naming the parameter (`param`:
+ * `n`, `tools`, `messages[2].tool_call_id`…) and why.
+ */
+export class InvalidChatRequest extends Schema.TaggedError<InvalidChatRequest>()("InvalidChatRequest", {
+  param: Schema.String,
+  /** `unsupported_parameter`, `unsupported_value` or `invalid_value`, as OpenAI spells them. */
+  code: Schema.String,
+  message: Schema.String
+}) {}
+
+const unsupported = (param: string, why: string) =>
+  Result.fail(new InvalidChatRequest({ param, code: "unsupported_parameter", message: `Unsupported parameter: '${param}': ${why}` }))
+
+const unsupportedValue = (param: string, why: string) =>
+  Result.fail(new InvalidChatRequest({ param, code: "unsupported_value", message: `Unsupported value: '${param}': ${why}` }))
+
+const invalid = (param: string, why: string) =>
+  Result.fail(new InvalidChatRequest({ param, code: "invalid_value", message: `Invalid '${param}': ${why}` }))
+
+// ---------------------------------------------------------------------------------------------------------
+// Parameters
+// ---------------------------------------------------------------------------------------------------------
+
+const agentWithOwnTools = "an agent calls its own tools, inside the run; its answer is text, never a tool call for the client to run"
+
+/** The structured output asked for, as a JSON Schema; `undefined` for text. */
+const outputOf = (
+  format: ChatCompletionRequest["response_format"]
+): Result.Result<Model.JsonObject | undefined, InvalidChatRequest> => {
+  if (format === undefined || format === null || format.type === "text") return Result.succeed(undefined)
+  // Any JSON object: asked natively with the schema `{"type": "object"}`, decoded, repaired when it is not one.
+  if (format.type === "json_object") return Result.succeed({ type: "object" })
+  if (format.type !== "json_schema") {
+    return unsupportedValue("response_format.type", `${JSON.stringify(format.type)} is not one of "text", "json_object", "json_schema"`)
+  }
+  const schema = format.json_schema?.schema
+  if (schema === undefined) return invalid("response_format.json_schema.schema", "a json_schema response format needs its schema")
+  const imported = OutputSchema.fromJsonSchema(schema)
+  if (Result.isFailure(imported)) {
+    return unsupportedValue("response_format.json_schema.schema", `valet cannot check answers against this schema: ${imported.failure}`)
+  }
+  return Result.succeed(schema)
+}
+
+/** Every parameter that would change the answer and that valet cannot honour, refused by name. */
+const refused = (request: ChatCompletionRequest): Result.Result<void, InvalidChatRequest> => {
+  if (request.n !== undefined && request.n !== null && request.n > 1) {
+    return unsupportedValue("n", `an agent's run gives one answer, so n must be 1, got ${request.n}`)
+  }
+  if (request.tools !== undefined && request.tools !== null && request.tools.length > 0) {
+    return unsupported("tools", agentWithOwnTools)
+  }
+  const choice = request.tool_choice
+  if (choice !== undefined && choice !== null && choice !== "none" && choice !== "auto") {
+    return unsupportedValue("tool_choice", `only "none" and "auto" (${agentWithOwnTools}), got ${JSON.stringify(choice)}`)
+  }
+  if (request.functions !== undefined && request.functions !== null && request.functions.length > 0) {
+    return unsupported("functions", agentWithOwnTools)
+  }
+  const functionCall = request.function_call
+  if (functionCall !== undefined && functionCall !== null && functionCall !== "none" && functionCall !== "auto") {
+    return unsupportedValue("function_call", `only "none" and "auto" (${agentWithOwnTools}), got ${JSON.stringify(functionCall)}`)
+  }
+  if (request.logprobs === true) return unsupported("logprobs", "an agent's answer is not one sampled completion: it has no log-probabilities")
+  if (request.top_logprobs !== undefined && request.top_logprobs !== null && request.top_logprobs > 0) {
+    return unsupported("top_logprobs", "an agent's answer is not one sampled completion: it has no log-probabilities")
+  }
+  const modalities = request.modalities ?? []
+  const other = modalities.find((modality) => modality !== "text")
+  if (other !== undefined) return unsupportedValue("modalities", `an agent answers in text only, got ${JSON.stringify(other)}`)
+  if (request.audio !== undefined && request.audio !== null) return unsupported("audio", "an agent answers in text only")
+  if (request.web_search_options !== undefined && request.web_search_options !== null) {
+    return unsupported("web_search_options", "an agent searches with its own tools, if it has any")
+  }
+  return Result.succeed(undefined)
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// The conversation
+// ---------------------------------------------------------------------------------------------------------
+
+const textOf = (message: ChatMessage, at: string): Result.Result<string, InvalidChatRequest> => {
+  const content = message.content
+  if (content === undefined || content === null) return Result.succeed("")
+  if (typeof content === "string") return Result.succeed(content)
+  let text = ""
+  for (let j = 0; j < content.length; j++) {
+    const part = content[j]!
+    if (part.type !== "text" && part.type !== "input_text") {
+      return unsupportedValue(`${at}.content[${j}].type`, `an agent reads text, got a content part of type ${JSON.stringify(part.type)}`)
+    }
+    text += part.text ?? ""
+  }
+  return Result.succeed(text)
+}
+
+/** The conversation as the model reads it: tool calls and results kept as such, every tool call answered. */
+const historyOf = (messages: ReadonlyArray<ChatMessage>): Result.Result<Array<Model.Message>, InvalidChatRequest> => {
+  const history: Array<Model.Message> = []
+  // The tool calls of the last assistant message not answered yet, by id: their name, and where they were asked.
+  let open = new Map<string, { readonly name: string; readonly at: string }>()
+  const unanswered = () => {
+    const [id, call] = open.entries().next().value!
+    return invalid(
+      `${call.at}.tool_calls`,
+      `the tool call ${JSON.stringify(id)} has no tool message answering it (each tool call is answered by a message ` +
+        `{"role": "tool", "tool_call_id": ${JSON.stringify(id)}} right after the assistant message)`
+    )
+  }
+  for (let i = 0; i < messages.length; i++) {
+    const message = messages[i]!
+    const at = `messages[${i}]`
+    if (message.role !== "tool" && open.size > 0) return unanswered()
+    const text = textOf(message, at)
+    if (Result.isFailure(text)) return Result.fail(text.failure)
+    const content = text.success
+    switch (message.role) {
+      case "system":
+      case "developer":
+        history.push(Model.system(content))
+        break
+      case "user":
+        history.push(Model.user(content))
+        break
+      case "assistant": {
+        if (message.function_call !== undefined && message.function_call !== null) {
+          return unsupported(`${at}.function_call`, "the deprecated functions API: send tool_calls")
+        }
+        const calls = (message.tool_calls ?? []).map((call): Model.ToolCall => ({
+          id: call.id,
+          name: call.function.name,
+          arguments: call.function.arguments
+        }))
+        open = new Map(calls.map((call) => [call.id, { name: call.name, at }] as const))
+        if (open.size < calls.length) {
+          return invalid(`${at}.tool_calls`, "two tool calls have the same id")
+        }
+        history.push(Model.assistant(content, calls))
+        break
+      }
+      case "tool": {
+        const id = message.tool_call_id
+        if (id === undefined) return invalid(`${at}.tool_call_id`, "a tool message names the tool call it answers")
+        const call = open.get(id)
+        if (call === undefined) {
+          return invalid(
+            `${at}.tool_call_id`,
+            `${JSON.stringify(id)} is not a tool call of the assistant message before it that is not answered yet`
+          )
+        }
+        open.delete(id)
+        history.push(Model.toolResult(id, call.name, content))
+        break
+      }
+    }
+  }
+  if (open.size > 0) return unanswered()
+  return Result.succeed(history)
+}
+
+/**
+ * The run a request asks for, or why it cannot run: the conversation (see `OpenAiApi`'s module comment), the
+ * structured output of `response_format`, `max_completion_tokens` / `max_tokens` as the run's output-token budget.
+ */
+export const runRequestOf = (request: ChatCompletionRequest): Result.Result<Runs.RunRequest, InvalidChatRequest> => {
+  const problem = refused(request)
+  if (Result.isFailure(problem)) return Result.fail(problem.failure)
+  const output = outputOf(request.response_format)
+  if (Result.isFailure(output)) return Result.fail(output.failure)
+  const conversation = historyOf(request.messages)
+  if (Result.isFailure(conversation)) return Result.fail(conversation.failure)
+  const history = conversation.success
+  if (!history.some((message) => message.role === "user")) {
+    return invalid("messages", "the conversation has no user message: an agent runs on what a user asks")
+  }
+  // The last user message is the input when nothing follows it. When tool results or assistant messages follow it,
+  // every message is history, in order, and the input is empty: what the agent goes on from is the conversation.
+  const last = history.at(-1)!
+  const input = last.role === "user" ? last.content : ""
+  if (last.role === "user") history.pop()
+  const maxOutputTokens = request.max_completion_tokens ?? request.max_tokens ?? undefined
+  return Result.succeed({
+    agent: request.model,
+    input,
+    ...(history.length > 0 ? { history } : {}),
+    ...(output.success !== undefined ? { output: output.success } : {}),
+    ...(maxOutputTokens !== undefined ? { budget: { maxOutputTokens } } : {})
+  })
+}

@@ -208,7 +208,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
     const inOrder = () => steps.flatMap((step) => outcomes.get(step.id) ?? [])
     const metadata = () => ({ plan: steps.map(({ args, id, tool }) => ({ id, tool, args })), steps: inOrder() })
 
-    const messages: Array<Model.Message> = [Model.system(system), ...input.history, Model.user(input.prompt)]
+    const messages: Array<Model.Message> = [Model.system(system), ...Architecture.conversation(input)]
     const planned = yield* Architecture.generate({ messages }, { step: "rewoo.plan" })
     yield* yieldBeforeReading(Model.text(planned))
     let parsed = parsePlan(Model.text(planned), toolNames, config.maxSteps)

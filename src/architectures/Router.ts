@@ -187,7 +187,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
       routes: config.routes.map(describeRoute).join("\n")
     }).trim()
     const response = yield* Architecture.generate(
-      { messages: [Model.system(system), ...input.history, Model.user(input.prompt)] },
+      { messages: [Model.system(system), ...Architecture.conversation(input)] },
       { step: "router.classify" }
     )
     const answer = Model.text(response)

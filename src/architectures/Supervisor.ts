@@ -223,7 +223,7 @@ const program = (config: Config) => (input: Architecture.Input) =>
     const runTool = (call: Model.ToolCall) => Architecture.executeTool(kit, call)
 
     const system = Template.fill(config.coordinatorPrompt, { instructions: agent.instructions, workers: roster }).trim()
-    const messages: Array<Model.Message> = [Model.system(system), ...input.history, Model.user(input.prompt)]
+    const messages: Array<Model.Message> = [Model.system(system), ...Architecture.conversation(input)]
     const maxTurns = config.maxTurns ?? agent.maxTurns
     const metadata = (turns: number) => ({
       turns,

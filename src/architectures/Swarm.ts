@@ -103,8 +103,7 @@ const turn = (targets: ReadonlyArray<string>) =>
         const kit = Tool.toolkit([...handoff, ...(agent.tools as ReadonlyArray<Tool.Tool>)])
         const messages: Array<Model.Message> = [
           ...(agent.instructions !== "" ? [Model.system(agent.instructions)] : []),
-          ...input.history,
-          Model.user(input.prompt)
+          ...Architecture.conversation(input)
         ]
         let written = ""
         for (let n = 1; n <= agent.maxTurns; n++) {

@@ -230,6 +230,17 @@ export const emitWith = (run: RunContext, build: (timestamp: number) => AgentEve
     : Effect.flatMap(Clock.currentTimeMillis, (now) => emitNow(run.emitter, build(now)))
 }
 
+/**
+ * The conversation a run's first model call continues: its history, then the prompt as a user message. The prompt
+ * is left out when it is empty and the history is not: a conversation that ends with a tool's result or the
+ * assistant's turn (as the OpenAI facade passes one on) is continued as it is, not with an empty user turn.
+ *
+ * @since 0.2.0
+ * @category toolkit
+ */
+export const conversation = (input: Pick<Input, "history" | "prompt">): Array<Model.Message> =>
+  input.prompt === "" && input.history.length > 0 ? [...input.history] : [...input.history, Model.user(input.prompt)]
+
 /** Emits an architecture-specific milestone, e.g. `progress("self_refine.critique", { round, critique })`. */
 export const progress = (name: string, data: Record<string, unknown> = {}): Effect.Effect<void, never, CurrentRun> =>
   CurrentRun.use((run) =>

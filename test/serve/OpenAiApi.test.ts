@@ -234,8 +234,8 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
         Model.assistant("", [{ id: "call_1", name: "weather", arguments: `{"city":"Paris"}` }]),
         Model.toolResult("call_1", "weather", "18°C, sunny")
       ]
-      // Ending with the tool result: the whole conversation, then the run's (empty) input.
-      expect(first!.messages).toEqual([...exchange, Model.user("")])
+      // The conversation ends with the tool result: the model continues it, with no empty user turn after it.
+      expect(first!.messages).toEqual(exchange)
       expect(second!.messages).toEqual([...exchange, Model.assistant("It is 18°C and sunny."), Model.user("And tomorrow?")])
     }).pipe(Effect.scoped), 30_000)
 
@@ -256,7 +256,7 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
       )
       expect(generated.text).toBe("It is 18°C and sunny.")
       const [request] = yield* weather.calls
-      expect(request!.messages!.map((message) => message.role)).toEqual(["system", "user", "assistant", "tool", "user"])
+      expect(request!.messages!.map((message) => message.role)).toEqual(["system", "user", "assistant", "tool"])
       expect(request!.messages![2]).toMatchObject({ role: "assistant", toolCalls: [{ id: "call_1", name: "weather" }] })
       expect(JSON.parse((request!.messages![2] as Model.AssistantMessage).toolCalls![0]!.arguments)).toEqual({ city: "Paris" })
       expect(request!.messages![3]).toEqual(Model.toolResult("call_1", "weather", "18°C, sunny"))

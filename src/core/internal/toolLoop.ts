@@ -160,7 +160,7 @@ export const program = (options: Options) =>
 
     const messages: Array<Model.Message> = []
     if (agent.instructions !== "") messages.push(Model.system(agent.instructions))
-    messages.push(...input.history, Model.user(input.prompt))
+    messages.push(...Architecture.conversation(input))
 
     let lastText = ""
     let repeatedKey: RepeatKey | undefined

@@ -5,10 +5,12 @@
  *
  * - `GET /health` → `{"status":"ok"}`; `GET /agents` → the agents' names, descriptions and architectures.
  * - `POST /runs` `{agent, input, sessionId?, budget?: {maxCalls?, maxTokens?, maxWallMs?}}` → 201 `{runId,
- *   sessionId}`; the run goes on in the server. `GET /runs` lists the runs kept; `GET /runs/:runId` → status
- *   and, once ended, the `RunResult` (or the typed error).
+ *   sessionId}`; the run goes on in the server. `GET /runs?limit=&cursor=` lists the runs kept, newest first, a
+ *   page at a time (summaries; `full=true` for whole runs; `nextCursor` fetches the next page); `GET /runs/:runId`
+ *   → status and, once ended, the `RunResult` (or the typed error).
  * - `GET /runs/:runId/events` → `text/event-stream`: `id: <seq>`, `event: <kind>`, `data: <json>` per event,
- *   replayed from the first or from after `Last-Event-ID` (or `?after=`), then live, ending after
+ *   replayed from the first or from after `Last-Event-ID` (or `?after=`; a `Last-Event-ID` that is not decimal
+ *   digits reads as "from the first"), then live, ending after
  *   `RunCompleted` or an `event: error` carrying the typed error. `?compact=true`: the compact form
  *   (`AgentEvent.toSse`). Several readers may watch one run.
  * - `POST /runs/:runId/cancel` → 202; the run stops at once and ends with `RunCompleted` interrupted, reason

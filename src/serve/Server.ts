@@ -1,8 +1,9 @@
 /**
  * `valet serve` as a layer: the agents of `Agents` over HTTP — valet's routes (`RunsApi`), the OpenAI-compatible
- * facade (`OpenAiApi`), the run viewer at `/` (`Viewer`), the OpenAPI document at
- * `/openapi.json` — with the limits a server on a network needs: a request body limit (413), a bearer token when
- * one is set (401 without it; `GET /health` stays open), and the run registry's `maxConcurrentRuns` (429) and
+ * facade (`OpenAiApi`), the run viewer at `/` (`Viewer`), the OpenAPI document at `/openapi.json` — behind the rules
+ * a server on a network needs (`guard`): a bearer token on every route but exactly `GET /health` (decided on the
+ * routed path; the viewer signs in once with `/?token=` and keeps an HttpOnly cookie), a Host / Origin allow-list, a
+ * request body limit (413), errors as JSON on every route, and the run registry's `maxConcurrentRuns` (429) and
  * bounded memory. `routes` is the same without a server, for tests and for apps that serve their own router.
  *
  * @since 0.2.0

@@ -6,8 +6,13 @@
  * an `isError` result carrying the typed error's message; a run stopped by a budget cap answers its partial
  * output, with `interrupted` in the structured content.
  *
- * `registrations` adds the tools to an `McpServer` a user already runs; `layerStdio` / `layerHttp` are whole
- * servers (what `valet mcp` starts).
+ * A server obeys the limits of `valet.yaml`'s `server:` (`Limits`): at most `maxConcurrentRuns` runs at once (more
+ * calls wait for a slot), and no message longer than `maxBodyBytes`. effect's `McpServer` speaks the protocol;
+ * over stdio valet reads the wire itself first (`internal/mcp/`), so that stdout carries JSON-RPC only and a bad
+ * line costs one error answer, never the server.
+ *
+ * `registrations` / `registrationsWith` add the tools to an `McpServer` a user already runs; `serveStdio`,
+ * `layerStdio` and `layerHttp` are whole servers (`valet mcp` runs `serveStdio`, or `layerHttp` with `--http`).
  *
  * @since 0.2.0
  */
@@ -16,7 +21,9 @@ import { ByteSize, Console, Context, Effect, Exit, Fiber, Layer, Option, Schema,
 import { McpProtocol, McpSchema, McpServer } from "effect/ai"
 import { HttpIncomingMessage, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Agent from "../core/Agent.js"
+import type { InvalidOptions } from "../core/AgentError.js"
 import type * as AgentEvent from "../core/AgentEvent.js"
+import * as Decode from "../core/internal/decode.js"
 import * as Agents from "./Agents.js"
 import * as StdioTransport from "./internal/mcp/stdioTransport.js"
 
@@ -97,6 +104,21 @@ export const defaultMaxConcurrentRuns = 16
  */
 export const defaultMaxBodyBytes = 1_048_576
 
+const LimitsSchema = Schema.Struct({
+  maxConcurrentRuns: Schema.optional(Decode.IntAtLeast(1)),
+  maxBodyBytes: Schema.optional(Decode.IntAtLeast(1))
+})
+
+/** `limits` checked (one line naming the field on a bad one), with the defaults filled in. */
+const checkLimits = (limits: Limits): Effect.Effect<Required<{ [K in keyof Limits]: number }>, InvalidOptions> =>
+  Effect.map(
+    Decode.decode("McpAgents", LimitsSchema, { maxConcurrentRuns: limits.maxConcurrentRuns, maxBodyBytes: limits.maxBodyBytes }),
+    (checked) => ({
+      maxConcurrentRuns: checked.maxConcurrentRuns ?? defaultMaxConcurrentRuns,
+      maxBodyBytes: checked.maxBodyBytes ?? defaultMaxBodyBytes
+    })
+  )
+
 /** The message of a call waiting for a slot (its progress notification). */
 const waitingMessage = (limit: number) => `${limit} runs are going on, the most this server runs at once: waiting for one to end`
 
@@ -174,16 +196,20 @@ const call = (
  * @since 0.2.0
  * @category layers
  */
-export const registrationsWith = (limits: Limits = {}): Layer.Layer<never, never, McpServer.McpServer | Agents.Agents> =>
-  register(limits, Effect.never)
+export const registrationsWith = (
+  limits: Limits = {}
+): Layer.Layer<never, InvalidOptions, McpServer.McpServer | Agents.Agents> => register(limits, Effect.never)
 
 /** `registrationsWith`, the runs in flight stopped (their calls answered `isError`) when `stop` completes. */
-const register = (limits: Limits, stop: Effect.Effect<void>): Layer.Layer<never, never, McpServer.McpServer | Agents.Agents> =>
+const register = (
+  limits: Limits,
+  stop: Effect.Effect<void>
+): Layer.Layer<never, InvalidOptions, McpServer.McpServer | Agents.Agents> =>
   Layer.effectDiscard(
     Effect.gen(function*() {
+      const limit = (yield* checkLimits(limits)).maxConcurrentRuns
       const server = yield* McpServer.McpServer
       const agents = yield* Agents.Agents
-      const limit = limits.maxConcurrentRuns ?? defaultMaxConcurrentRuns
       const slots = { semaphore: yield* Semaphore.make(limit), limit }
       for (const entry of agents.list) {
         const stopped = Effect.as(
@@ -210,7 +236,7 @@ const register = (limits: Limits, stop: Effect.Effect<void>): Layer.Layer<never,
  * @since 0.2.0
  * @category layers
  */
-export const registrations: Layer.Layer<never, never, McpServer.McpServer | Agents.Agents> = registrationsWith()
+export const registrations: Layer.Layer<never, never, McpServer.McpServer | Agents.Agents> = Layer.orDie(registrationsWith())
 
 /**
  * The options of a whole server: who it says it is and its limits.
@@ -233,12 +259,11 @@ const noteOn = (stdio: Stdio.Stdio, name: string) => (text: string) =>
 const stdioServer = (options: Options) =>
   Effect.gen(function*() {
     const real = yield* Stdio.Stdio
-    const transport = yield* StdioTransport.make({
-      maxMessageBytes: options.maxBodyBytes ?? defaultMaxBodyBytes,
-      note: noteOn(real, info(options).name)
-    })
-    const layer = McpServer.layerStdio({ ...info(options), protocols, registrations: register(options, transport.closed) }).pipe(
+    const limits = yield* checkLimits(options)
+    const transport = yield* StdioTransport.make({ maxMessageBytes: limits.maxBodyBytes, note: noteOn(real, info(options).name) })
+    const layer = McpServer.layerStdio({ ...info(options), protocols, registrations: register(limits, transport.closed) }).pipe(
       Layer.provide(Layer.succeed(Stdio.Stdio, transport.stdio)),
+      // Cannot fail: the limits are checked, and its other error is a bad cache hint, which valet never gives.
       Layer.orDie
     )
     return { layer, transport }
@@ -256,7 +281,7 @@ const stdioServer = (options: Options) =>
  * @since 0.2.0
  * @category servers
  */
-export const serveStdio = (options: Options = {}): Effect.Effect<void, never, Agents.Agents | Stdio.Stdio> =>
+export const serveStdio = (options: Options = {}): Effect.Effect<void, InvalidOptions, Agents.Agents | Stdio.Stdio> =>
   Effect.scoped(Effect.gen(function*() {
     const { layer, transport } = yield* stdioServer(options)
     const server = yield* Effect.forkScoped(Layer.launch(layer))
@@ -265,7 +290,7 @@ export const serveStdio = (options: Options = {}): Effect.Effect<void, never, Ag
       // The server stops on its own only when it fails.
       Effect.flatMap(Fiber.await(server), (exit) => Exit.isFailure(exit) ? Effect.failCause(exit.cause) : Effect.void)
     )
-  })).pipe(Effect.orDie, Effect.provideService(Console.Console, stderrConsole))
+  })).pipe(Effect.provideService(Console.Console, stderrConsole))
 
 /**
  * A whole MCP server on stdin / stdout, as a layer (its `McpServer` open to more registrations): what `serveStdio`
@@ -276,7 +301,7 @@ export const serveStdio = (options: Options = {}): Effect.Effect<void, never, Ag
  * @since 0.2.0
  * @category layers
  */
-export const layerStdio = (options: Options = {}): Layer.Layer<McpServer.McpServer, never, Agents.Agents | Stdio.Stdio> =>
+export const layerStdio = (options: Options = {}): Layer.Layer<McpServer.McpServer, InvalidOptions, Agents.Agents | Stdio.Stdio> =>
   Layer.unwrap(Effect.gen(function*() {
     const builder = Fiber.getCurrent()
     const { layer, transport } = yield* stdioServer(options)
@@ -321,9 +346,9 @@ const bodyLimit = (maxBodyBytes: number) =>
  * @category layers
  */
 export const layerHttp = (options: Options & { readonly path?: HttpRouter.PathInput | undefined } = {}) =>
-  McpServer.layerHttp({
-    ...info(options),
-    path: options.path ?? "/mcp",
-    protocols,
-    registrations: registrationsWith(options)
-  }).pipe(Layer.provide(bodyLimit(options.maxBodyBytes ?? defaultMaxBodyBytes)))
+  Layer.unwrap(Effect.map(checkLimits(options), (limits) =>
+    McpServer.layerHttp({ ...info(options), path: options.path ?? "/mcp", protocols, registrations: registrationsWith(limits) }).pipe(
+      Layer.provide(bodyLimit(limits.maxBodyBytes)),
+      // Cannot fail: the limits are checked, and its other error is a bad cache hint, which valet never gives.
+      Layer.orDie
+    )))

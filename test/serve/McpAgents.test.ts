@@ -7,7 +7,7 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Layer, Stdio } from "effect"
 import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { createServer, type IncomingMessage, request as httpRequest, type ServerResponse } from "node:http"
@@ -15,6 +15,8 @@ import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
+import * as Agents from "../../src/serve/Agents.js"
+import * as McpAgents from "../../src/serve/McpAgents.js"
 import * as LoopbackServer from "../support/openAiServer.js"
 
 const root = join(import.meta.dirname, "..", "..")
@@ -238,7 +240,8 @@ const rawStdio = (path: string) =>
       child.stderr.on("data", (data: Buffer) => void (stderr += data.toString()))
       // A server that is gone makes our writes fail: that is for the assertions to tell, not an uncaught error.
       child.stdin.on("error", () => {})
-      const exited = new Promise<number | null>((resolve) => child.on("exit", (code) => resolve(code)))
+      // "close", not "exit": by then stdout has been read to its end.
+      const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
       return { child, stdout, stderr: () => stderr, exited, write: (text: string) => void child.stdin.write(text) }
     }),
     ({ child }) => Effect.sync(() => void (child.exitCode === null && child.kill("SIGKILL")))
@@ -463,4 +466,12 @@ server: { maxConcurrentRuns: 2 }
       const chunked = yield* post({ "transfer-encoding": "chunked" }, big)
       expect(JSON.parse(chunked.body.replace(/^data: /, ""))).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32700 } })
     }).pipe(Effect.scoped), 60_000)
+
+  it.effect("limits given in code are checked: one line naming the field, the rule and the value", () =>
+    Effect.gen(function*() {
+      const served = McpAgents.serveStdio({ maxConcurrentRuns: 0 }).pipe(Effect.provide([Agents.layer([]), Stdio.layerTest({})]))
+      expect((yield* Effect.flip(served)).message).toBe("McpAgents: maxConcurrentRuns must be an integer >= 1, got 0")
+      const layer = McpAgents.layerStdio({ maxBodyBytes: 1.5 }).pipe(Layer.provide([Agents.layer([]), Stdio.layerTest({})]))
+      expect((yield* Effect.flip(Layer.build(layer))).message).toBe("McpAgents: maxBodyBytes must be an integer >= 1, got 1.5")
+    }).pipe(Effect.scoped))
 })

@@ -1,8 +1,10 @@
 /**
  * `valet mcp --config valet.yaml`: the config's agents as MCP tools, over stdin / stdout (for a client that starts
  * valet as a process: Claude Desktop, Cursor, VS Code, the MCP SDK's stdio transport), or with `--http` as a
- * Streamable HTTP server at `http://<host>:<port>/mcp`. Runs until interrupted (or, on stdio, until the client
- * closes stdin). On stdio nothing but the protocol is written to stdout: notes go to stderr.
+ * Streamable HTTP server at `http://<host>:<port>/mcp`. The config's `server:` limits apply: at most
+ * `maxConcurrentRuns` runs at once (more calls wait), no message longer than `maxBodyBytes`. Runs until
+ * interrupted, or on stdio until the client closes stdin: then the runs in flight are stopped and it exits 0. On
+ * stdio nothing but the protocol is written to stdout: notes and logs go to stderr.
  */
 import { Console } from "node:console"
 import { createServer } from "node:http"
@@ -85,6 +87,7 @@ export const mcpCommand = Command.make(
 ).pipe(
   Command.withDescription(
     "Serves the agents of a valet.yaml as MCP tools (input: a string; answer: the run's output; progress " +
-      "notifications from its events): over stdin / stdout, or with --http at http://<host>:<port>/mcp."
+      "notifications from its events): over stdin / stdout, or with --http at http://<host>:<port>/mcp. The " +
+      "config's server.maxConcurrentRuns and server.maxBodyBytes apply."
   )
 )

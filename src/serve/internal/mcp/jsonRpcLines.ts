@@ -23,16 +23,23 @@ export type Piece =
   | { readonly _tag: "Line"; readonly bytes: Uint8Array }
   | { readonly _tag: "TooLong"; readonly maxBytes: number }
 
+/** Cuts a stream of bytes into lines: `push` each chunk as it comes, then `end` when the input ends. */
+export interface LineSplitter {
+  readonly push: (chunk: Uint8Array) => Array<Piece>
+  /** The last line, when the input ended without its `\n` (MCP asks for one, but `printf '…' |` forgets it). */
+  readonly end: () => Array<Piece>
+}
+
 /**
  * Splits chunks of bytes into lines of at most `maxBytes` bytes. A longer line is reported once, as soon as it
  * passes the limit (so a client that never ends the line is still answered), and its bytes are dropped up to its
  * `\n`: memory stays under `maxBytes` whatever the input.
  */
-export const lineSplitter = (maxBytes: number) => {
+export const lineSplitter = (maxBytes: number): LineSplitter => {
   let parts: Array<Uint8Array> = []
   let length = 0
   let discarding = false
-  return (chunk: Uint8Array): Array<Piece> => {
+  const push = (chunk: Uint8Array): Array<Piece> => {
     const pieces: Array<Piece> = []
     let start = 0
     while (start < chunk.length) {
@@ -65,6 +72,14 @@ export const lineSplitter = (maxBytes: number) => {
     }
     return pieces
   }
+  const end = (): Array<Piece> => {
+    const last: Array<Piece> = length > 0 ? [{ _tag: "Line", bytes: concat(parts, length) }] : []
+    parts = []
+    length = 0
+    discarding = false
+    return last
+  }
+  return { push, end }
 }
 
 const concat = (parts: ReadonlyArray<Uint8Array>, length: number): Uint8Array => {

@@ -77,12 +77,13 @@ export const make = (options: Options): Effect.Effect<Transport, never, Stdio.St
           return decision.note === undefined ? Effect.void : options.note(decision.note)
       }
     }
+    const decideAll = (pieces: ReadonlyArray<Lines.Piece>) =>
+      Effect.forEach(pieces, (piece) => act(piece._tag === "Line" ? Lines.decide(piece.bytes) : Lines.tooLong(piece.maxBytes)), {
+        discard: true
+      })
     yield* real.stdin.pipe(
-      Stream.runForEach((chunk) =>
-        Effect.forEach(split(chunk), (piece) => act(piece._tag === "Line" ? Lines.decide(piece.bytes) : Lines.tooLong(piece.maxBytes)), {
-          discard: true
-        })
-      ),
+      Stream.runForEach((chunk) => decideAll(split.push(chunk))),
+      Effect.andThen(Effect.suspend(() => decideAll(split.end()))),
       Effect.catchCause(() => options.note("stdin failed: the client is gone")),
       Effect.andThen(close),
       Effect.forkScoped

@@ -11,7 +11,7 @@ const decoder = new TextDecoder()
 /** The pieces of `chunks`, fed one after the other, lines as text. */
 const split = (maxBytes: number, chunks: ReadonlyArray<string | Uint8Array>) => {
   const splitter = Lines.lineSplitter(maxBytes)
-  return chunks.flatMap((chunk) => splitter(typeof chunk === "string" ? encoder.encode(chunk) : chunk)).map((piece) =>
+  return chunks.flatMap((chunk) => splitter.push(typeof chunk === "string" ? encoder.encode(chunk) : chunk)).map((piece) =>
     piece._tag === "Line" ? decoder.decode(piece.bytes) : `<too long: ${piece.maxBytes}>`
   )
 }
@@ -27,8 +27,12 @@ const answered = (line: string) => {
 describe("jsonRpcLines", () => {
   it("lineSplitter: lines across chunks, several per chunk, a blank one kept for decide to drop", () => {
     expect(split(100, ['{"a":', "1}\n{}\n", "\n[1]\n"])).toEqual(['{"a":1}', "{}", "", "[1]"])
-    // An unfinished line waits for its end.
+    // An unfinished line waits for its end, or for the end of the input.
     expect(split(100, ["abc"])).toEqual([])
+    const splitter = Lines.lineSplitter(100)
+    expect(splitter.push(encoder.encode('{}\n{"a"'))).toHaveLength(1)
+    expect(splitter.end().map((piece) => piece._tag === "Line" ? decoder.decode(piece.bytes) : piece._tag)).toEqual(['{"a"'])
+    expect(splitter.end()).toEqual([])
   })
 
   it("lineSplitter: a line longer than the limit is reported once, as soon as it passes it; the next line is read", () => {
@@ -42,9 +46,9 @@ describe("jsonRpcLines", () => {
   it("lineSplitter: an unfinished line is copied, not a view of a buffer the reader reuses", () => {
     const splitter = Lines.lineSplitter(100)
     const buffer = encoder.encode("abc")
-    expect(splitter(buffer)).toEqual([])
+    expect(splitter.push(buffer)).toEqual([])
     buffer.set(encoder.encode("XYZ"))
-    expect(splitter(encoder.encode("d\n")).map((piece) => piece._tag === "Line" ? decoder.decode(piece.bytes) : piece._tag)).toEqual(["abcd"])
+    expect(splitter.push(encoder.encode("d\n")).map((piece) => piece._tag === "Line" ? decoder.decode(piece.bytes) : piece._tag)).toEqual(["abcd"])
   })
 
   it("decide: valid messages go on re-encoded, with JSON-RPC's keys only", () => {

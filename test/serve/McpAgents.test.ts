@@ -8,6 +8,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Stdio } from "effect"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { createServer, type IncomingMessage, request as httpRequest, type ServerResponse } from "node:http"
@@ -473,5 +474,37 @@ server: { maxConcurrentRuns: 2 }
       expect((yield* Effect.flip(served)).message).toBe("McpAgents: maxConcurrentRuns must be an integer >= 1, got 0")
       const layer = McpAgents.layerStdio({ maxBodyBytes: 1.5 }).pipe(Layer.provide([Agents.layer([]), Stdio.layerTest({})]))
       expect((yield* Effect.flip(Layer.build(layer))).message).toBe("McpAgents: maxBodyBytes must be an integer >= 1, got 1.5")
+    }).pipe(Effect.scoped))
+
+  it.live("layerHttp: a route middleware provided to it (the place of an HTTP guard) wraps the MCP routes beside the body limit", () =>
+    Effect.gen(function*() {
+      // A guard refusing requests without a token, as the server's own would.
+      const guard = HttpRouter.middleware((httpEffect) =>
+        Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+          request.headers["authorization"] === "Bearer s3cret" ? httpEffect : Effect.succeed(HttpServerResponse.empty({ status: 401 })))
+      ).layer
+      const app = McpAgents.layerHttp({ maxBodyBytes: 1024 }).pipe(Layer.provide(guard), Layer.provide(Agents.layer([])))
+      const { dispose, handler } = HttpRouter.toWebHandler(app, { disableLogger: true })
+      yield* Effect.addFinalizer(() => Effect.promise(dispose))
+      const post = (body: string, headers: Record<string, string> = {}) =>
+        Effect.promise(() =>
+          handler(new Request("http://127.0.0.1/mcp", {
+            method: "POST",
+            body,
+            headers: {
+              "content-type": "application/json",
+              accept: "application/json, text/event-stream",
+              "content-length": String(Buffer.byteLength(body)),
+              ...headers
+            }
+          }))
+        )
+      const big = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping", params: { _meta: { pad: "x".repeat(2000) } } })
+      expect((yield* post(big)).status).toBe(401)
+      const refused = yield* post(big, { authorization: "Bearer s3cret" })
+      expect(refused.status).toBe(413)
+      expect(yield* Effect.promise(() => refused.json())).toMatchObject({ id: null, error: { code: -32600 } })
+      const init = yield* post(initialize, { authorization: "Bearer s3cret" })
+      expect(init.status).toBe(200)
     }).pipe(Effect.scoped))
 })

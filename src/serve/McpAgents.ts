@@ -6,17 +6,26 @@
  * an `isError` result carrying the typed error's message; a run stopped by a budget cap answers its partial
  * output, with `interrupted` in the structured content.
  *
- * `registrations` adds the tools to an `McpServer` a user already runs; `layerStdio` / `layerHttp` are whole
- * servers (what `valet mcp` starts).
+ * A server obeys the limits of `valet.yaml`'s `server:` (`Limits`): at most `maxConcurrentRuns` runs at once (more
+ * calls wait for a slot), and no message longer than `maxBodyBytes`. effect's `McpServer` speaks the protocol;
+ * over stdio valet reads the wire itself first (`internal/mcp/`), so that stdout carries JSON-RPC only and a bad
+ * line costs one error answer, never the server.
+ *
+ * `registrations` / `registrationsWith` add the tools to an `McpServer` a user already runs; `serveStdio`,
+ * `layerStdio` and `layerHttp` are whole servers (`valet mcp` runs `serveStdio`, or `layerHttp` with `--http`).
  *
  * @since 0.2.0
  */
-import { Context, Effect, Layer, Option, Schema, Stream } from "effect"
+import { Console as NodeConsole } from "node:console"
+import { ByteSize, Console, Context, Effect, Exit, Fiber, Layer, Option, Schema, Semaphore, Stdio, Stream } from "effect"
 import { McpProtocol, McpSchema, McpServer } from "effect/ai"
-import type { HttpRouter } from "effect/http"
+import { HttpIncomingMessage, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as Agent from "../core/Agent.js"
+import type { InvalidOptions } from "../core/AgentError.js"
 import type * as AgentEvent from "../core/AgentEvent.js"
+import * as Decode from "../core/internal/decode.js"
 import * as Agents from "./Agents.js"
+import * as StdioTransport from "./internal/mcp/stdioTransport.js"
 
 /** The protocol versions a valet MCP server speaks, newest first. */
 export const protocols = [McpProtocol.v2025_11_25, McpProtocol.v2025_06_18, McpProtocol.v2025_03_26] as const
@@ -62,11 +71,73 @@ const textResult = (text: string, isError: boolean, structured?: Record<string, 
     ...(structured !== undefined ? { structuredContent: structured } : {})
   })
 
-/** Runs one agent for one `tools/call`, sending progress to the caller when it asked for it. */
+
+/**
+ * What a valet MCP server allows: the `server:` section of `valet.yaml` (`valet serve` reads the same numbers).
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export interface Limits {
+  /** Tool calls running an agent at once, at most (default 16, as `valet serve`); more wait for a slot. */
+  readonly maxConcurrentRuns?: number | undefined
+  /**
+   * The largest message, in bytes (default 1 MiB): a request body over HTTP (413 beyond, and a body without a
+   * length is cut there while it is read), a line over stdio (-32600 beyond; at most 16 MiB, effect's own limit).
+   */
+  readonly maxBodyBytes?: number | undefined
+}
+
+/**
+ * The default of `Limits.maxConcurrentRuns`, `valet serve`'s.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export const defaultMaxConcurrentRuns = 16
+
+/**
+ * The default of `Limits.maxBodyBytes`, `valet serve`'s.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export const defaultMaxBodyBytes = 1_048_576
+
+const LimitsSchema = Schema.Struct({
+  maxConcurrentRuns: Schema.optional(Decode.IntAtLeast(1)),
+  maxBodyBytes: Schema.optional(Decode.IntAtLeast(1))
+})
+
+/** `limits` checked (one line naming the field on a bad one), with the defaults filled in. */
+const checkLimits = (limits: Limits): Effect.Effect<Required<{ [K in keyof Limits]: number }>, InvalidOptions> =>
+  Effect.map(
+    Decode.decode("McpAgents", LimitsSchema, { maxConcurrentRuns: limits.maxConcurrentRuns, maxBodyBytes: limits.maxBodyBytes }),
+    (checked) => ({
+      maxConcurrentRuns: checked.maxConcurrentRuns ?? defaultMaxConcurrentRuns,
+      maxBodyBytes: checked.maxBodyBytes ?? defaultMaxBodyBytes
+    })
+  )
+
+/** The message of a call waiting for a slot (its progress notification). */
+const waitingMessage = (limit: number) => `${limit} runs are going on, the most this server runs at once: waiting for one to end`
+
+/**
+ * Runs one agent for one `tools/call`, sending progress to the caller when it asked for it.
+ *
+ * Beyond `maxConcurrentRuns` a call waits for a slot, first come first served, where `valet serve` refuses a run
+ * with 429: an MCP tool call is a request its client is already waiting on (over stdio the one client chose to send
+ * them together — an LLM's parallel tool calls), and a refusal would reach the model as a failed tool it has no
+ * reason to call again, where waiting makes the server slower, never broken. The model server never sees more than
+ * the limit; a waiting call costs one fiber, says why in a progress notification (which also restarts the
+ * client's timeout when it asked for that), and leaves the queue when its client cancels it or times out.
+ */
 const call = (
   server: McpServer.McpServer["Service"],
   entry: Agents.Entry,
-  args: unknown
+  args: unknown,
+  slots: { readonly semaphore: Semaphore.Semaphore; readonly limit: number },
+  stopping: Effect.Effect<McpSchema.CallToolResult>
 ): Effect.Effect<McpSchema.CallToolResult, McpSchema.InvalidParams, McpSchema.McpRequestContext> =>
   Effect.gen(function*() {
     const decoded = decodeArguments(args)
@@ -95,9 +166,7 @@ const call = (
         }
         const message = describe(event)
         return message === undefined ? Effect.void : notify(message)
-      })
-    )
-    return yield* run.pipe(
+      }),
       Effect.map(() => {
         const done = result!
         return textResult(done.output, false, {
@@ -111,34 +180,175 @@ const call = (
       }),
       Effect.catch((error) => Effect.succeed(textResult(`${entry.name} failed: ${error.message}`, true)))
     )
+    const limited = Effect.gen(function*() {
+      const started = yield* slots.semaphore.withPermitsIfAvailable(1)(run)
+      if (Option.isSome(started)) return started.value
+      yield* notify(waitingMessage(slots.limit))
+      return yield* slots.semaphore.withPermits(1)(run)
+    })
+    return yield* Effect.raceFirst(limited, stopping)
   })
 
-/** Adds every agent of `Agents` to the `McpServer` as a tool. */
-export const registrations: Layer.Layer<never, never, McpServer.McpServer | Agents.Agents> = Layer.effectDiscard(
-  Effect.gen(function*() {
-    const server = yield* McpServer.McpServer
-    const agents = yield* Agents.Agents
-    for (const entry of agents.list) {
-      yield* server.addTool({
-        tool: new McpSchema.Tool({
-          name: entry.name,
-          description: entry.description,
-          inputSchema,
-          annotations: { title: entry.name, readOnlyHint: false, openWorldHint: true }
-        }),
-        annotations: Context.empty(),
-        handle: (args) => call(server, entry, args)
-      })
-    }
-  })
-)
+/**
+ * Adds every agent of `Agents` to the `McpServer` as a tool, at most `maxConcurrentRuns` of their calls running
+ * at once (the others wait, see `Limits`).
+ *
+ * @since 0.2.0
+ * @category layers
+ */
+export const registrationsWith = (
+  limits: Limits = {}
+): Layer.Layer<never, InvalidOptions, McpServer.McpServer | Agents.Agents> => register(limits, Effect.never)
+
+/** `registrationsWith`, the runs in flight stopped (their calls answered `isError`) when `stop` completes. */
+const register = (
+  limits: Limits,
+  stop: Effect.Effect<void>
+): Layer.Layer<never, InvalidOptions, McpServer.McpServer | Agents.Agents> =>
+  Layer.effectDiscard(
+    Effect.gen(function*() {
+      const limit = (yield* checkLimits(limits)).maxConcurrentRuns
+      const server = yield* McpServer.McpServer
+      const agents = yield* Agents.Agents
+      const slots = { semaphore: yield* Semaphore.make(limit), limit }
+      for (const entry of agents.list) {
+        const stopped = Effect.as(
+          stop,
+          textResult(`${entry.name} stopped: the client closed the connection before the run ended`, true)
+        )
+        yield* server.addTool({
+          tool: new McpSchema.Tool({
+            name: entry.name,
+            description: entry.description,
+            inputSchema,
+            annotations: { title: entry.name, readOnlyHint: false, openWorldHint: true }
+          }),
+          annotations: Context.empty(),
+          handle: (args) => call(server, entry, args, slots, stopped)
+        })
+      }
+    })
+  )
+
+/**
+ * `registrationsWith` the default limits.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
+export const registrations: Layer.Layer<never, never, McpServer.McpServer | Agents.Agents> = Layer.orDie(registrationsWith())
+
+/**
+ * The options of a whole server: who it says it is and its limits.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export interface Options extends ServerInfo, Limits {}
 
 const info = (options: ServerInfo) => ({ name: options.name ?? "valet", version: options.version ?? "0.2.0" })
 
-/** A whole MCP server on stdin / stdout (the process's, from `Stdio` in context). */
-export const layerStdio = (options: ServerInfo = {}) =>
-  McpServer.layerStdio({ ...info(options), protocols, registrations })
+// stdout is the protocol's: every log line of a stdio server goes to stderr, effect's loggers and `Console` alike.
+const stderrConsole = new NodeConsole({ stdout: process.stderr, stderr: process.stderr })
 
-/** A whole Streamable HTTP MCP server at `path` of the `HttpRouter` in context. */
-export const layerHttp = (options: ServerInfo & { readonly path?: HttpRouter.PathInput | undefined } = {}) =>
-  McpServer.layerHttp({ ...info(options), path: options.path ?? "/mcp", protocols, registrations })
+/** A note on the `Stdio`'s stderr, one line, named after the server. */
+const noteOn = (stdio: Stdio.Stdio, name: string) => (text: string) =>
+  Stream.make(`${name}: ${text}\n`).pipe(Stream.run(stdio.stderr()), Effect.ignore)
+
+/** effect's MCP server over valet's stdio transport (made in the current scope), with the transport. */
+const stdioServer = (options: Options) =>
+  Effect.gen(function*() {
+    const real = yield* Stdio.Stdio
+    const limits = yield* checkLimits(options)
+    const transport = yield* StdioTransport.make({ maxMessageBytes: limits.maxBodyBytes, note: noteOn(real, info(options).name) })
+    const layer = McpServer.layerStdio({ ...info(options), protocols, registrations: register(limits, transport.closed) }).pipe(
+      Layer.provide(Layer.succeed(Stdio.Stdio, transport.stdio)),
+      // Cannot fail: the limits are checked, and its other error is a bad cache hint, which valet never gives.
+      Layer.orDie
+    )
+    return { layer, transport }
+  })
+
+/**
+ * A whole MCP server on stdin / stdout (the `Stdio` in context: the process's), until the client closes stdin;
+ * then the runs in flight are stopped (their model requests aborted, their processes killed, their calls answered
+ * `isError`), what was read before is answered, and it returns. What `valet mcp` runs.
+ *
+ * Only JSON-RPC reaches stdout: a malformed line is answered -32700 with id null, a message that is not a valid
+ * request (a non-scalar id, no method…) -32600, a line longer than `maxBodyBytes` -32600 (read no further than the
+ * limit), each on its own — the other lines of the same read are answered as usual; logs and notes go to stderr.
+ *
+ * @since 0.2.0
+ * @category servers
+ */
+export const serveStdio = (options: Options = {}): Effect.Effect<void, InvalidOptions, Agents.Agents | Stdio.Stdio> =>
+  Effect.scoped(Effect.gen(function*() {
+    const { layer, transport } = yield* stdioServer(options)
+    const server = yield* Effect.forkScoped(Layer.launch(layer))
+    yield* Effect.raceFirst(
+      transport.drained,
+      // The server stops on its own only when it fails.
+      Effect.flatMap(Fiber.await(server), (exit) => Exit.isFailure(exit) ? Effect.failCause(exit.cause) : Effect.void)
+    )
+  })).pipe(Effect.provideService(Console.Console, stderrConsole))
+
+/**
+ * A whole MCP server on stdin / stdout, as a layer (its `McpServer` open to more registrations): what `serveStdio`
+ * serves. When the client has closed stdin and its last requests are answered, it interrupts the fiber that built
+ * it, as effect's `McpServer.layerStdio` does (`Layer.launch(layerStdio())` then ends interrupted); a program that
+ * should end normally runs `serveStdio`.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
+export const layerStdio = (options: Options = {}): Layer.Layer<McpServer.McpServer, InvalidOptions, Agents.Agents | Stdio.Stdio> =>
+  Layer.unwrap(Effect.gen(function*() {
+    const builder = Fiber.getCurrent()
+    const { layer, transport } = yield* stdioServer(options)
+    // Detached: the builder's scope, closing, interrupts this fiber, which must not wait for the builder to end.
+    if (builder !== undefined) {
+      yield* Effect.forkScoped(Effect.andThen(transport.drained, Effect.forkDetach(Fiber.interrupt(builder))))
+    }
+    return layer
+  })).pipe(Layer.provide(Layer.succeed(Console.Console, stderrConsole)))
+
+/**
+ * The `maxBodyBytes` of an MCP endpoint, on its own routes: effect's transport reads a POST body whole, so a body
+ * announced longer is refused before a byte is read (413, with a JSON-RPC error), and one without a length is cut
+ * at the limit while it is read.
+ */
+const bodyLimit = (maxBodyBytes: number) =>
+  HttpRouter.middleware((httpEffect) =>
+    Effect.gen(function*() {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const length = Number(request.headers["content-length"] ?? "0")
+      if (length > maxBodyBytes) {
+        return HttpServerResponse.jsonUnsafe({
+          jsonrpc: "2.0",
+          id: null,
+          error: {
+            code: -32600,
+            message: `Invalid Request: the request body is ${length} bytes, more than this server's limit of ${maxBodyBytes}`
+          }
+        }, { status: 413 })
+      }
+      return yield* Effect.provideService(httpEffect, HttpIncomingMessage.MaxBodySize, ByteSize.bytes(maxBodyBytes))
+    })
+  ).layer
+
+/**
+ * A whole Streamable HTTP MCP server at `path` (default `/mcp`) of the `HttpRouter` in context, with the body
+ * limit on its routes and at most `maxConcurrentRuns` runs at once. Authentication, the Host / Origin allow-list
+ * and the like are the router's: add them as a route middleware (`Layer.provide(HttpRouter.middleware(f).layer)`
+ * on this layer) or a global one beside it.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
+export const layerHttp = (options: Options & { readonly path?: HttpRouter.PathInput | undefined } = {}) =>
+  Layer.unwrap(Effect.map(checkLimits(options), (limits) =>
+    McpServer.layerHttp({ ...info(options), path: options.path ?? "/mcp", protocols, registrations: registrationsWith(limits) }).pipe(
+      Layer.provide(bodyLimit(limits.maxBodyBytes)),
+      // Cannot fail: the limits are checked, and its other error is a bad cache hint, which valet never gives.
+      Layer.orDie
+    )))

@@ -7,11 +7,17 @@ import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
-import { spawn, spawnSync } from "node:child_process"
+import { Effect, Layer, Stdio } from "effect"
+import { HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
+import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { createServer, type IncomingMessage, request as httpRequest, type ServerResponse } from "node:http"
+import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { createInterface } from "node:readline"
+import * as Agents from "../../src/serve/Agents.js"
+import * as McpAgents from "../../src/serve/McpAgents.js"
 import * as LoopbackServer from "../support/openAiServer.js"
 
 const root = join(import.meta.dirname, "..", "..")
@@ -218,4 +224,287 @@ agents:
         `valet mcp: ${path}:5:19: agents.a.architecture must be "react" or "self-refine" or "plan-and-execute" or "reflexion" or "actor-critic" or "supervisor" or "router" or "debate" or "rewoo" or "swarm" or "blackboard" or "tree-of-thoughts" or "ensemble", got "reactt"`
       ])
     }).pipe(Effect.scoped), 30_000)
+})
+
+// ---------------------------------------------------------------------------------------------------------
+// The protocol on the wire, and the server's limits
+// ---------------------------------------------------------------------------------------------------------
+
+/** `valet mcp --config <path>` with its stdin ours: raw writes, stdout line by line. Killed with the scope. */
+const rawStdio = (path: string) =>
+  Effect.acquireRelease(
+    Effect.sync(() => {
+      const child: ChildProcessWithoutNullStreams = spawn(tsx, [bin, "mcp", "--config", path], { stdio: ["pipe", "pipe", "pipe"] })
+      const stdout: Array<string> = []
+      let stderr = ""
+      createInterface({ input: child.stdout }).on("line", (line) => void stdout.push(line))
+      child.stderr.on("data", (data: Buffer) => void (stderr += data.toString()))
+      // A server that is gone makes our writes fail: that is for the assertions to tell, not an uncaught error.
+      child.stdin.on("error", () => {})
+      // "close", not "exit": by then stdout has been read to its end.
+      const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
+      return { child, stdout, stderr: () => stderr, exited, write: (text: string) => void child.stdin.write(text) }
+    }),
+    ({ child }) => Effect.sync(() => void (child.exitCode === null && child.kill("SIGKILL")))
+  )
+
+const initialize = JSON.stringify({
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } }
+})
+const initialized = JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" })
+const ping = (id: number) => JSON.stringify({ jsonrpc: "2.0", id, method: "ping" })
+
+/** Every stdout line as JSON; a line that is not a JSON-RPC 2.0 message fails the test, naming it. */
+const messagesOf = (lines: ReadonlyArray<string>): Array<Record<string, any>> =>
+  lines.map((line) => {
+    let message: unknown
+    try {
+      message = JSON.parse(line)
+    } catch {
+      throw new Error(`stdout carries a line that is not JSON: ${line}`)
+    }
+    expect(message, line).toMatchObject({ jsonrpc: "2.0" })
+    return message as Record<string, any>
+  })
+
+/**
+ * A loopback chat-completions server that holds every request until the test releases it, counting the requests in
+ * flight (received, not yet answered) and the most there ever were.
+ */
+const heldModel = Effect.acquireRelease(
+  Effect.promise(() =>
+    new Promise<{
+      readonly url: string
+      readonly inFlight: () => number
+      readonly most: () => number
+      readonly releaseAll: () => void
+      readonly close: () => void
+    }>((resolve) => {
+      let inFlight = 0
+      let most = 0
+      let releasing = false
+      const held: Array<() => void> = []
+      const answer = (body: any, response: ServerResponse) => () => {
+        const base = { id: "chatcmpl-held", created: 1_700_000_000, model: "held-model" }
+        if (body.stream === true) {
+          response.writeHead(200, { "content-type": "text/event-stream" })
+          response.write(`data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta: { role: "assistant", content: "Done." }, finish_reason: null }] })}\n\n`)
+          response.write(`data: ${JSON.stringify({ ...base, object: "chat.completion.chunk", choices: [{ index: 0, delta: {}, finish_reason: "stop" }] })}\n\n`)
+          response.end("data: [DONE]\n\n")
+        } else {
+          response.writeHead(200, { "content-type": "application/json" })
+          response.end(JSON.stringify({ ...base, object: "chat.completion", choices: [{ index: 0, message: { role: "assistant", content: "Done." }, finish_reason: "stop" }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } }))
+        }
+      }
+      const server = createServer((request: IncomingMessage, response: ServerResponse) => {
+        let text = ""
+        request.on("data", (data: Buffer) => void (text += data.toString()))
+        request.on("end", () => {
+          inFlight++
+          most = Math.max(most, inFlight)
+          response.on("close", () => void inFlight--)
+          const release = answer(JSON.parse(text), response)
+          if (releasing) release()
+          else held.push(release)
+        })
+      })
+      server.listen(0, "127.0.0.1", () =>
+        resolve({
+          url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+          inFlight: () => inFlight,
+          most: () => most,
+          releaseAll: () => {
+            releasing = true
+            for (const release of held.splice(0)) release()
+          },
+          close: () => {
+            server.closeAllConnections()
+            server.close()
+          }
+        }))
+    })
+  ),
+  (model) => Effect.sync(() => model.close())
+)
+
+describe("valet mcp: the protocol on stdout, the server's limits", () => {
+  it.live("one read holding a request, a line that is not JSON and two more requests: three answers and one -32700 with id null", () =>
+    Effect.gen(function*() {
+      const path = yield* configFile(config)
+      const server = yield* rawStdio(path)
+      server.write([initialize, "{not json", ping(2), JSON.stringify({ jsonrpc: "2.0", id: 3, method: "tools/list" }), ""].join("\n"))
+      expect(yield* waitUntil(() => server.stdout.length >= 4, 30_000)).toBe(true)
+      const messages = messagesOf(server.stdout)
+      expect(messages).toHaveLength(4)
+      const byId = new Map(messages.filter((message) => message.id !== null).map((message) => [message.id, message]))
+      expect(byId.get(1)?.result?.serverInfo?.name).toBe("valet")
+      expect(byId.get(2)?.result).toEqual({})
+      expect(byId.get(3)?.result?.tools?.map((tool: { name: string }) => tool.name)).toEqual(["assistant", "writer", "broken"])
+      const refused = messages.filter((message) => message.id === null)
+      expect(refused).toHaveLength(1)
+      expect(refused[0]!.error.code).toBe(-32700)
+      expect(refused[0]!.error.message).toMatch(/^Parse error: the line is not JSON/)
+      // The note is on stderr, and nothing but JSON-RPC reached stdout.
+      expect(server.stderr()).toContain("refused an MCP message (-32700)")
+      server.child.stdin.end()
+      expect(yield* Effect.promise(() => server.exited)).toBe(0)
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("an id that is not a string or a number: -32600 with id null, and the server goes on", () =>
+    Effect.gen(function*() {
+      const path = yield* configFile(config)
+      const server = yield* rawStdio(path)
+      server.write(`${initialize}\n${initialized}\n${JSON.stringify({ jsonrpc: "2.0", id: { a: 1 }, method: "ping" })}\n${ping(2)}\n`)
+      expect(yield* waitUntil(() => server.stdout.length >= 3, 30_000)).toBe(true)
+      const messages = messagesOf(server.stdout)
+      expect(messages.find((message) => message.id === null)).toEqual({
+        jsonrpc: "2.0",
+        id: null,
+        error: { code: -32600, message: 'Invalid Request: id must be a string or a number, got {"a":1}' }
+      })
+      expect(messages.find((message) => message.id === 2)).toEqual({ jsonrpc: "2.0", id: 2, result: {} })
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("a 20 MB message, with the default limit of 1 MiB: -32600 and a note on stderr, and the next request is answered", () =>
+    Effect.gen(function*() {
+      const path = yield* configFile(config)
+      const server = yield* rawStdio(path)
+      server.write(`${initialize}\n`)
+      expect(yield* waitUntil(() => server.stdout.length >= 1, 30_000)).toBe(true)
+      const huge = JSON.stringify({ jsonrpc: "2.0", id: 2, method: "ping", params: { _meta: { pad: "x".repeat(20_000_000) } } })
+      server.write(`${huge}\n${ping(3)}\n`)
+      expect(yield* waitUntil(() => server.stdout.length >= 3, 30_000)).toBe(true)
+      const messages = messagesOf(server.stdout)
+      expect(messages.slice(1)).toEqual([
+        { jsonrpc: "2.0", id: null, error: { code: -32600, message: "Invalid Request: the message is longer than this server's limit of 1048576 bytes" } },
+        { jsonrpc: "2.0", id: 3, result: {} }
+      ])
+      expect(server.stderr()).toContain("the message is longer than this server's limit of 1048576 bytes")
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("closing stdin while a tool call waits on the model: the model request is aborted and valet mcp exits 0", () =>
+    Effect.gen(function*() {
+      const model = yield* LoopbackServer.make()
+      model.enqueue("/v1/chat/completions", LoopbackServer.stall)
+      const path = yield* configFile(`
+model: { provider: openai-compatible, baseUrl: "${model.url}/v1", model: loopback-model }
+agents:
+  slow: { instructions: x }
+`)
+      const server = yield* rawStdio(path)
+      const call = JSON.stringify({ jsonrpc: "2.0", id: 2, method: "tools/call", params: { name: "slow", arguments: { input: "hi" } } })
+      server.write(`${initialize}\n${initialized}\n${call}\n`)
+      expect(yield* waitUntil(() => model.requests.some((request) => request.path === "/v1/chat/completions"), 30_000)).toBe(true)
+      server.child.stdin.end()
+      yield* model.closedEarlySignal
+      expect(model.closedEarly()).toBe(1)
+      expect(yield* Effect.promise(() => server.exited)).toBe(0)
+      // The call was answered before the end: stopped, as a tool error.
+      const answered = messagesOf(server.stdout).find((message) => message.id === 2)
+      expect(answered?.result?.isError).toBe(true)
+      expect(answered?.result?.content?.[0]?.text).toBe("slow stopped: the client closed the connection before the run ended")
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("6 tool calls at once with maxConcurrentRuns 2: never more than 2 model requests in flight; the others wait, then all answer", () =>
+    Effect.gen(function*() {
+      const model = yield* heldModel
+      const path = yield* configFile(`
+model: { provider: openai-compatible, baseUrl: "${model.url}/v1", model: held-model }
+agents:
+  assistant: { instructions: x }
+server: { maxConcurrentRuns: 2 }
+`)
+      const transport = new StdioClientTransport({ command: tsx, args: [bin, "mcp", "--config", path], stderr: "pipe" })
+      const client = yield* connect(transport)
+      const progress = onTheWire(transport)
+      const calls = Array.from({ length: 6 }, (_, i) =>
+        client.callTool({ name: "assistant", arguments: { input: `task ${i}` } }, undefined, { onprogress: () => {} }))
+      const waiting = () => progress.filter((event) => event.message.includes("waiting for one to end")).length
+      // Every call has reached the server: each is running (its model request held) or waiting.
+      expect(yield* waitUntil(() => model.inFlight() + waiting() >= 6, 30_000)).toBe(true)
+      expect(model.inFlight()).toBe(2)
+      expect(waiting()).toBe(4)
+      expect(progress.find((event) => event.message.includes("waiting"))?.message).toBe(
+        "2 runs are going on, the most this server runs at once: waiting for one to end"
+      )
+      model.releaseAll()
+      const results = yield* Effect.promise(() => Promise.all(calls))
+      expect(results.map((result) => [result.isError, textOf(result)])).toEqual(Array.from({ length: 6 }, () => [false, "Done."]))
+      expect(model.most()).toBe(2)
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("--http: a body longer than server.maxBodyBytes is refused (413) before it is read", () =>
+    Effect.gen(function*() {
+      const path = yield* configFile(`${config}\nserver: { maxBodyBytes: 4096 }\n`)
+      const { url } = yield* httpServer(path)
+      const post = (headers: Record<string, string>, body: string) =>
+        Effect.promise(() =>
+          new Promise<{ readonly status: number; readonly body: string }>((resolve, reject) => {
+            const request = httpRequest(url, {
+              method: "POST",
+              headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers }
+            }, (response) => {
+              let text = ""
+              response.on("data", (data: Buffer) => void (text += data.toString()))
+              response.on("end", () => resolve({ status: response.statusCode ?? 0, body: text }))
+            })
+            request.on("error", reject)
+            request.end(body)
+          })
+        )
+      const big = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping", params: { _meta: { pad: "x".repeat(10_000) } } })
+      const refused = yield* post({ "content-length": String(Buffer.byteLength(big)) }, big)
+      expect(refused.status).toBe(413)
+      expect(JSON.parse(refused.body)).toEqual({
+        jsonrpc: "2.0",
+        id: null,
+        error: { code: -32600, message: `Invalid Request: the request body is ${Buffer.byteLength(big)} bytes, more than this server's limit of 4096` }
+      })
+      // Without a length (chunked), the body is cut at the limit while it is read: a parse error, not a whole read.
+      const chunked = yield* post({ "transfer-encoding": "chunked" }, big)
+      expect(JSON.parse(chunked.body.replace(/^data: /, ""))).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32700 } })
+    }).pipe(Effect.scoped), 60_000)
+
+  it.effect("limits given in code are checked: one line naming the field, the rule and the value", () =>
+    Effect.gen(function*() {
+      const served = McpAgents.serveStdio({ maxConcurrentRuns: 0 }).pipe(Effect.provide([Agents.layer([]), Stdio.layerTest({})]))
+      expect((yield* Effect.flip(served)).message).toBe("McpAgents: maxConcurrentRuns must be an integer >= 1, got 0")
+      const layer = McpAgents.layerStdio({ maxBodyBytes: 1.5 }).pipe(Layer.provide([Agents.layer([]), Stdio.layerTest({})]))
+      expect((yield* Effect.flip(Layer.build(layer))).message).toBe("McpAgents: maxBodyBytes must be an integer >= 1, got 1.5")
+    }).pipe(Effect.scoped))
+
+  it.live("layerHttp: a route middleware provided to it (the place of an HTTP guard) wraps the MCP routes beside the body limit", () =>
+    Effect.gen(function*() {
+      // A guard refusing requests without a token, as the server's own would.
+      const guard = HttpRouter.middleware((httpEffect) =>
+        Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+          request.headers["authorization"] === "Bearer s3cret" ? httpEffect : Effect.succeed(HttpServerResponse.empty({ status: 401 })))
+      ).layer
+      const app = McpAgents.layerHttp({ maxBodyBytes: 1024 }).pipe(Layer.provide(guard), Layer.provide(Agents.layer([])))
+      const { dispose, handler } = HttpRouter.toWebHandler(app, { disableLogger: true })
+      yield* Effect.addFinalizer(() => Effect.promise(dispose))
+      const post = (body: string, headers: Record<string, string> = {}) =>
+        Effect.promise(() =>
+          handler(new Request("http://127.0.0.1/mcp", {
+            method: "POST",
+            body,
+            headers: {
+              "content-type": "application/json",
+              accept: "application/json, text/event-stream",
+              "content-length": String(Buffer.byteLength(body)),
+              ...headers
+            }
+          }))
+        )
+      const big = JSON.stringify({ jsonrpc: "2.0", id: 1, method: "ping", params: { _meta: { pad: "x".repeat(2000) } } })
+      expect((yield* post(big)).status).toBe(401)
+      const refused = yield* post(big, { authorization: "Bearer s3cret" })
+      expect(refused.status).toBe(413)
+      expect(yield* Effect.promise(() => refused.json())).toMatchObject({ id: null, error: { code: -32600 } })
+      const init = yield* post(initialize, { authorization: "Bearer s3cret" })
+      expect(init.status).toBe(200)
+    }).pipe(Effect.scoped))
 })

@@ -1,9 +1,12 @@
 /**
  * `valet mcp --config valet.yaml`: the config's agents as MCP tools, over stdin / stdout (for a client that starts
  * valet as a process: Claude Desktop, Cursor, VS Code, the MCP SDK's stdio transport), or with `--http` as a
- * Streamable HTTP server at `http://<host>:<port>/mcp`. Runs until interrupted (or, on stdio, until the client
- * closes stdin). On stdio nothing but the protocol is written to stdout: notes go to stderr.
+ * Streamable HTTP server at `http://<host>:<port>/mcp`. The config's `server:` limits apply: at most
+ * `maxConcurrentRuns` runs at once (more calls wait), no message longer than `maxBodyBytes`. Runs until
+ * interrupted, or on stdio until the client closes stdin: then the runs in flight are stopped and it exits 0. On
+ * stdio nothing but the protocol is written to stdout: notes and logs go to stderr.
  */
+import { Console } from "node:console"
 import { createServer } from "node:http"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
@@ -16,6 +19,25 @@ import * as McpAgents from "../../serve/McpAgents.js"
 import { version } from "./version.js"
 
 const note = (text: string) => Effect.sync(() => void process.stderr.write(`${text}\n`))
+
+/**
+ * Points the global console's stdout methods at stderr: on stdio, stdout carries the protocol alone, and a library
+ * that logs with `console.log` (outside effect's loggers, which `McpAgents.serveStdio` already sends to stderr)
+ * would corrupt it.
+ */
+const keepStdoutForTheProtocol = () => {
+  const stderr = new Console({ stdout: process.stderr, stderr: process.stderr })
+  for (const method of ["log", "info", "debug", "dir", "dirxml", "table", "group", "groupCollapsed", "groupEnd"] as const) {
+    Object.assign(console, { [method]: stderr[method].bind(stderr) })
+  }
+}
+
+/**
+ * The app `valet mcp --http` serves: the MCP endpoint at `/mcp` with the config's limits, on the `HttpRouter` in
+ * context. The place for the server's HTTP guard (token, Host / Origin allow-list): a global
+ * `HttpRouter.middleware(…, { global: true })` layer merged beside it, or a route one provided to it.
+ */
+export const httpApp = (options: McpAgents.Options) => McpAgents.layerHttp({ ...options, path: "/mcp" })
 
 /** `valet mcp`. */
 export const mcpCommand = Command.make(
@@ -39,28 +61,33 @@ export const mcpCommand = Command.make(
     Effect.gen(function*() {
       const loaded = yield* AgentConfig.load(values.config)
       const agents = Layer.effect(Agents.Agents, AgentConfig.build(loaded)).pipe(Layer.provide(NodeHttpClient.layerUndici))
-      const info = { name: "valet", version }
+      const { maxBodyBytes, maxConcurrentRuns } = loaded.config.server
+      const options = { name: "valet", version, maxConcurrentRuns, maxBodyBytes }
+      const count = Object.keys(loaded.config.agents).length
       if (!values.http) {
-        yield* note(`valet mcp: ${Object.keys(loaded.config.agents).length} agents on stdio (${values.config})`)
-        return yield* Layer.launch(McpAgents.layerStdio(info).pipe(Layer.provide(agents)))
+        keepStdoutForTheProtocol()
+        yield* note(`valet mcp: ${count} agents on stdio (${values.config})`)
+        // Returns when the client closes stdin, its runs interrupted: exit code 0.
+        return yield* McpAgents.serveStdio(options).pipe(Effect.provide(agents))
       }
       const host = Option.getOrElse(values.host, () => loaded.config.server.host)
       const port = Option.getOrElse(values.port, () => loaded.config.server.port)
-      const server = HttpRouter.serve(McpAgents.layerHttp({ ...info, path: "/mcp" }).pipe(Layer.provide(agents)), {
+      const server = HttpRouter.serve(httpApp(options).pipe(Layer.provide(agents)), {
         disableLogger: true,
         disableListenLog: true
       }).pipe(Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port, host })))
       return yield* Effect.scoped(Effect.gen(function*() {
         const context = yield* Layer.build(server)
-        yield* HttpServer.addressFormattedWith((address) =>
-          note(`valet mcp: ${Object.keys(loaded.config.agents).length} agents at ${address}/mcp`)
-        ).pipe(Effect.provideContext(context))
+        yield* HttpServer.addressFormattedWith((address) => note(`valet mcp: ${count} agents at ${address}/mcp`)).pipe(
+          Effect.provideContext(context)
+        )
         return yield* Effect.never
       }))
     })
 ).pipe(
   Command.withDescription(
     "Serves the agents of a valet.yaml as MCP tools (input: a string; answer: the run's output; progress " +
-      "notifications from its events): over stdin / stdout, or with --http at http://<host>:<port>/mcp."
+      "notifications from its events): over stdin / stdout, or with --http at http://<host>:<port>/mcp. The " +
+      "config's server.maxConcurrentRuns and server.maxBodyBytes apply."
   )
 )

@@ -18,11 +18,15 @@ import * as OpenAiApi from "./OpenAiApi.js"
 import * as Runs from "./Runs.js"
 import * as RunsApi from "./RunsApi.js"
 import * as ErrorShape from "./internal/errorShape.js"
+export type { Shape as ErrorShape } from "./internal/errorShape.js"
 import * as Guard from "./internal/guard.js"
 import * as Viewer from "./Viewer.js"
 
 /** What a server allows. */
 export interface Options extends Runs.Options, Guard.GuardOptions {}
+
+/** What `guard` enforces; `viewer: true` when the viewer's page is at `/` (it signs in there with `?token=`). */
+export interface GuardOptions extends Guard.LayerOptions {}
 
 /**
  * The rules every listening route of valet shares, as one global `HttpRouter` middleware layer: the bearer token
@@ -44,8 +48,8 @@ export interface Options extends Runs.Options, Guard.GuardOptions {}
  *   Layer.mergeAll(routes, Server.guard({ token: process.env.VALET_TOKEN, allowedHosts: ["localhost"] }))
  * ```
  */
-export const guard = (options: Guard.GuardOptions): Layer.Layer<never, never, HttpRouter.HttpRouter> =>
-  Layer.mergeAll(ErrorShape.layer, Guard.layer(options))
+export const guard = (options: GuardOptions): Layer.Layer<never, never, HttpRouter.HttpRouter> =>
+  Layer.mergeAll(ErrorShape.layer(options.errorShape), Guard.layer(options))
 
 /**
  * The names a server listening on `host` answers to when `allowedHosts` is not set: the loopback names for a
@@ -65,7 +69,7 @@ export const routes = (options: Options = {}) =>
   HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
     Layer.provide([RunsApi.layerFor(Api), OpenAiApi.layerFor(Api)]),
     Layer.provide(Runs.layer(options)),
-    Layer.merge(guard(options)),
+    Layer.merge(guard({ ...options, viewer: true })),
     Layer.merge(Viewer.layer)
   )
 

@@ -16,6 +16,7 @@ import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
+import { rawGet, rawRequest } from "../support/rawHttp.js"
 import * as Agents from "../../src/serve/Agents.js"
 import * as McpAgents from "../../src/serve/McpAgents.js"
 import * as LoopbackServer from "../support/openAiServer.js"
@@ -86,11 +87,14 @@ const waitUntil = (predicate: () => boolean, ms = 10_000) =>
   })
 
 /** `valet mcp --http --port 0` as a child process; answers the URL it prints on stderr. Killed with the scope. */
-const httpServer = (path: string) =>
+const httpServer = (path: string, env: Record<string, string> = {}) =>
   Effect.acquireRelease(
     Effect.promise(() =>
       new Promise<{ readonly url: string; readonly pid: number }>((resolve, reject) => {
-        const child = spawn(tsx, [bin, "mcp", "--config", path, "--http", "--port", "0"], { stdio: ["ignore", "ignore", "pipe"] })
+        const child = spawn(tsx, [bin, "mcp", "--config", path, "--http", "--port", "0"], {
+          stdio: ["ignore", "ignore", "pipe"],
+          env: { ...process.env, ...env }
+        })
         let stderr = ""
         child.stderr.on("data", (data: Buffer) => {
           stderr += data.toString()
@@ -188,6 +192,43 @@ describe("valet mcp", () => {
       )
       expect(textOf(result)).toBe("Paris is the capital of France.")
       expect(progress.filter((event) => event.message.includes("model call"))).toHaveLength(3)
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("HTTP: --http applies valet serve's guard: the token (server.tokenEnv) on /mcp, the Host allow-list; refusals are JSON-RPC errors", () =>
+    Effect.gen(function*() {
+      const path = yield* configFile(`${config}\nserver: { tokenEnv: VALET_MCP_TEST_TOKEN }\n`)
+      const { url } = yield* httpServer(path, { VALET_MCP_TEST_TOKEN: "mcp-s3cret" })
+      const port = Number(new URL(url).port)
+      const initializeBody = JSON.stringify({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "raw", version: "1" } }
+      })
+      const request = (headers: Record<string, string>, target = "/mcp") =>
+        Effect.promise(() =>
+          rawRequest(
+            port,
+            `POST ${target} HTTP/1.1\r\nHost: ${headers["Host"] ?? `127.0.0.1:${port}`}\r\nContent-Type: application/json\r\n` +
+              `Accept: application/json, text/event-stream\r\nContent-Length: ${Buffer.byteLength(initializeBody)}\r\n` +
+              Object.entries(headers).filter(([name]) => name !== "Host").map(([name, value]) => `${name}: ${value}\r\n`).join("") +
+              `Connection: close\r\n\r\n${initializeBody}`
+          )
+        )
+      for (const target of ["/mcp", "/mcp#/health", "/mcp;/health", "//mcp"]) {
+        const refused = yield* request({}, target)
+        expect({ target, status: refused.status }).toEqual({ target, status: 401 })
+        expect(JSON.parse(refused.body)).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600 } })
+      }
+      expect((yield* request({ Authorization: "Bearer wrong" })).status).toBe(401)
+      expect((yield* request({ Authorization: "Bearer mcp-s3cret", Host: `evil.example:${port}` })).status).toBe(421)
+      expect((yield* request({ Authorization: "Bearer mcp-s3cret", Origin: "http://evil.example" })).status).toBe(403)
+      expect((yield* Effect.promise(() => rawGet(port, "/health"))).status).toBe(200)
+      // The SDK client with the token works as before.
+      const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: "Bearer mcp-s3cret" } } })
+      const client = yield* connect(transport)
+      const { tools } = yield* Effect.promise(() => client.listTools())
+      expect(tools.map((tool) => tool.name)).toEqual(["assistant", "writer", "broken"])
     }).pipe(Effect.scoped), 60_000)
 
   it.live("a client's cancellation stops the run: the model request is aborted", () =>

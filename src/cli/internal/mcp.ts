@@ -12,10 +12,12 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Effect, Layer, Option } from "effect"
 import { Command, Flag } from "effect/cli"
-import { HttpRouter, HttpServer } from "effect/http"
+import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
 import * as AgentConfig from "../../serve/AgentConfig.js"
 import * as Agents from "../../serve/Agents.js"
 import * as McpAgents from "../../serve/McpAgents.js"
+import * as Server from "../../serve/Server.js"
+import { guardSettings } from "./serverGuard.js"
 import { version } from "./version.js"
 
 const note = (text: string) => Effect.sync(() => void process.stderr.write(`${text}\n`))
@@ -33,11 +35,18 @@ const keepStdoutForTheProtocol = () => {
 }
 
 /**
- * The app `valet mcp --http` serves: the MCP endpoint at `/mcp` with the config's limits, on the `HttpRouter` in
- * context. The place for the server's HTTP guard (token, Host / Origin allow-list): a global
- * `HttpRouter.middleware(…, { global: true })` layer merged beside it, or a route one provided to it.
+ * The app `valet mcp --http` serves: the MCP endpoint at `/mcp` with the config's limits, behind the same guard as
+ * `valet serve` (the token on every route but `GET /health`, the Host / Origin allow-list, the body cap, JSON errors),
+ * on the `HttpRouter` in context.
  */
-export const httpApp = (options: McpAgents.Options) => McpAgents.layerHttp({ ...options, path: "/mcp" })
+export const httpApp = (options: McpAgents.Options, guard: Server.GuardOptions) =>
+  Layer.mergeAll(
+    McpAgents.layerHttp({ ...options, path: "/mcp" }),
+    // What a load balancer or supervisor polls; the one route open without the token, as on `valet serve`.
+    HttpRouter.add("GET", "/health", HttpServerResponse.jsonUnsafe({ status: "ok" })),
+    // A refusal at /mcp is a JSON-RPC error, as an MCP client reads it.
+    Server.guard({ ...guard, errorShape: (path) => (path === "/mcp" ? "json-rpc" : "valet") })
+  )
 
 /** `valet mcp`. */
 export const mcpCommand = Command.make(
@@ -72,7 +81,8 @@ export const mcpCommand = Command.make(
       }
       const host = Option.getOrElse(values.host, () => loaded.config.server.host)
       const port = Option.getOrElse(values.port, () => loaded.config.server.port)
-      const server = HttpRouter.serve(httpApp(options).pipe(Layer.provide(agents)), {
+      const guard = yield* guardSettings(loaded, host)
+      const server = HttpRouter.serve(httpApp(options, guard).pipe(Layer.provide(agents)), {
         disableLogger: true,
         disableListenLog: true
       }).pipe(Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port, host })))

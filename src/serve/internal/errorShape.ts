@@ -1,8 +1,8 @@
 /**
- * Errors in one shape on every route: valet's `{_tag, message}`, or OpenAI's `{error: {message, type, param, code}}`
- * under `/v1/` (the facade's clients read that). The router's own answers — an unknown route or method (404), a
- * content type no endpoint takes (415), a defect (500) — come empty or as plain text; a global middleware gives
- * them the shape of their route.
+ * Errors in one shape on every route: valet's `{_tag, message}`, OpenAI's `{error: {message, type, param, code}}`
+ * under `/v1/` (the facade's clients read that), or a JSON-RPC error on an MCP endpoint. The router's own answers —
+ * an unknown route or method (404), a content type no endpoint takes (415), a defect (500) — come empty or as plain
+ * text; a global middleware gives them the shape of their route.
  */
 import { Cause, Effect, type Layer } from "effect"
 import { type HttpBody, HttpRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -24,17 +24,28 @@ const tags: Readonly<Record<number, string>> = {
   503: "ServiceUnavailable"
 }
 
-/** The path of a request target, parsed (no query, no fragment), for choosing the error shape. */
+/**
+ * The path of a request target as the router reads it (for choosing the error shape): the path of an absolute-form
+ * target, cut at `?`, `#` or `;`, duplicate slashes as one.
+ */
 const pathOf = (url: string): string => {
-  try {
-    return new URL(url, "http://localhost").pathname
-  } catch {
-    return url
+  let path = url
+  if (/^[a-z][a-z0-9+.-]*:\/\//i.test(url)) {
+    try {
+      path = new URL(url).pathname
+    } catch {
+      path = "/"
+    }
   }
+  const cut = path.search(/[?#;]/)
+  return (cut === -1 ? path : path.slice(0, cut)).replace(/\/{2,}/g, "/")
 }
 
-/** Whether a request is the OpenAI facade's (its errors in OpenAI's shape). */
-export const isOpenAiRoute = (request: HttpServerRequest.HttpServerRequest): boolean => pathOf(request.url).startsWith("/v1/")
+/** The error shapes: valet's, OpenAI's, JSON-RPC's. */
+export type Shape = "valet" | "openai" | "json-rpc"
+
+/** Which shape a path's errors take: OpenAI's under `/v1/` (the facade), valet's elsewhere. */
+export const defaultShapeOf = (path: string): Shape => (path.startsWith("/v1/") ? "openai" : "valet")
 
 const openAiType = (status: number): string =>
   status === 401 ? "authentication_error" : status === 403 ? "permission_error" : status >= 500 ? "server_error" : "invalid_request_error"
@@ -45,14 +56,25 @@ export const errorResponse = (
   status: number,
   tag: string,
   message: string,
-  headers?: HttpServerResponse.Options["headers"]
-): HttpServerResponse.HttpServerResponse =>
-  isOpenAiRoute(request)
-    ? HttpServerResponse.jsonUnsafe(
-      { error: { message, type: openAiType(status), param: null, code: status === 404 ? "not_found" : status === 401 ? "invalid_api_key" : null } },
-      { status, ...(headers !== undefined ? { headers } : {}) }
-    )
-    : HttpServerResponse.jsonUnsafe({ _tag: tag, message }, { status, ...(headers !== undefined ? { headers } : {}) })
+  headers?: HttpServerResponse.Options["headers"],
+  shapeOf: (path: string) => Shape = defaultShapeOf
+): HttpServerResponse.HttpServerResponse => {
+  const options = { status, ...(headers !== undefined ? { headers } : {}) }
+  switch (shapeOf(pathOf(request.url))) {
+    case "openai":
+      return HttpServerResponse.jsonUnsafe(
+        { error: { message, type: openAiType(status), param: null, code: status === 404 ? "not_found" : status === 401 ? "invalid_api_key" : null } },
+        options
+      )
+    case "json-rpc":
+      return HttpServerResponse.jsonUnsafe(
+        { jsonrpc: "2.0", id: null, error: { code: status >= 500 ? -32603 : -32600, message: `${status >= 500 ? "Internal error" : "Invalid Request"}: ${message}` } },
+        options
+      )
+    case "valet":
+      return HttpServerResponse.jsonUnsafe({ _tag: tag, message }, options)
+  }
+}
 
 const isJson = (body: HttpBody.HttpBody): boolean =>
   "contentType" in body && typeof body.contentType === "string" && /[/+]json\b/i.test(body.contentType)
@@ -76,16 +98,18 @@ const defaultMessage = (request: HttpServerRequest.HttpServerRequest, status: nu
 /** A response with an error status but not a JSON body, given one. */
 export const shape = (
   request: HttpServerRequest.HttpServerRequest,
-  response: HttpServerResponse.HttpServerResponse
+  response: HttpServerResponse.HttpServerResponse,
+  shapeOf: (path: string) => Shape = defaultShapeOf
 ): HttpServerResponse.HttpServerResponse => {
   if (response.status < 400 || isJson(response.body) || response.body._tag === "Stream") return response
   const text = textOf(response.body)?.trim()
   const message = text !== undefined && text !== "" ? text.slice(0, 500) : defaultMessage(request, response.status)
-  return errorResponse(request, response.status, tags[response.status] ?? "HttpError", message, response.headers)
+  return errorResponse(request, response.status, tags[response.status] ?? "HttpError", message, response.headers, shapeOf)
 }
 
 /** The global middleware: the router's failures become responses, every error response JSON. */
-export const layer: Layer.Layer<never, never, HttpRouter.HttpRouter> = HttpRouter.middleware((httpEffect) =>
+export const layer = (shapeOf: (path: string) => Shape = defaultShapeOf): Layer.Layer<never, never, HttpRouter.HttpRouter> =>
+  HttpRouter.middleware((httpEffect) =>
   Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
     httpEffect.pipe(
       Effect.catchCause((cause) =>
@@ -94,5 +118,5 @@ export const layer: Layer.Layer<never, never, HttpRouter.HttpRouter> = HttpRoute
           ? Effect.failCause(cause)
           : Effect.map(HttpServerError.causeResponse(cause), ([response]) => response)
       ),
-      Effect.map((response) => shape(request, response))
+      Effect.map((response) => shape(request, response, shapeOf))
     )), { global: true })

@@ -11,7 +11,7 @@
 import { createHash, createHmac, timingSafeEqual } from "node:crypto"
 import { ByteSize, Effect, Layer, Redacted } from "effect"
 import { FindMyWay, HttpIncomingMessage, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
-import { errorResponse } from "./errorShape.js"
+import { defaultShapeOf, errorResponse as shapedError, type Shape } from "./errorShape.js"
 
 /** What the guard enforces. */
 export interface GuardOptions {
@@ -25,6 +25,13 @@ export interface GuardOptions {
    * own server, the address's names (`defaultAllowedHosts`) for `Server.layerNode` and `valet serve`.
    */
   readonly allowedHosts?: ReadonlyArray<string> | "*" | undefined
+  /** The shape of a path's errors (default: OpenAI's under `/v1/`, valet's elsewhere). */
+  readonly errorShape?: ((path: string) => Shape) | undefined
+}
+
+/** The guard of a server: its options and whether it serves the viewer (whose page signs in with `?token=`). */
+export interface LayerOptions extends GuardOptions {
+  readonly viewer?: boolean | undefined
 }
 
 /** The viewer's sign-in cookie. */
@@ -73,11 +80,18 @@ const bearerOf = (header: string | undefined): string | undefined => {
 }
 
 /** The global middleware layer: provide it with the routes it guards (an `HttpRouter` in context). */
-export const layer = (options: GuardOptions): Layer.Layer<never, never, HttpRouter.HttpRouter> => {
+export const layer = (options: LayerOptions): Layer.Layer<never, never, HttpRouter.HttpRouter> => {
   const maxBodyBytes = options.maxBodyBytes ?? 1_048_576
   const token = options.token === undefined ? undefined : Redacted.value(typeof options.token === "string" ? Redacted.make(options.token) : options.token)
   const tokenDigest = token === undefined ? undefined : digest(token)
   const sessionDigest = token === undefined ? undefined : digest(sessionValue(token))
+  const shapeOf = options.errorShape ?? defaultShapeOf
+  const errorResponse = (
+    request: HttpServerRequest.HttpServerRequest,
+    status: number,
+    tag: string,
+    message: string
+  ) => shapedError(request, status, tag, message, undefined, shapeOf)
   const allowed = options.allowedHosts === undefined || options.allowedHosts === "*" ? undefined : new Set(options.allowedHosts.map(normalizeHost))
   return HttpRouter.middleware((httpEffect) =>
     Effect.gen(function*() {
@@ -86,7 +100,7 @@ export const layer = (options: GuardOptions): Layer.Layer<never, never, HttpRout
       // The public routes, matched exactly as the router will match the request.
       const publicRoutes = FindMyWay.make<"health" | "viewer">(config)
       publicRoutes.on("GET", "/health", "health")
-      publicRoutes.on("GET", "/", "viewer")
+      if (options.viewer === true) publicRoutes.on("GET", "/", "viewer")
       const routed = publicRoutes.find(request.method, request.url) ??
         (request.method === "HEAD" ? publicRoutes.find("GET", request.url) : undefined)
 

@@ -13,13 +13,12 @@
  */
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
-import { NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Effect } from "effect"
+import { Effect } from "effect"
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { main } from "../../../src/cli/internal/main.js"
+import { valet } from "../../support/cli.js"
 import * as LoopbackServer from "../../support/openAiServer.js"
 import { startValet } from "../../support/valetProcess.js"
 
@@ -39,30 +38,6 @@ const tempDir = Effect.acquireRelease(
     return join(dir, name)
   }
 })))
-
-const writeStdout = process.stdout.write.bind(process.stdout)
-
-/** `valet args` in this process: its exit code, what it printed on stdout, and its stderr lines. */
-const valet = (args: ReadonlyArray<string>, env?: Record<string, string>) =>
-  Effect.gen(function*() {
-    const errors: Array<string> = []
-    let out = ""
-    const run = main(args, { line: (text) => Effect.sync(() => void errors.push(...text.split("\n"))) }).pipe(
-      Effect.provide(NodeServices.layer),
-      (effect) => env === undefined ? effect : Effect.provideService(effect, ConfigProvider.ConfigProvider, ConfigProvider.fromEnv({ env }))
-    )
-    const code = yield* Effect.acquireUseRelease(
-      Effect.sync(() => {
-        process.stdout.write = ((chunk: string | Uint8Array) => {
-          out += typeof chunk === "string" ? chunk : Buffer.from(chunk).toString("utf8")
-          return true
-        }) as typeof process.stdout.write
-      }),
-      () => run,
-      () => Effect.sync(() => void (process.stdout.write = writeStdout))
-    )
-    return { code, out, errors }
-  })
 
 const paths = (server: LoopbackServer.LoopbackServer) => server.requests.map((request) => `${request.method} ${request.path}`)
 /** The requests but the pool's health probes. */

@@ -270,7 +270,7 @@ const makeConnection = (
           const result = statement.run(...values)
           return (options.raw ? { changes: result.changes, lastInsertRowid: result.lastInsertRowid } : []) as A
         },
-        catch: (cause) => sqlError(cause, `${filename}: Failed to execute statement`, "execute")
+        catch: (cause) => sqlError(cause, `Failed to execute statement on ${filename}`, "execute")
       }).pipe(
         Effect.tapError((error) => {
           if (!isFatal(error)) return Effect.void

@@ -126,7 +126,7 @@ describe("SqliteClient: errors", () => {
       yield* sql.unsafe("PRAGMA cache_size = 1")
       damageMiddlePages(filename, 30)
       const damaged = yield* Effect.flip(sql`SELECT count(*) AS n, sum(length(body)) AS bytes FROM t`)
-      expect(damaged.message).toBe(`${filename}: Failed to execute statement: database disk image is malformed`)
+      expect(damaged.message).toBe(`Failed to execute statement on ${filename}: database disk image is malformed`)
       expect([SqliteClient.isFatal(damaged), SqliteClient.isDamaged(damaged)]).toEqual([true, true])
       expect(yield* Effect.flip(sql.fatal)).toBe(damaged)
       // Nothing more is read from or written to the file.

@@ -47,8 +47,8 @@ const sqliteFailure = (filename: string, error: SqlError.SqlError, when: "open" 
   })
 
 /**
- * The SQLite file of a one-process engine, opened and checked with `PRAGMA quick_check` (it reads every page, so a
- * damaged page is found now, not in the middle of a run; about a second per GB).
+ * The SQLite file of a one-process engine, opened and checked with `PRAGMA quick_check`: it reads every page (150 ms
+ * for a 121 MB file here, from the OS cache), so a damaged page is found now, not in the middle of a run.
  */
 const sqliteStore = (filename: string): Layer.Layer<SqliteClient.SqliteClient | SqlClient.SqlClient, DurableStoreError> =>
   Layer.effectContext(Effect.gen(function*() {

@@ -13,6 +13,9 @@ import { Effect } from "effect"
 import { mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { storeFailureAsError } from "../../src/cli/internal/durable.js"
+import { describeFailure } from "../../src/cli/internal/main.js"
+import * as Durable from "../../src/rollouts/Durable.js"
 import { valet } from "../support/cli.js"
 import * as LoopbackServer from "../support/openAiServer.js"
 import { damageMiddlePages } from "../support/sqliteFiles.js"
@@ -87,6 +90,20 @@ describe("reliability: a bad valet.yaml is exit 2 and one line naming the file a
 })
 
 describe("reliability: a durable store that is damaged or not SQLite is exit 1 and one line naming the file", () => {
+  it.effect("a store that fails during the work (the engine's DurableStoreError defect) is the same kind of line", () =>
+    Effect.gen(function*() {
+      // What `Durable.layerSqlite`'s engine dies with when the file fails mid-run (see test/rollouts/Durable.test.ts).
+      const failed = new Durable.DurableStoreError({ store: "sqlite", message: "sqlite runs.db: storage failed: disk I/O error" })
+      const exit = yield* Effect.exit(storeFailureAsError(Effect.die(failed)))
+      expect(exit._tag === "Failure" && describeFailure(exit.cause, "valet eval")).toEqual({
+        line: "valet eval: DurableStoreError: sqlite runs.db: storage failed: disk I/O error",
+        exitCode: 1
+      })
+      // Other defects stay defects.
+      const other = yield* Effect.exit(storeFailureAsError(Effect.die(new Error("bug"))))
+      expect(other._tag === "Failure" && describeFailure(other.cause, "valet eval").line).toMatch(/^valet eval: unexpected error: bug/)
+    }))
+
   it.live("eval and actor-loop --durable on a store with damaged pages; eval on a file that is not SQLite", () =>
     Effect.gen(function*() {
       const server = yield* LoopbackServer.make()

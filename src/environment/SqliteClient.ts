@@ -12,7 +12,9 @@
  *
  * Differences from the official driver: opening the database is a typed `SqlError` (not a defect), a statement
  * run after the layer closed is a `SqlError` naming that, `executeStream` answers the rows (read at once) instead
- * of dying, booleans are bound as 0 / 1, and a syntax error is a `SqlSyntaxError` reason.
+ * of dying, booleans are bound as 0 / 1, and a syntax error is a `SqlSyntaxError` reason. And `fatal`: callers that
+ * retry every failed statement (effect/cluster's storage loops retry forever) can end their work when the file
+ * itself has failed (damaged, not a database, disk full, I/O error), which no retry cures.
  *
  * `node:sqlite` is loaded when a client is made, not when this module is imported, so importing valet neither
  * loads it nor prints its experimental warning on Node versions that still do. `node:sqlite` is synchronous: a
@@ -20,7 +22,7 @@
  *
  * @since 0.2.0
  */
-import { Config, Context, Duration, Effect, Layer, Scope, Semaphore, Stream } from "effect"
+import { Config, Context, Deferred, Duration, Effect, Layer, Scope, Semaphore, Stream } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { SqlClient, SqlConnection, SqlError, Statement } from "effect/sql"
 import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite"
@@ -38,6 +40,51 @@ export interface SqliteClient extends SqlClient.SqlClient {
   readonly config: SqliteClientConfig
   /** Not supported in SQLite. */
   readonly updateValues: never
+  /**
+   * Fails with the first error of a statement that no retry cures — see `isFatal` — and never succeeds: race
+   * work that retries failed statements against it to end that work instead. After a damaged or foreign file
+   * (`SQLITE_CORRUPT`, `SQLITE_NOTADB`) every later statement fails at once with the same error, so nothing more
+   * is written into it.
+   *
+   * @since 0.2.0
+   */
+  readonly fatal: Effect.Effect<never, SqlError.SqlError>
+}
+
+/**
+ * SQLite's primary result codes that say the database file itself failed, so that running the statement again
+ * cannot succeed: `SQLITE_PERM` (3), `SQLITE_READONLY` (8), `SQLITE_IOERR` (10), `SQLITE_CORRUPT` (11),
+ * `SQLITE_FULL` (13), `SQLITE_CANTOPEN` (14), `SQLITE_NOTADB` (26). Busy and locked (5, 6) are not: they pass.
+ */
+const fatalCodes: ReadonlySet<number> = new Set([3, 8, 10, 11, 13, 14, 26])
+/** `SQLITE_CORRUPT` and `SQLITE_NOTADB`: the file is not a database any more; nothing more is run on it. */
+const damagedCodes: ReadonlySet<number> = new Set([11, 26])
+
+/** The SQLite result code of a `node:sqlite` error (its primary code: the low byte of an extended one). */
+const resultCode = (cause: unknown): number | undefined =>
+  typeof cause === "object" && cause !== null && "errcode" in cause && typeof cause.errcode === "number"
+    ? cause.errcode & 0xff
+    : undefined
+
+/**
+ * Whether an error of this client means the file is damaged or is not a SQLite database at all (`SQLITE_CORRUPT`,
+ * `SQLITE_NOTADB`), on opening it or on any statement.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const isDamaged = (error: SqlError.SqlError): boolean => damagedCodes.has(resultCode(error.reason.cause) ?? 0)
+
+/**
+ * Whether an error of this client means the database file failed (damaged, not a database, full, unreadable or
+ * unwritable), as opposed to the statement (a syntax error, a constraint) or a passing lock.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const isFatal = (error: SqlError.SqlError): boolean => {
+  const code = resultCode(error.reason.cause)
+  return code !== undefined && fatalCodes.has(code)
 }
 
 /** The SQLite client service (also provided as the generic `SqlClient`). */
@@ -69,7 +116,8 @@ export const make = (options: SqliteClientConfig): Effect.Effect<SqliteClient, S
       : undefined
     const readonly = options.readonly === true
     const db = yield* open(options)
-    const connection = makeConnection(db, options.filename, Math.max(0, options.prepareCacheSize ?? 200))
+    const fatal = yield* Deferred.make<never, SqlError.SqlError>()
+    const connection = makeConnection(db, options.filename, Math.max(0, options.prepareCacheSize ?? 200), fatal)
     const semaphore = yield* Semaphore.make(1)
     const acquirers = SqlClient.makeSqliteAcquirers({
       connection: Effect.succeed(connection),
@@ -95,7 +143,7 @@ export const make = (options: SqliteClientConfig): Effect.Effect<SqliteClient, S
       ],
       transformRows
     })
-    return Object.assign(client, { [TypeId]: TypeId, config: options }) as SqliteClient
+    return Object.assign(client, { [TypeId]: TypeId, config: options, fatal: Deferred.await(fatal) }) as SqliteClient
   })
 
 /** Provides `SqliteClient` and the generic `SqlClient` on one database, closed when the layer is released. */
@@ -164,9 +212,16 @@ interface Prepared {
   readonly returnsRows: boolean
 }
 
-const makeConnection = (db: DatabaseSync, filename: string, cacheSize: number): SqlConnection.Connection => {
+const makeConnection = (
+  db: DatabaseSync,
+  filename: string,
+  cacheSize: number,
+  fatal: Deferred.Deferred<never, SqlError.SqlError>
+): SqlConnection.Connection => {
   // Least recently used first: a Map iterates in insertion order, and a hit re-inserts its entry.
   const cache = new Map<string, Prepared>()
+  // Set on SQLITE_CORRUPT / SQLITE_NOTADB: later statements fail with it instead of reading or writing the file.
+  let damaged: SqlError.SqlError | undefined
 
   const prepare = (sql: string, cached: boolean): Prepared => {
     if (cached) {
@@ -203,6 +258,7 @@ const makeConnection = (db: DatabaseSync, filename: string, cacheSize: number): 
           })
         )
       }
+      if (damaged !== undefined) return Effect.fail(damaged)
       const safeIntegers = Context.get(fiber.context, SqlClient.SafeIntegers)
       return Effect.try({
         try: () => {
@@ -214,8 +270,14 @@ const makeConnection = (db: DatabaseSync, filename: string, cacheSize: number): 
           const result = statement.run(...values)
           return (options.raw ? { changes: result.changes, lastInsertRowid: result.lastInsertRowid } : []) as A
         },
-        catch: (cause) => sqlError(cause, "Failed to execute statement", "execute")
-      })
+        catch: (cause) => sqlError(cause, `Failed to execute statement on ${filename}`, "execute")
+      }).pipe(
+        Effect.tapError((error) => {
+          if (!isFatal(error)) return Effect.void
+          if (isDamaged(error)) damaged ??= error
+          return Deferred.fail(fatal, error)
+        })
+      )
     })
 
   const rows = (

@@ -13,10 +13,10 @@
  *
  * @since 0.2.0
  */
-import { Duration, Effect, Result, Schema, type Scope } from "effect"
+import { Deferred, Duration, Effect, Option, Result, Schema, type Scope, Stream } from "effect"
 import { McpClient, McpProtocol, type McpSchema } from "effect/ai"
 import type { HttpClient } from "effect/http"
-import { ChildProcess, type ChildProcessSpawner } from "effect/process"
+import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import type { InvalidOptions } from "../core/AgentError.js"
 import * as Opts from "../core/internal/decode.js"
 import * as Tool from "../core/Tool.js"
@@ -146,6 +146,84 @@ const toTool = (
     }
   })
 
+// ---------------------------------------------------------------------------------------------------------
+// Why a server did not start
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * What the message of a server that cannot start shows of its config: the command line, or the URL without its
+ * credentials and query (env values and headers are never shown: they hold secrets).
+ */
+const targetOf = (config: ServerConfig): string => {
+  if ("command" in config) {
+    const word = (text: string) => (/^[\w@%+=:,./-]+$/.test(text) ? text : JSON.stringify(text))
+    return [config.command, ...(config.args ?? [])].map(word).join(" ")
+  }
+  try {
+    const url = new URL(config.url)
+    return `${url.origin}${url.pathname}`
+  } catch {
+    return config.url
+  }
+}
+
+/**
+ * The first and the innermost message of an error's `reason` / `cause` chain: `Cannot spawn MCP server: spawn
+ * npx ENOENT`, `MCP HTTP request failed: connect ECONNREFUSED 127.0.0.1:1` (effect/ai's errors say what failed,
+ * the platform's innermost error says why).
+ */
+const causeChain = (error: unknown): string => {
+  const messageOf = (value: unknown): string | undefined =>
+    typeof value === "object" && value !== null && "message" in value && typeof value.message === "string" && value.message !== ""
+      ? value.message
+      : undefined
+  const first = messageOf(error) ?? String(error)
+  let innermost = first
+  let current: unknown = error
+  for (let depth = 0; depth < 10 && typeof current === "object" && current !== null; depth++) {
+    const next: unknown = "reason" in current && typeof current.reason === "object" ? current.reason : "cause" in current ? current.cause : undefined
+    innermost = messageOf(next) ?? innermost
+    current = next
+  }
+  return innermost === first || first.includes(innermost) ? first : `${first}: ${innermost}`
+}
+
+/** The last characters a server wrote on stderr kept for the message (the reason it gives before exiting). */
+const stderrTail = 2_000
+
+/**
+ * The spawner in context, recording what a stdio server says on stderr (its last `stderrTail` characters) and its
+ * exit code: effect/ai's transport reads and drops stderr, and reports only "closed stdout" for a server that
+ * exits at once.
+ */
+const watchedSpawner = (spawner: ChildProcessSpawner.ChildProcessSpawner["Service"]) =>
+  Effect.gen(function*() {
+    const exited = yield* Deferred.make<number>()
+    let stderr = ""
+    const decoder = new TextDecoder()
+    const service = ChildProcessSpawner.make((command) =>
+      Effect.map(spawner.spawn(command), (handle) =>
+        ChildProcessSpawner.makeHandle({
+          ...handle,
+          stderr: handle.stderr.pipe(
+            Stream.tap((chunk) => Effect.sync(() => void (stderr = (stderr + decoder.decode(chunk, { stream: true })).slice(-stderrTail))))
+          ),
+          exitCode: handle.exitCode.pipe(Effect.tap((code) => Deferred.succeed(exited, code)))
+        })))
+    /** What the process left behind: its exit code (if it exits within a moment) and the end of its stderr. */
+    const remains = Effect.map(
+      Deferred.await(exited).pipe(Effect.timeoutOption(Duration.millis(500))),
+      (code) => {
+        const said = stderr.trim().split("\n").slice(-3).join(" / ").trim()
+        return [
+          ...(Option.isSome(code) ? [`it exited with code ${code.value}`] : []),
+          ...(said !== "" ? [`its stderr: ${said.length > 300 ? `…${said.slice(-300)}` : said}`] : [])
+        ].join("; ")
+      }
+    )
+    return { service, remains }
+  })
+
 const connect = (
   server: string,
   config: ServerConfig,
@@ -153,29 +231,35 @@ const connect = (
 ): Effect.Effect<ReadonlyArray<Tool.Tool>, McpError, Scope.Scope | ChildProcessSpawner.ChildProcessSpawner | HttpClient.HttpClient> =>
   Effect.gen(function*() {
     const protocol = McpProtocol.v2025_11_25
-    const transport = "command" in config
-      ? yield* McpClient.stdio({
-        command: ChildProcess.make(config.command, config.args ?? [], {
-          ...(config.env !== undefined ? { env: config.env, extendEnv: true } : {}),
-          ...(config.cwd !== undefined ? { cwd: config.cwd } : {})
-        }),
-        protocol
-      })
-      : yield* McpClient.http({ url: config.url, protocol, ...(config.headers !== undefined ? { headers: config.headers } : {}) })
-    const client = yield* McpClient.make({ ...clientInfo, timeout: options.connectTimeout }).pipe(
-      Effect.provideService(McpClient.Transport, transport)
+    const watched = "command" in config ? yield* watchedSpawner(yield* ChildProcessSpawner.ChildProcessSpawner) : undefined
+    const started = Effect.gen(function*() {
+      const transport = "command" in config
+        ? yield* McpClient.stdio({
+          command: ChildProcess.make(config.command, config.args ?? [], {
+            ...(config.env !== undefined ? { env: config.env, extendEnv: true } : {}),
+            ...(config.cwd !== undefined ? { cwd: config.cwd } : {})
+          }),
+          protocol
+        }).pipe(Effect.provideService(ChildProcessSpawner.ChildProcessSpawner, watched!.service))
+        : yield* McpClient.http({ url: config.url, protocol, ...(config.headers !== undefined ? { headers: config.headers } : {}) })
+      const client = yield* McpClient.make({ ...clientInfo, timeout: options.connectTimeout }).pipe(
+        Effect.provideService(McpClient.Transport, transport)
+      )
+      const listed = yield* client.listTools({ timeout: options.connectTimeout })
+      return listed.map((tool) => toTool(server, client, tool, toolName(server, tool.name, options.prefix), options.callTimeout))
+    })
+    // One line naming the server, what it is (command line or URL), and why it did not start.
+    const failed = (why: string) =>
+      Effect.flatMap(watched?.remains ?? Effect.succeed(""), (remains) =>
+        Effect.fail(new McpError({ server, message: `MCP server "${server}" (${targetOf(config)}) ${why}${remains !== "" ? `; ${remains}` : ""}` })))
+    return yield* started.pipe(
+      Effect.timeoutOrElse({
+        duration: options.connectTimeout,
+        orElse: () => failed(`did not start within ${Duration.format(options.connectTimeout)}`)
+      }),
+      Effect.catch((error) => error._tag === "McpError" ? Effect.fail(error) : failed(`cannot start: ${causeChain(error)}`))
     )
-    const listed = yield* client.listTools({ timeout: options.connectTimeout })
-    return listed.map((tool) => toTool(server, client, tool, toolName(server, tool.name, options.prefix), options.callTimeout))
-  }).pipe(
-    Effect.timeoutOrElse({
-      duration: options.connectTimeout,
-      orElse: () => Effect.fail(new McpError({ server, message: `MCP server "${server}" did not start within ${Duration.format(options.connectTimeout)}` }))
-    }),
-    Effect.mapError((error) =>
-      error._tag === "McpError" ? error : new McpError({ server, message: `MCP server "${server}": ${error.message}` })
-    )
-  )
+  })
 
 /**
  * The tools of every server of `config`, connected in the current `Scope` (servers start at once, in parallel,

@@ -7,6 +7,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll } from "vitest"
 import * as SqliteClient from "../../src/environment/SqliteClient.js"
+import { damageMiddlePages } from "../support/sqliteFiles.js"
 
 const dir = mkdtempSync(join(tmpdir(), "valet-sqlite-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -14,6 +15,7 @@ let files = 0
 const freshFile = () => join(dir, `db${++files}.sqlite3`)
 
 const memory = SqliteClient.layer({ filename: ":memory:" })
+const damagedFile = join(dir, "damaged.sqlite3")
 
 const setup = Effect.gen(function*() {
   const sql = yield* SqlClient.SqlClient
@@ -92,6 +94,44 @@ describe("SqliteClient: errors", () => {
       expect(SqlError.isSqlError(unbindable)).toBe(true)
       expect(yield* names).toEqual(["x"])
     }).pipe(Effect.provide(memory)))
+
+  it.effect("a statement that meets a failed file (full, damaged) fails `fatal`; a syntax error or a constraint does not", () =>
+    Effect.gen(function*() {
+      const sql = yield* SqliteClient.SqliteClient
+      const pending = Effect.raceFirst(Effect.as(sql.fatal, "failed"), Effect.succeed("pending"))
+      yield* sql`CREATE TABLE t (body TEXT UNIQUE)`
+      const syntax = yield* Effect.flip(sql`SELEC 1`)
+      yield* sql`INSERT INTO t (body) VALUES ('x')`
+      const duplicate = yield* Effect.flip(sql`INSERT INTO t (body) VALUES ('x')`)
+      expect([SqliteClient.isFatal(syntax), SqliteClient.isFatal(duplicate)]).toEqual([false, false])
+      expect(yield* pending).toBe("pending")
+      // SQLITE_FULL: the file may not grow past its pages now.
+      const [{ page_count }] = yield* sql<{ page_count: number }>`PRAGMA page_count`
+      yield* sql.unsafe(`PRAGMA max_page_count = ${page_count}`)
+      const full = yield* Effect.flip(sql`INSERT INTO t (body) VALUES (${"y".repeat(100_000)})`)
+      expect(full.message).toContain("database or disk is full")
+      expect([SqliteClient.isFatal(full), SqliteClient.isDamaged(full)]).toEqual([true, false])
+      expect(yield* Effect.flip(sql.fatal)).toBe(full)
+    }).pipe(Effect.provide(SqliteClient.layer({ filename: freshFile() }))))
+
+  it.effect("pages damaged under an open client: SQLITE_CORRUPT is fatal, and every later statement fails at once with it", () =>
+    Effect.gen(function*() {
+      const filename = damagedFile
+      const sql = yield* SqliteClient.SqliteClient
+      yield* sql`CREATE TABLE t (body TEXT)`
+      yield* sql.withTransaction(Effect.forEach(Array.from({ length: 500 }, (_, i) => i), (i) =>
+        sql`INSERT INTO t (body) VALUES (${`${i}`.padEnd(500, "x")})`, { discard: true }))
+      // Everything in the main file, and (almost) nothing cached, so the next read goes to the damaged pages.
+      yield* sql.unsafe("PRAGMA wal_checkpoint(TRUNCATE)")
+      yield* sql.unsafe("PRAGMA cache_size = 1")
+      damageMiddlePages(filename, 30)
+      const damaged = yield* Effect.flip(sql`SELECT count(*) AS n, sum(length(body)) AS bytes FROM t`)
+      expect(damaged.message).toBe(`Failed to execute statement on ${filename}: database disk image is malformed`)
+      expect([SqliteClient.isFatal(damaged), SqliteClient.isDamaged(damaged)]).toEqual([true, true])
+      expect(yield* Effect.flip(sql.fatal)).toBe(damaged)
+      // Nothing more is read from or written to the file.
+      expect(yield* Effect.flip(sql`SELECT 1 AS one`)).toBe(damaged)
+    }).pipe(Effect.provide(SqliteClient.layer({ filename: damagedFile }))))
 
   it.effect("a file that cannot be opened fails the layer with a ConnectionError", () =>
     Effect.gen(function*() {

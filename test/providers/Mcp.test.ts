@@ -140,6 +140,8 @@ describe("Mcp (server-everything)", () => {
         Mcp.tools({ mcpServers: { dead: { command: process.execPath, args: ["-e", "process.exit(3)"] } } })
       )
       expect(dead).toMatchObject({ _tag: "McpError", server: "dead" })
+      // The line says what the server is and why it did not start (on aa650ea: `MCP server "dead": MCP server closed stdout`).
+      expect(dead.message).toMatch(/^MCP server "dead" \(\S+ -e "process\.exit\(3\)"\) cannot start: .*; it exited with code 3$/)
       const mute = yield* Effect.flip(
         Mcp.tools(
           { mcpServers: { mute: { command: process.execPath, args: ["-e", "setInterval(() => {}, 1000)"] } } },
@@ -147,6 +149,7 @@ describe("Mcp (server-everything)", () => {
         )
       )
       expect(mute).toMatchObject({ _tag: "McpError", server: "mute" })
+      expect(mute.message).toMatch(/^MCP server "mute" \(\S+ -e "setInterval\(\(\) => \{\}, 1000\)"\) did not start within 1s$/)
       const bad = yield* Effect.flip(Mcp.tools({ mcpServers: { nothing: {} as Mcp.ServerConfig } }))
       expect(bad._tag).toBe("InvalidOptions")
 

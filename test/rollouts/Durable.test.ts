@@ -3,8 +3,9 @@
  * calls stored by the first execution are answered from storage, and only the failed one is sent again.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Option, Schema, Stream } from "effect"
-import { WorkflowEngine } from "effect/workflow"
+import { Cause, Effect, Fiber, Layer, Option, Schema, Stream } from "effect"
+import { Workflow, WorkflowEngine } from "effect/workflow"
+import { DatabaseSync } from "node:sqlite"
 import * as Agent from "../../src/core/Agent.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
@@ -14,6 +15,9 @@ import * as StateStore from "../../src/environment/StateStore.js"
 import * as TrajectoryStore from "../../src/environment/TrajectoryStore.js"
 import * as ActorLoop from "../../src/rollouts/ActorLoop.js"
 import * as Durable from "../../src/rollouts/Durable.js"
+import * as Engines from "../../src/rollouts/internal/durable/engines.js"
+import * as SqliteClient from "../../src/environment/SqliteClient.js"
+import { damageMiddlePages } from "../support/sqliteFiles.js"
 import { spawn, spawnSync } from "node:child_process"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as Evaluate from "../../src/rollouts/Evaluate.js"
@@ -116,6 +120,74 @@ describe("Durable", () => {
     }), 90_000)
 })
 
+
+describe("Durable on SQLite: a store that fails ends the work with one error naming the file", () => {
+  it.effect("a damaged file, or one that is not SQLite, fails the engine's layer when it opens", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "valet-durable-store-"))
+      try {
+        // A store a durable run wrote, then damaged in the middle.
+        const file = join(dir, "runs.db")
+        yield* Effect.provide(Effect.void, Durable.layerSqlite(file))
+        const filler = new DatabaseSync(file)
+        filler.exec("CREATE TABLE filler (body TEXT)")
+        for (let i = 0; i < 200; i++) filler.prepare("INSERT INTO filler (body) VALUES (?)").run("x".repeat(1000))
+        filler.exec("PRAGMA wal_checkpoint(TRUNCATE)")
+        filler.close()
+        damageMiddlePages(file)
+        const damaged = yield* Effect.flip(Effect.provide(Effect.void, Durable.layerSqlite(file)))
+        expect(damaged).toBeInstanceOf(Durable.DurableStoreError)
+        expect(damaged.message).toMatch(
+          new RegExp(`^sqlite ${file}: the database file is damaged \\(.+\\): restore it from a backup, or start again on a new file$`)
+        )
+        const text = join(dir, "results.jsonl")
+        writeFileSync(text, `${JSON.stringify({ id: "a", answer: "x".repeat(200) })}\n`.repeat(50))
+        const foreign = yield* Effect.flip(Effect.provide(Effect.void, Durable.layerSqlite(text)))
+        expect(foreign.message).toBe(
+          `sqlite ${text}: is not a SQLite database (file is not a database): name a new file, or one a durable run wrote`
+        )
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    }))
+
+  it.effect("a store that fails mid-run: the workflows awaited die with DurableStoreError at once, not after retries", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "valet-durable-store-"))
+      const file = join(dir, "runs.db")
+      try {
+        const Waits = Workflow.make("Waits", { payload: { id: Schema.String }, idempotencyKey: ({ id }) => id })
+        const layer = Engines.endOnStoreFailure(file).pipe(
+          Layer.provideMerge(Waits.toLayer(() => Effect.never).pipe(Layer.provideMerge(WorkflowEngine.layerMemory))),
+          Layer.provideMerge(SqliteClient.layer({ filename: file }))
+        )
+        yield* Effect.gen(function*() {
+          const sql = yield* SqliteClient.SqliteClient
+          yield* sql`CREATE TABLE t (body TEXT)`
+          yield* sql.withTransaction(Effect.forEach(Array.from({ length: 300 }, (_, i) => i), (i) =>
+            sql`INSERT INTO t (body) VALUES (${`${i}`.padEnd(500, "x")})`, { discard: true }))
+          yield* sql.unsafe("PRAGMA wal_checkpoint(TRUNCATE)")
+          yield* sql.unsafe("PRAGMA cache_size = 1")
+          const waiting = yield* Effect.forkChild(Waits.execute({ id: "a" }))
+          yield* Effect.yieldNow
+          damageMiddlePages(file, 20)
+          // The next statement on the store reads a damaged page (in effect/cluster, its storage loop would).
+          yield* Effect.ignore(sql`SELECT sum(length(body)) FROM t`)
+          const ended = yield* Effect.flip(Effect.sandbox(Fiber.join(waiting)))
+          const defect = Cause.squash(ended)
+          expect(defect).toBeInstanceOf(Durable.DurableStoreError)
+          expect((defect as Durable.DurableStoreError).message).toBe(
+            `sqlite ${file}: the database file is damaged (database disk image is malformed): restore it from a backup, or start again on a new file`
+          )
+          // Later work on the engine ends at once too.
+          const later = yield* Effect.flip(Effect.sandbox(Waits.execute({ id: "b" })))
+          expect(Cause.squash(later)).toBe(defect)
+        }).pipe(Effect.provide(layer))
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    }))
+})
 
 describe("Durable.evaluate", () => {
   // A problem's run: "fail" fails for good (a request the server refuses), "loop" calls a tool until the budget

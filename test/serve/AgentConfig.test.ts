@@ -5,7 +5,7 @@
 import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Result, Stream } from "effect"
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
@@ -143,6 +143,75 @@ agents:
       expect(result.output).toBe("The sum is 5.")
     }).pipe(Effect.scoped, Effect.provide(services)), 30_000)
 
+  it.effect("load refuses a file larger than maxFileBytes before reading it: a large file, a sparse 200 MB one, a device", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "valet-config-"))
+      try {
+        const large = join(dir, "large.yaml")
+        // Valid YAML of 2 MiB: on aa650ea it was read and parsed whole.
+        writeFileSync(large, `model: ${scripted(["hi"])}\nagents:\n  a: { instructions: x }\n# ${"x".repeat(2 * 1024 * 1024)}\n`)
+        expect((yield* Effect.flip(AgentConfig.load(large))).message).toBe(
+          `${large}: is ${statSync(large).size} bytes, more than the 1 MiB (1048576 bytes) a valet.yaml may hold`
+        )
+        // 200 MB that take no disk (a sparse file): refused from its size alone, never read.
+        const huge = join(dir, "huge.yaml")
+        writeFileSync(huge, "")
+        truncateSync(huge, 200_000_000)
+        expect((yield* Effect.flip(AgentConfig.load(huge))).message).toBe(
+          `${huge}: is 200000000 bytes, more than the 1 MiB (1048576 bytes) a valet.yaml may hold`
+        )
+        // A device says size 0 and never ends: at most maxFileBytes + 1 bytes of it are read.
+        expect((yield* Effect.flip(AgentConfig.load("/dev/zero"))).message).toBe(
+          "/dev/zero: is more than 1048576 bytes, more than the 1 MiB (1048576 bytes) a valet.yaml may hold"
+        )
+        expect((yield* Effect.flip(AgentConfig.load(dir))).message).toBe(`${dir}: is a directory, not a file`)
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.live("an MCP server that cannot start: one line with the file and line, the server's name, its command or URL, and why", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "valet-config-"))
+      try {
+        const path = join(dir, "valet.yaml")
+        writeFileSync(path, `model: ${scripted(["hi"])}
+mcpServers:
+  files:
+    command: /no/such/binary
+    args: [--root, "my files"]
+  web:
+    url: http://user:secret@127.0.0.1:1/mcp?token=secret
+  dies:
+    command: ${process.execPath}
+    args: [-e, "console.error('config.json: no such file'); process.exit(3)"]
+agents:
+  a: { instructions: x, tools: [files] }
+  b: { instructions: x, tools: [web] }
+  c: { instructions: x, tools: [dies] }
+`)
+        const loaded = yield* AgentConfig.load(path)
+        const failure = (agent: string) => {
+          const only = { ...loaded, config: { ...loaded.config, agents: { [agent]: loaded.config.agents[agent]! } } }
+          return Effect.flip(Effect.scoped(AgentConfig.build(only)))
+        }
+        const files = yield* failure("a")
+        expect(files).toMatchObject({ _tag: "McpError", server: "files" })
+        expect(files.message).toBe(
+          `${path}:4:5: MCP server "files" (/no/such/binary --root "my files") cannot start: Cannot spawn MCP server: spawn /no/such/binary ENOENT`
+        )
+        const web = yield* failure("b")
+        // The URL without its credentials or query.
+        expect(web.message).toBe(
+          `${path}:7:5: MCP server "web" (http://127.0.0.1:1/mcp) cannot start: MCP HTTP request failed: connect ECONNREFUSED 127.0.0.1:1`
+        )
+        const dies = yield* failure("c")
+        expect(dies.message).toMatch(new RegExp(`^${path}:9:5: MCP server "dies" \\(\\S+ -e ".*"\\) cannot start: .*it exited with code 3; its stderr: config\\.json: no such file$`))
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    }).pipe(Effect.provide(services)), 30_000)
+
   it.effect("load reads the file; a missing file is one line", () =>
     Effect.gen(function*() {
       const dir = mkdtempSync(join(tmpdir(), "valet-config-"))
@@ -187,6 +256,42 @@ agents:
       expect(refusal(`${model}mcpServers:\n  fs: { command: x }\nagents:\n  a:\n    instructions: x\n    tools: [fss]\n`)).toBe(
         `valet.yaml:7:13: agents.a.tools[0] names the MCP server "fss", which mcpServers does not define (it defines fs)`
       )
+    })
+    it("server settings out of range: the port, sizes past what a number holds exactly, an empty host", () => {
+      // On aa650ea port 99999 was accepted (the server then listened elsewhere), and maxBodyBytes 1e20 made every
+      // request a 500 (effect's ByteSize throws beyond 2^53 - 1).
+      const server = (settings: string) => refusal(`${model}agents:\n  a: { instructions: x }\nserver: ${settings}\n`)
+      expect(server("{ port: 99999 }")).toBe("valet.yaml:4:17: server.port must be an integer 0-65535, got 99999")
+      expect(server("{ port: -1 }")).toBe("valet.yaml:4:17: server.port must be an integer 0-65535, got -1")
+      expect(server("{ port: 80.5 }")).toBe("valet.yaml:4:17: server.port must be an integer 0-65535, got 80.5")
+      expect(server("{ maxBodyBytes: 1e20 }")).toBe(
+        "valet.yaml:4:25: server.maxBodyBytes must be at most 9007199254740991, got 100000000000000000000"
+      )
+      expect(server("{ maxConcurrentRuns: 0 }")).toBe("valet.yaml:4:30: server.maxConcurrentRuns must be an integer >= 1, got 0")
+      expect(server("{ keepFinishedMs: .inf }")).toBe("valet.yaml:4:27: server.keepFinishedMs must be an integer >= 0, got Infinity")
+      expect(server("{ keepFinishedRuns: 1e300 }")).toMatch(/^valet\.yaml:4:29: server\.keepFinishedRuns must be at most 9007199254740991, got 1e\+300$/)
+      expect(server(`{ host: "" }`)).toBe(`valet.yaml:4:17: server.host must be a host name or IP address, got ""`)
+      expect(refusal(`${model}mcp: { callTimeoutMs: 1e20 }\nagents:\n  a: { instructions: x }\n`)).toBe(
+        "valet.yaml:2:23: mcp.callTimeoutMs must be at most 9007199254740991, got 100000000000000000000"
+      )
+      const edges = parse(`${model}agents:\n  a: { instructions: x }\nserver: { port: 65535, keepFinishedRuns: 0 }\n`)
+      expect(Result.isSuccess(edges) && edges.success.config.server).toMatchObject({ port: 65535, keepFinishedRuns: 0 })
+    })
+    it("a \"billion laughs\" file is refused as a problem of the file, not an exception", () => {
+      const laughs = ["a: &a [lol, lol, lol, lol, lol, lol, lol, lol, lol]"]
+      for (const [i, name] of ["b", "c", "d", "e", "f", "g", "h", "i"].entries()) {
+        const previous = String.fromCharCode("a".charCodeAt(0) + i)
+        laughs.push(`${name}: &${name} [${Array.from({ length: 9 }, () => `*${previous}`).join(", ")}]`)
+      }
+      expect(refusal(`${laughs.join("\n")}\n${model}agents:\n  x: { instructions: *i }\n`)).toBe(
+        `valet.yaml: refused: its aliases (*name) expand more than 100 times in all (a "billion laughs" file expands them billions of times)`
+      )
+      // One anchor used by many agents is ordinary reuse: 99 aliases of it pass, the 100th is refused.
+      const reused = (uses: number) =>
+        parse(`model: &m ${scripted(["x"])}\nagents:\n${Array.from({ length: uses }, (_, i) => `  a${i}: { instructions: x, model: *m }`).join("\n")}\n`)
+      const many = reused(99)
+      expect(Result.isSuccess(many) && Object.keys(many.success.config.agents).length).toBe(99)
+      expect(Result.isFailure(reused(100))).toBe(true)
     })
     it("agents that name each other in a circle", () => {
       expect(refusal(`${model}agents:

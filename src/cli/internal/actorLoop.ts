@@ -19,7 +19,7 @@ import type * as Model from "../../core/Model.js"
 import * as StateStore from "../../environment/StateStore.js"
 import * as TrajectoryStore from "../../environment/TrajectoryStore.js"
 import * as Vllm from "../../providers/Vllm.js"
-import { durableFlag, storeOf } from "./durable.js"
+import { durableFlag, storeFailureAsError, storeOf } from "./durable.js"
 import { requireNoFailures } from "./failure.js"
 import { commandSandbox } from "./sandbox.js"
 import { type Output, stdoutOutput } from "./output.js"
@@ -170,7 +170,7 @@ export const runTasksFile = <E>(
         yield* Effect.provide(
           steps,
           Durable.layerActorLoop.pipe(Layer.provideMerge(Durable.layerSqlite(store.file)), Layer.provide(layer))
-        )
+        ).pipe(storeFailureAsError)
       }
     }
     const summary: Summary = {

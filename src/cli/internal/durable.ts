@@ -26,6 +26,14 @@ export const storeOf = (value: string): Store =>
 /** A store for messages: the SQLite file, or the PostgreSQL server without its credentials. */
 export const describeStore = (store: Store): string => (store._tag === "Sqlite" ? store.file : Durable.describePostgres(store.url))
 
+/**
+ * `effect` with a durable store that failed during the work — which the SQLite engine reports as a
+ * `DurableStoreError` defect, the engine's error channel being each workflow's own — as the command's typed error,
+ * so that it is the one line `valet: DurableStoreError: sqlite <file>: …`, not an "unexpected error".
+ */
+export const storeFailureAsError = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | Durable.DurableStoreError, R> =>
+  Effect.catchDefect(effect, (defect) => defect instanceof Durable.DurableStoreError ? Effect.fail(defect) : Effect.die(defect))
+
 /** `--durable <sqlite file | postgres url>`. */
 export const durableFlag = Flag.String("durable").pipe(
   Flag.filter((value) => value.trim() !== "", () => "a SQLite file or a postgres:// URL"),

@@ -16,7 +16,7 @@ import type * as Model from "../../core/Model.js"
 import * as Sandbox from "../../environment/Sandbox.js"
 import * as Vllm from "../../providers/Vllm.js"
 import { agentFor, type ArchitectureName, architectures, budgetOf, type Settings } from "./evalAgents.js"
-import { agentNameOf, describeStore, engineFor, storeOf } from "./durable.js"
+import { agentNameOf, describeStore, engineFor, storeFailureAsError, storeOf } from "./durable.js"
 import { modelLayer } from "./model.js"
 import { commandSandbox } from "./sandbox.js"
 import { oneLine, type Output, progressLine, seconds, verdict } from "./output.js"
@@ -149,7 +149,8 @@ export const evaluateDataset = <E1, E2>(
     }
     const report = settings.durable !== undefined
       ? yield* Durable.evaluate(dataset, { ...options, agent: agentNameOf(settings) }).pipe(
-        Effect.provide(engineFor(storeOf(settings.durable), layers, built.sandbox))
+        Effect.provide(engineFor(storeOf(settings.durable), layers, built.sandbox)),
+        storeFailureAsError
       )
       : built.sandbox
       ? yield* Effect.provide(Evaluate.run(dataset, { ...options, agent: built.agent }), Layer.merge(layers.model, layers.sandbox))

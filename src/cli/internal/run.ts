@@ -111,7 +111,7 @@ export const runAgent = <R>(
 
 /**
  * Runs the agent `name` of a valet.yaml (its architecture, options, model and tools as the file says): the file's
- * models and MCP servers live as long as the run.
+ * models, their HTTP client and MCP servers live as long as the run.
  */
 export const runConfigured = (path: string, name: Option.Option<string>, prompt: string, stream: boolean, printer: Printer) =>
   Effect.scoped(Effect.gen(function*() {
@@ -124,9 +124,13 @@ export const runConfigured = (path: string, name: Option.Option<string>, prompt:
     if (!names.includes(chosen)) {
       return yield* new CommandFailed({ message: `${path} has no agent ${JSON.stringify(chosen)} (agents: ${names.join(", ")})` })
     }
-    const catalog = yield* AgentConfig.build(loaded).pipe(Effect.provide(NodeHttpClient.layerUndici))
+    const catalog = yield* AgentConfig.build(loaded)
     return yield* runAgent(catalog.get(chosen)!.agent, prompt, stream, printer)
-  }))
+  })).pipe(
+    // Around the whole run, not around `build` alone: the model clients `build` makes keep using this HTTP client,
+    // which a provide around `build` would close as soon as `build` returned ("The client is destroyed").
+    Effect.provide(NodeHttpClient.layerUndici)
+  )
 
 const architecture = Flag.Literals("architecture", names).pipe(
   Flag.withDescription(

@@ -10,8 +10,22 @@ import { HttpUrl } from "../../../core/internal/decode.js"
 import * as Mcp from "../../../providers/Mcp.js"
 import { architectureNames } from "./architectures.js"
 
-const IntAtLeast = (min: number) =>
-  Schema.Number.check(Schema.makeFilter((n: number) => Number.isInteger(n) && n >= min, { expected: `an integer >= ${min}` }))
+/**
+ * A whole number in `[min, max]`, one rule so the message says both ends (`an integer 0-65535`). The default `max`
+ * is the largest integer a number holds exactly: beyond it `1e20` would pass as an integer and then break where it
+ * is used (a body limit of 1e20 bytes throws on every request).
+ */
+const IntBetween = (min: number, max = Number.MAX_SAFE_INTEGER) =>
+  Schema.Number.check(
+    Schema.makeFilter(
+      (n: number) =>
+        max === Number.MAX_SAFE_INTEGER && Number.isInteger(n) && n > max
+          ? `must be at most ${max}`
+          : Number.isInteger(n) && n >= min && n <= max,
+      { expected: max === Number.MAX_SAFE_INTEGER ? `an integer >= ${min}` : `an integer ${min}-${max}` }
+    )
+  )
+const IntAtLeast = (min: number) => IntBetween(min)
 
 const orDefault = <S extends Schema.Codec<number, number>>(schema: S, value: number) =>
   schema.pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed(value)))
@@ -104,8 +118,12 @@ export const McpSettings = Schema.Struct({
 
 /** The server's limits (`valet serve`; `valet mcp --http` uses host and port). */
 export const ServerSettings = Schema.Struct({
-  host: Schema.String.pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed("127.0.0.1"))),
-  port: orDefault(IntAtLeast(0), 8787),
+  // Empty is refused: Node listens on every interface when given "" as the host.
+  host: Schema.String.check(Schema.makeFilter((host: string) => host.trim() !== "", { expected: "a host name or IP address" })).pipe(
+    Schema.withDecodingDefaultTypeKey(Effect.succeed("127.0.0.1"))
+  ),
+  /** 0 picks a free port. */
+  port: orDefault(IntBetween(0, 65535), 8787),
   /** Runs at once; more get 429 with Retry-After. */
   maxConcurrentRuns: orDefault(IntAtLeast(1), 16),
   /** The largest request body, in bytes (413 beyond). */

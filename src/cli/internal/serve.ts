@@ -5,13 +5,14 @@
  * Prints where it listens on stderr and runs until interrupted.
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Config, Context, Effect, Layer, Option } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import { HttpServer } from "effect/http"
 import * as AgentConfig from "../../serve/AgentConfig.js"
 import * as Agents from "../../serve/Agents.js"
 import * as Server from "../../serve/Server.js"
 import * as Telemetry from "../../serve/Telemetry.js"
+import { guardSettings } from "./serverGuard.js"
 
 const note = (text: string) => Effect.sync(() => void process.stderr.write(`${text}\n`))
 
@@ -38,26 +39,16 @@ export const serveCommand = Command.make(
     Effect.gen(function*() {
       const loaded = yield* AgentConfig.load(values.config)
       const settings = loaded.config.server
-      const token = settings.tokenEnv === undefined
-        ? undefined
-        : yield* Config.Redacted(settings.tokenEnv).pipe(
-          Effect.mapError(() =>
-            new AgentConfig.ConfigFileError({
-              path: loaded.path,
-              field: "server.tokenEnv",
-              detail: `names ${settings.tokenEnv}, which is not set in the environment`
-            })
-          )
-        )
+      const host = Option.getOrElse(values.host, () => settings.host)
+      const guard = yield* guardSettings(loaded, host)
       const agents = Layer.effect(Agents.Agents, AgentConfig.build(loaded)).pipe(Layer.provide(NodeHttpClient.layerUndici))
       const server = Server.layerNode({
-        host: Option.getOrElse(values.host, () => settings.host),
+        ...guard,
+        host,
         port: Option.getOrElse(values.port, () => settings.port),
         maxConcurrentRuns: settings.maxConcurrentRuns,
-        maxBodyBytes: settings.maxBodyBytes,
         keepFinishedRuns: settings.keepFinishedRuns,
-        keepFinishedMs: settings.keepFinishedMs,
-        ...(token !== undefined ? { token } : {})
+        keepFinishedMs: settings.keepFinishedMs
       }).pipe(
         Layer.provide(agents),
         Layer.provide(Option.isSome(values.otlp) ? Telemetry.layerOtlp({ url: values.otlp.value, serviceName: "valet" }) : Layer.empty)

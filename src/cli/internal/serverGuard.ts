@@ -32,6 +32,6 @@ export const guardSettings = (loaded: AgentConfig.Loaded, host: string): Effect.
     return {
       ...(token !== undefined ? { token } : {}),
       maxBodyBytes: settings.maxBodyBytes,
-      allowedHosts: Server.defaultAllowedHosts(host) ?? "*"
+      allowedHosts: settings.allowedHosts ?? Server.defaultAllowedHosts(host) ?? "*"
     }
   })

@@ -8,6 +8,7 @@ import { spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { rawGet } from "../../support/rawHttp.js"
 import { collector } from "../../support/serve.js"
 
 const root = join(import.meta.dirname, "..", "..", "..")
@@ -65,6 +66,33 @@ describe("valet serve", () => {
       const unset = spawnSync(tsx, [bin, "serve", "--config", path], { encoding: "utf8", env: { ...process.env, VALET_TEST_TOKEN: "" } })
       expect(unset.status).toBe(2)
       expect(unset.stderr.trim()).toBe(`valet serve: ${path}: server.tokenEnv names VALET_TEST_TOKEN, which is not set in the environment`)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("the token guards every route of the real command, however the target is written; server.allowedHosts names the hosts", () =>
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-serve-"))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+      )
+      const path = join(dir, "valet.yaml")
+      writeFileSync(
+        path,
+        "model: { provider: scripted, replies: [hi] }\nagents:\n  a: { instructions: x }\n" +
+          "server: { tokenEnv: VALET_TEST_TOKEN, allowedHosts: [agents.internal, 127.0.0.1] }\n"
+      )
+      const { url } = yield* serve(["--config", path], { VALET_TEST_TOKEN: "t0ken" })
+      const port = Number(new URL(url).port)
+      for (const target of ["/runs#/health", "/agents#/health", "/openapi.json#/health", "/v1/models#/health", "/#/health", "/runs;/health"]) {
+        expect({ target, status: (yield* Effect.promise(() => rawGet(port, target))).status }).toEqual({ target, status: 401 })
+      }
+      const auth = { Authorization: "Bearer t0ken" }
+      expect((yield* Effect.promise(() => rawGet(port, "/agents", { ...auth, Host: "agents.internal" }))).status).toBe(200)
+      expect((yield* Effect.promise(() => rawGet(port, "/agents", { ...auth, Host: `localhost:${port}` }))).status).toBe(421)
+      const badPath = join(dir, "bad.yaml")
+      writeFileSync(badPath, "model: { provider: scripted, replies: [hi] }\nagents:\n  a: { instructions: x }\nserver: { allowedHosts: [\"http://x:80\"] }\n")
+      const bad = spawnSync(tsx, [bin, "serve", "--config", badPath], { encoding: "utf8" })
+      expect(bad.status).toBe(2)
+      expect(bad.stderr.trim()).toMatch(/^valet serve: .*bad\.yaml:4:\d+: server\.allowedHosts.*a host name without port or scheme/)
     }).pipe(Effect.scoped), 30_000)
 
   it.live("--otlp: the runs' spans reach the collector, flushed when the server stops", () =>

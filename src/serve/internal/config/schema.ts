@@ -124,12 +124,20 @@ export const ServerSettings = Schema.Struct({
   ),
   /** 0 picks a free port. */
   port: orDefault(IntBetween(0, 65535), 8787),
-  /** Runs at once; more get 429 with Retry-After. */
+  /** Runs at once; more get 429 with Retry-After (`valet mcp`: more tool calls wait). */
   maxConcurrentRuns: orDefault(IntAtLeast(1), 16),
-  /** The largest request body, in bytes (413 beyond). */
+  /** The largest request body, in bytes (413 beyond; `valet mcp` on stdio: the largest message). */
   maxBodyBytes: orDefault(IntAtLeast(1), 1_048_576),
-  /** The environment variable holding the bearer token every request must carry. */
+  /** The environment variable holding the bearer token every request but `GET /health` must carry. */
   tokenEnv: Schema.optional(EnvName),
+  /**
+   * The host names clients use (the `Host` header; others get 421, browser pages of other origins 403), or `"*"`
+   * for any. Default: the loopback names and the address listened on; any name on a wildcard address.
+   */
+  allowedHosts: Schema.optional(Schema.Union([
+    Schema.Literal("*"),
+    Schema.Array(Schema.String.check(Schema.makeFilter((host: string) => /^(\[[0-9a-fA-F:.]+\]|[A-Za-z0-9._-]+)$/.test(host), { expected: "a host name without port or scheme" })))
+  ])),
   /** Finished runs kept for `GET /runs/:id` and replay, at most this many… */
   keepFinishedRuns: orDefault(IntAtLeast(0), 100),
   /** …and for at most this long (ms). */

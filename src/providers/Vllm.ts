@@ -37,6 +37,7 @@ import { Context, Duration, Effect, FileSystem, Layer, Option, Result, Schema, S
 import { HttpClient } from "effect/http"
 import * as Client from "./internal/openai/client.js"
 import * as Config from "./internal/vllm/config.js"
+import * as YamlDocument from "./internal/yamlDocument.js"
 import * as Pool from "./internal/vllm/pool.js"
 import * as Resilience from "./internal/resilience.js"
 import type { InvalidOptions } from "../core/AgentError.js"
@@ -181,8 +182,9 @@ const readPoolFile = (path: string): Effect.Effect<Config.PoolFile | undefined, 
     const fs = yield* FileSystem.FileSystem
     const exists = yield* fs.exists(path).pipe(Effect.orElseSucceed(() => false))
     if (!exists) return undefined
-    const text = yield* fs.readFileString(path).pipe(
-      Effect.mapError((error) => new VllmConfigError({ path, detail: `cannot read the file: ${error.message}` }))
+    // Capped before it is read, as a valet.yaml is: a pool file is a few lines.
+    const text = yield* YamlDocument.readFile(path, { maxBytes: 1_048_576, what: "a pool file" }).pipe(
+      Effect.mapError((problem) => configError(path, problem))
     )
     const parsed = Config.parse(text)
     if (Result.isSuccess(parsed)) return parsed.success

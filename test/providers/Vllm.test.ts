@@ -72,6 +72,12 @@ describe("Vllm: the pool file", () => {
       expect(error.message).toMatch(/^.*:2:1: not valid YAML: /)
     }))
 
+  it.effect("a pool file is capped before it is read: 2 MB is one line naming the cap", () =>
+    Effect.gen(function*() {
+      const { error, path } = yield* configError(`actors:\n  - name: a\n    base_url: http://x:1\n# ${"x".repeat(2_000_000)}\n`)
+      expect(error.message).toMatch(new RegExp(`^${path}: is \\d+ bytes, more than the 1 MiB \\(1048576 bytes\\) a pool file may hold$`))
+    }))
+
   it.effect("each problem reads as one line: where, the field, the rule and the value", () =>
     Effect.sync(() => {
       const message = (text: string) => {

@@ -41,9 +41,12 @@ export const agents = Effect.gen(function*() {
   ])
 }).pipe(Layer.unwrap)
 
-/** The server: stdio in, stdio out, until the client closes stdin. */
-export const server = McpAgents.layerStdio({ name: "valet-example" }).pipe(Layer.provide(agents))
+/**
+ * The server: stdio in, stdio out, until the client closes stdin — then the runs in flight are stopped and the
+ * program ends normally (exit 0). At most two runs at once; more calls wait.
+ */
+export const server = McpAgents.serveStdio({ name: "valet-example", maxConcurrentRuns: 2 }).pipe(Effect.provide(agents))
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  Layer.launch(server).pipe(Effect.provide(NodeServices.layer), NodeRuntime.runMain)
+  server.pipe(Effect.provide(NodeServices.layer), NodeRuntime.runMain)
 }

@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it, layer } from "@effect/vitest"
 import { ConfigProvider, Effect, Exit, Fiber, Layer, Schema } from "effect"
 import * as ProcessLayer from "../../src/environment/internal/sandbox/processLayer.js"
 import * as Sandbox from "../../src/environment/Sandbox.js"
-import { bwrapWorks, marker, processesWith } from "../support/processes.js"
+import { bwrapWorks, marker, processesWith, skippedWithoutBwrap } from "../support/processes.js"
 
 // Set before any layer is built: the sandbox must not pass them on.
 process.env.VALET_TEST_SECRET = "s3cret"
@@ -320,7 +320,7 @@ const suite = (mode: "process" | "bwrap") => {
 
 suite("process")
 if (bwrapWorks) suite("bwrap")
-else describe("Sandbox (bwrap isolation)", () => it.skip("skipped: bwrap is not installed or cannot create namespaces here", () => {}))
+else describe("Sandbox (bwrap isolation)", () => it.skip(`every case${skippedWithoutBwrap}`, () => {}))
 
 describe("Sandbox.layerProcess", () => {
   it.live("rejects bad options (and fails to build with isolation: bwrap when bwrap does not work)", () =>

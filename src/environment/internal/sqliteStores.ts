@@ -76,4 +76,3 @@ export const createTables = <A, R>(
       ),
     orElse: () => statements
   })
-

@@ -7,7 +7,8 @@ export default defineConfig({
     pool: "forks",
     testTimeout: 30_000,
     hookTimeout: 30_000,
-    // A throwaway PostgreSQL server for the suites that use one (started only when a selected file does).
-    globalSetup: ["test/support/postgresSetup.ts"]
+    // A throwaway PostgreSQL server for the suites that use one (started only when a selected file does), and one
+    // line saying which suites a missing bubblewrap or Chromium skips.
+    globalSetup: ["test/support/postgresSetup.ts", "test/support/toolsSetup.ts"]
   }
 })

@@ -1,2 +1,12 @@
 #!/usr/bin/env node
-import "../dist/cli/bin.js"
+// The Node check runs before anything is imported: on an older Node, valet's dependencies fail while loading
+// or later with an unrelated message ("Cannot read properties of undefined (reading 'bind')" on Node 20), so
+// this file stays plain JavaScript with no static import, and loads the command only once the version is known
+// to be enough. Keep the minimum in step with "engines" in package.json.
+const minimum = [22, 19]
+const [major, minor] = process.versions.node.split(".").map(Number)
+if (major < minimum[0] || (major === minimum[0] && minor < minimum[1])) {
+  process.stderr.write(`valet needs Node >= ${minimum.join(".")} (this is ${process.version})\n`)
+  process.exit(2)
+}
+await import("../dist/cli/bin.js")

@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { execFileSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { bwrapWorks } from "./support/processes.js"
+import { bwrapWorks, skippedWithoutBwrap } from "./support/processes.js"
 
 const root = new URL("..", import.meta.url).pathname
 
@@ -49,7 +49,7 @@ describe("README snippets", () => {
   // The sandbox fails closed: a snippet that runs one needs bubblewrap (installed in CI, which requires it).
   const needsBwrap = (code: string) => code.includes("Sandbox.layerProcess(")
   const numbered = snippets.map((code, i) => [i + 1, code] as const)
-  it.skipIf(!bwrapWorks).each(numbered.filter(([, code]) => needsBwrap(code)))("snippet %i (sandbox) runs as written", runSnippet)
+  it.skipIf(!bwrapWorks).each(numbered.filter(([, code]) => needsBwrap(code)))(`snippet %i (sandbox) runs as written${skippedWithoutBwrap}`, runSnippet)
   it.each(numbered.filter(([, code]) => !needsBwrap(code)))("snippet %i runs as written and prints what it says", runSnippet)
 })
 

@@ -13,7 +13,7 @@ import { Clock, Context, Effect, Layer, Result, Schema } from "effect"
 import type { SqlError } from "effect/sql"
 import { SqlClient } from "effect/sql"
 import { formatIssue } from "../core/internal/decode.js"
-import { describeSqlError, IntegerColumn, openSqliteFile } from "./internal/sqliteStores.js"
+import { createTables, describeSqlError, IntegerColumn, openSqliteFile } from "./internal/sqliteStores.js"
 
 /** A stored lesson. `id` grows with each lesson of a store; `createdAt` is epoch milliseconds (from `Clock`). */
 export const Lesson = Schema.Struct({
@@ -138,17 +138,18 @@ const sqlFailure = (operation: string) => (error: SqlError.SqlError) =>
 export const makeSql: Effect.Effect<Service, LessonStoreError, SqlClient.SqlClient> = Effect.gen(function*() {
   // Column names are ours whatever name transforms the client was configured with.
   const sql = (yield* SqlClient.SqlClient).withoutTransforms()
-  yield* sql.onDialectOrElse({
-    pg: () =>
-      sql`CREATE TABLE IF NOT EXISTS ${sql(tableName)} (
-        id BIGSERIAL PRIMARY KEY, task_key TEXT NOT NULL, lesson TEXT NOT NULL, created_at BIGINT NOT NULL)`,
-    orElse: () =>
-      sql`CREATE TABLE IF NOT EXISTS ${sql(tableName)} (
-        id INTEGER PRIMARY KEY AUTOINCREMENT, task_key TEXT NOT NULL, lesson TEXT NOT NULL, created_at INTEGER NOT NULL)`
-  }).pipe(
-    Effect.andThen(sql`CREATE INDEX IF NOT EXISTS ${sql(`${tableName}_key`)} ON ${sql(tableName)} (task_key, id)`),
-    Effect.mapError(sqlFailure("create table"))
-  )
+  yield* createTables(
+    sql,
+    tableName,
+    sql.onDialectOrElse({
+      pg: () =>
+        sql`CREATE TABLE IF NOT EXISTS ${sql(tableName)} (
+          id BIGSERIAL PRIMARY KEY, task_key TEXT NOT NULL, lesson TEXT NOT NULL, created_at BIGINT NOT NULL)`,
+      orElse: () =>
+        sql`CREATE TABLE IF NOT EXISTS ${sql(tableName)} (
+          id INTEGER PRIMARY KEY AUTOINCREMENT, task_key TEXT NOT NULL, lesson TEXT NOT NULL, created_at INTEGER NOT NULL)`
+    }).pipe(Effect.andThen(sql`CREATE INDEX IF NOT EXISTS ${sql(`${tableName}_key`)} ON ${sql(tableName)} (task_key, id)`))
+  ).pipe(Effect.mapError(sqlFailure("create table")))
   const columns = sql.literal("id, task_key, lesson, created_at")
   return {
     add: (key, lesson) =>

@@ -16,7 +16,7 @@ import { Clock, Context, Effect, Layer, Result, Schema, Semaphore } from "effect
 import type { SqlError } from "effect/sql"
 import { SqlClient } from "effect/sql"
 import { formatIssue } from "../core/internal/decode.js"
-import { describeSqlError, IntegerColumn, openSqliteFile } from "./internal/sqliteStores.js"
+import { createTables, describeSqlError, IntegerColumn, openSqliteFile } from "./internal/sqliteStores.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // State, merge, render
@@ -288,10 +288,12 @@ export const makeSql = (caps?: Partial<Caps>): Effect.Effect<Service, StateStore
   Effect.gen(function*() {
     // Column names are ours whatever name transforms the client was configured with.
     const sql = (yield* SqlClient.SqlClient).withoutTransforms()
-    yield* sql`CREATE TABLE IF NOT EXISTS ${sql(tableName)} (
-      task_id TEXT PRIMARY KEY, state TEXT NOT NULL, version BIGINT NOT NULL, updated_at BIGINT NOT NULL)`.pipe(
-      Effect.mapError(sqlFailure("create table"))
-    )
+    yield* createTables(
+      sql,
+      tableName,
+      sql`CREATE TABLE IF NOT EXISTS ${sql(tableName)} (
+        task_id TEXT PRIMARY KEY, state TEXT NOT NULL, version BIGINT NOT NULL, updated_at BIGINT NOT NULL)`
+    ).pipe(Effect.mapError(sqlFailure("create table")))
     const allCaps = withCaps(caps)
     // Writers of one task in this process take turns, so the optimistic check only races other processes.
     const locks = new Map<string, { semaphore: Semaphore.Semaphore; users: number }>()

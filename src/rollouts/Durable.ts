@@ -17,6 +17,15 @@
  * function — the CLI encodes an architecture's settings in the name). Not durable: the tools of separately defined
  * sub-agents (a Supervisor's workers) run again when their run is taken over.
  *
+ * Takeover: the workflows of a runner that dies (killed, its machine gone) resume on the others, usually within
+ * about 3 s — its connections close, so PostgreSQL releases its shard locks at once, and the runner that checks the
+ * others' health (one of them, every `healthCheckInterval`, 1 s) finds it gone. When the dead runner was that one,
+ * nobody notices, and its work waits until its registration expires: `shardLockExpiration` after its last heartbeat.
+ * effect/cluster's default is 35 s; valet's runner layer sets 10 s (`defaultShardLockExpiration`), so a dead
+ * runner's work resumes within about 12 s in every case (the expiry, then an assignment refresh and a message poll,
+ * 1 s each; 8 to 11 s measured, against 31 to 37 s with 35 s). A live runner refreshes every third of it; one whose
+ * process stalls longer than `shardLockExpiration` loses its shards to the others, which is why it is not lower.
+ *
  * @since 0.2.0
  */
 import { Context, Effect, type FileSystem, Layer, Option, Schema, Stream } from "effect"
@@ -62,6 +71,14 @@ export type RunnerOptions = Engines.RunnerOptions
 export const describePostgres: (url: string) => string = Engines.serverOf
 /** The default port of a runner. */
 export const defaultRunnerPort = Engines.defaultRunnerPort
+/**
+ * How long a runner that stopped keeps its workflows at most before the others take them over, unless
+ * `RunnerOptions.shardLockExpiration` says otherwise: 10 s (effect/cluster's own default is 35 s).
+ *
+ * @since 0.2.0
+ * @category runners
+ */
+export const defaultShardLockExpiration = Engines.defaultShardLockExpiration
 
 // ---------------------------------------------------------------------------------------------------------
 // Workflows

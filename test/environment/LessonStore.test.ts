@@ -5,7 +5,7 @@ import { SqlClient, type SqlError } from "effect/sql"
 import { TestClock } from "effect/testing"
 import * as LessonStore from "../../src/environment/LessonStore.js"
 import * as SqliteClient from "../../src/environment/SqliteClient.js"
-import { type Backend as AnyBackend, describeOn, type SqlBackend as AnySqlBackend, withStore } from "../support/backends.js"
+import { type Backend as AnyBackend, describeOn, openTogether, type SqlBackend as AnySqlBackend, withStore } from "../support/backends.js"
 import { freshSchema } from "../support/postgres.js"
 
 type Backend = AnyBackend<LessonStore.LessonStore, LessonStore.LessonStoreError>
@@ -103,6 +103,13 @@ const sqlConformance = (backend: SqlBackend) =>
         yield* LessonStore.add("k", "Cite sources.").pipe(Effect.provide(store()))
         const again = yield* LessonStore.list("k").pipe(Effect.provide(store()))
         expect(again.map((lesson) => lesson.lesson)).toEqual(["Cite sources."])
+      }))
+
+    it.effect("three stores opened at once on an empty database all open: creating the table and index does not race", () =>
+      Effect.gen(function*() {
+        // On PostgreSQL, CREATE TABLE / INDEX IF NOT EXISTS in three sessions at once failed some of them with a
+        // duplicate key in pg_type / pg_class, or "already exists" (runners started together on a fresh database).
+        expect(yield* openTogether(backend, (client) => LessonStore.layerSql.pipe(Layer.provide(client)))).toEqual([])
       }))
 
     it.effect("a row that is not a lesson is a LessonStoreError naming the row, never a lesson", () =>

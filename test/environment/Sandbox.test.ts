@@ -6,7 +6,7 @@ import { afterAll, describe, expect, it, layer } from "@effect/vitest"
 import { ConfigProvider, Effect, Exit, Fiber, Layer, Schema } from "effect"
 import * as ProcessLayer from "../../src/environment/internal/sandbox/processLayer.js"
 import * as Sandbox from "../../src/environment/Sandbox.js"
-import { bwrapWorks, marker, processesWith } from "../support/processes.js"
+import { bwrapWorks, marker, processesWith, skippedWithoutBwrap } from "../support/processes.js"
 
 // Set before any layer is built: the sandbox must not pass them on.
 process.env.VALET_TEST_SECRET = "s3cret"
@@ -138,7 +138,8 @@ const suite = (mode: "process" | "bwrap") => {
         ].join("\n")
         const result = yield* Sandbox.runOnce("timeout", {}, { command: python(script, mark), timeoutMs: 1_500 })
         expect(result).toMatchObject({ exitCode: 124, timedOut: true, error: "timeout", stdout: "started\n" })
-        expect(result.durationMs).toBeLessThan(1_500 + 300 + 2_000)
+        // Both would sleep for a minute, past the test's own timeout: they were killed (SIGKILL after the 300 ms
+        // grace period), not waited for. No bound on durationMs: it is wall-clock time.
         expect(processesWith(mark)).toEqual([])
       }))
 
@@ -181,11 +182,11 @@ const suite = (mode: "process" | "bwrap") => {
         })))
         yield* waitUntil(() => processesWith(mark).length > 0)
         expect(existsSync(path)).toBe(true)
-        const started = Date.now()
         yield* Fiber.interrupt(fiber)
         const exit = yield* Fiber.await(fiber)
         expect(Exit.hasInterrupts(exit)).toBe(true)
-        expect(Date.now() - started).toBeLessThan(3_000)
+        // The command ignores SIGTERM and would sleep for a minute, past the test's own timeout: the interruption
+        // completed only once it was killed, and nothing of it is left.
         expect(processesWith(mark)).toEqual([])
         expect(existsSync(path)).toBe(false)
       }))
@@ -320,7 +321,7 @@ const suite = (mode: "process" | "bwrap") => {
 
 suite("process")
 if (bwrapWorks) suite("bwrap")
-else describe("Sandbox (bwrap isolation)", () => it.skip("skipped: bwrap is not installed or cannot create namespaces here", () => {}))
+else describe("Sandbox (bwrap isolation)", () => it.skip(`every case${skippedWithoutBwrap}`, () => {}))
 
 describe("Sandbox.layerProcess", () => {
   it.live("rejects bad options (and fails to build with isolation: bwrap when bwrap does not work)", () =>

@@ -7,7 +7,7 @@ import { dirname, join } from "node:path"
 import * as SqliteClient from "../../src/environment/SqliteClient.js"
 import * as StateStore from "../../src/environment/StateStore.js"
 import { freshSchema } from "../support/postgres.js"
-import { type Backend as AnyBackend, describeOn, type SqlBackend as AnySqlBackend, withStore } from "../support/backends.js"
+import { type Backend as AnyBackend, describeOn, openTogether, type SqlBackend as AnySqlBackend, withStore } from "../support/backends.js"
 
 const state = (parts: Partial<StateStore.State>): StateStore.State => ({ ...StateStore.empty, ...parts })
 
@@ -222,6 +222,13 @@ const sqlConformance = (backend: SqlBackend) =>
           state: JSON.stringify({ goals: ["g"], constraints: [], decisions: [], hypotheses: [], history: [], open_issues: ["i"], next_focus: "n" }),
           version: 2
         }])
+      }))
+
+    it.effect("three stores opened at once on an empty database all open: creating the table does not race", () =>
+      Effect.gen(function*() {
+        // On PostgreSQL, CREATE TABLE IF NOT EXISTS in three sessions at once failed some of them with a duplicate
+        // key in pg_type / pg_class, or "already exists" (runners started together on a fresh database).
+        expect(yield* openTogether(backend, storeOn)).toEqual([])
       }))
 
     it.effect("two clients (two processes' worth) merging into one task lose nothing", () =>

@@ -95,11 +95,10 @@ describe("Mcp (server-everything)", () => {
         Scope.provide(scope)
       )
       const slow = tools.find((tool) => tool.name === "trigger-long-running-operation")!
-      const started = Date.now()
       const outcome = yield* slow.call(`{"duration": 10, "steps": 5}`)
-      expect(outcome.isError).toBe(true)
-      expect(outcome.content).toMatch(/^ERROR: MCP server "everything": /)
-      expect(Date.now() - started).toBeLessThan(5_000)
+      // The operation takes 10 s and would then succeed: an error naming the MCP call's deadline is the 500 ms
+      // callTimeout firing (valet's own tool timeout, 5 s above it, says something else).
+      expect(outcome).toEqual({ content: `ERROR: MCP server "everything": MCP tools/call deadline exceeded`, isError: true })
 
       // A run interrupted in the middle of a long call: the scope closes, the server goes.
       const agent = Agent.make({ name: "mcp", instructions: "", tools })

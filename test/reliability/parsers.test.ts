@@ -79,7 +79,10 @@ const runs = (n: number) => ({ timeout: 120_000, arbitrary: { runs: n } })
 // ---------------------------------------------------------------------------------------------------------
 
 describe("issue 12 reproductions", () => {
-  it("the issue's adversarial replies parse in milliseconds (they froze the process for 6 to 53 s)", () => {
+  // Not timed against a bound: before the fix these inputs took 6 to 53 s each (over 100 s in all, bench/parsers.ts
+  // has the numbers); now all of them together take milliseconds. The test's own timeout, far between the two,
+  // is the bound.
+  it("the issue's adversarial replies parse in milliseconds (they froze the process for 6 to 53 s)", { timeout: 30_000 }, () => {
     const inputs = [
       `score${" ".repeat(3000)}`,
       `score${" ".repeat(5000)}`,
@@ -91,7 +94,6 @@ describe("issue 12 reproductions", () => {
       `${"$".repeat(30_000)}x`,
       "a".repeat(1024 * 1024)
     ]
-    const started = performance.now()
     for (const text of inputs) {
       Parse.parseScore(text, { fallbackToAnyNumber: true })
       Parse.extractJson(text)
@@ -105,8 +107,6 @@ describe("issue 12 reproductions", () => {
       ActorLoopParse.parseOutput(text, undefined)
       Protocol.parseTurn(text)
     }
-    // Not a ratio: a ceiling two orders of magnitude above the linear parsers' time and far below the old one's.
-    expect(performance.now() - started).toBeLessThan(3000)
     expect(Parse.parseScore(inputs[0]!)).toEqual(Result.fail(`no score found in: "score"…`))
     expect(Parse.normalizeAnswer(Parse.finalAnswer(inputs[3]!)!)).toBe(`${"1".repeat(60_000)}x`)
   })

@@ -14,7 +14,7 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as ProcessLayer from "../../src/environment/internal/sandbox/processLayer.js"
 import * as Sandbox from "../../src/environment/Sandbox.js"
-import { bwrapWorks, marker, processesWith } from "../support/processes.js"
+import { bwrapWorks, marker, processesWith, skippedWithoutBwrap } from "../support/processes.js"
 import { escapes } from "../support/sandboxEscapes.js"
 
 const roots: Array<string> = []
@@ -142,6 +142,8 @@ describe("reliability: the escape table", () => {
         expect(results.pytest.exitCode).toBe(0)
         expect(results.pytest.stdout).toContain("1 passed")
       }), { timeout: 30_000 })
+  } else {
+    it.skip(`bwrap blocks every escape attempt and shows only system directories${skippedWithoutBwrap}`, () => {})
   }
 })
 
@@ -190,6 +192,7 @@ describe("reliability: detached children do not hold the run", () => {
     ["process, without pooled uids", { isolation: "process", dropPrivileges: false }],
     ...(bwrapWorks ? [["bwrap", { isolation: "bwrap" }] as const] : [])
   ]
+  if (!bwrapWorks) it.skip(`bwrap: the run answers when the command exits${skippedWithoutBwrap}`, () => {})
 
   for (const [label, options] of modes) {
     it.live(`${label}: the run answers when the command exits, with its exit code, and nothing is left`, () =>
@@ -198,20 +201,18 @@ describe("reliability: detached children do not hold the run", () => {
         const marks = cases("").map(() => marker())
         for (const [i, mark] of marks.entries()) {
           const { name, code, exitCode, stdout } = cases(mark)[i]!
-          const started = Date.now()
           const result = yield* Effect.scoped(Effect.flatMap(
             sandbox.workspace("detached", {}),
             (ws) => sandbox.run(ws, { command: ["python3", "-c", code, mark], timeoutMs: 20_000, diff: false })
           ))
-          const elapsed = Date.now() - started
+          // The children sleep for a minute, past the run's 20 s timeout: a run that waited for them (for the pipes
+          // they hold) would end timed out with 124, not with the command's own exit code.
           expect({ name, exitCode: result.exitCode, timedOut: result.timedOut, stdout: result.stdout }).toEqual({
             name,
             exitCode,
             timedOut: false,
             stdout
           })
-          // Well under the 20 s timeout: the command itself takes ~100 ms.
-          expect(elapsed, name).toBeLessThan(3_000)
           expect(yield* leftAfter(mark), name).toEqual([])
         }
       }), { timeout: 60_000 })
@@ -219,7 +220,10 @@ describe("reliability: detached children do not hold the run", () => {
 
   it.live("a run that does time out still reports 124 and leaves nothing, detached children included", () =>
     Effect.gen(function*() {
-      const sandbox = yield* Sandbox.make({ isolation: "process", workRoot: workRoot("timeout"), graceMs: 200 })
+      // A grace period of a minute, past the test's own timeout: the run must end when the timeout's SIGTERM ends
+      // the command (its detached child reaped then), not after the grace period, the SIGKILL and a wait for the
+      // pipes the child holds (2.7 s with a 200 ms grace before the fix). Told apart by the test's timeout, not timed.
+      const sandbox = yield* Sandbox.make({ isolation: "process", workRoot: workRoot("timeout"), graceMs: 60_000 })
       const mark = marker()
       const code = `import subprocess, sys, time\nsubprocess.Popen(${sleeper(mark)}, start_new_session=True)\ntime.sleep(60)`
       const result = yield* Effect.scoped(Effect.flatMap(
@@ -227,8 +231,6 @@ describe("reliability: detached children do not hold the run", () => {
         (ws) => sandbox.run(ws, { command: ["python3", "-c", code, mark], timeoutMs: 500, diff: false })
       ))
       expect(result).toMatchObject({ exitCode: 124, timedOut: true })
-      // The timeout, not the timeout plus the grace period plus the SIGKILL wait (2.7 s before).
-      expect(result.durationMs).toBeLessThan(2_000)
       expect(yield* leftAfter(mark)).toEqual([])
     }), { timeout: 30_000 })
 })

@@ -121,12 +121,10 @@ describe("ToolVote with real python3 through the Sandbox", () => {
           while ([5, 6, 7, 8].some((loser) => processesWith(loserMark(loser)).length === 0)) yield* Effect.sleep("20 millis")
           return `FINAL: ${["7", "7.0", " 7 ", "$7$"][attempt - 1]}`
         })
-      const started = Date.now()
       const { events, result } = yield* streamed(yield* agentWith({ attempts: 8, earlyStop: 4 }), "p").pipe(
         Effect.provide(ScriptedModel.layer(script))
       )
-      // The losers' programs would sleep for a minute: they were killed, not waited for.
-      expect(Date.now() - started).toBeLessThan(30_000)
+      // The losers' programs would sleep for a minute, past the test's own timeout: they were killed, not waited for.
       for (const loser of [5, 6, 7, 8]) expect(processesWith(loserMark(loser))).toEqual([])
       // The four winners answer at the same moment: whichever vote was counted first gives the answer's form.
       expect(["7", "7.0", "$7$"]).toContain(result.output)

@@ -3,7 +3,7 @@
  * LessonStore tests.
  */
 import { describe } from "@effect/vitest"
-import { Effect, type Layer, type Scope } from "effect"
+import { Cause, Effect, Layer, type Scope } from "effect"
 import type { SqlClient, SqlError } from "effect/sql"
 import { describePostgres } from "./postgres.js"
 
@@ -28,3 +28,27 @@ export const describeOn = <S, E>(backend: Backend<S, E>, name: string, body: () 
   if (backend.name === "postgres") describePostgres(name, body)
   else describe(name, body)
 }
+
+/**
+ * Opens `count` stores at the same moment on a fresh, empty database of `backend`, `rounds` times (a fresh database
+ * each time), as runners started together do; answers why each one that failed to open failed (none, when table
+ * creation does not race).
+ */
+export const openTogether = <S, E>(
+  backend: SqlBackend<S, E>,
+  store: (client: Layer.Layer<SqlClient.SqlClient, SqlError.SqlError>) => Layer.Layer<S, E | SqlError.SqlError>,
+  { count = 3, rounds = 5 }: { readonly count?: number; readonly rounds?: number } = {}
+): Effect.Effect<ReadonlyArray<string>, SqlError.SqlError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const failures: Array<string> = []
+    for (let round = 0; round < rounds; round++) {
+      const client = yield* backend.database
+      const exits = yield* Effect.forEach(
+        Array.from({ length: count }, () => store(client())),
+        (layer) => Effect.exit(Layer.build(layer)),
+        { concurrency: "unbounded" }
+      )
+      for (const exit of exits) if (exit._tag === "Failure") failures.push(Cause.pretty(exit.cause).split("\n")[0]!)
+    }
+    return failures
+  })

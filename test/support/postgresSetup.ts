@@ -17,6 +17,7 @@ import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync }
 import { tmpdir } from "node:os"
 import { delimiter, join } from "node:path"
 import type { TestProject } from "vitest/node"
+import { selectedFilesInclude } from "./selection.js"
 import { freePort } from "./valetProcess.js"
 
 /** What the setup tells test files: a server's URL, or why there is none. */
@@ -72,18 +73,6 @@ export const findBinaries = (): string | undefined => {
     if (existsSync(join(bin, "initdb")) && existsSync(join(bin, "pg_ctl"))) return bin
   }
   return undefined
-}
-
-/** Whether a selected test file uses PostgreSQL (imports `support/postgres`); true when that cannot be told. */
-const selectedFilesUsePostgres = async (project: TestProject): Promise<boolean> => {
-  try {
-    // The CLI's file filters (`vitest run test/core`) are not in vitest's public API; without them every file counts.
-    const filters = (project.vitest as unknown as { readonly filenamePattern?: Array<string> }).filenamePattern
-    const { testFiles } = await project.globTestFiles(filters ?? [])
-    return testFiles.some((file) => readFileSync(file, "utf8").includes("support/postgres"))
-  } catch {
-    return true
-  }
 }
 
 /** A throwaway server: its superuser URL, and how to stop it (synchronous; removes its files). */
@@ -178,7 +167,7 @@ export default async function setup(project: TestProject): Promise<(() => void) 
     return undefined
   }
   const required = process.env["VALET_REQUIRE_POSTGRES"] === "1"
-  if (!(await selectedFilesUsePostgres(project))) {
+  if (!(await selectedFilesInclude(project, ["support/postgres"]))) {
     provide({ _tag: "Unavailable", reason: notSelected })
     return undefined
   }

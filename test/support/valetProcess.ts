@@ -1,7 +1,7 @@
 /**
- * `valet` commands as real processes, for the tests and benchmarks that kill them: started as `node --import tsx
- * src/cli/bin.ts …` (one process, so SIGKILL kills the command itself, not a launcher in front of it), their output
- * kept line by line.
+ * `valet` commands (and the support programs of the tests) as real processes, for the tests and benchmarks that kill
+ * them: started as `node --import tsx src/cli/bin.ts …` (one process, so SIGKILL kills the command itself, not a
+ * launcher in front of it), their output kept line by line.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { createServer } from "node:net"
@@ -23,12 +23,20 @@ export interface ValetProcess {
 }
 
 /** Starts `valet <args>` with `env` added to this process's environment. */
-export const startValet = (args: ReadonlyArray<string>, env: Record<string, string> = {}): ValetProcess => {
-  const child = spawn(process.execPath, ["--import", "tsx", join(root, "src", "cli", "bin.ts"), ...args], {
+export const startValet = (args: ReadonlyArray<string>, env: Record<string, string> = {}): ValetProcess =>
+  startScript(join(root, "src", "cli", "bin.ts"), args, env)
+
+/**
+ * Starts the TypeScript program `script` with `args` the same way (one process, output kept line by line): the
+ * support programs that play a part in a test (`durableRunnerChild.ts`…).
+ */
+export const startScript = (script: string, args: ReadonlyArray<string>, env: Record<string, string> = {}): ValetProcess => {
+  const child = spawn(process.execPath, ["--import", "tsx", script, ...args], {
     cwd: root,
     env: { ...process.env, ...env },
     stdio: ["ignore", "pipe", "pipe"]
   })
+  const name = script.endsWith(join("cli", "bin.ts")) ? `valet ${args[0]}` : `${script.split("/").at(-1)} ${args.join(" ")}`
   const lines: Array<string> = []
   const waiters = new Set<() => void>()
   let code: number | null | undefined
@@ -48,7 +56,7 @@ export const startValet = (args: ReadonlyArray<string>, env: Record<string, stri
       const check = () => {
         const found = lines.find((line) => pattern.test(line))
         if (found !== undefined) return done(() => resolve(found))
-        if (code !== undefined) return done(() => reject(new Error(`valet ${args[0]} exited (${code}) before ${pattern}: ${lines.join("\n")}`)))
+        if (code !== undefined) return done(() => reject(new Error(`${name} exited (${code}) before ${pattern}: ${lines.join("\n")}`)))
       }
       const timer = setTimeout(() => done(() => reject(new Error(`no ${pattern} within ${timeoutMs} ms: ${lines.join("\n")}`))), timeoutMs)
       const done = (then: () => void) => {

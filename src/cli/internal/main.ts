@@ -70,16 +70,55 @@ export const describeFailure = (
   }
 }
 
-/** `Tag: message` of a typed error (the tag is left out when the message already starts with it). */
-const describeError = (error: unknown): string => {
+/**
+ * `Tag: message` of a typed error (the tag is left out when the message already starts with it). An error with no
+ * message of its own (effect's `ServeError`, a `Data.TaggedError` wrapping what went wrong) is described by its
+ * `cause`, so the line never ends at a bare tag; a server that could not listen is described as such.
+ */
+const describeError = (error: unknown, depth = 0): string => {
   if (typeof error !== "object" || error === null) return oneLine(String(error))
+  const listen = describeListenError(error)
+  if (listen !== undefined) return listen
   const tag = "_tag" in error && typeof error._tag === "string" ? error._tag : undefined
   const message = "message" in error && typeof error.message === "string" && error.message !== ""
     ? oneLine(error.message)
     : undefined
-  if (message === undefined) return tag ?? oneLine(String(error))
+  if (message === undefined) {
+    // A cycle of causes, or a very deep chain, ends at the tag rather than looping.
+    const cause = "cause" in error && error.cause !== undefined && depth < 8 ? describeError(error.cause, depth + 1) : undefined
+    const name = tag ?? (error instanceof Error ? error.name : undefined)
+    if (cause === undefined) return name ?? oneLine(String(error))
+    return name === undefined || cause.startsWith(name) ? cause : `${name}: ${cause}`
+  }
   return tag === undefined || message.startsWith(tag) ? message : `${tag}: ${message}`
 }
+
+/**
+ * What Node says when a server cannot listen (its `error` event: `code`, `syscall: "listen"`, `address`, `port`),
+ * found on the error or its cause (effect's `ServeError` wraps it): `port 8787 is in use`, or `cannot listen on
+ * <host>:<port>: <why> (<code>)`. Undefined for any other error.
+ */
+const describeListenError = (error: object): string | undefined => {
+  const found = [error, "cause" in error ? error.cause : undefined].find(isListenError)
+  if (found === undefined) return undefined
+  if (found.code === "EADDRINUSE" && found.port !== undefined) return `port ${found.port} is in use`
+  const where = found.address !== undefined && found.port !== undefined
+    ? `${found.address.includes(":") ? `[${found.address}]` : found.address}:${found.port}`
+    : found.address ?? (found.port !== undefined ? `port ${found.port}` : "the address")
+  // Node's message repeats the syscall, the code and the address: `listen EADDRNOTAVAIL: address not available 10.0.0.1:80`.
+  const why = found.message.replace(/^listen \S+: /, "").replace(/ \S+:\d+$/, "")
+  return `cannot listen on ${where}: ${oneLine(why)}${found.code !== undefined ? ` (${found.code})` : ""}`
+}
+
+// The fields Node sets on a server's `error` event (an `ErrnoException` with the address it tried).
+const ListenError = Schema.Struct({
+  syscall: Schema.Literal("listen"),
+  message: Schema.String,
+  code: Schema.optional(Schema.String),
+  address: Schema.optional(Schema.String),
+  port: Schema.optional(Schema.Number)
+})
+const isListenError = Schema.is(ListenError)
 
 /**
  * Runs `valet` on `args`: the command's own output, then on failure one line on `errors` (and the full cause when

@@ -1,6 +1,6 @@
 /**
- * What the SQL stores share: opening a SQLite file for them (the embedded default), the integer columns of their
- * rows, and a `SqlError` read as one line.
+ * What the SQL stores share: opening a SQLite file for them (the embedded default), creating their tables when
+ * several processes open them at once, the integer columns of their rows, and a `SqlError` read as one line.
  */
 import { Effect, Layer, Schema, SchemaGetter } from "effect"
 import { Reactivity } from "effect/reactivity"
@@ -54,3 +54,25 @@ export const openSqliteFile = <E>(filename: string, fail: (message: string) => E
       Effect.andThen(SqliteClient.make({ filename }).pipe(Effect.mapError((error) => fail(describeSqlError(error)))))
     )
   ).pipe(Layer.provide(Reactivity.layer))
+
+/**
+ * Runs a store's `CREATE … IF NOT EXISTS` statements so that stores opened at the same moment on an empty PostgreSQL
+ * database (runners started together) do not fail each other. `IF NOT EXISTS` looks at the catalog before writing
+ * to it, so two sessions creating the same table can both find it missing, and all but one fail with a unique
+ * violation on `pg_type` / `pg_class` (23505) or "already exists" (42P07): 33 of 60 stores built three at a time
+ * did, here. On PostgreSQL the statements therefore run in one transaction that first takes a transaction-scoped
+ * advisory lock named after the table: the others wait for it, then find the table there. SQLite serializes
+ * writers itself: there they run as they are.
+ */
+export const createTables = <A, R>(
+  sql: SqlClient.SqlClient,
+  table: string,
+  statements: Effect.Effect<A, SqlError.SqlError, R>
+): Effect.Effect<A, SqlError.SqlError, R> =>
+  sql.onDialectOrElse({
+    pg: () =>
+      sql.withTransaction(
+        Effect.andThen(sql`SELECT pg_advisory_xact_lock(hashtext(${`valet create table ${table}`}))`, statements)
+      ),
+    orElse: () => statements
+  })

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { ConfigProvider, Effect, Layer } from "effect"
 import { Command } from "effect/cli"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -14,6 +14,7 @@ import * as ScriptedModel from "../../../src/core/ScriptedModel.js"
 import * as Sandbox from "../../../src/environment/Sandbox.js"
 import * as StateStore from "../../../src/environment/StateStore.js"
 import * as TrajectoryStore from "../../../src/environment/TrajectoryStore.js"
+import { testIsolation } from "../../support/processes.js"
 
 const dir = mkdtempSync(join(tmpdir(), "valet-cli-actor-loop-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -121,7 +122,12 @@ describe("valet actor-loop and valet state dump (commands)", () => {
       const outputs = memoryOutput()
       const actorLoop = makeCommand(() => scripted, () => outputs)
       const root = Command.make("valet").pipe(Command.withSubcommands([actorLoop, stateCommand]))
-      const run = Command.runWith(root, { version: "test" })
+      // The command's sandbox reads VALET_SANDBOX_ISOLATION: where bubblewrap does not work, the test opts into plain
+      // processes the way a user would (the sandbox fails closed and would refuse to build).
+      const run = (args: ReadonlyArray<string>) =>
+        Command.runWith(root, { version: "test" })(args).pipe(
+          Effect.provide(ConfigProvider.layer(ConfigProvider.fromEnv({ env: { ...process.env, VALET_SANDBOX_ISOLATION: testIsolation } })))
+        )
       const stateDb = join(dir, "real", "state.sqlite3")
       const trajectories = join(dir, "real", "trajectories")
       yield* run([

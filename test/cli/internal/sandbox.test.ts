@@ -5,7 +5,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { commandSandbox, processModeWarning } from "../../../src/cli/internal/sandbox.js"
 import * as Sandbox from "../../../src/environment/Sandbox.js"
-import { bwrapWorks } from "../../support/processes.js"
+import { bwrapWorks, skippedWithoutBwrap } from "../../support/processes.js"
 
 const workRoot = mkdtempSync(join(tmpdir(), "valet-cli-sandbox-"))
 
@@ -28,7 +28,7 @@ describe("cli sandbox", () => {
       expect(lines).toEqual([processModeWarning])
     }))
 
-  it.live.skipIf(!bwrapWorks)("says nothing when commands run in bubblewrap", () =>
+  it.live.skipIf(!bwrapWorks)(`says nothing when commands run in bubblewrap${skippedWithoutBwrap}`, () =>
     Effect.gen(function*() {
       const { isolation, lines } = yield* build({})
       expect(isolation).toBe("bwrap")

@@ -8,7 +8,9 @@
  * - PostgreSQL: any number of runner processes, each serving a share of the workflows' shards on a socket
  *   (`NodeClusterSocket`), and clients (the process that starts an evaluation) that only send. Shard locks are
  *   PostgreSQL advisory locks, released by the server the moment a killed runner's connection closes; the other
- *   runners notice the dead one by pinging it, take its shards and resume its workflows from the stored messages.
+ *   runners notice the dead one by pinging it, take its shards and resume its workflows from the stored messages;
+ *   when none notices, its registration expires after `shardLockExpiration` (10 s here: see
+ *   `defaultShardLockExpiration`).
  *
  * `@effect/sql-pg` is an optional peer: it is loaded when a PostgreSQL engine is built, so a user on SQLite does not
  * need it.
@@ -133,10 +135,28 @@ export interface RunnerOptions extends PostgresOptions {
   readonly healthCheckInterval?: Duration.Input | undefined
   /** How often stored messages are looked for, the latest a taken-over workflow resumes (default 1 s). */
   readonly pollInterval?: Duration.Input | undefined
+  /**
+   * How long a runner that stopped (killed, frozen, cut off from PostgreSQL) keeps its workflows at most before the
+   * others take them over (default 10 s; effect/cluster's own default is 35 s). Its registration expires this long
+   * after its last heartbeat, and PostgreSQL ends its lock session after this long idle; it refreshes both every
+   * third of it. Shorter moves work sooner, but a runner whose process stalls that long loses its shards.
+   */
+  readonly shardLockExpiration?: Duration.Input | undefined
 }
 
 /** The default port of a runner. */
 export const defaultRunnerPort = 34431
+
+/**
+ * How long a stopped runner keeps its workflows at most, by default. A runner that is killed usually has its work
+ * taken over within about 3 s: its connections close, so PostgreSQL releases its shard locks at once, and another
+ * runner, pinging it every second, finds it gone. But the runner that does the pinging is itself one of them (a
+ * cluster singleton): when nobody notices, the dead runner stays registered until its last heartbeat is older than
+ * the shard lock expiration — effect/cluster's 35 s, measured here in half of the kills. 10 s bounds that case to
+ * about 12 s (expiry, then the next assignment refresh and message poll, 1 s each) while leaving a live runner
+ * three heartbeats (every 3.3 s) to miss before it loses its shards.
+ */
+export const defaultShardLockExpiration: Duration.Duration = Duration.seconds(10)
 
 // Connected and asked once here: effect/cluster's storage treats a failed query as a defect, so a server that is not
 // there would otherwise end the process with "unexpected error" instead of this one line naming it.
@@ -170,7 +190,10 @@ export const serverOf = (url: string): string => {
 const intervals = (options: RunnerOptions) => ({
   runnerHealthCheckInterval: options.healthCheckInterval ?? Duration.seconds(1),
   entityMessagePollInterval: options.pollInterval ?? Duration.seconds(1),
-  refreshAssignmentsInterval: Duration.seconds(1)
+  refreshAssignmentsInterval: Duration.seconds(1),
+  // The refresh follows: effect/cluster refreshes every third of the expiration when that is sooner than
+  // shardLockRefreshInterval (10 s).
+  shardLockExpiration: options.shardLockExpiration ?? defaultShardLockExpiration
 })
 
 /**

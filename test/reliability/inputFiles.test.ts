@@ -10,8 +10,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { truncateSync } from "node:fs"
 import { join } from "node:path"
 import { storeFailureAsError } from "../../src/cli/internal/durable.js"
 import { describeFailure } from "../../src/cli/internal/main.js"
@@ -19,17 +18,9 @@ import * as Durable from "../../src/rollouts/Durable.js"
 import { valet } from "../support/cli.js"
 import * as LoopbackServer from "../support/openAiServer.js"
 import { damageMiddlePages } from "../support/sqliteFiles.js"
+import { tempDir as makeTempDir } from "../support/tempDir.js"
 
-const tempDir = Effect.acquireRelease(
-  Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-input-files-"))),
-  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
-).pipe(Effect.map((dir) => ({
-  dir,
-  write: (name: string, text: string) => {
-    writeFileSync(join(dir, name), text)
-    return join(dir, name)
-  }
-})))
+const tempDir = makeTempDir("valet-input-files-")
 
 const agents = "model: { provider: scripted, replies: [hi] }\nagents:\n  a: { instructions: x }\n"
 

@@ -15,29 +15,19 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { valet } from "../../support/cli.js"
 import * as LoopbackServer from "../../support/openAiServer.js"
 import { startValet } from "../../support/valetProcess.js"
+import { tempDir as makeTempDir } from "../../support/tempDir.js"
 
 /** What the loopback server's model answers (8 words). */
 const answer = "Word0 word1 word2 word3 word4 word5 word6 word7"
 
 const root = join(import.meta.dirname, "..", "..", "..")
 
-/** A temporary directory, removed with the scope; `write` puts a file in it and answers its path. */
-const tempDir = Effect.acquireRelease(
-  Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-http-models-"))),
-  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
-).pipe(Effect.map((dir) => ({
-  dir,
-  write: (name: string, text: string) => {
-    writeFileSync(join(dir, name), text)
-    return join(dir, name)
-  }
-})))
+const tempDir = makeTempDir("valet-http-models-")
 
 const paths = (server: LoopbackServer.LoopbackServer) => server.requests.map((request) => `${request.method} ${request.path}`)
 /** The requests but the pool's health probes. */

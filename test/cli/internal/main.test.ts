@@ -3,25 +3,16 @@
  * bare tag `valet serve: ServeError` (effect's `ServeError` has no message of its own; the cause only showed with
  * `--verbose`); now the port in use, or the address and Node's reason, are on the line.
  */
-import { NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, Data, Effect } from "effect"
 import { HttpServerError } from "effect/http"
 import { createServer } from "node:net"
 import { join } from "node:path"
-import { describeFailure, main } from "../../../src/cli/internal/main.js"
+import { describeFailure } from "../../../src/cli/internal/main.js"
+import { valet } from "../../support/cli.js"
 
 const example = join(import.meta.dirname, "..", "..", "..", "examples", "serve", "valet.yaml")
 
-/** Runs `valet args` in this process: its exit code and its stderr lines. */
-const valet = (args: ReadonlyArray<string>) =>
-  Effect.gen(function*() {
-    const errors: Array<string> = []
-    const code = yield* main(args, { line: (text) => Effect.sync(() => void errors.push(...text.split("\n"))) }).pipe(
-      Effect.provide(NodeServices.layer)
-    )
-    return { code, errors }
-  })
 
 /** A loopback port held by another server until the scope closes. */
 const busyPort = Effect.acquireRelease(

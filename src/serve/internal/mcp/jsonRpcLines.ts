@@ -82,16 +82,9 @@ export const lineSplitter = (maxBytes: number): LineSplitter => {
   return { push, end }
 }
 
-const concat = (parts: ReadonlyArray<Uint8Array>, length: number): Uint8Array => {
-  if (parts.length === 1) return parts[0]!
-  const bytes = new Uint8Array(length)
-  let offset = 0
-  for (const part of parts) {
-    bytes.set(part, offset)
-    offset += part.length
-  }
-  return bytes
-}
+// One line from the pieces it arrived in (no copy when it came whole).
+const concat = (parts: ReadonlyArray<Uint8Array>, length: number): Uint8Array =>
+  parts.length === 1 ? parts[0]! : Buffer.concat(parts, length)
 
 // ---------------------------------------------------------------------------------------------------------
 // Messages

@@ -39,13 +39,15 @@ export interface GuardOptions extends Guard.LayerOptions {}
  * @category middleware
  * @example
  * ```ts
- * import { HttpRouter } from "effect/http"
- * import { Layer } from "effect"
+ * import { Config, Effect, Layer } from "effect"
+ * import type { HttpRouter } from "effect/http"
  * import * as Server from "valet/Server"
  *
- * // Your own routes, behind the same token and limits as valet's.
+ * // Your own routes, behind the same token and limits as valet's (the token read with `Config`, so a missing
+ * // variable is an error, not an open server).
  * const guarded = (routes: Layer.Layer<never, never, HttpRouter.HttpRouter>) =>
- *   Layer.mergeAll(routes, Server.guard({ token: process.env.VALET_TOKEN, allowedHosts: ["localhost"] }))
+ *   Layer.unwrap(Effect.map(Config.Redacted("VALET_TOKEN"), (token) =>
+ *     Layer.mergeAll(routes, Server.guard({ token, allowedHosts: ["localhost"] }))))
  * ```
  */
 export const guard = (options: GuardOptions): Layer.Layer<never, never, HttpRouter.HttpRouter> =>

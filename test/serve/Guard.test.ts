@@ -5,7 +5,12 @@
  * their route.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { Context, Effect, Layer } from "effect"
+import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
+import { createServer } from "node:http"
+import * as Guard from "../../src/serve/internal/guard.js"
+import * as Server from "../../src/serve/Server.js"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import { rawGet, rawRequest } from "../support/rawHttp.js"
 import { scriptedAgent, serveAgents } from "../support/serve.js"
@@ -121,7 +126,7 @@ describe("Server guard", () => {
       expect(signIn.headers["location"]).toBe("/")
       expect(signIn.setCookies).toHaveLength(1)
       const cookie = signIn.setCookies[0]!
-      expect(cookie).toMatch(/^valet_session=[^;]+; Path=\/; HttpOnly; SameSite=Strict/i)
+      expect(cookie).toMatch(/^valet_session=\d+\.[A-Za-z0-9_-]{43}; Max-Age=43200; Path=\/; HttpOnly; SameSite=Strict$/i)
       expect(cookie).not.toContain(token)
       const pair = cookie.split(";")[0]!
       const page = yield* get(port, "/", { Cookie: pair })
@@ -178,6 +183,10 @@ describe("Server guard", () => {
       const v1 = yield* get(port, "/v1/nope", auth)
       expect(v1.status).toBe(404)
       expect(JSON.parse(v1.body)).toMatchObject({ error: { type: "invalid_request_error", message: "no route GET /v1/nope" } })
+      // The shape follows the route as the router reads the path (case, trailing slash, percent-encoding).
+      for (const target of ["/V1/nope", "/v1/nope/", "/%76%31/nope"]) {
+        expect({ target, body: JSON.parse((yield* get(port, target, auth)).body) }).toMatchObject({ target, body: { error: { type: "invalid_request_error" } } })
+      }
       const v1Unauthorized = yield* get(port, "/v1/models")
       expect(JSON.parse(v1Unauthorized.body)).toMatchObject({ error: { type: "authentication_error" } })
 
@@ -230,4 +239,40 @@ describe("Server guard", () => {
       expect(badLimit.status).toBe(400)
       expect(JSON.parse(badLimit.body)).toMatchObject({ _tag: "BadRequest", message: expect.stringContaining("limit") })
     }).pipe(Effect.scoped), 60_000)
+
+  it("a sign-in is bound to the guard that issued it and expires after 12 hours", () => {
+    const sessions = Guard.makeSessions(token)
+    const issued = sessions.issue(1_000_000)
+    expect(sessions.check(issued, 1_000_000)).toBe(true)
+    expect(sessions.check(issued, 1_000_000 + Guard.sessionMaxAgeSeconds * 1000 - 1)).toBe(true)
+    expect(sessions.check(issued, 1_000_000 + Guard.sessionMaxAgeSeconds * 1000)).toBe(false)
+    // Issued in the future, reissued under another time, by another server with the same token, or garbled.
+    expect(sessions.check(issued, 999_999)).toBe(false)
+    expect(sessions.check(issued.replace(/^\d+/, "1000001"), 1_000_001)).toBe(false)
+    expect(Guard.makeSessions(token).check(issued, 1_000_000)).toBe(false)
+    for (const garbled of ["", ".", issued + "x", issued.slice(0, -1), `${issued}.${issued}`]) expect(sessions.check(garbled, 1_000_000)).toBe(false)
+  })
+
+  it.live("an app's own routes behind Server.guard: no request without the token reaches them, whatever the router would match (a HEAD route, a case-sensitive config)", () =>
+    Effect.gen(function*() {
+      const hits: Array<string> = []
+      const routes = Layer.mergeAll(
+        // Any method, so HEAD /health matches it before the router's fallback to GET could.
+        HttpRouter.add("*", "/:id", (request) => Effect.sync(() => (hits.push(`${request.method} ${request.url}`), HttpServerResponse.text("secret")))),
+        HttpRouter.add("GET", "/health/", (request) => Effect.sync(() => (hits.push(`GET ${request.url}`), HttpServerResponse.text("secret2")))),
+        Server.guard({ token })
+      )
+      const server = HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true, routerConfig: { caseSensitive: true, ignoreTrailingSlash: false } }).pipe(
+        Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: 0, host: "127.0.0.1" }))
+      )
+      const context = yield* Layer.build(server)
+      const port = (Context.get(context, HttpServer.HttpServer).address as unknown as { readonly port: number }).port
+      for (const [method, target] of [["HEAD", "/health"], ["GET", "/HEALTH"], ["GET", "/Health"], ["GET", "/health/"], ["GET", "/other"], ["HEAD", "/other"]] as const) {
+        const response = yield* get(port, target, {}, method)
+        expect({ method, target, ok: response.status === 401 || (response.status === 200 && !response.body.includes("secret")) })
+          .toEqual({ method, target, ok: true })
+      }
+      expect(hits).toEqual([])
+      expect((yield* get(port, "/other", { Authorization: `Bearer ${token}` })).body).toBe("secret")
+    }).pipe(Effect.scoped), 30_000)
 })

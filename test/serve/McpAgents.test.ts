@@ -197,7 +197,7 @@ describe("valet mcp", () => {
   it.live("HTTP: --http applies valet serve's guard: the token (server.tokenEnv) on /mcp, the Host allow-list; refusals are JSON-RPC errors", () =>
     Effect.gen(function*() {
       const path = yield* configFile(`${config}\nserver: { tokenEnv: VALET_MCP_TEST_TOKEN }\n`)
-      const { url } = yield* httpServer(path, { VALET_MCP_TEST_TOKEN: "mcp-s3cret" })
+      const { url } = yield* httpServer(path, { VALET_MCP_TEST_TOKEN: "mcp-s3cret-0123456789" })
       const port = Number(new URL(url).port)
       const initializeBody = JSON.stringify({
         jsonrpc: "2.0",
@@ -221,11 +221,11 @@ describe("valet mcp", () => {
         expect(JSON.parse(refused.body)).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600 } })
       }
       expect((yield* request({ Authorization: "Bearer wrong" })).status).toBe(401)
-      expect((yield* request({ Authorization: "Bearer mcp-s3cret", Host: `evil.example:${port}` })).status).toBe(421)
-      expect((yield* request({ Authorization: "Bearer mcp-s3cret", Origin: "http://evil.example" })).status).toBe(403)
+      expect((yield* request({ Authorization: "Bearer mcp-s3cret-0123456789", Host: `evil.example:${port}` })).status).toBe(421)
+      expect((yield* request({ Authorization: "Bearer mcp-s3cret-0123456789", Origin: "http://evil.example" })).status).toBe(403)
       expect((yield* Effect.promise(() => rawGet(port, "/health"))).status).toBe(200)
       // The SDK client with the token works as before.
-      const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: "Bearer mcp-s3cret" } } })
+      const transport = new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: { authorization: "Bearer mcp-s3cret-0123456789" } } })
       const client = yield* connect(transport)
       const { tools } = yield* Effect.promise(() => client.listTools())
       expect(tools.map((tool) => tool.name)).toEqual(["assistant", "writer", "broken"])

@@ -276,6 +276,16 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
       const tools = [{ type: "function", function: { name: "weather", parameters: { type: "object" } } }]
       expect(yield* ask({ tools })).toMatchObject({ status: 400, param: "tools", code: "unsupported_parameter" })
       expect(yield* ask({ tool_choice: "required" })).toMatchObject({ status: 400, param: "tool_choice" })
+      // A deeply nested value is named by its kind, not serialized back (that overflowed the stack: a 500).
+      const nested = yield* Effect.promise(() =>
+        fetch(`${url}/v1/chat/completions`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: `{"model":"quiet","messages":[{"role":"user","content":"Hi."}],"tool_choice":${"[".repeat(200_000)}${"]".repeat(200_000)}}`
+        }).then(async (response) => ({ status: response.status, body: await response.json() as { error: { param: string; message: string } } }))
+      )
+      expect(nested).toMatchObject({ status: 400, body: { error: { param: "tool_choice" } } })
+      expect(nested.body.error.message).toContain("got an array")
       expect(yield* ask({ functions: [{ name: "weather", parameters: {} }] })).toMatchObject({ status: 400, param: "functions" })
       expect(yield* ask({ logprobs: true })).toMatchObject({ status: 400, param: "logprobs" })
       expect(yield* ask({ modalities: ["text", "audio"] })).toMatchObject({ status: 400, param: "modalities" })

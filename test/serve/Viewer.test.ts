@@ -75,6 +75,8 @@ describe("Viewer", () => {
       const url = yield* serve
       const response = yield* Effect.promise(() => fetch(`${url}/`))
       expect(response.headers.get("content-type")).toBe("text/html; charset=utf-8")
+      expect(response.headers.get("x-frame-options")).toBe("DENY")
+      expect(response.headers.get("content-security-policy")).toContain("frame-ancestors 'none'")
       const html = yield* Effect.promise(() => response.text())
       expect(html).toBe(Viewer.html)
       expect(html).not.toMatch(/(src|href)=["']?(https?:)?\/\//)

@@ -17,7 +17,7 @@ import * as AgentConfig from "../../serve/AgentConfig.js"
 import * as Agents from "../../serve/Agents.js"
 import * as McpAgents from "../../serve/McpAgents.js"
 import * as Server from "../../serve/Server.js"
-import { guardSettings } from "./serverGuard.js"
+import { exposureWarning, guardSettings } from "./serverGuard.js"
 import { version } from "./version.js"
 
 const note = (text: string) => Effect.sync(() => void process.stderr.write(`${text}\n`))
@@ -82,6 +82,8 @@ export const mcpCommand = Command.make(
       const host = Option.getOrElse(values.host, () => loaded.config.server.host)
       const port = Option.getOrElse(values.port, () => loaded.config.server.port)
       const guard = yield* guardSettings(loaded, host)
+      const warning = exposureWarning("valet mcp", guard, host)
+      if (warning !== undefined) yield* note(warning)
       const server = HttpRouter.serve(httpApp(options, guard).pipe(Layer.provide(agents)), {
         disableLogger: true,
         disableListenLog: true

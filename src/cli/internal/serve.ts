@@ -12,7 +12,7 @@ import * as AgentConfig from "../../serve/AgentConfig.js"
 import * as Agents from "../../serve/Agents.js"
 import * as Server from "../../serve/Server.js"
 import * as Telemetry from "../../serve/Telemetry.js"
-import { guardSettings } from "./serverGuard.js"
+import { exposureWarning, guardSettings } from "./serverGuard.js"
 
 const note = (text: string) => Effect.sync(() => void process.stderr.write(`${text}\n`))
 
@@ -41,6 +41,8 @@ export const serveCommand = Command.make(
       const settings = loaded.config.server
       const host = Option.getOrElse(values.host, () => settings.host)
       const guard = yield* guardSettings(loaded, host)
+      const warning = exposureWarning("valet serve", guard, host)
+      if (warning !== undefined) yield* note(warning)
       const agents = Layer.effect(Agents.Agents, AgentConfig.build(loaded)).pipe(Layer.provide(NodeHttpClient.layerUndici))
       const server = Server.layerNode({
         ...guard,

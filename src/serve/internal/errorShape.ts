@@ -26,7 +26,7 @@ const tags: Readonly<Record<number, string>> = {
 
 /**
  * The path of a request target as the router reads it (for choosing the error shape): the path of an absolute-form
- * target, cut at `?`, `#` or `;`, duplicate slashes as one.
+ * target, cut at `?`, `#` or `;`, duplicate slashes as one, percent-decoded, lower-cased, no trailing slash.
  */
 const pathOf = (url: string): string => {
   let path = url
@@ -38,7 +38,14 @@ const pathOf = (url: string): string => {
     }
   }
   const cut = path.search(/[?#;]/)
-  return (cut === -1 ? path : path.slice(0, cut)).replace(/\/{2,}/g, "/")
+  // The router ignores case and a trailing slash, and matches percent-decoded paths.
+  let routed = (cut === -1 ? path : path.slice(0, cut)).replace(/\/{2,}/g, "/")
+  try {
+    routed = decodeURIComponent(routed)
+  } catch {
+    // Not percent-encoding: the path as it is.
+  }
+  return routed.toLowerCase().replace(/(.)\/$/, "$1")
 }
 
 /** The error shapes: valet's, OpenAI's, JSON-RPC's. */
@@ -85,7 +92,7 @@ const textOf = (body: HttpBody.HttpBody): string | undefined =>
 const defaultMessage = (request: HttpServerRequest.HttpServerRequest, status: number): string => {
   switch (status) {
     case 404:
-      return `no route ${request.method} ${pathOf(request.url).slice(0, 200)}`
+      return `no route ${request.method} ${request.url.split(/[?#]/)[0]!.slice(0, 200)}`
     case 500:
       return "the server failed to answer this request"
     case 503:

@@ -2,14 +2,15 @@
  * The rules every listening route shares (DESIGN §12): the bearer token, the viewer's sign-in cookie, the
  * Host / Origin allow-list and the body cap, in one global `HttpRouter` middleware.
  *
- * Why a global middleware that routes for itself: a route-level check only guards the routes it was provided to
- * (a later protocol group could forget it), while a check on the raw URL is fooled by whatever the router ignores
- * (`/runs#/health`, `/runs/x;/health`). So the guard denies by default and lets a request through without the token
- * only when *the same matcher the router uses* (`FindMyWay`, same config) routes it to a public route — exactly
- * `GET /health` (and `HEAD`, which the router answers from `GET`).
+ * Why a global middleware that fails closed: a route-level check only guards the routes it was provided to (a later
+ * protocol group could forget it), and a check on the raw URL is fooled by whatever the router ignores
+ * (`/runs#/health`, `/runs/x;/health`). So a request without the token never reaches the router: the guard matches
+ * it against the public routes with the router's own matcher (`FindMyWay`) and answers `GET` / `HEAD /health` and
+ * the viewer's sign-in itself, and everything else with 401. Whatever the router would have done with the request
+ * (another `HEAD` route, a case-sensitive config) cannot open a route.
  */
-import { createHash, createHmac, timingSafeEqual } from "node:crypto"
-import { ByteSize, Effect, Layer, Redacted } from "effect"
+import { createHash, createHmac, randomBytes, timingSafeEqual } from "node:crypto"
+import { ByteSize, Clock, Effect, Layer, Redacted } from "effect"
 import { FindMyWay, HttpIncomingMessage, HttpRouter, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { defaultShapeOf, errorResponse as shapedError, type Shape } from "./errorShape.js"
 
@@ -69,9 +70,26 @@ const digest = (text: string): Buffer => createHash("sha256").update(text).diges
 /** Compares two secrets in constant time over their digests: no early exit on length or on the first difference. */
 export const sameSecret = (given: string, expected: Buffer): boolean => timingSafeEqual(digest(given), expected)
 
-/** The cookie value a signed-in viewer holds: derived from the token, never the token itself. */
-const sessionValue = (token: string): string =>
-  createHmac("sha256", token).update("valet viewer session v1").digest("base64url")
+/** How long a viewer's sign-in lasts. */
+export const sessionMaxAgeSeconds = 12 * 60 * 60
+
+/**
+ * The viewer's sign-in: `<issued at, ms>.<MAC>`, the MAC keyed by the token and a random key made when the guard is,
+ * so a cookie is worth nothing to another server or after a restart, proves nothing about the token, and expires.
+ */
+export const makeSessions = (token: string) => {
+  const key = createHmac("sha256", randomBytes(32)).update(token).digest()
+  const mac = (issuedAt: string) => createHmac("sha256", key).update(`valet viewer session v2 ${issuedAt}`).digest("base64url")
+  return {
+    issue: (now: number): string => `${now}.${mac(String(now))}`,
+    check: (cookie: string, now: number): boolean => {
+      const match = /^(\d{1,15})\.([A-Za-z0-9_-]{43})$/.exec(cookie)
+      if (match === null) return false
+      const issuedAt = Number(match[1])
+      return sameSecret(match[2]!, digest(mac(match[1]!))) && issuedAt <= now && now - issuedAt < sessionMaxAgeSeconds * 1000
+    }
+  }
+}
 
 const bearerOf = (header: string | undefined): string | undefined => {
   if (header === undefined) return undefined
@@ -83,8 +101,12 @@ const bearerOf = (header: string | undefined): string | undefined => {
 export const layer = (options: LayerOptions): Layer.Layer<never, never, HttpRouter.HttpRouter> => {
   const maxBodyBytes = options.maxBodyBytes ?? 1_048_576
   const token = options.token === undefined ? undefined : Redacted.value(typeof options.token === "string" ? Redacted.make(options.token) : options.token)
+  if (token !== undefined && (token === "" || token.trim() !== token)) {
+    // A blank token would open the server to anyone who sends none; one with spaces around it cannot be sent.
+    return Layer.effectDiscard(Effect.die(new Error("Server.guard: the token must not be empty or start or end with white space")))
+  }
   const tokenDigest = token === undefined ? undefined : digest(token)
-  const sessionDigest = token === undefined ? undefined : digest(sessionValue(token))
+  const sessions = token === undefined ? undefined : makeSessions(token)
   const shapeOf = options.errorShape ?? defaultShapeOf
   const errorResponse = (
     request: HttpServerRequest.HttpServerRequest,
@@ -93,40 +115,45 @@ export const layer = (options: LayerOptions): Layer.Layer<never, never, HttpRout
     message: string
   ) => shapedError(request, status, tag, message, undefined, shapeOf)
   const allowed = options.allowedHosts === undefined || options.allowedHosts === "*" ? undefined : new Set(options.allowedHosts.map(normalizeHost))
+  // The public routes, matched by the router's matcher with its default config.
+  const publicRoutes = FindMyWay.make<"health" | "viewer">({})
+  publicRoutes.on(["GET", "HEAD"], "/health", "health")
+  if (options.viewer === true) publicRoutes.on("GET", "/", "viewer")
+  const health = HttpServerResponse.jsonUnsafe({ status: "ok" })
   return HttpRouter.middleware((httpEffect) =>
     Effect.gen(function*() {
       const request = yield* HttpServerRequest.HttpServerRequest
-      const config = yield* HttpRouter.RouterConfig
-      // The public routes, matched exactly as the router will match the request.
-      const publicRoutes = FindMyWay.make<"health" | "viewer">(config)
-      publicRoutes.on("GET", "/health", "health")
-      if (options.viewer === true) publicRoutes.on("GET", "/", "viewer")
-      const routed = publicRoutes.find(request.method, request.url) ??
-        (request.method === "HEAD" ? publicRoutes.find("GET", request.url) : undefined)
-
       const hostProblem = checkHosts(request, allowed)
       if (hostProblem !== undefined) return errorResponse(request, hostProblem.status, hostProblem.tag, hostProblem.message)
 
-      if (tokenDigest !== undefined && routed?.handler !== "health") {
+      if (tokenDigest !== undefined) {
+        const now = yield* Clock.currentTimeMillis
         const bearer = bearerOf(request.headers["authorization"])
         const cookie = request.cookies[cookieName]
-        const signedIn = (bearer !== undefined && sameSecret(bearer, tokenDigest)) ||
-          (cookie !== undefined && sameSecret(cookie, sessionDigest!))
+        const signedIn = (bearer !== undefined && sameSecret(bearer, tokenDigest)) || (cookie !== undefined && sessions!.check(cookie, now))
         if (!signedIn) {
+          // Nothing without the token reaches the router: the public routes are answered here.
+          const routed = publicRoutes.find(request.method, request.url)
+          if (routed?.handler === "health") return health
           // The viewer signs in once with `/?token=…`: a cookie, then the page without the token in its address.
           const query = routed?.handler === "viewer" ? routed.searchParams["token"] : undefined
           if (typeof query === "string" && sameSecret(query, tokenDigest)) {
             return HttpServerResponse.empty({ status: 303, headers: { location: "/", "cache-control": "no-store" } }).pipe(
-              HttpServerResponse.setCookieUnsafe(cookieName, sessionValue(token!), { httpOnly: true, sameSite: "strict", path: "/" })
+              HttpServerResponse.setCookieUnsafe(cookieName, sessions!.issue(now), {
+                httpOnly: true,
+                sameSite: "strict",
+                path: "/",
+                maxAge: `${sessionMaxAgeSeconds} seconds`
+              })
             )
           }
           return errorResponse(
             request,
             401,
             "Unauthorized",
-            bearer === undefined && cookie === undefined && query === undefined
+            request.headers["authorization"] === undefined && cookie === undefined && query === undefined
               ? "this server needs a bearer token: send Authorization: Bearer <token> (the viewer: open /?token=<token> once)"
-              : "the token is not this server's"
+              : "the token is not this server's, or the sign-in has expired"
           ).pipe(HttpServerResponse.setHeader("www-authenticate", "Bearer"))
         }
       }

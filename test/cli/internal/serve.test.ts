@@ -60,12 +60,18 @@ describe("valet serve", () => {
       )
       const path = join(dir, "valet.yaml")
       writeFileSync(path, "model: { provider: scripted, replies: [hi] }\nagents:\n  a: { instructions: x }\nserver: { tokenEnv: VALET_TEST_TOKEN }\n")
-      const { url } = yield* serve(["--config", path], { VALET_TEST_TOKEN: "t0ken" })
+      const { url } = yield* serve(["--config", path], { VALET_TEST_TOKEN: "t0ken-0123456789abcdef" })
       expect((yield* Effect.promise(() => fetch(`${url}/agents`))).status).toBe(401)
-      expect((yield* Effect.promise(() => fetch(`${url}/agents`, { headers: { authorization: "Bearer t0ken" } }))).status).toBe(200)
+      expect((yield* Effect.promise(() => fetch(`${url}/agents`, { headers: { authorization: "Bearer t0ken-0123456789abcdef" } }))).status).toBe(200)
       const unset = spawnSync(tsx, [bin, "serve", "--config", path], { encoding: "utf8", env: { ...process.env, VALET_TEST_TOKEN: "" } })
       expect(unset.status).toBe(2)
       expect(unset.stderr.trim()).toBe(`valet serve: ${path}: server.tokenEnv names VALET_TEST_TOKEN, which is not set in the environment`)
+      // A short or padded token is refused: one line, exit code 2.
+      for (const [token, why] of [["t0ken", "is 5 characters long, fewer than 16"], [" t0ken-0123456789abcdef", "starts or ends with white space"]] as const) {
+        const weak = spawnSync(tsx, [bin, "serve", "--config", path], { encoding: "utf8", env: { ...process.env, VALET_TEST_TOKEN: token } })
+        expect(weak.status).toBe(2)
+        expect(weak.stderr.trim()).toBe(`valet serve: ${path}: server.tokenEnv names VALET_TEST_TOKEN, whose token ${why}: use a random one (openssl rand -hex 32)`)
+      }
     }).pipe(Effect.scoped), 30_000)
 
   it.live("the token guards every route of the real command, however the target is written; server.allowedHosts names the hosts", () =>
@@ -80,12 +86,12 @@ describe("valet serve", () => {
         "model: { provider: scripted, replies: [hi] }\nagents:\n  a: { instructions: x }\n" +
           "server: { tokenEnv: VALET_TEST_TOKEN, allowedHosts: [agents.internal, 127.0.0.1] }\n"
       )
-      const { url } = yield* serve(["--config", path], { VALET_TEST_TOKEN: "t0ken" })
+      const { url } = yield* serve(["--config", path], { VALET_TEST_TOKEN: "t0ken-0123456789abcdef" })
       const port = Number(new URL(url).port)
       for (const target of ["/runs#/health", "/agents#/health", "/openapi.json#/health", "/v1/models#/health", "/#/health", "/runs;/health"]) {
         expect({ target, status: (yield* Effect.promise(() => rawGet(port, target))).status }).toEqual({ target, status: 401 })
       }
-      const auth = { Authorization: "Bearer t0ken" }
+      const auth = { Authorization: "Bearer t0ken-0123456789abcdef" }
       expect((yield* Effect.promise(() => rawGet(port, "/agents", { ...auth, Host: "agents.internal" }))).status).toBe(200)
       expect((yield* Effect.promise(() => rawGet(port, "/agents", { ...auth, Host: `localhost:${port}` }))).status).toBe(421)
       const badPath = join(dir, "bad.yaml")

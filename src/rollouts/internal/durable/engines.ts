@@ -88,7 +88,8 @@ export const endOnStoreFailure = (filename: string): Layer.Layer<WorkflowEngine.
       Effect.catch((error) => Effect.sync(() => void (failure = sqliteFailure(filename, error, "run")))),
       Effect.forkScoped
     )
-    const failed = Effect.flatMap(Fiber.await(watcher), () => Effect.die(failure!))
+    // The watcher also ends when the scope closes (interrupted): that is no store failure, and the race goes on.
+    const failed = Effect.flatMap(Fiber.await(watcher), () => failure !== undefined ? Effect.die(failure) : Effect.never)
     const guard = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
       Effect.suspend(() => failure !== undefined ? Effect.die(failure) : Effect.raceFirst(effect, failed)).pipe(
         // The storage error may reach the workflow (as effect/cluster's PersistenceError) a moment before the watcher

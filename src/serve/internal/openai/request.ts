@@ -112,6 +112,16 @@ const outputOf = (
 }
 
 /** Every parameter that would change the answer and that valet cannot honour, refused by name. */
+/** A client's value in a message: a short string as it is, anything else by its kind (never serialized whole). */
+const described = (value: unknown): string =>
+  typeof value === "string"
+    ? JSON.stringify(value.slice(0, 80))
+    : typeof value === "number" || typeof value === "boolean" || value === null
+    ? String(value)
+    : Array.isArray(value)
+    ? "an array"
+    : "an object"
+
 const refused = (request: ChatCompletionRequest): Result.Result<void, InvalidChatRequest> => {
   if (request.n !== undefined && request.n !== null && request.n > 1) {
     return unsupportedValue("n", `an agent's run gives one answer, so n must be 1, got ${request.n}`)
@@ -121,14 +131,14 @@ const refused = (request: ChatCompletionRequest): Result.Result<void, InvalidCha
   }
   const choice = request.tool_choice
   if (choice !== undefined && choice !== null && choice !== "none" && choice !== "auto") {
-    return unsupportedValue("tool_choice", `only "none" and "auto" (${agentWithOwnTools}), got ${JSON.stringify(choice)}`)
+    return unsupportedValue("tool_choice", `only "none" and "auto" (${agentWithOwnTools}), got ${described(choice)}`)
   }
   if (request.functions !== undefined && request.functions !== null && request.functions.length > 0) {
     return unsupported("functions", agentWithOwnTools)
   }
   const functionCall = request.function_call
   if (functionCall !== undefined && functionCall !== null && functionCall !== "none" && functionCall !== "auto") {
-    return unsupportedValue("function_call", `only "none" and "auto" (${agentWithOwnTools}), got ${JSON.stringify(functionCall)}`)
+    return unsupportedValue("function_call", `only "none" and "auto" (${agentWithOwnTools}), got ${described(functionCall)}`)
   }
   if (request.logprobs === true) return unsupported("logprobs", "an agent's answer is not one sampled completion: it has no log-probabilities")
   if (request.top_logprobs !== undefined && request.top_logprobs !== null && request.top_logprobs > 0) {

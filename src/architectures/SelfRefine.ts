@@ -16,35 +16,26 @@
  * @since 0.1.0
  */
 import { Effect, Schema } from "effect"
-import type * as Agent from "../core/Agent.js"
-import type { InvalidOptions } from "../core/AgentError.js"
 import * as Architecture from "../core/Architecture.js"
-import * as Opts from "../core/internal/options.js"
-import { yieldBeforeReading } from "../core/internal/parse.js"
-import * as Roles from "../core/internal/roles.js"
-import * as Template from "../core/internal/template.js"
 import type * as Model from "../core/Model.js"
 import * as ReAct from "./ReAct.js"
 
-/** The architecture's name, as `RunStarted.architecture` reports it. */
-export const name = "self_refine"
-
-/** The critic's default prompt; placeholders `{prompt}`, `{output}`, `{stop_phrase}`. */
+/** The critic's default prompt; placeholders `{task}`, `{output}`, `{stop_phrase}`. */
 export const defaultCriticPrompt = `Review an answer to a task. List the concrete problems that matter: mistakes, missing parts, unclear \
 wording. Be brief. If the answer needs no change, reply with exactly "{stop_phrase}".
 
 Task:
-{prompt}
+{task}
 
 Answer:
 {output}`
 
-/** The refiner's default prompt; placeholders `{prompt}`, `{output}`, `{critique}`. */
+/** The refiner's default prompt; placeholders `{task}`, `{output}`, `{critique}`. */
 export const defaultRefinerPrompt = `Improve the answer to the task below so that it addresses every point of the review. Reply with \
 the improved answer only.
 
 Task:
-{prompt}
+{task}
 
 Answer:
 {output}
@@ -52,108 +43,93 @@ Answer:
 Review:
 {critique}`
 
-/** The options of Self-Refine. */
-export interface Options<RB = Model.Model, RC = never, RR = never> {
-  /** How round 0 answers: the running agent with this architecture. Default ReAct. */
-  readonly base?: Architecture.Architecture<RB> | undefined
-  /** The critic; give it its own `model` to review with another model. Default: a plain agent on the run's model. */
-  readonly critic?: Agent.Agent<RC> | undefined
-  /** The refiner; give it its own `model` to rewrite with another model. Default: a plain agent on the run's model. */
-  readonly refiner?: Agent.Agent<RR> | undefined
-  /** Critique rounds at most (≥ 1, default 3). */
-  readonly maxRounds?: number | undefined
-  /** The critic's prompt template (`{prompt}`, `{output}`, `{stop_phrase}`). */
-  readonly criticPrompt?: string | undefined
-  /** The refiner's prompt template (`{prompt}`, `{output}`, `{critique}`). */
-  readonly refinerPrompt?: string | undefined
-  /** A critique containing this (case-insensitive) ends the rounds: converged. Default `no issues`. */
-  readonly stopPhrase?: string | undefined
-}
+const { agent, architecture: architectureOption, int, optional, template, withDefault } = Architecture.option
 
-const OptionsSchema = Schema.Struct({
-  base: Schema.optional(Opts.ArchitectureSchema),
-  critic: Schema.optional(Opts.AgentSchema),
-  refiner: Schema.optional(Opts.AgentSchema),
-  maxRounds: Opts.IntAtLeast(1).pipe(Opts.withDefault(3)),
-  criticPrompt: Template.Template(["prompt", "output", "stop_phrase"]).pipe(Opts.withDefault(defaultCriticPrompt)),
-  refinerPrompt: Template.Template(["prompt", "output", "critique"]).pipe(Opts.withDefault(defaultRefinerPrompt)),
-  stopPhrase: Schema.Trimmed.check(Schema.isNonEmpty()).pipe(Opts.withDefault("no issues"))
+/**
+ * Self-Refine, declared once: its name, options and program; `make`, `makeUnsafe`, `valet.yaml`'s and the CLI's
+ * registries read it.
+ */
+export const definition = Architecture.define({
+  name: "self_refine",
+  title: "SelfRefine",
+  description: "a base answer, then critic / refiner rounds until the critique says it is done",
+  options: {
+    /** How round 0 answers: the running agent with this architecture. Default ReAct. */
+    base: optional(architectureOption),
+    /** The critic; give it its own `model` to review with another model. Default: a plain agent on the run's model. */
+    critic: optional(agent),
+    /** The refiner; give it its own `model` to rewrite with another model. Default: a plain agent on the run's model. */
+    refiner: optional(agent),
+    /** Critique rounds at most (≥ 1, default 3). */
+    maxRounds: int(1).pipe(withDefault(3)),
+    /** The critic's prompt template (`{task}`, `{output}`, `{stop_phrase}`). */
+    criticPrompt: template(["task", "output", "stop_phrase"]).pipe(withDefault(defaultCriticPrompt)),
+    /** The refiner's prompt template (`{task}`, `{output}`, `{critique}`). */
+    refinerPrompt: template(["task", "output", "critique"]).pipe(withDefault(defaultRefinerPrompt)),
+    /** A critique containing this (case-insensitive) ends the rounds: converged. Default `no issues`. */
+    stopPhrase: Schema.Trimmed.check(Schema.isNonEmpty()).pipe(withDefault("no issues"))
+  },
+  agentOptions: ["critic", "refiner"],
+  program: (input, options) =>
+    Effect.gen(function*() {
+      const base = Architecture.withArchitecture(input.agent, options.base ?? ReAct.architecture)
+      const critic = options.critic ?? Architecture.plainAgent("critic")
+      const refiner = options.refiner ?? Architecture.plainAgent("refiner")
+      const outputs: Array<string> = []
+      const critiques: Array<string> = []
+      let rounds = 0
+      yield* Architecture.setMetadata(() => ({ rounds, converged: false, critiques, outputs }))
+
+      const first = yield* Architecture.role(base, input.prompt, { role: "base" })
+      let output = first.output
+      outputs.push(output)
+      yield* Architecture.setOutput(output)
+
+      for (let round = 1; round <= options.maxRounds; round++) {
+        yield* Architecture.progress("self_refine.round_started", { round })
+        const review = yield* Architecture.role(
+          critic,
+          Architecture.fill(options.criticPrompt, { task: input.prompt, output, stop_phrase: options.stopPhrase }),
+          { role: "critic", index: round }
+        )
+        const critique = review.output
+        critiques.push(critique)
+        yield* Architecture.progress("self_refine.critique", { round, critique })
+        if (critique.toLowerCase().includes(options.stopPhrase.toLowerCase())) {
+          yield* Architecture.progress("self_refine.converged", { round })
+          return { output, metadata: { rounds: round, converged: true, critiques, outputs } }
+        }
+        // A refiner that stops now reports this round as reviewed.
+        rounds = round
+        const refined = yield* Architecture.role(
+          refiner,
+          Architecture.fill(options.refinerPrompt, { task: input.prompt, output, critique }),
+          { role: "refiner", index: round }
+        )
+        output = refined.output
+        outputs.push(output)
+        yield* Architecture.setOutput(output)
+        yield* Architecture.progress("self_refine.refined", { round, output })
+      }
+      yield* Architecture.progress("self_refine.max_rounds_reached", { rounds: options.maxRounds })
+      return { output, metadata: { rounds: options.maxRounds, converged: false, critiques, outputs } }
+    })
 })
-type Config = typeof OptionsSchema.Type
-const defaults: Config = Schema.decodeSync(OptionsSchema)({})
+
+/** The architecture's name, as `RunStarted.architecture` reports it. */
+export const name = definition.name
+
+/** The options of Self-Refine. */
+export type Options = Architecture.OptionsOf<typeof definition>
 
 /**
  * Self-Refine with options, checked here: `maxRounds: 0`, an empty stop phrase or a template with an unknown
  * placeholder fail with `InvalidOptions`.
  */
-export const make = <RB = Model.Model, RC = never, RR = never>(
-  options: Options<RB, RC, RR> = {}
-): Effect.Effect<Architecture.Architecture<RB | RC | RR | Model.Model>, InvalidOptions> =>
-  Effect.map(
-    Opts.decode("SelfRefine", OptionsSchema, options),
-    (config) => Architecture.make({ name, program: program(config) }) as Architecture.Architecture<RB | RC | RR | Model.Model>
-  )
+export const make = definition.make
 
 /** `make` for a module-level value: the architecture, or the `InvalidOptions` thrown. */
-export const makeUnsafe = <RB = Model.Model, RC = never, RR = never>(options: Options<RB, RC, RR> = {}): Architecture.Architecture<RB | RC | RR | Model.Model> => Opts.runUnsafe(make(options))
+export const makeUnsafe = definition.makeUnsafe
 
 /** Self-Refine with its defaults: a ReAct base, three rounds, stop phrase `no issues`. */
-export const architecture: Architecture.Architecture<Model.Model> = Architecture.make({
-  name,
-  // A closure: `program` is defined below.
-  program: (input) => program(defaults)(input)
-}) as Architecture.Architecture<Model.Model>
-
-const program = (config: Config) => (input: Architecture.Input) =>
-  Effect.gen(function*() {
-    const base = Roles.withArchitecture(input.agent, config.base ?? ReAct.architecture)
-    const critic = config.critic ?? Roles.plain("critic")
-    const refiner = config.refiner ?? Roles.plain("refiner")
-    const outputs: Array<string> = []
-    const critiques: Array<string> = []
-    const metadata = (rounds: number, converged: boolean) => ({ rounds, converged, critiques, outputs })
-
-    const first = yield* Roles.runOrFail(base, input.prompt, { role: "base" })
-    if (first._tag !== "Completed") {
-      const partial = first._tag === "Interrupted" ? first.result.output : ""
-      if (partial !== "") outputs.push(partial)
-      return { output: partial, interrupted: Roles.stopReason("base", first.reason), metadata: metadata(0, false) }
-    }
-    let output = first.result.output
-    outputs.push(output)
-    yield* Architecture.setOutput(output)
-
-    for (let round = 1; round <= config.maxRounds; round++) {
-      yield* Architecture.progress("self_refine.round_started", { round })
-      const review = yield* Roles.runOrFail(
-        critic,
-        Template.fill(config.criticPrompt, { prompt: input.prompt, output, stop_phrase: config.stopPhrase }),
-        { role: "critic", index: round }
-      )
-      if (review._tag !== "Completed") {
-        return { output, interrupted: Roles.stopReason(`critic:round_${round}`, review.reason), metadata: metadata(round - 1, false) }
-      }
-      const critique = review.result.output
-      yield* yieldBeforeReading(critique)
-      critiques.push(critique)
-      yield* Architecture.progress("self_refine.critique", { round, critique })
-      if (critique.toLowerCase().includes(config.stopPhrase.toLowerCase())) {
-        yield* Architecture.progress("self_refine.converged", { round })
-        return { output, metadata: metadata(round, true) }
-      }
-      const refined = yield* Roles.runOrFail(
-        refiner,
-        Template.fill(config.refinerPrompt, { prompt: input.prompt, output, critique }),
-        { role: "refiner", index: round }
-      )
-      if (refined._tag !== "Completed") {
-        return { output, interrupted: Roles.stopReason(`refiner:round_${round}`, refined.reason), metadata: metadata(round, false) }
-      }
-      output = refined.result.output
-      outputs.push(output)
-      yield* Architecture.setOutput(output)
-      yield* Architecture.progress("self_refine.refined", { round, output })
-    }
-    yield* Architecture.progress("self_refine.max_rounds_reached", { rounds: config.maxRounds })
-    return { output, metadata: metadata(config.maxRounds, false) }
-  })
+export const architecture: Architecture.Architecture<Model.Model> = definition.makeUnsafe()

@@ -8,9 +8,10 @@
 import { Effect, type Layer, Predicate, Schema, Stream, type Tracer } from "effect"
 import { type AgentError, InvalidAgent, InvalidOptions, SessionConflict, SubAgentFailed } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
-import * as Architecture from "./Architecture.js"
+import * as Architecture from "./internal/runtime.js"
 import * as Budget from "./Budget.js"
 import { randomHex20 } from "./internal/ids.js"
+import { isNameLike, nameProblem as nameProblem_ } from "./internal/names.js"
 import * as Output from "./internal/output.js"
 import * as Spans from "./internal/spans.js"
 import * as ReActInternal from "./internal/toolLoop.js"
@@ -125,6 +126,16 @@ export const sessionIdProblem = (sessionId: string): string | undefined =>
   sessionIdPattern.test(sessionId) && !sessionId.includes("__") && sessionId.length <= 128
     ? undefined
     : `invalid session id ${JSON.stringify(sessionId.length > 60 ? `${sessionId.slice(0, 57)}...` : sessionId)}: use letters, digits, -, ., : and single _ ("__" separates sub-agents), at most 128 characters`
+
+/**
+ * Why `name` cannot be an agent's name (or a worker's, a route's, a solver's), or `undefined` when it can: it becomes
+ * part of session ids, MCP tool names and OpenAI model names, so letters and digits joined by single `-` or `_`, at
+ * most 48 characters.
+ *
+ * @since 0.2.0
+ * @category names
+ */
+export const nameProblem: (name: string) => string | undefined = nameProblem_
 
 /** A session id a client may choose, as a schema (see `sessionIdProblem`). */
 export const SessionId = Schema.String.check(Schema.makeFilter((id: string) => sessionIdProblem(id) ?? true))
@@ -244,7 +255,6 @@ export interface ChildOptions {
   readonly history?: ReadonlyArray<Model.Message> | undefined
 }
 
-const rolePattern = /^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$/
 
 /** The session id of a child: `<parent>__<role>` or `<parent>__<role>_<index>`. */
 export const childSessionId = (parentSessionId: string, role: string, index?: number | string): string =>
@@ -267,9 +277,9 @@ export const runChild = <R>(
   R | Architecture.CurrentRun
 > =>
   Effect.gen(function*() {
-    const parent = (yield* Architecture.CurrentRun) as Architecture.RunState
+    const parent = Architecture.stateOf(yield* Architecture.CurrentRun)
     const index = options.index
-    if (!rolePattern.test(options.role) || (index !== undefined && !rolePattern.test(String(index)))) {
+    if (!isNameLike(options.role) || (index !== undefined && !isNameLike(String(index)))) {
       return yield* new InvalidOptions({
         module: "Agent.runChild",
         message: `Agent.runChild: invalid role ${JSON.stringify(options.role)} / index ${JSON.stringify(index)}: use letters and digits joined by single - or _`

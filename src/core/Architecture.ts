@@ -1,645 +1,227 @@
 /**
- * An architecture is how an agent thinks: ReAct's tool loop, Self-Refine's critique rounds, an ensemble's
- * votes. It is `{ name, run(input) => Stream<AgentEvent> }`: it emits events as they happen and ends with
- * exactly one `RunCompleted`.
+ * An architecture is how an agent thinks: ReAct's tool loop, Self-Refine's critique rounds, an ensemble's votes.
+ * This module is the contract — `{ name, run(input) => Stream<AgentEvent> }`, emitting events as they happen and
+ * ending with exactly one `RunCompleted` — and the toolkit for writing one.
  *
- * Architectures are written as ordinary Effect programs with `make`: the program calls the model through
- * `generate` (which reserves budget, counts the call and emits `ModelCalled` / `TextDelta` / `ModelReplied`),
- * reports milestones with `progress`, runs sub-agents with `Agent.runChild`, and returns an `Outcome`. `make`
- * wraps it into both a stream (`run`) and an effect (`execute`) that skips the event queue when nobody listens.
+ * An architecture is one declaration, `define`: its name, one line about it, its options (a `Schema` with
+ * defaults), where those hold agents, and its program. The program calls the model with `generate` (budget,
+ * counting, events), runs sub-agents in roles with `role`, reports milestones with `progress`, and returns an
+ * `Outcome`. The runtime owns the rules every architecture shares, so none repeats them: a role that stops at a
+ * limit, a spent budget or a cancel ends the run with its best output so far (`setOutput`, `setMetadata`), long
+ * replies are read after a turn of the event loop, structured output is decoded and repaired.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Agent, Architecture, Model, ScriptedModel } from "valet"
+ *
+ * // Answer, then have a checker say whether the answer holds; `checker` may be any agent.
+ * const Checked = Architecture.define({
+ *   name: "checked",
+ *   title: "Checked",
+ *   description: "An answer, then one check of it",
+ *   options: {
+ *     checker: Architecture.option.agent.pipe(Architecture.option.optional),
+ *     checkerPrompt: Architecture.option.template(["task", "output"]).pipe(
+ *       Architecture.option.withDefault("Does this answer {task} correctly? {output}")
+ *     )
+ *   },
+ *   agentOptions: ["checker"],
+ *   program: (input, options) =>
+ *     Effect.gen(function*() {
+ *       const answer = Model.text(yield* Architecture.generate({ messages: Architecture.conversation(input) }, { step: "checked.answer" }))
+ *       yield* Architecture.setOutput(answer)
+ *       const checker = options.checker ?? Architecture.plainAgent("checker")
+ *       const check = yield* Architecture.role(checker, Architecture.fill(options.checkerPrompt, { task: input.prompt, output: answer }), { role: "checker" })
+ *       yield* Architecture.progress("checked.checked", { verdict: check.output })
+ *       return { output: answer, metadata: { verdict: check.output } }
+ *     })
+ * })
+ *
+ * const agent = Agent.make({ name: "a", instructions: "", architecture: Checked.makeUnsafe() })
+ * const result = Agent.run(agent, "2 + 2?").pipe(Effect.provide(ScriptedModel.layer(["4", "Yes."])))
+ * ```
  *
  * @since 0.1.0
  */
-import { type Cause, Clock, Context, Effect, Exit, Layer, Predicate, Queue, Result, Scope, Stream, Tracer } from "effect"
-import { type AgentError, type BudgetExhausted, OutputInvalid } from "./AgentError.js"
-import type * as AgentEvent from "./AgentEvent.js"
-import * as Budget from "./Budget.js"
-import * as Model from "./Model.js"
-import type { ModelError } from "./ModelError.js"
-import * as Output from "./internal/output.js"
-import * as Spans from "./internal/spans.js"
-import * as Tool from "./Tool.js"
-
-const TypeId: unique symbol = Symbol.for("valet/Architecture")
-
-/** Where events go. `observed` is false when nobody reads them (`Agent.run`): events are then not even built. */
-export interface Emitter {
-  readonly observed: boolean
-  readonly emit: (event: AgentEvent.AgentEvent) => Effect.Effect<void>
-  /**
-   * Optional: hands the event over at once if that needs no waiting, answering whether it did (false: use `emit`,
-   * which waits for room). Saves running an effect per event on the hot path. Only call it where `emit` would
-   * run, so that events keep their order.
-   */
-  readonly unsafeEmit?: ((event: AgentEvent.AgentEvent) => boolean) | undefined
-}
-
-/** Emits an event: at once when the emitter can take it without waiting, else through its `emit`. */
-const emitNow = (emitter: Emitter, event: AgentEvent.AgentEvent): Effect.Effect<void> =>
-  emitter.unsafeEmit !== undefined && emitter.unsafeEmit(event) ? Effect.void : emitter.emit(event)
-
-/** `Effect.as` on an emit's result, without running anything when the event went out at once. */
-const thenSucceed = <A>(first: Effect.Effect<void>, value: A): Effect.Effect<A> =>
-  first === Effect.void ? Effect.succeed(value) : Effect.as(first, value)
-
-/** An emitter that drops everything. */
-export const unobserved: Emitter = { observed: false, emit: () => Effect.void }
-
-/**
- * What the runs of one root run share: the memo map that builds each agent's model layer once for all of them (an
- * actor called in three rounds keeps one HTTP client, and a scripted actor goes on with its script), and the
- * scope those layers live in, closed when the root run ends. Both are created on first use: most runs have no
- * agent with its own model, and a scope per run would cost every concurrent session a few kilobytes.
- */
-export interface Resources {
-  scope: Scope.Closeable | undefined
-  memoMap: Layer.MemoMap | undefined
-}
-
-/** Fresh, empty resources for a root run. */
-export const makeResources = (): Resources => ({ scope: undefined, memoMap: undefined })
-
-/** Closes what a root run's resources opened, if anything. */
-export const closeResources = (resources: Resources, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
-  resources.scope === undefined ? Effect.void : Scope.close(resources.scope, exit)
-
-/**
- * What a run runs: an agent's definition. `Agent.Agent` is one; it is declared here so that this module, which
- * `Agent` builds on, does not import `Agent`.
- */
-export interface AgentDefinition {
-  readonly name: string
-  readonly instructions: string
-  readonly architecture: Architecture<unknown>
-  readonly tools: ReadonlyArray<Tool.Tool<unknown>>
-  /** The agent's own model: provided around all of its model calls, instead of the `Model` in context. */
-  readonly model: Layer.Layer<Model.Model, never, unknown> | undefined
-  /** The default turn limit of tool loops (ReAct's `maxTurns`). */
-  readonly maxTurns: number
-}
-
-/** What a run is started with. Built by `Agent.run`, `Agent.stream` and `Agent.runChild`. */
-export interface Input {
-  readonly agent: AgentDefinition
-  readonly prompt: string
-  /** Earlier messages of a conversation, placed between the instructions and the prompt. */
-  readonly history: ReadonlyArray<Model.Message>
-  readonly sessionId: string
-  readonly rootSessionId: string
-  readonly budget: Budget.Tracker
-  /** Whether model calls stream their text (and emit `TextDelta` events) when someone observes the run. */
-  readonly streamText: boolean
-  /** The run this one is a sub-agent of: its model calls and usage roll up there. */
-  readonly parent: RunContext | undefined
-  readonly resources: Resources
-  /** The run's tracing span (`invoke_agent <agent>`): the parent of the spans made while the program runs. */
-  readonly span?: Tracer.Span | undefined
-  /**
-   * The structured output the caller asked for (root runs only): the answer is decoded with it after the program
-   * ends, and repaired by asking again when it does not decode. A program may also ask natively for its answering
-   * call (`Model.Request.responseFormat`), as the tool loop does when there are no tools.
-   */
-  readonly output?: Output.OutputSpec | undefined
-  /**
-   * Completes when the caller cancels the run (root runs only): everything in flight is interrupted and the run
-   * ends completed, `interrupted` with reason `cancelled`, keeping its output so far.
-   */
-  readonly cancel?: Effect.Effect<void> | undefined
-}
-
-/** What an architecture program returns; the runtime adds the counts and timing to make the `RunResult`. */
-export interface Outcome {
-  readonly output: string
-  /** Set when the run stopped early; the reason becomes `RunResult.interruptionReason`. */
-  readonly interrupted?: string | undefined
-  readonly metadata?: Record<string, unknown> | undefined
-  /** The decoded structured output (set by the runtime when `Input.output` is). */
-  readonly value?: unknown
-}
-
-/** An architecture that needs the services `R` (typically `Model`). */
-export interface Architecture<out R = never> {
-  readonly [TypeId]: typeof TypeId
-  readonly name: string
-  /**
-   * Runs and streams every event, ending with one `RunCompleted`. (`Agent.stream` streams `execute` itself, through
-   * `streamEvents`, so the two must agree: `make` builds `run` that way.)
-   */
-  readonly run: (input: Input) => Stream.Stream<AgentEvent.AgentEvent, AgentError, R>
-  /** Runs and sends every event to `emitter`; answers the same `RunResult` as the stream's `RunCompleted`. */
-  readonly execute: (input: Input, emitter: Emitter) => Effect.Effect<AgentEvent.RunResult, AgentError, R>
-}
-
-/** Whether a value is an `Architecture`. */
-export const isArchitecture = (u: unknown): u is Architecture<unknown> => Predicate.hasProperty(u, TypeId)
+import type { InvalidOptions } from "./AgentError.js"
+import * as Define from "./internal/define.js"
+import * as Options from "./internal/options.js"
+import * as Parse from "./internal/parse.js"
+import * as Roles from "./internal/roles.js"
+import * as Runtime from "./internal/runtime.js"
+import * as Template from "./internal/template.js"
 
 // ---------------------------------------------------------------------------------------------------------
-// The run in progress
+// The contract
 // ---------------------------------------------------------------------------------------------------------
 
-/** The run in progress, as an architecture program sees it. */
-export interface RunContext {
-  readonly sessionId: string
-  readonly rootSessionId: string
-  readonly agentName: string
-  readonly architecture: string
-  readonly budget: Budget.Tracker
-  readonly streamText: boolean
-  readonly emitter: Emitter
-  readonly parent: RunContext | undefined
-  /** Model calls made for this run so far, sub-agents included. */
-  readonly modelCalls: number
-  /** Tokens used for this run so far, sub-agents included. */
-  readonly usage: Model.Usage
-  /** The best output so far: what an interrupted run reports. */
-  readonly output: string
-}
+/**
+ * An architecture that needs the services `R` (typically `Model`): `run` streams a run's events, `execute` runs it
+ * with events sent to an `Emitter` and answers its `RunResult`.
+ *
+ * @since 0.1.0
+ * @category contract
+ */
+export type Architecture<R = never> = Runtime.Architecture<R>
 
-/** The run the current fiber works for. Provided by the runtime to architecture programs. */
-export class CurrentRun extends Context.Service<CurrentRun, RunContext>()("valet/Architecture/CurrentRun") {}
+/** What a run is started with (built by `Agent.run`, `Agent.stream` and `role`). @since 0.1.0 @category contract */
+export type Input = Runtime.Input
 
-/** The mutable state behind `RunContext`; only this module and `Agent` write it. */
-export class RunState implements RunContext {
-  modelCalls = 0
-  usage: Model.Usage = Model.emptyUsage
-  output = ""
-  /** Calls made by this session itself: numbers default step names. */
-  ownCalls = 0
-  /**
-   * Whether model and tool calls get spans: only when a tracer is installed (`Telemetry.layer`, any `Tracer`
-   * layer). Effect's built-in tracer keeps spans nowhere, and two spans per step would double the cost of a step.
-   */
-  traced = false
-  /**
-   * Sub-runs by session id; reserved (undefined) by `Agent.runChild` before the child's state exists. Made on the
-   * first sub-run: most runs have none, and an empty map per run is memory every concurrent session holds.
-   */
-  children: Map<string, RunState | undefined> | undefined = undefined
-  constructor(
-    readonly sessionId: string,
-    readonly rootSessionId: string,
-    readonly agentName: string,
-    readonly architecture: string,
-    readonly budget: Budget.Tracker,
-    readonly streamText: boolean,
-    readonly emitter: Emitter,
-    readonly parent: RunState | undefined,
-    readonly resources: Resources,
-    /** The run's clock, read once: event timestamps then cost a method call, not an effect. */
-    readonly clock: Clock.Clock
-  ) {}
+/** What a program returns; the runtime adds counts and timing to make the `RunResult`. @since 0.1.0 @category contract */
+export type Outcome = Runtime.Outcome
 
-  /** The current time on the run's clock (`TestClock` in tests). */
-  now(): number {
-    return this.clock.currentTimeMillisUnsafe()
-  }
+/** What a run runs: an agent's definition (`Agent.Agent` is one). @since 0.1.0 @category contract */
+export type AgentDefinition = Runtime.AgentDefinition
 
-  /** Counts one model call here and in every ancestor. */
-  countCall(): void {
-    this.ownCalls++
-    for (let run: RunState | undefined = this; run !== undefined; run = run.parent) run.modelCalls++
-  }
+/** The run in progress, as a program sees it (read-only). @since 0.1.0 @category contract */
+export type RunContext = Runtime.RunContext
 
-  /** Reserves a sub-run's session id; false when this run already has a sub-run under it. */
-  reserveChild(sessionId: string): boolean {
-    const children = this.children ??= new Map()
-    if (children.has(sessionId)) return false
-    children.set(sessionId, undefined)
-    return true
-  }
+/** Where a run's events go. @since 0.1.0 @category contract */
+export type Emitter = Runtime.Emitter
 
-  /** Records a sub-run's state under its (reserved) session id. */
-  setChild(state: RunState): void {
-    ;(this.children ??= new Map()).set(state.sessionId, state)
-  }
+/** What the runs of one root run share (built model layers and their scope). @since 0.1.0 @category contract */
+export type Resources = Runtime.Resources
 
-  /** Adds a call's tokens here and in every ancestor. */
-  addUsage(usage: Model.Usage): void {
-    for (let run: RunState | undefined = this; run !== undefined; run = run.parent) {
-      run.usage = Model.addUsage(run.usage, usage)
-    }
-  }
-}
+/** The run the current fiber works for, provided by the runtime. @since 0.1.0 @category contract */
+export const CurrentRun = Runtime.CurrentRun
 
-/** Emits an event built from the current time, only when someone observes the run. */
-export const emitWith = (run: RunContext, build: (timestamp: number) => AgentEvent.AgentEvent): Effect.Effect<void> => {
-  if (!run.emitter.observed) return Effect.void
-  // A run made by `make` holds its clock; any other `RunContext` reads the `Clock` in context.
-  return run instanceof RunState
-    ? Effect.suspend(() => emitNow(run.emitter, build(run.now())))
-    : Effect.flatMap(Clock.currentTimeMillis, (now) => emitNow(run.emitter, build(now)))
-}
+/** The service type of `CurrentRun`. @since 0.1.0 @category contract */
+export type CurrentRun = Runtime.CurrentRun
+
+/** A role stopped at a limit: the runtime ends the run with it (see `role`). @since 0.2.0 @category contract */
+export const RoleStopped = Runtime.RoleStopped
+
+/** The error type of `RoleStopped`. @since 0.2.0 @category contract */
+export type RoleStopped = Runtime.RoleStopped
+
+/** Whether a value is an `Architecture`. @since 0.1.0 @category contract */
+export const isArchitecture: (u: unknown) => u is Architecture<unknown> = Runtime.isArchitecture
 
 /**
- * The conversation a run's first model call continues: its history, then the prompt as a user message. The prompt
- * is left out when it is empty and the history is not: a conversation that ends with a tool's result or the
- * assistant's turn (as the OpenAI facade passes one on) is continued as it is, not with an empty user turn.
+ * Turns a program into an architecture that streams its events and ends with one `RunCompleted` (no options:
+ * `define` is the declaration with options).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export const make: <R>(options: Runtime.MakeOptions<R>) => Architecture<Exclude<R, CurrentRun>> = Runtime.make
+
+/**
+ * Declares an architecture: its one `name` (used by events, `valet.yaml`, the CLI and `Agents`), a `title` for
+ * messages, a one-line `description`, its `options` (schemas with defaults, `option.*`), the `agentOptions` that
+ * hold agents, `deprecated` option names still read, and its `program`. Answers `make` / `makeUnsafe` (options
+ * checked: `InvalidOptions` names the field, the rule and the value) and what the registries read.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const define = Define.define
+
+/** An architecture declared with `define`. @since 0.2.0 @category constructors */
+export type Definition<Fields extends Define.Fields, D, R> = Define.Definition<Fields, D, R>
+
+/** The options `make` of a definition takes. @since 0.2.0 @category constructors */
+export type OptionsOf<T> = T extends Define.Definition<infer Fields, infer D, infer _R> ? Define.OptionsInput<Fields, D> : never
+
+/** The services an options value needs (its agents' and architectures'). @since 0.2.0 @category constructors */
+export type RequirementsOf<O> = Define.RequirementsOf<O>
+
+/** The options error of `make`. @since 0.2.0 @category constructors */
+export type MakeError = InvalidOptions
+
+// ---------------------------------------------------------------------------------------------------------
+// The toolkit: calls for the current run
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * Calls the model for the current run: reserves budget first (`BudgetExhausted` ends the run as interrupted), counts
+ * the call here and in every parent, streams its text as `TextDelta` when observed, emits `ModelCalled` /
+ * `ModelReplied`. `step` names the call (`self_refine.critique_2`): journals and replays key on it.
+ *
+ * @since 0.1.0
+ * @category toolkit
+ */
+export const generate = Runtime.generate
+
+/** Runs one tool call for the current run, with `ToolCalled` / `ToolReturned` events. @since 0.1.0 @category toolkit */
+export const executeTool = Runtime.executeTool
+
+/** Emits a milestone, `progress("self_refine.critique", { round })`. @since 0.1.0 @category toolkit */
+export const progress = Runtime.progress
+
+/** Records the best output so far: what the run answers if a limit ends it. @since 0.1.0 @category toolkit */
+export const setOutput = Runtime.setOutput
+
+/** Records how to describe the run if a limit ends it (its `metadata` then). @since 0.2.0 @category toolkit */
+export const setMetadata = Runtime.setMetadata
+
+/**
+ * The conversation a run's first model call continues: its history, then the prompt (left out when it is empty after
+ * a history, as when a conversation ends with a tool's result).
  *
  * @since 0.2.0
  * @category toolkit
  */
-export const conversation = (input: Pick<Input, "history" | "prompt">): Array<Model.Message> =>
-  input.prompt === "" && input.history.length > 0 ? [...input.history] : [...input.history, Model.user(input.prompt)]
-
-/** Emits an architecture-specific milestone, e.g. `progress("self_refine.critique", { round, critique })`. */
-export const progress = (name: string, data: Record<string, unknown> = {}): Effect.Effect<void, never, CurrentRun> =>
-  CurrentRun.use((run) =>
-    emitWith(run, (timestamp) => ({ _tag: "Progress", sessionId: run.sessionId, timestamp, name, data })))
-
-/** Records the best output so far: what the run reports if a budget or the wall clock stops it. */
-export const setOutput = (output: string): Effect.Effect<void, never, CurrentRun> =>
-  CurrentRun.useSync((run) => {
-    ;(run as RunState).output = output
-  })
-
-const emitWarnings = (run: RunContext, warnings: ReadonlyArray<Budget.Warning>): Effect.Effect<void> =>
-  warnings.length === 0
-    ? Effect.void
-    : Effect.forEach(warnings, (warning) =>
-      emitWith(run, (timestamp) => ({
-        _tag: "BudgetWarning",
-        sessionId: run.sessionId,
-        timestamp,
-        limit: warning.limit,
-        used: warning.used,
-        max: warning.max
-      })), { discard: true })
-
-/** Options of `generate`. */
-export interface GenerateOptions {
-  /** The step's name within the session (`react.turn_2`); keys journal records. Default `call_<n>`. */
-  readonly step?: string | undefined
-}
+export const conversation = Runtime.conversation
 
 /**
- * Calls the model for the current run: reserves a budget slot first (failing with `BudgetExhausted` when a
- * limit is reached), counts the call for this run and its ancestors, streams the text as `TextDelta` events
- * when the run is observed, and emits `ModelCalled` / `ModelReplied`.
+ * Runs a sub-agent in a role (`critic`, round 2 → session `<parent>__critic_2`) and answers its result. A role
+ * that stops at a limit ends this run (interrupted `critic:round_2:<why>`, or `budget:<limit>`; `label` changes
+ * the prefix); one that fails fails it with `SubAgentFailed`.
+ *
+ * @since 0.2.0
+ * @category toolkit
  */
-export const generate = (
-  request: Model.Request,
-  options?: GenerateOptions
-): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model | CurrentRun> =>
-  CurrentRun.use((run) => generateFor(run as RunState, request, options))
+export const role = Roles.role
 
-/** `generate` for a run the caller already holds (the tool loop looks `CurrentRun` up once, not per turn). */
-export const generateFor = (
-  run: RunState,
-  request: Model.Request,
-  options?: GenerateOptions
-): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model> => {
-  // The model is read from the fiber's context, and an unlimited budget is not asked for a reservation: both save
-  // effects on a path every model call of every agent takes (a process's first thousands of calls run unoptimized).
-  if (run.budget === Budget.unlimited) {
-    return Effect.withFiber<Model.Response, ModelError>((fiber) =>
-      call(run, Context.getUnsafe(fiber.context, Model.Model), request, options, unreserved)
-    )
-  }
-  return Effect.flatMap(run.budget.reserve(request), (reservation) =>
-    Effect.withFiber<Model.Response, ModelError>((fiber) =>
-      // A call that fails or is interrupted gives back what it reserved; one that returns settles it.
-      Effect.onError(
-        call(run, Context.getUnsafe(fiber.context, Model.Model), reservation.request, options, reservation),
-        () => Effect.sync(reservation.release)
-      )
-    ))
-}
-
-const noWarnings: ReadonlyArray<Budget.Warning> = []
-const unreserved: Pick<Budget.Reservation, "warnings" | "settle"> = { warnings: noWarnings, settle: () => noWarnings }
-
-/** One model call once its budget is reserved: counting, the call context, and the events if observed. */
-const call = (
-  run: RunState,
-  model: Model.Service,
-  request: Model.Request,
-  options: GenerateOptions | undefined,
-  reservation: Pick<Budget.Reservation, "warnings" | "settle">
-): Effect.Effect<Model.Response, ModelError> => {
-  const warnings = reservation.warnings
-  run.countCall()
-  const step = options?.step ?? `call_${run.ownCalls}`
-  const callContext: Model.CallContext = { sessionId: run.sessionId, rootSessionId: run.rootSessionId, step }
-  const settle = (response: Model.Response): ReadonlyArray<Budget.Warning> => {
-    run.addUsage(response.usage)
-    return reservation.settle(response.usage)
-  }
-  // Nobody listens (`Agent.run`): no events, no clock reads.
-  if (!run.emitter.observed) {
-    const sent = withCallContext(model.generate(request), callContext)
-    return Effect.map(run.traced ? Spans.modelCall(model, request, run.sessionId, step, sent) : sent, (response) => {
-      settle(response)
-      return response
-    })
-  }
-  const send = (): Effect.Effect<Model.Response, ModelError> =>
-    run.streamText
-      ? Model.streamIntoWith(model, request, (chunk) =>
-        // Called as each chunk arrives (see `Model.Service.streamInto`), so the event can go out right here.
-        chunk._tag === "TextDelta" && chunk.text !== ""
-          ? emitNow(run.emitter, {
-            _tag: "TextDelta",
-            sessionId: run.sessionId,
-            timestamp: run.now(),
-            step,
-            index: chunk.index,
-            text: chunk.text
-          })
-          : Effect.void)
-      : model.generate(request)
-  // Events are handed over synchronously when the stream has room (`emitNow`), so a step runs few effects.
-  const sendWithEvents = (): Effect.Effect<Model.Response, ModelError> => {
-    const startedAt = run.now()
-    const called = emitNow(run.emitter, { _tag: "ModelCalled", sessionId: run.sessionId, timestamp: startedAt, step })
-    // The request goes out after `ModelCalled` (a provider may do work when the call is made, e.g. a script).
-    const traced = (): Effect.Effect<Model.Response, ModelError> =>
-      run.traced
-        ? Spans.modelCall(model, request, run.sessionId, step, withCallContext(send(), callContext))
-        : withCallContext(send(), callContext)
-    const sent = called === Effect.void ? traced() : Effect.andThen(called, Effect.suspend(traced))
-    return Effect.flatMap(sent, (response) => {
-      const after = settle(response)
-      const now = run.now()
-      const choice = response.choices[0]
-      const replied = emitNow(run.emitter, {
-        _tag: "ModelReplied",
-        sessionId: run.sessionId,
-        timestamp: now,
-        step,
-        text: choice?.text ?? "",
-        toolCalls: choice?.toolCalls ?? [],
-        finishReason: choice?.finishReason ?? "other",
-        usage: response.usage,
-        latencyMs: now - startedAt
-      })
-      return after.length === 0
-        ? thenSucceed(replied, response)
-        : Effect.as(Effect.andThen(replied, emitWarnings(run, after)), response)
-    })
-  }
-  return warnings.length === 0 ? sendWithEvents() : Effect.andThen(emitWarnings(run, warnings), Effect.suspend(sendWithEvents))
-}
-
-/** Provides `Model.currentCallContext` to the call about to be sent (wrappers such as the `Journal` read it). */
-const withCallContext = <A, E, R>(effect: Effect.Effect<A, E, R>, context: Model.CallContext): Effect.Effect<A, E, R> =>
-  Effect.provideService(effect, Model.currentCallContext, context)
+/** Options of `role`. @since 0.2.0 @category toolkit */
+export type RoleOptions = Roles.RoleOptions
 
 /**
- * Executes one tool call for the current run (see `Tool.execute`: never fails, errors become `ERROR:` results),
- * emitting `ToolCalled` and `ToolReturned` when the run is observed.
+ * Runs a sub-agent and says how it ended (`Completed`, `Interrupted`, `Failed`) without ending the run: for an
+ * architecture that documents a recovery (the Ensemble drops a failed solver).
+ *
+ * @since 0.2.0
+ * @category toolkit
  */
-export const executeTool = <R>(
-  kit: Tool.Toolkit<R>,
-  call: Model.ToolCall,
-  options?: Tool.ExecuteOptions
-): Effect.Effect<Tool.Result, never, R | CurrentRun> =>
-  CurrentRun.use((run) => executeToolFor(run as RunState, kit, call, options))
+export const roleResult = Roles.run
 
-/** `executeTool` for a run the caller already holds. */
-export const executeToolFor = <R>(
-  run: RunState,
-  kit: Tool.Toolkit<R>,
-  call: Model.ToolCall,
-  options?: Tool.ExecuteOptions
-): Effect.Effect<Tool.Result, never, R> => {
-  if (!run.emitter.observed) {
-    return run.traced ? Spans.toolCall(call, run.sessionId, Tool.execute(kit, call, options)) : Tool.execute(kit, call, options)
-  }
-  return Effect.suspend(() => {
-    const startedAt = run.now()
-    const called = emitNow(run.emitter, {
-      _tag: "ToolCalled",
-      sessionId: run.sessionId,
-      timestamp: startedAt,
-      toolCallId: call.id,
-      name: call.name,
-      arguments: call.arguments
-    })
-    // The handler starts after `ToolCalled` went out (a handler that answers at once runs when it is called).
-    const traced = run.traced ? Spans.toolCall(call, run.sessionId, Tool.execute(kit, call, options)) : Tool.execute(kit, call, options)
-    const execute = called === Effect.void ? traced : Effect.flatMap(called, () => traced)
-    return Effect.flatMap(execute, (result) => {
-      const now = run.now()
-      const returned = emitNow(run.emitter, {
-        _tag: "ToolReturned",
-        sessionId: run.sessionId,
-        timestamp: now,
-        toolCallId: call.id,
-        name: call.name,
-        content: result.content,
-        isError: result.isError,
-        durationMs: now - startedAt
-      })
-      return thenSucceed(returned, result)
-    })
-  })
-}
+/** How a role's run ended (`roleResult`). @since 0.2.0 @category toolkit */
+export type RoleResult = Roles.Ran
+
+/** A plain agent for a role whose prompt says everything, on the run's model. @since 0.2.0 @category toolkit */
+export const plainAgent = Roles.plain
+
+/** The running agent with another architecture (a base run, an attempt). @since 0.2.0 @category toolkit */
+export const withArchitecture = Roles.withArchitecture
 
 // ---------------------------------------------------------------------------------------------------------
-// Building architectures
+// The toolkit: options, templates, parsing
 // ---------------------------------------------------------------------------------------------------------
 
-/** Options of `make`. */
-export interface MakeOptions<R> {
-  readonly name: string
-  /** The architecture's logic; it finds the run in `CurrentRun`. */
-  readonly program: (input: Input) => Effect.Effect<Outcome, AgentError, R | CurrentRun>
-}
+/**
+ * Option schemas, for `define`'s `options`: an `agent`, named `agents`, an `architecture`, an `int(min)`, a `unit`
+ * number in [0, 1], a `duration`, a `concurrency`, a prompt `template(placeholders)`, a `function`, and
+ * `withDefault(value)` / `optional`.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export const option = Options.option
 
-/** Turns a program into an architecture that streams its events and ends with one `RunCompleted`. */
-export const make = <R>(options: MakeOptions<R>): Architecture<Exclude<R, CurrentRun>> => {
-  const execute = (input: Input, emitter: Emitter): Effect.Effect<AgentEvent.RunResult, AgentError, Exclude<R, CurrentRun>> =>
-    executeProgram(options.name, options.program, input, emitter)
-  const run = (input: Input): Stream.Stream<AgentEvent.AgentEvent, AgentError, Exclude<R, CurrentRun>> =>
-    streamEvents(Effect.succeed(input), execute)
-  return { [TypeId]: TypeId, name: options.name, run, execute }
-}
+/** Fills a template's `{name}` placeholders in one pass (a model's `{critique}` is never filled again). @since 0.2.0 @category templates */
+export const fill = Template.fill
+
+/** `- item` lines (`- (none)` when empty), for templates. @since 0.2.0 @category templates */
+export const bulleted = Template.bulleted
 
 /**
- * Streams the events of a run: `start` prepares the input in the stream's scope (`Agent.stream` adds its
- * finalizer there), then `execute` runs in a fiber of that scope, emitting into a bounded queue the stream reads.
- * One `Stream.unwrap` for both: each layer of stream plumbing costs about as much per run as a few tool-loop steps.
+ * Parsing of model text, tolerant where models are loose and bounded where text may be huge: `json` (fences and
+ * prose around it, decoded with a schema), `score` (`score: 0.8`, `85%`, `7/10`), `finalAnswer` (`FINAL:` lines),
+ * `listItems`, `tag` (`<action>…</action>`), `normalizeAnswer`, `preview`.
+ *
+ * @since 0.2.0
+ * @category parsing
  */
-export const streamEvents = <E, R>(
-  start: Effect.Effect<Input, E, R | Scope.Scope>,
-  execute: (input: Input, emitter: Emitter) => Effect.Effect<AgentEvent.RunResult, AgentError, R>
-): Stream.Stream<AgentEvent.AgentEvent, E | AgentError, Exclude<R, Scope.Scope>> =>
-  Stream.unwrap(
-    Effect.flatMap(start, (input) =>
-      // Bounded: a slow consumer slows the run down instead of the stream retaining every event.
-      Effect.flatMap(Queue.make<AgentEvent.AgentEvent, AgentError | Cause.Done>({ capacity: 1024 }), (queue) => {
-        const emitter: Emitter = {
-          observed: true,
-          emit: (event) => Effect.asVoid(Queue.offer(queue, event)),
-          unsafeEmit: (event) => Queue.offerUnsafe(queue, event)
-        }
-        // Started at once, on this fiber's turn: the run goes as far as it can before the stream's first pull, so a
-        // run that never waits (an in-memory model) streams without a single event-loop turn, where a scheduled
-        // fork cost one or more `setImmediate` hops per run (≈ 9 µs of idle time per streamed run, measured).
-        return Effect.as(
-          Effect.forkScoped(Queue.into(queue)(execute(input, emitter)), { startImmediately: true }),
-          Stream.fromQueue(queue)
-        )
-      }))
-  ) as Stream.Stream<AgentEvent.AgentEvent, E | AgentError, Exclude<R, Scope.Scope>>
-
-/**
- * Decodes the program's answer with the output schema; when it does not decode, shows the model its answer and the
- * error and asks again (natively: `response_format`), up to `spec.retries` times. Each attempt is a `Progress`
- * event `output.attempt` ({ attempt, ok, error? }). Fails with `OutputInvalid` when no attempt decodes, also when
- * the budget refuses a repair.
- */
-const finalizeOutput = (
-  run: RunState,
-  input: Input,
-  spec: Output.OutputSpec,
-  outcome: Outcome
-): Effect.Effect<Outcome, AgentError> => {
-  const report = (attempt: number, error: string | undefined) =>
-    emitWith(run, (timestamp) => ({
-      _tag: "Progress",
-      sessionId: run.sessionId,
-      timestamp,
-      name: "output.attempt",
-      data: error === undefined ? { attempt, ok: true } : { attempt, ok: false, error }
-    }))
-  const attempt = (n: number, text: string): Effect.Effect<Outcome, AgentError> => {
-    const decoded = spec.decode(text)
-    if (Result.isSuccess(decoded)) {
-      return Effect.as(report(n, undefined), { ...outcome, output: text, value: decoded.success })
-    }
-    const invalid = (error: string) =>
-      new OutputInvalid({ sessionId: run.sessionId, attempts: n, text, error })
-    if (n > spec.retries) return Effect.andThen(report(n, decoded.failure), Effect.fail(invalid(decoded.failure)))
-    const repair = Output.repairRequest(spec, input.agent.instructions, input.prompt, text, decoded.failure)
-    return Effect.gen(function*() {
-      yield* report(n, decoded.failure)
-      // A program that never calls a model may run without one: then there is nothing to repair with.
-      const model = yield* Effect.serviceOption(Model.Model)
-      if (model._tag === "None") return yield* invalid(`${decoded.failure} (no model to repair it with)`)
-      const response = yield* Effect.provideService(
-        generateFor(run, repair, { step: `output.repair_${n}` }),
-        Model.Model,
-        model.value
-      ).pipe(
-        Effect.catchTag("BudgetExhausted", (exhausted) =>
-          Effect.fail(invalid(`${decoded.failure} (no repair: ${exhausted.message})`)))
-      )
-      const repaired = response.choices[0]?.text ?? ""
-      run.output = repaired
-      return yield* attempt(n + 1, repaired)
-    })
-  }
-  return attempt(1, outcome.output)
-}
-
-// No generator here: a generator frame (and everything its closure holds) stays alive for the whole run, in
-// every concurrent session; so does each wrapper, which is why the run's context is provided in one piece.
-const executeProgram = <R>(
-  name: string,
-  program: (input: Input) => Effect.Effect<Outcome, AgentError, R | CurrentRun>,
-  input: Input,
-  emitter: Emitter
-): Effect.Effect<AgentEvent.RunResult, AgentError, Exclude<R, CurrentRun>> =>
-  Effect.withFiber((fiber) => {
-    const clock = fiber.getRef(Clock.Clock)
-    const startedAt = clock.currentTimeMillisUnsafe()
-    const state = new RunState(
-      input.sessionId,
-      input.rootSessionId,
-      input.agent.name,
-      name,
-      input.budget,
-      input.streamText,
-      emitter,
-      input.parent as RunState | undefined,
-      input.resources,
-      clock
-    )
-    state.parent?.setChild(state)
-    state.traced = fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
-    // With structured output, the answer is decoded (and repaired) where the program's model is in context.
-    const output = input.output
-    const answer = output === undefined
-      ? program
-      : (input: Input) => Effect.flatMap(program(input), (outcome) => finalizeOutput(state, input, output, outcome))
-    let body: Effect.Effect<Outcome, AgentError, R | CurrentRun> = Effect.suspend(() => answer(input))
-    const model = input.agent.model
-    if (model !== undefined) {
-      const resources = input.resources
-      body = Effect.gen(function*() {
-        if (resources.scope === undefined) resources.scope = yield* Scope.make()
-        if (resources.memoMap === undefined) resources.memoMap = yield* Layer.makeMemoMap
-        const context = yield* Layer.buildWithMemoMap(model, resources.memoMap, resources.scope)
-        return yield* Effect.provide(answer(input), context)
-      }) as Effect.Effect<Outcome, AgentError, R | CurrentRun>
-    }
-    let guarded = body.pipe(
-      Effect.catchTag("BudgetExhausted", (error) =>
-        Effect.succeed<Outcome>({ output: state.output, interrupted: error.reason }))
-    )
-    // The run that owns a deadline interrupts everything in flight when it passes; sub-agents share it.
-    if (input.parent === undefined && input.budget.deadline !== undefined) {
-      const left = Math.max(0, input.budget.deadline - startedAt)
-      guarded = guarded.pipe(
-        Effect.timeoutOrElse({
-          duration: left,
-          orElse: () => Effect.succeed<Outcome>({ output: state.output, interrupted: "budget:wall_clock" })
-        })
-      )
-    }
-    // A cancel, like a deadline, stops everything in flight and keeps what the run has so far.
-    if (input.parent === undefined && input.cancel !== undefined) {
-      guarded = Effect.raceFirst(
-        guarded,
-        Effect.andThen(input.cancel, Effect.sync((): Outcome => ({ output: state.output, interrupted: "cancelled" })))
-      )
-    }
-    // The run's state and span go on top of the fiber's context as two entries (`Context.add`), where providing a
-    // context of both (`Effect.provide`) would copy every service of the fiber's context into a new map, per run.
-    const withRun = (span: Tracer.AnySpan) =>
-      Effect.updateContext(
-        guarded,
-        (context: Context.Context<Exclude<R, CurrentRun>>) =>
-          Context.add(Context.add(context, CurrentRun, state), Tracer.ParentSpan, span) as Context.Context<R | CurrentRun>
-      )
-    // A run started by `Agent.run` comes with its span; a streamed run and every sub-agent get theirs here.
-    const traced: Effect.Effect<Outcome, AgentError, R | CurrentRun> = input.span !== undefined
-      ? withRun(input.span)
-      : Effect.flatMap(
-        Effect.makeSpan(Spans.runSpanName(input.agent.name), {
-          attributes: { ...Spans.runAttributes(input.agent.name, name), "valet.session_id": state.sessionId }
-        }),
-        (span) =>
-          Effect.onExit(withRun(span), (exit) => Spans.end(span, exit))
-      )
-    const finished = Effect.flatMap(traced, (outcome) => {
-      const endedAt = state.now()
-      const result: AgentEvent.RunResult = {
-        sessionId: state.sessionId,
-        output: outcome.output,
-        modelCalls: state.modelCalls,
-        usage: state.usage,
-        interrupted: outcome.interrupted !== undefined,
-        ...(outcome.interrupted !== undefined ? { interruptionReason: outcome.interrupted } : {}),
-        durationMs: endedAt - startedAt,
-        metadata: outcome.metadata ?? {},
-        ...(output !== undefined ? { value: outcome.value } : {})
-      }
-      return emitter.observed
-        ? Effect.as(emitter.emit({ _tag: "RunCompleted", sessionId: state.sessionId, timestamp: endedAt, result }), result)
-        : Effect.succeed(result)
-    })
-    if (!emitter.observed) return finished
-    return Effect.andThen(
-      emitter.emit({
-        _tag: "RunStarted",
-        sessionId: state.sessionId,
-        timestamp: startedAt,
-        agent: input.agent.name,
-        architecture: name,
-        prompt: input.prompt
-      }),
-      finished
-    )
-  }) as Effect.Effect<AgentEvent.RunResult, AgentError, Exclude<R, CurrentRun>>
+export const parse = Parse.toolkit

@@ -87,7 +87,7 @@ const crossCheck = (config: ConfigFile): YamlDocument.Problem | undefined => {
   const agents = config.agents
   const servers = config.mcpServers ?? {}
   for (const [name, spec] of Object.entries(agents)) {
-    const badName = Internal.agentNameProblem(name)
+    const badName = Agent.nameProblem(name)
     if (badName !== undefined) return { message: badName, field: `agents.${name}` }
     if (spec.model === undefined && config.model === undefined) {
       return { message: "has no model: give it a model, or the file a top-level model", field: `agents.${name}` }

@@ -238,7 +238,7 @@ agents:
       expect(refusal(`${model}agents:\n  a:\n    instruction: x\n`)).toMatch(/^valet\.yaml:\d+:\d+: agents\.a\.(instructions is required|instruction is not a known key)$/)
     })
     it("a bad agent name", () => {
-      expect(refusal(`${model}agents:\n  "two words": { instructions: x }\n`)).toBe("valet.yaml:3:16: agents.two words is not a usable agent name: letters and digits joined by single - or _, at most 48 characters")
+      expect(refusal(`${model}agents:\n  "two words": { instructions: x }\n`)).toBe("valet.yaml:3:16: agents.two words is not a usable name: letters and digits joined by single - or _, at most 48 characters, got \"two words\"")
     })
     it("no agents, and not YAML", () => {
       expect(refusal(`${model}agents: {}\n`)).toBe("valet.yaml:2:9: agents at least one agent is needed")

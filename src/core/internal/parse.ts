@@ -626,3 +626,29 @@ export const preview = (text: string, max = 200): string => {
   const flat = head(text, max * 4 + 8).replace(/\s+/g, " ").trim()
   return flat.length <= max && text.length <= max * 4 + 8 ? JSON.stringify(flat) : `${JSON.stringify(flat.slice(0, max))}…`
 }
+
+/** The parsers of `Architecture.parse`. */
+export const toolkit = {
+  /** JSON in model text (fences and prose around it tolerated, size and depth bounded), decoded with a schema. */
+  json: decodeJson,
+  /** The JSON value in model text, not decoded. */
+  jsonValue: extractJson,
+  /** A score: `score: 0.8`, `85%`, `7/10`, a bare number in [0, 1]. */
+  score: parseScore,
+  /** A value as a score in [0, 1], or why not. */
+  unitScore,
+  /** The answer of a `FINAL: <answer>` line. */
+  finalAnswer,
+  /** The last line with text. */
+  lastNonEmptyLine,
+  /** The items of a numbered or bulleted list. */
+  listItems,
+  /** List items with their continuation lines folded in, or `undefined` when there is no list. */
+  foldedListItems,
+  /** The text inside `<tag>…</tag>` (a closing tag missing at the very end tolerated). */
+  tag: extractTag,
+  /** An answer normalized for voting: whitespace, `$`, `\boxed{}`, canonical numbers. */
+  normalizeAnswer,
+  /** The start of a text, for messages. */
+  preview
+} as const

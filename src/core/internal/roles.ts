@@ -9,7 +9,8 @@ import { Effect } from "effect"
 import * as Agent from "../Agent.js"
 import type { InvalidOptions, SessionConflict, SubAgentFailed } from "../AgentError.js"
 import type * as AgentEvent from "../AgentEvent.js"
-import type * as Architecture from "../Architecture.js"
+import { yieldBeforeReading } from "./parse.js"
+import * as Architecture from "./runtime.js"
 
 /** How a sub-agent's run ended. */
 export type Ran =
@@ -45,6 +46,41 @@ export const runOrFail = <R>(
   options: Agent.ChildOptions
 ): Effect.Effect<Ended, InvalidOptions | SessionConflict | SubAgentFailed, R | Architecture.CurrentRun> =>
   Effect.flatMap(run(agent, prompt, options), (ran) => (ran._tag === "Failed" ? Effect.fail(ran.error) : Effect.succeed(ran)))
+
+/** Options of `role`: the child's role and index (its session id), and how a stop is reported. */
+export interface RoleOptions extends Agent.ChildOptions {
+  /**
+   * The prefix of the run's interruption reason when this role stops at a limit: by default the role, and
+   * `round_<index>` when there is an index (`critic:round_2:max_turns_exceeded`). A spent budget is reported as it is.
+   */
+  readonly label?: string | undefined
+  /**
+   * This role writes the run's answer (a judge, a synthesizer, the chosen route): when it stops, its partial output is
+   * the run's. Otherwise the run keeps its best output so far (`setOutput`), or the role's partial when it has none.
+   */
+  readonly answers?: boolean | undefined
+}
+
+/**
+ * Runs a sub-agent in a role whose failure is the caller's and whose stop at a limit ends the run: completed, its
+ * result (a long reply read after a turn of the event loop, so that many replies of megabytes do not hold it);
+ * stopped, the run ends there (`RoleStopped`, which the runtime turns into the run's interrupted outcome with its
+ * best output so far); failed, the run fails with the child's `SubAgentFailed`.
+ */
+export const role = <R>(
+  agent: Agent.Agent<R>,
+  prompt: string,
+  options: RoleOptions
+): Effect.Effect<AgentEvent.RunResult, InvalidOptions | SessionConflict | SubAgentFailed | Architecture.RoleStopped, R | Architecture.CurrentRun> =>
+  Effect.flatMap(runOrFail(agent, prompt, options), (ended) => {
+    if (ended._tag === "Completed") return Effect.as(yieldBeforeReading(ended.result.output), ended.result)
+    const label = options.label ?? (options.index === undefined ? options.role : `${options.role}:round_${options.index}`)
+    return Architecture.CurrentRun.use((run) => {
+      const state = Architecture.stateOf(run)
+      if (options.answers === true || state.output === "") state.output = ended.result.output
+      return Effect.fail(new Architecture.RoleStopped({ reason: stopReason(label, ended.reason) }))
+    })
+  })
 
 /** Whether an interruption reason is a spent budget. */
 export const isBudget = (reason: string): boolean => reason.startsWith("budget:")

@@ -7,9 +7,19 @@ import { Schema } from "effect"
 
 const placeholderPattern = /\{([a-z][a-z0-9_]*)\}/g
 
+/**
+ * The task's placeholder is `{task}` in every template; `{prompt}`, `{question}` and `{problem}` were its names in
+ * some, and are still filled with the task (deprecated, said once by `Architecture.define`).
+ */
+export const deprecatedPlaceholders: Readonly<Record<string, string>> = { prompt: "task", question: "task", problem: "task" }
+
 /** Fills the known `{name}` placeholders of a template; anything else (JSON braces, unknown names) stays. */
 export const fill = (template: string, values: Readonly<Record<string, string>>): string =>
-  template.replace(placeholderPattern, (whole, name: string) => Object.hasOwn(values, name) ? values[name]! : whole)
+  template.replace(placeholderPattern, (whole, name: string) => {
+    if (Object.hasOwn(values, name)) return values[name]!
+    const current = deprecatedPlaceholders[name]
+    return current !== undefined && Object.hasOwn(values, current) ? values[current]! : whole
+  })
 
 /** The placeholders a template uses, in order of first use. */
 export const placeholders = (template: string): Array<string> => [
@@ -20,7 +30,8 @@ export const placeholders = (template: string): Array<string> => [
 export const Template = (allowed: ReadonlyArray<string>) =>
   Schema.String.check(
     Schema.makeFilter((template: string) => {
-      const unknown = placeholders(template).filter((name) => !allowed.includes(name))
+      const unknown = placeholders(template).filter((name) =>
+        !allowed.includes(name) && !(Object.hasOwn(deprecatedPlaceholders, name) && allowed.includes(deprecatedPlaceholders[name]!)))
       return unknown.length === 0 ||
         `has unknown placeholder${unknown.length > 1 ? "s" : ""} ${unknown.map((name) => `{${name}}`).join(", ")}; ` +
           `this template may use ${allowed.map((name) => `{${name}}`).join(", ")}`

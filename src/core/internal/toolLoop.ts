@@ -1,6 +1,6 @@
 import { Effect, Schema } from "effect"
 import { type BudgetExhausted, InvalidAgent } from "../AgentError.js"
-import * as Architecture from "../Architecture.js"
+import * as Architecture from "./runtime.js"
 import * as Model from "../Model.js"
 import type { ModelError } from "../ModelError.js"
 import * as Tool from "../Tool.js"
@@ -168,7 +168,7 @@ export const program = (options: Options) =>
 
     return Effect.flatMap(Architecture.CurrentRun, (current) => {
       // Looked up once: the loop below runs per step, and every lookup is an effect to run.
-      const run = current as Architecture.RunState
+      const run = Architecture.stateOf(current)
       const runTool = (call: Model.ToolCall) => Architecture.executeToolFor(run, kit, call, executeOptions)
       // The call's arguments as the repeat check parsed them, if it did: the tool does not parse them again.
       const runParsed = (call: Model.ToolCall, parsed: unknown) =>

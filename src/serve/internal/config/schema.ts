@@ -30,15 +30,6 @@ const IntAtLeast = (min: number) => IntBetween(min)
 const orDefault = <S extends Schema.Codec<number, number>>(schema: S, value: number) =>
   schema.pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed(value)))
 
-/**
- * Why an agent's name cannot be one, if it cannot: it is an MCP tool name, an OpenAI model name and part of session
- * ids, so letters and digits joined by single `-` or `_`, at most 48 characters.
- */
-export const agentNameProblem = (name: string): string | undefined =>
-  /^[A-Za-z0-9]+(?:[-_][A-Za-z0-9]+)*$/.test(name) && name.length <= 48
-    ? undefined
-    : "is not a usable agent name: letters and digits joined by single - or _, at most 48 characters"
-
 const EnvName = Schema.String.check(Schema.makeFilter((name: string) =>
   /^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || `an environment variable name, got ${JSON.stringify(name)}`
 ))

@@ -1,0 +1,665 @@
+/**
+ * The runtime of architectures: the run's state, its events, the model and tool calls made for it, sub-agents, and
+ * the rules every architecture shares (a spent budget, a cancel or a stopped role ends the run with the best output
+ * so far; structured output is decoded and repaired; the run's span). `Architecture` is the public contract and
+ * toolkit over it; only core reads this module.
+ */
+import { type Cause, Clock, Context, Data, Effect, Exit, Layer, Predicate, Queue, Result, Scope, Stream, Tracer } from "effect"
+import { type AgentError, type BudgetExhausted, OutputInvalid } from "../AgentError.js"
+import type * as AgentEvent from "../AgentEvent.js"
+import * as Budget from "../Budget.js"
+import * as Model from "../Model.js"
+import type { ModelError } from "../ModelError.js"
+import * as Tool from "../Tool.js"
+import * as Output from "./output.js"
+import { yieldBeforeReading } from "./parse.js"
+import * as Spans from "./spans.js"
+
+const TypeId: unique symbol = Symbol.for("valet/Architecture")
+
+/** Where events go. `observed` is false when nobody reads them (`Agent.run`): events are then not even built. */
+export interface Emitter {
+  readonly observed: boolean
+  readonly emit: (event: AgentEvent.AgentEvent) => Effect.Effect<void>
+  /**
+   * Optional: hands the event over at once if that needs no waiting, answering whether it did (false: use `emit`,
+   * which waits for room). Saves running an effect per event on the hot path. Only call it where `emit` would
+   * run, so that events keep their order.
+   */
+  readonly unsafeEmit?: ((event: AgentEvent.AgentEvent) => boolean) | undefined
+}
+
+/** Emits an event: at once when the emitter can take it without waiting, else through its `emit`. */
+const emitNow = (emitter: Emitter, event: AgentEvent.AgentEvent): Effect.Effect<void> =>
+  emitter.unsafeEmit !== undefined && emitter.unsafeEmit(event) ? Effect.void : emitter.emit(event)
+
+/** `Effect.as` on an emit's result, without running anything when the event went out at once. */
+const thenSucceed = <A>(first: Effect.Effect<void>, value: A): Effect.Effect<A> =>
+  first === Effect.void ? Effect.succeed(value) : Effect.as(first, value)
+
+/** An emitter that drops everything. */
+export const unobserved: Emitter = { observed: false, emit: () => Effect.void }
+
+/**
+ * What the runs of one root run share: the memo map that builds each agent's model layer once for all of them (an
+ * actor called in three rounds keeps one HTTP client, and a scripted actor goes on with its script), and the
+ * scope those layers live in, closed when the root run ends. Both are created on first use: most runs have no
+ * agent with its own model, and a scope per run would cost every concurrent session a few kilobytes.
+ */
+export interface Resources {
+  scope: Scope.Closeable | undefined
+  memoMap: Layer.MemoMap | undefined
+}
+
+/** Fresh, empty resources for a root run. */
+export const makeResources = (): Resources => ({ scope: undefined, memoMap: undefined })
+
+/** Closes what a root run's resources opened, if anything. */
+export const closeResources = (resources: Resources, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
+  resources.scope === undefined ? Effect.void : Scope.close(resources.scope, exit)
+
+/**
+ * What a run runs: an agent's definition. `Agent.Agent` is one; it is declared here so that this module, which
+ * `Agent` builds on, does not import `Agent`.
+ */
+export interface AgentDefinition {
+  readonly name: string
+  readonly instructions: string
+  readonly architecture: Architecture<unknown>
+  readonly tools: ReadonlyArray<Tool.Tool<unknown>>
+  /** The agent's own model: provided around all of its model calls, instead of the `Model` in context. */
+  readonly model: Layer.Layer<Model.Model, never, unknown> | undefined
+  /** The default turn limit of tool loops (ReAct's `maxTurns`). */
+  readonly maxTurns: number
+}
+
+/** What a run is started with. Built by `Agent.run`, `Agent.stream` and `Agent.runChild`. */
+export interface Input {
+  readonly agent: AgentDefinition
+  readonly prompt: string
+  /** Earlier messages of a conversation, placed between the instructions and the prompt. */
+  readonly history: ReadonlyArray<Model.Message>
+  readonly sessionId: string
+  readonly rootSessionId: string
+  readonly budget: Budget.Tracker
+  /** Whether model calls stream their text (and emit `TextDelta` events) when someone observes the run. */
+  readonly streamText: boolean
+  /** The run this one is a sub-agent of: its model calls and usage roll up there. */
+  readonly parent: RunContext | undefined
+  readonly resources: Resources
+  /** The run's tracing span (`invoke_agent <agent>`): the parent of the spans made while the program runs. */
+  readonly span?: Tracer.Span | undefined
+  /**
+   * The structured output the caller asked for (root runs only): the answer is decoded with it after the program
+   * ends, and repaired by asking again when it does not decode. A program may also ask natively for its answering
+   * call (`Model.Request.responseFormat`), as the tool loop does when there are no tools.
+   */
+  readonly output?: Output.OutputSpec | undefined
+  /**
+   * Completes when the caller cancels the run (root runs only): everything in flight is interrupted and the run
+   * ends completed, `interrupted` with reason `cancelled`, keeping its output so far.
+   */
+  readonly cancel?: Effect.Effect<void> | undefined
+}
+
+/** What an architecture program returns; the runtime adds the counts and timing to make the `RunResult`. */
+export interface Outcome {
+  readonly output: string
+  /** Set when the run stopped early; the reason becomes `RunResult.interruptionReason`. */
+  readonly interrupted?: string | undefined
+  readonly metadata?: Record<string, unknown> | undefined
+  /** The decoded structured output (set by the runtime when `Input.output` is). */
+  readonly value?: unknown
+}
+
+/** An architecture that needs the services `R` (typically `Model`). */
+export interface Architecture<out R = never> {
+  readonly [TypeId]: typeof TypeId
+  readonly name: string
+  /**
+   * Runs and streams every event, ending with one `RunCompleted`. (`Agent.stream` streams `execute` itself, through
+   * `streamEvents`, so the two must agree: `make` builds `run` that way.)
+   */
+  readonly run: (input: Input) => Stream.Stream<AgentEvent.AgentEvent, AgentError, R>
+  /** Runs and sends every event to `emitter`; answers the same `RunResult` as the stream's `RunCompleted`. */
+  readonly execute: (input: Input, emitter: Emitter) => Effect.Effect<AgentEvent.RunResult, AgentError, R>
+}
+
+/** Whether a value is an `Architecture`. */
+export const isArchitecture = (u: unknown): u is Architecture<unknown> => Predicate.hasProperty(u, TypeId)
+
+// ---------------------------------------------------------------------------------------------------------
+// The run in progress
+// ---------------------------------------------------------------------------------------------------------
+
+/** The run in progress, as an architecture program sees it. */
+export interface RunContext {
+  readonly sessionId: string
+  readonly rootSessionId: string
+  readonly agentName: string
+  readonly architecture: string
+  readonly budget: Budget.Tracker
+  readonly streamText: boolean
+  readonly emitter: Emitter
+  readonly parent: RunContext | undefined
+  /** Model calls made for this run so far, sub-agents included. */
+  readonly modelCalls: number
+  /** Tokens used for this run so far, sub-agents included. */
+  readonly usage: Model.Usage
+  /** The best output so far: what an interrupted run reports. */
+  readonly output: string
+}
+
+/** The run the current fiber works for. Provided by the runtime to architecture programs. */
+export class CurrentRun extends Context.Service<CurrentRun, RunContext>()("valet/Architecture/CurrentRun") {}
+
+/** The mutable state behind `RunContext`; only this module and `Agent` write it. */
+export class RunState implements RunContext {
+  modelCalls = 0
+  usage: Model.Usage = Model.emptyUsage
+  output = ""
+  /** Calls made by this session itself: numbers default step names. */
+  ownCalls = 0
+  /**
+   * Whether model and tool calls get spans: only when a tracer is installed (`Telemetry.layer`, any `Tracer`
+   * layer). Effect's built-in tracer keeps spans nowhere, and two spans per step would double the cost of a step.
+   */
+  traced = false
+  /**
+   * Sub-runs by session id; reserved (undefined) by `Agent.runChild` before the child's state exists. Made on the
+   * first sub-run: most runs have none, and an empty map per run is memory every concurrent session holds.
+   */
+  children: Map<string, RunState | undefined> | undefined = undefined
+  /** What the run reports as its metadata if a stopped role or a limit ends it (`Architecture.setMetadata`). */
+  metadata: (() => Record<string, unknown>) | undefined = undefined
+  constructor(
+    readonly sessionId: string,
+    readonly rootSessionId: string,
+    readonly agentName: string,
+    readonly architecture: string,
+    readonly budget: Budget.Tracker,
+    readonly streamText: boolean,
+    readonly emitter: Emitter,
+    readonly parent: RunState | undefined,
+    readonly resources: Resources,
+    /** The run's clock, read once: event timestamps then cost a method call, not an effect. */
+    readonly clock: Clock.Clock
+  ) {}
+
+  /** The current time on the run's clock (`TestClock` in tests). */
+  now(): number {
+    return this.clock.currentTimeMillisUnsafe()
+  }
+
+  /** Counts one model call here and in every ancestor. */
+  countCall(): void {
+    this.ownCalls++
+    for (let run: RunState | undefined = this; run !== undefined; run = run.parent) run.modelCalls++
+  }
+
+  /** Reserves a sub-run's session id; false when this run already has a sub-run under it. */
+  reserveChild(sessionId: string): boolean {
+    const children = this.children ??= new Map()
+    if (children.has(sessionId)) return false
+    children.set(sessionId, undefined)
+    return true
+  }
+
+  /** Records a sub-run's state under its (reserved) session id. */
+  setChild(state: RunState): void {
+    ;(this.children ??= new Map()).set(state.sessionId, state)
+  }
+
+  /** Adds a call's tokens here and in every ancestor. */
+  addUsage(usage: Model.Usage): void {
+    for (let run: RunState | undefined = this; run !== undefined; run = run.parent) {
+      run.usage = Model.addUsage(run.usage, usage)
+    }
+  }
+}
+
+/**
+ * The state behind the run in context. The runtime is the only provider of `CurrentRun`, so the one cast of the
+ * contract's read-only view back to its state is here.
+ */
+export const stateOf = (run: RunContext): RunState => run as RunState
+
+/** Emits an event built from the current time, only when someone observes the run. */
+export const emitWith = (run: RunContext, build: (timestamp: number) => AgentEvent.AgentEvent): Effect.Effect<void> => {
+  if (!run.emitter.observed) return Effect.void
+  // A run made by `make` holds its clock; any other `RunContext` reads the `Clock` in context.
+  return run instanceof RunState
+    ? Effect.suspend(() => emitNow(run.emitter, build(run.now())))
+    : Effect.flatMap(Clock.currentTimeMillis, (now) => emitNow(run.emitter, build(now)))
+}
+
+const emitWarnings = (run: RunContext, warnings: ReadonlyArray<Budget.Warning>): Effect.Effect<void> =>
+  warnings.length === 0
+    ? Effect.void
+    : Effect.forEach(warnings, (warning) =>
+      emitWith(run, (timestamp) => ({
+        _tag: "BudgetWarning",
+        sessionId: run.sessionId,
+        timestamp,
+        limit: warning.limit,
+        used: warning.used,
+        max: warning.max
+      })), { discard: true })
+
+/** Options of `generate`. */
+export interface GenerateOptions {
+  /** The step's name within the session (`react.turn_2`); keys journal records. Default `call_<n>`. */
+  readonly step?: string | undefined
+}
+
+/** `generate` for a run the caller already holds (the tool loop looks `CurrentRun` up once, not per turn). */
+export const generateFor = (
+  run: RunState,
+  request: Model.Request,
+  options?: GenerateOptions
+): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model> => {
+  // The model is read from the fiber's context, and an unlimited budget is not asked for a reservation: both save
+  // effects on a path every model call of every agent takes (a process's first thousands of calls run unoptimized).
+  if (run.budget === Budget.unlimited) {
+    return Effect.withFiber<Model.Response, ModelError>((fiber) =>
+      call(run, Context.getUnsafe(fiber.context, Model.Model), request, options, unreserved)
+    )
+  }
+  return Effect.flatMap(run.budget.reserve(request), (reservation) =>
+    Effect.withFiber<Model.Response, ModelError>((fiber) =>
+      // A call that fails or is interrupted gives back what it reserved; one that returns settles it.
+      Effect.onError(
+        call(run, Context.getUnsafe(fiber.context, Model.Model), reservation.request, options, reservation),
+        () => Effect.sync(reservation.release)
+      )
+    ))
+}
+
+const noWarnings: ReadonlyArray<Budget.Warning> = []
+const unreserved: Pick<Budget.Reservation, "warnings" | "settle"> = { warnings: noWarnings, settle: () => noWarnings }
+
+/** One model call once its budget is reserved: counting, the call context, and the events if observed. */
+const call = (
+  run: RunState,
+  model: Model.Service,
+  request: Model.Request,
+  options: GenerateOptions | undefined,
+  reservation: Pick<Budget.Reservation, "warnings" | "settle">
+): Effect.Effect<Model.Response, ModelError> => {
+  const warnings = reservation.warnings
+  run.countCall()
+  const step = options?.step ?? `call_${run.ownCalls}`
+  const callContext: Model.CallContext = { sessionId: run.sessionId, rootSessionId: run.rootSessionId, step }
+  const settle = (response: Model.Response): ReadonlyArray<Budget.Warning> => {
+    run.addUsage(response.usage)
+    return reservation.settle(response.usage)
+  }
+  // Nobody listens (`Agent.run`): no events, no clock reads.
+  if (!run.emitter.observed) {
+    const sent = withCallContext(model.generate(request), callContext)
+    return Effect.map(run.traced ? Spans.modelCall(model, request, run.sessionId, step, sent) : sent, (response) => {
+      settle(response)
+      return response
+    })
+  }
+  const send = (): Effect.Effect<Model.Response, ModelError> =>
+    run.streamText
+      ? Model.streamIntoWith(model, request, (chunk) =>
+        // Called as each chunk arrives (see `Model.Service.streamInto`), so the event can go out right here.
+        chunk._tag === "TextDelta" && chunk.text !== ""
+          ? emitNow(run.emitter, {
+            _tag: "TextDelta",
+            sessionId: run.sessionId,
+            timestamp: run.now(),
+            step,
+            index: chunk.index,
+            text: chunk.text
+          })
+          : Effect.void)
+      : model.generate(request)
+  // Events are handed over synchronously when the stream has room (`emitNow`), so a step runs few effects.
+  const sendWithEvents = (): Effect.Effect<Model.Response, ModelError> => {
+    const startedAt = run.now()
+    const called = emitNow(run.emitter, { _tag: "ModelCalled", sessionId: run.sessionId, timestamp: startedAt, step })
+    // The request goes out after `ModelCalled` (a provider may do work when the call is made, e.g. a script).
+    const traced = (): Effect.Effect<Model.Response, ModelError> =>
+      run.traced
+        ? Spans.modelCall(model, request, run.sessionId, step, withCallContext(send(), callContext))
+        : withCallContext(send(), callContext)
+    const sent = called === Effect.void ? traced() : Effect.andThen(called, Effect.suspend(traced))
+    return Effect.flatMap(sent, (response) => {
+      const after = settle(response)
+      const now = run.now()
+      const choice = response.choices[0]
+      const replied = emitNow(run.emitter, {
+        _tag: "ModelReplied",
+        sessionId: run.sessionId,
+        timestamp: now,
+        step,
+        text: choice?.text ?? "",
+        toolCalls: choice?.toolCalls ?? [],
+        finishReason: choice?.finishReason ?? "other",
+        usage: response.usage,
+        latencyMs: now - startedAt
+      })
+      return after.length === 0
+        ? thenSucceed(replied, response)
+        : Effect.as(Effect.andThen(replied, emitWarnings(run, after)), response)
+    })
+  }
+  return warnings.length === 0 ? sendWithEvents() : Effect.andThen(emitWarnings(run, warnings), Effect.suspend(sendWithEvents))
+}
+
+/** Provides `Model.currentCallContext` to the call about to be sent (wrappers such as the `Journal` read it). */
+const withCallContext = <A, E, R>(effect: Effect.Effect<A, E, R>, context: Model.CallContext): Effect.Effect<A, E, R> =>
+  Effect.provideService(effect, Model.currentCallContext, context)
+
+/** `executeTool` for a run the caller already holds. */
+export const executeToolFor = <R>(
+  run: RunState,
+  kit: Tool.Toolkit<R>,
+  call: Model.ToolCall,
+  options?: Tool.ExecuteOptions
+): Effect.Effect<Tool.Result, never, R> => {
+  if (!run.emitter.observed) {
+    return run.traced ? Spans.toolCall(call, run.sessionId, Tool.execute(kit, call, options)) : Tool.execute(kit, call, options)
+  }
+  return Effect.suspend(() => {
+    const startedAt = run.now()
+    const called = emitNow(run.emitter, {
+      _tag: "ToolCalled",
+      sessionId: run.sessionId,
+      timestamp: startedAt,
+      toolCallId: call.id,
+      name: call.name,
+      arguments: call.arguments
+    })
+    // The handler starts after `ToolCalled` went out (a handler that answers at once runs when it is called).
+    const traced = run.traced ? Spans.toolCall(call, run.sessionId, Tool.execute(kit, call, options)) : Tool.execute(kit, call, options)
+    const execute = called === Effect.void ? traced : Effect.flatMap(called, () => traced)
+    return Effect.flatMap(execute, (result) => {
+      const now = run.now()
+      const returned = emitNow(run.emitter, {
+        _tag: "ToolReturned",
+        sessionId: run.sessionId,
+        timestamp: now,
+        toolCallId: call.id,
+        name: call.name,
+        content: result.content,
+        isError: result.isError,
+        durationMs: now - startedAt
+      })
+      return thenSucceed(returned, result)
+    })
+  })
+}
+
+/** Emits an architecture-specific milestone, e.g. `progress("self_refine.critique", { round, critique })`. */
+export const progress = (name: string, data: Record<string, unknown> = {}): Effect.Effect<void, never, CurrentRun> =>
+  CurrentRun.use((run) =>
+    emitWith(run, (timestamp) => ({ _tag: "Progress", sessionId: run.sessionId, timestamp, name, data })))
+
+/** Records the best output so far: what the run reports if a budget or the wall clock stops it. */
+export const setOutput = (output: string): Effect.Effect<void, never, CurrentRun> =>
+  CurrentRun.useSync((run) => {
+    stateOf(run).output = output
+  })
+
+/** Records what the run's metadata is if a limit ends it (read then, so it may describe the run so far). */
+export const setMetadata = (metadata: () => Record<string, unknown>): Effect.Effect<void, never, CurrentRun> =>
+  CurrentRun.useSync((run) => {
+    stateOf(run).metadata = metadata
+  })
+
+/**
+ * Calls the model for the current run: reserves a budget slot first (failing with `BudgetExhausted` when a
+ * limit is reached), counts the call for this run and its ancestors, streams the text as `TextDelta` events
+ * when the run is observed, and emits `ModelCalled` / `ModelReplied`.
+ */
+export const generate = (
+  request: Model.Request,
+  options?: GenerateOptions
+): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model | CurrentRun> =>
+  CurrentRun.use((run) =>
+    // A reply of megabytes is read by the program after a turn of the event loop, so timers and other runs go on.
+    Effect.tap(generateFor(stateOf(run), request, options), (response) => yieldBeforeReading(response.choices[0]?.text ?? ""))
+  )
+
+/**
+ * Executes one tool call for the current run (see `Tool.execute`: never fails, errors become `ERROR:` results),
+ * emitting `ToolCalled` and `ToolReturned` when the run is observed.
+ */
+export const executeTool = <R>(
+  kit: Tool.Toolkit<R>,
+  call: Model.ToolCall,
+  options?: Tool.ExecuteOptions
+): Effect.Effect<Tool.Result, never, R | CurrentRun> =>
+  CurrentRun.use((run) => executeToolFor(stateOf(run), kit, call, options))
+
+/** See `Architecture.conversation`. */
+export const conversation = (input: Pick<Input, "history" | "prompt">): Array<Model.Message> =>
+  input.prompt === "" && input.history.length > 0 ? [...input.history] : [...input.history, Model.user(input.prompt)]
+
+/**
+ * A role's run stopped at a limit (its turns, a budget, a cancel): the run it works for ends here, interrupted with
+ * `reason`, keeping its best output so far. Raised by `Architecture.role`, turned into the run's outcome by the
+ * runtime; a program never needs to catch it.
+ */
+export class RoleStopped extends Data.TaggedError("RoleStopped")<{
+  readonly reason: string
+}> {}
+
+// ---------------------------------------------------------------------------------------------------------
+// Building architectures
+// ---------------------------------------------------------------------------------------------------------
+
+/** Options of `make`. */
+export interface MakeOptions<R> {
+  readonly name: string
+  /** The architecture's logic; it finds the run in `CurrentRun`. */
+  readonly program: (input: Input) => Effect.Effect<Outcome, AgentError | RoleStopped, R | CurrentRun>
+}
+
+/** Turns a program into an architecture that streams its events and ends with one `RunCompleted`. */
+export const make = <R>(options: MakeOptions<R>): Architecture<Exclude<R, CurrentRun>> => {
+  const execute = (input: Input, emitter: Emitter): Effect.Effect<AgentEvent.RunResult, AgentError, Exclude<R, CurrentRun>> =>
+    executeProgram(options.name, options.program, input, emitter)
+  const run = (input: Input): Stream.Stream<AgentEvent.AgentEvent, AgentError, Exclude<R, CurrentRun>> =>
+    streamEvents(Effect.succeed(input), execute)
+  return { [TypeId]: TypeId, name: options.name, run, execute }
+}
+
+/**
+ * Streams the events of a run: `start` prepares the input in the stream's scope (`Agent.stream` adds its
+ * finalizer there), then `execute` runs in a fiber of that scope, emitting into a bounded queue the stream reads.
+ * One `Stream.unwrap` for both: each layer of stream plumbing costs about as much per run as a few tool-loop steps.
+ */
+export const streamEvents = <E, R>(
+  start: Effect.Effect<Input, E, R | Scope.Scope>,
+  execute: (input: Input, emitter: Emitter) => Effect.Effect<AgentEvent.RunResult, AgentError, R>
+): Stream.Stream<AgentEvent.AgentEvent, E | AgentError, Exclude<R, Scope.Scope>> =>
+  Stream.unwrap(
+    Effect.flatMap(start, (input) =>
+      // Bounded: a slow consumer slows the run down instead of the stream retaining every event.
+      Effect.flatMap(Queue.make<AgentEvent.AgentEvent, AgentError | Cause.Done>({ capacity: 1024 }), (queue) => {
+        const emitter: Emitter = {
+          observed: true,
+          emit: (event) => Effect.asVoid(Queue.offer(queue, event)),
+          unsafeEmit: (event) => Queue.offerUnsafe(queue, event)
+        }
+        // Started at once, on this fiber's turn: the run goes as far as it can before the stream's first pull, so a
+        // run that never waits (an in-memory model) streams without a single event-loop turn, where a scheduled
+        // fork cost one or more `setImmediate` hops per run (≈ 9 µs of idle time per streamed run, measured).
+        return Effect.as(
+          Effect.forkScoped(Queue.into(queue)(execute(input, emitter)), { startImmediately: true }),
+          Stream.fromQueue(queue)
+        )
+      }))
+  ) as Stream.Stream<AgentEvent.AgentEvent, E | AgentError, Exclude<R, Scope.Scope>>
+
+/**
+ * Decodes the program's answer with the output schema; when it does not decode, shows the model its answer and the
+ * error and asks again (natively: `response_format`), up to `spec.retries` times. Each attempt is a `Progress`
+ * event `output.attempt` ({ attempt, ok, error? }). Fails with `OutputInvalid` when no attempt decodes, also when
+ * the budget refuses a repair.
+ */
+const finalizeOutput = (
+  run: RunState,
+  input: Input,
+  spec: Output.OutputSpec,
+  outcome: Outcome
+): Effect.Effect<Outcome, AgentError> => {
+  const report = (attempt: number, error: string | undefined) =>
+    emitWith(run, (timestamp) => ({
+      _tag: "Progress",
+      sessionId: run.sessionId,
+      timestamp,
+      name: "output.attempt",
+      data: error === undefined ? { attempt, ok: true } : { attempt, ok: false, error }
+    }))
+  const attempt = (n: number, text: string): Effect.Effect<Outcome, AgentError> => {
+    const decoded = spec.decode(text)
+    if (Result.isSuccess(decoded)) {
+      return Effect.as(report(n, undefined), { ...outcome, output: text, value: decoded.success })
+    }
+    const invalid = (error: string) =>
+      new OutputInvalid({ sessionId: run.sessionId, attempts: n, text, error })
+    if (n > spec.retries) return Effect.andThen(report(n, decoded.failure), Effect.fail(invalid(decoded.failure)))
+    const repair = Output.repairRequest(spec, input.agent.instructions, input.prompt, text, decoded.failure)
+    return Effect.gen(function*() {
+      yield* report(n, decoded.failure)
+      // A program that never calls a model may run without one: then there is nothing to repair with.
+      const model = yield* Effect.serviceOption(Model.Model)
+      if (model._tag === "None") return yield* invalid(`${decoded.failure} (no model to repair it with)`)
+      const response = yield* Effect.provideService(
+        generateFor(run, repair, { step: `output.repair_${n}` }),
+        Model.Model,
+        model.value
+      ).pipe(
+        Effect.catchTag("BudgetExhausted", (exhausted) =>
+          Effect.fail(invalid(`${decoded.failure} (no repair: ${exhausted.message})`)))
+      )
+      const repaired = response.choices[0]?.text ?? ""
+      run.output = repaired
+      return yield* attempt(n + 1, repaired)
+    })
+  }
+  return attempt(1, outcome.output)
+}
+
+// No generator here: a generator frame (and everything its closure holds) stays alive for the whole run, in
+// every concurrent session; so does each wrapper, which is why the run's context is provided in one piece.
+const executeProgram = <R>(
+  name: string,
+  program: (input: Input) => Effect.Effect<Outcome, AgentError | RoleStopped, R | CurrentRun>,
+  input: Input,
+  emitter: Emitter
+): Effect.Effect<AgentEvent.RunResult, AgentError, Exclude<R, CurrentRun>> =>
+  Effect.withFiber((fiber) => {
+    const clock = fiber.getRef(Clock.Clock)
+    const startedAt = clock.currentTimeMillisUnsafe()
+    const state = new RunState(
+      input.sessionId,
+      input.rootSessionId,
+      input.agent.name,
+      name,
+      input.budget,
+      input.streamText,
+      emitter,
+      input.parent === undefined ? undefined : stateOf(input.parent),
+      input.resources,
+      clock
+    )
+    state.parent?.setChild(state)
+    state.traced = fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
+    // With structured output, the answer is decoded (and repaired) where the program's model is in context.
+    const output = input.output
+    const answer = output === undefined
+      ? program
+      : (input: Input) => Effect.flatMap(program(input), (outcome) => finalizeOutput(state, input, output, outcome))
+    let body: Effect.Effect<Outcome, AgentError | RoleStopped, R | CurrentRun> = Effect.suspend(() => answer(input))
+    const model = input.agent.model
+    if (model !== undefined) {
+      const resources = input.resources
+      body = Effect.gen(function*() {
+        if (resources.scope === undefined) resources.scope = yield* Scope.make()
+        if (resources.memoMap === undefined) resources.memoMap = yield* Layer.makeMemoMap
+        const context = yield* Layer.buildWithMemoMap(model, resources.memoMap, resources.scope)
+        return yield* Effect.provide(answer(input), context)
+      }) as Effect.Effect<Outcome, AgentError | RoleStopped, R | CurrentRun>
+    }
+    // A limit ends the run with what it has: a spent budget, or a role that stopped at one (the rule every
+    // architecture shares, so none repeats it).
+    const stopped = (interrupted: string): Effect.Effect<Outcome> =>
+      Effect.sync(() => ({ output: state.output, interrupted, ...(state.metadata !== undefined ? { metadata: state.metadata() } : {}) }))
+    let guarded: Effect.Effect<Outcome, AgentError, R | CurrentRun> = body.pipe(
+      Effect.catchTags({
+        BudgetExhausted: (error) => stopped(error.reason),
+        RoleStopped: (error) => stopped(error.reason)
+      })
+    )
+    // The run that owns a deadline interrupts everything in flight when it passes; sub-agents share it.
+    if (input.parent === undefined && input.budget.deadline !== undefined) {
+      const left = Math.max(0, input.budget.deadline - startedAt)
+      guarded = guarded.pipe(
+        Effect.timeoutOrElse({
+          duration: left,
+          orElse: () => Effect.succeed<Outcome>({ output: state.output, interrupted: "budget:wall_clock" })
+        })
+      )
+    }
+    // A cancel, like a deadline, stops everything in flight and keeps what the run has so far.
+    if (input.parent === undefined && input.cancel !== undefined) {
+      guarded = Effect.raceFirst(
+        guarded,
+        Effect.andThen(input.cancel, Effect.sync((): Outcome => ({ output: state.output, interrupted: "cancelled" })))
+      )
+    }
+    // The run's state and span go on top of the fiber's context as two entries (`Context.add`), where providing a
+    // context of both (`Effect.provide`) would copy every service of the fiber's context into a new map, per run.
+    const withRun = (span: Tracer.AnySpan) =>
+      Effect.updateContext(
+        guarded,
+        (context: Context.Context<Exclude<R, CurrentRun>>) =>
+          Context.add(Context.add(context, CurrentRun, state), Tracer.ParentSpan, span) as Context.Context<R | CurrentRun>
+      )
+    // A run started by `Agent.run` comes with its span; a streamed run and every sub-agent get theirs here.
+    const traced: Effect.Effect<Outcome, AgentError, R | CurrentRun> = input.span !== undefined
+      ? withRun(input.span)
+      : Effect.flatMap(
+        Effect.makeSpan(Spans.runSpanName(input.agent.name), {
+          attributes: { ...Spans.runAttributes(input.agent.name, name), "valet.session_id": state.sessionId }
+        }),
+        (span) =>
+          Effect.onExit(withRun(span), (exit) => Spans.end(span, exit))
+      )
+    const finished = Effect.flatMap(traced, (outcome) => {
+      const endedAt = state.now()
+      const result: AgentEvent.RunResult = {
+        sessionId: state.sessionId,
+        output: outcome.output,
+        modelCalls: state.modelCalls,
+        usage: state.usage,
+        interrupted: outcome.interrupted !== undefined,
+        ...(outcome.interrupted !== undefined ? { interruptionReason: outcome.interrupted } : {}),
+        durationMs: endedAt - startedAt,
+        metadata: outcome.metadata ?? state.metadata?.() ?? {},
+        ...(output !== undefined ? { value: outcome.value } : {})
+      }
+      return emitter.observed
+        ? Effect.as(emitter.emit({ _tag: "RunCompleted", sessionId: state.sessionId, timestamp: endedAt, result }), result)
+        : Effect.succeed(result)
+    })
+    if (!emitter.observed) return finished
+    return Effect.andThen(
+      emitter.emit({
+        _tag: "RunStarted",
+        sessionId: state.sessionId,
+        timestamp: startedAt,
+        agent: input.agent.name,
+        architecture: name,
+        prompt: input.prompt
+      }),
+      finished
+    )
+  }) as Effect.Effect<AgentEvent.RunResult, AgentError, Exclude<R, CurrentRun>>

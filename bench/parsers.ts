@@ -25,8 +25,8 @@ import * as Plans from "../src/architectures/internal/plan.js"
 import * as Reflexion from "../src/architectures/Reflexion.js"
 import * as Parse from "../src/core/internal/parse.js"
 import * as ActorLoopParse from "../src/rollouts/internal/actorLoop.js"
-import * as Evidence from "../src/rollouts/internal/ensemble/evidence.js"
-import * as Protocol from "../src/rollouts/internal/toolVote/protocol.js"
+import * as Evidence from "../src/architectures/internal/ensemble/evidence.js"
+import * as Protocol from "../src/architectures/internal/toolVote/protocol.js"
 import { type Row, writeReport } from "./support/report.js"
 
 const script = fileURLToPath(import.meta.url)

@@ -35,7 +35,7 @@ export * as Blackboard from "./architectures/Blackboard.js"
 export * as Budget from "./core/Budget.js"
 
 /** The solver / critic / judge Ensemble: pooled answers, reviews per distinct answer, a hard cap on calls. */
-export * as Ensemble from "./rollouts/Ensemble.js"
+export * as Ensemble from "./architectures/Ensemble.js"
 
 /** Record / replay of model calls to a JSONL cassette. */
 export * as Journal from "./core/Journal.js"

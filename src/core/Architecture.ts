@@ -48,6 +48,7 @@ import type { InvalidOptions } from "./AgentError.js"
 import * as Define from "./internal/define.js"
 import * as Options from "./internal/options.js"
 import * as Parse from "./internal/parse.js"
+import * as Reference from "./internal/reference.js"
 import * as Roles from "./internal/roles.js"
 import * as Runtime from "./internal/runtime.js"
 import * as Template from "./internal/template.js"
@@ -189,6 +190,18 @@ export const roleResult = Roles.run
 
 /** How a role's run ended (`roleResult`). @since 0.2.0 @category toolkit */
 export type RoleResult = Roles.Ran
+
+/**
+ * The reference answer of the problem in flight, when an evaluation shares it (`Evaluate`'s `shareReference`): an
+ * architecture that can use one reads it (the Ensemble's judge is told it).
+ *
+ * @since 0.2.0
+ * @category toolkit
+ */
+export const currentReference = Reference.currentReference
+
+/** Runs an effect with `reference` as the current reference. @since 0.2.0 @category toolkit */
+export const withReference = Reference.withReference
 
 /** A plain agent for a role whose prompt says everything, on the run's model. @since 0.2.0 @category toolkit */
 export const plainAgent = Roles.plain

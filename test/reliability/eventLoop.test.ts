@@ -29,8 +29,8 @@ import * as Sandbox from "../../src/environment/Sandbox.js"
 import * as StateStore from "../../src/environment/StateStore.js"
 import * as TrajectoryStore from "../../src/environment/TrajectoryStore.js"
 import * as ActorLoop from "../../src/rollouts/ActorLoop.js"
-import * as Ensemble from "../../src/rollouts/Ensemble.js"
-import * as ToolVote from "../../src/rollouts/ToolVote.js"
+import * as Ensemble from "../../src/architectures/Ensemble.js"
+import * as ToolVote from "../../src/architectures/ToolVote.js"
 
 const MiB = 1024 * 1024
 

@@ -18,10 +18,10 @@ import type * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Client from "../../src/providers/internal/openai/client.js"
 import * as Resilience from "../../src/providers/internal/resilience.js"
-import * as Ensemble from "../../src/rollouts/Ensemble.js"
+import * as Ensemble from "../../src/architectures/Ensemble.js"
 import * as ActorLoopParse from "../../src/rollouts/internal/actorLoop.js"
-import * as Evidence from "../../src/rollouts/internal/ensemble/evidence.js"
-import * as Protocol from "../../src/rollouts/internal/toolVote/protocol.js"
+import * as Evidence from "../../src/architectures/internal/ensemble/evidence.js"
+import * as Protocol from "../../src/architectures/internal/toolVote/protocol.js"
 import { depthOf } from "../support/json.js"
 
 // ---------------------------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@
  */
 import type * as Architecture from "../../core/Architecture.js"
 import * as Agent from "../../core/Agent.js"
-import * as Ensemble from "../../rollouts/Ensemble.js"
+import * as Ensemble from "../../architectures/Ensemble.js"
 import type * as Model from "../../core/Model.js"
 import * as MultiAgentDebate from "../../architectures/MultiAgentDebate.js"
 import * as PlanAndExecute from "../../architectures/PlanAndExecute.js"

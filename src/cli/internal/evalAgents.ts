@@ -8,8 +8,8 @@ import type { InvalidOptions } from "../../core/AgentError.js"
 import type * as Model from "../../core/Model.js"
 import type * as Sandbox from "../../environment/Sandbox.js"
 import * as SelfRefine from "../../architectures/SelfRefine.js"
-import * as Ensemble from "../../rollouts/Ensemble.js"
-import * as ToolVote from "../../rollouts/ToolVote.js"
+import * as Ensemble from "../../architectures/Ensemble.js"
+import * as ToolVote from "../../architectures/ToolVote.js"
 
 /** The architectures the commands run. */
 export const architectures = ["ensemble", "tool-vote", "self-refine"] as const

@@ -10,7 +10,7 @@ import * as Agent from "../../../core/Agent.js"
 import type { AgentError, InvalidOptions } from "../../../core/AgentError.js"
 import type { RunResult } from "../../../core/AgentEvent.js"
 import * as Budget from "../../../core/Budget.js"
-import * as Reference from "../reference.js"
+import * as Architecture from "../../../core/Architecture.js"
 import type { Problem, ProblemResult } from "./jsonl.js"
 
 /** What one problem's run produced: its output and counts, or why it failed. */
@@ -58,7 +58,7 @@ export const solve = <R>(agent: Agent.Agent<R>, problem: Problem, options: Solve
     let runEffect = Agent.run(agent, problem.problem, { sessionId: sessionIdOf(problem) }).pipe(
       Effect.provideService(Budget.Budget, tracker)
     )
-    if (options.shareReference) runEffect = runEffect.pipe(Reference.withReference(problem.reference ?? undefined))
+    if (options.shareReference) runEffect = runEffect.pipe(Architecture.withReference(problem.reference ?? undefined))
     const outcome = yield* (runEffect as Effect.Effect<RunResult, AgentError, R>).pipe(
       Effect.map((result) => ({ _tag: "Right" as const, right: result })),
       Effect.catch((error) => Effect.succeed({ _tag: "Left" as const, left: `${error._tag}: ${error.message}` })),

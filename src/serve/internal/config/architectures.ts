@@ -21,7 +21,7 @@ import type * as Agent from "../../../core/Agent.js"
 import type { InvalidOptions } from "../../../core/AgentError.js"
 import type * as Architecture from "../../../core/Architecture.js"
 import type * as Model from "../../../core/Model.js"
-import * as Ensemble from "../../../rollouts/Ensemble.js"
+import * as Ensemble from "../../../architectures/Ensemble.js"
 
 /** A path into the options where an agent's name goes; `*` is every element of a list. */
 type Pattern = ReadonlyArray<string>

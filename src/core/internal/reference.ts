@@ -8,7 +8,7 @@ import { Context, Effect } from "effect"
 
 /** The reference of the problem being solved, if it is shared (read it with `yield* currentReference`). */
 export const currentReference: Context.Reference<string | undefined> = Context.Reference<string | undefined>(
-  "valet/rollouts/CurrentReference",
+  "valet/Architecture/CurrentReference",
   { defaultValue: () => undefined }
 )
 

@@ -12,27 +12,33 @@
  *
  * @since 0.1.0
  */
-import { Effect } from "effect"
-import type { InvalidOptions } from "../core/AgentError.js"
 import * as Architecture from "../core/Architecture.js"
-import * as Opts from "../core/internal/options.js"
 import * as internal from "../core/internal/toolLoop.js"
 import type * as Model from "../core/Model.js"
+
+/** ReAct, declared once: its name, options and program (the tool loop every agent runs by default). */
+export const definition = Architecture.define({
+  name: internal.name,
+  title: "ReAct",
+  description: "the tool loop: the model calls tools until it answers in text",
+  options: internal.optionFields,
+  deprecated: { toolConcurrency: "concurrency" },
+  program: (input, options) => internal.program(options)(input)
+})
+
+/** The architecture's name, as `RunStarted.architecture` reports it. */
+export const name = definition.name
 
 /** The options of ReAct. */
 export const Options = internal.Options
 /** The options of ReAct. */
-export type Options = internal.Options
+export type Options = Architecture.OptionsOf<typeof definition>
 
-/** ReAct with its default options. */
+/** ReAct with its default options (the default architecture of `Agent.make`). */
 export const architecture: Architecture.Architecture<Model.Model> = internal.defaultArchitecture
 
 /** ReAct with options, checked here: `maxTurns: 0` and the like fail with `InvalidOptions`. */
-export const make = (options: Options = {}): Effect.Effect<Architecture.Architecture<Model.Model>, InvalidOptions> =>
-  Effect.map(
-    Opts.decode("ReAct", Options, options),
-    (valid) => Architecture.make({ name: internal.name, program: internal.program(valid) })
-  )
+export const make = definition.make
 
 /** `make` for a module-level value: the architecture, or the `InvalidOptions` thrown. */
-export const makeUnsafe = (options: Options = {}): Architecture.Architecture<Model.Model> => Opts.runUnsafe(make(options))
+export const makeUnsafe = definition.makeUnsafe

@@ -90,6 +90,34 @@ describe("ReAct", () => {
       ]))
     ))
 
+  it.effect("concurrency: 1 runs a turn's tool calls one at a time; toolConcurrency, its deprecated name, does the same", () =>
+    Effect.gen(function*() {
+      for (const options of [{ concurrency: 1 }, { toolConcurrency: 1 }] as const) {
+        let running = 0
+        let most = 0
+        const slow = Tool.make({
+          name: "slow",
+          description: "Takes a few turns",
+          parameters: Schema.Struct({ i: Schema.Number }),
+          handler: () =>
+            Effect.gen(function*() {
+              most = Math.max(most, ++running)
+              for (let i = 0; i < 5; i++) yield* Effect.yieldNow
+              running--
+              return "ok"
+            })
+        })
+        const architecture = yield* ReAct.make(options)
+        const agent = Agent.make({ name: "seq", instructions: "", tools: [slow], architecture })
+        const script = ScriptedModel.layer([
+          { toolCalls: [1, 2, 3].map((i) => ({ id: `c${i}`, name: "slow", arguments: { i } })) },
+          "done"
+        ])
+        expect((yield* Agent.run(agent, "go").pipe(Effect.provide(script))).output).toBe("done")
+        expect({ options, most }).toEqual({ options, most: 1 })
+      }
+    }))
+
   it.effect("an unknown tool, a bad argument and a failing handler each give an ERROR: result and the loop goes on", () =>
     Effect.gen(function*() {
       const fails = Tool.make({

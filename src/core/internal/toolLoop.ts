@@ -19,17 +19,21 @@ export const RequestOptions = Schema.Struct({
   extra: Schema.optional(Model.JsonObject)
 })
 
-export const Options = Schema.Struct({
+/** The options of the tool loop (ReAct's), as schema fields. */
+export const optionFields = {
   /** Model turns before the run stops with `max_turns_exceeded`; default: the agent's `maxTurns`. */
   maxTurns: Schema.optional(IntAtLeast(1)),
   /** The same tool with the same arguments this many times in a row stops the run (`repeated_tool_call`); 0: never. */
   maxRepeatedToolCalls: Schema.optional(IntAtLeast(0)),
-  /** How many tool calls of one turn run at once; default all of them. */
-  toolConcurrency: Schema.optional(Schema.Union([IntAtLeast(1), Schema.Literal("unbounded")])),
+  /** How many tool calls of one turn run at once (an integer >= 1 or "unbounded"); default all of them. */
+  concurrency: Schema.optional(Schema.Union([IntAtLeast(1), Schema.Literal("unbounded")])),
   /** Tool results longer than this are cut with a note. */
   maxResultChars: Schema.optional(IntAtLeast(1)),
+  /** Sampling options passed on every model call (`temperature`, `topP`, `maxTokens`, `stop`, `seed`…). */
   request: Schema.optional(RequestOptions)
-})
+}
+
+export const Options = Schema.Struct(optionFields)
 export type Options = typeof Options.Type
 
 export const name = "react"
@@ -147,7 +151,7 @@ export const program = (options: Options) =>
     const maxTurns = options.maxTurns ?? agent.maxTurns
     const maxRepeats = options.maxRepeatedToolCalls ?? 3
     const executeOptions = options.maxResultChars !== undefined ? { maxResultChars: options.maxResultChars } : undefined
-    const concurrency = options.toolConcurrency ?? "unbounded"
+    const concurrency = options.concurrency ?? "unbounded"
     const base: Omit<Model.Request, "messages"> = {
       ...options.request,
       ...(kit.definitions.length > 0 ? { tools: kit.definitions } : {}),

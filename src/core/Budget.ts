@@ -22,7 +22,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Context, Deferred, Effect, Layer, Schema } from "effect"
+import { Clock, Context, Deferred, Duration, Effect, Layer, Schema } from "effect"
 import { BudgetExhausted, type InvalidOptions } from "./AgentError.js"
 import * as Decode from "./internal/decode.js"
 import type * as Model from "./Model.js"
@@ -36,7 +36,9 @@ export const Limits = Schema.Struct({
   maxInputTokens: Schema.optional(Count),
   maxOutputTokens: Schema.optional(Count),
   maxTotalTokens: Schema.optional(Count),
-  /** Wall-clock time of the run, in milliseconds. In-flight work is interrupted when it is up. */
+  /** Wall-clock time of the run (`"30 seconds"`, milliseconds, a `Duration`). In-flight work is interrupted when it is up. */
+  maxDuration: Schema.optional(Decode.DurationInput),
+  /** @deprecated use `maxDuration` (valet 0.x reads both): wall-clock time in milliseconds. */
   maxDurationMs: Schema.optional(NonNegative),
   /** Cost in the unit of `pricing`. Requires `pricing`. */
   maxCost: Schema.optional(NonNegative),
@@ -113,10 +115,20 @@ export class Budget extends Context.Service<Budget, Tracker>()("valet/Budget") {
 
 const none: ReadonlyArray<Warning> = []
 
+/** The wall-clock limit of `limits` in milliseconds (`maxDuration`, or the deprecated `maxDurationMs`). */
+export const durationMsOf = (limits: Limits): number | undefined =>
+  limits.maxDuration !== undefined ? Duration.toMillis(limits.maxDuration) : limits.maxDurationMs
+
+let saidDurationMs = false
+
 /** Starts a tracker for `limits`; the wall clock starts now. */
 export const make = (limits: Limits): Effect.Effect<Tracker, InvalidOptions> =>
   Effect.gen(function*() {
     const valid = yield* Decode.decode("Budget", Limits, limits)
+    if (valid.maxDurationMs !== undefined && !saidDurationMs) {
+      saidDurationMs = true
+      yield* Effect.logWarning("Budget: the limit maxDurationMs is deprecated, use maxDuration (valet 0.x reads both)")
+    }
     const startedAt = yield* Clock.currentTimeMillis
     return makeTracker(valid, startedAt)
   })
@@ -163,7 +175,8 @@ export const estimateInputTokens = (request: Model.Request): number => {
 
 const makeTracker = (limits: Limits, startedAt: number): Tracker => {
   const warnAt = limits.warnAt ?? 0.8
-  const deadline = limits.maxDurationMs !== undefined ? startedAt + limits.maxDurationMs : undefined
+  const durationMs = durationMsOf(limits)
+  const deadline = durationMs !== undefined ? startedAt + durationMs : undefined
   const reserveOutput = limits.reserveOutputTokens ?? defaultReserveOutputTokens
   const inputPrice = (limits.pricing?.inputPerMillion ?? 0) / 1_000_000
   const outputPrice = (limits.pricing?.outputPerMillion ?? 0) / 1_000_000
@@ -211,7 +224,7 @@ const makeTracker = (limits: Limits, startedAt: number): Tracker => {
       return { refused: refusal("max_calls", calls, limits.maxCalls), wait: false }
     }
     if (deadline !== undefined && now >= deadline) {
-      return { refused: refusal("wall_clock", now - startedAt, limits.maxDurationMs!), wait: false }
+      return { refused: refusal("wall_clock", now - startedAt, durationMs!), wait: false }
     }
     let input = 0
     let output = 0
@@ -264,7 +277,7 @@ const makeTracker = (limits: Limits, startedAt: number): Tracker => {
     }
     calls++
     let warnings = warnIfCrossed(undefined, "max_calls", calls, limits.maxCalls)
-    if (deadline !== undefined) warnings = warnIfCrossed(warnings, "wall_clock", now - startedAt, limits.maxDurationMs)
+    if (deadline !== undefined) warnings = warnIfCrossed(warnings, "wall_clock", now - startedAt, durationMs)
 
     let open = limitsTokens
     const giveBack = () => {

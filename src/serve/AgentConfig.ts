@@ -26,7 +26,7 @@
  *
  * @since 0.2.0
  */
-import { Config, Context, Effect, FileSystem, Layer, Path, Result, Schema, type Scope } from "effect"
+import { Config, Context, type Duration, Effect, FileSystem, Layer, Path, Result, Schema, type Scope } from "effect"
 import type { HttpClient } from "effect/http"
 import type { ChildProcessSpawner } from "effect/process"
 import * as Agent from "../core/Agent.js"
@@ -255,8 +255,12 @@ export const build = (loaded: Loaded): Effect.Effect<Agents.Service, BuildError,
     const serverTools = new Map<string, ReadonlyArray<Tool.Tool>>()
     yield* Effect.forEach([...used], (server) =>
       Mcp.tools({ mcpServers: { [server]: config.mcpServers![server]! } }, {
-        ...(settings.callTimeoutMs !== undefined ? { callTimeout: settings.callTimeoutMs } : {}),
-        ...(settings.connectTimeoutMs !== undefined ? { connectTimeout: settings.connectTimeoutMs } : {}),
+        ...((settings.callTimeout ?? settings.callTimeoutMs) !== undefined
+          ? { callTimeout: (settings.callTimeout ?? settings.callTimeoutMs) as Duration.Input }
+          : {}),
+        ...((settings.connectTimeout ?? settings.connectTimeoutMs) !== undefined
+          ? { connectTimeout: (settings.connectTimeout ?? settings.connectTimeoutMs) as Duration.Input }
+          : {}),
         prefix: settings.prefix ?? false
       }).pipe(
         Effect.tap((tools) => Effect.sync(() => serverTools.set(server, tools))),

@@ -7,7 +7,7 @@
  */
 import { Context, Layer } from "effect"
 import type * as Agent from "../core/Agent.js"
-import type * as Budget from "../core/Budget.js"
+import * as Budget from "../core/Budget.js"
 
 /** One agent on offer. Its runs need nothing from the caller: its model is its own. */
 export interface Entry {
@@ -52,7 +52,7 @@ export const make = (entries: Iterable<Agent.Agent<never> | Entry>): Service => 
 export const layer = (entries: Iterable<Agent.Agent<never> | Entry>): Layer.Layer<Agents> =>
   Layer.sync(Agents, () => make(entries))
 
-const capKeys = ["maxCalls", "maxInputTokens", "maxOutputTokens", "maxTotalTokens", "maxDurationMs", "maxCost"] as const
+const capKeys = ["maxCalls", "maxInputTokens", "maxOutputTokens", "maxTotalTokens", "maxCost"] as const
 
 /**
  * The budget of one run: each limit the lower of the entry's cap and the caller's request; the entry's other
@@ -68,5 +68,12 @@ export const budgetOf = (entry: Entry, requested: Budget.Limits | undefined): Bu
     limits[key] = cap === undefined ? asked : asked === undefined ? cap : Math.min(cap, asked)
     if (limits[key] === undefined) delete limits[key]
   }
+  // The wall clock, whichever name and unit each side used, as one `maxDuration` in milliseconds.
+  const cap = Budget.durationMsOf(entry.budget)
+  const asked = Budget.durationMsOf(requested)
+  delete limits.maxDurationMs
+  const duration = cap === undefined ? asked : asked === undefined ? cap : Math.min(cap, asked)
+  if (duration === undefined) delete limits.maxDuration
+  else limits.maxDuration = duration
   return limits as Budget.Limits
 }

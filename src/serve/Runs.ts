@@ -9,16 +9,17 @@
  *   follows it live, and ends after its `RunCompleted` — or fails with its error, when it failed.
  * - `cancel` stops a run at once (its model requests aborted, its processes killed): it ends completed,
  *   `interrupted` with reason `cancelled`, keeping the output it had.
- * - Memory is bounded: at most `keepFinishedRuns` finished runs are kept, each for at most `keepFinishedMs`.
+ * - Memory is bounded: at most `keepFinishedRuns` finished runs are kept, each for at most `keepFinished`.
  *
  * @since 0.2.0
  */
-import { Cause, Clock, Context, Deferred, Effect, Exit, type Fiber, Layer, Option, Result, Schema, type Scope, Stream } from "effect"
+import { Cause, Clock, Context, Deferred, Duration, Effect, Exit, type Fiber, Layer, Option, Result, Schema, type Scope, Stream } from "effect"
 import * as Agent from "../core/Agent.js"
 import type { AgentError } from "../core/AgentError.js"
 import * as AgentEvent from "../core/AgentEvent.js"
 import * as Budget from "../core/Budget.js"
 import * as Model from "../core/Model.js"
+import * as Decode from "../core/internal/decode.js"
 import { randomHex20 } from "../core/internal/ids.js"
 import * as Agents from "./Agents.js"
 import * as OutputSchema from "./internal/outputSchema.js"
@@ -27,14 +28,22 @@ import * as OutputSchema from "./internal/outputSchema.js"
 // Requests and views
 // ---------------------------------------------------------------------------------------------------------
 
-/** A run's budget as a client asks for it (each limit capped by the agent's own). */
+const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
+
+
+/** A run's budget as a client asks for it (each limit capped by the agent's own), in `Budget`'s words. */
 export const RunBudget = Schema.Struct({
-  maxCalls: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  /** Model calls, sub-agents included. */
+  maxCalls: Schema.optional(Count),
   /** Total tokens, input and output. */
-  maxTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
+  maxTotalTokens: Schema.optional(Count),
   /** Output tokens over all the run's model calls (OpenAI's `max_tokens` for an agent). */
-  maxOutputTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
-  /** Wall-clock time, in milliseconds. */
+  maxOutputTokens: Schema.optional(Count),
+  /** Wall-clock time: milliseconds, or `"30 seconds"`. */
+  maxDuration: Schema.optional(Decode.WireDuration),
+  /** @deprecated `maxTotalTokens` (valet 0.x reads both). */
+  maxTokens: Schema.optional(Count),
+  /** @deprecated `maxDuration` (valet 0.x reads both): milliseconds. */
   maxWallMs: Schema.optional(Schema.Number.check(Schema.isGreaterThanOrEqualTo(0)))
 })
 export type RunBudget = typeof RunBudget.Type
@@ -173,6 +182,8 @@ export interface Options {
   /** Finished runs kept, at most (default 100). */
   readonly keepFinishedRuns?: number | undefined
   /** How long a finished run is kept, in ms (default one hour). */
+  readonly keepFinished?: Duration.Input | undefined
+  /** @deprecated `keepFinished` (valet 0.x reads both): milliseconds. */
   readonly keepFinishedMs?: number | undefined
 }
 
@@ -221,15 +232,29 @@ interface Record_ {
 
 const newId = (prefix: string): string => `${prefix}_${randomHex20()}`
 
-const budgetLimits = (budget: RunBudget | undefined): Budget.Limits | undefined =>
-  budget === undefined
-    ? undefined
-    : {
-      ...(budget.maxCalls !== undefined ? { maxCalls: budget.maxCalls } : {}),
-      ...(budget.maxTokens !== undefined ? { maxTotalTokens: budget.maxTokens } : {}),
-      ...(budget.maxOutputTokens !== undefined ? { maxOutputTokens: budget.maxOutputTokens } : {}),
-      ...(budget.maxWallMs !== undefined ? { maxDurationMs: budget.maxWallMs } : {})
-    }
+const budgetLimits = (budget: RunBudget | undefined): Budget.Limits | undefined => {
+  if (budget === undefined) return undefined
+  // The current names win over the deprecated ones when a client sends both.
+  const total = budget.maxTotalTokens ?? budget.maxTokens
+  const duration = budget.maxDuration ?? budget.maxWallMs
+  return {
+    ...(budget.maxCalls !== undefined ? { maxCalls: budget.maxCalls } : {}),
+    ...(total !== undefined ? { maxTotalTokens: total } : {}),
+    ...(budget.maxOutputTokens !== undefined ? { maxOutputTokens: budget.maxOutputTokens } : {}),
+    ...(duration !== undefined ? { maxDuration: duration as Duration.Input } : {})
+  }
+}
+
+let saidBudgetNames = false
+
+/** Says once per process that a client used a deprecated budget name. */
+const noteDeprecatedBudget = (budget: RunBudget | undefined): Effect.Effect<void> =>
+  budget === undefined || saidBudgetNames || (budget.maxTokens === undefined && budget.maxWallMs === undefined)
+    ? Effect.void
+    : Effect.suspend(() => {
+      saidBudgetNames = true
+      return Effect.logWarning("Runs: the budget names maxTokens and maxWallMs are deprecated, use maxTotalTokens and maxDuration (valet 0.x reads both)")
+    })
 
 const view = (record: Record_): RunView => ({
   runId: record.runId,
@@ -264,7 +289,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
     const scope = yield* Effect.scope
     const maxConcurrentRuns = options.maxConcurrentRuns ?? 16
     const keepFinishedRuns = options.keepFinishedRuns ?? 100
-    const keepFinishedMs = options.keepFinishedMs ?? 3_600_000
+    const keepFinishedMs = options.keepFinished !== undefined ? Duration.toMillis(options.keepFinished) : options.keepFinishedMs ?? 3_600_000
     const records = new Map<string, Record_>()
     const sessions = new Set<string>()
     let running = 0
@@ -364,6 +389,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
         if (output !== undefined && Result.isFailure(output)) {
           return yield* new InvalidRunRequest({ message: `output: not a JSON Schema valet can check answers with: ${output.failure}` })
         }
+        yield* noteDeprecatedBudget(request.budget)
         const budget = Agents.budgetOf(entry, budgetLimits(request.budget))
         if (budget !== undefined) {
           yield* Budget.make(budget).pipe(Effect.mapError((error) => new InvalidRunRequest({ message: `budget: ${error.message}` })))

@@ -189,7 +189,7 @@ describe("SelfRefine", () => {
   it.effect("a wall-clock budget interrupts a slow critic (TestClock) with budget:wall_clock and the draft", () =>
     Effect.gen(function*() {
       const fiber = yield* Effect.forkChild(
-        Agent.run(writer(SelfRefine.architecture), "task", { budget: { maxDurationMs: 10_000 } })
+        Agent.run(writer(SelfRefine.architecture), "task", { budget: { maxDuration: "10 seconds" } })
       )
       yield* adjustWhenSleeping("11 seconds")
       const result = yield* Fiber.join(fiber)

@@ -135,14 +135,19 @@ describe("Budget", () => {
         handler: () => Effect.sleep("10 minutes").pipe(Effect.onInterrupt(() => Effect.sync(() => { finalized = true })))
       })
       const agent = Agent.make({ name: "slowpoke", instructions: "", tools: [slow] })
-      const fiber = yield* Effect.forkChild(Agent.run(agent, "go", { budget: { maxDurationMs: 60_000 } }))
-      yield* adjustWhenSleeping("61 seconds")
-      const result = yield* Fiber.join(fiber)
-      expect(result.interrupted).toBe(true)
-      expect(result.interruptionReason).toBe("budget:wall_clock")
-      expect(result.output).toBe("working on it")
-      expect(finalized).toBe(true)
-    }).pipe(Effect.provide(ScriptedModel.layer([{ text: "working on it", toolCalls: [{ name: "slow" }] }, "late"]))))
+      // `maxDuration` takes a Duration.Input; `maxDurationMs`, its deprecated name, still works.
+      for (const budget of [{ maxDuration: "60 seconds" }, { maxDurationMs: 60_000 }] as const) {
+        finalized = false
+        const script = ScriptedModel.layer([{ text: "working on it", toolCalls: [{ name: "slow" }] }, "late"])
+        const fiber = yield* Effect.forkChild(Agent.run(agent, "go", { budget }).pipe(Effect.provide(script)))
+        yield* adjustWhenSleeping("61 seconds")
+        const result = yield* Fiber.join(fiber)
+        expect(result.interrupted).toBe(true)
+        expect(result.interruptionReason).toBe("budget:wall_clock")
+        expect(result.output).toBe("working on it")
+        expect(finalized).toBe(true)
+      }
+    }))
 
   it.effect("sub-agents share their parent's budget", () =>
     Effect.gen(function*() {

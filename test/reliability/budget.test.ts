@@ -143,7 +143,7 @@ describe("reliability: budgets under 200-way fan-out", () => {
   it.effect("waiting callers still stop at the wall clock", () =>
     Effect.gen(function*() {
       const fiber = yield* Effect.forkChild(
-        run({ maxTotalTokens: 104, maxDurationMs: 1_000 }, 50, 2).pipe(
+        run({ maxTotalTokens: 104, maxDuration: 1_000 }, 50, 2).pipe(
           Effect.provide(ScriptedModel.layer([{ text: "slow", delay: "10 seconds" }, "never"]))
         )
       )

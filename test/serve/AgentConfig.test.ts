@@ -274,6 +274,11 @@ agents:
       expect(refusal(`${model}mcp: { callTimeoutMs: 1e20 }\nagents:\n  a: { instructions: x }\n`)).toBe(
         "valet.yaml:2:23: mcp.callTimeoutMs must be at most 9007199254740991, got 100000000000000000000"
       )
+      // Durations are `"1 hour"` or milliseconds; the …Ms names are deprecated and still read.
+      expect(server(`{ keepFinished: "soon" }`)).toBe(`valet.yaml:4:25: server.keepFinished must be a duration such as "30 seconds", got "soon"`)
+      const durations = parse(`${model}mcp: { callTimeout: "5 seconds", connectTimeoutMs: 2000 }\nagents:\n  a: { instructions: x }\nserver: { keepFinished: "10 minutes", keepFinishedMs: 5 }\n`)
+      expect(Result.isSuccess(durations) && durations.success.config.server).toMatchObject({ keepFinished: "10 minutes", keepFinishedMs: 5 })
+      expect(Result.isSuccess(durations) && durations.success.config.mcp).toEqual({ callTimeout: "5 seconds", connectTimeoutMs: 2000 })
       const edges = parse(`${model}agents:\n  a: { instructions: x }\nserver: { port: 65535, keepFinishedRuns: 0 }\n`)
       expect(Result.isSuccess(edges) && edges.success.config.server).toMatchObject({ port: 65535, keepFinishedRuns: 0 })
     })
@@ -317,12 +322,16 @@ agents:
     expect(Agents.budgetOf(entry, { maxCalls: 4 })).toEqual({ maxCalls: 4 })
     const capped = { ...entry, budget: { maxCalls: 10, maxTotalTokens: 1000, warnAt: 0.5 } }
     expect(Agents.budgetOf(capped, undefined)).toEqual(capped.budget)
-    expect(Agents.budgetOf(capped, { maxCalls: 20, maxTotalTokens: 500, maxDurationMs: 60_000 })).toEqual({
+    expect(Agents.budgetOf(capped, { maxCalls: 20, maxTotalTokens: 500, maxDuration: "1 minute" })).toEqual({
       maxCalls: 10,
       maxTotalTokens: 500,
-      maxDurationMs: 60_000,
+      maxDuration: 60_000,
       warnAt: 0.5
     })
+    // The wall clock compared in milliseconds whatever each side wrote, the deprecated maxDurationMs included.
+    const clocked = { ...entry, budget: { maxDuration: "30 seconds" as const } }
+    expect(Agents.budgetOf(clocked, { maxDurationMs: 60_000 })).toEqual({ maxDuration: 30_000 })
+    expect(Agents.budgetOf(clocked, { maxDuration: 10_000 })).toEqual({ maxDuration: 10_000 })
   })
 
   it("the README's valet.yaml is a valid config", () => {

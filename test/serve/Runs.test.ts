@@ -4,7 +4,7 @@
  * are dropped by count and by age.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Stream } from "effect"
+import { Effect, Fiber, Layer, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as ModelError from "../../src/core/ModelError.js"
@@ -103,7 +103,36 @@ describe("Runs", () => {
       expect((yield* runs.get(runId)).result).toMatchObject({ interrupted: true, interruptionReason: "budget:max_calls", modelCalls: 0 })
     }).pipe(Effect.provide(registry())))
 
-  it.effect("finished runs are dropped beyond keepFinishedRuns, and after keepFinishedMs", () =>
+  it.effect("a run's budget in Budget's words (maxTotalTokens, maxDuration); maxTokens and maxWallMs, the deprecated names, still work", () =>
+    Effect.gen(function*() {
+      const runs = yield* Runs.Runs
+      const decode = Schema.decodeUnknownSync(Runs.RunRequest)
+      for (const budget of [{ maxTotalTokens: 0 }, { maxTokens: 0 }]) {
+        const { runId } = yield* runs.start(decode({ agent: "quick", input: "x", budget }))
+        yield* collect(yield* runs.events(runId))
+        expect({ budget, reason: (yield* runs.get(runId)).result?.interruptionReason }).toEqual({ budget, reason: "budget:max_total_tokens" })
+      }
+      expect(decode({ agent: "quick", input: "x", budget: { maxDuration: "30 seconds" } }).budget).toEqual({ maxDuration: "30 seconds" })
+      expect(() => decode({ agent: "quick", input: "x", budget: { maxDuration: "soon" } })).toThrow(/a duration such as "30 seconds"/)
+      expect(decode({ agent: "quick", input: "x", budget: { maxWallMs: 5 } }).budget).toEqual({ maxWallMs: 5 })
+    }).pipe(Effect.provide(registry())))
+
+  it.effect("finished runs are dropped beyond keepFinishedRuns, and after keepFinished, 1 minute", () =>
+    Effect.gen(function*() {
+      const runs = yield* Runs.Runs
+      const ids: Array<string> = []
+      for (let i = 0; i < 3; i++) {
+        const { runId } = yield* runs.start({ agent: "quick", input: "x" })
+        yield* collect(yield* runs.events(runId))
+        ids.push(runId)
+      }
+      expect((yield* runs.list()).runs.map((run) => run.runId)).toEqual([ids[2], ids[1]])
+      expect(yield* Effect.flip(runs.get(ids[0]!))).toMatchObject({ _tag: "RunNotFound" })
+      yield* TestClock.adjust("61 seconds")
+      expect(yield* runs.list()).toEqual({ runs: [] })
+    }).pipe(Effect.provide(registry({ keepFinishedRuns: 2, keepFinished: "1 minute" }))))
+
+  it.effect("finished runs are dropped beyond keepFinishedRuns, and after keepFinishedMs (the deprecated name, milliseconds)", () =>
     Effect.gen(function*() {
       const runs = yield* Runs.Runs
       const ids: Array<string> = []

@@ -5,7 +5,7 @@
  * Prints where it listens on stderr and runs until interrupted.
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Context, Effect, Layer, Option } from "effect"
+import { Context, type Duration, Effect, Layer, Option } from "effect"
 import { Command, Flag } from "effect/cli"
 import { HttpServer } from "effect/http"
 import * as AgentConfig from "../../serve/AgentConfig.js"
@@ -50,7 +50,7 @@ export const serveCommand = Command.make(
         port: Option.getOrElse(values.port, () => settings.port),
         maxConcurrentRuns: settings.maxConcurrentRuns,
         keepFinishedRuns: settings.keepFinishedRuns,
-        keepFinishedMs: settings.keepFinishedMs
+        keepFinished: (settings.keepFinished ?? settings.keepFinishedMs ?? "1 hour") as Duration.Input
       }).pipe(
         Layer.provide(agents),
         Layer.provide(Option.isSome(values.otlp) ? Telemetry.layerOtlp({ url: values.otlp.value, serviceName: "valet" }) : Layer.empty)

@@ -25,6 +25,17 @@ export const DurationInput = Schema.declare(
   { expected: "a duration (milliseconds, \"5 seconds\", a Duration)" }
 )
 
+/**
+ * A span of time as JSON or YAML carry it: milliseconds, or a duration's text (`"30 seconds"`, `"2 minutes"`): the
+ * `Duration.Input`s that are data (the schema has a JSON Schema; `DurationInput`, a declared type, has none).
+ */
+export const WireDuration = Schema.Union([
+  Schema.Number.check(Schema.isGreaterThanOrEqualTo(0)),
+  Schema.String.check(Schema.makeFilter((text: string) => Option.isSome(Duration.fromInput(text as Duration.Input)), {
+    expected: `a duration such as "30 seconds"`
+  }))
+])
+
 /** An http(s) URL. */
 export const HttpUrl = Schema.String.check(Schema.makeFilter((url: string) => {
   try {

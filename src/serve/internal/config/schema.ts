@@ -6,7 +6,7 @@
  */
 import { Effect, Schema } from "effect"
 import * as Budget from "../../../core/Budget.js"
-import { HttpUrl } from "../../../core/internal/decode.js"
+import { HttpUrl, WireDuration } from "../../../core/internal/decode.js"
 import * as Mcp from "../../../providers/Mcp.js"
 import { architectureNames } from "./architectures.js"
 
@@ -101,7 +101,13 @@ export type AgentSpec = typeof AgentSpec.Type
 
 /** How MCP servers are called (see `Mcp.Options`). */
 export const McpSettings = Schema.Struct({
+  /** How long one tool call may take (`"60 seconds"`, or milliseconds). */
+  callTimeout: Schema.optional(WireDuration),
+  /** How long starting or connecting to a server may take (`"30 seconds"`, or milliseconds). */
+  connectTimeout: Schema.optional(WireDuration),
+  /** @deprecated `callTimeout` (valet 0.x reads both): milliseconds. */
   callTimeoutMs: Schema.optional(IntAtLeast(1)),
+  /** @deprecated `connectTimeout` (valet 0.x reads both): milliseconds. */
   connectTimeoutMs: Schema.optional(IntAtLeast(1)),
   /** Tool names `<server>__<tool>` (default false). */
   prefix: Schema.optional(Schema.Boolean)
@@ -131,8 +137,10 @@ export const ServerSettings = Schema.Struct({
   ])),
   /** Finished runs kept for `GET /runs/:id` and replay, at most this many… */
   keepFinishedRuns: orDefault(IntAtLeast(0), 100),
-  /** …and for at most this long (ms). */
-  keepFinishedMs: orDefault(IntAtLeast(0), 3_600_000)
+  /** …and for at most this long (`"1 hour"`, or milliseconds; default one hour). */
+  keepFinished: Schema.optional(WireDuration),
+  /** @deprecated `keepFinished` (valet 0.x reads both): milliseconds. */
+  keepFinishedMs: Schema.optional(IntAtLeast(0))
 })
 export type ServerSettings = typeof ServerSettings.Type
 

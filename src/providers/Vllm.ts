@@ -47,19 +47,18 @@ import * as Model from "../core/Model.js"
 /** The default location of the pool file, relative to the working directory. */
 export const defaultConfigPath = "configs/vllm_actors.yaml"
 
-/** The pool file could not be read or is not valid; `line` / `column` point into it, `field` names the key. */
-export class VllmConfigError extends Schema.TaggedError<VllmConfigError>()("VllmConfigError", {
-  path: Schema.String,
-  detail: Schema.String,
-  field: Schema.optional(Schema.String),
-  line: Schema.optional(Schema.Number),
-  column: Schema.optional(Schema.Number)
-}) {
-  override get message(): string {
-    const where = this.line !== undefined ? `${this.path}:${this.line}:${this.column ?? 1}` : this.path
-    return `${where}: ${this.field !== undefined ? `${this.field}: ` : ""}${this.detail}`
-  }
-}
+/**
+ * The pool file could not be read or is not valid; `line` / `column` point into it, `field` names the key.
+ *
+ * @deprecated the same class as `AgentConfig.ConfigFileError` (tag `ConfigFileError`): one error for every
+ * configuration file valet reads.
+ * @since 0.1.0
+ * @category errors
+ */
+export const VllmConfigError = YamlDocument.ConfigFileError
+
+/** The error type of `VllmConfigError`. @since 0.1.0 @category errors */
+export type VllmConfigError = YamlDocument.ConfigFileError
 
 /** An actor name that the pool does not have; `known` lists the names it has. */
 export class UnknownActor extends Schema.TaggedError<UnknownActor>()("UnknownActor", {

@@ -26,7 +26,7 @@
  *
  * @since 0.2.0
  */
-import { Config, Context, type Duration, Effect, FileSystem, Layer, Path, Result, Schema, type Scope } from "effect"
+import { Config, Context, type Duration, Effect, FileSystem, Layer, Path, Result, type Scope } from "effect"
 import type { HttpClient } from "effect/http"
 import type { ChildProcessSpawner } from "effect/process"
 import * as Agent from "../core/Agent.js"
@@ -52,19 +52,17 @@ export type ModelSpec = Internal.ModelSpec
 /** The architectures a config may name. */
 export const architectureNames: ReadonlyArray<string> = Architectures.architectureNames
 
-/** A file that cannot be read or is not valid: `field` names the key, `line` / `column` point at it. */
-export class ConfigFileError extends Schema.TaggedError<ConfigFileError>()("ConfigFileError", {
-  path: Schema.String,
-  detail: Schema.String,
-  field: Schema.optional(Schema.String),
-  line: Schema.optional(Schema.Number),
-  column: Schema.optional(Schema.Number)
-}) {
-  override get message(): string {
-    const where = this.line !== undefined ? `${this.path}:${this.line}:${this.column ?? 1}` : this.path
-    return `${where}: ${this.field !== undefined ? `${this.field} ` : ""}${this.detail}`
-  }
-}
+/**
+ * A file that cannot be read or is not valid: `field` names the key, `line` / `column` point at it (the one error of
+ * every configuration file valet reads; `Vllm.VllmConfigError` is the same class).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const ConfigFileError = YamlDocument.ConfigFileError
+
+/** The error type of `ConfigFileError`. @since 0.2.0 @category errors */
+export type ConfigFileError = YamlDocument.ConfigFileError
 
 /** A parsed and checked file, and where its keys are (for the errors of `build`). */
 export interface Loaded {

@@ -50,7 +50,7 @@ describe("Vllm: the pool file", () => {
       )
       expect(error).toBeInstanceOf(Vllm.VllmConfigError)
       expect(error).toMatchObject({ field: "actors[1].base_url", line: 5 })
-      expect(error.message).toBe(`${path}:5:15: actors[1].base_url: not a URL: "127.0.0.1:8001"`)
+      expect(error.message).toBe(`${path}:5:15: actors[1].base_url is not a URL: "127.0.0.1:8001"`)
     }))
 
   it.effect("wrong types, unknown keys, duplicate names, missing actors, bad YAML: each with its line", () =>
@@ -86,14 +86,14 @@ describe("Vllm: the pool file", () => {
       }
       const actor = "actors:\n  - name: a\n    base_url: http://x:1\n"
       expect(message(`${actor}    tensor_parallel_size: two\n`)).toBe(
-        "pool.yaml:4:27: actors[0].tensor_parallel_size: must be a number, got \"two\""
+        "pool.yaml:4:27: actors[0].tensor_parallel_size must be a number, got \"two\""
       )
-      expect(message(`${actor}    gpu_id: 1.5\n`)).toBe("pool.yaml:4:13: actors[0].gpu_id: must be an integer >= 0, got 1.5")
-      expect(message(`${actor}    api: grpc\n`)).toBe("pool.yaml:4:10: actors[0].api: must be \"openai\" or \"generate\", got \"grpc\"")
-      expect(message(`${actor}timeout_sec: -5\n`)).toBe("pool.yaml:4:14: timeout_sec: must be a number > 0, got -5")
-      expect(message("actors:\n  - name: a\n    base_ur: http://x:1\n")).toBe("pool.yaml:3:14: actors[0].base_ur: is not a known key")
-      expect(message("timeout_sec: 30\n")).toBe("pool.yaml:1:1: actors: is required")
-      expect(message("actors: []\n")).toBe("pool.yaml:1:9: actors: at least one actor is needed")
+      expect(message(`${actor}    gpu_id: 1.5\n`)).toBe("pool.yaml:4:13: actors[0].gpu_id must be an integer >= 0, got 1.5")
+      expect(message(`${actor}    api: grpc\n`)).toBe("pool.yaml:4:10: actors[0].api must be \"openai\" or \"generate\", got \"grpc\"")
+      expect(message(`${actor}timeout_sec: -5\n`)).toBe("pool.yaml:4:14: timeout_sec must be a number > 0, got -5")
+      expect(message("actors:\n  - name: a\n    base_ur: http://x:1\n")).toBe("pool.yaml:3:14: actors[0].base_ur is not a known key")
+      expect(message("timeout_sec: 30\n")).toBe("pool.yaml:1:1: actors is required")
+      expect(message("actors: []\n")).toBe("pool.yaml:1:9: actors needs at least one actor")
     }))
 
   it.effect("an unknown actor name fails with the list of known ones", () =>

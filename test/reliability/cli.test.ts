@@ -66,7 +66,6 @@ describe("reliability: the CLI tells the truth", () => {
         [["run", "hi", "--base-url", "notaurl"], "notaurl"],
         [["actor-loop", file("garbage.jsonl", "not json\n{\"nope\": 1}\n")], "no valid task line"],
         [["replay", file("bad-cassette.jsonl", "{not a record\n"), "hi"], "bad-cassette.jsonl"],
-        [["health", "--config", file("bad.yaml", "actors: [ {base_url: 3\n")], "bad.yaml"],
         [["eval", file("empty.jsonl", ""), "--base-url", "http://127.0.0.1:1", "--model", "m"], "empty.jsonl"]
       ]
       for (const [args, says] of cases) {
@@ -76,6 +75,11 @@ describe("reliability: the CLI tells the truth", () => {
         expect(errors[0]).toContain(says)
         expect(errors.some((line) => stackFrame.test(line))).toBe(false)
       }
+      // A bad configuration file is a usage error: exit 2, one line naming the file (a pool file as a valet.yaml).
+      const pool = yield* valet(["health", "--config", file("bad.yaml", "actors: [ {base_url: 3\n")])
+      expect(pool.code).toBe(2)
+      expect(pool.errors).toHaveLength(1)
+      expect(pool.errors[0]).toContain("bad.yaml")
       const verbose = yield* valet(["run", "hi", "--base-url", "notaurl", "--verbose"])
       expect(verbose.code).toBe(1)
       expect(verbose.errors.length).toBeGreaterThan(1)

@@ -241,7 +241,7 @@ agents:
       expect(refusal(`${model}agents:\n  "two words": { instructions: x }\n`)).toBe("valet.yaml:3:16: agents.two words is not a usable name: letters and digits joined by single - or _, at most 48 characters, got \"two words\"")
     })
     it("no agents, and not YAML", () => {
-      expect(refusal(`${model}agents: {}\n`)).toBe("valet.yaml:2:9: agents at least one agent is needed")
+      expect(refusal(`${model}agents: {}\n`)).toBe("valet.yaml:2:9: agents needs at least one agent")
       expect(refusal(`agents: [\n`)).toMatch(/^valet\.yaml:\d+:\d+: not valid YAML/)
     })
     it("an agent with no model", () => {

@@ -40,9 +40,9 @@ export const WireDuration = Schema.Union([
 export const HttpUrl = Schema.String.check(Schema.makeFilter((url: string) => {
   try {
     const parsed = new URL(url)
-    return parsed.protocol === "http:" || parsed.protocol === "https:" || `not an http(s) URL: ${JSON.stringify(url)}`
+    return parsed.protocol === "http:" || parsed.protocol === "https:" || `is not an http(s) URL: ${JSON.stringify(url)}`
   } catch {
-    return `not a URL: ${JSON.stringify(url)}`
+    return `is not a URL: ${JSON.stringify(url)}`
   }
 }))
 

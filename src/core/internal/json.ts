@@ -1,3 +1,4 @@
+import { Result } from "effect"
 /**
  * JSON text with object keys sorted at every depth, so that equal values give equal text (for request hashes
  * and for recognising a repeated tool call whatever the key order the model chose).
@@ -59,4 +60,16 @@ export const jsonEqual = (a: unknown, b: unknown): boolean => {
   }
   for (const key in right) if (Object.prototype.hasOwnProperty.call(right, key)) count--
   return count === 0
+}
+
+/**
+ * JSON text as a value, or `JSON.parse`'s message: unbounded, for text whose size the caller has capped already (a
+ * server's body); model text goes through `parse.ts`'s `parseJson`, which bounds size and depth first.
+ */
+export const parseJsonText = (text: string): Result.Result<unknown, string> => {
+  try {
+    return Result.succeed(JSON.parse(text))
+  } catch (error) {
+    return Result.fail(error instanceof Error ? error.message : String(error))
+  }
 }

@@ -17,6 +17,7 @@
  */
 import { Effect, Result, Schema } from "effect"
 import { describeIssue } from "./decode.js"
+import { parseJsonText } from "./json.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // Limits
@@ -125,13 +126,7 @@ export const jsonDepthWithin = (text: string, max: number = maxJsonDepth): boole
   return true
 }
 
-const tryParse = (text: string): Result.Result<unknown, string> => {
-  try {
-    return Result.succeed(JSON.parse(text))
-  } catch (error) {
-    return Result.fail(error instanceof Error ? error.message : String(error))
-  }
-}
+const tryParse = parseJsonText
 
 /**
  * JSON text as a value, bounded: text longer than `maxJsonChars` or nested deeper than `maxJsonDepth` is refused

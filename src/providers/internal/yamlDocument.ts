@@ -11,6 +11,24 @@ import { Effect, FileSystem, Result, Schema, SchemaIssue, Stream } from "effect"
 import { type Document, LineCounter, parseDocument } from "yaml"
 
 /** Why a file was refused: what, which field (`actors[1].base_url`) and where (1-based line and column). */
+/**
+ * A configuration file (a `valet.yaml`, a vLLM pool file) that cannot be read or is not valid: one line naming the
+ * file, and where known the line and column, the key and what is wrong with it
+ * (`valet.yaml:4:17: server.port must be an integer 0-65535, got 99999`).
+ */
+export class ConfigFileError extends Schema.TaggedError<ConfigFileError>()("ConfigFileError", {
+  path: Schema.String,
+  detail: Schema.String,
+  field: Schema.optional(Schema.String),
+  line: Schema.optional(Schema.Number),
+  column: Schema.optional(Schema.Number)
+}) {
+  override get message(): string {
+    const where = this.line !== undefined ? `${this.path}:${this.line}:${this.column ?? 1}` : this.path
+    return `${where}: ${this.field !== undefined ? `${this.field} ` : ""}${this.detail}`
+  }
+}
+
 export interface Problem {
   readonly message: string
   readonly field?: string

@@ -14,6 +14,7 @@ import * as Decode from "./decode.js"
 import * as Errors from "./errors.js"
 import * as FastCheck from "./fastCheck.js"
 import * as Encode from "./request.js"
+import { parseJsonText } from "../../../core/internal/json.js"
 import * as Wire from "./wire.js"
 
 /** Where and as whom to call. */
@@ -48,13 +49,7 @@ const decodeChatChunk = Schema.decodeUnknownResult(Wire.ChatChunk)
 const decodeCompletionChunk = Schema.decodeUnknownResult(Wire.CompletionChunk)
 const decodeModelList = Schema.decodeUnknownResult(Wire.ModelList)
 
-const parseJson = (text: string): Result.Result<unknown, string> => {
-  try {
-    return Result.succeed(JSON.parse(text))
-  } catch (error) {
-    return Result.fail(error instanceof Error ? error.message : String(error))
-  }
-}
+const parseJson = parseJsonText
 
 /** A schema failure as text: one line per issue, each with the path it is at. */
 const schemaMessage = (error: Schema.SchemaError): string => error.message

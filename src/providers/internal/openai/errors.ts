@@ -5,6 +5,7 @@
 import { Result, Schema } from "effect"
 import type * as HttpClientError from "effect/http/HttpClientError"
 import * as ModelError from "../../../core/ModelError.js"
+import { parseJsonText } from "../../../core/internal/json.js"
 import * as Wire from "./wire.js"
 
 /** How much of an unexpected body a `MalformedResponse` keeps. */
@@ -52,13 +53,7 @@ export const errorFields = (json: unknown): Wire.ErrorFields | undefined => {
   return body
 }
 
-const parseJson = (text: string): unknown => {
-  try {
-    return JSON.parse(text)
-  } catch {
-    return undefined
-  }
-}
+const parseJson = (text: string): unknown => Result.getOrUndefined(parseJsonText(text))
 
 /** `Retry-After` (seconds or an HTTP date) or OpenAI's `retry-after-ms`, in milliseconds. */
 export const retryAfterMs = (headers: Readonly<Record<string, string | undefined>>, now: number): number | undefined => {

@@ -48,7 +48,7 @@ export type ActorEntry = typeof ActorEntry.Type
 /** The whole file. */
 export const PoolFile = Schema.Struct({
   actors: Schema.Array(ActorEntry).check(
-    Schema.makeFilter((actors: ReadonlyArray<ActorEntry>) => actors.length >= 1 || "at least one actor is needed"),
+    Schema.makeFilter((actors: ReadonlyArray<ActorEntry>) => actors.length >= 1 || "needs at least one actor"),
     Schema.makeFilter((actors: ReadonlyArray<ActorEntry>) => {
       const seen = new Set<string>()
       for (let i = 0; i < actors.length; i++) {

@@ -152,7 +152,7 @@ export const ConfigFile = Schema.Struct({
   mcp: Schema.optional(McpSettings),
   // Names are checked after decoding: a bad key of a Record would read as "not a known key".
   agents: Schema.Record(Schema.String, AgentSpec).check(
-    Schema.makeFilter((agents: Readonly<Record<string, unknown>>) => Object.keys(agents).length > 0 || "at least one agent is needed")
+    Schema.makeFilter((agents: Readonly<Record<string, unknown>>) => Object.keys(agents).length > 0 || "needs at least one agent")
   ),
   server: ServerSettings.pipe(Schema.withDecodingDefaultKey(Effect.succeed({})))
 })

@@ -208,10 +208,15 @@ export const definition = Architecture.define({
       let last = ""
       let next = 0
       let rounds = 0
-      // Whose text the output is: the last contribution, or the decider's once it is asked (its partial answer, if a
-      // limit stops it after it wrote some).
-      let decidedBy = "last_contribution"
-      yield* Architecture.setMetadata(() => ({ rounds, decided_by: decidedBy, board }))
+      let deciding = false
+      // A stopped run says whose text its output is: the decider's partial answer when it wrote one, else the last
+      // contribution.
+      const run = yield* Architecture.CurrentRun
+      yield* Architecture.setMetadata(() => ({
+        rounds,
+        decided_by: deciding && run.output !== last ? "decider" : "last_contribution",
+        board
+      }))
 
       for (let round = 1; round <= options.maxRounds; round++) {
         let chosen: { readonly agent: string; readonly instruction: string } | undefined
@@ -261,14 +266,14 @@ export const definition = Architecture.define({
         yield* Architecture.progress("blackboard.contribution", { round, agent: chosen.agent, content })
       }
 
-      if (options.decider === undefined) return { output: last, metadata: { rounds, decided_by: decidedBy, board } }
-      decidedBy = "decider"
+      if (options.decider === undefined) return { output: last, metadata: { rounds, decided_by: "last_contribution", board } }
+      deciding = true
       const decided = yield* Architecture.role(
         options.decider,
         Architecture.fill(options.deciderPrompt, { task: input.prompt, board: board.map(line).join("\n") }),
         { role: "bb_decider", answers: true }
       )
-      return { output: decided.output, metadata: { rounds, decided_by: decidedBy, board } }
+      return { output: decided.output, metadata: { rounds, decided_by: "decider", board } }
     })
 })
 

@@ -28,7 +28,7 @@ const decider = Agent.make({ name: "editor", instructions: "You are decider." })
 const team = <R>(architecture: Architecture.Architecture<R>) => Agent.make({ name: "team", instructions: "", architecture })
 
 /** Each role answers by its system prompt, turn by turn. */
-const byRole = (scripts: Readonly<Record<string, ReadonlyArray<string>>>) => {
+const byRole = (scripts: Readonly<Record<string, ReadonlyArray<ScriptedModel.Turn>>>) => {
   const seen = new Map<string, number>()
   return ScriptedModel.layer((request) => {
     const who = /You are (\w+)\./.exec(system(request))?.[1] ?? "?"
@@ -148,11 +148,29 @@ describe("Blackboard", () => {
       expect(board.map((entry) => entry.author)).toEqual(["user", "researcher"])
     }))
 
-  it.effect("the decider answers for the run: refused by the budget, the last contribution stays the answer", () =>
+  it.effect("the decider answers for the run: stopped after writing, its partial answer; refused by the budget, the last contribution", () =>
     Effect.gen(function*() {
-      const result = yield* Agent.run(team(Blackboard.makeUnsafe({ agents: [researcher, writer], decider, maxRounds: 2 })), "task", { budget: { maxCalls: 2 } })
-      expect(result).toMatchObject({ interrupted: true, interruptionReason: "budget:max_calls", output: "prose", metadata: { rounds: 2 } })
-    }).pipe(Effect.provide(byRole({ researcher: ["facts"], writer: ["prose"], decider: ["never"] }))))
+      const look = Tool.make({ name: "look", description: "", parameters: Schema.Struct({}), handler: () => Effect.succeed("seen") })
+      const slowDecider = Agent.make({ name: "editor", instructions: "You are decider.", tools: [look], maxTurns: 1 })
+      const partial = yield* Agent.run(team(Blackboard.makeUnsafe({ agents: [researcher], decider: slowDecider, maxRounds: 1 })), "task").pipe(
+        Effect.provide(byRole({ researcher: ["facts"], decider: [{ text: "Otters, mostly.", toolCalls: [{ name: "look" }] }] }))
+      )
+      expect(partial).toMatchObject({
+        interrupted: true,
+        interruptionReason: "bb_decider:max_turns_exceeded",
+        output: "Otters, mostly.",
+        metadata: { rounds: 1, decided_by: "decider" }
+      })
+      const result = yield* Agent.run(team(Blackboard.makeUnsafe({ agents: [researcher, writer], decider, maxRounds: 2 })), "task", { budget: { maxCalls: 2 } }).pipe(
+        Effect.provide(byRole({ researcher: ["facts"], writer: ["prose"], decider: ["never"] }))
+      )
+      expect(result).toMatchObject({
+        interrupted: true,
+        interruptionReason: "budget:max_calls",
+        output: "prose",
+        metadata: { rounds: 2, decided_by: "last_contribution" }
+      })
+    }))
 
   it.effect("a decider template with the old {prompt} placeholder still gets the task", () =>
     Effect.gen(function*() {

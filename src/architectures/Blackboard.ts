@@ -26,7 +26,8 @@
  *
  * const researcher = Agent.make({ name: "researcher", instructions: "You find facts." })
  * const writer = Agent.make({ name: "writer", instructions: "You write short, clear prose." })
- * const desk = Agent.make({ name: "desk", instructions: "", architecture: Blackboard.makeUnsafe({ agents: [researcher, writer], maxRounds: 2 }) })
+ * const board = Blackboard.makeUnsafe({ agents: [researcher, writer], maxRounds: 2 })
+ * const desk = Agent.make({ name: "desk", instructions: "", architecture: board })
  * // No coordinator: the researcher, then the writer, each adds one contribution; the writer's is the answer.
  * const result = Agent.run(desk, "One sentence on why octopuses are clever.").pipe(
  *   Effect.provide(ScriptedModel.layer([
@@ -253,7 +254,10 @@ export const definition = Architecture.define({
         next = names.indexOf(chosen.agent) + 1
         const contributed = yield* Architecture.role(
           byName.get(chosen.agent)!,
-          Architecture.fill(options.contributorPrompt, { board: render(board, options.boardLimit), instruction: chosen.instruction || keepGoing }),
+          Architecture.fill(options.contributorPrompt, {
+            board: render(board, options.boardLimit),
+            instruction: chosen.instruction || keepGoing
+          }),
           { role: `bb_${chosen.agent}`, index: round }
         )
         rounds = round

@@ -25,7 +25,8 @@
  *
  * const triage = Agent.make({ name: "triage", instructions: "You triage customer messages." })
  * const billing = Agent.make({ name: "billing", instructions: "You handle invoices and refunds." })
- * const desk = Agent.make({ name: "desk", instructions: "", architecture: Swarm.makeUnsafe({ agents: [triage, billing], entry: "triage" }) })
+ * const swarm = Swarm.makeUnsafe({ agents: [triage, billing], entry: "triage" })
+ * const desk = Agent.make({ name: "desk", instructions: "", architecture: swarm })
  * // Triage hands off with a note (ending its turn); billing answers.
  * const result = Agent.run(desk, "I was charged twice.").pipe(
  *   Effect.provide(ScriptedModel.layer([

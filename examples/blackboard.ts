@@ -26,21 +26,19 @@ export const script: ScriptedModel.Script = (request) => {
   return '{"terminate": true}'
 }
 
+// Agents made apart from the options: each is typed with the `Model` it needs, which the architecture then needs too.
+const researcher = Agent.make({ name: "researcher", instructions: "You find facts." })
+const writer = Agent.make({ name: "writer", instructions: "You write short, clear prose." })
+const lead = Agent.make({ name: "lead", instructions: "You lead a small science desk." })
+const editor = Agent.make({ name: "editor", instructions: "You edit the desk's work into the final answer." })
+
 export const main = Effect.gen(function*() {
   const { layer, note } = yield* demoModel(script)
   yield* Console.log(`# Blackboard — ${note}`)
   const desk = Agent.make({
     name: "desk",
     instructions: "",
-    architecture: yield* Blackboard.make({
-      agents: [
-        Agent.make({ name: "researcher", instructions: "You find facts." }),
-        Agent.make({ name: "writer", instructions: "You write short, clear prose." })
-      ],
-      coordinator: Agent.make({ name: "lead", instructions: "You lead a small science desk." }),
-      decider: Agent.make({ name: "editor", instructions: "You edit the desk's work into the final answer." }),
-      maxRounds: 5
-    })
+    architecture: yield* Blackboard.make({ agents: [researcher, writer], coordinator: lead, decider: editor, maxRounds: 5 })
   })
   yield* Agent.stream(desk, prompt, { textDeltas: false }).pipe(
     Stream.filter((event) => event._tag === "Progress" || (event._tag === "RunCompleted" && !event.sessionId.includes("__"))),

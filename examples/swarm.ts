@@ -21,21 +21,18 @@ export const script: ScriptedModel.Script = (request) =>
       toolCalls: [{ name: "handoff", arguments: { target: "billing", message: "duplicate charge on the March invoice" } }]
     }
 
+// Agents made apart from the options: each is typed with the `Model` it needs, which the architecture then needs too.
+const triage = Agent.make({ name: "triage", instructions: "You triage customer messages and hand them to the right agent." })
+const billing = Agent.make({ name: "billing", instructions: "You handle billing: invoices, charges and refunds." })
+const tech = Agent.make({ name: "tech", instructions: "You handle technical problems." })
+
 export const main = Effect.gen(function*() {
   const { layer, note } = yield* demoModel(script)
   yield* Console.log(`# Swarm — ${note}`)
   const support = Agent.make({
     name: "support",
     instructions: "",
-    architecture: yield* Swarm.make({
-      agents: [
-        Agent.make({ name: "triage", instructions: "You triage customer messages and hand them to the right agent." }),
-        Agent.make({ name: "billing", instructions: "You handle billing: invoices, charges and refunds." }),
-        Agent.make({ name: "tech", instructions: "You handle technical problems." })
-      ],
-      entry: "triage",
-      maxHandoffs: 3
-    })
+    architecture: yield* Swarm.make({ agents: [triage, billing, tech], entry: "triage", maxHandoffs: 3 })
   })
   yield* Agent.stream(support, prompt, { textDeltas: false }).pipe(
     Stream.runForEach((event) => Console.log(AgentEvent.format(event))),

@@ -64,7 +64,7 @@ describe("examples", () => {
     Effect.gen(function*() {
       const lines = yield* printed(TreeOfThoughtsExample.main)
       expect(lines[0]).toMatch(/^# Tree of Thoughts — .*using ScriptedModel/)
-      expect(lines.some((line) => line.includes('tot.solved {"depth":2,"score":1}'))).toBe(true)
+      expect(lines.some((line) => line.includes('tree_of_thoughts.solved {"depth":2,"score":1}'))).toBe(true)
       expect(lines.at(-1)).toMatch(/run completed after \d+ model calls.*\(7 − 8 ÷ 8\) × 4 = 24$/)
     }).pipe(Effect.provide(Logger.layer([]))))
 

@@ -13,45 +13,42 @@
  *   left out, and it is told how many).
  * - Sessions: `<parent>__bb_coordinator_<r>` (its second try `…_<r>_retry`), `<parent>__bb_<name>_<r>`,
  *   `<parent>__bb_decider`. A role that fails fails the run with its `SubAgentFailed` (the rule of every
- *   architecture); a spent budget ends it interrupted (`budget:<limit>`) with the last contribution.
+ *   architecture). A role that stops at a limit ends the run interrupted with the last contribution (or the
+ *   decider's partial answer, when it wrote one): `bb_coordinator:round_<r>:<reason>` (`round_<r>_retry` for the
+ *   second try), `bb_<name>:round_<r>:<reason>`, `bb_decider:<reason>`, or `budget:<limit>` for a spent budget.
  *
  * Events: `blackboard.decided`, `blackboard.contribution`, `blackboard.fallback`.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Agent, Blackboard, ScriptedModel } from "valet"
+ *
+ * const researcher = Agent.make({ name: "researcher", instructions: "You find facts." })
+ * const writer = Agent.make({ name: "writer", instructions: "You write short, clear prose." })
+ * const board = Blackboard.makeUnsafe({ agents: [researcher, writer], maxRounds: 2 })
+ * const desk = Agent.make({ name: "desk", instructions: "", architecture: board })
+ * // No coordinator: the researcher, then the writer, each adds one contribution; the writer's is the answer.
+ * const result = Agent.run(desk, "One sentence on why octopuses are clever.").pipe(
+ *   Effect.provide(ScriptedModel.layer([
+ *     "Two thirds of an octopus's neurons are in its arms.",
+ *     "Octopuses think with their arms, where two thirds of their neurons are."
+ *   ]))
+ * )
+ * ```
  *
  * @since 0.2.0
  */
 import { Effect, Result, Schema } from "effect"
 import type * as Agent from "../core/Agent.js"
-import type { InvalidOptions } from "../core/AgentError.js"
 import * as Architecture from "../core/Architecture.js"
-import * as Opts from "../core/internal/options.js"
-import { decodeJson, yieldBeforeReading } from "../core/internal/parse.js"
-import * as Roles from "../core/internal/roles.js"
-import * as Template from "../core/internal/template.js"
-import type * as Model from "../core/Model.js"
 
-/** The architecture's name, as `RunStarted.architecture` reports it. */
-export const name = "blackboard"
-
-/** The options of Blackboard. */
-export interface Options<R, RC = never, RD = never> {
-  /** The agents that contribute, with unique names (letters and digits joined by single `-` or `_`). */
-  readonly agents: ReadonlyArray<Agent.Agent<R>>
-  /** Picks the agent of each round; without one, the agents take turns. */
-  readonly coordinator?: Agent.Agent<RC> | undefined
-  /** Writes the answer from the board; without one, the last contribution is the answer. */
-  readonly decider?: Agent.Agent<RD> | undefined
-  /** Rounds at most (≥ 1, default 10). */
-  readonly maxRounds?: number | undefined
-  /** Characters of the board an agent reads, newest first (≥ 100, default 12,000). */
-  readonly boardLimit?: number | undefined
-  /** The coordinator's prompt (`{agents}`, `{board}`, `{round}`). */
-  readonly coordinatorPrompt?: string | undefined
-  /** A contributor's prompt (`{board}`, `{instruction}`). */
-  readonly contributorPrompt?: string | undefined
-  /** The decider's prompt (`{task}`, `{board}`). */
-  readonly deciderPrompt?: string | undefined
-}
-
+/**
+ * The coordinator's default prompt; placeholders `{agents}`, `{board}`, `{round}`.
+ *
+ * @since 0.2.0
+ * @category prompts
+ */
 export const defaultCoordinatorPrompt = `You coordinate a team working on a shared board. Team:
 {agents}
 
@@ -61,6 +58,12 @@ The board (round {round}):
 Choose who contributes next. Answer with JSON only: {"agent": "<name>", "instruction": "<what to add>"}, or \
 {"terminate": true} when the board holds a complete answer.`
 
+/**
+ * A contributor's default prompt; placeholders `{board}`, `{instruction}`.
+ *
+ * @since 0.2.0
+ * @category prompts
+ */
 export const defaultContributorPrompt = `The shared board:
 {board}
 
@@ -68,6 +71,12 @@ Your instruction: {instruction}
 
 Add one contribution to the board: write only your contribution.`
 
+/**
+ * The decider's default prompt; placeholders `{task}`, `{board}`.
+ *
+ * @since 0.2.0
+ * @category prompts
+ */
 export const defaultDeciderPrompt = `Task: {task}
 
 The team's board:
@@ -75,40 +84,16 @@ The team's board:
 
 Write the final answer to the task from the board.`
 
-const OptionsSchema = Schema.Struct({
-  agents: Opts.NamedAgents,
-  coordinator: Schema.optional(Opts.AgentSchema),
-  decider: Schema.optional(Opts.AgentSchema),
-  maxRounds: Opts.IntAtLeast(1).pipe(Opts.withDefault(10)),
-  boardLimit: Opts.IntAtLeast(100).pipe(Opts.withDefault(12_000)),
-  coordinatorPrompt: Template.Template(["agents", "board", "round"]).pipe(Opts.withDefault(defaultCoordinatorPrompt)),
-  contributorPrompt: Template.Template(["board", "instruction"]).pipe(Opts.withDefault(defaultContributorPrompt)),
-  deciderPrompt: Template.Template(["task", "board"]).pipe(Opts.withDefault(defaultDeciderPrompt))
-})
-type Config = typeof OptionsSchema.Type
-
-/**
- * Blackboard with options, checked here: no agents, two agents with one name, a name that cannot be part of a
- * session id, `maxRounds: 0`, a `boardLimit` below 100 or a template with an unknown placeholder fail with
- * `InvalidOptions`.
- */
-export const make = <R, RC = never, RD = never>(
-  options: Options<R, RC, RD>
-): Effect.Effect<Architecture.Architecture<R | RC | RD | Model.Model>, InvalidOptions> =>
-  Effect.map(
-    Opts.decode("Blackboard", OptionsSchema, options),
-    (config) => Architecture.make({ name, program: program(config) }) as Architecture.Architecture<R | RC | RD | Model.Model>
-  )
-
-/** `make` for a module-level value: the architecture, or the `InvalidOptions` thrown. */
-export const makeUnsafe = <R, RC = never, RD = never>(options: Options<R, RC, RD>): Architecture.Architecture<R | RC | RD | Model.Model> =>
-  Opts.runUnsafe(make(options))
-
 // ---------------------------------------------------------------------------------------------------------
 // The board and the coordinator
 // ---------------------------------------------------------------------------------------------------------
 
-/** One entry of the board. */
+/**
+ * One entry of the board.
+ *
+ * @since 0.2.0
+ * @category board
+ */
 export interface Entry {
   readonly kind: "task" | "contribution"
   readonly author: string
@@ -117,7 +102,12 @@ export interface Entry {
 
 const line = (entry: Entry): string => `[${entry.kind}] ${entry.author}: ${entry.content.replace(/\s*\n\s*/g, " ")}`
 
-/** The board as an agent reads it: the task entry, then the newest entries that fit in `limit` characters. */
+/**
+ * The board as an agent reads it: the task entry, then the newest entries that fit in `limit` characters.
+ *
+ * @since 0.2.0
+ * @category board
+ */
 export const render = (board: ReadonlyArray<Entry>, limit: number): string => {
   const [task, ...rest] = board.map(line)
   const kept: Array<string> = []
@@ -137,15 +127,25 @@ const Decision = Schema.Struct({
   terminate: Schema.optional(Schema.Unknown)
 })
 
-/** What a coordinator decided: an agent (with an instruction), to terminate, or why its answer cannot be used. */
+/**
+ * What a coordinator decided: an agent (with an instruction), to terminate, or why its answer cannot be used.
+ *
+ * @since 0.2.0
+ * @category coordinator
+ */
 export type Decided =
   | { readonly _tag: "Agent"; readonly agent: string; readonly instruction: string }
   | { readonly _tag: "Terminate" }
   | { readonly _tag: "Invalid"; readonly problem: string }
 
-/** Reads a coordinator's answer. `terminate` counts only as the JSON boolean `true`. */
+/**
+ * Reads a coordinator's answer. `terminate` counts only as the JSON boolean `true`.
+ *
+ * @since 0.2.0
+ * @category coordinator
+ */
 export const parseDecision = (text: string, names: ReadonlyArray<string>): Decided => {
-  const decoded = decodeJson(Decision, text, { expect: "object" })
+  const decoded = Architecture.parse.json(Decision, text, { expect: "object" })
   if (Result.isFailure(decoded)) return { _tag: "Invalid", problem: `the answer is not JSON {"agent", "instruction"} (${decoded.failure})` }
   const decision = decoded.success
   if (decision.terminate === true) return { _tag: "Terminate" }
@@ -158,7 +158,7 @@ export const parseDecision = (text: string, names: ReadonlyArray<string>): Decid
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Program
+// The declaration
 // ---------------------------------------------------------------------------------------------------------
 
 const describe = (agent: Agent.Agent<unknown>): string => {
@@ -166,73 +166,151 @@ const describe = (agent: Agent.Agent<unknown>): string => {
   return `- ${agent.name}: ${first.length <= 200 ? first : `${first.slice(0, 199)}…`}`
 }
 
-const program = (config: Config) => (input: Architecture.Input) =>
-  Effect.gen(function*() {
-    const names = config.agents.map((agent) => agent.name)
-    const byName = new Map(config.agents.map((agent) => [agent.name, agent]))
-    const board: Array<Entry> = [{ kind: "task", author: "user", content: input.prompt }]
-    const team = config.agents.map(describe).join("\n")
-    let last = ""
-    let next = 0
-    const metadata = (rounds: number, decidedBy: string) => ({ rounds, decided_by: decidedBy, board })
-    const budgetStop = (reason: string, rounds: number) => ({ output: last, interrupted: reason, metadata: metadata(rounds, "budget") })
+const { agent, agents, int, optional, template, withDefault } = Architecture.option
 
-    let rounds = 0
-    for (let round = 1; round <= config.maxRounds; round++) {
-      let chosen: { readonly agent: string; readonly instruction: string } | undefined
-      if (config.coordinator !== undefined) {
-        const prompt = Template.fill(config.coordinatorPrompt, { agents: team, board: render(board, config.boardLimit), round: String(round) })
-        let decided: Decided = { _tag: "Invalid", problem: "" }
-        for (const attempt of [0, 1]) {
-          const asked = yield* Roles.runOrFail(
-            config.coordinator,
-            attempt === 0 ? prompt : `${prompt}\n\nYour last answer could not be used: ${decided._tag === "Invalid" ? decided.problem : ""}. Answer with the JSON only.`,
-            { role: "bb_coordinator", index: attempt === 0 ? round : `${round}_retry` }
-          )
-          if (asked._tag === "Interrupted" && Roles.isBudget(asked.reason)) return budgetStop(asked.reason, rounds)
-          yield* yieldBeforeReading(asked.result.output)
-          decided = parseDecision(asked.result.output, names)
-          if (decided._tag !== "Invalid") break
+const keepGoing = "Add what the board still needs toward the task."
+
+/**
+ * Blackboard, declared once: its name, options and program; `make`, `makeUnsafe`, `valet.yaml`'s and the CLI's
+ * registries read it.
+ *
+ * @since 0.2.0
+ * @category definition
+ */
+export const definition = Architecture.define({
+  name: "blackboard",
+  title: "Blackboard",
+  description: "agents contribute to a shared board, picked by a coordinator or in turn; a decider answers",
+  options: {
+    /** The agents that contribute, with unique names (letters and digits joined by single `-` or `_`). */
+    agents,
+    /** Picks the agent of each round; without one, the agents take turns. */
+    coordinator: optional(agent),
+    /** Writes the answer from the board; without one, the last contribution is the answer. */
+    decider: optional(agent),
+    /** Rounds at most (≥ 1, default 10). */
+    maxRounds: int(1).pipe(withDefault(10)),
+    /** Characters of the board an agent reads, newest first (≥ 100, default 12,000). */
+    boardLimit: int(100).pipe(withDefault(12_000)),
+    /** The coordinator's prompt template (`{agents}`, `{board}`, `{round}`). */
+    coordinatorPrompt: template(["agents", "board", "round"]).pipe(withDefault(defaultCoordinatorPrompt)),
+    /** A contributor's prompt template (`{board}`, `{instruction}`). */
+    contributorPrompt: template(["board", "instruction"]).pipe(withDefault(defaultContributorPrompt)),
+    /** The decider's prompt template (`{task}`, `{board}`). */
+    deciderPrompt: template(["task", "board"]).pipe(withDefault(defaultDeciderPrompt))
+  },
+  agentOptions: ["agents.*", "coordinator", "decider"],
+  program: (input, options) =>
+    Effect.gen(function*() {
+      const names = options.agents.map((agent) => agent.name)
+      const byName = new Map(options.agents.map((agent) => [agent.name, agent]))
+      const board: Array<Entry> = [{ kind: "task", author: "user", content: input.prompt }]
+      const team = options.agents.map(describe).join("\n")
+      let last = ""
+      let next = 0
+      let rounds = 0
+      let deciding = false
+      // A stopped run says whose text its output is: the decider's partial answer when it wrote one, else the last
+      // contribution.
+      const run = yield* Architecture.CurrentRun
+      yield* Architecture.setMetadata(() => ({
+        rounds,
+        decided_by: deciding && run.output !== last ? "decider" : "last_contribution",
+        board
+      }))
+
+      for (let round = 1; round <= options.maxRounds; round++) {
+        let chosen: { readonly agent: string; readonly instruction: string } | undefined
+        if (options.coordinator !== undefined) {
+          const prompt = Architecture.fill(options.coordinatorPrompt, {
+            agents: team,
+            board: render(board, options.boardLimit),
+            round: String(round)
+          })
+          let decided: Decided = { _tag: "Invalid", problem: "" }
+          for (const attempt of [0, 1]) {
+            const asked = yield* Architecture.role(
+              options.coordinator,
+              attempt === 0
+                ? prompt
+                : `${prompt}\n\nYour last answer could not be used: ${decided._tag === "Invalid" ? decided.problem : ""}. Answer with the JSON only.`,
+              { role: "bb_coordinator", index: attempt === 0 ? round : `${round}_retry` }
+            )
+            decided = parseDecision(asked.output, names)
+            if (decided._tag !== "Invalid") break
+          }
+          if (decided._tag === "Terminate") {
+            yield* Architecture.progress("blackboard.decided", { round, terminate: true })
+            break
+          }
+          if (decided._tag === "Agent") {
+            chosen = decided
+            yield* Architecture.progress("blackboard.decided", { round, agent: decided.agent, instruction: decided.instruction })
+          } else {
+            yield* Architecture.progress("blackboard.fallback", { round, problem: decided.problem, agent: names[next % names.length] })
+          }
         }
-        if (decided._tag === "Terminate") {
-          yield* Architecture.progress("blackboard.decided", { round, terminate: true })
-          break
+        chosen ??= { agent: names[next % names.length]!, instruction: keepGoing }
+        next = names.indexOf(chosen.agent) + 1
+        const contributed = yield* Architecture.role(
+          byName.get(chosen.agent)!,
+          Architecture.fill(options.contributorPrompt, {
+            board: render(board, options.boardLimit),
+            instruction: chosen.instruction || keepGoing
+          }),
+          { role: `bb_${chosen.agent}`, index: round }
+        )
+        rounds = round
+        const content = contributed.output
+        if (content !== "") {
+          board.push({ kind: "contribution", author: chosen.agent, content })
+          last = content
+          yield* Architecture.setOutput(last)
         }
-        if (decided._tag === "Agent") {
-          chosen = decided
-          yield* Architecture.progress("blackboard.decided", { round, agent: decided.agent, instruction: decided.instruction })
-        } else {
-          yield* Architecture.progress("blackboard.fallback", { round, problem: decided.problem, agent: names[next % names.length] })
-        }
+        yield* Architecture.progress("blackboard.contribution", { round, agent: chosen.agent, content })
       }
-      chosen ??= { agent: names[next % names.length]!, instruction: "Add what the board still needs toward the task." }
-      next = names.indexOf(chosen.agent) + 1
-      const contributed = yield* Roles.runOrFail(
-        byName.get(chosen.agent)!,
-        Template.fill(config.contributorPrompt, { board: render(board, config.boardLimit), instruction: chosen.instruction || "Add what the board still needs toward the task." }),
-        { role: `bb_${chosen.agent}`, index: round }
+
+      if (options.decider === undefined) return { output: last, metadata: { rounds, decided_by: "last_contribution", board } }
+      deciding = true
+      const decided = yield* Architecture.role(
+        options.decider,
+        Architecture.fill(options.deciderPrompt, { task: input.prompt, board: board.map(line).join("\n") }),
+        { role: "bb_decider", answers: true }
       )
-      if (contributed._tag === "Interrupted" && Roles.isBudget(contributed.reason)) return budgetStop(contributed.reason, rounds)
-      rounds = round
-      const content = contributed.result.output
-      if (content !== "") {
-        board.push({ kind: "contribution", author: chosen.agent, content })
-        last = content
-        yield* Architecture.setOutput(last)
-      }
-      yield* Architecture.progress("blackboard.contribution", { round, agent: chosen.agent, content })
-    }
+      return { output: decided.output, metadata: { rounds, decided_by: "decider", board } }
+    })
+})
 
-    if (config.decider === undefined) return { output: last, metadata: metadata(rounds, "last_contribution") }
-    const decided = yield* Roles.runOrFail(
-      config.decider,
-      Template.fill(config.deciderPrompt, { task: input.prompt, board: board.map(line).join("\n") }),
-      { role: "bb_decider" }
-    )
-    if (decided._tag === "Interrupted") {
-      return Roles.isBudget(decided.reason)
-        ? budgetStop(decided.reason, rounds)
-        : { output: decided.result.output, interrupted: Roles.stopReason("bb_decider", decided.reason), metadata: metadata(rounds, "decider") }
-    }
-    return { output: decided.result.output, metadata: metadata(rounds, "decider") }
-  })
+/**
+ * The architecture's name, as `RunStarted.architecture` reports it.
+ *
+ * @since 0.2.0
+ * @category definition
+ */
+export const name = definition.name
+
+/**
+ * The options of Blackboard.
+ *
+ * @since 0.2.0
+ * @category definition
+ */
+export type Options = Architecture.OptionsOf<typeof definition>
+
+/**
+ * Blackboard with options, checked here: no agents, two agents with one name, a name that cannot be part of a
+ * session id, `maxRounds: 0`, a `boardLimit` below 100 or a template with an unknown placeholder fail with
+ * `InvalidOptions`.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const make = definition.make
+
+/**
+ * `make` for a module-level value: the architecture, or the `InvalidOptions` thrown.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const makeUnsafe = definition.makeUnsafe

@@ -11,59 +11,38 @@
  * - A cycle — the same sequence of handoffs, of any length up to the number of agents, repeating with no agent
  *   writing anything between — ends the run interrupted `handoff_cycle`.
  * - Each turn is a sub-agent `<parent>__swarm_<name>_<n>` (n counts that agent's turns), on the agent's own model
- *   when it has one. A turn that fails fails the run with its `SubAgentFailed` (the rule of every architecture);
- *   a turn stopped at a limit (its `maxTurns`) ends the run interrupted `swarm_<name>_<n>:<reason>`; a spent
- *   budget ends it `budget:<limit>` with the last output.
+ *   when it has one; its model calls are steps `swarm.turn_<k>`. A turn that fails fails the run with its
+ *   `SubAgentFailed` (the rule of every architecture); a turn stopped at a limit (its `maxTurns`) ends the run
+ *   interrupted `swarm_<name>_<n>:<reason>`, a spent budget `budget:<limit>`, both with the last output (the
+ *   stopped turn's text, when it wrote any).
  *
  * Events: `swarm.active`, `swarm.handoff`, `swarm.max_handoffs`, `swarm.cycle`.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Agent, ScriptedModel, Swarm } from "valet"
+ *
+ * const triage = Agent.make({ name: "triage", instructions: "You triage customer messages." })
+ * const billing = Agent.make({ name: "billing", instructions: "You handle invoices and refunds." })
+ * const swarm = Swarm.makeUnsafe({ agents: [triage, billing], entry: "triage" })
+ * const desk = Agent.make({ name: "desk", instructions: "", architecture: swarm })
+ * // Triage hands off with a note (ending its turn); billing answers.
+ * const result = Agent.run(desk, "I was charged twice.").pipe(
+ *   Effect.provide(ScriptedModel.layer([
+ *     { text: "A billing question.", toolCalls: [{ name: "handoff", arguments: { target: "billing", message: "duplicate charge" } }] },
+ *     "I have refunded the duplicate charge."
+ *   ]))
+ * )
+ * ```
  *
  * @since 0.2.0
  */
 import { Effect, Schema } from "effect"
-import type * as Agent from "../core/Agent.js"
-import { InvalidAgent, type InvalidOptions } from "../core/AgentError.js"
+import { InvalidAgent } from "../core/AgentError.js"
 import * as Architecture from "../core/Architecture.js"
-import * as Opts from "../core/internal/options.js"
-import * as Roles from "../core/internal/roles.js"
 import * as Model from "../core/Model.js"
 import * as Tool from "../core/Tool.js"
-
-/** The architecture's name, as `RunStarted.architecture` reports it. */
-export const name = "swarm"
-
-/** The options of Swarm. */
-export interface Options<R> {
-  /** The agents, with unique names (letters and digits joined by single `-` or `_`). */
-  readonly agents: ReadonlyArray<Agent.Agent<R>>
-  /** The name of the agent that starts. */
-  readonly entry: string
-  /** Handoffs allowed (≥ 0, default 8). */
-  readonly maxHandoffs?: number | undefined
-}
-
-const OptionsSchema = Schema.Struct({
-  agents: Opts.NamedAgents,
-  entry: Schema.String,
-  maxHandoffs: Opts.IntAtLeast(0).pipe(Opts.withDefault(8))
-}).check(
-  Schema.makeFilter((options) =>
-    options.agents.some((agent) => agent.name === options.entry) || { path: ["entry"], issue: "names none of the agents" }
-  )
-)
-type Config = typeof OptionsSchema.Type
-
-/**
- * Swarm with options, checked here: no agents, two agents with one name, a name that cannot be part of a session
- * id, an `entry` that names no agent, or `maxHandoffs` below 0 fail with `InvalidOptions`.
- */
-export const make = <R>(options: Options<R>): Effect.Effect<Architecture.Architecture<R | Model.Model>, InvalidOptions> =>
-  Effect.map(
-    Opts.decode("Swarm", OptionsSchema, options),
-    (config) => Architecture.make({ name, program: program(config) }) as Architecture.Architecture<R | Model.Model>
-  )
-
-/** `make` for a module-level value: the architecture, or the `InvalidOptions` thrown. */
-export const makeUnsafe = <R>(options: Options<R>): Architecture.Architecture<R | Model.Model> => Opts.runUnsafe(make(options))
 
 // ---------------------------------------------------------------------------------------------------------
 // One agent's turn
@@ -138,10 +117,15 @@ const turn = (targets: ReadonlyArray<string>) =>
   })
 
 // ---------------------------------------------------------------------------------------------------------
-// Program
+// The declaration
 // ---------------------------------------------------------------------------------------------------------
 
-/** Whether the last handoffs are one sequence (of length ≤ `maxLength`) repeated twice. */
+/**
+ * Whether the last handoffs are one sequence (of length ≤ `maxLength`) repeated twice.
+ *
+ * @since 0.2.0
+ * @category cycles
+ */
 export const repeats = (handoffs: ReadonlyArray<string>, maxLength: number): boolean => {
   for (let length = 1; length <= maxLength && 2 * length <= handoffs.length; length++) {
     const tail = handoffs.slice(-2 * length)
@@ -150,53 +134,118 @@ export const repeats = (handoffs: ReadonlyArray<string>, maxLength: number): boo
   return false
 }
 
-const program = (config: Config) => (input: Architecture.Input) =>
-  Effect.gen(function*() {
-    const byName = new Map(config.agents.map((agent) => [agent.name, agent]))
-    const names = config.agents.map((agent) => agent.name)
-    const conversation: Array<string> = []
-    const turns = new Map<string, number>()
-    // Handoffs since an agent last wrote something: the window a cycle is looked for in.
-    let silent: Array<string> = []
-    let handoffs = 0
-    let active = config.entry
-    let output = ""
-    const metadata = () => ({ handoffs, conversation, last: active })
+const { agents, int, withDefault } = Architecture.option
 
-    for (;;) {
-      const n = (turns.get(active) ?? 0) + 1
-      turns.set(active, n)
-      yield* Architecture.progress("swarm.active", { agent: active, turn: n })
-      const others = names.filter((other) => other !== active)
-      const agent = Roles.withArchitecture(byName.get(active)!, turn(others))
-      const prompt = conversation.length === 0
-        ? input.prompt
-        : `${input.prompt}\n\nThe conversation so far:\n${conversation.join("\n")}`
-      const ran = yield* Roles.runOrFail(agent, prompt, { role: "swarm", index: `${active}_${n}` })
-      const written = ran.result.output
-      if (written !== "") {
-        output = written
-        conversation.push(`${active}: ${written.replace(/\s*\n\s*/g, " ")}`)
-        silent = []
-        yield* Architecture.setOutput(output)
+/**
+ * Swarm, declared once: its name, options and program; `make`, `makeUnsafe`, `valet.yaml`'s and the CLI's registries
+ * read it.
+ *
+ * @since 0.2.0
+ * @category definition
+ */
+export const definition = Architecture.define({
+  name: "swarm",
+  title: "Swarm",
+  description: "agents hand the conversation to each other; a handoff ends the agent's turn",
+  options: {
+    /** The agents, with unique names (letters and digits joined by single `-` or `_`). */
+    agents,
+    /** The name of the agent that starts. */
+    entry: Schema.String,
+    /** Handoffs allowed (≥ 0, default 8). */
+    maxHandoffs: int(0).pipe(withDefault(8))
+  },
+  checks: [
+    Schema.makeFilter((options: { readonly agents: ReadonlyArray<{ readonly name: string }>; readonly entry: string }) =>
+      options.agents.some((agent) => agent.name === options.entry) || { path: ["entry"], issue: "names none of the agents" }
+    )
+  ],
+  agentOptions: ["agents.*"],
+  program: (input, options) =>
+    Effect.gen(function*() {
+      const byName = new Map(options.agents.map((agent) => [agent.name, agent]))
+      const names = options.agents.map((agent) => agent.name)
+      const conversation: Array<string> = []
+      const turns = new Map<string, number>()
+      // Handoffs since an agent last wrote something: the window a cycle is looked for in.
+      let silent: Array<string> = []
+      let handoffs = 0
+      let active = options.entry
+      let output = ""
+      const metadata = () => ({ handoffs, conversation, last: active })
+      yield* Architecture.setMetadata(metadata)
+
+      for (;;) {
+        const n = (turns.get(active) ?? 0) + 1
+        turns.set(active, n)
+        yield* Architecture.progress("swarm.active", { agent: active, turn: n })
+        const others = names.filter((other) => other !== active)
+        const agent = Architecture.withArchitecture(byName.get(active)!, turn(others))
+        const prompt = conversation.length === 0
+          ? input.prompt
+          : `${input.prompt}\n\nThe conversation so far:\n${conversation.join("\n")}`
+        // A turn that stops answers for the run when it wrote something: its text is the last output.
+        const ran = yield* Architecture.role(agent, prompt, {
+          role: "swarm",
+          index: `${active}_${n}`,
+          label: `swarm_${active}_${n}`,
+          answers: true
+        })
+        const written = ran.output
+        if (written !== "") {
+          output = written
+          conversation.push(`${active}: ${written.replace(/\s*\n\s*/g, " ")}`)
+          silent = []
+          yield* Architecture.setOutput(output)
+        }
+        const handoff = ran.metadata.handoff as Handoff | undefined
+        if (handoff === undefined) return { output: written, metadata: metadata() }
+        if (handoffs === options.maxHandoffs) {
+          yield* Architecture.progress("swarm.max_handoffs", { from: active, to: handoff.target, handoffs })
+          return { output, interrupted: "max_handoffs", metadata: metadata() }
+        }
+        handoffs++
+        conversation.push(`[handoff ${active} → ${handoff.target}]${handoff.message !== "" ? ` ${handoff.message}` : ""}`)
+        silent.push(`${active}>${handoff.target}`)
+        yield* Architecture.progress("swarm.handoff", { from: active, to: handoff.target, message: handoff.message, handoffs })
+        if (repeats(silent, names.length)) {
+          yield* Architecture.progress("swarm.cycle", { handoffs: silent })
+          return { output, interrupted: "handoff_cycle", metadata: metadata() }
+        }
+        active = handoff.target
       }
-      if (ran._tag === "Interrupted") {
-        return { output, interrupted: Roles.stopReason(`swarm_${active}_${n}`, ran.reason), metadata: metadata() }
-      }
-      const handoff = ran.result.metadata.handoff as Handoff | undefined
-      if (handoff === undefined) return { output: written, metadata: metadata() }
-      if (handoffs === config.maxHandoffs) {
-        yield* Architecture.progress("swarm.max_handoffs", { from: active, to: handoff.target, handoffs })
-        return { output, interrupted: "max_handoffs", metadata: metadata() }
-      }
-      handoffs++
-      conversation.push(`[handoff ${active} → ${handoff.target}]${handoff.message !== "" ? ` ${handoff.message}` : ""}`)
-      silent.push(`${active}>${handoff.target}`)
-      yield* Architecture.progress("swarm.handoff", { from: active, to: handoff.target, message: handoff.message, handoffs })
-      if (repeats(silent, names.length)) {
-        yield* Architecture.progress("swarm.cycle", { handoffs: silent })
-        return { output, interrupted: "handoff_cycle", metadata: metadata() }
-      }
-      active = handoff.target
-    }
-  })
+    })
+})
+
+/**
+ * The architecture's name, as `RunStarted.architecture` reports it.
+ *
+ * @since 0.2.0
+ * @category definition
+ */
+export const name = definition.name
+
+/**
+ * The options of Swarm.
+ *
+ * @since 0.2.0
+ * @category definition
+ */
+export type Options = Architecture.OptionsOf<typeof definition>
+
+/**
+ * Swarm with options, checked here: no agents, two agents with one name, a name that cannot be part of a session
+ * id, an `entry` that names no agent, or `maxHandoffs` below 0 fail with `InvalidOptions`.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const make = definition.make
+
+/**
+ * `make` for a module-level value: the architecture, or the `InvalidOptions` thrown.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const makeUnsafe = definition.makeUnsafe

@@ -5,7 +5,7 @@
  */
 import { NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Stream } from "effect"
+import { Effect, Layer, Schema, Stream } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -15,6 +15,7 @@ import type * as Architecture from "../../src/core/Architecture.js"
 import * as Journal from "../../src/core/Journal.js"
 import type * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Tool from "../../src/core/Tool.js"
 
 const lastUser = (request: Model.Request) => request.messages?.filter((m) => m.role === "user").at(-1)?.content ?? ""
 const system = (request: Model.Request) => request.messages?.find((m) => m.role === "system")?.content ?? ""
@@ -27,7 +28,7 @@ const decider = Agent.make({ name: "editor", instructions: "You are decider." })
 const team = <R>(architecture: Architecture.Architecture<R>) => Agent.make({ name: "team", instructions: "", architecture })
 
 /** Each role answers by its system prompt, turn by turn. */
-const byRole = (scripts: Readonly<Record<string, ReadonlyArray<string>>>) => {
+const byRole = (scripts: Readonly<Record<string, ReadonlyArray<ScriptedModel.Turn>>>) => {
   const seen = new Map<string, number>()
   return ScriptedModel.layer((request) => {
     const who = /You are (\w+)\./.exec(system(request))?.[1] ?? "?"
@@ -119,7 +120,7 @@ describe("Blackboard", () => {
 
   it.effect("options are checked; a contributor that fails fails the run; a spent budget ends it with the last contribution", () =>
     Effect.gen(function*() {
-      const message = (options: Blackboard.Options<Model.Model>) => Effect.map(Effect.flip(Blackboard.make(options)), (e) => e.message)
+      const message = (options: Blackboard.Options) => Effect.map(Effect.flip(Blackboard.make(options)), (e) => e.message)
       expect(yield* message({ agents: [writer, writer] })).toContain('two agents are named "writer"')
       expect(yield* message({ agents: [writer], boardLimit: 10 })).toBe("Blackboard: boardLimit must be an integer >= 100, got 10")
       const broken = Agent.make({ name: "broken", instructions: "", model: Layer.orDie(ScriptedModel.layer([])) }) as Agent.Agent<never>
@@ -128,6 +129,56 @@ describe("Blackboard", () => {
       const capped = yield* Agent.run(team(Blackboard.makeUnsafe({ agents: [researcher, writer] })), "x", { budget: { maxCalls: 1 } })
       expect(capped).toMatchObject({ interrupted: true, interruptionReason: "budget:max_calls", output: "facts" })
     }).pipe(Effect.provide(byRole({ researcher: ["facts"], writer: ["prose"] }))))
+
+  it.effect("a role stopped at its limit ends the run bb_<name>:round_<r>:<reason> with the last contribution and the board", () =>
+    Effect.gen(function*() {
+      // The writer has a tool and one turn: a reply that asks for the tool stops it at max turns.
+      const look = Tool.make({ name: "look", description: "", parameters: Schema.Struct({}), handler: () => Effect.succeed("seen") })
+      const slowWriter = Agent.make({ name: "writer", instructions: "You are writer.", tools: [look], maxTurns: 1 })
+      const result = yield* Agent.run(team(Blackboard.makeUnsafe({ agents: [researcher, slowWriter], maxRounds: 3 })), "task").pipe(
+        Effect.provide(ScriptedModel.layer((request) => system(request).includes("You are writer.") ? { toolCalls: [{ name: "look" }] } : "facts"))
+      )
+      expect(result).toMatchObject({
+        interrupted: true,
+        interruptionReason: "bb_writer:round_2:max_turns_exceeded",
+        output: "facts",
+        metadata: { rounds: 1, decided_by: "last_contribution" }
+      })
+      const board = (result.metadata as { board: ReadonlyArray<Blackboard.Entry> }).board
+      expect(board.map((entry) => entry.author)).toEqual(["user", "researcher"])
+    }))
+
+  it.effect("the decider answers for the run: stopped after writing, its partial answer; refused by the budget, the last contribution", () =>
+    Effect.gen(function*() {
+      const look = Tool.make({ name: "look", description: "", parameters: Schema.Struct({}), handler: () => Effect.succeed("seen") })
+      const slowDecider = Agent.make({ name: "editor", instructions: "You are decider.", tools: [look], maxTurns: 1 })
+      const partial = yield* Agent.run(team(Blackboard.makeUnsafe({ agents: [researcher], decider: slowDecider, maxRounds: 1 })), "task").pipe(
+        Effect.provide(byRole({ researcher: ["facts"], decider: [{ text: "Otters, mostly.", toolCalls: [{ name: "look" }] }] }))
+      )
+      expect(partial).toMatchObject({
+        interrupted: true,
+        interruptionReason: "bb_decider:max_turns_exceeded",
+        output: "Otters, mostly.",
+        metadata: { rounds: 1, decided_by: "decider" }
+      })
+      const result = yield* Agent.run(team(Blackboard.makeUnsafe({ agents: [researcher, writer], decider, maxRounds: 2 })), "task", { budget: { maxCalls: 2 } }).pipe(
+        Effect.provide(byRole({ researcher: ["facts"], writer: ["prose"], decider: ["never"] }))
+      )
+      expect(result).toMatchObject({
+        interrupted: true,
+        interruptionReason: "budget:max_calls",
+        output: "prose",
+        metadata: { rounds: 2, decided_by: "last_contribution" }
+      })
+    }))
+
+  it.effect("a decider template with the old {prompt} placeholder still gets the task", () =>
+    Effect.gen(function*() {
+      const architecture = Blackboard.makeUnsafe({ agents: [researcher], decider, maxRounds: 1, deciderPrompt: "Task: {prompt}\nBoard:\n{board}" })
+      expect((yield* Agent.run(team(architecture), "Otters?")).output).toBe("Final.")
+      const deciderCall = (yield* ScriptedModel.calls).find((request) => system(request).includes("You are decider."))!
+      expect(lastUser(deciderCall)).toBe("Task: Otters?\nBoard:\n[task] user: Otters?\n[contribution] researcher: facts")
+    }).pipe(Effect.provide(byRole({ researcher: ["facts"], decider: ["Final."] }))))
 
   it.effect("record / replay", () =>
     Effect.gen(function*() {

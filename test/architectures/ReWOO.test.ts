@@ -1,7 +1,8 @@
 /**
  * ReWOO: one plan, real tool calls as a DAG with `{{E1}}` references, one solver call. Every way a plan is written
  * (fenced, in prose, default ids, E2 before E10), bad plans shown back once then a typed InvalidPlan, failed steps
- * whose dependents are skipped (never fed an empty string), parallel steps, budgets, record / replay.
+ * whose dependents are skipped (never fed an empty string), concurrent steps (and the old `parallel`), budgets, record /
+ * replay.
  */
 import { NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
@@ -115,7 +116,7 @@ describe("ReWOO", () => {
       "Partly answered."
     ]))))
 
-  it.effect("independent steps run at once (a two-party barrier); with parallel: false, one at a time", () =>
+  it.effect("independent steps run at once (a two-party barrier)", () =>
     Effect.gen(function*() {
       const arrived = yield* Ref.make(0)
       const both = yield* Deferred.make<void>()
@@ -138,10 +139,60 @@ describe("ReWOO", () => {
       expect(result.output).toBe("both")
     }))
 
+  it.effect("concurrency: 1 runs one step at a time; the old parallel: false does the same and parallel: true runs them all at once", () =>
+    Effect.gen(function*() {
+      // Counts the steps in flight at once; each step waits a turn so that others could start.
+      const inFlight = yield* Ref.make(0)
+      const most = yield* Ref.make(0)
+      const counting = Tool.make({
+        name: "search",
+        description: "",
+        parameters: Schema.Struct({ query: Schema.String }),
+        handler: ({ query }) =>
+          Effect.gen(function*() {
+            const now = yield* Ref.updateAndGet(inFlight, (n) => n + 1)
+            yield* Ref.update(most, (m) => Math.max(m, now))
+            yield* Effect.yieldNow
+            yield* Ref.update(inFlight, (n) => n - 1)
+            return query
+          })
+      })
+      const script = [plan([1, 2, 3].map((i) => ({ tool: "search", args: { query: `q${i}` } }))), "done"]
+      const mostInFlight = (options: ReWOO.Options) =>
+        Effect.gen(function*() {
+          yield* Ref.set(most, 0)
+          const agent = Agent.make({ name: "r", instructions: "", tools: [counting], architecture: ReWOO.makeUnsafe(options) })
+          const result = yield* Agent.run(agent, "x").pipe(Effect.provide(ScriptedModel.layer(script)))
+          expect(result.output).toBe("done")
+          return yield* Ref.get(most)
+        })
+      expect(yield* mostInFlight({ concurrency: 1 })).toBe(1)
+      expect(yield* mostInFlight({ parallel: false })).toBe(1)
+      expect(yield* mostInFlight({ concurrency: 2 })).toBe(2)
+      expect(yield* mostInFlight({})).toBe(3)
+      expect(yield* mostInFlight({ parallel: true })).toBe(3)
+    }))
+
+  it.effect("options are checked; a solver template with the old {problem} placeholder still gets the task", () =>
+    Effect.gen(function*() {
+      const message = (options: ReWOO.Options) => Effect.map(Effect.flip(ReWOO.make(options)), (e) => e.message)
+      expect(yield* message({ maxSteps: 0 })).toBe("ReWOO: maxSteps must be an integer >= 1, got 0")
+      expect(yield* message({ concurrency: 0 })).toBe("ReWOO: concurrency must be an integer >= 1, got 0")
+      expect(yield* message({ solverPrompt: "{task} {nope}" })).toMatch(/^ReWOO: solverPrompt has unknown placeholder \{nope\}/)
+      const architecture = ReWOO.makeUnsafe({ solverPrompt: "Problem: {problem}\nEvidence: {evidence}" })
+      yield* Agent.run(researcher(architecture), "How tall is it?")
+      expect(lastUser((yield* ScriptedModel.calls)[1]!)).toBe("Problem: How tall is it?\nEvidence: E1 (search): results for a")
+    }).pipe(Effect.provide(ScriptedModel.layer([plan([{ tool: "search", args: { query: "a" } }]), "tall"]))))
+
   it.effect("a spent budget ends the run interrupted with the evidence so far", () =>
     Effect.gen(function*() {
       const result = yield* Agent.run(researcher(), "x", { budget: { maxCalls: 1 } })
       expect(result).toMatchObject({ interrupted: true, interruptionReason: "budget:max_calls", output: "E1 (search): results for a" })
+      // The plan and what became of its steps, as a completed run reports them.
+      expect(result.metadata).toEqual({
+        plan: [{ id: "E1", tool: "search", args: { query: "a" } }],
+        steps: [{ _tag: "Done", id: "E1", tool: "search", result: "results for a" }]
+      })
     }).pipe(Effect.provide(ScriptedModel.layer([plan([{ tool: "search", args: { query: "a" } }]), "never"]))))
 
   it.effect("record / replay", () =>

@@ -35,7 +35,7 @@ const handoff = (target: string, message?: string) => ({
   arguments: { target, ...(message !== undefined ? { message } : {}) }
 })
 
-const desk = (options: Partial<Swarm.Options<Model.Model>> = {}) =>
+const desk = (options: { readonly maxHandoffs?: number } = {}) =>
   Agent.make({ name: "desk", instructions: "", architecture: Swarm.makeUnsafe({ agents: [triage, billing, tech], entry: "triage", ...options }) })
 
 /** Every agent answers by its system prompt: `scripts[name]` turn by turn. */
@@ -110,7 +110,7 @@ describe("Swarm", () => {
 
   it.effect("options are checked", () =>
     Effect.gen(function*() {
-      const message = (options: Swarm.Options<Model.Model>) => Effect.map(Effect.flip(Swarm.make(options)), (e) => e.message)
+      const message = (options: Swarm.Options) => Effect.map(Effect.flip(Swarm.make(options)), (e) => e.message)
       expect(yield* message({ agents: [triage, triage], entry: "triage" })).toContain('two agents are named "triage"')
       expect(yield* message({ agents: [triage], entry: "nobody" })).toBe('Swarm: entry names none of the agents, got "nobody"')
       expect(yield* message({ agents: [triage], entry: "triage", maxHandoffs: -1 })).toBe("Swarm: maxHandoffs must be an integer >= 0, got -1")
@@ -125,6 +125,25 @@ describe("Swarm", () => {
         Effect.provide(ScriptedModel.layer([{ text: "first", toolCalls: [handoff("billing")] }, "never"]))
       )
       expect(capped).toMatchObject({ interrupted: true, interruptionReason: "budget:max_calls", output: "first" })
+    }))
+
+  it.effect("a turn stopped at its limit ends the run swarm_<name>_<n>:<reason>, with its text when it wrote one, else the last output", () =>
+    Effect.gen(function*() {
+      // Billing has a tool and one turn: a reply that asks for the tool stops its turn at max turns.
+      const slow = Agent.make({ name: "billing", instructions: "You are billing.", tools: [refund], maxTurns: 1 })
+      const desk = Agent.make({ name: "desk", instructions: "", architecture: Swarm.makeUnsafe({ agents: [triage, slow], entry: "triage" }) })
+      const toBilling = { text: "t", toolCalls: [handoff("billing")] }
+      const wrote = yield* Agent.run(desk, "x", { sessionId: "s" }).pipe(
+        Effect.provide(byAgent({ triage: [toBilling], billing: [{ text: "Checking the charge.", toolCalls: [{ name: "refund" }] }] }))
+      )
+      expect(wrote).toMatchObject({
+        interrupted: true,
+        interruptionReason: "swarm_billing_1:max_turns_exceeded",
+        output: "Checking the charge.",
+        metadata: { handoffs: 1, last: "billing" }
+      })
+      const silent = yield* Agent.run(desk, "x").pipe(Effect.provide(byAgent({ triage: [toBilling], billing: [{ toolCalls: [{ name: "refund" }] }] })))
+      expect(silent).toMatchObject({ interrupted: true, interruptionReason: "swarm_billing_1:max_turns_exceeded", output: "t" })
     }))
 
   it.effect("record / replay", () =>

@@ -4,7 +4,7 @@
  */
 import { NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Stream } from "effect"
+import { Effect, Layer, Schema, Stream } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -14,6 +14,7 @@ import type * as Architecture from "../../src/core/Architecture.js"
 import * as Journal from "../../src/core/Journal.js"
 import type * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Tool from "../../src/core/Tool.js"
 
 const lastUser = (request: Model.Request) => request.messages?.filter((m) => m.role === "user").at(-1)?.content ?? ""
 const solver = <R>(architecture: Architecture.Architecture<R>) => Agent.make({ name: "solver", instructions: "", architecture })
@@ -47,7 +48,7 @@ describe("TreeOfThoughts", () => {
       )
       expect(sessions.at(-1)).toBe("t__synthesizer")
       const names = events.filter((event) => event._tag === "Progress").map((event) => event.name)
-      expect(names).toContain("tot.solved")
+      expect(names).toContain("tree_of_thoughts.solved")
     }).pipe(Effect.provide(playing({ "root.a": "score: 0.3", "root.b": "score: 0.6", "root.b.a": "score: 0.95" }))))
 
   it.effect("Score=7 and a bare 7 are not scores: 0 with a parse_error event, never solved; 85%, 7/10 and 0.8 are", () =>
@@ -62,7 +63,7 @@ describe("TreeOfThoughts", () => {
       const events = yield* Stream.runCollect(Agent.stream(solver(architecture), "task"))
       const result = events.at(-1)!
       expect(result).toMatchObject({ _tag: "RunCompleted", result: { metadata: { solved: false, chain: ["root.b"], score: 0.4 } } })
-      expect(events.filter((event) => event._tag === "Progress" && event.name === "tot.parse_error")).toHaveLength(1)
+      expect(events.filter((event) => event._tag === "Progress" && event.name === "tree_of_thoughts.parse_error")).toHaveLength(1)
     }).pipe(Effect.provide(playing({ "root.a": "Score=7", "root.b": "score: 0.4" }))))
 
   it("proposals: numbered, bulleted, fenced, with continuation lines folded, cut to branchFactor; prose is one thought", () => {
@@ -79,7 +80,7 @@ describe("TreeOfThoughts", () => {
       const events = yield* Stream.runCollect(Agent.stream(solver(architecture), "task"))
       // Depth 1: a and b tie at 0.6, a (the earlier) is kept; depth 2: both below 0.5, the beam is empty.
       expect(events.at(-1)).toMatchObject({ _tag: "RunCompleted", result: { output: "Step 1: root.a", metadata: { depth: 1, chain: ["root.a"] } } })
-      expect(events.some((event) => event._tag === "Progress" && event.name === "tot.empty_beam")).toBe(true)
+      expect(events.some((event) => event._tag === "Progress" && event.name === "tree_of_thoughts.empty_beam")).toBe(true)
     }).pipe(Effect.provide(playing({ "root.a": "score: 0.6", "root.b": "score: 0.6", "root.a.a": "score: 0.1", "root.a.b": "score: 0.2" }))))
 
   it.effect("options are checked", () =>
@@ -98,6 +99,57 @@ describe("TreeOfThoughts", () => {
       const capped = yield* Agent.run(solver(TreeOfThoughts.makeUnsafe({ branchFactor: 2, beamWidth: 1 })), "task", { budget: { maxCalls: 4 } })
       expect(capped).toMatchObject({ interrupted: true, interruptionReason: "budget:max_calls", output: "Step 1: root.b" })
     }).pipe(Effect.provide(playing({ "root.a": "score: 0.2", "root.b": "score: 0.7" }))))
+
+  it.effect("a role stopped at its limit ends the run: proposer_<d>_<i>:<reason>, with the best chain so far and the metadata", () =>
+    Effect.gen(function*() {
+      // The proposer has a tool and one turn: at depth 2 its reply asks for the tool, so it stops at max turns.
+      const look = Tool.make({ name: "look", description: "", parameters: Schema.Struct({}), handler: () => Effect.succeed("seen") })
+      const proposer = Agent.make({ name: "proposer", instructions: "", tools: [look], maxTurns: 1 })
+      const architecture = TreeOfThoughts.makeUnsafe({ branchFactor: 2, beamWidth: 1, maxDepth: 3, proposer })
+      const result = yield* Agent.run(solver(architecture), "task").pipe(Effect.provide(ScriptedModel.layer((request, index) =>
+        index === 0 ? "1. root.a\n2. root.b" : lastUser(request).includes("Propose up to") ? { toolCalls: [{ name: "look" }] } : lastUser(request).includes("Step 1: root.b") ? "score: 0.7" : "score: 0.2"
+      )))
+      expect(result).toMatchObject({
+        interrupted: true,
+        interruptionReason: "proposer_2_1:max_turns_exceeded",
+        output: "Step 1: root.b",
+        metadata: { depth: 1, solved: false, chain: ["root.b"], score: 0.7 }
+      })
+    }))
+
+  it.effect("the synthesizer answers for the run: stopped after writing, its partial answer; refused by the budget, the best chain", () =>
+    Effect.gen(function*() {
+      const look = Tool.make({ name: "look", description: "", parameters: Schema.Struct({}), handler: () => Effect.succeed("seen") })
+      const synthesizer = Agent.make({ name: "synthesizer", instructions: "", tools: [look], maxTurns: 1 })
+      const partial = yield* Agent.run(solver(TreeOfThoughts.makeUnsafe({ branchFactor: 2, beamWidth: 1, maxDepth: 1, synthesizer })), "task").pipe(
+        Effect.provide(ScriptedModel.layer((request) => {
+          const prompt = lastUser(request)
+          if (prompt.includes("Propose up to")) return "1. root.a\n2. root.b"
+          if (prompt.includes("How promising")) return prompt.includes("root.b") ? "score: 0.7" : "score: 0.2"
+          return { text: "Almost: root.b", toolCalls: [{ name: "look" }] }
+        }))
+      )
+      expect(partial).toMatchObject({ interrupted: true, interruptionReason: "synthesizer:max_turns_exceeded", output: "Almost: root.b" })
+      // One proposal and two scores use the three calls; the synthesizer is refused its first.
+      const refused = yield* Agent.run(solver(TreeOfThoughts.makeUnsafe({ branchFactor: 2, beamWidth: 1, maxDepth: 1 })), "task", { budget: { maxCalls: 3 } }).pipe(
+        Effect.provide(playing({ "root.b": "score: 0.7" }))
+      )
+      expect(refused).toMatchObject({ interrupted: true, interruptionReason: "budget:max_calls", output: "Step 1: root.b", metadata: { chain: ["root.b"] } })
+    }))
+
+  it.effect("a template with the old {question} / {problem} placeholder still gets the task", () =>
+    Effect.gen(function*() {
+      const architecture = TreeOfThoughts.makeUnsafe({
+        maxDepth: 1,
+        synthesize: false,
+        proposerPrompt: "Question: {question}\nSteps so far:\n{chain}\nPropose up to {branch_factor} next steps.",
+        evaluatorPrompt: "Problem: {problem}\n{chain}\nHow promising? score: <0..1>"
+      })
+      yield* Agent.run(solver(architecture), "Make 24 from 4 7 8 8")
+      const prompts = (yield* ScriptedModel.calls).map(lastUser)
+      expect(prompts[0]).toContain("Question: Make 24 from 4 7 8 8\n")
+      expect(prompts.slice(1).every((prompt) => prompt.startsWith("Problem: Make 24 from 4 7 8 8\n"))).toBe(true)
+    }).pipe(Effect.provide(ScriptedModel.layer((request) => lastUser(request).startsWith("Question:") ? "1. a\n2. b" : "score: 0.5"))))
 
   it.effect("record / replay: every role's call comes back from the cassette", () =>
     Effect.gen(function*() {

@@ -5,7 +5,7 @@
  * message shape (`SelfRefine: maxRounds must be an integer >= 1, got 0`), and a deprecated name is renamed to its
  * current one (said once per process) before the check.
  */
-import { Effect, Schema } from "effect"
+import { Effect, Schema, type SchemaAST } from "effect"
 import type { AgentError, InvalidOptions } from "../AgentError.js"
 import type * as Agent from "../Agent.js"
 import * as Decode from "./decode.js"
@@ -51,6 +51,11 @@ export interface DefineOptions<Fields extends Schema.Struct.Fields, D extends Re
   readonly agentOptions?: ReadonlyArray<string> | undefined
   /** Old option names still read (`{ rounds: "maxRounds" }`): renamed before the check, said once per process. */
   readonly deprecated?: D | undefined
+  /**
+   * Rules across options, checked after each option's own (`entry` names one of the `agents`): `Schema.makeFilter`s
+   * over the options, answering `{ path: ["entry"], issue: "…" }` to name the field.
+   */
+  readonly checks?: ReadonlyArray<SchemaAST.Check<Schema.Struct.Type<Fields>>> | undefined
   /** The architecture's logic, for checked options; it finds the run in `CurrentRun`. */
   readonly program: (
     input: Runtime.Input,
@@ -135,7 +140,9 @@ export const define = <
   R,
   const D extends Readonly<Record<string, Deprecation>> = {}
 >(spec: DefineOptions<Fields, D, R>): Definition<Fields, D, R> => {
-  const schema = Schema.Struct(spec.options)
+  const fields = Schema.Struct(spec.options)
+  const checks = spec.checks ?? []
+  const schema = checks.length === 0 ? fields : fields.check(checks[0]!, ...checks.slice(1))
   const deprecated: Readonly<Record<string, Deprecation>> = spec.deprecated ?? {}
   const normalize = (options: unknown) => renamed(spec.title, deprecated, options)
   const make = (options?: unknown) =>

@@ -51,6 +51,11 @@ export interface DefineOptions<Fields extends Schema.Struct.Fields, D extends Re
   readonly agentOptions?: ReadonlyArray<string> | undefined
   /** Old option names still read (`{ rounds: "maxRounds" }`): renamed before the check, said once per process. */
   readonly deprecated?: D | undefined
+  /**
+   * A rule across options, checked after each option's own (a fallback must name one of the routes): `true`, or
+   * what is wrong, with its `path` when it is one option's (`{ path: ["fallback"], issue: "names no route" }`).
+   */
+  readonly check?: ((options: Schema.Struct.Type<Fields>) => Schema.FilterOutput) | undefined
   /** The architecture's logic, for checked options; it finds the run in `CurrentRun`. */
   readonly program: (
     input: Runtime.Input,
@@ -135,7 +140,9 @@ export const define = <
   R,
   const D extends Readonly<Record<string, Deprecation>> = {}
 >(spec: DefineOptions<Fields, D, R>): Definition<Fields, D, R> => {
-  const schema = Schema.Struct(spec.options)
+  const schema = spec.check === undefined
+    ? Schema.Struct(spec.options)
+    : Schema.Struct(spec.options).check(Schema.makeFilter(spec.check))
   const deprecated: Readonly<Record<string, Deprecation>> = spec.deprecated ?? {}
   const normalize = (options: unknown) => renamed(spec.title, deprecated, options)
   const make = (options?: unknown) =>

@@ -56,7 +56,8 @@ export interface RoleOptions extends Agent.ChildOptions {
   readonly label?: string | undefined
   /**
    * This role writes the run's answer (a judge, a synthesizer, the chosen route): when it stops, its partial output is
-   * the run's. Otherwise the run keeps its best output so far (`setOutput`), or the role's partial when it has none.
+   * the run's, unless it is empty. Otherwise the run keeps its best output so far (`setOutput`), or the role's partial
+   * when it has none.
    */
   readonly answers?: boolean | undefined
 }
@@ -77,7 +78,8 @@ export const role = <R>(
     const label = options.label ?? (options.index === undefined ? options.role : `${options.role}:round_${options.index}`)
     return Architecture.CurrentRun.use((run) => {
       const state = Architecture.stateOf(run)
-      if (options.answers === true || state.output === "") state.output = ended.result.output
+      // An empty partial (a role stopped before it wrote anything) never replaces the best output so far.
+      if ((options.answers === true && ended.result.output !== "") || state.output === "") state.output = ended.result.output
       return Effect.fail(new Architecture.RoleStopped({ reason: stopReason(label, ended.reason) }))
     })
   })

@@ -62,7 +62,7 @@ export const main = Effect.gen(function*() {
   })
   yield* Agent.stream(planner, prompt, { textDeltas: false }).pipe(
     Stream.filter((event) =>
-      (event._tag === "Progress" && event.name !== "plan.created") || event._tag === "ToolReturned" ||
+      (event._tag === "Progress" && event.name !== "plan_and_execute.created") || event._tag === "ToolReturned" ||
       (event._tag === "RunCompleted" && !event.sessionId.includes("__"))
     ),
     Stream.runForEach((event) =>

@@ -177,8 +177,10 @@ describe("examples", () => {
       const lines = yield* printed(PlanAndExecute.main)
       expect(lines[0]).toMatch(/^# Plan-and-Execute — /)
       // Both independent steps start before either completes.
-      const started = lines.filter((line) => line.includes("plan.step_started")).map((line) => lines.indexOf(line))
-      const firstCompleted = lines.findIndex((line) => line.includes("plan.step_completed"))
+      const started = lines.filter((line) => line.includes("plan_and_execute.step_started")).map((line) => lines.indexOf(line))
+      const firstCompleted = lines.findIndex((line) => line.includes("plan_and_execute.step_completed"))
+      // The three steps are there (an event renamed would leave nothing to compare).
+      expect(started).toHaveLength(3)
       expect(started.slice(0, 2).every((index) => index < firstCompleted)).toBe(true)
       expect(lines.at(-1)).toMatch(/run completed after 7 model calls.*Go to Lisbon.*\nsteps: \["lisbon","porto","compare"\]$/)
     }))

@@ -155,11 +155,7 @@ export const definition = Architecture.define({
     /** Handoffs allowed (≥ 0, default 8). */
     maxHandoffs: int(0).pipe(withDefault(8))
   },
-  checks: [
-    Schema.makeFilter((options: { readonly agents: ReadonlyArray<{ readonly name: string }>; readonly entry: string }) =>
-      options.agents.some((agent) => agent.name === options.entry) || { path: ["entry"], issue: "names none of the agents" }
-    )
-  ],
+  check: (options) => options.agents.some((agent) => agent.name === options.entry) || { path: ["entry"], issue: "names none of the agents" },
   agentOptions: ["agents.*"],
   program: (input, options) =>
     Effect.gen(function*() {

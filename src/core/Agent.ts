@@ -44,14 +44,21 @@ export interface MakeOptions<RA, RT> {
   readonly maxTurns?: number | undefined
 }
 
+/**
+ * An agent's requirements, read from its options only: an agent written inside an architecture's options
+ * (`Supervisor.make({ workers: [Agent.make(…)] })`) would otherwise take them from the option's type,
+ * `Agent<unknown>` (a conditional type is no inference site), and the architecture would need `unknown`.
+ */
+type FromOptions<R> = [R] extends [infer A] ? A : never
+
 /** Defines an agent that uses the `Model` in context. */
 export function make<RA = Model.Model, RT = never>(
   options: MakeOptions<RA, RT> & { readonly model?: undefined }
-): Agent<RA | RT>
+): Agent<FromOptions<RA | RT>>
 /** Defines an agent with its own model layer (an actor on one model, its critic on another). */
 export function make<RA = Model.Model, RT = never, RM = never>(
   options: MakeOptions<RA, RT> & { readonly model: Layer.Layer<Model.Model, never, RM> }
-): Agent<Exclude<RA, Model.Model> | RT | RM>
+): Agent<FromOptions<Exclude<RA, Model.Model> | RT | RM>>
 export function make(
   options: MakeOptions<unknown, unknown> & { readonly model?: Layer.Layer<Model.Model, never, unknown> | undefined }
 ): Agent<unknown> {

@@ -111,8 +111,9 @@ export const make: <R>(options: Runtime.MakeOptions<R>) => Architecture<Exclude<
 /**
  * Declares an architecture: its one `name` (used by events, `valet.yaml`, the CLI and `Agents`), a `title` for
  * messages, a one-line `description`, its `options` (schemas with defaults, `option.*`), the `agentOptions` that
- * hold agents, `deprecated` option names still read, and its `program`. Answers `make` / `makeUnsafe` (options
- * checked: `InvalidOptions` names the field, the rule and the value) and what the registries read.
+ * hold agents, `deprecated` option names still read, a `check` across options, and its `program`. Answers `make` /
+ * `makeUnsafe` (options checked: `InvalidOptions` names the field, the rule and the value) and what the registries
+ * read.
  *
  * @since 0.2.0
  * @category constructors

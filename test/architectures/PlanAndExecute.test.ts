@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Result, Exit, Fiber, Ref, Schema, Stream } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Ref, Result, Schema, Stream } from "effect"
 import { Agent, AgentError, AgentEvent, type Architecture, Model, PlanAndExecute, ScriptedModel, Tool } from "../../src/index.js"
 
 const lastUser = (request: Model.Request): string =>
@@ -25,16 +25,16 @@ describe("PlanAndExecute", () => {
       expect(result.modelCalls).toBe(5)
       expect(result.interrupted).toBe(false)
       expect(progressNames(events)).toEqual([
-        "plan.created",
-        "plan.step_started",
-        "plan.step_completed",
-        "plan.step_started",
-        "plan.step_completed",
-        "plan.step_started",
-        "plan.step_completed",
-        "plan.completed"
+        "plan_and_execute.created",
+        "plan_and_execute.step_started",
+        "plan_and_execute.step_completed",
+        "plan_and_execute.step_started",
+        "plan_and_execute.step_completed",
+        "plan_and_execute.step_started",
+        "plan_and_execute.step_completed",
+        "plan_and_execute.completed"
       ])
-      const created = events.find((event) => event._tag === "Progress" && event.name === "plan.created") as AgentEvent.Of<"Progress">
+      const created = events.find((event) => event._tag === "Progress" && event.name === "plan_and_execute.created") as AgentEvent.Of<"Progress">
       expect(created.data).toMatchObject({ num_steps: 3, parsed: "json", levels: [["1"], ["2"], ["3"]] })
       const children = events.flatMap((event) => (event._tag === "SubRunStarted" ? [event.childSessionId] : []))
       expect(children).toEqual(["pe__planner", "pe__step_1", "pe__step_2", "pe__step_3", "pe__synthesizer"])
@@ -228,7 +228,7 @@ describe("PlanAndExecute", () => {
       const result = completed(events)
       expect(result.output).toBe("Sales grew 5% (from the cached copy).")
       expect(result.modelCalls).toBe(7)
-      expect(progressNames(events)).toContain("plan.replanned")
+      expect(progressNames(events)).toContain("plan_and_execute.replanned")
       const children = events.flatMap((event) => (event._tag === "SubRunStarted" ? [event.childSessionId] : []))
       expect(children).toEqual([
         "pe__planner",
@@ -342,6 +342,94 @@ describe("PlanAndExecute", () => {
       expect(yield* Ref.get(stopped)).toBe(2)
     }))
 
+  it.effect("concurrency bounds the steps in flight (default 4); maxConcurrency, its deprecated name, does the same", () =>
+    Effect.gen(function*() {
+      // Three independent steps whose executor calls yield a few times while they count themselves in flight.
+      const mostInFlight = (options: Pick<PlanAndExecute.Options, "concurrency" | "maxConcurrency">) =>
+        Effect.gen(function*() {
+          let inFlight = 0
+          let most = 0
+          const model = ScriptedModel.layer((request) => {
+            const prompt = lastUser(request)
+            if (prompt.startsWith("Break the task")) {
+              return Effect.succeed(JSON.stringify(["a", "b", "c"].map((id) => ({ id, description: id, depends_on: [] }))))
+            }
+            if (!prompt.includes("Do step")) return Effect.succeed("all done")
+            return Effect.gen(function*() {
+              most = Math.max(most, ++inFlight)
+              for (let i = 0; i < 5; i++) yield* Effect.yieldNow
+              inFlight--
+              return "done"
+            })
+          })
+          const result = yield* Agent.run(agentWith(yield* PlanAndExecute.make(options)), "task").pipe(Effect.provide(model))
+          expect(result.output).toBe("all done")
+          return most
+        })
+      expect(yield* mostInFlight({})).toBe(3)
+      expect(yield* mostInFlight({ concurrency: 2 })).toBe(2)
+      expect(yield* mostInFlight({ maxConcurrency: 2 })).toBe(2)
+      expect(yield* mostInFlight({ concurrency: 1 })).toBe(1)
+      expect(yield* mostInFlight({ concurrency: "unbounded" })).toBe(3)
+    }))
+
+  it.effect("templates use {task}; {prompt}, the old placeholder, is still filled with the task", () =>
+    Effect.gen(function*() {
+      for (const plannerPrompt of ["Plan {task} in {max_steps} steps.", "Plan {prompt} in {max_steps} steps."]) {
+        yield* Effect.gen(function*() {
+          const architecture = yield* PlanAndExecute.make({ plannerPrompt, synthesizerPrompt: "Answer {task} from:\n{results}" })
+          const result = yield* Agent.run(agentWith(architecture), "a picnic")
+          expect(result.output).toBe("Saturday it is.")
+          const calls = yield* ScriptedModel.calls
+          expect(lastUser(calls[0]!)).toBe("Plan a picnic in 8 steps.")
+          expect(lastUser(calls[2]!)).toBe("Answer a picnic from:\nStep 1: pick a day\nSaturday")
+        }).pipe(Effect.provide(ScriptedModel.layer(['["pick a day"]', "Saturday", "Saturday it is."])))
+      }
+    }))
+
+  it.effect("a planner, replanner or synthesizer stopped at its turn limit ends the run under its own label", () =>
+    Effect.gen(function*() {
+      const lookup = Tool.make({ name: "lookup", description: "", parameters: Schema.Struct({}), handler: () => Effect.succeed("x") })
+      const stuck = (replies: ScriptedModel.Script) =>
+        Agent.make({ name: "role", instructions: "", tools: [lookup], maxTurns: 1, model: Layer.orDie(ScriptedModel.layer(replies)) })
+      const asksTool = (text: string) => ({ text, toolCalls: [{ name: "lookup", arguments: {} }] })
+
+      const planner = yield* Agent.run(agentWith(yield* PlanAndExecute.make({ planner: stuck([asksTool("Thinking")]) })), "task")
+      expect(planner).toMatchObject({ interrupted: true, interruptionReason: "planner:max_turns_exceeded", output: "Thinking" })
+      expect(planner.metadata).toMatchObject({ plans: [], steps: [], replans: 0 })
+
+      const replanner = yield* Agent.run(
+        agentWith(yield* PlanAndExecute.make({ maxReplans: 1, planner: stuck(['["a", "b"]', asksTool("Replanning")]) })),
+        "task"
+      )
+      expect(replanner).toMatchObject({
+        interrupted: true,
+        interruptionReason: "replanner:1:max_turns_exceeded",
+        output: "Step 1 (failed): a\nSTEP FAILED: no access"
+      })
+      expect(replanner.metadata).toMatchObject({ replans: 1, steps: [{ k: 1, failed: true }] })
+
+      // The synthesizer writes the answer: stopped, its partial answer is the run's.
+      const synthesizer = yield* Agent.run(
+        agentWith(yield* PlanAndExecute.make({ synthesizer: stuck([asksTool("Saturday, probably")]) })),
+        "task"
+      )
+      expect(synthesizer).toMatchObject({ interrupted: true, interruptionReason: "synthesizer:max_turns_exceeded", output: "Saturday, probably" })
+      expect(synthesizer.metadata).toMatchObject({ steps: [{ output: "A done" }] })
+    }).pipe(Effect.provide(ScriptedModel.layer((request) => {
+      const prompt = lastUser(request)
+      if (prompt.startsWith("Break the task")) return '["a"]'
+      return prompt.includes("Do step 1 now: a") && prompt.includes("Plan:\n1. a\n2. b") ? "STEP FAILED: no access" : "A done"
+    }))))
+
+  it.effect("a budget spent before the synthesizer answers: the steps' results are the output, not its empty answer", () =>
+    Effect.gen(function*() {
+      const result = yield* Agent.run(agentWith(PlanAndExecute.architecture), "task", { budget: { maxCalls: 3 } })
+      expect(result).toMatchObject({ interrupted: true, interruptionReason: "budget:max_calls", modelCalls: 3 })
+      expect(result.output).toBe("Step 1: a\nA done\n\nStep 2: b\nB done")
+      expect(result.metadata).toMatchObject({ replans: 0, steps: [{ k: 1, output: "A done" }, { k: 2, output: "B done" }] })
+    }).pipe(Effect.provide(ScriptedModel.layer(['["a", "b"]', "A done", "B done"]))))
+
   it.effect("invalid options fail with InvalidOptions naming the field", () =>
     Effect.gen(function*() {
       const steps = yield* Effect.flip(PlanAndExecute.make({ maxSteps: 0 }))
@@ -349,7 +437,7 @@ describe("PlanAndExecute", () => {
       expect(steps.module).toBe("PlanAndExecute")
       expect(steps.message).toContain("maxSteps")
       expect((yield* Effect.flip(PlanAndExecute.make({ maxReplans: -1 }))).message).toContain("maxReplans")
-      expect((yield* Effect.flip(PlanAndExecute.make({ maxConcurrency: 1.5 }))).message).toContain("maxConcurrency")
-      expect((yield* Effect.flip(PlanAndExecute.make({ executorPrompt: "{task}" }))).message).toContain("unknown placeholder {task}")
+      expect((yield* Effect.flip(PlanAndExecute.make({ concurrency: 1.5 }))).message).toContain("concurrency")
+      expect((yield* Effect.flip(PlanAndExecute.make({ executorPrompt: "{steps}" }))).message).toContain("unknown placeholder {steps}")
     }))
 })

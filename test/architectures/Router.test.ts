@@ -5,7 +5,7 @@
  */
 import { NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Exit, Fiber, Layer, Stream } from "effect"
+import { Deferred, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -15,12 +15,13 @@ import * as AgentError from "../../src/core/AgentError.js"
 import * as Journal from "../../src/core/Journal.js"
 import * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Tool from "../../src/core/Tool.js"
 
 /** A route's agent on its own scripted model (a fresh script per run). */
 const specialist = (name: string, script: ScriptedModel.Script) =>
   Agent.make({ name, instructions: `You handle ${name} questions.`, model: Layer.orDie(ScriptedModel.layer(script)) }) as Agent.Agent<never>
 
-const routes = (extra: Partial<Router.Options<never>> = {}) =>
+const routes = (extra: Omit<Router.Options, "routes"> = {}) =>
   Router.makeUnsafe({
     routes: [
       { name: "billing", agent: specialist("billing", ["Your invoice is attached."]), description: "invoices and payments" },
@@ -33,7 +34,7 @@ const routes = (extra: Partial<Router.Options<never>> = {}) =>
 const front = (architecture: ReturnType<typeof routes>) => Agent.make({ name: "front-desk", instructions: "Route customer requests.", architecture })
 
 /** The run with the classifier answering `answer`. */
-const routed = (answer: string, extra: Partial<Router.Options<never>> = {}) =>
+const routed = (answer: string, extra: Omit<Router.Options, "routes"> = {}) =>
   Agent.run(front(routes(extra)), "My invoice is wrong.").pipe(Effect.provide(ScriptedModel.layer([answer])))
 
 describe("Router", () => {
@@ -101,10 +102,12 @@ describe("Router", () => {
   it.effect("options are checked: no routes, a duplicate (case-insensitive), a bad name, a fallback that names no route", () =>
     Effect.gen(function*() {
       const agent = specialist("a", ["x"])
-      const message = (options: Router.Options<never>) => Effect.map(Effect.flip(Router.make(options)), (error) => error.message)
+      const message = (options: Router.Options) => Effect.map(Effect.flip(Router.make(options)), (error) => error.message)
       expect(yield* message({ routes: [] })).toMatch(/^Router: routes must be at least one route/)
       expect(yield* message({ routes: [{ name: "a", agent }, { name: "A", agent }] })).toContain('two routes are named "A"')
-      expect(yield* message({ routes: [{ name: "a b", agent }] })).toContain("a route name is letters and digits")
+      expect(yield* message({ routes: [{ name: "a b", agent }] })).toBe(
+        'Router: routes[0].name must be a usable name (letters and digits joined by single - or _, at most 48 characters), got "a b"'
+      )
       expect(yield* message({ routes: [{ name: "a", agent }], fallback: "b" })).toBe('Router: fallback names no route, got "b"')
     }))
 
@@ -115,6 +118,26 @@ describe("Router", () => {
       expect(failed).toMatchObject({ _tag: "SubAgentFailed", role: "route", error: { _tag: "ScriptExhausted" } })
       const capped = yield* Agent.run(front(routes()), "x", { budget: { maxCalls: 1 } }).pipe(Effect.provide(ScriptedModel.layer(["route: billing"])))
       expect(capped).toMatchObject({ interrupted: true, interruptionReason: "budget:max_calls", output: "" })
+    }))
+
+  it.effect("a route stopped at its turn limit ends the run interrupted route_<name>:<reason>, with its partial output and the routing", () =>
+    Effect.gen(function*() {
+      const lookup = Tool.make({ name: "lookup", description: "", parameters: Schema.Struct({}), handler: () => Effect.succeed("found") })
+      const busy = Agent.make({
+        name: "billing",
+        instructions: "",
+        tools: [lookup],
+        maxTurns: 1,
+        model: Layer.orDie(ScriptedModel.layer([{ text: "Looking up your invoice.", toolCalls: [{ name: "lookup", arguments: {} }] }]))
+      })
+      const architecture = Router.makeUnsafe({ routes: [{ name: "billing", agent: busy }] })
+      const result = yield* Agent.run(front(architecture), "x").pipe(Effect.provide(ScriptedModel.layer(["route: billing\nconfidence: 0.9"])))
+      expect(result).toMatchObject({
+        interrupted: true,
+        interruptionReason: "route_billing:max_turns_exceeded",
+        output: "Looking up your invoice.",
+        metadata: { route: "billing", confidence: 0.9, fallback: false, classifier: "route: billing\nconfidence: 0.9" }
+      })
     }))
 
   it.effect("interrupting the run stops the chosen agent at once", () =>

@@ -223,7 +223,46 @@ describe("Supervisor", () => {
       expect(result.interruptionReason).toBe("budget:max_calls")
       expect(result.output).toBe("some facts")
       expect(result.modelCalls).toBe(2)
+      // The run ended in the coordinator's second turn: its metadata still says what was delegated.
+      expect(result.metadata).toEqual({
+        turns: 1,
+        delegations: [{ worker: "researcher", n: 1, sessionId: expect.stringMatching(/__worker_researcher_1$/), instructions: "Facts", output: "some facts" }]
+      })
     }).pipe(Effect.provide(ScriptedModel.layer([{ toolCalls: [delegate("researcher", "Facts")] }, "some facts"]))))
+
+  it.effect("concurrency bounds the delegations in flight; maxConcurrency, its deprecated name, does the same", () =>
+    Effect.gen(function*() {
+      // Each worker's call yields a few times while it counts itself in flight: unbounded, the two overlap.
+      const mostInFlight = (options: Omit<Supervisor.Options, "workers">) =>
+        Effect.gen(function*() {
+          let inFlight = 0
+          let most = 0
+          const counting = ScriptedModel.layer(() =>
+            Effect.gen(function*() {
+              most = Math.max(most, ++inFlight)
+              for (let i = 0; i < 5; i++) yield* Effect.yieldNow
+              inFlight--
+              return "done"
+            })
+          )
+          const architecture = yield* Supervisor.make({
+            ...options,
+            workers: [
+              Agent.make({ name: "researcher", instructions: "", model: counting }),
+              Agent.make({ name: "writer", instructions: "", model: counting })
+            ]
+          })
+          const result = yield* Agent.run(lead(architecture), "task").pipe(Effect.provide(ScriptedModel.layer([
+            { toolCalls: [delegate("researcher", "a"), delegate("writer", "b")] },
+            "both done"
+          ])))
+          expect(result.output).toBe("both done")
+          return most
+        })
+      expect(yield* mostInFlight({})).toBe(2)
+      expect(yield* mostInFlight({ concurrency: 1 })).toBe(1)
+      expect(yield* mostInFlight({ maxConcurrency: 1 })).toBe(1)
+    }))
 
   it.effect("maxTurns coordinator turns end the run with max_turns_exceeded", () =>
     Effect.gen(function*() {
@@ -267,7 +306,7 @@ describe("Supervisor", () => {
       expect(empty.module).toBe("Supervisor")
       expect(empty.message).toContain("workers")
       const twice = yield* Effect.flip(Supervisor.make({ workers: [researcher, researcher] }))
-      expect(twice.message).toContain('two workers are named "researcher"')
+      expect(twice.message).toContain('two agents are named "researcher"')
       const badName = yield* Effect.flip(
         Supervisor.make({ workers: [Agent.make({ name: "web search", instructions: "" })] })
       )

@@ -64,10 +64,10 @@ const cases = [
     module: "Supervisor",
     make: (options: object) => Supervisor.make({ workers: [actor], ...options }),
     makeUnsafe: (options: object) => Supervisor.makeUnsafe({ workers: [actor], ...options }),
-    valid: { maxConcurrency: undefined },
-    bad: { maxConcurrency: 0 },
-    message: "Supervisor: maxConcurrency must be an integer >= 1, got 0",
-    typo: { concurrency: 2 }
+    valid: { concurrency: undefined },
+    bad: { concurrency: 0 },
+    message: "Supervisor: concurrency must be an integer >= 1, got 0",
+    typo: { concurency: 2 }
   }
 ]
 

@@ -2,7 +2,7 @@
  * Plans as Plan-and-Execute reads them from a planner's text, and the order their steps can run in.
  */
 import { Result, Schema } from "effect"
-import { decodeJson, listItems } from "../../core/internal/parse.js"
+import * as Architecture from "../../core/Architecture.js"
 
 /** One step of a plan. `id` is the planner's (or the step's number); `dependsOn` names other steps' ids. */
 export interface Step {
@@ -56,13 +56,13 @@ const fromJson = (items: typeof StepList.Type): Array<RawStep> =>
 export const parse = (text: string, maxSteps: number): Result.Result<Plan, string> => {
   let raw: Array<RawStep>
   let parsed: Plan["parsed"] = "json"
-  const list = decodeJson(StepList, text, { expect: "array" })
+  const list = Architecture.parse.json(StepList, text, { expect: "array" })
   if (Result.isSuccess(list)) raw = fromJson(list.success)
   else {
-    const wrapped = decodeJson(Wrapped, text, { expect: "object" })
+    const wrapped = Architecture.parse.json(Wrapped, text, { expect: "object" })
     if (Result.isSuccess(wrapped)) raw = fromJson("steps" in wrapped.success ? wrapped.success.steps : wrapped.success.plan)
     else {
-      raw = listItems(text).map((description) => ({ description }))
+      raw = Architecture.parse.listItems(text).map((description) => ({ description }))
       parsed = "lines"
     }
   }

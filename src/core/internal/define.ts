@@ -5,7 +5,7 @@
  * message shape (`SelfRefine: maxRounds must be an integer >= 1, got 0`), and a deprecated name is renamed to its
  * current one (said once per process) before the check.
  */
-import { Effect, Schema, type SchemaAST } from "effect"
+import { Effect, Schema } from "effect"
 import type { AgentError, InvalidOptions } from "../AgentError.js"
 import type * as Agent from "../Agent.js"
 import * as Decode from "./decode.js"
@@ -25,12 +25,13 @@ export type RequirementsOf<O> = O extends Agent.Agent<infer R> ? R
 
 /**
  * The options as a program reads them: the agents and architectures they hold need nothing here — their services
- * are counted where `make` is called (`RequirementsOf`), not in the program's own.
+ * are counted where `make` is called (`RequirementsOf`), not in the program's own. Tuples stay tuples (a
+ * `Duration.Input` may be `[seconds, nanos]`).
  */
 export type Checked<T> = T extends Agent.Agent<unknown> ? Agent.Agent<never>
   : T extends Runtime.Architecture<unknown> ? Runtime.Architecture<never>
   : T extends (...args: ReadonlyArray<never>) => unknown ? T
-  : T extends ReadonlyArray<infer E> ? ReadonlyArray<Checked<E>>
+  : T extends ReadonlyArray<unknown> ? { readonly [K in keyof T]: Checked<T[K]> }
   : T extends object ? { readonly [K in keyof T]: Checked<T[K]> }
   : T
 
@@ -52,10 +53,10 @@ export interface DefineOptions<Fields extends Schema.Struct.Fields, D extends Re
   /** Old option names still read (`{ rounds: "maxRounds" }`): renamed before the check, said once per process. */
   readonly deprecated?: D | undefined
   /**
-   * Rules across options, checked after each option's own (`entry` names one of the `agents`): `Schema.makeFilter`s
-   * over the options, answering `{ path: ["entry"], issue: "…" }` to name the field.
+   * A rule across options, checked after each option's own (a fallback must name one of the routes): `true`, or
+   * what is wrong, with its `path` when it is one option's (`{ path: ["fallback"], issue: "names no route" }`).
    */
-  readonly checks?: ReadonlyArray<SchemaAST.Check<Schema.Struct.Type<Fields>>> | undefined
+  readonly check?: ((options: Schema.Struct.Type<Fields>) => Schema.FilterOutput) | undefined
   /** The architecture's logic, for checked options; it finds the run in `CurrentRun`. */
   readonly program: (
     input: Runtime.Input,
@@ -140,9 +141,9 @@ export const define = <
   R,
   const D extends Readonly<Record<string, Deprecation>> = {}
 >(spec: DefineOptions<Fields, D, R>): Definition<Fields, D, R> => {
-  const fields = Schema.Struct(spec.options)
-  const checks = spec.checks ?? []
-  const schema = checks.length === 0 ? fields : fields.check(checks[0]!, ...checks.slice(1))
+  const schema = spec.check === undefined
+    ? Schema.Struct(spec.options)
+    : Schema.Struct(spec.options).check(Schema.makeFilter(spec.check))
   const deprecated: Readonly<Record<string, Deprecation>> = spec.deprecated ?? {}
   const normalize = (options: unknown) => renamed(spec.title, deprecated, options)
   const make = (options?: unknown) =>

@@ -44,14 +44,22 @@ export interface MakeOptions<RA, RT> {
   readonly maxTurns?: number | undefined
 }
 
+/**
+ * What an agent needs, read from its options only: TypeScript infers nothing through this conditional from the
+ * type expected where the agent is used. Written inline in an architecture's options
+ * (`ActorCritic.make({ actor: Agent.make(…) })`, typed `Agent<unknown>` there), `make` would otherwise take
+ * `unknown` from that place and the architecture would need `unknown`.
+ */
+type Needs<R> = [R] extends [infer Inferred] ? Inferred : never
+
 /** Defines an agent that uses the `Model` in context. */
 export function make<RA = Model.Model, RT = never>(
   options: MakeOptions<RA, RT> & { readonly model?: undefined }
-): Agent<RA | RT>
+): Agent<Needs<RA | RT>>
 /** Defines an agent with its own model layer (an actor on one model, its critic on another). */
 export function make<RA = Model.Model, RT = never, RM = never>(
   options: MakeOptions<RA, RT> & { readonly model: Layer.Layer<Model.Model, never, RM> }
-): Agent<Exclude<RA, Model.Model> | RT | RM>
+): Agent<Needs<Exclude<RA, Model.Model> | RT | RM>>
 export function make(
   options: MakeOptions<unknown, unknown> & { readonly model?: Layer.Layer<Model.Model, never, unknown> | undefined }
 ): Agent<unknown> {

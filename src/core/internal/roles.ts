@@ -55,8 +55,9 @@ export interface RoleOptions extends Agent.ChildOptions {
    */
   readonly label?: string | undefined
   /**
-   * This role writes the run's answer (a judge, a synthesizer, the chosen route): when it stops, its partial output is
-   * the run's. Otherwise the run keeps its best output so far (`setOutput`), or the role's partial when it has none.
+   * This role writes the run's answer (a judge, a synthesizer, the chosen route): when it stops at its own limit, its
+   * partial output is the run's. Otherwise — and when a spent budget cut it off, before it could answer — the run
+   * keeps its best output so far (`setOutput`), or the role's partial when it has none.
    */
   readonly answers?: boolean | undefined
 }
@@ -77,7 +78,8 @@ export const role = <R>(
     const label = options.label ?? (options.index === undefined ? options.role : `${options.role}:round_${options.index}`)
     return Architecture.CurrentRun.use((run) => {
       const state = Architecture.stateOf(run)
-      if (options.answers === true || state.output === "") state.output = ended.result.output
+      // A spent budget refuses the next call before it is made: what the answering role wrote by then is no answer.
+      if ((options.answers === true && !isBudget(ended.reason)) || state.output === "") state.output = ended.result.output
       return Effect.fail(new Architecture.RoleStopped({ reason: stopReason(label, ended.reason) }))
     })
   })

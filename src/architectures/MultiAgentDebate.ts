@@ -199,8 +199,8 @@ export const definition = Architecture.define({
     Effect.gen(function*() {
       const rounds: Array<ReadonlyArray<string>> = []
       const metadata = (extra: Record<string, unknown>) => ({ rounds: rounds.length - 1, transcript: rounds, ...extra })
-      // How a debate that a stopped role ends was decided: by a spent budget (the last complete round's majority),
-      // or by the role that stopped at its own limit.
+      // What `decided_by` says when a stopped role ends the debate (the runtime reads the metadata then): `budget` for
+      // a spent budget, else what stopped at its own limit — the judge, or a debater (`interrupted`).
       let stoppedBy = "budget"
       const noting = (by: string) => <A, E, R>(effect: Effect.Effect<A, E, R>) =>
         Effect.tapError(effect, (error) =>

@@ -113,8 +113,8 @@ Lessons from earlier attempts at this task:
  * @since 0.1.0
  * @category lessons
  */
-export const lessonKeyFor = (agentName: string, prompt: string): string =>
-  `${agentName}:${createHash("sha256").update(prompt).digest("hex").slice(0, 16)}`
+export const lessonKeyFor = (agentName: string, task: string): string =>
+  `${agentName}:${createHash("sha256").update(task).digest("hex").slice(0, 16)}`
 
 /**
  * An evaluator's score, and why there is none when it could not be read (the score is then 0).

@@ -33,7 +33,7 @@ export const main = Effect.gen(function*() {
         Agent.make({ name: "chef", instructions: "You are a chef. Answer briefly." }),
         Agent.make({ name: "teacher", instructions: "You are a teacher. Answer briefly." })
       ],
-      rounds: 2,
+      maxRounds: 2,
       convergence: 0.85
     })
   })

@@ -25,7 +25,7 @@ export const main = Effect.gen(function*() {
   const solver = Agent.make({
     name: "riddler",
     instructions: "Answer riddles in one short sentence.",
-    architecture: yield* Reflexion.make({ maxAttempts: 3, threshold: 0.8 })
+    architecture: yield* Reflexion.make({ maxRounds: 3, threshold: 0.8 })
   })
   yield* Agent.stream(solver, prompt, { textDeltas: false }).pipe(
     Stream.filter((event) => event._tag === "Progress" || (event._tag === "RunCompleted" && !event.sessionId.includes("__"))),

@@ -72,7 +72,7 @@ describe("examples", () => {
     Effect.gen(function*() {
       const lines = yield* printed(Debate.main)
       expect(lines[0]).toMatch(/^# Multi-agent debate — .*using ScriptedModel/)
-      expect(lines.some((line) => line.includes('debate.converged {"round":1,"debater":1,"votes":3}'))).toBe(true)
+      expect(lines.some((line) => line.includes('multi_agent_debate.converged {"round":1,"debater":1,"votes":3}'))).toBe(true)
       expect(lines.at(-1)).toMatch(/run completed after 6 model calls.*cooks treat it as a vegetable\.$/)
     }).pipe(Effect.provide(Logger.layer([]))))
 

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Exit, Fiber, Layer, Stream } from "effect"
-import { ActorCritic, Agent, AgentError, AgentEvent, type Architecture, Model, ScriptedModel } from "../../src/index.js"
+import { Context, Deferred, Effect, Exit, Fiber, Layer, Schema, Stream } from "effect"
+import { ActorCritic, Agent, AgentError, AgentEvent, type Architecture, Model, ScriptedModel, Tool } from "../../src/index.js"
 
 const lastUser = (request: Model.Request): string =>
   (request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? ""
@@ -206,13 +206,70 @@ describe("ActorCritic", () => {
       expect(rounds.message).toContain("maxRounds")
       const threshold = yield* Effect.flip(ActorCritic.make({ actor, critic, approvalThreshold: 1.2 }))
       expect(threshold.message).toContain("approvalThreshold")
-      const missing = yield* Effect.flip(ActorCritic.make({ actor } as unknown as ActorCritic.Options<never, never>))
+      const missing = yield* Effect.flip(ActorCritic.make({ actor } as unknown as ActorCritic.Options))
       expect(missing.message).toContain("critic")
       const notAnAgent = yield* Effect.flip(
-        ActorCritic.make({ actor, critic: { name: "x" } } as unknown as ActorCritic.Options<never, never>)
+        ActorCritic.make({ actor, critic: { name: "x" } } as unknown as ActorCritic.Options)
       )
       expect(notAnAgent.message).toBe('ActorCritic: critic must be an agent made with Agent.make, got {"name":"x"}')
-      const template = yield* Effect.flip(ActorCritic.make({ actor, critic, refinePrompt: "{issues}" }))
-      expect(template.message).toContain("unknown placeholder {issues}")
+      const template = yield* Effect.flip(ActorCritic.make({ actor, critic, actorPrompt: "{issues}" }))
+      expect(template.message).toContain("ActorCritic: actorPrompt has unknown placeholder {issues}")
     }))
+
+  // The templates each role got, for a run that revises once: [critic round 1, actor round 1, critic round 2].
+  const prompts = (options: Omit<ActorCritic.Options, "actor" | "critic">) =>
+    Effect.gen(function*() {
+      const architecture = yield* ActorCritic.make({ actor, critic, ...options })
+      yield* Agent.run(team(architecture), "A haiku about rain.")
+      return (yield* ScriptedModel.calls).slice(1).map(lastUser)
+    }).pipe(Effect.provide(ScriptedModel.layer(["rain", critique(0.4, ["short"], "More."), "rain taps", critique(0.95)])))
+
+  it.effect("criticPrompt and actorPrompt are the roles' templates; {task} is the task", () =>
+    Effect.gen(function*() {
+      const [review, revision, second] = yield* prompts({
+        criticPrompt: "Judge {output} for {task}",
+        actorPrompt: "Redo {output} for {task}: {issues_bulleted} ({score}, {critique})"
+      })
+      expect(review).toBe("Judge rain for A haiku about rain.")
+      expect(revision).toBe("Redo rain for A haiku about rain.: - short (0.4, More.)")
+      expect(second).toBe("Judge rain taps for A haiku about rain.")
+      // The defaults name the task {task} too.
+      expect(ActorCritic.defaultCriticPrompt).toContain("Task:\n{task}")
+      expect(ActorCritic.defaultActorPrompt).toContain("Task:\n{task}")
+    }))
+
+  it.effect("critiquePrompt, the deprecated name of criticPrompt, still sets the critic's template", () =>
+    Effect.gen(function*() {
+      const template = "Judge {output} for {task}"
+      expect(yield* prompts({ critiquePrompt: template })).toEqual(yield* prompts({ criticPrompt: template }))
+      expect((yield* prompts({ critiquePrompt: template }))[0]).toBe("Judge rain for A haiku about rain.")
+    }))
+
+  it.effect("refinePrompt, the deprecated name of actorPrompt, still sets the actor's revision template", () =>
+    Effect.gen(function*() {
+      const template = "Redo {output}: {issues_bulleted}"
+      expect(yield* prompts({ refinePrompt: template })).toEqual(yield* prompts({ actorPrompt: template }))
+      expect((yield* prompts({ refinePrompt: template }))[1]).toBe("Redo rain: - short")
+    }))
+
+  it.effect("a template with the old {prompt} placeholder still gets the task", () =>
+    Effect.gen(function*() {
+      const [review, revision] = yield* prompts({ criticPrompt: "Judge {output} for {prompt}", actorPrompt: "Redo {output} for {prompt}" })
+      expect(review).toBe("Judge rain for A haiku about rain.")
+      expect(revision).toBe("Redo rain for A haiku about rain.")
+    }))
+
+  it.effect("a critic that stops at a limit ends the run interrupted critic:round_<r>, with the best answer and the rounds so far", () =>
+    Effect.gen(function*() {
+      const noop = Tool.make({ name: "noop", description: "", parameters: Schema.Struct({}), handler: () => Effect.void })
+      const busyCritic = Agent.make({ name: "critic", instructions: "", tools: [noop], maxTurns: 1 })
+      const architecture = yield* ActorCritic.make({ actor, critic: busyCritic })
+      const result = yield* Agent.run(team(architecture), "task")
+      expect(result).toMatchObject({
+        interrupted: true,
+        interruptionReason: "critic:round_2:max_turns_exceeded",
+        output: "v2",
+        metadata: { rounds: 1, approved: false, scores: [0.1], outputs: ["v1", "v2"] }
+      })
+    }).pipe(Effect.provide(ScriptedModel.layer(["v1", critique(0.1), "v2", { text: "Looking…", toolCalls: [{ name: "noop" }] }]))))
 })

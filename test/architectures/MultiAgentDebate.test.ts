@@ -4,7 +4,7 @@
  */
 import { NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Stream } from "effect"
+import { Effect, Fiber, Layer, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -15,6 +15,7 @@ import type * as Architecture from "../../src/core/Architecture.js"
 import * as Journal from "../../src/core/Journal.js"
 import type * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Tool from "../../src/core/Tool.js"
 
 const lastUser = (request: Model.Request) => request.messages?.filter((m) => m.role === "user").at(-1)?.content ?? ""
 
@@ -56,8 +57,9 @@ describe("MultiAgentDebate", () => {
       const last = events.at(-1)!
       expect(last).toMatchObject({ _tag: "RunCompleted", result: { output: "Paris.", metadata: { decided_by: "convergence", converged_at: 1 } } })
       const names = events.filter((event) => event._tag === "Progress").map((event) => event.name)
-      expect(names.filter((n) => n === "debate.response")).toHaveLength(4)
-      expect(names.at(-1)).toBe("debate.converged")
+      expect(names.filter((n) => n === "multi_agent_debate.response")).toHaveLength(4)
+      expect(names.at(-1)).toBe("multi_agent_debate.converged")
+      expect(names.every((n) => n.startsWith("multi_agent_debate."))).toBe(true)
     }))
 
   it.effect("no agreement after the last round: the judge, seeing the whole transcript, writes the answer", () =>
@@ -75,7 +77,7 @@ describe("MultiAgentDebate", () => {
     Effect.gen(function*() {
       const vote = (answers: ReadonlyArray<string>) =>
         Agent.run(
-          moderator(MultiAgentDebate.makeUnsafe({ debaters: answers.map((answer, i) => debater(`d${i}`, [answer]).agent), rounds: 1, convergence: 1 })),
+          moderator(MultiAgentDebate.makeUnsafe({ debaters: answers.map((answer, i) => debater(`d${i}`, [answer]).agent), maxRounds: 1, convergence: 1 })),
           "?"
         )
       expect((yield* vote(["Lyon", "PARIS!", "paris"])).output).toBe("PARIS!")
@@ -97,12 +99,12 @@ describe("MultiAgentDebate", () => {
     expect(MultiAgentDebate.majority(["b", "a", "A", "b"])).toEqual({ answer: "b", votes: 2, debater: 1 })
   })
 
-  it.effect("options are checked: fewer than two debaters, rounds 0, convergence outside [0, 1]", () =>
+  it.effect("options are checked: fewer than two debaters, maxRounds 0, convergence outside [0, 1]", () =>
     Effect.gen(function*() {
       const one = debater("a", ["x"]).agent
-      const message = (options: MultiAgentDebate.Options<never>) => Effect.map(Effect.flip(MultiAgentDebate.make(options)), (e) => e.message)
+      const message = (options: MultiAgentDebate.Options) => Effect.map(Effect.flip(MultiAgentDebate.make(options)), (e) => e.message)
       expect(yield* message({ debaters: [one] })).toMatch(/^MultiAgentDebate: debaters must be at least two debaters/)
-      expect(yield* message({ debaters: [one, one], rounds: 0 })).toBe("MultiAgentDebate: rounds must be an integer >= 1, got 0")
+      expect(yield* message({ debaters: [one, one], maxRounds: 0 })).toBe("MultiAgentDebate: maxRounds must be an integer >= 1, got 0")
       expect(yield* message({ debaters: [one, one], convergence: 2 })).toBe("MultiAgentDebate: convergence must be a number between 0 and 1, got 2")
     }))
 
@@ -126,7 +128,7 @@ describe("MultiAgentDebate", () => {
       try {
         const cassette = join(dir, "debate.jsonl")
         const plain = (name: string) => Agent.make({ name, instructions: `You are ${name}.` }) as unknown as Agent.Agent<never>
-        const agent = Agent.make({ name: "moderator", instructions: "", architecture: MultiAgentDebate.makeUnsafe({ debaters: [plain("a"), plain("b")], rounds: 1 }) })
+        const agent = Agent.make({ name: "moderator", instructions: "", architecture: MultiAgentDebate.makeUnsafe({ debaters: [plain("a"), plain("b")], maxRounds: 1 }) })
         // Answers chosen by who asks, so concurrent calls get the same answers in any order.
         const script: ScriptedModel.Script = (request) => {
           const who = request.messages?.[0]?.content ?? ""
@@ -143,4 +145,86 @@ describe("MultiAgentDebate", () => {
         rmSync(dir, { recursive: true, force: true })
       }
     }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.effect("rounds, the deprecated name of maxRounds, still limits the rounds", () =>
+    Effect.gen(function*() {
+      const run = (options: { readonly rounds: number } | { readonly maxRounds: number }) =>
+        Agent.run(moderator(MultiAgentDebate.makeUnsafe({ debaters: [debater("a", ["x", "x1", "x2"]).agent, debater("b", ["y", "y1", "y2"]).agent], ...options })), "?")
+      const old = yield* run({ rounds: 1 })
+      const current = yield* run({ maxRounds: 1 })
+      expect(old).toMatchObject({ output: "x1", modelCalls: 4, metadata: { decided_by: "vote", rounds: 1 } })
+      expect(old.metadata).toEqual(current.metadata)
+    }))
+
+  it.effect("{task} names the task in the debater's and the judge's templates; the old {question} still gets it", () =>
+    Effect.gen(function*() {
+      const prompts = (debaterPrompt: string, judgePrompt: string) =>
+        Effect.gen(function*() {
+          const a = debater("a", ["x", "x1"])
+          const judge = debater("judge", ["z"])
+          yield* Agent.run(
+            moderator(MultiAgentDebate.makeUnsafe({ debaters: [a.agent, debater("b", ["y", "y1"]).agent], judge: judge.agent, maxRounds: 1, debaterPrompt, judgePrompt })),
+            "Capital?"
+          )
+          return [a.seen[1], judge.seen[0]]
+        })
+      const current = yield* prompts("{task} (round {round})", "Judge: {task}")
+      expect(current).toEqual(["Capital? (round 1)", "Judge: Capital?"])
+      expect(yield* prompts("{question} (round {round})", "Judge: {question}")).toEqual(current)
+      expect(MultiAgentDebate.defaultDebaterPrompt.startsWith("{task}\n")).toBe(true)
+      expect(MultiAgentDebate.defaultJudgePrompt.startsWith("{task}\n")).toBe(true)
+    }))
+
+  it.effect("a debater that stops at its own limit ends the run debater_<i>:round_<r>, with the last complete round's majority", () =>
+    Effect.gen(function*() {
+      const noop = Tool.make({ name: "noop", description: "", parameters: Schema.Struct({}), handler: () => Effect.void })
+      const busy = Agent.make({
+        name: "busy",
+        instructions: "",
+        tools: [noop],
+        maxTurns: 1,
+        model: Layer.orDie(ScriptedModel.layer(["Paris", { text: "Let me look…", toolCalls: [{ name: "noop" }] }]))
+      }) as Agent.Agent<never>
+      const result = yield* Agent.run(
+        moderator(MultiAgentDebate.makeUnsafe({ debaters: [debater("a", ["Lyon", "Lyon"], [0, 100]).agent, busy, debater("c", ["paris", "Paris"], [0, 100]).agent] })),
+        "Capital?"
+      ).pipe(Effect.forkChild)
+      yield* TestClock.adjust("1 second")
+      expect(yield* Fiber.join(result)).toMatchObject({
+        interrupted: true,
+        interruptionReason: "debater_2:round_1:max_turns_exceeded",
+        output: "Paris",
+        metadata: { decided_by: "interrupted", rounds: 0, transcript: [["Lyon", "Paris", "paris"]] }
+      })
+    }))
+
+  it.effect("a judge that stops at its own limit answers its partial text; one refused by the budget leaves the last round's majority", () =>
+    Effect.gen(function*() {
+      const noop = Tool.make({ name: "noop", description: "", parameters: Schema.Struct({}), handler: () => Effect.void })
+      const judge = Agent.make({
+        name: "judge",
+        instructions: "",
+        tools: [noop],
+        maxTurns: 1,
+        model: Layer.orDie(ScriptedModel.layer([{ text: "Paris, I think", toolCalls: [{ name: "noop" }] }]))
+      }) as Agent.Agent<never>
+      const debate = () =>
+        moderator(MultiAgentDebate.makeUnsafe({ debaters: [debater("a", ["Lyon", "Lyon!"]).agent, debater("b", ["Paris", "Paris!"]).agent], judge, maxRounds: 1 }))
+      const stopped = yield* Agent.run(debate(), "Capital?")
+      expect(stopped).toMatchObject({
+        interrupted: true,
+        interruptionReason: "judge:max_turns_exceeded",
+        output: "Paris, I think",
+        metadata: { decided_by: "judge", rounds: 1 }
+      })
+      // Four debater calls, then the budget refuses the judge's: the answer is the last round's majority, not "".
+      const refused = yield* Agent.run(debate(), "Capital?", { budget: { maxCalls: 4 } })
+      expect(refused).toMatchObject({
+        interrupted: true,
+        interruptionReason: "budget:max_calls",
+        output: "Lyon!",
+        modelCalls: 4,
+        metadata: { decided_by: "budget", rounds: 1 }
+      })
+    }))
 })

@@ -76,9 +76,9 @@ describe("Reflexion", () => {
       ]))
     ))
 
-  it.effect("no attempt reaches the threshold: the best-scored attempt, max_attempts_reached, no lesson after the last", () =>
+  it.effect("no attempt reaches the threshold in maxRounds: the best-scored attempt, max_attempts_reached, no lesson after the last", () =>
     Effect.gen(function*() {
-      const architecture = yield* Reflexion.make({ maxAttempts: 2 })
+      const architecture = yield* Reflexion.make({ maxRounds: 2 })
       const events = yield* Agent.stream(solver(architecture), task, { textDeltas: false }).pipe(
         Stream.runCollect
       )
@@ -121,7 +121,7 @@ describe("Reflexion", () => {
 
   it.effect("with a SQL LessonStore, a later run of the same task starts with the earlier run's lessons", () =>
     Effect.gen(function*() {
-      const architecture = yield* Reflexion.make({ maxAttempts: 2 })
+      const architecture = yield* Reflexion.make({ maxRounds: 2 })
       const first = yield* Agent.run(solver(architecture), task).pipe(
         Effect.provide(ScriptedModel.layer(["A lock.", "score: 0.1", "Locks are a red herring.", "A door.", "score: 0.2"]))
       )
@@ -177,7 +177,7 @@ describe("Reflexion", () => {
         name: "solver",
         instructions: "",
         tools: [noop],
-        architecture: yield* Reflexion.make({ base: yield* ReAct.make({ maxTurns: 1 }), maxAttempts: 2 })
+        architecture: yield* Reflexion.make({ base: yield* ReAct.make({ maxTurns: 1 }), maxRounds: 2 })
       })
       const result = yield* Agent.run(agent, task)
       expect(result.output).toBe("A piano.")
@@ -219,14 +219,84 @@ describe("Reflexion", () => {
 
   it.effect("invalid options fail with InvalidOptions naming the field", () =>
     Effect.gen(function*() {
-      const attempts = yield* Effect.flip(Reflexion.make({ maxAttempts: 0 }))
-      expect(attempts).toBeInstanceOf(AgentError.InvalidOptions)
-      expect(attempts.module).toBe("Reflexion")
-      expect(attempts.message).toContain("maxAttempts")
+      const rounds = yield* Effect.flip(Reflexion.make({ maxRounds: 0 }))
+      expect(rounds).toBeInstanceOf(AgentError.InvalidOptions)
+      expect(rounds.module).toBe("Reflexion")
+      expect(rounds.message).toContain("maxRounds")
       expect((yield* Effect.flip(Reflexion.make({ threshold: 1.5 }))).message).toContain("threshold")
       expect((yield* Effect.flip(Reflexion.make({ threshold: -0.1 }))).message).toContain("threshold")
-      expect((yield* Effect.flip(Reflexion.make({ attemptPrompt: "{prompt} {lesson}" }))).message).toContain(
+      expect((yield* Effect.flip(Reflexion.make({ attemptPrompt: "{task} {lesson}" }))).message).toContain(
         "unknown placeholder {lesson}"
       )
     }))
+
+  // Two rounds that never meet the threshold: attempt, evaluation, lesson, attempt, evaluation.
+  const twoRounds = ["A door.", "score: 0.2", "Think of pianos.", "A lock.", "score: 0.1"]
+
+  it.effect("maxAttempts, the deprecated name of maxRounds, still limits the rounds", () =>
+    Effect.gen(function*() {
+      const run = (architecture: Architecture.Architecture<Model.Model>) =>
+        Agent.run(solver(architecture), task).pipe(Effect.provide(ScriptedModel.layer(twoRounds)))
+      const old = yield* run(yield* Reflexion.make({ maxAttempts: 2 }))
+      const current = yield* run(yield* Reflexion.make({ maxRounds: 2 }))
+      expect(old).toMatchObject({ output: "A door.", modelCalls: 5, interrupted: false, metadata: { thresholdMet: false, bestAttempt: 1 } })
+      expect(old.metadata).toEqual(current.metadata)
+      // Both names given: the current one wins.
+      expect((yield* run(yield* Reflexion.make({ maxAttempts: 1, maxRounds: 2 }))).modelCalls).toBe(5)
+    }))
+
+  it.effect("{task} names the task in every template; the old {prompt} still gets it", () =>
+    Effect.gen(function*() {
+      const prompts = (options: Pick<Reflexion.Options, "evaluatorPrompt" | "reflectorPrompt" | "attemptPrompt">) =>
+        Effect.gen(function*() {
+          yield* Agent.run(solver(yield* Reflexion.make({ maxRounds: 2, ...options })), task)
+          return (yield* ScriptedModel.calls).map(lastUser)
+        }).pipe(Effect.provide(ScriptedModel.layer(twoRounds)))
+      const current = yield* prompts({
+        evaluatorPrompt: "Grade {output} for {task}",
+        reflectorPrompt: "Lesson for {task} from {output} ({score})",
+        attemptPrompt: "{task} / {lessons}"
+      })
+      expect(current.slice(1)).toEqual([
+        `Grade A door. for ${task}`,
+        `Lesson for ${task} from A door. (0.2)`,
+        `${task} / - Think of pianos.`,
+        `Grade A lock. for ${task}`
+      ])
+      const old = yield* prompts({
+        evaluatorPrompt: "Grade {output} for {prompt}",
+        reflectorPrompt: "Lesson for {prompt} from {output} ({score})",
+        attemptPrompt: "{prompt} / {lessons}"
+      })
+      expect(old).toEqual(current)
+      expect(Reflexion.defaultEvaluatorPrompt).toContain("Task:\n{task}")
+      expect(Reflexion.defaultAttemptPrompt.startsWith("{task}\n")).toBe(true)
+    }))
+
+  it.effect("an evaluator that stops at a limit ends the run evaluator:attempt_<n>, answering the first attempt when none is scored", () =>
+    Effect.gen(function*() {
+      const noop = Tool.make({ name: "noop", description: "", parameters: Schema.Struct({}), handler: () => Effect.void })
+      const evaluator = Agent.make({ name: "evaluator", instructions: "", tools: [noop], maxTurns: 1 })
+      const result = yield* Agent.run(solver(yield* Reflexion.make({ evaluator })), task)
+      expect(result).toMatchObject({
+        interrupted: true,
+        interruptionReason: "evaluator:attempt_1:max_turns_exceeded",
+        // The attempt, not the evaluator's unfinished text.
+        output: "A door.",
+        metadata: { attempts: [], thresholdMet: false, lessonKey: Reflexion.lessonKeyFor("solver", task) }
+      })
+    }).pipe(Effect.provide(ScriptedModel.layer(["A door.", { text: "Let me check…", toolCalls: [{ name: "noop" }] }]))))
+
+  it.effect("a reflector that stops at a limit ends the run reflector:attempt_<n> with the best attempt so far", () =>
+    Effect.gen(function*() {
+      const noop = Tool.make({ name: "noop", description: "", parameters: Schema.Struct({}), handler: () => Effect.void })
+      const reflector = Agent.make({ name: "reflector", instructions: "", tools: [noop], maxTurns: 1 })
+      const result = yield* Agent.run(solver(yield* Reflexion.make({ reflector })), task)
+      expect(result).toMatchObject({
+        interrupted: true,
+        interruptionReason: "reflector:attempt_1:max_turns_exceeded",
+        output: "A door.",
+        metadata: { attempts: [{ attempt: 1, output: "A door.", score: 0.2 }], bestAttempt: 1, bestScore: 0.2 }
+      })
+    }).pipe(Effect.provide(ScriptedModel.layer(["A door.", "score: 0.2", { text: "Hmm…", toolCalls: [{ name: "noop" }] }]))))
 })

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import * as ActorCritic from "../../src/architectures/ActorCritic.js"
+import * as MultiAgentDebate from "../../src/architectures/MultiAgentDebate.js"
 import * as PlanAndExecute from "../../src/architectures/PlanAndExecute.js"
 import * as ReAct from "../../src/architectures/ReAct.js"
 import * as Reflexion from "../../src/architectures/Reflexion.js"
@@ -56,9 +57,18 @@ const cases = [
     make: (options: object) => Reflexion.make(options),
     makeUnsafe: (options: object) => Reflexion.makeUnsafe(options),
     valid: { threshold: undefined },
-    bad: { maxAttempts: 2.5 },
-    message: "Reflexion: maxAttempts must be an integer >= 1, got 2.5",
+    bad: { maxRounds: 2.5 },
+    message: "Reflexion: maxRounds must be an integer >= 1, got 2.5",
     typo: { attempts: 3 }
+  },
+  {
+    module: "MultiAgentDebate",
+    make: (options: object) => MultiAgentDebate.make({ debaters: [actor, critic], ...options }),
+    makeUnsafe: (options: object) => MultiAgentDebate.makeUnsafe({ debaters: [actor, critic], ...options }),
+    valid: { maxRounds: undefined },
+    bad: { convergence: -1 },
+    message: "MultiAgentDebate: convergence must be a number between 0 and 1, got -1",
+    typo: { round: 2 }
   },
   {
     module: "Supervisor",

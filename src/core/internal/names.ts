@@ -18,5 +18,12 @@ export const nameProblem = (name: string): string | undefined =>
 /** Whether `text` is letters and digits joined by single `-` or `_` (a role or an index, of any length). */
 export const isNameLike = (text: string): boolean => namePattern.test(text)
 
-/** A name, as a schema. */
-export const Name = Schema.String.check(Schema.makeFilter((name: string) => nameProblem(name) ?? true))
+/**
+ * A name, as a schema. Its issue states the rule only: an options message adds the value itself
+ * (`solvers[0].name must be a usable name: …, got "a b"`), where `nameProblem`'s text would show it twice.
+ */
+export const Name = Schema.String.check(
+  Schema.makeFilter((name: string) => nameProblem(name) === undefined, {
+    expected: `a usable name: letters and digits joined by single - or _, at most ${maxNameLength} characters`
+  })
+)

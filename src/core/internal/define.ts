@@ -25,12 +25,13 @@ export type RequirementsOf<O> = O extends Agent.Agent<infer R> ? R
 
 /**
  * The options as a program reads them: the agents and architectures they hold need nothing here — their services
- * are counted where `make` is called (`RequirementsOf`), not in the program's own.
+ * are counted where `make` is called (`RequirementsOf`), not in the program's own. A tuple stays a tuple (a
+ * `Duration.Input` may be `[seconds, nanos]`): the mapped type over an array keeps its shape.
  */
 export type Checked<T> = T extends Agent.Agent<unknown> ? Agent.Agent<never>
   : T extends Runtime.Architecture<unknown> ? Runtime.Architecture<never>
   : T extends (...args: ReadonlyArray<never>) => unknown ? T
-  : T extends ReadonlyArray<infer E> ? ReadonlyArray<Checked<E>>
+  : T extends ReadonlyArray<unknown> ? { readonly [K in keyof T]: Checked<T[K]> }
   : T extends object ? { readonly [K in keyof T]: Checked<T[K]> }
   : T
 

@@ -1,7 +1,7 @@
 /**
  * Fan-out efficiency of the Ensemble (DESIGN §9, issue 6): the Ensemble against a loopback OpenAI-compatible
  * server with a fixed 50 ms per call (bench/support/fanoutServer.ts, run as its own process), through the real
- * `OpenAiCompatible` client, `maxConcurrency` 16, solvers asked for `n` = 4 completions each (one call each).
+ * `OpenAiCompatible` client, `concurrency` 16, solvers asked for `n` = 4 completions each (one call each).
  *
  * Every completion is a distinct answer, so 3 solvers × 4 give 12 distinct answers: 3 solver calls, then 12 critic
  * calls, then 12 judge calls (27). The phases depend on each other (critics need the answers, judges the
@@ -25,7 +25,7 @@ import { type Row, summarize, writeReport } from "./support/report.js"
 
 const quick = process.argv.includes("--quick")
 const latencyMs = 50
-const maxConcurrency = 16
+const concurrency = 16
 const n = 4
 
 /** Starts bench/support/fanoutServer.ts as a child process; answers its URL and a way to stop it. */
@@ -42,7 +42,7 @@ const startServer = (): Promise<{ url: string; stop: () => void }> =>
     })
   })
 
-const ideal = (calls: number) => Math.ceil(calls / maxConcurrency) * latencyMs
+const ideal = (calls: number) => Math.ceil(calls / concurrency) * latencyMs
 
 const main = async () => {
   const server = await startServer()
@@ -55,7 +55,7 @@ const main = async () => {
       const distinct = solverCount * n
       const calls = solverCount + 2 * distinct
       const solvers = Array.from({ length: solverCount }, (_, i) => ({ name: `s${i + 1}`, prompt: `You are solver ${i + 1}.` }))
-      const ensemble = yield* Effect.orDie(Ensemble.make({ solvers, n, maxConcurrency, maxRounds: 1, maxCalls: 1_000 }))
+      const ensemble = yield* Effect.orDie(Ensemble.make({ solvers, n, concurrency, maxRounds: 1, maxCalls: 1_000 }))
       const agent = Agent.make({ name: "fanout", instructions: "", architecture: ensemble, model })
 
       const viaEnsemble = Effect.gen(function*() {
@@ -72,11 +72,11 @@ const main = async () => {
       const byHand = Effect.gen(function*() {
         const started = performance.now()
         yield* Effect.forEach(solvers, (solver) =>
-          send({ messages: [Model.system(solver.prompt), Model.user("Solve: Pick a number.")], n }), { concurrency: maxConcurrency })
+          send({ messages: [Model.system(solver.prompt), Model.user("Solve: Pick a number.")], n }), { concurrency })
         yield* Effect.forEach(Array.from({ length: distinct }, (_, k) => k), (k) =>
-          send({ messages: [Model.user(`A solver proposed an answer.\nProposed answer: ${k}`)] }), { concurrency: maxConcurrency })
+          send({ messages: [Model.user(`A solver proposed an answer.\nProposed answer: ${k}`)] }), { concurrency })
         yield* Effect.forEach(Array.from({ length: distinct }, (_, k) => k), (k) =>
-          send({ messages: [Model.user(`Judge a proposed answer.\nProposed answer: ${k}`)] }), { concurrency: maxConcurrency })
+          send({ messages: [Model.user(`Judge a proposed answer.\nProposed answer: ${k}`)] }), { concurrency })
         return performance.now() - started
       })
 
@@ -115,7 +115,7 @@ const main = async () => {
       return `Working.\nFINAL: ${answer++}`
     })
     const solvers = Array.from({ length: 3 }, (_, i) => ({ name: `s${i + 1}`, prompt: `You are solver ${i + 1}.` }))
-    const ensemble = yield* Effect.orDie(Ensemble.make({ solvers, n, maxConcurrency, maxRounds: 1, maxCalls: 1_000 }))
+    const ensemble = yield* Effect.orDie(Ensemble.make({ solvers, n, concurrency, maxRounds: 1, maxCalls: 1_000 }))
     const agent = Agent.make({ name: "fanout", instructions: "", architecture: ensemble })
     const once = Effect.suspend(() => {
       answer = 0
@@ -139,7 +139,7 @@ const main = async () => {
     const rows = await Effect.runPromise(program)
     writeReport({
       name: "fanout",
-      description: `Ensemble fan-out against a loopback server with ${latencyMs} ms per call, maxConcurrency ${maxConcurrency}, ` +
+      description: `Ensemble fan-out against a loopback server with ${latencyMs} ms per call, concurrency ${concurrency}, ` +
         `n = ${n}, through OpenAiCompatible (${quick ? "quick: 3 runs" : "median of 20 runs after 3 warm-ups"})`,
       rows,
       notes: [

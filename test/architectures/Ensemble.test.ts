@@ -3,6 +3,7 @@ import { Effect, Stream } from "effect"
 import * as Agent from "../../src/core/Agent.js"
 import * as AgentError from "../../src/core/AgentError.js"
 import type * as AgentEvent from "../../src/core/AgentEvent.js"
+import * as Architecture from "../../src/core/Architecture.js"
 import * as Ensemble from "../../src/architectures/Ensemble.js"
 import type * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
@@ -44,7 +45,7 @@ const rolesScript = (roles: Roles) => {
   }
 }
 
-const agentWith = (architecture: Ensemble.Options) =>
+const agentWith = <const O extends Ensemble.Options>(architecture: O) =>
   Effect.map(Ensemble.make({ solvers, ...architecture }), (ensemble) =>
     Agent.make({ name: "solver-team", instructions: "", architecture: ensemble }))
 
@@ -235,7 +236,8 @@ describe("Ensemble", () => {
       Effect.provide(ScriptedModel.layer(rolesScript({ solve: () => "FINAL: 5", judge: () => `{"score": 0.4, "confidence": 0.4}` })))
     ))
 
-  it.effect("every phase has at most maxConcurrency calls in flight", () =>
+  /** Runs 7 solvers (then 7 critics and 7 judges) with `options`: the most calls in flight at once, and the result. */
+  const inFlightWith = (options: { readonly concurrency?: number | "unbounded"; readonly maxConcurrency?: number }) =>
     Effect.gen(function*() {
       let inFlight = 0
       let most = 0
@@ -249,15 +251,61 @@ describe("Ensemble", () => {
           return roles(request)
         })
       const many = Array.from({ length: 7 }, (_, i) => ({ name: `s${i + 1}`, prompt: `You are solver s${i + 1}.` }))
-      const ensemble = yield* Ensemble.make({ solvers: many, maxConcurrency: 3, maxCalls: 21 })
+      const ensemble = yield* Ensemble.make({ solvers: many, maxCalls: 21, ...options })
       const result = yield* Agent.run(Agent.make({ name: "t", instructions: "", architecture: ensemble }), "p").pipe(
         Effect.provide(ScriptedModel.layer(script))
       )
+      return { most, result }
+    })
+
+  it.effect("every phase has at most concurrency calls in flight", () =>
+    Effect.gen(function*() {
+      const { most, result } = yield* inFlightWith({ concurrency: 3 })
       // 7 solvers, 7 critics, 7 judges.
       expect(result.modelCalls).toBe(21)
       expect(most).toBe(3)
       expect(result.output).toBe("s1")
+      // "unbounded": a phase's calls all at once.
+      expect((yield* inFlightWith({ concurrency: "unbounded" })).most).toBe(7)
     }))
+
+  it.effect("maxConcurrency, the deprecated name of concurrency, still limits the calls in flight", () =>
+    Effect.gen(function*() {
+      const { most, result } = yield* inFlightWith({ maxConcurrency: 3 })
+      expect(result.modelCalls).toBe(21)
+      expect(most).toBe(3)
+      expect(result.output).toBe("s1")
+    }))
+
+  it.effect("templates written with the deprecated {problem} placeholder still get the task", () =>
+    Effect.gen(function*() {
+      const result = yield* Agent.run(
+        yield* agentWith({
+          maxRounds: 1,
+          solverPrompt: "Solve: {problem}{feedback}",
+          criticPrompt: "A solver proposed an answer to {problem}.\nProposed answer: {answer}",
+          judgePrompt: "Judge a proposed answer to {problem}.\nProposed answer: {answer}"
+        }),
+        "What is 6 * 7?"
+      )
+      expect(result).toMatchObject({ output: "42", modelCalls: 5, metadata: { accepted: true } })
+      const prompts = (yield* ScriptedModel.calls).map(lastUser)
+      expect(prompts.slice(0, 3)).toEqual(["Solve: What is 6 * 7?", "Solve: What is 6 * 7?", "Solve: What is 6 * 7?"])
+      expect(prompts[3]).toBe("A solver proposed an answer to What is 6 * 7?.\nProposed answer: 42")
+      expect(prompts[4]).toBe("Judge a proposed answer to What is 6 * 7?.\nProposed answer: 42")
+    }).pipe(Effect.provide(ScriptedModel.layer(rolesScript({ solve: () => "FINAL: 42" })))))
+
+  it("is declared once: its name, its agent options and its deprecated option names", () => {
+    expect(Ensemble.definition).toMatchObject({
+      name: "ensemble",
+      title: "Ensemble",
+      agentOptions: ["critic", "judge", "solvers.*.agent"],
+      deprecated: { maxConcurrency: "concurrency" }
+    })
+    expect(Ensemble.name).toBe("ensemble")
+    expect(Object.keys(Ensemble.definition.options.fields)).toContain("concurrency")
+    expect(Object.keys(Ensemble.definition.options.fields)).not.toContain("maxConcurrency")
+  })
 
   it.effect("n > 1 asks each solver for n completions in one call; every completion adds support", () =>
     Effect.gen(function*() {
@@ -346,6 +394,28 @@ describe("Ensemble", () => {
       expect((refused.metadata.trail as ReadonlyArray<{ reason: string }>)[0]!.reason).toMatch(/not accepted: the answer was never judged/)
     }))
 
+  it.effect("a policy that throws, or selects an answer that does not exist, fails the run naming the round", () =>
+    Effect.gen(function*() {
+      const script = ScriptedModel.layer(rolesScript({ solve: () => "FINAL: 5" }))
+      const throwing: Ensemble.Policy = () => {
+        throw new Error("no rule")
+      }
+      const thrown = yield* Effect.flip(Agent.run(yield* agentWith({ policy: throwing }), "p").pipe(Effect.provide(script)))
+      expect(thrown).toMatchObject({
+        _tag: "ArchitectureFailed",
+        architecture: "ensemble",
+        message: "the policy failed in round 1: Error: no rule"
+      })
+      const missing = yield* Effect.flip(
+        Agent.run(yield* agentWith({ policy: () => ({ accept: true, selected: 7, reason: "?" }) }), "p").pipe(Effect.provide(script))
+      )
+      expect(missing).toMatchObject({
+        _tag: "ArchitectureFailed",
+        architecture: "ensemble",
+        message: "the policy selected answer 7 in round 1, but the answers are 1..1"
+      })
+    }))
+
   it.effect("no reference: is_correct is null even when the judge says true; with one, the judge is told and both verdicts are kept", () =>
     Effect.gen(function*() {
       const script = rolesScript({
@@ -365,10 +435,16 @@ describe("Ensemble", () => {
 
       // The reference may come from the surrounding evaluation instead.
       const shared = yield* Agent.run(yield* agentWith({}), "p").pipe(
-        Ensemble.withReference("13"),
+        Architecture.withReference("13"),
         Effect.provide(ScriptedModel.layer(script))
       )
       expect(shared.metadata).toMatchObject({ isCorrect: false, judgeIsCorrect: true, reference: "13" })
+      // Ensemble.withReference, its deprecated name, is the same function.
+      const sharedAsBefore = yield* Agent.run(yield* agentWith({}), "p").pipe(
+        Ensemble.withReference("13"),
+        Effect.provide(ScriptedModel.layer(script))
+      )
+      expect(sharedAsBefore.metadata).toMatchObject({ isCorrect: false, judgeIsCorrect: true, reference: "13" })
     }))
 
   it.effect("a failing solver is recorded and the others go on; when every solver fails the run fails", () =>
@@ -427,7 +503,7 @@ describe("Ensemble", () => {
         [{ solvers: [] }, "Ensemble: solvers must be a non-empty array of solvers, got []"],
         [
           { solvers: [{ name: "a b", prompt: "x" }] },
-          `Ensemble: solvers[0].name must be letters and digits joined by single - or _ (a solver's name names its sessions), got "a b"`
+          `Ensemble: solvers[0].name must be a usable name (letters and digits joined by single - or _, at most 48 characters), got "a b"`
         ],
         [{ solvers: [{ name: "a" }] }, `Ensemble: solvers[0] needs a prompt or an agent, got {"name":"a"}`],
         [
@@ -435,7 +511,8 @@ describe("Ensemble", () => {
           `Ensemble: solvers must have distinct names ("a" is used twice), got [{"name":"a","prompt":"x"},{"name":"a","prompt":"y"}]`
         ],
         [{ acceptConfidence: 1.5 }, "Ensemble: acceptConfidence must be a number between 0 and 1, got 1.5"],
-        [{ judgePrompt: "{problem} {answr}" }, /^Ensemble: judgePrompt has unknown placeholder \{answr\}; this template may use \{problem\}/],
+        [{ judgePrompt: "{task} {answr}" }, /^Ensemble: judgePrompt has unknown placeholder \{answr\}; this template may use \{task\}, \{answer\}/],
+        [{ concurrency: 0 }, "Ensemble: concurrency must be an integer >= 1, got 0"],
         [{ policy: 3 }, "Ensemble: policy must be a function (Policy), got 3"],
         [{ maxRound: 3 }, "Ensemble: maxRound is not a known option"]
       ]

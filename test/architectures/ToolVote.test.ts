@@ -186,7 +186,7 @@ describe("ToolVote protocol and votes", () => {
   it.effect("equal answers in different forms count as one; a bash request is refused without running anything", () =>
     Effect.gen(function*() {
       const commands: Array<ReadonlyArray<string>> = []
-      const { result } = yield* streamed(yield* agentWith({ attempts: 4, maxConcurrency: 1, earlyStop: 5 }), "p").pipe(
+      const { result } = yield* streamed(yield* agentWith({ attempts: 4, concurrency: 1, earlyStop: 5 }), "p").pipe(
         Effect.provide(Sandbox.layerTest((call) => {
           commands.push(call.command)
           return {}
@@ -215,6 +215,23 @@ describe("ToolVote protocol and votes", () => {
   it.effect("the winner has the most votes; a tie goes to the answer that reached the count first", () =>
     Effect.gen(function*() {
       // One attempt at a time, so the votes arrive in script order: A, B, B, A — B reached 2 votes first.
+      const tie = yield* Agent.run(yield* agentWith({ attempts: 4, concurrency: 1, earlyStop: 3 }), "p").pipe(
+        Effect.provide(ScriptedModel.layer(["FINAL: A", "FINAL: B", "FINAL: B", "FINAL: A"]))
+      )
+      expect(tie.output).toBe("B")
+      expect(tie.metadata.votes).toEqual([
+        { answer: "B", key: "B", votes: 2, attempts: [2, 3] },
+        { answer: "A", key: "A", votes: 2, attempts: [1, 4] }
+      ])
+      const most = yield* Agent.run(yield* agentWith({ attempts: 4, concurrency: 1 }), "p").pipe(
+        Effect.provide(ScriptedModel.layer(["FINAL: C", "FINAL: A", "FINAL: A", "FINAL: B"]))
+      )
+      expect(most.output).toBe("A")
+    }).pipe(Effect.provide(Sandbox.layerTest())))
+
+  it.effect("maxConcurrency, the deprecated name of concurrency, still runs the attempts one at a time", () =>
+    Effect.gen(function*() {
+      // As with concurrency: 1, the votes arrive in script order: A, B, B, A — B reached 2 votes first.
       const tie = yield* Agent.run(yield* agentWith({ attempts: 4, maxConcurrency: 1, earlyStop: 3 }), "p").pipe(
         Effect.provide(ScriptedModel.layer(["FINAL: A", "FINAL: B", "FINAL: B", "FINAL: A"]))
       )
@@ -223,15 +240,23 @@ describe("ToolVote protocol and votes", () => {
         { answer: "B", key: "B", votes: 2, attempts: [2, 3] },
         { answer: "A", key: "A", votes: 2, attempts: [1, 4] }
       ])
-      const most = yield* Agent.run(yield* agentWith({ attempts: 4, maxConcurrency: 1 }), "p").pipe(
-        Effect.provide(ScriptedModel.layer(["FINAL: C", "FINAL: A", "FINAL: A", "FINAL: B"]))
-      )
-      expect(most.output).toBe("A")
     }).pipe(Effect.provide(Sandbox.layerTest())))
+
+  it("is declared once: its name, no agent options, its deprecated option names", () => {
+    expect(ToolVote.definition).toMatchObject({
+      name: "tool_vote",
+      title: "ToolVote",
+      agentOptions: [],
+      deprecated: { maxConcurrency: "concurrency" }
+    })
+    expect(ToolVote.name).toBe("tool_vote")
+    expect(Object.keys(ToolVote.definition.options.fields)).toContain("concurrency")
+    expect(Object.keys(ToolVote.definition.options.fields)).not.toContain("maxConcurrency")
+  })
 
   it.effect("a custom normalizer decides what counts as the same answer", () =>
     Effect.gen(function*() {
-      const agent = yield* agentWith({ attempts: 3, maxConcurrency: 1, normalize: (answer) => answer.trim().toLowerCase() })
+      const agent = yield* agentWith({ attempts: 3, concurrency: 1, normalize: (answer) => answer.trim().toLowerCase() })
       const result = yield* Agent.run(agent, "p").pipe(Effect.provide(ScriptedModel.layer(["FINAL: Paris", "FINAL: paris", "FINAL: Rome"])))
       expect(result.output).toBe("Paris")
       expect(result.metadata.votes).toMatchObject([{ key: "paris", votes: 2 }, { key: "rome", votes: 1 }])
@@ -256,7 +281,7 @@ describe("ToolVote protocol and votes", () => {
 
   it.effect("attempts that run out of turns have no answer; all failing attempts fail the run", () =>
     Effect.gen(function*() {
-      const none = yield* Agent.run(yield* agentWith({ attempts: 2, maxTurns: 2, maxConcurrency: 1 }), "p").pipe(
+      const none = yield* Agent.run(yield* agentWith({ attempts: 2, maxTurns: 2, concurrency: 1 }), "p").pipe(
         Effect.provide(ScriptedModel.layer(["hmm", "still thinking", "FINAL: 3"]))
       )
       // Attempt 1: two turns, no answer; attempt 2 answers on its first turn.
@@ -272,11 +297,12 @@ describe("ToolVote protocol and votes", () => {
 
   it.effect("invalid options fail with InvalidOptions, one line naming the field", () =>
     Effect.gen(function*() {
-      const duration = `a positive duration (milliseconds, or a string such as "6 seconds")`
       const bad: ReadonlyArray<readonly [unknown, string]> = [
         [{ attempts: 0 }, "ToolVote: attempts must be an integer >= 1, got 0"],
-        [{ pythonTimeout: -1 }, `ToolVote: pythonTimeout must be ${duration}, got -1`],
-        [{ timeBudget: "soon" }, `ToolVote: timeBudget must be ${duration}, got "soon"`],
+        [{ pythonTimeout: -1 }, "ToolVote: pythonTimeout must be a positive duration, got -1"],
+        [{ timeBudget: 0 }, "ToolVote: timeBudget must be a positive duration, got 0"],
+        [{ timeBudget: "soon" }, `ToolVote: timeBudget must be a duration (milliseconds, "5 seconds", a Duration), got "soon"`],
+        [{ concurrency: 0 }, "ToolVote: concurrency must be an integer >= 1, got 0"],
         [{ systemPrompt: "{nope}" }, `ToolVote: systemPrompt has unknown placeholder {nope}; this template may use {timeout_seconds}, got "{nope}"`],
         [{ attempt: 3 }, "ToolVote: attempt is not a known option"]
       ]

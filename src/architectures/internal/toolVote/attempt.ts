@@ -10,7 +10,6 @@ import * as Architecture from "../../../core/Architecture.js"
 import * as Model from "../../../core/Model.js"
 import * as Sandbox from "../../../environment/Sandbox.js"
 import type { RequestOptions } from "../sampling.js"
-import { yieldBeforeReading } from "../../../core/internal/parse.js"
 import * as Protocol from "./protocol.js"
 
 /** What every attempt of a run shares. */
@@ -50,7 +49,6 @@ export const architecture = (config: Config, attempt: number): Architecture.Arch
         for (let turn = 1; turn <= config.maxTurns; turn++) {
           const response = yield* Architecture.generate({ ...request, messages: messages.slice() }, { step: `tool_vote.turn_${turn}` })
           const text = Model.text(response)
-          yield* yieldBeforeReading(text)
           const parsed = Protocol.parseTurn(text)
           if (parsed._tag === "Final") {
             yield* Architecture.setOutput(parsed.answer)

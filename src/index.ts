@@ -10,9 +10,6 @@
  * @since 0.1.0
  */
 
-/** Actor-Critic: an actor agent answers and revises, a critic agent scores, until approval or the last round. */
-export * as ActorCritic from "./architectures/ActorCritic.js"
-
 /** Agents: definitions, runs, streams and sub-agents. */
 export * as Agent from "./core/Agent.js"
 
@@ -28,14 +25,8 @@ export * as Agents from "./serve/Agents.js"
 /** How an agent thinks: the architecture contract and the toolkit for writing one. */
 export * as Architecture from "./core/Architecture.js"
 
-/** Blackboard: agents contribute to a shared board, picked by a coordinator or in turn; a decider answers. */
-export * as Blackboard from "./architectures/Blackboard.js"
-
 /** Caps on model calls, tokens, wall clock and cost. */
 export * as Budget from "./core/Budget.js"
-
-/** The solver / critic / judge Ensemble: pooled answers, reviews per distinct answer, a hard cap on calls. */
-export * as Ensemble from "./architectures/Ensemble.js"
 
 /** Record / replay of model calls to a JSONL cassette. */
 export * as Journal from "./core/Journal.js"
@@ -49,41 +40,17 @@ export * as Model from "./core/Model.js"
 /** The errors a model call can fail with. */
 export * as ModelError from "./core/ModelError.js"
 
-/** Multi-agent debate: rounds of answers that read each other, until they agree; then a judge or a vote. */
-export * as MultiAgentDebate from "./architectures/MultiAgentDebate.js"
-
 /** The client of OpenAI-compatible servers (vLLM, OpenAI, llama.cpp, Ollama, SGLang, LM Studio). */
 export * as OpenAiCompatible from "./providers/OpenAiCompatible.js"
-
-/** Plan-and-Execute: a planner's steps run in order or in parallel levels, a synthesizer writes the answer. */
-export * as PlanAndExecute from "./architectures/PlanAndExecute.js"
-
-/** The ReAct tool loop. */
-export * as ReAct from "./architectures/ReAct.js"
-
-/** ReWOO: the whole tool plan in one call, the tools as a DAG, one solver call. */
-export * as ReWOO from "./architectures/ReWOO.js"
-
-/** Reflexion: attempts scored by an evaluator, with a reflector's lessons shown to the next attempt. */
-export * as Reflexion from "./architectures/Reflexion.js"
 
 /** The scripted test double of `Model`. */
 export * as ScriptedModel from "./core/ScriptedModel.js"
 
-/** Router: one classifier call hands the task to the route (an agent) that fits, with a fallback. */
-export * as Router from "./architectures/Router.js"
-
-/** Self-Refine: a base answer, then critic / refiner rounds until the critique says it is done. */
-export * as SelfRefine from "./architectures/SelfRefine.js"
-
-/** Supervisor: a coordinator delegates to named worker agents and may forward a worker's answer verbatim. */
-export * as Supervisor from "./architectures/Supervisor.js"
-
-/** Swarm: agents hand the conversation to each other; a handoff ends the agent's turn. */
-export * as Swarm from "./architectures/Swarm.js"
-
 /** Tools an agent can call. */
 export * as Tool from "./core/Tool.js"
 
-/** Tree of Thoughts: a beam search over chains of thoughts, proposed and scored level by level. */
-export * as TreeOfThoughts from "./architectures/TreeOfThoughts.js"
+/** Every architecture that runs on a model alone: ActorCritic, Blackboard, Ensemble, MultiAgentDebate, PlanAndExecute, ReAct, ReWOO, Reflexion, Router, SelfRefine, Supervisor, Swarm, TreeOfThoughts. */
+export * from "./architectures/all.js"
+
+/** The catalog of the architectures, by name (what `valet.yaml` and the CLI read). */
+export * as Catalog from "./architectures/Catalog.js"

@@ -46,7 +46,9 @@
  * @since 0.2.0
  */
 import { Effect, Schema } from "effect"
+import * as Agent from "../core/Agent.js"
 import * as Architecture from "../core/Architecture.js"
+import type * as Model from "../core/Model.js"
 
 /**
  * A debater's default prompt after round 0; placeholders `{task}`, `{transcript}`, `{round}`.
@@ -168,6 +170,11 @@ const transcript = (rounds: ReadonlyArray<ReadonlyArray<string>>, viewer: number
 
 const { agent, int, optional, template, unit, withDefault } = Architecture.option
 
+/** Three debaters on the run's model: what a debate without its own debaters has. */
+export const defaultDebaters: ReadonlyArray<Agent.Agent<unknown>> = [1, 2, 3].map((i) =>
+  Agent.make({ name: `debater-${i}`, instructions: "Answer the question; defend or revise your answer when you see the others'." })
+)
+
 /**
  * Multi-agent debate, declared once: its name, options and program; `make`, `makeUnsafe`, `valet.yaml`'s and the
  * CLI's registries read it.
@@ -177,11 +184,14 @@ const { agent, int, optional, template, unit, withDefault } = Architecture.optio
  */
 export const definition = Architecture.define({
   name: "multi_agent_debate",
+  aliases: ["debate"],
   title: "MultiAgentDebate",
   description: "rounds of answers that read each other, until they agree; then a judge or a vote",
   options: {
-    /** Two or more debaters; each may carry its own model and instructions. */
-    debaters: Schema.Array(agent).check(Schema.isMinLength(2, { expected: "at least two debaters" })),
+    /** Two or more debaters; each may carry its own model and instructions. Default: three on the run's model. */
+    debaters: Schema.Array(agent).check(Schema.isMinLength(2, { expected: "at least two debaters" })).pipe(
+      withDefault(defaultDebaters)
+    ),
     /** Writes the answer when the debaters do not converge; without one, a majority vote decides. */
     judge: optional(agent),
     /** Rounds after the first answers (≥ 1, default 2). */
@@ -280,3 +290,11 @@ export const make = definition.make
  * @category constructors
  */
 export const makeUnsafe = definition.makeUnsafe
+
+/**
+ * A debate with its defaults: three debaters on the run's model, two rounds, a majority vote.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const architecture: Architecture.Architecture<Model.Model> = definition.makeUnsafe()

@@ -120,6 +120,14 @@ export const make: <R>(options: Runtime.MakeOptions<R>) => Architecture<Exclude<
  */
 export const define = Define.define
 
+/**
+ * What every declaration has, whatever its options: what registries (`Catalog`, `valet.yaml`, the CLI) read.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export type AnyDefinition = Define.AnyDefinition
+
 /** An architecture declared with `define`. @since 0.2.0 @category constructors */
 export type Definition<Fields extends Define.Fields, D, R> = Define.Definition<Fields, D, R>
 

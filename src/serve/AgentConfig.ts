@@ -282,6 +282,7 @@ export const build = (loaded: Loaded): Effect.Effect<Agents.Service, BuildError,
         for (const reference of Architectures.references(spec.architecture, spec.options ?? {})) {
           yield* buildAgent(reference.name as string)
         }
+        yield* Architectures.noteDeprecatedName(loaded.path, spec.architecture)
         const architecture = yield* Architectures.make(
           spec.architecture,
           spec.options ?? {},
@@ -313,8 +314,9 @@ export const build = (loaded: Loaded): Effect.Effect<Agents.Service, BuildError,
         })
         const entry: Agents.Entry = {
           name,
-          description: spec.description ?? `${name} (${spec.architecture})`,
-          architecture: spec.architecture,
+          description: spec.description ?? `${name} (${architecture.name})`,
+          // The architecture's one name, also when the file says it as valet 0.x did (`self-refine`, `debate`).
+          architecture: architecture.name,
           agent,
           ...(spec.budget !== undefined ? { budget: spec.budget } : {})
         }

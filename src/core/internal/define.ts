@@ -52,6 +52,8 @@ export interface DefineOptions<Fields extends Schema.Struct.Fields, D extends Re
   readonly agentOptions?: ReadonlyArray<string> | undefined
   /** Old option names still read (`{ rounds: "maxRounds" }`): renamed before the check, said once per process. */
   readonly deprecated?: D | undefined
+  /** Other names valet 0.x knew the architecture by (`debate`), still found by `Catalog.find`. Dashed names are found anyway. */
+  readonly aliases?: ReadonlyArray<string> | undefined
   /**
    * A rule across options, checked after each option's own (a fallback must name one of the routes): `true`, or
    * what is wrong, with its `path` when it is one option's (`{ path: ["fallback"], issue: "names no route" }`).
@@ -83,14 +85,22 @@ export type Make<Fields extends Schema.Struct.Fields, D, Out> =
     : never)
   & ({} extends OptionsInput<Fields, D> ? () => Out : unknown)
 
-/** An architecture declared with `define`. */
-export interface Definition<Fields extends Schema.Struct.Fields, D, R> {
+/** What every declaration has, whatever its options: what registries (`Catalog`, `valet.yaml`, the CLI) read. */
+export interface AnyDefinition {
   readonly name: string
   readonly title: string
   readonly description: string
-  readonly options: Schema.Struct<Fields>
+  readonly options: Schema.Top
   readonly agentOptions: ReadonlyArray<string>
   readonly deprecated: Readonly<Record<string, Deprecation>>
+  readonly aliases: ReadonlyArray<string>
+  /** `make` for options of unknown shape (a config file's): checked all the same. */
+  readonly build: (options: unknown) => Effect.Effect<Runtime.Architecture<unknown>, InvalidOptions>
+}
+
+/** An architecture declared with `define`. */
+export interface Definition<Fields extends Schema.Struct.Fields, D, R> extends AnyDefinition {
+  readonly options: Schema.Struct<Fields>
   /** The architecture with these options, checked (`InvalidOptions` names the field, the rule and the value). */
   readonly make: Make<Fields, D, Effect.Effect<Runtime.Architecture<Exclude<R, Runtime.CurrentRun>>, InvalidOptions>>
   /** `make` for a module-level value: the architecture, or the `InvalidOptions` thrown. */
@@ -162,6 +172,8 @@ export const define = <
     options: schema,
     agentOptions: spec.agentOptions ?? [],
     deprecated,
+    aliases: spec.aliases ?? [],
+    build: make,
     normalize,
     make: make as Definition<Fields, D, R>["make"],
     makeUnsafe: ((options?: unknown) => Decode.runUnsafe(make(options))) as Definition<Fields, D, R>["makeUnsafe"]

@@ -1,57 +1,39 @@
 /**
- * The architectures a `valet.yaml` agent can have, by name, with where their options hold agents. In the file
- * such an option names another agent of the file (`critic: reviewer`, `workers: [coder, tester]`); `references`
- * finds those names, `resolve` puts the built agents in their place before the architecture's `make` checks the
- * options. ToolVote and ActorLoop are not here: they need a sandbox and stores that a config file does not set up.
+ * The architectures a `valet.yaml` agent can have: the `Catalog`'s, by their names (and the names valet 0.x read), with
+ * where their options hold agents (each declaration's `agentOptions`). In the file such an option names another agent
+ * of the file (`critic: reviewer`, `workers: [coder, tester]`); `references` finds those names, `make` puts the built
+ * agents in their place before the architecture's own check of the options. ToolVote and ActorLoop are not here: they
+ * need a sandbox and stores that a config file does not set up.
  */
-import type { Effect } from "effect"
-import * as ActorCritic from "../../../architectures/ActorCritic.js"
-import * as Blackboard from "../../../architectures/Blackboard.js"
-import * as MultiAgentDebate from "../../../architectures/MultiAgentDebate.js"
-import * as PlanAndExecute from "../../../architectures/PlanAndExecute.js"
-import * as ReAct from "../../../architectures/ReAct.js"
-import * as Reflexion from "../../../architectures/Reflexion.js"
-import * as ReWOO from "../../../architectures/ReWOO.js"
-import * as Router from "../../../architectures/Router.js"
-import * as SelfRefine from "../../../architectures/SelfRefine.js"
-import * as Supervisor from "../../../architectures/Supervisor.js"
-import * as Swarm from "../../../architectures/Swarm.js"
-import * as TreeOfThoughts from "../../../architectures/TreeOfThoughts.js"
+import { Effect } from "effect"
+import * as Catalog from "../../../architectures/Catalog.js"
 import type * as Agent from "../../../core/Agent.js"
 import type { InvalidOptions } from "../../../core/AgentError.js"
 import type * as Architecture from "../../../core/Architecture.js"
 import type * as Model from "../../../core/Model.js"
-import * as Ensemble from "../../../architectures/Ensemble.js"
 
 /** A path into the options where an agent's name goes; `*` is every element of a list. */
 type Pattern = ReadonlyArray<string>
 
-interface Entry {
-  /** Where the options name agents. */
-  readonly agentPaths: ReadonlyArray<Pattern>
-  // The options are checked by `make` itself (unknown keys and bad values are `InvalidOptions`).
-  readonly make: (options: never) => Effect.Effect<Architecture.Architecture<Model.Model>, InvalidOptions>
-}
+/** The architecture names a config may use: the catalog's names, and the names valet 0.x read (deprecated). */
+export const architectureNames: ReadonlyArray<string> = Catalog.knownNames
+export type ArchitectureName = string
 
-const table = {
-  react: { agentPaths: [], make: ReAct.make },
-  "self-refine": { agentPaths: [["critic"], ["refiner"]], make: SelfRefine.make },
-  "plan-and-execute": { agentPaths: [["planner"], ["executor"], ["synthesizer"]], make: PlanAndExecute.make },
-  reflexion: { agentPaths: [["evaluator"], ["reflector"]], make: Reflexion.make },
-  "actor-critic": { agentPaths: [["actor"], ["critic"]], make: ActorCritic.make },
-  supervisor: { agentPaths: [["workers", "*"]], make: Supervisor.make },
-  router: { agentPaths: [["routes", "*", "agent"]], make: Router.make },
-  debate: { agentPaths: [["debaters", "*"], ["judge"]], make: MultiAgentDebate.make },
-  rewoo: { agentPaths: [], make: ReWOO.make },
-  swarm: { agentPaths: [["agents", "*"]], make: Swarm.make },
-  blackboard: { agentPaths: [["agents", "*"], ["coordinator"], ["decider"]], make: Blackboard.make },
-  "tree-of-thoughts": { agentPaths: [["proposer"], ["evaluator"], ["synthesizer"]], make: TreeOfThoughts.make },
-  ensemble: { agentPaths: [["critic"], ["judge"], ["solvers", "*", "agent"]], make: Ensemble.make }
-} satisfies Record<string, Entry>
+const definitionOf = (architecture: ArchitectureName): Architecture.AnyDefinition => Catalog.find(architecture)!.definition
 
-/** The architecture names a config may use. */
-export const architectureNames = Object.keys(table) as Array<keyof typeof table>
-export type ArchitectureName = keyof typeof table
+const patternsOf = (architecture: ArchitectureName): ReadonlyArray<Pattern> =>
+  definitionOf(architecture).agentOptions.map((path) => path.split("."))
+
+const said = new Set<string>()
+
+/** Says once per process that a config file names an architecture the way valet 0.x did. */
+export const noteDeprecatedName = (path: string, architecture: ArchitectureName): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const found = Catalog.find(architecture)
+    if (found?.deprecatedName === undefined || said.has(architecture)) return Effect.void
+    said.add(architecture)
+    return Effect.logWarning(`${path}: the architecture name ${architecture} is deprecated, use ${found.definition.name} (valet 0.x reads both)`)
+  })
 
 /** A reference to another agent: where it is in the options, and the name. */
 export interface Reference {
@@ -82,7 +64,7 @@ const walk = (
 /** The agents the options of an architecture name (values that are not strings are reported by the caller). */
 export const references = (architecture: ArchitectureName, options: unknown): ReadonlyArray<Reference> => {
   const found: Array<Reference> = []
-  for (const pattern of table[architecture].agentPaths) walk(options, pattern, [], found)
+  for (const pattern of patternsOf(architecture)) walk(options, pattern, [], found)
   return found
 }
 
@@ -104,5 +86,5 @@ export const make = (
   for (const reference of references(architecture, options)) {
     resolved = replaced(resolved, reference.path, agentOf(reference.name as string))
   }
-  return (table[architecture] as Entry).make(resolved as never)
+  return definitionOf(architecture).build(resolved) as Effect.Effect<Architecture.Architecture<Model.Model>, InvalidOptions>
 }

@@ -32,7 +32,9 @@
  * })
  *
  * // `Evaluate.run("problems.jsonl", { agent: solver })` reads the problems from a JSONL file instead.
- * const main = program.pipe(Effect.provide(Layer.merge(ScriptedModel.layer(["FINAL: 4", "FINAL: 9"]), NodeFileSystem.layer)))
+ * const main = program.pipe(
+ *   Effect.provide(Layer.merge(ScriptedModel.layer(["FINAL: 4", "FINAL: 9"]), NodeFileSystem.layer))
+ * )
  * ```
  *
  * @since 0.1.0

@@ -7,6 +7,23 @@
  * `layerSqlite({ filename })` for the embedded default (valet's `SqliteClient` over `node:sqlite`). Rows read
  * back are schema-checked: a bad row is a `LessonStoreError` naming it and the field, never a lesson.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import * as LessonStore from "valet/LessonStore"
+ *
+ * // What a failed attempt taught is kept under the task's key; the next attempt reads it back.
+ * const program = Effect.gen(function*() {
+ *   yield* LessonStore.add("task-42", "Check the units before answering.")
+ *   yield* LessonStore.add("task-42", "Run the tests before declaring success.")
+ *   const lessons = yield* LessonStore.list("task-42", { limit: 5 })
+ *   return lessons.map((lesson) => lesson.lesson)
+ * })
+ *
+ * // In memory for a test; `LessonStore.layerSqlite({ filename: "data/lessons.sqlite3" })` keeps them across runs.
+ * const lessons = program.pipe(Effect.provide(LessonStore.layerMemory))
+ * ```
+ *
  * @since 0.1.0
  */
 import { Clock, Context, Effect, Layer, Result, Schema } from "effect"
@@ -15,29 +32,54 @@ import { SqlClient } from "effect/sql"
 import { formatIssue } from "../core/internal/decode.js"
 import { createTables, describeSqlError, IntegerColumn, openSqliteFile } from "./internal/sqliteStores.js"
 
-/** A stored lesson. `id` grows with each lesson of a store; `createdAt` is epoch milliseconds (from `Clock`). */
+/**
+ * A stored lesson. `id` grows with each lesson of a store; `createdAt` is epoch milliseconds (from `Clock`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const Lesson = Schema.Struct({
   id: Schema.Number,
   key: Schema.String,
   lesson: Schema.String,
   createdAt: Schema.Number
 })
-/** A stored lesson. */
+/**
+ * A stored lesson.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Lesson = typeof Lesson.Type
 
-/** A lesson store could not read or write; `operation` says what it was doing. */
+/**
+ * A lesson store could not read or write; `operation` says what it was doing.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class LessonStoreError extends Schema.TaggedError<LessonStoreError>()("LessonStoreError", {
   operation: Schema.String,
   message: Schema.String
 }) {}
 
-/** Options of `list`. */
+/**
+ * Options of `list`.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export interface ListOptions {
   /** Only the most recent `limit` lessons (still oldest first). */
   readonly limit?: number | undefined
 }
 
-/** What a lesson store does. */
+/**
+ * What a lesson store does.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export interface Service {
   /** Stores a lesson under a key (a task, usually); a blank key or lesson is refused. */
   readonly add: (key: string, lesson: string) => Effect.Effect<Lesson, LessonStoreError>
@@ -45,14 +87,29 @@ export interface Service {
   readonly list: (key: string, options?: ListOptions) => Effect.Effect<ReadonlyArray<Lesson>, LessonStoreError>
 }
 
-/** The lesson store service. */
+/**
+ * The lesson store service.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export class LessonStore extends Context.Service<LessonStore, Service>()("valet/LessonStore") {}
 
-/** Stores a lesson under a key with the `LessonStore` in context. */
+/**
+ * Stores a lesson under a key with the `LessonStore` in context.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
 export const add = (key: string, lesson: string): Effect.Effect<Lesson, LessonStoreError, LessonStore> =>
   Effect.flatMap(LessonStore, (store) => store.add(key, lesson))
 
-/** The lessons of a key, oldest first, from the `LessonStore` in context. */
+/**
+ * The lessons of a key, oldest first, from the `LessonStore` in context.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
 export const list = (key: string, options?: ListOptions): Effect.Effect<ReadonlyArray<Lesson>, LessonStoreError, LessonStore> =>
   Effect.flatMap(LessonStore, (store) => store.list(key, options))
 
@@ -72,7 +129,12 @@ const checkLimit = (options: ListOptions | undefined): LessonStoreError | undefi
 // Memory
 // ---------------------------------------------------------------------------------------------------------
 
-/** A store in this process's memory. */
+/**
+ * A store in this process's memory.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export const makeMemory: Effect.Effect<Service> = Effect.sync(() => {
   const byKey = new Map<string, Array<Lesson>>()
   let nextId = 1
@@ -99,14 +161,24 @@ export const makeMemory: Effect.Effect<Service> = Effect.sync(() => {
   }
 })
 
-/** A store in this process's memory: lessons last as long as the layer. */
+/**
+ * A store in this process's memory: lessons last as long as the layer.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerMemory: Layer.Layer<LessonStore> = Layer.effect(LessonStore, makeMemory)
 
 // ---------------------------------------------------------------------------------------------------------
 // SQL
 // ---------------------------------------------------------------------------------------------------------
 
-/** The table the SQL store keeps lessons in. */
+/**
+ * The table the SQL store keeps lessons in.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const tableName = "valet_lessons"
 
 const Row = Schema.Struct({ id: IntegerColumn, task_key: Schema.String, lesson: Schema.String, created_at: IntegerColumn })
@@ -134,7 +206,12 @@ const toLessons = (operation: string, rows: ReadonlyArray<unknown>): Effect.Effe
 const sqlFailure = (operation: string) => (error: SqlError.SqlError) =>
   new LessonStoreError({ operation, message: `${tableName}: ${describeSqlError(error)}` })
 
-/** A store on the `SqlClient` in context; creates its table and index when they are missing. */
+/**
+ * A store on the `SqlClient` in context; creates its table and index when they are missing.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export const makeSql: Effect.Effect<Service, LessonStoreError, SqlClient.SqlClient> = Effect.gen(function*() {
   // Column names are ours whatever name transforms the client was configured with.
   const sql = (yield* SqlClient.SqlClient).withoutTransforms()
@@ -186,16 +263,31 @@ export const makeSql: Effect.Effect<Service, LessonStoreError, SqlClient.SqlClie
   }
 })
 
-/** A store on the `SqlClient` in context (SQLite, or PostgreSQL through `@effect/sql-pg`'s `PgClient`). */
+/**
+ * A store on the `SqlClient` in context (SQLite, or PostgreSQL through `@effect/sql-pg`'s `PgClient`).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerSql: Layer.Layer<LessonStore, LessonStoreError, SqlClient.SqlClient> = Layer.effect(LessonStore, makeSql)
 
-/** Options of `layerSqlite`. */
+/**
+ * Options of `layerSqlite`.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export interface SqliteOptions {
   /** The database file (its directory is created when missing), or `:memory:`. */
   readonly filename: string
 }
 
-/** A store in a SQLite file (through valet's `SqliteClient` over `node:sqlite`): the embedded default. */
+/**
+ * A store in a SQLite file (through valet's `SqliteClient` over `node:sqlite`): the embedded default.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerSqlite = (options: SqliteOptions): Layer.Layer<LessonStore, LessonStoreError> =>
   layerSql.pipe(
     Layer.provide(openSqliteFile(options.filename, (message) => new LessonStoreError({ operation: "open", message })))

@@ -16,6 +16,25 @@
  * `invalid_command`, exit 126 `not_allowed`), never a failure. Failures (`SandboxError`) are reserved for the
  * workspace itself: an unsafe task id or path, a closed workspace, a disk error.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import * as Sandbox from "valet/Sandbox"
+ *
+ * // A fresh workspace seeded with one file, one command as a model wrote it, the workspace removed after.
+ * const program = Effect.gen(function*() {
+ *   const files = { "main.py": "print(6 * 7)\n" }
+ *   const result = yield* Sandbox.runOnce("task-1", files, { command: ["python3", "main.py"] })
+ *   return result.exitCode === 0 ? result.stdout : `exit ${result.exitCode}: ${result.stderr}`
+ * })
+ *
+ * // Real processes under bubblewrap; building the layer fails with `isolation_unavailable` where it cannot run.
+ * const isolated = program.pipe(Effect.provide(Sandbox.layerProcess({ allow: ["python3"], timeoutMs: 10_000 })))
+ *
+ * // Scripted results and no processes, for tests: the command is still decoded and allow-listed.
+ * const scripted = program.pipe(Effect.provide(Sandbox.layerTest(() => ({ stdout: "42\n" }), { allow: ["python3"] })))
+ * ```
+ *
  * @since 0.1.0
  */
 import { Config, Context, Effect, Layer, Option, type Scope } from "effect"
@@ -37,7 +56,12 @@ import * as TestLayer from "./internal/sandbox/testLayer.js"
 
 export * from "./internal/sandbox/types.js"
 
-/** The sandbox service. */
+/**
+ * The sandbox service.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export class Sandbox extends Context.Service<Sandbox, Service>()("valet/Sandbox") {}
 
 
@@ -50,6 +74,9 @@ export class Sandbox extends Context.Service<Sandbox, Service>()("valet/Sandbox"
  * Options are checked first: a bad one is `SandboxError` `invalid_options` with a one-line message
  * (`Sandbox: timeoutMs must be an integer >= 1, got -1`); an unknown key is refused. Without working bubblewrap,
  * unless `isolation: "process"` was chosen, it fails with `isolation_unavailable`, saying why and how to opt in.
+ *
+ * @since 0.1.0
+ * @category constructors
  */
 export const make = (options: Options = {}): Effect.Effect<Service, SandboxError> =>
   Effect.flatMap(
@@ -59,13 +86,21 @@ export const make = (options: Options = {}): Effect.Effect<Service, SandboxError
     (valid) => ProcessLayer.make(valid)
   )
 
-/** The sandbox of real processes (the default), built with `options`; see `make` for when it fails. */
+/**
+ * The sandbox of real processes (the default), built with `options`; see `make` for when it fails.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerProcess = (options: Options = {}): Layer.Layer<Sandbox, SandboxError> => Layer.effect(Sandbox, make(options))
 
 /**
  * `layerProcess` configured from the environment: `VALET_SANDBOX_ROOT` (work root), `VALET_SANDBOX_ISOLATION`
  * (`auto` | `bwrap` | `process`: the way to opt into unisolated processes without code), `VALET_SANDBOX_TIMEOUT_MS`;
  * `options` fill in the rest (the environment wins).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const layerProcessConfig = (options: Options = {}): Layer.Layer<Sandbox, SandboxError | Config.ConfigError> =>
   Layer.effect(
@@ -91,6 +126,9 @@ export const layerProcessConfig = (options: Options = {}): Layer.Layer<Sandbox, 
  * A sandbox with scripted results and no processes or directories. Commands are decoded and allow-listed by
  * name exactly like the real layer (127 `invalid_command`, 126 `not_allowed`); task ids and seed paths are
  * checked the same way (symbolic links aside: there are none).
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const layerTest = (
   respond: TestResponder = () => ({}),
@@ -101,18 +139,33 @@ export const layerTest = (
 // Accessors
 // ---------------------------------------------------------------------------------------------------------
 
-/** A workspace for `taskId` seeded with `files`, removed when the scope closes (unless kept). */
+/**
+ * A workspace for `taskId` seeded with `files`, removed when the scope closes (unless kept).
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
 export const workspace = (
   taskId: string,
   files?: Files,
   options?: WorkspaceOptions
 ): Effect.Effect<Workspace, SandboxError, Sandbox | Scope.Scope> => Sandbox.use((sandbox) => sandbox.workspace(taskId, files, options))
 
-/** Runs a command (as a model wrote it) in a workspace. */
+/**
+ * Runs a command (as a model wrote it) in a workspace.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
 export const run = (workspace: Workspace, request: RunRequest): Effect.Effect<SandboxResult, SandboxError, Sandbox> =>
   Sandbox.use((sandbox) => sandbox.run(workspace, request))
 
-/** A fresh workspace, one command, the workspace removed: what a tool call needs. */
+/**
+ * A fresh workspace, one command, the workspace removed: what a tool call needs.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
 export const runOnce = (
   taskId: string,
   files: Files,
@@ -120,8 +173,18 @@ export const runOnce = (
 ): Effect.Effect<SandboxResult, SandboxError, Sandbox> =>
   Sandbox.use((sandbox) => Effect.scoped(Effect.flatMap(sandbox.workspace(taskId, files), (ws) => sandbox.run(ws, request))))
 
-/** Removes a kept workspace. */
+/**
+ * Removes a kept workspace.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
 export const discard = (taskId: string): Effect.Effect<void, SandboxError, Sandbox> => Sandbox.use((sandbox) => sandbox.discard(taskId))
 
-/** What isolation and limits the sandbox in context uses. */
+/**
+ * What isolation and limits the sandbox in context uses.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
 export const info: Effect.Effect<Info, never, Sandbox> = Sandbox.useSync((sandbox) => sandbox.info)

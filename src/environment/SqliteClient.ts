@@ -20,6 +20,27 @@
  * loads it nor prints its experimental warning on Node versions that still do. `node:sqlite` is synchronous: a
  * statement (and a busy wait) blocks the event loop while it runs.
  *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { SqlClient } from "effect/sql"
+ * import * as LessonStore from "valet/LessonStore"
+ * import * as SqliteClient from "valet/SqliteClient"
+ *
+ * // Plain SQL on the generic `SqlClient`: the code does not know it is SQLite.
+ * const program = Effect.gen(function*() {
+ *   const sql = yield* SqlClient.SqlClient
+ *   yield* sql`CREATE TABLE IF NOT EXISTS notes (id INTEGER PRIMARY KEY, body TEXT NOT NULL)`
+ *   yield* sql`INSERT INTO notes ${sql.insert({ body: "hello" })}`
+ *   return yield* sql<{ readonly body: string }>`SELECT body FROM notes`
+ * })
+ *
+ * const notes = program.pipe(Effect.provide(SqliteClient.layer({ filename: ":memory:" })))
+ *
+ * // valet's stores take any `SqlClient`: here a lesson store in a SQLite file.
+ * const lessons = LessonStore.layerSql.pipe(Layer.provide(SqliteClient.layer({ filename: "data/lessons.sqlite3" })))
+ * ```
+ *
  * @since 0.2.0
  */
 import { Config, Context, Deferred, Duration, Effect, Layer, Scope, Semaphore, Stream } from "effect"
@@ -29,12 +50,27 @@ import type { DatabaseSync, SQLInputValue, StatementSync } from "node:sqlite"
 
 const MAX_BUSY_TIMEOUT = 2_147_483_647
 
-/** Marks a valet `SqliteClient`. */
+/**
+ * Marks a valet `SqliteClient`.
+ *
+ * @since 0.2.0
+ * @category type ids
+ */
 export const TypeId: TypeId = "~valet/SqliteClient"
-/** Marks a valet `SqliteClient`. */
+/**
+ * Marks a valet `SqliteClient`.
+ *
+ * @since 0.2.0
+ * @category type ids
+ */
 export type TypeId = "~valet/SqliteClient"
 
-/** A `SqlClient` on one SQLite database; `updateValues` is not supported by SQLite. */
+/**
+ * A `SqlClient` on one SQLite database; `updateValues` is not supported by SQLite.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export interface SqliteClient extends SqlClient.SqlClient {
   readonly [TypeId]: TypeId
   readonly config: SqliteClientConfig
@@ -87,10 +123,20 @@ export const isFatal = (error: SqlError.SqlError): boolean => {
   return code !== undefined && fatalCodes.has(code)
 }
 
-/** The SQLite client service (also provided as the generic `SqlClient`). */
+/**
+ * The SQLite client service (also provided as the generic `SqlClient`).
+ *
+ * @since 0.2.0
+ * @category services
+ */
 export const SqliteClient: Context.Service<SqliteClient, SqliteClient> = Context.Service<SqliteClient>("valet/SqliteClient")
 
-/** How to open the database. The same fields as `@effect/sql-sqlite-node`'s config, so a swap is mechanical. */
+/**
+ * How to open the database. The same fields as `@effect/sql-sqlite-node`'s config, so a swap is mechanical.
+ *
+ * @since 0.2.0
+ * @category options
+ */
 export interface SqliteClientConfig {
   /** The database file, or `:memory:`. Its directory must exist. */
   readonly filename: string
@@ -107,7 +153,12 @@ export interface SqliteClientConfig {
   readonly transformQueryNames?: ((str: string) => string) | undefined
 }
 
-/** Opens the database in the current scope (closed when the scope closes) and builds a client on it. */
+/**
+ * Opens the database in the current scope (closed when the scope closes) and builds a client on it.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
 export const make = (options: SqliteClientConfig): Effect.Effect<SqliteClient, SqlError.SqlError, Scope.Scope | Reactivity.Reactivity> =>
   Effect.gen(function*() {
     const compiler = Statement.makeCompilerSqlite(options.transformQueryNames)
@@ -146,13 +197,23 @@ export const make = (options: SqliteClientConfig): Effect.Effect<SqliteClient, S
     return Object.assign(client, { [TypeId]: TypeId, config: options, fatal: Deferred.await(fatal) }) as SqliteClient
   })
 
-/** Provides `SqliteClient` and the generic `SqlClient` on one database, closed when the layer is released. */
+/**
+ * Provides `SqliteClient` and the generic `SqlClient` on one database, closed when the layer is released.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
 export const layer = (config: SqliteClientConfig): Layer.Layer<SqliteClient | SqlClient.SqlClient, SqlError.SqlError> =>
   Layer.effectContext(
     Effect.map(make(config), (client) => Context.make(SqliteClient, client).pipe(Context.add(SqlClient.SqlClient, client)))
   ).pipe(Layer.provide(Reactivity.layer))
 
-/** `layer` with its config read from `Config` (for example `Config.String("VALET_SQLITE_FILE")` as `filename`). */
+/**
+ * `layer` with its config read from `Config` (for example `Config.String("VALET_SQLITE_FILE")` as `filename`).
+ *
+ * @since 0.2.0
+ * @category layers
+ */
 export const layerConfig = (
   config: Config.Wrap<SqliteClientConfig>
 ): Layer.Layer<SqliteClient | SqlClient.SqlClient, Config.ConfigError | SqlError.SqlError> =>

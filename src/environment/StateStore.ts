@@ -10,6 +10,27 @@
  * a version column), so concurrent writers of one task — fibers or processes — never lose an update. Rows read
  * back are schema-checked: a bad one is a `StateStoreError` naming the task and what is wrong.
  *
+ * @example
+ * ```ts
+ * import { Effect, Result } from "effect"
+ * import * as StateStore from "valet/StateStore"
+ *
+ * // One step: the model's `state_update` (parsed JSON, snake or camel case) is folded into the task's state,
+ * // which the next prompt shows.
+ * const step = (stateUpdate: unknown) =>
+ *   Effect.gen(function*() {
+ *     const update = StateStore.decodeUpdate(stateUpdate)
+ *     if (Result.isFailure(update)) return `state_update ignored: ${update.failure}`
+ *     const state = yield* StateStore.update("task-7", update.success)
+ *     return StateStore.render(state)
+ *   })
+ *
+ * // In memory for a test; `StateStore.layerSqlite()` keeps states in `data/state.sqlite3` across processes.
+ * const prompt = step({ decisions: ["use a heap"], next_focus: "write the tests" }).pipe(
+ *   Effect.provide(StateStore.layerMemory())
+ * )
+ * ```
+ *
  * @since 0.1.0
  */
 import { Clock, Context, Effect, Layer, Result, Schema, Semaphore } from "effect"
@@ -24,7 +45,12 @@ import { createTables, describeSqlError, IntegerColumn, openSqliteFile } from ".
 
 const Strings = Schema.Array(Schema.String)
 
-/** The state of a task. Snake case when encoded (`open_issues`, `next_focus`), as the seed's readers expect. */
+/**
+ * The state of a task. Snake case when encoded (`open_issues`, `next_focus`), as the seed's readers expect.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const State = Schema.Struct({
   goals: Strings,
   constraints: Strings,
@@ -34,10 +60,20 @@ export const State = Schema.Struct({
   openIssues: Strings,
   nextFocus: Schema.String
 }).pipe(Schema.encodeKeys({ openIssues: "open_issues", nextFocus: "next_focus" }))
-/** The state of a task. */
+/**
+ * The state of a task.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type State = typeof State.Type
 
-/** What a step adds: lists to append, and a new next focus. */
+/**
+ * What a step adds: lists to append, and a new next focus.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const StateUpdate = Schema.Struct({
   goals: Schema.optional(Strings),
   constraints: Schema.optional(Strings),
@@ -47,10 +83,20 @@ export const StateUpdate = Schema.Struct({
   openIssues: Schema.optional(Strings),
   nextFocus: Schema.optional(Schema.String)
 }).pipe(Schema.encodeKeys({ openIssues: "open_issues", nextFocus: "next_focus" }))
-/** What a step adds. */
+/**
+ * What a step adds.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type StateUpdate = typeof StateUpdate.Type
 
-/** The state of a task nothing was saved for. */
+/**
+ * The state of a task nothing was saved for.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const empty: State = {
   goals: [],
   constraints: [],
@@ -61,7 +107,12 @@ export const empty: State = {
   nextFocus: ""
 }
 
-/** Caps that keep prompts short. */
+/**
+ * Caps that keep prompts short.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export interface Caps {
   /** Each string at most this many characters (default 256). */
   readonly maxItemChars: number
@@ -69,7 +120,12 @@ export interface Caps {
   readonly historyItems: number
 }
 
-/** The default caps. */
+/**
+ * The default caps.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const defaultCaps: Caps = { maxItemChars: 256, historyItems: 3 }
 
 const listFields = ["goals", "constraints", "decisions", "hypotheses", "history", "openIssues"] as const
@@ -77,6 +133,9 @@ const listFields = ["goals", "constraints", "decisions", "hypotheses", "history"
 /**
  * Appends each list of the update to the state's (no dedup), takes `nextFocus` from the update when it is
  * non-empty, then applies the caps: every string cut to `maxItemChars`, `history` to its last `historyItems`.
+ *
+ * @since 0.1.0
+ * @category combinators
  */
 export const merge = (existing: State, update: StateUpdate, caps: Caps = defaultCaps): State => {
   const cap = (text: string) => (text.length > caps.maxItemChars ? text.slice(0, caps.maxItemChars) : text)
@@ -109,6 +168,9 @@ const sections: ReadonlyArray<readonly [typeof listFields[number], string]> = [
  * The state as prompt text: `Goals:`, `Constraints:`, `Decisions:`, `Hypotheses:`, `History:`, `Open issues:`
  * (each followed by `- item` lines) and `Next focus:` (followed by the text on the next line), in that order,
  * only the non-empty ones, separated by a blank line. The empty state renders as `""`.
+ *
+ * @since 0.1.0
+ * @category utils
  */
 export const render = (state: State): string => {
   const parts: Array<string> = []
@@ -139,6 +201,9 @@ const decodeObject = Schema.decodeUnknownResult(JsonObject)
  * A `state_update` as a model wrote it (already parsed JSON): an object whose lists are strings or arrays of
  * strings (numbers and booleans become strings, objects their JSON), in snake or camel case; `next_focus` a
  * string. Unknown keys are ignored. A failure says what was wrong.
+ *
+ * @since 0.1.0
+ * @category parsing
  */
 export const decodeUpdate = (value: unknown): Result.Result<StateUpdate, string> => {
   const object = decodeObject(value)
@@ -167,14 +232,24 @@ export const decodeUpdate = (value: unknown): Result.Result<StateUpdate, string>
 // The service
 // ---------------------------------------------------------------------------------------------------------
 
-/** A state store could not read or write; `operation` and `taskId` say what it was doing. */
+/**
+ * A state store could not read or write; `operation` and `taskId` say what it was doing.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class StateStoreError extends Schema.TaggedError<StateStoreError>()("StateStoreError", {
   operation: Schema.String,
   taskId: Schema.optional(Schema.String),
   message: Schema.String
 }) {}
 
-/** What a state store does. */
+/**
+ * What a state store does.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export interface Service {
   /** The caps `update` applies. */
   readonly caps: Caps
@@ -188,22 +263,47 @@ export interface Service {
   readonly update: (taskId: string, update: StateUpdate) => Effect.Effect<State, StateStoreError>
 }
 
-/** The state store service. */
+/**
+ * The state store service.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export class StateStore extends Context.Service<StateStore, Service>()("valet/StateStore") {}
 
-/** The saved state of a task. */
+/**
+ * The saved state of a task.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
 export const load = (taskId: string): Effect.Effect<State, StateStoreError, StateStore> =>
   Effect.flatMap(StateStore, (store) => store.load(taskId))
 
-/** Replaces the state of a task. */
+/**
+ * Replaces the state of a task.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
 export const save = (taskId: string, state: State): Effect.Effect<void, StateStoreError, StateStore> =>
   Effect.flatMap(StateStore, (store) => store.save(taskId, state))
 
-/** Atomically merges an update into the saved state of a task. */
+/**
+ * Atomically merges an update into the saved state of a task.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
 export const update = (taskId: string, stateUpdate: StateUpdate): Effect.Effect<State, StateStoreError, StateStore> =>
   Effect.flatMap(StateStore, (store) => store.update(taskId, stateUpdate))
 
-/** Atomically transforms the saved state of a task. */
+/**
+ * Atomically transforms the saved state of a task.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
 export const modify = (taskId: string, f: (state: State) => State): Effect.Effect<State, StateStoreError, StateStore> =>
   Effect.flatMap(StateStore, (store) => store.modify(taskId, f))
 
@@ -218,7 +318,12 @@ const withCaps = (caps: Partial<Caps> | undefined): Caps => ({ ...defaultCaps, .
 // Memory
 // ---------------------------------------------------------------------------------------------------------
 
-/** A store in this process's memory. */
+/**
+ * A store in this process's memory.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export const makeMemory = (caps?: Partial<Caps>): Effect.Effect<Service> =>
   Effect.sync(() => {
     const states = new Map<string, State>()
@@ -242,14 +347,24 @@ export const makeMemory = (caps?: Partial<Caps>): Effect.Effect<Service> =>
     }
   })
 
-/** A store in this process's memory: states last as long as the layer. */
+/**
+ * A store in this process's memory: states last as long as the layer.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerMemory = (caps?: Partial<Caps>): Layer.Layer<StateStore> => Layer.effect(StateStore, makeMemory(caps))
 
 // ---------------------------------------------------------------------------------------------------------
 // SQL
 // ---------------------------------------------------------------------------------------------------------
 
-/** The table the SQL store keeps states in. */
+/**
+ * The table the SQL store keeps states in.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const tableName = "valet_state"
 
 const encodeState = Schema.encodeSync(State)
@@ -283,7 +398,12 @@ const sqlFailure = (operation: string, taskId?: string) => (error: SqlError.SqlE
 /** How many times an optimistic write is retried when another writer got in between. */
 const maxAttempts = 100
 
-/** A store on the `SqlClient` in context; creates its table when missing. */
+/**
+ * A store on the `SqlClient` in context; creates its table when missing.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export const makeSql = (caps?: Partial<Caps>): Effect.Effect<Service, StateStoreError, SqlClient.SqlClient> =>
   Effect.gen(function*() {
     // Column names are ours whatever name transforms the client was configured with.
@@ -381,21 +501,41 @@ export const makeSql = (caps?: Partial<Caps>): Effect.Effect<Service, StateStore
     } satisfies Service
   })
 
-/** A store on the `SqlClient` in context (SQLite, or PostgreSQL through `@effect/sql-pg`'s `PgClient`). */
+/**
+ * A store on the `SqlClient` in context (SQLite, or PostgreSQL through `@effect/sql-pg`'s `PgClient`).
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerSql = (caps?: Partial<Caps>): Layer.Layer<StateStore, StateStoreError, SqlClient.SqlClient> =>
   Layer.effect(StateStore, makeSql(caps))
 
-/** Options of `layerSqlite`. */
+/**
+ * Options of `layerSqlite`.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export interface SqliteOptions {
   /** The database file (its directory is created when missing), or `:memory:`. Default `data/state.sqlite3`. */
   readonly filename?: string | undefined
   readonly caps?: Partial<Caps> | undefined
 }
 
-/** The default database file. */
+/**
+ * The default database file.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const defaultFilename = "data/state.sqlite3"
 
-/** A store in a SQLite file (through valet's `SqliteClient` over `node:sqlite`): the embedded default. */
+/**
+ * A store in a SQLite file (through valet's `SqliteClient` over `node:sqlite`): the embedded default.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerSqlite = (options: SqliteOptions = {}): Layer.Layer<StateStore, StateStoreError> => {
   const filename = options.filename ?? defaultFilename
   return layerSql(options.caps).pipe(

@@ -16,6 +16,32 @@
  *
  * Layers: `layerFile` (the default; needs a `FileSystem`) and `layerMemory` (tests).
  *
+ * @example
+ * ```ts
+ * import { Effect, Stream } from "effect"
+ * import * as StateStore from "valet/StateStore"
+ * import * as TrajectoryStore from "valet/TrajectoryStore"
+ *
+ * // A step of a task, recorded: the store numbers it and checks it against the schema.
+ * const program = Effect.gen(function*() {
+ *   const recorded = yield* TrajectoryStore.append({
+ *     taskId: "task-7",
+ *     prompt: "Make the failing test pass.",
+ *     stateBefore: StateStore.empty,
+ *     stateAfter: StateStore.empty,
+ *     modelOutput: { raw: "I give up.", think: null, action: null, stateUpdate: null, parseError: null },
+ *     sandboxResult: null,
+ *     reward: null,
+ *     metrics: { actorLatencySec: 1.5, sandboxFailed: true }
+ *   })
+ *   const steps = yield* Stream.runCollect(TrajectoryStore.read("task-7"))
+ *   return `step ${recorded.step} of ${steps.length}`
+ * })
+ *
+ * // In memory for a test; `TrajectoryStore.layerFile()` writes `trajectories/raw/task-7.jsonl` (needs a `FileSystem`).
+ * const recorded = program.pipe(Effect.provide(TrajectoryStore.layerMemory))
+ * ```
+ *
  * @since 0.1.0
  */
 import { Context, Effect, FileSystem, Layer, Option, Result, Schema, type Scope, Semaphore, Stream } from "effect"
@@ -30,7 +56,12 @@ import * as StateStore from "./StateStore.js"
 // Records
 // ---------------------------------------------------------------------------------------------------------
 
-/** What the model wrote, and what was parsed from it. `parseError` names the first block that did not parse. */
+/**
+ * What the model wrote, and what was parsed from it. `parseError` names the first block that did not parse.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const ModelOutput = Schema.Struct({
   raw: Schema.String,
   think: Schema.NullOr(Schema.String),
@@ -43,10 +74,20 @@ export const ModelOutput = Schema.Struct({
   /** What exactly failed to parse, for every block that failed. */
   parseErrorDetail: Schema.optional(Schema.NullOr(Schema.String))
 }).pipe(Schema.encodeKeys({ stateUpdate: "state_update", parseError: "parse_error", parseErrorDetail: "parse_error_detail" }))
-/** What the model wrote, and what was parsed from it. */
+/**
+ * What the model wrote, and what was parsed from it.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ModelOutput = typeof ModelOutput.Type
 
-/** Measurements of a step. */
+/**
+ * Measurements of a step.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const Metrics = Schema.Struct({
   actorLatencySec: Schema.Finite,
   /** True when no action ran or its exit code was not 0. */
@@ -68,10 +109,20 @@ export const Metrics = Schema.Struct({
   sandboxDurationSec: "sandbox_duration_sec",
   sandboxError: "sandbox_error"
 }))
-/** Measurements of a step. */
+/**
+ * Measurements of a step.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Metrics = typeof Metrics.Type
 
-/** One step of a task, as stored (DESIGN §3.7); the encoded form is snake case. */
+/**
+ * One step of a task, as stored (DESIGN §3.7); the encoded form is snake case.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const TrajectoryRecord = Schema.Struct({
   taskId: Schema.String,
   step: Schema.Int.check(Schema.isGreaterThan(0)),
@@ -96,10 +147,20 @@ export const TrajectoryRecord = Schema.Struct({
   sessionId: "session_id",
   createdAt: "created_at"
 }))
-/** One step of a task. */
+/**
+ * One step of a task.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type TrajectoryRecord = typeof TrajectoryRecord.Type
 
-/** A record to append: the store numbers its `step`. */
+/**
+ * A record to append: the store numbers its `step`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type NewRecord = Omit<TrajectoryRecord, "step">
 
 const encodeRecord = Schema.encodeResult(TrajectoryRecord)
@@ -120,7 +181,12 @@ const decodeLine = (line: string, what: string): Result.Result<TrajectoryRecord,
 // The service
 // ---------------------------------------------------------------------------------------------------------
 
-/** A trajectory could not be written or read; `path` and `line` point at the bad place. */
+/**
+ * A trajectory could not be written or read; `path` and `line` point at the bad place.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class TrajectoryStoreError extends Schema.TaggedError<TrajectoryStoreError>()("TrajectoryStoreError", {
   operation: Schema.String,
   taskId: Schema.String,
@@ -129,7 +195,12 @@ export class TrajectoryStoreError extends Schema.TaggedError<TrajectoryStoreErro
   message: Schema.String
 }) {}
 
-/** What a trajectory store does. */
+/**
+ * What a trajectory store does.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export interface Service {
   /** Appends a record as the task's next step; answers it with its `step`. */
   readonly append: (record: NewRecord) => Effect.Effect<TrajectoryRecord, TrajectoryStoreError>
@@ -139,18 +210,38 @@ export interface Service {
   readonly count: (taskId: string) => Effect.Effect<number, TrajectoryStoreError>
 }
 
-/** The trajectory store service. */
+/**
+ * The trajectory store service.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export class TrajectoryStore extends Context.Service<TrajectoryStore, Service>()("valet/TrajectoryStore") {}
 
-/** Appends a record as the task's next step. */
+/**
+ * Appends a record as the task's next step.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
 export const append = (record: NewRecord): Effect.Effect<TrajectoryRecord, TrajectoryStoreError, TrajectoryStore> =>
   Effect.flatMap(TrajectoryStore, (store) => store.append(record))
 
-/** Streams the records of a task. */
+/**
+ * Streams the records of a task.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
 export const read = (taskId: string): Stream.Stream<TrajectoryRecord, TrajectoryStoreError, TrajectoryStore> =>
   Stream.unwrap(Effect.map(TrajectoryStore, (store) => store.read(taskId)))
 
-/** How many records a task has. */
+/**
+ * How many records a task has.
+ *
+ * @since 0.1.0
+ * @category accessors
+ */
 export const count = (taskId: string): Effect.Effect<number, TrajectoryStoreError, TrajectoryStore> =>
   Effect.flatMap(TrajectoryStore, (store) => store.count(taskId))
 
@@ -177,7 +268,12 @@ const toLine = (record: NewRecord, step: number): Result.Result<{ record: Trajec
 // Memory
 // ---------------------------------------------------------------------------------------------------------
 
-/** A store in this process's memory. Records are checked against the schema as the file layer does. */
+/**
+ * A store in this process's memory. Records are checked against the schema as the file layer does.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export const makeMemory: Effect.Effect<Service> = Effect.sync(() => {
   const tasks = new Map<string, Array<TrajectoryRecord>>()
   return {
@@ -199,14 +295,24 @@ export const makeMemory: Effect.Effect<Service> = Effect.sync(() => {
   }
 })
 
-/** A store in this process's memory: records last as long as the layer. */
+/**
+ * A store in this process's memory: records last as long as the layer.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerMemory: Layer.Layer<TrajectoryStore> = Layer.effect(TrajectoryStore, makeMemory)
 
 // ---------------------------------------------------------------------------------------------------------
 // Files
 // ---------------------------------------------------------------------------------------------------------
 
-/** Options of `layerFile`. */
+/**
+ * Options of `layerFile`.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export interface FileOptions {
   /** The trajectories directory; records go to `<root>/raw/<task_id>.jsonl` (default `trajectories`). */
   readonly root?: string | undefined
@@ -214,7 +320,12 @@ export interface FileOptions {
   readonly fsync?: boolean | undefined
 }
 
-/** The default trajectories directory. */
+/**
+ * The default trajectories directory.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const defaultRoot = "trajectories"
 
 interface TaskFile {
@@ -246,6 +357,9 @@ const abandonedLockMs = 10_000
 /**
  * A store of JSONL files, one per task. The writer locks it takes are removed when `Scope` closes (see the
  * module doc).
+ *
+ * @since 0.1.0
+ * @category constructors
  */
 export const makeFile = (
   options: FileOptions = {}
@@ -486,10 +600,20 @@ const countLines = (text: string): number => {
   return records
 }
 
-/** JSONL files under `root` (default `trajectories`): the default store. */
+/**
+ * JSONL files under `root` (default `trajectories`): the default store.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerFile = (options: FileOptions = {}): Layer.Layer<TrajectoryStore, TrajectoryStoreError, FileSystem.FileSystem> =>
   Layer.effect(TrajectoryStore, makeFile(options))
 
-/** The path a task's records are written to under `root`. */
+/**
+ * The path a task's records are written to under `root`.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
 export const pathOf = (taskId: string, root: string = defaultRoot): Option.Option<string> =>
   isSafeTaskId(taskId) ? Option.some(join(root, "raw", `${taskId}.jsonl`)) : Option.none()

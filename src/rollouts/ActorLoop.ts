@@ -16,6 +16,32 @@
  * `Architecture.generate`, so budgets apply and `Journal` records and replays them. `run` steps a stream of
  * tasks with a concurrency bound; a failed task is an outcome, not the end of the run.
  *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { ScriptedModel } from "valet"
+ * import * as ActorLoop from "valet/ActorLoop"
+ * import * as Sandbox from "valet/Sandbox"
+ * import * as StateStore from "valet/StateStore"
+ * import * as TrajectoryStore from "valet/TrajectoryStore"
+ *
+ * // The model's reply: a command for the sandbox, and what to remember for the next step.
+ * const reply = `<think>Run the tests first.</think>
+ * <action>{"command": ["pytest", "-q"]}</action>
+ * <state_update>{"history": ["ran the tests"], "next_focus": "fix the failing test"}</state_update>`
+ *
+ * // Every service scripted or in memory; a trainer uses `Vllm`, `Sandbox.layerProcess` and the SQLite / file stores.
+ * const services = Layer.mergeAll(
+ *   ScriptedModel.layer([reply]),
+ *   Sandbox.layerTest(() => ({ exitCode: 1, stdout: "1 failed, 3 passed" }), { allow: ["pytest"] }),
+ *   StateStore.layerMemory(),
+ *   TrajectoryStore.layerMemory
+ * )
+ *
+ * // One step: the record appended (prompt, model output, sandbox result, state before and after, timings).
+ * const record = ActorLoop.step({ taskId: "fix-sort", prompt: "Make the tests pass." }).pipe(Effect.provide(services))
+ * ```
+ *
  * @since 0.1.0
  */
 import { Clock, Effect, Result, Schema, Stream } from "effect"
@@ -33,7 +59,12 @@ import * as Sandbox from "../environment/Sandbox.js"
 import * as StateStore from "../environment/StateStore.js"
 import * as TrajectoryStore from "../environment/TrajectoryStore.js"
 
-/** The architecture's name, as `RunStarted.architecture` reports it. */
+/**
+ * The architecture's name, as `RunStarted.architecture` reports it.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const name = "actor_loop"
 
 const WorkspaceFiles = Sandbox.Files.check(
@@ -58,6 +89,9 @@ const TaskIdSchema = Schema.String.check(
  * A task: `task_id` (a safe file name), `prompt`, and optionally `workspace_files` (relative path → content),
  * `stop`, `temperature` (default 0.1), `seed`, `max_tokens`, `timeout_ms` (of the sandboxed command). Snake case
  * when encoded, as in the tasks JSONL.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const Task = Schema.Struct({
   taskId: TaskIdSchema,
@@ -69,13 +103,28 @@ export const Task = Schema.Struct({
   maxTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
   timeoutMs: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0)))
 }).pipe(Schema.encodeKeys({ taskId: "task_id", workspaceFiles: "workspace_files", maxTokens: "max_tokens", timeoutMs: "timeout_ms" }))
-/** A task. */
+/**
+ * A task.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Task = typeof Task.Type
 
-/** The default sampling temperature of a step. */
+/**
+ * The default sampling temperature of a step.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const defaultTemperature = 0.1
 
-/** Options of a step. */
+/**
+ * Options of a step.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export interface Options {
   /** One workspace per task across its steps, keeping the edits of earlier steps (default: fresh each step). */
   readonly keepWorkspaces?: boolean | undefined
@@ -94,13 +143,23 @@ export interface Options {
   readonly sessionId?: string | undefined
 }
 
-/** Options of `stream`. */
+/**
+ * Options of `stream`.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export interface StreamOptions extends Options {
   /** Stream the model's text as `TextDelta` events (default true). */
   readonly textDeltas?: boolean | undefined
 }
 
-/** The services a step needs. */
+/**
+ * The services a step needs.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Requirements = Model.Model | Sandbox.Sandbox | StateStore.StateStore | TrajectoryStore.TrajectoryStore
 
 const infrastructure = (error: { readonly _tag: string; readonly message: string }) =>
@@ -259,11 +318,19 @@ const stepChecked = (task: Task, options: Options): Effect.Effect<TrajectoryStor
  * Runs one step of a task and answers the trajectory record it appended. A model output that does not parse is
  * recorded (`parse_error`), never a failure; the model's own errors, and the stores', fail the step; options it
  * cannot work with (`sandboxTimeoutMs: 0`, an unknown key) fail it with `InvalidOptions` before anything runs.
+ *
+ * @since 0.1.0
+ * @category running
  */
 export const step = (task: Task, options: Options = {}): Effect.Effect<TrajectoryStore.TrajectoryRecord, AgentError, Requirements> =>
   Effect.flatMap(Opts.decode("ActorLoop", OptionsSchema, options), (checked) => stepChecked(task, checked))
 
-/** Runs one step of a task and streams its events; `RunCompleted.result.metadata.record` is the record written. */
+/**
+ * Runs one step of a task and streams its events; `RunCompleted.result.metadata.record` is the record written.
+ *
+ * @since 0.1.0
+ * @category running
+ */
 export const stream = (task: Task, options: StreamOptions = {}): Stream.Stream<AgentEvent.AgentEvent, AgentError, Requirements> =>
   Stream.unwrap(Effect.map(Opts.decode("ActorLoop", StreamOptionsSchema, options), (checked) =>
     Agent.stream(agentFor(task, checked, () => undefined), task.prompt, {
@@ -272,12 +339,22 @@ export const stream = (task: Task, options: StreamOptions = {}): Stream.Stream<A
       ...(checked.textDeltas !== undefined ? { textDeltas: checked.textDeltas } : {})
     })))
 
-/** How one task of `run` ended. */
+/**
+ * How one task of `run` ended.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Outcome =
   | { readonly _tag: "Recorded"; readonly task: Task; readonly record: TrajectoryStore.TrajectoryRecord }
   | { readonly _tag: "Failed"; readonly task: Task; readonly error: AgentError }
 
-/** Options of `run` (each step has a session of its own). */
+/**
+ * Options of `run` (each step has a session of its own).
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export interface RunOptions extends Omit<Options, "sessionId"> {
   /** Steps in flight at once (≥ 1, default 1). */
   readonly concurrency?: number | undefined
@@ -286,6 +363,9 @@ export interface RunOptions extends Omit<Options, "sessionId"> {
 /**
  * Steps every task of a stream, `concurrency` at a time, and streams the outcomes as they finish. Invalid options
  * fail the stream with `InvalidOptions` before any task runs.
+ *
+ * @since 0.1.0
+ * @category running
  */
 export const run = <E, R>(
   tasks: Stream.Stream<Task, E, R>,
@@ -308,6 +388,9 @@ const decodeTask = Schema.decodeUnknownResult(Task)
  * Decodes a task from JSON text (a tasks-file line); a failure says what was wrong, on one line
  * (`task_id is not a safe name: use 1 to 128 letters, digits, ..., got "../x"`), without the line number, which the
  * caller knows.
+ *
+ * @since 0.1.0
+ * @category parsing
  */
 export const decodeTaskLine = (line: string): Result.Result<Task, string> => {
   let json: unknown

@@ -26,6 +26,27 @@
  * 1 s each; 8 to 11 s measured, against 31 to 37 s with 35 s). A live runner refreshes every third of it; one whose
  * process stalls longer than `shardLockExpiration` loses its shards to the others, which is why it is not lower.
  *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { Agent, ScriptedModel } from "valet"
+ * import * as Durable from "valet/Durable"
+ *
+ * const solver = Agent.make({ name: "solver", instructions: "Answer briefly." })
+ *
+ * // The handlers for this process's agents, on a one-process engine whose state is a SQLite file.
+ * const engine = Durable.layer([solver]).pipe(
+ *   Layer.provideMerge(Durable.layerSqlite("data/durable.sqlite3")),
+ *   Layer.provide(ScriptedModel.layer(["4"]))
+ * )
+ *
+ * // A run keyed by its run id: started again with the same id after a crash, it answers the model calls that had
+ * // finished from the file and sends only the rest.
+ * const result = Durable.AgentRun.execute({ agent: "solver", prompt: "2 + 2?", runId: "run-1" }).pipe(
+ *   Effect.provide(engine)
+ * )
+ * ```
+ *
  * @since 0.2.0
  */
 import { Context, Effect, type FileSystem, Layer, Option, Schema, Stream } from "effect"
@@ -47,29 +68,84 @@ import * as Engines from "./internal/durable/engines.js"
 import * as Loop from "./internal/evaluate/loop.js"
 import * as Solve from "./internal/evaluate/solve.js"
 
-/** A `Model` whose every call is an activity of the workflow in flight (`<session>/<step>`). */
+/**
+ * A `Model` whose every call is an activity of the workflow in flight (`<session>/<step>`).
+ *
+ * @since 0.2.0
+ * @category activities
+ */
 export const durableModel = Activities.durableModel
-/** Tools whose every call is an activity of the workflow in flight (`<session>/tool/<name>/<n>`). */
+/**
+ * Tools whose every call is an activity of the workflow in flight (`<session>/tool/<name>/<n>`).
+ *
+ * @since 0.2.0
+ * @category activities
+ */
 export const durableTools = Activities.durableTools
-/** A `Sandbox` whose every command is an activity of the workflow in flight (`<session>/sandbox/<n>`). */
+/**
+ * A `Sandbox` whose every command is an activity of the workflow in flight (`<session>/sandbox/<n>`).
+ *
+ * @since 0.2.0
+ * @category activities
+ */
 export const durableSandbox = Activities.durableSandbox
 
-/** The store of a durable engine could not be opened (a PostgreSQL server that does not answer…). */
+/**
+ * The store of a durable engine could not be opened (a PostgreSQL server that does not answer…).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
 export const DurableStoreError = Engines.DurableStoreError
-/** The store of a durable engine could not be opened. */
+/**
+ * The store of a durable engine could not be opened.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
 export type DurableStoreError = Engines.DurableStoreError
 
-/** A one-process durable engine whose state is a SQLite file (`effect/cluster`'s single runner). */
+/**
+ * A one-process durable engine whose state is a SQLite file (`effect/cluster`'s single runner).
+ *
+ * @since 0.2.0
+ * @category engines
+ */
 export const layerSqlite = Engines.layerSqlite
-/** A runner of a durable cluster over PostgreSQL, serving its share of the workflows on `host:port`. */
+/**
+ * A runner of a durable cluster over PostgreSQL, serving its share of the workflows on `host:port`.
+ *
+ * @since 0.2.0
+ * @category engines
+ */
 export const layerPostgresRunner = Engines.layerPostgresRunner
-/** A client of a durable cluster over PostgreSQL: starts workflows and awaits them; runners do the work. */
+/**
+ * A client of a durable cluster over PostgreSQL: starts workflows and awaits them; runners do the work.
+ *
+ * @since 0.2.0
+ * @category engines
+ */
 export const layerPostgresClient = Engines.layerPostgresClient
-/** How a runner is set up. */
+/**
+ * How a runner is set up.
+ *
+ * @since 0.2.0
+ * @category runners
+ */
 export type RunnerOptions = Engines.RunnerOptions
-/** The server of a PostgreSQL URL, without its credentials (`postgres host:port/database`), for messages. */
+/**
+ * The server of a PostgreSQL URL, without its credentials (`postgres host:port/database`), for messages.
+ *
+ * @since 0.2.0
+ * @category utils
+ */
 export const describePostgres: (url: string) => string = Engines.serverOf
-/** The default port of a runner. */
+/**
+ * The default port of a runner.
+ *
+ * @since 0.2.0
+ * @category runners
+ */
 export const defaultRunnerPort = Engines.defaultRunnerPort
 /**
  * How long a runner that stopped keeps its workflows at most before the others take them over, unless
@@ -84,7 +160,12 @@ export const defaultShardLockExpiration = Engines.defaultShardLockExpiration
 // Workflows
 // ---------------------------------------------------------------------------------------------------------
 
-/** The workflow of one agent run: payload the agent's name, the prompt and the run id (its execution key). */
+/**
+ * The workflow of one agent run: payload the agent's name, the prompt and the run id (its execution key).
+ *
+ * @since 0.2.0
+ * @category workflows
+ */
 export const AgentRun = Workflow.make("valet/AgentRun", {
   payload: { agent: Schema.String, prompt: Schema.String, runId: Agent.SessionId },
   idempotencyKey: (payload) => payload.runId,
@@ -95,15 +176,28 @@ export const AgentRun = Workflow.make("valet/AgentRun", {
   annotations: Context.make(Workflow.SuspendOnFailure, true)
 })
 
-/** What one problem's run produced (the workflow's result): its output and counts, or why it failed. */
+/**
+ * What one problem's run produced (the workflow's result): its output and counts, or why it failed.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export const ProblemOutcome = Solve.Outcome
-/** What one problem's run produced. */
+/**
+ * What one problem's run produced.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export type ProblemOutcome = Solve.Outcome
 
 /**
  * The workflow of one problem of an evaluation, keyed by the evaluation, the problem's id and the attempt (a
  * problem recorded as failed runs again as the next attempt). Never fails: a run that fails for good is a `Failed`
  * outcome with its reason, recorded like any other.
+ *
+ * @since 0.2.0
+ * @category workflows
  */
 export const EvaluateProblem = Workflow.make("valet/EvaluateProblem", {
   payload: {
@@ -122,7 +216,12 @@ export const EvaluateProblem = Workflow.make("valet/EvaluateProblem", {
 // Handlers
 // ---------------------------------------------------------------------------------------------------------
 
-/** The agents a runner can run: a list (found by name) or a function from a name to an agent. */
+/**
+ * The agents a runner can run: a list (found by name) or a function from a name to an agent.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export type Agents<R> =
   | ReadonlyArray<Agent.Agent<R>>
   | ((name: string) => Effect.Effect<Option.Option<Agent.Agent<R>>>)
@@ -153,8 +252,12 @@ const durably = <R, A, E>(
  * Registers the handlers of `AgentRun` and `EvaluateProblem` for these agents, on the `Model` (and, for agents that
  * run commands, the `Sandbox`) in context. Every model call, tool call of the agent's own tools and sandbox command
  * is an activity. An agent run naming an agent the runner does not have fails with `InvalidAgent`, which
- * suspends it like any failure (resume it where the agent is registered); such a problem is recorded failed. (Tools of separately defined sub-agents — a Supervisor's workers — are not wrapped: their calls
- * run again when the run is taken over.)
+ * suspends it like any failure (resume it where the agent is registered); such a problem is recorded failed.
+ * (Tools of separately defined sub-agents — a Supervisor's workers — are not wrapped: their calls run again when
+ * the run is taken over.)
+ *
+ * @since 0.2.0
+ * @category layers
  */
 export const layer = <R = Model.Model>(agents: Agents<R>): Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | R | Model.Model> => {
   const resolve = resolver(agents)
@@ -181,7 +284,12 @@ export const layer = <R = Model.Model>(agents: Agents<R>): Layer.Layer<never, ne
 // Evaluation
 // ---------------------------------------------------------------------------------------------------------
 
-/** The options of a durable evaluation: `Evaluate`'s, with the agent given by name (or as the agent, by its name). */
+/**
+ * The options of a durable evaluation: `Evaluate`'s, with the agent given by name (or as the agent, by its name).
+ *
+ * @since 0.2.0
+ * @category options
+ */
 export interface EvaluateOptions extends Omit<Evaluate.Options<never>, "agent"> {
   /** The agent the runners solve each problem with, registered there under this name. */
   readonly agent: string | { readonly name: string }
@@ -203,6 +311,9 @@ const EvaluateOptionsSchema = Schema.Struct({
  * problems (this process may be only a client), this process writes the results file, reports progress and answers
  * the summary. Killed and started again, it skips the problems recorded, and the workflows of the others answer
  * what their runs had stored; a problem whose record is a failure runs again as a new attempt.
+ *
+ * @since 0.2.0
+ * @category running
  */
 export const evaluate = (
   dataset: string,
@@ -236,12 +347,22 @@ export const evaluate = (
 // Actor loop
 // ---------------------------------------------------------------------------------------------------------
 
-/** How an actor-loop step ended (the workflow's result): the record it appended, or why it failed. */
+/**
+ * How an actor-loop step ended (the workflow's result): the record it appended, or why it failed.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export const StepOutcome = Schema.Union([
   Schema.TaggedStruct("Recorded", { record: TrajectoryStore.TrajectoryRecord }),
   Schema.TaggedStruct("Failed", { error: AgentError })
 ])
-/** How an actor-loop step ended. */
+/**
+ * How an actor-loop step ended.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export type StepOutcome = typeof StepOutcome.Type
 
 const StepOptions = Schema.Struct({
@@ -257,6 +378,9 @@ const StepOptions = Schema.Struct({
  * call, sandbox command, state load and update and trajectory append are activities, so a step taken over after a
  * kill neither sends its stored call again nor appends its record twice. Never fails: a failed step is a `Failed`
  * outcome with its error.
+ *
+ * @since 0.2.0
+ * @category workflows
  */
 export const ActorLoopStep = Workflow.make("valet/ActorLoopStep", {
   payload: { loop: Schema.String, index: Schema.Int, task: ActorLoop.Task, options: StepOptions },
@@ -267,6 +391,9 @@ export const ActorLoopStep = Workflow.make("valet/ActorLoopStep", {
 /**
  * Registers the `ActorLoopStep` handler on the actor loop's services in context (`Model`, `Sandbox`, `StateStore`,
  * `TrajectoryStore`), each made durable.
+ *
+ * @since 0.2.0
+ * @category layers
  */
 export const layerActorLoop: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | ActorLoop.Requirements> = ActorLoopStep.toLayer(
   (payload) =>
@@ -293,7 +420,12 @@ export const layerActorLoop: Layer.Layer<never, never, WorkflowEngine.WorkflowEn
     })
 ) as unknown as Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | ActorLoop.Requirements>
 
-/** Options of a durable actor loop: `ActorLoop.run`'s, and the loop's key. */
+/**
+ * Options of a durable actor loop: `ActorLoop.run`'s, and the loop's key.
+ *
+ * @since 0.2.0
+ * @category options
+ */
 export interface ActorLoopOptions extends ActorLoop.RunOptions {
   /**
    * The loop's key: step `i` of the tasks is the workflow `<loop>/<i>/<task id>`. Run the same tasks with the same
@@ -312,6 +444,9 @@ const ActorLoopOptionsSchema = Schema.Struct({
 /**
  * `ActorLoop.run` with every step an `ActorLoopStep` workflow on the engine in context: the runners step the tasks,
  * `concurrency` at a time, and the outcomes stream as they finish.
+ *
+ * @since 0.2.0
+ * @category running
  */
 export const actorLoop = <E, R>(
   tasks: Stream.Stream<ActorLoop.Task, E, R>,

@@ -13,6 +13,30 @@
  * - References stay out of the runs unless `shareReference` is set: a judge told the reference grades the
  *   answers it is supposed to choose between, which makes the accuracy of a blind run unmeasurable.
  *
+ * @example
+ * ```ts
+ * import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+ * import { Console, Effect, Layer } from "effect"
+ * import { Agent, ScriptedModel } from "valet"
+ * import * as Evaluate from "valet/Evaluate"
+ *
+ * const solver = Agent.make({ name: "solver", instructions: "Answer with a line FINAL: <answer>." })
+ *
+ * // Each result is appended to results.jsonl as soon as it is known: run it again and it resumes.
+ * const program = Effect.gen(function*() {
+ *   const report = yield* Evaluate.runProblems(
+ *     [{ id: "p1", problem: "2 + 2?", reference: "4" }, { id: "p2", problem: "3 * 3?", reference: "9" }],
+ *     { agent: solver, concurrency: 2, out: "results.jsonl" }
+ *   )
+ *   yield* Console.log(Evaluate.formatSummary(report.summary))
+ * })
+ *
+ * // `Evaluate.run("problems.jsonl", { agent: solver })` reads the problems from a JSONL file instead.
+ * const main = program.pipe(
+ *   Effect.provide(Layer.merge(ScriptedModel.layer(["FINAL: 4", "FINAL: 9"]), NodeFileSystem.layer))
+ * )
+ * ```
+ *
  * @since 0.1.0
  */
 import { Effect, type FileSystem, Schema } from "effect"
@@ -26,32 +50,82 @@ import * as Opts from "../core/internal/options.js"
 import { finalAnswer } from "../core/internal/parse.js"
 import * as SummaryInternal from "./internal/evaluate/summary.js"
 
-/** One problem of a dataset: `id` (text or number), `problem`, and optionally `reference`. */
+/**
+ * One problem of a dataset: `id` (text or number), `problem`, and optionally `reference`.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const Problem = Jsonl.Problem
-/** One problem of a dataset. */
+/**
+ * One problem of a dataset.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Problem = Jsonl.Problem
 
-/** One problem's result, as a line of the results file (snake case on disk). */
+/**
+ * One problem's result, as a line of the results file (snake case on disk).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const ProblemResult = Jsonl.ProblemResult
-/** One problem's result. */
+/**
+ * One problem's result.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ProblemResult = Jsonl.ProblemResult
 
-/** A skipped line of the dataset or the results file, with its line number and why. */
+/**
+ * A skipped line of the dataset or the results file, with its line number and why.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Issue = Jsonl.Issue
 
-/** Reads a dataset's text: its problems, and the malformed or duplicate lines skipped. */
+/**
+ * Reads a dataset's text: its problems, and the malformed or duplicate lines skipped.
+ *
+ * @since 0.1.0
+ * @category parsing
+ */
 export const parseDataset: (text: string, path: string) => { problems: Array<Problem>; issues: Array<Issue> } =
   Jsonl.parseDataset
 
-/** The dataset or the results file could not be read or written. */
+/**
+ * The dataset or the results file could not be read or written.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export const EvaluateError = Loop.EvaluateError
-/** The dataset or the results file could not be read or written. */
+/**
+ * The dataset or the results file could not be read or written.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export type EvaluateError = Loop.EvaluateError
 
-/** How far an evaluation has got, reported after each problem. */
+/**
+ * How far an evaluation has got, reported after each problem.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Progress = Loop.Progress
 
-/** The options of an evaluation. */
+/**
+ * The options of an evaluation.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export interface Options<R> {
   /** Solves each problem; its architecture decides how. */
   readonly agent: Agent.Agent<R>
@@ -73,19 +147,39 @@ export interface Options<R> {
   readonly onResult?: ((result: ProblemResult, progress: Progress) => Effect.Effect<void>) | undefined
 }
 
-/** The summary of an evaluation, over every problem of the dataset that has a result. */
+/**
+ * The summary of an evaluation, over every problem of the dataset that has a result.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Summary = SummaryInternal.Summary
 
-/** The summary of results (the latest per problem), for a dataset of `problems` problems. */
+/**
+ * The summary of results (the latest per problem), for a dataset of `problems` problems.
+ *
+ * @since 0.1.0
+ * @category summaries
+ */
 export const summarize: (
   results: ReadonlyArray<ProblemResult>,
   counts: { readonly problems: number; readonly resumed: number; readonly skippedLines: number }
 ) => Summary = SummaryInternal.summarize
 
-/** The summary as an aligned two-column table, for terminals and logs. */
+/**
+ * The summary as an aligned two-column table, for terminals and logs.
+ *
+ * @since 0.1.0
+ * @category summaries
+ */
 export const formatSummary: (summary: Summary) => string = SummaryInternal.formatSummary
 
-/** What an evaluation answers: the summary, every problem's latest result in dataset order, the skipped lines. */
+/**
+ * What an evaluation answers: the summary, every problem's latest result in dataset order, the skipped lines.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Report = Loop.Report
 
 const OptionsSchema = Schema.Struct({ agent: Opts.AgentSchema, ...Loop.optionFields })
@@ -93,6 +187,9 @@ const OptionsSchema = Schema.Struct({ agent: Opts.AgentSchema, ...Loop.optionFie
 /**
  * The default answer extraction: the last `FINAL:` answer of the output (looked for in its last 64 KiB), else the
  * whole output, trimmed. Linear in the output, like the default normalizer it feeds (see `core/internal/parse.ts`).
+ *
+ * @since 0.1.0
+ * @category utils
  */
 export const defaultExtractAnswer = (output: string): string => finalAnswer(output, "last") ?? output.trim()
 
@@ -100,6 +197,9 @@ export const defaultExtractAnswer = (output: string): string => finalAnswer(outp
  * Evaluates `options.agent` on the problems of the JSONL file at `dataset` (see the module comment). Fails only
  * when a file cannot be read or written, or on invalid options; a problem whose run fails is a result with an
  * `error`.
+ *
+ * @since 0.1.0
+ * @category running
  */
 export const run = <R>(
   dataset: string,
@@ -110,7 +210,12 @@ export const run = <R>(
     return yield* evaluate(parsed.problems, parsed.issues, options)
   }).pipe(Effect.withSpan("valet/Evaluate.run", { attributes: { dataset } }, { captureStackTrace: false }))
 
-/** Evaluates `options.agent` on problems at hand (ids must be distinct: the later of two is skipped). */
+/**
+ * Evaluates `options.agent` on problems at hand (ids must be distinct: the later of two is skipped).
+ *
+ * @since 0.1.0
+ * @category running
+ */
 export const runProblems = <R>(
   problems: ReadonlyArray<Problem>,
   options: Options<R>

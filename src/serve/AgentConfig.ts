@@ -24,6 +24,28 @@
  * architecture refuses. `build` then starts what the agents need in the caller's `Scope`: one client per model
  * (`provider: scripted` is a fresh `ScriptedModel` in every run), and each MCP server that an agent uses, once.
  *
+ * @example
+ * ```ts
+ * import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+ * import * as NodeServices from "@effect/platform-node/NodeServices"
+ * import { Layer } from "effect"
+ * import * as AgentConfig from "valet/AgentConfig"
+ * import * as Server from "valet/Server"
+ *
+ * // The file's agents behind valet's HTTP server, their models and MCP servers started once and stopped with the
+ * // layer (`valet serve --config valet.yaml` also applies the file's `server:` section). A bad file fails with one
+ * // `ConfigFileError`.
+ * const main = Server.layerNode({ port: 8787 }).pipe(
+ *   Layer.provide(AgentConfig.layer("valet.yaml")),
+ *   Layer.provide([NodeHttpClient.layerUndici, NodeServices.layer]),
+ *   Layer.launch
+ * )
+ *
+ * // Checking a file's text without starting anything: here a failure whose message names the line and the key,
+ * // `valet.yaml:2:14: agents.assistant has no model: give it a model, or the file a top-level model`.
+ * const checked = AgentConfig.parse("agents:\n  assistant: { instructions: Be brief. }\n", "valet.yaml")
+ * ```
+ *
  * @since 0.2.0
  */
 import { Config, Context, type Duration, Effect, FileSystem, Layer, Path, Result, type Scope } from "effect"
@@ -42,14 +64,40 @@ import * as Agents from "./Agents.js"
 import * as Architectures from "./internal/config/architectures.js"
 import * as Internal from "./internal/config/schema.js"
 
-/** The file's schema. */
+/**
+ * The file's schema.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export const ConfigFile = Internal.ConfigFile
+/**
+ * A checked config file.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export type ConfigFile = Internal.ConfigFile
-/** The server settings of the file, with their defaults. */
+/**
+ * The server settings of the file, with their defaults.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export type ServerSettings = Internal.ServerSettings
-/** Where an agent's model calls go. */
+/**
+ * Where an agent's model calls go.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export type ModelSpec = Internal.ModelSpec
-/** The architectures a config may name. */
+/**
+ * The architectures a config may name.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
 export const architectureNames: ReadonlyArray<string> = Architectures.architectureNames
 
 /**
@@ -61,10 +109,20 @@ export const architectureNames: ReadonlyArray<string> = Architectures.architectu
  */
 export const ConfigFileError = YamlDocument.ConfigFileError
 
-/** The error type of `ConfigFileError`. @since 0.2.0 @category errors */
+/**
+ * The error type of `ConfigFileError`.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
 export type ConfigFileError = YamlDocument.ConfigFileError
 
-/** A parsed and checked file, and where its keys are (for the errors of `build`). */
+/**
+ * A parsed and checked file, and where its keys are (for the errors of `build`).
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export interface Loaded {
   readonly path: string
   readonly config: ConfigFile
@@ -138,7 +196,12 @@ const crossCheck = (config: ConfigFile): YamlDocument.Problem | undefined => {
 const pathOf = (field: string): ReadonlyArray<string | number> =>
   field.split(/\.|\[(\d+)\]/).filter((part) => part !== undefined && part !== "").map((part) => /^\d+$/.test(part) ? Number(part) : part)
 
-/** Parses and checks the text of a config file (`path` is only used in errors). */
+/**
+ * Parses and checks the text of a config file (`path` is only used in errors).
+ *
+ * @since 0.2.0
+ * @category parsing
+ */
 export const parse = (text: string, path: string): Result.Result<Loaded, ConfigFileError> => {
   const parsed = YamlDocument.parse(text)
   if (Result.isFailure(parsed)) return Result.fail(fileError(path, parsed.failure))
@@ -161,7 +224,12 @@ export const parse = (text: string, path: string): Result.Result<Loaded, ConfigF
  */
 export const maxFileBytes = 1024 * 1024
 
-/** Reads and checks a config file (at most `maxFileBytes`). */
+/**
+ * Reads and checks a config file (at most `maxFileBytes`).
+ *
+ * @since 0.2.0
+ * @category parsing
+ */
 export const load = (path: string): Effect.Effect<Loaded, ConfigFileError, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const text = yield* YamlDocument.readFile(path, { maxBytes: maxFileBytes, what: "a valet.yaml" }).pipe(
@@ -170,7 +238,12 @@ export const load = (path: string): Effect.Effect<Loaded, ConfigFileError, FileS
     return yield* Result.match(parse(text, path), { onFailure: Effect.fail, onSuccess: Effect.succeed })
   })
 
-/** What building the agents needs: the model clients' HTTP, files, and processes for stdio MCP servers. */
+/**
+ * What building the agents needs: the model clients' HTTP, files, and processes for stdio MCP servers.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export type Requirements =
   | Scope.Scope
   | HttpClient.HttpClient
@@ -178,7 +251,12 @@ export type Requirements =
   | Path.Path
   | ChildProcessSpawner.ChildProcessSpawner
 
-/** What can go wrong while building: the file, a model server that cannot list its models, an MCP server. */
+/**
+ * What can go wrong while building: the file, a model server that cannot list its models, an MCP server.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
 export type BuildError = ConfigFileError | ModelError.ModelError | Vllm.VllmError | Mcp.McpError
 
 const scriptedTurn = (turn: typeof Internal.ScriptedTurn.Type): ScriptedModel.Turn =>
@@ -243,6 +321,9 @@ const modelLayer = (
 /**
  * Builds the agents of a loaded file, in the current `Scope`: models started once per spec, each MCP server an
  * agent uses connected once (and stopped when the scope closes).
+ *
+ * @since 0.2.0
+ * @category constructors
  */
 export const build = (loaded: Loaded): Effect.Effect<Agents.Service, BuildError, Requirements> =>
   Effect.gen(function*() {
@@ -327,6 +408,11 @@ export const build = (loaded: Loaded): Effect.Effect<Agents.Service, BuildError,
     return Agents.make(Object.keys(config.agents).map((name) => built.get(name)!))
   })
 
-/** The `Agents` of a config file (`load` then `build`), their models and MCP servers living as long as the layer. */
+/**
+ * The `Agents` of a config file (`load` then `build`), their models and MCP servers living as long as the layer.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
 export const layer = (path: string): Layer.Layer<Agents.Agents, BuildError, Exclude<Requirements, Scope.Scope>> =>
   Layer.effect(Agents.Agents, Effect.flatMap(load(path), build))

@@ -3,13 +3,47 @@
  * tools are made from. Build it from agents in code (`Agents.layer([...])`) or from a `valet.yaml`
  * (`AgentConfig.layer(path)`). Each entry may cap the budget of its runs; a caller's budget can only lower the caps.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Agent, ScriptedModel } from "valet"
+ * import * as Agents from "valet/Agents"
+ *
+ * // Each agent brings its own model, so that a server's runs need nothing from the caller.
+ * const assistant = Agent.make({ name: "assistant", instructions: "Be brief.", model: ScriptedModel.layer(["Hi!"]) })
+ *
+ * const catalog = Agents.layer([
+ *   assistant,
+ *   {
+ *     name: "careful",
+ *     description: "The assistant, at most 5 model calls a run",
+ *     architecture: "react",
+ *     agent: assistant,
+ *     budget: { maxCalls: 5 }
+ *   }
+ * ])
+ *
+ * const program = Effect.gen(function*() {
+ *   const agents = yield* Agents.Agents
+ *   const careful = agents.get("careful")
+ *   // A caller's budget can only lower an entry's caps: a run of `careful` asking for 50 calls gets 5.
+ *   const budget = careful === undefined ? undefined : Agents.budgetOf(careful, { maxCalls: 50 })
+ *   return { names: agents.list.map((entry) => entry.name), budget }
+ * }).pipe(Effect.provide(catalog))
+ * ```
+ *
  * @since 0.2.0
  */
 import { Context, Layer } from "effect"
 import type * as Agent from "../core/Agent.js"
 import * as Budget from "../core/Budget.js"
 
-/** One agent on offer. Its runs need nothing from the caller: its model is its own. */
+/**
+ * One agent on offer. Its runs need nothing from the caller: its model is its own.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export interface Entry {
   readonly name: string
   /** One line about it (MCP tool description, `GET /agents`). */
@@ -21,14 +55,24 @@ export interface Entry {
   readonly budget?: Budget.Limits | undefined
 }
 
-/** The catalog. */
+/**
+ * The catalog.
+ *
+ * @since 0.2.0
+ * @category services
+ */
 export interface Service {
   /** In the order they were given. */
   readonly list: ReadonlyArray<Entry>
   readonly get: (name: string) => Entry | undefined
 }
 
-/** The agents in context. */
+/**
+ * The agents in context.
+ *
+ * @since 0.2.0
+ * @category services
+ */
 export class Agents extends Context.Service<Agents, Service>()("valet/Agents") {}
 
 /** An agent given as is: its name, its architecture's name, and a description saying so. */
@@ -37,7 +81,12 @@ const entryOf = (agent: Agent.Agent<never> | Entry): Entry =>
     ? agent
     : { name: agent.name, description: `${agent.name} (${agent.architecture.name})`, architecture: agent.architecture.name, agent }
 
-/** A catalog of entries, or of agents (named by `Agent.make`'s name). A name given twice is a defect. */
+/**
+ * A catalog of entries, or of agents (named by `Agent.make`'s name). A name given twice is a defect.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
 export const make = (entries: Iterable<Agent.Agent<never> | Entry>): Service => {
   const list = Array.from(entries, entryOf)
   const byName = new Map<string, Entry>()
@@ -48,7 +97,12 @@ export const make = (entries: Iterable<Agent.Agent<never> | Entry>): Service => 
   return { list, get: (name) => byName.get(name) }
 }
 
-/** `make` as a layer. */
+/**
+ * `make` as a layer.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
 export const layer = (entries: Iterable<Agent.Agent<never> | Entry>): Layer.Layer<Agents> =>
   Layer.sync(Agents, () => make(entries))
 
@@ -57,6 +111,9 @@ const capKeys = ["maxCalls", "maxInputTokens", "maxOutputTokens", "maxTotalToken
 /**
  * The budget of one run: each limit the lower of the entry's cap and the caller's request; the entry's other
  * settings (pricing, warnings) kept. `undefined` when neither sets anything.
+ *
+ * @since 0.2.0
+ * @category utils
  */
 export const budgetOf = (entry: Entry, requested: Budget.Limits | undefined): Budget.Limits | undefined => {
   if (entry.budget === undefined) return requested

@@ -14,6 +14,24 @@
  * `registrations` / `registrationsWith` add the tools to an `McpServer` a user already runs; `serveStdio`,
  * `layerStdio` and `layerHttp` are whole servers (`valet mcp` runs `serveStdio`, or `layerHttp` with `--http`).
  *
+ * @example
+ * ```ts
+ * import * as NodeStdio from "@effect/platform-node/NodeStdio"
+ * import { Effect } from "effect"
+ * import { Agent, ScriptedModel } from "valet"
+ * import * as Agents from "valet/Agents"
+ * import * as McpAgents from "valet/McpAgents"
+ *
+ * const assistant = Agent.make({ name: "assistant", instructions: "Be brief.", model: ScriptedModel.layer(["Hi!"]) })
+ *
+ * // `valet mcp` in code: each agent an MCP tool (`input` → the run's output) on stdin / stdout, at most 4 runs at
+ * // once; it returns when the client closes stdin.
+ * const main = McpAgents.serveStdio({ name: "my-agents", version: "1.0.0", maxConcurrentRuns: 4 }).pipe(
+ *   Effect.provide(Agents.layer([assistant])),
+ *   Effect.provide(NodeStdio.layer)
+ * )
+ * ```
+ *
  * @since 0.2.0
  */
 import { Console as NodeConsole } from "node:console"
@@ -27,10 +45,20 @@ import * as Decode from "../core/internal/decode.js"
 import * as Agents from "./Agents.js"
 import * as StdioTransport from "./internal/mcp/stdioTransport.js"
 
-/** The protocol versions a valet MCP server speaks, newest first. */
+/**
+ * The protocol versions a valet MCP server speaks, newest first.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
 export const protocols = [McpProtocol.v2025_11_25, McpProtocol.v2025_06_18, McpProtocol.v2025_03_26] as const
 
-/** Who the server says it is. */
+/**
+ * Who the server says it is.
+ *
+ * @since 0.2.0
+ * @category options
+ */
 export interface ServerInfo {
   readonly name?: string | undefined
   readonly version?: string | undefined
@@ -39,14 +67,24 @@ export interface ServerInfo {
 const Arguments = Schema.Struct({ input: Schema.String })
 const decodeArguments = Schema.decodeUnknownOption(Arguments)
 
-/** The JSON schema of every agent tool's arguments. */
+/**
+ * The JSON schema of every agent tool's arguments.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
 export const inputSchema = {
   type: "object",
   properties: { input: { type: "string", description: "The task or question for the agent." } },
   required: ["input"]
 } as const
 
-/** What a progress notification says about an event, or `undefined` for events not reported. */
+/**
+ * What a progress notification says about an event, or `undefined` for events not reported.
+ *
+ * @since 0.2.0
+ * @category utils
+ */
 export const describe = (event: AgentEvent.AgentEvent): string | undefined => {
   switch (event._tag) {
     case "ModelCalled":

@@ -42,6 +42,37 @@
  *   `Retry-After`, 500 `server_error` for a run that failed (when streaming has begun: a last `data: {"error": …}`
  *   chunk, as OpenAI sends).
  *
+ * @example
+ * ```ts
+ * import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+ * import { Layer } from "effect"
+ * import { HttpRouter } from "effect/http"
+ * import { HttpApi, HttpApiBuilder } from "effect/http-api"
+ * import { createServer } from "node:http"
+ * import { Agent, ScriptedModel } from "valet"
+ * import * as Agents from "valet/Agents"
+ * import * as OpenAiApi from "valet/OpenAiApi"
+ * import * as Runs from "valet/Runs"
+ *
+ * const assistant = Agent.make({ name: "assistant", instructions: "Be brief.", model: ScriptedModel.layer(["4"]) })
+ *
+ * // The facade in your own API (`valet serve` mounts it beside `RunsApi`): /v1/models, /v1/chat/completions.
+ * const MyApi = HttpApi.make("app").add(OpenAiApi.group)
+ *
+ * const main = HttpApiBuilder.layer(MyApi).pipe(
+ *   Layer.provide(OpenAiApi.layerFor(MyApi)),
+ *   Layer.provide(Runs.layer()),
+ *   Layer.provide(Agents.layer([assistant])),
+ *   HttpRouter.serve,
+ *   Layer.provide(NodeHttpServer.layer(createServer, { port: 8787, host: "127.0.0.1" })),
+ *   Layer.launch
+ * )
+ *
+ * // Any OpenAI client then talks to the agent as if it were a model:
+ * //   new OpenAI({ baseURL: "http://127.0.0.1:8787/v1", apiKey: "-" })
+ * //     .chat.completions.create({ model: "assistant", messages: [{ role: "user", content: "2 + 2?" }] })
+ * ```
+ *
  * @since 0.2.0
  */
 import { Clock, Effect, Layer, Result, Schema, SchemaIssue, Stream } from "effect"
@@ -57,14 +88,34 @@ import * as Runs from "./Runs.js"
 // Schemas
 // ---------------------------------------------------------------------------------------------------------
 
-/** A message of the conversation, as OpenAI clients send it (other keys are ignored). */
+/**
+ * A message of the conversation, as OpenAI clients send it (other keys are ignored).
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export const ChatMessage = Request.ChatMessage
-/** A message of the conversation. */
+/**
+ * A message of the conversation.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export type ChatMessage = Request.ChatMessage
 
-/** The request body: the keys valet reads (the module comment says what becomes of each); the others are ignored. */
+/**
+ * The request body: the keys valet reads (the module comment says what becomes of each); the others are ignored.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export const ChatCompletionRequest = Request.ChatCompletionRequest
-/** The request body. */
+/**
+ * The request body.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export type ChatCompletionRequest = Request.ChatCompletionRequest
 
 /**
@@ -74,10 +125,20 @@ export type ChatCompletionRequest = Request.ChatCompletionRequest
  * @category errors
  */
 export const InvalidChatRequest = Request.InvalidChatRequest
-/** A request the facade cannot run as asked. */
+/**
+ * A request the facade cannot run as asked.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
 export type InvalidChatRequest = Request.InvalidChatRequest
 
-/** OpenAI's error body. */
+/**
+ * OpenAI's error body.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export const ErrorBody = Schema.Struct({
   error: Schema.Struct({
     message: Schema.String,
@@ -92,12 +153,22 @@ const ModelList = Schema.Struct({
   data: Schema.Array(Schema.Struct({ id: Schema.String, object: Schema.Literal("model"), created: Schema.Number, owned_by: Schema.String }))
 })
 
-/** A body that does not decode: OpenAI's 400 naming the field. */
+/**
+ * A body that does not decode: OpenAI's 400 naming the field.
+ *
+ * @since 0.2.0
+ * @category middleware
+ */
 export class InvalidRequest extends HttpApiMiddleware.Service<InvalidRequest>()("valet/OpenAiApi/InvalidRequest", {
   error: ErrorBody.pipe(HttpApiSchema.status(400))
 }) {}
 
-/** The group: `/v1/models` and `/v1/chat/completions`. */
+/**
+ * The group: `/v1/models` and `/v1/chat/completions`.
+ *
+ * @since 0.2.0
+ * @category api
+ */
 export const group = HttpApiGroup.make("openai")
   .add(
     HttpApiEndpoint.get("listModels", "/v1/models", { success: ModelList }),
@@ -110,7 +181,12 @@ export const group = HttpApiGroup.make("openai")
   )
   .middleware(InvalidRequest)
 
-/** An API of the group alone. */
+/**
+ * An API of the group alone.
+ *
+ * @since 0.2.0
+ * @category api
+ */
 export const Api = HttpApi.make("valet-openai").add(group)
 
 // ---------------------------------------------------------------------------------------------------------
@@ -277,7 +353,12 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
         }))
   })
 
-/** The group's handlers for `api` (an `HttpApi` holding `group`, maybe under a prefix), over `Runs` and `Agents`. */
+/**
+ * The group's handlers for `api` (an `HttpApi` holding `group`, maybe under a prefix), over `Runs` and `Agents`.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
 export const layerFor = <Id extends string, Groups extends HttpApiGroup.Constraint>(
   api: HttpApi.HttpApi<Id, Groups>
 ): Layer.Layer<HttpApiGroup.Service<Id, "openai"> | InvalidRequest, never, Runs.Runs | Agents.Agents> => {
@@ -294,5 +375,10 @@ export const layerFor = <Id extends string, Groups extends HttpApiGroup.Constrai
   ) as unknown as Layer.Layer<HttpApiGroup.Service<Id, "openai"> | InvalidRequest, never, Runs.Runs | Agents.Agents>
 }
 
-/** The group's handlers for `Api`. */
+/**
+ * The group's handlers for `Api`.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
 export const layer = layerFor(Api)

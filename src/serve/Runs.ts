@@ -11,6 +11,30 @@
  *   `interrupted` with reason `cancelled`, keeping the output it had.
  * - Memory is bounded: at most `keepFinishedRuns` finished runs are kept, each for at most `keepFinished`.
  *
+ * @example
+ * ```ts
+ * import { Effect, Layer, Stream } from "effect"
+ * import { Agent, ScriptedModel } from "valet"
+ * import * as Agents from "valet/Agents"
+ * import * as Runs from "valet/Runs"
+ *
+ * const assistant = Agent.make({ name: "assistant", instructions: "Be brief.", model: ScriptedModel.layer(["4"]) })
+ *
+ * const program = Effect.gen(function*() {
+ *   const runs = yield* Runs.Runs
+ *   // Answers at once with the run's ids; the run goes on in the registry, not in this fiber.
+ *   const { runId } = yield* runs.start({ agent: "assistant", input: "2 + 2?", budget: { maxCalls: 3 } })
+ *   // Replayed from the first event, then followed live until `RunCompleted`; any number of readers may follow.
+ *   const kinds = yield* Stream.runCollect(Stream.map(yield* runs.events(runId), ({ event }) => event._tag))
+ *   const run = yield* runs.get(runId)
+ *   return { kinds, status: run.status, output: run.result?.output }
+ * })
+ *
+ * const result = program.pipe(
+ *   Effect.provide(Runs.layer({ maxConcurrentRuns: 4 }).pipe(Layer.provide(Agents.layer([assistant]))))
+ * )
+ * ```
+ *
  * @since 0.2.0
  */
 import { Cause, Clock, Context, Deferred, Duration, Effect, Exit, type Fiber, Layer, Option, Result, Schema, type Scope, Stream } from "effect"
@@ -31,7 +55,12 @@ import * as OutputSchema from "./internal/outputSchema.js"
 const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 
 
-/** A run's budget as a client asks for it (each limit capped by the agent's own), in `Budget`'s words. */
+/**
+ * A run's budget as a client asks for it (each limit capped by the agent's own), in `Budget`'s words.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export const RunBudget = Schema.Struct({
   /** Model calls, sub-agents included. */
   maxCalls: Schema.optional(Count),
@@ -46,16 +75,36 @@ export const RunBudget = Schema.Struct({
   /** @deprecated `maxDuration` (valet 0.x reads both): milliseconds. */
   maxWallMs: Schema.optional(Schema.Number.check(Schema.isGreaterThanOrEqualTo(0)))
 })
+/**
+ * A run's budget as a client asks for it.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export type RunBudget = typeof RunBudget.Type
 
 /**
  * An earlier message of a conversation, as the model reads it: system, user, assistant (with the tool calls it
  * asked for, `toolCalls: [{id, name, arguments}]`) or a tool's result (`{role: "tool", toolCallId, name, content}`).
+ *
+ * @since 0.2.0
+ * @category models
  */
 export const HistoryMessage = Model.Message
+/**
+ * An earlier message of a conversation.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export type HistoryMessage = typeof HistoryMessage.Type
 
-/** What starts a run. */
+/**
+ * What starts a run.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export const RunRequest = Schema.Struct({
   /** The agent's name. */
   agent: Schema.String,
@@ -73,17 +122,50 @@ export const RunRequest = Schema.Struct({
    */
   output: Schema.optional(Model.JsonObject)
 })
+/**
+ * What starts a run.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export type RunRequest = typeof RunRequest.Type
 
-/** A run's ids. */
+/**
+ * A run's ids.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export const Started = Schema.Struct({ runId: Schema.String, sessionId: Schema.String })
+/**
+ * A run's ids.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export type Started = typeof Started.Type
 
-/** Where a run is. */
+/**
+ * Where a run is.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export const Status = Schema.Literals(["running", "completed", "failed"])
+/**
+ * Where a run is.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export type Status = typeof Status.Type
 
-/** A run as a client sees it: ids, agent, status, and once ended its result or error. */
+/**
+ * A run as a client sees it: ids, agent, status, and once ended its result or error.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export const RunView = Schema.Struct({
   runId: Schema.String,
   sessionId: Schema.String,
@@ -98,9 +180,20 @@ export const RunView = Schema.Struct({
   /** The typed error of a failed run, as JSON (`_tag`, `message`, fields). */
   error: Schema.optional(Schema.Record(Schema.String, Schema.Unknown))
 })
+/**
+ * A run as a client sees it.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export type RunView = typeof RunView.Type
 
-/** A run in a listing: what tells runs apart, without the input, result or error (`GET /runs/:id` has those). */
+/**
+ * A run in a listing: what tells runs apart, without the input, result or error (`GET /runs/:id` has those).
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export const RunSummary = Schema.Struct({
   runId: Schema.String,
   sessionId: Schema.String,
@@ -114,15 +207,31 @@ export const RunSummary = Schema.Struct({
   interrupted: Schema.optional(Schema.Boolean),
   interruptionReason: Schema.optional(Schema.String)
 })
+/**
+ * A run in a listing.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export type RunSummary = typeof RunSummary.Type
 
-/** One page of a listing, newest first; `nextCursor` fetches the next (older) page. */
+/**
+ * One page of a listing, newest first; `nextCursor` fetches the next (older) page.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export interface RunPage<A> {
   readonly runs: ReadonlyArray<A>
   readonly nextCursor?: string | undefined
 }
 
-/** Which page to list. */
+/**
+ * Which page to list.
+ *
+ * @since 0.2.0
+ * @category options
+ */
 export interface ListOptions {
   /** Runs per page (default 50, at most 500). */
   readonly limit?: number | undefined
@@ -134,31 +243,56 @@ export interface ListOptions {
 // Errors
 // ---------------------------------------------------------------------------------------------------------
 
-/** No agent has that name. */
+/**
+ * No agent has that name.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
 export class UnknownAgent extends Schema.TaggedError<UnknownAgent>()("UnknownAgent", {
   agent: Schema.String,
   message: Schema.String
 }, { httpApiStatus: 404 }) {}
 
-/** No run has that id (or it ended long enough ago to be dropped). */
+/**
+ * No run has that id (or it ended long enough ago to be dropped).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
 export class RunNotFound extends Schema.TaggedError<RunNotFound>()("RunNotFound", {
   runId: Schema.String,
   message: Schema.String
 }, { httpApiStatus: 404 }) {}
 
-/** `maxConcurrentRuns` runs are going on; try again after `retryAfterSeconds`. */
+/**
+ * `maxConcurrentRuns` runs are going on; try again after `retryAfterSeconds`.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
 export class TooManyRuns extends Schema.TaggedError<TooManyRuns>()("TooManyRuns", {
   limit: Schema.Int,
   retryAfterSeconds: Schema.Int,
   message: Schema.String
 }, { httpApiStatus: 429 }) {}
 
-/** The request cannot start a run (a session id in use, a budget the agent refuses…). */
+/**
+ * The request cannot start a run (a session id in use, a budget the agent refuses…).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
 export class InvalidRunRequest extends Schema.TaggedError<InvalidRunRequest>()("InvalidRunRequest", {
   message: Schema.String
 }, { httpApiStatus: 400 }) {}
 
-/** A followed run failed: its typed error as JSON. */
+/**
+ * A followed run failed: its typed error as JSON.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
 export class RunFailed extends Schema.TaggedError<RunFailed>()("RunFailed", {
   runId: Schema.String,
   error: Schema.Record(Schema.String, Schema.Unknown),
@@ -169,13 +303,23 @@ export class RunFailed extends Schema.TaggedError<RunFailed>()("RunFailed", {
 // Service
 // ---------------------------------------------------------------------------------------------------------
 
-/** An event of a run with its position (0-based): its SSE id. */
+/**
+ * An event of a run with its position (0-based): its SSE id.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export interface Indexed {
   readonly seq: number
   readonly event: AgentEvent.AgentEvent
 }
 
-/** The limits of a registry. */
+/**
+ * The limits of a registry.
+ *
+ * @since 0.2.0
+ * @category options
+ */
 export interface Options {
   /** Runs going on at once, at most (default 16); more are refused with `TooManyRuns`. */
   readonly maxConcurrentRuns?: number | undefined
@@ -187,7 +331,12 @@ export interface Options {
   readonly keepFinishedMs?: number | undefined
 }
 
-/** The registry. */
+/**
+ * The registry.
+ *
+ * @since 0.2.0
+ * @category services
+ */
 export interface Service {
   readonly start: (request: RunRequest) => Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest>
   readonly get: (runId: string) => Effect.Effect<RunView, RunNotFound>
@@ -207,7 +356,12 @@ export interface Service {
   readonly running: Effect.Effect<number>
 }
 
-/** The runs in context. */
+/**
+ * The runs in context.
+ *
+ * @since 0.2.0
+ * @category services
+ */
 export class Runs extends Context.Service<Runs, Service>()("valet/Runs") {}
 
 interface Record_ {
@@ -282,7 +436,12 @@ const summary = (record: Record_): RunSummary => ({
   ...(record.result?.interruptionReason !== undefined ? { interruptionReason: record.result.interruptionReason } : {})
 })
 
-/** A registry running the agents of `Agents`, its runs living in the current `Scope`. */
+/**
+ * A registry running the agents of `Agents`, its runs living in the current `Scope`.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
 export const make = (options: Options = {}): Effect.Effect<Service, never, Agents.Agents | Scope.Scope> =>
   Effect.gen(function*() {
     const agents = yield* Agents.Agents
@@ -461,5 +620,10 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
     })
   })
 
-/** `make` as a layer: the runs live as long as the layer. */
+/**
+ * `make` as a layer: the runs live as long as the layer.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
 export const layer = (options: Options = {}): Layer.Layer<Runs, never, Agents.Agents> => Layer.effect(Runs, make(options))

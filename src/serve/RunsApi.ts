@@ -22,6 +22,36 @@
  * Errors are JSON `{_tag, message, …}`: 400 naming the field of a body that does not fit, 404 for an unknown agent
  * or run, 429 with `Retry-After` beyond `maxConcurrentRuns`.
  *
+ * @example
+ * ```ts
+ * import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+ * import { Layer } from "effect"
+ * import { HttpRouter } from "effect/http"
+ * import { HttpApi, HttpApiBuilder } from "effect/http-api"
+ * import { createServer } from "node:http"
+ * import { Agent, ScriptedModel } from "valet"
+ * import * as Agents from "valet/Agents"
+ * import * as Runs from "valet/Runs"
+ * import * as RunsApi from "valet/RunsApi"
+ *
+ * const assistant = Agent.make({ name: "assistant", instructions: "Be brief.", model: ScriptedModel.layer(["Hi!"]) })
+ *
+ * // Your API, with valet's routes under /agents-api beside your own groups (and behind your own middleware).
+ * const MyApi = HttpApi.make("app").add(RunsApi.group.prefix("/agents-api"))
+ *
+ * const ApiLive = HttpApiBuilder.layer(MyApi, { openapiPath: "/openapi.json" }).pipe(
+ *   Layer.provide(RunsApi.layerFor(MyApi)),
+ *   Layer.provide(Runs.layer({ maxConcurrentRuns: 8 })),
+ *   Layer.provide(Agents.layer([assistant]))
+ * )
+ *
+ * // POST /agents-api/runs, GET /agents-api/runs/:runId/events, … on 127.0.0.1:3000.
+ * const main = HttpRouter.serve(ApiLive).pipe(
+ *   Layer.provide(NodeHttpServer.layer(createServer, { port: 3000, host: "127.0.0.1" })),
+ *   Layer.launch
+ * )
+ * ```
+ *
  * @since 0.2.0
  */
 import { Effect, Layer, Schema, SchemaGetter, Stream } from "effect"
@@ -37,12 +67,22 @@ import * as UiMessageStream from "./UiMessageStream.js"
 // Schemas
 // ---------------------------------------------------------------------------------------------------------
 
-/** A request that does not fit its schema: `message` names the field. */
+/**
+ * A request that does not fit its schema: `message` names the field.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
 export class BadRequest extends Schema.TaggedError<BadRequest>()("BadRequest", {
   message: Schema.String
 }, { httpApiStatus: 400 }) {}
 
-/** One agent on offer. */
+/**
+ * One agent on offer.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export const AgentInfo = Schema.Struct({ name: Schema.String, description: Schema.String, architecture: Schema.String })
 
 const RunIdParams = { runId: Schema.String }
@@ -70,12 +110,22 @@ const EventId = Digits.pipe(Schema.decodeTo(Schema.Number, digitsToNumber))
 /** `text/event-stream` (documented; the handlers write the frames themselves). */
 const EventStream = HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" })
 
-/** Turns a body, query or path that does not decode into a 400 naming the field. */
+/**
+ * Turns a body, query or path that does not decode into a 400 naming the field.
+ *
+ * @since 0.2.0
+ * @category middleware
+ */
 export class RequestErrors extends HttpApiMiddleware.Service<RequestErrors>()("valet/RunsApi/RequestErrors", {
   error: BadRequest
 }) {}
 
-/** The group: mount it in your own `HttpApi` (`HttpApi.make("app").add(RunsApi.group.prefix("/agents-api"))`). */
+/**
+ * The group: mount it in your own `HttpApi` (`HttpApi.make("app").add(RunsApi.group.prefix("/agents-api"))`).
+ *
+ * @since 0.2.0
+ * @category api
+ */
 export const group = HttpApiGroup.make("valet")
   .add(
     HttpApiEndpoint.get("health", "/health", { success: Schema.Struct({ status: Schema.Literal("ok") }) }),
@@ -114,7 +164,12 @@ export const group = HttpApiGroup.make("valet")
   )
   .middleware(RequestErrors)
 
-/** An API of the group alone (what `valet serve` serves, with the OpenAPI document at `/openapi.json`). */
+/**
+ * An API of the group alone (what `valet serve` serves, with the OpenAPI document at `/openapi.json`).
+ *
+ * @since 0.2.0
+ * @category api
+ */
 export const Api = HttpApi.make("valet").add(group)
 
 // ---------------------------------------------------------------------------------------------------------
@@ -159,6 +214,9 @@ const afterOf = (query: number | undefined, lastEventId: string | undefined): nu
 /**
  * The group's handlers (and its request-error middleware) for `api`, an `HttpApi` that holds `group` (under any
  * prefix): its routes are registered at that API's paths. Over `Runs` and `Agents`.
+ *
+ * @since 0.2.0
+ * @category layers
  */
 export const layerFor = <Id extends string, Groups extends HttpApiGroup.Constraint>(
   api: HttpApi.HttpApi<Id, Groups>
@@ -225,5 +283,10 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
           ))
     })
 
-/** The group's handlers for `Api` (the group alone). */
+/**
+ * The group's handlers for `Api` (the group alone).
+ *
+ * @since 0.2.0
+ * @category layers
+ */
 export const layer = layerFor(Api)

@@ -6,6 +6,24 @@
  * request body limit (413), errors as JSON on every route, and the run registry's `maxConcurrentRuns` (429) and
  * bounded memory. `routes` is the same without a server, for tests and for apps that serve their own router.
  *
+ * @example
+ * ```ts
+ * import { Config, Effect, Layer } from "effect"
+ * import { Agent, ScriptedModel } from "valet"
+ * import * as Agents from "valet/Agents"
+ * import * as Server from "valet/Server"
+ *
+ * const assistant = Agent.make({ name: "assistant", instructions: "Be brief.", model: ScriptedModel.layer(["Hi!"]) })
+ *
+ * // `valet serve` in code: valet's routes, the OpenAI facade at /v1 and the viewer at /, on 127.0.0.1:8787, every
+ * // route but GET /health behind the token (read with `Config`: a missing variable is an error, not an open server).
+ * const server = Layer.unwrap(Effect.map(Config.Redacted("VALET_TOKEN"), (token) =>
+ *   Server.layerNode({ port: 8787, token, maxConcurrentRuns: 8 })
+ * )).pipe(Layer.provide(Agents.layer([assistant])))
+ *
+ * const main = Layer.launch(server)
+ * ```
+ *
  * @since 0.2.0
  */
 import { createServer } from "node:http"
@@ -22,10 +40,20 @@ export type { Shape as ErrorShape } from "./internal/errorShape.js"
 import * as Guard from "./internal/guard.js"
 import * as Viewer from "./Viewer.js"
 
-/** What a server allows. */
+/**
+ * What a server allows.
+ *
+ * @since 0.2.0
+ * @category options
+ */
 export interface Options extends Runs.Options, Guard.GuardOptions {}
 
-/** What `guard` enforces; `viewer: true` when the viewer's page is at `/` (it signs in there with `?token=`). */
+/**
+ * What `guard` enforces; `viewer: true` when the viewer's page is at `/` (it signs in there with `?token=`).
+ *
+ * @since 0.2.0
+ * @category options
+ */
 export interface GuardOptions extends Guard.LayerOptions {}
 
 /**
@@ -63,10 +91,20 @@ export const guard = (options: GuardOptions): Layer.Layer<never, never, HttpRout
  */
 export const defaultAllowedHosts: (host: string) => ReadonlyArray<string> | undefined = Guard.defaultAllowedHosts
 
-/** The API `valet serve` serves: valet's routes and the OpenAI-compatible facade. */
+/**
+ * The API `valet serve` serves: valet's routes and the OpenAI-compatible facade.
+ *
+ * @since 0.2.0
+ * @category api
+ */
 export const Api = HttpApi.make("valet").add(RunsApi.group).add(OpenAiApi.group)
 
-/** valet's routes, limits and OpenAPI document on the `HttpRouter` in context, over the `Agents` in context. */
+/**
+ * valet's routes, limits and OpenAPI document on the `HttpRouter` in context, over the `Agents` in context.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
 export const routes = (options: Options = {}) =>
   HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
     Layer.provide([RunsApi.layerFor(Api), OpenAiApi.layerFor(Api)]),
@@ -75,7 +113,12 @@ export const routes = (options: Options = {}) =>
     Layer.merge(Viewer.layer)
   )
 
-/** Where a Node server listens. */
+/**
+ * Where a Node server listens.
+ *
+ * @since 0.2.0
+ * @category options
+ */
 export interface Listen {
   /** Default 127.0.0.1. */
   readonly host?: string | undefined
@@ -86,6 +129,9 @@ export interface Listen {
 /**
  * A Node HTTP server serving `routes`, for as long as the layer lives. Without `allowedHosts` it answers to the names
  * `defaultAllowedHosts` gives for its address.
+ *
+ * @since 0.2.0
+ * @category layers
  */
 export const layerNode = (options: Options & Listen = {}): Layer.Layer<HttpServer.HttpServer, unknown, Agents.Agents> => {
   const host = options.host ?? "127.0.0.1"

@@ -15,13 +15,34 @@
  * OpenTelemetry SDK. Model and tool call spans are made only when a tracer is installed: with Effect's built-in
  * tracer (which keeps spans nowhere) a run has its run span alone, so tracing costs nothing when it is off.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Agent, ScriptedModel } from "valet"
+ * import * as Telemetry from "valet/Telemetry"
+ *
+ * const assistant = Agent.make({ name: "assistant", instructions: "Answer briefly." })
+ *
+ * // The run, its model calls and tool calls as spans, sent to an OTLP/HTTP collector (the base URL or the full
+ * // `/v1/traces` one); what is left is flushed when the layer closes.
+ * const traced = Agent.run(assistant, "2 + 2?").pipe(
+ *   Effect.provide(ScriptedModel.layer(["4"])),
+ *   Effect.provide(Telemetry.layerOtlp({ url: "http://127.0.0.1:4318", serviceName: "my-app" }))
+ * )
+ * ```
+ *
  * @since 0.2.0
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { type Duration, Layer } from "effect"
 import { type OtlpExporter, OtlpSerialization, OtlpTracer } from "effect/observability"
 
-/** Where and how to export. */
+/**
+ * Where and how to export.
+ *
+ * @since 0.2.0
+ * @category options
+ */
 export interface OtlpOptions {
   /** The collector's traces endpoint, e.g. `http://127.0.0.1:4318/v1/traces`. */
   readonly url: string
@@ -32,13 +53,23 @@ export interface OtlpOptions {
   readonly exportInterval?: Duration.Input | undefined
 }
 
-/** The traces endpoint of a collector given by its base URL (`http://host:4318` → `…/v1/traces`) or in full. */
+/**
+ * The traces endpoint of a collector given by its base URL (`http://host:4318` → `…/v1/traces`) or in full.
+ *
+ * @since 0.2.0
+ * @category utils
+ */
 export const tracesUrl = (url: string): string => {
   const trimmed = url.replace(/\/+$/, "")
   return trimmed.endsWith("/v1/traces") ? trimmed : `${trimmed}/v1/traces`
 }
 
-/** A tracer exporting every span over OTLP/HTTP (JSON), with undici's HTTP client; flushed when the layer closes. */
+/**
+ * A tracer exporting every span over OTLP/HTTP (JSON), with undici's HTTP client; flushed when the layer closes.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
 export const layerOtlp = (options: OtlpOptions): Layer.Layer<OtlpExporter.Flusher> =>
   OtlpTracer.layer({
     url: tracesUrl(options.url),

@@ -16,12 +16,38 @@
  * `fromEvents` is a pure transformation (it works before the stream's requirements are provided); `toSse` frames
  * the chunks as the protocol's SSE (`data: <json>`, then `data: [DONE]`), to send with `headers`.
  *
+ * @example
+ * ```ts
+ * import { Effect, Stream } from "effect"
+ * import { Agent, ScriptedModel } from "valet"
+ * import * as UiMessageStream from "valet/UiMessageStream"
+ *
+ * const assistant = Agent.make({ name: "assistant", instructions: "Answer briefly." })
+ *
+ * // A run's events as the chunks `useChat` reads: start, one step with its text, finish (with the usage).
+ * const chunks = Agent.stream(assistant, "2 + 2?").pipe(
+ *   UiMessageStream.fromEvents,
+ *   Stream.runCollect,
+ *   Effect.provide(ScriptedModel.layer(["4"]))
+ * )
+ *
+ * // The same as the protocol's SSE text, for an HTTP response sent with `UiMessageStream.headers`.
+ * const body = UiMessageStream.toSse(Agent.stream(assistant, "2 + 2?")).pipe(
+ *   Stream.provide(ScriptedModel.layer(["4"]))
+ * )
+ * ```
+ *
  * @since 0.2.0
  */
 import { Effect, Stream } from "effect"
 import * as AgentEvent from "../core/AgentEvent.js"
 
-/** The chunks valet sends (a subset of the protocol's `UIMessageChunk`). */
+/**
+ * The chunks valet sends (a subset of the protocol's `UIMessageChunk`).
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export type UiMessageChunk =
   | { readonly type: "start"; readonly messageId: string; readonly messageMetadata?: Record<string, unknown> }
   | { readonly type: "start-step" }
@@ -43,7 +69,12 @@ export type UiMessageChunk =
   | { readonly type: "finish"; readonly finishReason: "stop" | "length"; readonly messageMetadata: Record<string, unknown> }
   | { readonly type: "error"; readonly errorText: string }
 
-/** What a `data-valet-subagent` part says about one sub-agent. */
+/**
+ * What a `data-valet-subagent` part says about one sub-agent.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export interface SubAgentData {
   readonly sessionId: string
   readonly agent: string
@@ -55,7 +86,12 @@ export interface SubAgentData {
   readonly interruptionReason?: string
 }
 
-/** The response headers of the protocol. */
+/**
+ * The response headers of the protocol.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
 export const headers: Readonly<Record<string, string>> = {
   "content-type": "text/event-stream",
   "cache-control": "no-cache",
@@ -190,6 +226,9 @@ class Translator {
 /**
  * A run's events as UI message chunks; a failure ends the chunks with an `error` chunk (the stream itself never
  * fails).
+ *
+ * @since 0.2.0
+ * @category encoding
  */
 export const fromEvents = <E, R>(events: Stream.Stream<AgentEvent.AgentEvent, E, R>): Stream.Stream<UiMessageChunk, never, R> =>
   Stream.unwrap(Effect.sync(() => {
@@ -215,7 +254,12 @@ const causeError = (cause: import("effect").Cause.Cause<unknown>): unknown => {
   return { _tag: "Interrupted", message: "the run was interrupted" }
 }
 
-/** The protocol's SSE text of a run: `data: <chunk JSON>` per chunk, then `data: [DONE]`. Send it with `headers`. */
+/**
+ * The protocol's SSE text of a run: `data: <chunk JSON>` per chunk, then `data: [DONE]`. Send it with `headers`.
+ *
+ * @since 0.2.0
+ * @category encoding
+ */
 export const toSse = <E, R>(events: Stream.Stream<AgentEvent.AgentEvent, E, R>): Stream.Stream<string, never, R> =>
   fromEvents(events).pipe(
     Stream.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`),

@@ -6,15 +6,54 @@
  * with an HttpOnly, SameSite=Strict cookie that the page's requests carry (the page itself is behind the token too).
  * The page may not be framed by another.
  *
+ * @example
+ * ```ts
+ * import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+ * import { Layer } from "effect"
+ * import { HttpRouter } from "effect/http"
+ * import { HttpApiBuilder } from "effect/http-api"
+ * import { createServer } from "node:http"
+ * import { Agent, ScriptedModel } from "valet"
+ * import * as Agents from "valet/Agents"
+ * import * as Runs from "valet/Runs"
+ * import * as RunsApi from "valet/RunsApi"
+ * import * as Viewer from "valet/Viewer"
+ *
+ * const assistant = Agent.make({ name: "assistant", instructions: "Be brief.", model: ScriptedModel.layer(["Hi!"]) })
+ *
+ * // The page reads valet's routes on its own origin, so they are served beside it, unprefixed.
+ * const RunsLive = HttpApiBuilder.layer(RunsApi.Api).pipe(
+ *   Layer.provide(RunsApi.layer),
+ *   Layer.provide(Runs.layer()),
+ *   Layer.provide(Agents.layer([assistant]))
+ * )
+ *
+ * // Open http://127.0.0.1:8787/ (`Server.layerNode` serves the same, behind the guard).
+ * const main = HttpRouter.serve(Layer.mergeAll(Viewer.layer, RunsLive)).pipe(
+ *   Layer.provide(NodeHttpServer.layer(createServer, { port: 8787, host: "127.0.0.1" })),
+ *   Layer.launch
+ * )
+ * ```
+ *
  * @since 0.2.0
  */
 import { HttpRouter, HttpServerResponse } from "effect/http"
 import { page } from "./internal/viewerPage.js"
 
-/** The page's HTML. */
+/**
+ * The page's HTML.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
 export const html: string = page
 
-/** `GET /` on the `HttpRouter` in context. */
+/**
+ * `GET /` on the `HttpRouter` in context.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
 export const layer = HttpRouter.add(
   "GET",
   "/",

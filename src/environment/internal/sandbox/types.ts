@@ -8,6 +8,9 @@ import { IntAtLeast } from "../../../core/internal/decode.js"
 /**
  * A workspace could not be made, seeded or used, or the sandbox could not be set up: `isolation_unavailable` when
  * no isolation works here and the caller did not opt into plain processes (`isolation: "process"`).
+ *
+ * @since 0.1.0
+ * @category errors
  */
 export class SandboxError extends Schema.TaggedError<SandboxError>()("SandboxError", {
   reason: Schema.Literals([
@@ -26,7 +29,12 @@ export class SandboxError extends Schema.TaggedError<SandboxError>()("SandboxErr
   message: Schema.String
 }) {}
 
-/** A command as a model must write it: a non-empty list of strings, no NUL bytes. */
+/**
+ * A command as a model must write it: a non-empty list of strings, no NUL bytes.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const Command = Schema.NonEmptyArray(
   Schema.String.check(Schema.makeFilter((arg: string) => !arg.includes("\0"), { expected: "a string without NUL bytes" }))
 )
@@ -35,25 +43,58 @@ export const Command = Schema.NonEmptyArray(
 // Data
 // ---------------------------------------------------------------------------------------------------------
 
-/** Seed files of a workspace: relative path → content. */
+/**
+ * Seed files of a workspace: relative path → content.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const Files = Schema.Record(Schema.String, Schema.String)
-/** Seed files of a workspace: relative path → content. */
+/**
+ * Seed files of a workspace: relative path → content.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Files = typeof Files.Type
 
-/** Why a command did not run normally. */
+/**
+ * Why a command did not run normally.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const ErrorKind = Schema.Literals(["not_allowed", "invalid_command", "timeout", "spawn_failed"])
-/** Why a command did not run normally. */
+/**
+ * Why a command did not run normally.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type ErrorKind = typeof ErrorKind.Type
 
-/** How a command was isolated: bubblewrap, a plain process group, not run at all (refused), or the test layer. */
+/**
+ * How a command was isolated: bubblewrap, a plain process group, not run at all (refused), or the test layer.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const Isolation = Schema.Literals(["bwrap", "process", "none", "test"])
-/** How a command was isolated. */
+/**
+ * How a command was isolated.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Isolation = typeof Isolation.Type
 
 /**
  * What a command did. Exit code 124 with `timedOut` on timeout, 126 `not_allowed`, 127 `invalid_command` (or
  * `spawn_failed`), 128 + n when signal n ended it. `diff` and `changedFiles` describe the workspace after the
  * command. The encoded form (JSON on disk) is snake case.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export const SandboxResult = Schema.Struct({
   command: Schema.Array(Schema.String),
@@ -77,11 +118,21 @@ export const SandboxResult = Schema.Struct({
   stderrTruncated: "stderr_truncated",
   changedFiles: "changed_files"
 }))
-/** What a command did. */
+/**
+ * What a command did.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type SandboxResult = typeof SandboxResult.Type
 
 
-/** A workspace: a directory that lives as long as the scope it was made in (or, kept, across steps). */
+/**
+ * A workspace: a directory that lives as long as the scope it was made in (or, kept, across steps).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Workspace {
   readonly taskId: string
   readonly path: string
@@ -89,7 +140,12 @@ export interface Workspace {
   readonly kept: boolean
 }
 
-/** Options of `workspace`. */
+/**
+ * Options of `workspace`.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export interface WorkspaceOptions {
   /**
    * Keep one workspace for the task across steps: the first call creates and seeds it; later calls reuse it
@@ -99,7 +155,12 @@ export interface WorkspaceOptions {
   readonly keep?: boolean | undefined
 }
 
-/** A command to run. `command` is what a model wrote, decoded here. */
+/**
+ * A command to run. `command` is what a model wrote, decoded here.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface RunRequest {
   readonly command: unknown
   /** Default: the layer's `timeoutMs`. */
@@ -109,7 +170,12 @@ export interface RunRequest {
 }
 
 
-/** What isolation and limits this machine gave the sandbox. */
+/**
+ * What isolation and limits this machine gave the sandbox.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Info {
   readonly isolation: "bwrap" | "process" | "test"
   /** Why bwrap is not used, when it is not. */
@@ -131,7 +197,12 @@ export interface Info {
   readonly workRoot: string
 }
 
-/** What a sandbox implements. */
+/**
+ * What a sandbox implements.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export interface Service {
   readonly info: Info
   readonly workspace: (
@@ -151,7 +222,12 @@ export interface Service {
 
 const PositiveInt = IntAtLeast(1)
 
-/** Options of `layerProcess`; every one has a default. */
+/**
+ * Options of `layerProcess`; every one has a default.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export const Options = Schema.Struct({
   /** Where workspaces are made (default `<os tmpdir>/valet-sandbox-<uid>`: one per user, as it is not listable). */
   workRoot: Schema.optional(Schema.String),
@@ -197,13 +273,28 @@ export const Options = Schema.Struct({
   /** The uid pool (default 65,536 uids from 1,800,000,000). */
   uidRange: Schema.optional(Schema.Struct({ start: PositiveInt, size: PositiveInt }))
 })
-/** Options of `layerProcess`. */
+/**
+ * Options of `layerProcess`.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export type Options = typeof Options.Type
 
-/** The programs allowed by default. */
+/**
+ * The programs allowed by default.
+ *
+ * @since 0.1.0
+ * @category constants
+ */
 export const defaultAllow: ReadonlyArray<string> = ["ast-grep", "python3", "python", "pytest", "node"]
 
-/** What the test layer's responder sees: the decoded, allowed command and the (virtual) workspace's files. */
+/**
+ * What the test layer's responder sees: the decoded, allowed command and the (virtual) workspace's files.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface TestCall {
   readonly command: ReadonlyArray<string>
   readonly workspace: Workspace
@@ -211,6 +302,11 @@ export interface TestCall {
   readonly timeoutMs: number | undefined
 }
 
-/** How the test layer answers a command: parts of a result (the rest defaults to a silent exit 0). */
+/**
+ * How the test layer answers a command: parts of a result (the rest defaults to a silent exit 0).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type TestResponder = (call: TestCall) => Partial<SandboxResult> | Effect.Effect<Partial<SandboxResult>>
 

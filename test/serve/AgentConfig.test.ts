@@ -55,7 +55,7 @@ agents:
       const agents = yield* AgentConfig.build(loaded)
       expect(agents.list.map((entry) => [entry.name, entry.architecture, entry.description])).toEqual([
         ["assistant", "react", "Answers in one sentence."],
-        ["writer", "self-refine", "writer (self-refine)"],
+        ["writer", "self_refine", "writer (self_refine)"],
         ["reviewer", "react", "reviewer (react)"]
       ])
       expect(agents.get("assistant")!.budget).toEqual({ maxCalls: 3 })
@@ -231,7 +231,7 @@ agents:
     const model = `model: ${scripted(["x"])}\n`
     it("an unknown architecture", () => {
       expect(refusal(`${model}agents:\n  a:\n    instructions: x\n    architecture: reactt\n`)).toBe(
-        `valet.yaml:5:19: agents.a.architecture must be "react" or "self-refine" or "plan-and-execute" or "reflexion" or "actor-critic" or "supervisor" or "router" or "debate" or "rewoo" or "swarm" or "blackboard" or "tree-of-thoughts" or "ensemble", got "reactt"`
+        `valet.yaml:5:19: agents.a.architecture must be an architecture's name: actor_critic, blackboard, ensemble, multi_agent_debate, plan_and_execute, react, reflexion, rewoo, router, self_refine, supervisor, swarm, tree_of_thoughts, got "reactt"`
       )
     })
     it("a misspelt key", () => {

@@ -133,7 +133,7 @@ describe("valet mcp", () => {
       const { tools } = yield* Effect.promise(() => client.listTools())
       expect(tools.map((tool) => [tool.name, tool.description])).toEqual([
         ["assistant", "Answers in one sentence."],
-        ["writer", "writer (self-refine)"],
+        ["writer", "writer (self_refine)"],
         ["broken", "Its model has no reply left after a tool call, so every run fails."]
       ])
       expect(tools[0]!.inputSchema).toMatchObject({ type: "object", required: ["input"], properties: { input: { type: "string" } } })
@@ -262,7 +262,7 @@ agents:
       expect(run.status).toBe(2)
       expect(run.stdout).toBe("")
       expect(run.stderr.trim().split("\n")).toEqual([
-        `valet mcp: ${path}:5:19: agents.a.architecture must be "react" or "self-refine" or "plan-and-execute" or "reflexion" or "actor-critic" or "supervisor" or "router" or "debate" or "rewoo" or "swarm" or "blackboard" or "tree-of-thoughts" or "ensemble", got "reactt"`
+        `valet mcp: ${path}:5:19: agents.a.architecture must be an architecture's name: actor_critic, blackboard, ensemble, multi_agent_debate, plan_and_execute, react, reflexion, rewoo, router, self_refine, supervisor, swarm, tree_of_thoughts, got "reactt"`
       ])
     }).pipe(Effect.scoped), 30_000)
 })

@@ -1,18 +1,13 @@
 /**
- * The architectures `valet run` and `valet replay` can run on a prompt, by name. Each entry needs only a `Model`;
- * add a line here to offer another one (architectures that need more services, such as ToolVote's sandbox, need
- * their layers provided in `run.ts` too).
+ * The architectures `valet run` and `valet replay` can run on a prompt: every architecture of the `Catalog` whose
+ * defaults make a whole architecture (no option without a default: a Supervisor needs its workers, a Router its
+ * routes), by its one name, with its one line for `--help`. `--architecture` also takes the names valet 0.x took
+ * (`self-refine`, `debate`), said once. An architecture added to the catalog is offered here without a line of its own.
  */
+import { Effect, Exit } from "effect"
+import * as Catalog from "../../architectures/Catalog.js"
 import type * as Architecture from "../../core/Architecture.js"
-import * as Agent from "../../core/Agent.js"
-import * as Ensemble from "../../architectures/Ensemble.js"
 import type * as Model from "../../core/Model.js"
-import * as MultiAgentDebate from "../../architectures/MultiAgentDebate.js"
-import * as PlanAndExecute from "../../architectures/PlanAndExecute.js"
-import * as ReAct from "../../architectures/ReAct.js"
-import * as Reflexion from "../../architectures/Reflexion.js"
-import * as SelfRefine from "../../architectures/SelfRefine.js"
-import * as TreeOfThoughts from "../../architectures/TreeOfThoughts.js"
 
 /** A runnable architecture and one line about it for `--help`. */
 export interface Entry {
@@ -20,21 +15,35 @@ export interface Entry {
   readonly architecture: Architecture.Architecture<Model.Model>
 }
 
+const runnable = Catalog.definitions.flatMap((definition): ReadonlyArray<readonly [string, Entry]> => {
+  const built = Effect.runSyncExit(definition.build({}))
+  return Exit.isSuccess(built)
+    ? [[definition.name, { description: definition.description, architecture: built.value as Architecture.Architecture<Model.Model> }]]
+    : []
+})
+
 /** The table, by the name given to `--architecture`. */
-export const architectures: Readonly<Record<string, Entry>> = {
-  react: { description: "the ReAct tool loop (no tools from the command line: one answer)", architecture: ReAct.architecture },
-  "self-refine": { description: "a base answer, then critique / refine rounds", architecture: SelfRefine.architecture },
-  "plan-and-execute": { description: "a plan of steps, each executed, then a synthesis", architecture: PlanAndExecute.architecture },
-  reflexion: { description: "attempts scored by an evaluator, with lessons between them", architecture: Reflexion.architecture },
-  ensemble: { description: "solvers, a critic and a judge, voting on the final answer", architecture: Ensemble.architecture },
-  "tree-of-thoughts": { description: "a beam search over chains of thoughts, proposed and scored level by level", architecture: TreeOfThoughts.architecture },
-  debate: {
-    description: "three debaters on the model answer, read each other, and answer again until they agree (else a vote)",
-    architecture: MultiAgentDebate.makeUnsafe({
-      debaters: [1, 2, 3].map((i) => Agent.make({ name: `debater-${i}`, instructions: "Answer the question; defend or revise your answer when you see others." }))
-    })
-  }
-}
+export const architectures: Readonly<Record<string, Entry>> = Object.fromEntries(runnable)
 
 /** The names, `react` first. */
-export const names: ReadonlyArray<string> = Object.keys(architectures)
+export const names: ReadonlyArray<string> = ["react", ...runnable.map(([name]) => name).filter((name) => name !== "react")]
+
+/** Every name `--architecture` takes: the names, and the deprecated names of those architectures. */
+export const acceptedNames: ReadonlyArray<string> = Catalog.knownNames.filter((name) => names.includes(Catalog.find(name)!.definition.name))
+
+/** The entry of a name `--architecture` took (its one name, or a deprecated one: said once). */
+export const entryOf = (name: string): Effect.Effect<Entry> =>
+  Effect.suspend(() => {
+    const found = Catalog.find(name)!
+    const entry = architectures[found.definition.name]!
+    return found.deprecatedName === undefined || said.has(name)
+      ? Effect.succeed(entry)
+      : Effect.as(
+        Effect.sync(() => void said.add(name)).pipe(
+          Effect.andThen(Effect.logWarning(`--architecture ${name} is deprecated, use ${found.definition.name} (valet 0.x reads both)`))
+        ),
+        entry
+      )
+  })
+
+const said = new Set<string>()

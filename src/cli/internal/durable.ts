@@ -4,7 +4,7 @@
  * by name — an evaluation's agent is named after its settings (`valet-eval:{"architecture":"ensemble",...}`), which
  * any runner turns back into the same agent.
  */
-import { type Config, Effect, Layer, Option, Schema } from "effect"
+import { type Config, Effect, Layer, Option, Schema, SchemaGetter } from "effect"
 import type { SqlError } from "effect/sql"
 import type { WorkflowEngine } from "effect/workflow"
 import { Flag } from "effect/cli"
@@ -12,7 +12,7 @@ import type * as Agent from "../../core/Agent.js"
 import type * as Model from "../../core/Model.js"
 import type * as Sandbox from "../../environment/Sandbox.js"
 import * as Durable from "../../rollouts/Durable.js"
-import { agentFor, architectures, type Settings } from "./evalAgents.js"
+import { acceptedNames, agentFor, architectureOf, architectures, type Settings } from "./evalAgents.js"
 
 /** Where durable work is stored. */
 export type Store =
@@ -48,7 +48,13 @@ const prefix = "valet-eval:"
 
 // The settings that shape an agent; the others (out, concurrency…) are the evaluation's, not the agent's.
 const AgentSettings = Schema.Struct({
-  architecture: Schema.Literals(architectures),
+  // A name valet 0.x wrote (`self-refine`) stands for the same agent: a runner serves older clients too.
+  architecture: Schema.Literals(acceptedNames).pipe(
+    Schema.decodeTo(Schema.Literals(architectures), {
+      decode: SchemaGetter.transform(architectureOf),
+      encode: SchemaGetter.transform((name: typeof architectures[number]): string => name)
+    })
+  ),
   maxCalls: Schema.optional(Schema.Int),
   maxRounds: Schema.optional(Schema.Int),
   maxConcurrency: Schema.optional(Schema.Int),

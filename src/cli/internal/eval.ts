@@ -1,11 +1,11 @@
 import { Effect, Option } from "effect"
 import { Argument, Command } from "effect/cli"
 import { durableFlag } from "./durable.js"
-import { evaluateDataset, flags, realLayers, settingsOf } from "./evaluation.js"
+import { evaluateDataset, flags, noteDeprecatedFlags, realLayers, settingsOf } from "./evaluation.js"
 import { requireAnswers } from "./failure.js"
 import { stdoutOutput } from "./output.js"
 
-/** `valet eval problems.jsonl --architecture ensemble|tool-vote|self-refine --out results.jsonl`. */
+/** `valet eval problems.jsonl --architecture ensemble|tool_vote|self_refine --out results.jsonl`. */
 export const evalCommand = Command.make(
   "eval",
   {
@@ -17,7 +17,8 @@ export const evalCommand = Command.make(
   },
   (values) => {
     const settings = { ...settingsOf(values, values.dataset), durable: Option.getOrUndefined(values.durable) }
-    return evaluateDataset(values.dataset, settings, realLayers(values), stdoutOutput()).pipe(
+    return noteDeprecatedFlags(values).pipe(
+      Effect.andThen(evaluateDataset(values.dataset, settings, realLayers(values), stdoutOutput())),
       Effect.flatMap((report) => requireAnswers(values.dataset, report.results, settings.out))
     )
   }

@@ -11,10 +11,20 @@ import * as SelfRefine from "../../architectures/SelfRefine.js"
 import * as Ensemble from "../../architectures/Ensemble.js"
 import * as ToolVote from "../../architectures/ToolVote.js"
 
-/** The architectures the commands run. */
-export const architectures = ["ensemble", "tool-vote", "self-refine"] as const
+/** The architectures the commands run, by their one name. */
+export const architectures = ["ensemble", "tool_vote", "self_refine"] as const
 /** An architecture the commands run. */
 export type ArchitectureName = typeof architectures[number]
+
+/** The names `--architecture` also takes, as valet 0.x spelled them (deprecated). */
+export const deprecatedNames: Readonly<Record<string, ArchitectureName>> = { "tool-vote": "tool_vote", "self-refine": "self_refine" }
+
+/** Every name `--architecture` takes. */
+export const acceptedNames: ReadonlyArray<string> = [...architectures, ...Object.keys(deprecatedNames)]
+
+/** The architecture a name `--architecture` took stands for. */
+export const architectureOf = (name: string): ArchitectureName =>
+  (architectures as ReadonlyArray<string>).includes(name) ? (name as ArchitectureName) : deprecatedNames[name]!
 
 /** The flags of `solve` and `eval` that shape the run (absent: the architecture's default). */
 export interface Settings {
@@ -57,17 +67,17 @@ export const agentFor = (settings: Settings): Effect.Effect<Built, InvalidOption
         Ensemble.make(defined({
           maxCalls: settings.maxCalls,
           maxRounds: settings.maxRounds,
-          maxConcurrency: settings.maxConcurrency,
+          concurrency: settings.maxConcurrency,
           n: settings.n
         })),
         (architecture) => ({ sandbox: false, agent: Agent.make({ name: "valet-ensemble", instructions: "", architecture }) })
       )
-    case "tool-vote":
+    case "tool_vote":
       return Effect.map(
-        ToolVote.make(defined({ attempts: settings.attempts, earlyStop: settings.earlyStop, maxConcurrency: settings.maxConcurrency })),
+        ToolVote.make(defined({ attempts: settings.attempts, earlyStop: settings.earlyStop, concurrency: settings.maxConcurrency })),
         (architecture) => ({ sandbox: true, agent: Agent.make({ name: "valet-tool-vote", instructions: "", architecture }) })
       )
-    case "self-refine":
+    case "self_refine":
       return Effect.map(
         SelfRefine.make(defined({ maxRounds: settings.maxRounds })),
         (architecture) => ({

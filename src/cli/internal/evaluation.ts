@@ -15,7 +15,7 @@ import * as Evaluate from "../../rollouts/Evaluate.js"
 import type * as Model from "../../core/Model.js"
 import * as Sandbox from "../../environment/Sandbox.js"
 import * as Vllm from "../../providers/Vllm.js"
-import { agentFor, type ArchitectureName, architectures, budgetOf, type Settings } from "./evalAgents.js"
+import { acceptedNames, agentFor, type ArchitectureName, architectureOf, architectures, budgetOf, type Settings } from "./evalAgents.js"
 import { agentNameOf, describeStore, engineFor, storeFailureAsError, storeOf } from "./durable.js"
 import { modelLayer } from "./model.js"
 import { commandSandbox } from "./sandbox.js"
@@ -41,14 +41,16 @@ const textFlag = (name: string, description: string) => Flag.String(name).pipe(F
 
 /** The flags `solve` and `eval` share. */
 export const flags = {
-  architecture: Flag.Literals("architecture", architectures).pipe(
-    Flag.withDescription("How each problem is solved (default ensemble)."),
-    Flag.withDefault<ArchitectureName>("ensemble")
+  architecture: Flag.Literals("architecture", acceptedNames).pipe(
+    Flag.withDescription(`How each problem is solved: ${architectures.join(", ")} (default ensemble).`),
+    Flag.withDefault<string>("ensemble")
   ),
   out: textFlag("out", "The results file (JSONL), appended to and resumed from. Default: <dataset>.results.jsonl."),
   maxCalls: count("max-calls", "Model calls per problem at most (the Ensemble's hard cap; a budget for the others)."),
   maxRounds: count("max-rounds", "Rounds at most (Ensemble, Self-Refine)."),
-  maxConcurrency: count("max-concurrency", "Model calls in flight per problem (Ensemble phases, ToolVote attempts)."),
+  maxConcurrency: count("call-concurrency", "Model calls in flight per problem (Ensemble phases, ToolVote attempts); --max-concurrency is its deprecated name.").pipe(
+    Flag.withAlias("max-concurrency")
+  ),
   n: count("n", "Completions per solver call (Ensemble)."),
   attempts: count("attempts", "Attempts that vote (ToolVote)."),
   earlyStop: count("early-stop", "Votes for one answer that end the vote (ToolVote)."),
@@ -65,7 +67,7 @@ export const flags = {
 
 /** The parsed values of `flags`. */
 export interface FlagValues {
-  readonly architecture: ArchitectureName
+  readonly architecture: string
   readonly out: Option.Option<string>
   readonly maxCalls: Option.Option<number>
   readonly maxRounds: Option.Option<number>
@@ -84,9 +86,20 @@ export interface FlagValues {
 /** The results file for a dataset: `--out`, else the dataset's name with `.results.jsonl`. */
 export const defaultOut = (dataset: string): string => `${dataset.replace(/\.jsonl?$/i, "")}.results.jsonl`
 
+const said = new Set<string>()
+
+/** Says once per process that `--architecture` was spelled as valet 0.x spelled it. */
+export const noteDeprecatedFlags = (values: FlagValues): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const name = values.architecture
+    if ((architectures as ReadonlyArray<string>).includes(name) || said.has(name)) return Effect.void
+    said.add(name)
+    return Effect.logWarning(`--architecture ${name} is deprecated, use ${architectureOf(name)} (valet 0.x reads both)`)
+  })
+
 /** The settings the flags ask for. */
 export const settingsOf = (values: FlagValues, dataset: string | undefined): Settings => ({
-  architecture: values.architecture,
+  architecture: architectureOf(values.architecture),
   maxCalls: Option.getOrUndefined(values.maxCalls),
   maxRounds: Option.getOrUndefined(values.maxRounds),
   maxConcurrency: Option.getOrUndefined(values.maxConcurrency),

@@ -4,7 +4,7 @@
  * problem or task that failed); 2 the command line was wrong (an unknown flag, a bad value, a missing argument,
  * a bad `valet.yaml`); 130 interrupted.
  */
-import { Cause, Effect, Runtime, Schema } from "effect"
+import { Cause, Effect, References, Runtime, Schema } from "effect"
 import { CliError, CliOutput, Command, Flag, GlobalFlag } from "effect/cli"
 import { ConfigFileError } from "../../serve/AgentConfig.js"
 import { CommandFailed } from "./failure.js"
@@ -133,6 +133,9 @@ export const main = (
   const cli = valet.pipe(Command.withGlobalFlags([verboseFlag]))
   return Command.runWith(cli, { version })(args).pipe(
     Effect.provide(CliOutput.layerPresenter(presenter(errors))),
+    // stdout carries what a command answers (an answer, a table, a protocol): logs — a deprecation said once, a
+    // library's warning — go to stderr.
+    Effect.provideService(References.LogToStderr, true),
     Effect.as(ExitCode.ok as number),
     Effect.catchCause((cause) =>
       Effect.gen(function*() {

@@ -14,7 +14,7 @@ import type * as Model from "../../core/Model.js"
 import * as Vllm from "../../providers/Vllm.js"
 import * as AgentConfig from "../../serve/AgentConfig.js"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { architectures, names } from "./architectures.js"
+import { acceptedNames, architectures, entryOf, names } from "./architectures.js"
 import { CommandFailed, requireAnswer } from "./failure.js"
 import { modelLayer } from "./model.js"
 
@@ -47,7 +47,7 @@ export const memoryPrinter = (): Printer & { out: string; readonly notes: Array<
 /** What to run. */
 export interface RunSettings {
   readonly prompt: string
-  /** A name from `architectures.ts`. */
+  /** A name `architectures.ts` accepts. */
   readonly architecture: string
   readonly instructions: string
   readonly stream: boolean
@@ -65,8 +65,7 @@ export const runPrompt = (
   settings: RunSettings,
   printer: Printer
 ): Effect.Effect<AgentEvent.RunResult, AgentError, Model.Model> =>
-  Effect.suspend(() => {
-    const entry = architectures[settings.architecture]!
+  Effect.flatMap(entryOf(settings.architecture), (entry) => {
     const agent = Agent.make({ name: "valet-run", instructions: settings.instructions, architecture: entry.architecture })
     return runAgent(agent, settings.prompt, settings.stream, printer)
   })
@@ -132,7 +131,7 @@ export const runConfigured = (path: string, name: Option.Option<string>, prompt:
     Effect.provide(NodeHttpClient.layerUndici)
   )
 
-const architecture = Flag.Literals("architecture", names).pipe(
+const architecture = Flag.Literals("architecture", acceptedNames).pipe(
   Flag.withDescription(
     `How the agent works (default react): ${names.map((name) => `${name} (${architectures[name]!.description})`).join("; ")}.`
   ),

@@ -1,6 +1,6 @@
 import { Effect } from "effect"
 import { Argument, Command } from "effect/cli"
-import { evaluateDataset, flags, realLayers, settingsOf, solveProblem } from "./evaluation.js"
+import { evaluateDataset, flags, noteDeprecatedFlags, realLayers, settingsOf, solveProblem } from "./evaluation.js"
 import { requireAnswer, requireAnswers } from "./failure.js"
 import { stdoutOutput } from "./output.js"
 
@@ -18,6 +18,7 @@ export const solveCommand = Command.make(
   },
   (values) =>
     Effect.gen(function*() {
+      yield* noteDeprecatedFlags(values)
       const layers = realLayers(values)
       if (isDataset(values.input)) {
         const settings = settingsOf(values, values.input)

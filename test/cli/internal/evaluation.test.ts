@@ -98,7 +98,7 @@ describe("valet solve / eval (the commands' work)", () => {
       const output = memoryOutput(false)
       const report = yield* evaluateDataset(
         data,
-        { architecture: "tool-vote", attempts: 2, earlyStop: 2, maxCalls: 3, concurrency: 1 },
+        { architecture: "tool_vote", attempts: 2, earlyStop: 2, maxCalls: 3, concurrency: 1 },
         { model: ScriptedModel.layer(script), sandbox },
         output
       )
@@ -136,7 +136,7 @@ describe("valet solve / eval (the commands' work)", () => {
     expect(defaultOut("data/problems.jsonl")).toBe("data/problems.results.jsonl")
     const none = Option.none()
     const values: FlagValues = {
-      architecture: "tool-vote",
+      architecture: "tool_vote",
       out: none,
       maxCalls: Option.some(9),
       maxRounds: none,
@@ -152,7 +152,7 @@ describe("valet solve / eval (the commands' work)", () => {
       config: none
     }
     expect(settingsOf(values, "p.jsonl")).toEqual({
-      architecture: "tool-vote",
+      architecture: "tool_vote",
       maxCalls: 9,
       maxRounds: undefined,
       maxConcurrency: 2,

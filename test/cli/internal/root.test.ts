@@ -24,7 +24,7 @@ const commands: ReadonlyArray<readonly [path: ReadonlyArray<string>, says: strin
   [["journal"], "Inspect the JSONL cassettes", []],
   [["journal", "show"], "Lists the model calls recorded in a cassette", []],
   [["solve"], "Solves one problem with the Ensemble", [
-    "--architecture", "--out", "--max-calls", "--max-rounds", "--max-concurrency", "--n", "--attempts", "--early-stop",
+    "--architecture", "--out", "--max-calls", "--max-rounds", "--call-concurrency", "--n", "--attempts", "--early-stop",
     "--concurrency", "--share-reference", "--base-url", "--model", "--api-key", "--config"
   ]],
   [["eval"], "Runs an architecture over a JSONL dataset", ["--architecture", "--out", "--max-calls", "--share-reference"]],

@@ -19,6 +19,9 @@ type Pattern = ReadonlyArray<string>
 export const architectureNames: ReadonlyArray<string> = Catalog.knownNames
 export type ArchitectureName = string
 
+/** The architectures' one names, for messages. */
+export const canonicalNames: ReadonlyArray<string> = Catalog.names
+
 const definitionOf = (architecture: ArchitectureName): Architecture.AnyDefinition => Catalog.find(architecture)!.definition
 
 const patternsOf = (architecture: ArchitectureName): ReadonlyArray<Pattern> =>

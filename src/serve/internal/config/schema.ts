@@ -8,7 +8,7 @@ import { Effect, Schema } from "effect"
 import * as Budget from "../../../core/Budget.js"
 import { HttpUrl, WireDuration } from "../../../core/internal/decode.js"
 import * as Mcp from "../../../providers/Mcp.js"
-import { architectureNames } from "./architectures.js"
+import { architectureNames, canonicalNames } from "./architectures.js"
 
 /**
  * A whole number in `[min, max]`, one rule so the message says both ends (`an integer 0-65535`). The default `max`
@@ -84,7 +84,10 @@ export type ModelSpec = typeof ModelSpec.Type
 export const AgentSpec = Schema.Struct({
   /** One line about the agent: its MCP tool description, shown by `GET /agents`. */
   description: Schema.optional(Schema.String),
-  architecture: Schema.Literals(architectureNames).pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed("react" as const))),
+  /** The architecture's name (`react` by default); the names valet 0.x took (`self-refine`, `debate`) still work. */
+  architecture: Schema.String.check(Schema.makeFilter((name: string) => architectureNames.includes(name), {
+    expected: `an architecture's name: ${canonicalNames.join(", ")}`
+  })).pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed("react"))),
   /** The system message. */
   instructions: Schema.String,
   /** The architecture's options; options that hold agents (`critic`, `workers`…) name other agents of the file. */

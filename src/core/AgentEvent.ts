@@ -218,7 +218,7 @@ export const AgentEvent = Schema.Union([RunStarted,
 export type AgentEvent = typeof AgentEvent.Type
 
 /**
- * The events of one kind.
+ * The events of one kind, by tag: `AgentEvent.Of<"ToolCalled">`.
  *
  * @since 0.1.0
  * @category events

@@ -184,7 +184,8 @@ export const replayInto = (
   })
 
 /**
- * Builds a `Model` from its operations.
+ * Builds a `Model` service from its operations (the identity: it only gives the object its type, so a provider's
+ * functions are checked against `Service` where they are written).
  *
  * @since 0.1.0
  * @category providers

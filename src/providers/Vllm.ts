@@ -84,7 +84,12 @@ export const defaultConfigPath = "configs/vllm_actors.yaml"
  */
 export const VllmConfigError = YamlDocument.ConfigFileError
 
-/** The error type of `VllmConfigError`. @since 0.1.0 @category errors */
+/**
+ * The error type of `VllmConfigError`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export type VllmConfigError = YamlDocument.ConfigFileError
 
 /**
@@ -112,7 +117,8 @@ export class UnknownActor extends Schema.TaggedError<UnknownActor>()("UnknownAct
 export type VllmError = VllmConfigError | UnknownActor | InvalidOptions
 
 /**
- * How an actor is served.
+ * How an actor is served: `openai` (`vllm serve`, the OpenAI-compatible API) or `generate` (the legacy demo
+ * server's `POST /generate`).
  *
  * @since 0.1.0
  * @category models

@@ -3,6 +3,27 @@
  * model. `run` answers a `RunResult`; `stream` streams the same run's events, ending with a `RunCompleted` that
  * holds the same result. Architectures run sub-agents with `runChild`.
  *
+ * @example
+ * ```ts
+ * import { Effect, Schema } from "effect"
+ * import { Agent, ScriptedModel, Tool } from "valet"
+ *
+ * const add = Tool.make({
+ *   name: "add",
+ *   description: "Adds two numbers",
+ *   parameters: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
+ *   handler: ({ a, b }) => Effect.succeed(a + b)
+ * })
+ *
+ * // ReAct by default: the model asks for `add`, reads its result, then answers.
+ * const agent = Agent.make({ name: "calculator", instructions: "Use the tools to compute.", tools: [add] })
+ *
+ * const answer = Agent.run(agent, "What is 2 + 3?").pipe(
+ *   Effect.map((result) => result.output), // "2 + 3 = 5"
+ *   Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "add", arguments: { a: 2, b: 3 } }] }, "2 + 3 = 5"]))
+ * )
+ * ```
+ *
  * @since 0.1.0
  */
 import { Effect, type Layer, Predicate, Schema, Stream, type Tracer } from "effect"
@@ -23,18 +44,37 @@ const TypeId: unique symbol = Symbol.for("valet/Agent")
 /**
  * An agent whose runs need the services `R`: those of its architecture, its tools and its model layer, minus
  * `Model` when it carries its own.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface Agent<out R = never> extends Architecture.AgentDefinition {
   readonly [TypeId]: { readonly _R: (_: never) => R }
 }
 
-/** Whether a value is an `Agent`. */
+/**
+ * Whether a value is an `Agent`.
+ *
+ * @since 0.1.0
+ * @category guards
+ */
 export const isAgent = (u: unknown): u is Agent<unknown> => Predicate.hasProperty(u, TypeId)
 
-/** The default `maxTurns`. */
+/**
+ * The default `maxTurns`: model turns of the tool loop before the run stops, interrupted with `max_turns_exceeded`,
+ * so a model that keeps calling tools cannot loop forever.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export const defaultMaxTurns = 50
 
-/** Options of `make`. */
+/**
+ * Options of `make`.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export interface MakeOptions<RA, RT> {
   readonly name: string
   readonly instructions: string
@@ -51,11 +91,21 @@ export interface MakeOptions<RA, RT> {
  */
 type FromOptions<R> = [R] extends [infer A] ? A : never
 
-/** Defines an agent that uses the `Model` in context. */
+/**
+ * Defines an agent that uses the `Model` in context.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export function make<RA = Model.Model, RT = never>(
   options: MakeOptions<RA, RT> & { readonly model?: undefined }
 ): Agent<FromOptions<RA | RT>>
-/** Defines an agent with its own model layer (an actor on one model, its critic on another). */
+/**
+ * Defines an agent with its own model layer (an actor on one model, its critic on another).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export function make<RA = Model.Model, RT = never, RM = never>(
   options: MakeOptions<RA, RT> & { readonly model: Layer.Layer<Model.Model, never, RM> }
 ): Agent<FromOptions<Exclude<RA, Model.Model> | RT | RM>>
@@ -74,7 +124,13 @@ export function make(
   }
 }
 
-/** The same agent with some definitions replaced. */
+/**
+ * The same agent with some definitions replaced (its model layer kept); named `with_` because `with` is a reserved
+ * word.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export const with_ = <R, RA = never, RT = never>(
   agent: Agent<R>,
   changes: {
@@ -86,7 +142,12 @@ export const with_ = <R, RA = never, RT = never>(
   }
 ): Agent<R | RA | RT> => ({ ...agent, ...changes } as Agent<R | RA | RT>)
 
-/** Options of `run` and `stream`. */
+/**
+ * Options of `run` and `stream`.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export interface RunOptions {
   /** The session id of the run; `sess_<random>` by default. Letters, digits, `-`, `.`, `:` and single `_`. */
   readonly sessionId?: string | undefined
@@ -107,16 +168,29 @@ export interface RunOptions {
  * decode is shown back to the model with the error (asking natively, `response_format` json_schema) up to
  * `outputRetries` times (default 2); then the run fails with `OutputInvalid`. The tool loop asks natively from the
  * start when the agent has no tools. Each attempt is a `Progress` event `output.attempt`.
+ *
+ * @since 0.2.0
+ * @category options
  */
 export interface OutputOptions<A, I> {
   readonly output: Schema.Codec<A, I>
   readonly outputRetries?: number | undefined
 }
 
-/** A run's result with its decoded structured output. */
+/**
+ * A run's result with its decoded structured output.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export type ResultWithValue<A> = AgentEvent.RunResult & { readonly value: A }
 
-/** Options of `stream`. */
+/**
+ * Options of `stream`.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export interface StreamOptions extends RunOptions {
   /** Stream the model's text as `TextDelta` events as it is generated (default true). */
   readonly textDeltas?: boolean | undefined
@@ -128,6 +202,9 @@ const sessionIdPattern = /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/
  * Why `sessionId` cannot be a root run's session id, or `undefined` when it can: letters, digits, `-`, `.`, `:`
  * and single `_` (`__` separates sub-agents), at most 128 characters. For ids a client chooses (a server's
  * `sessionId` field), checked before the run starts.
+ *
+ * @since 0.2.0
+ * @category names
  */
 export const sessionIdProblem = (sessionId: string): string | undefined =>
   sessionIdPattern.test(sessionId) && !sessionId.includes("__") && sessionId.length <= 128
@@ -144,7 +221,12 @@ export const sessionIdProblem = (sessionId: string): string | undefined =>
  */
 export const nameProblem: (name: string) => string | undefined = nameProblem_
 
-/** A session id a client may choose, as a schema (see `sessionIdProblem`). */
+/**
+ * A session id a client may choose, as a schema (see `sessionIdProblem`).
+ *
+ * @since 0.2.0
+ * @category names
+ */
 export const SessionId = Schema.String.check(Schema.makeFilter((id: string) => sessionIdProblem(id) ?? true))
 
 const newSessionId = (): string => `sess_${randomHex20()}`
@@ -197,6 +279,9 @@ const rootInput = (
 /**
  * Runs an agent on a prompt and answers its result. A spent budget is not a failure: the result is marked
  * interrupted (`budget:<limit>`) and keeps the best output so far. Interrupting the fiber stops the run at once.
+ *
+ * @since 0.1.0
+ * @category running
  */
 export const run: {
   <R, A, I>(
@@ -231,6 +316,9 @@ export const run: {
 /**
  * Runs an agent and streams its events, sub-agents' included: `RunStarted` first, one `RunCompleted` (holding
  * the same result `run` answers) last. Stopping the stream early interrupts the run.
+ *
+ * @since 0.1.0
+ * @category running
  */
 export const stream = <R>(
   agent: Agent<R>,
@@ -252,7 +340,12 @@ export const stream = <R>(
 // Sub-agents
 // ---------------------------------------------------------------------------------------------------------
 
-/** Options of `runChild`. */
+/**
+ * Options of `runChild`.
+ *
+ * @since 0.1.0
+ * @category sub-agents
+ */
 export interface ChildOptions {
   /** What the child is to its parent: `actor`, `critic`, `worker_search`… */
   readonly role: string
@@ -263,7 +356,12 @@ export interface ChildOptions {
 }
 
 
-/** The session id of a child: `<parent>__<role>` or `<parent>__<role>_<index>`. */
+/**
+ * The session id of a child: `<parent>__<role>` or `<parent>__<role>_<index>`.
+ *
+ * @since 0.1.0
+ * @category sub-agents
+ */
 export const childSessionId = (parentSessionId: string, role: string, index?: number | string): string =>
   `${parentSessionId}__${role}${index !== undefined ? `_${index}` : ""}`
 
@@ -273,6 +371,9 @@ export const childSessionId = (parentSessionId: string, role: string, index?: nu
  * budget, and it is framed by `SubRunStarted` / `SubRunCompleted` events in the parent's session. A child that
  * fails makes this fail with `SubAgentFailed` (never an empty answer); an interrupted child answers its
  * interrupted result, which the caller must look at.
+ *
+ * @since 0.1.0
+ * @category sub-agents
  */
 export const runChild = <R>(
   agent: Agent<R>,

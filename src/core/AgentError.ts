@@ -3,6 +3,25 @@
  * budget is *not* among the failures a user sees: `Agent.run` turns `BudgetExhausted` into an interrupted
  * `RunResult` that keeps the best output so far.
  *
+ * @example
+ * ```ts
+ * import { Effect, Schema } from "effect"
+ * import { Agent, AgentError, ScriptedModel } from "valet"
+ *
+ * const agent = Agent.make({ name: "astronomer", instructions: "Answer in JSON." })
+ * const Moons = Schema.Struct({ moons: Schema.Int })
+ *
+ * // No answer decodes (the first and two repairs): the run fails with `OutputInvalid`, which is handled by its tag.
+ * const moons = Agent.run(agent, "How many moons has Mars?", { output: Moons }).pipe(
+ *   Effect.map((result) => result.value.moons),
+ *   Effect.catchTag("OutputInvalid", (error) => Effect.fail(`no answer after ${error.attempts} attempts: ${error.error}`)),
+ *   Effect.provide(ScriptedModel.layer(["two", "Two.", "two moons"]))
+ * )
+ *
+ * // Every error is a schema too, so a failure crosses JSON (SSE, logs) and comes back typed.
+ * const json = Schema.encodeSync(AgentError.AgentError)(new AgentError.InvalidOptions({ module: "Budget", message: "maxCalls must be >= 0" }))
+ * ```
+ *
  * @since 0.1.0
  */
 import { Schema } from "effect"
@@ -11,6 +30,9 @@ import * as ModelError from "./ModelError.js"
 /**
  * A budget limit was reached before a model call could be sent. Architectures see it in the error channel of
  * `Architecture.generate`; the run boundary turns it into an interruption with reason `budget:<limit>`.
+ *
+ * @since 0.1.0
+ * @category errors
  */
 export class BudgetExhausted extends Schema.TaggedError<BudgetExhausted>()("BudgetExhausted", {
   limit: Schema.String,
@@ -26,19 +48,34 @@ export class BudgetExhausted extends Schema.TaggedError<BudgetExhausted>()("Budg
   }
 }
 
-/** An agent cannot run as defined (an invalid tool name, `maxTurns` below 1, a bad session id…). */
+/**
+ * An agent cannot run as defined (an invalid tool name, `maxTurns` below 1, a bad session id…).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class InvalidAgent extends Schema.TaggedError<InvalidAgent>()("InvalidAgent", {
   agent: Schema.String,
   message: Schema.String
 }) {}
 
-/** An architecture or budget was given options it cannot work with; `module` names which. */
+/**
+ * An architecture or budget was given options it cannot work with; `module` names which.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class InvalidOptions extends Schema.TaggedError<InvalidOptions>()("InvalidOptions", {
   module: Schema.String,
   message: Schema.String
 }) {}
 
-/** Two sub-runs of one parent asked for the same child session id, which would mix their events. */
+/**
+ * Two sub-runs of one parent asked for the same child session id, which would mix their events.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class SessionConflict extends Schema.TaggedError<SessionConflict>()("SessionConflict", {
   sessionId: Schema.String
 }) {
@@ -47,7 +84,12 @@ export class SessionConflict extends Schema.TaggedError<SessionConflict>()("Sess
   }
 }
 
-/** An architecture could not go on for a reason of its own (a plan with a dependency cycle…). */
+/**
+ * An architecture could not go on for a reason of its own (a plan with a dependency cycle…).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class ArchitectureFailed extends Schema.TaggedError<ArchitectureFailed>()("ArchitectureFailed", {
   architecture: Schema.String,
   message: Schema.String
@@ -56,6 +98,9 @@ export class ArchitectureFailed extends Schema.TaggedError<ArchitectureFailed>()
 /**
  * A sub-agent failed; `error` is its own failure. A parent reports this instead of pretending the child answered
  * with nothing.
+ *
+ * @since 0.1.0
+ * @category errors
  */
 export class SubAgentFailed extends Schema.TaggedError<SubAgentFailed>()("SubAgentFailed", {
   sessionId: Schema.String,
@@ -74,6 +119,9 @@ export class SubAgentFailed extends Schema.TaggedError<SubAgentFailed>()("SubAge
 /**
  * A run asked for structured output (`Agent.run(…, { output: schema })`) and its answer did not decode, even after
  * `attempts` tries (the first answer and the repairs): `text` is the last answer, `error` why it did not decode.
+ *
+ * @since 0.2.0
+ * @category errors
  */
 export class OutputInvalid extends Schema.TaggedError<OutputInvalid>()("OutputInvalid", {
   sessionId: Schema.String,
@@ -89,6 +137,9 @@ export class OutputInvalid extends Schema.TaggedError<OutputInvalid>()("OutputIn
 /**
  * A Router could not route a task: the classifier named no route, an unknown one, or one below `minConfidence`,
  * and there is no fallback. `answer` is what the classifier wrote (cut short), `reason` why it was refused.
+ *
+ * @since 0.2.0
+ * @category errors
  */
 export class Unroutable extends Schema.TaggedError<Unroutable>()("Unroutable", {
   sessionId: Schema.String,
@@ -103,6 +154,9 @@ export class Unroutable extends Schema.TaggedError<Unroutable>()("Unroutable", {
 /**
  * A ReWOO planner's plan could not be run, even after it was shown the problem once: an unknown tool, a duplicate
  * step id, a reference to an unknown step, or a cycle. `problem` names it.
+ *
+ * @since 0.2.0
+ * @category errors
  */
 export class InvalidPlan extends Schema.TaggedError<InvalidPlan>()("InvalidPlan", {
   sessionId: Schema.String,
@@ -113,7 +167,12 @@ export class InvalidPlan extends Schema.TaggedError<InvalidPlan>()("InvalidPlan"
   }
 }
 
-/** Every error an agent run can fail with. */
+/**
+ * Every error an agent run can fail with.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export type AgentError =
   | ModelError.ModelError
   | BudgetExhausted
@@ -126,7 +185,12 @@ export type AgentError =
   | Unroutable
   | InvalidPlan
 
-/** The JSON form of an `AgentError`. */
+/**
+ * The JSON form of an `AgentError`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export type AgentErrorEncoded = typeof ModelError.ModelError.Encoded | {
   readonly _tag: "BudgetExhausted"
   readonly limit: string
@@ -169,7 +233,12 @@ export type AgentErrorEncoded = typeof ModelError.ModelError.Encoded | {
   readonly problem: string
 }
 
-/** The schema of `AgentError`, so failures cross JSON boundaries (SSE, workflows, logs) and come back typed. */
+/**
+ * The schema of `AgentError`, so failures cross JSON boundaries (SSE, workflows, logs) and come back typed.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export const AgentError: Schema.Codec<AgentError, AgentErrorEncoded> = Schema.Union([
   ModelError.ModelError,
   BudgetExhausted,

@@ -4,6 +4,26 @@
  * deterministic). Sub-agents' events flow into their parent's stream unchanged; a child's session id is its
  * parent's plus `__<role>_<n>`, so a consumer can filter one agent or rebuild the tree.
  *
+ * @example
+ * ```ts
+ * import { Effect, Stream } from "effect"
+ * import { Agent, AgentEvent, ScriptedModel } from "valet"
+ *
+ * const agent = Agent.make({ name: "greeter", instructions: "Be brief." })
+ *
+ * // One line per event of the run itself (not its sub-agents'), without the text deltas:
+ * // run started, model call react.turn_1, model replied, run completed.
+ * const log = Agent.stream(agent, "Say hello").pipe(
+ *   Stream.filter((event) => AgentEvent.isRoot(event) && event._tag !== "TextDelta"),
+ *   Stream.map(AgentEvent.format),
+ *   Stream.runCollect,
+ *   Effect.provide(ScriptedModel.layer(["Hello!"]))
+ * )
+ *
+ * // The same events as Server-Sent Events text, for an HTTP response; `sseDecoder` reads them back.
+ * const sse = AgentEvent.toSse(Agent.stream(agent, "Say hello"))
+ * ```
+ *
  * @since 0.1.0
  */
 import { Schema, type Stream } from "effect"
@@ -15,7 +35,12 @@ const base = {
   timestamp: Schema.Number
 }
 
-/** What a finished run produced. `modelCalls` and `usage` include every sub-agent's calls. */
+/**
+ * What a finished run produced. `modelCalls` and `usage` include every sub-agent's calls.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const RunResult = Schema.Struct({
   sessionId: Schema.String,
   output: Schema.String,
@@ -29,26 +54,51 @@ export const RunResult = Schema.Struct({
   /** The decoded answer, when the run asked for structured output (`Agent.run(…, { output: schema })`). */
   value: Schema.optional(Schema.Unknown)
 })
-/** What a finished run produced. */
+/**
+ * What a finished run produced.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type RunResult = typeof RunResult.Type
 
-/** A run began. */
+/**
+ * A run began.
+ *
+ * @since 0.1.0
+ * @category events
+ */
 export const RunStarted = Schema.TaggedStruct("RunStarted", {
   ...base,
   agent: Schema.String,
   architecture: Schema.String,
   prompt: Schema.String
 })
-/** A model call is about to be sent; `step` names it within the session (`react.turn_3`). */
+/**
+ * A model call is about to be sent; `step` names it within the session (`react.turn_3`).
+ *
+ * @since 0.1.0
+ * @category events
+ */
 export const ModelCalled = Schema.TaggedStruct("ModelCalled", { ...base, step: Schema.String })
-/** A piece of the text of a model call in flight (choice `index`). */
+/**
+ * A piece of the text of a model call in flight (choice `index`).
+ *
+ * @since 0.1.0
+ * @category events
+ */
 export const TextDelta = Schema.TaggedStruct("TextDelta", {
   ...base,
   step: Schema.String,
   index: Schema.Int,
   text: Schema.String
 })
-/** A model call answered. `text` and `toolCalls` are those of the first choice. */
+/**
+ * A model call answered. `text` and `toolCalls` are those of the first choice.
+ *
+ * @since 0.1.0
+ * @category events
+ */
 export const ModelReplied = Schema.TaggedStruct("ModelReplied", {
   ...base,
   step: Schema.String,
@@ -58,14 +108,24 @@ export const ModelReplied = Schema.TaggedStruct("ModelReplied", {
   usage: Model.Usage,
   latencyMs: Schema.Number
 })
-/** A tool call is about to run. */
+/**
+ * A tool call is about to run.
+ *
+ * @since 0.1.0
+ * @category events
+ */
 export const ToolCalled = Schema.TaggedStruct("ToolCalled", {
   ...base,
   toolCallId: Schema.String,
   name: Schema.String,
   arguments: Schema.String
 })
-/** A tool call returned (`isError` when its result is an `ERROR:` text). */
+/**
+ * A tool call returned (`isError` when its result is an `ERROR:` text).
+ *
+ * @since 0.1.0
+ * @category events
+ */
 export const ToolReturned = Schema.TaggedStruct("ToolReturned", {
   ...base,
   toolCallId: Schema.String,
@@ -74,14 +134,24 @@ export const ToolReturned = Schema.TaggedStruct("ToolReturned", {
   isError: Schema.Boolean,
   durationMs: Schema.Number
 })
-/** A sub-agent started under `childSessionId`. */
+/**
+ * A sub-agent started under `childSessionId`.
+ *
+ * @since 0.1.0
+ * @category events
+ */
 export const SubRunStarted = Schema.TaggedStruct("SubRunStarted", {
   ...base,
   childSessionId: Schema.String,
   role: Schema.String,
   agent: Schema.String
 })
-/** A sub-agent ended: with a result (possibly interrupted), or failed with `error`. */
+/**
+ * A sub-agent ended: with a result (possibly interrupted), or failed with `error`.
+ *
+ * @since 0.1.0
+ * @category events
+ */
 export const SubRunCompleted = Schema.TaggedStruct("SubRunCompleted", {
   ...base,
   childSessionId: Schema.String,
@@ -91,23 +161,43 @@ export const SubRunCompleted = Schema.TaggedStruct("SubRunCompleted", {
   error: Schema.optional(Schema.String),
   modelCalls: Schema.Int
 })
-/** An architecture-specific milestone; `name` is namespaced (`self_refine.critique`). */
+/**
+ * An architecture-specific milestone; `name` is namespaced (`self_refine.critique`).
+ *
+ * @since 0.1.0
+ * @category events
+ */
 export const Progress = Schema.TaggedStruct("Progress", {
   ...base,
   name: Schema.String,
   data: Schema.Record(Schema.String, Schema.Unknown)
 })
-/** A budget limit is at 80 % (or the configured fraction). */
+/**
+ * A budget limit is at 80 % (or the configured fraction).
+ *
+ * @since 0.1.0
+ * @category events
+ */
 export const BudgetWarning = Schema.TaggedStruct("BudgetWarning", {
   ...base,
   limit: Schema.String,
   used: Schema.Number,
   max: Schema.Number
 })
-/** The run ended; the last event of its session. */
+/**
+ * The run ended; the last event of its session.
+ *
+ * @since 0.1.0
+ * @category events
+ */
 export const RunCompleted = Schema.TaggedStruct("RunCompleted", { ...base, result: RunResult })
 
-/** Any event of a run. */
+/**
+ * Any event of a run.
+ *
+ * @since 0.1.0
+ * @category events
+ */
 export const AgentEvent = Schema.Union([RunStarted,
   ModelCalled,
   TextDelta,
@@ -119,10 +209,20 @@ export const AgentEvent = Schema.Union([RunStarted,
   Progress,
   BudgetWarning,
   RunCompleted])
-/** Any event of a run. */
+/**
+ * Any event of a run.
+ *
+ * @since 0.1.0
+ * @category events
+ */
 export type AgentEvent = typeof AgentEvent.Type
 
-/** The events of one kind. */
+/**
+ * The events of one kind, by tag: `AgentEvent.Of<"ToolCalled">`.
+ *
+ * @since 0.1.0
+ * @category events
+ */
 export type Of<Tag extends AgentEvent["_tag"]> = Extract<AgentEvent, { readonly _tag: Tag }>
 
 // ---------------------------------------------------------------------------------------------------------
@@ -131,13 +231,23 @@ export type Of<Tag extends AgentEvent["_tag"]> = Extract<AgentEvent, { readonly 
 
 const separator = "__"
 
-/** The parent session id of a sub-agent's session id, or `undefined` for a root session. */
+/**
+ * The parent session id of a sub-agent's session id, or `undefined` for a root session.
+ *
+ * @since 0.1.0
+ * @category sessions
+ */
 export const parentSessionId = (sessionId: string): string | undefined => {
   const at = sessionId.lastIndexOf(separator)
   return at <= 0 ? undefined : sessionId.slice(0, at)
 }
 
-/** The last segment of a sub-agent's session id (`actor_2`), or `undefined` for a root session. */
+/**
+ * The last segment of a sub-agent's session id (`actor_2`), or `undefined` for a root session.
+ *
+ * @since 0.1.0
+ * @category sessions
+ */
 export const sessionRole = (sessionId: string): string | undefined => {
   const at = sessionId.lastIndexOf(separator)
   return at <= 0 ? undefined : sessionId.slice(at + separator.length)
@@ -146,21 +256,37 @@ export const sessionRole = (sessionId: string): string | undefined => {
 /**
  * Whether an event is the root run's own (not a sub-agent's): in a Self-Refine stream, the one `RunCompleted`
  * of the five that holds the run's result is the one for which this is true.
+ *
+ * @since 0.2.0
+ * @category sessions
  */
 export const isRoot = (event: AgentEvent): boolean => parentSessionId(event.sessionId) === undefined
 
-/** Whether `sessionId` is `ancestor` itself or one of its sub-agents, at any depth. */
+/**
+ * Whether `sessionId` is `ancestor` itself or one of its sub-agents, at any depth.
+ *
+ * @since 0.1.0
+ * @category sessions
+ */
 export const isWithin = (sessionId: string, ancestor: string): boolean =>
   sessionId === ancestor || sessionId.startsWith(ancestor + separator)
 
 /**
  * A predicate for `Stream.filter`: the events of one agent (`descendants: false`) or of it and its sub-agents.
+ *
+ * @since 0.1.0
+ * @category sessions
  */
 export const belongsTo = (sessionId: string, options?: { readonly descendants?: boolean }) =>
 (event: AgentEvent): boolean =>
   options?.descendants === false ? event.sessionId === sessionId : isWithin(event.sessionId, sessionId)
 
-/** One agent of a run and its sub-agents, rebuilt from a merged event stream. */
+/**
+ * One agent of a run and its sub-agents, rebuilt from a merged event stream.
+ *
+ * @since 0.1.0
+ * @category sessions
+ */
 export interface SessionTree {
   readonly sessionId: string
   readonly role: string | undefined
@@ -171,6 +297,9 @@ export interface SessionTree {
 /**
  * Rebuilds the tree of agents from a merged stream's events, in the order sessions first appear. A session whose
  * parent never appears becomes a root.
+ *
+ * @since 0.1.0
+ * @category sessions
  */
 export const tree = (events: Iterable<AgentEvent>): Array<SessionTree> => {
   const nodes = new Map<string, SessionTree>()
@@ -205,7 +334,12 @@ const oneLine = (text: string, max = 120): string => {
   return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`
 }
 
-/** A one-line, human-readable rendering of an event, for logs and the CLI. */
+/**
+ * A one-line, human-readable rendering of an event, for logs and the CLI.
+ *
+ * @since 0.1.0
+ * @category display
+ */
 export const format = (event: AgentEvent): string => {
   const who = `[${event.sessionId}]`
   switch (event._tag) {
@@ -246,7 +380,12 @@ export const format = (event: AgentEvent): string => {
 // Server-Sent Events
 // ---------------------------------------------------------------------------------------------------------
 
-/** Options of `toSse`: the first id, the compact form, the keep-alive interval. */
+/**
+ * Options of `toSse`: the first id, the compact form, the keep-alive interval.
+ *
+ * @since 0.2.0
+ * @category server-sent events
+ */
 export type SseOptions = Sse.EncodeOptions
 
 /**
@@ -256,17 +395,35 @@ export type SseOptions = Sse.EncodeOptions
  * `compact: true`, `data` leaves out the tag, and a `TextDelta` its timestamp and the session, step and index it
  * shares with the previous delta (`{"text":" Paris"}`); `sseDecoder` reads both forms. A pure transformation:
  * works on a stream whose requirements are not provided yet.
+ *
+ * @since 0.2.0
+ * @category server-sent events
  */
 export const toSse = <E, R>(events: Stream.Stream<AgentEvent, E, R>, options?: SseOptions): Stream.Stream<string, never, R> =>
   Sse.encode(events, options)
 
-/** The name of the SSE event that carries a run's error. */
+/**
+ * The name of the SSE event that carries a run's error.
+ *
+ * @since 0.2.0
+ * @category server-sent events
+ */
 export const sseErrorEvent: string = Sse.errorEvent
 
-/** A typed error as the JSON of an `event: error`. */
+/**
+ * A typed error as the JSON of an `event: error`.
+ *
+ * @since 0.2.0
+ * @category server-sent events
+ */
 export const errorJson: (error: unknown) => Record<string, unknown> = (error) => Sse.errorJson(error)
 
-/** What `sseDecoder` answers for one SSE event: an event of the run, or the error that ended it. */
+/**
+ * What `sseDecoder` answers for one SSE event: an event of the run, or the error that ended it.
+ *
+ * @since 0.2.0
+ * @category server-sent events
+ */
 export type SseDecoded =
   | { readonly _tag: "Event"; readonly event: AgentEvent }
   | { readonly _tag: "Error"; readonly error: Record<string, unknown> }
@@ -274,6 +431,9 @@ export type SseDecoded =
 /**
  * A reader of one connection's SSE events (full or compact; one per connection, fed in order): each `{ event,
  * data }` back to its `AgentEvent`, or the error that ended the run.
+ *
+ * @since 0.2.0
+ * @category server-sent events
  */
 export const sseDecoder = (): (received: { readonly event: string; readonly data: string }) => SseDecoded =>
   // The data is valet's own: the decoder restores the fields the compact form leaves out.

@@ -20,6 +20,31 @@
  * A run gets its tracker from `Agent.run(..., { budget })`, else from a `Budget` layer in context (which several
  * runs then share, e.g. a whole evaluation), else it is unlimited. Sub-agents share their parent's tracker.
  *
+ * @example
+ * ```ts
+ * import { Effect, Schema } from "effect"
+ * import { Agent, Budget, ScriptedModel, Tool } from "valet"
+ *
+ * const search = Tool.make({
+ *   name: "search", description: "Searches the news", parameters: Schema.Struct({ query: Schema.String }),
+ *   handler: ({ query }) => Effect.succeed(`nothing found for ${query}`)
+ * })
+ * const agent = Agent.make({ name: "researcher", instructions: "Search until you are sure.", tools: [search] })
+ *
+ * // Two model calls at most: the third is refused, and the run ends interrupted (not failed), keeping its output.
+ * const reason = Agent.run(agent, "Who won?", { budget: { maxCalls: 2 } }).pipe(
+ *   Effect.map((result) => result.interruptionReason), // "budget:max_calls"
+ *   Effect.provide(ScriptedModel.layer([
+ *     { toolCalls: [{ name: "search", arguments: { query: "winner" } }] },
+ *     { toolCalls: [{ name: "search", arguments: { query: "final score" } }] },
+ *     "Nobody knows yet."
+ *   ]))
+ * )
+ *
+ * // One tracker shared by every run that finds it in context, e.g. a whole evaluation.
+ * const shared = Budget.layer({ maxTotalTokens: 1_000_000, maxDuration: "10 minutes" })
+ * ```
+ *
  * @since 0.1.0
  */
 import { Clock, Context, Deferred, Duration, Effect, Layer, Schema } from "effect"
@@ -30,7 +55,12 @@ import type * as Model from "./Model.js"
 const NonNegative = Schema.Number.check(Schema.isGreaterThanOrEqualTo(0))
 const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 
-/** The limits of a budget; every one is optional. */
+/**
+ * The limits of a budget; every one is optional.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const Limits = Schema.Struct({
   maxCalls: Schema.optional(Count),
   maxInputTokens: Schema.optional(Count),
@@ -56,10 +86,20 @@ export const Limits = Schema.Struct({
     { path: ["maxCost"], issue: "maxCost needs pricing to compute a cost" }
   )
 )
-/** The limits of a budget. */
+/**
+ * The limits of a budget.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Limits = typeof Limits.Type
 
-/** The name of a limit, as it appears in `budget:<limit>` interruption reasons. */
+/**
+ * The name of a limit, as it appears in `budget:<limit>` interruption reasons.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Limit =
   | "max_calls"
   | "max_input_tokens"
@@ -68,14 +108,24 @@ export type Limit =
   | "max_cost"
   | "wall_clock"
 
-/** A limit that crossed its warning fraction. */
+/**
+ * A limit that crossed its warning fraction.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Warning {
   readonly limit: Limit
   readonly used: number
   readonly max: number
 }
 
-/** What has been spent so far (settled calls; reservations of calls in flight are not included). */
+/**
+ * What has been spent so far (settled calls; reservations of calls in flight are not included).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Spent {
   readonly calls: number
   readonly inputTokens: number
@@ -85,7 +135,12 @@ export interface Spent {
   readonly elapsedMs: number
 }
 
-/** A call's hold on the budget, from before it is sent until it returns. */
+/**
+ * A call's hold on the budget, from before it is sent until it returns.
+ *
+ * @since 0.2.0
+ * @category models
+ */
 export interface Reservation {
   /** The request to send: the caller's, with `maxTokens` lowered when the budget has less left than it asks. */
   readonly request: Model.Request
@@ -97,7 +152,12 @@ export interface Reservation {
   readonly release: () => void
 }
 
-/** A budget in use. */
+/**
+ * A budget in use.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Tracker {
   readonly limits: Limits
   /** Epoch milliseconds after which no call may start, if there is a wall-clock limit. */
@@ -110,18 +170,33 @@ export interface Tracker {
   readonly spent: Effect.Effect<Spent>
 }
 
-/** The budget service: a tracker shared by every run that finds it in context. */
+/**
+ * The budget service: a tracker shared by every run that finds it in context.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export class Budget extends Context.Service<Budget, Tracker>()("valet/Budget") {}
 
 const none: ReadonlyArray<Warning> = []
 
-/** The wall-clock limit of `limits` in milliseconds (`maxDuration`, or the deprecated `maxDurationMs`). */
+/**
+ * The wall-clock limit of `limits` in milliseconds (`maxDuration`, or the deprecated `maxDurationMs`).
+ *
+ * @since 0.2.0
+ * @category utils
+ */
 export const durationMsOf = (limits: Limits): number | undefined =>
   limits.maxDuration !== undefined ? Duration.toMillis(limits.maxDuration) : limits.maxDurationMs
 
 let saidDurationMs = false
 
-/** Starts a tracker for `limits`; the wall clock starts now. */
+/**
+ * Starts a tracker for `limits`; the wall clock starts now.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export const make = (limits: Limits): Effect.Effect<Tracker, InvalidOptions> =>
   Effect.gen(function*() {
     const valid = yield* Decode.decode("Budget", Limits, limits)
@@ -133,7 +208,12 @@ export const make = (limits: Limits): Effect.Effect<Tracker, InvalidOptions> =>
     return makeTracker(valid, startedAt)
   })
 
-/** A tracker with no limits. Its reservations change nothing, so callers may skip them (`generate` does). */
+/**
+ * A tracker with no limits. Its reservations change nothing, so callers may skip them (`generate` does).
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export const unlimited: Tracker = {
   limits: {},
   deadline: undefined,
@@ -141,10 +221,20 @@ export const unlimited: Tracker = {
   spent: Effect.succeed({ calls: 0, inputTokens: 0, outputTokens: 0, totalTokens: 0, cost: 0, elapsedMs: 0 })
 }
 
-/** A `Budget` layer: every run that finds it in context shares this one tracker. */
+/**
+ * A `Budget` layer: every run that finds it in context shares this one tracker.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer = (limits: Limits): Layer.Layer<Budget, InvalidOptions> => Layer.effect(Budget, make(limits))
 
-/** The default output reservation of a request without `maxTokens`, per choice. */
+/**
+ * The default output reservation of a request without `maxTokens`, per choice.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
 export const defaultReserveOutputTokens = 4_096
 
 /**
@@ -152,6 +242,9 @@ export const defaultReserveOutputTokens = 4_096
  * other character (CJK text is about one token per character; accented Latin text is over-estimated, which only
  * makes a reservation larger), plus 4 per message for the chat template, over the messages, the prompt and the
  * tool definitions.
+ *
+ * @since 0.2.0
+ * @category utils
  */
 export const estimateInputTokens = (request: Model.Request): number => {
   let ascii = 0

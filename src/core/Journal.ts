@@ -7,6 +7,25 @@
  * replays under another; sub-agents have deterministic ids), its step name, a hash of the request and how many
  * times that same key was seen before. A call that was not recorded fails with `ReplayMiss` naming the key.
  *
+ * @example
+ * ```ts
+ * import * as NodeServices from "@effect/platform-node/NodeServices"
+ * import { Effect, Layer } from "effect"
+ * import { Agent, Journal, ScriptedModel } from "valet"
+ *
+ * const agent = Agent.make({ name: "geographer", instructions: "Answer in one word." })
+ * const ask = Agent.run(agent, "The capital of France?")
+ * const cassette = "test/cassettes/capital.jsonl"
+ *
+ * // Record: every call goes to the wrapped model (a real server in practice) and into the cassette.
+ * const recorded = ask.pipe(Effect.provide(Journal.layerRecord(cassette).pipe(Layer.provide(ScriptedModel.layer(["Paris"])))))
+ *
+ * // Replay: the same run answered from the cassette, with no model at all (a deterministic test).
+ * const replayed = ask.pipe(Effect.provide(Journal.layerReplay(cassette)))
+ *
+ * const program = Effect.andThen(recorded, replayed).pipe(Effect.provide(NodeServices.layer))
+ * ```
+ *
  * @since 0.1.0
  */
 import { createHash } from "node:crypto"
@@ -17,14 +36,24 @@ import * as Chunks from "./internal/modelChunks.js"
 import * as Model from "./Model.js"
 import * as ModelError from "./ModelError.js"
 
-/** The cassette could not be read or written; `line` points at a bad record. */
+/**
+ * The cassette could not be read or written; `line` points at a bad record.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class JournalError extends Schema.TaggedError<JournalError>()("JournalError", {
   path: Schema.String,
   line: Schema.optional(Schema.Number),
   message: Schema.String
 }) {}
 
-/** One recorded call: its key, the request, and the response or the error it ended with. */
+/**
+ * One recorded call: its key, the request, and the response or the error it ended with.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export const Entry = Schema.Struct({
   session: Schema.String,
   step: Schema.String,
@@ -34,14 +63,24 @@ export const Entry = Schema.Struct({
   response: Schema.optional(Model.Response),
   error: Schema.optional(ModelError.ModelError)
 })
-/** One recorded call. */
+/**
+ * One recorded call.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Entry = typeof Entry.Type
 
 const EntryLine = Schema.fromJsonString(Entry)
 const encodeLine = Schema.encodeSync(EntryLine)
 const decodeLine = Schema.decodeUnknownExit(EntryLine)
 
-/** The hash of a request: the first 16 hex digits of the SHA-256 of its canonical JSON. */
+/**
+ * The hash of a request: the first 16 hex digits of the SHA-256 of its canonical JSON.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
 export const hashRequest = (request: Model.Request): string =>
   createHash("sha256").update(canonicalJson(request)).digest("hex").slice(0, 16)
 
@@ -76,6 +115,9 @@ const occurrences = () => {
 /**
  * Records every call of the wrapped `Model` to `path` (a new cassette: an existing file is replaced), and
  * answers as the wrapped model does.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const layerRecord = (
   path: string
@@ -138,7 +180,12 @@ const describe = (exit: Exit.Failure<unknown, Schema.SchemaError>, line: string)
   return reason !== undefined && reason._tag === "Fail" ? describeIssue(reason.error.issue, line) : "unreadable"
 }
 
-/** Reads a cassette: every line decoded, a bad one reported with its line number. */
+/**
+ * Reads a cassette: every line decoded, a bad one reported with its line number.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
 export const read = (path: string): Effect.Effect<ReadonlyArray<Entry>, JournalError, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
@@ -163,7 +210,12 @@ export const read = (path: string): Effect.Effect<ReadonlyArray<Entry>, JournalE
     return entries
   })
 
-/** Answers model calls from the cassette at `path`, with no model. An unrecorded call fails with `ReplayMiss`. */
+/**
+ * Answers model calls from the cassette at `path`, with no model. An unrecorded call fails with `ReplayMiss`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerReplay = (path: string): Layer.Layer<Model.Model, JournalError, FileSystem.FileSystem> =>
   Layer.effect(
     Model.Model,

@@ -3,6 +3,30 @@
  * (`n`, `seed`, `stop`, raw prompts, log-probabilities) because RL and evaluation users need what chat-only
  * abstractions hide.
  *
+ * @example
+ * ```ts
+ * import { Effect, Layer, Stream } from "effect"
+ * import { Model, ScriptedModel } from "valet"
+ *
+ * // One call, close to the wire: two choices, a seed, a stop sequence.
+ * const primes = Model.generate({ messages: [Model.user("Name a prime number.")], n: 2, seed: 7, stop: ["\n"] }).pipe(
+ *   Effect.map((response) => response.choices.map((choice) => choice.text)), // ["2", "3"]
+ *   Effect.provide(ScriptedModel.layer(["2", "3"]))
+ * )
+ *
+ * // A provider is a layer of the `Model` service; this one answers with the last message.
+ * const echo = (request: Model.Request): Model.Response => ({
+ *   id: "echo-1",
+ *   model: "echo",
+ *   choices: [{ index: 0, text: request.messages?.at(-1)?.content ?? "", toolCalls: [], finishReason: "stop" }],
+ *   usage: Model.emptyUsage
+ * })
+ * const Echo = Layer.succeed(Model.Model, Model.make({
+ *   generate: (request) => Effect.succeed(echo(request)),
+ *   stream: (request) => Stream.fromIterable(Model.toChunks(echo(request)))
+ * }))
+ * ```
+ *
  * @since 0.1.0
  */
 import { Context, Effect, Stream } from "effect"
@@ -19,6 +43,9 @@ export * from "./internal/modelSchema.js"
 /**
  * Folds a chunk stream into the `Response` that `generate` answers: text and reasoning joined per choice, tool
  * calls assembled by index with their arguments joined, finish reasons, usage.
+ *
+ * @since 0.1.0
+ * @category chunks
  */
 export const accumulate = <E, R>(stream: Stream.Stream<Chunk, E, R>): Effect.Effect<Response, E, R> =>
   Effect.map(
@@ -30,20 +57,38 @@ export const accumulate = <E, R>(stream: Stream.Stream<Chunk, E, R>): Effect.Eff
  * The chunks a streaming server would send for a response: text as word-sized deltas (a word with the
  * whitespace before it), reasoning likewise, each tool call as a header and its arguments in two pieces.
  * Test doubles and replays stream with it; `accumulate(toChunks(r))` gives `r` back.
+ *
+ * @since 0.1.0
+ * @category chunks
  */
 export const toChunks = (response: Response): ReadonlyArray<Chunk> => internal.toChunks(response)
 
-/** The text of the first choice (empty when there is none). */
+/**
+ * The text of the first choice (empty when there is none).
+ *
+ * @since 0.1.0
+ * @category getters
+ */
 export const text = (response: Response): string => response.choices[0]?.text ?? ""
 
-/** The tool calls of the first choice. */
+/**
+ * The tool calls of the first choice.
+ *
+ * @since 0.1.0
+ * @category getters
+ */
 export const toolCalls = (response: Response): ReadonlyArray<ToolCall> => response.choices[0]?.toolCalls ?? []
 
 // ---------------------------------------------------------------------------------------------------------
 // The service
 // ---------------------------------------------------------------------------------------------------------
 
-/** What a model provider implements. */
+/**
+ * What a model provider implements.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Service {
   readonly generate: (request: Request) => Effect.Effect<Response, ModelError>
   readonly stream: (request: Request) => Stream.Stream<Chunk, ModelError>
@@ -61,27 +106,50 @@ export interface Service {
   ) => Effect.Effect<Response, ModelError>
 }
 
-/** The model service. Providers (`OpenAiCompatible`, `Vllm`, `ScriptedModel`, `Journal`) are layers of it. */
+/**
+ * The model service. Providers (`OpenAiCompatible`, `Vllm`, `ScriptedModel`, `Journal`) are layers of it.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export class Model extends Context.Service<Model, Service>()("valet/Model") {}
 
-/** Sends one request and waits for the whole answer. */
+/**
+ * Sends one request and waits for the whole answer.
+ *
+ * @since 0.1.0
+ * @category calls
+ */
 export const generate = (request: Request): Effect.Effect<Response, ModelError, Model> =>
   Effect.flatMap(Model, (model) => model.generate(request))
 
-/** Sends one request and streams the answer as it is generated. */
+/**
+ * Sends one request and streams the answer as it is generated.
+ *
+ * @since 0.1.0
+ * @category calls
+ */
 export const stream = (request: Request): Stream.Stream<Chunk, ModelError, Model> =>
   Stream.unwrap(Effect.map(Model, (model) => model.stream(request)))
 
 /**
  * Streams one request, calling `onChunk` for each chunk as it arrives, and answers the accumulated `Response` (the
  * same `generate` would answer). Uses the provider's `streamInto` when it has one.
+ *
+ * @since 0.1.0
+ * @category calls
  */
 export const streamInto = (
   request: Request,
   onChunk: (chunk: Chunk) => Effect.Effect<void>
 ): Effect.Effect<Response, ModelError, Model> => Effect.flatMap(Model, (model) => streamIntoWith(model, request, onChunk))
 
-/** `streamInto` on a given model service rather than the one in context. */
+/**
+ * `streamInto` on a given model service rather than the one in context.
+ *
+ * @since 0.1.0
+ * @category calls
+ */
 export const streamIntoWith = (
   model: Service,
   request: Request,
@@ -94,6 +162,9 @@ export const streamIntoWith = (
 /**
  * `streamInto` for a provider that has a whole response at hand: sends its chunks (`toChunks`) to `onChunk`, then
  * answers it. In-memory providers implement `streamInto` with it.
+ *
+ * @since 0.1.0
+ * @category providers
  */
 export const replayInto = (
   response: Response,
@@ -112,7 +183,13 @@ export const replayInto = (
     return from(0)
   })
 
-/** Builds a `Model` from its operations. */
+/**
+ * Builds a `Model` service from its operations (the identity: it only gives the object its type, so a provider's
+ * functions are checked against `Service` where they are written).
+ *
+ * @since 0.1.0
+ * @category providers
+ */
 export const make = (service: Service): Service => service
 
 /**
@@ -120,6 +197,9 @@ export const make = (service: Service): Service => service
  * call; wrappers such as the `Journal` key their records with it. `rootSessionId` lets a wrapper name a
  * sub-agent's session relative to its run, so a recording made under one random session id replays under
  * another.
+ *
+ * @since 0.1.0
+ * @category call context
  */
 export interface CallContext {
   readonly sessionId: string
@@ -130,6 +210,9 @@ export interface CallContext {
 /**
  * The `CallContext` of the model call in flight, provided by `Architecture.generate` around each call (a
  * `Context.Reference`: read it with `yield* Model.currentCallContext`; undefined outside a call).
+ *
+ * @since 0.1.0
+ * @category call context
  */
 export const currentCallContext: Context.Reference<CallContext | undefined> = Context.Reference<CallContext | undefined>(
   "valet/Model/CallContext",

@@ -2,11 +2,33 @@
  * The errors a `Model` call can fail with. Each says whether retrying the same request could succeed, so
  * providers (and users) choose retries per error kind instead of retrying everything.
  *
+ * @example
+ * ```ts
+ * import { Effect, Schedule } from "effect"
+ * import { Model, ModelError, ScriptedModel } from "valet"
+ *
+ * // A server that is rate-limited once, then answers.
+ * const server = ScriptedModel.layer([{ error: new ModelError.RateLimited({ message: "slow down" }) }, "Hello!"])
+ *
+ * // Send again what may succeed (rate limits, 5xx, timeouts, broken connections); fail at once on the rest.
+ * const hello = Model.generate({ messages: [Model.user("Hi")] }).pipe(
+ *   Effect.retry({ while: ModelError.isRetryable, schedule: Schedule.exponential("100 millis"), times: 3 }),
+ *   Effect.map(Model.text), // "Hello!"
+ *   Effect.catchTag("ContextLengthExceeded", () => Effect.succeed("(the prompt is too long)")),
+ *   Effect.provide(server)
+ * )
+ * ```
+ *
  * @since 0.1.0
  */
 import { Predicate, Schema } from "effect"
 
-/** The server refused because of rate limits (HTTP 429). Retryable, after `retryAfterMs` when the server said. */
+/**
+ * The server refused because of rate limits (HTTP 429). Retryable, after `retryAfterMs` when the server said.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", {
   message: Schema.String,
   retryAfterMs: Schema.optional(Schema.Number)
@@ -17,7 +39,12 @@ export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited"
   }
 }
 
-/** The server failed (HTTP 5xx). Retryable. */
+/**
+ * The server failed (HTTP 5xx). Retryable.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class ServerError extends Schema.TaggedError<ServerError>()("ServerError", {
   status: Schema.Number,
   message: Schema.String
@@ -28,7 +55,12 @@ export class ServerError extends Schema.TaggedError<ServerError>()("ServerError"
   }
 }
 
-/** No answer within the time allowed (per attempt or per call). Retryable. */
+/**
+ * No answer within the time allowed (per attempt or per call). Retryable.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class Timeout extends Schema.TaggedError<Timeout>()("Timeout", {
   message: Schema.String,
   timeoutMs: Schema.Number
@@ -39,7 +71,12 @@ export class Timeout extends Schema.TaggedError<Timeout>()("Timeout", {
   }
 }
 
-/** The connection failed or broke (refused, reset, cut mid-stream). Retryable. */
+/**
+ * The connection failed or broke (refused, reset, cut mid-stream). Retryable.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class Transport extends Schema.TaggedError<Transport>()("Transport", {
   message: Schema.String
 }) {
@@ -49,7 +86,12 @@ export class Transport extends Schema.TaggedError<Transport>()("Transport", {
   }
 }
 
-/** The server rejected the request (HTTP 4xx), with the server's own message. Not retryable. */
+/**
+ * The server rejected the request (HTTP 4xx), with the server's own message. Not retryable.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("InvalidRequest", {
   status: Schema.Number,
   message: Schema.String
@@ -60,7 +102,12 @@ export class InvalidRequest extends Schema.TaggedError<InvalidRequest>()("Invali
   }
 }
 
-/** The prompt (plus `maxTokens`) does not fit in the model's context window. Not retryable. */
+/**
+ * The prompt (plus `maxTokens`) does not fit in the model's context window. Not retryable.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class ContextLengthExceeded extends Schema.TaggedError<ContextLengthExceeded>()("ContextLengthExceeded", {
   message: Schema.String
 }) {
@@ -70,7 +117,12 @@ export class ContextLengthExceeded extends Schema.TaggedError<ContextLengthExcee
   }
 }
 
-/** Missing or wrong credentials (HTTP 401 / 403). Not retryable. */
+/**
+ * Missing or wrong credentials (HTTP 401 / 403). Not retryable.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", {
   status: Schema.Number,
   message: Schema.String
@@ -81,7 +133,12 @@ export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthoriz
   }
 }
 
-/** The server does not serve the requested model. Not retryable. */
+/**
+ * The server does not serve the requested model. Not retryable.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class ModelNotFound extends Schema.TaggedError<ModelNotFound>()("ModelNotFound", {
   model: Schema.String,
   message: Schema.String
@@ -92,7 +149,12 @@ export class ModelNotFound extends Schema.TaggedError<ModelNotFound>()("ModelNot
   }
 }
 
-/** The server answered something that is not what its protocol says; `body` holds the start of it. */
+/**
+ * The server answered something that is not what its protocol says; `body` holds the start of it.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class MalformedResponse extends Schema.TaggedError<MalformedResponse>()("MalformedResponse", {
   message: Schema.String,
   body: Schema.String
@@ -103,7 +165,12 @@ export class MalformedResponse extends Schema.TaggedError<MalformedResponse>()("
   }
 }
 
-/** A `ScriptedModel` was called more times than its script has turns: the test must know. */
+/**
+ * A `ScriptedModel` was called more times than its script has turns: the test must know.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class ScriptExhausted extends Schema.TaggedError<ScriptExhausted>()("ScriptExhausted", {
   callIndex: Schema.Number,
   scriptLength: Schema.Number
@@ -117,7 +184,12 @@ export class ScriptExhausted extends Schema.TaggedError<ScriptExhausted>()("Scri
   }
 }
 
-/** A replayed run made a model call that the cassette does not hold. */
+/**
+ * A replayed run made a model call that the cassette does not hold.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class ReplayMiss extends Schema.TaggedError<ReplayMiss>()("ReplayMiss", {
   key: Schema.String,
   path: Schema.String
@@ -131,7 +203,12 @@ export class ReplayMiss extends Schema.TaggedError<ReplayMiss>()("ReplayMiss", {
   }
 }
 
-/** Every error a `Model` call can fail with. */
+/**
+ * Every error a `Model` call can fail with.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export type ModelError =
   | RateLimited
   | ServerError
@@ -145,7 +222,12 @@ export type ModelError =
   | ScriptExhausted
   | ReplayMiss
 
-/** The schema of `ModelError`, to carry model failures across JSON boundaries (cassettes, workflows, HTTP). */
+/**
+ * The schema of `ModelError`, to carry model failures across JSON boundaries (cassettes, workflows, HTTP).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export const ModelError: Schema.Union<readonly [
   typeof RateLimited,
   typeof ServerError,
@@ -174,9 +256,19 @@ export const ModelError: Schema.Union<readonly [
 
 const tags: ReadonlySet<string> = new Set(ModelError.members.map((member) => member.identifier))
 
-/** Whether a value is one of the `ModelError` classes. */
+/**
+ * Whether a value is one of the `ModelError` classes.
+ *
+ * @since 0.1.0
+ * @category guards
+ */
 export const isModelError = (u: unknown): u is ModelError =>
   Predicate.hasProperty(u, "_tag") && typeof u._tag === "string" && tags.has(u._tag)
 
-/** Whether an error is worth sending the same request again for. */
+/**
+ * Whether an error is worth sending the same request again for.
+ *
+ * @since 0.1.0
+ * @category predicates
+ */
 export const isRetryable = (error: ModelError): boolean => error.retryable

@@ -3,20 +3,48 @@
  * and the call index). It is strict: a call with no turn left fails with `ScriptExhausted`, and a test can
  * assert that every turn was consumed and read back every request it received.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Agent, ScriptedModel } from "valet"
+ *
+ * const agent = Agent.make({ name: "helper", instructions: "Be helpful." })
+ *
+ * const test = Effect.gen(function*() {
+ *   const result = yield* Agent.run(agent, "Hi")
+ *   const [request] = yield* ScriptedModel.calls // what the model was sent, in call order
+ *   yield* ScriptedModel.assertConsumed // fails with ScriptNotConsumed if a turn was left over
+ *   return { output: result.output, instructions: request?.messages?.[0]?.content } // "Hello!", "Be helpful."
+ * }).pipe(Effect.provide(ScriptedModel.layer(["Hello!"])))
+ *
+ * // A function script answers each request as it comes: here, with the last message.
+ * const echo = ScriptedModel.layer((request) => request.messages?.at(-1)?.content ?? "")
+ * ```
+ *
  * @since 0.1.0
  */
 import { Context, Duration, Effect, Layer, Schema, Stream } from "effect"
 import * as Model from "./Model.js"
 import { type ModelError, ScriptExhausted } from "./ModelError.js"
 
-/** A scripted tool call; `arguments` may be an object (sent as JSON) or the raw text a model would write. */
+/**
+ * A scripted tool call; `arguments` may be an object (sent as JSON) or the raw text a model would write.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ScriptedToolCall {
   readonly name: string
   readonly arguments?: string | Record<string, unknown> | undefined
   readonly id?: string | undefined
 }
 
-/** One scripted answer: a text, or the parts of a response. */
+/**
+ * One scripted answer: a text, or the parts of a response.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Turn =
   | string
   | {
@@ -32,12 +60,22 @@ export type Turn =
     readonly error?: ModelError | undefined
   }
 
-/** A script: turns consumed in call order, or a function answering each request. */
+/**
+ * A script: turns consumed in call order, or a function answering each request.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Script =
   | ReadonlyArray<Turn>
   | ((request: Model.Request, index: number) => Turn | Effect.Effect<Turn, ModelError>)
 
-/** A script still had turns when a test asserted it was consumed. */
+/**
+ * A script still had turns when a test asserted it was consumed.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class ScriptNotConsumed extends Schema.TaggedError<ScriptNotConsumed>()("ScriptNotConsumed", {
   consumed: Schema.Number,
   scriptLength: Schema.Number
@@ -47,7 +85,12 @@ export class ScriptNotConsumed extends Schema.TaggedError<ScriptNotConsumed>()("
   }
 }
 
-/** What a test reads back from a scripted model. */
+/**
+ * What a test reads back from a scripted model.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Service {
   /** Every request received, in call order. */
   readonly calls: Effect.Effect<ReadonlyArray<Model.Request>>
@@ -57,22 +100,42 @@ export interface Service {
   readonly assertConsumed: Effect.Effect<void, ScriptNotConsumed>
 }
 
-/** The scripted model's inspection service, provided beside `Model` by `layer`. */
+/**
+ * The scripted model's inspection service, provided beside `Model` by `layer`.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export class ScriptedModel extends Context.Service<ScriptedModel, Service>()("valet/ScriptedModel") {}
 
-/** Every request the scripted model received, in call order. */
+/**
+ * Every request the scripted model received, in call order.
+ *
+ * @since 0.1.0
+ * @category inspection
+ */
 export const calls: Effect.Effect<ReadonlyArray<Model.Request>, never, ScriptedModel> = Effect.flatMap(
   ScriptedModel,
   (service) => service.calls
 )
 
-/** Fails with `ScriptNotConsumed` when a list script still has turns. */
+/**
+ * Fails with `ScriptNotConsumed` when a list script still has turns.
+ *
+ * @since 0.1.0
+ * @category inspection
+ */
 export const assertConsumed: Effect.Effect<void, ScriptNotConsumed, ScriptedModel> = Effect.flatMap(
   ScriptedModel,
   (service) => service.assertConsumed
 )
 
-/** Turns not consumed yet (`undefined` for a function script). */
+/**
+ * Turns not consumed yet (`undefined` for a function script).
+ *
+ * @since 0.1.0
+ * @category inspection
+ */
 export const remaining: Effect.Effect<number | undefined, never, ScriptedModel> = Effect.flatMap(
   ScriptedModel,
   (service) => service.remaining
@@ -162,6 +225,9 @@ const delayOf = (turns: ReadonlyArray<Turn>): Duration.Duration | undefined => {
  * A `Model` that answers from a script, and the `ScriptedModel` service to inspect it. With `n` > 1 a request
  * consumes `n` turns, one per choice. `stream` sends a turn as word-sized deltas. Each build starts the script
  * afresh.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const layer = (script: Script): Layer.Layer<Model.Model | ScriptedModel> =>
   Layer.effectContext(Effect.sync(() => context(script)))
@@ -170,6 +236,9 @@ export const layer = (script: Script): Layer.Layer<Model.Model | ScriptedModel> 
  * What `layer` provides, as a plain `Context` with its own fresh script: `Effect.provide(run, context(script))`
  * gives one run its own scripted model without building a layer (no scope, no memo map), the cheap way to give
  * each of many concurrent sessions a model of its own.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const context = (script: Script): Context.Context<Model.Model | ScriptedModel> => {
   const received: Array<Model.Request> = []

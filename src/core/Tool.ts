@@ -4,6 +4,30 @@
  * decode, an unknown tool, a failing or slow handler — comes back to the model as an `ERROR: ...` result it can
  * read and react to; it never crashes the run.
  *
+ * @example
+ * ```ts
+ * import { Effect, Schema } from "effect"
+ * import { Tool } from "valet"
+ *
+ * const weather = Tool.make({
+ *   name: "get_weather",
+ *   description: "The current weather in a city",
+ *   parameters: Schema.Struct({ city: Schema.String, unit: Schema.optional(Schema.Literals(["c", "f"])) }),
+ *   handler: ({ city, unit = "c" }) => Effect.succeed({ city, temperature: unit === "c" ? 21 : 70 }),
+ *   timeout: "5 seconds"
+ * })
+ *
+ * // What the model is shown: the name, the description and the JSON schema of the parameters.
+ * const definition = weather.definition
+ *
+ * // Calls as a model writes them: arguments that do not decode are an `ERROR:` result it reads, not a failure.
+ * const kit = Tool.toolkit([weather])
+ * const results = Effect.all([
+ *   Tool.execute(kit, { id: "call_1", name: "get_weather", arguments: `{"city":"Paris"}` }), // {"city":"Paris","temperature":21}
+ *   Tool.execute(kit, { id: "call_2", name: "get_weather", arguments: `{"town":"Paris"}` }) // ERROR: invalid arguments…
+ * ])
+ * ```
+ *
  * @since 0.1.0
  */
 import { Cause, Duration, Effect, Exit, Predicate, Result, Schema, SchemaAST } from "effect"
@@ -15,7 +39,12 @@ import type * as Model from "./Model.js"
 
 const TypeId: unique symbol = Symbol.for("valet/Tool")
 
-/** The outcome of one tool call, before timeouts and the length cap are applied. */
+/**
+ * The outcome of one tool call, before timeouts and the length cap are applied.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Outcome {
   readonly content: string
   readonly isError: boolean
@@ -24,6 +53,9 @@ export interface Outcome {
 /**
  * A tool whose handler needs the services `R`. The parameter and result types are fixed by `make` and erased
  * here, so that tools of different shapes fit in one list.
+ *
+ * @since 0.1.0
+ * @category models
  */
 export interface Tool<out R = never> {
   readonly [TypeId]: typeof TypeId
@@ -37,16 +69,36 @@ export interface Tool<out R = never> {
   readonly call: (argumentsText: string) => Effect.Effect<Outcome, never, R>
 }
 
-/** The services needed by any of a list of tools. */
+/**
+ * The services needed by any of a list of tools.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Requirements<T> = T extends ReadonlyArray<Tool<infer R>> ? R : never
 
-/** The default time a tool call may take. */
+/**
+ * The default time a tool call may take.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export const defaultTimeout: Duration.Duration = Duration.seconds(30)
 
-/** The default length a tool result is cut to before the model sees it. */
+/**
+ * The default length a tool result is cut to before the model sees it.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export const defaultMaxResultChars = 20_000
 
-/** Options of `make`. */
+/**
+ * Options of `make`.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export interface MakeOptions<P, I, A, E, R> {
   readonly name: string
   readonly description: string
@@ -63,6 +115,9 @@ const toolNamePattern = /^[a-zA-Z0-9_-]{1,64}$/
 /**
  * Whether a tool name is one the OpenAI protocol accepts (letters, digits, `_` and `-`, at most 64): servers
  * reject anything else, so an agent with such a tool fails at the start of its run with `InvalidAgent`.
+ *
+ * @since 0.1.0
+ * @category predicates
  */
 export const isValidName = (name: string): boolean => toolNamePattern.test(name)
 
@@ -71,6 +126,9 @@ export const isValidName = (name: string): boolean => toolNamePattern.test(name)
  * message naming the tool and what is wrong: not JSON, or nested deeper than 100 levels (the decoders and messages
  * that walk a value recursively would overflow the stack on a 10,000-deep array a model can write). For tools made
  * with `fromDefinition`, which read their arguments themselves.
+ *
+ * @since 0.2.0
+ * @category parsing
  */
 export const parseArguments = (toolName: string, argumentsText: string): Result.Result<unknown, string> => {
   const text = argumentsText.trim() === "" ? "{}" : argumentsText
@@ -91,7 +149,12 @@ export const parseArguments = (toolName: string, argumentsText: string): Result.
  */
 const parsedCalls = new WeakMap<Tool<unknown>["call"], (value: unknown) => Effect.Effect<Outcome, never, unknown>>()
 
-/** Defines a tool. The JSON schema sent to the model is derived once, here. */
+/**
+ * Defines a tool. The JSON schema sent to the model is derived once, here.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A, E, R>): Tool<R> => {
   const parameters = parametersSchema(options.parameters)
   const decodeStrict = Schema.decodeUnknownResult(options.parameters)
@@ -154,7 +217,12 @@ export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A
   }
 }
 
-/** Options of `fromDefinition`. */
+/**
+ * Options of `fromDefinition`.
+ *
+ * @since 0.2.0
+ * @category options
+ */
 export interface DefinitionOptions<R> {
   readonly name: string
   readonly description: string
@@ -168,6 +236,9 @@ export interface DefinitionOptions<R> {
 /**
  * A tool defined by its JSON schema and a call on the raw argument text: for tools valet does not decode itself —
  * an `effect/ai` toolkit's (`EffectAi.toolsOf`), a remote server's. `make` is the way to write one.
+ *
+ * @since 0.2.0
+ * @category constructors
  */
 export const fromDefinition = <R>(options: DefinitionOptions<R>): Tool<R> => ({
   [TypeId]: TypeId,
@@ -178,10 +249,20 @@ export const fromDefinition = <R>(options: DefinitionOptions<R>): Tool<R> => ({
   call: options.call
 })
 
-/** Whether a value is a `Tool`. */
+/**
+ * Whether a value is a `Tool`.
+ *
+ * @since 0.1.0
+ * @category guards
+ */
 export const isTool = (u: unknown): u is Tool<unknown> => Predicate.hasProperty(u, TypeId)
 
-/** The result of one executed tool call, ready to send back to the model. */
+/**
+ * The result of one executed tool call, ready to send back to the model.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Result {
   readonly toolCallId: string
   readonly name: string
@@ -189,7 +270,12 @@ export interface Result {
   readonly isError: boolean
 }
 
-/** Options of `execute`. */
+/**
+ * Options of `execute`.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export interface ExecuteOptions {
   /** Results longer than this are cut, with a note of how much was cut. */
   readonly maxResultChars?: number | undefined
@@ -200,14 +286,24 @@ export interface ExecuteOptions {
   readonly parsedArguments?: unknown
 }
 
-/** Tools indexed by name, built once per run so each call is a map lookup. */
+/**
+ * Tools indexed by name, built once per run so each call is a map lookup.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Toolkit<R> {
   readonly tools: ReadonlyArray<Tool<R>>
   readonly definitions: ReadonlyArray<Model.ToolDefinition>
   readonly byName: ReadonlyMap<string, Tool<R>>
 }
 
-/** Indexes a list of tools by name. A later tool with the same name replaces an earlier one. */
+/**
+ * Indexes a list of tools by name. A later tool with the same name replaces an earlier one.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export const toolkit = <R>(tools: ReadonlyArray<Tool<R>>): Toolkit<R> => {
   const byName = new Map<string, Tool<R>>()
   for (const tool of tools) byName.set(tool.name, tool)
@@ -217,6 +313,9 @@ export const toolkit = <R>(tools: ReadonlyArray<Tool<R>>): Toolkit<R> => {
 /**
  * Executes one tool call: looks the tool up, decodes the arguments, runs the handler under its timeout and
  * cuts a long result. Never fails; interruption still interrupts the handler (and runs its finalizers).
+ *
+ * @since 0.1.0
+ * @category execution
  */
 export const execute = <R>(
   kit: Toolkit<R>,
@@ -261,7 +360,12 @@ export const execute = <R>(
 const exitOf = <A, E, R>(effect: Effect.Effect<A, E, R>): Exit.Exit<A, E> | undefined =>
   Exit.isExit(effect) ? (effect as Exit.Exit<A, E>) : undefined
 
-/** Cuts a text to `maxChars`, noting how many characters were cut. */
+/**
+ * Cuts a text to `maxChars`, noting how many characters were cut.
+ *
+ * @since 0.1.0
+ * @category utils
+ */
 export const truncate = (text: string, maxChars: number): string =>
   text.length <= maxChars ? text : `${text.slice(0, maxChars)}\n[truncated: ${text.length - maxChars} more characters]`
 

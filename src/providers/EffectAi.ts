@@ -21,6 +21,30 @@
  * - `modelErrorOf` reads back the valet `ModelError` inside an `AiError` that started as one; errors crossing both
  *   bridges come back as the `ModelError` they started as.
  *
+ * @example
+ * ```ts
+ * import { Effect, Layer, Schema } from "effect"
+ * import { LanguageModel, Tool, Toolkit } from "effect/ai"
+ * import { Agent, ScriptedModel } from "valet"
+ * import * as EffectAi from "valet/EffectAi"
+ *
+ * // A valet Model (scripted here; `OpenAiCompatible` for vLLM) as an effect/ai LanguageModel, at temperature 0.
+ * const Llm = EffectAi.languageModel({ config: { temperature: 0 } }).pipe(Layer.provide(ScriptedModel.layer(["Paris"])))
+ *
+ * const capital = LanguageModel.generateText({ prompt: "The capital of France?" }).pipe(
+ *   Effect.map((response) => response.text), // "Paris"
+ *   Effect.provide(Llm)
+ * )
+ *
+ * // The tools of an effect/ai toolkit, run by its own handlers, for a valet agent.
+ * const Now = Tool.make("now", { description: "The time now", success: Schema.String })
+ * const toolkit = Toolkit.make(Now)
+ * const agent = EffectAi.toolsOf(toolkit).pipe(
+ *   Effect.map((tools) => Agent.make({ name: "timekeeper", instructions: "Tell the time.", tools })),
+ *   Effect.provide(toolkit.toLayer({ now: () => Effect.succeed("12:00") }))
+ * )
+ * ```
+ *
  * @since 0.1.0
  */
 import { Effect, Layer } from "effect"
@@ -37,16 +61,29 @@ import * as Tools from "./internal/effectAi/tools.js"
 // Sampling options
 // ---------------------------------------------------------------------------------------------------------
 
-/** The sampling options of a valet request that cross the bridge: `temperature`, `topP`, `maxTokens`, `stop`, `seed`, `extra`. */
+/**
+ * The sampling options of a valet request that cross the bridge: `temperature`, `topP`, `maxTokens`, `stop`, `seed`, `extra`.
+ *
+ * @since 0.2.0
+ * @category sampling
+ */
 export type Sampling = Config_.Sampling
 
 /**
  * The sampling options of the `LanguageModel` that `languageModel` offers, read on every call from the calling
  * context and laid over the layer's `config` (a `Context.Reference`, empty by default).
+ *
+ * @since 0.2.0
+ * @category sampling
  */
 export const Config: typeof Config_.Config = Config_.Config
 
-/** Runs an effect with these sampling options laid over the `Config` in context (streams: `Stream.provideService(Config, …)`). */
+/**
+ * Runs an effect with these sampling options laid over the `Config` in context (streams: `Stream.provideService(Config, …)`).
+ *
+ * @since 0.2.0
+ * @category sampling
+ */
 export const withConfigOverride: typeof Config_.withConfigOverride = Config_.withConfigOverride
 
 /**
@@ -55,6 +92,9 @@ export const withConfigOverride: typeof Config_.withConfigOverride = Config_.wit
  * `(s) => OpenAiLanguageModel.withConfigOverride({ temperature: s.temperature, top_p: s.topP, max_output_tokens: s.maxTokens })`
  * (drop the undefined ones if the provider spreads its overrides), or `EffectAi.withConfigOverride` for a
  * `LanguageModel` that valet itself offers.
+ *
+ * @since 0.2.0
+ * @category sampling
  */
 export type SamplingAdapter = Config_.SamplingAdapter
 
@@ -62,44 +102,87 @@ export type SamplingAdapter = Config_.SamplingAdapter
 // valet Model → effect/ai LanguageModel
 // ---------------------------------------------------------------------------------------------------------
 
-/** Options of `languageModel`. */
+/**
+ * Options of `languageModel`.
+ *
+ * @since 0.2.0
+ * @category to LanguageModel
+ */
 export type LanguageModelOptions = To.Options
 
-/** The `LanguageModel` service over the valet `Model` in context, with these defaults. */
+/**
+ * The `LanguageModel` service over the valet `Model` in context, with these defaults.
+ *
+ * @since 0.2.0
+ * @category to LanguageModel
+ */
 export const makeLanguageModelWith: (
   options?: LanguageModelOptions
 ) => Effect.Effect<LanguageModel.LanguageModel, never, Model.Model> = To.makeLanguageModel
 
-/** The `LanguageModel` service over the valet `Model` in context. */
+/**
+ * The `LanguageModel` service over the valet `Model` in context.
+ *
+ * @since 0.1.0
+ * @category to LanguageModel
+ */
 export const makeLanguageModel: Effect.Effect<LanguageModel.LanguageModel, never, Model.Model> = To.makeLanguageModel()
 
 /**
  * An `effect/ai` `LanguageModel` layer over the valet `Model` in context, with default sampling options under any
  * `Config` of the call: `EffectAi.languageModel({ config: { temperature: 0 } }).pipe(Layer.provide(OpenAiCompatible.layerNode({ baseUrl, model })))`
  * reaches vLLM.
+ *
+ * @since 0.2.0
+ * @category to LanguageModel
  */
 export const languageModel = (options?: LanguageModelOptions): Layer.Layer<LanguageModel.LanguageModel, never, Model.Model> =>
   Layer.effect(LanguageModel.LanguageModel, To.makeLanguageModel(options))
 
-/** `languageModel()`: the name this layer had before `languageModel` took options. */
+/**
+ * `languageModel()`: the name this layer had before `languageModel` took options.
+ *
+ * @since 0.1.0
+ * @category to LanguageModel
+ */
 export const toLanguageModel: Layer.Layer<LanguageModel.LanguageModel, never, Model.Model> = languageModel()
 
 // ---------------------------------------------------------------------------------------------------------
 // effect/ai LanguageModel → valet Model
 // ---------------------------------------------------------------------------------------------------------
 
-/** Options of `fromLanguageModel`. */
+/**
+ * Options of `fromLanguageModel`.
+ *
+ * @since 0.2.0
+ * @category from LanguageModel
+ */
 export type FromLanguageModelOptions = From.Options
 
-/** The valet `Model` service over the `LanguageModel` in context, with these options. */
+/**
+ * The valet `Model` service over the `LanguageModel` in context, with these options.
+ *
+ * @since 0.2.0
+ * @category from LanguageModel
+ */
 export const makeModelWith: (
   options?: FromLanguageModelOptions
 ) => Effect.Effect<Model.Service, never, LanguageModel.LanguageModel> = From.makeModel
 
-/** The valet `Model` service over the `LanguageModel` in context (sampling options not sent). */
+/**
+ * The valet `Model` service over the `LanguageModel` in context (sampling options not sent).
+ *
+ * @since 0.1.0
+ * @category from LanguageModel
+ */
 export const makeModel: Effect.Effect<Model.Service, never, LanguageModel.LanguageModel> = From.makeModel()
 
-/** A valet `Model` backed by an `effect/ai` `LanguageModel` layer (OpenAI, Anthropic, OpenRouter…). */
+/**
+ * A valet `Model` backed by an `effect/ai` `LanguageModel` layer (OpenAI, Anthropic, OpenRouter…).
+ *
+ * @since 0.1.0
+ * @category from LanguageModel
+ */
 export const fromLanguageModel = <E, R>(
   layer: Layer.Layer<LanguageModel.LanguageModel, E, R>,
   options?: FromLanguageModelOptions
@@ -109,7 +192,12 @@ export const fromLanguageModel = <E, R>(
 // Errors
 // ---------------------------------------------------------------------------------------------------------
 
-/** The valet `ModelError` an `AiError` carries when it started as one (from `languageModel`), else undefined. */
+/**
+ * The valet `ModelError` an `AiError` carries when it started as one (from `languageModel`), else undefined.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
 export const modelErrorOf: (error: AiError.AiError) => ModelError.ModelError | undefined = Errors.modelErrorOf
 
 // ---------------------------------------------------------------------------------------------------------
@@ -119,5 +207,8 @@ export const modelErrorOf: (error: AiError.AiError) => ModelError.ModelError | u
 /**
  * The tools of an `effect/ai` toolkit as valet tools (the toolkit's handlers come from context, e.g.
  * `toolkit.toLayer({ … })`): `Agent.make({ tools: yield* EffectAi.toolsOf(toolkit) })`.
+ *
+ * @since 0.2.0
+ * @category tools
  */
 export const toolsOf = Tools.toolsOf

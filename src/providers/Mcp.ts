@@ -11,6 +11,30 @@
  * made; once running, a call that fails, times out (`callTimeout`, default 60 s) or meets a crashed server is an
  * `ERROR:` result the model reads — a run never hangs on a server.
  *
+ * @example
+ * ```ts
+ * import { NodeHttpClient, NodeServices } from "@effect/platform-node"
+ * import { Effect, Layer } from "effect"
+ * import { Agent, ScriptedModel } from "valet"
+ * import * as Mcp from "valet/Mcp"
+ *
+ * // The `mcpServers` shape of Claude Desktop, Cursor and VS Code: stdio `{ command, args }` or HTTP `{ url }`.
+ * const config: Mcp.Config = {
+ *   mcpServers: { everything: { command: "npx", args: ["-y", "@modelcontextprotocol/server-everything", "stdio"] } }
+ * }
+ *
+ * // The server runs as long as the scope; the model (scripted here) calls its `get-sum` like any other tool.
+ * const answer = Effect.gen(function*() {
+ *   const tools = yield* Mcp.tools(config, { callTimeout: "30 seconds" })
+ *   const agent = Agent.make({ name: "assistant", instructions: "Use the tools.", tools })
+ *   return (yield* Agent.run(agent, "What is 2 + 3?")).output
+ * }).pipe(
+ *   Effect.scoped,
+ *   Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "get-sum", arguments: { a: 2, b: 3 } }] }, "5"])),
+ *   Effect.provide(Layer.merge(NodeServices.layer, NodeHttpClient.layerUndici))
+ * )
+ * ```
+ *
  * @since 0.2.0
  */
 import { Deferred, Duration, Effect, Option, Result, Schema, type Scope, Stream } from "effect"
@@ -26,7 +50,12 @@ import { DurationInput } from "./internal/resilience.js"
 // Config
 // ---------------------------------------------------------------------------------------------------------
 
-/** A server started as a process, spoken to over its stdin / stdout. */
+/**
+ * A server started as a process, spoken to over its stdin / stdout.
+ *
+ * @since 0.2.0
+ * @category config
+ */
 export const StdioServer = Schema.Struct({
   command: Schema.String,
   args: Schema.optional(Schema.Array(Schema.String)),
@@ -37,7 +66,12 @@ export const StdioServer = Schema.Struct({
   type: Schema.optional(Schema.Literal("stdio"))
 })
 
-/** A server at a Streamable HTTP endpoint. */
+/**
+ * A server at a Streamable HTTP endpoint.
+ *
+ * @since 0.2.0
+ * @category config
+ */
 export const HttpServer = Schema.Struct({
   url: Schema.String,
   headers: Schema.optional(Schema.Record(Schema.String, Schema.String)),
@@ -45,17 +79,42 @@ export const HttpServer = Schema.Struct({
   type: Schema.optional(Schema.Literals(["http", "streamable-http", "streamableHttp"]))
 })
 
-/** One entry of `mcpServers`. */
+/**
+ * One entry of `mcpServers`.
+ *
+ * @since 0.2.0
+ * @category config
+ */
 export const ServerConfig = Schema.Union([StdioServer, HttpServer])
-/** One entry of `mcpServers`. */
+/**
+ * One entry of `mcpServers`.
+ *
+ * @since 0.2.0
+ * @category config
+ */
 export type ServerConfig = typeof ServerConfig.Type
 
-/** The `mcpServers` config: server names to how to reach them. */
+/**
+ * The `mcpServers` config: server names to how to reach them.
+ *
+ * @since 0.2.0
+ * @category config
+ */
 export const Config = Schema.Struct({ mcpServers: Schema.Record(Schema.String, ServerConfig) })
-/** The `mcpServers` config. */
+/**
+ * The `mcpServers` config.
+ *
+ * @since 0.2.0
+ * @category config
+ */
 export type Config = typeof Config.Type
 
-/** Options of `tools`. */
+/**
+ * Options of `tools`.
+ *
+ * @since 0.2.0
+ * @category options
+ */
 export interface Options {
   /** How long one tool call may take before it is cancelled and reported to the model (default 60 s). */
   readonly callTimeout?: Duration.Input | undefined
@@ -68,7 +127,12 @@ export interface Options {
   readonly prefix?: boolean | undefined
 }
 
-/** A server could not be started, reached or listed; `server` is its name in the config. */
+/**
+ * A server could not be started, reached or listed; `server` is its name in the config.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
 export class McpError extends Schema.TaggedError<McpError>()("McpError", {
   server: Schema.String,
   message: Schema.String
@@ -92,7 +156,12 @@ const toolName = (server: string, tool: string, prefix: boolean): string => {
   return (prefix ? `${safe(server)}__${safe(tool)}` : safe(tool)).slice(0, 64)
 }
 
-/** What the model reads of a result: its text parts, then what else it holds, then its structured content. */
+/**
+ * What the model reads of a result: its text parts, then what else it holds, then its structured content.
+ *
+ * @since 0.2.0
+ * @category utils
+ */
 export const resultText = (result: McpSchema.CallToolResult): string => {
   const parts: Array<string> = []
   for (const block of result.content) {
@@ -265,6 +334,9 @@ const connect = (
  * The tools of every server of `config`, connected in the current `Scope` (servers start at once, in parallel,
  * and stop when the scope closes). Fails with `McpError` naming a server that cannot start, answer or list its
  * tools, and with `InvalidOptions` on a bad config.
+ *
+ * @since 0.2.0
+ * @category tools
  */
 export const tools = (
   config: Config,

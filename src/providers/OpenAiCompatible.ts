@@ -24,6 +24,29 @@
  *   `MalformedResponse` naming it, and the rest of the body is not read.
  * - An optional cap on requests in flight (`maxInFlight`).
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Agent, OpenAiCompatible } from "valet"
+ *
+ * // `vllm serve Qwen/Qwen2.5-7B-Instruct`; llama.cpp, Ollama, SGLang or OpenAI take the same options.
+ * const Qwen = OpenAiCompatible.layerNode({
+ *   baseUrl: "http://127.0.0.1:8000",
+ *   model: "Qwen/Qwen2.5-7B-Instruct",
+ *   attemptTimeout: "2 minutes",
+ *   maxInFlight: 64
+ * })
+ *
+ * const agent = Agent.make({ name: "assistant", instructions: "Be brief." })
+ * const answer = Agent.run(agent, "Hello!").pipe(Effect.provide(Qwen))
+ *
+ * // What the server serves (`GET /v1/models`).
+ * const models = OpenAiCompatible.listModels.pipe(Effect.provide(Qwen))
+ *
+ * // Or from VALET_BASE_URL, VALET_MODEL (else the server's first model) and VALET_API_KEY / OPENAI_API_KEY.
+ * const FromEnv = OpenAiCompatible.layerConfigNode()
+ * ```
+ *
  * @since 0.1.0
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
@@ -36,10 +59,20 @@ import * as Opts from "../core/internal/decode.js"
 import * as Model from "../core/Model.js"
 import * as ModelError from "../core/ModelError.js"
 
-/** Retries, timeouts, the in-flight cap and the body size caps (every field optional; see each field's default). */
+/**
+ * Retries, timeouts, the in-flight cap and the body size caps (every field optional; see each field's default).
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export type ResilienceOptions = Resilience.Options
 
-/** Where the server is, which model to ask, and how to call it. */
+/**
+ * Where the server is, which model to ask, and how to call it.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export interface Options extends ResilienceOptions {
   /**
    * The server: its root (`http://127.0.0.1:8000`, to which `/v1` is added) or its API base
@@ -54,7 +87,12 @@ export interface Options extends ResilienceOptions {
   readonly headers?: Readonly<Record<string, string>> | undefined
 }
 
-/** A model the server serves (`GET /v1/models`). */
+/**
+ * A model the server serves (`GET /v1/models`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ModelInfo {
   readonly id: string
   readonly ownedBy?: string | undefined
@@ -62,7 +100,12 @@ export interface ModelInfo {
   readonly maxModelLen?: number | undefined
 }
 
-/** The client: a `Model` service, plus what an OpenAI-compatible server offers beside completions. */
+/**
+ * The client: a `Model` service, plus what an OpenAI-compatible server offers beside completions.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Service extends Model.Service {
   /** The API base the client calls, e.g. `http://127.0.0.1:8000/v1`. */
   readonly apiBase: string
@@ -72,7 +115,12 @@ export interface Service extends Model.Service {
   readonly listModels: Effect.Effect<ReadonlyArray<ModelInfo>, ModelError.ModelError>
 }
 
-/** The OpenAI-compatible client, provided beside `Model` by this module's layers. */
+/**
+ * The OpenAI-compatible client, provided beside `Model` by this module's layers.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export class OpenAiCompatible extends Context.Service<OpenAiCompatible, Service>()("valet/OpenAiCompatible") {}
 
 const endpointOf = (options: Options): Client.Endpoint => ({
@@ -116,6 +164,9 @@ const OptionsSchema = Schema.Struct({
 /**
  * Builds the client over the `HttpClient` in context. Options are checked first: a bad one is `InvalidOptions`
  * naming it (`OpenAiCompatible: baseUrl must be an http(s) URL …, got "localhost:8000"`).
+ *
+ * @since 0.1.0
+ * @category constructors
  */
 export const make = (options: Options): Effect.Effect<Service, InvalidOptions, HttpClient.HttpClient> =>
   Effect.gen(function*() {
@@ -138,7 +189,12 @@ export const make = (options: Options): Effect.Effect<Service, InvalidOptions, H
     }
   })
 
-/** `GET /v1/models` of the client in context. */
+/**
+ * `GET /v1/models` of the client in context.
+ *
+ * @since 0.1.0
+ * @category calls
+ */
 export const listModels: Effect.Effect<ReadonlyArray<ModelInfo>, ModelError.ModelError, OpenAiCompatible> =
   Effect.flatMap(OpenAiCompatible, (client) => client.listModels)
 
@@ -148,17 +204,30 @@ const provide = <E, R>(service: Effect.Effect<Service, E, R>): Layer.Layer<Model
       Context.add(Model.Model, Model.make({ generate: client.generate, stream: client.stream }))
     )))
 
-/** A `Model` (and the `OpenAiCompatible` client) over the `HttpClient` in context. */
+/**
+ * A `Model` (and the `OpenAiCompatible` client) over the `HttpClient` in context.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layer = (options: Options): Layer.Layer<Model.Model | OpenAiCompatible, InvalidOptions, HttpClient.HttpClient> =>
   provide(make(options))
 
-/** `layer` with undici's `HttpClient` (a keep-alive connection pool): nothing else to provide in Node. */
+/**
+ * `layer` with undici's `HttpClient` (a keep-alive connection pool): nothing else to provide in Node.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerNode = (options: Options): Layer.Layer<Model.Model | OpenAiCompatible, InvalidOptions> =>
   Layer.provide(layer(options), NodeHttpClient.layerUndici)
 
 /**
  * The server settings from the environment: `VALET_BASE_URL` (required), `VALET_MODEL`, and the key from
  * `VALET_API_KEY`, else `OPENAI_API_KEY` (read as `Redacted`).
+ *
+ * @since 0.1.0
+ * @category config
  */
 export const config: Config.Config<{
   readonly baseUrl: string
@@ -173,6 +242,9 @@ export const config: Config.Config<{
 /**
  * A `Model` configured from the environment (`config`). Without `VALET_MODEL` the server is asked for its
  * models (`GET /v1/models`) once, and the first one is used: a single-model vLLM needs no model name.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const layerConfig = (
   options: ResilienceOptions & { readonly headers?: Readonly<Record<string, string>> | undefined } = {}
@@ -196,7 +268,12 @@ export const layerConfig = (
     return yield* make({ ...base, model: models[0]!.id })
   }))
 
-/** `layerConfig` with undici's `HttpClient`. */
+/**
+ * `layerConfig` with undici's `HttpClient`.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerConfigNode = (
   options: ResilienceOptions & { readonly headers?: Readonly<Record<string, string>> | undefined } = {}
 ): Layer.Layer<Model.Model | OpenAiCompatible, Config.ConfigError | ModelError.ModelError | InvalidOptions> =>

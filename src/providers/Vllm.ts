@@ -29,6 +29,28 @@
  * `maxEventBytes`), and an answer with no completion in it (`{"text": []}`, `{"choices": []}`, an empty
  * stream) is a `MalformedResponse`.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Agent } from "valet"
+ * import * as Vllm from "valet/Vllm"
+ *
+ * // Each call goes to the healthy actor of the pool file with the fewest requests in flight.
+ * const Pool = Vllm.layerNode({ configPath: "configs/vllm_actors.yaml" })
+ *
+ * const agent = Agent.make({ name: "solver", instructions: "Solve the task." })
+ * const answer = Agent.run(agent, "2 + 2?").pipe(Effect.provide(Pool))
+ *
+ * // Which actors answer `GET /health`, and how busy each is.
+ * const health = Vllm.health().pipe(
+ *   Effect.map((actors) => actors.map((actor) => `${actor.name}: ${actor.healthy ? "ok" : actor.detail}, ${actor.inFlight} in flight`)),
+ *   Effect.provide(Pool)
+ * )
+ *
+ * // One actor only: `Vllm.layerNode({ actorName: "actor0" })`. A pool file's text, checked without reading a file:
+ * const parsed = Vllm.parseConfig("actors:\n  - name: actor0\n    base_url: http://127.0.0.1:8000\n", "inline.yaml")
+ * ```
+ *
  * @since 0.1.0
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
@@ -44,7 +66,12 @@ import type { InvalidOptions } from "../core/AgentError.js"
 import * as Opts from "../core/internal/decode.js"
 import * as Model from "../core/Model.js"
 
-/** The default location of the pool file, relative to the working directory. */
+/**
+ * The default location of the pool file, relative to the working directory.
+ *
+ * @since 0.1.0
+ * @category config
+ */
 export const defaultConfigPath = "configs/vllm_actors.yaml"
 
 /**
@@ -57,10 +84,20 @@ export const defaultConfigPath = "configs/vllm_actors.yaml"
  */
 export const VllmConfigError = YamlDocument.ConfigFileError
 
-/** The error type of `VllmConfigError`. @since 0.1.0 @category errors */
+/**
+ * The error type of `VllmConfigError`.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export type VllmConfigError = YamlDocument.ConfigFileError
 
-/** An actor name that the pool does not have; `known` lists the names it has. */
+/**
+ * An actor name that the pool does not have; `known` lists the names it has.
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export class UnknownActor extends Schema.TaggedError<UnknownActor>()("UnknownActor", {
   name: Schema.String,
   known: Schema.Array(Schema.String),
@@ -71,13 +108,29 @@ export class UnknownActor extends Schema.TaggedError<UnknownActor>()("UnknownAct
   }
 }
 
-/** The errors of building the pool (`InvalidOptions`: an option passed in code is wrong). */
+/**
+ * The errors of building the pool (`InvalidOptions`: an option passed in code is wrong).
+ *
+ * @since 0.1.0
+ * @category errors
+ */
 export type VllmError = VllmConfigError | UnknownActor | InvalidOptions
 
-/** How an actor is served. */
+/**
+ * How an actor is served: `openai` (`vllm serve`, the OpenAI-compatible API) or `generate` (the legacy demo
+ * server's `POST /generate`).
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export type Api = Config.Api
 
-/** One actor as configured. */
+/**
+ * One actor as configured.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ActorConfig {
   readonly name: string
   readonly baseUrl: string
@@ -88,7 +141,12 @@ export interface ActorConfig {
   readonly maxInFlight: number | undefined
 }
 
-/** The pool's settings. */
+/**
+ * The pool's settings.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface PoolConfig {
   /** Where it was read from (or would have been: the default pool has no file). */
   readonly path: string
@@ -100,7 +158,12 @@ export interface PoolConfig {
   readonly maxAttempts: number
 }
 
-/** An actor's state: health from `GET /health`, the API (configured or detected), requests in flight. */
+/**
+ * An actor's state: health from `GET /health`, the API (configured or detected), requests in flight.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface ActorStatus {
   readonly name: string
   readonly baseUrl: string
@@ -113,17 +176,32 @@ export interface ActorStatus {
   readonly inFlight: number
 }
 
-/** The pool, beside the `Model` it provides. */
+/**
+ * The pool, beside the `Model` it provides.
+ *
+ * @since 0.1.0
+ * @category models
+ */
 export interface Service {
   readonly config: PoolConfig
   /** `GET /health` of one actor now, or of all of them. */
   readonly health: (name?: string) => Effect.Effect<ReadonlyArray<ActorStatus>, UnknownActor>
 }
 
-/** The actor pool service, provided beside `Model` by `layer`. */
+/**
+ * The actor pool service, provided beside `Model` by `layer`.
+ *
+ * @since 0.1.0
+ * @category services
+ */
 export class Vllm extends Context.Service<Vllm, Service>()("valet/Vllm") {}
 
-/** Options of `layer`. */
+/**
+ * Options of `layer`.
+ *
+ * @since 0.1.0
+ * @category options
+ */
 export interface Options {
   /** The pool file; default `configs/vllm_actors.yaml`. A missing file is the single-actor default. */
   readonly configPath?: string | undefined
@@ -169,7 +247,12 @@ const configError = (path: string, problem: Config.Problem): VllmConfigError =>
     ...(problem.column !== undefined ? { column: problem.column } : {})
   })
 
-/** Parses the text of a pool file (`path` is only used in errors). */
+/**
+ * Parses the text of a pool file (`path` is only used in errors).
+ *
+ * @since 0.1.0
+ * @category config
+ */
 export const parseConfig = (text: string, path: string): Result.Result<PoolConfig, VllmConfigError> =>
   Result.mapBoth(Config.parse(text), {
     onFailure: (problem) => configError(path, problem),
@@ -190,7 +273,12 @@ const readPoolFile = (path: string): Effect.Effect<Config.PoolFile | undefined, 
     return yield* configError(path, parsed.failure)
   })
 
-/** Reads the pool file (the single-actor default when it does not exist). */
+/**
+ * Reads the pool file (the single-actor default when it does not exist).
+ *
+ * @since 0.1.0
+ * @category config
+ */
 export const loadConfig = (configPath?: string): Effect.Effect<PoolConfig, VllmConfigError, FileSystem.FileSystem> => {
   const path = configPath ?? defaultConfigPath
   return Effect.map(readPoolFile(path), (file) => toConfig(file ?? Config.defaultPool, path, file !== undefined))
@@ -206,7 +294,12 @@ const statusOf = (actor: Pool.Actor, health: Pool.Health): ActorStatus => ({
   inFlight: actor.inFlight
 })
 
-/** Builds the pool's `Model` and service over the `HttpClient` and `FileSystem` in context. */
+/**
+ * Builds the pool's `Model` and service over the `HttpClient` and `FileSystem` in context.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export const make = (
   options: Options = {}
 ): Effect.Effect<{ readonly model: Model.Service; readonly pool: Service }, VllmError, HttpClient.HttpClient | FileSystem.FileSystem> =>
@@ -255,13 +348,21 @@ export const make = (
     return { model, pool }
   })
 
-/** `GET /health` (and the API) of one actor, or of every actor, of the pool in context. */
+/**
+ * `GET /health` (and the API) of one actor, or of every actor, of the pool in context.
+ *
+ * @since 0.1.0
+ * @category health
+ */
 export const health = (name?: string): Effect.Effect<ReadonlyArray<ActorStatus>, UnknownActor, Vllm> =>
   Effect.flatMap(Vllm, (pool) => pool.health(name))
 
 /**
  * The pool as a `Model` (and the `Vllm` service), over the `HttpClient` and `FileSystem` in context:
  * `Vllm.layer({ configPath?, actorName? })`.
+ *
+ * @since 0.1.0
+ * @category layers
  */
 export const layer = (
   options: Options = {}
@@ -269,6 +370,11 @@ export const layer = (
   Layer.effectContext(Effect.map(make(options), ({ model, pool }) =>
     Context.make(Model.Model, model).pipe(Context.add(Vllm, pool))))
 
-/** `layer` with undici's `HttpClient` and Node's file system: nothing else to provide in Node. */
+/**
+ * `layer` with undici's `HttpClient` and Node's file system: nothing else to provide in Node.
+ *
+ * @since 0.1.0
+ * @category layers
+ */
 export const layerNode = (options: Options = {}): Layer.Layer<Model.Model | Vllm, VllmError> =>
   Layer.provide(layer(options), Layer.merge(NodeHttpClient.layerUndici, NodeFileSystem.layer))

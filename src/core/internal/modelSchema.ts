@@ -9,64 +9,144 @@ import { Schema } from "effect"
 // Messages
 // ---------------------------------------------------------------------------------------------------------
 
-/** A tool call requested by the model; `arguments` is the JSON text exactly as the model wrote it. */
+/**
+ * A tool call requested by the model; `arguments` is the JSON text exactly as the model wrote it.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
 export const ToolCall = Schema.Struct({
   id: Schema.String,
   name: Schema.String,
   arguments: Schema.String
 })
-/** A tool call requested by the model. */
+/**
+ * A tool call requested by the model.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
 export type ToolCall = typeof ToolCall.Type
 
-/** The system message: the instructions. */
+/**
+ * The system message: the instructions.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
 export const SystemMessage = Schema.Struct({
   role: Schema.Literal("system"),
   content: Schema.String
 })
-/** The system message: the instructions. */
+/**
+ * The system message: the instructions.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
 export type SystemMessage = typeof SystemMessage.Type
 
-/** A user message. */
+/**
+ * A user message.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
 export const UserMessage = Schema.Struct({
   role: Schema.Literal("user"),
   content: Schema.String
 })
-/** A user message. */
+/**
+ * A user message.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
 export type UserMessage = typeof UserMessage.Type
 
-/** An assistant message, possibly with the tool calls it asked for. */
+/**
+ * An assistant message, possibly with the tool calls it asked for.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
 export const AssistantMessage = Schema.Struct({
   role: Schema.Literal("assistant"),
   content: Schema.String,
   toolCalls: Schema.optional(Schema.Array(ToolCall)),
   reasoning: Schema.optional(Schema.String)
 })
-/** An assistant message, possibly with the tool calls it asked for. */
+/**
+ * An assistant message, possibly with the tool calls it asked for.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
 export type AssistantMessage = typeof AssistantMessage.Type
 
-/** The result of one tool call, sent back to the model. */
+/**
+ * The result of one tool call, sent back to the model.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
 export const ToolMessage = Schema.Struct({
   role: Schema.Literal("tool"),
   toolCallId: Schema.String,
   name: Schema.String,
   content: Schema.String
 })
-/** The result of one tool call, sent back to the model. */
+/**
+ * The result of one tool call, sent back to the model.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
 export type ToolMessage = typeof ToolMessage.Type
 
-/** Any chat message. */
+/**
+ * Any chat message.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
 export const Message = Schema.Union([SystemMessage, UserMessage, AssistantMessage, ToolMessage])
-/** Any chat message. */
+/**
+ * Any chat message.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
 export type Message = typeof Message.Type
 
-/** A system message. */
+/**
+ * A system message.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
 export const system = (content: string): SystemMessage => ({ role: "system", content })
-/** A user message. */
+/**
+ * A user message.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
 export const user = (content: string): UserMessage => ({ role: "user", content })
-/** An assistant message. */
+/**
+ * An assistant message.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
 export const assistant = (content: string, toolCalls?: ReadonlyArray<ToolCall>): AssistantMessage =>
   toolCalls !== undefined && toolCalls.length > 0 ? { role: "assistant", content, toolCalls } : { role: "assistant", content }
-/** A tool result message. */
+/**
+ * A tool result message.
+ *
+ * @since 0.1.0
+ * @category messages
+ */
 export const toolResult = (toolCallId: string, name: string, content: string): ToolMessage => ({
   role: "tool",
   toolCallId,
@@ -78,29 +158,64 @@ export const toolResult = (toolCallId: string, name: string, content: string): T
 // Requests
 // ---------------------------------------------------------------------------------------------------------
 
-/** A JSON object (a tool's parameter schema, a response schema, pass-through fields). */
+/**
+ * A JSON object (a tool's parameter schema, a response schema, pass-through fields).
+ *
+ * @since 0.1.0
+ * @category requests
+ */
 export const JsonObject = Schema.Record(Schema.String, Schema.Unknown)
-/** A JSON object. */
+/**
+ * A JSON object.
+ *
+ * @since 0.1.0
+ * @category requests
+ */
 export type JsonObject = typeof JsonObject.Type
 
-/** A tool the model may call: its name, what it does, and the JSON schema of its arguments. */
+/**
+ * A tool the model may call: its name, what it does, and the JSON schema of its arguments.
+ *
+ * @since 0.1.0
+ * @category requests
+ */
 export const ToolDefinition = Schema.Struct({
   name: Schema.String,
   description: Schema.String,
   parameters: JsonObject
 })
-/** A tool the model may call. */
+/**
+ * A tool the model may call.
+ *
+ * @since 0.1.0
+ * @category requests
+ */
 export type ToolDefinition = typeof ToolDefinition.Type
 
-/** Whether and which tool the model must call. */
+/**
+ * Whether and which tool the model must call.
+ *
+ * @since 0.1.0
+ * @category requests
+ */
 export const ToolChoice = Schema.Union([
   Schema.Literals(["auto", "none", "required"]),
   Schema.Struct({ name: Schema.String })
 ])
-/** Whether and which tool the model must call. */
+/**
+ * Whether and which tool the model must call.
+ *
+ * @since 0.1.0
+ * @category requests
+ */
 export type ToolChoice = typeof ToolChoice.Type
 
-/** The shape the answer must take. */
+/**
+ * The shape the answer must take.
+ *
+ * @since 0.1.0
+ * @category requests
+ */
 export const ResponseFormat = Schema.Union([
   Schema.Struct({ type: Schema.Literal("text") }),
   Schema.Struct({ type: Schema.Literal("json") }),
@@ -111,7 +226,12 @@ export const ResponseFormat = Schema.Union([
     strict: Schema.optional(Schema.Boolean)
   })
 ])
-/** The shape the answer must take. */
+/**
+ * The shape the answer must take.
+ *
+ * @since 0.1.0
+ * @category requests
+ */
 export type ResponseFormat = typeof ResponseFormat.Type
 
 const RequestFields = Schema.Struct({
@@ -134,6 +254,9 @@ const RequestFields = Schema.Struct({
  * One model call: chat `messages` or a raw completion `prompt` (exactly one), sampling options, and `extra`
  * fields passed to the server untouched (vLLM's `top_k`, `min_p`, `chat_template_kwargs`…). `logprobs` asks for
  * that many alternatives per token (0: only the chosen token's).
+ *
+ * @since 0.1.0
+ * @category requests
  */
 export const Request = RequestFields.check(
   Schema.makeFilter((request) =>
@@ -141,28 +264,58 @@ export const Request = RequestFields.check(
     "a request has either `messages` or `prompt`, not both and not neither"
   )
 )
-/** One model call. */
+/**
+ * One model call.
+ *
+ * @since 0.1.0
+ * @category requests
+ */
 export type Request = typeof Request.Type
 
 // ---------------------------------------------------------------------------------------------------------
 // Responses
 // ---------------------------------------------------------------------------------------------------------
 
-/** Why a choice ended. Wire values the protocol does not name map to `other`. */
+/**
+ * Why a choice ended. Wire values the protocol does not name map to `other`.
+ *
+ * @since 0.1.0
+ * @category responses
+ */
 export const FinishReason = Schema.Literals(["stop", "length", "tool_calls", "content_filter", "other"])
-/** Why a choice ended. */
+/**
+ * Why a choice ended.
+ *
+ * @since 0.1.0
+ * @category responses
+ */
 export type FinishReason = typeof FinishReason.Type
 
-/** The log-probability of one generated token, with the most likely alternatives when asked for. */
+/**
+ * The log-probability of one generated token, with the most likely alternatives when asked for.
+ *
+ * @since 0.1.0
+ * @category responses
+ */
 export const TokenLogprob = Schema.Struct({
   token: Schema.String,
   logprob: Schema.Number,
   topLogprobs: Schema.optional(Schema.Array(Schema.Struct({ token: Schema.String, logprob: Schema.Number })))
 })
-/** The log-probability of one generated token. */
+/**
+ * The log-probability of one generated token.
+ *
+ * @since 0.1.0
+ * @category responses
+ */
 export type TokenLogprob = typeof TokenLogprob.Type
 
-/** One completion. `stopReason` is vLLM's: the stop string or token id that ended it. */
+/**
+ * One completion. `stopReason` is vLLM's: the stop string or token id that ended it.
+ *
+ * @since 0.1.0
+ * @category responses
+ */
 export const Choice = Schema.Struct({
   index: Schema.Int,
   text: Schema.String,
@@ -172,55 +325,108 @@ export const Choice = Schema.Struct({
   stopReason: Schema.optional(Schema.Union([Schema.String, Schema.Number])),
   logprobs: Schema.optional(Schema.Array(TokenLogprob))
 })
-/** One completion. */
+/**
+ * One completion.
+ *
+ * @since 0.1.0
+ * @category responses
+ */
 export type Choice = typeof Choice.Type
 
-/** Token counts of a call. */
+/**
+ * Token counts of a call.
+ *
+ * @since 0.1.0
+ * @category responses
+ */
 export const Usage = Schema.Struct({
   inputTokens: Schema.Int,
   outputTokens: Schema.Int,
   totalTokens: Schema.Int
 })
-/** Token counts of a call. */
+/**
+ * Token counts of a call.
+ *
+ * @since 0.1.0
+ * @category responses
+ */
 export type Usage = typeof Usage.Type
 
-/** No tokens. */
+/**
+ * No tokens.
+ *
+ * @since 0.1.0
+ * @category responses
+ */
 export const emptyUsage: Usage = { inputTokens: 0, outputTokens: 0, totalTokens: 0 }
 
-/** The sum of two usages. */
+/**
+ * The sum of two usages.
+ *
+ * @since 0.1.0
+ * @category responses
+ */
 export const addUsage = (self: Usage, that: Usage): Usage => ({
   inputTokens: self.inputTokens + that.inputTokens,
   outputTokens: self.outputTokens + that.outputTokens,
   totalTokens: self.totalTokens + that.totalTokens
 })
 
-/** The answer to one call: one choice per `n`, token usage, the serving model's name and the response id. */
+/**
+ * The answer to one call: one choice per `n`, token usage, the serving model's name and the response id.
+ *
+ * @since 0.1.0
+ * @category responses
+ */
 export const Response = Schema.Struct({
   id: Schema.String,
   model: Schema.String,
   choices: Schema.Array(Choice),
   usage: Usage
 })
-/** The answer to one call. */
+/**
+ * The answer to one call.
+ *
+ * @since 0.1.0
+ * @category responses
+ */
 export type Response = typeof Response.Type
 
 // ---------------------------------------------------------------------------------------------------------
 // Streaming chunks
 // ---------------------------------------------------------------------------------------------------------
 
-/** The response id and model name, sent once at the start of a stream. */
+/**
+ * The response id and model name, sent once at the start of a stream.
+ *
+ * @since 0.1.0
+ * @category chunks
+ */
 export const MetadataChunk = Schema.TaggedStruct("Metadata", { id: Schema.String, model: Schema.String })
-/** A piece of a choice's text. */
+/**
+ * A piece of a choice's text.
+ *
+ * @since 0.1.0
+ * @category chunks
+ */
 export const TextChunk = Schema.TaggedStruct("TextDelta", {
   index: Schema.Int,
   text: Schema.String,
   logprobs: Schema.optional(Schema.Array(TokenLogprob))
 })
-/** A piece of a choice's reasoning. */
+/**
+ * A piece of a choice's reasoning.
+ *
+ * @since 0.1.0
+ * @category chunks
+ */
 export const ReasoningChunk = Schema.TaggedStruct("ReasoningDelta", { index: Schema.Int, text: Schema.String })
 /**
  * A piece of a tool call, by choice `index` and `toolIndex`; `id` and `name` come with the first piece, the
  * `arguments` text arrives in pieces to be joined.
+ *
+ * @since 0.1.0
+ * @category chunks
  */
 export const ToolCallChunk = Schema.TaggedStruct("ToolCallDelta", {
   index: Schema.Int,
@@ -229,16 +435,36 @@ export const ToolCallChunk = Schema.TaggedStruct("ToolCallDelta", {
   name: Schema.optional(Schema.String),
   arguments: Schema.String
 })
-/** The end of one choice. */
+/**
+ * The end of one choice.
+ *
+ * @since 0.1.0
+ * @category chunks
+ */
 export const FinishChunk = Schema.TaggedStruct("Finish", {
   index: Schema.Int,
   finishReason: FinishReason,
   stopReason: Schema.optional(Schema.Union([Schema.String, Schema.Number]))
 })
-/** The token usage of the whole call. */
+/**
+ * The token usage of the whole call.
+ *
+ * @since 0.1.0
+ * @category chunks
+ */
 export const UsageChunk = Schema.TaggedStruct("Usage", { usage: Usage })
 
-/** One piece of a streamed response. */
+/**
+ * One piece of a streamed response.
+ *
+ * @since 0.1.0
+ * @category chunks
+ */
 export const Chunk = Schema.Union([MetadataChunk, TextChunk, ReasoningChunk, ToolCallChunk, FinishChunk, UsageChunk])
-/** One piece of a streamed response. */
+/**
+ * One piece of a streamed response.
+ *
+ * @since 0.1.0
+ * @category chunks
+ */
 export type Chunk = typeof Chunk.Type

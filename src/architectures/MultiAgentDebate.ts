@@ -170,7 +170,12 @@ const transcript = (rounds: ReadonlyArray<ReadonlyArray<string>>, viewer: number
 
 const { agent, int, optional, template, unit, withDefault } = Architecture.option
 
-/** Three debaters on the run's model: what a debate without its own debaters has. */
+/**
+ * Three debaters on the run's model: what a debate without its own debaters has.
+ *
+ * @since 0.2.0
+ * @category definition
+ */
 export const defaultDebaters: ReadonlyArray<Agent.Agent<unknown>> = [1, 2, 3].map((i) =>
   Agent.make({ name: `debater-${i}`, instructions: "Answer the question; defend or revise your answer when you see the others'." })
 )

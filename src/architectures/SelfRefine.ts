@@ -13,6 +13,21 @@
  *
  * Events: `self_refine.round_started`, `.critique`, `.refined`, `.converged`, `.max_rounds_reached`.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Agent, ScriptedModel, SelfRefine } from "valet"
+ *
+ * const writer = Agent.make({ name: "writer", instructions: "Write one exact sentence.", architecture: SelfRefine.makeUnsafe({ maxRounds: 2 }) })
+ *
+ * // The base answers, the critic asks for a fix, the refiner fixes it, the critic is satisfied.
+ * const model = ScriptedModel.layer(["Paris is the capital of France", "Add a full stop.", "Paris is the capital of France.", "No issues."])
+ * const program = Effect.map(Agent.run(writer, "What is the capital of France?"), (result) =>
+ *   console.log(result.output, result.metadata.converged)) // "Paris is the capital of France." true
+ *
+ * Effect.runPromise(program.pipe(Effect.provide(model)))
+ * ```
+ *
  * @since 0.1.0
  */
 import { Effect, Schema } from "effect"
@@ -20,7 +35,12 @@ import * as Architecture from "../core/Architecture.js"
 import type * as Model from "../core/Model.js"
 import * as ReAct from "./ReAct.js"
 
-/** The critic's default prompt; placeholders `{task}`, `{output}`, `{stop_phrase}`. */
+/**
+ * The critic's default prompt; placeholders `{task}`, `{output}`, `{stop_phrase}`.
+ *
+ * @since 0.1.0
+ * @category prompts
+ */
 export const defaultCriticPrompt = `Review an answer to a task. List the concrete problems that matter: mistakes, missing parts, unclear \
 wording. Be brief. If the answer needs no change, reply with exactly "{stop_phrase}".
 
@@ -30,7 +50,12 @@ Task:
 Answer:
 {output}`
 
-/** The refiner's default prompt; placeholders `{task}`, `{output}`, `{critique}`. */
+/**
+ * The refiner's default prompt; placeholders `{task}`, `{output}`, `{critique}`.
+ *
+ * @since 0.1.0
+ * @category prompts
+ */
 export const defaultRefinerPrompt = `Improve the answer to the task below so that it addresses every point of the review. Reply with \
 the improved answer only.
 
@@ -48,6 +73,9 @@ const { agent, architecture: architectureOption, int, optional, template, withDe
 /**
  * Self-Refine, declared once: its name, options and program; `make`, `makeUnsafe`, `valet.yaml`'s and the CLI's
  * registries read it.
+ *
+ * @since 0.2.0
+ * @category definition
  */
 export const definition = Architecture.define({
   name: "self_refine",
@@ -116,20 +144,43 @@ export const definition = Architecture.define({
     })
 })
 
-/** The architecture's name, as `RunStarted.architecture` reports it. */
+/**
+ * The architecture's name, as `RunStarted.architecture` reports it.
+ *
+ * @since 0.1.0
+ * @category definition
+ */
 export const name = definition.name
 
-/** The options of Self-Refine. */
+/**
+ * The options of Self-Refine (each with its default; `definition.options` is their schema).
+ *
+ * @since 0.1.0
+ * @category definition
+ */
 export type Options = Architecture.OptionsOf<typeof definition>
 
 /**
  * Self-Refine with options, checked here: `maxRounds: 0`, an empty stop phrase or a template with an unknown
  * placeholder fail with `InvalidOptions`.
+ *
+ * @since 0.1.0
+ * @category constructors
  */
 export const make = definition.make
 
-/** `make` for a module-level value: the architecture, or the `InvalidOptions` thrown. */
+/**
+ * `make` for a module-level value: the architecture, or the `InvalidOptions` thrown.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export const makeUnsafe = definition.makeUnsafe
 
-/** Self-Refine with its defaults: a ReAct base, three rounds, stop phrase `no issues`. */
+/**
+ * Self-Refine with its defaults: a ReAct base, three rounds, stop phrase `no issues`.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
 export const architecture: Architecture.Architecture<Model.Model> = definition.makeUnsafe()

@@ -66,37 +66,92 @@ import * as Template from "./internal/template.js"
  */
 export type Architecture<R = never> = Runtime.Architecture<R>
 
-/** What a run is started with (built by `Agent.run`, `Agent.stream` and `role`). @since 0.1.0 @category contract */
+/**
+ * What a run is started with (built by `Agent.run`, `Agent.stream` and `role`).
+ *
+ * @since 0.1.0
+ * @category contract
+ */
 export type Input = Runtime.Input
 
-/** What a program returns; the runtime adds counts and timing to make the `RunResult`. @since 0.1.0 @category contract */
+/**
+ * What a program returns; the runtime adds counts and timing to make the `RunResult`.
+ *
+ * @since 0.1.0
+ * @category contract
+ */
 export type Outcome = Runtime.Outcome
 
-/** What a run runs: an agent's definition (`Agent.Agent` is one). @since 0.1.0 @category contract */
+/**
+ * What a run runs: an agent's definition (`Agent.Agent` is one).
+ *
+ * @since 0.1.0
+ * @category contract
+ */
 export type AgentDefinition = Runtime.AgentDefinition
 
-/** The run in progress, as a program sees it (read-only). @since 0.1.0 @category contract */
+/**
+ * The run in progress, as a program sees it (read-only).
+ *
+ * @since 0.1.0
+ * @category contract
+ */
 export type RunContext = Runtime.RunContext
 
-/** Where a run's events go. @since 0.1.0 @category contract */
+/**
+ * Where a run's events go.
+ *
+ * @since 0.1.0
+ * @category contract
+ */
 export type Emitter = Runtime.Emitter
 
-/** What the runs of one root run share (built model layers and their scope). @since 0.1.0 @category contract */
+/**
+ * What the runs of one root run share (built model layers and their scope).
+ *
+ * @since 0.1.0
+ * @category contract
+ */
 export type Resources = Runtime.Resources
 
-/** The run the current fiber works for, provided by the runtime. @since 0.1.0 @category contract */
+/**
+ * The run the current fiber works for, provided by the runtime.
+ *
+ * @since 0.1.0
+ * @category contract
+ */
 export const CurrentRun = Runtime.CurrentRun
 
-/** The service type of `CurrentRun`. @since 0.1.0 @category contract */
+/**
+ * The service type of `CurrentRun`.
+ *
+ * @since 0.1.0
+ * @category contract
+ */
 export type CurrentRun = Runtime.CurrentRun
 
-/** A role stopped at a limit: the runtime ends the run with it (see `role`). @since 0.2.0 @category contract */
+/**
+ * A role stopped at a limit: the runtime ends the run with it (see `role`).
+ *
+ * @since 0.2.0
+ * @category contract
+ */
 export const RoleStopped = Runtime.RoleStopped
 
-/** The error type of `RoleStopped`. @since 0.2.0 @category contract */
+/**
+ * The error type of `RoleStopped`.
+ *
+ * @since 0.2.0
+ * @category contract
+ */
 export type RoleStopped = Runtime.RoleStopped
 
-/** Whether a value is an `Architecture`. @since 0.1.0 @category contract */
+/**
+ * Whether a value is an `Architecture`.
+ *
+ * @since 0.1.0
+ * @category contract
+ */
 export const isArchitecture: (u: unknown) => u is Architecture<unknown> = Runtime.isArchitecture
 
 /**
@@ -128,16 +183,36 @@ export const define = Define.define
  */
 export type AnyDefinition = Define.AnyDefinition
 
-/** An architecture declared with `define`. @since 0.2.0 @category constructors */
+/**
+ * An architecture declared with `define`.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
 export type Definition<Fields extends Define.Fields, D, R> = Define.Definition<Fields, D, R>
 
-/** The options `make` of a definition takes. @since 0.2.0 @category constructors */
+/**
+ * The options `make` of a definition takes.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
 export type OptionsOf<T> = T extends Define.Definition<infer Fields, infer D, infer _R> ? Define.OptionsInput<Fields, D> : never
 
-/** The services an options value needs (its agents' and architectures'). @since 0.2.0 @category constructors */
+/**
+ * The services an options value needs (its agents' and architectures').
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
 export type RequirementsOf<O> = Define.RequirementsOf<O>
 
-/** The options error of `make`. @since 0.2.0 @category constructors */
+/**
+ * The options error of `make`.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
 export type MakeError = InvalidOptions
 
 // ---------------------------------------------------------------------------------------------------------
@@ -154,16 +229,36 @@ export type MakeError = InvalidOptions
  */
 export const generate = Runtime.generate
 
-/** Runs one tool call for the current run, with `ToolCalled` / `ToolReturned` events. @since 0.1.0 @category toolkit */
+/**
+ * Runs one tool call for the current run, with `ToolCalled` / `ToolReturned` events.
+ *
+ * @since 0.1.0
+ * @category toolkit
+ */
 export const executeTool = Runtime.executeTool
 
-/** Emits a milestone, `progress("self_refine.critique", { round })`. @since 0.1.0 @category toolkit */
+/**
+ * Emits a milestone, `progress("self_refine.critique", { round })`.
+ *
+ * @since 0.1.0
+ * @category toolkit
+ */
 export const progress = Runtime.progress
 
-/** Records the best output so far: what the run answers if a limit ends it. @since 0.1.0 @category toolkit */
+/**
+ * Records the best output so far: what the run answers if a limit ends it.
+ *
+ * @since 0.1.0
+ * @category toolkit
+ */
 export const setOutput = Runtime.setOutput
 
-/** Records how to describe the run if a limit ends it (its `metadata` then). @since 0.2.0 @category toolkit */
+/**
+ * Records how to describe the run if a limit ends it (its `metadata` then).
+ *
+ * @since 0.2.0
+ * @category toolkit
+ */
 export const setMetadata = Runtime.setMetadata
 
 /**
@@ -185,7 +280,12 @@ export const conversation = Runtime.conversation
  */
 export const role = Roles.role
 
-/** Options of `role`. @since 0.2.0 @category toolkit */
+/**
+ * Options of `role`.
+ *
+ * @since 0.2.0
+ * @category toolkit
+ */
 export type RoleOptions = Roles.RoleOptions
 
 /**
@@ -197,7 +297,12 @@ export type RoleOptions = Roles.RoleOptions
  */
 export const roleResult = Roles.run
 
-/** How a role's run ended (`roleResult`). @since 0.2.0 @category toolkit */
+/**
+ * How a role's run ended (`roleResult`).
+ *
+ * @since 0.2.0
+ * @category toolkit
+ */
 export type RoleResult = Roles.Ran
 
 /**
@@ -209,13 +314,28 @@ export type RoleResult = Roles.Ran
  */
 export const currentReference = Reference.currentReference
 
-/** Runs an effect with `reference` as the current reference. @since 0.2.0 @category toolkit */
+/**
+ * Runs an effect with `reference` as the current reference.
+ *
+ * @since 0.2.0
+ * @category toolkit
+ */
 export const withReference = Reference.withReference
 
-/** A plain agent for a role whose prompt says everything, on the run's model. @since 0.2.0 @category toolkit */
+/**
+ * A plain agent for a role whose prompt says everything, on the run's model.
+ *
+ * @since 0.2.0
+ * @category toolkit
+ */
 export const plainAgent = Roles.plain
 
-/** The running agent with another architecture (a base run, an attempt). @since 0.2.0 @category toolkit */
+/**
+ * The running agent with another architecture (a base run, an attempt).
+ *
+ * @since 0.2.0
+ * @category toolkit
+ */
 export const withArchitecture = Roles.withArchitecture
 
 // ---------------------------------------------------------------------------------------------------------
@@ -232,10 +352,20 @@ export const withArchitecture = Roles.withArchitecture
  */
 export const option = Options.option
 
-/** Fills a template's `{name}` placeholders in one pass (a model's `{critique}` is never filled again). @since 0.2.0 @category templates */
+/**
+ * Fills a template's `{name}` placeholders in one pass (a model's `{critique}` is never filled again).
+ *
+ * @since 0.2.0
+ * @category templates
+ */
 export const fill = Template.fill
 
-/** `- item` lines (`- (none)` when empty), for templates. @since 0.2.0 @category templates */
+/**
+ * `- item` lines (`- (none)` when empty), for templates.
+ *
+ * @since 0.2.0
+ * @category templates
+ */
 export const bulleted = Template.bulleted
 
 /**

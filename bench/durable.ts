@@ -35,7 +35,7 @@ const quick = process.argv.includes("--quick")
 const problems = quick ? 24 : 120
 const concurrency = Number(process.env["VALET_BENCH_CONCURRENCY"] ?? 12)
 const latencyMs = 50
-const evalArgs = ["--architecture", "self-refine", "--max-rounds", "2", "--concurrency", String(concurrency)]
+const evalArgs = ["--architecture", "self_refine", "--max-rounds", "2", "--concurrency", String(concurrency)]
 
 const rows: Array<Row> = []
 const notes: Array<string> = []

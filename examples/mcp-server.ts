@@ -30,7 +30,7 @@ export const agents = Effect.gen(function*() {
     {
       name: "writer",
       description: "Drafts an answer, has it critiqued, and refines it.",
-      architecture: "self-refine",
+      architecture: "self_refine",
       agent: Agent.make({
         name: "writer",
         instructions: "You write short, exact prose.",

@@ -67,7 +67,8 @@ export const Limits = Schema.Struct({
   maxOutputTokens: Schema.optional(Count),
   maxTotalTokens: Schema.optional(Count),
   /** Wall-clock time of the run (`"30 seconds"`, milliseconds, a `Duration`). In-flight work is interrupted when it is up. */
-  maxDuration: Schema.optional(Decode.DurationInput),
+  // Data, not a declared type: limits cross processes (durable workflows) and files (valet.yaml) as JSON.
+  maxDuration: Schema.optional(Schema.Union([Decode.WireDuration, Schema.Duration])),
   /** @deprecated use `maxDuration` (valet 0.x reads both): wall-clock time in milliseconds. */
   maxDurationMs: Schema.optional(NonNegative),
   /** Cost in the unit of `pricing`. Requires `pricing`. */
@@ -187,7 +188,7 @@ const none: ReadonlyArray<Warning> = []
  * @category utils
  */
 export const durationMsOf = (limits: Limits): number | undefined =>
-  limits.maxDuration !== undefined ? Duration.toMillis(limits.maxDuration) : limits.maxDurationMs
+  limits.maxDuration !== undefined ? Duration.toMillis(limits.maxDuration as Duration.Input) : limits.maxDurationMs
 
 let saidDurationMs = false
 

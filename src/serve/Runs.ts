@@ -395,7 +395,7 @@ const budgetLimits = (budget: RunBudget | undefined): Budget.Limits | undefined 
     ...(budget.maxCalls !== undefined ? { maxCalls: budget.maxCalls } : {}),
     ...(total !== undefined ? { maxTotalTokens: total } : {}),
     ...(budget.maxOutputTokens !== undefined ? { maxOutputTokens: budget.maxOutputTokens } : {}),
-    ...(duration !== undefined ? { maxDuration: duration as Duration.Input } : {})
+    ...(duration !== undefined ? { maxDuration: duration } : {})
   }
 }
 

@@ -107,7 +107,7 @@ describe("reliability: the CLI tells the truth", () => {
       const dataset = file("two.jsonl", `{"id":"a","problem":"1+1","reference":"2"}\n{"id":"b","problem":"2+2","reference":"4"}\n`)
       const out = join(dir, "two.results.jsonl")
       const { code, errors } = yield* valet([
-        "eval", dataset, "--architecture", "self-refine", "--base-url", `${server.url}/v1`, "--model", "loopback-model",
+        "eval", dataset, "--architecture", "self_refine", "--base-url", `${server.url}/v1`, "--model", "loopback-model",
         "--out", out
       ])
       expect(code).toBe(1)

@@ -106,7 +106,7 @@ describe("reliability: a durable store that is damaged or not SQLite is exit 1 a
       const store = join(dir, "runs.db")
       const evaluate = (dataset: string, durable: string) =>
         valet([
-          "eval", dataset, "--architecture", "self-refine", "--max-rounds", "1", "--config", pool,
+          "eval", dataset, "--architecture", "self_refine", "--max-rounds", "1", "--config", pool,
           "--out", `${dataset}.results`, "--durable", durable
         ])
       // A store as a durable evaluation leaves it, then damaged in the middle (its first page, the header, intact).

@@ -22,7 +22,7 @@ import { freePort, startScript, startValet, type ValetProcess } from "../support
 const runnerChild = join(import.meta.dirname, "..", "support", "durableRunnerChild.ts")
 
 const problems = 60
-const evalArgs = ["--architecture", "self-refine", "--max-rounds", "2"]
+const evalArgs = ["--architecture", "self_refine", "--max-rounds", "2"]
 
 /** The records of a results file by id, without the one field that differs between two runs: latency. */
 const recordsOf = (file: string): Map<string, Record<string, unknown>> => {

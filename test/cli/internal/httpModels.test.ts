@@ -105,7 +105,7 @@ describe("valet run / solve / eval / actor-loop / health --config <pool>: the po
         server.requests.length = 0
         const out = join(dir, `results-${durable.length}.jsonl`)
         const evaluated = yield* valet([
-          "eval", dataset, "--architecture", "self-refine", "--max-rounds", "1", "--config", pool, "--out", out, ...durable
+          "eval", dataset, "--architecture", "self_refine", "--max-rounds", "1", "--config", pool, "--out", out, ...durable
         ])
         expect({ durable, code: evaluated.code, errors: evaluated.errors }).toEqual({ durable, code: 0, errors: [] })
         expect(paths(server)).toContain("POST /v1/chat/completions")

@@ -6,6 +6,7 @@ import { Console, Effect } from "effect"
 import * as ActorCritic from "./actor-critic.js"
 import * as ActorLoop from "./actor-loop.js"
 import * as BlackboardExample from "./blackboard.js"
+import * as CustomArchitecture from "./custom-architecture.js"
 import * as Debate from "./debate.js"
 import * as Evaluation from "./evaluation.js"
 import * as McpTools from "./mcp-tools.js"
@@ -41,6 +42,7 @@ const main = Effect.gen(function*() {
     ReWOOExample.main,
     SwarmExample.main,
     BlackboardExample.main,
+    CustomArchitecture.main,
     McpTools.main,
     ActorLoop.main
   ]) {

@@ -18,6 +18,7 @@ import * as RecordReplay from "../examples/record-replay.js"
 import * as Reflexion from "../examples/reflexion.js"
 import * as ReWOOExample from "../examples/rewoo.js"
 import * as RouterExample from "../examples/router.js"
+import * as CustomArchitecture from "../examples/custom-architecture.js"
 import * as SelfRefine from "../examples/self-refine.js"
 import * as SubAgents from "../examples/sub-agents.js"
 import * as Supervisor from "../examples/supervisor.js"
@@ -154,6 +155,18 @@ describe("examples", () => {
       const lines = yield* printed(RecordReplay.main)
       expect(lines).toContain("identical output and usage: true")
       expect(lines.at(-1)).toMatch(/^a prompt that was never recorded: ReplayMiss: /)
+    }))
+
+  it.live("custom-architecture: a 13th architecture from public names only picks the verified draft", () =>
+    Effect.gen(function*() {
+      const lines = yield* printed(CustomArchitecture.main)
+      expect(lines[0]).toMatch(/^# A custom architecture \(Best-of-N\) — .*using ScriptedModel/)
+      expect(lines).toContainEqual(expect.stringMatching(/best_of_n\.scored \{"round":1,"scores":\[0,1,0\]\}$/))
+      expect(lines.at(-1)).toMatch(/run completed after 6 model calls.*: 23$/)
+      // Its declaration checks options and reads its deprecated name like the built-in ones.
+      expect((yield* Effect.flip(CustomArchitecture.BestOfN.make({ n: 0 }))).message).toBe("BestOfN: n must be an integer >= 1, got 0")
+      const renamed = yield* CustomArchitecture.BestOfN.normalize({ drafts: 5 })
+      expect(renamed).toEqual({ n: 5 })
     }))
 
   it.live("self-refine converges after one rewrite", () =>

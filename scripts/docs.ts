@@ -137,10 +137,160 @@ export const problems = (): ReadonlyArray<string> => {
   return [...lines, ...exampleErrors(modules).map((error) => `example ${error}`)]
 }
 
-if (import.meta.url === `file://${process.argv[1]}`) {
+const main = () => {
+  if (process.argv[2] === "tables") {
+    // Rewrites the README's option tables from the declarations.
+    const readme = join(root, "README.md")
+    writeFileSync(readme, withTables(readFileSync(readme, "utf8"), declarations()))
+    return
+  }
   const found = problems()
   for (const line of found) console.log(line)
   console.log(`${found.length} problems`)
   process.exitCode = found.length === 0 ? 0 : 1
 }
 
+
+// ---------------------------------------------------------------------------------------------------------
+// The README's option tables, from the declarations
+// ---------------------------------------------------------------------------------------------------------
+
+/** One option of a declaration, as its source says it. */
+export interface OptionRow {
+  readonly name: string
+  readonly default: string
+  readonly doc: string
+}
+
+/** A declaration found in a source file: its name and options (`Architecture.define({ name, options })`). */
+export interface Declared {
+  readonly file: string
+  readonly name: string
+  readonly title: string
+  readonly options: ReadonlyArray<OptionRow>
+  readonly deprecated: ReadonlyArray<readonly [string, string]>
+}
+
+const stringOf = (node: ts.Expression | undefined): string | undefined =>
+  node !== undefined && (ts.isStringLiteral(node) || ts.isNoSubstitutionTemplateLiteral(node)) ? node.text : undefined
+
+/** The sources whose `const` objects a declaration may name (its options kept beside it, or ReAct's in core). */
+const objectSources = (): ReadonlyArray<ts.SourceFile> => [
+  ...ts.sys.readDirectory(join(root, "src", "architectures"), [".ts"], undefined, undefined, 4),
+  join(root, "src", "core", "internal", "toolLoop.ts")
+].map(parse)
+
+/** The string a name or `Module.name` refers to (`name: internal.name`), from a `const` of the sources. */
+const constStringOf = (sources: ReadonlyArray<ts.SourceFile>, node: ts.Expression | undefined): string | undefined => {
+  if (node === undefined || !(ts.isIdentifier(node) || ts.isPropertyAccessExpression(node))) return undefined
+  const name = ts.isIdentifier(node) ? node.text : node.name.text
+  for (const source of sources) {
+    for (const statement of source.statements) {
+      if (!ts.isVariableStatement(statement)) continue
+      for (const declaration of statement.declarationList.declarations) {
+        if (ts.isIdentifier(declaration.name) && declaration.name.text === name) {
+          const value = stringOf(declaration.initializer)
+          if (value !== undefined) return value
+        }
+      }
+    }
+  }
+  return undefined
+}
+
+/** An object literal: written in place, or the `const` a name or `Module.name` refers to in the sources. */
+const objectOf = (sources: ReadonlyArray<ts.SourceFile>, node: ts.Expression | undefined): ts.ObjectLiteralExpression | undefined => {
+  if (node === undefined) return undefined
+  if (ts.isObjectLiteralExpression(node)) return node
+  if (ts.isAsExpression(node)) return objectOf(sources, node.expression)
+  if (!ts.isIdentifier(node) && !ts.isPropertyAccessExpression(node)) return undefined
+  const name = ts.isIdentifier(node) ? node.text : node.name.text
+  let found: ts.ObjectLiteralExpression | undefined
+  const visit = (child: ts.Node) => {
+    if (found !== undefined) return
+    if (ts.isVariableDeclaration(child) && ts.isIdentifier(child.name) && child.name.text === name && child.initializer !== undefined) {
+      const init = ts.isAsExpression(child.initializer) ? child.initializer.expression : child.initializer
+      if (ts.isObjectLiteralExpression(init)) found = init
+    }
+    ts.forEachChild(child, visit)
+  }
+  // The file of the node first: a name means its own file's const before another's.
+  const own = node.getSourceFile()
+  for (const source of [own, ...sources.filter((other) => other.fileName !== own.fileName)]) {
+    visit(source)
+    if (found !== undefined) return found
+  }
+  return undefined
+}
+
+const defaultOf = (text: string): string => {
+  const match = /withDefault\(([\s\S]*)\)\)?\s*$/.exec(text)
+  if (match === null) return "—"
+  const value = match[1]!.replace(/\)\s*$/, "").trim()
+  if (/^default[A-Z]\w*$/.test(value)) return "(built in)"
+  return value.length > 40 ? "(built in)" : `\`${value.replace(/\s+/g, " ")}\``
+}
+
+/** Every `Architecture.define` of the architecture sources, with its options as written. */
+export const declarations = (): ReadonlyArray<Declared> => {
+  const sources = objectSources()
+  const found: Array<Declared> = []
+  for (const source of sources) {
+    const file = source.fileName
+    const visit = (node: ts.Node) => {
+      if (
+        ts.isCallExpression(node) && ts.isPropertyAccessExpression(node.expression) && node.expression.name.text === "define" &&
+        node.arguments.length === 1 && ts.isObjectLiteralExpression(node.arguments[0]!)
+      ) {
+        const spec = node.arguments[0]
+        const property = (name: string) =>
+          spec.properties.find((p): p is ts.PropertyAssignment => ts.isPropertyAssignment(p) && ts.isIdentifier(p.name) && p.name.text === name)?.initializer
+        const name = stringOf(property("name")) ?? constStringOf(sources, property("name"))
+        const options = objectOf(sources, property("options"))
+        const fields = options === undefined ? [] : options.properties.flatMap((p): ReadonlyArray<ts.ObjectLiteralElementLike> =>
+          ts.isSpreadAssignment(p) ? [...(objectOf(sources, p.expression)?.properties ?? [])] : [p]
+        )
+        const rows = fields.flatMap((field): ReadonlyArray<OptionRow> => {
+          if (!(ts.isPropertyAssignment(field) || ts.isShorthandPropertyAssignment(field)) || !ts.isIdentifier(field.name)) return []
+          const doc = ts.getJSDocCommentsAndTags(field).filter(ts.isJSDoc).map((d) => (typeof d.comment === "string" ? d.comment : ts.getTextOfJSDocComment(d.comment) ?? "")).join(" ")
+          const text = ts.isPropertyAssignment(field) ? field.initializer.getText(field.getSourceFile()) : ""
+          return [{ name: field.name.text, default: defaultOf(text), doc: doc.replace(/\s+/g, " ").trim() }]
+        })
+        const deprecated = objectOf(sources, property("deprecated"))?.properties.flatMap((p): ReadonlyArray<readonly [string, string]> => {
+          if (!ts.isPropertyAssignment(p)) return []
+          const key = ts.isIdentifier(p.name) || ts.isStringLiteral(p.name) ? p.name.text : p.name.getText(p.getSourceFile())
+          const to = stringOf(p.initializer) ?? (ts.isObjectLiteralExpression(p.initializer)
+            ? stringOf(p.initializer.properties.find((q): q is ts.PropertyAssignment => ts.isPropertyAssignment(q) && q.name.getText(q.getSourceFile()) === "to")?.initializer)
+            : undefined)
+          return to === undefined ? [] : [[key, to]]
+        }) ?? []
+        if (name !== undefined) {
+          found.push({ file: relative(root, file), name, title: stringOf(property("title")) ?? name, options: rows, deprecated })
+        }
+      }
+      ts.forEachChild(node, visit)
+    }
+    visit(source)
+  }
+  return found.sort((a, b) => a.name.localeCompare(b.name))
+}
+
+const cell = (text: string): string => text.replace(/\|/g, "\\|")
+
+/** The markdown table of one declaration's options. */
+export const optionsTable = (declared: Declared): string => {
+  const rows = declared.options.map((row) => `| \`${row.name}\` | ${cell(row.default)} | ${cell(row.doc)} |`)
+  const deprecated = declared.deprecated.length === 0
+    ? ""
+    : `\nDeprecated names, still read: ${declared.deprecated.map(([from, to]) => `\`${from}\` → \`${to}\``).join(", ")}.\n`
+  return `| option | default | what it is |\n| --- | --- | --- |\n${rows.join("\n")}\n${deprecated}`
+}
+
+/** `text` with every `<!-- options:<name> -->` … `<!-- /options -->` block written from the declarations. */
+export const withTables = (text: string, declared: ReadonlyArray<Declared>): string =>
+  text.replace(/<!-- options:([a-z_]+) -->\n[\s\S]*?<!-- \/options -->/g, (whole, name: string) => {
+    const found = declared.find((d) => d.name === name)
+    return found === undefined ? whole : `<!-- options:${name} -->\n${optionsTable(found)}<!-- /options -->`
+  })
+
+if (import.meta.url === `file://${process.argv[1]}`) main()

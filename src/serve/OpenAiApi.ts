@@ -81,6 +81,7 @@ import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpApiMiddlewa
 import type * as AgentEvent from "../core/AgentEvent.js"
 import * as Decode from "../core/internal/decode.js"
 import * as Agents from "./Agents.js"
+import { requireGroup } from "./internal/groupLayer.js"
 import * as Request from "./internal/openai/request.js"
 import * as Runs from "./Runs.js"
 
@@ -362,8 +363,7 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
 export const layerFor = <Id extends string, Groups extends HttpApiGroup.Constraint>(
   api: HttpApi.HttpApi<Id, Groups>
 ): Layer.Layer<HttpApiGroup.Service<Id, "openai"> | InvalidRequest, never, Runs.Runs | Agents.Agents> => {
-  if (!("openai" in api.groups)) throw new Error(`OpenAiApi.layerFor: the API ${JSON.stringify(api.identifier)} has no "openai" group: add OpenAiApi.group to it`)
-  return HttpApiBuilder.group(api as unknown as typeof Api, "openai", build).pipe(
+  return requireGroup("OpenAiApi", "openai", api, () => HttpApiBuilder.group(api as unknown as typeof Api, "openai", build).pipe(
     Layer.provideMerge(HttpApiMiddleware.layerSchemaErrorTransform(InvalidRequest, (error) =>
       Effect.succeed(errorResponse(
         400,
@@ -372,7 +372,7 @@ export const layerFor = <Id extends string, Groups extends HttpApiGroup.Constrai
         `Invalid request: ${Decode.describeIssue(error.cause.issue, undefined)}`,
         paramOf(error.cause.issue)
       ))))
-  ) as unknown as Layer.Layer<HttpApiGroup.Service<Id, "openai"> | InvalidRequest, never, Runs.Runs | Agents.Agents>
+  )) as unknown as Layer.Layer<HttpApiGroup.Service<Id, "openai"> | InvalidRequest, never, Runs.Runs | Agents.Agents>
 }
 
 /**

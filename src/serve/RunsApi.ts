@@ -60,6 +60,7 @@ import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpApiMiddlewa
 import * as AgentEvent from "../core/AgentEvent.js"
 import * as Decode from "../core/internal/decode.js"
 import * as Agents from "./Agents.js"
+import { requireGroup } from "./internal/groupLayer.js"
 import * as Runs from "./Runs.js"
 import * as UiMessageStream from "./UiMessageStream.js"
 
@@ -221,13 +222,13 @@ const afterOf = (query: number | undefined, lastEventId: string | undefined): nu
 export const layerFor = <Id extends string, Groups extends HttpApiGroup.Constraint>(
   api: HttpApi.HttpApi<Id, Groups>
 ): Layer.Layer<HttpApiGroup.Service<Id, "valet"> | RequestErrors, never, Runs.Runs | Agents.Agents> => {
-  if (!("valet" in api.groups)) throw new Error(`RunsApi.layerFor: the API ${JSON.stringify(api.identifier)} has no "valet" group: add RunsApi.group to it`)
   // The handlers are typed against `Api`; the user's API holds the same group, maybe under a prefix, and the
   // routes are read from it at run time.
-  return HttpApiBuilder.group(api as unknown as typeof Api, "valet", build).pipe(
-    Layer.provideMerge(HttpApiMiddleware.layerSchemaErrorTransform(RequestErrors, (error) =>
-      Effect.fail(new BadRequest({ message: `${error.kind.toLowerCase()}: ${Decode.describeIssue(error.cause.issue, undefined)}` }))))
-  ) as unknown as Layer.Layer<HttpApiGroup.Service<Id, "valet"> | RequestErrors, never, Runs.Runs | Agents.Agents>
+  return requireGroup("RunsApi", "valet", api, () =>
+    HttpApiBuilder.group(api as unknown as typeof Api, "valet", build).pipe(
+      Layer.provideMerge(HttpApiMiddleware.layerSchemaErrorTransform(RequestErrors, (error) =>
+        Effect.fail(new BadRequest({ message: `${error.kind.toLowerCase()}: ${Decode.describeIssue(error.cause.issue, undefined)}` }))))
+    )) as unknown as Layer.Layer<HttpApiGroup.Service<Id, "valet"> | RequestErrors, never, Runs.Runs | Agents.Agents>
 }
 
 const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"valet", typeof group, "valet", unknown>>[2]>[0]) =>

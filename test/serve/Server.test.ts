@@ -4,7 +4,10 @@
  * client's disconnect (the model server sees the request aborted), and every refusal with its status and message.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Layer } from "effect"
+import { Cause, Context, Effect, Layer } from "effect"
+import { HttpApi } from "effect/http-api"
+import * as OpenAiApi from "../../src/serve/OpenAiApi.js"
+import * as RunsApi from "../../src/serve/RunsApi.js"
 import { createParser, type EventSourceMessage } from "eventsource-parser"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as Agent from "../../src/core/Agent.js"
@@ -178,4 +181,14 @@ describe("Server (valet's routes over HTTP)", () => {
       expect(large.status).toBe(413)
       expect((yield* json(large)).message).toMatch(/more than this server's limit of 1000/)
     }).pipe(Effect.scoped), 30_000)
+
+  it.effect("layerFor over an API without the group: a defect naming what to add, when the layer is built (not a throw when it is made)", () =>
+    Effect.gen(function*() {
+      const api = HttpApi.make("mine")
+      for (const [layer, module] of [[RunsApi.layerFor(api), "RunsApi"], [OpenAiApi.layerFor(api), "OpenAiApi"]] as const) {
+        const exit = yield* Effect.exit(Layer.build(layer as Layer.Layer<unknown, never, never>))
+        expect(exit._tag).toBe("Failure")
+        expect(String(exit._tag === "Failure" ? Cause.squash(exit.cause) : "")).toContain(`${module}.layerFor: the API "mine" has no`)
+      }
+    }).pipe(Effect.scoped))
 })

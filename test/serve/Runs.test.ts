@@ -117,35 +117,23 @@ describe("Runs", () => {
       expect(decode({ agent: "quick", input: "x", budget: { maxWallMs: 5 } }).budget).toEqual({ maxWallMs: 5 })
     }).pipe(Effect.provide(registry())))
 
-  it.effect("finished runs are dropped beyond keepFinishedRuns, and after keepFinished, 1 minute", () =>
-    Effect.gen(function*() {
-      const runs = yield* Runs.Runs
-      const ids: Array<string> = []
-      for (let i = 0; i < 3; i++) {
-        const { runId } = yield* runs.start({ agent: "quick", input: "x" })
-        yield* collect(yield* runs.events(runId))
-        ids.push(runId)
-      }
-      expect((yield* runs.list()).runs.map((run) => run.runId)).toEqual([ids[2], ids[1]])
-      expect(yield* Effect.flip(runs.get(ids[0]!))).toMatchObject({ _tag: "RunNotFound" })
-      yield* TestClock.adjust("61 seconds")
-      expect(yield* runs.list()).toEqual({ runs: [] })
-    }).pipe(Effect.provide(registry({ keepFinishedRuns: 2, keepFinished: "1 minute" }))))
-
-  it.effect("finished runs are dropped beyond keepFinishedRuns, and after keepFinishedMs (the deprecated name, milliseconds)", () =>
-    Effect.gen(function*() {
-      const runs = yield* Runs.Runs
-      const ids: Array<string> = []
-      for (let i = 0; i < 3; i++) {
-        const { runId } = yield* runs.start({ agent: "quick", input: "x" })
-        yield* collect(yield* runs.events(runId))
-        ids.push(runId)
-      }
-      expect((yield* runs.list()).runs.map((run) => run.runId)).toEqual([ids[2], ids[1]])
-      expect(yield* Effect.flip(runs.get(ids[0]!))).toMatchObject({ _tag: "RunNotFound" })
-      yield* TestClock.adjust("61 seconds")
-      expect(yield* runs.list()).toEqual({ runs: [] })
-    }).pipe(Effect.provide(registry({ keepFinishedRuns: 2, keepFinishedMs: 60_000 }))))
+  // `keepFinished` takes a duration; `keepFinishedMs`, its deprecated name, milliseconds.
+  for (const [label, keep] of [["keepFinished: \"1 minute\"", { keepFinished: "1 minute" }], ["keepFinishedMs: 60000", { keepFinishedMs: 60_000 }]] as const) {
+    it.effect(`finished runs are dropped beyond keepFinishedRuns, and after ${label}`, () =>
+      Effect.gen(function*() {
+        const runs = yield* Runs.Runs
+        const ids: Array<string> = []
+        for (let i = 0; i < 3; i++) {
+          const { runId } = yield* runs.start({ agent: "quick", input: "x" })
+          yield* collect(yield* runs.events(runId))
+          ids.push(runId)
+        }
+        expect((yield* runs.list()).runs.map((run) => run.runId)).toEqual([ids[2], ids[1]])
+        expect(yield* Effect.flip(runs.get(ids[0]!))).toMatchObject({ _tag: "RunNotFound" })
+        yield* TestClock.adjust("61 seconds")
+        expect(yield* runs.list()).toEqual({ runs: [] })
+      }).pipe(Effect.provide(registry({ keepFinishedRuns: 2, ...keep }))))
+  }
 
   it.effect("the listing is paged, newest first, summaries without inputs and results; a cursor walks every run once", () =>
     Effect.gen(function*() {

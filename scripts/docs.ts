@@ -224,7 +224,7 @@ const objectOf = (sources: ReadonlyArray<ts.SourceFile>, node: ts.Expression | u
 }
 
 const defaultOf = (text: string): string => {
-  const match = /withDefault\(([\s\S]*)\)\)?\s*$/.exec(text)
+  const match = /withDefault(?:<[^>]*>)?\(([\s\S]*)\)\)?\s*$/.exec(text)
   if (match === null) return "—"
   const value = match[1]!.replace(/\)\s*$/, "").trim()
   if (/^default[A-Z]\w*$/.test(value)) return "(built in)"

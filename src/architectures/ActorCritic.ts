@@ -228,7 +228,7 @@ export const definition = Architecture.define({
       yield* Architecture.setMetadata(() => metadata(false))
 
       yield* Architecture.progress("actor_critic.actor_started", { round: 0 })
-      const first = yield* Architecture.role(actor, input.prompt, { role: "actor", index: 0 })
+      const first = yield* Architecture.role(actor, input.prompt, { role: "actor", index: 0, answers: true })
       let output = first.output
       outputs.push(output)
       yield* Architecture.setOutput(output)

@@ -176,7 +176,7 @@ const { agent, int, optional, template, unit, withDefault } = Architecture.optio
  * @since 0.2.0
  * @category definition
  */
-export const defaultDebaters: ReadonlyArray<Agent.Agent<unknown>> = [1, 2, 3].map((i) =>
+export const defaultDebaters: ReadonlyArray<Agent.Agent<Model.Model>> = [1, 2, 3].map((i) =>
   Agent.make({ name: `debater-${i}`, instructions: "Answer the question; defend or revise your answer when you see the others'." })
 )
 

@@ -58,8 +58,6 @@
 import { Deferred, Effect, Result, Semaphore } from "effect"
 import { ArchitectureFailed } from "../core/AgentError.js"
 import * as Architecture from "../core/Architecture.js"
-import { yieldBeforeReading } from "../core/internal/parse.js"
-import { isBudget } from "../core/internal/roles.js"
 import type * as Model from "../core/Model.js"
 import * as Plans from "./internal/plan.js"
 import * as ReAct from "./ReAct.js"
@@ -271,7 +269,8 @@ export const definition = Architecture.define({
       const first = yield* Architecture.role(
         planner,
         Architecture.fill(options.plannerPrompt, { task: input.prompt, max_steps: maxSteps }),
-        { role: "planner" }
+        // Before any step the planner is the run: what it wrote when it stopped is the best there is.
+        { role: "planner", answers: true }
       )
       let current = yield* readPlan(first.output)
       plans.push(current.plan.steps)
@@ -310,9 +309,7 @@ export const definition = Architecture.define({
             { role: "step", index: k }
           )
           if (ran._tag === "Failed") return yield* ran.error
-          if (ran._tag === "Interrupted" && isBudget(ran.reason)) return yield* new Architecture.RoleStopped({ reason: ran.reason })
-          // `roleResult`, unlike `role`, hands the reply over unread: a long one is read after a turn of the event loop.
-          yield* yieldBeforeReading(ran.result.output)
+          if (ran._tag === "Interrupted" && Architecture.isBudgetStop(ran.reason)) return yield* new Architecture.RoleStopped({ reason: ran.reason })
           const output = ran._tag === "Interrupted"
             ? `${stepFailedPrefix} the executor stopped early (${ran.reason})${ran.result.output !== "" ? `\n${ran.result.output}` : ""}`
             : ran.result.output

@@ -261,7 +261,7 @@ export const definition = Architecture.define({
         // `roleResult`, not `role`: an attempt that stops at its own limit is evaluated like any other.
         const ran = yield* Architecture.roleResult(base, prompt, { role: "attempt", index: n })
         if (ran._tag === "Failed") return yield* ran.error
-        if (ran._tag === "Interrupted" && ran.reason.startsWith("budget:")) {
+        if (ran._tag === "Interrupted" && Architecture.isBudgetStop(ran.reason)) {
           return yield* new Architecture.RoleStopped({ reason: ran.reason })
         }
         const output = ran.result.output

@@ -108,7 +108,7 @@ export const definition = Architecture.define({
       let rounds = 0
       yield* Architecture.setMetadata(() => ({ rounds, converged: false, critiques, outputs }))
 
-      const first = yield* Architecture.role(base, input.prompt, { role: "base" })
+      const first = yield* Architecture.role(base, input.prompt, { role: "base", answers: true })
       let output = first.output
       outputs.push(output)
       yield* Architecture.setOutput(output)

@@ -57,7 +57,6 @@ import { Deferred, Duration, Effect, Option, Schema } from "effect"
 import * as Agent from "../core/Agent.js"
 import type { SubAgentFailed } from "../core/AgentError.js"
 import * as Architecture from "../core/Architecture.js"
-import { isBudget } from "../core/internal/roles.js"
 import type * as Model from "../core/Model.js"
 import type * as Sandbox from "../environment/Sandbox.js"
 import { RequestOptions } from "./internal/sampling.js"
@@ -212,7 +211,7 @@ export const definition = Architecture.define({
           const key = answer === undefined ? "" : options.normalize(answer)
           if (answer === undefined || key === "") {
             Object.assign(record, { status: "no_answer", ...(ran._tag === "Interrupted" ? { reason: ran.reason } : {}) })
-            if (ran._tag === "Interrupted" && isBudget(ran.reason)) {
+            if (ran._tag === "Interrupted" && Architecture.isBudgetStop(ran.reason)) {
               externalStop ??= ran.reason
               yield* Deferred.succeed(stop, undefined)
             }

@@ -44,7 +44,9 @@
  *
  * @since 0.1.0
  */
+import type * as AgentType from "./Agent.js"
 import type { InvalidOptions } from "./AgentError.js"
+import type * as Model from "./Model.js"
 import * as Define from "./internal/define.js"
 import * as Options from "./internal/options.js"
 import * as Parse from "./internal/parse.js"
@@ -161,7 +163,23 @@ export const isArchitecture: (u: unknown) => u is Architecture<unknown> = Runtim
  * @since 0.1.0
  * @category constructors
  */
-export const make: <R>(options: Runtime.MakeOptions<R>) => Architecture<Exclude<R, CurrentRun>> = Runtime.make
+export const make: <R>(options: MakeOptions<R>) => Architecture<Exclude<R, CurrentRun>> = Runtime.make
+
+/**
+ * What `make` takes: the architecture's name and its program.
+ *
+ * @since 0.1.0
+ * @category constructors
+ */
+export type MakeOptions<R> = Runtime.MakeOptions<R>
+
+/**
+ * Options of `generate`: the `step` that names the call in its session.
+ *
+ * @since 0.1.0
+ * @category toolkit
+ */
+export type GenerateOptions = Runtime.GenerateOptions
 
 /**
  * Declares an architecture: its one `name` (used by events, `valet.yaml`, the CLI and `Agents`), a `title` for
@@ -298,6 +316,15 @@ export type RoleOptions = Roles.RoleOptions
 export const roleResult = Roles.run
 
 /**
+ * Whether an interruption reason is a spent budget (`budget:<limit>`): a `roleResult` that stopped so leaves nothing
+ * to spend, and most programs then end the run (`RoleStopped` with that reason).
+ *
+ * @since 0.2.0
+ * @category toolkit
+ */
+export const isBudgetStop: (reason: string) => boolean = Roles.isBudget
+
+/**
  * How a role's run ended (`roleResult`).
  *
  * @since 0.2.0
@@ -328,7 +355,7 @@ export const withReference = Reference.withReference
  * @since 0.2.0
  * @category toolkit
  */
-export const plainAgent = Roles.plain
+export const plainAgent: (name: string) => AgentType.Agent<Model.Model> = Roles.plain as (name: string) => AgentType.Agent<Model.Model>
 
 /**
  * The running agent with another architecture (a base run, an attempt).

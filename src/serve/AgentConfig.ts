@@ -12,14 +12,14 @@
  *     tools: [everything]
  *     budget: { maxCalls: 20 }
  *   writer:
- *     architecture: self-refine
+ *     architecture: self_refine
  *     instructions: You write short, exact prose.
  *     options: { maxRounds: 2, critic: assistant }
  * server: { port: 8787, maxConcurrentRuns: 16, tokenEnv: VALET_TOKEN }
  * ```
  *
  * A bad file fails with one `ConfigFileError` naming the file, the line and the key (`valet.yaml:9:19:
- * agents.writer.architecture must be "react" or …`): the schema, unknown keys, an agent or MCP server named but
+ * agents.writer.architecture must be an architecture's name: …`): the schema, unknown keys, an agent or MCP server named but
  * not defined, agents that name each other in a circle, an unset `apiKeyEnv`, and architecture options that the
  * architecture refuses. `build` then starts what the agents need in the caller's `Scope`: one client per model
  * (`provider: scripted` is a fresh `ScriptedModel` in every run), and each MCP server that an agent uses, once.
@@ -116,6 +116,31 @@ export const ConfigFileError = YamlDocument.ConfigFileError
  * @category errors
  */
 export type ConfigFileError = YamlDocument.ConfigFileError
+
+const saidKeys = new Set<string>()
+
+/** The keys of `loaded` that valet 0.x named otherwise, each with its current name. */
+const deprecatedKeys = (loaded: Loaded): ReadonlyArray<readonly [string, string]> => {
+  const { config } = loaded
+  const found: Array<readonly [string, string]> = []
+  if (config.server.keepFinishedMs !== undefined) found.push(["server.keepFinishedMs", "server.keepFinished"])
+  if (config.mcp?.callTimeoutMs !== undefined) found.push(["mcp.callTimeoutMs", "mcp.callTimeout"])
+  if (config.mcp?.connectTimeoutMs !== undefined) found.push(["mcp.connectTimeoutMs", "mcp.connectTimeout"])
+  for (const [name, spec] of Object.entries(config.agents)) {
+    if (spec.budget?.maxDurationMs !== undefined) found.push([`agents.${name}.budget.maxDurationMs`, "maxDuration"])
+  }
+  return found
+}
+
+/** Says once per process that a file uses a key valet 0.x named otherwise (still read). */
+const noteDeprecatedKeys = (loaded: Loaded): Effect.Effect<void> =>
+  Effect.forEach(deprecatedKeys(loaded), ([key, current]) =>
+    Effect.suspend(() => {
+      const note = `${loaded.path}: ${key} is deprecated, use ${current} (valet 0.x reads both)`
+      if (saidKeys.has(note)) return Effect.void
+      saidKeys.add(note)
+      return Effect.logWarning(note)
+    }), { discard: true })
 
 /**
  * A parsed and checked file, and where its keys are (for the errors of `build`).
@@ -328,6 +353,7 @@ const modelLayer = (
 export const build = (loaded: Loaded): Effect.Effect<Agents.Service, BuildError, Requirements> =>
   Effect.gen(function*() {
     const { config } = loaded
+    yield* noteDeprecatedKeys(loaded)
     const defaultModel = config.model === undefined ? undefined : yield* modelLayer(loaded, config.model, ["model"])
     const used = new Set(Object.values(config.agents).flatMap((spec) => spec.tools ?? []))
     const settings = config.mcp ?? {}

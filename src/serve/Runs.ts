@@ -400,6 +400,7 @@ const budgetLimits = (budget: RunBudget | undefined): Budget.Limits | undefined 
 }
 
 let saidBudgetNames = false
+let saidKeepFinishedMs = false
 
 /** Says once per process that a client used a deprecated budget name. */
 const noteDeprecatedBudget = (budget: RunBudget | undefined): Effect.Effect<void> =>
@@ -449,6 +450,10 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
     const maxConcurrentRuns = options.maxConcurrentRuns ?? 16
     const keepFinishedRuns = options.keepFinishedRuns ?? 100
     const keepFinishedMs = options.keepFinished !== undefined ? Duration.toMillis(options.keepFinished) : options.keepFinishedMs ?? 3_600_000
+    if (options.keepFinished === undefined && options.keepFinishedMs !== undefined && !saidKeepFinishedMs) {
+      saidKeepFinishedMs = true
+      yield* Effect.logWarning("Runs: the option keepFinishedMs is deprecated, use keepFinished (valet 0.x reads both)")
+    }
     const records = new Map<string, Record_>()
     const sessions = new Set<string>()
     let running = 0

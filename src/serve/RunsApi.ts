@@ -4,7 +4,7 @@
  * the OpenAPI document of your API describes them.
  *
  * - `GET /health` → `{"status":"ok"}`; `GET /agents` → the agents' names, descriptions and architectures.
- * - `POST /runs` `{agent, input, sessionId?, budget?: {maxCalls?, maxTokens?, maxWallMs?}}` → 201 `{runId,
+ * - `POST /runs` `{agent, input, sessionId?, budget?: {maxCalls?, maxTotalTokens?, maxOutputTokens?, maxDuration?}}` → 201 `{runId,
  *   sessionId}`; the run goes on in the server. `GET /runs?limit=&cursor=` lists the runs kept, newest first, a
  *   page at a time (summaries; `full=true` for whole runs; `nextCursor` fetches the next page); `GET /runs/:runId`
  *   → status and, once ended, the `RunResult` (or the typed error).

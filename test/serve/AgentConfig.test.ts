@@ -4,7 +4,7 @@
  */
 import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Result, Stream } from "effect"
+import { Effect, Layer, Logger, Result, Stream } from "effect"
 import { mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
@@ -314,6 +314,34 @@ agents:
       expect(options.message).toBe("valet.yaml:6:14: agents.a.options SelfRefine: maxRounds must be an integer >= 1, got 0")
       const key = yield* build(`model: { provider: openai-compatible, baseUrl: "http://127.0.0.1:1/v1", model: m, apiKeyEnv: VALET_TEST_UNSET_KEY }\nagents:\n  a: { instructions: x }\n`)
       expect(key.message).toBe("valet.yaml:1:94: model.apiKeyEnv names VALET_TEST_UNSET_KEY, which is not set in the environment")
+    }).pipe(Effect.scoped, Effect.provide(services)))
+
+  it.effect("the names of valet 0.x in a file are read, and each said once per process: an architecture, a key, a budget limit", () =>
+    Effect.gen(function*() {
+      const lines: Array<string> = []
+      const logger = Logger.make(({ logLevel, message }) => {
+        if (logLevel === "Warn") lines.push((Array.isArray(message) ? message : [message]).join(" "))
+      })
+      const text = `model: { provider: scripted, replies: [hi] }
+mcp: { callTimeoutMs: 5000 }
+agents:
+  a:
+    architecture: tree-of-thoughts
+    instructions: x
+    budget: { maxDurationMs: 1000 }
+server: { keepFinishedMs: 60000 }
+`
+      for (let i = 0; i < 2; i++) {
+        const loaded = yield* Result.match(AgentConfig.parse(text, "old.yaml"), { onFailure: Effect.fail, onSuccess: Effect.succeed })
+        const agents = yield* AgentConfig.build(loaded).pipe(Effect.provide(Logger.layer([logger])))
+        expect(agents.list[0]!.architecture).toBe("tree_of_thoughts")
+      }
+      expect(lines.sort()).toEqual([
+        "old.yaml: agents.a.budget.maxDurationMs is deprecated, use maxDuration (valet 0.x reads both)",
+        "old.yaml: mcp.callTimeoutMs is deprecated, use mcp.callTimeout (valet 0.x reads both)",
+        "old.yaml: server.keepFinishedMs is deprecated, use server.keepFinished (valet 0.x reads both)",
+        "old.yaml: the architecture name tree-of-thoughts is deprecated, use tree_of_thoughts (valet 0.x reads both)"
+      ])
     }).pipe(Effect.scoped, Effect.provide(services)))
 
   it("a run's budget is the lower of the agent's caps and the caller's", () => {

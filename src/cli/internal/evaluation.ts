@@ -48,9 +48,8 @@ export const flags = {
   out: textFlag("out", "The results file (JSONL), appended to and resumed from. Default: <dataset>.results.jsonl."),
   maxCalls: count("max-calls", "Model calls per problem at most (the Ensemble's hard cap; a budget for the others)."),
   maxRounds: count("max-rounds", "Rounds at most (Ensemble, Self-Refine)."),
-  maxConcurrency: count("call-concurrency", "Model calls in flight per problem (Ensemble phases, ToolVote attempts); --max-concurrency is its deprecated name.").pipe(
-    Flag.withAlias("max-concurrency")
-  ),
+  maxConcurrency: count("call-concurrency", "Model calls in flight per problem (Ensemble phases, ToolVote attempts)."),
+  deprecatedMaxConcurrency: count("max-concurrency", "Deprecated: --call-concurrency (valet 0.x's name, still read)."),
   n: count("n", "Completions per solver call (Ensemble)."),
   attempts: count("attempts", "Attempts that vote (ToolVote)."),
   earlyStop: count("early-stop", "Votes for one answer that end the vote (ToolVote)."),
@@ -72,6 +71,7 @@ export interface FlagValues {
   readonly maxCalls: Option.Option<number>
   readonly maxRounds: Option.Option<number>
   readonly maxConcurrency: Option.Option<number>
+  readonly deprecatedMaxConcurrency: Option.Option<number>
   readonly n: Option.Option<number>
   readonly attempts: Option.Option<number>
   readonly earlyStop: Option.Option<number>
@@ -88,13 +88,18 @@ export const defaultOut = (dataset: string): string => `${dataset.replace(/\.jso
 
 const said = new Set<string>()
 
-/** Says once per process that `--architecture` was spelled as valet 0.x spelled it. */
+/** Says once per process that a flag was spelled as valet 0.x spelled it (`--architecture self-refine`, `--max-concurrency`). */
 export const noteDeprecatedFlags = (values: FlagValues): Effect.Effect<void> =>
   Effect.suspend(() => {
+    const notes: Array<string> = []
     const name = values.architecture
-    if ((architectures as ReadonlyArray<string>).includes(name) || said.has(name)) return Effect.void
-    said.add(name)
-    return Effect.logWarning(`--architecture ${name} is deprecated, use ${architectureOf(name)} (valet 0.x reads both)`)
+    if (!(architectures as ReadonlyArray<string>).includes(name)) {
+      notes.push(`--architecture ${name} is deprecated, use ${architectureOf(name)} (valet 0.x reads both)`)
+    }
+    if (Option.isSome(values.deprecatedMaxConcurrency)) notes.push("--max-concurrency is deprecated, use --call-concurrency (valet 0.x reads both)")
+    const fresh = notes.filter((note) => !said.has(note))
+    for (const note of fresh) said.add(note)
+    return Effect.forEach(fresh, (note) => Effect.logWarning(note), { discard: true })
   })
 
 /** The settings the flags ask for. */
@@ -102,7 +107,8 @@ export const settingsOf = (values: FlagValues, dataset: string | undefined): Set
   architecture: architectureOf(values.architecture),
   maxCalls: Option.getOrUndefined(values.maxCalls),
   maxRounds: Option.getOrUndefined(values.maxRounds),
-  maxConcurrency: Option.getOrUndefined(values.maxConcurrency),
+  // The current flag wins when both are given.
+  maxConcurrency: Option.getOrUndefined(Option.orElse(values.maxConcurrency, () => values.deprecatedMaxConcurrency)),
   n: Option.getOrUndefined(values.n),
   attempts: Option.getOrUndefined(values.attempts),
   earlyStop: Option.getOrUndefined(values.earlyStop),

@@ -220,7 +220,7 @@ export const runCommand = Command.make(
     "Runs an agent on a prompt and prints its answer (with --stream, its events as they arrive). The model: " +
       "--base-url / --model / --api-key, else VALET_BASE_URL / VALET_MODEL / VALET_API_KEY, else the vLLM pool " +
       `(--config, --actor-name, or ${Vllm.defaultConfigPath}). With --agents valet.yaml --agent <name>, the file's agent ` +
-      "(any of the twelve architectures, with its own model and tools)."
+      "(any architecture of the catalog, with its own model and tools)."
   )
 )
 

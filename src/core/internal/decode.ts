@@ -4,7 +4,7 @@
  * `SelfRefine: maxRounds must be an integer >= 1, got 0`. Unknown keys are refused, so a typo such as `maxRound`
  * is not silently ignored. Imports nothing of valet but `AgentError`, so every core module can use it.
  */
-import { Cause, Duration, Effect, Exit, Option, Schema, SchemaIssue } from "effect"
+import { Cause, Duration, Effect, Exit, Option, References, Schema, SchemaIssue } from "effect"
 import { InvalidOptions } from "../AgentError.js"
 
 /** A whole number ≥ `min` (one rule, so the message says both halves: `an integer >= 1`). */
@@ -157,7 +157,8 @@ export const decode = <S extends Schema.Codec<unknown, unknown, never, never>>(
  * options constructor is this over its `make`, so an architecture can be a module-level value.
  */
 export const runUnsafe = <A>(effect: Effect.Effect<A, InvalidOptions>): A => {
-  const exit = Effect.runSyncExit(effect)
+  // Its own runtime, so its notes (a deprecated option, said once) go to stderr: stdout may be a protocol's.
+  const exit = Effect.runSyncExit(Effect.provideService(effect, References.LogToStderr, true))
   if (Exit.isSuccess(exit)) return exit.value
   const error = Cause.findErrorOption(exit.cause)
   throw error._tag === "Some" ? error.value : Cause.squash(exit.cause)

@@ -79,6 +79,8 @@ export type OptionsInput<Fields extends Schema.Struct.Fields, D> =
  */
 export type Make<Fields extends Schema.Struct.Fields, D, Out> =
   & (<const O extends OptionsInput<Fields, D>>(
+    // Generic, so that the agents' services are read from the value; a key that is no option is then refused by the
+    // check (`SelfRefine: maxRound is not a known option`), not by the compiler, which checks no excess keys of an `O`.
     options: O
   ) => Out extends Effect.Effect<Runtime.Architecture<infer A>, infer E> ? Effect.Effect<Runtime.Architecture<A | RequirementsOf<O>>, E>
     : Out extends Runtime.Architecture<infer A> ? Runtime.Architecture<A | RequirementsOf<O>>
@@ -135,7 +137,8 @@ const renamed = (title: string, deprecated: Readonly<Record<string, Deprecation>
         notes.push(`${title}: the option ${key} is deprecated, use ${to} (valet 0.x reads both)`)
       }
       const value = record[key]
-      if (typeof value === "string") {
+      // Templates are the options named `…Prompt`: a stop phrase that happens to say `{question}` is no template.
+      if (typeof value === "string" && key.endsWith("Prompt")) {
         for (const name of placeholders(value)) {
           const current = deprecatedPlaceholders[name]
           if (current !== undefined) notes.push(`${title}: the placeholder {${name}} is deprecated, use {${current}} (valet 0.x fills both)`)

@@ -3,7 +3,8 @@
  * see them: a child run either completed, stopped early at a limit (its `interrupted` result, which the caller must
  * look at) or failed (`SubAgentFailed`). A spent budget travels up unchanged as `budget:<limit>`; any other stop is
  * reported under the role that stopped (`critic:round_2:max_turns_exceeded`). A failure is the caller's failure
- * (`runOrFail`) unless the architecture documents a recovery (`run`: Ensemble, Supervisor, ToolVote).
+ * (`runOrFail`) unless the architecture documents a recovery (`run`: Ensemble, Supervisor, ToolVote, a
+ * Plan-and-Execute step, a Reflexion attempt).
  */
 import { Effect } from "effect"
 import * as Agent from "../Agent.js"
@@ -30,6 +31,8 @@ export const run = <R>(
         ? { _tag: "Interrupted", result, reason: result.interruptionReason ?? "interrupted" }
         : { _tag: "Completed", result }
     ),
+    // As `role`: a long reply is read after a turn of the event loop.
+    Effect.tap((ran) => (ran._tag === "Failed" ? Effect.void : yieldBeforeReading(ran.result.output))),
     Effect.catchTag("SubAgentFailed", (error) => Effect.succeed<Ran>({ _tag: "Failed", error, reason: error.reason }))
   )
 
@@ -55,9 +58,9 @@ export interface RoleOptions extends Agent.ChildOptions {
    */
   readonly label?: string | undefined
   /**
-   * This role writes the run's answer (a judge, a synthesizer, the chosen route): when it stops, its partial output, if
-   * it wrote any, is the run's. Otherwise the run keeps its best output so far (`setOutput`), or the role's partial
-   * when it has none.
+   * This role writes the run's answer (a judge, a synthesizer, the chosen route, a base run doing the task): when it
+   * stops, its partial output, if it wrote any, is the run's. Otherwise the run keeps its best output so far
+   * (`setOutput`): a critic's or an evaluator's half-written reply is never the run's answer.
    */
   readonly answers?: boolean | undefined
 }
@@ -80,7 +83,7 @@ export const role = <R>(
       const state = Architecture.stateOf(run)
       // An empty partial is no answer: it never replaces the run's best output (a judge refused its first call by a
       // spent budget leaves the run's answer so far).
-      if ((options.answers === true && ended.result.output !== "") || state.output === "") state.output = ended.result.output
+      if (options.answers === true && ended.result.output !== "") state.output = ended.result.output
       return Effect.fail(new Architecture.RoleStopped({ reason: stopReason(label, ended.reason) }))
     })
   })

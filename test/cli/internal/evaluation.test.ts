@@ -141,6 +141,7 @@ describe("valet solve / eval (the commands' work)", () => {
       maxCalls: Option.some(9),
       maxRounds: none,
       maxConcurrency: Option.some(2),
+      deprecatedMaxConcurrency: Option.some(5),
       n: none,
       attempts: Option.some(4),
       earlyStop: Option.some(3),
@@ -163,6 +164,9 @@ describe("valet solve / eval (the commands' work)", () => {
       shareReference: true,
       out: "p.results.jsonl"
     })
+    // --max-concurrency, the deprecated name of --call-concurrency, is read when the current one is absent; and the
+    // old --architecture spelling stands for the one name.
+    expect(settingsOf({ ...values, architecture: "tool-vote", maxConcurrency: none }, "p.jsonl")).toMatchObject({ architecture: "tool_vote", maxConcurrency: 5 })
   })
 
   it.effect("no base URL and no pool file: a clear error saying how to configure a model", () =>

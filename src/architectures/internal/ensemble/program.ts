@@ -11,7 +11,6 @@ import * as Agent from "../../../core/Agent.js"
 import { ArchitectureFailed, type SubAgentFailed } from "../../../core/AgentError.js"
 import * as Architecture from "../../../core/Architecture.js"
 import { yieldBeforeReading } from "../../../core/internal/parse.js"
-import { isBudget } from "../../../core/internal/roles.js"
 import * as Evidence from "./evidence.js"
 import type { Config } from "./options.js"
 import { completionsOf, oneCall } from "./role.js"
@@ -124,7 +123,7 @@ export const program = (input: Architecture.Input, config: Config) => {
     /** The result of a role's run, or undefined after recording why there is none. */
     const settle = (round: number, role: string, sessionId: string, ran: Architecture.RoleResult) => {
       if (ran._tag === "Completed") return ran.result
-      if (ran._tag === "Interrupted" && isBudget(ran.reason)) externalStop ??= ran.reason
+      if (ran._tag === "Interrupted" && Architecture.isBudgetStop(ran.reason)) externalStop ??= ran.reason
       else {
         if (ran._tag === "Failed") lastFailure = ran.error
         failures.push({

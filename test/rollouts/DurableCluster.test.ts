@@ -140,6 +140,8 @@ describePostgres("Durable evaluation on PostgreSQL with three runners", () => {
             await Promise.all(ports.map(startRunner))
             const out = join(fixture.dir, "durable.jsonl")
             const client = startValet(["eval", fixture.dataset, ...evalArgs, "--concurrency", "12", "--out", out, "--durable", store])
+            let clientDone = false
+            void client.exited.then(() => (clientDone = true))
             const inFlightAtKills: Array<Set<string>> = []
             const killed: Array<number> = []
             for (const share of [0.2, 0.45, 0.7]) {
@@ -147,9 +149,11 @@ describePostgres("Durable evaluation on PostgreSQL with three runners", () => {
               // calls would be sent again.
               let victim: string | undefined
               await until(
-                () =>
-                  fixture.server.total() >= share * fixture.referenceCalls &&
-                  (victim = fixture.server.senderWithLaterCallInFlight()) !== undefined,
+                () => {
+                  if (clientDone) throw new Error(`the evaluation ended before the kill at ${share * 100} %:\n${client.lines.join("\n")}`)
+                  return fixture.server.total() >= share * fixture.referenceCalls &&
+                    (victim = fixture.server.senderWithLaterCallInFlight()) !== undefined
+                },
                 60_000,
                 `${share * 100} % of the calls`
               )

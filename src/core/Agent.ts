@@ -26,7 +26,8 @@
  *
  * @since 0.1.0
  */
-import { Effect, type Layer, Predicate, Schema, Stream, type Tracer } from "effect"
+import { Context, Effect, type Layer, Predicate, Schema, Stream, type Tracer } from "effect"
+import { dual } from "effect/Function"
 import { type AgentError, InvalidAgent, InvalidOptions, SessionConflict, SubAgentFailed } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
 import * as Architecture from "./internal/runtime.js"
@@ -101,16 +102,18 @@ export function make<RA = Model.Model, RT = never>(
   options: MakeOptions<RA, RT> & { readonly model?: undefined }
 ): Agent<FromOptions<RA | RT>>
 /**
- * Defines an agent with its own model layer (an actor on one model, its critic on another).
+ * Defines an agent with its own model layer (an actor on one model, its critic on another). The layer is built
+ * once per run; a layer that can fail with an `AgentError` (`OpenAiCompatible.layerNode`'s `InvalidOptions`)
+ * fails the run with it.
  *
  * @since 0.1.0
  * @category constructors
  */
 export function make<RA = Model.Model, RT = never, RM = never>(
-  options: MakeOptions<RA, RT> & { readonly model: Layer.Layer<Model.Model, never, RM> }
+  options: MakeOptions<RA, RT> & { readonly model: Layer.Layer<Model.Model, AgentError, RM> }
 ): Agent<FromOptions<Exclude<RA, Model.Model> | RT | RM>>
 export function make(
-  options: MakeOptions<unknown, unknown> & { readonly model?: Layer.Layer<Model.Model, never, unknown> | undefined }
+  options: MakeOptions<unknown, unknown> & { readonly model?: Layer.Layer<Model.Model, AgentError, unknown> | undefined }
 ): Agent<unknown> {
   return {
     [TypeId]: { _R: (_: never) => _ },
@@ -125,13 +128,21 @@ export function make(
 }
 
 /**
- * The same agent with some definitions replaced (its model layer kept); named `with_` because `with` is a reserved
- * word.
+ * A copy of an agent with some definitions replaced; its model layer and the services given to it kept.
  *
- * @since 0.1.0
+ * @example
+ * ```ts
+ * import { Agent } from "valet"
+ *
+ * const writer = Agent.make({ name: "writer", instructions: "Write plainly." })
+ * // The same agent under another name, with stricter instructions.
+ * const editor = Agent.clone(writer, { name: "editor", instructions: "Cut every word you can." })
+ * ```
+ *
+ * @since 0.2.0
  * @category constructors
  */
-export const with_ = <R, RA = never, RT = never>(
+export const clone = <R, RA = never, RT = never>(
   agent: Agent<R>,
   changes: {
     readonly name?: string | undefined
@@ -141,6 +152,43 @@ export const with_ = <R, RA = never, RT = never>(
     readonly maxTurns?: number | undefined
   }
 ): Agent<R | RA | RT> => ({ ...agent, ...changes } as Agent<R | RA | RT>)
+
+/**
+ * `clone`'s former name.
+ *
+ * @deprecated Use `Agent.clone`.
+ * @since 0.1.0
+ * @category constructors
+ */
+export const with_: typeof clone = clone
+
+/**
+ * The agent with services given to it, so that its runs need them no more: they are provided around each run (its
+ * sub-agents' included), under the agent's own model, in place of the caller's. `Agents.layer` does this with
+ * the services of the context it is built in, so that one agent value runs on `ScriptedModel` in a test and on a
+ * real model in production.
+ *
+ * @example
+ * ```ts
+ * import { Agent, ScriptedModel } from "valet"
+ *
+ * const assistant = Agent.make({ name: "assistant", instructions: "Be brief." }) // Agent<Model>
+ * // Agent<never>: its runs take this scripted model, whatever the caller's context holds.
+ * const ready = Agent.provide(assistant, ScriptedModel.context(["Hi!"]))
+ * const answer = Agent.run(ready, "Hello")
+ * ```
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const provide: {
+  <R2>(context: Context.Context<R2>): <R>(agent: Agent<R>) => Agent<Exclude<R, R2>>
+  <R, R2>(agent: Agent<R>, context: Context.Context<R2>): Agent<Exclude<R, R2>>
+} = dual(2, <R, R2>(agent: Agent<R>, context: Context.Context<R2>): Agent<Exclude<R, R2>> => ({
+  ...agent,
+  // Given twice, the first given wins, as with nested `Effect.provide`.
+  context: agent.context === undefined ? context : Context.merge(context, agent.context)
+} as Agent<Exclude<R, R2>>))
 
 /**
  * Options of `run` and `stream`.

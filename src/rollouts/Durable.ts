@@ -243,7 +243,7 @@ const durably = <R, A, E>(
     const model = yield* Activities.durableModel(yield* Model.Model)
     const tools = yield* Activities.durableTools(agent.tools as ReadonlyArray<Tool.Tool<R>>)
     const sandbox = yield* Effect.serviceOption(Sandbox.Sandbox)
-    let effect = body(Agent.with_(agent, { tools }) as Agent.Agent<R>).pipe(Effect.provideService(Model.Model, model))
+    let effect = body(Agent.clone(agent, { tools }) as Agent.Agent<R>).pipe(Effect.provideService(Model.Model, model))
     if (Option.isSome(sandbox)) effect = effect.pipe(Effect.provideService(Sandbox.Sandbox, yield* Activities.durableSandbox(sandbox.value)))
     return yield* effect
   })

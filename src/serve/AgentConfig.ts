@@ -350,11 +350,19 @@ const modelLayer = (
  * @since 0.2.0
  * @category constructors
  */
-export const build = (loaded: Loaded): Effect.Effect<Agents.Service, BuildError, Requirements> =>
+export const build: {
+  (loaded: Loaded, options: BuildOptions & { readonly model: "context" }): Effect.Effect<Agents.Service, BuildError, Requirements | Model.Model>
+  (loaded: Loaded, options?: BuildOptions & { readonly model?: "file" | undefined }): Effect.Effect<Agents.Service, BuildError, Requirements>
+} = (loaded: Loaded, options?: BuildOptions): Effect.Effect<Agents.Service, BuildError, Requirements> =>
+  // The `Model` is needed only with `model: "context"`, which the second signature says.
+  buildWith(loaded, options) as Effect.Effect<Agents.Service, BuildError, Requirements>
+
+const buildWith = (loaded: Loaded, options: BuildOptions | undefined): Effect.Effect<Agents.Service, BuildError, Requirements | Model.Model> =>
   Effect.gen(function*() {
     const { config } = loaded
     yield* noteDeprecatedKeys(loaded)
-    const defaultModel = config.model === undefined ? undefined : yield* modelLayer(loaded, config.model, ["model"])
+    const fromContext = options?.model === "context"
+    const defaultModel = config.model === undefined || fromContext ? undefined : yield* modelLayer(loaded, config.model, ["model"])
     const used = new Set(Object.values(config.agents).flatMap((spec) => spec.tools ?? []))
     const settings = config.mcp ?? {}
     const serverTools = new Map<string, ReadonlyArray<Tool.Tool>>()
@@ -410,15 +418,22 @@ export const build = (loaded: Loaded): Effect.Effect<Agents.Service, BuildError,
             names.set(tool.name, server)
           }
         }
-        const model = spec.model === undefined ? defaultModel! : yield* modelLayer(loaded, spec.model, ["agents", name, "model"])
-        const agent = Agent.make({
+        const model = fromContext
+          ? undefined
+          : spec.model === undefined
+          ? defaultModel!
+          : yield* modelLayer(loaded, spec.model, ["agents", name, "model"])
+        // Without a model of its own, the agent needs the `Model` given below.
+        const definition = {
           name,
           instructions: spec.instructions,
           architecture,
           tools,
-          model,
           ...(spec.maxTurns !== undefined ? { maxTurns: spec.maxTurns } : {})
-        })
+        }
+        const agent: Agent.Agent<never> = model !== undefined
+          ? Agent.make({ ...definition, model })
+          : Agent.make(definition) as Agent.Agent<never>
         const entry: Agents.Entry = {
           name,
           description: spec.description ?? `${name} (${architecture.name})`,
@@ -431,14 +446,40 @@ export const build = (loaded: Loaded): Effect.Effect<Agents.Service, BuildError,
         return entry
       })
     for (const name of Object.keys(config.agents)) yield* buildAgent(name)
-    return Agents.make(Object.keys(config.agents).map((name) => built.get(name)!))
+    const entries = Object.keys(config.agents).map((name) => built.get(name)!)
+    if (!fromContext) return Agents.make(entries)
+    const given = Context.make(Model.Model, yield* Model.Model)
+    return Agents.make(entries.map((entry) => ({ ...entry, agent: Agent.provide(entry.agent, given) })))
   })
 
 /**
+ * Options of `build` and `layer`.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export interface BuildOptions {
+  /**
+   * Where the agents' model comes from: the file's `model` sections (`"file"`, the default), or the `Model` in the
+   * context the layer is built in (`"context"`): a test serves the production file on a `ScriptedModel`. The file's
+   * model sections are still checked, but nothing is started for them and no `apiKeyEnv` is read.
+   */
+  readonly model?: "file" | "context" | undefined
+}
+
+/**
  * The `Agents` of a config file (`load` then `build`), their models and MCP servers living as long as the layer.
+ * With `{ model: "context" }`, the agents run on the `Model` the layer is given instead of the file's (tests).
  *
  * @since 0.2.0
  * @category layers
  */
-export const layer = (path: string): Layer.Layer<Agents.Agents, BuildError, Exclude<Requirements, Scope.Scope>> =>
-  Layer.effect(Agents.Agents, Effect.flatMap(load(path), build))
+export const layer: {
+  (path: string, options: BuildOptions & { readonly model: "context" }): Layer.Layer<Agents.Agents, BuildError, Exclude<Requirements, Scope.Scope> | Model.Model>
+  (path: string, options?: BuildOptions & { readonly model?: "file" | undefined }): Layer.Layer<Agents.Agents, BuildError, Exclude<Requirements, Scope.Scope>>
+} = (path: string, options?: BuildOptions) =>
+  Layer.effect(Agents.Agents, Effect.flatMap(load(path), (loaded) => buildWith(loaded, options))) as Layer.Layer<
+    Agents.Agents,
+    BuildError,
+    Exclude<Requirements, Scope.Scope>
+  >

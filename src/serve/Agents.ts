@@ -3,14 +3,18 @@
  * tools are made from. Build it from agents in code (`Agents.layer([...])`) or from a `valet.yaml`
  * (`AgentConfig.layer(path)`). Each entry may cap the budget of its runs; a caller's budget can only lower the caps.
  *
+ * `Agents.layer` takes agents that need services (a `Model`, a `Sandbox`, …) and gives them the services of the
+ * context the layer is built in: the same agent values serve on `ScriptedModel` in a test and on a real model in
+ * production, by providing another layer.
+ *
  * @example
  * ```ts
- * import { Effect } from "effect"
+ * import { Effect, Layer } from "effect"
  * import { Agent, ScriptedModel } from "valet"
  * import * as Agents from "valet/Agents"
  *
- * // Each agent brings its own model, so that a server's runs need nothing from the caller.
- * const assistant = Agent.make({ name: "assistant", instructions: "Be brief.", model: ScriptedModel.layer(["Hi!"]) })
+ * // Agent<Model>: the model comes from the layer that `Agents.layer` is built with.
+ * const assistant = Agent.make({ name: "assistant", instructions: "Be brief." })
  *
  * const catalog = Agents.layer([
  *   assistant,
@@ -23,34 +27,38 @@
  *   }
  * ])
  *
+ * // In a test, a scripted model; in production, `OpenAiCompatible.layerNode(…)` in its place.
+ * const testCatalog = catalog.pipe(Layer.provide(ScriptedModel.layer(["Hi!"])))
+ *
  * const program = Effect.gen(function*() {
  *   const agents = yield* Agents.Agents
  *   const careful = agents.get("careful")
  *   // A caller's budget can only lower an entry's caps: a run of `careful` asking for 50 calls gets 5.
  *   const budget = careful === undefined ? undefined : Agents.budgetOf(careful, { maxCalls: 50 })
  *   return { names: agents.list.map((entry) => entry.name), budget }
- * }).pipe(Effect.provide(catalog))
+ * }).pipe(Effect.provide(testCatalog))
  * ```
  *
  * @since 0.2.0
  */
-import { Context, Layer } from "effect"
-import type * as Agent from "../core/Agent.js"
+import { Context, Effect, Layer, Scope } from "effect"
+import * as Agent from "../core/Agent.js"
 import * as Budget from "../core/Budget.js"
 
 /**
- * One agent on offer. Its runs need nothing from the caller: its model is its own.
+ * One agent on offer. In the catalog its runs need nothing from the caller (`Entry<never>`): `Agents.layer` gives
+ * an agent that needs services `R` those of the context it is built in.
  *
  * @since 0.2.0
  * @category models
  */
-export interface Entry {
+export interface Entry<out R = never> {
   readonly name: string
   /** One line about it (MCP tool description, `GET /agents`). */
   readonly description: string
   /** Its architecture's name, for listings. */
   readonly architecture: string
-  readonly agent: Agent.Agent<never>
+  readonly agent: Agent.Agent<R>
   /** Caps on each run. */
   readonly budget?: Budget.Limits | undefined
 }
@@ -76,7 +84,7 @@ export interface Service {
 export class Agents extends Context.Service<Agents, Service>()("valet/Agents") {}
 
 /** An agent given as is: its name, its architecture's name, and a description saying so. */
-const entryOf = (agent: Agent.Agent<never> | Entry): Entry =>
+const entryOf = <R>(agent: Agent.Agent<R> | Entry<R>): Entry<R> =>
   "agent" in agent
     ? agent
     : { name: agent.name, description: `${agent.name} (${agent.architecture.name})`, architecture: agent.architecture.name, agent }
@@ -98,13 +106,38 @@ export const make = (entries: Iterable<Agent.Agent<never> | Entry>): Service => 
 }
 
 /**
- * `make` as a layer.
+ * `make` as a layer, for agents that may need services: each agent is given the services of the context the layer
+ * is built in (`Agent.provide`), so the layer needs what the agents need. An agent's own model (`Agent.make`'s
+ * `model`) still wins over a `Model` in that context. A service built once (a `ScriptedModel.layer`, a client) is
+ * shared by every run; a model layer per run is `Agent.make`'s `model`.
  *
  * @since 0.2.0
  * @category layers
  */
-export const layer = (entries: Iterable<Agent.Agent<never> | Entry>): Layer.Layer<Agents> =>
-  Layer.sync(Agents, () => make(entries))
+export const layer = <const A extends Agent.Agent<unknown> | Entry<unknown>>(
+  entries: Iterable<A>
+): Layer.Layer<Agents, never, Exclude<Needs<A>, Scope.Scope>> =>
+  Layer.effect(
+    Agents,
+    Effect.map(Effect.context<never>(), (context) => {
+      // Not the scope the layer is built in: a run opens and closes its own.
+      const given = Context.omit(Scope.Scope)(context)
+      // Nothing to give (agents in code with their own models): runs go as they would without the layer.
+      if (given.mapUnsafe.size === 0) return make(entries as Iterable<Agent.Agent<never> | Entry>)
+      return make(Array.from(entries, (entry) => {
+        const { agent, ...rest } = entryOf(entry)
+        return { ...rest, agent: Agent.provide(agent, given) as Agent.Agent<never> }
+      }))
+    })
+  ) as Layer.Layer<Agents, never, Exclude<Needs<A>, Scope.Scope>>
+
+/**
+ * What the runs of the agents in a list of agents and entries need.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type Needs<A> = A extends Agent.Agent<infer R> ? R : A extends Entry<infer R> ? R : never
 
 const capKeys = ["maxCalls", "maxInputTokens", "maxOutputTokens", "maxTotalTokens", "maxCost"] as const
 

@@ -110,4 +110,4 @@ export const withArchitecture = <R>(
 ): Agent.Agent<R> =>
   // Casts: a run's agent (an `AgentDefinition` in `Architecture.Input`) is always an `Agent`, and its own
   // requirements (its tools') are already provided by whoever runs it.
-  Agent.with_(agent as Agent.Agent<unknown>, { architecture }) as unknown as Agent.Agent<R>
+  Agent.clone(agent as Agent.Agent<unknown>, { architecture }) as unknown as Agent.Agent<R>

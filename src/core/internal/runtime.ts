@@ -68,7 +68,12 @@ export interface AgentDefinition {
   readonly architecture: Architecture<unknown>
   readonly tools: ReadonlyArray<Tool.Tool<unknown>>
   /** The agent's own model: provided around all of its model calls, instead of the `Model` in context. */
-  readonly model: Layer.Layer<Model.Model, never, unknown> | undefined
+  readonly model: Layer.Layer<Model.Model, AgentError, unknown> | undefined
+  /**
+   * Services given to the agent (`Agent.provide`), under its own model: what its runs, their sub-agents and its
+   * model layer take in place of the caller's.
+   */
+  readonly context?: Context.Context<unknown> | undefined
   /** The default turn limit of tool loops (ReAct's `maxTurns`). */
   readonly maxTurns: number
 }
@@ -588,6 +593,10 @@ const executeProgram = <R>(
         return yield* Effect.provide(answer(input), context)
       }) as Effect.Effect<Outcome, AgentError | RoleStopped, R | CurrentRun>
     }
+    // Outside the own model, so that the model wins over a `Model` given with the agent and its layer is built
+    // with the services given.
+    const given = input.agent.context
+    if (given !== undefined) body = Effect.provide(body, given)
     // A limit ends the run with what it has: a spent budget, or a role that stopped at one (the rule every
     // architecture shares, so none repeats it).
     const stopped = (interrupted: string): Effect.Effect<Outcome> =>

@@ -78,16 +78,16 @@ export const program = (input: Architecture.Input, config: Config) => {
   const solverArchitecture = oneCall({ step: "ensemble.solve", n: config.n, request: config.request })
   const solvers = config.solvers.map((solver) => ({
     name: solver.name,
-    agent: Agent.with_(solver.agent ?? Architecture.plainAgent(solver.name), {
+    agent: Agent.clone(solver.agent ?? Architecture.plainAgent(solver.name), {
       name: solver.agent?.name ?? solver.name,
       instructions: solver.prompt ?? solver.agent!.instructions,
       architecture: solverArchitecture
     })
   }))
-  const critic = Agent.with_(config.critic ?? Architecture.plainAgent("critic"), {
+  const critic = Agent.clone(config.critic ?? Architecture.plainAgent("critic"), {
     architecture: oneCall({ step: "ensemble.critique", n: 1, request: config.request })
   })
-  const judge = Agent.with_(config.judge ?? Architecture.plainAgent("judge"), {
+  const judge = Agent.clone(config.judge ?? Architecture.plainAgent("judge"), {
     architecture: oneCall({ step: "ensemble.judge", n: 1, request: config.request })
   })
   const normalize = config.normalize

@@ -2,6 +2,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { execFileSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
+import { Effect, Result } from "effect"
+import * as AgentConfig from "../src/serve/AgentConfig.js"
 import { bwrapWorks, skippedWithoutBwrap } from "./support/processes.js"
 
 const root = new URL("..", import.meta.url).pathname
@@ -71,3 +73,25 @@ function runSnippet(i: number, code: string) {
     rmSync(dir, { recursive: true, force: true })
   }
 }
+
+describe("README valet.yaml", () => {
+  const readme = readFileSync(`${root}/README.md`, "utf8")
+  const blocks = [...readme.matchAll(/^```yaml\n([\s\S]*?)^```$/gm)].map((match) => match[1]!)
+
+  it("the file it says is examples/serve/valet.yaml is that file, word for word", () => {
+    const at = readme.indexOf("This is [`examples/serve/valet.yaml`]")
+    expect(at).toBeGreaterThan(0)
+    const block = /```yaml\n([\s\S]*?)```/.exec(readme.slice(at))
+    expect(block?.[1]).toBe(readFileSync(`${root}/examples/serve/valet.yaml`, "utf8"))
+  })
+
+  it.effect("every valet.yaml it shows is a valid file", () =>
+    Effect.sync(() => {
+      const files = blocks.filter((block) => /^agents:/m.test(block))
+      expect(files.length).toBeGreaterThanOrEqual(2)
+      for (const file of files) {
+        const parsed = AgentConfig.parse(file, "README.md")
+        expect(Result.isSuccess(parsed), Result.isFailure(parsed) ? parsed.failure.message : "").toBe(true)
+      }
+    }))
+})

@@ -1,6 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Layer, Logger } from "effect"
-import { HttpServer } from "effect/http"
+import { Effect, Logger } from "effect"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { join } from "node:path"
@@ -8,7 +7,6 @@ import * as ActorCritic from "../examples/actor-critic.js"
 import * as ActorLoop from "../examples/actor-loop.js"
 import * as BlackboardExample from "../examples/blackboard.js"
 import * as Debate from "../examples/debate.js"
-import * as EmbedHttp from "../examples/embed-http.js"
 import * as Evaluation from "../examples/evaluation.js"
 import * as McpServerExample from "../examples/mcp-server.js"
 import * as McpTools from "../examples/mcp-tools.js"
@@ -100,29 +98,6 @@ describe("examples", () => {
       expect(tools.map((tool) => tool.name)).toEqual(["assistant", "writer"])
       const result = yield* Effect.promise(() => client.callTool({ name: "writer", arguments: { input: "Capital of France?" } }))
       expect(result.content).toEqual([{ type: "text", text: McpServerExample.scripts.writer[2] }])
-    }).pipe(Effect.scoped), 30_000)
-
-  it.live("embed-http: the app's own routes and valet's under /agents-api, one OpenAPI document", () =>
-    Effect.gen(function*() {
-      const context = yield* Layer.build(EmbedHttp.server(0))
-      const address = Context.get(context, HttpServer.HttpServer).address as unknown as { readonly port: number }
-      const url = `http://127.0.0.1:${address.port}`
-      const get = (path: string) => Effect.promise(() => fetch(`${url}${path}`).then((r) => r.json() as Promise<any>))
-      expect(yield* get("/users")).toEqual([{ id: 1, name: "Ada" }, { id: 2, name: "Grace" }])
-      expect((yield* get("/agents-api/agents")).agents.map((agent: { name: string }) => agent.name)).toEqual(["assistant"])
-      const text = yield* Effect.promise(() =>
-        fetch(`${url}/agents-api/runs/stream`, {
-          method: "POST",
-          headers: { "content-type": "application/json" },
-          body: JSON.stringify({ agent: "assistant", input: "Capital of France?" })
-        }).then((r) => r.text())
-      )
-      const last = text.trim().split("\n\n").at(-1)!
-      expect(JSON.parse(last.split("data: ")[1]!).result.output).toBe(EmbedHttp.script[0])
-      const openapi = yield* get("/openapi.json")
-      expect(Object.keys(openapi.paths)).toEqual(expect.arrayContaining(["/users", "/users/{id}", "/agents-api/runs", "/agents-api/runs/{runId}/events"]))
-      // valet's routes live only under the prefix.
-      expect((yield* Effect.promise(() => fetch(`${url}/runs`))).status).toBe(404)
     }).pipe(Effect.scoped), 30_000)
 
   it.live("mcp-tools answers with two tools of a real MCP server", () =>

@@ -8,8 +8,9 @@
  * - `events(runId, { after })`: `GET /runs/:runId/events` read from the response bytes with Effect's SSE decoder
  *   (`effect/encoding/Sse`), each event decoded with the `AgentEvent` schema. It ends after the run's
  *   `RunCompleted`; a run that failed fails it with `Runs.RunFailed` carrying the server's typed error (the
- *   `event: error`). When the connection drops first, it reconnects on the `reconnect` schedule sending
- *   `Last-Event-ID`, so each event comes once and in order; the schedule starts over after every event received.
+ *   `event: error`). When the connection drops first (or cannot be made: `isReconnectable`), it reconnects on the
+ *   `reconnect` schedule sending `Last-Event-ID`, so each event comes once and in order; the schedule starts over
+ *   after every event received.
  * - `stream(request)`: `POST /runs/stream`, decoded the same way. It does not reconnect: the server cancels a run
  *   whose streaming client goes away (read a started run with `events` to survive a dropped connection).
  * - `promise(options)`: the same client for code without Effect: promises, and `AsyncIterable`s of events.
@@ -121,6 +122,36 @@ export type RequestError =
   | RunsApi.BadRequest
 
 /**
+ * The failures `events` reconnects after (on the `reconnect` schedule): a dropped connection (`Disconnected`), a
+ * connection that cannot be made (`HttpClientError` of reason `TransportError`), a 502 / 503 / 504 (`ServerError`).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type Reconnectable = Disconnected | HttpClientError.HttpClientError | ServerError
+
+/**
+ * Whether `events` reconnects after this failure.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const isReconnectable = (error: unknown): error is Reconnectable => {
+  if (typeof error !== "object" || error === null) return false
+  const tagged = error as { readonly _tag?: unknown; readonly reason?: { readonly _tag?: unknown }; readonly status?: unknown }
+  switch (tagged._tag) {
+    case "Disconnected":
+      return true
+    case "HttpClientError":
+      return tagged.reason?._tag === "TransportError"
+    case "ServerError":
+      return tagged.status === 502 || tagged.status === 503 || tagged.status === 504
+    default:
+      return false
+  }
+}
+
+/**
  * What `events` and `stream` fail with besides `RequestError`: the run's own failure (`Runs.RunFailed`, carrying
  * the server's typed error), a stream that ended before `RunCompleted` (`Disconnected`), and an SSE event past
  * the decoder's 10 MiB (`SseError`).
@@ -148,10 +179,11 @@ export interface Options {
   /** Where your API mounts `RunsApi.group` (`"/agents-api"`); none for `valet serve`. */
   readonly prefix?: string | undefined
   /**
-   * When `events` reconnects after its connection drops (default: exponential from 100 ms, jittered, at most 5 s
-   * apart, at most 8 times in a row without an event). It starts over after every event received.
+   * When `events` reconnects after its connection drops, or cannot be made (the server unreachable, a 502 / 503 /
+   * 504 from a proxy in front of it): default exponential from 100 ms, jittered, at most 5 s apart, at most 8 times
+   * in a row without an event. It starts over after every event received.
    */
-  readonly reconnect?: Schedule.Schedule<unknown, Disconnected> | undefined
+  readonly reconnect?: Schedule.Schedule<unknown, Reconnectable> | undefined
 }
 
 /**
@@ -324,7 +356,7 @@ const eventsOf = (
 }
 
 /** The default `reconnect`: exponential from 100 ms, jittered, at most 5 s apart, 8 times in a row at most. */
-const defaultReconnect: Schedule.Schedule<unknown, Disconnected> = Schedule.exponential("100 millis", 2).pipe(
+const defaultReconnect: Schedule.Schedule<unknown, Reconnectable> = Schedule.exponential("100 millis", 2).pipe(
   Schedule.jittered,
   Schedule.modifyDelay(({ duration }) => Effect.succeed(Duration.min(duration, Duration.seconds(5)))),
   Schedule.while(({ attempt }) => attempt <= 8)
@@ -342,7 +374,7 @@ const OptionsSchema = Schema.Struct({
     Schema.declare((u: unknown): u is Redacted.Redacted<string> => Redacted.isRedacted(u), { expected: "a Redacted string" })
   ])),
   prefix: Schema.optional(Schema.String.check(Schema.isPattern(/^\/[^?#]*[^/?#]$/, { expected: "a path such as /agents-api" }))),
-  reconnect: Schema.optional(Schema.declare((u: unknown): u is Schedule.Schedule<unknown, Disconnected> => Schedule.isSchedule(u), {
+  reconnect: Schema.optional(Schema.declare((u: unknown): u is Schedule.Schedule<unknown, Reconnectable> => Schedule.isSchedule(u), {
     expected: "a Schedule"
   }))
 })
@@ -385,11 +417,10 @@ export const make = (options: Options): Effect.Effect<Service, InvalidOptions, H
             (bytes) => eventsOf(bytes, runId, position)
           )
         )).pipe(
-          // Only a dropped connection is tried again, not the run's failure nor a refusal: those are kept aside as
-          // values so the schedule never sees them.
+          // Only a connection that dropped or could not be made is tried again, not the run's failure nor a refusal:
+          // those are kept aside as values so the schedule never sees them.
           Stream.map(Result.succeed),
-          Stream.catch((error) =>
-            error._tag === "Disconnected" ? Stream.fail(error) : Stream.succeed(Result.fail(error)))
+          Stream.catch((error) => isReconnectable(error) ? Stream.fail(error) : Stream.succeed(Result.fail(error)))
         )
         return Stream.retry(connection, reconnect).pipe(
           Stream.mapEffect((item) => Result.isSuccess(item) ? Effect.succeed(item.success) : Effect.fail(item.failure))
@@ -445,12 +476,19 @@ export const layer = (options: Options): Layer.Layer<RunsClient, InvalidOptions,
  * @category promise
  */
 export interface PromiseClient {
+  /** `POST /runs`. */
   readonly create: (request: Runs.RunRequest) => Promise<Runs.Started>
+  /** `GET /runs/:runId`. */
   readonly get: (runId: string) => Promise<Runs.RunView>
+  /** `GET /runs`. */
   readonly list: (options?: ListOptions) => Promise<RunPage>
+  /** `POST /runs/:runId/cancel`. */
   readonly cancel: (runId: string) => Promise<{ readonly runId: string; readonly cancelled: boolean }>
+  /** `GET /agents`. */
   readonly agents: () => Promise<ReadonlyArray<AgentInfo>>
+  /** `GET /runs/:runId/events`, reconnecting with `Last-Event-ID`; throws `Runs.RunFailed` for a failed run. */
   readonly events: (runId: string, options?: { readonly after?: number | undefined }) => AsyncIterable<AgentEvent.AgentEvent>
+  /** `POST /runs/stream`; leaving the loop early cancels the run. */
   readonly stream: (request: Runs.RunRequest) => AsyncIterable<AgentEvent.AgentEvent>
 }
 
@@ -461,11 +499,10 @@ export interface PromiseClient {
  * @category promise
  */
 export const promise = (options: Options): PromiseClient => {
+  // The client holds the `HttpClient` it was made with: its calls need nothing more.
   const client = Opts.runUnsafe(Effect.provide(make(options), FetchHttpClient.layer))
-  const run = <A, E>(effect: Effect.Effect<A, E, HttpClient.HttpClient>): Promise<A> =>
-    Effect.runPromise(Effect.provide(effect, FetchHttpClient.layer))
-  const iterate = <E>(events: Stream.Stream<AgentEvent.AgentEvent, E, HttpClient.HttpClient>) =>
-    Stream.toAsyncIterable(Stream.provide(events, FetchHttpClient.layer))
+  const run = <A, E>(effect: Effect.Effect<A, E>): Promise<A> => Effect.runPromise(effect)
+  const iterate = <E>(events: Stream.Stream<AgentEvent.AgentEvent, E>) => Stream.toAsyncIterable(events)
   return {
     create: (request) => run(client.create(request)),
     get: (runId) => run(client.get(runId)),

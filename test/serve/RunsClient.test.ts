@@ -35,9 +35,13 @@ const collect = <E>(events: Stream.Stream<AgentEvent.AgentEvent, E>) =>
 
 /**
  * A loopback TCP proxy to `target` that cuts the first `cuts` connections carrying a `GET …/events` request after
- * `afterBodyBytes` bytes of that response's body, and records every events request it forwards.
+ * `afterBodyBytes` bytes of that response's body (or, with `beforeResponse`, as soon as the request arrives), and
+ * records every events request it sees.
  */
-const cuttingProxy = (target: string, options: { readonly afterBodyBytes: number; readonly cuts: number }) =>
+const cuttingProxy = (
+  target: string,
+  options: { readonly afterBodyBytes: number; readonly cuts: number; readonly beforeResponse?: boolean }
+) =>
   Effect.acquireRelease(
     Effect.promise(() =>
       new Promise<{ readonly url: string; readonly eventRequests: Array<string>; readonly cut: () => number; readonly close: () => void }>((resolve) => {
@@ -56,6 +60,12 @@ const cuttingProxy = (target: string, options: { readonly afterBodyBytes: number
             const text = chunk.toString("latin1")
             if (/^GET \S*\/events/.test(text)) {
               eventRequests.push(text)
+              if (options.beforeResponse === true && cuts < options.cuts) {
+                cuts++
+                client.destroy()
+                server.destroy()
+                return
+              }
               following = true
               headerSeen = false
               bodyBytes = 0
@@ -215,13 +225,13 @@ describe("RunsClient (a typed client of valet's routes)", () => {
       const url = yield* serve(agents)
       const direct = yield* clientOf({ baseUrl: url })
       const { runId } = yield* direct.create({ agent: "writer", input: "Capital of France?" })
-      const t1 = Date.now(); const reference = yield* collect(direct.events(runId)); console.log("T ref", Date.now() - t1)
+      const reference = yield* collect(direct.events(runId))
       expect(reference.length).toBeGreaterThan(8)
 
       // Cut after 1000 body bytes: a few events in, in the middle of one (the SSE body is several kB).
       const proxy = yield* cuttingProxy(url, { afterBodyBytes: 1000, cuts: 1 })
       const client = yield* clientOf({ baseUrl: proxy.url })
-      const t0 = Date.now(); const resumed = yield* collect(client.events(runId)); console.log("T resumed", Date.now() - t0)
+      const resumed = yield* collect(client.events(runId))
       expect(proxy.cut()).toBe(1)
       expect(resumed).toEqual(reference)
       // Two requests: the first from the start, the second after the last event it had whole.
@@ -237,6 +247,18 @@ describe("RunsClient (a typed client of valet's routes)", () => {
       expect(fromAfter).toEqual(reference.slice(2))
       expect(lastEventIdOf(proxy2.eventRequests[0]!)).toBe("1")
       expect(Number(lastEventIdOf(proxy2.eventRequests[1]!))).toBeGreaterThan(1)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a connection dropped before the answer: the client connects again, from the start", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(agents)
+      const direct = yield* clientOf({ baseUrl: url })
+      const { runId } = yield* direct.create({ agent: "quick", input: "x" })
+      const reference = yield* collect(direct.events(runId))
+      const proxy = yield* cuttingProxy(url, { afterBodyBytes: 0, cuts: 1, beforeResponse: true })
+      expect(yield* collect((yield* clientOf({ baseUrl: proxy.url })).events(runId))).toEqual(reference)
+      expect(proxy.cut()).toBe(1)
+      expect(proxy.eventRequests.map(lastEventIdOf)).toEqual([undefined, undefined])
     }).pipe(Effect.scoped), 30_000)
 
   it.live("a connection cut every time before a whole event: Disconnected after the reconnect schedule", () =>

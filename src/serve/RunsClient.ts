@@ -240,7 +240,11 @@ export interface Service {
     runId: string,
     options?: { readonly after?: number | undefined }
   ) => Stream.Stream<AgentEvent.AgentEvent, Runs.RunNotFound | StreamError>
-  /** `POST /runs/stream`: starts a run and streams its events; the run is cancelled when this stream is. */
+  /**
+   * `POST /runs/stream`: starts a run and streams its events; the run is cancelled when this stream is. It does not
+   * reconnect (the server cancels the run when its streaming client goes away); a failed run's `RunFailed` has an
+   * empty `runId` (the response does not carry it).
+   */
   readonly stream: (
     request: Runs.RunRequest
   ) => Stream.Stream<AgentEvent.AgentEvent, Runs.UnknownAgent | Runs.TooManyRuns | Runs.InvalidRunRequest | StreamError>

@@ -151,11 +151,14 @@ describe("RunsClient (a typed client of valet's routes)", () => {
       expect(streamed.at(-1)).toMatchObject({ _tag: "RunCompleted", result: { output: "Paris." } })
     }).pipe(Effect.scoped), 30_000)
 
-  it.live("cancel: the run's events end with RunCompleted interrupted, reason cancelled", () =>
+  it.live("cancel: the run's events end with RunCompleted interrupted, reason cancelled; beyond maxConcurrentRuns TooManyRuns", () =>
     Effect.gen(function*() {
-      const url = yield* serve(agents)
+      const url = yield* serve(agents, { maxConcurrentRuns: 1 })
       const client = yield* clientOf({ baseUrl: url })
       const { runId } = yield* client.create({ agent: "stuck", input: "x" })
+      const tooMany = yield* Effect.flip(client.create({ agent: "quick", input: "x" }))
+      expect(tooMany).toBeInstanceOf(Runs.TooManyRuns)
+      expect(tooMany).toMatchObject({ limit: 1, retryAfterSeconds: 1 })
       expect(yield* client.cancel(runId)).toEqual({ runId, cancelled: true })
       const events = yield* collect(client.events(runId))
       expect(events.at(-1)).toMatchObject({ _tag: "RunCompleted", result: { interrupted: true, interruptionReason: "cancelled" } })

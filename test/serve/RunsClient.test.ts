@@ -1,0 +1,305 @@
+/**
+ * The typed client of valet's runs routes against a real server on loopback: create → events → get / list, cancel,
+ * a run's typed failure, a typed 404, the bearer token, the group under a prefix, the promise wrapper, and
+ * resumption: a loopback TCP proxy the test starts cuts the event stream mid-way, and the client reconnects with
+ * `Last-Event-ID` and reads every event exactly once.
+ */
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { describe, expect, it } from "@effect/vitest"
+import { Context, Effect, Layer, Schedule, Stream } from "effect"
+import { FetchHttpClient, HttpRouter, HttpServer } from "effect/http"
+import { HttpApi, HttpApiBuilder } from "effect/http-api"
+import { createServer as createHttpServer } from "node:http"
+import { connect, createServer, type Socket } from "node:net"
+import * as SelfRefine from "../../src/architectures/SelfRefine.js"
+import * as AgentEvent from "../../src/core/AgentEvent.js"
+import * as ModelError from "../../src/core/ModelError.js"
+import * as Agents from "../../src/serve/Agents.js"
+import * as Runs from "../../src/serve/Runs.js"
+import * as RunsApi from "../../src/serve/RunsApi.js"
+import * as RunsClient from "../../src/serve/RunsClient.js"
+import { scriptedAgent as scripted, serveAgents as serve } from "../support/serve.js"
+
+const agents = [
+  scripted("quick", ["Paris."]),
+  scripted("stuck", [{ text: "never said", delay: "1 hour" }]),
+  scripted("writer", ["draft", "Add a full stop.", "draft.", "No issues."], SelfRefine.architecture),
+  scripted("broken", [{ error: new ModelError.RateLimited({ message: "slow down" }) }])
+]
+
+/** A client of the server at `baseUrl`, over `fetch`. */
+const clientOf = (options: RunsClient.Options) => Effect.provide(RunsClient.make(options), FetchHttpClient.layer)
+
+const collect = <E>(events: Stream.Stream<AgentEvent.AgentEvent, E>) =>
+  Effect.map(Stream.runCollect(events), (chunk) => Array.from(chunk))
+
+/**
+ * A loopback TCP proxy to `target` that cuts the first `cuts` connections carrying a `GET …/events` request after
+ * `afterBodyBytes` bytes of that response's body (or, with `beforeResponse`, as soon as the request arrives), and
+ * records every events request it sees.
+ */
+const cuttingProxy = (
+  target: string,
+  options: { readonly afterBodyBytes: number; readonly cuts: number; readonly beforeResponse?: boolean }
+) =>
+  Effect.acquireRelease(
+    Effect.promise(() =>
+      new Promise<{ readonly url: string; readonly eventRequests: Array<string>; readonly cut: () => number; readonly close: () => void }>((resolve) => {
+        const upstream = new URL(target)
+        const eventRequests: Array<string> = []
+        const sockets = new Set<Socket>()
+        let cuts = 0
+        const server = createServer((client) => {
+          const server = connect(Number(upstream.port), upstream.hostname)
+          sockets.add(client).add(server)
+          // Per connection: whether the response in flight answers an events request, and how much of its body went.
+          let following = false
+          let headerSeen = false
+          let bodyBytes = 0
+          client.on("data", (chunk: Buffer) => {
+            const text = chunk.toString("latin1")
+            if (/^GET \S*\/events/.test(text)) {
+              eventRequests.push(text)
+              if (options.beforeResponse === true && cuts < options.cuts) {
+                cuts++
+                client.destroy()
+                server.destroy()
+                return
+              }
+              following = true
+              headerSeen = false
+              bodyBytes = 0
+            }
+            server.write(chunk)
+          })
+          server.on("data", (chunk: Buffer) => {
+            if (!following || cuts >= options.cuts) return void client.write(chunk)
+            let body = chunk
+            if (!headerSeen) {
+              const end = chunk.indexOf("\r\n\r\n")
+              if (end === -1) return void client.write(chunk)
+              headerSeen = true
+              client.write(chunk.subarray(0, end + 4))
+              body = chunk.subarray(end + 4)
+            }
+            if (bodyBytes + body.length < options.afterBodyBytes) {
+              bodyBytes += body.length
+              return void client.write(body)
+            }
+            // Cut mid-way: what fits, then both sides closed.
+            cuts++
+            client.end(body.subarray(0, options.afterBodyBytes - bodyBytes), () => {
+              client.destroy()
+              server.destroy()
+            })
+          })
+          const close = () => {
+            client.destroy()
+            server.destroy()
+          }
+          client.on("error", close).on("close", close)
+          server.on("error", close).on("close", close)
+        })
+        server.listen(0, "127.0.0.1", () => {
+          const { port } = server.address() as { port: number }
+          resolve({
+            url: `http://127.0.0.1:${port}`,
+            eventRequests,
+            cut: () => cuts,
+            close: () => {
+              for (const socket of sockets) socket.destroy()
+              server.close()
+            }
+          })
+        })
+      })
+    ),
+    (proxy) => Effect.sync(proxy.close)
+  )
+
+const lastEventIdOf = (request: string): string | undefined => /\r\nlast-event-id: *([^\r\n]*)/i.exec(request)?.[1]
+
+describe("RunsClient (a typed client of valet's routes)", () => {
+  it.live("create → events in order, ending with RunCompleted; get; list; agents", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(agents)
+      const client = yield* clientOf({ baseUrl: url })
+      expect((yield* client.agents()).map((agent) => agent.name)).toEqual(["quick", "stuck", "writer", "broken"])
+
+      const { runId, sessionId } = yield* client.create({ agent: "writer", input: "Capital of France?", sessionId: "my-session" })
+      expect(sessionId).toBe("my-session")
+      const events = yield* collect(client.events(runId))
+      expect(events[0]!._tag).toBe("RunStarted")
+      const last = events.at(-1)!
+      expect(last._tag === "RunCompleted" && AgentEvent.isRoot(last) ? last.result.output : undefined).toBe("draft.")
+      // Each event once: as many as the server counts.
+      const run = yield* client.get(runId)
+      expect(run).toMatchObject({ runId, sessionId, agent: "writer", status: "completed", result: { output: "draft." } })
+      expect(events).toHaveLength(run.events)
+
+      // From after the 3rd: the rest, the same events.
+      expect(yield* collect(client.events(runId, { after: 3 }))).toEqual(events.slice(4))
+
+      const page = yield* client.list()
+      expect(page.runs.map((r) => r.runId)).toEqual([runId])
+      const full = yield* client.list({ full: true, limit: 1 })
+      expect(full.runs[0]).toMatchObject({ runId, result: { output: "draft." } })
+
+      // POST /runs/stream: the same events decoded from the response.
+      const streamed = yield* collect(client.stream({ agent: "quick", input: "x" }))
+      expect(streamed.map((event) => event._tag)).toEqual(expect.arrayContaining(["RunStarted", "TextDelta", "RunCompleted"]))
+      expect(streamed.at(-1)).toMatchObject({ _tag: "RunCompleted", result: { output: "Paris." } })
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("cancel: the run's events end with RunCompleted interrupted, reason cancelled; beyond maxConcurrentRuns TooManyRuns", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(agents, { maxConcurrentRuns: 1 })
+      const client = yield* clientOf({ baseUrl: url })
+      const { runId } = yield* client.create({ agent: "stuck", input: "x" })
+      const tooMany = yield* Effect.flip(client.create({ agent: "quick", input: "x" }))
+      expect(tooMany).toBeInstanceOf(Runs.TooManyRuns)
+      expect(tooMany).toMatchObject({ limit: 1, retryAfterSeconds: 1 })
+      expect(yield* client.cancel(runId)).toEqual({ runId, cancelled: true })
+      const events = yield* collect(client.events(runId))
+      expect(events.at(-1)).toMatchObject({ _tag: "RunCompleted", result: { interrupted: true, interruptionReason: "cancelled" } })
+      // Cancelling an ended run: nothing to cancel.
+      expect(yield* client.cancel(runId)).toEqual({ runId, cancelled: false })
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("typed errors: unknown run → RunNotFound (get, cancel, events), unknown agent → UnknownAgent, a failed run → RunFailed carrying the server's error", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(agents)
+      const client = yield* clientOf({ baseUrl: url })
+      const notFound = yield* Effect.flip(client.get("run_nope"))
+      expect(notFound).toBeInstanceOf(Runs.RunNotFound)
+      expect(notFound).toMatchObject({ _tag: "RunNotFound", runId: "run_nope" })
+      expect(yield* Effect.flip(client.cancel("run_nope"))).toMatchObject({ _tag: "RunNotFound" })
+      expect(yield* Effect.flip(Stream.runDrain(client.events("run_nope")))).toMatchObject({ _tag: "RunNotFound", runId: "run_nope" })
+      const unknown = yield* Effect.flip(client.create({ agent: "nobody", input: "x" }))
+      expect(unknown).toBeInstanceOf(Runs.UnknownAgent)
+      expect(unknown.message).toContain('"nobody"')
+
+      const { runId } = yield* client.create({ agent: "broken", input: "x" })
+      const failed = yield* Effect.flip(Stream.runDrain(client.events(runId)))
+      expect(failed).toBeInstanceOf(Runs.RunFailed)
+      expect(failed).toMatchObject({ _tag: "RunFailed", runId, error: { _tag: "RateLimited", message: expect.stringContaining("slow down") } })
+      const streamed = yield* Effect.flip(Stream.runDrain(client.stream({ agent: "broken", input: "x" })))
+      expect(streamed).toMatchObject({ _tag: "RunFailed", error: { _tag: "RateLimited" } })
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a bearer token: without it Unauthorized, with it every call and the event stream go through", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(agents, { token: "s3cret" })
+      const anonymous = yield* clientOf({ baseUrl: url })
+      const refused = yield* Effect.flip(anonymous.agents())
+      expect(refused).toBeInstanceOf(RunsClient.Unauthorized)
+      expect(refused.message).toContain("bearer token")
+      expect(yield* Effect.flip(Stream.runDrain(anonymous.events("run_nope")))).toMatchObject({ _tag: "Unauthorized" })
+      expect(yield* Effect.flip((yield* clientOf({ baseUrl: url, token: "wrong" })).agents())).toMatchObject({ _tag: "Unauthorized" })
+
+      const client = yield* clientOf({ baseUrl: url, token: "s3cret" })
+      const { runId } = yield* client.create({ agent: "quick", input: "x" })
+      expect((yield* collect(client.events(runId))).at(-1)).toMatchObject({ _tag: "RunCompleted", result: { output: "Paris." } })
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("the group under a prefix in the app's own API; a path where no route is → ServerError naming the status", () =>
+    Effect.gen(function*() {
+      const MyApi = HttpApi.make("app").add(RunsApi.group.prefix("/agents-api"))
+      const ApiLive = HttpApiBuilder.layer(MyApi).pipe(
+        Layer.provide(RunsApi.layerFor(MyApi)),
+        Layer.provide(Runs.layer()),
+        Layer.provide(Agents.layer(agents))
+      )
+      const context = yield* Layer.build(HttpRouter.serve(ApiLive, { disableLogger: true, disableListenLog: true }).pipe(
+        Layer.provideMerge(NodeHttpServer.layer(() => createHttpServer(), { port: 0, host: "127.0.0.1" }))
+      ))
+      const url = `http://127.0.0.1:${(Context.get(context, HttpServer.HttpServer).address as unknown as { port: number }).port}`
+      const client = yield* clientOf({ baseUrl: url, prefix: "/agents-api" })
+      const { runId } = yield* client.create({ agent: "quick", input: "x" })
+      expect((yield* collect(client.events(runId))).at(-1)).toMatchObject({ _tag: "RunCompleted" })
+
+      const lost = yield* Effect.flip((yield* clientOf({ baseUrl: url })).agents())
+      expect(lost).toBeInstanceOf(RunsClient.ServerError)
+      expect(lost).toMatchObject({ status: 404 })
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("resumption: the connection is cut mid-event; the client reconnects with Last-Event-ID and reads each event exactly once", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(agents)
+      const direct = yield* clientOf({ baseUrl: url })
+      const { runId } = yield* direct.create({ agent: "writer", input: "Capital of France?" })
+      const reference = yield* collect(direct.events(runId))
+      expect(reference.length).toBeGreaterThan(8)
+
+      // Cut after 1000 body bytes: a few events in, in the middle of one (the SSE body is several kB).
+      const proxy = yield* cuttingProxy(url, { afterBodyBytes: 1000, cuts: 1 })
+      const client = yield* clientOf({ baseUrl: proxy.url })
+      const resumed = yield* collect(client.events(runId))
+      expect(proxy.cut()).toBe(1)
+      expect(resumed).toEqual(reference)
+      // Two requests: the first from the start, the second after the last event it had whole.
+      expect(proxy.eventRequests).toHaveLength(2)
+      expect(lastEventIdOf(proxy.eventRequests[0]!)).toBeUndefined()
+      const lastId = Number(lastEventIdOf(proxy.eventRequests[1]!))
+      expect(lastId).toBeGreaterThanOrEqual(0)
+      expect(lastId).toBeLessThan(reference.length - 1)
+
+      // From `after`, the reconnection still resumes after the last event received, not after `after`.
+      const proxy2 = yield* cuttingProxy(url, { afterBodyBytes: 1000, cuts: 1 })
+      const fromAfter = yield* collect((yield* clientOf({ baseUrl: proxy2.url })).events(runId, { after: 1 }))
+      expect(fromAfter).toEqual(reference.slice(2))
+      expect(lastEventIdOf(proxy2.eventRequests[0]!)).toBe("1")
+      expect(Number(lastEventIdOf(proxy2.eventRequests[1]!))).toBeGreaterThan(1)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a connection dropped before the answer: the client connects again, from the start", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(agents)
+      const direct = yield* clientOf({ baseUrl: url })
+      const { runId } = yield* direct.create({ agent: "quick", input: "x" })
+      const reference = yield* collect(direct.events(runId))
+      const proxy = yield* cuttingProxy(url, { afterBodyBytes: 0, cuts: 1, beforeResponse: true })
+      expect(yield* collect((yield* clientOf({ baseUrl: proxy.url })).events(runId))).toEqual(reference)
+      expect(proxy.cut()).toBe(1)
+      expect(proxy.eventRequests.map(lastEventIdOf)).toEqual([undefined, undefined])
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a connection cut every time before a whole event: Disconnected after the reconnect schedule", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(agents)
+      const { runId } = yield* (yield* clientOf({ baseUrl: url })).create({ agent: "writer", input: "x" })
+      // 10 bytes: less than one event, so no connection brings one and the schedule never starts over.
+      const proxy = yield* cuttingProxy(url, { afterBodyBytes: 10, cuts: Infinity })
+      const client = yield* clientOf({ baseUrl: proxy.url, reconnect: Schedule.recurs(2) })
+      const error = yield* Effect.flip(Stream.runDrain(client.events(runId)))
+      expect(error).toBeInstanceOf(RunsClient.Disconnected)
+      expect(error).toMatchObject({ _tag: "Disconnected", runId, message: expect.stringContaining("ended before its RunCompleted") })
+      expect(error._tag === "Disconnected" ? error.lastEventId : "not Disconnected").toBeUndefined()
+      // The first connection and two reconnections.
+      expect(proxy.eventRequests).toHaveLength(3)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("the promise wrapper: create, events as an async iterable, a typed rejection", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(agents)
+      const client = RunsClient.promise({ baseUrl: url })
+      const outcome = yield* Effect.promise(async () => {
+        const { runId } = await client.create({ agent: "quick", input: "x" })
+        const tags: Array<string> = []
+        for await (const event of client.events(runId)) tags.push(event._tag)
+        const run = await client.get(runId)
+        const rejected = await client.get("run_nope").then(() => undefined, (error: unknown) => error)
+        return { tags, run, rejected }
+      })
+      expect(outcome.tags[0]).toBe("RunStarted")
+      expect(outcome.tags.at(-1)).toBe("RunCompleted")
+      expect(outcome.run).toMatchObject({ status: "completed", result: { output: "Paris." } })
+      expect(outcome.rejected).toBeInstanceOf(Runs.RunNotFound)
+    }).pipe(Effect.scoped), 30_000)
+
+  it("bad options: InvalidOptions naming the field, at once", () => {
+    expect(() => RunsClient.promise({ baseUrl: "127.0.0.1:8787" })).toThrow(/RunsClient: baseUrl/)
+    expect(() => RunsClient.promise({ baseUrl: "http://127.0.0.1:8787", prefix: "agents-api" })).toThrow(/RunsClient: prefix/)
+    expect(() => RunsClient.promise({ baseUrl: "http://127.0.0.1:8787", token: " s3cret" })).toThrow(/RunsClient: token/)
+  })
+})

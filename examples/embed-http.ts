@@ -14,7 +14,7 @@
  * -H 'content-type: application/json' -d '{"agent":"assistant","input":"Capital of France?"}'`).
  */
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
-import { Config, Effect, Layer, type Redacted, Schema } from "effect"
+import { Config, Effect, Layer, type Redacted, Schema, Stream } from "effect"
 import { HttpRouter } from "effect/http"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup } from "effect/http-api"
 import { createServer } from "node:http"
@@ -23,6 +23,7 @@ import * as McpAgents from "../src/serve/McpAgents.js"
 import * as OpenAiApi from "../src/serve/OpenAiApi.js"
 import * as Runs from "../src/serve/Runs.js"
 import * as RunsApi from "../src/serve/RunsApi.js"
+import * as RunsClient from "../src/serve/RunsClient.js"
 import * as Server from "../src/serve/Server.js"
 import { demoModel } from "./support/model.js"
 
@@ -89,6 +90,27 @@ export const server = (options: {
     Layer.provide(options.model),
     Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: options.port, host: "127.0.0.1" }))
   )
+
+// ---------------------------------------------------------------------------------------------------------
+// Another Effect program calling the app: valet's typed client (no SSE parsing, no casts)
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * Starts a run of `agent` on the app and reads its events as they come (across a dropped connection too): the
+ * number of model calls seen, and the result. Needs `RunsClient.layer({ baseUrl, prefix: "/agents-api", token })`.
+ */
+export const ask = (agent: string, input: string) =>
+  Effect.gen(function*() {
+    const client = yield* RunsClient.RunsClient
+    const { runId } = yield* client.create({ agent, input })
+    let modelCalls = 0
+    const completed = yield* client.events(runId).pipe(
+      Stream.tap((event) => Effect.sync(() => event._tag === "ModelCalled" && modelCalls++)),
+      Stream.filter((event) => event._tag === "RunCompleted"),
+      Stream.runLast
+    )
+    return { modelCalls, result: completed._tag === "Some" ? completed.value.result : undefined }
+  })
 
 /** What a model would answer without a model server: the assistant's answer, then the writer's three calls. */
 export const script = [

@@ -5,13 +5,14 @@
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Context, Effect, Layer, Redacted } from "effect"
-import { HttpServer } from "effect/http"
+import { FetchHttpClient, HttpServer } from "effect/http"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import OpenAI from "openai"
 import * as EmbedHttp from "../../examples/embed-http.js"
 import type * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as RunsClient from "../../src/serve/RunsClient.js"
 
 const token = "embed-http-test-token-0123456789"
 const auth = { authorization: `Bearer ${token}` }
@@ -61,6 +62,16 @@ describe("examples/embed-http.ts", () => {
         const last = text.trim().split("\n\n").at(-1)!
         expect(last).toContain("event: RunCompleted")
         expect(JSON.parse(last.split("data: ")[1]!).result).toMatchObject({ output: "Paris is the capital of France.", modelCalls: 3 })
+      }))
+
+    it.effect("another Effect program reads a run with valet's typed client", () =>
+      Effect.gen(function*() {
+        const { url } = yield* AppUrl
+        const asked = yield* EmbedHttp.ask("writer", "Capital of France?").pipe(
+          Effect.provide(RunsClient.layer({ baseUrl: url, prefix: "/agents-api", token }).pipe(Layer.provide(FetchHttpClient.layer)))
+        )
+        expect(asked.modelCalls).toBe(3)
+        expect(asked.result).toMatchObject({ output: "Paris is the capital of France.", interrupted: false })
       }))
 
     it.effect("the openai package talks to an agent as to a model", () =>

@@ -2,17 +2,31 @@
  * The `useChat` route, driven by the AI SDK's own client code: `DefaultChatTransport.sendMessages` (what `useChat`
  * calls) sends its body as it is to `POST /agents/:name/chat` on a loopback `Server.layerNode`, and
  * `readUIMessageStream` folds the answer into the message `useChat` renders. The agents run on scripted models whose
- * requests the tests read back, so what reaches the model from the UI messages is checked as sent.
+ * requests the tests read back, so what reaches the model from the UI messages is checked as sent. Then once in
+ * headless Chromium: a React page on `useChat` from `@ai-sdk/react` (test/support/chatPage.jsx, the README's front
+ * end), bundled with esbuild and served beside valet's routes, where a message is typed, sent and answered. Without
+ * Chromium the browser test is skipped, unless VALET_REQUIRE_CHROMIUM=1 (CI), where it fails.
  */
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { describe, expect, it } from "@effect/vitest"
 import { DefaultChatTransport, readUIMessageStream, type UIMessage } from "ai"
 import { Context, Effect, Layer, Result, Schema } from "effect"
+import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
+import * as esbuild from "esbuild"
+import { createServer } from "node:http"
+import { join } from "node:path"
+import { chromium } from "playwright-core"
 import * as Agent from "../../src/core/Agent.js"
 import * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
+import * as Agents from "../../src/serve/Agents.js"
 import * as ChatApi from "../../src/serve/ChatApi.js"
+import * as Server from "../../src/serve/Server.js"
+import { chromiumPath, chromiumRequired, chromiumUnavailable } from "../support/chromium.js"
 import { serveAgents } from "../support/serve.js"
+
+const haveChromium = chromiumUnavailable === undefined
 
 const add = Tool.make({
   name: "add",
@@ -288,4 +302,88 @@ describe("ChatApi.runRequestOf (UI messages → the run's history and input)", (
     expect(refused([{ type: "reasoning", text: "hm" }], "user")).toBe("payload: messages[0].parts[0] is reasoning in a user message: only an assistant reasons")
     expect(refused([{ type: "custom", kind: "a.b" }])).toMatch(/^payload: messages\[0\]\.parts\[0\]\.type is "custom", a part valet cannot give an agent/)
   })
+})
+
+/** The page's script: test/support/chatPage.jsx and what it imports (React, `@ai-sdk/react`, `ai`) as one file. */
+const bundle = Effect.promise(() =>
+  esbuild.build({
+    entryPoints: [join(import.meta.dirname, "..", "support", "chatPage.jsx")],
+    bundle: true,
+    write: false,
+    format: "esm",
+    platform: "browser",
+    jsx: "automatic",
+    define: { "process.env.NODE_ENV": JSON.stringify("production") },
+    logLevel: "silent"
+  }).then((result) => result.outputFiles[0]!.text)
+)
+
+const chatHtml = `<!doctype html><html><head><meta charset="utf-8"><title>chat</title></head>
+<body><div id="root"></div><script type="module" src="/chat.js"></script></body></html>`
+
+/** valet's routes (`Server.routes`) and the page (`GET /chat`, `GET /chat.js`) on one loopback server: one origin. */
+const servePage = (agents: ReadonlyArray<Agent.Agent<never>>, script: string) =>
+  Effect.gen(function*() {
+    const page = Layer.mergeAll(
+      HttpRouter.add("GET", "/chat", HttpServerResponse.text(chatHtml, { contentType: "text/html; charset=utf-8" })),
+      HttpRouter.add("GET", "/chat.js", HttpServerResponse.text(script, { contentType: "text/javascript; charset=utf-8" }))
+    )
+    const context = yield* Layer.build(
+      HttpRouter.serve(Layer.mergeAll(Server.routes(), page), { disableLogger: true, disableListenLog: true }).pipe(
+        Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: 0, host: "127.0.0.1" })),
+        Layer.provide(Agents.layer(agents))
+      )
+    )
+    const address = Context.get(context, HttpServer.HttpServer).address as unknown as { readonly port: number }
+    return `http://127.0.0.1:${address.port}`
+  })
+
+describe("ChatApi in a browser", () => {
+  it.live.skipIf(!haveChromium && !chromiumRequired)(
+    `in headless Chromium: useChat from @ai-sdk/react with DefaultChatTransport({ api: "/agents/calculator/chat" }), two turns${haveChromium ? "" : ` (skipped: ${chromiumUnavailable})`}`,
+    () =>
+      Effect.gen(function*() {
+        expect(chromiumUnavailable, "VALET_REQUIRE_CHROMIUM=1").toBeUndefined()
+        const calculator = inspected(
+          "calculator",
+          [{ toolCalls: [{ id: "call_1", name: "add", arguments: { a: 2, b: 3 } }] }, "The sum is 5.", "Twice that is 10."],
+          [add]
+        )
+        const url = yield* servePage([calculator.agent], yield* bundle)
+        const browser = yield* Effect.acquireRelease(
+          Effect.promise(() => chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox"] })),
+          (browser) => Effect.promise(() => browser.close())
+        )
+        const page = yield* Effect.promise(() => browser.newPage())
+        const pageErrors: Array<string> = []
+        page.on("pageerror", (error) => void pageErrors.push(error.message))
+        const say = (text: string) =>
+          Effect.promise(async () => {
+            await page.locator('button[type="submit"]:not([disabled])').waitFor()
+            await page.fill("#input", text)
+            await page.click('button[type="submit"]')
+          })
+        yield* Effect.promise(() => page.goto(`${url}/chat`))
+        yield* say("2 + 3?")
+        yield* Effect.promise(() => page.locator(".message.assistant").getByText("The sum is 5.").waitFor({ timeout: 10_000 }))
+        expect(yield* Effect.promise(() => page.locator(".message.assistant .tool").innerText())).toBe('add({"a":2,"b":3}) → 5')
+        // The second turn sends the whole chat, as useChat keeps it; the model reads it as a conversation.
+        yield* say("Twice that?")
+        yield* Effect.promise(() => page.locator(".message.assistant").getByText("Twice that is 10.").waitFor({ timeout: 10_000 }))
+        const messages = yield* Effect.promise(() => page.locator(".message").allInnerTexts())
+        expect(messages.map((text) => text.replace(/\n+/g, "\n").trim())).toEqual(["2 + 3?", 'add({"a":2,"b":3}) → 5\nThe sum is 5.', "Twice that?", "Twice that is 10."])
+        expect(yield* Effect.promise(() => page.locator("#error").count())).toBe(0)
+        expect(pageErrors).toEqual([])
+        const calls = yield* calculator.calls
+        expect(calls[2]!.messages).toEqual([
+          Model.system("Be brief."),
+          Model.user("2 + 3?"),
+          Model.assistant("", [{ id: "call_1", name: "add", arguments: `{"a":2,"b":3}` }]),
+          Model.toolResult("call_1", "add", "5"),
+          Model.assistant("The sum is 5."),
+          Model.user("Twice that?")
+        ])
+      }).pipe(Effect.scoped),
+    60_000
+  )
 })

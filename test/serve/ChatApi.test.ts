@@ -10,6 +10,7 @@
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { describe, expect, it } from "@effect/vitest"
 import { DefaultChatTransport, readUIMessageStream, type UIMessage } from "ai"
+import * as AiV7 from "ai-v7"
 import { Context, Effect, Layer, Result, Schema } from "effect"
 import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
 import * as esbuild from "esbuild"
@@ -96,6 +97,34 @@ describe("ChatApi (the AI SDK's chat transport as the client)", () => {
       expect(message.metadata).toMatchObject({ modelCalls: 1, interrupted: false })
       const [request] = yield* assistant.calls
       expect(request!.messages).toEqual([Model.system("Be brief."), Model.user("Capital of France?")])
+      // The route is in the server's OpenAPI document.
+      const openapi = yield* Effect.promise(() => fetch(`${url}/openapi.json`).then((response) => response.json() as Promise<{ paths: object }>))
+      expect(Object.keys(openapi.paths)).toContain("/agents/{name}/chat")
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("the AI SDK 7's transport sends the same body: answered the same way", () =>
+    Effect.gen(function*() {
+      const assistant = inspected("assistant", ["Paris.", "About 2.1 million."])
+      const url = yield* serveAgents([assistant.agent])
+      const transport = new AiV7.DefaultChatTransport<AiV7.UIMessage>({ api: `${url}/agents/assistant/chat` })
+      const send = (messages: Array<AiV7.UIMessage>) =>
+        Effect.promise(async () => {
+          const stream = await transport.sendMessages({ trigger: "submit-message", chatId: "chat-7", messageId: undefined, messages, abortSignal: undefined })
+          let message: AiV7.UIMessage | undefined
+          for await (const state of AiV7.readUIMessageStream<AiV7.UIMessage>({ stream })) message = state
+          return message!
+        })
+      const first: AiV7.UIMessage = { id: "u1", role: "user", parts: [{ type: "text", text: "Capital of France?" }] }
+      const answer = yield* send([first])
+      const second = yield* send([first, answer, { id: "u2", role: "user", parts: [{ type: "text", text: "How many people?" }] }])
+      expect(second.parts.filter((part) => part.type === "text").map((part) => (part as { text: string }).text)).toEqual(["About 2.1 million."])
+      const calls = yield* assistant.calls
+      expect(calls[1]!.messages).toEqual([
+        Model.system("Be brief."),
+        Model.user("Capital of France?"),
+        Model.assistant("Paris."),
+        Model.user("How many people?")
+      ])
     }).pipe(Effect.scoped), 30_000)
 
   it.live("a second turn: the first turn's messages, as useChat keeps them, reach the model as the history", () =>

@@ -207,7 +207,7 @@ const afterOf = (query: number | undefined, lastEventId: string | undefined): nu
 
 /**
  * The request-error middleware's layer: a body, query or path that does not decode is a 400 `BadRequest` naming the
- * field (`payload: messages[0].role must be …`). `layerFor` provides it; so does every group that uses
+ * field (`payload: agent is required`). `layerFor` provides it; so does every group that uses
  * `RequestErrors` (`ChatApi`).
  *
  * @since 0.2.0
@@ -229,7 +229,9 @@ export const layerFor = <Id extends string, Groups extends HttpApiGroup.Constrai
   // The handlers are typed against `Api`; the user's API holds the same group, maybe under a prefix, and the
   // routes are read from it at run time.
   return requireGroup("RunsApi", "valet", api, () =>
-    HttpApiBuilder.group(api as unknown as typeof Api, "valet", build).pipe(Layer.provideMerge(layerRequestErrors))) as unknown as Layer.Layer<HttpApiGroup.Service<Id, "valet"> | RequestErrors, never, Runs.Runs | Agents.Agents>
+    HttpApiBuilder.group(api as unknown as typeof Api, "valet", build).pipe(
+      Layer.provideMerge(layerRequestErrors)
+    )) as unknown as Layer.Layer<HttpApiGroup.Service<Id, "valet"> | RequestErrors, never, Runs.Runs | Agents.Agents>
 }
 
 const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"valet", typeof group, "valet", unknown>>[2]>[0]) =>

@@ -61,8 +61,8 @@ import * as AgentEvent from "../core/AgentEvent.js"
 import * as Decode from "../core/internal/decode.js"
 import * as Agents from "./Agents.js"
 import { requireGroup } from "./internal/groupLayer.js"
+import * as RunStream from "./internal/runStream.js"
 import * as Runs from "./Runs.js"
-import * as UiMessageStream from "./UiMessageStream.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // Schemas
@@ -195,13 +195,6 @@ const sseResponse = (events: Stream.Stream<Runs.Indexed, Runs.RunFailed>, firstI
     { contentType: "text/event-stream", headers: sseHeaders }
   )
 
-/** 429 with `Retry-After`, the error as JSON. */
-const tooMany = (error: Runs.TooManyRuns) =>
-  HttpServerResponse.jsonUnsafe(
-    { _tag: error._tag, limit: error.limit, retryAfterSeconds: error.retryAfterSeconds, message: error.message },
-    { status: 429, headers: { "retry-after": String(error.retryAfterSeconds) } }
-  )
-
 /**
  * Where a reader resumes: `?after=`, else `Last-Event-ID` when it is an event id (decimal digits); anything else a
  * client sends there (`""`, `-0`, `1e3`, garbage) reads as "from the start", never as a skipped event.
@@ -211,6 +204,17 @@ const afterOf = (query: number | undefined, lastEventId: string | undefined): nu
   if (lastEventId === undefined || !/^(0|[1-9][0-9]{0,14})$/.test(lastEventId.trim())) return undefined
   return Number(lastEventId.trim())
 }
+
+/**
+ * The request-error middleware's layer: a body, query or path that does not decode is a 400 `BadRequest` naming the
+ * field (`payload: agent is required`). `layerFor` provides it; so does every group that uses
+ * `RequestErrors` (`ChatApi`).
+ *
+ * @since 0.2.0
+ * @category middleware
+ */
+export const layerRequestErrors: Layer.Layer<RequestErrors> = HttpApiMiddleware.layerSchemaErrorTransform(RequestErrors, (error) =>
+  Effect.fail(new BadRequest({ message: `${error.kind.toLowerCase()}: ${Decode.describeIssue(error.cause.issue, undefined)}` })))
 
 /**
  * The group's handlers (and its request-error middleware) for `api`, an `HttpApi` that holds `group` (under any
@@ -226,8 +230,7 @@ export const layerFor = <Id extends string, Groups extends HttpApiGroup.Constrai
   // routes are read from it at run time.
   return requireGroup("RunsApi", "valet", api, () =>
     HttpApiBuilder.group(api as unknown as typeof Api, "valet", build).pipe(
-      Layer.provideMerge(HttpApiMiddleware.layerSchemaErrorTransform(RequestErrors, (error) =>
-        Effect.fail(new BadRequest({ message: `${error.kind.toLowerCase()}: ${Decode.describeIssue(error.cause.issue, undefined)}` }))))
+      Layer.provideMerge(layerRequestErrors)
     )) as unknown as Layer.Layer<HttpApiGroup.Service<Id, "valet"> | RequestErrors, never, Runs.Runs | Agents.Agents>
 }
 
@@ -242,7 +245,7 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
             agents: agents.list.map((entry) => ({ name: entry.name, description: entry.description, architecture: entry.architecture }))
           }))
         .handle("createRun", ({ payload }) =>
-          runs.start(payload).pipe(Effect.catchTag("TooManyRuns", (error) => Effect.succeed(tooMany(error)))))
+          runs.start(payload).pipe(Effect.catchTag("TooManyRuns", (error) => Effect.succeed(RunStream.tooMany(error)))))
         .handle("listRuns", ({ query }) =>
           Effect.flatMap(runs.list({ limit: query.limit, cursor: query.cursor }), (page): Effect.Effect<Runs.RunPage<Runs.RunSummary | Runs.RunView>> =>
             !isTrue(query.full)
@@ -265,22 +268,10 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
             Effect.as(runs.cancel(params.runId), { runId: params.runId, cancelled: run.status === "running" })))
         .handle("streamRun", ({ payload, query }) =>
           runs.start(payload).pipe(
-            Effect.flatMap(({ runId }) =>
-              Effect.map(runs.events(runId), (indexed) => {
-                // The response's stream ends with the run; a client that goes away first cancels it.
-                const events = indexed.pipe(Stream.ensuring(Effect.ignore(runs.cancel(runId))))
-                return query.protocol === "ui-message"
-                  ? HttpServerResponse.stream(
-                    UiMessageStream.toSse(events.pipe(Stream.map((item) => item.event), Stream.mapError((failed) => failed.error))).pipe(Stream.encodeText),
-                    { headers: UiMessageStream.headers }
-                  )
-                  : sseResponse(events, 0, isTrue(query.compact))
-              })
-            ),
-            Effect.catchTags({
-              TooManyRuns: (error) => Effect.succeed(tooMany(error)),
-              RunNotFound: (error) => Effect.die(error)
-            })
+            Effect.flatMap(({ runId }) => RunStream.followed(runs, runId)),
+            Effect.map((events) =>
+              query.protocol === "ui-message" ? RunStream.uiMessageResponse(events) : sseResponse(events, 0, isTrue(query.compact))),
+            Effect.catchTag("TooManyRuns", (error) => Effect.succeed(RunStream.tooMany(error)))
           ))
     })
 

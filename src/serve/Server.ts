@@ -1,10 +1,10 @@
 /**
  * `valet serve` as a layer: the agents of `Agents` over HTTP — valet's routes (`RunsApi`), the OpenAI-compatible
- * facade (`OpenAiApi`), the run viewer at `/` (`Viewer`), the OpenAPI document at `/openapi.json` — behind the rules
- * a server on a network needs (`guard`): a bearer token on every route but exactly `GET /health` (decided on the
- * routed path; the viewer signs in once with `/?token=` and keeps an HttpOnly cookie), a Host / Origin allow-list, a
- * request body limit (413), errors as JSON on every route, and the run registry's `maxConcurrentRuns` (429) and
- * bounded memory. `routes` is the same without a server, for tests and for apps that serve their own router.
+ * facade (`OpenAiApi`), the `useChat` route (`ChatApi`), the run viewer at `/` (`Viewer`), the OpenAPI document at
+ * `/openapi.json` — behind the rules a server on a network needs (`guard`): a bearer token on every route but exactly
+ * `GET /health` (decided on the routed path; the viewer signs in once with `/?token=` and keeps an HttpOnly cookie), a
+ * Host / Origin allow-list, a request body limit (413), errors as JSON on every route, and the run registry's
+ * `maxConcurrentRuns` (429) and bounded memory. `routes` is the same without a server, for tests and for apps that serve their own router.
  *
  * @example
  * ```ts
@@ -32,6 +32,7 @@ import { Layer } from "effect"
 import { HttpRouter, type HttpServer } from "effect/http"
 import { HttpApi, HttpApiBuilder } from "effect/http-api"
 import type * as Agents from "./Agents.js"
+import * as ChatApi from "./ChatApi.js"
 import * as OpenAiApi from "./OpenAiApi.js"
 import * as Runs from "./Runs.js"
 import * as RunsApi from "./RunsApi.js"
@@ -92,12 +93,12 @@ export const guard = (options: GuardOptions): Layer.Layer<never, never, HttpRout
 export const defaultAllowedHosts: (host: string) => ReadonlyArray<string> | undefined = Guard.defaultAllowedHosts
 
 /**
- * The API `valet serve` serves: valet's routes and the OpenAI-compatible facade.
+ * The API `valet serve` serves: valet's routes, the OpenAI-compatible facade and the `useChat` route.
  *
  * @since 0.2.0
  * @category api
  */
-export const Api = HttpApi.make("valet").add(RunsApi.group).add(OpenAiApi.group)
+export const Api = HttpApi.make("valet").add(RunsApi.group).add(OpenAiApi.group).add(ChatApi.group)
 
 /**
  * valet's routes, limits and OpenAPI document on the `HttpRouter` in context, over the `Agents` in context.
@@ -107,7 +108,7 @@ export const Api = HttpApi.make("valet").add(RunsApi.group).add(OpenAiApi.group)
  */
 export const routes = (options: Options = {}) =>
   HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
-    Layer.provide([RunsApi.layerFor(Api), OpenAiApi.layerFor(Api)]),
+    Layer.provide([RunsApi.layerFor(Api), OpenAiApi.layerFor(Api), ChatApi.layerFor(Api)]),
     Layer.provide(Runs.layer(options)),
     Layer.merge(guard({ ...options, viewer: true })),
     Layer.merge(Viewer.layer)

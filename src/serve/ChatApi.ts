@@ -1,0 +1,192 @@
+/**
+ * A chat route for the AI SDK's `useChat` (DESIGN §12): `POST /agents/:name/chat` takes the body the SDK's chat
+ * transport sends as it is (`DefaultChatTransport({ api: "/agents/assistant/chat" })`, no `prepareSendMessagesRequest`)
+ * and answers with the run as the SDK's UI message stream (`UiMessageStream`). An `effect/http-api` group (`chat`),
+ * mounted beside `RunsApi` by `valet serve`.
+ *
+ * - The body: `{id, messages, trigger, messageId}` (and whatever the transport's `body` option adds, ignored).
+ *   `trigger` is `submit-message` or `regenerate-message`; both run on the messages sent, which the client has
+ *   already cut to the turn to answer. The chat `id` is not a session: each request is a run of its own.
+ * - The conversation: every message but the last is the run's `history`, in order; the last, which must be a user
+ *   message, is the input. A system message's and a user message's text parts are one message; an assistant message
+ *   is, per step (its parts split at `step-start`), one assistant message with the step's text, its reasoning and its
+ *   tool calls (`tool-<name>` and `dynamic-tool` parts, arguments as JSON), each followed by its result: the output
+ *   (a string as it is, else JSON), an `output-error`'s `errorText`, or for `output-denied` a sentence saying so with
+ *   the reason. A call that never ended (the run was cancelled while it ran) is left out. `source-url`,
+ *   `source-document` and `data-<name>` parts (valet's own `data-valet-subagent` included) are display data the
+ *   model never read: skipped.
+ * - Refused with 400 `BadRequest` naming the field: a body that does not decode (`payload: messages[0].role …`), a
+ *   part that does not fit its type, the last message not a user message, a `file` part (valet's messages are text
+ *   for now), tool calls or reasoning in a user or system message, any other part type.
+ * - The run goes through `Runs` like `POST /runs/stream`: the agent's budget caps, `maxConcurrentRuns` (429 with
+ *   `Retry-After`), an unknown agent (404 `UnknownAgent`); a client that goes away cancels the run. `valet serve`'s
+ *   guard covers the route: the bearer token, the body cap (413), the Host / Origin allow-list.
+ *
+ * @example
+ * ```ts
+ * import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+ * import { Layer } from "effect"
+ * import { HttpRouter } from "effect/http"
+ * import { HttpApi, HttpApiBuilder } from "effect/http-api"
+ * import { createServer } from "node:http"
+ * import { Agent, ScriptedModel } from "valet"
+ * import * as Agents from "valet/Agents"
+ * import * as ChatApi from "valet/ChatApi"
+ * import * as Runs from "valet/Runs"
+ *
+ * const assistant = Agent.make({ name: "assistant", instructions: "Be brief.", model: ScriptedModel.layer(["Hi!"]) })
+ *
+ * // The chat route in your own API (`valet serve` mounts it beside `RunsApi`): POST /api/agents/:name/chat.
+ * const MyApi = HttpApi.make("app").add(ChatApi.group.prefix("/api"))
+ *
+ * const main = HttpApiBuilder.layer(MyApi).pipe(
+ *   Layer.provide(ChatApi.layerFor(MyApi)),
+ *   Layer.provide(Runs.layer()),
+ *   Layer.provide(Agents.layer([assistant])),
+ *   HttpRouter.serve,
+ *   Layer.provide(NodeHttpServer.layer(createServer, { port: 8787, host: "127.0.0.1" })),
+ *   Layer.launch
+ * )
+ *
+ * // In the React app:
+ * //   useChat({ transport: new DefaultChatTransport({ api: "/api/agents/assistant/chat" }) })
+ * ```
+ *
+ * @since 0.2.0
+ */
+import { Effect, Layer, Result, Schema } from "effect"
+import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "effect/http-api"
+import * as Request from "./internal/chat/request.js"
+import { requireGroup } from "./internal/groupLayer.js"
+import * as RunStream from "./internal/runStream.js"
+import * as Runs from "./Runs.js"
+import * as RunsApi from "./RunsApi.js"
+
+// ---------------------------------------------------------------------------------------------------------
+// Schemas
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * A part of a UI message: its `type` and that type's keys (each part is checked against its type's keys when the
+ * conversation is read).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const UiMessagePart = Request.UiMessagePart
+/**
+ * A part of a UI message.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type UiMessagePart = Request.UiMessagePart
+
+/**
+ * A UI message as `useChat` keeps it: `id`, `role` (`system`, `user`, `assistant`), `parts`.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const UiMessage = Request.UiMessage
+/**
+ * A UI message.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type UiMessage = Request.UiMessage
+
+/**
+ * The body the AI SDK's chat transport sends: `{id, messages, trigger, messageId}`; other keys are ignored.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const ChatRequest = Request.ChatRequest
+/**
+ * The body the AI SDK's chat transport sends.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type ChatRequest = Request.ChatRequest
+
+/**
+ * The group: `POST /agents/:name/chat`.
+ *
+ * @since 0.2.0
+ * @category api
+ */
+export const group = HttpApiGroup.make("chat")
+  .add(
+    HttpApiEndpoint.post("chat", "/agents/:name/chat", {
+      params: { name: Schema.String },
+      payload: ChatRequest,
+      // The run as the UI message stream (`UiMessageStream.headers`).
+      success: HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" }),
+      error: [RunsApi.BadRequest, Runs.UnknownAgent, Runs.TooManyRuns, Runs.InvalidRunRequest]
+    })
+  )
+  .middleware(RunsApi.RequestErrors)
+
+/**
+ * An API of the group alone.
+ *
+ * @since 0.2.0
+ * @category api
+ */
+export const Api = HttpApi.make("valet-chat").add(group)
+
+// ---------------------------------------------------------------------------------------------------------
+// Conversation → run
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * The run a chat request asks for on the agent `agent` (every message but the last as the history, the last user
+ * message as the input), or the `BadRequest` naming what cannot be given to an agent.
+ *
+ * @since 0.2.0
+ * @category conversation
+ */
+export const runRequestOf = (agent: string, request: ChatRequest): Result.Result<Runs.RunRequest, RunsApi.BadRequest> =>
+  Result.mapError(Request.runRequestOf(agent, request), (message) => new RunsApi.BadRequest({ message }))
+
+// ---------------------------------------------------------------------------------------------------------
+// Handlers
+// ---------------------------------------------------------------------------------------------------------
+
+const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"valet-chat", typeof group, "chat", unknown>>[2]>[0]) =>
+  Effect.gen(function*() {
+    const runs = yield* Runs.Runs
+    return handlers.handle("chat", ({ params, payload }) =>
+      Effect.fromResult(runRequestOf(params.name, payload)).pipe(
+        Effect.flatMap(runs.start),
+        Effect.flatMap(({ runId }) => RunStream.followed(runs, runId)),
+        Effect.map(RunStream.uiMessageResponse),
+        Effect.catchTag("TooManyRuns", (error) => Effect.succeed(RunStream.tooMany(error)))
+      ))
+  })
+
+/**
+ * The group's handlers (and its request-error middleware) for `api`, an `HttpApi` holding `group` (maybe under a
+ * prefix), over `Runs`.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
+export const layerFor = <Id extends string, Groups extends HttpApiGroup.Constraint>(
+  api: HttpApi.HttpApi<Id, Groups>
+): Layer.Layer<HttpApiGroup.Service<Id, "chat"> | RunsApi.RequestErrors, never, Runs.Runs> =>
+  requireGroup("ChatApi", "chat", api, () =>
+    HttpApiBuilder.group(api as unknown as typeof Api, "chat", build).pipe(
+      Layer.provideMerge(RunsApi.layerRequestErrors)
+    )) as unknown as Layer.Layer<HttpApiGroup.Service<Id, "chat"> | RunsApi.RequestErrors, never, Runs.Runs>
+
+/**
+ * The group's handlers for `Api`.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
+export const layer = layerFor(Api)

@@ -1,0 +1,208 @@
+/**
+ * The body the AI SDK's chat transport sends (`DefaultChatTransport.sendMessages`: the `body` option's keys, then
+ * `{id, messages, trigger, messageId}`) and the run it asks for: the UI messages become the run's `history` as the
+ * model reads it, the last one (a user message) the input. `ChatApi`'s module comment lists the decisions.
+ *
+ * The body is decoded in two passes: the envelope by the endpoint's schema (each part only needs a `type`), then
+ * each part by the schema of its type, so a bad part is named by its own path (`messages[1].parts[2].toolCallId`)
+ * instead of by every member of a union of thirteen part kinds.
+ */
+import { Result, Schema, SchemaIssue } from "effect"
+import * as Model from "../../../core/Model.js"
+import * as Decode from "../../../core/internal/decode.js"
+import type * as Runs from "../../Runs.js"
+
+// ---------------------------------------------------------------------------------------------------------
+// The body
+// ---------------------------------------------------------------------------------------------------------
+
+/** A part of a UI message: its `type`, and the keys of that type (decoded with the type's schema, below). */
+export const UiMessagePart = Schema.StructWithRest(Schema.Struct({ type: Schema.String }), [
+  Schema.Record(Schema.String, Schema.Unknown)
+])
+export type UiMessagePart = typeof UiMessagePart.Type
+
+/** A UI message, as `useChat` keeps it (`metadata` and other keys are not read). */
+export const UiMessage = Schema.Struct({
+  id: Schema.optional(Schema.String),
+  role: Schema.Literals(["system", "user", "assistant"]),
+  parts: Schema.Array(UiMessagePart)
+})
+export type UiMessage = typeof UiMessage.Type
+
+/** The transport's body: the keys valet reads; the others (the transport's `body` option) are ignored. */
+export const ChatRequest = Schema.Struct({
+  /** The chat's id (`useChat`'s `id`): not read; each request is a run of its own. */
+  id: Schema.optional(Schema.String),
+  messages: Schema.Array(UiMessage).check(Schema.isMinLength(1, { expected: "at least one message" })),
+  /** `submit-message` or `regenerate-message`: both run on the messages sent (the client has cut them already). */
+  trigger: Schema.optional(Schema.Literals(["submit-message", "regenerate-message"])),
+  /** The message edited or regenerated: not read, for the same reason. */
+  messageId: Schema.optional(Schema.NullOr(Schema.String))
+})
+export type ChatRequest = typeof ChatRequest.Type
+
+// ---------------------------------------------------------------------------------------------------------
+// The parts
+// ---------------------------------------------------------------------------------------------------------
+
+const TextPart = Schema.Struct({ text: Schema.String })
+
+const ToolState = Schema.Literals([
+  "input-streaming",
+  "input-available",
+  "approval-requested",
+  "approval-responded",
+  "output-available",
+  "output-error",
+  "output-denied"
+])
+
+const ToolPart = Schema.Struct({
+  toolCallId: Schema.String,
+  state: ToolState,
+  input: Schema.optional(Schema.Unknown),
+  output: Schema.optional(Schema.Unknown),
+  errorText: Schema.optional(Schema.String),
+  approval: Schema.optional(Schema.Struct({ reason: Schema.optional(Schema.String) }))
+})
+
+const DynamicToolPart = Schema.Struct({ ...ToolPart.fields, toolName: Schema.String })
+
+/** Display data the model never read: skipped. (`step-start` is read: it ends a step.) */
+const displayOnly = (type: string) => type === "source-url" || type === "source-document" || type.startsWith("data-")
+
+/** A request the route cannot run as asked: why, naming the field (`payload: messages[1].parts[0] …`). */
+export type Refusal = string
+
+const refuse = (at: string, why: string): Result.Result<never, Refusal> => Result.fail(`payload: ${at} ${why}`)
+
+/** `part` decoded with `schema`, or the first line naming its bad field under `at`'s path. */
+const decodePart = <S extends Schema.Codec<unknown, unknown, never, never>>(
+  schema: S,
+  part: UiMessagePart,
+  path: ReadonlyArray<PropertyKey>,
+  body: ChatRequest
+): Result.Result<S["Type"], Refusal> => {
+  const decoded = Schema.decodeUnknownResult(schema)(part)
+  if (Result.isSuccess(decoded)) return Result.succeed(decoded.success)
+  return Result.fail(`payload: ${Decode.describeIssue(new SchemaIssue.Pointer(path, decoded.failure.issue), body)}`)
+}
+
+/** A tool call of an assistant step, and what became of it. */
+interface Call {
+  readonly call: Model.ToolCall
+  /** The result the model reads; `undefined` for a call that never ended (a run cancelled while it ran). */
+  readonly result: string | undefined
+}
+
+/** One step of an assistant message (one model call): its text, reasoning and tool calls. */
+interface Step {
+  text: string
+  reasoning: string
+  calls: Array<Call>
+}
+
+const emptyStep = (): Step => ({ text: "", reasoning: "", calls: [] })
+
+/** A tool's input as the model wrote it: JSON text (a string input is what valet could not parse: sent as it was). */
+const argumentsOf = (input: unknown): string => (typeof input === "string" ? input : JSON.stringify(input ?? {}))
+
+/** A tool's output as the model reads it: a string as it is, anything else as JSON. */
+const contentOf = (output: unknown): string => (typeof output === "string" ? output : JSON.stringify(output ?? null))
+
+const resultOf = (part: typeof ToolPart.Type): string | undefined => {
+  switch (part.state) {
+    case "output-available":
+      return contentOf(part.output)
+    case "output-error":
+      return part.errorText ?? ""
+    case "output-denied":
+      return `The tool call was denied${part.approval?.reason !== undefined && part.approval.reason !== "" ? `: ${part.approval.reason}` : "."}`
+    default:
+      return undefined
+  }
+}
+
+/** A message's parts as steps (split at `step-start`), or why a part cannot be given to an agent. */
+const stepsOf = (message: UiMessage, i: number, body: ChatRequest): Result.Result<Array<Step>, Refusal> => {
+  const steps: Array<Step> = [emptyStep()]
+  for (let j = 0; j < message.parts.length; j++) {
+    const part = message.parts[j]!
+    const at = `messages[${i}].parts[${j}]`
+    const path = ["messages", i, "parts", j]
+    const step = steps.at(-1)!
+    const type = part.type
+    if (type === "step-start") {
+      steps.push(emptyStep())
+    } else if (type === "text" || type === "reasoning") {
+      const decoded = decodePart(TextPart, part, path, body)
+      if (Result.isFailure(decoded)) return Result.fail(decoded.failure)
+      if (type === "reasoning" && message.role !== "assistant") return refuse(at, `is reasoning in a ${message.role} message: only an assistant reasons`)
+      if (type === "text") step.text += decoded.success.text
+      else step.reasoning += decoded.success.text
+    } else if (type === "dynamic-tool" || type.startsWith("tool-")) {
+      if (message.role !== "assistant") return refuse(at, `is a tool call in a ${message.role} message: only an assistant calls tools`)
+      const name = type === "dynamic-tool" ? undefined : type.slice("tool-".length)
+      if (name === "") return refuse(`${at}.type`, `names no tool: "tool-" is followed by the tool's name`)
+      const decoded = decodePart(name === undefined ? DynamicToolPart : ToolPart, part, path, body)
+      if (Result.isFailure(decoded)) return Result.fail(decoded.failure)
+      const tool = decoded.success
+      step.calls.push({
+        call: { id: tool.toolCallId, name: name ?? (tool as typeof DynamicToolPart.Type).toolName, arguments: argumentsOf(tool.input) },
+        result: resultOf(tool)
+      })
+    } else if (type === "file") {
+      return refuse(at, "is a file: valet's messages are text, so an agent cannot be given a file yet")
+    } else if (!displayOnly(type)) {
+      return refuse(
+        `${at}.type`,
+        `is ${JSON.stringify(type.slice(0, 80))}, a part valet cannot give an agent (it takes text, reasoning, tool-<name>, ` +
+          `dynamic-tool, step-start, and skips source-url, source-document and data-<name>)`
+      )
+    }
+  }
+  return Result.succeed(steps)
+}
+
+/** A UI message as the model reads it: one message (system, user), or per step an assistant message and its results. */
+const modelMessagesOf = (message: UiMessage, i: number, body: ChatRequest): Result.Result<Array<Model.Message>, Refusal> => {
+  const steps = stepsOf(message, i, body)
+  if (Result.isFailure(steps)) return Result.fail(steps.failure)
+  if (message.role !== "assistant") {
+    const text = steps.success.map((step) => step.text).join("")
+    return Result.succeed([message.role === "system" ? Model.system(text) : Model.user(text)])
+  }
+  const out: Array<Model.Message> = []
+  for (const step of steps.success) {
+    // A call that never ended is left out: the model would read a call without its result, which it cannot follow.
+    const ended = step.calls.filter((call) => call.result !== undefined)
+    if (step.text === "" && step.reasoning === "" && ended.length === 0) continue
+    const assistant = Model.assistant(step.text, ended.map((call) => call.call))
+    out.push(step.reasoning === "" ? assistant : { ...assistant, reasoning: step.reasoning })
+    for (const call of ended) out.push(Model.toolResult(call.call.id, call.call.name, call.result!))
+  }
+  return Result.succeed(out)
+}
+
+/**
+ * The run a chat request asks for on `agent`: every message but the last as the run's history, in order (an
+ * assistant message as one assistant message per step, each followed by its tool results), the last one, a user
+ * message, as the input. Or why it cannot run, naming the field.
+ */
+export const runRequestOf = (agent: string, body: ChatRequest): Result.Result<Runs.RunRequest, Refusal> => {
+  const last = body.messages.length - 1
+  const history: Array<Model.Message> = []
+  for (let i = 0; i < last; i++) {
+    const messages = modelMessagesOf(body.messages[i]!, i, body)
+    if (Result.isFailure(messages)) return Result.fail(messages.failure)
+    history.push(...messages.success)
+  }
+  const final = body.messages[last]!
+  if (final.role !== "user") {
+    return refuse(`messages[${last}].role`, `must be "user" (the agent answers the last message), got ${JSON.stringify(final.role)}`)
+  }
+  const input = modelMessagesOf(final, last, body)
+  if (Result.isFailure(input)) return Result.fail(input.failure)
+  return Result.succeed({ agent, input: input.success[0]!.content, ...(history.length > 0 ? { history } : {}) })
+}

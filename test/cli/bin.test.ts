@@ -3,11 +3,16 @@
  * later with `Cannot read properties of undefined (reading 'bind')` (Node 20); now it checks the version before
  * importing anything and says what it needs, exit code 2. Run with a real older Node when one is on the PATH (these
  * machines have Node 20 as `node`, outside node_modules/.bin), and always with this Node pretending to be 22.18.
+ * And `npm run valet -- serve …` (the command in a clone) stops, all of it, when npm gets SIGTERM or SIGINT.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { execFileSync, spawnSync } from "node:child_process"
-import { existsSync } from "node:fs"
+import { Effect, Schedule } from "effect"
+import { execFileSync, spawn, spawnSync } from "node:child_process"
+import { copyFileSync, existsSync, readFileSync } from "node:fs"
+import { connect } from "node:net"
 import { delimiter, join } from "node:path"
+import { marker, processesWith } from "../support/processes.js"
+import { tempDir } from "../support/tempDir.js"
 
 const root = join(import.meta.dirname, "..", "..")
 const bin = join(root, "bin", "valet.js")
@@ -69,4 +74,75 @@ describe("bin/valet.js checks the Node version before loading valet", () => {
       expect({ pretending, status: run.status, stdout: run.stdout.trim() }).toEqual({ pretending, status: 0, stdout: "valet v0.1.0" })
     }
   })
+})
+
+/** Whether something accepts connections on the loopback `port`. */
+const listening = (port: number) =>
+  Effect.callback<boolean>((resume) => {
+    const socket = connect(port, "127.0.0.1")
+    socket.once("connect", () => {
+      socket.destroy()
+      resume(Effect.succeed(true))
+    })
+    socket.once("error", () => resume(Effect.succeed(false)))
+  })
+
+/** A process's command line, for a failure message. */
+const commandLine = (pid: number) => {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, "utf8").replaceAll("\0", " ").trim()
+  } catch {
+    return `${pid} (gone)`
+  }
+}
+
+// `npm run valet` runs its script through `sh -c`. npm forwards SIGINT and SIGTERM to its child, but a plain
+// `node bin/valet.js` under sh never got them: SIGTERM killed sh and left node serving with no parent, SIGINT
+// reached only sh (which waits for node). The script execs node, so npm's child is the valet process itself.
+describe("npm run valet: a signal to npm stops the command", () => {
+  for (const signal of ["SIGTERM", "SIGINT"] as const) {
+    it.live(`${signal} to npm: the port stops listening and no process of it remains`, () =>
+      Effect.gen(function*() {
+        // The marker in the config's path is in every command line of the tree (npm, and node), to find them.
+        const mark = marker()
+        const { dir } = yield* tempDir(`valet-bin-${mark}-`)
+        const config = join(dir, "valet.yaml")
+        copyFileSync(join(root, "examples", "serve", "valet.yaml"), config)
+        const npm = yield* Effect.acquireRelease(
+          Effect.sync(() =>
+            spawn("npm", ["run", "valet", "--", "serve", "--config", config, "--port", "0"], {
+              cwd: root,
+              stdio: ["ignore", "ignore", "pipe"]
+            })
+          ),
+          // Whatever outlived the test (a failure) is killed, not left serving.
+          () => Effect.sync(() => processesWith(mark).forEach((pid) => process.kill(pid, "SIGKILL")))
+        )
+        const port = yield* Effect.callback<number, Error>((resume) => {
+          let stderr = ""
+          npm.stderr.on("data", (data: Buffer) => {
+            stderr += data.toString()
+            const found = /agents at http:\/\/127\.0\.0\.1:(\d+) /.exec(stderr)
+            if (found !== null) resume(Effect.succeed(Number(found[1])))
+          })
+          npm.once("exit", (code) => resume(Effect.fail(new Error(`npm run valet exited (${code}) before serving: ${stderr}`))))
+        })
+        expect(yield* listening(port)).toBe(true)
+        expect(processesWith(mark).length).toBeGreaterThan(0)
+
+        npm.kill(signal)
+        // Polled (at most 100 times, 100 ms apart) until the port is closed and no process of the tree is left.
+        const left = yield* Effect.gen(function*() {
+          const open = yield* listening(port)
+          const pids = processesWith(mark)
+          if (open || pids.length > 0) {
+            return yield* Effect.fail({ listening: open, processes: pids.map(commandLine) })
+          }
+        }).pipe(
+          Effect.retry({ schedule: Schedule.spaced("100 millis"), times: 100 }),
+          Effect.match({ onFailure: (left) => left, onSuccess: () => "none" })
+        )
+        expect(left).toBe("none")
+      }).pipe(Effect.scoped), 30_000)
+  }
 })

@@ -4,6 +4,7 @@
  *
  * - valet's runs routes (`RunsApi`): `POST /agents-api/runs`, the run's events as SSE, cancel, …
  * - the OpenAI-compatible facade (`OpenAiApi`): `/agents-api/v1/chat/completions`, for the `openai` package;
+ * - the `useChat` route (`ChatApi`): `POST /agents-api/agents/:name/chat`, for the AI SDK's `DefaultChatTransport`;
  * - the agents as MCP tools over Streamable HTTP (`McpAgents.layerHttp`) at `/agents-api/mcp`;
  * - all of it behind one bearer token (`Server.guard`), `GET /health` excepted.
  *
@@ -19,6 +20,7 @@ import { HttpRouter } from "effect/http"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup } from "effect/http-api"
 import { createServer } from "node:http"
 import { Agent, Agents, type Model, SelfRefine } from "../src/index.js"
+import * as ChatApi from "../src/serve/ChatApi.js"
 import * as McpAgents from "../src/serve/McpAgents.js"
 import * as OpenAiApi from "../src/serve/OpenAiApi.js"
 import * as Runs from "../src/serve/Runs.js"
@@ -43,6 +45,7 @@ export const AppApi = HttpApi.make("app")
   .add(UsersGroup)
   .add(RunsApi.group.prefix("/agents-api"))
   .add(OpenAiApi.group.prefix("/agents-api"))
+  .add(ChatApi.group.prefix("/agents-api"))
 
 const users = [{ id: 1, name: "Ada" }, { id: 2, name: "Grace" }]
 
@@ -66,13 +69,13 @@ export const writer = Agent.make({
 })
 
 /**
- * The app's routes on the `HttpRouter` in context: its own group, valet's runs and OpenAI groups, the OpenAPI
+ * The app's routes on the `HttpRouter` in context: its own group, valet's runs, OpenAI and chat groups, the OpenAPI
  * document, the MCP endpoint, and the guard in front of all of them. Needs a `Model`.
  */
 export const app = (options: { readonly token: Redacted.Redacted<string> }) =>
   Layer.mergeAll(
     HttpApiBuilder.layer(AppApi, { openapiPath: "/openapi.json" }).pipe(
-      Layer.provide([UsersLive, RunsApi.layerFor(AppApi), OpenAiApi.layerFor(AppApi)]),
+      Layer.provide([UsersLive, RunsApi.layerFor(AppApi), OpenAiApi.layerFor(AppApi), ChatApi.layerFor(AppApi)]),
       Layer.provide(Runs.layer({ maxConcurrentRuns: 8 }))
     ),
     McpAgents.layerHttp({ path: "/agents-api/mcp", maxConcurrentRuns: 8 }),

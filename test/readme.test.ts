@@ -95,3 +95,15 @@ describe("README valet.yaml", () => {
       }
     }))
 })
+
+describe("README embedding", () => {
+  it("the blocks it says are examples/embed-http.ts, word for word, are in that file", () => {
+    const readme = readFileSync(`${root}/README.md`, "utf8")
+    const from = readme.indexOf("The heart of [`examples/embed-http.ts`]")
+    const to = readme.indexOf("**A client.**", from)
+    const blocks = [...readme.slice(from, to).matchAll(/```ts\n([\s\S]*?)```/g)].map((match) => match[1]!)
+    expect(blocks.length).toBe(3)
+    const example = readFileSync(`${root}/examples/embed-http.ts`, "utf8")
+    for (const block of blocks) expect(example).toContain(block)
+  })
+})

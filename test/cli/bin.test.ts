@@ -99,9 +99,24 @@ const commandLine = (pid: number) => {
 // `npm run valet` runs its script through `sh -c`. npm forwards SIGINT and SIGTERM to its child, but a plain
 // `node bin/valet.js` under sh never got them: SIGTERM killed sh and left node serving with no parent, SIGINT
 // reached only sh (which waits for node). The script execs node, so npm's child is the valet process itself.
-describe("npm run valet: a signal to npm stops the command", () => {
-  for (const signal of ["SIGTERM", "SIGINT"] as const) {
-    it.live(`${signal} to npm: the port stops listening and no process of it remains`, () =>
+// Under npx, npm runs the bin through `sh -c` (not exec'd): the shell dies of a SIGTERM and does not pass it on. The
+// bin, started by npm (npm_command in its environment), stops when its parent is gone. The case is npx's process
+// tree as it is, without npx's download: `sh -c "node bin/valet.js …"` with npm's variable.
+const cases = [
+  { name: "SIGTERM to npm", signal: "SIGTERM", command: "npm", args: (config: string) => ["run", "valet", "--", "serve", "--config", config, "--port", "0"], env: {} },
+  { name: "SIGINT to npm", signal: "SIGINT", command: "npm", args: (config: string) => ["run", "valet", "--", "serve", "--config", config, "--port", "0"], env: {} },
+  {
+    name: "SIGTERM to npx's shell",
+    signal: "SIGTERM",
+    command: "sh",
+    args: (config: string) => ["-c", `"${process.execPath}" "${bin}" serve --config "${config}" --port 0`],
+    env: { npm_command: "exec" }
+  }
+] as const
+
+describe("npm run valet, npx valet: a signal to npm stops the command", () => {
+  for (const { name, signal, command, args, env } of cases) {
+    it.live(`${name}: the port stops listening and no process of it remains`, () =>
       Effect.gen(function*() {
         // The marker in the config's path is in every command line of the tree (npm, and node), to find them.
         const mark = marker()
@@ -110,9 +125,10 @@ describe("npm run valet: a signal to npm stops the command", () => {
         copyFileSync(join(root, "examples", "serve", "valet.yaml"), config)
         const npm = yield* Effect.acquireRelease(
           Effect.sync(() =>
-            spawn("npm", ["run", "valet", "--", "serve", "--config", config, "--port", "0"], {
+            spawn(command, args(config), {
               cwd: root,
-              stdio: ["ignore", "ignore", "pipe"]
+              stdio: ["ignore", "ignore", "pipe"],
+              env: { ...process.env, ...env }
             })
           ),
           // Whatever outlived the test (a failure) is killed, not left serving.
@@ -125,7 +141,7 @@ describe("npm run valet: a signal to npm stops the command", () => {
             const found = /agents at http:\/\/127\.0\.0\.1:(\d+) /.exec(stderr)
             if (found !== null) resume(Effect.succeed(Number(found[1])))
           })
-          npm.once("exit", (code) => resume(Effect.fail(new Error(`npm run valet exited (${code}) before serving: ${stderr}`))))
+          npm.once("exit", (code) => resume(Effect.fail(new Error(`${command} exited (${code}) before serving: ${stderr}`))))
         })
         expect(yield* listening(port)).toBe(true)
         expect(processesWith(mark).length).toBeGreaterThan(0)

@@ -1,13 +1,14 @@
 /**
  * examples/embed-http.ts as its user would test it: the same app and agents, on a `ScriptedModel` instead of a model
  * server (one layer swapped), called over each protocol it mounts with clients no one here wrote — the `openai`
- * package, the MCP SDK — and behind its token.
+ * package, the AI SDK's chat transport, the MCP SDK — and valet's own typed client, behind its token.
  */
 import { describe, expect, layer } from "@effect/vitest"
 import { Context, Effect, Layer, Redacted } from "effect"
 import { FetchHttpClient, HttpServer } from "effect/http"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { DefaultChatTransport, readUIMessageStream, type UIMessage } from "ai"
 import OpenAI from "openai"
 import * as EmbedHttp from "../../examples/embed-http.js"
 import type * as Model from "../../src/core/Model.js"
@@ -48,7 +49,8 @@ describe("examples/embed-http.ts", () => {
         expect(agents.map((agent) => [agent.name, agent.architecture])).toEqual([["assistant", "react"], ["writer", "self_refine"]])
         const openapi = yield* get("/openapi.json")
         expect(Object.keys(openapi.paths as object)).toEqual(expect.arrayContaining([
-          "/users", "/users/{id}", "/agents-api/runs", "/agents-api/runs/{runId}/events", "/agents-api/v1/chat/completions"
+          "/users", "/users/{id}", "/agents-api/runs", "/agents-api/runs/{runId}/events", "/agents-api/v1/chat/completions",
+          "/agents-api/agents/{name}/chat"
         ]))
         // valet's routes live only under the prefix.
         expect((yield* Effect.promise(() => fetch(`${url}/runs`, { headers: auth }))).status).toBe(404)
@@ -72,6 +74,27 @@ describe("examples/embed-http.ts", () => {
         )
         expect(asked.modelCalls).toBe(3)
         expect(asked.result).toMatchObject({ output: "Paris is the capital of France.", interrupted: false })
+      }))
+
+    it.effect("useChat's own transport talks to an agent through the chat route", () =>
+      Effect.gen(function*() {
+        const { url } = yield* AppUrl
+        const transport = new DefaultChatTransport<UIMessage>({ api: `${url}/agents-api/agents/assistant/chat`, headers: auth })
+        const message = yield* Effect.promise(async () => {
+          const stream = await transport.sendMessages({
+            trigger: "submit-message",
+            chatId: "chat-1",
+            messageId: undefined,
+            messages: [{ id: "m1", role: "user", parts: [{ type: "text", text: "Capital of France?" }] }],
+            abortSignal: undefined
+          })
+          let last: UIMessage | undefined
+          for await (const state of readUIMessageStream<UIMessage>({ stream })) last = state
+          return last
+        })
+        expect(message?.role).toBe("assistant")
+        const text = message?.parts.flatMap((part) => part.type === "text" ? [part.text] : []).join("")
+        expect(text).toBe("Paris is the capital of France.")
       }))
 
     it.effect("the openai package talks to an agent as to a model", () =>
@@ -108,6 +131,7 @@ describe("examples/embed-http.ts", () => {
         expect(yield* status("/agents-api/agents")).toBe(401)
         expect(yield* status("/agents-api/runs/stream", { method: "POST", headers: json, body: JSON.stringify({ agent: "assistant", input: "x" }) })).toBe(401)
         expect(yield* status("/agents-api/v1/models")).toBe(401)
+        expect(yield* status("/agents-api/agents/assistant/chat", { method: "POST", headers: json, body: JSON.stringify({ id: "c", messages: [], trigger: "submit-message" }) })).toBe(401)
         expect(yield* status("/agents-api/mcp", { method: "POST", headers: { ...json, accept: "application/json, text/event-stream" }, body: JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/list" }) })).toBe(401)
         expect(yield* status("/agents-api/agents", { headers: { authorization: `Bearer ${token.slice(0, -1)}x` } })).toBe(401)
         // The guard answers GET /health itself, for load balancers.

@@ -9,11 +9,12 @@ if (major < minimum[0] || (major === minimum[0] && minor < minimum[1])) {
   process.stderr.write(`valet needs Node >= ${minimum.join(".")} (this is ${process.version})\n`)
   process.exit(2)
 }
-// Under npx (and any npm script that does not exec it), npm runs the command through `sh -c`, which dies of a
-// SIGTERM without passing it on: the command would outlive npx, serving on its port with no parent. Started by
-// npm, the command stops, as if interrupted, when the process that started it is gone. Started any other way
-// (`nohup valet serve &`, a service manager), it keeps running.
-if (process.env.npm_command !== undefined || process.env.npm_lifecycle_event !== undefined) {
+// Under npx, npm runs the command through `sh -c`, which dies of a SIGTERM without passing it on: the command would
+// outlive npx, serving on its port with no parent. Started by npx (npm_command=exec; `npm run valet` execs the
+// command, so npm is its parent and passes signals on), it stops, as if interrupted, when the process that started it
+// is gone. Started any other way — `nohup valet serve &`, a service manager, a detached child of an npm script — it
+// keeps running; VALET_KEEP_RUNNING=1 keeps it running under npx too.
+if (process.env.npm_command === "exec" && process.env.VALET_KEEP_RUNNING !== "1") {
   const parent = process.ppid
   setInterval(() => {
     if (process.ppid !== parent) process.kill(process.pid, "SIGTERM")

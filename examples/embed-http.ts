@@ -78,6 +78,7 @@ export const app = (options: { readonly token: Redacted.Redacted<string> }) =>
       Layer.provide([UsersLive, RunsApi.layerFor(AppApi), OpenAiApi.layerFor(AppApi), ChatApi.layerFor(AppApi)]),
       Layer.provide(Runs.layer({ maxConcurrentRuns: 8 }))
     ),
+    // MCP's tool calls have a limit of their own (they are not runs of the `Runs` registry): 8 + 8 at most.
     McpAgents.layerHttp({ path: "/agents-api/mcp", maxConcurrentRuns: 8 }),
     // The same token, Host / Origin rules and body cap on every route but GET /health, MCP's included.
     Server.guard({ token: options.token, allowedHosts: ["localhost", "127.0.0.1"] })

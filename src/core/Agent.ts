@@ -26,7 +26,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, type Layer, Predicate, Schema, Stream, type Tracer } from "effect"
+import { Clock, ConfigProvider, Console, Context, Effect, type Layer, Predicate, Random, References, Schema, Scope, Stream, Tracer } from "effect"
 import { dual } from "effect/Function"
 import { type AgentError, InvalidAgent, InvalidOptions, SessionConflict, SubAgentFailed } from "./AgentError.js"
 import type * as AgentEvent from "./AgentEvent.js"
@@ -164,7 +164,9 @@ export const with_: typeof clone = clone
 
 /**
  * The agent with services given to it, so that its runs need them no more: they are provided around each run (its
- * sub-agents' included), under the agent's own model, in place of the caller's. `Agents.layer` does this with
+ * sub-agents' included), under the agent's own model, in place of the caller's. What belongs to the fiber running
+ * the run stays the caller's: the tracing parent span, log annotations and levels, the clock, random, console and
+ * config provider are left out of the context given. `Agents.layer` does this with
  * the services of the context it is built in, so that one agent value runs on `ScriptedModel` in a test and on a
  * real model in production.
  *
@@ -184,11 +186,51 @@ export const with_: typeof clone = clone
 export const provide: {
   <R2>(context: Context.Context<R2>): <R>(agent: Agent<R>) => Agent<Exclude<R, R2>>
   <R, R2>(agent: Agent<R>, context: Context.Context<R2>): Agent<Exclude<R, R2>>
-} = dual(2, <R, R2>(agent: Agent<R>, context: Context.Context<R2>): Agent<Exclude<R, R2>> => ({
-  ...agent,
-  // Given twice, the first given wins, as with nested `Effect.provide`.
-  context: agent.context === undefined ? context : Context.merge(context, agent.context)
-} as Agent<Exclude<R, R2>>))
+} = dual(2, <R, R2>(agent: Agent<R>, context: Context.Context<R2>): Agent<Exclude<R, R2>> => {
+  const given = withoutAmbient(context)
+  return {
+    ...agent,
+    // Given twice, the first given wins, as with nested `Effect.provide`.
+    context: agent.context === undefined ? given : Context.merge(given, agent.context)
+  } as Agent<Exclude<R, R2>>
+})
+
+/**
+ * The keys of what belongs to the fiber running a run, not to the services given to its agent: the tracing parent
+ * and settings, log annotations, levels and loggers, the clock, random, console, config provider and scheduler. A
+ * context captured where a layer is built holds the builder's (a startup span, startup log annotations); given to
+ * every run, they would replace the request's own.
+ */
+const ambientKeys: ReadonlySet<string> = new Set([
+  ...(Object.values(References) as ReadonlyArray<unknown>).flatMap((value) =>
+    // References are callable objects: `typeof` says "function".
+    (typeof value === "object" || typeof value === "function") && value !== null && "key" in value &&
+      Context.isReference(value as Context.Key<unknown, unknown>)
+      ? [String(value.key)]
+      : []
+  ),
+  Tracer.ParentSpan.key,
+  Tracer.Tracer.key,
+  Clock.Clock.key,
+  Random.Random.key,
+  Console.Console.key,
+  ConfigProvider.ConfigProvider.key,
+  Scope.Scope.key
+])
+
+const withoutAmbient = <R>(context: Context.Context<R>): Context.Context<R> => {
+  let ambient = false
+  for (const key of context.mapUnsafe.keys()) {
+    if (ambientKeys.has(key)) {
+      ambient = true
+      break
+    }
+  }
+  if (!ambient) return context
+  const kept = new Map<string, unknown>()
+  for (const [key, value] of context.mapUnsafe) if (!ambientKeys.has(key)) kept.set(key, value)
+  return Context.makeUnsafe<R>(kept)
+}
 
 /**
  * Options of `run` and `stream`.

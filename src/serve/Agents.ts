@@ -120,10 +120,12 @@ export const layer = <const A extends Agent.Agent<unknown> | Entry<unknown>>(
   Layer.effect(
     Agents,
     Effect.map(Effect.context<never>(), (context) => {
-      // Not the scope the layer is built in: a run opens and closes its own.
-      const given = Context.omit(Scope.Scope)(context)
+      // `Agent.provide` leaves out what belongs to the running fiber (the scope, the tracing parent, log annotations…):
+      // here, the layer builder's.
+      const given = context
       // Nothing to give (agents in code with their own models): runs go as they would without the layer.
       if (given.mapUnsafe.size === 0) return make(entries as Iterable<Agent.Agent<never> | Entry>)
+      // Per-request services (the current user, the request) cannot be given here: the layer is built once.
       return make(Array.from(entries, (entry) => {
         const { agent, ...rest } = entryOf(entry)
         return { ...rest, agent: Agent.provide(agent, given) as Agent.Agent<never> }

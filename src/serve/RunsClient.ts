@@ -330,7 +330,11 @@ const eventsOf = (
       message: `the event stream ${runId === undefined ? "" : `of run ${runId} `}ended before its RunCompleted (${why})`
     })
   return bytes.pipe(
-    Stream.mapError((error) => disconnected(error.message)),
+    // A connection cut after the run's end (its `RunCompleted` or error already read) lost nothing: end as the body
+    // would have.
+    Stream.catch((error) =>
+      position.failed !== undefined || position.completed ? Stream.empty : Stream.fail(disconnected(error.message))
+    ),
     Stream.decodeText,
     Stream.pipeThroughChannel(Sse.decode()),
     Stream.catchIf(Sse.Retry.is, () => Stream.fail(disconnected("the server asked to retry"))),

@@ -114,6 +114,41 @@ const cases = [
   }
 ] as const
 
+// A command started under an npm script any other way (npm_lifecycle_event set, npm_command=run-script) is not npx's:
+// its parent going (a `nohup … &` in a script) does not stop it.
+describe("a valet started from an npm script, not by npx, outlives its parent", () => {
+  it.live("SIGTERM to the shell of an npm script: the server goes on serving", () =>
+    Effect.gen(function*() {
+      const mark = marker()
+      const { dir } = yield* tempDir(`valet-bin-${mark}-`)
+      const config = join(dir, "valet.yaml")
+      copyFileSync(join(root, "examples", "serve", "valet.yaml"), config)
+      const shell = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          spawn("sh", ["-c", `"${process.execPath}" "${bin}" serve --config "${config}" --port 0`], {
+            cwd: root,
+            stdio: ["ignore", "ignore", "pipe"],
+            env: { ...process.env, npm_command: "run-script", npm_lifecycle_event: "start" }
+          })
+        ),
+        () => Effect.sync(() => processesWith(mark).forEach((pid) => process.kill(pid, "SIGKILL")))
+      )
+      const port = yield* Effect.callback<number, Error>((resume) => {
+        let stderr = ""
+        shell.stderr.on("data", (data: Buffer) => {
+          stderr += data.toString()
+          const found = /agents at http:\/\/127\.0\.0\.1:(\d+) /.exec(stderr)
+          if (found !== null) resume(Effect.succeed(Number(found[1])))
+        })
+      })
+      shell.kill("SIGTERM")
+      yield* Effect.promise(() => new Promise((resolve) => shell.once("exit", resolve)))
+      // Ten of the watchdog's periods: a valet that stops when its parent goes would be gone.
+      yield* Effect.sleep("2500 millis")
+      expect(yield* listening(port)).toBe(true)
+    }).pipe(Effect.scoped), 30_000)
+})
+
 describe("npm run valet, npx valet: a signal to npm stops the command", () => {
   for (const { name, signal, command, args, env } of cases) {
     it.live(`${name}: the port stops listening and no process of it remains`, () =>

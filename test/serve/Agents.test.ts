@@ -3,7 +3,7 @@
  * agent value, a scripted model in a test and another model elsewhere, by providing another layer.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Layer, Schema } from "effect"
+import { Context, Effect, Layer, References, Schema, Tracer } from "effect"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -79,6 +79,38 @@ describe("Agents.layer takes agents that need services", () => {
       // The writer and its critic (a sub-agent) both ran on the given model: two calls of its script.
       expect(results[1].output).toBe("draft")
       expect(results[1].modelCalls).toBe(2)
+    }))
+
+  it.effect("what belongs to the running fiber stays the caller's: the tracing parent span and log annotations", () =>
+    Effect.gen(function*() {
+      // A tool that reports what its fiber holds: the parent span and the log annotations.
+      const seen: Array<{ span: string | undefined; annotations: Record<string, unknown> }> = []
+      const probe = Tool.make({
+        name: "probe",
+        description: "Reports its fiber",
+        parameters: Schema.Struct({}),
+        handler: () =>
+          Effect.gen(function*() {
+            const span = yield* Effect.serviceOption(Tracer.ParentSpan)
+            const annotations = yield* References.CurrentLogAnnotations
+            seen.push({ span: span._tag === "Some" && span.value._tag === "Span" ? span.value.name : undefined, annotations: { ...annotations } })
+            return "ok"
+          })
+      })
+      const agent = Agent.make({ name: "prober", instructions: "x", tools: [probe] })
+      // The catalog is built at startup, in a span of its own and with startup annotations.
+      const agents = yield* Effect.service(Agents.Agents).pipe(
+        Effect.withSpan("startup"),
+        Effect.annotateLogs({ phase: "startup" }),
+        Effect.provide(Agents.layer([agent]).pipe(Layer.provide(ScriptedModel.layer([{ toolCalls: [{ name: "probe" }] }, "done"])))),
+        Effect.withSpan("startup"),
+        Effect.annotateLogs({ phase: "startup" })
+      )
+      // A request runs it, in its own span and with its own annotations.
+      yield* Agent.run(agents.get("prober")!.agent, "go").pipe(Effect.annotateLogs({ requestId: "r1" }), Effect.withSpan("request"))
+      expect(seen).toHaveLength(1)
+      expect(seen[0]!.annotations).toEqual({ requestId: "r1" })
+      expect(seen[0]!.span).not.toBe("startup")
     }))
 
   it.effect("Agent.provide: the first services given win, as with nested Effect.provide", () =>

@@ -214,7 +214,7 @@ describe("ChatApi (the AI SDK's chat transport as the client)", () => {
       const file = { id: "u1", role: "user" as const, parts: [{ type: "file" as const, mediaType: "image/png", url: "data:image/png;base64,AA==" }] }
       expect(yield* refusal(api, [file])).toEqual({
         _tag: "BadRequest",
-        message: "payload: messages[0].parts[0] is a file: valet's messages are text, so an agent cannot be given a file yet"
+        message: `payload: messages[0].parts[0] is a file of type "image/png": valet's messages are text, so an agent can be given text files only (text/*, JSON, XML, YAML, CSV)`
       })
     }).pipe(Effect.scoped), 30_000)
 
@@ -299,7 +299,8 @@ describe("ChatApi.runRequestOf (UI messages → the run's history and input)", (
       input: "Thanks!",
       history: [
         Model.system("Answer in French."),
-        Model.user("Look it up please."),
+        // Two parts, two blocks: a line between them.
+        Model.user("Look it up\n please."),
         { ...Model.assistant("", [{ id: "c1", name: "search", arguments: `{"q":"x"}` }]), reasoning: "I should search." },
         Model.toolResult("c1", "search", `{"hits":2}`),
         Model.assistant("", [{ id: "c2", name: "fetch", arguments: `{"url":"u"}` }, { id: "c3", name: "delete", arguments: "{}" }]),
@@ -310,6 +311,12 @@ describe("ChatApi.runRequestOf (UI messages → the run's history and input)", (
     }))
     // One user message: the input, no history.
     expect(run([{ role: "user", parts: [{ type: "text", text: "hi" }] }])).toEqual(Result.succeed({ agent: "agent", input: "hi" }))
+    // A text file attached inline (what useChat sends): its text, named, in the message.
+    const csv = `data:text/csv;base64,${Buffer.from("a,b\n1,2\n").toString("base64")}`
+    expect(run([{ role: "user", parts: [{ type: "text", text: "Sum column b." }, { type: "file", mediaType: "text/csv", filename: "t.csv", url: csv }] }]))
+      .toEqual(Result.succeed({ agent: "agent", input: "Sum column b.\n[file t.csv (text/csv)]\na,b\n1,2\n" }))
+    expect(run([{ role: "user", parts: [{ type: "file", mediaType: "application/json", url: "data:application/json,%7B%22a%22%3A1%7D" }] }]))
+      .toEqual(Result.succeed({ agent: "agent", input: `[file attachment (application/json)]\n{"a":1}` }))
   })
 
   it("what cannot be given to an agent is refused, naming the part", () => {
@@ -330,6 +337,29 @@ describe("ChatApi.runRequestOf (UI messages → the run's history and input)", (
     )
     expect(refused([{ type: "reasoning", text: "hm" }], "user")).toBe("payload: messages[0].parts[0] is reasoning in a user message: only an assistant reasons")
     expect(refused([{ type: "custom", kind: "a.b" }])).toMatch(/^payload: messages\[0\]\.parts\[0\]\.type is "custom", a part valet cannot give an agent/)
+    // Files: a text file by URL is not fetched; a file that is not text is refused.
+    expect(refused([{ type: "file", mediaType: "text/plain", url: "https://example.com/a.txt" }], "user")).toBe(
+      "payload: messages[0].parts[0] is a file by URL: give it inline (a data: URL, as useChat sends attachments); the server does not fetch URLs"
+    )
+    expect(refused([{ type: "file", mediaType: "text/plain", url: `data:text/plain;base64,${Buffer.from([0xff, 0xfe]).toString("base64")}` }], "user")).toBe(
+      "payload: messages[0].parts[0] is a file whose data is not UTF-8 text"
+    )
+    // The last user message must say something, and each tool call's id is its own.
+    const only = (parts: ReadonlyArray<unknown>) => {
+      const result = run([{ role: "user", parts }])
+      return Result.isFailure(result) ? result.failure.message : undefined
+    }
+    expect(only([])).toBe("payload: messages[0].parts hold no text: the last user message is what the agent answers")
+    expect(only([{ type: "data-note", data: 1 }])).toBe("payload: messages[0].parts hold no text: the last user message is what the agent answers")
+    const call = (id: string) => ({ type: "tool-search", toolCallId: id, state: "output-available", input: {}, output: "r" })
+    const twice = run([
+      { role: "user", parts: [{ type: "text", text: "a" }] },
+      { role: "assistant", parts: [{ type: "step-start" }, call("c1"), { type: "step-start" }, call("c1")] },
+      { role: "user", parts: [{ type: "text", text: "b" }] }
+    ])
+    expect(Result.isFailure(twice) ? twice.failure.message : undefined).toBe(
+      `payload: messages hold two tool calls with the id "c1": each call's result must be its own`
+    )
   })
 })
 

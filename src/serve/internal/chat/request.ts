@@ -124,6 +124,33 @@ const resultOf = (part: typeof ToolPart.Type): string | undefined => {
   }
 }
 
+/** Media types whose bytes are text an agent can read in its message: `text/*`, JSON, XML, YAML, CSV. */
+const textMedia = /^(text\/[\w.+-]+|application\/(json|[\w.+-]+\+json|xml|[\w.+-]+\+xml|yaml|x-yaml|csv))$/i
+
+/**
+ * A file part as text in the message, or why it cannot be: a text file sent inline (a `data:` URL, what `useChat`
+ * sends for an attachment) is given as `[file <name> (<type>)]` and its text; other files (images, PDFs) need content
+ * parts valet's messages do not have yet, and a URL to fetch is not fetched (the server would reach out for a client).
+ */
+const textOfFile = (part: { readonly [key: string]: unknown }): Result.Result<string, string> => {
+  const mediaType = typeof part.mediaType === "string" ? part.mediaType : ""
+  const url = typeof part.url === "string" ? part.url : ""
+  const name = typeof part.filename === "string" && part.filename !== "" ? part.filename : "attachment"
+  if (!textMedia.test(mediaType.split(";")[0]!.trim())) {
+    return Result.fail(`is a file of type ${JSON.stringify(mediaType.slice(0, 80))}: valet's messages are text, so an agent can be given text files only (text/*, JSON, XML, YAML, CSV)`)
+  }
+  const data = /^data:([^,]*),(.*)$/s.exec(url)
+  if (data === null) return Result.fail("is a file by URL: give it inline (a data: URL, as useChat sends attachments); the server does not fetch URLs")
+  try {
+    const text = /;base64$/i.test(data[1]!)
+      ? new TextDecoder("utf-8", { fatal: true }).decode(Buffer.from(data[2]!, "base64"))
+      : decodeURIComponent(data[2]!)
+    return Result.succeed(`[file ${name} (${mediaType})]\n${text}`)
+  } catch {
+    return Result.fail(`is a file whose data is not UTF-8 text`)
+  }
+}
+
 /** A message's parts as steps (split at `step-start`), or why a part cannot be given to an agent. */
 const stepsOf = (message: UiMessage, i: number, body: ChatRequest): Result.Result<Array<Step>, Refusal> => {
   const steps: Array<Step> = [emptyStep()]
@@ -139,8 +166,9 @@ const stepsOf = (message: UiMessage, i: number, body: ChatRequest): Result.Resul
       const decoded = decodePart(TextPart, part, path, body)
       if (Result.isFailure(decoded)) return Result.fail(decoded.failure)
       if (type === "reasoning" && message.role !== "assistant") return refuse(at, `is reasoning in a ${message.role} message: only an assistant reasons`)
-      if (type === "text") step.text += decoded.success.text
-      else step.reasoning += decoded.success.text
+      // Parts are blocks of their own: a line between two, so that "Hello" and "world" do not read "Helloworld".
+      if (type === "text") step.text = step.text === "" ? decoded.success.text : `${step.text}\n${decoded.success.text}`
+      else step.reasoning = step.reasoning === "" ? decoded.success.text : `${step.reasoning}\n${decoded.success.text}`
     } else if (type === "dynamic-tool" || type.startsWith("tool-")) {
       if (message.role !== "assistant") return refuse(at, `is a tool call in a ${message.role} message: only an assistant calls tools`)
       const name = type === "dynamic-tool" ? undefined : type.slice("tool-".length)
@@ -153,7 +181,9 @@ const stepsOf = (message: UiMessage, i: number, body: ChatRequest): Result.Resul
         result: resultOf(tool)
       })
     } else if (type === "file") {
-      return refuse(at, "is a file: valet's messages are text, so an agent cannot be given a file yet")
+      const text = textOfFile(part)
+      if (Result.isFailure(text)) return refuse(at, text.failure)
+      step.text = step.text === "" ? text.success : `${step.text}\n${text.success}`
     } else if (!displayOnly(type)) {
       return refuse(
         `${at}.type`,
@@ -204,5 +234,14 @@ export const runRequestOf = (agent: string, body: ChatRequest): Result.Result<Ru
   }
   const input = modelMessagesOf(final, last, body)
   if (Result.isFailure(input)) return Result.fail(input.failure)
-  return Result.succeed({ agent, input: input.success[0]!.content, ...(history.length > 0 ? { history } : {}) })
+  const text = input.success[0]!.content
+  if (text.trim() === "") return refuse(`messages[${last}].parts`, "hold no text: the last user message is what the agent answers")
+  const ids = new Set<string>()
+  for (const message of history) {
+    for (const call of message.role === "assistant" ? message.toolCalls ?? [] : []) {
+      if (ids.has(call.id)) return refuse("messages", `hold two tool calls with the id ${JSON.stringify(call.id)}: each call's result must be its own`)
+      ids.add(call.id)
+    }
+  }
+  return Result.succeed({ agent, input: text, ...(history.length > 0 ? { history } : {}) })
 }

@@ -1,0 +1,314 @@
+/**
+ * Conversations that persist (DESIGN §14): a thread is an id, an owner (a user or tenant id the embedding app sets
+ * from its own auth, never from a request body), metadata, and its messages in order — user messages, assistant
+ * messages with their tool calls, tool results. `Agent.run(agent, input, { thread })` is a turn: it loads the
+ * thread's recent messages (a page, never the whole history of a long thread), runs, and appends the turn's
+ * messages in one write when the run ends; one turn at a time per thread, across processes (a lease on the thread's
+ * row). A failed or interrupted turn appends the user message and a note of how it ended (or what the app
+ * chooses), never half a tool exchange.
+ *
+ * Layers: `layerMemory` (tests, one process) and `layerSql` on any `effect/sql` `SqlClient` — SQLite
+ * (`SqliteClient.layer({ filename })` from `valet/SqliteClient`) or PostgreSQL (`@effect/sql-pg`'s `PgClient`);
+ * tables `valet_threads` and `valet_thread_messages`, created when missing. Rows read back are schema-checked: a
+ * damaged one is a `ThreadStoreError` naming the thread and the message's index.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Agent, ScriptedModel, Threads } from "valet"
+ *
+ * const assistant = Agent.make({ name: "assistant", instructions: "Be brief." })
+ *
+ * const program = Effect.gen(function*() {
+ *   const thread = yield* Threads.create({ owner: "user-7" })
+ *   yield* Agent.run(assistant, "My name is Ada.", { thread: thread.id })
+ *   // The second turn's model sees the first turn: "Your name is Ada."
+ *   const second = yield* Agent.run(assistant, "What is my name?", { thread: thread.id })
+ *   const page = yield* Threads.messages(thread.id)
+ *   return { answer: second.output, messages: page.messages.length } // 4 messages: two turns
+ * }).pipe(
+ *   Effect.provide(Threads.layerMemory()),
+ *   Effect.provide(ScriptedModel.layer(["Hello, Ada.", "Your name is Ada."]))
+ * )
+ * ```
+ *
+ * @since 0.2.0
+ */
+import { Context, Effect, Layer } from "effect"
+import type { SqlClient } from "effect/sql"
+import type { Message } from "./internal/modelSchema.js"
+import * as Memory from "./internal/threads/memory.js"
+import * as Model from "./internal/threads/model.js"
+import * as Sql from "./internal/threads/sql.js"
+
+// ---------------------------------------------------------------------------------------------------------
+// Models, errors, the service's interface (defined in internal/threads/model.ts)
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * A thread as stored, without its messages: id, owner, metadata, times, message count.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type Thread = Model.Thread
+
+/**
+ * A page of a thread's messages, oldest first: indexes `[start, start + messages.length)`.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type Page = Model.Page
+
+/**
+ * A page of an owner's threads, most recently updated first; `nextCursor` reads the next page.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type ThreadPage = Model.ThreadPage
+
+/**
+ * Options that name the caller's owner: when given, a thread of another owner is `ThreadForbidden`.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export type OwnerOptions = Model.OwnerOptions
+
+/**
+ * A lease on a thread: one turn at a time, across processes.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type Lease = Model.Lease
+
+/**
+ * A thread store: create, get, messages (paged), list (by owner, paged), append (atomic), fork, delete, and the
+ * lease of a turn (acquire, renew, release).
+ *
+ * @since 0.2.0
+ * @category services
+ */
+export type Service = Model.Service
+
+/**
+ * Why `id` cannot be a thread id, or `undefined` when it can: letters, digits, `-`, `.`, `:` and single `_`, at
+ * most 128 characters.
+ *
+ * @since 0.2.0
+ * @category names
+ */
+export const threadIdProblem: (id: string) => string | undefined = Model.threadIdProblem
+
+/**
+ * A thread id as a schema (see `threadIdProblem`).
+ *
+ * @since 0.2.0
+ * @category names
+ */
+export const ThreadId = Model.ThreadId
+
+/**
+ * No thread has this id (or it was deleted).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const ThreadNotFound = Model.ThreadNotFound
+/**
+ * No thread has this id.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type ThreadNotFound = Model.ThreadNotFound
+
+/**
+ * The thread belongs to another owner than the one named (403 over HTTP).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const ThreadForbidden = Model.ThreadForbidden
+/**
+ * The thread belongs to another owner.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type ThreadForbidden = Model.ThreadForbidden
+
+/**
+ * Another turn holds the thread, and this one was told not to wait (or waited in vain).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const ThreadBusy = Model.ThreadBusy
+/**
+ * Another turn holds the thread.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type ThreadBusy = Model.ThreadBusy
+
+/**
+ * The store failed, refused bad input, or read a damaged row (naming the thread and the message's index).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const ThreadStoreError = Model.ThreadStoreError
+/**
+ * The store failed, refused bad input, or read a damaged row.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type ThreadStoreError = Model.ThreadStoreError
+
+/**
+ * What a thread operation can fail with.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type ThreadError = Model.ThreadError
+
+// ---------------------------------------------------------------------------------------------------------
+// The service
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * The thread store in context.
+ *
+ * @since 0.2.0
+ * @category services
+ */
+export class Threads extends Context.Service<Threads, Service>()("valet/Threads") {}
+
+/**
+ * Creates a thread (`thr_<random>` unless an id is given).
+ *
+ * @since 0.2.0
+ * @category accessors
+ */
+export const create = (options: Parameters<Service["create"]>[0]): Effect.Effect<Thread, ThreadStoreError, Threads> =>
+  Effect.flatMap(Effect.service(Threads), (threads) => threads.create(options))
+
+/**
+ * A thread, without its messages.
+ *
+ * @since 0.2.0
+ * @category accessors
+ */
+export const get = (threadId: string, options?: OwnerOptions): Effect.Effect<Thread, ThreadError, Threads> =>
+  Effect.flatMap(Effect.service(Threads), (threads) => threads.get(threadId, options))
+
+/**
+ * A page of a thread's messages (the last 100 by default).
+ *
+ * @since 0.2.0
+ * @category accessors
+ */
+export const messages = (
+  threadId: string,
+  options?: Parameters<Service["messages"]>[1]
+): Effect.Effect<Page, ThreadError, Threads> => Effect.flatMap(Effect.service(Threads), (threads) => threads.messages(threadId, options))
+
+/**
+ * A page of an owner's threads.
+ *
+ * @since 0.2.0
+ * @category accessors
+ */
+export const list = (owner: string, options?: Parameters<Service["list"]>[1]): Effect.Effect<ThreadPage, ThreadError, Threads> =>
+  Effect.flatMap(Effect.service(Threads), (threads) => threads.list(owner, options))
+
+/**
+ * Appends messages to a thread in one write.
+ *
+ * @since 0.2.0
+ * @category accessors
+ */
+export const append = (
+  threadId: string,
+  messages: ReadonlyArray<Message>,
+  options?: Parameters<Service["append"]>[2]
+): Effect.Effect<Thread, ThreadError, Threads> => Effect.flatMap(Effect.service(Threads), (threads) => threads.append(threadId, messages, options))
+
+/**
+ * A copy of a thread up to a message (edit and retry: fork before the message to change, then run from there).
+ *
+ * @since 0.2.0
+ * @category accessors
+ */
+export const fork = (threadId: string, options: Parameters<Service["fork"]>[1]): Effect.Effect<Thread, ThreadError, Threads> =>
+  Effect.flatMap(Effect.service(Threads), (threads) => threads.fork(threadId, options))
+
+/**
+ * Deletes a thread and its messages.
+ *
+ * @since 0.2.0
+ * @category accessors
+ */
+const delete_ = (threadId: string, options?: OwnerOptions): Effect.Effect<void, ThreadError, Threads> =>
+  Effect.flatMap(Effect.service(Threads), (threads) => threads.delete(threadId, options))
+export {
+  /**
+   * Deletes a thread and its messages.
+   *
+   * @since 0.2.0
+   * @category accessors
+   */
+  delete_ as delete
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Layers
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * A store in memory, for tests and one process.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const makeMemory: () => Effect.Effect<Service> = Memory.make
+
+/**
+ * `makeMemory` as a layer.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
+export const layerMemory = (): Layer.Layer<Threads> => Layer.effect(Threads, Memory.make())
+
+/**
+ * The tables of the SQL store.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const tableNames = Sql.tableNames
+
+/**
+ * A store on the `SqlClient` in context (SQLite or PostgreSQL); creates its tables when missing.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const makeSql: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient> = Sql.make
+
+/**
+ * `makeSql` as a layer: `Threads.layerSql.pipe(Layer.provide(SqliteClient.layer({ filename: "data/threads.db" })))`
+ * keeps threads in a SQLite file; with `PgClient.layer(…)`, in PostgreSQL.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
+export const layerSql: Layer.Layer<Threads, ThreadStoreError, SqlClient.SqlClient> = Layer.effect(Threads, Sql.make)

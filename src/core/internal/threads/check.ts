@@ -1,0 +1,97 @@
+/**
+ * What both thread stores check the same way: the arguments a caller gives (ids, owners, limits, cursors, messages)
+ * and the owner of a thread found. Each refusal is an error naming the operation, the thread and the field.
+ */
+import { Effect, Result, Schema } from "effect"
+import { formatIssue } from "../decode.js"
+import { randomHex20 } from "../ids.js"
+import { Message } from "../modelSchema.js"
+import { type Thread, ThreadForbidden, threadIdProblem, ThreadStoreError } from "./model.js"
+
+const decodeMessage = Schema.decodeUnknownResult(Message)
+
+export const newThreadId = (): string => `thr_${randomHex20()}`
+
+export const newLeaseToken = (): string => `lease_${randomHex20()}`
+
+export const refuse = (operation: string, message: string, threadId?: string, index?: number) =>
+  new ThreadStoreError({
+    operation,
+    message: `Threads.${operation}: ${message}`,
+    ...(threadId !== undefined ? { threadId } : {}),
+    ...(index !== undefined ? { index } : {})
+  })
+
+export const checkId = (operation: string, id: string): Effect.Effect<void, ThreadStoreError> => {
+  const problem = typeof id === "string" ? threadIdProblem(id) : "the thread id must be a string"
+  return problem === undefined ? Effect.void : Effect.fail(refuse(operation, problem))
+}
+
+export const checkOwner = (operation: string, owner: unknown, threadId?: string): Effect.Effect<void, ThreadStoreError> =>
+  typeof owner === "string" && owner.length > 0 && owner.length <= 256
+    ? Effect.void
+    : Effect.fail(refuse(operation, "owner must be a non-empty string of at most 256 characters", threadId))
+
+/** The thread, when `owner` is not given or is its owner. */
+export const owned = (operation: string, thread: Thread, owner: string | undefined): Effect.Effect<Thread, ThreadForbidden> =>
+  owner === undefined || owner === thread.owner
+    ? Effect.succeed(thread)
+    : Effect.fail(new ThreadForbidden({ threadId: thread.id, message: `Threads.${operation}: thread ${JSON.stringify(thread.id)} belongs to another owner` }))
+
+export const checkInteger = (
+  operation: string,
+  field: string,
+  value: number | undefined,
+  fallback: number,
+  min: number,
+  max: number,
+  threadId?: string
+): Effect.Effect<number, ThreadStoreError> => {
+  if (value === undefined) return Effect.succeed(fallback)
+  return Number.isInteger(value) && value >= min && value <= max
+    ? Effect.succeed(value)
+    : Effect.fail(refuse(operation, `${field} must be an integer in [${min}, ${max}], got ${String(value)}`, threadId))
+}
+
+/** The messages to append, each checked: the first that is not a message is refused by its position. */
+export const checkMessages = (
+  operation: string,
+  threadId: string,
+  messages: ReadonlyArray<unknown>,
+  firstIndex: number
+): Effect.Effect<ReadonlyArray<Message>, ThreadStoreError> => {
+  const checked: Array<Message> = []
+  for (let i = 0; i < messages.length; i++) {
+    const decoded = decodeMessage(messages[i])
+    if (Result.isFailure(decoded)) {
+      return Effect.fail(refuse(operation, formatIssue(`messages[${i}] (message ${firstIndex + i} of thread ${JSON.stringify(threadId)}) is not a message`, decoded.failure.issue, messages[i]), threadId, firstIndex + i))
+    }
+    checked.push(decoded.success)
+  }
+  return Effect.succeed(checked)
+}
+
+/** An owner's threads are listed by (updatedAt, id), newest first; a cursor is where the last page ended. */
+export const cursorOf = (thread: Thread): string => `${thread.updatedAt}.${thread.id}`
+
+export const parseCursor = (cursor: string | undefined): Result.Result<{ readonly updatedAt: number; readonly id: string } | undefined, string> => {
+  if (cursor === undefined) return Result.succeed(undefined)
+  const match = /^(\d{1,16})\.(.+)$/.exec(cursor)
+  if (match === null || threadIdProblem(match[2]!) !== undefined) return Result.fail(`cursor ${JSON.stringify(cursor.slice(0, 80))} is not one a page of threads gave`)
+  return Result.succeed({ updatedAt: Number(match[1]), id: match[2]! })
+}
+
+export const metadataOf = (operation: string, metadata: unknown, threadId?: string): Effect.Effect<Readonly<Record<string, unknown>>, ThreadStoreError> => {
+  if (metadata === undefined) return Effect.succeed({})
+  if (typeof metadata !== "object" || metadata === null || Array.isArray(metadata)) {
+    return Effect.fail(refuse(operation, "metadata must be a JSON object", threadId))
+  }
+  try {
+    // Stored as JSON: what does not survive it (functions, cycles) is refused here rather than lost.
+    const text = JSON.stringify(metadata)
+    if (text.length > 65_536) return Effect.fail(refuse(operation, `metadata must be at most 65536 characters of JSON, got ${text.length}`, threadId))
+    return Effect.succeed(JSON.parse(text) as Record<string, unknown>)
+  } catch (error) {
+    return Effect.fail(refuse(operation, `metadata is not JSON: ${error instanceof Error ? error.message : String(error)}`, threadId))
+  }
+}

@@ -1,0 +1,149 @@
+/**
+ * The thread store in memory: the same rules as the SQL store (the conformance suite runs both), on maps.
+ */
+import { Clock, Effect, Result } from "effect"
+import type { Message } from "../modelSchema.js"
+import * as Check from "./check.js"
+import { type Lease, type Service, type Thread, ThreadBusy, type ThreadForbidden, ThreadNotFound, type ThreadStoreError } from "./model.js"
+
+interface Entry {
+  thread: Thread
+  readonly messages: Array<Message>
+  lease: { readonly token: string; until: number } | undefined
+}
+
+export const make = (): Effect.Effect<Service> =>
+  Effect.sync(() => {
+    const entries = new Map<string, Entry>()
+
+    const find = (
+      operation: string,
+      threadId: string,
+      owner: string | undefined
+    ): Effect.Effect<Entry, ThreadNotFound | ThreadForbidden | ThreadStoreError> =>
+      Effect.flatMap(Check.checkId(operation, threadId), (): Effect.Effect<Entry, ThreadNotFound | ThreadForbidden> => {
+        const entry = entries.get(threadId)
+        return entry === undefined
+          ? Effect.fail(new ThreadNotFound({ threadId, message: `Threads.${operation}: no thread ${JSON.stringify(threadId)}` }))
+          : Effect.as(Check.owned(operation, entry.thread, owner), entry)
+      })
+
+    const busy = (operation: string, threadId: string, why: string) =>
+      new ThreadBusy({ threadId, message: `Threads.${operation}: thread ${JSON.stringify(threadId)} ${why}` })
+
+    const create: Service["create"] = (options) =>
+      Effect.gen(function*() {
+        const id = options.id ?? Check.newThreadId()
+        yield* Check.checkId("create", id)
+        yield* Check.checkOwner("create", options.owner, id)
+        const metadata = yield* Check.metadataOf("create", options.metadata, id)
+        if (entries.has(id)) return yield* Check.refuse("create", `a thread ${JSON.stringify(id)} exists`, id)
+        const now = yield* Clock.currentTimeMillis
+        const thread: Thread = { id, owner: options.owner, metadata, createdAt: now, updatedAt: now, messageCount: 0 }
+        entries.set(id, { thread, messages: [], lease: undefined })
+        return thread
+      })
+
+    const messages: Service["messages"] = (threadId, options) =>
+      Effect.gen(function*() {
+        const entry = yield* find("messages", threadId, options?.owner)
+        const total = entry.messages.length
+        const before = yield* Check.checkInteger("messages", "before", options?.before, total, 0, total, threadId)
+        const limit = yield* Check.checkInteger("messages", "limit", options?.limit, 100, 1, 1000, threadId)
+        const start = Math.max(0, before - limit)
+        return { threadId, start, messages: entry.messages.slice(start, before), total }
+      })
+
+    const list: Service["list"] = (owner, options) =>
+      Effect.gen(function*() {
+        yield* Check.checkOwner("list", owner)
+        const limit = yield* Check.checkInteger("list", "limit", options?.limit, 50, 1, 500)
+        const cursor = Check.parseCursor(options?.cursor)
+        if (Result.isFailure(cursor)) return yield* Check.refuse("list", cursor.failure)
+        const after = cursor.success
+        const mine = [...entries.values()]
+          .map((entry) => entry.thread)
+          .filter((thread) => thread.owner === owner)
+          .filter((thread) =>
+            after === undefined || thread.updatedAt < after.updatedAt || (thread.updatedAt === after.updatedAt && thread.id < after.id)
+          )
+          .sort((a, b) => b.updatedAt - a.updatedAt || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0))
+        const threads = mine.slice(0, limit)
+        return mine.length > limit ? { threads, nextCursor: Check.cursorOf(threads.at(-1)!) } : { threads }
+      })
+
+    const holds = (entry: Entry, lease: Lease, now: number) =>
+      entry.lease !== undefined && entry.lease.token === lease.token && entry.lease.until >= now
+
+    const append: Service["append"] = (threadId, added, options) =>
+      Effect.gen(function*() {
+        const entry = yield* find("append", threadId, options?.owner)
+        const checked = yield* Check.checkMessages("append", threadId, added, entry.messages.length)
+        const now = yield* Clock.currentTimeMillis
+        if (options?.expectedCount !== undefined && options.expectedCount !== entry.messages.length) {
+          return yield* busy("append", threadId, `holds ${entry.messages.length} messages, not the ${options.expectedCount} expected: another writer appended`)
+        }
+        if (options?.lease !== undefined && !holds(entry, options.lease, now)) {
+          return yield* busy("append", threadId, "is no longer held by this turn's lease")
+        }
+        entry.messages.push(...checked)
+        entry.thread = { ...entry.thread, updatedAt: now, messageCount: entry.messages.length }
+        return entry.thread
+      })
+
+    const fork: Service["fork"] = (threadId, options) =>
+      Effect.gen(function*() {
+        const entry = yield* find("fork", threadId, options.owner)
+        const at = yield* Check.checkInteger("fork", "at", options.at, 0, 0, entry.messages.length, threadId)
+        const forked = yield* create({
+          ...(options.id !== undefined ? { id: options.id } : {}),
+          owner: entry.thread.owner,
+          metadata: options.metadata ?? entry.thread.metadata
+        }).pipe(Effect.mapError((error) => Check.refuse("fork", error.message.replace(/^Threads\.create: /, ""), threadId)))
+        const copy = entries.get(forked.id)!
+        copy.messages.push(...entry.messages.slice(0, at))
+        copy.thread = { ...copy.thread, messageCount: at }
+        return copy.thread
+      })
+
+    const delete_: Service["delete"] = (threadId, options) =>
+      Effect.map(find("delete", threadId, options?.owner), () => void entries.delete(threadId))
+
+    const acquire: Service["acquire"] = (threadId, options) =>
+      Effect.gen(function*() {
+        const entry = yield* find("acquire", threadId, options.owner)
+        const now = yield* Clock.currentTimeMillis
+        if (entry.lease !== undefined && entry.lease.until >= now) return yield* busy("acquire", threadId, "is in another turn")
+        const token = Check.newLeaseToken()
+        entry.lease = { token, until: now + options.durationMs }
+        return { threadId, token }
+      })
+
+    const renew: Service["renew"] = (lease, durationMs) =>
+      Effect.gen(function*() {
+        const entry = yield* find("renew", lease.threadId, undefined)
+        const now = yield* Clock.currentTimeMillis
+        // Expired but not taken by another turn: still ours.
+        if (entry.lease === undefined || entry.lease.token !== lease.token) return yield* busy("renew", lease.threadId, "was taken by another turn")
+        entry.lease.until = now + durationMs
+      })
+
+    const release: Service["release"] = (lease) =>
+      Effect.sync(() => {
+        const entry = entries.get(lease.threadId)
+        if (entry?.lease?.token === lease.token) entry.lease = undefined
+      })
+
+    return {
+      create,
+      get: (threadId, options) => Effect.map(find("get", threadId, options?.owner), (entry) => entry.thread),
+      messages,
+      list,
+      append,
+      fork,
+      delete: delete_,
+      acquire,
+      renew,
+      release
+    } satisfies Service
+  })

@@ -1,0 +1,210 @@
+/**
+ * The data, errors and service interface of `Threads`, apart from the module so that the stores built on them
+ * (memory, SQL) and the turn do not import the module that exports them.
+ */
+import { type Effect, Schema } from "effect"
+import type { Message } from "../modelSchema.js"
+
+// ---------------------------------------------------------------------------------------------------------
+// Models
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * A thread as stored, without its messages.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Thread {
+  readonly id: string
+  /** Whose it is: set by the embedding app (its auth), checked on every read and write that names an owner. */
+  readonly owner: string
+  readonly metadata: Readonly<Record<string, unknown>>
+  /** Milliseconds since the epoch, by the `Clock`. */
+  readonly createdAt: number
+  readonly updatedAt: number
+  /** How many messages it holds: the index the next message gets. */
+  readonly messageCount: number
+}
+
+/**
+ * A page of a thread's messages, oldest first: those with indexes `[start, start + messages.length)`.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Page {
+  readonly threadId: string
+  readonly start: number
+  readonly messages: ReadonlyArray<Message>
+  /** The thread's message count when read. */
+  readonly total: number
+}
+
+/**
+ * A page of an owner's threads, most recently updated first; `nextCursor` reads the next page.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface ThreadPage {
+  readonly threads: ReadonlyArray<Thread>
+  readonly nextCursor?: string | undefined
+}
+
+/**
+ * Why `id` cannot be a thread id, or `undefined` when it can: letters, digits, `-`, `.`, `:` and `_`, at most
+ * 128 characters (the same rule as a session id, which a turn's session id is built from).
+ *
+ * @since 0.2.0
+ * @category names
+ */
+export const threadIdProblem = (id: string): string | undefined =>
+  /^[A-Za-z0-9][A-Za-z0-9_.:-]*$/.test(id) && !id.includes("__") && id.length <= 128
+    ? undefined
+    : `invalid thread id ${JSON.stringify(id.length > 60 ? `${id.slice(0, 57)}...` : id)}: use letters, digits, -, ., : and single _, at most 128 characters`
+
+/**
+ * A thread id as a schema (see `threadIdProblem`).
+ *
+ * @since 0.2.0
+ * @category names
+ */
+export const ThreadId = Schema.String.check(Schema.makeFilter((id: string) => threadIdProblem(id) ?? true))
+
+// ---------------------------------------------------------------------------------------------------------
+// Errors
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * No thread has this id (or it was deleted).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class ThreadNotFound extends Schema.TaggedError<ThreadNotFound>()("ThreadNotFound", {
+  threadId: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * The thread belongs to another owner than the one named (403 over HTTP).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class ThreadForbidden extends Schema.TaggedError<ThreadForbidden>()("ThreadForbidden", {
+  threadId: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * Another turn holds the thread (in this process or another), and the turn was told not to wait (or waited in
+ * vain).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class ThreadBusy extends Schema.TaggedError<ThreadBusy>()("ThreadBusy", {
+  threadId: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * The store failed, refused bad input, or read a damaged row: `message` says which, naming the thread and the
+ * message's index where there is one.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class ThreadStoreError extends Schema.TaggedError<ThreadStoreError>()("ThreadStoreError", {
+  operation: Schema.String,
+  threadId: Schema.optional(Schema.String),
+  index: Schema.optional(Schema.Number),
+  message: Schema.String
+}) {}
+
+/**
+ * What a thread operation can fail with.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type ThreadError = ThreadNotFound | ThreadForbidden | ThreadBusy | ThreadStoreError
+
+// ---------------------------------------------------------------------------------------------------------
+// The service
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * Options that name the caller's owner: when given, a thread of another owner is `ThreadForbidden`.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export interface OwnerOptions {
+  readonly owner?: string | undefined
+}
+
+/**
+ * A lease on a thread: one turn at a time. Held until `release` or until `until` passes (a process that died
+ * holding it blocks the thread for one lease at most); `renew` extends it.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Lease {
+  readonly threadId: string
+  readonly token: string
+}
+
+/**
+ * A thread store. Every write is atomic; every read is schema-checked.
+ *
+ * @since 0.2.0
+ * @category services
+ */
+export interface Service {
+  readonly create: (options: {
+    readonly id?: string | undefined
+    readonly owner: string
+    readonly metadata?: Readonly<Record<string, unknown>> | undefined
+  }) => Effect.Effect<Thread, ThreadStoreError>
+  readonly get: (threadId: string, options?: OwnerOptions) => Effect.Effect<Thread, ThreadError>
+  /** Up to `limit` messages (default 100, at most 1,000) ending before index `before` (default: the end). */
+  readonly messages: (
+    threadId: string,
+    options?: OwnerOptions & { readonly before?: number | undefined; readonly limit?: number | undefined }
+  ) => Effect.Effect<Page, ThreadError>
+  /** An owner's threads, most recently updated first, `limit` at a time (default 50, at most 500). */
+  readonly list: (
+    owner: string,
+    options?: { readonly limit?: number | undefined; readonly cursor?: string | undefined }
+  ) => Effect.Effect<ThreadPage, ThreadError>
+  /**
+   * Appends messages in one write. With `expectedCount`, only if the thread still holds that many (else
+   * `ThreadBusy`: someone else wrote); with `lease`, only while that lease holds it.
+   */
+  readonly append: (
+    threadId: string,
+    messages: ReadonlyArray<Message>,
+    options?: OwnerOptions & { readonly expectedCount?: number | undefined; readonly lease?: Lease | undefined }
+  ) => Effect.Effect<Thread, ThreadError>
+  /** A new thread (same owner and metadata unless given) holding this one's messages before index `at`. */
+  readonly fork: (
+    threadId: string,
+    options: OwnerOptions & {
+      readonly at: number
+      readonly id?: string | undefined
+      readonly metadata?: Readonly<Record<string, unknown>> | undefined
+    }
+  ) => Effect.Effect<Thread, ThreadError>
+  readonly delete: (threadId: string, options?: OwnerOptions) => Effect.Effect<void, ThreadError>
+  /** Takes the thread's lease for `durationMs`, or fails with `ThreadBusy` when another holds it. */
+  readonly acquire: (threadId: string, options: OwnerOptions & { readonly durationMs: number }) => Effect.Effect<Lease, ThreadError>
+  /** Extends a lease held; `ThreadBusy` when it was lost (expired and taken). */
+  readonly renew: (lease: Lease, durationMs: number) => Effect.Effect<void, ThreadError>
+  /** Gives a lease back (nothing when it was lost). */
+  readonly release: (lease: Lease) => Effect.Effect<void, ThreadStoreError>
+}
+

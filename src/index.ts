@@ -46,6 +46,9 @@ export * as OpenAiCompatible from "./providers/OpenAiCompatible.js"
 /** The scripted test double of `Model`. */
 export * as ScriptedModel from "./core/ScriptedModel.js"
 
+/** Conversations that persist: threads on memory, SQLite or PostgreSQL, and turns on them. */
+export * as Threads from "./core/Threads.js"
+
 /** Tools an agent can call. */
 export * as Tool from "./core/Tool.js"
 

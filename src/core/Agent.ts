@@ -38,6 +38,8 @@ import * as Output from "./internal/output.js"
 import * as Spans from "./internal/spans.js"
 import * as ReActInternal from "./internal/toolLoop.js"
 import type * as Model from "./Model.js"
+import * as Turn from "./internal/threads/turn.js"
+import * as Threads from "./Threads.js"
 import type * as Tool from "./Tool.js"
 
 const TypeId: unique symbol = Symbol.for("valet/Agent")
@@ -367,25 +369,27 @@ const rootInput = (
 
 
 /**
- * Runs an agent on a prompt and answers its result. A spent budget is not a failure: the result is marked
- * interrupted (`budget:<limit>`) and keeps the best output so far. Interrupting the fiber stops the run at once.
+ * Options of a turn on a thread (`run` / `stream` with `thread`): the thread's id alone, or with how it is held,
+ * read and kept (`Threads`).
  *
- * @since 0.1.0
- * @category running
+ * @since 0.2.0
+ * @category options
  */
-export const run: {
-  <R, A, I>(
-    agent: Agent<R>,
-    prompt: string,
-    options: RunOptions & OutputOptions<A, I>
-  ): Effect.Effect<ResultWithValue<A>, AgentError, R>
-  <R>(agent: Agent<R>, prompt: string, options?: RunOptions): Effect.Effect<AgentEvent.RunResult, AgentError, R>
-} = <R>(
-  agent: Agent<R>,
+export interface ThreadOptions {
+  /**
+   * The thread this run is a turn of: its last messages are the run's history (before `history`, if given), and the
+   * turn's messages are appended when the run ends. Needs `Threads` in context.
+   */
+  readonly thread: string | Threads.TurnOptions
+}
+
+// A run's body with the emitter it reports to: `unobserved` for a plain run, a recorder for a turn on a thread.
+const runWith = (
+  agent: Agent<unknown>,
   prompt: string,
-  options?: RunOptions & Partial<OutputOptions<unknown, unknown>>
-  // The overloads say what the result holds: `value` is set when `output` was given (see `Architecture.Input.output`).
-): Effect.Effect<never, AgentError, R> =>
+  options: (RunOptions & Partial<OutputOptions<unknown, unknown>>) | undefined,
+  emitter: Architecture.Emitter
+): Effect.Effect<AgentEvent.RunResult, AgentError, unknown> =>
   // What `Effect.withSpan` around an `Effect.onExit` would do, with one exit handler (ending the span and closing
   // the run's resources) and the span provided together with the run's context: each wrapper is a frame the
   // run keeps for its whole life, in every concurrent session. `makeSpan` captures no stack (an Error per run).
@@ -396,25 +400,56 @@ export const run: {
       return Effect.onExit(
         Effect.flatMap(
           rootInput(agent, prompt, options, false, resources, span),
-          (input) => agent.architecture.execute(input, Architecture.unobserved)
+          (input) => agent.architecture.execute(input, emitter)
         ),
         (exit) => Effect.andThen(Architecture.closeResources(resources, exit), Spans.end(span, exit))
       )
     }
-  ) as Effect.Effect<never, AgentError, R>
+  )
 
 /**
- * Runs an agent and streams its events, sub-agents' included: `RunStarted` first, one `RunCompleted` (holding
- * the same result `run` answers) last. Stopping the stream early interrupts the run.
+ * Runs an agent on a prompt and answers its result. A spent budget is not a failure: the result is marked
+ * interrupted (`budget:<limit>`) and keeps the best output so far. Interrupting the fiber stops the run at once.
+ * With `thread`, the run is a turn of that thread (`Threads`): its history is loaded, its messages appended.
  *
  * @since 0.1.0
  * @category running
  */
-export const stream = <R>(
+export const run: {
+  <R, A, I>(
+    agent: Agent<R>,
+    prompt: string,
+    options: RunOptions & OutputOptions<A, I> & ThreadOptions
+  ): Effect.Effect<ResultWithValue<A>, AgentError | Threads.ThreadError, R | Threads.Threads>
+  <R>(
+    agent: Agent<R>,
+    prompt: string,
+    options: RunOptions & ThreadOptions
+  ): Effect.Effect<AgentEvent.RunResult, AgentError | Threads.ThreadError, R | Threads.Threads>
+  <R, A, I>(
+    agent: Agent<R>,
+    prompt: string,
+    options: RunOptions & OutputOptions<A, I>
+  ): Effect.Effect<ResultWithValue<A>, AgentError, R>
+  <R>(agent: Agent<R>, prompt: string, options?: RunOptions): Effect.Effect<AgentEvent.RunResult, AgentError, R>
+} = <R>(
   agent: Agent<R>,
   prompt: string,
-  options?: StreamOptions & Partial<OutputOptions<unknown, unknown>>
-): Stream.Stream<AgentEvent.AgentEvent, AgentError, R> =>
+  options?: RunOptions & Partial<OutputOptions<unknown, unknown>> & Partial<ThreadOptions>
+  // The overloads say what the result holds: `value` is set when `output` was given (see `Architecture.Input.output`).
+): Effect.Effect<never, AgentError, R> => {
+  const thread = options?.thread
+  if (thread === undefined) return runWith(agent, prompt, options, Architecture.unobserved) as Effect.Effect<never, AgentError, R>
+  return Effect.flatMap(Effect.service(Threads.Threads), (threads) =>
+    Turn.run(threads, thread, prompt, options?.history, (history, emitter) =>
+      runWith(agent, prompt, { ...options, history }, emitter))) as unknown as Effect.Effect<never, AgentError, R>
+}
+
+const streamWith = (
+  agent: Agent<unknown>,
+  prompt: string,
+  options: (StreamOptions & Partial<OutputOptions<unknown, unknown>>) | undefined
+): Stream.Stream<AgentEvent.AgentEvent, AgentError, unknown> =>
   Architecture.streamEvents(
     Effect.suspend(() => {
       const resources = Architecture.makeResources()
@@ -424,7 +459,41 @@ export const stream = <R>(
       )
     }),
     agent.architecture.execute
-  ) as Stream.Stream<AgentEvent.AgentEvent, AgentError, R>
+  )
+
+/**
+ * Runs an agent and streams its events, sub-agents' included: `RunStarted` first, one `RunCompleted` (holding
+ * the same result `run` answers) last. Stopping the stream early interrupts the run. With `thread`, a turn of that
+ * thread, kept when the stream ends (however it ends).
+ *
+ * @since 0.1.0
+ * @category running
+ */
+export const stream: {
+  <R>(
+    agent: Agent<R>,
+    prompt: string,
+    options: StreamOptions & Partial<OutputOptions<unknown, unknown>> & ThreadOptions
+  ): Stream.Stream<AgentEvent.AgentEvent, AgentError | Threads.ThreadError, R | Threads.Threads>
+  <R>(
+    agent: Agent<R>,
+    prompt: string,
+    options?: StreamOptions & Partial<OutputOptions<unknown, unknown>>
+  ): Stream.Stream<AgentEvent.AgentEvent, AgentError, R>
+} = <R>(
+  agent: Agent<R>,
+  prompt: string,
+  options?: StreamOptions & Partial<OutputOptions<unknown, unknown>> & Partial<ThreadOptions>
+): Stream.Stream<AgentEvent.AgentEvent, AgentError, R> => {
+  const thread = options?.thread
+  if (thread === undefined) return streamWith(agent, prompt, options) as Stream.Stream<AgentEvent.AgentEvent, AgentError, R>
+  return Stream.unwrap(Effect.map(Effect.service(Threads.Threads), (threads) =>
+    Turn.stream(threads, thread, prompt, options?.history, (history) => streamWith(agent, prompt, { ...options, history })))) as unknown as Stream.Stream<
+      AgentEvent.AgentEvent,
+      AgentError,
+      R
+    >
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // Sub-agents

@@ -40,6 +40,7 @@ import type { Message } from "./internal/modelSchema.js"
 import * as Memory from "./internal/threads/memory.js"
 import * as Model from "./internal/threads/model.js"
 import * as Sql from "./internal/threads/sql.js"
+import type * as Turn from "./internal/threads/turn.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // Models, errors, the service's interface (defined in internal/threads/model.ts)
@@ -170,6 +171,25 @@ export const ThreadStoreError = Model.ThreadStoreError
  * @category errors
  */
 export type ThreadStoreError = Model.ThreadStoreError
+
+/**
+ * A turn's options (`Agent.run(agent, task, { thread: { id, … } })`): the thread's `id`, the caller's `owner`,
+ * `onBusy` (`"fail"`, the default, or `"wait"` up to `busyTimeout`), `historyLimit` (the last 100 messages by
+ * default), `incomplete` (how a turn that did not complete is kept) and `leaseDuration` (60 seconds, renewed).
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export type TurnOptions = Turn.TurnOptions
+
+/**
+ * How a turn that did not complete is kept: `"note"` (the task and a note of how it ended, with its partial
+ * answer), `"drop"` (nothing), or a function giving the messages.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export type Incomplete = Turn.Incomplete
 
 /**
  * What a thread operation can fail with.

@@ -179,7 +179,16 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
       return found.length > limit ? { threads: page, nextCursor: Check.cursorOf(page.at(-1)!) } : { threads: page }
     })
 
-  const append: Service["append"] = (threadId, added, options) =>
+  const append: Service["append"] = (threadId, added, options) => {
+    const once = appendOnce(threadId, added, options)
+    // A plain append (no count expected, no lease) that another writer got ahead of reads the new count and goes
+    // again: appends of several writers all land, one after the other.
+    return options?.expectedCount === undefined && options?.lease === undefined
+      ? Effect.retry(once, { while: (error) => error._tag === "ThreadBusy", times: 100 })
+      : once
+  }
+
+  const appendOnce: Service["append"] = (threadId, added, options) =>
     sql.withTransaction(Effect.gen(function*() {
       const thread = yield* find("append", threadId, options?.owner)
       const checked = yield* Check.checkMessages("append", threadId, added, thread.messageCount)

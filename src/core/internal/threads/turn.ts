@@ -1,0 +1,210 @@
+/**
+ * A turn on a thread: the lease (one turn at a time, across processes), the history loaded (a page), the run, and
+ * the turn's messages appended in one write when it ends — the root run's own transcript when it is a whole tool
+ * loop ending in the answer, else the task and the answer; for a turn that did not complete, the task and a note of
+ * how it ended (or what the app chooses). Never half a tool exchange.
+ */
+import { Cause, Duration, Effect, Exit, Schedule, type Scope, Stream } from "effect"
+import type { AgentError } from "../../AgentError.js"
+import type * as AgentEvent from "../../AgentEvent.js"
+import type { Message } from "../modelSchema.js"
+import type { Emitter } from "../runtime.js"
+import { type Lease, type Service, type ThreadError, ThreadBusy } from "./model.js"
+
+/**
+ * How a turn that did not complete is kept: `"note"` (the default) appends the task and an assistant message with
+ * the partial answer and how the turn ended; `"drop"` appends nothing; a function returns the messages to append.
+ */
+export type Incomplete =
+  | "note"
+  | "drop"
+  | ((ending: { readonly task: string; readonly output: string; readonly reason: string }) => ReadonlyArray<Message>)
+
+/** A turn's options: the thread, and how it is held, read and kept. */
+export interface TurnOptions {
+  readonly id: string
+  /** The caller's owner: a thread of another owner is `ThreadForbidden`. */
+  readonly owner?: string | undefined
+  /** When another turn holds the thread: fail at once with `ThreadBusy` (the default), or wait for it (`"wait"`). */
+  readonly onBusy?: "fail" | "wait" | undefined
+  /** How long `"wait"` waits before `ThreadBusy` (default 30 seconds). */
+  readonly busyTimeout?: Duration.Input | undefined
+  /** How many of the thread's last messages the run is given (default 100; compaction keeps the rest in reach). */
+  readonly historyLimit?: number | undefined
+  readonly incomplete?: Incomplete | undefined
+  /** The lease's length, renewed every third of it while the turn runs (default 60 seconds). */
+  readonly leaseDuration?: Duration.Input | undefined
+}
+
+const defaults = { historyLimit: 100, leaseMs: 60_000, busyTimeoutMs: 30_000 }
+
+/** The history a run is given: the page from its first user message, so that it never starts inside an exchange. */
+export const fromFirstUserMessage = (messages: ReadonlyArray<Message>): ReadonlyArray<Message> => {
+  const first = messages.findIndex((message) => message.role === "user")
+  return first === -1 ? [] : messages.slice(first)
+}
+
+/**
+ * The root run's own model calls and tool results as messages, when they are one whole tool loop that ends in the
+ * answer: every call answered by its result, the last reply the output. `undefined` otherwise (an architecture whose
+ * answer comes from sub-agents, or whose root calls are not one conversation).
+ */
+export const transcriptOf = (events: ReadonlyArray<AgentEvent.AgentEvent>, output: string): ReadonlyArray<Message> | undefined => {
+  const messages: Array<Message> = []
+  let open = new Set<string>()
+  for (const event of events) {
+    if (event._tag === "ModelReplied") {
+      if (open.size > 0) return undefined
+      const calls = event.toolCalls
+      messages.push(calls.length > 0 ? { role: "assistant", content: event.text, toolCalls: calls } : { role: "assistant", content: event.text })
+      open = new Set(calls.map((call) => call.id))
+    } else if (event._tag === "ToolReturned") {
+      if (!open.delete(event.toolCallId)) return undefined
+      messages.push({ role: "tool", toolCallId: event.toolCallId, name: event.name, content: event.content })
+    }
+  }
+  const last = messages.at(-1)
+  return open.size === 0 && last?.role === "assistant" && last.toolCalls === undefined && last.content === output ? messages : undefined
+}
+
+/** What a turn appends, by how it ended. */
+export const turnMessages = (
+  task: string,
+  events: ReadonlyArray<AgentEvent.AgentEvent>,
+  exit: Exit.Exit<AgentEvent.RunResult, unknown>,
+  incomplete: Incomplete
+): ReadonlyArray<Message> => {
+  const user: Message = { role: "user", content: task }
+  if (Exit.isSuccess(exit) && !exit.value.interrupted) {
+    const output = exit.value.output
+    return [user, ...(transcriptOf(events, output) ?? [{ role: "assistant", content: output }])]
+  }
+  const output = Exit.isSuccess(exit) ? exit.value.output : ""
+  const reason = Exit.isSuccess(exit)
+    ? exit.value.interruptionReason ?? "interrupted"
+    : Cause.hasInterruptsOnly(exit.cause)
+    ? "interrupted"
+    : `failed (${errorTagOf(exit.cause)})`
+  if (incomplete === "drop") return []
+  if (typeof incomplete === "function") return incomplete({ task, output, reason })
+  const note = `(This turn ended early: ${reason}.)`
+  return [user, { role: "assistant", content: output === "" ? note : `${output}\n\n${note}` }]
+}
+
+const errorTagOf = (cause: Cause.Cause<unknown>): string => {
+  const error = Cause.squash(cause)
+  return typeof error === "object" && error !== null && "_tag" in error ? String(error._tag) : "a defect"
+}
+
+/** Root events, recorded as the run emits them: the transcript is made from them. */
+const recorder = () => {
+  const events: Array<AgentEvent.AgentEvent> = []
+  const record = (event: AgentEvent.AgentEvent) => {
+    if (!event.sessionId.includes("__") && (event._tag === "ModelReplied" || event._tag === "ToolReturned")) events.push(event)
+  }
+  return { events, record }
+}
+
+interface Begun {
+  readonly lease: Lease
+  readonly history: ReadonlyArray<Message>
+  /** Appends the turn's messages and gives the lease back. */
+  readonly finish: (exit: Exit.Exit<AgentEvent.RunResult, unknown>, events: ReadonlyArray<AgentEvent.AgentEvent>) => Effect.Effect<void, ThreadError>
+}
+
+/** Takes the lease (renewed in the scope), loads the page, and says how to finish. */
+const begin = (threads: Service, options: TurnOptions, task: string): Effect.Effect<Begun, ThreadError, Scope.Scope> =>
+  Effect.gen(function*() {
+    const leaseMs = options.leaseDuration === undefined ? defaults.leaseMs : Duration.toMillis(Duration.fromInputUnsafe(options.leaseDuration))
+    const acquire = threads.acquire(options.id, { owner: options.owner, durationMs: leaseMs })
+    const lease = yield* (options.onBusy === "wait"
+      ? acquire.pipe(
+        Effect.retry({ while: (error) => error._tag === "ThreadBusy", schedule: Schedule.spaced("200 millis") }),
+        Effect.timeoutOrElse({
+          duration: options.busyTimeout ?? defaults.busyTimeoutMs,
+          orElse: () => Effect.fail(new ThreadBusy({ threadId: options.id, message: `Threads: thread ${JSON.stringify(options.id)} stayed in another turn for ${Duration.format(Duration.fromInputUnsafe(options.busyTimeout ?? defaults.busyTimeoutMs))}` }))
+        })
+      )
+      : acquire)
+    // Given back however the turn ends; a lease lost meanwhile is not ours to give back (release does nothing).
+    yield* Effect.addFinalizer(() => Effect.ignore(threads.release(lease)))
+    // Renewed while the turn runs, so that a long run keeps it; a renewal that fails leaves the append to find out.
+    yield* Effect.forkScoped(Effect.ignore(Effect.repeat(threads.renew(lease, leaseMs), Schedule.spaced(Math.max(1, Math.floor(leaseMs / 3))))))
+    const page = yield* threads.messages(options.id, { owner: options.owner, limit: options.historyLimit ?? defaults.historyLimit })
+    return {
+      lease,
+      history: fromFirstUserMessage(page.messages),
+      finish: (exit, events) => {
+        const messages = turnMessages(task, events, exit, options.incomplete ?? "note")
+        return messages.length === 0 ? Effect.void : Effect.asVoid(threads.append(options.id, messages, { owner: options.owner, lease }))
+      }
+    }
+  })
+
+/** The options of a turn given as an id or as options. */
+export const optionsOf = (thread: string | TurnOptions): TurnOptions => (typeof thread === "string" ? { id: thread } : thread)
+
+/** `run` as a turn: `body` runs the agent on the history with a recording emitter. */
+export const run = <A extends AgentEvent.RunResult, R>(
+  threads: Service,
+  thread: string | TurnOptions,
+  task: string,
+  extraHistory: ReadonlyArray<Message> | undefined,
+  body: (history: ReadonlyArray<Message>, emitter: Emitter) => Effect.Effect<A, AgentError, R>
+): Effect.Effect<A, AgentError | ThreadError, R> =>
+  Effect.scoped(Effect.gen(function*() {
+    const begun = yield* begin(threads, optionsOf(thread), task)
+    const { events, record } = recorder()
+    const emitter: Emitter = {
+      observed: true,
+      emit: (event) => Effect.sync(() => record(event)),
+      unsafeEmit: (event) => {
+        record(event)
+        return true
+      }
+    }
+    // The run alone is interruptible: an interrupt stops it, and the turn is still kept (its note) before the
+    // interruption goes on.
+    return yield* Effect.uninterruptibleMask((restore) =>
+      Effect.flatMap(Effect.exit(restore(body([...begun.history, ...(extraHistory ?? [])], emitter))), (exit) =>
+        Effect.andThen(begun.finish(exit, events), exit))
+    )
+  }))
+
+/** `stream` as a turn: the run's events pass through; the turn is kept when the stream ends, however it ends. */
+export const stream = <E, R>(
+  threads: Service,
+  thread: string | TurnOptions,
+  task: string,
+  extraHistory: ReadonlyArray<Message> | undefined,
+  body: (history: ReadonlyArray<Message>) => Stream.Stream<AgentEvent.AgentEvent, E, R>
+): Stream.Stream<AgentEvent.AgentEvent, E | ThreadError, R> =>
+  Stream.unwrap(Effect.gen(function*() {
+    const begun = yield* begin(threads, optionsOf(thread), task)
+    const { events, record } = recorder()
+    let result: AgentEvent.RunResult | undefined
+    let finished = false
+    const finish = (exit: Exit.Exit<AgentEvent.RunResult, unknown>) =>
+      Effect.suspend(() => {
+        if (finished) return Effect.void
+        finished = true
+        return begun.finish(exit, events)
+      })
+    return body([...begun.history, ...(extraHistory ?? [])]).pipe(
+      Stream.tap((event) =>
+        Effect.sync(() => {
+          record(event)
+          if (event._tag === "RunCompleted" && !event.sessionId.includes("__")) result = event.result
+        })
+      ),
+      // After the last event: the append's failure is the stream's.
+      Stream.concat(Stream.fromEffectDrain(Effect.suspend(() => finish(result === undefined ? Exit.interrupt() : Exit.succeed(result))))),
+      // A run that failed, or a reader that stopped early (the stream then ends without reaching the append): the
+      // note. Its own failure cannot replace the run's.
+      Stream.onExit((exit) =>
+        Effect.ignore(finish(
+          Exit.isFailure(exit) ? (exit as Exit.Exit<never, unknown>) : result === undefined ? Exit.interrupt() : Exit.succeed(result)
+        ))
+      )
+    )
+  }))

@@ -1,0 +1,360 @@
+/**
+ * Threads: one conformance suite on memory, SQLite and a real PostgreSQL (the store), then turns on threads
+ * (`Agent.run` / `Agent.stream` with `thread`): the history a turn is given, what it appends however it ends, one
+ * turn at a time.
+ */
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { Effect, Fiber, Layer, Schema, Stream } from "effect"
+import { TestClock } from "effect/testing"
+import { SqlClient } from "effect/sql"
+import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
+import * as Agent from "../../src/core/Agent.js"
+import type * as Model from "../../src/core/Model.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Threads from "../../src/core/Threads.js"
+import * as Tool from "../../src/core/Tool.js"
+import * as SqliteClient from "../../src/environment/SqliteClient.js"
+import { type Backend as AnyBackend, describeOn, type SqlBackend as AnySqlBackend, withStore } from "../support/backends.js"
+import { freshSchema } from "../support/postgres.js"
+
+type Backend = AnyBackend<Threads.Threads, Threads.ThreadStoreError>
+type SqlBackend = AnySqlBackend<Threads.Threads, Threads.ThreadStoreError>
+
+const dir = mkdtempSync(join(tmpdir(), "valet-threads-"))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+let files = 0
+const sqliteDatabase = Effect.sync(() => {
+  const filename = join(dir, `t${++files}`, "threads.sqlite3")
+  mkdirSync(dirname(filename), { recursive: true })
+  return () => SqliteClient.layer({ filename })
+})
+
+const memory: Backend = { name: "memory", fresh: Effect.succeed(Threads.layerMemory()) }
+const sqlite: SqlBackend = {
+  name: "sqlite",
+  fresh: Effect.map(sqliteDatabase, (client) => Threads.layerSql.pipe(Layer.provide(client()))),
+  database: sqliteDatabase
+}
+const postgres: SqlBackend = {
+  name: "postgres",
+  fresh: Effect.map(freshSchema, (schema) => Threads.layerSql.pipe(Layer.provide(schema.client()))),
+  database: Effect.map(freshSchema, (schema) => schema.client)
+}
+
+const user = (content: string): Model.Message => ({ role: "user", content })
+const assistant = (content: string): Model.Message => ({ role: "assistant", content })
+
+const add = Tool.make({
+  name: "add",
+  description: "Adds two numbers",
+  parameters: Schema.Struct({ a: Schema.Number, b: Schema.Number }),
+  handler: ({ a, b }) => Effect.succeed(a + b)
+})
+
+const conformance = (backend: Backend) =>
+  describeOn(backend, `Threads conformance [${backend.name}]`, () => {
+    it.effect("create, get, list an owner's threads a page at a time, delete; owners and ids checked", () =>
+      withStore(backend, Effect.gen(function*() {
+        const first = yield* Threads.create({ id: "t1", owner: "ada", metadata: { title: "first" } })
+        expect(first).toMatchObject({ id: "t1", owner: "ada", metadata: { title: "first" }, messageCount: 0 })
+        for (let i = 2; i <= 5; i++) {
+          yield* TestClock.adjust(10)
+          yield* Threads.create({ id: `t${i}`, owner: "ada" })
+        }
+        yield* Threads.create({ id: "other", owner: "grace" })
+        const generated = yield* Threads.create({ owner: "ada" })
+        expect(generated.id).toMatch(/^thr_[0-9a-f]{20}$/)
+        yield* Threads.delete(generated.id)
+        expect(yield* Threads.get("t1", { owner: "ada" })).toEqual(first)
+        // Newest first, two at a time, every thread once.
+        const seen: Array<string> = []
+        let cursor: string | undefined
+        do {
+          const page: Threads.ThreadPage = yield* Threads.list("ada", { limit: 2, ...(cursor !== undefined ? { cursor } : {}) })
+          seen.push(...page.threads.map((thread) => thread.id))
+          cursor = page.nextCursor
+        } while (cursor !== undefined)
+        expect(seen).toEqual(["t5", "t4", "t3", "t2", "t1"])
+        expect((yield* Threads.list("grace")).threads.map((thread) => thread.id)).toEqual(["other"])
+        // Another owner's thread: forbidden, named; an unknown one: not found; a bad id, limit or cursor: refused.
+        expect(yield* Effect.flip(Threads.get("t1", { owner: "grace" }))).toMatchObject({ _tag: "ThreadForbidden", threadId: "t1" })
+        expect(yield* Effect.flip(Threads.messages("t1", { owner: "grace" }))).toMatchObject({ _tag: "ThreadForbidden" })
+        expect(yield* Effect.flip(Threads.delete("t1", { owner: "grace" }))).toMatchObject({ _tag: "ThreadForbidden" })
+        expect(yield* Effect.flip(Threads.get("nope"))).toMatchObject({ _tag: "ThreadNotFound", threadId: "nope" })
+        expect(yield* Effect.flip(Threads.get("a__b"))).toMatchObject({ _tag: "ThreadStoreError", operation: "get" })
+        expect(yield* Effect.flip(Threads.create({ id: "t1", owner: "ada" }))).toMatchObject({ message: `Threads.create: a thread "t1" exists` })
+        expect(yield* Effect.flip(Threads.create({ owner: "" }))).toMatchObject({ _tag: "ThreadStoreError" })
+        expect(yield* Effect.flip(Threads.list("ada", { limit: 0 }))).toMatchObject({ message: "Threads.list: limit must be an integer in [1, 500], got 0" })
+        expect(yield* Effect.flip(Threads.list("ada", { cursor: "x" }))).toMatchObject({ _tag: "ThreadStoreError", operation: "list" })
+        yield* Threads.delete("t1")
+        expect(yield* Effect.flip(Threads.get("t1"))).toMatchObject({ _tag: "ThreadNotFound" })
+      })))
+
+    it.effect("append in one write, read a page at a time; messages are checked, by index", () =>
+      withStore(backend, Effect.gen(function*() {
+        yield* Threads.create({ id: "long", owner: "ada" })
+        const all = Array.from({ length: 250 }, (_, i): Model.Message => (i % 2 === 0 ? user(`q${i}`) : assistant(`a${i}`)))
+        for (let i = 0; i < 250; i += 50) yield* Threads.append("long", all.slice(i, i + 50))
+        const last = yield* Threads.messages("long")
+        expect(last).toMatchObject({ start: 150, total: 250 })
+        expect(last.messages).toEqual(all.slice(150))
+        const before = yield* Threads.messages("long", { before: 150, limit: 1000 })
+        expect(before.start).toBe(0)
+        expect(before.messages).toEqual(all.slice(0, 150))
+        expect(yield* Effect.flip(Threads.messages("long", { before: 251 }))).toMatchObject({ _tag: "ThreadStoreError", threadId: "long" })
+        const bad = yield* Effect.flip(Threads.append("long", [user("ok"), { role: "robot", content: "x" } as unknown as Model.Message]))
+        expect(bad).toMatchObject({ _tag: "ThreadStoreError", threadId: "long", index: 251 })
+        expect(bad.message).toContain("messages[1] (message 251 of thread \"long\") is not a message")
+        // Nothing of a refused append was written.
+        expect((yield* Threads.get("long")).messageCount).toBe(250)
+        // A count expected and not found: another writer appended.
+        expect(yield* Effect.flip(Threads.append("long", [user("x")], { expectedCount: 3 }))).toMatchObject({ _tag: "ThreadBusy" })
+      })))
+
+    it.effect("20 writers appending at once: every message lands once, in one piece each", () =>
+      withStore(backend, Effect.gen(function*() {
+        yield* Threads.create({ id: "busy", owner: "ada" })
+        yield* Effect.forEach(Array.from({ length: 20 }, (_, w) => w), (w) =>
+          Threads.append("busy", [user(`w${w} q`), assistant(`w${w} a`)]), { concurrency: "unbounded" })
+        const page = yield* Threads.messages("busy", { limit: 1000 })
+        expect(page.total).toBe(40)
+        // Each writer's two messages are next to each other: no append was cut by another.
+        for (let i = 0; i < 40; i += 2) expect(page.messages[i + 1]!.content).toBe(page.messages[i]!.content.replace(" q", " a"))
+        expect(new Set(page.messages.map((message) => message.content)).size).toBe(40)
+      })))
+
+    it.effect("fork at a message: a new thread of the same owner with the messages before it", () =>
+      withStore(backend, Effect.gen(function*() {
+        yield* Threads.create({ id: "base", owner: "ada", metadata: { title: "t" } })
+        yield* Threads.append("base", [user("1"), assistant("2"), user("3"), assistant("4")])
+        const forked = yield* Threads.fork("base", { at: 2, id: "edited" })
+        expect(forked).toMatchObject({ id: "edited", owner: "ada", metadata: { title: "t" }, messageCount: 2 })
+        expect((yield* Threads.messages("edited")).messages).toEqual([user("1"), assistant("2")])
+        yield* Threads.append("edited", [user("3, edited")])
+        expect((yield* Threads.messages("base")).messages).toHaveLength(4)
+        expect(yield* Effect.flip(Threads.fork("base", { at: 5 }))).toMatchObject({ message: "Threads.fork: at must be an integer in [0, 4], got 5" })
+        expect(yield* Effect.flip(Threads.fork("base", { at: 1, owner: "grace" }))).toMatchObject({ _tag: "ThreadForbidden" })
+      })))
+
+    it.effect("a lease: one holder at a time; given back, or expired, it can be taken; a lost lease cannot append", () =>
+      withStore(backend, Effect.gen(function*() {
+        const threads = yield* Threads.Threads
+        yield* Threads.create({ id: "l", owner: "ada" })
+        const lease = yield* threads.acquire("l", { durationMs: 1000 })
+        expect(yield* Effect.flip(threads.acquire("l", { durationMs: 1000 }))).toMatchObject({ _tag: "ThreadBusy", threadId: "l" })
+        yield* threads.append("l", [user("a")], { lease })
+        yield* threads.release(lease)
+        const second = yield* threads.acquire("l", { durationMs: 1000 })
+        // The holder died: its lease expires, another takes the thread, and the first can no longer write.
+        yield* TestClock.adjust(1001)
+        const third = yield* threads.acquire("l", { durationMs: 1000 })
+        expect(yield* Effect.flip(threads.append("l", [user("late")], { lease: second }))).toMatchObject({ _tag: "ThreadBusy" })
+        expect(yield* Effect.flip(threads.renew(second, 1000))).toMatchObject({ _tag: "ThreadBusy" })
+        yield* threads.renew(third, 5000)
+        yield* TestClock.adjust(2000)
+        expect(yield* Effect.flip(threads.acquire("l", { durationMs: 1000 }))).toMatchObject({ _tag: "ThreadBusy" })
+        expect((yield* Threads.messages("l")).messages).toEqual([user("a")])
+      })))
+
+    it.effect("turns: the second sees the first; a tool loop is kept whole; each turn appends once", () =>
+      withStore(backend, Effect.gen(function*() {
+        yield* Threads.create({ id: "chat", owner: "ada" })
+        const agent = Agent.make({ name: "calc", instructions: "Use add.", tools: [add] })
+        const first = yield* Agent.run(agent, "What is 2 + 3?", { thread: "chat" })
+        expect(first.output).toBe("5.")
+        const second = yield* Agent.run(agent, "And doubled?", { thread: { id: "chat", owner: "ada" } })
+        expect(second.output).toBe("10.")
+        const calls = yield* ScriptedModel.calls
+        // The second turn's model read the first turn whole: question, call, result, answer, then the new question.
+        expect(calls[2]!.messages!.slice(1)).toEqual([
+          user("What is 2 + 3?"),
+          { role: "assistant", content: "", toolCalls: [{ id: "call_1", name: "add", arguments: `{"a":2,"b":3}` }] },
+          { role: "tool", toolCallId: "call_1", name: "add", content: "5" },
+          assistant("5."),
+          user("And doubled?")
+        ])
+        const page = yield* Threads.messages("chat")
+        expect(page.total).toBe(6)
+        expect(page.messages.at(-2)).toEqual(user("And doubled?"))
+        expect(page.messages.at(-1)).toEqual(assistant("10."))
+      }).pipe(Effect.provide(ScriptedModel.layer([
+        { toolCalls: [{ id: "call_1", name: "add", arguments: { a: 2, b: 3 } }] },
+        "5.",
+        "10."
+      ])))))
+  })
+
+conformance(memory)
+conformance(sqlite)
+conformance(postgres)
+
+// ---------------------------------------------------------------------------------------------------------
+// What the SQL store adds: damaged rows, several clients on one database
+// ---------------------------------------------------------------------------------------------------------
+
+const sqlConformance = (backend: SqlBackend) =>
+  describeOn(backend, `Threads SQL [${backend.name}]`, () => {
+    it.effect("a damaged message row is an error naming the thread and the message's index", () =>
+      Effect.gen(function*() {
+        const client = yield* backend.database
+        const store = Threads.layerSql.pipe(Layer.provide(client()))
+        yield* Effect.gen(function*() {
+          yield* Threads.create({ id: "d", owner: "ada" })
+          yield* Threads.append("d", [user("a"), assistant("b"), user("c")])
+        }).pipe(Effect.provide(store))
+        yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          yield* sql`UPDATE valet_thread_messages SET message = ${"{not json"} WHERE thread_id = ${"d"} AND idx = 1`
+        }).pipe(Effect.provide(client()))
+        const error = yield* Effect.flip(Threads.messages("d").pipe(Effect.provide(store)))
+        expect(error).toMatchObject({ _tag: "ThreadStoreError", threadId: "d", index: 1 })
+        expect(error.message).toMatch(/^Threads\.messages: message 1 of thread "d" is not JSON/)
+        yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          yield* sql`UPDATE valet_thread_messages SET message = ${`{"role":"user","content":3}`} WHERE thread_id = ${"d"} AND idx = 1`
+        }).pipe(Effect.provide(client()))
+        expect(yield* Effect.flip(Threads.messages("d").pipe(Effect.provide(store)))).toMatchObject({ index: 1 })
+      }).pipe(Effect.scoped))
+
+    it.effect("two stores on one database (two processes): one turn at a time, and both writers' appends land", () =>
+      Effect.gen(function*() {
+        const client = yield* backend.database
+        const one = yield* Layer.build(Threads.layerSql.pipe(Layer.provide(client())))
+        const two = yield* Layer.build(Threads.layerSql.pipe(Layer.provide(client())))
+        const a = Threads.Threads.of(one.mapUnsafe.get(Threads.Threads.key) as Threads.Service)
+        const b = two.mapUnsafe.get(Threads.Threads.key) as Threads.Service
+        yield* a.create({ id: "shared", owner: "ada" })
+        const lease = yield* a.acquire("shared", { durationMs: 60_000 })
+        expect(yield* Effect.flip(b.acquire("shared", { durationMs: 60_000 }))).toMatchObject({ _tag: "ThreadBusy" })
+        yield* a.release(lease)
+        yield* b.acquire("shared", { durationMs: 60_000 })
+        yield* Effect.all([
+          Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) => a.append("shared", [user(`a${i}`)]), { concurrency: 5 }),
+          Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) => b.append("shared", [user(`b${i}`)]), { concurrency: 5 })
+        ], { concurrency: "unbounded" })
+        expect((yield* a.messages("shared")).total).toBe(20)
+      }).pipe(Effect.scoped))
+  })
+
+sqlConformance(sqlite)
+sqlConformance(postgres)
+
+// ---------------------------------------------------------------------------------------------------------
+// Turns: how a turn ends is what it keeps
+// ---------------------------------------------------------------------------------------------------------
+
+describe("Turns on a thread", () => {
+  const agent = Agent.make({ name: "assistant", instructions: "Be brief." })
+  const withThread = <A, E, R>(program: Effect.Effect<A, E, R>) =>
+    Effect.gen(function*() {
+      yield* Threads.create({ id: "t", owner: "ada" })
+      return yield* program
+    }).pipe(Effect.provide(Threads.layerMemory()))
+
+  it.effect("an interrupted turn (a spent budget) keeps the task and a note with its partial answer; a failed one, a note", () =>
+    withThread(Effect.gen(function*() {
+      const calc = Agent.make({ name: "calc", instructions: "x", tools: [add] })
+      const cut = yield* Agent.run(calc, "Add forever", { thread: "t", budget: { maxCalls: 1 } }).pipe(
+        Effect.provide(ScriptedModel.layer([{ text: "Working", toolCalls: [{ name: "add", arguments: { a: 1, b: 1 } }] }]))
+      )
+      expect(cut.interrupted).toBe(true)
+      const failed = yield* Effect.flip(Agent.run(agent, "Hello?", { thread: "t" }).pipe(Effect.provide(ScriptedModel.layer([]))))
+      expect(failed._tag).toBe("ScriptExhausted")
+      // Never half a tool exchange: the call and its result are not kept, the note is.
+      expect((yield* Threads.messages("t")).messages).toEqual([
+        user("Add forever"),
+        assistant(`${cut.output === "" ? "" : `${cut.output}\n\n`}(This turn ended early: budget:max_calls.)`),
+        user("Hello?"),
+        assistant("(This turn ended early: failed (ScriptExhausted).)")
+      ])
+      // "drop" keeps nothing; a function keeps what it says.
+      yield* Effect.flip(Agent.run(agent, "Again?", { thread: { id: "t", incomplete: "drop" } }).pipe(Effect.provide(ScriptedModel.layer([]))))
+      yield* Effect.flip(Agent.run(agent, "Once more?", { thread: { id: "t", incomplete: ({ task }) => [user(task)] } }).pipe(Effect.provide(ScriptedModel.layer([]))))
+      const after = yield* Threads.messages("t")
+      expect(after.messages.slice(4)).toEqual([user("Once more?")])
+    })))
+
+  it.effect("two turns at once: the second fails with ThreadBusy, or with onBusy: wait runs after the first", () =>
+    withThread(Effect.gen(function*() {
+      // The first turn's model answers after a second: the thread is held meanwhile.
+      const slow = ScriptedModel.layer([{ text: "first", delay: "1 second" }, "second", "third"])
+      yield* Effect.gen(function*() {
+        const first = yield* Effect.forkChild(Agent.run(agent, "one", { thread: "t" }))
+        yield* TestClock.adjust(10)
+        expect(yield* Effect.flip(Agent.run(agent, "two", { thread: "t" }))).toMatchObject({ _tag: "ThreadBusy", threadId: "t" })
+        const waiting = yield* Effect.forkChild(Agent.run(agent, "three", { thread: { id: "t", onBusy: "wait" } }))
+        yield* TestClock.adjust(2000)
+        expect((yield* Fiber.join(first)).output).toBe("first")
+        expect((yield* Fiber.join(waiting)).output).toBe("second")
+      }).pipe(Effect.provide(slow))
+      expect((yield* Threads.messages("t")).messages).toEqual([user("one"), assistant("first"), user("three"), assistant("second")])
+    })))
+
+  it.effect("an interrupted run (its fiber) keeps the note and gives the thread back", () =>
+    withThread(Effect.gen(function*() {
+      const fiber = yield* Effect.forkChild(Agent.run(agent, "Long question", { thread: "t" }).pipe(
+        Effect.provide(ScriptedModel.layer([{ text: "never", delay: "1 minute" }]))
+      ))
+      yield* TestClock.adjust(10)
+      yield* Fiber.interrupt(fiber)
+      expect((yield* Threads.messages("t")).messages).toEqual([user("Long question"), assistant("(This turn ended early: interrupted.)")])
+      // The lease was given back: the next turn runs at once.
+      const next = yield* Agent.run(agent, "Again", { thread: "t" }).pipe(Effect.provide(ScriptedModel.layer(["ok"])))
+      expect(next.output).toBe("ok")
+    })))
+
+  it.effect("a streamed turn keeps what the run ended with; a reader that stops early keeps the note", () =>
+    withThread(Effect.gen(function*() {
+      const events = yield* Stream.runCollect(Agent.stream(agent, "Hi", { thread: "t" }).pipe(Stream.provide(ScriptedModel.layer(["Hello there."]))))
+      expect(events.at(-1)?._tag).toBe("RunCompleted")
+      yield* Stream.runDrain(Agent.stream(agent, "Tell me more", { thread: "t" }).pipe(
+        Stream.take(1),
+        Stream.provide(ScriptedModel.layer([{ text: "More", delay: "1 second" }]))
+      ))
+      expect((yield* Threads.messages("t")).messages).toEqual([
+        user("Hi"),
+        assistant("Hello there."),
+        user("Tell me more"),
+        assistant("(This turn ended early: interrupted.)")
+      ])
+    })))
+
+  it.effect("the history a turn is given starts at a user message; an owner that is not the thread's is refused", () =>
+    withThread(Effect.gen(function*() {
+      // The last 2 messages are a tool exchange's end: the page is cut back to where the next user message starts.
+      yield* Threads.append("t", [
+        user("q1"),
+        { role: "assistant", content: "", toolCalls: [{ id: "c", name: "add", arguments: "{}" }] },
+        { role: "tool", toolCallId: "c", name: "add", content: "0" },
+        assistant("a1"),
+        user("q2"),
+        assistant("a2")
+      ])
+      yield* Agent.run(agent, "q3", { thread: { id: "t", historyLimit: 3 } }).pipe(Effect.provide(ScriptedModel.layer(["a3"])), Effect.tap(() => Effect.void))
+      expect(yield* Effect.flip(Agent.run(agent, "q4", { thread: { id: "t", owner: "grace" } }).pipe(Effect.provide(ScriptedModel.layer(["x"])))))
+        .toMatchObject({ _tag: "ThreadForbidden", threadId: "t" })
+      expect(yield* Effect.flip(Agent.run(agent, "q4", { thread: "missing" }).pipe(Effect.provide(ScriptedModel.layer(["x"])))))
+        .toMatchObject({ _tag: "ThreadNotFound", threadId: "missing" })
+      expect((yield* Threads.get("t")).messageCount).toBe(8)
+    })))
+
+  it.effect("the page given: from the first user message of the last historyLimit messages", () =>
+    withThread(Effect.gen(function*() {
+      yield* Threads.append("t", [
+        user("q1"),
+        { role: "assistant", content: "", toolCalls: [{ id: "c", name: "add", arguments: "{}" }] },
+        { role: "tool", toolCallId: "c", name: "add", content: "0" },
+        assistant("a1"),
+        user("q2"),
+        assistant("a2")
+      ])
+      const seen = yield* Effect.gen(function*() {
+        yield* Agent.run(agent, "q3", { thread: { id: "t", historyLimit: 4 } })
+        return (yield* ScriptedModel.calls)[0]!.messages!
+      }).pipe(Effect.provide(ScriptedModel.layer(["a3"])))
+      // The last 4 are [tool, a1, q2, a2]: cut back to q2.
+      expect(seen.slice(1)).toEqual([user("q2"), assistant("a2"), user("q3")])
+    })))
+})

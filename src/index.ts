@@ -25,6 +25,9 @@ export * as Agents from "./serve/Agents.js"
 /** How an agent thinks: the architecture contract and the toolkit for writing one. */
 export * as Architecture from "./core/Architecture.js"
 
+/** Context that never overflows: the compaction policy and strategies the runtime applies before model calls. */
+export * as Compaction from "./core/Compaction.js"
+
 /** Caps on model calls, tokens, wall clock and cost. */
 export * as Budget from "./core/Budget.js"
 

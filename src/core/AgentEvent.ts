@@ -185,6 +185,21 @@ export const BudgetWarning = Schema.TaggedStruct("BudgetWarning", {
   max: Schema.Number
 })
 /**
+ * The messages of a model call were compacted to fit its context window (`Compaction`): `step` is the call's,
+ * `strategy` what was done (`tool_results`, `summary`), the tokens estimated before and after.
+ *
+ * @since 0.2.0
+ * @category events
+ */
+export const ContextCompacted = Schema.TaggedStruct("ContextCompacted", {
+  ...base,
+  step: Schema.String,
+  strategy: Schema.String,
+  tokensBefore: Schema.Int,
+  tokensAfter: Schema.Int,
+  contextWindow: Schema.Int
+})
+/**
  * The run ended; the last event of its session.
  *
  * @since 0.1.0
@@ -208,6 +223,7 @@ export const AgentEvent = Schema.Union([RunStarted,
   SubRunCompleted,
   Progress,
   BudgetWarning,
+  ContextCompacted,
   RunCompleted])
 /**
  * Any event of a run.
@@ -368,6 +384,8 @@ export const format = (event: AgentEvent): string => {
       return `${who} ${event.name} ${oneLine(JSON.stringify(event.data))}`
     case "BudgetWarning":
       return `${who} budget warning: ${event.limit} at ${event.used} of ${event.max}`
+    case "ContextCompacted":
+      return `${who} context compacted before ${event.step} (${event.strategy}): ${event.tokensBefore} → ${event.tokensAfter} tokens of ${event.contextWindow}`
     case "RunCompleted": {
       const r = event.result
       const status = r.interrupted ? `interrupted (${r.interruptionReason})` : "completed"

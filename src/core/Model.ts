@@ -91,6 +91,11 @@ export const toolCalls = (response: Response): ReadonlyArray<ToolCall> => respon
  */
 export interface Service {
   readonly generate: (request: Request) => Effect.Effect<Response, ModelError>
+  /**
+   * Optional: the model's context window in tokens, when the provider knows it (configured, or said by the server):
+   * what `Compaction` measures a call's input against. Without it, the compaction policy's `contextWindow`.
+   */
+  readonly contextWindow?: number | undefined
   readonly stream: (request: Request) => Stream.Stream<Chunk, ModelError>
   /**
    * Optional: streams the answer by calling `onChunk` for each chunk, in order, when the chunk arrives (running the

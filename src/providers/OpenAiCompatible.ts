@@ -85,6 +85,8 @@ export interface Options extends ResilienceOptions {
   readonly apiKey?: Redacted.Redacted<string> | string | undefined
   /** Extra headers on every request. */
   readonly headers?: Readonly<Record<string, string>> | undefined
+  /** The model's context window in tokens, for `Compaction` (else the compaction policy's default). */
+  readonly contextWindow?: number | undefined
 }
 
 /**
@@ -158,6 +160,7 @@ const OptionsSchema = Schema.Struct({
     Schema.declare((u: unknown): u is Redacted.Redacted<string> => Redacted.isRedacted(u), { expected: "a Redacted string" })
   ])),
   headers: Schema.optional(Schema.Record(Schema.String, Schema.String)),
+  contextWindow: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
   ...Resilience.optionFields
 })
 
@@ -180,6 +183,7 @@ export const make = (options: Options): Effect.Effect<Service, InvalidOptions, H
     return {
       apiBase: endpoint.apiBase,
       model: endpoint.model,
+      ...(options.contextWindow !== undefined ? { contextWindow: options.contextWindow } : {}),
       generate: (request) => Effect.withSpan(model.generate(request), "valet/OpenAiCompatible.generate", span),
       stream: (request) => Stream.withSpan(model.stream(request), "valet/OpenAiCompatible.stream", span),
       listModels: Effect.map(Client.listModels(http, endpoint, limits), (list) => list.data.map(toModelInfo)).pipe(
@@ -201,7 +205,11 @@ export const listModels: Effect.Effect<ReadonlyArray<ModelInfo>, ModelError.Mode
 const provide = <E, R>(service: Effect.Effect<Service, E, R>): Layer.Layer<Model.Model | OpenAiCompatible, E, R> =>
   Layer.effectContext(Effect.map(service, (client) =>
     Context.make(OpenAiCompatible, client).pipe(
-      Context.add(Model.Model, Model.make({ generate: client.generate, stream: client.stream }))
+      Context.add(Model.Model, Model.make({
+        generate: client.generate,
+        stream: client.stream,
+        ...(client.contextWindow !== undefined ? { contextWindow: client.contextWindow } : {})
+      }))
     )))
 
 /**

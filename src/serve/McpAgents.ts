@@ -97,6 +97,8 @@ export const describe = (event: AgentEvent.AgentEvent): string | undefined => {
       return `${event.sessionId}: sub-agent ${event.childSessionId} ${event.error !== undefined ? "failed" : "completed"}`
     case "BudgetWarning":
       return `${event.sessionId}: budget ${event.limit} at ${event.used} of ${event.max}`
+    case "ContextCompacted":
+      return `${event.sessionId}: context compacted (${event.strategy}), ${event.tokensBefore} → ${event.tokensAfter} tokens`
     default:
       return undefined
   }

@@ -11,6 +11,8 @@ import * as Budget from "../Budget.js"
 import * as Model from "../Model.js"
 import type { ModelError } from "../ModelError.js"
 import * as Tool from "../Tool.js"
+import * as Compaction from "../Compaction.js"
+import * as Compact from "./compact.js"
 import * as Output from "./output.js"
 import { yieldBeforeReading } from "./parse.js"
 import * as Spans from "./spans.js"
@@ -177,6 +179,8 @@ export class RunState implements RunContext {
   children: Map<string, RunState | undefined> | undefined = undefined
   /** What the run reports as its metadata if a stopped role or a limit ends it (`Architecture.setMetadata`). */
   metadata: (() => Record<string, unknown>) | undefined = undefined
+  /** What the run's calls compacted (`Compaction`), latest last; made on the first compaction. */
+  compactions: Array<Compact.Compacted> | undefined = undefined
   constructor(
     readonly sessionId: string,
     readonly rootSessionId: string,
@@ -262,21 +266,78 @@ export const generateFor = (
   run: RunState,
   request: Model.Request,
   options?: GenerateOptions
-): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model> => {
-  // The model is read from the fiber's context, and an unlimited budget is not asked for a reservation: both save
-  // effects on a path every model call of every agent takes (a process's first thousands of calls run unoptimized).
-  if (run.budget === Budget.unlimited) {
-    return Effect.withFiber<Model.Response, ModelError>((fiber) =>
-      call(run, Context.getUnsafe(fiber.context, Model.Model), request, options, unreserved)
+): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model> =>
+  // The model and the compaction policy are read from the fiber's context: both save effects on a path every model
+  // call of every agent takes (a process's first thousands of calls run unoptimized).
+  Effect.withFiber<Model.Response, ModelError | BudgetExhausted>((fiber) => {
+    const model = Context.getUnsafe(fiber.context, Model.Model)
+    const policy = fiber.getRef(Compaction.CurrentPolicy)
+    const messages = request.messages
+    if (!policy.enabled || messages === undefined) return send(run, model, request, options)
+    const window = model.contextWindow ?? policy.contextWindow
+    const prepared = Compact.withCompacted(messages, run.compactions)
+    const ready = prepared === messages ? request : { ...request, messages: prepared }
+    const first = Compact.mayExceed(prepared, Math.floor(policy.threshold * window))
+      ? Effect.flatMap(compact(run, model, policy, window, messages, prepared, Math.floor(policy.threshold * window), options), (compacted) =>
+        send(run, model, { ...request, messages: compacted }, options))
+      : send(run, model, ready, options)
+    // The server says it does not fit (its tokenizer counts more than the estimate): compact once, to half the
+    // window, and send again; a second refusal is the run's error.
+    return Effect.catchTag(first, "ContextLengthExceeded", (error) =>
+      Effect.flatMap(compact(run, model, policy, window, messages, Compact.withCompacted(messages, run.compactions), Math.floor(window / 2), options), (compacted) =>
+        compacted.length === prepared.length && compacted.every((message, i) => message === prepared[i])
+          ? Effect.fail(error)
+          : send(run, model, { ...request, messages: compacted }, options)))
+  })
+
+/** Compacts the messages of a call with the policy's strategy, remembers it for the run's next calls, says so. */
+const compact = (
+  run: RunState,
+  model: Model.Service,
+  policy: Compaction.Policy,
+  window: number,
+  original: ReadonlyArray<Model.Message>,
+  messages: ReadonlyArray<Model.Message>,
+  target: number,
+  options: GenerateOptions | undefined
+): Effect.Effect<ReadonlyArray<Model.Message>, ModelError | BudgetExhausted> => {
+  const before = Compact.estimate(messages)
+  const step = options?.step ?? `call_${run.ownCalls + 1}`
+  const summarize = Compact.summarizer(policy, (summary) =>
+    send(run, model, summary, { step: `context.compact_${(run.compactions?.length ?? 0) + 1}` }))
+  return Effect.flatMap(policy.strategy({ messages, target, policy, summarize }), (result) => {
+    const after = Compact.estimate(result.messages)
+    ;(run.compactions ??= []).push({ length: original.length, first: original[0]!, last: original.at(-1)!, replacement: result.messages })
+    return Effect.as(
+      emitWith(run, (timestamp) => ({
+        _tag: "ContextCompacted",
+        sessionId: run.sessionId,
+        timestamp,
+        step,
+        strategy: result.strategy,
+        tokensBefore: before,
+        tokensAfter: after,
+        contextWindow: window
+      })),
+      result.messages
     )
-  }
+  })
+}
+
+/** A call once its messages are settled: the budget's reservation (unless unlimited), then `call`. */
+const send = (
+  run: RunState,
+  model: Model.Service,
+  request: Model.Request,
+  options: GenerateOptions | undefined
+): Effect.Effect<Model.Response, ModelError | BudgetExhausted> => {
+  // An unlimited budget is not asked for a reservation.
+  if (run.budget === Budget.unlimited) return call(run, model, request, options, unreserved)
   return Effect.flatMap(run.budget.reserve(request), (reservation) =>
-    Effect.withFiber<Model.Response, ModelError>((fiber) =>
-      // A call that fails or is interrupted gives back what it reserved; one that returns settles it.
-      Effect.onError(
-        call(run, Context.getUnsafe(fiber.context, Model.Model), reservation.request, options, reservation),
-        () => Effect.sync(reservation.release)
-      )
+    // A call that fails or is interrupted gives back what it reserved; one that returns settles it.
+    Effect.onError(
+      call(run, model, reservation.request, options, reservation),
+      () => Effect.sync(reservation.release)
     ))
 }
 

@@ -183,6 +183,7 @@ function openRun(runId) {
       case "SubRunStarted": session(event.childSessionId).agent = event.agent; break;
       case "Progress": row(event, "progress", event.name + " " + JSON.stringify(event.data)); break;
       case "BudgetWarning": row(event, "budget", event.limit + " at " + event.used + " of " + event.max, "error"); break;
+      case "ContextCompacted": row(event, "compacted", event.strategy + ": " + event.tokensBefore + " → " + event.tokensAfter + " tokens of " + event.contextWindow); break;
       case "RunCompleted": {
         s.ended = event.timestamp;
         s.status = event.result.interrupted ? "interrupted" : "completed";

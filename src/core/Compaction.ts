@@ -1,0 +1,178 @@
+/**
+ * Context that never overflows (DESIGN §14): before every model call of every architecture, the runtime checks the
+ * request's estimated input against its model's context window (`Model.Service.contextWindow`, else the policy's
+ * `contextWindow`); above `threshold` of it, the policy's strategy compacts the messages. The default strategy
+ * first cuts old tool results down to `maxToolResultChars`, then, if that is not enough, summarises the oldest
+ * messages with a model call (step `context.compact_<n>`, counted in the budget), keeping the system messages, the
+ * first user message (the task) and the last `keepLastMessages` whole, and never splitting a tool exchange. Each
+ * compaction is a `ContextCompacted` event with the tokens before and after. A run remembers its compactions, so
+ * the next call, which resends the same messages and more, reuses the summary instead of asking again. A server's
+ * `ContextLengthExceeded` compacts once (to half the window) and the call is sent again.
+ *
+ * The policy is a `Context.Reference`: `Compaction.layer({ … })` changes it for what it is provided to; a strategy is
+ * any function from messages to messages (swap it, or wrap the default).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Agent, Compaction, ScriptedModel } from "valet"
+ *
+ * const agent = Agent.make({ name: "assistant", instructions: "Be brief." })
+ *
+ * // A small window for a small model: compaction starts at 80 % of 4,096 tokens, keeping the last 6 messages whole.
+ * const program = Agent.run(agent, "Hello").pipe(
+ *   Effect.provide(Compaction.layer({ contextWindow: 4096, keepLastMessages: 6 })),
+ *   Effect.provide(ScriptedModel.layer(["Hi!"]))
+ * )
+ * ```
+ *
+ * @since 0.2.0
+ */
+import { Context, Effect, Layer } from "effect"
+import type { BudgetExhausted } from "./AgentError.js"
+import * as Budget from "./Budget.js"
+import type { Message } from "./internal/modelSchema.js"
+import type { ModelError } from "./ModelError.js"
+
+/**
+ * What a strategy is given: the messages of the request, how many tokens they must come down to, and a way to
+ * summarise some of them with a model call (counted in the budget, its own step).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface StrategyInput {
+  readonly messages: ReadonlyArray<Message>
+  /** The tokens the messages should come down to (estimated with `Budget.estimateInputTokens`). */
+  readonly target: number
+  readonly policy: Policy
+  readonly summarize: (messages: ReadonlyArray<Message>) => Effect.Effect<string, ModelError | BudgetExhausted>
+}
+
+/**
+ * A strategy's answer: the messages to send, and a word naming what it did (`tool_results`, `summary`).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface StrategyOutput {
+  readonly messages: ReadonlyArray<Message>
+  readonly strategy: string
+}
+
+/**
+ * A compaction strategy.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type Strategy = (input: StrategyInput) => Effect.Effect<StrategyOutput, ModelError | BudgetExhausted>
+
+/**
+ * The compaction policy.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Policy {
+  /** The window of a model that does not say its own (`Model.Service.contextWindow`), in tokens. Default 128,000. */
+  readonly contextWindow: number
+  /** Compact when a call's estimated input exceeds this share of the window (default 0.8). */
+  readonly threshold: number
+  /** The last messages kept whole (default 8; moved back so that no tool exchange is split). */
+  readonly keepLastMessages: number
+  /** Older tool results longer than this are cut to it (default 2,000 characters). */
+  readonly maxToolResultChars: number
+  /** The instructions of the summarising call. */
+  readonly summaryInstructions: string
+  readonly strategy: Strategy
+  /** Off: no check before calls (a server's `ContextLengthExceeded` then fails the run). */
+  readonly enabled: boolean
+}
+
+/**
+ * The index where the kept tail starts: `keep` messages from the end, moved back so that it does not start with a
+ * tool result (which belongs with the assistant message that asked for it).
+ *
+ * @since 0.2.0
+ * @category strategies
+ */
+export const tailStart = (messages: ReadonlyArray<Message>, keep: number): number => {
+  let start = Math.max(0, messages.length - keep)
+  // A tool result belongs with the assistant message that asked for it: start before them.
+  while (start > 0 && messages[start]!.role === "tool") start--
+  return start
+}
+
+/**
+ * Where the head ends: the leading system messages and the first user message (the task), never compacted.
+ *
+ * @since 0.2.0
+ * @category strategies
+ */
+export const headEnd = (messages: ReadonlyArray<Message>): number => {
+  let end = 0
+  while (end < messages.length && messages[end]!.role === "system") end++
+  if (end < messages.length && messages[end]!.role === "user") end++
+  return end
+}
+
+const estimate = (messages: ReadonlyArray<Message>): number => Budget.estimateInputTokens({ messages })
+
+/**
+ * The default strategy: cut old tool results, then summarise the oldest messages between the head (system
+ * messages, the task) and the kept tail into one message.
+ *
+ * @since 0.2.0
+ * @category strategies
+ */
+export const defaultStrategy: Strategy = (input) =>
+  Effect.gen(function*() {
+    const { messages, policy, target } = input
+    const head = headEnd(messages)
+    const tail = Math.max(head, tailStart(messages, policy.keepLastMessages))
+    const cut = messages.map((message, i): Message =>
+      i >= head && i < tail && message.role === "tool" && message.content.length > policy.maxToolResultChars
+        ? { ...message, content: `${message.content.slice(0, policy.maxToolResultChars)}\n[… ${message.content.length - policy.maxToolResultChars} characters cut]` }
+        : message
+    )
+    if (estimate(cut) <= target || tail - head === 0) return { messages: cut, strategy: "tool_results" }
+    const summary = yield* input.summarize(cut.slice(head, tail))
+    const summarized: Message = { role: "user", content: `[Summary of ${tail - head} earlier messages]\n${summary}` }
+    return { messages: [...cut.slice(0, head), summarized, ...cut.slice(tail)], strategy: "summary" }
+  })
+
+/**
+ * The default policy.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const defaultPolicy: Policy = {
+  contextWindow: 128_000,
+  threshold: 0.8,
+  keepLastMessages: 8,
+  maxToolResultChars: 2_000,
+  summaryInstructions:
+    "Summarise the conversation below for yourself, to go on with it later: the facts, decisions, tool results and " +
+    "open questions that matter, in a few short paragraphs. Write only the summary.",
+  strategy: defaultStrategy,
+  enabled: true
+}
+
+/**
+ * The policy in context (`defaultPolicy` unless a `layer` says otherwise).
+ *
+ * @since 0.2.0
+ * @category services
+ */
+export const CurrentPolicy = Context.Reference<Policy>("valet/Compaction/CurrentPolicy", { defaultValue: () => defaultPolicy })
+
+/**
+ * The policy with some settings changed, for what the layer is provided to.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
+export const layer = (policy: Partial<Policy>): Layer.Layer<never> =>
+  Layer.succeed(CurrentPolicy, { ...defaultPolicy, ...policy })

@@ -1,0 +1,145 @@
+/**
+ * Compaction in the runtime: every model call of every architecture is checked against its model's window; old
+ * tool results are cut first, then old messages summarised with a counted call; a run reuses its summary; a
+ * server's ContextLengthExceeded compacts once and sends again.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, Schema, Stream } from "effect"
+import * as Agent from "../../src/core/Agent.js"
+import type * as AgentEvent from "../../src/core/AgentEvent.js"
+import * as Compaction from "../../src/core/Compaction.js"
+import * as Model from "../../src/core/Model.js"
+import * as ModelError from "../../src/core/ModelError.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Tool from "../../src/core/Tool.js"
+
+/** A tool whose result is long: 1,200 characters of a page. */
+const read = Tool.make({
+  name: "read",
+  description: "Reads a page",
+  parameters: Schema.Struct({ page: Schema.Number }),
+  handler: ({ page }) => Effect.succeed(`page ${page}: ${"lorem ipsum ".repeat(100)}`)
+})
+
+const reader = Agent.make({ name: "reader", instructions: "Read the pages asked for.", tools: [read] })
+
+const readPage = (page: number): ScriptedModel.Turn => ({ toolCalls: [{ name: "read", arguments: { page } }] })
+
+const eventsOf = <E, R>(stream: Stream.Stream<AgentEvent.AgentEvent, E, R>) =>
+  Effect.map(Stream.runCollect(stream), (events) => Array.from(events))
+
+describe("Compaction", () => {
+  it("the kept tail never starts inside a tool exchange; the head keeps the system messages and the task", () => {
+    const messages: ReadonlyArray<Model.Message> = [
+      { role: "system", content: "s" },
+      { role: "user", content: "task" },
+      { role: "assistant", content: "", toolCalls: [{ id: "a", name: "read", arguments: "{}" }, { id: "b", name: "read", arguments: "{}" }] },
+      { role: "tool", toolCallId: "a", name: "read", content: "1" },
+      { role: "tool", toolCallId: "b", name: "read", content: "2" },
+      { role: "assistant", content: "done" }
+    ]
+    expect(Compaction.headEnd(messages)).toBe(2)
+    // Keeping 2 would start at the second tool result: moved back to the assistant message that asked.
+    expect(Compaction.tailStart(messages, 2)).toBe(2)
+    expect(Compaction.tailStart(messages, 1)).toBe(5)
+  })
+
+  it.effect("old tool results are cut first: no model call when that is enough", () =>
+    Effect.gen(function*() {
+      const events = yield* eventsOf(Agent.stream(reader, "Read pages 1 to 3.")).pipe(
+        Effect.provide(ScriptedModel.layer([readPage(1), readPage(2), readPage(3), "Read."])),
+        Effect.provide(Compaction.layer({ contextWindow: 1000, keepLastMessages: 2, maxToolResultChars: 100 }))
+      )
+      const compacted = events.filter((event) => event._tag === "ContextCompacted")
+      expect(compacted.length).toBeGreaterThan(0)
+      expect(compacted.every((event) => event.strategy === "tool_results" && event.tokensAfter < event.tokensBefore)).toBe(true)
+      // Four model calls, the answer's included: none to summarise.
+      expect(events.filter((event) => event._tag === "ModelCalled")).toHaveLength(4)
+      expect(events.at(-1)).toMatchObject({ _tag: "RunCompleted", result: { output: "Read." } })
+    }))
+
+  it.effect("then the oldest messages are summarised with a counted call; the run reuses the summary on its next call", () =>
+    Effect.gen(function*() {
+      const requests: Array<Model.Request> = []
+      const script: ScriptedModel.Script = (request) => {
+        requests.push(request)
+        if (request.messages?.[0]?.content === Compaction.defaultPolicy.summaryInstructions) return "Pages 1 and 2 were read: lorem ipsum."
+        const turn = requests.filter((r) => r.messages?.[0]?.content !== Compaction.defaultPolicy.summaryInstructions).length
+        return turn <= 6 ? readPage(turn) : "All read."
+      }
+      const events = yield* eventsOf(Agent.stream(reader, "Read pages 1 to 6.", { budget: { maxCalls: 20 } })).pipe(
+        Effect.provide(ScriptedModel.layer(script)),
+        Effect.provide(Compaction.layer({ contextWindow: 800, keepLastMessages: 2, maxToolResultChars: 400 }))
+      )
+      const summaries = events.filter((event) => event._tag === "ContextCompacted" && event.strategy === "summary")
+      expect(summaries.length).toBeGreaterThan(0)
+      // One summary in all: the calls after it start from the run's compacted messages (fewer tokens than the
+      // summarised ones), not from the whole conversation, so they do not summarise again.
+      expect(summaries).toHaveLength(1)
+      const after = events.slice(events.indexOf(summaries[0]!) + 1).filter((event) => event._tag === "ContextCompacted")
+      expect(after.length).toBeGreaterThan(0)
+      for (const event of after) expect((event as AgentEvent.Of<"ContextCompacted">).tokensBefore).toBeLessThan((summaries[0] as AgentEvent.Of<"ContextCompacted">).tokensBefore)
+      // The summarising call is a model call of the run, under its own step: counted.
+      const steps = events.flatMap((event) => event._tag === "ModelCalled" ? [event.step] : [])
+      expect(steps.filter((step) => step.startsWith("context.compact_"))).toHaveLength(summaries.length)
+      const completed = events.at(-1) as AgentEvent.Of<"RunCompleted">
+      expect(completed.result.output).toBe("All read.")
+      expect(completed.result.modelCalls).toBe(steps.length)
+      // After a summary, calls keep the task and read the summary, not the summarised pages.
+      const last = requests.at(-1)!.messages!
+      expect(last[1]).toEqual({ role: "user", content: "Read pages 1 to 6." })
+      expect(last.some((message) => message.content.startsWith("[Summary of "))).toBe(true)
+      expect(last.some((message) => message.role === "tool" && message.content.startsWith("page 1:"))).toBe(false)
+      // Every call sent stayed under the threshold of the window.
+      for (const request of requests) expect(Compaction.defaultPolicy.threshold * 800 >= estimate(request)).toBe(true)
+    }))
+
+  it.effect("a server's ContextLengthExceeded compacts once and sends again; a second refusal is the run's error", () =>
+    Effect.gen(function*() {
+      // The model's own window is large, so nothing is compacted before the call; the server refuses long requests.
+      let refusals = 0
+      const refusing = (limit: number): ScriptedModel.Script => (request) => {
+        if (request.messages?.[0]?.content === Compaction.defaultPolicy.summaryInstructions) return "Summary."
+        if (estimate(request) > limit) {
+          refusals++
+          return Effect.fail(new ModelError.ContextLengthExceeded({ message: "maximum context length is 600 tokens" }))
+        }
+        return request.messages!.some((message) => message.role === "tool") && request.messages!.filter((m) => m.role === "tool").length >= 3
+          ? "Done."
+          : readPage(request.messages!.filter((m) => m.role === "tool").length + 1)
+      }
+      const result = yield* Agent.run(reader, "Read three pages.").pipe(
+        Effect.provide(ScriptedModel.layer(refusing(600))),
+        Effect.provide(Compaction.layer({ contextWindow: 1200, keepLastMessages: 2, maxToolResultChars: 200 }))
+      )
+      expect(result.output).toBe("Done.")
+      expect(refusals).toBeGreaterThan(0)
+      // A server that refuses whatever is sent: one compaction, then its error.
+      const error = yield* Effect.flip(Agent.run(reader, "Read three pages.").pipe(
+        Effect.provide(ScriptedModel.layer(refusing(0))),
+        Effect.provide(Compaction.layer({ contextWindow: 1200 }))
+      ))
+      expect(error._tag).toBe("ContextLengthExceeded")
+    }))
+
+  it.effect("the model's own window wins over the policy's; compaction off sends the messages as they are", () =>
+    Effect.gen(function*() {
+      const small = Layer.effect(Model.Model, Effect.map(Effect.service(Model.Model), (model) => ({ ...model, contextWindow: 1000 })))
+        .pipe(Layer.provide(ScriptedModel.layer([readPage(1), readPage(2), readPage(3), "Read."])))
+      const events = yield* eventsOf(Agent.stream(reader, "Read pages 1 to 3.")).pipe(
+        Effect.provide(small),
+        Effect.provide(Compaction.layer({ keepLastMessages: 2, maxToolResultChars: 100 }))
+      )
+      expect(events.filter((event) => event._tag === "ContextCompacted").every((event) => event.contextWindow === 1000)).toBe(true)
+      expect(events.some((event) => event._tag === "ContextCompacted")).toBe(true)
+      const off = yield* eventsOf(Agent.stream(reader, "Read pages 1 to 3.")).pipe(
+        Effect.provide(ScriptedModel.layer([readPage(1), readPage(2), readPage(3), "Read."])),
+        Effect.provide(Compaction.layer({ contextWindow: 1000, enabled: false }))
+      )
+      expect(off.some((event) => event._tag === "ContextCompacted")).toBe(false)
+    }))
+})
+
+const estimate = (request: Model.Request) => Math.ceil(
+  (request.messages ?? []).reduce((sum, message) => sum + message.content.length / 4 + 4, 0)
+)

@@ -38,6 +38,12 @@ export const median = (values: ReadonlyArray<number>): number => {
   return sorted.length % 2 === 1 ? sorted[mid]! : (sorted[mid - 1]! + sorted[mid]!) / 2
 }
 
+/** The `p`-th percentile (0–100, nearest rank) of a non-empty list. */
+export const percentile = (values: ReadonlyArray<number>, p: number): number => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))]!
+}
+
 /** A row from samples: the median, with the smallest and largest. */
 export const summarize = (framework: string, measure: string, unit: string, samples: ReadonlyArray<number>): Row => ({
   framework,

@@ -3,11 +3,14 @@
  * request's estimated input against its model's context window (`Model.Service.contextWindow`, else the policy's
  * `contextWindow`); above `threshold` of it, the policy's strategy compacts the messages. The default strategy
  * first cuts old tool results down to `maxToolResultChars`, then, if that is not enough, summarises the oldest
- * messages with a model call (step `context.compact_<n>`, counted in the budget), keeping the system messages, the
- * first user message (the task) and the last `keepLastMessages` whole, and never splitting a tool exchange. Each
- * compaction is a `ContextCompacted` event with the tokens before and after. A run remembers its compactions, so
- * the next call, which resends the same messages and more, reuses the summary instead of asking again. A server's
- * `ContextLengthExceeded` compacts once (to half the window) and the call is sent again.
+ * messages with a model call (step `context.compact_<n>`, counted in the budget and silent: no events of its own, no
+ * text streamed), keeping the system messages, the task (the last user message and what followed it) and the last
+ * `keepLastMessages` whole, and never splitting a tool exchange; as a last resort it cuts the kept tool results too.
+ * Each compaction is a `ContextCompacted` event with the tokens before and after. A run remembers its compaction:
+ * the next call, which resends the same messages and more, starts from it, and another summary is asked for only once
+ * the conversation has grown by `keepLastMessages`. Messages still over the window after compaction are a
+ * `ContextLengthExceeded` naming the sizes. A server's `ContextLengthExceeded` compacts once more (to half the
+ * window) and the call is sent again.
  *
  * The policy is a `Context.Reference`: `Compaction.layer({ … })` changes it for what it is provided to; a strategy is
  * any function from messages to messages (swap it, or wrap the default).
@@ -29,7 +32,7 @@
  * @since 0.2.0
  */
 import { Context, Effect, Layer } from "effect"
-import type { BudgetExhausted } from "./AgentError.js"
+import { type BudgetExhausted, InvalidOptions } from "./AgentError.js"
 import * as Budget from "./Budget.js"
 import type { Message } from "./internal/modelSchema.js"
 import type { ModelError } from "./ModelError.js"
@@ -47,6 +50,11 @@ export interface StrategyInput {
   readonly target: number
   readonly policy: Policy
   readonly summarize: (messages: ReadonlyArray<Message>) => Effect.Effect<string, ModelError | BudgetExhausted>
+  /**
+   * Whether a summary may be asked for now: false when the run summarised and the conversation has not grown by
+   * `keepLastMessages` since (a strategy then does what it can without a model call).
+   */
+  readonly mayCallModel: boolean
 }
 
 /**
@@ -98,14 +106,30 @@ export interface Policy {
  * @category strategies
  */
 export const tailStart = (messages: ReadonlyArray<Message>, keep: number): number => {
-  let start = Math.max(0, messages.length - keep)
+  let start = Math.max(0, messages.length - Math.max(1, keep))
   // A tool result belongs with the assistant message that asked for it: start before them.
-  while (start > 0 && messages[start]!.role === "tool") start--
+  while (start > 0 && start < messages.length && messages[start]!.role === "tool") start--
   return start
 }
 
 /**
- * Where the head ends: the leading system messages and the first user message (the task), never compacted.
+ * The task: the last user message that is not a summary. It is never summarised (the model must see what it is
+ * doing), wherever it is.
+ *
+ * @since 0.2.0
+ * @category strategies
+ */
+export const taskIndex = (messages: ReadonlyArray<Message>): number => {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    const message = messages[i]!
+    if (message.role === "user" && !message.content.startsWith("[Summary of ")) return i
+  }
+  return -1
+}
+
+/**
+ * Where the head ends: the leading system messages, never compacted. (The task, the last user message, is kept too:
+ * see `taskIndex`.)
  *
  * @since 0.2.0
  * @category strategies
@@ -113,7 +137,6 @@ export const tailStart = (messages: ReadonlyArray<Message>, keep: number): numbe
 export const headEnd = (messages: ReadonlyArray<Message>): number => {
   let end = 0
   while (end < messages.length && messages[end]!.role === "system") end++
-  if (end < messages.length && messages[end]!.role === "user") end++
   return end
 }
 
@@ -131,15 +154,29 @@ export const defaultStrategy: Strategy = (input) =>
     const { messages, policy, target } = input
     const head = headEnd(messages)
     const tail = Math.max(head, tailStart(messages, policy.keepLastMessages))
-    const cut = messages.map((message, i): Message =>
-      i >= head && i < tail && message.role === "tool" && message.content.length > policy.maxToolResultChars
-        ? { ...message, content: `${message.content.slice(0, policy.maxToolResultChars)}\n[… ${message.content.length - policy.maxToolResultChars} characters cut]` }
-        : message
-    )
-    if (estimate(cut) <= target || tail - head === 0) return { messages: cut, strategy: "tool_results" }
-    const summary = yield* input.summarize(cut.slice(head, tail))
-    const summarized: Message = { role: "user", content: `[Summary of ${tail - head} earlier messages]\n${summary}` }
-    return { messages: [...cut.slice(0, head), summarized, ...cut.slice(tail)], strategy: "summary" }
+    const cutBefore = (messages: ReadonlyArray<Message>, end: number) =>
+      messages.map((message, i): Message =>
+        i >= head && i < end && message.role === "tool" && message.content.length > policy.maxToolResultChars
+          ? { ...message, content: `${message.content.slice(0, policy.maxToolResultChars)}\n[… ${message.content.length - policy.maxToolResultChars} characters cut]` }
+          : message
+      )
+    // Old tool results first; then the oldest messages summarised; last, the kept tail's tool results too.
+    const cut = cutBefore(messages, tail)
+    if (estimate(cut) <= target) return { messages: cut, strategy: "tool_results" }
+    let out = cut
+    let strategy = "tool_results"
+    // The task stays where the model reads it, before the summary of what came before it and after it.
+    const task = taskIndex(cut)
+    const pinned = task >= head && task < tail
+    const middle = cut.slice(head, tail).filter((_, i) => !pinned || head + i !== task)
+    if (input.mayCallModel && middle.length > 1) {
+      const summary = yield* input.summarize(middle)
+      const summarized: Message = { role: "user", content: `[Summary of ${middle.length} earlier messages]\n${summary}` }
+      out = [...cut.slice(0, head), ...(pinned ? [cut[task]!] : []), summarized, ...cut.slice(tail)]
+      strategy = "summary"
+      if (estimate(out) <= target) return { messages: out, strategy }
+    }
+    return { messages: cutBefore(out, out.length), strategy }
   })
 
 /**
@@ -169,10 +206,23 @@ export const defaultPolicy: Policy = {
 export const CurrentPolicy = Context.Reference<Policy>("valet/Compaction/CurrentPolicy", { defaultValue: () => defaultPolicy })
 
 /**
- * The policy with some settings changed, for what the layer is provided to.
+ * The policy with some settings changed, for what the layer is provided to; a setting out of range is
+ * `InvalidOptions` naming it.
  *
  * @since 0.2.0
  * @category layers
  */
-export const layer = (policy: Partial<Policy>): Layer.Layer<never> =>
-  Layer.succeed(CurrentPolicy, { ...defaultPolicy, ...policy })
+export const layer = (policy: Partial<Policy>): Layer.Layer<never, InvalidOptions> => {
+  const problem = policyProblem({ ...defaultPolicy, ...policy })
+  return problem === undefined
+    ? Layer.succeed(CurrentPolicy, { ...defaultPolicy, ...policy })
+    : Layer.effectDiscard(Effect.fail(new InvalidOptions({ module: "Compaction", message: `Compaction: ${problem}` })))
+}
+
+const policyProblem = (policy: Policy): string | undefined => {
+  if (!Number.isInteger(policy.contextWindow) || policy.contextWindow < 1) return `contextWindow must be an integer >= 1, got ${policy.contextWindow}`
+  if (!(policy.threshold > 0 && policy.threshold <= 1)) return `threshold must be in (0, 1], got ${policy.threshold}`
+  if (!Number.isInteger(policy.keepLastMessages) || policy.keepLastMessages < 1) return `keepLastMessages must be an integer >= 1, got ${policy.keepLastMessages}`
+  if (!Number.isInteger(policy.maxToolResultChars) || policy.maxToolResultChars < 0) return `maxToolResultChars must be an integer >= 0, got ${policy.maxToolResultChars}`
+  return undefined
+}

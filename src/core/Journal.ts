@@ -147,6 +147,8 @@ export const layerRecord = (
         })
 
       const service: Model.Service = {
+        // The recorded model's window: compaction measures calls the same with and without the recording.
+        ...(inner.contextWindow !== undefined ? { contextWindow: inner.contextWindow } : {}),
         generate: (request) =>
           Effect.flatMap(begin(request), (base) =>
             inner.generate(request).pipe(

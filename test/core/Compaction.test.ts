@@ -29,19 +29,23 @@ const eventsOf = <E, R>(stream: Stream.Stream<AgentEvent.AgentEvent, E, R>) =>
   Effect.map(Stream.runCollect(stream), (events) => Array.from(events))
 
 describe("Compaction", () => {
-  it("the kept tail never starts inside a tool exchange; the head keeps the system messages and the task", () => {
+  it("the kept tail never starts inside a tool exchange; the head is the system messages; the task is the last user message", () => {
     const messages: ReadonlyArray<Model.Message> = [
       { role: "system", content: "s" },
+      { role: "user", content: "an older question" },
+      { role: "assistant", content: "an older answer" },
       { role: "user", content: "task" },
       { role: "assistant", content: "", toolCalls: [{ id: "a", name: "read", arguments: "{}" }, { id: "b", name: "read", arguments: "{}" }] },
       { role: "tool", toolCallId: "a", name: "read", content: "1" },
       { role: "tool", toolCallId: "b", name: "read", content: "2" },
       { role: "assistant", content: "done" }
     ]
-    expect(Compaction.headEnd(messages)).toBe(2)
+    expect(Compaction.headEnd(messages)).toBe(1)
     // Keeping 2 would start at the second tool result: moved back to the assistant message that asked.
-    expect(Compaction.tailStart(messages, 2)).toBe(2)
-    expect(Compaction.tailStart(messages, 1)).toBe(5)
+    expect(Compaction.tailStart(messages, 2)).toBe(4)
+    expect(Compaction.tailStart(messages, 1)).toBe(7)
+    expect(Compaction.taskIndex(messages)).toBe(3)
+    expect(Compaction.taskIndex([...messages, { role: "user", content: "[Summary of 3 earlier messages]\n…" }])).toBe(3)
   })
 
   it.effect("old tool results are cut first: no model call when that is enough", () =>
@@ -79,15 +83,17 @@ describe("Compaction", () => {
       const after = events.slice(events.indexOf(summaries[0]!) + 1).filter((event) => event._tag === "ContextCompacted")
       expect(after.length).toBeGreaterThan(0)
       for (const event of after) expect((event as AgentEvent.Of<"ContextCompacted">).tokensBefore).toBeLessThan((summaries[0] as AgentEvent.Of<"ContextCompacted">).tokensBefore)
-      // The summarising call is a model call of the run, under its own step: counted.
+      // The summarising call is a call of the run, counted, but silent: no events of its own, no text of the answer.
       const steps = events.flatMap((event) => event._tag === "ModelCalled" ? [event.step] : [])
-      expect(steps.filter((step) => step.startsWith("context.compact_"))).toHaveLength(summaries.length)
+      expect(steps.some((step) => step.startsWith("context."))).toBe(false)
       const completed = events.at(-1) as AgentEvent.Of<"RunCompleted">
       expect(completed.result.output).toBe("All read.")
-      expect(completed.result.modelCalls).toBe(steps.length)
+      expect(completed.result.modelCalls).toBe(steps.length + summaries.length)
+      expect(events.some((event) => event._tag === "TextDelta" && event.text.includes("Pages 1 and 2"))).toBe(false)
       // After a summary, calls keep the task and read the summary, not the summarised pages.
       const last = requests.at(-1)!.messages!
       expect(last[1]).toEqual({ role: "user", content: "Read pages 1 to 6." })
+      expect(last[2]!.content.startsWith("[Summary of ")).toBe(true)
       expect(last.some((message) => message.content.startsWith("[Summary of "))).toBe(true)
       expect(last.some((message) => message.role === "tool" && message.content.startsWith("page 1:"))).toBe(false)
       // Every call sent stayed under the threshold of the window.
@@ -143,3 +149,45 @@ describe("Compaction", () => {
 const estimate = (request: Model.Request) => Math.ceil(
   (request.messages ?? []).reduce((sum, message) => sum + message.content.length / 4 + 4, 0)
 )
+
+describe("Compaction's limits", () => {
+  it.effect("the task of a run given history (a thread's turn) is never summarised", () =>
+    Effect.gen(function*() {
+      const requests: Array<Model.Request> = []
+      const script: ScriptedModel.Script = (request) => {
+        requests.push(request)
+        return request.messages?.[0]?.content === Compaction.defaultPolicy.summaryInstructions ? "Earlier: pages were read." : "Done."
+      }
+      const history: Array<Model.Message> = Array.from({ length: 12 }, (_, i): Model.Message =>
+        i % 2 === 0 ? { role: "user", content: `old question ${i}: ${"x".repeat(300)}` } : { role: "assistant", content: `old answer ${i}: ${"y".repeat(300)}` }
+      )
+      const result = yield* Agent.run(reader, "THE TASK", { history }).pipe(
+        Effect.provide(ScriptedModel.layer(script)),
+        Effect.provide(Compaction.layer({ contextWindow: 800, keepLastMessages: 2 }))
+      )
+      expect(result.output).toBe("Done.")
+      const sent = requests.at(-1)!.messages!
+      // The oldest history became one summary; the last answer before the task and the task itself are whole.
+      expect(sent.map((message) => message.role)).toEqual(["system", "user", "assistant", "user"])
+      expect(sent[1]!.content.startsWith("[Summary of 11 earlier messages]")).toBe(true)
+      expect(sent.at(-1)).toEqual({ role: "user", content: "THE TASK" })
+    }))
+
+  it.effect("messages still over the window after compaction: ContextLengthExceeded naming the sizes, nothing sent", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Agent.run(reader, `Read this: ${"z".repeat(6000)}`).pipe(
+        Effect.provide(ScriptedModel.layer(["never sent"])),
+        Effect.provide(Compaction.layer({ contextWindow: 500 }))
+      ))
+      expect(error._tag).toBe("ContextLengthExceeded")
+      expect(error.message).toMatch(/^the messages are about \d+ tokens after compaction \(\d+ before\), over the model's context window of 500$/)
+    }))
+
+  it.effect("a policy out of range is InvalidOptions naming the setting", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Layer.build(Compaction.layer({ keepLastMessages: 0 })))
+      expect(error).toMatchObject({ _tag: "InvalidOptions", message: "Compaction: keepLastMessages must be an integer >= 1, got 0" })
+      const threshold = yield* Effect.flip(Layer.build(Compaction.layer({ threshold: 0 })))
+      expect(threshold.message).toBe("Compaction: threshold must be in (0, 1], got 0")
+    }).pipe(Effect.scoped))
+})

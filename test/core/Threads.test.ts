@@ -13,6 +13,7 @@ import { dirname, join } from "node:path"
 import * as Agent from "../../src/core/Agent.js"
 import type * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Turn from "../../src/core/internal/threads/turn.js"
 import * as Threads from "../../src/core/Threads.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as SqliteClient from "../../src/environment/SqliteClient.js"
@@ -357,4 +358,27 @@ describe("Turns on a thread", () => {
       // The last 4 are [tool, a1, q2, a2]: cut back to q2.
       expect(seen.slice(1)).toEqual([user("q2"), assistant("a2"), user("q3")])
     })))
+})
+
+describe("What a turn keeps (internals)", () => {
+  const call = (id: string): Model.Message => ({ role: "assistant", content: "", toolCalls: [{ id, name: "add", arguments: "{}" }] })
+  const result = (id: string): Model.Message => ({ role: "tool", toolCallId: id, name: "add", content: "0" })
+
+  it("the history given never ends in a call without its result (a thread forked inside an exchange)", () => {
+    expect(Turn.fromFirstUserMessage([result("x"), user("q"), call("a"), result("a"), assistant("a1"), user("q2"), call("b")]))
+      .toEqual([user("q"), call("a"), result("a"), assistant("a1"), user("q2")])
+    expect(Turn.fromFirstUserMessage([call("a"), result("a")])).toEqual([])
+  })
+
+  it("a transcript is one tool loop ending in the answer: a reply before the last without calls is not one", () => {
+    const replied = (text: string, calls: ReadonlyArray<{ id: string }> = []) =>
+      ({ _tag: "ModelReplied", sessionId: "s", timestamp: 0, step: "x", text, toolCalls: calls.map((c) => ({ ...c, name: "add", arguments: "{}" })), finishReason: "stop", usage: { inputTokens: 0, outputTokens: 0, totalTokens: 0 }, latencyMs: 0 }) as const
+    const returned = (id: string) => ({ _tag: "ToolReturned", sessionId: "s", timestamp: 0, toolCallId: id, name: "add", content: "0", isError: false, durationMs: 0 }) as const
+    expect(Turn.transcriptOf([replied("", [{ id: "a" }]), returned("a"), replied("done")], "done")).toHaveLength(3)
+    // A plan, then an answer (ReWOO without steps): not a conversation to keep as is.
+    expect(Turn.transcriptOf([replied("[]"), replied("done")], "done")).toBeUndefined()
+    // A call never answered, or an answer that is not the output: not kept as is.
+    expect(Turn.transcriptOf([replied("", [{ id: "a" }]), replied("done")], "done")).toBeUndefined()
+    expect(Turn.transcriptOf([replied("other")], "done")).toBeUndefined()
+  })
 })

@@ -15,30 +15,57 @@ export interface Compacted {
   readonly first: Message
   readonly last: Message
   readonly replacement: ReadonlyArray<Message>
+  /** Whether the replacement holds a summary (another is asked for only once the conversation has grown). */
+  readonly summarized: boolean
 }
 
-const same = (a: Message, b: Message): boolean => a === b || (a.role === b.role && a.content === b.content)
+/** Whether a message is a compaction's summary. */
+export const isSummary = (message: Message): boolean => message.role === "user" && message.content.startsWith("[Summary of ")
 
-/** The messages with the run's latest compaction that they start with put in its place. */
-export const withCompacted = (messages: ReadonlyArray<Message>, done: ReadonlyArray<Compacted> | undefined): ReadonlyArray<Message> => {
-  if (done === undefined) return messages
-  for (let i = done.length - 1; i >= 0; i--) {
-    const entry = done[i]!
-    if (messages.length >= entry.length && same(messages[0]!, entry.first) && same(messages[entry.length - 1]!, entry.last)) {
-      return entry.length === messages.length ? entry.replacement : [...entry.replacement, ...messages.slice(entry.length)]
-    }
-  }
-  return messages
+const toolCallsLength = (message: Message): number => {
+  if (message.role !== "assistant" || message.toolCalls === undefined) return 0
+  let length = 0
+  for (const call of message.toolCalls) length += call.arguments.length + call.name.length
+  return length
 }
 
 /**
- * Whether the messages may not fit under `limit` tokens. Their characters first (an estimate never exceeds one
- * token per character, plus 4 a message): most calls are far under, and this costs a sum of lengths, not a scan.
+ * The messages with the run's compaction put in place of the messages it replaced, when these messages start with
+ * those: the same objects (the tool loops resend them), or equal ones.
  */
-export const mayExceed = (messages: ReadonlyArray<Message>, limit: number): boolean => {
-  let chars = 0
-  for (const message of messages) chars += message.content.length + 4
-  return chars > limit && Budget.estimateInputTokens({ messages }) > limit
+export const withCompacted = (messages: ReadonlyArray<Message>, done: ReadonlyArray<Compacted> | undefined): ReadonlyArray<Message> => {
+  const entry = done?.at(-1)
+  if (entry === undefined || messages.length < entry.length) return messages
+  if (messages[0] !== entry.first || messages[entry.length - 1] !== entry.last) {
+    // Not the same objects: equal all the way, or not the conversation compacted.
+    if (messages[0]!.role !== entry.first.role || messages[0]!.content !== entry.first.content) return messages
+    if (messages[entry.length - 1]!.content !== entry.last.content || toolCallsLength(messages[entry.length - 1]!) !== toolCallsLength(entry.last)) return messages
+  }
+  return entry.length === messages.length ? entry.replacement : [...entry.replacement, ...messages.slice(entry.length)]
+}
+
+/** The characters of a request's tool definitions, measured once per tools array. */
+const toolsChars = new WeakMap<object, number>()
+const toolsLength = (request: Request): number => {
+  const tools = request.tools
+  if (tools === undefined || tools.length === 0) return 0
+  let length = toolsChars.get(tools)
+  if (length === undefined) {
+    length = JSON.stringify(tools).length
+    toolsChars.set(tools, length)
+  }
+  return length
+}
+
+/**
+ * Whether a request with these messages may not fit under `limit` tokens. Its characters first — contents, tool
+ * calls' arguments, tool definitions (an estimate never exceeds one token per character, plus 4 a message): most
+ * calls are far under, and this costs a sum of lengths, not a scan.
+ */
+export const mayExceed = (request: Request, messages: ReadonlyArray<Message>, limit: number): boolean => {
+  let chars = toolsLength(request)
+  for (const message of messages) chars += message.content.length + toolCallsLength(message) + 4
+  return chars > limit && Budget.estimateInputTokens({ ...request, messages }) > limit
 }
 
 /** The transcript a summarising call reads. */

@@ -6,6 +6,7 @@
  */
 import { type Cause, Clock, Context, Data, Effect, Exit, Layer, Predicate, Queue, Result, Scope, Stream, Tracer } from "effect"
 import { type AgentError, type BudgetExhausted, OutputInvalid } from "../AgentError.js"
+import { ContextLengthExceeded } from "../ModelError.js"
 import type * as AgentEvent from "../AgentEvent.js"
 import * as Budget from "../Budget.js"
 import * as Model from "../Model.js"
@@ -274,23 +275,32 @@ export const generateFor = (
     const policy = fiber.getRef(Compaction.CurrentPolicy)
     const messages = request.messages
     if (!policy.enabled || messages === undefined) return send(run, model, request, options)
+    // The step is fixed before a summary's call counts: the call keeps the name it would have had without one.
+    const named: GenerateOptions = options?.step !== undefined ? options : { ...options, step: `call_${run.ownCalls + 1}` }
     const window = model.contextWindow ?? policy.contextWindow
+    const target = Math.floor(policy.threshold * window)
     const prepared = Compact.withCompacted(messages, run.compactions)
-    const ready = prepared === messages ? request : { ...request, messages: prepared }
-    const first = Compact.mayExceed(prepared, Math.floor(policy.threshold * window))
-      ? Effect.flatMap(compact(run, model, policy, window, messages, prepared, Math.floor(policy.threshold * window), options), (compacted) =>
-        send(run, model, { ...request, messages: compacted }, options))
-      : send(run, model, ready, options)
-    // The server says it does not fit (its tokenizer counts more than the estimate): compact once, to half the
-    // window, and send again; a second refusal is the run's error.
-    return Effect.catchTag(first, "ContextLengthExceeded", (error) =>
-      Effect.flatMap(compact(run, model, policy, window, messages, Compact.withCompacted(messages, run.compactions), Math.floor(window / 2), options), (compacted) =>
-        compacted.length === prepared.length && compacted.every((message, i) => message === prepared[i])
-          ? Effect.fail(error)
-          : send(run, model, { ...request, messages: compacted }, options)))
+    const sendChecked = (sent: ReadonlyArray<Model.Message>) =>
+      Effect.catchTag(
+        send(run, model, sent === messages ? request : { ...request, messages: sent }, named),
+        "ContextLengthExceeded",
+        // The server counts more than the estimate: compact once more, to half the window, and send again; a
+        // compaction that changes nothing, or a second refusal, is the run's error.
+        (error) =>
+          Effect.flatMap(compact(run, model, policy, window, messages, sent, Math.floor(window / 2), named.step!, true), (again) =>
+            again.length === sent.length && again.every((message, i) => message === sent[i])
+              ? Effect.fail(error)
+              : send(run, model, { ...request, messages: again }, named))
+      )
+    return Compact.mayExceed(request, prepared, target)
+      ? Effect.flatMap(compact(run, model, policy, window, messages, prepared, target, named.step!, false), sendChecked)
+      : sendChecked(prepared)
   })
 
-/** Compacts the messages of a call with the policy's strategy, remembers it for the run's next calls, says so. */
+/**
+ * Compacts the messages of a call with the policy's strategy, remembers it for the run's next calls, says so. A
+ * result still over the window is `ContextLengthExceeded` naming the sizes: sending it would only be refused.
+ */
 const compact = (
   run: RunState,
   model: Model.Service,
@@ -299,15 +309,32 @@ const compact = (
   original: ReadonlyArray<Model.Message>,
   messages: ReadonlyArray<Model.Message>,
   target: number,
-  options: GenerateOptions | undefined
+  step: string,
+  forced: boolean
 ): Effect.Effect<ReadonlyArray<Model.Message>, ModelError | BudgetExhausted> => {
   const before = Compact.estimate(messages)
-  const step = options?.step ?? `call_${run.ownCalls + 1}`
+  const last = run.compactions?.at(-1)
+  // A summary is asked for again only once the conversation has grown by the messages kept whole since the last
+  // one (or when the server refused): otherwise every call past the threshold would pay a summary.
+  const mayCallModel = forced || last === undefined || !last.summarized || original.length - last.length >= policy.keepLastMessages
   const summarize = Compact.summarizer(policy, (summary) =>
-    send(run, model, summary, { step: `context.compact_${(run.compactions?.length ?? 0) + 1}` }))
-  return Effect.flatMap(policy.strategy({ messages, target, policy, summarize }), (result) => {
+    // Silent: the summary is no answer of the run (no events, no text streamed), but a counted call of it.
+    send(run, model, summary, { step: `context.compact_${(run.compactions?.length ?? 0) + 1}` }, true))
+  return Effect.flatMap(policy.strategy({ messages, target, policy, summarize, mayCallModel }), (result) => {
     const after = Compact.estimate(result.messages)
-    ;(run.compactions ??= []).push({ length: original.length, first: original[0]!, last: original.at(-1)!, replacement: result.messages })
+    if (after > window) {
+      return Effect.fail(new ContextLengthExceeded({
+        message: `the messages are about ${after} tokens after compaction (${before} before), over the model's context window of ${window}`
+      }))
+    }
+    // Only the latest is used: the earlier ones would be memory the run holds for nothing.
+    run.compactions = [{
+      length: original.length,
+      first: original[0]!,
+      last: original.at(-1)!,
+      replacement: result.messages,
+      summarized: result.strategy === "summary" || (last?.summarized === true && result.messages.some(Compact.isSummary))
+    }]
     return Effect.as(
       emitWith(run, (timestamp) => ({
         _tag: "ContextCompacted",
@@ -329,14 +356,15 @@ const send = (
   run: RunState,
   model: Model.Service,
   request: Model.Request,
-  options: GenerateOptions | undefined
+  options: GenerateOptions | undefined,
+  silent = false
 ): Effect.Effect<Model.Response, ModelError | BudgetExhausted> => {
   // An unlimited budget is not asked for a reservation.
-  if (run.budget === Budget.unlimited) return call(run, model, request, options, unreserved)
+  if (run.budget === Budget.unlimited) return call(run, model, request, options, unreserved, silent)
   return Effect.flatMap(run.budget.reserve(request), (reservation) =>
     // A call that fails or is interrupted gives back what it reserved; one that returns settles it.
     Effect.onError(
-      call(run, model, reservation.request, options, reservation),
+      call(run, model, reservation.request, options, reservation, silent),
       () => Effect.sync(reservation.release)
     ))
 }
@@ -350,7 +378,8 @@ const call = (
   model: Model.Service,
   request: Model.Request,
   options: GenerateOptions | undefined,
-  reservation: Pick<Budget.Reservation, "warnings" | "settle">
+  reservation: Pick<Budget.Reservation, "warnings" | "settle">,
+  silent = false
 ): Effect.Effect<Model.Response, ModelError> => {
   const warnings = reservation.warnings
   run.countCall()
@@ -360,8 +389,9 @@ const call = (
     run.addUsage(response.usage)
     return reservation.settle(response.usage)
   }
-  // Nobody listens (`Agent.run`): no events, no clock reads.
-  if (!run.emitter.observed) {
+  // Nobody listens (`Agent.run`), or a call that is not the run's own answer (a compaction's summary): no events, no
+  // clock reads, no text streamed.
+  if (silent || !run.emitter.observed) {
     const sent = withCallContext(model.generate(request), callContext)
     return Effect.map(run.traced ? Spans.modelCall(model, request, run.sessionId, step, sent) : sent, (response) => {
       settle(response)

@@ -54,7 +54,7 @@ export interface ThreadPage {
 
 /**
  * Why `id` cannot be a thread id, or `undefined` when it can: letters, digits, `-`, `.`, `:` and `_`, at most
- * 128 characters (the same rule as a session id, which a turn's session id is built from).
+ * 128 characters (the same rule as a session id).
  *
  * @since 0.2.0
  * @category names

@@ -9,7 +9,7 @@ import type { AgentError } from "../../AgentError.js"
 import type * as AgentEvent from "../../AgentEvent.js"
 import type { Message } from "../modelSchema.js"
 import type { Emitter } from "../runtime.js"
-import { type Lease, type Service, type ThreadError, ThreadBusy } from "./model.js"
+import { type Lease, type Service, type ThreadError, ThreadBusy, ThreadStoreError } from "./model.js"
 
 /**
  * How a turn that did not complete is kept: `"note"` (the default) appends the task and an assistant message with
@@ -41,7 +41,16 @@ const defaults = { historyLimit: 100, leaseMs: 60_000, busyTimeoutMs: 30_000 }
 /** The history a run is given: the page from its first user message, so that it never starts inside an exchange. */
 export const fromFirstUserMessage = (messages: ReadonlyArray<Message>): ReadonlyArray<Message> => {
   const first = messages.findIndex((message) => message.role === "user")
-  return first === -1 ? [] : messages.slice(first)
+  if (first === -1) return []
+  // And never ending in a call without its result (a thread forked inside an exchange): cut back before that call.
+  let end = messages.length
+  const answered = new Set<string>()
+  for (let i = messages.length - 1; i >= first; i--) {
+    const message = messages[i]!
+    if (message.role === "tool") answered.add(message.toolCallId)
+    else if (message.role === "assistant" && (message.toolCalls ?? []).some((call) => !answered.has(call.id))) end = i
+  }
+  return messages.slice(first, end)
 }
 
 /**
@@ -55,6 +64,9 @@ export const transcriptOf = (events: ReadonlyArray<AgentEvent.AgentEvent>, outpu
   for (const event of events) {
     if (event._tag === "ModelReplied") {
       if (open.size > 0) return undefined
+      // A reply without calls ends a tool loop: one before the last is not one loop (a plan, then an answer).
+      const previous = messages.at(-1)
+      if (previous !== undefined && previous.role === "assistant" && previous.toolCalls === undefined) return undefined
       const calls = event.toolCalls
       messages.push(calls.length > 0 ? { role: "assistant", content: event.text, toolCalls: calls } : { role: "assistant", content: event.text })
       open = new Set(calls.map((call) => call.id))
@@ -100,7 +112,10 @@ const errorTagOf = (cause: Cause.Cause<unknown>): string => {
 const recorder = () => {
   const events: Array<AgentEvent.AgentEvent> = []
   const record = (event: AgentEvent.AgentEvent) => {
-    if (!event.sessionId.includes("__") && (event._tag === "ModelReplied" || event._tag === "ToolReturned")) events.push(event)
+    if (event.sessionId.includes("__")) return
+    // A compaction's summary is no reply of the run's conversation.
+    if (event._tag === "ModelReplied" && !event.step.startsWith("context.")) events.push(event)
+    else if (event._tag === "ToolReturned") events.push(event)
   }
   return { events, record }
 }
@@ -112,10 +127,25 @@ interface Begun {
   readonly finish: (exit: Exit.Exit<AgentEvent.RunResult, unknown>, events: ReadonlyArray<AgentEvent.AgentEvent>) => Effect.Effect<void, ThreadError>
 }
 
+const leaseMsOf = (options: TurnOptions): Effect.Effect<number, ThreadStoreError> => {
+  if (options.leaseDuration === undefined) return Effect.succeed(defaults.leaseMs)
+  try {
+    const ms = Duration.toMillis(Duration.fromInputUnsafe(options.leaseDuration))
+    if (Number.isFinite(ms) && ms >= 1000) return Effect.succeed(ms)
+  } catch {
+    // Refused below, naming the value.
+  }
+  return Effect.fail(new ThreadStoreError({
+    operation: "turn",
+    threadId: options.id,
+    message: `Threads: leaseDuration must be a duration of at least 1 second, got ${JSON.stringify(String(options.leaseDuration))}`
+  }))
+}
+
 /** Takes the lease (renewed in the scope), loads the page, and says how to finish. */
 const begin = (threads: Service, options: TurnOptions, task: string): Effect.Effect<Begun, ThreadError, Scope.Scope> =>
   Effect.gen(function*() {
-    const leaseMs = options.leaseDuration === undefined ? defaults.leaseMs : Duration.toMillis(Duration.fromInputUnsafe(options.leaseDuration))
+    const leaseMs = yield* leaseMsOf(options)
     const acquire = threads.acquire(options.id, { owner: options.owner, durationMs: leaseMs })
     const lease = yield* (options.onBusy === "wait"
       ? acquire.pipe(
@@ -128,8 +158,12 @@ const begin = (threads: Service, options: TurnOptions, task: string): Effect.Eff
       : acquire)
     // Given back however the turn ends; a lease lost meanwhile is not ours to give back (release does nothing).
     yield* Effect.addFinalizer(() => Effect.ignore(threads.release(lease)))
-    // Renewed while the turn runs, so that a long run keeps it; a renewal that fails leaves the append to find out.
-    yield* Effect.forkScoped(Effect.ignore(Effect.repeat(threads.renew(lease, leaseMs), Schedule.spaced(Math.max(1, Math.floor(leaseMs / 3))))))
+    // Renewed while the turn runs, so that a long run keeps it. A store that fails once is tried again at the next
+    // renewal; a lease taken by another turn (expired meanwhile) stops the renewals, and the append finds out.
+    yield* Effect.forkScoped(Effect.ignore(Effect.repeat(
+      threads.renew(lease, leaseMs).pipe(Effect.catchTag("ThreadStoreError", () => Effect.void)),
+      Schedule.spaced(Math.max(100, Math.floor(leaseMs / 3)))
+    )))
     const page = yield* threads.messages(options.id, { owner: options.owner, limit: options.historyLimit ?? defaults.historyLimit })
     return {
       lease,

@@ -79,6 +79,7 @@ export const durableModel = (inner: Model.Service): Effect.Effect<Model.Service,
         }).pipe(Effect.provideContext(context))
       }) as Effect.Effect<Model.Response, ModelError.ModelError>
     return Model.make({
+      ...(inner.contextWindow !== undefined ? { contextWindow: inner.contextWindow } : {}),
       generate,
       stream: (request) => Stream.unwrap(Effect.map(generate(request), (response) => Stream.fromIterable(Model.toChunks(response))))
     })

@@ -54,7 +54,8 @@
  *
  * @since 0.2.0
  */
-import { Effect, Layer, Result, Schema } from "effect"
+import { Effect, Layer, Option, Result, Schema } from "effect"
+import * as Threads from "../core/Threads.js"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "effect/http-api"
 import * as Request from "./internal/chat/request.js"
 import { requireGroup } from "./internal/groupLayer.js"
@@ -125,8 +126,8 @@ export const group = HttpApiGroup.make("chat")
       payload: ChatRequest,
       // The run as the UI message stream (`UiMessageStream.headers`).
       success: HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" }),
-      error: [RunsApi.BadRequest, Runs.UnknownAgent, Runs.TooManyRuns, Runs.InvalidRunRequest]
-    })
+      error: [RunsApi.BadRequest, Runs.UnknownAgent, Runs.TooManyRuns, Runs.InvalidRunRequest, ...RunsApi.threadErrors]
+    }).middleware(RunsApi.Owner)
   )
   .middleware(RunsApi.RequestErrors)
 
@@ -160,12 +161,31 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
   Effect.gen(function*() {
     const runs = yield* Runs.Runs
     return handlers.handle("chat", ({ params, payload }) =>
-      Effect.fromResult(runRequestOf(params.name, payload)).pipe(
-        Effect.flatMap(runs.start),
-        Effect.flatMap(({ runId }) => RunStream.followed(runs, runId)),
-        Effect.map(RunStream.uiMessageResponse),
-        Effect.catchTag("TooManyRuns", (error) => Effect.succeed(RunStream.tooMany(error)))
-      ))
+      (Option.isSome(runs.threads) && payload.id !== undefined
+        ? turn(runs, runs.threads.value, params.name, payload.id, payload)
+        : Effect.flatMap(Effect.fromResult(runRequestOf(params.name, payload)), runs.start)).pipe(
+          Effect.flatMap(({ runId }) => RunStream.followed(runs, runId)),
+          Effect.map(RunStream.uiMessageResponse),
+          Effect.catchTag("TooManyRuns", (error) => Effect.succeed(RunStream.tooMany(error)))
+        ))
+  })
+
+/**
+ * A chat request as a turn on the thread `id` (the request's owner's; created on first use): the last user message
+ * is the input, the thread the history.
+ */
+const turn = (runs: Runs.Service, threads: Threads.Service, agent: string, id: string, payload: ChatRequest) =>
+  Effect.gen(function*() {
+    const problem = Threads.threadIdProblem(id)
+    if (problem !== undefined) return yield* new RunsApi.BadRequest({ message: `payload: id: ${problem}` })
+    const request = yield* Effect.fromResult(Result.mapError(Request.turnRequestOf(agent, payload), (message) => new RunsApi.BadRequest({ message })))
+    const owner = yield* Effect.service(RunsApi.CurrentOwner)
+    // First use: the thread is created for the owner. Two first requests at once: one creates it, the other finds it.
+    const found = threads.get(id, { owner })
+    yield* found.pipe(
+      Effect.catchTag("ThreadNotFound", () => Effect.catchTag(threads.create({ id, owner }), "ThreadStoreError", () => found))
+    )
+    return yield* runs.startTurn(request, { id, owner })
   })
 
 /**
@@ -176,10 +196,12 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
  * @category layers
  */
 export const layerFor = <Id extends string, Groups extends HttpApiGroup.Constraint>(
-  api: HttpApi.HttpApi<Id, Groups>
+  api: HttpApi.HttpApi<Id, Groups>,
+  options: RunsApi.LayerOptions = {}
 ): Layer.Layer<HttpApiGroup.Service<Id, "chat"> | RunsApi.RequestErrors, never, Runs.Runs> =>
   requireGroup("ChatApi", "chat", api, () =>
     HttpApiBuilder.group(api as unknown as typeof Api, "chat", build).pipe(
+      Layer.provide(RunsApi.layerOwner(options.owner)),
       Layer.provideMerge(RunsApi.layerRequestErrors)
     )) as unknown as Layer.Layer<HttpApiGroup.Service<Id, "chat"> | RunsApi.RequestErrors, never, Runs.Runs>
 

@@ -6,7 +6,14 @@
  *
  * - The body: `{id, messages, trigger, messageId}` (and whatever the transport's `body` option adds, ignored).
  *   `trigger` is `submit-message` or `regenerate-message`; both run on the messages sent, which the client has
- *   already cut to the turn to answer. The chat `id` is not a session: each request is a run of its own.
+ *   already cut to the turn to answer. Without a thread store, the chat `id` is not a session: each request is a run
+ *   of its own.
+ * - With a thread store (`Threads` given to `Runs`; `threads:` in `valet.yaml`), the chat `id` is a thread of the
+ *   request's owner (`RunsApi.Owner`, the app's auth), created on first use: a request is a turn on it, its history
+ *   the thread's, its input the last user message. The client's copy of earlier messages is not read (what the model
+ *   reads is what the thread kept); another owner's chat id is 403 `ThreadForbidden`, a chat in another turn 409
+ *   `ThreadBusy`, an id that cannot be a thread id 400. `regenerate-message` is then one more turn on the last user
+ *   message (the thread keeps the earlier answer).
  * - The conversation: every message but the last is the run's `history`, in order; the last, which must be a user
  *   message, is the input. A system message's and a user message's text parts are one message; an assistant message
  *   is, per step (its parts split at `step-start`), one assistant message with the step's text, its reasoning and its
@@ -190,7 +197,7 @@ const turn = (runs: Runs.Service, threads: Threads.Service, agent: string, id: s
 
 /**
  * The group's handlers (and its request-error middleware) for `api`, an `HttpApi` holding `group` (maybe under a
- * prefix), over `Runs`.
+ * prefix), over `Runs`; `owner` finds a request's owner when the chat id is a thread (`RunsApi.LayerOptions`).
  *
  * @since 0.2.0
  * @category layers

@@ -6,14 +6,14 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Layer } from "effect"
-import { HttpServer, HttpServerRequest } from "effect/http"
+import { HttpServerRequest } from "effect/http"
 import * as Agent from "../../src/core/Agent.js"
 import * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Threads from "../../src/core/Threads.js"
-import * as Agents from "../../src/serve/Agents.js"
 import * as RunsApi from "../../src/serve/RunsApi.js"
-import * as Server from "../../src/serve/Server.js"
+import type * as Server from "../../src/serve/Server.js"
+import { serveAgents } from "../support/serve.js"
 
 /** An agent on a scripted model (one script over all its runs) whose requests the test reads back. */
 const inspected = (name: string, script: ScriptedModel.Script) => {
@@ -34,15 +34,11 @@ const ownerFromHeader: RunsApi.OwnerOf = Effect.flatMap(Effect.service(HttpServe
     : Effect.succeed(user)
 })
 
-/** The server with these agents, a memory thread store (unless `threads: false`), for the scope. */
-const serve = (agents: ReadonlyArray<Agent.Agent<never>>, options: Server.Options & { readonly threads?: boolean } = {}) =>
-  Effect.gen(function*() {
-    const { threads = true, ...rest } = options
-    const base = Server.layerNode({ ...rest, port: 0 }).pipe(Layer.provide(Agents.layer(agents)))
-    const context = yield* Layer.build(threads ? base.pipe(Layer.provide(Threads.layerMemory())) : base)
-    const address = Context.get(context, HttpServer.HttpServer).address as unknown as { readonly port: number }
-    return `http://127.0.0.1:${address.port}`
-  })
+/** The server with these agents and a memory thread store (none with `threads: false`), for the scope. */
+const serve = (agents: ReadonlyArray<Agent.Agent<never>>, options: Server.Options & { readonly threads?: boolean } = {}) => {
+  const { threads = true, ...rest } = options
+  return serveAgents(agents, rest, threads ? Threads.layerMemory() : undefined)
+}
 
 interface Reply {
   readonly status: number

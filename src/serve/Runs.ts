@@ -7,6 +7,10 @@
  *   registry's scope, not the caller's.
  * - `events(runId, { after })` replays the run's events after the `after`-th (all of them by default), then
  *   follows it live, and ends after its `RunCompleted` — or fails with its error, when it failed.
+ * - `startTurn(request, { id, owner })` starts a turn on a thread (`Agent.stream(…, { thread })`, with the `Threads`
+ *   store in the context `Runs` was built in) under the same limits, and answers once the turn holds the thread: a
+ *   missing thread, another owner's, or one in another turn is refused at once (`ThreadNotFound`, `ThreadForbidden`,
+ *   `ThreadBusy`, also across processes on a shared store), and no run is kept for it.
  * - `cancel` stops a run at once (its model requests aborted, its processes killed): it ends completed,
  *   `interrupted` with reason `cancelled`, keeping the output it had.
  * - Memory is bounded: at most `keepFinishedRuns` finished runs are kept, each for at most `keepFinished`.
@@ -328,7 +332,12 @@ export class ThreadsUnavailable extends Schema.TaggedError<ThreadsUnavailable>()
   message: Schema.String
 }, { httpApiStatus: 501 }) {}
 
-/** The one message `ThreadsUnavailable` carries. */
+/**
+ * The `ThreadsUnavailable` of a server without a thread store, saying how to give it one.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
 export const threadsUnavailable = (): ThreadsUnavailable =>
   new ThreadsUnavailable({
     message: "this server keeps no threads: give it a thread store (valet.yaml `threads: { store: sqlite }`, or provide Threads to the server's layer)"

@@ -19,8 +19,21 @@
  *   disconnects, the run is cancelled. With `?protocol=ui-message`, the events as the AI SDK's UI message stream
  *   (`UiMessageStream`), for a `useChat` front end.
  *
+ * - Threads (DESIGN §14), when `Runs` has a `Threads` store (provide one to `Runs.layer`; `threads:` in
+ *   `valet.yaml`): `POST /threads` `{id?, metadata?}` → 201 the thread; `GET /threads?limit=&cursor=` → the owner's
+ *   threads, most recently updated first, a page at a time; `GET /threads/:threadId?before=&limit=` → the thread
+ *   and a page of its messages (the last 100 by default; `before` pages back); `DELETE /threads/:threadId` → 204;
+ *   `POST /threads/:threadId/runs` (a `POST /runs` body without `history`: the thread is the history) → 201
+ *   `{runId, sessionId}`, then `GET /runs/:runId/events` as for any run; `POST /threads/:threadId/runs/stream`
+ *   streams it (`?protocol=ui-message` too). The owner is never read from a body or a query: the `Owner` middleware
+ *   asks the app's function (`layerFor(api, { owner })`, `Server` option `owner`), and without one every request
+ *   is `defaultOwner`'s (a server behind a bearer token alone is single-tenant). Without a store these routes
+ *   answer 501 `ThreadsUnavailable`; the others work as before.
+ *
  * Errors are JSON `{_tag, message, …}`: 400 naming the field of a body that does not fit, 404 for an unknown agent
- * or run, 429 with `Retry-After` beyond `maxConcurrentRuns`.
+ * or run, 429 with `Retry-After` beyond `maxConcurrentRuns`; on threads 401 `Unauthorized` (the app's function said
+ * no), 403 `ThreadForbidden` (another owner's), 404 `ThreadNotFound`, 409 `ThreadBusy` (in another turn) or
+ * `ThreadExists`, 500 `ThreadStoreError`.
  *
  * @example
  * ```ts

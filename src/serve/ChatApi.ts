@@ -190,7 +190,10 @@ const turn = (runs: Runs.Service, threads: Threads.Service, agent: string, id: s
     // First use: the thread is created for the owner. Two first requests at once: one creates it, the other finds it.
     const found = threads.get(id, { owner })
     yield* found.pipe(
-      Effect.catchTag("ThreadNotFound", () => Effect.catchTag(threads.create({ id, owner }), "ThreadStoreError", () => found))
+      Effect.catchTag("ThreadNotFound", () =>
+        Effect.catchTag(threads.create({ id, owner }), "ThreadStoreError", (error) =>
+          // Made meanwhile by another request: found now. Else the store's own failure, not a 404.
+          Effect.catch(found, () => Effect.fail(error))))
     )
     return yield* runs.startTurn(request, { id, owner })
   })

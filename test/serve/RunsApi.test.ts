@@ -181,7 +181,7 @@ describe("RunsApi: threads over HTTP", () => {
       expect(deleted.status).toBe(204)
       expect((yield* call("GET", `${url}/threads/t2`)).status).toBe(404)
       expect((yield* call("GET", `${url}/threads`)).body.threads.map((thread: { id: string }) => thread.id).sort()).toEqual(["t1", "t3"])
-      // A server created without a default owner creates a thread with a server-chosen id.
+      // A thread created without an id gets a new thr_ one.
       const fresh = yield* call("POST", `${url}/threads`, { body: {} })
       expect(fresh.body.id).toMatch(/^thr_/)
     }).pipe(Effect.scoped))

@@ -16,6 +16,7 @@
  *     instructions: You write short, exact prose.
  *     options: { maxRounds: 2, critic: assistant }
  * server: { port: 8787, maxConcurrentRuns: 16, tokenEnv: VALET_TOKEN }
+ * threads: { store: sqlite, path: data/threads.sqlite3 }   # or memory, or { store: postgres, urlEnv: DATABASE_URL }
  * ```
  *
  * A bad file fails with one `ConfigFileError` naming the file, the line and the key (`valet.yaml:9:19:
@@ -55,6 +56,7 @@ import * as Agent from "../core/Agent.js"
 import * as Model from "../core/Model.js"
 import type * as ModelError from "../core/ModelError.js"
 import * as ScriptedModel from "../core/ScriptedModel.js"
+import type * as Threads from "../core/Threads.js"
 import type * as Tool from "../core/Tool.js"
 import * as Mcp from "../providers/Mcp.js"
 import * as YamlDocument from "../providers/internal/yamlDocument.js"
@@ -63,6 +65,7 @@ import * as Vllm from "../providers/Vllm.js"
 import * as Agents from "./Agents.js"
 import * as Architectures from "./internal/config/architectures.js"
 import * as Internal from "./internal/config/schema.js"
+import * as ThreadStore from "./internal/config/threads.js"
 
 /**
  * The file's schema.
@@ -192,6 +195,18 @@ const crossCheck = (config: ConfigFile): YamlDocument.Problem | undefined => {
       if (!(reference.name in agents)) {
         return { message: `names the agent ${JSON.stringify(reference.name)}, which agents does not define`, field }
       }
+    }
+  }
+  const threads = config.threads
+  if (threads !== undefined) {
+    if (threads.path !== undefined && threads.store !== "sqlite") {
+      return { message: `is the file of a sqlite store, not of a ${threads.store} one`, field: "threads.path" }
+    }
+    if (threads.urlEnv !== undefined && threads.store !== "postgres") {
+      return { message: `names the URL of a postgres store, not of a ${threads.store} one`, field: "threads.urlEnv" }
+    }
+    if (threads.store === "postgres" && threads.urlEnv === undefined) {
+      return { message: "needs urlEnv with store: postgres (the environment variable holding its URL)", field: "threads" }
     }
   }
   // Depth-first over the references: a name met again on the current path is a circle.
@@ -483,3 +498,35 @@ export const layer: {
     BuildError,
     Exclude<Requirements, Scope.Scope>
   >
+
+/**
+ * The file's thread store (`threads:`) as a `Threads` layer, or `undefined` when the file has none: memory, a SQLite
+ * file (relative to the file; its folder created), or PostgreSQL at the URL in `urlEnv` (unset: a `ConfigFileError`
+ * on that line). `valet serve` provides it to the server, whose thread routes and chat ids then use it.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
+export const threadsLayer = (
+  loaded: Loaded
+): Layer.Layer<Threads.Threads, ConfigFileError | Threads.ThreadStoreError, FileSystem.FileSystem | Path.Path> | undefined => {
+  const settings = loaded.config.threads
+  if (settings === undefined) return undefined
+  return Layer.unwrap(Effect.gen(function*() {
+    switch (settings.store) {
+      case "memory":
+        return ThreadStore.layer({ _tag: "Memory" })
+      case "sqlite": {
+        const path = yield* Path.Path
+        return ThreadStore.layer({ _tag: "Sqlite", file: path.resolve(path.dirname(loaded.path), settings.path ?? ThreadStore.defaultSqliteFile) })
+      }
+      case "postgres": {
+        const env = settings.urlEnv!
+        const url = yield* Config.String(env).pipe(
+          Effect.mapError(() => fileError(loaded.path, loaded.problemAt(["threads", "urlEnv"], `names ${env}, which is not set in the environment`)))
+        )
+        return ThreadStore.layer({ _tag: "Postgres", url })
+      }
+    }
+  }))
+}

@@ -6,7 +6,14 @@
  *
  * - The body: `{id, messages, trigger, messageId}` (and whatever the transport's `body` option adds, ignored).
  *   `trigger` is `submit-message` or `regenerate-message`; both run on the messages sent, which the client has
- *   already cut to the turn to answer. The chat `id` is not a session: each request is a run of its own.
+ *   already cut to the turn to answer. Without a thread store, the chat `id` is not a session: each request is a run
+ *   of its own.
+ * - With a thread store (`Threads` given to `Runs`; `threads:` in `valet.yaml`), the chat `id` is a thread of the
+ *   request's owner (`RunsApi.Owner`, the app's auth), created on first use: a request is a turn on it, its history
+ *   the thread's, its input the last user message. The client's copy of earlier messages is not read (what the model
+ *   reads is what the thread kept); another owner's chat id is 403 `ThreadForbidden`, a chat in another turn 409
+ *   `ThreadBusy`, an id that cannot be a thread id 400. `regenerate-message` is then one more turn on the last user
+ *   message (the thread keeps the earlier answer).
  * - The conversation: every message but the last is the run's `history`, in order; the last, which must be a user
  *   message, is the input. A system message's and a user message's text parts are one message; an assistant message
  *   is, per step (its parts split at `step-start`), one assistant message with the step's text, its reasoning and its
@@ -54,7 +61,8 @@
  *
  * @since 0.2.0
  */
-import { Effect, Layer, Result, Schema } from "effect"
+import { Effect, Layer, Option, Result, Schema } from "effect"
+import * as Threads from "../core/Threads.js"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "effect/http-api"
 import * as Request from "./internal/chat/request.js"
 import { requireGroup } from "./internal/groupLayer.js"
@@ -125,8 +133,8 @@ export const group = HttpApiGroup.make("chat")
       payload: ChatRequest,
       // The run as the UI message stream (`UiMessageStream.headers`).
       success: HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" }),
-      error: [RunsApi.BadRequest, Runs.UnknownAgent, Runs.TooManyRuns, Runs.InvalidRunRequest]
-    })
+      error: [RunsApi.BadRequest, Runs.UnknownAgent, Runs.TooManyRuns, Runs.InvalidRunRequest, ...RunsApi.threadErrors]
+    }).middleware(RunsApi.Owner)
   )
   .middleware(RunsApi.RequestErrors)
 
@@ -160,26 +168,50 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
   Effect.gen(function*() {
     const runs = yield* Runs.Runs
     return handlers.handle("chat", ({ params, payload }) =>
-      Effect.fromResult(runRequestOf(params.name, payload)).pipe(
-        Effect.flatMap(runs.start),
-        Effect.flatMap(({ runId }) => RunStream.followed(runs, runId)),
-        Effect.map(RunStream.uiMessageResponse),
-        Effect.catchTag("TooManyRuns", (error) => Effect.succeed(RunStream.tooMany(error)))
-      ))
+      (Option.isSome(runs.threads) && payload.id !== undefined
+        ? turn(runs, runs.threads.value, params.name, payload.id, payload)
+        : Effect.flatMap(Effect.fromResult(runRequestOf(params.name, payload)), runs.start)).pipe(
+          Effect.flatMap(({ runId }) => RunStream.followed(runs, runId)),
+          Effect.map(RunStream.uiMessageResponse),
+          Effect.catchTag("TooManyRuns", (error) => Effect.succeed(RunStream.tooMany(error)))
+        ))
+  })
+
+/**
+ * A chat request as a turn on the thread `id` (the request's owner's; created on first use): the last user message
+ * is the input, the thread the history.
+ */
+const turn = (runs: Runs.Service, threads: Threads.Service, agent: string, id: string, payload: ChatRequest) =>
+  Effect.gen(function*() {
+    const problem = Threads.threadIdProblem(id)
+    if (problem !== undefined) return yield* new RunsApi.BadRequest({ message: `payload: id: ${problem}` })
+    const request = yield* Effect.fromResult(Result.mapError(Request.turnRequestOf(agent, payload), (message) => new RunsApi.BadRequest({ message })))
+    const owner = yield* Effect.service(RunsApi.CurrentOwner)
+    // First use: the thread is created for the owner. Two first requests at once: one creates it, the other finds it.
+    const found = threads.get(id, { owner })
+    yield* found.pipe(
+      Effect.catchTag("ThreadNotFound", () =>
+        Effect.catchTag(threads.create({ id, owner }), "ThreadStoreError", (error) =>
+          // Made meanwhile by another request: found now. Else the store's own failure, not a 404.
+          Effect.catch(found, () => Effect.fail(error))))
+    )
+    return yield* runs.startTurn(request, { id, owner })
   })
 
 /**
  * The group's handlers (and its request-error middleware) for `api`, an `HttpApi` holding `group` (maybe under a
- * prefix), over `Runs`.
+ * prefix), over `Runs`; `owner` finds a request's owner when the chat id is a thread (`RunsApi.LayerOptions`).
  *
  * @since 0.2.0
  * @category layers
  */
 export const layerFor = <Id extends string, Groups extends HttpApiGroup.Constraint>(
-  api: HttpApi.HttpApi<Id, Groups>
+  api: HttpApi.HttpApi<Id, Groups>,
+  options: RunsApi.LayerOptions = {}
 ): Layer.Layer<HttpApiGroup.Service<Id, "chat"> | RunsApi.RequestErrors, never, Runs.Runs> =>
   requireGroup("ChatApi", "chat", api, () =>
     HttpApiBuilder.group(api as unknown as typeof Api, "chat", build).pipe(
+      Layer.provide(RunsApi.layerOwner(options.owner)),
       Layer.provideMerge(RunsApi.layerRequestErrors)
     )) as unknown as Layer.Layer<HttpApiGroup.Service<Id, "chat"> | RunsApi.RequestErrors, never, Runs.Runs>
 

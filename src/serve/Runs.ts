@@ -7,6 +7,10 @@
  *   registry's scope, not the caller's.
  * - `events(runId, { after })` replays the run's events after the `after`-th (all of them by default), then
  *   follows it live, and ends after its `RunCompleted` — or fails with its error, when it failed.
+ * - `startTurn(request, { id, owner })` starts a turn on a thread (`Agent.stream(…, { thread })`, with the `Threads`
+ *   store in the context `Runs` was built in) under the same limits, and answers once the turn holds the thread: a
+ *   missing thread, another owner's, or one in another turn is refused at once (`ThreadNotFound`, `ThreadForbidden`,
+ *   `ThreadBusy`, also across processes on a shared store), and no run is kept for it.
  * - `cancel` stops a run at once (its model requests aborted, its processes killed): it ends completed,
  *   `interrupted` with reason `cancelled`, keeping the output it had.
  * - Memory is bounded: at most `keepFinishedRuns` finished runs are kept, each for at most `keepFinished`.
@@ -43,6 +47,7 @@ import type { AgentError } from "../core/AgentError.js"
 import * as AgentEvent from "../core/AgentEvent.js"
 import * as Budget from "../core/Budget.js"
 import * as Model from "../core/Model.js"
+import * as Threads from "../core/Threads.js"
 import * as Decode from "../core/internal/decode.js"
 import { randomHex20 } from "../core/internal/ids.js"
 import * as Agents from "./Agents.js"
@@ -131,6 +136,34 @@ export const RunRequest = Schema.Struct({
 export type RunRequest = typeof RunRequest.Type
 
 /**
+ * What starts a turn on a thread (`POST /threads/:threadId/runs`): a `RunRequest` without `history`, which is the
+ * thread's.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const ThreadRunRequest = RunRequest.mapFields(({ history: _, ...fields }) => fields)
+/**
+ * What starts a turn on a thread.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type ThreadRunRequest = typeof ThreadRunRequest.Type
+
+/**
+ * The thread a run is a turn of, and whose it is: `owner` comes from the embedding app's auth (`RunsApi.Owner`),
+ * never from a request body.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface ThreadTurn {
+  readonly id: string
+  readonly owner: string
+}
+
+/**
  * A run's ids.
  *
  * @since 0.2.0
@@ -171,6 +204,8 @@ export const RunView = Schema.Struct({
   sessionId: Schema.String,
   agent: Schema.String,
   input: Schema.String,
+  /** The thread the run is a turn of, when it is one. */
+  threadId: Schema.optional(Schema.String),
   status: Status,
   /** Events so far. */
   events: Schema.Int,
@@ -288,6 +323,27 @@ export class InvalidRunRequest extends Schema.TaggedError<InvalidRunRequest>()("
 }, { httpApiStatus: 400 }) {}
 
 /**
+ * The server keeps no threads (no `Threads` store in context): the thread routes answer 501 with this.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class ThreadsUnavailable extends Schema.TaggedError<ThreadsUnavailable>()("ThreadsUnavailable", {
+  message: Schema.String
+}, { httpApiStatus: 501 }) {}
+
+/**
+ * The `ThreadsUnavailable` of a server without a thread store, saying how to give it one.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const threadsUnavailable = (): ThreadsUnavailable =>
+  new ThreadsUnavailable({
+    message: "this server keeps no threads: give it a thread store (valet.yaml `threads: { store: sqlite }`, or provide Threads to the server's layer)"
+  })
+
+/**
  * A followed run failed: its typed error as JSON.
  *
  * @since 0.2.0
@@ -339,6 +395,18 @@ export interface Options {
  */
 export interface Service {
   readonly start: (request: RunRequest) => Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest>
+  /**
+   * Starts a turn on a thread (`Agent.stream(…, { thread })`, through the same limits, budgets, cancel and replay as
+   * `start`), and answers once the turn holds the thread and has read its history: a thread that does not exist,
+   * belongs to another owner, or is in another turn is refused here (`ThreadNotFound`, `ThreadForbidden`,
+   * `ThreadBusy`), not reported later as a failed run. `ThreadsUnavailable` without a `Threads` store.
+   */
+  readonly startTurn: (
+    request: ThreadRunRequest,
+    thread: ThreadTurn
+  ) => Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest | ThreadsUnavailable | Threads.ThreadError>
+  /** The thread store the runs' turns use, when the server has one. */
+  readonly threads: Option.Option<Threads.Service>
   readonly get: (runId: string) => Effect.Effect<RunView, RunNotFound>
   /** The runs kept, newest first, a page at a time. */
   readonly list: (options?: ListOptions) => Effect.Effect<RunPage<RunSummary>>
@@ -371,6 +439,7 @@ interface Record_ {
   readonly sessionId: string
   readonly agent: string
   readonly input: string
+  readonly thread: ThreadTurn | undefined
   readonly createdAt: number
   readonly events: Array<AgentEvent.AgentEvent>
   status: Status
@@ -383,6 +452,11 @@ interface Record_ {
   readonly cancel: Deferred.Deferred<void>
   fiber: Fiber.Fiber<void> | undefined
 }
+
+const threadErrorTags = new Set(["ThreadNotFound", "ThreadForbidden", "ThreadBusy", "ThreadStoreError"])
+
+const isThreadError = (error: unknown): error is Threads.ThreadError =>
+  typeof error === "object" && error !== null && "_tag" in error && threadErrorTags.has(String(error._tag))
 
 const newId = (prefix: string): string => `${prefix}_${randomHex20()}`
 
@@ -416,6 +490,7 @@ const view = (record: Record_): RunView => ({
   sessionId: record.sessionId,
   agent: record.agent,
   input: record.input,
+  ...(record.thread !== undefined ? { threadId: record.thread.id } : {}),
   status: record.status,
   events: record.events.length,
   createdAt: record.createdAt,
@@ -446,6 +521,8 @@ const summary = (record: Record_): RunSummary => ({
 export const make = (options: Options = {}): Effect.Effect<Service, never, Agents.Agents | Scope.Scope> =>
   Effect.gen(function*() {
     const agents = yield* Agents.Agents
+    // A store when the server has one: turns on threads need it; plain runs do not.
+    const threads = yield* Effect.serviceOption(Threads.Threads)
     const scope = yield* Effect.scope
     const maxConcurrentRuns = options.maxConcurrentRuns ?? 16
     const keepFinishedRuns = options.keepFinishedRuns ?? 100
@@ -486,14 +563,28 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
           : Effect.fail(new RunNotFound({ runId, message: `no run ${JSON.stringify(runId)} (unknown, or ended and dropped)` }))
       })
 
+    /** The run's events: a plain run, or a turn on its thread (the thread's history, its messages appended). */
+    const eventsOf = (
+      record: Record_,
+      entry: Agents.Entry,
+      options: Agent.StreamOptions & { readonly output?: Schema.Codec<unknown, unknown> }
+    ): Stream.Stream<AgentEvent.AgentEvent, AgentError | Threads.ThreadError> => {
+      const thread = record.thread
+      if (thread === undefined || Option.isNone(threads)) return Agent.stream(entry.agent, record.input, options)
+      return Agent.stream(entry.agent, record.input, { ...options, thread: { id: thread.id, owner: thread.owner } }).pipe(
+        Stream.provideService(Threads.Threads, threads.value)
+      )
+    }
+
     const execute = (
       record: Record_,
       entry: Agents.Entry,
       budget: Budget.Limits | undefined,
       history: ReadonlyArray<Model.Message>,
-      output: Schema.Codec<unknown, unknown> | undefined
+      output: Schema.Codec<unknown, unknown> | undefined,
+      begun: Deferred.Deferred<void, Threads.ThreadError>
     ) =>
-      Agent.stream(entry.agent, record.input, {
+      eventsOf(record, entry, {
         sessionId: record.sessionId,
         history,
         ...(output !== undefined ? { output } : {}),
@@ -502,15 +593,23 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
       }).pipe(
         Stream.runForEach((event) =>
           Effect.sync(() => {
+            // The first event: a turn holds its thread and has read its history.
+            if (record.events.length === 0) Deferred.doneUnsafe(begun, Exit.void)
             record.events.push(event)
             if (event._tag === "RunCompleted" && event.sessionId === record.sessionId) record.result = event.result
             touch(record)
           })
         ),
-        Effect.catch((error: AgentError) => Effect.sync(() => void (record.error = error))),
+        Effect.catch((error: AgentError | Threads.ThreadError) =>
+          Effect.sync(() => {
+            // A turn refused before it began (the thread missing, another owner's, busy): `startTurn` answers it.
+            if (record.events.length === 0 && isThreadError(error)) Deferred.doneUnsafe(begun, Exit.fail(error))
+            record.error = error
+          })),
         Effect.onExit((exit) =>
           Effect.flatMap(Clock.currentTimeMillis, (now) =>
             Effect.sync(() => {
+              Deferred.doneUnsafe(begun, Exit.void)
               running--
               // A run that neither completed nor failed with a typed error (a defect, the server going down) is a
               // failed run too: its readers must learn how it ended.
@@ -527,7 +626,12 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
         )
       )
 
-    const start = (request: RunRequest): Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest> =>
+    /** Checks the request, registers the run and forks it; `begun` is done when it began (or could not). */
+    const launch = (
+      request: RunRequest,
+      thread: ThreadTurn | undefined,
+      begun: Deferred.Deferred<void, Threads.ThreadError>
+    ): Effect.Effect<Record_, UnknownAgent | TooManyRuns | InvalidRunRequest> =>
       Effect.gen(function*() {
         const entry = agents.get(request.agent)
         if (entry === undefined) {
@@ -566,6 +670,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
           sessionId,
           agent: entry.name,
           input: request.input,
+          thread,
           createdAt: now,
           events: [],
           status: "running",
@@ -579,8 +684,31 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
         records.set(record.runId, record)
         sessions.add(sessionId)
         running++
-        record.fiber = yield* Effect.forkIn(execute(record, entry, budget, request.history ?? [], output?.success), scope)
-        return { runId: record.runId, sessionId }
+        record.fiber = yield* Effect.forkIn(execute(record, entry, budget, request.history ?? [], output?.success, begun), scope)
+        return record
+      })
+
+    const start = (request: RunRequest): Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest> =>
+      Effect.map(launch(request, undefined, Deferred.makeUnsafe()), (record) => ({ runId: record.runId, sessionId: record.sessionId }))
+
+    const startTurn = (
+      request: ThreadRunRequest,
+      thread: ThreadTurn
+    ): Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest | ThreadsUnavailable | Threads.ThreadError> =>
+      Effect.gen(function*() {
+        if (Option.isNone(threads)) return yield* threadsUnavailable()
+        const begun = Deferred.makeUnsafe<void, Threads.ThreadError>()
+        const record = yield* launch(request, thread, begun)
+        // Answered once the turn holds the thread: a refused turn is the caller's error, and no run is kept.
+        yield* Deferred.await(begun).pipe(
+          Effect.tapError(() =>
+            Effect.sync(() => {
+              records.delete(record.runId)
+              sessions.delete(record.sessionId)
+            })
+          )
+        )
+        return { runId: record.runId, sessionId: record.sessionId }
       })
 
     type Page = readonly [ReadonlyArray<Indexed>, Option.Option<number>]
@@ -603,6 +731,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
 
     return Runs.of({
       start,
+      startTurn,
+      threads,
       get: (runId) => Effect.map(find(runId), view),
       list: (options) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>

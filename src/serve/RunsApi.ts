@@ -19,8 +19,21 @@
  *   disconnects, the run is cancelled. With `?protocol=ui-message`, the events as the AI SDK's UI message stream
  *   (`UiMessageStream`), for a `useChat` front end.
  *
+ * - Threads (DESIGN §14), when `Runs` has a `Threads` store (provide one to `Runs.layer`; `threads:` in
+ *   `valet.yaml`): `POST /threads` `{id?, metadata?}` → 201 the thread; `GET /threads?limit=&cursor=` → the owner's
+ *   threads, most recently updated first, a page at a time; `GET /threads/:threadId?before=&limit=` → the thread
+ *   and a page of its messages (the last 100 by default; `before` pages back); `DELETE /threads/:threadId` → 204;
+ *   `POST /threads/:threadId/runs` (a `POST /runs` body without `history`: the thread is the history) → 201
+ *   `{runId, sessionId}`, then `GET /runs/:runId/events` as for any run; `POST /threads/:threadId/runs/stream`
+ *   streams it (`?protocol=ui-message` too). The owner is never read from a body or a query: the `Owner` middleware
+ *   asks the app's function (`layerFor(api, { owner })`, `Server` option `owner`), and without one every request
+ *   is `defaultOwner`'s (a server behind a bearer token alone is single-tenant). Without a store these routes
+ *   answer 501 `ThreadsUnavailable`; the others work as before.
+ *
  * Errors are JSON `{_tag, message, …}`: 400 naming the field of a body that does not fit, 404 for an unknown agent
- * or run, 429 with `Retry-After` beyond `maxConcurrentRuns`.
+ * or run, 429 with `Retry-After` beyond `maxConcurrentRuns`; on threads 401 `Unauthorized` (the app's function said
+ * no), 403 `ThreadForbidden` (another owner's), 404 `ThreadNotFound`, 409 `ThreadBusy` (in another turn) or
+ * `ThreadExists`, 500 `ThreadStoreError`.
  *
  * @example
  * ```ts
@@ -54,11 +67,14 @@
  *
  * @since 0.2.0
  */
-import { Effect, Layer, Schema, SchemaGetter, Stream } from "effect"
-import { HttpServerResponse } from "effect/http"
+import { Context, Effect, Layer, Option, Result, Schema, SchemaGetter, Stream } from "effect"
+import { type HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema } from "effect/http-api"
 import * as AgentEvent from "../core/AgentEvent.js"
 import * as Decode from "../core/internal/decode.js"
+import * as ThreadChecks from "../core/internal/threads/check.js"
+import * as Model from "../core/Model.js"
+import * as Threads from "../core/Threads.js"
 import * as Agents from "./Agents.js"
 import { requireGroup } from "./internal/groupLayer.js"
 import * as RunStream from "./internal/runStream.js"
@@ -121,6 +137,154 @@ export class RequestErrors extends HttpApiMiddleware.Service<RequestErrors>()("v
   error: BadRequest
 }) {}
 
+// ---------------------------------------------------------------------------------------------------------
+// The owner of a request (threads)
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * The request carries no owner the app accepts (its own auth said no): 401.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", {
+  message: Schema.String
+}, { httpApiStatus: 401 }) {}
+
+/**
+ * The owner of the request being handled, as the `Owner` middleware found it: whose threads it may read and run.
+ *
+ * @since 0.2.0
+ * @category owner
+ */
+export class CurrentOwner extends Context.Service<CurrentOwner, string>()("valet/RunsApi/CurrentOwner") {}
+
+/**
+ * The middleware of the routes that touch threads (`/threads…` and the chat route): it gives the handler the
+ * request's `CurrentOwner`, found by the embedding app's function (`layerOwner`), never read from a body or a query.
+ *
+ * @since 0.2.0
+ * @category owner
+ */
+export class Owner extends HttpApiMiddleware.Service<Owner, { provides: CurrentOwner }>()("valet/RunsApi/Owner", {
+  error: Unauthorized
+}) {}
+
+/**
+ * How an app finds a request's owner: an effect reading the request (its session cookie, its JWT…) that answers the
+ * owner id, or fails with `Unauthorized` (401).
+ *
+ * @since 0.2.0
+ * @category owner
+ */
+export type OwnerOf = Effect.Effect<string, Unauthorized, HttpServerRequest.HttpServerRequest>
+
+/**
+ * The owner every request has when the app gives no `owner`: one tenant. A server guarded by a bearer token is a
+ * single-tenant server; an app with users gives `owner`.
+ *
+ * @since 0.2.0
+ * @category owner
+ */
+export const defaultOwner = "default"
+
+/**
+ * The `Owner` middleware over the app's function (`defaultOwner` for every request without one).
+ *
+ * @since 0.2.0
+ * @category owner
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { HttpServerRequest } from "effect/http"
+ * import * as RunsApi from "valet/RunsApi"
+ *
+ * // The owner is the user your auth put in a header (behind your own auth middleware), never a body field.
+ * const owner = RunsApi.layerOwner(Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
+ *   const user = request.headers["x-user-id"]
+ *   return user === undefined ? Effect.fail(new RunsApi.Unauthorized({ message: "sign in first" })) : Effect.succeed(user)
+ * }))
+ * ```
+ */
+export const layerOwner = (owner: OwnerOf = Effect.succeed(defaultOwner)): Layer.Layer<Owner> =>
+  Layer.succeed(Owner, (httpEffect) => Effect.flatMap(owner, (id) => Effect.provideService(httpEffect, CurrentOwner, id)))
+
+// ---------------------------------------------------------------------------------------------------------
+// Threads over HTTP
+// ---------------------------------------------------------------------------------------------------------
+
+// The store's errors, with the status each is answered with.
+const ThreadNotFound = Threads.ThreadNotFound.pipe(HttpApiSchema.status(404))
+const ThreadForbidden = Threads.ThreadForbidden.pipe(HttpApiSchema.status(403))
+const ThreadBusy = Threads.ThreadBusy.pipe(HttpApiSchema.status(409))
+const ThreadStoreError = Threads.ThreadStoreError.pipe(HttpApiSchema.status(500))
+
+/**
+ * `POST /threads` with an id a thread already has: 409.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class ThreadExists extends Schema.TaggedError<ThreadExists>()("ThreadExists", {
+  threadId: Schema.String,
+  message: Schema.String
+}, { httpApiStatus: 409 }) {}
+
+/**
+ * A thread as the routes answer it (without its messages).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const ThreadView = Schema.Struct({
+  id: Schema.String,
+  owner: Schema.String,
+  metadata: Schema.Record(Schema.String, Schema.Unknown),
+  createdAt: Schema.Number,
+  updatedAt: Schema.Number,
+  messageCount: Schema.Int
+})
+
+/**
+ * What creates a thread: an id (a new `thr_…` one by default) and metadata. No owner: it is the request's.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const CreateThread = Schema.Struct({
+  id: Schema.optional(Threads.ThreadId),
+  metadata: Schema.optional(Schema.Record(Schema.String, Schema.Unknown))
+})
+
+/**
+ * A page of a thread's messages: indexes `[start, start + messages.length)` of `total`, oldest first.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const MessagePage = Schema.Struct({
+  start: Schema.Int,
+  total: Schema.Int,
+  messages: Schema.Array(Model.Message)
+})
+
+const ThreadIdParams = { threadId: Threads.ThreadId }
+
+const MessageLimit = Digits.pipe(
+  Schema.decodeTo(Schema.Number.check(Schema.isBetween({ minimum: 1, maximum: 1000 }, { expected: "an integer 1-1000" })), digitsToNumber)
+)
+
+/**
+ * What every route on a thread may fail with, each with its status: `ThreadsUnavailable` 501, `ThreadNotFound`
+ * 404, `ThreadForbidden` 403, `ThreadBusy` 409, `ThreadStoreError` 500 (`ChatApi` answers with them too).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const threadErrors = [Runs.ThreadsUnavailable, ThreadNotFound, ThreadForbidden, ThreadBusy, ThreadStoreError] as const
+
+const runErrors = [Runs.UnknownAgent, Runs.TooManyRuns, Runs.InvalidRunRequest] as const
+
 /**
  * The group: mount it in your own `HttpApi` (`HttpApi.make("app").add(RunsApi.group.prefix("/agents-api"))`).
  *
@@ -161,7 +325,41 @@ export const group = HttpApiGroup.make("valet")
       query: { compact: Compact, protocol: Schema.optional(Schema.Literals(["valet", "ui-message"])) },
       success: EventStream,
       error: [Runs.UnknownAgent, Runs.TooManyRuns, Runs.InvalidRunRequest]
-    })
+    }),
+    HttpApiEndpoint.post("createThread", "/threads", {
+      payload: CreateThread,
+      success: ThreadView.pipe(HttpApiSchema.status(201)),
+      error: [...threadErrors, ThreadExists]
+    }).middleware(Owner),
+    HttpApiEndpoint.get("listThreads", "/threads", {
+      query: { limit: Schema.optional(PageLimit), cursor: Schema.optional(Schema.String) },
+      success: Schema.Struct({ threads: Schema.Array(ThreadView), nextCursor: Schema.optional(Schema.String) }),
+      error: threadErrors
+    }).middleware(Owner),
+    HttpApiEndpoint.get("getThread", "/threads/:threadId", {
+      params: ThreadIdParams,
+      query: { before: Schema.optional(Digits.pipe(Schema.decodeTo(Schema.Number, digitsToNumber))), limit: Schema.optional(MessageLimit) },
+      success: Schema.Struct({ thread: ThreadView, messages: MessagePage }),
+      error: threadErrors
+    }).middleware(Owner),
+    HttpApiEndpoint.delete("deleteThread", "/threads/:threadId", {
+      params: ThreadIdParams,
+      success: HttpApiSchema.NoContent,
+      error: threadErrors
+    }).middleware(Owner),
+    HttpApiEndpoint.post("createThreadRun", "/threads/:threadId/runs", {
+      params: ThreadIdParams,
+      payload: Runs.ThreadRunRequest,
+      success: Runs.Started.pipe(HttpApiSchema.status(201)),
+      error: [...threadErrors, ...runErrors]
+    }).middleware(Owner),
+    HttpApiEndpoint.post("streamThreadRun", "/threads/:threadId/runs/stream", {
+      params: ThreadIdParams,
+      payload: Runs.ThreadRunRequest,
+      query: { compact: Compact, protocol: Schema.optional(Schema.Literals(["valet", "ui-message"])) },
+      success: EventStream,
+      error: [...threadErrors, ...runErrors]
+    }).middleware(Owner)
   )
   .middleware(RequestErrors)
 
@@ -224,14 +422,28 @@ export const layerRequestErrors: Layer.Layer<RequestErrors> = HttpApiMiddleware.
  * @category layers
  */
 export const layerFor = <Id extends string, Groups extends HttpApiGroup.Constraint>(
-  api: HttpApi.HttpApi<Id, Groups>
+  api: HttpApi.HttpApi<Id, Groups>,
+  options: LayerOptions = {}
 ): Layer.Layer<HttpApiGroup.Service<Id, "valet"> | RequestErrors, never, Runs.Runs | Agents.Agents> => {
   // The handlers are typed against `Api`; the user's API holds the same group, maybe under a prefix, and the
   // routes are read from it at run time.
   return requireGroup("RunsApi", "valet", api, () =>
     HttpApiBuilder.group(api as unknown as typeof Api, "valet", build).pipe(
+      Layer.provide(layerOwner(options.owner)),
       Layer.provideMerge(layerRequestErrors)
     )) as unknown as Layer.Layer<HttpApiGroup.Service<Id, "valet"> | RequestErrors, never, Runs.Runs | Agents.Agents>
+}
+
+/**
+ * Options of the group's layer: `owner` finds the owner of a request to a thread route (the app's auth); every
+ * request is `defaultOwner`'s without it. The thread routes use the `Threads` store of `Runs` (provide `Threads` to
+ * `Runs.layer`); without one they answer 501 `ThreadsUnavailable` and the other routes work as before.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export interface LayerOptions {
+  readonly owner?: OwnerOf | undefined
 }
 
 const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"valet", typeof group, "valet", unknown>>[2]>[0]) =>
@@ -273,6 +485,63 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
               query.protocol === "ui-message" ? RunStream.uiMessageResponse(events) : sseResponse(events, 0, isTrue(query.compact))),
             Effect.catchTag("TooManyRuns", (error) => Effect.succeed(RunStream.tooMany(error)))
           ))
+        .handle("createThread", ({ payload }) =>
+          withThreads((threads, owner) =>
+            Effect.gen(function*() {
+              // Bad metadata is the client's (400), not the store's failure.
+              const metadata = yield* ThreadChecks.metadataOf("create", payload.metadata).pipe(
+                Effect.mapError((error) => new BadRequest({ message: `payload: metadata: ${error.message.replace(/^Threads\.create: /, "")}` }))
+              )
+              if (payload.id !== undefined) {
+                const existing = yield* Effect.option(Effect.catchTag(threads.get(payload.id), "ThreadNotFound", () => Effect.fail(undefined)))
+                if (Option.isSome(existing)) {
+                  return yield* new ThreadExists({ threadId: payload.id, message: `a thread ${JSON.stringify(payload.id)} exists` })
+                }
+              }
+              return yield* threads.create({ id: payload.id, owner, metadata })
+            })
+          ))
+        .handle("listThreads", ({ query }) =>
+          withThreads((threads, owner): Effect.Effect<Threads.ThreadPage, Threads.ThreadError | BadRequest> =>
+            Result.isFailure(ThreadChecks.parseCursor(query.cursor))
+              ? Effect.fail(new BadRequest({ message: `query: cursor ${JSON.stringify(String(query.cursor).slice(0, 80))} is not one a page of threads gave` }))
+              : threads.list(owner, { limit: query.limit, cursor: query.cursor })
+          ))
+        .handle("getThread", ({ params, query }) =>
+          withThreads((threads, owner) =>
+            Effect.gen(function*() {
+              const thread = yield* threads.get(params.threadId, { owner })
+              const page = yield* threads.messages(params.threadId, {
+                owner,
+                before: query.before === undefined ? undefined : Math.min(query.before, thread.messageCount),
+                limit: query.limit
+              })
+              return { thread, messages: { start: page.start, total: page.total, messages: page.messages } }
+            })
+          ))
+        .handle("deleteThread", ({ params }) => withThreads((threads, owner) => threads.delete(params.threadId, { owner })))
+        .handle("createThreadRun", ({ params, payload }) =>
+          Effect.flatMap(Effect.service(CurrentOwner), (owner) =>
+            runs.startTurn(payload, { id: params.threadId, owner }).pipe(
+              Effect.catchTag("TooManyRuns", (error) => Effect.succeed(RunStream.tooMany(error)))
+            )))
+        .handle("streamThreadRun", ({ params, payload, query }) =>
+          Effect.flatMap(Effect.service(CurrentOwner), (owner) =>
+            runs.startTurn(payload, { id: params.threadId, owner }).pipe(
+              Effect.flatMap(({ runId }) => RunStream.followed(runs, runId)),
+              Effect.map((events) =>
+                query.protocol === "ui-message" ? RunStream.uiMessageResponse(events) : sseResponse(events, 0, isTrue(query.compact))),
+              Effect.catchTag("TooManyRuns", (error) => Effect.succeed(RunStream.tooMany(error)))
+            )))
+
+      /** The store and the request's owner; 501 when the server keeps no threads. */
+      function withThreads<A, E>(
+        f: (threads: Threads.Service, owner: string) => Effect.Effect<A, E>
+      ): Effect.Effect<A, E | Runs.ThreadsUnavailable, CurrentOwner> {
+        return Option.isNone(runs.threads)
+          ? Effect.fail(Runs.threadsUnavailable())
+          : Effect.flatMap(Effect.service(CurrentOwner), (owner) => f((runs.threads as Option.Some<Threads.Service>).value, owner))
+      }
     })
 
 /**

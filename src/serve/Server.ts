@@ -47,7 +47,13 @@ import * as Viewer from "./Viewer.js"
  * @since 0.2.0
  * @category options
  */
-export interface Options extends Runs.Options, Guard.GuardOptions {}
+export interface Options extends Runs.Options, Guard.GuardOptions {
+  /**
+   * Finds the owner of a request to the thread routes and the chat route (the app's auth): see `RunsApi.layerOwner`.
+   * Without it every request is `RunsApi.defaultOwner`'s: a server guarded by its token alone is single-tenant.
+   */
+  readonly owner?: RunsApi.OwnerOf | undefined
+}
 
 /**
  * What `guard` enforces; `viewer: true` when the viewer's page is at `/` (it signs in there with `?token=`).
@@ -108,7 +114,7 @@ export const Api = HttpApi.make("valet").add(RunsApi.group).add(OpenAiApi.group)
  */
 export const routes = (options: Options = {}) =>
   HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
-    Layer.provide([RunsApi.layerFor(Api), OpenAiApi.layerFor(Api), ChatApi.layerFor(Api)]),
+    Layer.provide([RunsApi.layerFor(Api, { owner: options.owner }), OpenAiApi.layerFor(Api), ChatApi.layerFor(Api, { owner: options.owner })]),
     Layer.provide(Runs.layer(options)),
     Layer.merge(guard({ ...options, viewer: true })),
     Layer.merge(Viewer.layer)

@@ -10,6 +10,7 @@ import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import * as Agent from "../../src/core/Agent.js"
+import * as Threads from "../../src/core/Threads.js"
 import * as AgentConfig from "../../src/serve/AgentConfig.js"
 import * as Agents from "../../src/serve/Agents.js"
 
@@ -298,6 +299,20 @@ agents:
       expect(Result.isSuccess(many) && Object.keys(many.success.config.agents).length).toBe(99)
       expect(Result.isFailure(reused(100))).toBe(true)
     })
+    it("threads: a store valet has, its path only for sqlite, its urlEnv required for postgres and only there", () => {
+      const threads = (settings: string) => refusal(`${model}agents:\n  a: { instructions: x }\nthreads: ${settings}\n`)
+      expect(threads("{ store: redis }")).toBe(`valet.yaml:4:19: threads.store must be "memory" or "sqlite" or "postgres", got "redis"`)
+      expect(threads("{ store: memory, path: t.db }")).toBe("valet.yaml:4:33: threads.path is the file of a sqlite store, not of a memory one")
+      expect(threads("{ store: sqlite, urlEnv: DB }")).toBe("valet.yaml:4:35: threads.urlEnv names the URL of a postgres store, not of a sqlite one")
+      expect(threads("{ store: postgres }")).toBe("valet.yaml:4:10: threads needs urlEnv with store: postgres (the environment variable holding its URL)")
+      expect(threads(`{ store: postgres, urlEnv: "postgres://u:p@h/db" }`)).toMatch(/^valet\.yaml:4:37: threads\.urlEnv must be an environment variable name, got "postgres:\/\/u:p@h\/db"$/)
+      expect(threads(`{ store: sqlite, path: " " }`)).toBe(`valet.yaml:4:33: threads.path must be a file path, got " "`)
+      expect(threads("{ store: sqlite, file: t.db }")).toMatch(/^valet\.yaml:4:\d+: threads\.file is not a known key$/)
+      const good = parse(`${model}agents:\n  a: { instructions: x }\nthreads: { store: sqlite, path: data/t.sqlite3 }\n`)
+      expect(Result.isSuccess(good) && good.success.config.threads).toEqual({ store: "sqlite", path: "data/t.sqlite3" })
+      const none = parse(`${model}agents:\n  a: { instructions: x }\n`)
+      expect(Result.isSuccess(none) && AgentConfig.threadsLayer(none.success)).toBeUndefined()
+    })
     it("agents that name each other in a circle", () => {
       expect(refusal(`${model}agents:
   a: { instructions: x, architecture: supervisor, options: { workers: [b] } }
@@ -315,6 +330,27 @@ agents:
       const key = yield* build(`model: { provider: openai-compatible, baseUrl: "http://127.0.0.1:1/v1", model: m, apiKeyEnv: VALET_TEST_UNSET_KEY }\nagents:\n  a: { instructions: x }\n`)
       expect(key.message).toBe("valet.yaml:1:94: model.apiKeyEnv names VALET_TEST_UNSET_KEY, which is not set in the environment")
     }).pipe(Effect.scoped, Effect.provide(services)))
+
+  it.effect("threads: a sqlite store is a file beside valet.yaml (its folder made) that outlives the layer; an unset urlEnv is an error on its line", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "valet-threads-config-"))
+      try {
+        const loaded = parse(`model: ${scripted(["x"])}\nagents:\n  a: { instructions: x }\nthreads: { store: sqlite, path: data/t.sqlite3 }\n`)
+        if (Result.isFailure(loaded)) throw loaded.failure
+        const inDir = { ...loaded.success, path: join(dir, "valet.yaml") }
+        const store = AgentConfig.threadsLayer(inDir)!
+        yield* Threads.create({ id: "kept", owner: "ada" }).pipe(Effect.provide(store))
+        expect(statSync(join(dir, "data", "t.sqlite3")).isFile()).toBe(true)
+        // A new layer on the same file: the thread is there.
+        expect(yield* Threads.get("kept").pipe(Effect.provide(store))).toMatchObject({ id: "kept", owner: "ada" })
+        const pg = parse(`model: ${scripted(["x"])}\nagents:\n  a: { instructions: x }\nthreads: { store: postgres, urlEnv: VALET_TEST_UNSET_URL }\n`)
+        if (Result.isFailure(pg)) throw pg.failure
+        const unset = yield* Effect.flip(Layer.build(AgentConfig.threadsLayer(pg.success)!))
+        expect(unset.message).toBe("valet.yaml:4:37: threads.urlEnv names VALET_TEST_UNSET_URL, which is not set in the environment")
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    }).pipe(Effect.scoped, Effect.provide(NodeServices.layer)))
 
   it.effect("the names of valet 0.x in a file are read, and each said once per process: an architecture, a key, a budget limit", () =>
     Effect.gen(function*() {

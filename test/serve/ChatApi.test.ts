@@ -12,7 +12,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { DefaultChatTransport, readUIMessageStream, type UIMessage } from "ai"
 import * as AiV7 from "ai-v7"
 import { Context, Effect, Layer, Result, Schema } from "effect"
-import { HttpRouter, HttpServer, HttpServerResponse } from "effect/http"
+import { HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
 import * as esbuild from "esbuild"
 import { createServer } from "node:http"
 import { join } from "node:path"
@@ -20,6 +20,7 @@ import { chromium } from "playwright-core"
 import * as Agent from "../../src/core/Agent.js"
 import * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Threads from "../../src/core/Threads.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as Agents from "../../src/serve/Agents.js"
 import * as ChatApi from "../../src/serve/ChatApi.js"
@@ -51,12 +52,16 @@ const inspected = (name: string, script: ScriptedModel.Script, tools: ReadonlyAr
 const user = (id: string, text: string): UIMessage => ({ id, role: "user", parts: [{ type: "text", text }] })
 
 /** One `useChat` turn: the transport sends the messages, the answer is read into the message `useChat` shows. */
-const turn = (api: string, messages: ReadonlyArray<UIMessage>, options: { headers?: Record<string, string>; signal?: AbortSignal } = {}) =>
+const turn = (
+  api: string,
+  messages: ReadonlyArray<UIMessage>,
+  options: { headers?: Record<string, string>; signal?: AbortSignal; chatId?: string } = {}
+) =>
   Effect.promise(async () => {
     const transport = new DefaultChatTransport<UIMessage>({ api, ...(options.headers !== undefined ? { headers: options.headers } : {}) })
     const stream = await transport.sendMessages({
       trigger: "submit-message",
-      chatId: "chat-1",
+      chatId: options.chatId ?? "chat-1",
       messageId: undefined,
       messages: [...messages],
       abortSignal: options.signal
@@ -263,6 +268,55 @@ describe("ChatApi (the AI SDK's chat transport as the client)", () => {
         runs = (yield* ended()).runs
       }
       expect(runs).toEqual([expect.objectContaining({ status: "completed", result: expect.objectContaining({ interruptionReason: "cancelled" }) })])
+    }).pipe(Effect.scoped), 30_000)
+})
+
+describe("ChatApi with a thread store (the chat id is the thread)", () => {
+  it.live("two useChat turns with one chat id: the second turn's model reads the first from the thread, not from the client", () =>
+    Effect.gen(function*() {
+      const assistant = inspected("assistant", ["Paris.", "About 2.1 million."])
+      const threads = yield* Threads.makeMemory()
+      const url = yield* serveAgents([assistant.agent], {}, Layer.succeed(Threads.Threads, threads))
+      const api = `${url}/agents/assistant/chat`
+      const first = yield* turn(api, [user("u1", "Capital of France?")], { chatId: "chat-42" })
+      expect(textOf(first.message)).toBe("Paris.")
+      // The client's copy of the first turn is tampered with: the thread's copy is what the model reads.
+      const second = yield* turn(
+        api,
+        [user("u1", "Capital of Spain?"), { ...first.message, parts: [{ type: "text", text: "Madrid." }] }, user("u2", "How many people?")],
+        { chatId: "chat-42" }
+      )
+      expect(second.errors).toEqual([])
+      expect(textOf(second.message)).toBe("About 2.1 million.")
+      const [, request] = yield* assistant.calls
+      expect(request!.messages).toEqual([
+        Model.system("Be brief."),
+        Model.user("Capital of France?"),
+        Model.assistant("Paris."),
+        Model.user("How many people?")
+      ])
+      // The thread was created on first use, for the request's owner (the default one: no owner function).
+      const thread = yield* threads.get("chat-42")
+      expect(thread).toMatchObject({ owner: "default", messageCount: 4 })
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("the chat's thread belongs to the owner of the request that created it: another owner is 403; a chat id that cannot be a thread id is 400", () =>
+    Effect.gen(function*() {
+      const assistant = inspected("assistant", ["Hi, Ada."])
+      const owner = Effect.map(Effect.service(HttpServerRequest.HttpServerRequest), (request) => request.headers["x-user"] ?? "nobody")
+      const url = yield* serveAgents([assistant.agent], { owner }, Threads.layerMemory())
+      const api = `${url}/agents/assistant/chat`
+      yield* turn(api, [user("u1", "Hello")], { chatId: "chat-ada", headers: { "x-user": "ada" } })
+      const other = yield* Effect.promise(() =>
+        Effect.runPromise(turn(api, [user("u1", "Hello")], { chatId: "chat-ada", headers: { "x-user": "bob" } })).then(
+          () => undefined,
+          (error: unknown) => JSON.parse((error as Error).message) as { _tag: string }
+        ))
+      expect(other?._tag).toBe("ThreadForbidden")
+      const bad = yield* post(api, { id: "not a thread id", messages: [user("u1", "Hello")] })
+      expect(bad.status).toBe(400)
+      expect(JSON.parse(bad.body).message).toMatch(/^payload: id: invalid thread id "not a thread id"/)
+      expect((yield* assistant.calls).length).toBe(1)
     }).pipe(Effect.scoped), 30_000)
 })
 

@@ -7,6 +7,7 @@ import { HttpServer } from "effect/http"
 import { createServer } from "node:http"
 import * as Agent from "../../src/core/Agent.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import type * as Threads from "../../src/core/Threads.js"
 import * as Agents from "../../src/serve/Agents.js"
 import * as Server from "../../src/serve/Server.js"
 
@@ -24,10 +25,15 @@ export const scriptedAgent = (
     ...(architecture !== undefined ? { architecture } : {})
   }) as Agent.Agent<never>
 
-/** `Server.layerNode` with these agents on a free port, for the scope; answers its base URL. */
-export const serveAgents = (agents: ReadonlyArray<Agent.Agent<never> | Agents.Entry>, options: Server.Options = {}) =>
+/** `Server.layerNode` with these agents (and a thread store, when given) on a free port, for the scope; answers its base URL. */
+export const serveAgents = (
+  agents: ReadonlyArray<Agent.Agent<never> | Agents.Entry>,
+  options: Server.Options = {},
+  threads?: Layer.Layer<Threads.Threads>
+) =>
   Effect.gen(function*() {
-    const context = yield* Layer.build(Server.layerNode({ ...options, port: 0 }).pipe(Layer.provide(Agents.layer(agents))))
+    const server = Server.layerNode({ ...options, port: 0 }).pipe(Layer.provide(Agents.layer(agents)))
+    const context = yield* Layer.build(threads === undefined ? server : server.pipe(Layer.provide(threads)))
     const address = Context.get(context, HttpServer.HttpServer).address as unknown as { readonly port: number }
     return `http://127.0.0.1:${address.port}`
   })

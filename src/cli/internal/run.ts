@@ -2,7 +2,9 @@
  * `valet run "<prompt>"`: an agent with the chosen architecture answers a prompt against the configured model;
  * with `--stream` its events are printed as they arrive (the model's text inline). `--record` writes the run's
  * model calls to a cassette, and `valet replay <cassette> "<prompt>"` runs the same agent again from it, with no
- * model at all.
+ * model at all. `--thread <id>` makes the run a turn of a conversation kept in a SQLite file (`--threads`, default
+ * `data/threads.sqlite3`): the thread's messages are the history, the turn's are appended; the thread is started when
+ * it does not exist.
  */
 import { Effect, type FileSystem, Layer, Option, type Path, Stream } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
@@ -11,8 +13,11 @@ import type { AgentError } from "../../core/AgentError.js"
 import * as AgentEvent from "../../core/AgentEvent.js"
 import * as Journal from "../../core/Journal.js"
 import type * as Model from "../../core/Model.js"
+import * as Threads from "../../core/Threads.js"
 import * as Vllm from "../../providers/Vllm.js"
 import * as AgentConfig from "../../serve/AgentConfig.js"
+import * as ThreadStore from "../../serve/internal/config/threads.js"
+import * as RunsApi from "../../serve/RunsApi.js"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { acceptedNames, architectures, entryOf, names } from "./architectures.js"
 import { CommandFailed, requireAnswer } from "./failure.js"
@@ -79,12 +84,24 @@ export const runAgent = <R>(
   prompt: string,
   stream: boolean,
   printer: Printer
-): Effect.Effect<AgentEvent.RunResult, AgentError, R> =>
+): Effect.Effect<AgentEvent.RunResult, AgentError, R> => runTurn(agent, prompt, stream, printer, undefined) as Effect.Effect<AgentEvent.RunResult, AgentError, R>
+
+/**
+ * `runAgent` as a turn of the thread `thread` (with the `Threads` in context) when given: the thread's messages are
+ * the history and the turn's are appended.
+ */
+export const runTurn = <R>(
+  agent: Agent.Agent<R>,
+  prompt: string,
+  stream: boolean,
+  printer: Printer,
+  thread: string | undefined
+): Effect.Effect<AgentEvent.RunResult, AgentError | Threads.ThreadError, R | Threads.Threads> =>
   Effect.gen(function*() {
     let result: AgentEvent.RunResult | undefined = undefined
     if (stream) {
       let midLine = false
-      yield* Agent.stream(agent, prompt).pipe(
+      yield* (thread === undefined ? Agent.stream(agent, prompt) : Agent.stream(agent, prompt, { thread: { id: thread } })).pipe(
         Stream.runForEach((event) => {
           if (event._tag === "TextDelta") {
             midLine = true
@@ -99,7 +116,7 @@ export const runAgent = <R>(
         })
       )
     } else {
-      result = yield* Agent.run(agent, prompt)
+      result = yield* (thread === undefined ? Agent.run(agent, prompt) : Agent.run(agent, prompt, { thread: { id: thread } }))
     }
     const done = result!
     if (stream) yield* printer.line("")
@@ -112,7 +129,14 @@ export const runAgent = <R>(
  * Runs the agent `name` of a valet.yaml (its architecture, options, model and tools as the file says): the file's
  * models, their HTTP client and MCP servers live as long as the run.
  */
-export const runConfigured = (path: string, name: Option.Option<string>, prompt: string, stream: boolean, printer: Printer) =>
+export const runConfigured = (
+  path: string,
+  name: Option.Option<string>,
+  prompt: string,
+  stream: boolean,
+  printer: Printer,
+  thread?: ThreadSettings | undefined
+) =>
   Effect.scoped(Effect.gen(function*() {
     const loaded = yield* AgentConfig.load(path)
     const names = Object.keys(loaded.config.agents)
@@ -124,12 +148,65 @@ export const runConfigured = (path: string, name: Option.Option<string>, prompt:
       return yield* new CommandFailed({ message: `${path} has no agent ${JSON.stringify(chosen)} (agents: ${names.join(", ")})` })
     }
     const catalog = yield* AgentConfig.build(loaded)
-    return yield* runAgent(catalog.get(chosen)!.agent, prompt, stream, printer)
+    return yield* onThread(thread, (id) => runTurn(catalog.get(chosen)!.agent, prompt, stream, printer, id))
   })).pipe(
     // Around the whole run, not around `build` alone: the model clients `build` makes keep using this HTTP client,
     // which a provide around `build` would close as soon as `build` returned ("The client is destroyed").
     Effect.provide(NodeHttpClient.layerUndici)
   )
+
+/** `--thread <id> [--threads <file>]`: the conversation a run continues, and the SQLite file it is kept in. */
+export interface ThreadSettings {
+  readonly id: string
+  readonly file: string
+}
+
+/**
+ * `run(id)` on the thread of `settings` (started when it does not exist, for the one owner a local user is:
+ * `RunsApi.defaultOwner`, the owner a `valet serve` without an owner function gives every request), its SQLite file
+ * open as long as the run; `run(undefined)` without settings.
+ */
+export const onThread = <A, E, R>(
+  settings: ThreadSettings | undefined,
+  run: (thread: string | undefined) => Effect.Effect<A, E, R>
+): Effect.Effect<A, E | Threads.ThreadError | CommandFailed, Exclude<R, Threads.Threads> | FileSystem.FileSystem | Path.Path> => {
+  if (settings === undefined) return run(undefined) as Effect.Effect<A, E, Exclude<R, Threads.Threads>>
+  const problem = Threads.threadIdProblem(settings.id)
+  if (problem !== undefined) return Effect.fail(new CommandFailed({ message: `--thread: ${problem}` }))
+  return Effect.gen(function*() {
+    // A local user continues any thread of the file (no owner check); a new one is the default owner's.
+    yield* Threads.get(settings.id).pipe(
+      Effect.catchTag("ThreadNotFound", () => Threads.create({ id: settings.id, owner: RunsApi.defaultOwner }))
+    )
+    return yield* run(settings.id)
+  }).pipe(Effect.provide(ThreadStore.layer({ _tag: "Sqlite", file: settings.file }))) as Effect.Effect<
+    A,
+    E | Threads.ThreadError,
+    Exclude<R, Threads.Threads> | FileSystem.FileSystem | Path.Path
+  >
+}
+
+const threadFlags = {
+  thread: Flag.String("thread").pipe(
+    Flag.withDescription(
+      "Continue the conversation with this id (started when new): its messages are the run's history, and the run's are " +
+        "appended to it."
+    ),
+    Flag.optional
+  ),
+  threads: Flag.String("threads").pipe(
+    Flag.withDescription(`With --thread: the SQLite file the conversations are kept in (default ${ThreadStore.defaultSqliteFile}).`),
+    Flag.optional
+  )
+}
+
+/** The thread settings of the flags (`--threads` alone is a mistake: it names where, not which). */
+const threadOf = (values: { readonly thread: Option.Option<string>; readonly threads: Option.Option<string> }) =>
+  Option.isNone(values.thread)
+    ? Option.isSome(values.threads)
+      ? Effect.fail(new CommandFailed({ message: "--threads names the file of --thread's conversation: give --thread <id> too" }))
+      : Effect.succeed(undefined)
+    : Effect.succeed({ id: values.thread.value, file: Option.getOrElse(values.threads, () => ThreadStore.defaultSqliteFile) })
 
 const architecture = Flag.Literals("architecture", acceptedNames).pipe(
   Flag.withDescription(
@@ -198,29 +275,43 @@ export const runCommand = Command.make(
       Flag.optional
     ),
     agent: Flag.String("agent").pipe(Flag.withDescription("With --agents: the agent to run (default: the file's only agent)."), Flag.optional),
+    ...threadFlags,
     ...modelFlags
   },
   (values) =>
     Effect.gen(function*() {
+      const thread = yield* threadOf(values)
       if (Option.isSome(values.agents)) {
         if (Option.isSome(values.record)) {
           return yield* new CommandFailed({
             message: "--record records the command line's model: it cannot record the agents of --agents, which have their own"
           })
         }
-        return yield* Effect.flatMap(runConfigured(values.agents.value, values.agent, values.prompt, values.stream, stdoutPrinter), requireAnswer)
+        return yield* Effect.flatMap(
+          runConfigured(values.agents.value, values.agent, values.prompt, values.stream, stdoutPrinter, thread),
+          requireAnswer
+        )
       }
-      return yield* runPrompt(values, stdoutPrinter).pipe(
-        Effect.provide(withRecording(modelOf(values), values.record)),
-        Effect.flatMap(requireAnswer)
-      )
+      return yield* onThread(thread, (id) =>
+        Effect.flatMap(entryOf(values.architecture), (entry) =>
+          runTurn(
+            Agent.make({ name: "valet-run", instructions: values.instructions, architecture: entry.architecture }),
+            values.prompt,
+            values.stream,
+            stdoutPrinter,
+            id
+          ))).pipe(
+          Effect.provide(withRecording(modelOf(values), values.record)),
+          Effect.flatMap(requireAnswer)
+        )
     })
 ).pipe(
   Command.withDescription(
     "Runs an agent on a prompt and prints its answer (with --stream, its events as they arrive). The model: " +
       "--base-url / --model / --api-key, else VALET_BASE_URL / VALET_MODEL / VALET_API_KEY, else the vLLM pool " +
       `(--config, --actor-name, or ${Vllm.defaultConfigPath}). With --agents valet.yaml --agent <name>, the file's agent ` +
-      "(any architecture of the catalog, with its own model and tools)."
+      "(any architecture of the catalog, with its own model and tools). With --thread <id>, the run continues that " +
+      `conversation, kept in a SQLite file (--threads, default ${ThreadStore.defaultSqliteFile}).`
   )
 )
 

@@ -1,6 +1,7 @@
 /**
  * `valet serve --config valet.yaml`: the config's agents over HTTP (valet's routes, the OpenAPI document), with the
- * config's limits (`server:` — maxConcurrentRuns, maxBodyBytes, kept runs, and a bearer token from `tokenEnv`);
+ * config's limits (`server:` — maxConcurrentRuns, maxBodyBytes, kept runs, and a bearer token from `tokenEnv`) and
+ * its thread store (`threads:`; without one the thread routes answer 501);
  * with `--otlp <url>`, traces go to that OpenTelemetry collector (flushed when the server stops).
  * Prints where it listens on stderr and runs until interrupted.
  */
@@ -53,6 +54,8 @@ export const serveCommand = Command.make(
         keepFinished: (settings.keepFinished ?? settings.keepFinishedMs ?? "1 hour") as Duration.Input
       }).pipe(
         Layer.provide(agents),
+        // The file's thread store, when it names one: the thread routes and the chat route's chat ids use it.
+        Layer.provide(AgentConfig.threadsLayer(loaded) ?? Layer.empty),
         Layer.provide(Option.isSome(values.otlp) ? Telemetry.layerOtlp({ url: values.otlp.value, serviceName: "valet" }) : Layer.empty)
       )
       return yield* Effect.scoped(Effect.gen(function*() {
@@ -65,6 +68,7 @@ export const serveCommand = Command.make(
 ).pipe(
   Command.withDescription(
     "Serves the agents of a valet.yaml over HTTP: POST /runs, GET /runs/:id/events (SSE), POST /runs/stream, " +
-      "GET /agents, GET /openapi.json. Limits and the bearer token come from the config's server section."
+      "GET /agents, GET /openapi.json, and the /threads routes when the config names a thread store (threads:). " +
+      "Limits and the bearer token come from the config's server section."
   )
 )

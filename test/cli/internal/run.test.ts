@@ -1,9 +1,11 @@
 import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, FileSystem, Layer, Option } from "effect"
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { execFile } from "node:child_process"
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
 import { checkHealth, healthTable, NoHealthyActor } from "../../../src/cli/internal/health.js"
 import { defaultInstructions, memoryPrinter, modelOf, runConfigured, runPrompt } from "../../../src/cli/internal/run.js"
 import * as Journal from "../../../src/core/Journal.js"
@@ -174,4 +176,50 @@ describe("valet health", () => {
     )
     expect(lines[0]).toBe("pool: configs/vllm_actors.yaml not found: the default single actor")
   })
+})
+
+describe("valet run --thread (a real process, twice)", () => {
+  const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..")
+  const tsx = join(root, "node_modules", ".bin", "tsx")
+  const bin = join(root, "src", "cli", "bin.ts")
+  /** `valet run …` in a process of its own (asynchronously: the loopback model server answers from this process). */
+  const valet = (args: ReadonlyArray<string>, cwd: string) =>
+    Effect.promise(() =>
+      new Promise<{ readonly code: number; readonly stdout: string; readonly stderr: string }>((resolve) => {
+        execFile(tsx, [bin, ...args], { cwd, encoding: "utf8", timeout: 60_000 }, (error, stdout, stderr) =>
+          resolve({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, stdout, stderr }))
+      })
+    )
+
+  it.live("the second run continues the first: its model reads the first turn from the SQLite file; bad flags are one line", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-run-thread-"))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+      )
+      const model = ["--base-url", server.url, "--model", "m"]
+      const first = yield* valet(["run", ...model, "--thread", "chat-1", "My name is Ada."], dir)
+      expect([first.code, first.stderr]).toEqual([0, ""])
+      expect(first.stdout).toBe(`${answer}\n`)
+      // The default file, its folder made in the working directory.
+      expect(existsSync(join(dir, "data", "threads.sqlite3"))).toBe(true)
+      const second = yield* valet(["run", ...model, "--thread", "chat-1", "What is my name?"], dir)
+      expect(second.code).toBe(0)
+      const requests = server.requests.filter((r) => r.path === "/v1/chat/completions")
+      expect(requests).toHaveLength(2)
+      expect(requests[1]!.body.messages).toEqual([
+        { role: "system", content: defaultInstructions },
+        { role: "user", content: "My name is Ada." },
+        { role: "assistant", content: answer },
+        { role: "user", content: "What is my name?" }
+      ])
+      // Another thread in another file starts empty.
+      yield* valet(["run", ...model, "--thread", "chat-2", "--threads", join(dir, "other.sqlite3"), "Hi."], dir)
+      expect(server.requests.filter((r) => r.path === "/v1/chat/completions")[2]!.body.messages).toHaveLength(2)
+      const bad = yield* valet(["run", ...model, "--thread", "a b", "Hi."], dir)
+      expect([bad.code, bad.stderr.trim()]).toEqual([1, `valet run: --thread: invalid thread id "a b": use letters, digits, -, ., : and single _, at most 128 characters`])
+      const alone = yield* valet(["run", ...model, "--threads", "x.sqlite3", "Hi."], dir)
+      expect(alone.stderr.trim()).toBe("valet run: --threads names the file of --thread's conversation: give --thread <id> too")
+    }).pipe(Effect.scoped), 120_000)
 })

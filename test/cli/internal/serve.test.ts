@@ -52,6 +52,32 @@ describe("valet serve", () => {
       expect(JSON.parse(last.split("data: ")[1]!).result.output).toBe("Paris is the capital of France.")
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("threads: a sqlite store beside the config: the thread routes work and what a run appended outlives the server", () =>
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-serve-threads-"))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+      )
+      const path = join(dir, "valet.yaml")
+      writeFileSync(path, "model: { provider: scripted, replies: [\"Hello, Ada.\"] }\nagents:\n  a: { instructions: x }\nthreads: { store: sqlite, path: t.sqlite3 }\n")
+      const post = (url: string, route: string, body: unknown) =>
+        Effect.promise(() =>
+          fetch(`${url}${route}`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) })
+            .then(async (r) => ({ status: r.status, text: await r.text() }))
+        )
+      const first = yield* Effect.scoped(Effect.gen(function*() {
+        const { url } = yield* serve(["--config", path])
+        expect((yield* post(url, "/threads", { id: "chat-1" })).status).toBe(201)
+        return yield* post(url, "/threads/chat-1/runs/stream", { agent: "a", input: "My name is Ada." })
+      }))
+      expect(first.status).toBe(200)
+      expect(first.text).toContain("Hello, Ada.")
+      // Another server on the same file: the thread and its two messages are there.
+      const { url } = yield* serve(["--config", path])
+      const thread = yield* Effect.promise(() => fetch(`${url}/threads/chat-1`).then((r) => r.json() as Promise<any>))
+      expect(thread.messages.messages).toEqual([{ role: "user", content: "My name is Ada." }, { role: "assistant", content: "Hello, Ada." }])
+    }).pipe(Effect.scoped), 60_000)
+
   it.live("server.tokenEnv: requests without the token get 401", () =>
     Effect.gen(function*() {
       const dir = yield* Effect.acquireRelease(

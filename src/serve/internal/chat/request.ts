@@ -32,7 +32,10 @@ export type UiMessage = typeof UiMessage.Type
 
 /** The transport's body: the keys valet reads; the others (the transport's `body` option) are ignored. */
 export const ChatRequest = Schema.Struct({
-  /** The chat's id (`useChat`'s `id`): not read; each request is a run of its own. */
+  /**
+   * The chat's id (`useChat`'s `id`): with a thread store, the thread the turn is on (created on first use); without
+   * one, not read (each request is a run of its own).
+   */
   id: Schema.optional(Schema.String),
   messages: Schema.Array(UiMessage).check(Schema.isMinLength(1, { expected: "at least one message" })),
   /** `submit-message` or `regenerate-message`: both run on the messages sent (the client has cut them already). */
@@ -228,6 +231,21 @@ export const runRequestOf = (agent: string, body: ChatRequest): Result.Result<Ru
     if (Result.isFailure(messages)) return Result.fail(messages.failure)
     history.push(...messages.success)
   }
+  const text = inputOf(body)
+  if (Result.isFailure(text)) return Result.fail(text.failure)
+  const ids = new Set<string>()
+  for (const message of history) {
+    for (const call of message.role === "assistant" ? message.toolCalls ?? [] : []) {
+      if (ids.has(call.id)) return refuse("messages", `hold two tool calls with the id ${JSON.stringify(call.id)}: each call's result must be its own`)
+      ids.add(call.id)
+    }
+  }
+  return Result.succeed({ agent, input: text.success, ...(history.length > 0 ? { history } : {}) })
+}
+
+/** The last message's text, the input: it must be a user message with text. */
+const inputOf = (body: ChatRequest): Result.Result<string, Refusal> => {
+  const last = body.messages.length - 1
   const final = body.messages[last]!
   if (final.role !== "user") {
     return refuse(`messages[${last}].role`, `must be "user" (the agent answers the last message), got ${JSON.stringify(final.role)}`)
@@ -236,12 +254,12 @@ export const runRequestOf = (agent: string, body: ChatRequest): Result.Result<Ru
   if (Result.isFailure(input)) return Result.fail(input.failure)
   const text = input.success[0]!.content
   if (text.trim() === "") return refuse(`messages[${last}].parts`, "hold no text: the last user message is what the agent answers")
-  const ids = new Set<string>()
-  for (const message of history) {
-    for (const call of message.role === "assistant" ? message.toolCalls ?? [] : []) {
-      if (ids.has(call.id)) return refuse("messages", `hold two tool calls with the id ${JSON.stringify(call.id)}: each call's result must be its own`)
-      ids.add(call.id)
-    }
-  }
-  return Result.succeed({ agent, input: text, ...(history.length > 0 ? { history } : {}) })
+  return Result.succeed(text)
 }
+
+/**
+ * The turn a chat request asks for on a thread (the chat `id`): the last message, a user message, as the input;
+ * the earlier messages the client sent are not read (the thread holds the conversation). Or why it cannot run.
+ */
+export const turnRequestOf = (agent: string, body: ChatRequest): Result.Result<Runs.ThreadRunRequest, Refusal> =>
+  Result.map(inputOf(body), (input) => ({ agent, input }))

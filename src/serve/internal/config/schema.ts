@@ -31,7 +31,7 @@ const orDefault = <S extends Schema.Codec<number, number>>(schema: S, value: num
   schema.pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed(value)))
 
 const EnvName = Schema.String.check(Schema.makeFilter((name: string) =>
-  /^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || `an environment variable name, got ${JSON.stringify(name)}`
+  /^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || "must be an environment variable name"
 ))
 
 
@@ -147,6 +147,20 @@ export const ServerSettings = Schema.Struct({
 })
 export type ServerSettings = typeof ServerSettings.Type
 
+/**
+ * Where `valet serve` keeps threads (`POST /threads/:threadId/runs`, the chat route's chat ids): `memory` (lost when
+ * the server stops), `sqlite` (`path`, relative to the file; default `data/threads.sqlite3`) or `postgres` (`urlEnv`
+ * names the environment variable holding its URL: a URL holds a password, so it is never written here).
+ */
+export const ThreadsSettings = Schema.Struct({
+  store: Schema.Literals(["memory", "sqlite", "postgres"]),
+  /** The SQLite file (`store: sqlite` only). */
+  path: Schema.optional(Schema.String.check(Schema.makeFilter((path: string) => path.trim() !== "", { expected: "a file path" }))),
+  /** The environment variable holding the PostgreSQL URL (`store: postgres`, which needs it). */
+  urlEnv: Schema.optional(EnvName)
+})
+export type ThreadsSettings = typeof ThreadsSettings.Type
+
 /** The whole file. */
 export const ConfigFile = Schema.Struct({
   /** The model of every agent that has none of its own. */
@@ -157,6 +171,8 @@ export const ConfigFile = Schema.Struct({
   agents: Schema.Record(Schema.String, AgentSpec).check(
     Schema.makeFilter((agents: Readonly<Record<string, unknown>>) => Object.keys(agents).length > 0 || "needs at least one agent")
   ),
-  server: ServerSettings.pipe(Schema.withDecodingDefaultKey(Effect.succeed({})))
+  server: ServerSettings.pipe(Schema.withDecodingDefaultKey(Effect.succeed({}))),
+  /** The thread store; without it, the server keeps no threads (its thread routes answer 501). */
+  threads: Schema.optional(ThreadsSettings)
 })
 export type ConfigFile = typeof ConfigFile.Type

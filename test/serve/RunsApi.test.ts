@@ -1,0 +1,199 @@
+/**
+ * Threads over HTTP (`RunsApi`'s thread routes) on a loopback `Server.layerNode` with a thread store: create, turns
+ * through `Runs` (the second turn's model reads the first), the owner from the app's function (never the body),
+ * another owner's thread 403, a thread in a turn 409, paging, delete; and a server without a store answering 501.
+ * The agents run on scripted models whose requests the tests read back.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Context, Deferred, Effect, Layer } from "effect"
+import { HttpServerRequest } from "effect/http"
+import * as Agent from "../../src/core/Agent.js"
+import * as Model from "../../src/core/Model.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Threads from "../../src/core/Threads.js"
+import * as RunsApi from "../../src/serve/RunsApi.js"
+import type * as Server from "../../src/serve/Server.js"
+import { serveAgents } from "../support/serve.js"
+
+/** An agent on a scripted model (one script over all its runs) whose requests the test reads back. */
+const inspected = (name: string, script: ScriptedModel.Script) => {
+  const context = ScriptedModel.context(script)
+  const agent = Agent.make({
+    name,
+    instructions: "Be brief.",
+    model: Layer.succeed(Model.Model, Context.get(context, Model.Model))
+  }) as Agent.Agent<never>
+  return { agent, calls: ScriptedModel.calls.pipe(Effect.provide(context)) }
+}
+
+/** The app's auth: the owner is the `x-user` header; no header, no owner (401). */
+const ownerFromHeader: RunsApi.OwnerOf = Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
+  const user = request.headers["x-user"]
+  return user === undefined || user === ""
+    ? Effect.fail(new RunsApi.Unauthorized({ message: "sign in: no x-user header" }))
+    : Effect.succeed(user)
+})
+
+/** The server with these agents and a memory thread store (none with `threads: false`), for the scope. */
+const serve = (agents: ReadonlyArray<Agent.Agent<never>>, options: Server.Options & { readonly threads?: boolean } = {}) => {
+  const { threads = true, ...rest } = options
+  return serveAgents(agents, rest, threads ? Threads.layerMemory() : undefined)
+}
+
+interface Reply {
+  readonly status: number
+  readonly body: any
+}
+
+const call = (method: string, url: string, options: { readonly body?: unknown; readonly user?: string } = {}) =>
+  Effect.promise(async (): Promise<Reply> => {
+    const response = await fetch(url, {
+      method,
+      headers: {
+        ...(options.body !== undefined ? { "content-type": "application/json" } : {}),
+        ...(options.user !== undefined ? { "x-user": options.user } : {})
+      },
+      ...(options.body !== undefined ? { body: JSON.stringify(options.body) } : {})
+    })
+    const text = await response.text()
+    return { status: response.status, body: text === "" ? undefined : (text.startsWith("{") ? JSON.parse(text) : text) }
+  })
+
+/** Reads a run's event stream to its end (the run is over then). */
+const finished = (url: string, runId: string, user?: string) =>
+  Effect.promise(() => fetch(`${url}/runs/${runId}/events`, user !== undefined ? { headers: { "x-user": user } } : {}).then((r) => r.text()))
+
+describe("RunsApi: threads over HTTP", () => {
+  it.live("create → two runs on the thread → the second's model read the first; get pages the messages", () =>
+    Effect.gen(function*() {
+      const assistant = inspected("assistant", ["Hello, Ada.", "Your name is Ada."])
+      const url = yield* serve([assistant.agent], { owner: ownerFromHeader })
+      const created = yield* call("POST", `${url}/threads`, { user: "ada", body: { id: "chat-1", metadata: { title: "names" } } })
+      expect(created.status).toBe(201)
+      expect(created.body).toMatchObject({ id: "chat-1", owner: "ada", metadata: { title: "names" }, messageCount: 0 })
+
+      const first = yield* call("POST", `${url}/threads/chat-1/runs`, { user: "ada", body: { agent: "assistant", input: "My name is Ada." } })
+      expect(first.status).toBe(201)
+      yield* finished(url, first.body.runId)
+      const second = yield* call("POST", `${url}/threads/chat-1/runs`, { user: "ada", body: { agent: "assistant", input: "What is my name?" } })
+      expect(second.status).toBe(201)
+      const events = yield* finished(url, second.body.runId)
+      expect(events).toContain("Your name is Ada.")
+
+      const requests = yield* assistant.calls
+      expect(requests[1]!.messages).toEqual([
+        Model.system("Be brief."),
+        Model.user("My name is Ada."),
+        Model.assistant("Hello, Ada."),
+        Model.user("What is my name?")
+      ])
+      const run = yield* call("GET", `${url}/runs/${second.body.runId}`)
+      expect(run.body).toMatchObject({ threadId: "chat-1", status: "completed" })
+
+      // The whole thread, then a page: the last two, then the two before them.
+      const whole = yield* call("GET", `${url}/threads/chat-1`, { user: "ada" })
+      expect(whole.status).toBe(200)
+      expect(whole.body.thread).toMatchObject({ id: "chat-1", messageCount: 4 })
+      expect(whole.body.messages.messages.map((m: Model.Message) => m.content)).toEqual([
+        "My name is Ada.",
+        "Hello, Ada.",
+        "What is my name?",
+        "Your name is Ada."
+      ])
+      const last = yield* call("GET", `${url}/threads/chat-1?limit=2`, { user: "ada" })
+      expect(last.body.messages).toMatchObject({ start: 2, total: 4 })
+      expect(last.body.messages.messages.map((m: Model.Message) => m.content)).toEqual(["What is my name?", "Your name is Ada."])
+      const before = yield* call("GET", `${url}/threads/chat-1?limit=2&before=2`, { user: "ada" })
+      expect(before.body.messages.start).toBe(0)
+      expect(before.body.messages.messages.map((m: Model.Message) => m.content)).toEqual(["My name is Ada.", "Hello, Ada."])
+    }).pipe(Effect.scoped))
+
+  it.live("the owner is the app's: another owner's thread is 403 on every route, no owner 401, a body's owner ignored", () =>
+    Effect.gen(function*() {
+      const assistant = inspected("assistant", ["Hi."])
+      const url = yield* serve([assistant.agent], { owner: ownerFromHeader })
+      // An `owner` in the body is not a field of the request: the thread is the header's user's.
+      const created = yield* call("POST", `${url}/threads`, { user: "ada", body: { id: "t-ada", owner: "bob" } })
+      expect(created.body.owner).toBe("ada")
+      for (const [method, path, body] of [
+        ["GET", "/threads/t-ada", undefined],
+        ["DELETE", "/threads/t-ada", undefined],
+        ["POST", "/threads/t-ada/runs", { agent: "assistant", input: "Hi" }],
+        ["POST", "/threads/t-ada/runs/stream", { agent: "assistant", input: "Hi" }]
+      ] as const) {
+        const reply = yield* call(method, `${url}${path}`, { user: "bob", ...(body !== undefined ? { body } : {}) })
+        expect([path, reply.status, reply.body._tag]).toEqual([path, 403, "ThreadForbidden"])
+      }
+      // Bob's listing does not show Ada's thread; without a user, 401 from the app's function.
+      expect((yield* call("GET", `${url}/threads`, { user: "bob" })).body).toEqual({ threads: [] })
+      const anonymous = yield* call("GET", `${url}/threads`)
+      expect([anonymous.status, anonymous.body]).toEqual([401, { _tag: "Unauthorized", message: "sign in: no x-user header" }])
+      // The model was never called for Bob.
+      expect(yield* assistant.calls).toEqual([])
+      // Unknown thread 404; a bad thread id 400 naming it; an existing id 409.
+      const missing = yield* call("GET", `${url}/threads/nope`, { user: "ada" })
+      expect([missing.status, missing.body._tag]).toEqual([404, "ThreadNotFound"])
+      const bad = yield* call("POST", `${url}/threads`, { user: "ada", body: { id: "a b" } })
+      expect(bad.status).toBe(400)
+      expect(bad.body.message).toMatch(/^payload: .*id.*invalid thread id "a b"/)
+      const again = yield* call("POST", `${url}/threads`, { user: "ada", body: { id: "t-ada" } })
+      expect([again.status, again.body._tag]).toEqual([409, "ThreadExists"])
+    }).pipe(Effect.scoped))
+
+  it.live("a thread in a turn: a second run on it is 409 ThreadBusy (and kept nowhere); after the turn, it runs", () =>
+    Effect.gen(function*() {
+      const gate = yield* Deferred.make<void>()
+      const assistant = inspected("assistant", (_request, index) =>
+        index === 0 ? Effect.as(Deferred.await(gate), "first, at last") : Effect.succeed("second"))
+      const url = yield* serve([assistant.agent])
+      yield* call("POST", `${url}/threads`, { body: { id: "busy" } })
+      const first = yield* call("POST", `${url}/threads/busy/runs`, { body: { agent: "assistant", input: "one" } })
+      expect(first.status).toBe(201)
+      const second = yield* call("POST", `${url}/threads/busy/runs`, { body: { agent: "assistant", input: "two" } })
+      expect([second.status, second.body._tag]).toEqual([409, "ThreadBusy"])
+      const streamed = yield* call("POST", `${url}/threads/busy/runs/stream`, { body: { agent: "assistant", input: "two" } })
+      expect(streamed.status).toBe(409)
+      // Only the first run is kept.
+      expect((yield* call("GET", `${url}/runs`)).body.runs.map((run: { runId: string }) => run.runId)).toEqual([first.body.runId])
+      yield* Deferred.succeed(gate, undefined)
+      yield* finished(url, first.body.runId)
+      const third = yield* call("POST", `${url}/threads/busy/runs/stream`, { body: { agent: "assistant", input: "three" } })
+      expect(third.status).toBe(200)
+      expect(third.body).toContain("second")
+      const thread = yield* call("GET", `${url}/threads/busy`)
+      expect(thread.body.thread.messageCount).toBe(4)
+    }).pipe(Effect.scoped))
+
+  it.live("list the owner's threads a page at a time; delete one; the default owner when the app gives none", () =>
+    Effect.gen(function*() {
+      const url = yield* serve([inspected("assistant", ["Hi."]).agent])
+      for (const id of ["t1", "t2", "t3"]) yield* call("POST", `${url}/threads`, { body: { id } })
+      const page1 = yield* call("GET", `${url}/threads?limit=2`)
+      expect(page1.body.threads).toHaveLength(2)
+      expect(page1.body.threads[0].owner).toBe(RunsApi.defaultOwner)
+      const page2 = yield* call("GET", `${url}/threads?limit=2&cursor=${encodeURIComponent(page1.body.nextCursor)}`)
+      expect(page2.body.nextCursor).toBeUndefined()
+      const ids = [...page1.body.threads, ...page2.body.threads].map((thread: { id: string }) => thread.id)
+      expect(ids.sort()).toEqual(["t1", "t2", "t3"])
+      const badCursor = yield* call("GET", `${url}/threads?cursor=zzz`)
+      expect([badCursor.status, badCursor.body.message]).toEqual([400, `query: cursor "zzz" is not one a page of threads gave`])
+      const deleted = yield* call("DELETE", `${url}/threads/t2`)
+      expect(deleted.status).toBe(204)
+      expect((yield* call("GET", `${url}/threads/t2`)).status).toBe(404)
+      expect((yield* call("GET", `${url}/threads`)).body.threads.map((thread: { id: string }) => thread.id).sort()).toEqual(["t1", "t3"])
+      // A thread created without an id gets a new thr_ one.
+      const fresh = yield* call("POST", `${url}/threads`, { body: {} })
+      expect(fresh.body.id).toMatch(/^thr_/)
+    }).pipe(Effect.scoped))
+
+  it.live("a server without a thread store: the thread routes answer 501 ThreadsUnavailable, runs work as before", () =>
+    Effect.gen(function*() {
+      const url = yield* serve([inspected("assistant", ["Hi."]).agent], { threads: false })
+      const reply = yield* call("POST", `${url}/threads/t1/runs`, { body: { agent: "assistant", input: "Hi" } })
+      expect([reply.status, reply.body._tag]).toEqual([501, "ThreadsUnavailable"])
+      expect(reply.body.message).toMatch(/keeps no threads/)
+      expect((yield* call("GET", `${url}/threads`)).status).toBe(501)
+      const run = yield* call("POST", `${url}/runs`, { body: { agent: "assistant", input: "Hi" } })
+      expect(run.status).toBe(201)
+    }).pipe(Effect.scoped))
+})

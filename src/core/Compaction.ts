@@ -1,15 +1,15 @@
 /**
  * Context that never overflows (DESIGN §14): before every model call of every architecture, the runtime checks the
  * request's estimated input against its model's context window (`Model.Service.contextWindow`, else the policy's
- * `contextWindow`); above `threshold` of it, the policy's strategy compacts the messages. The default strategy
+ * `contextWindow`, else `assumedContextWindow`); above `threshold` of it, the policy's strategy compacts the messages. The default strategy
  * first cuts old tool results down to `maxToolResultChars`, then, if that is not enough, summarises the oldest
  * messages with a model call (step `context.compact_<n>`, counted in the budget and silent: no events of its own, no
  * text streamed), keeping the system messages, the task (the last user message and what followed it) and the last
  * `keepLastMessages` whole, and never splitting a tool exchange; as a last resort it cuts the kept tool results too.
  * Each compaction is a `ContextCompacted` event with the tokens before and after. A run remembers its compaction:
  * the next call, which resends the same messages and more, starts from it, and another summary is asked for only once
- * the conversation has grown by `keepLastMessages`. Messages still over the window after compaction are a
- * `ContextLengthExceeded` naming the sizes. A server's `ContextLengthExceeded` compacts once more (to half the
+ * the conversation has grown by `keepLastMessages`. Messages still over a known window (the model's or the policy's)
+ * after compaction are a `ContextLengthExceeded` naming the sizes; over the assumed one, they are sent. A server's `ContextLengthExceeded` compacts once more (to half the
  * window) and the call is sent again.
  *
  * The policy is a `Context.Reference`: `Compaction.layer({ … })` changes it for what it is provided to; a strategy is
@@ -83,8 +83,12 @@ export type Strategy = (input: StrategyInput) => Effect.Effect<StrategyOutput, M
  * @category models
  */
 export interface Policy {
-  /** The window of a model that does not say its own (`Model.Service.contextWindow`), in tokens. Default 128,000. */
-  readonly contextWindow: number
+  /**
+   * The window of a model that does not say its own (`Model.Service.contextWindow`), in tokens. Unset (the
+   * default), compaction measures against `assumedContextWindow` but never refuses a call on its own estimate:
+   * the server, which knows its window, decides.
+   */
+  readonly contextWindow?: number | undefined
   /** Compact when a call's estimated input exceeds this share of the window (default 0.8). */
   readonly threshold: number
   /** The last messages kept whole (default 8; moved back so that no tool exchange is split). */
@@ -180,13 +184,20 @@ export const defaultStrategy: Strategy = (input) =>
   })
 
 /**
+ * The window compaction measures against when neither the model nor the policy says one: 128,000 tokens.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const assumedContextWindow = 128_000
+
+/**
  * The default policy.
  *
  * @since 0.2.0
  * @category constants
  */
 export const defaultPolicy: Policy = {
-  contextWindow: 128_000,
   threshold: 0.8,
   keepLastMessages: 8,
   maxToolResultChars: 2_000,
@@ -220,7 +231,9 @@ export const layer = (policy: Partial<Policy>): Layer.Layer<never, InvalidOption
 }
 
 const policyProblem = (policy: Policy): string | undefined => {
-  if (!Number.isInteger(policy.contextWindow) || policy.contextWindow < 1) return `contextWindow must be an integer >= 1, got ${policy.contextWindow}`
+  if (policy.contextWindow !== undefined && (!Number.isInteger(policy.contextWindow) || policy.contextWindow < 1)) {
+    return `contextWindow must be an integer >= 1, got ${policy.contextWindow}`
+  }
   if (!(policy.threshold > 0 && policy.threshold <= 1)) return `threshold must be in (0, 1], got ${policy.threshold}`
   if (!Number.isInteger(policy.keepLastMessages) || policy.keepLastMessages < 1) return `keepLastMessages must be an integer >= 1, got ${policy.keepLastMessages}`
   if (!Number.isInteger(policy.maxToolResultChars) || policy.maxToolResultChars < 0) return `maxToolResultChars must be an integer >= 0, got ${policy.maxToolResultChars}`

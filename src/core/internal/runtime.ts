@@ -277,7 +277,8 @@ export const generateFor = (
     if (!policy.enabled || messages === undefined) return send(run, model, request, options)
     // The step is fixed before a summary's call counts: the call keeps the name it would have had without one.
     const named: GenerateOptions = options?.step !== undefined ? options : { ...options, step: `call_${run.ownCalls + 1}` }
-    const window = model.contextWindow ?? policy.contextWindow
+    const known = model.contextWindow ?? policy.contextWindow
+    const window = known ?? Compaction.assumedContextWindow
     const target = Math.floor(policy.threshold * window)
     const prepared = Compact.withCompacted(messages, run.compactions)
     const sendChecked = (sent: ReadonlyArray<Model.Message>) =>
@@ -287,13 +288,13 @@ export const generateFor = (
         // The server counts more than the estimate: compact once more, to half the window, and send again; a
         // compaction that changes nothing, or a second refusal, is the run's error.
         (error) =>
-          Effect.flatMap(compact(run, model, policy, window, messages, sent, Math.floor(window / 2), named.step!, true), (again) =>
+          Effect.flatMap(compact(run, policy, window, known !== undefined, messages, sent, Math.floor(window / 2), named.step!, true, model), (again) =>
             again.length === sent.length && again.every((message, i) => message === sent[i])
               ? Effect.fail(error)
               : send(run, model, { ...request, messages: again }, named))
       )
     return Compact.mayExceed(request, prepared, target)
-      ? Effect.flatMap(compact(run, model, policy, window, messages, prepared, target, named.step!, false), sendChecked)
+      ? Effect.flatMap(compact(run, policy, window, known !== undefined, messages, prepared, target, named.step!, false, model), sendChecked)
       : sendChecked(prepared)
   })
 
@@ -303,14 +304,15 @@ export const generateFor = (
  */
 const compact = (
   run: RunState,
-  model: Model.Service,
   policy: Compaction.Policy,
   window: number,
+  windowKnown: boolean,
   original: ReadonlyArray<Model.Message>,
   messages: ReadonlyArray<Model.Message>,
   target: number,
   step: string,
-  forced: boolean
+  forced: boolean,
+  model: Model.Service
 ): Effect.Effect<ReadonlyArray<Model.Message>, ModelError | BudgetExhausted> => {
   const before = Compact.estimate(messages)
   const last = run.compactions?.at(-1)
@@ -322,11 +324,14 @@ const compact = (
     send(run, model, summary, { step: `context.compact_${(run.compactions?.length ?? 0) + 1}` }, true))
   return Effect.flatMap(policy.strategy({ messages, target, policy, summarize, mayCallModel }), (result) => {
     const after = Compact.estimate(result.messages)
-    if (after > window) {
+    // Nothing could be done (one message too long, nothing old to cut): nothing to say or remember.
+    const unchanged = result.messages.length === messages.length && result.messages.every((message, i) => message === messages[i])
+    if (after > window && windowKnown) {
       return Effect.fail(new ContextLengthExceeded({
         message: `the messages are about ${after} tokens after compaction (${before} before), over the model's context window of ${window}`
       }))
     }
+    if (unchanged) return Effect.succeed(messages)
     // Only the latest is used: the earlier ones would be memory the run holds for nothing.
     run.compactions = [{
       length: original.length,

@@ -62,10 +62,35 @@ const toolsLength = (request: Request): number => {
  * calls' arguments, tool definitions (an estimate never exceeds one token per character, plus 4 a message): most
  * calls are far under, and this costs a sum of lengths, not a scan.
  */
-export const mayExceed = (request: Request, messages: ReadonlyArray<Message>, limit: number): boolean => {
-  let chars = toolsLength(request)
-  for (const message of messages) chars += message.content.length + toolCallsLength(message) + 4
-  return chars > limit && Budget.estimateInputTokens({ ...request, messages }) > limit
+export const mayExceed = (
+  request: Request,
+  messages: ReadonlyArray<Message>,
+  limit: number,
+  cache: { measured: Measured | undefined }
+): boolean => {
+  // The tool loops resend the same messages and a few more each call: only the new ones are measured, so a run of
+  // n calls costs n measurements, not n² (the first version measured every message on every call: 2× the step).
+  const known = cache.measured
+  let from = 0
+  let chars = 0
+  if (known !== undefined && messages.length >= known.length && known.length > 0 && messages[known.length - 1] === known.last) {
+    from = known.length
+    chars = known.chars
+  }
+  for (let i = from; i < messages.length; i++) {
+    const message = messages[i]!
+    chars += message.content.length + toolCallsLength(message) + 4
+  }
+  if (messages.length > 0) cache.measured = { length: messages.length, last: messages[messages.length - 1]!, chars }
+  const total = chars + toolsLength(request)
+  return total > limit && Budget.estimateInputTokens({ ...request, messages }) > limit
+}
+
+/** The characters of a run's messages measured so far, by the last message measured. */
+export interface Measured {
+  readonly length: number
+  readonly last: Message
+  readonly chars: number
 }
 
 /** The transcript a summarising call reads. */

@@ -180,8 +180,10 @@ export class RunState implements RunContext {
   children: Map<string, RunState | undefined> | undefined = undefined
   /** What the run reports as its metadata if a stopped role or a limit ends it (`Architecture.setMetadata`). */
   metadata: (() => Record<string, unknown>) | undefined = undefined
-  /** What the run's calls compacted (`Compaction`), latest last; made on the first compaction. */
+  /** What the run's calls compacted (`Compaction`): the latest compaction; made on the first. */
   compactions: Array<Compact.Compacted> | undefined = undefined
+  /** The characters of the messages the run's calls sent, so far (`Compaction`'s check measures only new ones). */
+  measured: Compact.Measured | undefined = undefined
   constructor(
     readonly sessionId: string,
     readonly rootSessionId: string,
@@ -293,7 +295,7 @@ export const generateFor = (
               ? Effect.fail(error)
               : send(run, model, { ...request, messages: again }, named))
       )
-    return Compact.mayExceed(request, prepared, target)
+    return Compact.mayExceed(request, prepared, target, run)
       ? Effect.flatMap(compact(run, policy, window, known !== undefined, messages, prepared, target, named.step!, false, model), sendChecked)
       : sendChecked(prepared)
   })
@@ -332,6 +334,8 @@ const compact = (
       }))
     }
     if (unchanged) return Effect.succeed(messages)
+    // The messages sent from now on start with the compacted ones: measured again.
+    run.measured = undefined
     // Only the latest is used: the earlier ones would be memory the run holds for nothing.
     run.compactions = [{
       length: original.length,

@@ -249,13 +249,17 @@ export const config: Config.Config<{
 
 /**
  * A `Model` configured from the environment (`config`). Without `VALET_MODEL` the server is asked for its
- * models (`GET /v1/models`) once, and the first one is used: a single-model vLLM needs no model name.
+ * models (`GET /v1/models`) once, and the first one is used: a single-model vLLM needs no model name (and its
+ * `max_model_len` is the model's context window, unless `contextWindow` says one).
  *
  * @since 0.1.0
  * @category layers
  */
 export const layerConfig = (
-  options: ResilienceOptions & { readonly headers?: Readonly<Record<string, string>> | undefined } = {}
+  options: ResilienceOptions & {
+    readonly headers?: Readonly<Record<string, string>> | undefined
+    readonly contextWindow?: number | undefined
+  } = {}
 ): Layer.Layer<
   Model.Model | OpenAiCompatible,
   Config.ConfigError | ModelError.ModelError | InvalidOptions,
@@ -273,7 +277,9 @@ export const layerConfig = (
         message: `VALET_MODEL is not set and ${probe.apiBase}/models lists no model: set VALET_MODEL`
       })
     }
-    return yield* make({ ...base, model: models[0]!.id })
+    // The server says its window (vLLM's max_model_len) unless the options did: compaction measures against it.
+    const window = base.contextWindow ?? models[0]!.maxModelLen
+    return yield* make({ ...base, model: models[0]!.id, ...(window !== undefined ? { contextWindow: window } : {}) })
   }))
 
 /**

@@ -344,6 +344,7 @@ const modelLayer = (
         const invalid = (error: { readonly message: string }) =>
           fileError(loaded.path, loaded.problemAt(field, error.message))
         let name = spec.model
+        let contextWindow = spec.contextWindow
         if (name === undefined) {
           const probe = yield* OpenAiCompatible.make({ ...options, model: "" }).pipe(Effect.mapError(invalid))
           const models = yield* probe.listModels
@@ -351,8 +352,14 @@ const modelLayer = (
             return yield* fileError(loaded.path, loaded.problemAt(field, `has no model name, and ${probe.apiBase}/models lists none`))
           }
           name = models[0]!.id
+          // The server says its window (vLLM's max_model_len): compaction measures against it.
+          contextWindow ??= models[0]!.maxModelLen
         }
-        const client = yield* OpenAiCompatible.make({ ...options, model: name }).pipe(Effect.mapError(invalid))
+        const client = yield* OpenAiCompatible.make({
+          ...options,
+          model: name,
+          ...(contextWindow !== undefined ? { contextWindow } : {})
+        }).pipe(Effect.mapError(invalid))
         return Layer.succeed(Model.Model, client)
       }
     }

@@ -603,10 +603,12 @@ describe("OpenAiCompatible: configuration", () => {
   it.effect("layerConfig reads VALET_BASE_URL, VALET_MODEL and the key (Redacted), falling back to OPENAI_API_KEY", () =>
     Effect.gen(function*() {
       const server = yield* Server.make()
+      const windows: Array<number | undefined> = []
       const run = (env: Record<string, string>) =>
         Effect.gen(function*() {
           const client = yield* OpenAiCompatible.OpenAiCompatible
           yield* Model.generate(chat("hi"))
+          windows.push((yield* Model.Model).contextWindow)
           return client
         }).pipe(
           Effect.provide(OpenAiCompatible.layerConfigNode()),
@@ -619,6 +621,9 @@ describe("OpenAiCompatible: configuration", () => {
       // Without VALET_MODEL the server's first model is used.
       const detected = yield* run({ VALET_BASE_URL: server.url })
       expect(detected.model).toBe("loopback-model")
+      // The server's max_model_len is the model's context window (what compaction measures against); a model named
+      // by VALET_MODEL is not looked up, and has none unless the options say one.
+      expect(windows).toEqual([undefined, undefined, 4096])
       const sent = server.requests.filter((r) => r.path === "/v1/chat/completions")
       expect(sent.map((r) => [r.body.model, r.headers.authorization])).toEqual([
         ["qwen", "Bearer k1"],

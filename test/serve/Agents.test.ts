@@ -17,6 +17,7 @@ import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as AgentConfig from "../../src/serve/AgentConfig.js"
 import * as Agents from "../../src/serve/Agents.js"
+import * as OpenAiServer from "../support/openAiServer.js"
 
 /** A service a tool needs: the served agent takes it from the layer too. */
 class Greeting extends Context.Service<Greeting, { readonly word: string }>()("test/Greeting") {}
@@ -163,6 +164,29 @@ agents:
         Effect.provide(Effect.service(Agents.Agents), AgentConfig.layer(file).pipe(Layer.provide([NodeHttpClient.layerUndici, NodeServices.layer])))
       )
       expect(error.message).toContain("VALET_TEST_UNSET_KEY")
+    }).pipe(Effect.scoped))
+})
+
+describe("valet.yaml: a model's context window", () => {
+  it.effect("from the file's contextWindow, else the server's max_model_len when the file names no model", () =>
+    Effect.gen(function*() {
+      const server = yield* OpenAiServer.make()
+      const dir = mkdtempSync(join(tmpdir(), "valet-window-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      const windowOf = (model: string) =>
+        Effect.gen(function*() {
+          const file = join(dir, `${Math.random().toString(36).slice(2)}.yaml`)
+          writeFileSync(file, `model: { provider: openai-compatible, baseUrl: "${server.url}/v1"${model} }\nagents:\n  a: { instructions: x }\n`)
+          const agents = yield* Effect.service(Agents.Agents).pipe(
+            Effect.provide(AgentConfig.layer(file).pipe(Layer.provide([NodeHttpClient.layerUndici, NodeServices.layer])))
+          )
+          // The agent's own model layer (the file's): built here to read what it says of its window.
+          const own = agents.get("a")!.agent.model! as Layer.Layer<Model.Model, unknown>
+          return yield* Effect.map(Effect.service(Model.Model), (m) => m.contextWindow).pipe(Effect.provide(own))
+        })
+      expect(yield* windowOf("")).toBe(4096)
+      expect(yield* windowOf(", contextWindow: 1000")).toBe(1000)
+      expect(yield* windowOf(", model: loopback-model")).toBeUndefined()
     }).pipe(Effect.scoped))
 })
 

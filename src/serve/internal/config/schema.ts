@@ -42,7 +42,12 @@ export const OpenAiModel = Schema.Struct({
   /** The model name; the server's first model when absent. */
   model: Schema.optional(Schema.String),
   /** The environment variable holding the API key. */
-  apiKeyEnv: Schema.optional(EnvName)
+  apiKeyEnv: Schema.optional(EnvName),
+  /**
+   * The model's context window in tokens, for compaction; else what the server's `/v1/models` says when the file
+   * names no model (vLLM's `max_model_len`), else the compaction policy's.
+   */
+  contextWindow: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0)))
 })
 
 /** The vLLM actor pool of a pool file (relative to `valet.yaml`). */

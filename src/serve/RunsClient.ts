@@ -248,6 +248,54 @@ export interface Service {
   readonly stream: (
     request: Runs.RunRequest
   ) => Stream.Stream<AgentEvent.AgentEvent, Runs.UnknownAgent | Runs.TooManyRuns | Runs.InvalidRunRequest | StreamError>
+  /** The thread routes (`/threads`), as the server's owner function sees this client. */
+  readonly threads: ThreadsClient
+}
+
+/**
+ * What the thread routes may fail with: no store on the server (`ThreadsUnavailable`), an unknown thread, another
+ * owner's, one in another turn, a store failure.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type ThreadRouteError = typeof RunsApi.threadErrors[number]["Type"]
+
+/**
+ * A thread as the routes show it.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type ThreadView = typeof RunsApi.ThreadView.Type
+
+/**
+ * The client of the thread routes.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface ThreadsClient {
+  /** `POST /threads`. */
+  readonly create: (
+    options?: { readonly id?: string | undefined; readonly metadata?: Readonly<Record<string, unknown>> | undefined }
+  ) => Effect.Effect<ThreadView, ThreadRouteError | RunsApi.ThreadExists | RequestError>
+  /** `GET /threads/:threadId`: the thread and a page of its messages (the last 100, or `limit` before `before`). */
+  readonly get: (
+    threadId: string,
+    options?: { readonly before?: number | undefined; readonly limit?: number | undefined }
+  ) => Effect.Effect<{ readonly thread: ThreadView; readonly messages: typeof RunsApi.MessagePage.Type }, ThreadRouteError | RequestError>
+  /** `GET /threads`: this owner's threads, a page at a time. */
+  readonly list: (
+    options?: { readonly limit?: number | undefined; readonly cursor?: string | undefined }
+  ) => Effect.Effect<{ readonly threads: ReadonlyArray<ThreadView>; readonly nextCursor?: string | undefined }, ThreadRouteError | RequestError>
+  /** `DELETE /threads/:threadId`. */
+  readonly delete: (threadId: string) => Effect.Effect<void, ThreadRouteError | RequestError>
+  /** `POST /threads/:threadId/runs`: a turn of the thread; read it with `events(runId)`. */
+  readonly run: (
+    threadId: string,
+    request: Runs.ThreadRunRequest
+  ) => Effect.Effect<Runs.Started, ThreadRouteError | Runs.UnknownAgent | Runs.TooManyRuns | Runs.InvalidRunRequest | RequestError>
 }
 
 /**
@@ -263,7 +311,20 @@ export class RunsClient extends Context.Service<RunsClient, Service>()("valet/Ru
 // ---------------------------------------------------------------------------------------------------------
 
 /** The errors the routes declare: their answers go on to the group's own decoding. */
-const declaredTags: ReadonlySet<string> = new Set(["BadRequest", "UnknownAgent", "RunNotFound", "TooManyRuns", "InvalidRunRequest"])
+const declaredTags: ReadonlySet<string> = new Set([
+  "BadRequest",
+  "UnknownAgent",
+  "RunNotFound",
+  "TooManyRuns",
+  "InvalidRunRequest",
+  // The thread routes' (`RunsApi.threadErrors` and `ThreadExists`).
+  "ThreadExists",
+  "ThreadsUnavailable",
+  "ThreadNotFound",
+  "ThreadForbidden",
+  "ThreadBusy",
+  "ThreadStoreError"
+])
 
 /** valet's error body, `{_tag, message}`, as far as it goes. */
 const ErrorBody = Schema.fromJsonString(Schema.Struct({ _tag: Schema.String, message: Schema.optional(Schema.String) }))
@@ -458,7 +519,18 @@ export const make = (options: Options): Effect.Effect<Service, InvalidOptions, H
       cancel: (runId) => Effect.withSpan(client.cancelRun({ params: { runId } }), "valet/RunsClient.cancel"),
       agents: () => Effect.map(Effect.withSpan(client.listAgents(), "valet/RunsClient.agents"), (answer) => answer.agents),
       events,
-      stream
+      stream,
+      threads: {
+        create: (createOptions) =>
+          Effect.withSpan(client.createThread({ payload: { ...createOptions } }), "valet/RunsClient.threads.create"),
+        get: (threadId, page) =>
+          Effect.withSpan(client.getThread({ params: { threadId }, query: { before: page?.before, limit: page?.limit } }), "valet/RunsClient.threads.get"),
+        list: (page) =>
+          Effect.withSpan(client.listThreads({ query: { limit: page?.limit, cursor: page?.cursor } }), "valet/RunsClient.threads.list"),
+        delete: (threadId) => Effect.asVoid(Effect.withSpan(client.deleteThread({ params: { threadId } }), "valet/RunsClient.threads.delete")),
+        run: (threadId, request) =>
+          Effect.withSpan(client.createThreadRun({ params: { threadId }, payload: request }), "valet/RunsClient.threads.run")
+      }
     })
   })
 

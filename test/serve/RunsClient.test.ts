@@ -13,7 +13,9 @@ import { createServer as createHttpServer } from "node:http"
 import { connect, createServer, type Socket } from "node:net"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as AgentEvent from "../../src/core/AgentEvent.js"
+import type * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
+import * as Threads from "../../src/core/Threads.js"
 import * as Agents from "../../src/serve/Agents.js"
 import * as Runs from "../../src/serve/Runs.js"
 import * as RunsApi from "../../src/serve/RunsApi.js"
@@ -302,4 +304,32 @@ describe("RunsClient (a typed client of valet's routes)", () => {
     expect(() => RunsClient.promise({ baseUrl: "http://127.0.0.1:8787", prefix: "agents-api" })).toThrow(/RunsClient: prefix/)
     expect(() => RunsClient.promise({ baseUrl: "http://127.0.0.1:8787", token: " s3cret" })).toThrow(/RunsClient: token/)
   })
+})
+
+describe("RunsClient.threads", () => {
+  it.live("create a thread, two turns on it (the second's model reads the first), get, list, delete; typed errors", () =>
+    Effect.gen(function*() {
+      // A fresh script each run (the agent's own model): it answers by what the model is shown, so the second answer
+      // says the second turn's model read the first turn.
+      const seenBefore = (request: Model.Request) => (request.messages ?? []).filter((message) => message.role === "user").length > 1
+      const baseUrl = yield* serve([scripted("chatty", (request) => seenBefore(request) ? "Your name is Ada." : "Hello, Ada.")], {}, Threads.layerMemory())
+      const client = yield* clientOf({ baseUrl })
+      const thread = yield* client.threads.create({ id: "chat-1", metadata: { title: "names" } })
+      expect(thread).toMatchObject({ id: "chat-1", metadata: { title: "names" } })
+      for (const input of ["My name is Ada.", "What is my name?"]) {
+        const { runId } = yield* client.threads.run("chat-1", { agent: "chatty", input })
+        const events = yield* collect(client.events(runId))
+        expect(events.at(-1)?._tag).toBe("RunCompleted")
+      }
+      const read = yield* client.threads.get("chat-1")
+      expect(read.thread.messageCount).toBe(4)
+      expect(read.messages.messages.map((message) => message.content)).toEqual(["My name is Ada.", "Hello, Ada.", "What is my name?", "Your name is Ada."])
+      expect((yield* client.threads.list()).threads.map((t) => t.id)).toEqual(["chat-1"])
+      expect(yield* Effect.flip(client.threads.create({ id: "chat-1" }))).toMatchObject({ _tag: "ThreadExists" })
+      yield* client.threads.delete("chat-1")
+      expect(yield* Effect.flip(client.threads.get("chat-1"))).toMatchObject({ _tag: "ThreadNotFound" })
+      // A server without a store: the thread routes say so.
+      const bare = yield* clientOf({ baseUrl: yield* serve([scripted("chatty", ["x"])]) })
+      expect(yield* Effect.flip(bare.threads.list())).toMatchObject({ _tag: "ThreadsUnavailable" })
+    }).pipe(Effect.scoped))
 })

@@ -441,9 +441,13 @@ export const run: {
   const thread = options?.thread
   if (thread === undefined) return runWith(agent, prompt, options, Architecture.unobserved) as Effect.Effect<never, AgentError, R>
   return Effect.flatMap(Effect.service(Threads.Threads), (threads) =>
-    Turn.run(threads, thread, prompt, options?.history, (history, emitter) =>
-      runWith(agent, prompt, { ...options, history }, emitter))) as unknown as Effect.Effect<never, AgentError, R>
+    Turn.run(threads, thread, prompt, options?.history, (history, emitter, tools) =>
+      runWith(withTools(agent, tools), prompt, { ...options, history }, emitter))) as unknown as Effect.Effect<never, AgentError, R>
 }
+
+/** The agent with the tools a thread turn gives it (its working memory's), when there are any. */
+const withTools = <R>(agent: Agent<R>, tools: ReadonlyArray<Tool.Tool>): Agent<R> =>
+  tools.length === 0 ? agent : clone(agent, { tools: [...agent.tools, ...tools] }) as Agent<R>
 
 const streamWith = (
   agent: Agent<unknown>,
@@ -488,7 +492,8 @@ export const stream: {
   const thread = options?.thread
   if (thread === undefined) return streamWith(agent, prompt, options) as Stream.Stream<AgentEvent.AgentEvent, AgentError, R>
   return Stream.unwrap(Effect.map(Effect.service(Threads.Threads), (threads) =>
-    Turn.stream(threads, thread, prompt, options?.history, (history) => streamWith(agent, prompt, { ...options, history })))) as unknown as Stream.Stream<
+    Turn.stream(threads, thread, prompt, options?.history, (history, tools) =>
+      streamWith(withTools(agent, tools), prompt, { ...options, history })))) as unknown as Stream.Stream<
       AgentEvent.AgentEvent,
       AgentError,
       R

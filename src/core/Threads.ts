@@ -34,13 +34,14 @@
  *
  * @since 0.2.0
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, type Schema } from "effect"
 import type { SqlClient } from "effect/sql"
 import type { Message } from "./internal/modelSchema.js"
 import * as Memory from "./internal/threads/memory.js"
 import * as Model from "./internal/threads/model.js"
 import * as Sql from "./internal/threads/sql.js"
 import type * as Turn from "./internal/threads/turn.js"
+import * as WorkingMemoryInternal from "./internal/threads/workingMemory.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // Models, errors, the service's interface (defined in internal/threads/model.ts)
@@ -287,6 +288,56 @@ export {
    */
   delete_ as delete
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Working memory
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * A working memory for thread turns (`{ thread: { id, workingMemory } }`): where it lives and how it is shown.
+ *
+ * @since 0.2.0
+ * @category working memory
+ */
+export type WorkingMemory = WorkingMemoryInternal.WorkingMemory
+
+/**
+ * A working memory: a document with a schema (a `Schema.Struct`: it is also the tool's parameters), per thread (the
+ * default) or shared by all of an owner's threads (`scope: "owner"`). Each turn shows it to the model as a system
+ * message after the instructions (the `initial` document until one is written) and gives the agent the
+ * `update_working_memory` tool, which replaces it (the whole document, checked by the schema). Stored with the
+ * threads; a stored document that no longer fits the schema is a `ThreadStoreError` naming it.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Schema } from "effect"
+ * import { Agent, ScriptedModel, Threads } from "valet"
+ *
+ * const Profile = Schema.Struct({ name: Schema.optional(Schema.String), likes: Schema.Array(Schema.String) })
+ * const memory = Threads.workingMemory(Profile, { initial: { likes: [] }, scope: "owner" })
+ *
+ * const assistant = Agent.make({ name: "assistant", instructions: "Remember what the user tells you." })
+ *
+ * const program = Effect.gen(function*() {
+ *   const thread = yield* Threads.create({ owner: "user-7" })
+ *   // The model calls update_working_memory({ name: "Ada", likes: ["tea"] }), then answers.
+ *   yield* Agent.run(assistant, "I am Ada and I like tea.", { thread: { id: thread.id, workingMemory: memory } })
+ * }).pipe(
+ *   Effect.provide(Threads.layerMemory()),
+ *   Effect.provide(ScriptedModel.layer([
+ *     { toolCalls: [{ name: "update_working_memory", arguments: { name: "Ada", likes: ["tea"] } }] },
+ *     "Noted."
+ *   ]))
+ * )
+ * ```
+ *
+ * @since 0.2.0
+ * @category working memory
+ */
+export const workingMemory = <A, I>(
+  schema: Schema.Codec<A, I>,
+  options: { readonly initial: A; readonly scope?: "owner" | "thread" | undefined; readonly description?: string | undefined }
+): WorkingMemory => WorkingMemoryInternal.make(schema, options)
 
 // ---------------------------------------------------------------------------------------------------------
 // Layers

@@ -159,6 +159,48 @@ const conformance = (backend: Backend) =>
         expect((yield* Threads.messages("l")).messages).toEqual([user("a")])
       })))
 
+    it.effect("working memory: written once, read back, replaced whole; per owner it is shared by the owner's threads", () =>
+      withStore(backend, Effect.gen(function*() {
+        yield* Threads.create({ id: "m1", owner: "ada" })
+        yield* Threads.create({ id: "m2", owner: "ada" })
+        const Profile = Schema.Struct({ name: Schema.optional(Schema.String), likes: Schema.Array(Schema.String) })
+        const memory = Threads.workingMemory(Profile, { initial: { likes: [] }, scope: "owner" })
+        const agent = Agent.make({ name: "assistant", instructions: "Remember." })
+        yield* Agent.run(agent, "I am Ada and I like tea.", { thread: { id: "m1", workingMemory: memory } }).pipe(
+          Effect.provide(ScriptedModel.layer([
+            { toolCalls: [{ id: "w1", name: "update_working_memory", arguments: { name: "Ada", likes: ["tea"] } }] },
+            "Noted."
+          ]))
+        )
+        // Another thread of the same owner starts with it, as a system message after the instructions.
+        const seen = yield* Effect.gen(function*() {
+          yield* Agent.run(agent, "What do I like?", { thread: { id: "m2", workingMemory: memory } })
+          return (yield* ScriptedModel.calls)[0]!.messages!
+        }).pipe(Effect.provide(ScriptedModel.layer(["Tea."])))
+        expect(seen[1]).toEqual({
+          role: "system",
+          content: `Your working memory (replace it with the update_working_memory tool when something worth remembering changes):\n{"name":"Ada","likes":["tea"]}`
+        })
+        // A document the schema refuses is a tool error the model reads; the stored one is unchanged.
+        const threads = yield* Threads.Threads
+        expect(yield* threads.readMemory("owner:ada")).toEqual({ name: "Ada", likes: ["tea"] })
+        yield* Agent.run(agent, "Forget it.", { thread: { id: "m1", workingMemory: memory } }).pipe(
+          Effect.provide(ScriptedModel.layer([
+            { toolCalls: [{ id: "w2", name: "update_working_memory", arguments: { likes: "not a list" } }] },
+            "Sorry."
+          ]))
+        )
+        expect(yield* threads.readMemory("owner:ada")).toEqual({ name: "Ada", likes: ["tea"] })
+        expect(yield* threads.readMemory("owner:grace")).toBeUndefined()
+        // A stored document that no longer fits: named.
+        yield* threads.writeMemory("thread:m2", { likes: 3 })
+        const error = yield* Effect.flip(Agent.run(agent, "Hi", {
+          thread: { id: "m2", workingMemory: Threads.workingMemory(Profile, { initial: { likes: [] } }) }
+        }).pipe(Effect.provide(ScriptedModel.layer(["x"]))))
+        expect(error).toMatchObject({ _tag: "ThreadStoreError" })
+        expect(error.message).toContain(`the working memory "thread:m2" does not fit its schema`)
+      })))
+
     it.effect("turns: the second sees the first; a tool loop is kept whole; each turn appends once", () =>
       withStore(backend, Effect.gen(function*() {
         yield* Threads.create({ id: "chat", owner: "ada" })

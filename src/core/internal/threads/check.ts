@@ -95,3 +95,18 @@ export const metadataOf = (operation: string, metadata: unknown, threadId?: stri
     return Effect.fail(refuse(operation, `metadata is not JSON: ${error instanceof Error ? error.message : String(error)}`, threadId))
   }
 }
+
+/** A working-memory document as stored: JSON text of at most 64 KiB, or why not. */
+export const memoryText = (key: string, document: unknown): Effect.Effect<string, ThreadStoreError> => {
+  if (typeof key !== "string" || key.length === 0 || key.length > 300) {
+    return Effect.fail(refuse("writeMemory", "the key must be a non-empty string of at most 300 characters"))
+  }
+  try {
+    const text = JSON.stringify(document)
+    if (text === undefined) return Effect.fail(refuse("writeMemory", `the document of ${JSON.stringify(key)} is not JSON`))
+    if (text.length > 65_536) return Effect.fail(refuse("writeMemory", `the document of ${JSON.stringify(key)} must be at most 65536 characters of JSON, got ${text.length}`))
+    return Effect.succeed(text)
+  } catch (error) {
+    return Effect.fail(refuse("writeMemory", `the document of ${JSON.stringify(key)} is not JSON: ${error instanceof Error ? error.message : String(error)}`))
+  }
+}

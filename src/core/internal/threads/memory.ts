@@ -134,7 +134,14 @@ export const make = (): Effect.Effect<Service> =>
         if (entry?.lease?.token === lease.token) entry.lease = undefined
       })
 
+    const memories = new Map<string, string>()
+
     return {
+      readMemory: (key) => Effect.sync(() => {
+        const text = memories.get(key)
+        return text === undefined ? undefined : JSON.parse(text) as unknown
+      }),
+      writeMemory: (key, document) => Effect.map(Check.memoryText(key, document), (text) => void memories.set(key, text)),
       create,
       get: (threadId, options) => Effect.map(find("get", threadId, options?.owner), (entry) => entry.thread),
       messages,

@@ -206,5 +206,12 @@ export interface Service {
   readonly renew: (lease: Lease, durationMs: number) => Effect.Effect<void, ThreadError>
   /** Gives a lease back (nothing when it was lost). */
   readonly release: (lease: Lease) => Effect.Effect<void, ThreadStoreError>
+  /**
+   * A working-memory document (JSON) by key (`owner:<owner>` or `thread:<id>`, see `Threads.workingMemoryKey`), or
+   * `undefined` when none was written.
+   */
+  readonly readMemory: (key: string) => Effect.Effect<unknown, ThreadStoreError>
+  /** Writes a working-memory document (JSON, at most 64 KiB), in one write. */
+  readonly writeMemory: (key: string, document: unknown) => Effect.Effect<void, ThreadStoreError>
 }
 

@@ -13,7 +13,7 @@ import { createTables, describeSqlError, IntegerColumn } from "../sql.js"
 import * as Check from "./check.js"
 import { type Service, type Thread, ThreadBusy, ThreadNotFound, ThreadStoreError } from "./model.js"
 
-export const tableNames = { threads: "valet_threads", messages: "valet_thread_messages" } as const
+export const tableNames = { threads: "valet_threads", messages: "valet_thread_messages", memory: "valet_working_memory" } as const
 
 const ThreadRow = Schema.Struct({
   id: Schema.String,
@@ -93,7 +93,9 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
         updated_at BIGINT NOT NULL, message_count BIGINT NOT NULL, lease_token TEXT, lease_until BIGINT)`,
       sql`CREATE INDEX IF NOT EXISTS valet_threads_owner ON ${threads} (owner, updated_at, id)`,
       sql`CREATE TABLE IF NOT EXISTS ${rows} (
-        thread_id TEXT NOT NULL, idx BIGINT NOT NULL, message TEXT NOT NULL, PRIMARY KEY (thread_id, idx))`
+        thread_id TEXT NOT NULL, idx BIGINT NOT NULL, message TEXT NOT NULL, PRIMARY KEY (thread_id, idx))`,
+      sql`CREATE TABLE IF NOT EXISTS ${sql(tableNames.memory)} (
+        memory_key TEXT PRIMARY KEY, document TEXT NOT NULL, updated_at BIGINT NOT NULL)`
     ], { discard: true })
   ).pipe(Effect.mapError(failure("create tables")))
 
@@ -266,7 +268,34 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
       Effect.asVoid
     )
 
+  const readMemory: Service["readMemory"] = (key) =>
+    sql`SELECT document FROM ${sql(tableNames.memory)} WHERE memory_key = ${key}`.pipe(
+      Effect.mapError(failure("readMemory")),
+      Effect.flatMap((found) => {
+        if (found.length === 0) return Effect.succeed(undefined)
+        const text = (found[0] as { document?: unknown }).document
+        try {
+          if (typeof text !== "string") throw new Error("the document column is not text")
+          return Effect.succeed(JSON.parse(text) as unknown)
+        } catch (error) {
+          return Effect.fail(Check.refuse("readMemory", `the working memory ${JSON.stringify(key)} in ${tableNames.memory} is not JSON (${error instanceof Error ? error.message : String(error)})`))
+        }
+      })
+    )
+
+  const writeMemory: Service["writeMemory"] = (key, document) =>
+    Effect.gen(function*() {
+      const text = yield* Check.memoryText(key, document)
+      const now = yield* Clock.currentTimeMillis
+      yield* sql`INSERT INTO ${sql(tableNames.memory)} (memory_key, document, updated_at) VALUES (${key}, ${text}, ${now})
+        ON CONFLICT (memory_key) DO UPDATE SET document = excluded.document, updated_at = excluded.updated_at`.pipe(
+        Effect.mapError(failure("writeMemory"))
+      )
+    })
+
   return {
+    readMemory,
+    writeMemory,
     create,
     get: (threadId, options) => find("get", threadId, options?.owner),
     messages,

@@ -9,6 +9,8 @@ import type { AgentError } from "../../AgentError.js"
 import type * as AgentEvent from "../../AgentEvent.js"
 import type { Message } from "../modelSchema.js"
 import type { Emitter } from "../runtime.js"
+import type * as Tool from "../../Tool.js"
+import * as WorkingMemory from "./workingMemory.js"
 import { type Lease, type Service, type ThreadError, ThreadBusy, ThreadStoreError } from "./model.js"
 
 /**
@@ -34,6 +36,11 @@ export interface TurnOptions {
   readonly incomplete?: Incomplete | undefined
   /** The lease's length, renewed every third of it while the turn runs (default 60 seconds). */
   readonly leaseDuration?: Duration.Input | undefined
+  /**
+   * A working memory (`Threads.workingMemory(schema, …)`): shown to the model at the start of the turn, replaced
+   * through the `update_working_memory` tool the turn gives the agent.
+   */
+  readonly workingMemory?: WorkingMemory.WorkingMemory | undefined
 }
 
 const defaults = { historyLimit: 100, leaseMs: 60_000, busyTimeoutMs: 30_000 }
@@ -123,6 +130,8 @@ const recorder = () => {
 interface Begun {
   readonly lease: Lease
   readonly history: ReadonlyArray<Message>
+  /** Tools the turn gives the agent (the working memory's). */
+  readonly tools: ReadonlyArray<Tool.Tool>
   /** Appends the turn's messages and gives the lease back. */
   readonly finish: (exit: Exit.Exit<AgentEvent.RunResult, unknown>, events: ReadonlyArray<AgentEvent.AgentEvent>) => Effect.Effect<void, ThreadError>
 }
@@ -165,9 +174,24 @@ const begin = (threads: Service, options: TurnOptions, task: string): Effect.Eff
       Schedule.spaced(Math.max(100, Math.floor(leaseMs / 3)))
     )))
     const page = yield* threads.messages(options.id, { owner: options.owner, limit: options.historyLimit ?? defaults.historyLimit })
+    const memory = options.workingMemory
+    let shown: ReadonlyArray<Message> = []
+    let tools: ReadonlyArray<Tool.Tool> = []
+    if (memory !== undefined) {
+      const thread = yield* threads.get(options.id, { owner: options.owner })
+      const key = WorkingMemory.keyOf(memory.scope, thread.owner, thread.id)
+      const document = yield* memory.show(yield* threads.readMemory(key), key)
+      // A system message, so that compaction keeps it whole with the instructions.
+      shown = [{
+        role: "system",
+        content: `Your working memory (replace it with the ${WorkingMemory.toolName} tool when something worth remembering changes):\n${document}`
+      }]
+      tools = [memory.tool((next) => threads.writeMemory(key, next))]
+    }
     return {
       lease,
-      history: fromFirstUserMessage(page.messages),
+      tools,
+      history: [...shown, ...fromFirstUserMessage(page.messages)],
       finish: (exit, events) => {
         const messages = turnMessages(task, events, exit, options.incomplete ?? "note")
         return messages.length === 0 ? Effect.void : Effect.asVoid(threads.append(options.id, messages, { owner: options.owner, lease }))
@@ -184,7 +208,7 @@ export const run = <A extends AgentEvent.RunResult, R>(
   thread: string | TurnOptions,
   task: string,
   extraHistory: ReadonlyArray<Message> | undefined,
-  body: (history: ReadonlyArray<Message>, emitter: Emitter) => Effect.Effect<A, AgentError, R>
+  body: (history: ReadonlyArray<Message>, emitter: Emitter, tools: ReadonlyArray<Tool.Tool>) => Effect.Effect<A, AgentError, R>
 ): Effect.Effect<A, AgentError | ThreadError, R> =>
   Effect.scoped(Effect.gen(function*() {
     const begun = yield* begin(threads, optionsOf(thread), task)
@@ -200,7 +224,7 @@ export const run = <A extends AgentEvent.RunResult, R>(
     // The run alone is interruptible: an interrupt stops it, and the turn is still kept (its note) before the
     // interruption goes on.
     return yield* Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(Effect.exit(restore(body([...begun.history, ...(extraHistory ?? [])], emitter))), (exit) =>
+      Effect.flatMap(Effect.exit(restore(body([...begun.history, ...(extraHistory ?? [])], emitter, begun.tools))), (exit) =>
         Effect.andThen(begun.finish(exit, events), exit))
     )
   }))
@@ -211,7 +235,7 @@ export const stream = <E, R>(
   thread: string | TurnOptions,
   task: string,
   extraHistory: ReadonlyArray<Message> | undefined,
-  body: (history: ReadonlyArray<Message>) => Stream.Stream<AgentEvent.AgentEvent, E, R>
+  body: (history: ReadonlyArray<Message>, tools: ReadonlyArray<Tool.Tool>) => Stream.Stream<AgentEvent.AgentEvent, E, R>
 ): Stream.Stream<AgentEvent.AgentEvent, E | ThreadError, R> =>
   Stream.unwrap(Effect.gen(function*() {
     const begun = yield* begin(threads, optionsOf(thread), task)
@@ -224,7 +248,7 @@ export const stream = <E, R>(
         finished = true
         return begun.finish(exit, events)
       })
-    return body([...begun.history, ...(extraHistory ?? [])]).pipe(
+    return body([...begun.history, ...(extraHistory ?? [])], begun.tools).pipe(
       Stream.tap((event) =>
         Effect.sync(() => {
           record(event)

@@ -388,13 +388,30 @@ export interface Options {
 }
 
 /**
+ * Whose the caller is (`RunsApi.CurrentOwner`): runs started with an owner are seen by that owner only.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export interface OwnerOption {
+  readonly owner?: string | undefined
+}
+
+/**
  * The registry.
  *
  * @since 0.2.0
  * @category services
  */
 export interface Service {
-  readonly start: (request: RunRequest) => Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest>
+  /**
+   * Starts a run. With `owner` (the request's, from the app's auth), the run is that owner's: `get`, `events`,
+   * `cancel` and `list` given another owner do not see it.
+   */
+  readonly start: (
+    request: RunRequest,
+    options?: OwnerOption
+  ) => Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest>
   /**
    * Starts a turn on a thread (`Agent.stream(…, { thread })`, through the same limits, budgets, cancel and replay as
    * `start`), and answers once the turn holds the thread and has read its history: a thread that does not exist,
@@ -407,19 +424,20 @@ export interface Service {
   ) => Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest | ThreadsUnavailable | Threads.ThreadError>
   /** The thread store the runs' turns use, when the server has one. */
   readonly threads: Option.Option<Threads.Service>
-  readonly get: (runId: string) => Effect.Effect<RunView, RunNotFound>
-  /** The runs kept, newest first, a page at a time. */
-  readonly list: (options?: ListOptions) => Effect.Effect<RunPage<RunSummary>>
+  /** A run; given an `owner`, another owner's run is `RunNotFound` (its id is not confirmed). */
+  readonly get: (runId: string, options?: OwnerOption) => Effect.Effect<RunView, RunNotFound>
+  /** The runs kept, newest first, a page at a time; given an `owner`, without other owners' runs. */
+  readonly list: (options?: ListOptions & OwnerOption) => Effect.Effect<RunPage<RunSummary>>
   /**
    * The run's events after the `after`-th (from the first by default), then live; ends after the run's
    * `RunCompleted`, or fails with `RunFailed`.
    */
   readonly events: (
     runId: string,
-    options?: { readonly after?: number | undefined }
+    options?: { readonly after?: number | undefined } & OwnerOption
   ) => Effect.Effect<Stream.Stream<Indexed, RunFailed>, RunNotFound>
   /** Stops the run at once; it ends `interrupted` with reason `cancelled`. A run already ended is left as it is. */
-  readonly cancel: (runId: string) => Effect.Effect<void, RunNotFound>
+  readonly cancel: (runId: string, options?: OwnerOption) => Effect.Effect<void, RunNotFound>
   /** Runs going on now. */
   readonly running: Effect.Effect<number>
 }
@@ -440,6 +458,8 @@ interface Record_ {
   readonly agent: string
   readonly input: string
   readonly thread: ThreadTurn | undefined
+  /** Whose the run is (the request's owner); undefined for runs started without one (seen by every caller). */
+  readonly owner: string | undefined
   readonly createdAt: number
   readonly events: Array<AgentEvent.AgentEvent>
   status: Status
@@ -554,11 +574,16 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
       })
     }
 
-    const find = (runId: string) =>
+    /** Whether a caller with `owner` may see the record: its own runs, and runs that belong to no one. */
+    const visible = (record: Record_, owner: string | undefined) =>
+      owner === undefined || record.owner === undefined || record.owner === owner
+
+    const find = (runId: string, owner?: string | undefined) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) => {
         prune(now)
         const record = records.get(runId)
-        return record !== undefined
+        // Another owner's run answers as an unknown one: its id is not confirmed.
+        return record !== undefined && visible(record, owner)
           ? Effect.succeed(record)
           : Effect.fail(new RunNotFound({ runId, message: `no run ${JSON.stringify(runId)} (unknown, or ended and dropped)` }))
       })
@@ -630,6 +655,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
     const launch = (
       request: RunRequest,
       thread: ThreadTurn | undefined,
+      owner: string | undefined,
       begun: Deferred.Deferred<void, Threads.ThreadError>
     ): Effect.Effect<Record_, UnknownAgent | TooManyRuns | InvalidRunRequest> =>
       Effect.gen(function*() {
@@ -671,6 +697,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
           agent: entry.name,
           input: request.input,
           thread,
+          owner,
           createdAt: now,
           events: [],
           status: "running",
@@ -688,8 +715,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
         return record
       })
 
-    const start = (request: RunRequest): Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest> =>
-      Effect.map(launch(request, undefined, Deferred.makeUnsafe()), (record) => ({ runId: record.runId, sessionId: record.sessionId }))
+    const start = (request: RunRequest, options?: OwnerOption): Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest> =>
+      Effect.map(launch(request, undefined, options?.owner, Deferred.makeUnsafe()), (record) => ({ runId: record.runId, sessionId: record.sessionId }))
 
     const startTurn = (
       request: ThreadRunRequest,
@@ -698,7 +725,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
       Effect.gen(function*() {
         if (Option.isNone(threads)) return yield* threadsUnavailable()
         const begun = Deferred.makeUnsafe<void, Threads.ThreadError>()
-        const record = yield* launch(request, thread, begun)
+        // A turn is its thread owner's run.
+        const record = yield* launch(request, thread, thread.owner, begun)
         // Answered once the turn holds the thread: a refused turn is the caller's error, and no run is kept.
         yield* Deferred.await(begun).pipe(
           Effect.tapError(() =>
@@ -712,8 +740,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
       })
 
     type Page = readonly [ReadonlyArray<Indexed>, Option.Option<number>]
-    const events = (runId: string, options?: { readonly after?: number | undefined }) =>
-      Effect.map(find(runId), (record) =>
+    const events = (runId: string, options?: { readonly after?: number | undefined } & OwnerOption) =>
+      Effect.map(find(runId, options?.owner), (record) =>
         Stream.paginate(options?.after === undefined ? 0 : options.after + 1, (next: number) =>
           Effect.suspend((): Effect.Effect<Page, RunFailed> => {
             if (next < record.events.length) {
@@ -733,7 +761,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
       start,
       startTurn,
       threads,
-      get: (runId) => Effect.map(find(runId), view),
+      get: (runId, options) => Effect.map(find(runId, options?.owner), view),
       list: (options) =>
         Effect.flatMap(Clock.currentTimeMillis, (now) =>
           Effect.sync((): RunPage<RunSummary> => {
@@ -742,15 +770,15 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
             // Records are kept in creation order; a page walks them newest first from below the cursor.
             const before = options?.cursor === undefined ? Infinity : Number(options.cursor)
             const page: Array<RunSummary> = []
-            const all = [...records.values()]
+            const all = [...records.values()].filter((record) => visible(record, options?.owner))
             let i = all.length - 1
             while (i >= 0 && all[i]!.seq >= before) i--
             for (; i >= 0 && page.length < limit; i--) page.push(summary(all[i]!))
             return i >= 0 ? { runs: page, nextCursor: String(all[i + 1]!.seq) } : { runs: page }
           })),
       events,
-      cancel: (runId) =>
-        Effect.flatMap(find(runId), (record) => Effect.sync(() => void Deferred.doneUnsafe(record.cancel, Effect.void))),
+      cancel: (runId, options) =>
+        Effect.flatMap(find(runId, options?.owner), (record) => Effect.sync(() => void Deferred.doneUnsafe(record.cancel, Effect.void))),
       running: Effect.sync(() => running)
     })
   })

@@ -207,7 +207,16 @@ export const defaultOwner = "default"
  * ```
  */
 export const layerOwner = (owner: OwnerOf = Effect.succeed(defaultOwner)): Layer.Layer<Owner> =>
-  Layer.succeed(Owner, (httpEffect) => Effect.flatMap(owner, (id) => Effect.provideService(httpEffect, CurrentOwner, id)))
+  Layer.succeed(Owner, (httpEffect) =>
+    Effect.flatMap(
+      Effect.flatMap(owner, (id: unknown) =>
+        // Checked here, whatever the function's type said: an owner that is not a name (undefined from a plain-JS
+        // app, "") would read as "no owner" further in and open every thread. Refused as unauthenticated.
+        typeof id === "string" && id.length > 0 && id.length <= 256
+          ? Effect.succeed(id)
+          : Effect.fail(new Unauthorized({ message: "the request has no owner: the server's owner function gave none" }))),
+      (id) => Effect.provideService(httpEffect, CurrentOwner, id)
+    ))
 
 // ---------------------------------------------------------------------------------------------------------
 // Threads over HTTP
@@ -299,33 +308,33 @@ export const group = HttpApiGroup.make("valet")
       payload: Runs.RunRequest,
       success: Runs.Started.pipe(HttpApiSchema.status(201)),
       error: [Runs.UnknownAgent, Runs.TooManyRuns, Runs.InvalidRunRequest]
-    }),
+    }).middleware(Owner),
     HttpApiEndpoint.get("listRuns", "/runs", {
       query: { limit: Schema.optional(PageLimit), cursor: Schema.optional(Cursor), full: Compact },
       success: Schema.Struct({
         runs: Schema.Array(Schema.Union([Runs.RunSummary, Runs.RunView])),
         nextCursor: Schema.optional(Schema.String)
       })
-    }),
-    HttpApiEndpoint.get("getRun", "/runs/:runId", { params: RunIdParams, success: Runs.RunView, error: Runs.RunNotFound }),
+    }).middleware(Owner),
+    HttpApiEndpoint.get("getRun", "/runs/:runId", { params: RunIdParams, success: Runs.RunView, error: Runs.RunNotFound }).middleware(Owner),
     HttpApiEndpoint.get("runEvents", "/runs/:runId/events", {
       params: RunIdParams,
       query: { after: Schema.optional(EventId), compact: Compact },
       headers: { "last-event-id": Schema.optional(Schema.String) },
       success: EventStream,
       error: Runs.RunNotFound
-    }),
+    }).middleware(Owner),
     HttpApiEndpoint.post("cancelRun", "/runs/:runId/cancel", {
       params: RunIdParams,
       success: Schema.Struct({ runId: Schema.String, cancelled: Schema.Boolean }).pipe(HttpApiSchema.status(202)),
       error: Runs.RunNotFound
-    }),
+    }).middleware(Owner),
     HttpApiEndpoint.post("streamRun", "/runs/stream", {
       payload: Runs.RunRequest,
       query: { compact: Compact, protocol: Schema.optional(Schema.Literals(["valet", "ui-message"])) },
       success: EventStream,
       error: [Runs.UnknownAgent, Runs.TooManyRuns, Runs.InvalidRunRequest]
-    }),
+    }).middleware(Owner),
     HttpApiEndpoint.post("createThread", "/threads", {
       payload: CreateThread,
       success: ThreadView.pipe(HttpApiSchema.status(201)),
@@ -456,30 +465,35 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
           Effect.succeed({
             agents: agents.list.map((entry) => ({ name: entry.name, description: entry.description, architecture: entry.architecture }))
           }))
+        // Runs are their owner's (the app's auth, `Owner`): another owner's run answers as an unknown one.
         .handle("createRun", ({ payload }) =>
-          runs.start(payload).pipe(Effect.catchTag("TooManyRuns", (error) => Effect.succeed(RunStream.tooMany(error)))))
+          Effect.flatMap(Effect.service(CurrentOwner), (owner) =>
+            runs.start(payload, { owner }).pipe(Effect.catchTag("TooManyRuns", (error) => Effect.succeed(RunStream.tooMany(error))))))
         .handle("listRuns", ({ query }) =>
-          Effect.flatMap(runs.list({ limit: query.limit, cursor: query.cursor }), (page): Effect.Effect<Runs.RunPage<Runs.RunSummary | Runs.RunView>> =>
-            !isTrue(query.full)
-              ? Effect.succeed(page)
-              : Effect.map(
-                // A run dropped between the two reads is left out.
-                Effect.forEach(page.runs, (run) => Effect.option(runs.get(run.runId))),
-                (views) => ({ ...page, runs: views.flatMap((view) => (view._tag === "Some" ? [view.value] : [])) })
-              )))
-        .handle("getRun", ({ params }) => runs.get(params.runId))
+          Effect.flatMap(Effect.service(CurrentOwner), (owner) =>
+            Effect.flatMap(runs.list({ limit: query.limit, cursor: query.cursor, owner }), (page): Effect.Effect<Runs.RunPage<Runs.RunSummary | Runs.RunView>> =>
+              !isTrue(query.full)
+                ? Effect.succeed(page)
+                : Effect.map(
+                  // A run dropped between the two reads is left out.
+                  Effect.forEach(page.runs, (run) => Effect.option(runs.get(run.runId, { owner }))),
+                  (views) => ({ ...page, runs: views.flatMap((view) => (view._tag === "Some" ? [view.value] : [])) })
+                ))))
+        .handle("getRun", ({ params }) => Effect.flatMap(Effect.service(CurrentOwner), (owner) => runs.get(params.runId, { owner })))
         .handle("runEvents", ({ headers, params, query }) => {
           const after = afterOf(query.after, headers["last-event-id"])
-          return Effect.map(
-            runs.events(params.runId, { after }),
-            (events) => sseResponse(events, after === undefined ? 0 : after + 1, isTrue(query.compact))
-          )
+          return Effect.flatMap(Effect.service(CurrentOwner), (owner) =>
+            Effect.map(
+              runs.events(params.runId, { after, owner }),
+              (events) => sseResponse(events, after === undefined ? 0 : after + 1, isTrue(query.compact))
+            ))
         })
         .handle("cancelRun", ({ params }) =>
-          Effect.flatMap(runs.get(params.runId), (run) =>
-            Effect.as(runs.cancel(params.runId), { runId: params.runId, cancelled: run.status === "running" })))
+          Effect.flatMap(Effect.service(CurrentOwner), (owner) =>
+            Effect.flatMap(runs.get(params.runId, { owner }), (run) =>
+              Effect.as(runs.cancel(params.runId, { owner }), { runId: params.runId, cancelled: run.status === "running" }))))
         .handle("streamRun", ({ payload, query }) =>
-          runs.start(payload).pipe(
+          Effect.flatMap(Effect.service(CurrentOwner), (owner) => runs.start(payload, { owner })).pipe(
             Effect.flatMap(({ runId }) => RunStream.followed(runs, runId)),
             Effect.map((events) =>
               query.protocol === "ui-message" ? RunStream.uiMessageResponse(events) : sseResponse(events, 0, isTrue(query.compact))),
@@ -498,7 +512,16 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
                   return yield* new ThreadExists({ threadId: payload.id, message: `a thread ${JSON.stringify(payload.id)} exists` })
                 }
               }
-              return yield* threads.create({ id: payload.id, owner, metadata })
+              const made = yield* Effect.result(threads.create({ id: payload.id, owner, metadata }))
+              if (Result.isSuccess(made)) return made.success
+              // Another request made it in between (this process or another): 409 as above, not the store's 500.
+              if (payload.id !== undefined) {
+                const now = yield* Effect.option(Effect.catchTag(threads.get(payload.id), "ThreadNotFound", () => Effect.fail(undefined)))
+                if (Option.isSome(now)) {
+                  return yield* new ThreadExists({ threadId: payload.id, message: `a thread ${JSON.stringify(payload.id)} exists` })
+                }
+              }
+              return yield* made.failure
             })
           ))
         .handle("listThreads", ({ query }) =>

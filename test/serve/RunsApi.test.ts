@@ -74,10 +74,10 @@ describe("RunsApi: threads over HTTP", () => {
 
       const first = yield* call("POST", `${url}/threads/chat-1/runs`, { user: "ada", body: { agent: "assistant", input: "My name is Ada." } })
       expect(first.status).toBe(201)
-      yield* finished(url, first.body.runId)
+      yield* finished(url, first.body.runId, "ada")
       const second = yield* call("POST", `${url}/threads/chat-1/runs`, { user: "ada", body: { agent: "assistant", input: "What is my name?" } })
       expect(second.status).toBe(201)
-      const events = yield* finished(url, second.body.runId)
+      const events = yield* finished(url, second.body.runId, "ada")
       expect(events).toContain("Your name is Ada.")
 
       const requests = yield* assistant.calls
@@ -87,8 +87,18 @@ describe("RunsApi: threads over HTTP", () => {
         Model.assistant("Hello, Ada."),
         Model.user("What is my name?")
       ])
-      const run = yield* call("GET", `${url}/runs/${second.body.runId}`)
+      const run = yield* call("GET", `${url}/runs/${second.body.runId}`, { user: "ada" })
       expect(run.body).toMatchObject({ threadId: "chat-1", status: "completed" })
+      // Another owner sees nothing of Ada's runs: not in the list, not by id (an unknown run), not their events,
+      // and cannot cancel them.
+      const bob = (method: string, path: string) => call(method, `${url}${path}`, { user: "bob" })
+      expect((yield* bob("GET", "/runs?full=true")).body.runs).toEqual([])
+      expect((yield* bob("GET", `/runs/${second.body.runId}`)).status).toBe(404)
+      expect((yield* bob("GET", `/runs/${second.body.runId}/events`)).status).toBe(404)
+      expect((yield* bob("POST", `/runs/${second.body.runId}/cancel`)).status).toBe(404)
+      expect((yield* call("GET", `${url}/runs`, { user: "ada" })).body.runs).toHaveLength(2)
+      // Without an owner (no header), the runs routes are closed too.
+      expect((yield* call("GET", `${url}/runs`)).status).toBe(401)
 
       // The whole thread, then a page: the last two, then the two before them.
       const whole = yield* call("GET", `${url}/threads/chat-1`, { user: "ada" })
@@ -139,6 +149,21 @@ describe("RunsApi: threads over HTTP", () => {
       const again = yield* call("POST", `${url}/threads`, { user: "ada", body: { id: "t-ada" } })
       expect([again.status, again.body._tag]).toEqual([409, "ThreadExists"])
     }).pipe(Effect.scoped))
+
+  it.live("an owner function that gives no owner (a plain-JS app's undefined, \"\") is 401, never an open door", () =>
+    Effect.gen(function*() {
+      const assistant = inspected("assistant", ["Hi."])
+      // What a plain-JS app may write: the header, whatever it is, as the owner.
+      const careless = Effect.map(Effect.service(HttpServerRequest.HttpServerRequest), (request) => request.headers["x-user"]) as unknown as RunsApi.OwnerOf
+      const url = yield* serve([assistant.agent], { owner: careless })
+      const created = yield* call("POST", `${url}/threads`, { user: "ada", body: { id: "t-ada" } })
+      expect(created.status).toBe(201)
+      for (const [method, path] of [["GET", "/threads/t-ada"], ["DELETE", "/threads/t-ada"], ["GET", "/threads"], ["GET", "/runs"]] as const) {
+        expect((yield* call(method, `${url}${path}`)).status, `${method} ${path}`).toBe(401)
+        expect((yield* call(method, `${url}${path}`, { user: "" })).status, `${method} ${path} with an empty owner`).toBe(401)
+      }
+      expect((yield* call("GET", `${url}/threads/t-ada`, { user: "ada" })).status).toBe(200)
+    }).pipe(Effect.scoped), 30_000)
 
   it.live("a thread in a turn: a second run on it is 409 ThreadBusy (and kept nowhere); after the turn, it runs", () =>
     Effect.gen(function*() {

@@ -148,7 +148,9 @@ export const runConfigured = (
       return yield* new CommandFailed({ message: `${path} has no agent ${JSON.stringify(chosen)} (agents: ${names.join(", ")})` })
     }
     const catalog = yield* AgentConfig.build(loaded)
-    return yield* onThread(thread, (id) => runTurn(catalog.get(chosen)!.agent, prompt, stream, printer, id))
+    // The file's own store (its `threads:`), where `valet serve` on the same file keeps them: the conversation
+    // continued is that one, not one of a local file.
+    return yield* onThread(thread, (id) => runTurn(catalog.get(chosen)!.agent, prompt, stream, printer, id), AgentConfig.threadsLayer(loaded))
   })).pipe(
     // Around the whole run, not around `build` alone: the model clients `build` makes keep using this HTTP client,
     // which a provide around `build` would close as soon as `build` returned ("The client is destroyed").
@@ -168,7 +170,8 @@ export interface ThreadSettings {
  */
 export const onThread = <A, E, R>(
   settings: ThreadSettings | undefined,
-  run: (thread: string | undefined) => Effect.Effect<A, E, R>
+  run: (thread: string | undefined) => Effect.Effect<A, E, R>,
+  store?: Layer.Layer<Threads.Threads, unknown, FileSystem.FileSystem | Path.Path> | undefined
 ): Effect.Effect<A, E | Threads.ThreadError | CommandFailed, Exclude<R, Threads.Threads> | FileSystem.FileSystem | Path.Path> => {
   if (settings === undefined) return run(undefined) as Effect.Effect<A, E, Exclude<R, Threads.Threads>>
   const problem = Threads.threadIdProblem(settings.id)
@@ -179,7 +182,7 @@ export const onThread = <A, E, R>(
       Effect.catchTag("ThreadNotFound", () => Threads.create({ id: settings.id, owner: RunsApi.defaultOwner }))
     )
     return yield* run(settings.id)
-  }).pipe(Effect.provide(ThreadStore.layer({ _tag: "Sqlite", file: settings.file }))) as Effect.Effect<
+  }).pipe(Effect.provide(store ?? ThreadStore.layer({ _tag: "Sqlite", file: settings.file }))) as Effect.Effect<
     A,
     E | Threads.ThreadError,
     Exclude<R, Threads.Threads> | FileSystem.FileSystem | Path.Path

@@ -2,7 +2,7 @@ import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, FileSystem, Layer, Option } from "effect"
 import { execFile } from "node:child_process"
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -221,5 +221,21 @@ describe("valet run --thread (a real process, twice)", () => {
       expect([bad.code, bad.stderr.trim()]).toEqual([1, `valet run: --thread: invalid thread id "a b": use letters, digits, -, ., : and single _, at most 128 characters`])
       const alone = yield* valet(["run", ...model, "--threads", "x.sqlite3", "Hi."], dir)
       expect(alone.stderr.trim()).toBe("valet run: --threads names the file of --thread's conversation: give --thread <id> too")
+      // With --agents, the file's own store (its threads:, where valet serve keeps them), not a local file.
+      writeFileSync(join(dir, "valet.yaml"), `model: { provider: openai-compatible, baseUrl: "${server.url}/v1", model: m }
+threads: { store: sqlite, path: kept/threads.db }
+agents:
+  assistant: { instructions: Be brief. }
+`)
+      const nested = join(dir, "elsewhere")
+      mkdirSync(nested)
+      for (const input of ["I am Ada.", "Who am I?"]) {
+        const turn = yield* valet(["run", "--agents", join(dir, "valet.yaml"), "--thread", "chat-3", input], nested)
+        expect([turn.code, turn.stderr]).toEqual([0, ""])
+      }
+      expect(existsSync(join(dir, "kept", "threads.db"))).toBe(true)
+      expect(existsSync(join(nested, "data"))).toBe(false)
+      const third = server.requests.filter((r) => r.path === "/v1/chat/completions").at(-1)!
+      expect(third.body.messages.map((m: { content: string }) => m.content)).toEqual(["Be brief.", "I am Ada.", answer, "Who am I?"])
     }).pipe(Effect.scoped), 120_000)
 })

@@ -126,7 +126,7 @@ export const tailStart = (messages: ReadonlyArray<Message>, keep: number): numbe
 export const taskIndex = (messages: ReadonlyArray<Message>): number => {
   for (let i = messages.length - 1; i >= 0; i--) {
     const message = messages[i]!
-    if (message.role === "user" && !message.content.startsWith("[Summary of ")) return i
+    if (message.role === "user" && !message.content.startsWith(summaryPrefix)) return i
   }
   return -1
 }
@@ -143,6 +143,15 @@ export const headEnd = (messages: ReadonlyArray<Message>): number => {
   while (end < messages.length && messages[end]!.role === "system") end++
   return end
 }
+
+/**
+ * How the default strategy's summary message starts (`[Summary of 12 earlier messages]`): the task is the last user
+ * message that does not.
+ *
+ * @since 0.2.0
+ * @category strategies
+ */
+export const summaryPrefix = "[Summary of "
 
 const estimate = (messages: ReadonlyArray<Message>): number => Budget.estimateInputTokens({ messages })
 
@@ -175,7 +184,7 @@ export const defaultStrategy: Strategy = (input) =>
     const middle = cut.slice(head, tail).filter((_, i) => !pinned || head + i !== task)
     if (input.mayCallModel && middle.length > 1) {
       const summary = yield* input.summarize(middle)
-      const summarized: Message = { role: "user", content: `[Summary of ${middle.length} earlier messages]\n${summary}` }
+      const summarized: Message = { role: "user", content: `${summaryPrefix}${middle.length} earlier messages]\n${summary}` }
       out = [...cut.slice(0, head), ...(pinned ? [cut[task]!] : []), summarized, ...cut.slice(tail)]
       strategy = "summary"
       if (estimate(out) <= target) return { messages: out, strategy }

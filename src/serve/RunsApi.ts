@@ -506,18 +506,13 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
               const metadata = yield* ThreadChecks.metadataOf("create", payload.metadata).pipe(
                 Effect.mapError((error) => new BadRequest({ message: `payload: metadata: ${error.message.replace(/^Threads\.create: /, "")}` }))
               )
-              if (payload.id !== undefined) {
-                const existing = yield* Effect.option(Effect.catchTag(threads.get(payload.id), "ThreadNotFound", () => Effect.fail(undefined)))
-                if (Option.isSome(existing)) {
-                  return yield* new ThreadExists({ threadId: payload.id, message: `a thread ${JSON.stringify(payload.id)} exists` })
-                }
-              }
               const made = yield* Effect.result(threads.create({ id: payload.id, owner, metadata }))
               if (Result.isSuccess(made)) return made.success
-              // Another request made it in between (this process or another): 409 as above, not the store's 500.
+              // The id is taken (before this request, or by one in between, in this process or another): 409, not the
+              // store's 500. Looked up only now, so that a thread of another owner is never read on the way.
               if (payload.id !== undefined) {
-                const now = yield* Effect.option(Effect.catchTag(threads.get(payload.id), "ThreadNotFound", () => Effect.fail(undefined)))
-                if (Option.isSome(now)) {
+                const taken = yield* Effect.option(Effect.catchTag(threads.get(payload.id), "ThreadNotFound", () => Effect.fail(undefined)))
+                if (Option.isSome(taken)) {
                   return yield* new ThreadExists({ threadId: payload.id, message: `a thread ${JSON.stringify(payload.id)} exists` })
                 }
               }

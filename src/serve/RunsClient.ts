@@ -317,7 +317,7 @@ const declaredTags: ReadonlySet<string> = new Set([
   "RunNotFound",
   "TooManyRuns",
   "InvalidRunRequest",
-  // The thread routes' (`RunsApi.threadErrors` and `ThreadExists`).
+  // The thread routes' (`RunsApi.threadErrors` and `ThreadExists`; a test checks each is typed, not ServerError).
   "ThreadExists",
   "ThreadsUnavailable",
   "ThreadNotFound",

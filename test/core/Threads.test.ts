@@ -364,27 +364,18 @@ describe("Turns on a thread", () => {
       ])
     })))
 
-  it.effect("the history a turn is given starts at a user message; an owner that is not the thread's is refused", () =>
+  it.effect("a turn with an owner that is not the thread's, or on a thread that does not exist, is refused; nothing kept", () =>
     withThread(Effect.gen(function*() {
-      // The last 2 messages are a tool exchange's end: the page is cut back to where the next user message starts.
-      yield* Threads.append("t", [
-        user("q1"),
-        { role: "assistant", content: "", toolCalls: [{ id: "c", name: "add", arguments: "{}" }] },
-        { role: "tool", toolCallId: "c", name: "add", content: "0" },
-        assistant("a1"),
-        user("q2"),
-        assistant("a2")
-      ])
-      yield* Agent.run(agent, "q3", { thread: { id: "t", historyLimit: 3 } }).pipe(Effect.provide(ScriptedModel.layer(["a3"])), Effect.tap(() => Effect.void))
       expect(yield* Effect.flip(Agent.run(agent, "q4", { thread: { id: "t", owner: "grace" } }).pipe(Effect.provide(ScriptedModel.layer(["x"])))))
         .toMatchObject({ _tag: "ThreadForbidden", threadId: "t" })
       expect(yield* Effect.flip(Agent.run(agent, "q4", { thread: "missing" }).pipe(Effect.provide(ScriptedModel.layer(["x"])))))
         .toMatchObject({ _tag: "ThreadNotFound", threadId: "missing" })
-      expect((yield* Threads.get("t")).messageCount).toBe(8)
+      expect((yield* Threads.get("t")).messageCount).toBe(0)
     })))
 
   it.effect("the page given: from the first user message of the last historyLimit messages", () =>
     withThread(Effect.gen(function*() {
+      // A tool exchange, then a second question: the last 4 start inside the exchange.
       yield* Threads.append("t", [
         user("q1"),
         { role: "assistant", content: "", toolCalls: [{ id: "c", name: "add", arguments: "{}" }] },

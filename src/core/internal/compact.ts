@@ -5,7 +5,7 @@
 import { Effect } from "effect"
 import type { BudgetExhausted } from "../AgentError.js"
 import * as Budget from "../Budget.js"
-import type * as Compaction from "../Compaction.js"
+import * as Compaction from "../Compaction.js"
 import type { ModelError } from "../ModelError.js"
 import type { Message, Request, Response } from "./modelSchema.js"
 
@@ -17,10 +17,12 @@ export interface Compacted {
   readonly replacement: ReadonlyArray<Message>
   /** Whether the replacement holds a summary (another is asked for only once the conversation has grown). */
   readonly summarized: boolean
+  /** How many compactions the run made, this one included (the summary calls' step numbers). */
+  readonly count: number
 }
 
 /** Whether a message is a compaction's summary. */
-export const isSummary = (message: Message): boolean => message.role === "user" && message.content.startsWith("[Summary of ")
+export const isSummary = (message: Message): boolean => message.role === "user" && message.content.startsWith(Compaction.summaryPrefix)
 
 const toolCallsLength = (message: Message): number => {
   if (message.role !== "assistant" || message.toolCalls === undefined) return 0
@@ -33,8 +35,7 @@ const toolCallsLength = (message: Message): number => {
  * The messages with the run's compaction put in place of the messages it replaced, when these messages start with
  * those: the same objects (the tool loops resend them), or equal ones.
  */
-export const withCompacted = (messages: ReadonlyArray<Message>, done: ReadonlyArray<Compacted> | undefined): ReadonlyArray<Message> => {
-  const entry = done?.at(-1)
+export const withCompacted = (messages: ReadonlyArray<Message>, entry: Compacted | undefined): ReadonlyArray<Message> => {
   if (entry === undefined || messages.length < entry.length) return messages
   if (messages[0] !== entry.first || messages[entry.length - 1] !== entry.last) {
     // Not the same objects: equal all the way, or not the conversation compacted.

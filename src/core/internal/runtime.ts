@@ -180,8 +180,8 @@ export class RunState implements RunContext {
   children: Map<string, RunState | undefined> | undefined = undefined
   /** What the run reports as its metadata if a stopped role or a limit ends it (`Architecture.setMetadata`). */
   metadata: (() => Record<string, unknown>) | undefined = undefined
-  /** What the run's calls compacted (`Compaction`): the latest compaction; made on the first. */
-  compactions: Array<Compact.Compacted> | undefined = undefined
+  /** The run's latest compaction (`Compaction`): what the next calls start from. */
+  compaction: Compact.Compacted | undefined = undefined
   /** The characters of the messages the run's calls sent, so far (`Compaction`'s check measures only new ones). */
   measured: Compact.Measured | undefined = undefined
   constructor(
@@ -282,7 +282,7 @@ export const generateFor = (
     const known = model.contextWindow ?? policy.contextWindow
     const window = known ?? Compaction.assumedContextWindow
     const target = Math.floor(policy.threshold * window)
-    const prepared = Compact.withCompacted(messages, run.compactions)
+    const prepared = Compact.withCompacted(messages, run.compaction)
     const sendChecked = (sent: ReadonlyArray<Model.Message>) =>
       Effect.catchTag(
         send(run, model, sent === messages ? request : { ...request, messages: sent }, named),
@@ -317,13 +317,13 @@ const compact = (
   model: Model.Service
 ): Effect.Effect<ReadonlyArray<Model.Message>, ModelError | BudgetExhausted> => {
   const before = Compact.estimate(messages)
-  const last = run.compactions?.at(-1)
+  const last = run.compaction
   // A summary is asked for again only once the conversation has grown by the messages kept whole since the last
   // one (or when the server refused): otherwise every call past the threshold would pay a summary.
   const mayCallModel = forced || last === undefined || !last.summarized || original.length - last.length >= policy.keepLastMessages
   const summarize = Compact.summarizer(policy, (summary) =>
     // Silent: the summary is no answer of the run (no events, no text streamed), but a counted call of it.
-    send(run, model, summary, { step: `context.compact_${(run.compactions?.length ?? 0) + 1}` }, true))
+    send(run, model, summary, { step: `context.compact_${(last?.count ?? 0) + 1}` }, true))
   return Effect.flatMap(policy.strategy({ messages, target, policy, summarize, mayCallModel }), (result) => {
     const after = Compact.estimate(result.messages)
     // Nothing could be done (one message too long, nothing old to cut): nothing to say or remember.
@@ -336,14 +336,15 @@ const compact = (
     if (unchanged) return Effect.succeed(messages)
     // The messages sent from now on start with the compacted ones: measured again.
     run.measured = undefined
-    // Only the latest is used: the earlier ones would be memory the run holds for nothing.
-    run.compactions = [{
+    // Only the latest is kept: the earlier ones would be memory the run holds for nothing.
+    run.compaction = {
       length: original.length,
       first: original[0]!,
       last: original.at(-1)!,
       replacement: result.messages,
-      summarized: result.strategy === "summary" || (last?.summarized === true && result.messages.some(Compact.isSummary))
-    }]
+      summarized: result.messages.some(Compact.isSummary),
+      count: (last?.count ?? 0) + 1
+    }
     return Effect.as(
       emitWith(run, (timestamp) => ({
         _tag: "ContextCompacted",

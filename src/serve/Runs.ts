@@ -52,6 +52,7 @@ import * as Decode from "../core/internal/decode.js"
 import { randomHex20 } from "../core/internal/ids.js"
 import * as Agents from "./Agents.js"
 import * as OutputSchema from "./internal/outputSchema.js"
+import * as RedactStore from "./internal/redactStore.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // Requests and views
@@ -541,8 +542,9 @@ const summary = (record: Record_): RunSummary => ({
 export const make = (options: Options = {}): Effect.Effect<Service, never, Agents.Agents | Scope.Scope> =>
   Effect.gen(function*() {
     const agents = yield* Agents.Agents
-    // A store when the server has one: turns on threads need it; plain runs do not.
-    const threads = yield* Effect.serviceOption(Threads.Threads)
+    // A store when the server has one: turns on threads need it; plain runs do not. Its failures reach clients
+    // without the driver's text (the log has it).
+    const threads = Option.map(yield* Effect.serviceOption(Threads.Threads), RedactStore.redacted)
     const scope = yield* Effect.scope
     const maxConcurrentRuns = options.maxConcurrentRuns ?? 16
     const keepFinishedRuns = options.keepFinishedRuns ?? 100

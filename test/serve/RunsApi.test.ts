@@ -5,7 +5,7 @@
  * The agents run on scripted models whose requests the tests read back.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Layer } from "effect"
+import { Context, Deferred, Effect, Layer, Schema } from "effect"
 import { HttpServerRequest } from "effect/http"
 import { SqlClient } from "effect/sql"
 import { mkdtempSync, rmSync } from "node:fs"
@@ -124,6 +124,30 @@ describe("RunsApi: threads over HTTP", () => {
       const before = yield* call("GET", `${url}/threads/chat-1?limit=2&before=2`, { user: "ada" })
       expect(before.body.messages.start).toBe(0)
       expect(before.body.messages.messages.map((m: Model.Message) => m.content)).toEqual(["My name is Ada.", "Hello, Ada."])
+    }).pipe(Effect.scoped))
+
+  it.live("the server's turn options (Runs' turns) hold for every turn: a shorter history, a working memory per owner", () =>
+    Effect.gen(function*() {
+      const assistant = inspected("assistant", ["One.", "Two.", "Three."])
+      const url = yield* serve([assistant.agent], {
+        owner: ownerFromHeader,
+        turns: { historyLimit: 2, workingMemory: Threads.workingMemory(Schema.String, { initial: "Name: ?", scope: "owner" }) }
+      })
+      yield* call("POST", `${url}/threads`, { user: "ada", body: { id: "t" } })
+      for (const input of ["a", "b", "c"]) {
+        const started = yield* call("POST", `${url}/threads/t/runs`, { user: "ada", body: { agent: "assistant", input } })
+        yield* finished(url, started.body.runId, "ada")
+      }
+      const third = (yield* assistant.calls)[2]!
+      // The instructions, the working memory, the last two messages (the second turn), the task.
+      expect((third.messages ?? []).map((message) => message.content)).toEqual([
+        "Be brief.",
+        `Your working memory (replace it with the update_working_memory tool when something worth remembering changes):\n"Name: ?"`,
+        "b",
+        "Two.",
+        "c"
+      ])
+      expect(third.tools?.map((tool) => tool.name)).toEqual(["update_working_memory"])
     }).pipe(Effect.scoped))
 
   it.live("the owner is the app's: another owner's thread is 403 on every route, no owner 401, a body's owner ignored", () =>

@@ -169,8 +169,18 @@ const estimating: Counter = {
   tools: (request) => Effect.succeed(request.tools === undefined || request.tools.length === 0 ? 0 : Budget.estimateInputTokens({ tools: request.tools }))
 }
 
-/** Token counts kept by message (and by tools array) for each tokenizer: a run's calls resend the same messages. */
-const counts = new WeakMap<AiTokenizer.Service, WeakMap<object, number>>()
+/**
+ * Token counts kept for each tokenizer: by message object (a run's calls resend the same messages), and by text (a
+ * thread's next turn loads the same messages again as new objects; counted once, not on every turn). The texts are
+ * dropped together once they hold more than `keptChars` characters: memory stays bounded.
+ */
+interface Counts {
+  readonly messages: WeakMap<object, number>
+  readonly texts: Map<string, number>
+  chars: number
+}
+const counts = new WeakMap<AiTokenizer.Service, Counts>()
+const keptChars = 4_000_000
 
 /**
  * The counter of a tokenizer (`undefined`: the budget's estimate). A message is its content's tokens, its tool calls'
@@ -180,20 +190,33 @@ export const counterOf = (tokenizer: AiTokenizer.Service | undefined): Counter =
   if (tokenizer === undefined) return estimating
   let known = counts.get(tokenizer)
   if (known === undefined) {
-    known = new WeakMap()
+    known = { messages: new WeakMap(), texts: new Map(), chars: 0 }
     counts.set(tokenizer, known)
   }
   const cache = known
-  const text = (text: string): Effect.Effect<number> =>
-    text === ""
-      ? Effect.succeed(0)
-      : Effect.orElseSucceed(Effect.map(tokenizer.tokenize(text), (tokens) => tokens.length), () => Budget.estimateInputTokens({ prompt: text }))
+  const text = (text: string): Effect.Effect<number> => {
+    if (text === "") return Effect.succeed(0)
+    const cached = cache.texts.get(text)
+    if (cached !== undefined) return Effect.succeed(cached)
+    return Effect.map(
+      Effect.orElseSucceed(Effect.map(tokenizer.tokenize(text), (tokens) => tokens.length), () => Budget.estimateInputTokens({ prompt: text })),
+      (tokens) => {
+        if (cache.chars + text.length > keptChars) {
+          cache.texts.clear()
+          cache.chars = 0
+        }
+        cache.texts.set(text, tokens)
+        cache.chars += text.length
+        return tokens
+      }
+    )
+  }
   const message = (message: Message): Effect.Effect<number> => {
-    const cached = cache.get(message)
+    const cached = cache.messages.get(message)
     if (cached !== undefined) return Effect.succeed(cached)
     const calls = message.role === "assistant" && message.toolCalls !== undefined ? JSON.stringify(message.toolCalls) : ""
     return Effect.map(Effect.zipWith(text(message.content), text(calls), (a, b) => a + b + 4), (tokens) => {
-      cache.set(message, tokens)
+      cache.messages.set(message, tokens)
       return tokens
     })
   }
@@ -207,8 +230,8 @@ export const counterOf = (tokenizer: AiTokenizer.Service | undefined): Counter =
     tools: (request) => {
       const tools = request.tools
       if (tools === undefined || tools.length === 0) return Effect.succeed(0)
-      const cached = cache.get(tools)
-      return cached !== undefined ? Effect.succeed(cached) : Effect.tap(text(JSON.stringify(tools)), (tokens) => Effect.sync(() => cache.set(tools, tokens)))
+      const cached = cache.messages.get(tools)
+      return cached !== undefined ? Effect.succeed(cached) : Effect.tap(text(JSON.stringify(tools)), (tokens) => Effect.sync(() => cache.messages.set(tools, tokens)))
     }
   }
 }

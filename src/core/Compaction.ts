@@ -12,6 +12,15 @@
  * after compaction are a `ContextLengthExceeded` naming the sizes; over the assumed one, they are sent. A server's `ContextLengthExceeded` compacts once more (to half the
  * window) and the call is sent again.
  *
+ * Tokens are counted by `effect/ai`'s `Tokenizer` when one is in context (`valet/GptTokenizer` offers one on OpenAI's
+ * encodings; any `Tokenizer.make({ tokenize })` works), else estimated (`Budget.estimateInputTokens`, about four
+ * characters a token). Either way a call is first checked by its characters alone, which costs a sum of lengths;
+ * only a call that may be over is counted, each message once.
+ *
+ * On a thread (`Agent.run(agent, task, { thread })`), the summary outlives the turn: the thread keeps it beside its
+ * messages (`Threads.summary`), and the next turn starts from it and the messages after it, so a long conversation
+ * pays a summary once every few turns rather than on every turn past the threshold.
+ *
  * The policy is a `Context.Reference`: `Compaction.layer({ … })` changes it for what it is provided to; a strategy is
  * any function from messages to messages (swap it, or wrap the default).
  *

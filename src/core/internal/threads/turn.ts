@@ -33,7 +33,10 @@ export interface TurnOptions {
   readonly onBusy?: "fail" | "wait" | undefined
   /** How long `"wait"` waits before `ThreadBusy` (default 30 seconds). */
   readonly busyTimeout?: Duration.Input | undefined
-  /** How many of the thread's last messages the run is given (default 100; compaction keeps the rest in reach). */
+  /**
+   * How many of the thread's last messages the run is given (default 100), after the thread's summary when it keeps
+   * one (then only messages after the summary's end).
+   */
   readonly historyLimit?: number | undefined
   readonly incomplete?: Incomplete | undefined
   /** The lease's length, renewed every third of it while the turn runs (default 60 seconds). */

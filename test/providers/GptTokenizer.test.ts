@@ -11,6 +11,7 @@ import * as Agent from "../../src/core/Agent.js"
 import type * as AgentEvent from "../../src/core/AgentEvent.js"
 import * as Compaction from "../../src/core/Compaction.js"
 import type * as Model from "../../src/core/Model.js"
+import * as Compact from "../../src/core/internal/compact.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as GptTokenizer from "../../src/providers/GptTokenizer.js"
 
@@ -90,6 +91,8 @@ describe("Compaction with a Tokenizer in context", () => {
 
   it.effect("compaction triggers on the tokenizer's count, not the estimate", () =>
     Effect.gen(function*() {
+      // Core looks effect/ai's Tokenizer up by its key, without importing effect/ai: the same key.
+      expect(Compact.Tokenizer.key).toBe(Tokenizer.Tokenizer.key)
       // ~840 estimated tokens: under 80 % of 1,500, so no compaction by the estimate.
       expect(yield* compactions(Layer.empty)).toHaveLength(0)
       // ~1,560 by o200k: over it.

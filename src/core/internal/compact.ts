@@ -5,7 +5,6 @@
  * which keeps the summary with the thread).
  */
 import { Context, Effect } from "effect"
-import type { Tokenizer as AiTokenizer } from "effect/ai"
 import type { BudgetExhausted } from "../AgentError.js"
 import * as Budget from "../Budget.js"
 import * as Compaction from "../Compaction.js"
@@ -153,10 +152,18 @@ export const estimate = (messages: ReadonlyArray<Message>): number => Budget.est
 // ---------------------------------------------------------------------------------------------------------
 
 /**
+ * What compaction uses of `effect/ai`'s `Tokenizer.Service`: `tokenize` on a text (its input takes strings). Said
+ * here rather than imported: nothing the root entry loads imports `effect/ai`, not even its types.
+ */
+export interface TokenizerService {
+  readonly tokenize: (input: string) => Effect.Effect<Array<number>, unknown>
+}
+
+/**
  * `effect/ai`'s `Tokenizer`, by its key: a service's key string is its identity in a context, so core finds a
  * tokenizer a user provided without loading `effect/ai` (the root entry never does).
  */
-export const Tokenizer = Context.Service<AiTokenizer.Service>("effect/ai/Tokenizer")
+export const Tokenizer = Context.Service<TokenizerService>("effect/ai/Tokenizer")
 
 /** Tokens of messages (and of a request's tool definitions) by a tokenizer; the budget's estimate without one. */
 export interface Counter {
@@ -179,14 +186,14 @@ interface Counts {
   readonly texts: Map<string, number>
   chars: number
 }
-const counts = new WeakMap<AiTokenizer.Service, Counts>()
+const counts = new WeakMap<TokenizerService, Counts>()
 const keptChars = 4_000_000
 
 /**
  * The counter of a tokenizer (`undefined`: the budget's estimate). A message is its content's tokens, its tool calls'
  * (as JSON) and 4 for the chat template, as the estimate counts it; a text the tokenizer fails on is estimated.
  */
-export const counterOf = (tokenizer: AiTokenizer.Service | undefined): Counter => {
+export const counterOf = (tokenizer: TokenizerService | undefined): Counter => {
   if (tokenizer === undefined) return estimating
   let known = counts.get(tokenizer)
   if (known === undefined) {

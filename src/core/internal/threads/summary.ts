@@ -19,6 +19,11 @@ export interface Loaded {
   /** The summary as a message (when the thread keeps one), then the page of messages after it. */
   readonly messages: ReadonlyArray<Message>
   /**
+   * The thread index of the first message of the page given (the page's start, or after the summary's end): the
+   * messages before it reach the model only through the summary, if at all.
+   */
+  readonly start: number
+  /**
    * The observer of the run's compactions, given the thread's messages as the run receives them (`messages`, cut to
    * the first user message): it keeps the latest summary that stands for the first of them up to some index.
    */
@@ -40,6 +45,7 @@ export const load = (threads: Service, threadId: string, owner: string | undefin
     // The thread index just after each message: a summary stands for [0, through).
     let ends = page.messages.map((_, i) => page.start + i + 1)
     let made: Message | undefined
+    let start = page.start
     if (summary !== undefined && summary.through <= page.total) {
       made = { role: "user", content: summary.content }
       let from = Math.max(page.start, summary.through)
@@ -53,11 +59,13 @@ export const load = (threads: Service, threadId: string, owner: string | undefin
       from += first === -1 ? 0 : first
       messages = [made, ...rest]
       ends = [summary.through, ...rest.map((_, i) => from + i + 1)]
+      start = from
     }
     const loadedThrough = made !== undefined && summary !== undefined ? summary.through : 0
     let latest: Summary | undefined
     return {
       messages,
+      start,
       observer: (given) => {
         // The given messages are a run of these (cut to the first user message): where they start.
         const offset = given.length === 0 ? -1 : messages.indexOf(given[0]!)

@@ -6,7 +6,7 @@ import { Effect, Result, Schema } from "effect"
 import { formatIssue } from "../decode.js"
 import { randomHex20 } from "../ids.js"
 import { Message } from "../modelSchema.js"
-import { type Thread, ThreadForbidden, threadIdProblem, ThreadStoreError } from "./model.js"
+import { type Summary, type Thread, ThreadForbidden, threadIdProblem, ThreadStoreError } from "./model.js"
 
 const decodeMessage = Schema.decodeUnknownResult(Message)
 
@@ -109,4 +109,15 @@ export const memoryText = (key: string, document: unknown): Effect.Effect<string
   } catch (error) {
     return Effect.fail(refuse("writeMemory", `the document of ${JSON.stringify(key)} is not JSON: ${error instanceof Error ? error.message : String(error)}`))
   }
+}
+
+/** A summary to keep: text of at most 256 KiB, standing for 1 to `count` messages of the thread. */
+export const checkSummary = (threadId: string, summary: Summary, count: number): Effect.Effect<Summary, ThreadStoreError> => {
+  if (typeof summary !== "object" || summary === null || typeof summary.content !== "string" || summary.content.length === 0 || summary.content.length > 262_144) {
+    return Effect.fail(refuse("writeSummary", "content must be a non-empty string of at most 262144 characters", threadId))
+  }
+  if (!Number.isInteger(summary.through) || summary.through < 1 || summary.through > count) {
+    return Effect.fail(refuse("writeSummary", `through must be an integer in [1, ${count}] (the thread's messages), got ${String(summary.through)}`, threadId))
+  }
+  return Effect.succeed({ content: summary.content, through: summary.through })
 }

@@ -4,12 +4,13 @@
 import { Clock, Effect, Result } from "effect"
 import type { Message } from "../modelSchema.js"
 import * as Check from "./check.js"
-import { type Lease, type Service, type Thread, ThreadBusy, type ThreadForbidden, ThreadNotFound, type ThreadStoreError } from "./model.js"
+import { type Lease, type Service, type Summary, type Thread, ThreadBusy, type ThreadForbidden, ThreadNotFound, type ThreadStoreError } from "./model.js"
 
 interface Entry {
   thread: Thread
   readonly messages: Array<Message>
   lease: { readonly token: string; until: number } | undefined
+  summary?: Summary | undefined
 }
 
 export const make = (): Effect.Effect<Service> =>
@@ -103,6 +104,8 @@ export const make = (): Effect.Effect<Service> =>
         const copy = entries.get(forked.id)!
         copy.messages.push(...entry.messages.slice(0, at))
         copy.thread = { ...copy.thread, messageCount: at }
+        // A summary of messages the fork holds, and of no later one, still stands for them.
+        if (entry.summary !== undefined && entry.summary.through <= at) copy.summary = entry.summary
         return copy.thread
       })
 
@@ -136,12 +139,25 @@ export const make = (): Effect.Effect<Service> =>
 
     const memories = new Map<string, string>()
 
+    const writeSummary: Service["writeSummary"] = (threadId, summary, options) =>
+      Effect.gen(function*() {
+        const entry = yield* find("writeSummary", threadId, options?.owner)
+        const checked = yield* Check.checkSummary(threadId, summary, entry.messages.length)
+        const now = yield* Clock.currentTimeMillis
+        if (options?.lease !== undefined && !holds(entry, options.lease, now)) {
+          return yield* busy("writeSummary", threadId, "is no longer held by this turn's lease")
+        }
+        entry.summary = checked
+      })
+
     return {
       readMemory: (key) => Effect.sync(() => {
         const text = memories.get(key)
         return text === undefined ? undefined : JSON.parse(text) as unknown
       }),
       writeMemory: (key, document) => Effect.map(Check.memoryText(key, document), (text) => void memories.set(key, text)),
+      summary: (threadId, options) => Effect.map(find("summary", threadId, options?.owner), (entry) => entry.summary),
+      writeSummary,
       create,
       get: (threadId, options) => Effect.map(find("get", threadId, options?.owner), (entry) => entry.thread),
       messages,

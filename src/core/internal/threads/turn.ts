@@ -7,9 +7,11 @@
 import { Cause, Duration, Effect, Exit, Schedule, type Scope, Stream } from "effect"
 import type { AgentError } from "../../AgentError.js"
 import type * as AgentEvent from "../../AgentEvent.js"
+import * as Compact from "../compact.js"
 import type { Message } from "../modelSchema.js"
 import type { Emitter } from "../runtime.js"
 import type * as Tool from "../../Tool.js"
+import * as Summary from "./summary.js"
 import * as WorkingMemory from "./workingMemory.js"
 import { type Lease, type Service, type ThreadError, ThreadBusy, ThreadStoreError } from "./model.js"
 
@@ -31,7 +33,10 @@ export interface TurnOptions {
   readonly onBusy?: "fail" | "wait" | undefined
   /** How long `"wait"` waits before `ThreadBusy` (default 30 seconds). */
   readonly busyTimeout?: Duration.Input | undefined
-  /** How many of the thread's last messages the run is given (default 100; compaction keeps the rest in reach). */
+  /**
+   * How many of the thread's last messages the run is given (default 100), after the thread's summary when it keeps
+   * one (then only messages after the summary's end).
+   */
   readonly historyLimit?: number | undefined
   readonly incomplete?: Incomplete | undefined
   /** The lease's length, renewed every third of it while the turn runs (default 60 seconds). */
@@ -130,6 +135,8 @@ const recorder = () => {
 interface Begun {
   readonly lease: Lease
   readonly history: ReadonlyArray<Message>
+  /** Told of the run's compactions: the thread keeps the summary (`summary.ts`). */
+  readonly observer: Compact.Observer
   /** Tools the turn gives the agent (the working memory's). */
   readonly tools: ReadonlyArray<Tool.Tool>
   /** Appends the turn's messages and gives the lease back. */
@@ -173,7 +180,9 @@ const begin = (threads: Service, options: TurnOptions, task: string): Effect.Eff
       threads.renew(lease, leaseMs).pipe(Effect.catchTag("ThreadStoreError", () => Effect.void)),
       Schedule.spaced(Math.max(100, Math.floor(leaseMs / 3)))
     )))
-    const page = yield* threads.messages(options.id, { owner: options.owner, limit: options.historyLimit ?? defaults.historyLimit })
+    // The thread's summary, if it keeps one, then the page after it.
+    const loaded = yield* Summary.load(threads, options.id, options.owner, options.historyLimit ?? defaults.historyLimit)
+    const given = fromFirstUserMessage(loaded.messages)
     const memory = options.workingMemory
     let shown: ReadonlyArray<Message> = []
     let tools: ReadonlyArray<Tool.Tool> = []
@@ -191,10 +200,12 @@ const begin = (threads: Service, options: TurnOptions, task: string): Effect.Eff
     return {
       lease,
       tools,
-      history: [...shown, ...fromFirstUserMessage(page.messages)],
+      history: [...shown, ...given],
+      observer: loaded.observer(given),
       finish: (exit, events) => {
         const messages = turnMessages(task, events, exit, options.incomplete ?? "note")
-        return messages.length === 0 ? Effect.void : Effect.asVoid(threads.append(options.id, messages, { owner: options.owner, lease }))
+        const appended = messages.length === 0 ? Effect.void : Effect.asVoid(threads.append(options.id, messages, { owner: options.owner, lease }))
+        return Effect.andThen(appended, loaded.save(lease))
       }
     }
   })
@@ -224,7 +235,7 @@ export const run = <A extends AgentEvent.RunResult, R>(
     // The run alone is interruptible: an interrupt stops it, and the turn is still kept (its note) before the
     // interruption goes on.
     return yield* Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(Effect.exit(restore(body([...begun.history, ...(extraHistory ?? [])], emitter, begun.tools))), (exit) =>
+      Effect.flatMap(Effect.exit(restore(body([...begun.history, ...(extraHistory ?? [])], emitter, begun.tools).pipe(Effect.provideService(Compact.CurrentObserver, begun.observer)))), (exit) =>
         Effect.andThen(begun.finish(exit, events), exit))
     )
   }))
@@ -249,6 +260,7 @@ export const stream = <E, R>(
         return begun.finish(exit, events)
       })
     return body([...begun.history, ...(extraHistory ?? [])], begun.tools).pipe(
+      Stream.provideService(Compact.CurrentObserver, begun.observer),
       Stream.tap((event) =>
         Effect.sync(() => {
           record(event)

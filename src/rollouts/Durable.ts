@@ -104,6 +104,15 @@ export const durableTools = Activities.durableTools
  * @category activities
  */
 export const durableSandbox = Activities.durableSandbox
+/**
+ * A thread store for one durable thread turn, keyed by its turn key (the run id): its reads and its append activities
+ * (`<run>/thread/<op>/<n>`), the append carrying the turn key into the store (appended once), the lease taken under
+ * the turn key (a resumed turn takes back its own). What `AgentRun` uses for a run with `thread`.
+ *
+ * @since 0.2.0
+ * @category activities
+ */
+export const durableThreads = Activities.durableThreads
 
 /**
  * The store of a durable engine could not be opened (a PostgreSQL server that does not answer…).

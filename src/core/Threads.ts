@@ -14,10 +14,18 @@
  * past the window's threshold. The messages are never changed (`messages` reads them all); a fork keeps the summary
  * when it stands for messages before the fork only.
  *
+ * Exactly once: an append may carry a **turn key** (`append(id, messages, { turnKey })`), stored with the messages in
+ * the same write; an append whose key the thread already holds appends nothing and answers the thread. A lease taken
+ * with a turn key is that turn's: the same key takes it again at once, any other turn waits for it to be given back
+ * or to expire. Durable thread turns (`Durable.AgentRun` with `thread`, in `valet/Durable`) key both by their run id,
+ * so a turn resumed on another process after its own died appends its messages once and does not wait out its own
+ * lease.
+ *
  * Layers: `layerMemory` (tests, one process) and `layerSql` on any `effect/sql` `SqlClient` — SQLite
  * (`SqliteClient.layer({ filename })` from `valet/SqliteClient`) or PostgreSQL (`@effect/sql-pg`'s `PgClient`);
- * tables `valet_threads`, `valet_thread_messages`, `valet_working_memory` and `valet_thread_summaries`, created when
- * missing (also in a database made by an earlier version). Rows read back are schema-checked: a
+ * tables `valet_threads`, `valet_thread_messages`, `valet_thread_turns` (turn keys), `valet_working_memory` and
+ * `valet_thread_summaries`, each created when missing (a database made by an earlier valet gets the newer ones when a
+ * store opens it). Rows read back are schema-checked: a
  * damaged one is a `ThreadStoreError` naming the thread and the message's index.
  *
  * @example
@@ -202,7 +210,8 @@ export type TurnOptions = Turn.TurnOptions
 
 /**
  * How a turn that did not complete is kept: `"note"` (the task and a note of how it ended, with its partial
- * answer), `"drop"` (nothing), or a function giving the messages.
+ * answer), `"drop"` (nothing), or a function giving the messages (from the task, the partial output, the reason, and
+ * the run's result when it ended early with one — `undefined` when it failed or its fiber was interrupted).
  *
  * @since 0.2.0
  * @category options

@@ -17,6 +17,18 @@
  * function — the CLI encodes an architecture's settings in the name). Not durable: the tools of separately defined
  * sub-agents (a Supervisor's workers) run again when their run is taken over.
  *
+ * Thread turns: an agent run with `thread` (a `ThreadTurn`) is a turn of that thread on the runner's `Threads` store,
+ * keyed by its run id (the **turn key**). Its history page is read once, as an activity (a resumed turn runs on the
+ * history it first read); its messages are appended exactly once at the end: the append is an activity and the store
+ * also keeps the turn key with the messages, in the same write, so a runner killed between the last model call and
+ * the append — or after the append and before its result was stored — leaves a turn that, resumed on another runner,
+ * sends no model call again and appends its messages once. The lease is the turn's: a resumed turn takes back its own
+ * lease at once, while any other turn of the thread waits for it, as a user expects of one conversation (the answer
+ * to the question asked first comes first). A turn gone for longer than its lease (its run suspended after a
+ * failure, the cluster down) does not hold the thread forever: after the lease another turn may run, and the resumed
+ * one then appends after it, still once. A run that fails suspends (as every agent run) and appends nothing until it
+ * is resumed and ends; one that ends early with a result (a spent budget) keeps its note, as in one process.
+ *
  * Takeover: the workflows of a runner that dies (killed, its machine gone) resume on the others, usually within
  * about 3 s — its connections close, so PostgreSQL releases its shard locks at once, and the runner that checks the
  * others' health (one of them, every `healthCheckInterval`, 1 s) finds it gone. When the dead runner was that one,
@@ -49,14 +61,17 @@
  *
  * @since 0.2.0
  */
-import { Context, Effect, type FileSystem, Layer, Option, Schema, Stream } from "effect"
+import { Context, type Duration, Effect, Exit, type FileSystem, Layer, Option, Schema, Stream } from "effect"
 import { Workflow, type WorkflowEngine } from "effect/workflow"
 import * as Agent from "../core/Agent.js"
 import { AgentError, ArchitectureFailed, InvalidAgent, type InvalidOptions } from "../core/AgentError.js"
+import { WireDuration } from "../core/internal/decode.js"
+import * as Turn from "../core/internal/threads/turn.js"
 import * as AgentEvent from "../core/AgentEvent.js"
 import * as Budget from "../core/Budget.js"
 import * as Opts from "../core/internal/options.js"
 import * as Model from "../core/Model.js"
+import * as Threads from "../core/Threads.js"
 import type * as Tool from "../core/Tool.js"
 import * as Sandbox from "../environment/Sandbox.js"
 import * as StateStore from "../environment/StateStore.js"
@@ -89,6 +104,15 @@ export const durableTools = Activities.durableTools
  * @category activities
  */
 export const durableSandbox = Activities.durableSandbox
+/**
+ * A thread store for one durable thread turn, keyed by its turn key (the run id): its reads and its append activities
+ * (`<run>/thread/<op>/<n>`), the append carrying the turn key into the store (appended once), the lease taken under
+ * the turn key (a resumed turn takes back its own). What `AgentRun` uses for a run with `thread`.
+ *
+ * @since 0.2.0
+ * @category activities
+ */
+export const durableThreads = Activities.durableThreads
 
 /**
  * The store of a durable engine could not be opened (a PostgreSQL server that does not answer…).
@@ -161,16 +185,58 @@ export const defaultShardLockExpiration = Engines.defaultShardLockExpiration
 // ---------------------------------------------------------------------------------------------------------
 
 /**
- * The workflow of one agent run: payload the agent's name, the prompt and the run id (its execution key).
+ * A thread turn as a durable agent run carries it across processes: `Threads.TurnOptions` without what cannot cross
+ * (functions, a working memory). `busyTimeout` and `leaseDuration` are milliseconds or a duration's text
+ * (`"30 seconds"`). `onBusy` is `"wait"` by default here, not `"fail"`: a failure suspends a durable run rather than
+ * ending it, so a turn that found its thread busy would otherwise wait suspended until someone resumes it.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const ThreadTurn = Schema.Struct({
+  id: Threads.ThreadId,
+  owner: Schema.optional(Schema.String),
+  onBusy: Schema.optional(Schema.Literals(["fail", "wait"])),
+  busyTimeout: Schema.optional(WireDuration),
+  historyLimit: Schema.optional(Opts.IntAtLeast(1)),
+  incomplete: Schema.optional(Schema.Literals(["note", "drop"])),
+  leaseDuration: Schema.optional(WireDuration)
+})
+/**
+ * A thread turn as a durable agent run carries it.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type ThreadTurn = typeof ThreadTurn.Type
+
+/**
+ * What a durable agent run fails with: the agent's errors, and a thread turn's (`Threads.ThreadError`).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const AgentRunError = Schema.Union([AgentError, Threads.ThreadNotFound, Threads.ThreadForbidden, Threads.ThreadBusy, Threads.ThreadStoreError])
+/**
+ * What a durable agent run fails with.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type AgentRunError = typeof AgentRunError.Type
+
+/**
+ * The workflow of one agent run: payload the agent's name, the prompt, the run id (its execution key) and, for a turn
+ * of a thread, the `ThreadTurn` (the run id is then the turn's key: its messages are appended once).
  *
  * @since 0.2.0
  * @category workflows
  */
 export const AgentRun = Workflow.make("valet/AgentRun", {
-  payload: { agent: Schema.String, prompt: Schema.String, runId: Agent.SessionId },
+  payload: { agent: Schema.String, prompt: Schema.String, runId: Agent.SessionId, thread: Schema.optional(ThreadTurn) },
   idempotencyKey: (payload) => payload.runId,
   success: AgentEvent.RunResult,
-  error: AgentError,
+  error: AgentRunError,
   // A failed call suspends the run instead of ending it: `AgentRun.resume(executionId)` runs it again, and only the
   // calls that had not finished are sent.
   annotations: Context.make(Workflow.SuspendOnFailure, true)
@@ -249,12 +315,50 @@ const durably = <R, A, E>(
   })
 
 /**
+ * A durable thread turn: `Agent.run` on the thread, on the runner's `Threads` made durable for this turn (its reads
+ * and its append activities, the append keyed by the run id). A run that did not end with a result (it failed, or
+ * its fiber was interrupted) appends nothing: its workflow suspends or moves, runs again, and keeps the turn then.
+ */
+const threadTurn = <R>(
+  agent: Agent.Agent<R>,
+  prompt: string,
+  runId: string,
+  turn: ThreadTurn
+): Effect.Effect<AgentEvent.RunResult, AgentRunError, R | Activities.WorkflowContext> =>
+  Effect.gen(function*() {
+    const store = yield* Effect.serviceOption(Threads.Threads)
+    if (Option.isNone(store)) {
+      return yield* new Threads.ThreadStoreError({
+        operation: "turn",
+        threadId: turn.id,
+        message: `Durable: run ${JSON.stringify(runId)} is a turn of thread ${JSON.stringify(turn.id)}, but this runner has no thread store (provide Threads.layerSql to the runners)`
+      })
+    }
+    const threads = yield* Activities.durableThreads(store.value, runId)
+    const keep = turn.incomplete ?? "note"
+    return yield* Agent.run(agent, prompt, {
+      sessionId: runId,
+      thread: {
+        id: turn.id,
+        owner: turn.owner,
+        onBusy: turn.onBusy ?? "wait",
+        // Checked by the payload's schema (`WireDuration`): a duration's text that Duration reads.
+        busyTimeout: turn.busyTimeout as Duration.Input | undefined,
+        historyLimit: turn.historyLimit,
+        leaseDuration: turn.leaseDuration as Duration.Input | undefined,
+        incomplete: (ending) => ending.result === undefined ? [] : Turn.turnMessages(ending.task, [], Exit.succeed(ending.result), keep)
+      }
+    }).pipe(Effect.provideService(Threads.Threads, threads))
+  })
+
+/**
  * Registers the handlers of `AgentRun` and `EvaluateProblem` for these agents, on the `Model` (and, for agents that
  * run commands, the `Sandbox`) in context. Every model call, tool call of the agent's own tools and sandbox command
  * is an activity. An agent run naming an agent the runner does not have fails with `InvalidAgent`, which
  * suspends it like any failure (resume it where the agent is registered); such a problem is recorded failed.
  * (Tools of separately defined sub-agents — a Supervisor's workers — are not wrapped: their calls run again when
- * the run is taken over.)
+ * the run is taken over.) A thread turn (`AgentRun`'s `thread`) runs on the `Threads` store in context, read
+ * optionally: on a runner without one it fails with `ThreadStoreError` saying so (and suspends).
  *
  * @since 0.2.0
  * @category layers
@@ -265,7 +369,10 @@ export const layer = <R = Model.Model>(agents: Agents<R>): Layer.Layer<never, ne
     Effect.flatMap(resolve(payload.agent), (found) =>
       Option.isNone(found)
         ? Effect.fail(new InvalidAgent({ agent: payload.agent, message: "no agent of this name on this runner" }))
-        : durably(found.value, (agent) => Agent.run(agent, payload.prompt, { sessionId: payload.runId })))
+        : durably(found.value, (agent): Effect.Effect<AgentEvent.RunResult, AgentRunError, R | Activities.WorkflowContext> =>
+          payload.thread === undefined
+            ? Agent.run(agent, payload.prompt, { sessionId: payload.runId })
+            : threadTurn(agent, payload.prompt, payload.runId, payload.thread)))
   ) as unknown as Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | R | Model.Model>
   const problems = EvaluateProblem.toLayer((payload) =>
     Effect.flatMap(resolve(payload.agent), (found): Effect.Effect<Solve.Outcome, never, R | Model.Model | Activities.WorkflowContext> =>

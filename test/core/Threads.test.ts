@@ -193,6 +193,69 @@ const conformance = (backend: Backend) =>
         expect((yield* Threads.messages("l")).messages).toEqual([user("a")])
       })))
 
+    it.effect("an append with a turn key lands once: the same key again, or several at once, appends nothing more; other keys land", () =>
+      withStore(backend, Effect.gen(function*() {
+        const threads = yield* Threads.Threads
+        yield* Threads.create({ id: "k", owner: "ada" })
+        const first = yield* Threads.append("k", [user("q1"), assistant("a1")], { turnKey: "run-1" })
+        expect(first.messageCount).toBe(2)
+        // The same key again (a turn that repeats its append): nothing appended, the thread answered as it is.
+        const again = yield* Threads.append("k", [user("q1"), assistant("a1")], { turnKey: "run-1", owner: "ada" })
+        expect(again).toMatchObject({ id: "k", messageCount: 2 })
+        // Five appends of one key at once: one lands.
+        yield* Effect.forEach([1, 2, 3, 4, 5], () => Threads.append("k", [user("q2"), assistant("a2")], { turnKey: "run-2" }), {
+          concurrency: "unbounded"
+        })
+        // One turn holding its lease, its append run twice at once (two executions of a durable turn): one copy.
+        const lease = yield* threads.acquire("k", { durationMs: 60_000, turnKey: "run-3" })
+        yield* Effect.forEach([1, 2], () => threads.append("k", [user("q3"), assistant("a3")], { lease, turnKey: "run-3" }), {
+          concurrency: "unbounded"
+        })
+        yield* threads.release(lease)
+        // Different keys: both land. A key already stored is answered before the count expected is checked.
+        yield* Threads.append("k", [user("q4")], { turnKey: "run-4" })
+        yield* Threads.append("k", [assistant("a4")], { turnKey: "run-5" })
+        expect((yield* Threads.append("k", [user("q1")], { turnKey: "run-1", expectedCount: 0 })).messageCount).toBe(8)
+        expect((yield* Threads.messages("k")).messages).toEqual([
+          user("q1"), assistant("a1"), user("q2"), assistant("a2"), user("q3"), assistant("a3"), user("q4"), assistant("a4")
+        ])
+        // A key is per thread: another thread's turn of the same key lands there.
+        yield* Threads.create({ id: "k2", owner: "ada" })
+        expect((yield* Threads.append("k2", [user("q1")], { turnKey: "run-1" })).messageCount).toBe(1)
+        // A bad key is refused, naming it; a deleted thread's keys go with it.
+        expect(yield* Effect.flip(Threads.append("k", [user("x")], { turnKey: "" }))).toMatchObject({
+          _tag: "ThreadStoreError",
+          threadId: "k",
+          message: `Threads.append: turnKey must be a non-empty string of at most 256 characters, got ""`
+        })
+        yield* Threads.delete("k2")
+        yield* Threads.create({ id: "k2", owner: "ada" })
+        expect((yield* Threads.append("k2", [user("q1")], { turnKey: "run-1" })).messageCount).toBe(1)
+      })))
+
+    it.effect("a turn key's lease: taken again by the same turn at once (resumed), by no other turn until given back or expired", () =>
+      withStore(backend, Effect.gen(function*() {
+        const threads = yield* Threads.Threads
+        yield* Threads.create({ id: "r", owner: "ada" })
+        // The turn's process died holding the lease: the turn, resumed elsewhere, takes it back at once.
+        const held = yield* threads.acquire("r", { durationMs: 1000, turnKey: "run-1" })
+        const resumed = yield* threads.acquire("r", { durationMs: 1000, turnKey: "run-1" })
+        expect(resumed).toEqual(held)
+        // Any other turn waits for it.
+        expect(yield* Effect.flip(threads.acquire("r", { durationMs: 1000 }))).toMatchObject({ _tag: "ThreadBusy" })
+        expect(yield* Effect.flip(threads.acquire("r", { durationMs: 1000, turnKey: "run-2" }))).toMatchObject({ _tag: "ThreadBusy" })
+        yield* threads.append("r", [user("q1"), assistant("a1")], { lease: resumed, turnKey: "run-1" })
+        // Expired and taken by another turn: the first can no longer take it, nor append a turn not yet stored...
+        yield* TestClock.adjust(1001)
+        const other = yield* threads.acquire("r", { durationMs: 1000, turnKey: "run-2" })
+        expect(yield* Effect.flip(threads.acquire("r", { durationMs: 1000, turnKey: "run-1" }))).toMatchObject({ _tag: "ThreadBusy" })
+        expect(yield* Effect.flip(threads.append("r", [user("late")], { lease: held, turnKey: "run-9" }))).toMatchObject({ _tag: "ThreadBusy" })
+        // ...but its append already stored is answered, not refused.
+        expect((yield* threads.append("r", [user("q1"), assistant("a1")], { lease: held, turnKey: "run-1" })).messageCount).toBe(2)
+        yield* threads.release(other)
+        expect((yield* threads.acquire("r", { durationMs: 1000, turnKey: "run-1" })).token).toBe(held.token)
+      })))
+
     it.effect("working memory: written once, read back, replaced whole; per owner it is shared by the owner's threads", () =>
       withStore(backend, Effect.gen(function*() {
         yield* Threads.create({ id: "m1", owner: "ada" })
@@ -341,6 +404,38 @@ const sqlConformance = (backend: SqlBackend) =>
           Effect.forEach(Array.from({ length: 10 }, (_, i) => i), (i) => b.append("shared", [user(`b${i}`)]), { concurrency: 5 })
         ], { concurrency: "unbounded" })
         expect((yield* a.messages("shared")).total).toBe(20)
+      }).pipe(Effect.scoped))
+    it.effect("two stores (two processes) append one turn at once, ten times over: one copy of each turn", () =>
+      Effect.gen(function*() {
+        const client = yield* backend.database
+        const one = (yield* Layer.build(Threads.layerSql.pipe(Layer.provide(client())))).mapUnsafe.get(Threads.Threads.key) as Threads.Service
+        const two = (yield* Layer.build(Threads.layerSql.pipe(Layer.provide(client())))).mapUnsafe.get(Threads.Threads.key) as Threads.Service
+        yield* one.create({ id: "twice", owner: "ada" })
+        for (let turn = 0; turn < 10; turn++) {
+          yield* Effect.all([one, two, one, two].map((store) =>
+            store.append("twice", [user(`q${turn}`), assistant(`a${turn}`)], { turnKey: `run-${turn}` })
+          ), { concurrency: "unbounded" })
+        }
+        const page = yield* one.messages("twice")
+        expect(page.messages.map((message) => message.content)).toEqual(Array.from({ length: 10 }, (_, i) => [`q${i}`, `a${i}`]).flat())
+      }).pipe(Effect.scoped))
+
+    it.effect("a database made before turn keys (no valet_thread_turns) gets the table when a store opens it", () =>
+      Effect.gen(function*() {
+        const client = yield* backend.database
+        yield* Effect.gen(function*() {
+          yield* Threads.create({ id: "old", owner: "ada" })
+          yield* Threads.append("old", [user("q0"), assistant("a0")])
+        }).pipe(Effect.provide(Threads.layerSql.pipe(Layer.provide(client()))))
+        yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          yield* sql`DROP TABLE valet_thread_turns`
+        }).pipe(Effect.provide(client()))
+        yield* Effect.gen(function*() {
+          yield* Threads.append("old", [user("q1")], { turnKey: "run-1" })
+          yield* Threads.append("old", [user("q1")], { turnKey: "run-1" })
+          expect((yield* Threads.messages("old")).messages).toEqual([user("q0"), assistant("a0"), user("q1")])
+        }).pipe(Effect.provide(Threads.layerSql.pipe(Layer.provide(client()))))
       }).pipe(Effect.scoped))
   })
 

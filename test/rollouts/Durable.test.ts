@@ -9,6 +9,8 @@ import { DatabaseSync } from "node:sqlite"
 import * as Agent from "../../src/core/Agent.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import type * as Model from "../../src/core/Model.js"
+import * as Threads from "../../src/core/Threads.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as Sandbox from "../../src/environment/Sandbox.js"
 import * as StateStore from "../../src/environment/StateStore.js"
@@ -120,6 +122,115 @@ describe("Durable", () => {
     }), 90_000)
 })
 
+
+describe("Durable thread turns (one process, Durable.layerSqlite)", () => {
+  const user = (content: string): Model.Message => ({ role: "user", content })
+  const assistant = (content: string): Model.Message => ({ role: "assistant", content })
+  const before = [user("My name is Ada."), assistant("Hello, Ada.")]
+  const turn = [
+    user("Find a."),
+    { role: "assistant", content: "", toolCalls: [{ id: "c1", name: "lookup", arguments: `{"q":"a"}` }] },
+    { role: "tool", toolCallId: "c1", name: "lookup", content: "found a" },
+    assistant("a is found")
+  ] satisfies ReadonlyArray<Model.Message>
+
+  /**
+   * A turn of thread "t" (which holds `before`) as `AgentRun` "turn-1" on a SQLite engine and a SQLite thread store,
+   * the store's `append` replaced by `append(inner)`, the model answering `answer(index)`. Each time the run
+   * suspends, it is resumed; answers the polls it took to complete, the thread's messages and the requests sent.
+   */
+  const runTurn = (
+    answer: (index: number) => ScriptedModel.Turn,
+    append: (inner: Threads.Service) => Threads.Service["append"]
+  ) =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "valet-durable-turn-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      const store = Threads.layerSql.pipe(Layer.provide(SqliteClient.layer({ filename: join(dir, "threads.db") })))
+      const wrapped = Layer.effect(Threads.Threads, Effect.map(Effect.service(Threads.Threads), (inner): Threads.Service => ({ ...inner, append: append(inner) })))
+        .pipe(Layer.provide(store))
+      const sent: Array<Model.Request> = []
+      const model = ScriptedModel.layer((request, index) => (sent.push(request), answer(index)))
+      const engine = Durable.layer([agent]).pipe(
+        Layer.provideMerge(Durable.layerSqlite(join(dir, "runs.db"))),
+        Layer.provide(Layer.merge(model, wrapped))
+      )
+      return yield* Effect.gen(function*() {
+        yield* Threads.create({ id: "t", owner: "ada" })
+        yield* Threads.append("t", before)
+        const executionId = yield* Durable.AgentRun.execute(
+          { agent: "researcher", prompt: "Find a.", runId: "turn-1", thread: { id: "t", owner: "ada" } },
+          { discard: true }
+        )
+        const suspensions: Array<ReadonlyArray<Model.Message>> = []
+        for (let polls = 0; polls < 2000; polls++) {
+          const result = yield* Durable.AgentRun.poll(executionId)
+          if (Option.isSome(result) && result.value._tag === "Complete") break
+          if (Option.isSome(result) && result.value._tag === "Suspended") {
+            // What the thread held while the run was suspended.
+            suspensions.push((yield* Threads.messages("t")).messages)
+            yield* Durable.AgentRun.resume(executionId)
+          }
+          yield* Effect.sleep("5 millis")
+        }
+        const result = yield* Durable.AgentRun.execute({ agent: "researcher", prompt: "Find a.", runId: "turn-1", thread: { id: "t", owner: "ada" } })
+        return { result, suspensions, messages: (yield* Threads.messages("t")).messages, sent }
+      }).pipe(Effect.provide(Layer.merge(engine, store)))
+    }).pipe(Effect.scoped)
+
+  const answers = (index: number): ScriptedModel.Turn =>
+    index === 0 ? { toolCalls: [{ id: "c1", name: "lookup", arguments: { q: "a" } }] } : "a is found"
+
+  it.live("the append activity runs twice (its write landed, its result was lost): the thread holds the turn once, no model call sent again", () =>
+    Effect.gen(function*() {
+      let appends = 0
+      const { messages, result, sent, suspensions } = yield* runTurn(answers, (inner) => (threadId, added, options) =>
+        // The first append writes, then fails as a connection that drops before the reply would: the activity failed,
+        // the write stands, the run suspends; resumed, the activity runs again.
+        Effect.flatMap(inner.append(threadId, added, options), (thread) =>
+          ++appends === 1
+            ? Effect.fail(new Threads.ThreadStoreError({ operation: "append", threadId, message: "the connection dropped before the reply" }))
+            : Effect.succeed(thread)))
+      expect(appends).toBe(2)
+      expect(suspensions).toEqual([[...before, ...turn]])
+      expect(result.output).toBe("a is found")
+      expect(messages).toEqual([...before, ...turn])
+      // Two model calls, each sent once; the first saw the thread's history.
+      expect(sent).toHaveLength(2)
+      expect(sent[0]!.messages).toEqual([...before, user("Find a.")])
+    }))
+
+  it.live("a model call that fails suspends the turn with nothing appended; resumed, the turn is appended once, its stored call not sent again", () =>
+    Effect.gen(function*() {
+      const { messages, sent, suspensions } = yield* runTurn(
+        (index) => index === 1 ? { error: new ModelError.ServerError({ status: 503, message: "down for a moment" }) } : answers(index === 0 ? 0 : 1),
+        (inner) => inner.append
+      )
+      // Suspended, not ended: no note of a failed turn, which would stand for the turn once resumed.
+      expect(suspensions).toEqual([before])
+      expect(messages).toEqual([...before, ...turn])
+      expect(sent).toHaveLength(3)
+    }))
+
+  it.live("a turn on a runner without a thread store suspends with ThreadStoreError saying so", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "valet-durable-turn-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      const engine = Durable.layer([agent]).pipe(Layer.provideMerge(Durable.layerSqlite(join(dir, "runs.db"))), Layer.provide(ScriptedModel.layer(["x"])))
+      const suspended = yield* Effect.gen(function*() {
+        const executionId = yield* Durable.AgentRun.execute({ agent: "researcher", prompt: "Hi", runId: "turn-2", thread: { id: "t" } }, { discard: true })
+        for (let polls = 0; polls < 2000; polls++) {
+          const result = yield* Durable.AgentRun.poll(executionId)
+          if (Option.isSome(result) && result.value._tag === "Suspended") return result.value
+          yield* Effect.sleep("5 millis")
+        }
+        return undefined
+      }).pipe(Effect.provide(engine))
+      expect(suspended?.cause === undefined ? "" : Cause.pretty(suspended.cause)).toContain(
+        `Durable: run "turn-2" is a turn of thread "t", but this runner has no thread store (provide Threads.layerSql to the runners)`
+      )
+    }).pipe(Effect.scoped))
+})
 
 describe("Durable on SQLite: a store that fails ends the work with one error naming the file", () => {
   it.effect("a damaged file, or one that is not SQLite, fails the engine's layer when it opens", () =>

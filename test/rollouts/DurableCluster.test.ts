@@ -7,12 +7,18 @@
  * evaluation completes; a call stored before a kill is never sent again (a call sent twice was in flight at a kill,
  * at most once more per kill it was in flight for); the records equal those of an uninterrupted evaluation
  * against the same server. The same with one process on SQLite, killed mid-run and started again.
+ *
+ * A durable thread turn whose runner is killed after its last model call and before its append: another runner
+ * resumes it; the thread holds the turn once, and the model server saw each call once.
  */
+import { PgClient } from "@effect/sql-pg"
 import { expect, it } from "@effect/vitest"
-import { Cause, Effect, Exit, Fiber, Layer } from "effect"
+import { Cause, Effect, Exit, Fiber, Layer, Redacted } from "effect"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import type * as Model from "../../src/core/Model.js"
+import * as Threads from "../../src/core/Threads.js"
 import * as StateStore from "../../src/environment/StateStore.js"
 import * as Durable from "../../src/rollouts/Durable.js"
 import { describePostgres, freshDatabase } from "../support/postgres.js"
@@ -20,6 +26,7 @@ import * as ScriptedServer from "../support/scriptedModelServer.js"
 import { freePort, startScript, startValet, type ValetProcess } from "../support/valetProcess.js"
 
 const runnerChild = join(import.meta.dirname, "..", "support", "durableRunnerChild.ts")
+const turnRunnerChild = join(import.meta.dirname, "..", "support", "durableTurnRunnerChild.ts")
 
 const problems = 60
 const evalArgs = ["--architecture", "self_refine", "--max-rounds", "2"]
@@ -285,6 +292,69 @@ describePostgres("Durable runners on a fresh PostgreSQL database", () => {
         for (const runId of takenOver) {
           expect(survivors.some((runner) => runner.lines.includes(`call ${runId} react.turn_3`)), runId).toBe(true)
         }
+      }).pipe(Effect.scoped),
+    120_000
+  )
+})
+
+describePostgres("Durable thread turns on PostgreSQL: a runner killed mid-turn", () => {
+  const user = (content: string): Model.Message => ({ role: "user", content })
+  const reply = (content: string): Model.Message => ({ role: "assistant", content })
+
+  it.live(
+    "a runner killed (SIGKILL) after a turn's last model call and before its append: another resumes it; the thread holds the turn once, no model call sent again",
+    () =>
+      Effect.gen(function*() {
+        const url = yield* freshDatabase
+        const server = yield* Effect.acquireRelease(Effect.promise(() => ScriptedServer.start()), (server) => Effect.promise(() => server.close()))
+        const dir = mkdtempSync(join(tmpdir(), "valet-durable-turn-"))
+        yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+        // One runner at a time: the first does the turn up to its append and is killed there; the second, started
+        // after, resumes it. (Two runners started together move shards between them for a while after they start,
+        // which interrupts and moves a turn at any point: not the point this test is about.)
+        const runners: Array<ValetProcess> = []
+        const startRunner = Effect.promise(async () => {
+          // The first append of a turn, on whichever runner makes it, never returns (see durableTurnRunnerChild.ts).
+          const runner = startScript(turnRunnerChild, [url, String(await freePort()), server.url, join(dir, "held")])
+          runners.push(runner)
+          await runner.waitFor(/^listening$/)
+          return runner
+        })
+        yield* Effect.addFinalizer(() =>
+          Effect.promise(async () => {
+            for (const runner of runners) runner.kill("SIGKILL")
+            await Promise.all(runners.map((runner) => runner.exited))
+          })
+        )
+        const turn = (runId: string, prompt: string) =>
+          Durable.AgentRun.execute({ agent: "assistant", prompt, runId, thread: { id: "chat", owner: "ada" } })
+        yield* Effect.gen(function*() {
+          yield* Threads.create({ id: "chat", owner: "ada" })
+          yield* Threads.append("chat", [user("Hello."), reply("Hi.")])
+          const held = yield* startRunner
+          const first = yield* Effect.forkScoped(turn("turn-1", "What is 2 + 3?"))
+          yield* Effect.promise(() => held.waitFor(/^appending chat$/))
+          // The turn's one model call was answered and stored before its append began.
+          expect(server.total()).toBe(1)
+          held.kill("SIGKILL")
+          yield* Effect.promise(() => held.exited)
+          expect((yield* Threads.messages("chat")).total).toBe(2)
+          // Another runner resumes the turn: its lease taken back at once (held under the turn's key), its model call
+          // answered from storage, its messages appended.
+          yield* startRunner
+          const result = yield* Fiber.join(first)
+          expect(result.output).toBe("FINAL: 5")
+          const turnOne = [user("Hello."), reply("Hi."), user("What is 2 + 3?"), reply("FINAL: 5")]
+          expect((yield* Threads.messages("chat")).messages).toEqual(turnOne)
+          expect([...server.counts.values()]).toEqual([1])
+          // The next turn runs at once (the lease was given back) on the thread holding the first turn once.
+          expect((yield* turn("turn-2", "What is 4 + 4?")).output).toBe("FINAL: 8")
+          expect((yield* Threads.messages("chat")).messages).toEqual([...turnOne, user("What is 4 + 4?"), reply("FINAL: 8")])
+          expect([...server.counts.values()]).toEqual([1, 1])
+        }).pipe(Effect.provide(Layer.merge(
+          Durable.layerPostgresClient({ url }),
+          Threads.layerSql.pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url), maxConnections: 2 })))
+        )))
       }).pipe(Effect.scoped),
     120_000
   )

@@ -14,6 +14,15 @@ export const newThreadId = (): string => `thr_${randomHex20()}`
 
 export const newLeaseToken = (): string => `lease_${randomHex20()}`
 
+/** The token of a turn key's lease: the same for every process that resumes the turn, never a random one's. */
+export const turnLeaseToken = (turnKey: string): string => `turn_${turnKey}`
+
+/** A turn key: a non-empty string of at most 256 characters (a durable turn's run id). */
+export const checkTurnKey = (operation: string, turnKey: string | undefined, threadId: string): Effect.Effect<void, ThreadStoreError> =>
+  turnKey === undefined || (typeof turnKey === "string" && turnKey.length > 0 && turnKey.length <= 256)
+    ? Effect.void
+    : Effect.fail(refuse(operation, `turnKey must be a non-empty string of at most 256 characters, got ${JSON.stringify(String(turnKey).slice(0, 60))}`, threadId))
+
 export const refuse = (operation: string, message: string, threadId?: string, index?: number) =>
   new ThreadStoreError({
     operation,

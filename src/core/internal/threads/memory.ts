@@ -11,6 +11,8 @@ interface Entry {
   readonly messages: Array<Message>
   lease: { readonly token: string; until: number } | undefined
   summary?: Summary | undefined
+  /** The turn keys appended with, and where their messages landed. */
+  readonly turns: Map<string, { readonly start: number; readonly count: number }>
 }
 
 export const make = (): Effect.Effect<Service> =>
@@ -41,7 +43,7 @@ export const make = (): Effect.Effect<Service> =>
         if (entries.has(id)) return yield* Check.refuse("create", `a thread ${JSON.stringify(id)} exists`, id)
         const now = yield* Clock.currentTimeMillis
         const thread: Thread = { id, owner: options.owner, metadata, createdAt: now, updatedAt: now, messageCount: 0 }
-        entries.set(id, { thread, messages: [], lease: undefined })
+        entries.set(id, { thread, messages: [], lease: undefined, turns: new Map() })
         return thread
       })
 
@@ -79,14 +81,19 @@ export const make = (): Effect.Effect<Service> =>
     const append: Service["append"] = (threadId, added, options) =>
       Effect.gen(function*() {
         const entry = yield* find("append", threadId, options?.owner)
+        const turnKey = options?.turnKey
+        yield* Check.checkTurnKey("append", turnKey, threadId)
         const checked = yield* Check.checkMessages("append", threadId, added, entry.messages.length)
         const now = yield* Clock.currentTimeMillis
+        // From here on nothing yields: the key's lookup and the write are one step, as the SQL store's transaction.
+        if (turnKey !== undefined && entry.turns.has(turnKey)) return entry.thread
         if (options?.expectedCount !== undefined && options.expectedCount !== entry.messages.length) {
           return yield* busy("append", threadId, `holds ${entry.messages.length} messages, not the ${options.expectedCount} expected: another writer appended`)
         }
         if (options?.lease !== undefined && !holds(entry, options.lease, now)) {
           return yield* busy("append", threadId, "is no longer held by this turn's lease")
         }
+        if (turnKey !== undefined) entry.turns.set(turnKey, { start: entry.messages.length, count: checked.length })
         entry.messages.push(...checked)
         entry.thread = { ...entry.thread, updatedAt: now, messageCount: entry.messages.length }
         return entry.thread
@@ -115,9 +122,13 @@ export const make = (): Effect.Effect<Service> =>
     const acquire: Service["acquire"] = (threadId, options) =>
       Effect.gen(function*() {
         const entry = yield* find("acquire", threadId, options.owner)
+        yield* Check.checkTurnKey("acquire", options.turnKey, threadId)
         const now = yield* Clock.currentTimeMillis
-        if (entry.lease !== undefined && entry.lease.until >= now) return yield* busy("acquire", threadId, "is in another turn")
-        const token = Check.newLeaseToken()
+        const token = options.turnKey !== undefined ? Check.turnLeaseToken(options.turnKey) : Check.newLeaseToken()
+        // A turn key's own lease is taken again; a random token never matches another's.
+        if (entry.lease !== undefined && entry.lease.until >= now && entry.lease.token !== token) {
+          return yield* busy("acquire", threadId, "is in another turn")
+        }
         entry.lease = { token, until: now + options.durationMs }
         return { threadId, token }
       })

@@ -198,12 +198,20 @@ export interface Service {
   ) => Effect.Effect<ThreadPage, ThreadError>
   /**
    * Appends messages in one write. With `expectedCount`, only if the thread still holds that many (else
-   * `ThreadBusy`: someone else wrote); with `lease`, only while that lease holds it.
+   * `ThreadBusy`: someone else wrote); with `lease`, only while that lease holds it. With `turnKey`, at most once
+   * per key and thread: the key is stored with the messages, in the same write, and an append whose key is already
+   * stored appends nothing and answers the thread (its count, counting that turn's messages once) — looked up before
+   * the count and the lease are checked, so a turn that repeats its append after it landed (a durable turn resumed
+   * on another process) is answered, not refused. Two appends of one key at once: one lands, the other is answered.
    */
   readonly append: (
     threadId: string,
     messages: ReadonlyArray<Message>,
-    options?: OwnerOptions & { readonly expectedCount?: number | undefined; readonly lease?: Lease | undefined }
+    options?: OwnerOptions & {
+      readonly expectedCount?: number | undefined
+      readonly lease?: Lease | undefined
+      readonly turnKey?: string | undefined
+    }
   ) => Effect.Effect<Thread, ThreadError>
   /**
    * A new thread (same owner and metadata unless given) holding this one's messages before index `at`, and its
@@ -218,8 +226,16 @@ export interface Service {
     }
   ) => Effect.Effect<Thread, ThreadError>
   readonly delete: (threadId: string, options?: OwnerOptions) => Effect.Effect<void, ThreadError>
-  /** Takes the thread's lease for `durationMs`, or fails with `ThreadBusy` when another holds it. */
-  readonly acquire: (threadId: string, options: OwnerOptions & { readonly durationMs: number }) => Effect.Effect<Lease, ThreadError>
+  /**
+   * Takes the thread's lease for `durationMs`, or fails with `ThreadBusy` when another holds it. With `turnKey`, the
+   * lease is the turn's (its token made from the key), and a lease of the same turn key is taken again even while it
+   * holds: a durable turn resumed after its process died takes back its own lease at once, while any other turn
+   * waits for that lease to be given back or to expire.
+   */
+  readonly acquire: (
+    threadId: string,
+    options: OwnerOptions & { readonly durationMs: number; readonly turnKey?: string | undefined }
+  ) => Effect.Effect<Lease, ThreadError>
   /** Extends a lease held; `ThreadBusy` when it was lost (expired and taken). */
   readonly renew: (lease: Lease, durationMs: number) => Effect.Effect<void, ThreadError>
   /** Gives a lease back (nothing when it was lost). */

@@ -3,7 +3,9 @@
  * metadata, message count and lease); its messages are rows of `valet_thread_messages` keyed by (thread, index), so a
  * page is a range read on the key and an append inserts rows — neither grows with the thread. Writes that touch
  * both tables run in one transaction, conditioned on the count read (or the lease held), so two writers never
- * interleave.
+ * interleave. An append with a turn key also writes a row of `valet_thread_turns` (thread, key, where its messages
+ * landed) in that transaction, so the key is stored exactly when the messages are; a database made before that
+ * table existed gets it when a store opens it (`CREATE TABLE IF NOT EXISTS`, as every table here).
  */
 import { Clock, Effect, Result, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
@@ -11,13 +13,14 @@ import { formatIssue } from "../decode.js"
 import { Message } from "../modelSchema.js"
 import { createTables, describeSqlError, IntegerColumn } from "../sql.js"
 import * as Check from "./check.js"
-import { type Service, type Thread, ThreadBusy, ThreadNotFound, ThreadStoreError } from "./model.js"
+import { type Service, type Thread, ThreadBusy, type ThreadError, ThreadNotFound, ThreadStoreError } from "./model.js"
 
 export const tableNames = {
   threads: "valet_threads",
   messages: "valet_thread_messages",
   memory: "valet_working_memory",
-  summaries: "valet_thread_summaries"
+  summaries: "valet_thread_summaries",
+  turns: "valet_thread_turns"
 } as const
 
 const ThreadRow = Schema.Struct({
@@ -92,6 +95,7 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
   const threads = sql(tableNames.threads)
   const rows = sql(tableNames.messages)
   const summaries = sql(tableNames.summaries)
+  const turns = sql(tableNames.turns)
   yield* createTables(
     sql,
     tableNames.threads,
@@ -107,7 +111,10 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
       // A table of its own (not a column of valet_threads): a database made before summaries gets it here, with
       // nothing to alter.
       sql`CREATE TABLE IF NOT EXISTS ${sql(tableNames.summaries)} (
-        thread_id TEXT PRIMARY KEY, through BIGINT NOT NULL, content TEXT NOT NULL, updated_at BIGINT NOT NULL)`
+        thread_id TEXT PRIMARY KEY, through BIGINT NOT NULL, content TEXT NOT NULL, updated_at BIGINT NOT NULL)`,
+      sql`CREATE TABLE IF NOT EXISTS ${turns} (
+        thread_id TEXT NOT NULL, turn_key TEXT NOT NULL, start_idx BIGINT NOT NULL, message_count BIGINT NOT NULL,
+        created_at BIGINT NOT NULL, PRIMARY KEY (thread_id, turn_key))`
     ], { discard: true })
   ).pipe(Effect.mapError(failure("create tables")))
 
@@ -197,15 +204,30 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
     const once = appendOnce(threadId, added, options)
     // A plain append (no count expected, no lease) that another writer got ahead of reads the new count and goes
     // again: appends of several writers all land, one after the other.
-    return options?.expectedCount === undefined && options?.lease === undefined
+    const tried = options?.expectedCount === undefined && options?.lease === undefined
       ? Effect.retry(once, { while: (error) => error._tag === "ThreadBusy", times: 100 })
       : once
+    const turnKey = options?.turnKey
+    // Beaten by an append of the same key (two executions of one turn at once): the winner's messages are the turn's.
+    return turnKey === undefined ? tried : Effect.catchTag(tried, "ThreadBusy", (busy) =>
+      Effect.flatMap(hasTurn("append", threadId, turnKey), (stored): Effect.Effect<Thread, ThreadError> =>
+        stored ? find("append", threadId, options?.owner) : Effect.fail(busy)))
   }
+
+  const hasTurn = (operation: string, threadId: string, turnKey: string) =>
+    sql`SELECT turn_key FROM ${turns} WHERE thread_id = ${threadId} AND turn_key = ${turnKey}`.pipe(
+      Effect.map((found) => found.length > 0),
+      Effect.mapError(failure(operation, threadId))
+    )
 
   const appendOnce: Service["append"] = (threadId, added, options) =>
     sql.withTransaction(Effect.gen(function*() {
       const thread = yield* find("append", threadId, options?.owner)
+      const turnKey = options?.turnKey
+      yield* Check.checkTurnKey("append", turnKey, threadId)
       const checked = yield* Check.checkMessages("append", threadId, added, thread.messageCount)
+      // A turn already appended: answered as it is, before the count and the lease (which may have moved on since).
+      if (turnKey !== undefined && (yield* hasTurn("append", threadId, turnKey))) return thread
       const now = yield* Clock.currentTimeMillis
       const count = thread.messageCount
       if (options?.expectedCount !== undefined && options.expectedCount !== count) {
@@ -229,6 +251,10 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
             ...Array<Record<string, unknown>>
           ])
         }`.pipe(Effect.mapError(failure("append", threadId)))
+      }
+      if (turnKey !== undefined) {
+        yield* sql`INSERT INTO ${turns} (thread_id, turn_key, start_idx, message_count, created_at)
+          VALUES (${threadId}, ${turnKey}, ${count}, ${checked.length}, ${now})`.pipe(Effect.mapError(failure("append", threadId)))
       }
       return { ...thread, updatedAt: now, messageCount: count + checked.length }
     })).pipe(Effect.mapError((error) => "_tag" in error && error._tag === "SqlError" ? failure("append", threadId)(error) : error))
@@ -258,16 +284,21 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
       yield* find("delete", threadId, options?.owner)
       yield* sql`DELETE FROM ${rows} WHERE thread_id = ${threadId}`.pipe(Effect.mapError(failure("delete", threadId)))
       yield* sql`DELETE FROM ${summaries} WHERE thread_id = ${threadId}`.pipe(Effect.mapError(failure("delete", threadId)))
+      yield* sql`DELETE FROM ${turns} WHERE thread_id = ${threadId}`.pipe(Effect.mapError(failure("delete", threadId)))
       yield* sql`DELETE FROM ${threads} WHERE id = ${threadId}`.pipe(Effect.mapError(failure("delete", threadId)))
     })).pipe(Effect.mapError((error) => "_tag" in error && error._tag === "SqlError" ? failure("delete", threadId)(error) : error))
 
   const acquire: Service["acquire"] = (threadId, options) =>
     Effect.gen(function*() {
       yield* find("acquire", threadId, options.owner)
+      yield* Check.checkTurnKey("acquire", options.turnKey, threadId)
       const now = yield* Clock.currentTimeMillis
-      const token = Check.newLeaseToken()
+      const token = options.turnKey !== undefined ? Check.turnLeaseToken(options.turnKey) : Check.newLeaseToken()
+      // A turn key's own lease is taken again; a random token never matches another's.
       const taken = yield* sql`UPDATE ${threads} SET lease_token = ${token}, lease_until = ${now + options.durationMs}
-        WHERE id = ${threadId} AND (lease_token IS NULL OR lease_until < ${now}) RETURNING id`.pipe(Effect.mapError(failure("acquire", threadId)))
+        WHERE id = ${threadId} AND (lease_token IS NULL OR lease_until < ${now} OR lease_token = ${token}) RETURNING id`.pipe(
+        Effect.mapError(failure("acquire", threadId))
+      )
       if (taken.length === 0) return yield* busy("acquire", threadId, "is in another turn")
       return { threadId, token }
     })

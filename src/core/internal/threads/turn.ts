@@ -18,11 +18,18 @@ import { type Lease, type Service, type ThreadError, ThreadBusy, ThreadStoreErro
 /**
  * How a turn that did not complete is kept: `"note"` (the default) appends the task and an assistant message with
  * the partial answer and how the turn ended; `"drop"` appends nothing; a function returns the messages to append.
+ * `result` is the run's when it ended early with one (a budget spent, cancelled), `undefined` when it failed or its
+ * fiber was interrupted.
  */
 export type Incomplete =
   | "note"
   | "drop"
-  | ((ending: { readonly task: string; readonly output: string; readonly reason: string }) => ReadonlyArray<Message>)
+  | ((ending: {
+    readonly task: string
+    readonly output: string
+    readonly reason: string
+    readonly result: AgentEvent.RunResult | undefined
+  }) => ReadonlyArray<Message>)
 
 /** A turn's options: the thread, and how it is held, read and kept. */
 export interface TurnOptions {
@@ -110,7 +117,7 @@ export const turnMessages = (
     ? "interrupted"
     : `failed (${errorTagOf(exit.cause)})`
   if (incomplete === "drop") return []
-  if (typeof incomplete === "function") return incomplete({ task, output, reason })
+  if (typeof incomplete === "function") return incomplete({ task, output, reason, result: Exit.isSuccess(exit) ? exit.value : undefined })
   const note = `(This turn ended early: ${reason}.)`
   return [user, { role: "assistant", content: output === "" ? note : `${output}\n\n${note}` }]
 }

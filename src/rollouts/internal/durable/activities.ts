@@ -7,6 +7,10 @@
  *
  * Every activity's effect is built only when the activity runs: a replayed call must not reach the service (some
  * services start the call when it is made, not when its effect runs — `ScriptedModel` consumes a turn).
+ *
+ * A thread turn's store (`durableThreads`) is the one service whose writes are not only activities: its append is
+ * also keyed in the store itself, because an activity alone runs again when its process dies after the write and
+ * before the activity's result is stored.
  */
 import { type Context, Effect, Option, Schema, Stream } from "effect"
 import { Activity, type WorkflowEngine } from "effect/workflow"
@@ -14,6 +18,7 @@ import * as Architecture from "../../../core/Architecture.js"
 import * as Model from "../../../core/Model.js"
 import * as ModelError from "../../../core/ModelError.js"
 import type * as Tool from "../../../core/Tool.js"
+import * as Threads from "../../../core/Threads.js"
 import * as Sandbox from "../../../environment/Sandbox.js"
 import * as StateStore from "../../../environment/StateStore.js"
 import * as TrajectoryStore from "../../../environment/TrajectoryStore.js"
@@ -155,6 +160,56 @@ export const durableTrajectoryStore = (
           success: TrajectoryStore.TrajectoryRecord,
           error: TrajectoryStore.TrajectoryStoreError,
           execute: () => inner.append(record)
+        })
+    }
+  })
+
+const ThreadSchema = Schema.Struct({
+  id: Schema.String,
+  owner: Schema.String,
+  metadata: Schema.Record(Schema.String, Schema.Unknown),
+  createdAt: Schema.Number,
+  updatedAt: Schema.Number,
+  messageCount: Schema.Number
+})
+const PageSchema = Schema.Struct({ threadId: Schema.String, start: Schema.Number, messages: Schema.Array(Model.Message), total: Schema.Number })
+const SummarySchema = Schema.UndefinedOr(Schema.Struct({ content: Schema.String, through: Schema.Number }))
+const ThreadError = Schema.Union([Threads.ThreadNotFound, Threads.ThreadForbidden, Threads.ThreadBusy, Threads.ThreadStoreError])
+
+/**
+ * The thread store of a durable thread turn, the turn keyed by `turnKey` (its run id). Its reads (the history page,
+ * the thread, its summary, the working memory) are activities (`<run>/thread/<op>/<n>`), so a resumed turn runs on the history it
+ * read first — the same requests as before, the model calls answered from storage. Its writes are activities too,
+ * and its append also carries the turn key into the store, which appends a key once: a process that dies after the
+ * append and before the activity's result is stored leaves a turn that appends again on resume, and is answered.
+ * The lease is no activity: each execution takes it under the turn key, so a resumed turn takes back its own lease at
+ * once (see `Threads.Service.acquire`), renews it while it runs and gives it back at the end.
+ */
+export const durableThreads = (inner: Threads.Service, turnKey: string): Effect.Effect<Threads.Service, never, WorkflowContext> =>
+  Effect.map(Effect.context<WorkflowContext>(), (context) => {
+    const activity = numberedActivities(context, turnKey)
+    return {
+      ...inner,
+      acquire: (threadId, options) => inner.acquire(threadId, { ...options, turnKey }),
+      get: (threadId, options) =>
+        activity("thread/get", { success: ThreadSchema, error: ThreadError, execute: () => inner.get(threadId, options) }),
+      messages: (threadId, options) =>
+        activity("thread/messages", { success: PageSchema, error: ThreadError, execute: () => inner.messages(threadId, options) }),
+      // The summary the turn starts from is read once: a resumed turn is given the history it was given first, and
+      // sends the requests it sent then (a summary written meanwhile by another turn would change them).
+      summary: (threadId, options) =>
+        activity("thread/summary", { success: SummarySchema, error: ThreadError, execute: () => inner.summary(threadId, options) }),
+      writeSummary: (threadId, summary, options) =>
+        activity("thread/summary/write", { success: Schema.Void, error: ThreadError, execute: () => inner.writeSummary(threadId, summary, options) }),
+      readMemory: (key) =>
+        activity("thread/memory/read", { success: Schema.Unknown, error: Threads.ThreadStoreError, execute: () => inner.readMemory(key) }),
+      writeMemory: (key, document) =>
+        activity("thread/memory/write", { success: Schema.Void, error: Threads.ThreadStoreError, execute: () => inner.writeMemory(key, document) }),
+      append: (threadId, messages, options) =>
+        activity("thread/append", {
+          success: ThreadSchema,
+          error: ThreadError,
+          execute: () => inner.append(threadId, messages, { ...options, turnKey })
         })
     }
   })

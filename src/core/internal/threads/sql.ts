@@ -12,8 +12,23 @@ import { Message } from "../modelSchema.js"
 import { createTables, describeSqlError, IntegerColumn } from "../sql.js"
 import * as Check from "./check.js"
 import { type Service, type Thread, ThreadBusy, ThreadNotFound, ThreadStoreError } from "./model.js"
+import * as SqlVectors from "./sqlVectors.js"
 
-export const tableNames = { threads: "valet_threads", messages: "valet_thread_messages", memory: "valet_working_memory" } as const
+export const tableNames = {
+  threads: "valet_threads",
+  messages: "valet_thread_messages",
+  memory: "valet_working_memory",
+  vectors: SqlVectors.table
+} as const
+
+/** How the SQL store is made. */
+export interface Options {
+  /**
+   * How recall searches vectors: `"auto"` (the default: `sqlite-vec` when the SQLite connection has it loaded,
+   * pgvector when the PostgreSQL server has it, else a scan) or `"scan"` (always the scan).
+   */
+  readonly vectorSearch?: SqlVectors.Wanted | undefined
+}
 
 const ThreadRow = Schema.Struct({
   id: Schema.String,
@@ -79,7 +94,7 @@ const messageOf = (operation: string, threadId: string, row: unknown): Result.Re
     : Result.succeed(message.success)
 }
 
-export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient> = Effect.gen(function*() {
+export const makeWith = (options: Options = {}): Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient> => Effect.gen(function*() {
   // Column names are ours whatever name transforms the client was configured with.
   const sql = (yield* SqlClient.SqlClient).withoutTransforms()
   const threads = sql(tableNames.threads)
@@ -95,9 +110,11 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
       sql`CREATE TABLE IF NOT EXISTS ${rows} (
         thread_id TEXT NOT NULL, idx BIGINT NOT NULL, message TEXT NOT NULL, PRIMARY KEY (thread_id, idx))`,
       sql`CREATE TABLE IF NOT EXISTS ${sql(tableNames.memory)} (
-        memory_key TEXT PRIMARY KEY, document TEXT NOT NULL, updated_at BIGINT NOT NULL)`
+        memory_key TEXT PRIMARY KEY, document TEXT NOT NULL, updated_at BIGINT NOT NULL)`,
+      SqlVectors.createStatements(sql)
     ], { discard: true })
   ).pipe(Effect.mapError(failure("create tables")))
+  const search = yield* SqlVectors.detect(sql, options.vectorSearch ?? "auto")
 
   const columns = sql`id, owner, metadata, created_at, updated_at, message_count`
 
@@ -116,6 +133,8 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
 
   const busy = (operation: string, threadId: string, why: string) =>
     new ThreadBusy({ threadId, message: `Threads.${operation}: thread ${JSON.stringify(threadId)} ${why}` })
+
+  const vectors = SqlVectors.make(sql, search, find, messageOf)
 
   const insertThread = (operation: string, thread: Thread) =>
     sql`INSERT INTO ${threads} (id, owner, metadata, created_at, updated_at, message_count)
@@ -233,6 +252,7 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
       yield* insertThread("fork", thread)
       yield* sql`INSERT INTO ${rows} (thread_id, idx, message)
         SELECT ${id}, idx, message FROM ${rows} WHERE thread_id = ${threadId} AND idx < ${at}`.pipe(Effect.mapError(failure("fork", threadId)))
+      yield* vectors.forkOf(threadId, id, at).pipe(Effect.mapError(failure("fork", threadId)))
       return thread
     })).pipe(Effect.mapError((error) => "_tag" in error && error._tag === "SqlError" ? failure("fork", threadId)(error) : error))
 
@@ -240,6 +260,7 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
     sql.withTransaction(Effect.gen(function*() {
       yield* find("delete", threadId, options?.owner)
       yield* sql`DELETE FROM ${rows} WHERE thread_id = ${threadId}`.pipe(Effect.mapError(failure("delete", threadId)))
+      yield* vectors.deleteOf(threadId).pipe(Effect.mapError(failure("delete", threadId)))
       yield* sql`DELETE FROM ${threads} WHERE id = ${threadId}`.pipe(Effect.mapError(failure("delete", threadId)))
     })).pipe(Effect.mapError((error) => "_tag" in error && error._tag === "SqlError" ? failure("delete", threadId)(error) : error))
 
@@ -296,6 +317,9 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
   return {
     readMemory,
     writeMemory,
+    vectorSearch: vectors.vectorSearch,
+    storeVectors: vectors.storeVectors,
+    recall: vectors.recall,
     create,
     get: (threadId, options) => find("get", threadId, options?.owner),
     messages,
@@ -308,3 +332,5 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
     release
   } satisfies Service
 })
+
+export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient> = makeWith()

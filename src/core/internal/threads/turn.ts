@@ -7,9 +7,11 @@
 import { Cause, Duration, Effect, Exit, Schedule, type Scope, Stream } from "effect"
 import type { AgentError } from "../../AgentError.js"
 import type * as AgentEvent from "../../AgentEvent.js"
+import type { ModelError } from "../../ModelError.js"
 import type { Message } from "../modelSchema.js"
 import type { Emitter } from "../runtime.js"
 import type * as Tool from "../../Tool.js"
+import * as Recall from "./recall.js"
 import * as WorkingMemory from "./workingMemory.js"
 import { type Lease, type Service, type ThreadError, ThreadBusy, ThreadStoreError } from "./model.js"
 
@@ -41,6 +43,11 @@ export interface TurnOptions {
    * through the `update_working_memory` tool the turn gives the agent.
    */
   readonly workingMemory?: WorkingMemory.WorkingMemory | undefined
+  /**
+   * Semantic recall: the owner's past messages nearest the task are shown to the model (a system message after the
+   * working memory's), and the turn's messages are embedded once appended (see `Recall.RecallOptions`).
+   */
+  readonly recall?: Recall.RecallOptions | undefined
 }
 
 const defaults = { historyLimit: 100, leaseMs: 60_000, busyTimeoutMs: 30_000 }
@@ -133,7 +140,7 @@ interface Begun {
   /** Tools the turn gives the agent (the working memory's). */
   readonly tools: ReadonlyArray<Tool.Tool>
   /** Appends the turn's messages and gives the lease back. */
-  readonly finish: (exit: Exit.Exit<AgentEvent.RunResult, unknown>, events: ReadonlyArray<AgentEvent.AgentEvent>) => Effect.Effect<void, ThreadError>
+  readonly finish: (exit: Exit.Exit<AgentEvent.RunResult, unknown>, events: ReadonlyArray<AgentEvent.AgentEvent>) => Effect.Effect<void, ThreadError | ModelError>
 }
 
 const leaseMsOf = (options: TurnOptions): Effect.Effect<number, ThreadStoreError> => {
@@ -152,7 +159,7 @@ const leaseMsOf = (options: TurnOptions): Effect.Effect<number, ThreadStoreError
 }
 
 /** Takes the lease (renewed in the scope), loads the page, and says how to finish. */
-const begin = (threads: Service, options: TurnOptions, task: string): Effect.Effect<Begun, ThreadError, Scope.Scope> =>
+const begin = (threads: Service, options: TurnOptions, task: string): Effect.Effect<Begun, ThreadError | ModelError, Scope.Scope> =>
   Effect.gen(function*() {
     const leaseMs = yield* leaseMsOf(options)
     const acquire = threads.acquire(options.id, { owner: options.owner, durationMs: leaseMs })
@@ -177,8 +184,8 @@ const begin = (threads: Service, options: TurnOptions, task: string): Effect.Eff
     const memory = options.workingMemory
     let shown: ReadonlyArray<Message> = []
     let tools: ReadonlyArray<Tool.Tool> = []
-    if (memory !== undefined) {
-      const thread = yield* threads.get(options.id, { owner: options.owner })
+    const thread = memory !== undefined || options.recall !== undefined ? yield* threads.get(options.id, { owner: options.owner }) : undefined
+    if (memory !== undefined && thread !== undefined) {
       const key = WorkingMemory.keyOf(memory.scope, thread.owner, thread.id)
       const document = yield* memory.show(yield* threads.readMemory(key), key)
       // A system message, so that compaction keeps it whole with the instructions.
@@ -188,13 +195,21 @@ const begin = (threads: Service, options: TurnOptions, task: string): Effect.Eff
       }]
       tools = [memory.tool((next) => threads.writeMemory(key, next))]
     }
+    const recall = options.recall !== undefined && thread !== undefined
+      ? yield* Recall.prepare(threads, options.recall, { threadId: thread.id, owner: thread.owner, task, pageStart: page.start })
+      : undefined
     return {
       lease,
       tools,
-      history: [...shown, ...fromFirstUserMessage(page.messages)],
+      history: [...shown, ...(recall?.shown ?? []), ...fromFirstUserMessage(page.messages)],
       finish: (exit, events) => {
         const messages = turnMessages(task, events, exit, options.incomplete ?? "note")
-        return messages.length === 0 ? Effect.void : Effect.asVoid(threads.append(options.id, messages, { owner: options.owner, lease }))
+        if (messages.length === 0) return Effect.void
+        const appended = threads.append(options.id, messages, { owner: options.owner, lease })
+        // The vectors right after the append, in a write of their own (see recall.ts for why).
+        return recall === undefined
+          ? Effect.asVoid(appended)
+          : Effect.flatMap(appended, (after) => recall.store(options.id, options.owner, after.messageCount - messages.length, messages))
       }
     }
   })
@@ -236,7 +251,7 @@ export const stream = <E, R>(
   task: string,
   extraHistory: ReadonlyArray<Message> | undefined,
   body: (history: ReadonlyArray<Message>, tools: ReadonlyArray<Tool.Tool>) => Stream.Stream<AgentEvent.AgentEvent, E, R>
-): Stream.Stream<AgentEvent.AgentEvent, E | ThreadError, R> =>
+): Stream.Stream<AgentEvent.AgentEvent, E | ThreadError | ModelError, R> =>
   Stream.unwrap(Effect.gen(function*() {
     const begun = yield* begin(threads, optionsOf(thread), task)
     const { events, record } = recorder()

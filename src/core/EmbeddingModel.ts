@@ -103,14 +103,16 @@ const malformed = (model: string, message: string) =>
 
 /**
  * Checks one batch's answer: as many vectors as texts, each of `dimensions` (or of the batch's first length), each
- * a vector that can be compared. `offset` is the batch's first text in the whole input, for the message.
+ * a vector that can be compared. `offset` is the batch's first text in the whole input, for the message;
+ * `configured` says whether `dimensions` are the model's own or those of an earlier answer.
  */
-export const checkVectors = (
+const checkVectors = (
   model: string,
   texts: number,
   vectors: ReadonlyArray<Vector>,
   dimensions: number | undefined,
-  offset = 0
+  offset: number,
+  configured: boolean
 ): ModelError | undefined => {
   if (vectors.length !== texts) return malformed(model, `${texts} texts were sent, ${vectors.length} vectors came back`)
   const expected = dimensions ?? vectors[0]?.length
@@ -122,7 +124,7 @@ export const checkVectors = (
     if (vector.length !== expected) {
       return malformed(
         model,
-        `the vector of text ${offset + i} has ${vector.length} dimensions, not ${expected}${dimensions !== undefined ? " (the model's dimensions)" : " (as the first vector)"}`
+        `the vector of text ${offset + i} has ${vector.length} dimensions, not ${expected}${configured ? " (the model's dimensions)" : " (as the first vector)"}`
       )
     }
     const problem = Vectors.vectorProblem(vector)
@@ -145,7 +147,7 @@ export const make = (options: MakeOptions): Service => {
   let learnt = options.dimensions
   const batch = (texts: ReadonlyArray<string>, offset: number) =>
     Effect.flatMap(options.embed(texts), (vectors) => {
-      const problem = checkVectors(options.model, texts.length, vectors, learnt, offset)
+      const problem = checkVectors(options.model, texts.length, vectors, learnt, offset, options.dimensions !== undefined)
       if (problem !== undefined) return Effect.fail(problem)
       if (learnt === undefined && vectors.length > 0) learnt = vectors[0]!.length
       return Effect.succeed(vectors)

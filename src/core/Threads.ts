@@ -182,7 +182,8 @@ export type ThreadStoreError = Model.ThreadStoreError
 /**
  * A turn's options (`Agent.run(agent, task, { thread: { id, … } })`): the thread's `id`, the caller's `owner`,
  * `onBusy` (`"fail"`, the default, or `"wait"` up to `busyTimeout`), `historyLimit` (the last 100 messages by
- * default), `incomplete` (how a turn that did not complete is kept) and `leaseDuration` (60 seconds, renewed).
+ * default), `incomplete` (how a turn that did not complete is kept), `leaseDuration` (60 seconds, renewed),
+ * `workingMemory` and `recall` (semantic recall: `RecallOptions`).
  *
  * @since 0.2.0
  * @category options
@@ -241,7 +242,31 @@ export type Recalled = Model.Recalled
 /**
  * Semantic recall on a turn (`{ thread: { id, recall: { topK: 5 } } }`): the task is embedded, the owner's past
  * messages nearest it (not those already in the history given) are shown to the model as one system message, and
- * the turn's user and assistant messages are embedded and stored after they are appended.
+ * the turn's user and assistant messages are embedded and stored right after they are appended (in a write of their
+ * own: the append, the turn's commit, never waits on the embedding model). `embedding` is the model (default: the
+ * `EmbeddingModel` in context), `topK` (5), `minScore`, `scope` (`"owner"`, the default, or `"thread"`), and
+ * `onError`: `"skip"` (the default: an embedding failure is logged, the turn runs without recall and its messages
+ * are kept without vectors) or `"fail"` (the turn fails with the `ModelError`).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Agent, HashedEmbeddingModel, ScriptedModel, Threads } from "valet"
+ *
+ * const assistant = Agent.make({ name: "assistant", instructions: "Be brief." })
+ *
+ * const program = Effect.gen(function*() {
+ *   const first = yield* Threads.create({ owner: "ada" })
+ *   yield* Agent.run(assistant, "My cat is called Tom.", { thread: { id: first.id, recall: { topK: 3 } } })
+ *   // Another conversation of Ada's: the model is shown "[user, thread …] My cat is called Tom." before the task.
+ *   const second = yield* Threads.create({ owner: "ada" })
+ *   return yield* Agent.run(assistant, "What is my cat called?", { thread: { id: second.id, recall: { topK: 3 } } })
+ * }).pipe(
+ *   Effect.provide(Threads.layerMemory()),
+ *   Effect.provide(HashedEmbeddingModel.layer()), // OpenAiCompatible.layerEmbeddingModelNode({ … }) for a real model
+ *   Effect.provide(ScriptedModel.layer(["Nice name.", "Tom."]))
+ * )
+ * ```
  *
  * @since 0.2.0
  * @category recall

@@ -12,6 +12,15 @@
  * after compaction are a `ContextLengthExceeded` naming the sizes; over the assumed one, they are sent. A server's `ContextLengthExceeded` compacts once more (to half the
  * window) and the call is sent again.
  *
+ * Tokens are counted by `effect/ai`'s `Tokenizer` when one is in context (`valet/GptTokenizer` offers one on OpenAI's
+ * encodings; any `Tokenizer.make({ tokenize })` works), else estimated (`Budget.estimateInputTokens`, about four
+ * characters a token). Either way a call is first checked by its characters alone, which costs a sum of lengths;
+ * only a call that may be over is counted, each message once.
+ *
+ * On a thread (`Agent.run(agent, task, { thread })`), the summary outlives the turn: the thread keeps it beside its
+ * messages (`Threads.summary`), and the next turn starts from it and the messages after it, so a long conversation
+ * pays a summary once every few turns rather than on every turn past the threshold.
+ *
  * The policy is a `Context.Reference`: `Compaction.layer({ … })` changes it for what it is provided to; a strategy is
  * any function from messages to messages (swap it, or wrap the default).
  *
@@ -33,7 +42,6 @@
  */
 import { Context, Effect, Layer } from "effect"
 import { type BudgetExhausted, InvalidOptions } from "./AgentError.js"
-import * as Budget from "./Budget.js"
 import type { Message } from "./internal/modelSchema.js"
 import type { ModelError } from "./ModelError.js"
 
@@ -46,9 +54,14 @@ import type { ModelError } from "./ModelError.js"
  */
 export interface StrategyInput {
   readonly messages: ReadonlyArray<Message>
-  /** The tokens the messages should come down to (estimated with `Budget.estimateInputTokens`). */
+  /** The tokens the messages should come down to (as `measure` counts them). */
   readonly target: number
   readonly policy: Policy
+  /**
+   * The tokens of messages: by the `Tokenizer` of `effect/ai` when one is in context, else estimated with
+   * `Budget.estimateInputTokens`.
+   */
+  readonly measure: (messages: ReadonlyArray<Message>) => Effect.Effect<number>
   readonly summarize: (messages: ReadonlyArray<Message>) => Effect.Effect<string, ModelError | BudgetExhausted>
   /**
    * Whether a summary may be asked for now: false when the run summarised and the conversation has not grown by
@@ -153,8 +166,6 @@ export const headEnd = (messages: ReadonlyArray<Message>): number => {
  */
 export const summaryPrefix = "[Summary of "
 
-const estimate = (messages: ReadonlyArray<Message>): number => Budget.estimateInputTokens({ messages })
-
 /**
  * The default strategy: cut old tool results, then summarise the oldest messages between the head (system
  * messages, the task) and the kept tail into one message.
@@ -175,7 +186,7 @@ export const defaultStrategy: Strategy = (input) =>
       )
     // Old tool results first; then the oldest messages summarised; last, the kept tail's tool results too.
     const cut = cutBefore(messages, tail)
-    if (estimate(cut) <= target) return { messages: cut, strategy: "tool_results" }
+    if ((yield* input.measure(cut)) <= target) return { messages: cut, strategy: "tool_results" }
     let out = cut
     let strategy = "tool_results"
     // The task stays where the model reads it, before the summary of what came before it and after it.
@@ -187,7 +198,7 @@ export const defaultStrategy: Strategy = (input) =>
       const summarized: Message = { role: "user", content: `${summaryPrefix}${middle.length} earlier messages]\n${summary}` }
       out = [...cut.slice(0, head), ...(pinned ? [cut[task]!] : []), summarized, ...cut.slice(tail)]
       strategy = "summary"
-      if (estimate(out) <= target) return { messages: out, strategy }
+      if ((yield* input.measure(out)) <= target) return { messages: out, strategy }
     }
     return { messages: cutBefore(out, out.length), strategy }
   })

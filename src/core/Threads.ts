@@ -7,11 +7,18 @@
  * row). A failed or interrupted turn appends the user message and a note of how it ended (or what the app
  * chooses), never half a tool exchange.
  *
+ * When a turn's run compacts its history with a summary (`Compaction`), the thread keeps that summary beside its
+ * messages (`Threads.summary`: the text and how many of the first messages it stands for): the next turn is given
+ * the summary and only the messages after it (still a page of `historyLimit` at most), and its compaction takes the
+ * summary in as the earlier one. So a long conversation asks for a summary once every few turns, not on every turn
+ * past the window's threshold. The messages are never changed (`messages` reads them all); a fork keeps the summary
+ * when it stands for messages before the fork only.
+ *
  * Layers: `layerMemory` (tests, one process) and `layerSql` on any `effect/sql` `SqlClient` — SQLite
  * (`SqliteClient.layer({ filename })` from `valet/SqliteClient`) or PostgreSQL (`@effect/sql-pg`'s `PgClient`);
- * tables `valet_threads`, `valet_thread_messages`, `valet_working_memory` and `valet_thread_vectors`, created when
- * missing. Rows read back are schema-checked: a damaged one is a `ThreadStoreError` naming the thread and the
- * message's index.
+ * tables `valet_threads`, `valet_thread_messages`, `valet_working_memory`, `valet_thread_summaries` and
+ * `valet_thread_vectors`, created when missing (also in a database made by an earlier version). Rows read back are
+ * schema-checked: a damaged one is a `ThreadStoreError` naming the thread and the message's index.
  *
  * Semantic recall (`recall` on a turn): messages are embedded by an `EmbeddingModel` when appended, and a turn is
  * shown the owner's past messages nearest its task. Vectors are searched with `sqlite-vec` (SQLite, when the
@@ -76,6 +83,15 @@ export type Page = Model.Page
  * @category models
  */
 export type ThreadPage = Model.ThreadPage
+
+/**
+ * A thread's summary: the text a turn's compaction made of the thread's first `through` messages, kept beside them
+ * (the messages are never changed); the next turn is given it and only the messages after it.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type Summary = Model.Summary
 
 /**
  * Options that name the caller's owner: when given, a thread of another owner is `ThreadForbidden`.
@@ -336,13 +352,23 @@ export const append = (
 ): Effect.Effect<Thread, ThreadError, Threads> => Effect.flatMap(Effect.service(Threads), (threads) => threads.append(threadId, messages, options))
 
 /**
- * A copy of a thread up to a message (edit and retry: fork before the message to change, then run from there).
+ * A copy of a thread up to a message (edit and retry: fork before the message to change, then run from there), with
+ * the thread's summary when it stands for messages before `at` only.
  *
  * @since 0.2.0
  * @category accessors
  */
 export const fork = (threadId: string, options: Parameters<Service["fork"]>[1]): Effect.Effect<Thread, ThreadError, Threads> =>
   Effect.flatMap(Effect.service(Threads), (threads) => threads.fork(threadId, options))
+
+/**
+ * The thread's summary (the last one a turn's compaction kept), or `undefined`. `messages` still reads every message.
+ *
+ * @since 0.2.0
+ * @category accessors
+ */
+export const summary = (threadId: string, options?: OwnerOptions): Effect.Effect<Summary | undefined, ThreadError, Threads> =>
+  Effect.flatMap(Effect.service(Threads), (threads) => threads.summary(threadId, options))
 
 /**
  * Deletes a thread and its messages.

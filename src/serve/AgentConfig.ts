@@ -17,6 +17,7 @@
  *     options: { maxRounds: 2, critic: assistant }
  * server: { port: 8787, maxConcurrentRuns: 16, tokenEnv: VALET_TOKEN }
  * threads: { store: sqlite, path: data/threads.sqlite3 }   # or memory, or { store: postgres, urlEnv: DATABASE_URL }
+ * # Each turn's: historyLimit: 100, onBusy: wait, workingMemory: { scope: owner, template: "Name: ?" }
  * ```
  *
  * A bad file fails with one `ConfigFileError` naming the file, the line and the key (`valet.yaml:9:19:
@@ -49,14 +50,14 @@
  *
  * @since 0.2.0
  */
-import { Config, Context, type Duration, Effect, FileSystem, Layer, Path, Result, type Scope } from "effect"
+import { Config, Context, type Duration, Effect, FileSystem, Layer, Path, Result, Schema, type Scope } from "effect"
 import type { HttpClient } from "effect/http"
 import type { ChildProcessSpawner } from "effect/process"
 import * as Agent from "../core/Agent.js"
 import * as Model from "../core/Model.js"
 import type * as ModelError from "../core/ModelError.js"
 import * as ScriptedModel from "../core/ScriptedModel.js"
-import type * as Threads from "../core/Threads.js"
+import * as Threads from "../core/Threads.js"
 import type * as Tool from "../core/Tool.js"
 import * as Mcp from "../providers/Mcp.js"
 import * as YamlDocument from "../providers/internal/yamlDocument.js"
@@ -505,6 +506,27 @@ export const layer: {
     BuildError,
     Exclude<Requirements, Scope.Scope>
   >
+
+/**
+ * How the file's turns on threads are held, read and kept (`threads:`'s `historyLimit`, `onBusy`, `workingMemory`),
+ * for `Runs`' `turns` option and `valet run --thread`. A working memory of the file is a text document (its
+ * `template` until the model writes one), per thread or per owner.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const turnDefaults = (loaded: Loaded): Omit<Threads.TurnOptions, "id" | "owner"> => {
+  const settings = loaded.config.threads
+  if (settings === undefined) return {}
+  const memory = settings.workingMemory
+  return {
+    ...(settings.historyLimit !== undefined ? { historyLimit: settings.historyLimit } : {}),
+    ...(settings.onBusy !== undefined ? { onBusy: settings.onBusy } : {}),
+    ...(memory !== undefined
+      ? { workingMemory: Threads.workingMemory(Schema.String, { initial: memory.template ?? "", scope: memory.scope ?? "thread" }) }
+      : {})
+  }
+}
 
 /**
  * The file's thread store (`threads:`) as a `Threads` layer, or `undefined` when the file has none: memory, a SQLite

@@ -52,6 +52,7 @@ import * as Decode from "../core/internal/decode.js"
 import { randomHex20 } from "../core/internal/ids.js"
 import * as Agents from "./Agents.js"
 import * as OutputSchema from "./internal/outputSchema.js"
+import * as RedactStore from "./internal/redactStore.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // Requests and views
@@ -385,7 +386,20 @@ export interface Options {
   readonly keepFinished?: Duration.Input | undefined
   /** @deprecated `keepFinished` (valet 0.x reads both): milliseconds. */
   readonly keepFinishedMs?: number | undefined
+  /**
+   * How every turn on a thread is held, read and kept (`Threads.TurnOptions` without the thread and its owner,
+   * which are the request's): `historyLimit`, `onBusy`, a working memory, … (valet.yaml's `threads:` sets them).
+   */
+  readonly turns?: TurnDefaults | undefined
 }
+
+/**
+ * The options of every turn a server runs on a thread: `Threads.TurnOptions` but the thread and the owner.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export type TurnDefaults = Omit<Threads.TurnOptions, "id" | "owner">
 
 /**
  * Whose the caller is (`RunsApi.CurrentOwner`): runs started with an owner are seen by that owner only.
@@ -541,10 +555,12 @@ const summary = (record: Record_): RunSummary => ({
 export const make = (options: Options = {}): Effect.Effect<Service, never, Agents.Agents | Scope.Scope> =>
   Effect.gen(function*() {
     const agents = yield* Agents.Agents
-    // A store when the server has one: turns on threads need it; plain runs do not.
-    const threads = yield* Effect.serviceOption(Threads.Threads)
+    // A store when the server has one: turns on threads need it; plain runs do not. Its failures reach clients
+    // without the driver's text (the log has it).
+    const threads = Option.map(yield* Effect.serviceOption(Threads.Threads), RedactStore.redacted)
     const scope = yield* Effect.scope
     const maxConcurrentRuns = options.maxConcurrentRuns ?? 16
+    const turns = options.turns ?? {}
     const keepFinishedRuns = options.keepFinishedRuns ?? 100
     const keepFinishedMs = options.keepFinished !== undefined ? Duration.toMillis(options.keepFinished) : options.keepFinishedMs ?? 3_600_000
     if (options.keepFinished === undefined && options.keepFinishedMs !== undefined && !saidKeepFinishedMs) {
@@ -596,7 +612,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
     ): Stream.Stream<AgentEvent.AgentEvent, AgentError | Threads.ThreadError> => {
       const thread = record.thread
       if (thread === undefined || Option.isNone(threads)) return Agent.stream(entry.agent, record.input, options)
-      return Agent.stream(entry.agent, record.input, { ...options, thread: { id: thread.id, owner: thread.owner } }).pipe(
+      return Agent.stream(entry.agent, record.input, { ...options, thread: { ...turns, id: thread.id, owner: thread.owner } }).pipe(
         Stream.provideService(Threads.Threads, threads.value)
       )
     }

@@ -296,6 +296,14 @@ export interface ThreadsClient {
     threadId: string,
     request: Runs.ThreadRunRequest
   ) => Effect.Effect<Runs.Started, ThreadRouteError | Runs.UnknownAgent | Runs.TooManyRuns | Runs.InvalidRunRequest | RequestError>
+  /**
+   * `POST /threads/:threadId/runs/stream`: a turn of the thread, its events as they come; the turn is cancelled
+   * when this stream is (its note is kept on the thread). Like `stream`, it does not reconnect.
+   */
+  readonly stream: (
+    threadId: string,
+    request: Runs.ThreadRunRequest
+  ) => Stream.Stream<AgentEvent.AgentEvent, ThreadRouteError | Runs.UnknownAgent | Runs.TooManyRuns | Runs.InvalidRunRequest | StreamError>
 }
 
 /**
@@ -529,7 +537,12 @@ export const make = (options: Options): Effect.Effect<Service, InvalidOptions, H
           Effect.withSpan(client.listThreads({ query: { limit: page?.limit, cursor: page?.cursor } }), "valet/RunsClient.threads.list"),
         delete: (threadId) => Effect.asVoid(Effect.withSpan(client.deleteThread({ params: { threadId } }), "valet/RunsClient.threads.delete")),
         run: (threadId, request) =>
-          Effect.withSpan(client.createThreadRun({ params: { threadId }, payload: request }), "valet/RunsClient.threads.run")
+          Effect.withSpan(client.createThreadRun({ params: { threadId }, payload: request }), "valet/RunsClient.threads.run"),
+        stream: (threadId, request) =>
+          Stream.unwrap(Effect.map(
+            client.streamThreadRun({ params: { threadId }, payload: request, query: {} }),
+            (bytes) => eventsOf(bytes, undefined, { lastId: undefined, completed: false })
+          )).pipe(Stream.withSpan("valet/RunsClient.threads.stream", { attributes: { "valet.thread_id": threadId } }))
       }
     })
   })
@@ -570,6 +583,13 @@ export interface PromiseClient {
   readonly events: (runId: string, options?: { readonly after?: number | undefined }) => AsyncIterable<AgentEvent.AgentEvent>
   /** `POST /runs/stream`; leaving the loop early cancels the run. */
   readonly stream: (request: Runs.RunRequest) => AsyncIterable<AgentEvent.AgentEvent>
+  /** The thread routes (`/threads`), as the server's owner function sees this client. */
+  readonly threads: {
+    readonly [K in keyof ThreadsClient]: ThreadsClient[K] extends (...args: infer P) => Effect.Effect<infer A, infer _E>
+      ? (...args: P) => Promise<A>
+      : ThreadsClient[K] extends (...args: infer P) => Stream.Stream<infer A, infer _E> ? (...args: P) => AsyncIterable<A>
+      : never
+  }
 }
 
 /**
@@ -590,6 +610,14 @@ export const promise = (options: Options): PromiseClient => {
     cancel: (runId) => run(client.cancel(runId)),
     agents: () => run(client.agents()),
     events: (runId, eventOptions) => iterate(client.events(runId, eventOptions)),
-    stream: (request) => iterate(client.stream(request))
+    stream: (request) => iterate(client.stream(request)),
+    threads: {
+      create: (createOptions) => run(client.threads.create(createOptions)),
+      get: (threadId, page) => run(client.threads.get(threadId, page)),
+      list: (page) => run(client.threads.list(page)),
+      delete: (threadId) => run(client.threads.delete(threadId)),
+      run: (threadId, request) => run(client.threads.run(threadId, request)),
+      stream: (threadId, request) => iterate(client.threads.stream(threadId, request))
+    }
   }
 }

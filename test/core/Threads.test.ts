@@ -142,6 +142,40 @@ const conformance = (backend: Backend) =>
         expect(yield* Effect.flip(Threads.fork("base", { at: 1, owner: "grace" }))).toMatchObject({ _tag: "ThreadForbidden" })
       })))
 
+    it.effect("a summary: kept beside the messages, replaced whole, with the lease; a fork keeps it only if it stands for messages before at", () =>
+      withStore(backend, Effect.gen(function*() {
+        const threads = yield* Threads.Threads
+        yield* Threads.create({ id: "s", owner: "ada" })
+        expect(yield* Threads.summary("s")).toBeUndefined()
+        yield* Threads.append("s", [user("1"), assistant("2"), user("3"), assistant("4"), user("5"), assistant("6")])
+        yield* threads.writeSummary("s", { content: "[Summary of 2 earlier messages]\nOne, two.", through: 2 })
+        expect(yield* Threads.summary("s", { owner: "ada" })).toEqual({ content: "[Summary of 2 earlier messages]\nOne, two.", through: 2 })
+        const lease = yield* threads.acquire("s", { durationMs: 1000 })
+        yield* threads.writeSummary("s", { content: "[Summary of 4 earlier messages]\nOne to four.", through: 4 }, { lease })
+        // The messages are untouched: every one is still read.
+        expect((yield* Threads.messages("s")).messages.map((message) => message.content)).toEqual(["1", "2", "3", "4", "5", "6"])
+        // A lease lost: nothing written. Through past the messages, or empty text: refused, naming the field.
+        yield* TestClock.adjust(1001)
+        yield* threads.acquire("s", { durationMs: 1000 })
+        expect(yield* Effect.flip(threads.writeSummary("s", { content: "[Summary of 5 earlier messages]\nx", through: 5 }, { lease }))).toMatchObject({ _tag: "ThreadBusy", threadId: "s" })
+        expect(yield* Effect.flip(threads.writeSummary("s", { content: "x", through: 7 }))).toMatchObject({
+          _tag: "ThreadStoreError",
+          message: "Threads.writeSummary: through must be an integer in [1, 6] (the thread's messages), got 7"
+        })
+        expect(yield* Effect.flip(threads.writeSummary("s", { content: "", through: 1 }))).toMatchObject({ _tag: "ThreadStoreError", operation: "writeSummary" })
+        expect(yield* Effect.flip(Threads.summary("s", { owner: "grace" }))).toMatchObject({ _tag: "ThreadForbidden" })
+        expect(yield* Threads.summary("s")).toMatchObject({ through: 4 })
+        // A fork at 4 or later keeps it; one before 4 does not (the summary speaks of messages it does not hold).
+        yield* Threads.fork("s", { at: 4, id: "s-at-4" })
+        yield* Threads.fork("s", { at: 3, id: "s-at-3" })
+        expect(yield* Threads.summary("s-at-4")).toMatchObject({ through: 4 })
+        expect(yield* Threads.summary("s-at-3")).toBeUndefined()
+        // Deleted with the thread.
+        yield* Threads.delete("s")
+        yield* Threads.create({ id: "s", owner: "ada" })
+        expect(yield* Threads.summary("s")).toBeUndefined()
+      })))
+
     it.effect("a lease: one holder at a time; given back, or expired, it can be taken; a lost lease cannot append", () =>
       withStore(backend, Effect.gen(function*() {
         const threads = yield* Threads.Threads
@@ -262,6 +296,35 @@ const sqlConformance = (backend: SqlBackend) =>
           yield* sql`UPDATE valet_thread_messages SET message = ${`{"role":"user","content":3}`} WHERE thread_id = ${"d"} AND idx = 1`
         }).pipe(Effect.provide(client()))
         expect(yield* Effect.flip(Threads.messages("d").pipe(Effect.provide(store)))).toMatchObject({ index: 1 })
+      }).pipe(Effect.scoped))
+
+    it.effect("a database made before summaries gets their table when a store opens it; a damaged summary row is named", () =>
+      Effect.gen(function*() {
+        const client = yield* backend.database
+        const store = Threads.layerSql.pipe(Layer.provide(client()))
+        yield* Effect.gen(function*() {
+          yield* Threads.create({ id: "old", owner: "ada" })
+          yield* Threads.append("old", [user("a"), assistant("b")])
+        }).pipe(Effect.provide(store))
+        // As an earlier version left it: no summaries table.
+        yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          yield* sql`DROP TABLE valet_thread_summaries`
+        }).pipe(Effect.provide(client()))
+        yield* Effect.gen(function*() {
+          const threads = yield* Threads.Threads
+          expect(yield* Threads.summary("old")).toBeUndefined()
+          yield* threads.writeSummary("old", { content: "[Summary of 1 earlier messages]\na", through: 1 })
+          expect(yield* Threads.summary("old")).toEqual({ content: "[Summary of 1 earlier messages]\na", through: 1 })
+          expect((yield* Threads.messages("old")).messages).toEqual([user("a"), assistant("b")])
+        }).pipe(Effect.provide(store))
+        yield* Effect.gen(function*() {
+          const sql = yield* SqlClient.SqlClient
+          yield* sql`UPDATE valet_thread_summaries SET through = ${0} WHERE thread_id = ${"old"}`
+        }).pipe(Effect.provide(client()))
+        const error = yield* Effect.flip(Threads.summary("old").pipe(Effect.provide(store)))
+        expect(error).toMatchObject({ _tag: "ThreadStoreError", threadId: "old", operation: "summary" })
+        expect(error.message).toBe(`Threads.summary: the summary of thread "old" in valet_thread_summaries stands for 0 messages (at least 1)`)
       }).pipe(Effect.scoped))
 
     it.effect("two stores on one database (two processes): one turn at a time, and both writers' appends land", () =>

@@ -308,6 +308,12 @@ agents:
       expect(threads(`{ store: postgres, urlEnv: "postgres://u:p@h/db" }`)).toMatch(/^valet\.yaml:4:37: threads\.urlEnv must be an environment variable name, got "postgres:\/\/u:p@h\/db"$/)
       expect(threads(`{ store: sqlite, path: " " }`)).toBe(`valet.yaml:4:33: threads.path must be a file path, got " "`)
       expect(threads("{ store: sqlite, file: t.db }")).toMatch(/^valet\.yaml:4:\d+: threads\.file is not a known key$/)
+      expect(threads("{ store: memory, historyLimit: 0 }")).toMatch(/^valet\.yaml:4:\d+: threads\.historyLimit must be an integer 1-1000, got 0$/)
+      expect(threads("{ store: memory, onBusy: queue }")).toMatch(/^valet\.yaml:4:\d+: threads\.onBusy must be "fail" or "wait", got "queue"$/)
+      expect(threads("{ store: memory, workingMemory: { scope: user } }")).toMatch(/^valet\.yaml:4:\d+: threads\.workingMemory\.scope must be "thread" or "owner", got "user"$/)
+      const tuned = parse(`${model}agents:\n  a: { instructions: x }\nthreads: { store: memory, historyLimit: 20, onBusy: wait, workingMemory: { scope: owner, template: "Name:" } }\n`)
+      const defaults = Result.isSuccess(tuned) ? AgentConfig.turnDefaults(tuned.success) : undefined
+      expect(defaults).toMatchObject({ historyLimit: 20, onBusy: "wait", workingMemory: { scope: "owner" } })
       const good = parse(`${model}agents:\n  a: { instructions: x }\nthreads: { store: sqlite, path: data/t.sqlite3 }\n`)
       expect(Result.isSuccess(good) && good.success.config.threads).toEqual({ store: "sqlite", path: "data/t.sqlite3" })
       const none = parse(`${model}agents:\n  a: { instructions: x }\n`)

@@ -5,12 +5,17 @@
  * The agents run on scripted models whose requests the tests read back.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Layer } from "effect"
+import { Context, Deferred, Effect, Layer, Schema } from "effect"
 import { HttpServerRequest } from "effect/http"
+import { SqlClient } from "effect/sql"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import * as Agent from "../../src/core/Agent.js"
 import * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Threads from "../../src/core/Threads.js"
+import * as SqliteClient from "../../src/environment/SqliteClient.js"
 import * as RunsApi from "../../src/serve/RunsApi.js"
 import type * as Server from "../../src/serve/Server.js"
 import { serveAgents } from "../support/serve.js"
@@ -35,9 +40,12 @@ const ownerFromHeader: RunsApi.OwnerOf = Effect.flatMap(Effect.service(HttpServe
 })
 
 /** The server with these agents and a memory thread store (none with `threads: false`), for the scope. */
-const serve = (agents: ReadonlyArray<Agent.Agent<never>>, options: Server.Options & { readonly threads?: boolean } = {}) => {
+const serve = (
+  agents: ReadonlyArray<Agent.Agent<never>>,
+  options: Server.Options & { readonly threads?: boolean | Layer.Layer<Threads.Threads> } = {}
+) => {
   const { threads = true, ...rest } = options
-  return serveAgents(agents, rest, threads ? Threads.layerMemory() : undefined)
+  return serveAgents(agents, rest, threads === true ? Threads.layerMemory() : threads === false ? undefined : threads)
 }
 
 interface Reply {
@@ -116,6 +124,30 @@ describe("RunsApi: threads over HTTP", () => {
       const before = yield* call("GET", `${url}/threads/chat-1?limit=2&before=2`, { user: "ada" })
       expect(before.body.messages.start).toBe(0)
       expect(before.body.messages.messages.map((m: Model.Message) => m.content)).toEqual(["My name is Ada.", "Hello, Ada."])
+    }).pipe(Effect.scoped))
+
+  it.live("the server's turn options (Runs' turns) hold for every turn: a shorter history, a working memory per owner", () =>
+    Effect.gen(function*() {
+      const assistant = inspected("assistant", ["One.", "Two.", "Three."])
+      const url = yield* serve([assistant.agent], {
+        owner: ownerFromHeader,
+        turns: { historyLimit: 2, workingMemory: Threads.workingMemory(Schema.String, { initial: "Name: ?", scope: "owner" }) }
+      })
+      yield* call("POST", `${url}/threads`, { user: "ada", body: { id: "t" } })
+      for (const input of ["a", "b", "c"]) {
+        const started = yield* call("POST", `${url}/threads/t/runs`, { user: "ada", body: { agent: "assistant", input } })
+        yield* finished(url, started.body.runId, "ada")
+      }
+      const third = (yield* assistant.calls)[2]!
+      // The instructions, the working memory, the last two messages (the second turn), the task.
+      expect((third.messages ?? []).map((message) => message.content)).toEqual([
+        "Be brief.",
+        `Your working memory (replace it with the update_working_memory tool when something worth remembering changes):\n"Name: ?"`,
+        "b",
+        "Two.",
+        "c"
+      ])
+      expect(third.tools?.map((tool) => tool.name)).toEqual(["update_working_memory"])
     }).pipe(Effect.scoped))
 
   it.live("the owner is the app's: another owner's thread is 403 on every route, no owner 401, a body's owner ignored", () =>
@@ -209,6 +241,35 @@ describe("RunsApi: threads over HTTP", () => {
       // A thread created without an id gets a new thr_ one.
       const fresh = yield* call("POST", `${url}/threads`, { body: {} })
       expect(fresh.body.id).toMatch(/^thr_/)
+    }).pipe(Effect.scoped))
+
+  it.live("a store that fails: 500 names the operation and the thread, never the driver's text (SQL, the file's path)", () =>
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-redact-"))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+      )
+      const filename = join(dir, "threads.sqlite3")
+      const store = Threads.layerSql.pipe(Layer.provide(SqliteClient.layer({ filename })), Layer.orDie)
+      const url = yield* serve([inspected("assistant", ["Hi."]).agent], { threads: store })
+      expect((yield* call("POST", `${url}/threads`, { body: { id: "t1" } })).status).toBe(201)
+      // The messages' table gone under the server: every read of them fails in the driver.
+      yield* Effect.gen(function*() {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`DROP TABLE valet_thread_messages`
+      }).pipe(Effect.provide(SqliteClient.layer({ filename })), Effect.orDie)
+      const reply = yield* call("GET", `${url}/threads/t1`)
+      expect(reply.status).toBe(500)
+      expect(reply.body).toEqual({
+        _tag: "ThreadStoreError",
+        operation: "messages",
+        threadId: "t1",
+        message: "Threads.messages: the thread store failed (the server's log has the cause)"
+      })
+      // A turn on it fails the same way, and its run's error says no more.
+      const turn = yield* call("POST", `${url}/threads/t1/runs`, { body: { agent: "assistant", input: "Hi" } })
+      expect(turn.status).toBe(500)
+      expect(JSON.stringify(turn.body)).not.toMatch(/valet_thread_messages|no such table|sqlite|valet-redact/i)
     }).pipe(Effect.scoped))
 
   it.live("a server without a thread store: the thread routes answer 501 ThreadsUnavailable, runs work as before", () =>

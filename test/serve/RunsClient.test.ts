@@ -332,4 +332,36 @@ describe("RunsClient.threads", () => {
       const bare = yield* clientOf({ baseUrl: yield* serve([scripted("chatty", ["x"])]) })
       expect(yield* Effect.flip(bare.threads.list())).toMatchObject({ _tag: "ThreadsUnavailable" })
     }).pipe(Effect.scoped))
+
+  it.live("threads without Effect: the promise client creates, streams a turn as an async iterable, reads, rejects typed", () =>
+    Effect.gen(function*() {
+      const seenBefore = (request: Model.Request) => (request.messages ?? []).filter((message) => message.role === "user").length > 1
+      const baseUrl = yield* serve([scripted("chatty", (request) => seenBefore(request) ? "Your name is Ada." : "Hello, Ada.")], {}, Threads.layerMemory())
+      const client = RunsClient.promise({ baseUrl })
+      const outcome = yield* Effect.promise(async () => {
+        await client.threads.create({ id: "chat-2" })
+        // The first turn started and read through its run; the second streamed.
+        const { runId } = await client.threads.run("chat-2", { agent: "chatty", input: "My name is Ada." })
+        for await (const _ of client.events(runId)) { /* to its end */ }
+        const tags: Array<string> = []
+        let answer = ""
+        for await (const event of client.threads.stream("chat-2", { agent: "chatty", input: "What is my name?" })) {
+          tags.push(event._tag)
+          if (event._tag === "RunCompleted") answer = event.result.output
+        }
+        const read = await client.threads.get("chat-2", { limit: 2 })
+        const listed = await client.threads.list()
+        await client.threads.delete("chat-2")
+        const rejected = await client.threads.get("chat-2").then(() => undefined, (error: unknown) => error)
+        return { tags, answer, read, listed, rejected }
+      })
+      expect(outcome.tags[0]).toBe("RunStarted")
+      expect(outcome.tags.at(-1)).toBe("RunCompleted")
+      expect(outcome.answer).toBe("Your name is Ada.")
+      expect(outcome.read.messages).toMatchObject({ start: 2, total: 4 })
+      expect(outcome.read.messages.messages.map((message) => message.content)).toEqual(["What is my name?", "Your name is Ada."])
+      expect(outcome.listed.threads.map((thread) => thread.id)).toEqual(["chat-2"])
+      expect(outcome.rejected).toMatchObject({ _tag: "ThreadNotFound", threadId: "chat-2" })
+      expect(outcome.rejected).toBeInstanceOf(Error)
+    }).pipe(Effect.scoped))
 })

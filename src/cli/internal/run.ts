@@ -95,13 +95,14 @@ export const runTurn = <R>(
   prompt: string,
   stream: boolean,
   printer: Printer,
-  thread: string | undefined
+  thread: string | undefined,
+  turns: Omit<Threads.TurnOptions, "id"> = {}
 ): Effect.Effect<AgentEvent.RunResult, AgentError | Threads.ThreadError, R | Threads.Threads> =>
   Effect.gen(function*() {
     let result: AgentEvent.RunResult | undefined = undefined
     if (stream) {
       let midLine = false
-      yield* (thread === undefined ? Agent.stream(agent, prompt) : Agent.stream(agent, prompt, { thread: { id: thread } })).pipe(
+      yield* (thread === undefined ? Agent.stream(agent, prompt) : Agent.stream(agent, prompt, { thread: { ...turns, id: thread } })).pipe(
         Stream.runForEach((event) => {
           if (event._tag === "TextDelta") {
             midLine = true
@@ -116,7 +117,7 @@ export const runTurn = <R>(
         })
       )
     } else {
-      result = yield* (thread === undefined ? Agent.run(agent, prompt) : Agent.run(agent, prompt, { thread: { id: thread } }))
+      result = yield* (thread === undefined ? Agent.run(agent, prompt) : Agent.run(agent, prompt, { thread: { ...turns, id: thread } }))
     }
     const done = result!
     if (stream) yield* printer.line("")
@@ -150,7 +151,7 @@ export const runConfigured = (
     const catalog = yield* AgentConfig.build(loaded)
     // The file's own store (its `threads:`), where `valet serve` on the same file keeps them: the conversation
     // continued is that one, not one of a local file.
-    return yield* onThread(thread, (id) => runTurn(catalog.get(chosen)!.agent, prompt, stream, printer, id), AgentConfig.threadsLayer(loaded))
+    return yield* onThread(thread, (id) => runTurn(catalog.get(chosen)!.agent, prompt, stream, printer, id, AgentConfig.turnDefaults(loaded)), AgentConfig.threadsLayer(loaded))
   })).pipe(
     // Around the whole run, not around `build` alone: the model clients `build` makes keep using this HTTP client,
     // which a provide around `build` would close as soon as `build` returned ("The client is destroyed").

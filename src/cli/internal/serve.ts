@@ -51,7 +51,8 @@ export const serveCommand = Command.make(
         port: Option.getOrElse(values.port, () => settings.port),
         maxConcurrentRuns: settings.maxConcurrentRuns,
         keepFinishedRuns: settings.keepFinishedRuns,
-        keepFinished: (settings.keepFinished ?? settings.keepFinishedMs ?? "1 hour") as Duration.Input
+        keepFinished: (settings.keepFinished ?? settings.keepFinishedMs ?? "1 hour") as Duration.Input,
+        turns: AgentConfig.turnDefaults(loaded)
       }).pipe(
         Layer.provide(agents),
         // The file's thread store, when it names one: the thread routes and the chat route's chat ids use it.

@@ -1,8 +1,10 @@
 /**
  * Compaction inside the runtime (`Compaction` says the rules): the check before a call, the run's memory of what it
- * compacted (so a call that resends the same messages and more reuses the summary), and the summarising call.
+ * compacted (so a call that resends the same messages and more reuses the summary), the summarising call, the
+ * tokens counted by a tokenizer when one is in context, and who is told of a root run's compactions (a thread turn,
+ * which keeps the summary with the thread).
  */
-import { Effect } from "effect"
+import { Context, Effect } from "effect"
 import type { BudgetExhausted } from "../AgentError.js"
 import * as Budget from "../Budget.js"
 import * as Compaction from "../Compaction.js"
@@ -68,7 +70,30 @@ export const mayExceed = (
   messages: ReadonlyArray<Message>,
   limit: number,
   cache: { measured: Measured | undefined }
-): boolean => {
+): boolean => charsOf(request, messages, cache) > limit && Budget.estimateInputTokens({ ...request, messages }) > limit
+
+/**
+ * `mayExceed` by a tokenizer's count. The characters first too, but three tokens a character: a byte-level BPE never
+ * makes more tokens than the text has UTF-8 bytes, and a UTF-16 unit is at most 3 of them; only a request past that
+ * is tokenized (each message once: the counts are kept by message).
+ */
+export const exceedsCounted = (
+  request: Request,
+  messages: ReadonlyArray<Message>,
+  limit: number,
+  cache: { measured: Measured | undefined },
+  counter: Counter
+): Effect.Effect<boolean> =>
+  charsOf(request, messages, cache) * 3 <= limit
+    ? Effect.succeed(false)
+    : Effect.map(Effect.zipWith(counter.messages(messages), counter.tools(request), (a, b) => a + b), (tokens) => tokens > limit)
+
+/** The characters of a request (contents, tool calls, tool definitions, 4 a message), measuring only new messages. */
+const charsOf = (
+  request: Request,
+  messages: ReadonlyArray<Message>,
+  cache: { measured: Measured | undefined }
+): number => {
   // The tool loops resend the same messages and a few more each call: only the new ones are measured, so a run of
   // n calls costs n measurements, not n² (the first version measured every message on every call: 2× the step).
   const known = cache.measured
@@ -83,8 +108,7 @@ export const mayExceed = (
     chars += message.content.length + toolCallsLength(message) + 4
   }
   if (messages.length > 0) cache.measured = { length: messages.length, last: messages[messages.length - 1]!, chars }
-  const total = chars + toolsLength(request)
-  return total > limit && Budget.estimateInputTokens({ ...request, messages }) > limit
+  return chars + toolsLength(request)
 }
 
 /** The characters of a run's messages measured so far, by the last message measured. */
@@ -120,4 +144,114 @@ export const summarizer = (
     (response) => response.choices[0]?.text ?? ""
   )
 
+/** The budget's estimate of messages' tokens (no tokenizer in context). */
 export const estimate = (messages: ReadonlyArray<Message>): number => Budget.estimateInputTokens({ messages })
+
+// ---------------------------------------------------------------------------------------------------------
+// Tokens by a tokenizer
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * What compaction uses of `effect/ai`'s `Tokenizer.Service`: `tokenize` on a text (its input takes strings). Said
+ * here rather than imported: nothing the root entry loads imports `effect/ai`, not even its types.
+ */
+export interface TokenizerService {
+  readonly tokenize: (input: string) => Effect.Effect<Array<number>, unknown>
+}
+
+/**
+ * `effect/ai`'s `Tokenizer`, by its key: a service's key string is its identity in a context, so core finds a
+ * tokenizer a user provided without loading `effect/ai` (the root entry never does).
+ */
+export const Tokenizer = Context.Service<TokenizerService>("effect/ai/Tokenizer")
+
+/** Tokens of messages (and of a request's tool definitions) by a tokenizer; the budget's estimate without one. */
+export interface Counter {
+  readonly messages: (messages: ReadonlyArray<Message>) => Effect.Effect<number>
+  readonly tools: (request: Request) => Effect.Effect<number>
+}
+
+const estimating: Counter = {
+  messages: (messages) => Effect.succeed(estimate(messages)),
+  tools: (request) => Effect.succeed(request.tools === undefined || request.tools.length === 0 ? 0 : Budget.estimateInputTokens({ tools: request.tools }))
+}
+
+/**
+ * Token counts kept for each tokenizer: by message object (a run's calls resend the same messages), and by text (a
+ * thread's next turn loads the same messages again as new objects; counted once, not on every turn). The texts are
+ * dropped together once they hold more than `keptChars` characters: memory stays bounded.
+ */
+interface Counts {
+  readonly messages: WeakMap<object, number>
+  readonly texts: Map<string, number>
+  chars: number
+}
+const counts = new WeakMap<TokenizerService, Counts>()
+const keptChars = 4_000_000
+
+/**
+ * The counter of a tokenizer (`undefined`: the budget's estimate). A message is its content's tokens, its tool calls'
+ * (as JSON) and 4 for the chat template, as the estimate counts it; a text the tokenizer fails on is estimated.
+ */
+export const counterOf = (tokenizer: TokenizerService | undefined): Counter => {
+  if (tokenizer === undefined) return estimating
+  let known = counts.get(tokenizer)
+  if (known === undefined) {
+    known = { messages: new WeakMap(), texts: new Map(), chars: 0 }
+    counts.set(tokenizer, known)
+  }
+  const cache = known
+  const text = (text: string): Effect.Effect<number> => {
+    if (text === "") return Effect.succeed(0)
+    const cached = cache.texts.get(text)
+    if (cached !== undefined) return Effect.succeed(cached)
+    return Effect.map(
+      Effect.orElseSucceed(Effect.map(tokenizer.tokenize(text), (tokens) => tokens.length), () => Budget.estimateInputTokens({ prompt: text })),
+      (tokens) => {
+        if (cache.chars + text.length > keptChars) {
+          cache.texts.clear()
+          cache.chars = 0
+        }
+        cache.texts.set(text, tokens)
+        cache.chars += text.length
+        return tokens
+      }
+    )
+  }
+  const message = (message: Message): Effect.Effect<number> => {
+    const cached = cache.messages.get(message)
+    if (cached !== undefined) return Effect.succeed(cached)
+    const calls = message.role === "assistant" && message.toolCalls !== undefined ? JSON.stringify(message.toolCalls) : ""
+    return Effect.map(Effect.zipWith(text(message.content), text(calls), (a, b) => a + b + 4), (tokens) => {
+      cache.messages.set(message, tokens)
+      return tokens
+    })
+  }
+  return {
+    messages: (messages) =>
+      Effect.map(Effect.forEach(messages, message), (each) => {
+        let sum = 0
+        for (const tokens of each) sum += tokens
+        return sum
+      }),
+    tools: (request) => {
+      const tools = request.tools
+      if (tools === undefined || tools.length === 0) return Effect.succeed(0)
+      const cached = cache.messages.get(tools)
+      return cached !== undefined ? Effect.succeed(cached) : Effect.tap(text(JSON.stringify(tools)), (tokens) => Effect.sync(() => cache.messages.set(tools, tokens)))
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Who is told of a root run's compactions
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * Told of each compaction of a root run: the messages of the call (all of them, as the architecture sent them) and
+ * what the run sends instead. A thread turn listens, to keep the summary with the thread.
+ */
+export type Observer = (original: ReadonlyArray<Message>, replacement: ReadonlyArray<Message>) => void
+
+/** The observer in context (none by default). */
+export const CurrentObserver = Context.Reference<Observer | undefined>("valet/Compaction/CurrentObserver", { defaultValue: () => undefined })

@@ -283,6 +283,18 @@ export const generateFor = (
     const window = known ?? Compaction.assumedContextWindow
     const target = Math.floor(policy.threshold * window)
     const prepared = Compact.withCompacted(messages, run.compaction)
+    // A tokenizer in context (`effect/ai`'s) counts instead of the estimate: one lookup, the count only past the
+    // characters' pre-check.
+    const tokenizer = Context.getOrUndefined(fiber.context, Compact.Tokenizer)
+    const settings = (): CompactSettings => ({
+      policy,
+      window,
+      windowKnown: known !== undefined,
+      model,
+      counter: Compact.counterOf(tokenizer),
+      // Told of the run's own compactions only (a thread turn keeps their summary), not of its sub-agents'.
+      observer: run.parent === undefined ? fiber.getRef(Compact.CurrentObserver) : undefined
+    })
     const sendChecked = (sent: ReadonlyArray<Model.Message>) =>
       Effect.catchTag(
         send(run, model, sent === messages ? request : { ...request, messages: sent }, named),
@@ -290,15 +302,31 @@ export const generateFor = (
         // The server counts more than the estimate: compact once more, to half the window, and send again; a
         // compaction that changes nothing, or a second refusal, is the run's error.
         (error) =>
-          Effect.flatMap(compact(run, policy, window, known !== undefined, messages, sent, Math.floor(window / 2), named.step!, true, model), (again) =>
+          Effect.flatMap(compact(run, settings(), messages, sent, Math.floor(window / 2), named.step!, true), (again) =>
             again.length === sent.length && again.every((message, i) => message === sent[i])
               ? Effect.fail(error)
               : send(run, model, { ...request, messages: again }, named))
       )
+    if (tokenizer !== undefined) {
+      return Effect.flatMap(
+        Compact.exceedsCounted(request, prepared, target, run, Compact.counterOf(tokenizer)),
+        (over) => over ? Effect.flatMap(compact(run, settings(), messages, prepared, target, named.step!, false), sendChecked) : sendChecked(prepared)
+      )
+    }
     return Compact.mayExceed(request, prepared, target, run)
-      ? Effect.flatMap(compact(run, policy, window, known !== undefined, messages, prepared, target, named.step!, false, model), sendChecked)
+      ? Effect.flatMap(compact(run, settings(), messages, prepared, target, named.step!, false), sendChecked)
       : sendChecked(prepared)
   })
+
+/** What a compaction works with: the policy, the window, the model, how tokens are counted, who is told. */
+interface CompactSettings {
+  readonly policy: Compaction.Policy
+  readonly window: number
+  readonly windowKnown: boolean
+  readonly model: Model.Service
+  readonly counter: Compact.Counter
+  readonly observer: Compact.Observer | undefined
+}
 
 /**
  * Compacts the messages of a call with the policy's strategy, remembers it for the run's next calls, says so. A
@@ -306,17 +334,15 @@ export const generateFor = (
  */
 const compact = (
   run: RunState,
-  policy: Compaction.Policy,
-  window: number,
-  windowKnown: boolean,
+  settings: CompactSettings,
   original: ReadonlyArray<Model.Message>,
   messages: ReadonlyArray<Model.Message>,
   target: number,
   step: string,
-  forced: boolean,
-  model: Model.Service
+  forced: boolean
 ): Effect.Effect<ReadonlyArray<Model.Message>, ModelError | BudgetExhausted> => {
-  const before = Compact.estimate(messages)
+  const { policy, window, model } = settings
+  const measure = settings.counter.messages
   const last = run.compaction
   // A summary is asked for again only once the conversation has grown by the messages kept whole since the last
   // one (or when the server refused): otherwise every call past the threshold would pay a summary.
@@ -324,41 +350,43 @@ const compact = (
   const summarize = Compact.summarizer(policy, (summary) =>
     // Silent: the summary is no answer of the run (no events, no text streamed), but a counted call of it.
     send(run, model, summary, { step: `context.compact_${(last?.count ?? 0) + 1}` }, true))
-  return Effect.flatMap(policy.strategy({ messages, target, policy, summarize, mayCallModel }), (result) => {
-    const after = Compact.estimate(result.messages)
-    // Nothing could be done (one message too long, nothing old to cut): nothing to say or remember.
-    const unchanged = result.messages.length === messages.length && result.messages.every((message, i) => message === messages[i])
-    if (after > window && windowKnown) {
-      return Effect.fail(new ContextLengthExceeded({
-        message: `the messages are about ${after} tokens after compaction (${before} before), over the model's context window of ${window}`
-      }))
-    }
-    if (unchanged) return Effect.succeed(messages)
-    // The messages sent from now on start with the compacted ones: measured again.
-    run.measured = undefined
-    // Only the latest is kept: the earlier ones would be memory the run holds for nothing.
-    run.compaction = {
-      length: original.length,
-      first: original[0]!,
-      last: original.at(-1)!,
-      replacement: result.messages,
-      summarized: result.messages.some(Compact.isSummary),
-      count: (last?.count ?? 0) + 1
-    }
-    return Effect.as(
-      emitWith(run, (timestamp) => ({
-        _tag: "ContextCompacted",
-        sessionId: run.sessionId,
-        timestamp,
-        step,
-        strategy: result.strategy,
-        tokensBefore: before,
-        tokensAfter: after,
-        contextWindow: window
-      })),
-      result.messages
-    )
-  })
+  return Effect.flatMap(measure(messages), (before) =>
+    Effect.flatMap(policy.strategy({ messages, target, policy, measure, summarize, mayCallModel }), (result) =>
+      Effect.flatMap(measure(result.messages), (after) => {
+        // Nothing could be done (one message too long, nothing old to cut): nothing to say or remember.
+        const unchanged = result.messages.length === messages.length && result.messages.every((message, i) => message === messages[i])
+        if (after > window && settings.windowKnown) {
+          return Effect.fail(new ContextLengthExceeded({
+            message: `the messages are about ${after} tokens after compaction (${before} before), over the model's context window of ${window}`
+          }))
+        }
+        if (unchanged) return Effect.succeed(messages)
+        // The messages sent from now on start with the compacted ones: measured again.
+        run.measured = undefined
+        // Only the latest is kept: the earlier ones would be memory the run holds for nothing.
+        run.compaction = {
+          length: original.length,
+          first: original[0]!,
+          last: original.at(-1)!,
+          replacement: result.messages,
+          summarized: result.messages.some(Compact.isSummary),
+          count: (last?.count ?? 0) + 1
+        }
+        settings.observer?.(original, result.messages)
+        return Effect.as(
+          emitWith(run, (timestamp) => ({
+            _tag: "ContextCompacted",
+            sessionId: run.sessionId,
+            timestamp,
+            step,
+            strategy: result.strategy,
+            tokensBefore: before,
+            tokensAfter: after,
+            contextWindow: window
+          })),
+          result.messages
+        )
+      })))
 }
 
 /** A call once its messages are settled: the budget's reservation (unless unlimited), then `call`. */

@@ -223,7 +223,7 @@ describe("valet run --thread (a real process, twice)", () => {
       expect(alone.stderr.trim()).toBe("valet run: --threads names the file of --thread's conversation: give --thread <id> too")
       // With --agents, the file's own store (its threads:, where valet serve keeps them), not a local file.
       writeFileSync(join(dir, "valet.yaml"), `model: { provider: openai-compatible, baseUrl: "${server.url}/v1", model: m }
-threads: { store: sqlite, path: kept/threads.db }
+threads: { store: sqlite, path: kept/threads.db, workingMemory: { scope: owner, template: "Name: ?" } }
 agents:
   assistant: { instructions: Be brief. }
 `)
@@ -236,6 +236,14 @@ agents:
       expect(existsSync(join(dir, "kept", "threads.db"))).toBe(true)
       expect(existsSync(join(nested, "data"))).toBe(false)
       const third = server.requests.filter((r) => r.path === "/v1/chat/completions").at(-1)!
-      expect(third.body.messages.map((m: { content: string }) => m.content)).toEqual(["Be brief.", "I am Ada.", answer, "Who am I?"])
+      // The file's working memory: its template shown after the instructions, the tool to replace it given.
+      expect(third.body.messages.map((m: { content: string }) => m.content)).toEqual([
+        "Be brief.",
+        `Your working memory (replace it with the update_working_memory tool when something worth remembering changes):\n"Name: ?"`,
+        "I am Ada.",
+        answer,
+        "Who am I?"
+      ])
+      expect(third.body.tools.map((tool: { function: { name: string } }) => tool.function.name)).toEqual(["update_working_memory"])
     }).pipe(Effect.scoped), 120_000)
 })

@@ -7,7 +7,7 @@ import { formatIssue } from "../decode.js"
 import { randomHex20 } from "../ids.js"
 import { Message } from "../modelSchema.js"
 import { vectorProblem } from "../vectors.js"
-import { type MessageVector, type RecallQuery, type Thread, ThreadForbidden, threadIdProblem, ThreadStoreError } from "./model.js"
+import { type MessageVector, type RecallQuery, type Summary, type Thread, ThreadForbidden, threadIdProblem, ThreadStoreError } from "./model.js"
 
 const decodeMessage = Schema.decodeUnknownResult(Message)
 
@@ -176,4 +176,15 @@ export const checkRecall = (query: RecallQuery): Effect.Effect<{ readonly query:
 export const excluded = (query: RecallQuery, threadId: string, index: number): boolean => {
   const exclude = query.exclude
   return exclude !== undefined && exclude.threadId === threadId && index >= exclude.start && (exclude.end === undefined || index < exclude.end)
+}
+
+/** A summary to keep: text of at most 256 KiB, standing for 1 to `count` messages of the thread. */
+export const checkSummary = (threadId: string, summary: Summary, count: number): Effect.Effect<Summary, ThreadStoreError> => {
+  if (typeof summary !== "object" || summary === null || typeof summary.content !== "string" || summary.content.length === 0 || summary.content.length > 262_144) {
+    return Effect.fail(refuse("writeSummary", "content must be a non-empty string of at most 262144 characters", threadId))
+  }
+  if (!Number.isInteger(summary.through) || summary.through < 1 || summary.through > count) {
+    return Effect.fail(refuse("writeSummary", `through must be an integer in [1, ${count}] (the thread's messages), got ${String(summary.through)}`, threadId))
+  }
+  return Effect.succeed({ content: summary.content, through: summary.through })
 }

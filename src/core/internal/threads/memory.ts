@@ -5,7 +5,7 @@ import { Clock, Effect, Result } from "effect"
 import type { Message } from "../modelSchema.js"
 import { cosineWith, norm, TopK } from "../vectors.js"
 import * as Check from "./check.js"
-import { type Lease, type Recalled, type Service, type Thread, ThreadBusy, type ThreadForbidden, ThreadNotFound, type ThreadStoreError } from "./model.js"
+import { type Lease, type Recalled, type Service, type Summary, type Thread, ThreadBusy, type ThreadForbidden, ThreadNotFound, type ThreadStoreError } from "./model.js"
 
 interface Entry {
   thread: Thread
@@ -13,6 +13,7 @@ interface Entry {
   lease: { readonly token: string; until: number } | undefined
   /** The messages' vectors by index, with the model that embedded them. */
   readonly vectors: Map<number, { readonly model: string; readonly vector: Float32Array }>
+  summary?: Summary | undefined
 }
 
 export const make = (): Effect.Effect<Service> =>
@@ -107,6 +108,8 @@ export const make = (): Effect.Effect<Service> =>
         copy.messages.push(...entry.messages.slice(0, at))
         for (const [index, stored] of entry.vectors) if (index < at) copy.vectors.set(index, stored)
         copy.thread = { ...copy.thread, messageCount: at }
+        // A summary of messages the fork holds, and of no later one, still stands for them.
+        if (entry.summary !== undefined && entry.summary.through <= at) copy.summary = entry.summary
         return copy.thread
       })
 
@@ -163,6 +166,17 @@ export const make = (): Effect.Effect<Service> =>
         return best.result().map(({ item, score }): Recalled => ({ ...item, score }))
       })
 
+    const writeSummary: Service["writeSummary"] = (threadId, summary, options) =>
+      Effect.gen(function*() {
+        const entry = yield* find("writeSummary", threadId, options?.owner)
+        const checked = yield* Check.checkSummary(threadId, summary, entry.messages.length)
+        const now = yield* Clock.currentTimeMillis
+        if (options?.lease !== undefined && !holds(entry, options.lease, now)) {
+          return yield* busy("writeSummary", threadId, "is no longer held by this turn's lease")
+        }
+        entry.summary = checked
+      })
+
     return {
       readMemory: (key) => Effect.sync(() => {
         const text = memories.get(key)
@@ -172,6 +186,8 @@ export const make = (): Effect.Effect<Service> =>
       vectorSearch: "memory",
       storeVectors,
       recall,
+      summary: (threadId, options) => Effect.map(find("summary", threadId, options?.owner), (entry) => entry.summary),
+      writeSummary,
       create,
       get: (threadId, options) => Effect.map(find("get", threadId, options?.owner), (entry) => entry.thread),
       messages,

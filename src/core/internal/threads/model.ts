@@ -42,6 +42,21 @@ export interface Page {
 }
 
 /**
+ * A thread's summary: what a turn's compaction made of the thread's first `through` messages (indexes
+ * `[0, through)`), kept beside them — the messages themselves are never changed. The next turn is given the summary
+ * and only the messages after it.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Summary {
+  /** The summary message's text (it starts with `Compaction.summaryPrefix`). */
+  readonly content: string
+  /** How many of the thread's first messages it stands for. */
+  readonly through: number
+}
+
+/**
  * A page of an owner's threads, most recently updated first; `nextCursor` reads the next page.
  *
  * @since 0.2.0
@@ -246,7 +261,10 @@ export interface Service {
     messages: ReadonlyArray<Message>,
     options?: OwnerOptions & { readonly expectedCount?: number | undefined; readonly lease?: Lease | undefined }
   ) => Effect.Effect<Thread, ThreadError>
-  /** A new thread (same owner and metadata unless given) holding this one's messages before index `at`. */
+  /**
+   * A new thread (same owner and metadata unless given) holding this one's messages before index `at`, and its
+   * summary when that stands for no message at or after `at`.
+   */
   readonly fork: (
     threadId: string,
     options: OwnerOptions & {
@@ -269,6 +287,17 @@ export interface Service {
   readonly readMemory: (key: string) => Effect.Effect<unknown, ThreadStoreError>
   /** Writes a working-memory document (JSON, at most 64 KiB), in one write. */
   readonly writeMemory: (key: string, document: unknown) => Effect.Effect<void, ThreadStoreError>
+  /** The thread's summary (see `Summary`), or `undefined` when no turn made one. */
+  readonly summary: (threadId: string, options?: OwnerOptions) => Effect.Effect<Summary | undefined, ThreadError>
+  /**
+   * Replaces the thread's summary, in one write; `through` must be within the thread's messages (1 to its count).
+   * With `lease`, only while that lease holds the thread (else `ThreadBusy`).
+   */
+  readonly writeSummary: (
+    threadId: string,
+    summary: Summary,
+    options?: OwnerOptions & { readonly lease?: Lease | undefined }
+  ) => Effect.Effect<void, ThreadError>
   /** How this store searches vectors (see `VectorSearch`). */
   readonly vectorSearch: VectorSearch
   /**

@@ -18,6 +18,7 @@ export const tableNames = {
   threads: "valet_threads",
   messages: "valet_thread_messages",
   memory: "valet_working_memory",
+  summaries: "valet_thread_summaries",
   vectors: SqlVectors.table
 } as const
 
@@ -42,6 +43,8 @@ const decodeThreadRow = Schema.decodeUnknownResult(ThreadRow)
 const MessageRow = Schema.Struct({ idx: IntegerColumn, message: Schema.String })
 const decodeMessageRow = Schema.decodeUnknownResult(MessageRow)
 const decodeMessage = Schema.decodeUnknownResult(Message)
+const SummaryRow = Schema.Struct({ through: IntegerColumn, content: Schema.String })
+const decodeSummaryRow = Schema.decodeUnknownResult(SummaryRow)
 
 const failure = (operation: string, threadId?: string) => (error: SqlError.SqlError) =>
   new ThreadStoreError({
@@ -99,6 +102,7 @@ export const makeWith = (options: Options = {}): Effect.Effect<Service, ThreadSt
   const sql = (yield* SqlClient.SqlClient).withoutTransforms()
   const threads = sql(tableNames.threads)
   const rows = sql(tableNames.messages)
+  const summaries = sql(tableNames.summaries)
   yield* createTables(
     sql,
     tableNames.threads,
@@ -111,6 +115,10 @@ export const makeWith = (options: Options = {}): Effect.Effect<Service, ThreadSt
         thread_id TEXT NOT NULL, idx BIGINT NOT NULL, message TEXT NOT NULL, PRIMARY KEY (thread_id, idx))`,
       sql`CREATE TABLE IF NOT EXISTS ${sql(tableNames.memory)} (
         memory_key TEXT PRIMARY KEY, document TEXT NOT NULL, updated_at BIGINT NOT NULL)`,
+      // A table of its own (not a column of valet_threads): a database made before summaries gets it here, with
+      // nothing to alter.
+      sql`CREATE TABLE IF NOT EXISTS ${sql(tableNames.summaries)} (
+        thread_id TEXT PRIMARY KEY, through BIGINT NOT NULL, content TEXT NOT NULL, updated_at BIGINT NOT NULL)`,
       SqlVectors.createStatements(sql)
     ], { discard: true })
   ).pipe(Effect.mapError(failure("create tables")))
@@ -252,6 +260,11 @@ export const makeWith = (options: Options = {}): Effect.Effect<Service, ThreadSt
       yield* insertThread("fork", thread)
       yield* sql`INSERT INTO ${rows} (thread_id, idx, message)
         SELECT ${id}, idx, message FROM ${rows} WHERE thread_id = ${threadId} AND idx < ${at}`.pipe(Effect.mapError(failure("fork", threadId)))
+      // A summary of messages the fork holds, and of no later one, still stands for them.
+      yield* sql`INSERT INTO ${summaries} (thread_id, through, content, updated_at)
+        SELECT ${id}, through, content, ${now} FROM ${summaries} WHERE thread_id = ${threadId} AND through <= ${at}`.pipe(
+        Effect.mapError(failure("fork", threadId))
+      )
       yield* vectors.forkOf(threadId, id, at).pipe(Effect.mapError(failure("fork", threadId)))
       return thread
     })).pipe(Effect.mapError((error) => "_tag" in error && error._tag === "SqlError" ? failure("fork", threadId)(error) : error))
@@ -260,6 +273,7 @@ export const makeWith = (options: Options = {}): Effect.Effect<Service, ThreadSt
     sql.withTransaction(Effect.gen(function*() {
       yield* find("delete", threadId, options?.owner)
       yield* sql`DELETE FROM ${rows} WHERE thread_id = ${threadId}`.pipe(Effect.mapError(failure("delete", threadId)))
+      yield* sql`DELETE FROM ${summaries} WHERE thread_id = ${threadId}`.pipe(Effect.mapError(failure("delete", threadId)))
       yield* vectors.deleteOf(threadId).pipe(Effect.mapError(failure("delete", threadId)))
       yield* sql`DELETE FROM ${threads} WHERE id = ${threadId}`.pipe(Effect.mapError(failure("delete", threadId)))
     })).pipe(Effect.mapError((error) => "_tag" in error && error._tag === "SqlError" ? failure("delete", threadId)(error) : error))
@@ -314,9 +328,41 @@ export const makeWith = (options: Options = {}): Effect.Effect<Service, ThreadSt
       )
     })
 
+  const summary: Service["summary"] = (threadId, options) =>
+    Effect.gen(function*() {
+      yield* find("summary", threadId, options?.owner)
+      const found = yield* sql`SELECT through, content FROM ${summaries} WHERE thread_id = ${threadId}`.pipe(Effect.mapError(failure("summary", threadId)))
+      if (found.length === 0) return undefined
+      const decoded = decodeSummaryRow(found[0])
+      if (Result.isFailure(decoded)) {
+        return yield* Check.refuse("summary", formatIssue(`the summary of thread ${JSON.stringify(threadId)} in ${tableNames.summaries} is not a summary row`, decoded.failure.issue, found[0]), threadId)
+      }
+      if (decoded.success.through < 1) {
+        return yield* Check.refuse("summary", `the summary of thread ${JSON.stringify(threadId)} in ${tableNames.summaries} stands for ${decoded.success.through} messages (at least 1)`, threadId)
+      }
+      return decoded.success
+    })
+
+  const writeSummary: Service["writeSummary"] = (threadId, written, options) =>
+    sql.withTransaction(Effect.gen(function*() {
+      const thread = yield* find("writeSummary", threadId, options?.owner)
+      const checked = yield* Check.checkSummary(threadId, written, thread.messageCount)
+      const now = yield* Clock.currentTimeMillis
+      const lease = options?.lease
+      // With a lease: written only while it holds the thread (one statement, so that it cannot be lost in between).
+      const kept = yield* sql`INSERT INTO ${summaries} (thread_id, through, content, updated_at)
+        SELECT ${threadId}, ${checked.through}, ${checked.content}, ${now} FROM ${threads}
+        WHERE id = ${threadId} ${lease === undefined ? sql`` : sql`AND lease_token = ${lease.token} AND lease_until >= ${now}`}
+        ON CONFLICT (thread_id) DO UPDATE SET through = excluded.through, content = excluded.content, updated_at = excluded.updated_at
+        RETURNING thread_id`.pipe(Effect.mapError(failure("writeSummary", threadId)))
+      if (kept.length === 0) return yield* busy("writeSummary", threadId, "is no longer held by this turn's lease")
+    })).pipe(Effect.mapError((error) => "_tag" in error && error._tag === "SqlError" ? failure("writeSummary", threadId)(error) : error))
+
   return {
     readMemory,
     writeMemory,
+    summary,
+    writeSummary,
     vectorSearch: vectors.vectorSearch,
     storeVectors: vectors.storeVectors,
     recall: vectors.recall,

@@ -8,10 +8,12 @@ import { Cause, Duration, Effect, Exit, Schedule, type Scope, Stream } from "eff
 import type { AgentError } from "../../AgentError.js"
 import type * as AgentEvent from "../../AgentEvent.js"
 import type { ModelError } from "../../ModelError.js"
+import * as Compact from "../compact.js"
 import type { Message } from "../modelSchema.js"
 import type { Emitter } from "../runtime.js"
 import type * as Tool from "../../Tool.js"
 import * as Recall from "./recall.js"
+import * as Summary from "./summary.js"
 import * as WorkingMemory from "./workingMemory.js"
 import { type Lease, type Service, type ThreadError, ThreadBusy, ThreadStoreError } from "./model.js"
 
@@ -33,7 +35,10 @@ export interface TurnOptions {
   readonly onBusy?: "fail" | "wait" | undefined
   /** How long `"wait"` waits before `ThreadBusy` (default 30 seconds). */
   readonly busyTimeout?: Duration.Input | undefined
-  /** How many of the thread's last messages the run is given (default 100; compaction keeps the rest in reach). */
+  /**
+   * How many of the thread's last messages the run is given (default 100), after the thread's summary when it keeps
+   * one (then only messages after the summary's end).
+   */
   readonly historyLimit?: number | undefined
   readonly incomplete?: Incomplete | undefined
   /** The lease's length, renewed every third of it while the turn runs (default 60 seconds). */
@@ -137,6 +142,8 @@ const recorder = () => {
 interface Begun {
   readonly lease: Lease
   readonly history: ReadonlyArray<Message>
+  /** Told of the run's compactions: the thread keeps the summary (`summary.ts`). */
+  readonly observer: Compact.Observer
   /** Tools the turn gives the agent (the working memory's). */
   readonly tools: ReadonlyArray<Tool.Tool>
   /** Appends the turn's messages and gives the lease back. */
@@ -180,7 +187,9 @@ const begin = (threads: Service, options: TurnOptions, task: string): Effect.Eff
       threads.renew(lease, leaseMs).pipe(Effect.catchTag("ThreadStoreError", () => Effect.void)),
       Schedule.spaced(Math.max(100, Math.floor(leaseMs / 3)))
     )))
-    const page = yield* threads.messages(options.id, { owner: options.owner, limit: options.historyLimit ?? defaults.historyLimit })
+    // The thread's summary, if it keeps one, then the page after it.
+    const loaded = yield* Summary.load(threads, options.id, options.owner, options.historyLimit ?? defaults.historyLimit)
+    const given = fromFirstUserMessage(loaded.messages)
     const memory = options.workingMemory
     let shown: ReadonlyArray<Message> = []
     let tools: ReadonlyArray<Tool.Tool> = []
@@ -196,20 +205,26 @@ const begin = (threads: Service, options: TurnOptions, task: string): Effect.Eff
       tools = [memory.tool((next) => threads.writeMemory(key, next))]
     }
     const recall = options.recall !== undefined && thread !== undefined
-      ? yield* Recall.prepare(threads, options.recall, { threadId: thread.id, owner: thread.owner, task, pageStart: page.start })
+      ? yield* Recall.prepare(threads, options.recall, { threadId: thread.id, owner: thread.owner, task, pageStart: loaded.start })
       : undefined
     return {
       lease,
       tools,
-      history: [...shown, ...(recall?.shown ?? []), ...fromFirstUserMessage(page.messages)],
+      history: [...shown, ...(recall?.shown ?? []), ...given],
+      observer: loaded.observer(given),
       finish: (exit, events) => {
         const messages = turnMessages(task, events, exit, options.incomplete ?? "note")
-        if (messages.length === 0) return Effect.void
-        const appended = threads.append(options.id, messages, { owner: options.owner, lease })
-        // The vectors right after the append, in a write of their own (see recall.ts for why).
-        return recall === undefined
-          ? Effect.asVoid(appended)
-          : Effect.flatMap(appended, (after) => recall.store(options.id, options.owner, after.messageCount - messages.length, messages))
+        const appended = messages.length === 0
+          ? Effect.succeed(undefined)
+          : threads.append(options.id, messages, { owner: options.owner, lease })
+        // The vectors last, in a write of their own after the append and the summary (see recall.ts for why).
+        return Effect.flatMap(appended, (after) =>
+          Effect.andThen(
+            loaded.save(lease),
+            recall === undefined || after === undefined
+              ? Effect.void
+              : recall.store(options.id, options.owner, after.messageCount - messages.length, messages)
+          ))
       }
     }
   })
@@ -239,7 +254,7 @@ export const run = <A extends AgentEvent.RunResult, R>(
     // The run alone is interruptible: an interrupt stops it, and the turn is still kept (its note) before the
     // interruption goes on.
     return yield* Effect.uninterruptibleMask((restore) =>
-      Effect.flatMap(Effect.exit(restore(body([...begun.history, ...(extraHistory ?? [])], emitter, begun.tools))), (exit) =>
+      Effect.flatMap(Effect.exit(restore(body([...begun.history, ...(extraHistory ?? [])], emitter, begun.tools).pipe(Effect.provideService(Compact.CurrentObserver, begun.observer)))), (exit) =>
         Effect.andThen(begun.finish(exit, events), exit))
     )
   }))
@@ -264,6 +279,7 @@ export const stream = <E, R>(
         return begun.finish(exit, events)
       })
     return body([...begun.history, ...(extraHistory ?? [])], begun.tools).pipe(
+      Stream.provideService(Compact.CurrentObserver, begun.observer),
       Stream.tap((event) =>
         Effect.sync(() => {
           record(event)

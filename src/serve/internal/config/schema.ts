@@ -162,7 +162,19 @@ export const ThreadsSettings = Schema.Struct({
   /** The SQLite file (`store: sqlite` only). */
   path: Schema.optional(Schema.String.check(Schema.makeFilter((path: string) => path.trim() !== "", { expected: "a file path" }))),
   /** The environment variable holding the PostgreSQL URL (`store: postgres`, which needs it). */
-  urlEnv: Schema.optional(EnvName)
+  urlEnv: Schema.optional(EnvName),
+  /** How many of a thread's last messages a turn is given (default 100). */
+  historyLimit: Schema.optional(IntBetween(1, 1000)),
+  /** When another turn holds the thread: `fail` (409 ThreadBusy, the default) or `wait` for it. */
+  onBusy: Schema.optional(Schema.Literals(["fail", "wait"])),
+  /**
+   * A working memory: a text document per `thread` (the default) or per `owner`, shown to the model each turn and
+   * replaced by it through the update_working_memory tool; `template` is the document until one is written.
+   */
+  workingMemory: Schema.optional(Schema.Struct({
+    scope: Schema.optional(Schema.Literals(["thread", "owner"])),
+    template: Schema.optional(Schema.String)
+  }))
 })
 export type ThreadsSettings = typeof ThreadsSettings.Type
 

@@ -33,7 +33,7 @@ attempt("memory", () => Memory.main(quick))
 attempt("imports", () => Imports.main(quick))
 
 // Benchmarks owned by other modules, run as their own processes when present.
-for (const name of ["client", "sandbox", "fanout", "parsers", "serve", "durable", "threads", "conversation"]) {
+for (const name of ["client", "sandbox", "fanout", "parsers", "serve", "durable", "threads", "conversation", "recall"]) {
   const script = join("bench", `${name}.ts`)
   if (!existsSync(script)) continue
   const file = join(resultsDir, `${name}.json`)

@@ -28,6 +28,12 @@ export * as Architecture from "./core/Architecture.js"
 /** Context that never overflows: the compaction policy and strategies the runtime applies before model calls. */
 export * as Compaction from "./core/Compaction.js"
 
+/** Text-embedding models: one vector per text, checked and batched (what semantic recall embeds with). */
+export * as EmbeddingModel from "./core/EmbeddingModel.js"
+
+/** The deterministic test double of `EmbeddingModel`: hashed bags of words. */
+export * as HashedEmbeddingModel from "./core/HashedEmbeddingModel.js"
+
 /** Caps on model calls, tokens, wall clock and cost. */
 export * as Budget from "./core/Budget.js"
 

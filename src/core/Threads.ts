@@ -23,10 +23,14 @@
  *
  * Layers: `layerMemory` (tests, one process) and `layerSql` on any `effect/sql` `SqlClient` — SQLite
  * (`SqliteClient.layer({ filename })` from `valet/SqliteClient`) or PostgreSQL (`@effect/sql-pg`'s `PgClient`);
- * tables `valet_threads`, `valet_thread_messages`, `valet_thread_turns` (turn keys), `valet_working_memory` and
- * `valet_thread_summaries`, each created when missing (a database made by an earlier valet gets the newer ones when a
- * store opens it). Rows read back are schema-checked: a
- * damaged one is a `ThreadStoreError` naming the thread and the message's index.
+ * tables `valet_threads`, `valet_thread_messages`, `valet_thread_turns` (turn keys), `valet_working_memory`,
+ * `valet_thread_summaries` and `valet_thread_vectors`, each created when missing (a database made by an earlier valet
+ * gets the newer ones when a store opens it). Rows read back are schema-checked: a damaged one is a
+ * `ThreadStoreError` naming the thread and the message's index.
+ *
+ * Semantic recall (`recall` on a turn): messages are embedded by an `EmbeddingModel` when appended, and a turn is
+ * shown the owner's past messages nearest its task. Vectors are searched with `sqlite-vec` (SQLite, when the
+ * connection loads it), pgvector (PostgreSQL, when the server has it), or a scan.
  *
  * @example
  * ```ts
@@ -56,6 +60,7 @@ import type { Message } from "./internal/modelSchema.js"
 import * as Memory from "./internal/threads/memory.js"
 import * as Model from "./internal/threads/model.js"
 import * as Sql from "./internal/threads/sql.js"
+import type * as Recall from "./internal/threads/recall.js"
 import type * as Turn from "./internal/threads/turn.js"
 import * as WorkingMemoryInternal from "./internal/threads/workingMemory.js"
 
@@ -201,7 +206,8 @@ export type ThreadStoreError = Model.ThreadStoreError
 /**
  * A turn's options (`Agent.run(agent, task, { thread: { id, … } })`): the thread's `id`, the caller's `owner`,
  * `onBusy` (`"fail"`, the default, or `"wait"` up to `busyTimeout`), `historyLimit` (the last 100 messages by
- * default), `incomplete` (how a turn that did not complete is kept) and `leaseDuration` (60 seconds, renewed).
+ * default), `incomplete` (how a turn that did not complete is kept), `leaseDuration` (60 seconds, renewed),
+ * `workingMemory` and `recall` (semantic recall: `RecallOptions`).
  *
  * @since 0.2.0
  * @category options
@@ -225,6 +231,72 @@ export type Incomplete = Turn.Incomplete
  * @category errors
  */
 export type ThreadError = Model.ThreadError
+
+/**
+ * How a store searches vectors: `"memory"`, `"sqlite-vec"`, `"pgvector"` or `"scan"`.
+ *
+ * @since 0.2.0
+ * @category recall
+ */
+export type VectorSearch = Model.VectorSearch
+
+/**
+ * The vector of one message of a thread (its index and embedding), for `storeVectors`.
+ *
+ * @since 0.2.0
+ * @category recall
+ */
+export type MessageVector = Model.MessageVector
+
+/**
+ * What `recall` looks for: an owner's messages nearest a vector of one embedding model.
+ *
+ * @since 0.2.0
+ * @category recall
+ */
+export type RecallQuery = Model.RecallQuery
+
+/**
+ * A message recalled: its thread, index, score (cosine similarity) and the message.
+ *
+ * @since 0.2.0
+ * @category recall
+ */
+export type Recalled = Model.Recalled
+
+/**
+ * Semantic recall on a turn (`{ thread: { id, recall: { topK: 5 } } }`): the task is embedded, the owner's past
+ * messages nearest it (not those already in the history given) are shown to the model as one system message, and
+ * the turn's user and assistant messages are embedded and stored right after they are appended (in a write of their
+ * own: the append, the turn's commit, never waits on the embedding model). `embedding` is the model (default: the
+ * `EmbeddingModel` in context), `topK` (5), `minScore`, `scope` (`"owner"`, the default, or `"thread"`), and
+ * `onError`: `"skip"` (the default: an embedding failure is logged, the turn runs without recall and its messages
+ * are kept without vectors) or `"fail"` (the turn fails with the `ModelError`).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Agent, HashedEmbeddingModel, ScriptedModel, Threads } from "valet"
+ *
+ * const assistant = Agent.make({ name: "assistant", instructions: "Be brief." })
+ *
+ * const program = Effect.gen(function*() {
+ *   const first = yield* Threads.create({ owner: "ada" })
+ *   yield* Agent.run(assistant, "My cat is called Tom.", { thread: { id: first.id, recall: { topK: 3 } } })
+ *   // Another conversation of Ada's: the model is shown "[user, thread …] My cat is called Tom." before the task.
+ *   const second = yield* Threads.create({ owner: "ada" })
+ *   return yield* Agent.run(assistant, "What is my cat called?", { thread: { id: second.id, recall: { topK: 3 } } })
+ * }).pipe(
+ *   Effect.provide(Threads.layerMemory()),
+ *   Effect.provide(HashedEmbeddingModel.layer()), // OpenAiCompatible.layerEmbeddingModelNode({ … }) for a real model
+ *   Effect.provide(ScriptedModel.layer(["Nice name.", "Tom."]))
+ * )
+ * ```
+ *
+ * @since 0.2.0
+ * @category recall
+ */
+export type RecallOptions = Recall.RecallOptions
 
 // ---------------------------------------------------------------------------------------------------------
 // The service
@@ -325,6 +397,47 @@ export {
   delete_ as delete
 }
 
+/**
+ * Stores the vectors of messages of a thread (embedded by the model named), in one write.
+ *
+ * @since 0.2.0
+ * @category recall
+ */
+export const storeVectors = (
+  threadId: string,
+  model: string,
+  vectors: ReadonlyArray<MessageVector>,
+  options?: OwnerOptions
+): Effect.Effect<void, ThreadError, Threads> =>
+  Effect.flatMap(Effect.service(Threads), (threads) => threads.storeVectors(threadId, model, vectors, options))
+
+/**
+ * The owner's messages nearest a vector, best first.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { EmbeddingModel, HashedEmbeddingModel, Threads } from "valet"
+ *
+ * const program = Effect.gen(function*() {
+ *   const thread = yield* Threads.create({ owner: "ada" })
+ *   const texts = ["My cat is called Tom.", "The invoice is due Friday."]
+ *   yield* Threads.append(thread.id, texts.map((content) => ({ role: "user" as const, content })))
+ *   const model = yield* EmbeddingModel.EmbeddingModel
+ *   const vectors = yield* model.embed(texts)
+ *   yield* Threads.storeVectors(thread.id, model.model, vectors.map((vector, index) => ({ index, vector })))
+ *   const [query] = yield* model.embed(["what is the cat called?"])
+ *   const [best] = yield* Threads.recall({ owner: "ada", model: model.model, vector: query!, topK: 1 })
+ *   return best?.message.content // "My cat is called Tom."
+ * }).pipe(Effect.provide(Threads.layerMemory()), Effect.provide(HashedEmbeddingModel.layer()))
+ * ```
+ *
+ * @since 0.2.0
+ * @category recall
+ */
+export const recall = (query: RecallQuery): Effect.Effect<ReadonlyArray<Recalled>, ThreadStoreError, Threads> =>
+  Effect.flatMap(Effect.service(Threads), (threads) => threads.recall(query))
+
 // ---------------------------------------------------------------------------------------------------------
 // Working memory
 // ---------------------------------------------------------------------------------------------------------
@@ -419,3 +532,29 @@ export const makeSql: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClie
  * @category layers
  */
 export const layerSql: Layer.Layer<Threads, ThreadStoreError, SqlClient.SqlClient> = Layer.effect(Threads, Sql.make)
+
+/**
+ * How the SQL store is made: `vectorSearch` — `"auto"` (the default: `sqlite-vec` when the SQLite connection has it
+ * loaded, pgvector when the PostgreSQL server has the extension — created when available — else a scan) or `"scan"`.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export type SqlOptions = Sql.Options
+
+/**
+ * `makeSql` with options.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const makeSqlWith: (options?: SqlOptions) => Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient> = Sql.makeWith
+
+/**
+ * `layerSql` with options: `Threads.layerSqlWith({ vectorSearch: "scan" })`.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
+export const layerSqlWith = (options?: SqlOptions): Layer.Layer<Threads, ThreadStoreError, SqlClient.SqlClient> =>
+  Layer.effect(Threads, Sql.makeWith(options))

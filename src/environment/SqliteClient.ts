@@ -148,6 +148,18 @@ export interface SqliteClientConfig {
   readonly disableWAL?: boolean | undefined
   /** How long a statement waits for another connection's lock (default 5 seconds; blocks the event loop). */
   readonly busyTimeout?: Duration.Input | undefined
+  /**
+   * Load the `sqlite-vec` extension (the npm package `sqlite-vec`, an optional dependency of valet) for vector search:
+   * the thread store's recall then ranks in SQL instead of scanning. `"auto"` loads it when the package is installed
+   * and its binary loads on this platform, and goes on without it otherwise (the stores scan); `true` requires it (a
+   * `SqlError` saying why it could not load); `false`, the default, never loads it.
+   */
+  readonly sqliteVec?: boolean | "auto" | undefined
+  /**
+   * Paths of other SQLite loadable extensions to load when the database opens; one that does not load is a `SqlError`
+   * naming it. Loading is allowed only while the database opens (`node:sqlite`'s `allowExtension`), then switched off.
+   */
+  readonly extensions?: ReadonlyArray<string> | undefined
   readonly spanAttributes?: Record<string, unknown> | undefined
   readonly transformResultNames?: ((str: string) => string) | undefined
   readonly transformQueryNames?: ((str: string) => string) | undefined
@@ -244,10 +256,25 @@ const open = (options: SqliteClientConfig): Effect.Effect<DatabaseSync, SqlError
           })
       }),
       (sqlite) =>
-        Effect.try({
+        Effect.flatMap(vectorExtension(options), (vec) => Effect.try({
           try: () => {
-            const db = new sqlite.DatabaseSync(options.filename, { readOnly: options.readonly === true })
+            const extensions = [...(vec !== undefined ? [vec] : []), ...(options.extensions ?? [])]
+            const db = new sqlite.DatabaseSync(options.filename, {
+              readOnly: options.readonly === true,
+              ...(extensions.length > 0 ? { allowExtension: true } : {})
+            })
             try {
+              for (const path of extensions) {
+                try {
+                  db.loadExtension(path)
+                } catch (error) {
+                  // sqlite-vec under "auto" that does not load (another platform's binary…): the stores scan.
+                  if (path === vec && options.sqliteVec === "auto") continue
+                  throw new Error(`cannot load the SQLite extension ${path}: ${error instanceof Error ? error.message : String(error)}`)
+                }
+              }
+              // Loading was for opening only: no statement can load a library later.
+              if (extensions.length > 0) db.enableLoadExtension(false)
               const busyTimeout = Math.min(
                 MAX_BUSY_TIMEOUT,
                 Math.max(0, Math.round(Duration.toMillis(options.busyTimeout ?? Duration.seconds(5))))
@@ -261,11 +288,35 @@ const open = (options: SqliteClientConfig): Effect.Effect<DatabaseSync, SqlError
             }
           },
           catch: (cause) => sqlError(cause, `cannot open ${options.filename}`, "open")
-        })
+        }))
     ),
     // Closing rolls back a transaction left open; nothing can be using the connection once its scope closes.
     (db) => Effect.sync(() => db.isOpen && db.close())
   )
+
+/**
+ * The path of `sqlite-vec`'s loadable library when it is wanted and found: `undefined` when not wanted, or under
+ * `"auto"` when the package is not installed (or has no binary for this platform); a `SqlError` when it is required
+ * and missing. The package is imported here, not at the top: it is optional.
+ */
+const vectorExtension = (options: SqliteClientConfig): Effect.Effect<string | undefined, SqlError.SqlError> => {
+  const wanted = options.sqliteVec ?? false
+  if (wanted === false) return Effect.succeed(undefined)
+  // A specifier in a variable: bundlers and type checkers do not require the optional package to be there.
+  const specifier = "sqlite-vec"
+  const found: Effect.Effect<string | undefined, SqlError.SqlError> = Effect.tryPromise({
+    try: async () => ((await import(specifier)) as { readonly getLoadablePath: () => string }).getLoadablePath(),
+    catch: (cause) =>
+      new SqlError.SqlError({
+        reason: new SqlError.ConnectionError({
+          cause,
+          message: `cannot open ${options.filename} with sqlite-vec: ${cause instanceof Error ? cause.message : String(cause)} (npm install sqlite-vec)`,
+          operation: "open"
+        })
+      })
+  })
+  return wanted === "auto" ? Effect.catch(found, () => Effect.succeed(undefined)) : found
+}
 
 interface Prepared {
   readonly statement: StatementSync

@@ -48,10 +48,12 @@
  * @since 0.1.0
  */
 import { Effect, Layer } from "effect"
-import { type AiError, LanguageModel } from "effect/ai"
+import { type AiError, EmbeddingModel as AiEmbeddingModel, LanguageModel } from "effect/ai"
+import * as EmbeddingModel from "../core/EmbeddingModel.js"
 import * as Model from "../core/Model.js"
 import type * as ModelError from "../core/ModelError.js"
 import * as Config_ from "./internal/effectAi/config.js"
+import * as Embeddings from "./internal/effectAi/embeddings.js"
 import * as Errors from "./internal/effectAi/errors.js"
 import * as From from "./internal/effectAi/fromLanguageModel.js"
 import * as To from "./internal/effectAi/toLanguageModel.js"
@@ -212,3 +214,71 @@ export const modelErrorOf: (error: AiError.AiError) => ModelError.ModelError | u
  * @category tools
  */
 export const toolsOf = Tools.toolsOf
+
+// ---------------------------------------------------------------------------------------------------------
+// Embeddings
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * The `effect/ai` `EmbeddingModel` service over the valet `EmbeddingModel` in context.
+ *
+ * @since 0.2.0
+ * @category embeddings
+ */
+export const makeAiEmbeddingModel: Effect.Effect<AiEmbeddingModel.EmbeddingModel, never, EmbeddingModel.EmbeddingModel> = Effect.flatMap(
+  EmbeddingModel.EmbeddingModel,
+  Embeddings.toAiEmbeddingModel
+)
+
+/**
+ * An `effect/ai` `EmbeddingModel` layer over the valet `EmbeddingModel` in context:
+ * `EffectAi.embeddingModel.pipe(Layer.provide(OpenAiCompatible.layerEmbeddingModelNode({ baseUrl, model })))` reaches
+ * vLLM's `/v1/embeddings` from `effect/ai` (`EmbeddingModel.embed`, `embedMany`, batched `embed` calls).
+ *
+ * @since 0.2.0
+ * @category embeddings
+ */
+export const embeddingModel: Layer.Layer<AiEmbeddingModel.EmbeddingModel, never, EmbeddingModel.EmbeddingModel> = Layer.effect(
+  AiEmbeddingModel.EmbeddingModel,
+  makeAiEmbeddingModel
+)
+
+/**
+ * Options of `fromEmbeddingModel`: the `model` name vectors are stored under (an `effect/ai` model does not say
+ * its own), its `dimensions` when known, `maxBatchSize`.
+ *
+ * @since 0.2.0
+ * @category embeddings
+ */
+export type FromEmbeddingModelOptions = Embeddings.Options
+
+/**
+ * A valet `EmbeddingModel` backed by an `effect/ai` `EmbeddingModel` layer (OpenAI, Gemini…): answers checked (one
+ * vector per text, the dimensions), failures as `ModelError`s.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Layer } from "effect"
+ * import { EmbeddingModel as AiEmbeddingModel } from "effect/ai"
+ * import { EmbeddingModel } from "valet"
+ * import * as EffectAi from "valet/EffectAi"
+ *
+ * // Any effect/ai embedding provider; here one made in place.
+ * const provider = Layer.effect(AiEmbeddingModel.EmbeddingModel, AiEmbeddingModel.make({
+ *   embedMany: ({ inputs }) => Effect.succeed({ results: inputs.map((text) => [text.length, 1]), usage: { inputTokens: undefined } })
+ * }))
+ * const Embeddings = EffectAi.fromEmbeddingModel(provider, { model: "lengths", dimensions: 2 })
+ * const vectors = EmbeddingModel.embed(["a", "bb"]).pipe(Effect.provide(Embeddings)) // [[1, 1], [2, 1]]
+ * ```
+ *
+ * @since 0.2.0
+ * @category embeddings
+ */
+export const fromEmbeddingModel = <E, R>(
+  layer: Layer.Layer<AiEmbeddingModel.EmbeddingModel, E, R>,
+  options: FromEmbeddingModelOptions
+): Layer.Layer<EmbeddingModel.EmbeddingModel, E, R> =>
+  Layer.effect(
+    EmbeddingModel.EmbeddingModel,
+    Effect.map(Effect.service(AiEmbeddingModel.EmbeddingModel), (ai) => Embeddings.fromAiEmbeddingModel(ai, options))
+  ).pipe(Layer.provide(layer))

@@ -45,6 +45,9 @@
  *
  * // Or from VALET_BASE_URL, VALET_MODEL (else the server's first model) and VALET_API_KEY / OPENAI_API_KEY.
  * const FromEnv = OpenAiCompatible.layerConfigNode()
+ *
+ * // Embeddings (`POST /v1/embeddings`; `vllm serve BAAI/bge-small-en-v1.5`): an `EmbeddingModel` for recall.
+ * const Bge = OpenAiCompatible.layerEmbeddingModelNode({ baseUrl: "http://127.0.0.1:8001", model: "BAAI/bge-small-en-v1.5", dimensions: 384 })
  * ```
  *
  * @since 0.1.0
@@ -55,6 +58,7 @@ import { HttpClient } from "effect/http"
 import * as Client from "./internal/openai/client.js"
 import * as Resilience from "./internal/resilience.js"
 import type { InvalidOptions } from "../core/AgentError.js"
+import * as EmbeddingModel from "../core/EmbeddingModel.js"
 import * as Opts from "../core/internal/decode.js"
 import * as Model from "../core/Model.js"
 import * as ModelError from "../core/ModelError.js"
@@ -292,3 +296,97 @@ export const layerConfigNode = (
   options: ResilienceOptions & { readonly headers?: Readonly<Record<string, string>> | undefined } = {}
 ): Layer.Layer<Model.Model | OpenAiCompatible, Config.ConfigError | ModelError.ModelError | InvalidOptions> =>
   Layer.provide(layerConfig(options), NodeHttpClient.layerUndici)
+
+// ---------------------------------------------------------------------------------------------------------
+// Embeddings
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * Where the embeddings server is, which model to ask, and how (`POST /v1/embeddings`).
+ *
+ * @since 0.2.0
+ * @category embeddings
+ */
+export interface EmbeddingOptions extends ResilienceOptions {
+  /** The server's root or API base, as for `Options.baseUrl`. */
+  readonly baseUrl: string
+  /** The embedding model the server knows (`BAAI/bge-small-en-v1.5`, `text-embedding-3-small`, `nomic-embed-text`). */
+  readonly model: string
+  readonly apiKey?: Redacted.Redacted<string> | string | undefined
+  readonly headers?: Readonly<Record<string, string>> | undefined
+  /**
+   * The vectors' length. Every answer is checked against it, and it is sent as `dimensions` — which OpenAI's
+   * text-embedding-3 models and vLLM's Matryoshka models use to shorten their vectors, and other servers may refuse:
+   * leave it out for those (the length of the first answer is then the one every later answer must have).
+   */
+  readonly dimensions?: number | undefined
+  /** `"float"` (the default: a JSON list of numbers) or `"base64"` (float32 bytes, a quarter the size on the wire). */
+  readonly encodingFormat?: "float" | "base64" | undefined
+  /** At most this many texts per request (default 256); larger inputs are sent in batches, one after the other. */
+  readonly maxBatchSize?: number | undefined
+}
+
+const EmbeddingOptionsSchema = Schema.Struct({
+  baseUrl: BaseUrl,
+  model: Schema.String,
+  apiKey: OptionsSchema.fields.apiKey,
+  headers: OptionsSchema.fields.headers,
+  dimensions: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
+  encodingFormat: Schema.optional(Schema.Literals(["float", "base64"])),
+  maxBatchSize: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
+  ...Resilience.optionFields
+})
+
+/**
+ * An `EmbeddingModel` over the `HttpClient` in context: `POST /v1/embeddings` of vLLM (`--task embed`), OpenAI,
+ * llama.cpp server (`--embeddings`), Ollama, text-embeddings-inference, LM Studio. Each request is retried and timed
+ * out as a model call is (`ResilienceOptions`); every answer is schema-checked (one vector per text, by `index`; the
+ * dimensions; finite numbers), a bad one a `MalformedResponse` naming what was wrong. Options are checked first
+ * (`InvalidOptions` naming the field).
+ *
+ * @since 0.2.0
+ * @category embeddings
+ */
+export const makeEmbeddingModel = (options: EmbeddingOptions): Effect.Effect<EmbeddingModel.Service, InvalidOptions, HttpClient.HttpClient> =>
+  Effect.gen(function*() {
+    yield* Opts.decode("OpenAiCompatible", EmbeddingOptionsSchema, options)
+    const http = Client.quiet(yield* HttpClient.HttpClient)
+    const endpoint = endpointOf({ ...options })
+    const limits = Resilience.limitsOf(options)
+    const call = yield* Resilience.makeCall(options)
+    const request: Client.EmbeddingRequest = {
+      encodingFormat: options.encodingFormat ?? "float",
+      ...(options.dimensions !== undefined ? { dimensions: options.dimensions } : {})
+    }
+    const span = { attributes: { "valet.model": endpoint.model, "valet.api_base": endpoint.apiBase }, captureStackTrace: false }
+    return EmbeddingModel.make({
+      model: options.model,
+      ...(options.dimensions !== undefined ? { dimensions: options.dimensions } : {}),
+      ...(options.maxBatchSize !== undefined ? { maxBatchSize: options.maxBatchSize } : {}),
+      embed: (texts) =>
+        Effect.withSpan(call(Client.embeddings(http, endpoint, limits, texts, request)), "valet/OpenAiCompatible.embed", {
+          ...span,
+          attributes: { ...span.attributes, "valet.texts": texts.length }
+        })
+    })
+  })
+
+/**
+ * `makeEmbeddingModel` as a layer.
+ *
+ * @since 0.2.0
+ * @category embeddings
+ */
+export const layerEmbeddingModel = (
+  options: EmbeddingOptions
+): Layer.Layer<EmbeddingModel.EmbeddingModel, InvalidOptions, HttpClient.HttpClient> =>
+  Layer.effect(EmbeddingModel.EmbeddingModel, makeEmbeddingModel(options))
+
+/**
+ * `layerEmbeddingModel` with undici's `HttpClient`: nothing else to provide in Node.
+ *
+ * @since 0.2.0
+ * @category embeddings
+ */
+export const layerEmbeddingModelNode = (options: EmbeddingOptions): Layer.Layer<EmbeddingModel.EmbeddingModel, InvalidOptions> =>
+  Layer.provide(layerEmbeddingModel(options), NodeHttpClient.layerUndici)

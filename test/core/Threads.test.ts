@@ -4,21 +4,24 @@
  * turn at a time.
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Schema, Stream } from "effect"
+import { Effect, Fiber, Layer, Schema, type Scope, Stream } from "effect"
 import { TestClock } from "effect/testing"
-import { SqlClient } from "effect/sql"
+import { SqlClient, type SqlError } from "effect/sql"
 import { mkdirSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import * as Agent from "../../src/core/Agent.js"
+import * as EmbeddingModel from "../../src/core/EmbeddingModel.js"
+import * as HashedEmbeddingModel from "../../src/core/HashedEmbeddingModel.js"
 import type * as Model from "../../src/core/Model.js"
+import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Turn from "../../src/core/internal/threads/turn.js"
 import * as Threads from "../../src/core/Threads.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as SqliteClient from "../../src/environment/SqliteClient.js"
 import { type Backend as AnyBackend, describeOn, type SqlBackend as AnySqlBackend, withStore } from "../support/backends.js"
-import { freshSchema } from "../support/postgres.js"
+import { describePostgres, freshSchema } from "../support/postgres.js"
 
 type Backend = AnyBackend<Threads.Threads, Threads.ThreadStoreError>
 type SqlBackend = AnySqlBackend<Threads.Threads, Threads.ThreadStoreError>
@@ -572,4 +575,216 @@ describe("What a turn keeps (internals)", () => {
     expect(Turn.transcriptOf([replied("", [{ id: "a" }]), replied("done")], "done")).toBeUndefined()
     expect(Turn.transcriptOf([replied("other")], "done")).toBeUndefined()
   })
+})
+
+// ---------------------------------------------------------------------------------------------------------
+// Semantic recall: vectors in every store (memory, SQLite scan, sqlite-vec, PostgreSQL scan, pgvector when the
+// server has it), and turns that recall
+// ---------------------------------------------------------------------------------------------------------
+
+interface RecallBackend {
+  readonly label: string
+  readonly postgres: boolean
+  /** The searches the store may report (pgvector only where the server has the extension). */
+  readonly expected: ReadonlyArray<Threads.VectorSearch>
+  readonly fresh: Effect.Effect<{
+    readonly store: Layer.Layer<Threads.Threads, Threads.ThreadStoreError | SqlError.SqlError>
+    readonly client?: () => Layer.Layer<SqlClient.SqlClient, SqlError.SqlError>
+  }, SqlError.SqlError, Scope.Scope>
+}
+
+const sqliteWith = (config: Partial<SqliteClient.SqliteClientConfig>) =>
+  Effect.map(sqliteDatabase, () => {
+    const filename = join(dir, `t${files}`, "threads.sqlite3")
+    const client = () => SqliteClient.layer({ filename, ...config })
+    return { store: Threads.layerSql.pipe(Layer.provide(client())), client }
+  })
+
+const recallBackends: ReadonlyArray<RecallBackend> = [
+  { label: "memory", postgres: false, expected: ["memory"], fresh: Effect.succeed({ store: Threads.layerMemory() }) },
+  // No extension loaded: the scan, as on a machine without the optional sqlite-vec package.
+  { label: "sqlite (scan)", postgres: false, expected: ["scan"], fresh: sqliteWith({}) },
+  { label: "sqlite (sqlite-vec)", postgres: false, expected: ["sqlite-vec"], fresh: sqliteWith({ sqliteVec: true }) },
+  {
+    label: "postgres (scan)",
+    postgres: true,
+    expected: ["scan"],
+    fresh: Effect.map(freshSchema, (schema) => ({ store: Threads.layerSqlWith({ vectorSearch: "scan" }).pipe(Layer.provide(schema.client())), client: schema.client }))
+  },
+  {
+    label: "postgres (auto: pgvector when the server has it)",
+    postgres: true,
+    expected: ["pgvector", "scan"],
+    fresh: Effect.map(freshSchema, (schema) => ({ store: Threads.layerSql.pipe(Layer.provide(schema.client())), client: schema.client }))
+  }
+]
+
+// Without the little words, texts are near by what they are about.
+const stopWords = new Set(["is", "the", "my", "what", "a", "on", "i"])
+const hashed = (text: string) => HashedEmbeddingModel.vectorOf(text, 64, stopWords)
+
+const recallConformance = (backend: RecallBackend) =>
+  (backend.postgres ? describePostgres : describe)(`Threads recall [${backend.label}]`, () => {
+    it.effect("top k of the owner by cosine; one thread; the page left out; fork copies the vectors, delete removes them", () =>
+      Effect.flatMap(backend.fresh, ({ store }) =>
+        Effect.gen(function*() {
+          const threads = yield* Threads.Threads
+          expect(backend.expected).toContain(threads.vectorSearch)
+          const texts: Record<string, ReadonlyArray<string>> = {
+            t1: ["my cat is called Tom", "the invoice is due on Friday", "I like green tea"],
+            t2: ["Tom the cat likes fish", "the weather is sunny"],
+            g1: ["my cat is called Tom"]
+          }
+          for (const [id, contents] of Object.entries(texts)) {
+            yield* Threads.create({ id, owner: id === "g1" ? "grace" : "ada" })
+            yield* Threads.append(id, contents.map(user))
+            yield* Threads.storeVectors(id, "hashed-64", contents.map((content, index) => ({ index, vector: hashed(content) })))
+          }
+          const query = { owner: "ada", model: "hashed-64", vector: hashed("what is my cat called"), topK: 2 }
+          const best = yield* Threads.recall(query)
+          // Grace's identical message is not Ada's.
+          expect(best.map((hit) => [hit.threadId, hit.index, hit.message.content])).toEqual([
+            ["t1", 0, "my cat is called Tom"],
+            ["t2", 0, "Tom the cat likes fish"]
+          ])
+          expect(best[0]!.score).toBeGreaterThan(best[1]!.score)
+          expect(best[0]!.score).toBeCloseTo(EmbeddingModel.cosineSimilarity(query.vector, hashed("my cat is called Tom")), 5)
+          // The page a turn already shows (t1 from 0) is left out; one thread only; a threshold; another model.
+          expect((yield* Threads.recall({ ...query, exclude: { threadId: "t1", start: 0 } })).map((hit) => hit.threadId)).toEqual(["t2", "t2"])
+          expect((yield* Threads.recall({ ...query, exclude: { threadId: "t1", start: 1 }, topK: 1 }))[0]).toMatchObject({ threadId: "t1", index: 0 })
+          expect((yield* Threads.recall({ ...query, threadId: "t2", topK: 5 })).map((hit) => hit.index).sort()).toEqual([0, 1])
+          expect(yield* Threads.recall({ ...query, minScore: 0.99 })).toEqual([])
+          expect(yield* Threads.recall({ ...query, model: "other" })).toEqual([])
+          // A message's vector replaced: stored again, it ranks by the new one.
+          yield* Threads.storeVectors("t1", "hashed-64", [{ index: 0, vector: hashed("nothing alike") }])
+          expect((yield* Threads.recall({ ...query, topK: 1 }))[0]).toMatchObject({ threadId: "t2", index: 0 })
+          yield* Threads.storeVectors("t1", "hashed-64", [{ index: 0, vector: hashed("my cat is called Tom") }])
+          // Refused, by index: a message that does not exist, a zero vector, lengths that differ, another owner.
+          expect(yield* Effect.flip(Threads.storeVectors("t1", "hashed-64", [{ index: 3, vector: hashed("x") }])))
+            .toMatchObject({ _tag: "ThreadStoreError", threadId: "t1", message: `Threads.storeVectors: index 3 is not a message of thread "t1" (it holds 3)` })
+          expect(yield* Effect.flip(Threads.storeVectors("t1", "hashed-64", [{ index: 1, vector: [0, 0] }])))
+            .toMatchObject({ index: 1, message: `Threads.storeVectors: the vector of message 1 of thread "t1" cannot be stored: it is all zeros (no direction to compare)` })
+          expect(yield* Effect.flip(Threads.storeVectors("t1", "hashed-64", [{ index: 0, vector: [1, 0] }, { index: 1, vector: [1] }])))
+            .toMatchObject({ index: 1 })
+          expect(yield* Effect.flip(Threads.storeVectors("t1", "hashed-64", [], { owner: "grace" }))).toMatchObject({ _tag: "ThreadForbidden" })
+          expect(yield* Effect.flip(Threads.recall({ ...query, topK: 0 }))).toMatchObject({ message: "Threads.recall: topK must be an integer in [1, 100], got 0" })
+          // Fork at 1: the copy holds message 0 and its vector, no more.
+          yield* Threads.fork("t1", { at: 1, id: "f1" })
+          expect((yield* Threads.recall({ ...query, threadId: "f1", topK: 5 })).map((hit) => [hit.index, hit.message.content])).toEqual([[0, "my cat is called Tom"]])
+          // Deleted with its thread; the fork keeps its own.
+          yield* Threads.delete("t1")
+          expect((yield* Threads.recall({ ...query, topK: 5 })).map((hit) => `${hit.threadId}#${hit.index}`)).toEqual(["f1#0", "t2#0", "t2#1"])
+        }).pipe(Effect.provide(store))).pipe(Effect.scoped))
+
+    if (backend.label !== "memory") {
+      it.effect("a damaged vector row is an error naming the thread and the message's index", () =>
+        Effect.flatMap(backend.fresh, ({ client, store }) =>
+          Effect.gen(function*() {
+            yield* Effect.gen(function*() {
+              yield* Threads.create({ id: "d", owner: "ada" })
+              yield* Threads.append("d", [user("my cat is called Tom"), user("tea"), user("coffee")])
+              yield* Threads.storeVectors("d", "hashed-64", [0, 1, 2].map((index) => ({ index, vector: hashed(["my cat is called Tom", "tea", "coffee"][index]!) })))
+            }).pipe(Effect.provide(store))
+            yield* Effect.gen(function*() {
+              const sql = yield* SqlClient.SqlClient
+              yield* sql`UPDATE valet_thread_vectors SET vector = ${new Uint8Array([1, 2, 3])} WHERE thread_id = ${"d"} AND idx = 1`
+            }).pipe(Effect.provide(client!()))
+            const error = yield* Effect.flip(Threads.recall({ owner: "ada", model: "hashed-64", vector: hashed("cat"), topK: 1 }).pipe(Effect.provide(store)))
+            expect(error).toMatchObject({ _tag: "ThreadStoreError", threadId: "d", index: 1 })
+            expect(error.message).toBe(`Threads.recall: the vector of message 1 of thread "d" in valet_thread_vectors is damaged: the vector holds 3 bytes, not 256 (64 float32 dimensions)`)
+          })).pipe(Effect.scoped))
+    }
+  })
+
+for (const backend of recallBackends) recallConformance(backend)
+
+describe("Turns with recall", () => {
+  const agent = Agent.make({ name: "assistant", instructions: "Be brief." })
+  const recall = { topK: 2 } as const
+  const withThreads = <A, E, R>(program: Effect.Effect<A, E, R>) =>
+    Effect.gen(function*() {
+      yield* Threads.create({ id: "a", owner: "ada" })
+      yield* Threads.create({ id: "b", owner: "ada" })
+      return yield* program
+    }).pipe(Effect.provide(Threads.layerMemory()))
+
+  it.effect("another thread of the owner is shown the nearest past messages, after the working memory; its own page is not repeated", () =>
+    withThreads(Effect.gen(function*() {
+      yield* Agent.run(agent, "My cat is called Tom.", { thread: { id: "a", recall } }).pipe(Effect.provide(ScriptedModel.layer(["Nice name."])))
+      // Both messages were embedded once appended, in one call.
+      expect(yield* HashedEmbeddingModel.calls).toEqual([["My cat is called Tom."], ["My cat is called Tom.", "Nice name."]])
+      const memory = Threads.workingMemory(Schema.Struct({ likes: Schema.Array(Schema.String) }), { initial: { likes: [] } })
+      const seen = yield* Effect.gen(function*() {
+        yield* Agent.run(agent, "What is my cat called?", { thread: { id: "b", recall, workingMemory: memory } })
+        return (yield* ScriptedModel.calls)[0]!.messages!
+      }).pipe(Effect.provide(ScriptedModel.layer(["Tom."])))
+      expect(seen.map((message) => message.role)).toEqual(["system", "system", "system", "user"])
+      expect(seen[1]!.content).toMatch(/^Your working memory/)
+      expect(seen[2]).toEqual({
+        role: "system",
+        content: "Messages from earlier conversations that may be relevant (most relevant first):\n[user, thread a] My cat is called Tom.\n[assistant, thread a] Nice name."
+      })
+      // In thread a itself, the same messages are in the history page: not recalled again.
+      const again = yield* Effect.gen(function*() {
+        yield* Agent.run(agent, "And my cat?", { thread: { id: "a", recall } })
+        return (yield* ScriptedModel.calls)[0]!.messages!
+      }).pipe(Effect.provide(ScriptedModel.layer(["Tom."])))
+      // (Thread b's messages are recalled; thread a's own, in the page, are not.)
+      expect(again[1]!.content).toMatch(/^Messages from earlier conversations[^]*\[user, thread b\] What is my cat called\?/)
+      expect(again[1]!.content).not.toContain("thread a")
+      expect(again.slice(2)).toEqual([user("My cat is called Tom."), assistant("Nice name."), user("And my cat?")])
+      // Scope "thread": thread b sees only its own.
+      const own = yield* Effect.gen(function*() {
+        yield* Agent.run(agent, "Tom?", { thread: { id: "b", recall: { ...recall, scope: "thread" }, historyLimit: 1 } })
+        return (yield* ScriptedModel.calls)[0]!.messages!
+      }).pipe(Effect.provide(ScriptedModel.layer(["Yes."])))
+      // Only b's first message: its last one is the page given (historyLimit 1), left out.
+      expect(own[1]!.content).toBe("Messages from earlier conversations that may be relevant (most relevant first):\n[user, thread b] What is my cat called?")
+    })).pipe(Effect.provide(HashedEmbeddingModel.layer({ dimensions: 64 }))))
+
+  it.effect("an embedding failure: skipped, the turn runs without recall and keeps its messages (without vectors); onError fail: the turn fails first, nothing kept", () =>
+    withThreads(Effect.gen(function*() {
+      yield* Threads.append("a", [user("My cat is called Tom.")])
+      yield* Threads.storeVectors("a", "hashed-64", [{ index: 0, vector: hashed("My cat is called Tom.") }])
+      const down = HashedEmbeddingModel.layer({ dimensions: 64, failWith: () => new ModelError.ServerError({ status: 503, message: "embeddings down" }) })
+      const seen = yield* Effect.gen(function*() {
+        const result = yield* Agent.run(agent, "What is my cat called?", { thread: { id: "b", recall } })
+        return { result, messages: (yield* ScriptedModel.calls)[0]!.messages! }
+      }).pipe(Effect.provide(ScriptedModel.layer(["I do not know."])), Effect.provide(down))
+      expect(seen.result.output).toBe("I do not know.")
+      expect(seen.messages.slice(1)).toEqual([user("What is my cat called?")])
+      expect((yield* Threads.messages("b")).messages).toEqual([user("What is my cat called?"), assistant("I do not know.")])
+      expect(yield* Threads.recall({ owner: "ada", model: "hashed-64", vector: hashed("What is my cat called?"), topK: 5, threadId: "b" })).toEqual([])
+      const failed = yield* Effect.flip(Agent.run(agent, "Again?", { thread: { id: "b", recall: { ...recall, onError: "fail" } } }).pipe(
+        Effect.provide(ScriptedModel.layer(["never"])),
+        Effect.provide(down)
+      ))
+      expect(failed).toMatchObject({ _tag: "ServerError", message: "embeddings down" })
+      expect((yield* Threads.messages("b")).total).toBe(2)
+    })))
+
+  it.effect("recall without an EmbeddingModel is refused, saying what to provide; nothing kept", () =>
+    withThreads(Effect.gen(function*() {
+      const error = yield* Effect.flip(Agent.run(agent, "Hi", { thread: { id: "a", recall } }).pipe(Effect.provide(ScriptedModel.layer(["x"]))))
+      expect(error).toMatchObject({ _tag: "ThreadStoreError", threadId: "a" })
+      expect(error.message).toContain("Threads: recall needs an EmbeddingModel")
+      expect((yield* Threads.get("a")).messageCount).toBe(0)
+    })))
+})
+
+describePostgres("Threads recall [postgres: vectors written before pgvector]", () => {
+  it.effect("a store opened with pgvector fills in the column for the vectors a scan store wrote, and finds them", () =>
+    Effect.gen(function*() {
+      const schema = yield* freshSchema
+      yield* Effect.gen(function*() {
+        expect((yield* Threads.Threads).vectorSearch).toBe("scan")
+        yield* Threads.create({ id: "old", owner: "ada" })
+        yield* Threads.append("old", [user("my cat is called Tom"), user("the weather is sunny")])
+        yield* Threads.storeVectors("old", "hashed-64", [{ index: 0, vector: hashed("my cat is called Tom") }, { index: 1, vector: hashed("the weather is sunny") }])
+      }).pipe(Effect.provide(Threads.layerSqlWith({ vectorSearch: "scan" }).pipe(Layer.provide(schema.client()))))
+      const found = yield* Threads.recall({ owner: "ada", model: "hashed-64", vector: hashed("what is my cat called"), topK: 1 }).pipe(
+        Effect.provide(Threads.layerSql.pipe(Layer.provide(schema.client())))
+      )
+      expect(found.map((hit) => [hit.threadId, hit.index])).toEqual([["old", 0]])
+    }).pipe(Effect.scoped))
 })

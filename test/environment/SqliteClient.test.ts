@@ -290,3 +290,28 @@ describe("SqliteClient: lifetime", () => {
     expect(JSON.parse(output)).toEqual({ before: false, after: true })
   })
 })
+
+describe("SqliteClient: extensions", () => {
+  const version = Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ v: string }>`SELECT vec_version() AS v`)
+
+  it.effect("sqliteVec loads the sqlite-vec package's extension (true and auto); without it, its functions do not exist", () =>
+    Effect.gen(function*() {
+      const [loaded] = yield* version.pipe(Effect.provide(SqliteClient.layer({ filename: ":memory:", sqliteVec: true })))
+      expect(loaded!.v).toMatch(/^v0\.\d+\.\d+/)
+      yield* version.pipe(Effect.provide(SqliteClient.layer({ filename: ":memory:", sqliteVec: "auto" })))
+      expect(yield* Effect.flip(version.pipe(Effect.provide(memory)))).toBeInstanceOf(SqlError.SqlError)
+    }))
+
+  it.effect("an extension that does not load fails the layer naming its path; loading is off once the database is open", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Layer.build(SqliteClient.layer({ filename: ":memory:", extensions: ["/nonexistent/libnothing.so"] })))
+      expect(error.message).toContain("cannot load the SQLite extension /nonexistent/libnothing.so")
+      // SQL's load_extension() stays refused on a client that loaded one.
+      const refused = yield* Effect.flip(
+        Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT load_extension('/nonexistent/libnothing.so')`).pipe(
+          Effect.provide(SqliteClient.layer({ filename: ":memory:", sqliteVec: true }))
+        )
+      )
+      expect(refused.message).toContain("not authorized")
+    }).pipe(Effect.scoped))
+})

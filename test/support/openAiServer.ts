@@ -456,6 +456,8 @@ export const make = (options: Options = {}): Effect.Effect<LoopbackServer, never
           ? json({ object: "list", data: [{ id: servedModel, object: "model", created: 1_700_000_000, owned_by: "vllm", max_model_len: 4096 }] })
           : notFound, false),
       "POST /generate": handle("/generate", (b) => (generate ? generateDefault(b) : notFound), true),
+      // Embeddings are answered only with what a test enqueues (a recorded payload or a fault).
+      "POST /v1/embeddings": handle("/v1/embeddings", () => notFound, true),
       "GET /health": handle("/health", () => (healthy ? text(200, "") : text(503, "")), false)
     }
     // Interruptible: `NodeHttpServer` runs handlers uninterruptibly, so a `stall` could be neither aborted by the

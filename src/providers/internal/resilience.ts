@@ -195,6 +195,32 @@ export const withAttemptTimeout = (options: Options) =>
     : effect
 }
 
+/**
+ * Retries and timeouts for a single request that is not a model call (`POST /embeddings`): `attempt` is bounded by
+ * the attempt timeout, retried by `retrySchedule`, the whole bounded by the call timeout, the in-flight cap held
+ * around each attempt — the same rules as `generate`, for any answer type.
+ */
+export const makeCall = (options: Options): Effect.Effect<<A>(attempt: Effect.Effect<A, ModelError.ModelError>) => Effect.Effect<A, ModelError.ModelError>> =>
+  Effect.map(
+    options.maxInFlight !== undefined ? Effect.map(Semaphore.make(Math.max(1, options.maxInFlight)), (s) => s as Semaphore.Semaphore | undefined) : Effect.succeed(undefined),
+    (semaphore) => {
+      const attemptTimeout = Duration.fromInputUnsafe(options.attemptTimeout ?? defaults.attemptTimeout)
+      const callLimit = Duration.fromInputUnsafe(options.callTimeout ?? defaults.callTimeout)
+      const schedule = retrySchedule(options)
+      const final = finalError(options)
+      return <A>(attempt: Effect.Effect<A, ModelError.ModelError>) => {
+        const bounded = Duration.isFinite(attemptTimeout)
+          ? Effect.timeoutOrElse(attempt, { duration: attemptTimeout, orElse: () => Effect.fail(attemptTimeoutError(attemptTimeout)) })
+          : attempt
+        const one = semaphore !== undefined ? semaphore.withPermits(1)(bounded) : bounded
+        const retried = Effect.mapError(Effect.retry(one, schedule), final)
+        return Duration.isFinite(callLimit)
+          ? Effect.timeoutOrElse(retried, { duration: callLimit, orElse: () => Effect.fail(callTimeoutError(callLimit)) })
+          : retried
+      }
+    }
+  )
+
 /** What a streamed attempt is told by the resilience layer. */
 export interface StreamControl {
   /** How long the attempt may go without an event (before its first, or between two). */

@@ -6,7 +6,8 @@ import { Effect, Result, Schema } from "effect"
 import { formatIssue } from "../decode.js"
 import { randomHex20 } from "../ids.js"
 import { Message } from "../modelSchema.js"
-import { type Summary, type Thread, ThreadForbidden, threadIdProblem, ThreadStoreError } from "./model.js"
+import { vectorProblem } from "../vectors.js"
+import { type MessageVector, type RecallQuery, type Summary, type Thread, ThreadForbidden, threadIdProblem, ThreadStoreError } from "./model.js"
 
 const decodeMessage = Schema.decodeUnknownResult(Message)
 
@@ -118,6 +119,72 @@ export const memoryText = (key: string, document: unknown): Effect.Effect<string
   } catch (error) {
     return Effect.fail(refuse("writeMemory", `the document of ${JSON.stringify(key)} is not JSON: ${error instanceof Error ? error.message : String(error)}`))
   }
+}
+
+/** A model name as stored with a vector: what recall matches on. */
+const checkModel = (operation: string, model: unknown, threadId?: string): Effect.Effect<string, ThreadStoreError> =>
+  typeof model === "string" && model.length > 0 && model.length <= 256
+    ? Effect.succeed(model)
+    : Effect.fail(refuse(operation, "the embedding model's name must be a non-empty string of at most 256 characters", threadId))
+
+/** The most dimensions a stored vector may have (pgvector's limit for a column without a size is 16,000). */
+export const maxDimensions = 16_000
+
+/**
+ * The vectors to store, each checked: its index a message of the thread (below `messageCount`), once; its vector
+ * finite, not all zeros, of the same length as the others. The first that is not is refused by its index.
+ */
+export const checkVectors = (
+  threadId: string,
+  model: unknown,
+  vectors: ReadonlyArray<MessageVector>,
+  messageCount: number
+): Effect.Effect<{ readonly model: string; readonly dimensions: number; readonly vectors: ReadonlyArray<{ readonly index: number; readonly vector: Float32Array }> }, ThreadStoreError> =>
+  Effect.flatMap(checkModel("storeVectors", model, threadId), (name) => {
+    const out: Array<{ index: number; vector: Float32Array }> = []
+    const seen = new Set<number>()
+    const dimensions = vectors[0]?.vector.length ?? 0
+    for (const { index, vector } of vectors) {
+      const where = `message ${index} of thread ${JSON.stringify(threadId)}`
+      if (!Number.isInteger(index) || index < 0 || index >= messageCount) {
+        return Effect.fail(refuse("storeVectors", `index ${String(index)} is not a message of thread ${JSON.stringify(threadId)} (it holds ${messageCount})`, threadId))
+      }
+      if (seen.has(index)) return Effect.fail(refuse("storeVectors", `the vector of ${where} is given twice`, threadId, index))
+      seen.add(index)
+      if (!Array.isArray(vector) && !(vector instanceof Float32Array)) {
+        return Effect.fail(refuse("storeVectors", `the vector of ${where} is not a list of numbers`, threadId, index))
+      }
+      const problem = vectorProblem(vector)
+      if (problem !== undefined) return Effect.fail(refuse("storeVectors", `the vector of ${where} cannot be stored: ${problem}`, threadId, index))
+      if (vector.length !== dimensions || vector.length > maxDimensions) {
+        return Effect.fail(refuse("storeVectors", `the vector of ${where} has ${vector.length} dimensions, not ${dimensions} as the others (at most ${maxDimensions})`, threadId, index))
+      }
+      out.push({ index, vector: Float32Array.from(vector) })
+    }
+    return Effect.succeed({ model: name, dimensions, vectors: out })
+  })
+
+/** A recall query, checked: owner, model, vector, `topK` in [1, 100], `minScore` in [-1, 1], the thread ids. */
+export const checkRecall = (query: RecallQuery): Effect.Effect<{ readonly query: RecallQuery; readonly vector: Float32Array }, ThreadStoreError> =>
+  Effect.gen(function*() {
+    yield* checkOwner("recall", query.owner)
+    yield* checkModel("recall", query.model)
+    yield* checkInteger("recall", "topK", query.topK, 5, 1, 100)
+    if (query.minScore !== undefined && !(query.minScore >= -1 && query.minScore <= 1)) {
+      return yield* refuse("recall", `minScore must be a number in [-1, 1], got ${String(query.minScore)}`)
+    }
+    if (query.threadId !== undefined) yield* checkId("recall", query.threadId)
+    if (query.exclude !== undefined) yield* checkId("recall", query.exclude.threadId)
+    const problem = Array.isArray(query.vector) || query.vector instanceof Float32Array ? vectorProblem(query.vector) : "it is not a list of numbers"
+    if (problem !== undefined) return yield* refuse("recall", `the query vector cannot be compared: ${problem}`)
+    if (query.vector.length > maxDimensions) return yield* refuse("recall", `the query vector has ${query.vector.length} dimensions, more than ${maxDimensions}`)
+    return { query, vector: Float32Array.from(query.vector) }
+  })
+
+/** Whether the message at (`threadId`, `index`) is left out by the query. */
+export const excluded = (query: RecallQuery, threadId: string, index: number): boolean => {
+  const exclude = query.exclude
+  return exclude !== undefined && exclude.threadId === threadId && index >= exclude.start && (exclude.end === undefined || index < exclude.end)
 }
 
 /** A summary to keep: text of at most 256 KiB, standing for 1 to `count` messages of the thread. */

@@ -3,13 +3,16 @@
  */
 import { Clock, Effect, Result } from "effect"
 import type { Message } from "../modelSchema.js"
+import { cosineWith, norm, TopK } from "../vectors.js"
 import * as Check from "./check.js"
-import { type Lease, type Service, type Summary, type Thread, ThreadBusy, type ThreadForbidden, ThreadNotFound, type ThreadStoreError } from "./model.js"
+import { type Lease, type Recalled, type Service, type Summary, type Thread, ThreadBusy, type ThreadForbidden, ThreadNotFound, type ThreadStoreError } from "./model.js"
 
 interface Entry {
   thread: Thread
   readonly messages: Array<Message>
   lease: { readonly token: string; until: number } | undefined
+  /** The messages' vectors by index, with the model that embedded them. */
+  readonly vectors: Map<number, { readonly model: string; readonly vector: Float32Array }>
   summary?: Summary | undefined
   /** The turn keys appended with, and where their messages landed. */
   readonly turns: Map<string, { readonly start: number; readonly count: number }>
@@ -43,7 +46,7 @@ export const make = (): Effect.Effect<Service> =>
         if (entries.has(id)) return yield* Check.refuse("create", `a thread ${JSON.stringify(id)} exists`, id)
         const now = yield* Clock.currentTimeMillis
         const thread: Thread = { id, owner: options.owner, metadata, createdAt: now, updatedAt: now, messageCount: 0 }
-        entries.set(id, { thread, messages: [], lease: undefined, turns: new Map() })
+        entries.set(id, { thread, messages: [], lease: undefined, vectors: new Map(), turns: new Map() })
         return thread
       })
 
@@ -110,6 +113,7 @@ export const make = (): Effect.Effect<Service> =>
         }).pipe(Effect.mapError((error) => Check.refuse("fork", error.message.replace(/^Threads\.create: /, ""), threadId)))
         const copy = entries.get(forked.id)!
         copy.messages.push(...entry.messages.slice(0, at))
+        for (const [index, stored] of entry.vectors) if (index < at) copy.vectors.set(index, stored)
         copy.thread = { ...copy.thread, messageCount: at }
         // A summary of messages the fork holds, and of no later one, still stands for them.
         if (entry.summary !== undefined && entry.summary.through <= at) copy.summary = entry.summary
@@ -150,6 +154,29 @@ export const make = (): Effect.Effect<Service> =>
 
     const memories = new Map<string, string>()
 
+    const storeVectors: Service["storeVectors"] = (threadId, model, vectors, options) =>
+      Effect.gen(function*() {
+        const entry = yield* find("storeVectors", threadId, options?.owner)
+        const checked = yield* Check.checkVectors(threadId, model, vectors, entry.messages.length)
+        for (const { index, vector } of checked.vectors) entry.vectors.set(index, { model: checked.model, vector })
+      })
+
+    const recall: Service["recall"] = (query) =>
+      Effect.map(Check.checkRecall(query), ({ vector }) => {
+        const best = new TopK<{ readonly threadId: string; readonly index: number; readonly message: Message }>(query.topK)
+        const queryNorm = norm(vector)
+        for (const entry of entries.values()) {
+          const thread = entry.thread
+          if (thread.owner !== query.owner || (query.threadId !== undefined && thread.id !== query.threadId)) continue
+          for (const [index, stored] of entry.vectors) {
+            if (stored.model !== query.model || stored.vector.length !== vector.length || Check.excluded(query, thread.id, index)) continue
+            const score = cosineWith(vector, queryNorm, stored.vector)
+            if (query.minScore === undefined || score >= query.minScore) best.offer(score, { threadId: thread.id, index, message: entry.messages[index]! })
+          }
+        }
+        return best.result().map(({ item, score }): Recalled => ({ ...item, score }))
+      })
+
     const writeSummary: Service["writeSummary"] = (threadId, summary, options) =>
       Effect.gen(function*() {
         const entry = yield* find("writeSummary", threadId, options?.owner)
@@ -167,6 +194,9 @@ export const make = (): Effect.Effect<Service> =>
         return text === undefined ? undefined : JSON.parse(text) as unknown
       }),
       writeMemory: (key, document) => Effect.map(Check.memoryText(key, document), (text) => void memories.set(key, text)),
+      vectorSearch: "memory",
+      storeVectors,
+      recall,
       summary: (threadId, options) => Effect.map(find("summary", threadId, options?.owner), (entry) => entry.summary),
       writeSummary,
       create,

@@ -148,6 +148,62 @@ export class ThreadStoreError extends Schema.TaggedError<ThreadStoreError>()("Th
 export type ThreadError = ThreadNotFound | ThreadForbidden | ThreadBusy | ThreadStoreError
 
 // ---------------------------------------------------------------------------------------------------------
+// Recall
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * How a store finds the vectors nearest a query: `"memory"` (the memory store), `"sqlite-vec"` (SQLite with the
+ * `sqlite-vec` extension loaded: distances computed in SQL), `"pgvector"` (PostgreSQL with the `vector` extension),
+ * `"scan"` (any other SQL database: the owner's vectors read a page at a time and compared in JavaScript).
+ *
+ * @since 0.2.0
+ * @category recall
+ */
+export type VectorSearch = "memory" | "scan" | "sqlite-vec" | "pgvector"
+
+/**
+ * The vector of one message of a thread, to store: the message's index and its embedding.
+ *
+ * @since 0.2.0
+ * @category recall
+ */
+export interface MessageVector {
+  readonly index: number
+  readonly vector: ReadonlyArray<number>
+}
+
+/**
+ * What to recall: the `topK` messages of `owner` whose vectors (of `model`) are nearest `vector` by cosine
+ * similarity, at least `minScore`, in one thread only when `threadId` is given, leaving out the messages of
+ * `exclude.threadId` with indexes in `[exclude.start, exclude.end)` (the page a turn already shows).
+ *
+ * @since 0.2.0
+ * @category recall
+ */
+export interface RecallQuery {
+  readonly owner: string
+  readonly model: string
+  readonly vector: ReadonlyArray<number>
+  readonly topK: number
+  readonly minScore?: number | undefined
+  readonly threadId?: string | undefined
+  readonly exclude?: { readonly threadId: string; readonly start: number; readonly end?: number | undefined } | undefined
+}
+
+/**
+ * A message recalled: where it is, how near (cosine similarity, 1 the nearest), and the message.
+ *
+ * @since 0.2.0
+ * @category recall
+ */
+export interface Recalled {
+  readonly threadId: string
+  readonly index: number
+  readonly score: number
+  readonly message: Message
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // The service
 // ---------------------------------------------------------------------------------------------------------
 
@@ -258,5 +314,23 @@ export interface Service {
     summary: Summary,
     options?: OwnerOptions & { readonly lease?: Lease | undefined }
   ) => Effect.Effect<void, ThreadError>
+  /** How this store searches vectors (see `VectorSearch`). */
+  readonly vectorSearch: VectorSearch
+  /**
+   * Stores the vectors of messages of a thread (embedded by `model`), in one write; a message's vector replaces the
+   * one it had. Each index must be a message of the thread; each vector finite, not all zeros, all of one length.
+   * Deleted with the thread; copied by `fork` with the messages they belong to.
+   */
+  readonly storeVectors: (
+    threadId: string,
+    model: string,
+    vectors: ReadonlyArray<MessageVector>,
+    options?: OwnerOptions
+  ) => Effect.Effect<void, ThreadError>
+  /**
+   * The messages nearest a vector, best first (see `RecallQuery`). A stored vector that is damaged (not the length
+   * its row says, not finite) is a `ThreadStoreError` naming its thread and index.
+   */
+  readonly recall: (query: RecallQuery) => Effect.Effect<ReadonlyArray<Recalled>, ThreadStoreError>
 }
 

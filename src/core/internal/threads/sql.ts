@@ -14,14 +14,25 @@ import { Message } from "../modelSchema.js"
 import { createTables, describeSqlError, IntegerColumn } from "../sql.js"
 import * as Check from "./check.js"
 import { type Service, type Thread, ThreadBusy, type ThreadError, ThreadNotFound, ThreadStoreError } from "./model.js"
+import * as SqlVectors from "./sqlVectors.js"
 
 export const tableNames = {
   threads: "valet_threads",
   messages: "valet_thread_messages",
   memory: "valet_working_memory",
   summaries: "valet_thread_summaries",
-  turns: "valet_thread_turns"
+  turns: "valet_thread_turns",
+  vectors: SqlVectors.table
 } as const
+
+/** How the SQL store is made. */
+export interface Options {
+  /**
+   * How recall searches vectors: `"auto"` (the default: `sqlite-vec` when the SQLite connection has it loaded,
+   * pgvector when the PostgreSQL server has it, else a scan) or `"scan"` (always the scan).
+   */
+  readonly vectorSearch?: SqlVectors.Wanted | undefined
+}
 
 const ThreadRow = Schema.Struct({
   id: Schema.String,
@@ -89,7 +100,7 @@ const messageOf = (operation: string, threadId: string, row: unknown): Result.Re
     : Result.succeed(message.success)
 }
 
-export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient> = Effect.gen(function*() {
+export const makeWith = (options: Options = {}): Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient> => Effect.gen(function*() {
   // Column names are ours whatever name transforms the client was configured with.
   const sql = (yield* SqlClient.SqlClient).withoutTransforms()
   const threads = sql(tableNames.threads)
@@ -114,9 +125,11 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
         thread_id TEXT PRIMARY KEY, through BIGINT NOT NULL, content TEXT NOT NULL, updated_at BIGINT NOT NULL)`,
       sql`CREATE TABLE IF NOT EXISTS ${turns} (
         thread_id TEXT NOT NULL, turn_key TEXT NOT NULL, start_idx BIGINT NOT NULL, message_count BIGINT NOT NULL,
-        created_at BIGINT NOT NULL, PRIMARY KEY (thread_id, turn_key))`
+        created_at BIGINT NOT NULL, PRIMARY KEY (thread_id, turn_key))`,
+      SqlVectors.createStatements(sql)
     ], { discard: true })
   ).pipe(Effect.mapError(failure("create tables")))
+  const search = yield* SqlVectors.detect(sql, options.vectorSearch ?? "auto")
 
   const columns = sql`id, owner, metadata, created_at, updated_at, message_count`
 
@@ -135,6 +148,8 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
 
   const busy = (operation: string, threadId: string, why: string) =>
     new ThreadBusy({ threadId, message: `Threads.${operation}: thread ${JSON.stringify(threadId)} ${why}` })
+
+  const vectors = SqlVectors.make(sql, search, find, messageOf)
 
   const insertThread = (operation: string, thread: Thread) =>
     sql`INSERT INTO ${threads} (id, owner, metadata, created_at, updated_at, message_count)
@@ -276,6 +291,7 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
         SELECT ${id}, through, content, ${now} FROM ${summaries} WHERE thread_id = ${threadId} AND through <= ${at}`.pipe(
         Effect.mapError(failure("fork", threadId))
       )
+      yield* vectors.forkOf(threadId, id, at).pipe(Effect.mapError(failure("fork", threadId)))
       return thread
     })).pipe(Effect.mapError((error) => "_tag" in error && error._tag === "SqlError" ? failure("fork", threadId)(error) : error))
 
@@ -285,6 +301,7 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
       yield* sql`DELETE FROM ${rows} WHERE thread_id = ${threadId}`.pipe(Effect.mapError(failure("delete", threadId)))
       yield* sql`DELETE FROM ${summaries} WHERE thread_id = ${threadId}`.pipe(Effect.mapError(failure("delete", threadId)))
       yield* sql`DELETE FROM ${turns} WHERE thread_id = ${threadId}`.pipe(Effect.mapError(failure("delete", threadId)))
+      yield* vectors.deleteOf(threadId).pipe(Effect.mapError(failure("delete", threadId)))
       yield* sql`DELETE FROM ${threads} WHERE id = ${threadId}`.pipe(Effect.mapError(failure("delete", threadId)))
     })).pipe(Effect.mapError((error) => "_tag" in error && error._tag === "SqlError" ? failure("delete", threadId)(error) : error))
 
@@ -377,6 +394,9 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
     writeMemory,
     summary,
     writeSummary,
+    vectorSearch: vectors.vectorSearch,
+    storeVectors: vectors.storeVectors,
+    recall: vectors.recall,
     create,
     get: (threadId, options) => find("get", threadId, options?.owner),
     messages,
@@ -389,3 +409,5 @@ export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient>
     release
   } satisfies Service
 })
+
+export const make: Effect.Effect<Service, ThreadStoreError, SqlClient.SqlClient> = makeWith()

@@ -7,10 +7,12 @@
 import { Cause, Duration, Effect, Exit, Schedule, type Scope, Stream } from "effect"
 import type { AgentError } from "../../AgentError.js"
 import type * as AgentEvent from "../../AgentEvent.js"
+import type { ModelError } from "../../ModelError.js"
 import * as Compact from "../compact.js"
 import type { Message } from "../modelSchema.js"
 import type { Emitter } from "../runtime.js"
 import type * as Tool from "../../Tool.js"
+import * as Recall from "./recall.js"
 import * as Summary from "./summary.js"
 import * as WorkingMemory from "./workingMemory.js"
 import { type Lease, type Service, type ThreadError, ThreadBusy, ThreadStoreError } from "./model.js"
@@ -53,6 +55,11 @@ export interface TurnOptions {
    * through the `update_working_memory` tool the turn gives the agent.
    */
   readonly workingMemory?: WorkingMemory.WorkingMemory | undefined
+  /**
+   * Semantic recall: the owner's past messages nearest the task are shown to the model (a system message after the
+   * working memory's), and the turn's messages are embedded once appended (see `Recall.RecallOptions`).
+   */
+  readonly recall?: Recall.RecallOptions | undefined
 }
 
 const defaults = { historyLimit: 100, leaseMs: 60_000, busyTimeoutMs: 30_000 }
@@ -147,7 +154,7 @@ interface Begun {
   /** Tools the turn gives the agent (the working memory's). */
   readonly tools: ReadonlyArray<Tool.Tool>
   /** Appends the turn's messages and gives the lease back. */
-  readonly finish: (exit: Exit.Exit<AgentEvent.RunResult, unknown>, events: ReadonlyArray<AgentEvent.AgentEvent>) => Effect.Effect<void, ThreadError>
+  readonly finish: (exit: Exit.Exit<AgentEvent.RunResult, unknown>, events: ReadonlyArray<AgentEvent.AgentEvent>) => Effect.Effect<void, ThreadError | ModelError>
 }
 
 const leaseMsOf = (options: TurnOptions): Effect.Effect<number, ThreadStoreError> => {
@@ -166,7 +173,7 @@ const leaseMsOf = (options: TurnOptions): Effect.Effect<number, ThreadStoreError
 }
 
 /** Takes the lease (renewed in the scope), loads the page, and says how to finish. */
-const begin = (threads: Service, options: TurnOptions, task: string): Effect.Effect<Begun, ThreadError, Scope.Scope> =>
+const begin = (threads: Service, options: TurnOptions, task: string): Effect.Effect<Begun, ThreadError | ModelError, Scope.Scope> =>
   Effect.gen(function*() {
     const leaseMs = yield* leaseMsOf(options)
     const acquire = threads.acquire(options.id, { owner: options.owner, durationMs: leaseMs })
@@ -193,8 +200,8 @@ const begin = (threads: Service, options: TurnOptions, task: string): Effect.Eff
     const memory = options.workingMemory
     let shown: ReadonlyArray<Message> = []
     let tools: ReadonlyArray<Tool.Tool> = []
-    if (memory !== undefined) {
-      const thread = yield* threads.get(options.id, { owner: options.owner })
+    const thread = memory !== undefined || options.recall !== undefined ? yield* threads.get(options.id, { owner: options.owner }) : undefined
+    if (memory !== undefined && thread !== undefined) {
       const key = WorkingMemory.keyOf(memory.scope, thread.owner, thread.id)
       const document = yield* memory.show(yield* threads.readMemory(key), key)
       // A system message, so that compaction keeps it whole with the instructions.
@@ -204,15 +211,27 @@ const begin = (threads: Service, options: TurnOptions, task: string): Effect.Eff
       }]
       tools = [memory.tool((next) => threads.writeMemory(key, next))]
     }
+    const recall = options.recall !== undefined && thread !== undefined
+      ? yield* Recall.prepare(threads, options.recall, { threadId: thread.id, owner: thread.owner, task, pageStart: loaded.start })
+      : undefined
     return {
       lease,
       tools,
-      history: [...shown, ...given],
+      history: [...shown, ...(recall?.shown ?? []), ...given],
       observer: loaded.observer(given),
       finish: (exit, events) => {
         const messages = turnMessages(task, events, exit, options.incomplete ?? "note")
-        const appended = messages.length === 0 ? Effect.void : Effect.asVoid(threads.append(options.id, messages, { owner: options.owner, lease }))
-        return Effect.andThen(appended, loaded.save(lease))
+        const appended = messages.length === 0
+          ? Effect.succeed(undefined)
+          : threads.append(options.id, messages, { owner: options.owner, lease })
+        // The vectors last, in a write of their own after the append and the summary (see recall.ts for why).
+        return Effect.flatMap(appended, (after) =>
+          Effect.andThen(
+            loaded.save(lease),
+            recall === undefined || after === undefined
+              ? Effect.void
+              : recall.store(options.id, options.owner, after.messageCount - messages.length, messages)
+          ))
       }
     }
   })
@@ -254,7 +273,7 @@ export const stream = <E, R>(
   task: string,
   extraHistory: ReadonlyArray<Message> | undefined,
   body: (history: ReadonlyArray<Message>, tools: ReadonlyArray<Tool.Tool>) => Stream.Stream<AgentEvent.AgentEvent, E, R>
-): Stream.Stream<AgentEvent.AgentEvent, E | ThreadError, R> =>
+): Stream.Stream<AgentEvent.AgentEvent, E | ThreadError | ModelError, R> =>
   Stream.unwrap(Effect.gen(function*() {
     const begun = yield* begin(threads, optionsOf(thread), task)
     const { events, record } = recorder()

@@ -512,3 +512,70 @@ export const listModels = (
         fromResult(decodeAnswer(body, decodeModelList, "the model list", endpoint.model)))
     })
   })
+
+const decodeEmbeddingList = Schema.decodeUnknownResult(Wire.EmbeddingList)
+
+/** What `POST /embeddings` is sent beside the texts. */
+export interface EmbeddingRequest {
+  readonly encodingFormat: "float" | "base64"
+  /** Sent as `dimensions` (OpenAI's text-embedding-3 and vLLM's Matryoshka models shorten their vectors). */
+  readonly dimensions?: number | undefined
+}
+
+/** Base64 of float32 little-endian bytes, as numbers; `undefined` when it is not that. */
+const floatsOfBase64 = (text: string): Array<number> | undefined => {
+  if (!/^[A-Za-z0-9+/]*={0,2}$/.test(text)) return undefined
+  const bytes = Buffer.from(text, "base64")
+  if (bytes.length % 4 !== 0) return undefined
+  const out = new Array<number>(bytes.length / 4)
+  for (let i = 0; i < out.length; i++) out[i] = bytes.readFloatLE(i * 4)
+  return out
+}
+
+/**
+ * The vectors of an embeddings answer, in the order of the inputs (by `index`, else by position); an answer whose
+ * indexes are not each input once is malformed, naming the index. (Counts and dimensions are checked by
+ * `EmbeddingModel.make`.)
+ */
+export const vectorsOf = (wire: Wire.EmbeddingList, body: string): Result.Result<Array<Array<number>>, ModelError.ModelError> => {
+  const out: Array<Array<number> | undefined> = new Array(wire.data.length)
+  for (let position = 0; position < wire.data.length; position++) {
+    const entry = wire.data[position]!
+    const index = entry.index ?? position
+    if (!Number.isInteger(index) || index < 0 || index >= wire.data.length || out[index] !== undefined) {
+      return Result.fail(Errors.malformed(`the embeddings answer has data[${position}].index ${index}: not each of indexes 0..${wire.data.length - 1} once`, body))
+    }
+    const vector = typeof entry.embedding === "string" ? floatsOfBase64(entry.embedding) : [...entry.embedding]
+    if (vector === undefined) {
+      return Result.fail(Errors.malformed(`the embedding of data[${position}] is a string but not base64 of float32 values`, body))
+    }
+    out[index] = vector
+  }
+  return Result.succeed(out as Array<Array<number>>)
+}
+
+/** `POST /embeddings`: one attempt, the vectors in the order of `texts`. */
+export const embeddings = (
+  client: HttpClient.HttpClient,
+  endpoint: Endpoint,
+  limits: Resilience.Limits,
+  texts: ReadonlyArray<string>,
+  request: EmbeddingRequest
+): Effect.Effect<Array<Array<number>>, ModelError.ModelError> =>
+  Effect.suspend(() => {
+    const url = `${endpoint.apiBase}/embeddings`
+    const http = HttpClientRequest.post(url, { headers: headersOf(endpoint, false) }).pipe(
+      HttpClientRequest.bodyJsonUnsafe({
+        model: endpoint.model,
+        input: texts,
+        encoding_format: request.encodingFormat,
+        ...(request.dimensions !== undefined ? { dimensions: request.dimensions } : {})
+      })
+    )
+    return Effect.flatMap(send(client, http), (response) => {
+      if (response.status < 200 || response.status >= 300) return failure(response, endpoint.model)
+      const read = readLimited(response, url, { limit: limits.maxResponseBytes, option: "maxResponseBytes", what: `the embeddings from ${url}` })
+      return Effect.flatMap(read, (body) =>
+        fromResult(Result.flatMap(decodeAnswer(body, decodeEmbeddingList, "the embeddings answer", endpoint.model), (wire) => vectorsOf(wire, body))))
+    })
+  })

@@ -156,3 +156,17 @@ export const ModelList = Schema.Struct({
   }))
 })
 export type ModelList = typeof ModelList.Type
+
+/**
+ * `POST /v1/embeddings`: `{ data: [{ index, embedding }], model, usage }`. An embedding is a list of numbers
+ * (`encoding_format: "float"`) or base64 of float32 little-endian bytes (`"base64"`). A missing index is the position.
+ */
+export const EmbeddingList = Schema.Struct({
+  data: Schema.Array(Schema.Struct({
+    index: Nullable(Schema.Number),
+    embedding: Schema.Union([Schema.Array(Schema.Number), Schema.String])
+  })),
+  model: Nullable(Schema.String),
+  usage: Nullable(Usage)
+})
+export type EmbeddingList = typeof EmbeddingList.Type

@@ -174,11 +174,17 @@ const ThreadSchema = Schema.Struct({
 })
 const PageSchema = Schema.Struct({ threadId: Schema.String, start: Schema.Number, messages: Schema.Array(Model.Message), total: Schema.Number })
 const SummarySchema = Schema.UndefinedOr(Schema.Struct({ content: Schema.String, through: Schema.Number }))
+const RecalledSchema = Schema.Array(Schema.Struct({
+  threadId: Schema.String,
+  index: Schema.Number,
+  score: Schema.Number,
+  message: Model.Message
+}))
 const ThreadError = Schema.Union([Threads.ThreadNotFound, Threads.ThreadForbidden, Threads.ThreadBusy, Threads.ThreadStoreError])
 
 /**
  * The thread store of a durable thread turn, the turn keyed by `turnKey` (its run id). Its reads (the history page,
- * the thread, its summary, the working memory) are activities (`<run>/thread/<op>/<n>`), so a resumed turn runs on the history it
+ * the thread, its summary, what recall found, the working memory) are activities (`<run>/thread/<op>/<n>`), so a resumed turn runs on the history it
  * read first — the same requests as before, the model calls answered from storage. Its writes are activities too,
  * and its append also carries the turn key into the store, which appends a key once: a process that dies after the
  * append and before the activity's result is stored leaves a turn that appends again on resume, and is answered.
@@ -201,6 +207,9 @@ export const durableThreads = (inner: Threads.Service, turnKey: string): Effect.
         activity("thread/summary", { success: SummarySchema, error: ThreadError, execute: () => inner.summary(threadId, options) }),
       writeSummary: (threadId, summary, options) =>
         activity("thread/summary/write", { success: Schema.Void, error: ThreadError, execute: () => inner.writeSummary(threadId, summary, options) }),
+      // What recall showed the turn is read once too; the vectors stored after the append replace what they were.
+      recall: (query) =>
+        activity("thread/recall", { success: RecalledSchema, error: Threads.ThreadStoreError, execute: () => inner.recall(query) }),
       readMemory: (key) =>
         activity("thread/memory/read", { success: Schema.Unknown, error: Threads.ThreadStoreError, execute: () => inner.readMemory(key) }),
       writeMemory: (key, document) =>

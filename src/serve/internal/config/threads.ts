@@ -35,7 +35,8 @@ const sqlite = (store: Store & { readonly _tag: "Sqlite" }): Layer.Layer<SqlClie
     yield* fs.makeDirectory(path.dirname(store.file), { recursive: true }).pipe(
       Effect.mapError((error) => opening(store, `cannot create its folder: ${error.message}`))
     )
-    const context = yield* Layer.build(SqliteClient.layer({ filename: store.file })).pipe(
+    // sqlite-vec when the optional package is installed: recall ranks in SQL; without it the store scans.
+    const context = yield* Layer.build(SqliteClient.layer({ filename: store.file, sqliteVec: "auto" })).pipe(
       Effect.mapError((error) => opening(store, `cannot open: ${describeSqlError(error)}`))
     )
     return Context.make(SqlClient.SqlClient, Context.get(context, SqlClient.SqlClient))

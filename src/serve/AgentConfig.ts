@@ -54,6 +54,7 @@ import { Config, Context, type Duration, Effect, FileSystem, Layer, Path, Result
 import type { HttpClient } from "effect/http"
 import type { ChildProcessSpawner } from "effect/process"
 import * as Agent from "../core/Agent.js"
+import type * as EmbeddingModel from "../core/EmbeddingModel.js"
 import * as Model from "../core/Model.js"
 import type * as ModelError from "../core/ModelError.js"
 import * as ScriptedModel from "../core/ScriptedModel.js"
@@ -508,25 +509,57 @@ export const layer: {
   >
 
 /**
- * How the file's turns on threads are held, read and kept (`threads:`'s `historyLimit`, `onBusy`, `workingMemory`),
- * for `Runs`' `turns` option and `valet run --thread`. A working memory of the file is a text document (its
- * `template` until the model writes one), per thread or per owner.
+ * How the file's turns on threads are held, read and kept (`threads:`'s `historyLimit`, `onBusy`, `workingMemory`,
+ * `recall`), for `Runs`' `turns` option and `valet run --thread`. A working memory of the file is a text document
+ * (its `template` until the model writes one), per thread or per owner; recall embeds with the OpenAI-compatible
+ * `/v1/embeddings` server the file names (over the `HttpClient` in context), an unset `apiKeyEnv` an error on its line.
  *
  * @since 0.2.0
  * @category constructors
  */
-export const turnDefaults = (loaded: Loaded): Omit<Threads.TurnOptions, "id" | "owner"> => {
-  const settings = loaded.config.threads
-  if (settings === undefined) return {}
-  const memory = settings.workingMemory
-  return {
-    ...(settings.historyLimit !== undefined ? { historyLimit: settings.historyLimit } : {}),
-    ...(settings.onBusy !== undefined ? { onBusy: settings.onBusy } : {}),
-    ...(memory !== undefined
-      ? { workingMemory: Threads.workingMemory(Schema.String, { initial: memory.template ?? "", scope: memory.scope ?? "thread" }) }
-      : {})
-  }
-}
+export const turnDefaults = (
+  loaded: Loaded
+): Effect.Effect<Omit<Threads.TurnOptions, "id" | "owner">, ConfigFileError, HttpClient.HttpClient> =>
+  Effect.gen(function*() {
+    const settings = loaded.config.threads
+    if (settings === undefined) return {}
+    const memory = settings.workingMemory
+    const recall = settings.recall
+    let embedding: EmbeddingModel.Service | undefined
+    if (recall !== undefined) {
+      const spec = recall.embedding
+      const field = ["threads", "recall", "embedding"]
+      const apiKey = spec.apiKeyEnv === undefined ? undefined : yield* Config.Redacted(spec.apiKeyEnv).pipe(
+        Effect.mapError(() =>
+          fileError(loaded.path, loaded.problemAt([...field, "apiKeyEnv"], `names ${spec.apiKeyEnv}, which is not set in the environment`))
+        )
+      )
+      embedding = yield* OpenAiCompatible.makeEmbeddingModel({
+        baseUrl: spec.baseUrl,
+        model: spec.model,
+        ...(apiKey !== undefined ? { apiKey } : {}),
+        ...(spec.dimensions !== undefined ? { dimensions: spec.dimensions } : {})
+      }).pipe(Effect.mapError((error) => fileError(loaded.path, loaded.problemAt(field, error.message))))
+    }
+    return {
+      ...(settings.historyLimit !== undefined ? { historyLimit: settings.historyLimit } : {}),
+      ...(settings.onBusy !== undefined ? { onBusy: settings.onBusy } : {}),
+      ...(memory !== undefined
+        ? { workingMemory: Threads.workingMemory(Schema.String, { initial: memory.template ?? "", scope: memory.scope ?? "thread" }) }
+        : {}),
+      ...(recall !== undefined
+        ? {
+          recall: {
+            embedding,
+            ...(recall.topK !== undefined ? { topK: recall.topK } : {}),
+            ...(recall.minScore !== undefined ? { minScore: recall.minScore } : {}),
+            ...(recall.scope !== undefined ? { scope: recall.scope } : {}),
+            ...(recall.onError !== undefined ? { onError: recall.onError } : {})
+          }
+        }
+        : {})
+    }
+  })
 
 /**
  * The file's thread store (`threads:`) as a `Threads` layer, or `undefined` when the file has none: memory, a SQLite

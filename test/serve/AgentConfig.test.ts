@@ -311,9 +311,9 @@ agents:
       expect(threads("{ store: memory, historyLimit: 0 }")).toMatch(/^valet\.yaml:4:\d+: threads\.historyLimit must be an integer 1-1000, got 0$/)
       expect(threads("{ store: memory, onBusy: queue }")).toMatch(/^valet\.yaml:4:\d+: threads\.onBusy must be "fail" or "wait", got "queue"$/)
       expect(threads("{ store: memory, workingMemory: { scope: user } }")).toMatch(/^valet\.yaml:4:\d+: threads\.workingMemory\.scope must be "thread" or "owner", got "user"$/)
-      const tuned = parse(`${model}agents:\n  a: { instructions: x }\nthreads: { store: memory, historyLimit: 20, onBusy: wait, workingMemory: { scope: owner, template: "Name:" } }\n`)
-      const defaults = Result.isSuccess(tuned) ? AgentConfig.turnDefaults(tuned.success) : undefined
-      expect(defaults).toMatchObject({ historyLimit: 20, onBusy: "wait", workingMemory: { scope: "owner" } })
+      expect(threads("{ store: memory, recall: { topK: 3 } }")).toMatch(/^valet\.yaml:4:\d+: threads\.recall\.embedding is required$/)
+      expect(threads("{ store: memory, recall: { embedding: { baseUrl: x, model: m } } }")).toMatch(/^valet\.yaml:4:\d+: threads\.recall\.embedding\.baseUrl /)
+      expect(threads("{ store: memory, recall: { embedding: { baseUrl: http://127.0.0.1:1/v1, model: m }, minScore: 2 } }")).toMatch(/^valet\.yaml:4:\d+: threads\.recall\.minScore must be a number from -1 to 1, got 2$/)
       const good = parse(`${model}agents:\n  a: { instructions: x }\nthreads: { store: sqlite, path: data/t.sqlite3 }\n`)
       expect(Result.isSuccess(good) && good.success.config.threads).toEqual({ store: "sqlite", path: "data/t.sqlite3" })
       const none = parse(`${model}agents:\n  a: { instructions: x }\n`)
@@ -336,6 +336,22 @@ agents:
       const key = yield* build(`model: { provider: openai-compatible, baseUrl: "http://127.0.0.1:1/v1", model: m, apiKeyEnv: VALET_TEST_UNSET_KEY }\nagents:\n  a: { instructions: x }\n`)
       expect(key.message).toBe("valet.yaml:1:94: model.apiKeyEnv names VALET_TEST_UNSET_KEY, which is not set in the environment")
     }).pipe(Effect.scoped, Effect.provide(services)))
+
+  it.effect("threads: each turn's options — history, busy, a text working memory, recall on the file's /v1/embeddings server", () =>
+    Effect.gen(function*() {
+      const tuned = parse(`model: ${scripted(["x"])}\nagents:\n  a: { instructions: x }\nthreads:\n  store: memory\n  historyLimit: 20\n  onBusy: wait\n  workingMemory: { scope: owner, template: "Name:" }\n  recall: { embedding: { baseUrl: "http://127.0.0.1:9/v1", model: bge-small, dimensions: 384 }, topK: 3, scope: thread }\n`)
+      if (!Result.isSuccess(tuned)) throw new Error(String(tuned.failure))
+      const defaults = yield* AgentConfig.turnDefaults(tuned.success)
+      expect(defaults).toMatchObject({ historyLimit: 20, onBusy: "wait", workingMemory: { scope: "owner" }, recall: { topK: 3, scope: "thread" } })
+      expect([defaults.recall?.embedding?.model, defaults.recall?.embedding?.dimensions]).toEqual(["bge-small", 384])
+      const keyed = parse(`model: ${scripted(["x"])}\nagents:\n  a: { instructions: x }\nthreads: { store: memory, recall: { embedding: { baseUrl: "http://127.0.0.1:9/v1", model: m, apiKeyEnv: VALET_TEST_UNSET_KEY } } }\n`)
+      if (!Result.isSuccess(keyed)) throw new Error(String(keyed.failure))
+      const unset = yield* Effect.flip(AgentConfig.turnDefaults(keyed.success))
+      expect(unset.message).toMatch(/^valet\.yaml:4:\d+: threads\.recall\.embedding\.apiKeyEnv names VALET_TEST_UNSET_KEY, which is not set in the environment$/)
+      const plain = parse(`model: ${scripted(["x"])}\nagents:\n  a: { instructions: x }\n`)
+      if (!Result.isSuccess(plain)) throw new Error(String(plain.failure))
+      expect(yield* AgentConfig.turnDefaults(plain.success)).toEqual({})
+    }).pipe(Effect.provide(NodeHttpClient.layerUndici)))
 
   it.effect("threads: a sqlite store is a file beside valet.yaml (its folder made) that outlives the layer; an unset urlEnv is an error on its line", () =>
     Effect.gen(function*() {

@@ -12,6 +12,8 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Agent from "../../src/core/Agent.js"
+import * as EmbeddingModel from "../../src/core/EmbeddingModel.js"
+import * as HashedEmbeddingModel from "../../src/core/HashedEmbeddingModel.js"
 import * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Threads from "../../src/core/Threads.js"
@@ -148,6 +150,32 @@ describe("RunsApi: threads over HTTP", () => {
         "c"
       ])
       expect(third.tools?.map((tool) => tool.name)).toEqual(["update_working_memory"])
+    }).pipe(Effect.scoped))
+
+  it.live("recall in the server's turn options: a new thread's turn is shown the owner's nearest past message, never another owner's", () =>
+    Effect.gen(function*() {
+      const assistant = inspected("assistant", ["Noted.", "Noted.", "Tom.", "I do not know."])
+      const embedding = Context.get(yield* Layer.build(HashedEmbeddingModel.layer({ stopWords: ["my", "is", "the", "a", "what"] })), EmbeddingModel.EmbeddingModel)
+      const url = yield* serve([assistant.agent], { owner: ownerFromHeader, turns: { recall: { embedding, topK: 1 } } })
+      const turn = (user: string, thread: string, input: string) =>
+        Effect.gen(function*() {
+          const started = yield* call("POST", `${url}/threads/${thread}/runs`, { user, body: { agent: "assistant", input } })
+          expect(started.status).toBe(201)
+          yield* finished(url, started.body.runId, user)
+        })
+      yield* call("POST", `${url}/threads`, { user: "ada", body: { id: "old" } })
+      yield* call("POST", `${url}/threads`, { user: "bob", body: { id: "bobs" } })
+      yield* turn("ada", "old", "My cat is called Tom.")
+      yield* turn("bob", "bobs", "My cat is called Rex.")
+      yield* call("POST", `${url}/threads`, { user: "ada", body: { id: "new" } })
+      yield* call("POST", `${url}/threads`, { user: "carol", body: { id: "carols" } })
+      yield* turn("ada", "new", "What is my cat called?")
+      yield* turn("carol", "carols", "What is my cat called?")
+      const [, , adas, carols] = yield* assistant.calls
+      const shown = (request: Model.Request | undefined) => (request?.messages ?? []).filter((message) => message.role === "system").map((message) => message.content)
+      expect(shown(adas)).toEqual(["Be brief.", "Messages from earlier conversations that may be relevant (most relevant first):\n[user, thread old] My cat is called Tom."])
+      // Carol has no past: nothing shown (not Ada's, not Bob's).
+      expect(shown(carols)).toEqual(["Be brief."])
     }).pipe(Effect.scoped))
 
   it.live("the owner is the app's: another owner's thread is 403 on every route, no owner 401, a body's owner ignored", () =>

@@ -151,7 +151,8 @@ export const runConfigured = (
     const catalog = yield* AgentConfig.build(loaded)
     // The file's own store (its `threads:`), where `valet serve` on the same file keeps them: the conversation
     // continued is that one, not one of a local file.
-    return yield* onThread(thread, (id) => runTurn(catalog.get(chosen)!.agent, prompt, stream, printer, id, AgentConfig.turnDefaults(loaded)), AgentConfig.threadsLayer(loaded))
+    const turns = yield* AgentConfig.turnDefaults(loaded)
+    return yield* onThread(thread, (id) => runTurn(catalog.get(chosen)!.agent, prompt, stream, printer, id, turns), AgentConfig.threadsLayer(loaded))
   })).pipe(
     // Around the whole run, not around `build` alone: the model clients `build` makes keep using this HTTP client,
     // which a provide around `build` would close as soon as `build` returned ("The client is destroyed").

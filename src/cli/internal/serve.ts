@@ -52,7 +52,7 @@ export const serveCommand = Command.make(
         maxConcurrentRuns: settings.maxConcurrentRuns,
         keepFinishedRuns: settings.keepFinishedRuns,
         keepFinished: (settings.keepFinished ?? settings.keepFinishedMs ?? "1 hour") as Duration.Input,
-        turns: AgentConfig.turnDefaults(loaded)
+        turns: yield* AgentConfig.turnDefaults(loaded)
       }).pipe(
         Layer.provide(agents),
         // The file's thread store, when it names one: the thread routes and the chat route's chat ids use it.
@@ -65,7 +65,8 @@ export const serveCommand = Command.make(
         yield* note(`valet serve: ${Object.keys(loaded.config.agents).length} agents at ${address} (${values.config})`)
         return yield* Effect.never
       }))
-    })
+      // For as long as the server: the recall's embedding client (turnDefaults) keeps using it.
+    }).pipe(Effect.provide(NodeHttpClient.layerUndici))
 ).pipe(
   Command.withDescription(
     "Serves the agents of a valet.yaml over HTTP: POST /runs, GET /runs/:id/events (SSE), POST /runs/stream, " +

@@ -174,6 +174,22 @@ export const ThreadsSettings = Schema.Struct({
   workingMemory: Schema.optional(Schema.Struct({
     scope: Schema.optional(Schema.Literals(["thread", "owner"])),
     template: Schema.optional(Schema.String)
+  })),
+  /**
+   * Semantic recall: each turn's messages embedded (an OpenAI-compatible `/v1/embeddings` server), and the owner's
+   * past messages nearest the task shown to the model.
+   */
+  recall: Schema.optional(Schema.Struct({
+    embedding: Schema.Struct({
+      baseUrl: HttpUrl,
+      model: Schema.String.check(Schema.makeFilter((name: string) => name.trim() !== "", { expected: "a model name" })),
+      apiKeyEnv: Schema.optional(EnvName),
+      dimensions: Schema.optional(IntBetween(1, 65_536))
+    }),
+    topK: Schema.optional(IntBetween(1, 100)),
+    minScore: Schema.optional(Schema.Number.check(Schema.isBetween({ minimum: -1, maximum: 1 }, { expected: "a number from -1 to 1" }))),
+    scope: Schema.optional(Schema.Literals(["owner", "thread"])),
+    onError: Schema.optional(Schema.Literals(["skip", "fail"]))
   }))
 })
 export type ThreadsSettings = typeof ThreadsSettings.Type

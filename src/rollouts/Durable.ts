@@ -200,7 +200,14 @@ export const ThreadTurn = Schema.Struct({
   busyTimeout: Schema.optional(WireDuration),
   historyLimit: Schema.optional(Opts.IntAtLeast(1)),
   incomplete: Schema.optional(Schema.Literals(["note", "drop"])),
-  leaseDuration: Schema.optional(WireDuration)
+  leaseDuration: Schema.optional(WireDuration),
+  /** Semantic recall with the runner's `EmbeddingModel` (what it found is read once, an activity). */
+  recall: Schema.optional(Schema.Struct({
+    topK: Schema.optional(Opts.IntAtLeast(1)),
+    minScore: Schema.optional(Schema.Number),
+    scope: Schema.optional(Schema.Literals(["owner", "thread"])),
+    onError: Schema.optional(Schema.Literals(["skip", "fail"]))
+  }))
 })
 /**
  * A thread turn as a durable agent run carries it.
@@ -336,6 +343,7 @@ const threadTurn = <R>(
     }
     const threads = yield* Activities.durableThreads(store.value, runId)
     const keep = turn.incomplete ?? "note"
+    const recall: Threads.TurnOptions["recall"] = turn.recall
     return yield* Agent.run(agent, prompt, {
       sessionId: runId,
       thread: {
@@ -346,6 +354,7 @@ const threadTurn = <R>(
         busyTimeout: turn.busyTimeout as Duration.Input | undefined,
         historyLimit: turn.historyLimit,
         leaseDuration: turn.leaseDuration as Duration.Input | undefined,
+        recall,
         incomplete: (ending) => ending.result === undefined ? [] : Turn.turnMessages(ending.task, [], Exit.succeed(ending.result), keep)
       }
     }).pipe(Effect.provideService(Threads.Threads, threads))

@@ -814,4 +814,20 @@ describePostgres("Threads recall [postgres: vectors written before pgvector]", (
       )
       expect(found.map((hit) => [hit.threadId, hit.index])).toEqual([["old", 0]])
     }).pipe(Effect.scoped))
+
+  it.effect("vectors a scan store writes while a pgvector store is open are found by it, not taken for damaged rows", () =>
+    Effect.gen(function*() {
+      const schema = yield* freshSchema
+      const auto = yield* Layer.build(Threads.layerSql.pipe(Layer.provide(schema.client())))
+      const search = Effect.map(Threads.Threads, (threads) => threads.vectorSearch).pipe(Effect.provideContext(auto))
+      // Only where the server has pgvector is there anything to check.
+      if ((yield* search) !== "pgvector") return
+      yield* Effect.gen(function*() {
+        yield* Threads.create({ id: "late", owner: "ada" })
+        yield* Threads.append("late", [user("my cat is called Tom"), user("the weather is sunny")])
+        yield* Threads.storeVectors("late", "hashed-64", [{ index: 0, vector: hashed("my cat is called Tom") }, { index: 1, vector: hashed("the weather is sunny") }])
+      }).pipe(Effect.provide(Threads.layerSqlWith({ vectorSearch: "scan" }).pipe(Layer.provide(schema.client()))))
+      const found = yield* Threads.recall({ owner: "ada", model: "hashed-64", vector: hashed("what is my cat called"), topK: 1 }).pipe(Effect.provideContext(auto))
+      expect(found.map((hit) => [hit.threadId, hit.index])).toEqual([["late", 0]])
+    }).pipe(Effect.scoped))
 })

@@ -763,6 +763,33 @@ describe("Turns with recall", () => {
       expect((yield* Threads.messages("b")).total).toBe(2)
     })))
 
+  it.effect("a turn whose keyed append was answered by an earlier one (a durable turn resumed after another turn appended) stores no vector on another turn's messages", () =>
+    withThreads(Effect.gen(function*() {
+      const threads = yield* Threads.Threads
+      // The store as `Durable.durableThreads` makes it for run-1: the lease and the append keyed by the turn.
+      const keyed: Threads.Service = {
+        ...threads,
+        acquire: (id, options) => threads.acquire(id, { ...options, turnKey: "run-1" }),
+        append: (id, messages, options) => threads.append(id, messages, { ...options, turnKey: "run-1" })
+      }
+      // run-1's first execution appended its messages and died before storing their vectors; another turn then ran.
+      yield* Threads.append("a", [user("My cat is called Tom."), assistant("Nice name.")], { turnKey: "run-1" })
+      yield* Threads.append("a", [user("The invoice is due on Friday."), assistant("Noted.")])
+      // run-1 resumed: its append is answered (nothing appended), the thread's count now 4.
+      yield* Agent.run(agent, "My cat is called Tom.", { thread: { id: "a", recall } }).pipe(
+        Effect.provide(ScriptedModel.layer(["Nice name."])),
+        Effect.provideService(Threads.Threads, keyed)
+      )
+      expect((yield* Threads.messages("a")).total).toBe(4)
+      // As the layer embeds (no stop words).
+      const embed = (text: string) => HashedEmbeddingModel.vectorOf(text, 64)
+      const query = embed("My cat is called Tom.")
+      const found = yield* Threads.recall({ owner: "ada", model: "hashed-64", vector: query, topK: 5, threadId: "a" })
+      // Every vector recalled is the vector of the message it is stored with: none of run-1's texts on messages 2, 3.
+      for (const hit of found) expect(hit.score).toBeCloseTo(EmbeddingModel.cosineSimilarity(query, embed(hit.message.content)), 5)
+      expect(found.map((hit) => hit.index).filter((index) => index >= 2)).toEqual([])
+    })).pipe(Effect.provide(HashedEmbeddingModel.layer({ dimensions: 64 }))))
+
   it.effect("recall without an EmbeddingModel is refused, saying what to provide; nothing kept", () =>
     withThreads(Effect.gen(function*() {
       const error = yield* Effect.flip(Agent.run(agent, "Hi", { thread: { id: "a", recall } }).pipe(Effect.provide(ScriptedModel.layer(["x"]))))
@@ -786,5 +813,21 @@ describePostgres("Threads recall [postgres: vectors written before pgvector]", (
         Effect.provide(Threads.layerSql.pipe(Layer.provide(schema.client())))
       )
       expect(found.map((hit) => [hit.threadId, hit.index])).toEqual([["old", 0]])
+    }).pipe(Effect.scoped))
+
+  it.effect("vectors a scan store writes while a pgvector store is open are found by it, not taken for damaged rows", () =>
+    Effect.gen(function*() {
+      const schema = yield* freshSchema
+      const auto = yield* Layer.build(Threads.layerSql.pipe(Layer.provide(schema.client())))
+      const search = Effect.map(Threads.Threads, (threads) => threads.vectorSearch).pipe(Effect.provideContext(auto))
+      // Only where the server has pgvector is there anything to check.
+      if ((yield* search) !== "pgvector") return
+      yield* Effect.gen(function*() {
+        yield* Threads.create({ id: "late", owner: "ada" })
+        yield* Threads.append("late", [user("my cat is called Tom"), user("the weather is sunny")])
+        yield* Threads.storeVectors("late", "hashed-64", [{ index: 0, vector: hashed("my cat is called Tom") }, { index: 1, vector: hashed("the weather is sunny") }])
+      }).pipe(Effect.provide(Threads.layerSqlWith({ vectorSearch: "scan" }).pipe(Layer.provide(schema.client()))))
+      const found = yield* Threads.recall({ owner: "ada", model: "hashed-64", vector: hashed("what is my cat called"), topK: 1 }).pipe(Effect.provideContext(auto))
+      expect(found.map((hit) => [hit.threadId, hit.index])).toEqual([["late", 0]])
     }).pipe(Effect.scoped))
 })

@@ -106,6 +106,16 @@ export const prepare = (
             .map((message, i) => ({ message, index: firstIndex + i }))
             .filter(({ message }) => (message.role === "user" || message.role === "assistant") && message.content.trim() !== "")
           if (kept.length === 0) return
+          // Where the turn's messages are: the end of the thread its append answered — unless that append was
+          // answered by an earlier one of the same turn key (a durable turn resumed), whose messages may lie before
+          // other turns' since. Read back, the messages there must be the turn's: a vector is never stored on
+          // another message (the turn's then stay without vectors, only not recallable).
+          const last = kept.at(-1)!.index + 1
+          const page = yield* threads.messages(threadId, { owner, before: last, limit: Math.min(last - kept[0]!.index, 1000) })
+          const there = (index: number) => page.messages[index - page.start]
+          if (kept.some(({ index, message }) => index >= page.start && (there(index)?.role !== message.role || there(index)?.content !== message.content))) {
+            return yield* Effect.logWarning(`Threads: the turn's messages are not at the end of thread ${JSON.stringify(threadId)} (its append was answered by an earlier one of its turn key): their vectors are not stored`)
+          }
           const vectors = yield* embedOrSkip(options, `the turn's messages of thread ${JSON.stringify(threadId)}`, model.embed(kept.map(({ message }) => message.content)))
           if (vectors === undefined) return
           yield* threads.storeVectors(threadId, model.model, kept.map(({ index }, i) => ({ index, vector: vectors[i]! })), { owner })

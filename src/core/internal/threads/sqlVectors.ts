@@ -6,7 +6,8 @@
  * - SQLite with `sqlite-vec` loaded (`SqliteClient.layer({ …, sqliteVec: "auto" })`): `vec_distance_cosine` over the
  *   blobs in SQL, top k by `ORDER BY … LIMIT`; only the k rows found leave the database.
  * - PostgreSQL with pgvector (installed, or available and created here): an `embedding vector` column beside the bytes,
- *   written with them (rows written before the extension came are filled in when the store opens), ordered by `<=>`.
+ *   written with them (rows written without it — before the extension came, or by a store that scans on the same
+ *   database — are filled in when the store opens, and when a search meets one), ordered by `<=>`.
  * - Otherwise a scan: the owner's rows of the model read a page at a time (keyset on the key, so memory stays flat)
  *   and compared in JavaScript, keeping the best k.
  *
@@ -90,6 +91,33 @@ const decodeBackfillRow = Schema.decodeUnknownResult(BackfillRow)
 
 const vectorText = (vector: Float32Array): string => `[${Array.from(vector).join(",")}]`
 
+/**
+ * pgvector's column filled in from the bytes, a page at a time, for the rows written without it: before the extension
+ * came, or since by a store that scans (opened before it came, or with `vectorSearch: "scan"`) on the same database.
+ */
+const fillEmbeddings = (sql: SqlClient.SqlClient, schema: string): Effect.Effect<void, SqlError.SqlError> =>
+  Effect.gen(function*() {
+    const t = sql(table)
+    let after: { readonly threadId: string; readonly index: number } | undefined
+    for (;;) {
+      const rows = yield* (after === undefined
+        ? sql`SELECT thread_id, idx, dimensions, vector FROM ${t} WHERE embedding IS NULL ORDER BY thread_id, idx LIMIT 500`
+        : sql`SELECT thread_id, idx, dimensions, vector FROM ${t} WHERE embedding IS NULL
+            AND (thread_id > ${after.threadId} OR (thread_id = ${after.threadId} AND idx > ${after.index})) ORDER BY thread_id, idx LIMIT 500`)
+      for (const raw of rows) {
+        const row = decodeBackfillRow(raw)
+        if (Result.isFailure(row)) continue
+        after = { threadId: row.success.thread_id, index: row.success.idx }
+        const vector = fromBytes(row.success.vector, row.success.dimensions)
+        // A damaged row keeps no embedding: recall finds it and names it.
+        if (typeof vector === "string") continue
+        yield* sql`UPDATE ${t} SET embedding = ${vectorText(vector)}::${sql(schema)}.vector
+          WHERE thread_id = ${row.success.thread_id} AND idx = ${row.success.idx} AND embedding IS NULL`
+      }
+      if (rows.length < 500) break
+    }
+  })
+
 /** Decides the search and prepares for it (pgvector's column, filled in for rows written without it). */
 export const detect = (sql: SqlClient.SqlClient, wanted: Wanted): Effect.Effect<Search, ThreadStoreError> =>
   wanted === "scan"
@@ -113,25 +141,8 @@ export const detect = (sql: SqlClient.SqlClient, wanted: Wanted): Effect.Effect<
             // TOAST read: top 10 of 100,000 × 384 took 1,316 ms that way, 215 ms with the embedding kept in the row
             // (bench/recall.ts, medians of 20). The bytes move out instead: only the k rows found read them.
             yield* sql`ALTER TABLE ${t} ALTER COLUMN embedding SET STORAGE MAIN`
-            // Rows written before the extension came: their column is filled in from their bytes, a page at a time.
-            let after: { readonly threadId: string; readonly index: number } | undefined
-            for (;;) {
-              const rows = yield* (after === undefined
-                ? sql`SELECT thread_id, idx, dimensions, vector FROM ${t} WHERE embedding IS NULL ORDER BY thread_id, idx LIMIT 500`
-                : sql`SELECT thread_id, idx, dimensions, vector FROM ${t} WHERE embedding IS NULL
-                    AND (thread_id > ${after.threadId} OR (thread_id = ${after.threadId} AND idx > ${after.index})) ORDER BY thread_id, idx LIMIT 500`)
-              for (const raw of rows) {
-                const row = decodeBackfillRow(raw)
-                if (Result.isFailure(row)) continue
-                after = { threadId: row.success.thread_id, index: row.success.idx }
-                const vector = fromBytes(row.success.vector, row.success.dimensions)
-                // A damaged row keeps no embedding: recall finds it and names it.
-                if (typeof vector === "string") continue
-                yield* sql`UPDATE ${t} SET embedding = ${vectorText(vector)}::${sql(schema)}.vector
-                  WHERE thread_id = ${row.success.thread_id} AND idx = ${row.success.idx}`
-              }
-              if (rows.length < 500) break
-            }
+            // Rows written before the extension came: their column is filled in from their bytes.
+            yield* fillEmbeddings(sql, schema)
             return { kind: "pgvector" as const, pgSchema: schema }
           })).pipe(Effect.mapError(failure("open")))
         }),
@@ -146,7 +157,9 @@ const CandidateRow = Schema.Struct({
   idx: IntegerColumn,
   dimensions: IntegerColumn,
   vector: Schema.Unknown,
-  distance: Schema.optional(Schema.NullOr(Schema.Union([Schema.Number, Schema.String])))
+  distance: Schema.optional(Schema.NullOr(Schema.Union([Schema.Number, Schema.String]))),
+  /** pgvector's search: the row has no embedding (written by a store that scans). */
+  missing: Schema.optional(Schema.NullOr(Schema.Boolean))
 })
 const decodeCandidate = Schema.decodeUnknownResult(CandidateRow)
 const KeyRow = Schema.Struct({ thread_id: Schema.String, idx: IntegerColumn })
@@ -265,10 +278,19 @@ export const make = (
         )
       case "pgvector": {
         const s = sql(search.pgSchema!)
-        return sql`SELECT thread_id, idx, dimensions, vector,
+        const rank = sql`SELECT thread_id, idx, dimensions, vector, embedding IS NULL AS missing,
             CASE WHEN length(vector) = dimensions * 4 AND ${s}.vector_dims(embedding) = dimensions
               THEN embedding OPERATOR(${s}.<=>) ${vectorText(vector)}::${s}.vector END AS distance
-          FROM ${t} WHERE ${where(query, vector.length)} ORDER BY distance ASC NULLS FIRST LIMIT ${query.topK}`.pipe(
+          FROM ${t} WHERE ${where(query, vector.length)} ORDER BY distance ASC NULLS FIRST LIMIT ${query.topK}`
+        // A row without its embedding whose bytes are whole was written by a store that scans (on this database
+        // since this one opened): the column is filled in and the search run again, rather than the row refused.
+        const unfilled = (rows: ReadonlyArray<unknown>) =>
+          rows.some((raw) => {
+            const row = decodeCandidate(raw)
+            return Result.isSuccess(row) && row.success.missing === true && typeof fromBytes(row.success.vector, row.success.dimensions) !== "string"
+          })
+        return rank.pipe(
+          Effect.flatMap((rows) => unfilled(rows) ? Effect.andThen(fillEmbeddings(sql, search.pgSchema!), rank) : Effect.succeed(rows)),
           Effect.mapError(failure("recall")),
           Effect.flatMap((rows) => Effect.fromResult(hitsOf(rows, query)))
         )

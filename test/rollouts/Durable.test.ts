@@ -7,6 +7,8 @@ import { Cause, Effect, Fiber, Layer, Option, Schema, Stream } from "effect"
 import { Workflow, WorkflowEngine } from "effect/workflow"
 import { DatabaseSync } from "node:sqlite"
 import * as Agent from "../../src/core/Agent.js"
+import * as EmbeddingModel from "../../src/core/EmbeddingModel.js"
+import * as HashedEmbeddingModel from "../../src/core/HashedEmbeddingModel.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import type * as Model from "../../src/core/Model.js"
@@ -211,6 +213,41 @@ describe("Durable thread turns (one process, Durable.layerSqlite)", () => {
       expect(messages).toEqual([...before, ...turn])
       expect(sent).toHaveLength(3)
     }))
+
+  it.live("recall on a durable turn: the runner's EmbeddingModel embeds the task; the owner's nearest past message is shown", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "valet-durable-recall-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      const store = Threads.layerSql.pipe(Layer.provide(SqliteClient.layer({ filename: join(dir, "threads.db") })))
+      const embedding = HashedEmbeddingModel.layer({ stopWords: ["my", "is", "the", "what"] })
+      const sent: Array<Model.Request> = []
+      const model = ScriptedModel.layer((request) => (sent.push(request), "Tom."))
+      const engine = Durable.layer([agent]).pipe(
+        Layer.provideMerge(Durable.layerSqlite(join(dir, "runs.db"))),
+        Layer.provide(Layer.mergeAll(model, store, embedding))
+      )
+      yield* Effect.gen(function*() {
+        // A past thread of Ada's, its messages embedded as a turn with recall would have stored them.
+        yield* Threads.create({ id: "old", owner: "ada" })
+        const past = [user("My cat is called Tom."), assistant("Noted."), user("The invoice is due on Friday."), assistant("Noted.")]
+        yield* Threads.append("old", past)
+        const vectors = yield* EmbeddingModel.embed(past.map((message) => message.content))
+        yield* Threads.Threads.use((threads) =>
+          threads.storeVectors("old", "hashed-256", vectors.map((vector, index) => ({ index, vector: Array.from(vector) }))))
+        yield* Threads.create({ id: "t", owner: "ada" })
+        const result = yield* Durable.AgentRun.execute({
+          agent: "researcher",
+          prompt: "What is my cat called?",
+          runId: "turn-r",
+          thread: { id: "t", owner: "ada", recall: { topK: 1 } }
+        })
+        expect(result.output).toBe("Tom.")
+      }).pipe(Effect.provide(Layer.mergeAll(engine, store, embedding)))
+      expect(sent[0]!.messages).toEqual([
+        { role: "system", content: "Messages from earlier conversations that may be relevant (most relevant first):\n[user, thread old] My cat is called Tom." },
+        user("What is my cat called?")
+      ])
+    }).pipe(Effect.scoped))
 
   it.live("a turn on a runner without a thread store suspends with ThreadStoreError saying so", () =>
     Effect.gen(function*() {

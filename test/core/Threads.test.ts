@@ -243,7 +243,10 @@ const conformance = (backend: Backend) =>
         // The turn's process died holding the lease: the turn, resumed elsewhere, takes it back at once.
         const held = yield* threads.acquire("r", { durationMs: 1000, turnKey: "run-1" })
         const resumed = yield* threads.acquire("r", { durationMs: 1000, turnKey: "run-1" })
-        expect(resumed).toEqual(held)
+        expect(resumed.threadId).toBe("r")
+        // The earlier execution, still ending somewhere, can neither give back nor renew what the resumed one holds.
+        yield* threads.release(held)
+        expect(yield* Effect.flip(threads.renew(held, 1000))).toMatchObject({ _tag: "ThreadBusy" })
         // Any other turn waits for it.
         expect(yield* Effect.flip(threads.acquire("r", { durationMs: 1000 }))).toMatchObject({ _tag: "ThreadBusy" })
         expect(yield* Effect.flip(threads.acquire("r", { durationMs: 1000, turnKey: "run-2" }))).toMatchObject({ _tag: "ThreadBusy" })
@@ -256,7 +259,9 @@ const conformance = (backend: Backend) =>
         // ...but its append already stored is answered, not refused.
         expect((yield* threads.append("r", [user("q1"), assistant("a1")], { lease: held, turnKey: "run-1" })).messageCount).toBe(2)
         yield* threads.release(other)
-        expect((yield* threads.acquire("r", { durationMs: 1000, turnKey: "run-1" })).token).toBe(held.token)
+        const again = yield* threads.acquire("r", { durationMs: 1000, turnKey: "run-1" })
+        yield* threads.release(again)
+        yield* threads.acquire("r", { durationMs: 1000 })
       })))
 
     it.effect("working memory: written once, read back, replaced whole; per owner it is shared by the owner's threads", () =>

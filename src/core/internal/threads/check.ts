@@ -15,8 +15,17 @@ export const newThreadId = (): string => `thr_${randomHex20()}`
 
 export const newLeaseToken = (): string => `lease_${randomHex20()}`
 
-/** The token of a turn key's lease: the same for every process that resumes the turn, never a random one's. */
-export const turnLeaseToken = (turnKey: string): string => `turn_${turnKey}`
+/**
+ * The part of a turn key's lease token that every execution of the turn shares (`turn_<key>#`), so that a resumed
+ * turn takes back its own lease at once; never a random token's prefix.
+ */
+export const turnLeasePrefix = (turnKey: string): string => `turn_${turnKey}#`
+
+/**
+ * A turn key's lease token: the turn's prefix and a part of this execution's own, so that an earlier execution of
+ * the same turn, still ending somewhere, cannot give back (or renew) the lease its resumed copy holds now.
+ */
+export const turnLeaseToken = (turnKey: string): string => `${turnLeasePrefix(turnKey)}${randomHex20()}`
 
 /** A turn key: a non-empty string of at most 256 characters (a durable turn's run id). */
 export const checkTurnKey = (operation: string, turnKey: string | undefined, threadId: string): Effect.Effect<void, ThreadStoreError> =>

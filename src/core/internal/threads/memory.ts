@@ -129,8 +129,9 @@ export const make = (): Effect.Effect<Service> =>
         yield* Check.checkTurnKey("acquire", options.turnKey, threadId)
         const now = yield* Clock.currentTimeMillis
         const token = options.turnKey !== undefined ? Check.turnLeaseToken(options.turnKey) : Check.newLeaseToken()
-        // A turn key's own lease is taken again; a random token never matches another's.
-        if (entry.lease !== undefined && entry.lease.until >= now && entry.lease.token !== token) {
+        // A turn key's own lease is taken again (by its prefix); a random token's prefix is no turn's.
+        const prefix = options.turnKey !== undefined ? Check.turnLeasePrefix(options.turnKey) : token
+        if (entry.lease !== undefined && entry.lease.until >= now && !entry.lease.token.startsWith(prefix)) {
           return yield* busy("acquire", threadId, "is in another turn")
         }
         entry.lease = { token, until: now + options.durationMs }

@@ -311,9 +311,12 @@ export const makeWith = (options: Options = {}): Effect.Effect<Service, ThreadSt
       yield* Check.checkTurnKey("acquire", options.turnKey, threadId)
       const now = yield* Clock.currentTimeMillis
       const token = options.turnKey !== undefined ? Check.turnLeaseToken(options.turnKey) : Check.newLeaseToken()
-      // A turn key's own lease is taken again; a random token never matches another's.
+      // A turn key's own lease is taken again (by its prefix: compared as a substring, not with LIKE, whose `%` and
+      // `_` a key may hold); a random token's prefix is no turn's.
+      const prefix = options.turnKey !== undefined ? Check.turnLeasePrefix(options.turnKey) : token
       const taken = yield* sql`UPDATE ${threads} SET lease_token = ${token}, lease_until = ${now + options.durationMs}
-        WHERE id = ${threadId} AND (lease_token IS NULL OR lease_until < ${now} OR lease_token = ${token}) RETURNING id`.pipe(
+        WHERE id = ${threadId} AND (lease_token IS NULL OR lease_until < ${now}
+          OR substr(lease_token, 1, ${prefix.length}) = ${prefix}) RETURNING id`.pipe(
         Effect.mapError(failure("acquire", threadId))
       )
       if (taken.length === 0) return yield* busy("acquire", threadId, "is in another turn")

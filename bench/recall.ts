@@ -19,13 +19,12 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Redacted } from "effect"
-import { Reactivity } from "effect/reactivity"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Threads } from "valet"
 import * as SqliteClient from "valet/SqliteClient"
-import { findBinaries, startCluster } from "../test/support/postgresSetup.js"
+import { throwawayDatabase } from "./support/postgres.js"
 import { median, percentile, type Row, summarize, writeReport } from "./support/report.js"
 
 const quick = process.argv.includes("--quick")
@@ -132,33 +131,19 @@ try {
   const file = join(dir, "recall.db")
   await run("sqlite (sqlite-vec)", Threads.layerSql.pipe(Layer.provide(SqliteClient.layer({ filename: file, sqliteVec: true }))))
   await run("sqlite (scan)", Threads.layerSqlWith({ vectorSearch: "scan" }).pipe(Layer.provide(SqliteClient.layer({ filename: file }))), { filled: true })
-  const bin = findBinaries()
-  if (bin === undefined) {
-    notes.push("no PostgreSQL binaries (initdb, pg_ctl): the postgres rows are left out")
-  } else {
-    const started = await startCluster(bin).catch((error: unknown) => {
-      notes.push(`could not start a throwaway PostgreSQL (${error instanceof Error ? error.message.split("\n")[0] : String(error)}): the postgres rows are left out`)
-      return undefined
-    })
-    if (started !== undefined) {
-      cluster.stop = started.stop
-      process.on("exit", started.stop)
-      const url = new URL(started.url)
-      url.pathname = "/bench_recall"
-      await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-        const sql = yield* PgClient.make({ url: Redacted.make(started.url), maxConnections: 1 })
-        yield* sql`CREATE DATABASE bench_recall`
-      })).pipe(Effect.provide(Reactivity.layer)))
-      const client = () => PgClient.layer({ url: Redacted.make(url.toString()), maxConnections: 4 })
-      // Filled through the auto store: with pgvector its column is written too, so both paths read the same rows.
-      await run("postgres (auto)", Threads.layerSql.pipe(Layer.provide(client())))
-      const auto = results.get("postgres (auto)")
-      if (auto !== undefined) {
-        results.delete("postgres (auto)")
-        results.set(`postgres (${auto.search})`, auto)
-        if (auto.search === "pgvector") await run("postgres (scan)", Threads.layerSqlWith({ vectorSearch: "scan" }).pipe(Layer.provide(client())), { filled: true })
-        else notes.push("postgres: the server has no pgvector extension: only the scan is measured")
-      }
+  const database = await throwawayDatabase("bench_recall", (reason) => notes.push(reason))
+  if (database !== undefined) {
+    cluster.stop = database.stop
+    const url = database.url
+    const client = () => PgClient.layer({ url: Redacted.make(url), maxConnections: 4 })
+    // Filled through the auto store: with pgvector its column is written too, so both paths read the same rows.
+    await run("postgres (auto)", Threads.layerSql.pipe(Layer.provide(client())))
+    const auto = results.get("postgres (auto)")
+    if (auto !== undefined) {
+      results.delete("postgres (auto)")
+      results.set(`postgres (${auto.search})`, auto)
+      if (auto.search === "pgvector") await run("postgres (scan)", Threads.layerSqlWith({ vectorSearch: "scan" }).pipe(Layer.provide(client())), { filled: true })
+      else notes.push("postgres: the server has no pgvector extension: only the scan is measured")
     }
   }
 } finally {

@@ -24,13 +24,12 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Redacted } from "effect"
-import { Reactivity } from "effect/reactivity"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Agent, ScriptedModel, Threads } from "valet"
 import * as SqliteClient from "valet/SqliteClient"
-import { findBinaries, startCluster } from "../test/support/postgresSetup.js"
+import { throwawayDatabase } from "./support/postgres.js"
 import { median, percentile, type Row, writeReport } from "./support/report.js"
 
 const quick = process.argv.includes("--quick")
@@ -179,32 +178,16 @@ try {
     "sqlite",
     await measureStore("sqlite", Threads.layerSql.pipe(Layer.provide(SqliteClient.layer({ filename: join(dir, "threads.db") }))))
   )
-  const bin = findBinaries()
-  if (bin === undefined) {
-    const reason = "no PostgreSQL binaries (initdb, pg_ctl on the PATH or under /usr/lib/postgresql/<version>/bin): the postgres rows are left out"
+  const database = await throwawayDatabase("bench_threads", (reason) => {
     console.log(`threads: ${reason}`)
     notes.push(reason)
-  } else {
-    const started = await startCluster(bin).catch((error: unknown) => {
-      const reason = `could not start a throwaway PostgreSQL from ${bin} (${error instanceof Error ? error.message.split("\n")[0] : String(error)}): the postgres rows are left out`
-      console.log(`threads: ${reason}`)
-      notes.push(reason)
-      return undefined
-    })
-    if (started !== undefined) {
-      cluster.stop = started.stop
-      process.on("exit", started.stop)
-      const url = new URL(started.url)
-      url.pathname = "/bench_threads"
-      await Effect.runPromise(Effect.scoped(Effect.gen(function*() {
-        const sql = yield* PgClient.make({ url: Redacted.make(started.url), maxConnections: 1 })
-        yield* sql`CREATE DATABASE bench_threads`
-      })).pipe(Effect.provide(Reactivity.layer)))
-      stores.set(
-        "postgres",
-        await measureStore("postgres", Threads.layerSql.pipe(Layer.provide(PgClient.layer({ url: Redacted.make(url.toString()), maxConnections: 4 }))))
-      )
-    }
+  })
+  if (database !== undefined) {
+    cluster.stop = database.stop
+    stores.set(
+      "postgres",
+      await measureStore("postgres", Threads.layerSql.pipe(Layer.provide(PgClient.layer({ url: Redacted.make(database.url), maxConnections: 4 }))))
+    )
   }
 } finally {
   cluster.stop()

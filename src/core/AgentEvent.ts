@@ -121,6 +121,35 @@ export const ToolCalled = Schema.TaggedStruct("ToolCalled", {
   arguments: Schema.String
 })
 /**
+ * A tool call waits for a person's approval (`HumanLoop`): the run goes on with its other calls; this one waits
+ * for `HumanLoop.decide` (or its `approvalTimeout`).
+ *
+ * @since 0.2.0
+ * @category events
+ */
+export const ApprovalRequested = Schema.TaggedStruct("ApprovalRequested", {
+  ...base,
+  toolCallId: Schema.String,
+  name: Schema.String,
+  arguments: Schema.String
+})
+/**
+ * A waiting tool call was decided: `approved` (with `edited` arguments, which its `ToolCalled` shows) or rejected
+ * with `reason` (a person's, or that its `approvalTimeout` passed, or that nobody can approve it).
+ *
+ * @since 0.2.0
+ * @category events
+ */
+export const ApprovalDecided = Schema.TaggedStruct("ApprovalDecided", {
+  ...base,
+  toolCallId: Schema.String,
+  name: Schema.String,
+  approved: Schema.Boolean,
+  edited: Schema.Boolean,
+  reason: Schema.optional(Schema.String),
+  waitedMs: Schema.Number
+})
+/**
  * A tool call returned (`isError` when its result is an `ERROR:` text).
  *
  * @since 0.1.0
@@ -224,6 +253,8 @@ export const AgentEvent = Schema.Union([RunStarted,
   Progress,
   BudgetWarning,
   ContextCompacted,
+  ApprovalRequested,
+  ApprovalDecided,
   RunCompleted])
 /**
  * Any event of a run.
@@ -386,6 +417,10 @@ export const format = (event: AgentEvent): string => {
       return `${who} budget warning: ${event.limit} at ${event.used} of ${event.max}`
     case "ContextCompacted":
       return `${who} context compacted before ${event.step} (${event.strategy}): ${event.tokensBefore} → ${event.tokensAfter} tokens of ${event.contextWindow}`
+    case "ApprovalRequested":
+      return `${who} approval needed: ${event.name}(${oneLine(event.arguments, 80)}) [call ${event.toolCallId}]`
+    case "ApprovalDecided":
+      return `${who} ${event.name} [call ${event.toolCallId}] ${event.approved ? `approved${event.edited ? " with edited arguments" : ""}` : `rejected${event.reason !== undefined ? `: ${oneLine(event.reason, 80)}` : ""}`} after ${event.waitedMs} ms`
     case "RunCompleted": {
       const r = event.result
       const status = r.interrupted ? `interrupted (${r.interruptionReason})` : "completed"

@@ -67,6 +67,24 @@ export interface Tool<out R = never> {
   readonly timeout: Duration.Duration
   /** Decodes the model's argument text and runs the handler; failures become error outcomes. */
   readonly call: (argumentsText: string) => Effect.Effect<Outcome, never, R>
+  /** When calls need a person's approval before they run (`needsApproval`); absent: never. */
+  readonly approval?: Approval<R> | undefined
+}
+
+/**
+ * How a tool's calls are approved by a person (`HumanLoop`): which calls need it, how arguments a person edited are
+ * checked, and how long a call waits before it is rejected.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Approval<out R = never> {
+  /** Whether the call with this argument text waits for a decision (arguments that do not decode: no, they fail). */
+  readonly needed: (argumentsText: string) => Effect.Effect<boolean, never, R>
+  /** Arguments a person edited, checked by the tool's schema: the argument text to call with, or why they do not fit. */
+  readonly check: (value: unknown) => Result.Result<string, string>
+  /** How long a call waits for a decision before it is rejected (`undefined`: until decided or the run ends). */
+  readonly timeout: Duration.Duration | undefined
 }
 
 /**
@@ -108,6 +126,14 @@ export interface MakeOptions<P, I, A, E, R> {
   /** How the result is shown to the model; by default strings as they are and anything else as JSON. */
   readonly format?: ((result: A) => string) | undefined
   readonly timeout?: Duration.Input | undefined
+  /**
+   * Whether a call waits for a person's approval before it runs (`HumanLoop`): always (`true`), or by its decoded
+   * arguments. Approved, it runs with the arguments as approved (a person may edit them; the schema checks them);
+   * rejected, the model reads `ERROR: rejected: <reason>`.
+   */
+  readonly needsApproval?: boolean | ((params: P) => Effect.Effect<boolean, never, R>) | undefined
+  /** How long a call waits for its decision before it is rejected (default: until decided, or the run ends). */
+  readonly approvalTimeout?: Duration.Input | undefined
 }
 
 const toolNamePattern = /^[a-zA-Z0-9_-]{1,64}$/
@@ -207,15 +233,71 @@ export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A
   }
   parsedCalls.set(call, callParsed as (value: unknown) => Effect.Effect<Outcome, never, unknown>)
 
+  const needsApproval = options.needsApproval
+  const approval: Approval<R> | undefined = needsApproval === undefined || needsApproval === false
+    ? undefined
+    : {
+      needed: needsApproval === true ? () => Effect.succeed(true) : (argumentsText) => {
+        const parsed = parseArguments(name, argumentsText)
+        const params = Result.isSuccess(parsed) ? decode(parsed.success) : undefined
+        // Arguments that do not decode fail the call as they are: there is nothing to approve.
+        return params === undefined || Result.isFailure(params) ? Effect.succeed(false) : needsApproval(params.success)
+      },
+      check: (value) => Result.map(decode(value), () => JSON.stringify(value)),
+      timeout: options.approvalTimeout !== undefined ? Duration.fromInputUnsafe(options.approvalTimeout) : undefined
+    }
+
   return {
     [TypeId]: TypeId,
     name,
     description: options.description,
     definition: { name, description: options.description, parameters },
     timeout: options.timeout !== undefined ? Duration.fromInputUnsafe(options.timeout) : defaultTimeout,
-    call
+    call,
+    ...(approval !== undefined ? { approval } : {})
   }
 }
+
+/**
+ * The tool with its calls waiting for a person's approval (`HumanLoop`): every call, or those `needsApproval`
+ * says (on the argument text); edited arguments must be a JSON object. For tools `make` did not define (an MCP
+ * server's, an `effect/ai` toolkit's) — `make` takes `needsApproval` itself.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Schema } from "effect"
+ * import { Tool } from "valet"
+ *
+ * const deleteFile = Tool.make({
+ *   name: "delete_file",
+ *   description: "Deletes a file",
+ *   parameters: Schema.Struct({ path: Schema.String }),
+ *   handler: ({ path }) => Effect.succeed(`deleted ${path}`)
+ * })
+ * const guarded = Tool.withApproval(deleteFile, { timeout: "10 minutes" })
+ * ```
+ *
+ * @since 0.2.0
+ * @category combinators
+ */
+export const withApproval = <R, R2 = never>(
+  tool: Tool<R>,
+  options: {
+    readonly needsApproval?: ((argumentsText: string) => Effect.Effect<boolean, never, R2>) | undefined
+    readonly timeout?: Duration.Input | undefined
+  } = {}
+): Tool<R | R2> => ({
+  ...tool,
+  approval: {
+    needed: options.needsApproval ?? (() => Effect.succeed(true)),
+    // A tool `make` defined checks edits with its schema; another's, as a JSON object.
+    check: tool.approval?.check ?? ((value) =>
+      Predicate.isObject(value) && !Array.isArray(value)
+        ? Result.succeed(JSON.stringify(value))
+        : Result.fail(`the arguments of tool "${tool.name}" must be a JSON object`)),
+    timeout: options.timeout !== undefined ? Duration.fromInputUnsafe(options.timeout) : undefined
+  }
+})
 
 /**
  * Options of `fromDefinition`.

@@ -13,6 +13,7 @@ import * as Model from "../Model.js"
 import type { ModelError } from "../ModelError.js"
 import * as Tool from "../Tool.js"
 import * as Compaction from "../Compaction.js"
+import * as Approval from "./approval.js"
 import * as Compact from "./compact.js"
 import * as Output from "./output.js"
 import { yieldBeforeReading } from "./parse.js"
@@ -490,6 +491,75 @@ const withCallContext = <A, E, R>(effect: Effect.Effect<A, E, R>, context: Model
 
 /** `executeTool` for a run the caller already holds. */
 export const executeToolFor = <R>(
+  run: RunState,
+  kit: Tool.Toolkit<R>,
+  call: Model.ToolCall,
+  options?: Tool.ExecuteOptions
+): Effect.Effect<Tool.Result, never, R> => {
+  const approval = kit.byName.get(call.name)?.approval
+  return approval === undefined ? executeApproved(run, kit, call, options) : executeAfterApproval(run, kit, call, options, approval)
+}
+
+/**
+ * A call of a tool whose calls may need approval: when this one does, `ApprovalRequested`, the wait, and
+ * `ApprovalDecided`; approved, it runs with the arguments as approved; rejected, its result is the rejection (with
+ * its `ToolCalled` and `ToolReturned`, so that every call the model made is answered in the events too).
+ */
+const executeAfterApproval = <R>(
+  run: RunState,
+  kit: Tool.Toolkit<R>,
+  call: Model.ToolCall,
+  options: Tool.ExecuteOptions | undefined,
+  approval: Tool.Approval<R>
+): Effect.Effect<Tool.Result, never, R> =>
+  Effect.flatMap(approval.needed(call.arguments), (needed) => {
+    if (!needed) return executeApproved(run, kit, call, options)
+    const request = { sessionId: run.sessionId, toolCallId: call.id, name: call.name, arguments: call.arguments, requestedAt: run.now() }
+    const asked = emitWith(run, (timestamp) => ({ _tag: "ApprovalRequested", ...base(run, timestamp), toolCallId: call.id, name: call.name, arguments: call.arguments }))
+    return asked.pipe(
+      Effect.andThen(Approval.decide(request, approval as Tool.Approval<unknown>, () => run.now())),
+      Effect.tap((decided) =>
+        emitWith(run, (timestamp) => ({
+          _tag: "ApprovalDecided",
+          ...base(run, timestamp),
+          toolCallId: call.id,
+          name: call.name,
+          approved: decided.approved,
+          edited: decided.edited,
+          ...(decided.reason !== undefined ? { reason: decided.reason } : {}),
+          waitedMs: decided.waitedMs
+        }))),
+      Effect.flatMap((decided): Effect.Effect<Tool.Result, never, R> => {
+        if (decided.approved) {
+          // Edited arguments are new text: the repeat check's parse of the model's is not theirs.
+          return decided.edited
+            ? executeApproved(run, kit, { ...call, arguments: decided.arguments }, { ...options, parsedArguments: undefined })
+            : executeApproved(run, kit, call, options)
+        }
+        const result: Tool.Result = { toolCallId: call.id, name: call.name, content: Approval.rejection(decided.reason), isError: true }
+        return Effect.as(
+          Effect.andThen(
+            emitWith(run, (timestamp) => ({ _tag: "ToolCalled", ...base(run, timestamp), toolCallId: call.id, name: call.name, arguments: call.arguments })),
+            emitWith(run, (timestamp) => ({
+              _tag: "ToolReturned",
+              ...base(run, timestamp),
+              toolCallId: call.id,
+              name: call.name,
+              content: result.content,
+              isError: true,
+              durationMs: 0
+            }))
+          ),
+          result
+        )
+      })
+    )
+  })
+
+const base = (run: RunState, timestamp: number) => ({ sessionId: run.sessionId, timestamp })
+
+/** A call that needs no (more) approval. */
+const executeApproved = <R>(
   run: RunState,
   kit: Tool.Toolkit<R>,
   call: Model.ToolCall,

@@ -1,0 +1,44 @@
+/**
+ * A tool call that needs a person's approval (`HumanLoop`): asked, waited for (with the tool's timeout), decided.
+ * The runtime emits what this answers and runs (or rejects) the call; this file knows nothing of runs.
+ */
+import { Duration, Effect, Option } from "effect"
+import * as HumanLoop from "../HumanLoop.js"
+import type * as Tool from "../Tool.js"
+
+/** How a call that waited was decided, and how long it waited. */
+export interface Decided extends HumanLoop.Resolution {
+  readonly waitedMs: number
+}
+
+/** What the model reads for a rejected call. */
+export const rejection = (reason: string | undefined): string => `ERROR: rejected: ${reason ?? "no reason given"}`
+
+/**
+ * Waits for the decision on `request`: from the `HumanLoop` in context, within the tool's timeout. Without a
+ * `HumanLoop`, rejected at once (nobody could approve it, and a call that waits for nobody would wait forever).
+ */
+export const decide = (
+  request: HumanLoop.ApprovalRequest,
+  approval: Tool.Approval<unknown>,
+  now: () => number
+): Effect.Effect<Decided> =>
+  Effect.flatMap(Effect.serviceOption(HumanLoop.HumanLoop), (loop) => {
+    const rejected = (reason: string): Decided => ({
+      approved: false,
+      reason,
+      arguments: request.arguments,
+      edited: false,
+      waitedMs: now() - request.requestedAt
+    })
+    if (Option.isNone(loop)) return Effect.succeed(rejected("nobody can approve this call here (no HumanLoop in context)"))
+    const waiting = loop.value.wait(request, approval.check)
+    const timeout = approval.timeout
+    const decided = timeout === undefined
+      ? Effect.map(waiting, Option.some)
+      : Effect.timeoutOption(waiting, timeout)
+    return Effect.map(decided, (resolution) =>
+      Option.isSome(resolution)
+        ? { ...resolution.value, waitedMs: now() - request.requestedAt }
+        : rejected(`no decision within ${Duration.format(timeout!)}`))
+  })

@@ -1,0 +1,180 @@
+/**
+ * People in the loop, in process: tool calls that need approval wait for `HumanLoop.decide` — approved (with
+ * arguments edited and checked by the tool's schema), rejected (the model reads why), timed out (TestClock), or
+ * with nobody to ask; calls of one turn wait together and resume on their own decisions; a bad decision changes
+ * nothing.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Fiber, Schema, Stream } from "effect"
+import { TestClock } from "effect/testing"
+import * as Agent from "../../src/core/Agent.js"
+import type * as AgentEvent from "../../src/core/AgentEvent.js"
+import * as HumanLoop from "../../src/core/HumanLoop.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Tool from "../../src/core/Tool.js"
+
+const makeRefund = (ran: Array<string>) =>
+  Tool.make({
+    name: "refund",
+    description: "Refunds an order",
+    parameters: Schema.Struct({ order: Schema.String, amount: Schema.Number }),
+    handler: ({ order, amount }) => Effect.sync(() => (ran.push(`${order}:${amount}`), `refunded ${amount} on ${order}`)),
+    needsApproval: ({ amount }) => Effect.succeed(amount > 100),
+    approvalTimeout: "1 hour"
+  })
+
+const call = (id: string, order: string, amount: number) => ({ id, name: "refund", arguments: { order, amount } })
+
+/** The run's events, the tool results the model read on its second call, and what the handler ran. */
+const scenario = <A, E, R>(
+  calls: ReadonlyArray<ReturnType<typeof call>>,
+  person: Effect.Effect<A, E, R>,
+  options: { readonly loop?: boolean } = {}
+) =>
+  Effect.gen(function*() {
+    const ran: Array<string> = []
+    const agent = Agent.make({ name: "support", instructions: "Help.", tools: [makeRefund(ran)] })
+    const events: Array<AgentEvent.AgentEvent> = []
+    const run = yield* Effect.forkChild(Stream.runForEach(Agent.stream(agent, "Refund."), (event) => Effect.sync(() => events.push(event))))
+    const decided = options.loop === false ? undefined : yield* person
+    yield* Fiber.join(run)
+    const second = (yield* ScriptedModel.calls)[1]
+    const results = (second?.messages ?? []).filter((message) => message.role === "tool").map((message) => message.content)
+    return { events, results, ran, decided }
+  }).pipe(Effect.provide(ScriptedModel.layer([{ toolCalls: calls }, "Done."])))
+
+const tags = (events: ReadonlyArray<AgentEvent.AgentEvent>) =>
+  events.filter((event) => event._tag.startsWith("Approval") || event._tag.startsWith("Tool")).map((event) => event._tag)
+
+describe("HumanLoop: approvals in process", () => {
+  it.effect("approved with edited arguments: the tool runs once with them (checked by its schema); the events say so in order", () =>
+    Effect.gen(function*() {
+      const { events, results, ran } = yield* scenario(
+        [call("c1", "7", 250)],
+        Effect.gen(function*() {
+          const [waiting] = yield* HumanLoop.awaitPending(1)
+          expect(waiting).toMatchObject({ toolCallId: "c1", name: "refund", arguments: `{"order":"7","amount":250}` })
+          return yield* HumanLoop.decide("c1", { approved: true, arguments: { order: "7", amount: 200 } })
+        })
+      )
+      expect(ran).toEqual(["7:200"])
+      expect(results).toEqual(["refunded 200 on 7"])
+      expect(tags(events)).toEqual(["ApprovalRequested", "ApprovalDecided", "ToolCalled", "ToolReturned"])
+      expect(events.find((event) => event._tag === "ApprovalDecided")).toMatchObject({ approved: true, edited: true })
+      expect(events.find((event) => event._tag === "ToolCalled")).toMatchObject({ arguments: `{"order":"7","amount":200}` })
+      expect(yield* HumanLoop.pending()).toEqual([])
+    }).pipe(Effect.provide(HumanLoop.layer)))
+
+  it.effect("rejected: the tool never runs and the model reads the reason; a call under the threshold runs without asking", () =>
+    Effect.gen(function*() {
+      const { events, results, ran } = yield* scenario(
+        [call("c1", "7", 250), call("c2", "8", 20)],
+        Effect.gen(function*() {
+          yield* HumanLoop.awaitPending(1)
+          return yield* HumanLoop.decide("c1", { approved: false, reason: "over the limit" })
+        })
+      )
+      expect(ran).toEqual(["8:20"])
+      expect(results).toEqual(["ERROR: rejected: over the limit", "refunded 20 on 8"])
+      expect(events.filter((event) => event._tag === "ApprovalRequested").map((event) => (event as { toolCallId: string }).toolCallId)).toEqual(["c1"])
+      expect(events.find((event) => event._tag === "ApprovalDecided")).toMatchObject({ approved: false, reason: "over the limit" })
+    }).pipe(Effect.provide(HumanLoop.layer)))
+
+  it.effect("two calls of one turn wait together and resume on their own decisions, in the order decided", () =>
+    Effect.gen(function*() {
+      const { results, ran } = yield* scenario(
+        [call("c1", "1", 300), call("c2", "2", 400)],
+        Effect.gen(function*() {
+          expect((yield* HumanLoop.awaitPending(2)).map((request) => request.toolCallId)).toEqual(["c1", "c2"])
+          yield* HumanLoop.decide("c2", { approved: true })
+          // The second ran while the first still waits.
+          yield* Effect.yieldNow
+          expect((yield* HumanLoop.pending()).map((request) => request.toolCallId)).toEqual(["c1"])
+          yield* HumanLoop.decide("c1", { approved: true })
+        })
+      )
+      expect(ran).toEqual(["2:400", "1:300"])
+      expect(results).toEqual(["refunded 300 on 1", "refunded 400 on 2"])
+    }).pipe(Effect.provide(HumanLoop.layer)))
+
+  it.effect("a bad decision changes nothing: arguments the schema refuses, an unknown call, a second decision", () =>
+    Effect.gen(function*() {
+      const { ran } = yield* scenario(
+        [call("c1", "7", 250)],
+        Effect.gen(function*() {
+          yield* HumanLoop.awaitPending(1)
+          const refused = yield* Effect.flip(HumanLoop.decide("c1", { approved: true, arguments: { order: 7 } }))
+          expect(refused).toBeInstanceOf(HumanLoop.InvalidDecision)
+          expect(refused.message).toMatch(/^arguments: invalid arguments for tool "refund"/)
+          // Still waiting, still decidable.
+          expect((yield* HumanLoop.pending()).map((request) => request.toolCallId)).toEqual(["c1"])
+          expect(yield* Effect.flip(HumanLoop.decide("c9", { approved: true }))).toMatchObject({ _tag: "NotWaiting", toolCallId: "c9" })
+          yield* HumanLoop.decide("c1", { approved: true })
+          expect(yield* Effect.flip(HumanLoop.decide("c1", { approved: false }))).toMatchObject({ _tag: "AlreadyDecided", toolCallId: "c1" })
+        })
+      )
+      expect(ran).toEqual(["7:250"])
+    }).pipe(Effect.provide(HumanLoop.layer)))
+
+  it.effect("no decision within the tool's approvalTimeout: rejected, and no longer waiting", () =>
+    Effect.gen(function*() {
+      const { results, ran, events } = yield* scenario(
+        [call("c1", "7", 250)],
+        Effect.gen(function*() {
+          yield* HumanLoop.awaitPending(1)
+          yield* TestClock.adjust("59 minutes")
+          expect(yield* HumanLoop.pending()).toHaveLength(1)
+          yield* TestClock.adjust("1 minute")
+        })
+      )
+      expect(ran).toEqual([])
+      expect(results).toEqual(["ERROR: rejected: no decision within 1h"])
+      expect(events.find((event) => event._tag === "ApprovalDecided")).toMatchObject({ approved: false, waitedMs: 3_600_000 })
+      expect(yield* HumanLoop.pending()).toEqual([])
+      expect(yield* Effect.flip(HumanLoop.decide("c1", { approved: true }))).toMatchObject({ _tag: "NotWaiting" })
+    }).pipe(Effect.provide(HumanLoop.layer)))
+
+  it.effect("without a HumanLoop nobody can approve: the call is rejected at once, the run goes on", () =>
+    Effect.gen(function*() {
+      const { results, ran } = yield* scenario([call("c1", "7", 250)], Effect.void, { loop: false })
+      expect(ran).toEqual([])
+      expect(results).toEqual(["ERROR: rejected: nobody can approve this call here (no HumanLoop in context)"])
+    }))
+
+  it.effect("a run interrupted while a call waits: the call no longer waits, and a decision finds nothing", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const agent = Agent.make({ name: "support", instructions: "Help.", tools: [makeRefund(ran)] })
+      const run = yield* Effect.forkChild(Agent.run(agent, "Refund.").pipe(
+        Effect.provide(ScriptedModel.layer([{ toolCalls: [call("c1", "7", 250)] }, "Done."]))
+      ))
+      yield* HumanLoop.awaitPending(1)
+      yield* Fiber.interrupt(run)
+      expect(yield* HumanLoop.pending()).toEqual([])
+      expect(yield* Effect.flip(HumanLoop.decide("c1", { approved: true }))).toMatchObject({ _tag: "NotWaiting" })
+      expect(ran).toEqual([])
+    }).pipe(Effect.provide(HumanLoop.layer)))
+
+  it.effect("Tool.withApproval on a tool defined elsewhere: every call waits; edits must be a JSON object", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const remote = Tool.fromDefinition({
+        name: "remote",
+        description: "A remote server's tool",
+        parameters: { type: "object", properties: { x: { type: "number" } } },
+        call: (text) => Effect.sync(() => (ran.push(text), { content: "ok", isError: false }))
+      })
+      const agent = Agent.make({ name: "a", instructions: "", tools: [Tool.withApproval(remote)] })
+      const run = yield* Effect.forkChild(Agent.run(agent, "Go.").pipe(
+        Effect.provide(ScriptedModel.layer([{ toolCalls: [{ id: "r1", name: "remote", arguments: { x: 1 } }] }, "Done."]))
+      ))
+      yield* HumanLoop.awaitPending(1)
+      expect(yield* Effect.flip(HumanLoop.decide("r1", { approved: true, arguments: [1] }))).toMatchObject({
+        _tag: "InvalidDecision",
+        message: `arguments: the arguments of tool "remote" must be a JSON object`
+      })
+      yield* HumanLoop.decide("r1", { approved: true, arguments: { x: 2 } })
+      yield* Fiber.join(run)
+      expect(ran).toEqual([`{"x":2}`])
+    }).pipe(Effect.provide(HumanLoop.layer)))
+})

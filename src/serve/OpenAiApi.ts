@@ -75,7 +75,7 @@
  *
  * @since 0.2.0
  */
-import { Clock, Effect, Layer, Result, Schema, SchemaIssue, Stream } from "effect"
+import { Clock, Data, Effect, Layer, Result, Schema, SchemaIssue, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema } from "effect/http-api"
 import type * as AgentEvent from "../core/AgentEvent.js"
@@ -262,9 +262,26 @@ const usageOf = (result: AgentEvent.RunResult) => ({
   total_tokens: result.usage.totalTokens
 })
 
+/**
+ * A run that needs a person's decision: the OpenAI API has no way to ask for one or to wait, so the request fails
+ * saying so (and the run is cancelled) instead of hanging.
+ */
+class NeedsPerson extends Data.TaggedError("NeedsPerson")<{ readonly name: string; readonly toolCallId: string }> {
+  get text(): string {
+    return `the agent's run needs a person's approval of tool ${JSON.stringify(this.name)} (call ${this.toolCallId}), which the OpenAI API cannot wait for: start it with POST /runs and decide it with POST /runs/:runId/decisions/:toolCallId`
+  }
+}
+
+/** The run's events, failing at the first call that waits for a person. */
+const withoutWaiting = (events: Stream.Stream<Runs.Indexed, Runs.RunFailed>): Stream.Stream<Runs.Indexed, Runs.RunFailed | NeedsPerson> =>
+  Stream.mapEffect(events, (indexed) =>
+    indexed.event._tag === "ApprovalRequested"
+      ? Effect.fail(new NeedsPerson({ name: indexed.event.name, toolCallId: indexed.event.toolCallId }))
+      : Effect.succeed(indexed))
+
 /** The events of a run to its end: its result, or its failure. */
 const finish = (events: Stream.Stream<Runs.Indexed, Runs.RunFailed>) =>
-  Stream.runFold(events, () => undefined as AgentEvent.RunResult | undefined, (found, { event }) =>
+  Stream.runFold(withoutWaiting(events), () => undefined as AgentEvent.RunResult | undefined, (found, { event }) =>
     event._tag === "RunCompleted" && !event.sessionId.includes("__") ? event.result : found)
 
 const completion = (runs: Runs.Service, asked: Asked) =>
@@ -288,6 +305,7 @@ const completion = (runs: Runs.Service, asked: Asked) =>
     }),
     Effect.catchTags({
       RunFailed: (failed) => Effect.succeed(errorResponse(500, "server_error", String(failed.error._tag ?? null), `the agent's run failed: ${failed.message}`)),
+      NeedsPerson: (needs) => Effect.as(Effect.ignore(runs.cancel(asked.runId)), errorResponse(409, "invalid_request_error", "needs_approval", needs.text)),
       RunNotFound: (error) => Effect.die(error)
     }),
     // A client that goes away before the answer cancels the run.
@@ -304,7 +322,7 @@ const chunkStream = (runs: Runs.Service, asked: Asked) =>
     const includeUsage = asked.request.stream_options?.include_usage === true
     // A structured answer is known once decoded (the model's text may be fenced, or repaired): sent whole at the end.
     const deltas = asked.run.output === undefined
-    const body = events.pipe(
+    const body = withoutWaiting(events).pipe(
       Stream.map(({ event }): string => {
         if (event.sessionId.includes("__")) return ""
         if (event._tag === "TextDelta" && deltas && event.index === 0 && event.text !== "") {
@@ -323,6 +341,8 @@ const chunkStream = (runs: Runs.Service, asked: Asked) =>
       Stream.filter((text) => text !== ""),
       Stream.catchTag("RunFailed", (failed) =>
         Stream.succeed(frame({ error: { message: `the agent's run failed: ${failed.message}`, type: "server_error", param: null, code: String(failed.error._tag ?? null) } }))),
+      Stream.catchTag("NeedsPerson", (needs) =>
+        Stream.succeed(frame({ error: { message: needs.text, type: "invalid_request_error", param: null, code: "needs_approval" } }))),
       (frames) => Stream.concat(Stream.succeed(chunk({ role: "assistant", content: "" })), frames),
       (frames) => Stream.concat(frames, Stream.succeed("data: [DONE]\n\n")),
       // The stream ends with the run; a client that goes away first cancels it.

@@ -46,6 +46,7 @@ import * as Agent from "../core/Agent.js"
 import type { AgentError } from "../core/AgentError.js"
 import * as AgentEvent from "../core/AgentEvent.js"
 import * as Budget from "../core/Budget.js"
+import * as HumanLoop from "../core/HumanLoop.js"
 import * as Model from "../core/Model.js"
 import * as Threads from "../core/Threads.js"
 import * as Decode from "../core/internal/decode.js"
@@ -185,7 +186,7 @@ export type Started = typeof Started.Type
  * @since 0.2.0
  * @category models
  */
-export const Status = Schema.Literals(["running", "completed", "failed"])
+export const Status = Schema.Literals(["running", "waiting", "completed", "failed"])
 /**
  * Where a run is.
  *
@@ -195,7 +196,22 @@ export const Status = Schema.Literals(["running", "completed", "failed"])
 export type Status = typeof Status.Type
 
 /**
- * A run as a client sees it: ids, agent, status, and once ended its result or error.
+ * A tool call of a run waiting for a person's decision (`POST /runs/:id/decisions/:toolCallId`).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const PendingApproval = Schema.Struct({
+  sessionId: Schema.String,
+  toolCallId: Schema.String,
+  name: Schema.String,
+  arguments: Schema.String,
+  requestedAt: Schema.Number
+})
+
+/**
+ * A run as a client sees it (`GET /runs/:id`): ids, agent, status (`waiting` while tool calls wait for a person's
+ * decision, listed in `pending`), and once ended its result or error.
  *
  * @since 0.2.0
  * @category models
@@ -214,7 +230,9 @@ export const RunView = Schema.Struct({
   endedAt: Schema.optional(Schema.Number),
   result: Schema.optional(AgentEvent.RunResult),
   /** The typed error of a failed run, as JSON (`_tag`, `message`, fields). */
-  error: Schema.optional(Schema.Record(Schema.String, Schema.Unknown))
+  error: Schema.optional(Schema.Record(Schema.String, Schema.Unknown)),
+  /** The tool calls waiting for a person's decision (status `waiting`), oldest first. */
+  pending: Schema.optional(Schema.Array(PendingApproval))
 })
 /**
  * A run as a client sees it.
@@ -452,9 +470,33 @@ export interface Service {
   ) => Effect.Effect<Stream.Stream<Indexed, RunFailed>, RunNotFound>
   /** Stops the run at once; it ends `interrupted` with reason `cancelled`. A run already ended is left as it is. */
   readonly cancel: (runId: string, options?: OwnerOption) => Effect.Effect<void, RunNotFound>
+  /**
+   * Decides a tool call of the run (or of its sub-agents) that waits for a person (`HumanLoop`): `NotWaiting` when
+   * none with that id waits, `AlreadyDecided` for a second decision, `InvalidDecision` for edited arguments the
+   * tool's schema refuses (the call still waits).
+   */
+  readonly decide: (
+    runId: string,
+    toolCallId: string,
+    decision: HumanLoop.Decision,
+    options?: OwnerOption
+  ) => Effect.Effect<Decided, RunNotFound | HumanLoop.DecideError>
   /** Runs going on now. */
   readonly running: Effect.Effect<number>
 }
+
+/**
+ * What `decide` answers: the call decided (with its session) and how.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const Decided = Schema.Struct({ runId: Schema.String, toolCallId: Schema.String, sessionId: Schema.String, approved: Schema.Boolean })
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export type Decided = typeof Decided.Type
 
 /**
  * The runs in context.
@@ -485,6 +527,8 @@ interface Record_ {
   changed: Deferred.Deferred<void>
   readonly cancel: Deferred.Deferred<void>
   fiber: Fiber.Fiber<void> | undefined
+  /** The tool calls waiting for a decision, by session and call id (kept from the run's approval events). */
+  readonly pending: Map<string, typeof PendingApproval.Type>
 }
 
 const threadErrorTags = new Set(["ThreadNotFound", "ThreadForbidden", "ThreadBusy", "ThreadStoreError"])
@@ -525,19 +569,38 @@ const view = (record: Record_): RunView => ({
   agent: record.agent,
   input: record.input,
   ...(record.thread !== undefined ? { threadId: record.thread.id } : {}),
-  status: record.status,
+  status: statusOf(record),
   events: record.events.length,
   createdAt: record.createdAt,
   ...(record.endedAt !== undefined ? { endedAt: record.endedAt } : {}),
   ...(record.result !== undefined ? { result: record.result } : {}),
-  ...(record.error !== undefined ? { error: AgentEvent.errorJson(record.error) } : {})
+  ...(record.error !== undefined ? { error: AgentEvent.errorJson(record.error) } : {}),
+  ...(record.pending.size > 0 ? { pending: [...record.pending.values()] } : {})
 })
+
+/** `waiting` while a running run's tool calls wait for a person. */
+const statusOf = (record: Record_): Status => record.status === "running" && record.pending.size > 0 ? "waiting" : record.status
+
+/** Keeps the run's waiting calls from its events. */
+const trackApprovals = (record: Record_, event: AgentEvent.AgentEvent): void => {
+  if (event._tag === "ApprovalRequested") {
+    record.pending.set(`${event.sessionId}\u0000${event.toolCallId}`, {
+      sessionId: event.sessionId,
+      toolCallId: event.toolCallId,
+      name: event.name,
+      arguments: event.arguments,
+      requestedAt: event.timestamp
+    })
+  } else if (event._tag === "ApprovalDecided") {
+    record.pending.delete(`${event.sessionId}\u0000${event.toolCallId}`)
+  }
+}
 
 const summary = (record: Record_): RunSummary => ({
   runId: record.runId,
   sessionId: record.sessionId,
   agent: record.agent,
-  status: record.status,
+  status: statusOf(record),
   inputPreview: record.input.slice(0, 100),
   events: record.events.length,
   createdAt: record.createdAt,
@@ -558,6 +621,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
     // A store when the server has one: turns on threads need it; plain runs do not. Its failures reach clients
     // without the driver's text (the log has it).
     const threads = Option.map(yield* Effect.serviceOption(Threads.Threads), RedactStore.redacted)
+    // Where the runs' tool calls that need a person wait: the app's, or one of the registry's own.
+    const humanLoop = Option.getOrUndefined(yield* Effect.serviceOption(HumanLoop.HumanLoop)) ?? (yield* HumanLoop.make)
     const scope = yield* Effect.scope
     const maxConcurrentRuns = options.maxConcurrentRuns ?? 16
     const turns = options.turns ?? {}
@@ -611,10 +676,12 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
       options: Agent.StreamOptions & { readonly output?: Schema.Codec<unknown, unknown> }
     ): Stream.Stream<AgentEvent.AgentEvent, AgentError | Threads.ThreadError> => {
       const thread = record.thread
-      if (thread === undefined || Option.isNone(threads)) return Agent.stream(entry.agent, record.input, options)
-      return Agent.stream(entry.agent, record.input, { ...options, thread: { ...turns, id: thread.id, owner: thread.owner } }).pipe(
-        Stream.provideService(Threads.Threads, threads.value)
-      )
+      const run = thread === undefined || Option.isNone(threads)
+        ? Agent.stream(entry.agent, record.input, options)
+        : Agent.stream(entry.agent, record.input, { ...options, thread: { ...turns, id: thread.id, owner: thread.owner } }).pipe(
+          Stream.provideService(Threads.Threads, threads.value)
+        )
+      return Stream.provideService(run, HumanLoop.HumanLoop, humanLoop)
     }
 
     const execute = (
@@ -637,6 +704,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
             // The first event: a turn holds its thread and has read its history.
             if (record.events.length === 0) Deferred.doneUnsafe(begun, Exit.void)
             record.events.push(event)
+            trackApprovals(record, event)
             if (event._tag === "RunCompleted" && event.sessionId === record.sessionId) record.result = event.result
             touch(record)
           })
@@ -722,7 +790,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
           error: undefined,
           changed: Deferred.makeUnsafe<void>(),
           cancel: Deferred.makeUnsafe<void>(),
-          fiber: undefined
+          fiber: undefined,
+          pending: new Map()
         }
         records.set(record.runId, record)
         sessions.add(sessionId)
@@ -795,6 +864,16 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
       events,
       cancel: (runId, options) =>
         Effect.flatMap(find(runId, options?.owner), (record) => Effect.sync(() => void Deferred.doneUnsafe(record.cancel, Effect.void))),
+      decide: (runId, toolCallId, decision, options) =>
+        Effect.flatMap(find(runId, options?.owner), (record) =>
+          record.status !== "running"
+            ? Effect.fail(new HumanLoop.NotWaiting({ toolCallId, message: `run ${JSON.stringify(runId)} has ended: no call of it waits` }))
+            : Effect.map(humanLoop.decide(toolCallId, decision, { sessionId: record.sessionId }), (request) => ({
+              runId,
+              toolCallId: request.toolCallId,
+              sessionId: request.sessionId,
+              approved: decision.approved
+            }))),
       running: Effect.sync(() => running)
     })
   })

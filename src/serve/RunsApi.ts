@@ -75,6 +75,7 @@ import * as AgentEvent from "../core/AgentEvent.js"
 import * as Decode from "../core/internal/decode.js"
 import * as ThreadChecks from "../core/internal/threads/check.js"
 import * as Model from "../core/Model.js"
+import * as HumanLoop from "../core/HumanLoop.js"
 import * as Threads from "../core/Threads.js"
 import * as Agents from "./Agents.js"
 import { requireGroup } from "./internal/groupLayer.js"
@@ -223,6 +224,11 @@ export const layerOwner = (owner: OwnerOf = Effect.succeed(defaultOwner)): Layer
 // Threads over HTTP
 // ---------------------------------------------------------------------------------------------------------
 
+// A decision's errors, with their statuses: no such waiting call 404, decided already 409, edited arguments refused 400.
+const NotWaiting = HumanLoop.NotWaiting.pipe(HttpApiSchema.status(404))
+const AlreadyDecided = HumanLoop.AlreadyDecided.pipe(HttpApiSchema.status(409))
+const InvalidDecision = HumanLoop.InvalidDecision.pipe(HttpApiSchema.status(400))
+
 // The store's errors, with the status each is answered with.
 const ThreadNotFound = Threads.ThreadNotFound.pipe(HttpApiSchema.status(404))
 const ThreadForbidden = Threads.ThreadForbidden.pipe(HttpApiSchema.status(403))
@@ -329,6 +335,12 @@ export const group = HttpApiGroup.make("valet")
       params: RunIdParams,
       success: Schema.Struct({ runId: Schema.String, cancelled: Schema.Boolean }).pipe(HttpApiSchema.status(202)),
       error: Runs.RunNotFound
+    }).middleware(Owner),
+    HttpApiEndpoint.post("decide", "/runs/:runId/decisions/:toolCallId", {
+      params: { ...RunIdParams, toolCallId: Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(256)) },
+      payload: HumanLoop.Decision,
+      success: Runs.Decided,
+      error: [Runs.RunNotFound, NotWaiting, AlreadyDecided, InvalidDecision]
     }).middleware(Owner),
     HttpApiEndpoint.post("streamRun", "/runs/stream", {
       payload: Runs.RunRequest,
@@ -492,7 +504,9 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
         .handle("cancelRun", ({ params }) =>
           Effect.flatMap(Effect.service(CurrentOwner), (owner) =>
             Effect.flatMap(runs.get(params.runId, { owner }), (run) =>
-              Effect.as(runs.cancel(params.runId, { owner }), { runId: params.runId, cancelled: run.status === "running" }))))
+              Effect.as(runs.cancel(params.runId, { owner }), { runId: params.runId, cancelled: run.status === "running" || run.status === "waiting" }))))
+        .handle("decide", ({ params, payload }) =>
+          Effect.flatMap(Effect.service(CurrentOwner), (owner) => runs.decide(params.runId, params.toolCallId, payload, { owner })))
         .handle("streamRun", ({ payload, query }) =>
           Effect.flatMap(Effect.service(CurrentOwner), (owner) => runs.start(payload, { owner })).pipe(
             Effect.flatMap(({ runId }) => RunStream.followed(runs, runId)),

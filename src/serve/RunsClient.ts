@@ -62,6 +62,7 @@ import { HttpApiClient } from "effect/http-api"
 import type { InvalidOptions } from "../core/AgentError.js"
 import * as AgentEvent from "../core/AgentEvent.js"
 import * as Opts from "../core/internal/decode.js"
+import type * as HumanLoop from "../core/HumanLoop.js"
 import * as Runs from "./Runs.js"
 import * as RunsApi from "./RunsApi.js"
 
@@ -248,6 +249,15 @@ export interface Service {
   readonly stream: (
     request: Runs.RunRequest
   ) => Stream.Stream<AgentEvent.AgentEvent, Runs.UnknownAgent | Runs.TooManyRuns | Runs.InvalidRunRequest | StreamError>
+  /**
+   * `POST /runs/:runId/decisions/:toolCallId`: decides a tool call of the run waiting for a person (`GET /runs/:id`
+   * lists them in `pending`).
+   */
+  readonly decide: (
+    runId: string,
+    toolCallId: string,
+    decision: HumanLoop.Decision
+  ) => Effect.Effect<Runs.Decided, Runs.RunNotFound | HumanLoop.DecideError | RequestError>
   /** The thread routes (`/threads`), as the server's owner function sees this client. */
   readonly threads: ThreadsClient
 }
@@ -331,7 +341,11 @@ const declaredTags: ReadonlySet<string> = new Set([
   "ThreadNotFound",
   "ThreadForbidden",
   "ThreadBusy",
-  "ThreadStoreError"
+  "ThreadStoreError",
+  // A decision's.
+  "NotWaiting",
+  "AlreadyDecided",
+  "InvalidDecision"
 ])
 
 /** valet's error body, `{_tag, message}`, as far as it goes. */
@@ -528,6 +542,8 @@ export const make = (options: Options): Effect.Effect<Service, InvalidOptions, H
       agents: () => Effect.map(Effect.withSpan(client.listAgents(), "valet/RunsClient.agents"), (answer) => answer.agents),
       events,
       stream,
+      decide: (runId, toolCallId, decision) =>
+        Effect.withSpan(client.decide({ params: { runId, toolCallId }, payload: decision }), "valet/RunsClient.decide"),
       threads: {
         create: (createOptions) =>
           Effect.withSpan(client.createThread({ payload: { ...createOptions } }), "valet/RunsClient.threads.create"),
@@ -583,6 +599,8 @@ export interface PromiseClient {
   readonly events: (runId: string, options?: { readonly after?: number | undefined }) => AsyncIterable<AgentEvent.AgentEvent>
   /** `POST /runs/stream`; leaving the loop early cancels the run. */
   readonly stream: (request: Runs.RunRequest) => AsyncIterable<AgentEvent.AgentEvent>
+  /** `POST /runs/:runId/decisions/:toolCallId`. */
+  readonly decide: (runId: string, toolCallId: string, decision: HumanLoop.Decision) => Promise<Runs.Decided>
   /** The thread routes (`/threads`), as the server's owner function sees this client. */
   readonly threads: {
     readonly [K in keyof ThreadsClient]: ThreadsClient[K] extends (...args: infer P) => Effect.Effect<infer A, infer _E>
@@ -611,6 +629,7 @@ export const promise = (options: Options): PromiseClient => {
     agents: () => run(client.agents()),
     events: (runId, eventOptions) => iterate(client.events(runId, eventOptions)),
     stream: (request) => iterate(client.stream(request)),
+    decide: (runId, toolCallId, decision) => run(client.decide(runId, toolCallId, decision)),
     threads: {
       create: (createOptions) => run(client.threads.create(createOptions)),
       get: (threadId, page) => run(client.threads.get(threadId, page)),

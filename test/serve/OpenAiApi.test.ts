@@ -5,7 +5,7 @@
 import { createOpenAICompatible } from "@ai-sdk/openai-compatible"
 import { describe, expect, it } from "@effect/vitest"
 import { generateText, Output, streamText } from "ai"
-import { Context, Effect, Layer, Result } from "effect"
+import { Context, Effect, Layer, Result, Schema } from "effect"
 import OpenAI from "openai"
 import * as ReAct from "../../src/architectures/ReAct.js"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
@@ -13,6 +13,7 @@ import * as Agent from "../../src/core/Agent.js"
 import * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Tool from "../../src/core/Tool.js"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
 import * as OpenAiApi from "../../src/serve/OpenAiApi.js"
 import { z } from "zod"
@@ -421,4 +422,38 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
     expect(param([{ role: "user", content: "q" }, { role: "assistant", content: "", function_call: { name: "f", arguments: "{}" } }]))
       .toBe("messages[1].function_call")
   })
+})
+
+describe("OpenAiApi: a run that needs a person", () => {
+  it.live("openai: a tool call that needs approval fails the completion with 409 needs_approval (it cannot wait); streamed, an error frame", () =>
+    Effect.gen(function*() {
+      const guarded = Tool.make({
+        name: "refund",
+        description: "Refunds",
+        parameters: Schema.Struct({ amount: Schema.Number }),
+        handler: () => Effect.succeed("refunded"),
+        needsApproval: true
+      })
+      const agent = Agent.make({
+        name: "support",
+        instructions: "Help.",
+        tools: [guarded],
+        model: Layer.orDie(ScriptedModel.layer(() => ({ toolCalls: [{ id: "c1", name: "refund", arguments: { amount: 5 } }] })))
+      }) as Agent.Agent<never>
+      const url = yield* serve([agent])
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const refused = yield* refusedWith(client.chat.completions.create({ model: "support", messages: [{ role: "user", content: "Refund." }] }))
+      expect(refused).toMatchObject({ status: 409, code: "needs_approval", type: "invalid_request_error" })
+      expect(refused?.message).toMatch(/needs a person's approval of tool "refund" \(call c1\), which the OpenAI API cannot wait for/)
+      const streamed = yield* Effect.promise(async () => {
+        const stream = await client.chat.completions.create({ model: "support", stream: true, messages: [{ role: "user", content: "Refund." }] })
+        try {
+          for await (const _ of stream) { /* until the error */ }
+          return undefined
+        } catch (error) {
+          return error instanceof Error ? error.message : String(error)
+        }
+      })
+      expect(streamed).toMatch(/needs a person's approval of tool "refund"/)
+    }).pipe(Effect.scoped), 30_000)
 })

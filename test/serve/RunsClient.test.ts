@@ -6,16 +6,19 @@
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Layer, Schedule, Stream } from "effect"
+import { Context, Effect, Layer, Schedule, Schema, Stream } from "effect"
 import { FetchHttpClient, HttpRouter, HttpServer } from "effect/http"
 import { HttpApi, HttpApiBuilder } from "effect/http-api"
 import { createServer as createHttpServer } from "node:http"
 import { connect, createServer, type Socket } from "node:net"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
+import * as Agent from "../../src/core/Agent.js"
 import * as AgentEvent from "../../src/core/AgentEvent.js"
 import type * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Threads from "../../src/core/Threads.js"
+import * as Tool from "../../src/core/Tool.js"
 import * as Agents from "../../src/serve/Agents.js"
 import * as Runs from "../../src/serve/Runs.js"
 import * as RunsApi from "../../src/serve/RunsApi.js"
@@ -364,4 +367,55 @@ describe("RunsClient.threads", () => {
       expect(outcome.rejected).toMatchObject({ _tag: "ThreadNotFound", threadId: "chat-2" })
       expect(outcome.rejected).toBeInstanceOf(Error)
     }).pipe(Effect.scoped))
+})
+
+describe("RunsClient: decisions on runs that wait for a person", () => {
+  it.live("GET /runs/:id says waiting with the pending call; decisions: refused edits 400, unknown 404, another owner's run 404, second 409", () =>
+    Effect.gen(function*() {
+      const ran: Array<number> = []
+      const refund = Tool.make({
+        name: "refund",
+        description: "Refunds",
+        parameters: Schema.Struct({ amount: Schema.Number }),
+        handler: ({ amount }) => Effect.sync(() => (ran.push(amount), `refunded ${amount}`)),
+        needsApproval: true
+      })
+      const agent = Agent.make({
+        name: "support",
+        instructions: "Help.",
+        tools: [refund],
+        model: Layer.orDie(ScriptedModel.layer([{ toolCalls: [{ id: "c1", name: "refund", arguments: { amount: 250 } }] }, "Refunded."]))
+      }) as Agent.Agent<never>
+      const baseUrl = yield* serve([agent])
+      const client = yield* clientOf({ baseUrl })
+      const { runId } = yield* client.create({ agent: "support", input: "Refund 250." })
+      // Wait for the call to wait (its event).
+      yield* client.events(runId).pipe(Stream.takeUntil((event) => event._tag === "ApprovalRequested"), Stream.runDrain)
+      const waiting = yield* client.get(runId)
+      expect(waiting.status).toBe("waiting")
+      expect(waiting.pending).toMatchObject([{ toolCallId: "c1", name: "refund", arguments: `{"amount":250}` }])
+      const refused = yield* Effect.flip(client.decide(runId, "c1", { approved: true, arguments: { amount: "lots" } }))
+      expect(refused).toMatchObject({ _tag: "InvalidDecision", toolCallId: "c1" })
+      expect(yield* Effect.flip(client.decide(runId, "c9", { approved: true }))).toMatchObject({ _tag: "NotWaiting" })
+      expect(yield* Effect.flip(client.decide("run_nope", "c1", { approved: true }))).toMatchObject({ _tag: "RunNotFound" })
+      expect((yield* client.get(runId)).status).toBe("waiting")
+      expect(yield* client.decide(runId, "c1", { approved: true, arguments: { amount: 200 } })).toEqual({
+        runId,
+        toolCallId: "c1",
+        sessionId: waiting.sessionId,
+        approved: true
+      })
+      const events = yield* collect(client.events(runId))
+      expect(events.at(-1)).toMatchObject({ _tag: "RunCompleted", result: { output: "Refunded." } })
+      expect(ran).toEqual([200])
+      const done = yield* client.get(runId)
+      expect([done.status, done.pending]).toEqual(["completed", undefined])
+      expect(yield* Effect.flip(client.decide(runId, "c1", { approved: true }))).toMatchObject({ _tag: "NotWaiting" })
+      // The raw route: a body that is not a decision is 400 naming the field.
+      const raw = yield* Effect.promise(() =>
+        fetch(`${baseUrl}/runs/${runId}/decisions/c1`, { method: "POST", headers: { "content-type": "application/json" }, body: `{"approved":"yes"}` })
+          .then(async (response) => ({ status: response.status, body: await response.text() })))
+      expect(raw.status).toBe(400)
+      expect(raw.body).toMatch(/approved/)
+    }).pipe(Effect.scoped), 30_000)
 })

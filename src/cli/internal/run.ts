@@ -4,7 +4,8 @@
  * model calls to a cassette, and `valet replay <cassette> "<prompt>"` runs the same agent again from it, with no
  * model at all. `--thread <id>` makes the run a turn of a conversation kept in a SQLite file (`--threads`, default
  * `data/threads.sqlite3`): the thread's messages are the history, the turn's are appended; the thread is started when
- * it does not exist.
+ * it does not exist. Tool calls that wait for a person (a valet.yaml agent's `approvals:`) are decided as `approvals.ts`
+ * says: on the terminal, or by `--approve all|none`.
  */
 import { Effect, type FileSystem, Layer, Option, type Path, Stream } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
@@ -328,7 +329,8 @@ export const runCommand = Command.make(
       "--base-url / --model / --api-key, else VALET_BASE_URL / VALET_MODEL / VALET_API_KEY, else the vLLM pool " +
       `(--config, --actor-name, or ${Vllm.defaultConfigPath}). With --agents valet.yaml --agent <name>, the file's agent ` +
       "(any architecture of the catalog, with its own model and tools). With --thread <id>, the run continues that " +
-      `conversation, kept in a SQLite file (--threads, default ${ThreadStore.defaultSqliteFile}).`
+      `conversation, kept in a SQLite file (--threads, default ${ThreadStore.defaultSqliteFile}). Tool calls the agent's ` +
+      "approvals: hold are asked on the terminal (y/n), or decided by --approve all|none when stdin is not one."
   )
 )
 

@@ -222,6 +222,15 @@ describe("HumanLoop: questions", () => {
       expect(yield* HumanLoop.questions()).toEqual([])
     }).pipe(Effect.provide(HumanLoop.layer), Effect.provide(ScriptedModel.layer([]))))
 
+  it.effect("a person declines (dismiss): the run gets Unanswered with their reason; a second dismissal is AlreadyDecided", () =>
+    Effect.gen(function*() {
+      const run = yield* Effect.forkChild(Effect.flip(Agent.run(planner(), "Go.")))
+      yield* HumanLoop.awaitQuestions(1)
+      yield* HumanLoop.dismiss("q1", "not my call")
+      expect(yield* Fiber.join(run)).toMatchObject({ _tag: "Unanswered", reason: "not my call" })
+      expect(yield* Effect.flip(HumanLoop.dismiss("q1", "again"))).toMatchObject({ _tag: "AlreadyDecided" })
+    }).pipe(Effect.provide(HumanLoop.layer), Effect.provide(ScriptedModel.layer([]))))
+
   it.effect("nobody to ask (no HumanLoop): Unanswered at once", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(Agent.run(planner(), "Go."))

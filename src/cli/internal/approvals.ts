@@ -111,12 +111,47 @@ export const decideEach = (decider: Decider): Effect.Effect<never, never, HumanL
     })
   )
 
-/** `run` with a `HumanLoop`, its waiting calls decided by `decider` as long as it runs. */
+/** Why a question was not answered when nobody on a terminal could. */
+export const noAnswerReason = "nobody could answer it: valet run had no terminal to ask on"
+
+/**
+ * Answers every question that waits (`Architecture.ask`, the `ask_human` tool), oldest first: on a terminal, the
+ * person types the answer (one that does not fit the question's schema is said, and asked again; input that ends
+ * dismisses it); otherwise it is dismissed (`--approve` decides calls, not questions), and the run reads why.
+ */
+export const answerEach = (decider: Decider): Effect.Effect<never, never, HumanLoop.HumanLoop> =>
+  Effect.forever(
+    Effect.gen(function*() {
+      const [question] = yield* HumanLoop.awaitQuestions(1)
+      const at = { sessionId: question!.sessionId }
+      if (decider._tag !== "Ask") {
+        if (decider._tag === "Nobody") yield* decider.note(`valet run: a question went unanswered: stdin is not a terminal`)
+        yield* Effect.ignore(HumanLoop.dismiss(question!.questionId, noAnswerReason, at))
+        return
+      }
+      const prompter = decider.prompter
+      yield* prompter.write(`Question: ${question!.question}\n`)
+      for (;;) {
+        yield* prompter.write("Answer: ")
+        const line = yield* Effect.result(prompter.readLine)
+        if (line._tag === "Failure") {
+          yield* Effect.ignore(HumanLoop.dismiss(question!.questionId, "no answer on the terminal (its input ended)", at))
+          return
+        }
+        const given = yield* Effect.result(HumanLoop.answer(question!.questionId, line.success.trim(), at))
+        if (given._tag === "Success" || given.failure._tag !== "InvalidDecision") return
+        yield* prompter.write(`${given.failure.message}\n`)
+      }
+    })
+  )
+
+/** `run` with a `HumanLoop`, its waiting calls decided and its questions answered by `decider` as long as it runs. */
 export const withDecider = <A, E, R>(
   decider: Decider,
   run: Effect.Effect<A, E, R>
 ): Effect.Effect<A, E, Exclude<R, HumanLoop.HumanLoop>> =>
   Effect.scoped(Effect.gen(function*() {
     yield* Effect.forkScoped(decideEach(decider))
+    yield* Effect.forkScoped(answerEach(decider))
     return yield* run
   })).pipe(Effect.provide(HumanLoop.layer)) as Effect.Effect<A, E, Exclude<R, HumanLoop.HumanLoop>>

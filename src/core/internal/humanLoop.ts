@@ -145,7 +145,10 @@ export interface Service {
    * Waits for the answer to `request` (the runtime calls this for `Architecture.ask`). `check` decodes an answer
    * with the question's schema: the value the run gets, or why the answer does not fit.
    */
-  readonly ask: (request: QuestionRequest, check: (answer: unknown) => Result.Result<unknown, string>) => Effect.Effect<unknown>
+  readonly ask: (
+    request: QuestionRequest,
+    check: (answer: unknown) => Result.Result<unknown, string>
+  ) => Effect.Effect<Result.Result<unknown, string>>
   /**
    * Answers a waiting question: `NotWaiting` when none with that id waits, `AlreadyDecided` for a second answer,
    * `InvalidDecision` for an answer the question's schema refuses (it still waits).
@@ -153,6 +156,15 @@ export interface Service {
   readonly answer: (
     questionId: string,
     answer: unknown,
+    options?: { readonly sessionId?: string | undefined }
+  ) => Effect.Effect<QuestionRequest, DecideError>
+  /**
+   * Ends a waiting question without an answer (a person declines; nobody is there to answer): the run gets
+   * `Unanswered` with `reason`. `NotWaiting` / `AlreadyDecided` as for `answer`.
+   */
+  readonly dismiss: (
+    questionId: string,
+    reason: string,
     options?: { readonly sessionId?: string | undefined }
   ) => Effect.Effect<QuestionRequest, DecideError>
   /** The questions waiting now, oldest first (of one run and its sub-agents with `sessionId`). */
@@ -193,7 +205,7 @@ export const make: Effect.Effect<Service> = Effect.sync(() => {
   interface Asked {
     readonly request: QuestionRequest
     readonly check: (answer: unknown) => Result.Result<unknown, string>
-    readonly done: Deferred.Deferred<unknown>
+    readonly done: Deferred.Deferred<Result.Result<unknown, string>>
   }
   const asked = new Map<string, Asked>()
   const answered = new Map<string, true>()
@@ -272,7 +284,7 @@ export const make: Effect.Effect<Service> = Effect.sync(() => {
   const ask: Service["ask"] = (request, check) =>
     Effect.suspend(() => {
       const key = `${request.sessionId}\u0000${request.questionId}`
-      const done = Deferred.makeUnsafe<unknown>()
+      const done = Deferred.makeUnsafe<Result.Result<unknown, string>>()
       asked.set(key, { request, check, done })
       wakeUp()
       return Deferred.await(done).pipe(Effect.ensuring(Effect.sync(() => {
@@ -280,7 +292,12 @@ export const make: Effect.Effect<Service> = Effect.sync(() => {
       })))
     })
 
-  const answer: Service["answer"] = (questionId, value, options) =>
+  /** Ends the waiting question `questionId` with what `settle` makes of its entry (or why it cannot). */
+  const settle = (
+    questionId: string,
+    options: { readonly sessionId?: string | undefined } | undefined,
+    outcome: (entry: Asked) => Result.Result<Result.Result<unknown, string>, string>
+  ) =>
     Effect.suspend((): Effect.Effect<QuestionRequest, DecideError> => {
       const root = options?.sessionId
       const matches = [...asked.entries()].filter(([, entry]) => entry.request.questionId === questionId && inRun(entry.request.sessionId, root))
@@ -297,14 +314,23 @@ export const make: Effect.Effect<Service> = Effect.sync(() => {
         return Effect.fail(new InvalidDecision({ toolCallId: questionId, message: `${matches.length} waiting questions have the id ${JSON.stringify(questionId)}: name the session` }))
       }
       const [key, entry] = matches[0]!
-      const checked = entry.check(value)
-      if (Result.isFailure(checked)) return Effect.fail(new InvalidDecision({ toolCallId: questionId, message: `answer: ${checked.failure}` }))
+      const settled = outcome(entry)
+      if (Result.isFailure(settled)) return Effect.fail(new InvalidDecision({ toolCallId: questionId, message: settled.failure }))
       asked.delete(key)
       answered.set(key, true)
       if (answered.size > rememberedDecisions) answered.delete(answered.keys().next().value!)
-      Deferred.doneUnsafe(entry.done, Effect.succeed(checked.success))
+      Deferred.doneUnsafe(entry.done, Effect.succeed(settled.success))
       return Effect.succeed(entry.request)
     })
+
+  const answer: Service["answer"] = (questionId, value, options) =>
+    settle(questionId, options, (entry) => {
+      const checked = entry.check(value)
+      return Result.isFailure(checked) ? Result.fail(`answer: ${checked.failure}`) : Result.succeed(Result.succeed(checked.success))
+    })
+
+  const dismiss: Service["dismiss"] = (questionId, reason, options) =>
+    settle(questionId, options, () => Result.succeed(Result.fail(reason)))
 
   const questions: Service["questions"] = (options) => Effect.sync(() => listQuestions(options?.sessionId))
 
@@ -315,7 +341,7 @@ export const make: Effect.Effect<Service> = Effect.sync(() => {
       return Effect.flatMap(Deferred.await(changed), loop)
     })
 
-  return { wait, decide, pending, awaitPending, ask, answer, questions, awaitQuestions }
+  return { wait, decide, pending, awaitPending, ask, answer, dismiss, questions, awaitQuestions }
 })
 
 /**
@@ -390,3 +416,14 @@ export const awaitQuestions = (
   options?: { readonly sessionId?: string | undefined }
 ): Effect.Effect<ReadonlyArray<QuestionRequest>, never, HumanLoop> => HumanLoop.use((loop) => loop.awaitQuestions(count, options))
 
+/**
+ * Ends a waiting question without an answer (see `Service.dismiss`).
+ *
+ * @since 0.2.0
+ * @category accessors
+ */
+export const dismiss = (
+  questionId: string,
+  reason: string,
+  options?: { readonly sessionId?: string | undefined }
+): Effect.Effect<QuestionRequest, DecideError, HumanLoop> => HumanLoop.use((loop) => loop.dismiss(questionId, reason, options))

@@ -33,7 +33,8 @@ export const wait = <A, I>(
     const decode = Schema.decodeUnknownResult(schema as unknown as Schema.Codec<A, unknown>)
     const check = (answer: unknown): Result.Result<unknown, string> =>
       Result.mapError(decode(answer), (issue) => formatSchemaError("the answer does not fit", issue, answer))
-    const asked = loop.value.ask(request, check) as Effect.Effect<A>
+    const asked = Effect.flatMap(loop.value.ask(request, check), (answer) =>
+      Result.isSuccess(answer) ? Effect.succeed(answer.success as A) : Effect.fail(unanswered(answer.failure)))
     if (timeout === undefined) return asked
     const limit = Duration.fromInputUnsafe(timeout)
     return Effect.flatMap(Effect.timeoutOption(asked, limit), (answer) =>

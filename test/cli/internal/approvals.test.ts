@@ -11,8 +11,10 @@ import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { ask, deciderOf, type Prompter } from "../../../src/cli/internal/approvals.js"
-import type * as HumanLoop from "../../../src/core/HumanLoop.js"
+import { ask, deciderOf, noAnswerReason, type Prompter, withDecider } from "../../../src/cli/internal/approvals.js"
+import * as Agent from "../../../src/core/Agent.js"
+import * as HumanLoop from "../../../src/core/HumanLoop.js"
+import * as ScriptedModel from "../../../src/core/ScriptedModel.js"
 import * as Server from "../../support/openAiServer.js"
 
 /** A terminal that answers `lines` in order, then ends (Ctrl+D); what was written to it is kept. */
@@ -165,4 +167,26 @@ agents:
       expect(approved.stdout).toContain(answer)
       expect(toolResultOf(server)).toBe("The sum of 2 and 3 is 5.")
     }).pipe(Effect.scoped), 120_000)
+})
+
+describe("valet run: questions (the ask_human tool) on the terminal, or dismissed", () => {
+  const booker = Agent.make({ name: "booker", instructions: "", tools: [HumanLoop.askTool()] })
+  const script = [{ toolCalls: [{ id: "a1", name: "ask_human", arguments: { question: "How many?" } }] }, "Booked."]
+  const toolResult = Effect.map(ScriptedModel.calls, (calls) => calls[1]?.messages?.at(-1)?.content)
+
+  it.effect("on a terminal: the question is shown and the typed line is the answer the model reads", () =>
+    Effect.gen(function*() {
+      const terminal = fakeTerminal(["Four."])
+      yield* withDecider({ _tag: "Ask", prompter: terminal }, Agent.run(booker, "Book."))
+      expect(terminal.written).toBe("Question: How many?\nAnswer: ")
+      expect(yield* toolResult).toBe("Four.")
+    }).pipe(Effect.provide(ScriptedModel.layer(script))))
+
+  it.effect("without a terminal (or with --approve): dismissed, the model reads why, and stderr says so once", () =>
+    Effect.gen(function*() {
+      const notes: Array<string> = []
+      yield* withDecider({ _tag: "Nobody", note: (text) => Effect.sync(() => void notes.push(text)) }, Agent.run(booker, "Book."))
+      expect(yield* toolResult).toBe(`ERROR: tool "ask_human" failed: no answer: ${noAnswerReason}`)
+      expect(notes).toEqual(["valet run: a question went unanswered: stdin is not a terminal"])
+    }).pipe(Effect.provide(ScriptedModel.layer(script))))
 })

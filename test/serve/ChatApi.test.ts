@@ -633,4 +633,62 @@ describe("ChatApi in a browser", () => {
       }).pipe(Effect.scoped),
     60_000
   )
+
+  it.live.skipIf(!haveChromium && !chromiumRequired)(
+    `in headless Chromium: useChat shows a call waiting for approval; Approve (addToolApprovalResponse) sends itself and the answer continues; Reject reaches the model${haveChromium ? "" : ` (skipped: ${chromiumUnavailable})`}`,
+    () =>
+      Effect.gen(function*() {
+        expect(chromiumUnavailable, "VALET_REQUIRE_CHROMIUM=1").toBeUndefined()
+        const calculator = inspected(
+          "calculator",
+          [
+            { toolCalls: [{ id: "call_1", name: "add", arguments: { a: 2, b: 3 } }] },
+            "The sum is 5.",
+            { toolCalls: [{ id: "call_2", name: "add", arguments: { a: 4, b: 4 } }] },
+            "Not added."
+          ],
+          [Tool.withApproval(add)]
+        )
+        const url = yield* servePage([calculator.agent], yield* bundle)
+        const browser = yield* Effect.acquireRelease(
+          Effect.promise(() => chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox"] })),
+          (browser) => Effect.promise(() => browser.close())
+        )
+        const page = yield* Effect.promise(() => browser.newPage())
+        const pageErrors: Array<string> = []
+        page.on("pageerror", (error) => void pageErrors.push(error.message))
+        const say = (text: string) =>
+          Effect.promise(async () => {
+            await page.locator('button[type="submit"]:not([disabled])').waitFor()
+            await page.fill("#input", text)
+            await page.click('button[type="submit"]')
+          })
+        yield* Effect.promise(() => page.goto(`${url}/chat`))
+        yield* say("2 + 3?")
+        yield* Effect.promise(() => page.locator(".approval").getByText('add({"a":2,"b":3})?').waitFor({ timeout: 10_000 }))
+        // The model has been called once: the run waits for the click.
+        expect((yield* calculator.calls).length).toBe(1)
+        yield* Effect.promise(() => page.click(".approval .approve"))
+        yield* Effect.promise(() => page.locator(".message.assistant").getByText("The sum is 5.").waitFor({ timeout: 10_000 }))
+        expect(yield* Effect.promise(() => page.locator(".message.assistant .tool").innerText())).toBe('add({"a":2,"b":3}) → 5')
+        yield* say("4 + 4?")
+        yield* Effect.promise(() => page.locator(".approval").getByText('add({"a":4,"b":4})?').waitFor({ timeout: 10_000 }))
+        yield* Effect.promise(() => page.click(".approval .reject"))
+        yield* Effect.promise(() => page.locator(".message.assistant").getByText("Not added.").waitFor({ timeout: 10_000 }))
+        const messages = yield* Effect.promise(() => page.locator(".message").allInnerTexts())
+        expect(messages.map((text) => text.replace(/\n+/g, "\n").trim())).toEqual([
+          "2 + 3?",
+          'add({"a":2,"b":3}) → 5\nThe sum is 5.',
+          "4 + 4?",
+          'add({"a":4,"b":4}) → denied\nNot added.'
+        ])
+        expect(yield* Effect.promise(() => page.locator("#error").count())).toBe(0)
+        expect(pageErrors).toEqual([])
+        const calls = yield* calculator.calls
+        expect(calls.length).toBe(4)
+        expect(calls[1]!.messages.at(-1)).toEqual(Model.toolResult("call_1", "add", "5"))
+        expect(calls[3]!.messages.at(-1)).toEqual(Model.toolResult("call_2", "add", "ERROR: rejected: not now"))
+      }).pipe(Effect.scoped),
+    60_000
+  )
 })

@@ -18,24 +18,27 @@
  *   message, is the input. A system message's and a user message's text parts are one message; an assistant message
  *   is, per step (its parts split at `step-start`), one assistant message with the step's text, its reasoning and its
  *   tool calls (`tool-<name>` and `dynamic-tool` parts, arguments as JSON), each followed by its result: the output
- *   (a string as it is, else JSON), an `output-error`'s `errorText`, or for `output-denied` the rejection as the model read
- *   it (`ERROR: rejected: <reason>`). A call that never ended (the run was cancelled while it ran) is left out. `source-url`,
- *   `source-document` and `data-<name>` parts (valet's own `data-valet-subagent` included) are display data the
- *   model never read: skipped.
+ *   (a string as it is, else JSON), an `output-error`'s `errorText`, or for `output-denied` the rejection as the
+ *   model read it (`ERROR: rejected: <reason>`). A call that never ended (the run was cancelled while it ran) is left
+ *   out. `source-url`, `source-document` and `data-<name>` parts (valet's own `data-valet-subagent` included) are
+ *   display data the model never read: skipped.
  * - Approvals (`HumanLoop`): a tool call that waits for a person is in the stream as the AI SDK's own approval
- *   (`tool-approval-request`, its `approvalId` `<runId>/<sessionId>/<toolCallId>`; a sub-agent's call gets a tool part
- *   `<sessionId>/<toolCallId>`), and the response ends (`finishReason: "tool-calls"`) once the run has nothing to do
- *   but wait — the run goes on waiting. `useChat`'s `addToolApprovalResponse` then sends the same body with that
- *   assistant message last, its tool parts `approval-responded`: each answer is `Runs.decide` on the run it names
- *   (the request's owner's), and the response continues the message from where it ended. A rejection reaches the
- *   model as `ERROR: rejected: <reason>` (in a later request's history too, from an `output-denied` part). An answer
- *   to no waiting call: 404 `RunNotFound` / `NotWaiting`, decided already 409 `AlreadyDecided`, an approval id this
- *   server did not give 400; refused before any other answer of the request is taken.
+ *   (`tool-approval-request`, its `approvalId` `<runId>/<sessionId>/<toolCallId>`; a sub-agent's call gets a tool
+ *   part of its own, `<sessionId>/<toolCallId>`), and the response ends (`finishReason: "tool-calls"`) once the run
+ *   has nothing to do but wait; the run goes on waiting. `useChat`'s `addToolApprovalResponse` then sends the same
+ *   body with that assistant message last, its tool parts `approval-responded` (with `sendAutomaticallyWhen:
+ *   lastAssistantMessageIsCompleteWithApprovalResponses`, once every approval of the step is answered): each answer
+ *   is `Runs.decide` on the run it names (the request's owner's), and the response continues the message from where
+ *   it ended. A rejection reaches the model as `ERROR: rejected: <reason>`. An answer to no waiting call: 404
+ *   `RunNotFound` / `NotWaiting`; decided already, 409 `AlreadyDecided`; an approval id this server did not give,
+ *   400. Such an answer is refused before any other answer of the request is taken.
  * - Refused with 400 `BadRequest` naming the field: a body that does not decode (`payload: messages[0].role …`), a
- *   part that does not fit its type, the last message neither a user message nor an assistant message answering approvals, a `file` part (valet's messages are text
- *   for now), tool calls or reasoning in a user or system message, any other part type.
- * - The run goes through `Runs` like `POST /runs/stream` (the request's owner's run): the agent's budget caps, `maxConcurrentRuns` (429 with
- *   `Retry-After`), an unknown agent (404 `UnknownAgent`); a client that goes away cancels the run. `valet serve`'s
+ *   part that does not fit its type, the last message neither a user message nor an assistant message answering
+ *   approvals, a `file` part that is not text, tool calls or reasoning in a user or system message, any other part
+ *   type.
+ * - The run goes through `Runs` like `POST /runs/stream`, as the request's owner's run: the agent's budget caps,
+ *   `maxConcurrentRuns` (429 with `Retry-After`), an unknown agent (404 `UnknownAgent`); a client that goes away
+ *   before the response ends cancels the run (a response that ended because the run waits does not). `valet serve`'s
  *   guard covers the route: the bearer token, the body cap (413), the Host / Origin allow-list.
  *
  * @example

@@ -335,7 +335,7 @@ describe("ChatApi approvals (useChat's addToolApprovalResponse)", () => {
       expect(textOf(message)).toBe("Refunded.")
       expect(message.metadata).toMatchObject({ modelCalls: 2, interrupted: false })
       const calls = yield* support.calls
-      expect(calls[1]!.messages.at(-1)).toEqual(Model.toolResult("c1", "refund", "refunded 250 on 7"))
+      expect(calls[1]!.messages?.at(-1)).toEqual(Model.toolResult("c1", "refund", "refunded 250 on 7"))
     }).pipe(Effect.scoped), 30_000)
 
   it.live("a rejection: the part ends output-denied, the model reads ERROR: rejected: <reason>, as it does in a later request's history", () =>
@@ -355,7 +355,7 @@ describe("ChatApi approvals (useChat's addToolApprovalResponse)", () => {
       expect(textOf(message)).toBe("Not refunded.")
       yield* turn(api, [question, message, user("u2", "Fine.")])
       const calls = yield* support.calls
-      expect(calls[1]!.messages.at(-1)).toEqual(Model.toolResult("c1", "refund", "ERROR: rejected: too much"))
+      expect(calls[1]!.messages?.at(-1)).toEqual(Model.toolResult("c1", "refund", "ERROR: rejected: too much"))
       expect(calls[2]!.messages).toContainEqual(Model.toolResult("c1", "refund", "ERROR: rejected: too much"))
     }).pipe(Effect.scoped), 30_000)
 
@@ -432,6 +432,30 @@ describe("ChatApi with a thread store (the chat id is the thread)", () => {
       // The thread was created on first use, for the request's owner (the default one: no owner function).
       const thread = yield* threads.get("chat-42")
       expect(thread).toMatchObject({ owner: "default", messageCount: 4 })
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("an approval in a turn on the chat's thread: the answer continues that turn (no new one); the thread keeps the call and its result", () =>
+    Effect.gen(function*() {
+      const support = inspected(
+        "support",
+        [{ toolCalls: [{ id: "c1", name: "refund", arguments: { order: "7", amount: 5 } }] }, "Refunded.", "You're welcome."],
+        [refund]
+      )
+      const threads = yield* Threads.makeMemory()
+      const url = yield* serveAgents([support.agent], {}, Layer.succeed(Threads.Threads, threads))
+      const api = `${url}/agents/support/chat`
+      const question = user("u1", "Refund order 7.")
+      const asked = yield* turn(api, [question])
+      expect(toolParts(asked.message).map((part) => part.state)).toEqual(["approval-requested"])
+      const { errors, message } = yield* continued(api, [question, respond(asked.message, { c1: { approved: true } })])
+      expect(errors).toEqual([])
+      expect(textOf(message)).toBe("Refunded.")
+      // The turn ended and let the thread go: the next one runs on it, its model reading the call from the thread.
+      const next = yield* turn(api, [question, message, user("u2", "Thanks.")])
+      expect(textOf(next.message)).toBe("You're welcome.")
+      const calls = yield* support.calls
+      expect(calls[2]!.messages).toContainEqual(Model.toolResult("c1", "refund", "refunded 5 on 7"))
+      expect(yield* threads.get("chat-1")).toMatchObject({ messageCount: 6 })
     }).pipe(Effect.scoped), 30_000)
 
   it.live("the chat's thread belongs to the owner of the request that created it: another owner is 403; a chat id that cannot be a thread id is 400", () =>
@@ -686,8 +710,8 @@ describe("ChatApi in a browser", () => {
         expect(pageErrors).toEqual([])
         const calls = yield* calculator.calls
         expect(calls.length).toBe(4)
-        expect(calls[1]!.messages.at(-1)).toEqual(Model.toolResult("call_1", "add", "5"))
-        expect(calls[3]!.messages.at(-1)).toEqual(Model.toolResult("call_2", "add", "ERROR: rejected: not now"))
+        expect(calls[1]!.messages?.at(-1)).toEqual(Model.toolResult("call_1", "add", "5"))
+        expect(calls[3]!.messages?.at(-1)).toEqual(Model.toolResult("call_2", "add", "ERROR: rejected: not now"))
       }).pipe(Effect.scoped),
     60_000
   )

@@ -18,15 +18,27 @@
  *   message, is the input. A system message's and a user message's text parts are one message; an assistant message
  *   is, per step (its parts split at `step-start`), one assistant message with the step's text, its reasoning and its
  *   tool calls (`tool-<name>` and `dynamic-tool` parts, arguments as JSON), each followed by its result: the output
- *   (a string as it is, else JSON), an `output-error`'s `errorText`, or for `output-denied` a sentence saying so with
- *   the reason. A call that never ended (the run was cancelled while it ran) is left out. `source-url`,
- *   `source-document` and `data-<name>` parts (valet's own `data-valet-subagent` included) are display data the
- *   model never read: skipped.
+ *   (a string as it is, else JSON), an `output-error`'s `errorText`, or for `output-denied` the rejection as the
+ *   model read it (`ERROR: rejected: <reason>`). A call that never ended (the run was cancelled while it ran) is left
+ *   out. `source-url`, `source-document` and `data-<name>` parts (valet's own `data-valet-subagent` included) are
+ *   display data the model never read: skipped.
+ * - Approvals (`HumanLoop`): a tool call that waits for a person is in the stream as the AI SDK's own approval
+ *   (`tool-approval-request`, its `approvalId` `<runId>/<sessionId>/<toolCallId>`; a sub-agent's call gets a tool
+ *   part of its own, `<sessionId>/<toolCallId>`), and the response ends (`finishReason: "tool-calls"`) once the run
+ *   has nothing to do but wait; the run goes on waiting. `useChat`'s `addToolApprovalResponse` then sends the same
+ *   body with that assistant message last, its tool parts `approval-responded` (with `sendAutomaticallyWhen:
+ *   lastAssistantMessageIsCompleteWithApprovalResponses`, once every approval of the step is answered): each answer
+ *   is `Runs.decide` on the run it names (the request's owner's), and the response continues the message from where
+ *   it ended. A rejection reaches the model as `ERROR: rejected: <reason>`. An answer to no waiting call: 404
+ *   `RunNotFound` / `NotWaiting`; decided already, 409 `AlreadyDecided`; an approval id this server did not give,
+ *   400. Such an answer is refused before any other answer of the request is taken.
  * - Refused with 400 `BadRequest` naming the field: a body that does not decode (`payload: messages[0].role …`), a
- *   part that does not fit its type, the last message not a user message, a `file` part (valet's messages are text
- *   for now), tool calls or reasoning in a user or system message, any other part type.
- * - The run goes through `Runs` like `POST /runs/stream`: the agent's budget caps, `maxConcurrentRuns` (429 with
- *   `Retry-After`), an unknown agent (404 `UnknownAgent`); a client that goes away cancels the run. `valet serve`'s
+ *   part that does not fit its type, the last message neither a user message nor an assistant message answering
+ *   approvals, a `file` part that is not text, tool calls or reasoning in a user or system message, any other part
+ *   type.
+ * - The run goes through `Runs` like `POST /runs/stream`, as the request's owner's run: the agent's budget caps,
+ *   `maxConcurrentRuns` (429 with `Retry-After`), an unknown agent (404 `UnknownAgent`); a client that goes away
+ *   before the response ends cancels the run (a response that ended because the run waits does not). `valet serve`'s
  *   guard covers the route: the bearer token, the body cap (413), the Host / Origin allow-list.
  *
  * @example
@@ -133,7 +145,7 @@ export const group = HttpApiGroup.make("chat")
       payload: ChatRequest,
       // The run as the UI message stream (`UiMessageStream.headers`).
       success: HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" }),
-      error: [RunsApi.BadRequest, Runs.UnknownAgent, Runs.TooManyRuns, Runs.InvalidRunRequest, ...RunsApi.threadErrors]
+      error: [RunsApi.BadRequest, Runs.UnknownAgent, Runs.TooManyRuns, Runs.InvalidRunRequest, ...RunsApi.threadErrors, ...RunsApi.decisionErrors]
     }).middleware(RunsApi.Owner)
   )
   .middleware(RunsApi.RequestErrors)
@@ -168,13 +180,36 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
   Effect.gen(function*() {
     const runs = yield* Runs.Runs
     return handlers.handle("chat", ({ params, payload }) =>
-      (Option.isSome(runs.threads) && payload.id !== undefined
-        ? turn(runs, runs.threads.value, params.name, payload.id, payload)
-        : Effect.flatMap(Effect.fromResult(runRequestOf(params.name, payload)), runs.start)).pipe(
-          Effect.flatMap(({ runId }) => RunStream.followed(runs, runId)),
-          Effect.map(RunStream.uiMessageResponse),
-          Effect.catchTag("TooManyRuns", (error) => Effect.succeed(RunStream.tooMany(error)))
-        ))
+      Effect.gen(function*() {
+        const owner = yield* Effect.service(RunsApi.CurrentOwner)
+        const answers = Request.approvalAnswersOf(payload)
+        if (answers !== undefined) return yield* answer(runs, owner, yield* Effect.fromResult(Result.mapError(answers, (message) => new RunsApi.BadRequest({ message }))))
+        const { runId } = yield* (Option.isSome(runs.threads) && payload.id !== undefined
+          ? turn(runs, runs.threads.value, params.name, payload.id, payload)
+          : Effect.flatMap(Effect.fromResult(runRequestOf(params.name, payload)), (request) => runs.start(request, { owner })))
+        // The run was started just now: it is in the registry.
+        return yield* Effect.orDie(RunStream.chatResponse(runs, runId, { owner }))
+      }).pipe(Effect.catchTag("TooManyRuns", (error) => Effect.succeed(RunStream.tooMany(error)))))
+  })
+
+/**
+ * The answers to a run's approvals (`useChat`'s `addToolApprovalResponse`, sent once every approval of the step is
+ * answered): each decided (`Runs.decide`, the request's owner's run), then the message continued from where it ended.
+ * A refused answer (no such run, no such waiting call, decided already) fails the request; the answers decided
+ * before it stay decided.
+ */
+const answer = (runs: Runs.Service, owner: string, request: Request.ApprovalAnswers) =>
+  Effect.gen(function*() {
+    // How far the run had got when the answers came: the message goes on from where it ended then.
+    const before = yield* runs.get(request.runId, { owner })
+    // An answer to no waiting call goes first: its refusal comes before any other answer is taken.
+    const waiting = new Set((before.pending ?? []).map((call) => `${call.sessionId}/${call.toolCallId}`))
+    const answers = [...request.answers].sort((a, b) =>
+      Number(waiting.has(`${a.sessionId}/${a.toolCallId}`)) - Number(waiting.has(`${b.sessionId}/${b.toolCallId}`)))
+    for (const { decision, sessionId, toolCallId } of answers) {
+      yield* runs.decide(request.runId, toolCallId, decision, { owner, sessionId })
+    }
+    return yield* RunStream.chatResponse(runs, request.runId, { owner, continueAfter: before.events })
   })
 
 /**

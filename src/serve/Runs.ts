@@ -489,13 +489,14 @@ export interface Service {
   /**
    * Decides a tool call of the run (or of its sub-agents) that waits for a person (`HumanLoop`): `NotWaiting` when
    * none with that id waits, `AlreadyDecided` for a second decision, `InvalidDecision` for edited arguments the
-   * tool's schema refuses (the call still waits).
+   * tool's schema refuses (the call still waits). `sessionId` names the session the call is of (the run's own or one
+   * of its sub-agents'), for call ids that several of them share.
    */
   readonly decide: (
     runId: string,
     toolCallId: string,
     decision: HumanLoop.Decision,
-    options?: OwnerOption
+    options?: OwnerOption & { readonly sessionId?: string | undefined }
   ) => Effect.Effect<Decided, RunNotFound | HumanLoop.DecideError>
   /**
    * Answers a question of the run (or of its sub-agents) that waits for a person: the answer is decoded by the
@@ -922,7 +923,9 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
         Effect.flatMap(find(runId, options?.owner), (record) =>
           record.status !== "running"
             ? Effect.fail(new HumanLoop.NotWaiting({ toolCallId, message: `run ${JSON.stringify(runId)} has ended: no call of it waits` }))
-            : Effect.map(humanLoop.decide(toolCallId, decision, { sessionId: record.sessionId }), (request) => ({
+            : options?.sessionId !== undefined && options.sessionId !== record.sessionId && !options.sessionId.startsWith(`${record.sessionId}__`)
+            ? Effect.fail(new HumanLoop.NotWaiting({ toolCallId, message: `the session ${JSON.stringify(options.sessionId)} is not of run ${JSON.stringify(runId)}` }))
+            : Effect.map(humanLoop.decide(toolCallId, decision, { sessionId: options?.sessionId ?? record.sessionId }), (request) => ({
               runId,
               toolCallId: request.toolCallId,
               sessionId: request.sessionId,

@@ -229,6 +229,15 @@ const NotWaiting = HumanLoop.NotWaiting.pipe(HttpApiSchema.status(404))
 const AlreadyDecided = HumanLoop.AlreadyDecided.pipe(HttpApiSchema.status(409))
 const InvalidDecision = HumanLoop.InvalidDecision.pipe(HttpApiSchema.status(400))
 
+/**
+ * What a decision over HTTP may be refused with, each with its status: `RunNotFound` and `NotWaiting` 404,
+ * `AlreadyDecided` 409, `InvalidDecision` 400 (the chat route's approval answers are refused the same way).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export const decisionErrors = [Runs.RunNotFound, NotWaiting, AlreadyDecided, InvalidDecision] as const
+
 // The store's errors, with the status each is answered with.
 const ThreadNotFound = Threads.ThreadNotFound.pipe(HttpApiSchema.status(404))
 const ThreadForbidden = Threads.ThreadForbidden.pipe(HttpApiSchema.status(403))
@@ -340,7 +349,7 @@ export const group = HttpApiGroup.make("valet")
       params: { ...RunIdParams, toolCallId: Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(256)) },
       payload: HumanLoop.Decision,
       success: Runs.Decided,
-      error: [Runs.RunNotFound, NotWaiting, AlreadyDecided, InvalidDecision]
+      error: [...decisionErrors]
     }).middleware(Owner),
     HttpApiEndpoint.post("answer", "/runs/:runId/answers/:questionId", {
       params: { ...RunIdParams, questionId: Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(256)) },
@@ -517,9 +526,9 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
           Effect.flatMap(Effect.service(CurrentOwner), (owner) => runs.answer(params.runId, params.questionId, payload.answer, { owner })))
         .handle("streamRun", ({ payload, query }) =>
           Effect.flatMap(Effect.service(CurrentOwner), (owner) => runs.start(payload, { owner })).pipe(
-            Effect.flatMap(({ runId }) => RunStream.followed(runs, runId)),
-            Effect.map((events) =>
-              query.protocol === "ui-message" ? RunStream.uiMessageResponse(events) : sseResponse(events, 0, isTrue(query.compact))),
+            Effect.flatMap(({ runId }) => Effect.map(RunStream.followed(runs, runId), (events) => ({ runId, events }))),
+            Effect.map(({ events, runId }) =>
+              query.protocol === "ui-message" ? RunStream.uiMessageResponse(events, { runId }) : sseResponse(events, 0, isTrue(query.compact))),
             Effect.catchTag("TooManyRuns", (error) => Effect.succeed(RunStream.tooMany(error)))
           ))
         .handle("createThread", ({ payload }) =>
@@ -569,9 +578,9 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
         .handle("streamThreadRun", ({ params, payload, query }) =>
           Effect.flatMap(Effect.service(CurrentOwner), (owner) =>
             runs.startTurn(payload, { id: params.threadId, owner }).pipe(
-              Effect.flatMap(({ runId }) => RunStream.followed(runs, runId)),
-              Effect.map((events) =>
-                query.protocol === "ui-message" ? RunStream.uiMessageResponse(events) : sseResponse(events, 0, isTrue(query.compact))),
+              Effect.flatMap(({ runId }) => Effect.map(RunStream.followed(runs, runId), (events) => ({ runId, events }))),
+              Effect.map(({ events, runId }) =>
+                query.protocol === "ui-message" ? RunStream.uiMessageResponse(events, { runId }) : sseResponse(events, 0, isTrue(query.compact))),
               Effect.catchTag("TooManyRuns", (error) => Effect.succeed(RunStream.tooMany(error)))
             )))
 

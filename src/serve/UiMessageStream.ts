@@ -11,7 +11,14 @@
  * - each sub-agent is one `data-valet-subagent` part (`id` = its session), updated in place as it starts and ends
  *   (agent, role, status, model calls, tokens, output); the root's `Progress` events are transient
  *   `data-valet-progress` parts (seen by `onData`, not kept in the message);
- * - a run that fails sends an `error` chunk (`<tag>: <message>`) and ends.
+ * - a run that fails sends an `error` chunk (`<tag>: <message>`) and ends;
+ * - a tool call that waits for a person's approval (`HumanLoop`) is the protocol's own: its tool part
+ *   (`tool-input-available`), then `tool-approval-request` whose `approvalId` names the run, the session and the call
+ *   (`approvalIdOf`); rejected, `tool-output-denied`; approved, its output when it ran. A sub-agent's call has no tool
+ *   part of the root's, so it gets one, its `toolCallId` being `<session>/<call id>`. With `endWhenWaiting` the message
+ *   ends (`finish`, `finishReason: "tool-calls"`) as soon as the run has nothing to do but wait for people, which is
+ *   when `useChat` can show the approvals and send the answers; `continueAfter` continues it from there (the chat
+ *   route, `ChatApi`).
  *
  * `fromEvents` is a pure transformation (it works before the stream's requirements are provided); `toSse` frames
  * the chunks as the protocol's SSE (`data: <json>`, then `data: [DONE]`), to send with `headers`.
@@ -64,9 +71,11 @@ export type UiMessageChunk =
   }
   | { readonly type: "tool-output-available"; readonly toolCallId: string; readonly output: unknown; readonly dynamic: true }
   | { readonly type: "tool-output-error"; readonly toolCallId: string; readonly errorText: string; readonly dynamic: true }
+  | { readonly type: "tool-approval-request"; readonly approvalId: string; readonly toolCallId: string }
+  | { readonly type: "tool-output-denied"; readonly toolCallId: string }
   | { readonly type: "data-valet-subagent"; readonly id: string; readonly data: SubAgentData }
   | { readonly type: "data-valet-progress"; readonly data: Record<string, unknown>; readonly transient: true }
-  | { readonly type: "finish"; readonly finishReason: "stop" | "length"; readonly messageMetadata: Record<string, unknown> }
+  | { readonly type: "finish"; readonly finishReason: "stop" | "length" | "tool-calls"; readonly messageMetadata: Record<string, unknown> }
   | { readonly type: "error"; readonly errorText: string }
 
 /**
@@ -108,6 +117,66 @@ const parsedInput = (text: string): unknown => {
   }
 }
 
+/**
+ * Options of `fromEvents` and `toSse`.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Options {
+  /**
+   * The run the events are of (its id in `Runs`): named by each approval's `approvalId` (`approvalIdOf`), so that the
+   * answer finds its run. Without it, the approval id names the session and the call only.
+   */
+  readonly runId?: string | undefined
+  /**
+   * End the message when the run has nothing left to do but wait for people: every call still going on waits for a
+   * decision (or is a sub-agent's whose calls wait), and no session does anything else. The run goes on waiting;
+   * `useChat` shows the approvals and sends the answers, and the answer's response continues the message.
+   */
+  readonly endWhenWaiting?: boolean | undefined
+  /**
+   * Continue a message ended by `endWhenWaiting`: the events are the run's from its first, and this is how many of
+   * them there were when the answers came. The chunks start where the message ended (the last time among those events
+   * the run had nothing left to do but wait), with a `start` of the same message; the translation of the earlier
+   * events is only read, to know the run's state.
+   */
+  readonly continueAfter?: number | undefined
+}
+
+/**
+ * An approval's id in the stream: `<runId>/<sessionId>/<toolCallId>` (`/` is in neither a run id nor a session id,
+ * so the tool call id, which may hold anything, is all that follows the second one). Without a run id,
+ * `<sessionId>/<toolCallId>`.
+ *
+ * @since 0.2.0
+ * @category approvals
+ */
+export const approvalIdOf = (call: { readonly runId?: string | undefined; readonly sessionId: string; readonly toolCallId: string }): string =>
+  call.runId === undefined ? `${call.sessionId}/${call.toolCallId}` : `${call.runId}/${call.sessionId}/${call.toolCallId}`
+
+/**
+ * The run, session and call an approval id of `approvalIdOf` (with a run id) names, or `undefined` for an id of
+ * another form.
+ *
+ * @since 0.2.0
+ * @category approvals
+ */
+export const parseApprovalId = (
+  approvalId: string
+): { readonly runId: string; readonly sessionId: string; readonly toolCallId: string } | undefined => {
+  const first = approvalId.indexOf("/")
+  const second = first < 0 ? -1 : approvalId.indexOf("/", first + 1)
+  if (first <= 0 || second <= first + 1 || second === approvalId.length - 1) return undefined
+  return { runId: approvalId.slice(0, first), sessionId: approvalId.slice(first + 1, second), toolCallId: approvalId.slice(second + 1) }
+}
+
+/** The tool part's id of a call: the call's own for the root's calls, `<session>/<call id>` for a sub-agent's. */
+const partIdOf = (root: string | undefined, sessionId: string, toolCallId: string) =>
+  sessionId === root ? toolCallId : `${sessionId}/${toolCallId}`
+
+const key = (sessionId: string, toolCallId: string) => `${sessionId}\u0000${toolCallId}`
+
 /** The state of one stream's translation. */
 class Translator {
   root: string | undefined = undefined
@@ -115,6 +184,104 @@ class Translator {
   textId: string | undefined = undefined
   rootText = false
   readonly subAgents = new Map<string, SubAgentData>()
+  /** Sessions started and not completed. */
+  readonly live = new Set<string>()
+  /** Per session, the calls of its last model reply (or begun since) that have not returned. */
+  readonly open = new Map<string, Set<string>>()
+  /** Calls waiting for a decision (`key`). */
+  readonly waiting = new Set<string>()
+  /** Calls whose tool part was sent at their approval request (their `ToolCalled` adds nothing). */
+  readonly shown = new Set<string>()
+  /** Rejected calls: their part says `output-denied`; their `ToolReturned` (the rejection) adds nothing. */
+  readonly denied = new Set<string>()
+  /** Whether the run had nothing to do but wait for people after the last event. */
+  settled = false
+
+  constructor(readonly options: Options) {}
+
+  /**
+   * Whether the run has nothing to do but wait for people: a call waits, and every live session is held by a wait,
+   * its own (every call of it still going on waits) or a sub-agent's (a session under it waits: its calls still going
+   * on are taken to be the ones running those sub-agents).
+   */
+  waitsForPeople(): boolean {
+    if (this.waiting.size === 0) return false
+    const waitingSessions = new Set([...this.waiting].map((k) => k.split("\u0000")[0]!))
+    for (const session of this.live) {
+      const below = [...waitingSessions].some((waiter) => waiter.startsWith(`${session}__`))
+      if (below) continue
+      if (!waitingSessions.has(session)) return false
+      for (const call of this.open.get(session) ?? []) if (!this.waiting.has(key(session, call))) return false
+    }
+    return true
+  }
+
+  /** Approval parts, for the root's calls and its sub-agents' alike. */
+  approval(event: AgentEvent.AgentEvent): Array<UiMessageChunk> {
+    const partId = (sessionId: string, toolCallId: string) => partIdOf(this.root, sessionId, toolCallId)
+    switch (event._tag) {
+      case "ApprovalRequested": {
+        const k = key(event.sessionId, event.toolCallId)
+        this.waiting.add(k)
+        this.shown.add(k)
+        const toolCallId = partId(event.sessionId, event.toolCallId)
+        return [
+          { type: "tool-input-available", toolCallId, toolName: event.name, input: parsedInput(event.arguments), dynamic: true },
+          {
+            type: "tool-approval-request",
+            approvalId: approvalIdOf({ runId: this.options.runId, sessionId: event.sessionId, toolCallId: event.toolCallId }),
+            toolCallId
+          }
+        ]
+      }
+      case "ApprovalDecided": {
+        const k = key(event.sessionId, event.toolCallId)
+        this.waiting.delete(k)
+        if (event.approved) return []
+        this.denied.add(k)
+        return [{ type: "tool-output-denied", toolCallId: partId(event.sessionId, event.toolCallId) }]
+      }
+      case "ToolReturned": {
+        const k = key(event.sessionId, event.toolCallId)
+        // A sub-agent's call is in the message only when it asked for approval; a rejected one is told as denied.
+        if (this.denied.has(k) || (event.sessionId !== this.root && !this.shown.has(k))) return []
+        const toolCallId = partId(event.sessionId, event.toolCallId)
+        return [event.isError
+          ? { type: "tool-output-error", toolCallId, errorText: event.content, dynamic: true }
+          : { type: "tool-output-available", toolCallId, output: event.content, dynamic: true }]
+      }
+      default:
+        return []
+    }
+  }
+
+  /** Keeps what `waitsForPeople` reads. */
+  track(event: AgentEvent.AgentEvent) {
+    switch (event._tag) {
+      case "RunStarted":
+        this.live.add(event.sessionId)
+        break
+      case "RunCompleted":
+        this.live.delete(event.sessionId)
+        this.open.delete(event.sessionId)
+        break
+      case "ModelReplied":
+        this.open.set(event.sessionId, new Set(event.toolCalls.map((call) => call.id)))
+        break
+      case "ToolCalled":
+      case "ApprovalRequested": {
+        const calls = this.open.get(event.sessionId) ?? new Set<string>()
+        calls.add(event.toolCallId)
+        this.open.set(event.sessionId, calls)
+        break
+      }
+      case "ToolReturned":
+        this.open.get(event.sessionId)?.delete(event.toolCallId)
+        break
+      default:
+        break
+    }
+  }
 
   closeText(out: Array<UiMessageChunk>) {
     if (this.textId !== undefined) out.push({ type: "text-end", id: this.textId })
@@ -162,12 +329,30 @@ class Translator {
     return []
   }
 
-  next(event: AgentEvent.AgentEvent): Array<UiMessageChunk> {
+  /**
+   * The chunks of one event; with `endWhenWaiting`, the message's end when the run has just come to wait for people
+   * (`ended` is then true).
+   */
+  next(event: AgentEvent.AgentEvent): { readonly chunks: Array<UiMessageChunk>; readonly ended: boolean } {
+    this.track(event)
+    const chunks = this.translate(event)
+    const settled = this.waitsForPeople()
+    const ended = this.options.endWhenWaiting === true && settled && !this.settled
+    this.settled = settled
+    if (ended) {
+      this.closeStep(chunks)
+      chunks.push({ type: "finish", finishReason: "tool-calls", messageMetadata: { sessionId: this.root, waiting: this.waiting.size } })
+    }
+    return { chunks, ended }
+  }
+
+  translate(event: AgentEvent.AgentEvent): Array<UiMessageChunk> {
     if (this.root === undefined && event._tag === "RunStarted") {
       this.root = event.sessionId
       return [{ type: "start", messageId: event.sessionId, messageMetadata: { sessionId: event.sessionId, agent: event.agent, architecture: event.architecture } }]
     }
-    if (event.sessionId !== this.root) return this.subAgent(event)
+    if (event._tag === "ApprovalRequested" || event._tag === "ApprovalDecided") return this.approval(event)
+    if (event.sessionId !== this.root) return event._tag === "ToolReturned" ? this.approval(event) : this.subAgent(event)
     const out: Array<UiMessageChunk> = []
     switch (event._tag) {
       case "ModelCalled":
@@ -185,12 +370,13 @@ class Translator {
         this.closeText(out)
         break
       case "ToolCalled":
-        out.push({ type: "tool-input-available", toolCallId: event.toolCallId, toolName: event.name, input: parsedInput(event.arguments), dynamic: true })
+        // A call that asked for approval has its part already (sent with the request).
+        if (!this.shown.has(key(event.sessionId, event.toolCallId))) {
+          out.push({ type: "tool-input-available", toolCallId: event.toolCallId, toolName: event.name, input: parsedInput(event.arguments), dynamic: true })
+        }
         break
       case "ToolReturned":
-        out.push(event.isError
-          ? { type: "tool-output-error", toolCallId: event.toolCallId, errorText: event.content, dynamic: true }
-          : { type: "tool-output-available", toolCallId: event.toolCallId, output: event.content, dynamic: true })
+        out.push(...this.approval(event))
         break
       case "Progress":
         out.push({ type: "data-valet-progress", data: { name: event.name, ...event.data }, transient: true })
@@ -225,16 +411,35 @@ class Translator {
 
 /**
  * A run's events as UI message chunks; a failure ends the chunks with an `error` chunk (the stream itself never
- * fails).
+ * fails). `options`: the run's id for the approval ids, ending the message when the run waits for people, continuing
+ * it (`Options`).
  *
  * @since 0.2.0
  * @category encoding
  */
-export const fromEvents = <E, R>(events: Stream.Stream<AgentEvent.AgentEvent, E, R>): Stream.Stream<UiMessageChunk, never, R> =>
+export const fromEvents = <E, R>(events: Stream.Stream<AgentEvent.AgentEvent, E, R>, options: Options = {}): Stream.Stream<UiMessageChunk, never, R> =>
   Stream.unwrap(Effect.sync(() => {
-    const translator = new Translator()
+    const translator = new Translator(options)
+    const resumeAt = options.continueAfter
+    let seen = 0
+    // Continuing: the chunks since the message last ended, among the events before `resumeAt` (sent when it is reached).
+    let held: Array<UiMessageChunk> = []
+    const step = (event: AgentEvent.AgentEvent): { readonly chunks: Array<UiMessageChunk>; readonly ended: boolean } => {
+      const index = seen++
+      const { chunks, ended } = translator.next(event)
+      if (resumeAt === undefined || index >= resumeAt) return { chunks, ended }
+      held = ended ? [] : [...held, ...chunks]
+      if (index < resumeAt - 1) return { chunks: [], ended: false }
+      // The last event before the answers: the message goes on from where it ended.
+      const out: Array<UiMessageChunk> = [{ type: "start", messageId: translator.root ?? "" }, ...held]
+      held = []
+      return { chunks: out, ended: false }
+    }
     return events.pipe(
-      Stream.flatMap((event) => Stream.fromIterable(translator.next(event))),
+      Stream.map(step),
+      // The message ends with the event that left the run waiting for people (that event's chunks included).
+      Stream.takeUntil((result) => result.ended),
+      Stream.flatMap((result) => Stream.fromIterable(result.chunks)),
       Stream.catchCause((cause) =>
         Stream.fromEffect(Effect.sync((): UiMessageChunk => {
           const error = AgentEvent.errorJson(causeError(cause))
@@ -256,12 +461,13 @@ const causeError = (cause: import("effect").Cause.Cause<unknown>): unknown => {
 
 /**
  * The protocol's SSE text of a run: `data: <chunk JSON>` per chunk, then `data: [DONE]`. Send it with `headers`.
+ * `options` as `fromEvents`'.
  *
  * @since 0.2.0
  * @category encoding
  */
-export const toSse = <E, R>(events: Stream.Stream<AgentEvent.AgentEvent, E, R>): Stream.Stream<string, never, R> =>
-  fromEvents(events).pipe(
+export const toSse = <E, R>(events: Stream.Stream<AgentEvent.AgentEvent, E, R>, options: Options = {}): Stream.Stream<string, never, R> =>
+  fromEvents(events, options).pipe(
     Stream.map((chunk) => `data: ${JSON.stringify(chunk)}\n\n`),
     (frames) => Stream.concat(frames, Stream.succeed("data: [DONE]\n\n"))
   )

@@ -9,7 +9,7 @@
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { describe, expect, it } from "@effect/vitest"
-import { DefaultChatTransport, readUIMessageStream, type UIMessage } from "ai"
+import { DefaultChatTransport, lastAssistantMessageIsCompleteWithApprovalResponses, readUIMessageStream, type UIMessage } from "ai"
 import * as AiV7 from "ai-v7"
 import { Context, Effect, Layer, Result, Schema } from "effect"
 import { HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "effect/http"
@@ -212,9 +212,9 @@ describe("ChatApi (the AI SDK's chat transport as the client)", () => {
         status: 400,
         message: "payload: messages[0].parts[0].text must be a string, got 3"
       })
-      // The answer is to the last message: a user's.
+      // The answer is to the last message: a user's (or an assistant message answering approvals).
       expect(yield* refused({ messages: [user("u1", "hi"), { id: "a1", role: "assistant", parts: [{ type: "text", text: "Hello" }] }] }))
-        .toMatchObject({ status: 400, message: `payload: messages[1].role must be "user" (the agent answers the last message), got "assistant"` })
+        .toMatchObject({ status: 400, message: `payload: messages[1].role must be "user" (the agent answers the last message), got "assistant" answering no approval (no tool part in state "approval-responded")` })
       // The transport throws the body: the message useChat's `error` holds.
       const file = { id: "u1", role: "user" as const, parts: [{ type: "file" as const, mediaType: "image/png", url: "data:image/png;base64,AA==" }] }
       expect(yield* refusal(api, [file])).toEqual({
@@ -271,6 +271,140 @@ describe("ChatApi (the AI SDK's chat transport as the client)", () => {
     }).pipe(Effect.scoped), 30_000)
 })
 
+const refund = Tool.make({
+  name: "refund",
+  description: "Refunds an order.",
+  parameters: Schema.Struct({ order: Schema.String, amount: Schema.Number }),
+  handler: ({ amount, order }) => Effect.succeed(`refunded ${amount} on ${order}`),
+  needsApproval: true
+})
+
+type ToolPart = { type: string; toolCallId: string; state: string; input?: unknown; output?: unknown; approval?: { id: string; approved?: boolean; reason?: string } }
+
+const toolParts = (message: UIMessage) => message.parts.filter((part) => part.type === "dynamic-tool") as unknown as Array<ToolPart>
+
+/** What `useChat`'s `addToolApprovalResponse({ id, approved, reason })` does to the message it shows. */
+const respond = (message: UIMessage, answers: Record<string, { approved: boolean; reason?: string }>): UIMessage => ({
+  ...message,
+  parts: message.parts.map((part) => {
+    const tool = part as unknown as ToolPart
+    const answer = tool.approval !== undefined && tool.state === "approval-requested" ? answers[tool.toolCallId] : undefined
+    return answer === undefined ? part : ({ ...part, state: "approval-responded", approval: { id: tool.approval!.id, ...answer } } as unknown as UIMessage["parts"][number])
+  })
+})
+
+/** The transport's request after the approval answers; the answer is read into the message it continues (what `useChat` does). */
+const continued = (api: string, messages: ReadonlyArray<UIMessage>) =>
+  Effect.promise(async () => {
+    const transport = new DefaultChatTransport<UIMessage>({ api })
+    const stream = await transport.sendMessages({ trigger: "submit-message", chatId: "chat-1", messageId: undefined, messages: [...messages], abortSignal: undefined })
+    let message: UIMessage = structuredClone(messages.at(-1)!)
+    const errors: Array<unknown> = []
+    for await (const state of readUIMessageStream<UIMessage>({ message, stream, onError: (error) => void errors.push(error) })) message = state
+    return { message, errors }
+  })
+
+describe("ChatApi approvals (useChat's addToolApprovalResponse)", () => {
+  it.live("a call that needs approval: the answer ends at the approval request; approving it continues the same message to the end", () =>
+    Effect.gen(function*() {
+      const support = inspected(
+        "support",
+        [{ toolCalls: [{ id: "c1", name: "refund", arguments: { order: "7", amount: 250 } }] }, "Refunded."],
+        [refund]
+      )
+      const url = yield* serveAgents([support.agent])
+      const api = `${url}/agents/support/chat`
+      const question = user("u1", "Refund order 7.")
+      const asked = yield* turn(api, [question])
+      expect(asked.errors).toEqual([])
+      const [part] = toolParts(asked.message)
+      expect(part).toMatchObject({ toolCallId: "c1", state: "approval-requested", input: { order: "7", amount: 250 } })
+      expect(part!.approval!.id).toMatch(/^run_[0-9a-f]+\/sess_[0-9a-f]+\/c1$/)
+      expect(asked.message.metadata).toMatchObject({ waiting: 1 })
+      // The run waits (the response ended, the run did not).
+      const runId = part!.approval!.id.split("/")[0]!
+      const waiting = yield* Effect.promise(() => fetch(`${url}/runs/${runId}`).then((response) => response.json() as Promise<{ status: string }>))
+      expect(waiting.status).toBe("waiting")
+      const answered = respond(asked.message, { c1: { approved: true } })
+      // useChat's own predicate sends it by itself.
+      expect(lastAssistantMessageIsCompleteWithApprovalResponses({ messages: [question, answered] })).toBe(true)
+      const { errors, message } = yield* continued(api, [question, answered])
+      expect(errors).toEqual([])
+      expect(message.id).toBe(asked.message.id)
+      expect(toolParts(message)).toEqual([expect.objectContaining({ toolCallId: "c1", state: "output-available", output: "refunded 250 on 7" })])
+      expect(textOf(message)).toBe("Refunded.")
+      expect(message.metadata).toMatchObject({ modelCalls: 2, interrupted: false })
+      const calls = yield* support.calls
+      expect(calls[1]!.messages?.at(-1)).toEqual(Model.toolResult("c1", "refund", "refunded 250 on 7"))
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a rejection: the part ends output-denied, the model reads ERROR: rejected: <reason>, as it does in a later request's history", () =>
+    Effect.gen(function*() {
+      const support = inspected(
+        "support",
+        [{ toolCalls: [{ id: "c1", name: "refund", arguments: { order: "7", amount: 250 } }] }, "Not refunded.", "OK."],
+        [refund]
+      )
+      const url = yield* serveAgents([support.agent])
+      const api = `${url}/agents/support/chat`
+      const question = user("u1", "Refund order 7.")
+      const asked = yield* turn(api, [question])
+      const { errors, message } = yield* continued(api, [question, respond(asked.message, { c1: { approved: false, reason: "too much" } })])
+      expect(errors).toEqual([])
+      expect(toolParts(message)).toEqual([expect.objectContaining({ toolCallId: "c1", state: "output-denied", approval: expect.objectContaining({ approved: false, reason: "too much" }) })])
+      expect(textOf(message)).toBe("Not refunded.")
+      yield* turn(api, [question, message, user("u2", "Fine.")])
+      const calls = yield* support.calls
+      expect(calls[1]!.messages?.at(-1)).toEqual(Model.toolResult("c1", "refund", "ERROR: rejected: too much"))
+      expect(calls[2]!.messages).toContainEqual(Model.toolResult("c1", "refund", "ERROR: rejected: too much"))
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("two calls wait: answering one continues until the run waits again; answering it twice is 409; unknown ids 404 and 400", () =>
+    Effect.gen(function*() {
+      const support = inspected(
+        "support",
+        [{
+          toolCalls: [
+            { id: "c1", name: "refund", arguments: { order: "7", amount: 1 } },
+            { id: "c2", name: "refund", arguments: { order: "8", amount: 2 } }
+          ]
+        }, "Both done."],
+        [refund]
+      )
+      const url = yield* serveAgents([support.agent])
+      const api = `${url}/agents/support/chat`
+      const question = user("u1", "Refund 7 and 8.")
+      const asked = yield* turn(api, [question])
+      expect(toolParts(asked.message).map((part) => part.state)).toEqual(["approval-requested", "approval-requested"])
+      // Only c1 answered (another person decides c2): the answer's response ends when the run waits for c2 alone.
+      const first = respond(asked.message, { c1: { approved: true } })
+      const after = yield* continued(api, [question, first])
+      expect(after.errors).toEqual([])
+      expect(toolParts(after.message).map((part) => [part.toolCallId, part.state])).toEqual([["c1", "output-available"], ["c2", "approval-requested"]])
+      // The same answer again: decided already.
+      const again = yield* post(api, { id: "chat-1", messages: [question, first] })
+      expect(again.status).toBe(409)
+      expect(JSON.parse(again.body)).toMatchObject({ _tag: "AlreadyDecided", toolCallId: "c1" })
+      const c2 = toolParts(after.message)[1]!.approval!.id
+      const withId = (id: string) => ({
+        messages: [question, { ...after.message, parts: [{ type: "dynamic-tool", toolName: "refund", toolCallId: "c2", state: "approval-responded", input: {}, approval: { id, approved: true } }] }]
+      })
+      const unknownRun = yield* post(api, withId(c2.replace(/^run_[0-9a-f]+/, "run_0000")))
+      expect(unknownRun.status).toBe(404)
+      expect(JSON.parse(unknownRun.body)).toMatchObject({ _tag: "RunNotFound" })
+      const unknownCall = yield* post(api, withId(`${c2}x`))
+      expect(unknownCall.status).toBe(404)
+      expect(JSON.parse(unknownCall.body)).toMatchObject({ _tag: "NotWaiting", toolCallId: "c2x" })
+      const notOurs = yield* post(api, withId("approval-1"))
+      expect(notOurs.status).toBe(400)
+      expect(JSON.parse(notOurs.body).message).toMatch(/^payload: messages\[1\]\.parts\[0\]\.approval\.id "approval-1" is not an approval id this server gave/)
+      // Nothing changed: c2 still waits; answered, the run ends.
+      const done = yield* continued(api, [question, respond(after.message, { c2: { approved: true } })])
+      expect(toolParts(done.message).map((part) => part.state)).toEqual(["output-available", "output-available"])
+      expect(textOf(done.message)).toBe("Both done.")
+    }).pipe(Effect.scoped), 30_000)
+})
+
 describe("ChatApi with a thread store (the chat id is the thread)", () => {
   it.live("two useChat turns with one chat id: the second turn's model reads the first from the thread, not from the client", () =>
     Effect.gen(function*() {
@@ -298,6 +432,30 @@ describe("ChatApi with a thread store (the chat id is the thread)", () => {
       // The thread was created on first use, for the request's owner (the default one: no owner function).
       const thread = yield* threads.get("chat-42")
       expect(thread).toMatchObject({ owner: "default", messageCount: 4 })
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("an approval in a turn on the chat's thread: the answer continues that turn (no new one); the thread keeps the call and its result", () =>
+    Effect.gen(function*() {
+      const support = inspected(
+        "support",
+        [{ toolCalls: [{ id: "c1", name: "refund", arguments: { order: "7", amount: 5 } }] }, "Refunded.", "You're welcome."],
+        [refund]
+      )
+      const threads = yield* Threads.makeMemory()
+      const url = yield* serveAgents([support.agent], {}, Layer.succeed(Threads.Threads, threads))
+      const api = `${url}/agents/support/chat`
+      const question = user("u1", "Refund order 7.")
+      const asked = yield* turn(api, [question])
+      expect(toolParts(asked.message).map((part) => part.state)).toEqual(["approval-requested"])
+      const { errors, message } = yield* continued(api, [question, respond(asked.message, { c1: { approved: true } })])
+      expect(errors).toEqual([])
+      expect(textOf(message)).toBe("Refunded.")
+      // The turn ended and let the thread go: the next one runs on it, its model reading the call from the thread.
+      const next = yield* turn(api, [question, message, user("u2", "Thanks.")])
+      expect(textOf(next.message)).toBe("You're welcome.")
+      const calls = yield* support.calls
+      expect(calls[2]!.messages).toContainEqual(Model.toolResult("c1", "refund", "refunded 5 on 7"))
+      expect(yield* threads.get("chat-1")).toMatchObject({ messageCount: 6 })
     }).pipe(Effect.scoped), 30_000)
 
   it.live("the chat's thread belongs to the owner of the request that created it: another owner is 403; a chat id that cannot be a thread id is 400", () =>
@@ -359,7 +517,7 @@ describe("ChatApi.runRequestOf (UI messages → the run's history and input)", (
         Model.toolResult("c1", "search", `{"hits":2}`),
         Model.assistant("", [{ id: "c2", name: "fetch", arguments: `{"url":"u"}` }, { id: "c3", name: "delete", arguments: "{}" }]),
         Model.toolResult("c2", "fetch", "timed out"),
-        Model.toolResult("c3", "delete", "The tool call was denied: not allowed"),
+        Model.toolResult("c3", "delete", "ERROR: rejected: not allowed"),
         Model.assistant("Found it.")
       ]
     }))
@@ -496,6 +654,64 @@ describe("ChatApi in a browser", () => {
           Model.assistant("The sum is 5."),
           Model.user("Twice that?")
         ])
+      }).pipe(Effect.scoped),
+    60_000
+  )
+
+  it.live.skipIf(!haveChromium && !chromiumRequired)(
+    `in headless Chromium: useChat shows a call waiting for approval; Approve (addToolApprovalResponse) sends itself and the answer continues; Reject reaches the model${haveChromium ? "" : ` (skipped: ${chromiumUnavailable})`}`,
+    () =>
+      Effect.gen(function*() {
+        expect(chromiumUnavailable, "VALET_REQUIRE_CHROMIUM=1").toBeUndefined()
+        const calculator = inspected(
+          "calculator",
+          [
+            { toolCalls: [{ id: "call_1", name: "add", arguments: { a: 2, b: 3 } }] },
+            "The sum is 5.",
+            { toolCalls: [{ id: "call_2", name: "add", arguments: { a: 4, b: 4 } }] },
+            "Not added."
+          ],
+          [Tool.withApproval(add)]
+        )
+        const url = yield* servePage([calculator.agent], yield* bundle)
+        const browser = yield* Effect.acquireRelease(
+          Effect.promise(() => chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox"] })),
+          (browser) => Effect.promise(() => browser.close())
+        )
+        const page = yield* Effect.promise(() => browser.newPage())
+        const pageErrors: Array<string> = []
+        page.on("pageerror", (error) => void pageErrors.push(error.message))
+        const say = (text: string) =>
+          Effect.promise(async () => {
+            await page.locator('button[type="submit"]:not([disabled])').waitFor()
+            await page.fill("#input", text)
+            await page.click('button[type="submit"]')
+          })
+        yield* Effect.promise(() => page.goto(`${url}/chat`))
+        yield* say("2 + 3?")
+        yield* Effect.promise(() => page.locator(".approval").getByText('add({"a":2,"b":3})?').waitFor({ timeout: 10_000 }))
+        // The model has been called once: the run waits for the click.
+        expect((yield* calculator.calls).length).toBe(1)
+        yield* Effect.promise(() => page.click(".approval .approve"))
+        yield* Effect.promise(() => page.locator(".message.assistant").getByText("The sum is 5.").waitFor({ timeout: 10_000 }))
+        expect(yield* Effect.promise(() => page.locator(".message.assistant .tool").innerText())).toBe('add({"a":2,"b":3}) → 5')
+        yield* say("4 + 4?")
+        yield* Effect.promise(() => page.locator(".approval").getByText('add({"a":4,"b":4})?').waitFor({ timeout: 10_000 }))
+        yield* Effect.promise(() => page.click(".approval .reject"))
+        yield* Effect.promise(() => page.locator(".message.assistant").getByText("Not added.").waitFor({ timeout: 10_000 }))
+        const messages = yield* Effect.promise(() => page.locator(".message").allInnerTexts())
+        expect(messages.map((text) => text.replace(/\n+/g, "\n").trim())).toEqual([
+          "2 + 3?",
+          'add({"a":2,"b":3}) → 5\nThe sum is 5.',
+          "4 + 4?",
+          'add({"a":4,"b":4}) → denied\nNot added.'
+        ])
+        expect(yield* Effect.promise(() => page.locator("#error").count())).toBe(0)
+        expect(pageErrors).toEqual([])
+        const calls = yield* calculator.calls
+        expect(calls.length).toBe(4)
+        expect(calls[1]!.messages?.at(-1)).toEqual(Model.toolResult("call_1", "add", "5"))
+        expect(calls[3]!.messages?.at(-1)).toEqual(Model.toolResult("call_2", "add", "ERROR: rejected: not now"))
       }).pipe(Effect.scoped),
     60_000
   )

@@ -9,6 +9,8 @@ import { Context, Effect, Layer, Schema, Stream } from "effect"
 import { HttpServer } from "effect/http"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as Agent from "../../src/core/Agent.js"
+import type * as AgentEvent from "../../src/core/AgentEvent.js"
+import * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
@@ -103,5 +105,95 @@ describe("UiMessageStream", () => {
       expect(response.headers.get("content-type")).toBe("text/event-stream")
       const { message } = yield* Effect.promise(() => readBack(response.body!))
       expect((message.parts.filter((part) => part.type === "text").at(-1) as { text: string }).text).toBe("Paris is the capital.")
+    }).pipe(Effect.scoped), 30_000)
+
+  it.effect("a sub-agent's call waits for approval: its own tool part first, then the AI SDK's approval request; the message ends there", () =>
+    Effect.gen(function*() {
+      const root = "sess_root"
+      const worker = `${root}__worker_1`
+      const at = (timestamp: number) => ({ timestamp })
+      const events: Array<AgentEvent.AgentEvent> = [
+        { _tag: "RunStarted", sessionId: root, ...at(1), agent: "boss", architecture: "supervisor", prompt: "Refund 7." },
+        { _tag: "RunStarted", sessionId: worker, ...at(2), agent: "worker", architecture: "react", prompt: "Refund 7." },
+        { _tag: "ModelCalled", sessionId: worker, ...at(3), step: "s1" },
+        {
+          _tag: "ModelReplied",
+          sessionId: worker,
+          ...at(4),
+          step: "s1",
+          text: "",
+          toolCalls: [{ id: "c1", name: "refund", arguments: `{"order":"7"}` }],
+          finishReason: "tool_calls",
+          usage: Model.emptyUsage,
+          latencyMs: 1
+        },
+        { _tag: "ApprovalRequested", sessionId: worker, ...at(5), toolCallId: "c1", name: "refund", arguments: `{"order":"7"}` },
+        // After the end: not sent.
+        { _tag: "ApprovalDecided", sessionId: worker, ...at(6), toolCallId: "c1", name: "refund", approved: false, edited: false, reason: "no", waitedMs: 1 }
+      ]
+      const chunks = yield* Stream.runCollect(UiMessageStream.fromEvents(Stream.fromIterable(events), { runId: "run_1", endWhenWaiting: true }))
+      expect(chunks.filter((chunk) => chunk.type.startsWith("tool-") || chunk.type === "finish")).toEqual([
+        { type: "tool-input-available", toolCallId: `${worker}/c1`, toolName: "refund", input: { order: "7" }, dynamic: true },
+        { type: "tool-approval-request", approvalId: `run_1/${worker}/c1`, toolCallId: `${worker}/c1` },
+        { type: "finish", finishReason: "tool-calls", messageMetadata: { sessionId: root, waiting: 1 } }
+      ])
+      expect(UiMessageStream.parseApprovalId(`run_1/${worker}/c/1`)).toEqual({ runId: "run_1", sessionId: worker, toolCallId: "c/1" })
+      // The AI SDK's reader takes it (a request for a part it has not seen would throw).
+      const text = (yield* Stream.runCollect(UiMessageStream.toSse(Stream.fromIterable(events), { runId: "run_1", endWhenWaiting: true }))).join("")
+      const { errors, message } = yield* Effect.promise(() => readBack(bodyOf(text)))
+      expect(errors).toEqual([])
+      expect(message.parts.find((part) => part.type === "dynamic-tool")).toMatchObject({
+        toolCallId: `${worker}/c1`,
+        state: "approval-requested",
+        approval: { id: `run_1/${worker}/c1` }
+      })
+    }))
+
+  it.live("POST /runs/stream?protocol=ui-message: an approval request, decided with POST /runs/:runId/decisions/:toolCallId, and the same stream goes on", () =>
+    Effect.gen(function*() {
+      const refund = Tool.make({
+        name: "refund",
+        description: "Refunds an order.",
+        parameters: Schema.Struct({ order: Schema.String }),
+        handler: ({ order }) => Effect.succeed(`refunded ${order}`),
+        needsApproval: true
+      })
+      const agent = Agent.make({
+        name: "support",
+        instructions: "Help.",
+        tools: [refund],
+        model: Layer.orDie(ScriptedModel.layer([{ toolCalls: [{ id: "c1", name: "refund", arguments: { order: "7" } }] }, "Done."]))
+      }) as Agent.Agent<never>
+      const context = yield* Layer.build(Server.layerNode({ port: 0 }).pipe(Layer.provide(Agents.layer([agent]))))
+      const address = Context.get(context, HttpServer.HttpServer).address as unknown as { readonly port: number }
+      const base = `http://127.0.0.1:${address.port}`
+      const response = yield* Effect.promise(() =>
+        fetch(`${base}/runs/stream?protocol=ui-message`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ agent: "support", input: "Refund 7." })
+        })
+      )
+      // The client reads the request, and a person decides it by the run and call its id names.
+      const decided = (async () => {
+        const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader()
+        let text = ""
+        while (!text.includes(`"tool-approval-request"`)) text += (await reader.read()).value ?? ""
+        const request = JSON.parse(/data: (\{[^\n]*"tool-approval-request"[^\n]*\})/.exec(text)![1]!) as { approvalId: string }
+        const named = UiMessageStream.parseApprovalId(request.approvalId)!
+        const decision = await fetch(`${base}/runs/${named.runId}/decisions/${named.toolCallId}`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ approved: true })
+        })
+        for (let next = await reader.read(); !next.done; next = await reader.read()) text += next.value
+        return { status: decision.status, text }
+      })()
+      const { status, text } = yield* Effect.promise(() => decided)
+      expect(status).toBe(200)
+      const { errors, message } = yield* Effect.promise(() => readBack(bodyOf(text)))
+      expect(errors).toEqual([])
+      expect(message.parts.find((part) => part.type === "dynamic-tool")).toMatchObject({ toolCallId: "c1", state: "output-available", output: "refunded 7" })
+      expect((message.parts.filter((part) => part.type === "text").at(-1) as { text: string }).text).toBe("Done.")
     }).pipe(Effect.scoped), 30_000)
 })

@@ -9,8 +9,10 @@
  */
 import { Result, Schema, SchemaIssue } from "effect"
 import * as Model from "../../../core/Model.js"
+import * as Approval from "../../../core/internal/approval.js"
 import * as Decode from "../../../core/internal/decode.js"
 import type * as Runs from "../../Runs.js"
+import * as UiMessageStream from "../../UiMessageStream.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // The body
@@ -67,7 +69,11 @@ const ToolPart = Schema.Struct({
   input: Schema.optional(Schema.Unknown),
   output: Schema.optional(Schema.Unknown),
   errorText: Schema.optional(Schema.String),
-  approval: Schema.optional(Schema.Struct({ reason: Schema.optional(Schema.String) }))
+  approval: Schema.optional(Schema.Struct({
+    id: Schema.optional(Schema.String),
+    approved: Schema.optional(Schema.Boolean),
+    reason: Schema.optional(Schema.String)
+  }))
 })
 
 const DynamicToolPart = Schema.Struct({ ...ToolPart.fields, toolName: Schema.String })
@@ -121,7 +127,8 @@ const resultOf = (part: typeof ToolPart.Type): string | undefined => {
     case "output-error":
       return part.errorText ?? ""
     case "output-denied":
-      return `The tool call was denied${part.approval?.reason !== undefined && part.approval.reason !== "" ? `: ${part.approval.reason}` : "."}`
+      // What the run's model read when the call was rejected (the runtime's words), so a later turn reads the same.
+      return Approval.rejection(part.approval?.reason !== undefined && part.approval.reason !== "" ? part.approval.reason : undefined)
     default:
       return undefined
   }
@@ -263,3 +270,64 @@ const inputOf = (body: ChatRequest): Result.Result<string, Refusal> => {
  */
 export const turnRequestOf = (agent: string, body: ChatRequest): Result.Result<Runs.ThreadRunRequest, Refusal> =>
   Result.map(inputOf(body), (input) => ({ agent, input }))
+
+// ---------------------------------------------------------------------------------------------------------
+// Approval answers
+// ---------------------------------------------------------------------------------------------------------
+
+/** One approval answered in the last (assistant) message: the call it names and the decision. */
+export interface ApprovalAnswer {
+  readonly sessionId: string
+  readonly toolCallId: string
+  readonly decision: { readonly approved: boolean; readonly reason?: string | undefined }
+}
+
+/** The answers of one request: all of one run (one message of one run asked for them). */
+export interface ApprovalAnswers {
+  readonly runId: string
+  readonly answers: ReadonlyArray<ApprovalAnswer>
+}
+
+/**
+ * The approval answers a request carries, when its last message is an assistant message (what `useChat` sends after
+ * `addToolApprovalResponse`: the message it showed, its tool parts `approval-responded`), else `undefined`. Refused,
+ * naming the field: an assistant message answering nothing, an answer without its id or decision, an id the stream
+ * did not give (`UiMessageStream.approvalIdOf`), answers for two runs.
+ */
+export const approvalAnswersOf = (body: ChatRequest): Result.Result<ApprovalAnswers, Refusal> | undefined => {
+  const last = body.messages.length - 1
+  const final = body.messages[last]!
+  if (final.role !== "assistant") return undefined
+  const answers: Array<ApprovalAnswer> = []
+  let runId: string | undefined
+  for (let j = 0; j < final.parts.length; j++) {
+    const part = final.parts[j]!
+    if (!(part.type === "dynamic-tool" || part.type.startsWith("tool-")) || part.state !== "approval-responded") continue
+    const at = `messages[${last}].parts[${j}]`
+    const decoded = decodePart(ToolPart, part, ["messages", last, "parts", j], body)
+    if (Result.isFailure(decoded)) return Result.fail(decoded.failure)
+    const approval = decoded.success.approval
+    if (approval?.id === undefined) return refuse(`${at}.approval.id`, "is missing: an approval answer names the approval it answers")
+    if (approval.approved === undefined) return refuse(`${at}.approval.approved`, "is missing: an approval answer says whether the call is approved")
+    const named = UiMessageStream.parseApprovalId(approval.id)
+    if (named === undefined) {
+      return refuse(`${at}.approval.id`, `${JSON.stringify(approval.id.slice(0, 80))} is not an approval id this server gave (<runId>/<sessionId>/<toolCallId>)`)
+    }
+    if (runId !== undefined && named.runId !== runId) {
+      return refuse(`${at}.approval.id`, `names the run ${JSON.stringify(named.runId)}, another answer of the message ${JSON.stringify(runId)}: one message answers one run`)
+    }
+    runId = named.runId
+    answers.push({
+      sessionId: named.sessionId,
+      toolCallId: named.toolCallId,
+      decision: { approved: approval.approved, ...(approval.reason !== undefined && approval.reason !== "" ? { reason: approval.reason } : {}) }
+    })
+  }
+  if (runId === undefined) {
+    return refuse(
+      `messages[${last}].role`,
+      `must be "user" (the agent answers the last message), got "assistant" answering no approval (no tool part in state "approval-responded")`
+    )
+  }
+  return Result.succeed({ runId, answers })
+}

@@ -5,9 +5,11 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Option, Schema } from "effect"
+import { spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { createInterface } from "node:readline"
 import * as Agent from "../../src/core/Agent.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
@@ -146,5 +148,61 @@ describe("Durable approvals (Durable.layerSqlite, one process)", () => {
           expect(ran).toEqual([0, 2, 1])
           expect(seen).toEqual(["c1=did 1", "c2=did 2", "c3=did 0"])
         }).pipe(Effect.provide(engine))
+      })), 60_000)
+
+  it.live("approvalTimeout: a DurableClock rejects the call when no decision comes; a late decision is AlreadyDecided", () =>
+    withStore((file) =>
+      Effect.gen(function*() {
+        const ran: Array<number> = []
+        const act = Tool.make({
+          name: "act",
+          description: "",
+          parameters: Schema.Struct({ n: Schema.Number }),
+          handler: ({ n }) => Effect.sync(() => (ran.push(n), `did ${n}`)),
+          needsApproval: true,
+          approvalTimeout: "1 second"
+        })
+        const seen: Array<string> = []
+        const model = ScriptedModel.layer((request, index) => {
+          if (index === 0) return { toolCalls: [{ id: "c1", name: "act", arguments: { n: 1 } }] }
+          seen.push(String(request.messages?.at(-1)?.content))
+          return "ok"
+        })
+        const agent = Agent.make({ name: "worker", instructions: "", tools: [act] })
+        const engine = Durable.layer([agent]).pipe(Layer.provideMerge(Durable.layerSqlite(file)), Layer.provide(model))
+        yield* Effect.gen(function*() {
+          const payload = { agent: "worker", prompt: "go", runId: "run-o" }
+          const executionId = yield* Durable.AgentRun.execute(payload, { discard: true })
+          yield* until(Durable.pending("run-o"), (rows) => rows.length === 1)
+          // Suspended on the race of the decision and the clock: no fiber waits on a timer of this process.
+          yield* until(Durable.AgentRun.poll(executionId), (p) => Option.isSome(p) && p.value._tag === "Suspended")
+          const result = yield* Durable.AgentRun.execute(payload)
+          expect(result.output).toBe("ok")
+          expect(ran).toEqual([])
+          expect(seen).toEqual(["ERROR: rejected: no decision within 1s"])
+          const late = yield* Effect.flip(Durable.decide("run-o", "c1", { approved: true }))
+          expect(late._tag).toBe("AlreadyDecided")
+        }).pipe(Effect.provide(engine))
+      })), 60_000)
+})
+
+describe("Durable approvals across processes", () => {
+  it.live("SQLite: the process whose run waits is killed (SIGKILL); another decides on the same file, the run ends, the tool ran once, no model call sent again", () =>
+    withStore((file) =>
+      Effect.gen(function*() {
+        const child = join(import.meta.dirname, "..", "support", "durableApprovalChild.ts")
+        const first = yield* Effect.promise(() =>
+          new Promise<Array<string>>((resolve) => {
+            const lines: Array<string> = []
+            const running = spawn(process.execPath, ["--import", "tsx", child, file, "start"], { stdio: ["ignore", "pipe", "ignore"] })
+            createInterface({ input: running.stdout! }).on("line", (line) => {
+              lines.push(line)
+              if (line.startsWith("waiting")) running.kill("SIGKILL")
+            })
+            running.on("exit", () => resolve(lines))
+          }))
+        expect(first).toEqual(["call react.turn_1", "waiting k1"])
+        const second = spawnSync(process.execPath, ["--import", "tsx", child, file, "decide"], { encoding: "utf8", timeout: 30_000 })
+        expect(second.stdout.trim().split("\n")).toEqual(["tool 1", "call react.turn_2", "result finished"])
       })), 60_000)
 })

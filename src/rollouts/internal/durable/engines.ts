@@ -113,7 +113,9 @@ export const layerSqlite = (filename: string) =>
   endOnStoreFailure(filename).pipe(
     Layer.provideMerge(ClusterWorkflowEngine.layer),
     // One process: shard locks need not outlive it (with "sql", a restarted process waits for the old locks to expire).
-    Layer.provideMerge(SingleRunner.layer({ runnerStorage: "memory" })),
+    // Messages stored for later (a durable clock's wake-up: an approval's timeout) are read every second, not
+    // effect/cluster's 10 s, so a timeout ends within about a second of its time.
+    Layer.provideMerge(SingleRunner.layer({ runnerStorage: "memory", shardingConfig: { entityMessagePollInterval: Duration.seconds(1) } })),
     // valet's table of waiting calls, in the same file.
     Layer.provideMerge(Approvals.layerSql),
     // Built once, for the cluster's storage and the guard; kept private, so it never stands in for a SqlClient of the caller.

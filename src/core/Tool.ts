@@ -419,7 +419,7 @@ export const execute = <R>(
     isError: outcome.isError
   })
   const callParsed = options?.parsedArguments !== undefined ? parsedCalls.get(tool.call) : undefined
-  const callWithId = callParsed === undefined ? ToolCalls.withCallId.get(tool.call as Tool<unknown>["call"]) : undefined
+  const callWithId = callParsed === undefined ? ToolCalls.withCallId.get(tool.call as (argumentsText: string) => Effect.Effect<Outcome>) : undefined
   const running = callParsed !== undefined
     ? (callParsed(options!.parsedArguments) as Effect.Effect<Outcome, never, R>)
     : callWithId !== undefined

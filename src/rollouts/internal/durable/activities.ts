@@ -121,7 +121,7 @@ export const durableTools = <R>(
           success: OutcomeSchema,
           execute: () => tool.call(argumentsText) as Effect.Effect<Tool.Outcome>
         }) as Effect.Effect<Tool.Outcome, never, R>
-      ToolCalls.withCallId.set(call as Tool.Tool<unknown>["call"], (toolCallId, argumentsText) =>
+      ToolCalls.withCallId.set(call as (argumentsText: string) => Effect.Effect<Tool.Outcome>, (toolCallId, argumentsText) =>
         activity(`tool/${tool.name}/${toolCallId}`, {
           success: OutcomeSchema,
           execute: () => tool.call(argumentsText) as Effect.Effect<Tool.Outcome>,

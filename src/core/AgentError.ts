@@ -168,6 +168,24 @@ export class InvalidPlan extends Schema.TaggedError<InvalidPlan>()("InvalidPlan"
 }
 
 /**
+ * A question the run asked a person (`Architecture.ask`) got no answer: nobody to ask (no `HumanLoop` in
+ * context), or its timeout passed.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class Unanswered extends Schema.TaggedError<Unanswered>()("Unanswered", {
+  sessionId: Schema.String,
+  questionId: Schema.String,
+  question: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `${this.sessionId} asked ${JSON.stringify(this.question)} and got no answer: ${this.reason}`
+  }
+}
+
+/**
  * Every error an agent run can fail with.
  *
  * @since 0.1.0
@@ -184,6 +202,7 @@ export type AgentError =
   | OutputInvalid
   | Unroutable
   | InvalidPlan
+  | Unanswered
 
 /**
  * The JSON form of an `AgentError`.
@@ -231,6 +250,12 @@ export type AgentErrorEncoded = typeof ModelError.ModelError.Encoded | {
   readonly _tag: "InvalidPlan"
   readonly sessionId: string
   readonly problem: string
+} | {
+  readonly _tag: "Unanswered"
+  readonly sessionId: string
+  readonly questionId: string
+  readonly question: string
+  readonly reason: string
 }
 
 /**
@@ -249,5 +274,6 @@ export const AgentError: Schema.Codec<AgentError, AgentErrorEncoded> = Schema.Un
   SubAgentFailed,
   OutputInvalid,
   Unroutable,
-  InvalidPlan
+  InvalidPlan,
+  Unanswered
 ])

@@ -150,6 +150,32 @@ export const ApprovalDecided = Schema.TaggedStruct("ApprovalDecided", {
   waitedMs: Schema.Number
 })
 /**
+ * The run asks a person a question (`Architecture.ask`, the `ask_human` tool) and waits for the answer
+ * (`HumanLoop.answer`); `schema` is the JSON schema of the answer expected.
+ *
+ * @since 0.2.0
+ * @category events
+ */
+export const QuestionAsked = Schema.TaggedStruct("QuestionAsked", {
+  ...base,
+  questionId: Schema.String,
+  question: Schema.String,
+  schema: Schema.Unknown
+})
+/**
+ * A question was answered (or not: `answered: false` with the `reason`, a timeout or nobody to ask).
+ *
+ * @since 0.2.0
+ * @category events
+ */
+export const QuestionAnswered = Schema.TaggedStruct("QuestionAnswered", {
+  ...base,
+  questionId: Schema.String,
+  answered: Schema.Boolean,
+  reason: Schema.optional(Schema.String),
+  waitedMs: Schema.Number
+})
+/**
  * A tool call returned (`isError` when its result is an `ERROR:` text).
  *
  * @since 0.1.0
@@ -255,6 +281,8 @@ export const AgentEvent = Schema.Union([RunStarted,
   ContextCompacted,
   ApprovalRequested,
   ApprovalDecided,
+  QuestionAsked,
+  QuestionAnswered,
   RunCompleted])
 /**
  * Any event of a run.
@@ -421,6 +449,10 @@ export const format = (event: AgentEvent): string => {
       return `${who} approval needed: ${event.name}(${oneLine(event.arguments, 80)}) [call ${event.toolCallId}]`
     case "ApprovalDecided":
       return `${who} ${event.name} [call ${event.toolCallId}] ${event.approved ? `approved${event.edited ? " with edited arguments" : ""}` : `rejected${event.reason !== undefined ? `: ${oneLine(event.reason, 80)}` : ""}`} after ${event.waitedMs} ms`
+    case "QuestionAsked":
+      return `${who} question ${event.questionId}: ${oneLine(event.question)}`
+    case "QuestionAnswered":
+      return `${who} question ${event.questionId} ${event.answered ? "answered" : `unanswered: ${oneLine(event.reason ?? "", 80)}`} after ${event.waitedMs} ms`
     case "RunCompleted": {
       const r = event.result
       const status = r.interrupted ? `interrupted (${r.interruptionReason})` : "completed"

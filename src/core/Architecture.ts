@@ -256,6 +256,28 @@ export const generate = Runtime.generate
 export const executeTool = Runtime.executeTool
 
 /**
+ * Asks a person a question and waits for the answer, decoded by `schema` (LangGraph's `interrupt`): emits
+ * `QuestionAsked` (with the answer's JSON schema, for a form), waits on the `HumanLoop` in context
+ * (`HumanLoop.answer(questionId, value)`; an answer the schema refuses is refused to whoever gave it, and the
+ * question still waits), emits `QuestionAnswered`. No `HumanLoop`, or no answer within `timeout`: `Unanswered`.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Schema } from "effect"
+ * import { Architecture } from "valet"
+ *
+ * const confirmPlan = Effect.gen(function*() {
+ *   const choice = yield* Architecture.ask("Which plan?", Schema.Literals(["fast", "careful"]), { timeout: "1 hour" })
+ *   return choice // "fast" | "careful"
+ * })
+ * ```
+ *
+ * @since 0.2.0
+ * @category toolkit
+ */
+export const ask = Runtime.ask
+
+/**
  * Emits a milestone, `progress("self_refine.critique", { round })`.
  *
  * @since 0.1.0

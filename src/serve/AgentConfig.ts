@@ -65,6 +65,7 @@ import * as YamlDocument from "../providers/internal/yamlDocument.js"
 import * as OpenAiCompatible from "../providers/OpenAiCompatible.js"
 import * as Vllm from "../providers/Vllm.js"
 import * as Agents from "./Agents.js"
+import * as Approvals from "./internal/config/approvals.js"
 import * as Architectures from "./internal/config/architectures.js"
 import * as Internal from "./internal/config/schema.js"
 import * as ThreadStore from "./internal/config/threads.js"
@@ -187,6 +188,16 @@ const crossCheck = (config: ConfigFile): YamlDocument.Problem | undefined => {
           }`,
           field: `agents.${name}.tools[${i}]`
         }
+      }
+    }
+    if (spec.approvalTimeout !== undefined && spec.approvals === undefined) {
+      return { message: "is how long the calls of approvals wait, and the agent has no approvals", field: `agents.${name}.approvalTimeout` }
+    }
+    const firstApproval = Object.keys(spec.approvals ?? {})[0]
+    if (firstApproval !== undefined && (spec.tools ?? []).length === 0) {
+      return {
+        message: `names the tool ${JSON.stringify(firstApproval)}, and the agent has no tools (tools: names the MCP servers they come from)`,
+        field: YamlDocument.fieldName(["agents", name, "approvals", firstApproval])
       }
     }
     for (const reference of Architectures.references(spec.architecture, spec.options ?? {})) {
@@ -431,7 +442,7 @@ const buildWith = (loaded: Loaded, options: BuildOptions | undefined): Effect.Ef
             fileError(loaded.path, loaded.problemAt(spec.options === undefined ? ["agents", name] : ["agents", name, "options"], error.message))
           )
         )
-        const tools = (spec.tools ?? []).flatMap((server) => serverTools.get(server) ?? [])
+        const served = (spec.tools ?? []).flatMap((server) => serverTools.get(server) ?? [])
         const names = new Map<string, string>()
         for (const server of spec.tools ?? []) {
           for (const tool of serverTools.get(server) ?? []) {
@@ -442,6 +453,17 @@ const buildWith = (loaded: Loaded, options: BuildOptions | undefined): Effect.Ef
             names.set(tool.name, server)
           }
         }
+        // The policy's tool names are known only now (an MCP server says its tools when connected).
+        const approvals = spec.approvals ?? {}
+        for (const tool of Object.keys(approvals)) {
+          if (!names.has(tool)) {
+            return yield* fileError(loaded.path, loaded.problemAt(["agents", name, "approvals", tool], `names the tool ${JSON.stringify(tool)}, which the agent does not have (its tools: ${[...names.keys()].join(", ")})`))
+          }
+        }
+        const tools = served.map((tool) => {
+          const rule = approvals[tool.name]
+          return rule === undefined ? tool : Approvals.apply(tool, rule, spec.approvalTimeout as Duration.Input | undefined)
+        })
         const model = fromContext
           ? undefined
           : spec.model === undefined

@@ -266,9 +266,9 @@ const usageOf = (result: AgentEvent.RunResult) => ({
  * A run that needs a person's decision: the OpenAI API has no way to ask for one or to wait, so the request fails
  * saying so (and the run is cancelled) instead of hanging.
  */
-class NeedsPerson extends Data.TaggedError("NeedsPerson")<{ readonly name: string; readonly toolCallId: string }> {
+class NeedsPerson extends Data.TaggedError("NeedsPerson")<{ readonly what: string; readonly route: string }> {
   get text(): string {
-    return `the agent's run needs a person's approval of tool ${JSON.stringify(this.name)} (call ${this.toolCallId}), which the OpenAI API cannot wait for: start it with POST /runs and decide it with POST /runs/:runId/decisions/:toolCallId`
+    return `the agent's run needs ${this.what}, which the OpenAI API cannot wait for: start it with POST /runs and give it with ${this.route}`
   }
 }
 
@@ -276,7 +276,15 @@ class NeedsPerson extends Data.TaggedError("NeedsPerson")<{ readonly name: strin
 const withoutWaiting = (events: Stream.Stream<Runs.Indexed, Runs.RunFailed>): Stream.Stream<Runs.Indexed, Runs.RunFailed | NeedsPerson> =>
   Stream.mapEffect(events, (indexed) =>
     indexed.event._tag === "ApprovalRequested"
-      ? Effect.fail(new NeedsPerson({ name: indexed.event.name, toolCallId: indexed.event.toolCallId }))
+      ? Effect.fail(new NeedsPerson({
+        what: `a person's approval of tool ${JSON.stringify(indexed.event.name)} (call ${indexed.event.toolCallId})`,
+        route: "POST /runs/:runId/decisions/:toolCallId"
+      }))
+      : indexed.event._tag === "QuestionAsked"
+      ? Effect.fail(new NeedsPerson({
+        what: `a person's answer to ${JSON.stringify(indexed.event.question.slice(0, 200))} (question ${indexed.event.questionId})`,
+        route: "POST /runs/:runId/answers/:questionId"
+      }))
       : Effect.succeed(indexed))
 
 /** The events of a run to its end: its result, or its failure. */

@@ -210,6 +210,20 @@ export const PendingApproval = Schema.Struct({
 })
 
 /**
+ * A question of a run waiting for a person's answer (`POST /runs/:id/answers/:questionId`).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const PendingQuestion = Schema.Struct({
+  sessionId: Schema.String,
+  questionId: Schema.String,
+  question: Schema.String,
+  schema: Schema.Unknown,
+  requestedAt: Schema.Number
+})
+
+/**
  * A run as a client sees it (`GET /runs/:id`): ids, agent, status (`waiting` while tool calls wait for a person's
  * decision, listed in `pending`), and once ended its result or error.
  *
@@ -232,7 +246,9 @@ export const RunView = Schema.Struct({
   /** The typed error of a failed run, as JSON (`_tag`, `message`, fields). */
   error: Schema.optional(Schema.Record(Schema.String, Schema.Unknown)),
   /** The tool calls waiting for a person's decision (status `waiting`), oldest first. */
-  pending: Schema.optional(Schema.Array(PendingApproval))
+  pending: Schema.optional(Schema.Array(PendingApproval)),
+  /** The questions waiting for a person's answer (status `waiting`), oldest first. */
+  questions: Schema.optional(Schema.Array(PendingQuestion))
 })
 /**
  * A run as a client sees it.
@@ -481,6 +497,16 @@ export interface Service {
     decision: HumanLoop.Decision,
     options?: OwnerOption
   ) => Effect.Effect<Decided, RunNotFound | HumanLoop.DecideError>
+  /**
+   * Answers a question of the run (or of its sub-agents) that waits for a person: the answer is decoded by the
+   * question's schema (`InvalidDecision` when it does not fit; the question still waits).
+   */
+  readonly answer: (
+    runId: string,
+    questionId: string,
+    answer: unknown,
+    options?: OwnerOption
+  ) => Effect.Effect<Answered, RunNotFound | HumanLoop.DecideError>
   /** Runs going on now. */
   readonly running: Effect.Effect<number>
 }
@@ -497,6 +523,19 @@ export const Decided = Schema.Struct({ runId: Schema.String, toolCallId: Schema.
  * @category models
  */
 export type Decided = typeof Decided.Type
+
+/**
+ * What `answer` answers: the question answered, with its session.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const Answered = Schema.Struct({ runId: Schema.String, questionId: Schema.String, sessionId: Schema.String })
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export type Answered = typeof Answered.Type
 
 /**
  * The runs in context.
@@ -529,6 +568,8 @@ interface Record_ {
   fiber: Fiber.Fiber<void> | undefined
   /** The tool calls waiting for a decision, by session and call id (kept from the run's approval events). */
   readonly pending: Map<string, typeof PendingApproval.Type>
+  /** The questions waiting for an answer, by session and question id. */
+  readonly questions: Map<string, typeof PendingQuestion.Type>
 }
 
 const threadErrorTags = new Set(["ThreadNotFound", "ThreadForbidden", "ThreadBusy", "ThreadStoreError"])
@@ -575,11 +616,13 @@ const view = (record: Record_): RunView => ({
   ...(record.endedAt !== undefined ? { endedAt: record.endedAt } : {}),
   ...(record.result !== undefined ? { result: record.result } : {}),
   ...(record.error !== undefined ? { error: AgentEvent.errorJson(record.error) } : {}),
-  ...(record.pending.size > 0 ? { pending: [...record.pending.values()] } : {})
+  ...(record.pending.size > 0 ? { pending: [...record.pending.values()] } : {}),
+  ...(record.questions.size > 0 ? { questions: [...record.questions.values()] } : {})
 })
 
 /** `waiting` while a running run's tool calls wait for a person. */
-const statusOf = (record: Record_): Status => record.status === "running" && record.pending.size > 0 ? "waiting" : record.status
+const statusOf = (record: Record_): Status =>
+  record.status === "running" && (record.pending.size > 0 || record.questions.size > 0) ? "waiting" : record.status
 
 /** Keeps the run's waiting calls from its events. */
 const trackApprovals = (record: Record_, event: AgentEvent.AgentEvent): void => {
@@ -593,6 +636,16 @@ const trackApprovals = (record: Record_, event: AgentEvent.AgentEvent): void => 
     })
   } else if (event._tag === "ApprovalDecided") {
     record.pending.delete(`${event.sessionId}\u0000${event.toolCallId}`)
+  } else if (event._tag === "QuestionAsked") {
+    record.questions.set(`${event.sessionId}\u0000${event.questionId}`, {
+      sessionId: event.sessionId,
+      questionId: event.questionId,
+      question: event.question,
+      schema: event.schema,
+      requestedAt: event.timestamp
+    })
+  } else if (event._tag === "QuestionAnswered") {
+    record.questions.delete(`${event.sessionId}\u0000${event.questionId}`)
   }
 }
 
@@ -791,7 +844,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
           changed: Deferred.makeUnsafe<void>(),
           cancel: Deferred.makeUnsafe<void>(),
           fiber: undefined,
-          pending: new Map()
+          pending: new Map(),
+          questions: new Map()
         }
         records.set(record.runId, record)
         sessions.add(sessionId)
@@ -873,6 +927,15 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
               toolCallId: request.toolCallId,
               sessionId: request.sessionId,
               approved: decision.approved
+            }))),
+      answer: (runId, questionId, value, options) =>
+        Effect.flatMap(find(runId, options?.owner), (record) =>
+          record.status !== "running"
+            ? Effect.fail(new HumanLoop.NotWaiting({ toolCallId: questionId, message: `run ${JSON.stringify(runId)} has ended: no question of it waits` }))
+            : Effect.map(humanLoop.answer(questionId, value, { sessionId: record.sessionId }), (request) => ({
+              runId,
+              questionId: request.questionId,
+              sessionId: request.sessionId
             }))),
       running: Effect.sync(() => running)
     })

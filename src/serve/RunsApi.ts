@@ -342,6 +342,12 @@ export const group = HttpApiGroup.make("valet")
       success: Runs.Decided,
       error: [Runs.RunNotFound, NotWaiting, AlreadyDecided, InvalidDecision]
     }).middleware(Owner),
+    HttpApiEndpoint.post("answer", "/runs/:runId/answers/:questionId", {
+      params: { ...RunIdParams, questionId: Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(256)) },
+      payload: Schema.Struct({ answer: Schema.Unknown }),
+      success: Runs.Answered,
+      error: [Runs.RunNotFound, NotWaiting, AlreadyDecided, InvalidDecision]
+    }).middleware(Owner),
     HttpApiEndpoint.post("streamRun", "/runs/stream", {
       payload: Runs.RunRequest,
       query: { compact: Compact, protocol: Schema.optional(Schema.Literals(["valet", "ui-message"])) },
@@ -507,6 +513,8 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
               Effect.as(runs.cancel(params.runId, { owner }), { runId: params.runId, cancelled: run.status === "running" || run.status === "waiting" }))))
         .handle("decide", ({ params, payload }) =>
           Effect.flatMap(Effect.service(CurrentOwner), (owner) => runs.decide(params.runId, params.toolCallId, payload, { owner })))
+        .handle("answer", ({ params, payload }) =>
+          Effect.flatMap(Effect.service(CurrentOwner), (owner) => runs.answer(params.runId, params.questionId, payload.answer, { owner })))
         .handle("streamRun", ({ payload, query }) =>
           Effect.flatMap(Effect.service(CurrentOwner), (owner) => runs.start(payload, { owner })).pipe(
             Effect.flatMap(({ runId }) => RunStream.followed(runs, runId)),

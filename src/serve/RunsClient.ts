@@ -258,6 +258,12 @@ export interface Service {
     toolCallId: string,
     decision: HumanLoop.Decision
   ) => Effect.Effect<Runs.Decided, Runs.RunNotFound | HumanLoop.DecideError | RequestError>
+  /** `POST /runs/:runId/answers/:questionId`: answers a question of the run (`GET /runs/:id` lists them in `questions`). */
+  readonly answer: (
+    runId: string,
+    questionId: string,
+    answer: unknown
+  ) => Effect.Effect<Runs.Answered, Runs.RunNotFound | HumanLoop.DecideError | RequestError>
   /** The thread routes (`/threads`), as the server's owner function sees this client. */
   readonly threads: ThreadsClient
 }
@@ -544,6 +550,8 @@ export const make = (options: Options): Effect.Effect<Service, InvalidOptions, H
       stream,
       decide: (runId, toolCallId, decision) =>
         Effect.withSpan(client.decide({ params: { runId, toolCallId }, payload: decision }), "valet/RunsClient.decide"),
+      answer: (runId, questionId, answer) =>
+        Effect.withSpan(client.answer({ params: { runId, questionId }, payload: { answer } }), "valet/RunsClient.answer"),
       threads: {
         create: (createOptions) =>
           Effect.withSpan(client.createThread({ payload: { ...createOptions } }), "valet/RunsClient.threads.create"),
@@ -601,6 +609,8 @@ export interface PromiseClient {
   readonly stream: (request: Runs.RunRequest) => AsyncIterable<AgentEvent.AgentEvent>
   /** `POST /runs/:runId/decisions/:toolCallId`. */
   readonly decide: (runId: string, toolCallId: string, decision: HumanLoop.Decision) => Promise<Runs.Decided>
+  /** `POST /runs/:runId/answers/:questionId`. */
+  readonly answer: (runId: string, questionId: string, answer: unknown) => Promise<Runs.Answered>
   /** The thread routes (`/threads`), as the server's owner function sees this client. */
   readonly threads: {
     readonly [K in keyof ThreadsClient]: ThreadsClient[K] extends (...args: infer P) => Effect.Effect<infer A, infer _E>
@@ -630,6 +640,7 @@ export const promise = (options: Options): PromiseClient => {
     events: (runId, eventOptions) => iterate(client.events(runId, eventOptions)),
     stream: (request) => iterate(client.stream(request)),
     decide: (runId, toolCallId, decision) => run(client.decide(runId, toolCallId, decision)),
+    answer: (runId, questionId, answer) => run(client.answer(runId, questionId, answer)),
     threads: {
       create: (createOptions) => run(client.threads.create(createOptions)),
       get: (threadId, page) => run(client.threads.get(threadId, page)),

@@ -5,9 +5,10 @@
  * nothing.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Schema, Stream } from "effect"
+import { type Duration, Effect, Fiber, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as Agent from "../../src/core/Agent.js"
+import * as Architecture from "../../src/core/Architecture.js"
 import type * as AgentEvent from "../../src/core/AgentEvent.js"
 import * as HumanLoop from "../../src/core/HumanLoop.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
@@ -177,4 +178,78 @@ describe("HumanLoop: approvals in process", () => {
       yield* Fiber.join(run)
       expect(ran).toEqual([`{"x":2}`])
     }).pipe(Effect.provide(HumanLoop.layer)))
+})
+
+describe("HumanLoop: questions", () => {
+  /** An architecture that asks which plan, then answers with it. */
+  const planner = (timeout?: Duration.Input) =>
+    Agent.make({
+      name: "planner",
+      instructions: "",
+      architecture: Architecture.make({
+        name: "asks",
+        program: () =>
+          Effect.gen(function*() {
+            const plan = yield* Architecture.ask("Which plan?", Schema.Literals(["fast", "careful"]), { timeout })
+            return { output: `going ${plan}` }
+          })
+      })
+    })
+
+  it.effect("Architecture.ask: the answer is decoded by its schema; a refused answer changes nothing; events in order", () =>
+    Effect.gen(function*() {
+      const events: Array<AgentEvent.AgentEvent> = []
+      const run = yield* Effect.forkChild(Stream.runForEach(Agent.stream(planner(), "Go."), (event) => Effect.sync(() => events.push(event))))
+      const [question] = yield* HumanLoop.awaitQuestions(1)
+      expect(question).toMatchObject({ questionId: "q1", question: "Which plan?", schema: { type: "string", enum: ["fast", "careful"] } })
+      const refused = yield* Effect.flip(HumanLoop.answer("q1", "slow"))
+      expect(refused).toMatchObject({ _tag: "InvalidDecision" })
+      expect(refused.message).toMatch(/^answer: the answer does not fit/)
+      yield* HumanLoop.answer("q1", "careful")
+      yield* Fiber.join(run)
+      expect(events.filter((event) => event._tag.startsWith("Question")).map((event) => event._tag)).toEqual(["QuestionAsked", "QuestionAnswered"])
+      expect(events.at(-1)).toMatchObject({ _tag: "RunCompleted", result: { output: "going careful" } })
+      expect(yield* Effect.flip(HumanLoop.answer("q1", "fast"))).toMatchObject({ _tag: "AlreadyDecided" })
+    }).pipe(Effect.provide(HumanLoop.layer), Effect.provide(ScriptedModel.layer([]))))
+
+  it.effect("no answer within the timeout, or nobody to ask: the run fails with Unanswered naming the question and why", () =>
+    Effect.gen(function*() {
+      const run = yield* Effect.forkChild(Effect.flip(Agent.run(planner("10 minutes"), "Go.")))
+      yield* HumanLoop.awaitQuestions(1)
+      yield* TestClock.adjust("10 minutes")
+      const error = yield* Fiber.join(run)
+      expect(error).toMatchObject({ _tag: "Unanswered", questionId: "q1", question: "Which plan?", reason: "no answer within 10m" })
+      expect(yield* HumanLoop.questions()).toEqual([])
+    }).pipe(Effect.provide(HumanLoop.layer), Effect.provide(ScriptedModel.layer([]))))
+
+  it.effect("a person declines (dismiss): the run gets Unanswered with their reason; a second dismissal is AlreadyDecided", () =>
+    Effect.gen(function*() {
+      const run = yield* Effect.forkChild(Effect.flip(Agent.run(planner(), "Go.")))
+      yield* HumanLoop.awaitQuestions(1)
+      yield* HumanLoop.dismiss("q1", "not my call")
+      expect(yield* Fiber.join(run)).toMatchObject({ _tag: "Unanswered", reason: "not my call" })
+      expect(yield* Effect.flip(HumanLoop.dismiss("q1", "again"))).toMatchObject({ _tag: "AlreadyDecided" })
+    }).pipe(Effect.provide(HumanLoop.layer), Effect.provide(ScriptedModel.layer([]))))
+
+  it.effect("nobody to ask (no HumanLoop): Unanswered at once", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Agent.run(planner(), "Go."))
+      expect(error).toMatchObject({ _tag: "Unanswered", reason: "nobody can answer it here (no HumanLoop in context)" })
+    }).pipe(Effect.provide(ScriptedModel.layer([]))))
+
+  it.effect("the ask_human tool: the model's question waits for a person's text answer, which the model reads", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "a", instructions: "", tools: [HumanLoop.askTool()] })
+      const run = yield* Effect.forkChild(Agent.run(agent, "Book a table."))
+      const [question] = yield* HumanLoop.awaitQuestions(1)
+      expect(question!.question).toBe("For how many people?")
+      yield* HumanLoop.answer(question!.questionId, "Four.")
+      const result = yield* Fiber.join(run)
+      expect(result.output).toBe("Booked for four.")
+      const second = (yield* ScriptedModel.calls)[1]!
+      expect(second.messages?.at(-1)).toMatchObject({ role: "tool", content: "Four." })
+    }).pipe(
+      Effect.provide(HumanLoop.layer),
+      Effect.provide(ScriptedModel.layer([{ toolCalls: [{ id: "a1", name: "ask_human", arguments: { question: "For how many people?" } }] }, "Booked for four."]))
+    ))
 })

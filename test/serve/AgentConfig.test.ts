@@ -4,7 +4,7 @@
  */
 import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Logger, Result, Stream } from "effect"
+import { Duration, Effect, Layer, Logger, Result, Stream } from "effect"
 import { mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
@@ -143,6 +143,61 @@ agents:
       const result = yield* Agent.run(agents.get("tooled")!.agent, "2+3?")
       expect(result.output).toBe("The sum is 5.")
     }).pipe(Effect.scoped, Effect.provide(services)), 30_000)
+
+  it.live("approvals: the policy holds the agent's MCP tools by name and argument predicate; an unknown tool is an error on its line", () =>
+    Effect.gen(function*() {
+      const file = (approvals: string) => `
+mcpServers:
+  everything: { command: ${JSON.stringify(process.execPath)}, args: [${JSON.stringify(everything)}, stdio] }
+agents:
+  tooled:
+    instructions: Use tools.
+    tools: [everything]
+    approvals:
+${approvals}
+    approvalTimeout: 10 minutes
+    model: ${scripted(["ok"])}
+`
+      const loaded = yield* Result.match(parse(file(`      get-sum: { when: [{ argument: a, above: 100 }, { argument: b, equals: 7 }] }
+      echo: true`)), { onFailure: Effect.fail, onSuccess: Effect.succeed })
+      const agents = yield* AgentConfig.build(loaded)
+      const tools = agents.get("tooled")!.agent.tools
+      const sum = tools.find((tool) => tool.name === "get-sum")!
+      const needed = (tool: typeof sum, args: string) => tool.approval!.needed(args) as Effect.Effect<boolean>
+      expect([
+        yield* needed(sum, `{"a":250,"b":1}`),
+        yield* needed(sum, `{"a":2,"b":7}`),
+        yield* needed(sum, `{"a":2,"b":3}`),
+        // When in doubt a person decides: a string where a number is compared, arguments that are not an object.
+        yield* needed(sum, `{"a":"lots","b":3}`),
+        yield* needed(sum, `not json`)
+      ]).toEqual([true, true, false, true, true])
+      expect(Duration.toMillis(sum.approval!.timeout!)).toBe(600_000)
+      expect(yield* needed(tools.find((tool) => tool.name === "echo")!, `{"message":"hi"}`)).toBe(true)
+      // Tools the policy does not name are untouched.
+      expect(tools.filter((tool) => tool.approval !== undefined).map((tool) => tool.name).sort()).toEqual(["echo", "get-sum"])
+      const unknown = yield* Effect.flip(
+        Effect.flatMap(Result.match(parse(file(`      get-summ: true`)), { onFailure: Effect.fail, onSuccess: Effect.succeed }), (bad) => AgentConfig.build(bad))
+      )
+      expect(unknown.message).toMatch(/^valet\.yaml:9:17: agents\.tooled\.approvals\.get-summ names the tool "get-summ", which the agent does not have \(its tools: .*get-sum.*\)$/)
+    }).pipe(Effect.scoped, Effect.provide(services)), 30_000)
+
+  it("approvals: bad predicates, a timeout without approvals and approvals without tools are refused on their line", () => {
+    const agent = (lines: string) => `model: ${scripted(["x"])}\nagents:\n  a:\n    instructions: x\n${lines}`
+    expect(refusal(agent("    approvals: { refund: { when: { argument: amount, matches: \"(\" } } }\n"))).toMatch(
+      /^valet\.yaml:5:63: agents\.a\.approvals\.refund\.when\.matches must be a regular expression: Invalid regular expression/
+    )
+    expect(refusal(agent("    approvals: { refund: { when: { argument: amount, above: 1, equals: 2 } } }\n"))).toMatch(
+      /^valet\.yaml:5:\d+: agents\.a\.approvals\.refund\.when needs exactly one of above, below, equals, matches \(it has above, equals\)/
+    )
+    expect(refusal(agent("    approvals: { refund: false }\n"))).toMatch(/^valet\.yaml:5:\d+: agents\.a\.approvals\.refund /)
+    expect(refusal(agent("    approvalTimeout: 1 minute\n"))).toBe(
+      "valet.yaml:5:22: agents.a.approvalTimeout is how long the calls of approvals wait, and the agent has no approvals"
+    )
+    expect(refusal(agent("    approvals: { refund: true }\n"))).toBe(
+      `valet.yaml:5:26: agents.a.approvals.refund names the tool "refund", and the agent has no tools (tools: names the MCP servers they come from)`
+    )
+  })
 
   it.effect("load refuses a file larger than maxFileBytes before reading it: a large file, a sparse 200 MB one, a device", () =>
     Effect.gen(function*() {

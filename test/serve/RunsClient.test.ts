@@ -16,6 +16,7 @@ import * as Agent from "../../src/core/Agent.js"
 import * as AgentEvent from "../../src/core/AgentEvent.js"
 import type * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
+import * as HumanLoop from "../../src/core/HumanLoop.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Threads from "../../src/core/Threads.js"
 import * as Tool from "../../src/core/Tool.js"
@@ -417,5 +418,28 @@ describe("RunsClient: decisions on runs that wait for a person", () => {
           .then(async (response) => ({ status: response.status, body: await response.text() })))
       expect(raw.status).toBe(400)
       expect(raw.body).toMatch(/approved/)
+    }).pipe(Effect.scoped), 30_000)
+})
+
+describe("RunsClient: answers to questions a run asks", () => {
+  it.live("the ask_human tool over HTTP: GET /runs/:id lists the question; an answer resumes the run; a second is 409", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({
+        name: "booker",
+        instructions: "",
+        tools: [HumanLoop.askTool()],
+        model: Layer.orDie(ScriptedModel.layer([{ toolCalls: [{ id: "a1", name: "ask_human", arguments: { question: "How many?" } }] }, "Booked."]))
+      }) as Agent.Agent<never>
+      const client = yield* clientOf({ baseUrl: yield* serve([agent]) })
+      const { runId } = yield* client.create({ agent: "booker", input: "Book." })
+      yield* client.events(runId).pipe(Stream.takeUntil((event) => event._tag === "QuestionAsked"), Stream.runDrain)
+      const waiting = yield* client.get(runId)
+      expect(waiting.status).toBe("waiting")
+      expect(waiting.questions).toMatchObject([{ questionId: "q1", question: "How many?", schema: { type: "string" } }])
+      expect(yield* Effect.flip(client.answer(runId, "q1", 4))).toMatchObject({ _tag: "InvalidDecision" })
+      expect(yield* client.answer(runId, "q1", "Four.")).toMatchObject({ runId, questionId: "q1" })
+      const events = yield* collect(client.events(runId))
+      expect(events.at(-1)).toMatchObject({ _tag: "RunCompleted", result: { output: "Booked." } })
+      expect(yield* Effect.flip(client.answer(runId, "q1", "Five."))).toMatchObject({ _tag: "NotWaiting" })
     }).pipe(Effect.scoped), 30_000)
 })

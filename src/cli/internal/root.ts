@@ -10,6 +10,7 @@ import { mcpCommand } from "./mcp.js"
 import { serveCommand } from "./serve.js"
 import { replayCommand, runCommand } from "./run.js"
 import { runnerCommand } from "./runner.js"
+import { runsCommand } from "./runs.js"
 import { solveCommand } from "./solve.js"
 import { stateCommand } from "./state.js"
 
@@ -18,5 +19,5 @@ export { version } from "./version.js"
 /** `valet` and its subcommands. */
 export const valet = Command.make("valet").pipe(
   Command.withDescription("Effect-native agent framework: run, record and inspect agent architectures."),
-  Command.withSubcommands([journal, solveCommand, evalCommand, actorLoopCommand, stateCommand, runCommand, replayCommand, healthCommand, mcpCommand, serveCommand, runnerCommand])
+  Command.withSubcommands([journal, solveCommand, evalCommand, actorLoopCommand, stateCommand, runCommand, replayCommand, healthCommand, mcpCommand, serveCommand, runnerCommand, runsCommand])
 )

@@ -4,7 +4,8 @@
  * model calls to a cassette, and `valet replay <cassette> "<prompt>"` runs the same agent again from it, with no
  * model at all. `--thread <id>` makes the run a turn of a conversation kept in a SQLite file (`--threads`, default
  * `data/threads.sqlite3`): the thread's messages are the history, the turn's are appended; the thread is started when
- * it does not exist.
+ * it does not exist. Tool calls that wait for a person (a valet.yaml agent's `approvals:`) are decided as `approvals.ts`
+ * says: on the terminal, or by `--approve all|none`.
  */
 import { Effect, type FileSystem, Layer, Option, type Path, Stream } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
@@ -19,6 +20,7 @@ import * as AgentConfig from "../../serve/AgentConfig.js"
 import * as ThreadStore from "../../serve/internal/config/threads.js"
 import * as RunsApi from "../../serve/RunsApi.js"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import { type Decider, deciderOf, terminalPrompter, withDecider } from "./approvals.js"
 import { acceptedNames, architectures, entryOf, names } from "./architectures.js"
 import { CommandFailed, requireAnswer } from "./failure.js"
 import { modelLayer } from "./model.js"
@@ -136,7 +138,8 @@ export const runConfigured = (
   prompt: string,
   stream: boolean,
   printer: Printer,
-  thread?: ThreadSettings | undefined
+  thread?: ThreadSettings | undefined,
+  decider?: Decider | undefined
 ) =>
   Effect.scoped(Effect.gen(function*() {
     const loaded = yield* AgentConfig.load(path)
@@ -152,7 +155,9 @@ export const runConfigured = (
     // The file's own store (its `threads:`), where `valet serve` on the same file keeps them: the conversation
     // continued is that one, not one of a local file.
     const turns = yield* AgentConfig.turnDefaults(loaded)
-    return yield* onThread(thread, (id) => runTurn(catalog.get(chosen)!.agent, prompt, stream, printer, id, turns), AgentConfig.threadsLayer(loaded))
+    const run = onThread(thread, (id) => runTurn(catalog.get(chosen)!.agent, prompt, stream, printer, id, turns), AgentConfig.threadsLayer(loaded))
+    // Without a decider there is no HumanLoop: a call the file's `approvals:` hold is rejected at once.
+    return yield* (decider === undefined ? run : withDecider(decider, run))
   })).pipe(
     // Around the whole run, not around `build` alone: the model clients `build` makes keep using this HTTP client,
     // which a provide around `build` would close as soon as `build` returned ("The client is destroyed").
@@ -280,12 +285,20 @@ export const runCommand = Command.make(
       Flag.optional
     ),
     agent: Flag.String("agent").pipe(Flag.withDescription("With --agents: the agent to run (default: the file's only agent)."), Flag.optional),
+    approve: Flag.Literals("approve", ["all", "none"]).pipe(
+      Flag.withDescription(
+        "Decide the tool calls that wait for a person (the agent's approvals: in valet.yaml) without asking: all approves " +
+          "them, none rejects them. Without it they are asked on the terminal, or rejected when stdin is not one."
+      ),
+      Flag.optional
+    ),
     ...threadFlags,
     ...modelFlags
   },
   (values) =>
     Effect.gen(function*() {
       const thread = yield* threadOf(values)
+      const decider = deciderOf(Option.getOrUndefined(values.approve), process.stdin.isTTY === true, yield* terminalPrompter, stdoutPrinter.note)
       if (Option.isSome(values.agents)) {
         if (Option.isSome(values.record)) {
           return yield* new CommandFailed({
@@ -293,7 +306,7 @@ export const runCommand = Command.make(
           })
         }
         return yield* Effect.flatMap(
-          runConfigured(values.agents.value, values.agent, values.prompt, values.stream, stdoutPrinter, thread),
+          runConfigured(values.agents.value, values.agent, values.prompt, values.stream, stdoutPrinter, thread, decider),
           requireAnswer
         )
       }
@@ -316,7 +329,8 @@ export const runCommand = Command.make(
       "--base-url / --model / --api-key, else VALET_BASE_URL / VALET_MODEL / VALET_API_KEY, else the vLLM pool " +
       `(--config, --actor-name, or ${Vllm.defaultConfigPath}). With --agents valet.yaml --agent <name>, the file's agent ` +
       "(any architecture of the catalog, with its own model and tools). With --thread <id>, the run continues that " +
-      `conversation, kept in a SQLite file (--threads, default ${ThreadStore.defaultSqliteFile}).`
+      `conversation, kept in a SQLite file (--threads, default ${ThreadStore.defaultSqliteFile}). Tool calls the agent's ` +
+      "approvals: hold are asked on the terminal (y/n), or decided by --approve all|none when stdin is not one."
   )
 )
 

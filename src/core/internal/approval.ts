@@ -3,7 +3,7 @@
  * The runtime emits what this answers and runs (or rejects) the call; this file knows nothing of runs.
  */
 import { Duration, Effect, Option } from "effect"
-import * as HumanLoop from "../HumanLoop.js"
+import * as HumanLoop from "./humanLoop.js"
 import type * as Tool from "../Tool.js"
 
 /** How a call that waited was decided, and how long it waited. */

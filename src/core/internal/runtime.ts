@@ -4,8 +4,8 @@
  * so far; structured output is decoded and repaired; the run's span). `Architecture` is the public contract and
  * toolkit over it; only core reads this module.
  */
-import { type Cause, Clock, Context, Data, Effect, Exit, Layer, Predicate, Queue, Result, Scope, Stream, Tracer } from "effect"
-import { type AgentError, type BudgetExhausted, OutputInvalid } from "../AgentError.js"
+import { type Cause, Clock, Context, Data, type Duration, Effect, Exit, Layer, Predicate, Queue, Result, type Schema, Scope, Stream, Tracer } from "effect"
+import { type AgentError, type BudgetExhausted, OutputInvalid, type Unanswered } from "../AgentError.js"
 import { ContextLengthExceeded } from "../ModelError.js"
 import type * as AgentEvent from "../AgentEvent.js"
 import * as Budget from "../Budget.js"
@@ -15,6 +15,7 @@ import * as Tool from "../Tool.js"
 import * as Compaction from "../Compaction.js"
 import * as Approval from "./approval.js"
 import * as Compact from "./compact.js"
+import * as Question from "./question.js"
 import * as Output from "./output.js"
 import { yieldBeforeReading } from "./parse.js"
 import * as Spans from "./spans.js"
@@ -597,6 +598,31 @@ const executeApproved = <R>(
     })
   })
 }
+
+/** See `Architecture.ask`. */
+export const ask = <A, I>(
+  question: string,
+  schema: Schema.Codec<A, I>,
+  options?: { readonly timeout?: Duration.Input | undefined }
+): Effect.Effect<A, Unanswered, CurrentRun> =>
+  CurrentRun.use((run) => {
+    const state = stateOf(run)
+    const request = { sessionId: run.sessionId, questionId: Question.nextId(state), question, schema: Question.schemaOf(schema), requestedAt: state.now() }
+    const ended = (answered: boolean, reason?: string) =>
+      emitWith(run, (timestamp) => ({
+        _tag: "QuestionAnswered",
+        ...base(state, timestamp),
+        questionId: request.questionId,
+        answered,
+        ...(reason !== undefined ? { reason } : {}),
+        waitedMs: state.now() - request.requestedAt
+      }))
+    return emitWith(run, (timestamp) => ({ _tag: "QuestionAsked", ...base(state, timestamp), questionId: request.questionId, question, schema: request.schema })).pipe(
+      Effect.andThen(Question.wait(request, schema, options?.timeout)),
+      Effect.tap(() => ended(true)),
+      Effect.tapError((error) => ended(false, error.reason))
+    )
+  })
 
 /** Emits an architecture-specific milestone, e.g. `progress("self_refine.critique", { round, critique })`. */
 export const progress = (name: string, data: Record<string, unknown> = {}): Effect.Effect<void, never, CurrentRun> =>

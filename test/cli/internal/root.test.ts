@@ -35,8 +35,11 @@ const commands: ReadonlyArray<readonly [path: ReadonlyArray<string>, says: strin
   [["state"], "Inspect the working state the actor loop keeps per task", []],
   [["state", "dump"], "Prints the saved state of a task", ["--state-db", "--render"]],
   [["run"], "Runs an agent on a prompt and prints its answer", [
-    "--architecture", "--stream", "--instructions", "--record", "--base-url", "--model", "--api-key", "--config", "--actor-name"
+    "--architecture", "--stream", "--instructions", "--record", "--base-url", "--model", "--api-key", "--config", "--actor-name",
+    "--approve"
   ]],
+  [["runs"], "The runs of a valet server", []],
+  [["runs", "decide"], "Decides a tool call waiting for a person", ["--approve", "--reject", "--reason", "--url", "--token"]],
   [["replay"], "Runs the agent again from a cassette", ["--architecture", "--stream", "--instructions"]],
   [["health"], "Lists each actor of the vLLM pool", ["--config"]]
 ]
@@ -63,7 +66,7 @@ describe("valet --help", () => {
       const help = events[0]!
       if (help._tag !== "Help") throw new Error("expected help")
       const names = (help.helpDoc.subcommands ?? []).flatMap((group) => group.commands.map((command) => command.name))
-      expect([...names].sort()).toEqual(["actor-loop", "eval", "health", "journal", "mcp", "replay", "run", "runner", "serve", "solve", "state"])
+      expect([...names].sort()).toEqual(["actor-loop", "eval", "health", "journal", "mcp", "replay", "run", "runner", "runs", "serve", "solve", "state"])
     }))
 
   it.effect("valet --version prints the version", () =>

@@ -248,6 +248,8 @@ export const durableHumanLoop = (
           execute: store.expire(runId, key)
         })
       }).pipe(Effect.provideContext(context)) as Effect.Effect<Option.Option<HumanLoop.Resolution>>
+    const notDurable = (id: string) =>
+      Effect.fail(new HumanLoop.NotWaiting({ toolCallId: id, message: `run ${JSON.stringify(runId)} is durable: its questions do not wait (not durable yet)` }))
     const loop: HumanLoop.Service = {
       wait: (request) => Effect.map(waitFor(request, undefined), Option.getOrThrow),
       waitWithin: (request, _check, timeout) => waitFor(request, timeout),
@@ -257,7 +259,14 @@ export const durableHumanLoop = (
       awaitPending: (count) =>
         Effect.suspend(function loop(): Effect.Effect<ReadonlyArray<HumanLoop.ApprovalRequest>> {
           return Effect.flatMap(store.waiting(runId), (rows) => rows.length >= count ? Effect.succeed(rows) : Effect.andThen(Effect.sleep("100 millis"), loop))
-        })
+        }),
+      // Questions are not durable yet: a durable run that asks is answered at once that nobody can answer there
+      // (waiting in this process's memory would be lost with it, and replays would ask again).
+      ask: () => Effect.succeed(Result.fail("nobody can answer it in a durable run yet (questions do not wait durably)")),
+      answer: notDurable,
+      dismiss: notDurable,
+      questions: () => Effect.succeed([]),
+      awaitQuestions: () => Effect.never
     }
     return { loop, handoffs }
   })

@@ -8,6 +8,7 @@ import { Effect, Schema } from "effect"
 import * as Budget from "../../../core/Budget.js"
 import { HttpUrl, WireDuration } from "../../../core/internal/decode.js"
 import * as Mcp from "../../../providers/Mcp.js"
+import * as Approvals from "./approvals.js"
 import { architectureNames, canonicalNames } from "./architectures.js"
 
 /**
@@ -103,7 +104,14 @@ export const AgentSpec = Schema.Struct({
   /** The agent's own model; else the file's `model`. */
   model: Schema.optional(ModelSpec),
   /** Caps on every run of the agent; a run's own budget may only lower them. */
-  budget: Schema.optional(Budget.Limits)
+  budget: Schema.optional(Budget.Limits),
+  /**
+   * Which of the agent's tools' calls wait for a person, by tool name: `true` (every call) or `{ when }` (an
+   * argument predicate; see `approvals.ts`). The names are checked against the agent's tools when it is built.
+   */
+  approvals: Schema.optional(Approvals.Policy),
+  /** How long a call of `approvals` waits before it is rejected (`"10 minutes"`, or milliseconds); default: no limit. */
+  approvalTimeout: Schema.optional(WireDuration)
 })
 export type AgentSpec = typeof AgentSpec.Type
 

@@ -1,0 +1,440 @@
+/**
+ * The `HumanLoop` service, its models, errors and in-process implementation (re-exported by `HumanLoop`): here so
+ * that the runtime, which waits on it, does not import the public module (whose `askTool` runs on the runtime).
+ */
+import { Context, Deferred, type Duration, Effect, Layer, type Option, Result, Schema } from "effect"
+
+/**
+ * A tool call waiting for a person's decision.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface ApprovalRequest {
+  /** The session of the run that made the call (a sub-agent's calls carry their own, under the root's). */
+  readonly sessionId: string
+  readonly toolCallId: string
+  /** The tool's name. */
+  readonly name: string
+  /** The arguments as the model wrote them (JSON text). */
+  readonly arguments: string
+  /** When it started waiting (ms since the epoch, by the run's clock). */
+  readonly requestedAt: number
+}
+
+/**
+ * A person's decision on a waiting call: approved (with arguments edited, as a JSON value the tool's schema
+ * decodes) or rejected (with a reason the model reads).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const Decision = Schema.Struct({
+  approved: Schema.Boolean,
+  reason: Schema.optional(Schema.String),
+  arguments: Schema.optional(Schema.Unknown)
+})
+
+/**
+ * @since 0.2.0
+ * @category models
+ */
+export type Decision = typeof Decision.Type
+
+/**
+ * No call with this id waits for a decision (never asked, or it ended — a timeout, the run cancelled).
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class NotWaiting extends Schema.TaggedError<NotWaiting>()("NotWaiting", {
+  toolCallId: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * The call was decided already: a decision counts once.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class AlreadyDecided extends Schema.TaggedError<AlreadyDecided>()("AlreadyDecided", {
+  toolCallId: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * A decision that cannot be taken: edited arguments the tool's schema refuses, or a call id that several waiting
+ * calls share (name the session). Nothing changed: the call still waits.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class InvalidDecision extends Schema.TaggedError<InvalidDecision>()("InvalidDecision", {
+  toolCallId: Schema.String,
+  message: Schema.String
+}) {}
+
+/**
+ * What `decide` may fail with.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export type DecideError = NotWaiting | AlreadyDecided | InvalidDecision
+
+/**
+ * What a decided call resumes with: the decision, and the argument text to call the tool with when approved.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Resolution {
+  readonly approved: boolean
+  readonly reason?: string | undefined
+  /** The argument text the tool runs with (the model's, or the edited arguments as JSON). */
+  readonly arguments: string
+  readonly edited: boolean
+}
+
+/**
+ * A question a run asks a person (`Architecture.ask`, the `ask_human` tool), waiting for the answer.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface QuestionRequest {
+  readonly sessionId: string
+  /** The question's id in its run (`q1`, `q2`, …). */
+  readonly questionId: string
+  readonly question: string
+  /** The JSON schema of the answer expected, for a UI to render a form. */
+  readonly schema: unknown
+  readonly requestedAt: number
+}
+
+/**
+ * Where waiting calls and questions are kept, decided and answered.
+ *
+ * @since 0.2.0
+ * @category services
+ */
+export interface Service {
+  /**
+   * Waits for the decision on `request` (the runtime calls this for a call that needs approval). `check` checks
+   * edited arguments (the tool's schema): the argument text to call with, or why they do not fit.
+   */
+  readonly wait: (
+    request: ApprovalRequest,
+    check: (value: unknown) => Result.Result<string, string>
+  ) => Effect.Effect<Resolution>
+  /**
+   * Waits as `wait` does, for at most `timeout` (`None` when it passed), on a clock of the loop's own: a durable loop
+   * keeps it in its store so that it survives the process. Without it, `wait` is raced with a timer of this process.
+   *
+   * @since 0.2.0
+   */
+  readonly waitWithin?: (
+    request: ApprovalRequest,
+    check: (value: unknown) => Result.Result<string, string>,
+    timeout: Duration.Duration
+  ) => Effect.Effect<Option.Option<Resolution>>
+  /**
+   * Decides a waiting call. `sessionId` narrows it to a run (its root session: its sub-agents' calls too) when call
+   * ids repeat across runs.
+   */
+  readonly decide: (
+    toolCallId: string,
+    decision: Decision,
+    options?: { readonly sessionId?: string | undefined }
+  ) => Effect.Effect<ApprovalRequest, DecideError>
+  /** The calls waiting now, oldest first (of one run and its sub-agents with `sessionId`). */
+  readonly pending: (options?: { readonly sessionId?: string | undefined }) => Effect.Effect<ReadonlyArray<ApprovalRequest>>
+  /** Waits until at least `count` calls wait (of one run with `sessionId`), and answers them. */
+  readonly awaitPending: (count: number, options?: { readonly sessionId?: string | undefined }) => Effect.Effect<ReadonlyArray<ApprovalRequest>>
+  /**
+   * Waits for the answer to `request` (the runtime calls this for `Architecture.ask`). `check` decodes an answer
+   * with the question's schema: the value the run gets, or why the answer does not fit.
+   */
+  readonly ask: (
+    request: QuestionRequest,
+    check: (answer: unknown) => Result.Result<unknown, string>
+  ) => Effect.Effect<Result.Result<unknown, string>>
+  /**
+   * Answers a waiting question: `NotWaiting` when none with that id waits, `AlreadyDecided` for a second answer,
+   * `InvalidDecision` for an answer the question's schema refuses (it still waits).
+   */
+  readonly answer: (
+    questionId: string,
+    answer: unknown,
+    options?: { readonly sessionId?: string | undefined }
+  ) => Effect.Effect<QuestionRequest, DecideError>
+  /**
+   * Ends a waiting question without an answer (a person declines; nobody is there to answer): the run gets
+   * `Unanswered` with `reason`. `NotWaiting` / `AlreadyDecided` as for `answer`.
+   */
+  readonly dismiss: (
+    questionId: string,
+    reason: string,
+    options?: { readonly sessionId?: string | undefined }
+  ) => Effect.Effect<QuestionRequest, DecideError>
+  /** The questions waiting now, oldest first (of one run and its sub-agents with `sessionId`). */
+  readonly questions: (options?: { readonly sessionId?: string | undefined }) => Effect.Effect<ReadonlyArray<QuestionRequest>>
+  /** Waits until at least `count` questions wait, and answers them. */
+  readonly awaitQuestions: (count: number, options?: { readonly sessionId?: string | undefined }) => Effect.Effect<ReadonlyArray<QuestionRequest>>
+}
+
+/**
+ * The service.
+ *
+ * @since 0.2.0
+ * @category services
+ */
+export class HumanLoop extends Context.Service<HumanLoop, Service>()("valet/HumanLoop") {}
+
+/** A run's session and its sub-agents' (`<root>__…`). */
+const inRun = (sessionId: string, root: string | undefined): boolean =>
+  root === undefined || sessionId === root || sessionId.startsWith(`${root}__`)
+
+/** How many decided calls are remembered (to answer `AlreadyDecided` rather than `NotWaiting`). */
+const rememberedDecisions = 10_000
+
+/**
+ * A `HumanLoop` in this process: waiting calls are fibers on `Deferred`s.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const make: Effect.Effect<Service> = Effect.sync(() => {
+  interface Waiting {
+    readonly request: ApprovalRequest
+    readonly check: (value: unknown) => Result.Result<string, string>
+    readonly done: Deferred.Deferred<Resolution>
+  }
+  const waiting = new Map<string, Waiting>()
+  const decided = new Map<string, true>()
+  interface Asked {
+    readonly request: QuestionRequest
+    readonly check: (answer: unknown) => Result.Result<unknown, string>
+    readonly done: Deferred.Deferred<Result.Result<unknown, string>>
+  }
+  const asked = new Map<string, Asked>()
+  const answered = new Map<string, true>()
+  // Woken whenever a call starts waiting, for `awaitPending`.
+  let changed = Deferred.makeUnsafe<void>()
+  const keyOf = (request: { readonly sessionId: string; readonly toolCallId: string }) => `${request.sessionId}\u0000${request.toolCallId}`
+
+  const list = (root: string | undefined): ReadonlyArray<ApprovalRequest> =>
+    [...waiting.values()].filter((entry) => inRun(entry.request.sessionId, root)).map((entry) => entry.request)
+  const listQuestions = (root: string | undefined): ReadonlyArray<QuestionRequest> =>
+    [...asked.values()].filter((entry) => inRun(entry.request.sessionId, root)).map((entry) => entry.request)
+  const wakeUp = () => {
+    const wake = changed
+    changed = Deferred.makeUnsafe<void>()
+    Deferred.doneUnsafe(wake, Effect.void)
+  }
+
+  const wait: Service["wait"] = (request, check) =>
+    Effect.suspend(() => {
+      const key = keyOf(request)
+      const done = Deferred.makeUnsafe<Resolution>()
+      waiting.set(key, { request, check, done })
+      wakeUp()
+      // However the wait ends (decided, timed out, the run interrupted), the call no longer waits.
+      return Deferred.await(done).pipe(Effect.ensuring(Effect.sync(() => {
+        if (waiting.get(key)?.done === done) waiting.delete(key)
+      })))
+    })
+
+  const decide: Service["decide"] = (toolCallId, decision, options) =>
+    Effect.suspend((): Effect.Effect<ApprovalRequest, DecideError> => {
+      const root = options?.sessionId
+      const matches = [...waiting.entries()].filter(([, entry]) =>
+        entry.request.toolCallId === toolCallId && inRun(entry.request.sessionId, root))
+      if (matches.length === 0) {
+        const wasDecided = [...decided.keys()].some((key) => {
+          const [sessionId, id] = key.split("\u0000")
+          return id === toolCallId && inRun(sessionId!, root)
+        })
+        return wasDecided
+          ? Effect.fail(new AlreadyDecided({ toolCallId, message: `the call ${JSON.stringify(toolCallId)} was decided already` }))
+          : Effect.fail(new NotWaiting({ toolCallId, message: `no call ${JSON.stringify(toolCallId)} waits for a decision` }))
+      }
+      if (matches.length > 1) {
+        return Effect.fail(new InvalidDecision({
+          toolCallId,
+          message: `${matches.length} waiting calls have the id ${JSON.stringify(toolCallId)} (sessions ${matches.map(([, entry]) => entry.request.sessionId).join(", ")}): name the session`
+        }))
+      }
+      const [key, entry] = matches[0]!
+      let argumentsText = entry.request.arguments
+      const edited = decision.approved && decision.arguments !== undefined
+      if (edited) {
+        const checked = entry.check(decision.arguments)
+        if (Result.isFailure(checked)) {
+          return Effect.fail(new InvalidDecision({ toolCallId, message: `arguments: ${checked.failure}` }))
+        }
+        argumentsText = checked.success
+      }
+      waiting.delete(key)
+      decided.set(key, true)
+      if (decided.size > rememberedDecisions) decided.delete(decided.keys().next().value!)
+      Deferred.doneUnsafe(entry.done, Effect.succeed({ approved: decision.approved, reason: decision.reason, arguments: argumentsText, edited }))
+      return Effect.succeed(entry.request)
+    })
+
+  const pending: Service["pending"] = (options) => Effect.sync(() => list(options?.sessionId))
+
+  const awaitPending: Service["awaitPending"] = (count, options) =>
+    Effect.suspend(function loop(): Effect.Effect<ReadonlyArray<ApprovalRequest>> {
+      const now = list(options?.sessionId)
+      if (now.length >= count) return Effect.succeed(now)
+      return Effect.flatMap(Deferred.await(changed), loop)
+    })
+
+  const ask: Service["ask"] = (request, check) =>
+    Effect.suspend(() => {
+      const key = `${request.sessionId}\u0000${request.questionId}`
+      const done = Deferred.makeUnsafe<Result.Result<unknown, string>>()
+      asked.set(key, { request, check, done })
+      wakeUp()
+      return Deferred.await(done).pipe(Effect.ensuring(Effect.sync(() => {
+        if (asked.get(key)?.done === done) asked.delete(key)
+      })))
+    })
+
+  /** Ends the waiting question `questionId` with what `settle` makes of its entry (or why it cannot). */
+  const settle = (
+    questionId: string,
+    options: { readonly sessionId?: string | undefined } | undefined,
+    outcome: (entry: Asked) => Result.Result<Result.Result<unknown, string>, string>
+  ) =>
+    Effect.suspend((): Effect.Effect<QuestionRequest, DecideError> => {
+      const root = options?.sessionId
+      const matches = [...asked.entries()].filter(([, entry]) => entry.request.questionId === questionId && inRun(entry.request.sessionId, root))
+      if (matches.length === 0) {
+        const wasAnswered = [...answered.keys()].some((key) => {
+          const [sessionId, id] = key.split("\u0000")
+          return id === questionId && inRun(sessionId!, root)
+        })
+        return wasAnswered
+          ? Effect.fail(new AlreadyDecided({ toolCallId: questionId, message: `the question ${JSON.stringify(questionId)} was answered already` }))
+          : Effect.fail(new NotWaiting({ toolCallId: questionId, message: `no question ${JSON.stringify(questionId)} waits for an answer` }))
+      }
+      if (matches.length > 1) {
+        return Effect.fail(new InvalidDecision({ toolCallId: questionId, message: `${matches.length} waiting questions have the id ${JSON.stringify(questionId)}: name the session` }))
+      }
+      const [key, entry] = matches[0]!
+      const settled = outcome(entry)
+      if (Result.isFailure(settled)) return Effect.fail(new InvalidDecision({ toolCallId: questionId, message: settled.failure }))
+      asked.delete(key)
+      answered.set(key, true)
+      if (answered.size > rememberedDecisions) answered.delete(answered.keys().next().value!)
+      Deferred.doneUnsafe(entry.done, Effect.succeed(settled.success))
+      return Effect.succeed(entry.request)
+    })
+
+  const answer: Service["answer"] = (questionId, value, options) =>
+    settle(questionId, options, (entry) => {
+      const checked = entry.check(value)
+      return Result.isFailure(checked) ? Result.fail(`answer: ${checked.failure}`) : Result.succeed(Result.succeed(checked.success))
+    })
+
+  const dismiss: Service["dismiss"] = (questionId, reason, options) =>
+    settle(questionId, options, () => Result.succeed(Result.fail(reason)))
+
+  const questions: Service["questions"] = (options) => Effect.sync(() => listQuestions(options?.sessionId))
+
+  const awaitQuestions: Service["awaitQuestions"] = (count, options) =>
+    Effect.suspend(function loop(): Effect.Effect<ReadonlyArray<QuestionRequest>> {
+      const now = listQuestions(options?.sessionId)
+      if (now.length >= count) return Effect.succeed(now)
+      return Effect.flatMap(Deferred.await(changed), loop)
+    })
+
+  return { wait, decide, pending, awaitPending, ask, answer, dismiss, questions, awaitQuestions }
+})
+
+/**
+ * `make` as a layer: one per process (or per server), shared by every run that may wait.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
+export const layer: Layer.Layer<HumanLoop> = Layer.effect(HumanLoop, make)
+
+/**
+ * Decides a waiting call (see `Service.decide`).
+ *
+ * @since 0.2.0
+ * @category accessors
+ */
+export const decide = (
+  toolCallId: string,
+  decision: Decision,
+  options?: { readonly sessionId?: string | undefined }
+): Effect.Effect<ApprovalRequest, DecideError, HumanLoop> => HumanLoop.use((loop) => loop.decide(toolCallId, decision, options))
+
+/**
+ * The calls waiting now (see `Service.pending`).
+ *
+ * @since 0.2.0
+ * @category accessors
+ */
+export const pending = (options?: { readonly sessionId?: string | undefined }): Effect.Effect<ReadonlyArray<ApprovalRequest>, never, HumanLoop> =>
+  HumanLoop.use((loop) => loop.pending(options))
+
+/**
+ * Waits until at least `count` calls wait (see `Service.awaitPending`).
+ *
+ * @since 0.2.0
+ * @category accessors
+ */
+export const awaitPending = (
+  count: number,
+  options?: { readonly sessionId?: string | undefined }
+): Effect.Effect<ReadonlyArray<ApprovalRequest>, never, HumanLoop> => HumanLoop.use((loop) => loop.awaitPending(count, options))
+
+/**
+ * Answers a waiting question (see `Service.answer`).
+ *
+ * @since 0.2.0
+ * @category accessors
+ */
+export const answer = (
+  questionId: string,
+  value: unknown,
+  options?: { readonly sessionId?: string | undefined }
+): Effect.Effect<QuestionRequest, DecideError, HumanLoop> => HumanLoop.use((loop) => loop.answer(questionId, value, options))
+
+/**
+ * The questions waiting now (see `Service.questions`).
+ *
+ * @since 0.2.0
+ * @category accessors
+ */
+export const questions = (options?: { readonly sessionId?: string | undefined }): Effect.Effect<ReadonlyArray<QuestionRequest>, never, HumanLoop> =>
+  HumanLoop.use((loop) => loop.questions(options))
+
+/**
+ * Waits until at least `count` questions wait (see `Service.awaitQuestions`).
+ *
+ * @since 0.2.0
+ * @category accessors
+ */
+export const awaitQuestions = (
+  count: number,
+  options?: { readonly sessionId?: string | undefined }
+): Effect.Effect<ReadonlyArray<QuestionRequest>, never, HumanLoop> => HumanLoop.use((loop) => loop.awaitQuestions(count, options))
+
+/**
+ * Ends a waiting question without an answer (see `Service.dismiss`).
+ *
+ * @since 0.2.0
+ * @category accessors
+ */
+export const dismiss = (
+  questionId: string,
+  reason: string,
+  options?: { readonly sessionId?: string | undefined }
+): Effect.Effect<QuestionRequest, DecideError, HumanLoop> => HumanLoop.use((loop) => loop.dismiss(questionId, reason, options))

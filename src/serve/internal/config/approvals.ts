@@ -1,0 +1,106 @@
+/**
+ * The `approvals:` policy of an agent in `valet.yaml`: which of its tools' calls wait for a person (DESIGN §15).
+ *
+ * ```yaml
+ * approvals:
+ *   delete_file: true                                   # every call
+ *   refund: { when: { argument: amount, above: 100 } }  # calls whose `amount` is above 100
+ *   shell: { when: [{ argument: command, matches: "^rm " }, { argument: sudo, equals: true }] }  # any of them
+ * approvalTimeout: 10 minutes
+ * ```
+ *
+ * The predicate language is deliberately small (no code in a config file): a condition names one argument (a
+ * dotted path into the arguments object) and one test — `above` / `below` a number, `equals` a scalar, `matches` a
+ * regular expression (checked when the file is read). A list holds when any of its conditions does. When in doubt it
+ * asks: arguments that are not a JSON object, or a value of the wrong type for its test (a string for `above`), need
+ * approval; an argument that is absent does not (the tool's own schema refuses a missing required one).
+ */
+import { type Duration, Effect, Schema } from "effect"
+import * as Tool from "../../../core/Tool.js"
+
+const ArgumentPath = Schema.String.check(Schema.makeFilter((path: string) =>
+  /^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$/.test(path) || "must name an argument (a dotted path: order.total)"
+))
+
+const Pattern = Schema.String.check(Schema.makeFilter((pattern: string) => {
+  try {
+    new RegExp(pattern)
+    return true
+  } catch (error) {
+    return `must be a regular expression: ${error instanceof Error ? error.message : String(error)}`
+  }
+}))
+
+const tests = ["above", "below", "equals", "matches"] as const
+
+/** One condition: an argument and exactly one test of it. */
+export const Condition = Schema.Struct({
+  argument: ArgumentPath,
+  above: Schema.optional(Schema.Number),
+  below: Schema.optional(Schema.Number),
+  equals: Schema.optional(Schema.Union([Schema.String, Schema.Number, Schema.Boolean, Schema.Null])),
+  matches: Schema.optional(Pattern)
+}).check(Schema.makeFilter((condition: Readonly<Record<string, unknown>>) => {
+  const given = tests.filter((test) => condition[test] !== undefined)
+  return given.length === 1 || `needs exactly one of ${tests.join(", ")}${given.length > 1 ? ` (it has ${given.join(", ")})` : ""}`
+}))
+export type Condition = typeof Condition.Type
+
+/** A tool's rule: `true` (every call), or `{ when }` (calls where the condition, or any of the list, holds). */
+export const Rule = Schema.Union([
+  Schema.Literal(true),
+  Schema.Struct({
+    when: Schema.Union([Condition, Schema.Array(Condition).check(Schema.isMinLength(1, { expected: "at least one condition" }))])
+  })
+])
+export type Rule = typeof Rule.Type
+
+/** An agent's policy: rules by tool name. */
+export const Policy = Schema.Record(Schema.String, Rule)
+export type Policy = typeof Policy.Type
+
+const valueAt = (value: unknown, path: string): { readonly found: boolean; readonly value?: unknown } => {
+  let current = value
+  for (const key of path.split(".")) {
+    if (typeof current !== "object" || current === null || Array.isArray(current) || !Object.hasOwn(current, key)) {
+      return { found: false }
+    }
+    current = (current as Record<string, unknown>)[key]
+  }
+  return { found: true, value: current }
+}
+
+/** Whether `condition` holds for these arguments (already parsed). */
+const holds = (condition: Condition, args: unknown): boolean => {
+  const at = valueAt(args, condition.argument)
+  if (!at.found) return false
+  const value = at.value
+  if (condition.above !== undefined) return typeof value !== "number" || value > condition.above
+  if (condition.below !== undefined) return typeof value !== "number" || value < condition.below
+  if (condition.matches !== undefined) return typeof value !== "string" || new RegExp(condition.matches).test(value)
+  return value === condition.equals
+}
+
+/**
+ * Whether a call with `argumentsText` needs approval under `rule` (true when the text is not a JSON object: the
+ * policy cannot tell, so a person does).
+ */
+export const needsApproval = (rule: Rule, argumentsText: string): boolean => {
+  if (rule === true) return true
+  let args: unknown
+  try {
+    args = JSON.parse(argumentsText === "" ? "{}" : argumentsText)
+  } catch {
+    return true
+  }
+  if (typeof args !== "object" || args === null || Array.isArray(args)) return true
+  const conditions = Array.isArray(rule.when) ? rule.when : [rule.when as Condition]
+  return conditions.some((condition) => holds(condition, args))
+}
+
+/** The tool with its calls waiting for approval as `rule` says (`Tool.withApproval`). */
+export const apply = <R>(tool: Tool.Tool<R>, rule: Rule, timeout: Duration.Input | undefined): Tool.Tool<R> =>
+  Tool.withApproval(tool, {
+    ...(rule === true ? {} : { needsApproval: (argumentsText: string) => Effect.sync(() => needsApproval(rule, argumentsText)) }),
+    ...(timeout !== undefined ? { timeout } : {})
+  })

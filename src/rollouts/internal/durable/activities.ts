@@ -110,10 +110,11 @@ const OutcomeSchema = Schema.Struct({ content: Schema.String, isError: Schema.Bo
  */
 export const durableTools = <R>(
   tools: ReadonlyArray<Tool.Tool<R>>,
-  handoffs?: { readonly started: (sessionId: string, toolCallId: string) => void }
+  handoffs?: { readonly tools: Set<string>; readonly started: (sessionId: string, toolCallId: string) => void }
 ): Effect.Effect<ReadonlyArray<Tool.Tool<R>>, never, WorkflowContext> =>
   Effect.map(Effect.context<WorkflowContext>(), (context) => {
     const activity = numberedActivities(context, "tools")
+    for (const tool of tools) handoffs?.tools.add(tool.name)
     return tools.map((tool): Tool.Tool<R> => {
       // A tool's own requirements are the caller's, as without durability.
       const call = (argumentsText: string) =>

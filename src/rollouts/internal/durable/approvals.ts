@@ -147,6 +147,8 @@ export const layerMemory: Layer.Layer<Approvals> = Layer.sync(Approvals, () => {
  * engine itself waits for activities in flight before it suspends; this covers the steps between them.
  */
 export interface Handoffs {
+  /** The tools whose calls end a handoff (`durableTools`'): a call of another tool (a sub-agent's own) holds none. */
+  readonly tools: Set<string>
   /** A decided call's tool activity has ended (from `durableTools`). */
   readonly started: (sessionId: string, toolCallId: string) => void
 }
@@ -163,6 +165,7 @@ const makeHandoffs = () => {
     if (--busy === 0) Deferred.doneUnsafe(quiet, Effect.void)
   }
   return {
+    tools: new Set<string>(),
     enter,
     leave,
     handOff: (sessionId: string, toolCallId: string) => void approved.add(`${sessionId}\u0000${toolCallId}`),
@@ -225,7 +228,7 @@ export const durableHumanLoop = (
         ).pipe(Effect.onInterrupt(() => Effect.sync(handoffs.leave)))
         if (Option.isSome(peeked) && Exit.isSuccess(peeked.value) && peeked.value.value !== "timeout") {
           const resolution = peeked.value.value as typeof Resolution.Type
-          if (resolution.approved) handoffs.handOff(request.sessionId, request.toolCallId)
+          if (resolution.approved && handoffs.tools.has(request.name)) handoffs.handOff(request.sessionId, request.toolCallId)
           else handoffs.leave()
           return Option.some(resolution)
         }

@@ -36,6 +36,7 @@ import { formatSchemaError } from "./internal/decode.js"
 import { coerce } from "./internal/coerce.js"
 import { parametersSchema } from "./internal/jsonSchema.js"
 import type * as Model from "./Model.js"
+import * as ToolCalls from "./internal/toolCalls.js"
 
 const TypeId: unique symbol = Symbol.for("valet/Tool")
 
@@ -418,8 +419,11 @@ export const execute = <R>(
     isError: outcome.isError
   })
   const callParsed = options?.parsedArguments !== undefined ? parsedCalls.get(tool.call) : undefined
+  const callWithId = callParsed === undefined ? ToolCalls.withCallId.get(tool.call as (argumentsText: string) => Effect.Effect<Outcome>) : undefined
   const running = callParsed !== undefined
     ? (callParsed(options!.parsedArguments) as Effect.Effect<Outcome, never, R>)
+    : callWithId !== undefined
+    ? (callWithId(call.id, call.arguments) as Effect.Effect<Outcome, never, R>)
     : tool.call(call.arguments)
   // Already done (a pure handler, arguments that did not decode): nothing to time out.
   const done = exitOf(running)

@@ -69,6 +69,7 @@ import { WireDuration } from "../core/internal/decode.js"
 import * as Turn from "../core/internal/threads/turn.js"
 import * as AgentEvent from "../core/AgentEvent.js"
 import * as Budget from "../core/Budget.js"
+import * as HumanLoop from "../core/HumanLoop.js"
 import * as Opts from "../core/internal/options.js"
 import * as Model from "../core/Model.js"
 import * as Threads from "../core/Threads.js"
@@ -79,6 +80,7 @@ import * as TrajectoryStore from "../environment/TrajectoryStore.js"
 import * as ActorLoop from "./ActorLoop.js"
 import * as Evaluate from "./Evaluate.js"
 import * as Activities from "./internal/durable/activities.js"
+import * as Approvals_ from "./internal/durable/approvals.js"
 import * as Engines from "./internal/durable/engines.js"
 import * as Loop from "./internal/evaluate/loop.js"
 import * as Solve from "./internal/evaluate/solve.js"
@@ -91,7 +93,7 @@ import * as Solve from "./internal/evaluate/solve.js"
  */
 export const durableModel = Activities.durableModel
 /**
- * Tools whose every call is an activity of the workflow in flight (`<session>/tool/<name>/<n>`).
+ * Tools whose every call is an activity of the workflow in flight (`<session>/tool/<name>/<call id>`).
  *
  * @since 0.2.0
  * @category activities
@@ -310,14 +312,21 @@ const resolver = <R>(agents: Agents<R>) => (name: string): Effect.Effect<Option.
  */
 const durably = <R, A, E>(
   agent: Agent.Agent<R>,
-  body: (agent: Agent.Agent<R>) => Effect.Effect<A, E, R>
+  body: (agent: Agent.Agent<R>) => Effect.Effect<A, E, R>,
+  run?: { readonly runId: string; readonly agent: string }
 ): Effect.Effect<A, E, R | Model.Model | Activities.WorkflowContext> =>
   Effect.gen(function*() {
     const model = yield* Activities.durableModel(yield* Model.Model)
-    const tools = yield* Activities.durableTools(agent.tools as ReadonlyArray<Tool.Tool<R>>)
+    // Calls that need approval wait durably where the engine keeps approvals (every engine of this module does).
+    const approvals = yield* Effect.serviceOption(Approvals_.Approvals)
+    const humans = run !== undefined && Option.isSome(approvals)
+      ? yield* Approvals_.durableHumanLoop(approvals.value, run.runId, run.agent)
+      : undefined
+    const tools = yield* Activities.durableTools(agent.tools as ReadonlyArray<Tool.Tool<R>>, humans?.handoffs)
     const sandbox = yield* Effect.serviceOption(Sandbox.Sandbox)
     let effect = body(Agent.clone(agent, { tools }) as Agent.Agent<R>).pipe(Effect.provideService(Model.Model, model))
     if (Option.isSome(sandbox)) effect = effect.pipe(Effect.provideService(Sandbox.Sandbox, yield* Activities.durableSandbox(sandbox.value)))
+    if (humans !== undefined) effect = effect.pipe(Effect.provideService(HumanLoop.HumanLoop, humans.loop))
     return yield* effect
   })
 
@@ -381,7 +390,7 @@ export const layer = <R = Model.Model>(agents: Agents<R>): Layer.Layer<never, ne
         : durably(found.value, (agent): Effect.Effect<AgentEvent.RunResult, AgentRunError, R | Activities.WorkflowContext> =>
           payload.thread === undefined
             ? Agent.run(agent, payload.prompt, { sessionId: payload.runId })
-            : threadTurn(agent, payload.prompt, payload.runId, payload.thread)))
+            : threadTurn(agent, payload.prompt, payload.runId, payload.thread), { runId: payload.runId, agent: payload.agent }))
   ) as unknown as Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | R | Model.Model>
   const problems = EvaluateProblem.toLayer((payload) =>
     Effect.flatMap(resolve(payload.agent), (found): Effect.Effect<Solve.Outcome, never, R | Model.Model | Activities.WorkflowContext> =>
@@ -395,6 +404,86 @@ export const layer = <R = Model.Model>(agents: Agents<R>): Layer.Layer<never, ne
   ) as unknown as Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | R | Model.Model>
   return Layer.mergeAll(runs, problems)
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// Approvals
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * Where a durable engine keeps the calls that wait for a decision (valet's table beside the engine's: the engine
+ * itself cannot list what a run waits on). `layerSqlite` and the PostgreSQL layers provide it; with
+ * `WorkflowEngine.layerMemory`, provide `layerApprovalsMemory`.
+ *
+ * @since 0.2.0
+ * @category approvals
+ */
+export const Approvals = Approvals_.Approvals
+
+/**
+ * The approvals of runs that live in this process only (for `WorkflowEngine.layerMemory`).
+ *
+ * @since 0.2.0
+ * @category approvals
+ */
+export const layerApprovalsMemory: Layer.Layer<Approvals_.Approvals> = Approvals_.layerMemory
+
+/**
+ * Options of `decide`.
+ *
+ * @since 0.2.0
+ * @category approvals
+ */
+export interface DecideOptions<R> {
+  /** Narrows the call to this session (and its sub-agents') when a run's sessions repeat a call id. */
+  readonly sessionId?: string | undefined
+  /**
+   * The agents the runners run (as `layer` takes them): edited arguments are checked by the tool's schema, found
+   * by the run's agent and the tool's name, before the decision is taken. Without them an edit is refused.
+   */
+  readonly agents?: Agents<R> | undefined
+}
+
+/**
+ * Decides a call of durable run `runId` that waits for a person, from any process on the engine's store (a runner,
+ * a client, the CLI): approved (with `arguments` edited, checked by the tool's schema first) or rejected. The run
+ * wakes on whichever runner serves it, runs the call (once) or answers the rejection, and goes on; its model calls
+ * before the wait are not sent again. `NotWaiting` for a call that never waited, `AlreadyDecided` for one decided
+ * (or expired) before — the first decision is the one that counts — and `InvalidDecision` for edited arguments the
+ * tool refuses: then nothing changed.
+ *
+ * @since 0.2.0
+ * @category approvals
+ */
+export const decide = <R = never>(
+  runId: string,
+  toolCallId: string,
+  decision: HumanLoop.Decision,
+  options?: DecideOptions<R>
+): Effect.Effect<HumanLoop.ApprovalRequest, HumanLoop.DecideError, Approvals_.Approvals | WorkflowEngine.WorkflowEngine> =>
+  Effect.gen(function*() {
+    const executionId = yield* AgentRun.executionId({ agent: "", prompt: "", runId })
+    const agents = options?.agents
+    const resolve = agents === undefined ? undefined : resolver(agents)
+    return yield* Approvals_.decide(AgentRun, executionId, runId, toolCallId, decision, {
+      sessionId: options?.sessionId,
+      checkOf: (agentName, toolName) =>
+        resolve === undefined
+          ? Effect.succeedNone
+          : Effect.map(resolve(agentName), (agent) =>
+            Option.flatMap(agent, (found) =>
+              Option.fromNullishOr(found.tools.find((tool) => tool.name === toolName)?.approval?.check)))
+    })
+  })
+
+/**
+ * The calls of durable run `runId` that wait for a decision now, oldest first.
+ *
+ * @since 0.2.0
+ * @category approvals
+ */
+export const pending = (runId: string): Effect.Effect<ReadonlyArray<HumanLoop.ApprovalRequest>, never, Approvals_.Approvals> =>
+  Effect.flatMap(Approvals_.Approvals, (store) =>
+    Effect.map(store.waiting(runId), (rows) => rows.map(({ agent: _agent, key: _key, runId: _runId, state: _state, ...request }) => request)))
 
 // ---------------------------------------------------------------------------------------------------------
 // Evaluation

@@ -32,11 +32,13 @@ export const decide = (
       waitedMs: now() - request.requestedAt
     })
     if (Option.isNone(loop)) return Effect.succeed(rejected("nobody can approve this call here (no HumanLoop in context)"))
-    const waiting = loop.value.wait(request, approval.check)
     const timeout = approval.timeout
+    const { wait, waitWithin } = loop.value
     const decided = timeout === undefined
-      ? Effect.map(waiting, Option.some)
-      : Effect.timeoutOption(waiting, timeout)
+      ? Effect.map(wait(request, approval.check), Option.some)
+      : waitWithin !== undefined
+      ? waitWithin(request, approval.check, timeout)
+      : Effect.timeoutOption(wait(request, approval.check), timeout)
     return Effect.map(decided, (resolution) =>
       Option.isSome(resolution)
         ? { ...resolution.value, waitedMs: now() - request.requestedAt }

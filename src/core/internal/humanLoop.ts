@@ -2,7 +2,7 @@
  * The `HumanLoop` service, its models, errors and in-process implementation (re-exported by `HumanLoop`): here so
  * that the runtime, which waits on it, does not import the public module (whose `askTool` runs on the runtime).
  */
-import { Context, Deferred, Effect, Layer, Result, Schema } from "effect"
+import { Context, Deferred, type Duration, Effect, Layer, type Option, Result, Schema } from "effect"
 
 /**
  * A tool call waiting for a person's decision.
@@ -128,6 +128,17 @@ export interface Service {
     request: ApprovalRequest,
     check: (value: unknown) => Result.Result<string, string>
   ) => Effect.Effect<Resolution>
+  /**
+   * Waits as `wait` does, for at most `timeout` (`None` when it passed), on a clock of the loop's own: a durable loop
+   * keeps it in its store so that it survives the process. Without it, `wait` is raced with a timer of this process.
+   *
+   * @since 0.2.0
+   */
+  readonly waitWithin?: (
+    request: ApprovalRequest,
+    check: (value: unknown) => Result.Result<string, string>,
+    timeout: Duration.Duration
+  ) => Effect.Effect<Option.Option<Resolution>>
   /**
    * Decides a waiting call. `sessionId` narrows it to a run (its root session: its sub-agents' calls too) when call
    * ids repeat across runs.

@@ -18,6 +18,7 @@ import * as Architecture from "../../../core/Architecture.js"
 import * as Model from "../../../core/Model.js"
 import * as ModelError from "../../../core/ModelError.js"
 import type * as Tool from "../../../core/Tool.js"
+import * as ToolCalls from "../../../core/internal/toolCalls.js"
 import * as Threads from "../../../core/Threads.js"
 import * as Sandbox from "../../../environment/Sandbox.js"
 import * as StateStore from "../../../environment/StateStore.js"
@@ -52,16 +53,24 @@ const numberedActivities = (context: Context.Context<WorkflowContext>, fallbackS
       readonly success: Success
       readonly error?: Error | undefined
       readonly execute: () => Effect.Effect<Success["Type"], Error["Type"]>
+      /** `"repeats"`: `kind` names the call already; a count (`#n`) only from its second time on. */
+      readonly counted?: "repeats" | undefined
+      /** Told the session when the activity has ended, however it ended. */
+      readonly onEnd?: ((session: string) => void) | undefined
     }
   ): Effect.Effect<Success["Type"], Error["Type"]> =>
     Effect.flatMap(sessionOf(fallbackSession), (session) => {
       const base = `${session}/${kind}`
-      return Activity.make({
-        name: `${base}/${count(base)}`,
+      const n = count(base)
+      const activity = Activity.make({
+        name: options.counted === "repeats" ? (n === 1 ? base : `${base}#${n}`) : `${base}/${n}`,
         success: options.success,
         ...(options.error !== undefined ? { error: options.error } : {}),
         execute: Effect.suspend(options.execute)
       }).pipe(Effect.provideContext(context))
+      const onEnd = options.onEnd
+      // Told at the end, not the start: from decision to result, the call holds off a suspension of the run.
+      return onEnd === undefined ? activity : Effect.ensuring(activity, Effect.sync(() => onEnd(session)))
     }) as Effect.Effect<Success["Type"], Error["Type"]>
 }
 
@@ -92,21 +101,36 @@ export const durableModel = (inner: Model.Service): Effect.Effect<Model.Service,
 
 const OutcomeSchema = Schema.Struct({ content: Schema.String, isError: Schema.Boolean })
 
-/** The tools with every call an activity named `<session>/tool/<name>/<n>`. */
+/**
+ * The tools with every call an activity named by the model's call id, `<session>/tool/<name>/<call id>` (`#n` when a
+ * session repeats an id, counted in the order such calls start: ids repeat only across steps, one after another), or
+ * `<session>/tool/<name>/<n>` when the tool is called directly (no id). Not by a count of all calls: when calls of a
+ * turn wait for decisions, the order they start in differs between executions, and a count would answer one call
+ * with another's stored result (and run that other one again under the next number).
+ */
 export const durableTools = <R>(
-  tools: ReadonlyArray<Tool.Tool<R>>
+  tools: ReadonlyArray<Tool.Tool<R>>,
+  handoffs?: { readonly tools: Set<string>; readonly started: (sessionId: string, toolCallId: string) => void }
 ): Effect.Effect<ReadonlyArray<Tool.Tool<R>>, never, WorkflowContext> =>
   Effect.map(Effect.context<WorkflowContext>(), (context) => {
     const activity = numberedActivities(context, "tools")
-    return tools.map((tool): Tool.Tool<R> => ({
-      ...tool,
+    for (const tool of tools) handoffs?.tools.add(tool.name)
+    return tools.map((tool): Tool.Tool<R> => {
       // A tool's own requirements are the caller's, as without durability.
-      call: (argumentsText) =>
+      const call = (argumentsText: string) =>
         activity(`tool/${tool.name}`, {
           success: OutcomeSchema,
           execute: () => tool.call(argumentsText) as Effect.Effect<Tool.Outcome>
         }) as Effect.Effect<Tool.Outcome, never, R>
-    }))
+      ToolCalls.withCallId.set(call as (argumentsText: string) => Effect.Effect<Tool.Outcome>, (toolCallId, argumentsText) =>
+        activity(`tool/${tool.name}/${toolCallId}`, {
+          success: OutcomeSchema,
+          execute: () => tool.call(argumentsText) as Effect.Effect<Tool.Outcome>,
+          counted: "repeats",
+          onEnd: handoffs === undefined ? undefined : (session) => handoffs.started(session, toolCallId)
+        }))
+      return { ...tool, call }
+    })
   })
 
 /**

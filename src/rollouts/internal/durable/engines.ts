@@ -22,6 +22,7 @@ import { ClusterWorkflowEngine, RunnerAddress, SingleRunner } from "effect/clust
 import { SqlClient, type SqlError } from "effect/sql"
 import { WorkflowEngine } from "effect/workflow"
 import * as SqliteClient from "../../../environment/SqliteClient.js"
+import * as Approvals from "./approvals.js"
 
 /** The store of a durable engine could not be opened. */
 export class DurableStoreError extends Schema.TaggedError<DurableStoreError>()("DurableStoreError", {
@@ -112,7 +113,11 @@ export const layerSqlite = (filename: string) =>
   endOnStoreFailure(filename).pipe(
     Layer.provideMerge(ClusterWorkflowEngine.layer),
     // One process: shard locks need not outlive it (with "sql", a restarted process waits for the old locks to expire).
-    Layer.provideMerge(SingleRunner.layer({ runnerStorage: "memory" })),
+    // Messages stored for later (a durable clock's wake-up: an approval's timeout) are read every second, not
+    // effect/cluster's 10 s, so a timeout ends within about a second of its time.
+    Layer.provideMerge(SingleRunner.layer({ runnerStorage: "memory", shardingConfig: { entityMessagePollInterval: Duration.seconds(1) } })),
+    // valet's table of waiting calls, in the same file.
+    Layer.provideMerge(Approvals.layerSql),
     // Built once, for the cluster's storage and the guard; kept private, so it never stands in for a SqlClient of the caller.
     Layer.provide(sqliteStore(filename)),
     Layer.provide(NodeCrypto.layerDigest)
@@ -211,6 +216,7 @@ export const layerPostgresRunner = (options: RunnerOptions) =>
         ...intervals(options)
       }
     })),
+    Layer.provideMerge(Approvals.layerSql),
     Layer.provideMerge(pgClient(options)),
     Layer.provide(NodeCrypto.layerDigest)
   )
@@ -223,6 +229,7 @@ export const layerPostgresClient = (options: PostgresOptions) =>
       storage: "sql",
       shardingConfig: { entityReplyPollInterval: Duration.millis(200) }
     })),
+    Layer.provideMerge(Approvals.layerSql),
     Layer.provide(pgClient(options)),
     Layer.provide(NodeCrypto.layerDigest)
   )

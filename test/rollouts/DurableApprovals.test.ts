@@ -1,0 +1,208 @@
+/**
+ * Approvals that wait durably (issue 28 part 3): a durable run's call that needs approval suspends the workflow on
+ * a `DurableDeferred`; `Durable.decide` from outside the run (compare-and-set on valet's table, then the deferred)
+ * wakes it; the approved tool runs once and the model calls before the wait are not sent again.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, Option, Schema } from "effect"
+import { spawn, spawnSync } from "node:child_process"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { createInterface } from "node:readline"
+import * as Agent from "../../src/core/Agent.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Tool from "../../src/core/Tool.js"
+import * as Durable from "../../src/rollouts/Durable.js"
+
+/** A tool that needs approval and counts its runs (by argument). */
+const counted = () => {
+  const ran: Array<number> = []
+  const act = Tool.make({
+    name: "act",
+    description: "",
+    parameters: Schema.Struct({ n: Schema.Number }),
+    handler: ({ n }) => Effect.sync(() => (ran.push(n), `did ${n}`)),
+    needsApproval: ({ n }) => Effect.succeed(n > 0)
+  })
+  return { ran, act }
+}
+
+/** Polls `effect` until `done` holds (a live test: the engine runs on its own fibers). */
+const until = <A, E, R>(effect: Effect.Effect<A, E, R>, done: (a: A) => boolean): Effect.Effect<A, E | string, R> =>
+  Effect.gen(function*() {
+    for (let i = 0; i < 400; i++) {
+      const value = yield* effect
+      if (done(value)) return value
+      yield* Effect.sleep("25 millis")
+    }
+    return yield* Effect.fail(`condition never held: last ${JSON.stringify(yield* effect)}`)
+  })
+
+const withStore = <A, E, R>(use: (file: string) => Effect.Effect<A, E, R>) =>
+  Effect.acquireUseRelease(
+    Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-dwait-"))),
+    (dir) => use(join(dir, "runs.db")),
+    (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+  )
+
+describe("Durable approvals (Durable.layerSqlite, one process)", () => {
+  it.live("a call waits suspended; decided from outside, the tool runs once and no model call is sent again", () =>
+    withStore((file) =>
+      Effect.gen(function*() {
+        const { ran, act } = counted()
+        let sent = 0
+        const model = ScriptedModel.layer((_request, index) => {
+          sent++
+          return index === 0 ? { toolCalls: [{ id: "c1", name: "act", arguments: { n: 1 } }] } : "done"
+        })
+        const agent = Agent.make({ name: "worker", instructions: "", tools: [act] })
+        const engine = Durable.layer([agent]).pipe(Layer.provideMerge(Durable.layerSqlite(file)), Layer.provide(model))
+        yield* Effect.gen(function*() {
+          const payload = { agent: "worker", prompt: "go", runId: "run-a" }
+          const executionId = yield* Durable.AgentRun.execute(payload, { discard: true })
+          const [waiting] = yield* until(Durable.pending("run-a"), (rows) => rows.length === 1)
+          expect(waiting).toMatchObject({ sessionId: "run-a", toolCallId: "c1", name: "act", arguments: `{"n":1}` })
+          const suspended = yield* until(Durable.AgentRun.poll(executionId), (p) => Option.isSome(p) && p.value._tag === "Suspended")
+          expect(Option.isSome(suspended)).toBe(true)
+          expect(ran).toEqual([])
+          expect(sent).toBe(1)
+          // Unknown call, edited arguments the schema refuses: nothing changes.
+          const unknown = yield* Effect.flip(Durable.decide("run-a", "nope", { approved: true }))
+          expect(unknown._tag).toBe("NotWaiting")
+          const refused = yield* Effect.flip(Durable.decide("run-a", "c1", { approved: true, arguments: { n: "x" } }, { agents: [agent] }))
+          expect(refused._tag).toBe("InvalidDecision")
+          expect(refused.message).toContain("arguments")
+          expect((yield* Durable.pending("run-a")).length).toBe(1)
+          // Approved with edited arguments, checked by the tool's schema.
+          yield* Durable.decide("run-a", "c1", { approved: true, arguments: { n: 7 } }, { agents: [agent] })
+          const again = yield* Effect.flip(Durable.decide("run-a", "c1", { approved: false }))
+          expect(again._tag).toBe("AlreadyDecided")
+          const result = yield* Durable.AgentRun.execute(payload)
+          expect(result.output).toBe("done")
+          expect(ran).toEqual([7])
+          expect(sent).toBe(2)
+          expect(yield* Durable.pending("run-a")).toEqual([])
+        }).pipe(Effect.provide(engine))
+      })), 60_000)
+
+  it.live("rejected: the tool never runs, the model reads the rejection", () =>
+    withStore((file) =>
+      Effect.gen(function*() {
+        const { ran, act } = counted()
+        const seen: Array<string> = []
+        const model = ScriptedModel.layer((request, index) => {
+          if (index === 0) return { toolCalls: [{ id: "c1", name: "act", arguments: { n: 1 } }] }
+          seen.push(String(request.messages?.at(-1)?.content))
+          return "ok"
+        })
+        const agent = Agent.make({ name: "worker", instructions: "", tools: [act] })
+        const engine = Durable.layer([agent]).pipe(Layer.provideMerge(Durable.layerSqlite(file)), Layer.provide(model))
+        yield* Effect.gen(function*() {
+          const payload = { agent: "worker", prompt: "go", runId: "run-r" }
+          yield* Durable.AgentRun.execute(payload, { discard: true })
+          yield* until(Durable.pending("run-r"), (rows) => rows.length === 1)
+          yield* Durable.decide("run-r", "c1", { approved: false, reason: "too risky" })
+          const result = yield* Durable.AgentRun.execute(payload)
+          expect(result.output).toBe("ok")
+          expect(ran).toEqual([])
+          expect(seen).toEqual(["ERROR: rejected: too risky"])
+        }).pipe(Effect.provide(engine))
+      })), 60_000)
+
+  it.live("calls of one turn are decided independently, each answered by its own tool run (activities named by call id)", () =>
+    withStore((file) =>
+      Effect.gen(function*() {
+        const { ran, act } = counted()
+        const seen: Array<string> = []
+        const model = ScriptedModel.layer((request, index) => {
+          if (index === 0) {
+            return { toolCalls: [
+              { id: "c1", name: "act", arguments: { n: 1 } },
+              { id: "c2", name: "act", arguments: { n: 2 } },
+              { id: "c3", name: "act", arguments: { n: 0 } }
+            ] }
+          }
+          seen.push(...(request.messages ?? []).filter((m) => m.role === "tool").map((m) => `${m.role === "tool" ? m.toolCallId : ""}=${m.content}`))
+          return "ok"
+        })
+        const agent = Agent.make({ name: "worker", instructions: "", tools: [act] })
+        const engine = Durable.layer([agent]).pipe(Layer.provideMerge(Durable.layerSqlite(file)), Layer.provide(model))
+        yield* Effect.gen(function*() {
+          const payload = { agent: "worker", prompt: "go", runId: "run-t" }
+          const executionId = yield* Durable.AgentRun.execute(payload, { discard: true })
+          yield* until(Durable.pending("run-t"), (rows) => rows.length === 2)
+          yield* until(Durable.AgentRun.poll(executionId), (p) => Option.isSome(p) && p.value._tag === "Suspended")
+          // c3 needed no approval: it ran while the others wait.
+          expect(ran).toEqual([0])
+          // c2 decided first: it runs while c1 still waits.
+          yield* Durable.decide("run-t", "c2", { approved: true })
+          yield* until(Effect.sync(() => ran.length), (n) => n === 2)
+          expect(ran).toEqual([0, 2])
+          yield* until(Durable.AgentRun.poll(executionId), (p) => Option.isSome(p) && p.value._tag === "Suspended")
+          expect((yield* Durable.pending("run-t")).map((r) => r.toolCallId)).toEqual(["c1"])
+          yield* Durable.decide("run-t", "c1", { approved: true })
+          const result = yield* Durable.AgentRun.execute(payload)
+          expect(result.output).toBe("ok")
+          // Each call ran once, and each result is its own (with a count of starts, c1 got c2's stored result).
+          expect(ran).toEqual([0, 2, 1])
+          expect(seen).toEqual(["c1=did 1", "c2=did 2", "c3=did 0"])
+        }).pipe(Effect.provide(engine))
+      })), 60_000)
+
+  it.live("approvalTimeout: a DurableClock rejects the call when no decision comes; a late decision is AlreadyDecided", () =>
+    withStore((file) =>
+      Effect.gen(function*() {
+        const ran: Array<number> = []
+        const act = Tool.make({
+          name: "act",
+          description: "",
+          parameters: Schema.Struct({ n: Schema.Number }),
+          handler: ({ n }) => Effect.sync(() => (ran.push(n), `did ${n}`)),
+          needsApproval: true,
+          approvalTimeout: "1 second"
+        })
+        const seen: Array<string> = []
+        const model = ScriptedModel.layer((request, index) => {
+          if (index === 0) return { toolCalls: [{ id: "c1", name: "act", arguments: { n: 1 } }] }
+          seen.push(String(request.messages?.at(-1)?.content))
+          return "ok"
+        })
+        const agent = Agent.make({ name: "worker", instructions: "", tools: [act] })
+        const engine = Durable.layer([agent]).pipe(Layer.provideMerge(Durable.layerSqlite(file)), Layer.provide(model))
+        yield* Effect.gen(function*() {
+          const payload = { agent: "worker", prompt: "go", runId: "run-o" }
+          const executionId = yield* Durable.AgentRun.execute(payload, { discard: true })
+          yield* until(Durable.pending("run-o"), (rows) => rows.length === 1)
+          // Suspended on the race of the decision and the clock: no fiber waits on a timer of this process.
+          yield* until(Durable.AgentRun.poll(executionId), (p) => Option.isSome(p) && p.value._tag === "Suspended")
+          const result = yield* Durable.AgentRun.execute(payload)
+          expect(result.output).toBe("ok")
+          expect(ran).toEqual([])
+          expect(seen).toEqual(["ERROR: rejected: no decision within 1s"])
+          const late = yield* Effect.flip(Durable.decide("run-o", "c1", { approved: true }))
+          expect(late._tag).toBe("AlreadyDecided")
+        }).pipe(Effect.provide(engine))
+      })), 60_000)
+})
+
+describe("Durable approvals across processes", () => {
+  it.live("SQLite: the process whose run waits is killed (SIGKILL); another decides on the same file, the run ends, the tool ran once, no model call sent again", () =>
+    withStore((file) =>
+      Effect.gen(function*() {
+        const child = join(import.meta.dirname, "..", "support", "durableApprovalChild.ts")
+        const first = yield* Effect.promise(() =>
+          new Promise<Array<string>>((resolve) => {
+            const lines: Array<string> = []
+            const running = spawn(process.execPath, ["--import", "tsx", child, file, "start"], { stdio: ["ignore", "pipe", "ignore"] })
+            createInterface({ input: running.stdout! }).on("line", (line) => {
+              lines.push(line)
+              if (line.startsWith("waiting")) running.kill("SIGKILL")
+            })
+            running.on("exit", () => resolve(lines))
+          }))
+        expect(first).toEqual(["call react.turn_1", "waiting k1"])
+        const second = spawnSync(process.execPath, ["--import", "tsx", child, file, "decide"], { encoding: "utf8", timeout: 30_000 })
+        expect(second.stdout.trim().split("\n")).toEqual(["tool 1", "call react.turn_2", "result finished"])
+      })), 60_000)
+})

@@ -14,6 +14,7 @@ import { Context, Deferred, Duration, Effect, Exit, Layer, Option, Result, Schem
 import { SqlClient } from "effect/sql"
 import { Activity, DurableClock, DurableDeferred, type Workflow, WorkflowEngine } from "effect/workflow"
 import * as HumanLoop from "../../../core/HumanLoop.js"
+import { createTables } from "../../../core/internal/sql.js"
 import type { WorkflowContext } from "./activities.js"
 
 /** What a waiting call resumes with, as stored on its deferred (changing it breaks runs waiting on the old one). */
@@ -57,10 +58,16 @@ const table = "valet_durable_approvals"
 export const layerSql: Layer.Layer<Approvals, never, SqlClient.SqlClient> = Layer.effect(Approvals, Effect.gen(function*() {
   const sql = (yield* SqlClient.SqlClient).withoutTransforms()
   const t = sql(table)
-  yield* sql`CREATE TABLE IF NOT EXISTS ${t} (
+  // Under PostgreSQL's advisory lock: runners started at once on an empty database would race on the table's
+  // catalogue rows (one of them failing with a duplicate key in pg_type).
+  yield* createTables(
+    sql,
+    table,
+    sql`CREATE TABLE IF NOT EXISTS ${t} (
     run_id TEXT NOT NULL, approval_key TEXT NOT NULL, session_id TEXT NOT NULL, tool_call_id TEXT NOT NULL,
     agent TEXT NOT NULL, name TEXT NOT NULL, arguments TEXT NOT NULL, requested_at BIGINT NOT NULL,
-    state TEXT NOT NULL, resolution TEXT, PRIMARY KEY (run_id, approval_key))`.pipe(Effect.orDie)
+    state TEXT NOT NULL, resolution TEXT, PRIMARY KEY (run_id, approval_key))`
+  ).pipe(Effect.orDie)
   interface Raw {
     readonly run_id: string
     readonly approval_key: string

@@ -5,11 +5,11 @@
  * nothing.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { type Duration, Effect, Fiber, Schema, Stream } from "effect"
+import { type Duration, Effect, Fiber, Result, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as Agent from "../../src/core/Agent.js"
 import * as Architecture from "../../src/core/Architecture.js"
-import type * as AgentEvent from "../../src/core/AgentEvent.js"
+import * as AgentEvent from "../../src/core/AgentEvent.js"
 import * as HumanLoop from "../../src/core/HumanLoop.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
@@ -177,6 +177,24 @@ describe("HumanLoop: approvals in process", () => {
       yield* HumanLoop.decide("r1", { approved: true, arguments: { x: 2 } })
       yield* Fiber.join(run)
       expect(ran).toEqual([`{"x":2}`])
+    }).pipe(Effect.provide(HumanLoop.layer)))
+
+  it.effect("a run's session narrows decide to it and its sub-agents, not to another root that begins the same (X vs X_)", () =>
+    Effect.gen(function*() {
+      const loop = yield* HumanLoop.HumanLoop
+      // A call of a sub-agent of the run whose session is "X_" (`X___helper`): not of the run "X".
+      const request = { sessionId: "X___helper", toolCallId: "c1", name: "refund", arguments: "{}", requestedAt: 0 }
+      const waiting = yield* Effect.forkChild(loop.wait(request, (value) => Result.succeed(JSON.stringify(value))))
+      yield* HumanLoop.awaitPending(1)
+      expect(yield* HumanLoop.pending({ sessionId: "X" })).toEqual([])
+      expect(yield* Effect.flip(HumanLoop.decide("c1", { approved: true }, { sessionId: "X" }))).toMatchObject({ _tag: "NotWaiting" })
+      // Its own run's session, and a real sub-agent of "X", still reach it or theirs.
+      expect(yield* HumanLoop.pending({ sessionId: "X_" })).toHaveLength(1)
+      yield* HumanLoop.decide("c1", { approved: false, reason: "no" }, { sessionId: "X_" })
+      expect(yield* Fiber.join(waiting)).toMatchObject({ approved: false, reason: "no" })
+      expect(AgentEvent.isWithinSession("X__helper__critic_1", "X")).toBe(true)
+      expect(AgentEvent.isWithinSession("X___helper", "X")).toBe(false)
+      expect(AgentEvent.isWithinSession("X__", "X")).toBe(false)
     }).pipe(Effect.provide(HumanLoop.layer)))
 })
 

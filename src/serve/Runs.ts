@@ -783,6 +783,9 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
               }
               record.status = record.error !== undefined ? "failed" : "completed"
               record.endedAt = now
+              // A run that ended (cancelled, failed) while calls or questions waited: none of them waits any more.
+              record.pending.clear()
+              record.questions.clear()
               touch(record)
               prune(now)
             }))

@@ -199,4 +199,18 @@ describe("Runs: decisions", () => {
       yield* Fiber.interrupt(theirs)
     }).pipe(Effect.provide(withLoop)))
 
+  it.effect("a run cancelled while a call waits: get no longer lists the call as pending", () =>
+    Effect.gen(function*() {
+      const runs = yield* Runs.Runs
+      const { runId } = yield* runs.start({ agent: "approving", input: "Refund 7." })
+      // The registry has read the request once its stream has it.
+      yield* Stream.runDrain(Stream.takeUntil(yield* runs.events(runId), (item) => item.event._tag === "ApprovalRequested"))
+      expect(yield* runs.get(runId)).toMatchObject({ status: "waiting", pending: [{ toolCallId: "c1" }] })
+      yield* runs.cancel(runId)
+      yield* collect(yield* runs.events(runId))
+      const ended = yield* runs.get(runId)
+      expect(ended.status).toBe("completed")
+      expect(ended.pending).toBeUndefined()
+      expect(yield* HumanLoop.pending()).toEqual([])
+    }).pipe(Effect.provide(withLoop)))
 })

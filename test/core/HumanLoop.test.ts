@@ -196,6 +196,24 @@ describe("HumanLoop: approvals in process", () => {
       expect(AgentEvent.isWithinSession("X___helper", "X")).toBe(false)
       expect(AgentEvent.isWithinSession("X__", "X")).toBe(false)
     }).pipe(Effect.provide(HumanLoop.layer)))
+
+  it.effect("edited arguments nested deeper than 100 levels: InvalidDecision naming it, not a stack overflow; the call still waits", () =>
+    Effect.gen(function*() {
+      let deep: unknown = 1
+      for (let i = 0; i < 50_000; i++) deep = [deep]
+      const { results, ran } = yield* scenario(
+        [call("c1", "7", 250)],
+        Effect.gen(function*() {
+          yield* HumanLoop.awaitPending(1)
+          expect(yield* Effect.flip(HumanLoop.decide("c1", { approved: true, arguments: { order: deep, amount: 1 } }))).toMatchObject({
+            _tag: "InvalidDecision",
+            message: `arguments: the arguments of tool "refund" nest deeper than 100 levels`
+          })
+          return yield* HumanLoop.decide("c1", { approved: false, reason: "no" })
+        })
+      )
+      expect([results, ran]).toEqual([["ERROR: rejected: no"], []])
+    }).pipe(Effect.provide(HumanLoop.layer)))
 })
 
 describe("HumanLoop: questions", () => {
@@ -247,6 +265,20 @@ describe("HumanLoop: questions", () => {
       yield* HumanLoop.dismiss("q1", "not my call")
       expect(yield* Fiber.join(run)).toMatchObject({ _tag: "Unanswered", reason: "not my call" })
       expect(yield* Effect.flip(HumanLoop.dismiss("q1", "again"))).toMatchObject({ _tag: "AlreadyDecided" })
+    }).pipe(Effect.provide(HumanLoop.layer), Effect.provide(ScriptedModel.layer([]))))
+
+  it.effect("an answer nested deeper than 100 levels: InvalidDecision naming it, not a stack overflow; the question still waits", () =>
+    Effect.gen(function*() {
+      let deep: unknown = "fast"
+      for (let i = 0; i < 50_000; i++) deep = [deep]
+      const run = yield* Effect.forkChild(Agent.run(planner(), "Go."))
+      yield* HumanLoop.awaitQuestions(1)
+      expect(yield* Effect.flip(HumanLoop.answer("q1", deep))).toMatchObject({
+        _tag: "InvalidDecision",
+        message: "answer: the answer nests deeper than 100 levels"
+      })
+      yield* HumanLoop.answer("q1", "fast")
+      expect((yield* Fiber.join(run)).output).toBe("going fast")
     }).pipe(Effect.provide(HumanLoop.layer), Effect.provide(ScriptedModel.layer([]))))
 
   it.effect("nobody to ask (no HumanLoop): Unanswered at once", () =>

@@ -4,6 +4,7 @@
  */
 import { Context, Deferred, type Duration, Effect, Layer, type Option, Result, Schema } from "effect"
 import { isWithinSession } from "../AgentEvent.js"
+import { BoundedJson } from "./parse.js"
 
 /**
  * A tool call waiting for a person's decision.
@@ -33,7 +34,8 @@ export interface ApprovalRequest {
 export const Decision = Schema.Struct({
   approved: Schema.Boolean,
   reason: Schema.optional(Schema.String),
-  arguments: Schema.optional(Schema.Unknown)
+  // Bounded: a deeper value would overflow the stack of the tool's schema check (a defect, not a refusal).
+  arguments: Schema.optional(BoundedJson)
 })
 
 /**

@@ -214,6 +214,30 @@ describe("HumanLoop: approvals in process", () => {
       )
       expect([results, ran]).toEqual([["ERROR: rejected: no"], []])
     }).pipe(Effect.provide(HumanLoop.layer)))
+
+  it.effect("two calls of a step waiting at once under one id (a model repeating ids): the second is rejected at once, the first waits, is listed and decided", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const agent = Agent.make({ name: "support", instructions: "Help.", tools: [makeRefund(ran)] })
+      const events: Array<AgentEvent.AgentEvent> = []
+      const run = yield* Effect.forkChild(Stream.runForEach(Agent.stream(agent, "Refund."), (event) => Effect.sync(() => events.push(event))))
+      const rejection = `ERROR: rejected: another call of this step waits for a decision under the same id "c1"`
+      // Both calls have asked: the second was answered (before the fix it replaced the first, which waited unseen).
+      yield* Effect.suspend(function loop(): Effect.Effect<void> {
+        return events.some((event) => event._tag === "ToolReturned" && event.content === rejection) ? Effect.void : Effect.andThen(Effect.yieldNow, loop)
+      })
+      const waiting = yield* HumanLoop.pending()
+      expect(waiting).toMatchObject([{ toolCallId: "c1", arguments: `{"order":"7","amount":250}` }])
+      yield* HumanLoop.decide("c1", { approved: true })
+      yield* Fiber.join(run)
+      const second = (yield* ScriptedModel.calls)[1]!
+      expect(ran).toEqual(["7:250"])
+      expect((second.messages ?? []).filter((message) => message.role === "tool").map((message) => message.content))
+        .toEqual(["refunded 250 on 7", rejection])
+    }).pipe(
+      Effect.provide(HumanLoop.layer),
+      Effect.provide(ScriptedModel.layer([{ toolCalls: [call("c1", "7", 250), call("c1", "8", 300)] }, "Done."]))
+    ), 10_000)
 })
 
 describe("HumanLoop: questions", () => {

@@ -318,6 +318,19 @@ export const parentSessionId = (sessionId: string): string | undefined => {
 }
 
 /**
+ * Whether `sessionId` is `root` itself or the session of one of its sub-agents, at any depth (`<root>__<role>…`).
+ * Not a bare prefix test: the sub-agents of a root `<root>_` (`<root>___<role>`) begin with `<root>__` too, and are
+ * another run's; a role begins with a letter or digit, never `_`.
+ *
+ * @since 0.2.0
+ * @category sessions
+ */
+export const isWithinSession = (sessionId: string, root: string): boolean =>
+  sessionId === root ||
+  (sessionId.length > root.length + separator.length && sessionId.startsWith(root) &&
+    sessionId.startsWith(separator, root.length) && sessionId.charAt(root.length + separator.length) !== "_")
+
+/**
  * The last segment of a sub-agent's session id (`actor_2`), or `undefined` for a root session.
  *
  * @since 0.1.0

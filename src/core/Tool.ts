@@ -31,7 +31,7 @@
  * @since 0.1.0
  */
 import { Cause, Duration, Effect, Exit, Predicate, Result, Schema, SchemaAST } from "effect"
-import { jsonDepthWithin, maxJsonDepth } from "./internal/parse.js"
+import { jsonDepthWithin, maxJsonDepth, valueDepthWithin } from "./internal/parse.js"
 import { formatSchemaError } from "./internal/decode.js"
 import { coerce } from "./internal/coerce.js"
 import { parametersSchema } from "./internal/jsonSchema.js"
@@ -169,6 +169,9 @@ export const parseArguments = (toolName: string, argumentsText: string): Result.
   }
 }
 
+/** Why edited arguments nested too deep are refused. */
+const tooDeep = (toolName: string): string => `the arguments of tool "${toolName}" nest deeper than ${maxJsonDepth} levels`
+
 /**
  * The `call` of each tool made by `make`, mapped to the same call on arguments already parsed (`parsedArguments`).
  * Keyed by the function, not carried on the tool: a wrapper that spreads a tool and replaces its `call` (as the
@@ -244,7 +247,8 @@ export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A
         // Arguments that do not decode fail the call as they are: there is nothing to approve.
         return params === undefined || Result.isFailure(params) ? Effect.succeed(false) : needsApproval(params.success)
       },
-      check: (value) => Result.map(decode(value), () => JSON.stringify(value)),
+      // Depth first: a person's edit is any JSON value, and a deep one would overflow the decoder's stack.
+      check: (value) => valueDepthWithin(value) ? Result.map(decode(value), () => JSON.stringify(value)) : Result.fail(tooDeep(name)),
       timeout: options.approvalTimeout !== undefined ? Duration.fromInputUnsafe(options.approvalTimeout) : undefined
     }
 
@@ -293,7 +297,9 @@ export const withApproval = <R, R2 = never>(
     needed: options.needsApproval ?? (() => Effect.succeed(true)),
     // A tool `make` defined checks edits with its schema; another's, as a JSON object.
     check: tool.approval?.check ?? ((value) =>
-      Predicate.isObject(value) && !Array.isArray(value)
+      !valueDepthWithin(value)
+        ? Result.fail(tooDeep(tool.name))
+        : Predicate.isObject(value) && !Array.isArray(value)
         ? Result.succeed(JSON.stringify(value))
         : Result.fail(`the arguments of tool "${tool.name}" must be a JSON object`)),
     timeout: options.timeout !== undefined ? Duration.fromInputUnsafe(options.timeout) : undefined

@@ -783,6 +783,9 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
               }
               record.status = record.error !== undefined ? "failed" : "completed"
               record.endedAt = now
+              // A run that ended (cancelled, failed) while calls or questions waited: none of them waits any more.
+              record.pending.clear()
+              record.questions.clear()
               touch(record)
               prune(now)
             }))
@@ -923,7 +926,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
         Effect.flatMap(find(runId, options?.owner), (record) =>
           record.status !== "running"
             ? Effect.fail(new HumanLoop.NotWaiting({ toolCallId, message: `run ${JSON.stringify(runId)} has ended: no call of it waits` }))
-            : options?.sessionId !== undefined && options.sessionId !== record.sessionId && !options.sessionId.startsWith(`${record.sessionId}__`)
+            : options?.sessionId !== undefined && !AgentEvent.isWithinSession(options.sessionId, record.sessionId)
             ? Effect.fail(new HumanLoop.NotWaiting({ toolCallId, message: `the session ${JSON.stringify(options.sessionId)} is not of run ${JSON.stringify(runId)}` }))
             : Effect.map(humanLoop.decide(toolCallId, decision, { sessionId: options?.sessionId ?? record.sessionId }), (request) => ({
               runId,

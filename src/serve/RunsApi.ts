@@ -74,6 +74,7 @@ import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpApiMiddlewa
 import * as AgentEvent from "../core/AgentEvent.js"
 import * as Decode from "../core/internal/decode.js"
 import * as ThreadChecks from "../core/internal/threads/check.js"
+import { BoundedJson } from "../core/internal/parse.js"
 import * as Model from "../core/Model.js"
 import * as HumanLoop from "../core/HumanLoop.js"
 import * as Threads from "../core/Threads.js"
@@ -353,7 +354,7 @@ export const group = HttpApiGroup.make("valet")
     }).middleware(Owner),
     HttpApiEndpoint.post("answer", "/runs/:runId/answers/:questionId", {
       params: { ...RunIdParams, questionId: Schema.String.check(Schema.isNonEmpty(), Schema.isMaxLength(256)) },
-      payload: Schema.Struct({ answer: Schema.Unknown }),
+      payload: Schema.Struct({ answer: BoundedJson }),
       success: Runs.Answered,
       error: [Runs.RunNotFound, NotWaiting, AlreadyDecided, InvalidDecision]
     }).middleware(Owner),

@@ -5,11 +5,11 @@
  * nothing.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { type Duration, Effect, Fiber, Schema, Stream } from "effect"
+import { type Duration, Effect, Fiber, Result, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as Agent from "../../src/core/Agent.js"
 import * as Architecture from "../../src/core/Architecture.js"
-import type * as AgentEvent from "../../src/core/AgentEvent.js"
+import * as AgentEvent from "../../src/core/AgentEvent.js"
 import * as HumanLoop from "../../src/core/HumanLoop.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
@@ -178,6 +178,66 @@ describe("HumanLoop: approvals in process", () => {
       yield* Fiber.join(run)
       expect(ran).toEqual([`{"x":2}`])
     }).pipe(Effect.provide(HumanLoop.layer)))
+
+  it.effect("a run's session narrows decide to it and its sub-agents, not to another root that begins the same (X vs X_)", () =>
+    Effect.gen(function*() {
+      const loop = yield* HumanLoop.HumanLoop
+      // A call of a sub-agent of the run whose session is "X_" (`X___helper`): not of the run "X".
+      const request = { sessionId: "X___helper", toolCallId: "c1", name: "refund", arguments: "{}", requestedAt: 0 }
+      const waiting = yield* Effect.forkChild(loop.wait(request, (value) => Result.succeed(JSON.stringify(value))))
+      yield* HumanLoop.awaitPending(1)
+      expect(yield* HumanLoop.pending({ sessionId: "X" })).toEqual([])
+      expect(yield* Effect.flip(HumanLoop.decide("c1", { approved: true }, { sessionId: "X" }))).toMatchObject({ _tag: "NotWaiting" })
+      // Its own run's session, and a real sub-agent of "X", still reach it or theirs.
+      expect(yield* HumanLoop.pending({ sessionId: "X_" })).toHaveLength(1)
+      yield* HumanLoop.decide("c1", { approved: false, reason: "no" }, { sessionId: "X_" })
+      expect(yield* Fiber.join(waiting)).toMatchObject({ approved: false, reason: "no" })
+      expect(AgentEvent.isWithinSession("X__helper__critic_1", "X")).toBe(true)
+      expect(AgentEvent.isWithinSession("X___helper", "X")).toBe(false)
+      expect(AgentEvent.isWithinSession("X__", "X")).toBe(false)
+    }).pipe(Effect.provide(HumanLoop.layer)))
+
+  it.effect("edited arguments nested deeper than 100 levels: InvalidDecision naming it, not a stack overflow; the call still waits", () =>
+    Effect.gen(function*() {
+      let deep: unknown = 1
+      for (let i = 0; i < 50_000; i++) deep = [deep]
+      const { results, ran } = yield* scenario(
+        [call("c1", "7", 250)],
+        Effect.gen(function*() {
+          yield* HumanLoop.awaitPending(1)
+          expect(yield* Effect.flip(HumanLoop.decide("c1", { approved: true, arguments: { order: deep, amount: 1 } }))).toMatchObject({
+            _tag: "InvalidDecision",
+            message: `arguments: the arguments of tool "refund" nest deeper than 100 levels`
+          })
+          return yield* HumanLoop.decide("c1", { approved: false, reason: "no" })
+        })
+      )
+      expect([results, ran]).toEqual([["ERROR: rejected: no"], []])
+    }).pipe(Effect.provide(HumanLoop.layer)))
+
+  it.effect("two calls of a step waiting at once under one id (a model repeating ids): the second is rejected at once, the first waits, is listed and decided", () =>
+    Effect.gen(function*() {
+      const ran: Array<string> = []
+      const agent = Agent.make({ name: "support", instructions: "Help.", tools: [makeRefund(ran)] })
+      const events: Array<AgentEvent.AgentEvent> = []
+      const run = yield* Effect.forkChild(Stream.runForEach(Agent.stream(agent, "Refund."), (event) => Effect.sync(() => events.push(event))))
+      const rejection = `ERROR: rejected: another call of this step waits for a decision under the same id "c1"`
+      // Both calls have asked: the second was answered (before the fix it replaced the first, which waited unseen).
+      yield* Effect.suspend(function loop(): Effect.Effect<void> {
+        return events.some((event) => event._tag === "ToolReturned" && event.content === rejection) ? Effect.void : Effect.andThen(Effect.yieldNow, loop)
+      })
+      const waiting = yield* HumanLoop.pending()
+      expect(waiting).toMatchObject([{ toolCallId: "c1", arguments: `{"order":"7","amount":250}` }])
+      yield* HumanLoop.decide("c1", { approved: true })
+      yield* Fiber.join(run)
+      const second = (yield* ScriptedModel.calls)[1]!
+      expect(ran).toEqual(["7:250"])
+      expect((second.messages ?? []).filter((message) => message.role === "tool").map((message) => message.content))
+        .toEqual(["refunded 250 on 7", rejection])
+    }).pipe(
+      Effect.provide(HumanLoop.layer),
+      Effect.provide(ScriptedModel.layer([{ toolCalls: [call("c1", "7", 250), call("c1", "8", 300)] }, "Done."]))
+    ), 10_000)
 })
 
 describe("HumanLoop: questions", () => {
@@ -229,6 +289,20 @@ describe("HumanLoop: questions", () => {
       yield* HumanLoop.dismiss("q1", "not my call")
       expect(yield* Fiber.join(run)).toMatchObject({ _tag: "Unanswered", reason: "not my call" })
       expect(yield* Effect.flip(HumanLoop.dismiss("q1", "again"))).toMatchObject({ _tag: "AlreadyDecided" })
+    }).pipe(Effect.provide(HumanLoop.layer), Effect.provide(ScriptedModel.layer([]))))
+
+  it.effect("an answer nested deeper than 100 levels: InvalidDecision naming it, not a stack overflow; the question still waits", () =>
+    Effect.gen(function*() {
+      let deep: unknown = "fast"
+      for (let i = 0; i < 50_000; i++) deep = [deep]
+      const run = yield* Effect.forkChild(Agent.run(planner(), "Go."))
+      yield* HumanLoop.awaitQuestions(1)
+      expect(yield* Effect.flip(HumanLoop.answer("q1", deep))).toMatchObject({
+        _tag: "InvalidDecision",
+        message: "answer: the answer nests deeper than 100 levels"
+      })
+      yield* HumanLoop.answer("q1", "fast")
+      expect((yield* Fiber.join(run)).output).toBe("going fast")
     }).pipe(Effect.provide(HumanLoop.layer), Effect.provide(ScriptedModel.layer([]))))
 
   it.effect("nobody to ask (no HumanLoop): Unanswered at once", () =>

@@ -4,9 +4,13 @@
  * are dropped by count and by age.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Schema, Stream } from "effect"
+import { Effect, Fiber, Layer, Result, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
+import * as Agent from "../../src/core/Agent.js"
+import * as HumanLoop from "../../src/core/HumanLoop.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Tool from "../../src/core/Tool.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as Agents from "../../src/serve/Agents.js"
 import * as Runs from "../../src/serve/Runs.js"
@@ -157,4 +161,56 @@ describe("Runs", () => {
       const third = yield* runs.list({ limit: 3, cursor: second.nextCursor })
       expect(third).toEqual({ runs: [expect.objectContaining({ runId: ids[0] })] })
     }).pipe(Effect.provide(registry())))
+})
+
+describe("Runs: decisions", () => {
+  const refund = Tool.make({
+    name: "refund",
+    description: "Refunds an order",
+    parameters: Schema.Struct({ order: Schema.String }),
+    handler: ({ order }) => Effect.succeed(`refunded ${order}`),
+    needsApproval: true
+  })
+  const approving = Agent.make({
+    name: "approving",
+    instructions: "",
+    tools: [refund],
+    model: Layer.orDie(ScriptedModel.layer([{ toolCalls: [{ id: "c1", name: "refund", arguments: { order: "7" } }] }, "Done."]))
+  }) as Agent.Agent<never>
+  // One HumanLoop shared by the registry and the test, as an app that provides its own.
+  const withLoop = Layer.provideMerge(Runs.layer(), Layer.merge(Agents.layer([approving, agent("slow", [{ text: "Paris.", delay: "10 seconds" }])]), HumanLoop.layer))
+
+  it.effect("an owner's run whose session is X decides nothing of another owner's run X_ (its sub-agent X___helper)", () =>
+    Effect.gen(function*() {
+      const runs = yield* Runs.Runs
+      const loop = yield* HumanLoop.HumanLoop
+      const mine = yield* runs.start({ agent: "slow", input: "x", sessionId: "X" }, { owner: "a" })
+      // A call of a sub-agent of owner b's run "X_", waiting in the same loop.
+      const theirs = yield* Effect.forkChild(loop.wait(
+        { sessionId: "X___helper", toolCallId: "c1", name: "refund", arguments: "{}", requestedAt: 0 },
+        (value) => Result.succeed(JSON.stringify(value))
+      ))
+      yield* HumanLoop.awaitPending(1)
+      expect(yield* Effect.flip(runs.decide(mine.runId, "c1", { approved: true }, { owner: "a" }))).toMatchObject({ _tag: "NotWaiting" })
+      // The chat route passes the session named in the approval id.
+      expect(yield* Effect.flip(runs.decide(mine.runId, "c1", { approved: true }, { owner: "a", sessionId: "X___helper" })))
+        .toMatchObject({ _tag: "NotWaiting" })
+      expect(yield* HumanLoop.pending()).toHaveLength(1)
+      yield* Fiber.interrupt(theirs)
+    }).pipe(Effect.provide(withLoop)))
+
+  it.effect("a run cancelled while a call waits: get no longer lists the call as pending", () =>
+    Effect.gen(function*() {
+      const runs = yield* Runs.Runs
+      const { runId } = yield* runs.start({ agent: "approving", input: "Refund 7." })
+      // The registry has read the request once its stream has it.
+      yield* Stream.runDrain(Stream.takeUntil(yield* runs.events(runId), (item) => item.event._tag === "ApprovalRequested"))
+      expect(yield* runs.get(runId)).toMatchObject({ status: "waiting", pending: [{ toolCallId: "c1" }] })
+      yield* runs.cancel(runId)
+      yield* collect(yield* runs.events(runId))
+      const ended = yield* runs.get(runId)
+      expect(ended.status).toBe("completed")
+      expect(ended.pending).toBeUndefined()
+      expect(yield* HumanLoop.pending()).toEqual([])
+    }).pipe(Effect.provide(withLoop)))
 })

@@ -399,6 +399,15 @@ describe("RunsClient: decisions on runs that wait for a person", () => {
       expect(refused).toMatchObject({ _tag: "InvalidDecision", toolCallId: "c1" })
       expect(yield* Effect.flip(client.decide(runId, "c9", { approved: true }))).toMatchObject({ _tag: "NotWaiting" })
       expect(yield* Effect.flip(client.decide("run_nope", "c1", { approved: true }))).toMatchObject({ _tag: "RunNotFound" })
+      // Edited arguments nested 50,000 deep (100 KB): refused 400 naming the field, not a stack overflow (500).
+      const deep = yield* Effect.promise(() =>
+        fetch(`${baseUrl}/runs/${runId}/decisions/c1`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: `{"approved":true,"arguments":{"amount":${"[".repeat(50_000)}1${"]".repeat(50_000)}}}`
+        }).then(async (response) => ({ status: response.status, body: await response.text() })))
+      expect(deep.status).toBe(400)
+      expect(deep.body).toMatch(/arguments.*nests deeper than 100 levels/)
       expect((yield* client.get(runId)).status).toBe("waiting")
       expect(yield* client.decide(runId, "c1", { approved: true, arguments: { amount: 200 } })).toEqual({
         runId,

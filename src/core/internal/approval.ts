@@ -14,6 +14,21 @@ export interface Decided extends HumanLoop.Resolution {
 /** What the model reads for a rejected call. */
 export const rejection = (reason: string | undefined): string => `ERROR: rejected: ${reason ?? "no reason given"}`
 
+/** The call ids waiting for a decision, per run (its state object): one call at a time per id. */
+const waitingIds = new WeakMap<object, Set<string>>()
+
+/** Claims `toolCallId` for a call of `run` about to wait: `false` when another call of the run waits under it. */
+export const claim = (run: object, toolCallId: string): boolean => {
+  let ids = waitingIds.get(run)
+  if (ids === undefined) waitingIds.set(run, ids = new Set())
+  if (ids.has(toolCallId)) return false
+  ids.add(toolCallId)
+  return true
+}
+
+/** The call waiting under `toolCallId` ended (decided, timed out, interrupted). */
+export const release = (run: object, toolCallId: string): void => void waitingIds.get(run)?.delete(toolCallId)
+
 /**
  * Waits for the decision on `request`: from the `HumanLoop` in context, within the tool's timeout. Without a
  * `HumanLoop`, rejected at once (nobody could approve it, and a call that waits for nobody would wait forever).

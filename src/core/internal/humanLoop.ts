@@ -3,6 +3,8 @@
  * that the runtime, which waits on it, does not import the public module (whose `askTool` runs on the runtime).
  */
 import { Context, Deferred, type Duration, Effect, Layer, type Option, Result, Schema } from "effect"
+import { isWithinSession } from "../AgentEvent.js"
+import { BoundedJson } from "./parse.js"
 
 /**
  * A tool call waiting for a person's decision.
@@ -32,7 +34,8 @@ export interface ApprovalRequest {
 export const Decision = Schema.Struct({
   approved: Schema.Boolean,
   reason: Schema.optional(Schema.String),
-  arguments: Schema.optional(Schema.Unknown)
+  // Bounded: a deeper value would overflow the stack of the tool's schema check (a defect, not a refusal).
+  arguments: Schema.optional(BoundedJson)
 })
 
 /**
@@ -192,9 +195,8 @@ export interface Service {
  */
 export class HumanLoop extends Context.Service<HumanLoop, Service>()("valet/HumanLoop") {}
 
-/** A run's session and its sub-agents' (`<root>__…`). */
-const inRun = (sessionId: string, root: string | undefined): boolean =>
-  root === undefined || sessionId === root || sessionId.startsWith(`${root}__`)
+/** A run's session and its sub-agents' (`<root>__…`, not another root's that merely begins the same). */
+const inRun = (sessionId: string, root: string | undefined): boolean => root === undefined || isWithinSession(sessionId, root)
 
 /** How many decided calls are remembered (to answer `AlreadyDecided` rather than `NotWaiting`). */
 const rememberedDecisions = 10_000

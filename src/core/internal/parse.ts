@@ -126,6 +126,27 @@ export const jsonDepthWithin = (text: string, max: number = maxJsonDepth): boole
   return true
 }
 
+/**
+ * Whether a JSON value already parsed (a request body's field typed `unknown`) nests at most `max` levels, walked
+ * without recursion: `JSON.parse` of a body copes with any depth, but the schema decoders, messages and
+ * `JSON.stringify` that then walk the value recursively overflow the stack (a 10,000-deep array is 20 KB).
+ */
+export const valueDepthWithin = (value: unknown, max: number = maxJsonDepth): boolean => {
+  const stack: Array<readonly [unknown, number]> = [[value, 0]]
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!
+    if (node === null || typeof node !== "object") continue
+    if (depth >= max) return false
+    for (const child of Array.isArray(node) ? node : Object.values(node)) stack.push([child, depth + 1])
+  }
+  return true
+}
+
+/** An outside JSON value of any shape, refused (naming the limit) when it nests deeper than `maxJsonDepth` levels. */
+export const BoundedJson = Schema.Unknown.check(
+  Schema.makeFilter((value: unknown) => valueDepthWithin(value) || `nests deeper than ${maxJsonDepth} levels`)
+)
+
 const tryParse = parseJsonText
 
 /**

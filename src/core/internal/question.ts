@@ -8,6 +8,7 @@ import { Unanswered } from "../AgentError.js"
 import * as HumanLoop from "./humanLoop.js"
 import { formatSchemaError } from "./decode.js"
 import { parametersSchema } from "./jsonSchema.js"
+import { maxJsonDepth, valueDepthWithin } from "./parse.js"
 
 /** Each run's questions are numbered: `q1`, `q2`, … (the same in a run replayed from its start). */
 const counts = new WeakMap<object, number>()
@@ -32,7 +33,10 @@ export const wait = <A, I>(
     if (Option.isNone(loop)) return Effect.fail(unanswered("nobody can answer it here (no HumanLoop in context)"))
     const decode = Schema.decodeUnknownResult(schema as unknown as Schema.Codec<A, unknown>)
     const check = (answer: unknown): Result.Result<unknown, string> =>
-      Result.mapError(decode(answer), (issue) => formatSchemaError("the answer does not fit", issue, answer))
+      // Depth first: an answer is any JSON value, and a deep one would overflow the decoder's stack.
+      !valueDepthWithin(answer)
+        ? Result.fail(`the answer nests deeper than ${maxJsonDepth} levels`)
+        : Result.mapError(decode(answer), (issue) => formatSchemaError("the answer does not fit", issue, answer))
     const asked = Effect.flatMap(loop.value.ask(request, check), (answer) =>
       Result.isSuccess(answer) ? Effect.succeed(answer.success as A) : Effect.fail(unanswered(answer.failure)))
     if (timeout === undefined) return asked

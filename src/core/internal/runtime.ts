@@ -515,10 +515,15 @@ const executeAfterApproval = <R>(
 ): Effect.Effect<Tool.Result, never, R> =>
   Effect.flatMap(approval.needed(call.arguments), (needed) => {
     if (!needed) return executeApproved(run, kit, call, options)
+    // A second call of the session waiting under the same id (a model that repeats ids within a step) could not be
+    // told apart from the first by whoever decides: it would replace the first in the lists and the first would
+    // wait unseen for ever. Rejected at once instead; the first waits as usual.
+    if (!Approval.claim(run, call.id)) return rejected(run, call, `another call of this step waits for a decision under the same id ${JSON.stringify(call.id)}`)
     const request = { sessionId: run.sessionId, toolCallId: call.id, name: call.name, arguments: call.arguments, requestedAt: run.now() }
     const asked = emitWith(run, (timestamp) => ({ _tag: "ApprovalRequested", ...base(run, timestamp), toolCallId: call.id, name: call.name, arguments: call.arguments }))
     return asked.pipe(
       Effect.andThen(Approval.decide(request, approval as Tool.Approval<unknown>, () => run.now())),
+      Effect.ensuring(Effect.sync(() => Approval.release(run, call.id))),
       Effect.tap((decided) =>
         emitWith(run, (timestamp) => ({
           _tag: "ApprovalDecided",
@@ -537,25 +542,30 @@ const executeAfterApproval = <R>(
             ? executeApproved(run, kit, { ...call, arguments: decided.arguments }, { ...options, parsedArguments: undefined })
             : executeApproved(run, kit, call, options)
         }
-        const result: Tool.Result = { toolCallId: call.id, name: call.name, content: Approval.rejection(decided.reason), isError: true }
-        return Effect.as(
-          Effect.andThen(
-            emitWith(run, (timestamp) => ({ _tag: "ToolCalled", ...base(run, timestamp), toolCallId: call.id, name: call.name, arguments: call.arguments })),
-            emitWith(run, (timestamp) => ({
-              _tag: "ToolReturned",
-              ...base(run, timestamp),
-              toolCallId: call.id,
-              name: call.name,
-              content: result.content,
-              isError: true,
-              durationMs: 0
-            }))
-          ),
-          result
-        )
+        return rejected(run, call, decided.reason)
       })
     )
   })
+
+/** A rejected call's result, with its `ToolCalled` and `ToolReturned` (every call the model made is answered in the events too). */
+const rejected = (run: RunState, call: Model.ToolCall, reason: string | undefined): Effect.Effect<Tool.Result> => {
+  const result: Tool.Result = { toolCallId: call.id, name: call.name, content: Approval.rejection(reason), isError: true }
+  return Effect.as(
+    Effect.andThen(
+      emitWith(run, (timestamp) => ({ _tag: "ToolCalled", ...base(run, timestamp), toolCallId: call.id, name: call.name, arguments: call.arguments })),
+      emitWith(run, (timestamp) => ({
+        _tag: "ToolReturned",
+        ...base(run, timestamp),
+        toolCallId: call.id,
+        name: call.name,
+        content: result.content,
+        isError: true,
+        durationMs: 0
+      }))
+    ),
+    result
+  )
+}
 
 const base = (run: RunState, timestamp: number) => ({ sessionId: run.sessionId, timestamp })
 

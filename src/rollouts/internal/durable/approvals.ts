@@ -13,6 +13,7 @@
 import { Context, Deferred, Duration, Effect, Exit, Layer, Option, Result, Schema } from "effect"
 import { SqlClient } from "effect/sql"
 import { Activity, DurableClock, DurableDeferred, type Workflow, WorkflowEngine } from "effect/workflow"
+import * as AgentEvent from "../../../core/AgentEvent.js"
 import * as HumanLoop from "../../../core/HumanLoop.js"
 import { createTables } from "../../../core/internal/sql.js"
 import type { WorkflowContext } from "./activities.js"
@@ -318,7 +319,7 @@ export const decide = <W extends Workflow.Any>(
     const store = yield* Approvals
     const root = options.sessionId
     const rows = (yield* store.find(runId, toolCallId)).filter((row) =>
-      root === undefined || row.sessionId === root || row.sessionId.startsWith(`${root}__`))
+      root === undefined || AgentEvent.isWithinSession(row.sessionId, root))
     const waiting = rows.filter((row) => row.state === "waiting")
     if (waiting.length === 0) {
       return yield* rows.length > 0

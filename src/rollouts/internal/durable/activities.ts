@@ -123,7 +123,8 @@ export const durableTools = <R>(
           execute: () => tool.call(argumentsText) as Effect.Effect<Tool.Outcome>
         }) as Effect.Effect<Tool.Outcome, never, R>
       ToolCalls.withCallId.set(call as (argumentsText: string) => Effect.Effect<Tool.Outcome>, (toolCallId, argumentsText) =>
-        activity(`tool/${tool.name}/${toolCallId}`, {
+        // The id escaped: a model's id holding `#` or `/` cannot name another call's activity (`c1#2`).
+        activity(`tool/${tool.name}/${encodeURIComponent(toolCallId)}`, {
           success: OutcomeSchema,
           execute: () => tool.call(argumentsText) as Effect.Effect<Tool.Outcome>,
           counted: "repeats",

@@ -208,7 +208,8 @@ export const durableHumanLoop = (
     // them in the order it did: ids repeat only across steps, which run one after another).
     const seen = new Map<string, number>()
     const keyOf = (request: HumanLoop.ApprovalRequest): string => {
-      const base = `approval/${request.sessionId}/${request.toolCallId}`
+      // The id escaped, so that `#` and `/` in a model's call id cannot make one call's key another's (`c1#2`).
+      const base = `approval/${request.sessionId}/${encodeURIComponent(request.toolCallId)}`
       const n = (seen.get(base) ?? 0) + 1
       seen.set(base, n)
       return n === 1 ? base : `${base}#${n}`

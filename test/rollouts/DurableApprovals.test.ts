@@ -150,6 +150,31 @@ describe("Durable approvals (Durable.layerSqlite, one process)", () => {
         }).pipe(Effect.provide(engine))
       })), 60_000)
 
+  it.live("call ids a model may write with # in them name no other call's activity (c1 twice, then c1#2)", () =>
+    withStore((file) =>
+      Effect.gen(function*() {
+        const ran: Array<number> = []
+        const act = Tool.make({
+          name: "act",
+          description: "",
+          parameters: Schema.Struct({ n: Schema.Number }),
+          handler: ({ n }) => Effect.sync(() => (ran.push(n), `did ${n}`))
+        })
+        const results: Array<ReadonlyArray<string>> = []
+        const model = ScriptedModel.layer((request, index) => {
+          if (index === 0) return { toolCalls: [{ id: "c1", name: "act", arguments: { n: 1 } }] }
+          if (index === 1) return { toolCalls: [{ id: "c1", name: "act", arguments: { n: 2 } }, { id: "c1#2", name: "act", arguments: { n: 3 } }] }
+          results.push((request.messages ?? []).filter((message) => message.role === "tool").map((message) => message.content))
+          return "done"
+        })
+        const agent = Agent.make({ name: "worker", instructions: "", tools: [act] })
+        const engine = Durable.layer([agent]).pipe(Layer.provideMerge(Durable.layerSqlite(file)), Layer.provide(model))
+        const result = yield* Durable.AgentRun.execute({ agent: "worker", prompt: "go", runId: "run-hash" }).pipe(Effect.provide(engine))
+        expect(result.output).toBe("done")
+        expect([...ran].sort()).toEqual([1, 2, 3])
+        expect(results).toEqual([["did 1", "did 2", "did 3"]])
+      })), 60_000)
+
   it.live("approvalTimeout: a DurableClock rejects the call when no decision comes; a late decision is AlreadyDecided", () =>
     withStore((file) =>
       Effect.gen(function*() {

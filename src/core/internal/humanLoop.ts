@@ -202,159 +202,131 @@ const inRun = (sessionId: string, root: string | undefined): boolean => root ===
 const rememberedDecisions = 10_000
 
 /**
- * A `HumanLoop` in this process: waiting calls are fibers on `Deferred`s.
+ * The waiting requests of one kind (tool calls, questions): each a fiber on a `Deferred` until settled, listed by
+ * run, settled once (a settled id is remembered, to answer `AlreadyDecided` rather than `NotWaiting`).
+ */
+const registry = <Request extends { readonly sessionId: string }, Check, Out>(
+  idOf: (request: Request) => string,
+  words: { readonly what: string; readonly settled: string; readonly waits: string },
+  wakeUp: () => void
+) => {
+  interface Entry {
+    readonly request: Request
+    readonly check: Check
+    readonly done: Deferred.Deferred<Out>
+  }
+  const entries = new Map<string, Entry>()
+  const settled = new Map<string, true>()
+  const keyOf = (sessionId: string, id: string) => `${sessionId}\u0000${id}`
+
+  const list = (root: string | undefined): ReadonlyArray<Request> =>
+    [...entries.values()].filter((entry) => inRun(entry.request.sessionId, root)).map((entry) => entry.request)
+
+  const enter = (request: Request, check: Check): Effect.Effect<Out> =>
+    Effect.suspend(() => {
+      const key = keyOf(request.sessionId, idOf(request))
+      const done = Deferred.makeUnsafe<Out>()
+      entries.set(key, { request, check, done })
+      wakeUp()
+      // However the wait ends (settled, timed out, the run interrupted), it no longer waits.
+      return Deferred.await(done).pipe(Effect.ensuring(Effect.sync(() => {
+        if (entries.get(key)?.done === done) entries.delete(key)
+      })))
+    })
+
+  /** Settles the one waiting request `id` (of the run `root`) with what `outcome` makes of it, or says why not. */
+  const settle = (
+    id: string,
+    root: string | undefined,
+    outcome: (entry: Entry) => Result.Result<Out, string>
+  ): Effect.Effect<Request, DecideError> =>
+    Effect.suspend((): Effect.Effect<Request, DecideError> => {
+      const matches = [...entries.entries()].filter(([, entry]) => idOf(entry.request) === id && inRun(entry.request.sessionId, root))
+      if (matches.length === 0) {
+        const wasSettled = [...settled.keys()].some((key) => {
+          const [sessionId, settledId] = key.split("\u0000")
+          return settledId === id && inRun(sessionId!, root)
+        })
+        return wasSettled
+          ? Effect.fail(new AlreadyDecided({ toolCallId: id, message: `the ${words.what} ${JSON.stringify(id)} was ${words.settled} already` }))
+          : Effect.fail(new NotWaiting({ toolCallId: id, message: `no ${words.what} ${JSON.stringify(id)} ${words.waits}` }))
+      }
+      if (matches.length > 1) {
+        return Effect.fail(new InvalidDecision({
+          toolCallId: id,
+          message: `${matches.length} waiting ${words.what}s have the id ${JSON.stringify(id)} (sessions ${matches.map(([, entry]) => entry.request.sessionId).join(", ")}): name the session`
+        }))
+      }
+      const [key, entry] = matches[0]!
+      const out = outcome(entry)
+      if (Result.isFailure(out)) return Effect.fail(new InvalidDecision({ toolCallId: id, message: out.failure }))
+      entries.delete(key)
+      settled.set(key, true)
+      if (settled.size > rememberedDecisions) settled.delete(settled.keys().next().value!)
+      Deferred.doneUnsafe(entry.done, Effect.succeed(out.success))
+      return Effect.succeed(entry.request)
+    })
+
+  return { list, enter, settle }
+}
+
+/**
+ * A `HumanLoop` in this process: waiting calls and questions are fibers on `Deferred`s.
  *
  * @since 0.2.0
  * @category constructors
  */
 export const make: Effect.Effect<Service> = Effect.sync(() => {
-  interface Waiting {
-    readonly request: ApprovalRequest
-    readonly check: (value: unknown) => Result.Result<string, string>
-    readonly done: Deferred.Deferred<Resolution>
-  }
-  const waiting = new Map<string, Waiting>()
-  const decided = new Map<string, true>()
-  interface Asked {
-    readonly request: QuestionRequest
-    readonly check: (answer: unknown) => Result.Result<unknown, string>
-    readonly done: Deferred.Deferred<Result.Result<unknown, string>>
-  }
-  const asked = new Map<string, Asked>()
-  const answered = new Map<string, true>()
-  // Woken whenever a call starts waiting, for `awaitPending`.
+  // Woken whenever a call or a question starts waiting, for `awaitPending` / `awaitQuestions`.
   let changed = Deferred.makeUnsafe<void>()
-  const keyOf = (request: { readonly sessionId: string; readonly toolCallId: string }) => `${request.sessionId}\u0000${request.toolCallId}`
-
-  const list = (root: string | undefined): ReadonlyArray<ApprovalRequest> =>
-    [...waiting.values()].filter((entry) => inRun(entry.request.sessionId, root)).map((entry) => entry.request)
-  const listQuestions = (root: string | undefined): ReadonlyArray<QuestionRequest> =>
-    [...asked.values()].filter((entry) => inRun(entry.request.sessionId, root)).map((entry) => entry.request)
   const wakeUp = () => {
     const wake = changed
     changed = Deferred.makeUnsafe<void>()
     Deferred.doneUnsafe(wake, Effect.void)
   }
-
-  const wait: Service["wait"] = (request, check) =>
-    Effect.suspend(() => {
-      const key = keyOf(request)
-      const done = Deferred.makeUnsafe<Resolution>()
-      waiting.set(key, { request, check, done })
-      wakeUp()
-      // However the wait ends (decided, timed out, the run interrupted), the call no longer waits.
-      return Deferred.await(done).pipe(Effect.ensuring(Effect.sync(() => {
-        if (waiting.get(key)?.done === done) waiting.delete(key)
-      })))
+  const waitUntil = <A>(list: () => ReadonlyArray<A>, count: number) =>
+    Effect.suspend(function loop(): Effect.Effect<ReadonlyArray<A>> {
+      const now = list()
+      if (now.length >= count) return Effect.succeed(now)
+      return Effect.flatMap(Deferred.await(changed), loop)
     })
+
+  const calls = registry<ApprovalRequest, (value: unknown) => Result.Result<string, string>, Resolution>(
+    (request) => request.toolCallId,
+    { what: "call", settled: "decided", waits: "waits for a decision" },
+    wakeUp
+  )
+  const asked = registry<QuestionRequest, (answer: unknown) => Result.Result<unknown, string>, Result.Result<unknown, string>>(
+    (request) => request.questionId,
+    { what: "question", settled: "answered", waits: "waits for an answer" },
+    wakeUp
+  )
 
   const decide: Service["decide"] = (toolCallId, decision, options) =>
-    Effect.suspend((): Effect.Effect<ApprovalRequest, DecideError> => {
-      const root = options?.sessionId
-      const matches = [...waiting.entries()].filter(([, entry]) =>
-        entry.request.toolCallId === toolCallId && inRun(entry.request.sessionId, root))
-      if (matches.length === 0) {
-        const wasDecided = [...decided.keys()].some((key) => {
-          const [sessionId, id] = key.split("\u0000")
-          return id === toolCallId && inRun(sessionId!, root)
-        })
-        return wasDecided
-          ? Effect.fail(new AlreadyDecided({ toolCallId, message: `the call ${JSON.stringify(toolCallId)} was decided already` }))
-          : Effect.fail(new NotWaiting({ toolCallId, message: `no call ${JSON.stringify(toolCallId)} waits for a decision` }))
-      }
-      if (matches.length > 1) {
-        return Effect.fail(new InvalidDecision({
-          toolCallId,
-          message: `${matches.length} waiting calls have the id ${JSON.stringify(toolCallId)} (sessions ${matches.map(([, entry]) => entry.request.sessionId).join(", ")}): name the session`
-        }))
-      }
-      const [key, entry] = matches[0]!
-      let argumentsText = entry.request.arguments
+    calls.settle(toolCallId, options?.sessionId, (entry) => {
       const edited = decision.approved && decision.arguments !== undefined
-      if (edited) {
-        const checked = entry.check(decision.arguments)
-        if (Result.isFailure(checked)) {
-          return Effect.fail(new InvalidDecision({ toolCallId, message: `arguments: ${checked.failure}` }))
-        }
-        argumentsText = checked.success
-      }
-      waiting.delete(key)
-      decided.set(key, true)
-      if (decided.size > rememberedDecisions) decided.delete(decided.keys().next().value!)
-      Deferred.doneUnsafe(entry.done, Effect.succeed({ approved: decision.approved, reason: decision.reason, arguments: argumentsText, edited }))
-      return Effect.succeed(entry.request)
+      if (!edited) return Result.succeed({ approved: decision.approved, reason: decision.reason, arguments: entry.request.arguments, edited })
+      const checked = entry.check(decision.arguments)
+      return Result.isFailure(checked)
+        ? Result.fail(`arguments: ${checked.failure}`)
+        : Result.succeed({ approved: true, reason: decision.reason, arguments: checked.success, edited })
     })
 
-  const pending: Service["pending"] = (options) => Effect.sync(() => list(options?.sessionId))
-
-  const awaitPending: Service["awaitPending"] = (count, options) =>
-    Effect.suspend(function loop(): Effect.Effect<ReadonlyArray<ApprovalRequest>> {
-      const now = list(options?.sessionId)
-      if (now.length >= count) return Effect.succeed(now)
-      return Effect.flatMap(Deferred.await(changed), loop)
-    })
-
-  const ask: Service["ask"] = (request, check) =>
-    Effect.suspend(() => {
-      const key = `${request.sessionId}\u0000${request.questionId}`
-      const done = Deferred.makeUnsafe<Result.Result<unknown, string>>()
-      asked.set(key, { request, check, done })
-      wakeUp()
-      return Deferred.await(done).pipe(Effect.ensuring(Effect.sync(() => {
-        if (asked.get(key)?.done === done) asked.delete(key)
-      })))
-    })
-
-  /** Ends the waiting question `questionId` with what `settle` makes of its entry (or why it cannot). */
-  const settle = (
-    questionId: string,
-    options: { readonly sessionId?: string | undefined } | undefined,
-    outcome: (entry: Asked) => Result.Result<Result.Result<unknown, string>, string>
-  ) =>
-    Effect.suspend((): Effect.Effect<QuestionRequest, DecideError> => {
-      const root = options?.sessionId
-      const matches = [...asked.entries()].filter(([, entry]) => entry.request.questionId === questionId && inRun(entry.request.sessionId, root))
-      if (matches.length === 0) {
-        const wasAnswered = [...answered.keys()].some((key) => {
-          const [sessionId, id] = key.split("\u0000")
-          return id === questionId && inRun(sessionId!, root)
-        })
-        return wasAnswered
-          ? Effect.fail(new AlreadyDecided({ toolCallId: questionId, message: `the question ${JSON.stringify(questionId)} was answered already` }))
-          : Effect.fail(new NotWaiting({ toolCallId: questionId, message: `no question ${JSON.stringify(questionId)} waits for an answer` }))
-      }
-      if (matches.length > 1) {
-        return Effect.fail(new InvalidDecision({ toolCallId: questionId, message: `${matches.length} waiting questions have the id ${JSON.stringify(questionId)}: name the session` }))
-      }
-      const [key, entry] = matches[0]!
-      const settled = outcome(entry)
-      if (Result.isFailure(settled)) return Effect.fail(new InvalidDecision({ toolCallId: questionId, message: settled.failure }))
-      asked.delete(key)
-      answered.set(key, true)
-      if (answered.size > rememberedDecisions) answered.delete(answered.keys().next().value!)
-      Deferred.doneUnsafe(entry.done, Effect.succeed(settled.success))
-      return Effect.succeed(entry.request)
-    })
-
-  const answer: Service["answer"] = (questionId, value, options) =>
-    settle(questionId, options, (entry) => {
-      const checked = entry.check(value)
-      return Result.isFailure(checked) ? Result.fail(`answer: ${checked.failure}`) : Result.succeed(Result.succeed(checked.success))
-    })
-
-  const dismiss: Service["dismiss"] = (questionId, reason, options) =>
-    settle(questionId, options, () => Result.succeed(Result.fail(reason)))
-
-  const questions: Service["questions"] = (options) => Effect.sync(() => listQuestions(options?.sessionId))
-
-  const awaitQuestions: Service["awaitQuestions"] = (count, options) =>
-    Effect.suspend(function loop(): Effect.Effect<ReadonlyArray<QuestionRequest>> {
-      const now = listQuestions(options?.sessionId)
-      if (now.length >= count) return Effect.succeed(now)
-      return Effect.flatMap(Deferred.await(changed), loop)
-    })
-
-  return { wait, decide, pending, awaitPending, ask, answer, dismiss, questions, awaitQuestions }
+  return {
+    wait: calls.enter,
+    decide,
+    pending: (options) => Effect.sync(() => calls.list(options?.sessionId)),
+    awaitPending: (count, options) => waitUntil(() => calls.list(options?.sessionId), count),
+    ask: asked.enter,
+    answer: (questionId, value, options) =>
+      asked.settle(questionId, options?.sessionId, (entry) => {
+        const checked = entry.check(value)
+        return Result.isFailure(checked) ? Result.fail(`answer: ${checked.failure}`) : Result.succeed(Result.succeed(checked.success))
+      }),
+    dismiss: (questionId, reason, options) => asked.settle(questionId, options?.sessionId, () => Result.succeed(Result.fail(reason))),
+    questions: (options) => Effect.sync(() => asked.list(options?.sessionId)),
+    awaitQuestions: (count, options) => waitUntil(() => asked.list(options?.sessionId), count)
+  }
 })
 
 /**

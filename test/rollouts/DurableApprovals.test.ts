@@ -4,29 +4,41 @@
  * wakes it; the approved tool runs once and the model calls before the wait are not sent again.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Option, Schema } from "effect"
+import { type Duration, Effect, Layer, Option, Schema } from "effect"
 import { spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
 import * as Agent from "../../src/core/Agent.js"
+import type * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as Durable from "../../src/rollouts/Durable.js"
 
 /** A tool that needs approval and counts its runs (by argument). */
-const counted = () => {
+const counted = (options: { readonly needsApproval?: boolean; readonly approvalTimeout?: Duration.Input } = {}) => {
   const ran: Array<number> = []
   const act = Tool.make({
     name: "act",
     description: "",
     parameters: Schema.Struct({ n: Schema.Number }),
     handler: ({ n }) => Effect.sync(() => (ran.push(n), `did ${n}`)),
-    needsApproval: ({ n }) => Effect.succeed(n > 0)
+    needsApproval: options.needsApproval ?? (({ n }) => Effect.succeed(n > 0)),
+    ...(options.approvalTimeout !== undefined ? { approvalTimeout: options.approvalTimeout } : {})
   })
   return { ran, act }
 }
+
+/** The agent of these tests: "worker", holding `act`. */
+const workerOf = (act: Tool.Tool) => Agent.make({ name: "worker", instructions: "", tools: [act] })
+
+/** The durable engine on `file` with the worker holding `act`, on `model`. */
+const engineOf = (file: string, act: Tool.Tool, model: Layer.Layer<Model.Model>) =>
+  Durable.layer([workerOf(act)]).pipe(
+    Layer.provideMerge(Durable.layerSqlite(file)),
+    Layer.provide(model)
+  )
 
 /** Polls `effect` until `done` holds (a live test: the engine runs on its own fibers). */
 const until = <A, E, R>(effect: Effect.Effect<A, E, R>, done: (a: A) => boolean): Effect.Effect<A, E | string, R> =>
@@ -56,8 +68,7 @@ describe("Durable approvals (Durable.layerSqlite, one process)", () => {
           sent++
           return index === 0 ? { toolCalls: [{ id: "c1", name: "act", arguments: { n: 1 } }] } : "done"
         })
-        const agent = Agent.make({ name: "worker", instructions: "", tools: [act] })
-        const engine = Durable.layer([agent]).pipe(Layer.provideMerge(Durable.layerSqlite(file)), Layer.provide(model))
+        const engine = engineOf(file, act, model)
         yield* Effect.gen(function*() {
           const payload = { agent: "worker", prompt: "go", runId: "run-a" }
           const executionId = yield* Durable.AgentRun.execute(payload, { discard: true })
@@ -70,12 +81,12 @@ describe("Durable approvals (Durable.layerSqlite, one process)", () => {
           // Unknown call, edited arguments the schema refuses: nothing changes.
           const unknown = yield* Effect.flip(Durable.decide("run-a", "nope", { approved: true }))
           expect(unknown._tag).toBe("NotWaiting")
-          const refused = yield* Effect.flip(Durable.decide("run-a", "c1", { approved: true, arguments: { n: "x" } }, { agents: [agent] }))
+          const refused = yield* Effect.flip(Durable.decide("run-a", "c1", { approved: true, arguments: { n: "x" } }, { agents: [workerOf(act)] }))
           expect(refused._tag).toBe("InvalidDecision")
           expect(refused.message).toContain("arguments")
           expect((yield* Durable.pending("run-a")).length).toBe(1)
           // Approved with edited arguments, checked by the tool's schema.
-          yield* Durable.decide("run-a", "c1", { approved: true, arguments: { n: 7 } }, { agents: [agent] })
+          yield* Durable.decide("run-a", "c1", { approved: true, arguments: { n: 7 } }, { agents: [workerOf(act)] })
           const again = yield* Effect.flip(Durable.decide("run-a", "c1", { approved: false }))
           expect(again._tag).toBe("AlreadyDecided")
           const result = yield* Durable.AgentRun.execute(payload)
@@ -96,8 +107,7 @@ describe("Durable approvals (Durable.layerSqlite, one process)", () => {
           seen.push(String(request.messages?.at(-1)?.content))
           return "ok"
         })
-        const agent = Agent.make({ name: "worker", instructions: "", tools: [act] })
-        const engine = Durable.layer([agent]).pipe(Layer.provideMerge(Durable.layerSqlite(file)), Layer.provide(model))
+        const engine = engineOf(file, act, model)
         yield* Effect.gen(function*() {
           const payload = { agent: "worker", prompt: "go", runId: "run-r" }
           yield* Durable.AgentRun.execute(payload, { discard: true })
@@ -126,8 +136,7 @@ describe("Durable approvals (Durable.layerSqlite, one process)", () => {
           seen.push(...(request.messages ?? []).filter((m) => m.role === "tool").map((m) => `${m.role === "tool" ? m.toolCallId : ""}=${m.content}`))
           return "ok"
         })
-        const agent = Agent.make({ name: "worker", instructions: "", tools: [act] })
-        const engine = Durable.layer([agent]).pipe(Layer.provideMerge(Durable.layerSqlite(file)), Layer.provide(model))
+        const engine = engineOf(file, act, model)
         yield* Effect.gen(function*() {
           const payload = { agent: "worker", prompt: "go", runId: "run-t" }
           const executionId = yield* Durable.AgentRun.execute(payload, { discard: true })
@@ -153,13 +162,7 @@ describe("Durable approvals (Durable.layerSqlite, one process)", () => {
   it.live("call ids a model may write with # in them name no other call's activity (c1 twice, then c1#2)", () =>
     withStore((file) =>
       Effect.gen(function*() {
-        const ran: Array<number> = []
-        const act = Tool.make({
-          name: "act",
-          description: "",
-          parameters: Schema.Struct({ n: Schema.Number }),
-          handler: ({ n }) => Effect.sync(() => (ran.push(n), `did ${n}`))
-        })
+        const { ran, act } = counted({ needsApproval: false })
         const results: Array<ReadonlyArray<string>> = []
         const model = ScriptedModel.layer((request, index) => {
           if (index === 0) return { toolCalls: [{ id: "c1", name: "act", arguments: { n: 1 } }] }
@@ -167,8 +170,7 @@ describe("Durable approvals (Durable.layerSqlite, one process)", () => {
           results.push((request.messages ?? []).filter((message) => message.role === "tool").map((message) => message.content))
           return "done"
         })
-        const agent = Agent.make({ name: "worker", instructions: "", tools: [act] })
-        const engine = Durable.layer([agent]).pipe(Layer.provideMerge(Durable.layerSqlite(file)), Layer.provide(model))
+        const engine = engineOf(file, act, model)
         const result = yield* Durable.AgentRun.execute({ agent: "worker", prompt: "go", runId: "run-hash" }).pipe(Effect.provide(engine))
         expect(result.output).toBe("done")
         expect([...ran].sort()).toEqual([1, 2, 3])
@@ -178,23 +180,14 @@ describe("Durable approvals (Durable.layerSqlite, one process)", () => {
   it.live("approvalTimeout: a DurableClock rejects the call when no decision comes; a late decision is AlreadyDecided", () =>
     withStore((file) =>
       Effect.gen(function*() {
-        const ran: Array<number> = []
-        const act = Tool.make({
-          name: "act",
-          description: "",
-          parameters: Schema.Struct({ n: Schema.Number }),
-          handler: ({ n }) => Effect.sync(() => (ran.push(n), `did ${n}`)),
-          needsApproval: true,
-          approvalTimeout: "1 second"
-        })
+        const { ran, act } = counted({ needsApproval: true, approvalTimeout: "1 second" })
         const seen: Array<string> = []
         const model = ScriptedModel.layer((request, index) => {
           if (index === 0) return { toolCalls: [{ id: "c1", name: "act", arguments: { n: 1 } }] }
           seen.push(String(request.messages?.at(-1)?.content))
           return "ok"
         })
-        const agent = Agent.make({ name: "worker", instructions: "", tools: [act] })
-        const engine = Durable.layer([agent]).pipe(Layer.provideMerge(Durable.layerSqlite(file)), Layer.provide(model))
+        const engine = engineOf(file, act, model)
         yield* Effect.gen(function*() {
           const payload = { agent: "worker", prompt: "go", runId: "run-o" }
           const executionId = yield* Durable.AgentRun.execute(payload, { discard: true })

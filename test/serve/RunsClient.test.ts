@@ -6,7 +6,7 @@
  */
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Layer, Schedule, Schema, Stream } from "effect"
+import { Context, Effect, Layer, Schedule, Stream } from "effect"
 import { FetchHttpClient, HttpRouter, HttpServer } from "effect/http"
 import { HttpApi, HttpApiBuilder } from "effect/http-api"
 import { createServer as createHttpServer } from "node:http"
@@ -19,11 +19,11 @@ import * as ModelError from "../../src/core/ModelError.js"
 import * as HumanLoop from "../../src/core/HumanLoop.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Threads from "../../src/core/Threads.js"
-import * as Tool from "../../src/core/Tool.js"
 import * as Agents from "../../src/serve/Agents.js"
 import * as Runs from "../../src/serve/Runs.js"
 import * as RunsApi from "../../src/serve/RunsApi.js"
 import * as RunsClient from "../../src/serve/RunsClient.js"
+import { refundCall, supportAgent } from "../support/approvals.js"
 import { scriptedAgent as scripted, serveAgents as serve } from "../support/serve.js"
 
 const agents = [
@@ -373,20 +373,7 @@ describe("RunsClient.threads", () => {
 describe("RunsClient: decisions on runs that wait for a person", () => {
   it.live("GET /runs/:id says waiting with the pending call; decisions: refused edits 400, unknown 404, another owner's run 404, second 409", () =>
     Effect.gen(function*() {
-      const ran: Array<number> = []
-      const refund = Tool.make({
-        name: "refund",
-        description: "Refunds",
-        parameters: Schema.Struct({ amount: Schema.Number }),
-        handler: ({ amount }) => Effect.sync(() => (ran.push(amount), `refunded ${amount}`)),
-        needsApproval: true
-      })
-      const agent = Agent.make({
-        name: "support",
-        instructions: "Help.",
-        tools: [refund],
-        model: Layer.orDie(ScriptedModel.layer([{ toolCalls: [{ id: "c1", name: "refund", arguments: { amount: 250 } }] }, "Refunded."]))
-      }) as Agent.Agent<never>
+      const { agent, ran } = supportAgent([{ toolCalls: [refundCall("c1", 250)] }, "Refunded."])
       const baseUrl = yield* serve([agent])
       const client = yield* clientOf({ baseUrl })
       const { runId } = yield* client.create({ agent: "support", input: "Refund 250." })

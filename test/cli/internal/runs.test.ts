@@ -4,35 +4,20 @@
  * every refusal one line with its status.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Schema, Stream } from "effect"
+import { Effect, Stream } from "effect"
 import { FetchHttpClient } from "effect/http"
-import * as Agent from "../../../src/core/Agent.js"
-import * as ScriptedModel from "../../../src/core/ScriptedModel.js"
-import * as Tool from "../../../src/core/Tool.js"
 import * as RunsClient from "../../../src/serve/RunsClient.js"
 import { valet } from "../../support/cli.js"
+import { refundCall, supportAgent } from "../../support/approvals.js"
 import { serveAgents } from "../../support/serve.js"
 
 describe("valet runs decide", () => {
   it.live("approves one waiting call, rejects the other with a reason; unknown, decided-again, unauthorized and unreachable are one line each", () =>
     Effect.gen(function*() {
-      const ran: Array<number> = []
-      const refund = Tool.make({
-        name: "refund",
-        description: "Refunds",
-        parameters: Schema.Struct({ amount: Schema.Number }),
-        handler: ({ amount }) => Effect.sync(() => (ran.push(amount), `refunded ${amount}`)),
-        needsApproval: true
-      })
-      const agent = Agent.make({
-        name: "support",
-        instructions: "Help.",
-        tools: [refund],
-        model: Layer.orDie(ScriptedModel.layer([
-          { toolCalls: [{ id: "c1", name: "refund", arguments: { amount: 250 } }, { id: "c2", name: "refund", arguments: { amount: 900 } }] },
+      const { agent, ran } = supportAgent([
+          { toolCalls: [refundCall("c1", 250), refundCall("c2", 900)] },
           "Refunded one."
-        ]))
-      }) as Agent.Agent<never>
+        ])
       const url = yield* serveAgents([agent], { token: "s3cret-token-for-the-test" })
       const client = yield* Effect.provide(RunsClient.make({ baseUrl: url, token: "s3cret-token-for-the-test" }), FetchHttpClient.layer)
       const { runId } = yield* client.create({ agent: "support", input: "Refund both." })

@@ -5,12 +5,13 @@ import { execFile } from "node:child_process"
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
-import { fileURLToPath } from "node:url"
+import { fileURLToPath, pathToFileURL } from "node:url"
 import { checkHealth, healthTable, NoHealthyActor } from "../../../src/cli/internal/health.js"
 import { defaultInstructions, memoryPrinter, modelOf, runConfigured, runPrompt } from "../../../src/cli/internal/run.js"
 import * as Journal from "../../../src/core/Journal.js"
 import * as OpenAiCompatible from "../../../src/providers/OpenAiCompatible.js"
 import * as Vllm from "../../../src/providers/Vllm.js"
+import * as Cli from "../../support/cli.js"
 import * as Server from "../../support/openAiServer.js"
 
 const answer = "Word0 word1 word2 word3 word4 word5 word6 word7"
@@ -180,14 +181,23 @@ describe("valet health", () => {
 
 describe("valet run --thread (a real process, twice)", () => {
   const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..")
-  const tsx = join(root, "node_modules", ".bin", "tsx")
   const bin = join(root, "src", "cli", "bin.ts")
-  /** `valet run …` in a process of its own (asynchronously: the loopback model server answers from this process). */
+  // The loader by its URL: the commands run in a temporary directory, where `--import tsx` would not resolve.
+  const tsxLoader = pathToFileURL(join(root, "node_modules", "tsx", "dist", "loader.mjs")).href
+  /**
+   * `valet run …` in a process of its own (asynchronously: the loopback model server answers from this process):
+   * one `node --import tsx` process, not tsx's launcher and its child, so a loaded machine starts half as many.
+   */
   const valet = (args: ReadonlyArray<string>, cwd: string) =>
     Effect.promise(() =>
-      new Promise<{ readonly code: number; readonly stdout: string; readonly stderr: string }>((resolve) => {
-        execFile(tsx, [bin, ...args], { cwd, encoding: "utf8", timeout: 60_000 }, (error, stdout, stderr) =>
-          resolve({ code: error === null ? 0 : typeof error.code === "number" ? error.code : 1, stdout, stderr }))
+      new Promise<{ readonly code: number | string; readonly stdout: string; readonly stderr: string }>((resolve) => {
+        execFile(process.execPath, ["--import", tsxLoader, bin, ...args], { cwd, encoding: "utf8", timeout: 90_000 }, (error, stdout, stderr) =>
+          resolve({
+            // A kill (the timeout's) is named, not mistaken for an exit code.
+            code: error === null ? 0 : typeof error.code === "number" ? error.code : `killed by ${error.signal ?? "?"}`,
+            stdout,
+            stderr
+          }))
       })
     )
 
@@ -217,10 +227,11 @@ describe("valet run --thread (a real process, twice)", () => {
       // Another thread in another file starts empty.
       yield* valet(["run", ...model, "--thread", "chat-2", "--threads", join(dir, "other.sqlite3"), "Hi."], dir)
       expect(server.requests.filter((r) => r.path === "/v1/chat/completions")[2]!.body.messages).toHaveLength(2)
-      const bad = yield* valet(["run", ...model, "--thread", "a b", "Hi."], dir)
-      expect([bad.code, bad.stderr.trim()]).toEqual([1, `valet run: --thread: invalid thread id "a b": use letters, digits, -, ., : and single _, at most 128 characters`])
-      const alone = yield* valet(["run", ...model, "--threads", "x.sqlite3", "Hi."], dir)
-      expect(alone.stderr.trim()).toBe("valet run: --threads names the file of --thread's conversation: give --thread <id> too")
+      // Bad flags are refused before anything starts: checked in this process (what bin.ts runs), not two more.
+      const bad = yield* Cli.valet(["run", ...model, "--thread", "a b", "Hi."])
+      expect([bad.code, bad.errors]).toEqual([1, [`valet run: --thread: invalid thread id "a b": use letters, digits, -, ., : and single _, at most 128 characters`]])
+      const alone = yield* Cli.valet(["run", ...model, "--threads", "x.sqlite3", "Hi."])
+      expect([alone.code, alone.errors]).toEqual([1, ["valet run: --threads names the file of --thread's conversation: give --thread <id> too"]])
       // With --agents, the file's own store (its threads:, where valet serve keeps them), not a local file.
       writeFileSync(join(dir, "valet.yaml"), `model: { provider: openai-compatible, baseUrl: "${server.url}/v1", model: m }
 threads: { store: sqlite, path: kept/threads.db, workingMemory: { scope: owner, template: "Name: ?" } }
@@ -245,5 +256,5 @@ agents:
         "Who am I?"
       ])
       expect(third.body.tools.map((tool: { function: { name: string } }) => tool.function.name)).toEqual(["update_working_memory"])
-    }).pipe(Effect.scoped), 120_000)
+    }).pipe(Effect.scoped), 240_000)
 })

@@ -5,16 +5,16 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { type Duration, Effect, Layer, Option, Schema } from "effect"
-import { spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { createInterface } from "node:readline"
 import * as Agent from "../../src/core/Agent.js"
 import type * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as Durable from "../../src/rollouts/Durable.js"
+import { describePostgres, freshDatabase } from "../support/postgres.js"
+import { freePort, startScript } from "../support/valetProcess.js"
 
 /** A tool that needs approval and counts its runs (by argument). */
 const counted = (options: { readonly needsApproval?: boolean; readonly approvalTimeout?: Duration.Input } = {}) => {
@@ -204,23 +204,50 @@ describe("Durable approvals (Durable.layerSqlite, one process)", () => {
       })), 60_000)
 })
 
+/**
+ * 20 runs wait on a call each in a process that is then killed (SIGKILL); a new process on the same store decides
+ * them all (even runs approved, odd rejected) and every run ends: each approved tool ran once, no rejected one ran,
+ * the rejected runs' model read the rejection, and no model call made before the kill was sent again.
+ */
+const killWhileWaiting = (store: string, port?: number) =>
+  Effect.gen(function*() {
+    const count = 20
+    const child = join(import.meta.dirname, "..", "support", "durableApprovalChild.ts")
+    const extra = port === undefined ? [] : [String(port)]
+    const first = startScript(child, [store, "start", String(count), ...extra])
+    yield* Effect.addFinalizer(() => Effect.sync(() => first.kill("SIGKILL")))
+    yield* Effect.promise(() => first.waitFor(/^waiting \d+$/, 90_000))
+    first.kill("SIGKILL")
+    yield* Effect.promise(() => first.exited)
+    expect(first.lines.filter((line) => line.startsWith("tool "))).toEqual([])
+    expect(first.lines.filter((line) => line.startsWith("call ")).sort()).toEqual(
+      Array.from({ length: count }, (_, i) => `call run-${i} react.turn_1`).sort()
+    )
+    const second = startScript(child, [store, "decide", String(count), ...extra])
+    yield* Effect.addFinalizer(() => Effect.sync(() => second.kill("SIGKILL")))
+    const code = yield* Effect.promise(() => second.exited)
+    expect(code, second.lines.join("\n")).toBe(0)
+    const even = Array.from({ length: count }, (_, i) => i).filter((i) => i % 2 === 0)
+    // Each approved tool ran once, in the second process; no rejected one ran.
+    expect(second.lines.filter((line) => line.startsWith("tool ")).sort()).toEqual(even.map((i) => `tool ${i}`).sort())
+    // The second process sent only the calls after the wait (turn 2 of each run), none before it again.
+    expect(second.lines.filter((line) => line.startsWith("call ")).sort()).toEqual(
+      Array.from({ length: count }, (_, i) => `call run-${i} react.turn_2`).sort()
+    )
+    expect(second.lines.filter((line) => line.startsWith("result ")).sort()).toEqual(
+      Array.from({ length: count }, (_, i) => `result run-${i} read ${i % 2 === 0 ? `did ${i}` : "ERROR: rejected: no"}`).sort()
+    )
+  }).pipe(Effect.scoped)
+
 describe("Durable approvals across processes", () => {
-  it.live("SQLite: the process whose run waits is killed (SIGKILL); another decides on the same file, the run ends, the tool ran once, no model call sent again", () =>
-    withStore((file) =>
-      Effect.gen(function*() {
-        const child = join(import.meta.dirname, "..", "support", "durableApprovalChild.ts")
-        const first = yield* Effect.promise(() =>
-          new Promise<Array<string>>((resolve) => {
-            const lines: Array<string> = []
-            const running = spawn(process.execPath, ["--import", "tsx", child, file, "start"], { stdio: ["ignore", "pipe", "ignore"] })
-            createInterface({ input: running.stdout! }).on("line", (line) => {
-              lines.push(line)
-              if (line.startsWith("waiting")) running.kill("SIGKILL")
-            })
-            running.on("exit", () => resolve(lines))
-          }))
-        expect(first).toEqual(["call react.turn_1", "waiting k1"])
-        const second = spawnSync(process.execPath, ["--import", "tsx", child, file, "decide"], { encoding: "utf8", timeout: 30_000 })
-        expect(second.stdout.trim().split("\n")).toEqual(["tool 1", "call react.turn_2", "result finished"])
-      })), 60_000)
+  it.live("SQLite: 20 runs wait; their process is killed (SIGKILL); another decides all: approved tools ran once, rejected never, every run ended", () =>
+    withStore((file) => killWhileWaiting(file)), 120_000)
+})
+
+describePostgres("Durable approvals across processes on PostgreSQL", () => {
+  it.live("PostgreSQL: 20 runs wait; their runner is killed (SIGKILL); a new runner decides all: approved tools ran once, rejected never, every run ended", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      yield* killWhileWaiting(url, yield* Effect.promise(() => freePort()))
+    }).pipe(Effect.scoped), 180_000)
 })

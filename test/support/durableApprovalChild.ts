@@ -1,9 +1,12 @@
 /**
- * A process with a durable agent run whose call waits for a person, for the kill test of durable approvals:
- * `durableApprovalChild.ts <db> start` starts run "run-k" (its first model call asks for tool `act`, which needs
- * approval), prints `waiting <callId>` once the call waits, and stays up until killed;
- * `durableApprovalChild.ts <db> decide` decides that call (approved) from a new process on the same file and prints
- * `result <output>` when the run ends. The model prints `call <step>` for each call it receives, the tool `tool <n>`.
+ * A process with durable agent runs whose calls wait for a person, for the kill tests of durable approvals:
+ * `durableApprovalChild.ts <store> start <count> [port]` starts runs `run-0` … `run-<count-1>` (each run's first model
+ * call asks for tool `act` with `n` = its number, a call that needs approval), prints `waiting <count>` once every
+ * call waits, and stays up until killed; `durableApprovalChild.ts <store> decide <count> [port]` (a new process on the
+ * same store) decides them — even runs approved, odd ones rejected with reason "no" — and prints `result <runId>
+ * <output>` as each run ends. `<store>` is a SQLite file, or a postgres:// URL (then the process is a runner of the
+ * cluster, listening on `port`). The model prints `call <runId> <step>` for each call it receives, the tool
+ * `tool <n>`; the model's answer after the tool is what it read (`read <tool result>`).
  */
 import { Effect, Layer, Schema } from "effect"
 import * as Agent from "../../src/core/Agent.js"
@@ -12,7 +15,8 @@ import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as Durable from "../../src/rollouts/Durable.js"
 
-const [file, mode] = process.argv.slice(2)
+const [store, mode, countText, port] = process.argv.slice(2)
+const count = Number(countText ?? "1")
 const act = Tool.make({
   name: "act",
   description: "",
@@ -21,29 +25,40 @@ const act = Tool.make({
   needsApproval: true
 })
 const agent = Agent.make({ name: "worker", instructions: "", tools: [act] })
-const model = ScriptedModel.layer(() =>
+const model = ScriptedModel.layer((request) =>
   Effect.flatMap(Effect.service(Model.currentCallContext), (call): Effect.Effect<ScriptedModel.Turn> => {
     const step = call?.step ?? "?"
-    console.log(`call ${step}`)
-    return Effect.succeed(step === "react.turn_1" ? { toolCalls: [{ id: "k1", name: "act", arguments: { n: 1 } }] } : "finished")
+    const runId = call?.rootSessionId ?? "?"
+    console.log(`call ${runId} ${step}`)
+    if (step === "react.turn_1") {
+      const n = Number(runId.replace("run-", ""))
+      return Effect.succeed({ toolCalls: [{ id: `k${n}`, name: "act", arguments: { n } }] })
+    }
+    return Effect.succeed(`read ${String(request.messages?.at(-1)?.content)}`)
   })
 )
-const payload = { agent: "worker", prompt: "go", runId: "run-k" }
+const runIds = Array.from({ length: count }, (_, i) => `run-${i}`)
+const payloadOf = (runId: string) => ({ agent: "worker", prompt: "go", runId })
 
 const program = Effect.gen(function*() {
   if (mode === "start") {
-    yield* Durable.AgentRun.execute(payload, { discard: true })
-    while ((yield* Durable.pending("run-k")).length === 0) yield* Effect.sleep("20 millis")
-    console.log(`waiting ${(yield* Durable.pending("run-k"))[0]!.toolCallId}`)
+    for (const runId of runIds) yield* Durable.AgentRun.execute(payloadOf(runId), { discard: true })
+    const waiting = Effect.map(Effect.forEach(runIds, (runId) => Durable.pending(runId)), (all) => all.filter((p) => p.length > 0).length)
+    while ((yield* waiting) < count) yield* Effect.sleep("20 millis")
+    console.log(`waiting ${yield* waiting}`)
     return yield* Effect.never
   }
-  yield* Durable.decide("run-k", "k1", { approved: true })
-  const result = yield* Durable.AgentRun.execute(payload)
-  console.log(`result ${result.output}`)
+  yield* Effect.forEach(runIds, (runId, i) =>
+    Durable.decide(runId, `k${i}`, i % 2 === 0 ? { approved: true } : { approved: false, reason: "no" }))
+  yield* Effect.forEach(runIds, (runId) =>
+    Effect.map(Durable.AgentRun.execute(payloadOf(runId)), (result) => console.log(`result ${runId} ${result.output}`)), { concurrency: "unbounded" })
 })
 
+const postgres = store!.startsWith("postgres://") || store!.startsWith("postgresql://")
+const engine = postgres ? Durable.layerPostgresRunner({ url: store!, port: Number(port) }) : Durable.layerSqlite(store!)
+
 program.pipe(
-  Effect.provide(Durable.layer([agent]).pipe(Layer.provideMerge(Durable.layerSqlite(file!)), Layer.provide(model))),
+  Effect.provide(Durable.layer([agent]).pipe(Layer.provideMerge(engine), Layer.provide(model))),
   Effect.runPromise
 ).then(
   () => process.exit(0),

@@ -41,6 +41,7 @@
  * @since 0.2.0
  */
 import { type Duration, Effect, Option, Schema } from "effect"
+import * as Question from "./internal/question.js"
 import * as Runtime from "./internal/runtime.js"
 import * as Tool from "./Tool.js"
 
@@ -65,8 +66,8 @@ export const askTool = (options: {
   readonly name?: string | undefined
   readonly description?: string | undefined
   readonly timeout?: Duration.Input | undefined
-} = {}): Tool.Tool =>
-  Tool.make({
+} = {}): Tool.Tool => {
+  const tool = Tool.make({
     name: options.name ?? "ask_human",
     description: options.description ??
       "Asks the person you work for a question and waits for the answer. Use it when you need a fact or a choice only they can give.",
@@ -83,3 +84,6 @@ export const askTool = (options: {
     // A question waits as long as the person takes (its own timeout decides), not the tool default's 30 seconds.
     timeout: "365 days"
   })
+  Question.asksPeople.add(tool.call)
+  return tool
+}

@@ -81,6 +81,9 @@ import * as ActorLoop from "./ActorLoop.js"
 import * as Evaluate from "./Evaluate.js"
 import * as Activities from "./internal/durable/activities.js"
 import * as Approvals_ from "./internal/durable/approvals.js"
+import * as DurableHumanLoop from "./internal/durable/humanLoop.js"
+import * as HumanLoopStore_ from "./internal/durable/humanLoopStore.js"
+import * as Questions_ from "./internal/durable/questions.js"
 import * as Engines from "./internal/durable/engines.js"
 import * as Loop from "./internal/evaluate/loop.js"
 import * as Solve from "./internal/evaluate/solve.js"
@@ -317,10 +320,10 @@ const durably = <R, A, E>(
 ): Effect.Effect<A, E, R | Model.Model | Activities.WorkflowContext> =>
   Effect.gen(function*() {
     const model = yield* Activities.durableModel(yield* Model.Model)
-    // Calls that need approval wait durably where the engine keeps approvals (every engine of this module does).
-    const approvals = yield* Effect.serviceOption(Approvals_.Approvals)
-    const humans = run !== undefined && Option.isSome(approvals)
-      ? yield* Approvals_.durableHumanLoop(approvals.value, run.runId, run.agent)
+    // Calls that need approval and questions wait durably where the engine keeps them (every engine of this module does).
+    const store = yield* Effect.serviceOption(HumanLoopStore_.HumanLoopStore)
+    const humans = run !== undefined && Option.isSome(store)
+      ? yield* DurableHumanLoop.durableHumanLoop(store.value, run.runId, run.agent)
       : undefined
     const tools = yield* Activities.durableTools(agent.tools as ReadonlyArray<Tool.Tool<R>>, humans?.handoffs)
     const sandbox = yield* Effect.serviceOption(Sandbox.Sandbox)
@@ -406,32 +409,33 @@ export const layer = <R = Model.Model>(agents: Agents<R>): Layer.Layer<never, ne
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Approvals
+// People in the loop
 // ---------------------------------------------------------------------------------------------------------
 
 /**
- * Where a durable engine keeps the calls that wait for a decision (valet's table beside the engine's: the engine
- * itself cannot list what a run waits on). `layerSqlite` and the PostgreSQL layers provide it; with
- * `WorkflowEngine.layerMemory`, provide `layerApprovalsMemory`.
+ * Where a durable engine keeps what its runs wait on — calls waiting for a decision, questions waiting for an
+ * answer — beside the engine's own tables (the engine itself cannot list what a run waits on): valet's table
+ * `valet_durable_human_loop`. `layerSqlite` and the PostgreSQL layers provide it; with `WorkflowEngine.layerMemory`,
+ * provide `layerHumanLoopMemory`.
  *
  * @since 0.2.0
- * @category approvals
+ * @category people in the loop
  */
-export const Approvals = Approvals_.Approvals
+export const HumanLoopStore = HumanLoopStore_.HumanLoopStore
 
 /**
- * The approvals of runs that live in this process only (for `WorkflowEngine.layerMemory`).
+ * The waits of runs that live in this process only (for `WorkflowEngine.layerMemory`).
  *
  * @since 0.2.0
- * @category approvals
+ * @category people in the loop
  */
-export const layerApprovalsMemory: Layer.Layer<Approvals_.Approvals> = Approvals_.layerMemory
+export const layerHumanLoopMemory: Layer.Layer<HumanLoopStore_.HumanLoopStore> = HumanLoopStore_.layerMemory
 
 /**
  * Options of `decide`.
  *
  * @since 0.2.0
- * @category approvals
+ * @category people in the loop
  */
 export interface DecideOptions<R> {
   /** Narrows the call to this session (and its sub-agents') when a run's sessions repeat a call id. */
@@ -443,6 +447,9 @@ export interface DecideOptions<R> {
   readonly agents?: Agents<R> | undefined
 }
 
+/** The execution id of durable run `runId` (`AgentRun`'s idempotency key is the run id alone). */
+const executionOf = (runId: string) => AgentRun.executionId({ agent: "", prompt: "", runId })
+
 /**
  * Decides a call of durable run `runId` that waits for a person, from any process on the engine's store (a runner,
  * a client, the CLI): approved (with `arguments` edited, checked by the tool's schema first) or rejected. The run
@@ -451,17 +458,26 @@ export interface DecideOptions<R> {
  * (or expired) before — the first decision is the one that counts — and `InvalidDecision` for edited arguments the
  * tool refuses: then nothing changed.
  *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Durable } from "valet"
+ *
+ * // From any process on the runners' store (here a SQLite file): approve call "c1" of run "run-7".
+ * const approve = Durable.decide("run-7", "c1", { approved: true }).pipe(Effect.provide(Durable.layerSqlite("runs.db")))
+ * ```
+ *
  * @since 0.2.0
- * @category approvals
+ * @category people in the loop
  */
 export const decide = <R = never>(
   runId: string,
   toolCallId: string,
   decision: HumanLoop.Decision,
   options?: DecideOptions<R>
-): Effect.Effect<HumanLoop.ApprovalRequest, HumanLoop.DecideError, Approvals_.Approvals | WorkflowEngine.WorkflowEngine> =>
+): Effect.Effect<HumanLoop.ApprovalRequest, HumanLoop.DecideError, HumanLoopStore_.HumanLoopStore | WorkflowEngine.WorkflowEngine> =>
   Effect.gen(function*() {
-    const executionId = yield* AgentRun.executionId({ agent: "", prompt: "", runId })
+    const executionId = yield* executionOf(runId)
     const agents = options?.agents
     const resolve = agents === undefined ? undefined : resolver(agents)
     return yield* Approvals_.decide(AgentRun, executionId, runId, toolCallId, decision, {
@@ -479,11 +495,62 @@ export const decide = <R = never>(
  * The calls of durable run `runId` that wait for a decision now, oldest first.
  *
  * @since 0.2.0
- * @category approvals
+ * @category people in the loop
  */
-export const pending = (runId: string): Effect.Effect<ReadonlyArray<HumanLoop.ApprovalRequest>, never, Approvals_.Approvals> =>
-  Effect.flatMap(Approvals_.Approvals, (store) =>
-    Effect.map(store.waiting(runId), (rows) => rows.map(({ agent: _agent, key: _key, runId: _runId, state: _state, ...request }) => request)))
+export const pending = (runId: string): Effect.Effect<ReadonlyArray<HumanLoop.ApprovalRequest>, never, HumanLoopStore_.HumanLoopStore> =>
+  Effect.flatMap(HumanLoopStore_.HumanLoopStore, (store) => Effect.map(store.waiting(runId, "approval"), (rows) => rows.map(Approvals_.requestOf)))
+
+/**
+ * The questions of durable run `runId` that wait for an answer now, oldest first (each with its answer's JSON schema).
+ *
+ * @since 0.2.0
+ * @category people in the loop
+ */
+export const questions = (runId: string): Effect.Effect<ReadonlyArray<HumanLoop.QuestionRequest>, never, HumanLoopStore_.HumanLoopStore> =>
+  Effect.flatMap(HumanLoopStore_.HumanLoopStore, (store) => Effect.map(store.waiting(runId, "question"), (rows) => rows.map(Questions_.requestOf)))
+
+/**
+ * Answers a question of durable run `runId` (`Architecture.ask`, the `ask_human` tool) from any process on the
+ * engine's store. The answer is checked here against the question's JSON schema (stored with it): one that does not
+ * fit is `InvalidDecision` naming why, and the question still waits. The run wakes wherever it is served and decodes
+ * the answer with the question's own schema — asking again if that refuses what the JSON schema let through.
+ * `NotWaiting` / `AlreadyDecided` as for `decide`.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Durable } from "valet"
+ *
+ * const answer = Durable.answer("run-7", "q1", { city: "Lyon" }).pipe(Effect.provide(Durable.layerSqlite("runs.db")))
+ * ```
+ *
+ * @since 0.2.0
+ * @category people in the loop
+ */
+export const answer = (
+  runId: string,
+  questionId: string,
+  value: unknown,
+  options?: { readonly sessionId?: string | undefined }
+): Effect.Effect<HumanLoop.QuestionRequest, HumanLoop.DecideError, HumanLoopStore_.HumanLoopStore | WorkflowEngine.WorkflowEngine> =>
+  Effect.flatMap(executionOf(runId), (executionId) =>
+    Questions_.settle(AgentRun, executionId, runId, questionId, { answer: value }, options?.sessionId))
+
+/**
+ * Ends a question of durable run `runId` without an answer: the run gets `Unanswered` with `reason` (the `ask_human`
+ * tool's model reads it). `NotWaiting` / `AlreadyDecided` as for `decide`.
+ *
+ * @since 0.2.0
+ * @category people in the loop
+ */
+export const dismiss = (
+  runId: string,
+  questionId: string,
+  reason: string,
+  options?: { readonly sessionId?: string | undefined }
+): Effect.Effect<HumanLoop.QuestionRequest, HumanLoop.DecideError, HumanLoopStore_.HumanLoopStore | WorkflowEngine.WorkflowEngine> =>
+  Effect.flatMap(executionOf(runId), (executionId) =>
+    Questions_.settle(AgentRun, executionId, runId, questionId, { dismissed: reason }, options?.sessionId))
 
 // ---------------------------------------------------------------------------------------------------------
 // Evaluation

@@ -1,5 +1,5 @@
 /**
- * Approvals that wait durably (issue 28 part 3): a durable run's call that needs approval suspends the workflow on
+ * Approvals and questions that wait durably: a durable run's call that needs approval, or its question, suspends the workflow on
  * a `DurableDeferred`; `Durable.decide` from outside the run (compare-and-set on valet's table, then the deferred)
  * wakes it; the approved tool runs once and the model calls before the wait are not sent again.
  */
@@ -9,6 +9,8 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as Agent from "../../src/core/Agent.js"
+import * as Architecture from "../../src/core/Architecture.js"
+import * as HumanLoop from "../../src/core/HumanLoop.js"
 import type * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
@@ -250,4 +252,125 @@ describePostgres("Durable approvals across processes on PostgreSQL", () => {
       const url = yield* freshDatabase
       yield* killWhileWaiting(url, yield* Effect.promise(() => freePort()))
     }).pipe(Effect.scoped), 180_000)
+})
+
+describe("Durable questions (Durable.layerSqlite, one process)", () => {
+  /** The engine on `file` with `agent`, on `model`. */
+  const engineWith = (file: string, agent: Agent.Agent<Model.Model>, model: Layer.Layer<Model.Model>) =>
+    Durable.layer<Model.Model>([agent]).pipe(Layer.provideMerge(Durable.layerSqlite(file)), Layer.provide(model))
+
+  it.live("ask_human waits suspended; a bad answer is refused (still waiting); the answer resumes the run, no model call sent again", () =>
+    withStore((file) =>
+      Effect.gen(function*() {
+        let sent = 0
+        const seen: Array<string> = []
+        const model = ScriptedModel.layer((request, index) => {
+          sent++
+          if (index === 0) return { toolCalls: [{ id: "c1", name: "ask_human", arguments: { question: "Which city?" } }] }
+          seen.push(String(request.messages?.at(-1)?.content))
+          return "booked"
+        })
+        const agent = Agent.make({ name: "worker", instructions: "", tools: [HumanLoop.askTool()] })
+        yield* Effect.gen(function*() {
+          const payload = { agent: "worker", prompt: "book", runId: "run-q" }
+          const executionId = yield* Durable.AgentRun.execute(payload, { discard: true })
+          const [question] = yield* until(Durable.questions("run-q"), (rows) => rows.length === 1)
+          expect(question).toMatchObject({ sessionId: "run-q", questionId: "q1", question: "Which city?", schema: { type: "string" } })
+          yield* until(Durable.AgentRun.poll(executionId), (p) => Option.isSome(p) && p.value._tag === "Suspended")
+          expect(yield* Durable.pending("run-q")).toEqual([])
+          // Checked against the stored schema in this process: refused, nothing changed.
+          const refused = yield* Effect.flip(Durable.answer("run-q", "q1", 42))
+          expect([refused._tag, refused.message]).toEqual(["InvalidDecision", expect.stringContaining("answer: the answer does not fit")])
+          expect((yield* Durable.questions("run-q")).length).toBe(1)
+          expect((yield* Effect.flip(Durable.answer("run-q", "q9", "x")))._tag).toBe("NotWaiting")
+          expect((yield* Effect.flip(Durable.decide("run-q", "q1", { approved: true })))._tag).toBe("NotWaiting")
+          yield* Durable.answer("run-q", "q1", "Lyon")
+          expect((yield* Effect.flip(Durable.answer("run-q", "q1", "Paris")))._tag).toBe("AlreadyDecided")
+          const result = yield* Durable.AgentRun.execute(payload)
+          expect(result.output).toBe("booked")
+          expect(seen).toEqual(["Lyon"])
+          expect(sent).toBe(2)
+          expect(yield* Durable.questions("run-q")).toEqual([])
+        }).pipe(Effect.provide(engineWith(file, agent, model)))
+      })), 60_000)
+
+  it.live("Architecture.ask with a struct schema: answered durably, decoded; dismissed: the run fails Unanswered (and suspends, as a failed durable run does)", () =>
+    withStore((file) =>
+      Effect.gen(function*() {
+        const Plan = Schema.Struct({ plan: Schema.Literals(["fast", "careful"]), budget: Schema.Number })
+        const planner = Agent.make({
+          name: "planner",
+          instructions: "",
+          architecture: Architecture.make({
+            name: "ask-then-answer",
+            program: () =>
+              Effect.gen(function*() {
+                const choice = yield* Architecture.ask("Which plan?", Plan)
+                return { output: `${choice.plan} at ${choice.budget}` }
+              })
+          })
+        })
+        const model = ScriptedModel.layer(["unused"])
+        yield* Effect.gen(function*() {
+          yield* Durable.AgentRun.execute({ agent: "planner", prompt: "plan", runId: "run-p" }, { discard: true })
+          const [question] = yield* until(Durable.questions("run-p"), (rows) => rows.length === 1)
+          expect(question!.schema).toMatchObject({ type: "object", required: ["plan", "budget"] })
+          const refused = yield* Effect.flip(Durable.answer("run-p", "q1", { plan: "slow", budget: 3 }))
+          expect(refused.message).toContain("plan")
+          yield* Durable.answer("run-p", "q1", { plan: "careful", budget: 3 })
+          expect((yield* Durable.AgentRun.execute({ agent: "planner", prompt: "plan", runId: "run-p" })).output).toBe("careful at 3")
+          // Another run, dismissed.
+          yield* Durable.AgentRun.execute({ agent: "planner", prompt: "plan", runId: "run-d" }, { discard: true })
+          yield* until(Durable.questions("run-d"), (rows) => rows.length === 1)
+          yield* Durable.dismiss("run-d", "q1", "nobody knows")
+          // A durable run that fails suspends (AgentRun's SuspendOnFailure), with the failure as its cause.
+          const executionId = yield* Durable.AgentRun.executionId({ agent: "planner", prompt: "plan", runId: "run-d" })
+          const ended = yield* until(Durable.AgentRun.poll(executionId), (p) => Option.isSome(p) && p.value._tag === "Suspended" && p.value.failed === true)
+          expect(JSON.parse(JSON.stringify(ended)).value.cause.reasons).toEqual([{ _tag: "Die", defect: { name: "Unanswered" } }])
+        }).pipe(Effect.provide(engineWith(file, planner, model)))
+      })), 60_000)
+
+  it.live("a question's timeout is a DurableClock: no answer in time, the model reads why; a late answer is AlreadyDecided", () =>
+    withStore((file) =>
+      Effect.gen(function*() {
+        const seen: Array<string> = []
+        const model = ScriptedModel.layer((request, index) => {
+          if (index === 0) return { toolCalls: [{ id: "c1", name: "ask_human", arguments: { question: "Which city?" } }] }
+          seen.push(String(request.messages?.at(-1)?.content))
+          return "gave up"
+        })
+        const agent = Agent.make({ name: "worker", instructions: "", tools: [HumanLoop.askTool({ timeout: "1 second" })] })
+        yield* Effect.gen(function*() {
+          const result = yield* Durable.AgentRun.execute({ agent: "worker", prompt: "book", runId: "run-t" })
+          expect(result.output).toBe("gave up")
+          expect(seen).toEqual([`ERROR: tool "ask_human" failed: no answer: no answer within 1s`])
+          expect((yield* Effect.flip(Durable.answer("run-t", "q1", "Lyon")))._tag).toBe("AlreadyDecided")
+        }).pipe(Effect.provide(engineWith(file, agent, model)))
+      })), 60_000)
+
+  it.live("an answer the stored JSON schema lets through but the question's own schema refuses: the run asks again (q1, waiting anew)", () =>
+    withStore((file) =>
+      Effect.gen(function*() {
+        // A check JSON Schema cannot say: the process that answers cannot see it; the run does.
+        const Name = Schema.String.check(Schema.makeFilter((name: string) => name.startsWith("A") || "must start with A"))
+        const asker = Agent.make({
+          name: "asker",
+          instructions: "",
+          architecture: Architecture.make({
+            name: "ask-name",
+            program: () => Effect.map(Architecture.ask("Your name?", Name), (name) => ({ output: `hello ${name}` }))
+          })
+        })
+        yield* Effect.gen(function*() {
+          const payload = { agent: "asker", prompt: "hi", runId: "run-n" }
+          yield* Durable.AgentRun.execute(payload, { discard: true })
+          yield* until(Durable.questions("run-n"), (rows) => rows.length === 1)
+          yield* Durable.answer("run-n", "q1", "Bob")
+          // Refused where the run decodes it: the question waits again, under the same id.
+          const [again] = yield* until(Durable.questions("run-n"), (rows) => rows.length === 1 && rows[0]!.questionId === "q1")
+          expect(again!.question).toBe("Your name?")
+          yield* Durable.answer("run-n", "q1", "Ada")
+          expect((yield* Durable.AgentRun.execute(payload)).output).toBe("hello Ada")
+        }).pipe(Effect.provide(engineWith(file, asker, ScriptedModel.layer(["unused"]))))
+      })), 60_000)
 })

@@ -164,6 +164,16 @@ export interface Service {
     check: (answer: unknown) => Result.Result<unknown, string>
   ) => Effect.Effect<Result.Result<unknown, string>>
   /**
+   * Waits as `ask` does, for at most `timeout` (`None` when it passed), on the loop's own clock (see `waitWithin`).
+   *
+   * @since 0.2.0
+   */
+  readonly askWithin?: (
+    request: QuestionRequest,
+    check: (answer: unknown) => Result.Result<unknown, string>,
+    timeout: Duration.Duration
+  ) => Effect.Effect<Option.Option<Result.Result<unknown, string>>>
+  /**
    * Answers a waiting question: `NotWaiting` when none with that id waits, `AlreadyDecided` for a second answer,
    * `InvalidDecision` for an answer the question's schema refuses (it still waits).
    */

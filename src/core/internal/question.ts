@@ -18,8 +18,27 @@ export const nextId = (run: object): string => {
   return `q${n}`
 }
 
+/**
+ * The `call`s of tools that wait for a person themselves (`HumanLoop.askTool`): a durable run does not make them an
+ * activity — an activity cannot suspend its run, and the question's own wait is durable — but runs them as they are.
+ * (Keyed by the function: a tool's copies, `{ ...tool }`, keep it.)
+ */
+export const asksPeople = new WeakSet<object>()
+
 /** The JSON schema a UI renders a form from. */
 export const schemaOf = (schema: Schema.Top): unknown => parametersSchema(schema)
+
+/**
+ * What checks an answer against `schema`: the value the run gets, or why the answer does not fit (depth first: an
+ * answer is any JSON value, and a deep one would overflow the decoder's stack).
+ */
+export const checkerOf = (schema: Schema.Top): (answer: unknown) => Result.Result<unknown, string> => {
+  const decode = Schema.decodeUnknownResult(schema as unknown as Schema.Codec<unknown, unknown>)
+  return (answer) =>
+    !valueDepthWithin(answer)
+      ? Result.fail(`the answer nests deeper than ${maxJsonDepth} levels`)
+      : Result.mapError(decode(answer), (issue) => formatSchemaError("the answer does not fit", issue, answer))
+}
 
 /** Waits for the answer: the decoded value, or `Unanswered` naming why none came. */
 export const wait = <A, I>(
@@ -31,16 +50,15 @@ export const wait = <A, I>(
     const unanswered = (reason: string) =>
       new Unanswered({ sessionId: request.sessionId, questionId: request.questionId, question: request.question, reason })
     if (Option.isNone(loop)) return Effect.fail(unanswered("nobody can answer it here (no HumanLoop in context)"))
-    const decode = Schema.decodeUnknownResult(schema as unknown as Schema.Codec<A, unknown>)
-    const check = (answer: unknown): Result.Result<unknown, string> =>
-      // Depth first: an answer is any JSON value, and a deep one would overflow the decoder's stack.
-      !valueDepthWithin(answer)
-        ? Result.fail(`the answer nests deeper than ${maxJsonDepth} levels`)
-        : Result.mapError(decode(answer), (issue) => formatSchemaError("the answer does not fit", issue, answer))
-    const asked = Effect.flatMap(loop.value.ask(request, check), (answer) =>
-      Result.isSuccess(answer) ? Effect.succeed(answer.success as A) : Effect.fail(unanswered(answer.failure)))
-    if (timeout === undefined) return asked
+    const check = checkerOf(schema)
+    const answered = (answer: Result.Result<unknown, string>): Effect.Effect<A, Unanswered> =>
+      Result.isSuccess(answer) ? Effect.succeed(answer.success as A) : Effect.fail(unanswered(answer.failure))
+    if (timeout === undefined) return Effect.flatMap(loop.value.ask(request, check), answered)
     const limit = Duration.fromInputUnsafe(timeout)
-    return Effect.flatMap(Effect.timeoutOption(asked, limit), (answer) =>
-      Option.isSome(answer) ? Effect.succeed(answer.value) : Effect.fail(unanswered(`no answer within ${Duration.format(limit)}`)))
+    const late = unanswered(`no answer within ${Duration.format(limit)}`)
+    // A loop with a clock of its own (a durable one keeps it in its store) times the wait itself.
+    const within = loop.value.askWithin !== undefined
+      ? loop.value.askWithin(request, check, limit)
+      : Effect.timeoutOption(loop.value.ask(request, check), limit)
+    return Effect.flatMap(within, (answer) => Option.isSome(answer) ? answered(answer.value) : Effect.fail(late))
   })

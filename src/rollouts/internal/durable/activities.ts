@@ -18,6 +18,7 @@ import * as Architecture from "../../../core/Architecture.js"
 import * as Model from "../../../core/Model.js"
 import * as ModelError from "../../../core/ModelError.js"
 import type * as Tool from "../../../core/Tool.js"
+import * as Question from "../../../core/internal/question.js"
 import * as ToolCalls from "../../../core/internal/toolCalls.js"
 import * as Threads from "../../../core/Threads.js"
 import * as Sandbox from "../../../environment/Sandbox.js"
@@ -116,6 +117,8 @@ export const durableTools = <R>(
     const activity = numberedActivities(context, "tools")
     for (const tool of tools) handoffs?.tools.add(tool.name)
     return tools.map((tool): Tool.Tool<R> => {
+      // A question's own wait is durable; as an activity it could not suspend the run.
+      if (Question.asksPeople.has(tool.call)) return tool
       // A tool's own requirements are the caller's, as without durability.
       const call = (argumentsText: string) =>
         activity(`tool/${tool.name}`, {

@@ -22,7 +22,7 @@ import { ClusterWorkflowEngine, RunnerAddress, SingleRunner } from "effect/clust
 import { SqlClient, type SqlError } from "effect/sql"
 import { WorkflowEngine } from "effect/workflow"
 import * as SqliteClient from "../../../environment/SqliteClient.js"
-import * as Approvals from "./approvals.js"
+import * as HumanLoopStore from "./humanLoopStore.js"
 
 /** The store of a durable engine could not be opened. */
 export class DurableStoreError extends Schema.TaggedError<DurableStoreError>()("DurableStoreError", {
@@ -116,8 +116,8 @@ export const layerSqlite = (filename: string) =>
     // Messages stored for later (a durable clock's wake-up: an approval's timeout) are read every second, not
     // effect/cluster's 10 s, so a timeout ends within about a second of its time.
     Layer.provideMerge(SingleRunner.layer({ runnerStorage: "memory", shardingConfig: { entityMessagePollInterval: Duration.seconds(1) } })),
-    // valet's table of waiting calls, in the same file.
-    Layer.provideMerge(Approvals.layerSql),
+    // valet's table of waiting calls and questions, in the same file.
+    Layer.provideMerge(HumanLoopStore.layerSql),
     // Built once, for the cluster's storage and the guard; kept private, so it never stands in for a SqlClient of the caller.
     Layer.provide(sqliteStore(filename)),
     Layer.provide(NodeCrypto.layerDigest)
@@ -216,7 +216,7 @@ export const layerPostgresRunner = (options: RunnerOptions) =>
         ...intervals(options)
       }
     })),
-    Layer.provideMerge(Approvals.layerSql),
+    Layer.provideMerge(HumanLoopStore.layerSql),
     Layer.provideMerge(pgClient(options)),
     Layer.provide(NodeCrypto.layerDigest)
   )
@@ -229,7 +229,7 @@ export const layerPostgresClient = (options: PostgresOptions) =>
       storage: "sql",
       shardingConfig: { entityReplyPollInterval: Duration.millis(200) }
     })),
-    Layer.provideMerge(Approvals.layerSql),
+    Layer.provideMerge(HumanLoopStore.layerSql),
     Layer.provide(pgClient(options)),
     Layer.provide(NodeCrypto.layerDigest)
   )

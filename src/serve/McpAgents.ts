@@ -41,8 +41,10 @@ import { HttpIncomingMessage, HttpRouter, HttpServerRequest, HttpServerResponse 
 import * as Agent from "../core/Agent.js"
 import type { InvalidOptions } from "../core/AgentError.js"
 import type * as AgentEvent from "../core/AgentEvent.js"
+import * as HumanLoop from "../core/HumanLoop.js"
 import * as Decode from "../core/internal/decode.js"
 import * as Agents from "./Agents.js"
+import * as Elicit from "./internal/mcp/elicit.js"
 import * as StdioTransport from "./internal/mcp/stdioTransport.js"
 
 /**
@@ -99,6 +101,10 @@ export const describe = (event: AgentEvent.AgentEvent): string | undefined => {
       return `${event.sessionId}: budget ${event.limit} at ${event.used} of ${event.max}`
     case "ContextCompacted":
       return `${event.sessionId}: context compacted (${event.strategy}), ${event.tokensBefore} → ${event.tokensAfter} tokens`
+    case "ApprovalRequested":
+      return `${event.sessionId}: tool ${event.name} waits for approval [call ${event.toolCallId}]`
+    case "QuestionAsked":
+      return `${event.sessionId}: question ${event.questionId} waits for an answer`
     default:
       return undefined
   }
@@ -162,6 +168,12 @@ const checkLimits = (limits: Limits): Effect.Effect<Required<{ [K in keyof Limit
 /** The message of a call waiting for a slot (its progress notification). */
 const waitingMessage = (limit: number) => `${limit} runs are going on, the most this server runs at once: waiting for one to end`
 
+/** Where a server's runs wait for people: the `HumanLoop` that lists them, and whether anyone but the client decides. */
+interface People {
+  readonly base: HumanLoop.Service
+  readonly others: boolean
+}
+
 /**
  * Runs one agent for one `tools/call`, sending progress to the caller when it asked for it.
  *
@@ -177,7 +189,8 @@ const call = (
   entry: Agents.Entry,
   args: unknown,
   slots: { readonly semaphore: Semaphore.Semaphore; readonly limit: number },
-  stopping: Effect.Effect<McpSchema.CallToolResult>
+  stopping: Effect.Effect<McpSchema.CallToolResult>,
+  people: People
 ): Effect.Effect<McpSchema.CallToolResult, McpSchema.InvalidParams, McpSchema.McpRequestContext> =>
   Effect.gen(function*() {
     const decoded = decodeArguments(args)
@@ -194,11 +207,14 @@ const call = (
           // A client that went away does not stop the run; its cancellation does.
           Effect.ignore
         )
+    // The calling client answers the run's approvals and questions (`elicitation/create`), when it can.
+    const humanLoop = Elicit.humanLoop(people.base, yield* Effect.serviceOption(McpSchema.McpServerClient), { others: people.others })
     let result: AgentEvent.RunResult | undefined
     const run = Agent.stream(entry.agent, decoded.value.input, {
       textDeltas: false,
       ...(entry.budget !== undefined ? { budget: entry.budget } : {})
     }).pipe(
+      Stream.provideService(HumanLoop.HumanLoop, humanLoop),
       Stream.runForEach((event) => {
         if (event._tag === "RunCompleted" && event.sessionId === event.result.sessionId && result === undefined) {
           // The root run's result (sub-agents' RunCompleted come first, with their own session ids).
@@ -251,6 +267,9 @@ const register = (
       const server = yield* McpServer.McpServer
       const agents = yield* Agents.Agents
       const slots = { semaphore: yield* Semaphore.make(limit), limit }
+      // Where the runs' waits are listed: the app's `HumanLoop` (whose deciders may answer too), or the server's own.
+      const app = yield* Effect.serviceOption(HumanLoop.HumanLoop)
+      const people: People = Option.isSome(app) ? { base: app.value, others: true } : { base: yield* HumanLoop.make, others: false }
       for (const entry of agents.list) {
         const stopped = Effect.as(
           stop,
@@ -264,7 +283,7 @@ const register = (
             annotations: { title: entry.name, readOnlyHint: false, openWorldHint: true }
           }),
           annotations: Context.empty(),
-          handle: (args) => call(server, entry, args, slots, stopped)
+          handle: (args) => call(server, entry, args, slots, stopped, people)
         })
       }
     })

@@ -208,7 +208,7 @@ const call = (
           Effect.ignore
         )
     // The calling client answers the run's approvals and questions (`elicitation/create`), when it can.
-    const humanLoop = Elicit.humanLoop(people.base, yield* Effect.serviceOption(McpSchema.McpServerClient), { others: people.others })
+    const humanLoop = Elicit.humanLoop(people.base, yield* Effect.serviceOption(McpSchema.McpServerClient), { agent: entry.name, others: people.others })
     let result: AgentEvent.RunResult | undefined
     const run = Agent.stream(entry.agent, decoded.value.input, {
       textDeltas: false,
@@ -406,7 +406,15 @@ const bodyLimit = (maxBodyBytes: number) =>
  */
 export const layerHttp = (options: Options & { readonly path?: HttpRouter.PathInput | undefined } = {}) =>
   Layer.unwrap(Effect.map(checkLimits(options), (limits) =>
-    McpServer.layerHttp({ ...info(options), path: options.path ?? "/mcp", protocols, registrations: registrationsWith(limits) }).pipe(
+    McpServer.layerHttp({
+      ...info(options),
+      path: options.path ?? "/mcp",
+      protocols,
+      // A client's DELETE ends its session and interrupts its calls in flight (their runs, their elicitations): the
+      // router's guard decides who may send it, as for every other request.
+      allowSessionTermination: true,
+      registrations: registrationsWith(limits)
+    }).pipe(
       Layer.provide(bodyLimit(limits.maxBodyBytes)),
       // Cannot fail: the limits are checked, and its other error is a bad cache hint, which valet never gives.
       Layer.orDie

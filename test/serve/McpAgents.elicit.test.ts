@@ -20,7 +20,7 @@ import * as Tool from "../../src/core/Tool.js"
 import * as Agents from "../../src/serve/Agents.js"
 import * as McpAgents from "../../src/serve/McpAgents.js"
 import { refundCall, supportAgent } from "../support/approvals.js"
-import { eventually } from "../support/testClockIo.js"
+import { eventually, realDelay } from "../support/testClockIo.js"
 
 type AnyAgent = Agent.Agent<never>
 
@@ -48,9 +48,10 @@ const sdkClient = (person: Person | undefined): { readonly client: Client; reado
 }
 
 /** The agents served over Streamable HTTP in this process, the SDK client connected; both closed with the scope. */
-const overHttp = (agents: ReadonlyArray<AnyAgent>, person: Person | undefined) =>
+const overHttp = (agents: ReadonlyArray<AnyAgent>, person: Person | undefined, humanLoop?: HumanLoop.Service) =>
   Effect.gen(function*() {
-    const app = McpAgents.layerHttp().pipe(Layer.provide(Agents.layer(agents)))
+    const served = McpAgents.layerHttp().pipe(Layer.provide(Agents.layer(agents)))
+    const app = humanLoop === undefined ? served : served.pipe(Layer.provide(Layer.succeed(HumanLoop.HumanLoop, humanLoop)))
     const { dispose, handler } = HttpRouter.toWebHandler(app, { disableLogger: true })
     yield* Effect.addFinalizer(() => Effect.promise(dispose))
     const { client, seen } = sdkClient(person)
@@ -58,7 +59,7 @@ const overHttp = (agents: ReadonlyArray<AnyAgent>, person: Person | undefined) =
       fetch: (url, init) => handler(new Request(url, init))
     })
     yield* Effect.acquireRelease(Effect.promise(() => client.connect(transport)), () => Effect.promise(() => client.close()))
-    return { client, seen }
+    return { client, seen, transport }
   })
 
 /**
@@ -144,7 +145,7 @@ describe("McpAgents: approvals by elicitation", () => {
       expect(seen.forms).toHaveLength(1)
       expect(seen.forms[0]).toMatchObject({
         mode: "form",
-        message: `The agent wants to call the tool refund with {"amount":250}. Approve this call?`,
+        message: `The agent support wants to call the tool refund with {"amount":250}. Approve this call?`,
         requestedSchema: {
           type: "object",
           properties: { approve: { type: "boolean" }, reason: { type: "string" }, arguments: { type: "string", default: `{"amount":250}` } },
@@ -172,7 +173,7 @@ describe("McpAgents: approvals by elicitation", () => {
       expect(textOf(result)).toBe("refunded 200")
       expect(ran).toEqual([200])
       expect(seen.forms).toHaveLength(2)
-      expect(seen.forms[1]!.message).toMatch(/^Your last answer did not fit: arguments: invalid arguments for tool "refund": amount must be a number, got "lots"\n\nThe agent wants/)
+      expect(seen.forms[1]!.message).toMatch(/^Your last answer did not fit: arguments: invalid arguments for tool "refund": amount must be a number, got "lots"\n\nThe agent support wants/)
     }).pipe(Effect.scoped))
 
   it.live("stdio: a client that rejects with a reason; the model reads it", () =>
@@ -333,5 +334,54 @@ describe("McpAgents: elicitations end with their wait", () => {
       expect(yield* Effect.promise(() => call)).toMatch(/abort|cancel/i)
       yield* eventually(() => seen.signals[0]!.aborted, "the form's request cancelled")
       expect(ran).toEqual([])
+    }).pipe(Effect.scoped))
+})
+
+describe("McpAgents: the app's own HumanLoop beside the client", () => {
+  it.live("a client without elicitation: the call waits in the app's HumanLoop (not rejected), and its decision runs the tool", () =>
+    Effect.gen(function*() {
+      const loop = yield* HumanLoop.make
+      const { agent, ran } = supportAgent(readsToolResults([refundCall("c1", 250)]))
+      const { client } = yield* overHttp([agent], undefined, loop)
+      const progress: Array<string> = []
+      const call = client.callTool({ name: "support", arguments: { input: "Refund 250." } }, undefined, {
+        onprogress: ({ message }) => void progress.push(message ?? "")
+      })
+      const [waiting] = yield* loop.awaitPending(1)
+      expect(waiting).toMatchObject({ toolCallId: "c1", name: "refund", arguments: `{"amount":250}` })
+      // The client hears why its call takes long (and restarts its timeout when it asked for that).
+      yield* eventually(() => progress.some((message) => message.endsWith("tool refund waits for approval [call c1]")), "the progress note")
+      yield* loop.decide("c1", { approved: true })
+      expect(textOf(yield* Effect.promise(() => call))).toBe("refunded 250")
+      expect(ran).toEqual([250])
+    }).pipe(Effect.scoped))
+
+  it.live("decided in the app while the form is open: the tool runs once and the client's form is cancelled", () =>
+    Effect.gen(function*() {
+      const loop = yield* HumanLoop.make
+      const { agent, ran } = supportAgent(readsToolResults([refundCall("c1", 250)]))
+      const { client, seen } = yield* overHttp([agent], () => new Promise<ElicitResult>(() => {}), loop)
+      const call = client.callTool({ name: "support", arguments: { input: "Refund 250." } })
+      yield* eventually(() => seen.forms.length === 1, "the form sent")
+      yield* loop.decide("c1", { approved: false, reason: "decided on the dashboard" })
+      expect(textOf(yield* Effect.promise(() => call))).toBe("ERROR: rejected: decided on the dashboard")
+      yield* eventually(() => seen.signals[0]!.aborted, "the form's request cancelled")
+      expect(ran).toEqual([])
+    }).pipe(Effect.scoped))
+
+  it.live("HTTP: the client ends its session (DELETE) while the form is open: the run stops, its call no longer waits", () =>
+    Effect.gen(function*() {
+      const loop = yield* HumanLoop.make
+      const { agent, ran } = supportAgent(readsToolResults([refundCall("c1", 250)]))
+      const { client, seen, transport } = yield* overHttp([agent], () => new Promise<ElicitResult>(() => {}), loop)
+      const call = client.callTool({ name: "support", arguments: { input: "Refund 250." } }).then(() => "answered", (error: Error) => error.message)
+      yield* eventually(() => seen.forms.length === 1, "the form sent")
+      expect(yield* loop.pending()).toHaveLength(1)
+      yield* Effect.promise(() => transport.terminateSession())
+      // The run was interrupted: its call left the loop's list (a run still going would keep it there).
+      for (let waited = 0; (yield* loop.pending()).length > 0 && waited < 5_000; waited += 10) yield* realDelay(10)
+      expect(yield* loop.pending()).toEqual([])
+      expect(ran).toEqual([])
+      void call
     }).pipe(Effect.scoped))
 })

@@ -87,10 +87,10 @@ const retryNote = (problem: string | undefined) => (problem === undefined ? "" :
 // Approvals
 // ---------------------------------------------------------------------------------------------------------
 
-/** The form that asks for a decision on `request` (`problem`: why the last answer was refused). */
-export const approvalForm = (request: HumanLoop.ApprovalRequest, problem?: string) =>
+/** The form that asks for a decision on `request` of the agent `agent` (`problem`: why the last answer was refused). */
+export const approvalForm = (agent: string, request: HumanLoop.ApprovalRequest, problem?: string) =>
   formOf(
-    `${retryNote(problem)}The agent wants to call the tool ${request.name} with ${cut(request.arguments, maxShownChars)}. Approve this call?`,
+    `${retryNote(problem)}The agent ${agent} wants to call the tool ${request.name} with ${cut(request.arguments, maxShownChars)}. Approve this call?`,
     {
       approve: { type: "boolean", title: "Approve", description: `Run ${request.name} (unchecked: the call is rejected).` },
       reason: { type: "string", title: "Reason", description: "Why (the agent reads it)." },
@@ -145,6 +145,7 @@ const resolutionOf = (
 /** Asks the client about `request` until an answer fits (at most `maxAttempts` times). `None`: it cannot be asked. */
 const decideBy = (
   client: Option.Option<McpSchema.McpServerClient["Service"]>,
+  agent: string,
   request: HumanLoop.ApprovalRequest,
   check: (value: unknown) => Result.Result<string, string>
 ): Effect.Effect<Result.Result<HumanLoop.Resolution, { readonly unable: string }>> =>
@@ -152,7 +153,7 @@ const decideBy = (
     const rejected = (reason: string): HumanLoop.Resolution => ({ approved: false, reason, arguments: request.arguments, edited: false })
     let problem: string | undefined
     for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-      const asked = yield* elicit(client, approvalForm(request, problem))
+      const asked = yield* elicit(client, approvalForm(agent, request, problem))
       if (asked._tag === "Refused") return asked.unable ? Result.fail({ unable: asked.reason }) : Result.succeed(rejected(asked.reason))
       const resolution = resolutionOf(request, check, asked.content)
       if (Result.isSuccess(resolution)) return Result.succeed(resolution.success)
@@ -287,12 +288,17 @@ const answerBy = (
 export const humanLoop = (
   base: HumanLoop.Service,
   client: Option.Option<McpSchema.McpServerClient["Service"]>,
-  options: { readonly others: boolean }
+  options: {
+    /** The agent whose runs wait (named in the forms). */
+    readonly agent: string
+    /** Whether anyone but the client may decide (an app's own `HumanLoop`). */
+    readonly others: boolean
+  }
 ): HumanLoop.Service => {
   const orOthers = <A>(outcome: Result.Result<A, { readonly unable: string }>, unable: (reason: string) => A): Effect.Effect<A> =>
     Result.isSuccess(outcome) ? Effect.succeed(outcome.success) : options.others ? Effect.never : Effect.succeed(unable(outcome.failure.unable))
   const decided = (request: HumanLoop.ApprovalRequest, check: (value: unknown) => Result.Result<string, string>) =>
-    Effect.flatMap(decideBy(client, request, check), (outcome) =>
+    Effect.flatMap(decideBy(client, options.agent, request, check), (outcome) =>
       orOthers(outcome, (reason): HumanLoop.Resolution => ({ approved: false, reason, arguments: request.arguments, edited: false })))
   const { waitWithin, ...rest } = base
   return {

@@ -6,6 +6,21 @@
  * an `isError` result carrying the typed error's message; a run stopped by a budget cap answers its partial
  * output, with `interrupted` in the structured content.
  *
+ * People in the loop (`HumanLoop`): a run's tool call that needs approval, or a question it asks (`Architecture.ask`,
+ * the `ask_human` tool), is put to the client that called the tool as an `elicitation/create` request (form mode),
+ * and a progress notification says it waits. An approval's form has `approve`, `reason` and `arguments` (the
+ * model's JSON, prefilled: edited ones are checked by the tool's schema); a question's form has the fields of its
+ * answer's schema when they are primitives (strings, numbers, booleans, choices), one `answer` field for a primitive,
+ * else one `answer` field of JSON text. An answer that does not fit is asked again with the error, at most 3 times;
+ * then the call is rejected (the question dismissed: the run gets `Unanswered`). Declined or cancelled, the call is
+ * rejected with that reason, which the model reads. A client that cannot answer — no elicitation capability, or
+ * protocol 2025-03-26 — has the call rejected (the question dismissed) at once with a reason saying so: the MCP call
+ * still returns a result. The waits of one turn (parallel tool calls) are asked at once, each on its own request. A
+ * cancelled call, a closed stdin or an ended HTTP session (DELETE) interrupts the run and its open forms (a client
+ * still connected gets `notifications/cancelled` for them), as does a call's `approvalTimeout`. With a `HumanLoop`
+ * in the context the tools are registered in (an app's), the waits are listed there and may be decided there too —
+ * the first decision wins — and a client that cannot answer leaves them to it.
+ *
  * A server obeys the limits of `valet.yaml`'s `server:` (`Limits`): at most `maxConcurrentRuns` runs at once (more
  * calls wait for a slot), and no message longer than `maxBodyBytes`. effect's `McpServer` speaks the protocol;
  * over stdio valet reads the wire itself first (`internal/mcp/`), so that stdout carries JSON-RPC only and a bad
@@ -247,7 +262,8 @@ const call = (
 
 /**
  * Adds every agent of `Agents` to the `McpServer` as a tool, at most `maxConcurrentRuns` of their calls running
- * at once (the others wait, see `Limits`).
+ * at once (the others wait, see `Limits`). The runs' approvals and questions are asked of the calling client (see
+ * the module's documentation), and listed in the `HumanLoop` of this layer's context when it has one.
  *
  * @since 0.2.0
  * @category layers
@@ -397,7 +413,8 @@ const bodyLimit = (maxBodyBytes: number) =>
 
 /**
  * A whole Streamable HTTP MCP server at `path` (default `/mcp`) of the `HttpRouter` in context, with the body
- * limit on its routes and at most `maxConcurrentRuns` runs at once. Authentication, the Host / Origin allow-list
+ * limit on its routes and at most `maxConcurrentRuns` runs at once. A client's DELETE ends its session, and the
+ * runs of its calls in flight with it. Authentication, the Host / Origin allow-list
  * and the like are the router's: add them as a route middleware (`Layer.provide(HttpRouter.middleware(f).layer)`
  * on this layer) or a global one beside it.
  *

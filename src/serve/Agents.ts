@@ -44,6 +44,7 @@
 import { Context, Effect, Layer, Scope } from "effect"
 import * as Agent from "../core/Agent.js"
 import * as Budget from "../core/Budget.js"
+import * as HumanLoop from "../core/HumanLoop.js"
 
 /**
  * One agent on offer. In the catalog its runs need nothing from the caller (`Entry<never>`): `Agents.layer` gives
@@ -121,8 +122,9 @@ export const layer = <const A extends Agent.Agent<unknown> | Entry<unknown>>(
     Agents,
     Effect.map(Effect.context<never>(), (context) => {
       // `Agent.provide` leaves out what belongs to the running fiber (the scope, the tracing parent, log annotations…):
-      // here, the layer builder's.
-      const given = context
+      // here, the layer builder's. And the `HumanLoop`: who decides a run's waiting calls is the surface's that runs
+      // it (`Runs` gives the app's or its own, `McpAgents` asks the calling client), which a captured one would hide.
+      const given = Context.omit(HumanLoop.HumanLoop)(context)
       // Nothing to give (agents in code with their own models): runs go as they would without the layer.
       if (given.mapUnsafe.size === 0) return make(entries as Iterable<Agent.Agent<never> | Entry>)
       // Per-request services (the current user, the request) cannot be given here: the layer is built once.

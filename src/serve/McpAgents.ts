@@ -6,6 +6,21 @@
  * an `isError` result carrying the typed error's message; a run stopped by a budget cap answers its partial
  * output, with `interrupted` in the structured content.
  *
+ * People in the loop (`HumanLoop`): a run's tool call that needs approval, or a question it asks (`Architecture.ask`,
+ * the `ask_human` tool), is put to the client that called the tool as an `elicitation/create` request (form mode),
+ * and a progress notification says it waits. An approval's form has `approve`, `reason` and `arguments` (the
+ * model's JSON, prefilled: edited ones are checked by the tool's schema); a question's form has the fields of its
+ * answer's schema when they are primitives (strings, numbers, booleans, choices), one `answer` field for a primitive,
+ * else one `answer` field of JSON text. An answer that does not fit is asked again with the error, at most 3 times;
+ * then the call is rejected (the question dismissed: the run gets `Unanswered`). Declined or cancelled, the call is
+ * rejected with that reason, which the model reads. A client that cannot answer — no elicitation capability, or
+ * protocol 2025-03-26 — has the call rejected (the question dismissed) at once with a reason saying so: the MCP call
+ * still returns a result. The waits of one turn (parallel tool calls) are asked at once, each on its own request. A
+ * cancelled call, a closed stdin or an ended HTTP session (DELETE) interrupts the run and its open forms (a client
+ * still connected gets `notifications/cancelled` for them), as does a call's `approvalTimeout`. With a `HumanLoop`
+ * in the context the tools are registered in (an app's), the waits are listed there and may be decided there too —
+ * the first decision wins — and a client that cannot answer leaves them to it.
+ *
  * A server obeys the limits of `valet.yaml`'s `server:` (`Limits`): at most `maxConcurrentRuns` runs at once (more
  * calls wait for a slot), and no message longer than `maxBodyBytes`. effect's `McpServer` speaks the protocol;
  * over stdio valet reads the wire itself first (`internal/mcp/`), so that stdout carries JSON-RPC only and a bad
@@ -41,8 +56,10 @@ import { HttpIncomingMessage, HttpRouter, HttpServerRequest, HttpServerResponse 
 import * as Agent from "../core/Agent.js"
 import type { InvalidOptions } from "../core/AgentError.js"
 import type * as AgentEvent from "../core/AgentEvent.js"
+import * as HumanLoop from "../core/HumanLoop.js"
 import * as Decode from "../core/internal/decode.js"
 import * as Agents from "./Agents.js"
+import * as Elicit from "./internal/mcp/elicit.js"
 import * as StdioTransport from "./internal/mcp/stdioTransport.js"
 
 /**
@@ -99,6 +116,10 @@ export const describe = (event: AgentEvent.AgentEvent): string | undefined => {
       return `${event.sessionId}: budget ${event.limit} at ${event.used} of ${event.max}`
     case "ContextCompacted":
       return `${event.sessionId}: context compacted (${event.strategy}), ${event.tokensBefore} → ${event.tokensAfter} tokens`
+    case "ApprovalRequested":
+      return `${event.sessionId}: tool ${event.name} waits for approval [call ${event.toolCallId}]`
+    case "QuestionAsked":
+      return `${event.sessionId}: question ${event.questionId} waits for an answer`
     default:
       return undefined
   }
@@ -162,6 +183,12 @@ const checkLimits = (limits: Limits): Effect.Effect<Required<{ [K in keyof Limit
 /** The message of a call waiting for a slot (its progress notification). */
 const waitingMessage = (limit: number) => `${limit} runs are going on, the most this server runs at once: waiting for one to end`
 
+/** Where a server's runs wait for people: the `HumanLoop` that lists them, and whether anyone but the client decides. */
+interface People {
+  readonly base: HumanLoop.Service
+  readonly others: boolean
+}
+
 /**
  * Runs one agent for one `tools/call`, sending progress to the caller when it asked for it.
  *
@@ -177,7 +204,8 @@ const call = (
   entry: Agents.Entry,
   args: unknown,
   slots: { readonly semaphore: Semaphore.Semaphore; readonly limit: number },
-  stopping: Effect.Effect<McpSchema.CallToolResult>
+  stopping: Effect.Effect<McpSchema.CallToolResult>,
+  people: People
 ): Effect.Effect<McpSchema.CallToolResult, McpSchema.InvalidParams, McpSchema.McpRequestContext> =>
   Effect.gen(function*() {
     const decoded = decodeArguments(args)
@@ -194,11 +222,14 @@ const call = (
           // A client that went away does not stop the run; its cancellation does.
           Effect.ignore
         )
+    // The calling client answers the run's approvals and questions (`elicitation/create`), when it can.
+    const humanLoop = Elicit.humanLoop(people.base, yield* Effect.serviceOption(McpSchema.McpServerClient), { agent: entry.name, others: people.others })
     let result: AgentEvent.RunResult | undefined
     const run = Agent.stream(entry.agent, decoded.value.input, {
       textDeltas: false,
       ...(entry.budget !== undefined ? { budget: entry.budget } : {})
     }).pipe(
+      Stream.provideService(HumanLoop.HumanLoop, humanLoop),
       Stream.runForEach((event) => {
         if (event._tag === "RunCompleted" && event.sessionId === event.result.sessionId && result === undefined) {
           // The root run's result (sub-agents' RunCompleted come first, with their own session ids).
@@ -231,7 +262,8 @@ const call = (
 
 /**
  * Adds every agent of `Agents` to the `McpServer` as a tool, at most `maxConcurrentRuns` of their calls running
- * at once (the others wait, see `Limits`).
+ * at once (the others wait, see `Limits`). The runs' approvals and questions are asked of the calling client (see
+ * the module's documentation), and listed in the `HumanLoop` of this layer's context when it has one.
  *
  * @since 0.2.0
  * @category layers
@@ -251,6 +283,9 @@ const register = (
       const server = yield* McpServer.McpServer
       const agents = yield* Agents.Agents
       const slots = { semaphore: yield* Semaphore.make(limit), limit }
+      // Where the runs' waits are listed: the app's `HumanLoop` (whose deciders may answer too), or the server's own.
+      const app = yield* Effect.serviceOption(HumanLoop.HumanLoop)
+      const people: People = Option.isSome(app) ? { base: app.value, others: true } : { base: yield* HumanLoop.make, others: false }
       for (const entry of agents.list) {
         const stopped = Effect.as(
           stop,
@@ -264,7 +299,7 @@ const register = (
             annotations: { title: entry.name, readOnlyHint: false, openWorldHint: true }
           }),
           annotations: Context.empty(),
-          handle: (args) => call(server, entry, args, slots, stopped)
+          handle: (args) => call(server, entry, args, slots, stopped, people)
         })
       }
     })
@@ -378,7 +413,8 @@ const bodyLimit = (maxBodyBytes: number) =>
 
 /**
  * A whole Streamable HTTP MCP server at `path` (default `/mcp`) of the `HttpRouter` in context, with the body
- * limit on its routes and at most `maxConcurrentRuns` runs at once. Authentication, the Host / Origin allow-list
+ * limit on its routes and at most `maxConcurrentRuns` runs at once. A client's DELETE ends its session, and the
+ * runs of its calls in flight with it. Authentication, the Host / Origin allow-list
  * and the like are the router's: add them as a route middleware (`Layer.provide(HttpRouter.middleware(f).layer)`
  * on this layer) or a global one beside it.
  *
@@ -387,7 +423,15 @@ const bodyLimit = (maxBodyBytes: number) =>
  */
 export const layerHttp = (options: Options & { readonly path?: HttpRouter.PathInput | undefined } = {}) =>
   Layer.unwrap(Effect.map(checkLimits(options), (limits) =>
-    McpServer.layerHttp({ ...info(options), path: options.path ?? "/mcp", protocols, registrations: registrationsWith(limits) }).pipe(
+    McpServer.layerHttp({
+      ...info(options),
+      path: options.path ?? "/mcp",
+      protocols,
+      // A client's DELETE ends its session and interrupts its calls in flight (their runs, their elicitations): the
+      // router's guard decides who may send it, as for every other request.
+      allowSessionTermination: true,
+      registrations: registrationsWith(limits)
+    }).pipe(
       Layer.provide(bodyLimit(limits.maxBodyBytes)),
       // Cannot fail: the limits are checked, and its other error is a bad cache hint, which valet never gives.
       Layer.orDie

@@ -422,6 +422,13 @@ export const layer = <R = Model.Model>(agents: Agents<R>): Layer.Layer<never, ne
  * @category people in the loop
  */
 export const HumanLoopStore = HumanLoopStore_.HumanLoopStore
+/**
+ * The service's identifier, as a type (what `decide`, `answer`… require).
+ *
+ * @since 0.2.0
+ * @category people in the loop
+ */
+export type HumanLoopStore = HumanLoopStore_.HumanLoopStore
 
 /**
  * The waits of runs that live in this process only (for `WorkflowEngine.layerMemory`).
@@ -429,7 +436,7 @@ export const HumanLoopStore = HumanLoopStore_.HumanLoopStore
  * @since 0.2.0
  * @category people in the loop
  */
-export const layerHumanLoopMemory: Layer.Layer<HumanLoopStore_.HumanLoopStore> = HumanLoopStore_.layerMemory
+export const layerHumanLoopMemory: Layer.Layer<HumanLoopStore> = HumanLoopStore_.layerMemory
 
 /**
  * Options of `decide`.
@@ -475,7 +482,7 @@ export const decide = <R = never>(
   toolCallId: string,
   decision: HumanLoop.Decision,
   options?: DecideOptions<R>
-): Effect.Effect<HumanLoop.ApprovalRequest, HumanLoop.DecideError, HumanLoopStore_.HumanLoopStore | WorkflowEngine.WorkflowEngine> =>
+): Effect.Effect<HumanLoop.ApprovalRequest, HumanLoop.DecideError, HumanLoopStore | WorkflowEngine.WorkflowEngine> =>
   Effect.gen(function*() {
     const executionId = yield* executionOf(runId)
     const agents = options?.agents
@@ -497,7 +504,7 @@ export const decide = <R = never>(
  * @since 0.2.0
  * @category people in the loop
  */
-export const pending = (runId: string): Effect.Effect<ReadonlyArray<HumanLoop.ApprovalRequest>, never, HumanLoopStore_.HumanLoopStore> =>
+export const pending = (runId: string): Effect.Effect<ReadonlyArray<HumanLoop.ApprovalRequest>, never, HumanLoopStore> =>
   Effect.flatMap(HumanLoopStore_.HumanLoopStore, (store) => Effect.map(store.waiting(runId, "approval"), (rows) => rows.map(Approvals_.requestOf)))
 
 /**
@@ -506,7 +513,7 @@ export const pending = (runId: string): Effect.Effect<ReadonlyArray<HumanLoop.Ap
  * @since 0.2.0
  * @category people in the loop
  */
-export const questions = (runId: string): Effect.Effect<ReadonlyArray<HumanLoop.QuestionRequest>, never, HumanLoopStore_.HumanLoopStore> =>
+export const questions = (runId: string): Effect.Effect<ReadonlyArray<HumanLoop.QuestionRequest>, never, HumanLoopStore> =>
   Effect.flatMap(HumanLoopStore_.HumanLoopStore, (store) => Effect.map(store.waiting(runId, "question"), (rows) => rows.map(Questions_.requestOf)))
 
 /**
@@ -532,7 +539,7 @@ export const answer = (
   questionId: string,
   value: unknown,
   options?: { readonly sessionId?: string | undefined }
-): Effect.Effect<HumanLoop.QuestionRequest, HumanLoop.DecideError, HumanLoopStore_.HumanLoopStore | WorkflowEngine.WorkflowEngine> =>
+): Effect.Effect<HumanLoop.QuestionRequest, HumanLoop.DecideError, HumanLoopStore | WorkflowEngine.WorkflowEngine> =>
   Effect.flatMap(executionOf(runId), (executionId) =>
     Questions_.settle(AgentRun, executionId, runId, questionId, { answer: value }, options?.sessionId))
 
@@ -548,7 +555,7 @@ export const dismiss = (
   questionId: string,
   reason: string,
   options?: { readonly sessionId?: string | undefined }
-): Effect.Effect<HumanLoop.QuestionRequest, HumanLoop.DecideError, HumanLoopStore_.HumanLoopStore | WorkflowEngine.WorkflowEngine> =>
+): Effect.Effect<HumanLoop.QuestionRequest, HumanLoop.DecideError, HumanLoopStore | WorkflowEngine.WorkflowEngine> =>
   Effect.flatMap(executionOf(runId), (executionId) =>
     Questions_.settle(AgentRun, executionId, runId, questionId, { dismissed: reason }, options?.sessionId))
 

@@ -6,10 +6,12 @@
  * same store) decides them — even runs approved, odd ones rejected with reason "no" — and prints `result <runId>
  * <output>` as each run ends. `<store>` is a SQLite file, or a postgres:// URL (then the process is a runner of the
  * cluster, listening on `port`). The model prints `call <runId> <step>` for each call it receives, the tool
- * `tool <n>`; the model's answer after the tool is what it read (`read <tool result>`).
+ * `tool <n>`; the model's answer after the tool is what it read (`read <tool result>`, printed as `<runId> read …`).
+ * `start-ask` starts runs `ask-0` … instead, whose first call asks a person (`ask_human`: "Which city?").
  */
 import { Effect, Layer, Schema } from "effect"
 import * as Agent from "../../src/core/Agent.js"
+import * as HumanLoop from "../../src/core/HumanLoop.js"
 import * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
@@ -24,26 +26,36 @@ const act = Tool.make({
   handler: ({ n }) => Effect.sync(() => (console.log(`tool ${n}`), `did ${n}`)),
   needsApproval: true
 })
-const agent = Agent.make({ name: "worker", instructions: "", tools: [act] })
+const agent = Agent.make({ name: "worker", instructions: "", tools: [act, HumanLoop.askTool()] })
 const model = ScriptedModel.layer((request) =>
   Effect.flatMap(Effect.service(Model.currentCallContext), (call): Effect.Effect<ScriptedModel.Turn> => {
     const step = call?.step ?? "?"
     const runId = call?.rootSessionId ?? "?"
     console.log(`call ${runId} ${step}`)
+    if (step === "react.turn_1" && runId.startsWith("ask-")) {
+      return Effect.succeed({ toolCalls: [{ id: "a1", name: "ask_human", arguments: { question: "Which city?" } }] })
+    }
     if (step === "react.turn_1") {
       const n = Number(runId.replace("run-", ""))
       return Effect.succeed({ toolCalls: [{ id: `k${n}`, name: "act", arguments: { n } }] })
     }
-    return Effect.succeed(`read ${String(request.messages?.at(-1)?.content)}`)
+    const read = `read ${String(request.messages?.at(-1)?.content)}`
+    console.log(`${runId} ${read}`)
+    return Effect.succeed(read)
   })
 )
-const runIds = Array.from({ length: count }, (_, i) => `run-${i}`)
+// `start-ask`: the runs ask (`ask-0` …: their first call is `ask_human`), and wait for answers.
+const asking = mode === "start-ask"
+const runIds = Array.from({ length: count }, (_, i) => asking ? `ask-${i}` : `run-${i}`)
 const payloadOf = (runId: string) => ({ agent: "worker", prompt: "go", runId })
 
 const program = Effect.gen(function*() {
-  if (mode === "start") {
+  if (mode === "start" || asking) {
     for (const runId of runIds) yield* Durable.AgentRun.execute(payloadOf(runId), { discard: true })
-    const waiting = Effect.map(Effect.forEach(runIds, (runId) => Durable.pending(runId)), (all) => all.filter((p) => p.length > 0).length)
+    const waiting = Effect.map(
+      Effect.forEach(runIds, (runId) => Effect.map(asking ? Durable.questions(runId) : Durable.pending(runId), (waits) => waits.length)),
+      (all) => all.filter((n) => n > 0).length
+    )
     while ((yield* waiting) < count) yield* Effect.sleep("20 millis")
     console.log(`waiting ${yield* waiting}`)
     return yield* Effect.never

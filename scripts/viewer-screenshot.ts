@@ -80,7 +80,7 @@ const program = Effect.gen(function*() {
     await page.locator('#pending .request[data-call="r1"]').waitFor({ timeout: 15_000 })
     // Let the wait grow a little beside the bars before it.
     await page.waitForTimeout(1200)
-    await page.locator('#pending .request[data-call="r1"] input.reason').fill("")
+    await page.locator('#runs .status.waiting').waitFor()
     const model = page.locator('.wf-row[data-kind="model"]').nth(1)
     const box = await model.locator(".wf-bar").boundingBox()
     if (box !== null) await page.mouse.move(box.x + box.width / 2, box.y + box.height / 2)

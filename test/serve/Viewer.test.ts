@@ -171,7 +171,7 @@ describe("Viewer", () => {
         ["tool", 1, "add"],
         ["model", 1, "react.turn_2"]
       ])
-      for (const row of calculatorRows) expect(row.width).toBeGreaterThan(0)
+      for (const row of calculatorRows) expect(row.width, JSON.stringify(calculatorRows)).toBeGreaterThan(0)
       expect(calculatorRows[2]!.left).toBeGreaterThanOrEqual(calculatorRows[1]!.left + calculatorRows[1]!.width - 1)
       expect(calculatorRows[3]!.left).toBeGreaterThanOrEqual(calculatorRows[2]!.left)
       expect(calculatorRows[2]!.tip).toContain(`arguments: {"a":2,"b":3}`)

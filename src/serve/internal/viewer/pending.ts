@@ -80,7 +80,8 @@ function makePending(section, runId, short, onChange) {
     const node = el("div", { class: "request question", "data-question": event.questionId, "data-session": event.sessionId },
       el("div", {}, el("strong", { text: "Question" }), " ", el("span", { class: "counts", text: event.questionId + " · session " + short(event.sessionId) })),
       el("pre", { class: "question-text", text: event.question }),
-      el("div", { class: "counts", text: text ? "answer: text" : "answer: JSON matching " + clip(JSON.stringify(schema), 200) }),
+      el("div", { class: "counts", text: !text ? "answer: JSON matching " + clip(JSON.stringify(schema), 200)
+        : Array.isArray(schema.enum) ? "answer: one of " + clip(schema.enum.join(", "), 200) : "answer: text" }),
       el("div", { class: "controls" }, box, answer),
       refusal);
     const entry = entryOf(key, node, [box, answer], refusal);

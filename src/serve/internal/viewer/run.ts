@@ -23,7 +23,8 @@ function openRun(runId) {
     el("details", { class: "events" }, summary, el("table", {}, timeline)));
   const short = (sessionId) => state.root && sessionId !== state.root && sessionId.startsWith(state.root + "__") ? sessionId.slice(state.root.length + 2) : state.root === sessionId ? "root" : sessionId;
   const status = (what) => { title.textContent = "Run " + runId + " — " + what; };
-  const waits = makePending(pendingSection, runId, short, (size) => { if (!state.ended) status(size > 0 ? "waiting" : "running"); });
+  // The runs list says "waiting" too, without waiting for its next refresh.
+  const waits = makePending(pendingSection, runId, short, (size) => { if (!state.ended) { status(size > 0 ? "waiting" : "running"); loadRuns(); } });
   const waterfall = makeWaterfall(chart, short);
   state.waterfall = waterfall;
   current = state;

@@ -17,11 +17,12 @@ function makeWaterfall(container, short) {
   const sessions = new Map();
   const current = new Map();
   const items = [];
-  let seq = 0, t0 = null, lastTs = 0, lastSeenAt = Date.now(), skew = null, done = false, pending = false, timer = null;
+  let seq = 0, t0 = null, lastTs = 0, lastSeenAt = Date.now(), skew = null, done = false, drawnDone = false, pending = false, timer = null;
   const axis = el("div", { class: "wf-row wf-axis" }, el("div", { class: "wf-label" }), el("div", { class: "wf-track" }));
   const grid = el("div", { class: "wf-grid" });
   const rows = el("div", { class: "wf-rows" });
   container.replaceChildren(axis, el("div", { class: "wf-body" }, grid, rows));
+  tooltip().hidden = true;
 
   const add = (kind, key, sessionId, label, start, info) => {
     const item = { kind, key, sessionId, label, start, end: null, status: "open", seq: seq++, info: info || {} };
@@ -162,8 +163,12 @@ function makeWaterfall(container, short) {
 
   const render = () => {
     pending = false;
+    // An ended run is drawn once, at its end: a render scheduled by its last events would only draw it again.
+    if (drawnDone) return;
+    if (done) drawnDone = true;
     if (t0 === null) { rows.replaceChildren(el("div", { class: "empty", text: "No events yet." })); return; }
-    const end = Math.max(now(), ...items.map((item) => item.end === null ? 0 : item.end));
+    let end = now();
+    for (const item of items) if (item.end !== null && item.end > end) end = item.end;
     const span = Math.max(end - t0, 1);
     const pct = (at) => ((at - t0) / span * 100).toFixed(3) + "%";
     const marks = ticks(span);

@@ -1,10 +1,15 @@
 /**
  * The run viewer at `GET /`: one self-contained page (no build step, nothing loaded from the network) that lists the
- * server's runs, starts one, and shows one as a live timeline of its events beside the tree of its sub-sessions
- * with their model calls, tokens and timings. It reads the server's own routes (`RunsApi`), so it sees what an API
- * client sees. When the server wants a bearer token, open the page once as `/?token=<token>`: the server answers
- * with an HttpOnly, SameSite=Strict cookie that the page's requests carry (the page itself is behind the token too).
- * The page may not be framed by another.
+ * server's runs, starts one, and shows one live: a waterfall of the run (a bar per session — sub-agents indented —,
+ * model call, tool call and wait for a person on one time axis; hover for durations and a model call's tokens)
+ * beside the tree of its sub-sessions with their calls and tokens, its raw events (collapsed), and, while the run
+ * waits for a person (DESIGN §15), its pending tool calls with Approve / Reject (and a reason) and its questions with
+ * an answer box, decided through `POST /runs/:id/decisions/:toolCallId` and `POST /runs/:id/answers/:questionId`
+ * (a refusal shows the server's message; a decision made elsewhere leaves the list too). It reads the server's own
+ * routes (`RunsApi`), so it sees and may do what an API client does. When the server wants a bearer token, open the
+ * page once as `/?token=<token>`: the server answers with an HttpOnly, SameSite=Strict cookie that the page's
+ * requests carry (the page itself is behind the token too). Model and tool text is never read as HTML. The page may
+ * not be framed by another.
  *
  * @example
  * ```ts

@@ -1,15 +1,17 @@
 /**
  * The run viewer in a real browser: Debian's `chromium` driven by `playwright-core`. A Self-Refine run (sub-agents)
- * and a ReAct run with a tool are started; the page lists them, and opening one shows its timeline and the tree of
- * its sub-sessions with calls and tokens. A screenshot goes to test/artifacts/viewer.png (and, with
- * VALET_UPDATE_SCREENSHOT=1, to docs/viewer.png, the README's). Without Chromium the browser test is skipped, unless VALET_REQUIRE_CHROMIUM=1 (CI), where it fails.
+ * and a ReAct run with a tool are started; the page lists them, and opening one shows its waterfall (a bar per
+ * session, model call and tool call on one time axis, sub-agents indented, tokens on hover), the tree of its
+ * sub-sessions with calls and tokens, and its raw events (collapsed). A screenshot goes to test/artifacts/viewer.png
+ * (the README's picture is drawn by scripts/viewer-screenshot.ts). Without Chromium the browser tests are skipped,
+ * unless VALET_REQUIRE_CHROMIUM=1 (CI), where they fail.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer, Schema } from "effect"
 import { HttpServer } from "effect/http"
-import { copyFileSync, mkdirSync } from "node:fs"
+import { mkdirSync } from "node:fs"
 import { join } from "node:path"
-import { chromium } from "playwright-core"
+import { chromium, type Page } from "playwright-core"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as Agent from "../../src/core/Agent.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
@@ -46,7 +48,10 @@ const agents = [
     name: "calculator",
     instructions: "Use the tool.",
     tools: [add],
-    model: Layer.orDie(ScriptedModel.layer([{ toolCalls: [{ name: "add", arguments: { a: 2, b: 3 } }] }, "2 + 3 = 5."]))
+    model: Layer.orDie(ScriptedModel.layer([
+      { toolCalls: [{ name: "add", arguments: { a: 2, b: 3 } }], usage: { inputTokens: 31, outputTokens: 9 }, delay: "20 millis" },
+      { text: "2 + 3 = 5.", usage: { inputTokens: 52, outputTokens: 6 }, delay: "20 millis" }
+    ]))
   }) as Agent.Agent<never>
 ]
 
@@ -69,6 +74,23 @@ const post = (url: string, body: unknown) =>
     )
   )
 
+/** The waterfall's rows as drawn: kind, depth, label, the bar's place and width (px), the hover text. */
+const waterfallRows = (page: Page) =>
+  Effect.promise(() =>
+    page.locator("#waterfall .wf-rows .wf-row").evaluateAll((rows) =>
+      rows.map((row) => {
+        const bar = row.querySelector(".wf-bar")!.getBoundingClientRect()
+        return {
+          kind: row.getAttribute("data-kind"),
+          depth: Number(row.getAttribute("data-depth")),
+          label: row.getAttribute("data-label"),
+          left: bar.left,
+          width: bar.width,
+          tip: row.getAttribute("data-tip") ?? ""
+        }
+      })
+    ))
+
 describe("Viewer", () => {
   it.live("GET / is one self-contained page: HTML, nothing loaded from another origin", () =>
     Effect.gen(function*() {
@@ -84,7 +106,7 @@ describe("Viewer", () => {
     }).pipe(Effect.scoped))
 
   it.live.skipIf(!haveChromium && !required)(
-    `in headless Chromium: the runs list, a run's timeline and its sub-session tree${haveChromium ? "" : ` (skipped: ${chromiumUnavailable})`}`,
+    `in headless Chromium: the runs list, a run's waterfall, its sub-session tree and its raw events${haveChromium ? "" : ` (skipped: ${chromiumUnavailable})`}`,
     () =>
     Effect.gen(function*() {
       expect(chromiumUnavailable, "VALET_REQUIRE_CHROMIUM=1").toBeUndefined()
@@ -93,12 +115,14 @@ describe("Viewer", () => {
       const calculator = yield* post(`${url}/runs`, { agent: "calculator", input: "2 + 3?" })
       const browser = yield* launch
       const page = yield* Effect.promise(() => browser.newPage({ viewport: { width: 1280, height: 760 } }))
+      const errors: Array<string> = []
+      page.on("pageerror", (error) => errors.push(error.message))
       yield* Effect.promise(async () => {
         await page.goto(`${url}/#run=${writer.runId}`)
         // The runs list shows both runs; the open run is selected.
         await page.locator(`#runs a[data-run="${writer.runId}"].selected`).waitFor()
         await page.locator(`#runs a[data-run="${calculator.runId}"]`).waitFor()
-        // The timeline follows the run to its end.
+        // The page follows the run to its end.
         await page.getByText("Run " + writer.runId + " — completed").waitFor({ timeout: 10_000 })
       })
       const tree = yield* Effect.promise(() => page.locator("ul.tree").innerText())
@@ -108,24 +132,63 @@ describe("Viewer", () => {
       expect(tree).toMatch(/critic_1 critic completed 1 calls · \d+ tokens · \d+ ms/)
       const output = yield* Effect.promise(() => page.locator("#output").innerText())
       expect(output).toBe("Output: Paris is the capital of France.")
-      const timeline = yield* Effect.promise(() => page.locator("table").innerText())
+      // The waterfall: the run, then each sub-agent indented under it with its model call under it, in the order
+      // they ran.
+      const writerRows = yield* waterfallRows(page)
+      expect(writerRows.map((row) => [row.kind, row.depth, row.label])).toEqual([
+        ["session", 0, "writer"],
+        ["session", 1, "base · writer"],
+        ["model", 2, "react.turn_1"],
+        ["session", 1, "critic_1"],
+        ["model", 2, "react.turn_1"],
+        ["session", 1, "refiner_1"],
+        ["model", 2, "react.turn_1"],
+        ["session", 1, "critic_2"],
+        ["model", 2, "react.turn_1"]
+      ])
+      for (const row of writerRows) expect(row.width).toBeGreaterThan(0)
+      // Bars follow one another on the time axis: each sub-agent starts where the one before it ended, or later.
+      const subSessions = writerRows.filter((row) => row.kind === "session" && row.depth === 1)
+      for (let i = 1; i < subSessions.length; i++) expect(subSessions[i]!.left).toBeGreaterThanOrEqual(subSessions[i - 1]!.left + subSessions[i - 1]!.width - 1)
+      // The raw events stay reachable, collapsed.
+      yield* Effect.promise(() => page.locator("details.events summary").click())
+      const timeline = yield* Effect.promise(() => page.locator("details.events table").innerText())
       expect(timeline).toContain("self_refine.critique")
       expect(timeline).toContain("run completed")
 
       mkdirSync(join(root, "test", "artifacts"), { recursive: true })
-      const screenshot = join(root, "test", "artifacts", "viewer.png")
-      yield* Effect.promise(() => page.screenshot({ path: screenshot, fullPage: false }))
-      // The README's copy is refreshed on request only, so a test run leaves the work tree as it was.
-      if (process.env.VALET_UPDATE_SCREENSHOT === "1") copyFileSync(screenshot, join(root, "docs", "viewer.png"))
+      yield* Effect.promise(() => page.screenshot({ path: join(root, "test", "artifacts", "viewer.png"), fullPage: false }))
 
-      // The other run: its tool call in the timeline.
+      // The other run: its model calls and its tool call, tokens on hover.
       yield* Effect.promise(async () => {
         await page.click(`#runs a[data-run="${calculator.runId}"]`)
         await page.getByText("Run " + calculator.runId + " — completed").waitFor({ timeout: 10_000 })
       })
-      const tools = yield* Effect.promise(() => page.locator("table").innerText())
+      const calculatorRows = yield* waterfallRows(page)
+      expect(calculatorRows.map((row) => [row.kind, row.depth, row.label])).toEqual([
+        ["session", 0, "calculator"],
+        ["model", 1, "react.turn_1"],
+        ["tool", 1, "add"],
+        ["model", 1, "react.turn_2"]
+      ])
+      for (const row of calculatorRows) expect(row.width, JSON.stringify(calculatorRows)).toBeGreaterThan(0)
+      expect(calculatorRows[2]!.left).toBeGreaterThanOrEqual(calculatorRows[1]!.left + calculatorRows[1]!.width - 1)
+      expect(calculatorRows[3]!.left).toBeGreaterThanOrEqual(calculatorRows[2]!.left)
+      expect(calculatorRows[2]!.tip).toContain(`arguments: {"a":2,"b":3}`)
+      expect(calculatorRows[2]!.tip).toContain("result: 5")
+      expect(calculatorRows[0]!.tip).toContain("2 model calls · 98 tokens")
+      // Hovering a model call shows its tokens.
+      const tip = yield* Effect.promise(async () => {
+        await page.locator('.wf-row[data-label="react.turn_2"] .wf-bar').hover()
+        return page.locator("#wf-tip").innerText()
+      })
+      expect(tip).toContain("model call react.turn_2")
+      expect(tip).toContain("58 tokens (52 in, 6 out)")
+      yield* Effect.promise(() => page.locator("details.events summary").click())
+      const tools = yield* Effect.promise(() => page.locator("details.events table").innerText())
       expect(tools).toContain('add({"a":2,"b":3})')
       expect(tools).toContain("add → 5")
+      expect(errors).toEqual([])
     }).pipe(Effect.scoped), 60_000)
 
   it.live.skipIf(!haveChromium && !required)(
@@ -155,7 +218,6 @@ describe("Viewer", () => {
         await page.click('#start button[type="submit"]')
         await page.getByText(/Run run_\w+ — completed/).waitFor({ timeout: 10_000 })
       })
-      const timeline = yield* Effect.promise(() => page.locator("table").innerText())
-      expect(timeline).toContain("add → 5")
+      expect(yield* Effect.promise(() => page.locator('.wf-row[data-kind="tool"]').getAttribute("data-tip"))).toContain("result: 5")
     }).pipe(Effect.scoped), 60_000)
 })

@@ -1,0 +1,131 @@
+/**
+ * The viewer script's view of one run, fed by its events: the requests waiting for a person, the tree of sessions
+ * with their calls and tokens, the waterfall, the raw events (a collapsed table) and the output; then the page's
+ * start-up (the open run follows the address's `#run=<id>`).
+ */
+export const run = String.raw`
+let current = null;
+function openRun(runId) {
+  if (current) { current.abort.abort(); current.waterfall.stop(); }
+  const abort = new AbortController();
+  const state = { abort, runId, root: null, startedAt: 0, sessions: new Map(), rows: new Map(), ended: false, count: 0 };
+  const tree = el("ul", { class: "tree" });
+  const timeline = el("tbody");
+  const summary = el("summary", { text: "Events (0)" });
+  const output = el("div", { id: "output" });
+  const title = el("h2", { text: "Run " + runId });
+  const pendingSection = el("section", { id: "pending" });
+  const chart = el("div", { class: "wf", id: "waterfall" });
+  document.getElementById("detail").replaceChildren(title, pendingSection,
+    el("div", { class: "panels" },
+      el("section", {}, el("h3", { text: "Sessions" }), tree),
+      el("section", {}, el("h3", { text: "Waterfall" }), chart, output)),
+    el("details", { class: "events" }, summary, el("table", {}, timeline)));
+  const short = (sessionId) => state.root && sessionId !== state.root && sessionId.startsWith(state.root + "__") ? sessionId.slice(state.root.length + 2) : state.root === sessionId ? "root" : sessionId;
+  const status = (what) => { title.textContent = "Run " + runId + " — " + what; };
+  // The runs list says "waiting" too, without waiting for its next refresh.
+  const waits = makePending(pendingSection, runId, short, (size) => { if (!state.ended) { status(size > 0 ? "waiting" : "running"); loadRuns(); } });
+  const waterfall = makeWaterfall(chart, short);
+  state.waterfall = waterfall;
+  current = state;
+
+  const session = (sessionId) => {
+    let s = state.sessions.get(sessionId);
+    if (!s) {
+      s = { sessionId, parent: parentOf(sessionId), agent: "", calls: 0, tokens: 0, started: 0, ended: null, status: "running" };
+      state.sessions.set(sessionId, s);
+    }
+    return s;
+  };
+  const renderTree = () => {
+    const children = new Map();
+    for (const s of state.sessions.values()) {
+      const key = s.parent && state.sessions.has(s.parent) ? s.parent : "";
+      if (!children.has(key)) children.set(key, []);
+      children.get(key).push(s);
+    }
+    const render = (s) => el("li", { "data-session": s.sessionId },
+      el("span", { class: "session", text: short(s.sessionId) }), " ",
+      el("strong", { text: s.agent }), " ",
+      el("span", { class: "status " + s.status, text: s.status }), " ",
+      el("span", { class: "counts", text: s.calls + " calls · " + s.tokens + " tokens" + (s.ended !== null ? " · " + (s.ended - s.started) + " ms" : "") }),
+      (children.get(s.sessionId) || []).length ? el("ul", {}, ...children.get(s.sessionId).map(render)) : undefined);
+    tree.replaceChildren(...(children.get("") || []).map(render));
+  };
+  const row = (event, kind, text, cls) => {
+    const tr = el("tr", cls ? { class: cls } : {},
+      el("td", { class: "t", text: "+" + Math.max(0, event.timestamp - state.startedAt) + " ms" }),
+      el("td", { class: "s", text: short(event.sessionId) }),
+      el("td", { class: "k", text: kind }),
+      el("td", { class: "x", text }));
+    timeline.append(tr);
+    summary.textContent = "Events (" + (++state.count) + ")";
+    return tr;
+  };
+  const onEvent = (event) => {
+    if (event._tag === "RunStarted" && state.root === null) { state.root = event.sessionId; state.startedAt = event.timestamp; status("running"); }
+    waits.onEvent(event);
+    waterfall.onEvent(event);
+    const s = session(event.sessionId);
+    switch (event._tag) {
+      case "RunStarted": s.agent = event.agent; s.started = event.timestamp; row(event, "run started", event.agent + " (" + event.architecture + "): " + clip(event.prompt)); break;
+      case "ModelCalled": s.calls++; state.rows.set(event.sessionId + " " + event.step, row(event, "model call", event.step + " …")); break;
+      case "TextDelta": {
+        const r = state.rows.get(event.sessionId + " " + event.step);
+        if (r) { const cell = r.lastChild; cell.textContent = (cell.dataset.text = (cell.dataset.text || "") + event.text); }
+        break;
+      }
+      case "ModelReplied": {
+        s.tokens += event.usage.totalTokens;
+        const r = state.rows.get(event.sessionId + " " + event.step);
+        const calls = event.toolCalls.map((call) => call.name + "(" + call.arguments + ")").join(", ");
+        const text = event.step + " · " + event.latencyMs + " ms · " + event.usage.totalTokens + " tokens: " + (calls || event.text);
+        if (r) r.lastChild.textContent = text; else row(event, "model replied", text);
+        break;
+      }
+      case "ToolCalled": row(event, "tool", event.name + "(" + event.arguments + ")"); break;
+      case "ToolReturned": row(event, event.isError ? "tool error" : "tool result", event.name + " → " + event.content, event.isError ? "error" : ""); break;
+      case "ApprovalRequested": row(event, "approval asked", event.name + "(" + event.arguments + ") [call " + event.toolCallId + "]"); break;
+      case "ApprovalDecided": row(event, "approval", event.name + " [call " + event.toolCallId + "] " + (event.approved ? "approved" : "rejected" + (event.reason ? ": " + event.reason : "")) + " after " + event.waitedMs + " ms", event.approved ? "" : "error"); break;
+      case "QuestionAsked": row(event, "question", event.questionId + ": " + event.question); break;
+      case "QuestionAnswered": row(event, "answer", event.questionId + (event.answered ? " answered" : " unanswered: " + (event.reason || "")) + " after " + event.waitedMs + " ms"); break;
+      case "SubRunStarted": session(event.childSessionId).agent = event.agent; break;
+      case "Progress": row(event, "progress", event.name + " " + JSON.stringify(event.data)); break;
+      case "BudgetWarning": row(event, "budget", event.limit + " at " + event.used + " of " + event.max, "error"); break;
+      case "ContextCompacted": row(event, "compacted", event.strategy + ": " + event.tokensBefore + " → " + event.tokensAfter + " tokens of " + event.contextWindow); break;
+      case "RunCompleted": {
+        s.ended = event.timestamp;
+        s.status = event.result.interrupted ? "interrupted" : "completed";
+        // A session's own result counts its sub-sessions' calls and tokens too.
+        s.calls = event.result.modelCalls;
+        s.tokens = event.result.usage.totalTokens;
+        if (event.sessionId === state.root) {
+          row(event, "run completed", (event.result.interrupted ? "interrupted (" + event.result.interruptionReason + ") · " : "") + event.result.modelCalls + " calls · " + event.result.usage.totalTokens + " tokens");
+          output.replaceChildren(el("strong", { text: "Output: " }), document.createTextNode(event.result.output));
+          state.ended = true;
+          waits.clear();
+          status(s.status);
+        }
+        break;
+      }
+    }
+    renderTree();
+  };
+  const onError = (error) => {
+    row({ timestamp: state.startedAt, sessionId: state.root || "" }, "error", (error._tag || "Error") + ": " + (error.message || ""), "error");
+    for (const s of state.sessions.values()) if (s.status === "running") s.status = "failed";
+    state.ended = true;
+    waits.clear();
+    waterfall.onError(error);
+    status("failed");
+    renderTree();
+  };
+  readEvents(runId, abort.signal, onEvent, onError, waterfall.onOpen).catch(() => {});
+}
+
+window.addEventListener("hashchange", () => { const id = selected(); if (id) openRun(id); loadRuns(); });
+loadAgents();
+loadRuns();
+setInterval(loadRuns, 3000);
+if (selected()) openRun(selected());
+`

@@ -135,7 +135,10 @@ export const DurableStoreError = Engines.DurableStoreError
 export type DurableStoreError = Engines.DurableStoreError
 
 /**
- * A one-process durable engine whose state is a SQLite file (`effect/cluster`'s single runner).
+ * A one-process durable engine whose state is a SQLite file (`effect/cluster`'s single runner). With
+ * `{ clientOnly: true }`, an engine for a process beside the one that runs the workflows — one that decides or
+ * answers what they wait on (`decide`, `answer`), or lists it: it runs no workflow, and what it sends is stored in
+ * the file for the process that does (read within about a second).
  *
  * @since 0.2.0
  * @category engines

@@ -53,7 +53,9 @@ const program = Effect.gen(function*() {
   if (mode === "start" || asking) {
     for (const runId of runIds) yield* Durable.AgentRun.execute(payloadOf(runId), { discard: true })
     const waiting = Effect.map(
-      Effect.forEach(runIds, (runId) => Effect.map(asking ? Durable.questions(runId) : Durable.pending(runId), (waits) => waits.length)),
+      Effect.forEach(runIds, (runId) => asking
+        ? Effect.map(Durable.questions(runId), (waits) => waits.length)
+        : Effect.map(Durable.pending(runId), (waits) => waits.length)),
       (all) => all.filter((n) => n > 0).length
     )
     while ((yield* waiting) < count) yield* Effect.sleep("20 millis")

@@ -61,10 +61,10 @@ export const waitingLines = (waiting: Waiting): ReadonlyArray<string> => [
   ...waiting.questions.map((question) => `question ${question.questionId} ${JSON.stringify(question.question)}`)
 ]
 
-/** The durable engine of `store`, as a client: on PostgreSQL only a client; on SQLite the file's engine. */
+/** The durable engine of `store`, as a client: it runs no workflow, the process that runs them is woken. */
 const engineOf = (store: string): Layer.Layer<Durable.HumanLoopStore | WorkflowEngine.WorkflowEngine, Durable.DurableStoreError | Config.ConfigError> => {
   const parsed = storeOf(store)
-  return parsed._tag === "Postgres" ? Durable.layerPostgresClient({ url: parsed.url }) : Durable.layerSqlite(parsed.file)
+  return parsed._tag === "Postgres" ? Durable.layerPostgresClient({ url: parsed.url }) : Durable.layerSqlite(parsed.file, { clientOnly: true })
 }
 
 /**

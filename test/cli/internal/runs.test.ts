@@ -4,12 +4,17 @@
  * every refusal one line with its status.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Stream } from "effect"
+import { Effect, type Scope, Stream } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { FetchHttpClient } from "effect/http"
 import * as RunsClient from "../../../src/serve/RunsClient.js"
 import { valet } from "../../support/cli.js"
 import { refundCall, supportAgent } from "../../support/approvals.js"
+import { describePostgres, freshDatabase } from "../../support/postgres.js"
 import { serveAgents } from "../../support/serve.js"
+import { freePort, startScript } from "../../support/valetProcess.js"
 
 describe("valet runs decide", () => {
   it.live("approves one waiting call, rejects the other with a reason; unknown, decided-again, unauthorized and unreachable are one line each", () =>
@@ -63,4 +68,65 @@ describe("valet runs decide", () => {
       expect(unreachable.errors).toHaveLength(1)
       expect(unreachable.errors[0]).toMatch(/^valet runs: cannot reach http:\/\/127\.0\.0\.1:1: /)
     }).pipe(Effect.scoped), 30_000)
+})
+
+/**
+ * `valet runs … --store`: runs of a durable store, waiting in another process (test/support/durableApprovalChild.ts),
+ * listed, decided and answered from here; the other process resumes them.
+ */
+const againstStore = (store: (dir: string) => Effect.Effect<string, unknown, Scope.Scope>, port?: number) =>
+  Effect.gen(function*() {
+    const dir = yield* Effect.acquireRelease(
+      Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-runs-store-"))),
+      (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+    )
+    const child = join(import.meta.dirname, "..", "..", "support", "durableApprovalChild.ts")
+    const extra = port === undefined ? [] : [String(port)]
+    const url = yield* store(dir)
+    const worker = startScript(child, [url, "start", "1", ...extra])
+    yield* Effect.addFinalizer(() => Effect.sync(() => worker.kill("SIGKILL")))
+    yield* Effect.promise(() => worker.waitFor(/^waiting 1$/, 60_000))
+
+    const listed = yield* valet(["runs", "pending", "run-0", "--store", url])
+    expect(listed).toEqual({ code: 0, out: `call k0 act {"n":0}\n`, errors: [] })
+    const decided = yield* valet(["runs", "decide", "run-0", "k0", "--approve", "--store", url])
+    expect(decided).toEqual({ code: 0, out: "approved the call k0 of run run-0\n", errors: [] })
+    // The worker, up all along, resumes the run: the tool runs once, the model reads its result.
+    yield* Effect.promise(() => worker.waitFor(/^run-0 read did 0$/, 60_000))
+    expect(worker.lines.filter((line) => line === "tool 0")).toHaveLength(1)
+    const again = yield* valet(["runs", "decide", "run-0", "k0", "--reject", "--store", url])
+    expect(again.errors).toEqual([`valet runs: 409: the call "k0" of run "run-0" was decided already (or its time ran out)`])
+    const unknown = yield* valet(["runs", "decide", "run-9", "k0", "--approve", "--store", url])
+    expect(unknown.errors).toEqual([`valet runs: 404: no call "k0" of run "run-9" waits for a decision`])
+    const both = yield* valet(["runs", "pending", "run-0", "--store", url, "--url", "http://127.0.0.1:1"])
+    expect(both.errors).toEqual(["valet runs: --store names a durable store: it takes no --url or --token"])
+    worker.kill("SIGKILL")
+    yield* Effect.promise(() => worker.exited)
+
+    // A question, answered from here: a refused answer is one line and the question still waits.
+    const asker = startScript(child, [url, "start-ask", "1", ...extra])
+    yield* Effect.addFinalizer(() => Effect.sync(() => asker.kill("SIGKILL")))
+    yield* Effect.promise(() => asker.waitFor(/^waiting 1$/, 60_000))
+    expect((yield* valet(["runs", "pending", "ask-0", "--store", url])).out).toBe(`question q1 "Which city?"\n`)
+    const refused = yield* valet(["runs", "answer", "ask-0", "q1", "42", "--json", "--store", url])
+    expect(refused.code).toBe(1)
+    expect(refused.errors[0]).toMatch(/^valet runs: 400: answer: the answer does not fit/)
+    const notJson = yield* valet(["runs", "answer", "ask-0", "q1", "{", "--json", "--store", url])
+    expect(notJson.errors[0]).toMatch(/^valet runs: --json: the answer is not JSON/)
+    const answered = yield* valet(["runs", "answer", "ask-0", "q1", "Lyon", "--store", url])
+    expect(answered).toEqual({ code: 0, out: "answered the question q1 of run ask-0\n", errors: [] })
+    yield* Effect.promise(() => asker.waitFor(/^ask-0 read Lyon$/, 60_000))
+  }).pipe(Effect.scoped)
+
+describe("valet runs --store (a durable store, the run's process up)", () => {
+  it.live("SQLite: pending lists the call, decide resumes the run in its process, answer answers a question; refusals one line each", () =>
+    againstStore((dir) => Effect.succeed(join(dir, "runs.db"))), 120_000)
+})
+
+describePostgres("valet runs --store on PostgreSQL", () => {
+  it.live("PostgreSQL: the same against a runner of the cluster, this command a client", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      yield* againstStore(() => Effect.succeed(url), yield* Effect.promise(() => freePort()))
+    }).pipe(Effect.scoped), 120_000)
 })

@@ -108,14 +108,19 @@ export const endOnStoreFailure = (filename: string): Layer.Layer<WorkflowEngine.
  * A one-process engine on a SQLite file: checked when opened (see `sqliteStore`), its workflows ended when the file
  * fails during the run (see `endOnStoreFailure`). Fails with `DurableStoreError` naming the file.
  */
-export const layerSqlite = (filename: string) =>
+export const layerSqlite = (filename: string, options: { readonly clientOnly?: boolean | undefined } = {}) =>
   // The guarded engine is the outer layer: where both provide a WorkflowEngine, the outer one is the one seen.
   endOnStoreFailure(filename).pipe(
     Layer.provideMerge(ClusterWorkflowEngine.layer),
     // One process: shard locks need not outlive it (with "sql", a restarted process waits for the old locks to expire).
     // Messages stored for later (a durable clock's wake-up: an approval's timeout) are read every second, not
-    // effect/cluster's 10 s, so a timeout ends within about a second of its time.
-    Layer.provideMerge(SingleRunner.layer({ runnerStorage: "memory", shardingConfig: { entityMessagePollInterval: Duration.seconds(1) } })),
+    // effect/cluster's 10 s, so a timeout ends within about a second of its time. A client (`clientOnly`: a process
+    // that decides or answers beside the one running the workflows) owns no shard: what it sends is stored for the
+    // process that runs them, not delivered to workflows it does not have.
+    Layer.provideMerge(SingleRunner.layer({
+      runnerStorage: "memory",
+      shardingConfig: { entityMessagePollInterval: Duration.seconds(1), ...(options.clientOnly === true ? { assignedShardGroups: [] } : {}) }
+    })),
     // valet's table of waiting calls and questions, in the same file.
     Layer.provideMerge(HumanLoopStore.layerSql),
     // Built once, for the cluster's storage and the guard; kept private, so it never stands in for a SqlClient of the caller.

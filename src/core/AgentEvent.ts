@@ -94,7 +94,8 @@ export const TextDelta = Schema.TaggedStruct("TextDelta", {
   text: Schema.String
 })
 /**
- * A model call answered. `text` and `toolCalls` are those of the first choice.
+ * A model call answered. `text` and `toolCalls` are those of the first choice. `cost` is the call's, in the unit of
+ * the run's budget `pricing`, when it has one.
  *
  * @since 0.1.0
  * @category events
@@ -106,7 +107,9 @@ export const ModelReplied = Schema.TaggedStruct("ModelReplied", {
   toolCalls: Schema.Array(Model.ToolCall),
   finishReason: Model.FinishReason,
   usage: Model.Usage,
-  latencyMs: Schema.Number
+  latencyMs: Schema.Number,
+  /** @since 0.2.0 */
+  cost: Schema.optional(Schema.Number)
 })
 /**
  * A tool call is about to run.

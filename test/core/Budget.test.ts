@@ -108,6 +108,27 @@ describe("Budget", () => {
       ]))
     ))
 
+  it.effect("each ModelReplied carries the call's cost when the budget has pricing (and none without)", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "calc", instructions: "", tools: [add] })
+      const replies = (budget?: Budget.Limits) =>
+        Agent.stream(agent, "go", budget === undefined ? {} : { budget }).pipe(
+          Stream.filter((event) => event._tag === "ModelReplied"),
+          Stream.map((event) => (event._tag === "ModelReplied" ? event.cost : undefined)),
+          Stream.runCollect
+        )
+      // 50 in at 2 per million and 50 out at 8 per million; then 20 in and 10 out.
+      expect(yield* replies({ pricing: { inputPerMillion: 2, outputPerMillion: 8 } })).toEqual([0.0005, 0.00012])
+      expect(yield* replies()).toEqual([undefined, undefined])
+    }).pipe(
+      Effect.provide(ScriptedModel.layer([
+        { toolCalls: [{ name: "add", arguments: { a: 1, b: 1 } }], usage: { inputTokens: 50, outputTokens: 50 } },
+        { text: "2", usage: { inputTokens: 20, outputTokens: 10 } },
+        { toolCalls: [{ name: "add", arguments: { a: 1, b: 1 } }], usage: { inputTokens: 50, outputTokens: 50 } },
+        { text: "2", usage: { inputTokens: 20, outputTokens: 10 } }
+      ]))
+    ))
+
   it.effect("cost limits use the pricing", () =>
     Effect.gen(function*() {
       const agent = Agent.make({ name: "calc", instructions: "", tools: [add] })

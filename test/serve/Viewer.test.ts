@@ -44,15 +44,22 @@ const agents = [
       "No issues."
     ]))
   }) as Agent.Agent<never>,
-  Agent.make({
+  // Priced (its entry's budget): the waterfall shows each model call's cost beside its tokens.
+  {
     name: "calculator",
-    instructions: "Use the tool.",
-    tools: [add],
-    model: Layer.orDie(ScriptedModel.layer([
-      { toolCalls: [{ name: "add", arguments: { a: 2, b: 3 } }], usage: { inputTokens: 31, outputTokens: 9 }, delay: "20 millis" },
-      { text: "2 + 3 = 5.", usage: { inputTokens: 52, outputTokens: 6 }, delay: "20 millis" }
-    ]))
-  }) as Agent.Agent<never>
+    description: "Adds.",
+    architecture: "react",
+    budget: { pricing: { inputPerMillion: 2, outputPerMillion: 8 } },
+    agent: Agent.make({
+      name: "calculator",
+      instructions: "Use the tool.",
+      tools: [add],
+      model: Layer.orDie(ScriptedModel.layer([
+        { toolCalls: [{ name: "add", arguments: { a: 2, b: 3 } }], usage: { inputTokens: 31, outputTokens: 9 }, delay: "20 millis" },
+        { text: "2 + 3 = 5.", usage: { inputTokens: 52, outputTokens: 6 }, delay: "20 millis" }
+      ]))
+    }) as Agent.Agent<never>
+  }
 ]
 
 const serveWith = (options: Server.Options) => Effect.gen(function*() {
@@ -183,7 +190,8 @@ describe("Viewer", () => {
         return page.locator("#wf-tip").innerText()
       })
       expect(tip).toContain("model call react.turn_2")
-      expect(tip).toContain("58 tokens (52 in, 6 out)")
+      // 52 in at 2 per million and 6 out at 8 per million: 0.000152.
+      expect(tip).toContain("58 tokens (52 in, 6 out) · cost 0.000152")
       yield* Effect.promise(() => page.locator("details.events summary").click())
       const tools = yield* Effect.promise(() => page.locator("details.events table").innerText())
       expect(tools).toContain('add({"a":2,"b":3})')

@@ -2,7 +2,7 @@
  * The viewer script's waterfall: a run drawn from its events as one row per session (sub-agents indented under
  * their parent), model call, tool call and wait for a person (approval or question, from asked to decided), each a
  * bar on one time axis. Hovering a row shows its duration, and for a model call its tokens (the events carry
- * `usage`; no cost: the model layer reports tokens only). Bars still open (a run going on) grow with the server's
+ * `usage`) and its cost when the run's budget has `pricing` (`ModelReplied.cost`). Bars still open (a run going on) grow with the server's
  * clock, estimated from the events response's `Date` header.
  */
 export const waterfall = String.raw`
@@ -78,7 +78,7 @@ function makeWaterfall(container, short) {
       }
       case "ModelCalled": open("model", "m" + k(event.step), sid, event.step, ts); break;
       case "ModelReplied": {
-        const info = { usage: event.usage, latencyMs: event.latencyMs, finishReason: event.finishReason, toolCalls: event.toolCalls.length };
+        const info = { usage: event.usage, cost: event.cost, latencyMs: event.latencyMs, finishReason: event.finishReason, toolCalls: event.toolCalls.length };
         if (!close("m" + k(event.step), ts, "ok", info)) add("model", null, sid, event.step, ts - event.latencyMs, info).end = ts;
         s.info.calls++; s.info.tokens += event.usage.totalTokens;
         break;
@@ -140,7 +140,7 @@ function makeWaterfall(container, short) {
     } else if (item.kind === "model") {
       lines.push("model call " + item.label + (item.end === null ? " (waiting for the model)" : ""), span);
       const u = item.info.usage;
-      if (u) lines.push(u.totalTokens + " tokens (" + u.inputTokens + " in, " + u.outputTokens + " out)", "finish: " + item.info.finishReason + (item.info.toolCalls ? " · " + item.info.toolCalls + (item.info.toolCalls === 1 ? " tool call" : " tool calls") : ""));
+      if (u) lines.push(u.totalTokens + " tokens (" + u.inputTokens + " in, " + u.outputTokens + " out)" + (typeof item.info.cost === "number" ? " · cost " + +item.info.cost.toPrecision(4) : ""), "finish: " + item.info.finishReason + (item.info.toolCalls ? " · " + item.info.toolCalls + (item.info.toolCalls === 1 ? " tool call" : " tool calls") : ""));
     } else if (item.kind === "tool") {
       lines.push("tool " + item.label + " [call " + item.info.id + "] — " + item.status, span, "arguments: " + clip(item.info.arguments, 300));
       if (item.info.content !== undefined) lines.push("result: " + clip(item.info.content, 300));

@@ -206,6 +206,33 @@ describe("Durable approvals (Durable.layerSqlite, one process)", () => {
       })), 60_000)
 })
 
+describe("Durable approvals: a decider that dies half-way (review28b)", () => {
+  it.live("the decider's compare-and-set went through but it died before completing the deferred: deciding again re-sends what was stored, and the run ends", () =>
+    withStore((file) =>
+      Effect.gen(function*() {
+        const { ran, act } = counted({ needsApproval: true })
+        const model = ScriptedModel.layer((_request, index) => index === 0 ? { toolCalls: [{ id: "c1", name: "act", arguments: { n: 1 } }] } : "done")
+        yield* Effect.gen(function*() {
+          const payload = { agent: "worker", prompt: "go", runId: "run-x" }
+          const executionId = yield* Durable.AgentRun.execute(payload, { discard: true })
+          yield* until(Durable.pending("run-x"), (rows) => rows.length === 1)
+          yield* until(Durable.AgentRun.poll(executionId), (p) => Option.isSome(p) && p.value._tag === "Suspended")
+          // What `Durable.decide` does first (the compare-and-set on valet's table), and then its process died: the
+          // deferred the run waits on was never completed.
+          const store = yield* Durable.HumanLoopStore
+          const stored = yield* store.settle("run-x", "approval/run-x/c1", JSON.stringify({ approved: true, arguments: `{"n":1}`, edited: false }))
+          expect(stored).toBe(true)
+          expect(yield* Durable.pending("run-x")).toEqual([])
+          // The person tries again: the first decision is the one that counts (AlreadyDecided) — and the run gets it.
+          const again = yield* Effect.flip(Durable.decide("run-x", "c1", { approved: false }))
+          expect(again._tag).toBe("AlreadyDecided")
+          const result = yield* Durable.AgentRun.execute(payload).pipe(Effect.timeoutOption("10 seconds"))
+          expect(Option.map(result, (r) => r.output)).toEqual(Option.some("done"))
+          expect(ran).toEqual([1])
+        }).pipe(Effect.provide(engineOf(file, act, model)))
+      })), 60_000)
+})
+
 /**
  * 20 runs wait on a call each in a process that is then killed (SIGKILL); a new process on the same store decides
  * them all (even runs approved, odd rejected) and every run ends: each approved tool ran once, no rejected one ran,

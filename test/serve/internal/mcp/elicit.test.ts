@@ -3,7 +3,9 @@
  * primitives, one `answer` field for a primitive, and one `answer` field of JSON text for anything a form cannot hold.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Result, Schema } from "effect"
+import { Duration, Effect, Fiber, Option, Result, Schema } from "effect"
+import type { McpSchema } from "effect/ai"
+import { TestClock } from "effect/testing"
 import type * as HumanLoop from "../../../../src/core/HumanLoop.js"
 import { parametersSchema } from "../../../../src/core/internal/jsonSchema.js"
 import * as Elicit from "../../../../src/serve/internal/mcp/elicit.js"
@@ -75,4 +77,28 @@ describe("elicit: question forms", () => {
     expect(formFor(schema, { answer: "[Lisbon" }).answer).toMatchObject({ failure: expect.stringMatching(/^answer must be JSON: /) })
     expect(formFor(schema, {}).answer).toEqual(Result.fail("answer is required"))
   })
+})
+
+describe("elicit: the loop over an app's HumanLoop (review28b)", () => {
+  it.effect("a question with a timeout on a loop with its own clock (askWithin) is still asked of the MCP client, whose answer wins", () =>
+    Effect.gen(function*() {
+      const answered = (answer: unknown) => Result.succeed(answer)
+      // An app's loop that times questions itself (as the durable one does): nobody answers there within the timeout.
+      const base = {
+        ask: () => Effect.never,
+        askWithin: (_request: HumanLoop.QuestionRequest, _check: unknown, timeout: Duration.Duration) => Effect.as(Effect.sleep(timeout), Option.none())
+      } as unknown as HumanLoop.Service
+      const asked: Array<unknown> = []
+      const client = {
+        getClient: Effect.succeed({
+          elicit: (params: unknown) => Effect.sync(() => (asked.push(params), { action: "accept", content: { answer: "Lyon" } }))
+        })
+      } as unknown as McpSchema.McpServerClient["Service"]
+      const loop = Elicit.humanLoop(base, Option.some(client), { agent: "planner", others: true })
+      const fiber = yield* Effect.forkChild(loop.askWithin!(question(Schema.String), answered, Duration.minutes(5)))
+      yield* TestClock.adjust("10 minutes")
+      const outcome = yield* Fiber.join(fiber)
+      expect(asked).toHaveLength(1)
+      expect(outcome).toEqual(Option.some(Result.succeed("Lyon")))
+    }))
 })

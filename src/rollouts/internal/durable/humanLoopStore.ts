@@ -45,6 +45,8 @@ export interface Store {
   readonly settle: (runId: string, key: string, outcome: string) => Effect.Effect<boolean>
   /** `waiting` → `expired`; a row settled first answers its outcome. */
   readonly expire: (runId: string, key: string) => Effect.Effect<Option.Option<string>>
+  /** The outcome a settled row stored (`None` while it waits, or when it expired). */
+  readonly outcome: (runId: string, key: string) => Effect.Effect<Option.Option<string>>
 }
 
 /**
@@ -121,7 +123,13 @@ export const layerSql: Layer.Layer<HumanLoopStore, never, SqlClient.SqlClient> =
         const [row] = yield* sql<{ readonly state: string; readonly outcome: string | null }>`SELECT state, outcome FROM ${t}
           WHERE run_id = ${runId} AND wait_key = ${key}`
         return row?.state === "settled" && row.outcome !== null ? Option.some(row.outcome) : Option.none()
-      }).pipe(Effect.orDie)
+      }).pipe(Effect.orDie),
+    outcome: (runId, key) =>
+      sql<{ readonly outcome: string | null }>`SELECT outcome FROM ${t}
+        WHERE run_id = ${runId} AND wait_key = ${key} AND state = 'settled'`.pipe(
+        Effect.map(([row]) => Option.fromNullishOr(row?.outcome)),
+        Effect.orDie
+      )
   }
 }))
 
@@ -147,6 +155,7 @@ export const layerMemory: Layer.Layer<HumanLoopStore> = Layer.sync(HumanLoopStor
         const entry = rows.get(id(runId, key))
         if (entry?.row.state === "waiting") rows.set(id(runId, key), { row: { ...entry.row, state: "expired" } })
         return Option.fromNullishOr(entry?.outcome)
-      })
+      }),
+    outcome: (runId, key) => Effect.sync(() => Option.fromNullishOr(rows.get(id(runId, key))?.outcome))
   }
 })

@@ -146,7 +146,8 @@ const words = {
  * Settles the one wait of durable run `runId` of this kind and id (of `sessionId` and its sub-agents when given),
  * from any process on the store: `prepare` makes the outcome of its row (or refuses with why: nothing changes), the
  * compare-and-set takes the row, then the deferred is completed. `NotWaiting` for a wait that never was,
- * `AlreadyDecided` when it was settled (or expired) before.
+ * `AlreadyDecided` when it was settled (or expired) before — what it was settled with is sent again first, for a
+ * settler that died between the two.
  */
 export const settle = <A, I, W extends Workflow.Any>(
   workflow: W,
@@ -171,10 +172,23 @@ export const settle = <A, I, W extends Workflow.Any>(
       toolCallId: id,
       message: `the ${word.what} ${JSON.stringify(id)} of run ${JSON.stringify(runId)} was ${word.settled} already (or its time ran out)`
     })
+    const complete = (key: string, value: A) => {
+      const deferred = deferredOf(key, options.outcome)
+      return DurableDeferred.succeed(deferred, { token: DurableDeferred.tokenFromExecutionId(deferred, { workflow, executionId }), value })
+    }
     if (waiting.length === 0) {
-      return yield* rows.length > 0
-        ? Effect.fail(already)
-        : Effect.fail(new HumanLoop.NotWaiting({ toolCallId: id, message: `no ${word.what} ${JSON.stringify(id)} of run ${JSON.stringify(runId)} ${word.waits}` }))
+      if (rows.length === 0) {
+        return yield* new HumanLoop.NotWaiting({ toolCallId: id, message: `no ${word.what} ${JSON.stringify(id)} of run ${JSON.stringify(runId)} ${word.waits}` })
+      }
+      // What a settled row stored is sent again: a process that died between its compare-and-set and the deferred
+      // left the run waiting on it, listed nowhere. The engine keeps a deferred's first completion, so when it did
+      // arrive this changes nothing.
+      const decode = Schema.decodeUnknownSync(Schema.fromJsonString(options.outcome) as unknown as Schema.Codec<A, unknown>)
+      for (const row of rows) {
+        const stored = yield* store.outcome(runId, row.key)
+        if (Option.isSome(stored)) yield* complete(row.key, decode(stored.value))
+      }
+      return yield* Effect.fail(already)
     }
     if (waiting.length > 1) {
       return yield* new HumanLoop.InvalidDecision({
@@ -186,10 +200,6 @@ export const settle = <A, I, W extends Workflow.Any>(
     const value = yield* options.prepare(row)
     const encoded = Schema.encodeSync(Schema.fromJsonString(options.outcome) as unknown as Schema.Codec<A, string>)(value)
     if (!(yield* store.settle(runId, row.key, encoded))) return yield* Effect.fail(already)
-    const deferred = deferredOf(row.key, options.outcome)
-    yield* DurableDeferred.succeed(deferred, {
-      token: DurableDeferred.tokenFromExecutionId(deferred, { workflow, executionId }),
-      value
-    })
+    yield* complete(row.key, value)
     return row
   })

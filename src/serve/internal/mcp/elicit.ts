@@ -300,7 +300,9 @@ export const humanLoop = (
   const decided = (request: HumanLoop.ApprovalRequest, check: (value: unknown) => Result.Result<string, string>) =>
     Effect.flatMap(decideBy(client, options.agent, request, check), (outcome) =>
       orOthers(outcome, (reason): HumanLoop.Resolution => ({ approved: false, reason, arguments: request.arguments, edited: false })))
-  const { waitWithin, ...rest } = base
+  const answered = (request: HumanLoop.QuestionRequest, check: (answer: unknown) => Result.Result<unknown, string>) =>
+    Effect.flatMap(answerBy(client, request, check), (outcome) => orOthers(outcome, (reason) => Result.fail(reason)))
+  const { askWithin, waitWithin, ...rest } = base
   return {
     ...rest,
     wait: (request, check) => Effect.raceFirst(base.wait(request, check), decided(request, check)),
@@ -311,10 +313,13 @@ export const humanLoop = (
           Effect.raceFirst(waitWithin(request, check, timeout), Effect.map(decided(request, check), Option.some))
       }
       : {}),
-    ask: (request, check) =>
-      Effect.raceFirst(
-        base.ask(request, check),
-        Effect.flatMap(answerBy(client, request, check), (outcome) => orOthers(outcome, (reason) => Result.fail(reason)))
-      )
+    // The same for a question with a timeout (`Question.wait` takes `askWithin` over `ask` when the loop has it).
+    ...(askWithin !== undefined
+      ? {
+        askWithin: (request: HumanLoop.QuestionRequest, check: (answer: unknown) => Result.Result<unknown, string>, timeout: Duration.Duration) =>
+          Effect.raceFirst(askWithin(request, check, timeout), Effect.map(answered(request, check), Option.some))
+      }
+      : {}),
+    ask: (request, check) => Effect.raceFirst(base.ask(request, check), answered(request, check))
   }
 }

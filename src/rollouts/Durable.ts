@@ -474,7 +474,9 @@ const executionOf = (runId: string) => AgentRun.executionId({ agent: "", prompt:
  * import { Durable } from "valet"
  *
  * // From any process on the runners' store (here a SQLite file): approve call "c1" of run "run-7".
- * const approve = Durable.decide("run-7", "c1", { approved: true }).pipe(Effect.provide(Durable.layerSqlite("runs.db")))
+ * const approve = Durable.decide("run-7", "c1", { approved: true }).pipe(
+ *   Effect.provide(Durable.layerSqlite("runs.db", { clientOnly: true }))
+ * )
  * ```
  *
  * @since 0.2.0
@@ -531,7 +533,9 @@ export const questions = (runId: string): Effect.Effect<ReadonlyArray<HumanLoop.
  * import { Effect } from "effect"
  * import { Durable } from "valet"
  *
- * const answer = Durable.answer("run-7", "q1", { city: "Lyon" }).pipe(Effect.provide(Durable.layerSqlite("runs.db")))
+ * const answer = Durable.answer("run-7", "q1", { city: "Lyon" }).pipe(
+ *   Effect.provide(Durable.layerSqlite("runs.db", { clientOnly: true }))
+ * )
  * ```
  *
  * @since 0.2.0

@@ -12,7 +12,8 @@
  * already (409), a bad decision or answer (400), the wrong token (401), a server or store that cannot be reached.
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { Config, Effect, Layer, Option } from "effect"
+import { Config, Effect, type Layer, Option } from "effect"
+import { existsSync } from "node:fs"
 import { Argument, Command, Flag } from "effect/cli"
 import type { WorkflowEngine } from "effect/workflow"
 import type * as HumanLoop from "../../core/HumanLoop.js"
@@ -82,7 +83,12 @@ const onTarget = <A>(
       Effect.provide(NodeHttpClient.layerUndici)
     )
   }
-  const where = describeStore(storeOf(target.store))
+  const parsed = storeOf(target.store)
+  const where = describeStore(parsed)
+  // Opening a SQLite file that is not there would make an empty one: a mistyped path is said, not created.
+  if (parsed._tag === "Sqlite" && !existsSync(parsed.file)) {
+    return Effect.fail(new CommandFailed({ message: `no durable store at ${parsed.file}: give the SQLite file the run's process uses` }))
+  }
   return storeFailureAsError(viaStore).pipe(
     Effect.provide(engineOf(target.store)),
     Effect.catch((error) => Effect.fail(new CommandFailed({ message: describeDecideError(error, where) }))),
@@ -95,7 +101,15 @@ export const pending = (target: Target, runId: string): Effect.Effect<Waiting, C
   onTarget(
     target,
     (client) => Effect.map(client.get(runId), (run) => ({ pending: run.pending ?? [], questions: run.questions ?? [] })),
-    Effect.all({ pending: Durable.pending(runId), questions: Durable.questions(runId) })
+    Effect.gen(function*() {
+      const waiting = { pending: yield* Durable.pending(runId), questions: yield* Durable.questions(runId) }
+      if (waiting.pending.length > 0 || waiting.questions.length > 0) return waiting
+      // Nothing waits: a run the store has, or none at all (a mistyped id is said, as the server's 404 says it).
+      const known = yield* Durable.AgentRun.poll(yield* Durable.AgentRun.executionId({ agent: "", prompt: "", runId }))
+      return Option.isSome(known)
+        ? waiting
+        : yield* Effect.fail({ _tag: "RunNotFound", message: `no run ${JSON.stringify(runId)} in the store` })
+    })
   )
 
 /** Decides the call and answers the line to print. */

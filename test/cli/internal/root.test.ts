@@ -38,8 +38,10 @@ const commands: ReadonlyArray<readonly [path: ReadonlyArray<string>, says: strin
     "--architecture", "--stream", "--instructions", "--record", "--base-url", "--model", "--api-key", "--config", "--actor-name",
     "--approve"
   ]],
-  [["runs"], "The runs of a valet server", []],
-  [["runs", "decide"], "Decides a tool call waiting for a person", ["--approve", "--reject", "--reason", "--url", "--token"]],
+  [["runs"], "What waits for a person in a run", []],
+  [["runs", "pending"], "Lists what waits for a person in a run", ["--url", "--token", "--store"]],
+  [["runs", "decide"], "Decides a tool call waiting for a person", ["--approve", "--reject", "--reason", "--url", "--token", "--store"]],
+  [["runs", "answer"], "Answers a question a run waits on", ["--json", "--url", "--token", "--store"]],
   [["replay"], "Runs the agent again from a cassette", ["--architecture", "--stream", "--instructions"]],
   [["health"], "Lists each actor of the vLLM pool", ["--config"]]
 ]

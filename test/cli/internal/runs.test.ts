@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, type Scope, Stream } from "effect"
-import { mkdtempSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { FetchHttpClient } from "effect/http"
@@ -98,6 +98,9 @@ const againstStore = (store: (dir: string) => Effect.Effect<string, unknown, Sco
     expect(again.errors).toEqual([`valet runs: 409: the call "k0" of run "run-0" was decided already (or its time ran out)`])
     const unknown = yield* valet(["runs", "decide", "run-9", "k0", "--approve", "--store", url])
     expect(unknown.errors).toEqual([`valet runs: 404: no call "k0" of run "run-9" waits for a decision`])
+    // A run the store has, waiting on nothing now: nothing listed; one it does not have: 404.
+    expect(yield* valet(["runs", "pending", "run-0", "--store", url])).toEqual({ code: 0, out: "", errors: [] })
+    expect((yield* valet(["runs", "pending", "run-9", "--store", url])).errors).toEqual([`valet runs: 404: no run "run-9" in the store`])
     const both = yield* valet(["runs", "pending", "run-0", "--store", url, "--url", "http://127.0.0.1:1"])
     expect(both.errors).toEqual(["valet runs: --store names a durable store: it takes no --url or --token"])
     worker.kill("SIGKILL")
@@ -119,6 +122,14 @@ const againstStore = (store: (dir: string) => Effect.Effect<string, unknown, Sco
   }).pipe(Effect.scoped)
 
 describe("valet runs --store (a durable store, the run's process up)", () => {
+  it.live("a SQLite file that is not there is refused in one line, not created", () =>
+    Effect.gen(function*() {
+      const missing = join(tmpdir(), `valet-no-such-store-${process.pid}.db`)
+      const refused = yield* valet(["runs", "pending", "run-1", "--store", missing])
+      expect([refused.code, refused.errors]).toEqual([1, [`valet runs: no durable store at ${missing}: give the SQLite file the run's process uses`]])
+      expect(existsSync(missing)).toBe(false)
+    }))
+
   it.live("SQLite: pending lists the call, decide resumes the run in its process, answer answers a question; refusals one line each", () =>
     againstStore((dir) => Effect.succeed(join(dir, "runs.db"))), 120_000)
 })

@@ -264,6 +264,21 @@ export const ContextCompacted = Schema.TaggedStruct("ContextCompacted", {
  * @category events
  */
 export const RunCompleted = Schema.TaggedStruct("RunCompleted", { ...base, result: RunResult })
+/**
+ * A model of a `Model.fallback` chain did not answer the call `step` (`reason`: its error, or `circuit open (…)` when
+ * its circuit breaker kept it from being asked), and the model `to` was asked instead. The model that answered a
+ * call is the `to` of the call's last `ModelFellBack`, else the chain's first.
+ *
+ * @since 0.2.0
+ * @category events
+ */
+export const ModelFellBack = Schema.TaggedStruct("ModelFellBack", {
+  ...base,
+  step: Schema.String,
+  from: Schema.String,
+  to: Schema.String,
+  reason: Schema.String
+})
 
 /**
  * Any event of a run.
@@ -286,7 +301,8 @@ export const AgentEvent = Schema.Union([RunStarted,
   ApprovalDecided,
   QuestionAsked,
   QuestionAnswered,
-  RunCompleted])
+  RunCompleted,
+  ModelFellBack])
 /**
  * Any event of a run.
  *
@@ -469,6 +485,8 @@ export const format = (event: AgentEvent): string => {
       return `${who} question ${event.questionId}: ${oneLine(event.question)}`
     case "QuestionAnswered":
       return `${who} question ${event.questionId} ${event.answered ? "answered" : `unanswered: ${oneLine(event.reason ?? "", 80)}`} after ${event.waitedMs} ms`
+    case "ModelFellBack":
+      return `${who} model ${event.from} did not answer ${event.step} (${oneLine(event.reason, 80)}): asking ${event.to}`
     case "RunCompleted": {
       const r = event.result
       const status = r.interrupted ? `interrupted (${r.interruptionReason})` : "completed"

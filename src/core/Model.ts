@@ -29,7 +29,9 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Stream } from "effect"
+import { Context, Duration, Effect, Layer, Stream } from "effect"
+import { InvalidOptions } from "./AgentError.js"
+import * as Fallback from "./internal/model/fallback.js"
 import * as internal from "./internal/modelChunks.js"
 import type { Chunk, Request, Response, ToolCall } from "./internal/modelSchema.js"
 import type { ModelError } from "./ModelError.js"
@@ -210,6 +212,28 @@ export interface CallContext {
   readonly sessionId: string
   readonly rootSessionId: string
   readonly step: string
+  /**
+   * Told by a `fallback` chain each time a model of it does not answer and the next one is asked (the runtime emits
+   * `ModelFellBack` from it when the run is observed).
+   *
+   * @since 0.2.0
+   */
+  readonly onFallback?: ((note: FallbackNote, step: string) => Effect.Effect<void>) | undefined
+}
+
+/**
+ * Why a model of a `fallback` chain did not answer a call, and which model was asked next.
+ *
+ * @since 0.2.0
+ * @category fallback
+ */
+export interface FallbackNote {
+  /** The model that did not answer. */
+  readonly from: string
+  /** The model asked next. */
+  readonly to: string
+  /** The error (`ServerError: 503 …`), or `circuit open (…)` when the model was not asked at all. */
+  readonly reason: string
 }
 
 /**
@@ -223,3 +247,161 @@ export const currentCallContext: Context.Reference<CallContext | undefined> = Co
   "valet/Model/CallContext",
   { defaultValue: () => undefined }
 )
+
+// ---------------------------------------------------------------------------------------------------------
+// Fallback chains
+// ---------------------------------------------------------------------------------------------------------
+
+/**
+ * One model of a `fallback` chain: a `Model` layer (a provider) or a service, with the name the events and spans
+ * give it (else the provider's model name, else `model <n>`) and its context window (else the service's own).
+ *
+ * @since 0.2.0
+ * @category fallback
+ */
+export type FallbackModel<E = never, R = never> =
+  | Layer.Layer<Model, E, R>
+  | Service
+  | {
+    readonly name?: string | undefined
+    readonly model: Layer.Layer<Model, E, R> | Service
+    readonly contextWindow?: number | undefined
+  }
+
+/**
+ * Each model's circuit breaker: after `failures` errors that say the model is unwell (rate limits, 5xx, timeouts,
+ * broken connections) within `window`, the model is not asked for `coolDown`; then one call probes it (a success
+ * closes the circuit, a failure opens it again). A dead server thus costs one fast failure per cool-down, not a
+ * timeout per call.
+ *
+ * @since 0.2.0
+ * @category fallback
+ */
+export interface BreakerOptions {
+  /** Default 5. */
+  readonly failures?: number | undefined
+  /** Default 1 minute. */
+  readonly window?: Duration.Input | undefined
+  /** Default 30 seconds. */
+  readonly coolDown?: Duration.Input | undefined
+}
+
+/**
+ * Options of `fallback`.
+ *
+ * @since 0.2.0
+ * @category fallback
+ */
+export interface FallbackOptions {
+  /**
+   * Which errors move on to the next model: error tags or a predicate. Default: the retryable ones (`RateLimited`,
+   * `ServerError`, `Timeout`, `Transport`: a provider's own retries are spent by the time the chain sees them) and
+   * `ContextLengthExceeded`, which moves on only to a model with a larger context window when both declare one.
+   */
+  readonly when?: ReadonlyArray<ModelError["_tag"]> | ((error: ModelError) => boolean) | undefined
+  /** Each model's circuit breaker (`BreakerOptions`'s defaults), or `false` for none. */
+  readonly breaker?: BreakerOptions | false | undefined
+}
+
+const defaultWhen = (error: ModelError): boolean => error.retryable || error._tag === "ContextLengthExceeded"
+
+const isService = (u: unknown): u is Service =>
+  typeof u === "object" && u !== null && typeof (u as { readonly generate?: unknown }).generate === "function"
+
+/**
+ * A `Model` that sends each call to the first model of the list that answers: when one fails with an error `when`
+ * selects (before a streamed chunk went out), the next one is asked. Each model has a circuit breaker
+ * (`BreakerOptions`). Each call's `ModelFellBack` events and its span (`valet.fallback.*` attributes) say which model
+ * answered and why the others did not. An empty list fails to build with `InvalidOptions`.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Agent, Model, OpenAiCompatible } from "valet"
+ *
+ * const Chain = Model.fallback([
+ *   OpenAiCompatible.layerNode({ baseUrl: "http://127.0.0.1:8000", model: "Qwen/Qwen2.5-7B-Instruct" }),
+ *   { name: "backup", model: OpenAiCompatible.layerNode({ baseUrl: "http://127.0.0.1:8001", model: "Qwen/Qwen2.5-7B-Instruct" }) }
+ * ], { breaker: { failures: 3, coolDown: "1 minute" } })
+ *
+ * const answer = Agent.run(Agent.make({ name: "assistant" }), "Hello!").pipe(Effect.provide(Chain))
+ * ```
+ *
+ * @since 0.2.0
+ * @category fallback
+ */
+export const fallback = <E = never, R = never>(
+  models: ReadonlyArray<FallbackModel<E, R>>,
+  options?: FallbackOptions
+): Layer.Layer<Model, E | InvalidOptions, R> =>
+  Layer.effect(Model, Effect.gen(function*() {
+    const problem = fallbackProblem(models, options)
+    if (typeof problem === "string") return yield* new InvalidOptions({ module: "Model.fallback", message: problem })
+    const links: Array<Fallback.Link> = []
+    for (const [i, entry] of models.entries()) {
+      const spec: Exclude<FallbackModel<E, R>, Service | Layer.Layer<Model, E, R>> =
+        isService(entry) || Layer.isLayer(entry) ? { model: entry as Service | Layer.Layer<Model, E, R> } : entry as Exclude<FallbackModel<E, R>, Service | Layer.Layer<Model, E, R>>
+      const service = isService(spec.model)
+        ? spec.model
+        : Context.get(yield* Layer.build(spec.model as Layer.Layer<Model, E, R>), Model)
+      const provider = (service as { readonly model?: unknown }).model
+      links.push(link(
+        spec.name ?? (typeof provider === "string" && provider !== "" ? provider : `model ${i + 1}`),
+        spec.contextWindow ?? service.contextWindow,
+        service
+      ))
+    }
+    return fallbackOf(links, options, problem)
+  }))
+
+/** The options' problem as one line, or the breaker settings (`undefined`: none). */
+const fallbackProblem = (
+  models: ReadonlyArray<unknown>,
+  options: FallbackOptions | undefined
+): string | Fallback.BreakerSettings | undefined => {
+  if (models.length === 0) return "the list of models is empty: give at least one model"
+  const breaker = options?.breaker
+  return breaker === false ? undefined : Fallback.breakerSettings(breaker ?? {})
+}
+
+const link = (name: string, contextWindow: number | undefined, service: Service): Fallback.Link => ({
+  name,
+  contextWindow,
+  generate: service.generate,
+  stream: service.stream,
+  streamInto: (request, onChunk) => streamIntoWith(service, request, onChunk)
+})
+
+const fallbackOf = (
+  links: ReadonlyArray<Fallback.Link>,
+  options: FallbackOptions | undefined,
+  breaker: Fallback.BreakerSettings | undefined
+): Service => {
+  const when = options?.when
+  const chain: Fallback.Chain = {
+    links,
+    breakers: links.map(() => breaker === undefined ? undefined : new Fallback.Breaker(breaker)),
+    when: when === undefined ? defaultWhen : typeof when === "function" ? when : (error) => when.includes(error._tag),
+    report: (note) =>
+      Effect.flatMap(currentCallContext, (context) => {
+        const told = context?.onFallback?.(note, context.step) ?? Effect.void
+        return Effect.andThen(
+          Effect.annotateCurrentSpan({
+            "valet.fallback.from": note.from,
+            "valet.fallback.to": note.to,
+            "valet.fallback.reason": note.reason
+          }),
+          told
+        )
+      })
+  }
+  return make({
+    generate: (request) => Fallback.run(chain, (l) => l.generate(request), never),
+    stream: (request) => Fallback.stream(chain, request),
+    streamInto: (request, onChunk) => Fallback.streamInto(chain, request, onChunk),
+    // Compaction keeps calls within the primary's window: the chain's larger windows are for when it did not.
+    contextWindow: links[0]?.contextWindow
+  })
+}
+
+const never = (): boolean => false

@@ -186,6 +186,17 @@ export class RunState implements RunContext {
   compaction: Compact.Compacted | undefined = undefined
   /** The characters of the messages the run's calls sent, so far (`Compaction`'s check measures only new ones). */
   measured: Compact.Measured | undefined = undefined
+  /** What a `Model.fallback` chain tells when it moves on (`Model.CallContext.onFallback`): a `ModelFellBack`. */
+  readonly onFallback = (note: Model.FallbackNote, step: string): Effect.Effect<void> =>
+    emitWith(this, (timestamp) => ({
+      _tag: "ModelFellBack",
+      sessionId: this.sessionId,
+      timestamp,
+      step,
+      from: note.from,
+      to: note.to,
+      reason: note.reason
+    }))
   constructor(
     readonly sessionId: string,
     readonly rootSessionId: string,
@@ -424,7 +435,12 @@ const call = (
   const warnings = reservation.warnings
   run.countCall()
   const step = options?.step ?? `call_${run.ownCalls}`
-  const callContext: Model.CallContext = { sessionId: run.sessionId, rootSessionId: run.rootSessionId, step }
+  const callContext: Model.CallContext = {
+    sessionId: run.sessionId,
+    rootSessionId: run.rootSessionId,
+    step,
+    onFallback: run.onFallback
+  }
   const settle = (response: Model.Response): ReadonlyArray<Budget.Warning> => {
     run.addUsage(response.usage)
     return reservation.settle(response.usage)

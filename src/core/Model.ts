@@ -324,7 +324,7 @@ const isService = (u: unknown): u is Service =>
  *   { name: "backup", model: OpenAiCompatible.layerNode({ baseUrl: "http://127.0.0.1:8001", model: "Qwen/Qwen2.5-7B-Instruct" }) }
  * ], { breaker: { failures: 3, coolDown: "1 minute" } })
  *
- * const answer = Agent.run(Agent.make({ name: "assistant" }), "Hello!").pipe(Effect.provide(Chain))
+ * const answer = Agent.run(Agent.make({ name: "assistant", instructions: "Be brief." }), "Hello!").pipe(Effect.provide(Chain))
  * ```
  *
  * @since 0.2.0

@@ -333,9 +333,14 @@ const isService = (u: unknown): u is Service =>
 export const fallback = <E = never, R = never>(
   models: ReadonlyArray<FallbackModel<E, R>>,
   options?: FallbackOptions
-): Layer.Layer<Model, E | InvalidOptions, R> =>
-  Layer.effect(Model, Effect.gen(function*() {
-    const problem = fallbackProblem(models, options)
+): Layer.Layer<Model, E | InvalidOptions, R> => {
+  const problem = fallbackProblem(models, options)
+  // The breakers belong to the chain, not to one build of its layer: an agent's model layer is built again for each
+  // run, and a server that died during the last run is still dead in this one.
+  const breakers = typeof problem === "string"
+    ? []
+    : models.map(() => problem === undefined ? undefined : new Fallback.Breaker(problem))
+  return Layer.effect(Model, Effect.gen(function*() {
     if (typeof problem === "string") return yield* new InvalidOptions({ module: "Model.fallback", message: problem })
     const links: Array<Fallback.Link> = []
     for (const [i, entry] of models.entries()) {
@@ -351,8 +356,9 @@ export const fallback = <E = never, R = never>(
         service
       ))
     }
-    return fallbackOf(links, options, problem)
+    return fallbackOf(links, options, breakers)
   }))
+}
 
 /** The options' problem as one line, or the breaker settings (`undefined`: none). */
 const fallbackProblem = (
@@ -375,12 +381,12 @@ const link = (name: string, contextWindow: number | undefined, service: Service)
 const fallbackOf = (
   links: ReadonlyArray<Fallback.Link>,
   options: FallbackOptions | undefined,
-  breaker: Fallback.BreakerSettings | undefined
+  breakers: ReadonlyArray<Fallback.Breaker | undefined>
 ): Service => {
   const when = options?.when
   const chain: Fallback.Chain = {
     links,
-    breakers: links.map(() => breaker === undefined ? undefined : new Fallback.Breaker(breaker)),
+    breakers,
     when: when === undefined ? defaultWhen : typeof when === "function" ? when : (error) => when.includes(error._tag),
     report: (note) =>
       Effect.flatMap(currentCallContext, (context) => {

@@ -99,6 +99,13 @@ export type ServerSettings = Internal.ServerSettings
  */
 export type ModelSpec = Internal.ModelSpec
 /**
+ * A model, or a list of models tried in order (`Model.fallback`).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type ModelChoice = Internal.ModelChoice
+/**
  * The architectures a config may name.
  *
  * @since 0.2.0
@@ -321,8 +328,31 @@ const scriptedTurn = (turn: typeof Internal.ScriptedTurn.Type): ScriptedModel.Tu
       : {})
   }
 
-/** The model of a spec, started once in the scope (a scripted model: fresh per run). */
+/**
+ * The model of a spec or of a list of them (a `Model.fallback` chain: built once in the scope, so its circuit
+ * breakers see every run's calls, unless a model of it is scripted, which must start afresh in each run).
+ */
 const modelLayer = (
+  loaded: Loaded,
+  choice: Internal.ModelChoice,
+  field: ReadonlyArray<string | number>
+): Effect.Effect<Layer.Layer<Model.Model>, BuildError, Requirements> =>
+  Effect.gen(function*() {
+    if (!Array.isArray(choice)) return yield* oneModelLayer(loaded, choice as ModelSpec, field)
+    const specs: ReadonlyArray<ModelSpec> = choice
+    const models = yield* Effect.forEach(specs, (spec, i) =>
+      Effect.map(oneModelLayer(loaded, spec, [...field, i]), (model) => ({
+        // Two servers of one model are told apart by their addresses.
+        name: spec.provider === "openai-compatible" ? `${spec.model ?? "model"} (${spec.baseUrl})` : YamlDocument.fieldName([...field, i]),
+        model
+      })))
+    const chain = Layer.orDie(Model.fallback(models))
+    if (specs.some((spec) => spec.provider === "scripted")) return chain
+    return Layer.succeed(Model.Model, Context.get(yield* Layer.build(chain), Model.Model))
+  })
+
+/** The model of a spec, started once in the scope (a scripted model: fresh per run). */
+const oneModelLayer = (
   loaded: Loaded,
   spec: ModelSpec,
   field: ReadonlyArray<string | number>

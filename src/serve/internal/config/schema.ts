@@ -86,6 +86,16 @@ export const ScriptedModelSpec = Schema.Struct({
 export const ModelSpec = Schema.Union([OpenAiModel, VllmModel, ScriptedModelSpec])
 export type ModelSpec = typeof ModelSpec.Type
 
+/**
+ * A model, or a list of them tried in order (`Model.fallback`: the next one answers when one is rate-limited, down
+ * or too slow, each with its circuit breaker).
+ */
+export const ModelChoice = Schema.Union([
+  ModelSpec,
+  Schema.Array(ModelSpec).check(Schema.isMinLength(1, { expected: "at least one model (a list is tried in order)" }))
+])
+export type ModelChoice = typeof ModelChoice.Type
+
 /** One agent. */
 export const AgentSpec = Schema.Struct({
   /** One line about the agent: its MCP tool description, shown by `GET /agents`. */
@@ -101,8 +111,8 @@ export const AgentSpec = Schema.Struct({
   /** MCP servers of `mcpServers` whose tools the agent gets. */
   tools: Schema.optional(Schema.Array(Schema.String)),
   maxTurns: Schema.optional(IntAtLeast(1)),
-  /** The agent's own model; else the file's `model`. */
-  model: Schema.optional(ModelSpec),
+  /** The agent's own model (or a fallback list); else the file's `model`. */
+  model: Schema.optional(ModelChoice),
   /** Caps on every run of the agent; a run's own budget may only lower them. */
   budget: Schema.optional(Budget.Limits),
   /**
@@ -204,8 +214,8 @@ export type ThreadsSettings = typeof ThreadsSettings.Type
 
 /** The whole file. */
 export const ConfigFile = Schema.Struct({
-  /** The model of every agent that has none of its own. */
-  model: Schema.optional(ModelSpec),
+  /** The model (or a fallback list) of every agent that has none of its own. */
+  model: Schema.optional(ModelChoice),
   mcpServers: Schema.optional(Schema.Record(Schema.String, Mcp.ServerConfig)),
   mcp: Schema.optional(McpSettings),
   // Names are checked after decoding: a bad key of a Record would read as "not a known key".

@@ -13,6 +13,7 @@ import * as Agent from "../../src/core/Agent.js"
 import * as Threads from "../../src/core/Threads.js"
 import * as AgentConfig from "../../src/serve/AgentConfig.js"
 import * as Agents from "../../src/serve/Agents.js"
+import * as Server from "../support/openAiServer.js"
 
 const services = Layer.merge(NodeServices.layer, NodeHttpClient.layerUndici)
 
@@ -300,6 +301,14 @@ agents:
       expect(refusal(`${model}agents: {}\n`)).toBe("valet.yaml:2:9: agents needs at least one agent")
       expect(refusal(`agents: [\n`)).toMatch(/^valet\.yaml:\d+:\d+: not valid YAML/)
     })
+    it("a model list that is empty, or holds a bad model: the line of the list or of the model", () => {
+      expect(refusal(`model: []\nagents:\n  a: { instructions: x }\n`)).toBe(
+        "valet.yaml:1:8: model must be a list of at least one model (tried in order), got []"
+      )
+      expect(refusal(`agents:\n  a:\n    instructions: x\n    model:\n      - { provider: scripted, replies: [a] }\n      - { provider: nope }\n`)).toMatch(
+        /^valet\.yaml:6:9: agents\.a\.model\[1\] must be .*got \{"provider":"nope"\}$/
+      )
+    })
     it("an agent with no model", () => {
       expect(refusal(`agents:\n  a: { instructions: x }\n`)).toBe(
         "valet.yaml:2:6: agents.a has no model: give it a model, or the file a top-level model"
@@ -482,6 +491,28 @@ server: { keepFinishedMs: 60000 }
     const parsed = parse(yaml)
     expect(Result.isSuccess(parsed) ? Object.keys(parsed.success.config.agents) : parsed.failure.message).toEqual(["assistant", "writer"])
   })
+
+  it.effect("a model list is a fallback chain: the first server is rate-limited, the second answers", () =>
+    Effect.gen(function*() {
+      const primary = yield* Server.make({ model: "qwen" })
+      const backup = yield* Server.make({ model: "qwen" })
+      // A Retry-After past what the client waits out: RateLimited at once (no retry, no sleep).
+      primary.enqueue("/v1/chat/completions", Server.json({ error: { message: "slow down" } }, { status: 429, headers: { "retry-after": "120" } }))
+      const loaded = yield* Result.match(parse(`
+model:
+  - { provider: openai-compatible, baseUrl: ${primary.url}, model: qwen }
+  - { provider: openai-compatible, baseUrl: ${backup.url}, model: qwen }
+agents:
+  assistant: { instructions: Be brief. }
+`), { onFailure: Effect.fail, onSuccess: Effect.succeed })
+      const agents = yield* AgentConfig.build(loaded)
+      const events = yield* Stream.runCollect(Agent.stream(agents.get("assistant")!.agent, "Hi"))
+      expect(events.flatMap((event) => event._tag === "ModelFellBack" ? [`${event.from} → ${event.to}: ${event.reason}`] : [])).toEqual([
+        `qwen (${primary.url}) → qwen (${backup.url}): RateLimited: slow down (the server asks to retry after 2m, more than maxRetryAfter 1m: not retried)`
+      ])
+      const done = events.at(-1)
+      expect(done?._tag === "RunCompleted" && done.result.output).toMatch(/^Word0/)
+    }).pipe(Effect.scoped, Effect.provide(services)))
 
   it.effect("examples/serve/valet.yaml runs as written, with no model server", () =>
     Effect.gen(function*() {

@@ -92,7 +92,7 @@ export type ModelSpec = typeof ModelSpec.Type
  */
 export const ModelChoice = Schema.Union([
   ModelSpec,
-  Schema.Array(ModelSpec).check(Schema.isMinLength(1, { expected: "at least one model (a list is tried in order)" }))
+  Schema.Array(ModelSpec).check(Schema.isMinLength(1, { expected: "a list of at least one model (tried in order)" }))
 ])
 export type ModelChoice = typeof ModelChoice.Type
 

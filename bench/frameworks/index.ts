@@ -7,6 +7,7 @@ import type { Framework } from "./work.js"
  */
 export const frameworks: Record<string, () => Promise<Framework>> = {
   valet: () => import("./valet.js").then((m) => m.valet),
+  "valet-fallback": () => import("./valet.js").then((m) => m.valetFallback),
   "ai-sdk": () => import("./aiSdk.js").then((m) => m.aiSdk),
   "ai-sdk-7": () => import("./aiSdk7.js").then((m) => m.aiSdk7),
   "openai-agents": () => import("./openaiAgents.js").then((m) => m.openaiAgents),

@@ -1,6 +1,6 @@
 /** valet: `Agent.run` / `Agent.stream` (read to the end) with a `ScriptedModel` and one tool. */
-import { Effect, Schema, Stream } from "effect"
-import { Agent, ScriptedModel, Tool } from "valet"
+import { Context, Effect, Schema, Stream } from "effect"
+import { Agent, Model, ScriptedModel, Tool } from "valet"
 import { argsAt, finalText, type Framework, instructions, prompt, yieldToEventLoop } from "./work.js"
 
 const add = Tool.make({
@@ -10,8 +10,9 @@ const add = Tool.make({
   handler: ({ a, b }) => Effect.succeed(a + b)
 })
 
-export const valet: Framework = {
-  name: "valet",
+/** `valet`, or (`fallback`) the same model behind a one-model `Model.fallback` chain with its circuit breaker. */
+const make = (name: string, fallback: boolean): Framework => ({
+  name,
   run: (steps, options) => {
     const agent = Agent.make({ name: "calculator", instructions, tools: [add], maxTurns: steps + 1 })
     const turn = (index: number): ScriptedModel.Turn =>
@@ -27,6 +28,13 @@ export const valet: Framework = {
         Stream.runFold(() => "", (output, event) => (event._tag === "RunCompleted" ? event.result.output : output))
       )
       : Effect.map(Agent.run(agent, prompt), (result) => result.output)
-    return Effect.runPromise(Effect.provide(program, model))
+    if (!fallback) return Effect.runPromise(Effect.provide(program, model))
+    // The chain's layer is built once per run (as an agent's model layer is): its cost is per run, not per step.
+    return Effect.runPromise(Effect.provide(program, Model.fallback([Context.get(model, Model.Model)])))
   }
-}
+})
+
+export const valet: Framework = make("valet", false)
+
+/** valet with its model behind `Model.fallback` (one model that always answers): the wrapper's cost per step. */
+export const valetFallback: Framework = make("valet-fallback", true)

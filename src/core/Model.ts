@@ -29,7 +29,7 @@
  *
  * @since 0.1.0
  */
-import { Context, Duration, Effect, Layer, Stream } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Stream } from "effect"
 import { InvalidOptions } from "./AgentError.js"
 import * as Fallback from "./internal/model/fallback.js"
 import * as internal from "./internal/modelChunks.js"
@@ -311,8 +311,8 @@ const isService = (u: unknown): u is Service =>
 /**
  * A `Model` that sends each call to the first model of the list that answers: when one fails with an error `when`
  * selects (before a streamed chunk went out), the next one is asked. Each model has a circuit breaker
- * (`BreakerOptions`). Each call's `ModelFellBack` events and its span (`valet.fallback.*` attributes) say which model
- * answered and why the others did not. An empty list fails to build with `InvalidOptions`.
+ * (`BreakerOptions`). Each call's `ModelFellBack` events and its span (a `valet.fallback` span event per model that did not
+ * answer, `valet.fallback.model` for the one asked last) say which model answered and why the others did not. An empty list fails to build with `InvalidOptions`.
  *
  * @example
  * ```ts
@@ -391,14 +391,7 @@ const fallbackOf = (
     report: (note) =>
       Effect.flatMap(currentCallContext, (context) => {
         const told = context?.onFallback?.(note, context.step) ?? Effect.void
-        return Effect.andThen(
-          Effect.annotateCurrentSpan({
-            "valet.fallback.from": note.from,
-            "valet.fallback.to": note.to,
-            "valet.fallback.reason": note.reason
-          }),
-          told
-        )
+        return Effect.andThen(markSpan(note), told)
       })
   }
   return make({
@@ -411,3 +404,18 @@ const fallbackOf = (
 }
 
 const never = (): boolean => false
+
+/**
+ * Marks the call's span (the runtime's `chat` span, when traced): a `valet.fallback` span event per model that did
+ * not answer (`from`, `to`, `reason`), and `valet.fallback.model`, the model asked last, which is the one that
+ * answered when the call succeeds.
+ */
+const markSpan = (note: FallbackNote): Effect.Effect<void> =>
+  Effect.matchEffect(Effect.currentSpan, {
+    onFailure: () => Effect.void,
+    onSuccess: (span) =>
+      Effect.map(Clock.currentTimeNanos, (now) => {
+        span.event("valet.fallback", now, { from: note.from, to: note.to, reason: note.reason })
+        span.attribute("valet.fallback.model", note.to)
+      })
+  })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Exit, Layer, Stream } from "effect"
+import { Context, Effect, Exit, Layer, Stream, Tracer } from "effect"
 import { TestClock } from "effect/testing"
 import * as Agent from "../../src/core/Agent.js"
 import * as AgentError from "../../src/core/AgentError.js"
@@ -240,5 +240,35 @@ describe("Model.fallback", () => {
       const replied = events.find((event) => event._tag === "ModelReplied")
       expect(replied !== undefined && "step" in replied && replied.step).toBe(fellBack[0]!.step)
       expect(events.at(-1)?._tag === "RunCompleted" && events.at(-1)).toMatchObject({ result: { output: "Paris" } })
+    }))
+
+  it.effect("the call's chat span says why the others did not answer (span events) and which model did", () =>
+    Effect.gen(function*() {
+      const ended: Array<Tracer.NativeSpan> = []
+      const tracer = Tracer.make({
+        span: (options) => {
+          const span = new Tracer.NativeSpan(options)
+          const end = span.end.bind(span)
+          span.end = (endTime, exit) => {
+            end(endTime, exit)
+            ended.push(span)
+          }
+          return span
+        }
+      })
+      const chain = Model.fallback([
+        { name: "primary", model: failing(new ModelError.ServerError({ status: 503, message: "down" })).service },
+        { name: "second", model: failing(new ModelError.Timeout({ message: "no answer", timeoutMs: 1000 })).service },
+        { name: "third", model: scripted(["Paris"]).service }
+      ], { breaker: false })
+      yield* Agent.run(Agent.make({ name: "assistant", instructions: "Be brief.", model: chain }), "Capital of France?").pipe(
+        Effect.provide(Layer.succeed(Tracer.Tracer, tracer))
+      )
+      const chat = ended.find((span) => span.name === "chat")!
+      expect(chat.events.map(([name, , attributes]) => [name, attributes])).toEqual([
+        ["valet.fallback", { from: "primary", to: "second", reason: "ServerError: down" }],
+        ["valet.fallback", { from: "second", to: "third", reason: "Timeout: no answer" }]
+      ])
+      expect(chat.attributes.get("valet.fallback.model")).toBe("third")
     }))
 })

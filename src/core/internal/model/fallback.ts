@@ -147,22 +147,25 @@ export const run = <A>(
   }
   const attemptOn = (i: number, link: Link, breaker: Breaker | undefined): Effect.Effect<A, ModelError> => {
     const sent = attempt(link)
-    const watched = breaker === undefined
-      ? sent
-      : Effect.tapError(
-        Effect.tap(sent, () => Effect.sync(() => breaker.succeeded())),
-        (error) => countsAgainstModel(error)
-          ? Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => breaker.failed(now, error)))
-          : Effect.void
-      )
+    // Only a probe (half-open) has anything to do on success: a closed breaker keeps no count of successes.
+    const watched = breaker !== undefined && breaker.state === "half-open"
+      ? Effect.tap(sent, () => Effect.sync(() => breaker.succeeded()))
+      : sent
     return Effect.catch(watched, (error: ModelError) => {
-      if (stop() || !chain.when(error)) return Effect.fail(error)
-      const next = nextAfter(chain, i, error)
-      if (next < 0) return Effect.fail(error)
-      return Effect.andThen(
-        chain.report({ from: link.name, to: chain.links[next]!.name, reason: describe(error) }),
-        Effect.suspend(() => from(next, error))
-      )
+      const moveOn = (): Effect.Effect<A, ModelError> => {
+        if (stop() || !chain.when(error)) return Effect.fail(error)
+        const next = nextAfter(chain, i, error)
+        if (next < 0) return Effect.fail(error)
+        return Effect.andThen(
+          chain.report({ from: link.name, to: chain.links[next]!.name, reason: describe(error) }),
+          Effect.suspend(() => from(next, error))
+        )
+      }
+      if (breaker === undefined || !countsAgainstModel(error)) return moveOn()
+      return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        breaker.failed(now, error)
+        return moveOn()
+      })
     })
   }
   return from(0, undefined)

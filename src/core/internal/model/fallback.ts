@@ -135,7 +135,8 @@ export const run = <A>(
       return Effect.flatMap(Clock.currentTimeMillis, (now) => {
         if (breaker.admit(now)) return attemptOn(i, link, breaker)
         const error = breaker.lastError ?? refused
-        const next = nextAfter(chain, i, error)
+        // Which model may come next depends on why the call left the previous one (a prompt too long for it).
+        const next = nextAfter(chain, i, refused ?? error)
         if (next < 0 || error === undefined) return Effect.fail(error ?? circuitOpen(link))
         return Effect.andThen(
           chain.report({ from: link.name, to: chain.links[next]!.name, reason: `circuit open (${describe(error)})` }),

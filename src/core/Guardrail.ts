@@ -12,8 +12,9 @@
  * A guardrail that itself fails (a judge whose model is down) fails the run with `GuardrailFailed`: a check that did
  * not run is no pass. Each trip or rewrite is a `GuardrailTripped` event. Guardrails are given per agent
  * (`Agent.make({ guardrails })`), per run (`Agent.run(…, { guardrails })`, added after the agent's) and in
- * `valet.yaml` (the built-ins by name). Sub-agents run under their own agent's guardrails only for tools; input and
- * output guardrails check the root run.
+ * `valet.yaml` (the built-ins by name). A sub-agent's run is checked by its own agent's guardrails; one without
+ * tool guardrails of its own is checked by its parent's tool guardrails (a worker's calls like the supervisor's).
+ * An output that a limit made (a spent budget, a cancel: the best output so far) is checked too, without a repair.
  *
  * @example
  * ```ts

@@ -7,6 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber, Ref, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as Agent from "../../src/core/Agent.js"
+import * as Architecture from "../../src/core/Architecture.js"
 import * as AgentError from "../../src/core/AgentError.js"
 import * as AgentEvent from "../../src/core/AgentEvent.js"
 import * as Guardrail from "../../src/core/Guardrail.js"
@@ -165,6 +166,31 @@ describe("tool guardrails", () => {
       { toolCalls: [{ name: "lookup", arguments: { id: "8" } }] },
       "never read"
     ]))))
+})
+
+describe("where guardrails reach", () => {
+  it.effect("an output a limit made (budget spent) is checked too: the redactor rewrites the best output so far", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "crm", instructions: "", tools: [lookup], guardrails: { output: [Guardrail.redact()] } })
+      const result = yield* Agent.run(agent, "look up 7", { budget: { maxCalls: 1 } })
+      expect(result).toMatchObject({ interrupted: true, interruptionReason: "budget:max_calls", output: "Writing to [redacted email] first." })
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      { text: "Writing to jane@example.com first.", toolCalls: [{ name: "lookup", arguments: { id: "7" } }] },
+      "never sent"
+    ]))))
+
+  it.effect("a sub-run without tool guardrails of its own is checked by its parent's: a worker's call is refused", () =>
+    Effect.gen(function*() {
+      const worker = Agent.make({ name: "worker", instructions: "", tools: [lookup] }) as unknown as Agent.Agent<never>
+      const delegate = Architecture.make({
+        name: "delegate_test",
+        program: (input) => Effect.map(Architecture.role(worker, input.prompt, { role: "worker" }), (result) => ({ output: result.output }))
+      })
+      const boss = Agent.make({ name: "boss", instructions: "", architecture: delegate, guardrails: { tool: [tripsOn("admin")] } })
+      expect((yield* Agent.run(boss, "look up admin")).output).toBe("cannot")
+      const [, second] = yield* ScriptedModel.calls
+      expect(second!.messages!.find((m) => m.role === "tool")!.content).toBe("ERROR: the guardrail no_admin refused this call: mentions admin")
+    }).pipe(Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "lookup", arguments: { id: "admin" } }] }, "cannot"]))))
 })
 
 describe("a guardrail that fails", () => {

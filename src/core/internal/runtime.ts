@@ -199,8 +199,13 @@ export class RunState implements RunContext {
    * Undefined without input guardrails, and once they passed: the step then reads one field.
    */
   inputGate: Deferred.Deferred<void> | undefined = undefined
-  /** The tool guardrails and where their trips go; undefined without any (the step reads one field). */
+  /**
+   * The tool guardrails and where their trips go; undefined without any (the step reads one field). A sub-run
+   * without tool guardrails of its own takes its parent's: a worker's calls are checked like the supervisor's.
+   */
   toolGuards: ToolGuards | undefined = undefined
+  /** Whether the output guardrails checked the outcome (an outcome a limit made is checked at the run's end). */
+  outputChecked = false
   constructor(
     readonly sessionId: string,
     readonly rootSessionId: string,
@@ -962,6 +967,7 @@ const checkOutput = (
     new GuardrailTripped({ sessionId: run.sessionId, guardrail: trip.guardrail, kind: "output", reason: trip.reason })
   const accept = (outcome: Outcome, text: string): Outcome => {
     run.output = text
+    run.outputChecked = true
     return text === outcome.output ? outcome : { ...outcome, output: text }
   }
   return Effect.flatMap(Guard.check(guardrails, subject(outcome.output), reportGuard(run, "output")), (checked) => {
@@ -1021,6 +1027,7 @@ const executeProgram = <R>(
       clock
     )
     state.parent?.setChild(state)
+    if (state.parent?.toolGuards !== undefined) state.toolGuards = state.parent.toolGuards
     state.traced = fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
     // With structured output, the answer is decoded (and repaired) where the program's model is in context.
     const output = input.output
@@ -1071,6 +1078,13 @@ const executeProgram = <R>(
         guarded,
         Effect.andThen(input.cancel, Effect.sync((): Outcome => ({ output: state.output, interrupted: "cancelled" })))
       )
+    }
+    // What a limit or a cancel made of the run's best output so far is checked by the output guardrails too (a
+    // redactor must see every output; a trip fails the run, without a repair: the run is over).
+    const outputGuards = guardrails?.output
+    if (outputGuards !== undefined && outputGuards.length > 0) {
+      guarded = Effect.flatMap(guarded, (outcome) =>
+        state.outputChecked ? Effect.succeed(outcome) : checkOutput(state, input, outputGuards, false, outcome))
     }
     // The run's state and span go on top of the fiber's context as two entries (`Context.add`), where providing a
     // context of both (`Effect.provide`) would copy every service of the fiber's context into a new map, per run.

@@ -201,6 +201,8 @@ export type JudgeOptions = Builtins.JudgeOptions
 /**
  * A check a model judges: it is asked whether the text keeps `criteria` and answers `{ pass, reason }` (decoded with
  * `JudgeVerdict`); an answer that does not decode fails the guardrail (`JudgeUnreadable`), as does the model's error.
+ * Within a run its call is the run's: counted in `modelCalls`, held to the budget, but silent (no events, no text
+ * streamed), on the `model` given or else the run's.
  *
  * @since 0.2.0
  * @category built-ins

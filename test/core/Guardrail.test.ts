@@ -255,6 +255,19 @@ describe("built-ins", () => {
       expect((verdict as { reason: string }).reason).toContain("population")
     }))
 
+  it.effect("judge: its call is the run's (counted, held to the budget) but silent: no events, no text streamed", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "a", instructions: "", guardrails: { output: [Guardrail.judge({ criteria: "Be polite." })] } })
+      const events = yield* Agent.stream(agent, "hi").pipe(Stream.runCollect)
+      const completed = events.at(-1) as AgentEvent.Of<"RunCompleted">
+      expect(completed.result).toMatchObject({ output: "Hello.", modelCalls: 2 })
+      expect(events.filter((e) => e._tag === "ModelReplied")).toHaveLength(1)
+      expect(events.filter((e) => e._tag === "TextDelta").map((e) => (e as AgentEvent.Of<"TextDelta">).text).join("")).toBe("Hello.")
+      const refused = yield* Effect.flip(Agent.run(agent, "hi", { budget: { maxCalls: 1 } }))
+      expect(refused).toMatchObject({ _tag: "GuardrailFailed", guardrail: "judge" })
+      expect((refused as AgentError.GuardrailFailed).error).toContain("budget exhausted")
+    }).pipe(Effect.provide(ScriptedModel.layer(["Hello.", `{"pass": true, "reason": "polite"}`, "Hello."]))))
+
   it.effect("judge asks the run's model and decodes its verdict; an unreadable verdict fails the guardrail", () =>
     Effect.gen(function*() {
       const noAdvice = Guardrail.judge({ criteria: "The answer gives no medical advice.", name: "no_medical_advice" })

@@ -3,11 +3,12 @@
  * PII redactor (emails, card numbers that pass the Luhn check, API keys), the output's schema, and a check a model
  * judges. Each is a plain `Guardrail`; none holds state between checks.
  */
-import { Effect, Result, Schema } from "effect"
+import { Effect, Option, Result, Schema } from "effect"
 import * as Model from "../Model.js"
 import type { Guardrail, Subject, Verdict } from "./guardrail.js"
 import { pass } from "./guardrail.js"
 import * as Output from "./output.js"
+import * as Runtime from "./runtime.js"
 
 /** Options of `maxLength`. */
 export interface MaxLengthOptions {
@@ -203,22 +204,33 @@ export class JudgeUnreadable extends Schema.TaggedError<JudgeUnreadable>()("Judg
   }
 }
 
-/** Asks a model whether the text keeps `criteria`; its answer is decoded with `JudgeVerdict`. */
-export const judge = (options: JudgeOptions): Guardrail => ({
-  name: options.name ?? "judge",
-  check: (subject) =>
-    Effect.flatMap(
-      options.model !== undefined ? Effect.succeed(options.model) : Effect.serviceOption(Model.Model).pipe(
-        Effect.flatMap((model) =>
-          model._tag === "Some" ? Effect.succeed(model.value) : Effect.fail(new Error("no model to judge with: give one, or run where a Model is provided")))
-      ),
-      (model) =>
-        Effect.flatMap(model.generate(judgeRequest(options.criteria, subject)), (response) => {
-          const answer = response.choices[0]?.text ?? ""
-          const decoded = judgeSpec.decode(answer)
-          if (Result.isFailure(decoded)) return Effect.fail(new JudgeUnreadable({ answer, error: decoded.failure }))
-          const verdict = decoded.success as typeof JudgeVerdict.Type
-          return Effect.succeed<Verdict>(verdict.pass ? pass : { _tag: "Trip", reason: verdict.reason })
-        })
-    )
-})
+/**
+ * Asks a model whether the text keeps `criteria`; its answer is decoded with `JudgeVerdict`. Within a run the call is
+ * the run's (counted, held to its budget, silent); the model is the one given, else the run's.
+ */
+export const judge = (options: JudgeOptions): Guardrail => {
+  const name = options.name ?? "judge"
+  return {
+    name,
+    check: (subject) =>
+      Effect.gen(function*() {
+        const request = judgeRequest(options.criteria, subject)
+        const run = yield* Effect.serviceOption(Runtime.CurrentRun)
+        let call: Effect.Effect<Model.Response, unknown, Model.Model>
+        if (run._tag === "Some") {
+          const state = Runtime.stateOf(run.value)
+          call = Runtime.generateAside(state, request, `guardrail.${name}_${state.ownCalls + 1}`)
+        } else {
+          call = Model.Model.use((model) => model.generate(request))
+        }
+        const model = options.model !== undefined ? Option.some(options.model) : yield* Effect.serviceOption(Model.Model)
+        if (model._tag === "None") return yield* Effect.fail(new Error("no model to judge with: give one, or run where a Model is provided"))
+        const response = yield* Effect.provideService(call, Model.Model, model.value)
+        const answer = response.choices[0]?.text ?? ""
+        const decoded = judgeSpec.decode(answer)
+        if (Result.isFailure(decoded)) return yield* Effect.fail(new JudgeUnreadable({ answer, error: decoded.failure }))
+        const verdict = decoded.success as typeof JudgeVerdict.Type
+        return verdict.pass ? pass : { _tag: "Trip", reason: verdict.reason } satisfies Verdict
+      })
+  }
+}

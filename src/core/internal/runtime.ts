@@ -280,6 +280,18 @@ const emitWarnings = (run: RunContext, warnings: ReadonlyArray<Budget.Warning>):
         max: warning.max
       })), { discard: true })
 
+/**
+ * A model call for the run that is none of its answers (a guardrail's judge): counted and held to the budget like
+ * any, but silent (no events, no text streamed: a client reading the deltas must not read a verdict) and not held by
+ * the input guardrails' gate (an input judge would wait for itself).
+ */
+export const generateAside = (
+  run: RunState,
+  request: Model.Request,
+  step: string
+): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model> =>
+  Effect.withFiber((fiber) => send(run, Context.getUnsafe(fiber.context, Model.Model), request, { step }, true))
+
 /** Options of `generate`. */
 export interface GenerateOptions {
   /** The step's name within the session (`react.turn_2`); keys journal records. Default `call_<n>`. */

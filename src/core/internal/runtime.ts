@@ -526,7 +526,7 @@ const call = (
       // The budget's prices, when the run has them: what the viewer and a trace show beside the tokens. (Set after
       // the literal, not spread into it: a spread takes V8's slower object-cloning path on every call.)
       if (pricing !== undefined) {
-        event.cost = (response.usage.inputTokens * pricing.inputPerMillion + response.usage.outputTokens * pricing.outputPerMillion) / 1_000_000
+        event.cost = Budget.costOf(pricing, response.usage)
       }
       const replied = emitNow(run.emitter, event)
       return after.length === 0

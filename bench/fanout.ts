@@ -108,8 +108,8 @@ const main = async () => {
     let answer = 0
     const scripted = ScriptedModel.layer((request): ScriptedModel.Turn => {
       const user = (request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? ""
-      if (user.startsWith("A solver proposed")) return `{"risk": 0.2, "notes": "plausible"}`
-      if (user.startsWith("Judge a proposed")) {
+      if (user.includes("A solver proposed")) return `{"risk": 0.2, "notes": "plausible"}`
+      if (user.includes("Judge a proposed")) {
         return /Proposed answer: 0$/m.test(user) ? `{"score": 0.9, "confidence": 0.9}` : `{"score": 0.2, "confidence": 0.2}`
       }
       return `Working.\nFINAL: ${answer++}`

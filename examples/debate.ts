@@ -15,7 +15,7 @@ const user = (request: Model.Request): string => request.messages?.filter((messa
 
 /** What a model would answer, for runs without a server: first answers differ, then the debaters agree. */
 export const script: ScriptedModel.Script = (request) => {
-  if (user(request).includes("round 1 of a debate")) return "Botanically a tomato is a fruit; cooks treat it as a vegetable."
+  if (user(request).includes("This is round 1,")) return "Botanically a tomato is a fruit; cooks treat it as a vegetable."
   if (system(request).includes("botanist")) return "A tomato is a fruit: it grows from the flower and holds the seeds."
   if (system(request).includes("chef")) return "In the kitchen a tomato is a vegetable."
   return "Botanically a fruit, in cooking a vegetable."

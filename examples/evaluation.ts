@@ -29,11 +29,11 @@ export const recipe = (references: ReadonlyMap<string, string>): ScriptedModel.S
   const prompt = lastUser(request)
   const problemOf = (text: string) => [...references.keys()].find((problem) => text.includes(problem))
   const answerIn = (text: string) => /Proposed answer: (.*)/.exec(text)?.[1]?.trim() ?? ""
-  if (prompt.startsWith("A solver proposed")) {
+  if (prompt.includes("A solver proposed")) {
     const right = references.get(problemOf(prompt) ?? "") === answerIn(prompt)
     return right ? `{"risk": 0.1, "notes": "the steps check out"}` : `{"risk": 0.55, "notes": "the arithmetic looks off"}`
   }
-  if (prompt.startsWith("Judge a proposed")) {
+  if (prompt.includes("Judge a proposed")) {
     const answer = answerIn(prompt)
     const right = references.get(problemOf(prompt) ?? "") === answer
     return right || answer === "62"

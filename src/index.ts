@@ -34,6 +34,9 @@ export * as EmbeddingModel from "./core/EmbeddingModel.js"
 /** The deterministic test double of `EmbeddingModel`: hashed bags of words. */
 export * as HashedEmbeddingModel from "./core/HashedEmbeddingModel.js"
 
+/** Guardrails: input, output and tool checks that pass, trip with a reason, or rewrite (a redactor). */
+export * as Guardrail from "./core/Guardrail.js"
+
 /** People in the loop: tool calls that wait for a person's approval, and their decisions. */
 export * as HumanLoop from "./core/HumanLoop.js"
 

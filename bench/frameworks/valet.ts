@@ -1,5 +1,6 @@
 /** valet: `Agent.run` / `Agent.stream` (read to the end) with a `ScriptedModel` and one tool. */
 import { Context, Effect, Schema, Stream } from "effect"
+import * as Valet from "valet"
 import { Agent, Model, ScriptedModel, Tool } from "valet"
 import { argsAt, finalText, type Framework, instructions, prompt, yieldToEventLoop } from "./work.js"
 
@@ -10,11 +11,23 @@ const add = Tool.make({
   handler: ({ a, b }) => Effect.succeed(a + b)
 })
 
+/**
+ * `VALET_BENCH_GUARDRAILS=pass`: the agent has a pass-through guardrail of each kind (input, output, tool), to
+ * measure what guardrails cost a step (the tool one checks each call's arguments and result).
+ */
+// Read through the namespace only when asked: the bench also runs against builds that have no `Guardrail`.
+const guardrails = process.env.VALET_BENCH_GUARDRAILS === "pass"
+  ? (() => {
+    const passThrough = Valet.Guardrail.make("pass", () => Effect.succeed(Valet.Guardrail.pass))
+    return { input: [passThrough], output: [passThrough], tool: [passThrough] }
+  })()
+  : undefined
+
 /** `valet`, or (`fallback`) the same model behind a one-model `Model.fallback` chain with its circuit breaker. */
 const make = (name: string, fallback: boolean): Framework => ({
   name,
   run: (steps, options) => {
-    const agent = Agent.make({ name: "calculator", instructions, tools: [add], maxTurns: steps + 1 })
+    const agent = Agent.make({ name: "calculator", instructions, tools: [add], maxTurns: steps + 1, ...(guardrails !== undefined ? { guardrails } : {}) })
     const turn = (index: number): ScriptedModel.Turn =>
       index < steps - 1 ? { toolCalls: [{ name: "add", arguments: argsAt(index + 1) }] } : finalText
     // A model of its own per session, as the other frameworks have their mock per session (a context: no layer to build).

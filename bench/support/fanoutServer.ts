@@ -28,8 +28,8 @@ const reply = (request: ChatRequest): Array<string> => {
   const user = messages.filter((message) => message.role === "user").at(-1)?.content ?? ""
   const system = messages.find((message) => message.role === "system")?.content ?? ""
   const n = request.n ?? 1
-  if (user.startsWith("A solver proposed")) return [`{"risk": 0.2, "notes": "plausible"}`]
-  if (user.startsWith("Judge a proposed")) {
+  if (user.includes("A solver proposed")) return [`{"risk": 0.2, "notes": "plausible"}`]
+  if (user.includes("Judge a proposed")) {
     const answer = /Proposed answer: (.*)/.exec(user)?.[1]?.trim()
     return [answer === "0" ? `{"score": 0.9, "confidence": 0.9}` : `{"score": 0.2, "confidence": 0.2}`]
   }

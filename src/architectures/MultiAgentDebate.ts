@@ -3,8 +3,11 @@
  * then a judge writes the answer, or a vote picks it.
  *
  * Round 0: every debater answers the task alone, all at once. Rounds 1..`maxRounds`: each debater sees the task
- * and the transcript of every earlier round — entries labelled `debater_<i>`, its own marked `(you)`, always in
- * debater order (never in the order they finished). After each round, the debate has converged when every pair of
+ * and the transcript of every earlier round — entries labelled `debater_<i>`, always in debater order (never in
+ * the order they finished) — then which debater it is (`{debater}`). The transcript is the same text for every
+ * debater and grows by a round at a time, so a server's prefix cache serves each debater the task and the debate so
+ * far (`bench/prefix.ts`). A `debaterPrompt` without `{debater}` gets the transcript of valet 0.1 instead: each
+ * debater's own entries marked `(you)`. After each round, the debate has converged when every pair of
  * that round's answers agrees: equal once case, whitespace and punctuation are set aside, or with a word-set
  * Jaccard similarity of at least `convergence`; the answer is then the one most debaters hold (ties: the lowest
  * debater), with no judge call. Otherwise, after the last round the `judge` (seeing the task and the whole
@@ -51,19 +54,20 @@ import * as Architecture from "../core/Architecture.js"
 import type * as Model from "../core/Model.js"
 
 /**
- * A debater's default prompt after round 0; placeholders `{task}`, `{transcript}`, `{round}`.
+ * A debater's default prompt after round 0; placeholders `{task}`, `{transcript}`, `{round}`, `{debater}` (its
+ * label, `debater_<i>`). What every debater of a round shares comes first, what is its own last.
  *
  * @since 0.2.0
  * @category prompts
  */
 export const defaultDebaterPrompt = `{task}
 
-This is round {round} of a debate. Here are the answers so far (yours are marked "(you)"):
+A debate on this, round by round:
 
 {transcript}
 
-Consider the other answers. Where they are right, take them up; where they are wrong, say why. Then give your own \
-answer again, complete.`
+This is round {round}, and you are {debater}. Consider the other answers. Where they are right, take them up; \
+where they are wrong, say why. Then give your own answer again, complete.`
 
 /**
  * The judge's default prompt; placeholders `{task}`, `{transcript}`.
@@ -203,8 +207,8 @@ export const definition = Architecture.define({
     maxRounds: int(1).pipe(withDefault(2)),
     /** Word-set Jaccard similarity at which two answers agree (in [0, 1], default 0.85). */
     convergence: unit.pipe(withDefault(0.85)),
-    /** A debater's prompt after round 0 (`{task}`, `{transcript}`, `{round}`). */
-    debaterPrompt: template(["task", "transcript", "round"]).pipe(withDefault(defaultDebaterPrompt)),
+    /** A debater's prompt after round 0 (`{task}`, `{transcript}`, `{round}`, `{debater}`). */
+    debaterPrompt: template(["task", "transcript", "round", "debater"]).pipe(withDefault(defaultDebaterPrompt)),
     /** The judge's prompt (`{task}`, `{transcript}`). */
     judgePrompt: template(["task", "transcript"]).pipe(withDefault(defaultJudgePrompt))
   },
@@ -224,6 +228,7 @@ export const definition = Architecture.define({
           }))
       yield* Architecture.setMetadata(() => metadata({ decided_by: stoppedBy }))
 
+      const namesDebater = options.debaterPrompt.includes("{debater}")
       for (let round = 0; round <= options.maxRounds; round++) {
         yield* Architecture.progress("multi_agent_debate.round_started", { round })
         // Every debater of a round sees the same earlier rounds, so they run at once; the transcript keeps their order.
@@ -233,7 +238,13 @@ export const definition = Architecture.define({
             debater,
             round === 0
               ? input.prompt
-              : Architecture.fill(options.debaterPrompt, { task: input.prompt, transcript: transcript(earlier, i + 1), round: String(round) }),
+              : Architecture.fill(options.debaterPrompt, {
+                task: input.prompt,
+                // One transcript for all when the prompt names the debater; valet 0.1's marked one otherwise.
+                transcript: transcript(earlier, namesDebater ? 0 : i + 1),
+                round: String(round),
+                debater: `debater_${i + 1}`
+              }),
             { role: "debater", index: `${i + 1}_round_${round}`, label: `debater_${i + 1}:round_${round}` }
           ).pipe(Effect.map((result) => result.output), noting("interrupted")), { concurrency: "unbounded" })
         rounds.push(answers)

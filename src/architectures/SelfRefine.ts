@@ -36,37 +36,38 @@ import type * as Model from "../core/Model.js"
 import * as ReAct from "./ReAct.js"
 
 /**
- * The critic's default prompt; placeholders `{task}`, `{output}`, `{stop_phrase}`.
+ * The critic's default prompt; placeholders `{task}`, `{output}`, `{stop_phrase}`. The task and the answer come
+ * first and the instruction last, as in the refiner's prompt: the two share their start, so a server's prefix cache
+ * serves the refiner's reading of the task and answer the critic just sent (`bench/prefix.ts`).
  *
  * @since 0.1.0
  * @category prompts
  */
-export const defaultCriticPrompt = `Review an answer to a task. List the concrete problems that matter: mistakes, missing parts, unclear \
-wording. Be brief. If the answer needs no change, reply with exactly "{stop_phrase}".
-
-Task:
+export const defaultCriticPrompt = `Task:
 {task}
 
 Answer:
-{output}`
+{output}
+
+Review the answer above. List the concrete problems that matter: mistakes, missing parts, unclear wording. Be \
+brief. If the answer needs no change, reply with exactly "{stop_phrase}".`
 
 /**
- * The refiner's default prompt; placeholders `{task}`, `{output}`, `{critique}`.
+ * The refiner's default prompt; placeholders `{task}`, `{output}`, `{critique}`. Starts as the critic's does.
  *
  * @since 0.1.0
  * @category prompts
  */
-export const defaultRefinerPrompt = `Improve the answer to the task below so that it addresses every point of the review. Reply with \
-the improved answer only.
-
-Task:
+export const defaultRefinerPrompt = `Task:
 {task}
 
 Answer:
 {output}
 
 Review:
-{critique}`
+{critique}
+
+Improve the answer so that it addresses every point of the review. Reply with the improved answer only.`
 
 const { agent, architecture: architectureOption, int, optional, template, withDefault } = Architecture.option
 

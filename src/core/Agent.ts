@@ -34,6 +34,7 @@ import * as Architecture from "./internal/runtime.js"
 import * as Budget from "./Budget.js"
 import { randomHex20 } from "./internal/ids.js"
 import { isNameLike, nameProblem as nameProblem_ } from "./internal/names.js"
+import * as Guardrail from "./Guardrail.js"
 import * as Output from "./internal/output.js"
 import * as Spans from "./internal/spans.js"
 import * as ReActInternal from "./internal/toolLoop.js"
@@ -85,6 +86,8 @@ export interface MakeOptions<RA, RT> {
   readonly architecture?: Architecture.Architecture<RA> | undefined
   readonly tools?: ReadonlyArray<Tool.Tool<RT>> | undefined
   readonly maxTurns?: number | undefined
+  /** Input, output and tool checks of every run of the agent (`Guardrail`). */
+  readonly guardrails?: Guardrail.Guardrails | undefined
 }
 
 /**
@@ -125,7 +128,8 @@ export function make(
     tools: options.tools ?? [],
     // Provided around the whole run, so it is built once per run (not per call).
     model: options.model,
-    maxTurns: options.maxTurns ?? defaultMaxTurns
+    maxTurns: options.maxTurns ?? defaultMaxTurns,
+    guardrails: options.guardrails
   }
 }
 
@@ -152,6 +156,7 @@ export const clone = <R, RA = never, RT = never>(
     readonly architecture?: Architecture.Architecture<RA> | undefined
     readonly tools?: ReadonlyArray<Tool.Tool<RT>> | undefined
     readonly maxTurns?: number | undefined
+    readonly guardrails?: Guardrail.Guardrails | undefined
   }
 ): Agent<R | RA | RT> => ({ ...agent, ...changes } as Agent<R | RA | RT>)
 
@@ -253,6 +258,8 @@ export interface RunOptions {
    * output so far — where interrupting the fiber would leave no result at all.
    */
   readonly cancel?: Effect.Effect<void> | undefined
+  /** Guardrails of this run, checked after the agent's own (`Guardrail`); its `onOutputTrip` / `onToolTrip` win. */
+  readonly guardrails?: Guardrail.Guardrails | undefined
 }
 
 /**
@@ -351,6 +358,7 @@ const rootInput = (
     const budget = options?.budget !== undefined
       ? Budget.make(options.budget)
       : Effect.map(Effect.serviceOption(Budget.Budget), (tracker) => tracker._tag === "Some" ? tracker.value : Budget.unlimited)
+    const guardrails = Guardrail.merge(agent.guardrails, options?.guardrails)
     return Effect.map(budget, (budget): Architecture.Input => ({
       agent,
       prompt,
@@ -363,7 +371,8 @@ const rootInput = (
       resources,
       ...(span !== undefined ? { span } : {}),
       ...(options?.output !== undefined ? { output: Output.make(options.output, retries) } : {}),
-      ...(options?.cancel !== undefined ? { cancel: options.cancel } : {})
+      ...(options?.cancel !== undefined ? { cancel: options.cancel } : {}),
+      ...(guardrails !== undefined ? { guardrails } : {})
     }))
   })
 

@@ -186,6 +186,43 @@ export class Unanswered extends Schema.TaggedError<Unanswered>()("Unanswered", {
 }
 
 /**
+ * A guardrail tripped (`Guardrail`): `guardrail` names it, `kind` says where it ran (`input`, `output`, `tool`),
+ * `reason` is its own word for why. An input guardrail's trip interrupts the run's first model call; an output
+ * one's fails the run (after its repair round, when asked for); a tool one's when the run asked for `onToolTrip: "fail"`.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class GuardrailTripped extends Schema.TaggedError<GuardrailTripped>()("GuardrailTripped", {
+  sessionId: Schema.String,
+  guardrail: Schema.String,
+  kind: Schema.Literals(["input", "output", "tool"]),
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `guardrail ${this.guardrail} (${this.kind}) tripped in ${this.sessionId}: ${this.reason}`
+  }
+}
+
+/**
+ * A guardrail could not check (its own effect failed: a judge whose model is down, a check that threw): the run
+ * fails with this, since a check that did not run is no pass. `error` is the guardrail's error, as text.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class GuardrailFailed extends Schema.TaggedError<GuardrailFailed>()("GuardrailFailed", {
+  sessionId: Schema.String,
+  guardrail: Schema.String,
+  kind: Schema.Literals(["input", "output", "tool"]),
+  error: Schema.String
+}) {
+  override get message(): string {
+    return `guardrail ${this.guardrail} (${this.kind}) failed in ${this.sessionId}: ${this.error}`
+  }
+}
+
+/**
  * Every error an agent run can fail with.
  *
  * @since 0.1.0
@@ -203,6 +240,8 @@ export type AgentError =
   | Unroutable
   | InvalidPlan
   | Unanswered
+  | GuardrailTripped
+  | GuardrailFailed
 
 /**
  * The JSON form of an `AgentError`.
@@ -256,6 +295,18 @@ export type AgentErrorEncoded = typeof ModelError.ModelError.Encoded | {
   readonly questionId: string
   readonly question: string
   readonly reason: string
+} | {
+  readonly _tag: "GuardrailTripped"
+  readonly sessionId: string
+  readonly guardrail: string
+  readonly kind: "input" | "output" | "tool"
+  readonly reason: string
+} | {
+  readonly _tag: "GuardrailFailed"
+  readonly sessionId: string
+  readonly guardrail: string
+  readonly kind: "input" | "output" | "tool"
+  readonly error: string
 }
 
 /**
@@ -275,5 +326,7 @@ export const AgentError: Schema.Codec<AgentError, AgentErrorEncoded> = Schema.Un
   OutputInvalid,
   Unroutable,
   InvalidPlan,
-  Unanswered
+  Unanswered,
+  GuardrailTripped,
+  GuardrailFailed
 ])

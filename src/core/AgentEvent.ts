@@ -258,6 +258,26 @@ export const ContextCompacted = Schema.TaggedStruct("ContextCompacted", {
   contextWindow: Schema.Int
 })
 /**
+ * A guardrail tripped (`Guardrail`), or rewrote what it checked (a redactor: `rewritten` is true): `guardrail`
+ * names it, `kind` says where (`input`, `output`, `tool`), `reason` why; a tool guardrail's event names the call
+ * (`toolCallId`, `name`) and the `phase` it checked (`arguments` or `result`). What happens next depends on the
+ * kind and its option: the run fails with `GuardrailTripped`, the output is repaired once, or the call's result
+ * becomes an error the model reads.
+ *
+ * @since 0.2.0
+ * @category events
+ */
+export const GuardrailTripped = Schema.TaggedStruct("GuardrailTripped", {
+  ...base,
+  guardrail: Schema.String,
+  kind: Schema.Literals(["input", "output", "tool"]),
+  reason: Schema.String,
+  rewritten: Schema.optionalKey(Schema.Boolean),
+  toolCallId: Schema.optionalKey(Schema.String),
+  name: Schema.optionalKey(Schema.String),
+  phase: Schema.optionalKey(Schema.Literals(["arguments", "result"]))
+})
+/**
  * The run ended; the last event of its session.
  *
  * @since 0.1.0
@@ -302,6 +322,7 @@ export const AgentEvent = Schema.Union([RunStarted,
   QuestionAsked,
   QuestionAnswered,
   RunCompleted,
+  GuardrailTripped,
   ModelFellBack])
 /**
  * Any event of a run.
@@ -485,6 +506,10 @@ export const format = (event: AgentEvent): string => {
       return `${who} question ${event.questionId}: ${oneLine(event.question)}`
     case "QuestionAnswered":
       return `${who} question ${event.questionId} ${event.answered ? "answered" : `unanswered: ${oneLine(event.reason ?? "", 80)}`} after ${event.waitedMs} ms`
+    case "GuardrailTripped": {
+      const where = event.toolCallId !== undefined ? ` on ${event.name}(${event.phase}) [call ${event.toolCallId}]` : ""
+      return `${who} guardrail ${event.guardrail} (${event.kind})${where} ${event.rewritten === true ? "rewrote" : "tripped"}: ${oneLine(event.reason, 120)}`
+    }
     case "ModelFellBack":
       return `${who} model ${event.from} did not answer ${event.step} (${oneLine(event.reason, 80)}): asking ${event.to}`
     case "RunCompleted": {

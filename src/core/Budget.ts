@@ -56,6 +56,47 @@ const NonNegative = Schema.Number.check(Schema.isGreaterThanOrEqualTo(0))
 const Count = Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))
 
 /**
+ * Prices per million tokens, in any one unit (the unit of `maxCost`). Cached input (read from the server's prompt
+ * cache) is billed at `cachedInputPerMillion` and input written to the cache at `cacheWritePerMillion`, each the
+ * input rate when not set; the rest of the input at `inputPerMillion`.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const Pricing = Schema.Struct({
+  inputPerMillion: NonNegative,
+  outputPerMillion: NonNegative,
+  cachedInputPerMillion: Schema.optional(NonNegative),
+  cacheWritePerMillion: Schema.optional(NonNegative)
+})
+/**
+ * Prices per million tokens.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type Pricing = typeof Pricing.Type
+
+/**
+ * The cost of `usage` at `pricing`: the one formula for the budget's `max_cost` and the `cost` on `ModelReplied`.
+ *
+ * @since 0.2.0
+ * @category utils
+ */
+export const costOf = (pricing: Pricing, usage: Model.Usage): number => {
+  const cached = usage.cachedInputTokens ?? 0
+  const written = usage.cacheWriteTokens ?? 0
+  // A server that reports more cached than input tokens (none should) is not billed a negative remainder.
+  const uncached = Math.max(0, usage.inputTokens - cached - written)
+  return (
+    uncached * pricing.inputPerMillion +
+    cached * (pricing.cachedInputPerMillion ?? pricing.inputPerMillion) +
+    written * (pricing.cacheWritePerMillion ?? pricing.inputPerMillion) +
+    usage.outputTokens * pricing.outputPerMillion
+  ) / 1_000_000
+}
+
+/**
  * The limits of a budget; every one is optional.
  *
  * @since 0.1.0
@@ -73,7 +114,7 @@ export const Limits = Schema.Struct({
   maxDurationMs: Schema.optional(NonNegative),
   /** Cost in the unit of `pricing`. Requires `pricing`. */
   maxCost: Schema.optional(NonNegative),
-  pricing: Schema.optional(Schema.Struct({ inputPerMillion: NonNegative, outputPerMillion: NonNegative })),
+  pricing: Schema.optional(Pricing),
   /**
    * The output tokens reserved for a request that sets no `maxTokens` (per choice; default 4,096). Only used
    * when a token or cost limit is set.
@@ -132,6 +173,10 @@ export interface Spent {
   readonly inputTokens: number
   readonly outputTokens: number
   readonly totalTokens: number
+  /** The part of `inputTokens` read from a prompt cache (0 when no server reported any). @since 0.2.0 */
+  readonly cachedInputTokens: number
+  /** The part of `inputTokens` written to a prompt cache. @since 0.2.0 */
+  readonly cacheWriteTokens: number
   readonly cost: number
   readonly elapsedMs: number
 }
@@ -219,7 +264,16 @@ export const unlimited: Tracker = {
   limits: {},
   deadline: undefined,
   reserve: (request) => Effect.succeed({ request, warnings: none, settle: () => none, release: () => {} }),
-  spent: Effect.succeed({ calls: 0, inputTokens: 0, outputTokens: 0, totalTokens: 0, cost: 0, elapsedMs: 0 })
+  spent: Effect.succeed({
+    calls: 0,
+    inputTokens: 0,
+    outputTokens: 0,
+    totalTokens: 0,
+    cachedInputTokens: 0,
+    cacheWriteTokens: 0,
+    cost: 0,
+    elapsedMs: 0
+  })
 }
 
 /**
@@ -282,6 +336,8 @@ const makeTracker = (limits: Limits, startedAt: number): Tracker => {
   let inputTokens = 0
   let outputTokens = 0
   let totalTokens = 0
+  let cachedInputTokens = 0
+  let cacheWriteTokens = 0
   let cost = 0
   // What calls in flight hold.
   let inFlight = 0
@@ -389,7 +445,9 @@ const makeTracker = (limits: Limits, startedAt: number): Tracker => {
         inputTokens += usage.inputTokens
         outputTokens += usage.outputTokens
         totalTokens += usage.totalTokens
-        cost += usage.inputTokens * inputPrice + usage.outputTokens * outputPrice
+        cachedInputTokens += usage.cachedInputTokens ?? 0
+        cacheWriteTokens += usage.cacheWriteTokens ?? 0
+        if (limits.pricing !== undefined) cost += costOf(limits.pricing, usage)
         wake()
         let out = warnIfCrossed(undefined, "max_input_tokens", inputTokens, limits.maxInputTokens)
         out = warnIfCrossed(out, "max_output_tokens", outputTokens, limits.maxOutputTokens)
@@ -422,6 +480,8 @@ const makeTracker = (limits: Limits, startedAt: number): Tracker => {
     inputTokens,
     outputTokens,
     totalTokens,
+    cachedInputTokens,
+    cacheWriteTokens,
     cost,
     elapsedMs: now - startedAt
   }))

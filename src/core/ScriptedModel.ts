@@ -201,12 +201,15 @@ const respond = (
   const single = turns.length === 1 && typeof turns[0] !== "string" ? turns[0]!.usage : undefined
   const inputTokens = single?.inputTokens ?? tokens(requestCharacters(request))
   const outputTokens = single?.outputTokens ?? tokens(outputCharacters)
-  return Effect.succeed({
-    id: `scripted-${callIndex + 1}`,
-    model: "scripted",
-    choices,
-    usage: { inputTokens, outputTokens, totalTokens: single?.totalTokens ?? inputTokens + outputTokens }
-  })
+  const usage: { -readonly [K in keyof Model.Usage]: Model.Usage[K] } = {
+    inputTokens,
+    outputTokens,
+    totalTokens: single?.totalTokens ?? inputTokens + outputTokens
+  }
+  // Scripted prompt-cache counts, as a server would report them.
+  if (single?.cachedInputTokens !== undefined) usage.cachedInputTokens = single.cachedInputTokens
+  if (single?.cacheWriteTokens !== undefined) usage.cacheWriteTokens = single.cacheWriteTokens
+  return Effect.succeed({ id: `scripted-${callIndex + 1}`, model: "scripted", choices, usage })
 }
 
 /** The longest delay the turns ask for, or undefined when none waits. */

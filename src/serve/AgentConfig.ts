@@ -66,6 +66,7 @@ import * as OpenAiCompatible from "../providers/OpenAiCompatible.js"
 import * as Vllm from "../providers/Vllm.js"
 import * as Agents from "./Agents.js"
 import * as Approvals from "./internal/config/approvals.js"
+import * as GuardrailConfig from "./internal/config/guardrails.js"
 import * as Architectures from "./internal/config/architectures.js"
 import * as Internal from "./internal/config/schema.js"
 import * as ThreadStore from "./internal/config/threads.js"
@@ -505,7 +506,8 @@ const buildWith = (loaded: Loaded, options: BuildOptions | undefined): Effect.Ef
           instructions: spec.instructions,
           architecture,
           tools,
-          ...(spec.maxTurns !== undefined ? { maxTurns: spec.maxTurns } : {})
+          ...(spec.maxTurns !== undefined ? { maxTurns: spec.maxTurns } : {}),
+          ...(spec.guardrails !== undefined ? { guardrails: GuardrailConfig.make(spec.guardrails) } : {})
         }
         const agent: Agent.Agent<never> = model !== undefined
           ? Agent.make({ ...definition, model })

@@ -256,10 +256,14 @@ const finishReason = (asked: Asked, result: AgentEvent.RunResult): "stop" | "len
 const contentOf = (asked: Asked, result: AgentEvent.RunResult): string =>
   asked.run.output !== undefined && result.value !== undefined ? JSON.stringify(result.value) : result.output
 
+// The cached part goes where OpenAI puts it, only when the run's models reported one.
 const usageOf = (result: AgentEvent.RunResult) => ({
   prompt_tokens: result.usage.inputTokens,
   completion_tokens: result.usage.outputTokens,
-  total_tokens: result.usage.totalTokens
+  total_tokens: result.usage.totalTokens,
+  ...(result.usage.cachedInputTokens !== undefined
+    ? { prompt_tokens_details: { cached_tokens: result.usage.cachedInputTokens } }
+    : {})
 })
 
 /**

@@ -6,7 +6,8 @@
  *   `valet.session_id`, `valet.architecture`; sub-agents' spans nest under their parent's;
  * - `chat <model>` per model call: `gen_ai.operation.name` = `chat`, `gen_ai.request.model` (when the client names
  *   it), `gen_ai.request.max_tokens` / `temperature` / `top_p` when set, then `gen_ai.usage.input_tokens`,
- *   `gen_ai.usage.output_tokens`, `gen_ai.response.finish_reasons`, `gen_ai.response.model`, `valet.step`;
+ *   `gen_ai.usage.output_tokens`, `gen_ai.usage.cache_read.input_tokens` / `cache_creation.input_tokens` when the
+ *   server reported them, `gen_ai.response.finish_reasons`, `gen_ai.response.model`, `valet.step`;
  * - `execute_tool <tool>` per tool call: `gen_ai.operation.name` = `execute_tool`, `gen_ai.tool.name`,
  *   `gen_ai.tool.call.id`.
  *

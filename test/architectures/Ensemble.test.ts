@@ -34,8 +34,8 @@ const rolesScript = (roles: Roles) => {
   const solverCalls = new Map<string, number>()
   return (request: Model.Request): Turn => {
     const user = lastUser(request)
-    if (user.startsWith("A solver proposed")) return roles.critic?.(proposed(user), user) ?? `{"risk": 0.1, "notes": "fine"}`
-    if (user.startsWith("Judge a proposed")) {
+    if (user.includes("A solver proposed")) return roles.critic?.(proposed(user), user) ?? `{"risk": 0.1, "notes": "fine"}`
+    if (user.includes("Judge a proposed")) {
       return roles.judge?.(proposed(user), user) ?? `{"score": 0.9, "confidence": 0.9, "is_correct": null, "notes": "ok"}`
     }
     const solver = /You are solver (\w+)\./.exec(systemOf(request))?.[1] ?? "?"
@@ -416,6 +416,17 @@ describe("Ensemble", () => {
       })
     }))
 
+  it.effect("an answer's judge request starts as its critic's did: the problem and the answer, then the instructions", () =>
+    Effect.gen(function*() {
+      yield* Agent.run(yield* agentWith({}), "What is 6 * 7?")
+      const prompts = (yield* ScriptedModel.calls).map(lastUser)
+      const critic = prompts.find((p) => p.includes("A solver proposed"))!
+      const judge = prompts.find((p) => p.includes("Judge a proposed"))!
+      let shared = 0
+      while (shared < critic.length && critic[shared] === judge[shared]) shared++
+      expect(critic.slice(0, shared)).toBe("Problem:\nWhat is 6 * 7?\n\nProposed answer: 42\n\n")
+    }).pipe(Effect.provide(ScriptedModel.layer(rolesScript({ solve: () => "FINAL: 42" })))))
+
   it.effect("no reference: is_correct is null even when the judge says true; with one, the judge is told and both verdicts are kept", () =>
     Effect.gen(function*() {
       const script = rolesScript({
@@ -427,7 +438,7 @@ describe("Ensemble", () => {
 
       const graded = yield* Effect.gen(function*() {
         const result = yield* Agent.run(yield* agentWith({ reference: "12.0" }), "p")
-        const judgeCall = (yield* ScriptedModel.calls).find((call) => lastUser(call).startsWith("Judge"))!
+        const judgeCall = (yield* ScriptedModel.calls).find((call) => lastUser(call).includes("Judge a proposed"))!
         expect(lastUser(judgeCall)).toContain("Reference answer (decide is_correct against it): 12.0")
         return result
       }).pipe(Effect.provide(ScriptedModel.layer(script)))

@@ -38,7 +38,7 @@ const moderator = <R>(architecture: Architecture.Architecture<R>) =>
   Agent.make({ name: "moderator", instructions: "", architecture, model: Layer.orDie(ScriptedModel.layer([])) })
 
 describe("MultiAgentDebate", () => {
-  it.effect("round 0 answers alone; later rounds see the transcript in debater order, theirs marked; agreement ends it without a judge", () =>
+  it.effect("round 0 answers alone; later rounds see one transcript in debater order, then who they are; agreement ends it without a judge", () =>
     Effect.gen(function*() {
       // Debater 1 is always the slowest: the transcript must still list it first.
       const a = debater("a", ["Paris", "Paris."], [300, 300])
@@ -49,8 +49,9 @@ describe("MultiAgentDebate", () => {
       yield* TestClock.adjust("1 second")
       const events = yield* Fiber.join(fiber)
       expect(a.seen[0]).toBe("Capital of France?")
-      expect(b.seen[1]).toBe(a.seen[1]!.replace("- debater_1 (you): Paris", "- debater_1: Paris").replace("- debater_2: Lyon", "- debater_2 (you): Lyon"))
-      expect(a.seen[1]).toContain("Round 0:\n- debater_1 (you): Paris\n- debater_2: Lyon")
+      // The same text for both up to who they are, which comes last: a prefix cache serves the second one's debate.
+      expect(b.seen[1]).toBe(a.seen[1]!.replace("you are debater_1.", "you are debater_2."))
+      expect(a.seen[1]).toContain("Round 0:\n- debater_1: Paris\n- debater_2: Lyon\n\nThis is round 1, and you are debater_1.")
       expect(judge.seen).toEqual([])
       const sessions = events.filter((event) => event._tag === "RunStarted").map((event) => event.sessionId)
       expect(sessions).toEqual(expect.arrayContaining(["d__debater_1_round_0", "d__debater_2_round_0", "d__debater_1_round_1", "d__debater_2_round_1"]))
@@ -173,6 +174,20 @@ describe("MultiAgentDebate", () => {
       expect(yield* prompts("{question} (round {round})", "Judge: {question}")).toEqual(current)
       expect(MultiAgentDebate.defaultDebaterPrompt.startsWith("{task}\n")).toBe(true)
       expect(MultiAgentDebate.defaultJudgePrompt.startsWith("{task}\n")).toBe(true)
+    }))
+
+  it.effect("a debaterPrompt without {debater} keeps valet 0.1's transcript: each debater's own answers marked (you)", () =>
+    Effect.gen(function*() {
+      const a = debater("a", ["Paris", "Paris."])
+      const b = debater("b", ["Lyon", "paris"])
+      yield* Agent.run(
+        moderator(MultiAgentDebate.makeUnsafe({ debaters: [a.agent, b.agent], maxRounds: 1, debaterPrompt: "{task}\n\n{transcript}" })),
+        "Capital of France?"
+      )
+      expect([a.seen[1], b.seen[1]]).toEqual([
+        "Capital of France?\n\nRound 0:\n- debater_1 (you): Paris\n- debater_2: Lyon",
+        "Capital of France?\n\nRound 0:\n- debater_1: Paris\n- debater_2 (you): Lyon"
+      ])
     }))
 
   it.effect("a debater that stops at its own limit ends the run debater_<i>:round_<r>, with the last complete round's majority", () =>

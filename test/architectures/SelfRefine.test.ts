@@ -30,6 +30,17 @@ describe("SelfRefine", () => {
       yield* ScriptedModel.assertConsumed
     }).pipe(Effect.provide(ScriptedModel.layer(["draft", "no issues"]))))
 
+  it.effect("the critic's and the refiner's requests of a round start alike: the task and the answer, then their instructions", () =>
+    Effect.gen(function*() {
+      yield* Agent.run(writer(SelfRefine.architecture), "Explain tides.")
+      const calls = yield* ScriptedModel.calls
+      const [critic, refiner] = [JSON.stringify(calls[1]!.messages), JSON.stringify(calls[2]!.messages)]
+      let shared = 0
+      while (shared < critic.length && critic[shared] === refiner[shared]) shared++
+      // What a prefix cache can serve the refiner from the critic's request: everything up to the instructions.
+      expect(critic.slice(0, shared)).toContain("Task:\\nExplain tides.\\n\\nAnswer:\\ndraft\\n\\n")
+    }).pipe(Effect.provide(ScriptedModel.layer(["draft", "too short", "longer draft", "no issues"]))))
+
   it.effect("a critique, a refinement, then a case-insensitive stop phrase: the refined answer, four calls", () =>
     Effect.gen(function*() {
       const events = yield* Agent.stream(writer(SelfRefine.architecture), "Explain tides.", { sessionId: "sr", textDeltas: false })

@@ -211,3 +211,48 @@ describe("Budget", () => {
       expect(costless.message).toContain("pricing")
     }))
 })
+
+describe("Budget: prompt-cache pricing", () => {
+  it("costOf bills cached input and cache writes at their rates, each the input rate when unset", () => {
+    const usage: Model.Usage = { inputTokens: 1_000, outputTokens: 100, totalTokens: 1_100, cachedInputTokens: 800 }
+    // 200 uncached at 2, 800 cached at 0.5, 100 out at 8 (per million).
+    expect(Budget.costOf({ inputPerMillion: 2, outputPerMillion: 8, cachedInputPerMillion: 0.5 }, usage)).toBeCloseTo(0.0016, 12)
+    // No cached rate: the cached tokens cost what input costs.
+    expect(Budget.costOf({ inputPerMillion: 2, outputPerMillion: 8 }, usage)).toBeCloseTo(0.0028, 12)
+    // 600 uncached at 3, 400 written at 3.75.
+    const written: Model.Usage = { inputTokens: 1_000, outputTokens: 0, totalTokens: 1_000, cacheWriteTokens: 400 }
+    expect(Budget.costOf({ inputPerMillion: 3, outputPerMillion: 15, cacheWritePerMillion: 3.75 }, written)).toBeCloseTo(0.0033, 12)
+  })
+
+  it.effect("ModelReplied.cost, max_cost, RunResult.usage and spent all count the cached tokens the model reported", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "calc", instructions: "", tools: [add] })
+      const pricing = { inputPerMillion: 2, outputPerMillion: 8, cachedInputPerMillion: 0.5 }
+      const tracker = yield* Budget.make({ maxCost: 1, pricing })
+      const events = yield* Agent.stream(agent, "go").pipe(Stream.runCollect, Effect.provideService(Budget.Budget, tracker))
+      const costs = events.flatMap((event) => (event._tag === "ModelReplied" ? [event.cost] : []))
+      // (200 × 2 + 800 × 0.5 + 100 × 8) / 1e6, then (100 × 2 + 900 × 0.5 + 10 × 8) / 1e6.
+      expect(costs.map((cost) => +cost!.toFixed(9))).toEqual([0.0016, 0.00073])
+      const done = events.find((event) => event._tag === "RunCompleted")
+      expect(done?._tag === "RunCompleted" ? done.result.usage : undefined).toMatchObject({
+        inputTokens: 2_000,
+        cachedInputTokens: 1_700
+      })
+      const spent = yield* tracker.spent
+      expect([spent.cachedInputTokens, spent.cacheWriteTokens, +spent.cost.toFixed(9)]).toEqual([1_700, 0, 0.00233])
+    }).pipe(
+      Effect.provide(ScriptedModel.layer([
+        {
+          toolCalls: [{ name: "add", arguments: { a: 1, b: 1 } }],
+          usage: { inputTokens: 1_000, outputTokens: 100, cachedInputTokens: 800 }
+        },
+        { text: "2", usage: { inputTokens: 1_000, outputTokens: 10, cachedInputTokens: 900 } }
+      ]))
+    ))
+
+  it.effect("pricing with a negative cached rate is refused, naming it", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Budget.make({ pricing: { inputPerMillion: 1, outputPerMillion: 1, cachedInputPerMillion: -1 } }))
+      expect(error.message).toContain("cachedInputPerMillion")
+    }))
+})

@@ -146,3 +146,19 @@ describe("Model.streamInto", () => {
       expect(viaNative.response.choices[0]!.toolCalls[0]!.arguments).toBe('{"x":1}')
     }))
 })
+
+describe("Model.addUsage: prompt-cache counts", () => {
+  it("sums them when either side reported them, and leaves them out when neither did", () => {
+    const plain: Model.Usage = { inputTokens: 10, outputTokens: 2, totalTokens: 12 }
+    const cached: Model.Usage = { inputTokens: 100, outputTokens: 5, totalTokens: 105, cachedInputTokens: 64, cacheWriteTokens: 8 }
+    expect(Model.addUsage(plain, plain)).toEqual({ inputTokens: 20, outputTokens: 4, totalTokens: 24 })
+    expect(Model.addUsage(plain, cached)).toEqual({
+      inputTokens: 110,
+      outputTokens: 7,
+      totalTokens: 117,
+      cachedInputTokens: 64,
+      cacheWriteTokens: 8
+    })
+    expect(Model.addUsage(cached, cached)).toMatchObject({ cachedInputTokens: 128, cacheWriteTokens: 16 })
+  })
+})

@@ -22,8 +22,8 @@ const auth = { authorization: `Bearer ${token}` }
 const answer = (request: Model.Request): string => {
   const last = request.messages?.at(-1)?.content
   const text = typeof last === "string" ? last : ""
-  if (text.startsWith("Review an answer")) return "One issue: the sentence has no full stop."
-  if (text.startsWith("Improve the answer")) return "Paris is the capital of France."
+  if (text.includes("Review the answer above.")) return "One issue: the sentence has no full stop."
+  if (text.includes("Improve the answer so that")) return "Paris is the capital of France."
   return request.messages?.[0]?.content === "You write short, exact prose." ? "Paris is the capital of France" : "Paris is the capital of France."
 }
 

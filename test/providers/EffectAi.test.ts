@@ -582,3 +582,32 @@ describe("effect/ai Chat on valet's languageModel", () => {
       expect(sent[3]).toEqual({ role: "user", content: "Summarize that in one line." })
     }).pipe(Effect.provide(searchHandlers)))
 })
+
+describe("EffectAi: prompt-cache counts cross both bridges", () => {
+  it.effect("effect/ai's cacheRead / cacheWrite are valet's cachedInputTokens / cacheWriteTokens (generate and stream)", () =>
+    Effect.gen(function*() {
+      const seen: Array<Seen> = []
+      const finishCached: Response.PartEncoded = {
+        type: "finish",
+        reason: "stop",
+        usage: { inputTokens: { total: 2006, uncached: 86, cacheRead: 1920, cacheWrite: 0 }, outputTokens: { total: 300 } }
+      }
+      const model = EffectAi.fromLanguageModel(fakeProvider([[{ type: "text", text: "hi" }, finishCached]], seen))
+      const program = Effect.gen(function*() {
+        const request: Model.Request = { messages: [Model.user("hello")] }
+        const expected = { inputTokens: 2006, outputTokens: 300, totalTokens: 2306, cachedInputTokens: 1920, cacheWriteTokens: 0 }
+        expect((yield* Model.generate(request)).usage).toEqual(expected)
+        expect((yield* Model.accumulate(Model.stream(request))).usage).toEqual(expected)
+      })
+      yield* Effect.provide(program, model)
+    }))
+
+  it.effect("valet's client as a LanguageModel: the server's cached_tokens is the finish part's cacheRead", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      const answer = { ...JSON.parse(Server.fixture("openai-chat-text.json")), usage: JSON.parse(Server.fixture("openai-usage-cached.json")) }
+      server.enqueue("/v1/chat/completions", Server.json(answer))
+      const response = yield* LanguageModel.generateText({ prompt: "A holiday?" }).pipe(Effect.provide(languageModel(server)))
+      expect(response.usage.inputTokens).toMatchObject({ total: 2006, uncached: 86, cacheRead: 1920 })
+    }))
+})

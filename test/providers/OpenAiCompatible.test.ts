@@ -682,3 +682,109 @@ describe("OpenAiCompatible options", () => {
       expect(client.apiBase).toBe("https://api.example.com/v1")
     }))
 })
+
+describe("OpenAiCompatible: prompt-cache counts and hints (recorded payloads)", () => {
+  const openAiText = JSON.parse(Server.fixture("openai-chat-text.json"))
+  const openAiCachedUsage = JSON.parse(Server.fixture("openai-usage-cached.json"))
+  const deepSeekText = JSON.parse(Server.fixture("deepseek-chat-text.json"))
+
+  it.effect("OpenAI answer: prompt_tokens_details.cached_tokens is the cached part of the input (0, and 1920 of 2006)", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue(
+          "/v1/chat/completions",
+          Server.json(openAiText),
+          Server.json({ ...openAiText, usage: openAiCachedUsage })
+        )
+        expect((yield* Model.generate(chat("a holiday?"))).usage).toEqual({
+          inputTokens: 16,
+          outputTokens: 363,
+          totalTokens: 379,
+          cachedInputTokens: 0
+        })
+        expect((yield* Model.generate(chat("a holiday?"))).usage).toEqual({
+          inputTokens: 2006,
+          outputTokens: 300,
+          totalTokens: 2306,
+          cachedInputTokens: 1920
+        })
+      })
+    ))
+
+  it.effect("OpenAI stream: the usage chunk carries cached_tokens (the fast chunk check lets it through, decoded)", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        const recorded = Server.fixture("chat-stream-usage.sse")
+        // The recorded stream, its last usage replaced by the cache-hit usage of OpenAI's guide.
+        const events = Server.sseData(recorded).map((event) =>
+          event.usage !== undefined && event.usage !== null ? { ...event, usage: openAiCachedUsage } : event
+        )
+        server.enqueue("/v1/chat/completions", Server.sse([...events, "[DONE]"]))
+        const chunks = yield* collect(chat("weather?"))
+        expect(chunks.at(-1)).toEqual({
+          _tag: "Usage",
+          usage: { inputTokens: 2006, outputTokens: 300, totalTokens: 2306, cachedInputTokens: 1920 }
+        })
+      })
+    ))
+
+  it.effect("DeepSeek answer and stream: prompt_cache_hit_tokens is read (recorded: 0 of 22, 0 of 88)", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        server.enqueue("/v1/chat/completions", Server.json(deepSeekText))
+        expect((yield* Model.generate(chat("a holiday?"))).usage).toEqual({
+          inputTokens: 22,
+          outputTokens: 93,
+          totalTokens: 115,
+          cachedInputTokens: 0
+        })
+        server.enqueue("/v1/chat/completions", Server.sseText(Server.fixture("deepseek-chat-stream-usage.sse")))
+        const streamed = yield* Model.accumulate(Model.stream(chat("a holiday?")))
+        expect(streamed.usage).toEqual({ inputTokens: 88, outputTokens: 4, totalTokens: 92, cachedInputTokens: 0 })
+      })
+    ))
+
+  it.effect("DeepSeek's own hit count wins over prompt_tokens_details, and is read without it", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        // The usage of a deepseek-v4-flash answer that hit the cache (1152 of 1211 prompt tokens; from a public log
+        // of DeepSeek answers), in the recorded answer; the second time without `prompt_tokens_details`.
+        const hit = { prompt_tokens: 1211, completion_tokens: 248, total_tokens: 1459, prompt_cache_hit_tokens: 1152, prompt_cache_miss_tokens: 59 }
+        server.enqueue(
+          "/v1/chat/completions",
+          Server.json({ ...deepSeekText, usage: { ...hit, prompt_tokens_details: { cached_tokens: 1024 } } }),
+          Server.json({ ...deepSeekText, usage: hit })
+        )
+        const expected = { inputTokens: 1211, outputTokens: 248, totalTokens: 1459, cachedInputTokens: 1152 }
+        expect((yield* Model.generate(chat("a"))).usage).toEqual(expected)
+        expect((yield* Model.generate(chat("a"))).usage).toEqual(expected)
+      })
+    ))
+
+  it.effect("a cached_tokens that is not a number is a typed MalformedResponse naming it, not a wrong count", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        const events = Server.sseData(Server.fixture("chat-stream-usage.sse")).map((event) =>
+          event.usage !== undefined && event.usage !== null
+            ? { ...event, usage: { ...event.usage, prompt_tokens_details: { cached_tokens: "many" } } }
+            : event
+        )
+        server.enqueue("/v1/chat/completions", Server.sse([...events, "[DONE]"]))
+        const error = yield* Effect.flip(Model.accumulate(Model.stream(chat("a"))))
+        expect(error._tag).toBe("MalformedResponse")
+        expect(error.message).toContain("cached_tokens")
+      }), { client: { maxAttempts: 1 } }))
+
+  it.effect("promptCache: key and retention go out as prompt_cache_key / prompt_cache_retention; absent, nothing is sent", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        yield* Model.generate(chat("a", { promptCache: { key: "refine-v1", retention: "24h" } }))
+        yield* Model.accumulate(Model.stream(chat("a", { promptCache: { key: "refine-v1" } })))
+        yield* Model.generate(chat("a"))
+        const bodies = server.requests.filter((r) => r.path !== "/health").map((r) => r.body)
+        expect([bodies[0].prompt_cache_key, bodies[0].prompt_cache_retention]).toEqual(["refine-v1", "24h"])
+        expect([bodies[1].prompt_cache_key, "prompt_cache_retention" in bodies[1]]).toEqual(["refine-v1", false])
+        expect(["prompt_cache_key" in bodies[2], "prompt_cache_retention" in bodies[2]]).toEqual([false, false])
+      })
+    ))
+})

@@ -184,8 +184,8 @@ describe("Evaluate", () => {
       const agent = Agent.make({ name: "team", instructions: "", architecture: ensemble })
       const script = (request: Model.Request): ScriptedModel.Turn => {
         const prompt = lastUser(request)
-        if (prompt.startsWith("A solver proposed")) return `{"risk": 0.1}`
-        if (prompt.startsWith("Judge a proposed")) {
+        if (prompt.includes("A solver proposed")) return `{"risk": 0.1}`
+        if (prompt.includes("Judge a proposed")) {
           const reference = /Reference answer \(decide is_correct against it\): (.*)/.exec(prompt)?.[1]
           const answer = /Proposed answer: (.*)/.exec(prompt)![1]
           // A judge that always believes the answer is right.

@@ -200,6 +200,50 @@ ${approvals}
     )
   })
 
+  it.effect("guardrails: the built-ins by name build the agent's guardrails (a redactor on the output, a judge on the agent's model)", () =>
+    Effect.gen(function*() {
+      const guardrails = `
+    guardrails:
+      input:
+        - maxLength: { maxChars: 20 }
+      output:
+        - redact: { pii: [email], patterns: { ticket: "TCK-\\\\d+" } }
+        - judge: { criteria: "No medical advice.", name: no_medical }
+      onOutputTrip: fail`
+      const loaded = yield* Result.match(parse(`
+agents:
+  support:
+    instructions: Help.
+    model: ${scripted(["Mail jane@example.com about TCK-12.", '{"pass": true, "reason": "fine"}'])}${guardrails}
+  medic:
+    instructions: Help.
+    model: ${scripted(["Take 2 aspirin.", '{"pass": false, "reason": "medical advice"}'])}${guardrails}
+`), { onFailure: Effect.fail, onSuccess: Effect.succeed })
+      const agents = yield* AgentConfig.build(loaded)
+      expect((yield* Agent.run(agents.get("support")!.agent, "Who do I write to?")).output).toBe("Mail [redacted email] about [redacted ticket].")
+      expect(yield* Effect.flip(Agent.run(agents.get("medic")!.agent, "My head hurts.")).pipe(Effect.map((e) => [e._tag, (e as { guardrail?: string }).guardrail])))
+        .toEqual(["GuardrailTripped", "no_medical"])
+      expect(yield* Effect.flip(Agent.run(agents.get("support")!.agent, "x".repeat(21))).pipe(Effect.map((e) => e.message)))
+        .toContain("max_length (input) tripped")
+    }).pipe(Effect.scoped, Effect.provide(services)))
+
+  it("guardrails: an unknown or doubled built-in, bad options, a bad pattern and a bad trip mode are refused on their line", () => {
+    const agent = (lines: string) => `model: ${scripted(["x"])}\nagents:\n  a:\n    instructions: x\n    guardrails:\n${lines}`
+    expect(refusal(agent("      input:\n        - pii: {}\n"))).toMatch(
+      /^valet\.yaml:7:16: agents\.a\.guardrails\.input\[0\]\.pii is not a known key/
+    )
+    expect(refusal(agent("      output:\n        - { redact: {}, judge: { criteria: x } }\n"))).toMatch(
+      /^valet\.yaml:7:\d+: agents\.a\.guardrails\.output\[0\] needs exactly one of maxLength, redact, judge \(it has redact, judge\)/
+    )
+    expect(refusal(agent("      input:\n        - maxLength: { maxChars: 0 }\n"))).toMatch(
+      /^valet\.yaml:7:\d+: agents\.a\.guardrails\.input\[0\]\.maxLength\.maxChars .*integer >= 1/
+    )
+    expect(refusal(agent("      tool:\n        - redact: { patterns: { bad: \"(\" } }\n"))).toMatch(
+      /^valet\.yaml:7:\d+: agents\.a\.guardrails\.tool\[0\]\.redact\.patterns\.bad must be a regular expression/
+    )
+    expect(refusal(agent("      onToolTrip: explode\n"))).toMatch(/^valet\.yaml:6:\d+: agents\.a\.guardrails\.onToolTrip /)
+  })
+
   it.effect("load refuses a file larger than maxFileBytes before reading it: a large file, a sparse 200 MB one, a device", () =>
     Effect.gen(function*() {
       const dir = mkdtempSync(join(tmpdir(), "valet-config-"))

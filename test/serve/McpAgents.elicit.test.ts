@@ -16,7 +16,6 @@ import * as Agent from "../../src/core/Agent.js"
 import * as Architecture from "../../src/core/Architecture.js"
 import * as HumanLoop from "../../src/core/HumanLoop.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
-import * as Tool from "../../src/core/Tool.js"
 import * as Agents from "../../src/serve/Agents.js"
 import * as McpAgents from "../../src/serve/McpAgents.js"
 import { refundCall, supportAgent } from "../support/approvals.js"
@@ -295,21 +294,7 @@ describe("McpAgents: questions by elicitation", () => {
 describe("McpAgents: elicitations end with their wait", () => {
   it.effect("approvalTimeout passes while the form is open: the call is rejected, the form cancelled on the client", () =>
     Effect.gen(function*() {
-      const ran: Array<number> = []
-      const refund = Tool.make({
-        name: "refund",
-        description: "Refunds",
-        parameters: Schema.Struct({ amount: Schema.Number }),
-        handler: ({ amount }) => Effect.sync(() => (ran.push(amount), `refunded ${amount}`)),
-        needsApproval: true,
-        approvalTimeout: "10 minutes"
-      })
-      const agent = Agent.make({
-        name: "support",
-        instructions: "Help.",
-        tools: [refund],
-        model: Layer.orDie(ScriptedModel.layer(readsToolResults([refundCall("c1", 250)])))
-      }) as AnyAgent
+      const { agent, ran } = supportAgent(readsToolResults([refundCall("c1", 250)]), { approvalTimeout: "10 minutes" })
       const { client, seen } = yield* overStdio([agent], () => new Promise<ElicitResult>(() => {}))
       const call = client.callTool({ name: "support", arguments: { input: "Refund 250." } })
       yield* eventually(() => seen.forms.length === 1, "the form sent")

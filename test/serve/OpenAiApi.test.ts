@@ -457,3 +457,26 @@ describe("OpenAiApi: a run that needs a person", () => {
       expect(streamed).toMatch(/needs a person's approval of tool "refund"/)
     }).pipe(Effect.scoped), 30_000)
 })
+
+describe("OpenAiApi: prompt-cache counts", () => {
+  it.live("the run's cached input tokens come back where OpenAI puts them (prompt_tokens_details.cached_tokens)", () =>
+    Effect.gen(function*() {
+      const cached = Agent.make({
+        name: "cached",
+        instructions: "Be brief.",
+        model: Layer.orDie(ScriptedModel.layer([{ text: "Paris.", usage: { inputTokens: 2006, outputTokens: 3, cachedInputTokens: 1920 } }]))
+      }) as Agent.Agent<never>
+      const url = yield* serve([cached, recording])
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused" })
+      const ask = (model: string) =>
+        Effect.promise(() => client.chat.completions.create({ model, messages: [{ role: "user", content: "Capital of France?" }] }))
+      expect((yield* ask("cached")).usage).toEqual({
+        prompt_tokens: 2006,
+        completion_tokens: 3,
+        total_tokens: 2009,
+        prompt_tokens_details: { cached_tokens: 1920 }
+      })
+      // A run whose model said nothing of a cache: no details, as before.
+      expect((yield* ask("echo")).usage).toEqual({ prompt_tokens: 11, completion_tokens: 7, total_tokens: 18 })
+    }))
+})

@@ -93,6 +93,25 @@ describe("Telemetry", () => {
       }).pipe(Effect.provide(ScriptedModel.layer(script))))
   }
 
+  it.effect("chat spans carry the cached and cache-written input tokens the model reported (GenAI semconv), and no such key otherwise", () =>
+    Effect.gen(function*() {
+      const { ended, layer } = recordingTracer()
+      yield* Agent.run(calculator, "2 + 3?").pipe(Effect.provide(layer))
+      const chats = ended.filter((span) => span.name === "chat").map((span) => Object.fromEntries(span.attributes))
+      expect(chats[0]).toMatchObject({
+        "gen_ai.usage.input_tokens": 30,
+        "gen_ai.usage.cache_read.input_tokens": 24,
+        "gen_ai.usage.cache_creation.input_tokens": 6
+      })
+      expect(Object.keys(chats[1]!).filter((key) => key.includes("cache"))).toEqual([])
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      {
+        toolCalls: [{ id: "call_1", name: "add", arguments: { a: 2, b: 3 } }],
+        usage: { inputTokens: 30, outputTokens: 8, cachedInputTokens: 24, cacheWriteTokens: 6 }
+      },
+      { text: "5", usage: { inputTokens: 45, outputTokens: 1 } }
+    ]))))
+
   it.effect("sub-agents' invoke_agent spans nest under their parent's", () =>
     Effect.gen(function*() {
       const { ended, layer } = recordingTracer()

@@ -50,11 +50,11 @@ export const answerOf = (messages: ReadonlyArray<ChatMessage>): string => {
   const a = Number(numbers?.[1] ?? 0)
   const b = Number(numbers?.[2] ?? 0)
   const sum = a + b
-  if (last.startsWith("Review an answer to a task.")) {
+  if (last.includes("Review the answer above.")) {
     const round2 = last.includes("Checked. FINAL:")
     return sum % 2 === 0 || round2 ? "No issues." : "Check the sum again."
   }
-  if (last.startsWith("Improve the answer")) return `Checked. FINAL: ${sum}`
+  if (last.includes("Improve the answer so that")) return `Checked. FINAL: ${sum}`
   return `FINAL: ${a % 7 === 0 ? sum + 1 : sum}`
 }
 

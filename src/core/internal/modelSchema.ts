@@ -234,6 +234,26 @@ export const ResponseFormat = Schema.Union([
  */
 export type ResponseFormat = typeof ResponseFormat.Type
 
+/**
+ * Prompt-cache hints sent with a request: `key` groups requests that share a long prefix so the server routes
+ * them to the same cache (OpenAI's `prompt_cache_key`), `retention` asks to keep the prefix cached longer
+ * (`prompt_cache_retention`). Servers that do not know them ignore them; the cache itself is the server's.
+ *
+ * @since 0.2.0
+ * @category requests
+ */
+export const PromptCache = Schema.Struct({
+  key: Schema.optional(Schema.String.check(Schema.isNonEmpty())),
+  retention: Schema.optional(Schema.Literals(["in_memory", "24h"]))
+})
+/**
+ * Prompt-cache hints sent with a request.
+ *
+ * @since 0.2.0
+ * @category requests
+ */
+export type PromptCache = typeof PromptCache.Type
+
 const RequestFields = Schema.Struct({
   messages: Schema.optional(Schema.Array(Message)),
   prompt: Schema.optional(Schema.String),
@@ -247,13 +267,14 @@ const RequestFields = Schema.Struct({
   n: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
   logprobs: Schema.optional(Schema.Int.check(Schema.isGreaterThanOrEqualTo(0))),
   responseFormat: Schema.optional(ResponseFormat),
-  extra: Schema.optional(JsonObject)
+  extra: Schema.optional(JsonObject),
+  promptCache: Schema.optional(PromptCache)
 })
 
 /**
  * One model call: chat `messages` or a raw completion `prompt` (exactly one), sampling options, and `extra`
  * fields passed to the server untouched (vLLM's `top_k`, `min_p`, `chat_template_kwargs`…). `logprobs` asks for
- * that many alternatives per token (0: only the chosen token's).
+ * that many alternatives per token (0: only the chosen token's). `promptCache` carries prompt-cache hints.
  *
  * @since 0.1.0
  * @category requests
@@ -342,7 +363,14 @@ export type Choice = typeof Choice.Type
 export const Usage = Schema.Struct({
   inputTokens: Schema.Int,
   outputTokens: Schema.Int,
-  totalTokens: Schema.Int
+  totalTokens: Schema.Int,
+  /**
+   * The part of `inputTokens` the server read from its prompt cache (OpenAI's `prompt_tokens_details.cached_tokens`,
+   * DeepSeek's `prompt_cache_hit_tokens`). Absent: the server did not say (count it as 0).
+   */
+  cachedInputTokens: Schema.optional(Schema.Int),
+  /** The part of `inputTokens` the server wrote to its prompt cache (billed at a write rate by some providers). */
+  cacheWriteTokens: Schema.optional(Schema.Int)
 })
 /**
  * Token counts of a call.
@@ -366,11 +394,21 @@ export const emptyUsage: Usage = { inputTokens: 0, outputTokens: 0, totalTokens:
  * @since 0.1.0
  * @category responses
  */
-export const addUsage = (self: Usage, that: Usage): Usage => ({
-  inputTokens: self.inputTokens + that.inputTokens,
-  outputTokens: self.outputTokens + that.outputTokens,
-  totalTokens: self.totalTokens + that.totalTokens
-})
+export const addUsage = (self: Usage, that: Usage): Usage => {
+  const sum: { -readonly [K in keyof Usage]: Usage[K] } = {
+    inputTokens: self.inputTokens + that.inputTokens,
+    outputTokens: self.outputTokens + that.outputTokens,
+    totalTokens: self.totalTokens + that.totalTokens
+  }
+  // Only when one side reported them: a sum of usages that never said stays "not said", not a claimed 0.
+  if (self.cachedInputTokens !== undefined || that.cachedInputTokens !== undefined) {
+    sum.cachedInputTokens = (self.cachedInputTokens ?? 0) + (that.cachedInputTokens ?? 0)
+  }
+  if (self.cacheWriteTokens !== undefined || that.cacheWriteTokens !== undefined) {
+    sum.cacheWriteTokens = (self.cacheWriteTokens ?? 0) + (that.cacheWriteTokens ?? 0)
+  }
+  return sum
+}
 
 /**
  * The answer to one call: one choice per `n`, token usage, the serving model's name and the response id.

@@ -4,8 +4,8 @@
  * so far; structured output is decoded and repaired; the run's span). `Architecture` is the public contract and
  * toolkit over it; only core reads this module.
  */
-import { type Cause, Clock, Context, Data, type Duration, Effect, Exit, Layer, Predicate, Queue, Result, type Schema, Scope, Stream, Tracer } from "effect"
-import { type AgentError, type BudgetExhausted, OutputInvalid, type Unanswered } from "../AgentError.js"
+import { type Cause, Clock, Context, Data, Deferred, type Duration, Effect, Exit, Layer, Predicate, Queue, Result, type Schema, Scope, Stream, Tracer } from "effect"
+import { type AgentError, type BudgetExhausted, type GuardrailFailed, GuardrailTripped, OutputInvalid, type Unanswered } from "../AgentError.js"
 import { ContextLengthExceeded } from "../ModelError.js"
 import type * as AgentEvent from "../AgentEvent.js"
 import * as Budget from "../Budget.js"
@@ -15,6 +15,7 @@ import * as Tool from "../Tool.js"
 import * as Compaction from "../Compaction.js"
 import * as Approval from "./approval.js"
 import * as Compact from "./compact.js"
+import * as Guard from "./guardrail.js"
 import * as Question from "./question.js"
 import * as Output from "./output.js"
 import { yieldBeforeReading } from "./parse.js"
@@ -81,6 +82,8 @@ export interface AgentDefinition {
   readonly context?: Context.Context<unknown> | undefined
   /** The default turn limit of tool loops (ReAct's `maxTurns`). */
   readonly maxTurns: number
+  /** The agent's guardrails (`Guardrail`): every run of the agent, sub-runs included, is checked by them. */
+  readonly guardrails?: Guard.Guardrails | undefined
 }
 
 /** What a run is started with. Built by `Agent.run`, `Agent.stream` and `Agent.runChild`. */
@@ -110,6 +113,11 @@ export interface Input {
    * ends completed, `interrupted` with reason `cancelled`, keeping its output so far.
    */
   readonly cancel?: Effect.Effect<void> | undefined
+  /**
+   * The run's guardrails: the agent's and the run's own (`Guardrail.merge`, set by `Agent.run` / `Agent.stream`).
+   * Unset, the agent's apply.
+   */
+  readonly guardrails?: Guard.Guardrails | undefined
 }
 
 /** What an architecture program returns; the runtime adds the counts and timing to make the `RunResult`. */
@@ -197,6 +205,18 @@ export class RunState implements RunContext {
       to: note.to,
       reason: note.reason
     }))
+  /**
+   * Open while the input guardrails check (`Guardrail`): a model reply waits for it before the program reads it.
+   * Undefined without input guardrails, and once they passed: the step then reads one field.
+   */
+  inputGate: Deferred.Deferred<void> | undefined = undefined
+  /**
+   * The tool guardrails and where their trips go; undefined without any (the step reads one field). A sub-run
+   * without tool guardrails of its own takes its parent's: a worker's calls are checked like the supervisor's.
+   */
+  toolGuards: ToolGuards | undefined = undefined
+  /** Whether the output guardrails checked the outcome (an outcome a limit made is checked at the run's end). */
+  outputChecked = false
   constructor(
     readonly sessionId: string,
     readonly rootSessionId: string,
@@ -271,6 +291,18 @@ const emitWarnings = (run: RunContext, warnings: ReadonlyArray<Budget.Warning>):
         max: warning.max
       })), { discard: true })
 
+/**
+ * A model call for the run that is none of its answers (a guardrail's judge): counted and held to the budget like
+ * any, but silent (no events, no text streamed: a client reading the deltas must not read a verdict) and not held by
+ * the input guardrails' gate (an input judge would wait for itself).
+ */
+export const generateAside = (
+  run: RunState,
+  request: Model.Request,
+  step: string
+): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model> =>
+  Effect.withFiber((fiber) => send(run, Context.getUnsafe(fiber.context, Model.Model), request, { step }, true))
+
 /** Options of `generate`. */
 export interface GenerateOptions {
   /** The step's name within the session (`react.turn_2`); keys journal records. Default `call_<n>`. */
@@ -279,6 +311,18 @@ export interface GenerateOptions {
 
 /** `generate` for a run the caller already holds (the tool loop looks `CurrentRun` up once, not per turn). */
 export const generateFor = (
+  run: RunState,
+  request: Model.Request,
+  options?: GenerateOptions
+): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model> => {
+  const gate = run.inputGate
+  // The input guardrails check beside the call: its reply is read only once they passed (a trip interrupts it).
+  return gate === undefined
+    ? generateUngated(run, request, options)
+    : Effect.tap(generateUngated(run, request, options), () => Deferred.await(gate))
+}
+
+const generateUngated = (
   run: RunState,
   request: Model.Request,
   options?: GenerateOptions
@@ -498,7 +542,7 @@ const call = (
       // The budget's prices, when the run has them: what the viewer and a trace show beside the tokens. (Set after
       // the literal, not spread into it: a spread takes V8's slower object-cloning path on every call.)
       if (pricing !== undefined) {
-        event.cost = (response.usage.inputTokens * pricing.inputPerMillion + response.usage.outputTokens * pricing.outputPerMillion) / 1_000_000
+        event.cost = Budget.costOf(pricing, response.usage)
       }
       const replied = emitNow(run.emitter, event)
       return after.length === 0
@@ -600,7 +644,8 @@ const executeApproved = <R>(
   options?: Tool.ExecuteOptions
 ): Effect.Effect<Tool.Result, never, R> => {
   if (!run.emitter.observed) {
-    return run.traced ? Spans.toolCall(call, run.sessionId, Tool.execute(kit, call, options)) : Tool.execute(kit, call, options)
+    const executed = run.toolGuards === undefined ? Tool.execute(kit, call, options) : guardedExecute(run, run.toolGuards, kit, call, options)
+    return run.traced ? Spans.toolCall(call, run.sessionId, executed) : executed
   }
   return Effect.suspend(() => {
     const startedAt = run.now()
@@ -613,7 +658,8 @@ const executeApproved = <R>(
       arguments: call.arguments
     })
     // The handler starts after `ToolCalled` went out (a handler that answers at once runs when it is called).
-    const traced = run.traced ? Spans.toolCall(call, run.sessionId, Tool.execute(kit, call, options)) : Tool.execute(kit, call, options)
+    const executed = run.toolGuards === undefined ? Tool.execute(kit, call, options) : guardedExecute(run, run.toolGuards, kit, call, options)
+    const traced = run.traced ? Spans.toolCall(call, run.sessionId, executed) : executed
     const execute = called === Effect.void ? traced : Effect.flatMap(called, () => traced)
     return Effect.flatMap(execute, (result) => {
       const now = run.now()
@@ -810,6 +856,181 @@ const finalizeOutput = (
   return attempt(1, outcome.output)
 }
 
+// ---------------------------------------------------------------------------------------------------------
+// Guardrails
+// ---------------------------------------------------------------------------------------------------------
+
+/** A run's tool guardrails, and where a trip that fails the run (or a guardrail that fails) goes. */
+export interface ToolGuards {
+  readonly guardrails: ReadonlyArray<Guard.Guardrail>
+  readonly failRun: boolean
+  /** Failed by a tool guardrail that ends the run: the run's program races it. */
+  readonly tripwire: Deferred.Deferred<never, GuardrailTripped | GuardrailFailed>
+}
+
+/** Emits `GuardrailTripped` for a trip or a rewrite. */
+const reportGuard = (run: RunState, kind: Guard.Kind, tool?: Guard.ToolSubject) => (report: Guard.Report) =>
+  emitWith(run, (timestamp) => ({
+    _tag: "GuardrailTripped",
+    sessionId: run.sessionId,
+    timestamp,
+    guardrail: report.guardrail,
+    kind,
+    reason: report.reason,
+    ...(report.rewritten ? { rewritten: true } : {}),
+    ...(tool !== undefined ? { toolCallId: tool.toolCallId, name: tool.name, phase: tool.phase } : {})
+  }))
+
+/**
+ * A tool call under the run's tool guardrails: its arguments are checked before it runs (rewritten ones are what it
+ * runs with), its result before the model reads it. A trip is the call's error result, or, when the run asked for
+ * it, ends the run (through the tripwire the program races); so does a guardrail that fails.
+ */
+const guardedExecute = <R>(
+  run: RunState,
+  guards: ToolGuards,
+  kit: Tool.Toolkit<R>,
+  call: Model.ToolCall,
+  options: Tool.ExecuteOptions | undefined
+): Effect.Effect<Tool.Result, never, R> => {
+  const subject = (phase: "arguments" | "result", text: string): Guard.Subject => {
+    const tool = { name: call.name, toolCallId: call.id, phase }
+    return { kind: "tool", text, sessionId: run.sessionId, agent: run.agentName, tool }
+  }
+  const checkTool = (phase: "arguments" | "result", text: string) => {
+    const about = subject(phase, text)
+    return Effect.catch(
+      Guard.check(guards.guardrails, about, reportGuard(run, "tool", about.tool)),
+      (failed) => endRun(guards, failed)
+    )
+  }
+  const refused = (tripped: { readonly guardrail: string; readonly reason: string }, what: string): Effect.Effect<Tool.Result> =>
+    guards.failRun
+      ? endRun(guards, new GuardrailTripped({ sessionId: run.sessionId, guardrail: tripped.guardrail, kind: "tool", reason: tripped.reason }))
+      : Effect.succeed({
+        toolCallId: call.id,
+        name: call.name,
+        content: `ERROR: the guardrail ${tripped.guardrail} ${what}: ${tripped.reason}`,
+        isError: true
+      })
+  return Effect.flatMap(checkTool("arguments", call.arguments), (args) => {
+    if (args.tripped !== undefined) return refused(args.tripped, "refused this call")
+    const executed = args.text === call.arguments
+      ? Tool.execute(kit, call, options)
+      : Tool.execute(kit, { ...call, arguments: args.text }, { ...options, parsedArguments: undefined })
+    return Effect.flatMap(executed, (result) =>
+      Effect.flatMap(checkTool("result", result.content), (checked): Effect.Effect<Tool.Result> => {
+        if (checked.tripped !== undefined) return refused(checked.tripped, "withheld this call's result")
+        return Effect.succeed(checked.text === result.content ? result : { ...result, content: checked.text })
+      }))
+  })
+}
+
+/** Fails the run through its tripwire; the call waits to be interrupted with it. */
+const endRun = (guards: ToolGuards, error: GuardrailTripped | GuardrailFailed): Effect.Effect<never> =>
+  Effect.andThen(Deferred.fail(guards.tripwire, error), Effect.never)
+
+/** The text the input guardrails check: the prompt, or (a turn that only continues a conversation) the last user message. */
+const inputText = (input: Input): string => {
+  if (input.prompt !== "") return input.prompt
+  for (let i = input.history.length - 1; i >= 0; i--) {
+    const message = input.history[i]!
+    if (message.role === "user") return typeof message.content === "string" ? message.content : JSON.stringify(message.content)
+  }
+  return ""
+}
+
+/**
+ * The program under the run's guardrails: the input ones beside it (the first model reply waits for them; a trip
+ * interrupts everything and fails the run), the output ones on its answer, the tool ones on its calls.
+ */
+const guardProgram = <R>(
+  run: RunState,
+  guardrails: Guard.Guardrails,
+  answer: (input: Input) => Effect.Effect<Outcome, AgentError | RoleStopped, R | CurrentRun>
+) =>
+(input: Input): Effect.Effect<Outcome, AgentError | RoleStopped, R | CurrentRun> => {
+  let body = answer(input)
+  const output = guardrails.output ?? []
+  if (output.length > 0) {
+    body = Effect.flatMap(body, (outcome) => checkOutput(run, input, output, guardrails.onOutputTrip === "repair", outcome))
+  }
+  const tool = guardrails.tool ?? []
+  if (tool.length > 0) {
+    const tripwire = Deferred.makeUnsafe<never, GuardrailTripped | GuardrailFailed>()
+    run.toolGuards = { guardrails: tool, failRun: guardrails.onToolTrip === "fail", tripwire }
+    body = Effect.raceFirst(body, Deferred.await(tripwire))
+  }
+  const inputs = guardrails.input ?? []
+  if (inputs.length > 0) {
+    const gate = Deferred.makeUnsafe<void>()
+    run.inputGate = gate
+    const subject: Guard.Subject = { kind: "input", text: inputText(input), sessionId: run.sessionId, agent: run.agentName }
+    const checked = Effect.flatMap(Guard.check(inputs, subject, reportGuard(run, "input")), (result) => {
+      if (result.tripped !== undefined) {
+        return Effect.fail(new GuardrailTripped({ sessionId: run.sessionId, guardrail: result.tripped.guardrail, kind: "input", reason: result.tripped.reason }))
+      }
+      run.inputGate = undefined
+      return Deferred.succeed(gate, undefined)
+    })
+    // Both at once; the first failure (a trip) interrupts the other (the model call in flight).
+    body = Effect.map(Effect.all([body, checked], { concurrency: 2 }), ([outcome]) => outcome)
+  }
+  return body
+}
+
+/**
+ * Checks the answer with the output guardrails: a rewrite (a redactor) becomes the output; a trip fails the run, or,
+ * when `repair`, the model is shown its answer and the reason and asked once more (checked again; no second repair).
+ */
+const checkOutput = (
+  run: RunState,
+  input: Input,
+  guardrails: ReadonlyArray<Guard.Guardrail>,
+  repair: boolean,
+  outcome: Outcome
+): Effect.Effect<Outcome, AgentError> => {
+  const subject = (text: string): Guard.Subject => ({ kind: "output", text, sessionId: run.sessionId, agent: run.agentName })
+  const tripped = (trip: { readonly guardrail: string; readonly reason: string }) =>
+    new GuardrailTripped({ sessionId: run.sessionId, guardrail: trip.guardrail, kind: "output", reason: trip.reason })
+  const accept = (outcome: Outcome, text: string): Outcome => {
+    run.output = text
+    run.outputChecked = true
+    return text === outcome.output ? outcome : { ...outcome, output: text }
+  }
+  return Effect.flatMap(Guard.check(guardrails, subject(outcome.output), reportGuard(run, "output")), (checked) => {
+    if (checked.tripped === undefined) return Effect.succeed(accept(outcome, checked.text))
+    if (!repair) return Effect.fail(tripped(checked.tripped))
+    const trip = checked.tripped
+    return Effect.gen(function*() {
+      const model = yield* Effect.serviceOption(Model.Model)
+      if (model._tag === "None") return yield* tripped({ ...trip, reason: `${trip.reason} (no model to repair it with)` })
+      const request: Model.Request = {
+        messages: [
+          ...(input.agent.instructions !== "" ? [Model.system(input.agent.instructions)] : []),
+          ...conversation(input),
+          Model.assistant(outcome.output),
+          Model.user(`That answer was refused (${trip.guardrail}): ${trip.reason}. Answer again, keeping to it.`)
+        ],
+        ...(input.output !== undefined ? { responseFormat: input.output.responseFormat } : {})
+      }
+      const response = yield* Effect.provideService(
+        generateFor(run, request, { step: "guardrail.repair" }),
+        Model.Model,
+        model.value
+      ).pipe(Effect.catchTag("BudgetExhausted", (exhausted) =>
+        Effect.fail(tripped({ ...trip, reason: `${trip.reason} (no repair: ${exhausted.message})` }))))
+      const text = response.choices[0]?.text ?? ""
+      run.output = text
+      // Structured output decodes the repaired answer too (repairing that, as usual, if it must).
+      const repaired = input.output !== undefined ? yield* finalizeOutput(run, input, input.output, { ...outcome, output: text }) : { ...outcome, output: text }
+      const again = yield* Guard.check(guardrails, subject(repaired.output), reportGuard(run, "output"))
+      if (again.tripped !== undefined) return yield* tripped(again.tripped)
+      return accept(repaired, again.text)
+    })
+  })
+}
+
 // No generator here: a generator frame (and everything its closure holds) stays alive for the whole run, in
 // every concurrent session; so does each wrapper, which is why the run's context is provided in one piece.
 const executeProgram = <R>(
@@ -834,12 +1055,16 @@ const executeProgram = <R>(
       clock
     )
     state.parent?.setChild(state)
+    if (state.parent?.toolGuards !== undefined) state.toolGuards = state.parent.toolGuards
     state.traced = fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
     // With structured output, the answer is decoded (and repaired) where the program's model is in context.
     const output = input.output
-    const answer = output === undefined
+    const decoded = output === undefined
       ? program
       : (input: Input) => Effect.flatMap(program(input), (outcome) => finalizeOutput(state, input, output, outcome))
+    // The agent's guardrails and the run's; none (the usual case) adds nothing to the run.
+    const guardrails = input.guardrails ?? input.agent.guardrails
+    const answer = guardrails === undefined ? decoded : guardProgram(state, guardrails, decoded)
     let body: Effect.Effect<Outcome, AgentError | RoleStopped, R | CurrentRun> = Effect.suspend(() => answer(input))
     const model = input.agent.model
     if (model !== undefined) {
@@ -881,6 +1106,13 @@ const executeProgram = <R>(
         guarded,
         Effect.andThen(input.cancel, Effect.sync((): Outcome => ({ output: state.output, interrupted: "cancelled" })))
       )
+    }
+    // What a limit or a cancel made of the run's best output so far is checked by the output guardrails too (a
+    // redactor must see every output; a trip fails the run, without a repair: the run is over).
+    const outputGuards = guardrails?.output
+    if (outputGuards !== undefined && outputGuards.length > 0) {
+      guarded = Effect.flatMap(guarded, (outcome) =>
+        state.outputChecked ? Effect.succeed(outcome) : checkOutput(state, input, outputGuards, false, outcome))
     }
     // The run's state and span go on top of the fiber's context as two entries (`Context.add`), where providing a
     // context of both (`Effect.provide`) would copy every service of the fiber's context into a new map, per run.

@@ -47,6 +47,13 @@ export const modelCall = <E>(
     Effect.map(Effect.withParentSpan(call, span), (response) => {
       span.attribute("gen_ai.usage.input_tokens", response.usage.inputTokens)
       span.attribute("gen_ai.usage.output_tokens", response.usage.outputTokens)
+      // GenAI semconv names (both are parts of `gen_ai.usage.input_tokens`); set only when the server reported them.
+      if (response.usage.cachedInputTokens !== undefined) {
+        span.attribute("gen_ai.usage.cache_read.input_tokens", response.usage.cachedInputTokens)
+      }
+      if (response.usage.cacheWriteTokens !== undefined) {
+        span.attribute("gen_ai.usage.cache_creation.input_tokens", response.usage.cacheWriteTokens)
+      }
       span.attribute("gen_ai.response.finish_reasons", response.choices.map((choice) => choice.finishReason))
       if (response.model !== "") span.attribute("gen_ai.response.model", response.model)
       if (response.id !== "") span.attribute("gen_ai.response.id", response.id)

@@ -19,8 +19,8 @@ const lastUser = (request: Model.Request): string =>
 /** Solvers answer the sum; the critic is calm; the judge is confident. */
 const ensembleScript = (request: Model.Request): ScriptedModel.Turn => {
   const prompt = lastUser(request)
-  if (prompt.startsWith("A solver proposed")) return `{"risk": 0.1, "notes": "ok"}`
-  if (prompt.startsWith("Judge a proposed")) return "```json\n{\"score\": 0.9, \"confidence\": 0.9}\n```"
+  if (prompt.includes("A solver proposed")) return `{"risk": 0.1, "notes": "ok"}`
+  if (prompt.includes("Judge a proposed")) return "```json\n{\"score\": 0.9, \"confidence\": 0.9}\n```"
   const match = /(\d+) \+ (\d+)/.exec(prompt)
   return match === null ? "FINAL: ?" : `FINAL: ${Number(match[1]) + Number(match[2])}`
 }

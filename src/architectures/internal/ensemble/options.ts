@@ -36,25 +36,32 @@ FINAL: <answer>
 Problem:
 {task}{feedback}`
 
-/** The critic's default prompt; placeholders `{task}`, `{answer}`. */
-export const defaultCriticPrompt = `A solver proposed an answer to the problem below. Look for reasons it could be wrong: misread \
-conditions, arithmetic slips, missing cases, a wrong form or unit.
-
-Problem:
+/**
+ * The critic's default prompt; placeholders `{task}`, `{answer}`. The problem and the answer come first and the
+ * instruction last, as in the judge's prompt: the judge's request for an answer starts as its critic's did, so a
+ * server's prefix cache serves it (`bench/prefix.ts`).
+ */
+export const defaultCriticPrompt = `Problem:
 {task}
 
 Proposed answer: {answer}
+
+A solver proposed the answer above to the problem. Look for reasons it could be wrong: misread conditions, \
+arithmetic slips, missing cases, a wrong form or unit.
 
 Reply with only a JSON object: {"risk": <from 0 to 1, the chance the answer is wrong>, "notes": "<your main concerns, briefly>"}`
 
-/** The judge's default prompt; placeholders `{task}`, `{answer}`, `{support}`, `{risk}`, `{critique}`, `{reference}`. */
-export const defaultJudgePrompt = `Judge a proposed answer to the problem below.
-
-Problem:
+/**
+ * The judge's default prompt; placeholders `{task}`, `{answer}`, `{support}`, `{risk}`, `{critique}`, `{reference}`.
+ * Starts as the critic's does.
+ */
+export const defaultJudgePrompt = `Problem:
 {task}
 
 Proposed answer: {answer}
-Solvers who gave it: {support}. A reviewer put the risk that it is wrong at {risk}: {critique}
+
+Judge a proposed answer: the one above. Solvers who gave it: {support}. A reviewer put the risk that it is wrong at \
+{risk}: {critique}
 {reference}
 Reply with only a JSON object: {"score": <from 0 to 1, the quality of the answer>, "confidence": <from 0 to 1, how sure \
 you are that it is correct>, "is_correct": <true or false against the reference answer; null without one>, "notes": "<one sentence>"}`

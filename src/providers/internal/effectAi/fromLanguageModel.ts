@@ -97,7 +97,15 @@ const fromFinishReason = (reason: Response.FinishReason): Model.FinishReason => 
 const fromUsage = (usage: Response.Usage): Model.Usage => {
   const inputTokens = usage.inputTokens.total ?? 0
   const outputTokens = usage.outputTokens.total ?? 0
-  return { inputTokens, outputTokens, totalTokens: inputTokens + outputTokens }
+  const out: { -readonly [K in keyof Model.Usage]: Model.Usage[K] } = {
+    inputTokens,
+    outputTokens,
+    totalTokens: inputTokens + outputTokens
+  }
+  // effect/ai's `cacheRead` / `cacheWrite` are parts of `total`, as valet's are of `inputTokens`.
+  if (usage.inputTokens.cacheRead !== undefined) out.cachedInputTokens = usage.inputTokens.cacheRead
+  if (usage.inputTokens.cacheWrite !== undefined) out.cacheWriteTokens = usage.inputTokens.cacheWrite
+  return out
 }
 
 const argumentsOf = (params: unknown): string => JSON.stringify(params) ?? "{}"

@@ -145,10 +145,18 @@ const finishReasonOf = (reason: Model.FinishReason): Response.FinishReason => {
   }
 }
 
-const usageOf = (usage: Model.Usage): Response.FinishPartEncoded["usage"] => ({
-  inputTokens: { total: usage.inputTokens },
-  outputTokens: { total: usage.outputTokens }
-})
+const usageOf = (usage: Model.Usage): Response.FinishPartEncoded["usage"] =>
+  usage.cachedInputTokens === undefined && usage.cacheWriteTokens === undefined
+    ? { inputTokens: { total: usage.inputTokens }, outputTokens: { total: usage.outputTokens } }
+    : {
+      inputTokens: {
+        total: usage.inputTokens,
+        uncached: usage.inputTokens - (usage.cachedInputTokens ?? 0) - (usage.cacheWriteTokens ?? 0),
+        ...(usage.cachedInputTokens !== undefined ? { cacheRead: usage.cachedInputTokens } : {}),
+        ...(usage.cacheWriteTokens !== undefined ? { cacheWrite: usage.cacheWriteTokens } : {})
+      },
+      outputTokens: { total: usage.outputTokens }
+    }
 
 const toParts = (response: Model.Response): Array<Response.PartEncoded> => {
   const choice = response.choices[0]

@@ -30,12 +30,27 @@ export const finishReason = (reason: string | null | undefined): Model.FinishRea
   }
 }
 
-/** Token counts; a missing total is the sum. */
+/**
+ * Token counts; a missing total is the sum. The cached part of the input is DeepSeek's `prompt_cache_hit_tokens`
+ * when sent (DeepSeek also sends `prompt_tokens_details`; its own field is the one it bills by), else OpenAI's
+ * `prompt_tokens_details.cached_tokens`; both are parts of `prompt_tokens`, as `cachedInputTokens` is of
+ * `inputTokens`. Absent when the server said nothing.
+ */
 export const usage = (wire: Wire.Usage | null | undefined): Model.Usage | undefined => {
   if (wire === null || wire === undefined) return undefined
   const inputTokens = wire.prompt_tokens ?? 0
   const outputTokens = wire.completion_tokens ?? 0
-  return { inputTokens, outputTokens, totalTokens: wire.total_tokens ?? inputTokens + outputTokens }
+  const out: { -readonly [K in keyof Model.Usage]: Model.Usage[K] } = {
+    inputTokens,
+    outputTokens,
+    totalTokens: wire.total_tokens ?? inputTokens + outputTokens
+  }
+  const details = wire.prompt_tokens_details
+  const cached = wire.prompt_cache_hit_tokens ?? details?.cached_tokens
+  if (cached !== null && cached !== undefined) out.cachedInputTokens = cached
+  const written = details?.cache_write_tokens
+  if (written !== null && written !== undefined) out.cacheWriteTokens = written
+  return out
 }
 
 /** The id given to a tool call the server sent without one. */

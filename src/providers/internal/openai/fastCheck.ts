@@ -15,9 +15,13 @@ const optNumber = (u: unknown): boolean => isNullish(u) || typeof u === "number"
 
 const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
+const detailsOk = (u: unknown): boolean =>
+  isNullish(u) || (isObject(u) && optNumber(u.cached_tokens) && optNumber(u.cache_write_tokens))
+
 const usageOk = (u: unknown): boolean =>
   isNullish(u) ||
-  (isObject(u) && optNumber(u.prompt_tokens) && optNumber(u.completion_tokens) && optNumber(u.total_tokens))
+  (isObject(u) && optNumber(u.prompt_tokens) && optNumber(u.completion_tokens) && optNumber(u.total_tokens) &&
+    detailsOk(u.prompt_tokens_details) && optNumber(u.prompt_cache_hit_tokens) && optNumber(u.prompt_cache_miss_tokens))
 
 const choiceTailOk = (choice: Record<string, unknown>): boolean =>
   optNumber(choice.index) &&

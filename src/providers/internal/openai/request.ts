@@ -95,6 +95,10 @@ export const encode = (request: Model.Request, options: EncodeOptions): Record<s
     // Without it most servers send no usage at all on a stream.
     body.stream_options = { include_usage: true }
   }
+  if (request.promptCache !== undefined) {
+    if (request.promptCache.key !== undefined) body.prompt_cache_key = request.promptCache.key
+    if (request.promptCache.retention !== undefined) body.prompt_cache_retention = request.promptCache.retention
+  }
   if (request.extra !== undefined) Object.assign(body, request.extra)
   return body
 }

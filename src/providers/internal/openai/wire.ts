@@ -7,11 +7,19 @@ import { Schema } from "effect"
 
 const Nullable = <S extends Schema.Top>(schema: S) => Schema.optional(Schema.NullOr(schema))
 
-/** Token counts (`prompt_tokens`, `completion_tokens`, `total_tokens`). */
+/** Token counts (`prompt_tokens`, `completion_tokens`, `total_tokens`, and the prompt-cache counts). */
 export const Usage = Schema.Struct({
   prompt_tokens: Nullable(Schema.Number),
   completion_tokens: Nullable(Schema.Number),
-  total_tokens: Nullable(Schema.Number)
+  total_tokens: Nullable(Schema.Number),
+  /** OpenAI (and vLLM with `--enable-prompt-tokens-details`): the cached part of `prompt_tokens`. */
+  prompt_tokens_details: Nullable(Schema.Struct({
+    cached_tokens: Nullable(Schema.Number),
+    cache_write_tokens: Nullable(Schema.Number)
+  })),
+  /** DeepSeek: the part of `prompt_tokens` served from its disk cache (the rest is `prompt_cache_miss_tokens`). */
+  prompt_cache_hit_tokens: Nullable(Schema.Number),
+  prompt_cache_miss_tokens: Nullable(Schema.Number)
 })
 export type Usage = typeof Usage.Type
 

@@ -9,6 +9,7 @@ import * as Budget from "../../../core/Budget.js"
 import { HttpUrl, WireDuration } from "../../../core/internal/decode.js"
 import * as Mcp from "../../../providers/Mcp.js"
 import * as Approvals from "./approvals.js"
+import * as Guardrails from "./guardrails.js"
 import { architectureNames, canonicalNames } from "./architectures.js"
 
 /**
@@ -121,7 +122,9 @@ export const AgentSpec = Schema.Struct({
    */
   approvals: Schema.optional(Approvals.Policy),
   /** How long a call of `approvals` waits before it is rejected (`"10 minutes"`, or milliseconds); default: no limit. */
-  approvalTimeout: Schema.optional(WireDuration)
+  approvalTimeout: Schema.optional(WireDuration),
+  /** Input, output and tool guardrails: the built-ins by name, with their options (see `guardrails.ts`). */
+  guardrails: Schema.optional(Guardrails.Settings)
 })
 export type AgentSpec = typeof AgentSpec.Type
 

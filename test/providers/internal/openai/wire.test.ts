@@ -52,7 +52,12 @@ describe("the Sse parser fed each network read whole, as the client does", () =>
 })
 
 describe("fastCheck: a subset of the wire schemas", () => {
-  const chatEvents = [...Server.sseData(Server.fixture("chat-stream-usage.sse")), ...Server.sseData(Server.fixture("chat-stream-tool-call-vllm.sse"))]
+  // DeepSeek's last: its usage has the prompt-cache counts, which the mutations below then reach.
+  const chatEvents = [
+    ...Server.sseData(Server.fixture("chat-stream-usage.sse")),
+    ...Server.sseData(Server.fixture("chat-stream-tool-call-vllm.sse")),
+    ...Server.sseData(Server.fixture("deepseek-chat-stream-usage.sse"))
+  ]
   const isChat = Schema.is(Wire.ChatChunk)
   const isCompletion = Schema.is(Wire.CompletionChunk)
 

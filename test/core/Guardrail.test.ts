@@ -1,0 +1,289 @@
+/**
+ * Guardrails (issue 29, part 4): input guardrails beside the first model call (a trip interrupts it), output ones on
+ * the final answer (fail, or one repair round), tool ones on a call's arguments and result (an error result, or the
+ * run fails), a guardrail that fails (its error, no pass), and the built-ins.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Fiber, Ref, Schema, Stream } from "effect"
+import { TestClock } from "effect/testing"
+import * as Agent from "../../src/core/Agent.js"
+import * as Architecture from "../../src/core/Architecture.js"
+import * as AgentError from "../../src/core/AgentError.js"
+import * as AgentEvent from "../../src/core/AgentEvent.js"
+import * as Guardrail from "../../src/core/Guardrail.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Tool from "../../src/core/Tool.js"
+
+const tripsOn = (word: string, name = "no_" + word) =>
+  Guardrail.make(name, (subject) => Effect.succeed(subject.text.includes(word) ? Guardrail.trip(`mentions ${word}`) : Guardrail.pass))
+
+const tripped = (events: ReadonlyArray<AgentEvent.AgentEvent>) =>
+  events.filter((e): e is AgentEvent.Of<"GuardrailTripped"> => e._tag === "GuardrailTripped")
+
+describe("input guardrails", () => {
+  it.effect("a trip fails the run with GuardrailTripped (and its event); a pass lets it answer", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "desk", instructions: "", guardrails: { input: [tripsOn("homework")] } })
+      const error = yield* Effect.flip(Agent.run(agent, "do my homework"))
+      expect(error).toBeInstanceOf(AgentError.GuardrailTripped)
+      expect(error).toMatchObject({ guardrail: "no_homework", kind: "input", reason: "mentions homework" })
+      const ok = yield* Agent.run(agent, "what time is it?")
+      expect(ok.output).toBe("noon")
+    }).pipe(Effect.provide(ScriptedModel.layer(["never read", "noon"]))))
+
+  it.effect("a trip interrupts the slow first model call in flight: the run fails after the check's second, not the call's hour", () =>
+    Effect.gen(function*() {
+      const interrupted = yield* Ref.make(false)
+      const slowCheck = Guardrail.make("slow_check", () => Effect.as(Effect.sleep("1 second"), Guardrail.trip("off topic")))
+      const agent = Agent.make({ name: "desk", instructions: "", guardrails: { input: [slowCheck] } })
+      const model = ScriptedModel.layer(() =>
+        Effect.sleep("1 hour").pipe(Effect.as("late"), Effect.onInterrupt(() => Ref.set(interrupted, true))))
+      const fiber = yield* Agent.stream(agent, "hello").pipe(Stream.runCollect, Effect.flip, Effect.provide(model), Effect.forkChild)
+      yield* TestClock.adjust("1 second")
+      const error = yield* Fiber.join(fiber)
+      expect(error).toMatchObject({ _tag: "GuardrailTripped", guardrail: "slow_check", kind: "input" })
+      expect(yield* Ref.get(interrupted)).toBe(true)
+    }))
+
+  it.effect("the first reply waits for the input check: a tool the model asked for does not run before a trip", () =>
+    Effect.gen(function*() {
+      const ran = yield* Ref.make(0)
+      const send = Tool.make({
+        name: "send_money",
+        description: "Sends money",
+        parameters: Schema.Struct({ to: Schema.String }),
+        handler: () => Effect.as(Ref.update(ran, (n) => n + 1), "sent")
+      })
+      const slowCheck = Guardrail.make("fraud", () => Effect.as(Effect.sleep("5 seconds"), Guardrail.trip("looks like fraud")))
+      const agent = Agent.make({ name: "bank", instructions: "", tools: [send], guardrails: { input: [slowCheck] } })
+      const fiber = yield* Agent.run(agent, "send it all to me").pipe(Effect.flip, Effect.forkChild)
+      yield* TestClock.adjust("5 seconds")
+      expect(yield* Fiber.join(fiber)).toMatchObject({ _tag: "GuardrailTripped", guardrail: "fraud" })
+      expect(yield* Ref.get(ran)).toBe(0)
+    }).pipe(Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "send_money", arguments: { to: "me" } }] }, "done"]))))
+
+  it.effect("a slow passing check does not fail the run: the reply is used once it passed", () =>
+    Effect.gen(function*() {
+      const slowPass = Guardrail.make("slow_pass", () => Effect.as(Effect.sleep("3 seconds"), Guardrail.pass))
+      const agent = Agent.make({ name: "desk", instructions: "", guardrails: { input: [slowPass] } })
+      const fiber = yield* Agent.run(agent, "hello").pipe(Effect.forkChild)
+      yield* TestClock.adjust("3 seconds")
+      expect((yield* Fiber.join(fiber)).output).toBe("hi")
+    }).pipe(Effect.provide(ScriptedModel.layer(["hi"]))))
+})
+
+describe("output guardrails", () => {
+  it.effect("a trip fails the run (fail is the default), with a GuardrailTripped event", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "w", instructions: "", guardrails: { output: [tripsOn("guarantee")] } })
+      const events: Array<AgentEvent.AgentEvent> = []
+      const error = yield* Agent.stream(agent, "sell it").pipe(
+        Stream.runForEach((event) => Effect.sync(() => events.push(event))),
+        Effect.flip
+      )
+      expect(error).toMatchObject({ _tag: "GuardrailTripped", kind: "output", guardrail: "no_guarantee" })
+      expect(tripped(events)).toMatchObject([{ guardrail: "no_guarantee", kind: "output", reason: "mentions guarantee" }])
+    }).pipe(Effect.provide(ScriptedModel.layer(["We guarantee 200% returns."]))))
+
+  it.effect("repair: the model is shown the reason once and its second answer, passing, is the output", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "w", instructions: "Sell.", guardrails: { output: [tripsOn("guarantee")], onOutputTrip: "repair" } })
+      const result = yield* Agent.run(agent, "sell it")
+      expect(result.output).toBe("Returns vary.")
+      expect(result.modelCalls).toBe(2)
+      const [, repair] = yield* ScriptedModel.calls
+      expect(repair!.messages!.at(-2)).toEqual({ role: "assistant", content: "We guarantee returns." })
+      expect(repair!.messages!.at(-1)!.content).toContain("mentions guarantee")
+    }).pipe(Effect.provide(ScriptedModel.layer(["We guarantee returns.", "Returns vary."]))))
+
+  it.effect("repair is one round: a second trip fails the run", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "w", instructions: "", guardrails: { output: [tripsOn("guarantee")], onOutputTrip: "repair" } })
+      const error = yield* Effect.flip(Agent.run(agent, "sell it"))
+      expect(error).toMatchObject({ _tag: "GuardrailTripped", kind: "output" })
+      expect(yield* ScriptedModel.remaining).toBe(1)
+    }).pipe(Effect.provide(ScriptedModel.layer(["We guarantee it.", "I guarantee it.", "unused"]))))
+
+  it.effect("a redactor rewrites the answer instead of tripping; the event says it rewrote", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "w", instructions: "", guardrails: { output: [Guardrail.redact()] } })
+      const events = yield* Agent.stream(agent, "contact?").pipe(Stream.runCollect)
+      const completed = events.at(-1) as AgentEvent.Of<"RunCompleted">
+      expect(completed.result.output).toBe("Write to [redacted email].")
+      expect(tripped(events)).toMatchObject([{ guardrail: "redact", kind: "output", rewritten: true, reason: "found 1 email" }])
+    }).pipe(Effect.provide(ScriptedModel.layer(["Write to jane.doe@example.com."]))))
+
+  it.effect("per run: the run's guardrails are added after the agent's", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "w", instructions: "", guardrails: { output: [Guardrail.redact()] } })
+      const error = yield* Effect.flip(Agent.run(agent, "x", { guardrails: { output: [tripsOn("[redacted email]", "no_redactions")] } }))
+      expect(error).toMatchObject({ _tag: "GuardrailTripped", guardrail: "no_redactions" })
+    }).pipe(Effect.provide(ScriptedModel.layer(["mail a@b.co"]))))
+})
+
+const lookup = Tool.make({
+  name: "lookup",
+  description: "Looks a customer up",
+  parameters: Schema.Struct({ id: Schema.String }),
+  handler: ({ id }) => Effect.succeed(`customer ${id}: jane@example.com, card 4111 1111 1111 1111`)
+})
+
+describe("tool guardrails", () => {
+  it.effect("arguments: a trip is the call's ERROR result, read by the model; the tool does not run", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "crm", instructions: "", tools: [lookup], guardrails: { tool: [tripsOn("admin")] } })
+      const result = yield* Agent.run(agent, "look up admin")
+      expect(result.output).toBe("cannot")
+      const [, second] = yield* ScriptedModel.calls
+      const toolMessage = second!.messages!.find((m) => m.role === "tool")!
+      expect(toolMessage.content).toBe("ERROR: the guardrail no_admin refused this call: mentions admin")
+    }).pipe(Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "lookup", arguments: { id: "admin" } }] }, "cannot"]))))
+
+  it.effect("result: a redactor rewrites it before the model (and the ToolReturned event) read it", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "crm", instructions: "", tools: [lookup], guardrails: { tool: [Guardrail.redact()] } })
+      const events = yield* Agent.stream(agent, "look up 7").pipe(Stream.runCollect)
+      const [, second] = yield* ScriptedModel.calls
+      const expected = "customer 7: [redacted email], card [redacted card]"
+      expect(second!.messages!.find((m) => m.role === "tool")!.content).toBe(expected)
+      const returned = events.find((e): e is AgentEvent.Of<"ToolReturned"> => e._tag === "ToolReturned")!
+      expect(returned.content).toBe(expected)
+      expect(tripped(events)).toMatchObject([{ kind: "tool", phase: "result", name: "lookup", rewritten: true, reason: "found 1 email, 1 card" }])
+    }).pipe(Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "lookup", arguments: { id: "7" } }] }, "ok"]))))
+
+  it.effect("result: a trip withholds it (an ERROR result); onToolTrip: fail ends the run with GuardrailTripped", () =>
+    Effect.gen(function*() {
+      const noCards = Guardrail.redact({ pii: ["card"], mode: "trip", name: "no_cards" })
+      const agent = Agent.make({ name: "crm", instructions: "", tools: [lookup], guardrails: { tool: [noCards] } })
+      yield* Agent.run(agent, "look up 7")
+      const [, second] = yield* ScriptedModel.calls
+      expect(second!.messages!.find((m) => m.role === "tool")!.content).toBe("ERROR: the guardrail no_cards withheld this call's result: found 1 card")
+      const error = yield* Effect.flip(Agent.run(agent, "look up 8", { guardrails: { onToolTrip: "fail" } }))
+      expect(error).toMatchObject({ _tag: "GuardrailTripped", guardrail: "no_cards", kind: "tool", reason: "found 1 card" })
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      { toolCalls: [{ name: "lookup", arguments: { id: "7" } }] },
+      "ok",
+      { toolCalls: [{ name: "lookup", arguments: { id: "8" } }] },
+      "never read"
+    ]))))
+})
+
+describe("where guardrails reach", () => {
+  it.effect("an output a limit made (budget spent) is checked too: the redactor rewrites the best output so far", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "crm", instructions: "", tools: [lookup], guardrails: { output: [Guardrail.redact()] } })
+      const result = yield* Agent.run(agent, "look up 7", { budget: { maxCalls: 1 } })
+      expect(result).toMatchObject({ interrupted: true, interruptionReason: "budget:max_calls", output: "Writing to [redacted email] first." })
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      { text: "Writing to jane@example.com first.", toolCalls: [{ name: "lookup", arguments: { id: "7" } }] },
+      "never sent"
+    ]))))
+
+  it.effect("a sub-run without tool guardrails of its own is checked by its parent's: a worker's call is refused", () =>
+    Effect.gen(function*() {
+      const worker = Agent.make({ name: "worker", instructions: "", tools: [lookup] }) as unknown as Agent.Agent<never>
+      const delegate = Architecture.make({
+        name: "delegate_test",
+        program: (input) => Effect.map(Architecture.role(worker, input.prompt, { role: "worker" }), (result) => ({ output: result.output }))
+      })
+      const boss = Agent.make({ name: "boss", instructions: "", architecture: delegate, guardrails: { tool: [tripsOn("admin")] } })
+      expect((yield* Agent.run(boss, "look up admin")).output).toBe("cannot")
+      const [, second] = yield* ScriptedModel.calls
+      expect(second!.messages!.find((m) => m.role === "tool")!.content).toBe("ERROR: the guardrail no_admin refused this call: mentions admin")
+    }).pipe(Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "lookup", arguments: { id: "admin" } }] }, "cannot"]))))
+})
+
+describe("a guardrail that fails", () => {
+  it.effect("its error fails the run (GuardrailFailed), never a pass; a check that throws too", () =>
+    Effect.gen(function*() {
+      const broken = Guardrail.make("moderation", () => Effect.fail(new Error("moderation service unreachable")))
+      const error = yield* Effect.flip(Agent.run(Agent.make({ name: "a", instructions: "", guardrails: { input: [broken] } }), "hi"))
+      expect(error).toBeInstanceOf(AgentError.GuardrailFailed)
+      expect(error).toMatchObject({ guardrail: "moderation", kind: "input", error: "moderation service unreachable" })
+      const throwing = Guardrail.make("throws", () => Effect.sync(() => { throw new Error("bug in check") }))
+      const failed = yield* Effect.flip(Agent.run(Agent.make({ name: "a", instructions: "", guardrails: { output: [throwing] } }), "hi"))
+      expect(failed).toMatchObject({ _tag: "GuardrailFailed", guardrail: "throws", kind: "output", error: "bug in check" })
+      // The error crosses JSON and comes back typed.
+      expect(Schema.decodeUnknownSync(AgentError.AgentError)(Schema.encodeSync(AgentError.AgentError)(failed))).toBeInstanceOf(AgentError.GuardrailFailed)
+    }).pipe(Effect.provide(ScriptedModel.layer(["a", "b"]))))
+})
+
+const check = (guardrail: Guardrail.Guardrail, text: string, kind: Guardrail.Kind = "output") =>
+  guardrail.check({ kind, text, sessionId: "s", agent: "a" })
+
+describe("built-ins", () => {
+  it.effect("redact: real-looking emails, card numbers (Luhn only) and API keys; other long numbers stay", () =>
+    Effect.gen(function*() {
+      const text = [
+        "Reach me at maria.garcia+billing@acme-corp.co.uk or M.Chen@mail.example.org.",
+        "Visa 4111 1111 1111 1111, Mastercard 5555-5555-5555-4444, Amex 378282246310005.",
+        "Order 1234 5678 9012 3456 and phone 4155550123 are not cards.",
+        "OPENAI_API_KEY=sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z and AWS AKIAIOSFODNN7EXAMPLE,",
+        "github ghp_1a2B3c4D5e6F7g8H9i0J1k2L3m4N5o6P7q8R, header Authorization: Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxIn0.sig"
+      ].join("\n")
+      const verdict = yield* check(Guardrail.redact(), text)
+      expect(verdict).toEqual({
+        _tag: "Rewrite",
+        reason: "found 4 keys, 2 emails, 3 cards",
+        text: [
+          "Reach me at [redacted email] or [redacted email].",
+          "Visa [redacted card], Mastercard [redacted card], Amex [redacted card].",
+          "Order 1234 5678 9012 3456 and phone 4155550123 are not cards.",
+          "OPENAI_API_KEY=[redacted key] and AWS [redacted key],",
+          "github [redacted key], header Authorization: [redacted key]"
+        ].join("\n")
+      })
+      expect(yield* check(Guardrail.redact(), "nothing to see")).toEqual(Guardrail.pass)
+      expect(yield* check(Guardrail.redact({ pii: [], patterns: { ticket: /TCK-\d+/ } }), "see TCK-42")).toMatchObject({ text: "see [redacted ticket]" })
+      // On an input (already sent) a redaction is a trip.
+      const agent = Agent.make({ name: "a", instructions: "", guardrails: { input: [Guardrail.redact()] } })
+      expect(yield* Effect.flip(Agent.run(agent, "my card is 4111111111111111"))).toMatchObject({ _tag: "GuardrailTripped", kind: "input", reason: "found 1 card" })
+    }).pipe(Effect.provide(ScriptedModel.layer(["x"]))))
+
+  it.effect("maxLength trips past maxChars", () =>
+    Effect.gen(function*() {
+      expect(yield* check(Guardrail.maxLength({ maxChars: 5 }), "12345")).toEqual(Guardrail.pass)
+      expect(yield* check(Guardrail.maxLength({ maxChars: 5 }), "123456")).toEqual(Guardrail.trip("6 characters, over the limit of 5"))
+    }))
+
+  it.effect("schema trips on an answer the output schema does not decode, naming the field", () =>
+    Effect.gen(function*() {
+      const City = Schema.Struct({ city: Schema.String, population: Schema.Number })
+      expect(yield* check(Guardrail.schema(City), `{"city": "Paris", "population": 2}`)).toEqual(Guardrail.pass)
+      const verdict = yield* check(Guardrail.schema(City), `{"city": "Paris"}`)
+      expect(verdict._tag).toBe("Trip")
+      expect((verdict as { reason: string }).reason).toContain("population")
+    }))
+
+  it.effect("judge: its call is the run's (counted, held to the budget) but silent: no events, no text streamed", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "a", instructions: "", guardrails: { output: [Guardrail.judge({ criteria: "Be polite." })] } })
+      const events = yield* Agent.stream(agent, "hi").pipe(Stream.runCollect)
+      const completed = events.at(-1) as AgentEvent.Of<"RunCompleted">
+      expect(completed.result).toMatchObject({ output: "Hello.", modelCalls: 2 })
+      expect(events.filter((e) => e._tag === "ModelReplied")).toHaveLength(1)
+      expect(events.filter((e) => e._tag === "TextDelta").map((e) => (e as AgentEvent.Of<"TextDelta">).text).join("")).toBe("Hello.")
+      const refused = yield* Effect.flip(Agent.run(agent, "hi", { budget: { maxCalls: 1 } }))
+      expect(refused).toMatchObject({ _tag: "GuardrailFailed", guardrail: "judge" })
+      expect((refused as AgentError.GuardrailFailed).error).toContain("budget exhausted")
+    }).pipe(Effect.provide(ScriptedModel.layer(["Hello.", `{"pass": true, "reason": "polite"}`, "Hello."]))))
+
+  it.effect("judge asks the run's model and decodes its verdict; an unreadable verdict fails the guardrail", () =>
+    Effect.gen(function*() {
+      const noAdvice = Guardrail.judge({ criteria: "The answer gives no medical advice.", name: "no_medical_advice" })
+      const agent = Agent.make({ name: "a", instructions: "", guardrails: { output: [noAdvice] } })
+      const error = yield* Effect.flip(Agent.run(agent, "my head hurts"))
+      expect(error).toMatchObject({ _tag: "GuardrailTripped", guardrail: "no_medical_advice", reason: "it recommends a dose" })
+      const [, judged] = yield* ScriptedModel.calls
+      expect(judged!.messages!.at(-1)!.content).toContain("The answer gives no medical advice.")
+      expect(judged!.messages!.at(-1)!.content).toContain("Take 2 aspirin.")
+      const unreadable = yield* Effect.flip(Agent.run(agent, "again"))
+      expect(unreadable).toMatchObject({ _tag: "GuardrailFailed", guardrail: "no_medical_advice" })
+      expect((unreadable as AgentError.GuardrailFailed).error).toContain("JudgeUnreadable")
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      "Take 2 aspirin.",
+      `{"pass": false, "reason": "it recommends a dose"}`,
+      "Rest.",
+      "I think it is fine"
+    ]))))
+})

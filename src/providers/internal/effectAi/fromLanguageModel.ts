@@ -10,6 +10,7 @@ import * as ModelError from "../../../core/ModelError.js"
 import * as Errors from "../openai/errors.js"
 import { type Override, type SamplingAdapter, samplingOf, streamWith } from "./config.js"
 import { fromAiError } from "./errors.js"
+import { toPromptContent } from "./parts.js"
 import { paramsOf } from "./params.js"
 
 /** How `fromLanguageModel` reaches what the generic `LanguageModel` interface has no room for. */
@@ -53,7 +54,7 @@ const toPrompt = (request: Model.Request): Prompt.Prompt => {
         encoded.push({ role: "system", content: message.content })
         break
       case "user":
-        encoded.push({ role: "user", content: message.content })
+        encoded.push({ role: "user", content: toPromptContent(message.content) })
         break
       case "assistant": {
         const parts: Array<Prompt.AssistantMessagePartEncoded> = []

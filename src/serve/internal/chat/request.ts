@@ -259,7 +259,7 @@ const inputOf = (body: ChatRequest): Result.Result<string, Refusal> => {
   }
   const input = modelMessagesOf(final, last, body)
   if (Result.isFailure(input)) return Result.fail(input.failure)
-  const text = input.success[0]!.content
+  const text = Model.textOf(input.success[0]!.content)
   if (text.trim() === "") return refuse(`messages[${last}].parts`, "hold no text: the last user message is what the agent answers")
   return Result.succeed(text)
 }

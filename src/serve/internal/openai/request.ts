@@ -255,7 +255,7 @@ export const runRequestOf = (request: ChatCompletionRequest): Result.Result<Runs
   // The last user message is the input when nothing follows it. When tool results or assistant messages follow it,
   // every message is history, in order, and the input is empty: what the agent goes on from is the conversation.
   const last = history.at(-1)!
-  const input = last.role === "user" ? last.content : ""
+  const input = last.role === "user" ? Model.textOf(last.content) : ""
   if (last.role === "user") history.pop()
   const maxOutputTokens = request.max_completion_tokens ?? request.max_tokens ?? undefined
   return Result.succeed({

@@ -582,3 +582,58 @@ describe("effect/ai Chat on valet's languageModel", () => {
       expect(sent[3]).toEqual({ role: "user", content: "Summarize that in one line." })
     }).pipe(Effect.provide(searchHandlers)))
 })
+
+describe("EffectAi: content parts both ways", () => {
+  // A real 1×1 PNG; a PDF header; a WAV header: where the bytes go is what is checked.
+  const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+  const pdf = "JVBERi0xLjQKJcfsj6IK"
+  const wav = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA="
+  const wire = [
+    { type: "text", text: "Compare" },
+    { type: "image_url", image_url: { url: "https://example.com/cat.png" } },
+    { type: "image_url", image_url: { url: `data:image/png;base64,${png}` } },
+    { type: "input_audio", input_audio: { data: wav, format: "wav" } },
+    { type: "file", file: { file_data: `data:application/pdf;base64,${pdf}`, filename: "report.pdf" } }
+  ]
+
+  it.effect("valet parts → effect/ai file parts → valet parts: the wire body is the one valet sends directly", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      const request: Model.Request = {
+        messages: [Model.user([
+          Model.textPart("Compare"),
+          Model.imagePart({ url: "https://example.com/cat.png" }),
+          Model.imagePart({ data: png, mediaType: "image/png" }),
+          Model.audioPart(wav, "wav"),
+          Model.filePart({ data: pdf, mediaType: "application/pdf", name: "report.pdf" })
+        ])]
+      }
+      yield* Effect.provide(Model.generate(request), EffectAi.fromLanguageModel(languageModel(server)))
+      expect(server.requests[0]!.body.messages).toEqual([{ role: "user", content: wire }])
+    }))
+
+  it.effect("an effect/ai prompt's file parts reach the server as content parts; an unknown media type is refused naming the part", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      const prompt = Prompt.make([{
+        role: "user",
+        content: [
+          { type: "text", text: "Compare" },
+          { type: "file", mediaType: "image/*", data: new URL("https://example.com/cat.png") },
+          { type: "file", mediaType: "image/png", data: Buffer.from(png, "base64") },
+          { type: "file", mediaType: "audio/wav", data: Buffer.from(wav, "base64") },
+          { type: "file", mediaType: "application/pdf", fileName: "report.pdf", data: Buffer.from(pdf, "base64") }
+        ]
+      }])
+      const refused = yield* Effect.gen(function*() {
+        yield* LanguageModel.generateText({ prompt })
+        return yield* Effect.flip(LanguageModel.generateText({
+          prompt: Prompt.make([{ role: "user", content: [{ type: "file", mediaType: "application/x-msdownload", data: new Uint8Array(4) }] }])
+        }))
+      }).pipe(Effect.provide(languageModel(server)))
+      expect(server.requests[0]!.body.messages).toEqual([{ role: "user", content: wire }])
+      expect(refused.reason._tag).toBe("InvalidRequestError")
+      expect(refused.message).toContain("message 0, part 0: unknown file media type \"application/x-msdownload\"")
+      expect(server.requests).toHaveLength(1)
+    }))
+})

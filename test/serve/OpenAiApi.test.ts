@@ -106,6 +106,31 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
       ])
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("openai: a user message with an image reaches the agent's model as an image part, exactly as sent", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(agents)
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused" })
+      const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+      seen.length = 0
+      const completion = yield* Effect.promise(() =>
+        client.chat.completions.create({
+          model: "echo",
+          messages: [{
+            role: "user",
+            content: [
+              { type: "text", text: "Which city is this?" },
+              { type: "image_url", image_url: { url: `data:image/png;base64,${png}` } }
+            ]
+          }]
+        })
+      )
+      expect(completion.choices[0]!.message.content).toBe("Paris is the capital of France.")
+      expect(seen[0]).toEqual([
+        Model.system("Be brief."),
+        Model.user([Model.textPart("Which city is this?"), Model.imagePart({ data: png, mediaType: "image/png" })])
+      ])
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("openai streaming: content deltas that add up to the answer, a finish reason, the usage chunk, [DONE]", () =>
     Effect.gen(function*() {
       const url = yield* serve(agents)

@@ -610,6 +610,13 @@ describe("EffectAi: content parts both ways", () => {
       }
       yield* Effect.provide(Model.generate(request), EffectAi.fromLanguageModel(languageModel(server)))
       expect(server.requests[0]!.body.messages).toEqual([{ role: "user", content: wire }])
+      // A bad part is refused before the provider sees it, generating or streaming, naming the part.
+      const bad: Model.Request = { messages: [Model.user([Model.imagePart({ url: "ftp://example.com/a.png" })])] }
+      const refused = yield* Effect.flip(Model.generate(bad)).pipe(Effect.provide(EffectAi.fromLanguageModel(languageModel(server))))
+      expect(refused.message).toBe("messages[0].content[0]: the URL scheme \"ftp:\" is not allowed (only http:, https: and data:)")
+      const streamed = yield* Effect.flip(Stream.runDrain(Model.stream(bad))).pipe(Effect.provide(EffectAi.fromLanguageModel(languageModel(server))))
+      expect(streamed._tag).toBe("InvalidContent")
+      expect(server.requests).toHaveLength(1)
     }))
 
   it.effect("an effect/ai prompt's file parts reach the server as content parts; an unknown media type is refused naming the part", () =>

@@ -162,6 +162,9 @@ export const makeModel = (options: Options = {}): Effect.Effect<Model.Service, n
       })
 
     const generate = (request: Model.Request): Effect.Effect<Model.Response, ModelError.ModelError> => {
+      // Parts are checked as valet's own client checks them, before the provider sees them.
+      const invalid = request.messages !== undefined ? Model.checkContent(request.messages) : undefined
+      if (invalid !== undefined) return Effect.fail(invalid)
       // The interface has no `n`: one call per choice.
       const calls = Effect.forEach(Array.from({ length: request.n ?? 1 }, (_, i) => i), (i) => one(request, i), { concurrency: "unbounded" })
       const withSampling = sampled(request)
@@ -185,6 +188,8 @@ export const makeModel = (options: Options = {}): Effect.Effect<Model.Service, n
       onUsage: ((usage: Model.Usage) => void) | undefined
     ): Stream.Stream<Model.Chunk, ModelError.ModelError> =>
       Stream.suspend(() => {
+        const invalid = request.messages !== undefined ? Model.checkContent(request.messages) : undefined
+        if (invalid !== undefined) return Stream.fail(invalid)
         const toolIndex = new Map<string, number>()
         const toolIndexOf = (id: string) => {
           let i = toolIndex.get(id)

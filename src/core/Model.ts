@@ -18,7 +18,7 @@
  * const echo = (request: Model.Request): Model.Response => ({
  *   id: "echo-1",
  *   model: "echo",
- *   choices: [{ index: 0, text: request.messages?.at(-1)?.content ?? "", toolCalls: [], finishReason: "stop" }],
+ *   choices: [{ index: 0, text: Model.textOf(request.messages?.at(-1)?.content ?? ""), toolCalls: [], finishReason: "stop" }],
  *   usage: Model.emptyUsage
  * })
  * const Echo = Layer.succeed(Model.Model, Model.make({

@@ -16,7 +16,7 @@ import { encode } from "gpt-tokenizer/encoding/o200k_base"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Agent, Compaction, type Model, ScriptedModel, Threads, Tool } from "valet"
+import { Agent, Compaction, Model, ScriptedModel, Threads, Tool } from "valet"
 import * as GptTokenizer from "valet/GptTokenizer"
 import * as SqliteClient from "valet/SqliteClient"
 import { type Row, writeReport } from "./support/report.js"
@@ -117,7 +117,7 @@ const requestTokens = (request: Model.Request): number => {
   for (const message of request.messages ?? []) {
     let tokens = counted.get(message)
     if (tokens === undefined) {
-      tokens = tokensOf(message.content) + (message.role === "assistant" && message.toolCalls !== undefined ? tokensOf(JSON.stringify(message.toolCalls)) : 0) + 4
+      tokens = tokensOf(Model.textOf(message.content)) + (message.role === "assistant" && message.toolCalls !== undefined ? tokensOf(JSON.stringify(message.toolCalls)) : 0) + 4
       counted.set(message, tokens)
     }
     sum += tokens
@@ -154,7 +154,7 @@ const conversation = (tokenizer: boolean): Promise<Cell> => {
       summaryCalls++
       summaryInput += tokens
       // A summary of a few hundred words: the first words of each question it reads, at most 350 words.
-      const transcript = request.messages[1]?.content ?? ""
+      const transcript = Model.textOf(request.messages[1]?.content ?? "")
       const asked = [...transcript.matchAll(/Question (\d+): ((?:\S+ ){1,10})/g)].map((match) => `turn ${match[1]}: ${match[2]!.trim()}`)
       const summary = `Earlier: ${asked.join("; ")}`.split(" ").slice(0, 350).join(" ")
       summaryOutput += tokensOf(summary)

@@ -107,7 +107,7 @@ const main = async () => {
     // The Ensemble's own cost: the same 27-call run on a zero-latency scripted model.
     let answer = 0
     const scripted = ScriptedModel.layer((request): ScriptedModel.Turn => {
-      const user = (request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? ""
+      const user = Model.textOf((request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? "")
       if (user.includes("A solver proposed")) return `{"risk": 0.2, "notes": "plausible"}`
       if (user.includes("Judge a proposed")) {
         return /Proposed answer: 0$/m.test(user) ? `{"score": 0.9, "confidence": 0.9}` : `{"score": 0.2, "confidence": 0.2}`

@@ -6,13 +6,13 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Stream } from "effect"
-import { Agent, AgentEvent, Blackboard, type Model, type ScriptedModel } from "../src/index.js"
+import { Agent, AgentEvent, Blackboard, Model, type ScriptedModel } from "../src/index.js"
 import { demoModel } from "./support/model.js"
 
 export const prompt = "Two sentences on why octopuses are clever."
 
 const system = (request: Model.Request): string => request.messages?.find((message) => message.role === "system")?.content ?? ""
-const user = (request: Model.Request): string => request.messages?.filter((message) => message.role === "user").at(-1)?.content ?? ""
+const user = (request: Model.Request): string => Model.textOf(request.messages?.filter((message) => message.role === "user").at(-1)?.content ?? "")
 
 /** What a model would answer, for runs without a server: each role, by its instructions and the board. */
 export const script: ScriptedModel.Script = (request) => {

@@ -5,13 +5,13 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Stream } from "effect"
-import { Agent, AgentEvent, type Model, MultiAgentDebate, type ScriptedModel } from "../src/index.js"
+import { Agent, AgentEvent, Model, MultiAgentDebate, type ScriptedModel } from "../src/index.js"
 import { demoModel } from "./support/model.js"
 
 export const prompt = "Is a tomato a fruit or a vegetable? One sentence."
 
 const system = (request: Model.Request): string => request.messages?.find((message) => message.role === "system")?.content ?? ""
-const user = (request: Model.Request): string => request.messages?.filter((message) => message.role === "user").at(-1)?.content ?? ""
+const user = (request: Model.Request): string => Model.textOf(request.messages?.filter((message) => message.role === "user").at(-1)?.content ?? "")
 
 /** What a model would answer, for runs without a server: first answers differ, then the debaters agree. */
 export const script: ScriptedModel.Script = (request) => {

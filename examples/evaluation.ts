@@ -9,7 +9,7 @@
  */
 import { NodeRuntime, NodeServices } from "@effect/platform-node"
 import { Console, Effect, FileSystem } from "effect"
-import { Agent, Ensemble, type Model, type ScriptedModel } from "../src/index.js"
+import { Agent, Ensemble, Model, type ScriptedModel } from "../src/index.js"
 // A subpath export: `import * as Evaluate from "valet/Evaluate"` in an app.
 import * as Evaluate from "../src/rollouts/Evaluate.js"
 import { demoModel } from "./support/model.js"
@@ -18,7 +18,7 @@ import { demoModel } from "./support/model.js"
 export const dataset = "examples/eval/arithmetic.jsonl"
 
 const lastUser = (request: Model.Request): string =>
-  (request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? ""
+  Model.textOf((request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? "")
 
 /**
  * A scripted model that knows the dataset's answers (it is a recipe for a demo, not a model): the `invariants`
@@ -42,7 +42,7 @@ export const recipe = (references: ReadonlyMap<string, string>): ScriptedModel.S
   }
   const problem = problemOf(prompt) ?? ""
   const reference = references.get(problem) ?? "?"
-  const solver = (request.messages ?? [])[0]?.content ?? ""
+  const solver = Model.textOf((request.messages ?? [])[0]?.content ?? "")
   const index = [...references.keys()].indexOf(problem) + 1
   if (reference === "62.5") return "250 / 4 is about 62.\nFINAL: 62"
   if (solver.includes("invariants") && index % 7 === 0) return `Working it out...\nFINAL: ${Number(reference) + 1}`

@@ -5,7 +5,7 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Schema, Stream } from "effect"
-import { Agent, AgentEvent, type Model, PlanAndExecute, type ScriptedModel, Tool } from "../src/index.js"
+import { Agent, AgentEvent, Model, PlanAndExecute, type ScriptedModel, Tool } from "../src/index.js"
 import { demoModel } from "./support/model.js"
 
 const forecasts: Record<string, string> = {
@@ -29,7 +29,7 @@ const plan = JSON.stringify([
 ], null, 2)
 
 const lastUser = (request: Model.Request): string =>
-  (request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? ""
+  Model.textOf((request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? "")
 
 /**
  * What a model would answer, for runs without a server. The two forecast steps run at the same time, so the

@@ -6,7 +6,7 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Schema, Stream } from "effect"
-import { Agent, AgentEvent, type Model, ReWOO, type ScriptedModel, Tool } from "../src/index.js"
+import { Agent, AgentEvent, Model, ReWOO, type ScriptedModel, Tool } from "../src/index.js"
 import { demoModel } from "./support/model.js"
 
 export const prompt = "How tall is the Eiffel Tower in feet?"
@@ -24,7 +24,7 @@ const convert = Tool.make({
   handler: ({ metres }) => Effect.succeed(`${Math.round(Number(metres) * 3.28084)}`)
 })
 
-const user = (request: Model.Request): string => request.messages?.filter((message) => message.role === "user").at(-1)?.content ?? ""
+const user = (request: Model.Request): string => Model.textOf(request.messages?.filter((message) => message.role === "user").at(-1)?.content ?? "")
 
 /** What a model would answer, for runs without a server: the plan, then the answer from the evidence. */
 export const script: ScriptedModel.Script = (request) =>

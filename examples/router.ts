@@ -6,13 +6,13 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Stream } from "effect"
-import { Agent, AgentEvent, type Model, Router, type ScriptedModel } from "../src/index.js"
+import { Agent, AgentEvent, Model, Router, type ScriptedModel } from "../src/index.js"
 import { demoModel } from "./support/model.js"
 
 export const prompts = ["I was charged twice for my March invoice.", "My router keeps dropping the Wi-Fi."]
 
 const system = (request: Model.Request): string => request.messages?.find((message) => message.role === "system")?.content ?? ""
-const user = (request: Model.Request): string => request.messages?.filter((message) => message.role === "user").at(-1)?.content ?? ""
+const user = (request: Model.Request): string => Model.textOf(request.messages?.filter((message) => message.role === "user").at(-1)?.content ?? "")
 
 /** What a model would answer, for runs without a server: the classifier, then each specialist. */
 export const script: ScriptedModel.Script = (request) => {

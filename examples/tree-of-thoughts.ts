@@ -6,12 +6,12 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Stream } from "effect"
-import { Agent, AgentEvent, type Model, type ScriptedModel, TreeOfThoughts } from "../src/index.js"
+import { Agent, AgentEvent, Model, type ScriptedModel, TreeOfThoughts } from "../src/index.js"
 import { demoModel } from "./support/model.js"
 
 export const prompt = "Use 4, 7, 8 and 8 once each with + - × ÷ to make 24."
 
-const user = (request: Model.Request): string => request.messages?.filter((message) => message.role === "user").at(-1)?.content ?? ""
+const user = (request: Model.Request): string => Model.textOf(request.messages?.filter((message) => message.role === "user").at(-1)?.content ?? "")
 
 /** What a model would answer, for runs without a server: proposals, scores and the answer, read off the prompt. */
 export const script: ScriptedModel.Script = (request) => {

@@ -23,7 +23,7 @@
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Agent, ScriptedModel, TreeOfThoughts } from "valet"
+ * import { Agent, Model, ScriptedModel, TreeOfThoughts } from "valet"
  *
  * // One level of two thoughts: a proposal, a score for each thought, then the answer from the better chain.
  * const solver = Agent.make({
@@ -33,7 +33,7 @@
  * })
  * const result = Agent.run(solver, "Use 4, 7, 8 and 8 once each to make 24.").pipe(
  *   Effect.provide(ScriptedModel.layer((request) => {
- *     const prompt = request.messages?.at(-1)?.content ?? ""
+ *     const prompt = Model.textOf(request.messages?.at(-1)?.content ?? "")
  *     if (prompt.includes("Propose up to")) return "1. 8 ÷ 8 = 1, leaving 4 7 1\n2. 8 + 8 = 16, leaving 4 7 16"
  *     if (prompt.includes("How promising")) return prompt.includes("8 ÷ 8") ? "score: 0.9" : "score: 0.2"
  *     return "(7 − 8 ÷ 8) × 4 = 24"

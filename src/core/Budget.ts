@@ -50,6 +50,7 @@
 import { Clock, Context, Deferred, Duration, Effect, Layer, Schema } from "effect"
 import { BudgetExhausted, type InvalidOptions } from "./AgentError.js"
 import * as Decode from "./internal/decode.js"
+import { base64Bytes } from "./internal/modelSchema.js"
 import type * as Model from "./Model.js"
 
 const NonNegative = Schema.Number.check(Schema.isGreaterThanOrEqualTo(0))
@@ -293,10 +294,30 @@ export const layer = (limits: Limits): Layer.Layer<Budget, InvalidOptions> => La
 export const defaultReserveOutputTokens = 4_096
 
 /**
+ * The estimated input tokens of one image part: 765, what OpenAI counts for a 1024×1024 image at high detail (85
+ * base + 170 per 512-pixel tile, 4 tiles). Smaller images cost less, larger ones are scaled down to about this.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const estimatedImageTokens = 765
+
+/**
+ * The estimated input tokens per kilobyte of a file or audio part's bytes: 64 (a PDF's text layer is about a
+ * token per 16 bytes; audio is priced per second, and a second of 16 kHz speech is a few kilobytes). A coarse figure
+ * on purpose: it errs on the large side, which only makes a reservation larger.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const estimatedTokensPerKilobyte = 64
+
+/**
  * An estimate of a request's input tokens, made before it is sent: a token per 4 ASCII characters and one per
  * other character (CJK text is about one token per character; accented Latin text is over-estimated, which only
  * makes a reservation larger), plus 4 per message for the chat template, over the messages, the prompt and the
- * tool definitions.
+ * tool definitions. A message's parts count as their text, `estimatedImageTokens` per image, and
+ * `estimatedTokensPerKilobyte` of a file's or audio's bytes (a file by URL counts as an image).
  *
  * @since 0.2.0
  * @category utils
@@ -314,7 +335,15 @@ export const estimateInputTokens = (request: Model.Request): number => {
   if (request.prompt !== undefined) count(request.prompt)
   for (const message of request.messages ?? []) {
     overhead += 4
-    count(message.content)
+    const content = message.content
+    if (typeof content === "string") count(content)
+    else {
+      for (const part of content) {
+        if (part.type === "text") count(part.text)
+        else if (part.type === "image" || part.data === undefined) overhead += estimatedImageTokens
+        else overhead += Math.ceil((base64Bytes(part.data) / 1024) * estimatedTokensPerKilobyte)
+      }
+    }
     if (message.role === "assistant" && message.toolCalls !== undefined) count(JSON.stringify(message.toolCalls))
   }
   if (request.tools !== undefined) count(JSON.stringify(request.tools))

@@ -42,7 +42,7 @@
  */
 import { Context, Effect, Layer } from "effect"
 import { type BudgetExhausted, InvalidOptions } from "./AgentError.js"
-import type { Message } from "./internal/modelSchema.js"
+import { type Message, textOf } from "./internal/modelSchema.js"
 import type { ModelError } from "./ModelError.js"
 
 /**
@@ -139,7 +139,7 @@ export const tailStart = (messages: ReadonlyArray<Message>, keep: number): numbe
 export const taskIndex = (messages: ReadonlyArray<Message>): number => {
   for (let i = messages.length - 1; i >= 0; i--) {
     const message = messages[i]!
-    if (message.role === "user" && !message.content.startsWith(summaryPrefix)) return i
+    if (message.role === "user" && !textOf(message.content).startsWith(summaryPrefix)) return i
   }
   return -1
 }

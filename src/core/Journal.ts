@@ -7,6 +7,10 @@
  * replays under another; sub-agents have deterministic ids), its step name, a hash of the request and how many
  * times that same key was seen before. A call that was not recorded fails with `ReplayMiss` naming the key.
  *
+ * The bytes of a content part (an image, a file, audio) are stored once per cassette, by digest: a line
+ * `{"blob": "sha256:<hex>", "data": "<base64>"}` before the first entry that uses them, and in the entries the part's
+ * `data` is that `sha256:<hex>` (a run that sends one image on every turn stores it once). `read` puts the bytes back.
+ *
  * @example
  * ```ts
  * import * as NodeServices from "@effect/platform-node/NodeServices"
@@ -72,8 +76,54 @@ export const Entry = Schema.Struct({
 export type Entry = typeof Entry.Type
 
 const EntryLine = Schema.fromJsonString(Entry)
-const encodeLine = Schema.encodeSync(EntryLine)
+const encodeEntry = Schema.encodeSync(Entry)
+const decodeEntry = Schema.decodeUnknownExit(Entry)
 const decodeLine = Schema.decodeUnknownExit(EntryLine)
+
+const blobPrefix = "sha256:"
+
+type Json = Record<string, unknown>
+
+/**
+ * `entry` (encoded) with each part's bytes swapped by `swap` (for its data); `undefined` when it holds none, the
+ * common case, so plain entries are not copied.
+ */
+const swapData = (entry: Json, swap: (data: string) => string): Json | undefined => {
+  const request = entry["request"] as Json
+  const messages = request["messages"] as ReadonlyArray<Json> | undefined
+  if (messages === undefined || !messages.some((message) => Array.isArray(message["content"]))) return undefined
+  return {
+    ...entry,
+    request: {
+      ...request,
+      messages: messages.map((message) =>
+        Array.isArray(message["content"])
+          ? {
+            ...message,
+            content: (message["content"] as ReadonlyArray<Json>).map((part) =>
+              typeof part["data"] === "string" ? { ...part, data: swap(part["data"]) } : part
+            )
+          }
+          : message
+      )
+    }
+  }
+}
+
+/** The cassette lines of one entry: a blob line for each part's bytes not stored yet (`stored`), then the entry. */
+const linesOf = (entry: Entry, stored: Set<string>): string => {
+  const encoded = encodeEntry(entry) as unknown as Json
+  let blobs = ""
+  const swapped = swapData(encoded, (data) => {
+    const digest = blobPrefix + createHash("sha256").update(data).digest("hex")
+    if (!stored.has(digest)) {
+      stored.add(digest)
+      blobs += JSON.stringify({ blob: digest, data }) + "\n"
+    }
+    return digest
+  })
+  return blobs + JSON.stringify(swapped ?? encoded) + "\n"
+}
 
 /**
  * The hash of a request: the first 16 hex digits of the SHA-256 of its canonical JSON.
@@ -132,10 +182,12 @@ export const layerRecord = (
       yield* fs.makeDirectory(paths.dirname(path), { recursive: true }).pipe(Effect.mapError(fail))
       yield* fs.writeFileString(path, "").pipe(Effect.mapError(fail))
       const next = occurrences()
+      // The digests of the bytes already in the file.
+      const stored = new Set<string>()
       // One writer at a time: concurrent sub-agents record into one file, a whole line each.
       const lock = yield* Semaphore.make(1)
       const write = (entry: Entry) =>
-        lock.withPermits(1)(fs.writeFileString(path, encodeLine(entry) + "\n", { flag: "a" })).pipe(
+        lock.withPermits(1)(Effect.suspend(() => fs.writeFileString(path, linesOf(entry, stored), { flag: "a" }))).pipe(
           // A cassette that silently misses calls would replay wrongly later: fail loudly instead.
           Effect.catch((error) => Effect.die(fail(error)))
         )
@@ -195,11 +247,35 @@ export const read = (path: string): Effect.Effect<ReadonlyArray<Entry>, JournalE
       Effect.mapError((error) => new JournalError({ path, message: `cannot read the cassette: ${error.message}` }))
     )
     const entries: Array<Entry> = []
+    const blobs = new Map<string, string>()
     const lines = text.split("\n")
     for (let i = 0; i < lines.length; i++) {
       const line = lines[i]!
       if (line.trim() === "") continue
-      const decoded = decodeLine(line)
+      let json: unknown
+      try {
+        json = JSON.parse(line)
+      } catch {
+        json = undefined
+      }
+      const object = typeof json === "object" && json !== null && !Array.isArray(json) ? json as Json : undefined
+      if (object !== undefined && typeof object["blob"] === "string" && typeof object["data"] === "string") {
+        blobs.set(object["blob"], object["data"])
+        continue
+      }
+      let missing: string | undefined
+      const whole = object !== undefined && typeof object["request"] === "object" && object["request"] !== null
+        ? swapData(object, (data) => {
+          if (!data.startsWith(blobPrefix)) return data
+          const bytes = blobs.get(data)
+          if (bytes === undefined) missing ??= data
+          return bytes ?? data
+        }) ?? object
+        : undefined
+      if (missing !== undefined) {
+        return yield* new JournalError({ path, line: i + 1, message: `${path}:${i + 1} uses the bytes ${missing}, which no line before it holds` })
+      }
+      const decoded = whole !== undefined ? decodeEntry(whole) : decodeLine(line)
       if (Exit.isFailure(decoded)) {
         return yield* new JournalError({
           path,

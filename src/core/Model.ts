@@ -18,7 +18,7 @@
  * const echo = (request: Model.Request): Model.Response => ({
  *   id: "echo-1",
  *   model: "echo",
- *   choices: [{ index: 0, text: request.messages?.at(-1)?.content ?? "", toolCalls: [], finishReason: "stop" }],
+ *   choices: [{ index: 0, text: Model.textOf(request.messages?.at(-1)?.content ?? ""), toolCalls: [], finishReason: "stop" }],
  *   usage: Model.emptyUsage
  * })
  * const Echo = Layer.succeed(Model.Model, Model.make({
@@ -33,8 +33,8 @@ import { Clock, Context, Duration, Effect, Layer, Stream } from "effect"
 import { InvalidOptions } from "./AgentError.js"
 import * as Fallback from "./internal/model/fallback.js"
 import * as internal from "./internal/modelChunks.js"
-import type { Chunk, Request, Response, ToolCall } from "./internal/modelSchema.js"
-import type { ModelError } from "./ModelError.js"
+import { type Chunk, defaultMaxPartBytes, type Message, partProblem, type Request, type Response, type ToolCall } from "./internal/modelSchema.js"
+import { InvalidContent, type ModelError } from "./ModelError.js"
 
 export * from "./internal/modelSchema.js"
 
@@ -80,6 +80,30 @@ export const text = (response: Response): string => response.choices[0]?.text ??
  * @category getters
  */
 export const toolCalls = (response: Response): ReadonlyArray<ToolCall> => response.choices[0]?.toolCalls ?? []
+
+/**
+ * The first content part of `messages` that cannot be sent, as an `InvalidContent` naming it (message index, part
+ * index, what is wrong: see `partProblem`), or `undefined`. Text content is not looked at, so plain text requests
+ * cost one type check per message. Providers call it before sending; `maxPartBytes` defaults to
+ * `defaultMaxPartBytes`.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const checkContent = (
+  messages: ReadonlyArray<Message>,
+  maxPartBytes: number = defaultMaxPartBytes
+): InvalidContent | undefined => {
+  for (let i = 0; i < messages.length; i++) {
+    const content = messages[i]!.content
+    if (typeof content === "string") continue
+    for (let j = 0; j < content.length; j++) {
+      const reason = partProblem(content[j]!, maxPartBytes)
+      if (reason !== undefined) return new InvalidContent({ messageIndex: i, partIndex: j, reason })
+    }
+  }
+  return undefined
+}
 
 // ---------------------------------------------------------------------------------------------------------
 // The service

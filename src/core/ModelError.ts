@@ -204,6 +204,28 @@ export class ReplayMiss extends Schema.TaggedError<ReplayMiss>()("ReplayMiss", {
 }
 
 /**
+ * A content part that cannot be sent, named by where it is: `messageIndex` in the request's messages, `partIndex`
+ * in that message's parts (a media type valet does not know, a URL scheme other than http(s) or data, bytes over
+ * the cap, a part the server cannot take at all). Not retryable.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class InvalidContent extends Schema.TaggedError<InvalidContent>()("InvalidContent", {
+  messageIndex: Schema.Number,
+  partIndex: Schema.Number,
+  reason: Schema.String
+}) {
+  /** Whether the same request may succeed when sent again. */
+  get retryable(): boolean {
+    return false
+  }
+  override get message(): string {
+    return `messages[${this.messageIndex}].content[${this.partIndex}]: ${this.reason}`
+  }
+}
+
+/**
  * Every error a `Model` call can fail with.
  *
  * @since 0.1.0
@@ -221,6 +243,7 @@ export type ModelError =
   | MalformedResponse
   | ScriptExhausted
   | ReplayMiss
+  | InvalidContent
 
 /**
  * The schema of `ModelError`, to carry model failures across JSON boundaries (cassettes, workflows, HTTP).
@@ -239,7 +262,8 @@ export const ModelError: Schema.Union<readonly [
   typeof ModelNotFound,
   typeof MalformedResponse,
   typeof ScriptExhausted,
-  typeof ReplayMiss
+  typeof ReplayMiss,
+  typeof InvalidContent
 ]> = Schema.Union([
   RateLimited,
   ServerError,
@@ -251,7 +275,8 @@ export const ModelError: Schema.Union<readonly [
   ModelNotFound,
   MalformedResponse,
   ScriptExhausted,
-  ReplayMiss
+  ReplayMiss,
+  InvalidContent
 ])
 
 const tags: ReadonlySet<string> = new Set(ModelError.members.map((member) => member.identifier))

@@ -6,7 +6,7 @@
  * @example
  * ```ts
  * import { Effect } from "effect"
- * import { Agent, ScriptedModel } from "valet"
+ * import { Agent, Model, ScriptedModel } from "valet"
  *
  * const agent = Agent.make({ name: "helper", instructions: "Be helpful." })
  *
@@ -18,7 +18,7 @@
  * }).pipe(Effect.provide(ScriptedModel.layer(["Hello!"])))
  *
  * // A function script answers each request as it comes: here, with the last message.
- * const echo = ScriptedModel.layer((request) => request.messages?.at(-1)?.content ?? "")
+ * const echo = ScriptedModel.layer((request) => Model.textOf(request.messages?.at(-1)?.content ?? ""))
  * ```
  *
  * @since 0.1.0

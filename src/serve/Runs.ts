@@ -115,8 +115,11 @@ export type HistoryMessage = typeof HistoryMessage.Type
 export const RunRequest = Schema.Struct({
   /** The agent's name. */
   agent: Schema.String,
-  /** The prompt. */
-  input: Schema.String,
+  /**
+   * The prompt: text, or parts (text, images, files, audio; checked as `Model.Part`) for a plain run. Parts become
+   * the conversation's last user message; the run's `input` shows their text.
+   */
+  input: Schema.Union([Schema.String, Schema.Array(Model.Part)]),
   /** The run's session id (letters, digits, `-`, `.`, `:`, single `_`); a new one by default. */
   sessionId: Schema.optional(Agent.SessionId),
   budget: Schema.optional(RunBudget),
@@ -727,12 +730,13 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
     const eventsOf = (
       record: Record_,
       entry: Agents.Entry,
+      prompt: string,
       options: Agent.StreamOptions & { readonly output?: Schema.Codec<unknown, unknown> }
     ): Stream.Stream<AgentEvent.AgentEvent, AgentError | Threads.ThreadError> => {
       const thread = record.thread
       const run = thread === undefined || Option.isNone(threads)
-        ? Agent.stream(entry.agent, record.input, options)
-        : Agent.stream(entry.agent, record.input, { ...options, thread: { ...turns, id: thread.id, owner: thread.owner } }).pipe(
+        ? Agent.stream(entry.agent, prompt, options)
+        : Agent.stream(entry.agent, prompt, { ...options, thread: { ...turns, id: thread.id, owner: thread.owner } }).pipe(
           Stream.provideService(Threads.Threads, threads.value)
         )
       return Stream.provideService(run, HumanLoop.HumanLoop, humanLoop)
@@ -743,10 +747,11 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
       entry: Agents.Entry,
       budget: Budget.Limits | undefined,
       history: ReadonlyArray<Model.Message>,
+      prompt: string,
       output: Schema.Codec<unknown, unknown> | undefined,
       begun: Deferred.Deferred<void, Threads.ThreadError>
     ) =>
-      eventsOf(record, entry, {
+      eventsOf(record, entry, prompt, {
         sessionId: record.sessionId,
         history,
         ...(output !== undefined ? { output } : {}),
@@ -814,6 +819,14 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
             message: `${maxConcurrentRuns} runs are going on, the most this server runs at once: retry later`
           })
         }
+        // Parts are the conversation's last user message (the prompt, then, is empty: the history is the
+        // conversation). A thread stores text turns: parts are refused there.
+        const parts = typeof request.input === "string" ? undefined : request.input
+        if (parts !== undefined && thread !== undefined) {
+          return yield* new InvalidRunRequest({
+            message: "input: a thread turn's input is text; parts (images, files, audio) go to a plain run (POST /runs)"
+          })
+        }
         const sessionId = request.sessionId ?? newId("sess")
         const problem = Agent.sessionIdProblem(sessionId)
         if (problem !== undefined) return yield* new InvalidRunRequest({ message: `sessionId: ${problem}` })
@@ -836,7 +849,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
           runId: newId("run"),
           sessionId,
           agent: entry.name,
-          input: request.input,
+          input: Model.textOf(request.input),
           thread,
           owner,
           createdAt: now,
@@ -854,7 +867,15 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
         records.set(record.runId, record)
         sessions.add(sessionId)
         running++
-        record.fiber = yield* Effect.forkIn(execute(record, entry, budget, request.history ?? [], output?.success, begun), scope)
+        record.fiber = yield* Effect.forkIn(execute(
+          record,
+          entry,
+          budget,
+          parts !== undefined ? [...(request.history ?? []), Model.user(parts)] : request.history ?? [],
+          parts !== undefined ? "" : record.input,
+          output?.success,
+          begun
+        ), scope)
         return record
       })
 

@@ -3,7 +3,7 @@ import { Context, Deferred, Effect, Exit, Fiber, Layer, Schema, Stream } from "e
 import { ActorCritic, Agent, AgentError, AgentEvent, type Architecture, Model, ScriptedModel, Tool } from "../../src/index.js"
 
 const lastUser = (request: Model.Request): string =>
-  (request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? ""
+  Model.textOf((request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? "")
 
 const critique = (score: number, issues: ReadonlyArray<string> = [], summary = "") =>
   JSON.stringify({ issues, score, summary })

@@ -13,11 +13,11 @@ import * as Blackboard from "../../src/architectures/Blackboard.js"
 import * as Agent from "../../src/core/Agent.js"
 import type * as Architecture from "../../src/core/Architecture.js"
 import * as Journal from "../../src/core/Journal.js"
-import type * as Model from "../../src/core/Model.js"
+import * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
 
-const lastUser = (request: Model.Request) => request.messages?.filter((m) => m.role === "user").at(-1)?.content ?? ""
+const lastUser = (request: Model.Request) => Model.textOf(request.messages?.filter((m) => m.role === "user").at(-1)?.content ?? "")
 const system = (request: Model.Request) => request.messages?.find((m) => m.role === "system")?.content ?? ""
 
 const researcher = Agent.make({ name: "researcher", instructions: "You are researcher. You find facts." })

@@ -5,12 +5,12 @@ import * as AgentError from "../../src/core/AgentError.js"
 import type * as AgentEvent from "../../src/core/AgentEvent.js"
 import * as Architecture from "../../src/core/Architecture.js"
 import * as Ensemble from "../../src/architectures/Ensemble.js"
-import type * as Model from "../../src/core/Model.js"
+import * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 
 const lastUser = (request: Model.Request): string =>
-  (request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? ""
+  Model.textOf((request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? "")
 const systemOf = (request: Model.Request): string =>
   (request.messages ?? []).find((message) => message.role === "system")?.content ?? ""
 const proposed = (prompt: string): string => /Proposed answer: (.*)/.exec(prompt)![1]!

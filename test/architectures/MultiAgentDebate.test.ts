@@ -13,11 +13,11 @@ import * as MultiAgentDebate from "../../src/architectures/MultiAgentDebate.js"
 import * as Agent from "../../src/core/Agent.js"
 import type * as Architecture from "../../src/core/Architecture.js"
 import * as Journal from "../../src/core/Journal.js"
-import type * as Model from "../../src/core/Model.js"
+import * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
 
-const lastUser = (request: Model.Request) => request.messages?.filter((m) => m.role === "user").at(-1)?.content ?? ""
+const lastUser = (request: Model.Request) => Model.textOf(request.messages?.filter((m) => m.role === "user").at(-1)?.content ?? "")
 
 /** A debater on its own scripted model: `answers[r]` in round r, after `delays[r]` ms. */
 const debater = (name: string, answers: ReadonlyArray<string>, delays: ReadonlyArray<number> = []) => {
@@ -132,7 +132,7 @@ describe("MultiAgentDebate", () => {
         const agent = Agent.make({ name: "moderator", instructions: "", architecture: MultiAgentDebate.makeUnsafe({ debaters: [plain("a"), plain("b")], maxRounds: 1 }) })
         // Answers chosen by who asks, so concurrent calls get the same answers in any order.
         const script: ScriptedModel.Script = (request) => {
-          const who = request.messages?.[0]?.content ?? ""
+          const who = Model.textOf(request.messages?.[0]?.content ?? "")
           return who.includes("You are a.") ? "Paris" : lastUser(request).includes("Round 0") ? "Paris" : "Lyon"
         }
         const recorded = yield* Agent.run(agent, "Capital?", { sessionId: "rec" }).pipe(

@@ -3,7 +3,7 @@ import { Deferred, Effect, Exit, Fiber, Layer, Ref, Result, Schema, Stream } fro
 import { Agent, AgentError, AgentEvent, type Architecture, Model, PlanAndExecute, ScriptedModel, Tool } from "../../src/index.js"
 
 const lastUser = (request: Model.Request): string =>
-  (request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? ""
+  Model.textOf((request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? "")
 
 const agentWith = (architecture: Architecture.Architecture<Model.Model>, tools: ReadonlyArray<Tool.Tool> = []) =>
   Agent.make({ name: "planner-agent", instructions: "You are thorough.", architecture, tools })

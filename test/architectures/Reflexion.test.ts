@@ -14,7 +14,7 @@ import {
 } from "../../src/index.js"
 
 const lastUser = (request: Model.Request): string =>
-  (request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? ""
+  Model.textOf((request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? "")
 
 const solver = (architecture: Architecture.Architecture<Model.Model>) =>
   Agent.make({ name: "solver", instructions: "Solve the puzzle.", architecture })
@@ -58,7 +58,7 @@ describe("Reflexion", () => {
       const calls = yield* ScriptedModel.calls
       // Attempt 1: the task alone. Attempt 2: a fresh context (no trace of attempt 1) with the lesson.
       expect(calls[0]!.messages).toEqual([Model.system("Solve the puzzle."), Model.user(task)])
-      expect(calls[0]!.messages!.some((message) => message.content.includes(lesson))).toBe(false)
+      expect(calls[0]!.messages!.some((message) => Model.textOf(message.content).includes(lesson))).toBe(false)
       expect(calls[3]!.messages).toEqual([
         Model.system("Solve the puzzle."),
         Model.user(`${task}\n\nLessons from earlier attempts at this task:\n- ${lesson}`)

@@ -4,7 +4,7 @@ import { Agent, AgentError, AgentEvent, Architecture, Model, ReAct, ScriptedMode
 import { adjustWhenSleeping } from "../support/clock.js"
 
 const lastUser = (request: Model.Request): string =>
-  (request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? ""
+  Model.textOf((request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? "")
 
 const progress = (events: ReadonlyArray<AgentEvent.AgentEvent>) =>
   events.flatMap((event) => (event._tag === "Progress" ? [[event.name, event.data] as const] : []))

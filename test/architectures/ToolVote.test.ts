@@ -23,7 +23,7 @@ const sandbox = Sandbox.layerProcess({ workRoot, graceMs: 200, isolation: testIs
 
 const continuation = "\n\nContinue. If you need python again, emit a new tool JSON object."
 const userMessages = (request: Model.Request): Array<string> =>
-  (request.messages ?? []).filter((message) => message.role === "user").map((message) => message.content)
+  (request.messages ?? []).filter((message) => message.role === "user").map((message) => Model.textOf(message.content))
 const lastUser = (request: Model.Request): string => userMessages(request).at(-1) ?? ""
 const python = (code: string): string => JSON.stringify({ tool: "python", code })
 

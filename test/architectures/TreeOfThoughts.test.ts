@@ -12,11 +12,11 @@ import * as TreeOfThoughts from "../../src/architectures/TreeOfThoughts.js"
 import * as Agent from "../../src/core/Agent.js"
 import type * as Architecture from "../../src/core/Architecture.js"
 import * as Journal from "../../src/core/Journal.js"
-import type * as Model from "../../src/core/Model.js"
+import * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
 
-const lastUser = (request: Model.Request) => request.messages?.filter((m) => m.role === "user").at(-1)?.content ?? ""
+const lastUser = (request: Model.Request) => Model.textOf(request.messages?.filter((m) => m.role === "user").at(-1)?.content ?? "")
 const solver = <R>(architecture: Architecture.Architecture<R>) => Agent.make({ name: "solver", instructions: "", architecture })
 
 /**

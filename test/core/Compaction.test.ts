@@ -93,9 +93,9 @@ describe("Compaction", () => {
       // After a summary, calls keep the task and read the summary, not the summarised pages.
       const last = requests.at(-1)!.messages!
       expect(last[1]).toEqual({ role: "user", content: "Read pages 1 to 6." })
-      expect(last[2]!.content.startsWith("[Summary of ")).toBe(true)
-      expect(last.some((message) => message.content.startsWith("[Summary of "))).toBe(true)
-      expect(last.some((message) => message.role === "tool" && message.content.startsWith("page 1:"))).toBe(false)
+      expect(Model.textOf(last[2]!.content).startsWith("[Summary of ")).toBe(true)
+      expect(last.some((message) => Model.textOf(message.content).startsWith("[Summary of "))).toBe(true)
+      expect(last.some((message) => message.role === "tool" && Model.textOf(message.content).startsWith("page 1:"))).toBe(false)
       // Every call sent stayed under the threshold of the window.
       for (const request of requests) expect(Compaction.defaultPolicy.threshold * 800 >= estimate(request)).toBe(true)
     }))
@@ -169,7 +169,7 @@ describe("Compaction's limits", () => {
       const sent = requests.at(-1)!.messages!
       // The oldest history became one summary; the last answer before the task and the task itself are whole.
       expect(sent.map((message) => message.role)).toEqual(["system", "user", "assistant", "user"])
-      expect(sent[1]!.content.startsWith("[Summary of 11 earlier messages]")).toBe(true)
+      expect(Model.textOf(sent[1]!.content).startsWith("[Summary of 11 earlier messages]")).toBe(true)
       expect(sent.at(-1)).toEqual({ role: "user", content: "THE TASK" })
     }))
 

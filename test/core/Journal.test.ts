@@ -127,3 +127,40 @@ describe("Journal", () => {
       expect(missing.message).toContain("cannot read the cassette")
     }).pipe(Effect.provide(NodeServices.layer)))
 })
+
+describe("Journal: content parts", () => {
+  // A real 1×1 PNG, repeated to 3 KB so that a second copy in the file would show.
+  const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==".replace(/=+$/, "")
+  const image = Model.imagePart({ data: `${png.repeat(32).slice(0, 3000)}`, mediaType: "image/png" })
+  const history = [Model.user([Model.textPart("Add the numbers in this image."), image])]
+
+  it.effect("an image sent on every turn is stored once, by digest; read and replay put the bytes back", () =>
+    Effect.gen(function*() {
+      const path = yield* cassette
+      const recorded = yield* Agent.run(calculator, "", { sessionId: "s", history }).pipe(Effect.provide(recording(path, script)))
+      const text = yield* (yield* FileSystem.FileSystem).readFileString(path)
+      const lines = text.trim().split("\n").map((line) => JSON.parse(line) as Record<string, unknown>)
+      // One blob line, then the two turns' entries, each naming the bytes by their digest.
+      expect(lines).toHaveLength(3)
+      expect(lines[0]).toEqual({ blob: expect.stringMatching(/^sha256:[0-9a-f]{64}$/), data: image.data })
+      expect(text.split(image.data!).length - 1).toBe(1)
+      expect(text.split(lines[0]!.blob as string).length - 1).toBe(3)
+      const entries = yield* Journal.read(path)
+      expect(entries).toHaveLength(2)
+      for (const entry of entries) expect(entry.request.messages!.at(1)).toEqual(history[0])
+      const replayed = yield* Agent.run(calculator, "", { sessionId: "s", history }).pipe(Effect.provide(replaying(path)))
+      expect(replayed).toEqual(recorded)
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.effect("an entry naming bytes no earlier line holds is a JournalError with its line", () =>
+    Effect.gen(function*() {
+      const path = yield* cassette
+      yield* Agent.run(calculator, "", { history }).pipe(Effect.provide(recording(path, script)))
+      const fs = yield* FileSystem.FileSystem
+      const text = yield* fs.readFileString(path)
+      yield* fs.writeFileString(path, text.split("\n").slice(1).join("\n"))
+      const error = yield* Effect.flip(Journal.read(path))
+      expect(error.line).toBe(1)
+      expect(error.message).toMatch(/:1 uses the bytes sha256:[0-9a-f]{64}, which no line before it holds$/)
+    }).pipe(Effect.provide(NodeServices.layer)))
+})

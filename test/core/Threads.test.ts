@@ -13,7 +13,7 @@ import { dirname, join } from "node:path"
 import * as Agent from "../../src/core/Agent.js"
 import * as EmbeddingModel from "../../src/core/EmbeddingModel.js"
 import * as HashedEmbeddingModel from "../../src/core/HashedEmbeddingModel.js"
-import type * as Model from "../../src/core/Model.js"
+import * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Turn from "../../src/core/internal/threads/turn.js"
@@ -125,8 +125,8 @@ const conformance = (backend: Backend) =>
         const page = yield* Threads.messages("busy", { limit: 1000 })
         expect(page.total).toBe(40)
         // Each writer's two messages are next to each other: no append was cut by another.
-        for (let i = 0; i < 40; i += 2) expect(page.messages[i + 1]!.content).toBe(page.messages[i]!.content.replace(" q", " a"))
-        expect(new Set(page.messages.map((message) => message.content)).size).toBe(40)
+        for (let i = 0; i < 40; i += 2) expect(page.messages[i + 1]!.content).toBe(Model.textOf(page.messages[i]!.content).replace(" q", " a"))
+        expect(new Set(page.messages.map((message) => Model.textOf(message.content))).size).toBe(40)
       })))
 
     it.effect("fork at a message: a new thread of the same owner with the messages before it", () =>
@@ -153,7 +153,7 @@ const conformance = (backend: Backend) =>
         const lease = yield* threads.acquire("s", { durationMs: 1000 })
         yield* threads.writeSummary("s", { content: "[Summary of 4 earlier messages]\nOne to four.", through: 4 }, { lease })
         // The messages are untouched: every one is still read.
-        expect((yield* Threads.messages("s")).messages.map((message) => message.content)).toEqual(["1", "2", "3", "4", "5", "6"])
+        expect((yield* Threads.messages("s")).messages.map((message) => Model.textOf(message.content))).toEqual(["1", "2", "3", "4", "5", "6"])
         // A lease lost: nothing written. Through past the messages, or empty text: refused, naming the field.
         yield* TestClock.adjust(1001)
         yield* threads.acquire("s", { durationMs: 1000 })
@@ -425,7 +425,7 @@ const sqlConformance = (backend: SqlBackend) =>
           ), { concurrency: "unbounded" })
         }
         const page = yield* one.messages("twice")
-        expect(page.messages.map((message) => message.content)).toEqual(Array.from({ length: 10 }, (_, i) => [`q${i}`, `a${i}`]).flat())
+        expect(page.messages.map((message) => Model.textOf(message.content))).toEqual(Array.from({ length: 10 }, (_, i) => [`q${i}`, `a${i}`]).flat())
       }).pipe(Effect.scoped))
 
     it.effect("a database made before turn keys (no valet_thread_turns) gets the table when a store opens it", () =>
@@ -791,7 +791,7 @@ describe("Turns with recall", () => {
       const query = embed("My cat is called Tom.")
       const found = yield* Threads.recall({ owner: "ada", model: "hashed-64", vector: query, topK: 5, threadId: "a" })
       // Every vector recalled is the vector of the message it is stored with: none of run-1's texts on messages 2, 3.
-      for (const hit of found) expect(hit.score).toBeCloseTo(EmbeddingModel.cosineSimilarity(query, embed(hit.message.content)), 5)
+      for (const hit of found) expect(hit.score).toBeCloseTo(EmbeddingModel.cosineSimilarity(query, embed(Model.textOf(hit.message.content))), 5)
       expect(found.map((hit) => hit.index).filter((index) => index >= 2)).toEqual([])
     })).pipe(Effect.provide(HashedEmbeddingModel.layer({ dimensions: 64 }))))
 

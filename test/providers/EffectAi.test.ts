@@ -611,3 +611,65 @@ describe("EffectAi: prompt-cache counts cross both bridges", () => {
       expect(response.usage.inputTokens).toMatchObject({ total: 2006, uncached: 86, cacheRead: 1920 })
     }))
 })
+
+describe("EffectAi: content parts both ways", () => {
+  // A real 1×1 PNG; a PDF header; a WAV header: where the bytes go is what is checked.
+  const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+  const pdf = "JVBERi0xLjQKJcfsj6IK"
+  const wav = "UklGRiQAAABXQVZFZm10IBAAAAABAAEAQB8AAIA+AAACABAAZGF0YQAAAAA="
+  const wire = [
+    { type: "text", text: "Compare" },
+    { type: "image_url", image_url: { url: "https://example.com/cat.png" } },
+    { type: "image_url", image_url: { url: `data:image/png;base64,${png}` } },
+    { type: "input_audio", input_audio: { data: wav, format: "wav" } },
+    { type: "file", file: { file_data: `data:application/pdf;base64,${pdf}`, filename: "report.pdf" } }
+  ]
+
+  it.effect("valet parts → effect/ai file parts → valet parts: the wire body is the one valet sends directly", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      const request: Model.Request = {
+        messages: [Model.user([
+          Model.textPart("Compare"),
+          Model.imagePart({ url: "https://example.com/cat.png" }),
+          Model.imagePart({ data: png, mediaType: "image/png" }),
+          Model.audioPart(wav, "wav"),
+          Model.filePart({ data: pdf, mediaType: "application/pdf", name: "report.pdf" })
+        ])]
+      }
+      yield* Effect.provide(Model.generate(request), EffectAi.fromLanguageModel(languageModel(server)))
+      expect(server.requests[0]!.body.messages).toEqual([{ role: "user", content: wire }])
+      // A bad part is refused before the provider sees it, generating or streaming, naming the part.
+      const bad: Model.Request = { messages: [Model.user([Model.imagePart({ url: "ftp://example.com/a.png" })])] }
+      const refused = yield* Effect.flip(Model.generate(bad)).pipe(Effect.provide(EffectAi.fromLanguageModel(languageModel(server))))
+      expect(refused.message).toBe("messages[0].content[0]: the URL scheme \"ftp:\" is not allowed (only http:, https: and data:)")
+      const streamed = yield* Effect.flip(Stream.runDrain(Model.stream(bad))).pipe(Effect.provide(EffectAi.fromLanguageModel(languageModel(server))))
+      expect(streamed._tag).toBe("InvalidContent")
+      expect(server.requests).toHaveLength(1)
+    }))
+
+  it.effect("an effect/ai prompt's file parts reach the server as content parts; an unknown media type is refused naming the part", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      const prompt = Prompt.make([{
+        role: "user",
+        content: [
+          { type: "text", text: "Compare" },
+          { type: "file", mediaType: "image/*", data: new URL("https://example.com/cat.png") },
+          { type: "file", mediaType: "image/png", data: Buffer.from(png, "base64") },
+          { type: "file", mediaType: "audio/wav", data: Buffer.from(wav, "base64") },
+          { type: "file", mediaType: "application/pdf", fileName: "report.pdf", data: Buffer.from(pdf, "base64") }
+        ]
+      }])
+      const refused = yield* Effect.gen(function*() {
+        yield* LanguageModel.generateText({ prompt })
+        return yield* Effect.flip(LanguageModel.generateText({
+          prompt: Prompt.make([{ role: "user", content: [{ type: "file", mediaType: "application/x-msdownload", data: new Uint8Array(4) }] }])
+        }))
+      }).pipe(Effect.provide(languageModel(server)))
+      expect(server.requests[0]!.body.messages).toEqual([{ role: "user", content: wire }])
+      expect(refused.reason._tag).toBe("InvalidRequestError")
+      expect(refused.message).toContain("message 0, part 0: unknown file media type \"application/x-msdownload\"")
+      expect(server.requests).toHaveLength(1)
+    }))
+})

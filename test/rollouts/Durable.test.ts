@@ -11,7 +11,7 @@ import * as EmbeddingModel from "../../src/core/EmbeddingModel.js"
 import * as HashedEmbeddingModel from "../../src/core/HashedEmbeddingModel.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
-import type * as Model from "../../src/core/Model.js"
+import * as Model from "../../src/core/Model.js"
 import * as Threads from "../../src/core/Threads.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as Sandbox from "../../src/environment/Sandbox.js"
@@ -231,7 +231,7 @@ describe("Durable thread turns (one process, Durable.layerSqlite)", () => {
         yield* Threads.create({ id: "old", owner: "ada" })
         const past = [user("My cat is called Tom."), assistant("Noted."), user("The invoice is due on Friday."), assistant("Noted.")]
         yield* Threads.append("old", past)
-        const vectors = yield* EmbeddingModel.embed(past.map((message) => message.content))
+        const vectors = yield* EmbeddingModel.embed(past.map((message) => Model.textOf(message.content)))
         yield* Threads.Threads.use((threads) =>
           threads.storeVectors("old", "hashed-256", vectors.map((vector, index) => ({ index, vector: Array.from(vector) }))))
         yield* Threads.create({ id: "t", owner: "ada" })
@@ -343,7 +343,7 @@ describe("Durable.evaluate", () => {
   const solver = Agent.make({ name: "solver", instructions: "", tools: [lookup] })
   const model = (sent: Array<string>) =>
     ScriptedModel.layer((request, index) => {
-      const problem = request.messages?.find((message) => message.role === "user")?.content ?? ""
+      const problem = Model.textOf(request.messages?.find((message) => message.role === "user")?.content ?? "")
       sent.push(problem)
       if (problem.includes("fail")) return { error: new ModelError.InvalidRequest({ status: 400, message: "refused" }) }
       if (problem.includes("loop")) return { toolCalls: [{ name: "lookup", arguments: { q: `more ${index}` } }] }

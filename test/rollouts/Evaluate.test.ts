@@ -4,12 +4,12 @@ import { Effect, FileSystem, Schema } from "effect"
 import * as Agent from "../../src/core/Agent.js"
 import * as Ensemble from "../../src/architectures/Ensemble.js"
 import * as Evaluate from "../../src/rollouts/Evaluate.js"
-import type * as Model from "../../src/core/Model.js"
+import * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 
 const lastUser = (request: Model.Request): string =>
-  (request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? ""
+  Model.textOf((request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? "")
 
 const solver = Agent.make({ name: "solver", instructions: "Answer with FINAL: <answer>." })
 

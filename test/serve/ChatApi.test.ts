@@ -24,6 +24,7 @@ import * as Threads from "../../src/core/Threads.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as Agents from "../../src/serve/Agents.js"
 import * as ChatApi from "../../src/serve/ChatApi.js"
+import * as ChatRequestOf from "../../src/serve/internal/chat/request.js"
 import * as Server from "../../src/serve/Server.js"
 import { chromiumPath, chromiumRequired, chromiumUnavailable } from "../support/chromium.js"
 import { serveAgents } from "../support/serve.js"
@@ -216,10 +217,10 @@ describe("ChatApi (the AI SDK's chat transport as the client)", () => {
       expect(yield* refused({ messages: [user("u1", "hi"), { id: "a1", role: "assistant", parts: [{ type: "text", text: "Hello" }] }] }))
         .toMatchObject({ status: 400, message: `payload: messages[1].role must be "user" (the agent answers the last message), got "assistant" answering no approval (no tool part in state "approval-responded")` })
       // The transport throws the body: the message useChat's `error` holds.
-      const file = { id: "u1", role: "user" as const, parts: [{ type: "file" as const, mediaType: "image/png", url: "data:image/png;base64,AA==" }] }
+      const file = { id: "u1", role: "user" as const, parts: [{ type: "file" as const, mediaType: "image/tiff", url: "data:image/tiff;base64,AA==" }] }
       expect(yield* refusal(api, [file])).toEqual({
         _tag: "BadRequest",
-        message: `payload: messages[0].parts[0] is a file of type "image/png": valet's messages are text, so an agent can be given text files only (text/*, JSON, XML, YAML, CSV)`
+        message: `payload: messages[0].parts[0] is a file valet cannot send: unknown file media type "image/tiff" (known: application/pdf, text/plain, text/markdown, text/csv, text/html, application/json, image/png, image/jpeg, image/gif, image/webp)`
       })
     }).pipe(Effect.scoped), 30_000)
 
@@ -529,6 +530,36 @@ describe("ChatApi.runRequestOf (UI messages → the run's history and input)", (
       .toEqual(Result.succeed({ agent: "agent", input: "Sum column b.\n[file t.csv (text/csv)]\na,b\n1,2\n" }))
     expect(run([{ role: "user", parts: [{ type: "file", mediaType: "application/json", url: "data:application/json,%7B%22a%22%3A1%7D" }] }]))
       .toEqual(Result.succeed({ agent: "agent", input: `[file attachment (application/json)]\n{"a":1}` }))
+  })
+
+  it("a user's image and PDF attachments are content parts in order with the text; a thread turn refuses them", () => {
+    const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+    const messages = [{
+      role: "user",
+      parts: [
+        { type: "text", text: "Compare these." },
+        { type: "file", mediaType: "image/png", filename: "a.png", url: `data:image/png;base64,${png}` },
+        { type: "file", mediaType: "application/pdf", filename: "b.pdf", url: "data:application/pdf;base64,JVBERi0=" },
+        { type: "file", mediaType: "image/jpeg", url: "https://example.com/c.jpg" }
+      ]
+    }]
+    expect(run(messages)).toEqual(Result.succeed({
+      agent: "agent",
+      input: [
+        Model.textPart("Compare these."),
+        Model.imagePart({ data: png, mediaType: "image/png" }),
+        Model.filePart({ data: "JVBERi0=", mediaType: "application/pdf", name: "b.pdf" }),
+        Model.imagePart({ url: "https://example.com/c.jpg" })
+      ]
+    }))
+    const turn = ChatRequestOf.turnRequestOf("agent", Schema.decodeUnknownSync(ChatApi.ChatRequest)({ messages }))
+    expect(Result.isFailure(turn) ? turn.failure : "accepted").toBe(
+      "payload: messages[0].parts hold images or documents: a thread's turns are text (a chat without a thread takes them)"
+    )
+    const bad = run([{ role: "user", parts: [{ type: "file", mediaType: "image/png", url: "file:///etc/passwd" }] }])
+    expect(Result.isFailure(bad) ? bad.failure.message : "accepted").toBe(
+      "payload: messages[0].parts[0] is a file valet cannot send: the URL scheme \"file:\" is not allowed (only http:, https: and data:)"
+    )
   })
 
   it("what cannot be given to an agent is refused, naming the part", () => {

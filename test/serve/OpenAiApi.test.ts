@@ -106,6 +106,31 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
       ])
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("openai: a user message with an image reaches the agent's model as an image part, exactly as sent", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(agents)
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused" })
+      const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+      seen.length = 0
+      const completion = yield* Effect.promise(() =>
+        client.chat.completions.create({
+          model: "echo",
+          messages: [{
+            role: "user",
+            content: [
+              { type: "text", text: "Which city is this?" },
+              { type: "image_url", image_url: { url: `data:image/png;base64,${png}` } }
+            ]
+          }]
+        })
+      )
+      expect(completion.choices[0]!.message.content).toBe("Paris is the capital of France.")
+      expect(seen[0]).toEqual([
+        Model.system("Be brief."),
+        Model.user([Model.textPart("Which city is this?"), Model.imagePart({ data: png, mediaType: "image/png" })])
+      ])
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("openai streaming: content deltas that add up to the answer, a finish reason, the usage chunk, [DONE]", () =>
     Effect.gen(function*() {
       const url = yield* serve(agents)
@@ -294,8 +319,13 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
         .toMatchObject({ status: 400, param: "response_format.type", code: "unsupported_value" })
       expect(yield* ask({ response_format: { type: "json_schema", json_schema: { name: "x", schema: { $ref: "#/$defs/Missing" } } } }))
         .toMatchObject({ status: 400, param: "response_format.json_schema.schema" })
-      expect(yield* ask({}, [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:image/png;base64,AA==" } }] }]))
-        .toMatchObject({ status: 400, param: "messages[0].content[0].type" })
+      const tiff = yield* ask({}, [{ role: "user", content: [{ type: "image_url", image_url: { url: "data:image/tiff;base64,AA==" } }] }])
+      expect(tiff).toMatchObject({ status: 400, param: "messages[0].content[0]", code: "invalid_value" })
+      expect(tiff!.message).toContain("unknown image media type \"image/tiff\"")
+      expect(yield* ask({}, [{ role: "user", content: [{ type: "image_url", image_url: { url: "file:///etc/passwd" } }] }]))
+        .toMatchObject({ status: 400, param: "messages[0].content[0]" })
+      expect(yield* ask({}, [{ role: "user", content: [{ type: "refusal", refusal: "no" }] }]))
+        .toMatchObject({ status: 400, param: "messages[0].content[0].type", code: "unsupported_value" })
       // Accepted: what an agent does anyway, and the sampling knobs its architecture owns (not used).
       expect(yield* ask({ n: 1, tools: [], tool_choice: "auto", logprobs: false, temperature: 0.3, seed: 7, stop: ["x"] })).toBeUndefined()
       // Only that last request started a run: every refusal came before one.
@@ -405,6 +435,42 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
     })).toEqual(Result.succeed({ agent: "a", input: "q", output: { type: "object" }, budget: { maxOutputTokens: 50 } }))
   })
 
+  it("runRequestOf: a user message's image, audio and file parts reach the run's conversation as valet parts", () => {
+    const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+    const run = OpenAiApi.runRequestOf({
+      model: "a",
+      messages: [
+        { role: "system", content: "Look." },
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "What is this?" },
+            { type: "image_url", image_url: { url: `data:image/png;base64,${png}`, detail: "low" } },
+            { type: "image_url", image_url: { url: "https://example.com/cat.png" } },
+            { type: "input_audio", input_audio: { data: "UklGRg==", format: "wav" } },
+            { type: "file", file: { file_data: "data:application/pdf;base64,JVBERi0=", filename: "a.pdf" } }
+          ]
+        }
+      ]
+    })
+    // The last message keeps its parts in the history; the run's (text) input is empty, so the history is the
+    // conversation.
+    expect(run).toEqual(Result.succeed({
+      agent: "a",
+      input: "",
+      history: [
+        Model.system("Look."),
+        Model.user([
+          Model.textPart("What is this?"),
+          { type: "image", data: png, mediaType: "image/png", detail: "low" },
+          Model.imagePart({ url: "https://example.com/cat.png" }),
+          Model.audioPart("UklGRg==", "wav"),
+          Model.filePart({ data: "JVBERi0=", mediaType: "application/pdf", name: "a.pdf" })
+        ])
+      ]
+    }))
+  })
+
   it("runRequestOf: a broken tool exchange is refused naming the message", () => {
     const call = { id: "call_1", function: { name: "search", arguments: "{}" } }
     const param = (messages: OpenAiApi.ChatCompletionRequest["messages"]) => {
@@ -418,7 +484,9 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
     expect(param([{ role: "user", content: "q" }, { role: "assistant", tool_calls: [call] }, { role: "user", content: "q2" }]))
       .toBe("messages[1].tool_calls")
     expect(param([{ role: "user", content: "q" }, { role: "assistant", tool_calls: [call] }])).toBe("messages[1].tool_calls")
-    expect(param([{ role: "user", content: [{ type: "text", text: "q" }, { type: "image_url" }] }])).toBe("messages[0].content[1].type")
+    expect(param([{ role: "user", content: [{ type: "text", text: "q" }, { type: "image_url" }] }])).toBe("messages[0].content[1].image_url")
+    expect(param([{ role: "assistant", content: [{ type: "image_url", image_url: { url: "https://x/a.png" } }] }, { role: "user", content: "q" }]))
+      .toBe("messages[0].content[0].type")
     expect(param([{ role: "user", content: "q" }, { role: "assistant", content: "", function_call: { name: "f", arguments: "{}" } }]))
       .toBe("messages[1].function_call")
   })

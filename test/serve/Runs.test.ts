@@ -4,11 +4,12 @@
  * are dropped by count and by age.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Result, Schema, Stream } from "effect"
+import { Context, Effect, Fiber, Layer, Result, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as Agent from "../../src/core/Agent.js"
 import * as HumanLoop from "../../src/core/HumanLoop.js"
+import * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as ModelError from "../../src/core/ModelError.js"
@@ -213,4 +214,31 @@ describe("Runs: decisions", () => {
       expect(ended.pending).toBeUndefined()
       expect(yield* HumanLoop.pending()).toEqual([])
     }).pipe(Effect.provide(withLoop)))
+})
+
+describe("Runs: input as parts", () => {
+  const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+  const parts = [Model.textPart("What is this?"), Model.imagePart({ data: png, mediaType: "image/png" })]
+
+  it.effect("the model reads the parts as the last user message; the run's input shows their text", () =>
+    Effect.gen(function*() {
+      const context = ScriptedModel.context(["A pixel."])
+      const looker = Agent.make({ name: "looker", instructions: "Look.", model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) })
+      const program = Effect.gen(function*() {
+        const runs = yield* Runs.Runs
+        const { runId } = yield* runs.start({ agent: "looker", input: parts, history: [Model.user("Hi."), Model.assistant("Hello!")] })
+        const events = yield* collect(yield* runs.events(runId))
+        expect(events.at(-1)!.event).toMatchObject({ _tag: "RunCompleted", result: { output: "A pixel." } })
+        expect((yield* runs.get(runId)).input).toBe("What is this?")
+      })
+      yield* program.pipe(Effect.provide(Layer.provide(Runs.layer(), Agents.layer([looker as Agent.Agent<never>]))))
+      const calls = yield* ScriptedModel.calls.pipe(Effect.provide(context))
+      expect(calls[0]!.messages).toEqual([Model.system("Look."), Model.user("Hi."), Model.assistant("Hello!"), Model.user(parts)])
+    }))
+
+  it("a bad part in a POST /runs body is refused by the schema, naming it", () => {
+    const decoded = Schema.decodeUnknownResult(Runs.RunRequest)({ agent: "a", input: [{ type: "image", url: "ftp://x/a.png" }] })
+    expect(Result.isFailure(decoded)).toBe(true)
+    expect(String(Result.isFailure(decoded) ? decoded.failure : "")).toContain("the URL scheme \"ftp:\" is not allowed")
+  })
 })

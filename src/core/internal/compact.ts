@@ -9,7 +9,7 @@ import type { BudgetExhausted } from "../AgentError.js"
 import * as Budget from "../Budget.js"
 import * as Compaction from "../Compaction.js"
 import type { ModelError } from "../ModelError.js"
-import type { Message, Request, Response } from "./modelSchema.js"
+import { type Message, type Request, type Response, textOf } from "./modelSchema.js"
 
 /** What a run compacted: the messages it was sent (`length` of them, by their ends) and what went instead. */
 export interface Compacted {
@@ -24,7 +24,8 @@ export interface Compacted {
 }
 
 /** Whether a message is a compaction's summary. */
-export const isSummary = (message: Message): boolean => message.role === "user" && message.content.startsWith(Compaction.summaryPrefix)
+export const isSummary = (message: Message): boolean => message.role === "user" && typeof message.content === "string" &&
+  message.content.startsWith(Compaction.summaryPrefix)
 
 const toolCallsLength = (message: Message): number => {
   if (message.role !== "assistant" || message.toolCalls === undefined) return 0
@@ -222,7 +223,7 @@ export const counterOf = (tokenizer: TokenizerService | undefined): Counter => {
     const cached = cache.messages.get(message)
     if (cached !== undefined) return Effect.succeed(cached)
     const calls = message.role === "assistant" && message.toolCalls !== undefined ? JSON.stringify(message.toolCalls) : ""
-    return Effect.map(Effect.zipWith(text(message.content), text(calls), (a, b) => a + b + 4), (tokens) => {
+    return Effect.map(Effect.zipWith(text(textOf(message.content)), text(calls), (a, b) => a + b + 4), (tokens) => {
       cache.messages.set(message, tokens)
       return tokens
     })

@@ -4,6 +4,7 @@
  * chunk accumulator can use these types without importing `Model`.
  */
 import { Schema } from "effect"
+import { Base64 } from "effect/encoding"
 
 // ---------------------------------------------------------------------------------------------------------
 // Messages
@@ -46,15 +47,307 @@ export const SystemMessage = Schema.Struct({
  */
 export type SystemMessage = typeof SystemMessage.Type
 
+// ---------------------------------------------------------------------------------------------------------
+// Content parts
+// ---------------------------------------------------------------------------------------------------------
+
 /**
- * A user message.
+ * The image media types a part may carry (what OpenAI, vLLM's vision models and Gemini all take).
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const imageMediaTypes: ReadonlyArray<string> = ["image/png", "image/jpeg", "image/gif", "image/webp"]
+
+/**
+ * The media types a file part may carry: documents, text, and the image types.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const fileMediaTypes: ReadonlyArray<string> = [
+  "application/pdf",
+  "text/plain",
+  "text/markdown",
+  "text/csv",
+  "text/html",
+  "application/json",
+  ...imageMediaTypes
+]
+
+/**
+ * The audio formats an audio part may carry (OpenAI's `input_audio.format`; vLLM takes the same names).
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const AudioFormat = Schema.Literals(["wav", "mp3", "flac", "ogg", "webm", "m4a"])
+/**
+ * An audio format.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export type AudioFormat = typeof AudioFormat.Type
+
+/**
+ * The largest part, in bytes (decoded bytes of `data`, or the whole URL text): 20 MiB, OpenAI's image limit.
+ * `Model.checkContent` takes another cap.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const defaultMaxPartBytes = 20 * 1024 * 1024
+
+/**
+ * The byte length of base64 text once decoded, without decoding it.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const base64Bytes = (data: string): number => {
+  const padding = data.endsWith("==") ? 2 : data.endsWith("=") ? 1 : 0
+  return Math.floor((data.length * 3) / 4) - padding
+}
+
+const base64Text = /^[A-Za-z0-9+/]*={0,2}$/
+
+const schemeProblem = (url: string): string | undefined => {
+  const colon = url.indexOf(":")
+  const scheme = colon > 0 ? url.slice(0, colon).toLowerCase() : ""
+  return scheme === "http" || scheme === "https" || scheme === "data"
+    ? undefined
+    : `the URL scheme ${scheme === "" ? "(none)" : `"${scheme}:"`} is not allowed (only http:, https: and data:)`
+}
+
+/**
+ * What is wrong with one part, or `undefined`: a media type valet does not know, a URL scheme other than http(s) or
+ * data, `url` and `data` both or neither, text that is not base64, more than `maxBytes` bytes.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const partProblem = (part: Part, maxBytes: number = defaultMaxPartBytes): string | undefined => {
+  switch (part.type) {
+    case "text":
+      return undefined
+    case "image":
+    case "file": {
+      const known = part.type === "image" ? imageMediaTypes : fileMediaTypes
+      if ((part.url === undefined) === (part.data === undefined)) {
+        return `a${part.type === "image" ? "n image" : " file"} part has either \`url\` or \`data\`, not both and not neither`
+      }
+      if (part.mediaType !== undefined && !known.includes(part.mediaType)) {
+        return `unknown ${part.type} media type "${part.mediaType}" (known: ${known.join(", ")})`
+      }
+      if (part.url !== undefined) {
+        const scheme = schemeProblem(part.url)
+        if (scheme !== undefined) return scheme
+        if (part.url.length > maxBytes) return `the URL is ${part.url.length} bytes, over the cap of ${maxBytes}`
+        return undefined
+      }
+      if (part.mediaType === undefined) return `${part.type} bytes need a \`mediaType\``
+      return dataProblem(part.data!, maxBytes)
+    }
+    case "audio":
+      return dataProblem(part.data, maxBytes)
+  }
+}
+
+const dataProblem = (data: string, maxBytes: number): string | undefined => {
+  const bytes = base64Bytes(data)
+  if (bytes > maxBytes) return `the data is ${bytes} bytes, over the cap of ${maxBytes}`
+  // Checked after the size: a regular expression over megabytes is the expensive part.
+  if (data.length % 4 !== 0 || !base64Text.test(data)) return "`data` is not base64 text"
+  return undefined
+}
+
+/**
+ * A piece of text.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const TextPart = Schema.Struct({ type: Schema.Literal("text"), text: Schema.String })
+/**
+ * A piece of text.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export type TextPart = typeof TextPart.Type
+
+/**
+ * An image: an http(s) or data `url`, or base64 `data` with its `mediaType`. `detail` is OpenAI's resolution hint.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const ImagePart = Schema.Struct({
+  type: Schema.Literal("image"),
+  url: Schema.optional(Schema.String),
+  data: Schema.optional(Schema.String),
+  mediaType: Schema.optional(Schema.String),
+  detail: Schema.optional(Schema.Literals(["auto", "low", "high"]))
+})
+/**
+ * An image.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export type ImagePart = typeof ImagePart.Type
+
+/**
+ * A file (a PDF, a text document…): base64 `data` or a `url`, its `mediaType`, and its `name` when it has one.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const FilePart = Schema.Struct({
+  type: Schema.Literal("file"),
+  url: Schema.optional(Schema.String),
+  data: Schema.optional(Schema.String),
+  mediaType: Schema.String,
+  name: Schema.optional(Schema.String)
+})
+/**
+ * A file.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export type FilePart = typeof FilePart.Type
+
+/**
+ * Audio input: base64 `data` in `format`.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const AudioPart = Schema.Struct({
+  type: Schema.Literal("audio"),
+  data: Schema.String,
+  format: AudioFormat
+})
+/**
+ * Audio input.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export type AudioPart = typeof AudioPart.Type
+
+/**
+ * One part of a message's content, checked by `partProblem` with the default cap.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const Part = Schema.Union([TextPart, ImagePart, FilePart, AudioPart]).check(
+  Schema.makeFilter((part) => partProblem(part))
+)
+/**
+ * One part of a message's content.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export type Part = TextPart | ImagePart | FilePart | AudioPart
+
+/**
+ * A message's content: text (the common case, kept a plain string) or a list of parts.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const Content = Schema.Union([Schema.String, Schema.Array(Part)])
+/**
+ * A message's content.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export type Content = string | ReadonlyArray<Part>
+
+/**
+ * The text of content: itself when a string, else its text parts joined by newlines (other parts have no text).
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const textOf = (content: Content): string => {
+  if (typeof content === "string") return content
+  let text = ""
+  for (const part of content) {
+    if (part.type !== "text") continue
+    text = text === "" ? part.text : `${text}\n${part.text}`
+  }
+  return text
+}
+
+/**
+ * A text part.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const textPart = (text: string): TextPart => ({ type: "text", text })
+
+/**
+ * An image part from a URL (http(s) or data), or from bytes (base64 text or raw bytes) and their media type.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const imagePart = (
+  source: { readonly url: string } | { readonly data: string | Uint8Array; readonly mediaType: string }
+): ImagePart =>
+  "url" in source
+    ? { type: "image", url: source.url }
+    : { type: "image", data: base64(source.data), mediaType: source.mediaType }
+
+/**
+ * A file part from bytes (base64 text or raw bytes) or a URL, with its media type and name.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const filePart = (
+  source: ({ readonly url: string } | { readonly data: string | Uint8Array }) & {
+    readonly mediaType: string
+    readonly name?: string
+  }
+): FilePart => ({
+  type: "file",
+  ...("url" in source ? { url: source.url } : { data: base64(source.data) }),
+  mediaType: source.mediaType,
+  ...(source.name !== undefined ? { name: source.name } : {})
+})
+
+/**
+ * An audio part from bytes (base64 text or raw bytes) in a format.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const audioPart = (data: string | Uint8Array, format: AudioFormat): AudioPart => ({
+  type: "audio",
+  data: base64(data),
+  format
+})
+
+const base64 = (data: string | Uint8Array): string => (typeof data === "string" ? data : Base64.encode(data))
+
+/**
+ * A user message: text, or parts (text, images, files, audio).
  *
  * @since 0.1.0
  * @category messages
  */
 export const UserMessage = Schema.Struct({
   role: Schema.Literal("user"),
-  content: Schema.String
+  content: Content
 })
 /**
  * A user message.
@@ -132,7 +425,7 @@ export const system = (content: string): SystemMessage => ({ role: "system", con
  * @since 0.1.0
  * @category messages
  */
-export const user = (content: string): UserMessage => ({ role: "user", content })
+export const user = (content: Content): UserMessage => ({ role: "user", content })
 /**
  * An assistant message.
  *

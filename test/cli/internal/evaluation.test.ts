@@ -7,14 +7,14 @@ import { defaultOut, evaluateDataset, type FlagValues, settingsOf, solveProblem 
 import { modelLayer } from "../../../src/cli/internal/model.js"
 import { memoryOutput } from "../../../src/cli/internal/output.js"
 import { isDataset, solveCommand } from "../../../src/cli/internal/solve.js"
-import type * as Model from "../../../src/core/Model.js"
+import * as Model from "../../../src/core/Model.js"
 import * as ScriptedModel from "../../../src/core/ScriptedModel.js"
 import * as Sandbox from "../../../src/environment/Sandbox.js"
 import * as Evaluate from "../../../src/rollouts/Evaluate.js"
 import * as LoopbackServer from "../../support/openAiServer.js"
 
 const lastUser = (request: Model.Request): string =>
-  (request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? ""
+  Model.textOf((request.messages ?? []).filter((message) => message.role === "user").at(-1)?.content ?? "")
 
 /** Solvers answer the sum; the critic is calm; the judge is confident. */
 const ensembleScript = (request: Model.Request): ScriptedModel.Turn => {
@@ -90,7 +90,7 @@ describe("valet solve / eval (the commands' work)", () => {
       // Every attempt asks for Python once, then answers with the sum.
       const script = (request: Model.Request): ScriptedModel.Turn => {
         const messages = request.messages ?? []
-        const problem = messages.find((m) => m.role === "user")!.content
+        const problem = Model.textOf(messages.find((m) => m.role === "user")!.content)
         if (!lastUser(request).startsWith("PYTHON_OUTPUT:")) return `{"tool": "python", "code": "print(1)"}`
         const match = /(\d+) \+ (\d+)/.exec(problem)!
         return `FINAL: ${Number(match[1]) + Number(match[2])}`

@@ -19,7 +19,7 @@
 import { Effect, Option } from "effect"
 import * as EmbeddingModel from "../../EmbeddingModel.js"
 import type { ModelError } from "../../ModelError.js"
-import type { Message } from "../modelSchema.js"
+import { type Message, textOf } from "../modelSchema.js"
 import { type Recalled, type Service, type ThreadError, ThreadStoreError } from "./model.js"
 
 /** Semantic recall on a turn. */
@@ -104,7 +104,7 @@ export const prepare = (
         Effect.gen(function*() {
           const kept = messages
             .map((message, i) => ({ message, index: firstIndex + i }))
-            .filter(({ message }) => (message.role === "user" || message.role === "assistant") && message.content.trim() !== "")
+            .filter(({ message }) => (message.role === "user" || message.role === "assistant") && textOf(message.content).trim() !== "")
           if (kept.length === 0) return
           // Where the turn's messages are: the end of the thread its append answered — unless that append was
           // answered by an earlier one of the same turn key (a durable turn resumed), whose messages may lie before
@@ -116,7 +116,7 @@ export const prepare = (
           if (kept.some(({ index, message }) => index >= page.start && (there(index)?.role !== message.role || there(index)?.content !== message.content))) {
             return yield* Effect.logWarning(`Threads: the turn's messages are not at the end of thread ${JSON.stringify(threadId)} (its append was answered by an earlier one of its turn key): their vectors are not stored`)
           }
-          const vectors = yield* embedOrSkip(options, `the turn's messages of thread ${JSON.stringify(threadId)}`, model.embed(kept.map(({ message }) => message.content)))
+          const vectors = yield* embedOrSkip(options, `the turn's messages of thread ${JSON.stringify(threadId)}`, model.embed(kept.map(({ message }) => textOf(message.content))))
           if (vectors === undefined) return
           yield* threads.storeVectors(threadId, model.model, kept.map(({ index }, i) => ({ index, vector: vectors[i]! })), { owner })
         })

@@ -11,7 +11,7 @@
  */
 import { Effect } from "effect"
 import * as Compact from "../compact.js"
-import type { Message } from "../modelSchema.js"
+import { type Message, textOf } from "../modelSchema.js"
 import type { Lease, Service, Summary, ThreadError } from "./model.js"
 
 /** What a turn loaded, and how it keeps the summary its run makes. */
@@ -122,5 +122,5 @@ const keptOf = (
     if (offset + covered >= loaded.length || message !== loaded[offset + covered]) return undefined
     covered++
   }
-  return covered === 0 ? undefined : { content: replacement[at]!.content, through: ends[offset + covered - 1]! }
+  return covered === 0 ? undefined : { content: textOf(replacement[at]!.content), through: ends[offset + covered - 1]! }
 }

@@ -56,6 +56,8 @@ const reasonOf = (error: ModelError.ModelError): AiError.AiErrorReason => {
       return new AiError.InvalidRequestError({ parameter: "model", description: error.message, metadata })
     case "MalformedResponse":
       return new AiError.InvalidResponseError({ description: error.message, http: { body: error.body }, metadata })
+    case "InvalidContent":
+      return new AiError.InvalidRequestError({ parameter: "prompt", description: error.message, metadata })
     case "ScriptExhausted":
     case "ReplayMiss":
       return new AiError.UnknownError({ description: error.message, metadata })

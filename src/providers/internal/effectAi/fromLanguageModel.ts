@@ -10,6 +10,7 @@ import * as ModelError from "../../../core/ModelError.js"
 import * as Errors from "../openai/errors.js"
 import { type Override, type SamplingAdapter, samplingOf, streamWith } from "./config.js"
 import { fromAiError } from "./errors.js"
+import { toPromptContent } from "./parts.js"
 import { paramsOf } from "./params.js"
 
 /** How `fromLanguageModel` reaches what the generic `LanguageModel` interface has no room for. */
@@ -53,7 +54,7 @@ const toPrompt = (request: Model.Request): Prompt.Prompt => {
         encoded.push({ role: "system", content: message.content })
         break
       case "user":
-        encoded.push({ role: "user", content: message.content })
+        encoded.push({ role: "user", content: toPromptContent(message.content) })
         break
       case "assistant": {
         const parts: Array<Prompt.AssistantMessagePartEncoded> = []
@@ -169,6 +170,9 @@ export const makeModel = (options: Options = {}): Effect.Effect<Model.Service, n
       })
 
     const generate = (request: Model.Request): Effect.Effect<Model.Response, ModelError.ModelError> => {
+      // Parts are checked as valet's own client checks them, before the provider sees them.
+      const invalid = request.messages !== undefined ? Model.checkContent(request.messages) : undefined
+      if (invalid !== undefined) return Effect.fail(invalid)
       // The interface has no `n`: one call per choice.
       const calls = Effect.forEach(Array.from({ length: request.n ?? 1 }, (_, i) => i), (i) => one(request, i), { concurrency: "unbounded" })
       const withSampling = sampled(request)
@@ -192,6 +196,8 @@ export const makeModel = (options: Options = {}): Effect.Effect<Model.Service, n
       onUsage: ((usage: Model.Usage) => void) | undefined
     ): Stream.Stream<Model.Chunk, ModelError.ModelError> =>
       Stream.suspend(() => {
+        const invalid = request.messages !== undefined ? Model.checkContent(request.messages) : undefined
+        if (invalid !== undefined) return Stream.fail(invalid)
         const toolIndex = new Map<string, number>()
         const toolIndexOf = (id: string) => {
           let i = toolIndex.get(id)

@@ -7,6 +7,7 @@ import { type AiError, LanguageModel, Prompt, type Response, Tool } from "effect
 import * as Model from "../../../core/Model.js"
 import { Config, mergeSampling, type Sampling } from "./config.js"
 import { invalidRequest, toAiError } from "./errors.js"
+import { fromFilePart } from "./parts.js"
 import { paramsOf } from "./params.js"
 
 /** How `languageModel` builds its service. */
@@ -22,7 +23,7 @@ const resultText = (part: Prompt.ToolResultPart): string =>
     ? part.result
     : JSON.stringify(part.result) ?? "null"
 
-/** An `effect/ai` prompt as valet messages. Files have no place in a chat-completions text message. */
+/** An `effect/ai` prompt as valet messages: a user message's files become parts; an assistant's have no place. */
 const toMessages = (prompt: Prompt.Prompt, method: string): Result.Result<Array<Model.Message>, AiError.AiError> => {
   const messages: Array<Model.Message> = []
   for (const message of prompt.content) {
@@ -31,14 +32,25 @@ const toMessages = (prompt: Prompt.Prompt, method: string): Result.Result<Array<
         messages.push(Model.system(message.content))
         break
       case "user": {
-        let text = ""
-        for (const part of message.content) {
-          if (part.type === "file") {
-            return Result.fail(invalidRequest(method, "prompt", `a user message holds a file (${part.mediaType}): valet sends text only`))
-          }
-          text += part.text
+        // Text only: one string, as before parts (the common case stays a plain string).
+        if (message.content.every((part) => part.type === "text")) {
+          messages.push(Model.user(message.content.map((part) => part.text).join("")))
+          break
         }
-        messages.push(Model.user(text))
+        const parts: Array<Model.Part> = []
+        for (let j = 0; j < message.content.length; j++) {
+          const part = message.content[j]!
+          if (part.type === "text") {
+            parts.push(Model.textPart(part.text))
+            continue
+          }
+          const converted = fromFilePart(part)
+          if (Result.isFailure(converted)) {
+            return Result.fail(invalidRequest(method, "prompt", `message ${messages.length}, part ${j}: ${converted.failure}`))
+          }
+          parts.push(converted.success)
+        }
+        messages.push(Model.user(parts))
         break
       }
       case "assistant": {

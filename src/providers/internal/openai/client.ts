@@ -348,6 +348,8 @@ export const makeAttempt = (client: HttpClient.HttpClient, endpoint: Endpoint, l
 
   const generate = (request: Model.Request): Effect.Effect<Model.Response, ModelError.ModelError> =>
     Effect.suspend(() => {
+      const invalid = Encode.contentProblem(request)
+      if (invalid !== undefined) return Effect.fail(invalid)
       const { http, kind, url } = build(request, false)
       return Effect.flatMap(send(client, http), (response) => {
         if (response.status < 200 || response.status >= 300) return failure(response, endpoint.model)
@@ -373,6 +375,8 @@ export const makeAttempt = (client: HttpClient.HttpClient, endpoint: Endpoint, l
   ): Stream.Stream<Model.Chunk, ModelError.ModelError> =>
     streamOf((scope) =>
       Effect.suspend(() => {
+        const invalid = Encode.contentProblem(request)
+        if (invalid !== undefined) return Effect.fail(invalid)
         const { http, kind, url } = build(request, true)
         return Effect.flatMap(openStream(scoped, http, control, scope), (opened): Effect.Effect<ChunkPull, ModelError.ModelError> => {
           const { response, watchdog: dog } = opened

@@ -3,7 +3,8 @@
  * Only fields the request sets are sent (servers differ in what they accept); `extra` goes last, untouched, so a
  * caller can add or override anything the server understands.
  */
-import type * as Model from "../../../core/Model.js"
+import * as Model from "../../../core/Model.js"
+import { InvalidContent } from "../../../core/ModelError.js"
 
 /** Which endpoint a request goes to. */
 export type Endpoint = "chat" | "completions"
@@ -11,11 +12,70 @@ export type Endpoint = "chat" | "completions"
 /** The endpoint of a request: chat for `messages`, completions for a raw `prompt`. */
 export const endpointOf = (request: Model.Request): Endpoint => (request.messages !== undefined ? "chat" : "completions")
 
+const dataUrl = (mediaType: string, data: string): string => `data:${mediaType};base64,${data}`
+
+/**
+ * One part as a chat-completions content part: `text`, `image_url` (a URL, or the bytes as a data URL), `input_audio`
+ * (base64 and format), `file` (`file_data` as a data URL, OpenAI's form, and `filename`). A file whose media type is
+ * an image goes as an image. Parts pass `contentProblem` first.
+ */
+const encodePart = (part: Model.Part): Record<string, unknown> => {
+  switch (part.type) {
+    case "text":
+      return { type: "text", text: part.text }
+    case "image":
+      return {
+        type: "image_url",
+        image_url: {
+          url: part.url ?? dataUrl(part.mediaType!, part.data!),
+          ...(part.detail !== undefined ? { detail: part.detail } : {})
+        }
+      }
+    case "audio":
+      return { type: "input_audio", input_audio: { data: part.data, format: part.format } }
+    case "file":
+      if (Model.imageMediaTypes.includes(part.mediaType)) {
+        return { type: "image_url", image_url: { url: part.url ?? dataUrl(part.mediaType, part.data!) } }
+      }
+      return {
+        type: "file",
+        file: { file_data: dataUrl(part.mediaType, part.data!), ...(part.name !== undefined ? { filename: part.name } : {}) }
+      }
+  }
+}
+
+/**
+ * The first part of a request the chat-completions wire cannot carry, named: what `Model.checkContent` refuses, and
+ * a non-image file by URL (the API takes a file's bytes or an uploaded file's id, not a link).
+ */
+export const contentProblem = (request: Model.Request): InvalidContent | undefined => {
+  const messages = request.messages
+  if (messages === undefined) return undefined
+  const invalid = Model.checkContent(messages)
+  if (invalid !== undefined) return invalid
+  for (let i = 0; i < messages.length; i++) {
+    const content = messages[i]!.content
+    if (typeof content === "string") continue
+    for (let j = 0; j < content.length; j++) {
+      const part = content[j]!
+      if (part.type === "file" && part.url !== undefined && !Model.imageMediaTypes.includes(part.mediaType)) {
+        return new InvalidContent({
+          messageIndex: i,
+          partIndex: j,
+          reason: `a ${part.mediaType} file by URL cannot be sent over chat completions (it takes the file's bytes): fetch it and send \`data\``
+        })
+      }
+    }
+  }
+  return undefined
+}
+
 const encodeMessage = (message: Model.Message): Record<string, unknown> => {
   switch (message.role) {
     case "system":
-    case "user":
       return { role: message.role, content: message.content }
+    case "user":
+      return { role: "user", content: typeof message.content === "string" ? message.content : message.content.map(encodePart) }
     case "assistant": {
       const calls = message.toolCalls
       if (calls === undefined || calls.length === 0) return { role: "assistant", content: message.content }

@@ -12,10 +12,11 @@
  *   `MalformedResponse`; the prompt echoed with nothing after it is an empty completion, which is an answer.
  * - Chat messages have no template here: they are rendered as a plain transcript (`System:` / `User:` /
  *   `Assistant:`), and tools cannot be offered at all.
+ *   A part that is not text (an image, a file, audio) is refused with `InvalidContent` naming it.
  */
 import { Effect, Result, Schema, Stream } from "effect"
 import { HttpClient, HttpClientRequest } from "effect/http"
-import type * as Model from "../../../core/Model.js"
+import * as Model from "../../../core/Model.js"
 import * as ModelError from "../../../core/ModelError.js"
 import * as Client from "../openai/client.js"
 import * as Errors from "../openai/errors.js"
@@ -41,7 +42,7 @@ export const promptOf = (request: Model.Request): string => {
       case "system":
         return `System: ${message.content}`
       case "user":
-        return `User: ${message.content}`
+        return `User: ${Model.textOf(message.content)}`
       case "assistant":
         return `Assistant: ${message.content}`
       case "tool":
@@ -68,12 +69,38 @@ const withFormat = (prompt: string, format: Model.ResponseFormat | undefined): s
     : `${prompt}\n\n${ask}\n`
 }
 
+/** The first part that is not text, where it is: the transcript has no place for it. */
+const mediaPartOf = (
+  request: Model.Request
+): { readonly messageIndex: number; readonly partIndex: number; readonly type: Model.Part["type"] } | undefined => {
+  const messages = request.messages ?? []
+  for (let i = 0; i < messages.length; i++) {
+    const content = messages[i]!.content
+    if (typeof content === "string") continue
+    const j = content.findIndex((part) => part.type !== "text")
+    if (j >= 0) return { messageIndex: i, partIndex: j, type: content[j]!.type }
+  }
+  return undefined
+}
+
 /** The request body: the prompt and sampling keys only. */
 export const encode = (
   request: Model.Request,
   target: Target,
   stream: boolean
-): Result.Result<Record<string, unknown>, ModelError.InvalidRequest> => {
+): Result.Result<Record<string, unknown>, ModelError.InvalidRequest | ModelError.InvalidContent> => {
+  const media = mediaPartOf(request)
+  if (media !== undefined) {
+    return Result.fail(
+      new ModelError.InvalidContent({
+        messageIndex: media.messageIndex,
+        partIndex: media.partIndex,
+        reason: `actor ${target.actor} serves the legacy /generate API, which takes a text prompt only, not a${
+          media.type === "image" ? "n image" : media.type === "audio" ? "n audio" : " file"
+        } part: serve a vision or audio model with \`vllm serve\` (api: openai)`
+      })
+    )
+  }
   if (request.tools !== undefined && request.tools.length > 0) {
     return Result.fail(
       new ModelError.InvalidRequest({

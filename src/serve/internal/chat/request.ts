@@ -110,9 +110,12 @@ interface Step {
   text: string
   reasoning: string
   calls: Array<Call>
+  /** A user message's text and media parts in order (read only when `media`). */
+  parts: Array<Model.Part>
+  media: boolean
 }
 
-const emptyStep = (): Step => ({ text: "", reasoning: "", calls: [] })
+const emptyStep = (): Step => ({ text: "", reasoning: "", calls: [], parts: [], media: false })
 
 /** A tool's input as the model wrote it: JSON text (a string input is what valet could not parse: sent as it was). */
 const argumentsOf = (input: unknown): string => (typeof input === "string" ? input : JSON.stringify(input ?? {}))
@@ -161,6 +164,23 @@ const textOfFile = (part: { readonly [key: string]: unknown }): Result.Result<st
   }
 }
 
+/**
+ * A user message's image or document (a file part that is not text) as a content part, or why it cannot be: given
+ * inline (a base64 `data:` URL, what `useChat` sends) or by an http(s) URL the model's server fetches, checked as
+ * every part is (`Model.partProblem`: a known media type, the size cap).
+ */
+const mediaPartOf = (part: { readonly [key: string]: unknown }): Result.Result<Model.Part, string> => {
+  const mediaType = typeof part.mediaType === "string" ? part.mediaType.split(";")[0]!.trim().toLowerCase() : ""
+  const url = typeof part.url === "string" ? part.url : ""
+  const inline = /^data:([^;,]+);base64,/i.exec(url)
+  const source = inline !== null ? { data: url.slice(inline[0].length) } : { url }
+  const converted: Model.Part = Model.imageMediaTypes.includes(mediaType)
+    ? { type: "image", ...source, ...(inline !== null ? { mediaType } : {}) }
+    : { type: "file", ...source, mediaType, ...(typeof part.filename === "string" && part.filename !== "" ? { name: part.filename } : {}) }
+  const problem = Model.partProblem(converted)
+  return problem === undefined ? Result.succeed(converted) : Result.fail(`is a file valet cannot send: ${problem}`)
+}
+
 /** A message's parts as steps (split at `step-start`), or why a part cannot be given to an agent. */
 const stepsOf = (message: UiMessage, i: number, body: ChatRequest): Result.Result<Array<Step>, Refusal> => {
   const steps: Array<Step> = [emptyStep()]
@@ -177,7 +197,10 @@ const stepsOf = (message: UiMessage, i: number, body: ChatRequest): Result.Resul
       if (Result.isFailure(decoded)) return Result.fail(decoded.failure)
       if (type === "reasoning" && message.role !== "assistant") return refuse(at, `is reasoning in a ${message.role} message: only an assistant reasons`)
       // Parts are blocks of their own: a line between two, so that "Hello" and "world" do not read "Helloworld".
-      if (type === "text") step.text = step.text === "" ? decoded.success.text : `${step.text}\n${decoded.success.text}`
+      if (type === "text") {
+        step.text = step.text === "" ? decoded.success.text : `${step.text}\n${decoded.success.text}`
+        step.parts.push(Model.textPart(decoded.success.text))
+      }
       else step.reasoning = step.reasoning === "" ? decoded.success.text : `${step.reasoning}\n${decoded.success.text}`
     } else if (type === "dynamic-tool" || type.startsWith("tool-")) {
       if (message.role !== "assistant") return refuse(at, `is a tool call in a ${message.role} message: only an assistant calls tools`)
@@ -190,10 +213,16 @@ const stepsOf = (message: UiMessage, i: number, body: ChatRequest): Result.Resul
         call: { id: tool.toolCallId, name: name ?? (tool as typeof DynamicToolPart.Type).toolName, arguments: argumentsOf(tool.input) },
         result: resultOf(tool)
       })
+    } else if (type === "file" && message.role === "user" && !textMedia.test(String(part.mediaType ?? "").split(";")[0]!.trim())) {
+      const media = mediaPartOf(part)
+      if (Result.isFailure(media)) return refuse(at, media.failure)
+      step.parts.push(media.success)
+      step.media = true
     } else if (type === "file") {
       const text = textOfFile(part)
       if (Result.isFailure(text)) return refuse(at, text.failure)
       step.text = step.text === "" ? text.success : `${step.text}\n${text.success}`
+      step.parts.push(Model.textPart(text.success))
     } else if (!displayOnly(type)) {
       return refuse(
         `${at}.type`,
@@ -211,6 +240,9 @@ const modelMessagesOf = (message: UiMessage, i: number, body: ChatRequest): Resu
   if (Result.isFailure(steps)) return Result.fail(steps.failure)
   if (message.role !== "assistant") {
     const text = steps.success.map((step) => step.text).join("")
+    if (message.role === "user" && steps.success.some((step) => step.media)) {
+      return Result.succeed([Model.user(steps.success.flatMap((step) => step.parts))])
+    }
     return Result.succeed([message.role === "system" ? Model.system(text) : Model.user(text)])
   }
   const out: Array<Model.Message> = []
@@ -250,8 +282,8 @@ export const runRequestOf = (agent: string, body: ChatRequest): Result.Result<Ru
   return Result.succeed({ agent, input: text.success, ...(history.length > 0 ? { history } : {}) })
 }
 
-/** The last message's text, the input: it must be a user message with text. */
-const inputOf = (body: ChatRequest): Result.Result<string, Refusal> => {
+/** The last message's content, the input: it must be a user message with text, images or documents. */
+const inputOf = (body: ChatRequest): Result.Result<Model.Content, Refusal> => {
   const last = body.messages.length - 1
   const final = body.messages[last]!
   if (final.role !== "user") {
@@ -259,9 +291,10 @@ const inputOf = (body: ChatRequest): Result.Result<string, Refusal> => {
   }
   const input = modelMessagesOf(final, last, body)
   if (Result.isFailure(input)) return Result.fail(input.failure)
-  const text = input.success[0]!.content
-  if (text.trim() === "") return refuse(`messages[${last}].parts`, "hold no text: the last user message is what the agent answers")
-  return Result.succeed(text)
+  const content = input.success[0]!.content
+  if (typeof content !== "string") return Result.succeed(content)
+  if (content.trim() === "") return refuse(`messages[${last}].parts`, "hold no text: the last user message is what the agent answers")
+  return Result.succeed(content)
 }
 
 /**
@@ -269,7 +302,13 @@ const inputOf = (body: ChatRequest): Result.Result<string, Refusal> => {
  * the earlier messages the client sent are not read (the thread holds the conversation). Or why it cannot run.
  */
 export const turnRequestOf = (agent: string, body: ChatRequest): Result.Result<Runs.ThreadRunRequest, Refusal> =>
-  Result.map(inputOf(body), (input) => ({ agent, input }))
+  Result.flatMap(inputOf(body), (input) =>
+    typeof input === "string"
+      ? Result.succeed({ agent, input })
+      : refuse(
+        `messages[${body.messages.length - 1}].parts`,
+        "hold images or documents: a thread's turns are text (a chat without a thread takes them)"
+      ))
 
 // ---------------------------------------------------------------------------------------------------------
 // Approval answers

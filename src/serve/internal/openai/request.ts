@@ -12,7 +12,15 @@ import * as OutputSchema from "../outputSchema.js"
 // The body
 // ---------------------------------------------------------------------------------------------------------
 
-const ContentPart = Schema.Struct({ type: Schema.String, text: Schema.optional(Schema.String) })
+/** A content part: its kind's object is read by `partOf`, which names what is wrong in it. */
+const ContentPart = Schema.Struct({
+  type: Schema.String,
+  text: Schema.optional(Schema.String),
+  image_url: Schema.optional(Schema.Unknown),
+  input_audio: Schema.optional(Schema.Unknown),
+  file: Schema.optional(Schema.Unknown)
+})
+type ContentPart = typeof ContentPart.Type
 
 const ToolCallParam = Schema.Struct({
   id: Schema.String,
@@ -158,19 +166,90 @@ const refused = (request: ChatCompletionRequest): Result.Result<void, InvalidCha
 // The conversation
 // ---------------------------------------------------------------------------------------------------------
 
-const textOf = (message: ChatMessage, at: string): Result.Result<string, InvalidChatRequest> => {
+const isRecord = (u: unknown): u is Readonly<Record<string, unknown>> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+/** `data:<media type>;base64,<data>` split, or `undefined` when the text is not such a URL. */
+const splitDataUrl = (url: string): { readonly mediaType: string; readonly data: string } | undefined => {
+  const match = /^data:([^;,]+);base64,/i.exec(url)
+  return match === null ? undefined : { mediaType: match[1]!.toLowerCase(), data: url.slice(match[0].length) }
+}
+
+/**
+ * A user message's media part (`image_url`, `input_audio`, `file` with `file_data`) as a valet part, checked as
+ * every part is (`Model.partProblem`: media type, URL scheme, size), or why not, naming the field.
+ */
+const partOf = (part: ContentPart, at: string): Result.Result<Model.Part, InvalidChatRequest> => {
+  let out: Model.Part
+  switch (part.type) {
+    case "image_url": {
+      const image = part.image_url
+      if (!isRecord(image) || typeof image.url !== "string") return invalid(`${at}.image_url`, "an image_url part has {\"url\": string}")
+      const detail: { readonly detail?: "auto" | "low" | "high" } =
+        image.detail === "auto" || image.detail === "low" || image.detail === "high" ? { detail: image.detail } : {}
+      const data = splitDataUrl(image.url)
+      out = data !== undefined ? { type: "image", ...data, ...detail } : { type: "image", url: image.url, ...detail }
+      break
+    }
+    case "input_audio": {
+      const audio = part.input_audio
+      if (!isRecord(audio) || typeof audio.data !== "string" || typeof audio.format !== "string") {
+        return invalid(`${at}.input_audio`, "an input_audio part has {\"data\": base64, \"format\": string}")
+      }
+      if (!Schema.is(Model.AudioFormat)(audio.format)) {
+        return unsupportedValue(`${at}.input_audio.format`, `unknown audio format ${JSON.stringify(audio.format)} (known: ${Model.AudioFormat.literals.join(", ")})`)
+      }
+      out = { type: "audio", data: audio.data, format: audio.format }
+      break
+    }
+    case "file": {
+      const file = part.file
+      if (isRecord(file) && typeof file.file_id === "string") {
+        return unsupportedValue(`${at}.file.file_id`, "there is no file store here: send the file's bytes as file_data")
+      }
+      const data = isRecord(file) && typeof file.file_data === "string" ? splitDataUrl(file.file_data) : undefined
+      if (!isRecord(file) || data === undefined) {
+        return invalid(`${at}.file`, "a file part has {\"file_data\": \"data:<media type>;base64,...\"}")
+      }
+      out = { type: "file", ...data, ...(typeof file.filename === "string" ? { name: file.filename } : {}) }
+      break
+    }
+    default:
+      return unsupportedValue(`${at}.type`, `unknown content part type ${JSON.stringify(part.type)} (known: text, image_url, input_audio, file)`)
+  }
+  const problem = Model.partProblem(out)
+  return problem === undefined ? Result.succeed(out) : invalid(at, problem)
+}
+
+/**
+ * A message's content: its text, and for a user message with images, audio or files, its parts. Other roles read
+ * text only.
+ */
+const contentOf = (
+  message: ChatMessage,
+  at: string
+): Result.Result<{ readonly text: string; readonly parts?: ReadonlyArray<Model.Part> }, InvalidChatRequest> => {
   const content = message.content
-  if (content === undefined || content === null) return Result.succeed("")
-  if (typeof content === "string") return Result.succeed(content)
+  if (content === undefined || content === null) return Result.succeed({ text: "" })
+  if (typeof content === "string") return Result.succeed({ text: content })
   let text = ""
+  let media = false
+  const parts: Array<Model.Part> = []
   for (let j = 0; j < content.length; j++) {
     const part = content[j]!
-    if (part.type !== "text" && part.type !== "input_text") {
-      return unsupportedValue(`${at}.content[${j}].type`, `an agent reads text, got a content part of type ${JSON.stringify(part.type)}`)
+    if (part.type === "text" || part.type === "input_text") {
+      text += part.text ?? ""
+      parts.push(Model.textPart(part.text ?? ""))
+      continue
     }
-    text += part.text ?? ""
+    if (message.role !== "user") {
+      return unsupportedValue(`${at}.content[${j}].type`, `a ${message.role} message holds text only, got a content part of type ${JSON.stringify(part.type)}`)
+    }
+    const converted = partOf(part, `${at}.content[${j}]`)
+    if (Result.isFailure(converted)) return Result.fail(converted.failure)
+    parts.push(converted.success)
+    media = true
   }
-  return Result.succeed(text)
+  return Result.succeed(media ? { text, parts } : { text })
 }
 
 /** The conversation as the model reads it: tool calls and results kept as such, every tool call answered. */
@@ -190,16 +269,16 @@ const historyOf = (messages: ReadonlyArray<ChatMessage>): Result.Result<Array<Mo
     const message = messages[i]!
     const at = `messages[${i}]`
     if (message.role !== "tool" && open.size > 0) return unanswered()
-    const text = textOf(message, at)
-    if (Result.isFailure(text)) return Result.fail(text.failure)
-    const content = text.success
+    const read = contentOf(message, at)
+    if (Result.isFailure(read)) return Result.fail(read.failure)
+    const content = read.success.text
     switch (message.role) {
       case "system":
       case "developer":
         history.push(Model.system(content))
         break
       case "user":
-        history.push(Model.user(content))
+        history.push(Model.user(read.success.parts ?? content))
         break
       case "assistant": {
         if (message.function_call !== undefined && message.function_call !== null) {
@@ -255,8 +334,11 @@ export const runRequestOf = (request: ChatCompletionRequest): Result.Result<Runs
   // The last user message is the input when nothing follows it. When tool results or assistant messages follow it,
   // every message is history, in order, and the input is empty: what the agent goes on from is the conversation.
   const last = history.at(-1)!
-  const input = last.role === "user" ? last.content : ""
-  if (last.role === "user") history.pop()
+  // A last user message with images, audio or files stays in the history, the input empty: the run's conversation
+  // is then the history, the parts included (a run's input is text).
+  const lastText = last.role === "user" && typeof last.content === "string"
+  const input = lastText ? last.content as string : ""
+  if (lastText) history.pop()
   const maxOutputTokens = request.max_completion_tokens ?? request.max_tokens ?? undefined
   return Result.succeed({
     agent: request.model,

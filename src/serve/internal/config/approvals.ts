@@ -17,19 +17,12 @@
  */
 import { type Duration, Effect, Schema } from "effect"
 import * as Tool from "../../../core/Tool.js"
+import { Pattern } from "./pattern.js"
 
 const ArgumentPath = Schema.String.check(Schema.makeFilter((path: string) =>
   /^[A-Za-z0-9_$-]+(\.[A-Za-z0-9_$-]+)*$/.test(path) || "must name an argument (a dotted path: order.total)"
 ))
 
-const Pattern = Schema.String.check(Schema.makeFilter((pattern: string) => {
-  try {
-    new RegExp(pattern)
-    return true
-  } catch (error) {
-    return `must be a regular expression: ${error instanceof Error ? error.message : String(error)}`
-  }
-}))
 
 const tests = ["above", "below", "equals", "matches"] as const
 

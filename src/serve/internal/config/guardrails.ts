@@ -20,15 +20,8 @@
  */
 import { Schema } from "effect"
 import * as Guardrail from "../../../core/Guardrail.js"
+import { Pattern } from "./pattern.js"
 
-const Pattern = Schema.String.check(Schema.makeFilter((pattern: string) => {
-  try {
-    new RegExp(pattern)
-    return true
-  } catch (error) {
-    return `must be a regular expression: ${error instanceof Error ? error.message : String(error)}`
-  }
-}))
 
 const Name = Schema.String.check(Schema.makeFilter((name: string) => /^[A-Za-z0-9_.-]+$/.test(name) || "must be a name (letters, digits, _ . -)"))
 

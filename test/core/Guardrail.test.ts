@@ -212,6 +212,17 @@ const check = (guardrail: Guardrail.Guardrail, text: string, kind: Guardrail.Kin
   guardrail.check({ kind, text, sessionId: "s", agent: "a" })
 
 describe("built-ins", () => {
+  it.effect("redact: hostile text without an email (a long run of letters, one @ before it) is scanned in linear time", () =>
+    Effect.gen(function*() {
+      // The email pattern's unbounded local part made every start position rescan to the end: 40,000 letters took
+      // ~2 s, 200,000 (a tool result, a pasted log) ~50 s of a blocked event loop. Bounded per RFC 5321 (64 / 63
+      // characters) it is linear; this test fails by the test timeout on the quadratic pattern.
+      const letters = "a".repeat(200_000)
+      expect(yield* check(Guardrail.redact(), letters)).toEqual(Guardrail.pass)
+      expect(yield* check(Guardrail.redact(), `x@${letters}`)).toEqual(Guardrail.pass)
+      expect(yield* check(Guardrail.redact(), `${letters} bob@example.com`)).toMatchObject({ reason: "found 1 email" })
+    }), 5_000)
+
   it.effect("redact: real-looking emails, card numbers (Luhn only) and API keys; other long numbers stay", () =>
     Effect.gen(function*() {
       const text = [

@@ -498,12 +498,15 @@ const call = (
       return response
     })
   }
+  // While the input guardrails check, a delta waits for them: a tripped input shows none of the reply.
+  const gate = run.inputGate
   const send = (): Effect.Effect<Model.Response, ModelError> =>
     run.streamText
-      ? Model.streamIntoWith(model, request, (chunk) =>
+      ? Model.streamIntoWith(model, request, (chunk) => {
         // Called as each chunk arrives (see `Model.Service.streamInto`), so the event can go out right here.
-        chunk._tag === "TextDelta" && chunk.text !== ""
-          ? emitNow(run.emitter, {
+        if (chunk._tag !== "TextDelta" || chunk.text === "") return Effect.void
+        const emit = () =>
+          emitNow(run.emitter, {
             _tag: "TextDelta",
             sessionId: run.sessionId,
             timestamp: run.now(),
@@ -511,7 +514,8 @@ const call = (
             index: chunk.index,
             text: chunk.text
           })
-          : Effect.void)
+        return gate === undefined ? emit() : Effect.andThen(Deferred.await(gate), Effect.suspend(emit))
+      })
       : model.generate(request)
   // Events are handed over synchronously when the stream has room (`emitNow`), so a step runs few effects.
   const sendWithEvents = (): Effect.Effect<Model.Response, ModelError> => {

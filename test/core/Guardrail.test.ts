@@ -100,6 +100,15 @@ describe("output guardrails", () => {
       expect(tripped(events)).toMatchObject([{ guardrail: "no_guarantee", kind: "output", reason: "mentions guarantee" }])
     }).pipe(Effect.provide(ScriptedModel.layer(["We guarantee 200% returns."]))))
 
+  it.effect("a redactor's rewrite is what a stream's watcher reads: no TextDelta carries the redacted email", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "w", instructions: "", guardrails: { output: [Guardrail.redact()] } })
+      const events: Array<AgentEvent.AgentEvent> = []
+      yield* Agent.stream(agent, "who do I write to?").pipe(Stream.runForEach((event) => Effect.sync(() => events.push(event))))
+      const streamed = events.filter((e): e is AgentEvent.Of<"TextDelta"> => e._tag === "TextDelta").map((e) => e.text).join("")
+      expect(streamed).not.toContain("help@example.com")
+    }).pipe(Effect.provide(ScriptedModel.layer(["Write to help@example.com."]))))
+
   it.effect("repair: the model is shown the reason once and its second answer, passing, is the output", () =>
     Effect.gen(function*() {
       const agent = Agent.make({ name: "w", instructions: "Sell.", guardrails: { output: [tripsOn("guarantee")], onOutputTrip: "repair" } })
@@ -288,7 +297,8 @@ describe("built-ins", () => {
       const completed = events.at(-1) as AgentEvent.Of<"RunCompleted">
       expect(completed.result).toMatchObject({ output: "Hello.", modelCalls: 2 })
       expect(events.filter((e) => e._tag === "ModelReplied")).toHaveLength(1)
-      expect(events.filter((e) => e._tag === "TextDelta").map((e) => (e as AgentEvent.Of<"TextDelta">).text).join("")).toBe("Hello.")
+      // Output guardrails hold the text: a delta would go out before the check.
+      expect(events.filter((e) => e._tag === "TextDelta")).toEqual([])
       const refused = yield* Effect.flip(Agent.run(agent, "hi", { budget: { maxCalls: 1 } }))
       expect(refused).toMatchObject({ _tag: "GuardrailFailed", guardrail: "judge" })
       expect((refused as AgentError.GuardrailFailed).error).toContain("budget exhausted")

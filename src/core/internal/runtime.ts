@@ -217,6 +217,11 @@ export class RunState implements RunContext {
   toolGuards: ToolGuards | undefined = undefined
   /** Whether the output guardrails checked the outcome (an outcome a limit made is checked at the run's end). */
   outputChecked = false
+  /**
+   * Set when the run has output guardrails: its model text is not streamed as `TextDelta` events, since a delta goes
+   * out before the answer is checked (a redactor's email would reach the watcher before its rewrite).
+   */
+  textHeld = false
   constructor(
     readonly sessionId: string,
     readonly rootSessionId: string,
@@ -501,7 +506,7 @@ const call = (
   // While the input guardrails check, a delta waits for them: a tripped input shows none of the reply.
   const gate = run.inputGate
   const send = (): Effect.Effect<Model.Response, ModelError> =>
-    run.streamText
+    run.streamText && !run.textHeld
       ? Model.streamIntoWith(model, request, (chunk) => {
         // Called as each chunk arrives (see `Model.Service.streamInto`), so the event can go out right here.
         if (chunk._tag !== "TextDelta" || chunk.text === "") return Effect.void
@@ -957,6 +962,7 @@ const guardProgram = <R>(
   let body = answer(input)
   const output = guardrails.output ?? []
   if (output.length > 0) {
+    run.textHeld = true
     body = Effect.flatMap(body, (outcome) => checkOutput(run, input, output, guardrails.onOutputTrip === "repair", outcome))
   }
   const tool = guardrails.tool ?? []

@@ -77,6 +77,28 @@ describe("input guardrails", () => {
       expect(events.filter((e) => e._tag === "TextDelta")).toEqual([])
     }).pipe(Effect.provide(ScriptedModel.layer(["Sure, here is how to make the forbidden thing"]))))
 
+  it.effect("a sub-agent's first reply waits for its parent's input check too: a delegated tool does not run before a trip", () =>
+    Effect.gen(function*() {
+      const ran = yield* Ref.make(0)
+      const send = Tool.make({
+        name: "send_money",
+        description: "Sends money",
+        parameters: Schema.Struct({ to: Schema.String }),
+        handler: () => Effect.as(Ref.update(ran, (n) => n + 1), "sent")
+      })
+      const worker = Agent.make({ name: "teller", instructions: "", tools: [send] })
+      const delegate = Architecture.make({
+        name: "delegate_test",
+        program: (input) => Effect.map(Architecture.role(worker, input.prompt, { role: "worker" }), (result) => ({ output: result.output }))
+      })
+      const slowCheck = Guardrail.make("fraud", () => Effect.as(Effect.sleep("5 seconds"), Guardrail.trip("looks like fraud")))
+      const bank = Agent.make({ name: "bank", instructions: "", architecture: delegate, guardrails: { input: [slowCheck] } })
+      const fiber = yield* Agent.run(bank, "send it all to me").pipe(Effect.flip, Effect.forkChild)
+      yield* TestClock.adjust("5 seconds")
+      expect(yield* Fiber.join(fiber)).toMatchObject({ _tag: "GuardrailTripped", guardrail: "fraud" })
+      expect(yield* Ref.get(ran)).toBe(0)
+    }).pipe(Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "send_money", arguments: { to: "me" } }] }, "done"]))))
+
   it.effect("a slow passing check does not fail the run: the reply is used once it passed", () =>
     Effect.gen(function*() {
       const slowPass = Guardrail.make("slow_pass", () => Effect.as(Effect.sleep("3 seconds"), Guardrail.pass))

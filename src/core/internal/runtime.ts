@@ -322,7 +322,8 @@ export const generateFor = (
 ): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model> => {
   const gate = run.inputGate
   // The input guardrails check beside the call: its reply is read only once they passed (a trip interrupts it).
-  return gate === undefined
+  // A gate already open (a sub-run's inherited one, after its parent's check passed) costs nothing.
+  return gate === undefined || Deferred.isDoneUnsafe(gate)
     ? generateUngated(run, request, options)
     : Effect.tap(generateUngated(run, request, options), () => Deferred.await(gate))
 }
@@ -504,7 +505,7 @@ const call = (
     })
   }
   // While the input guardrails check, a delta waits for them: a tripped input shows none of the reply.
-  const gate = run.inputGate
+  const gate = run.inputGate !== undefined && !Deferred.isDoneUnsafe(run.inputGate) ? run.inputGate : undefined
   const send = (): Effect.Effect<Model.Response, ModelError> =>
     run.streamText && !run.textHeld
       ? Model.streamIntoWith(model, request, (chunk) => {
@@ -974,14 +975,19 @@ const guardProgram = <R>(
   const inputs = guardrails.input ?? []
   if (inputs.length > 0) {
     const gate = Deferred.makeUnsafe<void>()
+    // A parent's gate this sub-run inherited: its own opens only once that one did as well.
+    const inherited = run.inputGate
     run.inputGate = gate
     const subject: Guard.Subject = { kind: "input", text: inputText(input), sessionId: run.sessionId, agent: run.agentName }
     const checked = Effect.flatMap(Guard.check(inputs, subject, reportGuard(run, "input")), (result) => {
       if (result.tripped !== undefined) {
         return Effect.fail(new GuardrailTripped({ sessionId: run.sessionId, guardrail: result.tripped.guardrail, kind: "input", reason: result.tripped.reason }))
       }
-      run.inputGate = undefined
-      return Deferred.succeed(gate, undefined)
+      const open = Effect.suspend(() => {
+        run.inputGate = undefined
+        return Deferred.succeed(gate, undefined)
+      })
+      return inherited === undefined ? open : Effect.andThen(Deferred.await(inherited), open)
     })
     // Both at once; the first failure (a trip) interrupts the other (the model call in flight).
     body = Effect.map(Effect.all([body, checked], { concurrency: 2 }), ([outcome]) => outcome)
@@ -1066,6 +1072,9 @@ const executeProgram = <R>(
     )
     state.parent?.setChild(state)
     if (state.parent?.toolGuards !== undefined) state.toolGuards = state.parent.toolGuards
+    // A sub-run started while its parent's input guardrails still check (a supervisor delegating at once) waits for
+    // them too: its replies, and so its tools, come after the parent's check passed.
+    if (state.parent?.inputGate !== undefined) state.inputGate = state.parent.inputGate
     state.traced = fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
     // With structured output, the answer is decoded (and repaired) where the program's model is in context.
     const output = input.output

@@ -11,6 +11,7 @@ import * as Architecture from "../../src/core/Architecture.js"
 import * as AgentError from "../../src/core/AgentError.js"
 import * as AgentEvent from "../../src/core/AgentEvent.js"
 import * as Guardrail from "../../src/core/Guardrail.js"
+import * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
 
@@ -98,6 +99,21 @@ describe("input guardrails", () => {
       expect(yield* Fiber.join(fiber)).toMatchObject({ _tag: "GuardrailTripped", guardrail: "fraud" })
       expect(yield* Ref.get(ran)).toBe(0)
     }).pipe(Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "send_money", arguments: { to: "me" } }] }, "done"]))))
+
+  it.effect("an input with an image is checked by its text, not by the image's base64 (a size limit, a redactor, a judge)", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "desk", instructions: "", guardrails: { input: [Guardrail.maxLength({ maxChars: 100 })] } })
+      // A 3 KB picture: its base64 is 4,000 characters, the question 14.
+      const picture = Model.imagePart({ data: new Uint8Array(3_000), mediaType: "image/png" })
+      const seen: Array<string> = []
+      const spy = Guardrail.make("spy", (subject) => Effect.sync(() => { seen.push(subject.text); return Guardrail.pass }))
+      const result = yield* Agent.run(agent, "", {
+        history: [Model.user([Model.textPart("what is this?"), picture])],
+        guardrails: { input: [spy] }
+      })
+      expect(result.output).toBe("a cat")
+      expect(seen).toEqual(["what is this?"])
+    }).pipe(Effect.provide(ScriptedModel.layer(["a cat"]))))
 
   it.effect("a slow passing check does not fail the run: the reply is used once it passed", () =>
     Effect.gen(function*() {

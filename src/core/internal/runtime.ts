@@ -945,7 +945,9 @@ const inputText = (input: Input): string => {
   if (input.prompt !== "") return input.prompt
   for (let i = input.history.length - 1; i >= 0; i--) {
     const message = input.history[i]!
-    if (message.role === "user") return typeof message.content === "string" ? message.content : JSON.stringify(message.content)
+    // Its text: an image's or a file's base64 is no text to check (JSON of the parts tripped a size limit on any
+    // picture, fed the bytes to a redactor's regular expressions and a judge's prompt).
+    if (message.role === "user") return Model.textOf(message.content)
   }
   return ""
 }

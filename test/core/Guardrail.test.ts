@@ -147,6 +147,18 @@ describe("output guardrails", () => {
       expect(streamed).not.toContain("help@example.com")
     }).pipe(Effect.provide(ScriptedModel.layer(["Write to help@example.com."]))))
 
+  it.effect("an output guardrail that never ends does not keep the run past its maxDuration for good: GuardrailFailed", () =>
+    Effect.gen(function*() {
+      const stuck = Guardrail.make("stuck", () => Effect.never)
+      const agent = Agent.make({ name: "w", instructions: "", guardrails: { output: [stuck] } })
+      const fiber = yield* Agent.run(agent, "hi", { budget: { maxDuration: "10 seconds" } }).pipe(Effect.flip, Effect.forkChild)
+      // The deadline interrupts the first check; the check of the best output so far then gets 10 s, not forever.
+      yield* TestClock.adjust("10 seconds")
+      yield* TestClock.adjust("10 seconds")
+      const error = yield* Fiber.join(fiber)
+      expect(error).toMatchObject({ _tag: "GuardrailFailed", guardrail: "stuck", kind: "output" })
+    }).pipe(Effect.provide(ScriptedModel.layer(["hello"]))))
+
   it.effect("repair: the model is shown the reason once and its second answer, passing, is the output", () =>
     Effect.gen(function*() {
       const agent = Agent.make({ name: "w", instructions: "Sell.", guardrails: { output: [tripsOn("guarantee")], onOutputTrip: "repair" } })

@@ -5,7 +5,7 @@
  * toolkit over it; only core reads this module.
  */
 import { type Cause, Clock, Context, Data, Deferred, type Duration, Effect, Exit, Layer, Predicate, Queue, Result, type Schema, Scope, Stream, Tracer } from "effect"
-import { type AgentError, type BudgetExhausted, type GuardrailFailed, GuardrailTripped, OutputInvalid, type Unanswered } from "../AgentError.js"
+import { type AgentError, type BudgetExhausted, GuardrailFailed, GuardrailTripped, OutputInvalid, type Unanswered } from "../AgentError.js"
 import { ContextLengthExceeded } from "../ModelError.js"
 import type * as AgentEvent from "../AgentEvent.js"
 import * as Budget from "../Budget.js"
@@ -952,6 +952,9 @@ const inputText = (input: Input): string => {
   return ""
 }
 
+/** How long the output guardrails may take on the output a limit or a cancel made (the run's time is already up). */
+const afterLimitCheckMs = 10_000
+
 /**
  * The program under the run's guardrails: the input ones beside it (the first model reply waits for them; a trip
  * interrupts everything and fails the run), the output ones on its answer, the tool ones on its calls.
@@ -1133,7 +1136,24 @@ const executeProgram = <R>(
     const outputGuards = guardrails?.output
     if (outputGuards !== undefined && outputGuards.length > 0) {
       guarded = Effect.flatMap(guarded, (outcome) =>
-        state.outputChecked ? Effect.succeed(outcome) : checkOutput(state, input, outputGuards, false, outcome))
+        state.outputChecked
+          ? Effect.succeed(outcome)
+          : checkOutput(state, input, outputGuards, false, outcome).pipe(
+            // The run's deadline or cancel is behind it: a check that hangs (a judge on a dead model) must not keep
+            // the run past them for good. A check that did not finish is no pass.
+            Effect.timeoutOrElse({
+              duration: afterLimitCheckMs,
+              orElse: () =>
+                Effect.fail(
+                  new GuardrailFailed({
+                    sessionId: state.sessionId,
+                    guardrail: outputGuards.map((guardrail) => guardrail.name).join(", "),
+                    kind: "output",
+                    error: `the check of the output a limit made did not finish within ${afterLimitCheckMs} ms`
+                  })
+                )
+            })
+          ))
     }
     // The run's state and span go on top of the fiber's context as two entries (`Context.add`), where providing a
     // context of both (`Effect.provide`) would copy every service of the fiber's context into a new map, per run.

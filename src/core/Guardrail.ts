@@ -5,7 +5,8 @@
  *   call and the run fails with `GuardrailTripped`; the first reply is used only once every input guardrail passed.
  * - **output** guardrails check the final answer (after structured output decodes): a trip fails the run, or, with
  *   `onOutputTrip: "repair"`, the model is shown the reason and asked once more (a second trip fails). A rewrite
- *   (a redactor) becomes the output.
+ *   (a redactor) becomes the output. A run with output guardrails does not stream its text (no `TextDelta`
+ *   events): a delta would reach the watcher before the answer is checked.
  * - **tool** guardrails check a call's arguments before it runs and its result before the model reads it: a trip
  *   becomes the call's `ERROR:` result (`onToolTrip: "error"`, the default) or fails the run (`"fail"`).
  *

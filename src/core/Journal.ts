@@ -260,6 +260,15 @@ export const read = (path: string): Effect.Effect<ReadonlyArray<Entry>, JournalE
       }
       const object = typeof json === "object" && json !== null && !Array.isArray(json) ? json as Json : undefined
       if (object !== undefined && typeof object["blob"] === "string" && typeof object["data"] === "string") {
+        // The bytes must be those the digest names: an edited or damaged blob would replay other bytes silently.
+        const digest = blobPrefix + createHash("sha256").update(object["data"]).digest("hex")
+        if (digest !== object["blob"]) {
+          return yield* new JournalError({
+            path,
+            line: i + 1,
+            message: `${path}:${i + 1} holds bytes whose digest is ${digest}, not the ${object["blob"]} it names`
+          })
+        }
         blobs.set(object["blob"], object["data"])
         continue
       }

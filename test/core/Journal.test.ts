@@ -163,4 +163,20 @@ describe("Journal: content parts", () => {
       expect(error.line).toBe(1)
       expect(error.message).toMatch(/:1 uses the bytes sha256:[0-9a-f]{64}, which no line before it holds$/)
     }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.effect("a blob whose bytes are not those its digest names (an edited or damaged cassette) is a JournalError with its line", () =>
+    Effect.gen(function*() {
+      const path = yield* cassette
+      yield* Agent.run(calculator, "", { history }).pipe(Effect.provide(recording(path, script)))
+      const fs = yield* FileSystem.FileSystem
+      const text = yield* fs.readFileString(path)
+      // One base64 character changed in the blob line: the entries still name the old digest.
+      const [blob, ...rest] = text.split("\n")
+      const damaged = blob!.replace(`"data":"iVBOR`, `"data":"jVBOR`)
+      expect(damaged).not.toBe(blob)
+      yield* fs.writeFileString(path, [damaged, ...rest].join("\n"))
+      const error = yield* Effect.flip(Journal.read(path))
+      expect(error.line).toBe(1)
+      expect(error.message).toMatch(/:1 holds bytes whose digest is sha256:[0-9a-f]{64}, not the sha256:[0-9a-f]{64} it names$/)
+    }).pipe(Effect.provide(NodeServices.layer)))
 })

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Exit, Layer, Stream, Tracer } from "effect"
+import { Context, Effect, Exit, Fiber, Layer, Stream, Tracer } from "effect"
 import { TestClock } from "effect/testing"
 import * as Agent from "../../src/core/Agent.js"
 import * as AgentError from "../../src/core/AgentError.js"
@@ -198,6 +198,55 @@ describe("Model.fallback", () => {
           expect(Model.text(yield* ask())).toBe("primary")
           expect(Model.text(yield* ask())).toBe("primary")
           expect(yield* flaky.calls).toBe(5)
+        }).pipe(Effect.provide(chain))
+      }))
+
+    it.effect("a probe that fails with an error the breaker does not count settles it: the model is asked again", () =>
+      Effect.gen(function*() {
+        // The probe's 400 says the server is up (the request was wrong for it): the circuit must not stay half-open.
+        let answer: "down" | "bad request" | "up" = "down"
+        const primary = scripted(() =>
+          answer === "up" ? "primary"
+          : answer === "down" ? { error: new ModelError.ServerError({ status: 503, message: "down" }) }
+          : { error: new ModelError.InvalidRequest({ status: 400, message: "bad field" }) }
+        )
+        const backup = scripted(() => "backup")
+        const chain = Model.fallback([primary.service, backup.service], { breaker: { failures: 1, coolDown: "30 seconds" } })
+        yield* Effect.gen(function*() {
+          expect(Model.text(yield* ask())).toBe("backup")
+          yield* TestClock.adjust("30 seconds")
+          answer = "bad request"
+          yield* Effect.exit(ask())
+          expect(yield* primary.calls).toBe(2)
+          answer = "up"
+          yield* TestClock.adjust("1 minute")
+          expect(Model.text(yield* ask())).toBe("primary")
+        }).pipe(Effect.provide(chain))
+      }))
+
+    it.effect("a probe interrupted before it settles does not leave the circuit half-open for good", () =>
+      Effect.gen(function*() {
+        let state: "down" | "hang" | "up" = "down"
+        const down = failing(new ModelError.ServerError({ status: 503, message: "down" }))
+        const up = scripted(() => "primary")
+        const primary: Model.Service = {
+          ...down.service,
+          generate: (request) =>
+            state === "hang" ? Effect.never : state === "up" ? up.service.generate(request) : down.service.generate(request)
+        }
+        const backup = scripted(() => "backup")
+        const chain = Model.fallback([primary, backup.service], { breaker: { failures: 1, coolDown: "30 seconds" } })
+        yield* Effect.gen(function*() {
+          expect(Model.text(yield* ask())).toBe("backup")
+          yield* TestClock.adjust("30 seconds")
+          // The probe hangs and its caller gives up (a run's timeout, a cancelled request).
+          state = "hang"
+          const probe = yield* Effect.forkChild(ask())
+          yield* TestClock.adjust("5 seconds")
+          yield* Fiber.interrupt(probe)
+          state = "up"
+          yield* TestClock.adjust("1 minute")
+          expect(Model.text(yield* ask())).toBe("primary")
         }).pipe(Effect.provide(chain))
       }))
 

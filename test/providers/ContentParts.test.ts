@@ -59,6 +59,17 @@ describe("Model content parts: the schema and its checks", () => {
     expect(refused({ type: "audio", data: wav, format: "aiff" })).toBeTruthy()
   })
 
+  it("a data: URL is held to the media types and base64 its part's fields are (it was let through unread)", () => {
+    const refused = (part: Model.Part) => Model.partProblem(part)
+    expect(refused({ type: "image", url: "data:text/html;base64,PHNjcmlwdD4=" })).toContain("unknown image media type \"text/html\" in the data: URL")
+    expect(refused({ type: "image", url: "DATA:image/svg+xml;base64,PHN2Zz48L3N2Zz4=" })).toContain("\"image/svg+xml\"")
+    expect(refused({ type: "image", url: "data:image/png,<script>alert(1)</script>" })).toContain("must be `data:<media type>;base64,<data>`")
+    expect(refused({ type: "image", url: "data:image/png;base64,!!not base64!!" })).toContain("not base64")
+    expect(refused({ type: "file", url: "data:application/x-msdownload;base64,TVo=", mediaType: "application/pdf" })).toContain("unknown file media type")
+    expect(refused({ type: "image", url: `data:image/png;base64,${png}` })).toBeUndefined()
+    expect(refused({ type: "image", url: "https://example.com/a.png" })).toBeUndefined()
+  })
+
   it("checkContent names the message and part, and applies the byte cap", () => {
     const messages = [Model.user("hi"), Model.user([Model.textPart("look"), Model.imagePart({ data: png, mediaType: "image/png" })])]
     expect(Model.checkContent(messages)).toBeUndefined()

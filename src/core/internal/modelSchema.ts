@@ -144,7 +144,7 @@ export const partProblem = (part: Part, maxBytes: number = defaultMaxPartBytes):
         const scheme = schemeProblem(part.url)
         if (scheme !== undefined) return scheme
         if (part.url.length > maxBytes) return `the URL is ${part.url.length} bytes, over the cap of ${maxBytes}`
-        return undefined
+        return dataUrlProblem(part.url, known, part.type)
       }
       if (part.mediaType === undefined) return `${part.type} bytes need a \`mediaType\``
       return dataProblem(part.data!, maxBytes)
@@ -152,6 +152,22 @@ export const partProblem = (part: Part, maxBytes: number = defaultMaxPartBytes):
     case "audio":
       return dataProblem(part.data, maxBytes)
   }
+}
+
+/**
+ * A `data:` URL carries its own media type and bytes: held to the same rules as `mediaType` and `data` (a known
+ * media type, base64 text), or an image part's `data:text/html,…` would pass where `mediaType: "text/html"` does not.
+ */
+const dataUrlProblem = (url: string, known: ReadonlyArray<string>, type: "image" | "file"): string | undefined => {
+  if (url.slice(0, 5).toLowerCase() !== "data:") return undefined
+  const comma = url.indexOf(",")
+  const header = comma < 0 ? "" : url.slice(5, comma).toLowerCase()
+  if (comma < 0 || !header.endsWith(";base64")) return "a `data:` URL must be `data:<media type>;base64,<data>`"
+  const mediaType = header.slice(0, -";base64".length).split(";")[0]!.trim()
+  if (!known.includes(mediaType)) return `unknown ${type} media type "${mediaType}" in the data: URL (known: ${known.join(", ")})`
+  const data = url.slice(comma + 1)
+  if (data.length % 4 !== 0 || !base64Text.test(data)) return "the `data:` URL's data is not base64 text"
+  return undefined
 }
 
 const dataProblem = (data: string, maxBytes: number): string | undefined => {

@@ -5,7 +5,7 @@
  * toolkit over it; only core reads this module.
  */
 import { type Cause, Clock, Context, Data, Deferred, type Duration, Effect, Exit, Layer, Predicate, Queue, Result, type Schema, Scope, Stream, Tracer } from "effect"
-import { type AgentError, type BudgetExhausted, type GuardrailFailed, GuardrailTripped, OutputInvalid, type Unanswered } from "../AgentError.js"
+import { type AgentError, type BudgetExhausted, GuardrailFailed, GuardrailTripped, OutputInvalid, type Unanswered } from "../AgentError.js"
 import { ContextLengthExceeded } from "../ModelError.js"
 import type * as AgentEvent from "../AgentEvent.js"
 import * as Budget from "../Budget.js"
@@ -217,6 +217,11 @@ export class RunState implements RunContext {
   toolGuards: ToolGuards | undefined = undefined
   /** Whether the output guardrails checked the outcome (an outcome a limit made is checked at the run's end). */
   outputChecked = false
+  /**
+   * Set when the run has output guardrails: its model text is not streamed as `TextDelta` events, since a delta goes
+   * out before the answer is checked (a redactor's email would reach the watcher before its rewrite).
+   */
+  textHeld = false
   constructor(
     readonly sessionId: string,
     readonly rootSessionId: string,
@@ -317,7 +322,8 @@ export const generateFor = (
 ): Effect.Effect<Model.Response, ModelError | BudgetExhausted, Model.Model> => {
   const gate = run.inputGate
   // The input guardrails check beside the call: its reply is read only once they passed (a trip interrupts it).
-  return gate === undefined
+  // A gate already open (a sub-run's inherited one, after its parent's check passed) costs nothing.
+  return gate === undefined || Deferred.isDoneUnsafe(gate)
     ? generateUngated(run, request, options)
     : Effect.tap(generateUngated(run, request, options), () => Deferred.await(gate))
 }
@@ -498,12 +504,15 @@ const call = (
       return response
     })
   }
+  // While the input guardrails check, a delta waits for them: a tripped input shows none of the reply.
+  const gate = run.inputGate !== undefined && !Deferred.isDoneUnsafe(run.inputGate) ? run.inputGate : undefined
   const send = (): Effect.Effect<Model.Response, ModelError> =>
-    run.streamText
-      ? Model.streamIntoWith(model, request, (chunk) =>
+    run.streamText && !run.textHeld
+      ? Model.streamIntoWith(model, request, (chunk) => {
         // Called as each chunk arrives (see `Model.Service.streamInto`), so the event can go out right here.
-        chunk._tag === "TextDelta" && chunk.text !== ""
-          ? emitNow(run.emitter, {
+        if (chunk._tag !== "TextDelta" || chunk.text === "") return Effect.void
+        const emit = () =>
+          emitNow(run.emitter, {
             _tag: "TextDelta",
             sessionId: run.sessionId,
             timestamp: run.now(),
@@ -511,7 +520,8 @@ const call = (
             index: chunk.index,
             text: chunk.text
           })
-          : Effect.void)
+        return gate === undefined ? emit() : Effect.andThen(Deferred.await(gate), Effect.suspend(emit))
+      })
       : model.generate(request)
   // Events are handed over synchronously when the stream has room (`emitNow`), so a step runs few effects.
   const sendWithEvents = (): Effect.Effect<Model.Response, ModelError> => {
@@ -935,10 +945,15 @@ const inputText = (input: Input): string => {
   if (input.prompt !== "") return input.prompt
   for (let i = input.history.length - 1; i >= 0; i--) {
     const message = input.history[i]!
-    if (message.role === "user") return typeof message.content === "string" ? message.content : JSON.stringify(message.content)
+    // Its text: an image's or a file's base64 is no text to check (JSON of the parts tripped a size limit on any
+    // picture, fed the bytes to a redactor's regular expressions and a judge's prompt).
+    if (message.role === "user") return Model.textOf(message.content)
   }
   return ""
 }
+
+/** How long the output guardrails may take on the output a limit or a cancel made (the run's time is already up). */
+const afterLimitCheckMs = 10_000
 
 /**
  * The program under the run's guardrails: the input ones beside it (the first model reply waits for them; a trip
@@ -953,6 +968,7 @@ const guardProgram = <R>(
   let body = answer(input)
   const output = guardrails.output ?? []
   if (output.length > 0) {
+    run.textHeld = true
     body = Effect.flatMap(body, (outcome) => checkOutput(run, input, output, guardrails.onOutputTrip === "repair", outcome))
   }
   const tool = guardrails.tool ?? []
@@ -964,14 +980,19 @@ const guardProgram = <R>(
   const inputs = guardrails.input ?? []
   if (inputs.length > 0) {
     const gate = Deferred.makeUnsafe<void>()
+    // A parent's gate this sub-run inherited: its own opens only once that one did as well.
+    const inherited = run.inputGate
     run.inputGate = gate
     const subject: Guard.Subject = { kind: "input", text: inputText(input), sessionId: run.sessionId, agent: run.agentName }
     const checked = Effect.flatMap(Guard.check(inputs, subject, reportGuard(run, "input")), (result) => {
       if (result.tripped !== undefined) {
         return Effect.fail(new GuardrailTripped({ sessionId: run.sessionId, guardrail: result.tripped.guardrail, kind: "input", reason: result.tripped.reason }))
       }
-      run.inputGate = undefined
-      return Deferred.succeed(gate, undefined)
+      const open = Effect.suspend(() => {
+        run.inputGate = undefined
+        return Deferred.succeed(gate, undefined)
+      })
+      return inherited === undefined ? open : Effect.andThen(Deferred.await(inherited), open)
     })
     // Both at once; the first failure (a trip) interrupts the other (the model call in flight).
     body = Effect.map(Effect.all([body, checked], { concurrency: 2 }), ([outcome]) => outcome)
@@ -1056,6 +1077,9 @@ const executeProgram = <R>(
     )
     state.parent?.setChild(state)
     if (state.parent?.toolGuards !== undefined) state.toolGuards = state.parent.toolGuards
+    // A sub-run started while its parent's input guardrails still check (a supervisor delegating at once) waits for
+    // them too: its replies, and so its tools, come after the parent's check passed.
+    if (state.parent?.inputGate !== undefined) state.inputGate = state.parent.inputGate
     state.traced = fiber.getRef(Tracer.Tracer) !== Tracer.nativeTracer
     // With structured output, the answer is decoded (and repaired) where the program's model is in context.
     const output = input.output
@@ -1112,7 +1136,24 @@ const executeProgram = <R>(
     const outputGuards = guardrails?.output
     if (outputGuards !== undefined && outputGuards.length > 0) {
       guarded = Effect.flatMap(guarded, (outcome) =>
-        state.outputChecked ? Effect.succeed(outcome) : checkOutput(state, input, outputGuards, false, outcome))
+        state.outputChecked
+          ? Effect.succeed(outcome)
+          : checkOutput(state, input, outputGuards, false, outcome).pipe(
+            // The run's deadline or cancel is behind it: a check that hangs (a judge on a dead model) must not keep
+            // the run past them for good. A check that did not finish is no pass.
+            Effect.timeoutOrElse({
+              duration: afterLimitCheckMs,
+              orElse: () =>
+                Effect.fail(
+                  new GuardrailFailed({
+                    sessionId: state.sessionId,
+                    guardrail: outputGuards.map((guardrail) => guardrail.name).join(", "),
+                    kind: "output",
+                    error: `the check of the output a limit made did not finish within ${afterLimitCheckMs} ms`
+                  })
+                )
+            })
+          ))
     }
     // The run's state and span go on top of the fiber's context as two entries (`Context.add`), where providing a
     // context of both (`Effect.provide`) would copy every service of the fiber's context into a new map, per run.

@@ -10,7 +10,7 @@
  * Retries stay where they are today: in each provider (`maxAttempts`, `Schedule`), so the chain sees an error only
  * once its model's retries are spent.
  */
-import { Clock, Duration, Effect, Queue, Stream } from "effect"
+import { Clock, Duration, Effect, Exit, Queue, Stream } from "effect"
 import type { Chunk, Request, Response } from "../modelSchema.js"
 import type { ModelError } from "../../ModelError.js"
 import * as ModelErrors from "../../ModelError.js"
@@ -148,9 +148,12 @@ export const run = <A>(
   }
   const attemptOn = (i: number, link: Link, breaker: Breaker | undefined): Effect.Effect<A, ModelError> => {
     const sent = attempt(link)
-    // Only a probe (half-open) has anything to do on success: a closed breaker keeps no count of successes.
+    // Only a probe (half-open) has anything to do on success: a closed breaker keeps no count of successes. A probe
+    // must settle the breaker however it ends, or every later call is refused for good: an answer, or an error that
+    // is about the request (a 400: the server is up), closes it; a counted error reopens it (in the catch below); an
+    // interrupted or dying probe gives the probe back (open, cool-down over: the next call probes).
     const watched = breaker !== undefined && breaker.state === "half-open"
-      ? Effect.tap(sent, () => Effect.sync(() => breaker.succeeded()))
+      ? Effect.onExit(sent, (exit) => Effect.sync(() => settleProbe(breaker, exit)))
       : sent
     return Effect.catch(watched, (error: ModelError) => {
       const moveOn = (): Effect.Effect<A, ModelError> => {
@@ -170,6 +173,18 @@ export const run = <A>(
     })
   }
   return from(0, undefined)
+}
+
+/** How a probe that ended settles its half-open breaker (a counted error is left to `Breaker.failed`). */
+const settleProbe = (breaker: Breaker, exit: Exit.Exit<unknown, ModelError>): void => {
+  if (breaker.state !== "half-open") return
+  if (Exit.isSuccess(exit)) return breaker.succeeded()
+  const error = Exit.findErrorOption(exit)
+  if (error._tag === "None") {
+    breaker.state = "open"
+    return
+  }
+  if (!countsAgainstModel(error.value)) breaker.succeeded()
 }
 
 /** What an open circuit fails with when it never saw an error of its own (not reachable through `failed`). */

@@ -152,6 +152,18 @@ describe("OpenAiCompatible: content parts on the wire", () => {
       expect(streamed.message).toContain("messages[1].content[0]: the URL scheme \"gopher:\" is not allowed")
       expect(chatBodies(server)).toHaveLength(0)
     }))
+
+  it.effect("a file given as a data: URL goes out as its file_data (it is the bytes), not refused as a file by URL", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      const url = "data:application/pdf;base64,JVBERi0xLjQKJcfsj6IK"
+      yield* Model.generate(withParts(Model.filePart({ url, mediaType: "application/pdf", name: "report.pdf" }))).pipe(
+        Effect.provide(clientLayer(server))
+      )
+      expect(chatBodies(server)[0]!.messages.at(-1)!.content).toEqual([
+        { type: "file", file: { file_data: url, filename: "report.pdf" } }
+      ])
+    }))
 })
 
 const poolFile = (text: string) =>

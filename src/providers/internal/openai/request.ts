@@ -39,7 +39,8 @@ const encodePart = (part: Model.Part): Record<string, unknown> => {
       }
       return {
         type: "file",
-        file: { file_data: dataUrl(part.mediaType, part.data!), ...(part.name !== undefined ? { filename: part.name } : {}) }
+        // A `data:` URL is the file's bytes already in OpenAI's form (checked like `data` by `Model.checkContent`).
+        file: { file_data: part.url ?? dataUrl(part.mediaType, part.data!), ...(part.name !== undefined ? { filename: part.name } : {}) }
       }
   }
 }
@@ -58,7 +59,10 @@ export const contentProblem = (request: Model.Request): InvalidContent | undefin
     if (typeof content === "string") continue
     for (let j = 0; j < content.length; j++) {
       const part = content[j]!
-      if (part.type === "file" && part.url !== undefined && !Model.imageMediaTypes.includes(part.mediaType)) {
+      if (
+        part.type === "file" && part.url !== undefined && !/^data:/i.test(part.url) &&
+        !Model.imageMediaTypes.includes(part.mediaType)
+      ) {
         return new InvalidContent({
           messageIndex: i,
           partIndex: j,

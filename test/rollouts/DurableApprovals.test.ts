@@ -42,6 +42,20 @@ const engineOf = (file: string, act: Tool.Tool, model: Layer.Layer<Model.Model>)
     Layer.provide(model)
   )
 
+/**
+ * A model whose first reply is `first` and every later one `answer`, keeping what it read last on each later call
+ * (a tool's result, a rejection).
+ */
+const readingModel = (first: ScriptedModel.Turn, answer: string) => {
+  const seen: Array<string> = []
+  const model = ScriptedModel.layer((request, index) => {
+    if (index === 0) return first
+    seen.push(String(request.messages?.at(-1)?.content))
+    return answer
+  })
+  return { seen, model }
+}
+
 /** Polls `effect` until `done` holds (a live test: the engine runs on its own fibers). */
 const until = <A, E, R>(effect: Effect.Effect<A, E, R>, done: (a: A) => boolean): Effect.Effect<A, E | string, R> =>
   Effect.gen(function*() {
@@ -103,12 +117,7 @@ describe("Durable approvals (Durable.layerSqlite, one process)", () => {
     withStore((file) =>
       Effect.gen(function*() {
         const { ran, act } = counted()
-        const seen: Array<string> = []
-        const model = ScriptedModel.layer((request, index) => {
-          if (index === 0) return { toolCalls: [{ id: "c1", name: "act", arguments: { n: 1 } }] }
-          seen.push(String(request.messages?.at(-1)?.content))
-          return "ok"
-        })
+        const { model, seen } = readingModel({ toolCalls: [{ id: "c1", name: "act", arguments: { n: 1 } }] }, "ok")
         const engine = engineOf(file, act, model)
         yield* Effect.gen(function*() {
           const payload = { agent: "worker", prompt: "go", runId: "run-r" }
@@ -183,12 +192,7 @@ describe("Durable approvals (Durable.layerSqlite, one process)", () => {
     withStore((file) =>
       Effect.gen(function*() {
         const { ran, act } = counted({ needsApproval: true, approvalTimeout: "1 second" })
-        const seen: Array<string> = []
-        const model = ScriptedModel.layer((request, index) => {
-          if (index === 0) return { toolCalls: [{ id: "c1", name: "act", arguments: { n: 1 } }] }
-          seen.push(String(request.messages?.at(-1)?.content))
-          return "ok"
-        })
+        const { model, seen } = readingModel({ toolCalls: [{ id: "c1", name: "act", arguments: { n: 1 } }] }, "ok")
         const engine = engineOf(file, act, model)
         yield* Effect.gen(function*() {
           const payload = { agent: "worker", prompt: "go", runId: "run-o" }
@@ -360,12 +364,7 @@ describe("Durable questions (Durable.layerSqlite, one process)", () => {
   it.live("a question's timeout is a DurableClock: no answer in time, the model reads why; a late answer is AlreadyDecided", () =>
     withStore((file) =>
       Effect.gen(function*() {
-        const seen: Array<string> = []
-        const model = ScriptedModel.layer((request, index) => {
-          if (index === 0) return { toolCalls: [{ id: "c1", name: "ask_human", arguments: { question: "Which city?" } }] }
-          seen.push(String(request.messages?.at(-1)?.content))
-          return "gave up"
-        })
+        const { model, seen } = readingModel({ toolCalls: [{ id: "c1", name: "ask_human", arguments: { question: "Which city?" } }] }, "gave up")
         const agent = Agent.make({ name: "worker", instructions: "", tools: [HumanLoop.askTool({ timeout: "1 second" })] })
         yield* Effect.gen(function*() {
           const result = yield* Durable.AgentRun.execute({ agent: "worker", prompt: "book", runId: "run-t" })

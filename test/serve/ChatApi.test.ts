@@ -640,6 +640,27 @@ const servePage = (agents: ReadonlyArray<Agent.Agent<never>>, script: string) =>
     return `http://127.0.0.1:${address.port}`
   })
 
+/**
+ * A headless Chromium page (closed with the scope) for the chat page tests: its page errors kept, and `say` typing
+ * a message and sending it once the form is ready.
+ */
+const chatPage = Effect.gen(function*() {
+  const browser = yield* Effect.acquireRelease(
+    Effect.promise(() => chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox"] })),
+    (browser) => Effect.promise(() => browser.close())
+  )
+  const page = yield* Effect.promise(() => browser.newPage())
+  const pageErrors: Array<string> = []
+  page.on("pageerror", (error) => void pageErrors.push(error.message))
+  const say = (text: string) =>
+    Effect.promise(async () => {
+      await page.locator('button[type="submit"]:not([disabled])').waitFor()
+      await page.fill("#input", text)
+      await page.click('button[type="submit"]')
+    })
+  return { page, pageErrors, say }
+})
+
 describe("ChatApi in a browser", () => {
   it.live.skipIf(!haveChromium && !chromiumRequired)(
     `in headless Chromium: useChat from @ai-sdk/react with DefaultChatTransport({ api: "/agents/calculator/chat" }), two turns${haveChromium ? "" : ` (skipped: ${chromiumUnavailable})`}`,
@@ -652,19 +673,7 @@ describe("ChatApi in a browser", () => {
           [add]
         )
         const url = yield* servePage([calculator.agent], yield* bundle)
-        const browser = yield* Effect.acquireRelease(
-          Effect.promise(() => chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox"] })),
-          (browser) => Effect.promise(() => browser.close())
-        )
-        const page = yield* Effect.promise(() => browser.newPage())
-        const pageErrors: Array<string> = []
-        page.on("pageerror", (error) => void pageErrors.push(error.message))
-        const say = (text: string) =>
-          Effect.promise(async () => {
-            await page.locator('button[type="submit"]:not([disabled])').waitFor()
-            await page.fill("#input", text)
-            await page.click('button[type="submit"]')
-          })
+        const { page, pageErrors, say } = yield* chatPage
         yield* Effect.promise(() => page.goto(`${url}/chat`))
         yield* say("2 + 3?")
         yield* Effect.promise(() => page.locator(".message.assistant").getByText("The sum is 5.").waitFor({ timeout: 10_000 }))
@@ -705,19 +714,7 @@ describe("ChatApi in a browser", () => {
           [Tool.withApproval(add)]
         )
         const url = yield* servePage([calculator.agent], yield* bundle)
-        const browser = yield* Effect.acquireRelease(
-          Effect.promise(() => chromium.launch({ executablePath: chromiumPath, args: ["--no-sandbox"] })),
-          (browser) => Effect.promise(() => browser.close())
-        )
-        const page = yield* Effect.promise(() => browser.newPage())
-        const pageErrors: Array<string> = []
-        page.on("pageerror", (error) => void pageErrors.push(error.message))
-        const say = (text: string) =>
-          Effect.promise(async () => {
-            await page.locator('button[type="submit"]:not([disabled])').waitFor()
-            await page.fill("#input", text)
-            await page.click('button[type="submit"]')
-          })
+        const { page, pageErrors, say } = yield* chatPage
         yield* Effect.promise(() => page.goto(`${url}/chat`))
         yield* say("2 + 3?")
         yield* Effect.promise(() => page.locator(".approval").getByText('add({"a":2,"b":3})?').waitFor({ timeout: 10_000 }))

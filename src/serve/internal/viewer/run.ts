@@ -1,6 +1,7 @@
 /**
  * The viewer script's view of one run, fed by its events: its input when given as parts, the requests waiting for a
- * person, the tree of sessions with their calls and tokens (cached input among them, when servers said), the
+ * person, the tree of sessions with their status ("waiting" while a call or question of theirs waits for a person),
+ * calls and tokens (cached input among them, when servers said), the
  * waterfall, the raw events (a collapsed table: each model reply with its tokens, cost and the model that answered
  * behind a fallback chain; fallbacks and guardrail trips) and the output; then the page's start-up (the open run
  * follows the address's `#run=<id>`).
@@ -36,7 +37,7 @@ function openRun(runId) {
   const session = (sessionId) => {
     let s = state.sessions.get(sessionId);
     if (!s) {
-      s = { sessionId, parent: parentOf(sessionId), agent: "", calls: 0, tokens: 0, cached: undefined, started: 0, ended: null, status: "running" };
+      s = { sessionId, parent: parentOf(sessionId), agent: "", calls: 0, tokens: 0, cached: undefined, started: 0, ended: null, status: "running", waits: new Set() };
       state.sessions.set(sessionId, s);
     }
     return s;
@@ -48,10 +49,12 @@ function openRun(runId) {
       if (!children.has(key)) children.set(key, []);
       children.get(key).push(s);
     }
+    // A running session with a call or a question waiting for a person is waiting, not running.
+    const statusOf = (s) => s.status === "running" && s.waits.size > 0 ? "waiting" : s.status;
     const render = (s) => el("li", { "data-session": s.sessionId },
       el("span", { class: "session", text: short(s.sessionId) }), " ",
       el("strong", { text: s.agent }), " ",
-      el("span", { class: "status " + s.status, text: s.status }), " ",
+      el("span", { class: "status " + statusOf(s), text: statusOf(s) }), " ",
       el("span", { class: "counts", text: s.calls + " calls · " + s.tokens + " tokens" + (s.cached !== undefined ? " · " + s.cached + " cached" : "") + (s.ended !== null ? " · " + (s.ended - s.started) + " ms" : "") }),
       (children.get(s.sessionId) || []).length ? el("ul", {}, ...children.get(s.sessionId).map(render)) : undefined);
     tree.replaceChildren(...(children.get("") || []).map(render));
@@ -97,10 +100,10 @@ function openRun(runId) {
         break;
       case "ToolCalled": row(event, "tool", event.name + "(" + event.arguments + ")"); break;
       case "ToolReturned": row(event, event.isError ? "tool error" : "tool result", event.name + " → " + event.content, event.isError ? "error" : ""); break;
-      case "ApprovalRequested": row(event, "approval asked", event.name + "(" + event.arguments + ") [call " + event.toolCallId + "]"); break;
-      case "ApprovalDecided": row(event, "approval", event.name + " [call " + event.toolCallId + "] " + (event.approved ? "approved" : "rejected" + (event.reason ? ": " + event.reason : "")) + " after " + event.waitedMs + " ms", event.approved ? "" : "error"); break;
-      case "QuestionAsked": row(event, "question", event.questionId + ": " + event.question); break;
-      case "QuestionAnswered": row(event, "answer", event.questionId + (event.answered ? " answered" : " unanswered: " + (event.reason || "")) + " after " + event.waitedMs + " ms"); break;
+      case "ApprovalRequested": s.waits.add("a" + event.toolCallId); row(event, "approval asked", event.name + "(" + event.arguments + ") [call " + event.toolCallId + "]"); break;
+      case "ApprovalDecided": s.waits.delete("a" + event.toolCallId); row(event, "approval", event.name + " [call " + event.toolCallId + "] " + (event.approved ? "approved" : "rejected" + (event.reason ? ": " + event.reason : "")) + " after " + event.waitedMs + " ms", event.approved ? "" : "error"); break;
+      case "QuestionAsked": s.waits.add("q" + event.questionId); row(event, "question", event.questionId + ": " + event.question); break;
+      case "QuestionAnswered": s.waits.delete("q" + event.questionId); row(event, "answer", event.questionId + (event.answered ? " answered" : " unanswered: " + (event.reason || "")) + " after " + event.waitedMs + " ms"); break;
       case "SubRunStarted": session(event.childSessionId).agent = event.agent; break;
       case "Progress": row(event, "progress", event.name + " " + JSON.stringify(event.data)); break;
       case "BudgetWarning": row(event, "budget", event.limit + " at " + event.used + " of " + event.max, "error"); break;

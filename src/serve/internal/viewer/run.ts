@@ -1,10 +1,9 @@
 /**
  * The viewer script's view of one run, fed by its events: its input when given as parts, the requests waiting for a
  * person, the tree of sessions with their status ("waiting" while a call or question of theirs waits for a person),
- * calls and tokens (cached input among them, when servers said), the
- * waterfall, the raw events (a collapsed table: each model reply with its tokens, cost and the model that answered
- * behind a fallback chain; fallbacks and guardrail trips) and the output; then the page's start-up (the open run
- * follows the address's `#run=<id>`).
+ * calls and tokens (cached input among them, when servers said), the waterfall, the raw events (a collapsed table:
+ * each model reply with its tokens, cost and the model that answered behind a fallback chain; fallbacks and guardrail
+ * trips) and the output; then the page's start-up (the open run follows the address's `#run=<id>`).
  */
 export const run = String.raw`
 let current = null;
@@ -50,11 +49,11 @@ function openRun(runId) {
       children.get(key).push(s);
     }
     // A running session with a call or a question waiting for a person is waiting, not running.
-    const statusOf = (s) => s.status === "running" && s.waits.size > 0 ? "waiting" : s.status;
+    const shownStatus = (s) => s.status === "running" && s.waits.size > 0 ? "waiting" : s.status;
     const render = (s) => el("li", { "data-session": s.sessionId },
       el("span", { class: "session", text: short(s.sessionId) }), " ",
       el("strong", { text: s.agent }), " ",
-      el("span", { class: "status " + statusOf(s), text: statusOf(s) }), " ",
+      el("span", { class: "status " + shownStatus(s), text: shownStatus(s) }), " ",
       el("span", { class: "counts", text: s.calls + " calls · " + s.tokens + " tokens" + (s.cached !== undefined ? " · " + s.cached + " cached" : "") + (s.ended !== null ? " · " + (s.ended - s.started) + " ms" : "") }),
       (children.get(s.sessionId) || []).length ? el("ul", {}, ...children.get(s.sessionId).map(render)) : undefined);
     tree.replaceChildren(...(children.get("") || []).map(render));

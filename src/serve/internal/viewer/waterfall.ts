@@ -91,11 +91,13 @@ function makeWaterfall(container, short) {
         if (item && item.end === null) (item.info.fallbacks = item.info.fallbacks || []).push({ from: event.from, to: event.to, reason: event.reason });
         break;
       }
-      case "GuardrailTripped":
-        add("guard", null, sid, "guardrail " + event.guardrail, ts, { kind: event.kind, reason: event.reason, name: event.name, phase: event.phase, toolCallId: event.toolCallId });
-        items[items.length - 1].end = ts;
-        items[items.length - 1].status = event.rewritten ? "rewritten" : "tripped";
+      case "GuardrailTripped": {
+        // A mark at the moment of the trip (or rewrite), under its session.
+        const mark = add("guard", null, sid, "guardrail " + event.guardrail, ts, { kind: event.kind, reason: event.reason, name: event.name, phase: event.phase, toolCallId: event.toolCallId });
+        mark.end = ts;
+        mark.status = event.rewritten ? "rewritten" : "tripped";
         break;
+      }
       case "ToolCalled": open("tool", "t" + k(event.toolCallId), sid, event.name, ts, { id: event.toolCallId, arguments: event.arguments }); break;
       case "ToolReturned":
         close("t" + k(event.toolCallId), ts, event.isError ? "error" : "ok", { content: event.content, isError: event.isError });

@@ -238,6 +238,11 @@ export const RunView = Schema.Struct({
   sessionId: Schema.String,
   agent: Schema.String,
   input: Schema.String,
+  /**
+   * The input's parts, when it was given as parts (images, files, audio, with their bytes): what the viewer shows as
+   * thumbnails. `input` is their text.
+   */
+  inputParts: Schema.optional(Schema.Array(Model.Part)),
   /** The thread the run is a turn of, when it is one. */
   threadId: Schema.optional(Schema.String),
   status: Status,
@@ -556,6 +561,8 @@ interface Record_ {
   readonly sessionId: string
   readonly agent: string
   readonly input: string
+  /** The input as given, when it was parts. */
+  readonly inputParts: ReadonlyArray<Model.Part> | undefined
   readonly thread: ThreadTurn | undefined
   /** Whose the run is (the request's owner); undefined for runs started without one (seen by every caller). */
   readonly owner: string | undefined
@@ -613,6 +620,7 @@ const view = (record: Record_): RunView => ({
   sessionId: record.sessionId,
   agent: record.agent,
   input: record.input,
+  ...(record.inputParts !== undefined ? { inputParts: record.inputParts } : {}),
   ...(record.thread !== undefined ? { threadId: record.thread.id } : {}),
   status: statusOf(record),
   events: record.events.length,
@@ -850,6 +858,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
           sessionId,
           agent: entry.name,
           input: Model.textOf(request.input),
+          inputParts: parts,
           thread,
           owner,
           createdAt: now,

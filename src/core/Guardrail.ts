@@ -17,6 +17,10 @@
  * tool guardrails of its own is checked by its parent's tool guardrails (a worker's calls like the supervisor's).
  * An output that a limit made (a spent budget, a cancel: the best output so far) is checked too, without a repair.
  *
+ * With a tracer installed (`Telemetry.layer`), each check is a `guardrail <name>` span under the run's (a tool
+ * guardrail's under its call's `execute_tool` span): `valet.guardrail.name`, `.kind`, `.outcome` (`pass`, `trip`,
+ * `rewrite`, or `fail` with the guardrail's error tag in `error.type`) and `.reason`; a judge's `chat` span nests in it.
+ *
  * @example
  * ```ts
  * import { Effect } from "effect"

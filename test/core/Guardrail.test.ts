@@ -4,7 +4,7 @@
  * run fails), a guardrail that fails (its error, no pass), and the built-ins.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Ref, Schema, Stream } from "effect"
+import { Effect, Exit, Fiber, Ref, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as Agent from "../../src/core/Agent.js"
 import * as Architecture from "../../src/core/Architecture.js"
@@ -14,6 +14,7 @@ import * as Guardrail from "../../src/core/Guardrail.js"
 import * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
+import { type Recorded, recordingTracer } from "../support/spans.js"
 
 const tripsOn = (word: string, name = "no_" + word) =>
   Guardrail.make(name, (subject) => Effect.succeed(subject.text.includes(word) ? Guardrail.trip(`mentions ${word}`) : Guardrail.pass))
@@ -372,4 +373,65 @@ describe("built-ins", () => {
       "Rest.",
       "I think it is fine"
     ]))))
+})
+
+describe("guardrail spans", () => {
+  const attributesOf = (span: Recorded) => Object.fromEntries(span.attributes)
+
+  it.effect("each check is a `guardrail <name>` span under the run's (a tool guardrail's under its call's): kind, outcome, reason", () =>
+    Effect.gen(function*() {
+      const { ended, layer } = recordingTracer()
+      const agent = Agent.make({
+        name: "crm",
+        instructions: "",
+        tools: [lookup],
+        guardrails: { input: [Guardrail.maxLength({ maxChars: 100 })], tool: [tripsOn("admin")], output: [Guardrail.redact()] }
+      })
+      yield* Agent.run(agent, "look up admin", { sessionId: "spans-1" }).pipe(Effect.provide(layer))
+      const run = ended.find((span) => span.name === "invoke_agent crm")!
+      const guards = ended.filter((span) => span.name.startsWith("guardrail "))
+      expect(guards.map((span) => span.name).sort()).toEqual(["guardrail max_length", "guardrail no_admin", "guardrail redact"])
+      const input = guards.find((span) => span.name === "guardrail max_length")!
+      expect(input.parent).toBe(run.spanId)
+      expect(attributesOf(input)).toEqual({
+        "valet.guardrail.name": "max_length",
+        "valet.guardrail.kind": "input",
+        "valet.guardrail.outcome": "pass",
+        "valet.session_id": "spans-1"
+      })
+      const tool = guards.find((span) => span.name === "guardrail no_admin")!
+      expect(tool.parent).toBe(ended.find((span) => span.name === "execute_tool lookup")!.spanId)
+      expect(attributesOf(tool)).toEqual({
+        "valet.guardrail.name": "no_admin",
+        "valet.guardrail.kind": "tool",
+        "valet.guardrail.phase": "arguments",
+        "valet.guardrail.outcome": "trip",
+        "valet.guardrail.reason": "mentions admin",
+        "gen_ai.tool.name": "lookup",
+        "gen_ai.tool.call.id": expect.any(String),
+        "valet.session_id": "spans-1"
+      })
+      const output = guards.find((span) => span.name === "guardrail redact")!
+      expect(output.parent).toBe(run.spanId)
+      expect(attributesOf(output)).toMatchObject({ "valet.guardrail.kind": "output", "valet.guardrail.outcome": "rewrite", "valet.guardrail.reason": "found 1 email" })
+      // No checked text in any attribute (the redactor's reason names what it found, never the value).
+      expect(JSON.stringify(guards.map(attributesOf))).not.toContain("jane@example.com")
+    }).pipe(Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "lookup", arguments: { id: "admin" } }] }, "Ask jane@example.com."]))))
+
+  it.effect("a guardrail that fails: outcome fail and its error's tag; a judge's chat span nests under its guardrail's span", () =>
+    Effect.gen(function*() {
+      const { ended, layer } = recordingTracer()
+      const polite = Guardrail.judge({ criteria: "Be polite.", name: "polite" })
+      const agent = Agent.make({ name: "desk", instructions: "", guardrails: { output: [polite] } })
+      const error = yield* Effect.flip(Agent.run(agent, "hi").pipe(Effect.provide(layer)))
+      expect(error).toMatchObject({ _tag: "GuardrailFailed", guardrail: "polite" })
+      const guard = ended.find((span) => span.name === "guardrail polite")!
+      expect(attributesOf(guard)).toMatchObject({ "valet.guardrail.outcome": "fail", "error.type": "JudgeUnreadable" })
+      expect(Exit.isFailure(guard.exit)).toBe(true)
+      const chats = ended.filter((span) => span.name === "chat")
+      expect(chats).toHaveLength(2)
+      expect(chats.filter((span) => span.parent === guard.spanId)).toHaveLength(1)
+      expect(chats.filter((span) => span.parent === ended.find((s) => s.name === "invoke_agent desk")!.spanId)).toHaveLength(1)
+    }).pipe(Effect.provide(ScriptedModel.layer(["Hello.", "no idea"]))))
+
 })

@@ -910,7 +910,7 @@ const guardedExecute = <R>(
   const checkTool = (phase: "arguments" | "result", text: string) => {
     const about = subject(phase, text)
     return Effect.catch(
-      Guard.check(guards.guardrails, about, reportGuard(run, "tool", about.tool)),
+      Guard.check(guards.guardrails, about, reportGuard(run, "tool", about.tool), run.traced),
       (failed) => endRun(guards, failed)
     )
   }
@@ -984,7 +984,7 @@ const guardProgram = <R>(
     const inherited = run.inputGate
     run.inputGate = gate
     const subject: Guard.Subject = { kind: "input", text: inputText(input), sessionId: run.sessionId, agent: run.agentName }
-    const checked = Effect.flatMap(Guard.check(inputs, subject, reportGuard(run, "input")), (result) => {
+    const checked = Effect.flatMap(Guard.check(inputs, subject, reportGuard(run, "input"), run.traced), (result) => {
       if (result.tripped !== undefined) {
         return Effect.fail(new GuardrailTripped({ sessionId: run.sessionId, guardrail: result.tripped.guardrail, kind: "input", reason: result.tripped.reason }))
       }
@@ -1019,7 +1019,7 @@ const checkOutput = (
     run.outputChecked = true
     return text === outcome.output ? outcome : { ...outcome, output: text }
   }
-  return Effect.flatMap(Guard.check(guardrails, subject(outcome.output), reportGuard(run, "output")), (checked) => {
+  return Effect.flatMap(Guard.check(guardrails, subject(outcome.output), reportGuard(run, "output"), run.traced), (checked) => {
     if (checked.tripped === undefined) return Effect.succeed(accept(outcome, checked.text))
     if (!repair) return Effect.fail(tripped(checked.tripped))
     const trip = checked.tripped
@@ -1045,7 +1045,7 @@ const checkOutput = (
       run.output = text
       // Structured output decodes the repaired answer too (repairing that, as usual, if it must).
       const repaired = input.output !== undefined ? yield* finalizeOutput(run, input, input.output, { ...outcome, output: text }) : { ...outcome, output: text }
-      const again = yield* Guard.check(guardrails, subject(repaired.output), reportGuard(run, "output"))
+      const again = yield* Guard.check(guardrails, subject(repaired.output), reportGuard(run, "output"), run.traced)
       if (again.tripped !== undefined) return yield* tripped(again.tripped)
       return accept(repaired, again.text)
     })

@@ -1,8 +1,11 @@
 /**
  * Guardrails: checks around a run, each an `Effect` that passes, trips with a reason, or (a redactor) rewrites.
  *
- * - **input** guardrails check the prompt beside the run's first model call, concurrently: a trip interrupts that
- *   call and the run fails with `GuardrailTripped`; the first reply is used only once every input guardrail passed.
+ * - **input** guardrails check every user message the caller supplies with the run — each of the `history`'s, then
+ *   the prompt, one after the other (by their text: a part's bytes are not read) — beside the run's first model
+ *   call, concurrently: a trip interrupts that call and the run fails with `GuardrailTripped`; the first reply is
+ *   used only once every input guardrail passed. A thread turn's stored history is not checked again: each of its
+ *   user messages was checked in its own turn (the history a caller adds to a turn is).
  * - **output** guardrails check the final answer (after structured output decodes): a trip fails the run, or, with
  *   `onOutputTrip: "repair"`, the model is shown the reason and asked once more (a second trip fails). A rewrite
  *   (a redactor) becomes the output. A run with output guardrails does not stream its text (no `TextDelta`

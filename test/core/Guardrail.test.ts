@@ -13,6 +13,7 @@ import * as AgentEvent from "../../src/core/AgentEvent.js"
 import * as Guardrail from "../../src/core/Guardrail.js"
 import * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Threads from "../../src/core/Threads.js"
 import * as Tool from "../../src/core/Tool.js"
 import { type Recorded, recordingTracer } from "../support/spans.js"
 
@@ -115,6 +116,39 @@ describe("input guardrails", () => {
       expect(result.output).toBe("a cat")
       expect(seen).toEqual(["what is this?"])
     }).pipe(Effect.provide(ScriptedModel.layer(["a cat"]))))
+
+  it.effect("every user message the caller supplies is checked (the history's, then the task), not only the last", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "desk", instructions: "", guardrails: { input: [tripsOn("homework")] } })
+      // What a check refuses, put in an earlier message of the conversation the caller sends.
+      const error = yield* Effect.flip(Agent.run(agent, "thanks, go on", {
+        history: [Model.user("do my homework"), Model.assistant("Which subject?"), Model.user("maths")]
+      }))
+      expect(error).toMatchObject({ _tag: "GuardrailTripped", guardrail: "no_homework", kind: "input", reason: "mentions homework" })
+      const seen: Array<string> = []
+      const spy = Guardrail.make("spy", (subject) => Effect.sync(() => { seen.push(subject.text); return Guardrail.pass }))
+      // Parts as the last user message (POST /runs with parts: an empty task), the assistant's and system's not checked.
+      yield* Agent.run(agent, "", {
+        history: [Model.system("be kind"), Model.user("first"), Model.assistant("ok"), Model.user([Model.textPart("second")])],
+        guardrails: { input: [spy] }
+      })
+      expect(seen).toEqual(["first", "second"])
+    }).pipe(Effect.provide(ScriptedModel.layer(["never read", "done"]))))
+
+  it.effect("a thread turn checks the caller's history and task, not the thread's stored messages (checked in their own turns)", () =>
+    Effect.gen(function*() {
+      const seen: Array<string> = []
+      const spy = Guardrail.make("spy", (subject) => Effect.sync(() => { seen.push(subject.text); return Guardrail.pass }))
+      const agent = Agent.make({ name: "desk", instructions: "", guardrails: { input: [spy] } })
+      yield* Threads.create({ id: "t1", owner: "ada" })
+      yield* Agent.run(agent, "turn one", { thread: { id: "t1", owner: "ada" } })
+      expect(seen).toEqual(["turn one"])
+      yield* Stream.runDrain(Agent.stream(agent, "turn two", { thread: { id: "t1", owner: "ada" }, history: [Model.user("given now")] }))
+      expect(seen).toEqual(["turn one", "given now", "turn two"])
+      // The stored turn one was given to the model, and not checked again.
+      const [, second] = yield* ScriptedModel.calls
+      expect(second!.messages!.filter((m) => m.role === "user").map((m) => Model.textOf(m.content))).toEqual(["turn one", "given now", "turn two"])
+    }).pipe(Effect.provide([ScriptedModel.layer(["one", "two"]), Threads.layerMemory()])))
 
   it.effect("a slow passing check does not fail the run: the reply is used once it passed", () =>
     Effect.gen(function*() {

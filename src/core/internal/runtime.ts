@@ -118,6 +118,11 @@ export interface Input {
    * Unset, the agent's apply.
    */
   readonly guardrails?: Guard.Guardrails | undefined
+  /**
+   * How many leading messages of `history` the input guardrails skip: a thread turn's stored messages, each checked
+   * in its own turn. The rest of the history is the caller's, and each of its user messages is checked.
+   */
+  readonly checkedHistory?: number | undefined
 }
 
 /** What an architecture program returns; the runtime adds the counts and timing to make the `RunResult`. */
@@ -940,16 +945,41 @@ const guardedExecute = <R>(
 const endRun = (guards: ToolGuards, error: GuardrailTripped | GuardrailFailed): Effect.Effect<never> =>
   Effect.andThen(Deferred.fail(guards.tripwire, error), Effect.never)
 
-/** The text the input guardrails check: the prompt, or (a turn that only continues a conversation) the last user message. */
-const inputText = (input: Input): string => {
-  if (input.prompt !== "") return input.prompt
-  for (let i = input.history.length - 1; i >= 0; i--) {
+/**
+ * The texts the input guardrails check: every user message the caller supplied with this run — each of the history's
+ * (but a thread's stored ones, checked in their own turns) and the prompt — oldest first. A caller could otherwise
+ * put what a check refuses in an earlier message of the conversation it sends (the OpenAI facade, `POST /runs`'
+ * `history`), where only the last was checked.
+ */
+const inputTexts = (input: Input): ReadonlyArray<string> => {
+  const texts: Array<string> = []
+  for (let i = input.checkedHistory ?? 0; i < input.history.length; i++) {
     const message = input.history[i]!
     // Its text: an image's or a file's base64 is no text to check (JSON of the parts tripped a size limit on any
     // picture, fed the bytes to a redactor's regular expressions and a judge's prompt).
-    if (message.role === "user") return Model.textOf(message.content)
+    if (message.role === "user") texts.push(Model.textOf(message.content))
   }
-  return ""
+  if (input.prompt !== "") texts.push(input.prompt)
+  return texts
+}
+
+/**
+ * Checks each of `texts` with the input guardrails, one after the other (a judge's calls in order): the first trip
+ * stops it. A redactor's rewrite of an input is a trip (the text is already on its way).
+ */
+const checkInputs = (
+  run: RunState,
+  guardrails: ReadonlyArray<Guard.Guardrail>,
+  texts: ReadonlyArray<string>
+): Effect.Effect<Guard.Checked, GuardrailFailed> => {
+  const report = reportGuard(run, "input")
+  const next = (i: number): Effect.Effect<Guard.Checked, GuardrailFailed> => {
+    if (i >= texts.length) return Effect.succeed({ text: "" })
+    const subject: Guard.Subject = { kind: "input", text: texts[i]!, sessionId: run.sessionId, agent: run.agentName }
+    return Effect.flatMap(Guard.check(guardrails, subject, report, run.traced), (result) =>
+      result.tripped !== undefined ? Effect.succeed(result) : next(i + 1))
+  }
+  return next(0)
 }
 
 /** How long the output guardrails may take on the output a limit or a cancel made (the run's time is already up). */
@@ -983,8 +1013,7 @@ const guardProgram = <R>(
     // A parent's gate this sub-run inherited: its own opens only once that one did as well.
     const inherited = run.inputGate
     run.inputGate = gate
-    const subject: Guard.Subject = { kind: "input", text: inputText(input), sessionId: run.sessionId, agent: run.agentName }
-    const checked = Effect.flatMap(Guard.check(inputs, subject, reportGuard(run, "input"), run.traced), (result) => {
+    const checked = Effect.flatMap(checkInputs(run, inputs, inputTexts(input)), (result) => {
       if (result.tripped !== undefined) {
         return Effect.fail(new GuardrailTripped({ sessionId: run.sessionId, guardrail: result.tripped.guardrail, kind: "input", reason: result.tripped.reason }))
       }

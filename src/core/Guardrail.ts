@@ -16,8 +16,9 @@
  * A guardrail that itself fails (a judge whose model is down) fails the run with `GuardrailFailed`: a check that did
  * not run is no pass. Each trip or rewrite is a `GuardrailTripped` event. Guardrails are given per agent
  * (`Agent.make({ guardrails })`), per run (`Agent.run(…, { guardrails })`, added after the agent's) and in
- * `valet.yaml` (the built-ins by name). A sub-agent's run is checked by its own agent's guardrails; one without
- * tool guardrails of its own is checked by its parent's tool guardrails (a worker's calls like the supervisor's).
+ * `valet.yaml` (the built-ins by name). A sub-agent's run is checked by its own agent's guardrails; its tool calls
+ * by its parent's tool guardrails first (a worker's calls like the supervisor's, each trip handled by its own run's
+ * `onToolTrip`), then by its own (one its parent already applies is not run twice).
  * An output that a limit made (a spent budget, a cancel: the best output so far) is checked too, without a repair.
  *
  * With a tracer installed (`Telemetry.layer`), each check is a `guardrail <name>` span under the run's (a tool

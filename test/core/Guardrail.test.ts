@@ -302,6 +302,64 @@ describe("where guardrails reach", () => {
     }).pipe(Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "lookup", arguments: { id: "admin" } }] }, "cannot"]))))
 })
 
+describe("where guardrails reach: a sub-run's own tool guardrails", () => {
+  const delegateTo = (worker: Agent.Agent<never>) =>
+    Architecture.make({
+      name: "delegate_test",
+      program: (input) => Effect.map(Architecture.role(worker, input.prompt, { role: "worker" }), (result) => ({ output: result.output }))
+    })
+
+  it.effect("come after its parent's, not instead of them: a worker's call goes through both (the parent's first)", () =>
+    Effect.gen(function*() {
+      const worker = Agent.make({ name: "worker", instructions: "", tools: [lookup], guardrails: { tool: [tripsOn("secret")] } }) as unknown as Agent.Agent<never>
+      const boss = Agent.make({ name: "boss", instructions: "", architecture: delegateTo(worker), guardrails: { tool: [tripsOn("admin")] } })
+      expect((yield* Agent.run(boss, "look them up")).output).toBe("done")
+      const calls = yield* ScriptedModel.calls
+      const toolResults = calls.slice(1).map((request) => request.messages!.filter((m) => m.role === "tool").at(-1)!.content)
+      expect(toolResults).toEqual([
+        "ERROR: the guardrail no_admin refused this call: mentions admin",
+        "ERROR: the guardrail no_secret refused this call: mentions secret",
+        "ERROR: the guardrail no_admin refused this call: mentions admin"
+      ])
+      // The same guardrail given to both (the parent's agent as its own role) checks a call once: arguments and
+      // result, two checks, not four.
+      let checks = 0
+      const counting = Guardrail.make("counting", () => Effect.sync(() => { checks++; return Guardrail.pass }))
+      const self = Agent.make({ name: "self", instructions: "", tools: [lookup], guardrails: { tool: [counting] } }) as unknown as Agent.Agent<never>
+      const selfBoss = Agent.make({ name: "self", instructions: "", architecture: delegateTo(self), guardrails: { tool: [counting] } })
+      expect((yield* Agent.run(selfBoss, "look up 7")).output).toBe("ok")
+      expect(checks).toBe(2)
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      { toolCalls: [{ name: "lookup", arguments: { id: "admin" } }] },
+      { toolCalls: [{ name: "lookup", arguments: { id: "secret" } }] },
+      { toolCalls: [{ name: "lookup", arguments: { id: "secret admin" } }] },
+      "done",
+      { toolCalls: [{ name: "lookup", arguments: { id: "7" } }] },
+      "ok"
+    ]))))
+
+  it.effect("the parent's onToolTrip: fail ends the parent's run from a worker's call; the worker's own trips stay its error results", () =>
+    Effect.gen(function*() {
+      const worker = Agent.make({ name: "worker", instructions: "", tools: [lookup], guardrails: { tool: [tripsOn("secret")] } }) as unknown as Agent.Agent<never>
+      const boss = Agent.make({
+        name: "boss",
+        instructions: "",
+        architecture: delegateTo(worker),
+        guardrails: { tool: [tripsOn("admin")], onToolTrip: "fail" }
+      })
+      const error = yield* Effect.flip(Agent.run(boss, "look them up"))
+      expect(error).toMatchObject({ _tag: "GuardrailTripped", guardrail: "no_admin", kind: "tool", reason: "mentions admin" })
+      const calls = yield* ScriptedModel.calls
+      expect(calls).toHaveLength(2)
+      expect(calls[1]!.messages!.filter((m) => m.role === "tool").at(-1)!.content).toBe("ERROR: the guardrail no_secret refused this call: mentions secret")
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      { toolCalls: [{ name: "lookup", arguments: { id: "secret" } }] },
+      { toolCalls: [{ name: "lookup", arguments: { id: "admin" } }] },
+      "never read"
+    ]))))
+
+})
+
 describe("a guardrail that fails", () => {
   it.effect("its error fails the run (GuardrailFailed), never a pass; a check that throws too", () =>
     Effect.gen(function*() {

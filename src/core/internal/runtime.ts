@@ -217,7 +217,7 @@ export class RunState implements RunContext {
   inputGate: Deferred.Deferred<void> | undefined = undefined
   /**
    * The tool guardrails and where their trips go; undefined without any (the step reads one field). A sub-run
-   * without tool guardrails of its own takes its parent's: a worker's calls are checked like the supervisor's.
+   * takes its parent's, and its own come after them: a worker's calls are checked like the supervisor's, and more.
    */
   toolGuards: ToolGuards | undefined = undefined
   /** Whether the output guardrails checked the outcome (an outcome a limit made is checked at the run's end). */
@@ -875,14 +875,21 @@ const finalizeOutput = (
 // Guardrails
 // ---------------------------------------------------------------------------------------------------------
 
-/** A run's tool guardrails, and where a trip that fails the run (or a guardrail that fails) goes. */
-export interface ToolGuards {
+/** One run's tool guardrails, and where a trip that fails that run (or a guardrail that fails) goes. */
+export interface ToolGuardGroup {
   readonly guardrails: ReadonlyArray<Guard.Guardrail>
   readonly failRun: boolean
   /** Failed by a tool guardrail that ends the run: the run's program races it. */
   readonly tripwire: Deferred.Deferred<never, GuardrailTripped | GuardrailFailed>
 }
 
+/**
+ * The tool guardrails a run's calls go through: its ancestors' first (outermost first), then its own. Each group
+ * keeps its run's `onToolTrip`: a supervisor's guardrail that fails runs ends the supervisor's run, from a worker's call.
+ */
+export interface ToolGuards {
+  readonly groups: ReadonlyArray<ToolGuardGroup>
+}
 /** Emits `GuardrailTripped` for a trip or a rewrite. */
 const reportGuard = (run: RunState, kind: Guard.Kind, tool?: Guard.ToolSubject) => (report: Guard.Report) =>
   emitWith(run, (timestamp) => ({
@@ -908,20 +915,28 @@ const guardedExecute = <R>(
   call: Model.ToolCall,
   options: Tool.ExecuteOptions | undefined
 ): Effect.Effect<Tool.Result, never, R> => {
-  const subject = (phase: "arguments" | "result", text: string): Guard.Subject => {
-    const tool = { name: call.name, toolCallId: call.id, phase }
-    return { kind: "tool", text, sessionId: run.sessionId, agent: run.agentName, tool }
-  }
+  const groups = guards.groups
+  /** The text after every group (outermost first), or the trip that stopped it and the group it belongs to. */
   const checkTool = (phase: "arguments" | "result", text: string) => {
-    const about = subject(phase, text)
-    return Effect.catch(
-      Guard.check(guards.guardrails, about, reportGuard(run, "tool", about.tool), run.traced),
-      (failed) => endRun(guards, failed)
-    )
+    const tool = { name: call.name, toolCallId: call.id, phase }
+    const report = reportGuard(run, "tool", tool)
+    const next = (i: number, text: string): Effect.Effect<{ readonly text: string; readonly tripped?: Tripped | undefined }> => {
+      if (i >= groups.length) return Effect.succeed({ text })
+      const group = groups[i]!
+      const about: Guard.Subject = { kind: "tool", text, sessionId: run.sessionId, agent: run.agentName, tool }
+      return Effect.flatMap(
+        Effect.catch(Guard.check(group.guardrails, about, report, run.traced), (failed) => endRun(group, failed)),
+        (checked) =>
+          checked.tripped !== undefined
+            ? Effect.succeed({ text: checked.text, tripped: { ...checked.tripped, group } })
+            : next(i + 1, checked.text)
+      )
+    }
+    return next(0, text)
   }
-  const refused = (tripped: { readonly guardrail: string; readonly reason: string }, what: string): Effect.Effect<Tool.Result> =>
-    guards.failRun
-      ? endRun(guards, new GuardrailTripped({ sessionId: run.sessionId, guardrail: tripped.guardrail, kind: "tool", reason: tripped.reason }))
+  const refused = (tripped: Tripped, what: string): Effect.Effect<Tool.Result> =>
+    tripped.group.failRun
+      ? endRun(tripped.group, new GuardrailTripped({ sessionId: run.sessionId, guardrail: tripped.guardrail, kind: "tool", reason: tripped.reason }))
       : Effect.succeed({
         toolCallId: call.id,
         name: call.name,
@@ -941,9 +956,16 @@ const guardedExecute = <R>(
   })
 }
 
-/** Fails the run through its tripwire; the call waits to be interrupted with it. */
-const endRun = (guards: ToolGuards, error: GuardrailTripped | GuardrailFailed): Effect.Effect<never> =>
-  Effect.andThen(Deferred.fail(guards.tripwire, error), Effect.never)
+/** A tool guardrail's trip, and the group (the run) whose `onToolTrip` decides what it does. */
+interface Tripped {
+  readonly guardrail: string
+  readonly reason: string
+  readonly group: ToolGuardGroup
+}
+
+/** Fails the group's run through its tripwire; the call waits to be interrupted with it. */
+const endRun = (group: ToolGuardGroup, error: GuardrailTripped | GuardrailFailed): Effect.Effect<never> =>
+  Effect.andThen(Deferred.fail(group.tripwire, error), Effect.never)
 
 /**
  * The texts the input guardrails check: every user message the caller supplied with this run — each of the history's
@@ -1001,10 +1023,15 @@ const guardProgram = <R>(
     run.textHeld = true
     body = Effect.flatMap(body, (outcome) => checkOutput(run, input, output, guardrails.onOutputTrip === "repair", outcome))
   }
-  const tool = guardrails.tool ?? []
+  // A sub-run's own tool guardrails come after its parent's (inherited in `executeProgram`), never instead of them;
+  // one its parent already applies (the same agent as a role, the same guardrail object) is not run twice.
+  const inherited = run.toolGuards?.groups ?? []
+  const tool = inherited.length === 0
+    ? guardrails.tool ?? []
+    : (guardrails.tool ?? []).filter((guardrail) => !inherited.some((group) => group.guardrails.includes(guardrail)))
   if (tool.length > 0) {
     const tripwire = Deferred.makeUnsafe<never, GuardrailTripped | GuardrailFailed>()
-    run.toolGuards = { guardrails: tool, failRun: guardrails.onToolTrip === "fail", tripwire }
+    run.toolGuards = { groups: [...inherited, { guardrails: tool, failRun: guardrails.onToolTrip === "fail", tripwire }] }
     body = Effect.raceFirst(body, Deferred.await(tripwire))
   }
   const inputs = guardrails.input ?? []

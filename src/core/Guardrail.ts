@@ -200,7 +200,7 @@ export type SchemaOptions = Builtins.SchemaOptions
 export const schema: <A, I>(codec: Schema.Codec<A, I>, options?: SchemaOptions) => Guardrail = Builtins.schema
 
 /**
- * Options of `judge`: the `criteria` in words, the `model` (the run's by default).
+ * Options of `judge`: the `criteria` in words, the `model` (a client or a `Model` layer; the run's by default).
  *
  * @since 0.2.0
  * @category built-ins

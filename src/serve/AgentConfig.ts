@@ -625,9 +625,11 @@ const buildWith = (loaded: Loaded, options: BuildOptions | undefined): Effect.Ef
       })
     for (const name of Object.keys(config.agents)) yield* buildAgent(name)
     const entries = Object.keys(config.agents).map((name) => built.get(name)!)
-    if (!fromContext) return Agents.make(entries)
+    // The file's guardrails by name: a run's request may name them (`POST /runs` `guardrails`).
+    const catalog = namedGuardrails.size > 0 ? { guardrails: namedGuardrails } : undefined
+    if (!fromContext) return Agents.make(entries, catalog)
     const given = Context.make(Model.Model, yield* Model.Model)
-    return Agents.make(entries.map((entry) => ({ ...entry, agent: Agent.provide(entry.agent, given) })))
+    return Agents.make(entries.map((entry) => ({ ...entry, agent: Agent.provide(entry.agent, given) })), catalog)
   })
 
 /**

@@ -87,8 +87,10 @@ export const make = <R>(lookup: Lookup<R>, options: ToolsOptions = {}): Readonly
         let content = lines.content
         let endLine = lines.endLine
         if (content.length > largeResultChars) {
-          const cutAt = content.lastIndexOf("\n", largeResultChars)
-          content = cutAt > 0 ? content.slice(0, cutAt) : content.slice(0, largeResultChars)
+          // Room for the note after the lines, so the whole answer fits in `largeResultChars`.
+          const room = Math.max(1, largeResultChars - 80)
+          const cutAt = content.lastIndexOf("\n", room)
+          content = cutAt > 0 ? content.slice(0, cutAt) : content.slice(0, room)
           endLine = lines.startLine + content.split("\n").length - 1
         }
         const rest = endLine < lines.totalLines

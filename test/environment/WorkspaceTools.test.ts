@@ -88,9 +88,9 @@ describe("Workspace.tools", () => {
       const result = yield* Agent.run(agent, "Fix it")
       expect(result.output).toBe("Could not read it.")
       const calls = yield* ScriptedModel.calls
-      const toolMessage = calls[1]!.messages.at(-1)!
-      expect(toolMessage.role).toBe("tool")
-      expect(String(toolMessage.content)).toContain("symlink_escape")
+      const toolMessage = calls[1]?.messages?.at(-1)
+      expect(toolMessage?.role).toBe("tool")
+      expect(String(toolMessage?.content)).toContain("symlink_escape")
     }).pipe(
       Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "read_file", arguments: { path: "out/secret" } }] }, "Could not read it."])),
       Effect.provide(Layer.succeed(Workspace.Workspace, {

@@ -52,6 +52,9 @@ describe("DeepAgent", () => {
       expect(systemText(calls[1]!)).toContain("1. [in_progress] Write calc.py\n2. [pending] Fix the operator")
       expect(systemText(calls[3]!)).toContain("1. [done] Write calc.py\n2. [in_progress] Fix the operator")
       expect(systemText(calls[6]!)).toContain("4. [done] Report")
+      // While the plan stands, the same message is sent (compaction's size check measures only what is new).
+      expect(calls[4]!.messages![0]).toBe(calls[3]!.messages![0])
+      expect(calls[5]!.messages![0]).toBe(calls[3]!.messages![0])
       // Never written into the conversation: one system message, the plan in it once.
       for (const call of calls) {
         expect((call.messages ?? []).filter((message) => message.role === "system")).toHaveLength(1)

@@ -18,6 +18,11 @@ export const maxTodos = 100
 /** The plan of one run: replaced whole by each `write_todos` call. */
 export interface PlanState {
   todos: ReadonlyArray<AgentEvent.Todo>
+  /**
+   * The system message last shown with the plan, and what it was made from: the same message object while neither
+   * changes, so compaction's size check (which keys on the messages' identity) measures only what is new.
+   */
+  shown?: { readonly from: Model.Message | undefined; readonly todos: ReadonlyArray<AgentEvent.Todo>; readonly message: Model.Message } | undefined
 }
 
 const summary = (todos: ReadonlyArray<AgentEvent.Todo>): string => {
@@ -60,12 +65,15 @@ export const render = (todos: ReadonlyArray<AgentEvent.Todo>): string =>
  */
 export const show = (state: PlanState) => (messages: Array<Model.Message>): Array<Model.Message> => {
   if (state.todos.length === 0) return messages
-  const plan = render(state.todos)
   const first = messages[0]
-  if (first !== undefined && first.role === "system") {
-    messages[0] = Model.system(`${Model.textOf(first.content)}\n\n${plan}`)
-    return messages
+  const from = first !== undefined && first.role === "system" ? first : undefined
+  let shown = state.shown
+  if (shown === undefined || shown.from !== from || shown.todos !== state.todos) {
+    const plan = render(state.todos)
+    const message = Model.system(from === undefined ? plan : `${Model.textOf(from.content)}\n\n${plan}`)
+    shown = state.shown = { from, todos: state.todos, message }
   }
-  messages.unshift(Model.system(plan))
+  if (from !== undefined) messages[0] = shown.message
+  else messages.unshift(shown.message)
   return messages
 }

@@ -11,6 +11,8 @@
  * - each sub-agent is one `data-valet-subagent` part (`id` = its session), updated in place as it starts and ends
  *   (agent, role, status, model calls, tokens, output); the root's `Progress` events are transient
  *   `data-valet-progress` parts (seen by `onData`, not kept in the message);
+ * - the root's plan (DeepAgent's `write_todos`, `PlanUpdated`) is one `data-valet-plan` part (`id` `plan`, its data the
+ *   `todos`), replaced in place by each update;
  * - a run that fails sends an `error` chunk (`<tag>: <message>`) and ends;
  * - a tool call that waits for a person's approval (`HumanLoop`) is the protocol's own: its tool part
  *   (`tool-input-available`), then `tool-approval-request` whose `approvalId` names the run, the session and the call
@@ -75,6 +77,7 @@ export type UiMessageChunk =
   | { readonly type: "tool-output-denied"; readonly toolCallId: string }
   | { readonly type: "data-valet-subagent"; readonly id: string; readonly data: SubAgentData }
   | { readonly type: "data-valet-progress"; readonly data: Record<string, unknown>; readonly transient: true }
+  | { readonly type: "data-valet-plan"; readonly id: "plan"; readonly data: { readonly todos: ReadonlyArray<AgentEvent.Todo> } }
   | { readonly type: "finish"; readonly finishReason: "stop" | "length" | "tool-calls"; readonly messageMetadata: Record<string, unknown> }
   | { readonly type: "error"; readonly errorText: string }
 
@@ -380,6 +383,10 @@ class Translator {
         break
       case "Progress":
         out.push({ type: "data-valet-progress", data: { name: event.name, ...event.data }, transient: true })
+        break
+      case "PlanUpdated":
+        // One part, replaced by each update (same id): the message keeps the plan as it ended.
+        out.push({ type: "data-valet-plan", id: "plan", data: { todos: event.todos } })
         break
       case "RunCompleted": {
         this.closeStep(out)

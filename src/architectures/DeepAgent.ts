@@ -2,8 +2,8 @@
  * DeepAgent: the tool loop of ReAct for long tasks, with a plan and a workspace of files. The model keeps a plan with
  * `write_todos` (steps pending, in progress, done; each change a `PlanUpdated` event), shown to it on every turn;
  * works on files with `ls`, `read_file`, `write_file`, `edit_file`, `glob` and `grep`; and runs commands with
- * `execute` where the workspace has a sandbox. A result too large for the context is written to a file in the
- * workspace, and the model gets its path and its head.
+ * `execute` where the workspace has a sandbox. A result too large for the context — of these tools or the agent's
+ * own — is written to a file in the workspace, and the model gets its path and its head.
  *
  * The workspace is the `Workspace` in context — `Workspace.layerSandbox(taskId)` for a sandbox's workspace on disk
  * (commands in bubblewrap), `Workspace.layerMemory(files)` in memory — or, without one, a fresh workspace in memory
@@ -88,13 +88,20 @@ export const definition = Architecture.define({
       const agent = {
         ...input.agent,
         instructions,
-        tools: [...input.agent.tools, ...fileTools(options), Plan.writeTodos(state)]
+        // The agent's own tools keep their large results out of the context as the file tools do.
+        tools: [...input.agent.tools.map((tool) => Workspace.withLargeResults(tool, sizes(options))), ...fileTools(options), Plan.writeTodos(state)]
       }
       const outcome = yield* internal.program(options, { messages: Plan.show(state) })({ ...input, agent }).pipe(
         Effect.provideService(Workspace.Workspace, workspace)
       )
       return { ...outcome, metadata: { ...outcome.metadata, todos: state.todos } }
     })
+})
+
+/** The sizes of large results in an options value. */
+const sizes = (options: { readonly largeResultChars: number; readonly headChars: number }) => ({
+  largeResultChars: options.largeResultChars,
+  headChars: options.headChars
 })
 
 /** The file tools of an options value, made once for it (each run of the architecture shares them). */

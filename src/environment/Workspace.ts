@@ -230,3 +230,15 @@ export const tools = (options?: ToolsOptions): ReadonlyArray<Tool.Tool<Workspace
  * @category tools
  */
 export const toolsFor = (workspace: Service, options?: ToolsOptions): ReadonlyArray<Tool.Tool> => Tools.make(Effect.succeed(workspace), options)
+
+/**
+ * Any tool with its large results kept out of the context: a successful result longer than `largeResultChars` is
+ * written to a file of the workspace in context (`resultsDir`), and the model gets its path and its first `headChars`
+ * — what `tools` does for its own (DeepAgent does it for the agent's tools too). Approval and the rest of the tool
+ * are kept.
+ *
+ * @since 0.2.0
+ * @category tools
+ */
+export const withLargeResults = <R>(tool: Tool.Tool<R>, options?: ToolsOptions): Tool.Tool<R | Workspace> =>
+  Tools.withLargeResults(tool, Workspace.use(Effect.succeed), options)

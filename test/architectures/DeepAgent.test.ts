@@ -2,8 +2,8 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Stream } from "effect"
-import { Agent, AgentEvent, Model, ScriptedModel } from "../../src/index.js"
+import { Effect, Schema, Stream } from "effect"
+import { Agent, AgentEvent, Model, ScriptedModel, Tool } from "../../src/index.js"
 import * as DeepAgent from "../../src/architectures/DeepAgent.js"
 import * as Sandbox from "../../src/environment/Sandbox.js"
 import * as Workspace from "../../src/environment/Workspace.js"
@@ -113,6 +113,24 @@ describe("DeepAgent", () => {
         },
         "Gave up."
       ]))
+    ))
+
+  it.effect("the agent's own tools keep a large result out of the context too: a file in the workspace, its path and head", () =>
+    Effect.gen(function*() {
+      const big = Array.from({ length: 400 }, (_, i) => `row ${i}`).join("\n")
+      const dump = Tool.make({ name: "dump", description: "Dumps rows", parameters: Schema.Struct({}), handler: () => Effect.succeed(big) })
+      const small = Tool.make({ name: "small", description: "One row", parameters: Schema.Struct({}), handler: () => Effect.succeed("row") })
+      const withTools = Agent.make({ name: "d", instructions: "", tools: [dump, small], architecture: DeepAgent.makeUnsafe({ largeResultChars: 500, headChars: 20 }) })
+      yield* Agent.run(withTools, "dump")
+      const [dumped, kept] = toolResults((yield* ScriptedModel.calls).at(-1)!)
+      expect(dumped).toContain("written to .valet/tool_results/dump_1.txt")
+      expect(dumped).toContain("row 0\nrow 1\nrow 2")
+      expect(dumped!.length).toBeLessThan(500)
+      expect(kept).toBe("row")
+      expect(yield* Workspace.readText(".valet/tool_results/dump_1.txt")).toBe(big)
+    }).pipe(
+      Effect.provide(Workspace.layerMemory()),
+      Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "dump", arguments: {} }, { name: "small", arguments: {} }] }, "ok"]))
     ))
 
   it.effect("without a Workspace in context each run gets a fresh one in memory", () =>

@@ -2,7 +2,8 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Schema } from "effect"
+import * as ToolCalls from "../../src/core/internal/toolCalls.js"
 import * as Agent from "../../src/core/Agent.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
@@ -75,6 +76,27 @@ describe("Workspace.tools", () => {
       expect(read).toMatch(/\n\[lines 1-\d+ of 50; read on with offset \d+\]$/)
       // Small results stay in the context.
       expect(yield* run("glob", { pattern: "*.txt" })).toBe("hay.txt")
+    }).pipe(Effect.provide(Workspace.layerMemory())))
+
+  it.effect("withLargeResults: any tool's large result goes to the workspace; errors and the call-id-aware call are kept", () =>
+    Effect.gen(function*() {
+      const echo = Tool.make({
+        name: "echo",
+        description: "Echoes",
+        parameters: Schema.Struct({ text: Schema.String }),
+        handler: ({ text }) => (text === "fail" ? Effect.fail("failed on purpose") : Effect.succeed(text))
+      })
+      // A wrapper that knows the call's id (as the durable tools register theirs): the large-result tool keeps using it.
+      ToolCalls.withCallId.set(echo.call as never, (id: string, argumentsText: string) =>
+        Effect.map(echo.call(argumentsText), (outcome) => ({ ...outcome, content: `${id}:${outcome.content}` })) as never)
+      const wrapped = Tool.toolkit([Workspace.withLargeResults(echo, { largeResultChars: 50, headChars: 10 })])
+      const run = (text: string) => Effect.map(Tool.execute(wrapped, { id: "c7", name: "echo", arguments: JSON.stringify({ text }) }), (r) => r.content)
+      expect(yield* run("short")).toBe("c7:short")
+      const long = yield* run("x".repeat(100))
+      expect(long).toContain("written to .valet/tool_results/echo_1.txt")
+      expect(yield* Workspace.readText(".valet/tool_results/echo_1.txt")).toBe(`c7:${"x".repeat(100)}`)
+      expect(yield* run("fail")).toMatch(/^c7:ERROR: tool "echo" failed: failed on purpose$/)
+      expect(() => Workspace.withLargeResults(echo, { headChars: -1 })).toThrow(/^Workspace\.withLargeResults: headChars/)
     }).pipe(Effect.provide(Workspace.layerMemory())))
 
   it("bad options are refused at once, in one line", () => {

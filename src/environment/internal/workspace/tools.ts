@@ -6,6 +6,7 @@
  */
 import { Effect, Schema } from "effect"
 import { formatSchemaError } from "../../../core/internal/decode.js"
+import * as ToolCalls from "../../../core/internal/toolCalls.js"
 import * as Tool from "../../../core/Tool.js"
 import type { SandboxResult } from "../sandbox/types.js"
 import type { Service, WorkspaceError } from "./types.js"
@@ -30,20 +31,23 @@ export type Lookup<R> = Effect.Effect<Service, never, R>
 
 const message = (error: WorkspaceError): string => `${error.reason}: ${error.message}`
 
-/** The tools over the workspace `lookup` finds; throws on bad options (a programming error, named in one line). */
-export const make = <R>(lookup: Lookup<R>, options: ToolsOptions = {}): ReadonlyArray<Tool.Tool<R>> => {
+/** Checks the options of `tools` / `withLargeResults`; throws on bad ones (a programming error, named in one line). */
+const checked = (module: string, options: ToolsOptions): ToolsOptions => {
   const decoded = decodeOptions(options)
-  if (decoded._tag === "Failure") throw new Error(formatSchemaError("Workspace.tools", decoded.failure, options))
+  if (decoded._tag === "Failure") throw new Error(formatSchemaError(module, decoded.failure, options))
+  return decoded.success
+}
+
+/**
+ * What makes a result fit the context: as it is, or — longer than `largeResultChars` — written to a file of the
+ * workspace, the model getting its path and head (cut instead where the file cannot be written).
+ */
+const sizer = <R>(lookup: Lookup<R>, options: ToolsOptions) => {
   const largeResultChars = options.largeResultChars ?? 20_000
   const headChars = Math.min(options.headChars ?? 2_000, largeResultChars)
   const resultsDir = (options.resultsDir ?? ".valet/tool_results").replace(/\/+$/, "")
   let written = 0
-
-  const use = <A>(f: (workspace: Service) => Effect.Effect<A, WorkspaceError>): Effect.Effect<A, string, R> =>
-    Effect.flatMap(lookup, (workspace) => Effect.mapError(f(workspace), message))
-
-  /** A result as the model gets it: as it is, or written to a file with its path and head when too large. */
-  const sized = (tool: string, text: string): Effect.Effect<string, never, R> => {
+  return (tool: string, text: string): Effect.Effect<string, never, R> => {
     if (text.length <= largeResultChars) return Effect.succeed(text)
     const cut = () => Tool.truncate(text, largeResultChars)
     return Effect.flatMap(lookup, (workspace) => {
@@ -59,6 +63,36 @@ export const make = <R>(lookup: Lookup<R>, options: ToolsOptions = {}): Readonly
       )
     })
   }
+}
+
+/**
+ * A tool whose successful results longer than `largeResultChars` are written to the workspace, the model getting the
+ * path and the head (what `tools` does for its own). The call keeps what the runtime reads on the tool (approval, the
+ * call-id-aware call of a durable wrapper).
+ */
+export const withLargeResults = <R, R2>(tool: Tool.Tool<R>, lookup: Lookup<R2>, options: ToolsOptions = {}): Tool.Tool<R | R2> => {
+  const sized = sizer(lookup, checked("Workspace.withLargeResults", options))
+  const fit = (outcome: Tool.Outcome): Effect.Effect<Tool.Outcome, never, R2> =>
+    outcome.isError ? Effect.succeed(outcome) : Effect.map(sized(tool.name, outcome.content), (content) => ({ content, isError: false }))
+  const call = (argumentsText: string) => Effect.flatMap(tool.call(argumentsText), fit)
+  const withId = ToolCalls.withCallId.get(tool.call as (argumentsText: string) => Effect.Effect<Tool.Outcome>)
+  if (withId !== undefined) {
+    ToolCalls.withCallId.set(
+      call as (argumentsText: string) => Effect.Effect<Tool.Outcome>,
+      (id, argumentsText) => Effect.flatMap(withId(id, argumentsText), fit) as Effect.Effect<Tool.Outcome>
+    )
+  }
+  return { ...tool, call }
+}
+
+/** The tools over the workspace `lookup` finds; throws on bad options (a programming error, named in one line). */
+export const make = <R>(lookup: Lookup<R>, options: ToolsOptions = {}): ReadonlyArray<Tool.Tool<R>> => {
+  checked("Workspace.tools", options)
+  const sized = sizer(lookup, options)
+  const largeResultChars = options.largeResultChars ?? 20_000
+
+  const use = <A>(f: (workspace: Service) => Effect.Effect<A, WorkspaceError>): Effect.Effect<A, string, R> =>
+    Effect.flatMap(lookup, (workspace) => Effect.mapError(f(workspace), message))
 
   const ls = Tool.make({
     name: "ls",

@@ -67,7 +67,10 @@ export * as Threads from "./core/Threads.js"
 /** Tools an agent can call. */
 export * as Tool from "./core/Tool.js"
 
-/** Every architecture that runs on a model alone: ActorCritic, Blackboard, Ensemble, MultiAgentDebate, PlanAndExecute, ReAct, ReWOO, Reflexion, Router, SelfRefine, Supervisor, Swarm, TreeOfThoughts. */
+/** The files an agent works on (DeepAgent's): in memory, a directory, or a sandbox's workspace; the file tools over them. */
+export * as Workspace from "./environment/Workspace.js"
+
+/** Every architecture that runs on a model alone: ActorCritic, Blackboard, DeepAgent, Ensemble, MultiAgentDebate, PlanAndExecute, ReAct, ReWOO, Reflexion, Router, SelfRefine, Supervisor, Swarm, TreeOfThoughts. */
 export * from "./architectures/all.js"
 
 /** The catalog of the architectures, by name (what `valet.yaml` and the CLI read). */

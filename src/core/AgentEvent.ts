@@ -301,6 +301,35 @@ export const ModelFellBack = Schema.TaggedStruct("ModelFellBack", {
 })
 
 /**
+ * One step of a run's plan (`write_todos`): what to do, and where it stands.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const Todo = Schema.Struct({
+  content: Schema.String,
+  status: Schema.Literals(["pending", "in_progress", "done"])
+})
+/**
+ * One step of a run's plan.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type Todo = typeof Todo.Type
+
+/**
+ * The run's plan changed (the `write_todos` tool of DeepAgent): `todos` is the whole plan now, in order.
+ *
+ * @since 0.2.0
+ * @category events
+ */
+export const PlanUpdated = Schema.TaggedStruct("PlanUpdated", {
+  ...base,
+  todos: Schema.Array(Todo)
+})
+
+/**
  * Any event of a run.
  *
  * @since 0.1.0
@@ -323,7 +352,8 @@ export const AgentEvent = Schema.Union([RunStarted,
   QuestionAnswered,
   RunCompleted,
   GuardrailTripped,
-  ModelFellBack])
+  ModelFellBack,
+  PlanUpdated])
 /**
  * Any event of a run.
  *
@@ -512,6 +542,11 @@ export const format = (event: AgentEvent): string => {
     }
     case "ModelFellBack":
       return `${who} model ${event.from} did not answer ${event.step} (${oneLine(event.reason, 80)}): asking ${event.to}`
+    case "PlanUpdated": {
+      const done = event.todos.filter((todo) => todo.status === "done").length
+      const current = event.todos.find((todo) => todo.status === "in_progress")
+      return `${who} plan: ${done} of ${event.todos.length} done${current !== undefined ? `, now: ${oneLine(current.content, 80)}` : ""}`
+    }
     case "RunCompleted": {
       const r = event.result
       const status = r.interrupted ? `interrupted (${r.interruptionReason})` : "completed"

@@ -37,7 +37,7 @@
  *
  * @since 0.1.0
  */
-import { Config, Context, Effect, Layer, Option, type Scope } from "effect"
+import { Config, Effect, Layer, Option, type Scope } from "effect"
 import { decode } from "../core/internal/decode.js"
 import * as ProcessLayer from "./internal/sandbox/processLayer.js"
 import {
@@ -45,6 +45,7 @@ import {
   type Info,
   Options,
   type RunRequest,
+  Sandbox,
   SandboxError,
   type SandboxResult,
   type Service,
@@ -55,14 +56,6 @@ import {
 import * as TestLayer from "./internal/sandbox/testLayer.js"
 
 export * from "./internal/sandbox/types.js"
-
-/**
- * The sandbox service.
- *
- * @since 0.1.0
- * @category services
- */
-export class Sandbox extends Context.Service<Sandbox, Service>()("valet/Sandbox") {}
 
 
 // ---------------------------------------------------------------------------------------------------------

@@ -395,7 +395,7 @@ agents:
     const model = `model: ${scripted(["x"])}\n`
     it("an unknown architecture", () => {
       expect(refusal(`${model}agents:\n  a:\n    instructions: x\n    architecture: reactt\n`)).toBe(
-        `valet.yaml:5:19: agents.a.architecture must be an architecture's name: actor_critic, blackboard, ensemble, multi_agent_debate, plan_and_execute, react, reflexion, rewoo, router, self_refine, supervisor, swarm, tree_of_thoughts, got "reactt"`
+        `valet.yaml:5:19: agents.a.architecture must be an architecture's name: actor_critic, blackboard, deep_agent, ensemble, multi_agent_debate, plan_and_execute, react, reflexion, rewoo, router, self_refine, supervisor, swarm, tree_of_thoughts, got "reactt"`
       )
     })
     it("a misspelt key", () => {

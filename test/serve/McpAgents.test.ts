@@ -266,7 +266,7 @@ agents:
       expect(run.status).toBe(2)
       expect(run.stdout).toBe("")
       expect(run.stderr.trim().split("\n")).toEqual([
-        `valet mcp: ${path}:5:19: agents.a.architecture must be an architecture's name: actor_critic, blackboard, ensemble, multi_agent_debate, plan_and_execute, react, reflexion, rewoo, router, self_refine, supervisor, swarm, tree_of_thoughts, got "reactt"`
+        `valet mcp: ${path}:5:19: agents.a.architecture must be an architecture's name: actor_critic, blackboard, deep_agent, ensemble, multi_agent_debate, plan_and_execute, react, reflexion, rewoo, router, self_refine, supervisor, swarm, tree_of_thoughts, got "reactt"`
       ])
     }).pipe(Effect.scoped), 30_000)
 })

@@ -7,6 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { parseJsonEventStream, readUIMessageStream, type UIMessage, type UIMessageChunk, uiMessageChunkSchema } from "ai"
 import { Context, Effect, Layer, Schema, Stream } from "effect"
 import { HttpServer } from "effect/http"
+import * as DeepAgent from "../../src/architectures/DeepAgent.js"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as Agent from "../../src/core/Agent.js"
 import * as Guardrail from "../../src/core/Guardrail.js"
@@ -110,6 +111,20 @@ describe("UiMessageStream", () => {
         { sessionId, guardrail: "redact", kind: "output", reason: expect.stringContaining("email"), rewritten: true }
       ])
     }))
+
+  it.effect("DeepAgent's plan: one data-valet-plan part, replaced in place by each update", () =>
+    Effect.gen(function*() {
+      const planner = Agent.make({ name: "planner", instructions: "", architecture: DeepAgent.makeUnsafe({}) })
+      const text = (yield* Stream.runCollect(UiMessageStream.toSse(Agent.stream(planner, "Plan it")))).join("")
+      const { message, chunks } = yield* Effect.promise(() => readBack(bodyOf(text)))
+      expect(chunks.filter((chunk) => chunk.type === "data-valet-plan")).toHaveLength(2)
+      const plans = message.parts.filter((part) => part.type === "data-valet-plan")
+      expect(plans).toEqual([{ type: "data-valet-plan", id: "plan", data: { todos: [{ content: "Look", status: "done" }, { content: "Answer", status: "in_progress" }] } }])
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      { toolCalls: [{ name: "write_todos", arguments: { todos: [{ content: "Look", status: "in_progress" }, { content: "Answer", status: "pending" }] } }] },
+      { toolCalls: [{ name: "write_todos", arguments: { todos: [{ content: "Look", status: "done" }, { content: "Answer", status: "in_progress" }] } }] },
+      "Done."
+    ]))))
 
   it.effect("a failed run: an error chunk, which the AI SDK's reader hands to onError", () =>
     Effect.gen(function*() {

@@ -100,7 +100,11 @@ const charsOf = (
   const known = cache.measured
   let from = 0
   let chars = 0
-  if (known !== undefined && messages.length >= known.length && known.length > 0 && messages[known.length - 1] === known.last) {
+  // The first message too: a loop that rewrites its system message each call (DeepAgent's plan) is measured again.
+  if (
+    known !== undefined && messages.length >= known.length && known.length > 0 && messages[known.length - 1] === known.last &&
+    messages[0] === known.first
+  ) {
     from = known.length
     chars = known.chars
   }
@@ -108,13 +112,14 @@ const charsOf = (
     const message = messages[i]!
     chars += message.content.length + toolCallsLength(message) + 4
   }
-  if (messages.length > 0) cache.measured = { length: messages.length, last: messages[messages.length - 1]!, chars }
+  if (messages.length > 0) cache.measured = { length: messages.length, first: messages[0]!, last: messages[messages.length - 1]!, chars }
   return chars + toolsLength(request)
 }
 
 /** The characters of a run's messages measured so far, by the last message measured. */
 export interface Measured {
   readonly length: number
+  readonly first: Message
   readonly last: Message
   readonly chars: number
 }

@@ -123,12 +123,21 @@ class RepeatKey {
 }
 
 /**
+ * What an architecture built on the loop adds to it (DeepAgent): `messages` makes each call's messages from the
+ * conversation so far (a copy it may change), so that something kept beside the conversation — a plan — is shown on
+ * every turn without being written into it.
+ */
+export interface Hooks {
+  readonly messages?: ((conversation: Array<Model.Message>) => Array<Model.Message>) | undefined
+}
+
+/**
  * The ReAct loop: ask the model with the tools; run the calls it asks for; repeat until it answers in text.
  *
  * Written as a chain of `flatMap`s rather than a generator: this runs in every concurrent session, and a
  * generator keeps a frame and its objects alive for the whole run where a continuation keeps only what it uses.
  */
-export const program = (options: Options) =>
+export const program = (options: Options, hooks?: Hooks) =>
 (
   input: Architecture.Input
 ): Effect.Effect<Architecture.Outcome, InvalidAgent | ModelError | BudgetExhausted, Model.Model | Architecture.CurrentRun> =>
@@ -166,6 +175,7 @@ export const program = (options: Options) =>
     if (agent.instructions !== "") messages.push(Model.system(agent.instructions))
     messages.push(...Architecture.conversation(input))
 
+    const prepare = hooks?.messages ?? ((conversation: Array<Model.Message>) => conversation)
     let lastText = ""
     let repeatedKey: RepeatKey | undefined
     let repeatedCount = 0
@@ -189,7 +199,7 @@ export const program = (options: Options) =>
         if (turn > maxTurns) {
           return Effect.succeed({ output: lastText, interrupted: "max_turns_exceeded", metadata: { turns: maxTurns } })
         }
-        const request: Model.Request = { ...base, messages: messages.slice() }
+        const request: Model.Request = { ...base, messages: prepare(messages.slice()) }
         return Effect.flatMap(Architecture.generateFor(run, request, { step: `react.turn_${turn}` }), (response) => {
           const choice = response.choices[0]
           const text = choice?.text ?? ""

@@ -1,8 +1,9 @@
 /**
- * The data of `Sandbox`: results, requests, workspaces, options and the error. `Sandbox` re-exports all of it; it
- * lives here so that the layers' internals use these types without importing `Sandbox`.
+ * The data of `Sandbox`: results, requests, workspaces, options, the error and the service's tag. `Sandbox`
+ * re-exports all of it; it lives here so that the layers' internals, and `Workspace` (which the root entry loads
+ * through DeepAgent), use it without loading the process layer.
  */
-import { type Effect, Schema, type Scope } from "effect"
+import { Context, type Effect, Schema, type Scope } from "effect"
 import { IntAtLeast } from "../../../core/internal/decode.js"
 
 /**
@@ -310,3 +311,11 @@ export interface TestCall {
  */
 export type TestResponder = (call: TestCall) => Partial<SandboxResult> | Effect.Effect<Partial<SandboxResult>>
 
+
+/**
+ * The sandbox service.
+ *
+ * @since 0.1.0
+ * @category services
+ */
+export class Sandbox extends Context.Service<Sandbox, Service>()("valet/Sandbox") {}

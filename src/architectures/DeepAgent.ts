@@ -1,0 +1,148 @@
+/**
+ * DeepAgent: the tool loop of ReAct for long tasks, with a plan and a workspace of files. The model keeps a plan with
+ * `write_todos` (steps pending, in progress, done; each change a `PlanUpdated` event), shown to it on every turn;
+ * works on files with `ls`, `read_file`, `write_file`, `edit_file`, `glob` and `grep`; and runs commands with
+ * `execute` where the workspace has a sandbox. A result too large for the context — of these tools or the agent's
+ * own — is written to a file in the workspace, and the model gets its path and its head.
+ *
+ * The workspace is the `Workspace` in context — `Workspace.layerSandbox(taskId)` for a sandbox's workspace on disk
+ * (commands in bubblewrap), `Workspace.layerMemory(files)` in memory — or, without one, a fresh workspace in memory
+ * for each run. The agent's own tools come with these; its instructions come first, then `systemPrompt`. What goes
+ * wrong in a tool (a path out of the workspace, a string to edit that is absent or not unique, a command that fails)
+ * is a result the model reads, not a failed run. `RunResult.metadata.todos` is the plan at the end.
+ *
+ * Sub-agents (`task`), skills, durable tools and the CLI's `--workspace` are later work (DESIGN §17).
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import { Agent, DeepAgent, ScriptedModel, Workspace } from "valet"
+ *
+ * const agent = Agent.make({ name: "coder", instructions: "You write small Python programs.", architecture: DeepAgent.makeUnsafe({ maxTurns: 30 }) })
+ * const model = ScriptedModel.layer([
+ *   { toolCalls: [{ name: "write_todos", arguments: { todos: [{ content: "Write hello.py", status: "in_progress" }] } }] },
+ *   { toolCalls: [{ name: "write_file", arguments: { path: "hello.py", content: "print('hello')\n" } }] },
+ *   "hello.py is written."
+ * ])
+ *
+ * // In memory here; `Workspace.layerSandbox("task-1")` with a `Sandbox` puts it on disk, where `execute` runs commands.
+ * const program = Effect.gen(function*() {
+ *   const result = yield* Agent.run(agent, "Write hello.py")
+ *   return { output: result.output, plan: result.metadata.todos, file: yield* Workspace.readText("hello.py") }
+ * }).pipe(Effect.provide(Workspace.layerMemory()), Effect.provide(model))
+ * ```
+ *
+ * @since 0.2.0
+ */
+import { Effect, Option, Schema } from "effect"
+import * as Architecture from "../core/Architecture.js"
+import * as internal from "../core/internal/toolLoop.js"
+import type * as Tool from "../core/Tool.js"
+import * as Workspace from "../environment/Workspace.js"
+import * as Plan from "./internal/deepAgent/plan.js"
+
+/**
+ * What DeepAgent adds to the agent's instructions by default: how to use the plan and the files.
+ *
+ * @since 0.2.0
+ * @category prompts
+ */
+export const defaultSystemPrompt = `You work on tasks of several steps in a workspace of files.
+- Plan first: for a task of more than two steps, write the steps with write_todos, then keep it current (one step in_progress at a time; mark each done when it is).
+- Files: ls, glob and grep to find them; read_file before you edit; edit_file replaces an exact string (include enough context to make it unique); write_file writes a whole file. Paths are relative to the workspace.
+- Commands: execute runs a program with its arguments as a list (no shell), in a sandbox; use it to run tests.
+- A large tool result is saved to a file: read the parts you need with read_file.
+When the task is done, answer with a short summary of what you did.`
+
+const { int, withDefault } = Architecture.option
+
+/**
+ * DeepAgent, declared once: its name, options and program.
+ *
+ * @since 0.2.0
+ * @category definition
+ */
+export const definition = Architecture.define({
+  name: "deep_agent",
+  title: "DeepAgent",
+  description: "the tool loop for long tasks: a plan (write_todos) shown every turn, file tools over a workspace, commands in its sandbox",
+  options: {
+    ...internal.optionFields,
+    /** Tool results longer than this (characters) are written to a file in the workspace; the model gets the path and the head. */
+    largeResultChars: int(1).pipe(withDefault(20_000)),
+    /** How much of such a result the model sees (characters). */
+    headChars: int(0).pipe(withDefault(2_000)),
+    /** Whether the model gets `execute` (commands in the workspace's sandbox). */
+    execute: Schema.Boolean.pipe(withDefault(true)),
+    /** Added to the agent's instructions: how to work with the plan and the files. */
+    systemPrompt: Schema.String.pipe(withDefault(defaultSystemPrompt))
+  },
+  program: (input, options) =>
+    Effect.gen(function*() {
+      const found = yield* Effect.serviceOption(Workspace.Workspace)
+      // An empty workspace in memory cannot fail to build.
+      const workspace = Option.isSome(found) ? found.value : yield* Effect.orDie(Workspace.makeMemory())
+      const state: Plan.PlanState = { todos: [] }
+      yield* Architecture.setMetadata(() => ({ todos: state.todos }))
+      const instructions = [input.agent.instructions, options.systemPrompt].filter((text) => text.trim() !== "").join("\n\n")
+      const agent = {
+        ...input.agent,
+        instructions,
+        // The agent's own tools keep their large results out of the context as the file tools do.
+        tools: [...input.agent.tools.map((tool) => Workspace.withLargeResults(tool, sizes(options))), ...fileTools(options), Plan.writeTodos(state)]
+      }
+      const outcome = yield* internal.program(options, { messages: Plan.show(state) })({ ...input, agent }).pipe(
+        Effect.provideService(Workspace.Workspace, workspace)
+      )
+      return { ...outcome, metadata: { ...outcome.metadata, todos: state.todos } }
+    })
+})
+
+/** The sizes of large results in an options value. */
+const sizes = (options: { readonly largeResultChars: number; readonly headChars: number }) => ({
+  largeResultChars: options.largeResultChars,
+  headChars: options.headChars
+})
+
+/** The file tools of an options value, made once for it (each run of the architecture shares them). */
+const made = new WeakMap<object, ReadonlyArray<Tool.Tool<unknown>>>()
+const fileTools = (options: { readonly largeResultChars: number; readonly headChars: number; readonly execute: boolean }): ReadonlyArray<Tool.Tool<unknown>> => {
+  let tools = made.get(options)
+  if (tools === undefined) {
+    tools = Workspace.tools({ largeResultChars: options.largeResultChars, headChars: options.headChars, execute: options.execute }) as ReadonlyArray<Tool.Tool<unknown>>
+    made.set(options, tools)
+  }
+  return tools
+}
+
+/**
+ * The architecture's name, as `RunStarted.architecture` reports it.
+ *
+ * @since 0.2.0
+ * @category definition
+ */
+export const name = definition.name
+
+/**
+ * The options of DeepAgent.
+ *
+ * @since 0.2.0
+ * @category definition
+ */
+export type Options = Architecture.OptionsOf<typeof definition>
+
+/**
+ * DeepAgent with options, checked here (`InvalidOptions` names the field, the rule and the value).
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const make = definition.make
+
+/**
+ * `make` for a module-level value: the architecture, or the `InvalidOptions` thrown.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const makeUnsafe = definition.makeUnsafe

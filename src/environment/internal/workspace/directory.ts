@@ -1,0 +1,195 @@
+/**
+ * The workspace on disk: a directory (a sandbox's workspace, or one of the user's). Every path is checked as the
+ * sandbox checks seed paths, then resolved: what resolves outside the directory through a symbolic link is refused
+ * (`symlink_escape`), writes go through the sandbox's `seed` (no symbolic link on the way, `O_NOFOLLOW` at the end),
+ * and `list`, `glob` and `grep` never follow a link (a link to `/etc` is listed as a link, its files not searched).
+ */
+import * as fs from "node:fs/promises"
+import { join as joinPath, sep } from "node:path"
+import { Effect } from "effect"
+import { PathRefused, seed } from "../sandbox/workspace.js"
+import type { Edit, Entry, GlobOptions, GrepOptions, Match, ReadOptions, Service } from "./types.js"
+import { WorkspaceError } from "./types.js"
+import * as Shared from "./shared.js"
+
+/** Files a `glob` or `grep` walks at most; past it their answer is `truncated`. */
+const maxWalkFiles = 100_000
+
+const codeOf = (error: unknown): string | undefined =>
+  typeof error === "object" && error !== null ? (error as { code?: string }).code : undefined
+
+const ioError = (path: string, what: string) => (error: unknown) =>
+  Shared.fail("io", path, `cannot ${what} ${path === "" ? "the workspace" : path}: ${error instanceof Error ? error.message : String(error)}`)
+
+/** A workspace over the directory `root` (which must exist). */
+export const make = (root: string): Effect.Effect<Service, WorkspaceError> =>
+  Effect.map(
+    Effect.tryPromise({ try: () => fs.realpath(root), catch: ioError(root, "open the workspace directory") }),
+    (rootReal) => makeAt(rootReal)
+  )
+
+const makeAt = (rootReal: string): Service => {
+  const absolute = (relative: string): string => (relative === "" ? rootReal : joinPath(rootReal, relative))
+  const inside = (real: string): boolean => real === rootReal || real.startsWith(rootReal + sep)
+
+  /**
+   * The real path of an existing `relative`, checked to be inside the workspace; `not_found` when it does not exist
+   * (a dangling link included).
+   */
+  const resolve = (relative: string): Effect.Effect<string, WorkspaceError> =>
+    Effect.flatMap(
+      Effect.tryPromise({ try: () => fs.realpath(absolute(relative)).catch((error) => (codeOf(error) === "ENOENT" || codeOf(error) === "ENOTDIR" ? undefined : Promise.reject(error))), catch: ioError(relative, "resolve") }),
+      (real) =>
+        real === undefined
+          ? Effect.fail(Shared.fail("not_found", relative, `${relative === "" ? "the workspace" : relative} does not exist`))
+          : inside(real)
+          ? Effect.succeed(real)
+          : Effect.fail(Shared.fail("symlink_escape", relative, `${relative} is (or goes through) a symbolic link to outside the workspace`))
+    )
+
+  const statOf = (relative: string, real: string) => Effect.tryPromise({ try: () => fs.stat(real), catch: ioError(relative, "read") })
+
+  const fileText = (path: string): Effect.Effect<{ readonly path: string; readonly text: string }, WorkspaceError> =>
+    Effect.gen(function*() {
+      const checked = Shared.checkFile(path)
+      if (checked instanceof WorkspaceError) return yield* checked
+      const real = yield* resolve(checked)
+      const stat = yield* statOf(checked, real)
+      if (stat.isDirectory()) return yield* Shared.fail("not_a_file", checked, `${checked} is a directory, not a file: list it instead`)
+      if (!stat.isFile()) return yield* Shared.fail("not_a_file", checked, `${checked} is not a regular file`)
+      if (stat.size > Shared.maxFileBytes) return yield* Shared.fail("too_large", checked, `${checked} is larger than ${Shared.maxFileBytes} bytes: read it in a command instead`)
+      const text = yield* Effect.tryPromise({ try: () => fs.readFile(real, "utf8"), catch: ioError(checked, "read") })
+      return { path: checked, text }
+    })
+
+  /** Where a directory argument resolves: its checked path and its real path, which must be a directory. */
+  const directory = (path: string | undefined): Effect.Effect<{ readonly path: string; readonly real: string }, WorkspaceError> =>
+    Effect.gen(function*() {
+      const checked = Shared.checkDirectory(path)
+      if (checked instanceof WorkspaceError) return yield* checked
+      const real = yield* resolve(checked)
+      const stat = yield* statOf(checked, real)
+      if (!stat.isDirectory()) return yield* Shared.fail("not_a_directory", checked, `${checked} is a file, not a directory`)
+      return { path: checked, real }
+    })
+
+  /**
+   * Writes through the sandbox's `seed`, after the checks that name what is in the way: a file where a directory of
+   * the path should be, a directory where the file should be.
+   */
+  const writeFile = (path: string, content: string): Effect.Effect<boolean, WorkspaceError> =>
+    Effect.gen(function*() {
+      const segments = path.split("/")
+      for (let i = 1; i < segments.length; i++) {
+        const parent = segments.slice(0, i).join("/")
+        const stat = yield* Effect.promise(() => fs.lstat(absolute(parent)).catch(() => undefined))
+        if (stat === undefined) break
+        if (stat.isFile()) return yield* Shared.fail("not_a_directory", path, `cannot write ${path}: ${parent} is a file, not a directory`)
+      }
+      const before = yield* Effect.promise(() => fs.lstat(absolute(path)).catch(() => undefined))
+      if (before?.isDirectory() === true) return yield* Shared.fail("not_a_file", path, `cannot write ${path}: it is a directory`)
+      const refused = yield* Effect.tryPromise({ try: () => seed(rootReal, [[path, content]], false), catch: ioError(path, "write") })
+      if (refused instanceof PathRefused) {
+        const reason = refused.reason === "unsafe_task_id" ? "invalid_path" : refused.reason
+        return yield* Shared.fail(reason, path, refused.message)
+      }
+      return before === undefined
+    })
+
+  /** The files under a directory (real path `real`, workspace path `dir`), sorted, never following a link. */
+  const walk = (dir: string, real: string): Effect.Effect<{ readonly files: Array<string>; readonly truncated: boolean }, WorkspaceError> =>
+    Effect.tryPromise({
+      try: async () => {
+        const files: Array<string> = []
+        const pending: Array<readonly [string, string]> = [[dir, real]]
+        while (pending.length > 0) {
+          const [relative, at] = pending.pop()!
+          const entries = await fs.readdir(at, { withFileTypes: true })
+          for (const entry of entries) {
+            const path = Shared.join(relative, entry.name)
+            if (entry.isDirectory()) pending.push([path, joinPath(at, entry.name)])
+            else if (entry.isFile()) {
+              if (files.length === maxWalkFiles) return { files: files.sort(), truncated: true }
+              files.push(path)
+            }
+          }
+        }
+        return { files: files.sort(), truncated: false }
+      },
+      catch: ioError(dir, "walk")
+    })
+
+  return {
+    location: rootReal,
+    list: (path) =>
+      Effect.gen(function*() {
+        const dir = yield* directory(path)
+        const entries = yield* Effect.tryPromise({ try: () => fs.readdir(dir.real, { withFileTypes: true }), catch: ioError(dir.path, "list") })
+        const listed: Array<Entry> = []
+        for (const entry of entries) {
+          const entryPath = Shared.join(dir.path, entry.name)
+          if (entry.isSymbolicLink()) listed.push({ path: entryPath, kind: "symlink" })
+          else if (entry.isDirectory()) listed.push({ path: entryPath, kind: "directory" })
+          else if (entry.isFile()) {
+            const stat = yield* Effect.promise(() => fs.lstat(joinPath(dir.real, entry.name)).catch(() => undefined))
+            listed.push({ path: entryPath, kind: "file", size: stat?.size ?? 0 })
+          }
+        }
+        return listed.sort((a, b) => (a.path < b.path ? -1 : a.path > b.path ? 1 : 0))
+      }),
+    read: (path, options?: ReadOptions) =>
+      Effect.flatMap(fileText(path), ({ path, text }) => {
+        const lines = Shared.numbered(path, text, options)
+        return lines instanceof WorkspaceError ? Effect.fail(lines) : Effect.succeed(lines)
+      }),
+    readText: (path) => Effect.map(fileText(path), ({ text }) => text),
+    write: (path, content) =>
+      Effect.gen(function*() {
+        const checked = Shared.checkFile(path)
+        if (checked instanceof WorkspaceError) return yield* checked
+        const created = yield* writeFile(checked, content)
+        return { path: checked, bytes: Buffer.byteLength(content, "utf8"), created }
+      }),
+    edit: (path, edit: Edit) =>
+      Effect.gen(function*() {
+        const file = yield* fileText(path)
+        const edited = Shared.applyEdit(file.path, file.text, edit)
+        if (edited instanceof WorkspaceError) return yield* edited
+        yield* writeFile(file.path, edited.text)
+        return { path: file.path, replacements: edited.replacements }
+      }),
+    glob: (pattern, options?: GlobOptions) =>
+      Effect.gen(function*() {
+        const checked = Shared.checkPattern(pattern)
+        if (checked instanceof WorkspaceError) return yield* checked
+        const dir = yield* directory(options?.path)
+        const walked = yield* walk(dir.path, dir.real)
+        const found = Shared.globOf(walked.files, dir.path, checked, options)
+        if (found instanceof WorkspaceError) return yield* found
+        return { paths: found.paths, truncated: found.truncated || walked.truncated }
+      }),
+    grep: (text, options?: GrepOptions) =>
+      Effect.gen(function*() {
+        const matcher = Shared.grepMatcher(text, options)
+        if (matcher instanceof WorkspaceError) return yield* matcher
+        const where = Shared.checkDirectory(options?.path)
+        if (where instanceof WorkspaceError) return yield* where
+        const real = yield* resolve(where)
+        const stat = yield* statOf(where, real)
+        const single = stat.isFile()
+        const walked = single ? { files: [where], truncated: false } : yield* walk(where, real)
+        const found: Array<Match> = []
+        for (const file of walked.files) {
+          const relative = single ? file.slice(file.lastIndexOf("/") + 1) : where === "" ? file : file.slice(where.length + 1)
+          if (!Shared.passesGlob(relative, matcher.glob)) continue
+          const at = single ? real : joinPath(real, relative)
+          const size = yield* Effect.promise(() => fs.lstat(at).then((s) => s.size, () => Infinity))
+          if (size > Shared.maxFileBytes) continue
+          const content = yield* Effect.tryPromise({ try: () => fs.readFile(at, "utf8"), catch: ioError(file, "read") })
+          if (Shared.grepText(file, content, matcher.test, found, matcher.limit)) return { matches: found, truncated: true }
+        }
+        return { matches: found, truncated: walked.truncated }
+      }),
+    run: undefined
+  }
+}

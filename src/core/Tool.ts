@@ -49,6 +49,11 @@ const TypeId: unique symbol = Symbol.for("valet/Tool")
 export interface Outcome {
   readonly content: string
   readonly isError: boolean
+  /**
+   * What the tool returned besides text (images, audio, files: an MCP tool's image content), for the model to see;
+   * not cut by the length cap (the parts' own byte cap applies when the request is sent). @since 0.2.0
+   */
+  readonly parts?: ReadonlyArray<Model.Part> | undefined
 }
 
 /**
@@ -357,6 +362,8 @@ export interface Result {
   readonly name: string
   readonly content: string
   readonly isError: boolean
+  /** The outcome's parts (see `Outcome.parts`). @since 0.2.0 */
+  readonly parts?: ReadonlyArray<Model.Part> | undefined
 }
 
 /**
@@ -418,12 +425,10 @@ export const execute = <R>(
     const content = `ERROR: unknown tool "${call.name}"; available tools: ${known.length > 0 ? known.join(", ") : "(none)"}`
     return Effect.succeed({ toolCallId: call.id, name: call.name, content, isError: true })
   }
-  const completed = (outcome: Outcome): Result => ({
-    toolCallId: call.id,
-    name: call.name,
-    content: truncate(outcome.content, maxChars),
-    isError: outcome.isError
-  })
+  const completed = (outcome: Outcome): Result =>
+    outcome.parts !== undefined && outcome.parts.length > 0
+      ? { toolCallId: call.id, name: call.name, content: truncate(outcome.content, maxChars), isError: outcome.isError, parts: outcome.parts }
+      : { toolCallId: call.id, name: call.name, content: truncate(outcome.content, maxChars), isError: outcome.isError }
   const callParsed = options?.parsedArguments !== undefined ? parsedCalls.get(tool.call) : undefined
   const callWithId = callParsed === undefined ? ToolCalls.withCallId.get(tool.call as (argumentsText: string) => Effect.Effect<Outcome>) : undefined
   const running = callParsed !== undefined

@@ -7,7 +7,7 @@
 import { type Cause, Clock, Context, Data, Deferred, type Duration, Effect, Exit, Layer, Predicate, Queue, Result, type Schema, Scope, Stream, Tracer } from "effect"
 import { type AgentError, type BudgetExhausted, GuardrailFailed, GuardrailTripped, OutputInvalid, type Unanswered } from "../AgentError.js"
 import { ContextLengthExceeded } from "../ModelError.js"
-import type * as AgentEvent from "../AgentEvent.js"
+import * as AgentEvent from "../AgentEvent.js"
 import * as Budget from "../Budget.js"
 import * as Model from "../Model.js"
 import type { ModelError } from "../ModelError.js"
@@ -673,7 +673,7 @@ const executeApproved = <R>(
     const execute = called === Effect.void ? traced : Effect.flatMap(called, () => traced)
     return Effect.flatMap(execute, (result) => {
       const now = run.now()
-      const returned = emitNow(run.emitter, {
+      const event: AgentEvent.Of<"ToolReturned"> = {
         _tag: "ToolReturned",
         sessionId: run.sessionId,
         timestamp: now,
@@ -682,7 +682,12 @@ const executeApproved = <R>(
         content: result.content,
         isError: result.isError,
         durationMs: now - startedAt
-      })
+      }
+      // Described, not copied: the bytes went to the model (see `AgentEvent.Attachment`).
+      const returned = emitNow(
+        run.emitter,
+        result.parts === undefined ? event : { ...event, attachments: result.parts.map(AgentEvent.attachmentOf) }
+      )
       return thenSucceed(returned, result)
     })
   })

@@ -343,6 +343,21 @@ export const textOf = (content: Content): string => {
 }
 
 /**
+ * A part as text for a reader that is not shown its bytes (a summarising call, a compacted tool result): text as
+ * itself, anything else named by its kind, media type or format, file name and size (`[image image/png, 70 bytes]`).
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const describePart = (part: Part): string => {
+  if (part.type === "text") return part.text
+  const data = part.data
+  const what = part.type === "audio" ? `audio ${part.format}` : `${part.type}${part.mediaType !== undefined ? ` ${part.mediaType}` : ""}`
+  const name = part.type === "file" && part.name !== undefined ? ` ${part.name}` : ""
+  return `[${what}${name}${data !== undefined ? `, ${base64Bytes(data)} bytes` : ""}]`
+}
+
+/**
  * A text part.
  *
  * @since 0.2.0

@@ -131,6 +131,11 @@ export interface MakeOptions<P, I, A, E, R> {
   readonly handler: (params: P) => Effect.Effect<A, E, R>
   /** How the result is shown to the model; by default strings as they are and anything else as JSON. */
   readonly format?: ((result: A) => string) | undefined
+  /**
+   * What of the result the model sees besides its text: images, files or audio (a screenshot the tool took, a chart
+   * it drew), as `Model.Part`s; checked when the request is sent. @since 0.2.0
+   */
+  readonly parts?: ((result: A) => ReadonlyArray<Model.Part> | undefined) | undefined
   readonly timeout?: Duration.Input | undefined
   /**
    * Whether a call waits for a person's approval before it runs (`HumanLoop`): always (`true`), or by its decoded
@@ -209,9 +214,14 @@ export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A
     content: `ERROR: tool "${name}" failed: ${describeCause(cause)}`,
     isError: true
   })
+  const partsOf = options.parts
   const formatted = (result: A): Outcome => {
     try {
-      return { content: format(result), isError: false }
+      if (partsOf === undefined) return { content: format(result), isError: false }
+      const parts = partsOf(result)
+      return parts === undefined || parts.length === 0
+        ? { content: format(result), isError: false }
+        : { content: format(result), isError: false, parts }
     } catch (defect) {
       return failed(Cause.die(defect))
     }

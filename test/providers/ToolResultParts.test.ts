@@ -4,7 +4,7 @@
  */
 import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, FileSystem, Layer, Stream } from "effect"
+import { Effect, FileSystem, Layer, Schema, Stream } from "effect"
 import { createRequire } from "node:module"
 import { dirname, join } from "node:path"
 import { pathToFileURL } from "node:url"
@@ -13,6 +13,7 @@ import type * as AgentEvent from "../../src/core/AgentEvent.js"
 import * as Budget from "../../src/core/Budget.js"
 import * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Tool from "../../src/core/Tool.js"
 import * as EffectAi from "../../src/providers/EffectAi.js"
 import * as Mcp from "../../src/providers/Mcp.js"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
@@ -140,6 +141,36 @@ describe("Tool results with images", () => {
       const tool = requests.at(-1)!.messages!.find((message) => message.role === "tool")
       expect(tool).toMatchObject({ role: "tool", parts: [{ type: "image", data: image, mediaType: "image/png" }] })
     }).pipe(Effect.scoped, Effect.provide(services)), 30_000)
+
+  it.effect("a tool made with Tool.make returns an image through its parts option: the model server receives it", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      server.enqueue(
+        "/v1/chat/completions",
+        completion({ content: null, tool_calls: [{ id: "call_1", type: "function", function: { name: "chart", arguments: "{\"of\":\"sales\"}" } }] }, "tool_calls"),
+        completion({ content: "Sales are up." }, "stop")
+      )
+      const chart = Tool.make({
+        name: "chart",
+        description: "Draws a chart",
+        parameters: Schema.Struct({ of: Schema.String }),
+        handler: ({ of }) => Effect.succeed({ title: `chart of ${of}`, png }),
+        format: (drawn) => drawn.title,
+        parts: (drawn) => [Model.imagePart({ data: drawn.png, mediaType: "image/png" })]
+      })
+      const agent = Agent.make({ name: "analyst", instructions: "", tools: [chart] })
+      yield* Agent.run(agent, "How are sales?").pipe(Effect.provide(clientLayer(server)))
+      expect(chatBodies(server)[1]!.messages.slice(2)).toEqual([
+        { role: "tool", tool_call_id: "call_1", content: "chart of sales" },
+        {
+          role: "user",
+          content: [
+            { type: "text", text: "Attached by the result of tool call call_1 (chart):" },
+            { type: "image_url", image_url: { url: `data:image/png;base64,${png}` } }
+          ]
+        }
+      ])
+    }))
 
   it.effect("two results of one turn: both tool messages first, then one user message with the image (OpenAI's order)", () =>
     Effect.gen(function*() {

@@ -819,6 +819,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
             message: `${maxConcurrentRuns} runs are going on, the most this server runs at once: retry later`
           })
         }
+        // Parts are the run's task as given (its last user message; a thread turn keeps them).
+        const parts = typeof request.input === "string" ? undefined : request.input
         const sessionId = request.sessionId ?? newId("sess")
         const problem = Agent.sessionIdProblem(sessionId)
         if (problem !== undefined) return yield* new InvalidRunRequest({ message: `sessionId: ${problem}` })
@@ -864,8 +866,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
           entry,
           budget,
           request.history ?? [],
-          // Parts are the run's task as given (its first user message; a thread turn keeps them).
-          typeof request.input === "string" ? record.input : request.input,
+          parts ?? record.input,
           output?.success,
           begun
         ), scope)

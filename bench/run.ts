@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: every benchmark, one table. Framework overhead per step and memory per session against the
  * Vercel AI SDK and LangGraph.js; the cost of `import("valet")` beside `import("effect")`; then the client, sandbox,
- * fan-out, parser, serving, durable, threads, conversation and prompt-prefix benchmarks of the other modules when they exist. Each writes `bench/results/<name>.json`; the combined table goes to `bench/results/summary.json`.
+ * fan-out, parser, serving, durable, threads, conversation, prompt-prefix and model-layer benchmarks of the other modules when they exist. Each writes `bench/results/<name>.json`; the combined table goes to `bench/results/summary.json`.
  *
  *   npm run bench              # full: medians of 3 processes per cell (several minutes)
  *   npm run bench -- --quick   # a smoke run: small sizes, one process per cell (what CI runs)
@@ -33,7 +33,7 @@ attempt("memory", () => Memory.main(quick))
 attempt("imports", () => Imports.main(quick))
 
 // Benchmarks owned by other modules, run as their own processes when present.
-for (const name of ["client", "sandbox", "fanout", "parsers", "serve", "durable", "threads", "conversation", "recall", "prefix"]) {
+for (const name of ["client", "sandbox", "fanout", "parsers", "serve", "durable", "threads", "conversation", "recall", "prefix", "modelLayer"]) {
   const script = join("bench", `${name}.ts`)
   if (!existsSync(script)) continue
   const file = join(resultsDir, `${name}.json`)

@@ -8,6 +8,8 @@ import type { Framework } from "./work.js"
 export const frameworks: Record<string, () => Promise<Framework>> = {
   valet: () => import("./valet.js").then((m) => m.valet),
   "valet-fallback": () => import("./valet.js").then((m) => m.valetFallback),
+  "valet-guardrails": () => import("./valet.js").then((m) => m.valetGuardrails),
+  "valet-parts": () => import("./valet.js").then((m) => m.valetParts),
   "ai-sdk": () => import("./aiSdk.js").then((m) => m.aiSdk),
   "ai-sdk-7": () => import("./aiSdk7.js").then((m) => m.aiSdk7),
   "openai-agents": () => import("./openaiAgents.js").then((m) => m.openaiAgents),

@@ -11,23 +11,34 @@ const add = Tool.make({
   handler: ({ a, b }) => Effect.succeed(a + b)
 })
 
-/**
- * `VALET_BENCH_GUARDRAILS=pass`: the agent has a pass-through guardrail of each kind (input, output, tool), to
- * measure what guardrails cost a step (the tool one checks each call's arguments and result).
- */
-// Read through the namespace only when asked: the bench also runs against builds that have no `Guardrail`.
-const guardrails = process.env.VALET_BENCH_GUARDRAILS === "pass"
-  ? (() => {
-    const passThrough = Valet.Guardrail.make("pass", () => Effect.succeed(Valet.Guardrail.pass))
-    return { input: [passThrough], output: [passThrough], tool: [passThrough] }
-  })()
-  : undefined
+/** What a variant adds to the plain run: the model layer's features whose per-step cost `bench/modelLayer.ts` measures. */
+interface Variant {
+  /** The model behind a one-model `Model.fallback` chain (which always answers) with its circuit breaker. */
+  readonly fallback?: boolean
+  /** A pass-through guardrail of each kind (input, output, tool: the tool one checks each call's arguments and result). */
+  readonly guardrails?: boolean
+  /** The history holds a user message with an image part (a 1×1 PNG), sent with every model call. */
+  readonly parts?: boolean
+}
 
-/** `valet`, or (`fallback`) the same model behind a one-model `Model.fallback` chain with its circuit breaker. */
-const make = (name: string, fallback: boolean): Framework => ({
+// A real 1×1 PNG: the parts variant's image.
+const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+
+const make = (name: string, variant: Variant = {}): Framework => ({
   name,
   run: (steps, options) => {
-    const agent = Agent.make({ name: "calculator", instructions, tools: [add], maxTurns: steps + 1, ...(guardrails !== undefined ? { guardrails } : {}) })
+    // Read through the namespace only when asked: the bench also runs against builds that have no `Guardrail`.
+    const passThrough = variant.guardrails === true ? Valet.Guardrail.make("pass", () => Effect.succeed(Valet.Guardrail.pass)) : undefined
+    const agent = Agent.make({
+      name: "calculator",
+      instructions,
+      tools: [add],
+      maxTurns: steps + 1,
+      ...(passThrough !== undefined ? { guardrails: { input: [passThrough], output: [passThrough], tool: [passThrough] } } : {})
+    })
+    const history: ReadonlyArray<Model.Message> = variant.parts === true
+      ? [{ role: "user", content: [Model.textPart("The figure:"), Model.imagePart({ data: png, mediaType: "image/png" })] }]
+      : []
     const turn = (index: number): ScriptedModel.Turn =>
       index < steps - 1 ? { toolCalls: [{ name: "add", arguments: argsAt(index + 1) }] } : finalText
     // A model of its own per session, as the other frameworks have their mock per session (a context: no layer to build).
@@ -36,18 +47,25 @@ const make = (name: string, fallback: boolean): Framework => ({
         ? (_request, index) => Effect.as(Effect.promise(yieldToEventLoop), turn(index))
         : (_request, index) => turn(index)
     )
+    const runOptions = history.length > 0 ? { history } : undefined
     const program = options.stream
-      ? Agent.stream(agent, prompt).pipe(
+      ? Agent.stream(agent, prompt, runOptions).pipe(
         Stream.runFold(() => "", (output, event) => (event._tag === "RunCompleted" ? event.result.output : output))
       )
-      : Effect.map(Agent.run(agent, prompt), (result) => result.output)
-    if (!fallback) return Effect.runPromise(Effect.provide(program, model))
+      : Effect.map(Agent.run(agent, prompt, runOptions), (result) => result.output)
+    if (variant.fallback !== true) return Effect.runPromise(Effect.provide(program, model))
     // The chain's layer is built once per run (as an agent's model layer is): its cost is per run, not per step.
     return Effect.runPromise(Effect.provide(program, Model.fallback([Context.get(model, Model.Model)])))
   }
 })
 
-export const valet: Framework = make("valet", false)
+export const valet: Framework = make("valet")
 
 /** valet with its model behind `Model.fallback` (one model that always answers): the wrapper's cost per step. */
-export const valetFallback: Framework = make("valet-fallback", true)
+export const valetFallback: Framework = make("valet-fallback", { fallback: true })
+
+/** valet with a pass-through guardrail of each kind. */
+export const valetGuardrails: Framework = make("valet-guardrails", { guardrails: true })
+
+/** valet with an image part in the history. */
+export const valetParts: Framework = make("valet-parts", { parts: true })

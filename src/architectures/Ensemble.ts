@@ -110,7 +110,8 @@ export const parseJudgement: (text: string, hasReference: boolean) => Judgement 
 
 /**
  * A solver role, as `solvers` takes it: a name (it names the role's sessions: letters and digits joined by single
- * `-` or `_`), its system prompt, and optionally an agent whose model it uses (its instructions are used when
+ * `-` or `_`), its approach (sent after the problem, in the user message, so every solver's request starts with the
+ * same text and a server's prefix cache serves it), and optionally an agent whose model it uses (its instructions are used when
  * `prompt` is absent). `R` is what that agent needs.
  *
  * @since 0.1.0

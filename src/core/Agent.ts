@@ -330,12 +330,30 @@ export const SessionId = Schema.String.check(Schema.makeFilter((id: string) => s
 
 const newSessionId = (): string => `sess_${randomHex20()}`
 
+/**
+ * A thread turn's run options: `checkedHistory` leading messages of `history` are the thread's stored ones, whose
+ * user messages the input guardrails checked in their own turns (see `Architecture.Input.checkedHistory`).
+ */
+interface TurnRunOptions {
+  readonly checkedHistory?: number | undefined
+}
+
+/** The options of a turn's run: the thread's history first (already checked), then the caller's. */
+const turnOptions = <O extends { readonly history?: ReadonlyArray<Model.Message> | undefined }>(
+  options: O | undefined,
+  history: ReadonlyArray<Model.Message>
+): O & TurnRunOptions & { readonly history: ReadonlyArray<Model.Message> } => ({
+  ...options as O,
+  history,
+  checkedHistory: history.length - (options?.history?.length ?? 0)
+})
+
 // Written without a generator, like the rest of a run's start: a generator frame and its objects stay alive
 // for as long as the run, in every concurrent session.
 const rootInput = (
   agent: Agent<unknown>,
   task: Task,
-  options: (RunOptions & Partial<OutputOptions<unknown, unknown>>) | undefined,
+  options: (RunOptions & Partial<OutputOptions<unknown, unknown>> & TurnRunOptions) | undefined,
   streamText: boolean,
   resources: Architecture.Resources,
   span: Tracer.Span | undefined
@@ -380,7 +398,8 @@ const rootInput = (
       ...(span !== undefined ? { span } : {}),
       ...(options?.output !== undefined ? { output: Output.make(options.output, retries) } : {}),
       ...(options?.cancel !== undefined ? { cancel: options.cancel } : {}),
-      ...(guardrails !== undefined ? { guardrails } : {})
+      ...(guardrails !== undefined ? { guardrails } : {}),
+      ...(options?.checkedHistory !== undefined && options.checkedHistory > 0 ? { checkedHistory: options.checkedHistory } : {})
     }))
   })
 
@@ -413,7 +432,7 @@ export interface ThreadOptions {
 const runWith = (
   agent: Agent<unknown>,
   prompt: Task,
-  options: (RunOptions & Partial<OutputOptions<unknown, unknown>>) | undefined,
+  options: (RunOptions & Partial<OutputOptions<unknown, unknown>> & TurnRunOptions) | undefined,
   emitter: Architecture.Emitter
 ): Effect.Effect<AgentEvent.RunResult, AgentError, unknown> =>
   // What `Effect.withSpan` around an `Effect.onExit` would do, with one exit handler (ending the span and closing
@@ -468,7 +487,7 @@ export const run: {
   if (thread === undefined) return runWith(agent, prompt, options, Architecture.unobserved) as Effect.Effect<never, AgentError, R>
   return Effect.flatMap(Effect.service(Threads.Threads), (threads) =>
     Turn.run(threads, thread, prompt, options?.history, (history, emitter, tools) =>
-      runWith(withTools(agent, tools), prompt, { ...options, history }, emitter))) as unknown as Effect.Effect<never, AgentError, R>
+      runWith(withTools(agent, tools), prompt, turnOptions(options, history), emitter))) as unknown as Effect.Effect<never, AgentError, R>
 }
 
 /** The agent with the tools a thread turn gives it (its working memory's), when there are any. */
@@ -478,7 +497,7 @@ const withTools = <R>(agent: Agent<R>, tools: ReadonlyArray<Tool.Tool>): Agent<R
 const streamWith = (
   agent: Agent<unknown>,
   prompt: Task,
-  options: (StreamOptions & Partial<OutputOptions<unknown, unknown>>) | undefined
+  options: (StreamOptions & Partial<OutputOptions<unknown, unknown>> & TurnRunOptions) | undefined
 ): Stream.Stream<AgentEvent.AgentEvent, AgentError, unknown> =>
   Architecture.streamEvents(
     Effect.suspend(() => {
@@ -519,7 +538,7 @@ export const stream: {
   if (thread === undefined) return streamWith(agent, prompt, options) as Stream.Stream<AgentEvent.AgentEvent, AgentError, R>
   return Stream.unwrap(Effect.map(Effect.service(Threads.Threads), (threads) =>
     Turn.stream(threads, thread, prompt, options?.history, (history, tools) =>
-      streamWith(withTools(agent, tools), prompt, { ...options, history })))) as unknown as Stream.Stream<
+      streamWith(withTools(agent, tools), prompt, turnOptions(options, history))))) as unknown as Stream.Stream<
       AgentEvent.AgentEvent,
       AgentError,
       R

@@ -1,8 +1,11 @@
 /**
  * Guardrails: checks around a run, each an `Effect` that passes, trips with a reason, or (a redactor) rewrites.
  *
- * - **input** guardrails check the prompt beside the run's first model call, concurrently: a trip interrupts that
- *   call and the run fails with `GuardrailTripped`; the first reply is used only once every input guardrail passed.
+ * - **input** guardrails check every user message the caller supplies with the run — each of the `history`'s, then
+ *   the prompt, one after the other (by their text: a part's bytes are not read) — beside the run's first model
+ *   call, concurrently: a trip interrupts that call and the run fails with `GuardrailTripped`; the first reply is
+ *   used only once every input guardrail passed. A thread turn's stored history is not checked again: each of its
+ *   user messages was checked in its own turn (the history a caller adds to a turn is).
  * - **output** guardrails check the final answer (after structured output decodes): a trip fails the run, or, with
  *   `onOutputTrip: "repair"`, the model is shown the reason and asked once more (a second trip fails). A rewrite
  *   (a redactor) becomes the output. A run with output guardrails does not stream its text (no `TextDelta`
@@ -13,9 +16,14 @@
  * A guardrail that itself fails (a judge whose model is down) fails the run with `GuardrailFailed`: a check that did
  * not run is no pass. Each trip or rewrite is a `GuardrailTripped` event. Guardrails are given per agent
  * (`Agent.make({ guardrails })`), per run (`Agent.run(…, { guardrails })`, added after the agent's) and in
- * `valet.yaml` (the built-ins by name). A sub-agent's run is checked by its own agent's guardrails; one without
- * tool guardrails of its own is checked by its parent's tool guardrails (a worker's calls like the supervisor's).
+ * `valet.yaml` (the built-ins by name). A sub-agent's run is checked by its own agent's guardrails; its tool calls
+ * by its parent's tool guardrails first (a worker's calls like the supervisor's, each trip handled by its own run's
+ * `onToolTrip`), then by its own (one its parent already applies is not run twice).
  * An output that a limit made (a spent budget, a cancel: the best output so far) is checked too, without a repair.
+ *
+ * With a tracer installed (`Telemetry.layer`), each check is a `guardrail <name>` span under the run's (a tool
+ * guardrail's under its call's `execute_tool` span): `valet.guardrail.name`, `.kind`, `.outcome` (`pass`, `trip`,
+ * `rewrite`, or `fail` with the guardrail's error tag in `error.type`) and `.reason`; a judge's `chat` span nests in it.
  *
  * @example
  * ```ts
@@ -192,7 +200,7 @@ export type SchemaOptions = Builtins.SchemaOptions
 export const schema: <A, I>(codec: Schema.Codec<A, I>, options?: SchemaOptions) => Guardrail = Builtins.schema
 
 /**
- * Options of `judge`: the `criteria` in words, the `model` (the run's by default).
+ * Options of `judge`: the `criteria` in words, the `model` (a client or a `Model` layer; the run's by default).
  *
  * @since 0.2.0
  * @category built-ins

@@ -15,6 +15,9 @@
  *     architecture: self_refine
  *     instructions: You write short, exact prose.
  *     options: { maxRounds: 2, critic: assistant }
+ * # Models by name (an agent's, the file's or a judge's `model: small`); a chain with its settings:
+ * # models: { small: { provider: openai-compatible, … }, main: { fallback: [ … ], when: [RateLimited], breaker: { failures: 3 } } }
+ * # Guardrails by name, for agents' lists and runs' requests: guardrails: { polite: { judge: { criteria: …, model: small } } }
  * server: { port: 8787, maxConcurrentRuns: 16, tokenEnv: VALET_TOKEN }
  * threads: { store: sqlite, path: data/threads.sqlite3 }   # or memory, or { store: postgres, urlEnv: DATABASE_URL }
  * # Each turn's: historyLimit: 100, onBusy: wait, workingMemory: { scope: owner, template: "Name: ?" }
@@ -54,6 +57,7 @@ import { Config, Context, type Duration, Effect, FileSystem, Layer, Path, Result
 import type { HttpClient } from "effect/http"
 import type { ChildProcessSpawner } from "effect/process"
 import * as Agent from "../core/Agent.js"
+import type * as Guardrail from "../core/Guardrail.js"
 import type * as EmbeddingModel from "../core/EmbeddingModel.js"
 import * as Model from "../core/Model.js"
 import type * as ModelError from "../core/ModelError.js"
@@ -218,6 +222,45 @@ const crossCheck = (config: ConfigFile): YamlDocument.Problem | undefined => {
       }
     }
   }
+  const models = config.models ?? {}
+  const named = config.guardrails ?? {}
+  /** A model choice that names a model `models:` does not define. */
+  const unknownModel = (choice: Internal.ModelChoice | undefined, field: string): YamlDocument.Problem | undefined => {
+    if (typeof choice !== "string" || choice in models) return undefined
+    const known = Object.keys(models)
+    return {
+      message: `names the model ${JSON.stringify(choice)}, which models does not define${known.length > 0 ? ` (it defines ${known.join(", ")})` : ""}`,
+      field
+    }
+  }
+  const judgeProblem = (spec: GuardrailConfig.BuiltIn, field: string) => unknownModel(spec.judge?.model, `${field}.judge.model`)
+  const modelProblem = unknownModel(config.model, "model")
+  if (modelProblem !== undefined) return modelProblem
+  for (const [name, spec] of Object.entries(named)) {
+    const problem = judgeProblem(spec, YamlDocument.fieldName(["guardrails", name]))
+    if (problem !== undefined) return problem
+  }
+  for (const [name, spec] of Object.entries(agents)) {
+    const problem = unknownModel(spec.model, `agents.${name}.model`)
+    if (problem !== undefined) return problem
+    for (const kind of ["input", "output", "tool"] as const) {
+      for (const [i, entry] of (spec.guardrails?.[kind] ?? []).entries()) {
+        const field = `agents.${name}.guardrails.${kind}[${i}]`
+        if (typeof entry === "string") {
+          if (!(entry in named)) {
+            const known = Object.keys(named)
+            return {
+              message: `names the guardrail ${JSON.stringify(entry)}, which guardrails does not define${known.length > 0 ? ` (it defines ${known.join(", ")})` : ""}`,
+              field
+            }
+          }
+        } else {
+          const problem = judgeProblem(entry, field)
+          if (problem !== undefined) return problem
+        }
+      }
+    }
+  }
   const threads = config.threads
   if (threads !== undefined) {
     if (threads.path !== undefined && threads.store !== "sqlite") {
@@ -330,26 +373,62 @@ const scriptedTurn = (turn: typeof Internal.ScriptedTurn.Type): ScriptedModel.Tu
   }
 
 /**
- * The model of a spec or of a list of them (a `Model.fallback` chain: built once in the scope, so its circuit
- * breakers see every run's calls, unless a model of it is scripted, which must start afresh in each run).
+ * What the models of a file are built into, once each: a model of `models:` named by several agents and judges is one
+ * client (and one chain's circuit breakers).
+ */
+type ModelCache = Map<string, Layer.Layer<Model.Model>>
+
+/**
+ * The model of a choice: a name of `models:` (built once, kept in `cache`), a spec, a list of them or a chain with its
+ * settings (a `Model.fallback` chain: built once in the scope, so its circuit breakers see every run's calls, unless a
+ * model of it is scripted, which must start afresh in each run).
  */
 const modelLayer = (
   loaded: Loaded,
   choice: Internal.ModelChoice,
-  field: ReadonlyArray<string | number>
+  field: ReadonlyArray<string | number>,
+  cache: ModelCache
 ): Effect.Effect<Layer.Layer<Model.Model>, BuildError, Requirements> =>
   Effect.gen(function*() {
-    if (!Array.isArray(choice)) return yield* oneModelLayer(loaded, choice as ModelSpec, field)
-    const specs: ReadonlyArray<ModelSpec> = choice
+    if (typeof choice === "string") {
+      const done = cache.get(choice)
+      if (done !== undefined) return done
+      // The cross-check made sure the name is defined.
+      const layer = yield* modelLayer(loaded, loaded.config.models![choice]!, ["models", choice], cache)
+      cache.set(choice, layer)
+      return layer
+    }
+    if (!Array.isArray(choice) && !("fallback" in choice)) return yield* oneModelLayer(loaded, choice as ModelSpec, field)
+    const chain = Array.isArray(choice) ? { fallback: choice as ReadonlyArray<ModelSpec> } : choice as Internal.FallbackSpec
+    const listField = Array.isArray(choice) ? field : [...field, "fallback"]
+    const specs: ReadonlyArray<ModelSpec> = chain.fallback
     const models = yield* Effect.forEach(specs, (spec, i) =>
-      Effect.map(oneModelLayer(loaded, spec, [...field, i]), (model) => ({
+      Effect.map(oneModelLayer(loaded, spec, [...listField, i]), (model) => ({
         // Two servers of one model are told apart by their addresses.
-        name: spec.provider === "openai-compatible" ? `${spec.model ?? "model"} (${spec.baseUrl})` : YamlDocument.fieldName([...field, i]),
+        name: spec.provider === "openai-compatible" ? `${spec.model ?? "model"} (${spec.baseUrl})` : YamlDocument.fieldName([...listField, i]),
         model
       })))
-    const chain = Layer.orDie(Model.fallback(models))
-    if (specs.some((spec) => spec.provider === "scripted")) return chain
-    return Layer.succeed(Model.Model, Context.get(yield* Layer.build(chain), Model.Model))
+    const breaker = chain.breaker
+    const options: Model.FallbackOptions = {
+      ...(chain.when !== undefined ? { when: chain.when } : {}),
+      ...(breaker === false
+        ? { breaker: false }
+        : breaker !== undefined
+        ? {
+          breaker: {
+            ...(breaker.failures !== undefined ? { failures: breaker.failures } : {}),
+            ...(breaker.window !== undefined ? { window: breaker.window as Duration.Input } : {}),
+            ...(breaker.coolDown !== undefined ? { coolDown: breaker.coolDown as Duration.Input } : {})
+          }
+        }
+        : {})
+    }
+    const built = Model.fallback(models, options)
+    // The schema checked the settings; a chain that still refuses them says so on the chain's line.
+    const checked = Layer.catchTag(built, "InvalidOptions", (error) =>
+      Layer.effect(Model.Model, Effect.fail(fileError(loaded.path, loaded.problemAt(Array.isArray(choice) ? field : [...field, "breaker"], error.message)))))
+    if (specs.some((spec) => spec.provider === "scripted")) return Layer.orDie(checked)
+    return Layer.succeed(Model.Model, Context.get(yield* Layer.build(checked), Model.Model))
   })
 
 /** The model of a spec, started once in the scope (a scripted model: fresh per run). */
@@ -428,7 +507,26 @@ const buildWith = (loaded: Loaded, options: BuildOptions | undefined): Effect.Ef
     const { config } = loaded
     yield* noteDeprecatedKeys(loaded)
     const fromContext = options?.model === "context"
-    const defaultModel = config.model === undefined || fromContext ? undefined : yield* modelLayer(loaded, config.model, ["model"])
+    const models: ModelCache = new Map()
+    const defaultModel = config.model === undefined || fromContext ? undefined : yield* modelLayer(loaded, config.model, ["model"], models)
+    // The file's guardrails by name, each built once: every agent (and run) naming one shares it.
+    const namedGuardrails = new Map<string, Guardrail.Guardrail>()
+    const builtIn = (spec: GuardrailConfig.BuiltIn, field: ReadonlyArray<string | number>, name?: string) =>
+      Effect.gen(function*() {
+        const judgeModel = spec.judge?.model
+        // With `model: "context"` a judge judges on the given model, as the agents do.
+        if (judgeModel === undefined || fromContext) return GuardrailConfig.buildBuiltIn(spec, undefined, name)
+        return GuardrailConfig.buildBuiltIn(spec, yield* modelLayer(loaded, judgeModel, [...field, "judge", "model"], models), name)
+      })
+    const namedGuardrail = (name: string) =>
+      Effect.gen(function*() {
+        const done = namedGuardrails.get(name)
+        if (done !== undefined) return done
+        const guardrail = yield* builtIn(config.guardrails![name]!, ["guardrails", name], name)
+        namedGuardrails.set(name, guardrail)
+        return guardrail
+      })
+    for (const name of Object.keys(config.guardrails ?? {})) yield* namedGuardrail(name)
     const used = new Set(Object.values(config.agents).flatMap((spec) => spec.tools ?? []))
     const settings = config.mcp ?? {}
     const serverTools = new Map<string, ReadonlyArray<Tool.Tool>>()
@@ -499,7 +597,9 @@ const buildWith = (loaded: Loaded, options: BuildOptions | undefined): Effect.Ef
           ? undefined
           : spec.model === undefined
           ? defaultModel!
-          : yield* modelLayer(loaded, spec.model, ["agents", name, "model"])
+          : yield* modelLayer(loaded, spec.model, ["agents", name, "model"], models)
+        const guardrails = spec.guardrails === undefined ? undefined : yield* GuardrailConfig.make(spec.guardrails, (entry, path) =>
+          typeof entry === "string" ? namedGuardrail(entry) : builtIn(entry, ["agents", name, "guardrails", ...path]))
         // Without a model of its own, the agent needs the `Model` given below.
         const definition = {
           name,
@@ -507,7 +607,7 @@ const buildWith = (loaded: Loaded, options: BuildOptions | undefined): Effect.Ef
           architecture,
           tools,
           ...(spec.maxTurns !== undefined ? { maxTurns: spec.maxTurns } : {}),
-          ...(spec.guardrails !== undefined ? { guardrails: GuardrailConfig.make(spec.guardrails) } : {})
+          ...(guardrails !== undefined ? { guardrails } : {})
         }
         const agent: Agent.Agent<never> = model !== undefined
           ? Agent.make({ ...definition, model })
@@ -525,9 +625,11 @@ const buildWith = (loaded: Loaded, options: BuildOptions | undefined): Effect.Ef
       })
     for (const name of Object.keys(config.agents)) yield* buildAgent(name)
     const entries = Object.keys(config.agents).map((name) => built.get(name)!)
-    if (!fromContext) return Agents.make(entries)
+    // The file's guardrails by name: a run's request may name them (`POST /runs` `guardrails`).
+    const catalog = namedGuardrails.size > 0 ? { guardrails: namedGuardrails } : undefined
+    if (!fromContext) return Agents.make(entries, catalog)
     const given = Context.make(Model.Model, yield* Model.Model)
-    return Agents.make(entries.map((entry) => ({ ...entry, agent: Agent.provide(entry.agent, given) })))
+    return Agents.make(entries.map((entry) => ({ ...entry, agent: Agent.provide(entry.agent, given) })), catalog)
   })
 
 /**

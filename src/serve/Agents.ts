@@ -43,6 +43,7 @@
  */
 import { Context, Effect, Layer, Scope } from "effect"
 import * as Agent from "../core/Agent.js"
+import type * as Guardrail from "../core/Guardrail.js"
 import * as Budget from "../core/Budget.js"
 import * as HumanLoop from "../core/HumanLoop.js"
 
@@ -74,6 +75,11 @@ export interface Service {
   /** In the order they were given. */
   readonly list: ReadonlyArray<Entry>
   readonly get: (name: string) => Entry | undefined
+  /**
+   * Guardrails by name that a run's request may name (`valet.yaml`'s `guardrails:`; `Runs`' `guardrails` option adds
+   * to them). Absent: none.
+   */
+  readonly guardrails?: ReadonlyMap<string, Guardrail.Guardrail> | undefined
 }
 
 /**
@@ -91,19 +97,23 @@ const entryOf = <R>(agent: Agent.Agent<R> | Entry<R>): Entry<R> =>
     : { name: agent.name, description: `${agent.name} (${agent.architecture.name})`, architecture: agent.architecture.name, agent }
 
 /**
- * A catalog of entries, or of agents (named by `Agent.make`'s name). A name given twice is a defect.
+ * A catalog of entries, or of agents (named by `Agent.make`'s name), and the guardrails by name its runs' requests
+ * may name. A name given twice is a defect.
  *
  * @since 0.2.0
  * @category constructors
  */
-export const make = (entries: Iterable<Agent.Agent<never> | Entry>): Service => {
+export const make = (
+  entries: Iterable<Agent.Agent<never> | Entry>,
+  options?: { readonly guardrails?: ReadonlyMap<string, Guardrail.Guardrail> | undefined }
+): Service => {
   const list = Array.from(entries, entryOf)
   const byName = new Map<string, Entry>()
   for (const entry of list) {
     if (byName.has(entry.name)) throw new Error(`Agents: two agents are named ${JSON.stringify(entry.name)}`)
     byName.set(entry.name, entry)
   }
-  return { list, get: (name) => byName.get(name) }
+  return { list, get: (name) => byName.get(name), ...(options?.guardrails !== undefined ? { guardrails: options.guardrails } : {}) }
 }
 
 /**

@@ -18,7 +18,10 @@
  * - Honoured: `stream`, `stream_options.include_usage`; `response_format` `json_schema` (structured output: the
  *   answer is asked for natively, decoded with the schema, repaired when it does not decode; the content is the
  *   decoded value as JSON; a schema valet's importer cannot read is a 400, and `pattern` keywords are not checked),
- *   `json_object` (the same with the schema `{"type": "object"}`) and `text`; `max_completion_tokens` /
+ *   `json_object` (the same with the schema `{"type": "object"}`) and `text`; a text part's `cache_control`
+ *   `{"type": "ephemeral"}` (OpenRouter's prompt-cache breakpoint: kept on that part of a user message, on the whole
+ *   of a system message, and sent on by the agent's model; its `ttl` is not kept; another type is refused);
+ *   `max_completion_tokens` /
  *   `max_tokens` as the run's budget of output tokens over all its model calls (reached: `finish_reason` `length`);
  *   `n: 1`, `tool_choice` `none` / `auto`, `function_call` `none` / `auto`, `modalities: ["text"]` (what an agent
  *   does anyway).

@@ -43,6 +43,7 @@
  */
 import { Cause, Clock, Context, Deferred, Duration, Effect, Exit, type Fiber, Layer, Option, Result, Schema, type Scope, Stream } from "effect"
 import * as Agent from "../core/Agent.js"
+import type * as Guardrail from "../core/Guardrail.js"
 import type { AgentError } from "../core/AgentError.js"
 import * as AgentEvent from "../core/AgentEvent.js"
 import * as Budget from "../core/Budget.js"
@@ -53,6 +54,7 @@ import * as Decode from "../core/internal/decode.js"
 import { randomHex20 } from "../core/internal/ids.js"
 import * as Agents from "./Agents.js"
 import * as OutputSchema from "./internal/outputSchema.js"
+import * as RunGuardrails from "./internal/runGuardrails.js"
 import * as RedactStore from "./internal/redactStore.js"
 
 // ---------------------------------------------------------------------------------------------------------
@@ -130,7 +132,13 @@ export const RunRequest = Schema.Struct({
    * run's `result.value` is the answer decoded with it (asked natively, repaired when it does not decode; see
    * `Agent.run`'s `output`). `pattern` keywords are not enforced: a client's regular expression is not run here.
    */
-  output: Schema.optional(Model.JsonObject)
+  output: Schema.optional(Model.JsonObject),
+  /**
+   * The run's own guardrails, checked after the agent's: by name, those the server declares (`valet.yaml`'s
+   * `guardrails:`, `Runs`' `guardrails` option), or the built-ins `maxLength`, `redact` (no patterns) and `schema`
+   * with their options; never a model or code. A name the server does not declare is refused (400) naming it.
+   */
+  guardrails: Schema.optional(RunGuardrails.Request)
 })
 /**
  * What starts a run.
@@ -238,6 +246,11 @@ export const RunView = Schema.Struct({
   sessionId: Schema.String,
   agent: Schema.String,
   input: Schema.String,
+  /**
+   * The input's parts, when it was given as parts (images, files, audio, with their bytes): what the viewer shows as
+   * thumbnails. `input` is their text.
+   */
+  inputParts: Schema.optional(Schema.Array(Model.Part)),
   /** The thread the run is a turn of, when it is one. */
   threadId: Schema.optional(Schema.String),
   status: Status,
@@ -428,6 +441,11 @@ export interface Options {
    * which are the request's): `historyLimit`, `onBusy`, a working memory, … (valet.yaml's `threads:` sets them).
    */
   readonly turns?: TurnDefaults | undefined
+  /**
+   * Guardrails by name that a run's request may name (`guardrails: { input: ["no_pii"] }`), beside those of the
+   * `Agents` catalog (`valet.yaml`'s `guardrails:`); these win on a name both have.
+   */
+  readonly guardrails?: Readonly<Record<string, Guardrail.Guardrail>> | undefined
 }
 
 /**
@@ -556,6 +574,8 @@ interface Record_ {
   readonly sessionId: string
   readonly agent: string
   readonly input: string
+  /** The input as given, when it was parts. */
+  readonly inputParts: ReadonlyArray<Model.Part> | undefined
   readonly thread: ThreadTurn | undefined
   /** Whose the run is (the request's owner); undefined for runs started without one (seen by every caller). */
   readonly owner: string | undefined
@@ -613,6 +633,7 @@ const view = (record: Record_): RunView => ({
   sessionId: record.sessionId,
   agent: record.agent,
   input: record.input,
+  ...(record.inputParts !== undefined ? { inputParts: record.inputParts } : {}),
   ...(record.thread !== undefined ? { threadId: record.thread.id } : {}),
   status: statusOf(record),
   events: record.events.length,
@@ -675,6 +696,8 @@ const summary = (record: Record_): RunSummary => ({
 export const make = (options: Options = {}): Effect.Effect<Service, never, Agents.Agents | Scope.Scope> =>
   Effect.gen(function*() {
     const agents = yield* Agents.Agents
+    // The guardrails a request may name: the catalog's (the file's), then the options' (winning on a name).
+    const namedGuardrails = new Map<string, Guardrail.Guardrail>([...(agents.guardrails ?? []), ...Object.entries(options.guardrails ?? {})])
     // A store when the server has one: turns on threads need it; plain runs do not. Its failures reach clients
     // without the driver's text (the log has it).
     const threads = Option.map(yield* Effect.serviceOption(Threads.Threads), RedactStore.redacted)
@@ -749,12 +772,14 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
       history: ReadonlyArray<Model.Message>,
       prompt: Agent.Task,
       output: Schema.Codec<unknown, unknown> | undefined,
+      guardrails: Guardrail.Guardrails | undefined,
       begun: Deferred.Deferred<void, Threads.ThreadError>
     ) =>
       eventsOf(record, entry, prompt, {
         sessionId: record.sessionId,
         history,
         ...(output !== undefined ? { output } : {}),
+        ...(guardrails !== undefined ? { guardrails } : {}),
         cancel: Deferred.await(record.cancel),
         ...(budget !== undefined ? { budget } : {})
       }).pipe(
@@ -827,6 +852,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
         if (sessions.has(sessionId)) {
           return yield* new InvalidRunRequest({ message: `sessionId: ${JSON.stringify(sessionId)} is the session of another run` })
         }
+        const guardrails = request.guardrails !== undefined ? RunGuardrails.resolve(request.guardrails, namedGuardrails) : undefined
+        if (guardrails !== undefined && Result.isFailure(guardrails)) return yield* new InvalidRunRequest({ message: guardrails.failure })
         const output = request.output !== undefined ? OutputSchema.fromJsonSchema(request.output) : undefined
         if (output !== undefined && Result.isFailure(output)) {
           return yield* new InvalidRunRequest({ message: `output: not a JSON Schema valet can check answers with: ${output.failure}` })
@@ -844,6 +871,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
           sessionId,
           agent: entry.name,
           input: Model.textOf(request.input),
+          inputParts: parts,
           thread,
           owner,
           createdAt: now,
@@ -868,6 +896,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
           request.history ?? [],
           parts ?? record.input,
           output?.success,
+          guardrails?.success,
           begun
         ), scope)
         return record

@@ -7,7 +7,8 @@
  * - `POST /runs` `{agent, input, sessionId?, budget?: {maxCalls?, maxTotalTokens?, maxOutputTokens?, maxDuration?}}` → 201 `{runId,
  *   sessionId}`; the run goes on in the server. `GET /runs?limit=&cursor=` lists the runs kept, newest first, a
  *   page at a time (summaries; `full=true` for whole runs; `nextCursor` fetches the next page); `GET /runs/:runId`
- *   → status and, once ended, the `RunResult` (or the typed error).
+ *   → status, the input (and `inputParts` when it was given as parts) and, once ended, the `RunResult` (or the typed
+ *   error).
  * - `GET /runs/:runId/events` → `text/event-stream`: `id: <seq>`, `event: <kind>`, `data: <json>` per event,
  *   replayed from the first or from after `Last-Event-ID` (or `?after=`; a `Last-Event-ID` that is not decimal
  *   digits reads as "from the first"), then live, ending after

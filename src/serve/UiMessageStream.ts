@@ -11,6 +11,12 @@
  * - each sub-agent is one `data-valet-subagent` part (`id` = its session), updated in place as it starts and ends
  *   (agent, role, status, model calls, tokens, output); the root's `Progress` events are transient
  *   `data-valet-progress` parts (seen by `onData`, not kept in the message);
+ * - the run's token counts so far (its sessions' model calls summed: `usage`, with `cachedInputTokens` /
+ *   `cacheWriteTokens` when the servers reported them, and `cost` when the budget has `pricing`) are `message-metadata`
+ *   after each model call, so a front end shows them as the run goes (the `finish` chunk's metadata has the whole run's);
+ * - each move of a fallback chain (`ModelFellBack`: which model answered a call and why the ones before did not) is a
+ *   `data-valet-fallback` part, each guardrail trip or rewrite (`GuardrailTripped`) a `data-valet-guardrail` part,
+ *   kept in the message, of the root or a sub-agent (`sessionId` says which);
  * - a run that fails sends an `error` chunk (`<tag>: <message>`) and ends;
  * - a tool call that waits for a person's approval (`HumanLoop`) is the protocol's own: its tool part
  *   (`tool-input-available`), then `tool-approval-request` whose `approvalId` names the run, the session and the call
@@ -48,6 +54,7 @@
  */
 import { Effect, Stream } from "effect"
 import * as AgentEvent from "../core/AgentEvent.js"
+import * as Model from "../core/Model.js"
 
 /**
  * The chunks valet sends (a subset of the protocol's `UIMessageChunk`).
@@ -75,6 +82,9 @@ export type UiMessageChunk =
   | { readonly type: "tool-output-denied"; readonly toolCallId: string }
   | { readonly type: "data-valet-subagent"; readonly id: string; readonly data: SubAgentData }
   | { readonly type: "data-valet-progress"; readonly data: Record<string, unknown>; readonly transient: true }
+  | { readonly type: "data-valet-fallback"; readonly data: FallbackData }
+  | { readonly type: "data-valet-guardrail"; readonly data: GuardrailData }
+  | { readonly type: "message-metadata"; readonly messageMetadata: Record<string, unknown> }
   | { readonly type: "finish"; readonly finishReason: "stop" | "length" | "tool-calls"; readonly messageMetadata: Record<string, unknown> }
   | { readonly type: "error"; readonly errorText: string }
 
@@ -93,6 +103,39 @@ export interface SubAgentData {
   readonly totalTokens?: number
   readonly output?: string
   readonly interruptionReason?: string
+}
+
+/**
+ * What a `data-valet-fallback` part says: in session `sessionId`, the model call `step` was not answered by `from`
+ * (`reason`: its error, or its open circuit) and `to` was asked instead (`AgentEvent.ModelFellBack`).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface FallbackData {
+  readonly sessionId: string
+  readonly step: string
+  readonly from: string
+  readonly to: string
+  readonly reason: string
+}
+
+/**
+ * What a `data-valet-guardrail` part says: a guardrail's trip or rewrite (`AgentEvent.GuardrailTripped`), in session
+ * `sessionId`.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface GuardrailData {
+  readonly sessionId: string
+  readonly guardrail: string
+  readonly kind: "input" | "output" | "tool"
+  readonly reason: string
+  readonly rewritten: boolean
+  readonly toolCallId?: string
+  readonly name?: string
+  readonly phase?: "arguments" | "result"
 }
 
 /**
@@ -196,6 +239,9 @@ class Translator {
   readonly denied = new Set<string>()
   /** Whether the run had nothing to do but wait for people after the last event. */
   settled = false
+  /** The run's model calls so far, every session's: their usage summed, and their cost when priced. */
+  usage: Model.Usage = Model.emptyUsage
+  cost: number | undefined = undefined
 
   constructor(readonly options: Options) {}
 
@@ -346,14 +392,65 @@ class Translator {
     return { chunks, ended }
   }
 
+  /** The chunks every session's events add: the counts so far, fallbacks, guardrail trips. */
+  anySession(event: AgentEvent.AgentEvent, out: Array<UiMessageChunk>) {
+    switch (event._tag) {
+      case "ModelReplied":
+        this.usage = Model.addUsage(this.usage, event.usage)
+        if (event.cost !== undefined) this.cost = (this.cost ?? 0) + event.cost
+        out.push({ type: "message-metadata", messageMetadata: this.counts() })
+        break
+      case "ModelFellBack":
+        out.push({
+          type: "data-valet-fallback",
+          data: { sessionId: event.sessionId, step: event.step, from: event.from, to: event.to, reason: event.reason }
+        })
+        break
+      case "GuardrailTripped":
+        out.push({
+          type: "data-valet-guardrail",
+          data: {
+            sessionId: event.sessionId,
+            guardrail: event.guardrail,
+            kind: event.kind,
+            reason: event.reason,
+            rewritten: event.rewritten === true,
+            ...(event.toolCallId !== undefined ? { toolCallId: event.toolCallId } : {}),
+            ...(event.name !== undefined ? { name: event.name } : {}),
+            ...(event.phase !== undefined ? { phase: event.phase } : {})
+          }
+        })
+        break
+      default:
+        break
+    }
+  }
+
+  /** The counts so far, as message metadata. */
+  counts(): Record<string, unknown> {
+    return { usage: this.usage, ...(this.cost !== undefined ? { cost: this.cost } : {}) }
+  }
+
   translate(event: AgentEvent.AgentEvent): Array<UiMessageChunk> {
     if (this.root === undefined && event._tag === "RunStarted") {
       this.root = event.sessionId
       return [{ type: "start", messageId: event.sessionId, messageMetadata: { sessionId: event.sessionId, agent: event.agent, architecture: event.architecture } }]
     }
     if (event._tag === "ApprovalRequested" || event._tag === "ApprovalDecided") return this.approval(event)
-    if (event.sessionId !== this.root) return event._tag === "ToolReturned" ? this.approval(event) : this.subAgent(event)
+    if (event.sessionId !== this.root) {
+      const out = event._tag === "ToolReturned" ? this.approval(event) : this.subAgent(event)
+      this.anySession(event, out)
+      return out
+    }
     const out: Array<UiMessageChunk> = []
+    this.rootEvent(event, out)
+    // After the event's own chunks: a reply's counts follow its text.
+    this.anySession(event, out)
+    return out
+  }
+
+  /** The chunks of a root session's event. */
+  rootEvent(event: AgentEvent.AgentEvent, out: Array<UiMessageChunk>) {
     switch (event._tag) {
       case "ModelCalled":
         this.closeStep(out)
@@ -395,6 +492,7 @@ class Translator {
             sessionId: result.sessionId,
             modelCalls: result.modelCalls,
             usage: result.usage,
+            ...(this.cost !== undefined ? { cost: this.cost } : {}),
             durationMs: result.durationMs,
             interrupted: result.interrupted,
             ...(result.interruptionReason !== undefined ? { interruptionReason: result.interruptionReason } : {})
@@ -405,7 +503,6 @@ class Translator {
       default:
         break
     }
-    return out
   }
 }
 

@@ -5,7 +5,11 @@
  * beside the tree of its sub-sessions with their calls and tokens, its raw events (collapsed), and, while the run
  * waits for a person (DESIGN §15), its pending tool calls with Approve / Reject (and a reason) and its questions with
  * an answer box, decided through `POST /runs/:id/decisions/:toolCallId` and `POST /runs/:id/answers/:questionId`
- * (a refusal shows the server's message; a decision made elsewhere leaves the list too). It reads the server's own
+ * (a refusal shows the server's message; a decision made elsewhere leaves the list too). Each model call shows its
+ * tokens (input read from and written to a prompt cache, when the server said) and cost, and behind a fallback chain
+ * which model answered and why the others did not (`ModelFellBack`); guardrail trips and rewrites are marked on the
+ * waterfall. An input given as parts shows its images as thumbnails, drawn from their own bytes only: an image by
+ * http(s) URL is shown as its address and never fetched (`img-src data:`). It reads the server's own
  * routes (`RunsApi`), so it sees and may do what an API client does. When the server wants a bearer token, open the
  * page once as `/?token=<token>`: the server answers with an HttpOnly, SameSite=Strict cookie that the page's
  * requests carry (the page itself is behind the token too). Model and tool text is never read as HTML. The page may
@@ -68,7 +72,9 @@ export const layer = HttpRouter.add(
       "cache-control": "no-cache",
       // Not in a frame of another page (its start-run form would be clickable under a signed-in viewer's cookie), no
       // connections but to this server, and no address sent along with a link.
-      "content-security-policy": "frame-ancestors 'none'; connect-src 'self'; base-uri 'none'; form-action 'none'",
+      // Images only from data: URLs: an input image given by http(s) URL is shown as its address, and nothing on the
+      // page makes the browser fetch from another host.
+      "content-security-policy": "frame-ancestors 'none'; connect-src 'self'; img-src data:; base-uri 'none'; form-action 'none'",
       "x-frame-options": "DENY",
       "x-content-type-options": "nosniff",
       "referrer-policy": "no-referrer"

@@ -38,7 +38,7 @@ const rolesScript = (roles: Roles) => {
     if (user.includes("Judge a proposed")) {
       return roles.judge?.(proposed(user), user) ?? `{"score": 0.9, "confidence": 0.9, "is_correct": null, "notes": "ok"}`
     }
-    const solver = /You are solver (\w+)\./.exec(systemOf(request))?.[1] ?? "?"
+    const solver = /You are solver (\w+)\./.exec(user)?.[1] ?? "?"
     const call = solverCalls.get(solver) ?? 0
     solverCalls.set(solver, call + 1)
     return roles.solve(solver, call, user)
@@ -101,9 +101,9 @@ describe("Ensemble", () => {
         "e__solver_c_round_1"
       ])
       const calls = yield* ScriptedModel.calls
-      // A solver sees its own prompt and the problem; critic and judge see only the final answer.
-      expect(systemOf(calls[0]!)).toBe("You are solver a.")
-      expect(lastUser(calls[0]!)).toContain("Problem:\nWhat is 6 * 7?")
+      // A solver sees the problem, then its own prompt; critic and judge see only the final answer.
+      expect(systemOf(calls[0]!)).toBe("")
+      expect(lastUser(calls[0]!)).toContain("Problem:\nWhat is 6 * 7?\n\nYou are solver a.")
       expect(lastUser(calls[3]!)).toContain("Proposed answer: 42")
       expect(lastUser(calls[3]!)).not.toContain("6 * 7 = 42")
     }).pipe(
@@ -290,7 +290,7 @@ describe("Ensemble", () => {
       )
       expect(result).toMatchObject({ output: "42", modelCalls: 5, metadata: { accepted: true } })
       const prompts = (yield* ScriptedModel.calls).map(lastUser)
-      expect(prompts.slice(0, 3)).toEqual(["Solve: What is 6 * 7?", "Solve: What is 6 * 7?", "Solve: What is 6 * 7?"])
+      expect(prompts.slice(0, 3)).toEqual(["a", "b", "c"].map((name) => `Solve: What is 6 * 7?\n\nYou are solver ${name}.`))
       expect(prompts[3]).toBe("A solver proposed an answer to What is 6 * 7?.\nProposed answer: 42")
       expect(prompts[4]).toBe("Judge a proposed answer to What is 6 * 7?.\nProposed answer: 42")
     }).pipe(Effect.provide(ScriptedModel.layer(rolesScript({ solve: () => "FINAL: 42" })))))
@@ -503,8 +503,22 @@ describe("Ensemble", () => {
       expect(result).toMatchObject({ output: "4", modelCalls: 5, metadata: { accepted: true, maxCalls: 10 } })
       const solverSessions = [...new Set(events.map((event) => event.sessionId))].filter((id) => id.includes("__solver_"))
       expect(solverSessions.sort()).toEqual(["e__solver_algebra_round_1", "e__solver_constructive_round_1", "e__solver_invariants_round_1"])
-      const systems = (yield* ScriptedModel.calls).slice(0, 3).map(systemOf)
-      expect(new Set(systems)).toEqual(new Set(Ensemble.defaultSolvers.map((solver) => solver.prompt)))
+      const approaches = (yield* ScriptedModel.calls).slice(0, 3).map((call) => lastUser(call).split("\n\n").at(-1))
+      expect(new Set(approaches)).toEqual(new Set(Ensemble.defaultSolvers.map((solver) => solver.prompt)))
+    }).pipe(Effect.provide(ScriptedModel.layer(rolesScript({ solve: () => "2 + 2 = 4\nFINAL: 4" })))))
+
+  it.effect("the solvers' requests start alike: the problem first (no differing system message), each approach last", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "team", instructions: "", architecture: Ensemble.architecture })
+      yield* runStreamed(agent, "What is 2 + 2?")
+      const requests = (yield* ScriptedModel.calls).slice(0, 3)
+      const shared = Ensemble.defaultSolverPrompt.replace("{task}", "What is 2 + 2?").replace("{feedback}", "")
+      for (const request of requests) {
+        // One user message: the shared problem prompt, then this solver's approach. A system message would come first.
+        expect(request.messages!.map((message) => message.role)).toEqual(["user"])
+        expect(lastUser(request).startsWith(`${shared}\n\n`)).toBe(true)
+      }
+      expect(new Set(requests.map((request) => lastUser(request).slice(shared.length + 2))).size).toBe(3)
     }).pipe(Effect.provide(ScriptedModel.layer(rolesScript({ solve: () => "2 + 2 = 4\nFINAL: 4" })))))
 
   it.effect("invalid options fail with InvalidOptions naming the field", () =>

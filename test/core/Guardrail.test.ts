@@ -4,7 +4,7 @@
  * run fails), a guardrail that fails (its error, no pass), and the built-ins.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Ref, Schema, Stream } from "effect"
+import { Effect, Exit, Fiber, Ref, Schema, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as Agent from "../../src/core/Agent.js"
 import * as Architecture from "../../src/core/Architecture.js"
@@ -13,7 +13,9 @@ import * as AgentEvent from "../../src/core/AgentEvent.js"
 import * as Guardrail from "../../src/core/Guardrail.js"
 import * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Threads from "../../src/core/Threads.js"
 import * as Tool from "../../src/core/Tool.js"
+import { type Recorded, recordingTracer } from "../support/spans.js"
 
 const tripsOn = (word: string, name = "no_" + word) =>
   Guardrail.make(name, (subject) => Effect.succeed(subject.text.includes(word) ? Guardrail.trip(`mentions ${word}`) : Guardrail.pass))
@@ -114,6 +116,39 @@ describe("input guardrails", () => {
       expect(result.output).toBe("a cat")
       expect(seen).toEqual(["what is this?"])
     }).pipe(Effect.provide(ScriptedModel.layer(["a cat"]))))
+
+  it.effect("every user message the caller supplies is checked (the history's, then the task), not only the last", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "desk", instructions: "", guardrails: { input: [tripsOn("homework")] } })
+      // What a check refuses, put in an earlier message of the conversation the caller sends.
+      const error = yield* Effect.flip(Agent.run(agent, "thanks, go on", {
+        history: [Model.user("do my homework"), Model.assistant("Which subject?"), Model.user("maths")]
+      }))
+      expect(error).toMatchObject({ _tag: "GuardrailTripped", guardrail: "no_homework", kind: "input", reason: "mentions homework" })
+      const seen: Array<string> = []
+      const spy = Guardrail.make("spy", (subject) => Effect.sync(() => { seen.push(subject.text); return Guardrail.pass }))
+      // Parts as the last user message (POST /runs with parts: an empty task), the assistant's and system's not checked.
+      yield* Agent.run(agent, "", {
+        history: [Model.system("be kind"), Model.user("first"), Model.assistant("ok"), Model.user([Model.textPart("second")])],
+        guardrails: { input: [spy] }
+      })
+      expect(seen).toEqual(["first", "second"])
+    }).pipe(Effect.provide(ScriptedModel.layer(["never read", "done"]))))
+
+  it.effect("a thread turn checks the caller's history and task, not the thread's stored messages (checked in their own turns)", () =>
+    Effect.gen(function*() {
+      const seen: Array<string> = []
+      const spy = Guardrail.make("spy", (subject) => Effect.sync(() => { seen.push(subject.text); return Guardrail.pass }))
+      const agent = Agent.make({ name: "desk", instructions: "", guardrails: { input: [spy] } })
+      yield* Threads.create({ id: "t1", owner: "ada" })
+      yield* Agent.run(agent, "turn one", { thread: { id: "t1", owner: "ada" } })
+      expect(seen).toEqual(["turn one"])
+      yield* Stream.runDrain(Agent.stream(agent, "turn two", { thread: { id: "t1", owner: "ada" }, history: [Model.user("given now")] }))
+      expect(seen).toEqual(["turn one", "given now", "turn two"])
+      // The stored turn one was given to the model, and not checked again.
+      const [, second] = yield* ScriptedModel.calls
+      expect(second!.messages!.filter((m) => m.role === "user").map((m) => Model.textOf(m.content))).toEqual(["turn one", "given now", "turn two"])
+    }).pipe(Effect.provide([ScriptedModel.layer(["one", "two"]), Threads.layerMemory()])))
 
   it.effect("a slow passing check does not fail the run: the reply is used once it passed", () =>
     Effect.gen(function*() {
@@ -267,6 +302,64 @@ describe("where guardrails reach", () => {
     }).pipe(Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "lookup", arguments: { id: "admin" } }] }, "cannot"]))))
 })
 
+describe("where guardrails reach: a sub-run's own tool guardrails", () => {
+  const delegateTo = (worker: Agent.Agent<never>) =>
+    Architecture.make({
+      name: "delegate_test",
+      program: (input) => Effect.map(Architecture.role(worker, input.prompt, { role: "worker" }), (result) => ({ output: result.output }))
+    })
+
+  it.effect("come after its parent's, not instead of them: a worker's call goes through both (the parent's first)", () =>
+    Effect.gen(function*() {
+      const worker = Agent.make({ name: "worker", instructions: "", tools: [lookup], guardrails: { tool: [tripsOn("secret")] } }) as unknown as Agent.Agent<never>
+      const boss = Agent.make({ name: "boss", instructions: "", architecture: delegateTo(worker), guardrails: { tool: [tripsOn("admin")] } })
+      expect((yield* Agent.run(boss, "look them up")).output).toBe("done")
+      const calls = yield* ScriptedModel.calls
+      const toolResults = calls.slice(1).map((request) => request.messages!.filter((m) => m.role === "tool").at(-1)!.content)
+      expect(toolResults).toEqual([
+        "ERROR: the guardrail no_admin refused this call: mentions admin",
+        "ERROR: the guardrail no_secret refused this call: mentions secret",
+        "ERROR: the guardrail no_admin refused this call: mentions admin"
+      ])
+      // The same guardrail given to both (the parent's agent as its own role) checks a call once: arguments and
+      // result, two checks, not four.
+      let checks = 0
+      const counting = Guardrail.make("counting", () => Effect.sync(() => { checks++; return Guardrail.pass }))
+      const self = Agent.make({ name: "self", instructions: "", tools: [lookup], guardrails: { tool: [counting] } }) as unknown as Agent.Agent<never>
+      const selfBoss = Agent.make({ name: "self", instructions: "", architecture: delegateTo(self), guardrails: { tool: [counting] } })
+      expect((yield* Agent.run(selfBoss, "look up 7")).output).toBe("ok")
+      expect(checks).toBe(2)
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      { toolCalls: [{ name: "lookup", arguments: { id: "admin" } }] },
+      { toolCalls: [{ name: "lookup", arguments: { id: "secret" } }] },
+      { toolCalls: [{ name: "lookup", arguments: { id: "secret admin" } }] },
+      "done",
+      { toolCalls: [{ name: "lookup", arguments: { id: "7" } }] },
+      "ok"
+    ]))))
+
+  it.effect("the parent's onToolTrip: fail ends the parent's run from a worker's call; the worker's own trips stay its error results", () =>
+    Effect.gen(function*() {
+      const worker = Agent.make({ name: "worker", instructions: "", tools: [lookup], guardrails: { tool: [tripsOn("secret")] } }) as unknown as Agent.Agent<never>
+      const boss = Agent.make({
+        name: "boss",
+        instructions: "",
+        architecture: delegateTo(worker),
+        guardrails: { tool: [tripsOn("admin")], onToolTrip: "fail" }
+      })
+      const error = yield* Effect.flip(Agent.run(boss, "look them up"))
+      expect(error).toMatchObject({ _tag: "GuardrailTripped", guardrail: "no_admin", kind: "tool", reason: "mentions admin" })
+      const calls = yield* ScriptedModel.calls
+      expect(calls).toHaveLength(2)
+      expect(calls[1]!.messages!.filter((m) => m.role === "tool").at(-1)!.content).toBe("ERROR: the guardrail no_secret refused this call: mentions secret")
+    }).pipe(Effect.provide(ScriptedModel.layer([
+      { toolCalls: [{ name: "lookup", arguments: { id: "secret" } }] },
+      { toolCalls: [{ name: "lookup", arguments: { id: "admin" } }] },
+      "never read"
+    ]))))
+
+})
+
 describe("a guardrail that fails", () => {
   it.effect("its error fails the run (GuardrailFailed), never a pass; a check that throws too", () =>
     Effect.gen(function*() {
@@ -372,4 +465,65 @@ describe("built-ins", () => {
       "Rest.",
       "I think it is fine"
     ]))))
+})
+
+describe("guardrail spans", () => {
+  const attributesOf = (span: Recorded) => Object.fromEntries(span.attributes)
+
+  it.effect("each check is a `guardrail <name>` span under the run's (a tool guardrail's under its call's): kind, outcome, reason", () =>
+    Effect.gen(function*() {
+      const { ended, layer } = recordingTracer()
+      const agent = Agent.make({
+        name: "crm",
+        instructions: "",
+        tools: [lookup],
+        guardrails: { input: [Guardrail.maxLength({ maxChars: 100 })], tool: [tripsOn("admin")], output: [Guardrail.redact()] }
+      })
+      yield* Agent.run(agent, "look up admin", { sessionId: "spans-1" }).pipe(Effect.provide(layer))
+      const run = ended.find((span) => span.name === "invoke_agent crm")!
+      const guards = ended.filter((span) => span.name.startsWith("guardrail "))
+      expect(guards.map((span) => span.name).sort()).toEqual(["guardrail max_length", "guardrail no_admin", "guardrail redact"])
+      const input = guards.find((span) => span.name === "guardrail max_length")!
+      expect(input.parent).toBe(run.spanId)
+      expect(attributesOf(input)).toEqual({
+        "valet.guardrail.name": "max_length",
+        "valet.guardrail.kind": "input",
+        "valet.guardrail.outcome": "pass",
+        "valet.session_id": "spans-1"
+      })
+      const tool = guards.find((span) => span.name === "guardrail no_admin")!
+      expect(tool.parent).toBe(ended.find((span) => span.name === "execute_tool lookup")!.spanId)
+      expect(attributesOf(tool)).toEqual({
+        "valet.guardrail.name": "no_admin",
+        "valet.guardrail.kind": "tool",
+        "valet.guardrail.phase": "arguments",
+        "valet.guardrail.outcome": "trip",
+        "valet.guardrail.reason": "mentions admin",
+        "gen_ai.tool.name": "lookup",
+        "gen_ai.tool.call.id": expect.any(String),
+        "valet.session_id": "spans-1"
+      })
+      const output = guards.find((span) => span.name === "guardrail redact")!
+      expect(output.parent).toBe(run.spanId)
+      expect(attributesOf(output)).toMatchObject({ "valet.guardrail.kind": "output", "valet.guardrail.outcome": "rewrite", "valet.guardrail.reason": "found 1 email" })
+      // No checked text in any attribute (the redactor's reason names what it found, never the value).
+      expect(JSON.stringify(guards.map(attributesOf))).not.toContain("jane@example.com")
+    }).pipe(Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "lookup", arguments: { id: "admin" } }] }, "Ask jane@example.com."]))))
+
+  it.effect("a guardrail that fails: outcome fail and its error's tag; a judge's chat span nests under its guardrail's span", () =>
+    Effect.gen(function*() {
+      const { ended, layer } = recordingTracer()
+      const polite = Guardrail.judge({ criteria: "Be polite.", name: "polite" })
+      const agent = Agent.make({ name: "desk", instructions: "", guardrails: { output: [polite] } })
+      const error = yield* Effect.flip(Agent.run(agent, "hi").pipe(Effect.provide(layer)))
+      expect(error).toMatchObject({ _tag: "GuardrailFailed", guardrail: "polite" })
+      const guard = ended.find((span) => span.name === "guardrail polite")!
+      expect(attributesOf(guard)).toMatchObject({ "valet.guardrail.outcome": "fail", "error.type": "JudgeUnreadable" })
+      expect(Exit.isFailure(guard.exit)).toBe(true)
+      const chats = ended.filter((span) => span.name === "chat")
+      expect(chats).toHaveLength(2)
+      expect(chats.filter((span) => span.parent === guard.spanId)).toHaveLength(1)
+      expect(chats.filter((span) => span.parent === ended.find((s) => s.name === "invoke_agent desk")!.spanId)).toHaveLength(1)
+    }).pipe(Effect.provide(ScriptedModel.layer(["Hello.", "no idea"]))))
+
 })

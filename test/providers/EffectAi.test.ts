@@ -612,6 +612,45 @@ describe("EffectAi: prompt-cache counts cross both bridges", () => {
     }))
 })
 
+describe("EffectAi: prompt-cache breakpoints cross both bridges", () => {
+  const ephemeral = { cacheControl: { type: "ephemeral" } }
+
+  it.effect("valet → effect/ai: a marked system message and text part carry anthropic and openrouter cacheControl options", () =>
+    Effect.gen(function*() {
+      const seen: Array<Seen> = []
+      const model = EffectAi.fromLanguageModel(fakeProvider([[{ type: "text", text: "ok" }, finish("stop", 1, 1)]], seen))
+      const request: Model.Request = {
+        messages: [
+          Model.system("Shared rules.", { cacheControl: "ephemeral" }),
+          Model.user([Model.textPart("Shared document.", { cacheControl: "ephemeral" }), Model.textPart("Question?")])
+        ]
+      }
+      yield* Effect.provide(Model.generate(request), model)
+      const [system, user] = seen[0]!.options.prompt.content
+      expect(system!.options).toEqual({ anthropic: ephemeral, openrouter: ephemeral })
+      const parts = user!.role === "user" ? user!.content : []
+      expect(parts.map((part) => part.options)).toEqual([{ anthropic: ephemeral, openrouter: ephemeral }, {}])
+    }))
+
+  it.effect("effect/ai → valet: either provider's cacheControl option reaches the wire as cache_control", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      server.enqueue("/v1/chat/completions", Server.json(JSON.parse(Server.fixture("openai-chat-text.json"))))
+      const prompt = Prompt.make([
+        { role: "system", content: "Shared rules.", options: { anthropic: ephemeral } },
+        { role: "user", content: [{ type: "text", text: "Shared document.", options: { openrouter: ephemeral } }, { type: "text", text: "Question?" }] }
+      ])
+      yield* LanguageModel.generateText({ prompt }).pipe(Effect.provide(languageModel(server)))
+      expect(server.requests[0]!.body.messages).toEqual([
+        { role: "system", content: [{ type: "text", text: "Shared rules.", cache_control: { type: "ephemeral" } }] },
+        {
+          role: "user",
+          content: [{ type: "text", text: "Shared document.", cache_control: { type: "ephemeral" } }, { type: "text", text: "Question?" }]
+        }
+      ])
+    }))
+})
+
 describe("EffectAi: content parts both ways", () => {
   // A real 1×1 PNG; a PDF header; a WAV header: where the bytes go is what is checked.
   const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="

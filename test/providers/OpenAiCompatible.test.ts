@@ -1,6 +1,6 @@
 import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { ConfigProvider, Deferred, Duration, Effect, Fiber, Layer, Result, Stream, Tracer } from "effect"
+import { ConfigProvider, Deferred, Duration, Effect, Fiber, Layer, Result, Schema, Stream, Tracer } from "effect"
 import { Model, ModelError, OpenAiCompatible } from "../../src/index.js"
 import { trackSleeps } from "../support/clock.js"
 import * as Server from "../support/openAiServer.js"
@@ -785,6 +785,37 @@ describe("OpenAiCompatible: prompt-cache counts and hints (recorded payloads)", 
         expect([bodies[0].prompt_cache_key, bodies[0].prompt_cache_retention]).toEqual(["refine-v1", "24h"])
         expect([bodies[1].prompt_cache_key, "prompt_cache_retention" in bodies[1]]).toEqual(["refine-v1", false])
         expect(["prompt_cache_key" in bodies[2], "prompt_cache_retention" in bodies[2]]).toEqual([false, false])
+      })
+    ))
+
+  it.effect("cacheControl: a marked system message and text part go out with cache_control { type: \"ephemeral\" } (OpenRouter's form); unmarked ones as before", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        const request: Model.Request = {
+          messages: [
+            Model.system("You are a careful reviewer.", { cacheControl: "ephemeral" }),
+            Model.user([Model.textPart("<a long shared document>", { cacheControl: "ephemeral" }), Model.textPart("Question 1?")]),
+            Model.system("Be brief.")
+          ]
+        }
+        yield* Model.generate(request)
+        yield* Model.accumulate(Model.stream(request))
+        const expected = [
+          { role: "system", content: [{ type: "text", text: "You are a careful reviewer.", cache_control: { type: "ephemeral" } }] },
+          {
+            role: "user",
+            content: [
+              { type: "text", text: "<a long shared document>", cache_control: { type: "ephemeral" } },
+              { type: "text", text: "Question 1?" }
+            ]
+          },
+          { role: "system", content: "Be brief." }
+        ]
+        const bodies = server.requests.filter((r) => r.path !== "/health").map((r) => r.body)
+        expect(bodies.map((body) => body.messages)).toEqual([expected, expected])
+        // Only the kind those servers define is accepted, with the path of the wrong one.
+        const decoded = Schema.decodeUnknownResult(Model.Request)({ messages: [{ role: "system", content: "x", cacheControl: "forever" }] })
+        expect(Result.isFailure(decoded) && String(decoded.failure)).toContain("[\"cacheControl\"]")
       })
     ))
 })

@@ -318,3 +318,38 @@ describe("Vllm options", () => {
       expect(error.message).toBe("Vllm: resilience.maxAttempts must be an integer >= 1, got 0")
     }))
 })
+
+describe("Vllm: cached prompt tokens (`vllm serve --enable-prompt-tokens-details`)", () => {
+  // The recorded vLLM answers (test/fixtures/openai-compatible/SOURCES.md) were taken without the flag
+  // (`prompt_tokens_details: null`); with it vLLM sets `prompt_tokens_details: { cached_tokens }` (its
+  // `PromptTokenUsageInfo`) on the final usage and, with continuous usage stats, on every streamed chunk's usage. No
+  // recorded payload with the flag exists: the numbers below are put into the recorded answers.
+  const withCached = (usage: Record<string, unknown>, cached: number) => ({ ...usage, prompt_tokens_details: { cached_tokens: cached } })
+
+  it.effect("completions and a chat stream with usage on every chunk: cachedInputTokens is vLLM's cached_tokens, once", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make({ api: "openai" })
+      const completion = JSON.parse(Server.fixture("vllm-completion.json"))
+      server.enqueue(
+        "/v1/completions",
+        Server.json(completion),
+        Server.json({ ...completion, usage: withCached(completion.usage, 8) })
+      )
+      const events = Server.sseData(Server.fixture("chat-stream-tool-call-vllm.sse")).map((event) => ({
+        ...event,
+        usage: withCached(event.usage, 224)
+      }))
+      server.enqueue("/v1/chat/completions", Server.sse([...events, "[DONE]"]))
+      const path = yield* poolFile(`actors:\n  - name: a\n    base_url: ${server.url}\n    api: openai\n`)
+      const [without, cached, streamed] = yield* Effect.gen(function*() {
+        const without = yield* Model.generate({ prompt: "p" })
+        const cached = yield* Model.generate({ prompt: "p" })
+        const streamed = yield* Model.accumulate(Model.stream(ask("search")))
+        return [without, cached, streamed] as const
+      }).pipe(Effect.provide(poolLayer({ configPath: path })))
+      expect(without.usage).toEqual({ inputTokens: 9, outputTokens: 200, totalTokens: 209 })
+      expect(cached.usage).toEqual({ inputTokens: 9, outputTokens: 200, totalTokens: 209, cachedInputTokens: 8 })
+      expect(streamed.usage.inputTokens).toBe(226)
+      expect(streamed.usage.cachedInputTokens).toBe(224)
+    }))
+})

@@ -9,6 +9,7 @@ import { spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { pathToFileURL } from "node:url"
 import * as Server from "../support/openAiServer.js"
 import { valet } from "../support/cli.js"
 
@@ -129,12 +130,13 @@ describe("reliability: the CLI tells the truth", () => {
 
   it("the process exits with the code and prints no stack (a real `valet` process)", { timeout: 60_000 }, () => {
     const bin = join(import.meta.dirname, "..", "..", "src", "cli", "bin.ts")
-    const tsx = join(import.meta.dirname, "..", "..", "node_modules", ".bin", "tsx")
-    const usage = spawnSync(tsx, [bin, "run", "hi", "--architecture", "nope"], { encoding: "utf8" })
+    // One `node --import <tsx loader>` process (tsx's launcher starts two).
+    const tsxLoader = pathToFileURL(join(import.meta.dirname, "..", "..", "node_modules", "tsx", "dist", "loader.mjs")).href
+    const usage = spawnSync(process.execPath, ["--import", tsxLoader, bin, "run", "hi", "--architecture", "nope"], { encoding: "utf8" })
     expect(usage.status).toBe(2)
     expect(usage.stdout).toBe("")
     expect(usage.stderr.trim().split("\n")).toHaveLength(1)
-    const failed = spawnSync(tsx, [bin, "run", "hi", "--base-url", "http://127.0.0.1:1", "--model", "m"], {
+    const failed = spawnSync(process.execPath, ["--import", tsxLoader, bin, "run", "hi", "--base-url", "http://127.0.0.1:1", "--model", "m"], {
       encoding: "utf8"
     })
     expect(failed.status).toBe(1)

@@ -158,8 +158,11 @@ describePostgres("Durable evaluation on PostgreSQL with three runners", () => {
               await until(
                 () => {
                   if (clientDone) throw new Error(`the evaluation ended before the kill at ${share * 100} %:\n${client.lines.join("\n")}`)
-                  return fixture.server.total() >= share * fixture.referenceCalls &&
-                    (victim = fixture.server.senderWithLaterCallInFlight()) !== undefined
+                  if (fixture.server.total() < share * fixture.referenceCalls) return false
+                  // From here the evaluation waits for the kill: later calls are held in flight until the victim is
+                  // started again (a loaded machine ran past a kill point between two polls).
+                  fixture.server.holdLaterCalls(true)
+                  return (victim = fixture.server.senderWithLaterCallInFlight()) !== undefined
                 },
                 60_000,
                 `${share * 100} % of the calls`
@@ -172,6 +175,7 @@ describePostgres("Durable evaluation on PostgreSQL with three runners", () => {
               inFlightAtKills.push(inFlightAt(fixture, out))
               killed.push(port)
               await startRunner(port)
+              fixture.server.holdLaterCalls(false)
             }
             expect(await client.exited, client.lines.join("\n")).toBe(0)
             const records = recordsOf(out)
@@ -199,7 +203,12 @@ it.live("SQLite: one process killed with SIGKILL mid-evaluation and started agai
       const args = ["eval", fixture.dataset, ...evalArgs, "--concurrency", "12", "--out", out, "--durable", store, "--base-url", fixture.server.url, "--model", "scripted"]
       const first = startValet(args)
       await until(
-        () => fixture.server.total() >= 0.5 * fixture.referenceCalls && fixture.server.senderWithLaterCallInFlight() !== undefined,
+        () => {
+          if (fixture.server.total() < 0.5 * fixture.referenceCalls) return false
+          // Held there until the kill (see the cluster test).
+          fixture.server.holdLaterCalls(true)
+          return fixture.server.senderWithLaterCallInFlight() !== undefined
+        },
         60_000,
         "half of the calls"
       )
@@ -207,6 +216,7 @@ it.live("SQLite: one process killed with SIGKILL mid-evaluation and started agai
       await first.exited
       await settle()
       const inFlight = inFlightAt(fixture, out)
+      fixture.server.holdLaterCalls(false)
       const second = startValet(args)
       expect(await second.exited, second.lines.join("\n")).toBe(0)
       expect(recordsOf(out)).toEqual(fixture.reference)

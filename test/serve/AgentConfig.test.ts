@@ -244,6 +244,69 @@ agents:
     expect(refusal(agent("      onToolTrip: explode\n"))).toMatch(/^valet\.yaml:6:\d+: agents\.a\.guardrails\.onToolTrip /)
   })
 
+  it.effect("guardrails: a judge on another model (one of models: by name, or written out) and guardrails by name", () =>
+    Effect.gen(function*() {
+      const loaded = yield* Result.match(parse(`
+models:
+  strict: ${scripted(['{"pass": false, "reason": "too curt"}'])}
+guardrails:
+  polite: { judge: { criteria: "Be polite.", model: strict } }
+  no_pii: { redact: { mode: trip } }
+model: ${scripted(["Answer."])}
+agents:
+  named:
+    instructions: Help.
+    guardrails: { output: [polite] }
+  inline:
+    instructions: Help.
+    guardrails:
+      input: [no_pii]
+      output:
+        - judge: { criteria: "Be polite.", name: kind, model: ${scripted(['{"pass": true, "reason": "fine"}'])} }
+`), { onFailure: Effect.fail, onSuccess: Effect.succeed })
+      const agents = yield* AgentConfig.build(loaded)
+      // The judge's verdict comes from its own model: the agent's answers "Answer." and would be no verdict.
+      const error = yield* Effect.flip(Agent.run(agents.get("named")!.agent, "Hi"))
+      expect(error).toMatchObject({ _tag: "GuardrailTripped", guardrail: "polite", kind: "output", reason: "too curt" })
+      const result = yield* Agent.run(agents.get("inline")!.agent, "Hi")
+      expect(result).toMatchObject({ output: "Answer.", modelCalls: 2 })
+      expect(yield* Effect.flip(Agent.run(agents.get("inline")!.agent, "mail ada@example.com"))).toMatchObject({
+        _tag: "GuardrailTripped",
+        guardrail: "no_pii",
+        kind: "input"
+      })
+    }).pipe(Effect.scoped, Effect.provide(services)))
+
+  it("guardrails and models by name: a name not defined, a judge's bad model, are refused on their line", () => {
+    const file = (lines: string) => `model: ${scripted(["x"])}\n${lines}`
+    expect(refusal(file("agents:\n  a:\n    instructions: x\n    guardrails: { output: [polite] }\n"))).toBe(
+      `valet.yaml:5:28: agents.a.guardrails.output[0] names the guardrail "polite", which guardrails does not define`
+    )
+    expect(refusal(file("guardrails:\n  polite: { judge: { criteria: x, model: strict } }\nagents:\n  a: { instructions: x }\n"))).toBe(
+      `valet.yaml:3:42: guardrails.polite.judge.model names the model "strict", which models does not define`
+    )
+    expect(refusal(file(`models:\n  big: ${scripted(["x"])}\nagents:\n  a:\n    instructions: x\n    model: small\n`))).toBe(
+      `valet.yaml:7:12: agents.a.model names the model "small", which models does not define (it defines big)`
+    )
+    expect(refusal(file("agents:\n  a:\n    instructions: x\n    guardrails:\n      output:\n        - judge: { criteria: x, model: { provider: nope } }\n"))).toMatch(
+      /^valet\.yaml:7:52: agents\.a\.guardrails\.output\[0\]\.judge\.model\.provider /
+    )
+  })
+
+  it("a fallback chain's settings: when (error tags) and breaker (failures, window, coolDown), refused on their line", () => {
+    const chain = (settings: string) =>
+      `model:\n  fallback:\n    - ${scripted(["a"])}\n    - ${scripted(["b"])}\n${settings}agents:\n  a: { instructions: x }\n`
+    expect(Result.isSuccess(parse(chain("  when: [RateLimited, ServerError]\n  breaker: { failures: 2, window: 1 minute, coolDown: 10 seconds }\n")))).toBe(true)
+    expect(Result.isSuccess(parse(chain("  breaker: false\n")))).toBe(true)
+    expect(refusal(chain("  when: [RateLimitted]\n"))).toMatch(/^valet\.yaml:5:10: model\.when\[0\] must be .*"RateLimited".*got "RateLimitted"/)
+    expect(refusal(chain("  breaker: { failures: 0 }\n"))).toMatch(/^valet\.yaml:5:24: model\.breaker\.failures .*integer >= 1/)
+    expect(refusal(chain("  breaker: { coolDown: soon }\n"))).toMatch(/^valet\.yaml:5:\d+: model\.breaker\.coolDown /)
+    expect(refusal(chain("  breaker: { probe: 1 }\n"))).toMatch(/^valet\.yaml:5:\d+: model\.breaker\.probe is not a known key/)
+    expect(refusal(`model: { fallback: [] }\nagents:\n  a: { instructions: x }\n`)).toMatch(
+      /^valet\.yaml:1:20: model\.fallback must be a list of at least one model/
+    )
+  })
+
   it.effect("load refuses a file larger than maxFileBytes before reading it: a large file, a sparse 200 MB one, a device", () =>
     Effect.gen(function*() {
       const dir = mkdtempSync(join(tmpdir(), "valet-config-"))
@@ -556,6 +619,39 @@ agents:
       ])
       const done = events.at(-1)
       expect(done?._tag === "RunCompleted" && done.result.output).toMatch(/^Word0/)
+    }).pipe(Effect.scoped, Effect.provide(services)))
+
+  it.effect("a chain's when and breaker: an error not in when fails the call; after failures the open circuit is skipped", () =>
+    Effect.gen(function*() {
+      const primary = yield* Server.make({ model: "qwen" })
+      const backup = yield* Server.make({ model: "qwen" })
+      const limited = () => Server.json({ error: { message: "slow down" } }, { status: 429, headers: { "retry-after": "120" } })
+      primary.enqueue("/v1/chat/completions", limited())
+      const loaded = yield* Result.match(parse(`
+models:
+  main:
+    fallback:
+      - { provider: openai-compatible, baseUrl: ${primary.url}, model: qwen }
+      - { provider: openai-compatible, baseUrl: ${backup.url}, model: qwen }
+    when: [InvalidRequest]
+    breaker: { failures: 1, coolDown: 1 hour }
+model: main
+agents:
+  assistant: { instructions: Be brief. }
+  other: { instructions: Be brief., model: main }
+`), { onFailure: Effect.fail, onSuccess: Effect.succeed })
+      const agents = yield* AgentConfig.build(loaded)
+      const chatCalls = (server: typeof primary) => server.requests.filter((r) => r.path === "/v1/chat/completions").length
+      // RateLimited is not in when: no fallback (the default would have moved on), the run fails with it…
+      expect(yield* Effect.flip(Agent.run(agents.get("assistant")!.agent, "Hi"))).toMatchObject({ _tag: "RateLimited" })
+      expect(chatCalls(backup)).toBe(0)
+      // …and it opened the primary's circuit (failures: 1; the default is 5): the next call, by another agent naming
+      // the same chain (one chain, one breaker), does not ask the primary at all.
+      const events = yield* Stream.runCollect(Agent.stream(agents.get("other")!.agent, "Hi"))
+      expect(events.flatMap((event) => event._tag === "ModelFellBack" ? [event.reason] : [])).toEqual([expect.stringContaining("circuit open")])
+      const done = events.at(-1)
+      expect(done?._tag === "RunCompleted" && done.result.output).toMatch(/^Word0/)
+      expect([chatCalls(primary), chatCalls(backup)]).toEqual([1, 1])
     }).pipe(Effect.scoped, Effect.provide(services)))
 
   it.effect("examples/serve/valet.yaml runs as written, with no model server", () =>

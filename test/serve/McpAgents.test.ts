@@ -15,6 +15,7 @@ import { createServer, type IncomingMessage, request as httpRequest, type Server
 import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { pathToFileURL } from "node:url"
 import { createInterface } from "node:readline"
 import { rawGet, rawRequest } from "../support/rawHttp.js"
 import * as Agents from "../../src/serve/Agents.js"
@@ -22,7 +23,10 @@ import * as McpAgents from "../../src/serve/McpAgents.js"
 import * as LoopbackServer from "../support/openAiServer.js"
 
 const root = join(import.meta.dirname, "..", "..")
-const tsx = join(root, "node_modules", ".bin", "tsx")
+// `valet` as one `node --import <tsx loader>` process (tsx's launcher would start two: slower under load, and a
+// signal would reach the launcher, not the command).
+const node = process.execPath
+const tsxLoader = pathToFileURL(join(root, "node_modules", "tsx", "dist", "loader.mjs")).href
 const bin = join(root, "src", "cli", "bin.ts")
 
 const config = `
@@ -91,7 +95,7 @@ const httpServer = (path: string, env: Record<string, string> = {}) =>
   Effect.acquireRelease(
     Effect.promise(() =>
       new Promise<{ readonly url: string; readonly pid: number }>((resolve, reject) => {
-        const child = spawn(tsx, [bin, "mcp", "--config", path, "--http", "--port", "0"], {
+        const child = spawn(node, ["--import", tsxLoader, bin, "mcp", "--config", path, "--http", "--port", "0"], {
           stdio: ["ignore", "ignore", "pipe"],
           env: { ...process.env, ...env }
         })
@@ -128,7 +132,7 @@ describe("valet mcp", () => {
   it.live("stdio: the SDK client lists the agents as tools and calls them; progress comes from the run's events", () =>
     Effect.gen(function*() {
       const path = yield* configFile(config)
-      const transport = new StdioClientTransport({ command: tsx, args: [bin, "mcp", "--config", path], stderr: "pipe" })
+      const transport = new StdioClientTransport({ command: node, args: ["--import", tsxLoader, bin, "mcp", "--config", path], stderr: "pipe" })
       const client = yield* connect(transport)
       const { tools } = yield* Effect.promise(() => client.listTools())
       expect(tools.map((tool) => [tool.name, tool.description])).toEqual([
@@ -240,7 +244,7 @@ model: { provider: openai-compatible, baseUrl: "${server.url}/v1", model: loopba
 agents:
   slow: { instructions: x }
 `)
-      const transport = new StdioClientTransport({ command: tsx, args: [bin, "mcp", "--config", path], stderr: "pipe" })
+      const transport = new StdioClientTransport({ command: node, args: ["--import", tsxLoader, bin, "mcp", "--config", path], stderr: "pipe" })
       const client = yield* connect(transport)
       const controller = new AbortController()
       const call = client.callTool({ name: "slow", arguments: { input: "hi" } }, undefined, { signal: controller.signal }).then(
@@ -258,7 +262,7 @@ agents:
   it.effect("a bad valet.yaml: exit code 2 and one line naming the file, the line and the key", () =>
     Effect.gen(function*() {
       const path = yield* configFile("model: { provider: scripted, replies: [x] }\nagents:\n  a:\n    instructions: x\n    architecture: reactt\n")
-      const run = spawnSync(tsx, [bin, "mcp", "--config", path], { encoding: "utf8", input: "" })
+      const run = spawnSync(node, ["--import", tsxLoader, bin, "mcp", "--config", path], { encoding: "utf8", input: "" })
       expect(run.status).toBe(2)
       expect(run.stdout).toBe("")
       expect(run.stderr.trim().split("\n")).toEqual([
@@ -275,7 +279,7 @@ agents:
 const rawStdio = (path: string) =>
   Effect.acquireRelease(
     Effect.sync(() => {
-      const child: ChildProcessWithoutNullStreams = spawn(tsx, [bin, "mcp", "--config", path], { stdio: ["pipe", "pipe", "pipe"] })
+      const child: ChildProcessWithoutNullStreams = spawn(node, ["--import", tsxLoader, bin, "mcp", "--config", path], { stdio: ["pipe", "pipe", "pipe"] })
       const stdout: Array<string> = []
       let stderr = ""
       createInterface({ input: child.stdout }).on("line", (line) => void stdout.push(line))
@@ -458,7 +462,7 @@ agents:
   assistant: { instructions: x }
 server: { maxConcurrentRuns: 2 }
 `)
-      const transport = new StdioClientTransport({ command: tsx, args: [bin, "mcp", "--config", path], stderr: "pipe" })
+      const transport = new StdioClientTransport({ command: node, args: ["--import", tsxLoader, bin, "mcp", "--config", path], stderr: "pipe" })
       const client = yield* connect(transport)
       const progress = onTheWire(transport)
       const calls = Array.from({ length: 6 }, (_, i) =>

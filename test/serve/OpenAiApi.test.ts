@@ -471,6 +471,30 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
     }))
   })
 
+  it("runRequestOf: cache_control { type: \"ephemeral\" } on a text part is a cache breakpoint (on a system message: the message's); another type is refused", () => {
+    const ephemeral = { type: "ephemeral" }
+    const run = OpenAiApi.runRequestOf({
+      model: "a",
+      messages: [
+        { role: "system", content: [{ type: "text", text: "Rules.", cache_control: ephemeral }] },
+        { role: "user", content: [{ type: "text", text: "Long document.", cache_control: { ...ephemeral, ttl: "1h" } }, { type: "text", text: "Question?" }] }
+      ]
+    })
+    expect(run).toEqual(Result.succeed({
+      agent: "a",
+      input: "",
+      history: [
+        Model.system("Rules.", { cacheControl: "ephemeral" }),
+        Model.user([Model.textPart("Long document.", { cacheControl: "ephemeral" }), Model.textPart("Question?")])
+      ]
+    }))
+    const refused = OpenAiApi.runRequestOf({
+      model: "a",
+      messages: [{ role: "user", content: [{ type: "text", text: "q", cache_control: { type: "persistent" } }] }]
+    })
+    expect(Result.isFailure(refused) && refused.failure).toMatchObject({ param: "messages[0].content[0].cache_control.type" })
+  })
+
   it("runRequestOf: a broken tool exchange is refused naming the message", () => {
     const call = { id: "call_1", function: { name: "search", arguments: "{}" } }
     const param = (messages: OpenAiApi.ChatCompletionRequest["messages"]) => {

@@ -4,42 +4,14 @@
  * loopback collector the test starts.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Schema, Stream, Tracer } from "effect"
+import { Effect, Schema, Stream } from "effect"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as Agent from "../../src/core/Agent.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as Telemetry from "../../src/serve/Telemetry.js"
 import { collector } from "../support/serve.js"
-
-interface Recorded {
-  readonly name: string
-  readonly spanId: string
-  readonly parent: string | undefined
-  readonly attributes: ReadonlyMap<string, unknown>
-}
-
-/** A tracer that keeps every ended span: an in-memory exporter. */
-const recordingTracer = () => {
-  const ended: Array<Recorded> = []
-  const tracer = Tracer.make({
-    span: (options) => {
-      const span = new Tracer.NativeSpan(options)
-      const end = span.end.bind(span)
-      span.end = (endTime, exit) => {
-        end(endTime, exit)
-        ended.push({
-          name: span.name,
-          spanId: span.spanId,
-          parent: span.parent._tag === "Some" ? span.parent.value.spanId : undefined,
-          attributes: span.attributes
-        })
-      }
-      return span
-    }
-  })
-  return { ended, layer: Layer.succeed(Tracer.Tracer, tracer) }
-}
+import { recordingTracer } from "../support/spans.js"
 
 const add = Tool.make({
   name: "add",

@@ -9,6 +9,7 @@ import { Context, Effect, Layer, Schema, Stream } from "effect"
 import { HttpServer } from "effect/http"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as Agent from "../../src/core/Agent.js"
+import * as Guardrail from "../../src/core/Guardrail.js"
 import type * as AgentEvent from "../../src/core/AgentEvent.js"
 import * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
@@ -75,6 +76,40 @@ describe("UiMessageStream", () => {
       const last = message.parts.filter((part) => part.type === "text").at(-1) as { text: string }
       expect(last.text).toBe("Paris is the capital.")
     }).pipe(Effect.provide(ScriptedModel.layer(["Paris is the capital", "Add a full stop.", "Paris is the capital.", "No issues."]))))
+
+  it.effect("cached counts and cost as message metadata (live, then the run's), a fallback and a guardrail rewrite as data parts", () =>
+    Effect.gen(function*() {
+      const down = Context.get(ScriptedModel.context(() => ({ error: new ModelError.ServerError({ status: 503, message: "upstream down" }) })), Model.Model)
+      const backup = Context.get(
+        ScriptedModel.context([{ text: "Mail ann@example.com.", usage: { inputTokens: 2006, outputTokens: 300, cachedInputTokens: 1920, cacheWriteTokens: 0 } }]),
+        Model.Model
+      )
+      const agent = Agent.make({
+        name: "describer",
+        instructions: "Describe.",
+        guardrails: { output: [Guardrail.redact()] },
+        model: Layer.orDie(Model.fallback([{ name: "primary", model: down }, { name: "backup", model: backup }]))
+      }) as Agent.Agent<never>
+      const pricing = { inputPerMillion: 2, cachedInputPerMillion: 0.5, outputPerMillion: 8 }
+      const text = (yield* Stream.runCollect(UiMessageStream.toSse(Agent.stream(agent, "What is it?", { budget: { pricing } })))).join("")
+      const { message, chunks, errors } = yield* Effect.promise(() => readBack(bodyOf(text)))
+      expect(errors).toEqual([])
+      const usage = { inputTokens: 2006, outputTokens: 300, totalTokens: 2306, cachedInputTokens: 1920, cacheWriteTokens: 0 }
+      // After the call, before the end: the counts so far (86 uncached at 2, 1920 cached at 0.5, 300 out at 8 per million).
+      const live = chunks.filter((chunk) => chunk.type === "message-metadata")
+      expect(live).toEqual([{ type: "message-metadata", messageMetadata: { usage, cost: expect.closeTo(0.003532, 9) } }])
+      expect(chunks.indexOf(live[0]!)).toBeLessThan(chunks.findIndex((chunk) => chunk.type === "finish"))
+      expect(message.metadata).toMatchObject({ modelCalls: 1, usage, cost: expect.closeTo(0.003532, 9) })
+      const sessionId = (message.metadata as { sessionId: string }).sessionId
+      const fallback = message.parts.filter((part) => part.type === "data-valet-fallback") as Array<{ data: UiMessageStream.FallbackData }>
+      expect(fallback.map((part) => part.data)).toEqual([
+        { sessionId, step: "react.turn_1", from: "primary", to: "backup", reason: expect.stringMatching(/^ServerError/) }
+      ])
+      const guardrail = message.parts.filter((part) => part.type === "data-valet-guardrail") as Array<{ data: UiMessageStream.GuardrailData }>
+      expect(guardrail.map((part) => part.data)).toEqual([
+        { sessionId, guardrail: "redact", kind: "output", reason: expect.stringContaining("email"), rewritten: true }
+      ])
+    }))
 
   it.effect("a failed run: an error chunk, which the AI SDK's reader hands to onError", () =>
     Effect.gen(function*() {

@@ -105,6 +105,8 @@ describe("Viewer: people in the loop", () => {
           await request("data-question", "q1").waitFor()
         })
         expect(yield* Effect.promise(() => page.locator("#pending h3").innerText())).toMatch(/Waiting for you \(4\)/i)
+        // The session tree says the run waits for a person, not that it runs.
+        expect(yield* Effect.promise(() => page.locator("ul.tree").innerText())).toMatch(/^root desk waiting /)
         // While they wait, the waits are open bars of the waterfall, as is the run's own (they grow as time passes).
         yield* Effect.promise(() => page.locator(".wf-bar.wait.open").nth(3).waitFor())
         expect(yield* Effect.promise(() => page.locator(".wf-bar.wait.open").count())).toBe(4)
@@ -157,6 +159,7 @@ describe("Viewer: people in the loop", () => {
         })
         expect(yield* Effect.promise(() => page.locator("#pending .request").count())).toBe(0)
         expect(yield* Effect.promise(() => page.locator("#pending").isHidden())).toBe(true)
+        expect(yield* Effect.promise(() => page.locator("ul.tree").innerText())).toMatch(/^root desk completed /)
         // The approved call ran once; the rejected ones never.
         expect(refunded).toEqual([250])
         const done = yield* call(`/runs/${runId}`)

@@ -14,6 +14,9 @@ import { join } from "node:path"
 import { chromium, type Page } from "playwright-core"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as Agent from "../../src/core/Agent.js"
+import * as Guardrail from "../../src/core/Guardrail.js"
+import * as Model from "../../src/core/Model.js"
+import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as Agents from "../../src/serve/Agents.js"
@@ -62,8 +65,39 @@ const agents = [
   }
 ]
 
+// A real 1×1 PNG (one transparent pixel).
+const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+
+/**
+ * A priced agent behind a fallback chain whose first model is down (the backup answers, with prompt-cache counts),
+ * with an output redactor that rewrites the answer's email address.
+ */
+const describer = (() => {
+  const down = Context.get(ScriptedModel.context(() => ({ error: new ModelError.ServerError({ status: 503, message: "upstream down" }) })), Model.Model)
+  const backup = Context.get(
+    ScriptedModel.context([{
+      text: "A transparent pixel. Write to ann@example.com.",
+      usage: { inputTokens: 2006, outputTokens: 300, cachedInputTokens: 1920, cacheWriteTokens: 0 },
+      delay: "20 millis"
+    }]),
+    Model.Model
+  )
+  return {
+    name: "describer",
+    description: "Describes images.",
+    architecture: "react",
+    budget: { pricing: { inputPerMillion: 2, cachedInputPerMillion: 0.5, outputPerMillion: 8 } },
+    agent: Agent.make({
+      name: "describer",
+      instructions: "Describe the image.",
+      guardrails: { output: [Guardrail.redact()] },
+      model: Layer.orDie(Model.fallback([{ name: "primary", model: down }, { name: "backup", model: backup }]))
+    }) as Agent.Agent<never>
+  }
+})()
+
 const serveWith = (options: Server.Options) => Effect.gen(function*() {
-  const context = yield* Layer.build(Server.layerNode({ ...options, port: 0 }).pipe(Layer.provide(Agents.layer(agents))))
+  const context = yield* Layer.build(Server.layerNode({ ...options, port: 0 }).pipe(Layer.provide(Agents.layer([...agents, describer]))))
   const address = Context.get(context, HttpServer.HttpServer).address as unknown as { readonly port: number }
   return `http://127.0.0.1:${address.port}`
 })
@@ -110,7 +144,63 @@ describe("Viewer", () => {
       expect(html).toBe(Viewer.html)
       expect(html).not.toMatch(/(src|href)=["']?(https?:)?\/\//)
       expect(html).not.toContain("innerHTML")
+      // Images only from data: URLs: the page never makes the browser fetch an image from another host.
+      expect(response.headers.get("content-security-policy")).toContain("img-src data:")
     }).pipe(Effect.scoped))
+
+  it.live.skipIf(!haveChromium && !required)(
+    `in headless Chromium: a model call's cached tokens, cost and fallback, a guardrail's rewrite, the input's image as a thumbnail (an http image not fetched)${haveChromium ? "" : ` (skipped: ${chromiumUnavailable})`}`,
+    () =>
+    Effect.gen(function*() {
+      expect(chromiumUnavailable, "VALET_REQUIRE_CHROMIUM=1").toBeUndefined()
+      const url = yield* serve
+      const run = yield* post(`${url}/runs`, {
+        agent: "describer",
+        input: [
+          { type: "text", text: "What is in these?" },
+          { type: "image", data: png, mediaType: "image/png" },
+          { type: "image", url: "http://192.0.2.1/cat.png" }
+        ]
+      })
+      const browser = yield* launch
+      const page = yield* Effect.promise(() => browser.newPage({ viewport: { width: 1280, height: 760 } }))
+      const errors: Array<string> = []
+      const requested: Array<string> = []
+      page.on("pageerror", (error) => errors.push(error.message))
+      page.on("request", (request) => requested.push(request.url()))
+      yield* Effect.promise(async () => {
+        await page.goto(`${url}/#run=${run.runId}`)
+        await page.getByText("Run " + run.runId + " — completed").waitFor({ timeout: 10_000 })
+        await page.locator("#run-input img.thumb").waitFor()
+      })
+      // The input: its text, the PNG drawn from its own bytes, the http image as its address only.
+      const thumb = yield* Effect.promise(() =>
+        page.locator("#run-input img.thumb").evaluate((img) => ({ src: img.getAttribute("src"), width: (img as unknown as { naturalWidth: number }).naturalWidth }))
+      )
+      expect(thumb).toEqual({ src: `data:image/png;base64,${png}`, width: 1 })
+      expect(yield* Effect.promise(() => page.locator("#run-input .image-url").innerText())).toBe("image (not loaded): http://192.0.2.1/cat.png")
+      expect(yield* Effect.promise(() => page.locator("#run-input").innerText())).toContain("What is in these?")
+      expect(requested.filter((address) => !address.startsWith(url) && !address.startsWith("data:"))).toEqual([])
+      // The model call: which model answered and why the first did not, its cached tokens and its cost
+      // (86 uncached in at 2, 1920 cached at 0.5, 300 out at 8 per million: 0.003532).
+      const model = (yield* waterfallRows(page)).find((row) => row.kind === "model")!
+      expect(model.tip).toContain("2306 tokens (2006 in, 1920 cached, 0 cache write, 300 out) · cost 0.003532")
+      expect(model.tip).toContain("answered by backup")
+      expect(model.tip).toContain("primary did not answer: ServerError")
+      // The redactor's rewrite is a mark on the waterfall.
+      const guard = (yield* waterfallRows(page)).find((row) => row.kind === "guard")!
+      expect(guard.label).toBe("guardrail redact")
+      expect(guard.tip).toContain("rewritten")
+      expect(guard.width).toBeGreaterThan(0)
+      // The tree counts the cached input; the events table says the same, with the fallback.
+      expect(yield* Effect.promise(() => page.locator("ul.tree").innerText())).toMatch(/root describer completed 1 calls · 2306 tokens · 1920 cached/)
+      yield* Effect.promise(() => page.locator("details.events summary").click())
+      const timeline = yield* Effect.promise(() => page.locator("details.events table").innerText())
+      expect(timeline).toMatch(/fell back\s+react\.turn_1: primary → backup \(ServerError/)
+      expect(timeline).toContain("2306 tokens (2006 in, 1920 cached, 0 cache write, 300 out) · cost 0.003532 · answered by backup")
+      expect(timeline).toContain("guardrail rewrote")
+      expect(errors).toEqual([])
+    }).pipe(Effect.scoped), 60_000)
 
   it.live.skipIf(!haveChromium && !required)(
     `in headless Chromium: the runs list, a run's waterfall, its sub-session tree and its raw events${haveChromium ? "" : ` (skipped: ${chromiumUnavailable})`}`,

@@ -31,6 +31,12 @@ export interface ScriptedModelServer {
    * not its problem's first: killed now, it interrupts a problem with calls stored. Undefined when there is none.
    */
   readonly senderWithLaterCallInFlight: () => string | undefined
+  /**
+   * While on, a call that is not its problem's first is held (kept in flight, unanswered) until it is turned off:
+   * a test that kills a process at a point of the run holds it there, however slowly the machine runs (under load, a
+   * 2-second evaluation could end between two polls). First calls are still answered, so later calls keep coming.
+   */
+  readonly holdLaterCalls: (on: boolean) => void
   /** Forgets what was received, the count of requests included. */
   readonly reset: () => void
   /** Requests received since the start or the last `reset`. */
@@ -80,6 +86,7 @@ export const start = (options: { readonly latencyMs?: number } = {}): Promise<Sc
   const senderOf = new Map<string, string>()
   const callsOfProblem = new Map<string, number>()
   let total = 0
+  let held: { readonly released: Promise<void>; readonly release: () => void } | undefined
   const handle = async (request: IncomingMessage, response: ServerResponse) => {
     if (request.method === "GET" && request.url === "/v1/models") {
       response.writeHead(200, { "content-type": "application/json" })
@@ -106,6 +113,7 @@ export const start = (options: { readonly latencyMs?: number } = {}): Promise<Sc
     counts.set(key, (counts.get(key) ?? 0) + 1)
     inFlight.add(key)
     if (latencyMs > 0) await new Promise((resolve) => setTimeout(resolve, latencyMs))
+    while (held !== undefined && (positionOf.get(key) ?? 0) >= 2) await held.released
     inFlight.delete(key)
     const content = answerOf(body.messages)
     response.writeHead(200, { "content-type": "application/json" })
@@ -148,8 +156,21 @@ export const start = (options: { readonly latencyMs?: number } = {}): Promise<Sc
           return undefined
         },
         total: () => total,
+        holdLaterCalls: (on) => {
+          if (on && held === undefined) {
+            let release = () => {}
+            const released = new Promise<void>((resolve) => (release = resolve))
+            held = { released, release }
+          } else if (!on && held !== undefined) {
+            const { release } = held
+            held = undefined
+            release()
+          }
+        },
         close: () =>
           new Promise((done) => {
+            held?.release()
+            held = undefined
             server.closeAllConnections()
             server.close(() => done())
           })

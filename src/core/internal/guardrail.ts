@@ -5,6 +5,7 @@
  */
 import { Cause, Effect } from "effect"
 import { GuardrailFailed } from "../AgentError.js"
+import * as Spans from "./spans.js"
 
 /** Where a guardrail runs: on the run's input, its final answer, or a tool call (its arguments and its result). */
 export type Kind = "input" | "output" | "tool"
@@ -90,20 +91,46 @@ export interface Report {
 }
 
 /**
+ * What a verdict on `text` comes to: a pass (a rewrite to the same text is one), a trip (a rewrite of an input is one:
+ * the prompt is already on its way), or a rewrite. The runtime acts on it; a guardrail's span says it.
+ */
+export const outcomeOf = (verdict: Verdict, kind: Kind, text: string): { readonly outcome: Spans.GuardrailOutcome; readonly reason?: string } => {
+  switch (verdict._tag) {
+    case "Pass":
+      return { outcome: "pass" }
+    case "Trip":
+      return { outcome: "trip", reason: verdict.reason }
+    case "Rewrite":
+      return verdict.text === text
+        ? { outcome: "pass" }
+        : { outcome: kind === "input" ? "trip" : "rewrite", reason: verdict.reason }
+  }
+}
+
+/**
  * Runs `guardrails` over `subject.text` in order. A rewrite goes on with the new text (and is reported); a trip stops
  * the list (reported). A guardrail that fails — or dies: a check that throws — fails with `GuardrailFailed`; an
- * interruption stays one.
+ * interruption stays one. With `traced` (a tracer is installed), each check is a `guardrail <name>` span.
  */
 export const check = (
   guardrails: ReadonlyArray<Guardrail>,
   subject: Subject,
-  report: (report: Report) => Effect.Effect<void>
+  report: (report: Report) => Effect.Effect<void>,
+  traced = false
 ): Effect.Effect<Checked, GuardrailFailed> => {
   const step = (index: number, text: string): Effect.Effect<Checked, GuardrailFailed> => {
     if (index >= guardrails.length) return Effect.succeed({ text })
     const guardrail = guardrails[index]!
     const current = text === subject.text ? subject : { ...subject, text }
-    const checked = Effect.suspend(() => guardrail.check(current)).pipe(
+    const raw = Effect.suspend(() => guardrail.check(current))
+    const spanned = traced
+      ? Spans.guardrailCheck(
+        { guardrail: guardrail.name, kind: subject.kind, sessionId: subject.sessionId, tool: subject.tool },
+        raw,
+        (verdict) => outcomeOf(verdict, subject.kind, text)
+      )
+      : raw
+    const checked = spanned.pipe(
       Effect.catchCause((cause) =>
         Cause.hasInterruptsOnly(cause)
           ? Effect.failCause(cause as Cause.Cause<never>)

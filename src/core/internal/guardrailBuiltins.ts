@@ -3,7 +3,7 @@
  * PII redactor (emails, card numbers that pass the Luhn check, API keys), the output's schema, and a check a model
  * judges. Each is a plain `Guardrail`; none holds state between checks.
  */
-import { Effect, Option, Result, Schema } from "effect"
+import { Effect, Layer, Option, Result, Schema } from "effect"
 import * as Model from "../Model.js"
 import type { Guardrail, Subject, Verdict } from "./guardrail.js"
 import { pass } from "./guardrail.js"
@@ -168,8 +168,11 @@ export const schema = <A, I>(codec: Schema.Codec<A, I>, options: SchemaOptions =
 export interface JudgeOptions {
   /** The rule the text must keep, in words (`"The answer gives no medical advice."`). */
   readonly criteria: string
-  /** The model that judges; by default the run's (the `Model` in context where the check runs). */
-  readonly model?: Model.Service | undefined
+  /**
+   * The model that judges: a client, or a `Model` layer (provided to each check: a `ScriptedModel` layer starts from
+   * its first reply at every check); by default the run's (the `Model` in context where the check runs).
+   */
+  readonly model?: Model.Service | Layer.Layer<Model.Model> | undefined
   readonly name?: string | undefined
 }
 
@@ -225,9 +228,15 @@ export const judge = (options: JudgeOptions): Guardrail => {
         } else {
           call = Model.Model.use((model) => model.generate(request))
         }
-        const model = options.model !== undefined ? Option.some(options.model) : yield* Effect.serviceOption(Model.Model)
-        if (model._tag === "None") return yield* Effect.fail(new Error("no model to judge with: give one, or run where a Model is provided"))
-        const response = yield* Effect.provideService(call, Model.Model, model.value)
+        const given = options.model
+        let response: Model.Response
+        if (given !== undefined && Layer.isLayer(given)) {
+          response = yield* Effect.provide(call, given as Layer.Layer<Model.Model>)
+        } else {
+          const model = given !== undefined ? Option.some(given as Model.Service) : yield* Effect.serviceOption(Model.Model)
+          if (model._tag === "None") return yield* Effect.fail(new Error("no model to judge with: give one, or run where a Model is provided"))
+          response = yield* Effect.provideService(call, Model.Model, model.value)
+        }
         const answer = response.choices[0]?.text ?? ""
         const decoded = judgeSpec.decode(answer)
         if (Result.isFailure(decoded)) return yield* Effect.fail(new JudgeUnreadable({ answer, error: decoded.failure }))

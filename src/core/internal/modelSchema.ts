@@ -30,14 +30,34 @@ export const ToolCall = Schema.Struct({
 export type ToolCall = typeof ToolCall.Type
 
 /**
- * The system message: the instructions.
+ * A prompt-cache breakpoint: the prompt up to and including the text so marked is a prefix the server may cache
+ * (Anthropic's `cache_control: { type: "ephemeral" }`, which OpenRouter and LiteLLM proxies read on an OpenAI-style
+ * content part; see https://openrouter.ai/docs/features/prompt-caching and
+ * https://docs.litellm.ai/docs/completion/prompt_caching). `"ephemeral"` is the only kind those servers define.
+ * Servers that cache prefixes on their own (OpenAI, DeepSeek, vLLM) need no mark.
+ *
+ * @since 0.2.0
+ * @category messages
+ */
+export const CacheControl = Schema.Literal("ephemeral")
+/**
+ * A prompt-cache breakpoint.
+ *
+ * @since 0.2.0
+ * @category messages
+ */
+export type CacheControl = typeof CacheControl.Type
+
+/**
+ * The system message: the instructions. `cacheControl` marks the end of a cacheable prefix (see `CacheControl`).
  *
  * @since 0.1.0
  * @category messages
  */
 export const SystemMessage = Schema.Struct({
   role: Schema.Literal("system"),
-  content: Schema.String
+  content: Schema.String,
+  cacheControl: Schema.optional(CacheControl)
 })
 /**
  * The system message: the instructions.
@@ -219,12 +239,16 @@ const dataProblem = (data: string, maxBytes: number): string | undefined => {
 }
 
 /**
- * A piece of text.
+ * A piece of text. `cacheControl` marks the end of a cacheable prefix (see `CacheControl`).
  *
  * @since 0.2.0
  * @category parts
  */
-export const TextPart = Schema.Struct({ type: Schema.Literal("text"), text: Schema.String })
+export const TextPart = Schema.Struct({
+  type: Schema.Literal("text"),
+  text: Schema.String,
+  cacheControl: Schema.optional(CacheControl)
+})
 /**
  * A piece of text.
  *
@@ -363,7 +387,8 @@ export const describePart = (part: Part): string => {
  * @since 0.2.0
  * @category parts
  */
-export const textPart = (text: string): TextPart => ({ type: "text", text })
+export const textPart = (text: string, options?: { readonly cacheControl?: CacheControl | undefined }): TextPart =>
+  options?.cacheControl !== undefined ? { type: "text", text, cacheControl: options.cacheControl } : { type: "text", text }
 
 /**
  * An image part from a URL (http(s) or data), or from bytes (base64 text or raw bytes) and their media type.
@@ -488,12 +513,15 @@ export const Message = Schema.Union([SystemMessage, UserMessage, AssistantMessag
 export type Message = typeof Message.Type
 
 /**
- * A system message.
+ * A system message; `{ cacheControl: "ephemeral" }` marks it as the end of a cacheable prefix.
  *
  * @since 0.1.0
  * @category messages
  */
-export const system = (content: string): SystemMessage => ({ role: "system", content })
+export const system = (content: string, options?: { readonly cacheControl?: CacheControl | undefined }): SystemMessage =>
+  options?.cacheControl !== undefined
+    ? { role: "system", content, cacheControl: options.cacheControl }
+    : { role: "system", content }
 /**
  * A user message.
  *

@@ -124,6 +124,11 @@ export interface Input {
    * Unset, the agent's apply.
    */
   readonly guardrails?: Guard.Guardrails | undefined
+  /**
+   * How many leading messages of `history` the input guardrails skip: a thread turn's stored messages, each checked
+   * in its own turn. The rest of the history is the caller's, and each of its user messages is checked.
+   */
+  readonly checkedHistory?: number | undefined
 }
 
 /** What an architecture program returns; the runtime adds the counts and timing to make the `RunResult`. */
@@ -218,7 +223,7 @@ export class RunState implements RunContext {
   inputGate: Deferred.Deferred<void> | undefined = undefined
   /**
    * The tool guardrails and where their trips go; undefined without any (the step reads one field). A sub-run
-   * without tool guardrails of its own takes its parent's: a worker's calls are checked like the supervisor's.
+   * takes its parent's, and its own come after them: a worker's calls are checked like the supervisor's, and more.
    */
   toolGuards: ToolGuards | undefined = undefined
   /** Whether the output guardrails checked the outcome (an outcome a limit made is checked at the run's end). */
@@ -885,14 +890,21 @@ const finalizeOutput = (
 // Guardrails
 // ---------------------------------------------------------------------------------------------------------
 
-/** A run's tool guardrails, and where a trip that fails the run (or a guardrail that fails) goes. */
-export interface ToolGuards {
+/** One run's tool guardrails, and where a trip that fails that run (or a guardrail that fails) goes. */
+export interface ToolGuardGroup {
   readonly guardrails: ReadonlyArray<Guard.Guardrail>
   readonly failRun: boolean
   /** Failed by a tool guardrail that ends the run: the run's program races it. */
   readonly tripwire: Deferred.Deferred<never, GuardrailTripped | GuardrailFailed>
 }
 
+/**
+ * The tool guardrails a run's calls go through: its ancestors' first (outermost first), then its own. Each group
+ * keeps its run's `onToolTrip`: a supervisor's guardrail that fails runs ends the supervisor's run, from a worker's call.
+ */
+export interface ToolGuards {
+  readonly groups: ReadonlyArray<ToolGuardGroup>
+}
 /** Emits `GuardrailTripped` for a trip or a rewrite. */
 const reportGuard = (run: RunState, kind: Guard.Kind, tool?: Guard.ToolSubject) => (report: Guard.Report) =>
   emitWith(run, (timestamp) => ({
@@ -918,20 +930,28 @@ const guardedExecute = <R>(
   call: Model.ToolCall,
   options: Tool.ExecuteOptions | undefined
 ): Effect.Effect<Tool.Result, never, R> => {
-  const subject = (phase: "arguments" | "result", text: string): Guard.Subject => {
-    const tool = { name: call.name, toolCallId: call.id, phase }
-    return { kind: "tool", text, sessionId: run.sessionId, agent: run.agentName, tool }
-  }
+  const groups = guards.groups
+  /** The text after every group (outermost first), or the trip that stopped it and the group it belongs to. */
   const checkTool = (phase: "arguments" | "result", text: string) => {
-    const about = subject(phase, text)
-    return Effect.catch(
-      Guard.check(guards.guardrails, about, reportGuard(run, "tool", about.tool)),
-      (failed) => endRun(guards, failed)
-    )
+    const tool = { name: call.name, toolCallId: call.id, phase }
+    const report = reportGuard(run, "tool", tool)
+    const next = (i: number, text: string): Effect.Effect<{ readonly text: string; readonly tripped?: Tripped | undefined }> => {
+      if (i >= groups.length) return Effect.succeed({ text })
+      const group = groups[i]!
+      const about: Guard.Subject = { kind: "tool", text, sessionId: run.sessionId, agent: run.agentName, tool }
+      return Effect.flatMap(
+        Effect.catch(Guard.check(group.guardrails, about, report, run.traced), (failed) => endRun(group, failed)),
+        (checked) =>
+          checked.tripped !== undefined
+            ? Effect.succeed({ text: checked.text, tripped: { ...checked.tripped, group } })
+            : next(i + 1, checked.text)
+      )
+    }
+    return next(0, text)
   }
-  const refused = (tripped: { readonly guardrail: string; readonly reason: string }, what: string): Effect.Effect<Tool.Result> =>
-    guards.failRun
-      ? endRun(guards, new GuardrailTripped({ sessionId: run.sessionId, guardrail: tripped.guardrail, kind: "tool", reason: tripped.reason }))
+  const refused = (tripped: Tripped, what: string): Effect.Effect<Tool.Result> =>
+    tripped.group.failRun
+      ? endRun(tripped.group, new GuardrailTripped({ sessionId: run.sessionId, guardrail: tripped.guardrail, kind: "tool", reason: tripped.reason }))
       : Effect.succeed({
         toolCallId: call.id,
         name: call.name,
@@ -951,20 +971,52 @@ const guardedExecute = <R>(
   })
 }
 
-/** Fails the run through its tripwire; the call waits to be interrupted with it. */
-const endRun = (guards: ToolGuards, error: GuardrailTripped | GuardrailFailed): Effect.Effect<never> =>
-  Effect.andThen(Deferred.fail(guards.tripwire, error), Effect.never)
+/** A tool guardrail's trip, and the group (the run) whose `onToolTrip` decides what it does. */
+interface Tripped {
+  readonly guardrail: string
+  readonly reason: string
+  readonly group: ToolGuardGroup
+}
 
-/** The text the input guardrails check: the prompt, or (a turn that only continues a conversation) the last user message. */
-const inputText = (input: Input): string => {
-  if (input.prompt !== "") return input.prompt
-  for (let i = input.history.length - 1; i >= 0; i--) {
+/** Fails the group's run through its tripwire; the call waits to be interrupted with it. */
+const endRun = (group: ToolGuardGroup, error: GuardrailTripped | GuardrailFailed): Effect.Effect<never> =>
+  Effect.andThen(Deferred.fail(group.tripwire, error), Effect.never)
+
+/**
+ * The texts the input guardrails check: every user message the caller supplied with this run — each of the history's
+ * (but a thread's stored ones, checked in their own turns) and the prompt — oldest first. A caller could otherwise
+ * put what a check refuses in an earlier message of the conversation it sends (the OpenAI facade, `POST /runs`'
+ * `history`), where only the last was checked.
+ */
+const inputTexts = (input: Input): ReadonlyArray<string> => {
+  const texts: Array<string> = []
+  for (let i = input.checkedHistory ?? 0; i < input.history.length; i++) {
     const message = input.history[i]!
     // Its text: an image's or a file's base64 is no text to check (JSON of the parts tripped a size limit on any
     // picture, fed the bytes to a redactor's regular expressions and a judge's prompt).
-    if (message.role === "user") return Model.textOf(message.content)
+    if (message.role === "user") texts.push(Model.textOf(message.content))
   }
-  return ""
+  if (input.prompt !== "") texts.push(input.prompt)
+  return texts
+}
+
+/**
+ * Checks each of `texts` with the input guardrails, one after the other (a judge's calls in order): the first trip
+ * stops it. A redactor's rewrite of an input is a trip (the text is already on its way).
+ */
+const checkInputs = (
+  run: RunState,
+  guardrails: ReadonlyArray<Guard.Guardrail>,
+  texts: ReadonlyArray<string>
+): Effect.Effect<Guard.Checked, GuardrailFailed> => {
+  const report = reportGuard(run, "input")
+  const next = (i: number): Effect.Effect<Guard.Checked, GuardrailFailed> => {
+    if (i >= texts.length) return Effect.succeed({ text: "" })
+    const subject: Guard.Subject = { kind: "input", text: texts[i]!, sessionId: run.sessionId, agent: run.agentName }
+    return Effect.flatMap(Guard.check(guardrails, subject, report, run.traced), (result) =>
+      result.tripped !== undefined ? Effect.succeed(result) : next(i + 1))
+  }
+  return next(0)
 }
 
 /** How long the output guardrails may take on the output a limit or a cancel made (the run's time is already up). */
@@ -986,10 +1038,15 @@ const guardProgram = <R>(
     run.textHeld = true
     body = Effect.flatMap(body, (outcome) => checkOutput(run, input, output, guardrails.onOutputTrip === "repair", outcome))
   }
-  const tool = guardrails.tool ?? []
+  // A sub-run's own tool guardrails come after its parent's (inherited in `executeProgram`), never instead of them;
+  // one its parent already applies (the same agent as a role, the same guardrail object) is not run twice.
+  const inherited = run.toolGuards?.groups ?? []
+  const tool = inherited.length === 0
+    ? guardrails.tool ?? []
+    : (guardrails.tool ?? []).filter((guardrail) => !inherited.some((group) => group.guardrails.includes(guardrail)))
   if (tool.length > 0) {
     const tripwire = Deferred.makeUnsafe<never, GuardrailTripped | GuardrailFailed>()
-    run.toolGuards = { guardrails: tool, failRun: guardrails.onToolTrip === "fail", tripwire }
+    run.toolGuards = { groups: [...inherited, { guardrails: tool, failRun: guardrails.onToolTrip === "fail", tripwire }] }
     body = Effect.raceFirst(body, Deferred.await(tripwire))
   }
   const inputs = guardrails.input ?? []
@@ -998,8 +1055,7 @@ const guardProgram = <R>(
     // A parent's gate this sub-run inherited: its own opens only once that one did as well.
     const inherited = run.inputGate
     run.inputGate = gate
-    const subject: Guard.Subject = { kind: "input", text: inputText(input), sessionId: run.sessionId, agent: run.agentName }
-    const checked = Effect.flatMap(Guard.check(inputs, subject, reportGuard(run, "input")), (result) => {
+    const checked = Effect.flatMap(checkInputs(run, inputs, inputTexts(input)), (result) => {
       if (result.tripped !== undefined) {
         return Effect.fail(new GuardrailTripped({ sessionId: run.sessionId, guardrail: result.tripped.guardrail, kind: "input", reason: result.tripped.reason }))
       }
@@ -1034,7 +1090,7 @@ const checkOutput = (
     run.outputChecked = true
     return text === outcome.output ? outcome : { ...outcome, output: text }
   }
-  return Effect.flatMap(Guard.check(guardrails, subject(outcome.output), reportGuard(run, "output")), (checked) => {
+  return Effect.flatMap(Guard.check(guardrails, subject(outcome.output), reportGuard(run, "output"), run.traced), (checked) => {
     if (checked.tripped === undefined) return Effect.succeed(accept(outcome, checked.text))
     if (!repair) return Effect.fail(tripped(checked.tripped))
     const trip = checked.tripped
@@ -1060,7 +1116,7 @@ const checkOutput = (
       run.output = text
       // Structured output decodes the repaired answer too (repairing that, as usual, if it must).
       const repaired = input.output !== undefined ? yield* finalizeOutput(run, input, input.output, { ...outcome, output: text }) : { ...outcome, output: text }
-      const again = yield* Guard.check(guardrails, subject(repaired.output), reportGuard(run, "output"))
+      const again = yield* Guard.check(guardrails, subject(repaired.output), reportGuard(run, "output"), run.traced)
       if (again.tripped !== undefined) return yield* tripped(again.tripped)
       return accept(repaired, again.text)
     })

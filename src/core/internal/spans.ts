@@ -1,10 +1,11 @@
 /**
  * Tracing spans with the OpenTelemetry GenAI semantic conventions: one per agent run (`invoke_agent <agent>`), per
- * model call (`chat <model>`) and per tool call (`execute_tool <tool>`), nested as the run nests them. Effect's
+ * model call (`chat <model>`), per tool call (`execute_tool <tool>`) and per guardrail check (`guardrail <name>`),
+ * nested as the run nests them. Effect's
  * tracer records them; `@effect/opentelemetry` (see `valet/Telemetry`) exports them. No prompt or answer text goes
  * into an attribute: only names, ids, counts and reasons.
  */
-import { Effect, type Exit, type Tracer } from "effect"
+import { Cause, Effect, type Exit, type Tracer } from "effect"
 import type * as Model from "../Model.js"
 import type * as Tool from "../Tool.js"
 
@@ -80,6 +81,60 @@ export const toolCall = <R>(
       if (result.isError) span.attribute("error.type", "tool_error")
       return result
     }))
+
+/** What a guardrail's span says of its check: `pass`, `trip`, `rewrite` (a redactor's new text) or `fail`. */
+export type GuardrailOutcome = "pass" | "trip" | "rewrite"
+
+/** What a guardrail's span is about: the guardrail, where it ran, and for a tool guardrail the call and its side. */
+export interface GuardrailAbout {
+  readonly guardrail: string
+  readonly kind: string
+  readonly sessionId: string
+  readonly tool?: { readonly name: string; readonly toolCallId: string; readonly phase: string } | undefined
+}
+
+/**
+ * One guardrail's check inside its span (`guardrail <name>`, under the span in context: the run's, or a tool call's
+ * for a tool guardrail), saying `valet.guardrail.outcome` (`pass` / `trip` / `rewrite`, or `fail` when the check
+ * itself failed: its error's tag in `error.type`) and the trip's or rewrite's reason. A judge's model call nests
+ * under it. The checked text is never an attribute (a reason names what was found, never the values).
+ */
+export const guardrailCheck = <A, E, R>(
+  about: GuardrailAbout,
+  check: Effect.Effect<A, E, R>,
+  outcome: (verdict: A) => { readonly outcome: GuardrailOutcome; readonly reason?: string | undefined }
+): Effect.Effect<A, E, R> => {
+  const attributes: Record<string, unknown> = {
+    "valet.guardrail.name": about.guardrail,
+    "valet.guardrail.kind": about.kind,
+    "valet.session_id": about.sessionId
+  }
+  if (about.tool !== undefined) {
+    attributes["gen_ai.tool.name"] = about.tool.name
+    attributes["gen_ai.tool.call.id"] = about.tool.toolCallId
+    attributes["valet.guardrail.phase"] = about.tool.phase
+  }
+  return Effect.useSpan(`guardrail ${about.guardrail}`, { kind: "internal", attributes }, (span) =>
+    Effect.withParentSpan(check, span).pipe(
+      Effect.tapCause((cause) =>
+        Effect.sync(() => {
+          // An interruption (a trip elsewhere stopped this check) is no outcome of its own.
+          if (Cause.hasInterruptsOnly(cause)) return
+          span.attribute("valet.guardrail.outcome", "fail")
+          const error = Cause.squash(cause)
+          const tag = typeof error === "object" && error !== null ? (error as { readonly _tag?: unknown })._tag : undefined
+          span.attribute("error.type", typeof tag === "string" ? tag : "defect")
+        })
+      ),
+      Effect.tap((verdict) =>
+        Effect.sync(() => {
+          const said = outcome(verdict)
+          span.attribute("valet.guardrail.outcome", said.outcome)
+          if (said.reason !== undefined) span.attribute("valet.guardrail.reason", said.reason)
+        })
+      )
+    ))
+}
 
 /** Ends a span with its exit, on the clock in context (as `Effect.withSpan` does). */
 export const end = (span: Tracer.Span, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>

@@ -2,12 +2,14 @@
  * The run viewer's page: one self-contained HTML document (inline CSS and script, nothing fetched from elsewhere),
  * reading the server's own routes — `GET /agents`, `GET /runs`, `POST /runs`, a run's events from
  * `GET /runs/:id/events` (read with `fetch`), and a waiting run's `POST /runs/:id/decisions/:toolCallId` and
- * `POST /runs/:id/answers/:questionId`. On a server with a token the page is opened once as `/?token=<token>`: the
+ * `POST /runs/:id/answers/:questionId`, and `GET /runs/:id` for an input given as parts (images as thumbnails from their
+ * own bytes; an image by http(s) URL is shown as its address, never fetched). On a server with a token the page is opened once as `/?token=<token>`: the
  * server answers with an HttpOnly cookie and the page without the token, and the page's requests carry the cookie.
  * Model and tool text is shown with `textContent` or in attributes, never as HTML. The style and the script's parts
  * are in `./viewer/`.
  */
 import { base } from "./viewer/base.js"
+import { input } from "./viewer/input.js"
 import { pending } from "./viewer/pending.js"
 import { run } from "./viewer/run.js"
 import { style } from "./viewer/style.js"
@@ -37,7 +39,7 @@ export const page = `<!doctype html>
 </main>
 <script>
 "use strict";
-${base}${waterfall}${pending}${run}</script>
+${base}${waterfall}${pending}${input}${run}</script>
 </body>
 </html>
 `

@@ -4,15 +4,18 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { spawn, spawnSync } from "node:child_process"
+import { execFile, spawn, spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { pathToFileURL } from "node:url"
 import { rawGet } from "../../support/rawHttp.js"
 import { collector } from "../../support/serve.js"
 
 const root = join(import.meta.dirname, "..", "..", "..")
-const tsx = join(root, "node_modules", ".bin", "tsx")
+// One `node --import <tsx loader>` process per command, not tsx's launcher and its child: a loaded machine starts half
+// as many (a test starting four commands one after another outran its timeout under load).
+const tsxLoader = pathToFileURL(join(root, "node_modules", "tsx", "dist", "loader.mjs")).href
 const bin = join(root, "src", "cli", "bin.ts")
 const example = join(root, "examples", "serve", "valet.yaml")
 
@@ -21,7 +24,7 @@ const serve = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
   Effect.acquireRelease(
     Effect.promise(() =>
       new Promise<{ readonly url: string; readonly pid: number }>((resolve, reject) => {
-        const child = spawn(tsx, [bin, "serve", ...args, "--port", "0"], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, ...env } })
+        const child = spawn(process.execPath, ["--import", tsxLoader, bin, "serve", ...args, "--port", "0"], { stdio: ["ignore", "ignore", "pipe"], env: { ...process.env, ...env } })
         let stderr = ""
         child.stderr.on("data", (data: Buffer) => {
           stderr += data.toString()
@@ -32,6 +35,15 @@ const serve = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
       })
     ),
     ({ pid }) => Effect.sync(() => process.kill(pid, "SIGTERM"))
+  )
+
+/** `valet serve` that is expected to stop at once (a bad config): its exit code and stderr. */
+const refused = (args: ReadonlyArray<string>, env: Record<string, string> = {}) =>
+  Effect.promise(() =>
+    new Promise<{ readonly status: number | null; readonly stderr: string }>((resolve) => {
+      const child = execFile(process.execPath, ["--import", tsxLoader, bin, "serve", ...args], { encoding: "utf8", env: { ...process.env, ...env }, timeout: 90_000 }, (_error, _stdout, stderr) =>
+        resolve({ status: child.exitCode, stderr }))
+    })
   )
 
 describe("valet serve", () => {
@@ -89,12 +101,16 @@ describe("valet serve", () => {
       const { url } = yield* serve(["--config", path], { VALET_TEST_TOKEN: "t0ken-0123456789abcdef" })
       expect((yield* Effect.promise(() => fetch(`${url}/agents`))).status).toBe(401)
       expect((yield* Effect.promise(() => fetch(`${url}/agents`, { headers: { authorization: "Bearer t0ken-0123456789abcdef" } }))).status).toBe(200)
-      const unset = spawnSync(tsx, [bin, "serve", "--config", path], { encoding: "utf8", env: { ...process.env, VALET_TEST_TOKEN: "" } })
+      // The refusals, started at once (each is a process).
+      const [unset, short, padded] = yield* Effect.all([
+        refused(["--config", path], { VALET_TEST_TOKEN: "" }),
+        refused(["--config", path], { VALET_TEST_TOKEN: "t0ken" }),
+        refused(["--config", path], { VALET_TEST_TOKEN: " t0ken-0123456789abcdef" })
+      ], { concurrency: "unbounded" })
       expect(unset.status).toBe(2)
       expect(unset.stderr.trim()).toBe(`valet serve: ${path}: server.tokenEnv names VALET_TEST_TOKEN, which is not set in the environment`)
       // A short or padded token is refused: one line, exit code 2.
-      for (const [token, why] of [["t0ken", "is 5 characters long, fewer than 16"], [" t0ken-0123456789abcdef", "starts or ends with white space"]] as const) {
-        const weak = spawnSync(tsx, [bin, "serve", "--config", path], { encoding: "utf8", env: { ...process.env, VALET_TEST_TOKEN: token } })
+      for (const [weak, why] of [[short, "is 5 characters long, fewer than 16"], [padded, "starts or ends with white space"]] as const) {
         expect(weak.status).toBe(2)
         expect(weak.stderr.trim()).toBe(`valet serve: ${path}: server.tokenEnv names VALET_TEST_TOKEN, whose token ${why}: use a random one (openssl rand -hex 32)`)
       }
@@ -122,7 +138,7 @@ describe("valet serve", () => {
       expect((yield* Effect.promise(() => rawGet(port, "/agents", { ...auth, Host: `localhost:${port}` }))).status).toBe(421)
       const badPath = join(dir, "bad.yaml")
       writeFileSync(badPath, "model: { provider: scripted, replies: [hi] }\nagents:\n  a: { instructions: x }\nserver: { allowedHosts: [\"http://x:80\"] }\n")
-      const bad = spawnSync(tsx, [bin, "serve", "--config", badPath], { encoding: "utf8" })
+      const bad = yield* refused(["--config", badPath])
       expect(bad.status).toBe(2)
       expect(bad.stderr.trim()).toMatch(/^valet serve: .*bad\.yaml:4:\d+: server\.allowedHosts.*a host name without port or scheme/)
     }).pipe(Effect.scoped), 30_000)
@@ -130,7 +146,7 @@ describe("valet serve", () => {
   it.live("--otlp: the runs' spans reach the collector, flushed when the server stops", () =>
     Effect.gen(function*() {
       const { bodies, url: collectorUrl } = yield* collector
-      const child = spawn(tsx, [bin, "serve", "--config", example, "--port", "0", "--otlp", collectorUrl], { stdio: ["ignore", "ignore", "pipe"] })
+      const child = spawn(process.execPath, ["--import", tsxLoader, bin, "serve", "--config", example, "--port", "0", "--otlp", collectorUrl], { stdio: ["ignore", "ignore", "pipe"] })
       const url = yield* Effect.promise(() =>
         new Promise<string>((resolve) => {
           let stderr = ""
@@ -161,7 +177,7 @@ describe("valet serve", () => {
     try {
       const path = join(dir, "valet.yaml")
       writeFileSync(path, "agents:\n  a:\n    instructions: x\n    maxTurns: 0\n")
-      const run = spawnSync(tsx, [bin, "serve", "--config", path], { encoding: "utf8" })
+      const run = spawnSync(process.execPath, ["--import", tsxLoader, bin, "serve", "--config", path], { encoding: "utf8" })
       expect(run.status).toBe(2)
       expect(run.stderr.trim()).toBe(`valet serve: ${path}:4:15: agents.a.maxTurns must be an integer >= 1, got 0`)
     } finally {

@@ -70,7 +70,7 @@ you are that it is correct>, "is_correct": <true or false against the reference 
 export const Solver = Schema.Struct({
   /** Names the role's sessions (`<parent>__solver_<name>_round_<r>`): letters and digits joined by single - or _. */
   name,
-  /** Its system prompt; without one, its agent's instructions. */
+  /** Its approach, sent after the shared problem (so the solvers' requests start alike); without one, its agent's instructions. */
   prompt: optional(Schema.String),
   /** An agent whose model (and, without `prompt`, instructions) the solver uses. */
   agent: optional(agent)

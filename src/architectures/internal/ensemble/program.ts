@@ -75,7 +75,7 @@ const parseError = (round: number, index: number, what: "critique" | "judgement"
 
 /** The Ensemble's program: its rounds over `input`, with the options decoded. */
 export const program = (input: Architecture.Input, config: Config) => {
-  const solverArchitecture = oneCall({ step: "ensemble.solve", n: config.n, request: config.request })
+  const solverArchitecture = oneCall({ step: "ensemble.solve", n: config.n, request: config.request, instructionsLast: true })
   const solvers = config.solvers.map((solver) => ({
     name: solver.name,
     agent: Agent.clone(solver.agent ?? Architecture.plainAgent(solver.name), {

@@ -8,6 +8,7 @@ import type { JsonSchema } from "effect/JsonSchema"
 import * as Model from "../../../core/Model.js"
 import * as ModelError from "../../../core/ModelError.js"
 import * as Errors from "../openai/errors.js"
+import { cacheOptions } from "./cacheControl.js"
 import { type Override, type SamplingAdapter, samplingOf, streamWith } from "./config.js"
 import { fromAiError } from "./errors.js"
 import { toPromptContent, toPromptPart } from "./parts.js"
@@ -51,7 +52,7 @@ const toPrompt = (request: Model.Request): Prompt.Prompt => {
   for (const message of request.messages) {
     switch (message.role) {
       case "system":
-        encoded.push({ role: "system", content: message.content })
+        encoded.push({ role: "system", content: message.content, ...cacheOptions(message.cacheControl) })
         break
       case "user":
         encoded.push({ role: "user", content: toPromptContent(message.content) })

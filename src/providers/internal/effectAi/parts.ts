@@ -6,12 +6,13 @@ import { Base64 } from "effect/encoding"
 import { Result } from "effect"
 import type { Prompt } from "effect/ai"
 import * as Model from "../../../core/Model.js"
+import { cacheOptions } from "./cacheControl.js"
 
 /** A valet part as an `effect/ai` user message part. */
 export const toPromptPart = (part: Model.Part): Prompt.UserMessagePartEncoded => {
   switch (part.type) {
     case "text":
-      return { type: "text", text: part.text }
+      return { type: "text", text: part.text, ...cacheOptions(part.cacheControl) }
     case "image":
       return part.url !== undefined
         ? { type: "file", mediaType: part.mediaType ?? "image/*", data: new URL(part.url) }

@@ -5,6 +5,7 @@
 import { Effect, Result, Stream } from "effect"
 import { type AiError, LanguageModel, Prompt, type Response, Tool } from "effect/ai"
 import * as Model from "../../../core/Model.js"
+import { cacheControlOf } from "./cacheControl.js"
 import { Config, mergeSampling, type Sampling } from "./config.js"
 import { invalidRequest, toAiError } from "./errors.js"
 import { fromFilePart } from "./parts.js"
@@ -50,19 +51,19 @@ const toMessages = (prompt: Prompt.Prompt, method: string): Result.Result<Array<
   for (const message of prompt.content) {
     switch (message.role) {
       case "system":
-        messages.push(Model.system(message.content))
+        messages.push(Model.system(message.content, { cacheControl: cacheControlOf(message.options) }))
         break
       case "user": {
-        // Text only: one string, as before parts (the common case stays a plain string).
-        if (message.content.every((part) => part.type === "text")) {
-          messages.push(Model.user(message.content.map((part) => part.text).join("")))
+        // Text only and unmarked: one string, as before parts (the common case stays a plain string).
+        if (message.content.every((part) => part.type === "text" && cacheControlOf(part.options) === undefined)) {
+          messages.push(Model.user(message.content.map((part) => (part.type === "text" ? part.text : "")).join("")))
           break
         }
         const parts: Array<Model.Part> = []
         for (let j = 0; j < message.content.length; j++) {
           const part = message.content[j]!
           if (part.type === "text") {
-            parts.push(Model.textPart(part.text))
+            parts.push(Model.textPart(part.text, { cacheControl: cacheControlOf(part.options) }))
             continue
           }
           const converted = fromFilePart(part)

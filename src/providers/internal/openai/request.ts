@@ -15,14 +15,18 @@ export const endpointOf = (request: Model.Request): Endpoint => (request.message
 const dataUrl = (mediaType: string, data: string): string => `data:${mediaType};base64,${data}`
 
 /**
- * One part as a chat-completions content part: `text`, `image_url` (a URL, or the bytes as a data URL), `input_audio`
+ * One part as a chat-completions content part: `text` (with `cache_control: { type: "ephemeral" }` when marked: the
+ * spelling OpenRouter, LiteLLM and the AI SDK's openai-compatible provider, via `providerOptions.openaiCompatible`,
+ * put on the wire; https://openrouter.ai/docs/features/prompt-caching), `image_url` (a URL, or the bytes as a data URL), `input_audio`
  * (base64 and format), `file` (`file_data` as a data URL, OpenAI's form, and `filename`). A file whose media type is
  * an image goes as an image. Parts pass `contentProblem` first.
  */
 const encodePart = (part: Model.Part): Record<string, unknown> => {
   switch (part.type) {
     case "text":
-      return { type: "text", text: part.text }
+      return part.cacheControl === undefined
+        ? { type: "text", text: part.text }
+        : { type: "text", text: part.text, cache_control: { type: part.cacheControl } }
     case "image":
       return {
         type: "image_url",
@@ -83,7 +87,10 @@ export const contentProblem = (request: Model.Request): InvalidContent | undefin
 const encodeMessage = (message: Model.Message): Record<string, unknown> => {
   switch (message.role) {
     case "system":
-      return { role: message.role, content: message.content }
+      // A breakpoint sits on a content part, so a marked system message goes as one text part (OpenRouter's form).
+      return message.cacheControl === undefined
+        ? { role: message.role, content: message.content }
+        : { role: message.role, content: [{ type: "text", text: message.content, cache_control: { type: message.cacheControl } }] }
     case "user":
       return { role: "user", content: typeof message.content === "string" ? message.content : message.content.map(encodePart) }
     case "assistant": {

@@ -8,18 +8,22 @@
  *     - redact: { mode: trip }                     # a prompt holding PII is refused
  *   output:
  *     - redact: { pii: [email, card], patterns: { ticket: "TCK-\\d+" } }
- *     - judge: { criteria: "The answer gives no medical advice." }
+ *     - judge: { criteria: "The answer gives no medical advice.", model: small }   # a model of models:
+ *     - polite                                      # a guardrail of the file's guardrails:
  *   tool:
  *     - redact: {}
  *   onOutputTrip: repair                          # or fail (the default)
  *   onToolTrip: error                             # or fail
  * ```
  *
- * Each entry names exactly one built-in. A judge asks the agent's own model. The output's schema (`Guardrail.schema`)
- * has no entry here: a file holds no schemas; a run asks for structured output instead.
+ * Each entry names exactly one built-in, or a guardrail of the file's `guardrails:` (guardrails by name, which a
+ * run's request may name too). A judge asks the `model` it names (one of `models:`) or declares (a model block, as an
+ * agent's `model`), else the agent's own model. The output's schema (`Guardrail.schema`) has no entry here: a file
+ * holds no schemas; a run asks for structured output instead.
  */
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
 import * as Guardrail from "../../../core/Guardrail.js"
+import { ModelChoice } from "./models.js"
 import { Pattern } from "./pattern.js"
 
 
@@ -39,13 +43,15 @@ const Redact = Schema.Struct({
 
 const Judge = Schema.Struct({
   criteria: Schema.String.check(Schema.isMinLength(1, { expected: "the rule, in words" })),
+  /** The model that judges: a model of `models:` by name, or one written out; else the agent's. */
+  model: Schema.optional(ModelChoice),
   name: Schema.optional(Name)
 })
 
 const builtIns = ["maxLength", "redact", "judge"] as const
 
-/** One guardrail: exactly one built-in by name, with its options. */
-export const Spec = Schema.Struct({
+/** One built-in guardrail by name, with its options. */
+export const BuiltIn = Schema.Struct({
   maxLength: Schema.optional(MaxLength),
   redact: Schema.optional(Redact),
   judge: Schema.optional(Judge)
@@ -53,7 +59,20 @@ export const Spec = Schema.Struct({
   const given = builtIns.filter((name) => spec[name] !== undefined)
   return given.length === 1 || `needs exactly one of ${builtIns.join(", ")}${given.length > 1 ? ` (it has ${given.join(", ")})` : " (it has none)"}`
 }))
+export type BuiltIn = typeof BuiltIn.Type
+
+/** The name of a guardrail of the file's `guardrails:`. */
+export const GuardrailName = Schema.String.check(Schema.makeFilter((name: string) => /^[A-Za-z0-9_.-]+$/.test(name), {
+  expected: "the name of a guardrail of guardrails: (letters, digits, _ . -), or a built-in with its options"
+}))
+
+/** One guardrail of a list: a built-in with its options, or the name of one of the file's `guardrails:`. */
+export const Spec = Schema.Union([GuardrailName, BuiltIn])
 export type Spec = typeof Spec.Type
+
+/** The file's `guardrails:`: built-ins by name, for agents' lists and runs' requests to name. */
+export const Named = Schema.Record(GuardrailName, BuiltIn)
+export type Named = typeof Named.Type
 
 const List = Schema.Array(Spec)
 
@@ -67,21 +86,51 @@ export const Settings = Schema.Struct({
 })
 export type Settings = typeof Settings.Type
 
-const build = (spec: Spec): Guardrail.Guardrail => {
-  if (spec.maxLength !== undefined) return Guardrail.maxLength(spec.maxLength)
+/**
+ * A built-in guardrail of the file; `judgeModel` is the judge's model when its spec names or declares one (a `Model`
+ * layer the caller built from the file), else it judges on the run's model.
+ */
+export const buildBuiltIn = (
+  spec: BuiltIn,
+  judgeModel?: Guardrail.JudgeOptions["model"],
+  /** The guardrail's name when its options give none: a guardrail of `guardrails:` is called by its key. */
+  defaultName?: string
+): Guardrail.Guardrail => {
+  const named = <O extends { readonly name?: string | undefined }>(options: O): O =>
+    options.name === undefined && defaultName !== undefined ? { ...options, name: defaultName } : options
+  if (spec.maxLength !== undefined) return Guardrail.maxLength(named(spec.maxLength))
   if (spec.redact !== undefined) {
     const { patterns, ...rest } = spec.redact
-    return Guardrail.redact({ ...rest, ...(patterns !== undefined ? { patterns: { ...patterns } } : {}) })
+    return Guardrail.redact(named({ ...rest, ...(patterns !== undefined ? { patterns: { ...patterns } } : {}) }))
   }
   // The check above leaves exactly one: the judge.
-  return Guardrail.judge(spec.judge!)
+  const { model: _, ...judge } = spec.judge!
+  return Guardrail.judge(named({ ...judge, ...(judgeModel !== undefined ? { model: judgeModel } : {}) }))
 }
 
-/** The guardrails the settings name. */
-export const make = (settings: Settings): Guardrail.Guardrails => ({
-  ...(settings.input !== undefined ? { input: settings.input.map(build) } : {}),
-  ...(settings.output !== undefined ? { output: settings.output.map(build) } : {}),
-  ...(settings.tool !== undefined ? { tool: settings.tool.map(build) } : {}),
-  ...(settings.onOutputTrip !== undefined ? { onOutputTrip: settings.onOutputTrip } : {}),
-  ...(settings.onToolTrip !== undefined ? { onToolTrip: settings.onToolTrip } : {})
-})
+/**
+ * The guardrails the settings name, each entry made by `one` (given its place in the list, for errors): a built-in
+ * built, or a name looked up.
+ */
+export const make = <E, R>(
+  settings: Settings,
+  one: (spec: Spec, path: ReadonlyArray<string | number>) => Effect.Effect<Guardrail.Guardrail, E, R>
+): Effect.Effect<Guardrail.Guardrails, E, R> =>
+  Effect.gen(function*() {
+    const list = (kind: "input" | "output" | "tool") => {
+      const specs = settings[kind]
+      return specs === undefined
+        ? Effect.succeed(undefined)
+        : Effect.forEach(specs, (spec, i) => one(spec, [kind, i]))
+    }
+    const input = yield* list("input")
+    const output = yield* list("output")
+    const tool = yield* list("tool")
+    return {
+      ...(input !== undefined ? { input } : {}),
+      ...(output !== undefined ? { output } : {}),
+      ...(tool !== undefined ? { tool } : {}),
+      ...(settings.onOutputTrip !== undefined ? { onOutputTrip: settings.onOutputTrip } : {}),
+      ...(settings.onToolTrip !== undefined ? { onToolTrip: settings.onToolTrip } : {})
+    }
+  })

@@ -10,6 +10,7 @@ import { HttpUrl, WireDuration } from "../../../core/internal/decode.js"
 import * as Mcp from "../../../providers/Mcp.js"
 import * as Approvals from "./approvals.js"
 import * as Guardrails from "./guardrails.js"
+import { EnvName, ModelChoice, NamedModels } from "./models.js"
 import { architectureNames, canonicalNames } from "./architectures.js"
 
 /**
@@ -32,70 +33,10 @@ const IntAtLeast = (min: number) => IntBetween(min)
 const orDefault = <S extends Schema.Codec<number, number>>(schema: S, value: number) =>
   schema.pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed(value)))
 
-const EnvName = Schema.String.check(Schema.makeFilter((name: string) =>
-  /^[A-Za-z_][A-Za-z0-9_]*$/.test(name) || "must be an environment variable name"
-))
 
 
-/** An OpenAI-compatible server (vLLM, Ollama, llama.cpp, OpenAI…). */
-export const OpenAiModel = Schema.Struct({
-  provider: Schema.Literal("openai-compatible"),
-  baseUrl: HttpUrl,
-  /** The model name; the server's first model when absent. */
-  model: Schema.optional(Schema.String),
-  /** The environment variable holding the API key. */
-  apiKeyEnv: Schema.optional(EnvName),
-  /**
-   * The model's context window in tokens, for compaction; else what the server's `/v1/models` says when the file
-   * names no model (vLLM's `max_model_len`), else the compaction policy's.
-   */
-  contextWindow: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0)))
-})
-
-/** The vLLM actor pool of a pool file (relative to `valet.yaml`). */
-export const VllmModel = Schema.Struct({
-  provider: Schema.Literal("vllm"),
-  config: Schema.optional(Schema.String),
-  actorName: Schema.optional(Schema.String)
-})
-
-const ScriptedToolCall = Schema.Struct({
-  name: Schema.String,
-  arguments: Schema.optional(Schema.Union([Schema.String, Schema.Record(Schema.String, Schema.Unknown)]))
-})
-
-/** One scripted reply: a text, or text / tool calls / reasoning. */
-export const ScriptedTurn = Schema.Union([
-  Schema.String,
-  Schema.Struct({
-    text: Schema.optional(Schema.String),
-    toolCalls: Schema.optional(Schema.Array(ScriptedToolCall)),
-    reasoning: Schema.optional(Schema.String)
-  })
-])
-
-/**
- * `ScriptedModel` answering with `replies` in order, from the first one again in every run: a server that runs
- * with no model server at all (demos, tests of a front end).
- */
-export const ScriptedModelSpec = Schema.Struct({
-  provider: Schema.Literal("scripted"),
-  replies: Schema.Array(ScriptedTurn).check(Schema.isMinLength(1, { expected: "at least one reply" }))
-})
-
-/** Where an agent's model calls go. */
-export const ModelSpec = Schema.Union([OpenAiModel, VllmModel, ScriptedModelSpec])
-export type ModelSpec = typeof ModelSpec.Type
-
-/**
- * A model, or a list of them tried in order (`Model.fallback`: the next one answers when one is rate-limited, down
- * or too slow, each with its circuit breaker).
- */
-export const ModelChoice = Schema.Union([
-  ModelSpec,
-  Schema.Array(ModelSpec).check(Schema.isMinLength(1, { expected: "a list of at least one model (tried in order)" }))
-])
-export type ModelChoice = typeof ModelChoice.Type
+// The model schemas are in `models.ts` (a guardrail's judge names or declares a model too); re-exported here.
+export { FallbackSpec, ModelChoice, ModelSpec, OpenAiModel, ScriptedModelSpec, ScriptedTurn, VllmModel } from "./models.js"
 
 /** One agent. */
 export const AgentSpec = Schema.Struct({
@@ -112,7 +53,7 @@ export const AgentSpec = Schema.Struct({
   /** MCP servers of `mcpServers` whose tools the agent gets. */
   tools: Schema.optional(Schema.Array(Schema.String)),
   maxTurns: Schema.optional(IntAtLeast(1)),
-  /** The agent's own model (or a fallback list); else the file's `model`. */
+  /** The agent's own model (or a fallback list, or the name of one of `models`); else the file's `model`. */
   model: Schema.optional(ModelChoice),
   /** Caps on every run of the agent; a run's own budget may only lower them. */
   budget: Schema.optional(Budget.Limits),
@@ -219,6 +160,16 @@ export type ThreadsSettings = typeof ThreadsSettings.Type
 export const ConfigFile = Schema.Struct({
   /** The model (or a fallback list) of every agent that has none of its own. */
   model: Schema.optional(ModelChoice),
+  /**
+   * Models by name, for an agent's `model`, the file's or a judge guardrail's to name (`model: small`): one client
+   * (and one chain's circuit breakers) however many name it.
+   */
+  models: Schema.optional(NamedModels),
+  /**
+   * Guardrails by name (`no_pii: { redact: { mode: trip } }`): an agent's `guardrails` lists may name them, and so
+   * may a run's request (`POST /runs` `guardrails`), which names only these and the bounded built-ins.
+   */
+  guardrails: Schema.optional(Guardrails.Named),
   mcpServers: Schema.optional(Schema.Record(Schema.String, Mcp.ServerConfig)),
   mcp: Schema.optional(McpSettings),
   // Names are checked after decoding: a bad key of a Record would read as "not a known key".

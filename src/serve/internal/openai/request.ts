@@ -16,6 +16,8 @@ import * as OutputSchema from "../outputSchema.js"
 const ContentPart = Schema.Struct({
   type: Schema.String,
   text: Schema.optional(Schema.String),
+  /** A prompt-cache breakpoint on a text part (OpenRouter's and LiteLLM's `{type: "ephemeral", ttl?}`). */
+  cache_control: Schema.optional(Schema.NullOr(Schema.Struct({ type: Schema.String, ttl: Schema.optional(Schema.String) }))),
   image_url: Schema.optional(Schema.Unknown),
   input_audio: Schema.optional(Schema.Unknown),
   file: Schema.optional(Schema.Unknown)
@@ -221,24 +223,36 @@ const partOf = (part: ContentPart, at: string): Result.Result<Model.Part, Invali
 }
 
 /**
- * A message's content: its text, and for a user message with images, audio or files, its parts. Other roles read
- * text only.
+ * A message's content: its text, and for a user message with images, audio or files, or with a cache breakpoint on
+ * a text part, its parts. Other roles read text only; a system message with a breakpoint on a text part is marked
+ * whole (`cacheControl`); on an assistant or tool message it is not kept. A breakpoint's `ttl` is not kept either (it
+ * changes the provider's bill, not the answer).
  */
 const contentOf = (
   message: ChatMessage,
   at: string
-): Result.Result<{ readonly text: string; readonly parts?: ReadonlyArray<Model.Part> }, InvalidChatRequest> => {
+): Result.Result<
+  { readonly text: string; readonly parts?: ReadonlyArray<Model.Part>; readonly cacheControl?: Model.CacheControl },
+  InvalidChatRequest
+> => {
   const content = message.content
   if (content === undefined || content === null) return Result.succeed({ text: "" })
   if (typeof content === "string") return Result.succeed({ text: content })
   let text = ""
   let media = false
+  let marked = false
   const parts: Array<Model.Part> = []
   for (let j = 0; j < content.length; j++) {
     const part = content[j]!
     if (part.type === "text" || part.type === "input_text") {
+      const control = part.cache_control
+      if (control !== undefined && control !== null && control.type !== "ephemeral") {
+        return unsupportedValue(`${at}.content[${j}].cache_control.type`, `a cache breakpoint is {"type": "ephemeral"}, got ${JSON.stringify(control.type)}`)
+      }
+      const cacheControl = control !== undefined && control !== null ? "ephemeral" as const : undefined
+      marked ||= cacheControl !== undefined
       text += part.text ?? ""
-      parts.push(Model.textPart(part.text ?? ""))
+      parts.push(Model.textPart(part.text ?? "", { cacheControl }))
       continue
     }
     if (message.role !== "user") {
@@ -249,7 +263,8 @@ const contentOf = (
     parts.push(converted.success)
     media = true
   }
-  return Result.succeed(media ? { text, parts } : { text })
+  if (media || (marked && message.role === "user")) return Result.succeed({ text, parts })
+  return Result.succeed(marked ? { text, cacheControl: "ephemeral" } : { text })
 }
 
 /** The conversation as the model reads it: tool calls and results kept as such, every tool call answered. */
@@ -275,7 +290,7 @@ const historyOf = (messages: ReadonlyArray<ChatMessage>): Result.Result<Array<Mo
     switch (message.role) {
       case "system":
       case "developer":
-        history.push(Model.system(content))
+        history.push(Model.system(content, { cacheControl: read.success.cacheControl }))
         break
       case "user":
         history.push(Model.user(read.success.parts ?? content))

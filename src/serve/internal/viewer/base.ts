@@ -23,6 +23,15 @@ const duration = (ms) => {
   const s = Math.round(ms / 1000);
   return Math.floor(s / 60) + " min " + String(s % 60).padStart(2, "0") + " s";
 };
+/**
+ * A model call's tokens: "2306 tokens (2006 in, 1920 cached, 0 cache write, 300 out)"; the cached and cache-write
+ * counts only when the server reported them (a missing count is not a 0).
+ */
+const usageText = (u) => u.totalTokens + " tokens (" + u.inputTokens + " in" +
+  (typeof u.cachedInputTokens === "number" ? ", " + u.cachedInputTokens + " cached" : "") +
+  (typeof u.cacheWriteTokens === "number" ? ", " + u.cacheWriteTokens + " cache write" : "") + ", " + u.outputTokens + " out)";
+/** A cost (the budget's pricing unit) with four significant digits. */
+const costText = (cost) => "cost " + +cost.toPrecision(4);
 /** JSON text indented for reading; other text as it is. */
 const pretty = (text) => { try { return JSON.stringify(JSON.parse(text), null, 2); } catch { return text; } };
 /** The parent of a sub-agent's session id (its id is the parent's plus __<role>_<n>), or null. */

@@ -1,14 +1,16 @@
 /**
- * The viewer script's view of one run, fed by its events: the requests waiting for a person, the tree of sessions
- * with their calls and tokens, the waterfall, the raw events (a collapsed table) and the output; then the page's
- * start-up (the open run follows the address's `#run=<id>`).
+ * The viewer script's view of one run, fed by its events: its input when given as parts, the requests waiting for a
+ * person, the tree of sessions with their status ("waiting" while a call or question of theirs waits for a person),
+ * calls and tokens (cached input among them, when servers said), the waterfall, the raw events (a collapsed table:
+ * each model reply with its tokens, cost and the model that answered behind a fallback chain; fallbacks and guardrail
+ * trips) and the output; then the page's start-up (the open run follows the address's `#run=<id>`).
  */
 export const run = String.raw`
 let current = null;
 function openRun(runId) {
   if (current) { current.abort.abort(); current.waterfall.stop(); }
   const abort = new AbortController();
-  const state = { abort, runId, root: null, startedAt: 0, sessions: new Map(), rows: new Map(), ended: false, count: 0 };
+  const state = { abort, runId, root: null, startedAt: 0, sessions: new Map(), rows: new Map(), answeredBy: new Map(), ended: false, count: 0 };
   const tree = el("ul", { class: "tree" });
   const timeline = el("tbody");
   const summary = el("summary", { text: "Events (0)" });
@@ -16,7 +18,9 @@ function openRun(runId) {
   const title = el("h2", { text: "Run " + runId });
   const pendingSection = el("section", { id: "pending" });
   const chart = el("div", { class: "wf", id: "waterfall" });
-  document.getElementById("detail").replaceChildren(title, pendingSection,
+  const inputSection = el("section", { id: "run-input" });
+  inputSection.hidden = true;
+  document.getElementById("detail").replaceChildren(title, inputSection, pendingSection,
     el("div", { class: "panels" },
       el("section", {}, el("h3", { text: "Sessions" }), tree),
       el("section", {}, el("h3", { text: "Waterfall" }), chart, output)),
@@ -32,7 +36,7 @@ function openRun(runId) {
   const session = (sessionId) => {
     let s = state.sessions.get(sessionId);
     if (!s) {
-      s = { sessionId, parent: parentOf(sessionId), agent: "", calls: 0, tokens: 0, started: 0, ended: null, status: "running" };
+      s = { sessionId, parent: parentOf(sessionId), agent: "", calls: 0, tokens: 0, cached: undefined, started: 0, ended: null, status: "running", waits: new Set() };
       state.sessions.set(sessionId, s);
     }
     return s;
@@ -44,11 +48,13 @@ function openRun(runId) {
       if (!children.has(key)) children.set(key, []);
       children.get(key).push(s);
     }
+    // A running session with a call or a question waiting for a person is waiting, not running.
+    const shownStatus = (s) => s.status === "running" && s.waits.size > 0 ? "waiting" : s.status;
     const render = (s) => el("li", { "data-session": s.sessionId },
       el("span", { class: "session", text: short(s.sessionId) }), " ",
       el("strong", { text: s.agent }), " ",
-      el("span", { class: "status " + s.status, text: s.status }), " ",
-      el("span", { class: "counts", text: s.calls + " calls · " + s.tokens + " tokens" + (s.ended !== null ? " · " + (s.ended - s.started) + " ms" : "") }),
+      el("span", { class: "status " + shownStatus(s), text: shownStatus(s) }), " ",
+      el("span", { class: "counts", text: s.calls + " calls · " + s.tokens + " tokens" + (s.cached !== undefined ? " · " + s.cached + " cached" : "") + (s.ended !== null ? " · " + (s.ended - s.started) + " ms" : "") }),
       (children.get(s.sessionId) || []).length ? el("ul", {}, ...children.get(s.sessionId).map(render)) : undefined);
     tree.replaceChildren(...(children.get("") || []).map(render));
   };
@@ -77,18 +83,26 @@ function openRun(runId) {
       }
       case "ModelReplied": {
         s.tokens += event.usage.totalTokens;
+        if (typeof event.usage.cachedInputTokens === "number") s.cached = (s.cached || 0) + event.usage.cachedInputTokens;
         const r = state.rows.get(event.sessionId + " " + event.step);
         const calls = event.toolCalls.map((call) => call.name + "(" + call.arguments + ")").join(", ");
-        const text = event.step + " · " + event.latencyMs + " ms · " + event.usage.totalTokens + " tokens: " + (calls || event.text);
+        const answered = state.answeredBy.get(event.sessionId + " " + event.step);
+        state.answeredBy.delete(event.sessionId + " " + event.step);
+        const text = event.step + " · " + event.latencyMs + " ms · " + usageText(event.usage) +
+          (typeof event.cost === "number" ? " · " + costText(event.cost) : "") + (answered ? " · answered by " + answered : "") + ": " + (calls || event.text);
         if (r) r.lastChild.textContent = text; else row(event, "model replied", text);
         break;
       }
+      case "ModelFellBack":
+        state.answeredBy.set(event.sessionId + " " + event.step, event.to);
+        row(event, "fell back", event.step + ": " + event.from + " → " + event.to + " (" + event.reason + ")", "warn");
+        break;
       case "ToolCalled": row(event, "tool", event.name + "(" + event.arguments + ")"); break;
       case "ToolReturned": row(event, event.isError ? "tool error" : "tool result", event.name + " → " + event.content, event.isError ? "error" : ""); break;
-      case "ApprovalRequested": row(event, "approval asked", event.name + "(" + event.arguments + ") [call " + event.toolCallId + "]"); break;
-      case "ApprovalDecided": row(event, "approval", event.name + " [call " + event.toolCallId + "] " + (event.approved ? "approved" : "rejected" + (event.reason ? ": " + event.reason : "")) + " after " + event.waitedMs + " ms", event.approved ? "" : "error"); break;
-      case "QuestionAsked": row(event, "question", event.questionId + ": " + event.question); break;
-      case "QuestionAnswered": row(event, "answer", event.questionId + (event.answered ? " answered" : " unanswered: " + (event.reason || "")) + " after " + event.waitedMs + " ms"); break;
+      case "ApprovalRequested": s.waits.add("a" + event.toolCallId); row(event, "approval asked", event.name + "(" + event.arguments + ") [call " + event.toolCallId + "]"); break;
+      case "ApprovalDecided": s.waits.delete("a" + event.toolCallId); row(event, "approval", event.name + " [call " + event.toolCallId + "] " + (event.approved ? "approved" : "rejected" + (event.reason ? ": " + event.reason : "")) + " after " + event.waitedMs + " ms", event.approved ? "" : "error"); break;
+      case "QuestionAsked": s.waits.add("q" + event.questionId); row(event, "question", event.questionId + ": " + event.question); break;
+      case "QuestionAnswered": s.waits.delete("q" + event.questionId); row(event, "answer", event.questionId + (event.answered ? " answered" : " unanswered: " + (event.reason || "")) + " after " + event.waitedMs + " ms"); break;
       case "SubRunStarted": session(event.childSessionId).agent = event.agent; break;
       case "Progress": row(event, "progress", event.name + " " + JSON.stringify(event.data)); break;
       case "BudgetWarning": row(event, "budget", event.limit + " at " + event.used + " of " + event.max, "error"); break;
@@ -100,6 +114,7 @@ function openRun(runId) {
         // A session's own result counts its sub-sessions' calls and tokens too.
         s.calls = event.result.modelCalls;
         s.tokens = event.result.usage.totalTokens;
+        if (typeof event.result.usage.cachedInputTokens === "number") s.cached = event.result.usage.cachedInputTokens;
         if (event.sessionId === state.root) {
           row(event, "run completed", (event.result.interrupted ? "interrupted (" + event.result.interruptionReason + ") · " : "") + event.result.modelCalls + " calls · " + event.result.usage.totalTokens + " tokens");
           output.replaceChildren(el("strong", { text: "Output: " }), document.createTextNode(event.result.output));
@@ -121,6 +136,7 @@ function openRun(runId) {
     status("failed");
     renderTree();
   };
+  showInput(runId, inputSection).catch(() => {});
   readEvents(runId, abort.signal, onEvent, onError, waterfall.onOpen).catch(() => {});
 }
 

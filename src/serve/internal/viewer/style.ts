@@ -59,6 +59,14 @@ export const style = String.raw`
   .wf-bar.model { background: var(--model); }
   .wf-bar.tool { background: var(--tool); }
   .wf-bar.wait { background: var(--wait); }
+  .wf-bar.model.fellback { box-shadow: 0 0 0 2px var(--wait); }
+  .wf-bar.guard { background: var(--bad); width: 6px; min-width: 6px; transform: translateX(-3px); }
+  .wf-bar.guard.rewritten { background: var(--wait); }
+  .input-parts { display: flex; flex-wrap: wrap; gap: 8px; align-items: flex-start; }
+  .input-parts img.thumb { max-width: 160px; max-height: 120px; border: 1px solid var(--line); border-radius: 4px; background: #fff; }
+  .input-parts .part { font-size: 12px; color: var(--muted); border: 1px dashed var(--line); border-radius: 4px; padding: 4px 6px; word-break: break-all; max-width: 320px; }
+  .input-parts .text { white-space: pre-wrap; }
+  tr.warn td { color: var(--warn); }
   .wf-bar.error, .wf-bar.rejected, .wf-bar.failed, .wf-bar.unanswered { background: var(--bad); }
   .wf-bar.open { background-image: repeating-linear-gradient(45deg, rgba(255,255,255,.45) 0 4px, transparent 4px 8px); }
   .wf-axis .wf-track { height: 18px; }

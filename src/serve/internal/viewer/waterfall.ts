@@ -1,9 +1,11 @@
 /**
  * The viewer script's waterfall: a run drawn from its events as one row per session (sub-agents indented under
  * their parent), model call, tool call and wait for a person (approval or question, from asked to decided), each a
- * bar on one time axis. Hovering a row shows its duration, and for a model call its tokens (the events carry
- * `usage`) and its cost when the run's budget has `pricing` (`ModelReplied.cost`). Bars still open (a run going on) grow with the server's
- * clock, estimated from the events response's `Date` header.
+ * bar on one time axis, and each guardrail trip or rewrite a mark. Hovering a row shows its duration, and for a model
+ * call its tokens (the events carry `usage`: input read from and written to a prompt cache when the server said),
+ * its cost when the run's budget has `pricing` (`ModelReplied.cost`), and, behind a fallback chain, which model
+ * answered and why the ones before it did not (`ModelFellBack`). Bars still open (a run going on) grow with the
+ * server's clock, estimated from the events response's `Date` header.
  */
 export const waterfall = String.raw`
 /** The one tooltip of the page (text only). */
@@ -83,6 +85,19 @@ function makeWaterfall(container, short) {
         s.info.calls++; s.info.tokens += event.usage.totalTokens;
         break;
       }
+      case "ModelFellBack": {
+        // Said during the call: the reasons go to its open bar; the last one's "to" answered.
+        const item = current.get("m" + k(event.step));
+        if (item && item.end === null) (item.info.fallbacks = item.info.fallbacks || []).push({ from: event.from, to: event.to, reason: event.reason });
+        break;
+      }
+      case "GuardrailTripped": {
+        // A mark at the moment of the trip (or rewrite), under its session.
+        const mark = add("guard", null, sid, "guardrail " + event.guardrail, ts, { kind: event.kind, reason: event.reason, name: event.name, phase: event.phase, toolCallId: event.toolCallId });
+        mark.end = ts;
+        mark.status = event.rewritten ? "rewritten" : "tripped";
+        break;
+      }
       case "ToolCalled": open("tool", "t" + k(event.toolCallId), sid, event.name, ts, { id: event.toolCallId, arguments: event.arguments }); break;
       case "ToolReturned":
         close("t" + k(event.toolCallId), ts, event.isError ? "error" : "ok", { content: event.content, isError: event.isError });
@@ -140,7 +155,14 @@ function makeWaterfall(container, short) {
     } else if (item.kind === "model") {
       lines.push("model call " + item.label + (item.end === null ? " (waiting for the model)" : ""), span);
       const u = item.info.usage;
-      if (u) lines.push(u.totalTokens + " tokens (" + u.inputTokens + " in, " + u.outputTokens + " out)" + (typeof item.info.cost === "number" ? " · cost " + +item.info.cost.toPrecision(4) : ""), "finish: " + item.info.finishReason + (item.info.toolCalls ? " · " + item.info.toolCalls + (item.info.toolCalls === 1 ? " tool call" : " tool calls") : ""));
+      if (u) lines.push(usageText(u) + (typeof item.info.cost === "number" ? " · " + costText(item.info.cost) : ""), "finish: " + item.info.finishReason + (item.info.toolCalls ? " · " + item.info.toolCalls + (item.info.toolCalls === 1 ? " tool call" : " tool calls") : ""));
+      const fallbacks = item.info.fallbacks || [];
+      if (fallbacks.length > 0) {
+        lines.push((item.end === null ? "asking " : "answered by ") + fallbacks[fallbacks.length - 1].to);
+        for (const f of fallbacks) lines.push(f.from + " did not answer: " + clip(f.reason, 200));
+      }
+    } else if (item.kind === "guard") {
+      lines.push(item.label + " — " + item.status, item.info.kind + (item.info.name ? " · " + item.info.name + " " + item.info.phase + " [call " + item.info.toolCallId + "]" : ""), "reason: " + clip(item.info.reason, 300));
     } else if (item.kind === "tool") {
       lines.push("tool " + item.label + " [call " + item.info.id + "] — " + item.status, span, "arguments: " + clip(item.info.arguments, 300));
       if (item.info.content !== undefined) lines.push("result: " + clip(item.info.content, 300));
@@ -186,7 +208,7 @@ function makeWaterfall(container, short) {
     const out = [];
     const draw = (item, depth) => {
       const stop = item.end === null ? end : item.end;
-      const bar = el("div", { class: "wf-bar " + item.kind + " " + item.status + (item.end === null ? " open" : ""),
+      const bar = el("div", { class: "wf-bar " + item.kind + " " + item.status + (item.end === null ? " open" : "") + (item.info.fallbacks ? " fellback" : ""),
         style: "left: " + pct(item.start) + "; width: " + ((stop - item.start) / span * 100).toFixed(3) + "%" });
       out.push(el("div", { class: "wf-row " + item.kind, "data-kind": item.kind, "data-label": item.label, "data-session": item.sessionId,
         "data-depth": String(depth), "data-tip": tipOf(item) },

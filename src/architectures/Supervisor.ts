@@ -274,7 +274,7 @@ export const definition = Architecture.define({
         for (const [i, call] of calls.entries()) {
           if (call.name === "forward_message") results[i] = yield* runTool(call)
         }
-        for (const result of results) messages.push(Model.toolResult(result.toolCallId, result.name, result.content))
+        for (const result of results) messages.push(Model.toolResult(result.toolCallId, result.name, result.content, result.parts))
         if (forwarded !== undefined) {
           yield* Architecture.progress("supervisor.forwarded", { worker: forwarded.worker })
           return { output: forwarded.answer, metadata: metadata() }

@@ -110,7 +110,7 @@ const turn = (targets: ReadonlyArray<string>) =>
           if (calls.length === 0) return { output: text, metadata: {} }
           messages.push(Model.assistant(text, calls))
           const results = yield* Effect.forEach(calls, (call) => Architecture.executeTool(kit, call), { concurrency: "unbounded" })
-          for (const result of results) messages.push(Model.toolResult(result.toolCallId, result.name, result.content))
+          for (const result of results) messages.push(Model.toolResult(result.toolCallId, result.name, result.content, result.parts))
         }
         return { output: written, interrupted: "max_turns_exceeded", metadata: {} }
       })

@@ -38,7 +38,7 @@ import * as Guardrail from "./Guardrail.js"
 import * as Output from "./internal/output.js"
 import * as Spans from "./internal/spans.js"
 import * as ReActInternal from "./internal/toolLoop.js"
-import type * as Model from "./Model.js"
+import * as Model from "./Model.js"
 import * as Turn from "./internal/threads/turn.js"
 import * as Threads from "./Threads.js"
 import type * as Tool from "./Tool.js"
@@ -352,13 +352,20 @@ const turnOptions = <O extends { readonly history?: ReadonlyArray<Model.Message>
 // for as long as the run, in every concurrent session.
 const rootInput = (
   agent: Agent<unknown>,
-  prompt: string,
+  task: Task,
   options: (RunOptions & Partial<OutputOptions<unknown, unknown>> & TurnRunOptions) | undefined,
   streamText: boolean,
   resources: Architecture.Resources,
   span: Tracer.Span | undefined
 ): Effect.Effect<Architecture.Input, InvalidAgent | InvalidOptions> =>
   Effect.suspend((): Effect.Effect<Architecture.Input, InvalidAgent | InvalidOptions> => {
+    // A task given as parts: checked here, naming the part, so a bad one fails the run before anything starts.
+    if (typeof task !== "string") {
+      const invalid = Model.checkContent([Model.user(task)])
+      if (invalid !== undefined) {
+        return Effect.fail(new InvalidOptions({ module: "Agent", message: `Agent: the task's part ${invalid.partIndex}: ${invalid.reason}` }))
+      }
+    }
     const sessionId = options?.sessionId ?? newSessionId()
     span?.attribute("valet.session_id", sessionId)
     const problem = sessionIdProblem(sessionId)
@@ -379,7 +386,8 @@ const rootInput = (
     const guardrails = Guardrail.merge(agent.guardrails, options?.guardrails)
     return Effect.map(budget, (budget): Architecture.Input => ({
       agent,
-      prompt,
+      prompt: typeof task === "string" ? task : Model.textOf(task),
+      ...(typeof task !== "string" ? { promptParts: task } : {}),
       history: options?.history ?? [],
       sessionId,
       rootSessionId: sessionId,
@@ -395,6 +403,15 @@ const rootInput = (
     }))
   })
 
+
+/**
+ * What a run is asked: text, or parts (text with images, files, audio) that go in its first user message. Events,
+ * guardrails and architectures that write their own prompts read its text (`Model.textOf`).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type Task = string | ReadonlyArray<Model.Part>
 
 /**
  * Options of a turn on a thread (`run` / `stream` with `thread`): the thread's id alone, or with how it is held,
@@ -414,7 +431,7 @@ export interface ThreadOptions {
 // A run's body with the emitter it reports to: `unobserved` for a plain run, a recorder for a turn on a thread.
 const runWith = (
   agent: Agent<unknown>,
-  prompt: string,
+  prompt: Task,
   options: (RunOptions & Partial<OutputOptions<unknown, unknown>> & TurnRunOptions) | undefined,
   emitter: Architecture.Emitter
 ): Effect.Effect<AgentEvent.RunResult, AgentError, unknown> =>
@@ -446,23 +463,23 @@ const runWith = (
 export const run: {
   <R, A, I>(
     agent: Agent<R>,
-    prompt: string,
+    prompt: Task,
     options: RunOptions & OutputOptions<A, I> & ThreadOptions
   ): Effect.Effect<ResultWithValue<A>, AgentError | Threads.ThreadError, R | Threads.Threads>
   <R>(
     agent: Agent<R>,
-    prompt: string,
+    prompt: Task,
     options: RunOptions & ThreadOptions
   ): Effect.Effect<AgentEvent.RunResult, AgentError | Threads.ThreadError, R | Threads.Threads>
   <R, A, I>(
     agent: Agent<R>,
-    prompt: string,
+    prompt: Task,
     options: RunOptions & OutputOptions<A, I>
   ): Effect.Effect<ResultWithValue<A>, AgentError, R>
-  <R>(agent: Agent<R>, prompt: string, options?: RunOptions): Effect.Effect<AgentEvent.RunResult, AgentError, R>
+  <R>(agent: Agent<R>, prompt: Task, options?: RunOptions): Effect.Effect<AgentEvent.RunResult, AgentError, R>
 } = <R>(
   agent: Agent<R>,
-  prompt: string,
+  prompt: Task,
   options?: RunOptions & Partial<OutputOptions<unknown, unknown>> & Partial<ThreadOptions>
   // The overloads say what the result holds: `value` is set when `output` was given (see `Architecture.Input.output`).
 ): Effect.Effect<never, AgentError, R> => {
@@ -479,7 +496,7 @@ const withTools = <R>(agent: Agent<R>, tools: ReadonlyArray<Tool.Tool>): Agent<R
 
 const streamWith = (
   agent: Agent<unknown>,
-  prompt: string,
+  prompt: Task,
   options: (StreamOptions & Partial<OutputOptions<unknown, unknown>> & TurnRunOptions) | undefined
 ): Stream.Stream<AgentEvent.AgentEvent, AgentError, unknown> =>
   Architecture.streamEvents(
@@ -504,17 +521,17 @@ const streamWith = (
 export const stream: {
   <R>(
     agent: Agent<R>,
-    prompt: string,
+    prompt: Task,
     options: StreamOptions & Partial<OutputOptions<unknown, unknown>> & ThreadOptions
   ): Stream.Stream<AgentEvent.AgentEvent, AgentError | Threads.ThreadError, R | Threads.Threads>
   <R>(
     agent: Agent<R>,
-    prompt: string,
+    prompt: Task,
     options?: StreamOptions & Partial<OutputOptions<unknown, unknown>>
   ): Stream.Stream<AgentEvent.AgentEvent, AgentError, R>
 } = <R>(
   agent: Agent<R>,
-  prompt: string,
+  prompt: Task,
   options?: StreamOptions & Partial<OutputOptions<unknown, unknown>> & Partial<ThreadOptions>
 ): Stream.Stream<AgentEvent.AgentEvent, AgentError, R> => {
   const thread = options?.thread

@@ -179,7 +179,60 @@ export const QuestionAnswered = Schema.TaggedStruct("QuestionAnswered", {
   waitedMs: Schema.Number
 })
 /**
- * A tool call returned (`isError` when its result is an `ERROR:` text).
+ * What an event says of a part a tool returned, without its bytes: its kind, media type (an audio part's format as
+ * `audio/<format>`), decoded size in bytes, and its URL when an http(s) one. The bytes go to the model and, in a
+ * durable run, to the stored tool result; an event stream (the viewer, SSE, a log) gets this description only,
+ * so a screenshot is not sent again as megabytes of base64 per subscriber.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const Attachment = Schema.Struct({
+  type: Schema.Literals(["text", "image", "file", "audio"]),
+  mediaType: Schema.optional(Schema.String),
+  bytes: Schema.Int,
+  url: Schema.optional(Schema.String),
+  name: Schema.optional(Schema.String)
+})
+/**
+ * What an event says of a part a tool returned.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type Attachment = typeof Attachment.Type
+
+/**
+ * The description of a part for an event (see `Attachment`).
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const attachmentOf = (part: Model.Part): Attachment => {
+  switch (part.type) {
+    case "text":
+      return { type: "text", bytes: part.text.length }
+    case "audio":
+      return { type: "audio", mediaType: Model.audioMediaTypes[part.format], bytes: Model.base64Bytes(part.data) }
+    case "image":
+    case "file": {
+      const url = part.url
+      const web = url !== undefined && /^https?:/i.test(url)
+      const bytes = part.data !== undefined ? Model.base64Bytes(part.data) : web ? 0 : Model.base64Bytes(url!.slice(url!.indexOf(",") + 1))
+      return {
+        type: part.type,
+        ...(part.mediaType !== undefined ? { mediaType: part.mediaType } : {}),
+        bytes,
+        ...(web ? { url } : {}),
+        ...(part.type === "file" && part.name !== undefined ? { name: part.name } : {})
+      }
+    }
+  }
+}
+
+/**
+ * A tool call returned (`isError` when its result is an `ERROR:` text). `content` is the text the model reads;
+ * `attachments` describe the parts it returned besides (images, audio, files), without their bytes.
  *
  * @since 0.1.0
  * @category events
@@ -190,7 +243,9 @@ export const ToolReturned = Schema.TaggedStruct("ToolReturned", {
   name: Schema.String,
   content: Schema.String,
   isError: Schema.Boolean,
-  durationMs: Schema.Number
+  durationMs: Schema.Number,
+  /** @since 0.2.0 */
+  attachments: Schema.optional(Schema.Array(Attachment))
 })
 /**
  * A sub-agent started under `childSessionId`.

@@ -313,11 +313,26 @@ export const estimatedImageTokens = 765
 export const estimatedTokensPerKilobyte = 64
 
 /**
+ * The estimated input tokens of one part that is not text: `estimatedImageTokens` for an image (or a file by URL,
+ * whose size is unknown), `estimatedTokensPerKilobyte` of a file's or audio's bytes. The one estimate of media:
+ * budgets and compaction both count with it. A text part is its text's tokens (see `estimateInputTokens`).
+ *
+ * @since 0.2.0
+ * @category utils
+ */
+export const estimatedPartTokens = (part: Model.Part): number => {
+  if (part.type === "text") return estimateInputTokens({ prompt: part.text })
+  if (part.type === "image" || part.data === undefined) return estimatedImageTokens
+  return Math.ceil((base64Bytes(part.data) / 1024) * estimatedTokensPerKilobyte)
+}
+
+/**
  * An estimate of a request's input tokens, made before it is sent: a token per 4 ASCII characters and one per
  * other character (CJK text is about one token per character; accented Latin text is over-estimated, which only
  * makes a reservation larger), plus 4 per message for the chat template, over the messages, the prompt and the
- * tool definitions. A message's parts count as their text, `estimatedImageTokens` per image, and
- * `estimatedTokensPerKilobyte` of a file's or audio's bytes (a file by URL counts as an image).
+ * tool definitions. A message's parts (a user's content, a tool result's `parts`) count as their text, and the
+ * rest as `estimatedPartTokens` says: `estimatedImageTokens` per image, `estimatedTokensPerKilobyte` of a file's or
+ * audio's bytes (a file by URL counts as an image).
  *
  * @since 0.2.0
  * @category utils
@@ -340,8 +355,13 @@ export const estimateInputTokens = (request: Model.Request): number => {
     else {
       for (const part of content) {
         if (part.type === "text") count(part.text)
-        else if (part.type === "image" || part.data === undefined) overhead += estimatedImageTokens
-        else overhead += Math.ceil((base64Bytes(part.data) / 1024) * estimatedTokensPerKilobyte)
+        else overhead += estimatedPartTokens(part)
+      }
+    }
+    if (message.role === "tool" && message.parts !== undefined) {
+      for (const part of message.parts) {
+        if (part.type === "text") count(part.text)
+        else overhead += estimatedPartTokens(part)
       }
     }
     if (message.role === "assistant" && message.toolCalls !== undefined) count(JSON.stringify(message.toolCalls))

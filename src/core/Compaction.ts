@@ -42,7 +42,7 @@
  */
 import { Context, Effect, Layer } from "effect"
 import { type BudgetExhausted, InvalidOptions } from "./AgentError.js"
-import { type Message, textOf } from "./internal/modelSchema.js"
+import { describePart, type Message, textOf } from "./internal/modelSchema.js"
 import type { ModelError } from "./ModelError.js"
 
 /**
@@ -167,8 +167,8 @@ export const headEnd = (messages: ReadonlyArray<Message>): number => {
 export const summaryPrefix = "[Summary of "
 
 /**
- * The default strategy: cut old tool results, then summarise the oldest messages between the head (system
- * messages, the task) and the kept tail into one message.
+ * The default strategy: cut old tool results (long texts cut, images and other parts dropped and named), then
+ * summarise the oldest messages between the head (system messages, the task) and the kept tail into one message.
  *
  * @since 0.2.0
  * @category strategies
@@ -179,11 +179,18 @@ export const defaultStrategy: Strategy = (input) =>
     const head = headEnd(messages)
     const tail = Math.max(head, tailStart(messages, policy.keepLastMessages))
     const cutBefore = (messages: ReadonlyArray<Message>, end: number) =>
-      messages.map((message, i): Message =>
-        i >= head && i < end && message.role === "tool" && message.content.length > policy.maxToolResultChars
-          ? { ...message, content: `${message.content.slice(0, policy.maxToolResultChars)}\n[… ${message.content.length - policy.maxToolResultChars} characters cut]` }
-          : message
-      )
+      messages.map((message, i): Message => {
+        if (i < head || i >= end || message.role !== "tool") return message
+        const long = message.content.length > policy.maxToolResultChars
+        // An old result's images are the heaviest thing in it (a screenshot a step): dropped, named in its text.
+        if (message.parts === undefined && !long) return message
+        const content = long
+          ? `${message.content.slice(0, policy.maxToolResultChars)}\n[… ${message.content.length - policy.maxToolResultChars} characters cut]`
+          : message.content
+        if (message.parts === undefined) return { ...message, content }
+        const dropped = message.parts.map((part) => `${describePart(part)} (dropped by compaction)`).join("\n")
+        return { role: "tool", toolCallId: message.toolCallId, name: message.name, content: `${content}\n${dropped}` }
+      })
     // Old tool results first; then the oldest messages summarised; last, the kept tail's tool results too.
     const cut = cutBefore(messages, tail)
     if ((yield* input.measure(cut)) <= target) return { messages: cut, strategy: "tool_results" }

@@ -9,7 +9,9 @@
  *
  * The bytes of a content part (an image, a file, audio) are stored once per cassette, by digest: a line
  * `{"blob": "sha256:<hex>", "data": "<base64>"}` before the first entry that uses them, and in the entries the part's
- * `data` is that `sha256:<hex>` (a run that sends one image on every turn stores it once). `read` puts the bytes back.
+ * `data` is that `sha256:<hex>` (a run that sends one image on every turn stores it once). A tool result's parts
+ * are stored alike, and so is the base64 of a `data:` URL (`data:image/png;base64,sha256:<hex>`, sharing the blob of
+ * the same bytes sent as `data`). `read` puts the bytes back.
  *
  * @example
  * ```ts
@@ -84,28 +86,46 @@ const blobPrefix = "sha256:"
 
 type Json = Record<string, unknown>
 
+/** A part list of a message: its content's, or a tool result's `parts`. */
+const partLists = (message: Json): ReadonlyArray<"content" | "parts"> =>
+  Array.isArray(message["content"])
+    ? Array.isArray(message["parts"]) ? ["content", "parts"] : ["content"]
+    : Array.isArray(message["parts"]) ? ["parts"] : []
+
 /**
- * `entry` (encoded) with each part's bytes swapped by `swap` (for its data); `undefined` when it holds none, the
- * common case, so plain entries are not copied.
+ * A part with its bytes swapped by `swap`: its `data`, or the base64 of a `data:` URL (which keeps its header, so
+ * `data:image/png;base64,sha256:<hex>`: no base64 text holds a `:`, so a stored URL is never read as a digest by
+ * mistake, and the same bytes sent as `data` or as a data URL share one blob).
+ */
+const swapPart = (part: Json, swap: (data: string) => string): Json => {
+  if (typeof part["data"] === "string") return { ...part, data: swap(part["data"]) }
+  const url = part["url"]
+  if (typeof url !== "string" || url.slice(0, 5).toLowerCase() !== "data:") return part
+  const comma = url.indexOf(",")
+  if (comma < 0) return part
+  return { ...part, url: url.slice(0, comma + 1) + swap(url.slice(comma + 1)) }
+}
+
+/**
+ * `entry` (encoded) with each part's bytes swapped by `swap` (for its data): a user message's content parts and a
+ * tool result's `parts`, `data` or data URL; `undefined` when it holds no parts, the common case, so plain entries
+ * are not copied.
  */
 const swapData = (entry: Json, swap: (data: string) => string): Json | undefined => {
   const request = entry["request"] as Json
   const messages = request["messages"] as ReadonlyArray<Json> | undefined
-  if (messages === undefined || !messages.some((message) => Array.isArray(message["content"]))) return undefined
+  if (messages === undefined || !messages.some((message) => partLists(message).length > 0)) return undefined
   return {
     ...entry,
     request: {
       ...request,
-      messages: messages.map((message) =>
-        Array.isArray(message["content"])
-          ? {
-            ...message,
-            content: (message["content"] as ReadonlyArray<Json>).map((part) =>
-              typeof part["data"] === "string" ? { ...part, data: swap(part["data"]) } : part
-            )
-          }
-          : message
-      )
+      messages: messages.map((message) => {
+        const lists = partLists(message)
+        if (lists.length === 0) return message
+        const out: Json = { ...message }
+        for (const list of lists) out[list] = (message[list] as ReadonlyArray<Json>).map((part) => swapPart(part, swap))
+        return out
+      })
     }
   }
 }

@@ -83,7 +83,7 @@ export const toolCalls = (response: Response): ReadonlyArray<ToolCall> => respon
 
 /**
  * The first content part of `messages` that cannot be sent, as an `InvalidContent` naming it (message index, part
- * index, what is wrong: see `partProblem`), or `undefined`. Text content is not looked at, so plain text requests
+ * index, what is wrong: see `partProblem`), or `undefined`; a tool message's `parts` are checked too. Text content is not looked at, so plain text requests
  * cost one type check per message. Providers call it before sending; `maxPartBytes` defaults to
  * `defaultMaxPartBytes`.
  *
@@ -95,11 +95,19 @@ export const checkContent = (
   maxPartBytes: number = defaultMaxPartBytes
 ): InvalidContent | undefined => {
   for (let i = 0; i < messages.length; i++) {
-    const content = messages[i]!.content
-    if (typeof content === "string") continue
-    for (let j = 0; j < content.length; j++) {
-      const reason = partProblem(content[j]!, maxPartBytes)
-      if (reason !== undefined) return new InvalidContent({ messageIndex: i, partIndex: j, reason })
+    const message = messages[i]!
+    const content = message.content
+    if (typeof content !== "string") {
+      for (let j = 0; j < content.length; j++) {
+        const reason = partProblem(content[j]!, maxPartBytes)
+        if (reason !== undefined) return new InvalidContent({ messageIndex: i, partIndex: j, reason })
+      }
+    }
+    if (message.role === "tool" && message.parts !== undefined) {
+      for (let j = 0; j < message.parts.length; j++) {
+        const reason = partProblem(message.parts[j]!, maxPartBytes)
+        if (reason !== undefined) return new InvalidContent({ messageIndex: i, partIndex: j, reason, field: "parts" })
+      }
     }
   }
   return undefined

@@ -214,14 +214,16 @@ export class ReplayMiss extends Schema.TaggedError<ReplayMiss>()("ReplayMiss", {
 export class InvalidContent extends Schema.TaggedError<InvalidContent>()("InvalidContent", {
   messageIndex: Schema.Number,
   partIndex: Schema.Number,
-  reason: Schema.String
+  reason: Schema.String,
+  /** Which list of the message holds the part: `content` (absent), or a tool message's `parts`. @since 0.2.0 */
+  field: Schema.optional(Schema.Literal("parts"))
 }) {
   /** Whether the same request may succeed when sent again. */
   get retryable(): boolean {
     return false
   }
   override get message(): string {
-    return `messages[${this.messageIndex}].content[${this.partIndex}]: ${this.reason}`
+    return `messages[${this.messageIndex}].${this.field ?? "content"}[${this.partIndex}]: ${this.reason}`
   }
 }
 

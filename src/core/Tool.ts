@@ -49,6 +49,11 @@ const TypeId: unique symbol = Symbol.for("valet/Tool")
 export interface Outcome {
   readonly content: string
   readonly isError: boolean
+  /**
+   * What the tool returned besides text (images, audio, files: an MCP tool's image content), for the model to see;
+   * not cut by the length cap (the parts' own byte cap applies when the request is sent). @since 0.2.0
+   */
+  readonly parts?: ReadonlyArray<Model.Part> | undefined
 }
 
 /**
@@ -126,6 +131,11 @@ export interface MakeOptions<P, I, A, E, R> {
   readonly handler: (params: P) => Effect.Effect<A, E, R>
   /** How the result is shown to the model; by default strings as they are and anything else as JSON. */
   readonly format?: ((result: A) => string) | undefined
+  /**
+   * What of the result the model sees besides its text: images, files or audio (a screenshot the tool took, a chart
+   * it drew), as `Model.Part`s; checked when the request is sent. @since 0.2.0
+   */
+  readonly parts?: ((result: A) => ReadonlyArray<Model.Part> | undefined) | undefined
   readonly timeout?: Duration.Input | undefined
   /**
    * Whether a call waits for a person's approval before it runs (`HumanLoop`): always (`true`), or by its decoded
@@ -204,9 +214,14 @@ export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A
     content: `ERROR: tool "${name}" failed: ${describeCause(cause)}`,
     isError: true
   })
+  const partsOf = options.parts
   const formatted = (result: A): Outcome => {
     try {
-      return { content: format(result), isError: false }
+      if (partsOf === undefined) return { content: format(result), isError: false }
+      const parts = partsOf(result)
+      return parts === undefined || parts.length === 0
+        ? { content: format(result), isError: false }
+        : { content: format(result), isError: false, parts }
     } catch (defect) {
       return failed(Cause.die(defect))
     }
@@ -357,6 +372,8 @@ export interface Result {
   readonly name: string
   readonly content: string
   readonly isError: boolean
+  /** The outcome's parts (see `Outcome.parts`). @since 0.2.0 */
+  readonly parts?: ReadonlyArray<Model.Part> | undefined
 }
 
 /**
@@ -418,12 +435,10 @@ export const execute = <R>(
     const content = `ERROR: unknown tool "${call.name}"; available tools: ${known.length > 0 ? known.join(", ") : "(none)"}`
     return Effect.succeed({ toolCallId: call.id, name: call.name, content, isError: true })
   }
-  const completed = (outcome: Outcome): Result => ({
-    toolCallId: call.id,
-    name: call.name,
-    content: truncate(outcome.content, maxChars),
-    isError: outcome.isError
-  })
+  const completed = (outcome: Outcome): Result =>
+    outcome.parts !== undefined && outcome.parts.length > 0
+      ? { toolCallId: call.id, name: call.name, content: truncate(outcome.content, maxChars), isError: outcome.isError, parts: outcome.parts }
+      : { toolCallId: call.id, name: call.name, content: truncate(outcome.content, maxChars), isError: outcome.isError }
   const callParsed = options?.parsedArguments !== undefined ? parsedCalls.get(tool.call) : undefined
   const callWithId = callParsed === undefined ? ToolCalls.withCallId.get(tool.call as (argumentsText: string) => Effect.Effect<Outcome>) : undefined
   const running = callParsed !== undefined

@@ -39,10 +39,12 @@
  */
 import { Deferred, Duration, Effect, Option, Result, Schema, type Scope, Stream } from "effect"
 import { McpClient, McpProtocol, type McpSchema } from "effect/ai"
+import { Base64 } from "effect/encoding"
 import type { HttpClient } from "effect/http"
 import { ChildProcess, ChildProcessSpawner } from "effect/process"
 import type { InvalidOptions } from "../core/AgentError.js"
 import * as Opts from "../core/internal/decode.js"
+import * as Model from "../core/Model.js"
 import * as Tool from "../core/Tool.js"
 import { DurationInput } from "./internal/resilience.js"
 
@@ -157,32 +159,74 @@ const toolName = (server: string, tool: string, prefix: boolean): string => {
 }
 
 /**
- * What the model reads of a result: its text parts, then what else it holds, then its structured content.
+ * What the model reads of a result: its text parts, then what else it holds, then its structured content. Images,
+ * audio and binary resources are named here (`[image: image/png]`); `resultOutcome` also hands their bytes over.
  *
  * @since 0.2.0
  * @category utils
  */
-export const resultText = (result: McpSchema.CallToolResult): string => {
-  const parts: Array<string> = []
+export const resultText = (result: McpSchema.CallToolResult): string => resultOutcome(result).content
+
+/**
+ * A result as a tool outcome: its text (as `resultText`) and, as parts the model sees, its image and audio content
+ * and its binary resources of a media type valet sends (a PDF, an image). A block that cannot be a part (an
+ * `image/svg+xml`, audio in a format no server takes, bytes over the part cap) stays a line of text saying why it
+ * was not attached, so the model knows something was there.
+ *
+ * @since 0.2.0
+ * @category utils
+ */
+export const resultOutcome = (result: McpSchema.CallToolResult): Tool.Outcome => {
+  const lines: Array<string> = []
+  const parts: Array<Model.Part> = []
+  const attach = (label: string, part: Model.Part | string) => {
+    const problem = typeof part === "string" ? part : Model.partProblem(part)
+    if (problem === undefined) {
+      parts.push(part as Model.Part)
+      lines.push(`[${label}: attached]`)
+    } else {
+      lines.push(`[${label}: not attached: ${problem}]`)
+    }
+  }
   for (const block of result.content) {
     switch (block.type) {
       case "text":
-        parts.push(block.text)
+        lines.push(block.text)
         break
       case "image":
-      case "audio":
-        parts.push(`[${block.type}: ${block.mimeType}]`)
+        attach(`image ${block.mimeType}`, { type: "image", data: Base64.encode(block.data), mediaType: block.mimeType.toLowerCase() })
         break
+      case "audio": {
+        const format = Model.audioFormatOf(block.mimeType)
+        attach(
+          `audio ${block.mimeType}`,
+          format === undefined
+            ? `unknown audio media type (known: ${Model.knownAudioMediaTypes.join(", ")})`
+            : { type: "audio", data: Base64.encode(block.data), format }
+        )
+        break
+      }
       case "resource":
-        parts.push("text" in block.resource ? block.resource.text : `[resource: ${block.resource.uri}]`)
+        if ("text" in block.resource) lines.push(block.resource.text)
+        else if (block.resource.mimeType === undefined) lines.push(`[resource: ${block.resource.uri}]`)
+        else {
+          attach(`resource ${block.resource.uri} ${block.resource.mimeType}`, {
+            type: "file",
+            data: Base64.encode(block.resource.blob),
+            mediaType: block.resource.mimeType.toLowerCase(),
+            name: block.resource.uri
+          })
+        }
         break
       case "resource_link":
-        parts.push(`[resource: ${block.uri}]`)
+        lines.push(`[resource: ${block.uri}]`)
         break
     }
   }
-  if (result.structuredContent !== undefined) parts.push(JSON.stringify(result.structuredContent))
-  return parts.join("\n")
+  if (result.structuredContent !== undefined) lines.push(JSON.stringify(result.structuredContent))
+  const content = lines.join("\n")
+  const isError = result.isError === true
+  return parts.length > 0 ? { content, isError, parts } : { content, isError }
 }
 
 const toTool = (
@@ -207,7 +251,7 @@ const toTool = (
         return Effect.succeed({ content: `ERROR: the arguments of tool "${name}" must be a JSON object`, isError: true })
       }
       return client.callTool({ tool, arguments: args as Record<string, unknown> }, { timeout: callTimeout }).pipe(
-        Effect.map((result): Tool.Outcome => ({ content: resultText(result), isError: result.isError === true })),
+        Effect.map(resultOutcome),
         Effect.catch((error) =>
           Effect.succeed({ content: `ERROR: MCP server "${server}": ${error.message}`, isError: true })
         )

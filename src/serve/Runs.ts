@@ -118,8 +118,8 @@ export const RunRequest = Schema.Struct({
   /** The agent's name. */
   agent: Schema.String,
   /**
-   * The prompt: text, or parts (text, images, files, audio; checked as `Model.Part`) for a plain run. Parts become
-   * the conversation's last user message; the run's `input` shows their text.
+   * The prompt: text, or parts (text, images, files, audio; checked as `Model.Part`), for a plain run or a thread
+   * turn. Parts are the run's task (its last user message, after `history`); the run's `input` shows their text.
    */
   input: Schema.Union([Schema.String, Schema.Array(Model.Part)]),
   /** The run's session id (letters, digits, `-`, `.`, `:`, single `_`); a new one by default. */
@@ -753,7 +753,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
     const eventsOf = (
       record: Record_,
       entry: Agents.Entry,
-      prompt: string,
+      prompt: Agent.Task,
       options: Agent.StreamOptions & { readonly output?: Schema.Codec<unknown, unknown> }
     ): Stream.Stream<AgentEvent.AgentEvent, AgentError | Threads.ThreadError> => {
       const thread = record.thread
@@ -770,7 +770,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
       entry: Agents.Entry,
       budget: Budget.Limits | undefined,
       history: ReadonlyArray<Model.Message>,
-      prompt: string,
+      prompt: Agent.Task,
       output: Schema.Codec<unknown, unknown> | undefined,
       guardrails: Guardrail.Guardrails | undefined,
       begun: Deferred.Deferred<void, Threads.ThreadError>
@@ -844,14 +844,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
             message: `${maxConcurrentRuns} runs are going on, the most this server runs at once: retry later`
           })
         }
-        // Parts are the conversation's last user message (the prompt, then, is empty: the history is the
-        // conversation). A thread stores text turns: parts are refused there.
+        // Parts are the run's task as given (its last user message; a thread turn keeps them).
         const parts = typeof request.input === "string" ? undefined : request.input
-        if (parts !== undefined && thread !== undefined) {
-          return yield* new InvalidRunRequest({
-            message: "input: a thread turn's input is text; parts (images, files, audio) go to a plain run (POST /runs)"
-          })
-        }
         const sessionId = request.sessionId ?? newId("sess")
         const problem = Agent.sessionIdProblem(sessionId)
         if (problem !== undefined) return yield* new InvalidRunRequest({ message: `sessionId: ${problem}` })
@@ -899,8 +893,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
           record,
           entry,
           budget,
-          parts !== undefined ? [...(request.history ?? []), Model.user(parts)] : request.history ?? [],
-          parts !== undefined ? "" : record.input,
+          request.history ?? [],
+          parts ?? record.input,
           output?.success,
           guardrails?.success,
           begun

@@ -191,3 +191,69 @@ describe("Compaction's limits", () => {
       expect(threshold.message).toBe("Compaction: threshold must be in (0, 1], got 0")
     }).pipe(Effect.scoped))
 })
+
+describe("Compaction: images and other parts", () => {
+  // A real 1×1 PNG: 70 bytes, estimated as Budget.estimatedImageTokens (765) like any image.
+  const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+  const screenshot = Tool.fromDefinition({
+    name: "screenshot",
+    description: "Takes a screenshot",
+    parameters: { type: "object", properties: {} },
+    call: () => Effect.succeed({ content: "[image image/png: attached]", isError: false, parts: [Model.imagePart({ data: png, mediaType: "image/png" })] })
+  })
+  const looker = Agent.make({ name: "looker", instructions: "Look.", tools: [screenshot] })
+  // A new argument each time: the same call three times in a row would end the run as repeated.
+  const look = (n: number): ScriptedModel.Turn => ({ toolCalls: [{ name: "screenshot", arguments: { n } }] })
+
+  it.effect("screenshots count as the budget estimates them: past the window, old results' images are dropped and named (they counted as nothing)", () =>
+    Effect.gen(function*() {
+      const requests: Array<Model.Request> = []
+      const script: ScriptedModel.Script = (request) => {
+        requests.push(request)
+        return requests.length <= 5 ? look(requests.length) : "Seen."
+      }
+      const events = yield* eventsOf(Agent.stream(looker, "Take five screenshots.")).pipe(
+        Effect.provide(ScriptedModel.layer(script)),
+        Effect.provide(Compaction.layer({ contextWindow: 3000, keepLastMessages: 2 }))
+      )
+      const compacted = events.filter((event): event is AgentEvent.Of<"ContextCompacted"> => event._tag === "ContextCompacted")
+      expect(compacted.length).toBeGreaterThan(0)
+      expect(compacted[0]!.strategy).toBe("tool_results")
+      expect(compacted[0]!.tokensBefore).toBeGreaterThan(0.75 * 3000)
+      const last = requests.at(-1)!.messages!
+      const tools = last.filter((message): message is Model.ToolMessage => message.role === "tool")
+      expect(tools).toHaveLength(5)
+      // The kept tail's result keeps its image; the older ones are named where they were.
+      expect(tools.at(-1)!.parts).toHaveLength(1)
+      for (const tool of tools.slice(0, -1)) {
+        expect(tool.parts).toBeUndefined()
+        expect(tool.content).toBe("[image image/png: attached]\n[image image/png, 70 bytes] (dropped by compaction)")
+      }
+    }))
+
+  it.effect("a summary request carries no image bytes: the summarised messages' images are named in its transcript", () =>
+    Effect.gen(function*() {
+      const requests: Array<Model.Request> = []
+      const script: ScriptedModel.Script = (request) => {
+        requests.push(request)
+        return request.messages?.[0]?.content === Compaction.defaultPolicy.summaryInstructions ? "A picture was shown." : "Fine."
+      }
+      const long = "lorem ipsum ".repeat(150)
+      const history: ReadonlyArray<Model.Message> = [
+        Model.user([Model.textPart("Look at this."), Model.imagePart({ data: png, mediaType: "image/png" })]),
+        Model.assistant(long),
+        Model.user("And now?"),
+        Model.assistant(long)
+      ]
+      yield* Agent.run(Agent.make({ name: "chat", instructions: "Chat." }), "Go on.", { history }).pipe(
+        Effect.provide(ScriptedModel.layer(script)),
+        Effect.provide(Compaction.layer({ contextWindow: 1200, keepLastMessages: 1 }))
+      )
+      const summary = requests.find((request) => request.messages?.[0]?.content === Compaction.defaultPolicy.summaryInstructions)!
+      expect(summary.messages).toHaveLength(2)
+      const transcript = summary.messages![1]!.content as string
+      expect(typeof transcript).toBe("string")
+      expect(transcript.startsWith("user: Look at this.\n[image image/png, 70 bytes]\n\nassistant: lorem ipsum")).toBe(true)
+      expect(transcript).not.toContain(png.slice(0, 20))
+    }))
+})

@@ -180,3 +180,56 @@ describe("Journal: content parts", () => {
       expect(error.message).toMatch(/:1 holds bytes whose digest is sha256:[0-9a-f]{64}, not the sha256:[0-9a-f]{64} it names$/)
     }).pipe(Effect.provide(NodeServices.layer)))
 })
+
+describe("Journal: a tool's parts and data: URLs, by digest", () => {
+  const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==".replace(/=+$/, "")
+  // 3,000 base64 characters: a second copy in the file would show.
+  const bytes = png.repeat(32).slice(0, 3000)
+  const screenshot = Tool.fromDefinition({
+    name: "screenshot",
+    description: "Takes a screenshot",
+    parameters: { type: "object", properties: {} },
+    call: () => Effect.succeed({ content: "[image image/png: attached]", isError: false, parts: [Model.imagePart({ data: bytes, mediaType: "image/png" })] })
+  })
+  const looker = Agent.make({ name: "looker", instructions: "", tools: [screenshot] })
+  const looks: ScriptedModel.Script = [
+    { toolCalls: [{ id: "a", name: "screenshot", arguments: {} }] },
+    { toolCalls: [{ id: "b", name: "screenshot", arguments: {} }] },
+    "two screenshots"
+  ]
+
+  it.effect("a tool result's image is stored once over the turns that resend it; replay gives it back", () =>
+    Effect.gen(function*() {
+      const path = yield* cassette
+      const recorded = yield* Agent.run(looker, "look twice", { sessionId: "s" }).pipe(Effect.provide(recording(path, looks)))
+      const text = yield* (yield* FileSystem.FileSystem).readFileString(path)
+      // Three calls resend the first result's image (twice) and the second's (once): one blob line holds the bytes.
+      expect(text.split(bytes).length - 1).toBe(1)
+      const entries = yield* Journal.read(path)
+      expect(entries).toHaveLength(3)
+      const last = entries[2]!.request.messages!.filter((message) => message.role === "tool")
+      expect(last.map((message) => message.role === "tool" && message.parts?.[0])).toEqual([
+        { type: "image", data: bytes, mediaType: "image/png" },
+        { type: "image", data: bytes, mediaType: "image/png" }
+      ])
+      const replayed = yield* Agent.run(looker, "look twice", { sessionId: "s" }).pipe(Effect.provide(replaying(path)))
+      expect(replayed).toEqual(recorded)
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.effect("a data: URL image is stored by the digest of its bytes, once, shared with the same bytes sent as data", () =>
+    Effect.gen(function*() {
+      const path = yield* cassette
+      const url = `data:image/png;base64,${bytes}`
+      const history = [Model.user([Model.textPart("Compare"), Model.imagePart({ url }), Model.imagePart({ data: bytes, mediaType: "image/png" })])]
+      const recorded = yield* Agent.run(calculator, "", { sessionId: "s", history }).pipe(Effect.provide(recording(path, script)))
+      const text = yield* (yield* FileSystem.FileSystem).readFileString(path)
+      expect(text.split(bytes).length - 1).toBe(1)
+      const lines = text.trim().split("\n").map((line) => JSON.parse(line) as Record<string, any>)
+      const digest = lines[0]!.blob as string
+      expect(lines[1]!.request.messages[1].content[1]).toEqual({ type: "image", url: `data:image/png;base64,${digest}` })
+      const entries = yield* Journal.read(path)
+      for (const entry of entries) expect(entry.request.messages!.at(1)).toEqual(history[0])
+      const replayed = yield* Agent.run(calculator, "", { sessionId: "s", history }).pipe(Effect.provide(replaying(path)))
+      expect(replayed).toEqual(recorded)
+    }).pipe(Effect.provide(NodeServices.layer)))
+})

@@ -332,7 +332,23 @@ const conformance = (backend: Backend) =>
         "5.",
         "10."
       ])))))
+
+    it.effect("a turn whose task is parts (text and an image): stored and read back whole; the next turn's model sees them", () =>
+      withStore(backend, Effect.gen(function*() {
+        yield* Threads.create({ id: "look", owner: "ada" })
+        const agent = Agent.make({ name: "looker", instructions: "Describe." })
+        const task: ReadonlyArray<Model.Part> = [Model.textPart("What is in this picture?"), Model.imagePart({ data: pixel, mediaType: "image/png" })]
+        yield* Agent.run(agent, task, { thread: "look" })
+        yield* Agent.run(agent, "And its colour?", { thread: "look" })
+        const page = yield* Threads.messages("look")
+        expect(page.messages).toEqual([{ role: "user", content: task }, assistant("A pixel."), user("And its colour?"), assistant("Clear.")])
+        const calls = yield* ScriptedModel.calls
+        expect(calls[1]!.messages!.slice(1, 3)).toEqual([{ role: "user", content: task }, assistant("A pixel.")])
+      }).pipe(Effect.provide(ScriptedModel.layer(["A pixel.", "Clear."])))))
   })
+
+// A real 1×1 PNG.
+const pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 
 conformance(memory)
 conformance(sqlite)
@@ -745,6 +761,13 @@ describe("Turns with recall", () => {
       }).pipe(Effect.provide(ScriptedModel.layer(["Yes."])))
       // Only b's first message: its last one is the page given (historyLimit 1), left out.
       expect(own[1]!.content).toBe("Messages from earlier conversations that may be relevant (most relevant first):\n[user, thread b] What is my cat called?")
+    })).pipe(Effect.provide(HashedEmbeddingModel.layer({ dimensions: 64 }))))
+
+  it.effect("a task given as parts: recall embeds its text only (never an image's base64)", () =>
+    withThreads(Effect.gen(function*() {
+      const task = [Model.textPart("My cat is in this picture."), Model.imagePart({ data: pixel, mediaType: "image/png" })]
+      yield* Agent.run(agent, task, { thread: { id: "a", recall } }).pipe(Effect.provide(ScriptedModel.layer(["Cute."])))
+      expect(yield* HashedEmbeddingModel.calls).toEqual([["My cat is in this picture."], ["My cat is in this picture.", "Cute."]])
     })).pipe(Effect.provide(HashedEmbeddingModel.layer({ dimensions: 64 }))))
 
   it.effect("an embedding failure: skipped, the turn runs without recall and keeps its messages (without vectors); onError fail: the turn fails first, nothing kept", () =>

@@ -11,6 +11,7 @@ import * as Agent from "../../src/core/Agent.js"
 import * as HumanLoop from "../../src/core/HumanLoop.js"
 import * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Threads from "../../src/core/Threads.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as Agents from "../../src/serve/Agents.js"
@@ -234,6 +235,25 @@ describe("Runs: input as parts", () => {
       yield* program.pipe(Effect.provide(Layer.provide(Runs.layer(), Agents.layer([looker as Agent.Agent<never>]))))
       const calls = yield* ScriptedModel.calls.pipe(Effect.provide(context))
       expect(calls[0]!.messages).toEqual([Model.system("Look."), Model.user("Hi."), Model.assistant("Hello!"), Model.user(parts)])
+    }))
+
+  it.effect("a thread turn's input as parts: the turn runs on them and the thread keeps them (it was refused)", () =>
+    Effect.gen(function*() {
+      const context = ScriptedModel.context(["A pixel."])
+      const looker = Agent.make({ name: "looker", instructions: "Look.", model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) })
+      const program = Effect.gen(function*() {
+        yield* Threads.create({ id: "t1", owner: "ada" })
+        const runs = yield* Runs.Runs
+        const { runId } = yield* runs.startTurn({ agent: "looker", input: parts }, { id: "t1", owner: "ada" })
+        const events = yield* collect(yield* runs.events(runId))
+        expect(events.at(-1)!.event).toMatchObject({ _tag: "RunCompleted", result: { output: "A pixel." } })
+        expect(events[0]!.event).toMatchObject({ _tag: "RunStarted", prompt: "What is this?" })
+        expect((yield* Threads.messages("t1", { owner: "ada" })).messages).toEqual([Model.user(parts), Model.assistant("A pixel.")])
+      })
+      // One store: the registry's turns and the test's reads.
+      yield* program.pipe(Effect.provide(Layer.provideMerge(Runs.layer(), Layer.merge(Agents.layer([looker as Agent.Agent<never>]), Threads.layerMemory()))))
+      const calls = yield* ScriptedModel.calls.pipe(Effect.provide(context))
+      expect(calls[0]!.messages).toEqual([Model.system("Look."), Model.user(parts)])
     }))
 
   it("a bad part in a POST /runs body is refused by the schema, naming it", () => {

@@ -9,7 +9,7 @@ import type { BudgetExhausted } from "../AgentError.js"
 import * as Budget from "../Budget.js"
 import * as Compaction from "../Compaction.js"
 import type { ModelError } from "../ModelError.js"
-import { type Message, type Request, type Response, textOf } from "./modelSchema.js"
+import { describePart, type Message, type Request, type Response, textOf } from "./modelSchema.js"
 
 /** What a run compacted: the messages it was sent (`length` of them, by their ends) and what went instead. */
 export interface Compacted {
@@ -26,6 +26,34 @@ export interface Compacted {
 /** Whether a message is a compaction's summary. */
 export const isSummary = (message: Message): boolean => message.role === "user" && typeof message.content === "string" &&
   message.content.startsWith(Compaction.summaryPrefix)
+
+/**
+ * The estimated tokens of a message's parts that are not text (its content's and a tool result's), by
+ * `Budget.estimatedPartTokens`, the budget's own estimate of media: 0 for text content, the common case.
+ */
+const mediaTokens = (message: Message): number => {
+  let tokens = 0
+  const content = message.content
+  if (typeof content !== "string") {
+    for (const part of content) if (part.type !== "text") tokens += Budget.estimatedPartTokens(part)
+  }
+  if (message.role === "tool" && message.parts !== undefined) {
+    for (const part of message.parts) tokens += Budget.estimatedPartTokens(part)
+  }
+  return tokens
+}
+
+/** The characters of a message's text: its content's (a parts list: its text parts'), a tool result's text parts'. */
+const textLength = (message: Message): number => {
+  const content = message.content
+  if (typeof content === "string" && message.role !== "tool") return content.length
+  let length = typeof content === "string" ? content.length : 0
+  if (typeof content !== "string") for (const part of content) if (part.type === "text") length += part.text.length
+  if (message.role === "tool" && message.parts !== undefined) {
+    for (const part of message.parts) if (part.type === "text") length += part.text.length
+  }
+  return length
+}
 
 const toolCallsLength = (message: Message): number => {
   if (message.role !== "assistant" || message.toolCalls === undefined) return 0
@@ -110,7 +138,10 @@ const charsOf = (
   }
   for (let i = from; i < messages.length; i++) {
     const message = messages[i]!
-    chars += message.content.length + toolCallsLength(message) + 4
+    // An image counts its estimated tokens here: a list of parts' `length` is its count of parts, and an image of
+    // 765 estimated tokens counted as 1 let a request of images pass this check far over the window.
+    chars += (typeof message.content === "string" && message.role !== "tool" ? message.content.length : textLength(message) + mediaTokens(message)) +
+      toolCallsLength(message) + 4
   }
   if (messages.length > 0) cache.measured = { length: messages.length, first: messages[0]!, last: messages[messages.length - 1]!, chars }
   return chars + toolsLength(request)
@@ -124,18 +155,24 @@ export interface Measured {
   readonly chars: number
 }
 
-/** The transcript a summarising call reads. */
+/**
+ * The transcript a summarising call reads: text only. An image, a file or audio is named where it was (its kind,
+ * media type, size), never sent again: the summary request carries no bytes, so it costs text tokens only, and a
+ * summary says that there was a picture, not what it showed.
+ */
 const transcriptOf = (messages: ReadonlyArray<Message>): string =>
   messages.map((message) => {
     switch (message.role) {
-      case "tool":
-        return `tool result (${message.name}): ${message.content}`
+      case "tool": {
+        const parts = message.parts === undefined ? "" : `\n${message.parts.map(describePart).join("\n")}`
+        return `tool result (${message.name}): ${message.content}${parts}`
+      }
       case "assistant": {
         const calls = (message.toolCalls ?? []).map((call) => `${call.name}(${call.arguments})`).join(", ")
         return `assistant: ${message.content}${calls !== "" ? `${message.content !== "" ? "\n" : ""}assistant called: ${calls}` : ""}`
       }
       default:
-        return `${message.role}: ${message.content}`
+        return `${message.role}: ${typeof message.content === "string" ? message.content : message.content.map(describePart).join("\n")}`
     }
   }).join("\n\n")
 
@@ -228,7 +265,9 @@ export const counterOf = (tokenizer: TokenizerService | undefined): Counter => {
     const cached = cache.messages.get(message)
     if (cached !== undefined) return Effect.succeed(cached)
     const calls = message.role === "assistant" && message.toolCalls !== undefined ? JSON.stringify(message.toolCalls) : ""
-    return Effect.map(Effect.zipWith(text(textOf(message.content)), text(calls), (a, b) => a + b + 4), (tokens) => {
+    // A tokenizer counts text; images, files and audio count as the budget estimates them.
+    const media = mediaTokens(message)
+    return Effect.map(Effect.zipWith(text(textOf(message.content)), text(calls), (a, b) => a + b + 4 + media), (tokens) => {
       cache.messages.set(message, tokens)
       return tokens
     })

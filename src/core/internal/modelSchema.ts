@@ -111,6 +111,46 @@ export const AudioFormat = Schema.Literals(["wav", "mp3", "flac", "ogg", "webm",
 export type AudioFormat = typeof AudioFormat.Type
 
 /**
+ * The media type of each audio format (what `effect/ai` file parts and MCP audio content carry).
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const audioMediaTypes: Readonly<Record<AudioFormat, string>> = {
+  wav: "audio/wav",
+  mp3: "audio/mpeg",
+  flac: "audio/flac",
+  ogg: "audio/ogg",
+  webm: "audio/webm",
+  m4a: "audio/mp4"
+}
+
+const audioFormats: ReadonlyMap<string, AudioFormat> = new Map([
+  ...Object.entries(audioMediaTypes).map(([format, mediaType]) => [mediaType, format as AudioFormat] as const),
+  ["audio/x-wav", "wav"],
+  ["audio/wave", "wav"],
+  ["audio/mp3", "mp3"],
+  ["audio/x-m4a", "m4a"]
+])
+
+/**
+ * The audio format of a media type (`audio/wav` → `wav`, with the common aliases), or `undefined` for one no server
+ * takes as input audio.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const audioFormatOf = (mediaType: string): AudioFormat | undefined => audioFormats.get(mediaType.toLowerCase())
+
+/**
+ * The audio media types `audioFormatOf` knows.
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const knownAudioMediaTypes: ReadonlyArray<string> = [...audioFormats.keys()]
+
+/**
  * The largest part, in bytes (decoded bytes of `data`, or the whole URL text): 20 MiB, OpenAI's image limit.
  * `Model.checkContent` takes another cap.
  *
@@ -327,6 +367,21 @@ export const textOf = (content: Content): string => {
 }
 
 /**
+ * A part as text for a reader that is not shown its bytes (a summarising call, a compacted tool result): text as
+ * itself, anything else named by its kind, media type or format, file name and size (`[image image/png, 70 bytes]`).
+ *
+ * @since 0.2.0
+ * @category parts
+ */
+export const describePart = (part: Part): string => {
+  if (part.type === "text") return part.text
+  const data = part.data
+  const what = part.type === "audio" ? `audio ${part.format}` : `${part.type}${part.mediaType !== undefined ? ` ${part.mediaType}` : ""}`
+  const name = part.type === "file" && part.name !== undefined ? ` ${part.name}` : ""
+  return `[${what}${name}${data !== undefined ? `, ${base64Bytes(data)} bytes` : ""}]`
+}
+
+/**
  * A text part.
  *
  * @since 0.2.0
@@ -419,7 +474,9 @@ export const AssistantMessage = Schema.Struct({
 export type AssistantMessage = typeof AssistantMessage.Type
 
 /**
- * The result of one tool call, sent back to the model.
+ * The result of one tool call, sent back to the model: its text, and `parts` when the tool returned more than text
+ * (an MCP tool's image or audio content, a screenshot). Chat-completions servers take text only in a tool message,
+ * so the OpenAI wire sends the parts in a user message after the turn's tool results (see `OpenAiCompatible`).
  *
  * @since 0.1.0
  * @category messages
@@ -428,7 +485,9 @@ export const ToolMessage = Schema.Struct({
   role: Schema.Literal("tool"),
   toolCallId: Schema.String,
   name: Schema.String,
-  content: Schema.String
+  content: Schema.String,
+  /** @since 0.2.0 */
+  parts: Schema.optional(Schema.Array(Part))
 })
 /**
  * The result of one tool call, sent back to the model.
@@ -479,17 +538,20 @@ export const user = (content: Content): UserMessage => ({ role: "user", content 
 export const assistant = (content: string, toolCalls?: ReadonlyArray<ToolCall>): AssistantMessage =>
   toolCalls !== undefined && toolCalls.length > 0 ? { role: "assistant", content, toolCalls } : { role: "assistant", content }
 /**
- * A tool result message.
+ * A tool result message; `parts` are what the tool returned besides its text (see `ToolMessage`).
  *
  * @since 0.1.0
  * @category messages
  */
-export const toolResult = (toolCallId: string, name: string, content: string): ToolMessage => ({
-  role: "tool",
-  toolCallId,
-  name,
-  content
-})
+export const toolResult = (
+  toolCallId: string,
+  name: string,
+  content: string,
+  parts?: ReadonlyArray<Part> | undefined
+): ToolMessage =>
+  parts !== undefined && parts.length > 0
+    ? { role: "tool", toolCallId, name, content, parts }
+    : { role: "tool", toolCallId, name, content }
 
 // ---------------------------------------------------------------------------------------------------------
 // Requests

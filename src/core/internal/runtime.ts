@@ -7,7 +7,7 @@
 import { type Cause, Clock, Context, Data, Deferred, type Duration, Effect, Exit, Layer, Predicate, Queue, Result, type Schema, Scope, Stream, Tracer } from "effect"
 import { type AgentError, type BudgetExhausted, GuardrailFailed, GuardrailTripped, OutputInvalid, type Unanswered } from "../AgentError.js"
 import { ContextLengthExceeded } from "../ModelError.js"
-import type * as AgentEvent from "../AgentEvent.js"
+import * as AgentEvent from "../AgentEvent.js"
 import * as Budget from "../Budget.js"
 import * as Model from "../Model.js"
 import type { ModelError } from "../ModelError.js"
@@ -89,7 +89,13 @@ export interface AgentDefinition {
 /** What a run is started with. Built by `Agent.run`, `Agent.stream` and `Agent.runChild`. */
 export interface Input {
   readonly agent: AgentDefinition
+  /** The task's text (a task given as parts: `Model.textOf` of them): what events, guardrails and prompts read. */
   readonly prompt: string
+  /**
+   * The task as given when it holds more than text (images, files, audio): `conversation` puts these parts in the
+   * first user message in place of `prompt`. Architectures that write their own prompts from `prompt` see the text.
+   */
+  readonly promptParts?: ReadonlyArray<Model.Part> | undefined
   /** Earlier messages of a conversation, placed between the instructions and the prompt. */
   readonly history: ReadonlyArray<Model.Message>
   readonly sessionId: string
@@ -678,7 +684,7 @@ const executeApproved = <R>(
     const execute = called === Effect.void ? traced : Effect.flatMap(called, () => traced)
     return Effect.flatMap(execute, (result) => {
       const now = run.now()
-      const returned = emitNow(run.emitter, {
+      const event: AgentEvent.Of<"ToolReturned"> = {
         _tag: "ToolReturned",
         sessionId: run.sessionId,
         timestamp: now,
@@ -687,7 +693,12 @@ const executeApproved = <R>(
         content: result.content,
         isError: result.isError,
         durationMs: now - startedAt
-      })
+      }
+      // Described, not copied: the bytes went to the model (see `AgentEvent.Attachment`).
+      const returned = emitNow(
+        run.emitter,
+        result.parts === undefined ? event : { ...event, attachments: result.parts.map(AgentEvent.attachmentOf) }
+      )
       return thenSucceed(returned, result)
     })
   })
@@ -761,8 +772,12 @@ export const executeTool = <R>(
   CurrentRun.use((run) => executeToolFor(stateOf(run), kit, call, options))
 
 /** See `Architecture.conversation`. */
-export const conversation = (input: Pick<Input, "history" | "prompt">): Array<Model.Message> =>
-  input.prompt === "" && input.history.length > 0 ? [...input.history] : [...input.history, Model.user(input.prompt)]
+export const conversation = (input: Pick<Input, "history" | "prompt" | "promptParts">): Array<Model.Message> =>
+  input.promptParts !== undefined
+    ? [...input.history, Model.user(input.promptParts)]
+    : input.prompt === "" && input.history.length > 0
+    ? [...input.history]
+    : [...input.history, Model.user(input.prompt)]
 
 /**
  * A role's run stopped at a limit (its turns, a budget, a cancel): the run it works for ends here, interrupted with

@@ -191,7 +191,7 @@ export const program = (options: Options, hooks?: Hooks) =>
           : Architecture.executeToolFor(run, kit, call, { ...executeOptions, parsedArguments: parsed })
 
       const afterTools = (turn: number) => (results: ReadonlyArray<Tool.Result>) => {
-        for (const result of results) messages.push(Model.toolResult(result.toolCallId, result.name, result.content))
+        for (const result of results) messages.push(Model.toolResult(result.toolCallId, result.name, result.content, result.parts))
         return step(turn + 1)
       }
 

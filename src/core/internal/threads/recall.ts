@@ -80,6 +80,10 @@ export interface Prepared {
   readonly store: (threadId: string, owner: string | undefined, firstIndex: number, messages: ReadonlyArray<Message>) => Effect.Effect<void, ThreadError | ModelError>
 }
 
+/** Whether two contents are the same: text by value, parts (read back from a store: other objects) by their JSON. */
+const sameContent = (a: Message["content"], b: Message["content"]): boolean =>
+  typeof a === "string" || typeof b === "string" ? a === b : JSON.stringify(a) === JSON.stringify(b)
+
 /** Before the run: the recalled messages of the owner nearest the task, leaving out the page from `pageStart` on. */
 export const prepare = (
   threads: Service,
@@ -113,7 +117,7 @@ export const prepare = (
           const last = kept.at(-1)!.index + 1
           const page = yield* threads.messages(threadId, { owner, before: last, limit: Math.min(last - kept[0]!.index, 1000) })
           const there = (index: number) => page.messages[index - page.start]
-          if (kept.some(({ index, message }) => index >= page.start && (there(index)?.role !== message.role || there(index)?.content !== message.content))) {
+          if (kept.some(({ index, message }) => index >= page.start && (there(index)?.role !== message.role || !sameContent(there(index)!.content, message.content)))) {
             return yield* Effect.logWarning(`Threads: the turn's messages are not at the end of thread ${JSON.stringify(threadId)} (its append was answered by an earlier one of its turn key): their vectors are not stored`)
           }
           const vectors = yield* embedOrSkip(options, `the turn's messages of thread ${JSON.stringify(threadId)}`, model.embed(kept.map(({ message }) => textOf(message.content))))

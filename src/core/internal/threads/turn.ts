@@ -9,7 +9,7 @@ import type { AgentError } from "../../AgentError.js"
 import type * as AgentEvent from "../../AgentEvent.js"
 import type { ModelError } from "../../ModelError.js"
 import * as Compact from "../compact.js"
-import type { Message } from "../modelSchema.js"
+import { type Content, type Message, textOf } from "../modelSchema.js"
 import type { Emitter } from "../runtime.js"
 import type * as Tool from "../../Tool.js"
 import * as Recall from "./recall.js"
@@ -27,6 +27,7 @@ export type Incomplete =
   | "note"
   | "drop"
   | ((ending: {
+    /** The task's text (`Model.textOf`: a task given as parts is appended whole, with its parts). */
     readonly task: string
     readonly output: string
     readonly reason: string
@@ -107,7 +108,7 @@ export const transcriptOf = (events: ReadonlyArray<AgentEvent.AgentEvent>, outpu
 
 /** What a turn appends, by how it ended. */
 export const turnMessages = (
-  task: string,
+  task: Content,
   events: ReadonlyArray<AgentEvent.AgentEvent>,
   exit: Exit.Exit<AgentEvent.RunResult, unknown>,
   incomplete: Incomplete
@@ -124,7 +125,9 @@ export const turnMessages = (
     ? "interrupted"
     : `failed (${errorTagOf(exit.cause)})`
   if (incomplete === "drop") return []
-  if (typeof incomplete === "function") return incomplete({ task, output, reason, result: Exit.isSuccess(exit) ? exit.value : undefined })
+  if (typeof incomplete === "function") {
+    return incomplete({ task: textOf(task), output, reason, result: Exit.isSuccess(exit) ? exit.value : undefined })
+  }
   const note = `(This turn ended early: ${reason}.)`
   return [user, { role: "assistant", content: output === "" ? note : `${output}\n\n${note}` }]
 }
@@ -173,7 +176,7 @@ const leaseMsOf = (options: TurnOptions): Effect.Effect<number, ThreadStoreError
 }
 
 /** Takes the lease (renewed in the scope), loads the page, and says how to finish. */
-const begin = (threads: Service, options: TurnOptions, task: string): Effect.Effect<Begun, ThreadError | ModelError, Scope.Scope> =>
+const begin = (threads: Service, options: TurnOptions, task: Content): Effect.Effect<Begun, ThreadError | ModelError, Scope.Scope> =>
   Effect.gen(function*() {
     const leaseMs = yield* leaseMsOf(options)
     const acquire = threads.acquire(options.id, { owner: options.owner, durationMs: leaseMs })
@@ -212,7 +215,7 @@ const begin = (threads: Service, options: TurnOptions, task: string): Effect.Eff
       tools = [memory.tool((next) => threads.writeMemory(key, next))]
     }
     const recall = options.recall !== undefined && thread !== undefined
-      ? yield* Recall.prepare(threads, options.recall, { threadId: thread.id, owner: thread.owner, task, pageStart: loaded.start })
+      ? yield* Recall.prepare(threads, options.recall, { threadId: thread.id, owner: thread.owner, task: textOf(task), pageStart: loaded.start })
       : undefined
     return {
       lease,
@@ -243,7 +246,7 @@ export const optionsOf = (thread: string | TurnOptions): TurnOptions => (typeof 
 export const run = <A extends AgentEvent.RunResult, R>(
   threads: Service,
   thread: string | TurnOptions,
-  task: string,
+  task: Content,
   extraHistory: ReadonlyArray<Message> | undefined,
   body: (history: ReadonlyArray<Message>, emitter: Emitter, tools: ReadonlyArray<Tool.Tool>) => Effect.Effect<A, AgentError, R>
 ): Effect.Effect<A, AgentError | ThreadError, R> =>
@@ -270,7 +273,7 @@ export const run = <A extends AgentEvent.RunResult, R>(
 export const stream = <E, R>(
   threads: Service,
   thread: string | TurnOptions,
-  task: string,
+  task: Content,
   extraHistory: ReadonlyArray<Message> | undefined,
   body: (history: ReadonlyArray<Message>, tools: ReadonlyArray<Tool.Tool>) => Stream.Stream<AgentEvent.AgentEvent, E, R>
 ): Stream.Stream<AgentEvent.AgentEvent, E | ThreadError | ModelError, R> =>

@@ -11,7 +11,7 @@ import * as Errors from "../openai/errors.js"
 import { cacheOptions } from "./cacheControl.js"
 import { type Override, type SamplingAdapter, samplingOf, streamWith } from "./config.js"
 import { fromAiError } from "./errors.js"
-import { toPromptContent } from "./parts.js"
+import { toPromptContent, toPromptPart } from "./parts.js"
 import { paramsOf } from "./params.js"
 
 /** How `fromLanguageModel` reaches what the generic `LanguageModel` interface has no room for. */
@@ -70,7 +70,18 @@ const toPrompt = (request: Model.Request): Prompt.Prompt => {
       case "tool":
         encoded.push({
           role: "tool",
-          content: [{ type: "tool-result", id: message.toolCallId, name: message.name, isFailure: false, result: message.content, providerExecuted: false }]
+          content: [{
+            type: "tool-result",
+            id: message.toolCallId,
+            name: message.name,
+            isFailure: false,
+            result: message.content,
+            providerExecuted: false,
+            // A result with images: `modelOutput` is what effect/ai sends the model in place of `result`.
+            ...(message.parts !== undefined && message.parts.length > 0
+              ? { modelOutput: [{ type: "text" as const, text: message.content }, ...message.parts.map(toPromptPart)] }
+              : {})
+          }]
         })
         break
     }

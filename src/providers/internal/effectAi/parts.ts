@@ -8,23 +8,6 @@ import type { Prompt } from "effect/ai"
 import * as Model from "../../../core/Model.js"
 import { cacheOptions } from "./cacheControl.js"
 
-const audioMediaTypes: Readonly<Record<Model.AudioFormat, string>> = {
-  wav: "audio/wav",
-  mp3: "audio/mpeg",
-  flac: "audio/flac",
-  ogg: "audio/ogg",
-  webm: "audio/webm",
-  m4a: "audio/mp4"
-}
-
-const audioFormats: ReadonlyMap<string, Model.AudioFormat> = new Map([
-  ...Object.entries(audioMediaTypes).map(([format, mediaType]) => [mediaType, format as Model.AudioFormat] as const),
-  ["audio/x-wav", "wav"],
-  ["audio/wave", "wav"],
-  ["audio/mp3", "mp3"],
-  ["audio/x-m4a", "m4a"]
-])
-
 /** A valet part as an `effect/ai` user message part. */
 export const toPromptPart = (part: Model.Part): Prompt.UserMessagePartEncoded => {
   switch (part.type) {
@@ -42,7 +25,7 @@ export const toPromptPart = (part: Model.Part): Prompt.UserMessagePartEncoded =>
         data: part.url !== undefined ? new URL(part.url) : { _tag: "Uint8Array", base64: part.data! }
       }
     case "audio":
-      return { type: "file", mediaType: audioMediaTypes[part.format], data: { _tag: "Uint8Array", base64: part.data } }
+      return { type: "file", mediaType: Model.audioMediaTypes[part.format], data: { _tag: "Uint8Array", base64: part.data } }
   }
 }
 
@@ -70,8 +53,8 @@ export const fromFilePart = (part: Prompt.FilePart): Result.Result<Model.Part, s
       ? { type: "image", url: source.url, ...(mediaType !== "image/*" ? { mediaType } : {}) }
       : { type: "image", data: source.data, mediaType }
   } else if (mediaType.startsWith("audio/")) {
-    const format = audioFormats.get(mediaType)
-    if (format === undefined) return Result.fail(`unknown audio media type "${part.mediaType}" (known: ${[...audioFormats.keys()].join(", ")})`)
+    const format = Model.audioFormatOf(mediaType)
+    if (format === undefined) return Result.fail(`unknown audio media type "${part.mediaType}" (known: ${Model.knownAudioMediaTypes.join(", ")})`)
     if ("url" in source) return Result.fail("audio is sent as bytes, not by URL")
     out = { type: "audio", data: source.data, format }
   } else {

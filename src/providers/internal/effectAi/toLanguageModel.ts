@@ -18,11 +18,32 @@ export interface Options {
 }
 
 const resultText = (part: Prompt.ToolResultPart): string =>
-  part.modelOutput !== undefined && part.modelOutput.length > 0
-    ? Prompt.toolModelOutputToText(part.modelOutput)
-    : typeof part.result === "string"
-    ? part.result
-    : JSON.stringify(part.result) ?? "null"
+  typeof part.result === "string" ? part.result : JSON.stringify(part.result) ?? "null"
+
+/**
+ * A tool result as a valet tool message: with a `modelOutput` (what effect/ai sends in place of `result`), its text
+ * parts are the text and its files (images, audio, PDFs) the message's parts, each named in the text where it was;
+ * or what is wrong with one of them.
+ */
+const toolMessage = (part: Prompt.ToolResultPart): Result.Result<Model.ToolMessage, string> => {
+  if (part.modelOutput === undefined || part.modelOutput.length === 0) {
+    return Result.succeed(Model.toolResult(part.id, part.name, resultText(part)))
+  }
+  const lines: Array<string> = []
+  const parts: Array<Model.Part> = []
+  for (let j = 0; j < part.modelOutput.length; j++) {
+    const output = part.modelOutput[j]!
+    if (output.type === "text") {
+      lines.push(output.text)
+      continue
+    }
+    const converted = fromFilePart(output)
+    if (Result.isFailure(converted)) return Result.fail(`tool result ${part.id}, output part ${j}: ${converted.failure}`)
+    parts.push(converted.success)
+    lines.push(`[${output.mediaType}${output.fileName === undefined ? "" : ` ${output.fileName}`}: attached]`)
+  }
+  return Result.succeed(Model.toolResult(part.id, part.name, lines.join("\n"), parts))
+}
 
 /** An `effect/ai` prompt as valet messages: a user message's files become parts; an assistant's have no place. */
 const toMessages = (prompt: Prompt.Prompt, method: string): Result.Result<Array<Model.Message>, AiError.AiError> => {
@@ -70,9 +91,12 @@ const toMessages = (prompt: Prompt.Prompt, method: string): Result.Result<Array<
             case "tool-call":
               calls.push({ id: part.id, name: part.name, arguments: JSON.stringify(part.params) ?? "{}" })
               break
-            case "tool-result":
-              results.push(Model.toolResult(part.id, part.name, resultText(part)))
+            case "tool-result": {
+              const result = toolMessage(part)
+              if (Result.isFailure(result)) return Result.fail(invalidRequest(method, "prompt", result.failure))
+              results.push(result.success)
               break
+            }
             case "tool-approval-request":
               // Approvals are settled by `LanguageModel` before a provider is called.
               break
@@ -86,7 +110,10 @@ const toMessages = (prompt: Prompt.Prompt, method: string): Result.Result<Array<
       }
       case "tool":
         for (const part of message.content) {
-          if (part.type === "tool-result") messages.push(Model.toolResult(part.id, part.name, resultText(part)))
+          if (part.type !== "tool-result") continue
+          const result = toolMessage(part)
+          if (Result.isFailure(result)) return Result.fail(invalidRequest(method, "prompt", result.failure))
+          messages.push(result.success)
         }
         break
     }

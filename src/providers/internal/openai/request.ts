@@ -59,19 +59,25 @@ export const contentProblem = (request: Model.Request): InvalidContent | undefin
   const invalid = Model.checkContent(messages)
   if (invalid !== undefined) return invalid
   for (let i = 0; i < messages.length; i++) {
-    const content = messages[i]!.content
-    if (typeof content === "string") continue
-    for (let j = 0; j < content.length; j++) {
-      const part = content[j]!
-      if (
-        part.type === "file" && part.url !== undefined && !/^data:/i.test(part.url) &&
-        !Model.imageMediaTypes.includes(part.mediaType)
-      ) {
-        return new InvalidContent({
-          messageIndex: i,
-          partIndex: j,
-          reason: `a ${part.mediaType} file by URL cannot be sent over chat completions (it takes the file's bytes): fetch it and send \`data\``
-        })
+    const message = messages[i]!
+    const content = message.content
+    const lists: ReadonlyArray<readonly [ReadonlyArray<Model.Part>, "parts" | undefined]> = message.role === "tool"
+      ? message.parts === undefined ? [] : [[message.parts, "parts"]]
+      : typeof content === "string" ? [] : [[content, undefined]]
+    for (const [parts, field] of lists) {
+      for (let j = 0; j < parts.length; j++) {
+        const part = parts[j]!
+        if (
+          part.type === "file" && part.url !== undefined && !/^data:/i.test(part.url) &&
+          !Model.imageMediaTypes.includes(part.mediaType)
+        ) {
+          return new InvalidContent({
+            messageIndex: i,
+            partIndex: j,
+            reason: `a ${part.mediaType} file by URL cannot be sent over chat completions (it takes the file's bytes): fetch it and send \`data\``,
+            ...(field !== undefined ? { field } : {})
+          })
+        }
       }
     }
   }
@@ -106,6 +112,39 @@ const encodeMessage = (message: Model.Message): Record<string, unknown> => {
   }
 }
 
+/**
+ * The messages on the wire. A chat-completions tool message carries text only, and the tool messages answering one
+ * assistant turn must follow it with nothing between them; so the parts tools returned (images, audio, files) go in
+ * one user message after the last of them: a text line naming each call, then its parts. The model reads each
+ * tool's text where it expects it and sees the attachments just after. (The AI SDK sends such a result as its JSON
+ * text, the base64 included, and the OpenAI Agents SDK leaves the image out: in neither does the model see it.)
+ */
+const encodeMessages = (messages: ReadonlyArray<Model.Message>): Array<Record<string, unknown>> => {
+  const out: Array<Record<string, unknown>> = []
+  let attached: Array<Record<string, unknown>> | undefined
+  for (const message of messages) {
+    if (message.role === "tool") {
+      out.push(encodeMessage(message))
+      if (message.parts !== undefined && message.parts.length > 0) {
+        attached ??= []
+        attached.push({ type: "text", text: attachedHeader(message) }, ...message.parts.map(encodePart))
+      }
+      continue
+    }
+    if (attached !== undefined) {
+      out.push({ role: "user", content: attached })
+      attached = undefined
+    }
+    out.push(encodeMessage(message))
+  }
+  if (attached !== undefined) out.push({ role: "user", content: attached })
+  return out
+}
+
+/** The line before a tool's attachments in the user message that carries them. */
+const attachedHeader = (message: Model.ToolMessage): string =>
+  `Attached by the result of tool call ${message.toolCallId} (${message.name}):`
+
 const encodeToolChoice = (choice: Model.ToolChoice): unknown =>
   typeof choice === "string" ? choice : { type: "function", function: { name: choice.name } }
 
@@ -137,7 +176,7 @@ export interface EncodeOptions {
 export const encode = (request: Model.Request, options: EncodeOptions): Record<string, unknown> => {
   const body: Record<string, unknown> = { model: options.model }
   const chat = request.messages !== undefined
-  if (chat) body.messages = request.messages!.map(encodeMessage)
+  if (chat) body.messages = encodeMessages(request.messages!)
   else body.prompt = request.prompt ?? ""
   if (request.tools !== undefined && request.tools.length > 0) {
     body.tools = request.tools.map((tool) => ({

@@ -72,10 +72,16 @@ const withFormat = (prompt: string, format: Model.ResponseFormat | undefined): s
 /** The first part that is not text, where it is: the transcript has no place for it. */
 const mediaPartOf = (
   request: Model.Request
-): { readonly messageIndex: number; readonly partIndex: number; readonly type: Model.Part["type"] } | undefined => {
+): { readonly messageIndex: number; readonly partIndex: number; readonly type: Model.Part["type"]; readonly field?: "parts" } | undefined => {
   const messages = request.messages ?? []
   for (let i = 0; i < messages.length; i++) {
-    const content = messages[i]!.content
+    const message = messages[i]!
+    // A tool's images are as foreign to the transcript as a user's.
+    if (message.role === "tool" && message.parts !== undefined) {
+      const j = message.parts.findIndex((part) => part.type !== "text")
+      if (j >= 0) return { messageIndex: i, partIndex: j, type: message.parts[j]!.type, field: "parts" }
+    }
+    const content = message.content
     if (typeof content === "string") continue
     const j = content.findIndex((part) => part.type !== "text")
     if (j >= 0) return { messageIndex: i, partIndex: j, type: content[j]!.type }
@@ -95,6 +101,7 @@ export const encode = (
       new ModelError.InvalidContent({
         messageIndex: media.messageIndex,
         partIndex: media.partIndex,
+        ...(media.field !== undefined ? { field: media.field } : {}),
         reason: `actor ${target.actor} serves the legacy /generate API, which takes a text prompt only, not a${
           media.type === "image" ? "n image" : media.type === "audio" ? "n audio" : " file"
         } part: serve a vision or audio model with \`vllm serve\` (api: openai)`

@@ -100,7 +100,8 @@ export const durableModel = (inner: Model.Service): Effect.Effect<Model.Service,
     })
   })
 
-const OutcomeSchema = Schema.Struct({ content: Schema.String, isError: Schema.Boolean })
+// `parts`: a tool's images are part of its stored result, so a resumed run's model sees them again.
+const OutcomeSchema = Schema.Struct({ content: Schema.String, isError: Schema.Boolean, parts: Schema.optional(Schema.Array(Model.Part)) })
 
 /**
  * The tools with every call an activity named by the model's call id, `<session>/tool/<name>/<call id>` (`#n` when a

@@ -109,7 +109,12 @@ export const ModelReplied = Schema.TaggedStruct("ModelReplied", {
   usage: Model.Usage,
   latencyMs: Schema.Number,
   /** @since 0.2.0 */
-  cost: Schema.optional(Schema.Number)
+  cost: Schema.optional(Schema.Number),
+  /**
+   * Set when the run (or a run it is part of) has output guardrails: `text` is then empty, since the reply is not
+   * checked yet (a redactor's rewrite is in `RunCompleted`'s output, not here). @since 0.2.0
+   */
+  textWithheld: Schema.optional(Schema.Boolean)
 })
 /**
  * A tool call is about to run.
@@ -283,7 +288,12 @@ export const SubRunCompleted = Schema.TaggedStruct("SubRunCompleted", {
 export const Progress = Schema.TaggedStruct("Progress", {
   ...base,
   name: Schema.String,
-  data: Schema.Record(Schema.String, Schema.Unknown)
+  data: Schema.Record(Schema.String, Schema.Unknown),
+  /**
+   * Set under output guardrails (the run's or a run it is part of): the data's text values are empty, since they
+   * may hold unchecked model text (an answer, a critique); numbers and flags are kept. @since 0.2.0
+   */
+  textWithheld: Schema.optional(Schema.Boolean)
 })
 /**
  * A budget limit is at 80 % (or the configured fraction).
@@ -338,7 +348,15 @@ export const GuardrailTripped = Schema.TaggedStruct("GuardrailTripped", {
  * @since 0.1.0
  * @category events
  */
-export const RunCompleted = Schema.TaggedStruct("RunCompleted", { ...base, result: RunResult })
+export const RunCompleted = Schema.TaggedStruct("RunCompleted", {
+  ...base,
+  result: RunResult,
+  /**
+   * Set on a sub-run's end under its parent's output guardrails: `result.output` is empty (and `value` left out),
+   * since the parent checks only its own answer. @since 0.2.0
+   */
+  textWithheld: Schema.optional(Schema.Boolean)
+})
 /**
  * A model of a `Model.fallback` chain did not answer the call `step` (`reason`: its error, or `circuit open (…)` when
  * its circuit breaker kept it from being asked), and the model `to` was asked instead. The model that answered a

@@ -182,6 +182,46 @@ describe("output guardrails", () => {
       expect(streamed).not.toContain("help@example.com")
     }).pipe(Effect.provide(ScriptedModel.layer(["Write to help@example.com."]))))
 
+  it.effect("no event of a run with an output redactor carries the unredacted answer: ModelReplied's text is withheld", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({ name: "w", instructions: "", guardrails: { output: [Guardrail.redact()] } })
+      const events: Array<AgentEvent.AgentEvent> = []
+      const result = yield* Agent.stream(agent, "who do I write to?").pipe(
+        Stream.runForEach((event) => Effect.sync(() => events.push(event))),
+        Effect.andThen(Effect.sync(() => events.find((e) => e._tag === "RunCompleted")))
+      )
+      // Before: ModelReplied.text was "Write to help@example.com." (an SSE reader of /runs/stream read it).
+      expect(JSON.stringify(events)).not.toContain("help@example.com")
+      const replied = events.filter((e): e is AgentEvent.Of<"ModelReplied"> => e._tag === "ModelReplied")
+      expect(replied.map((e) => [e.text, e.textWithheld])).toEqual([["", true]])
+      expect(result).toMatchObject({ result: { output: "Write to [redacted email]." } })
+    }).pipe(Effect.provide(ScriptedModel.layer(["Write to help@example.com."]))))
+
+  it.effect("a sub-agent's replies under its parent's output redactor are withheld too: no delta, no reply text", () =>
+    Effect.gen(function*() {
+      // The parent answers with what its sub-agent wrote (as Self-Refine's refiner does): the sub-run's events would
+      // carry the email before the parent's check rewrote it.
+      const writer = Agent.make({ name: "writer", instructions: "" })
+      const delegating = Architecture.make({
+        name: "delegating",
+        program: (input) =>
+          Effect.gen(function*() {
+            const child = yield* Agent.runChild(writer, input.prompt, { role: "writer" })
+            yield* Architecture.progress("delegating.draft", { round: 1, output: child.output })
+            return { output: child.output }
+          })
+      })
+      const agent = Agent.make({ name: "boss", instructions: "", architecture: delegating, guardrails: { output: [Guardrail.redact()] } })
+      const events: Array<AgentEvent.AgentEvent> = []
+      yield* Agent.stream(agent, "who do I write to?").pipe(Stream.runForEach((event) => Effect.sync(() => events.push(event))))
+      expect(events.some((e) => e._tag === "ModelReplied")).toBe(true)
+      expect(JSON.stringify(events)).not.toContain("help@example.com")
+      // Numbers and the shape stay for a watcher; the sub-run's end says its output was withheld.
+      expect(events.find((e) => e._tag === "Progress")).toMatchObject({ data: { round: 1, output: "" }, textWithheld: true })
+      expect(events.find((e) => e._tag === "RunCompleted" && e.sessionId.endsWith("__writer"))).toMatchObject({ result: { output: "" }, textWithheld: true })
+      expect(events.at(-1)).toMatchObject({ _tag: "RunCompleted", result: { output: "Write to [redacted email]." } })
+    }).pipe(Effect.provide(ScriptedModel.layer(["Write to help@example.com."]))))
+
   it.effect("an output guardrail that never ends does not keep the run past its maxDuration for good: GuardrailFailed", () =>
     Effect.gen(function*() {
       const stuck = Guardrail.make("stuck", () => Effect.never)

@@ -565,6 +565,12 @@ const call = (
       if (pricing !== undefined) {
         event.cost = Budget.costOf(pricing, response.usage)
       }
+      // Under output guardrails no model text goes out unchecked: not as deltas, not as the reply's text (a
+      // redactor's email reached /runs/stream's readers here).
+      if (run.textHeld && event.text !== "") {
+        event.text = ""
+        event.textWithheld = true
+      }
       const replied = emitNow(run.emitter, event)
       return after.length === 0
         ? thenSucceed(replied, response)
@@ -732,7 +738,22 @@ export const ask = <A, I>(
 /** Emits an architecture-specific milestone, e.g. `progress("self_refine.critique", { round, critique })`. */
 export const progress = (name: string, data: Record<string, unknown> = {}): Effect.Effect<void, never, CurrentRun> =>
   CurrentRun.use((run) =>
-    emitWith(run, (timestamp) => ({ _tag: "Progress", sessionId: run.sessionId, timestamp, name, data })))
+    emitWith(run, (timestamp) =>
+      run instanceof RunState && run.textHeld
+        ? { _tag: "Progress", sessionId: run.sessionId, timestamp, name, data: withholdText(data) as Record<string, unknown>, textWithheld: true }
+        : { _tag: "Progress", sessionId: run.sessionId, timestamp, name, data }))
+
+/** A value with every string emptied (numbers, flags and shape kept): progress data under output guardrails. */
+const withholdText = (value: unknown): unknown => {
+  if (typeof value === "string") return ""
+  if (Array.isArray(value)) return value.map(withholdText)
+  if (typeof value === "object" && value !== null) {
+    const out: Record<string, unknown> = {}
+    for (const [key, item] of Object.entries(value)) out[key] = withholdText(item)
+    return out
+  }
+  return value
+}
 
 /** Records the best output so far: what the run reports if a budget or the wall clock stops it. */
 export const setOutput = (output: string): Effect.Effect<void, never, CurrentRun> =>
@@ -1148,6 +1169,8 @@ const executeProgram = <R>(
     )
     state.parent?.setChild(state)
     if (state.parent?.toolGuards !== undefined) state.toolGuards = state.parent.toolGuards
+    // A parent's output guardrails hold its sub-runs' text as well: a sub-agent's reply may be the parent's answer.
+    if (state.parent?.textHeld === true) state.textHeld = true
     // A sub-run started while its parent's input guardrails still check (a supervisor delegating at once) waits for
     // them too: its replies, and so its tools, come after the parent's check passed.
     if (state.parent?.inputGate !== undefined) state.inputGate = state.parent.inputGate
@@ -1257,9 +1280,16 @@ const executeProgram = <R>(
         metadata: outcome.metadata ?? state.metadata?.() ?? {},
         ...(output !== undefined ? { value: outcome.value } : {})
       }
-      return emitter.observed
-        ? Effect.as(emitter.emit({ _tag: "RunCompleted", sessionId: state.sessionId, timestamp: endedAt, result }), result)
-        : Effect.succeed(result)
+      if (!emitter.observed) return Effect.succeed(result)
+      // A sub-run under its parent's output guardrails: its answer is unchecked text (the parent checks its own).
+      if (state.textHeld && state.parent !== undefined) {
+        const { value: _, ...shown } = result
+        return Effect.as(
+          emitter.emit({ _tag: "RunCompleted", sessionId: state.sessionId, timestamp: endedAt, result: { ...shown, output: "" }, textWithheld: true }),
+          result
+        )
+      }
+      return Effect.as(emitter.emit({ _tag: "RunCompleted", sessionId: state.sessionId, timestamp: endedAt, result }), result)
     })
     if (!emitter.observed) return finished
     return Effect.andThen(

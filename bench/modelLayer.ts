@@ -1,7 +1,8 @@
 /**
  * What the model layer's features cost a tool-loop step: the overhead benchmark's valet run (N streamed steps
  * against a zero-latency scripted model) plain, with an image part in the history, with the model behind a one-model
- * `Model.fallback` chain (which always answers), and with a pass-through guardrail of each kind (input, output, tool).
+ * `Model.fallback` chain (which always answers; its layer provided to each run, or built once for all), and with a
+ * pass-through guardrail of each kind (input, output, tool).
  * One variant per process (a process that runs two makes the runtime's call sites see two shapes, which slows both),
  * processes alternating between variants; each reports the median CPU µs per step (`process.cpuUsage`: on a shared
  * machine, wall time measures the other processes as much as this one) after warm-up runs.
@@ -17,7 +18,8 @@ import { type Row, summarize, writeReport } from "./support/report.js"
 const variants = [
   ["valet", "plain text"],
   ["valet-parts", "an image part in the history"],
-  ["valet-fallback", "a one-model fallback chain"],
+  ["valet-fallback", "a one-model fallback chain provided per run"],
+  ["valet-fallback-once", "a one-model fallback chain built once"],
   ["valet-guardrails", "a pass-through guardrail of each kind"]
 ] as const
 

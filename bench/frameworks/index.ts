@@ -8,6 +8,7 @@ import type { Framework } from "./work.js"
 export const frameworks: Record<string, () => Promise<Framework>> = {
   valet: () => import("./valet.js").then((m) => m.valet),
   "valet-fallback": () => import("./valet.js").then((m) => m.valetFallback),
+  "valet-fallback-once": () => import("./valet.js").then((m) => m.valetFallbackOnce),
   "valet-guardrails": () => import("./valet.js").then((m) => m.valetGuardrails),
   "valet-parts": () => import("./valet.js").then((m) => m.valetParts),
   "ai-sdk": () => import("./aiSdk.js").then((m) => m.aiSdk),

@@ -1,5 +1,5 @@
 /** valet: `Agent.run` / `Agent.stream` (read to the end) with a `ScriptedModel` and one tool. */
-import { Context, Effect, Schema, Stream } from "effect"
+import { Context, Effect, Layer, Schema, Stream } from "effect"
 import * as Valet from "valet"
 import { Agent, Model, ScriptedModel, Tool } from "valet"
 import { argsAt, finalText, type Framework, instructions, prompt, yieldToEventLoop } from "./work.js"
@@ -13,8 +13,12 @@ const add = Tool.make({
 
 /** What a variant adds to the plain run: the model layer's features whose per-step cost `bench/modelLayer.ts` measures. */
 interface Variant {
-  /** The model behind a one-model `Model.fallback` chain (which always answers) with its circuit breaker. */
-  readonly fallback?: boolean
+  /**
+   * The model behind a one-model `Model.fallback` chain (which always answers) with its circuit breaker: its layer
+   * provided to each run (as `Agent.make({ model })` rebuilds it), or built once and shared by the runs (as
+   * `valet serve` builds a `valet.yaml` chain once).
+   */
+  readonly fallback?: "per-run" | "once"
   /** A pass-through guardrail of each kind (input, output, tool: the tool one checks each call's arguments and result). */
   readonly guardrails?: boolean
   /** The history holds a user message with an image part (a 1×1 PNG), sent with every model call. */
@@ -23,6 +27,15 @@ interface Variant {
 
 // A real 1×1 PNG: the parts variant's image.
 const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+
+// The shared chain's one model: it answers with the script of the run in progress (runs are one at a time here).
+let current: Model.Service | undefined
+let shared: Model.Service | undefined
+const forwarding: Model.Service = {
+  generate: (request) => Effect.suspend(() => current!.generate(request)),
+  stream: (request) => Stream.unwrap(Effect.sync(() => current!.stream(request))),
+  streamInto: (request, onChunk) => Effect.suspend(() => Model.streamIntoWith(current!, request, onChunk))
+}
 
 const make = (name: string, variant: Variant = {}): Framework => ({
   name,
@@ -53,16 +66,24 @@ const make = (name: string, variant: Variant = {}): Framework => ({
         Stream.runFold(() => "", (output, event) => (event._tag === "RunCompleted" ? event.result.output : output))
       )
       : Effect.map(Agent.run(agent, prompt, runOptions), (result) => result.output)
-    if (variant.fallback !== true) return Effect.runPromise(Effect.provide(program, model))
-    // The chain's layer is built once per run (as an agent's model layer is): its cost is per run, not per step.
-    return Effect.runPromise(Effect.provide(program, Model.fallback([Context.get(model, Model.Model)])))
+    if (variant.fallback === undefined) return Effect.runPromise(Effect.provide(program, model))
+    if (variant.fallback === "per-run") {
+      return Effect.runPromise(Effect.provide(program, Model.fallback([Context.get(model, Model.Model)])))
+    }
+    // One chain for every run, over a model that forwards to this run's script.
+    current = Context.get(model, Model.Model)
+    shared ??= Effect.runSync(Effect.scoped(Effect.map(Layer.build(Model.fallback([forwarding])), Context.get(Model.Model))))
+    return Effect.runPromise(Effect.provide(program, Model.Model.context(shared)))
   }
 })
 
 export const valet: Framework = make("valet")
 
 /** valet with its model behind `Model.fallback` (one model that always answers): the wrapper's cost per step. */
-export const valetFallback: Framework = make("valet-fallback", { fallback: true })
+export const valetFallback: Framework = make("valet-fallback", { fallback: "per-run" })
+
+/** valet with its model behind one `Model.fallback` chain built once for all runs. */
+export const valetFallbackOnce: Framework = make("valet-fallback-once", { fallback: "once" })
 
 /** valet with a pass-through guardrail of each kind. */
 export const valetGuardrails: Framework = make("valet-guardrails", { guardrails: true })

@@ -109,6 +109,23 @@ for (const [kind, fresh] of kinds) {
       expect(yield* reasonOf(Workspace.glob("*", { path: "a.py" }))).toBe("not_a_directory")
     }))
 
+    test("glob and grep refuse patterns whose matching would hold the event loop (extglob, brace ranges, many *)", Effect.gen(function*() {
+      // Before: `*(a|a)c` matched against this 29-character name took 22 s; `{1..100000}` did not end in 20 s.
+      yield* Workspace.write(`${"a".repeat(28)}b`, "x\n")
+      yield* Workspace.write(`${"a".repeat(200)}b`, "x\n")
+      const nines = `{${Array.from({ length: 9 }, (_, i) => i).join(",")}}`
+      // The cheap ones first: on the code before, the first is a success (the test fails at once, not after minutes).
+      for (const pattern of ["{a,{b,c}}", `${nines}${nines}`, "+(a|aa)", "*(a|a)c", "{1..100000}", "*a*a*a*a*c"]) {
+        const error = yield* Effect.flip(Workspace.glob(pattern))
+        expect(error.reason).toBe("invalid_argument")
+        expect(error.message).toContain("glob pattern")
+        expect(yield* reasonOf(Workspace.grep("x", { glob: pattern }))).toBe("invalid_argument")
+      }
+      // Plain globs still match.
+      expect((yield* Workspace.glob("*a*b")).paths).toHaveLength(2)
+      expect((yield* Workspace.glob("{a,b,c}*")).paths).toHaveLength(2)
+    }))
+
     test("grep finds literal text (not a regular expression) in a directory, a file, by glob, ignoring case", Effect.gen(function*() {
       yield* Workspace.write("a.py", "def f(x):\n    return x.*2\n")
       yield* Workspace.write("lib/b.py", "# TODO: x.*2 again\nprint('ok')\n")

@@ -223,3 +223,37 @@ describe("Workspace on disk: symbolic links out of it are refused, for real", ()
       expect(existsSync(join(outside, "nothing-yet.txt"))).toBe(false)
     }))
 })
+
+describe("Workspace on disk: a file swapped for a link between the check and the read", () => {
+  it.live("read refuses a file that became a link out of the workspace after its path was resolved", () =>
+    Effect.gen(function*() {
+      const outside = tempDir("valet-ws-swap-outside-")
+      writeFileSync(join(outside, "secret.txt"), "SECRET\n")
+      const root = tempDir("valet-ws-swap-")
+      writeFileSync(join(root, "notes.txt"), "notes\n")
+      // What a command of the sandbox, running beside the call, can do: once the path is resolved (its real path
+      // checked), the file is replaced by a link to a file outside.
+      const promises = (yield* Effect.promise(() => import("node:fs"))).promises
+      const { syncBuiltinESMExports } = yield* Effect.promise(() => import("node:module"))
+      const realpath = promises.realpath
+      let swapped = false
+      promises.realpath = (async (...args: Parameters<typeof realpath>) => {
+        const real = await realpath(...args)
+        if (!swapped && String(args[0]).endsWith("notes.txt")) {
+          swapped = true
+          rmSync(join(root, "notes.txt"))
+          symlinkSync(join(outside, "secret.txt"), join(root, "notes.txt"))
+        }
+        return real
+      }) as typeof realpath
+      syncBuiltinESMExports()
+      const read = yield* Effect.flip(Effect.provide(Workspace.readText("notes.txt"), Workspace.layerDirectory(root))).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          promises.realpath = realpath
+          syncBuiltinESMExports()
+        }))
+      )
+      expect(swapped).toBe(true)
+      expect(read).toMatchObject({ reason: "symlink_escape", path: "notes.txt" })
+    }))
+})

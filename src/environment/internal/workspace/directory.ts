@@ -54,12 +54,32 @@ const makeAt = (rootReal: string): Service => {
       const checked = Shared.checkFile(path)
       if (checked instanceof WorkspaceError) return yield* checked
       const real = yield* resolve(checked)
-      const stat = yield* statOf(checked, real)
-      if (stat.isDirectory()) return yield* Shared.fail("not_a_file", checked, `${checked} is a directory, not a file: list it instead`)
-      if (!stat.isFile()) return yield* Shared.fail("not_a_file", checked, `${checked} is not a regular file`)
-      if (stat.size > Shared.maxFileBytes) return yield* Shared.fail("too_large", checked, `${checked} is larger than ${Shared.maxFileBytes} bytes: read it in a command instead`)
-      const text = yield* Effect.tryPromise({ try: () => fs.readFile(real, "utf8"), catch: ioError(checked, "read") })
-      return { path: checked, text }
+      // Read through one handle, checked once open: a command of the sandbox (running beside this call) may put a
+      // link where the file or one of its directories was after `resolve` looked. `O_NOFOLLOW` refuses a link at the
+      // end; the handle's own path (`/proc/self/fd`) tells whether a directory on the way became one.
+      return yield* Effect.acquireUseRelease(
+        Effect.tryPromise({
+          try: () => fs.open(real, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK),
+          catch: (error) =>
+            codeOf(error) === "ELOOP"
+              ? Shared.fail("symlink_escape", checked, `${checked} became a symbolic link while it was read`)
+              : ioError(checked, "read")(error)
+        }),
+        (handle) =>
+          Effect.gen(function*() {
+            const opened = yield* Effect.promise(() => fs.readlink(`/proc/self/fd/${handle.fd}`).catch(() => real))
+            if (!inside(opened)) {
+              return yield* Shared.fail("symlink_escape", checked, `${checked} went through a symbolic link to outside the workspace while it was read`)
+            }
+            const stat = yield* Effect.tryPromise({ try: () => handle.stat(), catch: ioError(checked, "read") })
+            if (stat.isDirectory()) return yield* Shared.fail("not_a_file", checked, `${checked} is a directory, not a file: list it instead`)
+            if (!stat.isFile()) return yield* Shared.fail("not_a_file", checked, `${checked} is not a regular file`)
+            if (stat.size > Shared.maxFileBytes) return yield* Shared.fail("too_large", checked, `${checked} is larger than ${Shared.maxFileBytes} bytes: read it in a command instead`)
+            const text = yield* Effect.tryPromise({ try: () => handle.readFile("utf8"), catch: ioError(checked, "read") })
+            return { path: checked, text }
+          }),
+        (handle) => Effect.promise(() => handle.close().catch(() => undefined))
+      )
     })
 
   /** Where a directory argument resolves: its checked path and its real path, which must be a directory. */

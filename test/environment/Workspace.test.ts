@@ -257,3 +257,36 @@ describe("Workspace on disk: a file swapped for a link between the check and the
       expect(read).toMatchObject({ reason: "symlink_escape", path: "notes.txt" })
     }))
 })
+
+describe("Workspace on disk: a file swapped for a link between the walk and the search", () => {
+  it.live("grep does not search a file that became a link out of the workspace after its directory was listed", () =>
+    Effect.gen(function*() {
+      const outside = tempDir("valet-ws-grepswap-outside-")
+      writeFileSync(join(outside, "secret.txt"), "SECRET\n")
+      const root = tempDir("valet-ws-grepswap-")
+      writeFileSync(join(root, "notes.txt"), "notes\n")
+      const promises = (yield* Effect.promise(() => import("node:fs"))).promises
+      const { syncBuiltinESMExports } = yield* Effect.promise(() => import("node:module"))
+      const readdir = promises.readdir
+      let swapped = false
+      // Once the walk has listed the workspace (notes.txt a regular file), a command replaces the file by a link out.
+      promises.readdir = (async (...args: Array<unknown>) => {
+        const entries = await (readdir as (...a: Array<unknown>) => Promise<unknown>)(...args)
+        if (!swapped && String(args[0]) === root) {
+          swapped = true
+          rmSync(join(root, "notes.txt"))
+          symlinkSync(join(outside, "secret.txt"), join(root, "notes.txt"))
+        }
+        return entries
+      }) as typeof readdir
+      syncBuiltinESMExports()
+      const found = yield* Effect.provide(Workspace.grep("SECRET"), Workspace.layerDirectory(root)).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          promises.readdir = readdir
+          syncBuiltinESMExports()
+        }))
+      )
+      expect(swapped).toBe(true)
+      expect(found.matches).toEqual([])
+    }))
+})

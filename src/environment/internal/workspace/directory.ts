@@ -54,33 +54,38 @@ const makeAt = (rootReal: string): Service => {
       const checked = Shared.checkFile(path)
       if (checked instanceof WorkspaceError) return yield* checked
       const real = yield* resolve(checked)
-      // Read through one handle, checked once open: a command of the sandbox (running beside this call) may put a
-      // link where the file or one of its directories was after `resolve` looked. `O_NOFOLLOW` refuses a link at the
-      // end; the handle's own path (`/proc/self/fd`) tells whether a directory on the way became one.
-      return yield* Effect.acquireUseRelease(
-        Effect.tryPromise({
-          try: () => fs.open(real, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK),
-          catch: (error) =>
-            codeOf(error) === "ELOOP"
-              ? Shared.fail("symlink_escape", checked, `${checked} became a symbolic link while it was read`)
-              : ioError(checked, "read")(error)
-        }),
-        (handle) =>
-          Effect.gen(function*() {
-            const opened = yield* Effect.promise(() => fs.readlink(`/proc/self/fd/${handle.fd}`).catch(() => real))
-            if (!inside(opened)) {
-              return yield* Shared.fail("symlink_escape", checked, `${checked} went through a symbolic link to outside the workspace while it was read`)
-            }
-            const stat = yield* Effect.tryPromise({ try: () => handle.stat(), catch: ioError(checked, "read") })
-            if (stat.isDirectory()) return yield* Shared.fail("not_a_file", checked, `${checked} is a directory, not a file: list it instead`)
-            if (!stat.isFile()) return yield* Shared.fail("not_a_file", checked, `${checked} is not a regular file`)
-            if (stat.size > Shared.maxFileBytes) return yield* Shared.fail("too_large", checked, `${checked} is larger than ${Shared.maxFileBytes} bytes: read it in a command instead`)
-            const text = yield* Effect.tryPromise({ try: () => handle.readFile("utf8"), catch: ioError(checked, "read") })
-            return { path: checked, text }
-          }),
-        (handle) => Effect.promise(() => handle.close().catch(() => undefined))
-      )
+      return yield* readInside(checked, real)
     })
+
+  /**
+   * A file's text read through one handle, checked once open: a command of the sandbox (running beside this call) may
+   * put a link where the file or one of its directories was after it was resolved or listed. `O_NOFOLLOW` refuses a
+   * link at the end; the handle's own path (`/proc/self/fd`) tells whether a directory on the way became one.
+   */
+  const readInside = (checked: string, real: string): Effect.Effect<{ readonly path: string; readonly text: string }, WorkspaceError> =>
+    Effect.acquireUseRelease(
+      Effect.tryPromise({
+        try: () => fs.open(real, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK),
+        catch: (error) =>
+          codeOf(error) === "ELOOP"
+            ? Shared.fail("symlink_escape", checked, `${checked} became a symbolic link while it was read`)
+            : ioError(checked, "read")(error)
+      }),
+      (handle) =>
+        Effect.gen(function*() {
+          const opened = yield* Effect.promise(() => fs.readlink(`/proc/self/fd/${handle.fd}`).catch(() => real))
+          if (!inside(opened)) {
+            return yield* Shared.fail("symlink_escape", checked, `${checked} went through a symbolic link to outside the workspace while it was read`)
+          }
+          const stat = yield* Effect.tryPromise({ try: () => handle.stat(), catch: ioError(checked, "read") })
+          if (stat.isDirectory()) return yield* Shared.fail("not_a_file", checked, `${checked} is a directory, not a file: list it instead`)
+          if (!stat.isFile()) return yield* Shared.fail("not_a_file", checked, `${checked} is not a regular file`)
+          if (stat.size > Shared.maxFileBytes) return yield* Shared.fail("too_large", checked, `${checked} is larger than ${Shared.maxFileBytes} bytes: read it in a command instead`)
+          const text = yield* Effect.tryPromise({ try: () => handle.readFile("utf8"), catch: ioError(checked, "read") })
+          return { path: checked, text }
+        }),
+      (handle) => Effect.promise(() => handle.close().catch(() => undefined))
+    )
 
   /** Where a directory argument resolves: its checked path and its real path, which must be a directory. */
   const directory = (path: string | undefined): Effect.Effect<{ readonly path: string; readonly real: string }, WorkspaceError> =>
@@ -203,10 +208,14 @@ const makeAt = (rootReal: string): Service => {
           const relative = single ? file.slice(file.lastIndexOf("/") + 1) : where === "" ? file : file.slice(where.length + 1)
           if (!Shared.passesGlob(relative, matcher.glob)) continue
           const at = single ? real : joinPath(real, relative)
-          const size = yield* Effect.promise(() => fs.lstat(at).then((s) => s.size, () => Infinity))
-          if (size > Shared.maxFileBytes) continue
-          const content = yield* Effect.tryPromise({ try: () => fs.readFile(at, "utf8"), catch: ioError(file, "read") })
-          if (Shared.grepText(file, content, matcher.test, found, matcher.limit)) return { matches: found, truncated: true }
+          // Through a checked handle: a file that became a link (or too large, or no file) since the walk is skipped.
+          const read = yield* Effect.catchIf(
+            readInside(file, at),
+            (error) => error.reason !== "io",
+            () => Effect.succeed(undefined)
+          )
+          if (read === undefined) continue
+          if (Shared.grepText(file, read.text, matcher.test, found, matcher.limit)) return { matches: found, truncated: true }
         }
         return { matches: found, truncated: walked.truncated }
       }),

@@ -290,3 +290,36 @@ describe("Workspace on disk: a file swapped for a link between the walk and the 
       expect(found.matches).toEqual([])
     }))
 })
+
+describe("Workspace on disk: a directory swapped for a link between the check and the write", () => {
+  it.live("write refuses a directory of the path that became a link out of the workspace after it was checked", () =>
+    Effect.gen(function*() {
+      const outside = tempDir("valet-ws-writeswap-outside-")
+      const root = tempDir("valet-ws-writeswap-")
+      mkdirSync(join(root, "sub"))
+      const promises = (yield* Effect.promise(() => import("node:fs"))).promises
+      const { syncBuiltinESMExports } = yield* Effect.promise(() => import("node:module"))
+      const lstat = promises.lstat
+      let looks = 0
+      // The directory checked twice (the workspace's check, then the write's own), then a command replaces it by a
+      // link out.
+      promises.lstat = (async (...args: Array<unknown>) => {
+        const stat = await (lstat as (...a: Array<unknown>) => Promise<unknown>)(...args)
+        if (String(args[0]) === join(root, "sub") && ++looks === 2) {
+          rmSync(join(root, "sub"), { recursive: true })
+          symlinkSync(outside, join(root, "sub"))
+        }
+        return stat
+      }) as unknown as typeof lstat
+      syncBuiltinESMExports()
+      const written = yield* Effect.flip(Effect.provide(Workspace.write("sub/x.txt", "PLANTED"), Workspace.layerDirectory(root))).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          promises.lstat = lstat
+          syncBuiltinESMExports()
+        }))
+      )
+      expect(looks).toBe(2)
+      expect(existsSync(join(outside, "x.txt"))).toBe(false)
+      expect(written).toMatchObject({ reason: "symlink_escape", path: "sub/x.txt" })
+    }))
+})

@@ -345,6 +345,35 @@ const conformance = (backend: Backend) =>
         const calls = yield* ScriptedModel.calls
         expect(calls[1]!.messages!.slice(1, 3)).toEqual([{ role: "user", content: task }, assistant("A pixel.")])
       }).pipe(Effect.provide(ScriptedModel.layer(["A pixel.", "Clear."])))))
+
+    it.effect("a tool's image is kept in the thread (run and stream): the next turn's model sees it again", () =>
+      withStore(backend, Effect.gen(function*() {
+        const shot = Tool.make({
+          name: "screenshot",
+          description: "Takes a screenshot",
+          parameters: Schema.Struct({}),
+          handler: () => Effect.succeed("took a screenshot"),
+          parts: () => [Model.imagePart({ data: pixel, mediaType: "image/png" })]
+        })
+        const agent = Agent.make({ name: "viewer", instructions: "Look.", tools: [shot] })
+        const image = [Model.imagePart({ data: pixel, mediaType: "image/png" })]
+        yield* Threads.create({ id: "shots", owner: "ada" })
+        yield* Agent.run(agent, "Look at the screen.", { thread: "shots" })
+        yield* Stream.runDrain(Agent.stream(agent, "Again.", { thread: "shots" }))
+        const page = yield* Threads.messages("shots")
+        // Before: the thread kept the tool's text only; the image the model saw in the turn was gone.
+        expect(page.messages.filter((message) => message.role === "tool")).toEqual([
+          { role: "tool", toolCallId: "call_1", name: "screenshot", content: "took a screenshot", parts: image },
+          { role: "tool", toolCallId: "call_2", name: "screenshot", content: "took a screenshot", parts: image }
+        ])
+        const calls = yield* ScriptedModel.calls
+        expect(calls[2]!.messages!.find((message) => message.role === "tool")).toMatchObject({ parts: image })
+      }).pipe(Effect.provide(ScriptedModel.layer([
+        { toolCalls: [{ id: "call_1", name: "screenshot", arguments: {} }] },
+        "A screen.",
+        { toolCalls: [{ id: "call_2", name: "screenshot", arguments: {} }] },
+        "The same screen."
+      ])))))
   })
 
 // A real 1×1 PNG.

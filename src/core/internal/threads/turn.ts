@@ -13,6 +13,7 @@ import { type Content, type Message, textOf } from "../modelSchema.js"
 import type { Emitter } from "../runtime.js"
 import type * as Tool from "../../Tool.js"
 import * as Recall from "./recall.js"
+import * as ToolCalls from "../toolCalls.js"
 import * as Summary from "./summary.js"
 import * as WorkingMemory from "./workingMemory.js"
 import { type Lease, type Service, type ThreadError, ThreadBusy, ThreadStoreError } from "./model.js"
@@ -99,7 +100,13 @@ export const transcriptOf = (events: ReadonlyArray<AgentEvent.AgentEvent>, outpu
       open = new Set(calls.map((call) => call.id))
     } else if (event._tag === "ToolReturned") {
       if (!open.delete(event.toolCallId)) return undefined
-      messages.push({ role: "tool", toolCallId: event.toolCallId, name: event.name, content: event.content })
+      // A tool's images (files, audio) are in the event's side table, not the event: kept in the thread too.
+      const parts = ToolCalls.returnedParts.get(event)
+      messages.push(
+        parts !== undefined
+          ? { role: "tool", toolCallId: event.toolCallId, name: event.name, content: event.content, parts }
+          : { role: "tool", toolCallId: event.toolCallId, name: event.name, content: event.content }
+      )
     }
   }
   const last = messages.at(-1)

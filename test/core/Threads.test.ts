@@ -12,6 +12,7 @@ import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import * as Agent from "../../src/core/Agent.js"
 import * as EmbeddingModel from "../../src/core/EmbeddingModel.js"
+import * as Guardrail from "../../src/core/Guardrail.js"
 import * as HashedEmbeddingModel from "../../src/core/HashedEmbeddingModel.js"
 import * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
@@ -506,6 +507,20 @@ describe("Turns on a thread", () => {
       yield* Threads.create({ id: "t", owner: "ada" })
       return yield* program
     }).pipe(Effect.provide(Threads.layerMemory()))
+
+  it.effect("a task the input guardrails refused is not kept: the next turn's model never reads it", () =>
+    withThread(Effect.gen(function*() {
+      const guarded = Agent.make({ name: "guarded", instructions: "Be brief.", guardrails: { input: [Guardrail.redact({ mode: "trip" })] } })
+      const refused = yield* Effect.flip(Agent.run(guarded, "My card is 4111 1111 1111 1111.", { thread: "t" }))
+      expect(refused).toMatchObject({ _tag: "GuardrailTripped", kind: "input" })
+      yield* Agent.run(guarded, "Hello?", { thread: "t" })
+      // Before: the refused task was stored with a note, and the next turn sent it to the model unchecked. (The
+      // refused turn's own first call may have gone out beside the check: only the next turn's calls are looked at.)
+      const calls = (yield* ScriptedModel.calls).filter((call) => JSON.stringify(call.messages).includes("Hello?"))
+      expect(calls).toHaveLength(1)
+      expect(JSON.stringify(calls[0]!.messages)).not.toContain("4111")
+      expect((yield* Threads.messages("t")).messages).toEqual([user("Hello?"), assistant("Hi.")])
+    })).pipe(Effect.provide(ScriptedModel.layer(() => "Hi."))))
 
   it.effect("an interrupted turn (a spent budget) keeps the task and a note with its partial answer; a failed one, a note", () =>
     withThread(Effect.gen(function*() {

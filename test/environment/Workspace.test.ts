@@ -271,8 +271,8 @@ describe("Workspace on disk: a file swapped for a link between the walk and the 
       let swapped = false
       // Once the walk has listed the workspace (notes.txt a regular file), a command replaces the file by a link out.
       promises.readdir = (async (...args: Array<unknown>) => {
-        const entries = await (readdir as (...a: Array<unknown>) => Promise<unknown>)(...args)
-        if (!swapped && String(args[0]) === root) {
+        const entries = await (readdir as (...a: Array<unknown>) => Promise<Array<{ name: string }>>)(...args)
+        if (!swapped && entries.some((entry) => entry.name === "notes.txt")) {
           swapped = true
           rmSync(join(root, "notes.txt"))
           symlinkSync(join(outside, "secret.txt"), join(root, "notes.txt"))
@@ -321,5 +321,40 @@ describe("Workspace on disk: a directory swapped for a link between the check an
       expect(looks).toBe(2)
       expect(existsSync(join(outside, "x.txt"))).toBe(false)
       expect(written).toMatchObject({ reason: "symlink_escape", path: "sub/x.txt" })
+    }))
+})
+
+describe("Workspace on disk: a directory swapped for a link while the walk goes on", () => {
+  it.live("glob does not walk into a directory that became a link out of the workspace after it was listed", () =>
+    Effect.gen(function*() {
+      const outside = tempDir("valet-ws-walkswap-outside-")
+      writeFileSync(join(outside, "leak.txt"), "x\n")
+      const root = tempDir("valet-ws-walkswap-")
+      mkdirSync(join(root, "sub"))
+      writeFileSync(join(root, "sub", "mine.txt"), "x\n")
+      const promises = (yield* Effect.promise(() => import("node:fs"))).promises
+      const { syncBuiltinESMExports } = yield* Effect.promise(() => import("node:module"))
+      const readdir = promises.readdir
+      let swapped = false
+      // Once the walk has listed the workspace (sub a directory), a command replaces sub by a link out.
+      promises.readdir = (async (...args: Array<unknown>) => {
+        const entries = await (readdir as (...a: Array<unknown>) => Promise<Array<{ name: string }>>)(...args)
+        if (!swapped && entries.some((entry) => entry.name === "sub")) {
+          swapped = true
+          rmSync(join(root, "sub"), { recursive: true })
+          symlinkSync(outside, join(root, "sub"))
+        }
+        return entries
+      }) as typeof readdir
+      syncBuiltinESMExports()
+      const found = yield* Effect.provide(Workspace.glob("**/*"), Workspace.layerDirectory(root)).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          promises.readdir = readdir
+          syncBuiltinESMExports()
+        }))
+      )
+      expect(swapped).toBe(true)
+      // Before: the walk followed the link and answered sub/leak.txt, a file outside the workspace.
+      expect(found.paths).toEqual([])
     }))
 })

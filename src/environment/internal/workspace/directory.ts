@@ -4,6 +4,7 @@
  * (`symlink_escape`), writes go through the sandbox's `seed` (no symbolic link on the way, `O_NOFOLLOW` at the end),
  * and `list`, `glob` and `grep` never follow a link (a link to `/etc` is listed as a link, its files not searched).
  */
+import type { Dirent } from "node:fs"
 import * as fs from "node:fs/promises"
 import { join as joinPath, sep } from "node:path"
 import { Effect } from "effect"
@@ -121,6 +122,30 @@ const makeAt = (rootReal: string): Service => {
       return before === undefined
     })
 
+  /**
+   * The entries of the directory `real`, read through a handle checked inside the workspace once open: a command of
+   * the sandbox may have put a link where it was since it was resolved or listed (`O_NOFOLLOW` refuses one at the
+   * end; the handle's own path, one on the way). `undefined` when it is no longer a directory of the workspace.
+   */
+  const readdirInside = async (real: string): Promise<Array<Dirent> | undefined> => {
+    let handle: fs.FileHandle
+    try {
+      handle = await fs.open(real, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW)
+    } catch (error) {
+      if (codeOf(error) === "ELOOP" || codeOf(error) === "ENOTDIR") return undefined
+      throw error
+    }
+    try {
+      const opened = `/proc/self/fd/${handle.fd}`
+      const where = await fs.readlink(opened).catch(() => undefined)
+      // Without /proc (not Linux): by its path, as before.
+      if (where === undefined) return await fs.readdir(real, { withFileTypes: true })
+      return inside(where) ? await fs.readdir(opened, { withFileTypes: true }) : undefined
+    } finally {
+      await handle.close()
+    }
+  }
+
   /** The files under a directory (real path `real`, workspace path `dir`), sorted, never following a link. */
   const walk = (dir: string, real: string): Effect.Effect<{ readonly files: Array<string>; readonly truncated: boolean }, WorkspaceError> =>
     Effect.tryPromise({
@@ -129,7 +154,9 @@ const makeAt = (rootReal: string): Service => {
         const pending: Array<readonly [string, string]> = [[dir, real]]
         while (pending.length > 0) {
           const [relative, at] = pending.pop()!
-          const entries = await fs.readdir(at, { withFileTypes: true })
+          const entries = await readdirInside(at)
+          // The directory became a link (to outside, maybe) since it was listed: not walked.
+          if (entries === undefined) continue
           for (const entry of entries) {
             const path = Shared.join(relative, entry.name)
             if (entry.isDirectory()) pending.push([path, joinPath(at, entry.name)])
@@ -149,7 +176,10 @@ const makeAt = (rootReal: string): Service => {
     list: (path) =>
       Effect.gen(function*() {
         const dir = yield* directory(path)
-        const entries = yield* Effect.tryPromise({ try: () => fs.readdir(dir.real, { withFileTypes: true }), catch: ioError(dir.path, "list") })
+        const entries = yield* Effect.tryPromise({ try: () => readdirInside(dir.real), catch: ioError(dir.path, "list") })
+        if (entries === undefined) {
+          return yield* Shared.fail("symlink_escape", dir.path, `${dir.path === "" ? "the workspace" : dir.path} became a symbolic link while it was listed`)
+        }
         const listed: Array<Entry> = []
         for (const entry of entries) {
           const entryPath = Shared.join(dir.path, entry.name)

@@ -216,7 +216,7 @@ export type TurnOptions = Turn.TurnOptions
 
 /**
  * How a turn that did not complete is kept: `"note"` (the task and a note of how it ended, with its partial
- * answer), `"drop"` (nothing), or a function giving the messages (from the task, the partial output, the reason, and
+ * answer; nothing when an input guardrail refused the task), `"drop"` (nothing), or a function giving the messages (from the task, the partial output, the reason, and
  * the run's result when it ended early with one — `undefined` when it failed or its fiber was interrupted).
  *
  * @since 0.2.0

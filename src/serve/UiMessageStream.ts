@@ -11,17 +11,14 @@
  * - each sub-agent is one `data-valet-subagent` part (`id` = its session), updated in place as it starts and ends
  *   (agent, role, status, model calls, tokens, output); the root's `Progress` events are transient
  *   `data-valet-progress` parts (seen by `onData`, not kept in the message);
-<<<<<<< HEAD
  * - the run's token counts so far (its sessions' model calls summed: `usage`, with `cachedInputTokens` /
  *   `cacheWriteTokens` when the servers reported them, and `cost` when the budget has `pricing`) are `message-metadata`
  *   after each model call, so a front end shows them as the run goes (the `finish` chunk's metadata has the whole run's);
  * - each move of a fallback chain (`ModelFellBack`: which model answered a call and why the ones before did not) is a
  *   `data-valet-fallback` part, each guardrail trip or rewrite (`GuardrailTripped`) a `data-valet-guardrail` part,
  *   kept in the message, of the root or a sub-agent (`sessionId` says which);
-=======
  * - the root's plan (DeepAgent's `write_todos`, `PlanUpdated`) is one `data-valet-plan` part (`id` `plan`, its data the
  *   `todos`), replaced in place by each update;
->>>>>>> fix/deep
  * - a run that fails sends an `error` chunk (`<tag>: <message>`) and ends;
  * - a tool call that waits for a person's approval (`HumanLoop`) is the protocol's own: its tool part
  *   (`tool-input-available`), then `tool-approval-request` whose `approvalId` names the run, the session and the call

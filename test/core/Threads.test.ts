@@ -12,6 +12,7 @@ import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import * as Agent from "../../src/core/Agent.js"
 import * as EmbeddingModel from "../../src/core/EmbeddingModel.js"
+import * as Guardrail from "../../src/core/Guardrail.js"
 import * as HashedEmbeddingModel from "../../src/core/HashedEmbeddingModel.js"
 import * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
@@ -345,6 +346,35 @@ const conformance = (backend: Backend) =>
         const calls = yield* ScriptedModel.calls
         expect(calls[1]!.messages!.slice(1, 3)).toEqual([{ role: "user", content: task }, assistant("A pixel.")])
       }).pipe(Effect.provide(ScriptedModel.layer(["A pixel.", "Clear."])))))
+
+    it.effect("a tool's image is kept in the thread (run and stream): the next turn's model sees it again", () =>
+      withStore(backend, Effect.gen(function*() {
+        const shot = Tool.make({
+          name: "screenshot",
+          description: "Takes a screenshot",
+          parameters: Schema.Struct({}),
+          handler: () => Effect.succeed("took a screenshot"),
+          parts: () => [Model.imagePart({ data: pixel, mediaType: "image/png" })]
+        })
+        const agent = Agent.make({ name: "viewer", instructions: "Look.", tools: [shot] })
+        const image = [Model.imagePart({ data: pixel, mediaType: "image/png" })]
+        yield* Threads.create({ id: "shots", owner: "ada" })
+        yield* Agent.run(agent, "Look at the screen.", { thread: "shots" })
+        yield* Stream.runDrain(Agent.stream(agent, "Again.", { thread: "shots" }))
+        const page = yield* Threads.messages("shots")
+        // Before: the thread kept the tool's text only; the image the model saw in the turn was gone.
+        expect(page.messages.filter((message) => message.role === "tool")).toEqual([
+          { role: "tool", toolCallId: "call_1", name: "screenshot", content: "took a screenshot", parts: image },
+          { role: "tool", toolCallId: "call_2", name: "screenshot", content: "took a screenshot", parts: image }
+        ])
+        const calls = yield* ScriptedModel.calls
+        expect(calls[2]!.messages!.find((message) => message.role === "tool")).toMatchObject({ parts: image })
+      }).pipe(Effect.provide(ScriptedModel.layer([
+        { toolCalls: [{ id: "call_1", name: "screenshot", arguments: {} }] },
+        "A screen.",
+        { toolCalls: [{ id: "call_2", name: "screenshot", arguments: {} }] },
+        "The same screen."
+      ])))))
   })
 
 // A real 1×1 PNG.
@@ -477,6 +507,20 @@ describe("Turns on a thread", () => {
       yield* Threads.create({ id: "t", owner: "ada" })
       return yield* program
     }).pipe(Effect.provide(Threads.layerMemory()))
+
+  it.effect("a task the input guardrails refused is not kept: the next turn's model never reads it", () =>
+    withThread(Effect.gen(function*() {
+      const guarded = Agent.make({ name: "guarded", instructions: "Be brief.", guardrails: { input: [Guardrail.redact({ mode: "trip" })] } })
+      const refused = yield* Effect.flip(Agent.run(guarded, "My card is 4111 1111 1111 1111.", { thread: "t" }))
+      expect(refused).toMatchObject({ _tag: "GuardrailTripped", kind: "input" })
+      yield* Agent.run(guarded, "Hello?", { thread: "t" })
+      // Before: the refused task was stored with a note, and the next turn sent it to the model unchecked. (The
+      // refused turn's own first call may have gone out beside the check: only the next turn's calls are looked at.)
+      const calls = (yield* ScriptedModel.calls).filter((call) => JSON.stringify(call.messages).includes("Hello?"))
+      expect(calls).toHaveLength(1)
+      expect(JSON.stringify(calls[0]!.messages)).not.toContain("4111")
+      expect((yield* Threads.messages("t")).messages).toEqual([user("Hello?"), assistant("Hi.")])
+    })).pipe(Effect.provide(ScriptedModel.layer(() => "Hi."))))
 
   it.effect("an interrupted turn (a spent budget) keeps the task and a note with its partial answer; a failed one, a note", () =>
     withThread(Effect.gen(function*() {

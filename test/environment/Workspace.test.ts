@@ -109,6 +109,23 @@ for (const [kind, fresh] of kinds) {
       expect(yield* reasonOf(Workspace.glob("*", { path: "a.py" }))).toBe("not_a_directory")
     }))
 
+    test("glob and grep refuse patterns whose matching would hold the event loop (extglob, brace ranges, many *)", Effect.gen(function*() {
+      // Before: `*(a|a)c` matched against this 29-character name took 22 s; `{1..100000}` did not end in 20 s.
+      yield* Workspace.write(`${"a".repeat(28)}b`, "x\n")
+      yield* Workspace.write(`${"a".repeat(200)}b`, "x\n")
+      const nines = `{${Array.from({ length: 9 }, (_, i) => i).join(",")}}`
+      // The cheap ones first: on the code before, the first is a success (the test fails at once, not after minutes).
+      for (const pattern of ["{a,{b,c}}", `${nines}${nines}`, "+(a|aa)", "*(a|a)c", "{1..100000}", "*a*a*a*a*c"]) {
+        const error = yield* Effect.flip(Workspace.glob(pattern))
+        expect(error.reason).toBe("invalid_argument")
+        expect(error.message).toContain("glob pattern")
+        expect(yield* reasonOf(Workspace.grep("x", { glob: pattern }))).toBe("invalid_argument")
+      }
+      // Plain globs still match.
+      expect((yield* Workspace.glob("*a*b")).paths).toHaveLength(2)
+      expect((yield* Workspace.glob("{a,b,c}*")).paths).toHaveLength(2)
+    }))
+
     test("grep finds literal text (not a regular expression) in a directory, a file, by glob, ignoring case", Effect.gen(function*() {
       yield* Workspace.write("a.py", "def f(x):\n    return x.*2\n")
       yield* Workspace.write("lib/b.py", "# TODO: x.*2 again\nprint('ok')\n")
@@ -204,5 +221,140 @@ describe("Workspace on disk: symbolic links out of it are refused, for real", ()
       expect(readFileSync(join(outside, "secret.txt"), "utf8")).toBe("SECRET\n")
       expect(existsSync(join(outside, "new.txt"))).toBe(false)
       expect(existsSync(join(outside, "nothing-yet.txt"))).toBe(false)
+    }))
+})
+
+describe("Workspace on disk: a file swapped for a link between the check and the read", () => {
+  it.live("read refuses a file that became a link out of the workspace after its path was resolved", () =>
+    Effect.gen(function*() {
+      const outside = tempDir("valet-ws-swap-outside-")
+      writeFileSync(join(outside, "secret.txt"), "SECRET\n")
+      const root = tempDir("valet-ws-swap-")
+      writeFileSync(join(root, "notes.txt"), "notes\n")
+      // What a command of the sandbox, running beside the call, can do: once the path is resolved (its real path
+      // checked), the file is replaced by a link to a file outside.
+      const promises = (yield* Effect.promise(() => import("node:fs"))).promises
+      const { syncBuiltinESMExports } = yield* Effect.promise(() => import("node:module"))
+      const realpath = promises.realpath
+      let swapped = false
+      promises.realpath = (async (...args: Parameters<typeof realpath>) => {
+        const real = await realpath(...args)
+        if (!swapped && String(args[0]).endsWith("notes.txt")) {
+          swapped = true
+          rmSync(join(root, "notes.txt"))
+          symlinkSync(join(outside, "secret.txt"), join(root, "notes.txt"))
+        }
+        return real
+      }) as typeof realpath
+      syncBuiltinESMExports()
+      const read = yield* Effect.flip(Effect.provide(Workspace.readText("notes.txt"), Workspace.layerDirectory(root))).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          promises.realpath = realpath
+          syncBuiltinESMExports()
+        }))
+      )
+      expect(swapped).toBe(true)
+      expect(read).toMatchObject({ reason: "symlink_escape", path: "notes.txt" })
+    }))
+})
+
+describe("Workspace on disk: a file swapped for a link between the walk and the search", () => {
+  it.live("grep does not search a file that became a link out of the workspace after its directory was listed", () =>
+    Effect.gen(function*() {
+      const outside = tempDir("valet-ws-grepswap-outside-")
+      writeFileSync(join(outside, "secret.txt"), "SECRET\n")
+      const root = tempDir("valet-ws-grepswap-")
+      writeFileSync(join(root, "notes.txt"), "notes\n")
+      const promises = (yield* Effect.promise(() => import("node:fs"))).promises
+      const { syncBuiltinESMExports } = yield* Effect.promise(() => import("node:module"))
+      const readdir = promises.readdir
+      let swapped = false
+      // Once the walk has listed the workspace (notes.txt a regular file), a command replaces the file by a link out.
+      promises.readdir = (async (...args: Array<unknown>) => {
+        const entries = await (readdir as (...a: Array<unknown>) => Promise<Array<{ name: string }>>)(...args)
+        if (!swapped && entries.some((entry) => entry.name === "notes.txt")) {
+          swapped = true
+          rmSync(join(root, "notes.txt"))
+          symlinkSync(join(outside, "secret.txt"), join(root, "notes.txt"))
+        }
+        return entries
+      }) as typeof readdir
+      syncBuiltinESMExports()
+      const found = yield* Effect.provide(Workspace.grep("SECRET"), Workspace.layerDirectory(root)).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          promises.readdir = readdir
+          syncBuiltinESMExports()
+        }))
+      )
+      expect(swapped).toBe(true)
+      expect(found.matches).toEqual([])
+    }))
+})
+
+describe("Workspace on disk: a directory swapped for a link between the check and the write", () => {
+  it.live("write refuses a directory of the path that became a link out of the workspace after it was checked", () =>
+    Effect.gen(function*() {
+      const outside = tempDir("valet-ws-writeswap-outside-")
+      const root = tempDir("valet-ws-writeswap-")
+      mkdirSync(join(root, "sub"))
+      const promises = (yield* Effect.promise(() => import("node:fs"))).promises
+      const { syncBuiltinESMExports } = yield* Effect.promise(() => import("node:module"))
+      const lstat = promises.lstat
+      let looks = 0
+      // The directory checked twice (the workspace's check, then the write's own), then a command replaces it by a
+      // link out.
+      promises.lstat = (async (...args: Array<unknown>) => {
+        const stat = await (lstat as (...a: Array<unknown>) => Promise<unknown>)(...args)
+        if (String(args[0]) === join(root, "sub") && ++looks === 2) {
+          rmSync(join(root, "sub"), { recursive: true })
+          symlinkSync(outside, join(root, "sub"))
+        }
+        return stat
+      }) as unknown as typeof lstat
+      syncBuiltinESMExports()
+      const written = yield* Effect.flip(Effect.provide(Workspace.write("sub/x.txt", "PLANTED"), Workspace.layerDirectory(root))).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          promises.lstat = lstat
+          syncBuiltinESMExports()
+        }))
+      )
+      expect(looks).toBe(2)
+      expect(existsSync(join(outside, "x.txt"))).toBe(false)
+      expect(written).toMatchObject({ reason: "symlink_escape", path: "sub/x.txt" })
+    }))
+})
+
+describe("Workspace on disk: a directory swapped for a link while the walk goes on", () => {
+  it.live("glob does not walk into a directory that became a link out of the workspace after it was listed", () =>
+    Effect.gen(function*() {
+      const outside = tempDir("valet-ws-walkswap-outside-")
+      writeFileSync(join(outside, "leak.txt"), "x\n")
+      const root = tempDir("valet-ws-walkswap-")
+      mkdirSync(join(root, "sub"))
+      writeFileSync(join(root, "sub", "mine.txt"), "x\n")
+      const promises = (yield* Effect.promise(() => import("node:fs"))).promises
+      const { syncBuiltinESMExports } = yield* Effect.promise(() => import("node:module"))
+      const readdir = promises.readdir
+      let swapped = false
+      // Once the walk has listed the workspace (sub a directory), a command replaces sub by a link out.
+      promises.readdir = (async (...args: Array<unknown>) => {
+        const entries = await (readdir as (...a: Array<unknown>) => Promise<Array<{ name: string }>>)(...args)
+        if (!swapped && entries.some((entry) => entry.name === "sub")) {
+          swapped = true
+          rmSync(join(root, "sub"), { recursive: true })
+          symlinkSync(outside, join(root, "sub"))
+        }
+        return entries
+      }) as typeof readdir
+      syncBuiltinESMExports()
+      const found = yield* Effect.provide(Workspace.glob("**/*"), Workspace.layerDirectory(root)).pipe(
+        Effect.ensuring(Effect.sync(() => {
+          promises.readdir = readdir
+          syncBuiltinESMExports()
+        }))
+      )
+      expect(swapped).toBe(true)
+      // Before: the walk followed the link and answered sub/leak.txt, a file outside the workspace.
+      expect(found.paths).toEqual([])
     }))
 })

@@ -99,6 +99,27 @@ describe("Workspace.tools", () => {
       expect(() => Workspace.withLargeResults(echo, { headChars: -1 })).toThrow(/^Workspace\.withLargeResults: headChars/)
     }).pipe(Effect.provide(Workspace.layerMemory())))
 
+  it.effect("a large result never overwrites one an earlier wrapper (run) wrote to the same workspace", () =>
+    Effect.gen(function*() {
+      const echo = Tool.make({
+        name: "echo",
+        description: "Echoes",
+        parameters: Schema.Struct({ text: Schema.String }),
+        handler: ({ text }) => Effect.succeed(text)
+      })
+      // Two runs of one agent on one workspace (a thread's two turns): each wraps the tool anew (DeepAgent does).
+      const run = (text: string) =>
+        Effect.map(
+          Tool.execute(Tool.toolkit([Workspace.withLargeResults(echo, { largeResultChars: 50, headChars: 10 })]), { id: "c1", name: "echo", arguments: JSON.stringify({ text }) }),
+          (r) => r.content
+        )
+      expect(yield* run("a".repeat(100))).toContain("written to .valet/tool_results/echo_1.txt")
+      // Before: the second run wrote echo_1.txt again, and the first run's transcript pointed at the second's result.
+      expect(yield* run("b".repeat(100))).toContain("written to .valet/tool_results/echo_2.txt")
+      expect(yield* Workspace.readText(".valet/tool_results/echo_1.txt")).toBe("a".repeat(100))
+      expect(yield* Workspace.readText(".valet/tool_results/echo_2.txt")).toBe("b".repeat(100))
+    }).pipe(Effect.provide(Workspace.layerMemory())))
+
   it("bad options are refused at once, in one line", () => {
     expect(() => Workspace.tools({ largeResultChars: 0 })).toThrow(/^Workspace\.tools: largeResultChars/)
     expect(Workspace.tools({ execute: false }).map((tool) => tool.name)).not.toContain("execute")

@@ -10,6 +10,7 @@ import { ContextLengthExceeded } from "../ModelError.js"
 import * as AgentEvent from "../AgentEvent.js"
 import * as Budget from "../Budget.js"
 import * as Model from "../Model.js"
+import * as ToolCalls from "./toolCalls.js"
 import type { ModelError } from "../ModelError.js"
 import * as Tool from "../Tool.js"
 import * as Compaction from "../Compaction.js"
@@ -701,10 +702,13 @@ const executeApproved = <R>(
         durationMs: now - startedAt
       }
       // Described, not copied: the bytes went to the model (see `AgentEvent.Attachment`).
-      const returned = emitNow(
-        run.emitter,
-        result.parts === undefined ? event : { ...event, attachments: result.parts.map(AgentEvent.attachmentOf) }
-      )
+      let emitted: AgentEvent.Of<"ToolReturned"> = event
+      if (result.parts !== undefined) {
+        emitted = { ...event, attachments: result.parts.map(AgentEvent.attachmentOf) }
+        // The bytes stay beside the event, for a thread turn's transcript (see `ToolCalls.returnedParts`).
+        ToolCalls.returnedParts.set(emitted, result.parts)
+      }
+      const returned = emitNow(run.emitter, emitted)
       return thenSucceed(returned, result)
     })
   })

@@ -13,13 +13,14 @@ import { type Content, type Message, textOf } from "../modelSchema.js"
 import type { Emitter } from "../runtime.js"
 import type * as Tool from "../../Tool.js"
 import * as Recall from "./recall.js"
+import * as ToolCalls from "../toolCalls.js"
 import * as Summary from "./summary.js"
 import * as WorkingMemory from "./workingMemory.js"
 import { type Lease, type Service, type ThreadError, ThreadBusy, ThreadStoreError } from "./model.js"
 
 /**
  * How a turn that did not complete is kept: `"note"` (the default) appends the task and an assistant message with
- * the partial answer and how the turn ended; `"drop"` appends nothing; a function returns the messages to append.
+ * the partial answer and how the turn ended (nothing when an input guardrail refused the task); `"drop"` appends nothing; a function returns the messages to append.
  * `result` is the run's when it ended early with one (a budget spent, cancelled), `undefined` when it failed or its
  * fiber was interrupted.
  */
@@ -99,7 +100,13 @@ export const transcriptOf = (events: ReadonlyArray<AgentEvent.AgentEvent>, outpu
       open = new Set(calls.map((call) => call.id))
     } else if (event._tag === "ToolReturned") {
       if (!open.delete(event.toolCallId)) return undefined
-      messages.push({ role: "tool", toolCallId: event.toolCallId, name: event.name, content: event.content })
+      // A tool's images (files, audio) are in the event's side table, not the event: kept in the thread too.
+      const parts = ToolCalls.returnedParts.get(event)
+      messages.push(
+        parts !== undefined
+          ? { role: "tool", toolCallId: event.toolCallId, name: event.name, content: event.content, parts }
+          : { role: "tool", toolCallId: event.toolCallId, name: event.name, content: event.content }
+      )
     }
   }
   const last = messages.at(-1)
@@ -125,11 +132,21 @@ export const turnMessages = (
     ? "interrupted"
     : `failed (${errorTagOf(exit.cause)})`
   if (incomplete === "drop") return []
+  // A task the input guardrails refused is not kept: stored, it would be the next turn's history, which they do not
+  // check again (its messages were checked in their own turns), and the model would read what they refused.
+  if (typeof incomplete !== "function" && Exit.isFailure(exit) && inputTripped(exit.cause)) return []
   if (typeof incomplete === "function") {
     return incomplete({ task: textOf(task), output, reason, result: Exit.isSuccess(exit) ? exit.value : undefined })
   }
   const note = `(This turn ended early: ${reason}.)`
   return [user, { role: "assistant", content: output === "" ? note : `${output}\n\n${note}` }]
+}
+
+/** Whether a run failed because an input guardrail tripped (a refused or rewritten task). */
+const inputTripped = (cause: Cause.Cause<unknown>): boolean => {
+  const error = Cause.squash(cause)
+  return typeof error === "object" && error !== null && (error as { _tag?: unknown })._tag === "GuardrailTripped" &&
+    (error as { kind?: unknown }).kind === "input"
 }
 
 const errorTagOf = (cause: Cause.Cause<unknown>): string => {

@@ -4,7 +4,7 @@
  * a run, removed when done.
  */
 import * as fs from "node:fs/promises"
-import { join, posix } from "node:path"
+import { join, posix, sep } from "node:path"
 
 /** Why a path or task id was refused. */
 export type Refusal = "unsafe_task_id" | "absolute_path" | "parent_path" | "invalid_path" | "symlink_escape"
@@ -74,8 +74,14 @@ export const seed = async (
       return new PathRefused("invalid_path", path, `workspace path ${JSON.stringify(path)} exists and is not a regular file`)
     }
     if (stat !== undefined && onlyMissing) continue
-    // O_NOFOLLOW: a link created between the check and the write is not followed either.
-    const handle = await fs.open(target, fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW, 0o644)
+    // The file is opened in its directory as opened and checked here, not by its path again: a command running beside
+    // the write (a workspace's) may have put a link where a directory of the path was since the `lstat`s above. The
+    // directory's handle is checked to be inside `root` by its own path (`/proc/self/fd`); the file is opened through
+    // it (what `openat` does). O_NOFOLLOW: a link created where the file is is not followed either.
+    const parent = segments.length > 1 ? join(root, ...segments.slice(0, -1)) : root
+    const opened = await openIn(root, parent, segments[segments.length - 1]!)
+    if (opened instanceof PathRefused) return new PathRefused(opened.reason, path, opened.message.replace("{path}", JSON.stringify(path)))
+    const handle = opened
     try {
       await handle.writeFile(content)
     } finally {
@@ -83,6 +89,35 @@ export const seed = async (
     }
   }
   return undefined
+}
+
+const writeFlags = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW
+
+/**
+ * Opens `name` in the directory `parent` for writing, through the directory's handle once it is checked to be inside
+ * `root`; where `/proc` cannot tell (not Linux), by its path, as before.
+ */
+const openIn = async (root: string, parent: string, name: string): Promise<fs.FileHandle | PathRefused> => {
+  const rootReal = await fs.realpath(root)
+  let directory: fs.FileHandle
+  try {
+    directory = await fs.open(parent, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW)
+  } catch (error) {
+    if (isCode(error, "ELOOP") || isCode(error, "ENOTDIR")) {
+      return new PathRefused("symlink_escape", "", "workspace path {path} went through a symbolic link made while it was written")
+    }
+    throw error
+  }
+  try {
+    const where = await fs.readlink(`/proc/self/fd/${directory.fd}`).catch(() => undefined)
+    if (where === undefined) return await fs.open(join(parent, name), writeFlags, 0o644)
+    if (where !== rootReal && !where.startsWith(rootReal + sep)) {
+      return new PathRefused("symlink_escape", "", "workspace path {path} went through a symbolic link to outside the workspace, made while it was written")
+    }
+    return await fs.open(`/proc/self/fd/${directory.fd}/${name}`, writeFlags, 0o644)
+  } finally {
+    await directory.close()
+  }
 }
 
 /** Gives the whole tree to `uid` (links themselves, never their targets). */

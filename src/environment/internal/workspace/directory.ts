@@ -4,6 +4,7 @@
  * (`symlink_escape`), writes go through the sandbox's `seed` (no symbolic link on the way, `O_NOFOLLOW` at the end),
  * and `list`, `glob` and `grep` never follow a link (a link to `/etc` is listed as a link, its files not searched).
  */
+import type { Dirent } from "node:fs"
 import * as fs from "node:fs/promises"
 import { join as joinPath, sep } from "node:path"
 import { Effect } from "effect"
@@ -54,13 +55,38 @@ const makeAt = (rootReal: string): Service => {
       const checked = Shared.checkFile(path)
       if (checked instanceof WorkspaceError) return yield* checked
       const real = yield* resolve(checked)
-      const stat = yield* statOf(checked, real)
-      if (stat.isDirectory()) return yield* Shared.fail("not_a_file", checked, `${checked} is a directory, not a file: list it instead`)
-      if (!stat.isFile()) return yield* Shared.fail("not_a_file", checked, `${checked} is not a regular file`)
-      if (stat.size > Shared.maxFileBytes) return yield* Shared.fail("too_large", checked, `${checked} is larger than ${Shared.maxFileBytes} bytes: read it in a command instead`)
-      const text = yield* Effect.tryPromise({ try: () => fs.readFile(real, "utf8"), catch: ioError(checked, "read") })
-      return { path: checked, text }
+      return yield* readInside(checked, real)
     })
+
+  /**
+   * A file's text read through one handle, checked once open: a command of the sandbox (running beside this call) may
+   * put a link where the file or one of its directories was after it was resolved or listed. `O_NOFOLLOW` refuses a
+   * link at the end; the handle's own path (`/proc/self/fd`) tells whether a directory on the way became one.
+   */
+  const readInside = (checked: string, real: string): Effect.Effect<{ readonly path: string; readonly text: string }, WorkspaceError> =>
+    Effect.acquireUseRelease(
+      Effect.tryPromise({
+        try: () => fs.open(real, fs.constants.O_RDONLY | fs.constants.O_NOFOLLOW | fs.constants.O_NONBLOCK),
+        catch: (error) =>
+          codeOf(error) === "ELOOP"
+            ? Shared.fail("symlink_escape", checked, `${checked} became a symbolic link while it was read`)
+            : ioError(checked, "read")(error)
+      }),
+      (handle) =>
+        Effect.gen(function*() {
+          const opened = yield* Effect.promise(() => fs.readlink(`/proc/self/fd/${handle.fd}`).catch(() => real))
+          if (!inside(opened)) {
+            return yield* Shared.fail("symlink_escape", checked, `${checked} went through a symbolic link to outside the workspace while it was read`)
+          }
+          const stat = yield* Effect.tryPromise({ try: () => handle.stat(), catch: ioError(checked, "read") })
+          if (stat.isDirectory()) return yield* Shared.fail("not_a_file", checked, `${checked} is a directory, not a file: list it instead`)
+          if (!stat.isFile()) return yield* Shared.fail("not_a_file", checked, `${checked} is not a regular file`)
+          if (stat.size > Shared.maxFileBytes) return yield* Shared.fail("too_large", checked, `${checked} is larger than ${Shared.maxFileBytes} bytes: read it in a command instead`)
+          const text = yield* Effect.tryPromise({ try: () => handle.readFile("utf8"), catch: ioError(checked, "read") })
+          return { path: checked, text }
+        }),
+      (handle) => Effect.promise(() => handle.close().catch(() => undefined))
+    )
 
   /** Where a directory argument resolves: its checked path and its real path, which must be a directory. */
   const directory = (path: string | undefined): Effect.Effect<{ readonly path: string; readonly real: string }, WorkspaceError> =>
@@ -96,6 +122,30 @@ const makeAt = (rootReal: string): Service => {
       return before === undefined
     })
 
+  /**
+   * The entries of the directory `real`, read through a handle checked inside the workspace once open: a command of
+   * the sandbox may have put a link where it was since it was resolved or listed (`O_NOFOLLOW` refuses one at the
+   * end; the handle's own path, one on the way). `undefined` when it is no longer a directory of the workspace.
+   */
+  const readdirInside = async (real: string): Promise<Array<Dirent> | undefined> => {
+    let handle: fs.FileHandle
+    try {
+      handle = await fs.open(real, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW)
+    } catch (error) {
+      if (codeOf(error) === "ELOOP" || codeOf(error) === "ENOTDIR") return undefined
+      throw error
+    }
+    try {
+      const opened = `/proc/self/fd/${handle.fd}`
+      const where = await fs.readlink(opened).catch(() => undefined)
+      // Without /proc (not Linux): by its path, as before.
+      if (where === undefined) return await fs.readdir(real, { withFileTypes: true })
+      return inside(where) ? await fs.readdir(opened, { withFileTypes: true }) : undefined
+    } finally {
+      await handle.close()
+    }
+  }
+
   /** The files under a directory (real path `real`, workspace path `dir`), sorted, never following a link. */
   const walk = (dir: string, real: string): Effect.Effect<{ readonly files: Array<string>; readonly truncated: boolean }, WorkspaceError> =>
     Effect.tryPromise({
@@ -104,7 +154,9 @@ const makeAt = (rootReal: string): Service => {
         const pending: Array<readonly [string, string]> = [[dir, real]]
         while (pending.length > 0) {
           const [relative, at] = pending.pop()!
-          const entries = await fs.readdir(at, { withFileTypes: true })
+          const entries = await readdirInside(at)
+          // The directory became a link (to outside, maybe) since it was listed: not walked.
+          if (entries === undefined) continue
           for (const entry of entries) {
             const path = Shared.join(relative, entry.name)
             if (entry.isDirectory()) pending.push([path, joinPath(at, entry.name)])
@@ -124,7 +176,10 @@ const makeAt = (rootReal: string): Service => {
     list: (path) =>
       Effect.gen(function*() {
         const dir = yield* directory(path)
-        const entries = yield* Effect.tryPromise({ try: () => fs.readdir(dir.real, { withFileTypes: true }), catch: ioError(dir.path, "list") })
+        const entries = yield* Effect.tryPromise({ try: () => readdirInside(dir.real), catch: ioError(dir.path, "list") })
+        if (entries === undefined) {
+          return yield* Shared.fail("symlink_escape", dir.path, `${dir.path === "" ? "the workspace" : dir.path} became a symbolic link while it was listed`)
+        }
         const listed: Array<Entry> = []
         for (const entry of entries) {
           const entryPath = Shared.join(dir.path, entry.name)
@@ -183,10 +238,14 @@ const makeAt = (rootReal: string): Service => {
           const relative = single ? file.slice(file.lastIndexOf("/") + 1) : where === "" ? file : file.slice(where.length + 1)
           if (!Shared.passesGlob(relative, matcher.glob)) continue
           const at = single ? real : joinPath(real, relative)
-          const size = yield* Effect.promise(() => fs.lstat(at).then((s) => s.size, () => Infinity))
-          if (size > Shared.maxFileBytes) continue
-          const content = yield* Effect.tryPromise({ try: () => fs.readFile(at, "utf8"), catch: ioError(file, "read") })
-          if (Shared.grepText(file, content, matcher.test, found, matcher.limit)) return { matches: found, truncated: true }
+          // Through a checked handle: a file that became a link (or too large, or no file) since the walk is skipped.
+          const read = yield* Effect.catchIf(
+            readInside(file, at),
+            (error) => error.reason !== "io",
+            () => Effect.succeed(undefined)
+          )
+          if (read === undefined) continue
+          if (Shared.grepText(file, read.text, matcher.test, found, matcher.limit)) return { matches: found, truncated: true }
         }
         return { matches: found, truncated: walked.truncated }
       }),

@@ -116,7 +116,51 @@ export const checkPattern = (pattern: string): string | WorkspaceError => {
   if (pattern === "" || pattern.includes("\0")) return fail("invalid_argument", pattern, `the glob pattern ${JSON.stringify(pattern)} is empty or contains a NUL byte`)
   if (pattern.startsWith("/")) return fail("absolute_path", pattern, `the glob pattern ${JSON.stringify(pattern)} is absolute: give a pattern relative to the workspace, like "src/**/*.py"`)
   if (pattern.split("/").includes("..")) return fail("parent_path", pattern, `the glob pattern ${JSON.stringify(pattern)} contains '..': it could leave the workspace`)
+  const costly = costlyGlob(pattern)
+  if (costly !== undefined) return fail("invalid_argument", pattern, `the glob pattern ${JSON.stringify(pattern.length > 200 ? `${pattern.slice(0, 200)}…` : pattern)} ${costly}`)
   return pattern.startsWith("./") ? pattern.slice(2) : pattern
+}
+
+/** The longest glob pattern taken. */
+export const maxPatternChars = 1_000
+/** The most `*` wildcards in one segment of a pattern (`**` alone is a segment of its own). */
+export const maxStarsPerSegment = 2
+/** The most patterns a pattern's braces may expand to. */
+export const maxBraceAlternatives = 64
+
+/**
+ * Why a glob pattern would cost too much to match, or undefined. The matcher (`path.matchesGlob`, minimatch) runs
+ * synchronously on the event loop: an extglob `*(a|a)c` against a 29-character name took 22 s, three `*` of one
+ * segment against a 200-character name 0.6 s (four: 22 s), a brace range `{1..100000}` did not end in 20 s, two brace
+ * groups of 120 alternatives took 2 s per path. A model writes these patterns (and a file it read may ask it to), and
+ * one call held every other run of the process.
+ */
+const costlyGlob = (pattern: string): string | undefined => {
+  if (pattern.length > maxPatternChars) return `is longer than ${maxPatternChars} characters`
+  if (/[?*+@!]\(/.test(pattern)) return "uses an extglob (?( *( +( @( !( ): give a plain glob (* ? ** [abc] {a,b})"
+  let alternatives = 1
+  let depth = 0
+  let commas = 0
+  for (let i = 0; i < pattern.length; i++) {
+    const c = pattern[i]
+    if (c === "\\") i++
+    else if (c === "{") {
+      if (depth > 0) return "nests braces: give one level of {a,b}"
+      depth = 1
+      commas = 0
+    } else if (c === "}" && depth > 0) {
+      depth = 0
+      alternatives *= commas + 1
+      if (alternatives > maxBraceAlternatives) return `expands to more than ${maxBraceAlternatives} patterns`
+    } else if (c === "," && depth > 0) commas++
+    else if (c === "." && depth > 0 && pattern[i + 1] === ".") return "has a brace range ({1..9}): list the alternatives ({1,2,3})"
+  }
+  for (const segment of pattern.split("/")) {
+    if (segment === "**") continue
+    const stars = segment.match(/\*+/g)?.length ?? 0
+    if (stars > maxStarsPerSegment) return `has ${stars} * wildcards in the segment ${JSON.stringify(segment)}: at most ${maxStarsPerSegment} per segment`
+  }
+  return undefined
 }
 
 /** Whether a file's path (relative to the directory searched) matches a checked pattern. */

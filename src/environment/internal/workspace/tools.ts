@@ -51,16 +51,27 @@ const sizer = <R>(lookup: Lookup<R>, options: ToolsOptions) => {
     if (text.length <= largeResultChars) return Effect.succeed(text)
     const cut = () => Tool.truncate(text, largeResultChars)
     return Effect.flatMap(lookup, (workspace) => {
-      const path = `${resultsDir}/${tool}_${++written}.txt`
-      return workspace.write(path, text).pipe(
-        Effect.map(() =>
-          `The result is too large for the context (${text.length} characters): it was written to ${path}. ` +
-          `Read it with read_file (offset / limit) or search it with grep. Its first ${headChars} characters:\n` +
-          `${text.slice(0, headChars)}\n[… ${text.length - headChars} more characters in ${path}]`
-        ),
-        // Nowhere to write it (a read-only directory): cut, as any long tool result is.
-        Effect.orElseSucceed(cut)
+      // A name no file of the directory has yet: the counter is this wrapper's, and a workspace that outlives it (a
+      // thread's next turn, the next `valet run` on a directory) holds the files of earlier ones, which their
+      // transcripts still point to.
+      const taken = workspace.list(resultsDir).pipe(
+        Effect.map((entries) => new Set(entries.map((entry) => entry.path.slice(entry.path.lastIndexOf("/") + 1)))),
+        Effect.orElseSucceed(() => new Set<string>())
       )
+      return Effect.flatMap(taken, (names) => {
+        let n = ++written
+        while (names.has(`${tool}_${n}.txt`)) n = ++written
+        const path = `${resultsDir}/${tool}_${n}.txt`
+        return workspace.write(path, text).pipe(
+          Effect.map(() =>
+            `The result is too large for the context (${text.length} characters): it was written to ${path}. ` +
+            `Read it with read_file (offset / limit) or search it with grep. Its first ${headChars} characters:\n` +
+            `${text.slice(0, headChars)}\n[… ${text.length - headChars} more characters in ${path}]`
+          ),
+          // Nowhere to write it (a read-only directory): cut, as any long tool result is.
+          Effect.orElseSucceed(cut)
+        )
+      })
     })
   }
 }

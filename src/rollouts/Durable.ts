@@ -241,14 +241,21 @@ export const AgentRunError = Schema.Union([AgentError, Threads.ThreadNotFound, T
 export type AgentRunError = typeof AgentRunError.Type
 
 /**
- * The workflow of one agent run: payload the agent's name, the prompt, the run id (its execution key) and, for a turn
+ * The workflow of one agent run: payload the agent's name, the prompt (text or parts), the run id (its execution key) and, for a turn
  * of a thread, the `ThreadTurn` (the run id is then the turn's key: its messages are appended once).
  *
  * @since 0.2.0
  * @category workflows
  */
 export const AgentRun = Workflow.make("valet/AgentRun", {
-  payload: { agent: Schema.String, prompt: Schema.String, runId: Agent.SessionId, thread: Schema.optional(ThreadTurn) },
+  // The prompt is text or parts (an image, a file…), stored with the workflow's payload: checked by Schema on the way in
+  // (media types, URL schemes, base64, the part cap), as every entry point checks them.
+  payload: {
+    agent: Schema.String,
+    prompt: Schema.Union([Schema.String, Schema.Array(Model.Part)]),
+    runId: Agent.SessionId,
+    thread: Schema.optional(ThreadTurn)
+  },
   idempotencyKey: (payload) => payload.runId,
   success: AgentEvent.RunResult,
   error: AgentRunError,
@@ -343,7 +350,7 @@ const durably = <R, A, E>(
  */
 const threadTurn = <R>(
   agent: Agent.Agent<R>,
-  prompt: string,
+  prompt: Agent.Task,
   runId: string,
   turn: ThreadTurn
 ): Effect.Effect<AgentEvent.RunResult, AgentRunError, R | Activities.WorkflowContext> =>

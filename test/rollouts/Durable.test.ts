@@ -106,6 +106,30 @@ describe("Durable", () => {
       expect({ ...durable, durationMs: 0 }).toEqual({ ...plain, durationMs: 0 })
     }))
 
+  it.live("a prompt given as parts: the model is sent the image; a bad part is refused by the payload's schema, naming it", () =>
+    Effect.gen(function*() {
+      const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+      const seen: Array<Model.Message> = []
+      const model = ScriptedModel.layer((request) => {
+        seen.push(...(request.messages ?? []).filter((message) => message.role === "user"))
+        return "a red square"
+      })
+      const prompt = [Model.textPart("What is this?"), Model.imagePart({ data: png, mediaType: "image/png" })]
+      const layer = Durable.layer([agent]).pipe(Layer.provideMerge(WorkflowEngine.layerMemory), Layer.provide(model))
+      const result = yield* Durable.AgentRun.execute({ agent: "researcher", prompt, runId: "run-parts" }).pipe(Effect.provide(layer))
+      expect(result.output).toBe("a red square")
+      expect(seen).toEqual([{ role: "user", content: prompt }])
+      // A part the schema refuses (an unknown media type) never starts the workflow.
+      const refused = yield* Durable.AgentRun.execute({
+        agent: "researcher",
+        prompt: [Model.imagePart({ data: png, mediaType: "image/x-unknown" })],
+        runId: "run-bad-part"
+      }).pipe(Effect.provide(layer), Effect.exit)
+      expect(refused._tag).toBe("Failure")
+      // effect/workflow makes the payload with its schema: a refused one is a defect carrying the part's issue.
+      expect(Cause.pretty((refused as { cause: Cause.Cause<unknown> }).cause)).toContain('unknown image media type \\"image/x-unknown\\"')
+    }))
+
   it.live("SQLite: a process killed (SIGKILL) mid-run; started again, it finishes without resending stored model calls or rerunning tools", () =>
     Effect.gen(function*() {
       const dir = mkdtempSync(join(tmpdir(), "valet-durable-"))

@@ -107,6 +107,14 @@ describe("a run's guardrails over HTTP", () => {
       expect(yield* refused({ output: [{ schema: { schema: wide } }] })).toBe(
         "guardrails.output[0].schema.schema: not a JSON Schema valet can check with: #/anyOf has 17 branches, more than 16"
       )
+      // A request makes the server's trip policy stricter, never laxer: an agent that fails on a tool trip must not
+      // be turned into one that lets the model read the refusal and try again.
+      expect(yield* refused({ onToolTrip: "error" })).toBe(
+        `guardrails.onToolTrip: a request may only ask for "fail" (a stricter policy), not "error": the agent's own policy stands otherwise`
+      )
+      expect(yield* refused({ onOutputTrip: "repair" })).toBe(
+        `guardrails.onOutputTrip: a request may only ask for "fail" (a stricter policy), not "repair": the agent's own policy stands otherwise`
+      )
       // Nothing ran: no run was kept, the scripted model was never asked.
       expect((yield* json(yield* Effect.promise(() => fetch(`${url}/runs`)))).runs).toEqual([])
     }).pipe(Effect.scoped), 30_000)

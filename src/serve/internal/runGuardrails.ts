@@ -75,8 +75,8 @@ export type Spec = typeof Spec.Type
 const List = Schema.Array(Spec).check(Schema.isMaxLength(maxPerKind))
 
 /**
- * A run's guardrails, as its request gives them: checked after the agent's own (`Agent.run`'s `guardrails`), the
- * request's `onOutputTrip` / `onToolTrip` winning.
+ * A run's guardrails, as its request gives them: checked after the agent's own (`Agent.run`'s `guardrails`). Its
+ * `onOutputTrip` / `onToolTrip` may only be `"fail"` (stricter than the agent's; `resolve` refuses the laxer ones).
  */
 export const Request = Schema.Struct({
   input: Schema.optional(List),
@@ -138,6 +138,13 @@ export const resolve = (
       }
     }
     result[kind] = list
+  }
+  // Only ever stricter: a laxer policy from a client would undo the server's (an agent that fails a run on a tool trip
+  // would let the model read the refusal and try again; one that fails on an output trip would repair instead).
+  for (const [key, lax] of [["onOutputTrip", "repair"], ["onToolTrip", "error"]] as const) {
+    if (request[key] === lax) {
+      return Result.fail(`guardrails.${key}: a request may only ask for "fail" (a stricter policy), not ${JSON.stringify(lax)}: the agent's own policy stands otherwise`)
+    }
   }
   if (request.onOutputTrip !== undefined) result.onOutputTrip = request.onOutputTrip
   if (request.onToolTrip !== undefined) result.onToolTrip = request.onToolTrip

@@ -1,7 +1,7 @@
 /**
  * Guardrails: checks around a run, each an `Effect` that passes, trips with a reason, or (a redactor) rewrites.
  *
- * - **input** guardrails check every user message the caller supplies with the run — each of the `history`'s, then
+ * - **input** guardrails check every user and system message the caller supplies with the run — each of the `history`'s, then
  *   the prompt, one after the other (by their text: a part's bytes are not read) — beside the run's first model
  *   call, concurrently: a trip interrupts that call and the run fails with `GuardrailTripped`; the first reply is
  *   used only once every input guardrail passed. A thread turn's stored history is not checked again: each of its

@@ -117,7 +117,7 @@ describe("input guardrails", () => {
       expect(seen).toEqual(["what is this?"])
     }).pipe(Effect.provide(ScriptedModel.layer(["a cat"]))))
 
-  it.effect("every user message the caller supplies is checked (the history's, then the task), not only the last", () =>
+  it.effect("every user and system message the caller supplies is checked (the history's, then the task), not only the last", () =>
     Effect.gen(function*() {
       const agent = Agent.make({ name: "desk", instructions: "", guardrails: { input: [tripsOn("homework")] } })
       // What a check refuses, put in an earlier message of the conversation the caller sends.
@@ -127,12 +127,13 @@ describe("input guardrails", () => {
       expect(error).toMatchObject({ _tag: "GuardrailTripped", guardrail: "no_homework", kind: "input", reason: "mentions homework" })
       const seen: Array<string> = []
       const spy = Guardrail.make("spy", (subject) => Effect.sync(() => { seen.push(subject.text); return Guardrail.pass }))
-      // Parts as the last user message (POST /runs with parts: an empty task), the assistant's and system's not checked.
+      // Parts as the last user message (POST /runs with parts: an empty task); the caller's system message is checked
+      // (a facade client writes it: before, anything passed in one), the assistant's is not (an answer).
       yield* Agent.run(agent, "", {
         history: [Model.system("be kind"), Model.user("first"), Model.assistant("ok"), Model.user([Model.textPart("second")])],
         guardrails: { input: [spy] }
       })
-      expect(seen).toEqual(["first", "second"])
+      expect(seen).toEqual(["be kind", "first", "second"])
     }).pipe(Effect.provide(ScriptedModel.layer(["never read", "done"]))))
 
   it.effect("a thread turn checks the caller's history and task, not the thread's stored messages (checked in their own turns)", () =>

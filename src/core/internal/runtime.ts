@@ -1008,7 +1008,7 @@ const endRun = (group: ToolGuardGroup, error: GuardrailTripped | GuardrailFailed
   Effect.andThen(Deferred.fail(group.tripwire, error), Effect.never)
 
 /**
- * The texts the input guardrails check: every user message the caller supplied with this run — each of the history's
+ * The texts the input guardrails check: every user and system message the caller supplied with this run — each of the history's
  * (but a thread's stored ones, checked in their own turns) and the prompt — oldest first. A caller could otherwise
  * put what a check refuses in an earlier message of the conversation it sends (the OpenAI facade, `POST /runs`'
  * `history`), where only the last was checked.
@@ -1019,7 +1019,9 @@ const inputTexts = (input: Input): ReadonlyArray<string> => {
     const message = input.history[i]!
     // Its text: an image's or a file's base64 is no text to check (JSON of the parts tripped a size limit on any
     // picture, fed the bytes to a redactor's regular expressions and a judge's prompt).
-    if (message.role === "user") texts.push(Model.textOf(message.content))
+    // The caller's system messages too: over the OpenAI facade a client writes them (`system`, `developer`), and a
+    // check of only the user's turns would let anything through in one. Assistant and tool messages are answers.
+    if (message.role === "user" || message.role === "system") texts.push(Model.textOf(message.content))
   }
   if (input.prompt !== "") texts.push(input.prompt)
   return texts

@@ -8,27 +8,12 @@ import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer, Result } from "effect"
 import { HttpServer } from "effect/http"
-import { createParser, type EventSourceMessage } from "eventsource-parser"
 import * as Guardrail from "../../src/core/Guardrail.js"
 import * as AgentConfig from "../../src/serve/AgentConfig.js"
 import * as Agents from "../../src/serve/Agents.js"
 import * as Server from "../../src/serve/Server.js"
-import { scriptedAgent, serveAgents } from "../support/serve.js"
+import { json, post, scriptedAgent, serveAgents, sseEvents } from "../support/serve.js"
 
-const post = (url: string, body: unknown) =>
-  Effect.promise(() => fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) }))
-
-const json = (response: Response) => Effect.promise(() => response.json() as Promise<any>)
-
-/** An SSE response's events, read to its end. */
-const sseEvents = (response: Response) =>
-  Effect.promise(async () => {
-    const events: Array<EventSourceMessage> = []
-    const parser = createParser({ onEvent: (event) => void events.push(event) })
-    const decoder = new TextDecoder()
-    for await (const chunk of response.body!) parser.feed(decoder.decode(chunk, { stream: true }))
-    return events
-  })
 
 /** Starts a run, reads its events to the end, and answers how it ended (`GET /runs/:id`). */
 const runToEnd = (url: string, body: unknown) =>

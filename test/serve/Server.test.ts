@@ -8,34 +8,19 @@ import { Cause, Context, Effect, Layer } from "effect"
 import { HttpApi } from "effect/http-api"
 import * as OpenAiApi from "../../src/serve/OpenAiApi.js"
 import * as RunsApi from "../../src/serve/RunsApi.js"
-import { createParser, type EventSourceMessage } from "eventsource-parser"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as Agent from "../../src/core/Agent.js"
 import * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
 import * as LoopbackServer from "../support/openAiServer.js"
-import { scriptedAgent, serveAgents } from "../support/serve.js"
+import { json, post, scriptedAgent, serveAgents, sseEvents } from "../support/serve.js"
 
 const scripted = scriptedAgent
 
 /** A server on a free port with these agents; answers its base URL. */
 const serve = serveAgents
 
-const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
-  Effect.promise(() => fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) }))
-
-const json = (response: Response) => Effect.promise(() => response.json() as Promise<any>)
-
-/** An SSE response's events, read to its end. */
-const sseEvents = (response: Response) =>
-  Effect.promise(async () => {
-    const events: Array<EventSourceMessage> = []
-    const parser = createParser({ onEvent: (event) => void events.push(event) })
-    const decoder = new TextDecoder()
-    for await (const chunk of response.body!) parser.feed(decoder.decode(chunk, { stream: true }))
-    return events
-  })
 
 const agents = [
   scripted("quick", ["Paris."]),

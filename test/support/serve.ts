@@ -4,6 +4,7 @@
  */
 import { Context, Effect, Layer } from "effect"
 import { HttpServer } from "effect/http"
+import { createParser, type EventSourceMessage } from "eventsource-parser"
 import { createServer } from "node:http"
 import * as Agent from "../../src/core/Agent.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
@@ -59,3 +60,20 @@ export const collector = Effect.acquireRelease(
   ),
   (server) => Effect.sync(server.close)
 )
+
+/** POSTs `body` as JSON. */
+export const post = (url: string, body: unknown, headers: Record<string, string> = {}) =>
+  Effect.promise(() => fetch(url, { method: "POST", headers: { "content-type": "application/json", ...headers }, body: JSON.stringify(body) }))
+
+/** A response's JSON body (the tests read its fields as they expect them). */
+export const json = (response: Response) => Effect.promise(() => response.json() as Promise<any>)
+
+/** An SSE response's events, read to its end. */
+export const sseEvents = (response: Response) =>
+  Effect.promise(async () => {
+    const events: Array<EventSourceMessage> = []
+    const parser = createParser({ onEvent: (event) => void events.push(event) })
+    const decoder = new TextDecoder()
+    for await (const chunk of response.body!) parser.feed(decoder.decode(chunk, { stream: true }))
+    return events
+  })

@@ -15,6 +15,7 @@
 import { Result, Schema } from "effect"
 import * as Guardrail from "../../core/Guardrail.js"
 import * as Model from "../../core/Model.js"
+import { settingsOf } from "./config/guardrails.js"
 import * as OutputSchema from "./outputSchema.js"
 
 /** The most guardrails of one kind a request may ask for. */
@@ -78,13 +79,7 @@ const List = Schema.Array(Spec).check(Schema.isMaxLength(maxPerKind))
  * A run's guardrails, as its request gives them: checked after the agent's own (`Agent.run`'s `guardrails`). Its
  * `onOutputTrip` / `onToolTrip` may only be `"fail"` (stricter than the agent's; `resolve` refuses the laxer ones).
  */
-export const Request = Schema.Struct({
-  input: Schema.optional(List),
-  output: Schema.optional(List),
-  tool: Schema.optional(List),
-  onOutputTrip: Schema.optional(Schema.Literals(["fail", "repair"])),
-  onToolTrip: Schema.optional(Schema.Literals(["error", "fail"]))
-})
+export const Request = settingsOf(List)
 export type Request = typeof Request.Type
 
 const builtIn = (spec: typeof BuiltIn.Type, at: string): Result.Result<Guardrail.Guardrail, string> => {

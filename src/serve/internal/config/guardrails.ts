@@ -74,16 +74,21 @@ export type Spec = typeof Spec.Type
 export const Named = Schema.Record(GuardrailName, BuiltIn)
 export type Named = typeof Named.Type
 
-const List = Schema.Array(Spec)
+/**
+ * Guardrails by kind and what a trip does, with `List` for each kind's list: one shape for `valet.yaml`'s agents and a
+ * request's own (`runGuardrails`), each with its own list of what may be given.
+ */
+export const settingsOf = <L extends Schema.Top>(List: L) =>
+  Schema.Struct({
+    input: Schema.optional(List),
+    output: Schema.optional(List),
+    tool: Schema.optional(List),
+    onOutputTrip: Schema.optional(Schema.Literals(["fail", "repair"])),
+    onToolTrip: Schema.optional(Schema.Literals(["error", "fail"]))
+  })
 
 /** An agent's guardrails by kind, and what a trip does. */
-export const Settings = Schema.Struct({
-  input: Schema.optional(List),
-  output: Schema.optional(List),
-  tool: Schema.optional(List),
-  onOutputTrip: Schema.optional(Schema.Literals(["fail", "repair"])),
-  onToolTrip: Schema.optional(Schema.Literals(["error", "fail"]))
-})
+export const Settings = settingsOf(Schema.Array(Spec))
 export type Settings = typeof Settings.Type
 
 /**

@@ -72,7 +72,7 @@ const main = async () => {
       const byHand = Effect.gen(function*() {
         const started = performance.now()
         yield* Effect.forEach(solvers, (solver) =>
-          send({ messages: [Model.system(solver.prompt), Model.user("Solve: Pick a number.")], n }), { concurrency })
+          send({ messages: [Model.user(`Pick a number.\n\n${solver.prompt}`)], n }), { concurrency })
         yield* Effect.forEach(Array.from({ length: distinct }, (_, k) => k), (k) =>
           send({ messages: [Model.user(`A solver proposed an answer.\nProposed answer: ${k}`)] }), { concurrency })
         yield* Effect.forEach(Array.from({ length: distinct }, (_, k) => k), (k) =>

@@ -4,7 +4,7 @@
  * requests arrive in (test/support/openAiServer.ts answers the same text to everyone, or from queues in arrival
  * order). Plain `node:http` and a separate process, so the server's own work does not share the measured event loop.
  *
- * - a solver (system message `You are solver <i>.`) asking for n completions gets `FINAL: <(i − 1)·n + j>` for
+ * - a solver (`You are solver <i>.` in its user or system message) asking for n completions gets `FINAL: <(i − 1)·n + j>` for
  *   choice j: every completion a distinct answer;
  * - a critic (`A solver proposed…`) gets `{"risk": 0.2}`;
  * - a judge (`Judge a proposed…`) gets confidence 0.9 for the answer `0`, 0.2 for the others: one clear winner;
@@ -33,7 +33,9 @@ const reply = (request: ChatRequest): Array<string> => {
     const answer = /Proposed answer: (.*)/.exec(user)?.[1]?.trim()
     return [answer === "0" ? `{"score": 0.9, "confidence": 0.9}` : `{"score": 0.2, "confidence": 0.2}`]
   }
-  const solver = /You are solver (\d+)\./.exec(system)
+  // The solver's prompt: after the problem in its user message (the Ensemble puts the shared part first), or a system
+  // message.
+  const solver = /You are solver (\d+)\./.exec(`${system}\n${user}`)
   if (solver !== null) {
     const base = (Number(solver[1]) - 1) * n
     return Array.from({ length: n }, (_, j) => `Working.\nFINAL: ${base + j}`)

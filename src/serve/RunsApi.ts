@@ -6,7 +6,8 @@
  * - `GET /health` → `{"status":"ok"}`; `GET /agents` → the agents' names, descriptions and architectures.
  * - `POST /runs` `{agent, input, sessionId?, budget?: {maxCalls?, maxTotalTokens?, maxOutputTokens?, maxDuration?}}` → 201 `{runId,
  *   sessionId}`; the run goes on in the server. `GET /runs?limit=&cursor=` lists the runs kept, newest first, a
- *   page at a time (summaries; `full=true` for whole runs; `nextCursor` fetches the next page); `GET /runs/:runId`
+ *   page at a time (summaries; `full=true` for whole runs, without their input's parts; `nextCursor` fetches the next
+ *   page); `GET /runs/:runId`
  *   → status, the input (and `inputParts` when it was given as parts) and, once ended, the `RunResult` (or the typed
  *   error).
  * - `GET /runs/:runId/events` → `text/event-stream`: `id: <seq>`, `event: <kind>`, `data: <json>` per event,
@@ -416,6 +417,13 @@ export const Api = HttpApi.make("valet").add(group)
 
 const sseHeaders = { "cache-control": "no-cache", "x-accel-buffering": "no" }
 
+/** A run's view without its input's parts (what a page of runs carries). */
+const withoutParts = (view: Runs.RunView): Runs.RunView => {
+  if (view.inputParts === undefined) return view
+  const { inputParts: _, ...rest } = view
+  return rest
+}
+
 const isTrue = (flag: string | undefined) => flag === "true" || flag === "1"
 
 /** A run's events as an SSE response; a failed run's last event is `event: error` with its typed error. */
@@ -507,7 +515,9 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
                 : Effect.map(
                   // A run dropped between the two reads is left out.
                   Effect.forEach(page.runs, (run) => Effect.option(runs.get(run.runId, { owner }))),
-                  (views) => ({ ...page, runs: views.flatMap((view) => (view._tag === "Some" ? [view.value] : [])) })
+                  // Without their input's parts: a page of 500 runs with images would be 500 bodies of bytes (`GET
+                  // /runs/:id` has them).
+                  (views) => ({ ...page, runs: views.flatMap((view) => (view._tag === "Some" ? [withoutParts(view.value)] : [])) })
                 ))))
         .handle("getRun", ({ params }) => Effect.flatMap(Effect.service(CurrentOwner), (owner) => runs.get(params.runId, { owner })))
         .handle("runEvents", ({ headers, params, query }) => {

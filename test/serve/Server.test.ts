@@ -65,6 +65,22 @@ describe("Server (valet's routes over HTTP)", () => {
       expect(Object.keys(openapi.paths)).toEqual(expect.arrayContaining(["/runs", "/runs/{runId}", "/runs/{runId}/events", "/runs/stream"]))
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("a run's input parts: GET /runs/:id has them, GET /runs?full=true leaves them out (500 runs a page of images)", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(agents)
+      const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+      const input = [{ type: "text", text: "What is this?" }, { type: "image", data: png, mediaType: "image/png" }]
+      const created = yield* post(`${url}/runs`, { agent: "writer", input })
+      expect(created.status).toBe(201)
+      const { runId } = yield* json(created)
+      yield* Effect.flatMap(Effect.promise(() => fetch(`${url}/runs/${runId}/events`)), sseEvents)
+      expect((yield* json(yield* Effect.promise(() => fetch(`${url}/runs/${runId}`)))).inputParts).toEqual(input)
+      const page = yield* Effect.promise(() => fetch(`${url}/runs?full=true`).then((response) => response.text()))
+      expect(JSON.parse(page).runs).toMatchObject([{ runId, status: "completed" }])
+      // Before: every run of the page carried its images' bytes.
+      expect(page).not.toContain(png)
+    }).pipe(Effect.scoped))
+
   it.live("a failed run's stream ends with event: error carrying the typed error; the compact form", () =>
     Effect.gen(function*() {
       const url = yield* serve(agents)

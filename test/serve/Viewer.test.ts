@@ -12,6 +12,7 @@ import { HttpServer } from "effect/http"
 import { mkdirSync } from "node:fs"
 import { join } from "node:path"
 import { chromium, type Page } from "playwright-core"
+import * as DeepAgent from "../../src/architectures/DeepAgent.js"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as Agent from "../../src/core/Agent.js"
 import * as Guardrail from "../../src/core/Guardrail.js"
@@ -62,7 +63,18 @@ const agents = [
         { text: "2 + 3 = 5.", usage: { inputTokens: 52, outputTokens: 6 }, delay: "20 millis" }
       ]))
     }) as Agent.Agent<never>
-  }
+  },
+  // A DeepAgent keeping a plan: each change a row of the events table.
+  Agent.make({
+    name: "planner",
+    instructions: "",
+    architecture: DeepAgent.makeUnsafe({}),
+    model: Layer.orDie(ScriptedModel.layer([
+      { toolCalls: [{ name: "write_todos", arguments: { todos: [{ content: "Look", status: "in_progress" }, { content: "Answer", status: "pending" }] } }] },
+      { toolCalls: [{ name: "write_todos", arguments: { todos: [{ content: "Look", status: "done" }, { content: "Answer", status: "in_progress" }] } }] },
+      "Done."
+    ]))
+  }) as Agent.Agent<never>
 ]
 
 // A real 1×1 PNG (one transparent pixel).
@@ -199,6 +211,28 @@ describe("Viewer", () => {
       expect(timeline).toMatch(/fell back\s+react\.turn_1: primary → backup \(ServerError/)
       expect(timeline).toContain("2306 tokens (2006 in, 1920 cached, 0 cache write, 300 out) · cost 0.003532 · answered by backup")
       expect(timeline).toContain("guardrail rewrote")
+      expect(errors).toEqual([])
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live.skipIf(!haveChromium && !required)(
+    `in headless Chromium: a DeepAgent's plan, each change a row of the events table${haveChromium ? "" : ` (skipped: ${chromiumUnavailable})`}`,
+    () =>
+    Effect.gen(function*() {
+      expect(chromiumUnavailable, "VALET_REQUIRE_CHROMIUM=1").toBeUndefined()
+      const url = yield* serve
+      const run = yield* post(`${url}/runs`, { agent: "planner", input: "Plan it." })
+      const browser = yield* launch
+      const page = yield* Effect.promise(() => browser.newPage({ viewport: { width: 1280, height: 760 } }))
+      const errors: Array<string> = []
+      page.on("pageerror", (error) => errors.push(error.message))
+      yield* Effect.promise(async () => {
+        await page.goto(`${url}/#run=${run.runId}`)
+        await page.getByText("Run " + run.runId + " — completed").waitFor({ timeout: 10_000 })
+        await page.locator("details.events summary").click()
+      })
+      const timeline = yield* Effect.promise(() => page.locator("details.events table").innerText())
+      expect(timeline).toMatch(/plan\s+▶ Look · ○ Answer/)
+      expect(timeline).toMatch(/plan\s+✓ Look · ▶ Answer/)
       expect(errors).toEqual([])
     }).pipe(Effect.scoped), 60_000)
 

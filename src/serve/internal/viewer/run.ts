@@ -107,6 +107,7 @@ function openRun(runId) {
       case "Progress": row(event, "progress", event.name + " " + JSON.stringify(event.data)); break;
       case "BudgetWarning": row(event, "budget", event.limit + " at " + event.used + " of " + event.max, "error"); break;
       case "ContextCompacted": row(event, "compacted", event.strategy + ": " + event.tokensBefore + " → " + event.tokensAfter + " tokens of " + event.contextWindow); break;
+      case "PlanUpdated": row(event, "plan", event.todos.map((todo) => (todo.status === "done" ? "✓ " : todo.status === "in_progress" ? "▶ " : "○ ") + todo.content).join(" · ")); break;
       case "GuardrailTripped": row(event, event.rewritten ? "guardrail rewrote" : "guardrail tripped", event.guardrail + " (" + event.kind + (event.name ? ", " + event.name + " " + event.phase : "") + "): " + event.reason, event.rewritten ? "" : "error"); break;
       case "RunCompleted": {
         s.ended = event.timestamp;

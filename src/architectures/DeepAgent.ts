@@ -11,7 +11,9 @@
  * wrong in a tool (a path out of the workspace, a string to edit that is absent or not unique, a command that fails)
  * is a result the model reads, not a failed run. `RunResult.metadata.todos` is the plan at the end.
  *
- * Sub-agents (`task`), skills, durable tools and the CLI's `--workspace` are later work (DESIGN §17).
+ * With `skills` (a directory), the model sees each skill's name and description and opens one with `open_skill`.
+ *
+ * Sub-agents (`task`), durable tools and the CLI's `--workspace` are later work (DESIGN §17).
  *
  * @example
  * ```ts
@@ -40,6 +42,7 @@ import * as internal from "../core/internal/toolLoop.js"
 import type * as Tool from "../core/Tool.js"
 import * as Workspace from "../environment/Workspace.js"
 import * as Plan from "./internal/deepAgent/plan.js"
+import * as Skills from "./internal/deepAgent/skills.js"
 
 /**
  * What DeepAgent adds to the agent's instructions by default: how to use the plan and the files.
@@ -54,7 +57,7 @@ export const defaultSystemPrompt = `You work on tasks of several steps in a work
 - A large tool result is saved to a file: read the parts you need with read_file.
 When the task is done, answer with a short summary of what you did.`
 
-const { int, withDefault } = Architecture.option
+const { int, optional, withDefault } = Architecture.option
 
 /**
  * DeepAgent, declared once: its name, options and program.
@@ -75,7 +78,12 @@ export const definition = Architecture.define({
     /** Whether the model gets `execute` (commands in the workspace's sandbox). */
     execute: Schema.Boolean.pipe(withDefault(true)),
     /** Added to the agent's instructions: how to work with the plan and the files. */
-    systemPrompt: Schema.String.pipe(withDefault(defaultSystemPrompt))
+    systemPrompt: Schema.String.pipe(withDefault(defaultSystemPrompt)),
+    /**
+     * A directory of skills (folders with a `SKILL.md`): their names and descriptions are listed to the model, which
+     * opens one with `open_skill`; a broken one is logged and in `RunResult.metadata.skillErrors`.
+     */
+    skills: optional(Schema.String)
   },
   program: (input, options) =>
     Effect.gen(function*() {
@@ -83,18 +91,22 @@ export const definition = Architecture.define({
       // An empty workspace in memory cannot fail to build.
       const workspace = Option.isSome(found) ? found.value : yield* Effect.orDie(Workspace.makeMemory())
       const state: Plan.PlanState = { todos: [] }
-      yield* Architecture.setMetadata(() => ({ todos: state.todos }))
-      const instructions = [input.agent.instructions, options.systemPrompt].filter((text) => text.trim() !== "").join("\n\n")
+      const skills = options.skills === undefined ? undefined : yield* Skills.load(options.skills)
+      const skillErrors = skills === undefined ? {} : { skillErrors: skills.errors.map(({ message, path }) => ({ path, message })) }
+      yield* Architecture.setMetadata(() => ({ todos: state.todos, ...skillErrors }))
+      const loaded = skills === undefined ? [] : skills.skills
+      const listed = loaded.length > 0 ? Skills.render(loaded) : ""
+      const instructions = [input.agent.instructions, options.systemPrompt, listed].filter((text) => text.trim() !== "").join("\n\n")
       const agent = {
         ...input.agent,
         instructions,
         // The agent's own tools keep their large results out of the context as the file tools do.
-        tools: [...input.agent.tools.map((tool) => Workspace.withLargeResults(tool, sizes(options))), ...fileTools(options), Plan.writeTodos(state)]
+        tools: [...input.agent.tools.map((tool) => Workspace.withLargeResults(tool, sizes(options))), ...fileTools(options), Plan.writeTodos(state), ...(loaded.length > 0 ? [Skills.openSkill(loaded)] : [])]
       }
       const outcome = yield* internal.program(options, { messages: Plan.show(state) })({ ...input, agent }).pipe(
         Effect.provideService(Workspace.Workspace, workspace)
       )
-      return { ...outcome, metadata: { ...outcome.metadata, todos: state.todos } }
+      return { ...outcome, metadata: { ...outcome.metadata, todos: state.todos, ...skillErrors } }
     })
 })
 

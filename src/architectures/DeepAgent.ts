@@ -11,7 +11,10 @@
  * wrong in a tool (a path out of the workspace, a string to edit that is absent or not unique, a command that fails)
  * is a result the model reads, not a failed run. `RunResult.metadata.todos` is the plan at the end.
  *
- * Sub-agents (`task`), skills, durable tools and the CLI's `--workspace` are later work (DESIGN §17).
+ * `task` starts a sub-agent on a described sub-task — one of `subAgents` by name, or a general one (this agent, with
+ * its own context over the same workspace) — and returns only its final answer; the sub-run's events carry its own
+ * session id (`<session>__task_<n>`). `maxTaskDepth` (default 1: a sub-agent gets no `task`) and `maxTasks` per run
+ * (default 8) bound them. Skills, durable tools and the CLI's `--workspace` are later work (DESIGN §17).
  *
  * @example
  * ```ts
@@ -35,11 +38,13 @@
  * @since 0.2.0
  */
 import { Effect, Option, Schema } from "effect"
+import type * as Agent from "../core/Agent.js"
 import * as Architecture from "../core/Architecture.js"
 import * as internal from "../core/internal/toolLoop.js"
 import type * as Tool from "../core/Tool.js"
 import * as Workspace from "../environment/Workspace.js"
 import * as Plan from "./internal/deepAgent/plan.js"
+import * as Task from "./internal/deepAgent/task.js"
 
 /**
  * What DeepAgent adds to the agent's instructions by default: how to use the plan and the files.
@@ -54,7 +59,7 @@ export const defaultSystemPrompt = `You work on tasks of several steps in a work
 - A large tool result is saved to a file: read the parts you need with read_file.
 When the task is done, answer with a short summary of what you did.`
 
-const { int, withDefault } = Architecture.option
+const { agents, int, optional, withDefault } = Architecture.option
 
 /**
  * DeepAgent, declared once: its name, options and program.
@@ -75,8 +80,15 @@ export const definition = Architecture.define({
     /** Whether the model gets `execute` (commands in the workspace's sandbox). */
     execute: Schema.Boolean.pipe(withDefault(true)),
     /** Added to the agent's instructions: how to work with the plan and the files. */
-    systemPrompt: Schema.String.pipe(withDefault(defaultSystemPrompt))
+    systemPrompt: Schema.String.pipe(withDefault(defaultSystemPrompt)),
+    /** Agents the `task` tool can start by name (their names and first lines of instructions are in its description). */
+    subAgents: optional(agents),
+    /** How deep `task` sub-agents go: a sub-agent this deep gets no `task` tool (0: no `task` at all). */
+    maxTaskDepth: int(0).pipe(withDefault(1)),
+    /** Tasks one run may start; past it `task` answers an error the model reads. */
+    maxTasks: int(0).pipe(withDefault(8))
   },
+  agentOptions: ["subAgents.*"],
   program: (input, options) =>
     Effect.gen(function*() {
       const found = yield* Effect.serviceOption(Workspace.Workspace)
@@ -84,12 +96,16 @@ export const definition = Architecture.define({
       const workspace = Option.isSome(found) ? found.value : yield* Effect.orDie(Workspace.makeMemory())
       const state: Plan.PlanState = { todos: [] }
       yield* Architecture.setMetadata(() => ({ todos: state.todos }))
+      const depth = yield* Task.Depth
+      const tasks = depth < options.maxTaskDepth
+        ? [Task.task({ self: input.agent as Agent.Agent<unknown>, subAgents: options.subAgents ?? [], maxTasks: options.maxTasks, depth: depth + 1 })]
+        : []
       const instructions = [input.agent.instructions, options.systemPrompt].filter((text) => text.trim() !== "").join("\n\n")
       const agent = {
         ...input.agent,
         instructions,
         // The agent's own tools keep their large results out of the context as the file tools do.
-        tools: [...input.agent.tools.map((tool) => Workspace.withLargeResults(tool, sizes(options))), ...fileTools(options), Plan.writeTodos(state)]
+        tools: [...input.agent.tools.map((tool) => Workspace.withLargeResults(tool, sizes(options))), ...fileTools(options), Plan.writeTodos(state), ...tasks]
       }
       const outcome = yield* internal.program(options, { messages: Plan.show(state) })({ ...input, agent }).pipe(
         Effect.provideService(Workspace.Workspace, workspace)

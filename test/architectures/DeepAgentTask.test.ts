@@ -12,7 +12,7 @@ const toolResults = (request: Model.Request): ReadonlyArray<string> =>
 const toolNames = (request: Model.Request): ReadonlyArray<string> => request.tools?.map((tool) => tool.name) ?? []
 
 const researcher = Agent.make({ name: "researcher", instructions: "You find facts.\nMore lines." })
-const deep = (options: { readonly maxTasks?: number; readonly subAgents?: ReadonlyArray<typeof researcher> } = {}) =>
+const deep = (options: { readonly maxTasks?: number; readonly maxTaskDepth?: number; readonly subAgents?: ReadonlyArray<typeof researcher> } = {}) =>
   Agent.make({ name: "lead", instructions: "You lead.", architecture: DeepAgent.makeUnsafe({ maxTurns: 10, ...options }) })
 
 describe("DeepAgent task", () => {
@@ -96,6 +96,31 @@ describe("DeepAgent task", () => {
         return results.length === 0
           ? { toolCalls: [{ name: "task", arguments: { description: "Sub" } }, { name: "task", arguments: { description: "Sub2" } }] }
           : "done"
+      }))
+    ))
+
+  it.effect("maxTaskDepth 2: a sub-agent starts its own task, under its own session; maxTaskDepth 0: no task", () =>
+    Effect.gen(function*() {
+      const events = yield* Stream.runCollect(Agent.stream(deep({ maxTaskDepth: 2 }), "Main", { sessionId: "s" }))
+      const started = events.filter((event): event is AgentEvent.Of<"SubRunStarted"> => event._tag === "SubRunStarted")
+      expect(started.map((event) => [event.sessionId, event.childSessionId])).toEqual([["s", "s__task_1"], ["s__task_1", "s__task_1__task_1"]])
+      const calls = yield* ScriptedModel.calls
+      expect(toolNames(calls.find((call) => promptOf(call) === "Sub")!)).toContain("task")
+      expect(toolNames(calls.find((call) => promptOf(call) === "Deeper")!)).not.toContain("task")
+      const completed = events.find((event) => event._tag === "RunCompleted" && event.sessionId === "s")
+      expect(completed?._tag === "RunCompleted" && completed.result.output).toBe("deepest")
+      const none = yield* Agent.run(deep({ maxTaskDepth: 0 }), "Zero")
+      expect(none.output).toBe("zero")
+      expect(toolNames((yield* ScriptedModel.calls).at(-1)!)).not.toContain("task")
+    }).pipe(
+      Effect.provide(Workspace.layerMemory()),
+      Effect.provide(ScriptedModel.layer((request) => {
+        const results = toolResults(request)
+        const prompt = promptOf(request)
+        if (prompt === "Zero") return "zero"
+        if (prompt === "Deeper") return "deepest"
+        if (results.length > 0) return results[0]!
+        return { toolCalls: [{ name: "task", arguments: { description: prompt === "Sub" ? "Deeper" : "Sub" } }] }
       }))
     ))
 

@@ -13,7 +13,10 @@
  *
  * With `skills` (a directory), the model sees each skill's name and description and opens one with `open_skill`.
  *
- * Sub-agents (`task`), durable tools and the CLI's `--workspace` are later work (DESIGN §17).
+ * `task` starts a sub-agent on a described sub-task — one of `subAgents` by name, or a general one (this agent, with
+ * its own context over the same workspace) — and returns only its final answer; the sub-run's events carry its own
+ * session id (`<session>__task_<n>`). `maxTaskDepth` (default 1: a sub-agent gets no `task`) and `maxTasks` per run
+ * (default 8) bound them. Durable tools and the CLI's `--workspace` are later work (DESIGN §17).
  *
  * @example
  * ```ts
@@ -37,12 +40,14 @@
  * @since 0.2.0
  */
 import { Effect, Option, Schema } from "effect"
+import type * as Agent from "../core/Agent.js"
 import * as Architecture from "../core/Architecture.js"
 import * as internal from "../core/internal/toolLoop.js"
 import type * as Tool from "../core/Tool.js"
 import * as Workspace from "../environment/Workspace.js"
 import * as Plan from "./internal/deepAgent/plan.js"
 import * as Skills from "./internal/deepAgent/skills.js"
+import * as Task from "./internal/deepAgent/task.js"
 
 /**
  * What DeepAgent adds to the agent's instructions by default: how to use the plan and the files.
@@ -57,7 +62,7 @@ export const defaultSystemPrompt = `You work on tasks of several steps in a work
 - A large tool result is saved to a file: read the parts you need with read_file.
 When the task is done, answer with a short summary of what you did.`
 
-const { int, optional, withDefault } = Architecture.option
+const { agents, int, optional, withDefault } = Architecture.option
 
 /**
  * DeepAgent, declared once: its name, options and program.
@@ -83,8 +88,15 @@ export const definition = Architecture.define({
      * A directory of skills (folders with a `SKILL.md`): their names and descriptions are listed to the model, which
      * opens one with `open_skill`; a broken one is logged and in `RunResult.metadata.skillErrors`.
      */
-    skills: optional(Schema.String)
+    skills: optional(Schema.String),
+    /** Agents the `task` tool can start by name (their names and first lines of instructions are in its description). */
+    subAgents: optional(agents),
+    /** How deep `task` sub-agents go: a sub-agent this deep gets no `task` tool (0: no `task` at all). */
+    maxTaskDepth: int(0).pipe(withDefault(1)),
+    /** Tasks one run may start; past it `task` answers an error the model reads. */
+    maxTasks: int(0).pipe(withDefault(8))
   },
+  agentOptions: ["subAgents.*"],
   program: (input, options) =>
     Effect.gen(function*() {
       const found = yield* Effect.serviceOption(Workspace.Workspace)
@@ -96,12 +108,16 @@ export const definition = Architecture.define({
       yield* Architecture.setMetadata(() => ({ todos: state.todos, ...skillErrors }))
       const loaded = skills === undefined ? [] : skills.skills
       const listed = loaded.length > 0 ? Skills.render(loaded) : ""
+      const depth = yield* Task.Depth
+      const tasks = depth < options.maxTaskDepth
+        ? [Task.task({ self: input.agent as Agent.Agent<unknown>, subAgents: options.subAgents ?? [], maxTasks: options.maxTasks, depth: depth + 1 })]
+        : []
       const instructions = [input.agent.instructions, options.systemPrompt, listed].filter((text) => text.trim() !== "").join("\n\n")
       const agent = {
         ...input.agent,
         instructions,
         // The agent's own tools keep their large results out of the context as the file tools do.
-        tools: [...input.agent.tools.map((tool) => Workspace.withLargeResults(tool, sizes(options))), ...fileTools(options), Plan.writeTodos(state), ...(loaded.length > 0 ? [Skills.openSkill(loaded)] : [])]
+        tools: [...input.agent.tools.map((tool) => Workspace.withLargeResults(tool, sizes(options))), ...fileTools(options), Plan.writeTodos(state), ...(loaded.length > 0 ? [Skills.openSkill(loaded)] : []), ...tasks]
       }
       const outcome = yield* internal.program(options, { messages: Plan.show(state) })({ ...input, agent }).pipe(
         Effect.provideService(Workspace.Workspace, workspace)

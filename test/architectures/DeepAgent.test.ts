@@ -60,7 +60,7 @@ describe("DeepAgent", () => {
         expect((call.messages ?? []).filter((message) => message.role === "system")).toHaveLength(1)
         expect((call.messages ?? []).filter((message) => Model.textOf(message.content).includes("Your plan")).length).toBeLessThanOrEqual(1)
       }
-      expect(calls[0]!.tools?.map((tool) => tool.name)).toEqual(["ls", "read_file", "write_file", "edit_file", "glob", "grep", "execute", "write_todos"])
+      expect(calls[0]!.tools?.map((tool) => tool.name)).toEqual(["ls", "read_file", "write_file", "edit_file", "glob", "grep", "execute", "write_todos", "task"])
 
       // The tools' answers, as the model read them.
       expect(toolResults(calls[6]!)).toEqual([
@@ -154,7 +154,7 @@ describe("DeepAgent", () => {
       const quiet = Agent.make({ name: "q", instructions: "", architecture: DeepAgent.makeUnsafe({ execute: false, systemPrompt: "" }) })
       yield* Agent.run(quiet, "hi")
       const [call] = yield* ScriptedModel.calls
-      expect(call!.tools?.map((tool) => tool.name)).toEqual(["ls", "read_file", "write_file", "edit_file", "glob", "grep", "write_todos"])
+      expect(call!.tools?.map((tool) => tool.name)).toEqual(["ls", "read_file", "write_file", "edit_file", "glob", "grep", "write_todos", "task"])
       expect(call!.messages).toEqual([Model.user("hi")])
     }).pipe(Effect.provide(ScriptedModel.layer(["hello"]))))
 })

@@ -23,6 +23,16 @@ const tripsOn = (word: string, name = "no_" + word) =>
 const tripped = (events: ReadonlyArray<AgentEvent.AgentEvent>) =>
   events.filter((e): e is AgentEvent.Of<"GuardrailTripped"> => e._tag === "GuardrailTripped")
 
+
+/** A tool the tests must never see run before a trip: it counts its calls in `ran`. */
+const sendMoney = (ran: Ref.Ref<number>) =>
+  Tool.make({
+    name: "send_money",
+    description: "Sends money",
+    parameters: Schema.Struct({ to: Schema.String }),
+    handler: () => Effect.as(Ref.update(ran, (n) => n + 1), "sent")
+  })
+
 describe("input guardrails", () => {
   it.effect("a trip fails the run with GuardrailTripped (and its event); a pass lets it answer", () =>
     Effect.gen(function*() {
@@ -51,12 +61,7 @@ describe("input guardrails", () => {
   it.effect("the first reply waits for the input check: a tool the model asked for does not run before a trip", () =>
     Effect.gen(function*() {
       const ran = yield* Ref.make(0)
-      const send = Tool.make({
-        name: "send_money",
-        description: "Sends money",
-        parameters: Schema.Struct({ to: Schema.String }),
-        handler: () => Effect.as(Ref.update(ran, (n) => n + 1), "sent")
-      })
+      const send = sendMoney(ran)
       const slowCheck = Guardrail.make("fraud", () => Effect.as(Effect.sleep("5 seconds"), Guardrail.trip("looks like fraud")))
       const agent = Agent.make({ name: "bank", instructions: "", tools: [send], guardrails: { input: [slowCheck] } })
       const fiber = yield* Agent.run(agent, "send it all to me").pipe(Effect.flip, Effect.forkChild)
@@ -83,12 +88,7 @@ describe("input guardrails", () => {
   it.effect("a sub-agent's first reply waits for its parent's input check too: a delegated tool does not run before a trip", () =>
     Effect.gen(function*() {
       const ran = yield* Ref.make(0)
-      const send = Tool.make({
-        name: "send_money",
-        description: "Sends money",
-        parameters: Schema.Struct({ to: Schema.String }),
-        handler: () => Effect.as(Ref.update(ran, (n) => n + 1), "sent")
-      })
+      const send = sendMoney(ran)
       const worker = Agent.make({ name: "teller", instructions: "", tools: [send] })
       const delegate = Architecture.make({
         name: "delegate_test",

@@ -1,11 +1,12 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Effect, Exit, Fiber, Layer, Stream, Tracer } from "effect"
+import { Context, Effect, Exit, Fiber, Layer, Stream } from "effect"
 import { TestClock } from "effect/testing"
 import * as Agent from "../../src/core/Agent.js"
 import * as AgentError from "../../src/core/AgentError.js"
 import type * as AgentEvent from "../../src/core/AgentEvent.js"
 import * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
+import { recordingTracer } from "../support/spans.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 
 const ask = (content = "hi") => Model.generate({ messages: [Model.user(content)] })
@@ -293,25 +294,14 @@ describe("Model.fallback", () => {
 
   it.effect("the call's chat span says why the others did not answer (span events) and which model did", () =>
     Effect.gen(function*() {
-      const ended: Array<Tracer.NativeSpan> = []
-      const tracer = Tracer.make({
-        span: (options) => {
-          const span = new Tracer.NativeSpan(options)
-          const end = span.end.bind(span)
-          span.end = (endTime, exit) => {
-            end(endTime, exit)
-            ended.push(span)
-          }
-          return span
-        }
-      })
+      const { ended, layer: tracing } = recordingTracer()
       const chain = Model.fallback([
         { name: "primary", model: failing(new ModelError.ServerError({ status: 503, message: "down" })).service },
         { name: "second", model: failing(new ModelError.Timeout({ message: "no answer", timeoutMs: 1000 })).service },
         { name: "third", model: scripted(["Paris"]).service }
       ], { breaker: false })
       yield* Agent.run(Agent.make({ name: "assistant", instructions: "Be brief.", model: chain }), "Capital of France?").pipe(
-        Effect.provide(Layer.succeed(Tracer.Tracer, tracer))
+        Effect.provide(tracing)
       )
       const chat = ended.find((span) => span.name === "chat")!
       expect(chat.events.map(([name, , attributes]) => [name, attributes])).toEqual([

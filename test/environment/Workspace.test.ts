@@ -224,6 +224,34 @@ describe("Workspace on disk: symbolic links out of it are refused, for real", ()
     }))
 })
 
+/**
+ * Runs `effect` with one of `fs.promises`' functions hooked: `after` sees each call's arguments and result before
+ * the caller does — where a test swaps a file for a link, as a command running beside the call could. Restored after.
+ */
+const withFsHook = <A, E>(
+  name: "realpath" | "readdir" | "lstat",
+  after: (args: ReadonlyArray<unknown>, result: unknown) => void,
+  effect: Effect.Effect<A, E>
+): Effect.Effect<A, E> =>
+  Effect.gen(function*() {
+    const fs = yield* Effect.promise(() => import("node:fs"))
+    const { syncBuiltinESMExports } = yield* Effect.promise(() => import("node:module"))
+    const promises = fs.promises as unknown as Record<string, (...args: Array<unknown>) => Promise<unknown>>
+    const original = promises[name]!
+    promises[name] = async (...args) => {
+      const result = await original(...args)
+      after(args, result)
+      return result
+    }
+    syncBuiltinESMExports()
+    return yield* Effect.ensuring(effect, Effect.sync(() => {
+      promises[name] = original
+      syncBuiltinESMExports()
+    }))
+  })
+
+const names = (entries: unknown): ReadonlyArray<string> => (entries as ReadonlyArray<{ readonly name: string }>).map((entry) => entry.name)
+
 describe("Workspace on disk: a file swapped for a link between the check and the read", () => {
   it.live("read refuses a file that became a link out of the workspace after its path was resolved", () =>
     Effect.gen(function*() {
@@ -233,26 +261,14 @@ describe("Workspace on disk: a file swapped for a link between the check and the
       writeFileSync(join(root, "notes.txt"), "notes\n")
       // What a command of the sandbox, running beside the call, can do: once the path is resolved (its real path
       // checked), the file is replaced by a link to a file outside.
-      const promises = (yield* Effect.promise(() => import("node:fs"))).promises
-      const { syncBuiltinESMExports } = yield* Effect.promise(() => import("node:module"))
-      const realpath = promises.realpath
       let swapped = false
-      promises.realpath = (async (...args: Parameters<typeof realpath>) => {
-        const real = await realpath(...args)
+      const read = yield* withFsHook("realpath", (args) => {
         if (!swapped && String(args[0]).endsWith("notes.txt")) {
           swapped = true
           rmSync(join(root, "notes.txt"))
           symlinkSync(join(outside, "secret.txt"), join(root, "notes.txt"))
         }
-        return real
-      }) as typeof realpath
-      syncBuiltinESMExports()
-      const read = yield* Effect.flip(Effect.provide(Workspace.readText("notes.txt"), Workspace.layerDirectory(root))).pipe(
-        Effect.ensuring(Effect.sync(() => {
-          promises.realpath = realpath
-          syncBuiltinESMExports()
-        }))
-      )
+      }, Effect.flip(Effect.provide(Workspace.readText("notes.txt"), Workspace.layerDirectory(root))))
       expect(swapped).toBe(true)
       expect(read).toMatchObject({ reason: "symlink_escape", path: "notes.txt" })
     }))
@@ -265,27 +281,15 @@ describe("Workspace on disk: a file swapped for a link between the walk and the 
       writeFileSync(join(outside, "secret.txt"), "SECRET\n")
       const root = tempDir("valet-ws-grepswap-")
       writeFileSync(join(root, "notes.txt"), "notes\n")
-      const promises = (yield* Effect.promise(() => import("node:fs"))).promises
-      const { syncBuiltinESMExports } = yield* Effect.promise(() => import("node:module"))
-      const readdir = promises.readdir
       let swapped = false
       // Once the walk has listed the workspace (notes.txt a regular file), a command replaces the file by a link out.
-      promises.readdir = (async (...args: Array<unknown>) => {
-        const entries = await (readdir as (...a: Array<unknown>) => Promise<Array<{ name: string }>>)(...args)
-        if (!swapped && entries.some((entry) => entry.name === "notes.txt")) {
+      const found = yield* withFsHook("readdir", (_args, entries) => {
+        if (!swapped && names(entries).includes("notes.txt")) {
           swapped = true
           rmSync(join(root, "notes.txt"))
           symlinkSync(join(outside, "secret.txt"), join(root, "notes.txt"))
         }
-        return entries
-      }) as typeof readdir
-      syncBuiltinESMExports()
-      const found = yield* Effect.provide(Workspace.grep("SECRET"), Workspace.layerDirectory(root)).pipe(
-        Effect.ensuring(Effect.sync(() => {
-          promises.readdir = readdir
-          syncBuiltinESMExports()
-        }))
-      )
+      }, Effect.provide(Workspace.grep("SECRET"), Workspace.layerDirectory(root)))
       expect(swapped).toBe(true)
       expect(found.matches).toEqual([])
     }))
@@ -297,27 +301,15 @@ describe("Workspace on disk: a directory swapped for a link between the check an
       const outside = tempDir("valet-ws-writeswap-outside-")
       const root = tempDir("valet-ws-writeswap-")
       mkdirSync(join(root, "sub"))
-      const promises = (yield* Effect.promise(() => import("node:fs"))).promises
-      const { syncBuiltinESMExports } = yield* Effect.promise(() => import("node:module"))
-      const lstat = promises.lstat
       let looks = 0
       // The directory checked twice (the workspace's check, then the write's own), then a command replaces it by a
       // link out.
-      promises.lstat = (async (...args: Array<unknown>) => {
-        const stat = await (lstat as (...a: Array<unknown>) => Promise<unknown>)(...args)
+      const written = yield* withFsHook("lstat", (args) => {
         if (String(args[0]) === join(root, "sub") && ++looks === 2) {
           rmSync(join(root, "sub"), { recursive: true })
           symlinkSync(outside, join(root, "sub"))
         }
-        return stat
-      }) as unknown as typeof lstat
-      syncBuiltinESMExports()
-      const written = yield* Effect.flip(Effect.provide(Workspace.write("sub/x.txt", "PLANTED"), Workspace.layerDirectory(root))).pipe(
-        Effect.ensuring(Effect.sync(() => {
-          promises.lstat = lstat
-          syncBuiltinESMExports()
-        }))
-      )
+      }, Effect.flip(Effect.provide(Workspace.write("sub/x.txt", "PLANTED"), Workspace.layerDirectory(root))))
       expect(looks).toBe(2)
       expect(existsSync(join(outside, "x.txt"))).toBe(false)
       expect(written).toMatchObject({ reason: "symlink_escape", path: "sub/x.txt" })
@@ -332,27 +324,15 @@ describe("Workspace on disk: a directory swapped for a link while the walk goes 
       const root = tempDir("valet-ws-walkswap-")
       mkdirSync(join(root, "sub"))
       writeFileSync(join(root, "sub", "mine.txt"), "x\n")
-      const promises = (yield* Effect.promise(() => import("node:fs"))).promises
-      const { syncBuiltinESMExports } = yield* Effect.promise(() => import("node:module"))
-      const readdir = promises.readdir
       let swapped = false
       // Once the walk has listed the workspace (sub a directory), a command replaces sub by a link out.
-      promises.readdir = (async (...args: Array<unknown>) => {
-        const entries = await (readdir as (...a: Array<unknown>) => Promise<Array<{ name: string }>>)(...args)
-        if (!swapped && entries.some((entry) => entry.name === "sub")) {
+      const found = yield* withFsHook("readdir", (_args, entries) => {
+        if (!swapped && names(entries).includes("sub")) {
           swapped = true
           rmSync(join(root, "sub"), { recursive: true })
           symlinkSync(outside, join(root, "sub"))
         }
-        return entries
-      }) as typeof readdir
-      syncBuiltinESMExports()
-      const found = yield* Effect.provide(Workspace.glob("**/*"), Workspace.layerDirectory(root)).pipe(
-        Effect.ensuring(Effect.sync(() => {
-          promises.readdir = readdir
-          syncBuiltinESMExports()
-        }))
-      )
+      }, Effect.provide(Workspace.glob("**/*"), Workspace.layerDirectory(root)))
       expect(swapped).toBe(true)
       // Before: the walk followed the link and answered sub/leak.txt, a file outside the workspace.
       expect(found.paths).toEqual([])

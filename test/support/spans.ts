@@ -10,6 +10,8 @@ export interface Recorded {
   readonly spanId: string
   readonly parent: string | undefined
   readonly attributes: ReadonlyMap<string, unknown>
+  /** Its span events: name, time, attributes. */
+  readonly events: Tracer.NativeSpan["events"]
   readonly exit: Exit.Exit<unknown, unknown>
 }
 
@@ -27,6 +29,7 @@ export const recordingTracer = () => {
           spanId: span.spanId,
           parent: span.parent._tag === "Some" ? span.parent.value.spanId : undefined,
           attributes: span.attributes,
+          events: span.events,
           exit
         })
       }

@@ -36,14 +36,18 @@
  *
  * @since 0.2.0
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, type Scope } from "effect"
 import type * as Tool from "../core/Tool.js"
 import type { Files, SandboxError, WorkspaceOptions } from "./internal/sandbox/types.js"
 import { Sandbox } from "./internal/sandbox/types.js"
+import * as Copy from "./internal/workspace/copy.js"
 import * as Directory from "./internal/workspace/directory.js"
 import * as Memory from "./internal/workspace/memory.js"
 import * as Tools from "./internal/workspace/tools.js"
+import { WorkspaceError as WorkspaceErrorClass } from "./internal/workspace/types.js"
 import type {
+  Applied,
+  Changes,
   Edit,
   Edited,
   Entry,
@@ -107,33 +111,103 @@ export const makeDirectory = (path: string): Effect.Effect<Service, WorkspaceErr
 export const layerDirectory = (path: string): Layer.Layer<Workspace, WorkspaceError> => Layer.effect(Workspace, Directory.make(path))
 
 /**
- * Options of `layerSandbox`: the seed files and whether the sandbox keeps the workspace across runs (`keep`).
+ * Options of `layerSandbox`: the seed files, a directory to copy in (`from`), and whether the sandbox keeps the
+ * workspace across runs (`keep`).
  *
  * @since 0.2.0
  * @category options
  */
 export interface SandboxOptions extends WorkspaceOptions {
   readonly files?: Files | undefined
+  /**
+   * A directory copied into the workspace after `files` (files as bytes, symbolic links as they are, `.git` left
+   * out; at most 10,000 files): the agent works on the copy, never on the directory. A kept workspace keeps its edits.
+   */
+  readonly from?: string | undefined
 }
 
 /**
- * The workspace of task `taskId` in the `Sandbox` in context (seeded with `files`; removed when the layer's scope
- * closes unless `keep`): the file operations work on its directory, and `run` (the `execute` tool) runs commands there
- * through the sandbox — bubblewrap unless the sandbox was built with `isolation: "process"`.
+ * The workspace of task `taskId` in the `Sandbox` in context (seeded with `files`, then a copy of `from`; removed
+ * when the layer's scope closes unless `keep`): the file operations work on its directory, and `run` (the `execute`
+ * tool) runs commands there through the sandbox — bubblewrap unless the sandbox was built with `isolation: "process"`.
  *
  * @since 0.2.0
  * @category layers
  */
 export const layerSandbox = (taskId: string, options: SandboxOptions = {}): Layer.Layer<Workspace, SandboxError | WorkspaceError, Sandbox> =>
-  Layer.effect(
-    Workspace,
-    Effect.gen(function*() {
-      const sandbox = yield* Sandbox
-      const workspace = yield* sandbox.workspace(taskId, options.files, options.keep !== undefined ? { keep: options.keep } : undefined)
-      const files = yield* Directory.make(workspace.path)
-      return { ...files, run: (request) => sandbox.run(workspace, request) } satisfies Service
-    })
-  )
+  Layer.effect(Workspace, Effect.map(sandboxWorkspace(taskId, options), ({ service }) => service))
+
+/** The sandbox's workspace as a `Service`, and the copy of `from` in it when there is one. */
+const sandboxWorkspace = (taskId: string, options: SandboxOptions) =>
+  Effect.gen(function*() {
+    const sandbox = yield* Sandbox
+    const workspace = yield* sandbox.workspace(taskId, options.files, options.keep !== undefined ? { keep: options.keep } : undefined)
+    const from = options.from
+    const copy = from === undefined ? undefined : yield* Effect.flatMap(
+      Effect.promise(() => Copy.make(from, workspace.path, workspace.kept)),
+      (made) => made instanceof WorkspaceErrorClass ? Effect.fail(made) : Effect.succeed(made)
+    )
+    const files = yield* Directory.make(workspace.path)
+    return { service: { ...files, run: (request) => sandbox.run(workspace, request) } satisfies Service, copy }
+  })
+
+/**
+ * A sandbox workspace that is a copy of a directory (`makeSandboxCopy`): the workspace, what it changed since the
+ * copy was made, and how to write that back.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface SandboxCopy {
+  /** The workspace: give it to the agent (`Effect.provideService(Workspace, copy.workspace)`). */
+  readonly workspace: Service
+  /** The directory copied (its real path). */
+  readonly from: string
+  /** What the workspace changed since the copy: the changed paths and the unified diff of the text files. */
+  readonly changes: Effect.Effect<Changes, WorkspaceError>
+  /**
+   * Writes the changes back to `from`: refused (`conflict`, nothing written) when a file to change was changed there
+   * since the copy; never through a symbolic link, never into `.git`.
+   */
+  readonly apply: Effect.Effect<Applied, WorkspaceError>
+}
+
+/**
+ * A fresh workspace of the `Sandbox` in context, seeded with a copy of the directory `from`, for the scope: the agent
+ * edits and runs commands on the copy, the user's directory is untouched until `apply`. A missing `from` fails with
+ * `not_found` naming it; a directory of more than 10,000 files with `too_large`.
+ *
+ * @example
+ * ```ts
+ * import { Effect } from "effect"
+ * import * as Sandbox from "valet/Sandbox"
+ * import * as Workspace from "valet/Workspace"
+ *
+ * const program = Effect.scoped(Effect.gen(function*() {
+ *   const copy = yield* Workspace.makeSandboxCopy("fix-1", "./my-project")
+ *   yield* Workspace.write("NOTES.md", "checked\n").pipe(Effect.provideService(Workspace.Workspace, copy.workspace))
+ *   const { diff } = yield* copy.changes // "--- /dev/null\n+++ b/NOTES.md\n@@ -0,0 +1 @@\n+checked\n"
+ *   return diff
+ * })).pipe(Effect.provide(Sandbox.layerProcess()))
+ * ```
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const makeSandboxCopy = (
+  taskId: string,
+  from: string
+): Effect.Effect<SandboxCopy, SandboxError | WorkspaceError, Sandbox | Scope.Scope> =>
+  Effect.map(sandboxWorkspace(taskId, { from }), ({ copy, service }) => {
+    const made = copy!
+    return {
+      workspace: service,
+      from: made.from,
+      changes: Effect.flatMap(Effect.promise(() => Copy.changes(made)), (found) =>
+        found instanceof WorkspaceErrorClass ? Effect.fail(found) : Effect.succeed({ changedFiles: found.changedFiles, diff: found.diff })),
+      apply: Effect.flatMap(Effect.promise(() => Copy.apply(made)), (done) => done instanceof WorkspaceErrorClass ? Effect.fail(done) : Effect.succeed(done))
+    }
+  })
 
 // ---------------------------------------------------------------------------------------------------------
 // Accessors

@@ -11,6 +11,14 @@ export class CommandFailed extends Schema.TaggedError<CommandFailed>()("CommandF
   message: Schema.String
 }) {}
 
+/**
+ * The command line asks for something that cannot be (flags that do not go together, a directory that is not there)
+ * in a way the flags' own parsers cannot see: its message is the line printed; the exit code is 2, as for a bad flag.
+ */
+export class UsageError extends Schema.TaggedError<UsageError>()("UsageError", {
+  message: Schema.String
+}) {}
+
 /** Fails with `CommandFailed` when the answer is empty (whitespace only), saying why when the run was interrupted. */
 export const requireAnswer = (
   result: { readonly output: string; readonly interrupted: boolean; readonly interruptionReason?: string | undefined }

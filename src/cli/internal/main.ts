@@ -7,7 +7,7 @@
 import { Cause, Effect, References, Runtime, Schema } from "effect"
 import { CliError, CliOutput, Command, Flag, GlobalFlag } from "effect/cli"
 import { ConfigFileError } from "../../serve/AgentConfig.js"
-import { CommandFailed } from "./failure.js"
+import { CommandFailed, UsageError } from "./failure.js"
 import { valet, version } from "./root.js"
 
 /** The exit codes of `valet`. */
@@ -60,6 +60,7 @@ export const describeFailure = (
     return { line: undefined, exitCode: error._tag === "ShowHelp" && error.errors.length === 0 ? ExitCode.ok : ExitCode.usage }
   }
   if (error instanceof CommandFailed) return { line: `${command}: ${oneLine(error.message)}`, exitCode: ExitCode.failed }
+  if (error instanceof UsageError) return { line: `${command}: ${oneLine(error.message)}`, exitCode: ExitCode.usage }
   // A bad config file is a usage error: what the user wrote is wrong, and the line says where.
   if (error instanceof ConfigFileError) return { line: `${command}: ${oneLine(error.message)}`, exitCode: ExitCode.usage }
   const failure = Cause.findErrorOption(cause)

@@ -9,6 +9,7 @@
  */
 import { Effect, type FileSystem, Layer, Option, type Path, Stream } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
+import * as DeepAgent from "../../architectures/DeepAgent.js"
 import * as Agent from "../../core/Agent.js"
 import type { AgentError } from "../../core/AgentError.js"
 import * as AgentEvent from "../../core/AgentEvent.js"
@@ -21,9 +22,11 @@ import * as ThreadStore from "../../serve/internal/config/threads.js"
 import * as RunsApi from "../../serve/RunsApi.js"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { type Decider, deciderOf, terminalPrompter, withDecider } from "./approvals.js"
-import { acceptedNames, architectures, entryOf, names } from "./architectures.js"
-import { CommandFailed, requireAnswer } from "./failure.js"
+import { acceptedNames, architectures, type Entry, entryOf, names } from "./architectures.js"
+import { CommandFailed, requireAnswer, UsageError } from "./failure.js"
 import { modelLayer } from "./model.js"
+import { commandSandbox } from "./sandbox.js"
+import { onWorkspace, requireDirectory, type WorkspaceSettings } from "./workspace.js"
 
 /** Where `run` prints: text as it comes, whole lines, and notes for people (stderr). */
 export interface Printer {
@@ -268,6 +271,71 @@ const withRecording = <E>(
 ): Layer.Layer<Model.Model, E | Journal.JournalError, FileSystem.FileSystem | Path.Path> =>
   Option.isSome(cassette) ? Journal.layerRecord(cassette.value).pipe(Layer.provide(model)) : model
 
+const workspaceFlags = {
+  workspace: Flag.String("workspace").pipe(
+    Flag.withDescription(
+      "With --architecture deep_agent: the directory to work on. The agent works on a copy of it in the sandbox " +
+        "(bubblewrap; plain processes only with VALET_SANDBOX_ISOLATION=process); the copy's changes are printed as a " +
+        "unified diff after the answer (or written to --diff), and written back only with --apply."
+    ),
+    Flag.optional
+  ),
+  skills: Flag.String("skills").pipe(
+    Flag.withDescription("With --architecture deep_agent: a directory of skills (folders with a SKILL.md) the agent can open."),
+    Flag.optional
+  ),
+  diff: Flag.String("diff").pipe(
+    Flag.withDescription("With --workspace: write the diff of the agent's changes to this file instead of printing it."),
+    Flag.optional
+  ),
+  apply: Flag.Boolean("apply").pipe(
+    Flag.withDescription(
+      "With --workspace: write the agent's changes back to the directory after a run that succeeded (refused, with " +
+        "nothing written, when a file to change was changed there meanwhile)."
+    ),
+    Flag.withDefault(false)
+  )
+}
+
+interface WorkspaceValues {
+  readonly workspace: Option.Option<string>
+  readonly skills: Option.Option<string>
+  readonly diff: Option.Option<string>
+  readonly apply: boolean
+}
+
+/**
+ * The architecture of `--architecture` with `--skills`, and the settings of `--workspace`: both only for deep_agent
+ * (the agent with file tools), `--diff` and `--apply` only with `--workspace`; a wrong mix is a `UsageError`.
+ */
+export const deepAgentOf = (
+  architecture: string,
+  values: WorkspaceValues
+): Effect.Effect<{ readonly entry: Entry; readonly workspace: WorkspaceSettings | undefined }, UsageError | AgentError, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const entry = yield* entryOf(architecture)
+    const deep = entry.architecture.name === DeepAgent.name
+    for (const [flag, given] of [["--workspace", values.workspace], ["--skills", values.skills]] as const) {
+      if (Option.isSome(given) && !deep) {
+        return yield* new UsageError({ message: `${flag} is for --architecture ${DeepAgent.name} (the agent with file tools), not ${entry.architecture.name}` })
+      }
+    }
+    for (const [flag, given] of [["--diff", Option.isSome(values.diff)], ["--apply", values.apply]] as const) {
+      if (given && Option.isNone(values.workspace)) {
+        return yield* new UsageError({ message: `${flag} is about the changes of --workspace DIR: give --workspace too` })
+      }
+    }
+    let chosen: Entry = entry
+    if (Option.isSome(values.skills)) {
+      yield* requireDirectory("--skills", values.skills.value)
+      chosen = { ...entry, architecture: yield* DeepAgent.make({ skills: values.skills.value }) }
+    }
+    const workspace = Option.isSome(values.workspace)
+      ? { directory: values.workspace.value, diff: Option.getOrUndefined(values.diff), apply: values.apply }
+      : undefined
+    return { entry: chosen, workspace }
+  })
+
 /** `valet run "<prompt>"`. */
 export const runCommand = Command.make(
   "run",
@@ -293,6 +361,7 @@ export const runCommand = Command.make(
       Flag.optional
     ),
     ...threadFlags,
+    ...workspaceFlags,
     ...modelFlags
   },
   (values) =>
@@ -300,6 +369,10 @@ export const runCommand = Command.make(
       const thread = yield* threadOf(values)
       const decider = deciderOf(Option.getOrUndefined(values.approve), process.stdin.isTTY === true, yield* terminalPrompter, stdoutPrinter.note)
       if (Option.isSome(values.agents)) {
+        const flag = Option.isSome(values.workspace) ? "--workspace" : Option.isSome(values.skills) ? "--skills" : undefined
+        if (flag !== undefined) {
+          return yield* new UsageError({ message: `${flag} is for --architecture ${DeepAgent.name}: an agent of --agents has its own (workspace: and options: in the file)` })
+        }
         if (Option.isSome(values.record)) {
           return yield* new CommandFailed({
             message: "--record records the command line's model: it cannot record the agents of --agents, which have their own"
@@ -310,15 +383,18 @@ export const runCommand = Command.make(
           requireAnswer
         )
       }
-      return yield* onThread(thread, (id) =>
-        Effect.flatMap(entryOf(values.architecture), (entry) =>
-          runTurn(
-            Agent.make({ name: "valet-run", instructions: values.instructions, architecture: entry.architecture }),
-            values.prompt,
-            values.stream,
-            stdoutPrinter,
-            id
-          ))).pipe(
+      const { entry, workspace } = yield* deepAgentOf(values.architecture, values)
+      const turn = onThread(thread, (id) =>
+        runTurn(
+          Agent.make({ name: "valet-run", instructions: values.instructions, architecture: entry.architecture }),
+          values.prompt,
+          values.stream,
+          stdoutPrinter,
+          id
+        ))
+      return yield* (workspace === undefined
+        ? turn
+        : onWorkspace(workspace, turn, stdoutPrinter).pipe(Effect.provide(commandSandbox()))).pipe(
           Effect.provide(withRecording(modelOf(values), values.record)),
           Effect.flatMap(requireAnswer)
         )

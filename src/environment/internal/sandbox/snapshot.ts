@@ -28,8 +28,11 @@ export interface SnapshotLimits {
   readonly maxFiles: number
 }
 
-/** Reads the workspace at `root`. */
-export const take = async (root: string, limits: SnapshotLimits): Promise<Snapshot> => {
+/**
+ * Reads the workspace at `root`. Paths in `skip` (relative, files or whole directories) are left out: a copy of a
+ * user's directory leaves out its `.git`, so the agent's changes are compared, and written back, outside it.
+ */
+export const take = async (root: string, limits: SnapshotLimits, skip?: ReadonlySet<string>): Promise<Snapshot> => {
   const entries = new Map<string, Entry>()
   let complete = true
   const walk = async (dir: string, prefix: string): Promise<void> => {
@@ -46,6 +49,7 @@ export const take = async (root: string, limits: SnapshotLimits): Promise<Snapsh
       if (!complete) return
       const path = join(dir, dirent.name)
       const relative = prefix === "" ? dirent.name : `${prefix}/${dirent.name}`
+      if (skip?.has(relative) === true) continue
       if (dirent.isDirectory()) {
         await walk(path, relative)
         continue
@@ -88,10 +92,24 @@ const readFile = async (path: string, maxDiffBytes: number): Promise<Entry> => {
   }
 }
 
+/**
+ * The entry of one path under `root` as `take` would read it, or `undefined` when nothing (or a directory) is there:
+ * what a copy applied back checks first, that the user's file is still the one the copy was made from.
+ */
+export const entryAt = async (root: string, relative: string, limits: SnapshotLimits): Promise<Entry | undefined> => {
+  const path = join(root, relative)
+  const stat = await fs.lstat(path).catch((error) => (isCode(error, "ENOENT") || isCode(error, "ENOTDIR") ? undefined : Promise.reject(error)))
+  if (stat === undefined || stat.isDirectory()) return undefined
+  if (stat.isSymbolicLink()) return { kind: "symlink", target: await fs.readlink(path).catch(() => "") }
+  if (stat.isFile()) return readFile(path, limits.maxDiffBytes)
+  return { kind: "other" }
+}
+
 const isCode = (error: unknown, code: string): boolean =>
   typeof error === "object" && error !== null && (error as { code?: unknown }).code === code
 
-const sameEntry = (a: Entry, b: Entry): boolean => {
+/** Whether two entries hold the same thing (content, or hash for large files; a link's target). */
+export const sameEntry = (a: Entry, b: Entry): boolean => {
   if (a.kind !== b.kind) return false
   if (a.kind === "symlink") return a.target === (b as typeof a).target
   if (a.kind === "other") return true

@@ -43,10 +43,10 @@ const isCode = (error: unknown, code: string): boolean =>
  */
 export const seed = async (
   root: string,
-  files: ReadonlyArray<readonly [string, string]>,
+  files: ReadonlyArray<readonly [string, string | Uint8Array]>,
   onlyMissing: boolean
 ): Promise<PathRefused | undefined> => {
-  const checked: Array<readonly [string, string]> = []
+  const checked: Array<readonly [string, string | Uint8Array]> = []
   for (const [path, content] of files) {
     const normalized = checkRelativePath(path)
     if (normalized instanceof PathRefused) return normalized

@@ -9,7 +9,8 @@ import type { RunRequest, SandboxError, SandboxResult } from "../sandbox/types.j
  * An operation on a workspace was refused or failed: `reason` says why, `path` names the path (or pattern) it was
  * given. Path refusals are spelled as the sandbox spells them (`absolute_path`, `parent_path`, `invalid_path` for an
  * empty one or a NUL byte, `symlink_escape`); `string_not_found` and `string_not_unique` (with `occurrences`) are
- * `edit`'s. A model's tool reads the `message`.
+ * `edit`'s; `conflict` is a copy's changes refused when written back over a directory changed meanwhile. A model's
+ * tool reads the `message`.
  *
  * @since 0.2.0
  * @category errors
@@ -27,6 +28,7 @@ export class WorkspaceError extends Schema.TaggedError<WorkspaceError>()("Worksp
     "string_not_unique",
     "invalid_argument",
     "too_large",
+    "conflict",
     "io"
   ]),
   path: Schema.String,
@@ -34,6 +36,31 @@ export class WorkspaceError extends Schema.TaggedError<WorkspaceError>()("Worksp
   occurrences: Schema.optional(Schema.Int),
   message: Schema.String
 }) {}
+
+/**
+ * What a workspace copied from a directory changed (`Workspace.makeSandboxCopy`): every added, modified or deleted
+ * path, sorted, and the unified diff of the text files among them (binary and large files are only listed).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Changes {
+  readonly changedFiles: ReadonlyArray<string>
+  readonly diff: string
+}
+
+/**
+ * What writing a copy's changes back did: files written, files removed, and paths not written (links or other
+ * non-files the agent made).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Applied {
+  readonly written: ReadonlyArray<string>
+  readonly removed: ReadonlyArray<string>
+  readonly skipped: ReadonlyArray<string>
+}
 
 /**
  * One entry of a directory (`list`): its path from the workspace's root, its kind, and a file's size in bytes. A

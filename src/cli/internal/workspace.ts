@@ -1,0 +1,91 @@
+/**
+ * `valet run --architecture deep_agent --workspace DIR`: the agent works on a copy of DIR, never on DIR itself. The
+ * copy is a fresh workspace of the command's sandbox (bubblewrap; plain processes only with
+ * `VALET_SANDBOX_ISOLATION=process`, said on stderr), so its commands run there and what it writes stays there. At the
+ * end — also when the run failed or was interrupted, so the work done is not lost — the copy's changes are printed as a
+ * unified diff after the answer (`git apply` and `patch` skip the answer in front of it) or written to `--diff FILE`;
+ * `--apply` writes them back to DIR, refused when a file to change was changed in DIR meanwhile.
+ */
+import { Effect, Exit, FileSystem } from "effect"
+import * as Sandbox from "../../environment/Sandbox.js"
+import * as Workspace from "../../environment/Workspace.js"
+import { CommandFailed, UsageError } from "./failure.js"
+import type { Printer } from "./run.js"
+
+/** What `--workspace`, `--diff` and `--apply` ask. */
+export interface WorkspaceSettings {
+  /** The directory the agent's workspace is a copy of. */
+  readonly directory: string
+  /** Where to write the diff (instead of printing it). */
+  readonly diff: string | undefined
+  /** Write the changes back to `directory` after a run that succeeded. */
+  readonly apply: boolean
+}
+
+/** The workspace's task id in the sandbox (its directory's name starts with it). */
+const taskId = "valet-run"
+
+/** Fails with a `UsageError` naming `flag` unless `path` is a directory. */
+export const requireDirectory = (flag: string, path: string): Effect.Effect<void, UsageError, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    const info = yield* Effect.result(fs.stat(path))
+    if (info._tag === "Failure") return yield* new UsageError({ message: `${flag} ${path}: no such directory` })
+    if (info.success.type !== "Directory") return yield* new UsageError({ message: `${flag} ${path}: not a directory` })
+  })
+
+/**
+ * Runs `run` with a `Workspace` that is a sandbox copy of the settings' directory, then prints or writes its changes
+ * (and writes them back with `apply`, after a run that succeeded). The copy is removed when this ends.
+ */
+export const onWorkspace = <A, E, R>(
+  settings: WorkspaceSettings,
+  run: Effect.Effect<A, E, R>,
+  printer: Printer
+): Effect.Effect<A, E | Workspace.WorkspaceError | Sandbox.SandboxError | UsageError | CommandFailed, Exclude<R, Workspace.Workspace> | Sandbox.Sandbox | FileSystem.FileSystem> =>
+  Effect.scoped(Effect.gen(function*() {
+    yield* requireDirectory("--workspace", settings.directory)
+    const copy = yield* Workspace.makeSandboxCopy(taskId, settings.directory)
+    const info = yield* Sandbox.info
+    yield* printer.note(
+      `valet: the agent works on a copy of ${copy.from} (commands: ${info.isolation}); ` +
+        (settings.apply ? "its changes are written back at the end" : "the directory is left as it is (--apply writes the changes back)")
+    )
+    const exit = yield* Effect.exit(Effect.provideService(run, Workspace.Workspace, copy.workspace))
+    const changes = yield* copy.changes
+    yield* report(settings, changes, printer)
+    if (Exit.isFailure(exit)) return yield* exit
+    if (settings.apply && changes.changedFiles.length > 0) {
+      const applied = yield* copy.apply
+      const skipped = applied.skipped.length > 0 ? `; not written (not regular files): ${applied.skipped.join(", ")}` : ""
+      yield* printer.note(`valet: written back to ${copy.from}: ${applied.written.length} written, ${applied.removed.length} removed${skipped}`)
+    }
+    return exit.value
+  })) as Effect.Effect<A, E | Workspace.WorkspaceError | Sandbox.SandboxError | UsageError | CommandFailed, Exclude<R, Workspace.Workspace> | Sandbox.Sandbox | FileSystem.FileSystem>
+
+/** Prints the diff after the answer, or writes it to `--diff`; the changed paths on stderr. */
+const report = (settings: WorkspaceSettings, changes: Workspace.Changes, printer: Printer) =>
+  Effect.gen(function*() {
+    const count = changes.changedFiles.length
+    if (count === 0) {
+      yield* printer.note("valet: the workspace is unchanged")
+      if (settings.diff !== undefined) yield* writeDiff(settings.diff, "")
+      return
+    }
+    const paths = `${count} file${count === 1 ? "" : "s"} changed: ${changes.changedFiles.join(", ")}`
+    if (settings.diff !== undefined) {
+      yield* writeDiff(settings.diff, changes.diff)
+      yield* printer.note(`valet: ${paths}; the diff is in ${settings.diff}`)
+    } else {
+      yield* printer.note(`valet: ${paths}`)
+      yield* printer.write(`\n${changes.diff}`)
+    }
+  })
+
+const writeDiff = (path: string, diff: string) =>
+  Effect.gen(function*() {
+    const fs = yield* FileSystem.FileSystem
+    yield* fs.writeFileString(path, diff).pipe(
+      Effect.mapError((error) => new CommandFailed({ message: `--diff ${path}: cannot write it: ${error.message}` }))
+    )
+  })

@@ -1,0 +1,123 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect } from "effect"
+import { execFile } from "node:child_process"
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import * as Cli from "../../support/cli.js"
+import * as Server from "../../support/openAiServer.js"
+import { testIsolation } from "../../support/processes.js"
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..")
+const bin = join(root, "src", "cli", "bin.ts")
+// The loader by its URL: the commands run in a temporary directory, where `--import tsx` would not resolve.
+const tsxLoader = pathToFileURL(join(root, "node_modules", "tsx", "dist", "loader.mjs")).href
+
+/** `valet …` as one process of its own (the loopback model server answers from this process). */
+const valet = (args: ReadonlyArray<string>, cwd: string, env: Record<string, string>) =>
+  Effect.promise(() =>
+    new Promise<{ readonly code: number | string; readonly stdout: string; readonly stderr: string }>((resolve) => {
+      execFile(process.execPath, ["--import", tsxLoader, bin, ...args], { cwd, env: { ...process.env, ...env }, encoding: "utf8", timeout: 90_000 }, (error, stdout, stderr) =>
+        resolve({ code: error === null ? 0 : typeof error.code === "number" ? error.code : `killed by ${error.signal ?? "?"}`, stdout, stderr }))
+    })
+  )
+
+/** A chat completion that calls one tool. */
+const toolCall = (id: string, name: string, args: unknown) =>
+  Server.json({
+    choices: [{
+      message: { role: "assistant", content: null, tool_calls: [{ id, type: "function", function: { name, arguments: JSON.stringify(args) } }] },
+      finish_reason: "tool_calls"
+    }],
+    usage: { prompt_tokens: 3, completion_tokens: 2 }
+  })
+
+const answer = (text: string) =>
+  Server.json({ choices: [{ message: { role: "assistant", content: text }, finish_reason: "stop" }], usage: { prompt_tokens: 3, completion_tokens: 2 } })
+
+const buggy = "def add(a, b):\n    return a - b\n"
+const fixed = "def add(a, b):\n    return a + b\n"
+const test = "from calc import add\nassert add(2, 3) == 5, add(2, 3)\nprint('passed')\n"
+
+/** The model's script: run the failing test, fix calc.py, add a note, run the test again (passing), answer. */
+const script = (server: Server.LoopbackServer) =>
+  server.enqueue(
+    "/v1/chat/completions",
+    toolCall("c1", "execute", { command: ["python3", "test_calc.py"] }),
+    toolCall("c2", "edit_file", { path: "calc.py", old_string: "a - b", new_string: "a + b" }),
+    toolCall("c3", "write_file", { path: "docs/NOTES.md", content: "add() fixed\n" }),
+    toolCall("c4", "execute", { command: ["python3", "test_calc.py"] }),
+    answer("The test passes.")
+  )
+
+/** The tool results the model read in its last call. */
+const toolResults = (server: Server.LoopbackServer): Array<string> =>
+  server.requests.filter((r) => r.path === "/v1/chat/completions").at(-1)!.body.messages
+    .filter((message: { role: string }) => message.role === "tool")
+    .map((message: { content: string }) => message.content)
+
+describe("valet run --architecture deep_agent --workspace DIR (a real process, a real sandbox)", () => {
+  it.live("works on a copy of DIR: a failing test fixed, the diff printed, DIR untouched; --diff FILE --apply writes both, .git untouched", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      const tmp = yield* Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-run-workspace-"))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+      )
+      const project = join(tmp, "project")
+      const workRoot = join(tmp, "work")
+      mkdirSync(join(project, ".git"), { recursive: true })
+      mkdirSync(workRoot)
+      writeFileSync(join(project, "calc.py"), buggy)
+      writeFileSync(join(project, "test_calc.py"), test)
+      writeFileSync(join(project, ".git", "HEAD"), "ref: refs/heads/main\n")
+      // Bubblewrap where it works, else plain processes opted into (the command refuses to run unisolated otherwise).
+      const env = { VALET_SANDBOX_ISOLATION: testIsolation, VALET_SANDBOX_ROOT: workRoot }
+      const model = ["--base-url", server.url, "--model", "m"]
+
+      script(server)
+      const first = yield* valet(["run", ...model, "--architecture", "deep", "--workspace", project, "Make test_calc.py pass"], tmp, env)
+      expect(first.code).toBe(0)
+      const results = toolResults(server)
+      expect(results[0]).toMatch(/^exit code 1\n--- stderr ---\n[\s\S]*AssertionError: -1/)
+      expect(results[3]).toBe("exit code 0\n--- stdout ---\npassed")
+      // The answer, then the diff (what `git apply` reads past the answer).
+      expect(first.stdout).toBe(
+        "The test passes.\n\n" +
+          "--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n" +
+          "--- /dev/null\n+++ b/docs/NOTES.md\n@@ -0,0 +1 @@\n+add() fixed\n"
+      )
+      expect(first.stderr).toContain(`valet: the agent works on a copy of ${project} (commands: ${testIsolation})`)
+      expect(first.stderr).toContain("valet: 2 files changed: calc.py, docs/NOTES.md")
+      // DIR is as it was, and the copy is gone.
+      expect(readFileSync(join(project, "calc.py"), "utf8")).toBe(buggy)
+      expect(readdirSync(project).sort()).toEqual([".git", "calc.py", "test_calc.py"])
+      // (`kept/` is where the sandbox would keep workspaces across steps: empty.)
+      expect(readdirSync(workRoot).filter((name) => name !== "kept")).toEqual([])
+
+      script(server)
+      const patch = join(tmp, "fix.patch")
+      const applied = yield* valet(["run", ...model, "--architecture", "deep_agent", "--workspace", project, "--diff", patch, "--apply", "Make test_calc.py pass"], tmp, env)
+      expect([applied.code, applied.stdout]).toEqual([0, "The test passes.\n"])
+      expect(readFileSync(patch, "utf8")).toBe(first.stdout.slice("The test passes.\n\n".length))
+      expect(applied.stderr).toContain(`valet: written back to ${project}: 2 written, 0 removed`)
+      expect(readFileSync(join(project, "calc.py"), "utf8")).toBe(fixed)
+      expect(readFileSync(join(project, "docs", "NOTES.md"), "utf8")).toBe("add() fixed\n")
+      expect(readFileSync(join(project, ".git", "HEAD"), "utf8")).toBe("ref: refs/heads/main\n")
+
+    }).pipe(Effect.scoped), 240_000)
+
+  it.effect("bad flags are one line: --workspace with another architecture, a missing DIR, --apply without --workspace", () =>
+    Effect.gen(function*() {
+      const model = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
+      const react = yield* Cli.valet(["run", ...model, "--workspace", ".", "Hi."])
+      expect([react.code, react.errors]).toEqual([2, ["valet run: --workspace is for --architecture deep_agent (the agent with file tools), not react"]])
+      const missing = yield* Cli.valet(["run", ...model, "--architecture", "deep_agent", "--workspace", "/nonexistent/valet-dir", "Hi."])
+      expect([missing.code, missing.errors]).toEqual([2, ["valet run: --workspace /nonexistent/valet-dir: no such directory"]])
+      const skills = yield* Cli.valet(["run", ...model, "--architecture", "deep_agent", "--skills", "/nonexistent/skills", "Hi."])
+      expect([skills.code, skills.errors]).toEqual([2, ["valet run: --skills /nonexistent/skills: no such directory"]])
+      const apply = yield* Cli.valet(["run", ...model, "--architecture", "deep_agent", "--apply", "Hi."])
+      expect([apply.code, apply.errors]).toEqual([2, ["valet run: --apply is about the changes of --workspace DIR: give --workspace too"]])
+    }))
+})

@@ -1,0 +1,117 @@
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import * as Sandbox from "../../src/environment/Sandbox.js"
+import * as Workspace from "../../src/environment/Workspace.js"
+import { testIsolation } from "../support/processes.js"
+
+const temps: Array<string> = []
+const tempDir = (prefix: string): string => {
+  const dir = mkdtempSync(join(tmpdir(), prefix))
+  temps.push(dir)
+  return dir
+}
+afterAll(() => {
+  for (const dir of temps) rmSync(dir, { recursive: true, force: true })
+})
+
+const sandbox = Layer.effect(Sandbox.Sandbox, Sandbox.make({ isolation: testIsolation, workRoot: tempDir("valet-copy-root-") }))
+
+/** A project: a text file, a binary one, an executable, a link inside, a `.git`. */
+const project = (): string => {
+  const dir = tempDir("valet-copy-project-")
+  mkdirSync(join(dir, ".git"))
+  mkdirSync(join(dir, "src"))
+  writeFileSync(join(dir, ".git", "HEAD"), "ref: refs/heads/main\n")
+  writeFileSync(join(dir, "src", "main.py"), "print('hi')\n")
+  writeFileSync(join(dir, "logo.bin"), Buffer.from([0, 1, 2, 255]))
+  writeFileSync(join(dir, "run.sh"), "#!/bin/sh\necho run\n")
+  chmodSync(join(dir, "run.sh"), 0o755)
+  symlinkSync("src/main.py", join(dir, "main-link"))
+  return dir
+}
+
+const inCopy = <A, E>(dir: string, body: (copy: Workspace.SandboxCopy) => Effect.Effect<A, E, Workspace.Workspace>) =>
+  Effect.scoped(Effect.flatMap(Workspace.makeSandboxCopy("copy", dir), (copy) => Effect.provideService(body(copy), Workspace.Workspace, copy.workspace))).pipe(
+    Effect.provide(sandbox)
+  )
+
+describe("Workspace.makeSandboxCopy", () => {
+  it.live("the agent works on a copy: binaries and links copied, .git left out; the diff of its changes; the directory untouched", () => {
+    const dir = project()
+    return inCopy(dir, (copy) =>
+      Effect.gen(function*() {
+        expect((yield* Workspace.list()).map((entry) => [entry.path, entry.kind])).toEqual([
+          ["logo.bin", "file"],
+          ["main-link", "symlink"],
+          ["run.sh", "file"],
+          ["src", "directory"]
+        ])
+        expect(yield* Workspace.readText("main-link")).toBe("print('hi')\n")
+        expect([...readFileSync(join(copy.workspace.location, "logo.bin"))]).toEqual([0, 1, 2, 255])
+        expect(yield* copy.changes).toEqual({ changedFiles: [], diff: "" })
+        yield* Workspace.edit("src/main.py", { oldString: "hi", newString: "hello" })
+        yield* Workspace.write("README.md", "# demo\n")
+        // Scratch of the tools (large results) is not the agent's work: left out of the changes.
+        yield* Workspace.write(".valet/tool_results/execute_1.txt", "x".repeat(100))
+        const changes = yield* copy.changes
+        expect(changes.changedFiles).toEqual(["README.md", "src/main.py"])
+        expect(changes.diff).toBe(
+          "--- /dev/null\n+++ b/README.md\n@@ -0,0 +1 @@\n+# demo\n" +
+            "--- a/src/main.py\n+++ b/src/main.py\n@@ -1 +1 @@\n-print('hi')\n+print('hello')\n"
+        )
+        expect(readFileSync(join(dir, "src", "main.py"), "utf8")).toBe("print('hi')\n")
+        expect(existsSync(join(dir, "README.md"))).toBe(false)
+      }))
+  })
+
+  it.live("apply writes the changes back (a removal, a new executable kept one), never into .git; a link replaced by a directory is removed first", () => {
+    const dir = project()
+    return inCopy(dir, (copy) =>
+      Effect.gen(function*() {
+        const ws = copy.workspace
+        yield* Workspace.write("src/main.py", "print('bye')\n")
+        yield* Workspace.write(".git/hooks/pre-commit", "#!/bin/sh\nrm -rf ~\n")
+        // Done by hand here, as a command in the workspace could: a file removed, a link replaced by a directory.
+        rmSync(join(ws.location, "logo.bin"))
+        rmSync(join(ws.location, "main-link"))
+        mkdirSync(join(ws.location, "main-link"))
+        writeFileSync(join(ws.location, "main-link", "evil.txt"), "through the link?\n")
+        yield* Workspace.write("tool.sh", "#!/bin/sh\necho tool\n")
+        chmodSync(join(ws.location, "tool.sh"), 0o755)
+        const applied = yield* copy.apply
+        expect(applied).toEqual({ written: ["main-link/evil.txt", "src/main.py", "tool.sh"], removed: ["logo.bin", "main-link"], skipped: [] })
+        expect(readFileSync(join(dir, "src", "main.py"), "utf8")).toBe("print('bye')\n")
+        expect(existsSync(join(dir, "logo.bin"))).toBe(false)
+        expect(existsSync(join(dir, ".git", "hooks"))).toBe(false)
+        expect(statSync(join(dir, "tool.sh")).mode & 0o777).toBe(0o755)
+        // The link was removed before the directory was made: nothing was written to what it pointed to.
+        expect(readFileSync(join(dir, "src", "main.py"), "utf8")).toBe("print('bye')\n")
+        expect(readFileSync(join(dir, "main-link", "evil.txt"), "utf8")).toBe("through the link?\n")
+      }))
+  })
+
+  it.live("apply refuses, writing nothing, when a file to change was changed in the directory since the copy", () => {
+    const dir = project()
+    return inCopy(dir, (copy) =>
+      Effect.gen(function*() {
+        yield* Workspace.write("src/main.py", "print('agent')\n")
+        yield* Workspace.write("NEW.md", "new\n")
+        writeFileSync(join(dir, "src", "main.py"), "print('user')\n")
+        writeFileSync(join(dir, "NEW.md"), "mine\n")
+        const error = yield* Effect.flip(copy.apply)
+        expect(error.reason).toBe("conflict")
+        expect(error.message).toBe(`NEW.md, src/main.py changed in ${dir} since it was copied: nothing written back (the diff still shows the agent's changes)`)
+        expect(readFileSync(join(dir, "src", "main.py"), "utf8")).toBe("print('user')\n")
+        expect(readlinkSync(join(dir, "main-link"))).toBe("src/main.py")
+      }))
+  })
+
+  it.live("a missing directory is a WorkspaceError naming it", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Effect.scoped(Workspace.makeSandboxCopy("copy", "/nonexistent/valet-project")))
+      expect(error).toMatchObject({ _tag: "WorkspaceError", reason: "not_found", message: "/nonexistent/valet-project: no such directory" })
+    }).pipe(Effect.provide(sandbox)))
+})

@@ -99,6 +99,7 @@ export const definition = Architecture.define({
     maxTasks: int(0).pipe(withDefault(8))
   },
   agentOptions: ["subAgents.*"],
+  pathOptions: ["skills"],
   program: (input, options) =>
     Effect.gen(function*() {
       const found = yield* Effect.serviceOption(Workspace.Workspace)

@@ -68,12 +68,14 @@ import * as Mcp from "../providers/Mcp.js"
 import * as YamlDocument from "../providers/internal/yamlDocument.js"
 import * as OpenAiCompatible from "../providers/OpenAiCompatible.js"
 import * as Vllm from "../providers/Vllm.js"
+import * as Sandbox from "../environment/Sandbox.js"
 import * as Agents from "./Agents.js"
 import * as Approvals from "./internal/config/approvals.js"
 import * as GuardrailConfig from "./internal/config/guardrails.js"
 import * as Architectures from "./internal/config/architectures.js"
 import * as Internal from "./internal/config/schema.js"
 import * as ThreadStore from "./internal/config/threads.js"
+import * as WorkspaceConfig from "./internal/config/workspace.js"
 
 /**
  * The file's schema.
@@ -200,6 +202,12 @@ const crossCheck = (config: ConfigFile): YamlDocument.Problem | undefined => {
           }`,
           field: `agents.${name}.tools[${i}]`
         }
+      }
+    }
+    if (spec.workspace !== undefined && !WorkspaceConfig.takesWorkspace(spec.architecture)) {
+      return {
+        message: `is the directory of an agent with file tools (architecture ${WorkspaceConfig.workspaceArchitectures.join(" or ")}), not of a ${spec.architecture} agent`,
+        field: `agents.${name}.workspace`
       }
     }
     if (spec.approvalTimeout !== undefined && spec.approvals === undefined) {
@@ -551,6 +559,34 @@ const buildWith = (loaded: Loaded, options: BuildOptions | undefined): Effect.Ef
         })
       ), { concurrency: "unbounded", discard: true })
 
+    const pathService = yield* Path.Path
+    const fileSystem = yield* FileSystem.FileSystem
+    const folder = pathService.dirname(pathService.resolve(loaded.path))
+    /** An agent's `workspace:` directory, relative to the file, checked to be one. */
+    const workspaceDirectory = (name: string, directory: string) =>
+      Effect.gen(function*() {
+        const resolved = pathService.resolve(folder, directory)
+        const info = yield* Effect.result(fileSystem.stat(resolved))
+        if (info._tag === "Success" && info.success.type === "Directory") return resolved
+        return yield* fileError(loaded.path, loaded.problemAt(["agents", name, "workspace"], `${resolved}: ${info._tag === "Success" ? "not a directory" : "no such directory"}`))
+      })
+    // One sandbox for the file's runs, made for the first agent with a workspace (fails closed without bubblewrap).
+    let sandbox: Sandbox.Service | undefined
+    const sandboxFor = (name: string) =>
+      Effect.gen(function*() {
+        if (sandbox !== undefined) return sandbox
+        const context = yield* Layer.build(Sandbox.layerProcessConfig()).pipe(
+          Effect.mapError((error) =>
+            fileError(loaded.path, loaded.problemAt(["agents", name, "workspace"], `needs a sandbox for its runs' commands: ${error.message}`))
+          )
+        )
+        sandbox = Context.get(context, Sandbox.Sandbox)
+        if (sandbox.info.isolation === "process") {
+          yield* Effect.logWarning(`${loaded.path}: sandbox isolation is "process" (VALET_SANDBOX_ISOLATION): the agents' commands run as plain processes, not isolated`)
+        }
+        return sandbox
+      })
+
     const built = new Map<string, Agents.Entry>()
     const buildAgent = (name: string): Effect.Effect<Agents.Entry, BuildError, Requirements> =>
       Effect.gen(function*() {
@@ -562,15 +598,21 @@ const buildWith = (loaded: Loaded, options: BuildOptions | undefined): Effect.Ef
           yield* buildAgent(reference.name as string)
         }
         yield* Architectures.noteDeprecatedName(loaded.path, spec.architecture)
-        const architecture = yield* Architectures.make(
+        const made = yield* Architectures.make(
           spec.architecture,
-          spec.options ?? {},
+          // Paths in the options (a deep_agent's skills) are the file's, wherever the server was started.
+          Architectures.resolvePaths(spec.architecture, spec.options ?? {}, (path) => pathService.resolve(folder, path)),
           (other) => built.get(other)!.agent
         ).pipe(
           Effect.mapError((error) =>
             fileError(loaded.path, loaded.problemAt(spec.options === undefined ? ["agents", name] : ["agents", name, "options"], error.message))
           )
         )
+        const architecture = spec.workspace === undefined ? made : WorkspaceConfig.perRun(made, {
+          taskId: `agent-${name}`,
+          from: yield* workspaceDirectory(name, spec.workspace),
+          sandbox: yield* sandboxFor(name)
+        })
         const served = (spec.tools ?? []).flatMap((server) => serverTools.get(server) ?? [])
         const names = new Map<string, string>()
         for (const server of spec.tools ?? []) {

@@ -10,7 +10,12 @@ import { Effect, Exit, FileSystem } from "effect"
 import * as Sandbox from "../../environment/Sandbox.js"
 import * as Workspace from "../../environment/Workspace.js"
 import { CommandFailed, UsageError } from "./failure.js"
-import type { Printer } from "./run.js"
+
+/** What this prints on: text on stdout (the diff), notes on stderr (`run.ts`'s `Printer` is one). */
+export interface Printer {
+  readonly write: (text: string) => Effect.Effect<void>
+  readonly note: (text: string) => Effect.Effect<void>
+}
 
 /** What `--workspace`, `--diff` and `--apply` ask. */
 export interface WorkspaceSettings {

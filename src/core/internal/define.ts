@@ -50,6 +50,8 @@ export interface DefineOptions<Fields extends Schema.Struct.Fields, D extends Re
   readonly options: Fields
   /** Where the options hold agents: `"critic"`, `"workers.*"`, `"routes.*.agent"` (`valet.yaml` names agents there). */
   readonly agentOptions?: ReadonlyArray<string> | undefined
+  /** Options that hold a path (`"skills"`): `valet.yaml` resolves a relative one against the file's folder, not the cwd. */
+  readonly pathOptions?: ReadonlyArray<string> | undefined
   /** Old option names still read (`{ rounds: "maxRounds" }`): renamed before the check, said once per process. */
   readonly deprecated?: D | undefined
   /** Other names valet 0.x knew the architecture by (`debate`), still found by `Catalog.find`. Dashed names are found anyway. */
@@ -94,6 +96,8 @@ export interface AnyDefinition {
   readonly description: string
   readonly options: Schema.Top
   readonly agentOptions: ReadonlyArray<string>
+  /** Options that hold a path (top-level option names). */
+  readonly pathOptions: ReadonlyArray<string>
   readonly deprecated: Readonly<Record<string, Deprecation>>
   readonly aliases: ReadonlyArray<string>
   /** `make` for options of unknown shape (a config file's): checked all the same. */
@@ -174,6 +178,7 @@ export const define = <
     description: spec.description,
     options: schema,
     agentOptions: spec.agentOptions ?? [],
+    pathOptions: spec.pathOptions ?? [],
     deprecated,
     aliases: spec.aliases ?? [],
     build: make,

@@ -79,6 +79,23 @@ const replaced = (value: unknown, path: ReadonlyArray<string | number>, agent: u
   return { ...record, [head!]: replaced(record[head!], rest, agent) }
 }
 
+/**
+ * The options with each path option of the architecture (its declaration's `pathOptions`: a deep_agent's `skills`)
+ * resolved by `resolve` when it is a string; anything else is left for the architecture's own check to refuse.
+ */
+export const resolvePaths = (
+  architecture: ArchitectureName,
+  options: Readonly<Record<string, unknown>>,
+  resolve: (path: string) => string
+): Readonly<Record<string, unknown>> => {
+  let resolved = options
+  for (const key of definitionOf(architecture).pathOptions) {
+    const value = options[key]
+    if (typeof value === "string") resolved = { ...resolved, [key]: resolve(value) }
+  }
+  return resolved
+}
+
 /** Builds the architecture with the referenced agents in the places of their names. */
 export const make = (
   architecture: ArchitectureName,

@@ -65,7 +65,13 @@ export const AgentSpec = Schema.Struct({
   /** How long a call of `approvals` waits before it is rejected (`"10 minutes"`, or milliseconds); default: no limit. */
   approvalTimeout: Schema.optional(WireDuration),
   /** Input, output and tool guardrails: the built-ins by name, with their options (see `guardrails.ts`). */
-  guardrails: Schema.optional(Guardrails.Settings)
+  guardrails: Schema.optional(Guardrails.Settings),
+  /**
+   * A deep_agent's files: a directory (relative to the file) copied into a fresh sandbox workspace for each run, so
+   * concurrent runs never write one directory and the directory itself is never changed; commands run in bubblewrap
+   * (plain processes only with `VALET_SANDBOX_ISOLATION=process`). Without it each run gets an empty workspace in memory.
+   */
+  workspace: Schema.optional(Schema.String)
 })
 export type AgentSpec = typeof AgentSpec.Type
 

@@ -1,0 +1,95 @@
+/**
+ * A `valet.yaml` deep_agent served over HTTP: its skills are found beside the file (not in the server's cwd), and each
+ * run works on its own sandbox copy of the file's `workspace:` directory — it writes and runs a file there, the next
+ * run does not see it, and the directory itself is never changed.
+ */
+import { NodeHttpClient, NodeServices } from "@effect/platform-node"
+import { describe, expect, it } from "@effect/vitest"
+import { ConfigProvider, Effect, Layer, Result } from "effect"
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as AgentConfig from "../../src/serve/AgentConfig.js"
+import { testIsolation } from "../support/processes.js"
+import { post, serveAgents, sseEvents } from "../support/serve.js"
+
+const file = `
+model:
+  provider: scripted
+  replies:
+    - { toolCalls: [{ name: open_skill, arguments: { name: greet } }] }
+    - { toolCalls: [{ name: ls }] }
+    - { toolCalls: [{ name: write_file, arguments: { path: hello.py, content: "print('hello')\\n" } }] }
+    - { toolCalls: [{ name: execute, arguments: { command: [python3, hello.py] } }] }
+    - Wrote and ran hello.py.
+agents:
+  coder:
+    architecture: deep_agent
+    instructions: You write small programs.
+    options: { skills: skills, maxTurns: 10 }
+    workspace: project
+`
+
+const services = Layer.merge(NodeServices.layer, NodeHttpClient.layerUndici)
+
+describe("valet.yaml: a deep_agent with skills and a workspace, served", () => {
+  it.live("each run over HTTP writes and runs a file in its own sandbox copy of workspace:; skills are the file's folder's", () => {
+    const dir = mkdtempSync(join(tmpdir(), "valet-deep-served-"))
+    const workRoot = join(dir, "work")
+    mkdirSync(workRoot)
+    mkdirSync(join(dir, "skills", "greet"), { recursive: true })
+    mkdirSync(join(dir, "project"))
+    writeFileSync(join(dir, "skills", "greet", "SKILL.md"), "---\nname: greet\ndescription: Greets people.\n---\nSay hello in Python.\n")
+    writeFileSync(join(dir, "project", "README.md"), "# project\n")
+    writeFileSync(join(dir, "valet.yaml"), file)
+    const env = ConfigProvider.fromEnv({ env: { VALET_SANDBOX_ISOLATION: testIsolation, VALET_SANDBOX_ROOT: workRoot } })
+    return Effect.gen(function*() {
+      const loaded = yield* AgentConfig.load(join(dir, "valet.yaml"))
+      const agents = yield* AgentConfig.build(loaded)
+      const url = yield* serveAgents(agents.list)
+      for (let run = 0; run < 2; run++) {
+        const events = yield* sseEvents(yield* post(`${url}/runs/stream`, { agent: "coder", input: "Write hello.py and run it." }))
+        const returned = events.filter((event) => event.event === "ToolReturned").map((event) => JSON.parse(event.data))
+        expect(returned.map((event) => [event.name, event.isError])).toEqual([
+          ["open_skill", false],
+          ["ls", false],
+          ["write_file", false],
+          ["execute", false]
+        ])
+        // The skill beside valet.yaml (the test's cwd is the repository).
+        expect(returned[0].content).toContain("Say hello in Python.")
+        // A fresh copy in each run: the project's file, not the earlier run's hello.py.
+        expect(returned[1].content).toContain("README.md")
+        expect(returned[1].content).not.toContain("hello.py")
+        expect(returned[3].content).toBe("exit code 0\n--- stdout ---\nhello")
+        const completed = JSON.parse(events.find((event) => event.event === "RunCompleted")!.data)
+        expect(completed.result.output).toBe("Wrote and ran hello.py.")
+      }
+      // The directory is as it was; each run's copy is gone.
+      expect(readdirSync(join(dir, "project"))).toEqual(["README.md"])
+      expect(readdirSync(workRoot).filter((name) => name !== "kept")).toEqual([])
+    }).pipe(
+      Effect.scoped,
+      Effect.provide(services),
+      Effect.provideService(ConfigProvider.ConfigProvider, env),
+      Effect.ensuring(Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+    )
+  }, 60_000)
+
+  it.effect("workspace: is a deep_agent's; a directory that is not there is an error on its line", () =>
+    Effect.gen(function*() {
+      const react = AgentConfig.parse("model: { provider: scripted, replies: [x] }\nagents:\n  a: { instructions: x, workspace: . }\n", "valet.yaml")
+      expect(Result.isFailure(react) && react.failure.message).toBe(
+        "valet.yaml:3:36: agents.a.workspace is the directory of an agent with file tools (architecture deep_agent), not of a react agent"
+      )
+      const dir = mkdtempSync(join(tmpdir(), "valet-deep-missing-"))
+      try {
+        writeFileSync(join(dir, "valet.yaml"), "model: { provider: scripted, replies: [x] }\nagents:\n  a: { architecture: deep, instructions: x, workspace: nowhere }\n")
+        const loaded = yield* AgentConfig.load(join(dir, "valet.yaml"))
+        const missing = yield* Effect.flip(Effect.scoped(AgentConfig.build(loaded)))
+        expect(missing.message).toBe(`${join(dir, "valet.yaml")}:3:56: agents.a.workspace ${join(dir, "nowhere")}: no such directory`)
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    }).pipe(Effect.provide(services)))
+})

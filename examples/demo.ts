@@ -8,6 +8,7 @@ import * as ActorLoop from "./actor-loop.js"
 import * as BlackboardExample from "./blackboard.js"
 import * as CustomArchitecture from "./custom-architecture.js"
 import * as Debate from "./debate.js"
+import * as DeepAgentExample from "./deep-agent.js"
 import * as Evaluation from "./evaluation.js"
 import * as McpTools from "./mcp-tools.js"
 import * as PlanAndExecute from "./plan-and-execute.js"
@@ -43,6 +44,7 @@ const main = Effect.gen(function*() {
     SwarmExample.main,
     BlackboardExample.main,
     CustomArchitecture.main,
+    DeepAgentExample.main,
     McpTools.main,
     ActorLoop.main
   ]) {

@@ -2,11 +2,13 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Logger } from "effect"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
+import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import * as ActorCritic from "../examples/actor-critic.js"
 import * as ActorLoop from "../examples/actor-loop.js"
 import * as BlackboardExample from "../examples/blackboard.js"
 import * as Debate from "../examples/debate.js"
+import * as DeepAgentExample from "../examples/deep-agent.js"
 import * as Evaluation from "../examples/evaluation.js"
 import * as McpServerExample from "../examples/mcp-server.js"
 import * as McpTools from "../examples/mcp-tools.js"
@@ -207,6 +209,31 @@ describe("examples", () => {
       expect(lines).toContain("state of check-add:\nHypotheses:\n- add subtracts instead of adding\n\nOpen issues:\n- add(2, 3) is wrong")
       expect(lines.at(-1)).toBe("trajectory lines of summarize-csv: 1")
     }))
+
+  it.live("deep-agent plans 4 steps, runs the failing test, asks a sub-agent, fixes calc.py, passes; the project untouched, the diff printed", () =>
+    Effect.gen(function*() {
+      const project = readFileSync(join(DeepAgentExample.projectPath, "calc.py"), "utf8")
+      const lines = yield* printed(DeepAgentExample.main)
+      expect(lines[0]).toMatch(/^# DeepAgent — .*using ScriptedModel/)
+      const fellBack = bwrapWorks ? 0 : 1
+      expect(lines[1 + fellBack]).toBe(`sandbox: ${testIsolation} isolation, a copy of examples/deep-agent/project`)
+      expect(lines.filter((line) => / plan: /.test(line)).map((line) => line.replace(/^\[\w+\] /, ""))).toEqual([
+        "plan: 0 of 4 done, now: Run the test",
+        "plan: 1 of 4 done, now: Find out why it fails",
+        "plan: 2 of 4 done, now: Fix calc.py",
+        "plan: 3 of 4 done, now: Run the test again",
+        "plan: 4 of 4 done"
+      ])
+      const executed = lines.filter((line) => line.includes("tool execute returned"))
+      expect(executed[0]).toMatch(/: exit code 1 --- stderr --- Traceback/)
+      expect(executed[1]).toMatch(/exit code 0 --- stdout --- test_calc: passed$/)
+      // The sub-agent's events under its own session; only its answer comes back to the agent.
+      expect(lines).toContainEqual(expect.stringMatching(/^\[sess_\w+__task_1\] tool read_file\(\{"path":"calc.py"\}\)$/))
+      expect(lines).toContainEqual(expect.stringMatching(/tool task returned in \d+ ms: add returns a - b: it subtracts\. It should return a \+ b\.$/))
+      expect(lines.at(-1)).toBe("changed: calc.py\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b")
+      expect(lines.at(-2)).toMatch(/run completed after 12 model calls, .*: test_calc\.py passes: add subtracted \(a - b, found by the sub-agent\); it now returns a \+ b\.$/)
+      expect(readFileSync(join(DeepAgentExample.projectPath, "calc.py"), "utf8")).toBe(project)
+    }).pipe(Effect.provide(Logger.layer([]))))
 
   it.live("evaluation runs the Ensemble over the arithmetic set, prints the summary, then resumes", () =>
     Effect.gen(function*() {

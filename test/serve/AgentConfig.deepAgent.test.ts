@@ -1,14 +1,17 @@
 /**
  * A `valet.yaml` deep_agent served over HTTP: its skills are found beside the file (not in the server's cwd), and each
  * run works on its own sandbox copy of the file's `workspace:` directory — it writes and runs a file there, the next
- * run does not see it, and the directory itself is never changed.
+ * run does not see it, and the directory itself is never changed. `valet mcp` serves the same agent as a tool.
  */
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js"
 import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Layer, Result } from "effect"
 import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { pathToFileURL } from "node:url"
 import * as AgentConfig from "../../src/serve/AgentConfig.js"
 import { testIsolation } from "../support/processes.js"
 import { post, serveAgents, sseEvents } from "../support/serve.js"
@@ -32,17 +35,27 @@ agents:
 
 const services = Layer.merge(NodeServices.layer, NodeHttpClient.layerUndici)
 
+const root = join(import.meta.dirname, "..", "..")
+const tsxLoader = pathToFileURL(join(root, "node_modules", "tsx", "dist", "loader.mjs")).href
+const bin = join(root, "src", "cli", "bin.ts")
+
+/** valet.yaml with its skills and project beside it, and an empty sandbox work root, in a fresh directory. */
+const setUp = () => {
+  const dir = mkdtempSync(join(tmpdir(), "valet-deep-served-"))
+  mkdirSync(join(dir, "work"))
+  mkdirSync(join(dir, "skills", "greet"), { recursive: true })
+  mkdirSync(join(dir, "project"))
+  writeFileSync(join(dir, "skills", "greet", "SKILL.md"), "---\nname: greet\ndescription: Greets people.\n---\nSay hello in Python.\n")
+  writeFileSync(join(dir, "project", "README.md"), "# project\n")
+  writeFileSync(join(dir, "valet.yaml"), file)
+  // Bubblewrap where it works, else plain processes opted into (the file's sandbox fails closed otherwise).
+  return { dir, workRoot: join(dir, "work"), env: { VALET_SANDBOX_ISOLATION: testIsolation, VALET_SANDBOX_ROOT: join(dir, "work") } }
+}
+
 describe("valet.yaml: a deep_agent with skills and a workspace, served", () => {
   it.live("each run over HTTP writes and runs a file in its own sandbox copy of workspace:; skills are the file's folder's", () => {
-    const dir = mkdtempSync(join(tmpdir(), "valet-deep-served-"))
-    const workRoot = join(dir, "work")
-    mkdirSync(workRoot)
-    mkdirSync(join(dir, "skills", "greet"), { recursive: true })
-    mkdirSync(join(dir, "project"))
-    writeFileSync(join(dir, "skills", "greet", "SKILL.md"), "---\nname: greet\ndescription: Greets people.\n---\nSay hello in Python.\n")
-    writeFileSync(join(dir, "project", "README.md"), "# project\n")
-    writeFileSync(join(dir, "valet.yaml"), file)
-    const env = ConfigProvider.fromEnv({ env: { VALET_SANDBOX_ISOLATION: testIsolation, VALET_SANDBOX_ROOT: workRoot } })
+    const { dir, env: variables, workRoot } = setUp()
+    const env = ConfigProvider.fromEnv({ env: variables })
     return Effect.gen(function*() {
       const loaded = yield* AgentConfig.load(join(dir, "valet.yaml"))
       const agents = yield* AgentConfig.build(loaded)
@@ -74,6 +87,30 @@ describe("valet.yaml: a deep_agent with skills and a workspace, served", () => {
       Effect.provideService(ConfigProvider.ConfigProvider, env),
       Effect.ensuring(Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
     )
+  }, 60_000)
+
+  it.live("valet mcp: the SDK client calls the agent as a tool; the run writes and runs its file in a copy", () => {
+    const { dir, env, workRoot } = setUp()
+    return Effect.gen(function*() {
+      const client = yield* Effect.acquireRelease(
+        Effect.promise(async () => {
+          const client = new Client({ name: "valet-test", version: "1.0.0" })
+          await client.connect(new StdioClientTransport({
+            command: process.execPath,
+            args: ["--import", tsxLoader, bin, "mcp", "--config", join(dir, "valet.yaml")],
+            env: { ...process.env as Record<string, string>, ...env },
+            stderr: "pipe"
+          }))
+          return client
+        }),
+        (client) => Effect.promise(() => client.close())
+      )
+      const result = yield* Effect.promise(() => client.callTool({ name: "coder", arguments: { input: "Write hello.py and run it." } }))
+      expect(result.isError).toBe(false)
+      expect(result.structuredContent).toMatchObject({ output: "Wrote and ran hello.py.", interrupted: false, modelCalls: 5 })
+      expect(readdirSync(join(dir, "project"))).toEqual(["README.md"])
+      expect(readdirSync(workRoot).filter((name) => name !== "kept")).toEqual([])
+    }).pipe(Effect.scoped, Effect.ensuring(Effect.sync(() => rmSync(dir, { recursive: true, force: true }))))
   }, 60_000)
 
   it.effect("workspace: is a deep_agent's; a directory that is not there is an error on its line", () =>

@@ -3,6 +3,8 @@
  * string, refused when absent or not unique), glob and grep — and, on a sandbox's workspace, commands. Two layers
  * answer alike: `layerMemory` (a map in the process: tests, no processes, no disk) and `layerSandbox` (a `Sandbox`
  * workspace on disk, where `execute` runs commands); `layerDirectory` is a directory of your own, without commands.
+ * `makeSandboxCopy` seeds a sandbox's workspace with a copy of a directory and answers the diff of what the agent
+ * changed there, written back to the directory only when asked (`apply`).
  *
  * Every path is relative to the workspace and confined to it: an absolute path, `..`, a NUL byte or a symbolic link
  * that leads out is a `WorkspaceError` naming the reason and the path (the sandbox's own checks and reasons). `grep`

@@ -15,6 +15,11 @@
  *     architecture: self_refine
  *     instructions: You write short, exact prose.
  *     options: { maxRounds: 2, critic: assistant }
+ *   coder:
+ *     architecture: deep_agent
+ *     instructions: You fix small Python projects.
+ *     options: { skills: skills }   # paths in options are relative to this file
+ *     workspace: project            # each run works on a fresh sandbox copy of ./project
  * # Models by name (an agent's, the file's or a judge's `model: small`); a chain with its settings:
  * # models: { small: { provider: openai-compatible, … }, main: { fallback: [ … ], when: [RateLimited], breaker: { failures: 3 } } }
  * # Guardrails by name, for agents' lists and runs' requests: guardrails: { polite: { judge: { criteria: …, model: small } } }

@@ -5,7 +5,8 @@
  * model at all. `--thread <id>` makes the run a turn of a conversation kept in a SQLite file (`--threads`, default
  * `data/threads.sqlite3`): the thread's messages are the history, the turn's are appended; the thread is started when
  * it does not exist. Tool calls that wait for a person (a valet.yaml agent's `approvals:`) are decided as `approvals.ts`
- * says: on the terminal, or by `--approve all|none`.
+ * says: on the terminal, or by `--approve all|none`. `--architecture deep_agent --workspace DIR` works on a sandbox
+ * copy of DIR and prints the copy's diff (`workspace.ts`); `--skills DIR` gives a deep_agent its skills.
  */
 import { Effect, type FileSystem, Layer, Option, type Path, Stream } from "effect"
 import { Argument, Command, Flag } from "effect/cli"
@@ -406,7 +407,9 @@ export const runCommand = Command.make(
       `(--config, --actor-name, or ${Vllm.defaultConfigPath}). With --agents valet.yaml --agent <name>, the file's agent ` +
       "(any architecture of the catalog, with its own model and tools). With --thread <id>, the run continues that " +
       `conversation, kept in a SQLite file (--threads, default ${ThreadStore.defaultSqliteFile}). Tool calls the agent's ` +
-      "approvals: hold are asked on the terminal (y/n), or decided by --approve all|none when stdin is not one."
+      "approvals: hold are asked on the terminal (y/n), or decided by --approve all|none when stdin is not one. " +
+      "With --architecture deep_agent --workspace DIR, the agent works on a copy of DIR in the sandbox: the copy's " +
+      "diff is printed after the answer (or written to --diff FILE), and written back to DIR only with --apply."
   )
 )
 

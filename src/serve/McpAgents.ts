@@ -4,7 +4,8 @@
  * `notifications/progress` from its events (model calls, tool calls, sub-agents); a client's
  * `notifications/cancelled` interrupts the run (its requests aborted, its processes killed). A run that fails is
  * an `isError` result carrying the typed error's message; a run stopped by a budget cap answers its partial
- * output, with `interrupted` in the structured content.
+ * output, with `interrupted` in the structured content (and, for an agent with a valet.yaml `workspace:`, the
+ * `workspace` its run changed: `changedFiles` and the `diff`).
  *
  * People in the loop (`HumanLoop`): a run's tool call that needs approval, or a question it asks (`Architecture.ask`,
  * the `ask_human` tool), is put to the client that called the tool as an `elicitation/create` request (form mode),
@@ -246,7 +247,9 @@ const call = (
           interrupted: done.interrupted,
           ...(done.interruptionReason !== undefined ? { interruptionReason: done.interruptionReason } : {}),
           modelCalls: done.modelCalls,
-          usage: done.usage
+          usage: done.usage,
+          // A deep_agent with a valet.yaml workspace: its run's copy is gone, its changes are here.
+          ...(done.metadata.workspace !== undefined ? { workspace: done.metadata.workspace } : {})
         })
       }),
       Effect.catch((error) => Effect.succeed(textResult(`${entry.name} failed: ${error.message}`, true)))

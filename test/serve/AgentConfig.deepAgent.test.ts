@@ -53,7 +53,7 @@ const setUp = () => {
 }
 
 describe("valet.yaml: a deep_agent with skills and a workspace, served", () => {
-  it.live("each run over HTTP writes and runs a file in its own sandbox copy of workspace:; skills are the file's folder's", () => {
+  it.live("each run over HTTP writes and runs a file in its own sandbox copy of workspace:, its diff in the result; skills are the file's folder's", () => {
     const { dir, env: variables, workRoot } = setUp()
     const env = ConfigProvider.fromEnv({ env: variables })
     return Effect.gen(function*() {
@@ -77,6 +77,11 @@ describe("valet.yaml: a deep_agent with skills and a workspace, served", () => {
         expect(returned[3].content).toBe("exit code 0\n--- stdout ---\nhello")
         const completed = JSON.parse(events.find((event) => event.event === "RunCompleted")!.data)
         expect(completed.result.output).toBe("Wrote and ran hello.py.")
+        // The copy is gone after the run: its changes are in the result.
+        expect(completed.result.metadata.workspace).toEqual({
+          changedFiles: ["hello.py"],
+          diff: "--- /dev/null\n+++ b/hello.py\n@@ -0,0 +1 @@\n+print('hello')\n"
+        })
       }
       // The directory is as it was; each run's copy is gone.
       expect(readdirSync(join(dir, "project"))).toEqual(["README.md"])
@@ -89,7 +94,7 @@ describe("valet.yaml: a deep_agent with skills and a workspace, served", () => {
     )
   }, 60_000)
 
-  it.live("valet mcp: the SDK client calls the agent as a tool; the run writes and runs its file in a copy", () => {
+  it.live("valet mcp: the SDK client calls the agent as a tool; the run's copy's changes are in the structured result", () => {
     const { dir, env, workRoot } = setUp()
     return Effect.gen(function*() {
       const client = yield* Effect.acquireRelease(
@@ -107,7 +112,12 @@ describe("valet.yaml: a deep_agent with skills and a workspace, served", () => {
       )
       const result = yield* Effect.promise(() => client.callTool({ name: "coder", arguments: { input: "Write hello.py and run it." } }))
       expect(result.isError).toBe(false)
-      expect(result.structuredContent).toMatchObject({ output: "Wrote and ran hello.py.", interrupted: false, modelCalls: 5 })
+      expect(result.structuredContent).toMatchObject({
+        output: "Wrote and ran hello.py.",
+        interrupted: false,
+        modelCalls: 5,
+        workspace: { changedFiles: ["hello.py"], diff: "--- /dev/null\n+++ b/hello.py\n@@ -0,0 +1 @@\n+print('hello')\n" }
+      })
       expect(readdirSync(join(dir, "project"))).toEqual(["README.md"])
       expect(readdirSync(workRoot).filter((name) => name !== "kept")).toEqual([])
     }).pipe(Effect.scoped, Effect.ensuring(Effect.sync(() => rmSync(dir, { recursive: true, force: true }))))

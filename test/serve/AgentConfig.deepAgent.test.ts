@@ -53,15 +53,17 @@ const setUp = () => {
 }
 
 describe("valet.yaml: a deep_agent with skills and a workspace, served", () => {
-  it.live("each run over HTTP writes and runs a file in its own sandbox copy of workspace:, its diff in the result; skills are the file's folder's", () => {
+  it.live("each run over HTTP (two at once, then one) writes and runs a file in its own sandbox copy of workspace:, its diff in the result; skills are the file's folder's", () => {
     const { dir, env: variables, workRoot } = setUp()
     const env = ConfigProvider.fromEnv({ env: variables })
     return Effect.gen(function*() {
       const loaded = yield* AgentConfig.load(join(dir, "valet.yaml"))
       const agents = yield* AgentConfig.build(loaded)
       const url = yield* serveAgents(agents.list)
-      for (let run = 0; run < 2; run++) {
-        const events = yield* sseEvents(yield* post(`${url}/runs/stream`, { agent: "coder", input: "Write hello.py and run it." }))
+      const stream = Effect.flatMap(post(`${url}/runs/stream`, { agent: "coder", input: "Write hello.py and run it." }), sseEvents)
+      // Two runs at once, then one more: none sees another's hello.py.
+      const runs = [...yield* Effect.all([stream, stream], { concurrency: 2 }), yield* stream]
+      for (const events of runs) {
         const returned = events.filter((event) => event.event === "ToolReturned").map((event) => JSON.parse(event.data))
         expect(returned.map((event) => [event.name, event.isError])).toEqual([
           ["open_skill", false],
@@ -71,7 +73,7 @@ describe("valet.yaml: a deep_agent with skills and a workspace, served", () => {
         ])
         // The skill beside valet.yaml (the test's cwd is the repository).
         expect(returned[0].content).toContain("Say hello in Python.")
-        // A fresh copy in each run: the project's file, not the earlier run's hello.py.
+        // A fresh copy in each run: the project's file, not another run's hello.py.
         expect(returned[1].content).toContain("README.md")
         expect(returned[1].content).not.toContain("hello.py")
         expect(returned[3].content).toBe("exit code 0\n--- stdout ---\nhello")

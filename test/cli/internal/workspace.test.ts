@@ -108,6 +108,30 @@ describe("valet run --architecture deep_agent --workspace DIR (a real process, a
 
     }).pipe(Effect.scoped), 240_000)
 
+  it.live("a run that fails still prints what it changed (the copy is removed after); --apply writes nothing then", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      const tmp = yield* Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-run-workspace-"))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+      )
+      const project = join(tmp, "project")
+      mkdirSync(project)
+      mkdirSync(join(tmp, "work"))
+      writeFileSync(join(project, "calc.py"), buggy)
+      server.enqueue(
+        "/v1/chat/completions",
+        toolCall("c1", "edit_file", { path: "calc.py", old_string: "a - b", new_string: "a + b" }),
+        Server.json({ error: { message: "the model is gone", type: "invalid_request_error" } }, { status: 400 })
+      )
+      const env = { VALET_SANDBOX_ISOLATION: testIsolation, VALET_SANDBOX_ROOT: join(tmp, "work") }
+      const failed = yield* valet(["run", "--base-url", server.url, "--model", "m", "--architecture", "deep_agent", "--workspace", project, "--apply", "Fix add"], tmp, env)
+      expect(failed.code).toBe(1)
+      expect(failed.stdout).toBe("\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n")
+      expect(failed.stderr).toMatch(/\nvalet run: .*the model is gone/)
+      expect(readFileSync(join(project, "calc.py"), "utf8")).toBe(buggy)
+    }).pipe(Effect.scoped), 120_000)
+
   it.effect("bad flags are one line: --workspace with another architecture, a missing DIR, --apply without --workspace", () =>
     Effect.gen(function*() {
       const model = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m"]

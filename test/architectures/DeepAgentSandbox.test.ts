@@ -71,10 +71,12 @@ const mainTurns: ReadonlyArray<ScriptedModel.Turn> = [
 
 describe("DeepAgent end to end in a real sandbox (bubblewrap)", () => {
   const name = "a plan of 5 steps, a sub-agent's research, a file written then edited, a failing Python test, a fix, the test passing; the diff exact"
-  const badName = "bad input in a sandbox workspace: a missing file, a string not unique, ../x, an absolute path, a symlink out made by execute — each read by the model, the run goes on"
+  const badName = "bad input in a sandbox workspace: a missing file, a string not unique, ../x, an absolute path, a symlink out made by execute (read, write, ls refused; grep, glob not led out) — each read by the model, the run goes on"
+  const largeName = "a command's large output goes to a file of the sandbox workspace: the model gets its path and head, reads on with read_file, and a command reads it there"
   if (!bwrapWorks) {
     it.skip(`${name}${skippedWithoutBwrap}`, () => {})
     it.skip(`${badName}${skippedWithoutBwrap}`, () => {})
+    it.skip(`${largeName}${skippedWithoutBwrap}`, () => {})
     return
   }
 
@@ -180,7 +182,7 @@ describe("DeepAgent end to end in a real sandbox (bubblewrap)", () => {
       expect(result.output).toBe("Recovered.")
       const calls = yield* ScriptedModel.calls
       const results = toolResults(calls.at(-1)!)
-      expect(results).toHaveLength(9)
+      expect(results).toHaveLength(12)
       expect(results[0]).toMatch(/^ERROR: tool "edit_file" failed: not_found: .*missing\.py/)
       expect(results[1]).toMatch(/^ERROR: tool "edit_file" failed: string_not_unique: the string to replace occurs 2 times in notes\.txt/)
       expect(results[2]).toMatch(/^ERROR: tool "edit_file" failed: string_not_found: .*notes\.txt/)
@@ -190,8 +192,11 @@ describe("DeepAgent end to end in a real sandbox (bubblewrap)", () => {
       expect(results[5]).toBe("exit code 0\n--- changed files ---\nout")
       expect(results[6]).toMatch(/^ERROR: tool "read_file" failed: symlink_escape: .*out\/hostname/)
       expect(results[7]).toMatch(/^ERROR: tool "write_file" failed: symlink_escape: .*out\/evil/)
+      // grep and glob do not follow it out (/etc has lines with "root"); ls refuses it.
+      expect(results.slice(8, 10)).toEqual(["No lines contain \"root\".", "notes.txt"])
+      expect(results[10]).toMatch(/^ERROR: tool "ls" failed: symlink_escape: .*out/)
       // And the run goes on: the next edit works.
-      expect(results[8]).toBe("Edited notes.txt: 2 replacements.")
+      expect(results[11]).toBe("Edited notes.txt: 2 replacements.")
       expect(yield* Workspace.readText("notes.txt")).toBe("y\ny\n")
       const changes = Snapshot.compare(before, yield* snapshot)
       expect(changes.changedFiles).toEqual(["notes.txt", "out"])
@@ -212,11 +217,44 @@ describe("DeepAgent end to end in a real sandbox (bubblewrap)", () => {
         {
           toolCalls: [
             { name: "read_file", arguments: { path: "out/hostname" } },
-            { name: "write_file", arguments: { path: "out/evil", content: "x" } }
+            { name: "write_file", arguments: { path: "out/evil", content: "x" } },
+            { name: "grep", arguments: { pattern: "root" } },
+            { name: "glob", arguments: { pattern: "**/*" } },
+            { name: "ls", arguments: { path: "out" } }
           ]
         },
         { toolCalls: [{ name: "edit_file", arguments: { path: "notes.txt", old_string: "x", new_string: "y", replace_all: true } }] },
         "Recovered."
+      ]))
+    )
+  }, 60_000)
+
+  it.live(largeName, () => {
+    const agent = Agent.make({ name: "coder", instructions: "", architecture: DeepAgent.makeUnsafe({ maxTurns: 10, largeResultChars: 1_000, headChars: 100 }) })
+    const rows = "for i in range(500):\n    print(f'row {i:04d}')\n"
+    return Effect.gen(function*() {
+      const before = yield* snapshot
+      yield* Agent.run(agent, "Print the rows")
+      const calls = yield* ScriptedModel.calls
+      const [printed, part, counted] = toolResults(calls.at(-1)!)
+      // 4,500 characters of rows and the status line: over 1,000, so a file; the model read 100 of them.
+      expect(printed).toMatch(/^The result is too large for the context \(\d+ characters\): it was written to \.valet\/tool_results\/execute_1\.txt\./)
+      expect(printed).toContain("exit code 0\n--- stdout ---\nrow 0000\nrow 0001")
+      expect(printed!.length).toBeLessThan(1_000)
+      expect(JSON.stringify(calls[1]!.messages)).not.toContain("row 0499")
+      expect(part).toBe("   502\trow 0499")
+      expect(counted).toBe("exit code 0\n--- stdout ---\n502")
+      // On disk in the workspace: what the run left there.
+      const changes = Snapshot.compare(before, yield* snapshot)
+      expect(changes.changedFiles).toEqual([".valet/tool_results/execute_1.txt"])
+    }).pipe(
+      Effect.provide(Workspace.layerSandbox("deep-e2e-large", { files: { "rows.py": rows } })),
+      Effect.provide(sandbox(["python3"])),
+      Effect.provide(ScriptedModel.layer([
+        { toolCalls: [{ name: "execute", arguments: { command: ["python3", "rows.py"] } }] },
+        { toolCalls: [{ name: "read_file", arguments: { path: ".valet/tool_results/execute_1.txt", offset: 502, limit: 1 } }] },
+        { toolCalls: [{ name: "execute", arguments: { command: ["python3", "-c", "print(len(open('.valet/tool_results/execute_1.txt').readlines()))"] } }] },
+        "Printed."
       ]))
     )
   }, 60_000)

@@ -6,7 +6,7 @@
  *   npm run bench              # full: medians of 3 processes per cell (several minutes)
  *   npm run bench -- --quick   # a smoke run: small sizes, one process per cell (what CI runs)
  */
-import { execFileSync } from "node:child_process"
+import { execFile, execFileSync } from "node:child_process"
 import { existsSync, readFileSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import * as Imports from "./imports.js"
@@ -32,18 +32,42 @@ attempt("overhead", () => Overhead.main(quick))
 attempt("memory", () => Memory.main(quick))
 attempt("imports", () => Imports.main(quick))
 
-// Benchmarks owned by other modules, run as their own processes when present.
-for (const name of ["client", "sandbox", "fanout", "parsers", "serve", "durable", "threads", "conversation", "recall", "prefix", "modelLayer"]) {
-  const script = join("bench", `${name}.ts`)
-  if (!existsSync(script)) continue
+// Benchmarks owned by other modules, run as their own processes when present. A quick run (CI's smoke check, not
+// for comparison) runs two at a time, each one's output printed whole when it ends; a full run one at a time, since
+// two benchmarks on one machine would skew each other's numbers.
+const modules = ["client", "sandbox", "fanout", "parsers", "serve", "durable", "threads", "conversation", "recall", "prefix", "modelLayer"]
+  .filter((name) => existsSync(join("bench", `${name}.ts`)))
+const runModule = async (name: string): Promise<void> => {
   const file = join(resultsDir, `${name}.json`)
   // A stale file from an earlier run must not stand in for this one.
   rmSync(file, { force: true })
+  const args = ["--import", "tsx", join("bench", `${name}.ts`), ...(quick ? ["--quick"] : [])]
+  if (!quick) {
+    attempt(name, () => {
+      execFileSync(process.execPath, args, { stdio: "inherit" })
+      return existsSync(file) ? JSON.parse(readFileSync(file, "utf8")) as Report : undefined
+    })
+    return
+  }
+  const outcome = await new Promise<{ readonly error: Error | null; readonly output: string }>((resolve) => {
+    execFile(process.execPath, args, { maxBuffer: 64 * 1024 * 1024 }, (error, stdout, stderr) =>
+      resolve({ error, output: `${stdout}${stderr}` }))
+  })
+  process.stdout.write(outcome.output)
   attempt(name, () => {
-    execFileSync(process.execPath, ["--import", "tsx", script, ...(quick ? ["--quick"] : [])], { stdio: "inherit" })
+    if (outcome.error !== null) throw outcome.error
     return existsSync(file) ? JSON.parse(readFileSync(file, "utf8")) as Report : undefined
   })
 }
+const listed = ["overhead", "memory", "imports", ...modules]
+const order = (name: string) => listed.includes(name) ? listed.indexOf(name) : listed.length
+const queue = [...modules]
+const lane = async (): Promise<void> => {
+  for (let name = queue.shift(); name !== undefined; name = queue.shift()) await runModule(name)
+}
+await Promise.all(quick ? [lane(), lane()] : [lane()])
+// The table in the order the benchmarks are listed, whichever ended first.
+reports.sort((a, b) => order(a.name) - order(b.name))
 
 const rows: Array<Row> = reports.flatMap((report) => report.rows.map((row) => ({ ...row, measure: `${report.name}: ${row.measure}` })))
 console.log(`\n=== valet benchmarks${quick ? " (quick)" : ""} ===`)

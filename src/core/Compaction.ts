@@ -6,6 +6,7 @@
  * messages with a model call (step `context.compact_<n>`, counted in the budget and silent: no events of its own, no
  * text streamed), keeping the system messages, the task (the last user message and what followed it) and the last
  * `keepLastMessages` whole, and never splitting a tool exchange; as a last resort it cuts the kept tool results too.
+ * The tool definitions sent with the call take their part of the window: the messages come down to what they leave.
  * Each compaction is a `ContextCompacted` event with the tokens before and after. A run remembers its compaction:
  * the next call, which resends the same messages and more, starts from it, and another summary is asked for only once
  * the conversation has grown by `keepLastMessages`. Messages still over a known window (the model's or the policy's)
@@ -54,7 +55,10 @@ import type { ModelError } from "./ModelError.js"
  */
 export interface StrategyInput {
   readonly messages: ReadonlyArray<Message>
-  /** The tokens the messages should come down to (as `measure` counts them). */
+  /**
+   * The tokens the messages should come down to (as `measure` counts them): the threshold's share of the window less
+   * the request's tool definitions, which go with every call and are not compacted.
+   */
   readonly target: number
   readonly policy: Policy
   /**

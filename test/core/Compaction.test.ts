@@ -6,6 +6,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Schema, Stream } from "effect"
 import * as Agent from "../../src/core/Agent.js"
+import * as Budget from "../../src/core/Budget.js"
 import type * as AgentEvent from "../../src/core/AgentEvent.js"
 import * as Compaction from "../../src/core/Compaction.js"
 import * as Model from "../../src/core/Model.js"
@@ -73,7 +74,7 @@ describe("Compaction", () => {
       }
       const events = yield* eventsOf(Agent.stream(reader, "Read pages 1 to 6.", { budget: { maxCalls: 20 } })).pipe(
         Effect.provide(ScriptedModel.layer(script)),
-        Effect.provide(Compaction.layer({ contextWindow: 800, keepLastMessages: 2, maxToolResultChars: 400 }))
+        Effect.provide(Compaction.layer({ contextWindow: 840, keepLastMessages: 2, maxToolResultChars: 400 }))
       )
       const summaries = events.filter((event) => event._tag === "ContextCompacted" && event.strategy === "summary")
       expect(summaries.length).toBeGreaterThan(0)
@@ -97,7 +98,7 @@ describe("Compaction", () => {
       expect(last.some((message) => Model.textOf(message.content).startsWith("[Summary of "))).toBe(true)
       expect(last.some((message) => message.role === "tool" && Model.textOf(message.content).startsWith("page 1:"))).toBe(false)
       // Every call sent stayed under the threshold of the window.
-      for (const request of requests) expect(Compaction.defaultPolicy.threshold * 800 >= estimate(request)).toBe(true)
+      for (const request of requests) expect(Compaction.defaultPolicy.threshold * 840 >= Budget.estimateInputTokens(request)).toBe(true)
     }))
 
   it.effect("a server's ContextLengthExceeded compacts once and sends again; a second refusal is the run's error", () =>
@@ -180,7 +181,7 @@ describe("Compaction's limits", () => {
         Effect.provide(Compaction.layer({ contextWindow: 500 }))
       ))
       expect(error._tag).toBe("ContextLengthExceeded")
-      expect(error.message).toMatch(/^the messages are about \d+ tokens after compaction \(\d+ before\), over the model's context window of 500$/)
+      expect(error.message).toMatch(/^the messages are about \d+ tokens after compaction \(\d+ before\) and the tool definitions \d+, over the model's context window of 500$/)
     }))
 
   it.effect("a policy out of range is InvalidOptions naming the setting", () =>

@@ -64,16 +64,27 @@ const toolCallsLength = (message: Message): number => {
 
 /**
  * The messages with the run's compaction put in place of the messages it replaced, when these messages start with
- * those: the same objects (the tool loops resend them), or equal ones.
+ * those: the same objects (the tool loops resend them), or equal ones. A system message first that changed since
+ * (DeepAgent shows its plan there, rewritten when the plan changes) is the current one in the replacement, which
+ * kept the head as it was: the compaction still holds. Without this, the first plan update after a summary resent
+ * the whole conversation, summarised it all again (a summary request growing with the run), or — within
+ * `keepLastMessages` of the summary, when no new one may be asked for — failed the run with `ContextLengthExceeded`.
  */
 export const withCompacted = (messages: ReadonlyArray<Message>, entry: Compacted | undefined): ReadonlyArray<Message> => {
   if (entry === undefined || messages.length < entry.length) return messages
-  if (messages[0] !== entry.first || messages[entry.length - 1] !== entry.last) {
+  const first = messages[0]!
+  // The head is kept whole by compaction (the same object at the replacement's start), so a rewritten system message
+  // can take its place; a strategy that rewrote the head does not get that. The rest must be the very messages
+  // compacted (the tool loop resends the same objects), not merely equal ones: this is the same conversation.
+  const systemRewritten = first !== entry.first && first.role === "system" && entry.first.role === "system" &&
+    entry.replacement[0] === entry.first && messages[entry.length - 1] === entry.last
+  if ((first !== entry.first && !systemRewritten) || messages[entry.length - 1] !== entry.last) {
     // Not the same objects: equal all the way, or not the conversation compacted.
-    if (messages[0]!.role !== entry.first.role || messages[0]!.content !== entry.first.content) return messages
+    if (!systemRewritten && (first.role !== entry.first.role || first.content !== entry.first.content)) return messages
     if (messages[entry.length - 1]!.content !== entry.last.content || toolCallsLength(messages[entry.length - 1]!) !== toolCallsLength(entry.last)) return messages
   }
-  return entry.length === messages.length ? entry.replacement : [...entry.replacement, ...messages.slice(entry.length)]
+  const replacement = systemRewritten ? [first, ...entry.replacement.slice(1)] : entry.replacement
+  return entry.length === messages.length ? replacement : [...replacement, ...messages.slice(entry.length)]
 }
 
 /** The characters of a request's tool definitions, measured once per tools array. */

@@ -367,6 +367,7 @@ const generateUngated = (
       windowKnown: known !== undefined,
       model,
       counter: Compact.counterOf(tokenizer),
+      request,
       // Told of the run's own compactions only (a thread turn keeps their summary), not of its sub-agents'.
       observer: run.parent === undefined ? fiber.getRef(Compact.CurrentObserver) : undefined
     })
@@ -400,6 +401,8 @@ interface CompactSettings {
   readonly windowKnown: boolean
   readonly model: Model.Service
   readonly counter: Compact.Counter
+  /** The call: its tool definitions are sent with the messages, so they take part of the window too. */
+  readonly request: Model.Request
   readonly observer: Compact.Observer | undefined
 }
 
@@ -425,43 +428,54 @@ const compact = (
   const summarize = Compact.summarizer(policy, (summary) =>
     // Silent: the summary is no answer of the run (no events, no text streamed), but a counted call of it.
     send(run, model, summary, { step: `context.compact_${(last?.count ?? 0) + 1}` }, true))
-  return Effect.flatMap(measure(messages), (before) =>
-    Effect.flatMap(policy.strategy({ messages, target, policy, measure, summarize, mayCallModel }), (result) =>
-      Effect.flatMap(measure(result.messages), (after) => {
-        // Nothing could be done (one message too long, nothing old to cut): nothing to say or remember.
-        const unchanged = result.messages.length === messages.length && result.messages.every((message, i) => message === messages[i])
-        if (after > window && settings.windowKnown) {
-          return Effect.fail(new ContextLengthExceeded({
-            message: `the messages are about ${after} tokens after compaction (${before} before), over the model's context window of ${window}`
-          }))
-        }
-        if (unchanged) return Effect.succeed(messages)
-        // The messages sent from now on start with the compacted ones: measured again.
-        run.measured = undefined
-        // Only the latest is kept: the earlier ones would be memory the run holds for nothing.
-        run.compaction = {
-          length: original.length,
-          first: original[0]!,
-          last: original.at(-1)!,
-          replacement: result.messages,
-          summarized: result.messages.some(Compact.isSummary),
-          count: (last?.count ?? 0) + 1
-        }
-        settings.observer?.(original, result.messages)
-        return Effect.as(
-          emitWith(run, (timestamp) => ({
-            _tag: "ContextCompacted",
-            sessionId: run.sessionId,
-            timestamp,
-            step,
-            strategy: result.strategy,
-            tokensBefore: before,
-            tokensAfter: after,
-            contextWindow: window
-          })),
-          result.messages
-        )
-      })))
+  // The tool definitions go with every call and cannot be compacted: the messages come down to what they leave of
+  // the target, and must fit in what they leave of the window (DeepAgent's tools are some 1,000 tokens: on a window of
+  // 4,000, messages compacted to 80 % of it alone made calls of 4,300).
+  return Effect.flatMap(Effect.zip(measure(messages), settings.counter.tools(settings.request)), ([before, tools]) => {
+    const strategy = (mayCallModel: boolean) =>
+      Effect.flatMap(policy.strategy({ messages, target: Math.max(0, target - tools), policy, measure, summarize, mayCallModel }), (result) =>
+        Effect.map(measure(result.messages), (after) => ({ result, after })))
+    // Past the window itself (not only the threshold) a summary is asked for even if the last one is recent: the
+    // call could not be sent otherwise.
+    const compacted = Effect.flatMap(strategy(mayCallModel), (done) =>
+      !mayCallModel && settings.windowKnown && done.after + tools > window ? strategy(true) : Effect.succeed(done))
+    return Effect.flatMap(compacted, ({ after, result }) => {
+      // Nothing could be done (one message too long, nothing old to cut): nothing to say or remember.
+      const unchanged = result.messages.length === messages.length && result.messages.every((message, i) => message === messages[i])
+      if (after + tools > window && settings.windowKnown) {
+        return Effect.fail(new ContextLengthExceeded({
+          message: `the messages are about ${after} tokens after compaction (${before} before)` +
+            (tools > 0 ? ` and the tool definitions ${tools}` : "") + `, over the model's context window of ${window}`
+        }))
+      }
+      if (unchanged) return Effect.succeed(messages)
+      // The messages sent from now on start with the compacted ones: measured again.
+      run.measured = undefined
+      // Only the latest is kept: the earlier ones would be memory the run holds for nothing.
+      run.compaction = {
+        length: original.length,
+        first: original[0]!,
+        last: original.at(-1)!,
+        replacement: result.messages,
+        summarized: result.messages.some(Compact.isSummary),
+        count: (last?.count ?? 0) + 1
+      }
+      settings.observer?.(original, result.messages)
+      return Effect.as(
+        emitWith(run, (timestamp) => ({
+          _tag: "ContextCompacted",
+          sessionId: run.sessionId,
+          timestamp,
+          step,
+          strategy: result.strategy,
+          tokensBefore: before,
+          tokensAfter: after,
+          contextWindow: window
+        })),
+        result.messages
+      )
+    })
+  })
 }
 
 /** A call once its messages are settled: the budget's reservation (unless unlimited), then `call`. */

@@ -109,6 +109,22 @@ describe("Workspace.makeSandboxCopy", () => {
       }))
   })
 
+  it.live("layerSandbox's from: each build of the layer is a fresh copy of the directory", () => {
+    const dir = project()
+    const layer = Workspace.layerSandbox("from", { from: dir, files: { "seed.txt": "seeded\n" } }).pipe(Layer.provide(sandbox))
+    return Effect.gen(function*() {
+      for (let i = 0; i < 2; i++) {
+        yield* Effect.scoped(Effect.gen(function*() {
+          expect((yield* Workspace.glob("**/*")).paths).toEqual(["logo.bin", "run.sh", "seed.txt", "src/main.py"])
+          // The second build does not see the first one's edit.
+          expect(yield* Workspace.readText("src/main.py")).toBe("print('hi')\n")
+          yield* Workspace.write("src/main.py", "print('changed')\n")
+        }).pipe(Effect.provide(layer)))
+      }
+      expect(readFileSync(join(dir, "src", "main.py"), "utf8")).toBe("print('hi')\n")
+    })
+  })
+
   it.live("a missing directory is a WorkspaceError naming it", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(Effect.scoped(Workspace.makeSandboxCopy("copy", "/nonexistent/valet-project")))

@@ -27,7 +27,7 @@ import { acceptedNames, architectures, type Entry, entryOf, names } from "./arch
 import { CommandFailed, requireAnswer, UsageError } from "./failure.js"
 import { modelLayer } from "./model.js"
 import { commandSandbox } from "./sandbox.js"
-import { onWorkspace, requireDirectory, type WorkspaceSettings } from "./workspace.js"
+import { onWorkspace, reportChanges, requireDirectory, workspaceChanges, type WorkspaceSettings } from "./workspace.js"
 
 /** Where `run` prints: text as it comes, whole lines, and notes for people (stderr). */
 export interface Printer {
@@ -161,7 +161,11 @@ export const runConfigured = (
     const turns = yield* AgentConfig.turnDefaults(loaded)
     const run = onThread(thread, (id) => runTurn(catalog.get(chosen)!.agent, prompt, stream, printer, id, turns), AgentConfig.threadsLayer(loaded))
     // Without a decider there is no HumanLoop: a call the file's `approvals:` hold is rejected at once.
-    return yield* (decider === undefined ? run : withDecider(decider, run))
+    const result = yield* (decider === undefined ? run : withDecider(decider, run))
+    // An agent with a `workspace:` worked on a copy, gone now: what it changed is printed, as with --workspace.
+    const changes = workspaceChanges(result.metadata.workspace)
+    if (changes !== undefined) yield* reportChanges(undefined, changes, printer)
+    return result
   })).pipe(
     // Around the whole run, not around `build` alone: the model clients `build` makes keep using this HTTP client,
     // which a provide around `build` would close as soon as `build` returned ("The client is destroyed").

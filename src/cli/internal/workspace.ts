@@ -6,7 +6,7 @@
  * unified diff after the answer (`git apply` and `patch` skip the answer in front of it) or written to `--diff FILE`;
  * `--apply` writes them back to DIR, refused when a file to change was changed in DIR meanwhile.
  */
-import { Effect, Exit, FileSystem } from "effect"
+import { Effect, Exit, FileSystem, Schema } from "effect"
 import * as Sandbox from "../../environment/Sandbox.js"
 import * as Workspace from "../../environment/Workspace.js"
 import { CommandFailed, UsageError } from "./failure.js"
@@ -58,7 +58,7 @@ export const onWorkspace = <A, E, R>(
     )
     const exit = yield* Effect.exit(Effect.provideService(run, Workspace.Workspace, copy.workspace))
     const changes = yield* copy.changes
-    yield* report(settings, changes, printer)
+    yield* reportChanges(settings.diff, changes, printer)
     if (Exit.isFailure(exit)) return yield* exit
     if (settings.apply && changes.changedFiles.length > 0) {
       const applied = yield* copy.apply
@@ -68,24 +68,30 @@ export const onWorkspace = <A, E, R>(
     return exit.value
   })) as Effect.Effect<A, E | Workspace.WorkspaceError | Sandbox.SandboxError | UsageError | CommandFailed, Exclude<R, Workspace.Workspace> | Sandbox.Sandbox | FileSystem.FileSystem>
 
-/** Prints the diff after the answer, or writes it to `--diff`; the changed paths on stderr. */
-const report = (settings: WorkspaceSettings, changes: Workspace.Changes, printer: Printer) =>
+/** Prints the diff after the answer, or writes it to `diff` (`--diff`); the changed paths on stderr. */
+export const reportChanges = (diff: string | undefined, changes: Workspace.Changes, printer: Printer) =>
   Effect.gen(function*() {
     const count = changes.changedFiles.length
     if (count === 0) {
       yield* printer.note("valet: the workspace is unchanged")
-      if (settings.diff !== undefined) yield* writeDiff(settings.diff, "")
+      if (diff !== undefined) yield* writeDiff(diff, "")
       return
     }
     const paths = `${count} file${count === 1 ? "" : "s"} changed: ${changes.changedFiles.join(", ")}`
-    if (settings.diff !== undefined) {
-      yield* writeDiff(settings.diff, changes.diff)
-      yield* printer.note(`valet: ${paths}; the diff is in ${settings.diff}`)
+    if (diff !== undefined) {
+      yield* writeDiff(diff, changes.diff)
+      yield* printer.note(`valet: ${paths}; the diff is in ${diff}`)
     } else {
       yield* printer.note(`valet: ${paths}`)
       yield* printer.write(`\n${changes.diff}`)
     }
   })
+
+const ReportedChanges = Schema.Struct({ changedFiles: Schema.Array(Schema.String), diff: Schema.String })
+const isReportedChanges = Schema.is(ReportedChanges)
+
+/** The changes a deep_agent's run with a valet.yaml `workspace:` reports in `metadata.workspace`, if any. */
+export const workspaceChanges = (value: unknown): Workspace.Changes | undefined => (isReportedChanges(value) ? value : undefined)
 
 const writeDiff = (path: string, diff: string) =>
   Effect.gen(function*() {

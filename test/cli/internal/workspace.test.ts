@@ -132,7 +132,33 @@ describe("valet run --architecture deep_agent --workspace DIR (a real process, a
       expect(readFileSync(join(project, "calc.py"), "utf8")).toBe(buggy)
     }).pipe(Effect.scoped), 120_000)
 
-  it.effect("bad flags are one line: --workspace with another architecture, a missing DIR, --apply without --workspace", () =>
+  it.effect("valet run --agents: a deep_agent with a workspace: in the file prints what its run changed in its copy", () =>
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-run-agents-workspace-"))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+      )
+      mkdirSync(join(dir, "project"))
+      mkdirSync(join(dir, "work"))
+      writeFileSync(join(dir, "project", "calc.py"), buggy)
+      writeFileSync(join(dir, "valet.yaml"), `model:
+  provider: scripted
+  replies:
+    - { toolCalls: [{ name: edit_file, arguments: { path: calc.py, old_string: a - b, new_string: a + b } }] }
+    - Fixed.
+agents:
+  coder: { architecture: deep_agent, instructions: Fix it., workspace: project }
+`)
+      const run = yield* Cli.valet(["run", "--agents", join(dir, "valet.yaml"), "Fix add"], {
+        VALET_SANDBOX_ISOLATION: testIsolation,
+        VALET_SANDBOX_ROOT: join(dir, "work")
+      })
+      expect([run.code, run.errors]).toEqual([0, []])
+      expect(run.out).toBe("Fixed.\n\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n")
+      expect(readFileSync(join(dir, "project", "calc.py"), "utf8")).toBe(buggy)
+    }).pipe(Effect.scoped))
+
+  it.effect("bad flags are one line, exit 2: --workspace with another architecture or --agents, a missing DIR or skills folder, --apply without --workspace", () =>
     Effect.gen(function*() {
       const model = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
       const react = yield* Cli.valet(["run", ...model, "--workspace", ".", "Hi."])
@@ -141,6 +167,8 @@ describe("valet run --architecture deep_agent --workspace DIR (a real process, a
       expect([missing.code, missing.errors]).toEqual([2, ["valet run: --workspace /nonexistent/valet-dir: no such directory"]])
       const skills = yield* Cli.valet(["run", ...model, "--architecture", "deep_agent", "--skills", "/nonexistent/skills", "Hi."])
       expect([skills.code, skills.errors]).toEqual([2, ["valet run: --skills /nonexistent/skills: no such directory"]])
+      const agents = yield* Cli.valet(["run", "--agents", join(root, "package.json"), "--workspace", ".", "Hi."])
+      expect([agents.code, agents.errors]).toEqual([2, ["valet run: --workspace is for --architecture deep_agent: an agent of --agents has its own (workspace: and options: in the file)"]])
       const apply = yield* Cli.valet(["run", ...model, "--architecture", "deep_agent", "--apply", "Hi."])
       expect([apply.code, apply.errors]).toEqual([2, ["valet run: --apply is about the changes of --workspace DIR: give --workspace too"]])
     }))

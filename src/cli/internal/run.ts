@@ -335,6 +335,8 @@ export const deepAgentOf = (
       yield* requireDirectory("--skills", values.skills.value)
       chosen = { ...entry, architecture: yield* DeepAgent.make({ skills: values.skills.value }) }
     }
+    // Checked before the model and the sandbox are set up: a wrong path is the first thing said.
+    if (Option.isSome(values.workspace)) yield* requireDirectory("--workspace", values.workspace.value)
     const workspace = Option.isSome(values.workspace)
       ? { directory: values.workspace.value, diff: Option.getOrUndefined(values.diff), apply: values.apply }
       : undefined

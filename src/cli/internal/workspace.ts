@@ -49,7 +49,6 @@ export const onWorkspace = <A, E, R>(
   printer: Printer
 ): Effect.Effect<A, E | Workspace.WorkspaceError | Sandbox.SandboxError | UsageError | CommandFailed, Exclude<R, Workspace.Workspace> | Sandbox.Sandbox | FileSystem.FileSystem> =>
   Effect.scoped(Effect.gen(function*() {
-    yield* requireDirectory("--workspace", settings.directory)
     const copy = yield* Workspace.makeSandboxCopy(taskId, settings.directory)
     const info = yield* Sandbox.info
     yield* printer.note(

@@ -160,10 +160,11 @@ agents:
 
   it.effect("bad flags are one line, exit 2: --workspace with another architecture or --agents, a missing DIR or skills folder, --apply without --workspace", () =>
     Effect.gen(function*() {
+      // A model server that is not there: each line comes before the model (or the sandbox) is set up.
       const model = ["--base-url", "http://127.0.0.1:9/v1", "--model", "m"]
       const react = yield* Cli.valet(["run", ...model, "--workspace", ".", "Hi."])
       expect([react.code, react.errors]).toEqual([2, ["valet run: --workspace is for --architecture deep_agent (the agent with file tools), not react"]])
-      const missing = yield* Cli.valet(["run", ...model, "--architecture", "deep_agent", "--workspace", "/nonexistent/valet-dir", "Hi."])
+      const missing = yield* Cli.valet(["run", "--architecture", "deep_agent", "--workspace", "/nonexistent/valet-dir", "Hi."], {})
       expect([missing.code, missing.errors]).toEqual([2, ["valet run: --workspace /nonexistent/valet-dir: no such directory"]])
       const skills = yield* Cli.valet(["run", ...model, "--architecture", "deep_agent", "--skills", "/nonexistent/skills", "Hi."])
       expect([skills.code, skills.errors]).toEqual([2, ["valet run: --skills /nonexistent/skills: no such directory"]])

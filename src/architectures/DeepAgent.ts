@@ -16,7 +16,12 @@
  * `task` starts a sub-agent on a described sub-task — one of `subAgents` by name, or a general one (this agent, with
  * its own context over the same workspace) — and returns only its final answer; the sub-run's events carry its own
  * session id (`<session>__task_<n>`). `maxTaskDepth` (default 1: a sub-agent gets no `task`) and `maxTasks` per run
- * (default 8) bound them. Durable tools and the CLI's `--workspace` are later work (DESIGN §17).
+ * (default 8) bound them.
+ *
+ * In a durable run (`Durable`), the file tools and `execute` are activities (through `Architecture.addTools`): a
+ * resumed run answers a finished edit or command from storage instead of doing it again. `write_todos` is not — a
+ * resumed run calls it again and so rebuilds the plan — nor is `task`, whose sub-run's calls are activities under its
+ * own session. The CLI's `--workspace` is later work (DESIGN §17).
  *
  * @example
  * ```ts
@@ -113,11 +118,16 @@ export const definition = Architecture.define({
         ? [Task.task({ self: input.agent as Agent.Agent<unknown>, subAgents: options.subAgents ?? [], maxTasks: options.maxTasks, depth: depth + 1 })]
         : []
       const instructions = [input.agent.instructions, options.systemPrompt, listed].filter((text) => text.trim() !== "").join("\n\n")
+      // The tools that touch the world, prepared as the runner prepares the agent's own (in a durable run, each call
+      // an activity: a resumed run does not redo a finished edit or command). Not `write_todos`: its effect is the
+      // plan in this run's memory, which a resumed run rebuilds by calling it again; not `task`: its sub-run's calls
+      // are activities themselves, under its own session.
+      const files = yield* Architecture.addTools(fileTools(options))
       const agent = {
         ...input.agent,
         instructions,
         // The agent's own tools keep their large results out of the context as the file tools do.
-        tools: [...input.agent.tools.map((tool) => Workspace.withLargeResults(tool, sizes(options))), ...fileTools(options), Plan.writeTodos(state), ...(loaded.length > 0 ? [Skills.openSkill(loaded)] : []), ...tasks]
+        tools: [...input.agent.tools.map((tool) => Workspace.withLargeResults(tool, sizes(options))), ...files, Plan.writeTodos(state), ...(loaded.length > 0 ? [Skills.openSkill(loaded)] : []), ...tasks]
       }
       const outcome = yield* internal.program(options, { messages: Plan.show(state) })({ ...input, agent }).pipe(
         Effect.provideService(Workspace.Workspace, workspace)

@@ -3,7 +3,7 @@
  * person (`HumanLoop`) by the rules of valet.yaml's `approvals:`; interrupting a run stops at once a command in the
  * sandbox (its process gone) and the sub-agents its `task` calls run concurrently.
  */
-import { describe, expect, it } from "@effect/vitest"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Ref, Stream } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -141,4 +141,90 @@ describe("DeepAgent approvals", () => {
       const error = yield* Effect.flip(DeepAgent.make({ approvals: { shell: true } }))
       expect(error.message).toContain(`names the tool "shell", which is not one of ls, read_file, write_file, edit_file, glob, grep, execute`)
     }))
+})
+
+/** Waits (really) until `predicate` holds, polling every 20 ms: a latch on something outside the fiber world (a process). */
+const waitUntil = (predicate: () => boolean) =>
+  Effect.gen(function*() {
+    for (let tries = 0; !predicate(); tries++) {
+      if (tries > 1_000) return yield* Effect.die(new Error("condition not reached"))
+      yield* Effect.sleep("20 millis")
+    }
+  })
+
+/**
+ * A model that gives the lead's first turn `calls` and makes every call of a sub-agent (its prompt starts with `Sub`)
+ * wait for ever, counting the calls that wait and those interrupted.
+ */
+const hangingSubAgents = (calls: ReadonlyArray<ScriptedModel.ScriptedToolCall>) =>
+  Effect.gen(function*() {
+    const waiting = yield* Ref.make(0)
+    const stopped = yield* Ref.make(0)
+    const allWaiting = yield* Deferred.make<void>()
+    const subs = calls.filter((call) => call.name === "task").length
+    const model = ScriptedModel.layer((request) => {
+      const prompt = Model.textOf((request.messages ?? []).find((message) => message.role === "user")?.content ?? "")
+      if (!prompt.startsWith("Sub")) return Effect.succeed<ScriptedModel.Turn>({ toolCalls: calls })
+      return Effect.gen(function*() {
+        if ((yield* Ref.updateAndGet(waiting, (n) => n + 1)) === subs) yield* Deferred.succeed(allWaiting, undefined)
+        return yield* Effect.never as Effect.Effect<ScriptedModel.Turn>
+      }).pipe(Effect.onInterrupt(() => Ref.update(stopped, (n) => n + 1)))
+    })
+    return { waiting, stopped, allWaiting, model }
+  })
+
+const lead = Agent.make({ name: "lead", instructions: "", architecture: DeepAgent.makeUnsafe({ maxTurns: 5 }) })
+
+describe("interrupting a DeepAgent run", () => {
+  it.effect("stops its concurrent task sub-agents at once: every model call they wait on is interrupted", () =>
+    Effect.gen(function*() {
+      const { allWaiting, model, stopped, waiting } = yield* hangingSubAgents([
+        { id: "t1", name: "task", arguments: { description: "Sub A" } },
+        { id: "t2", name: "task", arguments: { description: "Sub B" } }
+      ])
+      const fiber = yield* Agent.run(lead, "Main").pipe(Effect.provide(model), Effect.provide(Workspace.layerMemory()), Effect.forkChild)
+      // Both sub-agents are running at once, each waiting on its model call.
+      yield* Deferred.await(allWaiting)
+      yield* Fiber.interrupt(fiber)
+      expect(Exit.hasInterrupts(yield* Fiber.await(fiber))).toBe(true)
+      expect(yield* Ref.get(waiting)).toBe(2)
+      expect(yield* Ref.get(stopped)).toBe(2)
+    }))
+})
+
+const roots: Array<string> = []
+afterAll(() => {
+  for (const root of roots) rmSync(root, { recursive: true, force: true })
+})
+
+describe("interrupting a DeepAgent run in a real sandbox (bubblewrap)", () => {
+  const name = "kills its long execute (the process gone) and stops the sub-agents started in the same turn"
+  if (!bwrapWorks) {
+    it.skip(`${name}${skippedWithoutBwrap}`, () => {})
+    return
+  }
+  it.live(name, () => {
+    const workRoot = mkdtempSync(join(tmpdir(), "valet-deep-interrupt-"))
+    roots.push(workRoot)
+    const mark = marker()
+    return Effect.gen(function*() {
+      const { allWaiting, model, stopped, waiting } = yield* hangingSubAgents([
+        // A command that ignores SIGTERM and would sleep for 30 s: only the kill ends it.
+        { id: "x1", name: "execute", arguments: { command: ["python3", "-c", "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\ntime.sleep(30)", mark] } },
+        { id: "t1", name: "task", arguments: { description: "Sub A" } },
+        { id: "t2", name: "task", arguments: { description: "Sub B" } }
+      ])
+      const fiber = yield* Agent.run(lead, "Main").pipe(Effect.provide(model), Effect.forkChild)
+      yield* Deferred.await(allWaiting)
+      yield* waitUntil(() => processesWith(mark).length > 0)
+      yield* Fiber.interrupt(fiber)
+      expect(Exit.hasInterrupts(yield* Fiber.await(fiber))).toBe(true)
+      // The interruption completed only once the command was killed: nothing of it is left.
+      expect(processesWith(mark)).toEqual([])
+      expect(yield* Ref.get(stopped)).toBe(yield* Ref.get(waiting))
+    }).pipe(
+      Effect.provide(Workspace.layerSandbox("interrupted")),
+      Effect.provide(Sandbox.layerProcess({ isolation: "bwrap", workRoot, allow: ["python3"] }))
+    )
+  }, 60_000)
 })

@@ -118,6 +118,7 @@ export const definition = Architecture.define({
     approvalTimeout: optional(duration)
   },
   agentOptions: ["subAgents.*"],
+  approvalTools: fileToolNames,
   program: (input, options) =>
     Effect.gen(function*() {
       const found = yield* Effect.serviceOption(Workspace.Workspace)

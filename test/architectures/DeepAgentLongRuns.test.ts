@@ -5,6 +5,7 @@
  */
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Ref, Stream } from "effect"
+import { TestClock } from "effect/testing"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -124,6 +125,25 @@ describe("DeepAgent approvals", () => {
           ]
         },
         "Written."
+      ]))
+    ))
+
+  it.effect("approvalTimeout: a call nobody decides is rejected when it passes (TestClock), and did not run", () =>
+    Effect.gen(function*() {
+      const ran = yield* Ref.make<ReadonlyArray<ReadonlyArray<string>>>([])
+      const workspace = yield* recordingWorkspace(ran)
+      const agent = Agent.make({ name: "coder", instructions: "", architecture: DeepAgent.makeUnsafe({ approvals: { execute: true }, approvalTimeout: "1 minute" }) })
+      const run = yield* Effect.forkChild(Agent.run(agent, "Run it").pipe(Effect.provideService(Workspace.Workspace, workspace)))
+      yield* HumanLoop.awaitPending(1)
+      yield* TestClock.adjust("1 minute")
+      expect((yield* Fiber.join(run)).output).toBe("No decision.")
+      expect(toolResults((yield* ScriptedModel.calls).at(-1)!)).toEqual(["ERROR: rejected: no decision within 1m"])
+      expect(yield* Ref.get(ran)).toEqual([])
+    }).pipe(
+      Effect.provide(HumanLoop.layer),
+      Effect.provide(ScriptedModel.layer([
+        { toolCalls: [{ id: "c1", name: "execute", arguments: { command: ["make"] } }] },
+        "No decision."
       ]))
     ))
 

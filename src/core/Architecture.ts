@@ -279,10 +279,12 @@ export const executeTool = Runtime.executeTool
 export const ask = Runtime.ask
 
 /**
- * The tools an architecture adds to the agent's inside its program (DeepAgent's file tools, `execute`, `task`),
- * prepared for the current run as the runner prepares the agent's own: in a durable run each call becomes an activity
- * of the workflow (a resumed run answers a finished call from storage instead of running it again); elsewhere they
- * are answered as they are. An architecture that gives the model tools of its own passes them through this.
+ * The tools an architecture adds to the agent's inside its program, prepared for the current run as the runner
+ * prepares the agent's own: in a durable run each call becomes an activity of the workflow (a resumed run answers a
+ * finished call from storage instead of running it again); elsewhere they are answered as they are. Pass the tools
+ * whose calls touch the world (DeepAgent's file tools and `execute`); not one whose effect is the run's own memory
+ * (DeepAgent's plan: a resumed run must call it again to rebuild it), nor one that runs a sub-agent (its calls are
+ * activities themselves, under the sub-run's session).
  *
  * @since 0.2.0
  * @category toolkit

@@ -394,11 +394,12 @@ const threadTurn = <R>(
 /**
  * Registers the handlers of `AgentRun` and `EvaluateProblem` for these agents, on the `Model` (and, for agents that
  * run commands, the `Sandbox`) in context. Every model call, tool call of the agent's own tools (and of the tools its
- * architecture adds: `Architecture.AddedTools`) and sandbox command is an activity. An agent run naming an agent the runner does not have fails with `InvalidAgent`, which
- * suspends it like any failure (resume it where the agent is registered); such a problem is recorded failed.
- * (Tools of separately defined sub-agents — a Supervisor's workers — are not wrapped: their calls run again when
- * the run is taken over.) A thread turn (`AgentRun`'s `thread`) runs on the `Threads` store in context, read
- * optionally: on a runner without one it fails with `ThreadStoreError` saying so (and suspends).
+ * architecture adds: `Architecture.addTools`) and sandbox command is an activity. An agent run naming an agent the
+ * runner does not have fails with `InvalidAgent`, which suspends it like any failure (resume it where the agent is
+ * registered); such a problem is recorded failed. (Tools of separately defined sub-agents — a Supervisor's workers —
+ * are not wrapped: their calls run again when the run is taken over.) A thread turn (`AgentRun`'s `thread`) runs on
+ * the `Threads` store in context, read optionally: on a runner without one it fails with `ThreadStoreError` saying
+ * so (and suspends).
  *
  * @since 0.2.0
  * @category layers

@@ -1,5 +1,5 @@
 /**
- * Tools an architecture adds to a run inside its program (DeepAgent's file tools, `execute`, `task`…) are not the
+ * Tools an architecture adds to a run inside its program (DeepAgent's file tools and `execute`) are not the
  * agent's: whoever runs the agent changes the agent's own tools before the architecture starts (a durable run makes
  * each call an activity of its workflow) and never sees these. `AddedTools` is the one way they get the same
  * treatment: the runner puts a function in context, the architecture passes what it adds through `prepare`. Outside

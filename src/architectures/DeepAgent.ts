@@ -16,7 +16,16 @@
  * `task` starts a sub-agent on a described sub-task — one of `subAgents` by name, or a general one (this agent, with
  * its own context over the same workspace) — and returns only its final answer; the sub-run's events carry its own
  * session id (`<session>__task_<n>`). `maxTaskDepth` (default 1: a sub-agent gets no `task`) and `maxTasks` per run
- * (default 8) bound them. Durable tools and the CLI's `--workspace` are later work (DESIGN §17).
+ * (default 8) bound them.
+ *
+ * With `approvals` (the rules of valet.yaml's agent `approvals:`, by tool name), calls of `execute`, `write_file`,
+ * `edit_file` (or any file tool) wait for a person's decision on the `HumanLoop` in context, as any tool with
+ * `needsApproval`: approved, the call runs; rejected, the model reads the rejection and nothing ran.
+ *
+ * In a durable run (`Durable`), the file tools and `execute` are activities (through `Architecture.addTools`): a
+ * resumed run answers a finished edit or command from storage instead of doing it again. `write_todos` is not — a
+ * resumed run calls it again and so rebuilds the plan — nor is `task`, whose sub-run's calls are activities under its
+ * own session. The CLI's `--workspace` is later work (DESIGN §17).
  *
  * @example
  * ```ts
@@ -39,9 +48,10 @@
  *
  * @since 0.2.0
  */
-import { Effect, Option, Schema } from "effect"
+import { type Duration, Effect, Option, Schema } from "effect"
 import type * as Agent from "../core/Agent.js"
 import * as Architecture from "../core/Architecture.js"
+import * as ApprovalPolicy from "../core/internal/approvalPolicy.js"
 import * as internal from "../core/internal/toolLoop.js"
 import type * as Tool from "../core/Tool.js"
 import * as Workspace from "../environment/Workspace.js"
@@ -62,7 +72,10 @@ export const defaultSystemPrompt = `You work on tasks of several steps in a work
 - A large tool result is saved to a file: read the parts you need with read_file.
 When the task is done, answer with a short summary of what you did.`
 
-const { agents, int, optional, withDefault } = Architecture.option
+const { agents, duration, int, optional, withDefault } = Architecture.option
+
+/** The names of the file tools and `execute`, which `approvals` may name. */
+const fileToolNames = Workspace.tools().map((tool) => tool.name)
 
 /**
  * DeepAgent, declared once: its name, options and program.
@@ -96,10 +109,19 @@ export const definition = Architecture.define({
     /** How deep `task` sub-agents go: a sub-agent this deep gets no `task` tool (0: no `task` at all). */
     maxTaskDepth: int(0).pipe(withDefault(1)),
     /** Tasks one run may start; past it `task` answers an error the model reads. */
-    maxTasks: int(0).pipe(withDefault(8))
+    maxTasks: int(0).pipe(withDefault(8)),
+    /**
+     * Which calls of the file tools and `execute` wait for a person's decision (`HumanLoop`), by tool name — the rules
+     * of valet.yaml's agent `approvals:`: `true` (every call) or `{ when: { argument, above | below | equals | matches } }`
+     * (`execute`'s `command` is matched as its words joined by spaces). A rejected call is a result the model reads.
+     */
+    approvals: optional(ApprovalPolicy.PolicyOf(fileToolNames)),
+    /** How long a call of `approvals` waits before it is rejected; default: no limit. */
+    approvalTimeout: optional(duration)
   },
   agentOptions: ["subAgents.*"],
   pathOptions: ["skills"],
+  approvalTools: fileToolNames,
   program: (input, options) =>
     Effect.gen(function*() {
       const found = yield* Effect.serviceOption(Workspace.Workspace)
@@ -116,11 +138,16 @@ export const definition = Architecture.define({
         ? [Task.task({ self: input.agent as Agent.Agent<unknown>, subAgents: options.subAgents ?? [], maxTasks: options.maxTasks, depth: depth + 1 })]
         : []
       const instructions = [input.agent.instructions, options.systemPrompt, listed].filter((text) => text.trim() !== "").join("\n\n")
+      // The tools that touch the world, prepared as the runner prepares the agent's own (in a durable run, each call
+      // an activity: a resumed run does not redo a finished edit or command). Not `write_todos`: its effect is the
+      // plan in this run's memory, which a resumed run rebuilds by calling it again; not `task`: its sub-run's calls
+      // are activities themselves, under its own session.
+      const files = yield* Architecture.addTools(fileTools(options))
       const agent = {
         ...input.agent,
         instructions,
         // The agent's own tools keep their large results out of the context as the file tools do.
-        tools: [...input.agent.tools.map((tool) => Workspace.withLargeResults(tool, sizes(options))), ...fileTools(options), Plan.writeTodos(state), ...(loaded.length > 0 ? [Skills.openSkill(loaded)] : []), ...tasks]
+        tools: [...input.agent.tools.map((tool) => Workspace.withLargeResults(tool, sizes(options))), ...files, Plan.writeTodos(state), ...(loaded.length > 0 ? [Skills.openSkill(loaded)] : []), ...tasks]
       }
       const outcome = yield* internal.program(options, { messages: Plan.show(state) })({ ...input, agent }).pipe(
         Effect.provideService(Workspace.Workspace, workspace)
@@ -135,12 +162,26 @@ const sizes = (options: { readonly largeResultChars: number; readonly headChars:
   headChars: options.headChars
 })
 
-/** The file tools of an options value, made once for it (each run of the architecture shares them). */
+/**
+ * The file tools of an options value, made once for it (each run of the architecture shares them), their calls
+ * waiting for approval as `approvals` says.
+ */
 const made = new WeakMap<object, ReadonlyArray<Tool.Tool<unknown>>>()
-const fileTools = (options: { readonly largeResultChars: number; readonly headChars: number; readonly execute: boolean }): ReadonlyArray<Tool.Tool<unknown>> => {
+const fileTools = (options: {
+  readonly largeResultChars: number
+  readonly headChars: number
+  readonly execute: boolean
+  readonly approvals?: ApprovalPolicy.Policy | undefined
+  readonly approvalTimeout?: Duration.Input | undefined
+}): ReadonlyArray<Tool.Tool<unknown>> => {
   let tools = made.get(options)
   if (tools === undefined) {
-    tools = Workspace.tools({ largeResultChars: options.largeResultChars, headChars: options.headChars, execute: options.execute }) as ReadonlyArray<Tool.Tool<unknown>>
+    const approvals = options.approvals ?? {}
+    tools = (Workspace.tools({ largeResultChars: options.largeResultChars, headChars: options.headChars, execute: options.execute }) as ReadonlyArray<Tool.Tool<unknown>>)
+      .map((tool) => {
+        const rule = approvals[tool.name]
+        return rule === undefined ? tool : ApprovalPolicy.apply(tool, rule, options.approvalTimeout)
+      })
     made.set(options, tools)
   }
   return tools

@@ -47,6 +47,7 @@
 import type * as AgentType from "./Agent.js"
 import type { InvalidOptions } from "./AgentError.js"
 import type * as Model from "./Model.js"
+import * as Added from "./internal/addedTools.js"
 import * as Define from "./internal/define.js"
 import * as Options from "./internal/options.js"
 import * as Parse from "./internal/parse.js"
@@ -276,6 +277,36 @@ export const executeTool = Runtime.executeTool
  * @category toolkit
  */
 export const ask = Runtime.ask
+
+/**
+ * The tools an architecture adds to the agent's inside its program, prepared for the current run as the runner
+ * prepares the agent's own: in a durable run each call becomes an activity of the workflow (a resumed run answers a
+ * finished call from storage instead of running it again); elsewhere they are answered as they are. Pass the tools
+ * whose calls touch the world (DeepAgent's file tools and `execute`); not one whose effect is the run's own memory
+ * (DeepAgent's plan: a resumed run must call it again to rebuild it), nor one that runs a sub-agent (its calls are
+ * activities themselves, under the sub-run's session).
+ *
+ * @since 0.2.0
+ * @category toolkit
+ */
+export const addTools = Added.prepare
+
+/**
+ * Where a runner says how the tools an architecture adds are prepared (`addTools`): a function in context, by default
+ * the tools as they are. `Durable` provides one that makes each call an activity.
+ *
+ * @since 0.2.0
+ * @category toolkit
+ */
+export const AddedTools = Added.AddedTools
+
+/**
+ * What a runner provides as `AddedTools`.
+ *
+ * @since 0.2.0
+ * @category toolkit
+ */
+export type PrepareTools = Added.Prepare
 
 /**
  * Emits a milestone, `progress("self_refine.critique", { round })`.

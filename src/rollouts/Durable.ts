@@ -14,8 +14,9 @@
  *   `ActorLoop.run` with each step a workflow.
  *
  * Agents cross processes by name: a runner resolves the name a workflow carries to an agent it has (a list, or a
- * function — the CLI encodes an architecture's settings in the name). Not durable: the tools of separately defined
- * sub-agents (a Supervisor's workers) run again when their run is taken over.
+ * function — the CLI encodes an architecture's settings in the name). The tools an architecture adds inside its
+ * program (DeepAgent's file tools and `execute`, through `Architecture.addTools`) are activities too. Not durable: the
+ * tools of separately defined sub-agents (a Supervisor's workers) run again when their run is taken over.
  *
  * Thread turns: an agent run with `thread` (a `ThreadTurn`) is a turn of that thread on the runner's `Threads` store,
  * keyed by its run id (the **turn key**). Its history page is read once, as an activity (a resumed turn runs on the
@@ -64,6 +65,7 @@
 import { Context, type Duration, Effect, Exit, type FileSystem, Layer, Option, Schema, Stream } from "effect"
 import { Workflow, type WorkflowEngine } from "effect/workflow"
 import * as Agent from "../core/Agent.js"
+import * as Architecture from "../core/Architecture.js"
 import { AgentError, ArchitectureFailed, InvalidAgent, type InvalidOptions } from "../core/AgentError.js"
 import { WireDuration } from "../core/internal/decode.js"
 import * as Turn from "../core/internal/threads/turn.js"
@@ -336,8 +338,15 @@ const durably = <R, A, E>(
       ? yield* DurableHumanLoop.durableHumanLoop(store.value, run.runId, run.agent)
       : undefined
     const tools = yield* Activities.durableTools(agent.tools as ReadonlyArray<Tool.Tool<R>>, humans?.handoffs)
+    // The tools an architecture adds inside its program (DeepAgent's file tools and `execute`) become activities the
+    // same way, each time it adds them: in its run, and in each of its sub-runs (named by their own sessions).
+    const context = yield* Effect.context<Activities.WorkflowContext>()
+    const added: Architecture.PrepareTools = (more) => Activities.durableTools(more, humans?.handoffs).pipe(Effect.provideContext(context))
     const sandbox = yield* Effect.serviceOption(Sandbox.Sandbox)
-    let effect = body(Agent.clone(agent, { tools }) as Agent.Agent<R>).pipe(Effect.provideService(Model.Model, model))
+    let effect = body(Agent.clone(agent, { tools }) as Agent.Agent<R>).pipe(
+      Effect.provideService(Model.Model, model),
+      Effect.provideService(Architecture.AddedTools, added)
+    )
     if (Option.isSome(sandbox)) effect = effect.pipe(Effect.provideService(Sandbox.Sandbox, yield* Activities.durableSandbox(sandbox.value)))
     if (humans !== undefined) effect = effect.pipe(Effect.provideService(HumanLoop.HumanLoop, humans.loop))
     return yield* effect
@@ -384,12 +393,13 @@ const threadTurn = <R>(
 
 /**
  * Registers the handlers of `AgentRun` and `EvaluateProblem` for these agents, on the `Model` (and, for agents that
- * run commands, the `Sandbox`) in context. Every model call, tool call of the agent's own tools and sandbox command
- * is an activity. An agent run naming an agent the runner does not have fails with `InvalidAgent`, which
- * suspends it like any failure (resume it where the agent is registered); such a problem is recorded failed.
- * (Tools of separately defined sub-agents — a Supervisor's workers — are not wrapped: their calls run again when
- * the run is taken over.) A thread turn (`AgentRun`'s `thread`) runs on the `Threads` store in context, read
- * optionally: on a runner without one it fails with `ThreadStoreError` saying so (and suspends).
+ * run commands, the `Sandbox`) in context. Every model call, tool call of the agent's own tools (and of the tools its
+ * architecture adds: `Architecture.addTools`) and sandbox command is an activity. An agent run naming an agent the
+ * runner does not have fails with `InvalidAgent`, which suspends it like any failure (resume it where the agent is
+ * registered); such a problem is recorded failed. (Tools of separately defined sub-agents — a Supervisor's workers —
+ * are not wrapped: their calls run again when the run is taken over.) A thread turn (`AgentRun`'s `thread`) runs on
+ * the `Threads` store in context, read optionally: on a runner without one it fails with `ThreadStoreError` saying
+ * so (and suspends).
  *
  * @since 0.2.0
  * @category layers

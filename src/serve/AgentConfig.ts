@@ -75,7 +75,7 @@ import * as OpenAiCompatible from "../providers/OpenAiCompatible.js"
 import * as Vllm from "../providers/Vllm.js"
 import * as Sandbox from "../environment/Sandbox.js"
 import * as Agents from "./Agents.js"
-import * as Approvals from "./internal/config/approvals.js"
+import * as Approvals from "../core/internal/approvalPolicy.js"
 import * as GuardrailConfig from "./internal/config/guardrails.js"
 import * as Architectures from "./internal/config/architectures.js"
 import * as Internal from "./internal/config/schema.js"
@@ -218,7 +218,18 @@ const crossCheck = (config: ConfigFile): YamlDocument.Problem | undefined => {
     if (spec.approvalTimeout !== undefined && spec.approvals === undefined) {
       return { message: "is how long the calls of approvals wait, and the agent has no approvals", field: `agents.${name}.approvalTimeout` }
     }
-    const firstApproval = Object.keys(spec.approvals ?? {})[0]
+    // The tools the architecture adds (DeepAgent's file tools and `execute`) are the agent's too, without a server.
+    const builtIn = Architectures.approvalToolsOf(spec.architecture)
+    const optionRules = spec.options?.approvals
+    for (const tool of Object.keys(spec.approvals ?? {})) {
+      if (builtIn.includes(tool) && typeof optionRules === "object" && optionRules !== null && Object.hasOwn(optionRules, tool)) {
+        return {
+          message: `is also in options.approvals: give the tool's rule once`,
+          field: YamlDocument.fieldName(["agents", name, "approvals", tool])
+        }
+      }
+    }
+    const firstApproval = Object.keys(spec.approvals ?? {}).find((tool) => !builtIn.includes(tool))
     if (firstApproval !== undefined && (spec.tools ?? []).length === 0) {
       return {
         message: `names the tool ${JSON.stringify(firstApproval)}, and the agent has no tools (tools: names the MCP servers they come from)`,
@@ -603,10 +614,18 @@ const buildWith = (loaded: Loaded, options: BuildOptions | undefined): Effect.Ef
           yield* buildAgent(reference.name as string)
         }
         yield* Architectures.noteDeprecatedName(loaded.path, spec.architecture)
+        // The policy's rules for the tools the architecture adds go to its own `approvals` option (with the timeout).
+        const architectureTools = Architectures.approvalToolsOf(spec.architecture)
+        const builtInRules = Object.entries(spec.approvals ?? {}).filter(([tool]) => architectureTools.includes(tool))
+        const options = builtInRules.length === 0 ? spec.options ?? {} : {
+          ...spec.options,
+          approvals: { ...(spec.options?.approvals as Readonly<Record<string, unknown>> | undefined), ...Object.fromEntries(builtInRules) },
+          ...(spec.approvalTimeout !== undefined && spec.options?.approvalTimeout === undefined ? { approvalTimeout: spec.approvalTimeout } : {})
+        }
         const made = yield* Architectures.make(
           spec.architecture,
           // Paths in the options (a deep_agent's skills) are the file's, wherever the server was started.
-          Architectures.resolvePaths(spec.architecture, spec.options ?? {}, (path) => pathService.resolve(folder, path)),
+          Architectures.resolvePaths(spec.architecture, options, (path) => pathService.resolve(folder, path)),
           (other) => built.get(other)!.agent
         ).pipe(
           Effect.mapError((error) =>
@@ -632,8 +651,8 @@ const buildWith = (loaded: Loaded, options: BuildOptions | undefined): Effect.Ef
         // The policy's tool names are known only now (an MCP server says its tools when connected).
         const approvals = spec.approvals ?? {}
         for (const tool of Object.keys(approvals)) {
-          if (!names.has(tool)) {
-            return yield* fileError(loaded.path, loaded.problemAt(["agents", name, "approvals", tool], `names the tool ${JSON.stringify(tool)}, which the agent does not have (its tools: ${[...names.keys()].join(", ")})`))
+          if (!names.has(tool) && !architectureTools.includes(tool)) {
+            return yield* fileError(loaded.path, loaded.problemAt(["agents", name, "approvals", tool], `names the tool ${JSON.stringify(tool)}, which the agent does not have (its tools: ${[...names.keys(), ...architectureTools].join(", ")})`))
           }
         }
         const tools = served.map((tool) => {

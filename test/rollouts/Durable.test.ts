@@ -22,6 +22,7 @@ import * as Durable from "../../src/rollouts/Durable.js"
 import * as Engines from "../../src/rollouts/internal/durable/engines.js"
 import * as SqliteClient from "../../src/environment/SqliteClient.js"
 import { damageMiddlePages } from "../support/sqliteFiles.js"
+import { testIsolation } from "../support/processes.js"
 import { spawn, spawnSync } from "node:child_process"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as Evaluate from "../../src/rollouts/Evaluate.js"
@@ -148,6 +149,50 @@ describe("Durable", () => {
     }), 90_000)
 })
 
+
+describe("Durable DeepAgent (SQLite, a sandbox's kept workspace)", () => {
+  it.live("killed (SIGKILL) after a write_file, an edit_file, commands and a task; resumed, none of them runs again and the plan is rebuilt", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "valet-durable-deep-"))
+      const child = join(import.meta.dirname, "..", "support", "durableDeepChild.ts")
+      const workspace = join(dir, "sandbox", "kept", "deep")
+      try {
+        // Phase 1: every tool call done and stored; killed while the last model call waits.
+        const first = yield* Effect.promise(() => linesUntilKilled(child, [dir, "1", testIsolation], "call run-1 react.turn_7"))
+        expect(first).toEqual([
+          ...[1, 2, 3, 4, 5].map((n) => `call run-1 react.turn_${n}`),
+          "call run-1__task_1 react.turn_1",
+          "call run-1__task_1 react.turn_2",
+          "call run-1 react.turn_6",
+          "call run-1 react.turn_7"
+        ])
+        expect(readFileSync(join(workspace, "log.txt"), "utf8")).toBe("main\nsub\n")
+        // Phase 2: only the call in flight is sent; the edit, the commands (the task's too) and the write are answered
+        // from storage — the files hold one of each — and write_todos, run again, rebuilds the plan.
+        const second = spawnSync(process.execPath, ["--import", "tsx", child, dir, "2", testIsolation], { encoding: "utf8", timeout: 60_000 })
+        const lines = second.stdout.trim().split("\n")
+        expect(lines[0]).toBe("call run-1 react.turn_7")
+        expect(JSON.parse(lines[1]!.replace(/^results /, ""))).toEqual([
+          "Plan updated: 0 of 4 steps done. In progress: Write notes.txt",
+          "Wrote 6 bytes to notes.txt (a new file).",
+          "Edited counter.txt: 1 replacement.",
+          "exit code 0\n--- changed files ---\nlog.txt",
+          "Appended.",
+          "Plan updated: 4 of 4 steps done."
+        ])
+        expect(lines[2]).toBe("result Done.")
+        expect(JSON.parse(lines[3]!.replace(/^todos /, ""))).toEqual(
+          ["Write notes.txt", "Double the a's of counter.txt", "Log a line", "Have a sub-agent log one"].map((content) => ({ content, status: "done" }))
+        )
+        expect(lines).toHaveLength(4)
+        expect(readFileSync(join(workspace, "log.txt"), "utf8")).toBe("main\nsub\n")
+        expect(readFileSync(join(workspace, "counter.txt"), "utf8")).toBe("aa\n")
+        expect(readFileSync(join(workspace, "notes.txt"), "utf8")).toBe("notes\n")
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    }), 90_000)
+})
 
 describe("Durable thread turns (one process, Durable.layerSqlite)", () => {
   const user = (content: string): Model.Message => ({ role: "user", content })

@@ -8,12 +8,14 @@ import { type Duration, Effect, Layer, Option, Schema } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as DeepAgent from "../../src/architectures/DeepAgent.js"
 import * as Agent from "../../src/core/Agent.js"
 import * as Architecture from "../../src/core/Architecture.js"
 import * as HumanLoop from "../../src/core/HumanLoop.js"
 import type * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
+import * as Workspace from "../../src/environment/Workspace.js"
 import * as Durable from "../../src/rollouts/Durable.js"
 import { describePostgres, freshDatabase } from "../support/postgres.js"
 import { freePort, startScript } from "../support/valetProcess.js"
@@ -110,6 +112,45 @@ describe("Durable approvals (Durable.layerSqlite, one process)", () => {
           expect(ran).toEqual([7])
           expect(sent).toBe(2)
           expect(yield* Durable.pending("run-a")).toEqual([])
+        }).pipe(Effect.provide(engine))
+      })), 60_000)
+
+  it.live("DeepAgent: an execute its approvals hold waits suspended; approved from outside, the command runs once", () =>
+    withStore((file) =>
+      Effect.gen(function*() {
+        const commands: Array<ReadonlyArray<string>> = []
+        const files = yield* Effect.orDie(Workspace.makeMemory())
+        // A workspace whose commands are counted, not run.
+        const workspace: Workspace.Service = {
+          ...files,
+          run: (request) =>
+            Effect.sync(() => {
+              commands.push(request.command as ReadonlyArray<string>)
+              return { command: request.command as ReadonlyArray<string>, exitCode: 0, stdout: "ok\n", stderr: "", durationMs: 1, timedOut: false, isolation: "test" as const }
+            })
+        }
+        let sent = 0
+        const model = ScriptedModel.layer((_request, index) => {
+          sent++
+          return index === 0 ? { toolCalls: [{ id: "c1", name: "execute", arguments: { command: ["make", "test"] } }] } : "tested"
+        })
+        const deep = Agent.make({ name: "deep", instructions: "", architecture: DeepAgent.makeUnsafe({ approvals: { execute: true } }) })
+        const engine = Durable.layer<Model.Model | Workspace.Workspace>([deep]).pipe(
+          Layer.provideMerge(Durable.layerSqlite(file)),
+          Layer.provide(Layer.merge(model, Layer.succeed(Workspace.Workspace, workspace)))
+        )
+        yield* Effect.gen(function*() {
+          const payload = { agent: "deep", prompt: "test it", runId: "run-d" }
+          const executionId = yield* Durable.AgentRun.execute(payload, { discard: true })
+          const [waiting] = yield* until(Durable.pending("run-d"), (rows) => rows.length === 1)
+          expect(waiting).toMatchObject({ sessionId: "run-d", toolCallId: "c1", name: "execute" })
+          yield* until(Durable.AgentRun.poll(executionId), (p) => Option.isSome(p) && p.value._tag === "Suspended")
+          expect(commands).toEqual([])
+          yield* Durable.decide("run-d", "c1", { approved: true })
+          const result = yield* Durable.AgentRun.execute(payload)
+          expect(result.output).toBe("tested")
+          expect(commands).toEqual([["make", "test"]])
+          expect(sent).toBe(2)
         }).pipe(Effect.provide(engine))
       })), 60_000)
 

@@ -4,12 +4,13 @@
  */
 import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Duration, Effect, Layer, Logger, Result, Stream } from "effect"
+import { Duration, Effect, Fiber, Layer, Logger, Result, Stream } from "effect"
 import { mkdtempSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs"
 import { createRequire } from "node:module"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import * as Agent from "../../src/core/Agent.js"
+import * as HumanLoop from "../../src/core/HumanLoop.js"
 import * as Threads from "../../src/core/Threads.js"
 import * as AgentConfig from "../../src/serve/AgentConfig.js"
 import * as Agents from "../../src/serve/Agents.js"
@@ -182,6 +183,44 @@ ${approvals}
       )
       expect(unknown.message).toMatch(/^valet\.yaml:9:17: agents\.tooled\.approvals\.get-summ names the tool "get-summ", which the agent does not have \(its tools: .*get-sum.*\)$/)
     }).pipe(Effect.scoped, Effect.provide(services)), 30_000)
+
+  it.effect("approvals: a deep_agent's policy may name the tools its architecture adds; their calls wait, the others run", () =>
+    Effect.gen(function*() {
+      const loaded = yield* Result.match(parse(`
+agents:
+  coder:
+    architecture: deep_agent
+    instructions: Code.
+    approvals:
+      execute: true
+      write_file: { when: { argument: path, matches: "^deploy/" } }
+    approvalTimeout: 10 minutes
+    model:
+      provider: scripted
+      replies:
+        - toolCalls: [{ name: write_file, arguments: { path: notes.md, content: "n" } }, { name: execute, arguments: { command: [ls] } }]
+        - "Done."
+`), { onFailure: Effect.fail, onSuccess: Effect.succeed })
+      const agents = yield* AgentConfig.build(loaded)
+      const run = yield* Effect.forkChild(Stream.runCollect(Agent.stream(agents.get("coder")!.agent, "Work.")))
+      const waiting = yield* HumanLoop.awaitPending(1)
+      expect(waiting.map((request) => request.name)).toEqual(["execute"])
+      yield* HumanLoop.decide(waiting[0]!.toolCallId, { approved: false, reason: "no" })
+      const events = yield* Fiber.join(run)
+      const returned = events.filter((event) => event._tag === "ToolReturned").map((event) => event._tag === "ToolReturned" && [event.name, event.content])
+      expect(returned).toEqual([["write_file", "Wrote 1 bytes to notes.md (a new file)."], ["execute", "ERROR: rejected: no"]])
+      expect(events.filter((event) => event._tag === "ApprovalRequested").map((event) => event._tag === "ApprovalRequested" && event.name)).toEqual(["execute"])
+    }).pipe(Effect.scoped, Effect.provide(HumanLoop.layer), Effect.provide(services)))
+
+  it("approvals: a deep_agent's rule given twice (the agent's approvals and options.approvals), or for a tool it has not, is refused on its line", () => {
+    const file = (lines: string) => `model: ${scripted(["x"])}\nagents:\n  a:\n    architecture: deep_agent\n    instructions: x\n${lines}`
+    expect(refusal(file("    options: { approvals: { execute: true } }\n    approvals: { execute: true }\n"))).toMatch(
+      /^valet\.yaml:7:\d+: agents\.a\.approvals\.execute is also in options\.approvals: give the tool's rule once$/
+    )
+    expect(refusal(file("    approvals: { execute: true, shell: true }\n"))).toMatch(
+      /^valet\.yaml:6:\d+: agents\.a\.approvals\.shell names the tool "shell", and the agent has no tools/
+    )
+  })
 
   it("approvals: bad predicates, a timeout without approvals and approvals without tools are refused on their line", () => {
     const agent = (lines: string) => `model: ${scripted(["x"])}\nagents:\n  a:\n    instructions: x\n${lines}`

@@ -57,6 +57,12 @@ export interface DefineOptions<Fields extends Schema.Struct.Fields, D extends Re
   /** Other names valet 0.x knew the architecture by (`debate`), still found by `Catalog.find`. Dashed names are found anyway. */
   readonly aliases?: ReadonlyArray<string> | undefined
   /**
+   * The tools the architecture adds to the agent's whose calls its `approvals` option (an approval policy, with
+   * `approvalTimeout`) can hold for a person: an agent's `approvals:` in `valet.yaml` may name them beside the
+   * agent's own tools, and its rules for them go to that option.
+   */
+  readonly approvalTools?: ReadonlyArray<string> | undefined
+  /**
    * A rule across options, checked after each option's own (a fallback must name one of the routes): `true`, or
    * what is wrong, with its `path` when it is one option's (`{ path: ["fallback"], issue: "names no route" }`).
    */
@@ -100,6 +106,8 @@ export interface AnyDefinition {
   readonly pathOptions: ReadonlyArray<string>
   readonly deprecated: Readonly<Record<string, Deprecation>>
   readonly aliases: ReadonlyArray<string>
+  /** The tools it adds whose calls its `approvals` option can hold for a person (none for most). */
+  readonly approvalTools: ReadonlyArray<string>
   /** `make` for options of unknown shape (a config file's): checked all the same. */
   readonly build: (options: unknown) => Effect.Effect<Runtime.Architecture<unknown>, InvalidOptions>
 }
@@ -181,6 +189,7 @@ export const define = <
     pathOptions: spec.pathOptions ?? [],
     deprecated,
     aliases: spec.aliases ?? [],
+    approvalTools: spec.approvalTools ?? [],
     build: make,
     normalize,
     make: make as Definition<Fields, D, R>["make"],

@@ -27,6 +27,12 @@ const definitionOf = (architecture: ArchitectureName): Architecture.AnyDefinitio
 const patternsOf = (architecture: ArchitectureName): ReadonlyArray<Pattern> =>
   definitionOf(architecture).agentOptions.map((path) => path.split("."))
 
+/**
+ * The tools an architecture adds whose calls its `approvals` option can hold (DeepAgent's file tools and `execute`):
+ * an agent's `approvals:` may name them, and its rules for them go to that option.
+ */
+export const approvalToolsOf = (architecture: ArchitectureName): ReadonlyArray<string> => definitionOf(architecture).approvalTools
+
 const said = new Set<string>()
 
 /** Says once per process that a config file names an architecture the way valet 0.x did. */

@@ -24,7 +24,7 @@
 import { Effect, Schema } from "effect"
 import * as Guardrail from "../../../core/Guardrail.js"
 import { ModelChoice } from "./models.js"
-import { Pattern } from "./pattern.js"
+import { Pattern } from "../../../core/internal/pattern.js"
 
 
 const Name = Schema.String.check(Schema.makeFilter((name: string) => /^[A-Za-z0-9_.-]+$/.test(name) || "must be a name (letters, digits, _ . -)"))

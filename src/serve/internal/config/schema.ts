@@ -8,7 +8,7 @@ import { Effect, Schema } from "effect"
 import * as Budget from "../../../core/Budget.js"
 import { HttpUrl, WireDuration } from "../../../core/internal/decode.js"
 import * as Mcp from "../../../providers/Mcp.js"
-import * as Approvals from "./approvals.js"
+import * as Approvals from "../../../core/internal/approvalPolicy.js"
 import * as Guardrails from "./guardrails.js"
 import { EnvName, ModelChoice, NamedModels } from "./models.js"
 import { architectureNames, canonicalNames } from "./architectures.js"
@@ -59,7 +59,7 @@ export const AgentSpec = Schema.Struct({
   budget: Schema.optional(Budget.Limits),
   /**
    * Which of the agent's tools' calls wait for a person, by tool name: `true` (every call) or `{ when }` (an
-   * argument predicate; see `approvals.ts`). The names are checked against the agent's tools when it is built.
+   * argument predicate; see `core/internal/approvalPolicy.ts`). The names are checked against the agent's tools when it is built.
    */
   approvals: Schema.optional(Approvals.Policy),
   /** How long a call of `approvals` waits before it is rejected (`"10 minutes"`, or milliseconds); default: no limit. */

@@ -1,5 +1,6 @@
 /**
- * The `approvals:` policy of an agent in `valet.yaml`: which of its tools' calls wait for a person (DESIGN §15).
+ * An approval policy: which calls of an agent's tools wait for a person (DESIGN §15), by tool name — the `approvals:`
+ * of an agent in `valet.yaml`, and DeepAgent's `approvals` option (its file tools and `execute`).
  *
  * ```yaml
  * approvals:
@@ -11,12 +12,13 @@
  *
  * The predicate language is deliberately small (no code in a config file): a condition names one argument (a
  * dotted path into the arguments object) and one test — `above` / `below` a number, `equals` a scalar, `matches` a
- * regular expression (checked when the file is read). A list holds when any of its conditions does. When in doubt it
+ * regular expression (checked when the file is read; a list of strings, such as `execute`'s `command`, is matched as
+ * its items joined by spaces). A list holds when any of its conditions does. When in doubt it
  * asks: arguments that are not a JSON object, or a value of the wrong type for its test (a string for `above`), need
  * approval; an argument that is absent does not (the tool's own schema refuses a missing required one).
  */
 import { type Duration, Effect, Schema } from "effect"
-import * as Tool from "../../../core/Tool.js"
+import * as Tool from "../Tool.js"
 import { Pattern } from "./pattern.js"
 
 const ArgumentPath = Schema.String.check(Schema.makeFilter((path: string) =>
@@ -70,7 +72,15 @@ const holds = (condition: Condition, args: unknown): boolean => {
   const value = at.value
   if (condition.above !== undefined) return typeof value !== "number" || value > condition.above
   if (condition.below !== undefined) return typeof value !== "number" || value < condition.below
-  if (condition.matches !== undefined) return typeof value !== "string" || new RegExp(condition.matches).test(value)
+  if (condition.matches !== undefined) {
+    // A command as a list of its words (`["rm", "-rf", "x"]`) is matched as the line it reads as.
+    const text = typeof value === "string"
+      ? value
+      : Array.isArray(value) && value.every((item) => typeof item === "string")
+      ? value.join(" ")
+      : undefined
+    return text === undefined || new RegExp(condition.matches).test(text)
+  }
   return value === condition.equals
 }
 
@@ -97,3 +107,12 @@ export const apply = <R>(tool: Tool.Tool<R>, rule: Rule, timeout: Duration.Input
     ...(rule === true ? {} : { needsApproval: (argumentsText: string) => Effect.sync(() => needsApproval(rule, argumentsText)) }),
     ...(timeout !== undefined ? { timeout } : {})
   })
+
+/**
+ * A policy over a fixed set of tools (an architecture's own): a name outside `names` is refused, naming it and them.
+ */
+export const PolicyOf = (names: ReadonlyArray<string>) =>
+  Policy.check(Schema.makeFilter((policy: Policy) => {
+    const unknown = Object.keys(policy).find((name) => !names.includes(name))
+    return unknown === undefined || `names the tool ${JSON.stringify(unknown)}, which is not one of ${names.join(", ")}`
+  }))

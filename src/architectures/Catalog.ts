@@ -51,6 +51,8 @@ export interface Found {
 const byName = new Map<string, Found>()
 for (const definition of definitions) {
   byName.set(definition.name, { definition, deprecatedName: undefined })
+  // A short name (`deep`) is as good as the name: the issue's own spelling of `--architecture deep`.
+  for (const short of definition.shortNames) if (!byName.has(short)) byName.set(short, { definition, deprecatedName: undefined })
   // valet 0.x spelled names with dashes in valet.yaml and the CLI.
   for (const alias of [definition.name.replace(/_/g, "-"), ...definition.aliases]) {
     if (alias !== definition.name && !byName.has(alias)) byName.set(alias, { definition, deprecatedName: alias })

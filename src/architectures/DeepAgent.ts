@@ -86,7 +86,7 @@ const fileToolNames = Workspace.tools().map((tool) => tool.name)
 export const definition = Architecture.define({
   name: "deep_agent",
   // As the issue that asked for it spelled it (`valet run --architecture deep`).
-  aliases: ["deep"],
+  shortNames: ["deep"],
   title: "DeepAgent",
   description: "the tool loop for long tasks: a plan (write_todos) shown every turn, file tools over a workspace, commands in its sandbox",
   options: {

@@ -56,6 +56,8 @@ export interface DefineOptions<Fields extends Schema.Struct.Fields, D extends Re
   readonly deprecated?: D | undefined
   /** Other names valet 0.x knew the architecture by (`debate`), still found by `Catalog.find`. Dashed names are found anyway. */
   readonly aliases?: ReadonlyArray<string> | undefined
+  /** Shorter names it is also found by, as good as its name (`deep`): never said to be deprecated. */
+  readonly shortNames?: ReadonlyArray<string> | undefined
   /**
    * The tools the architecture adds to the agent's whose calls its `approvals` option (an approval policy, with
    * `approvalTimeout`) can hold for a person: an agent's `approvals:` in `valet.yaml` may name them beside the
@@ -106,6 +108,7 @@ export interface AnyDefinition {
   readonly pathOptions: ReadonlyArray<string>
   readonly deprecated: Readonly<Record<string, Deprecation>>
   readonly aliases: ReadonlyArray<string>
+  readonly shortNames: ReadonlyArray<string>
   /** The tools it adds whose calls its `approvals` option can hold for a person (none for most). */
   readonly approvalTools: ReadonlyArray<string>
   /** `make` for options of unknown shape (a config file's): checked all the same. */
@@ -189,6 +192,7 @@ export const define = <
     pathOptions: spec.pathOptions ?? [],
     deprecated,
     aliases: spec.aliases ?? [],
+    shortNames: spec.shortNames ?? [],
     approvalTools: spec.approvalTools ?? [],
     build: make,
     normalize,

@@ -90,6 +90,8 @@ describe("valet run --architecture deep_agent --workspace DIR (a real process, a
       )
       expect(first.stderr).toContain(`valet: the agent works on a copy of ${project} (commands: ${testIsolation})`)
       expect(first.stderr).toContain("valet: 2 files changed: calc.py, docs/NOTES.md")
+      // `deep` is a short name of deep_agent, not a deprecated one.
+      expect(first.stderr).not.toContain("deprecated")
       // DIR is as it was, and the copy is gone.
       expect(readFileSync(join(project, "calc.py"), "utf8")).toBe(buggy)
       expect(readdirSync(project).sort()).toEqual([".git", "calc.py", "test_calc.py"])

@@ -20,12 +20,17 @@
  *
  * With `approvals` (the rules of valet.yaml's agent `approvals:`, by tool name), calls of `execute`, `write_file`,
  * `edit_file` (or any file tool) wait for a person's decision on the `HumanLoop` in context, as any tool with
- * `needsApproval`: approved, the call runs; rejected, the model reads the rejection and nothing ran.
+ * `needsApproval`: approved, the call runs; rejected, the model reads the rejection and nothing ran. Rules are judged on
+ * the arguments as the workspace acts on them (`path` normalized, `execute`'s program by its name); `matches` tests
+ * the command's text, not what it does (`python3 -c …` can do anything), so a gate on a program is `true` or an
+ * allow-list (`^(?!python3 -m pytest( |$))`), never a deny-list.
  *
  * In a durable run (`Durable`), the file tools and `execute` are activities (through `Architecture.addTools`): a
  * resumed run answers a finished edit or command from storage instead of doing it again. `write_todos` is not — a
  * resumed run calls it again and so rebuilds the plan — nor is `task`, whose sub-run's calls are activities under its
- * own session. The CLI's `--workspace` is later work (DESIGN §17).
+ * own session. This holds on a workspace that outlives the process (a directory, or a sandbox's kept with `keep: true`):
+ * a fresh workspace (in memory, or a new sandbox copy) does not have the edits a resumed run's stored results report.
+ * `valet run --workspace DIR` runs the agent on a sandbox copy of DIR and prints its diff (DESIGN §17).
  *
  * @example
  * ```ts
@@ -113,7 +118,9 @@ export const definition = Architecture.define({
     /**
      * Which calls of the file tools and `execute` wait for a person's decision (`HumanLoop`), by tool name — the rules
      * of valet.yaml's agent `approvals:`: `true` (every call) or `{ when: { argument, above | below | equals | matches } }`
-     * (`execute`'s `command` is matched as its words joined by spaces). A rejected call is a result the model reads.
+     * (`execute`'s `command` is matched as its words joined by spaces, its program by name; a `path` as normalized).
+     * `matches` tests the text, not what the command does: gate a program with `true` or an allow-list, not a deny-list.
+     * A rejected call is a result the model reads.
      */
     approvals: optional(ApprovalPolicy.PolicyOf(fileToolNames)),
     /** How long a call of `approvals` waits before it is rejected; default: no limit. */
@@ -180,7 +187,8 @@ const fileTools = (options: {
     tools = (Workspace.tools({ largeResultChars: options.largeResultChars, headChars: options.headChars, execute: options.execute }) as ReadonlyArray<Tool.Tool<unknown>>)
       .map((tool) => {
         const rule = approvals[tool.name]
-        return rule === undefined ? tool : ApprovalPolicy.apply(tool, rule, options.approvalTimeout)
+        // Judged on the arguments as the workspace acts on them: `./deploy/x` is `deploy/x`, `/usr/bin/rm` is `rm`.
+        return rule === undefined ? tool : ApprovalPolicy.apply(tool, rule, options.approvalTimeout, (args) => Workspace.effectiveArguments(tool.name, args))
       })
     made.set(options, tools)
   }

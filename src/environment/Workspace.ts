@@ -290,6 +290,27 @@ export const grep = (text: string, options?: GrepOptions): Effect.Effect<Matches
 export type ToolsOptions = Tools.ToolsOptions
 
 /**
+ * The arguments of a call of one of `tools` as the workspace acts on them, for a policy to judge (DeepAgent's
+ * `approvals`): `path` normalized as the tool reads it (`./deploy/x` is `deploy/x`), and `execute`'s program by its name
+ * (`/usr/bin/python3` is `python3`). `undefined` when a path is refused: a policy cannot tell what it names, so it asks.
+ *
+ * @example
+ * ```ts
+ * import * as Workspace from "valet/Workspace"
+ *
+ * Workspace.effectiveArguments("write_file", { path: "./deploy//prod.yaml", content: "" }) // { path: "deploy/prod.yaml", content: "" }
+ * Workspace.effectiveArguments("execute", { command: ["/usr/bin/python3", "-V"] })        // { command: ["python3", "-V"] }
+ * ```
+ *
+ * @since 0.2.0
+ * @category tools
+ */
+export const effectiveArguments: (
+  name: string,
+  args: Readonly<Record<string, unknown>>
+) => Readonly<Record<string, unknown>> | undefined = Tools.effectiveArguments
+
+/**
  * The file tools over the workspace in context, for a model: `ls`, `read_file`, `write_file`, `edit_file`, `glob`,
  * `grep`, and `execute` (unless `execute: false`). Bad options throw at once (a programming error, in one line).
  *

@@ -128,6 +128,48 @@ describe("DeepAgent approvals", () => {
       ]))
     ))
 
+  it.effect("rules are judged on the arguments as the workspace acts on them: every spelling of deploy/… waits, a program by any path", () =>
+    Effect.gen(function*() {
+      const ran = yield* Ref.make<ReadonlyArray<ReadonlyArray<string>>>([])
+      const workspace = yield* recordingWorkspace(ran)
+      const agent = Agent.make({
+        name: "coder",
+        instructions: "",
+        architecture: DeepAgent.makeUnsafe({
+          approvals: {
+            write_file: { when: { argument: "path", matches: "^deploy/" } },
+            execute: { when: { argument: "command", matches: "^python3 " } }
+          }
+        })
+      })
+      const run = yield* Effect.forkChild(Agent.run(agent, "Write them").pipe(Effect.provideService(Workspace.Workspace, workspace)))
+      // `./deploy/…`, `deploy//…` and `deploy/./…` name deploy/…; `../x` is refused by the workspace, so the policy
+      // cannot tell what it names and asks; `/usr/bin/python3` is python3. `notes.md` and `ls` run unasked.
+      const waiting = yield* HumanLoop.awaitPending(5)
+      expect(waiting.map((request) => request.toolCallId).sort()).toEqual(["w1", "w2", "w3", "w4", "x1"])
+      for (const id of ["w1", "w2", "w3", "w4", "x1"]) yield* HumanLoop.decide(id, { approved: false, reason: "no" })
+      expect((yield* Fiber.join(run)).output).toBe("Asked.")
+      expect(yield* Effect.orDie(workspace.readText("notes.md"))).toBe("n\n")
+      expect(yield* Ref.get(ran)).toEqual([["ls"]])
+      expect(yield* Effect.flip(workspace.readText("deploy/prod.yaml"))).toMatchObject({ reason: "not_found" })
+    }).pipe(
+      Effect.provide(HumanLoop.layer),
+      Effect.provide(ScriptedModel.layer([
+        {
+          toolCalls: [
+            { id: "w1", name: "write_file", arguments: { path: "./deploy/prod.yaml", content: "p\n" } },
+            { id: "w2", name: "write_file", arguments: { path: "deploy//prod.yaml", content: "p\n" } },
+            { id: "w3", name: "write_file", arguments: { path: "deploy/./prod.yaml", content: "p\n" } },
+            { id: "w4", name: "write_file", arguments: { path: "../deploy/prod.yaml", content: "p\n" } },
+            { id: "w5", name: "write_file", arguments: { path: "./notes.md", content: "n\n" } },
+            { id: "x1", name: "execute", arguments: { command: ["/usr/bin/python3", "-c", "print(1)"] } },
+            { id: "x2", name: "execute", arguments: { command: ["ls"] } }
+          ]
+        },
+        "Asked."
+      ]))
+    ))
+
   it.effect("approvalTimeout: a call nobody decides is rejected when it passes (TestClock), and did not run", () =>
     Effect.gen(function*() {
       const ran = yield* Ref.make<ReadonlyArray<ReadonlyArray<string>>>([])

@@ -13,7 +13,11 @@
  * The predicate language is deliberately small (no code in a config file): a condition names one argument (a
  * dotted path into the arguments object) and one test — `above` / `below` a number, `equals` a scalar, `matches` a
  * regular expression (checked when the file is read; a list of strings, such as `execute`'s `command`, is matched as
- * its items joined by spaces). A list holds when any of its conditions does. When in doubt it
+ * its items joined by spaces). A list holds when any of its conditions does. A tool may be judged on its arguments as
+ * it acts on them (`View`: DeepAgent's file tools on the normalized path, `execute` on the program's name). `matches`
+ * tests the text of the call, not what the call will do: `python3 -c "…"` does anything Python can, so a rule meant
+ * as a gate on a program asks for every call of it (`true`) or lists what may run unasked with a negative lookahead
+ * (`^(?!python3 -m pytest( |$))`), never a deny-list of commands. When in doubt it
  * asks: arguments that are not a JSON object, or a value of the wrong type for its test (a string for `above`), need
  * approval; an argument that is absent does not (the tool's own schema refuses a missing required one).
  */
@@ -88,23 +92,31 @@ const holds = (condition: Condition, args: unknown): boolean => {
  * Whether a call with `argumentsText` needs approval under `rule` (true when the text is not a JSON object: the
  * policy cannot tell, so a person does).
  */
-export const needsApproval = (rule: Rule, argumentsText: string): boolean => {
+export const needsApproval = (rule: Rule, argumentsText: string, view?: View): boolean => {
   if (rule === true) return true
-  let args: unknown
+  let parsed: unknown
   try {
-    args = JSON.parse(argumentsText === "" ? "{}" : argumentsText)
+    parsed = JSON.parse(argumentsText === "" ? "{}" : argumentsText)
   } catch {
     return true
   }
-  if (typeof args !== "object" || args === null || Array.isArray(args)) return true
+  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return true
+  const args = view === undefined ? parsed : view(parsed as Readonly<Record<string, unknown>>)
+  if (args === undefined) return true
   const conditions = Array.isArray(rule.when) ? rule.when : [rule.when as Condition]
   return conditions.some((condition) => holds(condition, args))
 }
 
-/** The tool with its calls waiting for approval as `rule` says (`Tool.withApproval`). */
-export const apply = <R>(tool: Tool.Tool<R>, rule: Rule, timeout: Duration.Input | undefined): Tool.Tool<R> =>
+/**
+ * The arguments as the tool acts on them (a path normalized, a program by its name), for the rules to be judged on
+ * that and not on a spelling of it (`./deploy/x` is `deploy/x`); `undefined` when it cannot tell: the call asks.
+ */
+export type View = (args: Readonly<Record<string, unknown>>) => Readonly<Record<string, unknown>> | undefined
+
+/** The tool with its calls waiting for approval as `rule` says (`Tool.withApproval`), judged on `view` of the arguments. */
+export const apply = <R>(tool: Tool.Tool<R>, rule: Rule, timeout: Duration.Input | undefined, view?: View): Tool.Tool<R> =>
   Tool.withApproval(tool, {
-    ...(rule === true ? {} : { needsApproval: (argumentsText: string) => Effect.sync(() => needsApproval(rule, argumentsText)) }),
+    ...(rule === true ? {} : { needsApproval: (argumentsText: string) => Effect.sync(() => needsApproval(rule, argumentsText, view)) }),
     ...(timeout !== undefined ? { timeout } : {})
   })
 

@@ -9,7 +9,8 @@ import { formatSchemaError } from "../../../core/internal/decode.js"
 import * as ToolCalls from "../../../core/internal/toolCalls.js"
 import * as Tool from "../../../core/Tool.js"
 import type { SandboxResult } from "../sandbox/types.js"
-import type { Service, WorkspaceError } from "./types.js"
+import { checkDirectory, checkFile } from "./shared.js"
+import { type Service, WorkspaceError } from "./types.js"
 
 /** Options of `tools`; every one has a default. */
 export const ToolsOptions = Schema.Struct({
@@ -237,4 +238,29 @@ const describe = (result: SandboxResult): string => {
   if (result.stderr !== "") parts.push(`--- stderr${result.stderrTruncated === true ? " (cut)" : ""} ---\n${result.stderr.replace(/\n$/, "")}`)
   if (result.changedFiles !== undefined && result.changedFiles.length > 0) parts.push(`--- changed files ---\n${result.changedFiles.join("\n")}`)
   return parts.join("\n")
+}
+
+/** The tools whose `path` names a directory (absent or `.`: the root), not a file. */
+const directoryPaths = new Set(["ls", "glob", "grep"])
+
+/**
+ * The arguments of a call of the tool `name` as the workspace acts on them, for a policy to judge (approvals): `path`
+ * normalized as the tool will read it (`./deploy/x` and `deploy//x` are `deploy/x`), and `execute`'s program by its
+ * name (`/usr/bin/python3` is `python3`: the sandbox finds programs by name on its allow-list, so a rule about
+ * `python3` must hold for any spelling of it). `undefined` when a path is refused: the policy cannot tell what it
+ * names, so it asks.
+ */
+export const effectiveArguments = (name: string, args: Readonly<Record<string, unknown>>): Readonly<Record<string, unknown>> | undefined => {
+  let out: Record<string, unknown> = args
+  if (typeof args.path === "string") {
+    const checked = directoryPaths.has(name) ? checkDirectory(args.path) : checkFile(args.path)
+    if (checked instanceof WorkspaceError) return undefined
+    out = { ...out, path: checked }
+  }
+  const command = args.command
+  if (name === "execute" && Array.isArray(command) && typeof command[0] === "string" && /[\\/]/.test(command[0])) {
+    const program = command[0].split(/[\\/]/).at(-1)!
+    out = { ...out, command: [program, ...command.slice(1)] }
+  }
+  return out
 }

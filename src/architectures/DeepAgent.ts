@@ -129,6 +129,8 @@ export const definition = Architecture.define({
   agentOptions: ["subAgents.*"],
   pathOptions: ["skills"],
   approvalTools: fileToolNames,
+  // The file tools a run gets, made once per options value: a durable decision editing a call checks it against them.
+  addedTools: (options) => fileTools(options),
   program: (input, options) =>
     Effect.gen(function*() {
       const found = yield* Effect.serviceOption(Workspace.Workspace)

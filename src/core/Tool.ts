@@ -187,6 +187,8 @@ const tooDeep = (toolName: string): string => `the arguments of tool "${toolName
  * Keyed by the function, not carried on the tool: a wrapper that spreads a tool and replaces its `call` (as the
  * durable tools do) must not be bypassed, and its own `call` is not in this map.
  */
+/** The schema check of edited arguments of each tool `make` defined, by its `call` (for `withApproval`). */
+const editChecks = new WeakMap<Tool<unknown>["call"], (value: unknown) => Result.Result<string, string>>()
 const parsedCalls = new WeakMap<Tool<unknown>["call"], (value: unknown) => Effect.Effect<Outcome, never, unknown>>()
 
 /**
@@ -251,6 +253,10 @@ export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A
     return Result.isFailure(parsed) ? Exit.succeed({ content: `ERROR: ${parsed.failure}`, isError: true }) : callParsed(parsed.success)
   }
   parsedCalls.set(call, callParsed as (value: unknown) => Effect.Effect<Outcome, never, unknown>)
+  // Depth first: a person's edit is any JSON value, and a deep one would overflow the decoder's stack.
+  const check = (value: unknown): Result.Result<string, string> =>
+    valueDepthWithin(value) ? Result.map(decode(value), () => JSON.stringify(value)) : Result.fail(tooDeep(name))
+  editChecks.set(call, check)
 
   const needsApproval = options.needsApproval
   const approval: Approval<R> | undefined = needsApproval === undefined || needsApproval === false
@@ -262,8 +268,7 @@ export const make = <P, I, A, E = never, R = never>(options: MakeOptions<P, I, A
         // Arguments that do not decode fail the call as they are: there is nothing to approve.
         return params === undefined || Result.isFailure(params) ? Effect.succeed(false) : needsApproval(params.success)
       },
-      // Depth first: a person's edit is any JSON value, and a deep one would overflow the decoder's stack.
-      check: (value) => valueDepthWithin(value) ? Result.map(decode(value), () => JSON.stringify(value)) : Result.fail(tooDeep(name)),
+      check,
       timeout: options.approvalTimeout !== undefined ? Duration.fromInputUnsafe(options.approvalTimeout) : undefined
     }
 
@@ -310,8 +315,9 @@ export const withApproval = <R, R2 = never>(
   ...tool,
   approval: {
     needed: options.needsApproval ?? (() => Effect.succeed(true)),
-    // A tool `make` defined checks edits with its schema; another's, as a JSON object.
-    check: tool.approval?.check ?? ((value) =>
+    // A tool `make` defined checks edits with its schema (needing approval or not until now: a policy may add it, as
+    // DeepAgent's `approvals` does to its file tools); another's, as a JSON object.
+    check: tool.approval?.check ?? editChecks.get(tool.call) ?? ((value) =>
       !valueDepthWithin(value)
         ? Result.fail(tooDeep(tool.name))
         : Predicate.isObject(value) && !Array.isArray(value)

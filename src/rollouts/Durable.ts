@@ -516,7 +516,11 @@ export const decide = <R = never>(
           ? Effect.succeedNone
           : Effect.map(resolve(agentName), (agent) =>
             Option.flatMap(agent, (found) =>
-              Option.fromNullishOr(found.tools.find((tool) => tool.name === toolName)?.approval?.check)))
+              // The agent's own tools, then those its architecture adds (DeepAgent's `execute`).
+              Option.fromNullishOr(
+                (found.tools.find((tool) => tool.name === toolName) ??
+                  found.architecture?.addedTools?.find((tool) => tool.name === toolName))?.approval?.check
+              )))
     })
   })
 

@@ -154,6 +154,50 @@ describe("Durable approvals (Durable.layerSqlite, one process)", () => {
         }).pipe(Effect.provide(engine))
       })), 60_000)
 
+  it.live("a durable DeepAgent's execute approved with edited arguments (Durable.decide with its agents): checked against execute's schema, the edited command runs; a bad edit is InvalidDecision and the call still waits", () =>
+    withStore((file) =>
+      Effect.gen(function*() {
+        const commands: Array<ReadonlyArray<string>> = []
+        const files = yield* Effect.orDie(Workspace.makeMemory())
+        // A workspace whose commands are counted, not run.
+        const workspace: Workspace.Service = {
+          ...files,
+          run: (request) =>
+            Effect.sync(() => {
+              commands.push(request.command as ReadonlyArray<string>)
+              return { command: request.command as ReadonlyArray<string>, exitCode: 0, stdout: "ok\n", stderr: "", durationMs: 1, timedOut: false, isolation: "test" as const }
+            })
+        }
+        let sent = 0
+        const model = ScriptedModel.layer((_request, index) => {
+          sent++
+          return index === 0 ? { toolCalls: [{ id: "c1", name: "execute", arguments: { command: ["make", "test"] } }] } : "tested"
+        })
+        const deep = Agent.make({ name: "deep", instructions: "", architecture: DeepAgent.makeUnsafe({ approvals: { execute: true } }) })
+        const engine = Durable.layer<Model.Model | Workspace.Workspace>([deep]).pipe(
+          Layer.provideMerge(Durable.layerSqlite(file)),
+          Layer.provide(Layer.merge(model, Layer.succeed(Workspace.Workspace, workspace)))
+        )
+        yield* Effect.gen(function*() {
+          const payload = { agent: "deep", prompt: "test it", runId: "run-e" }
+          const executionId = yield* Durable.AgentRun.execute(payload, { discard: true })
+          const [waiting] = yield* until(Durable.pending("run-e"), (rows) => rows.length === 1)
+          expect(waiting).toMatchObject({ sessionId: "run-e", toolCallId: "c1", name: "execute" })
+          yield* until(Durable.AgentRun.poll(executionId), (p) => Option.isSome(p) && p.value._tag === "Suspended")
+          expect(commands).toEqual([])
+          // Before: "cannot check edited arguments here: this process does not know tool \"execute\"".
+          const bad = yield* Effect.flip(Durable.decide("run-e", "c1", { approved: true, arguments: { command: "make check" } }, { agents: [deep] }))
+          expect(bad).toMatchObject({ _tag: "InvalidDecision", toolCallId: "c1" })
+          expect(bad.message).toContain("command")
+          expect(yield* Durable.pending("run-e")).toHaveLength(1)
+          yield* Durable.decide("run-e", "c1", { approved: true, arguments: { command: ["make", "check"] } }, { agents: [deep] })
+          const result = yield* Durable.AgentRun.execute(payload)
+          expect(result.output).toBe("tested")
+          expect(commands).toEqual([["make", "check"]])
+          expect(sent).toBe(2)
+        }).pipe(Effect.provide(engine))
+      })), 60_000)
+
   it.live("rejected: the tool never runs, the model reads the rejection", () =>
     withStore((file) =>
       Effect.gen(function*() {

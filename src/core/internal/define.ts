@@ -8,6 +8,7 @@
 import { Effect, Schema } from "effect"
 import type { AgentError, InvalidOptions } from "../AgentError.js"
 import type * as Agent from "../Agent.js"
+import type * as Tool from "../Tool.js"
 import * as Decode from "./decode.js"
 import * as Runtime from "./runtime.js"
 import { deprecatedPlaceholders, placeholders } from "./template.js"
@@ -64,6 +65,11 @@ export interface DefineOptions<Fields extends Schema.Struct.Fields, D extends Re
    * agent's own tools, and its rules for them go to that option.
    */
   readonly approvalTools?: ReadonlyArray<string> | undefined
+  /**
+   * The tools the program adds to the agent's for these options, the very ones its runs get: a durable decision that
+   * edits a call's arguments checks them against the tool's schema, outside any run.
+   */
+  readonly addedTools?: ((options: Checked<Schema.Struct.Type<Fields>>) => ReadonlyArray<Tool.Tool<unknown>>) | undefined
   /**
    * A rule across options, checked after each option's own (a fallback must name one of the routes): `true`, or
    * what is wrong, with its `path` when it is one option's (`{ path: ["fallback"], issue: "names no route" }`).
@@ -180,7 +186,11 @@ export const define = <
         Decode.decode(spec.title, schema as unknown as Schema.Codec<Schema.Struct.Type<Fields>, unknown>, normalized)
       ),
       Effect.map((config) =>
-        Runtime.make({ name: spec.name, program: (input) => spec.program(input, config as Checked<Schema.Struct.Type<Fields>>) })
+        Runtime.make({
+          name: spec.name,
+          program: (input) => spec.program(input, config as Checked<Schema.Struct.Type<Fields>>),
+          ...(spec.addedTools !== undefined ? { addedTools: spec.addedTools(config as Checked<Schema.Struct.Type<Fields>>) } : {})
+        })
       )
     )
   return {

@@ -153,6 +153,11 @@ export interface Architecture<out R = never> {
   readonly run: (input: Input) => Stream.Stream<AgentEvent.AgentEvent, AgentError, R>
   /** Runs and sends every event to `emitter`; answers the same `RunResult` as the stream's `RunCompleted`. */
   readonly execute: (input: Input, emitter: Emitter) => Effect.Effect<AgentEvent.RunResult, AgentError, R>
+  /**
+   * The tools the program adds to the agent's (DeepAgent's file tools and `execute`), as its runs get them: for whoever
+   * must know them outside a run — a durable decision checks edited arguments against the tool's schema.
+   */
+  readonly addedTools?: ReadonlyArray<Tool.Tool<unknown>> | undefined
 }
 
 /** Whether a value is an `Architecture`. */
@@ -836,6 +841,8 @@ export interface MakeOptions<R> {
   readonly name: string
   /** The architecture's logic; it finds the run in `CurrentRun`. */
   readonly program: (input: Input) => Effect.Effect<Outcome, AgentError | RoleStopped, R | CurrentRun>
+  /** The tools the program adds to the agent's, as its runs get them (see `Architecture.addedTools`). */
+  readonly addedTools?: ReadonlyArray<Tool.Tool<unknown>> | undefined
 }
 
 /** Turns a program into an architecture that streams its events and ends with one `RunCompleted`. */
@@ -844,7 +851,7 @@ export const make = <R>(options: MakeOptions<R>): Architecture<Exclude<R, Curren
     executeProgram(options.name, options.program, input, emitter)
   const run = (input: Input): Stream.Stream<AgentEvent.AgentEvent, AgentError, Exclude<R, CurrentRun>> =>
     streamEvents(Effect.succeed(input), execute)
-  return { [TypeId]: TypeId, name: options.name, run, execute }
+  return { [TypeId]: TypeId, name: options.name, run, execute, ...(options.addedTools !== undefined ? { addedTools: options.addedTools } : {}) }
 }
 
 /**

@@ -6,7 +6,7 @@
  *   npx tsx bench/memory.ts [--quick]
  */
 import { frameworks } from "./frameworks/index.js"
-import { finalText, hooks } from "./frameworks/work.js"
+import { finalText, type Framework, hooks } from "./frameworks/work.js"
 import { runWorker } from "./support/processes.js"
 import { type Report, type Row, summarize, writeReport } from "./support/report.js"
 
@@ -14,8 +14,11 @@ const script = "bench/memory.ts"
 
 declare const gc: () => void
 
-const worker = async (name: string, sessions: number, steps: number) => {
-  const framework = await frameworks[name]!()
+/**
+ * Runs `sessions` sessions of `steps` at once on `framework` (after 20 to warm up) and answers the peak and live heap
+ * per session, in KB. The process must run with `--expose-gc`.
+ */
+export const measure = async (framework: Framework, sessions: number, steps: number): Promise<{ peakKb: number; liveKb: number }> => {
   // Warm up the code paths (and the JIT) outside the measurement.
   await Promise.all(Array.from({ length: 20 }, () => framework.run(steps, { stream: false, yieldPerCall: true })))
   gc()
@@ -37,8 +40,12 @@ const worker = async (name: string, sessions: number, steps: number) => {
     Array.from({ length: sessions }, () => framework.run(steps, { stream: false, yieldPerCall: true }))
   )
   hooks.onYield = undefined
-  if (outputs.some((output) => output !== finalText)) throw new Error(`${name}: a session did not finish`)
-  console.log(JSON.stringify({ peakKb: (peak - start) / 1024 / sessions, liveKb: live / 1024 / sessions }))
+  if (outputs.some((output) => output !== finalText)) throw new Error(`${framework.name}: a session did not finish`)
+  return { peakKb: (peak - start) / 1024 / sessions, liveKb: live / 1024 / sessions }
+}
+
+const worker = async (name: string, sessions: number, steps: number) => {
+  console.log(JSON.stringify(await measure(await frameworks[name]!(), sessions, steps)))
 }
 
 const cells: ReadonlyArray<readonly [framework: string, label: string]> = [
@@ -77,9 +84,9 @@ export const main = (quick: boolean): Report => {
   })
 }
 
+// Only as the process's script: `bench/deepAgent.ts` imports `measure` in workers of its own.
 const args = process.argv.slice(2)
-if (args[0] === "--worker") {
-  await worker(args[1]!, Number(args[2]), Number(args[3]))
-} else if (import.meta.url === `file://${process.argv[1]}`) {
-  main(args.includes("--quick"))
+if (import.meta.url === `file://${process.argv[1]}`) {
+  if (args[0] === "--worker") await worker(args[1]!, Number(args[2]), Number(args[3]))
+  else main(args.includes("--quick"))
 }

@@ -17,5 +17,7 @@ export const frameworks: Record<string, () => Promise<Framework>> = {
   mastra: () => import("./mastra.js").then((m) => m.mastra),
   "effect-ai": () => import("./effectAi.js").then((m) => m.effectAi),
   langgraph: () => import("./langgraph.js").then((m) => m.langgraph),
+  "valet-deep": () => import("./valetDeep.js").then((m) => m.valetDeep),
+  deepagents: () => import("./deepagents.js").then((m) => m.deepagents),
   plain: () => import("./plain.js").then((m) => m.plain)
 }

@@ -236,6 +236,7 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
       : stateBefore
     yield* Architecture.progress("actor_loop.state_saved", { taskId: task.taskId, updated: parsed.stateUpdate !== undefined })
 
+    const tokens = internal.tokensOf(response, choice)
     const record = yield* Effect.mapError(
       trajectories.append({
         taskId: task.taskId,
@@ -263,7 +264,8 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
           ...(sandboxError !== undefined ? { sandboxError } : {})
         },
         sessionId: run.sessionId,
-        createdAt: yield* Clock.currentTimeMillis
+        createdAt: yield* Clock.currentTimeMillis,
+        ...(tokens !== undefined ? { tokens } : {})
       }),
       infrastructure
     )

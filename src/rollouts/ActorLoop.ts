@@ -8,7 +8,9 @@
  *    missing at the very end is accepted;
  * 4. runs the action's command through the `Sandbox`, in a workspace seeded with `workspace_files`;
  * 5. merges the state update into the stored state (atomically);
- * 6. appends the trajectory record (`sandbox_failed` when no action ran or its exit code was not 0).
+ * 6. appends the trajectory record (`sandbox_failed` when no action ran or its exit code was not 0), with the
+ *    answer's token ids and log-probabilities packed in `tokens` when the server sent any (`Vllm` with
+ *    `tokens: true`; DESIGN §18).
  *
  * A step is an agent run: `step` answers the record, `stream` streams the run's `AgentEvent`s (`RunStarted`,
  * `ModelCalled`, `ModelReplied`, `Progress` events `actor_loop.parsed`, `.sandbox_ran`, `.state_saved`,

@@ -119,6 +119,31 @@ describe("Vllm tokens: decoding what vLLM sends", () => {
       }
       expect(log.seen).toEqual([])
     }))
+
+  it.effect("a completions stream with n = 2 interleaved: prompt ids from the first event that has them, token ids per choice", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make({ api: "openai" })
+      // As vLLM streams completions with return_token_ids: `prompt_token_ids` on each choice's first event only.
+      const event = (choice: Record<string, unknown>) => ({ id: "cmpl-s", object: "text_completion", created: 1, model: "m", choices: [choice] })
+      const lp = (id: number, logprob: number) => ({ tokens: [`token_id:${id}`], token_logprobs: [logprob], top_logprobs: [{ [`token_id:${id}`]: logprob }], text_offset: [0] })
+      server.enqueue("/v1/completions", Server.sse([
+        event({ index: 0, text: " Par", logprobs: lp(4270, -0.5), token_ids: [4270], prompt_token_ids: [785, 6722], finish_reason: null }),
+        event({ index: 1, text: " Ly", logprobs: lp(9119, -2), token_ids: [9119], prompt_token_ids: [785, 6722], finish_reason: null }),
+        event({ index: 0, text: "is", logprobs: lp(285, -0.125), token_ids: [285], finish_reason: "stop", stop_reason: null }),
+        event({ index: 1, text: "on", logprobs: lp(263, -1), token_ids: [263], finish_reason: "length" }),
+        { id: "cmpl-s", object: "text_completion", created: 1, model: "m", choices: [], usage: { prompt_tokens: 2, completion_tokens: 4, total_tokens: 6 } },
+        "[DONE]"
+      ]))
+      const path = yield* actor(server.url)
+      const response = yield* Model.accumulate(Model.stream({ prompt: "The capital", n: 2 })).pipe(
+        Effect.provide(poolLayer({ configPath: path, tokens: true }))
+      )
+      expect(response.promptTokenIds).toEqual([785, 6722])
+      expect(response.choices.map((choice) => [choice.text, choice.tokenIds, choice.logprobs!.map((entry) => entry.logprob)])).toEqual([
+        [" Paris", [4270, 285], [-0.5, -0.125]],
+        [" Lyon", [9119, 263], [-2, -1]]
+      ])
+    }))
 })
 
 describe("Vllm tokens: absent when not sent", () => {

@@ -44,6 +44,7 @@ describe("ActorLoop.step: token data", () => {
       const server = yield* Server.make({ api: "openai" })
       server.enqueue("/v1/completions", Server.json(JSON.parse(Server.fixture("vllm-completion-tokens.json"))))
       const dir = mkdtempSync(join(tmpdir(), "valet-actor-tokens-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
       writeFileSync(join(dir, "vllm_actors.yaml"), `actors:\n  - name: a\n    base_url: ${server.url}\n    api: openai\n`)
       const pool = Vllm.layer({ configPath: join(dir, "vllm_actors.yaml"), tokens: { promptLogprobs: true } }).pipe(
         Layer.provide(Layer.merge(NodeHttpClient.layerUndici, NodeServices.layer))
@@ -51,7 +52,6 @@ describe("ActorLoop.step: token data", () => {
       const record = yield* ActorLoop.step(task({ prompt: "The capital of France is" })).pipe(
         Effect.provide(Layer.mergeAll(pool, Sandbox.layerTest(() => ({ stdout: "" })), StateStore.layerMemory(), TrajectoryStore.layerMemory))
       )
-      rmSync(dir, { recursive: true, force: true })
       expect(record.modelOutput.raw).toBe(" Paris.")
       expect(record.metrics).toMatchObject({ inputTokens: 5, outputTokens: 2, finishReason: "stop" })
       const tokens = TrajectoryStore.decodeTokens(record.tokens!)

@@ -14,6 +14,10 @@
  * naming the holder, rather than writing duplicate step numbers. A lock left by a process that died (same host,
  * no such pid) is taken over. Reading and counting need no lock: they see whole lines only.
  *
+ * Token-level data (DESIGN §18) rides beside each step in `tokens`, packed rather than as JSON arrays of objects:
+ * base64 of int32 / float32 little-endian values (`StepTokens`; `decodeTokens` unpacks, NumPy's `frombuffer` reads
+ * it). Only what the server sent is there; the record's other fields are as they always were.
+ *
  * Layers: `layerFile` (the default; needs a `FileSystem`) and `layerMemory` (tests).
  *
  * @example
@@ -48,6 +52,7 @@ import { Context, Effect, FileSystem, Layer, Option, Result, Schema, type Scope,
 import { hostname } from "node:os"
 import { join } from "node:path"
 import { formatIssue } from "../core/internal/decode.js"
+import * as Packed_ from "./internal/packedTokens.js"
 import { describeUnsafeTaskId, isSafeTaskId } from "./internal/taskId.js"
 import * as Sandbox from "./Sandbox.js"
 import * as StateStore from "./StateStore.js"
@@ -117,6 +122,88 @@ export const Metrics = Schema.Struct({
  */
 export type Metrics = typeof Metrics.Type
 
+const Packed = (what: string) =>
+  Schema.String.check(Schema.makeFilter((text: string) =>
+    Packed_.isPacked(text) || `${what}: expected base64 of 4-byte little-endian values`
+  ))
+
+/**
+ * The token-level data of a step, packed (DESIGN §18): each field base64 (RFC 4648, padded) of 4-byte
+ * little-endian values — `prompt_ids` and `completion_ids` int32, `completion_logprobs` and `prompt_logprobs`
+ * float32 (NaN where the server gave none: the first prompt token). Present only as far as the server sent them
+ * (`Vllm` with `tokens: true`); never made up. `decodeTokens` unpacks; in Python
+ * `np.frombuffer(base64.b64decode(s), "<i4")` (ids) or `"<f4"` (log-probabilities). Log-probabilities are
+ * rounded to float32 (what trainers compute in).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const StepTokens = Schema.Struct({
+  promptIds: Schema.optional(Packed("prompt_ids")),
+  completionIds: Schema.optional(Packed("completion_ids")),
+  completionLogprobs: Schema.optional(Packed("completion_logprobs")),
+  promptLogprobs: Schema.optional(Packed("prompt_logprobs"))
+}).pipe(Schema.encodeKeys({
+  promptIds: "prompt_ids",
+  completionIds: "completion_ids",
+  completionLogprobs: "completion_logprobs",
+  promptLogprobs: "prompt_logprobs"
+}))
+/**
+ * The token-level data of a step, packed.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type StepTokens = typeof StepTokens.Type
+
+/**
+ * A step's token data unpacked: what `encodeTokens` takes and `decodeTokens` answers. Absent fields are absent.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface TokenArrays {
+  readonly promptIds?: ReadonlyArray<number> | Int32Array | undefined
+  readonly completionIds?: ReadonlyArray<number> | Int32Array | undefined
+  readonly completionLogprobs?: ReadonlyArray<number> | Float32Array | undefined
+  /** `null` (NaN once packed): no log-probability for that prompt token. */
+  readonly promptLogprobs?: ReadonlyArray<number | null> | Float32Array | undefined
+}
+
+/**
+ * Packs token arrays for a record's `tokens`; `undefined` when there is nothing to store.
+ *
+ * @since 0.2.0
+ * @category tokens
+ */
+export const encodeTokens = (arrays: TokenArrays): StepTokens | undefined => {
+  const out: { -readonly [K in keyof StepTokens]: StepTokens[K] } = {}
+  if (arrays.promptIds !== undefined) out.promptIds = Packed_.packInt32(arrays.promptIds)
+  if (arrays.completionIds !== undefined) out.completionIds = Packed_.packInt32(arrays.completionIds)
+  if (arrays.completionLogprobs !== undefined) out.completionLogprobs = Packed_.packFloat32(arrays.completionLogprobs)
+  if (arrays.promptLogprobs !== undefined) out.promptLogprobs = Packed_.packFloat32(arrays.promptLogprobs)
+  return Object.keys(out).length === 0 ? undefined : out
+}
+
+/**
+ * Unpacks a record's `tokens`: ids as `Int32Array`, log-probabilities as `Float32Array` (NaN: none given).
+ *
+ * @since 0.2.0
+ * @category tokens
+ */
+export const decodeTokens = (tokens: StepTokens): {
+  readonly promptIds?: Int32Array
+  readonly completionIds?: Int32Array
+  readonly completionLogprobs?: Float32Array
+  readonly promptLogprobs?: Float32Array
+} => ({
+  ...(tokens.promptIds !== undefined ? { promptIds: Packed_.unpackInt32(tokens.promptIds) } : {}),
+  ...(tokens.completionIds !== undefined ? { completionIds: Packed_.unpackInt32(tokens.completionIds) } : {}),
+  ...(tokens.completionLogprobs !== undefined ? { completionLogprobs: Packed_.unpackFloat32(tokens.completionLogprobs) } : {}),
+  ...(tokens.promptLogprobs !== undefined ? { promptLogprobs: Packed_.unpackFloat32(tokens.promptLogprobs) } : {})
+})
+
 /**
  * One step of a task, as stored (DESIGN §3.7); the encoded form is snake case.
  *
@@ -137,7 +224,13 @@ export const TrajectoryRecord = Schema.Struct({
   /** The agent session that produced the step (its events carry the same id). */
   sessionId: Schema.optional(Schema.String),
   /** Epoch milliseconds. */
-  createdAt: Schema.optional(Schema.Number)
+  createdAt: Schema.optional(Schema.Number),
+  /**
+   * The step's token ids and log-probabilities, packed (`StepTokens`); absent when the server sent none.
+   *
+   * @since 0.2.0
+   */
+  tokens: Schema.optional(StepTokens)
 }).pipe(Schema.encodeKeys({
   taskId: "task_id",
   stateBefore: "state_before",

@@ -64,6 +64,7 @@ import * as Pool from "./internal/vllm/pool.js"
 import * as Resilience from "./internal/resilience.js"
 import type { InvalidOptions } from "../core/AgentError.js"
 import * as Opts from "../core/internal/decode.js"
+import * as ModelChunks from "../core/internal/modelChunks.js"
 import * as Model from "../core/Model.js"
 
 /**
@@ -212,14 +213,37 @@ export interface Options {
    * rest as in `OpenAiCompatible` (10 min per call, `Retry-After` up to 60 s, 32 MiB per body).
    */
   readonly resilience?: Omit<Resilience.Options, "maxInFlight"> | undefined
+  /**
+   * Ask every `vllm serve` actor for token-level data, for trainers: `return_token_ids` (the prompt's ids, chat
+   * template applied, on `Response.promptTokenIds`; the completion's on `Choice.tokenIds`; vLLM ≥ 0.10.2),
+   * `return_tokens_as_token_ids` and `logprobs` (each completion token's log-probability on `Choice.logprobs`, its id
+   * on `tokenId`), and with `{ promptLogprobs: true }` `prompt_logprobs: 0` (on `Response.promptLogprobs`; it costs
+   * the server a pass over the prompt's logits). What a server does not send stays absent, never made up; the first
+   * answer lacking what was asked logs one warning per pool. The legacy `/generate` server answers text only: with
+   * it every token field is absent. Default: off (nothing extra is sent).
+   *
+   * @since 0.2.0
+   */
+  readonly tokens?: boolean | { readonly promptLogprobs?: boolean | undefined } | undefined
 }
 
 const { maxInFlight: _maxInFlight, ...resilienceFields } = Resilience.optionFields
 const OptionsSchema = Schema.Struct({
   configPath: Schema.optional(Schema.String),
   actorName: Schema.optional(Schema.String),
-  resilience: Schema.optional(Schema.Struct(resilienceFields))
+  resilience: Schema.optional(Schema.Struct(resilienceFields)),
+  tokens: Schema.optional(Schema.Union([Schema.Boolean, Schema.Struct({ promptLogprobs: Schema.optional(Schema.Boolean) })]))
 })
+
+/** What an answer lacks of the token data asked for (`promptLogprobs`: whether those were asked too). */
+const missingTokens = (response: Model.Response, promptLogprobs: boolean): Array<string> => {
+  const missing: Array<string> = []
+  if (response.promptTokenIds === undefined) missing.push("prompt token ids")
+  if (response.choices.some((choice) => choice.tokenIds === undefined)) missing.push("completion token ids")
+  if (response.choices.some((choice) => choice.logprobs === undefined)) missing.push("completion logprobs")
+  if (promptLogprobs && response.promptLogprobs === undefined) missing.push("prompt logprobs")
+  return missing
+}
 
 const toConfig = (file: Config.PoolFile, path: string, fromFile: boolean): PoolConfig => ({
   path,
@@ -318,7 +342,10 @@ export const make = (
         onSome: Effect.succeed
       })
     const fixed = options.actorName !== undefined ? yield* byName(options.actorName) : undefined
-    const attempt = Pool.makeAttempt(Pool.makeRouter(actors, fixed), file)
+    const tokens = options.tokens === undefined || options.tokens === false
+      ? undefined
+      : { promptLogprobs: typeof options.tokens === "object" && options.tokens.promptLogprobs === true }
+    const attempt = Pool.makeAttempt(Pool.makeRouter(actors, fixed), file, tokens)
     const service = Resilience.makeWith(attempt, {
       attemptTimeout: Duration.seconds(file.timeout_sec),
       maxAttempts: file.max_attempts,
@@ -341,9 +368,34 @@ export const make = (
           : Effect.forEach(actors, statusNow, { concurrency: "unbounded" })
     }
     const span = { attributes: { "valet.actor": options.actorName ?? "pool" }, captureStackTrace: false }
+    // Token data asked for and not sent is recorded as absent; the first such answer says so, once per pool.
+    let warned = false
+    const checkTokens = (response: Model.Response): Effect.Effect<void> => {
+      if (tokens === undefined || warned) return Effect.void
+      const missing = missingTokens(response, tokens.promptLogprobs)
+      if (missing.length === 0) return Effect.void
+      warned = true
+      return Effect.logWarning(
+        `vLLM pool ${path}: asked for token data (tokens: true) but the answer has no ${missing.join(", ")}; ` +
+          "recorded as absent (return_token_ids needs vLLM >= 0.10.2; the legacy /generate server answers text only). " +
+          "Said once."
+      )
+    }
     const model = Model.make({
-      generate: (request) => Effect.withSpan(service.generate(request), "valet/Vllm.generate", span),
-      stream: (request) => Stream.withSpan(service.stream(request), "valet/Vllm.stream", span)
+      generate: (request) =>
+        Effect.withSpan(Effect.tap(service.generate(request), checkTokens), "valet/Vllm.generate", span),
+      stream: (request) =>
+        tokens === undefined
+          ? Stream.withSpan(service.stream(request), "valet/Vllm.stream", span)
+          : Stream.unwrap(Effect.sync(() => {
+            // The stream's chunks folded on the side, so the finished answer can be checked like `generate`'s.
+            const acc = ModelChunks.emptyAccumulator()
+            return service.stream(request).pipe(
+              Stream.tap((chunk) => Effect.sync(() => void ModelChunks.addChunk(acc, chunk))),
+              Stream.onEnd(Effect.suspend(() => checkTokens(ModelChunks.toResponse(acc)))),
+              Stream.withSpan("valet/Vllm.stream", span)
+            )
+          }))
     })
     return { model, pool }
   })

@@ -8,7 +8,9 @@
  *    missing at the very end is accepted;
  * 4. runs the action's command through the `Sandbox`, in a workspace seeded with `workspace_files`;
  * 5. merges the state update into the stored state (atomically);
- * 6. appends the trajectory record (`sandbox_failed` when no action ran or its exit code was not 0).
+ * 6. appends the trajectory record (`sandbox_failed` when no action ran or its exit code was not 0), with the
+ *    answer's token ids and log-probabilities packed in `tokens` when the server sent any (`Vllm` with
+ *    `tokens: true`; DESIGN §18).
  *
  * A step is an agent run: `step` answers the record, `stream` streams the run's `AgentEvent`s (`RunStarted`,
  * `ModelCalled`, `ModelReplied`, `Progress` events `actor_loop.parsed`, `.sandbox_ran`, `.state_saved`,
@@ -236,6 +238,7 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
       : stateBefore
     yield* Architecture.progress("actor_loop.state_saved", { taskId: task.taskId, updated: parsed.stateUpdate !== undefined })
 
+    const tokens = internal.tokensOf(response, choice)
     const record = yield* Effect.mapError(
       trajectories.append({
         taskId: task.taskId,
@@ -263,7 +266,8 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
           ...(sandboxError !== undefined ? { sandboxError } : {})
         },
         sessionId: run.sessionId,
-        createdAt: yield* Clock.currentTimeMillis
+        createdAt: yield* Clock.currentTimeMillis,
+        ...(tokens !== undefined ? { tokens } : {})
       }),
       infrastructure
     )

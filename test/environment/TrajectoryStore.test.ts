@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Stream } from "effect"
+import { Effect, Layer, Schema, Stream } from "effect"
 import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -138,6 +138,57 @@ describe("TrajectoryStore [file] specifics", () => {
       expect(seen).toEqual([1, 2])
       expect(error).toMatchObject({ _tag: "TrajectoryStoreError", operation: "read", path, line: 3 })
       expect(error.message).toContain(`${path} line 3 is not JSON`)
+    }))
+})
+
+describe("TrajectoryStore tokens: packed beside the step", () => {
+  const Ids = Schema.Array(Schema.Int.check(Schema.isBetween({ minimum: -2147483648, maximum: 2147483647 })))
+  const Logprobs = Schema.Array(Schema.NullOr(Schema.Finite))
+
+  it.prop(
+    "encodeTokens then decodeTokens: ids exactly, log-probabilities as float32 (null as NaN), through a JSON line",
+    { promptIds: Ids, completionIds: Ids, completionLogprobs: Schema.Array(Schema.Finite), promptLogprobs: Logprobs },
+    ({ completionIds, completionLogprobs, promptIds, promptLogprobs }) => {
+      const packed = TrajectoryStore.encodeTokens({ promptIds, completionIds, completionLogprobs, promptLogprobs })!
+      const encoded = Schema.encodeSync(TrajectoryStore.StepTokens)(packed)
+      const back = TrajectoryStore.decodeTokens(Schema.decodeUnknownSync(TrajectoryStore.StepTokens)(JSON.parse(JSON.stringify(encoded))))
+      expect(Array.from(back.promptIds!)).toEqual(promptIds)
+      expect(Array.from(back.completionIds!)).toEqual(completionIds)
+      expect(Array.from(back.completionLogprobs!)).toEqual(completionLogprobs.map(Math.fround))
+      expect(Array.from(back.promptLogprobs!)).toEqual(promptLogprobs.map((lp) => (lp === null ? Number.NaN : Math.fround(lp))))
+    }
+  )
+
+  it.effect("a record keeps its fields and gains `tokens` (snake case, base64 strings); nothing to store is no key", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      const tokens = TrajectoryStore.encodeTokens({ promptIds: [785, 6722], completionIds: [12095, 13], completionLogprobs: [-0.5, -0.25] })!
+      expect(TrajectoryStore.encodeTokens({})).toBeUndefined()
+      yield* TrajectoryStore.append({ ...record("tok", 1), tokens }).pipe(Effect.provide(fileLayer(dir)))
+      const json = JSON.parse(readFileSync(join(dir, "raw", "tok.jsonl"), "utf8"))
+      expect(Object.keys(json)).toEqual([
+        "task_id", "step", "prompt", "state_before", "state_after", "model_output", "sandbox_result", "reward", "metrics", "tokens"
+      ])
+      // int32 little-endian: 785 = 0x311, 6722 = 0x1a42.
+      expect(json.tokens).toEqual({
+        prompt_ids: Buffer.from([0x11, 0x03, 0, 0, 0x42, 0x1a, 0, 0]).toString("base64"),
+        completion_ids: Buffer.from(new Int32Array([12095, 13]).buffer).toString("base64"),
+        completion_logprobs: Buffer.from(new Float32Array([-0.5, -0.25]).buffer).toString("base64")
+      })
+      const [read] = yield* collect("tok").pipe(Effect.provide(fileLayer(dir)))
+      expect(Array.from(TrajectoryStore.decodeTokens(read!.tokens!).completionIds!)).toEqual([12095, 13])
+    }))
+
+  it.effect("a `tokens` field that is not packed 4-byte values fails the read naming the field", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      const path = join(dir, "raw", "badtok.jsonl")
+      yield* TrajectoryStore.append(record("badtok", 1)).pipe(Effect.provide(fileLayer(dir)))
+      const line = JSON.parse(readFileSync(path, "utf8"))
+      appendFileSync(path, JSON.stringify({ ...line, step: 2, tokens: { completion_ids: "AAA=" } }) + "\n")
+      const error = yield* Effect.flip(collect("badtok").pipe(Effect.provide(fileLayer(dir))))
+      expect(error).toMatchObject({ operation: "read", line: 2 })
+      expect(error.message).toContain("completion_ids: expected base64 of 4-byte little-endian values")
     }))
 })
 

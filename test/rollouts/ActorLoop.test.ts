@@ -1,7 +1,7 @@
-import { NodeServices } from "@effect/platform-node"
+import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Result, Schema, Stream } from "effect"
-import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as ActorLoop from "../../src/rollouts/ActorLoop.js"
@@ -11,6 +11,8 @@ import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as StateStore from "../../src/environment/StateStore.js"
 import * as TrajectoryStore from "../../src/environment/TrajectoryStore.js"
 import { testIsolation } from "../support/processes.js"
+import * as Vllm from "../../src/providers/Vllm.js"
+import * as Server from "../support/openAiServer.js"
 
 const task = (parts: Partial<ActorLoop.Task> = {}): ActorLoop.Task => ({
   taskId: "fix-1",
@@ -35,6 +37,36 @@ const testLayers = (script: ScriptedModel.Script, respond: Sandbox.TestResponder
   )
 
 const records = (taskId: string) => Stream.runCollect(TrajectoryStore.read(taskId))
+
+describe("ActorLoop.step: token data", () => {
+  it.effect("a vLLM actor asked for tokens: the record carries them packed, its other fields as before", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make({ api: "openai" })
+      server.enqueue("/v1/completions", Server.json(JSON.parse(Server.fixture("vllm-completion-tokens.json"))))
+      const dir = mkdtempSync(join(tmpdir(), "valet-actor-tokens-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      writeFileSync(join(dir, "vllm_actors.yaml"), `actors:\n  - name: a\n    base_url: ${server.url}\n    api: openai\n`)
+      const pool = Vllm.layer({ configPath: join(dir, "vllm_actors.yaml"), tokens: { promptLogprobs: true } }).pipe(
+        Layer.provide(Layer.merge(NodeHttpClient.layerUndici, NodeServices.layer))
+      )
+      const record = yield* ActorLoop.step(task({ prompt: "The capital of France is" })).pipe(
+        Effect.provide(Layer.mergeAll(pool, Sandbox.layerTest(() => ({ stdout: "" })), StateStore.layerMemory(), TrajectoryStore.layerMemory))
+      )
+      expect(record.modelOutput.raw).toBe(" Paris.")
+      expect(record.metrics).toMatchObject({ inputTokens: 5, outputTokens: 2, finishReason: "stop" })
+      const tokens = TrajectoryStore.decodeTokens(record.tokens!)
+      expect(Array.from(tokens.promptIds!)).toEqual([785, 6722, 315, 9625, 374])
+      expect(Array.from(tokens.completionIds!)).toEqual([12095, 13])
+      expect(Array.from(tokens.completionLogprobs!)).toEqual([Math.fround(-0.012345678901234), -0.25])
+      expect(Array.from(tokens.promptLogprobs!)).toEqual([Number.NaN, -7.53125, -0.0859375, -3.28125, -0.6171875])
+    }))
+
+  it.effect("a model that sends no token data: the record has no `tokens` key", () =>
+    Effect.gen(function*() {
+      const record = yield* ActorLoop.step(task())
+      expect(record).not.toHaveProperty("tokens")
+    }).pipe(Effect.provide(testLayers([fullOutput]))))
+})
 
 describe("ActorLoop.step", () => {
   it.effect("parses think / action / state_update, runs the action, saves the state and appends the record", () =>

@@ -13,6 +13,7 @@ interface ChoiceParts {
   finishReason: Model.FinishReason | undefined
   stopReason: string | number | undefined
   logprobs: Array<Model.TokenLogprob> | undefined
+  tokenIds: Array<number> | undefined
 }
 
 /** Mutable on purpose: a long stream folds into it without allocating a new state per chunk. */
@@ -21,9 +22,18 @@ export interface Accumulator {
   model: string
   choices: Map<number, ChoiceParts>
   usage: Model.Usage | undefined
+  promptTokenIds: ReadonlyArray<number> | undefined
+  promptLogprobs: ReadonlyArray<number | null> | undefined
 }
 
-export const emptyAccumulator = (): Accumulator => ({ id: "", model: "", choices: new Map(), usage: undefined })
+export const emptyAccumulator = (): Accumulator => ({
+  id: "",
+  model: "",
+  choices: new Map(),
+  usage: undefined,
+  promptTokenIds: undefined,
+  promptLogprobs: undefined
+})
 
 const choiceOf = (acc: Accumulator, index: number): ChoiceParts => {
   let choice = acc.choices.get(index)
@@ -34,7 +44,8 @@ const choiceOf = (acc: Accumulator, index: number): ChoiceParts => {
       toolCalls: new Map(),
       finishReason: undefined,
       stopReason: undefined,
-      logprobs: undefined
+      logprobs: undefined,
+      tokenIds: undefined
     }
     acc.choices.set(index, choice)
   }
@@ -46,6 +57,8 @@ export const addChunk = (acc: Accumulator, chunk: Model.Chunk): Accumulator => {
     case "Metadata": {
       acc.id = chunk.id
       acc.model = chunk.model
+      if (chunk.promptTokenIds !== undefined) acc.promptTokenIds = chunk.promptTokenIds
+      if (chunk.promptLogprobs !== undefined) acc.promptLogprobs = chunk.promptLogprobs
       break
     }
     case "TextDelta": {
@@ -53,6 +66,10 @@ export const addChunk = (acc: Accumulator, chunk: Model.Chunk): Accumulator => {
       choice.text += chunk.text
       if (chunk.logprobs !== undefined) {
         choice.logprobs = choice.logprobs === undefined ? [...chunk.logprobs] : choice.logprobs.concat(chunk.logprobs)
+      }
+      if (chunk.tokenIds !== undefined) {
+        if (choice.tokenIds === undefined) choice.tokenIds = [...chunk.tokenIds]
+        else for (const id of chunk.tokenIds) choice.tokenIds.push(id)
       }
       break
     }
@@ -108,14 +125,17 @@ export const toResponse = (acc: Accumulator): Model.Response => {
       ...(parts.reasoning !== undefined ? { reasoning: parts.reasoning } : {}),
       finishReason: parts.finishReason ?? (toolCalls.length > 0 ? "tool_calls" : "stop"),
       ...(parts.stopReason !== undefined ? { stopReason: parts.stopReason } : {}),
-      ...(parts.logprobs !== undefined ? { logprobs: parts.logprobs } : {})
+      ...(parts.logprobs !== undefined ? { logprobs: parts.logprobs } : {}),
+      ...(parts.tokenIds !== undefined ? { tokenIds: parts.tokenIds } : {})
     }
   })
   return {
     id: acc.id,
     model: acc.model,
     choices,
-    usage: acc.usage ?? { inputTokens: 0, outputTokens: 0, totalTokens: 0 }
+    usage: acc.usage ?? { inputTokens: 0, outputTokens: 0, totalTokens: 0 },
+    ...(acc.promptTokenIds !== undefined ? { promptTokenIds: acc.promptTokenIds } : {}),
+    ...(acc.promptLogprobs !== undefined ? { promptLogprobs: acc.promptLogprobs } : {})
   }
 }
 
@@ -123,7 +143,13 @@ export const toResponse = (acc: Accumulator): Model.Response => {
 export const wordPieces = (text: string): Array<string> => text.match(/\s*\S+|\s+$/g) ?? (text === "" ? [] : [text])
 
 export const toChunks = (response: Model.Response): Array<Model.Chunk> => {
-  const chunks: Array<Model.Chunk> = [{ _tag: "Metadata", id: response.id, model: response.model }]
+  const chunks: Array<Model.Chunk> = [{
+    _tag: "Metadata",
+    id: response.id,
+    model: response.model,
+    ...(response.promptTokenIds !== undefined ? { promptTokenIds: response.promptTokenIds } : {}),
+    ...(response.promptLogprobs !== undefined ? { promptLogprobs: response.promptLogprobs } : {})
+  }]
   for (const choice of response.choices) {
     if (choice.reasoning !== undefined) {
       for (const piece of wordPieces(choice.reasoning)) {
@@ -131,9 +157,15 @@ export const toChunks = (response: Model.Response): Array<Model.Chunk> => {
       }
     }
     const pieces = wordPieces(choice.text)
-    if (choice.logprobs !== undefined) {
-      // Log-probabilities belong to tokens, not to words: send them whole with the first piece.
-      chunks.push({ _tag: "TextDelta", index: choice.index, text: pieces[0] ?? "", logprobs: choice.logprobs })
+    if (choice.logprobs !== undefined || choice.tokenIds !== undefined) {
+      // Log-probabilities and ids belong to tokens, not to words: send them whole with the first piece.
+      chunks.push({
+        _tag: "TextDelta",
+        index: choice.index,
+        text: pieces[0] ?? "",
+        ...(choice.logprobs !== undefined ? { logprobs: choice.logprobs } : {}),
+        ...(choice.tokenIds !== undefined ? { tokenIds: choice.tokenIds } : {})
+      })
       for (const piece of pieces.slice(1)) chunks.push({ _tag: "TextDelta", index: choice.index, text: piece })
     } else {
       for (const piece of pieces) chunks.push({ _tag: "TextDelta", index: choice.index, text: piece })

@@ -720,6 +720,13 @@ export type FinishReason = typeof FinishReason.Type
 export const TokenLogprob = Schema.Struct({
   token: Schema.String,
   logprob: Schema.Number,
+  /**
+   * The token's id, when the server named it: vLLM with `return_tokens_as_token_ids` sends `token` as
+   * `"token_id:123"` (kept as sent), read here as 123.
+   *
+   * @since 0.2.0
+   */
+  tokenId: Schema.optional(Schema.Int),
   topLogprobs: Schema.optional(Schema.Array(Schema.Struct({ token: Schema.String, logprob: Schema.Number })))
 })
 /**
@@ -743,7 +750,14 @@ export const Choice = Schema.Struct({
   reasoning: Schema.optional(Schema.String),
   finishReason: FinishReason,
   stopReason: Schema.optional(Schema.Union([Schema.String, Schema.Number])),
-  logprobs: Schema.optional(Schema.Array(TokenLogprob))
+  logprobs: Schema.optional(Schema.Array(TokenLogprob)),
+  /**
+   * The completion's token ids as the server sent them (vLLM ≥ 0.10.2 with `return_token_ids`); absent when it did
+   * not send them — never re-tokenized here.
+   *
+   * @since 0.2.0
+   */
+  tokenIds: Schema.optional(Schema.Array(Schema.Int))
 })
 /**
  * One completion.
@@ -819,7 +833,21 @@ export const Response = Schema.Struct({
   id: Schema.String,
   model: Schema.String,
   choices: Schema.Array(Choice),
-  usage: Usage
+  usage: Usage,
+  /**
+   * The prompt's token ids as the server sent them (vLLM ≥ 0.10.2 with `return_token_ids`: the chat template
+   * applied); absent when it did not send them.
+   *
+   * @since 0.2.0
+   */
+  promptTokenIds: Schema.optional(Schema.Array(Schema.Int)),
+  /**
+   * The log-probability of each prompt token (vLLM's `prompt_logprobs`), `null` where the server has none (the
+   * first token); absent when it did not send them.
+   *
+   * @since 0.2.0
+   */
+  promptLogprobs: Schema.optional(Schema.Array(Schema.NullOr(Schema.Number)))
 })
 /**
  * The answer to one call.
@@ -839,7 +867,14 @@ export type Response = typeof Response.Type
  * @since 0.1.0
  * @category chunks
  */
-export const MetadataChunk = Schema.TaggedStruct("Metadata", { id: Schema.String, model: Schema.String })
+export const MetadataChunk = Schema.TaggedStruct("Metadata", {
+  id: Schema.String,
+  model: Schema.String,
+  /** The response's `promptTokenIds`, when the server sent them (vLLM sends them with the first event). */
+  promptTokenIds: Schema.optional(Schema.Array(Schema.Int)),
+  /** The response's `promptLogprobs`, when the server sent them. */
+  promptLogprobs: Schema.optional(Schema.Array(Schema.NullOr(Schema.Number)))
+})
 /**
  * A piece of a choice's text.
  *
@@ -849,7 +884,9 @@ export const MetadataChunk = Schema.TaggedStruct("Metadata", { id: Schema.String
 export const TextChunk = Schema.TaggedStruct("TextDelta", {
   index: Schema.Int,
   text: Schema.String,
-  logprobs: Schema.optional(Schema.Array(TokenLogprob))
+  logprobs: Schema.optional(Schema.Array(TokenLogprob)),
+  /** The ids of this piece's tokens, when the server sent them (joined into the choice's `tokenIds`). */
+  tokenIds: Schema.optional(Schema.Array(Schema.Int))
 })
 /**
  * A piece of a choice's reasoning.

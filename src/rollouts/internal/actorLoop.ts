@@ -3,7 +3,9 @@
  * `<think>`, `<action>` and `<state_update>` blocks. A block that does not parse is recorded, never thrown.
  */
 import { Result } from "effect"
+import type * as Model from "../../core/Model.js"
 import * as StateStore from "../../environment/StateStore.js"
+import * as TrajectoryStore from "../../environment/TrajectoryStore.js"
 import { extractJson, extractTag, preview } from "../../core/internal/parse.js"
 
 /** Yields to the event loop before a long output is read (see `core/internal/parse.ts`). */
@@ -89,4 +91,22 @@ export const parseOutput = (raw: string, reasoning: string | undefined): Parsed 
     parseError: errors[0] ?? null,
     parseErrorDetail: details.length > 0 ? details.join("; ") : null
   }
+}
+
+/**
+ * The token data of a step's answer, packed for its record: the prompt's ids and log-probabilities, the choice's ids
+ * (`tokenIds`, else the ids named by its log-probabilities when every token has one) and log-probabilities. Only
+ * what the server sent; `undefined` when it sent none.
+ */
+export const tokensOf = (response: Model.Response, choice: Model.Choice | undefined): TrajectoryStore.StepTokens | undefined => {
+  const logprobs = choice?.logprobs
+  const namedIds = logprobs !== undefined && logprobs.length > 0 && logprobs.every((entry) => entry.tokenId !== undefined)
+    ? logprobs.map((entry) => entry.tokenId!)
+    : undefined
+  return TrajectoryStore.encodeTokens({
+    promptIds: response.promptTokenIds,
+    completionIds: choice?.tokenIds ?? namedIds,
+    completionLogprobs: logprobs?.map((entry) => entry.logprob),
+    promptLogprobs: response.promptLogprobs
+  })
 }

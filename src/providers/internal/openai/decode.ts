@@ -56,17 +56,54 @@ export const usage = (wire: Wire.Usage | null | undefined): Model.Usage | undefi
 /** The id given to a tool call the server sent without one. */
 export const toolCallId = (choice: number, toolIndex: number): string => `call_${choice}_${toolIndex}`
 
+/** `"token_id:123"` (vLLM with `return_tokens_as_token_ids`) → 123; any other token text → `undefined`. */
+export const tokenIdOf = (token: string): number | undefined => {
+  const match = /^token_id:(\d+)$/.exec(token)
+  return match === null ? undefined : Number(match[1])
+}
+
+/** A token as the domain holds it: `tokenId` only when the server named it. */
+const tokenOf = (token: string, logprob: number): Model.TokenLogprob => {
+  const id = tokenIdOf(token)
+  return id === undefined ? { token, logprob } : { token, logprob, tokenId: id }
+}
+
+/** A list of token ids as sent; anything that is not a list of non-negative integers is absent, never repaired. */
+export const tokenIds = (wire: ReadonlyArray<number> | null | undefined): Array<number> | undefined => {
+  if (wire === null || wire === undefined) return undefined
+  for (const id of wire) if (!Number.isInteger(id) || id < 0) return undefined
+  return [...wire]
+}
+
+/**
+ * vLLM's `prompt_logprobs` → one log-probability per prompt token: the entry of the prompt token itself (found by
+ * its id in `promptIds`; without ids, only an entry holding a single token is taken), `null` where the server has
+ * none (the first token) or where which entry is the prompt token cannot be told.
+ */
+export const promptLogprobs = (
+  wire: Wire.PromptLogprobs,
+  promptIds: ReadonlyArray<number> | undefined
+): Array<number | null> | undefined => {
+  if (wire === null || wire === undefined) return undefined
+  return wire.map((entry, i) => {
+    if (entry === null) return null
+    const id = promptIds?.[i]
+    if (id !== undefined) return entry[String(id)]?.logprob ?? null
+    const keys = Object.keys(entry)
+    return keys.length === 1 ? entry[keys[0]!]!.logprob : null
+  })
+}
+
 const chatLogprobs = (wire: Wire.ChatLogprobs | null | undefined): Array<Model.TokenLogprob> | undefined => {
   const content = wire?.content
   if (content === null || content === undefined) return undefined
   return content.map((entry) =>
     entry.top_logprobs !== null && entry.top_logprobs !== undefined && entry.top_logprobs.length > 0
       ? {
-        token: entry.token,
-        logprob: entry.logprob,
+        ...tokenOf(entry.token, entry.logprob),
         topLogprobs: entry.top_logprobs.map((top) => ({ token: top.token, logprob: top.logprob }))
       }
-      : { token: entry.token, logprob: entry.logprob }
+      : tokenOf(entry.token, entry.logprob)
   )
 }
 
@@ -84,11 +121,10 @@ const completionLogprobs = (
     out.push(
       top !== null && top !== undefined && Object.keys(top).length > 0
         ? {
-          token: tokens[i]!,
-          logprob,
+          ...tokenOf(tokens[i]!, logprob),
           topLogprobs: Object.entries(top).sort((a, b) => b[1] - a[1]).map(([token, lp]) => ({ token, logprob: lp }))
         }
-        : { token: tokens[i]!, logprob }
+        : tokenOf(tokens[i]!, logprob)
     )
   }
   return out
@@ -114,6 +150,7 @@ export const chatResponse = (wire: Wire.ChatCompletion, fallbackModel: string): 
       }))
       const reasoning = nonEmpty(choice.message.reasoning) ?? nonEmpty(choice.message.reasoning_content)
       const logprobs = chatLogprobs(choice.logprobs)
+      const ids = tokenIds(choice.token_ids)
       return {
         index,
         text: choice.message.content ?? "",
@@ -121,12 +158,38 @@ export const chatResponse = (wire: Wire.ChatCompletion, fallbackModel: string): 
         ...(reasoning !== undefined ? { reasoning } : {}),
         finishReason: finishReason(choice.finish_reason) ?? (toolCalls.length > 0 ? "tool_calls" : "stop"),
         ...(choice.stop_reason !== null && choice.stop_reason !== undefined ? { stopReason: choice.stop_reason } : {}),
-        ...(logprobs !== undefined ? { logprobs } : {})
+        ...(logprobs !== undefined ? { logprobs } : {}),
+        ...(ids !== undefined ? { tokenIds: ids } : {})
       }
     })
     .sort((a, b) => a.index - b.index),
-  usage: usage(wire.usage) ?? { inputTokens: 0, outputTokens: 0, totalTokens: 0 }
+  usage: usage(wire.usage) ?? { inputTokens: 0, outputTokens: 0, totalTokens: 0 },
+  ...promptTokens(wire.prompt_token_ids, wire.prompt_logprobs)
 })
+
+/** The response's `promptTokenIds` / `promptLogprobs`, each only when sent. */
+const promptTokens = (
+  ids: ReadonlyArray<number> | null | undefined,
+  logprobs: Wire.PromptLogprobs
+): { promptTokenIds?: Array<number>; promptLogprobs?: Array<number | null> } => {
+  const promptIds = tokenIds(ids)
+  const promptLps = promptLogprobs(logprobs, promptIds)
+  return {
+    ...(promptIds !== undefined ? { promptTokenIds: promptIds } : {}),
+    ...(promptLps !== undefined ? { promptLogprobs: promptLps } : {})
+  }
+}
+
+/** A completion's prompt data: vLLM repeats it on every choice; the first choice carrying it is taken. */
+const firstPromptOf = (
+  choices: ReadonlyArray<{ readonly prompt_token_ids?: ReadonlyArray<number> | null | undefined; readonly prompt_logprobs?: Wire.PromptLogprobs }>
+) => {
+  const carrier = choices.find((choice) =>
+    (choice.prompt_token_ids !== null && choice.prompt_token_ids !== undefined) ||
+    (choice.prompt_logprobs !== null && choice.prompt_logprobs !== undefined)
+  )
+  return carrier === undefined ? {} : promptTokens(carrier.prompt_token_ids, carrier.prompt_logprobs)
+}
 
 /** A non-streamed text completion. */
 export const completionResponse = (wire: Wire.Completion, fallbackModel: string): Model.Response => ({
@@ -135,17 +198,33 @@ export const completionResponse = (wire: Wire.Completion, fallbackModel: string)
   choices: wire.choices
     .map((choice, position): Model.Choice => {
       const logprobs = completionLogprobs(choice.logprobs)
+      const ids = tokenIds(choice.token_ids)
       return {
         index: choice.index ?? position,
         text: choice.text ?? "",
         toolCalls: [],
         finishReason: finishReason(choice.finish_reason) ?? "stop",
         ...(choice.stop_reason !== null && choice.stop_reason !== undefined ? { stopReason: choice.stop_reason } : {}),
-        ...(logprobs !== undefined ? { logprobs } : {})
+        ...(logprobs !== undefined ? { logprobs } : {}),
+        ...(ids !== undefined ? { tokenIds: ids } : {})
       }
     })
     .sort((a, b) => a.index - b.index),
-  usage: usage(wire.usage) ?? { inputTokens: 0, outputTokens: 0, totalTokens: 0 }
+  usage: usage(wire.usage) ?? { inputTokens: 0, outputTokens: 0, totalTokens: 0 },
+  ...firstPromptOf(wire.choices)
+})
+
+const textDelta = (
+  index: number,
+  text: string,
+  logprobs: Array<Model.TokenLogprob> | undefined,
+  ids: Array<number> | undefined
+): Model.Chunk => ({
+  _tag: "TextDelta",
+  index,
+  text,
+  ...(logprobs !== undefined ? { logprobs } : {}),
+  ...(ids !== undefined ? { tokenIds: ids } : {})
 })
 
 /**
@@ -154,6 +233,7 @@ export const completionResponse = (wire: Wire.Completion, fallbackModel: string)
  */
 export class ChunkDecoder {
   private metadataSent = false
+  private promptSent = false
   private latestUsage: Model.Usage | undefined = undefined
   /** `choice * 65536 + toolIndex` of the tool calls already started: their later pieces carry no id. */
   private readonly startedTools = new Set<number>()
@@ -162,10 +242,28 @@ export class ChunkDecoder {
 
   constructor(private readonly fallbackModel: string) {}
 
-  private metadata(out: Array<Model.Chunk>, id: string | null | undefined, model: string | null | undefined): void {
-    if (this.metadataSent) return
+  private id = ""
+  private model = ""
+
+  /**
+   * The `Metadata` chunk, once; prompt token data (vLLM: on the first event) rides on it. Prompt data arriving
+   * after it (a completion choice whose first event came later) is sent in a second `Metadata` of the same id.
+   */
+  private metadata(
+    out: Array<Model.Chunk>,
+    id: string | null | undefined,
+    model: string | null | undefined,
+    prompt: { promptTokenIds?: Array<number>; promptLogprobs?: Array<number | null> }
+  ): void {
+    const hasPrompt = !this.promptSent && (prompt.promptTokenIds !== undefined || prompt.promptLogprobs !== undefined)
+    if (this.metadataSent && !hasPrompt) return
+    if (!this.metadataSent) {
+      this.id = id ?? ""
+      this.model = model ?? this.fallbackModel
+    }
     this.metadataSent = true
-    out.push({ _tag: "Metadata", id: id ?? "", model: model ?? this.fallbackModel })
+    if (hasPrompt) this.promptSent = true
+    out.push({ _tag: "Metadata", id: this.id, model: this.model, ...(hasPrompt ? prompt : {}) })
   }
 
   private finish(
@@ -185,20 +283,21 @@ export class ChunkDecoder {
 
   /** The chunks of one chat event, appended to `out`. */
   chat(wire: Wire.ChatChunk, out: Array<Model.Chunk>): void {
-    this.metadata(out, wire.id, wire.model)
+    this.metadata(out, wire.id, wire.model, this.promptSent ? {} : promptTokens(wire.prompt_token_ids, wire.prompt_logprobs))
     const choices = wire.choices ?? []
     if (choices.length > 0) this.sawChoice = true
     for (let position = 0; position < choices.length; position++) {
       const choice = choices[position]!
       const index = choice.index ?? position
       const delta = choice.delta
+      const ids = tokenIds(choice.token_ids)
       if (delta !== null && delta !== undefined) {
         const reasoning = nonEmpty(delta.reasoning) ?? nonEmpty(delta.reasoning_content)
         if (reasoning !== undefined) out.push({ _tag: "ReasoningDelta", index, text: reasoning })
         const logprobs = chatLogprobs(choice.logprobs)
         const text = delta.content ?? ""
-        if (text !== "" || (logprobs !== undefined && logprobs.length > 0)) {
-          out.push(logprobs !== undefined ? { _tag: "TextDelta", index, text, logprobs } : { _tag: "TextDelta", index, text })
+        if (text !== "" || (logprobs !== undefined && logprobs.length > 0) || (ids !== undefined && ids.length > 0)) {
+          out.push(textDelta(index, text, logprobs, ids))
         }
         const calls = delta.tool_calls
         if (calls !== null && calls !== undefined) {
@@ -220,6 +319,8 @@ export class ChunkDecoder {
             })
           }
         }
+      } else if (ids !== undefined && ids.length > 0) {
+        out.push(textDelta(index, "", chatLogprobs(choice.logprobs), ids))
       }
       this.finish(out, index, choice.finish_reason, choice.stop_reason)
     }
@@ -229,16 +330,17 @@ export class ChunkDecoder {
 
   /** The chunks of one completion event, appended to `out`. */
   completion(wire: Wire.CompletionChunk, out: Array<Model.Chunk>): void {
-    this.metadata(out, wire.id, wire.model)
     const choices = wire.choices ?? []
+    this.metadata(out, wire.id, wire.model, this.promptSent ? {} : firstPromptOf(choices))
     if (choices.length > 0) this.sawChoice = true
     for (let position = 0; position < choices.length; position++) {
       const choice = choices[position]!
       const index = choice.index ?? position
       const logprobs = completionLogprobs(choice.logprobs)
+      const ids = tokenIds(choice.token_ids)
       const text = choice.text ?? ""
-      if (text !== "" || (logprobs !== undefined && logprobs.length > 0)) {
-        out.push(logprobs !== undefined ? { _tag: "TextDelta", index, text, logprobs } : { _tag: "TextDelta", index, text })
+      if (text !== "" || (logprobs !== undefined && logprobs.length > 0) || (ids !== undefined && ids.length > 0)) {
+        out.push(textDelta(index, text, logprobs, ids))
       }
       this.finish(out, index, choice.finish_reason, choice.stop_reason)
     }

@@ -23,9 +23,13 @@ const usageOk = (u: unknown): boolean =>
   (isObject(u) && optNumber(u.prompt_tokens) && optNumber(u.completion_tokens) && optNumber(u.total_tokens) &&
     detailsOk(u.prompt_tokens_details) && optNumber(u.prompt_cache_hit_tokens) && optNumber(u.prompt_cache_miss_tokens))
 
+// Token data (vLLM's `token_ids`, `prompt_token_ids`, `prompt_logprobs`) is left to the schema, as logprobs are.
 const choiceTailOk = (choice: Record<string, unknown>): boolean =>
   optNumber(choice.index) &&
   isNullish(choice.logprobs) &&
+  isNullish(choice.token_ids) &&
+  isNullish(choice.prompt_token_ids) &&
+  isNullish(choice.prompt_logprobs) &&
   optString(choice.finish_reason) &&
   (isNullish(choice.stop_reason) || typeof choice.stop_reason === "string" || typeof choice.stop_reason === "number")
 
@@ -48,6 +52,7 @@ const deltaOk = (u: unknown): boolean => {
 /** Whether `u` is a chat chunk of the common shape (then `Wire.ChatChunk` accepts it as it is). */
 export const isChatChunk = (u: unknown): u is Wire.ChatChunk => {
   if (!isObject(u) || !optString(u.id) || !optString(u.model) || !usageOk(u.usage)) return false
+  if (!isNullish(u.prompt_token_ids) || !isNullish(u.prompt_logprobs)) return false
   const choices = u.choices
   if (isNullish(choices)) return true
   if (!Array.isArray(choices)) return false

@@ -43,6 +43,19 @@ export const CompletionLogprobs = Schema.Struct({
 })
 export type CompletionLogprobs = typeof CompletionLogprobs.Type
 
+/** vLLM's token ids (`return_token_ids`, vLLM ≥ 0.10.2). */
+const TokenIds = Nullable(Schema.Array(Schema.Number))
+
+/**
+ * vLLM's `prompt_logprobs`: per prompt token, `null` (the first token) or `{ "<token id>": { logprob, rank,
+ * decoded_token } }` holding the prompt token and the top alternatives asked for.
+ */
+export const PromptLogprobs = Nullable(Schema.Array(Schema.NullOr(Schema.Record(
+  Schema.String,
+  Schema.Struct({ logprob: Schema.Number, rank: Nullable(Schema.Number), decoded_token: Nullable(Schema.String) })
+))))
+export type PromptLogprobs = typeof PromptLogprobs.Type
+
 const StopReason = Nullable(Schema.Union([Schema.String, Schema.Number]))
 
 /** A complete tool call in a non-streamed message. */
@@ -69,9 +82,13 @@ export const ChatCompletion = Schema.Struct({
     }),
     logprobs: Nullable(ChatLogprobs),
     finish_reason: Nullable(Schema.String),
-    stop_reason: StopReason
+    stop_reason: StopReason,
+    token_ids: TokenIds
   })),
-  usage: Nullable(Usage)
+  usage: Nullable(Usage),
+  /** vLLM: the prompt's ids, for the whole response (chat). */
+  prompt_token_ids: TokenIds,
+  prompt_logprobs: PromptLogprobs
 })
 export type ChatCompletion = typeof ChatCompletion.Type
 
@@ -84,7 +101,11 @@ export const Completion = Schema.Struct({
     text: Nullable(Schema.String),
     logprobs: Nullable(CompletionLogprobs),
     finish_reason: Nullable(Schema.String),
-    stop_reason: StopReason
+    stop_reason: StopReason,
+    token_ids: TokenIds,
+    /** vLLM: the prompt's ids and log-probabilities, on each choice (completions). */
+    prompt_token_ids: TokenIds,
+    prompt_logprobs: PromptLogprobs
   })),
   usage: Nullable(Usage)
 })
@@ -114,9 +135,13 @@ export const ChatChunk = Schema.Struct({
     })),
     logprobs: Nullable(ChatLogprobs),
     finish_reason: Nullable(Schema.String),
-    stop_reason: StopReason
+    stop_reason: StopReason,
+    token_ids: TokenIds
   }))),
-  usage: Nullable(Usage)
+  usage: Nullable(Usage),
+  /** vLLM: on the first event only. */
+  prompt_token_ids: TokenIds,
+  prompt_logprobs: PromptLogprobs
 })
 export type ChatChunk = typeof ChatChunk.Type
 
@@ -129,7 +154,11 @@ export const CompletionChunk = Schema.Struct({
     text: Nullable(Schema.String),
     logprobs: Nullable(CompletionLogprobs),
     finish_reason: Nullable(Schema.String),
-    stop_reason: StopReason
+    stop_reason: StopReason,
+    token_ids: TokenIds,
+    /** vLLM: on the first event of each choice. */
+    prompt_token_ids: TokenIds,
+    prompt_logprobs: PromptLogprobs
   }))),
   usage: Nullable(Usage)
 })

@@ -186,6 +186,32 @@ export class Actor {
 const withDefaults = (request: Model.Request, pool: PoolFile): Model.Request =>
   request.maxTokens !== undefined ? request : { ...request, maxTokens: pool.max_tokens }
 
+/** What to ask an OpenAI-compatible actor for on every call (`Vllm.Options.tokens`). */
+export interface TokenRequest {
+  readonly promptLogprobs: boolean
+}
+
+/**
+ * A request asking `vllm serve` for token data: `return_token_ids` (prompt and completion ids, vLLM ≥ 0.10.2),
+ * `return_tokens_as_token_ids` (log-probability tokens as `"token_id:123"`), `logprobs` (the chosen token's when the
+ * request asks for none) and, when asked, `prompt_logprobs: 0` (the prompt tokens' own). The caller's `extra` wins.
+ * A legacy `/generate` actor gets none of it: its `SamplingParams(**body)` would take `logprobs` yet answer text
+ * only, and refuses the other keys (HTTP 500).
+ */
+const withTokens = (request: Model.Request, actor: Actor, tokens: TokenRequest | undefined): Model.Request =>
+  tokens === undefined || actor.api !== "openai"
+    ? request
+    : {
+      ...request,
+      logprobs: request.logprobs ?? 0,
+      extra: {
+        return_token_ids: true,
+        return_tokens_as_token_ids: true,
+        ...(tokens.promptLogprobs ? { prompt_logprobs: 0 } : {}),
+        ...request.extra
+      }
+    }
+
 /** Routing: a named actor, or the healthy one with the fewest requests in flight (then the fewest sent). */
 export const makeRouter = (actors: ReadonlyArray<Actor>, fixed: Actor | undefined) => {
   const pickFrom = (candidates: ReadonlyArray<Actor>): Actor | undefined => {
@@ -220,7 +246,11 @@ export const makeRouter = (actors: ReadonlyArray<Actor>, fixed: Actor | undefine
 }
 
 /** One attempt through the pool: route, then call the chosen actor, counting it in flight. */
-export const makeAttempt = (pick: Effect.Effect<Actor, ModelError.ModelError>, pool: PoolFile): Resilience.Attempt => {
+export const makeAttempt = (
+  pick: Effect.Effect<Actor, ModelError.ModelError>,
+  pool: PoolFile,
+  tokens?: TokenRequest | undefined
+): Resilience.Attempt => {
   const enter = (actor: Actor) =>
     Effect.sync(() => {
       actor.inFlight++
@@ -237,7 +267,7 @@ export const makeAttempt = (pick: Effect.Effect<Actor, ModelError.ModelError>, p
       Effect.acquireUseRelease(
         enter(actor),
         () =>
-          limited(actor, Effect.flatMap(actor.resolve, (attempt) => attempt.generate(withDefaults(request, pool)))).pipe(
+          limited(actor, Effect.flatMap(actor.resolve, (attempt) => attempt.generate(withTokens(withDefaults(request, pool), actor, tokens)))).pipe(
             Effect.tapError(onError(actor))
           ),
         () => leave(actor)
@@ -252,7 +282,7 @@ export const makeAttempt = (pick: Effect.Effect<Actor, ModelError.ModelError>, p
       yield* Effect.acquireRelease(enter(actor), () => leave(actor))
       if (actor.limit !== undefined) yield* Effect.acquireRelease(actor.limit.take(1), () => actor.limit!.release(1))
       const attempt = yield* Effect.tapError(actor.resolve, onError(actor))
-      return Stream.toChannel(attempt.stream(withDefaults(request, pool), control).pipe(Stream.tapError(onError(actor))))
+      return Stream.toChannel(attempt.stream(withTokens(withDefaults(request, pool), actor, tokens), control).pipe(Stream.tapError(onError(actor))))
     })))
 
   return { generate, stream }

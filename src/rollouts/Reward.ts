@@ -310,7 +310,10 @@ const runCommand = (name: string, step: Step, command: ReadonlyArray<string>, op
         ? Effect.fail(new RewardFailed({
           reward: name,
           reason: "sandbox_error",
-          message: `${result.error}: ${result.stderr.trim() || `exit ${result.exitCode}`}`
+          // The sandbox's stderr already names the kind (`not_allowed: bash resolves to …`).
+          message: result.stderr.startsWith(`${result.error}:`)
+            ? result.stderr.trim()
+            : `${result.error}: ${result.stderr.trim() || `exit ${result.exitCode}`}`
         }))
         : Effect.succeed(result)
     )

@@ -42,7 +42,7 @@ const plainStep = (parts: Partial<Reward.Step> = {}): Reward.Step => ({
   output: "",
   action: null,
   sandboxResult: null,
-  run: () => Effect.fail(new Sandbox.SandboxError({ reason: "closed", message: "no workspace in this test" })),
+  run: () => Effect.fail(new Sandbox.SandboxError({ reason: "workspace_closed", message: "no workspace in this test" })),
   ...parts
 })
 

@@ -251,6 +251,34 @@ describe("Reward in the actor loop", () => {
       expect(back).toEqual([record])
     }).pipe(Effect.scoped))
 
+  it.effect("the module example: 0.8 × 0.75 (3 of 4 tests, scripted sandbox) + 0.2 × 1 (the answer) = 0.8", () =>
+    Effect.gen(function*() {
+      const reward = Reward.weighted([
+        { reward: Reward.testsPass(["pytest", "-q"]), weight: 0.8 },
+        { reward: Reward.normalizedAnswer(), weight: 0.2 }
+      ])
+      const commands: Array<ReadonlyArray<string>> = []
+      const record = yield* ActorLoop.step({ taskId: "fix-sort", prompt: "Make the tests pass.", reference: "42" }).pipe(
+        Effect.provide(Layer.mergeAll(
+          ScriptedModel.layer([`<action>{"command": ["pytest", "-q"]}</action>\nFINAL: 42`]),
+          Sandbox.layerTest(({ command }) => {
+            commands.push(command)
+            return { exitCode: 1, stdout: "1 failed, 3 passed" }
+          }, { allow: ["pytest"] }),
+          StateStore.layerMemory(),
+          TrajectoryStore.layerMemory,
+          Reward.layer(reward)
+        ))
+      )
+      expect(record.reward).toBeCloseTo(0.8, 12)
+      expect(record.rewardParts).toEqual([
+        { name: "tests_pass(pytest -q)", value: 0.75, weight: 0.8 },
+        { name: "normalized_answer", value: 1, weight: 0.2 }
+      ])
+      // The action's command, then the reward's.
+      expect(commands).toEqual([["pytest", "-q"], ["pytest", "-q"]])
+    }))
+
   it.live("without a Reward: reward null and no reward_parts, as before", () =>
     Effect.gen(function*() {
       const root = join(dir, "trajectories-plain")

@@ -205,6 +205,43 @@ export const decodeTokens = (tokens: StepTokens): {
 })
 
 /**
+ * Why a part of a step's reward could not be scored (`Reward.RewardFailed`, as stored): its `reason` and what
+ * exactly went wrong.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const RewardError = Schema.Struct({ reason: Schema.String, message: Schema.String })
+/**
+ * Why a part of a step's reward could not be scored.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type RewardError = typeof RewardError.Type
+
+/**
+ * One part of a step's reward (`valet/Reward`): its name, its value (null when it failed, `error` saying why) and
+ * its weight in the sum that is the record's `reward`.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const RewardPart = Schema.Struct({
+  name: Schema.String,
+  value: Schema.NullOr(Schema.Finite),
+  weight: Schema.Finite,
+  error: Schema.optional(RewardError)
+})
+/**
+ * One part of a step's reward.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type RewardPart = typeof RewardPart.Type
+
+/**
  * One step of a task, as stored (DESIGN §3.7); the encoded form is snake case.
  *
  * @since 0.1.0
@@ -218,8 +255,13 @@ export const TrajectoryRecord = Schema.Struct({
   stateAfter: StateStore.State,
   modelOutput: ModelOutput,
   sandboxResult: Schema.NullOr(Sandbox.SandboxResult),
-  /** Null until the step is scored. */
+  /**
+   * The step's reward, a number (what the origin's readers expect): the weighted sum of `rewardParts`, a failed
+   * part counting 0. Null when no reward was given.
+   */
   reward: Schema.NullOr(Schema.Finite),
+  /** The parts `reward` sums (`valet/Reward`); absent when no reward was given. */
+  rewardParts: Schema.optional(Schema.Array(RewardPart)),
   metrics: Metrics,
   /** The agent session that produced the step (its events carry the same id). */
   sessionId: Schema.optional(Schema.String),
@@ -237,6 +279,7 @@ export const TrajectoryRecord = Schema.Struct({
   stateAfter: "state_after",
   modelOutput: "model_output",
   sandboxResult: "sandbox_result",
+  rewardParts: "reward_parts",
   sessionId: "session_id",
   createdAt: "created_at"
 }))

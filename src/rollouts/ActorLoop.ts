@@ -8,15 +8,16 @@
  *    missing at the very end is accepted;
  * 4. runs the action's command through the `Sandbox`, in a workspace seeded with `workspace_files`;
  * 5. merges the state update into the stored state (atomically);
- * 6. appends the trajectory record (`sandbox_failed` when no action ran or its exit code was not 0), with the
- *    answer's token ids and log-probabilities packed in `tokens` when the server sent any (`Vllm` with
- *    `tokens: true`; DESIGN §18).
+ * 6. scores the step with the `Reward.CurrentReward` in context, if any (its commands run in the step's workspace,
+ *    after the action), and appends the trajectory record (`sandbox_failed` when no action ran or its exit code was
+ *    not 0; `reward` and `reward_parts` the score, `reward: null` without a reward), with the answer's token ids and
+ *    log-probabilities packed in `tokens` when the server sent any (`Vllm` with `tokens: true`; DESIGN §18).
  *
  * A step is an agent run: `step` answers the record, `stream` streams the run's `AgentEvent`s (`RunStarted`,
  * `ModelCalled`, `ModelReplied`, `Progress` events `actor_loop.parsed`, `.sandbox_ran`, `.state_saved`,
- * `.recorded`, then `RunCompleted` whose metadata holds the record as written). Model calls go through
- * `Architecture.generate`, so budgets apply and `Journal` records and replays them. `run` steps a stream of
- * tasks with a concurrency bound; a failed task is an outcome, not the end of the run.
+ * `.rewarded` (with a reward), `.recorded`, then `RunCompleted` whose metadata holds the record as written).
+ * Model calls go through `Architecture.generate`, so budgets apply and `Journal` records and replays them. `run`
+ * steps a stream of tasks with a concurrency bound; a failed task is an outcome, not the end of the run.
  *
  * @example
  * ```ts
@@ -46,7 +47,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Result, Schema, Stream } from "effect"
+import { Clock, Effect, Option, Result, Schema, Scope, Stream } from "effect"
 import * as Agent from "../core/Agent.js"
 import { type AgentError, ArchitectureFailed, type InvalidOptions } from "../core/AgentError.js"
 import type * as AgentEvent from "../core/AgentEvent.js"
@@ -54,6 +55,7 @@ import * as Architecture from "../core/Architecture.js"
 import * as Budget from "../core/Budget.js"
 import * as Opts from "../core/internal/options.js"
 import * as internal from "./internal/actorLoop.js"
+import * as Reward from "./Reward.js"
 import { checkRelativePath, PathRefused } from "../environment/internal/sandbox/workspace.js"
 import { isSafeTaskId } from "../environment/internal/taskId.js"
 import * as Model from "../core/Model.js"
@@ -89,7 +91,8 @@ const TaskIdSchema = Schema.String.check(
 
 /**
  * A task: `task_id` (a safe file name), `prompt`, and optionally `workspace_files` (relative path → content),
- * `stop`, `temperature` (default 0.1), `seed`, `max_tokens`, `timeout_ms` (of the sandboxed command). Snake case
+ * `stop`, `temperature` (default 0.1), `seed`, `max_tokens`, `timeout_ms` (of the sandboxed command), `reference`
+ * (the answer the answer rewards compare with). Snake case
  * when encoded, as in the tasks JSONL.
  *
  * @since 0.1.0
@@ -103,7 +106,9 @@ export const Task = Schema.Struct({
   temperature: Schema.optional(Schema.Number.check(Schema.isBetween({ minimum: 0, maximum: 2 }))),
   seed: Schema.optional(Schema.Int),
   maxTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
-  timeoutMs: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0)))
+  timeoutMs: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
+  /** The reference answer, for the answer rewards (`Reward.exactAnswer`, `Reward.normalizedAnswer`). */
+  reference: Schema.optional(Schema.String)
 }).pipe(Schema.encodeKeys({ taskId: "task_id", workspaceFiles: "workspace_files", maxTokens: "max_tokens", timeoutMs: "timeout_ms" }))
 /**
  * A task.
@@ -207,73 +212,100 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
       parseError: parsed.parseError
     })
 
-    let sandboxResult: Sandbox.SandboxResult | null = null
-    let sandboxError: string | undefined
-    if (parsed.command.present) {
-      const timeoutMs = task.timeoutMs ?? options.sandboxTimeoutMs
-      const ran = yield* Effect.scoped(Effect.flatMap(
-        sandbox.workspace(task.taskId, task.workspaceFiles ?? {}, { keep: options.keepWorkspaces === true }),
-        (workspace) => sandbox.run(workspace, { command: parsed.command.value, ...(timeoutMs !== undefined ? { timeoutMs } : {}) })
-      )).pipe(Effect.result)
-      // A workspace that cannot be used (an earlier action left a symlink where a seed file goes…) is part of
-      // the trajectory, like any other consequence of the model's actions.
-      if (Result.isSuccess(ran)) sandboxResult = ran.success
-      else sandboxError = `${ran.failure.reason}: ${ran.failure.message}`
-      yield* Architecture.progress("actor_loop.sandbox_ran", sandboxResult !== null
-        ? {
-          taskId: task.taskId,
-          command: sandboxResult.command,
-          exitCode: sandboxResult.exitCode,
-          timedOut: sandboxResult.timedOut,
-          durationMs: sandboxResult.durationMs,
-          isolation: sandboxResult.isolation,
-          changedFiles: sandboxResult.changedFiles ?? [],
-          ...(sandboxResult.error !== undefined ? { error: sandboxResult.error } : {})
-        }
-        : { taskId: task.taskId, sandboxError })
-    }
+    const reward = Option.getOrUndefined(yield* Effect.serviceOption(Reward.CurrentReward))
+    // The step's workspace, made once when the action or the reward first needs it, and open until the step is
+    // scored: a reward's command sees what the action left.
+    return yield* Effect.scoped(Effect.gen(function*() {
+      const scope = yield* Scope.Scope
+      const workspace = yield* Effect.cached(
+        sandbox.workspace(task.taskId, task.workspaceFiles ?? {}, { keep: options.keepWorkspaces === true }).pipe(Scope.provide(scope))
+      )
+      let sandboxResult: Sandbox.SandboxResult | null = null
+      let sandboxError: string | undefined
+      if (parsed.command.present) {
+        const timeoutMs = task.timeoutMs ?? options.sandboxTimeoutMs
+        const ran = yield* Effect.flatMap(
+          workspace,
+          (workspace) => sandbox.run(workspace, { command: parsed.command.value, ...(timeoutMs !== undefined ? { timeoutMs } : {}) })
+        ).pipe(Effect.result)
+        // A workspace that cannot be used (an earlier action left a symlink where a seed file goes…) is part of
+        // the trajectory, like any other consequence of the model's actions.
+        if (Result.isSuccess(ran)) sandboxResult = ran.success
+        else sandboxError = `${ran.failure.reason}: ${ran.failure.message}`
+        yield* Architecture.progress("actor_loop.sandbox_ran", sandboxResult !== null
+          ? {
+            taskId: task.taskId,
+            command: sandboxResult.command,
+            exitCode: sandboxResult.exitCode,
+            timedOut: sandboxResult.timedOut,
+            durationMs: sandboxResult.durationMs,
+            isolation: sandboxResult.isolation,
+            changedFiles: sandboxResult.changedFiles ?? [],
+            ...(sandboxResult.error !== undefined ? { error: sandboxResult.error } : {})
+          }
+          : { taskId: task.taskId, sandboxError })
+      }
 
-    const stateAfter = parsed.stateUpdate !== undefined
-      ? yield* Effect.mapError(states.update(task.taskId, parsed.stateUpdate), infrastructure)
-      : stateBefore
-    yield* Architecture.progress("actor_loop.state_saved", { taskId: task.taskId, updated: parsed.stateUpdate !== undefined })
+      const stateAfter = parsed.stateUpdate !== undefined
+        ? yield* Effect.mapError(states.update(task.taskId, parsed.stateUpdate), infrastructure)
+        : stateBefore
+      yield* Architecture.progress("actor_loop.state_saved", { taskId: task.taskId, updated: parsed.stateUpdate !== undefined })
 
-    const tokens = internal.tokensOf(response, choice)
-    const record = yield* Effect.mapError(
-      trajectories.append({
+      const scored = reward === undefined ? undefined : yield* reward.evaluate({
         taskId: task.taskId,
-        prompt,
-        stateBefore,
-        stateAfter,
-        modelOutput: {
-          raw,
-          think: parsed.think,
-          action: parsed.action,
-          stateUpdate: parsed.stateUpdateJson,
-          parseError: parsed.parseError,
-          ...(parsed.parseErrorDetail !== null ? { parseErrorDetail: parsed.parseErrorDetail } : {})
-        },
+        prompt: task.prompt,
+        reference: task.reference,
+        output: raw,
+        action: parsed.action,
         sandboxResult,
-        reward: null,
-        metrics: {
-          actorLatencySec: Math.round(latencySec * 1e6) / 1e6,
-          sandboxFailed: sandboxResult === null || sandboxResult.exitCode !== 0,
-          inputTokens: response.usage.inputTokens,
-          outputTokens: response.usage.outputTokens,
-          finishReason: choice?.finishReason ?? "other",
-          model: response.model,
-          ...(sandboxResult !== null ? { sandboxDurationSec: sandboxResult.durationMs / 1000 } : {}),
-          ...(sandboxError !== undefined ? { sandboxError } : {})
-        },
-        sessionId: run.sessionId,
-        createdAt: yield* Clock.currentTimeMillis,
-        ...(tokens !== undefined ? { tokens } : {})
-      }),
-      infrastructure
-    )
-    onRecord(record)
-    yield* Architecture.progress("actor_loop.recorded", { taskId: task.taskId, step: record.step })
-    return { output: raw, metadata: { taskId: task.taskId, step: record.step, record: encodeRecord(record) } }
+        run: Reward.runnerIn(sandbox, workspace)
+      })
+      if (scored !== undefined) {
+        yield* Architecture.progress("actor_loop.rewarded", {
+          taskId: task.taskId,
+          reward: scored.value,
+          failed: scored.parts.filter((part) => part.error !== undefined).map((part) => part.name)
+        })
+      }
+
+      const tokens = internal.tokensOf(response, choice)
+      const record = yield* Effect.mapError(
+        trajectories.append({
+          taskId: task.taskId,
+          prompt,
+          stateBefore,
+          stateAfter,
+          modelOutput: {
+            raw,
+            think: parsed.think,
+            action: parsed.action,
+            stateUpdate: parsed.stateUpdateJson,
+            parseError: parsed.parseError,
+            ...(parsed.parseErrorDetail !== null ? { parseErrorDetail: parsed.parseErrorDetail } : {})
+          },
+          sandboxResult,
+          reward: scored?.value ?? null,
+          ...(scored !== undefined ? { rewardParts: scored.parts } : {}),
+          metrics: {
+            actorLatencySec: Math.round(latencySec * 1e6) / 1e6,
+            sandboxFailed: sandboxResult === null || sandboxResult.exitCode !== 0,
+            inputTokens: response.usage.inputTokens,
+            outputTokens: response.usage.outputTokens,
+            finishReason: choice?.finishReason ?? "other",
+            model: response.model,
+            ...(sandboxResult !== null ? { sandboxDurationSec: sandboxResult.durationMs / 1000 } : {}),
+            ...(sandboxError !== undefined ? { sandboxError } : {})
+          },
+          sessionId: run.sessionId,
+          createdAt: yield* Clock.currentTimeMillis,
+          ...(tokens !== undefined ? { tokens } : {})
+        }),
+        infrastructure
+      )
+      onRecord(record)
+      yield* Architecture.progress("actor_loop.recorded", { taskId: task.taskId, step: record.step })
+      return { output: raw, metadata: { taskId: task.taskId, step: record.step, record: encodeRecord(record) } }
+    }))
   })
 
 const agentFor = (task: Task, options: Options, onRecord: (record: TrajectoryStore.TrajectoryRecord) => void) =>
@@ -350,7 +382,16 @@ export const stream = (task: Task, options: StreamOptions = {}): Stream.Stream<A
  * @category models
  */
 export type Outcome =
-  | { readonly _tag: "Recorded"; readonly task: Task; readonly record: TrajectoryStore.TrajectoryRecord }
+  | {
+    readonly _tag: "Recorded"
+    readonly task: Task
+    readonly record: TrajectoryStore.TrajectoryRecord
+    /**
+     * The task's episode reward (`Reward.episode` of its steps' records: here its one step), when a
+     * `Reward.CurrentReward` scored it.
+     */
+    readonly reward?: Reward.Scored | undefined
+  }
   | { readonly _tag: "Failed"; readonly task: Task; readonly error: AgentError }
 
 /**
@@ -365,8 +406,9 @@ export interface RunOptions extends Omit<Options, "sessionId"> {
 }
 
 /**
- * Steps every task of a stream, `concurrency` at a time, and streams the outcomes as they finish. Invalid options
- * fail the stream with `InvalidOptions` before any task runs.
+ * Steps every task of a stream, `concurrency` at a time, and streams the outcomes as they finish. With a
+ * `Reward.CurrentReward` in context, each recorded outcome carries its task's episode reward (`Reward.episode`).
+ * Invalid options fail the stream with `InvalidOptions` before any task runs.
  *
  * @since 0.1.0
  * @category running
@@ -381,7 +423,13 @@ export const run = <E, R>(
       (task) =>
         Effect.match(stepChecked(task, checked), {
           onFailure: (error): Outcome => ({ _tag: "Failed", task, error }),
-          onSuccess: (record): Outcome => ({ _tag: "Recorded", task, record })
+          onSuccess: (record): Outcome => ({
+            _tag: "Recorded",
+            task,
+            record,
+            // The hook for episodes: a run of several steps per task gives all its records here.
+            ...(record.rewardParts !== undefined ? { reward: Reward.episode([record]) } : {})
+          })
         }),
       { concurrency: concurrency ?? 1, unordered: true }
     )))

@@ -181,6 +181,27 @@ agents:
       expect([apply.code, apply.errors]).toEqual([2, ["valet run: --apply is about the changes of --workspace DIR: give --workspace too"]])
     }))
 
+  it.live("--apply after a run that answered nothing: exit 1, the diff printed, nothing written back", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      const tmp = yield* Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-run-workspace-"))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+      )
+      const project = join(tmp, "project")
+      mkdirSync(project)
+      mkdirSync(join(tmp, "work"))
+      writeFileSync(join(project, "calc.py"), buggy)
+      server.enqueue("/v1/chat/completions", toolCall("c1", "edit_file", { path: "calc.py", old_string: "a - b", new_string: "a + b" }), answer("  "))
+      const env = { VALET_SANDBOX_ISOLATION: testIsolation, VALET_SANDBOX_ROOT: join(tmp, "work") }
+      const run = yield* valet(["run", "--base-url", server.url, "--model", "m", "--architecture", "deep_agent", "--workspace", project, "--apply", "Fix add"], tmp, env)
+      expect(run.code).toBe(1)
+      expect(run.stdout).toContain("+    return a + b\n")
+      expect(run.stderr).toContain(`valet: nothing written back to ${project}: the answer is empty`)
+      expect(run.stderr).toContain("valet run: the answer is empty")
+      expect(readFileSync(join(project, "calc.py"), "utf8")).toBe(buggy)
+    }).pipe(Effect.scoped), 120_000)
+
   it.live("Ctrl-C mid-run prints the diff of what was changed, exits 130 and removes the copy; nothing written back", () =>
     Effect.gen(function*() {
       const server = yield* Server.make()

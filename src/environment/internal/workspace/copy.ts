@@ -1,10 +1,12 @@
 /**
- * A workspace seeded from a directory of the user's: the directory is copied in (files as bytes, symbolic links as
- * they are, `.git` and the tools' `.valet/tool_results` left out), the copy is snapshotted, and at the end its changes are the difference to that snapshot
- * — a unified diff of the text files (the sandbox's snapshot and diff, not a second implementation) — which can be
- * written back to the directory. Writing back refuses when a file to change was changed in the directory meanwhile
- * (`conflict`, nothing written), never writes through a symbolic link (the sandbox's `seed`), and never writes
- * `.git` (a model that could add a hook there would run code on the user's next commit).
+ * A workspace seeded from a directory of the user's: the directory is measured (past 10,000 files or 256 MiB it is
+ * refused before anything is copied), copied in (files as bytes, symbolic links as they are, every `.git` and the
+ * tools' `.valet/tool_results` left out), the copy is snapshotted, and at the end its changes are the difference to
+ * that snapshot — a unified diff of the text files (the sandbox's snapshot and diff, not a second implementation) —
+ * which can be written back to the directory. Writing back refuses when a file to change was changed in the directory
+ * meanwhile, or a directory on its way is no longer one (`conflict`, nothing written), never writes through a symbolic
+ * link (the sandbox's `seed`), never writes into a `.git` at any depth (a model that could add a hook or a config
+ * there would run code on the user's next git command), and carries over only the execute bits of the agent's modes.
  */
 import * as fs from "node:fs/promises"
 import { join, relative, sep } from "node:path"

@@ -122,8 +122,9 @@ export const layerDirectory = (path: string): Layer.Layer<Workspace, WorkspaceEr
 export interface SandboxOptions extends WorkspaceOptions {
   readonly files?: Files | undefined
   /**
-   * A directory copied into the workspace after `files` (files as bytes, symbolic links as they are, `.git` left
-   * out; at most 10,000 files): the agent works on the copy, never on the directory. A kept workspace keeps its edits.
+   * A directory copied into the workspace after `files` (files as bytes, symbolic links as they are, every `.git`
+   * left out; at most 10,000 files and 256 MiB, checked before copying): the agent works on the copy, never on the
+   * directory. A kept workspace keeps its edits.
    */
   readonly from?: string | undefined
 }
@@ -169,7 +170,8 @@ export interface SandboxCopy {
   readonly changes: Effect.Effect<Changes, WorkspaceError>
   /**
    * Writes the changes back to `from`: refused (`conflict`, nothing written) when a file to change was changed there
-   * since the copy; never through a symbolic link, never into `.git`.
+   * since the copy, or when a directory on the way is no longer a directory there; never through a symbolic link,
+   * never into a `.git` (at any depth); only execute bits of the agent's modes are carried over.
    */
   readonly apply: Effect.Effect<Applied, WorkspaceError>
 }
@@ -177,7 +179,7 @@ export interface SandboxCopy {
 /**
  * A fresh workspace of the `Sandbox` in context, seeded with a copy of the directory `from`, for the scope: the agent
  * edits and runs commands on the copy, the user's directory is untouched until `apply`. A missing `from` fails with
- * `not_found` naming it; a directory of more than 10,000 files with `too_large`.
+ * `not_found` naming it; a directory of more than 10,000 files or 256 MiB with `too_large`, before anything is copied.
  *
  * @example
  * ```ts

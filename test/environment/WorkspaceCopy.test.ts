@@ -1,10 +1,11 @@
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs"
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as Sandbox from "../../src/environment/Sandbox.js"
 import * as Workspace from "../../src/environment/Workspace.js"
+import * as Copy from "../../src/environment/internal/workspace/copy.js"
 import { testIsolation } from "../support/processes.js"
 
 const temps: Array<string> = []
@@ -129,5 +130,94 @@ describe("Workspace.makeSandboxCopy", () => {
     Effect.gen(function*() {
       const error = yield* Effect.flip(Effect.scoped(Workspace.makeSandboxCopy("copy", "/nonexistent/valet-project")))
       expect(error).toMatchObject({ _tag: "WorkspaceError", reason: "not_found", message: "/nonexistent/valet-project: no such directory" })
+    }).pipe(Effect.provide(sandbox)))
+})
+
+describe("Workspace.makeSandboxCopy: what is never written back (review of issue 30)", () => {
+  it.live("a nested repository's .git (vendor/lib/.git, any case) is not copied, not in the changes and not written back", () => {
+    const dir = tempDir("valet-copy-nested-git-")
+    mkdirSync(join(dir, "vendor", "lib", ".git", "hooks"), { recursive: true })
+    writeFileSync(join(dir, "vendor", "lib", ".git", "config"), "[core]\n")
+    writeFileSync(join(dir, "vendor", "lib", "lib.py"), "x = 1\n")
+    return inCopy(dir, (copy) =>
+      Effect.gen(function*() {
+        expect(existsSync(join(copy.workspace.location, "vendor", "lib", ".git"))).toBe(false)
+        // A hook or an fsmonitor would run on the user's next git command.
+        yield* Workspace.write("vendor/lib/.git/config", "[core]\n\tfsmonitor = touch /tmp/valet-pwned\n")
+        yield* Workspace.write("vendor/lib/.git/hooks/pre-commit", "#!/bin/sh\ntouch /tmp/valet-pwned\n")
+        yield* Workspace.write("sub/.GIT/hooks/post-checkout", "#!/bin/sh\n")
+        yield* Workspace.write("vendor/lib/lib.py", "x = 2\n")
+        expect((yield* copy.changes).changedFiles).toEqual(["vendor/lib/lib.py"])
+        expect(yield* copy.apply).toEqual({ written: ["vendor/lib/lib.py"], removed: [], skipped: [] })
+        expect(readFileSync(join(dir, "vendor", "lib", ".git", "config"), "utf8")).toBe("[core]\n")
+        expect(existsSync(join(dir, "vendor", "lib", ".git", "hooks", "pre-commit"))).toBe(false)
+        expect(existsSync(join(dir, "sub"))).toBe(false)
+      }))
+  })
+
+  it.live("apply adds only execute bits: a file the agent made 0777 is written back 0755, one it made 0600 keeps its 0644", () => {
+    const dir = tempDir("valet-copy-modes-")
+    writeFileSync(join(dir, "run.sh"), "#!/bin/sh\n")
+    chmodSync(join(dir, "run.sh"), 0o644)
+    writeFileSync(join(dir, "notes.txt"), "a\n")
+    chmodSync(join(dir, "notes.txt"), 0o644)
+    return inCopy(dir, (copy) =>
+      Effect.gen(function*() {
+        yield* Workspace.write("run.sh", "#!/bin/sh\necho hi\n")
+        yield* Workspace.write("notes.txt", "b\n")
+        yield* Workspace.write("new.sh", "#!/bin/sh\n")
+        // As a command in the workspace could.
+        chmodSync(join(copy.workspace.location, "run.sh"), 0o777)
+        chmodSync(join(copy.workspace.location, "notes.txt"), 0o600)
+        chmodSync(join(copy.workspace.location, "new.sh"), 0o777)
+        yield* copy.apply
+        expect(statSync(join(dir, "run.sh")).mode & 0o7777).toBe(0o755)
+        expect(statSync(join(dir, "notes.txt")).mode & 0o7777).toBe(0o644)
+        expect(statSync(join(dir, "new.sh")).mode & 0o7777).toBe((0o644 & ~process.umask()) | 0o111)
+      }))
+  })
+
+  it.live("apply checks the directories on the way before writing anything: a file made where the agent made a directory is a conflict, nothing written", () => {
+    const dir = tempDir("valet-copy-parents-")
+    writeFileSync(join(dir, "a.txt"), "a\n")
+    mkdirSync(join(dir, "docs"))
+    return inCopy(dir, (copy) =>
+      Effect.gen(function*() {
+        yield* Workspace.write("a.txt", "changed\n")
+        yield* Workspace.write("build/out.txt", "x\n")
+        yield* Workspace.write("docs/x.md", "x\n")
+        // Meanwhile the user makes a file "build", and "docs" becomes a link elsewhere.
+        writeFileSync(join(dir, "build"), "user's\n")
+        rmSync(join(dir, "docs"), { recursive: true })
+        symlinkSync(tempDir("valet-copy-elsewhere-"), join(dir, "docs"))
+        const error = yield* Effect.flip(copy.apply)
+        expect(error.reason).toBe("conflict")
+        expect(error.message).toBe(
+          `build/out.txt (build is not a directory in ${dir}), docs/x.md (docs is a symbolic link in ${dir}) changed in ${dir} since it was copied: ` +
+            "nothing written back (the diff still shows the agent's changes)"
+        )
+        expect(readFileSync(join(dir, "a.txt"), "utf8")).toBe("a\n")
+      }))
+  })
+
+  it.live("a directory past the limits is refused before anything is copied: too many files, too many bytes", () =>
+    Effect.promise(async () => {
+      const dir = tempDir("valet-copy-large-")
+      for (let i = 0; i < 6; i++) writeFileSync(join(dir, `f${i}.txt`), "0123456789")
+      const files = tempDir("valet-copy-target-")
+      const tooMany = await Copy.make(dir, files, false, { maxDiffBytes: 1024, maxFiles: 5, maxBytes: 1024 })
+      expect(tooMany).toMatchObject({ _tag: "WorkspaceError", reason: "too_large", message: `${dir} holds more than 5 files: a copy that large is not made; give a smaller directory` })
+      expect(readdirSync(files)).toEqual([])
+      const bytes = tempDir("valet-copy-target-")
+      const tooBig = await Copy.make(dir, bytes, false, { maxDiffBytes: 1024, maxFiles: 100, maxBytes: 50 })
+      expect(tooBig).toMatchObject({ _tag: "WorkspaceError", reason: "too_large", message: `${dir} holds more than 50 bytes of files: a copy that large is not made; give a smaller directory` })
+      expect(readdirSync(bytes)).toEqual([])
+    }))
+
+  it.live("--workspace /: the root holds the sandbox's work root, refused before anything is read or copied", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Effect.scoped(Workspace.makeSandboxCopy("copy", "/")))
+      expect(error).toMatchObject({ _tag: "WorkspaceError", reason: "invalid_argument" })
+      expect(error.message).toMatch(/^\/ holds the sandbox's work root/)
     }).pipe(Effect.provide(sandbox)))
 })

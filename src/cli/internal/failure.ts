@@ -19,17 +19,21 @@ export class UsageError extends Schema.TaggedError<UsageError>()("UsageError", {
   message: Schema.String
 }) {}
 
+/** Why a run's result is not an answer — `the answer is empty`, with why when the run was interrupted — or `undefined`. */
+export const notAnswered = (
+  result: { readonly output: string; readonly interrupted: boolean; readonly interruptionReason?: string | undefined }
+): string | undefined =>
+  result.output.trim() === ""
+    ? `the answer is empty${result.interrupted ? ` (the run was interrupted: ${result.interruptionReason})` : ""}`
+    : undefined
+
 /** Fails with `CommandFailed` when the answer is empty (whitespace only), saying why when the run was interrupted. */
 export const requireAnswer = (
   result: { readonly output: string; readonly interrupted: boolean; readonly interruptionReason?: string | undefined }
-): Effect.Effect<void, CommandFailed> =>
-  result.output.trim() === ""
-    ? Effect.fail(
-      new CommandFailed({
-        message: `the answer is empty${result.interrupted ? ` (the run was interrupted: ${result.interruptionReason})` : ""}`
-      })
-    )
-    : Effect.void
+): Effect.Effect<void, CommandFailed> => {
+  const problem = notAnswered(result)
+  return problem === undefined ? Effect.void : Effect.fail(new CommandFailed({ message: problem }))
+}
 
 /** Fails with `CommandFailed` when some of `total` items failed: `2 of 30 problems failed`. */
 export const requireNoFailures = (

@@ -295,7 +295,8 @@ const workspaceFlags = {
   ),
   apply: Flag.Boolean("apply").pipe(
     Flag.withDescription(
-      "With --workspace: write the agent's changes back to the directory after a run that succeeded (refused, with " +
+      "With --workspace: write the agent's changes back to the directory after a run that succeeded: an answer, not " +
+        "stopped by a limit or Ctrl-C (refused, with " +
         "nothing written, when a file to change was changed there meanwhile)."
     ),
     Flag.withDefault(false)

@@ -1,10 +1,15 @@
+import { NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
-import { execFile } from "node:child_process"
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { Deferred, Effect, Exit, Fiber, Layer } from "effect"
+import { execFile, spawn } from "node:child_process"
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, truncateSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
+import * as Sandbox from "../../../src/environment/Sandbox.js"
+import * as Workspace from "../../../src/environment/Workspace.js"
+import { memoryPrinter } from "../../../src/cli/internal/run.js"
+import { onWorkspace } from "../../../src/cli/internal/workspace.js"
 import * as Cli from "../../support/cli.js"
 import * as Server from "../../support/openAiServer.js"
 import { testIsolation } from "../../support/processes.js"
@@ -175,4 +180,147 @@ agents:
       const apply = yield* Cli.valet(["run", ...model, "--architecture", "deep_agent", "--apply", "Hi."])
       expect([apply.code, apply.errors]).toEqual([2, ["valet run: --apply is about the changes of --workspace DIR: give --workspace too"]])
     }))
+
+  it.live("--apply after a run that answered nothing: exit 1, the diff printed, nothing written back", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      const tmp = yield* Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-run-workspace-"))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+      )
+      const project = join(tmp, "project")
+      mkdirSync(project)
+      mkdirSync(join(tmp, "work"))
+      writeFileSync(join(project, "calc.py"), buggy)
+      server.enqueue("/v1/chat/completions", toolCall("c1", "edit_file", { path: "calc.py", old_string: "a - b", new_string: "a + b" }), answer("  "))
+      const env = { VALET_SANDBOX_ISOLATION: testIsolation, VALET_SANDBOX_ROOT: join(tmp, "work") }
+      const run = yield* valet(["run", "--base-url", server.url, "--model", "m", "--architecture", "deep_agent", "--workspace", project, "--apply", "Fix add"], tmp, env)
+      expect(run.code).toBe(1)
+      expect(run.stdout).toContain("+    return a + b\n")
+      expect(run.stderr).toContain(`valet: nothing written back to ${project}: the answer is empty`)
+      expect(run.stderr).toContain("valet run: the answer is empty")
+      expect(readFileSync(join(project, "calc.py"), "utf8")).toBe(buggy)
+    }).pipe(Effect.scoped), 120_000)
+
+  it.live("Ctrl-C mid-run prints the diff of what was changed, exits 130 and removes the copy; nothing written back", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      const tmp = yield* Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-run-workspace-"))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+      )
+      const project = join(tmp, "project")
+      const workRoot = join(tmp, "work")
+      mkdirSync(project)
+      mkdirSync(workRoot)
+      writeFileSync(join(project, "calc.py"), buggy)
+      // The edit, then a model call that never answers: the run is stopped by SIGINT while it waits.
+      server.enqueue("/v1/chat/completions", toolCall("c1", "edit_file", { path: "calc.py", old_string: "a - b", new_string: "a + b" }), Server.stall)
+      const env = { ...process.env, VALET_SANDBOX_ISOLATION: testIsolation, VALET_SANDBOX_ROOT: workRoot }
+      const args = ["run", "--base-url", server.url, "--model", "m", "--architecture", "deep_agent", "--workspace", project, "--apply", "Fix add"]
+      const result = yield* Effect.promise(() =>
+        new Promise<{ readonly code: number | null; readonly stdout: string; readonly stderr: string; readonly during: Array<string> }>((resolve) => {
+          const child = spawn(process.execPath, ["--import", tsxLoader, bin, ...args], { cwd: tmp, env })
+          let stdout = ""
+          let stderr = ""
+          let during: Array<string> = []
+          child.stdout.on("data", (data) => (stdout += data))
+          child.stderr.on("data", (data) => (stderr += data))
+          // Once the second model call (the one that stalls) has arrived, the edit is done.
+          const poll = setInterval(() => {
+            if (server.requests.filter((request) => request.path === "/v1/chat/completions").length >= 2) {
+              clearInterval(poll)
+              during = readdirSync(workRoot).filter((name) => name !== "kept")
+              child.kill("SIGINT")
+            }
+          }, 50)
+          child.on("exit", (code) => resolve({ code, stdout, stderr, during }))
+        })
+      )
+      expect(result.during).toHaveLength(1)
+      expect(result.code).toBe(130)
+      expect(result.stdout).toBe("\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n")
+      expect(result.stderr).toContain("valet: 1 file changed: calc.py")
+      expect(result.stderr).toContain(`valet: nothing written back to ${project}: the run was interrupted`)
+      expect(readFileSync(join(project, "calc.py"), "utf8")).toBe(buggy)
+      expect(readdirSync(workRoot).filter((name) => name !== "kept")).toEqual([])
+    }).pipe(Effect.scoped), 120_000)
+})
+
+describe("onWorkspace: when the changes are written back", () => {
+  const sandbox = (workRoot: string) => Layer.merge(Layer.effect(Sandbox.Sandbox, Sandbox.make({ isolation: testIsolation, workRoot })), NodeServices.layer)
+  const setUp = () =>
+    Effect.acquireRelease(
+      Effect.sync(() => {
+        const tmp = mkdtempSync(join(tmpdir(), "valet-on-workspace-"))
+        mkdirSync(join(tmp, "project"))
+        mkdirSync(join(tmp, "work"))
+        writeFileSync(join(tmp, "project", "calc.py"), buggy)
+        return { project: join(tmp, "project"), work: join(tmp, "work"), tmp }
+      }),
+      ({ tmp }) => Effect.sync(() => rmSync(tmp, { recursive: true, force: true }))
+    )
+  const fix = Workspace.edit("calc.py", { oldString: "a - b", newString: "a + b" })
+
+  it.live("--apply writes nothing back after a run that answered nothing, or was stopped by a limit; the diff is printed", () =>
+    Effect.gen(function*() {
+      const { project, work } = yield* setUp()
+      const runs = [
+        [{ output: "  ", interrupted: false }, "the answer is empty"],
+        [{ output: "Half done.", interrupted: true, interruptionReason: "maxTurns" }, "the run was interrupted: maxTurns"]
+      ] as const
+      for (const [result, why] of runs) {
+        const printer = memoryPrinter()
+        const value = yield* onWorkspace({ directory: project, diff: undefined, apply: true }, Effect.as(fix, result), printer).pipe(Effect.provide(sandbox(work)))
+        expect(value).toEqual(result)
+        expect(printer.out).toContain("+    return a + b\n")
+        expect(printer.notes).toContain(`valet: nothing written back to ${project}: ${why}`)
+        expect(readFileSync(join(project, "calc.py"), "utf8")).toBe(buggy)
+      }
+      // A run that answered: written back.
+      const printer = memoryPrinter()
+      yield* onWorkspace({ directory: project, diff: undefined, apply: true }, Effect.as(fix, { output: "Fixed.", interrupted: false }), printer).pipe(
+        Effect.provide(sandbox(work))
+      )
+      expect(printer.notes).toContain(`valet: written back to ${project}: 1 written, 0 removed`)
+      expect(readFileSync(join(project, "calc.py"), "utf8")).toBe(fixed)
+    }).pipe(Effect.scoped))
+
+  it.live("interrupted: the diff is still printed (then the interruption goes on), nothing written back", () =>
+    Effect.gen(function*() {
+      const { project, work } = yield* setUp()
+      const printer = memoryPrinter()
+      const edited = yield* Deferred.make<void>()
+      const run = Effect.andThen(Effect.andThen(fix, Deferred.succeed(edited, undefined)), Effect.never)
+      const fiber = yield* Effect.forkChild(
+        onWorkspace({ directory: project, diff: undefined, apply: true }, Effect.as(run, { output: "x", interrupted: false }), printer).pipe(
+          Effect.provide(sandbox(work))
+        )
+      )
+      yield* Deferred.await(edited)
+      const exit = yield* Fiber.interrupt(fiber).pipe(Effect.andThen(Fiber.await(fiber)))
+      expect(Exit.hasInterrupts(exit)).toBe(true)
+      expect(printer.out).toBe("\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n")
+      expect(printer.notes).toContain(`valet: nothing written back to ${project}: the run was interrupted`)
+      expect(readFileSync(join(project, "calc.py"), "utf8")).toBe(buggy)
+      expect(readdirSync(work).filter((name) => name !== "kept")).toEqual([])
+    }).pipe(Effect.scoped))
+
+  it.live("changes that cannot be read (the copy grew past 256 MiB) are a note on stderr; the run's own answer is kept", () =>
+    Effect.gen(function*() {
+      const { project, work } = yield* setUp()
+      const printer = memoryPrinter()
+      // As a command of the agent's could (`truncate -s 257M big.bin`): sparse, nothing is written to disk.
+      const grow = Effect.gen(function*() {
+        const workspace = yield* Workspace.Workspace
+        writeFileSync(join(workspace.location, "big.bin"), "")
+        truncateSync(join(workspace.location, "big.bin"), 257 * 1024 * 1024)
+      })
+      const value = yield* onWorkspace({ directory: project, diff: undefined, apply: true }, Effect.as(grow, { output: "Done.", interrupted: false }), printer).pipe(
+        Effect.provide(sandbox(work))
+      )
+      expect(value).toEqual({ output: "Done.", interrupted: false })
+      expect(printer.notes.at(-1)).toBe("valet: the workspace's changes cannot be shown nor written back: the workspace holds more than 256 MiB of files: no diff")
+      expect(readdirSync(project)).toEqual(["calc.py"])
+    }).pipe(Effect.scoped))
 })

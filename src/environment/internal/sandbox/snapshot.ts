@@ -14,10 +14,14 @@ export type Entry =
   | { readonly kind: "symlink"; readonly target: string }
   | { readonly kind: "other" }
 
-/** A workspace's files by relative path (`/`-separated). `complete` is false past `maxFiles`. */
+/**
+ * A workspace's files by relative path (`/`-separated). `complete` is false past a limit, and `stoppedAt` says which:
+ * `files` (`maxFiles`) or `bytes` (`maxBytes`).
+ */
 export interface Snapshot {
   readonly entries: Map<string, Entry>
   readonly complete: boolean
+  readonly stoppedAt?: "files" | "bytes" | undefined
 }
 
 /** Limits of a snapshot. */
@@ -26,15 +30,29 @@ export interface SnapshotLimits {
   readonly maxDiffBytes: number
   /** Past this many entries the snapshot stops and no diff is made. */
   readonly maxFiles: number
+  /** Past this many bytes of files in all (their sizes, before any is read) the snapshot stops; no limit when absent. */
+  readonly maxBytes?: number | undefined
+}
+
+/** How large a tree is (`measure`): its entries and the bytes of its files, counted up to the limits. */
+export interface Measured {
+  readonly files: number
+  readonly bytes: number
+  readonly complete: boolean
+  readonly stoppedAt?: "files" | "bytes" | undefined
 }
 
 /**
- * Reads the workspace at `root`. Paths in `skip` (relative, files or whole directories) are left out: a copy of a
- * user's directory leaves out its `.git`, so the agent's changes are compared, and written back, outside it.
+ * Walks the tree at `root` in name order, calling `visit` with every entry that is not a directory (directories are
+ * entered, never followed through a link). Paths for which `skip` (relative, `/`-separated) answers true are left out
+ * with all they hold. `visit` answers false to stop the walk.
  */
-export const take = async (root: string, limits: SnapshotLimits, skip?: ReadonlySet<string>): Promise<Snapshot> => {
-  const entries = new Map<string, Entry>()
-  let complete = true
+const walkTree = async (
+  root: string,
+  skip: ((relative: string) => boolean) | undefined,
+  visit: (path: string, relative: string, dirent: import("node:fs").Dirent) => Promise<boolean>
+): Promise<void> => {
+  let going = true
   const walk = async (dir: string, prefix: string): Promise<void> => {
     let names: Array<import("node:fs").Dirent>
     try {
@@ -46,29 +64,79 @@ export const take = async (root: string, limits: SnapshotLimits, skip?: Readonly
     }
     names.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
     for (const dirent of names) {
-      if (!complete) return
+      if (!going) return
       const path = join(dir, dirent.name)
       const relative = prefix === "" ? dirent.name : `${prefix}/${dirent.name}`
-      if (skip?.has(relative) === true) continue
-      if (dirent.isDirectory()) {
-        await walk(path, relative)
-        continue
-      }
-      if (entries.size >= limits.maxFiles) {
-        complete = false
-        return
-      }
-      if (dirent.isSymbolicLink()) {
-        entries.set(relative, { kind: "symlink", target: await fs.readlink(path).catch(() => "") })
-      } else if (dirent.isFile()) {
-        entries.set(relative, await readFile(path, limits.maxDiffBytes))
-      } else {
-        entries.set(relative, { kind: "other" })
-      }
+      if (skip?.(relative) === true) continue
+      if (dirent.isDirectory()) await walk(path, relative)
+      else going = await visit(path, relative, dirent)
     }
   }
   await walk(root, "")
-  return { entries, complete }
+}
+
+/** A file's size by `lstat`, 0 when it is gone or unreadable (then it is read as `other`). */
+const sizeOf = (path: string): Promise<number> =>
+  fs.lstat(path).then((stat) => stat.size, (error) => (isCode(error, "ENOENT") || isCode(error, "EACCES") ? 0 : Promise.reject(error)))
+
+/**
+ * Reads the workspace at `root`. Paths for which `skip` answers true (relative; files or whole directories) are left
+ * out: a copy of a user's directory leaves out every `.git`, so the agent's changes are compared, and written back,
+ * outside them.
+ */
+export const take = async (root: string, limits: SnapshotLimits, skip?: (relative: string) => boolean): Promise<Snapshot> => {
+  const entries = new Map<string, Entry>()
+  let stoppedAt: "files" | "bytes" | undefined = undefined
+  let bytes = 0
+  await walkTree(root, skip, async (path, relative, dirent) => {
+    if (entries.size >= limits.maxFiles) {
+      stoppedAt = "files"
+      return false
+    }
+    if (dirent.isSymbolicLink()) {
+      entries.set(relative, { kind: "symlink", target: await fs.readlink(path).catch(() => "") })
+    } else if (dirent.isFile()) {
+      // Counted before the file is read: a file past the limit is never read (nor hashed).
+      if (limits.maxBytes !== undefined) {
+        bytes += await sizeOf(path)
+        if (bytes > limits.maxBytes) {
+          stoppedAt = "bytes"
+          return false
+        }
+      }
+      entries.set(relative, await readFile(path, limits.maxDiffBytes))
+    } else {
+      entries.set(relative, { kind: "other" })
+    }
+    return true
+  })
+  return { entries, complete: stoppedAt === undefined, stoppedAt }
+}
+
+/**
+ * Counts the entries of the tree at `root` and the bytes of its files, without reading any, stopping past
+ * `limits.maxFiles` or `limits.maxBytes`: what a directory is checked with before it is copied.
+ */
+export const measure = async (root: string, limits: SnapshotLimits, skip?: (relative: string) => boolean): Promise<Measured> => {
+  let files = 0
+  let bytes = 0
+  let stoppedAt: "files" | "bytes" | undefined = undefined
+  await walkTree(root, skip, async (path, _relative, dirent) => {
+    if (files >= limits.maxFiles) {
+      stoppedAt = "files"
+      return false
+    }
+    files++
+    if (dirent.isFile()) {
+      bytes += await sizeOf(path)
+      if (limits.maxBytes !== undefined && bytes > limits.maxBytes) {
+        stoppedAt = "bytes"
+        return false
+      }
+    }
+    return true
+  })
+  return { files, bytes, complete: stoppedAt === undefined, stoppedAt }
 }
 
 const readFile = async (path: string, maxDiffBytes: number): Promise<Entry> => {

@@ -39,12 +39,15 @@ const isCode = (error: unknown, code: string): boolean =>
 /**
  * Writes the seed files into `root`. Each parent directory is created or checked one segment at a time with
  * `lstat`, so a symbolic link left by an earlier command (`evil -> /etc`) is refused instead of followed.
- * With `onlyMissing`, files that already exist are left as they are (a kept workspace keeps its edits).
+ * With `onlyMissing`, files that already exist are left as they are (a kept workspace keeps its edits). `addMode`
+ * (bits such as `0o111`) is added to each written file's mode through its open handle: a file keeps its own mode
+ * (a new one 0644), plus those bits.
  */
 export const seed = async (
   root: string,
   files: ReadonlyArray<readonly [string, string | Uint8Array]>,
-  onlyMissing: boolean
+  onlyMissing: boolean,
+  addMode = 0
 ): Promise<PathRefused | undefined> => {
   const checked: Array<readonly [string, string | Uint8Array]> = []
   for (const [path, content] of files) {
@@ -84,6 +87,10 @@ export const seed = async (
     const handle = opened
     try {
       await handle.writeFile(content)
+      if (addMode !== 0) {
+        const mode = (await handle.stat()).mode & 0o7777
+        if ((mode | addMode) !== mode) await handle.chmod(mode | addMode)
+      }
     } finally {
       await handle.close()
     }

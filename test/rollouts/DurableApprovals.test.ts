@@ -5,6 +5,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { type Duration, Effect, Layer, Option, Schema } from "effect"
+import type { WorkflowEngine } from "effect/workflow"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -115,87 +116,70 @@ describe("Durable approvals (Durable.layerSqlite, one process)", () => {
         }).pipe(Effect.provide(engine))
       })), 60_000)
 
+  /**
+   * A durable DeepAgent (`approvals: { execute: true }`) whose first turn calls `execute` `make test` on a workspace
+   * counting its commands: once the run is suspended on the call, `decide` decides it; the run then ends and answers
+   * the commands run and the model calls sent.
+   */
+  const heldExecute = (file: string, runId: string, decide: (deep: Agent.Agent<unknown>) => Effect.Effect<void, unknown, Durable.HumanLoopStore | WorkflowEngine.WorkflowEngine>) =>
+    Effect.gen(function*() {
+      const commands: Array<ReadonlyArray<string>> = []
+      const files = yield* Effect.orDie(Workspace.makeMemory())
+      // A workspace whose commands are counted, not run.
+      const workspace: Workspace.Service = {
+        ...files,
+        run: (request) =>
+          Effect.sync(() => {
+            commands.push(request.command as ReadonlyArray<string>)
+            return { command: request.command as ReadonlyArray<string>, exitCode: 0, stdout: "ok\n", stderr: "", durationMs: 1, timedOut: false, isolation: "test" as const }
+          })
+      }
+      let sent = 0
+      const model = ScriptedModel.layer((_request, index) => {
+        sent++
+        return index === 0 ? { toolCalls: [{ id: "c1", name: "execute", arguments: { command: ["make", "test"] } }] } : "tested"
+      })
+      const deep = Agent.make({ name: "deep", instructions: "", architecture: DeepAgent.makeUnsafe({ approvals: { execute: true } }) })
+      const engine = Durable.layer<Model.Model | Workspace.Workspace>([deep]).pipe(
+        Layer.provideMerge(Durable.layerSqlite(file)),
+        Layer.provide(Layer.merge(model, Layer.succeed(Workspace.Workspace, workspace)))
+      )
+      return yield* Effect.gen(function*() {
+        const payload = { agent: "deep", prompt: "test it", runId }
+        const executionId = yield* Durable.AgentRun.execute(payload, { discard: true })
+        const [waiting] = yield* until(Durable.pending(runId), (rows) => rows.length === 1)
+        expect(waiting).toMatchObject({ sessionId: runId, toolCallId: "c1", name: "execute" })
+        yield* until(Durable.AgentRun.poll(executionId), (p) => Option.isSome(p) && p.value._tag === "Suspended")
+        expect(commands).toEqual([])
+        yield* decide(deep as Agent.Agent<unknown>)
+        const result = yield* Durable.AgentRun.execute(payload)
+        expect(result.output).toBe("tested")
+        return { commands, sent }
+      }).pipe(Effect.provide(engine))
+    })
+
   it.live("DeepAgent: an execute its approvals hold waits suspended; approved from outside, the command runs once", () =>
     withStore((file) =>
       Effect.gen(function*() {
-        const commands: Array<ReadonlyArray<string>> = []
-        const files = yield* Effect.orDie(Workspace.makeMemory())
-        // A workspace whose commands are counted, not run.
-        const workspace: Workspace.Service = {
-          ...files,
-          run: (request) =>
-            Effect.sync(() => {
-              commands.push(request.command as ReadonlyArray<string>)
-              return { command: request.command as ReadonlyArray<string>, exitCode: 0, stdout: "ok\n", stderr: "", durationMs: 1, timedOut: false, isolation: "test" as const }
-            })
-        }
-        let sent = 0
-        const model = ScriptedModel.layer((_request, index) => {
-          sent++
-          return index === 0 ? { toolCalls: [{ id: "c1", name: "execute", arguments: { command: ["make", "test"] } }] } : "tested"
-        })
-        const deep = Agent.make({ name: "deep", instructions: "", architecture: DeepAgent.makeUnsafe({ approvals: { execute: true } }) })
-        const engine = Durable.layer<Model.Model | Workspace.Workspace>([deep]).pipe(
-          Layer.provideMerge(Durable.layerSqlite(file)),
-          Layer.provide(Layer.merge(model, Layer.succeed(Workspace.Workspace, workspace)))
-        )
-        yield* Effect.gen(function*() {
-          const payload = { agent: "deep", prompt: "test it", runId: "run-d" }
-          const executionId = yield* Durable.AgentRun.execute(payload, { discard: true })
-          const [waiting] = yield* until(Durable.pending("run-d"), (rows) => rows.length === 1)
-          expect(waiting).toMatchObject({ sessionId: "run-d", toolCallId: "c1", name: "execute" })
-          yield* until(Durable.AgentRun.poll(executionId), (p) => Option.isSome(p) && p.value._tag === "Suspended")
-          expect(commands).toEqual([])
-          yield* Durable.decide("run-d", "c1", { approved: true })
-          const result = yield* Durable.AgentRun.execute(payload)
-          expect(result.output).toBe("tested")
-          expect(commands).toEqual([["make", "test"]])
-          expect(sent).toBe(2)
-        }).pipe(Effect.provide(engine))
+        const { commands, sent } = yield* heldExecute(file, "run-d", () => Effect.asVoid(Durable.decide("run-d", "c1", { approved: true })))
+        expect(commands).toEqual([["make", "test"]])
+        expect(sent).toBe(2)
       })), 60_000)
 
   it.live("a durable DeepAgent's execute approved with edited arguments (Durable.decide with its agents): checked against execute's schema, the edited command runs; a bad edit is InvalidDecision and the call still waits", () =>
     withStore((file) =>
       Effect.gen(function*() {
-        const commands: Array<ReadonlyArray<string>> = []
-        const files = yield* Effect.orDie(Workspace.makeMemory())
-        // A workspace whose commands are counted, not run.
-        const workspace: Workspace.Service = {
-          ...files,
-          run: (request) =>
-            Effect.sync(() => {
-              commands.push(request.command as ReadonlyArray<string>)
-              return { command: request.command as ReadonlyArray<string>, exitCode: 0, stdout: "ok\n", stderr: "", durationMs: 1, timedOut: false, isolation: "test" as const }
-            })
-        }
-        let sent = 0
-        const model = ScriptedModel.layer((_request, index) => {
-          sent++
-          return index === 0 ? { toolCalls: [{ id: "c1", name: "execute", arguments: { command: ["make", "test"] } }] } : "tested"
-        })
-        const deep = Agent.make({ name: "deep", instructions: "", architecture: DeepAgent.makeUnsafe({ approvals: { execute: true } }) })
-        const engine = Durable.layer<Model.Model | Workspace.Workspace>([deep]).pipe(
-          Layer.provideMerge(Durable.layerSqlite(file)),
-          Layer.provide(Layer.merge(model, Layer.succeed(Workspace.Workspace, workspace)))
-        )
-        yield* Effect.gen(function*() {
-          const payload = { agent: "deep", prompt: "test it", runId: "run-e" }
-          const executionId = yield* Durable.AgentRun.execute(payload, { discard: true })
-          const [waiting] = yield* until(Durable.pending("run-e"), (rows) => rows.length === 1)
-          expect(waiting).toMatchObject({ sessionId: "run-e", toolCallId: "c1", name: "execute" })
-          yield* until(Durable.AgentRun.poll(executionId), (p) => Option.isSome(p) && p.value._tag === "Suspended")
-          expect(commands).toEqual([])
-          // Before: "cannot check edited arguments here: this process does not know tool \"execute\"".
-          const bad = yield* Effect.flip(Durable.decide("run-e", "c1", { approved: true, arguments: { command: "make check" } }, { agents: [deep] }))
-          expect(bad).toMatchObject({ _tag: "InvalidDecision", toolCallId: "c1" })
-          expect(bad.message).toContain("command")
-          expect(yield* Durable.pending("run-e")).toHaveLength(1)
-          yield* Durable.decide("run-e", "c1", { approved: true, arguments: { command: ["make", "check"] } }, { agents: [deep] })
-          const result = yield* Durable.AgentRun.execute(payload)
-          expect(result.output).toBe("tested")
-          expect(commands).toEqual([["make", "check"]])
-          expect(sent).toBe(2)
-        }).pipe(Effect.provide(engine))
+        const { commands, sent } = yield* heldExecute(file, "run-e", (deep) =>
+          Effect.gen(function*() {
+            // Before: "cannot check edited arguments here: this process does not know tool \"execute\"".
+            const bad = yield* Effect.flip(Durable.decide("run-e", "c1", { approved: true, arguments: { command: "make check" } }, { agents: [deep] }))
+            expect(bad).toMatchObject({ _tag: "InvalidDecision", toolCallId: "c1" })
+            expect(bad.message).toContain("command")
+            expect(yield* Durable.pending("run-e")).toHaveLength(1)
+            yield* Durable.decide("run-e", "c1", { approved: true, arguments: { command: ["make", "check"] } }, { agents: [deep] })
+          }))
+        expect(commands).toEqual([["make", "check"]])
+        expect(sent).toBe(2)
       })), 60_000)
 
   it.live("rejected: the tool never runs, the model reads the rejection", () =>

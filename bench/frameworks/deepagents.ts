@@ -11,13 +11,11 @@
  * and memory that would count against deepagents. This one reads the step from the last message (the id of the tool
  * call it answers), so it keeps nothing between calls and serves concurrent sessions.
  */
-import type { CallbackManagerForLLMRun } from "@langchain/core/callbacks/manager"
-import { BaseChatModel } from "@langchain/core/language_models/chat_models"
 import { AIMessage, type BaseMessage, HumanMessage, ToolMessage } from "@langchain/core/messages"
-import type { ChatResult } from "@langchain/core/outputs"
 import { createDeepAgent } from "deepagents"
 import { type AgentMiddleware, todoListMiddleware } from "langchain"
-import { type Call, callAt, type Check, fileName, finalText, instructions, prompt, yieldToEventLoop } from "./deepWork.js"
+import { type Call, callAt, type Check, fileName, finalText, instructions, prompt } from "./deepWork.js"
+import { ScriptedChatModel } from "./langchainModel.js"
 import type { Framework } from "./work.js"
 
 /** A call as deepagents' tools take it: absolute paths, `file_path`, `completed` for `done`. */
@@ -40,31 +38,19 @@ const toolCall = (call: Call, id: string) => {
 }
 
 /** Answers step k+1 after the result of the tool call `c<k>`; step 1 otherwise. */
-class ScriptedChatModel extends BaseChatModel {
-  constructor(readonly steps: number, readonly yieldPerCall: boolean) {
-    super({})
-  }
-  _llmType(): string {
-    return "scripted"
-  }
-  override bindTools(): this {
-    return this
-  }
-  async _generate(messages: Array<BaseMessage>, _options: this["ParsedCallOptions"], _run?: CallbackManagerForLLMRun): Promise<ChatResult> {
-    if (this.yieldPerCall) await yieldToEventLoop()
+const scripted = (steps: number, yieldPerCall: boolean) =>
+  new ScriptedChatModel((messages) => {
     const last = messages.at(-1)
     const step = last !== undefined && ToolMessage.isInstance(last) ? Number(last.tool_call_id.slice(1)) + 1 : 1
-    const call = callAt(step, this.steps)
-    const message = call === undefined
+    const call = callAt(step, steps)
+    return call === undefined
       ? new AIMessage({ content: finalText })
       : new AIMessage({ content: "", tool_calls: [toolCall(call, `c${step}`)] })
-    return { generations: [{ message, text: call === undefined ? finalText : "" }] }
-  }
-}
+  }, yieldPerCall)
 
 const make = (steps: number, yieldPerCall: boolean) =>
   createDeepAgent({
-    model: new ScriptedChatModel(steps, yieldPerCall),
+    model: scripted(steps, yieldPerCall),
     systemPrompt: instructions,
     // Its type names its tool's zod schema, which this repo's `exactOptionalPropertyTypes` will not match with the
     // `ServerTool` of deepagents' parameter; the value is a LangChain middleware, what deepagents' docs say to add.

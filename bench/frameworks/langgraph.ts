@@ -1,33 +1,20 @@
 /** LangGraph.js: the prebuilt `createReactAgent` with a fake chat model, `invoke` / `stream`. */
-import type { CallbackManagerForLLMRun } from "@langchain/core/callbacks/manager"
-import { BaseChatModel } from "@langchain/core/language_models/chat_models"
-import { AIMessage, type BaseMessage, HumanMessage, SystemMessage } from "@langchain/core/messages"
-import type { ChatResult } from "@langchain/core/outputs"
+import { AIMessage, HumanMessage, SystemMessage } from "@langchain/core/messages"
 import { tool } from "@langchain/core/tools"
 import { createReactAgent } from "@langchain/langgraph/prebuilt"
 import { z } from "zod"
-import { argsAt, finalText, type Framework, instructions, prompt, yieldToEventLoop } from "./work.js"
+import { ScriptedChatModel } from "./langchainModel.js"
+import { argsAt, finalText, type Framework, instructions, prompt } from "./work.js"
 
 /** Answers tool calls for steps 1..N-1 and the final text at step N, like the other frameworks' mocks. */
-class ScriptedChatModel extends BaseChatModel {
-  step = 0
-  constructor(readonly steps: number, readonly yieldPerCall: boolean) {
-    super({})
-  }
-  _llmType(): string {
-    return "scripted"
-  }
-  override bindTools(): this {
-    return this
-  }
-  async _generate(_messages: Array<BaseMessage>, _options: this["ParsedCallOptions"], _run?: CallbackManagerForLLMRun): Promise<ChatResult> {
-    this.step++
-    if (this.yieldPerCall) await yieldToEventLoop()
-    const message = this.step < this.steps
-      ? new AIMessage({ content: "", tool_calls: [{ id: `c${this.step}`, name: "add", args: argsAt(this.step), type: "tool_call" }] })
+const scripted = (steps: number, yieldPerCall: boolean) => {
+  let step = 0
+  return new ScriptedChatModel(() => {
+    step++
+    return step < steps
+      ? new AIMessage({ content: "", tool_calls: [{ id: `c${step}`, name: "add", args: argsAt(step), type: "tool_call" }] })
       : new AIMessage({ content: finalText })
-    return { generations: [{ message, text: typeof message.content === "string" ? message.content : "" }] }
-  }
+  }, yieldPerCall)
 }
 
 const add = tool(async ({ a, b }: { a: number; b: number }) => String(a + b), {
@@ -39,7 +26,7 @@ const add = tool(async ({ a, b }: { a: number; b: number }) => String(a + b), {
 export const langgraph: Framework = {
   name: "langgraph",
   run: async (steps, options) => {
-    const agent = createReactAgent({ llm: new ScriptedChatModel(steps, options.yieldPerCall), tools: [add] })
+    const agent = createReactAgent({ llm: scripted(steps, options.yieldPerCall), tools: [add] })
     const input = { messages: [new SystemMessage(instructions), new HumanMessage(prompt)] }
     // Each step is two graph supersteps (agent, tools): the recursion limit must allow N steps.
     const config = { recursionLimit: 2 * steps + 10 }

@@ -62,23 +62,34 @@ const toolResults = (server: Server.LoopbackServer): Array<string> =>
     .filter((message: { role: string }) => message.role === "tool")
     .map((message: { content: string }) => message.content)
 
+/**
+ * A temporary folder (removed with the scope) holding `project/` with the buggy `calc.py` and an empty `work/` for the
+ * sandbox's workspaces, and the environment that runs commands there (bubblewrap where it works, else plain
+ * processes opted into: the command refuses to run unisolated otherwise).
+ */
+const buggyProject = Effect.map(
+  Effect.acquireRelease(
+    Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-run-workspace-"))),
+    (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+  ),
+  (tmp) => {
+    const project = join(tmp, "project")
+    const workRoot = join(tmp, "work")
+    mkdirSync(project)
+    mkdirSync(workRoot)
+    writeFileSync(join(project, "calc.py"), buggy)
+    return { tmp, project, workRoot, env: { VALET_SANDBOX_ISOLATION: testIsolation, VALET_SANDBOX_ROOT: workRoot } }
+  }
+)
+
 describe("valet run --architecture deep_agent --workspace DIR (a real process, a real sandbox)", () => {
   it.live("works on a copy of DIR: a failing test fixed, the diff printed, DIR untouched; --diff FILE --apply writes both, .git untouched", () =>
     Effect.gen(function*() {
       const server = yield* Server.make()
-      const tmp = yield* Effect.acquireRelease(
-        Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-run-workspace-"))),
-        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
-      )
-      const project = join(tmp, "project")
-      const workRoot = join(tmp, "work")
-      mkdirSync(join(project, ".git"), { recursive: true })
-      mkdirSync(workRoot)
-      writeFileSync(join(project, "calc.py"), buggy)
+      const { env, project, tmp, workRoot } = yield* buggyProject
+      mkdirSync(join(project, ".git"))
       writeFileSync(join(project, "test_calc.py"), test)
       writeFileSync(join(project, ".git", "HEAD"), "ref: refs/heads/main\n")
-      // Bubblewrap where it works, else plain processes opted into (the command refuses to run unisolated otherwise).
-      const env = { VALET_SANDBOX_ISOLATION: testIsolation, VALET_SANDBOX_ROOT: workRoot }
       const model = ["--base-url", server.url, "--model", "m"]
 
       script(server)
@@ -118,20 +129,12 @@ describe("valet run --architecture deep_agent --workspace DIR (a real process, a
   it.live("a run that fails still prints what it changed (the copy is removed after); --apply writes nothing then", () =>
     Effect.gen(function*() {
       const server = yield* Server.make()
-      const tmp = yield* Effect.acquireRelease(
-        Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-run-workspace-"))),
-        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
-      )
-      const project = join(tmp, "project")
-      mkdirSync(project)
-      mkdirSync(join(tmp, "work"))
-      writeFileSync(join(project, "calc.py"), buggy)
+      const { env, project, tmp } = yield* buggyProject
       server.enqueue(
         "/v1/chat/completions",
         toolCall("c1", "edit_file", { path: "calc.py", old_string: "a - b", new_string: "a + b" }),
         Server.json({ error: { message: "the model is gone", type: "invalid_request_error" } }, { status: 400 })
       )
-      const env = { VALET_SANDBOX_ISOLATION: testIsolation, VALET_SANDBOX_ROOT: join(tmp, "work") }
       const failed = yield* valet(["run", "--base-url", server.url, "--model", "m", "--architecture", "deep_agent", "--workspace", project, "--apply", "Fix add"], tmp, env)
       expect(failed.code).toBe(1)
       expect(failed.stdout).toBe("\n--- a/calc.py\n+++ b/calc.py\n@@ -1,2 +1,2 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n")
@@ -184,16 +187,8 @@ agents:
   it.live("--apply after a run that answered nothing: exit 1, the diff printed, nothing written back", () =>
     Effect.gen(function*() {
       const server = yield* Server.make()
-      const tmp = yield* Effect.acquireRelease(
-        Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-run-workspace-"))),
-        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
-      )
-      const project = join(tmp, "project")
-      mkdirSync(project)
-      mkdirSync(join(tmp, "work"))
-      writeFileSync(join(project, "calc.py"), buggy)
+      const { env, project, tmp } = yield* buggyProject
       server.enqueue("/v1/chat/completions", toolCall("c1", "edit_file", { path: "calc.py", old_string: "a - b", new_string: "a + b" }), answer("  "))
-      const env = { VALET_SANDBOX_ISOLATION: testIsolation, VALET_SANDBOX_ROOT: join(tmp, "work") }
       const run = yield* valet(["run", "--base-url", server.url, "--model", "m", "--architecture", "deep_agent", "--workspace", project, "--apply", "Fix add"], tmp, env)
       expect(run.code).toBe(1)
       expect(run.stdout).toContain("+    return a + b\n")
@@ -205,15 +200,7 @@ agents:
   it.live("Ctrl-C mid-run prints the diff of what was changed, exits 130 and removes the copy; nothing written back", () =>
     Effect.gen(function*() {
       const server = yield* Server.make()
-      const tmp = yield* Effect.acquireRelease(
-        Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-run-workspace-"))),
-        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
-      )
-      const project = join(tmp, "project")
-      const workRoot = join(tmp, "work")
-      mkdirSync(project)
-      mkdirSync(workRoot)
-      writeFileSync(join(project, "calc.py"), buggy)
+      const { project, tmp, workRoot } = yield* buggyProject
       // The edit, then a model call that never answers: the run is stopped by SIGINT while it waits.
       server.enqueue("/v1/chat/completions", toolCall("c1", "edit_file", { path: "calc.py", old_string: "a - b", new_string: "a + b" }), Server.stall)
       const env = { ...process.env, VALET_SANDBOX_ISOLATION: testIsolation, VALET_SANDBOX_ROOT: workRoot }

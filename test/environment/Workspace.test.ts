@@ -1,21 +1,13 @@
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { mkdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync } from "node:fs"
 import { join } from "node:path"
-import { afterAll, describe, expect, it } from "@effect/vitest"
+import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as Sandbox from "../../src/environment/Sandbox.js"
 import * as Workspace from "../../src/environment/Workspace.js"
 import { testIsolation } from "../support/processes.js"
+import { tempDirsOfFile } from "../support/tempDir.js"
 
-const temps: Array<string> = []
-const tempDir = (prefix: string): string => {
-  const dir = mkdtempSync(join(tmpdir(), prefix))
-  temps.push(dir)
-  return dir
-}
-afterAll(() => {
-  for (const dir of temps) rmSync(dir, { recursive: true, force: true })
-})
+const tempDir = tempDirsOfFile()
 
 /** How a test gets a fresh, empty workspace of one kind. */
 type Fresh = () => Layer.Layer<Workspace.Workspace, unknown>

@@ -1,22 +1,14 @@
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs"
-import { tmpdir } from "node:os"
+import { chmodSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { afterAll, describe, expect, it } from "@effect/vitest"
+import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import * as Sandbox from "../../src/environment/Sandbox.js"
 import * as Workspace from "../../src/environment/Workspace.js"
 import * as Copy from "../../src/environment/internal/workspace/copy.js"
 import { testIsolation } from "../support/processes.js"
+import { tempDirsOfFile } from "../support/tempDir.js"
 
-const temps: Array<string> = []
-const tempDir = (prefix: string): string => {
-  const dir = mkdtempSync(join(tmpdir(), prefix))
-  temps.push(dir)
-  return dir
-}
-afterAll(() => {
-  for (const dir of temps) rmSync(dir, { recursive: true, force: true })
-})
+const tempDir = tempDirsOfFile()
 
 const sandbox = Layer.effect(Sandbox.Sandbox, Sandbox.make({ isolation: testIsolation, workRoot: tempDir("valet-copy-root-") }))
 

@@ -67,6 +67,7 @@ export * from "./internal/sandbox/types.js"
  * Options are checked first: a bad one is `SandboxError` `invalid_options` with a one-line message
  * (`Sandbox: timeoutMs must be an integer >= 1, got -1`); an unknown key is refused. Without working bubblewrap,
  * unless `isolation: "process"` was chosen, it fails with `isolation_unavailable`, saying why and how to opt in.
+ * It keeps no pre-made workspaces (it has no scope to remove them in): `makeScoped` and the layers do.
  *
  * @since 0.1.0
  * @category constructors
@@ -85,7 +86,21 @@ export const make = (options: Options = {}): Effect.Effect<Service, SandboxError
  * @since 0.1.0
  * @category layers
  */
-export const layerProcess = (options: Options = {}): Layer.Layer<Sandbox, SandboxError> => Layer.effect(Sandbox, make(options))
+export const layerProcess = (options: Options = {}): Layer.Layer<Sandbox, SandboxError> => Layer.effect(Sandbox, makeScoped(options))
+
+/**
+ * `make` with the pool of pre-made workspaces (`poolSize`), which lives as long as the scope: what the layers use.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const makeScoped = (options: Options = {}): Effect.Effect<Service, SandboxError, Scope.Scope> =>
+  Effect.flatMap(
+    decode("Sandbox", Options, options).pipe(
+      Effect.mapError((error) => new SandboxError({ reason: "invalid_options", message: error.message }))
+    ),
+    (valid) => ProcessLayer.makeScoped(valid)
+  )
 
 /**
  * `layerProcess` configured from the environment: `VALET_SANDBOX_ROOT` (work root), `VALET_SANDBOX_ISOLATION`
@@ -102,7 +117,7 @@ export const layerProcessConfig = (options: Options = {}): Layer.Layer<Sandbox, 
       const root = yield* Config.option(Config.String("VALET_SANDBOX_ROOT"))
       const isolation = yield* Config.option(Config.Literals(["auto", "bwrap", "process"], "VALET_SANDBOX_ISOLATION"))
       const timeout = yield* Config.option(Config.Int("VALET_SANDBOX_TIMEOUT_MS"))
-      return yield* make({
+      return yield* makeScoped({
         ...options,
         ...Option.match(root, { onNone: () => ({}), onSome: (workRoot) => ({ workRoot }) }),
         ...Option.match(isolation, { onNone: () => ({}), onSome: (isolation) => ({ isolation }) }),

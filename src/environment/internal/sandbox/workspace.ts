@@ -4,7 +4,7 @@
  * a run, removed when done.
  */
 import * as fs from "node:fs/promises"
-import { join, posix, sep } from "node:path"
+import { basename, dirname, join, posix, sep } from "node:path"
 
 /** Why a path or task id was refused. */
 export type Refusal = "unsafe_task_id" | "absolute_path" | "parent_path" | "invalid_path" | "symlink_escape"
@@ -52,6 +52,8 @@ export const seed = async (
     if (normalized instanceof PathRefused) return normalized
     checked.push([normalized, content])
   }
+  // Resolved once for all the files: the root is ours, made or checked by the caller.
+  let rootReal: string | undefined
   for (const [path, content] of checked) {
     const segments = path.split("/")
     let dir = root
@@ -79,7 +81,8 @@ export const seed = async (
     // directory's handle is checked to be inside `root` by its own path (`/proc/self/fd`); the file is opened through
     // it (what `openat` does). O_NOFOLLOW: a link created where the file is is not followed either.
     const parent = segments.length > 1 ? join(root, ...segments.slice(0, -1)) : root
-    const opened = await openIn(root, parent, segments[segments.length - 1]!)
+    rootReal ??= await fs.realpath(root)
+    const opened = await openIn(rootReal, parent, segments[segments.length - 1]!)
     if (opened instanceof PathRefused) return new PathRefused(opened.reason, path, opened.message.replace("{path}", JSON.stringify(path)))
     const handle = opened
     try {
@@ -95,10 +98,9 @@ const writeFlags = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O
 
 /**
  * Opens `name` in the directory `parent` for writing, through the directory's handle once it is checked to be inside
- * `root`; where `/proc` cannot tell (not Linux), by its path, as before.
+ * `rootReal` (the workspace's real path); where `/proc` cannot tell (not Linux), by its path, as before.
  */
-const openIn = async (root: string, parent: string, name: string): Promise<fs.FileHandle | PathRefused> => {
-  const rootReal = await fs.realpath(root)
+const openIn = async (rootReal: string, parent: string, name: string): Promise<fs.FileHandle | PathRefused> => {
   let directory: fs.FileHandle
   try {
     directory = await fs.open(parent, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW)
@@ -125,6 +127,22 @@ export const chownTree = async (root: string, uid: number): Promise<void> => {
   await fs.lchown(root, uid, uid)
   const entries = await fs.readdir(root, { withFileTypes: true, recursive: true })
   await Promise.all(entries.map((entry) => fs.lchown(join(entry.parentPath, entry.name), uid, uid).catch(() => undefined)))
+}
+
+/**
+ * Takes a directory tree out of the way at once (renamed to a hidden name beside it, one system call) and answers
+ * the removal of what it became (`done`, never failing), to be awaited later: a workspace is gone from its path when
+ * its scope closes, and the files are deleted off the way of the next run. Where the rename fails, removes it in place.
+ */
+export const removeLater = async (path: string): Promise<{ readonly done: Promise<void> }> => {
+  const aside = join(dirname(path), `.removed-${basename(path)}`)
+  try {
+    await fs.rename(path, aside)
+  } catch {
+    await remove(path).catch(() => undefined)
+    return { done: Promise.resolve() }
+  }
+  return { done: remove(aside).catch(() => undefined) }
 }
 
 /** Removes a directory tree; a missing one is fine. */

@@ -81,7 +81,16 @@ export const make = (options: Options = {}): Effect.Effect<Service, SandboxError
   )
 
 /**
- * The sandbox of real processes (the default), built with `options`; see `make` for when it fails.
+ * How many pre-made workspaces the layers keep ready when `poolSize` is not given.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const defaultPoolSize: number = ProcessLayer.defaultPoolSize
+
+/**
+ * The sandbox of real processes (the default), built with `options`; see `make` for when it fails. It keeps
+ * `poolSize` pre-made workspaces ready (see `Options`), removed when the layer is.
  *
  * @since 0.1.0
  * @category layers

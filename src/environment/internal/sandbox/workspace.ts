@@ -52,13 +52,16 @@ export const seed = async (
     if (normalized instanceof PathRefused) return normalized
     checked.push([normalized, content])
   }
-  // Resolved once for all the files: the root is ours, made or checked by the caller.
-  let rootReal: string | undefined
+  // Directories first, one segment at a time and each once; then the files, all at once (each write is guarded on
+  // its own, below): a seed of n files waits for about one write, not n in a row. The same path twice: the last wins.
+  const checkedDirs = new Set<string>()
+  const writes = new Map<string, { readonly segments: ReadonlyArray<string>; readonly content: string | Uint8Array }>()
   for (const [path, content] of checked) {
     const segments = path.split("/")
     let dir = root
     for (const segment of segments.slice(0, -1)) {
       dir = join(dir, segment)
+      if (checkedDirs.has(dir)) continue
       const stat = await fs.lstat(dir).catch((error) => (isCode(error, "ENOENT") ? undefined : Promise.reject(error)))
       if (stat === undefined) await fs.mkdir(dir)
       else if (stat.isSymbolicLink()) {
@@ -66,7 +69,15 @@ export const seed = async (
       } else if (!stat.isDirectory()) {
         return new PathRefused("invalid_path", path, `workspace path ${JSON.stringify(path)}: ${JSON.stringify(dir.slice(root.length + 1))} is not a directory`)
       }
+      checkedDirs.add(dir)
     }
+    writes.delete(path)
+    writes.set(path, { segments, content })
+  }
+  if (writes.size === 0) return undefined
+  // Resolved once for all the files: the root is ours, made or checked by the caller.
+  const rootReal = await fs.realpath(root)
+  const refusals = await Promise.all([...writes].map(async ([path, { segments, content }]): Promise<PathRefused | undefined> => {
     const target = join(root, path)
     const stat = await fs.lstat(target).catch((error) => (isCode(error, "ENOENT") ? undefined : Promise.reject(error)))
     if (stat?.isSymbolicLink() === true) {
@@ -75,13 +86,12 @@ export const seed = async (
     if (stat !== undefined && !stat.isFile()) {
       return new PathRefused("invalid_path", path, `workspace path ${JSON.stringify(path)} exists and is not a regular file`)
     }
-    if (stat !== undefined && onlyMissing) continue
+    if (stat !== undefined && onlyMissing) return undefined
     // The file is opened in its directory as opened and checked here, not by its path again: a command running beside
     // the write (a workspace's) may have put a link where a directory of the path was since the `lstat`s above. The
     // directory's handle is checked to be inside `root` by its own path (`/proc/self/fd`); the file is opened through
     // it (what `openat` does). O_NOFOLLOW: a link created where the file is is not followed either.
     const parent = segments.length > 1 ? join(root, ...segments.slice(0, -1)) : root
-    rootReal ??= await fs.realpath(root)
     const opened = await openIn(rootReal, parent, segments[segments.length - 1]!)
     if (opened instanceof PathRefused) return new PathRefused(opened.reason, path, opened.message.replace("{path}", JSON.stringify(path)))
     const handle = opened
@@ -90,8 +100,10 @@ export const seed = async (
     } finally {
       await handle.close()
     }
-  }
-  return undefined
+    return undefined
+  }))
+  // The first refused, in the order the files were given.
+  return refusals.find((refused) => refused !== undefined)
 }
 
 const writeFlags = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW

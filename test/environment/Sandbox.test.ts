@@ -383,6 +383,28 @@ describe("Sandbox pool of pre-made workspaces", () => {
       }), { timeout: 30_000 })
   }
 
+  it.live("process: what a pre-made workspace's run leaves outside its group is killed, its exit code answered at once", () =>
+    Effect.gen(function*() {
+      const workRoot = mkdtempSync(join(tmpdir(), "valet-sandbox-pool-left-"))
+      roots.push(workRoot)
+      const mark = marker()
+      yield* Effect.scoped(Effect.gen(function*() {
+        const sandbox = yield* Sandbox.makeScoped({ isolation: "process", workRoot, poolSize: 1, graceMs: 300 })
+        yield* waitUntil(() => readdirSync(workRoot).some((name) => name.startsWith("ws-")))
+        const result = yield* Effect.scoped(Effect.flatMap(sandbox.workspace("left", {}), (ws) =>
+          sandbox.run(ws, {
+            command: python(`import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', '${mark}'], start_new_session=True)\nsys.exit(3)`, mark),
+            timeoutMs: 20_000,
+            diff: false
+          })))
+        // The sleeper outlives the 20 s timeout: a run that waited for it would answer 124.
+        expect({ exitCode: result.exitCode, timedOut: result.timedOut }).toEqual({ exitCode: 3, timedOut: false })
+        // Swept beside the answer: gone soon after, the pool still open.
+        yield* waitUntil(() => processesWith(mark).length === 0)
+      }))
+      expect(processesWith(mark)).toEqual([])
+    }), { timeout: 30_000 })
+
   it.live("poolSize is checked like every option", () =>
     Effect.gen(function*() {
       const error = yield* Effect.flip(Sandbox.make({ isolation: "process", poolSize: -1 }))

@@ -168,20 +168,30 @@ const build = (
       readonly uid: number | undefined
       readonly runId: string | undefined
       readonly launcher: Process.Prestarted
+      /** The sweep of what its run left outside its group, when one was started (process mode): the uid waits for it. */
+      reaping?: Promise<void> | undefined
     }
     const ready: Array<Premade> = []
     let filling = 0
     let poolClosed = false
+    /** Work left running in the background (directories being deleted, sweeps), awaited when the pool closes. */
     const removals = new Set<Promise<void>>()
+    const inBackground = (work: Promise<void>): Promise<void> => {
+      removals.add(work)
+      void work.then(() => removals.delete(work))
+      return work
+    }
     /** Kills an unused launcher, gives its uid back, removes its directory. */
     const dispose = (premade: Premade) =>
       Effect.promise(async () => {
         await Process.discard(premade.launcher)
         // Gone from its path now; its files deleted in the background, awaited when the pool closes.
-        const removal = (await Workspaces.removeLater(premade.path)).done
-        removals.add(removal)
-        void removal.then(() => removals.delete(removal))
-      }).pipe(Effect.andThen(releaseUid(premade.uid)))
+        inBackground((await Workspaces.removeLater(premade.path)).done)
+        // The uid is given back once nothing of its run can be left: after the sweep, when one runs.
+        if (premade.reaping !== undefined) {
+          void inBackground(premade.reaping.then(() => void (premade.uid !== undefined && uidsInUse.delete(premade.uid))))
+        } else if (premade.uid !== undefined) uidsInUse.delete(premade.uid)
+      })
     const premake: Effect.Effect<Premade | undefined> = Effect.gen(function*() {
       const uid = pooled ? yield* takeUid : undefined
       const runId = platform.isolation === "process" ? randomUUID() : undefined
@@ -353,7 +363,18 @@ const build = (
             // The command (in a session of its own) gets the SIGTERM of a timeout; bwrap, in our group, would end at once.
             terminateDescendants: platform.isolation === "bwrap",
             ...(runId !== undefined
-              ? { reap: () => Platform.reap(platform, runId, uid) }
+              ? {
+                reap: launcher !== undefined
+                  // A pre-made workspace's run: the /proc scan for what left its group runs beside the answer, not
+                  // before it (its group is killed at exit all the same). Whatever it finds still holds the pipes
+                  // until it is killed; the uid is not given back, nor the pool closed, before it is done.
+                  ? () => {
+                    const sweep = Platform.reap(platform, runId, uid).catch(() => undefined)
+                    launcher.reaping = inBackground(launcher.reaping !== undefined ? Promise.all([launcher.reaping, sweep]).then(() => undefined) : sweep)
+                    return Promise.resolve()
+                  }
+                  : () => Platform.reap(platform, runId, uid)
+              }
               : {})
           })
           let changes: Snapshot.Changes | undefined

@@ -12,6 +12,12 @@
  * isolation: its commands can read the user's files, write /tmp and reach the network. `info.isolation` and every
  * result say which isolation is used.
  *
+ * The layers keep a few workspaces pre-made (`poolSize`, default 2): an empty directory whose process is already
+ * started — in bwrap, under the limits and the pooled uid — and waits for its command, which it then execs. A
+ * workspace's first run so costs one exec instead of making a directory and starting bwrap, prlimit and setpriv; the
+ * pool refills as workspaces close and is removed, processes and directories, with the layer. `diff: false` skips the
+ * two snapshots a diff needs; ask for the diff only where it is read.
+ *
  * A command from a model is `unknown`: `run` decodes it, and a bad or refused one is a result (exit 127
  * `invalid_command`, exit 126 `not_allowed`), never a failure. Failures (`SandboxError`) are reserved for the
  * workspace itself: an unsafe task id or path, a closed workspace, a disk error.

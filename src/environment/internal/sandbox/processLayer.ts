@@ -1,6 +1,7 @@
 /**
  * The sandbox of real processes: detection of what this machine offers (once), workspaces on disk, and each run
- * wrapped with the platform's isolation and limits, under a pooled uid when we are root.
+ * wrapped with the platform's isolation and limits, under a pooled uid when we are root. With a scope (`makeScoped`),
+ * a pool of pre-made workspaces whose launcher is already wrapped so (`Platform.launcher`) and only execs the command.
  *
  * It fails closed: without working isolation it is not built (`isolation_unavailable`), unless the caller chose
  * `isolation: "process"` — plain processes, which can read what the user can, write outside the workspace and reach

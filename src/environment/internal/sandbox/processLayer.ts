@@ -352,6 +352,14 @@ const build = (
           // In bwrap, what the command leaves behind dies with its pid namespace. Outside, a process that left the
           // group (setsid, a double fork) is found by the run's uid and by a variable only this run's processes carry.
           const runId = launcher !== undefined ? launcher.runId : platform.isolation === "process" ? randomUUID() : undefined
+          let swept = false
+          const sweepLeftovers = () => {
+            if (swept || launcher === undefined || runId === undefined) return
+            swept = true
+            launcher.reaping = inBackground(Platform.reap(platform, runId, uid).catch(() => undefined))
+          }
+          // However the run ends (interrupted too), the sweep is started by the end of it.
+          yield* Effect.addFinalizer(() => Effect.sync(sweepLeftovers))
           const outcome = yield* Process.run({
             file: argv[0]!,
             args: argv.slice(1),
@@ -366,12 +374,12 @@ const build = (
             ...(runId !== undefined
               ? {
                 reap: launcher !== undefined
-                  // A pre-made workspace's run: the /proc scan for what left its group runs beside the answer, not
-                  // before it (its group is killed at exit all the same). Whatever it finds still holds the pipes
-                  // until it is killed; the uid is not given back, nor the pool closed, before it is done.
+                  // A pre-made workspace's run: the /proc scan for what left its group runs after the answer, not
+                  // before it (its group is killed at exit all the same), or 25 ms after the exit when the answer is
+                  // not ready by then (what it finds may hold the pipes). Started at once, its 100-odd stats would queue
+                  // ahead of the diff's reads. The uid is not given back, nor the pool closed, before it is done.
                   ? () => {
-                    const sweep = Platform.reap(platform, runId, uid).catch(() => undefined)
-                    launcher.reaping = inBackground(launcher.reaping !== undefined ? Promise.all([launcher.reaping, sweep]).then(() => undefined) : sweep)
+                    setTimeout(sweepLeftovers, 25).unref()
                     return Promise.resolve()
                   }
                   : () => Platform.reap(platform, runId, uid)

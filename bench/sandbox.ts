@@ -1,8 +1,10 @@
 /**
- * Sandbox overhead: `Sandbox.runOnce` (a fresh workspace seeded with one file, limits, pooled uid when root, the
- * before / after snapshot and diff, the workspace removed) against a bare `child_process.spawn` of the same
- * command, with process isolation and (where it works here) bubblewrap. Variants run interleaved, one sample
- * each per round, so machine noise spreads evenly; each cell is the median.
+ * Sandbox overhead: `Sandbox.runOnce` (a workspace seeded with two files, limits, pooled uid when root, the
+ * before / after snapshot and diff unless `diff: false`, the workspace removed) against a bare
+ * `child_process.spawn` of the same command, with process isolation and (where it works here) bubblewrap, through
+ * `layerProcess` (its default pool of pre-made workspaces). Variants run interleaved, one sample each per round,
+ * so machine noise spreads evenly; each cell is the median. Every sample, bare spawns too, comes after a pause
+ * (`pauseMs`), as commands come between a model's turns: the pool refills in it, as it would there.
  *
  *   npx tsx bench/sandbox.ts [--quick]
  */
@@ -17,6 +19,8 @@ import { type Row, summarize, writeReport } from "./support/report.js"
 const quick = process.argv.includes("--quick")
 const rounds = quick ? 3 : 25
 const files = { "main.py": "print('hello')\n", "data/input.txt": "1 2 3\n" }
+const pauseMs = 25
+const pause = () => new Promise<void>((resolve) => setTimeout(resolve, pauseMs))
 
 const bare = (command: ReadonlyArray<string>, cwd: string): Promise<number> =>
   new Promise((resolve, reject) => {
@@ -49,6 +53,7 @@ const main = async () => {
       runtimes.push(runtime)
       const info = built.value
       if (diff) {
+        notes.push(`${isolation}: pre-made workspaces ${Sandbox.defaultPoolSize} (layerProcess's default), ${pauseMs} ms pause before every sample`)
         notes.push(
           `${isolation}: limits by ${info.limiter}, pooled uids ${info.pooledUids}, process limit enforced ${info.processLimitEnforced}`
         )
@@ -65,7 +70,14 @@ const main = async () => {
     }
     const cwd = mkdtempSync(join(root, "bare-"))
     const variants: Array<Variant> = [{ label: "bare spawn", time: (command) => bare(command, cwd) }]
-    for (const variant of [await sandboxed("process", true), await sandboxed("process", false), await sandboxed("bwrap", true)]) {
+    for (
+      const variant of [
+        await sandboxed("process", true),
+        await sandboxed("process", false),
+        await sandboxed("bwrap", true),
+        await sandboxed("bwrap", false)
+      ]
+    ) {
       if (variant !== undefined) variants.push(variant)
     }
     const astGrep = runtimes.length > 0
@@ -81,7 +93,10 @@ const main = async () => {
       // Warm-up: page cache, pyenv's shims, bwrap's first namespace.
       for (const variant of variants) await variant.time(command)
       for (let round = 0; round < rounds; round++) {
-        for (const variant of variants) samples.get(variant.label)!.push(await variant.time(command))
+        for (const variant of variants) {
+          await pause()
+          samples.get(variant.label)!.push(await variant.time(command))
+        }
       }
       const baseline = summarize("bare spawn", name, "ms", samples.get("bare spawn")!)
       rows.push(baseline)
@@ -95,7 +110,7 @@ const main = async () => {
     }
     writeReport({
       name: "sandbox",
-      description: `Sandbox.runOnce (workspace + limits + diff) vs a bare child_process.spawn, median of ${rounds} interleaved rounds`,
+      description: `Sandbox.runOnce (pooled workspace + limits + diff) vs a bare child_process.spawn, median of ${rounds} interleaved rounds, ${pauseMs} ms pause before each sample`,
       rows,
       notes
     })

@@ -12,6 +12,12 @@
  * isolation: its commands can read the user's files, write /tmp and reach the network. `info.isolation` and every
  * result say which isolation is used.
  *
+ * The layers keep a few workspaces pre-made (`poolSize`, default 2): an empty directory whose process is already
+ * started — in bwrap, under the limits and the pooled uid — and waits for its command, which it then execs. A
+ * workspace's first run so costs one exec instead of making a directory and starting bwrap, prlimit and setpriv; the
+ * pool refills as workspaces close and is removed, processes and directories, with the layer. `diff: false` skips the
+ * two snapshots a diff needs; ask for the diff only where it is read.
+ *
  * A command from a model is `unknown`: `run` decodes it, and a bad or refused one is a result (exit 127
  * `invalid_command`, exit 126 `not_allowed`), never a failure. Failures (`SandboxError`) are reserved for the
  * workspace itself: an unsafe task id or path, a closed workspace, a disk error.
@@ -67,6 +73,7 @@ export * from "./internal/sandbox/types.js"
  * Options are checked first: a bad one is `SandboxError` `invalid_options` with a one-line message
  * (`Sandbox: timeoutMs must be an integer >= 1, got -1`); an unknown key is refused. Without working bubblewrap,
  * unless `isolation: "process"` was chosen, it fails with `isolation_unavailable`, saying why and how to opt in.
+ * It keeps no pre-made workspaces (it has no scope to remove them in): `makeScoped` and the layers do.
  *
  * @since 0.1.0
  * @category constructors
@@ -80,12 +87,35 @@ export const make = (options: Options = {}): Effect.Effect<Service, SandboxError
   )
 
 /**
- * The sandbox of real processes (the default), built with `options`; see `make` for when it fails.
+ * How many pre-made workspaces the layers keep ready when `poolSize` is not given.
+ *
+ * @since 0.2.0
+ * @category constants
+ */
+export const defaultPoolSize: number = ProcessLayer.defaultPoolSize
+
+/**
+ * The sandbox of real processes (the default), built with `options`; see `make` for when it fails. It keeps
+ * `poolSize` pre-made workspaces ready (see `Options`), removed when the layer is.
  *
  * @since 0.1.0
  * @category layers
  */
-export const layerProcess = (options: Options = {}): Layer.Layer<Sandbox, SandboxError> => Layer.effect(Sandbox, make(options))
+export const layerProcess = (options: Options = {}): Layer.Layer<Sandbox, SandboxError> => Layer.effect(Sandbox, makeScoped(options))
+
+/**
+ * `make` with the pool of pre-made workspaces (`poolSize`), which lives as long as the scope: what the layers use.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const makeScoped = (options: Options = {}): Effect.Effect<Service, SandboxError, Scope.Scope> =>
+  Effect.flatMap(
+    decode("Sandbox", Options, options).pipe(
+      Effect.mapError((error) => new SandboxError({ reason: "invalid_options", message: error.message }))
+    ),
+    (valid) => ProcessLayer.makeScoped(valid)
+  )
 
 /**
  * `layerProcess` configured from the environment: `VALET_SANDBOX_ROOT` (work root), `VALET_SANDBOX_ISOLATION`
@@ -102,7 +132,7 @@ export const layerProcessConfig = (options: Options = {}): Layer.Layer<Sandbox, 
       const root = yield* Config.option(Config.String("VALET_SANDBOX_ROOT"))
       const isolation = yield* Config.option(Config.Literals(["auto", "bwrap", "process"], "VALET_SANDBOX_ISOLATION"))
       const timeout = yield* Config.option(Config.Int("VALET_SANDBOX_TIMEOUT_MS"))
-      return yield* make({
+      return yield* makeScoped({
         ...options,
         ...Option.match(root, { onNone: () => ({}), onSome: (workRoot) => ({ workRoot }) }),
         ...Option.match(isolation, { onNone: () => ({}), onSome: (isolation) => ({ isolation }) }),

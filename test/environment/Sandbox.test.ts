@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, realpathSync, rmSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { delimiter, join } from "node:path"
@@ -322,6 +322,96 @@ const suite = (mode: "process" | "bwrap") => {
 suite("process")
 if (bwrapWorks) suite("bwrap")
 else describe("Sandbox (bwrap isolation)", () => it.skip(`every case${skippedWithoutBwrap}`, () => {}))
+
+/** Pids of the live processes whose environment has `HOME=<home>`: a pre-made workspace's launcher, and what it ran. */
+const processesAt = (home: string): Array<number> => {
+  const needle = Buffer.from(`HOME=${home}\0`)
+  return readdirSync("/proc").filter((entry) => /^\d+$/.test(entry)).map(Number).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/environ`).includes(needle)
+    } catch {
+      return false
+    }
+  })
+}
+
+describe("Sandbox pool of pre-made workspaces", () => {
+  const modes: Array<"process" | "bwrap"> = bwrapWorks ? ["process", "bwrap"] : ["process"]
+  for (const mode of modes) {
+    it.live(`${mode}: poolSize launchers wait in pre-made workspaces; a workspace's first run is theirs, under the limits; closing kills and removes them all`, () =>
+      Effect.gen(function*() {
+        const workRoot = mkdtempSync(join(tmpdir(), `valet-sandbox-pool-${mode}-`))
+        roots.push(workRoot)
+        const premade = () => readdirSync(workRoot).filter((name) => name.startsWith("ws-")).map((name) => join(realpathSync(workRoot), name))
+        let pool: Array<string> = []
+        yield* Effect.scoped(Effect.gen(function*() {
+          const sandbox = yield* Sandbox.makeScoped({ isolation: mode, workRoot, poolSize: 2, limits: { memoryBytes: 512 * 1024 ** 2 } })
+          // Filled in the background after the sandbox is built: two directories, each with its launcher waiting.
+          yield* waitUntil(() => premade().length === 2 && premade().every((path) => processesAt(path).length > 0))
+          pool = premade()
+          // Seconds since boot (what /proc counts process start times in, in every pid namespace) before the run is
+          // asked for, 50 ms past the launchers' start: a command started by the run would start after it.
+          yield* Effect.sleep("50 millis")
+          const asked = Number(readFileSync("/proc/uptime", "utf8").split(" ")[0])
+          const result = yield* Effect.scoped(Effect.gen(function*() {
+            const ws = yield* sandbox.workspace("pooled", { "data/in.txt": "x\n" })
+            expect(pool).toContain(ws.path)
+            return yield* sandbox.run(ws, {
+              command: python([
+                "import os, resource",
+                "started = int(open('/proc/self/stat').read().rsplit(')', 1)[1].split()[19]) / os.sysconf('SC_CLK_TCK')",
+                "print(os.getcwd(), open('data/in.txt').read().strip(), resource.getrlimit(resource.RLIMIT_AS)[0], os.getuid() != 0, started)"
+              ].join("\n"))
+            })
+          }))
+          const pooledUid = process.geteuid?.() === 0 && sandbox.info.pooledUids
+          const [cwd, seeded, memory, unprivileged, started] = result.stdout.trim().split(" ")
+          expect({ exitCode: result.exitCode, isolation: result.isolation, seeded, memory, unprivileged }).toEqual({
+            exitCode: 0,
+            isolation: mode,
+            seeded: "x",
+            memory: String(512 * 1024 ** 2),
+            unprivileged: pooledUid ? "True" : "False"
+          })
+          expect(pool).toContain(cwd)
+          // The command is the launcher that was waiting (exec keeps a process's start time), not a process spawned now.
+          expect(Number(started)).toBeLessThan(asked)
+        }))
+        // The used workspace and the unused launchers: no directory but `kept`, no process left.
+        expect(readdirSync(workRoot)).toEqual(["kept"])
+        expect(pool.flatMap(processesAt)).toEqual([])
+      }), { timeout: 30_000 })
+  }
+
+  it.live("process: what a pre-made workspace's run leaves outside its group is killed, its exit code answered at once", () =>
+    Effect.gen(function*() {
+      const workRoot = mkdtempSync(join(tmpdir(), "valet-sandbox-pool-left-"))
+      roots.push(workRoot)
+      const mark = marker()
+      yield* Effect.scoped(Effect.gen(function*() {
+        const sandbox = yield* Sandbox.makeScoped({ isolation: "process", workRoot, poolSize: 1, graceMs: 300 })
+        yield* waitUntil(() => readdirSync(workRoot).some((name) => name.startsWith("ws-")))
+        const result = yield* Effect.scoped(Effect.flatMap(sandbox.workspace("left", {}), (ws) =>
+          sandbox.run(ws, {
+            command: python(`import subprocess, sys\nsubprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)', '${mark}'], start_new_session=True)\nsys.exit(3)`, mark),
+            timeoutMs: 20_000,
+            diff: false
+          })))
+        // The sleeper outlives the 20 s timeout: a run that waited for it would answer 124.
+        expect({ exitCode: result.exitCode, timedOut: result.timedOut }).toEqual({ exitCode: 3, timedOut: false })
+        // Swept beside the answer: gone soon after, the pool still open.
+        yield* waitUntil(() => processesWith(mark).length === 0)
+      }))
+      expect(processesWith(mark)).toEqual([])
+    }), { timeout: 30_000 })
+
+  it.live("poolSize is checked like every option", () =>
+    Effect.gen(function*() {
+      const error = yield* Effect.flip(Sandbox.make({ isolation: "process", poolSize: -1 }))
+      expect(error.reason).toBe("invalid_options")
+      expect(error.message).toContain("poolSize")
+    }))
+})
 
 describe("Sandbox.layerProcess", () => {
   it.live("rejects bad options (and fails to build with isolation: bwrap when bwrap does not work)", () =>

@@ -37,6 +37,8 @@ export interface Platform {
   readonly setpriv: string | undefined
   /** `unshare`'s path when, not being root and without bwrap, a user namespace makes the process limit per run. */
   readonly unshare: string | undefined
+  /** `sh`'s path: the launcher of pre-made workspaces (`launcher`), and the `ulimit` fallback. */
+  readonly shell?: string | undefined
   /** `kill`'s path, to sweep what escaped a run's process group under its uid. */
   readonly kill: string | undefined
   /** Why bwrap is not used, when it is not. */
@@ -352,6 +354,7 @@ export const detect = async (
     setpriv: pooled ? setpriv : undefined,
     unshare: userns,
     kill: pooled ? kill : undefined,
+    shell: sh,
     bwrapUnavailable,
     // Without root a fresh user namespace (bwrap's or unshare's) counts a run's processes on their own.
     processLimitEnforced: limiter !== undefined && (pooled || (!root && (useBwrap || userns !== undefined)))
@@ -439,6 +442,33 @@ export const wrap = (
   argv.push(options.program, ...options.args)
   return argv
 }
+
+/**
+ * The launcher of a pre-made workspace: `wrap` of `sh -s`, so that bwrap's namespaces, the limits and the pooled
+ * uid are all in place before any command is known; the command comes later on its stdin (`launch`), and `sh` execs
+ * it: one exec on the way of a run instead of bwrap, prlimit and setpriv. Undefined without `sh`.
+ */
+export const launcher = (
+  platform: Platform,
+  options: Omit<Parameters<typeof wrap>[1], "program" | "real" | "args">
+): Array<string> | undefined =>
+  platform.shell !== undefined ? wrap(platform, { ...options, program: platform.shell, args: ["-s"] }) : undefined
+
+const quote = (arg: string): string => `'${arg.replaceAll("'", `'\\''`)}'`
+
+/**
+ * What a launcher reads: `exec` of the command, every word single-quoted (a command has no NUL byte), its stdin
+ * (the launcher's pipe) replaced by /dev/null as for a spawned command.
+ */
+export const launch = (program: string, args: ReadonlyArray<string>): string =>
+  `exec ${[program, ...args].map(quote).join(" ")} </dev/null\n`
+
+/**
+ * Whether a launcher made for `workspace` can run `program`: in bwrap, only what its jail shows (a program named
+ * through a link elsewhere needs a mount of its own, made only by `wrap`); outside bwrap, always.
+ */
+export const launcherRuns = (platform: Platform, programs: ReadonlyArray<string>, workspace: string, program: string): boolean =>
+  platform.bwrap === undefined || within(program, workspace) || jail(platform.system, programs).covers(program)
 
 /**
  * Kills what a process-mode run left behind outside its process group (`setsid`, a double fork): under a pooled

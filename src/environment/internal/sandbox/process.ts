@@ -41,6 +41,54 @@ export interface Spec {
   readonly terminateDescendants?: boolean
   /** How long, after the main process exited and `reap` ran, the output pipes may stay open before we close them (default 250 ms). */
   readonly lingerMs?: number
+  /**
+   * A process started ahead of time (`prestart`) and waiting for its command on stdin: it is sent `input` and run
+   * as if spawned now (`file` and `args` then only name it). The timeout counts from here.
+   */
+  readonly started?: Prestarted | undefined
+  /** What `started` is sent on its stdin, which is then closed. */
+  readonly input?: string | undefined
+}
+
+/**
+ * A process spawned ahead of time in its own process group, with its three pipes, waiting for its command on
+ * stdin (a pre-made workspace's launcher): its exec and isolation set-up are paid before a run needs it.
+ */
+export interface Prestarted {
+  readonly child: ChildProcess
+  /** Resolves when it has exited (and its pipes closed). */
+  readonly gone: Promise<void>
+}
+
+/** Spawns `file args` now, in a process group of its own, its stdin a pipe for its command. */
+export const prestart = (file: string, args: ReadonlyArray<string>, cwd: string, env: Readonly<Record<string, string>>): Prestarted => {
+  const child = spawn(file, [...args], { cwd, env, detached: true, stdio: ["pipe", "pipe", "pipe"] })
+  const gone = new Promise<void>((resolve) => {
+    child.once("close", () => resolve())
+    // Never spawned (no pid): there is nothing to wait for.
+    child.once("error", () => child.pid === undefined && resolve())
+  })
+  // A launcher killed before it read its command closes the pipe on us: an EPIPE that nobody needs to hear.
+  child.stdin!.on("error", () => undefined)
+  return { child, gone }
+}
+
+/** Whether a prestarted process is still waiting (not exited, not failed to spawn). */
+export const waiting = (started: Prestarted): boolean =>
+  started.child.pid !== undefined && started.child.exitCode === null && started.child.signalCode === null
+
+/** Kills a prestarted process that was never used (its whole group) and waits until it is gone. */
+export const discard = async (started: Prestarted): Promise<void> => {
+  const pid = started.child.pid
+  // Only while it has not been reaped: a pid seen exited may already number someone else's group.
+  if (pid !== undefined && waiting(started)) {
+    try {
+      process.kill(-pid, "SIGKILL")
+    } catch {
+      // ESRCH: gone already.
+    }
+  }
+  await Promise.race([started.gone, sleep(2_000)])
 }
 
 /** How the process ended. */
@@ -169,7 +217,7 @@ const start = (spec: Spec): Handle => {
   }
 
   try {
-    child = spawn(spec.file, spec.args, {
+    child = spec.started?.child ?? spawn(spec.file, spec.args, {
       cwd: spec.cwd,
       env: spec.env,
       // Its own process group (and session), so the group can be signalled as a whole.
@@ -207,6 +255,8 @@ const start = (spec: Spec): Handle => {
       void afterExit()
     })
     child.on("close", markClosed)
+    // Listened to first, then told what to run: nothing it says or does can come before the listeners.
+    if (spec.started !== undefined) child.stdin!.end(spec.input ?? "")
   }
 
   const reap = () => (spec.reap !== undefined ? spec.reap().catch(() => undefined) : Promise.resolve())

@@ -1,6 +1,7 @@
 /**
  * The sandbox of real processes: detection of what this machine offers (once), workspaces on disk, and each run
- * wrapped with the platform's isolation and limits, under a pooled uid when we are root.
+ * wrapped with the platform's isolation and limits, under a pooled uid when we are root. With a scope (`makeScoped`),
+ * a pool of pre-made workspaces whose launcher is already wrapped so (`Platform.launcher`) and only execs the command.
  *
  * It fails closed: without working isolation it is not built (`isolation_unavailable`), unless the caller chose
  * `isolation: "process"` — plain processes, which can read what the user can, write outside the workspace and reach
@@ -10,7 +11,7 @@ import { randomUUID } from "node:crypto"
 import * as fs from "node:fs/promises"
 import { homedir, tmpdir } from "node:os"
 import { join } from "node:path"
-import { Effect, Result } from "effect"
+import { Effect, Result, Scope } from "effect"
 import type { Files, Info, Options, RunRequest, SandboxResult, Service, Workspace, WorkspaceOptions } from "./types.js"
 import { defaultAllow, SandboxError } from "./types.js"
 import * as Platform from "./platform.js"
@@ -36,7 +37,23 @@ export const host = (): Host => ({
 })
 
 /** Builds a sandbox of real processes from decoded options: finds what this machine offers, resolves the allow-list. */
-export const make = (valid: Options, machine: Host = host()): Effect.Effect<Service, SandboxError> =>
+export const make = (valid: Options, machine: Host = host()): Effect.Effect<Service, SandboxError> => build(valid, machine, undefined)
+
+/**
+ * `make` with a pool of pre-made workspaces (`poolSize`, default 2): empty directories whose launcher already runs
+ * (isolation, limits and uid in place), refilled in the background, all removed when the scope closes.
+ */
+export const makeScoped = (valid: Options, machine: Host = host()): Effect.Effect<Service, SandboxError, Scope.Scope> =>
+  Effect.flatMap(Effect.scope, (scope) => build(valid, machine, { size: valid.poolSize ?? defaultPoolSize, scope }))
+
+/** Pre-made workspaces kept ready by the layers unless `poolSize` says otherwise. */
+export const defaultPoolSize = 2
+
+const build = (
+  valid: Options,
+  machine: Host,
+  pool: { readonly size: number; readonly scope: Scope.Scope } | undefined
+): Effect.Effect<Service, SandboxError> =>
   Effect.gen(function*() {
     const hostPath = machine.path
     const detected = yield* Effect.promise(() =>
@@ -135,23 +152,141 @@ export const make = (valid: Options, machine: Host = host()): Effect.Effect<Serv
       workRoot
     }
 
+    const releaseUid = (uid: number | undefined) => Effect.sync(() => uid !== undefined && uidsInUse.delete(uid))
+    const baseEnvOf = (path: string, runId: string | undefined): Record<string, string> => ({
+      ...env,
+      HOME: path,
+      PWD: path,
+      ...(runId !== undefined ? { [Platform.runMarker]: runId } : {})
+    })
+
+    // -------------------------------------------------------------------------------------------------------
+    // Pre-made workspaces: an empty directory, its uid, and its launcher (bwrap, limits and setpriv already
+    // applied, `sh` waiting for the command). Taken by `workspace`, used by the workspace's first run.
+    // -------------------------------------------------------------------------------------------------------
+    interface Premade {
+      readonly path: string
+      readonly uid: number | undefined
+      readonly runId: string | undefined
+      readonly launcher: Process.Prestarted
+      /** The sweep of what its run left outside its group, when one was started (process mode): the uid waits for it. */
+      reaping?: Promise<void> | undefined
+    }
+    const ready: Array<Premade> = []
+    let filling = 0
+    let poolClosed = false
+    /** Work left running in the background (directories being deleted, sweeps), awaited when the pool closes. */
+    const removals = new Set<Promise<void>>()
+    const inBackground = (work: Promise<void>): Promise<void> => {
+      removals.add(work)
+      void work.then(() => removals.delete(work))
+      return work
+    }
+    /** Kills an unused launcher, gives its uid back, removes its directory. */
+    const dispose = (premade: Premade) =>
+      Effect.promise(async () => {
+        await Process.discard(premade.launcher)
+        // Gone from its path now; its files deleted in the background, awaited when the pool closes.
+        inBackground((await Workspaces.removeLater(premade.path)).done)
+        // The uid is given back once nothing of its run can be left: after the sweep, when one runs.
+        if (premade.reaping !== undefined) {
+          void inBackground(premade.reaping.then(() => void (premade.uid !== undefined && uidsInUse.delete(premade.uid))))
+        } else if (premade.uid !== undefined) uidsInUse.delete(premade.uid)
+      })
+    const premake: Effect.Effect<Premade | undefined> = Effect.gen(function*() {
+      const uid = pooled ? yield* takeUid : undefined
+      const runId = platform.isolation === "process" ? randomUUID() : undefined
+      const made = yield* Effect.promise(async () => {
+        const path = await fs.mkdtemp(join(workRoot, "ws-")).catch(() => undefined)
+        if (path === undefined) return undefined
+        const argv = Platform.launcher(platform, { workspace: path, programs, limits, uid, readSearch })
+        if (argv === undefined) {
+          await Workspaces.remove(path).catch(() => undefined)
+          return undefined
+        }
+        try {
+          // Handed to the uid now, so that the launcher (as that uid) can enter it; seeded files are handed at the run.
+          if (uid !== undefined) await fs.chown(path, uid, uid)
+          return { path, uid, runId, launcher: Process.prestart(argv[0]!, argv.slice(1), path, baseEnvOf(path, runId)) }
+        } catch {
+          // No pre-made workspace then: workspaces are made when asked for, as without a pool.
+          await Workspaces.remove(path).catch(() => undefined)
+          return undefined
+        }
+      })
+      if (made === undefined) yield* releaseUid(uid)
+      return made
+    })
+    const refill = (scope: Scope.Scope, size: number) =>
+      Effect.gen(function*() {
+        while (!poolClosed && ready.length + filling < size) {
+          filling++
+          // Uninterruptible: a launcher spawned is always either pooled or disposed, also when the scope closes.
+          yield* Effect.forkIn(
+            Effect.uninterruptible(Effect.flatMap(premake, (premade) =>
+              Effect.suspend(() => {
+                filling--
+                if (premade === undefined) return Effect.void
+                if (poolClosed) return dispose(premade)
+                ready.push(premade)
+                return Effect.void
+              }))),
+            scope
+          )
+        }
+      })
+    /**
+     * A pre-made workspace whose launcher still waits; none when the pool is empty. The pool is refilled when the
+     * workspace is closed (`refillLater`), not now: launchers spawned beside its run would slow the very run the pool
+     * is for (by 3–6 ms of a 14 ms `ast-grep --version` on two busy cores). An empty pool is refilled at once.
+     */
+    const takePremade: Effect.Effect<Premade | undefined> = Effect.gen(function*() {
+      if (pool === undefined || pool.size === 0) return undefined
+      let taken: Premade | undefined
+      while (taken === undefined && ready.length > 0) {
+        const next = ready.shift()!
+        if (Process.waiting(next.launcher)) taken = next
+        else yield* dispose(next)
+      }
+      if (taken === undefined) yield* refill(pool.scope, pool.size)
+      return taken
+    })
+    const refillLater: Effect.Effect<void> = Effect.suspend(() =>
+      pool !== undefined && pool.size > 0 ? refill(pool.scope, pool.size) : Effect.void
+    )
+    if (pool !== undefined && pool.size > 0) {
+      yield* Scope.addFinalizer(pool.scope, Effect.suspend(() => {
+        poolClosed = true
+        return Effect.forEach(ready.splice(0), dispose, { concurrency: "unbounded", discard: true }).pipe(
+          Effect.andThen(Effect.promise(() => Promise.all([...removals])))
+        )
+      }))
+      yield* refill(pool.scope, pool.size)
+    }
+    /** The unused launcher of each workspace made from the pool, for its first run. */
+    const launchers = new Map<Workspace, Premade>()
+
     const workspace = (taskId: string, files: Files = {}, wsOptions?: WorkspaceOptions) =>
       Effect.gen(function*() {
         yield* checkTaskId(taskId)
         const keep = wsOptions?.keep === true
         let path: string
+        let premade: Premade | undefined
         if (keep) {
           yield* lockOf(taskId).takeScoped(1)
           path = join(workRoot, "kept", taskId)
           yield* Effect.tryPromise({ try: () => fs.mkdir(path, { recursive: true }), catch: ioError("cannot create the workspace", taskId) })
         } else {
-          path = yield* Effect.acquireRelease(
+          premade = yield* Effect.acquireRelease(takePremade, (taken) =>
+            // Its launcher when no run used it (a run's own release killed it otherwise); its directory always.
+            taken !== undefined ? Effect.andThen(dispose(taken), refillLater) : Effect.void)
+          path = premade?.path ?? (yield* Effect.acquireRelease(
             Effect.tryPromise({
               try: () => fs.mkdtemp(join(workRoot, `${taskId}-`)),
               catch: ioError("cannot create the workspace", taskId)
             }),
             (dir) => Effect.promise(() => Workspaces.remove(dir).catch(() => undefined))
-          )
+          ))
         }
         const refused = yield* Effect.tryPromise({
           try: () => Workspaces.seed(path, Object.entries(files), keep),
@@ -160,7 +295,11 @@ export const make = (valid: Options, machine: Host = host()): Effect.Effect<Serv
         if (refused !== undefined) return yield* refusal(taskId, refused)
         const ws: Workspace = { taskId, path, kept: keep }
         live.add(ws)
-        yield* Effect.addFinalizer(() => Effect.sync(() => live.delete(ws)))
+        if (premade !== undefined) launchers.set(ws, premade)
+        yield* Effect.addFinalizer(() => Effect.sync(() => {
+          live.delete(ws)
+          launchers.delete(ws)
+        }))
         return ws
       })
 
@@ -188,30 +327,63 @@ export const make = (valid: Options, machine: Host = host()): Effect.Effect<Serv
         }
         const timeout = timeoutOr(request.timeoutMs, timeoutMs)
         const withDiff = request.diff ?? true
+        // The workspace's launcher, if it came from the pool and still waits: its first run only (it runs one command).
+        const premade = launchers.get(ws)
+        launchers.delete(ws)
+        const launcher = premade !== undefined && Process.waiting(premade.launcher) &&
+            Platform.launcherRuns(platform, programs, ws.path, located)
+          ? premade
+          : undefined
         return yield* Effect.scoped(Effect.gen(function*() {
-          const uid = pooled ? yield* Effect.acquireRelease(takeUid, (uid) => Effect.sync(() => uid !== undefined && uidsInUse.delete(uid))) : undefined
+          const uid = launcher !== undefined
+            ? launcher.uid
+            : pooled
+            ? yield* Effect.acquireRelease(takeUid, releaseUid)
+            : undefined
           const before = withDiff
             ? yield* Effect.tryPromise({ try: () => Snapshot.take(ws.path, snapshotLimits), catch: ioError("cannot read the workspace", ws.taskId) })
             : undefined
           if (uid !== undefined) {
             yield* Effect.tryPromise({ try: () => Workspaces.chownTree(ws.path, uid), catch: ioError("cannot hand the workspace to the sandbox user", ws.taskId) })
           }
-          const argv = Platform.wrap(platform, { program: located, real, args: command.slice(1), workspace: ws.path, programs, limits, uid, readSearch })
+          const argv = launcher !== undefined
+            ? [located]
+            : Platform.wrap(platform, { program: located, real, args: command.slice(1), workspace: ws.path, programs, limits, uid, readSearch })
           // In bwrap, what the command leaves behind dies with its pid namespace. Outside, a process that left the
           // group (setsid, a double fork) is found by the run's uid and by a variable only this run's processes carry.
-          const runId = platform.isolation === "process" ? randomUUID() : undefined
+          const runId = launcher !== undefined ? launcher.runId : platform.isolation === "process" ? randomUUID() : undefined
+          let swept = false
+          const sweepLeftovers = () => {
+            if (swept || launcher === undefined || runId === undefined) return
+            swept = true
+            launcher.reaping = inBackground(Platform.reap(platform, runId, uid).catch(() => undefined))
+          }
+          // However the run ends (interrupted too), the sweep is started by the end of it.
+          yield* Effect.addFinalizer(() => Effect.sync(sweepLeftovers))
           const outcome = yield* Process.run({
             file: argv[0]!,
             args: argv.slice(1),
+            ...(launcher !== undefined ? { started: launcher.launcher, input: Platform.launch(located, command.slice(1)) } : {}),
             cwd: ws.path,
-            env: { ...env, HOME: ws.path, PWD: ws.path, ...(runId !== undefined ? { [Platform.runMarker]: runId } : {}) },
+            env: baseEnvOf(ws.path, runId),
             timeoutMs: timeout,
             graceMs,
             maxOutputBytes,
             // The command (in a session of its own) gets the SIGTERM of a timeout; bwrap, in our group, would end at once.
             terminateDescendants: platform.isolation === "bwrap",
             ...(runId !== undefined
-              ? { reap: () => Platform.reap(platform, runId, uid) }
+              ? {
+                reap: launcher !== undefined
+                  // A pre-made workspace's run: the /proc scan for what left its group runs after the answer, not
+                  // before it (its group is killed at exit all the same), or 25 ms after the exit when the answer is
+                  // not ready by then (what it finds may hold the pipes). Started at once, its 100-odd stats would queue
+                  // ahead of the diff's reads. The uid is not given back, nor the pool closed, before it is done.
+                  ? () => {
+                    setTimeout(sweepLeftovers, 25).unref()
+                    return Promise.resolve()
+                  }
+                  : () => Platform.reap(platform, runId, uid)
+              }
               : {})
           })
           let changes: Snapshot.Changes | undefined

@@ -269,6 +269,12 @@ export const Options = Schema.Struct({
   maxDiffFileBytes: Schema.optional(PositiveInt),
   /** Workspaces with more files than this get no diff (default 10,000). */
   maxDiffFiles: Schema.optional(PositiveInt),
+  /**
+   * Pre-made workspaces the layers keep ready (default 2; 0: none): empty directories whose command process is
+   * already started, isolated, limited and under its uid, waiting for the command — a run then costs one exec.
+   * Refilled in the background as they are taken; removed with the layer. `make`, which has no scope, keeps none.
+   */
+  poolSize: Schema.optional(IntAtLeast(0)),
   /** When root, run commands under pooled unprivileged uids (default true; see `Info.pooledUids`). */
   dropPrivileges: Schema.optional(Schema.Boolean),
   /** The uid pool (default 65,536 uids from 1,800,000,000). */

@@ -4,7 +4,7 @@
  * a run, removed when done.
  */
 import * as fs from "node:fs/promises"
-import { join, posix, sep } from "node:path"
+import { basename, dirname, join, posix, sep } from "node:path"
 
 /** Why a path or task id was refused. */
 export type Refusal = "unsafe_task_id" | "absolute_path" | "parent_path" | "invalid_path" | "symlink_escape"
@@ -55,11 +55,16 @@ export const seed = async (
     if (normalized instanceof PathRefused) return normalized
     checked.push([normalized, content])
   }
+  // Directories first, one segment at a time and each once; then the files, all at once (each write is guarded on
+  // its own, below): a seed of n files waits for about one write, not n in a row. The same path twice: the last wins.
+  const checkedDirs = new Set<string>()
+  const writes = new Map<string, { readonly segments: ReadonlyArray<string>; readonly content: string | Uint8Array }>()
   for (const [path, content] of checked) {
     const segments = path.split("/")
     let dir = root
     for (const segment of segments.slice(0, -1)) {
       dir = join(dir, segment)
+      if (checkedDirs.has(dir)) continue
       const stat = await fs.lstat(dir).catch((error) => (isCode(error, "ENOENT") ? undefined : Promise.reject(error)))
       if (stat === undefined) await fs.mkdir(dir)
       else if (stat.isSymbolicLink()) {
@@ -67,7 +72,15 @@ export const seed = async (
       } else if (!stat.isDirectory()) {
         return new PathRefused("invalid_path", path, `workspace path ${JSON.stringify(path)}: ${JSON.stringify(dir.slice(root.length + 1))} is not a directory`)
       }
+      checkedDirs.add(dir)
     }
+    writes.delete(path)
+    writes.set(path, { segments, content })
+  }
+  if (writes.size === 0) return undefined
+  // Resolved once for all the files: the root is ours, made or checked by the caller.
+  const rootReal = await fs.realpath(root)
+  const refusals = await Promise.all([...writes].map(async ([path, { segments, content }]): Promise<PathRefused | undefined> => {
     const target = join(root, path)
     const stat = await fs.lstat(target).catch((error) => (isCode(error, "ENOENT") ? undefined : Promise.reject(error)))
     if (stat?.isSymbolicLink() === true) {
@@ -76,13 +89,13 @@ export const seed = async (
     if (stat !== undefined && !stat.isFile()) {
       return new PathRefused("invalid_path", path, `workspace path ${JSON.stringify(path)} exists and is not a regular file`)
     }
-    if (stat !== undefined && onlyMissing) continue
+    if (stat !== undefined && onlyMissing) return undefined
     // The file is opened in its directory as opened and checked here, not by its path again: a command running beside
     // the write (a workspace's) may have put a link where a directory of the path was since the `lstat`s above. The
     // directory's handle is checked to be inside `root` by its own path (`/proc/self/fd`); the file is opened through
     // it (what `openat` does). O_NOFOLLOW: a link created where the file is is not followed either.
     const parent = segments.length > 1 ? join(root, ...segments.slice(0, -1)) : root
-    const opened = await openIn(root, parent, segments[segments.length - 1]!)
+    const opened = await openIn(rootReal, parent, segments[segments.length - 1]!)
     if (opened instanceof PathRefused) return new PathRefused(opened.reason, path, opened.message.replace("{path}", JSON.stringify(path)))
     const handle = opened
     try {
@@ -94,18 +107,19 @@ export const seed = async (
     } finally {
       await handle.close()
     }
-  }
-  return undefined
+    return undefined
+  }))
+  // The first refused, in the order the files were given.
+  return refusals.find((refused) => refused !== undefined)
 }
 
 const writeFlags = fs.constants.O_WRONLY | fs.constants.O_CREAT | fs.constants.O_TRUNC | fs.constants.O_NOFOLLOW
 
 /**
  * Opens `name` in the directory `parent` for writing, through the directory's handle once it is checked to be inside
- * `root`; where `/proc` cannot tell (not Linux), by its path, as before.
+ * `rootReal` (the workspace's real path); where `/proc` cannot tell (not Linux), by its path, as before.
  */
-const openIn = async (root: string, parent: string, name: string): Promise<fs.FileHandle | PathRefused> => {
-  const rootReal = await fs.realpath(root)
+const openIn = async (rootReal: string, parent: string, name: string): Promise<fs.FileHandle | PathRefused> => {
   let directory: fs.FileHandle
   try {
     directory = await fs.open(parent, fs.constants.O_RDONLY | fs.constants.O_DIRECTORY | fs.constants.O_NOFOLLOW)
@@ -132,6 +146,22 @@ export const chownTree = async (root: string, uid: number): Promise<void> => {
   await fs.lchown(root, uid, uid)
   const entries = await fs.readdir(root, { withFileTypes: true, recursive: true })
   await Promise.all(entries.map((entry) => fs.lchown(join(entry.parentPath, entry.name), uid, uid).catch(() => undefined)))
+}
+
+/**
+ * Takes a directory tree out of the way at once (renamed to a hidden name beside it, one system call) and answers
+ * the removal of what it became (`done`, never failing), to be awaited later: a workspace is gone from its path when
+ * its scope closes, and the files are deleted off the way of the next run. Where the rename fails, removes it in place.
+ */
+export const removeLater = async (path: string): Promise<{ readonly done: Promise<void> }> => {
+  const aside = join(dirname(path), `.removed-${basename(path)}`)
+  try {
+    await fs.rename(path, aside)
+  } catch {
+    await remove(path).catch(() => undefined)
+    return { done: Promise.resolve() }
+  }
+  return { done: remove(aside).catch(() => undefined) }
 }
 
 /** Removes a directory tree; a missing one is fine. */

@@ -2,6 +2,7 @@ import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, FileSystem, Layer, Logger } from "effect"
 import { Model } from "../../src/index.js"
+import * as ModelChunks from "../../src/core/internal/modelChunks.js"
 import * as Decode from "../../src/providers/internal/openai/decode.js"
 import * as Vllm from "../../src/providers/Vllm.js"
 import * as Server from "../support/openAiServer.js"
@@ -165,6 +166,26 @@ describe("Vllm tokens: decoding what vLLM sends", () => {
         [" Lyon", [9119, 263], [-2, -1]]
       ])
     }))
+})
+
+describe("Vllm tokens: folding a stream", () => {
+  it("a stream's log-probabilities and ids grow in place (concat copied the whole list per token: quadratic)", () => {
+    const acc = ModelChunks.emptyAccumulator()
+    const delta = (id: number): Model.Chunk => ({
+      _tag: "TextDelta",
+      index: 0,
+      text: "a",
+      logprobs: [{ token: `token_id:${id}`, logprob: -0.1, tokenId: id }],
+      tokenIds: [id]
+    })
+    ModelChunks.addChunk(acc, delta(5))
+    const logprobs = acc.choices.get(0)!.logprobs
+    const ids = acc.choices.get(0)!.tokenIds
+    for (let i = 0; i < 3; i++) ModelChunks.addChunk(acc, delta(6 + i))
+    expect(acc.choices.get(0)!.logprobs).toBe(logprobs)
+    expect(acc.choices.get(0)!.tokenIds).toBe(ids)
+    expect(logprobs!.map((entry) => entry.tokenId)).toEqual([5, 6, 7, 8])
+  })
 })
 
 describe("Vllm tokens: absent when not sent", () => {

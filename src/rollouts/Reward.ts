@@ -4,19 +4,20 @@
  * workspace). Built-ins:
  * - `exitCode(command)`: 1 when a command exits as expected (0 by default) in the step's workspace, else 0;
  * - `testsPass(command)`: the share of tests passing by the command's summary (`3 passed, 1 failed` → 0.75), 1 on
- *   exit 0 without a summary, 0 on another exit without one;
+ *   exit 0 without a summary, 0 on another exit without one (a failed part when the sandbox cut the output);
  * - `astGrep({ language, pattern | rule })`: 1 when an `ast-grep` rule matches in the workspace (or, with
- *   `matches: "none"`, when it does not);
+ *   `matches: "none"`, when it does not), hidden and ignored files included, the workspace's `sgconfig.yml` not
+ *   read (a `pattern` also sees past `ast-grep-ignore` comments; a `rule` cannot);
  * - `exactAnswer()` / `normalizedAnswer()`: 1 when the answer (`FINAL:` as `Evaluate` reads it) equals the task's
  *   `reference` (or one given), as is or normalized as `Evaluate` and voting normalize (`42.0` = `42`);
  * - `judged({ rubric })`: a model's score in [0, 1], read with the score parser the judges use
  *   (`{"score": 0.8}`, `score: 7/10`).
  *
- * `weighted([...])` sums rewards with weights; `make(name, score)` makes one of your own. Scoring never fails: a
- * reward that cannot score (its command is refused, no reference, a judge's reply without a score) is a part whose
- * `value` is null and whose `error` says why (`RewardFailed`), counting 0 in the sum — the step and its episode are
- * kept. A result is `{ value, parts }`; the actor loop stores `value` in the trajectory record's `reward` and the
- * parts in `reward_parts`.
+ * `weighted([...])` sums rewards with weights (their sandbox commands one at a time); `make(name, score)` makes one
+ * of your own. Scoring never fails: a reward that cannot score (its command is refused, no reference, a judge's
+ * reply without a score, a score function that throws) is a part whose `value` is null and whose `error` says why
+ * (`RewardFailed`), counting 0 in the sum — the step and its episode are kept. A result is `{ value, parts }`;
+ * the actor loop stores `value` in the trajectory record's `reward` and the parts in `reward_parts`.
  *
  * The actor loop scores each step with the reward of the `CurrentReward` service (`Reward.layer(reward)`), and its
  * `run` answers each task's episode reward (`episode`: the steps' rewards summed, averaged or the last); without
@@ -198,7 +199,8 @@ const failedPart = (name: string, weight: number, error: RewardFailed): Part => 
 
 /**
  * A reward of your own: `score` answers a number (any finite one; the built-ins answer [0, 1]) or fails with
- * `RewardFailed`, which is recorded in the part.
+ * `RewardFailed`, which is recorded in the part. A `score` that throws or dies is a failed part too (`defect`):
+ * the bug is recorded, the step kept.
  *
  * @example
  * ```ts

@@ -385,17 +385,17 @@ export const make = (
       generate: (request) =>
         Effect.withSpan(Effect.tap(service.generate(request), checkTokens), "valet/Vllm.generate", span),
       stream: (request) =>
-        tokens === undefined
-          ? Stream.withSpan(service.stream(request), "valet/Vllm.stream", span)
-          : Stream.unwrap(Effect.sync(() => {
-            // The stream's chunks folded on the side, so the finished answer can be checked like `generate`'s.
-            const acc = ModelChunks.emptyAccumulator()
-            return service.stream(request).pipe(
-              Stream.tap((chunk) => Effect.sync(() => void ModelChunks.addChunk(acc, chunk))),
-              Stream.onEnd(Effect.suspend(() => checkTokens(ModelChunks.toResponse(acc)))),
-              Stream.withSpan("valet/Vllm.stream", span)
-            )
-          }))
+        Stream.unwrap(Effect.sync(() => {
+          // Once warned there is nothing left to check: no fold on the side (a copy of every token's data).
+          if (tokens === undefined || warned) return Stream.withSpan(service.stream(request), "valet/Vllm.stream", span)
+          // The stream's chunks folded on the side, so the finished answer can be checked like `generate`'s.
+          const acc = ModelChunks.emptyAccumulator()
+          return service.stream(request).pipe(
+            Stream.tap((chunk) => Effect.sync(() => void ModelChunks.addChunk(acc, chunk))),
+            Stream.onEnd(Effect.suspend(() => checkTokens(ModelChunks.toResponse(acc)))),
+            Stream.withSpan("valet/Vllm.stream", span)
+          )
+        }))
     })
     return { model, pool }
   })

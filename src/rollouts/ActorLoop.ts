@@ -174,6 +174,9 @@ const infrastructure = (error: { readonly _tag: string; readonly message: string
 
 const encodeRecord = Schema.encodeSync(TrajectoryStore.TrajectoryRecord)
 
+// Log-probabilities that do not pair with their token ids are a server's habit, not one answer's: said once a process.
+let warnedMismatch = false
+
 /** The step's program; `onRecord` receives the record as appended. */
 const program = (task: Task, options: Options, onRecord: (record: TrajectoryStore.TrajectoryRecord) => void) =>
 (_input: Architecture.Input): Effect.Effect<Architecture.Outcome, AgentError, Requirements | Architecture.CurrentRun> =>
@@ -269,6 +272,14 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
       }
 
       const tokens = internal.tokensOf(response, choice)
+      const mismatch = internal.tokenMismatch(choice)
+      if (mismatch !== undefined && !warnedMismatch) {
+        warnedMismatch = true
+        yield* Effect.logWarning(
+          `actor loop: the model's answer to ${task.taskId} has ${mismatch}; its log-probabilities are not stored ` +
+            "(the token ids are). Said once."
+        )
+      }
       const record = yield* Effect.mapError(
         trajectories.append({
           taskId: task.taskId,

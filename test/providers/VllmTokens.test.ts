@@ -2,6 +2,8 @@ import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, FileSystem, Layer, Logger } from "effect"
 import { Model } from "../../src/index.js"
+import * as ModelChunks from "../../src/core/internal/modelChunks.js"
+import * as Decode from "../../src/providers/internal/openai/decode.js"
 import * as Vllm from "../../src/providers/Vllm.js"
 import * as Server from "../support/openAiServer.js"
 
@@ -93,6 +95,26 @@ describe("Vllm tokens: decoding what vLLM sends", () => {
       expect(log.seen).toEqual([])
     }))
 
+  it.effect("token ids past what an int32 holds (records store int32) are absent, not wrapped to another token", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make({ api: "openai" })
+      const body = JSON.parse(Server.fixture("vllm-completion-tokens.json"))
+      body.choices[0].token_ids = [2147483648, 13]
+      body.choices[0].prompt_token_ids = [4294967296, 6722, 315, 9625, 374]
+      body.choices[0].logprobs.tokens = ["token_id:4294967296", "token_id:13"]
+      server.enqueue("/v1/completions", Server.json(body))
+      const path = yield* actor(server.url)
+      const response = yield* Model.generate({ prompt: "The capital of France is" }).pipe(
+        Effect.provide(poolLayer({ configPath: path, tokens: true }))
+      )
+      expect(response.promptTokenIds).toBeUndefined()
+      const [choice] = response.choices
+      expect(choice!.tokenIds).toBeUndefined()
+      expect(choice!.logprobs!.map((entry) => entry.tokenId)).toEqual([undefined, 13])
+      // The largest int32 is still an id.
+      expect(Decode.tokenIds([2147483647])).toEqual([2147483647])
+    }))
+
   it.effect("chat, whole and streamed: prompt ids on the response (first event), token ids per delta; the same answer both ways", () =>
     Effect.gen(function*() {
       const server = yield* Server.make({ api: "openai" })
@@ -144,6 +166,26 @@ describe("Vllm tokens: decoding what vLLM sends", () => {
         [" Lyon", [9119, 263], [-2, -1]]
       ])
     }))
+})
+
+describe("Vllm tokens: folding a stream", () => {
+  it("a stream's log-probabilities and ids grow in place (concat copied the whole list per token: quadratic)", () => {
+    const acc = ModelChunks.emptyAccumulator()
+    const delta = (id: number): Model.Chunk => ({
+      _tag: "TextDelta",
+      index: 0,
+      text: "a",
+      logprobs: [{ token: `token_id:${id}`, logprob: -0.1, tokenId: id }],
+      tokenIds: [id]
+    })
+    ModelChunks.addChunk(acc, delta(5))
+    const logprobs = acc.choices.get(0)!.logprobs
+    const ids = acc.choices.get(0)!.tokenIds
+    for (let i = 0; i < 3; i++) ModelChunks.addChunk(acc, delta(6 + i))
+    expect(acc.choices.get(0)!.logprobs).toBe(logprobs)
+    expect(acc.choices.get(0)!.tokenIds).toBe(ids)
+    expect(logprobs!.map((entry) => entry.tokenId)).toEqual([5, 6, 7, 8])
+  })
 })
 
 describe("Vllm tokens: absent when not sent", () => {

@@ -1,6 +1,6 @@
 import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Result, Schema, Stream } from "effect"
+import { Effect, Layer, Logger, Result, Schema, Stream } from "effect"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -59,6 +59,38 @@ describe("ActorLoop.step: token data", () => {
       expect(Array.from(tokens.completionIds!)).toEqual([12095, 13])
       expect(Array.from(tokens.completionLogprobs!)).toEqual([Math.fround(-0.012345678901234), -0.25])
       expect(Array.from(tokens.promptLogprobs!)).toEqual([Number.NaN, -7.53125, -0.0859375, -3.28125, -0.6171875])
+    }))
+
+  it.effect("log-probabilities that do not pair with the token ids are left out (the ids kept), said once", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make({ api: "openai" })
+      const body = JSON.parse(Server.fixture("vllm-completion-tokens.json"))
+      // One id more than log-probabilities, then as many but naming another token.
+      server.enqueue(
+        "/v1/completions",
+        Server.json({ ...body, choices: [{ ...body.choices[0], token_ids: [12095, 13, 2] }] }),
+        Server.json({ ...body, choices: [{ ...body.choices[0], token_ids: [12095, 14] }] })
+      )
+      const dir = mkdtempSync(join(tmpdir(), "valet-actor-tokens-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      writeFileSync(join(dir, "vllm_actors.yaml"), `actors:\n  - name: a\n    base_url: ${server.url}\n    api: openai\n`)
+      const pool = Vllm.layer({ configPath: join(dir, "vllm_actors.yaml"), tokens: true }).pipe(
+        Layer.provide(Layer.merge(NodeHttpClient.layerUndici, NodeServices.layer))
+      )
+      const seen: Array<string> = []
+      const logger = Logger.make(({ logLevel, message }) => {
+        if (logLevel === "Warn") seen.push((Array.isArray(message) ? message : [message]).map(String).join(" "))
+      })
+      const layers = Layer.mergeAll(pool, Sandbox.layerTest(() => ({ stdout: "" })), StateStore.layerMemory(), TrajectoryStore.layerMemory, Logger.layer([logger]))
+      const first = yield* ActorLoop.step(task({ taskId: "more-ids", prompt: "The capital of France is" })).pipe(Effect.provide(layers))
+      const second = yield* ActorLoop.step(task({ taskId: "other-id", prompt: "The capital of France is" })).pipe(Effect.provide(layers))
+      const tokens = [first, second].map((record) => TrajectoryStore.decodeTokens(record.tokens!))
+      expect(Array.from(tokens[0]!.completionIds!)).toEqual([12095, 13, 2])
+      expect(Array.from(tokens[1]!.completionIds!)).toEqual([12095, 14])
+      for (const each of tokens) expect(each.completionLogprobs).toBeUndefined()
+      const mismatches = seen.filter((line) => line.includes("log-probabilities are not stored"))
+      expect(mismatches).toHaveLength(1)
+      expect(mismatches[0]).toContain("3 token ids but 2 log-probabilities")
     }))
 
   it.effect("a model that sends no token data: the record has no `tokens` key", () =>

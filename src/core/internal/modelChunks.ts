@@ -65,7 +65,9 @@ export const addChunk = (acc: Accumulator, chunk: Model.Chunk): Accumulator => {
       const choice = choiceOf(acc, chunk.index)
       choice.text += chunk.text
       if (chunk.logprobs !== undefined) {
-        choice.logprobs = choice.logprobs === undefined ? [...chunk.logprobs] : choice.logprobs.concat(chunk.logprobs)
+        // In place: `concat` would copy the whole list on every token, quadratic in a long answer.
+        if (choice.logprobs === undefined) choice.logprobs = [...chunk.logprobs]
+        else for (const entry of chunk.logprobs) choice.logprobs.push(entry)
       }
       if (chunk.tokenIds !== undefined) {
         if (choice.tokenIds === undefined) choice.tokenIds = [...chunk.tokenIds]

@@ -94,9 +94,24 @@ export const parseOutput = (raw: string, reasoning: string | undefined): Parsed 
 }
 
 /**
+ * Why a choice's log-probabilities cannot be paired with its token ids, if they cannot: not as many of each, or a
+ * log-probability naming another token than the id at its place. `undefined` when they pair (or one is absent).
+ */
+export const tokenMismatch = (choice: Model.Choice | undefined): string | undefined => {
+  const logprobs = choice?.logprobs
+  const ids = choice?.tokenIds
+  if (logprobs === undefined || ids === undefined) return undefined
+  if (logprobs.length !== ids.length) return `${ids.length} token ids but ${logprobs.length} log-probabilities`
+  const at = logprobs.findIndex((entry, i) => entry.tokenId !== undefined && entry.tokenId !== ids[i])
+  return at === -1 ? undefined : `token ${at} is id ${ids[at]} but its log-probability names id ${logprobs[at]!.tokenId}`
+}
+
+/**
  * The token data of a step's answer, packed for its record: the prompt's ids and log-probabilities, the choice's ids
  * (`tokenIds`, else the ids named by its log-probabilities when every token has one) and log-probabilities. Only
- * what the server sent; `undefined` when it sent none.
+ * what the server sent; `undefined` when it sent none. Log-probabilities that do not pair with the ids
+ * (`tokenMismatch`) are left out, the ids kept: a trainer would otherwise read one token's log-probability as
+ * another's.
  */
 export const tokensOf = (response: Model.Response, choice: Model.Choice | undefined): TrajectoryStore.StepTokens | undefined => {
   const logprobs = choice?.logprobs
@@ -106,7 +121,7 @@ export const tokensOf = (response: Model.Response, choice: Model.Choice | undefi
   return TrajectoryStore.encodeTokens({
     promptIds: response.promptTokenIds,
     completionIds: choice?.tokenIds ?? namedIds,
-    completionLogprobs: logprobs?.map((entry) => entry.logprob),
+    completionLogprobs: tokenMismatch(choice) === undefined ? logprobs?.map((entry) => entry.logprob) : undefined,
     promptLogprobs: response.promptLogprobs
   })
 }

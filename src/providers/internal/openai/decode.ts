@@ -56,10 +56,15 @@ export const usage = (wire: Wire.Usage | null | undefined): Model.Usage | undefi
 /** The id given to a tool call the server sent without one. */
 export const toolCallId = (choice: number, toolIndex: number): string => `call_${choice}_${toolIndex}`
 
+// Token ids are stored as int32 (`TrajectoryStore.encodeTokens`): a larger one would wrap to another token, silently.
+const maxTokenId = 2 ** 31 - 1
+
 /** `"token_id:123"` (vLLM with `return_tokens_as_token_ids`) → 123; any other token text → `undefined`. */
 export const tokenIdOf = (token: string): number | undefined => {
   const match = /^token_id:(\d+)$/.exec(token)
-  return match === null ? undefined : Number(match[1])
+  if (match === null) return undefined
+  const id = Number(match[1])
+  return id <= maxTokenId ? id : undefined
 }
 
 /** A token as the domain holds it: `tokenId` only when the server named it. */
@@ -68,10 +73,13 @@ const tokenOf = (token: string, logprob: number): Model.TokenLogprob => {
   return id === undefined ? { token, logprob } : { token, logprob, tokenId: id }
 }
 
-/** A list of token ids as sent; anything that is not a list of non-negative integers is absent, never repaired. */
+/**
+ * A list of token ids as sent; anything that is not a list of integers in [0, 2^31) (what an int32 holds, as
+ * records store them) is absent, never repaired.
+ */
 export const tokenIds = (wire: ReadonlyArray<number> | null | undefined): Array<number> | undefined => {
   if (wire === null || wire === undefined) return undefined
-  for (const id of wire) if (!Number.isInteger(id) || id < 0) return undefined
+  for (const id of wire) if (!Number.isInteger(id) || id < 0 || id > maxTokenId) return undefined
   return [...wire]
 }
 

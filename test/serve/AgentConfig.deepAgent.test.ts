@@ -33,6 +33,19 @@ agents:
     workspace: project
 `
 
+/**
+ * What is left in the sandbox's work root of the runs' copies, once the background removal of closed workspaces
+ * (renamed `.removed-*` at once) is done: the pool's pre-made workspaces (`ws-*`, waiting for the next run) and
+ * `kept/` are not copies. Polls the file system (real time: the removal is another process's work, not a clock's).
+ */
+const copiesLeft = (workRoot: string) =>
+  Effect.promise(async () => {
+    for (let tries = 0; tries < 500 && readdirSync(workRoot).some((name) => name.startsWith(".removed-")); tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 20))
+    }
+    return readdirSync(workRoot).filter((name) => name !== "kept" && !name.startsWith("ws-"))
+  })
+
 const services = Layer.merge(NodeServices.layer, NodeHttpClient.layerUndici)
 
 const root = join(import.meta.dirname, "..", "..")
@@ -87,7 +100,7 @@ describe("valet.yaml: a deep_agent with skills and a workspace, served", () => {
       }
       // The directory is as it was; each run's copy is gone.
       expect(readdirSync(join(dir, "project"))).toEqual(["README.md"])
-      expect(readdirSync(workRoot).filter((name) => name !== "kept")).toEqual([])
+      expect(yield* copiesLeft(workRoot)).toEqual([])
     }).pipe(
       Effect.scoped,
       Effect.provide(services),
@@ -121,7 +134,7 @@ describe("valet.yaml: a deep_agent with skills and a workspace, served", () => {
         workspace: { changedFiles: ["hello.py"], diff: "--- /dev/null\n+++ b/hello.py\n@@ -0,0 +1 @@\n+print('hello')\n" }
       })
       expect(readdirSync(join(dir, "project"))).toEqual(["README.md"])
-      expect(readdirSync(workRoot).filter((name) => name !== "kept")).toEqual([])
+      expect(yield* copiesLeft(workRoot)).toEqual([])
     }).pipe(Effect.scoped, Effect.ensuring(Effect.sync(() => rmSync(dir, { recursive: true, force: true }))))
   }, 60_000)
 

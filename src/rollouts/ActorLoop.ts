@@ -47,7 +47,8 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Option, Result, Schema, Scope, Stream } from "effect"
+import { Clock, Effect, Option, Random, Result, Schema, Scope, Stream } from "effect"
+import { randomUUID } from "node:crypto"
 import * as Agent from "../core/Agent.js"
 import { type AgentError, ArchitectureFailed, type InvalidOptions } from "../core/AgentError.js"
 import type * as AgentEvent from "../core/AgentEvent.js"
@@ -177,8 +178,29 @@ const encodeRecord = Schema.encodeSync(TrajectoryStore.TrajectoryRecord)
 // Log-probabilities that do not pair with their token ids are a server's habit, not one answer's: said once a process.
 let warnedMismatch = false
 
+/**
+ * Where a step stands in its episode (`episode`): the key of its state and workspace, the ids its record carries,
+ * its seed, the rewards of the episode's earlier steps and when the episode ends.
+ */
+interface EpisodeContext {
+  readonly key: string
+  readonly episodeId: string
+  readonly episodeStep: number
+  readonly groupId: string | undefined
+  readonly seed: number | undefined
+  readonly maxSteps: number
+  readonly rewardThreshold: number | undefined
+  readonly aggregate: Reward.Aggregate
+  readonly earlier: ReadonlyArray<{ readonly step: number; readonly reward: number | null }>
+}
+
 /** The step's program; `onRecord` receives the record as appended. */
-const program = (task: Task, options: Options, onRecord: (record: TrajectoryStore.TrajectoryRecord) => void) =>
+const program = (
+  task: Task,
+  options: Options,
+  onRecord: (record: TrajectoryStore.TrajectoryRecord) => void,
+  episodeContext?: EpisodeContext
+) =>
 (_input: Architecture.Input): Effect.Effect<Architecture.Outcome, AgentError, Requirements | Architecture.CurrentRun> =>
   Effect.gen(function*() {
     const run = yield* Architecture.CurrentRun
@@ -186,12 +208,15 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
     const sandbox = yield* Sandbox.Sandbox
     const trajectories = yield* TrajectoryStore.TrajectoryStore
 
-    const stateBefore = yield* Effect.mapError(states.load(task.taskId), infrastructure)
+    // A rollout of a group has its own state and workspace; a lone episode keeps the task's.
+    const key = episodeContext?.key ?? task.taskId
+    const seed = episodeContext?.seed ?? task.seed
+    const stateBefore = yield* Effect.mapError(states.load(key), infrastructure)
     const prompt = internal.buildPrompt(task.prompt, stateBefore)
     const sampling = {
       temperature: task.temperature ?? defaultTemperature,
       ...(task.stop !== undefined ? { stop: task.stop } : {}),
-      ...(task.seed !== undefined ? { seed: task.seed } : {}),
+      ...(seed !== undefined ? { seed } : {}),
       ...(task.maxTokens !== undefined ? { maxTokens: task.maxTokens } : {})
     }
     const request: Model.Request = options.chat === true
@@ -221,7 +246,7 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
     return yield* Effect.scoped(Effect.gen(function*() {
       const scope = yield* Scope.Scope
       const workspace = yield* Effect.cached(
-        sandbox.workspace(task.taskId, task.workspaceFiles ?? {}, { keep: options.keepWorkspaces === true }).pipe(Scope.provide(scope))
+        sandbox.workspace(key, task.workspaceFiles ?? {}, { keep: options.keepWorkspaces === true }).pipe(Scope.provide(scope))
       )
       let sandboxResult: Sandbox.SandboxResult | null = null
       let sandboxError: string | undefined
@@ -250,7 +275,7 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
       }
 
       const stateAfter = parsed.stateUpdate !== undefined
-        ? yield* Effect.mapError(states.update(task.taskId, parsed.stateUpdate), infrastructure)
+        ? yield* Effect.mapError(states.update(key, parsed.stateUpdate), infrastructure)
         : stateBefore
       yield* Architecture.progress("actor_loop.state_saved", { taskId: task.taskId, updated: parsed.stateUpdate !== undefined })
 
@@ -271,6 +296,7 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
         })
       }
 
+      const ending = episodeContext === undefined ? undefined : episodeEnd(episodeContext, parsed.done, scored)
       const tokens = internal.tokensOf(response, choice)
       const mismatch = internal.tokenMismatch(choice)
       if (mismatch !== undefined && !warnedMismatch) {
@@ -309,7 +335,16 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
           },
           sessionId: run.sessionId,
           createdAt: yield* Clock.currentTimeMillis,
-          ...(tokens !== undefined ? { tokens } : {})
+          ...(tokens !== undefined ? { tokens } : {}),
+          ...(episodeContext !== undefined
+            ? {
+              episodeId: episodeContext.episodeId,
+              episodeStep: episodeContext.episodeStep,
+              ...(episodeContext.groupId !== undefined ? { groupId: episodeContext.groupId } : {}),
+              ...(seed !== undefined ? { seed } : {})
+            }
+            : {}),
+          ...(ending !== undefined ? { episodeEnd: ending.end, episodeReward: ending.reward?.value ?? null } : {})
         }),
         infrastructure
       )
@@ -319,11 +354,36 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
     }))
   })
 
-const agentFor = (task: Task, options: Options, onRecord: (record: TrajectoryStore.TrajectoryRecord) => void) =>
+/** Whether the step ends its episode, and why: the model's `<done/>`, a reward at the threshold, or `maxSteps`. */
+const episodeEnd = (
+  context: EpisodeContext,
+  done: boolean,
+  scored: Reward.Scored | undefined
+): { readonly end: EpisodeEnd; readonly reward: Reward.Scored | undefined } | undefined => {
+  const end: EpisodeEnd | undefined = done
+    ? "done"
+    : scored !== undefined && context.rewardThreshold !== undefined && scored.value >= context.rewardThreshold
+    ? "reward"
+    : context.episodeStep >= context.maxSteps
+    ? "max_steps"
+    : undefined
+  if (end === undefined) return undefined
+  const reward = scored === undefined
+    ? undefined
+    : Reward.episode([...context.earlier, { step: context.episodeStep, reward: scored.value }], context.aggregate)
+  return { end, reward }
+}
+
+const agentFor = (
+  task: Task,
+  options: Options,
+  onRecord: (record: TrajectoryStore.TrajectoryRecord) => void,
+  episodeContext?: EpisodeContext
+) =>
   Agent.make({
     name: "actor",
     instructions: options.system ?? "",
-    architecture: Architecture.make({ name, program: program(task, options, onRecord) })
+    architecture: Architecture.make({ name, program: program(task, options, onRecord, episodeContext) })
   })
 
 const stepFields = {
@@ -337,13 +397,16 @@ const stepFields = {
 const OptionsSchema = Schema.Struct(stepFields)
 const StreamOptionsSchema = Schema.Struct({ ...stepFields, textDeltas: Schema.optional(Schema.Boolean) })
 const { sessionId: _, ...runFields } = stepFields
-const RunOptionsSchema = Schema.Struct({ ...runFields, concurrency: Schema.optional(Opts.IntAtLeast(1)) })
 
 /** A step with options already checked. */
-const stepChecked = (task: Task, options: Options): Effect.Effect<TrajectoryStore.TrajectoryRecord, AgentError, Requirements> =>
+const stepChecked = (
+  task: Task,
+  options: Options,
+  episodeContext?: EpisodeContext
+): Effect.Effect<TrajectoryStore.TrajectoryRecord, AgentError, Requirements> =>
   Effect.suspend(() => {
     let record: TrajectoryStore.TrajectoryRecord | undefined
-    return Agent.run(agentFor(task, options, (r) => (record = r)), task.prompt, {
+    return Agent.run(agentFor(task, options, (r) => (record = r), episodeContext), task.prompt, {
       ...(options.budget !== undefined ? { budget: options.budget } : {}),
       ...(options.sessionId !== undefined ? { sessionId: options.sessionId } : {})
     }).pipe(
@@ -387,7 +450,176 @@ export const stream = (task: Task, options: StreamOptions = {}): Stream.Stream<A
     })))
 
 /**
- * How one task of `run` ended.
+ * Why an episode ended: the model said `<done/>`, a step's reward reached `rewardThreshold`, or it took `maxSteps`
+ * steps.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type EpisodeEnd = "done" | "reward" | "max_steps"
+
+/**
+ * Options of an episode: a step's, plus when it ends. Each step has a session of its own.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export interface EpisodeOptions extends Omit<Options, "sessionId"> {
+  /** Steps at most (≥ 1, default 1). */
+  readonly maxSteps?: number | undefined
+  /** End the episode at the first step whose reward (with a `Reward.CurrentReward`) is at least this. */
+  readonly rewardThreshold?: number | undefined
+  /** How the episode's reward sums its steps' (`Reward.episode`; default `"sum"`). */
+  readonly aggregate?: Reward.Aggregate | undefined
+}
+
+/**
+ * An episode as run: its steps' records in order (the last one carries `episodeEnd` and `episodeReward`), why it
+ * ended, and its reward (`Reward.episode`) when a `Reward.CurrentReward` scored it.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Episode {
+  readonly episodeId: string
+  readonly groupId?: string | undefined
+  readonly seed?: number | undefined
+  readonly records: ReadonlyArray<TrajectoryStore.TrajectoryRecord>
+  readonly end: EpisodeEnd
+  readonly reward?: Reward.Scored | undefined
+}
+
+/** Where an episode runs: its state and workspace key, its group and its seed. */
+interface Member {
+  readonly key: string
+  readonly groupId: string | undefined
+  readonly seed: number | undefined
+  /** Start from an empty state (a group's rollout), instead of the task's stored one. */
+  readonly fresh: boolean
+}
+
+const episodeChecked = (
+  task: Task,
+  options: EpisodeOptions,
+  member: Member
+): Effect.Effect<Episode, AgentError, Requirements> =>
+  Effect.gen(function*() {
+    const { aggregate, maxSteps, rewardThreshold, ...stepOptions } = options
+    if (member.fresh) {
+      const states = yield* StateStore.StateStore
+      yield* Effect.mapError(states.save(member.key, StateStore.empty), infrastructure)
+    }
+    const episodeId = randomUUID()
+    const records: Array<TrajectoryStore.TrajectoryRecord> = []
+    const limit = maxSteps ?? 1
+    for (let episodeStep = 1; episodeStep <= limit; episodeStep++) {
+      const record = yield* stepChecked(task, stepOptions, {
+        key: member.key,
+        episodeId,
+        episodeStep,
+        groupId: member.groupId,
+        seed: member.seed,
+        maxSteps: limit,
+        rewardThreshold,
+        aggregate: aggregate ?? "sum",
+        earlier: records.map((r) => ({ step: r.episodeStep ?? 0, reward: r.reward }))
+      })
+      records.push(record)
+      if (record.episodeEnd !== undefined) break
+    }
+    const last = records[records.length - 1]!
+    const scored = records.every((r) => r.rewardParts !== undefined)
+      ? Reward.episode(records.map((r) => ({ step: r.episodeStep ?? r.step, reward: r.reward })), aggregate ?? "sum")
+      : undefined
+    return {
+      episodeId,
+      ...(member.groupId !== undefined ? { groupId: member.groupId } : {}),
+      ...(member.seed !== undefined ? { seed: member.seed } : {}),
+      records,
+      end: last.episodeEnd ?? "max_steps",
+      ...(scored !== undefined ? { reward: scored } : {})
+    }
+  }).pipe(Effect.withSpan("valet/ActorLoop.episode", { attributes: { taskId: task.taskId } }))
+
+const episodeFields = {
+  ...runFields,
+  maxSteps: Schema.optional(Opts.IntAtLeast(1)),
+  rewardThreshold: Schema.optional(Schema.Finite),
+  aggregate: Schema.optional(Schema.Literals(["sum", "mean", "last"]))
+}
+const EpisodeOptionsSchema = Schema.Struct(episodeFields)
+
+/**
+ * Runs a task step after step, in one state and (with `keepWorkspaces`) one workspace, until the model says it is
+ * done (`<done/>` after its thinking), a step's reward reaches `rewardThreshold`, or `maxSteps` steps were taken.
+ * Each step appends its record as `step` does, with the episode's id and the step's place in it; the last also
+ * says why the episode ended and its reward. The episode continues from the task's stored state.
+ *
+ * @since 0.2.0
+ * @category running
+ */
+export const episode = (task: Task, options: EpisodeOptions = {}): Effect.Effect<Episode, AgentError, Requirements> =>
+  Effect.flatMap(
+    Opts.decode("ActorLoop", EpisodeOptionsSchema, options),
+    (checked) => episodeChecked(task, checked, { key: task.taskId, groupId: undefined, seed: task.seed, fresh: false })
+  )
+
+/**
+ * The highest seed a group draws when its task gives none (vLLM takes any 64-bit integer; this stays exact in JSON).
+ */
+const maxDrawnSeed = 2 ** 31 - 1
+
+/** The members of a group of `n`: distinct seeds from the task's (or a drawn one) up, a state and workspace each. */
+const membersOf = (task: Task, n: number): Effect.Effect<ReadonlyArray<Member>> =>
+  Effect.gen(function*() {
+    const base = task.seed ?? (yield* Random.nextIntBetween(0, maxDrawnSeed - n))
+    const groupId = randomUUID()
+    return Array.from({ length: n }, (_, i): Member => ({
+      // A lone rollout keeps the task's state and workspace; a group's are the task's with the rollout's index.
+      key: n === 1 ? task.taskId : `${task.taskId}.${i}`,
+      groupId,
+      seed: base + i,
+      fresh: n > 1
+    }))
+  })
+
+/**
+ * Options of a group.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export interface GroupOptions extends EpisodeOptions {
+  /** Rollouts of the task (≥ 1). */
+  readonly n: number
+  /** Rollouts in flight at once (≥ 1, default 1). */
+  readonly concurrency?: number | undefined
+}
+
+const GroupOptionsSchema = Schema.Struct({
+  ...episodeFields,
+  n: Opts.IntAtLeast(1),
+  concurrency: Schema.optional(Opts.IntAtLeast(1))
+})
+
+/**
+ * Runs `n` episodes of a task with distinct seeds (the task's `seed`, or a drawn one, plus 0 … n-1), all with one
+ * `groupId`: what a group-relative advantage (GRPO) compares. With n > 1 each rollout starts from an empty state, in
+ * a state and workspace of its own (`<task_id>.<i>`); its records keep the task's `task_id`. Each request is a
+ * request of its own (one step of each rollout at a time).
+ *
+ * @since 0.2.0
+ * @category running
+ */
+export const group = (task: Task, options: GroupOptions): Effect.Effect<ReadonlyArray<Episode>, AgentError, Requirements> =>
+  Effect.gen(function*() {
+    const { concurrency, n, ...checked } = yield* Opts.decode("ActorLoop", GroupOptionsSchema, options)
+    const members = yield* membersOf(task, n)
+    return yield* Effect.forEach(members, (member) => episodeChecked(task, checked, member), { concurrency: concurrency ?? 1 })
+  })
+
+/**
+ * How one episode of `run` ended.
  *
  * @since 0.1.0
  * @category models
@@ -396,12 +628,18 @@ export type Outcome =
   | {
     readonly _tag: "Recorded"
     readonly task: Task
+    /** The episode's last record. */
     readonly record: TrajectoryStore.TrajectoryRecord
     /**
-     * The task's episode reward (`Reward.episode` of its steps' records: here its one step), when a
-     * `Reward.CurrentReward` scored it.
+     * The episode's reward (`Reward.episode` of its steps' records), when a `Reward.CurrentReward` scored it.
      */
     readonly reward?: Reward.Scored | undefined
+    /**
+     * The episode (from `run`; a durable run's outcomes have none yet).
+     *
+     * @since 0.2.0
+     */
+    readonly episode?: Episode | undefined
   }
   | { readonly _tag: "Failed"; readonly task: Task; readonly error: AgentError }
 
@@ -411,15 +649,29 @@ export type Outcome =
  * @since 0.1.0
  * @category options
  */
-export interface RunOptions extends Omit<Options, "sessionId"> {
-  /** Steps in flight at once (≥ 1, default 1). */
+export interface RunOptions extends EpisodeOptions {
+  /** Episodes in flight at once (≥ 1, default 1). */
   readonly concurrency?: number | undefined
+  /**
+   * Rollouts of each task (`group`): each its own episode and outcome, all with one `groupId` (default: one
+   * episode, no group).
+   *
+   * @since 0.2.0
+   */
+  readonly group?: number | undefined
 }
 
+const RunOptionsSchema = Schema.Struct({
+  ...episodeFields,
+  concurrency: Schema.optional(Opts.IntAtLeast(1)),
+  group: Schema.optional(Opts.IntAtLeast(1))
+})
+
 /**
- * Steps every task of a stream, `concurrency` at a time, and streams the outcomes as they finish. With a
- * `Reward.CurrentReward` in context, each recorded outcome carries its task's episode reward (`Reward.episode`).
- * Invalid options fail the stream with `InvalidOptions` before any task runs.
+ * Runs an episode (`episode`; one step by default) of every task of a stream — or, with `group`, that many
+ * rollouts of it (`group`) — `concurrency` episodes at a time, and streams the outcomes as they finish. With a
+ * `Reward.CurrentReward` in context, each recorded outcome carries its episode's reward. Invalid options fail the
+ * stream with `InvalidOptions` before any task runs; a failed episode is an outcome, not the end of the run.
  *
  * @since 0.1.0
  * @category running
@@ -428,21 +680,28 @@ export const run = <E, R>(
   tasks: Stream.Stream<Task, E, R>,
   options: RunOptions = {}
 ): Stream.Stream<Outcome, E | InvalidOptions, R | Requirements> =>
-  Stream.unwrap(Effect.map(Opts.decode("ActorLoop", RunOptionsSchema, options), ({ concurrency, ...checked }) =>
-    Stream.mapEffect(
-      tasks,
-      (task) =>
-        Effect.match(stepChecked(task, checked), {
-          onFailure: (error): Outcome => ({ _tag: "Failed", task, error }),
-          onSuccess: (record): Outcome => ({
-            _tag: "Recorded",
-            task,
-            record,
-            // The hook for episodes: a run of several steps per task gives all its records here.
-            ...(record.rewardParts !== undefined ? { reward: Reward.episode([record]) } : {})
-          })
-        }),
-      { concurrency: concurrency ?? 1, unordered: true }
+  Stream.unwrap(Effect.map(Opts.decode("ActorLoop", RunOptionsSchema, options), ({ concurrency, group, ...checked }) =>
+    tasks.pipe(
+      Stream.mapEffect((task) =>
+        group === undefined
+          ? Effect.succeed([{ task, member: { key: task.taskId, groupId: undefined, seed: task.seed, fresh: false } }])
+          : Effect.map(membersOf(task, group), (members) => members.map((member) => ({ task, member })))
+      ),
+      Stream.flatMap((members) => Stream.fromIterable(members)),
+      Stream.mapEffect(
+        ({ member, task }) =>
+          Effect.match(episodeChecked(task, checked, member), {
+            onFailure: (error): Outcome => ({ _tag: "Failed", task, error }),
+            onSuccess: (episode): Outcome => ({
+              _tag: "Recorded",
+              task,
+              record: episode.records[episode.records.length - 1]!,
+              episode,
+              ...(episode.reward !== undefined ? { reward: episode.reward } : {})
+            })
+          }),
+        { concurrency: concurrency ?? 1, unordered: true }
+      )
     )))
 
 const decodeTask = Schema.decodeUnknownResult(Task)

@@ -29,7 +29,11 @@ export interface Parsed {
   readonly stateUpdate: StateStore.StateUpdate | undefined
   readonly parseError: "invalid_action_json" | "invalid_state_update_json" | null
   readonly parseErrorDetail: string | null
+  /** The model said its episode is done: a `<done/>` (or `<done>`) tag after its thinking. */
+  readonly done: boolean
 }
+
+const doneTag = /<done\s*\/?>/
 
 /**
  * Reads the blocks of an output. `<think>` falls back to the server's separate reasoning text. The other blocks
@@ -89,7 +93,8 @@ export const parseOutput = (raw: string, reasoning: string | undefined): Parsed 
     stateUpdateJson,
     stateUpdate,
     parseError: errors[0] ?? null,
-    parseErrorDetail: details.length > 0 ? details.join("; ") : null
+    parseErrorDetail: details.length > 0 ? details.join("; ") : null,
+    done: doneTag.test(rest)
   }
 }
 

@@ -704,12 +704,13 @@ export const run = <E, R>(
       )
     )))
 
-const decodeTask = Schema.decodeUnknownResult(Task)
+// A field the task does not know is refused, not dropped: a misspelt `max_token` would otherwise be a silent default.
+const decodeTask = Schema.decodeUnknownResult(Task, { onExcessProperty: "error" })
 
 /**
  * Decodes a task from JSON text (a tasks-file line); a failure says what was wrong, on one line
- * (`task_id is not a safe name: use 1 to 128 letters, digits, ..., got "../x"`), without the line number, which the
- * caller knows.
+ * (`task_id is not a safe name: use 1 to 128 letters, digits, ..., got "../x"`, `colour is not a known task field`,
+ * `seed must be an integer, got 1.5`), without the line number, which the caller knows.
  *
  * @since 0.1.0
  * @category parsing
@@ -721,5 +722,9 @@ export const decodeTaskLine = (line: string): Result.Result<Task, string> => {
   } catch (error) {
     return Result.fail(`not JSON (${error instanceof Error ? error.message : String(error)})`)
   }
-  return Result.mapError(decodeTask(json), (error) => Opts.describeIssue(error.issue, json))
+  return Result.mapError(
+    decodeTask(json),
+    // The shared wording is for options; here the key is a task's field.
+    (error) => Opts.describeIssue(error.issue, json).replaceAll("is not a known option", "is not a known task field")
+  )
 }

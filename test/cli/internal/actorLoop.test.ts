@@ -65,6 +65,19 @@ describe("valet actor-loop (runTasksFile)", () => {
       )
     }).pipe(Effect.provide(NodeServices.layer)))
 
+  it.effect("a task line with an unknown field or a bad seed is skipped with its line number; the run goes on", () =>
+    Effect.gen(function*() {
+      const path = tasksFile("fields.jsonl", [task("u1", { colour: "red" }), task("s1", { seed: 1.5 }), task("s2", { seed: "7" }), task("ok", { seed: 7 })])
+      const output = memoryOutput()
+      const summary = yield* runTasksFile(path, { concurrency: 1 }, layers(() => answer), output)
+      expect(summary).toMatchObject({ total: 1, recorded: 1, failed: 0, skippedLines: 3 })
+      expect(output.lines.slice(0, 3)).toEqual([
+        `skipped ${path}:1: colour is not a known task field`,
+        `skipped ${path}:2: seed must be an integer, got 1.5`,
+        `skipped ${path}:3: seed must be a number, got "7"`
+      ])
+    }).pipe(Effect.provide(NodeServices.layer)))
+
   it.live("--durable <sqlite file>: every step a workflow; run again, the steps done answer their outcome (no model call, no record appended)", () =>
     Effect.gen(function*() {
       const path = tasksFile("durable.jsonl", [task("d1"), task("d2"), task("d1")])

@@ -41,7 +41,7 @@ describe("ActorLoop.episode", () => {
       expect(episode.episodeId).toMatch(/^[0-9a-f-]{36}$/)
       // The state the first step saved is in the second step's prompt.
       expect(records[1]!.prompt).toContain("ran once")
-      const lines = records.map(encode) as Array<Record<string, unknown>>
+      const lines = records.map((r) => encode(r) as Record<string, unknown>)
       expect(lines[0]).not.toHaveProperty("episode_end")
       expect(lines[1]).toMatchObject({ episode_id: episode.episodeId, episode_step: 2, episode_end: "done", episode_reward: null })
       expect(lines[1]).not.toHaveProperty("group_id")
@@ -78,6 +78,8 @@ describe("ActorLoop.episode", () => {
       const zero = yield* Effect.flip(ActorLoop.episode(task(), { maxSteps: 0 }))
       expect(zero._tag).toBe("InvalidOptions")
       expect(zero.message).toContain("maxSteps")
+      const unknown = yield* Effect.flip(ActorLoop.episode(task(), { max_steps: 3 } as unknown as ActorLoop.EpisodeOptions))
+      expect(unknown.message).toBe("ActorLoop: max_steps is not a known option")
       expect(yield* ScriptedModel.calls).toHaveLength(0)
     }).pipe(Effect.provide(testLayers([answer("never asked")]))))
 })

@@ -498,13 +498,16 @@ interface Member {
   readonly fresh: boolean
 }
 
+const stepOptionsOf = ({ aggregate: _a, maxSteps: _m, rewardThreshold: _r, ...step }: EpisodeOptions): Options => step
+
 const episodeChecked = (
   task: Task,
   options: EpisodeOptions,
   member: Member
 ): Effect.Effect<Episode, AgentError, Requirements> =>
   Effect.gen(function*() {
-    const { aggregate, maxSteps, rewardThreshold, ...stepOptions } = options
+    const { aggregate, maxSteps, rewardThreshold } = options
+    const stepOptions = stepOptionsOf(options)
     if (member.fresh) {
       const states = yield* StateStore.StateStore
       yield* Effect.mapError(states.save(member.key, StateStore.empty), infrastructure)
@@ -668,9 +671,10 @@ const RunOptionsSchema = Schema.Struct({
 })
 
 /**
- * Runs an episode (`episode`; one step by default) of every task of a stream — or, with `group`, that many
- * rollouts of it (`group`) — `concurrency` episodes at a time, and streams the outcomes as they finish. With a
- * `Reward.CurrentReward` in context, each recorded outcome carries its episode's reward. Invalid options fail the
+ * Runs an episode (`episode`) of every task of a stream — or, with `group`, that many rollouts of it (`group`) —
+ * `concurrency` episodes at a time, and streams the outcomes as they finish. Without `maxSteps` and `group`, each
+ * task is one `step`, its record without episode fields (as `Durable.actorLoop` writes it) and its outcome without
+ * `episode`. With a `Reward.CurrentReward` in context, each recorded outcome carries its episode's reward. Invalid options fail the
  * stream with `InvalidOptions` before any task runs; a failed episode is an outcome, not the end of the run.
  *
  * @since 0.1.0
@@ -690,16 +694,27 @@ export const run = <E, R>(
       Stream.flatMap((members) => Stream.fromIterable(members)),
       Stream.mapEffect(
         ({ member, task }) =>
-          Effect.match(episodeChecked(task, checked, member), {
-            onFailure: (error): Outcome => ({ _tag: "Failed", task, error }),
-            onSuccess: (episode): Outcome => ({
-              _tag: "Recorded",
-              task,
-              record: episode.records[episode.records.length - 1]!,
-              episode,
-              ...(episode.reward !== undefined ? { reward: episode.reward } : {})
+          // Neither `maxSteps` nor `group`: one step as `step` writes it (and `Durable.actorLoop`), no episode fields.
+          checked.maxSteps === undefined && group === undefined
+            ? Effect.match(stepChecked(task, stepOptionsOf(checked)), {
+              onFailure: (error): Outcome => ({ _tag: "Failed", task, error }),
+              onSuccess: (record): Outcome => ({
+                _tag: "Recorded",
+                task,
+                record,
+                ...(record.rewardParts !== undefined ? { reward: Reward.episode([record], checked.aggregate ?? "sum") } : {})
+              })
             })
-          }),
+            : Effect.match(episodeChecked(task, checked, member), {
+              onFailure: (error): Outcome => ({ _tag: "Failed", task, error }),
+              onSuccess: (episode): Outcome => ({
+                _tag: "Recorded",
+                task,
+                record: episode.records[episode.records.length - 1]!,
+                episode,
+                ...(episode.reward !== undefined ? { reward: episode.reward } : {})
+              })
+            }),
         { concurrency: concurrency ?? 1, unordered: true }
       )
     )))

@@ -129,7 +129,7 @@ export const runTasksFile = <E>(
       })
     }
     // A durable step is one workflow of one step; episodes and groups are not durable yet.
-    if (durable !== undefined && ((settings.maxSteps ?? 1) > 1 || settings.group !== undefined)) {
+    if (durable !== undefined && (settings.maxSteps !== undefined || settings.group !== undefined)) {
       return yield* new ActorLoopFailed({ path, message: "--durable runs one step per task: drop --max-steps and --group" })
     }
     // Each rollout of a group is an outcome of its own.
@@ -245,8 +245,8 @@ export const flags = {
   ),
   maxSteps: Flag.Int("max-steps").pipe(
     Flag.filter((n) => n >= 1, () => "an integer >= 1"),
-    Flag.withDescription("Steps of a task's episode at most; it ends sooner when the model answers <done/> (default 1)."),
-    Flag.withDefault(1)
+    Flag.withDescription("Steps of a task's episode at most; it ends sooner when the model answers <done/> (default: one step, no episode fields)."),
+    Flag.optional
   ),
   group: Flag.Int("group").pipe(
     Flag.filter((n) => n >= 1, () => "an integer >= 1"),
@@ -266,7 +266,7 @@ export interface FlagValues {
   readonly keepWorkspaces: boolean
   readonly timeoutMs: Option.Option<number>
   readonly chat: boolean
-  readonly maxSteps: number
+  readonly maxSteps: Option.Option<number>
   readonly group: Option.Option<number>
 }
 
@@ -299,7 +299,7 @@ export const makeCommand = <E>(modelFor: (values: FlagValues) => Layer.Layer<Mod
           concurrency: values.concurrency,
           keepWorkspaces: values.keepWorkspaces,
           chat: values.chat,
-          maxSteps: values.maxSteps,
+          ...(Option.isSome(values.maxSteps) ? { maxSteps: values.maxSteps.value } : {}),
           ...(Option.isSome(values.group) ? { group: values.group.value } : {}),
           ...(Option.isSome(values.timeoutMs) ? { sandboxTimeoutMs: values.timeoutMs.value } : {})
         },

@@ -19,6 +19,15 @@
  * Model calls go through `Architecture.generate`, so budgets apply and `Journal` records and replays them. `run`
  * steps a stream of tasks with a concurrency bound; a failed task is an outcome, not the end of the run.
  *
+ * Episodes and groups (DESIGN §18): `episode` steps a task until the model writes `<done/>` (after its thinking),
+ * a step's reward reaches `rewardThreshold`, or `maxSteps`; its state (and, with `keepWorkspaces`, its workspace)
+ * carries from step to step. Every record of an episode has `episode_id` and `episode_step` (from 1; `step` still
+ * counts the task's records), `seed` when the request had one, and the last one `episode_end` (`done` / `reward` /
+ * `max_steps`) and `episode_reward` — on the last line, so a trainer reading the JSONL in order needs no summary
+ * line. `group` runs `n` episodes of a task with seeds `seed … seed + n - 1` (the task's, or a drawn one) and one
+ * `group_id`, each from an empty state of its own; one request per step (vLLM's `n` is not used yet). `run` does
+ * either with `maxSteps` / `group`, and without them one step per task as before.
+ *
  * @example
  * ```ts
  * import { Effect, Layer } from "effect"

@@ -299,7 +299,8 @@ export const TrajectoryRecord = Schema.Struct({
   seed: Schema.optional(Schema.Int),
   /**
    * On an episode's last step only: why it ended — the model said `<done/>`, a reward reached the threshold, or
-   * `maxSteps` was reached.
+   * `maxSteps` was reached. An episode none of whose lines has it did not finish (its run failed or was stopped):
+   * drop its lines.
    *
    * @since 0.2.0
    */

@@ -19,14 +19,39 @@
  * Model calls go through `Architecture.generate`, so budgets apply and `Journal` records and replays them. `run`
  * steps a stream of tasks with a concurrency bound; a failed task is an outcome, not the end of the run.
  *
- * Episodes and groups (DESIGN §18): `episode` steps a task until the model writes `<done/>` (after its thinking),
- * a step's reward reaches `rewardThreshold`, or `maxSteps`; its state (and, with `keepWorkspaces`, its workspace)
- * carries from step to step. Every record of an episode has `episode_id` and `episode_step` (from 1; `step` still
- * counts the task's records), `seed` when the request had one, and the last one `episode_end` (`done` / `reward` /
- * `max_steps`) and `episode_reward` — on the last line, so a trainer reading the JSONL in order needs no summary
- * line. `group` runs `n` episodes of a task with seeds `seed … seed + n - 1` (the task's, or a drawn one) and one
- * `group_id`, each from an empty state of its own; one request per step (vLLM's `n` is not used yet). `run` does
- * either with `maxSteps` / `group`, and without them one step per task as before.
+ * Episodes and groups (DESIGN §18): `episode` steps a task until the model writes an empty `<done/>` (or
+ * `<done></done>`) outside its `<think>`, `<action>` and `<state_update>` blocks, a step's reward reaches
+ * `rewardThreshold` (a reward with a failed part never does), or `maxSteps`. Its state carries from step to step, and
+ * its steps share one workspace, opened when first needed and removed when the episode ends (kept for the task's
+ * next episode with `keepWorkspaces`). Each step after the first is shown what the previous step's action did, at
+ * the end of its prompt:
+ *
+ * ```
+ * <observation>
+ * exit_code: 1
+ * stdout:
+ * <at most 2,000 characters, then "[truncated: N more characters]">
+ * stderr:
+ * <the same>
+ * </observation>
+ * ```
+ *
+ * (`exit_code: <code>, timed out` when stopped; `error: <reason>: <message>` when the sandbox could not run it;
+ * `no command ran`, with `(parse_error: invalid_action_json)` when the `<action>` did not parse). Every record of
+ * an episode has `episode_id` and `episode_step` (from 1; `step` still counts the task's records), `seed` when the
+ * request had one, and the last one `episode_end` (`done` / `reward` / `max_steps`) and `episode_reward` — on the
+ * last line, so a trainer reading the JSONL in order needs no summary line. An episode whose lines have no
+ * `episode_end` did not finish (its run failed or was stopped: its `Failed` outcome names its `episodeId`): a
+ * trainer drops its lines.
+ *
+ * Seeds: an episode's step `s` has the task's `seed + s - 1` (none without a task seed); `group` runs `n` episodes
+ * (n = 1 too) with one `group_id`, rollout `i`'s step `s` seeded `base + (s - 1) × n + i` (`base` the task's seed or
+ * a drawn one), so no two requests of a group are alike. A seed whose last would pass `Number.MAX_SAFE_INTEGER` is
+ * refused (`InvalidOptions` naming `seed`) before any step. A group's rollout starts from an empty state held in a
+ * store of its own and a workspace of its own, both gone when its episode ends: the task's stored state and any
+ * other task's are never touched. One request per step (vLLM's `n` is not used yet). `run` does either with
+ * `maxSteps` / `group`, and without them one step per task as before (byte for byte: no observation, the task's
+ * seed).
  *
  * @example
  * ```ts
@@ -56,7 +81,7 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Option, Random, Result, Schema, Scope, Stream } from "effect"
+import { Clock, Effect, Option, Result, Schema, Scope, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import * as Agent from "../core/Agent.js"
 import { type AgentError, ArchitectureFailed, type InvalidOptions } from "../core/AgentError.js"
@@ -65,6 +90,7 @@ import * as Architecture from "../core/Architecture.js"
 import * as Budget from "../core/Budget.js"
 import * as Opts from "../core/internal/options.js"
 import * as internal from "./internal/actorLoop.js"
+import * as episodeInternal from "./internal/episode.js"
 import * as Reward from "./Reward.js"
 import { checkRelativePath, PathRefused } from "../environment/internal/sandbox/workspace.js"
 import { isSafeTaskId } from "../environment/internal/taskId.js"
@@ -187,28 +213,12 @@ const encodeRecord = Schema.encodeSync(TrajectoryStore.TrajectoryRecord)
 // Log-probabilities that do not pair with their token ids are a server's habit, not one answer's: said once a process.
 let warnedMismatch = false
 
-/**
- * Where a step stands in its episode (`episode`): the key of its state and workspace, the ids its record carries,
- * its seed, the rewards of the episode's earlier steps and when the episode ends.
- */
-interface EpisodeContext {
-  readonly key: string
-  readonly episodeId: string
-  readonly episodeStep: number
-  readonly groupId: string | undefined
-  readonly seed: number | undefined
-  readonly maxSteps: number
-  readonly rewardThreshold: number | undefined
-  readonly aggregate: Reward.Aggregate
-  readonly earlier: ReadonlyArray<{ readonly step: number; readonly reward: number | null }>
-}
-
 /** The step's program; `onRecord` receives the record as appended. */
 const program = (
   task: Task,
   options: Options,
   onRecord: (record: TrajectoryStore.TrajectoryRecord) => void,
-  episodeContext?: EpisodeContext
+  episodeContext?: episodeInternal.Context
 ) =>
 (_input: Architecture.Input): Effect.Effect<Architecture.Outcome, AgentError, Requirements | Architecture.CurrentRun> =>
   Effect.gen(function*() {
@@ -217,11 +227,13 @@ const program = (
     const sandbox = yield* Sandbox.Sandbox
     const trajectories = yield* TrajectoryStore.TrajectoryStore
 
-    // A rollout of a group has its own state and workspace; a lone episode keeps the task's.
-    const key = episodeContext?.key ?? task.taskId
-    const seed = episodeContext?.seed ?? task.seed
+    // An episode's step: the state under the rollout's key (a group member's in a store of its own), its own seed,
+    // and what the previous step's action did.
+    const key = episodeContext?.stateKey ?? task.taskId
+    const seed = episodeContext === undefined ? task.seed : episodeContext.seed
     const stateBefore = yield* Effect.mapError(states.load(key), infrastructure)
-    const prompt = internal.buildPrompt(task.prompt, stateBefore)
+    const built = internal.buildPrompt(task.prompt, stateBefore)
+    const prompt = episodeContext?.observation === undefined ? built : `${built}\n\n${episodeContext.observation}`
     const sampling = {
       temperature: task.temperature ?? defaultTemperature,
       ...(task.stop !== undefined ? { stop: task.stop } : {}),
@@ -251,12 +263,12 @@ const program = (
 
     const reward = Option.getOrUndefined(yield* Effect.serviceOption(Reward.CurrentReward))
     // The step's workspace, made once when the action or the reward first needs it, and open until the step is
-    // scored: a reward's command sees what the action left.
+    // scored: a reward's command sees what the action left. An episode's steps share the episode's.
     return yield* Effect.scoped(Effect.gen(function*() {
       const scope = yield* Scope.Scope
-      const workspace = yield* Effect.cached(
+      const workspace = episodeContext?.workspace ?? (yield* Effect.cached(
         sandbox.workspace(key, task.workspaceFiles ?? {}, { keep: options.keepWorkspaces === true }).pipe(Scope.provide(scope))
-      )
+      ))
       let sandboxResult: Sandbox.SandboxResult | null = null
       let sandboxError: string | undefined
       if (parsed.command.present) {
@@ -305,7 +317,7 @@ const program = (
         })
       }
 
-      const ending = episodeContext === undefined ? undefined : episodeEnd(episodeContext, parsed.done, scored)
+      const ending = episodeContext === undefined ? undefined : episodeInternal.ending(episodeContext, parsed.done, scored)
       const tokens = internal.tokensOf(response, choice)
       const mismatch = internal.tokenMismatch(choice)
       if (mismatch !== undefined && !warnedMismatch) {
@@ -363,31 +375,11 @@ const program = (
     }))
   })
 
-/** Whether the step ends its episode, and why: the model's `<done/>`, a reward at the threshold, or `maxSteps`. */
-const episodeEnd = (
-  context: EpisodeContext,
-  done: boolean,
-  scored: Reward.Scored | undefined
-): { readonly end: EpisodeEnd; readonly reward: Reward.Scored | undefined } | undefined => {
-  const end: EpisodeEnd | undefined = done
-    ? "done"
-    : scored !== undefined && context.rewardThreshold !== undefined && scored.value >= context.rewardThreshold
-    ? "reward"
-    : context.episodeStep >= context.maxSteps
-    ? "max_steps"
-    : undefined
-  if (end === undefined) return undefined
-  const reward = scored === undefined
-    ? undefined
-    : Reward.episode([...context.earlier, { step: context.episodeStep, reward: scored.value }], context.aggregate)
-  return { end, reward }
-}
-
 const agentFor = (
   task: Task,
   options: Options,
   onRecord: (record: TrajectoryStore.TrajectoryRecord) => void,
-  episodeContext?: EpisodeContext
+  episodeContext?: episodeInternal.Context
 ) =>
   Agent.make({
     name: "actor",
@@ -411,7 +403,7 @@ const { sessionId: _, ...runFields } = stepFields
 const stepChecked = (
   task: Task,
   options: Options,
-  episodeContext?: EpisodeContext
+  episodeContext?: episodeInternal.Context
 ): Effect.Effect<TrajectoryStore.TrajectoryRecord, AgentError, Requirements> =>
   Effect.suspend(() => {
     let record: TrajectoryStore.TrajectoryRecord | undefined
@@ -465,7 +457,7 @@ export const stream = (task: Task, options: StreamOptions = {}): Stream.Stream<A
  * @since 0.2.0
  * @category models
  */
-export type EpisodeEnd = "done" | "reward" | "max_steps"
+export type EpisodeEnd = episodeInternal.End
 
 /**
  * Options of an episode: a step's, plus when it ends. Each step has a session of its own.
@@ -476,7 +468,10 @@ export type EpisodeEnd = "done" | "reward" | "max_steps"
 export interface EpisodeOptions extends Omit<Options, "sessionId"> {
   /** Steps at most (≥ 1, default 1). */
   readonly maxSteps?: number | undefined
-  /** End the episode at the first step whose reward (with a `Reward.CurrentReward`) is at least this. */
+  /**
+   * End the episode at the first step whose reward (with a `Reward.CurrentReward`) is at least this; a reward with
+   * a failed part never ends it.
+   */
   readonly rewardThreshold?: number | undefined
   /** How the episode's reward sums its steps' (`Reward.episode`; default `"sum"`). */
   readonly aggregate?: Reward.Aggregate | undefined
@@ -484,7 +479,7 @@ export interface EpisodeOptions extends Omit<Options, "sessionId"> {
 
 /**
  * An episode as run: its steps' records in order (the last one carries `episodeEnd` and `episodeReward`), why it
- * ended, and its reward (`Reward.episode`) when a `Reward.CurrentReward` scored it.
+ * ended, and its reward (`Reward.episode`) when a `Reward.CurrentReward` scored it. `seed` is its first step's.
  *
  * @since 0.2.0
  * @category models
@@ -498,58 +493,36 @@ export interface Episode {
   readonly reward?: Reward.Scored | undefined
 }
 
-/** Where an episode runs: its state and workspace key, its group and its seed. */
-interface Member {
-  readonly key: string
-  readonly groupId: string | undefined
-  readonly seed: number | undefined
-  /** Start from an empty state (a group's rollout), instead of the task's stored one. */
-  readonly fresh: boolean
-}
-
 const stepOptionsOf = ({ aggregate: _a, maxSteps: _m, rewardThreshold: _r, ...step }: EpisodeOptions): Options => step
 
+/** An episode of a rollout, with options already checked and its id chosen (a failed one's outcome names it). */
 const episodeChecked = (
   task: Task,
   options: EpisodeOptions,
-  member: Member
+  member: episodeInternal.Member,
+  episodeId: string
 ): Effect.Effect<Episode, AgentError, Requirements> =>
   Effect.gen(function*() {
-    const { aggregate, maxSteps, rewardThreshold } = options
     const stepOptions = stepOptionsOf(options)
-    if (member.fresh) {
-      const states = yield* StateStore.StateStore
-      yield* Effect.mapError(states.save(member.key, StateStore.empty), infrastructure)
-    }
-    const episodeId = randomUUID()
-    const records: Array<TrajectoryStore.TrajectoryRecord> = []
-    const limit = maxSteps ?? 1
-    for (let episodeStep = 1; episodeStep <= limit; episodeStep++) {
-      const record = yield* stepChecked(task, stepOptions, {
-        key: member.key,
-        episodeId,
-        episodeStep,
-        groupId: member.groupId,
-        seed: member.seed,
-        maxSteps: limit,
-        rewardThreshold,
-        aggregate: aggregate ?? "sum",
-        earlier: records.map((r) => ({ step: r.episodeStep ?? 0, reward: r.reward }))
-      })
-      records.push(record)
-      if (record.episodeEnd !== undefined) break
-    }
-    const last = records[records.length - 1]!
-    const scored = records.every((r) => r.rewardParts !== undefined)
-      ? Reward.episode(records.map((r) => ({ step: r.episodeStep ?? r.step, reward: r.reward })), aggregate ?? "sum")
-      : undefined
+    const ran = yield* episodeInternal.run(
+      (context) => stepChecked(task, stepOptions, context),
+      task.workspaceFiles ?? {},
+      member,
+      episodeId,
+      {
+        maxSteps: options.maxSteps ?? 1,
+        rewardThreshold: options.rewardThreshold,
+        aggregate: options.aggregate ?? "sum",
+        keepWorkspace: options.keepWorkspaces === true
+      }
+    )
     return {
       episodeId,
       ...(member.groupId !== undefined ? { groupId: member.groupId } : {}),
       ...(member.seed !== undefined ? { seed: member.seed } : {}),
-      records,
-      end: last.episodeEnd ?? "max_steps",
-      ...(scored !== undefined ? { reward: scored } : {})
+      records: ran.records,
+      end: ran.end,
+      ...(ran.reward !== undefined ? { reward: ran.reward } : {})
     }
   }).pipe(Effect.withSpan("valet/ActorLoop.episode", { attributes: { taskId: task.taskId } }))
 
@@ -562,37 +535,22 @@ const episodeFields = {
 const EpisodeOptionsSchema = Schema.Struct(episodeFields)
 
 /**
- * Runs a task step after step, in one state and (with `keepWorkspaces`) one workspace, until the model says it is
- * done (`<done/>` after its thinking), a step's reward reaches `rewardThreshold`, or `maxSteps` steps were taken.
- * Each step appends its record as `step` does, with the episode's id and the step's place in it; the last also
- * says why the episode ended and its reward. The episode continues from the task's stored state.
+ * Runs a task step after step, in one state and one workspace (opened when a step first needs it, removed at the
+ * end unless `keepWorkspaces`), until the model says it is done (an empty `<done/>` outside its blocks), a step's
+ * reward reaches `rewardThreshold`, or `maxSteps` steps were taken. Each step after the first is shown what the
+ * previous one's action did (`<observation>`, see the module doc) and, when the task has a `seed`, has a seed of its
+ * own (`seed + step - 1`). Each step appends its record as `step` does, with the episode's id and the step's place
+ * in it; the last also says why the episode ended and its reward. The episode continues from the task's stored
+ * state. A seed whose steps would pass `Number.MAX_SAFE_INTEGER` fails with `InvalidOptions` before any step.
  *
  * @since 0.2.0
  * @category running
  */
 export const episode = (task: Task, options: EpisodeOptions = {}): Effect.Effect<Episode, AgentError, Requirements> =>
-  Effect.flatMap(
-    Opts.decode("ActorLoop", EpisodeOptionsSchema, options),
-    (checked) => episodeChecked(task, checked, { key: task.taskId, groupId: undefined, seed: task.seed, fresh: false })
-  )
-
-/**
- * The highest seed a group draws when its task gives none (vLLM takes any 64-bit integer; this stays exact in JSON).
- */
-const maxDrawnSeed = 2 ** 31 - 1
-
-/** The members of a group of `n`: distinct seeds from the task's (or a drawn one) up, a state and workspace each. */
-const membersOf = (task: Task, n: number): Effect.Effect<ReadonlyArray<Member>> =>
   Effect.gen(function*() {
-    const base = task.seed ?? (yield* Random.nextIntBetween(0, maxDrawnSeed - n))
-    const groupId = randomUUID()
-    return Array.from({ length: n }, (_, i): Member => ({
-      // A lone rollout keeps the task's state and workspace; a group's are the task's with the rollout's index.
-      key: n === 1 ? task.taskId : `${task.taskId}.${i}`,
-      groupId,
-      seed: base + i,
-      fresh: n > 1
-    }))
+    const checked = yield* Opts.decode("ActorLoop", EpisodeOptionsSchema, options)
+    yield* episodeInternal.checkSeed(task.seed, 1, checked.maxSteps ?? 1)
+    return yield* episodeChecked(task, checked, episodeInternal.loneMember(task.taskId, task.seed), randomUUID())
   })
 
 /**
@@ -615,10 +573,12 @@ const GroupOptionsSchema = Schema.Struct({
 })
 
 /**
- * Runs `n` episodes of a task with distinct seeds (the task's `seed`, or a drawn one, plus 0 … n-1), all with one
- * `groupId`: what a group-relative advantage (GRPO) compares. With n > 1 each rollout starts from an empty state, in
- * a state and workspace of its own (`<task_id>.<i>`); its records keep the task's `task_id`. Each request is a
- * request of its own (one step of each rollout at a time).
+ * Runs `n` episodes of a task (n = 1 included), all with one `groupId`: what a group-relative advantage (GRPO)
+ * compares. Each rollout starts from an empty state kept in a store of its own and a fresh workspace, both dropped
+ * when its episode ends (`keepWorkspaces` does not apply): the task's stored state and workspace are not touched.
+ * Seeds: rollout `i`'s step `s` has `base + (s - 1) × n + i`, `base` the task's `seed` or a drawn one, so no two
+ * requests of a group are alike; a `seed` whose last would pass `Number.MAX_SAFE_INTEGER` fails with
+ * `InvalidOptions` before any step. Each request is a request of its own.
  *
  * @since 0.2.0
  * @category running
@@ -626,12 +586,15 @@ const GroupOptionsSchema = Schema.Struct({
 export const group = (task: Task, options: GroupOptions): Effect.Effect<ReadonlyArray<Episode>, AgentError, Requirements> =>
   Effect.gen(function*() {
     const { concurrency, n, ...checked } = yield* Opts.decode("ActorLoop", GroupOptionsSchema, options)
-    const members = yield* membersOf(task, n)
-    return yield* Effect.forEach(members, (member) => episodeChecked(task, checked, member), { concurrency: concurrency ?? 1 })
+    const members = yield* episodeInternal.membersOf(task.seed, n, checked.maxSteps ?? 1)
+    return yield* Effect.forEach(members, (member) => episodeChecked(task, checked, member, randomUUID()), {
+      concurrency: concurrency ?? 1
+    })
   })
 
 /**
- * How one episode of `run` ended.
+ * How one episode of `run` ended. A `Failed` episode of `run` with `maxSteps` or `group` names its `episodeId` (and
+ * `groupId`): the lines its steps already wrote have no `episode_end`, and a trainer drops such an episode's lines.
  *
  * @since 0.1.0
  * @category models
@@ -653,7 +616,23 @@ export type Outcome =
      */
     readonly episode?: Episode | undefined
   }
-  | { readonly _tag: "Failed"; readonly task: Task; readonly error: AgentError }
+  | {
+    readonly _tag: "Failed"
+    readonly task: Task
+    readonly error: AgentError
+    /**
+     * The failed episode's id, as its lines carry it (with `maxSteps` or `group`).
+     *
+     * @since 0.2.0
+     */
+    readonly episodeId?: string | undefined
+    /**
+     * The group of the failed episode (with `group`).
+     *
+     * @since 0.2.0
+     */
+    readonly groupId?: string | undefined
+  }
 
 /**
  * Options of `run` (each step has a session of its own).
@@ -665,8 +644,8 @@ export interface RunOptions extends EpisodeOptions {
   /** Episodes in flight at once (≥ 1, default 1). */
   readonly concurrency?: number | undefined
   /**
-   * Rollouts of each task (`group`): each its own episode and outcome, all with one `groupId` (default: one
-   * episode, no group).
+   * Rollouts of each task (`group`; 1 is a group of one): each its own episode and outcome, all with one `groupId`
+   * (default: one episode, no group).
    *
    * @since 0.2.0
    */
@@ -679,12 +658,35 @@ const RunOptionsSchema = Schema.Struct({
   group: Schema.optional(Opts.IntAtLeast(1))
 })
 
+/** One episode's outcome; a failure names the episode and group its lines carry. */
+const outcomeOf = (task: Task, options: EpisodeOptions, member: episodeInternal.Member): Effect.Effect<Outcome, never, Requirements> =>
+  Effect.suspend(() => {
+    const episodeId = randomUUID()
+    return Effect.match(episodeChecked(task, options, member, episodeId), {
+      onFailure: (error): Outcome => ({
+        _tag: "Failed",
+        task,
+        error,
+        episodeId,
+        ...(member.groupId !== undefined ? { groupId: member.groupId } : {})
+      }),
+      onSuccess: (episode): Outcome => ({
+        _tag: "Recorded",
+        task,
+        record: episode.records[episode.records.length - 1]!,
+        episode,
+        ...(episode.reward !== undefined ? { reward: episode.reward } : {})
+      })
+    })
+  })
+
 /**
  * Runs an episode (`episode`) of every task of a stream — or, with `group`, that many rollouts of it (`group`) —
  * `concurrency` episodes at a time, and streams the outcomes as they finish. Without `maxSteps` and `group`, each
  * task is one `step`, its record without episode fields (as `Durable.actorLoop` writes it) and its outcome without
- * `episode`. With a `Reward.CurrentReward` in context, each recorded outcome carries its episode's reward. Invalid options fail the
- * stream with `InvalidOptions` before any task runs; a failed episode is an outcome, not the end of the run.
+ * `episode`. With a `Reward.CurrentReward` in context, each recorded outcome carries its episode's reward. Invalid
+ * options fail the stream with `InvalidOptions` before any task runs; a failed episode is an outcome, not the end
+ * of the run (a task whose `seed` is too large for its steps too: `Failed` with `InvalidOptions`).
  *
  * @since 0.1.0
  * @category running
@@ -693,40 +695,37 @@ export const run = <E, R>(
   tasks: Stream.Stream<Task, E, R>,
   options: RunOptions = {}
 ): Stream.Stream<Outcome, E | InvalidOptions, R | Requirements> =>
-  Stream.unwrap(Effect.map(Opts.decode("ActorLoop", RunOptionsSchema, options), ({ concurrency, group, ...checked }) =>
-    tasks.pipe(
-      Stream.mapEffect((task) =>
-        group === undefined
-          ? Effect.succeed([{ task, member: { key: task.taskId, groupId: undefined, seed: task.seed, fresh: false } }])
-          : Effect.map(membersOf(task, group), (members) => members.map((member) => ({ task, member })))
-      ),
-      Stream.flatMap((members) => Stream.fromIterable(members)),
-      Stream.mapEffect(
-        ({ member, task }) =>
-          // Neither `maxSteps` nor `group`: one step as `step` writes it (and `Durable.actorLoop`), no episode fields.
-          checked.maxSteps === undefined && group === undefined
-            ? Effect.match(stepChecked(task, stepOptionsOf(checked)), {
-              onFailure: (error): Outcome => ({ _tag: "Failed", task, error }),
-              onSuccess: (record): Outcome => ({
-                _tag: "Recorded",
-                task,
-                record,
-                ...(record.rewardParts !== undefined ? { reward: Reward.episode([record], checked.aggregate ?? "sum") } : {})
-              })
+  Stream.unwrap(Effect.map(Opts.decode("ActorLoop", RunOptionsSchema, options), ({ concurrency, group, ...checked }) => {
+    const maxSteps = checked.maxSteps ?? 1
+    const work = (task: Task): Effect.Effect<ReadonlyArray<Effect.Effect<Outcome, never, Requirements>>> =>
+      // Neither `maxSteps` nor `group`: one step as `step` writes it (and `Durable.actorLoop`), no episode fields.
+      checked.maxSteps === undefined && group === undefined
+        ? Effect.succeed([
+          Effect.match(stepChecked(task, stepOptionsOf(checked)), {
+            onFailure: (error): Outcome => ({ _tag: "Failed", task, error }),
+            onSuccess: (record): Outcome => ({
+              _tag: "Recorded",
+              task,
+              record,
+              ...(record.rewardParts !== undefined ? { reward: Reward.episode([record], checked.aggregate ?? "sum") } : {})
             })
-            : Effect.match(episodeChecked(task, checked, member), {
-              onFailure: (error): Outcome => ({ _tag: "Failed", task, error }),
-              onSuccess: (episode): Outcome => ({
-                _tag: "Recorded",
-                task,
-                record: episode.records[episode.records.length - 1]!,
-                episode,
-                ...(episode.reward !== undefined ? { reward: episode.reward } : {})
-              })
-            }),
-        { concurrency: concurrency ?? 1, unordered: true }
-      )
-    )))
+          })
+        ])
+        : group === undefined
+        ? Effect.match(episodeInternal.checkSeed(task.seed, 1, maxSteps), {
+          onFailure: (error) => [Effect.succeed<Outcome>({ _tag: "Failed", task, error })],
+          onSuccess: () => [outcomeOf(task, checked, episodeInternal.loneMember(task.taskId, task.seed))]
+        })
+        : Effect.match(episodeInternal.membersOf(task.seed, group, maxSteps), {
+          onFailure: (error) => [Effect.succeed<Outcome>({ _tag: "Failed", task, error })],
+          onSuccess: (members) => members.map((member) => outcomeOf(task, checked, member))
+        })
+    return tasks.pipe(
+      Stream.mapEffect(work),
+      Stream.flatMap((episodes) => Stream.fromIterable(episodes)),
+      Stream.mapEffect((episode) => episode, { concurrency: concurrency ?? 1, unordered: true })
+    )
+  }))
 
 // A field the task does not know is refused, not dropped: a misspelt `max_token` would otherwise be a silent default.
 const decodeTask = Schema.decodeUnknownResult(Task, { onExcessProperty: "error" })

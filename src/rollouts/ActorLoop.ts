@@ -49,7 +49,11 @@
  * a drawn one), so no two requests of a group are alike. A seed whose last would pass `Number.MAX_SAFE_INTEGER` is
  * refused (`InvalidOptions` naming `seed`) before any step. A group's rollout starts from an empty state held in a
  * store of its own and a workspace of its own, both gone when its episode ends: the task's stored state and any
- * other task's are never touched. One request per step (vLLM's `n` is not used yet). `run` does either with
+ * other task's are never touched. When the model in context can answer `n` samples in one request
+ * (`Model.Service.choicesPerRequest`: `Vllm`), a group's first steps — alike but for their seeds — are one request
+ * with `n` and the group's first seed, rollout `i` taking choice `i` (each first record's `seed` is that request's;
+ * its `output_tokens` the choice's own, or an even share when the server sent no token ids); every later step is a
+ * request of its own. `run` does either with
  * `maxSteps` / `group`, and without them one step per task as before (byte for byte: no observation, the task's
  * seed).
  *
@@ -578,7 +582,8 @@ const GroupOptionsSchema = Schema.Struct({
  * when its episode ends (`keepWorkspaces` does not apply): the task's stored state and workspace are not touched.
  * Seeds: rollout `i`'s step `s` has `base + (s - 1) × n + i`, `base` the task's `seed` or a drawn one, so no two
  * requests of a group are alike; a `seed` whose last would pass `Number.MAX_SAFE_INTEGER` fails with
- * `InvalidOptions` before any step. Each request is a request of its own.
+ * `InvalidOptions` before any step. With a model that serves `n` choices in one request (vLLM), the first steps
+ * are one request with `n` and seed `base` instead (see the module doc).
  *
  * @since 0.2.0
  * @category running
@@ -697,7 +702,7 @@ export const run = <E, R>(
 ): Stream.Stream<Outcome, E | InvalidOptions, R | Requirements> =>
   Stream.unwrap(Effect.map(Opts.decode("ActorLoop", RunOptionsSchema, options), ({ concurrency, group, ...checked }) => {
     const maxSteps = checked.maxSteps ?? 1
-    const work = (task: Task): Effect.Effect<ReadonlyArray<Effect.Effect<Outcome, never, Requirements>>> =>
+    const work = (task: Task): Effect.Effect<ReadonlyArray<Effect.Effect<Outcome, never, Requirements>>, never, Model.Model> =>
       // Neither `maxSteps` nor `group`: one step as `step` writes it (and `Durable.actorLoop`), no episode fields.
       checked.maxSteps === undefined && group === undefined
         ? Effect.succeed([

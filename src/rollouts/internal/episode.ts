@@ -4,9 +4,11 @@
  * the step (an agent run) and the public names; this module gets the step as a function, so nothing imports in a
  * circle.
  */
-import { Effect, Random, Scope } from "effect"
+import { Effect, Random, Scope, Semaphore, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import { InvalidOptions } from "../../core/AgentError.js"
+import * as Model from "../../core/Model.js"
+import type { ModelError } from "../../core/ModelError.js"
 import * as Tool from "../../core/Tool.js"
 import * as Sandbox from "../../environment/Sandbox.js"
 import * as StateStore from "../../environment/StateStore.js"
@@ -49,6 +51,11 @@ export interface Member {
   readonly fresh: boolean
   /** The key of the rollout's state and workspace: the task's id, or `<group id>-<index>` (at most 47 characters). */
   readonly key: string
+  /**
+   * A group member whose first step takes its choice of one request with `n` (`shareFirstSteps`): that request's
+   * seed, and the model that answers the member's first call with its choice.
+   */
+  readonly firstStep?: { readonly seed: number; readonly model: Model.Service } | undefined
 }
 
 /**
@@ -57,7 +64,11 @@ export interface Member {
  * has a seed of its own, so no two requests of a group are the same bytes.
  */
 export const stepSeed = (member: Member, episodeStep: number): number | undefined =>
-  member.seed === undefined ? undefined : member.seed + (episodeStep - 1) * member.seedStride
+  episodeStep === 1 && member.firstStep !== undefined
+    ? member.firstStep.seed
+    : member.seed === undefined
+    ? undefined
+    : member.seed + (episodeStep - 1) * member.seedStride
 
 /**
  * Refuses a task seed whose rollouts would need seeds past `Number.MAX_SAFE_INTEGER` (which JSON and vLLM would
@@ -80,24 +91,94 @@ export const checkSeed = (seed: number | undefined, n: number, maxSteps: number)
 /** The highest seed a group draws when its task gives none (vLLM takes any 64-bit integer; this stays exact in JSON). */
 const maxDrawnSeed = 2 ** 31 - 1
 
-/** The members of a group of `n`: first seeds from the task's (or a drawn one) up, one group id, a key each. */
+/**
+ * The members of a group of `n`: first seeds from the task's (or a drawn one) up, one group id, a key each, and
+ * their first steps one request when the model in context can serve it (`shareFirstSteps`).
+ */
 export const membersOf = (
   taskSeed: number | undefined,
   n: number,
   maxSteps: number
-): Effect.Effect<ReadonlyArray<Member>, InvalidOptions> =>
+): Effect.Effect<ReadonlyArray<Member>, InvalidOptions, Model.Model> =>
   Effect.gen(function*() {
     yield* checkSeed(taskSeed, n, maxSteps)
     // Drawn so that every step's seed stays below 2^31 (some servers take only 32-bit seeds).
     const base = taskSeed ?? (yield* Random.nextIntBetween(0, Math.max(1, maxDrawnSeed - n * maxSteps)))
     const groupId = randomUUID()
-    return Array.from({ length: n }, (_, i): Member => ({
+    const members = Array.from({ length: n }, (_, i): Member => ({
       groupId,
       seed: base + i,
       seedStride: n,
       fresh: true,
       key: `${groupId}-${i}`
     }))
+    return yield* shareFirstSteps(members, yield* Model.Model)
+  })
+
+/** A request without its seed, as a key: the members' first requests differ in their seed only. */
+const sameButSeed = ({ seed: _, ...rest }: Model.Request): string => JSON.stringify(rest)
+
+/**
+ * The members of a group with their first steps served by one request (`n` choices, the group's first seed) when
+ * the model says one request can (`Model.Service.choicesPerRequest`: vLLM); as they were otherwise. Member `i`'s
+ * first call answers with choice `i` (`index` 0, so it reads as a one-choice answer), usage counting the whole
+ * prompt and the choice's own tokens when the server sent its ids (else an even share of the request's). A first
+ * call that does not ask what the shared request asked (another prompt: it should not happen, the members start
+ * alike) is sent on its own; a shared request that fails is sent again by the next member, so one failure costs
+ * one member its episode, as with separate requests.
+ */
+export const shareFirstSteps = (
+  members: ReadonlyArray<Member>,
+  model: Model.Service
+): Effect.Effect<ReadonlyArray<Member>> =>
+  Effect.gen(function*() {
+    const first = members[0]
+    if (model.choicesPerRequest !== true || members.length < 2 || first?.seed === undefined) return members
+    const n = members.length
+    const seed = first.seed
+    const lock = yield* Semaphore.make(1)
+    let shared: { readonly key: string; readonly response: Model.Response } | undefined
+    const sample = (request: Model.Request): Effect.Effect<Model.Response | undefined, ModelError> =>
+      lock.withPermits(1)(Effect.suspend(() => {
+        const key = sameButSeed(request)
+        if (shared !== undefined) return Effect.succeed(shared.key === key ? shared.response : undefined)
+        return Effect.map(model.generate({ ...request, n, seed }), (response) => {
+          shared = { key, response }
+          return response
+        })
+      }))
+    const pick = (response: Model.Response, i: number): Model.Response => {
+      const choice = response.choices.find((c) => c.index === i) ?? response.choices[i]
+      const outputTokens = choice?.tokenIds?.length ?? Math.round(response.usage.outputTokens / n)
+      return {
+        ...response,
+        choices: choice === undefined ? [] : [{ ...choice, index: 0 }],
+        usage: { ...response.usage, outputTokens, totalTokens: response.usage.inputTokens + outputTokens }
+      }
+    }
+    return members.map((member, i): Member => {
+      let used = false
+      // The member's first call only; its later calls (and a first call unlike the shared one) go to the model.
+      const generate = (request: Model.Request): Effect.Effect<Model.Response, ModelError> =>
+        Effect.suspend(() => {
+          if (used) return model.generate(request)
+          used = true
+          return Effect.flatMap(sample(request), (response) =>
+            response === undefined ? model.generate(request) : Effect.succeed(pick(response, i)))
+        })
+      return {
+        ...member,
+        firstStep: {
+          seed,
+          model: Model.make({
+            ...model,
+            generate,
+            stream: (request) => Stream.unwrap(Effect.map(generate(request), (r) => Stream.fromIterable(Model.toChunks(r)))),
+            streamInto: (request, onChunk) => Effect.flatMap(generate(request), (r) => Model.replayInto(r, onChunk))
+          })
+        }
+      }
+    })
   })
 
 /** A lone episode: the task's state and workspace, its seed (if any) for the first step. */
@@ -222,7 +303,10 @@ export const run = <E, R>(
         aggregate: limits.aggregate,
         earlier: records.map((r) => ({ step: r.episodeStep ?? 0, reward: r.reward }))
       }
-      const record = yield* (ownStore === undefined ? step(context) : Effect.provideService(step(context), StateStore.StateStore, ownStore))
+      const stepped = ownStore === undefined ? step(context) : Effect.provideService(step(context), StateStore.StateStore, ownStore)
+      const record = yield* (episodeStep === 1 && member.firstStep !== undefined
+        ? Effect.provideService(stepped, Model.Model, member.firstStep.model)
+        : stepped)
       records.push(record)
       if (record.episodeEnd !== undefined) break
     }

@@ -144,6 +144,10 @@ export const Task = Schema.Struct({
   workspaceFiles: Schema.optional(WorkspaceFiles),
   stop: Schema.optional(Schema.Array(Schema.String)),
   temperature: Schema.optional(Schema.Number.check(Schema.isBetween({ minimum: 0, maximum: 2 }))),
+  /**
+   * The request's seed; an episode's or group's later steps take seeds derived from it (the module doc), and one
+   * that would pass `Number.MAX_SAFE_INTEGER` there is refused before any step.
+   */
   seed: Schema.optional(Schema.Int),
   maxTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
   timeoutMs: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),

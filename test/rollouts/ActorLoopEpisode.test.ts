@@ -85,51 +85,53 @@ describe("ActorLoop.episode", () => {
 })
 
 describe("ActorLoop groups", () => {
-  it.effect("run with group against vLLM: one request with n and the group's seed serves the first steps, then a seed per step", () =>
-    Effect.gen(function*() {
-      const server = yield* Server.make({ api: "openai" })
-      const dir = mkdtempSync(join(tmpdir(), "valet-actor-group-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
-      writeFileSync(join(dir, "vllm_actors.yaml"), `actors:\n  - name: a\n    base_url: ${server.url}\n    api: openai\n`)
-      const pool = Vllm.layer({ configPath: join(dir, "vllm_actors.yaml") }).pipe(
-        Layer.provide(Layer.merge(NodeHttpClient.layerUndici, NodeServices.layer))
-      )
-      // The shared request's three choices, each a different answer: member i must take choice i.
-      const choice = (index: number) => ({ index, text: answer(`member ${index}`), logprobs: null, finish_reason: "stop", stop_reason: null })
-      server.enqueue("/v1/completions", Server.json({
-        id: "cmpl-n",
-        object: "text_completion",
-        created: 1_700_000_000,
-        model: "loopback-model",
-        choices: [choice(0), choice(1), choice(2)],
-        usage: { prompt_tokens: 10, completion_tokens: 30, total_tokens: 40 }
+  for (const concurrency of [3, 1]) {
+    it.effect(`run with group against vLLM (concurrency ${concurrency}): one request with n and the group's seed serves the first steps, then a seed per step`, () =>
+      Effect.gen(function*() {
+        const server = yield* Server.make({ api: "openai" })
+        const dir = mkdtempSync(join(tmpdir(), "valet-actor-group-"))
+        yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+        writeFileSync(join(dir, "vllm_actors.yaml"), `actors:\n  - name: a\n    base_url: ${server.url}\n    api: openai\n`)
+        const pool = Vllm.layer({ configPath: join(dir, "vllm_actors.yaml") }).pipe(
+          Layer.provide(Layer.merge(NodeHttpClient.layerUndici, NodeServices.layer))
+        )
+        // The shared request's three choices, each a different answer: member i must take choice i.
+        const choice = (index: number) => ({ index, text: answer(`member ${index}`), logprobs: null, finish_reason: "stop", stop_reason: null })
+        server.enqueue("/v1/completions", Server.json({
+          id: "cmpl-n",
+          object: "text_completion",
+          created: 1_700_000_000,
+          model: "loopback-model",
+          choices: [choice(0), choice(1), choice(2)],
+          usage: { prompt_tokens: 10, completion_tokens: 30, total_tokens: 40 }
+        }))
+        const outcomes = yield* Stream.runCollect(
+          ActorLoop.run(Stream.make(task({ seed: 40 })), { group: 3, maxSteps: 2, concurrency })
+        ).pipe(
+          Effect.provide(Layer.mergeAll(pool, Sandbox.layerTest(() => ({ stdout: "" })), StateStore.layerMemory(), TrajectoryStore.layerMemory))
+        )
+        const bodies = server.requests.filter((r) => r.path === "/v1/completions").map((r) => r.body)
+        expect(bodies).toHaveLength(4)
+        expect(bodies[0]).toMatchObject({ n: 3, seed: 40 })
+        expect(bodies.slice(1).map((b) => b.seed).sort()).toEqual([43, 44, 45])
+        expect(bodies.slice(1).every((b) => b.n === undefined)).toBe(true)
+        const recorded = Array.from(outcomes).flatMap((o) => (o._tag === "Recorded" ? [o] : []))
+        expect(recorded).toHaveLength(3)
+        expect(new Set(recorded.map((o) => o.record.groupId)).size).toBe(1)
+        expect(recorded[0]!.record.groupId).toMatch(/^[0-9a-f-]{36}$/)
+        expect(new Set(recorded.map((o) => o.record.episodeId)).size).toBe(3)
+        const firsts = recorded.map((o) => o.episode!.records[0]!)
+        // Each member took its own choice; each records the request's seed and its share of the tokens.
+        expect(firsts.map((r) => r.modelOutput.raw).sort()).toEqual([0, 1, 2].map((i) => answer(`member ${i}`)))
+        for (const r of firsts) expect(r).toMatchObject({ seed: 40, episodeStep: 1, metrics: { inputTokens: 10, outputTokens: 10 } })
+        const seconds = recorded.map((o) => o.record)
+        expect(seconds.map((r) => r.seed).sort()).toEqual([43, 44, 45])
+        for (const o of recorded) {
+          const member = Number(/member (\d)/.exec(o.episode!.records[0]!.modelOutput.raw)![1])
+          expect(o.record.seed).toBe(40 + 3 + member)
+        }
       }))
-      const outcomes = yield* Stream.runCollect(
-        ActorLoop.run(Stream.make(task({ seed: 40 })), { group: 3, maxSteps: 2, concurrency: 3 })
-      ).pipe(
-        Effect.provide(Layer.mergeAll(pool, Sandbox.layerTest(() => ({ stdout: "" })), StateStore.layerMemory(), TrajectoryStore.layerMemory))
-      )
-      const bodies = server.requests.filter((r) => r.path === "/v1/completions").map((r) => r.body)
-      expect(bodies).toHaveLength(4)
-      expect(bodies[0]).toMatchObject({ n: 3, seed: 40 })
-      expect(bodies.slice(1).map((b) => b.seed).sort()).toEqual([43, 44, 45])
-      expect(bodies.slice(1).every((b) => b.n === undefined)).toBe(true)
-      const recorded = Array.from(outcomes).flatMap((o) => (o._tag === "Recorded" ? [o] : []))
-      expect(recorded).toHaveLength(3)
-      expect(new Set(recorded.map((o) => o.record.groupId)).size).toBe(1)
-      expect(recorded[0]!.record.groupId).toMatch(/^[0-9a-f-]{36}$/)
-      expect(new Set(recorded.map((o) => o.record.episodeId)).size).toBe(3)
-      const firsts = recorded.map((o) => o.episode!.records[0]!)
-      // Each member took its own choice; each records the request's seed and its share of the tokens.
-      expect(firsts.map((r) => r.modelOutput.raw).sort()).toEqual([0, 1, 2].map((i) => answer(`member ${i}`)))
-      for (const r of firsts) expect(r).toMatchObject({ seed: 40, episodeStep: 1, metrics: { inputTokens: 10, outputTokens: 10 } })
-      const seconds = recorded.map((o) => o.record)
-      expect(seconds.map((r) => r.seed).sort()).toEqual([43, 44, 45])
-      for (const o of recorded) {
-        const member = Number(/member (\d)/.exec(o.episode!.records[0]!.modelOutput.raw)![1])
-        expect(o.record.seed).toBe(40 + 3 + member)
-      }
-    }))
+  }
 
   it.effect("a model that cannot serve n choices in one request gets a request per member, seeds distinct", () =>
     Effect.gen(function*() {

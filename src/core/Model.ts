@@ -130,6 +130,14 @@ export interface Service {
    * what `Compaction` measures a call's input against. Without it, the compaction policy's `contextWindow`.
    */
   readonly contextWindow?: number | undefined
+  /**
+   * Optional: `true` when one request with `n` answers `n` independent samples of its prompt (vLLM), so that a
+   * caller wanting `n` samples of one prompt (`ActorLoop.group`'s first steps) sends one request instead of `n`.
+   * Absent: the caller sends separate requests. Wrappers that do not pass it on only cost the saving.
+   *
+   * @since 0.2.0
+   */
+  readonly choicesPerRequest?: boolean | undefined
   readonly stream: (request: Request) => Stream.Stream<Chunk, ModelError>
   /**
    * Optional: streams the answer by calling `onChunk` for each chunk, in order, when the chunk arrives (running the

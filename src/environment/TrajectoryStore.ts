@@ -272,9 +272,53 @@ export const TrajectoryRecord = Schema.Struct({
    *
    * @since 0.2.0
    */
-  tokens: Schema.optional(StepTokens)
+  tokens: Schema.optional(StepTokens),
+  /**
+   * The episode the step belongs to (`ActorLoop.episode`): one id for all its steps.
+   *
+   * @since 0.2.0
+   */
+  episodeId: Schema.optional(Schema.String),
+  /**
+   * The step's place in its episode, from 1 (`step` counts the task's steps across episodes).
+   *
+   * @since 0.2.0
+   */
+  episodeStep: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
+  /**
+   * The group of rollouts of one task the episode belongs to (`ActorLoop.group`), for group-relative advantages.
+   *
+   * @since 0.2.0
+   */
+  groupId: Schema.optional(Schema.String),
+  /**
+   * The sampling seed the step's request carried, when it carried one.
+   *
+   * @since 0.2.0
+   */
+  seed: Schema.optional(Schema.Int),
+  /**
+   * On an episode's last step only: why it ended — the model said `<done/>`, a reward reached the threshold, or
+   * `maxSteps` was reached. An episode none of whose lines has it did not finish (its run failed or was stopped):
+   * drop its lines.
+   *
+   * @since 0.2.0
+   */
+  episodeEnd: Schema.optional(Schema.Literals(["done", "reward", "max_steps"])),
+  /**
+   * On an episode's last step only: the episode's reward (`Reward.episode` of its steps), null without a reward.
+   * On the last line so that a trainer reading the JSONL in order has it when the episode's lines are complete.
+   *
+   * @since 0.2.0
+   */
+  episodeReward: Schema.optional(Schema.NullOr(Schema.Finite))
 }).pipe(Schema.encodeKeys({
   taskId: "task_id",
+  episodeId: "episode_id",
+  episodeStep: "episode_step",
+  groupId: "group_id",
+  episodeEnd: "episode_end",
+  episodeReward: "episode_reward",
   stateBefore: "state_before",
   stateAfter: "state_after",
   modelOutput: "model_output",

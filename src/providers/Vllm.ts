@@ -382,6 +382,8 @@ export const make = (
       )
     }
     const model = Model.make({
+      // vLLM samples a request's `n` choices from one prompt pass (both APIs forward `n`).
+      choicesPerRequest: true,
       generate: (request) =>
         Effect.withSpan(Effect.tap(service.generate(request), checkTokens), "valet/Vllm.generate", span),
       stream: (request) =>

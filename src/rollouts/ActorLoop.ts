@@ -19,6 +19,44 @@
  * Model calls go through `Architecture.generate`, so budgets apply and `Journal` records and replays them. `run`
  * steps a stream of tasks with a concurrency bound; a failed task is an outcome, not the end of the run.
  *
+ * Episodes and groups (DESIGN §18): `episode` steps a task until the model writes an empty `<done/>` (or
+ * `<done></done>`) outside its `<think>`, `<action>` and `<state_update>` blocks, a step's reward reaches
+ * `rewardThreshold` (a reward with a failed part never does), or `maxSteps`. Its state carries from step to step, and
+ * its steps share one workspace, opened when first needed and removed when the episode ends (kept for the task's
+ * next episode with `keepWorkspaces`). Each step after the first is shown what the previous step's action did, at
+ * the end of its prompt:
+ *
+ * ```
+ * <observation>
+ * exit_code: 1
+ * stdout:
+ * <at most 2,000 characters, then "[truncated: N more characters]">
+ * stderr:
+ * <the same>
+ * </observation>
+ * ```
+ *
+ * (`exit_code: <code>, timed out` when stopped; `error: <reason>: <message>` when the sandbox could not run it;
+ * `no command ran`, with `(parse_error: invalid_action_json)` when the `<action>` did not parse). Every record of
+ * an episode has `episode_id` and `episode_step` (from 1; `step` still counts the task's records), `seed` when the
+ * request had one, and the last one `episode_end` (`done` / `reward` / `max_steps`) and `episode_reward` — on the
+ * last line, so a trainer reading the JSONL in order needs no summary line. An episode whose lines have no
+ * `episode_end` did not finish (its run failed or was stopped: its `Failed` outcome names its `episodeId`): a
+ * trainer drops its lines.
+ *
+ * Seeds: an episode's step `s` has the task's `seed + s - 1` (none without a task seed); `group` runs `n` episodes
+ * (n = 1 too) with one `group_id`, rollout `i`'s step `s` seeded `base + (s - 1) × n + i` (`base` the task's seed or
+ * a drawn one), so no two requests of a group are alike. A seed whose last would pass `Number.MAX_SAFE_INTEGER` is
+ * refused (`InvalidOptions` naming `seed`) before any step. A group's rollout starts from an empty state held in a
+ * store of its own and a workspace of its own, both gone when its episode ends: the task's stored state and any
+ * other task's are never touched. When the model in context can answer `n` samples in one request
+ * (`Model.Service.choicesPerRequest`: `Vllm`), a group's first steps — alike but for their seeds — are one request
+ * with `n` and the group's first seed, rollout `i` taking choice `i` (each first record's `seed` is that request's;
+ * its `output_tokens` the choice's own, or an even share when the server sent no token ids); every later step is a
+ * request of its own. `run` does either with
+ * `maxSteps` / `group`, and without them one step per task as before (byte for byte: no observation, the task's
+ * seed).
+ *
  * @example
  * ```ts
  * import { Effect, Layer } from "effect"
@@ -48,6 +86,7 @@
  * @since 0.1.0
  */
 import { Clock, Effect, Option, Result, Schema, Scope, Stream } from "effect"
+import { randomUUID } from "node:crypto"
 import * as Agent from "../core/Agent.js"
 import { type AgentError, ArchitectureFailed, type InvalidOptions } from "../core/AgentError.js"
 import type * as AgentEvent from "../core/AgentEvent.js"
@@ -55,6 +94,7 @@ import * as Architecture from "../core/Architecture.js"
 import * as Budget from "../core/Budget.js"
 import * as Opts from "../core/internal/options.js"
 import * as internal from "./internal/actorLoop.js"
+import * as episodeInternal from "./internal/episode.js"
 import * as Reward from "./Reward.js"
 import { checkRelativePath, PathRefused } from "../environment/internal/sandbox/workspace.js"
 import { isSafeTaskId } from "../environment/internal/taskId.js"
@@ -104,6 +144,10 @@ export const Task = Schema.Struct({
   workspaceFiles: Schema.optional(WorkspaceFiles),
   stop: Schema.optional(Schema.Array(Schema.String)),
   temperature: Schema.optional(Schema.Number.check(Schema.isBetween({ minimum: 0, maximum: 2 }))),
+  /**
+   * The request's seed; an episode's or group's later steps take seeds derived from it (the module doc), and one
+   * that would pass `Number.MAX_SAFE_INTEGER` there is refused before any step.
+   */
   seed: Schema.optional(Schema.Int),
   maxTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
   timeoutMs: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
@@ -178,7 +222,12 @@ const encodeRecord = Schema.encodeSync(TrajectoryStore.TrajectoryRecord)
 let warnedMismatch = false
 
 /** The step's program; `onRecord` receives the record as appended. */
-const program = (task: Task, options: Options, onRecord: (record: TrajectoryStore.TrajectoryRecord) => void) =>
+const program = (
+  task: Task,
+  options: Options,
+  onRecord: (record: TrajectoryStore.TrajectoryRecord) => void,
+  episodeContext?: episodeInternal.Context
+) =>
 (_input: Architecture.Input): Effect.Effect<Architecture.Outcome, AgentError, Requirements | Architecture.CurrentRun> =>
   Effect.gen(function*() {
     const run = yield* Architecture.CurrentRun
@@ -186,12 +235,17 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
     const sandbox = yield* Sandbox.Sandbox
     const trajectories = yield* TrajectoryStore.TrajectoryStore
 
-    const stateBefore = yield* Effect.mapError(states.load(task.taskId), infrastructure)
-    const prompt = internal.buildPrompt(task.prompt, stateBefore)
+    // An episode's step: the state under the rollout's key (a group member's in a store of its own), its own seed,
+    // and what the previous step's action did.
+    const key = episodeContext?.stateKey ?? task.taskId
+    const seed = episodeContext === undefined ? task.seed : episodeContext.seed
+    const stateBefore = yield* Effect.mapError(states.load(key), infrastructure)
+    const built = internal.buildPrompt(task.prompt, stateBefore)
+    const prompt = episodeContext?.observation === undefined ? built : `${built}\n\n${episodeContext.observation}`
     const sampling = {
       temperature: task.temperature ?? defaultTemperature,
       ...(task.stop !== undefined ? { stop: task.stop } : {}),
-      ...(task.seed !== undefined ? { seed: task.seed } : {}),
+      ...(seed !== undefined ? { seed } : {}),
       ...(task.maxTokens !== undefined ? { maxTokens: task.maxTokens } : {})
     }
     const request: Model.Request = options.chat === true
@@ -217,12 +271,12 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
 
     const reward = Option.getOrUndefined(yield* Effect.serviceOption(Reward.CurrentReward))
     // The step's workspace, made once when the action or the reward first needs it, and open until the step is
-    // scored: a reward's command sees what the action left.
+    // scored: a reward's command sees what the action left. An episode's steps share the episode's.
     return yield* Effect.scoped(Effect.gen(function*() {
       const scope = yield* Scope.Scope
-      const workspace = yield* Effect.cached(
-        sandbox.workspace(task.taskId, task.workspaceFiles ?? {}, { keep: options.keepWorkspaces === true }).pipe(Scope.provide(scope))
-      )
+      const workspace = episodeContext?.workspace ?? (yield* Effect.cached(
+        sandbox.workspace(key, task.workspaceFiles ?? {}, { keep: options.keepWorkspaces === true }).pipe(Scope.provide(scope))
+      ))
       let sandboxResult: Sandbox.SandboxResult | null = null
       let sandboxError: string | undefined
       if (parsed.command.present) {
@@ -250,7 +304,7 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
       }
 
       const stateAfter = parsed.stateUpdate !== undefined
-        ? yield* Effect.mapError(states.update(task.taskId, parsed.stateUpdate), infrastructure)
+        ? yield* Effect.mapError(states.update(key, parsed.stateUpdate), infrastructure)
         : stateBefore
       yield* Architecture.progress("actor_loop.state_saved", { taskId: task.taskId, updated: parsed.stateUpdate !== undefined })
 
@@ -271,6 +325,7 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
         })
       }
 
+      const ending = episodeContext === undefined ? undefined : episodeInternal.ending(episodeContext, parsed.done, scored)
       const tokens = internal.tokensOf(response, choice)
       const mismatch = internal.tokenMismatch(choice)
       if (mismatch !== undefined && !warnedMismatch) {
@@ -309,7 +364,16 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
           },
           sessionId: run.sessionId,
           createdAt: yield* Clock.currentTimeMillis,
-          ...(tokens !== undefined ? { tokens } : {})
+          ...(tokens !== undefined ? { tokens } : {}),
+          ...(episodeContext !== undefined
+            ? {
+              episodeId: episodeContext.episodeId,
+              episodeStep: episodeContext.episodeStep,
+              ...(episodeContext.groupId !== undefined ? { groupId: episodeContext.groupId } : {}),
+              ...(seed !== undefined ? { seed } : {})
+            }
+            : {}),
+          ...(ending !== undefined ? { episodeEnd: ending.end, episodeReward: ending.reward?.value ?? null } : {})
         }),
         infrastructure
       )
@@ -319,11 +383,16 @@ const program = (task: Task, options: Options, onRecord: (record: TrajectoryStor
     }))
   })
 
-const agentFor = (task: Task, options: Options, onRecord: (record: TrajectoryStore.TrajectoryRecord) => void) =>
+const agentFor = (
+  task: Task,
+  options: Options,
+  onRecord: (record: TrajectoryStore.TrajectoryRecord) => void,
+  episodeContext?: episodeInternal.Context
+) =>
   Agent.make({
     name: "actor",
     instructions: options.system ?? "",
-    architecture: Architecture.make({ name, program: program(task, options, onRecord) })
+    architecture: Architecture.make({ name, program: program(task, options, onRecord, episodeContext) })
   })
 
 const stepFields = {
@@ -337,13 +406,16 @@ const stepFields = {
 const OptionsSchema = Schema.Struct(stepFields)
 const StreamOptionsSchema = Schema.Struct({ ...stepFields, textDeltas: Schema.optional(Schema.Boolean) })
 const { sessionId: _, ...runFields } = stepFields
-const RunOptionsSchema = Schema.Struct({ ...runFields, concurrency: Schema.optional(Opts.IntAtLeast(1)) })
 
 /** A step with options already checked. */
-const stepChecked = (task: Task, options: Options): Effect.Effect<TrajectoryStore.TrajectoryRecord, AgentError, Requirements> =>
+const stepChecked = (
+  task: Task,
+  options: Options,
+  episodeContext?: episodeInternal.Context
+): Effect.Effect<TrajectoryStore.TrajectoryRecord, AgentError, Requirements> =>
   Effect.suspend(() => {
     let record: TrajectoryStore.TrajectoryRecord | undefined
-    return Agent.run(agentFor(task, options, (r) => (record = r)), task.prompt, {
+    return Agent.run(agentFor(task, options, (r) => (record = r), episodeContext), task.prompt, {
       ...(options.budget !== undefined ? { budget: options.budget } : {}),
       ...(options.sessionId !== undefined ? { sessionId: options.sessionId } : {})
     }).pipe(
@@ -387,7 +459,151 @@ export const stream = (task: Task, options: StreamOptions = {}): Stream.Stream<A
     })))
 
 /**
- * How one task of `run` ended.
+ * Why an episode ended: the model said `<done/>`, a step's reward reached `rewardThreshold`, or it took `maxSteps`
+ * steps.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type EpisodeEnd = episodeInternal.End
+
+/**
+ * Options of an episode: a step's, plus when it ends. Each step has a session of its own.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export interface EpisodeOptions extends Omit<Options, "sessionId"> {
+  /** Steps at most (≥ 1, default 1). */
+  readonly maxSteps?: number | undefined
+  /**
+   * End the episode at the first step whose reward (with a `Reward.CurrentReward`) is at least this; a reward with
+   * a failed part never ends it.
+   */
+  readonly rewardThreshold?: number | undefined
+  /** How the episode's reward sums its steps' (`Reward.episode`; default `"sum"`). */
+  readonly aggregate?: Reward.Aggregate | undefined
+}
+
+/**
+ * An episode as run: its steps' records in order (the last one carries `episodeEnd` and `episodeReward`), why it
+ * ended, and its reward (`Reward.episode`) when a `Reward.CurrentReward` scored it. `seed` is its first step's.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface Episode {
+  readonly episodeId: string
+  readonly groupId?: string | undefined
+  readonly seed?: number | undefined
+  readonly records: ReadonlyArray<TrajectoryStore.TrajectoryRecord>
+  readonly end: EpisodeEnd
+  readonly reward?: Reward.Scored | undefined
+}
+
+const stepOptionsOf = ({ aggregate: _a, maxSteps: _m, rewardThreshold: _r, ...step }: EpisodeOptions): Options => step
+
+/** An episode of a rollout, with options already checked and its id chosen (a failed one's outcome names it). */
+const episodeChecked = (
+  task: Task,
+  options: EpisodeOptions,
+  member: episodeInternal.Member,
+  episodeId: string
+): Effect.Effect<Episode, AgentError, Requirements> =>
+  Effect.gen(function*() {
+    const stepOptions = stepOptionsOf(options)
+    const ran = yield* episodeInternal.run(
+      (context) => stepChecked(task, stepOptions, context),
+      task.workspaceFiles ?? {},
+      member,
+      episodeId,
+      {
+        maxSteps: options.maxSteps ?? 1,
+        rewardThreshold: options.rewardThreshold,
+        aggregate: options.aggregate ?? "sum",
+        keepWorkspace: options.keepWorkspaces === true
+      }
+    )
+    return {
+      episodeId,
+      ...(member.groupId !== undefined ? { groupId: member.groupId } : {}),
+      ...(member.seed !== undefined ? { seed: member.seed } : {}),
+      records: ran.records,
+      end: ran.end,
+      ...(ran.reward !== undefined ? { reward: ran.reward } : {})
+    }
+  }).pipe(Effect.withSpan("valet/ActorLoop.episode", { attributes: { taskId: task.taskId } }))
+
+const episodeFields = {
+  ...runFields,
+  maxSteps: Schema.optional(Opts.IntAtLeast(1)),
+  rewardThreshold: Schema.optional(Schema.Finite),
+  aggregate: Schema.optional(Schema.Literals(["sum", "mean", "last"]))
+}
+const EpisodeOptionsSchema = Schema.Struct(episodeFields)
+
+/**
+ * Runs a task step after step, in one state and one workspace (opened when a step first needs it, removed at the
+ * end unless `keepWorkspaces`), until the model says it is done (an empty `<done/>` outside its blocks), a step's
+ * reward reaches `rewardThreshold`, or `maxSteps` steps were taken. Each step after the first is shown what the
+ * previous one's action did (`<observation>`, see the module doc) and, when the task has a `seed`, has a seed of its
+ * own (`seed + step - 1`). Each step appends its record as `step` does, with the episode's id and the step's place
+ * in it; the last also says why the episode ended and its reward. The episode continues from the task's stored
+ * state. A seed whose steps would pass `Number.MAX_SAFE_INTEGER` fails with `InvalidOptions` before any step.
+ *
+ * @since 0.2.0
+ * @category running
+ */
+export const episode = (task: Task, options: EpisodeOptions = {}): Effect.Effect<Episode, AgentError, Requirements> =>
+  Effect.gen(function*() {
+    const checked = yield* Opts.decode("ActorLoop", EpisodeOptionsSchema, options)
+    yield* episodeInternal.checkSeed(task.seed, 1, checked.maxSteps ?? 1)
+    return yield* episodeChecked(task, checked, episodeInternal.loneMember(task.taskId, task.seed), randomUUID())
+  })
+
+/**
+ * Options of a group.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export interface GroupOptions extends EpisodeOptions {
+  /** Rollouts of the task (≥ 1). */
+  readonly n: number
+  /** Rollouts in flight at once (≥ 1, default 1). */
+  readonly concurrency?: number | undefined
+}
+
+const GroupOptionsSchema = Schema.Struct({
+  ...episodeFields,
+  n: Opts.IntAtLeast(1),
+  concurrency: Schema.optional(Opts.IntAtLeast(1))
+})
+
+/**
+ * Runs `n` episodes of a task (n = 1 included), all with one `groupId`: what a group-relative advantage (GRPO)
+ * compares. Each rollout starts from an empty state kept in a store of its own and a fresh workspace, both dropped
+ * when its episode ends (`keepWorkspaces` does not apply): the task's stored state and workspace are not touched.
+ * Seeds: rollout `i`'s step `s` has `base + (s - 1) × n + i`, `base` the task's `seed` or a drawn one, so no two
+ * requests of a group are alike; a `seed` whose last would pass `Number.MAX_SAFE_INTEGER` fails with
+ * `InvalidOptions` before any step. With a model that serves `n` choices in one request (vLLM), the first steps
+ * are one request with `n` and seed `base` instead (see the module doc).
+ *
+ * @since 0.2.0
+ * @category running
+ */
+export const group = (task: Task, options: GroupOptions): Effect.Effect<ReadonlyArray<Episode>, AgentError, Requirements> =>
+  Effect.gen(function*() {
+    const { concurrency, n, ...checked } = yield* Opts.decode("ActorLoop", GroupOptionsSchema, options)
+    const members = yield* episodeInternal.membersOf(task.seed, n, checked.maxSteps ?? 1)
+    return yield* Effect.forEach(members, (member) => episodeChecked(task, checked, member, randomUUID()), {
+      concurrency: concurrency ?? 1
+    })
+  })
+
+/**
+ * How one episode of `run` ended. A `Failed` episode of `run` with `maxSteps` or `group` names its `episodeId` (and
+ * `groupId`): the lines its steps already wrote have no `episode_end`, and a trainer drops such an episode's lines.
  *
  * @since 0.1.0
  * @category models
@@ -396,14 +612,36 @@ export type Outcome =
   | {
     readonly _tag: "Recorded"
     readonly task: Task
+    /** The episode's last record. */
     readonly record: TrajectoryStore.TrajectoryRecord
     /**
-     * The task's episode reward (`Reward.episode` of its steps' records: here its one step), when a
-     * `Reward.CurrentReward` scored it.
+     * The episode's reward (`Reward.episode` of its steps' records), when a `Reward.CurrentReward` scored it.
      */
     readonly reward?: Reward.Scored | undefined
+    /**
+     * The episode (from `run`; a durable run's outcomes have none yet).
+     *
+     * @since 0.2.0
+     */
+    readonly episode?: Episode | undefined
   }
-  | { readonly _tag: "Failed"; readonly task: Task; readonly error: AgentError }
+  | {
+    readonly _tag: "Failed"
+    readonly task: Task
+    readonly error: AgentError
+    /**
+     * The failed episode's id, as its lines carry it (with `maxSteps` or `group`).
+     *
+     * @since 0.2.0
+     */
+    readonly episodeId?: string | undefined
+    /**
+     * The group of the failed episode (with `group`).
+     *
+     * @since 0.2.0
+     */
+    readonly groupId?: string | undefined
+  }
 
 /**
  * Options of `run` (each step has a session of its own).
@@ -411,15 +649,53 @@ export type Outcome =
  * @since 0.1.0
  * @category options
  */
-export interface RunOptions extends Omit<Options, "sessionId"> {
-  /** Steps in flight at once (≥ 1, default 1). */
+export interface RunOptions extends EpisodeOptions {
+  /** Episodes in flight at once (≥ 1, default 1). */
   readonly concurrency?: number | undefined
+  /**
+   * Rollouts of each task (`group`; 1 is a group of one): each its own episode and outcome, all with one `groupId`
+   * (default: one episode, no group).
+   *
+   * @since 0.2.0
+   */
+  readonly group?: number | undefined
 }
 
+const RunOptionsSchema = Schema.Struct({
+  ...episodeFields,
+  concurrency: Schema.optional(Opts.IntAtLeast(1)),
+  group: Schema.optional(Opts.IntAtLeast(1))
+})
+
+/** One episode's outcome; a failure names the episode and group its lines carry. */
+const outcomeOf = (task: Task, options: EpisodeOptions, member: episodeInternal.Member): Effect.Effect<Outcome, never, Requirements> =>
+  Effect.suspend(() => {
+    const episodeId = randomUUID()
+    return Effect.match(episodeChecked(task, options, member, episodeId), {
+      onFailure: (error): Outcome => ({
+        _tag: "Failed",
+        task,
+        error,
+        episodeId,
+        ...(member.groupId !== undefined ? { groupId: member.groupId } : {})
+      }),
+      onSuccess: (episode): Outcome => ({
+        _tag: "Recorded",
+        task,
+        record: episode.records[episode.records.length - 1]!,
+        episode,
+        ...(episode.reward !== undefined ? { reward: episode.reward } : {})
+      })
+    })
+  })
+
 /**
- * Steps every task of a stream, `concurrency` at a time, and streams the outcomes as they finish. With a
- * `Reward.CurrentReward` in context, each recorded outcome carries its task's episode reward (`Reward.episode`).
- * Invalid options fail the stream with `InvalidOptions` before any task runs.
+ * Runs an episode (`episode`) of every task of a stream — or, with `group`, that many rollouts of it (`group`) —
+ * `concurrency` episodes at a time, and streams the outcomes as they finish. Without `maxSteps` and `group`, each
+ * task is one `step`, its record without episode fields (as `Durable.actorLoop` writes it) and its outcome without
+ * `episode`. With a `Reward.CurrentReward` in context, each recorded outcome carries its episode's reward. Invalid
+ * options fail the stream with `InvalidOptions` before any task runs; a failed episode is an outcome, not the end
+ * of the run (a task whose `seed` is too large for its steps too: `Failed` with `InvalidOptions`).
  *
  * @since 0.1.0
  * @category running
@@ -428,29 +704,45 @@ export const run = <E, R>(
   tasks: Stream.Stream<Task, E, R>,
   options: RunOptions = {}
 ): Stream.Stream<Outcome, E | InvalidOptions, R | Requirements> =>
-  Stream.unwrap(Effect.map(Opts.decode("ActorLoop", RunOptionsSchema, options), ({ concurrency, ...checked }) =>
-    Stream.mapEffect(
-      tasks,
-      (task) =>
-        Effect.match(stepChecked(task, checked), {
-          onFailure: (error): Outcome => ({ _tag: "Failed", task, error }),
-          onSuccess: (record): Outcome => ({
-            _tag: "Recorded",
-            task,
-            record,
-            // The hook for episodes: a run of several steps per task gives all its records here.
-            ...(record.rewardParts !== undefined ? { reward: Reward.episode([record]) } : {})
+  Stream.unwrap(Effect.map(Opts.decode("ActorLoop", RunOptionsSchema, options), ({ concurrency, group, ...checked }) => {
+    const maxSteps = checked.maxSteps ?? 1
+    const work = (task: Task): Effect.Effect<ReadonlyArray<Effect.Effect<Outcome, never, Requirements>>, never, Model.Model> =>
+      // Neither `maxSteps` nor `group`: one step as `step` writes it (and `Durable.actorLoop`), no episode fields.
+      checked.maxSteps === undefined && group === undefined
+        ? Effect.succeed([
+          Effect.match(stepChecked(task, stepOptionsOf(checked)), {
+            onFailure: (error): Outcome => ({ _tag: "Failed", task, error }),
+            onSuccess: (record): Outcome => ({
+              _tag: "Recorded",
+              task,
+              record,
+              ...(record.rewardParts !== undefined ? { reward: Reward.episode([record], checked.aggregate ?? "sum") } : {})
+            })
           })
-        }),
-      { concurrency: concurrency ?? 1, unordered: true }
-    )))
+        ])
+        : group === undefined
+        ? Effect.match(episodeInternal.checkSeed(task.seed, 1, maxSteps), {
+          onFailure: (error) => [Effect.succeed<Outcome>({ _tag: "Failed", task, error })],
+          onSuccess: () => [outcomeOf(task, checked, episodeInternal.loneMember(task.taskId, task.seed))]
+        })
+        : Effect.match(episodeInternal.membersOf(task.seed, group, maxSteps), {
+          onFailure: (error) => [Effect.succeed<Outcome>({ _tag: "Failed", task, error })],
+          onSuccess: (members) => members.map((member) => outcomeOf(task, checked, member))
+        })
+    return tasks.pipe(
+      Stream.mapEffect(work),
+      Stream.flatMap((episodes) => Stream.fromIterable(episodes)),
+      Stream.mapEffect((episode) => episode, { concurrency: concurrency ?? 1, unordered: true })
+    )
+  }))
 
-const decodeTask = Schema.decodeUnknownResult(Task)
+// A field the task does not know is refused, not dropped: a misspelt `max_token` would otherwise be a silent default.
+const decodeTask = Schema.decodeUnknownResult(Task, { onExcessProperty: "error" })
 
 /**
  * Decodes a task from JSON text (a tasks-file line); a failure says what was wrong, on one line
- * (`task_id is not a safe name: use 1 to 128 letters, digits, ..., got "../x"`), without the line number, which the
- * caller knows.
+ * (`task_id is not a safe name: use 1 to 128 letters, digits, ..., got "../x"`, `colour is not a known task field`,
+ * `seed must be an integer, got 1.5`), without the line number, which the caller knows.
  *
  * @since 0.1.0
  * @category parsing
@@ -462,5 +754,9 @@ export const decodeTaskLine = (line: string): Result.Result<Task, string> => {
   } catch (error) {
     return Result.fail(`not JSON (${error instanceof Error ? error.message : String(error)})`)
   }
-  return Result.mapError(decodeTask(json), (error) => Opts.describeIssue(error.issue, json))
+  return Result.mapError(
+    decodeTask(json),
+    // The shared wording is for options; here the key is a task's field.
+    (error) => Opts.describeIssue(error.issue, json).replaceAll("is not a known option", "is not a known task field")
+  )
 }

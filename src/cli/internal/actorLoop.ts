@@ -62,6 +62,8 @@ export const readTasks = (
 /** What a run did. */
 export interface Summary {
   readonly total: number
+  /** Episodes run: `total` times the group size. */
+  readonly episodes: number
   readonly recorded: number
   readonly failed: number
   readonly skippedLines: number
@@ -70,9 +72,11 @@ export interface Summary {
   readonly elapsedMs: number
 }
 
-/** Settings of a run. */
+/** Settings of a run: one episode per task (one step unless `maxSteps`), or `group` of them. */
 export interface Settings extends ActorLoop.Options {
   readonly concurrency: number
+  readonly maxSteps?: number | undefined
+  readonly group?: number | undefined
 }
 
 const seconds = (ms: number): string => (ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`)
@@ -92,7 +96,7 @@ export const progressLine = (done: number, total: number, failed: number, elapse
 
 /** The summary lines. */
 export const summaryLines = (summary: Summary): Array<string> => [
-  `actor-loop: ${summary.total} tasks · ${summary.recorded} recorded · ${summary.failed} failed · ` +
+  `actor-loop: ${summary.total} tasks${summary.episodes !== summary.total ? ` (${summary.episodes} episodes)` : ""} · ${summary.recorded} recorded · ${summary.failed} failed · ` +
   `${summary.skippedLines} malformed line${summary.skippedLines === 1 ? "" : "s"} skipped · ` +
   `sandbox failed in ${summary.sandboxFailed} · parse errors in ${summary.parseErrors} · ${seconds(summary.elapsedMs)}`
 ]
@@ -124,7 +128,17 @@ export const runTasksFile = <E>(
         message: `no task could run: ${path} has no valid task line (${issues.length} malformed)`
       })
     }
-    yield* output.line(`actor-loop: ${tasks.length} tasks from ${path}, ${settings.concurrency} at a time`)
+    // A durable step is one workflow of one step; episodes and groups are not durable yet.
+    if (durable !== undefined && (settings.maxSteps !== undefined || settings.group !== undefined)) {
+      return yield* new ActorLoopFailed({ path, message: "--durable runs one step per task: drop --max-steps and --group" })
+    }
+    // Each rollout of a group is an outcome of its own.
+    const total = tasks.length * (settings.group ?? 1)
+    yield* output.line(
+      `actor-loop: ${tasks.length} tasks from ${path}` +
+        `${settings.group !== undefined ? `, ${settings.group} rollouts each` : ""}` +
+        `${(settings.maxSteps ?? 1) > 1 ? `, up to ${settings.maxSteps} steps` : ""}, ${settings.concurrency} at a time`
+    )
     const startedAt = yield* Clock.currentTimeMillis
     let done = 0
     let recorded = 0
@@ -140,7 +154,7 @@ export const runTasksFile = <E>(
           failed++
           const message = `${outcome.error._tag}: ${oneLine(outcome.error.message, 200)}`
           firstError ??= message
-          yield* output.line(`[${done}/${tasks.length}] ${outcome.task.taskId} FAILED: ${message}`)
+          yield* output.line(`[${done}/${total}] ${outcome.task.taskId} FAILED: ${message}`)
         } else {
           recorded++
           const record = outcome.record
@@ -152,12 +166,13 @@ export const runTasksFile = <E>(
               : `exit ${record.sandboxResult.exitCode}${record.sandboxResult.timedOut ? " (timed out)" : ""}` +
                 `${(record.sandboxResult.changedFiles?.length ?? 0) > 0 ? `, ${record.sandboxResult.changedFiles!.length} files changed` : ""}`
             yield* output.line(
-              `[${done}/${tasks.length}] ${record.taskId} step ${record.step}: ${sandbox} · ` +
+              `[${done}/${total}] ${record.taskId} step ${record.step}: ${sandbox} · ` +
+                `${record.episodeEnd !== undefined && (settings.maxSteps ?? 1) > 1 ? `${record.episodeStep} steps (${record.episodeEnd}) · ` : ""}` +
                 `${record.modelOutput.parseError ?? "parsed"} · model ${record.metrics.actorLatencySec.toFixed(2)} s`
             )
           }
         }
-        if (output.tty) yield* output.status(progressLine(done, tasks.length, failed, elapsed))
+        if (output.tty) yield* output.status(progressLine(done, total, failed, elapsed))
       })
     if (durable === undefined) {
       yield* ActorLoop.run(Stream.fromIterable(tasks), settings).pipe(Stream.runForEach(onOutcome), Effect.provide(layer))
@@ -175,6 +190,7 @@ export const runTasksFile = <E>(
     }
     const summary: Summary = {
       total: tasks.length,
+      episodes: total,
       recorded,
       failed,
       skippedLines: issues.length,
@@ -226,6 +242,16 @@ export const flags = {
   chat: Flag.Boolean("chat").pipe(
     Flag.withDescription("Send prompts as chat messages instead of raw completions."),
     Flag.withDefault(false)
+  ),
+  maxSteps: Flag.Int("max-steps").pipe(
+    Flag.filter((n) => n >= 1, () => "an integer >= 1"),
+    Flag.withDescription("Steps of a task's episode at most; it ends sooner when the model answers <done/> (default: one step, no episode fields)."),
+    Flag.optional
+  ),
+  group: Flag.Int("group").pipe(
+    Flag.filter((n) => n >= 1, () => "an integer >= 1"),
+    Flag.withDescription("Rollouts of each task, with distinct seeds and one group_id (for GRPO); each its own state and workspace."),
+    Flag.optional
   )
 }
 
@@ -240,6 +266,8 @@ export interface FlagValues {
   readonly keepWorkspaces: boolean
   readonly timeoutMs: Option.Option<number>
   readonly chat: boolean
+  readonly maxSteps: Option.Option<number>
+  readonly group: Option.Option<number>
 }
 
 /** The model of the real command: the vLLM pool of `--config`, one actor when `--actor-name` is given. */
@@ -271,17 +299,19 @@ export const makeCommand = <E>(modelFor: (values: FlagValues) => Layer.Layer<Mod
           concurrency: values.concurrency,
           keepWorkspaces: values.keepWorkspaces,
           chat: values.chat,
+          ...(Option.isSome(values.maxSteps) ? { maxSteps: values.maxSteps.value } : {}),
+          ...(Option.isSome(values.group) ? { group: values.group.value } : {}),
           ...(Option.isSome(values.timeoutMs) ? { sandboxTimeoutMs: values.timeoutMs.value } : {})
         },
         layersFor(values, modelFor(values)),
         output(),
         Option.getOrUndefined(durable)
-      ).pipe(Effect.flatMap((summary) => requireNoFailures(summary.failed, summary.total, "tasks")))
+      ).pipe(Effect.flatMap((summary) => requireNoFailures(summary.failed, summary.episodes, summary.episodes !== summary.total ? "episodes" : "tasks")))
   ).pipe(
     Command.withDescription(
-      "Runs one RL actor-loop step per task of a JSONL file ({task_id, prompt, workspace_files?, stop?, temperature?, " +
+      "Runs an RL actor-loop episode (one step, or up to --max-steps; --group n rollouts) per task of a JSONL file ({task_id, prompt, workspace_files?, stop?, temperature?, " +
         "seed?, max_tokens?, timeout_ms?}): prompt with the task's state, the model's action run in a sandbox, the " +
-        "state update saved, one trajectory line appended to <trajectories>/raw/<task_id>.jsonl."
+        "state update saved, one trajectory line a step appended to <trajectories>/raw/<task_id>.jsonl."
     )
   )
 

@@ -29,6 +29,43 @@ export interface Parsed {
   readonly stateUpdate: StateStore.StateUpdate | undefined
   readonly parseError: "invalid_action_json" | "invalid_state_update_json" | null
   readonly parseErrorDetail: string | null
+  /**
+   * The model said its episode is done: an empty `<done/>` (or `<done></done>`) outside its `<think>`, `<action>`
+   * and `<state_update>` blocks (an unclosed block runs to the end).
+   */
+  readonly done: boolean
+}
+
+// An empty element only: `<done/>`, `<done />` or `<done></done>`; `<done>false</done>` says something else.
+const doneTag = /<done\s*\/>|<done>\s*<\/done>/
+
+// The blocks whose text is the model's thinking or data, not its word: a `<done/>` inside them does not count. An
+// unclosed one runs to the end of the output (a server strips the stop string that would have closed it).
+const quoted = ["think", "action", "state_update"]
+
+/**
+ * The output with its `<think>`, `<action>` and `<state_update>` blocks cut out, read left to right (a tag inside a
+ * block is the block's text): where `<done/>` counts.
+ */
+const outsideBlocks = (raw: string): string => {
+  let out = ""
+  let at = 0
+  for (;;) {
+    let open = -1
+    let tag = ""
+    for (const candidate of quoted) {
+      const found = raw.indexOf(`<${candidate}>`, at)
+      if (found !== -1 && (open === -1 || found < open)) {
+        open = found
+        tag = candidate
+      }
+    }
+    if (open === -1) return out + raw.slice(at)
+    out += raw.slice(at, open)
+    const close = raw.indexOf(`</${tag}>`, open)
+    if (close === -1) return out
+    at = close + tag.length + 3
+  }
 }
 
 /**
@@ -89,7 +126,8 @@ export const parseOutput = (raw: string, reasoning: string | undefined): Parsed 
     stateUpdateJson,
     stateUpdate,
     parseError: errors[0] ?? null,
-    parseErrorDetail: details.length > 0 ? details.join("; ") : null
+    parseErrorDetail: details.length > 0 ? details.join("; ") : null,
+    done: doneTag.test(outsideBlocks(raw))
   }
 }
 

@@ -65,6 +65,35 @@ describe("valet actor-loop (runTasksFile)", () => {
       )
     }).pipe(Effect.provide(NodeServices.layer)))
 
+  it.effect("a task line with an unknown field or a bad seed is skipped with its line number; the run goes on", () =>
+    Effect.gen(function*() {
+      const path = tasksFile("fields.jsonl", [task("u1", { colour: "red" }), task("s1", { seed: 1.5 }), task("s2", { seed: "7" }), task("ok", { seed: 7 })])
+      const output = memoryOutput()
+      const summary = yield* runTasksFile(path, { concurrency: 1 }, layers(() => answer), output)
+      expect(summary).toMatchObject({ total: 1, recorded: 1, failed: 0, skippedLines: 3 })
+      expect(output.lines.slice(0, 3)).toEqual([
+        `skipped ${path}:1: colour is not a known task field`,
+        `skipped ${path}:2: seed must be an integer, got 1.5`,
+        `skipped ${path}:3: seed must be a number, got "7"`
+      ])
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.effect("--max-steps and --group: each task runs as that many episodes, each until <done/> or max-steps; --durable refuses them", () =>
+    Effect.gen(function*() {
+      const path = tasksFile("episodes.jsonl", [task("e1", { seed: 3 })])
+      const output = memoryOutput()
+      let calls = 0
+      const summary = yield* runTasksFile(path, { concurrency: 1, maxSteps: 3, group: 2 }, layers(() => (++calls === 2 ? `${answer}<done/>` : answer)), output)
+      expect(summary).toMatchObject({ total: 1, episodes: 2, recorded: 2, failed: 0 })
+      expect(calls).toBe(5)
+      expect(output.lines[0]).toBe(`actor-loop: 1 tasks from ${path}, 2 rollouts each, up to 3 steps, 1 at a time`)
+      expect(output.lines.filter((line) => line.startsWith("[")).map((line) => line.replace(/: exit.* · (\d steps)/, ": $1").replace(/ · parsed.*/, "")))
+        .toEqual(["[1/2] e1 step 2: 2 steps (done)", "[2/2] e1 step 5: 3 steps (max_steps)"])
+      expect(output.lines.at(-1)).toMatch(/^actor-loop: 1 tasks \(2 episodes\) · 2 recorded · 0 failed · /)
+      const refused = yield* Effect.flip(runTasksFile(path, { concurrency: 1, group: 2 }, layers(() => answer), memoryOutput(), join(dir, "d.sqlite")))
+      expect(refused.message).toBe("--durable runs one step per task: drop --max-steps and --group")
+    }).pipe(Effect.provide(NodeServices.layer)))
+
   it.live("--durable <sqlite file>: every step a workflow; run again, the steps done answer their outcome (no model call, no record appended)", () =>
     Effect.gen(function*() {
       const path = tasksFile("durable.jsonl", [task("d1"), task("d2"), task("d1")])

@@ -28,9 +28,9 @@ const commands: ReadonlyArray<readonly [path: ReadonlyArray<string>, says: strin
     "--concurrency", "--share-reference", "--base-url", "--model", "--api-key", "--config"
   ]],
   [["eval"], "Runs an architecture over a JSONL dataset", ["--architecture", "--out", "--max-calls", "--share-reference"]],
-  [["actor-loop"], "Runs one RL actor-loop step per task of a JSONL file", [
+  [["actor-loop"], "Runs an RL actor-loop episode (one step, or up to --max-steps; --group n rollouts) per task of a JSONL file", [
     "--actor-name", "--config", "--concurrency", "--state-db", "--trajectories", "--work-root", "--keep-workspaces",
-    "--timeout-ms", "--chat"
+    "--timeout-ms", "--chat", "--max-steps", "--group"
   ]],
   [["state"], "Inspect the working state the actor loop keeps per task", []],
   [["state", "dump"], "Prints the saved state of a task", ["--state-db", "--render"]],

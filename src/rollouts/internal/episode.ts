@@ -1,0 +1,318 @@
+/**
+ * The machinery of `ActorLoop.episode` and `ActorLoop.group`: where a rollout keeps its state and workspace, the
+ * seed of each of its steps, the `<observation>` a step shows the next, and when an episode ends. `ActorLoop` owns
+ * the step (an agent run) and the public names; this module gets the step as a function, so nothing imports in a
+ * circle.
+ */
+import { Effect, Random, Scope, Semaphore, Stream } from "effect"
+import { randomUUID } from "node:crypto"
+import { InvalidOptions } from "../../core/AgentError.js"
+import * as Model from "../../core/Model.js"
+import type { ModelError } from "../../core/ModelError.js"
+import * as Tool from "../../core/Tool.js"
+import * as Sandbox from "../../environment/Sandbox.js"
+import * as StateStore from "../../environment/StateStore.js"
+import type * as TrajectoryStore from "../../environment/TrajectoryStore.js"
+import * as Reward from "../Reward.js"
+
+/** Why an episode ended (`ActorLoop.EpisodeEnd`). */
+export type End = "done" | "reward" | "max_steps"
+
+/** Where a step stands in its episode: what its request, prompt and record carry, and when the episode ends. */
+export interface Context {
+  readonly episodeId: string
+  readonly episodeStep: number
+  readonly groupId: string | undefined
+  /** The step's own seed (`stepSeed`), when the rollout has one. */
+  readonly seed: number | undefined
+  /** The key of the rollout's state in the store in context (the task's id, or the group rollout's own key). */
+  readonly stateKey: string
+  /** The episode's workspace, opened when a step first needs it and closed when the episode ends. */
+  readonly workspace: Effect.Effect<Sandbox.Workspace, Sandbox.SandboxError>
+  /** What the previous step's action did, as the `<observation>` block of this step's prompt. */
+  readonly observation: string | undefined
+  readonly maxSteps: number
+  readonly rewardThreshold: number | undefined
+  readonly aggregate: Reward.Aggregate
+  readonly earlier: ReadonlyArray<{ readonly step: number; readonly reward: number | null }>
+}
+
+/** One rollout of a task: a lone episode (the task's state and workspace) or a group's member (its own, fresh). */
+export interface Member {
+  readonly groupId: string | undefined
+  /** The seed of the rollout's first step, when it has one. */
+  readonly seed: number | undefined
+  /** How far apart the seeds of the rollout's consecutive steps are: the group's size (1 for a lone episode). */
+  readonly seedStride: number
+  /**
+   * A group's member: its state lives in a store of its own, empty at the start and gone at the end, and its
+   * workspace is never kept — a task whose id happens to look like a member's key is never touched.
+   */
+  readonly fresh: boolean
+  /** The key of the rollout's state and workspace: the task's id, or `<group id>-<index>` (at most 47 characters). */
+  readonly key: string
+  /**
+   * A group member whose first step takes its choice of one request with `n` (`shareFirstSteps`): that request's
+   * seed, and the model that answers the member's first call with its choice.
+   */
+  readonly firstStep?: { readonly seed: number; readonly model: Model.Service } | undefined
+}
+
+/**
+ * The seed of step `episodeStep` (from 1) of a rollout: `seed + (episodeStep - 1) × seedStride`. In a group of `n`
+ * whose first seeds are `base … base + n - 1`, that is `base + (step - 1) × n + index`: every step of every member
+ * has a seed of its own, so no two requests of a group are the same bytes.
+ */
+export const stepSeed = (member: Member, episodeStep: number): number | undefined =>
+  episodeStep === 1 && member.firstStep !== undefined
+    ? member.firstStep.seed
+    : member.seed === undefined
+    ? undefined
+    : member.seed + (episodeStep - 1) * member.seedStride
+
+/**
+ * Refuses a task seed whose rollouts would need seeds past `Number.MAX_SAFE_INTEGER` (which JSON and vLLM would
+ * round), before any step runs: `n` members of `maxSteps` steps use `seed … seed + n × maxSteps - 1`.
+ */
+export const checkSeed = (seed: number | undefined, n: number, maxSteps: number): Effect.Effect<void, InvalidOptions> => {
+  if (seed === undefined) return Effect.void
+  const last = seed + (n * maxSteps - 1)
+  return Number.isSafeInteger(last)
+    ? Effect.void
+    : Effect.fail(
+      new InvalidOptions({
+        module: "ActorLoop",
+        message: `ActorLoop: seed must be at most ${Number.MAX_SAFE_INTEGER - (n * maxSteps - 1)} for ${n} rollout(s) of ` +
+          `${maxSteps} step(s) (it uses seed … seed + ${n * maxSteps - 1}), got ${seed}`
+      })
+    )
+}
+
+/** The highest seed a group draws when its task gives none (vLLM takes any 64-bit integer; this stays exact in JSON). */
+const maxDrawnSeed = 2 ** 31 - 1
+
+/**
+ * The members of a group of `n`: first seeds from the task's (or a drawn one) up, one group id, a key each, and
+ * their first steps one request when the model in context can serve it (`shareFirstSteps`).
+ */
+export const membersOf = (
+  taskSeed: number | undefined,
+  n: number,
+  maxSteps: number
+): Effect.Effect<ReadonlyArray<Member>, InvalidOptions, Model.Model> =>
+  Effect.gen(function*() {
+    yield* checkSeed(taskSeed, n, maxSteps)
+    // Drawn so that every step's seed stays below 2^31 (some servers take only 32-bit seeds).
+    const base = taskSeed ?? (yield* Random.nextIntBetween(0, Math.max(1, maxDrawnSeed - n * maxSteps)))
+    const groupId = randomUUID()
+    const members = Array.from({ length: n }, (_, i): Member => ({
+      groupId,
+      seed: base + i,
+      seedStride: n,
+      fresh: true,
+      key: `${groupId}-${i}`
+    }))
+    return yield* shareFirstSteps(members, yield* Model.Model)
+  })
+
+/** A request without its seed, as a key: the members' first requests differ in their seed only. */
+const sameButSeed = ({ seed: _, ...rest }: Model.Request): string => JSON.stringify(rest)
+
+/**
+ * The members of a group with their first steps served by one request (`n` choices, the group's first seed) when
+ * the model says one request can (`Model.Service.choicesPerRequest`: vLLM); as they were otherwise. Member `i`'s
+ * first call answers with choice `i` (`index` 0, so it reads as a one-choice answer), usage counting the whole
+ * prompt and the choice's own tokens when the server sent its ids (else an even share of the request's). A first
+ * call that does not ask what the shared request asked (another prompt: it should not happen, the members start
+ * alike) is sent on its own; a shared request that fails is sent again by the next member, so one failure costs
+ * one member its episode, as with separate requests.
+ */
+export const shareFirstSteps = (
+  members: ReadonlyArray<Member>,
+  model: Model.Service
+): Effect.Effect<ReadonlyArray<Member>> =>
+  Effect.gen(function*() {
+    const first = members[0]
+    if (model.choicesPerRequest !== true || members.length < 2 || first?.seed === undefined) return members
+    const n = members.length
+    const seed = first.seed
+    const lock = yield* Semaphore.make(1)
+    let shared: { readonly key: string; readonly response: Model.Response } | undefined
+    const sample = (request: Model.Request): Effect.Effect<Model.Response | undefined, ModelError> =>
+      lock.withPermits(1)(Effect.suspend(() => {
+        const key = sameButSeed(request)
+        if (shared !== undefined) return Effect.succeed(shared.key === key ? shared.response : undefined)
+        return Effect.map(model.generate({ ...request, n, seed }), (response) => {
+          shared = { key, response }
+          return response
+        })
+      }))
+    const pick = (response: Model.Response, i: number): Model.Response => {
+      const choice = response.choices.find((c) => c.index === i) ?? response.choices[i]
+      const outputTokens = choice?.tokenIds?.length ?? Math.round(response.usage.outputTokens / n)
+      return {
+        ...response,
+        choices: choice === undefined ? [] : [{ ...choice, index: 0 }],
+        usage: { ...response.usage, outputTokens, totalTokens: response.usage.inputTokens + outputTokens }
+      }
+    }
+    return members.map((member, i): Member => {
+      let used = false
+      // The member's first call only; its later calls (and a first call unlike the shared one) go to the model.
+      const generate = (request: Model.Request): Effect.Effect<Model.Response, ModelError> =>
+        Effect.suspend(() => {
+          if (used) return model.generate(request)
+          used = true
+          return Effect.flatMap(sample(request), (response) =>
+            response === undefined ? model.generate(request) : Effect.succeed(pick(response, i)))
+        })
+      return {
+        ...member,
+        firstStep: {
+          seed,
+          model: Model.make({
+            ...model,
+            generate,
+            stream: (request) => Stream.unwrap(Effect.map(generate(request), (r) => Stream.fromIterable(Model.toChunks(r)))),
+            streamInto: (request, onChunk) => Effect.flatMap(generate(request), (r) => Model.replayInto(r, onChunk))
+          })
+        }
+      }
+    })
+  })
+
+/** A lone episode: the task's state and workspace, its seed (if any) for the first step. */
+export const loneMember = (taskId: string, seed: number | undefined): Member => ({
+  groupId: undefined,
+  seed,
+  seedStride: 1,
+  fresh: false,
+  key: taskId
+})
+
+/** How much of a command's stdout and of its stderr an `<observation>` shows. */
+export const observationChars = 2000
+
+/**
+ * The `<observation>` block the next step's prompt ends with: what the step's action did.
+ *
+ * ```
+ * <observation>
+ * exit_code: 1            (`, timed out` when it was stopped)
+ * stdout:
+ * <the first 2,000 characters, then "[truncated: N more characters]">
+ * stderr:
+ * <the same>
+ * </observation>
+ * ```
+ *
+ * A command the sandbox could not run reads `error: <reason>: <message>`; a step without an action reads
+ * `no command ran` (with its parse error, when its `<action>` did not parse).
+ */
+export const observation = (record: TrajectoryStore.TrajectoryRecord): string => {
+  const result = record.sandboxResult
+  const body = result !== null
+    ? [
+      `exit_code: ${result.exitCode}${result.timedOut ? ", timed out" : ""}`,
+      `stdout:\n${Tool.truncate(result.stdout, observationChars)}`,
+      `stderr:\n${Tool.truncate(result.stderr, observationChars)}`
+    ].join("\n")
+    : record.metrics.sandboxError !== undefined
+    ? `error: ${record.metrics.sandboxError}`
+    : record.modelOutput.parseError === "invalid_action_json"
+    ? "no command ran (parse_error: invalid_action_json)"
+    : "no command ran"
+  return `<observation>\n${body}\n</observation>`
+}
+
+/**
+ * Whether a step ends its episode, and why: the model's `<done/>`, a reward at the threshold (a reward with a failed
+ * part never ends it: a broken check is not a success), or `maxSteps`.
+ */
+export const ending = (
+  context: Context,
+  done: boolean,
+  scored: Reward.Scored | undefined
+): { readonly end: End; readonly reward: Reward.Scored | undefined } | undefined => {
+  const failed = scored !== undefined && scored.parts.some((part) => part.error !== undefined)
+  const end: End | undefined = done
+    ? "done"
+    : scored !== undefined && !failed && context.rewardThreshold !== undefined && scored.value >= context.rewardThreshold
+    ? "reward"
+    : context.episodeStep >= context.maxSteps
+    ? "max_steps"
+    : undefined
+  if (end === undefined) return undefined
+  const reward = scored === undefined
+    ? undefined
+    : Reward.episode([...context.earlier, { step: context.episodeStep, reward: scored.value }], context.aggregate)
+  return { end, reward }
+}
+
+/** When an episode ends and how its reward adds up. */
+export interface Limits {
+  readonly maxSteps: number
+  readonly rewardThreshold: number | undefined
+  readonly aggregate: Reward.Aggregate
+  /** Keep a lone episode's workspace after it (for the task's next episode); a group member's is never kept. */
+  readonly keepWorkspace: boolean
+}
+
+/** An episode as run (`ActorLoop.Episode`). */
+export interface Ran {
+  readonly records: ReadonlyArray<TrajectoryStore.TrajectoryRecord>
+  readonly end: End
+  readonly reward: Reward.Scored | undefined
+}
+
+/**
+ * Runs an episode: `step` after `step` in one workspace (opened when first needed, closed at the end) and one state
+ * (a member's in a store of its own), each step seeded and shown the previous one's observation, until a record
+ * says the episode ended.
+ */
+export const run = <E, R>(
+  step: (context: Context) => Effect.Effect<TrajectoryStore.TrajectoryRecord, E, R>,
+  taskFiles: Sandbox.Files,
+  member: Member,
+  episodeId: string,
+  limits: Limits
+): Effect.Effect<Ran, E, R | Sandbox.Sandbox | StateStore.StateStore> =>
+  Effect.scoped(Effect.gen(function*() {
+    const sandbox = yield* Sandbox.Sandbox
+    const scope = yield* Scope.Scope
+    const workspace = yield* Effect.cached(
+      sandbox.workspace(member.key, taskFiles, { keep: !member.fresh && limits.keepWorkspace }).pipe(Scope.provide(scope))
+    )
+    // A member's state: a store of its own with the configured store's caps, dropped with the episode.
+    const ownStore = member.fresh
+      ? yield* StateStore.makeMemory((yield* StateStore.StateStore).caps)
+      : undefined
+    const records: Array<TrajectoryStore.TrajectoryRecord> = []
+    for (let episodeStep = 1; episodeStep <= limits.maxSteps; episodeStep++) {
+      const previous = records[records.length - 1]
+      const context: Context = {
+        episodeId,
+        episodeStep,
+        groupId: member.groupId,
+        seed: stepSeed(member, episodeStep),
+        stateKey: member.key,
+        workspace,
+        observation: previous === undefined ? undefined : observation(previous),
+        maxSteps: limits.maxSteps,
+        rewardThreshold: limits.rewardThreshold,
+        aggregate: limits.aggregate,
+        earlier: records.map((r) => ({ step: r.episodeStep ?? 0, reward: r.reward }))
+      }
+      const stepped = ownStore === undefined ? step(context) : Effect.provideService(step(context), StateStore.StateStore, ownStore)
+      const record = yield* (episodeStep === 1 && member.firstStep !== undefined
+        ? Effect.provideService(stepped, Model.Model, member.firstStep.model)
+        : stepped)
+      records.push(record)
+      if (record.episodeEnd !== undefined) break
+    }
+    const last = records[records.length - 1]!
+    const reward = records.every((r) => r.rewardParts !== undefined)
+      ? Reward.episode(records.map((r) => ({ step: r.episodeStep ?? r.step, reward: r.reward })), limits.aggregate)
+      : undefined
+    return { records, end: last.episodeEnd ?? "max_steps", reward }
+  }))

@@ -133,6 +133,35 @@ describe("ActorLoop groups", () => {
       }))
   }
 
+  it.effect("a vLLM answer with fewer choices than n: the member left without one sends its own request with its own seed", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make({ api: "openai" })
+      const dir = mkdtempSync(join(tmpdir(), "valet-actor-group-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      writeFileSync(join(dir, "vllm_actors.yaml"), `actors:\n  - name: a\n    base_url: ${server.url}\n    api: openai\n`)
+      const pool = Vllm.layer({ configPath: join(dir, "vllm_actors.yaml") }).pipe(
+        Layer.provide(Layer.merge(NodeHttpClient.layerUndici, NodeServices.layer))
+      )
+      const completion = (indexes: ReadonlyArray<number>) =>
+        Server.json({
+          id: "cmpl-n",
+          object: "text_completion",
+          created: 1_700_000_000,
+          model: "loopback-model",
+          choices: indexes.map((index) => ({ index, text: answer(`choice ${index}`), logprobs: null, finish_reason: "stop", stop_reason: null })),
+          usage: { prompt_tokens: 10, completion_tokens: 20, total_tokens: 30 }
+        })
+      server.enqueue("/v1/completions", completion([0, 1]))
+      server.enqueue("/v1/completions", completion([0]))
+      const episodes = yield* ActorLoop.group(task({ seed: 40 }), { n: 3 }).pipe(
+        Effect.provide(Layer.mergeAll(pool, Sandbox.layerTest(() => ({ stdout: "" })), StateStore.layerMemory(), TrajectoryStore.layerMemory))
+      )
+      const bodies = server.requests.filter((r) => r.path === "/v1/completions").map((r) => r.body)
+      expect(bodies.map((b) => [b.n, b.seed])).toEqual([[3, 40], [undefined, 42]])
+      // Every member has an answer: none is left with an empty one.
+      expect(episodes.map((e) => e.records[0]!.modelOutput.raw)).toEqual([answer("choice 0"), answer("choice 1"), answer("choice 0")])
+    }))
+
   it.effect("a model that cannot serve n choices in one request gets a request per member, seeds distinct", () =>
     Effect.gen(function*() {
       const episodes = yield* ActorLoop.group(task({ seed: 5 }), { n: 3 })

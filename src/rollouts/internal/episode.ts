@@ -147,12 +147,14 @@ export const shareFirstSteps = (
           return response
         })
       }))
-    const pick = (response: Model.Response, i: number): Model.Response => {
-      const choice = response.choices.find((c) => c.index === i) ?? response.choices[i]
-      const outputTokens = choice?.tokenIds?.length ?? Math.round(response.usage.outputTokens / n)
+    // A server that answered fewer choices than asked leaves the rest to requests of their own (`undefined`).
+    const pick = (response: Model.Response, i: number): Model.Response | undefined => {
+      const choice = response.choices.find((c) => c.index === i)
+      if (choice === undefined) return undefined
+      const outputTokens = choice.tokenIds?.length ?? Math.round(response.usage.outputTokens / n)
       return {
         ...response,
-        choices: choice === undefined ? [] : [{ ...choice, index: 0 }],
+        choices: [{ ...choice, index: 0 }],
         usage: { ...response.usage, outputTokens, totalTokens: response.usage.inputTokens + outputTokens }
       }
     }
@@ -163,8 +165,13 @@ export const shareFirstSteps = (
         Effect.suspend(() => {
           if (used) return model.generate(request)
           used = true
-          return Effect.flatMap(sample(request), (response) =>
-            response === undefined ? model.generate(request) : Effect.succeed(pick(response, i)))
+          return Effect.flatMap(sample(request), (response) => {
+            const picked = response === undefined ? undefined : pick(response, i)
+            // Sent alone, with the member's own seed: the shared seed again would repeat choice 0's sample.
+            return picked === undefined
+              ? model.generate(member.seed === undefined ? request : { ...request, seed: member.seed })
+              : Effect.succeed(picked)
+          })
         })
       return {
         ...member,

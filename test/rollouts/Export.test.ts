@@ -48,7 +48,7 @@ const roundTrip = <F extends Export.Format>(format: F, records: Stream.Stream<Tr
   Effect.gen(function*() {
     const items = yield* Stream.runCollect(Export.rows(format, options)(records))
     const lines = yield* Stream.runCollect(Export.jsonl(Export.rowsOf(Stream.fromIterable(items))))
-    const decode = Schema.decodeUnknownSync(Schema.fromJsonString(Export.rowSchema[format] as Schema.Codec<unknown, string>))
+    const decode = Schema.decodeUnknownSync(Schema.fromJsonString(Export.rowSchema[format] as unknown as Schema.Codec<Export.Row<F>>))
     return {
       rows: lines.map((line) => {
         expect(line.endsWith("\n")).toBe(true)
@@ -63,7 +63,7 @@ const parquetRoundTrip = <F extends Export.Format>(format: F, rows: ReadonlyArra
   Effect.gen(function*() {
     const chunks = yield* Stream.runCollect(Export.parquet(format)(Stream.fromIterable(rows)))
     const bytes = Buffer.concat(chunks.map((chunk) => Buffer.from(chunk)))
-    const file = bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength)
+    const file = new Uint8Array(bytes).buffer
     const read = yield* Effect.promise(() => parquetReadObjects({ file }))
     return JSON.parse(JSON.stringify(read, (_, value) => (typeof value === "bigint" ? Number(value) : value))) as Array<unknown>
   })

@@ -28,6 +28,15 @@ export interface Summary {
   readonly skipped: Readonly<Partial<Record<Export.SkipReason, { readonly records: number; readonly episodes: number }>>>
 }
 
+/** Whether an error is a write to a pipe whose reader is gone (EPIPE), somewhere down its causes. */
+const closedPipe = (error: unknown): boolean => {
+  for (let at: unknown = error, depth = 0; typeof at === "object" && at !== null && depth < 5; depth++) {
+    if ((at as { readonly code?: unknown }).code === "EPIPE") return true
+    at = "reason" in at ? (at as { readonly reason: unknown }).reason : (at as { readonly cause?: unknown }).cause
+  }
+  return false
+}
+
 const plural = (n: number, word: string) => `${n} ${word}${n === 1 ? "" : "s"}`
 
 /** `skipped 2 corrupt lines, 1 interrupted episode (3 records), …` — or nothing when nothing was left out. */
@@ -80,11 +89,15 @@ export const exportTrajectories = (
     )
     const rowStream = Export.rowsOf(items)
     const encoded = parquet ? Export.parquet(settings.format)(rowStream) : Stream.encodeText(Export.jsonl(rowStream))
-    yield* Stream.run(encoded, settings.out === undefined ? stdio.stdout({ endOnDone: false }) : fs.sink(settings.out))
+    // A reader that stops early (`| head`) closes the pipe: the export ends there, as a Unix filter does.
+    const closed = yield* Stream.run(encoded, settings.out === undefined ? stdio.stdout({ endOnDone: false }) : fs.sink(settings.out)).pipe(
+      Effect.as(false),
+      Effect.catchIf(closedPipe, () => Effect.succeed(true))
+    )
     const summary: Summary = { rows, skipped }
     yield* stderr(
       `exported ${plural(rows, "row")} (${settings.format}${parquet ? ", Parquet" : ""}) from ${settings.root} to ` +
-        `${settings.out ?? "stdout"}${skippedText(summary)}`
+        `${settings.out ?? "stdout"}${closed ? " (closed by its reader)" : ""}${skippedText(summary)}`
     )
     return summary
   })

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Schema, Sink, Stdio } from "effect"
+import { Effect, Layer, PlatformError, Schema, Sink, Stdio } from "effect"
 import { CliOutput, Command } from "effect/cli"
 import { parquetReadObjects } from "hyparquet"
 import { appendFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
@@ -49,13 +49,13 @@ const makeStore = (root: string) =>
   )
 
 /** Runs `valet …` in process, keeping what it writes to stdout and stderr. */
-const valetRun = (args: ReadonlyArray<string>) =>
+const valetRun = (args: ReadonlyArray<string>, stdoutSink?: Stdio.Stdio["stdout"]) =>
   Effect.gen(function*() {
     const stdout: Array<Uint8Array> = []
     const stderr: Array<string> = []
     const text = (chunk: string | Uint8Array) => (typeof chunk === "string" ? new TextEncoder().encode(chunk) : chunk)
     const stdio = Stdio.layerTest({
-      stdout: () => Sink.forEach((chunk: string | Uint8Array) => Effect.sync(() => void stdout.push(text(chunk)))),
+      stdout: stdoutSink ?? (() => Sink.forEach((chunk: string | Uint8Array) => Effect.sync(() => void stdout.push(text(chunk))))),
       stderr: () => Sink.forEach((chunk: string | Uint8Array) => Effect.sync(() => void stderr.push(new TextDecoder().decode(text(chunk)))))
     })
     const exit = yield* Command.runWith(valet, { version })(args).pipe(
@@ -123,6 +123,21 @@ describe("valet trajectories export", () => {
       expect(yield* readParquet(readFileSync(out))).toEqual(rows)
       const piped = yield* valetRun(["trajectories", "export", "--format", "grpo", "--trajectories", root, "--parquet"])
       expect(yield* readParquet(piped.stdout)).toEqual(rows)
+    }))
+
+  it.live("a reader that closes the pipe (| head) ends the export quietly, said on stderr", () =>
+    Effect.gen(function*() {
+      const root = join(dir, "epipe")
+      yield* makeStore(root)
+      // What NodeStdio's stdout fails with when the reader is gone.
+      const epipe = Object.assign(new Error("write EPIPE"), { code: "EPIPE" })
+      const closed = () =>
+        Sink.forEach((_: string | Uint8Array) =>
+          Effect.fail(PlatformError.systemError({ _tag: "Unknown", module: "Stdio", method: "stdout", cause: epipe }))
+        )
+      const { exit, stderr } = yield* valetRun(["trajectories", "export", "--format", "sft-chat", "--trajectories", root], closed)
+      expect(exit._tag).toBe("Success")
+      expect(stderr.at(-1)).toMatch(new RegExp(`^exported \\d+ rows? \\(sft-chat\\) from ${root} to stdout \\(closed by its reader\\);`))
     }))
 
   it.live("a missing trajectories directory fails with one line naming it", () =>

@@ -75,12 +75,13 @@ export const Format = Schema.Literals(["sft-chat", "grpo", "tokens"])
 export type Format = typeof Format.Type
 
 /**
- * A chat message of an exported row (`role`, `content`: the chat format trainers read).
+ * A chat message of an exported row (`role`, `content`: the chat format trainers read). `system` only when the
+ * export is given the system message the steps ran with (`Options.system`).
  *
  * @since 0.2.0
  * @category models
  */
-export const Message = Schema.Struct({ role: Schema.Literals(["user", "assistant"]), content: Schema.String })
+export const Message = Schema.Struct({ role: Schema.Literals(["system", "user", "assistant"]), content: Schema.String })
 
 /**
  * A row of `sft-chat`: the step's prompt as the user's turn and the model's raw answer as the assistant's.
@@ -221,6 +222,11 @@ export interface Options {
    * computed over the whole group first.
    */
   readonly minReward?: number | undefined
+  /**
+   * The system message the steps were run with (`ActorLoop`'s `system` in chat mode): a record does not keep it, so
+   * `sft-chat` and `grpo` put it first only when given here.
+   */
+  readonly system?: string | undefined
 }
 
 // The rows built inside are the rows the schemas describe.

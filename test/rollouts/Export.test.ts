@@ -99,6 +99,23 @@ describe("Export sft-chat", () => {
     }))
 })
 
+describe("Export system", () => {
+  it.effect("a system message given to the export goes first in sft-chat messages and grpo prompts (records do not keep it)", () =>
+    Effect.gen(function*() {
+      const { built, stream } = yield* recorded([
+        { taskId: "s", raw: "answer", episodeId: "e", episodeStep: 1, groupId: "G", reward: 1, episodeEnd: "done", episodeReward: 1 }
+      ])
+      const records = Stream.fromIterable(yield* Stream.runCollect(stream))
+      const system = { role: "system", content: "You are terse." } as const
+      const user = { role: "user", content: built[0]!.prompt } as const
+      const sft = yield* roundTrip("sft-chat", records, { system: system.content })
+      expect(sft.rows).toEqual([{ messages: [system, user, { role: "assistant", content: "answer" }] }])
+      const grpo = yield* roundTrip("grpo", records, { system: system.content })
+      expect(grpo.rows.map((row) => row.prompt)).toEqual([[system, user]])
+      expect(yield* parquetRoundTrip("sft-chat", sft.rows)).toEqual(sft.rows)
+    }))
+})
+
 describe("Export grpo", () => {
   const group = [
     // Two rollouts of task g in group G1 (interleaved, as concurrent rollouts append), one interrupted.

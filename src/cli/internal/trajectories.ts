@@ -19,6 +19,7 @@ export interface Settings {
   /** Parquet instead of JSONL (also when `out` ends in `.parquet`). */
   readonly parquet?: boolean | undefined
   readonly minReward?: number | undefined
+  readonly system?: string | undefined
   readonly tasks?: ReadonlyArray<string> | undefined
 }
 
@@ -71,7 +72,8 @@ export const exportTrajectories = (
     const items = Export.fromStore(settings.format, {
       root: settings.root,
       ...(settings.tasks !== undefined && settings.tasks.length > 0 ? { tasks: settings.tasks } : {}),
-      ...(settings.minReward !== undefined ? { minReward: settings.minReward } : {})
+      ...(settings.minReward !== undefined ? { minReward: settings.minReward } : {}),
+      ...(settings.system !== undefined ? { system: settings.system } : {})
     }).pipe(
       Stream.tap((item) =>
         Effect.gen(function*() {
@@ -124,16 +126,21 @@ const exportCommand = Command.make(
       Flag.withDescription("Keep only steps whose reward (their episode's, for episodes) is at least this."),
       Flag.optional
     ),
+    system: Flag.String("system").pipe(
+      Flag.withDescription("The system message the steps ran with (ActorLoop's system option in chat mode; records do not keep it), put first in sft-chat and grpo prompts."),
+      Flag.optional
+    ),
     task: Flag.String("task").pipe(Flag.withDescription("Export only this task (repeat for several)."), Flag.atLeast(0))
   },
-  ({ format, minReward, out, parquet, task, trajectories }) =>
+  ({ format, minReward, out, parquet, system, task, trajectories }) =>
     Effect.asVoid(exportTrajectories({
       format,
       root: trajectories,
       parquet,
       tasks: task,
       ...(Option.isSome(out) ? { out: out.value } : {}),
-      ...(Option.isSome(minReward) ? { minReward: minReward.value } : {})
+      ...(Option.isSome(minReward) ? { minReward: minReward.value } : {}),
+      ...(Option.isSome(system) ? { system: system.value } : {})
     }))
 ).pipe(
   Command.withDescription(

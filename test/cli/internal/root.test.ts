@@ -46,7 +46,7 @@ const commands: ReadonlyArray<readonly [path: ReadonlyArray<string>, says: strin
   [["health"], "Lists each actor of the vLLM pool", ["--config"]],
   [["trajectories"], "Work with the recorded RL trajectories", []],
   [["trajectories", "export"], "Exports the trajectories as training data", [
-    "--format", "--trajectories", "--out", "--parquet", "--min-reward", "--task"
+    "--format", "--trajectories", "--out", "--parquet", "--min-reward", "--system", "--task"
   ]]
 ]
 

@@ -9,7 +9,7 @@ type Record_ = TrajectoryStore.TrajectoryRecord
 
 /** A chat message of an exported row. */
 export interface Message {
-  readonly role: "user" | "assistant"
+  readonly role: "system" | "user" | "assistant"
   readonly content: string
 }
 
@@ -88,6 +88,8 @@ export type Item<Row> =
 export interface Options {
   /** Keep only steps whose reward (the episode's, for a step of an episode) is at least this. */
   readonly minReward?: number | undefined
+  /** The system message the steps were run with (`ActorLoop`'s `system`; records do not keep it), put first. */
+  readonly system?: string | undefined
 }
 
 /** The running row number across the whole export (verl's `extra_info.index`). */
@@ -144,8 +146,12 @@ const skipped = (reason: SkipReason, taskId: string, records: number, episodes?:
   ...(episodes !== undefined ? { episodes } : {})
 })
 
-const chat = (record: Record_): { readonly user: Message; readonly assistant: Message } => ({
-  user: { role: "user", content: record.prompt },
+/** A step as chat: the prompt (after the system message, when given) and the model's raw answer. */
+const chat = (record: Record_, options: Options): { readonly prompt: Array<Message>; readonly assistant: Message } => ({
+  prompt: [
+    ...(options.system !== undefined ? [{ role: "system" as const, content: options.system }] : []),
+    { role: "user", content: record.prompt }
+  ],
   assistant: { role: "assistant", content: record.modelOutput.raw }
 })
 
@@ -159,8 +165,8 @@ export const sftChat = (records: ReadonlyArray<Record_>, options: Options): Arra
       below++
       continue
     }
-    const { assistant, user } = chat(record)
-    out.push({ _tag: "Row", row: { messages: [user, assistant] } })
+    const { assistant, prompt } = chat(record, options)
+    out.push({ _tag: "Row", row: { messages: [...prompt, assistant] } })
   }
   if (below > 0) out.push(skipped("below_min_reward", records[0]!.taskId, below))
   return out
@@ -268,11 +274,11 @@ export const grpo = (records: ReadonlyArray<Record_>, options: Options, counter:
         return
       }
       for (const record of episode.records) {
-        const { assistant, user } = chat(record)
+        const { assistant, prompt } = chat(record, options)
         out.push({
           _tag: "Row",
           row: {
-            prompt: [user],
+            prompt,
             completion: [assistant],
             reward,
             advantage: advantage[i]!,

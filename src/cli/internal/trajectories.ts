@@ -91,11 +91,22 @@ export const exportTrajectories = (
     )
     const rowStream = Export.rowsOf(items)
     const encoded = parquet ? Export.parquet(settings.format)(rowStream) : Stream.encodeText(Export.jsonl(rowStream))
-    // A reader that stops early (`| head`) closes the pipe: the export ends there, as a Unix filter does.
-    const closed = yield* Stream.run(encoded, settings.out === undefined ? stdio.stdout({ endOnDone: false }) : fs.sink(settings.out)).pipe(
-      Effect.as(false),
-      Effect.catchIf(closedPipe, () => Effect.succeed(true))
-    )
+    let closed = false
+    if (settings.out === undefined) {
+      // A reader that stops early (`| head`) closes the pipe: the export ends there, as a Unix filter does.
+      closed = yield* Stream.run(encoded, stdio.stdout({ endOnDone: false })).pipe(
+        Effect.as(false),
+        Effect.catchIf(closedPipe, () => Effect.succeed(true))
+      )
+    } else {
+      // Written beside and renamed when whole: a failed export leaves no half file (a Parquet one would not open).
+      const out = settings.out
+      const partial = `${out}.partial`
+      yield* Stream.run(encoded, fs.sink(partial)).pipe(
+        Effect.andThen(fs.rename(partial, out)),
+        Effect.onError(() => Effect.ignore(fs.remove(partial)))
+      )
+    }
     const summary: Summary = { rows, skipped }
     yield* stderr(
       `exported ${plural(rows, "row")} (${settings.format}${parquet ? ", Parquet" : ""}) from ${settings.root} to ` +

@@ -3,7 +3,7 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, PlatformError, Schema, Sink, Stdio } from "effect"
 import { CliOutput, Command } from "effect/cli"
 import { parquetReadObjects } from "hyparquet"
-import { appendFileSync, mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describeFailure } from "../../../src/cli/internal/main.js"
@@ -140,10 +140,13 @@ describe("valet trajectories export", () => {
       expect(stderr.at(-1)).toMatch(new RegExp(`^exported \\d+ rows? \\(sft-chat\\) from ${root} to stdout \\(closed by its reader\\);`))
     }))
 
-  it.live("a missing trajectories directory fails with one line naming it", () =>
+  it.live("a missing trajectories directory fails with one line naming it, and leaves no --out file", () =>
     Effect.gen(function*() {
       const root = join(dir, "absent")
-      const { exit } = yield* valetRun(["trajectories", "export", "--format", "tokens", "--trajectories", root])
+      const out = join(dir, "absent.jsonl")
+      const { exit } = yield* valetRun(["trajectories", "export", "--format", "tokens", "--trajectories", root, "--out", out])
+      // No file, whole or half.
+      expect(readdirSync(dir).filter((name) => name.startsWith("absent"))).toEqual([])
       if (exit._tag !== "Failure") return expect.unreachable("the export succeeded")
       expect(describeFailure(exit.cause, "valet trajectories export")).toEqual({
         line: `valet trajectories export: ExportError: no trajectories at ${root}: ${join(root, "raw")} does not exist ` +

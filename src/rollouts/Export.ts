@@ -5,7 +5,9 @@
  * - `sft-chat` — one row per step: `{"messages": [{"role": "user", …}, {"role": "assistant", …}]}`, what TRL's
  *   `SFTTrainer` and OpenAI fine-tuning read. Per step, not per episode: a step's prompt already carries the task's
  *   state (the actor loop renders it into every prompt), and the model never saw earlier steps as chat turns, so
- *   joining an episode's steps into one conversation would train on a context the model was never given.
+ *   joining an episode's steps into one conversation would train on a context the model was never given. Steps of an
+ *   interrupted episode are kept (each is still a prompt and its answer) unless `minReward` asks for the episode's
+ *   reward, which an interrupted episode does not have.
  * - `grpo` — one row per step of a complete episode that belongs to a group (`ActorLoop` with `group`): TRL's
  *   `prompt` / `completion` (conversational) / `reward` / `advantage` and verl's `data_source` / `reward_model` /
  *   `extra_info` / `uid` (the group, what verl's GRPO groups by). A group's rows are together; `reward` is the

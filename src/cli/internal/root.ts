@@ -13,11 +13,12 @@ import { runnerCommand } from "./runner.js"
 import { runsCommand } from "./runs.js"
 import { solveCommand } from "./solve.js"
 import { stateCommand } from "./state.js"
+import { trajectoriesCommand } from "./trajectories.js"
 
 export { version } from "./version.js"
 
 /** `valet` and its subcommands. */
 export const valet = Command.make("valet").pipe(
   Command.withDescription("Effect-native agent framework: run, record and inspect agent architectures."),
-  Command.withSubcommands([journal, solveCommand, evalCommand, actorLoopCommand, stateCommand, runCommand, replayCommand, healthCommand, mcpCommand, serveCommand, runnerCommand, runsCommand])
+  Command.withSubcommands([journal, solveCommand, evalCommand, actorLoopCommand, stateCommand, trajectoriesCommand, runCommand, replayCommand, healthCommand, mcpCommand, serveCommand, runnerCommand, runsCommand])
 )

@@ -43,7 +43,11 @@ const commands: ReadonlyArray<readonly [path: ReadonlyArray<string>, says: strin
   [["runs", "decide"], "Decides a tool call waiting for a person", ["--approve", "--reject", "--reason", "--url", "--token", "--store"]],
   [["runs", "answer"], "Answers a question a run waits on", ["--json", "--url", "--token", "--store"]],
   [["replay"], "Runs the agent again from a cassette", ["--architecture", "--stream", "--instructions"]],
-  [["health"], "Lists each actor of the vLLM pool", ["--config"]]
+  [["health"], "Lists each actor of the vLLM pool", ["--config"]],
+  [["trajectories"], "Work with the recorded RL trajectories", []],
+  [["trajectories", "export"], "Exports the trajectories as training data", [
+    "--format", "--trajectories", "--out", "--parquet", "--min-reward", "--system", "--task"
+  ]]
 ]
 
 describe("valet --help", () => {
@@ -68,7 +72,7 @@ describe("valet --help", () => {
       const help = events[0]!
       if (help._tag !== "Help") throw new Error("expected help")
       const names = (help.helpDoc.subcommands ?? []).flatMap((group) => group.commands.map((command) => command.name))
-      expect([...names].sort()).toEqual(["actor-loop", "eval", "health", "journal", "mcp", "replay", "run", "runner", "runs", "serve", "solve", "state"])
+      expect([...names].sort()).toEqual(["actor-loop", "eval", "health", "journal", "mcp", "replay", "run", "runner", "runs", "serve", "solve", "state", "trajectories"])
     }))
 
   it.effect("valet --version prints the version", () =>

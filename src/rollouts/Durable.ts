@@ -142,6 +142,10 @@ export type DurableStoreError = Engines.DurableStoreError
  * answers what they wait on (`decide`, `answer`), or lists it: it runs no workflow, and what it sends is stored in
  * the file for the process that does (read within about a second).
  *
+ * Commits are `synchronous = NORMAL` (WAL): what a killed process committed is kept, and the disk is synced at
+ * checkpoints rather than at each of the two commits per activity. `{ synchronous: "full" }` waits for the disk at
+ * every commit, for a store that must also keep its last commits through a power loss (slower: see the README).
+ *
  * @since 0.2.0
  * @category engines
  */

@@ -8,10 +8,11 @@
  *   (started here with initdb / pg_ctl; the rows are left out, with a note, when there is none).
  *
  * Problems per minute are counted from the client's "evaluating" line to its exit (process start-up excluded; the
- * runners are given 3 s after they start to split the shards).
+ * runners are given 3 s after they start to split the shards). For the runners, their CPU time over the evaluation
+ * (user + system, from /proc) divided by the activities and workflows they served (model calls + problems).
  * Then the overhead per activity, in process: the same evaluation on a scripted model that answers at once, plain
- * (`Evaluate.run`) and durable (`Durable.evaluate` on `WorkflowEngine.layerMemory` and on SQLite), divided by the
- * model calls.
+ * (`Evaluate.run`) and durable (`Durable.evaluate` on `WorkflowEngine.layerMemory`, on SQLite as `layerSqlite` makes
+ * it, and on SQLite with `synchronous: "full"`, a disk sync per commit), divided by the model calls.
  *
  *   npx tsx bench/durable.ts [--quick]      # needs `npm run build` first (npm run bench does it)
  */
@@ -20,7 +21,7 @@ import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Redacted } from "effect"
 import { Reactivity } from "effect/reactivity"
 import { WorkflowEngine } from "effect/workflow"
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Agent, ScriptedModel, SelfRefine } from "valet"
@@ -53,6 +54,17 @@ const timedEval = async (name: string, args: ReadonlyArray<string>): Promise<num
   const code = await client.exited
   if (code !== 0) throw new Error(`${name}: valet eval exited ${code}: ${client.lines.slice(-5).join("\n")}`)
   return problems / ((performance.now() - started) / 60_000)
+}
+
+/** The CPU time of a process so far (user + system, ms), from /proc: Linux only, `undefined` elsewhere. */
+const cpuMsOf = (pid: number | undefined): number | undefined => {
+  try {
+    // Fields after the command's closing parenthesis: utime and stime are the 12th and 13th, in clock ticks (100 Hz).
+    const fields = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")
+    return (Number(fields[11]) + Number(fields[12])) * 10
+  } catch {
+    return undefined
+  }
 }
 
 const server = await ScriptedServer.start({ latencyMs })
@@ -88,8 +100,20 @@ try {
         }
         // Runners that join split the shards between them: measured once that has settled.
         await new Promise((resolve) => setTimeout(resolve, 3000))
+        const cpuBefore = runners.map((runner) => cpuMsOf(runner.child.pid))
+        const callsBefore = server.total()
         const rate = await timedEval(`postgres-${count}`, ["--durable", url.toString()])
+        const cpuAfter = runners.map((runner) => cpuMsOf(runner.child.pid))
         rows.push({ framework: "valet", measure: `eval --durable postgres, ${count} runner${count === 1 ? "" : "s"}`, value: rate, unit: "problems/min" })
+        if (![...cpuBefore, ...cpuAfter].includes(undefined)) {
+          const cpu = cpuAfter.reduce((sum: number, after, i) => sum + after! - cpuBefore[i]!, 0)
+          rows.push({
+            framework: "valet",
+            measure: `runner CPU per activity, ${count} runner${count === 1 ? "" : "s"} (all runners' CPU ÷ model calls + problems)`,
+            value: Number((cpu / (server.total() - callsBefore + problems)).toFixed(2)),
+            unit: "ms"
+          })
+        }
         for (const runner of runners.splice(0)) {
           runner.kill("SIGKILL")
           await runner.exited
@@ -126,7 +150,7 @@ const timed = async (run: () => Promise<Evaluate.Report>): Promise<{ ms: number;
   return { ms: performance.now() - started, calls: report.summary.totalCalls }
 }
 const options = { concurrency, agent: solver }
-const samples = { plain: [] as Array<number>, memory: [] as Array<number>, sqlite: [] as Array<number> }
+const samples = { plain: [] as Array<number>, memory: [] as Array<number>, sqlite: [] as Array<number>, full: [] as Array<number> }
 for (let round = 0; round < (quick ? 1 : 3); round++) {
   const plain = await timed(() =>
     Effect.runPromise(Evaluate.run(join(dir, "inprocess.jsonl"), options).pipe(Effect.provide(Layer.merge(scripted(), NodeFileSystem.layer))))
@@ -145,6 +169,14 @@ for (let round = 0; round < (quick ? 1 : 3); round++) {
       )
     )
   )
+  const full = await timed(() =>
+    Effect.runPromise(
+      Durable.evaluate(join(dir, "inprocess.jsonl"), { ...options, evaluation: `full-${round}` }).pipe(
+        Effect.provide(Layer.merge(Durable.layer([solver]).pipe(Layer.provideMerge(Durable.layerSqlite(join(dir, `overhead-full-${round}.db`), { synchronous: "full" })), Layer.provide(scripted())), NodeFileSystem.layer))
+      )
+    )
+  )
+  samples.full.push(((full.ms - plain.ms) * 1000) / full.calls)
   samples.plain.push((plain.ms * 1000) / plain.calls)
   samples.memory.push(((memory.ms - plain.ms) * 1000) / memory.calls)
   samples.sqlite.push(((sqlite.ms - plain.ms) * 1000) / sqlite.calls)
@@ -152,6 +184,7 @@ for (let round = 0; round < (quick ? 1 : 3); round++) {
 rows.push(summarize("valet", `eval in process, not durable, per model call (${inProcess} problems, instant model)`, "µs", samples.plain))
 rows.push(summarize("valet", "added per activity: Durable on WorkflowEngine.layerMemory", "µs", samples.memory))
 rows.push(summarize("valet", "added per activity: Durable on SQLite (SingleRunner)", "µs", samples.sqlite))
+rows.push(summarize("valet", "added per activity: Durable on SQLite, synchronous: \"full\" (a disk sync per commit)", "µs", samples.full))
 
 console.log("\n=== durable evaluations ===")
 writeReport({ name: "durable", description: "durable evaluations: throughput and overhead per activity", rows, notes })

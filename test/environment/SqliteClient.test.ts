@@ -55,6 +55,25 @@ describe("SqliteClient: statements", () => {
       expect(yield* sql`SELECT count(*) AS n FROM items`).toEqual([{ n: 15 }])
     }).pipe(Effect.provide(SqliteClient.layer({ filename: ":memory:", prepareCacheSize: 2 }))))
 
+  it.effect("a statement run unprepared (as effect/cluster's storage runs its hot queries) is prepared once, then taken from the cache", () =>
+    Effect.gen(function*() {
+      const sql = yield* setup
+      // Counted where node:sqlite compiles SQL: each prepare parses and plans the statement again.
+      const { DatabaseSync } = yield* Effect.promise(() => import("node:sqlite"))
+      const original = DatabaseSync.prototype.prepare
+      const prepared: Array<string> = []
+      DatabaseSync.prototype.prepare = function(this: InstanceType<typeof DatabaseSync>, text: string) {
+        prepared.push(text)
+        return original.call(this, text)
+      } as typeof original
+      yield* Effect.ensuring(
+        Effect.forEach(["a", "b", "c"], (name) => sql`INSERT INTO items (name) VALUES (${name})`.unprepared, { discard: true }),
+        Effect.sync(() => void (DatabaseSync.prototype.prepare = original))
+      )
+      expect(prepared.filter((text) => text.startsWith("INSERT INTO items"))).toHaveLength(1)
+      expect(yield* names).toEqual(["a", "b", "c"])
+    }).pipe(Effect.provide(memory)))
+
   it.effect("answers BIGINT columns as bigints under SafeIntegers", () =>
     Effect.gen(function*() {
       const sql = yield* SqlClient.SqlClient

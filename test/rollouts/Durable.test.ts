@@ -368,6 +368,30 @@ describe("Durable on SQLite: a store that fails ends the work with one error nam
       }
     }))
 
+  it.effect("the store commits without a disk sync per commit (synchronous NORMAL, WAL) unless synchronous: \"full\" is asked", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "valet-durable-store-"))
+      try {
+        // PRAGMA synchronous: 1 is NORMAL, 2 is FULL (SQLite's default). Read on the store's own connection.
+        const mode = (synchronous?: Engines.SqliteSynchronous) =>
+          Effect.flatMap(SqliteClient.SqliteClient, (sql) => sql.unsafe<{ readonly synchronous: number }>("PRAGMA synchronous")).pipe(
+            Effect.map((rows) => rows[0]?.synchronous),
+            Effect.provide(Engines.sqliteStore(join(dir, `runs-${synchronous ?? "default"}.db`), synchronous))
+          )
+        expect(yield* mode()).toBe(1)
+        expect(yield* mode("normal")).toBe(1)
+        expect(yield* mode("full")).toBe(2)
+        // And the engine's layer: a file it made is in WAL mode (NORMAL keeps a killed process's commits only in WAL).
+        const file = join(dir, "engine.db")
+        yield* Effect.provide(Effect.void, Durable.layerSqlite(file))
+        const check = new DatabaseSync(file)
+        expect(check.prepare("PRAGMA journal_mode").get()).toEqual({ journal_mode: "wal" })
+        check.close()
+      } finally {
+        rmSync(dir, { recursive: true, force: true })
+      }
+    }))
+
   it.effect("a store that fails mid-run: the workflows awaited die with DurableStoreError at once, not after retries", () =>
     Effect.gen(function*() {
       const dir = mkdtempSync(join(tmpdir(), "valet-durable-store-"))

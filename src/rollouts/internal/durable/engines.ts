@@ -50,10 +50,26 @@ const sqliteFailure = (filename: string, error: SqlError.SqlError, when: "open" 
   })
 
 /**
+ * How a one-process engine's SQLite file commits: `"normal"` (the default) writes each commit to the write-ahead log
+ * and syncs it to the disk at checkpoints; `"full"` also waits for the disk at every commit.
+ */
+export type SqliteSynchronous = "normal" | "full"
+
+/**
  * The SQLite file of a one-process engine, opened and checked with `PRAGMA quick_check`: it reads every page (150 ms
  * for a 121 MB file here, from the OS cache), so a damaged page is found now, not in the middle of a run.
+ *
+ * Commits are `synchronous = NORMAL` unless `"full"` is asked. Why: effect/cluster's storage commits twice per
+ * activity (the request, then its reply), and `node:sqlite` is synchronous, so under FULL every commit blocked the
+ * event loop for a disk sync (0.2–0.8 ms each here, more on a busy disk): the model calls, tools and every other
+ * workflow waited behind it. In WAL mode NORMAL keeps what a killed process committed (the log is written before
+ * the commit returns) and the file consistent; only an operating-system crash or power loss can lose the last
+ * commits, whose activities then run again on resume, as calls in flight do.
  */
-const sqliteStore = (filename: string): Layer.Layer<SqliteClient.SqliteClient | SqlClient.SqlClient, DurableStoreError> =>
+export const sqliteStore = (
+  filename: string,
+  synchronous: SqliteSynchronous = "normal"
+): Layer.Layer<SqliteClient.SqliteClient | SqlClient.SqlClient, DurableStoreError> =>
   Layer.effectContext(Effect.gen(function*() {
     const context = yield* Layer.build(SqliteClient.layer({ filename })).pipe(
       Effect.mapError((error) => sqliteFailure(filename, error, "open"))
@@ -72,6 +88,9 @@ const sqliteStore = (filename: string): Layer.Layer<SqliteClient.SqliteClient | 
           `${problems.length > 1 ? `, and ${problems.length - 1} more` : ""}): restore it from a backup, or start again on a new file`
       })
     }
+    yield* client.unsafe(`PRAGMA synchronous = ${synchronous === "full" ? "FULL" : "NORMAL"}`).pipe(
+      Effect.mapError((error) => sqliteFailure(filename, error, "open"))
+    )
     return context
   }))
 
@@ -105,10 +124,14 @@ export const endOnStoreFailure = (filename: string): Layer.Layer<WorkflowEngine.
   }))
 
 /**
- * A one-process engine on a SQLite file: checked when opened (see `sqliteStore`), its workflows ended when the file
- * fails during the run (see `endOnStoreFailure`). Fails with `DurableStoreError` naming the file.
+ * A one-process engine on a SQLite file: checked when opened (see `sqliteStore`), its commits `synchronous = NORMAL`
+ * unless `synchronous: "full"` (see `sqliteStore`), its workflows ended when the file fails during the run (see
+ * `endOnStoreFailure`). Fails with `DurableStoreError` naming the file.
  */
-export const layerSqlite = (filename: string, options: { readonly clientOnly?: boolean | undefined } = {}) =>
+export const layerSqlite = (
+  filename: string,
+  options: { readonly clientOnly?: boolean | undefined; readonly synchronous?: SqliteSynchronous | undefined } = {}
+) =>
   // The guarded engine is the outer layer: where both provide a WorkflowEngine, the outer one is the one seen.
   endOnStoreFailure(filename).pipe(
     Layer.provideMerge(ClusterWorkflowEngine.layer),
@@ -124,7 +147,7 @@ export const layerSqlite = (filename: string, options: { readonly clientOnly?: b
     // valet's table of waiting calls and questions, in the same file.
     Layer.provideMerge(HumanLoopStore.layerSql),
     // Built once, for the cluster's storage and the guard; kept private, so it never stands in for a SqlClient of the caller.
-    Layer.provide(sqliteStore(filename)),
+    Layer.provide(sqliteStore(filename, options.synchronous)),
     Layer.provide(NodeCrypto.layerDigest)
   )
 

@@ -6,8 +6,7 @@ import { Effect, Result, Schema } from "effect"
 import type * as Sandbox from "../../../environment/Sandbox.js"
 import * as TrajectoryStore from "../../../environment/TrajectoryStore.js"
 
-/** The implementation of `Reward.FailureReason` (documented there). */
-
+/** `Reward.FailureReason`: documented there. */
 export const FailureReason = Schema.Literals([
   "sandbox_error",
   "no_reference",
@@ -19,43 +18,35 @@ export const FailureReason = Schema.Literals([
   "defect"
 ])
 
-/** The implementation of `Reward.FailureReason` (documented there). */
-
+/** `Reward.FailureReason`: documented there. */
 export type FailureReason = typeof FailureReason.Type
 
-/** The implementation of `Reward.RewardFailed` (documented there). */
-
+/** `Reward.RewardFailed`: documented there. */
 export class RewardFailed extends Schema.TaggedError<RewardFailed>()("RewardFailed", {
   reward: Schema.String,
   reason: FailureReason,
   message: Schema.String
 }) {}
 
-/** The implementation of `Reward.Part` (documented there). */
-
+/** `Reward.Part`: documented there. */
 export const Part = TrajectoryStore.RewardPart
 
-/** The implementation of `Reward.Part` (documented there). */
-
+/** `Reward.Part`: documented there. */
 export type Part = TrajectoryStore.RewardPart
 
-/** The implementation of `Reward.Scored` (documented there). */
-
+/** `Reward.Scored`: documented there. */
 export const Scored = Schema.Struct({ value: Schema.Finite, parts: Schema.Array(Part) })
 
-/** The implementation of `Reward.Scored` (documented there). */
-
+/** `Reward.Scored`: documented there. */
 export type Scored = typeof Scored.Type
 
-/** The implementation of `Reward.Runner` (documented there). */
-
+/** `Reward.Runner`: documented there. */
 export type Runner = (
   command: ReadonlyArray<string>,
   options?: { readonly timeoutMs?: number | undefined }
 ) => Effect.Effect<Sandbox.SandboxResult, Sandbox.SandboxError>
 
-/** The implementation of `Reward.Step` (documented there). */
-
+/** `Reward.Step`: documented there. */
 export interface Step {
   readonly taskId: string
   /** The task's prompt (without the state block). */
@@ -72,8 +63,7 @@ export interface Step {
   readonly run: Runner
 }
 
-/** The implementation of `Reward.Reward` (documented there). */
-
+/** `Reward.Reward`: documented there. */
 export interface Reward<R = never> {
   readonly name: string
   readonly evaluate: (step: Step) => Effect.Effect<Scored, never, R>
@@ -87,8 +77,7 @@ export const failedPart = (name: string, weight: number, error: RewardFailed): P
   error: { reason: error.reason, message: error.message }
 })
 
-/** The implementation of `Reward.make` (documented there). */
-
+/** `Reward.make`: documented there. */
 export const make = <R = never>(
   name: string,
   score: (step: Step) => Effect.Effect<number, RewardFailed, R>
@@ -114,8 +103,7 @@ export const make = <R = never>(
     )
 })
 
-/** The implementation of `Reward.CommandOptions` (documented there). */
-
+/** `Reward.CommandOptions`: documented there. */
 export interface CommandOptions {
   /** The part's name (default: the command, joined). */
   readonly name?: string | undefined

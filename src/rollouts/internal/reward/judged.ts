@@ -8,8 +8,7 @@ import { decodeJson, parseScore, unitScore } from "../../../core/internal/parse.
 import * as Model from "../../../core/Model.js"
 import { make, type Reward, RewardFailed, type Step } from "./core.js"
 
-/** The implementation of `Reward.JudgedOptions` (documented there). */
-
+/** `Reward.JudgedOptions`: documented there. */
 export interface JudgedOptions {
   /** What a good response is: the judge is asked to score the response against it. */
   readonly rubric: string
@@ -26,8 +25,7 @@ const JudgeReply = Schema.Struct({ score: Schema.NullOr(Schema.Union([Schema.Num
 // How many `{` from the end are tried for the verdict: a judge's reply is short, and this keeps a long one linear.
 const maxVerdictTries = 64
 
-/** The implementation of `Reward.parseJudgeScore` (documented there). */
-
+/** `Reward.parseJudgeScore`: documented there. */
 export const parseJudgeScore = (text: string): Result.Result<number, string> => {
   // The verdict comes last: an object quoted earlier (the response's own `{"score": 1}`) does not count.
   let tries = 0
@@ -75,8 +73,7 @@ const nonce = Effect.map(
   ([high, low]) => `${high.toString(16).padStart(8, "0")}${low.toString(16).padStart(8, "0")}`
 )
 
-/** The implementation of `Reward.judged` (documented there). */
-
+/** `Reward.judged`: documented there. */
 export const judged = (options: JudgedOptions): Reward<Model.Model> => {
   const name = options.name ?? "judged"
   return make(name, (step) =>

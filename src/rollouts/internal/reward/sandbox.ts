@@ -26,8 +26,7 @@ const runCommand = (name: string, step: Step, command: ReadonlyArray<string>, op
     )
   )
 
-/** The implementation of `Reward.exitCode` (documented there). */
-
+/** `Reward.exitCode`: documented there. */
 export const exitCode = (
   command: ReadonlyArray<string>,
   options: CommandOptions & { readonly expect?: number | undefined } = {}
@@ -49,8 +48,7 @@ const countOf = (text: string, word: RegExp): number => {
 // eslint-disable-next-line no-control-regex
 const ansi = /\u001b\[[0-9;?]*[ -/]*[@-~]/g
 
-/** The implementation of `Reward.testCounts` (documented there). */
-
+/** `Reward.testCounts`: documented there. */
 export const testCounts = (output: string): { readonly passed: number; readonly total: number } | undefined => {
   // Line by line, linear in the output (the sandbox caps it anyway).
   const lines = output.replace(ansi, "").split("\n")
@@ -73,8 +71,7 @@ export const testCounts = (output: string): { readonly passed: number; readonly 
   return passed + failed === 0 ? undefined : { passed, total: passed + failed }
 }
 
-/** The implementation of `Reward.testsPass` (documented there). */
-
+/** `Reward.testsPass`: documented there. */
 export const testsPass = (command: ReadonlyArray<string>, options: CommandOptions = {}): Reward => {
   const name = options.name ?? `tests_pass(${command.join(" ")})`
   return make(name, (step) =>
@@ -99,8 +96,7 @@ export const testsPass = (command: ReadonlyArray<string>, options: CommandOption
     }))
 }
 
-/** The implementation of `Reward.AstGrepOptions` (documented there). */
-
+/** `Reward.AstGrepOptions`: documented there. */
 export type AstGrepOptions = CommandOptions & {
   readonly language: string
   readonly paths?: ReadonlyArray<string> | undefined
@@ -118,8 +114,7 @@ const AstGrepMatch = Schema.fromJsonString(Schema.Struct({ file: Schema.String }
 // the model could have written.
 const noIgnore = ["hidden", "dot", "vcs", "parent", "exclude", "global"].flatMap((kind) => ["--no-ignore", kind])
 
-/** The implementation of `Reward.astGrep` (documented there). */
-
+/** `Reward.astGrep`: documented there. */
 export const astGrep = (options: AstGrepOptions): Reward => {
   const name = options.name ?? `ast_grep(${options.pattern ?? JSON.stringify(options.rule)})`
   const paths = options.paths ?? ["."]

@@ -9,9 +9,10 @@
  * the completions' (`output_tokens`). Skipped task lines are reported with their line numbers; a failed episode gets
  * a line of its own. Stdout stays empty: the trajectories are in their files.
  *
- * Interrupted (Ctrl-C), the run stops its episodes; a line says how far it got. Every record is appended whole
- * (one write a line), so the trajectory files hold complete lines only; an episode without its `episode_end` line
- * is partial and a trainer drops it.
+ * Interrupted (Ctrl-C), the run stops its episodes (their workspaces are scoped: removed on the way out) and a line
+ * says how far it got. Each record is appended as one whole line (one write), so an interrupted run leaves complete
+ * lines; a line torn by a harder stop (SIGKILL mid-write) is moved to `<file>.torn` by the trajectory store the next
+ * time it opens the file. An episode without its `episode_end` line is partial: a trainer drops it.
  */
 import { Clock, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { Argument, Command } from "effect/cli"

@@ -3,7 +3,7 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Result } from "effect"
 import { Command } from "effect/cli"
 import { TestClock } from "effect/testing"
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { flags } from "../../../src/cli/internal/actorLoop.js"
@@ -16,7 +16,8 @@ import * as Sandbox from "../../../src/environment/Sandbox.js"
 import * as StateStore from "../../../src/environment/StateStore.js"
 import * as TrajectoryStore from "../../../src/environment/TrajectoryStore.js"
 import * as Reward from "../../../src/rollouts/Reward.js"
-import { eventually } from "../../support/testClockIo.js"
+import { sleeps, trackSleeps } from "../../support/clock.js"
+import { eventually, realDelay } from "../../support/testClockIo.js"
 
 const dir = mkdtempSync(join(tmpdir(), "valet-cli-rollout-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
@@ -91,6 +92,49 @@ describe("valet rollout (runRollout)", () => {
       expect(refused.message).toBe(
         "--durable runs one step per task (Durable.actorLoop has no episodes or groups yet): drop --max-steps and --group, or --durable"
       )
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.effect("interrupted: a line says how far it got, and the trajectory files hold whole lines only", () =>
+    Effect.gen(function*() {
+      const path = tasksFile("interrupted.jsonl", [task("i1"), task("i2")])
+      const root = join(dir, "interrupted-trajectories")
+      const output = memoryOutput()
+      const services = Layer.mergeAll(
+        ScriptedModel.layer(() => ({ text: answer, delay: "400 millis" })),
+        Sandbox.layerTest(() => ({ exitCode: 0 })),
+        StateStore.layerMemory(),
+        TrajectoryStore.layerFile({ root }).pipe(Layer.provide(NodeServices.layer))
+      )
+      yield* trackSleeps
+      const fiber = yield* Effect.forkChild(runRollout(path, { concurrency: 4, group: 2, maxSteps: 6 }, services, output))
+      yield* eventually(() => output.lines.some((line) => line.startsWith("rollout: 2 tasks")), "the run to start")
+      const written = () =>
+        ["i1", "i2"].reduce((sum, id) => {
+          const file = join(root, "raw", `${id}.jsonl`)
+          return sum + (existsSync(file) ? readFileSync(file, "utf8").split("\n").length - 1 : 0)
+        }, 0)
+      // Two steps of each of the 4 episodes (each step's model call takes 400 ms), then Ctrl-C in the third.
+      // The 4 model calls (and the progress schedule) asleep on the TestClock, then the clock moved: no call misses it.
+      const allAsleep = Effect.gen(function*() {
+        for (let waited = 0; waited < 5_000; waited += 5) {
+          if ((yield* sleeps).length >= 5) return
+          yield* realDelay(5)
+        }
+      })
+      for (const steps of [4, 8]) {
+        yield* allAsleep
+        yield* TestClock.adjust("400 millis")
+        yield* eventually(() => written() === steps, `${steps} lines written`)
+      }
+      yield* allAsleep
+      yield* TestClock.adjust("200 millis")
+      yield* Fiber.interrupt(fiber)
+      expect(output.lines.at(-1)).toBe("rollout: interrupted after 0/4 episodes (8 steps); partial episodes have no episode_end line")
+      const lines = ["i1", "i2"].flatMap((id) => readFileSync(join(root, "raw", `${id}.jsonl`), "utf8").split("\n"))
+      expect(lines.filter((line) => line !== "")).toHaveLength(8)
+      // Every line whole: each ends with its newline and parses; none ends its episode.
+      expect(lines.at(-1)).toBe("")
+      for (const line of lines.filter((line) => line !== "")) expect(JSON.parse(line).episode_end).toBeUndefined()
     }).pipe(Effect.provide(NodeServices.layer)))
 
   it("the progress line's ETA is the episodes left at the rate so far", () => {

@@ -187,16 +187,6 @@ const main = async () => {
             throw new Error(`unexpected run: ${summary.failed} failed, ${summary.steps} steps`)
           }
           const s = saturation(samples, admit, started, ended)
-          if (process.env.ROLLOUT_TRACE === "1") {
-            const buckets = new Map<number, Array<readonly [number, number, number]>>()
-            for (const sample of samples) {
-              const key = Math.floor((sample[0] - started) / 100)
-              buckets.set(key, [...(buckets.get(key) ?? []), sample])
-            }
-            console.error([...buckets].map(([k, b]) =>
-              `${k * 100}ms served ${(b.reduce((x, y) => x + y[1], 0) / b.length).toFixed(0)} queued ${(b.reduce((x, y) => x + y[2], 0) / b.length).toFixed(0)}`
-            ).join("\n"))
-          }
           const wall = ended - started
           const ideal = Math.ceil(summary.steps / Math.min(admit, tasks * group)) * latencyMs
           sat.push(s.value)

@@ -29,7 +29,7 @@ import {
   settingsOf,
   vllmModel
 } from "./actorLoop.js"
-import { durableFlag } from "./durable.js"
+import { durableFlag, storeOf } from "./durable.js"
 import { requireNoFailures } from "./failure.js"
 import { oneLine, type Output, seconds, stderrOutput } from "./output.js"
 import { rewardOfSpecs } from "./rewardFlag.js"
@@ -119,6 +119,7 @@ export const runRollout = <E>(
   Effect.gen(function*() {
     const { progressInterval, ...runSettings } = settings
     const { issues, tasks, total } = yield* prepareTasks(path, runSettings, output, durable)
+    const remoteSteps = durable !== undefined && storeOf(durable)._tag === "Postgres"
     const startedAt = yield* Clock.currentTimeMillis
     let done = 0
     let failed = 0
@@ -147,6 +148,11 @@ export const runRollout = <E>(
     const onOutcome = (outcome: ActorLoop.Outcome) =>
       Effect.gen(function*() {
         done++
+        // PostgreSQL runners append the steps in their own processes: here an outcome is the one step it ran.
+        if (remoteSteps && outcome._tag === "Recorded") {
+          steps++
+          outputTokens += outcome.record.metrics.outputTokens ?? 0
+        }
         if (outcome._tag === "Failed") {
           failed++
           yield* output.line(`${outcome.task.taskId} FAILED: ${outcome.error._tag}: ${oneLine(outcome.error.message, 200)}`)

@@ -13,19 +13,20 @@
  * served from the first wave to the last: ≈ 1. Every gap between a step's answer and the next step's request shows. Also: wall time ÷ the ideal `ceil(requests / K) × 200 ms`, episodes/s and steps/s. Target: saturation
  * ≥ 0.95 on 2 cores.
  *
- * Measured 2026-11-27 on 2 cores with a load average of 6–8 (other work on the machine), medians of 3 runs:
- * | state store (trajectories: JSONL files)   | K=64 saturation | K=64 steps/s | K=256 saturation | CPU per step |
- * | SQLite file (the CLI default)              | 0.55            | 136          | 0.11             | 2.1 ms       |
- * | SQLite file, `PRAGMA synchronous = NORMAL` | 0.98            | 299          | —                | 2.6 ms       |
- * | SQLite `:memory:` (`--memory state-sqlite`) | 0.99           | 302          | —                | 1.9 ms       |
- * | in memory (`--memory state`)               | 0.93            | 273          | 0.25             | 1.1–1.5 ms   |
- * Where the time goes: `node:sqlite` is synchronous, and the state store commits each step's state update in WAL
- * mode with the default `synchronous = FULL`: an fsync of the WAL on the event loop per step, which on a busy disk
- * stalls every episode (the CPU profile's top entry is `StatementSync.all`/`run` in SqliteClient, 40 % of samples).
- * With `synchronous = NORMAL` (still durable across a process crash; only a power loss can drop the last commits)
- * K=64 is saturated. K=256 needs 1,280 steps/s from one event loop, ≈ 0.8 ms a step: the loop itself costs about
- * 0.27 ms a step (ActorLoop.run on ScriptedModel, memory stores), the HTTP client about 0.8 ms (bench/client.ts),
- * the rest the stores; on 2 loaded cores that is out of reach.
+ * Measured 2026-11-27 on 2 cores shared with other work (load average 3–8), medians of 3 runs:
+ * | state store (trajectories: JSONL files)          | K=64 saturation | K=64 steps/s | K=256 saturation | K=256 steps/s |
+ * | SQLite file, synchronous FULL (before)           | 0.55            | 136          | 0.11             | 125           |
+ * | SQLite file, synchronous NORMAL (now the default) | 0.99            | 305          | 0.43             | 516           |
+ * | SQLite `:memory:` (`--memory state-sqlite`)      | 0.99            | 302          | —                | —             |
+ * | in memory (`--memory state`, load 8)             | 0.93            | 273          | 0.25             | 236           |
+ * Where the time went: `node:sqlite` is synchronous, and the state store committed each step's state update in WAL
+ * mode with SQLite's default `synchronous = FULL`: an fsync of the WAL on the event loop per step, which on a busy
+ * disk stalled every episode (the CPU profile's top entries were `StatementSync.all` / `run` under SqliteClient, 40 %
+ * of the samples). The stores now commit with `synchronous = NORMAL` (internal/sqliteStores.ts). K=256 needs 1,280
+ * steps/s from one event loop, ≈ 0.8 ms a step; a step costs 1.5–2 ms of this process's CPU, spread thin (GC 7 %,
+ * SQLite 4 %, socket and file writes 4 %, then the Effect runtime and schema decoding): the loop itself about
+ * 0.27 ms a step (ActorLoop.run on ScriptedModel with memory stores), the HTTP client about 0.8 ms a request
+ * (bench/client.ts), the stores the rest. On 2 loaded cores K=256 is out of reach; K=64 is saturated.
  *
  *   npx tsx bench/rollout.ts [--quick] [--admit 64,256] [--runs n] [--memory state,trajectories] [--cpu-prof <path prefix>]
  */

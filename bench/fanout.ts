@@ -28,17 +28,32 @@ const latencyMs = 50
 const concurrency = 16
 const n = 4
 
-/** Starts bench/support/fanoutServer.ts as a child process; answers its URL and a way to stop it. */
+/**
+ * Starts bench/support/fanoutServer.ts as a child process; answers its URL and a way to stop it. The child holds
+ * our stdin pipe and exits when it closes, so it cannot outlive us however we end (an early exit, Ctrl-C, a SIGKILL
+ * from a timeout); on a normal or `process.exit` ending we also kill it at once.
+ */
 const startServer = (): Promise<{ url: string; stop: () => void }> =>
   new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "bench/support/fanoutServer.ts", "--latency-ms", String(latencyMs)], {
-      stdio: ["ignore", "pipe", "inherit"]
+    const child = spawn(process.execPath, ["--import", "tsx", "bench/support/fanoutServer.ts", "--latency-ms", String(latencyMs), "--exit-with-stdin"], {
+      stdio: ["pipe", "pipe", "inherit"]
     })
+    const stop = () => {
+      child.stdin?.end()
+      child.kill("SIGKILL")
+    }
+    process.once("exit", stop)
+    for (const signal of ["SIGINT", "SIGTERM"] as const) {
+      process.once(signal, () => {
+        stop()
+        process.exit(130)
+      })
+    }
     child.on("error", reject)
     child.on("exit", (code) => reject(new Error(`the fan-out server exited with ${code}`)))
     createInterface({ input: child.stdout! }).on("line", (line) => {
       const match = /^listening on (.*)$/.exec(line)
-      if (match !== null) resolve({ url: match[1]!, stop: () => child.kill("SIGKILL") })
+      if (match !== null) resolve({ url: match[1]!, stop })
     })
   })
 

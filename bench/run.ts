@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: every benchmark, one table. Framework overhead per step and memory per session against the
- * Vercel AI SDK and LangGraph.js; the cost of `import("valet")` beside `import("effect")`; then the client, sandbox,
+ * Vercel AI SDK and LangGraph.js; the cost of `import("valet")` beside `import("effect")`; then the client, sandbox, rollout,
  * fan-out, parser, serving, durable, threads, conversation, prompt-prefix and model-layer benchmarks of the other modules, and DeepAgent beside
  * LangChain's `deepagents`, when they exist. Each writes `bench/results/<name>.json`; the combined table goes to `bench/results/summary.json`.
  *
@@ -36,7 +36,7 @@ attempt("imports", () => Imports.main(quick))
 // Benchmarks owned by other modules, run as their own processes when present. A quick run (CI's smoke check, not
 // for comparison) runs two at a time, each one's output printed whole when it ends; a full run one at a time, since
 // two benchmarks on one machine would skew each other's numbers.
-const modules = ["client", "sandbox", "fanout", "parsers", "serve", "durable", "threads", "conversation", "recall", "prefix", "modelLayer", "deepAgent"]
+const modules = ["client", "sandbox", "fanout", "rollout", "parsers", "serve", "durable", "threads", "conversation", "recall", "prefix", "modelLayer", "deepAgent"]
   .filter((name) => existsSync(join("bench", `${name}.ts`)))
 const runModule = async (name: string): Promise<void> => {
   const file = join(resultsDir, `${name}.json`)

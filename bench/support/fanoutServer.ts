@@ -14,6 +14,8 @@
  * `[DONE]`), the first after the latency: what `vllm serve` sends.
  *
  *   node --import tsx bench/support/fanoutServer.ts --latency-ms 50   # prints "listening on <url>"
+ *
+ * With `--exit-with-stdin` it exits when its stdin closes (bench/fanout.ts starts it so: no server outlives the bench).
  */
 import { createServer } from "node:http"
 
@@ -100,4 +102,10 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const at = process.argv.indexOf("--latency-ms")
   const latency = at >= 0 ? Number(process.argv[at + 1]) : 50
   void start(latency).then(({ url }) => console.log(`listening on ${url}`))
+  // Started by a benchmark that holds our stdin: when the benchmark ends, however it ends, the pipe closes and so do we.
+  if (process.argv.includes("--exit-with-stdin")) {
+    process.stdin.on("end", () => process.exit(0))
+    process.stdin.on("close", () => process.exit(0))
+    process.stdin.resume()
+  }
 }

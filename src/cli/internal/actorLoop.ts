@@ -15,12 +15,14 @@ import { Argument, Command, Flag } from "effect/cli"
 import type { InvalidOptions } from "../../core/AgentError.js"
 import * as ActorLoop from "../../rollouts/ActorLoop.js"
 import * as Durable from "../../rollouts/Durable.js"
+import * as Reward from "../../rollouts/Reward.js"
 import type * as Model from "../../core/Model.js"
 import * as StateStore from "../../environment/StateStore.js"
 import * as TrajectoryStore from "../../environment/TrajectoryStore.js"
 import * as Vllm from "../../providers/Vllm.js"
 import { durableFlag, storeFailureAsError, storeOf } from "./durable.js"
-import { requireNoFailures } from "./failure.js"
+import { requireNoFailures, UsageError } from "./failure.js"
+import { rewardOfSpecs } from "./rewardFlag.js"
 import { commandSandbox } from "./sandbox.js"
 import { type Output, stdoutOutput } from "./output.js"
 
@@ -73,10 +75,8 @@ export interface Summary {
 }
 
 /** Settings of a run: one episode per task (one step unless `maxSteps`), or `group` of them. */
-export interface Settings extends ActorLoop.Options {
+export interface Settings extends ActorLoop.RunOptions {
   readonly concurrency: number
-  readonly maxSteps?: number | undefined
-  readonly group?: number | undefined
 }
 
 const seconds = (ms: number): string => (ms < 10_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 1000)} s`)
@@ -101,12 +101,74 @@ export const summaryLines = (summary: Summary): Array<string> => [
   `sandbox failed in ${summary.sandboxFailed} · parse errors in ${summary.parseErrors} · ${seconds(summary.elapsedMs)}`
 ]
 
+/** The tasks of a file that can run, with the skipped lines reported; `total` counts episodes (tasks × group). */
+export interface Prepared {
+  readonly tasks: ReadonlyArray<ActorLoop.Task>
+  readonly issues: ReadonlyArray<Issue>
+  readonly total: number
+}
+
+/**
+ * Reads the tasks file, reports each skipped line (`skipped <path>:<line>: <why>`) to `output`, and checks what the
+ * settings ask of `durable`. Fails with `ActorLoopFailed` when no line is a task, with `UsageError` when `--durable`
+ * is asked for episodes or groups (a durable step is one workflow of one step; `Durable.actorLoop` has no episodes).
+ */
+export const prepareTasks = (
+  path: string,
+  settings: Settings,
+  output: Output,
+  durable?: string | undefined
+): Effect.Effect<Prepared, ActorLoopFailed | UsageError, FileSystem.FileSystem> =>
+  Effect.gen(function*() {
+    if (durable !== undefined && (settings.maxSteps !== undefined || settings.group !== undefined)) {
+      return yield* new UsageError({
+        message: "--durable runs one step per task (Durable.actorLoop has no episodes or groups yet): drop --max-steps and --group, or --durable"
+      })
+    }
+    const { issues, tasks } = yield* readTasks(path)
+    for (const issue of issues) yield* output.line(`skipped ${path}:${issue.line}: ${oneLine(issue.message, 200)}`)
+    if (tasks.length === 0) {
+      return yield* new ActorLoopFailed({
+        path,
+        message: `no task could run: ${path} has no valid task line (${issues.length} malformed)`
+      })
+    }
+    // Each rollout of a group is an outcome of its own.
+    return { tasks, issues, total: tasks.length * (settings.group ?? 1) }
+  })
+
+/**
+ * Runs `tasks` with the services of `layer` (or, with `durable`, as durable workflows: on SQLite run here on `layer`,
+ * on PostgreSQL by the runners) and hands every outcome to `onOutcome` as it finishes.
+ */
+export const runOutcomes = <E>(
+  path: string,
+  tasks: ReadonlyArray<ActorLoop.Task>,
+  settings: Settings,
+  layer: Layer.Layer<ActorLoop.Requirements, E>,
+  onOutcome: (outcome: ActorLoop.Outcome) => Effect.Effect<void>,
+  durable?: string | undefined
+): Effect.Effect<void, InvalidOptions | E | Durable.DurableStoreError | Config.ConfigError | SqlError.SqlError> =>
+  Effect.gen(function*() {
+    if (durable === undefined) {
+      return yield* ActorLoop.run(Stream.fromIterable(tasks), settings).pipe(Stream.runForEach(onOutcome), Effect.provide(layer))
+    }
+    // The loop's key is the tasks file: run it again on the same store and the steps done answer their outcome.
+    const steps = Durable.actorLoop(Stream.fromIterable(tasks), { ...settings, loop: resolve(path) }).pipe(Stream.runForEach(onOutcome))
+    const store = storeOf(durable)
+    if (store._tag === "Postgres") return yield* Effect.provide(steps, Durable.layerPostgresClient({ url: store.url }))
+    yield* Effect.provide(
+      steps,
+      Durable.layerActorLoop.pipe(Layer.provideMerge(Durable.layerSqlite(store.file)), Layer.provide(layer))
+    ).pipe(storeFailureAsError)
+  })
+
 /**
  * Runs every task of the file at `path` with the services of `layer`, reporting to `output`; with `durable` (a SQLite
  * file or a postgres:// URL), every step is a durable workflow (on SQLite run here on `layer`; on PostgreSQL by the
  * runners). Fails with
  * `ActorLoopFailed` when the file cannot be read or when no task could run, with `InvalidOptions` when a setting is
- * out of range (`--timeout-ms 0`).
+ * out of range (`--timeout-ms 0`), with `UsageError` when `durable` is asked for episodes or groups.
  */
 export const runTasksFile = <E>(
   path: string,
@@ -116,24 +178,11 @@ export const runTasksFile = <E>(
   durable?: string | undefined
 ): Effect.Effect<
   Summary,
-  ActorLoopFailed | InvalidOptions | E | Durable.DurableStoreError | Config.ConfigError | SqlError.SqlError,
+  ActorLoopFailed | UsageError | InvalidOptions | E | Durable.DurableStoreError | Config.ConfigError | SqlError.SqlError,
   FileSystem.FileSystem
 > =>
   Effect.gen(function*() {
-    const { issues, tasks } = yield* readTasks(path)
-    for (const issue of issues) yield* output.line(`skipped ${path}:${issue.line}: ${oneLine(issue.message, 200)}`)
-    if (tasks.length === 0) {
-      return yield* new ActorLoopFailed({
-        path,
-        message: `no task could run: ${path} has no valid task line (${issues.length} malformed)`
-      })
-    }
-    // A durable step is one workflow of one step; episodes and groups are not durable yet.
-    if (durable !== undefined && (settings.maxSteps !== undefined || settings.group !== undefined)) {
-      return yield* new ActorLoopFailed({ path, message: "--durable runs one step per task: drop --max-steps and --group" })
-    }
-    // Each rollout of a group is an outcome of its own.
-    const total = tasks.length * (settings.group ?? 1)
+    const { issues, tasks, total } = yield* prepareTasks(path, settings, output, durable)
     yield* output.line(
       `actor-loop: ${tasks.length} tasks from ${path}` +
         `${settings.group !== undefined ? `, ${settings.group} rollouts each` : ""}` +
@@ -174,20 +223,7 @@ export const runTasksFile = <E>(
         }
         if (output.tty) yield* output.status(progressLine(done, total, failed, elapsed))
       })
-    if (durable === undefined) {
-      yield* ActorLoop.run(Stream.fromIterable(tasks), settings).pipe(Stream.runForEach(onOutcome), Effect.provide(layer))
-    } else {
-      // The loop's key is the tasks file: run it again on the same store and the steps done answer their outcome.
-      const steps = Durable.actorLoop(Stream.fromIterable(tasks), { ...settings, loop: resolve(path) }).pipe(Stream.runForEach(onOutcome))
-      const store = storeOf(durable)
-      if (store._tag === "Postgres") yield* Effect.provide(steps, Durable.layerPostgresClient({ url: store.url }))
-      else {
-        yield* Effect.provide(
-          steps,
-          Durable.layerActorLoop.pipe(Layer.provideMerge(Durable.layerSqlite(store.file)), Layer.provide(layer))
-        ).pipe(storeFailureAsError)
-      }
-    }
+    yield* runOutcomes(path, tasks, settings, layer, onOutcome, durable)
     const summary: Summary = {
       total: tasks.length,
       episodes: total,
@@ -252,6 +288,22 @@ export const flags = {
     Flag.filter((n) => n >= 1, () => "an integer >= 1"),
     Flag.withDescription("Rollouts of each task, with distinct seeds and one group_id (for GRPO); each its own state and workspace."),
     Flag.optional
+  ),
+  reward: Flag.String("reward").pipe(
+    Flag.atLeast(0),
+    Flag.withDescription(
+      "Score each step (repeatable: a weighted sum): [<weight>*]<kind>[:<argument>] with kind exit-code:<command>, " +
+        "tests-pass:<command>, ast-grep:<language>:<pattern>, ast-grep-none:<language>:<pattern>, exact-answer, " +
+        "normalized-answer or judged:<rubric> (e.g. --reward '0.8*tests-pass:pytest -q' --reward 0.2*normalized-answer)."
+    )
+  ),
+  rewardThreshold: Flag.Finite("reward-threshold").pipe(
+    Flag.withDescription("End an episode at the first step whose reward is at least this (with --reward)."),
+    Flag.optional
+  ),
+  aggregate: Flag.Literals("aggregate", ["sum", "mean", "last"]).pipe(
+    Flag.withDescription("How an episode's reward is made of its steps' rewards (default sum)."),
+    Flag.optional
   )
 }
 
@@ -268,20 +320,46 @@ export interface FlagValues {
   readonly chat: boolean
   readonly maxSteps: Option.Option<number>
   readonly group: Option.Option<number>
+  readonly reward: ReadonlyArray<string>
+  readonly rewardThreshold: Option.Option<number>
+  readonly aggregate: Option.Option<Reward.Aggregate>
 }
 
 /** The model of the real command: the vLLM pool of `--config`, one actor when `--actor-name` is given. */
 export const vllmModel = (values: FlagValues): Layer.Layer<Model.Model, Vllm.VllmError> =>
   Vllm.layerNode({ configPath: values.config, ...(Option.isSome(values.actorName) ? { actorName: values.actorName.value } : {}) })
 
-/** The services of a run: the given model, the process sandbox, SQLite state, JSONL trajectories. */
-export const layersFor = <E>(values: FlagValues, model: Layer.Layer<Model.Model, E>) =>
-  Layer.mergeAll(
+/**
+ * The services of a run: the given model, the process sandbox, SQLite state, JSONL trajectories, and the reward of
+ * `--reward` (its judge asks the same model) when there is one.
+ */
+export const layersFor = <E>(
+  values: FlagValues,
+  model: Layer.Layer<Model.Model, E>,
+  reward?: Reward.Reward<Model.Model> | undefined
+) => {
+  const services = Layer.mergeAll(
     model,
     commandSandbox(Option.isSome(values.workRoot) ? { workRoot: values.workRoot.value } : {}),
     StateStore.layerSqlite({ filename: values.stateDb }),
     TrajectoryStore.layerFile({ root: values.trajectories }).pipe(Layer.provide(NodeFileSystem.layer))
   )
+  // The same `model` value: the layer is built once, for the actor and the judge.
+  const rewardLayer: Layer.Layer<never, E> = reward === undefined ? Layer.empty : Reward.layer(reward).pipe(Layer.provide(model))
+  return Layer.merge(services, rewardLayer)
+}
+
+/** The settings of the flags (what `ActorLoop.run` is given). */
+export const settingsOf = (values: FlagValues): Settings => ({
+  concurrency: values.concurrency,
+  keepWorkspaces: values.keepWorkspaces,
+  chat: values.chat,
+  ...(Option.isSome(values.maxSteps) ? { maxSteps: values.maxSteps.value } : {}),
+  ...(Option.isSome(values.group) ? { group: values.group.value } : {}),
+  ...(Option.isSome(values.timeoutMs) ? { sandboxTimeoutMs: values.timeoutMs.value } : {}),
+  ...(Option.isSome(values.rewardThreshold) ? { rewardThreshold: values.rewardThreshold.value } : {}),
+  ...(Option.isSome(values.aggregate) ? { aggregate: values.aggregate.value } : {})
+})
 
 /** `valet actor-loop`, with the model layer chosen by `modelFor` (the vLLM pool for the real command). */
 export const makeCommand = <E>(modelFor: (values: FlagValues) => Layer.Layer<Model.Model, E>, output: () => Output = stdoutOutput) =>
@@ -293,20 +371,9 @@ export const makeCommand = <E>(modelFor: (values: FlagValues) => Layer.Layer<Mod
       durable: durableFlag
     },
     ({ durable, tasks, ...values }) =>
-      runTasksFile(
-        tasks,
-        {
-          concurrency: values.concurrency,
-          keepWorkspaces: values.keepWorkspaces,
-          chat: values.chat,
-          ...(Option.isSome(values.maxSteps) ? { maxSteps: values.maxSteps.value } : {}),
-          ...(Option.isSome(values.group) ? { group: values.group.value } : {}),
-          ...(Option.isSome(values.timeoutMs) ? { sandboxTimeoutMs: values.timeoutMs.value } : {})
-        },
-        layersFor(values, modelFor(values)),
-        output(),
-        Option.getOrUndefined(durable)
-      ).pipe(Effect.flatMap((summary) => requireNoFailures(summary.failed, summary.episodes, summary.episodes !== summary.total ? "episodes" : "tasks")))
+      Effect.flatMap(rewardOfSpecs(values.reward), (reward) =>
+        runTasksFile(tasks, settingsOf(values), layersFor(values, modelFor(values), reward), output(), Option.getOrUndefined(durable)))
+        .pipe(Effect.flatMap((summary) => requireNoFailures(summary.failed, summary.episodes, summary.episodes !== summary.total ? "episodes" : "tasks")))
   ).pipe(
     Command.withDescription(
       "Runs an RL actor-loop episode (one step, or up to --max-steps; --group n rollouts) per task of a JSONL file ({task_id, prompt, workspace_files?, stop?, temperature?, " +

@@ -13,26 +13,32 @@ export interface Output {
   readonly status: (text: string) => Effect.Effect<void>
 }
 
-/** The process's stdout: a live status line on a terminal, plain lines otherwise. */
-export const stdoutOutput = (): Output => {
-  const tty = process.stdout.isTTY === true
+/** A stream of the process (stdout, stderr): a live status line on a terminal, plain lines otherwise. */
+export const streamOutput = (stream: NodeJS.WriteStream): Output => {
+  const tty = stream.isTTY === true
   let statusShown = false
   return {
     tty,
     line: (text) =>
       Effect.sync(() => {
-        process.stdout.write(`${statusShown ? "\r\x1b[K" : ""}${text}\n`)
+        stream.write(`${statusShown ? "\r\x1b[K" : ""}${text}\n`)
         statusShown = false
       }),
     status: (text) =>
       Effect.sync(() => {
         if (tty) {
-          process.stdout.write(`\r\x1b[K${text}`)
+          stream.write(`\r\x1b[K${text}`)
           statusShown = true
-        } else process.stdout.write(`${text}\n`)
+        } else stream.write(`${text}\n`)
       })
   }
 }
+
+/** The process's stdout: a live status line on a terminal, plain lines otherwise. */
+export const stdoutOutput = (): Output => streamOutput(process.stdout)
+
+/** The process's stderr (progress that leaves stdout to the data): a live status line on a terminal. */
+export const stderrOutput = (): Output => streamOutput(process.stderr)
 
 /** An output that keeps what is written (for tests). */
 export const memoryOutput = (tty = false): Output & { readonly lines: Array<string> } => {

@@ -3,6 +3,7 @@
  */
 import { Command } from "effect/cli"
 import { actorLoopCommand } from "./actorLoop.js"
+import { rolloutCommand } from "./rollout.js"
 import { evalCommand } from "./eval.js"
 import { healthCommand } from "./health.js"
 import { journal } from "./journal.js"
@@ -20,5 +21,5 @@ export { version } from "./version.js"
 /** `valet` and its subcommands. */
 export const valet = Command.make("valet").pipe(
   Command.withDescription("Effect-native agent framework: run, record and inspect agent architectures."),
-  Command.withSubcommands([journal, solveCommand, evalCommand, actorLoopCommand, stateCommand, trajectoriesCommand, runCommand, replayCommand, healthCommand, mcpCommand, serveCommand, runnerCommand, runsCommand])
+  Command.withSubcommands([journal, solveCommand, evalCommand, actorLoopCommand, rolloutCommand, stateCommand, trajectoriesCommand, runCommand, replayCommand, healthCommand, mcpCommand, serveCommand, runnerCommand, runsCommand])
 )

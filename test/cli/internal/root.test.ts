@@ -72,7 +72,7 @@ describe("valet --help", () => {
       const help = events[0]!
       if (help._tag !== "Help") throw new Error("expected help")
       const names = (help.helpDoc.subcommands ?? []).flatMap((group) => group.commands.map((command) => command.name))
-      expect([...names].sort()).toEqual(["actor-loop", "eval", "health", "journal", "mcp", "replay", "run", "runner", "runs", "serve", "solve", "state", "trajectories"])
+      expect([...names].sort()).toEqual(["actor-loop", "eval", "health", "journal", "mcp", "replay", "rollout", "run", "runner", "runs", "serve", "solve", "state", "trajectories"])
     }))
 
   it.effect("valet --version prints the version", () =>

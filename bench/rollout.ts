@@ -1,0 +1,235 @@
+/**
+ * Rollout throughput (issue 31 part 7): `valet rollout`'s run path (`runRollout`: the tasks file, `ActorLoop.run`
+ * with `--group 8 --max-steps 6`, the progress line, the real `Vllm` client, SQLite state and JSONL trajectories)
+ * with 256 episodes in flight (32 tasks × 8) against a loopback vLLM-like server (bench/support/vllmLikeServer.ts, a
+ * process of its own) that admits K requests at once and answers each 200 ms after admitting it, queuing the rest.
+ * The sandbox is `Sandbox.layerTest` (the model's command answered in memory): this measures valet's loop, not
+ * process spawning (bench/sandbox.ts does that).
+ *
+ * Saturation = mean requests being served ÷ K over the run's steady part, sampled by the server every 5 ms. The
+ * steady part is the serving span: from the first sample with a request being served to the last one (what comes
+ * before, building the layers and reading the tasks, and after, the summary, is not the loop's pace). The request
+ * counts are multiples of K, so a client that sends each step's request the moment the last one is answered keeps K
+ * served from the first wave to the last: ≈ 1. Every gap between a step's answer and the next step's request shows. Also: wall time ÷ the ideal `ceil(requests / K) × 200 ms`, episodes/s and steps/s. Target: saturation
+ * ≥ 0.95 on 2 cores.
+ *
+ * Measured 2026-11-27 on 2 cores shared with other work (load average 3–8), medians of 3 runs:
+ * | state store (trajectories: JSONL files)          | K=64 saturation | K=64 steps/s | K=256 saturation | K=256 steps/s |
+ * | SQLite file, synchronous FULL (before)           | 0.55            | 136          | 0.11             | 125           |
+ * | SQLite file, synchronous NORMAL (now the default) | 0.99            | 305          | 0.43             | 516           |
+ * | SQLite `:memory:` (`--memory state-sqlite`)      | 0.99            | 302          | —                | —             |
+ * | in memory (`--memory state`, load 8)             | 0.93            | 273          | 0.25             | 236           |
+ * Where the time went: `node:sqlite` is synchronous, and the state store committed each step's state update in WAL
+ * mode with SQLite's default `synchronous = FULL`: an fsync of the WAL on the event loop per step, which on a busy
+ * disk stalled every episode (the CPU profile's top entries were `StatementSync.all` / `run` under SqliteClient, 40 %
+ * of the samples). The stores now commit with `synchronous = NORMAL` (internal/sqliteStores.ts). K=256 needs 1,280
+ * steps/s from one event loop, ≈ 0.8 ms a step; a step costs 1.5–2 ms of this process's CPU, spread thin (GC 7 %,
+ * SQLite 4 %, socket and file writes 4 %, then the Effect runtime and schema decoding): the loop itself about
+ * 0.27 ms a step (ActorLoop.run on ScriptedModel with memory stores), the HTTP client about 0.8 ms a request
+ * (bench/client.ts), the stores the rest. On 2 loaded cores K=256 is out of reach; K=64 is saturated.
+ *
+ *   npx tsx bench/rollout.ts [--quick] [--admit 64,256] [--runs n] [--memory state,trajectories] [--cpu-prof <path prefix>]
+ */
+import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
+import { NodeServices } from "@effect/platform-node"
+import { Effect, Layer } from "effect"
+import { spawn } from "node:child_process"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { cpus, loadavg, tmpdir } from "node:os"
+import { join } from "node:path"
+import { Session } from "node:inspector"
+import { createInterface } from "node:readline"
+import type { Output } from "../src/cli/internal/output.js"
+import { runRollout } from "../src/cli/internal/rollout.js"
+import * as Sandbox from "../src/environment/Sandbox.js"
+import * as StateStore from "../src/environment/StateStore.js"
+import * as TrajectoryStore from "../src/environment/TrajectoryStore.js"
+import * as Vllm from "../src/providers/Vllm.js"
+import { type Row, summarize, writeReport } from "./support/report.js"
+
+const quick = process.argv.includes("--quick")
+const admitArg = process.argv.indexOf("--admit")
+const admits = admitArg >= 0 ? process.argv[admitArg + 1]!.split(",").map(Number) : quick ? [128] : [64, 256]
+const latencyMs = 200
+const tasks = 32
+const group = 8
+const maxSteps = quick ? 2 : 6
+const runsArg = process.argv.indexOf("--runs")
+const runs = runsArg >= 0 ? Number(process.argv[runsArg + 1]) : quick ? 1 : 3
+// `--memory state,trajectories` (either or both): that store in memory, to tell its share from the rest of the loop;
+// `--memory state-sqlite`: the SQLite state store on an in-memory database (`--state-db :memory:`): SQL without a disk.
+const memoryArg = process.argv.indexOf("--memory")
+const inMemory = memoryArg >= 0 ? process.argv[memoryArg + 1]!.split(",") : []
+
+interface Server {
+  readonly url: string
+  readonly stats: () => Promise<{
+    readonly connections: number
+    readonly requests: number
+    readonly samples: ReadonlyArray<readonly [number, number, number]>
+  }>
+  readonly stop: () => void
+}
+
+/** Starts the server as a child that exits when our stdin pipe to it closes (we die: it dies). */
+const startServer = (admit: number): Promise<Server> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ["--import", "tsx", "bench/support/vllmLikeServer.ts", "--admit", String(admit), "--latency-ms", String(latencyMs)], {
+      stdio: ["pipe", "pipe", "inherit"]
+    })
+    const stop = () => {
+      child.stdin?.end()
+      child.kill("SIGKILL")
+    }
+    process.once("exit", stop)
+    child.on("error", reject)
+    child.on("exit", (code) => reject(new Error(`the vLLM-like server exited with ${code}`)))
+    createInterface({ input: child.stdout! }).on("line", (line) => {
+      const match = /^listening on (.*)$/.exec(line)
+      if (match === null) return
+      const url = match[1]!
+      resolve({
+        url,
+        stats: () =>
+          fetch(`${url}/stats?reset=1`).then((res) =>
+            res.json() as Promise<{ connections: number; requests: number; samples: Array<[number, number, number]> }>
+          ),
+        stop
+      })
+    })
+  })
+
+/** Mean served ÷ K over the steady part (see the module comment); the window's length too. */
+const saturation = (samples: ReadonlyArray<readonly [number, number, number]>, admit: number, from: number, to: number) => {
+  const inRun = samples.filter(([t]) => t >= from && t <= to)
+  const first = inRun.findIndex(([, served]) => served > 0)
+  let last = -1
+  for (let i = inRun.length - 1; i >= 0 && last === -1; i--) if (inRun[i]![1] > 0) last = i
+  if (first === -1) return { value: 0, windowMs: 0 }
+  const window = inRun.slice(first, last + 1)
+  const mean = window.reduce((sum, [, served]) => sum + served, 0) / window.length
+  return { value: mean / admit, windowMs: window[window.length - 1]![0] - window[0]![0] }
+}
+
+// `--cpu-prof <path prefix>`: a CPU profile of the first measured run of each K (not the warm-up, not module loading).
+const profileArg = process.argv.indexOf("--cpu-prof")
+const profileTo = profileArg >= 0 ? process.argv[profileArg + 1] : undefined
+const session = new Session()
+const post = (method: string, params?: object) =>
+  new Promise<unknown>((resolve, reject) => session.post(method, params ?? {}, (error, result) => (error ? reject(error) : resolve(result))))
+const profiler = {
+  start: async () => {
+    session.connect()
+    await post("Profiler.enable")
+    await post("Profiler.setSamplingInterval", { interval: 200 })
+    await post("Profiler.start")
+  },
+  stop: async (path: string) => {
+    const { profile } = await post("Profiler.stop") as { profile: unknown }
+    writeFileSync(path, JSON.stringify(profile))
+    session.disconnect()
+    console.error(`CPU profile: ${path}`)
+  }
+}
+
+const quiet: Output = { tty: false, line: () => Effect.void, status: () => Effect.void }
+
+const main = async () => {
+  const dir = mkdtempSync(join(tmpdir(), "valet-bench-rollout-"))
+  const rows: Array<Row> = []
+  const notes: Array<string> = []
+  try {
+    const tasksPath = join(dir, "tasks.jsonl")
+    writeFileSync(
+      tasksPath,
+      Array.from({ length: tasks }, (_, i) => JSON.stringify({ task_id: `task-${i}`, prompt: `Task ${i}: make the tests pass.`, seed: i * 100 }))
+        .join("\n") + "\n"
+    )
+    // The warm-up: every task, one step each (all 256 connections opened, modules loaded), under other task ids.
+    const warmupPath = join(dir, "warmup.jsonl")
+    writeFileSync(warmupPath, Array.from({ length: tasks }, (_, i) => JSON.stringify({ task_id: `warm-${i}`, prompt: `Task ${i}.` })).join("\n") + "\n")
+    for (const admit of admits) {
+      const server = await startServer(admit)
+      try {
+        const config = join(dir, `actors-${admit}.yaml`)
+        writeFileSync(config, `actors:\n  - name: bench\n    base_url: ${server.url}\n    model: bench-model\n    api: openai\ntimeout_sec: 120\n`)
+        const sat: Array<number> = []
+        const walls: Array<number> = []
+        const ideals: Array<number> = []
+        const episodesPerSecond: Array<number> = []
+        const stepsPerSecond: Array<number> = []
+        const cpuPerStep: Array<number> = []
+        // Run -1 warms up (modules loaded and compiled on first use, the connections opened): not measured.
+        for (let run = -1; run < runs; run++) {
+          const root = join(dir, `run-${admit}-${run}`)
+          const layer = Layer.mergeAll(
+            Vllm.layerNode({ configPath: config }),
+            Sandbox.layerTest(() => ({ stdout: "1\n" })),
+            inMemory.includes("state")
+              ? StateStore.layerMemory()
+              : StateStore.layerSqlite({ filename: inMemory.includes("state-sqlite") ? ":memory:" : join(root, "state.db") }),
+            inMemory.includes("trajectories")
+              ? TrajectoryStore.layerMemory
+              : TrajectoryStore.layerFile({ root: join(root, "trajectories") }).pipe(Layer.provide(NodeFileSystem.layer))
+          )
+          await server.stats()
+          if (profileTo !== undefined && run === 0) await profiler.start()
+          const started = Date.now()
+          const cpu = process.cpuUsage()
+          const summary = await Effect.runPromise(
+            runRollout(run === -1 ? warmupPath : tasksPath, { concurrency: tasks * group, group, maxSteps: run === -1 ? 1 : maxSteps }, layer, quiet).pipe(Effect.provide(NodeServices.layer))
+          )
+          const ended = Date.now()
+          const used = process.cpuUsage(cpu)
+          if (profileTo !== undefined && run === 0) await profiler.stop(`${profileTo}-K${admit}.cpuprofile`)
+          const { connections, requests, samples } = await server.stats()
+          if (run === -1) continue
+          if (summary.failed > 0 || summary.steps !== tasks * group * (run === -1 ? 1 : maxSteps)) {
+            throw new Error(`unexpected run: ${summary.failed} failed, ${summary.steps} steps`)
+          }
+          const s = saturation(samples, admit, started, ended)
+          const wall = ended - started
+          const ideal = Math.ceil(summary.steps / Math.min(admit, tasks * group)) * latencyMs
+          sat.push(s.value)
+          walls.push(wall)
+          ideals.push(wall / ideal)
+          episodesPerSecond.push((summary.done * 1000) / wall)
+          stepsPerSecond.push((summary.steps * 1000) / wall)
+          cpuPerStep.push((used.user + used.system) / 1000 / summary.steps)
+          notes.push(`K=${admit} run ${run + 1}: ${summary.steps} steps in ${wall} ms (ideal ${ideal} ms), steady window ${s.windowMs} ms, ${requests} requests on ${connections} new connections`)
+        }
+        const label = `K=${admit}, ${tasks}×${group} episodes × ${maxSteps} steps`
+        rows.push(
+          summarize("valet", `${label}: saturation (served ÷ K, steady part)`, "ratio", sat),
+          summarize("valet", `${label}: wall ÷ ceil(requests/K)×${latencyMs} ms`, "ratio", ideals),
+          summarize("valet", `${label}: episodes/s`, "1/s", episodesPerSecond),
+          summarize("valet", `${label}: steps/s`, "1/s", stepsPerSecond),
+          summarize("valet", `${label}: CPU per step (this process)`, "ms", cpuPerStep)
+        )
+      } finally {
+        server.stop()
+      }
+    }
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+  writeReport({
+    name: "rollout",
+    description: `valet rollout's run path, ${tasks * group} episodes in flight against a vLLM-like server admitting K at once, ` +
+      `${latencyMs} ms each (${quick ? "quick: one run" : `median of ${runs} runs`})`,
+    rows,
+    notes: [
+      "saturation: the server's mean requests being served ÷ K, sampled every 5 ms, from the first request served to the last",
+      `target (issue 31): saturation ≥ 0.95 on 2 cores; the sandbox is Sandbox.layerTest, state ${
+        inMemory.includes("state") ? "in memory" : inMemory.includes("state-sqlite") ? "SQLite :memory:" : "SQLite"
+      }, trajectories ${inMemory.includes("trajectories") ? "in memory" : "JSONL files"}`,
+      ...notes,
+      `load average during the run: ${loadavg().map((l) => l.toFixed(1)).join(" / ")} on ${cpus().length} cpus`
+    ]
+  })
+}
+
+main().catch((error) => {
+  console.error(error)
+  process.exit(1)
+})

@@ -1,0 +1,197 @@
+import { NodeServices } from "@effect/platform-node"
+import { afterAll, describe, expect, it } from "@effect/vitest"
+import { Effect, Fiber, Layer, Result } from "effect"
+import { Command } from "effect/cli"
+import { TestClock } from "effect/testing"
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { flags } from "../../../src/cli/internal/actorLoop.js"
+import { memoryOutput } from "../../../src/cli/internal/output.js"
+import { parseRewardSpec, rewardOfSpecs } from "../../../src/cli/internal/rewardFlag.js"
+import { makeCommand, progressLine, runRollout } from "../../../src/cli/internal/rollout.js"
+import * as ModelError from "../../../src/core/ModelError.js"
+import * as ScriptedModel from "../../../src/core/ScriptedModel.js"
+import * as Sandbox from "../../../src/environment/Sandbox.js"
+import * as StateStore from "../../../src/environment/StateStore.js"
+import * as TrajectoryStore from "../../../src/environment/TrajectoryStore.js"
+import * as Reward from "../../../src/rollouts/Reward.js"
+import { sleeps, trackSleeps } from "../../support/clock.js"
+import { eventually, realDelay } from "../../support/testClockIo.js"
+
+const dir = mkdtempSync(join(tmpdir(), "valet-cli-rollout-"))
+afterAll(() => rmSync(dir, { recursive: true, force: true }))
+
+const tasksFile = (name: string, lines: ReadonlyArray<string>) => {
+  const path = join(dir, name)
+  writeFileSync(path, lines.join("\n") + "\n")
+  return path
+}
+
+const task = (taskId: string, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ task_id: taskId, prompt: `Do ${taskId}.`, ...extra })
+
+const answer = `<think>look</think><action>{"command": ["ls"]}</action>`
+
+// Each step's model call takes 400 ms of the TestClock and writes 10 tokens; the action exits 0; the reward is the
+// same 1 for every step, so every step and episode (summed over 3 steps) scores.
+const layers = (script: ScriptedModel.Script = () => ({ text: answer, delay: "400 millis", usage: { outputTokens: 10 } })) =>
+  Layer.mergeAll(
+    ScriptedModel.layer(script),
+    Sandbox.layerTest(() => ({ exitCode: 0 })),
+    StateStore.layerMemory(),
+    TrajectoryStore.layerMemory,
+    Reward.layer(Reward.make("one", () => Effect.succeed(1)))
+  )
+
+describe("valet rollout (runRollout)", () => {
+  it.effect("one progress line a second at most, with episodes, steps, tokens/s, reward mean and ETA; then a summary", () =>
+    Effect.gen(function*() {
+      const path = tasksFile("progress.jsonl", [task("a"), "{\"task_id\": \"b\"", task("c", { colour: "red" }), task("d")])
+      const output = memoryOutput(true)
+      const fiber = yield* Effect.forkChild(runRollout(path, { concurrency: 2, group: 2, maxSteps: 3 }, layers(), output))
+      yield* eventually(() => output.lines.some((line) => line.startsWith("rollout: 2 tasks")), "the run to start")
+      // 4 episodes of 3 steps, 2 at a time: steps end at 400, 800, 1200 ms (first two), 1600, 2000, 2400 ms.
+      for (let ms = 0; ms < 2400; ms += 100) {
+        yield* TestClock.adjust("100 millis")
+        yield* Effect.yieldNow
+      }
+      const summary = yield* Fiber.join(fiber)
+      expect(summary).toMatchObject({ total: 4, done: 4, failed: 0, steps: 12, outputTokens: 120, rewarded: 4, rewardSum: 12, tasks: 2, skippedLines: 2 })
+      expect(output.lines.slice(0, 3)).toEqual([
+        expect.stringMatching(new RegExp(`^skipped ${path}:2: not JSON \\(`)),
+        `skipped ${path}:3: colour is not a known task field`,
+        `rollout: 2 tasks from ${path}, 2 rollouts each, up to 3 steps, 2 episodes at a time`
+      ])
+      const status = output.lines.filter((line) => line.startsWith("\r")).map((line) => line.slice(1))
+      // At 0 s, 1 s, 2 s (the schedule, before the steps ending at 2 s) and at the end (2.4 s): never two in a second.
+      expect(status).toEqual([
+        "rollout: 0/4 episodes · 0 failed · 0 steps · 0 tokens/s · reward mean – · ETA ?",
+        "rollout: 0/4 episodes · 0 failed · 4 steps · 40 tokens/s · reward mean – · ETA ?",
+        "rollout: 2/4 episodes · 0 failed · 8 steps · 40 tokens/s · reward mean 3.000 · ETA 2.0 s",
+        "rollout: 4/4 episodes · 0 failed · 12 steps · 50 tokens/s · reward mean 3.000 · ETA 0 s"
+      ])
+      expect(output.lines.at(-1)).toBe(
+        "rollout: 4 episodes of 2 tasks · 4 recorded · 0 failed · 12 steps · 120 tokens (50 tokens/s) · 1.67 episodes/s · " +
+          "reward mean 3.000 · 2 malformed lines skipped · 2.4 s"
+      )
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.effect("a failed episode gets a line and counts in the progress; --durable with --group is refused in one line", () =>
+    Effect.gen(function*() {
+      const path = tasksFile("failing.jsonl", [task("f"), task("g")])
+      const output = memoryOutput()
+      let calls = 0
+      const script = () => (++calls === 2 ? { error: new ModelError.ServerError({ status: 500, message: "boom" }) } : answer)
+      const summary = yield* runRollout(path, { concurrency: 1, maxSteps: 2 }, layers(script), output)
+      expect(summary).toMatchObject({ total: 2, done: 2, failed: 1, steps: 3 })
+      expect(output.lines).toContain("f FAILED: ServerError: boom")
+      expect(output.lines.at(-1)).toMatch(/^rollout: 2 episodes of 2 tasks · 1 recorded · 1 failed · 3 steps · /)
+      const refused = yield* Effect.flip(runRollout(path, { concurrency: 1, group: 8, maxSteps: 6 }, layers(), memoryOutput(), join(dir, "d.sqlite")))
+      expect(refused._tag).toBe("UsageError")
+      expect(refused.message).toBe(
+        "--durable runs one step per task (Durable.actorLoop has no episodes or groups yet): drop --max-steps and --group, or --durable"
+      )
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it.effect("interrupted: a line says how far it got, and the trajectory files hold whole lines only", () =>
+    Effect.gen(function*() {
+      const path = tasksFile("interrupted.jsonl", [task("i1"), task("i2")])
+      const root = join(dir, "interrupted-trajectories")
+      const output = memoryOutput()
+      const services = Layer.mergeAll(
+        ScriptedModel.layer(() => ({ text: answer, delay: "400 millis" })),
+        Sandbox.layerTest(() => ({ exitCode: 0 })),
+        StateStore.layerMemory(),
+        TrajectoryStore.layerFile({ root }).pipe(Layer.provide(NodeServices.layer))
+      )
+      yield* trackSleeps
+      const fiber = yield* Effect.forkChild(runRollout(path, { concurrency: 4, group: 2, maxSteps: 6 }, services, output))
+      yield* eventually(() => output.lines.some((line) => line.startsWith("rollout: 2 tasks")), "the run to start")
+      const written = () =>
+        ["i1", "i2"].reduce((sum, id) => {
+          const file = join(root, "raw", `${id}.jsonl`)
+          return sum + (existsSync(file) ? readFileSync(file, "utf8").split("\n").length - 1 : 0)
+        }, 0)
+      // Two steps of each of the 4 episodes (each step's model call takes 400 ms), then Ctrl-C in the third.
+      // The 4 model calls (and the progress schedule) asleep on the TestClock, then the clock moved: no call misses it.
+      const allAsleep = Effect.gen(function*() {
+        for (let waited = 0; waited < 5_000; waited += 5) {
+          if ((yield* sleeps).length >= 5) return
+          yield* realDelay(5)
+        }
+      })
+      for (const steps of [4, 8]) {
+        yield* allAsleep
+        yield* TestClock.adjust("400 millis")
+        yield* eventually(() => written() === steps, `${steps} lines written`)
+      }
+      yield* allAsleep
+      yield* TestClock.adjust("200 millis")
+      yield* Fiber.interrupt(fiber)
+      expect(output.lines.at(-1)).toBe("rollout: interrupted after 0/4 episodes (8 steps); partial episodes have no episode_end line")
+      const lines = ["i1", "i2"].flatMap((id) => readFileSync(join(root, "raw", `${id}.jsonl`), "utf8").split("\n"))
+      expect(lines.filter((line) => line !== "")).toHaveLength(8)
+      // Every line whole: each ends with its newline and parses; none ends its episode.
+      expect(lines.at(-1)).toBe("")
+      for (const line of lines.filter((line) => line !== "")) expect(JSON.parse(line).episode_end).toBeUndefined()
+    }).pipe(Effect.provide(NodeServices.layer)))
+
+  it("the progress line's ETA is the episodes left at the rate so far", () => {
+    expect(progressLine({ total: 256, done: 64, failed: 1, steps: 400, outputTokens: 20_000, rewardSum: 32, rewarded: 63, elapsedMs: 10_000 }))
+      .toBe("rollout: 64/256 episodes · 1 failed · 400 steps · 2000 tokens/s · reward mean 0.508 · ETA 30 s")
+  })
+})
+
+describe("--reward specs", () => {
+  it("parse into the built-ins, with weights; a bad one names the spec and why", () => {
+    const tests = parseRewardSpec("0.8*tests-pass:pytest -q")
+    expect(Result.isSuccess(tests) && tests.success.weight).toBe(0.8)
+    expect(Result.isSuccess(tests) && tests.success.reward.name).toBe("tests_pass(pytest -q)")
+    const json = parseRewardSpec(`exit-code:["python3","-c","print(1)"]`)
+    expect(Result.isSuccess(json) && json.success.reward.name).toBe("exit_code(python3 -c print(1))")
+    const grep = parseRewardSpec("ast-grep-none:python:eval($X)")
+    expect(Result.isSuccess(grep) && grep.success.reward.name).toBe("ast_grep(eval($X))")
+    expect(parseRewardSpec("tets-pass:pytest")).toEqual(Result.fail(
+      `unknown reward kind "tets-pass" (known: exit-code, tests-pass, ast-grep, ast-grep-none, exact-answer, normalized-answer, judged)`
+    ))
+    expect(parseRewardSpec("tests-pass:")).toEqual(Result.fail("the command is empty"))
+    expect(parseRewardSpec("ast-grep:python")).toEqual(Result.fail(`ast-grep needs <language>:<pattern> after "ast-grep:"`))
+    expect(parseRewardSpec("exact-answer:42")).toEqual(Result.fail("exact-answer takes no argument (it compares with the task's reference)"))
+  })
+
+  it.effect("several are a weighted sum; a bad one is a UsageError naming it", () =>
+    Effect.gen(function*() {
+      const reward = yield* rewardOfSpecs(["0.5*exact-answer", "normalized-answer"])
+      expect(reward?.name).toBe("weighted")
+      expect(yield* rewardOfSpecs([])).toBeUndefined()
+      const bad = yield* Effect.flip(rewardOfSpecs(["exact-answer", "nope"]))
+      expect(bad._tag).toBe("UsageError")
+      expect(bad.message).toBe(`--reward "nope": unknown reward kind "nope" (known: exit-code, tests-pass, ast-grep, ast-grep-none, exact-answer, normalized-answer, judged)`)
+    }))
+})
+
+describe("valet rollout (the command)", () => {
+  it.live("runs a tasks file with --group, --max-steps and --reward into JSONL trajectories; progress on the given output", () =>
+    Effect.gen(function*() {
+      const path = tasksFile("command.jsonl", [task("t1", { reference: "42" })])
+      const trajectories = join(dir, "trajectories")
+      const output = memoryOutput()
+      const command = makeCommand(() => ScriptedModel.layer(() => `${answer}<done/>\nFINAL: 42`), () => output)
+      yield* Command.runWith(command, { version: "test" })([
+        path,
+        "--group", "2",
+        "--max-steps", "3",
+        "--reward", "normalized-answer",
+        "--trajectories", trajectories,
+        "--state-db", join(dir, "state.db"),
+        "--work-root", dir
+      ]).pipe(Effect.provide(NodeServices.layer))
+      const lines = readFileSync(join(trajectories, "raw", "t1.jsonl"), "utf8").trim().split("\n").map((line) => JSON.parse(line))
+      expect(lines).toHaveLength(2)
+      expect(lines.map((line) => [line.episode_end, line.reward, line.episode_reward])).toEqual([["done", 1, 1], ["done", 1, 1]])
+      expect(new Set(lines.map((line) => line.group_id)).size).toBe(1)
+      expect(output.lines.at(-1)).toMatch(/^rollout: 2 episodes of 1 tasks · 2 recorded · 0 failed · 2 steps · .* · reward mean 1\.000 · 0 malformed lines skipped · /)
+      expect(Object.keys(flags)).toContain("reward")
+    }))
+})

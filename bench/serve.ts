@@ -23,7 +23,7 @@ const latencyMs = 50
 
 const startChild = (args: ReadonlyArray<string>, pattern: RegExp, stream: "stdout" | "stderr") =>
   new Promise<{ readonly url: string; readonly pid: number; readonly stop: () => void }>((resolve, reject) => {
-    const child = spawn(process.execPath, args, { stdio: ["ignore", stream === "stdout" ? "pipe" : "inherit", stream === "stderr" ? "pipe" : "inherit"] })
+    const child = spawn(process.execPath, args, { stdio: ["pipe", stream === "stdout" ? "pipe" : "inherit", stream === "stderr" ? "pipe" : "inherit"] })
     child.on("error", reject)
     child.on("exit", (code) => reject(new Error(`${args.join(" ")} exited with ${code}`)))
     createInterface({ input: (stream === "stdout" ? child.stdout : child.stderr)! }).on("line", (line) => {
@@ -65,7 +65,7 @@ const streamedRun = async (url: string, i: number): Promise<{ readonly firstEven
 }
 
 const main = async () => {
-  const model = await startChild(["--import", "tsx", "bench/support/fanoutServer.ts", "--latency-ms", String(latencyMs)], /^listening on (.*)$/, "stdout")
+  const model = await startChild(["--import", "tsx", "bench/support/fanoutServer.ts", "--latency-ms", String(latencyMs), "--exit-with-stdin"], /^listening on (.*)$/, "stdout")
   const dir = mkdtempSync(join(tmpdir(), "valet-bench-serve-"))
   const config = join(dir, "valet.yaml")
   writeFileSync(config, [

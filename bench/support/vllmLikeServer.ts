@@ -1,7 +1,9 @@
 /**
  * A loopback vLLM-like server for the rollout benchmark: an OpenAI-compatible `/v1/completions` (and
- * `/v1/chat/completions`) that admits `--admit K` requests at once, answers each `--latency-ms` after it was
- * admitted, and queues the others in arrival order (as vLLM's scheduler does with `max_num_seqs`). It samples its
+ * `/v1/chat/completions`) that admits `--admit K` sequences at once, answers each request `--latency-ms` after it was
+ * admitted, and queues the others in arrival order (as vLLM's scheduler does with `max_num_seqs`). A request with
+ * `n` is `n` sequences (one slot each, admitted together) and is answered with `n` choices, as vLLM does: the `Vllm`
+ * client asks a group's first steps in one such request. It samples its
  * own state every `--sample-ms` (requests admitted, requests queued) so the benchmark can read how busy valet kept
  * it: `GET /stats` answers the samples `[time ms (Date.now), admitted, queued]`, the connections opened and the requests
  * answered since the last `GET /stats?reset=1`.
@@ -30,29 +32,35 @@ const text = `<think>Run it.</think>\n<action>{"command": ["python3", "-c", "pri
 
 let admitted = 0
 let sequence = 0
-const queue: Array<() => void> = []
+const queue: Array<{ readonly n: number; readonly run: () => void }> = []
 let samples: Array<[number, number, number]> = []
 // TCP connections opened by clients: a client that reuses its connections opens about as many as it has in flight.
 let connections = 0
 
-const answer = (res: ServerResponse, chat: boolean) => {
+const answer = (res: ServerResponse, chat: boolean, n: number) => {
   const id = `cmpl-${++sequence}`
-  const usage = { prompt_tokens: 60, completion_tokens: 40, total_tokens: 100 }
+  const usage = { prompt_tokens: 60, completion_tokens: 40 * n, total_tokens: 60 + 40 * n }
+  const indexes = Array.from({ length: n }, (_, index) => index)
   const body = chat
-    ? { id, object: "chat.completion", created: 1_700_000_000, model: "bench-model", choices: [{ index: 0, message: { role: "assistant", content: text }, finish_reason: "stop" }], usage }
-    : { id, object: "text_completion", created: 1_700_000_000, model: "bench-model", choices: [{ index: 0, text, finish_reason: "stop", logprobs: null }], usage }
+    ? { id, object: "chat.completion", created: 1_700_000_000, model: "bench-model", choices: indexes.map((index) => ({ index, message: { role: "assistant", content: text }, finish_reason: "stop" })), usage }
+    : { id, object: "text_completion", created: 1_700_000_000, model: "bench-model", choices: indexes.map((index) => ({ index, text, finish_reason: "stop", logprobs: null })), usage }
   res.writeHead(200, { "content-type": "application/json" })
   res.end(JSON.stringify(body))
 }
 
-const start = (run: () => void) => {
-  admitted++
+const start = (n: number, run: () => void) => {
+  admitted += n
   run()
 }
-const release = () => {
-  admitted--
-  const next = queue.shift()
-  if (next !== undefined) start(next)
+// Fits: enough free slots, or none taken (a request of more than K sequences runs alone rather than never).
+const fits = (n: number) => admitted + n <= admit || admitted === 0
+const release = (n: number) => {
+  admitted -= n
+  // In arrival order: the head waits for its slots, as a FIFO scheduler does.
+  while (queue.length > 0 && fits(queue[0]!.n)) {
+    const next = queue.shift()!
+    start(next.n, next.run)
+  }
 }
 
 const server = createServer((req, res) => {
@@ -78,23 +86,31 @@ const server = createServer((req, res) => {
     res.end()
     return
   }
-  req.resume()
+  const chunks: Array<Buffer> = []
+  req.on("data", (chunk: Buffer) => chunks.push(chunk))
   req.on("end", () => {
+    let n = 1
+    try {
+      const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { readonly n?: unknown }
+      if (typeof body.n === "number" && Number.isInteger(body.n) && body.n > 0) n = body.n
+    } catch {
+      // Not JSON: answered as one sequence, like any other.
+    }
     const run = () => {
       const timer = setTimeout(() => {
-        answer(res, url.pathname.endsWith("/chat/completions"))
-        release()
+        answer(res, url.pathname.endsWith("/chat/completions"), n)
+        release(n)
       }, latencyMs)
-      // A client that gives up frees its place at once, as a real server aborts the sequence.
+      // A client that gives up frees its places at once, as a real server aborts the sequences.
       res.on("close", () => {
         if (!res.writableEnded) {
           clearTimeout(timer)
-          release()
+          release(n)
         }
       })
     }
-    if (admitted < admit) start(run)
-    else queue.push(run)
+    if (queue.length === 0 && fits(n)) start(n, run)
+    else queue.push({ n, run })
   })
 })
 server.on("connection", () => connections++)

@@ -370,7 +370,7 @@ const program = (
               episodeId: episodeContext.episodeId,
               episodeStep: episodeContext.episodeStep,
               ...(episodeContext.groupId !== undefined ? { groupId: episodeContext.groupId } : {}),
-              ...(seed !== undefined ? { seed } : {})
+              ...(seed !== undefined ? { seed: episodeContext.sentSeed?.() ?? seed } : {})
             }
             : {}),
           ...(ending !== undefined ? { episodeEnd: ending.end, episodeReward: ending.reward?.value ?? null } : {})
@@ -726,7 +726,8 @@ export const run = <E, R>(
           onSuccess: () => [outcomeOf(task, checked, episodeInternal.loneMember(task.taskId, task.seed))]
         })
         : Effect.match(episodeInternal.membersOf(task.seed, group, maxSteps), {
-          onFailure: (error) => [Effect.succeed<Outcome>({ _tag: "Failed", task, error })],
+          // One outcome per episode the group would have run, so that outcomes count episodes (a progress line's total).
+          onFailure: (error) => Array.from({ length: group }, () => Effect.succeed<Outcome>({ _tag: "Failed", task, error })),
           onSuccess: (members) => members.map((member) => outcomeOf(task, checked, member))
         })
     return tasks.pipe(

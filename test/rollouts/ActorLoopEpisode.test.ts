@@ -160,6 +160,10 @@ describe("ActorLoop groups", () => {
       expect(bodies.map((b) => [b.n, b.seed])).toEqual([[3, 40], [undefined, 42]])
       // Every member has an answer: none is left with an empty one.
       expect(episodes.map((e) => e.records[0]!.modelOutput.raw)).toEqual([answer("choice 0"), answer("choice 1"), answer("choice 0")])
+      // Each record names the seed its request went out with, and the shared answer's tokens are split between the
+      // two choices it holds (20 / 2), not between the three asked for.
+      expect(episodes.map((e) => e.records[0]!.seed)).toEqual([40, 40, 42])
+      expect(episodes.map((e) => e.records[0]!.metrics.outputTokens)).toEqual([10, 10, 20])
     }))
 
   it.effect("a model that cannot serve n choices in one request gets a request per member, seeds distinct", () =>
@@ -331,11 +335,11 @@ describe("ActorLoop seeds and observations (review of issue 31)", () => {
       expect(lone._tag).toBe("InvalidOptions")
       expect(lone.message).toContain("seed")
       expect(yield* ScriptedModel.calls).toHaveLength(0)
-      // In a run the task is a failed outcome and the others go on.
+      // In a run the task is a failed outcome per episode of its group (outcomes count episodes), the others go on.
       const outcomes = Array.from(
         yield* Stream.runCollect(ActorLoop.run(Stream.make(task({ seed: big }), task({ taskId: "ok", seed: 1 })), { group: 2 }))
       )
-      expect(outcomes.map((o) => [o.task.taskId, o._tag])).toEqual([["fix-1", "Failed"], ["ok", "Recorded"], ["ok", "Recorded"]])
+      expect(outcomes.map((o) => [o.task.taskId, o._tag])).toEqual([["fix-1", "Failed"], ["fix-1", "Failed"], ["ok", "Recorded"], ["ok", "Recorded"]])
       // The largest seed that fits is taken.
       const fits = yield* ActorLoop.group(task({ seed: big - 3 }), { n: 2, maxSteps: 2 })
       expect(fits.flatMap((e) => e.records.map((r) => r.seed))).toEqual([big - 3, big - 1, big - 2, big])

@@ -25,6 +25,11 @@ export interface Context {
   readonly groupId: string | undefined
   /** The step's own seed (`stepSeed`), when the rollout has one. */
   readonly seed: number | undefined
+  /**
+   * The seed the step's request went out with, once it is answered, when the model in context may change it: a group
+   * member's first step sent on its own (`shareFirstSteps`) goes with the member's seed, not the shared one.
+   */
+  readonly sentSeed?: (() => number | undefined) | undefined
   /** The key of the rollout's state in the store in context (the task's id, or the group rollout's own key). */
   readonly stateKey: string
   /** The episode's workspace, opened when a step first needs it and closed when the episode ends. */
@@ -55,7 +60,12 @@ export interface Member {
    * A group member whose first step takes its choice of one request with `n` (`shareFirstSteps`): that request's
    * seed, and the model that answers the member's first call with its choice.
    */
-  readonly firstStep?: { readonly seed: number; readonly model: Model.Service } | undefined
+  readonly firstStep?: {
+    readonly seed: number
+    readonly model: Model.Service
+    /** The seed the member's first request went out with: the shared one, or the member's own when sent alone. */
+    readonly sentSeed: () => number
+  } | undefined
 }
 
 /**
@@ -151,7 +161,8 @@ export const shareFirstSteps = (
     const pick = (response: Model.Response, i: number): Model.Response | undefined => {
       const choice = response.choices.find((c) => c.index === i)
       if (choice === undefined) return undefined
-      const outputTokens = choice.tokenIds?.length ?? Math.round(response.usage.outputTokens / n)
+      // Shared among the choices the server sent (it may send fewer than asked).
+      const outputTokens = choice.tokenIds?.length ?? Math.round(response.usage.outputTokens / response.choices.length)
       return {
         ...response,
         choices: [{ ...choice, index: 0 }],
@@ -160,6 +171,7 @@ export const shareFirstSteps = (
     }
     return members.map((member, i): Member => {
       let used = false
+      let sent = seed
       // The member's first call only; its later calls (and a first call unlike the shared one) go to the model.
       const generate = (request: Model.Request): Effect.Effect<Model.Response, ModelError> =>
         Effect.suspend(() => {
@@ -168,15 +180,16 @@ export const shareFirstSteps = (
           return Effect.flatMap(sample(request), (response) => {
             const picked = response === undefined ? undefined : pick(response, i)
             // Sent alone, with the member's own seed: the shared seed again would repeat choice 0's sample.
-            return picked === undefined
-              ? model.generate(member.seed === undefined ? request : { ...request, seed: member.seed })
-              : Effect.succeed(picked)
+            if (picked !== undefined) return Effect.succeed(picked)
+            sent = member.seed ?? seed
+            return model.generate({ ...request, seed: sent })
           })
         })
       return {
         ...member,
         firstStep: {
           seed,
+          sentSeed: () => sent,
           model: Model.make({
             ...model,
             generate,
@@ -302,6 +315,7 @@ export const run = <E, R>(
         episodeStep,
         groupId: member.groupId,
         seed: stepSeed(member, episodeStep),
+        sentSeed: episodeStep === 1 ? member.firstStep?.sentSeed : undefined,
         stateKey: member.key,
         workspace,
         observation: previous === undefined ? undefined : observation(previous),

@@ -404,7 +404,9 @@ const makeConnection = (
     // "Unprepared" asks a server not to keep a named statement (PostgreSQL); SQLite prepares every statement anyway,
     // so these are cached by their text too. effect/cluster's storage sends its hot queries unprepared (the read of
     // unprocessed messages, the reply's update): preparing them afresh each time was 5.8% of a durable run's CPU.
-    // Texts that never repeat (literal id lists) only pass through the least-recently-used end of the cache.
+    // A text that never repeats (a literal id list) still enters the cache as its newest entry and pushes the oldest
+    // out: a burst of more such texts than the cache holds evicts the hot statements, which then cost one prepare
+    // each again — slower for a while, never wrong (the array and bigint modes are set on every call).
     executeValuesUnprepared: (sql, params) => run(sql, params, { cached: true, arrays: true, raw: false }),
     executeUnprepared: (sql, params, transformRows) =>
       rows(run(sql, params, { cached: true, arrays: false, raw: false }), transformRows),

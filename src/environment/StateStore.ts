@@ -8,7 +8,10 @@
  * `layerSqlite({ filename })`, the embedded default (`data/state.sqlite3`, on valet's `SqliteClient` over
  * `node:sqlite`). Every write is one statement; `update` / `modify` are atomic read-modify-writes (optimistic, on
  * a version column), so concurrent writers of one task — fibers or processes — never lose an update. Rows read
- * back are schema-checked: a bad one is a `StateStoreError` naming the task and what is wrong.
+ * back are schema-checked: a bad one is a `StateStoreError` naming the task and what is wrong. `layerSqlite` commits
+ * in WAL mode with `synchronous = NORMAL`: a killed process keeps every commit; an OS crash or a power loss can lose
+ * the last ones (the state then lags the trajectory lines of those steps). For a sync per commit, use `layerSql` on
+ * a client you opened with `PRAGMA synchronous = FULL`.
  *
  * @example
  * ```ts

@@ -19,6 +19,9 @@
  * | SQLite file, synchronous NORMAL (now the default) | 0.99            | 305          | 0.43             | 516           |
  * | SQLite `:memory:` (`--memory state-sqlite`)      | 0.99            | 302          | —                | —             |
  * | in memory (`--memory state`, load 8)             | 0.93            | 273          | 0.25             | 236           |
+ * The rows above were measured with a server that ignored `n` (each group's shared first request answered one choice,
+ * the other 7 members then asking alone). With `n` answered and counted as n slots (as vLLM does), SQLite NORMAL,
+ * load 3–4: K=64 1.00 (309 steps/s), K=256 0.64 (796 steps/s, 1.2 ms of CPU a step).
  * Where the time went: `node:sqlite` is synchronous, and the state store committed each step's state update in WAL
  * mode with SQLite's default `synchronous = FULL`: an fsync of the WAL on the event loop per step, which on a busy
  * disk stalled every episode (the CPU profile's top entries were `StatementSync.all` / `run` under SqliteClient, 40 %

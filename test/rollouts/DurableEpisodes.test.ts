@@ -156,28 +156,36 @@ describe("Durable episodes on SQLite: a process killed (SIGKILL) mid-episode", (
         const uninterrupted = spawnSync(process.execPath, ["--import", "tsx", child, whole, "0", testIsolation], { encoding: "utf8", timeout: 60_000 })
         const wholeLines = uninterrupted.stdout.trim().split("\n")
         expect(wholeLines.filter((line) => line.startsWith("call"))).toHaveLength(6)
+        expect(wholeLines.filter((line) => line.startsWith("score"))).toHaveLength(6)
         const [first, second] = wholeLines.filter((line) => line.startsWith("recorded")).map((line) => line.split(" ")[1]!)
 
         // Killed while the second rollout's second model call waits: its first step stored, its workspace kept.
         const killed = yield* Effect.promise(() => linesUntilKilled(child, [cut, "5", testIsolation], "call 5"))
         expect(killed).toEqual([
           `call 1 actor-${first}-1`,
+          "score 1",
           `call 2 actor-${first}-2`,
+          "score 2",
           `call 3 actor-${first}-3`,
+          "score 3",
           `recorded ${first} 3`,
           `call 4 actor-${second}-1`,
+          "score 4",
           `call 5 actor-${second}-2`
         ])
         const kept = join(cut, "sandbox", "kept")
         expect(readdirSync(kept)).toEqual([`episode-${second}`])
 
         const resumed = spawnSync(process.execPath, ["--import", "tsx", child, cut, "0", testIsolation], { encoding: "utf8", timeout: 60_000 })
-        // Only the call in flight at the kill and the one after it are sent; the first rollout answers its outcome.
+        // Only the call in flight at the kill and the one after it are sent, and only their steps scored; the first
+        // rollout answers its outcome.
         // (The trajectory store's warning that it took over the killed writer's lock is logged there too: not counted.)
-        expect(resumed.stdout.trim().split("\n").filter((line) => /^(call|recorded|failed|error) /.test(line))).toEqual([
+        expect(resumed.stdout.trim().split("\n").filter((line) => /^(call|score|recorded|failed|error) /.test(line))).toEqual([
           `recorded ${first} 3`,
           `call 1 actor-${second}-2`,
+          "score 1",
           `call 2 actor-${second}-3`,
+          "score 2",
           `recorded ${second} 3`
         ])
         const read = (dir: string) =>
@@ -189,14 +197,14 @@ describe("Durable episodes on SQLite: a process killed (SIGKILL) mid-episode", (
         const records = read(cut)
         // The same lines, ids and seeds included: 3 steps each, the state and the workspace's file carried across the kill.
         expect(records).toEqual(read(whole))
-        expect(records.map((r) => [r.episode_id, r.episode_step, r.seed, r.state_after.history.length, r.sandbox_result.stdout, r.episode_end ?? null]))
+        expect(records.map((r) => [r.episode_id, r.episode_step, r.seed, r.state_after.history.length, r.sandbox_result.stdout, r.reward, r.episode_end ?? null, r.episode_reward ?? null]))
           .toEqual([
-            [first, 1, 10, 1, "1\n", null],
-            [first, 2, 12, 2, "2\n", null],
-            [first, 3, 14, 3, "3\n", "max_steps"],
-            [second, 1, 11, 1, "1\n", null],
-            [second, 2, 13, 2, "2\n", null],
-            [second, 3, 15, 3, "3\n", "max_steps"]
+            [first, 1, 10, 1, "1\n", 1, null, null],
+            [first, 2, 12, 2, "2\n", 1, null, null],
+            [first, 3, 14, 3, "3\n", 1, "max_steps", 3],
+            [second, 1, 11, 1, "1\n", 1, null, null],
+            [second, 2, 13, 2, "2\n", 1, null, null],
+            [second, 3, 15, 3, "3\n", 1, "max_steps", 3]
           ])
         // The episode's workspace went with its end.
         expect(existsSync(kept) ? readdirSync(kept) : []).toEqual([])

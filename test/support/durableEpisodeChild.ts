@@ -5,8 +5,8 @@
  * `call <n> <session>` for each call it receives and answers from the prompt alone: a command appending `x` to
  * `f.txt` in the workspace and printing its length, and a state update `did <k>`, `k` the `did` lines the prompt's
  * state shows plus one — so a step that saw a wrong state or a wrong workspace writes another record. Its `hangAt`-th
- * call never answers (0: none; the test kills the process there). Prints `recorded <episode id> <steps>` per
- * episode, or `failed <error>`.
+ * call never answers (0: none; the test kills the process there). Each step's reward (1) prints `score <n>` when it is
+ * evaluated. Prints `recorded <episode id> <steps>` per episode, or `failed <error>`.
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { Effect, Layer, Stream } from "effect"
@@ -17,6 +17,7 @@ import * as Sandbox from "../../src/environment/Sandbox.js"
 import * as StateStore from "../../src/environment/StateStore.js"
 import * as TrajectoryStore from "../../src/environment/TrajectoryStore.js"
 import * as Durable from "../../src/rollouts/Durable.js"
+import * as Reward from "../../src/rollouts/Reward.js"
 
 const [dir, hangAt, isolation] = process.argv.slice(2)
 let calls = 0
@@ -32,8 +33,10 @@ const model = ScriptedModel.layer((request) =>
     )
   })
 )
+let scores = 0
 const services = Layer.mergeAll(
   model,
+  Reward.layer(Reward.make("one", () => Effect.sync(() => (console.log(`score ${++scores}`), 1)))),
   Sandbox.layerProcess({ isolation: isolation as "bwrap" | "process", workRoot: join(dir!, "sandbox"), allow: ["python3"] }),
   StateStore.layerSqlite({ filename: join(dir!, "state.db") }),
   TrajectoryStore.layerFile({ root: join(dir!, "trajectories") }).pipe(Layer.provide(NodeFileSystem.layer))

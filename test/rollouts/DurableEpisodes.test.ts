@@ -19,7 +19,9 @@ import * as TrajectoryStore from "../../src/environment/TrajectoryStore.js"
 import * as ActorLoop from "../../src/rollouts/ActorLoop.js"
 import * as Durable from "../../src/rollouts/Durable.js"
 import * as Reward from "../../src/rollouts/Reward.js"
+import { describePostgres, freshDatabase } from "../support/postgres.js"
 import { testIsolation } from "../support/processes.js"
+import { freePort } from "../support/valetProcess.js"
 
 // Answers from the prompt alone: the number of `did` lines the state shows, plus one; `<done/>` at the third.
 const reply = (prompt: string): string => {
@@ -213,4 +215,32 @@ describe("Durable episodes on SQLite: a process killed (SIGKILL) mid-episode", (
         rmSync(cut, { recursive: true, force: true })
       }
     }), 120_000)
+})
+
+describePostgres("Durable episodes on a PostgreSQL runner", () => {
+  it.live("a group's rollouts as workflows of a runner over PostgreSQL: the ids, seeds and records of the same group on the in-memory engine", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      const port = yield* Effect.promise(() => freePort())
+      const services = () =>
+        Layer.mergeAll(
+          ScriptedModel.layer((request) => reply(request.prompt ?? "")),
+          Sandbox.layerTest(() => ({ stdout: "ok\n" })),
+          StateStore.layerMemory(),
+          TrajectoryStore.layerMemory
+        )
+      const tasks = Stream.make({ taskId: "p1", prompt: "Count." })
+      const options = { loop: "pg", group: 2, maxSteps: 3, concurrency: 2 } as const
+      const onPostgres = yield* Stream.runCollect(Durable.actorLoop(tasks, options)).pipe(
+        Effect.provide(Durable.layerActorLoop.pipe(Layer.provideMerge(Durable.layerPostgresRunner({ url, port })), Layer.provideMerge(services())))
+      )
+      const inMemory = yield* Stream.runCollect(Durable.actorLoop(tasks, options)).pipe(
+        Effect.provide(Durable.layerActorLoop.pipe(Layer.provideMerge(WorkflowEngine.layerMemory), Layer.provideMerge(services())))
+      )
+      const byEpisode = (outcomes: ReadonlyArray<ActorLoop.Outcome>) =>
+        recordsOf(outcomes).map(({ createdAt: _c, step: _s, metrics: _m, ...rest }) => rest).sort((a, b) => a.seed! - b.seed!)
+      expect(onPostgres.map((outcome) => outcome._tag)).toEqual(["Recorded", "Recorded"])
+      expect(byEpisode(onPostgres)).toEqual(byEpisode(inMemory))
+      expect(recordsOf(onPostgres).map((r) => r.episodeEnd).filter((end) => end !== undefined)).toEqual(["done", "done"])
+    }).pipe(Effect.scoped), 120_000)
 })

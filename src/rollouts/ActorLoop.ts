@@ -623,7 +623,7 @@ export type Outcome =
      */
     readonly reward?: Reward.Scored | undefined
     /**
-     * The episode (from `run`; a durable run's outcomes have none yet).
+     * The episode (from `run` and `Durable.actorLoop` with `maxSteps` or `group`; a lone step's outcome has none).
      *
      * @since 0.2.0
      */

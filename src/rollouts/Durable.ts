@@ -1,7 +1,8 @@
 /**
- * Durable runs (DESIGN §10): an agent run, an evaluation's problem and an actor-loop step as `effect/workflow`
- * workflows keyed by the run id, the problem or the step, with every model call, tool call, sandbox command (and, in
- * the actor loop, every state read and write and trajectory append) an activity keyed by the call's session and
+ * Durable runs (DESIGN §10): an agent run, an evaluation's problem and an actor-loop step or episode as
+ * `effect/workflow` workflows keyed by the run id, the problem, the step or the episode, with every model call, tool
+ * call, sandbox command (and, in the actor loop, every state read and write, reward evaluation and trajectory append)
+ * an activity keyed by the call's session and
  * index (see `internal/durable/activities.ts`). A workflow that runs again — resumed after a failure, or taken over
  * by another runner after its process died — answers the calls stored by the earlier execution from storage and
  * sends only the rest: at most the calls that were in flight when the process died.
@@ -11,7 +12,10 @@
  *   processes over PostgreSQL (`effect/cluster`) with clients that only start work and await it.
  * - `evaluate(dataset, options)` is `Evaluate.run` with each problem a workflow: the same resumable results file,
  *   progress and summary, and the same records as an evaluation in one process. `actorLoop(tasks, options)` is
- *   `ActorLoop.run` with each step a workflow.
+ *   `ActorLoop.run` with each step a workflow — or, with `maxSteps` / `group`, each episode (a group's rollouts one
+ *   workflow each, `ActorLoopEpisode`): what `ActorLoop.run` draws (episode and group ids, a group's seeds without a
+ *   task seed, session ids) is derived from the workflow's key, so a resumed episode writes the records of an
+ *   uninterrupted one. Under durability a group's first steps are separate requests (vLLM's `n` is not used).
  *
  * Agents cross processes by name: a runner resolves the name a workflow carries to an agent it has (a list, or a
  * function — the CLI encodes an architecture's settings in the name). The tools an architecture adds inside its

@@ -133,6 +133,14 @@ describe("Durable.actorLoop with maxSteps and group (ActorLoopEpisode)", () => {
       expect(tooLarge[0]!._tag === "Failed" && tooLarge[0]!.error._tag).toBe("InvalidOptions")
       expect(tooLarge[0]!._tag === "Failed" && tooLarge[0]!.error.message).toContain("seed must be at most")
       expect(calls).toBe(2)
+      // Options it cannot use fail before anything runs, naming the field.
+      const refused = yield* Stream.runCollect(Durable.actorLoop(Stream.make({ taskId: "x", prompt: "." }), { loop: "l", group: 0 })).pipe(
+        Effect.flip,
+        Effect.provide(WorkflowEngine.layerMemory)
+      )
+      expect(refused._tag).toBe("InvalidOptions")
+      expect(refused.message).toContain("group must be")
+      expect(calls).toBe(2)
     }))
 })
 

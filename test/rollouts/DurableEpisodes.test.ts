@@ -12,6 +12,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { createInterface } from "node:readline"
+import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Sandbox from "../../src/environment/Sandbox.js"
 import * as StateStore from "../../src/environment/StateStore.js"
@@ -141,6 +142,38 @@ describe("Durable.actorLoop with maxSteps and group (ActorLoopEpisode)", () => {
       expect(refused._tag).toBe("InvalidOptions")
       expect(refused.message).toContain("group must be")
       expect(calls).toBe(2)
+    }))
+})
+
+describe("Durable episodes: a failed episode", () => {
+  it.live("is a Failed outcome naming its episode and group, its lines without episode_end, its kept workspace removed", () =>
+    Effect.gen(function*() {
+      const workRoot = mkdtempSync(join(tmpdir(), "valet-durable-episode-ws-"))
+      let calls = 0
+      const services = Layer.mergeAll(
+        ScriptedModel.layer((request) =>
+          ++calls === 2 ? { error: new ModelError.ServerError({ status: 500, message: "boom" }) } : reply(request.prompt ?? "")),
+        Sandbox.layerProcess({ isolation: "process", workRoot, allow: ["python3"] }),
+        StateStore.layerMemory(),
+        TrajectoryStore.layerMemory
+      )
+      const engine = Durable.layerActorLoop.pipe(Layer.provideMerge(WorkflowEngine.layerMemory), Layer.provideMerge(services))
+      try {
+        const { outcomes, lines } = yield* Effect.gen(function*() {
+          const outcomes = yield* Stream.runCollect(Durable.actorLoop(Stream.make({ taskId: "f1", prompt: "Count." }), { loop: "f", group: 1, maxSteps: 3 }))
+          const lines = yield* Stream.runCollect(TrajectoryStore.read("f1"))
+          return { outcomes, lines }
+        }).pipe(Effect.provide(engine))
+        const [outcome] = outcomes
+        expect(outcome?._tag).toBe("Failed")
+        if (outcome?._tag !== "Failed") return
+        expect(outcome.error._tag).toBe("ServerError")
+        expect(lines.map((line) => [line.episodeId, line.groupId, line.episodeEnd])).toEqual([[outcome.episodeId, outcome.groupId, undefined]])
+        expect(outcome.groupId).toEqual(expect.any(String))
+        expect(readdirSync(join(workRoot, "kept"))).toEqual([])
+      } finally {
+        rmSync(workRoot, { recursive: true, force: true })
+      }
     }))
 })
 

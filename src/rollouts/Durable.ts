@@ -932,8 +932,8 @@ const ActorLoopOptionsSchema = Schema.Struct({
  * `ActorLoopEpisode` workflow (a group's rollouts one each) — on the engine in context: the runners run them,
  * `concurrency` at a time, and the outcomes stream as they finish. The records are `ActorLoop.run`'s but for what
  * it draws (ids, a group's seeds without a task seed, session ids), derived here from the loop's key; a group's first
- * steps are separate requests (see `ActorLoopEpisode`). A task whose seed is too large for its group is one `Failed`
- * outcome (`InvalidOptions`), as in `ActorLoop.run`.
+ * steps are separate requests (see `ActorLoopEpisode`). A task whose seed is too large for its group is a `Failed`
+ * outcome (`InvalidOptions`) per episode, no workflow started, as in `ActorLoop.run`.
  *
  * @since 0.2.0
  * @category running
@@ -968,11 +968,12 @@ export const actorLoop = <E, R>(
             }
             : { _tag: "Failed", task, error: outcome.error, episodeId: outcome.episodeId, ...(outcome.groupId !== undefined ? { groupId: outcome.groupId } : {}) }
       )
-    // The seeds of a task's rollouts are checked before any of its workflows starts: one failure for the task, as in
-    // `ActorLoop.run`.
+    // The seeds of a task's rollouts are checked before any of its workflows starts: a failed outcome per episode the
+    // group would have run (outcomes count episodes), as in `ActorLoop.run`.
     const work = ([task, index]: readonly [ActorLoop.Task, number]) =>
       Effect.match(EpisodeInternal.checkSeed(task.seed, group ?? 1, maxSteps ?? 1), {
-        onFailure: (error): ReadonlyArray<Effect.Effect<ActorLoop.Outcome, never, WorkflowEngine.WorkflowEngine>> => [Effect.succeed({ _tag: "Failed", task, error })],
+        onFailure: (error): ReadonlyArray<Effect.Effect<ActorLoop.Outcome, never, WorkflowEngine.WorkflowEngine>> =>
+          Array.from({ length: group ?? 1 }, () => Effect.succeed({ _tag: "Failed", task, error })),
         onSuccess: () => Array.from({ length: group ?? 1 }, (_, member) => episodeOf(task, index, member))
       })
     return Stream.zipWithIndex(tasks).pipe(

@@ -109,7 +109,7 @@ describe("Durable.actorLoop with maxSteps and group (ActorLoopEpisode)", () => {
       expect(recordsOf(other)[0]!.groupId).not.toBe(recordsOf(first)[0]!.groupId)
     }))
 
-  it.live("a lone episode (maxSteps without group): the task's own state, no group id; a seed too large for a group is one Failed outcome, no workflow run", () =>
+  it.live("a lone episode (maxSteps without group): the task's own state, no group id; a seed too large for a group is a Failed outcome per episode, no workflow run", () =>
     Effect.gen(function*() {
       let calls = 0
       const services = Layer.mergeAll(
@@ -130,8 +130,9 @@ describe("Durable.actorLoop with maxSteps and group (ActorLoopEpisode)", () => {
       const records = recordsOf(lone)
       expect(records.map((r) => [r.episodeStep, r.groupId, r.episodeEnd])).toEqual([[1, undefined, undefined], [2, undefined, "max_steps"]])
       expect(state.history).toEqual(["did 1", "did 2"])
-      expect(tooLarge).toHaveLength(1)
-      expect(tooLarge[0]!._tag === "Failed" && tooLarge[0]!.error._tag).toBe("InvalidOptions")
+      // One failure per episode the group would have run (outcomes count episodes), as in ActorLoop.run.
+      expect(tooLarge).toHaveLength(2)
+      expect(tooLarge.map((outcome) => outcome._tag === "Failed" && outcome.error._tag)).toEqual(["InvalidOptions", "InvalidOptions"])
       expect(tooLarge[0]!._tag === "Failed" && tooLarge[0]!.error.message).toContain("seed must be at most")
       expect(calls).toBe(2)
       // Options it cannot use fail before anything runs, naming the field.

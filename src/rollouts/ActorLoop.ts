@@ -417,7 +417,8 @@ const stepChecked = (
     let record: TrajectoryStore.TrajectoryRecord | undefined
     return Agent.run(agentFor(task, options, (r) => (record = r), episodeContext), task.prompt, {
       ...(options.budget !== undefined ? { budget: options.budget } : {}),
-      ...(options.sessionId !== undefined ? { sessionId: options.sessionId } : {})
+      // An episode's step may have its session given (a durable episode's: the same in every execution).
+      ...((options.sessionId ?? episodeContext?.sessionId) !== undefined ? { sessionId: options.sessionId ?? episodeContext?.sessionId } : {})
     }).pipe(
       Effect.flatMap((result) =>
         record !== undefined
@@ -557,6 +558,9 @@ const EpisodeOptionsSchema = Schema.Struct(episodeFields)
 export const episode = (task: Task, options: EpisodeOptions = {}): Effect.Effect<Episode, AgentError, Requirements> =>
   Effect.gen(function*() {
     const checked = yield* Opts.decode("ActorLoop", EpisodeOptionsSchema, options)
+    // A rollout given from outside (a durable episode's member, its seeds checked for its group) runs as given.
+    const given = yield* episodeInternal.Given
+    if (Option.isSome(given)) return yield* episodeChecked(task, checked, given.value.member, given.value.episodeId)
     yield* episodeInternal.checkSeed(task.seed, 1, checked.maxSteps ?? 1)
     return yield* episodeChecked(task, checked, episodeInternal.loneMember(task.taskId, task.seed), randomUUID())
   })
@@ -619,7 +623,7 @@ export type Outcome =
      */
     readonly reward?: Reward.Scored | undefined
     /**
-     * The episode (from `run`; a durable run's outcomes have none yet).
+     * The episode (from `run` and `Durable.actorLoop` with `maxSteps` or `group`; a lone step's outcome has none).
      *
      * @since 0.2.0
      */

@@ -751,9 +751,33 @@ const EpisodeOptions = Schema.Struct({
 /** The key of the task at `index` of loop `loop`: its step's workflow, and its episode's or group's. */
 const taskKey = (loop: string, index: number, taskId: string): string => `${loop}/${index}/${taskId}`
 
+/** A value's JSON with its objects' keys sorted: the same text for the same settings, whatever order they came in. */
+const canonical = (value: unknown): string =>
+  JSON.stringify(value, (_key, v: unknown) =>
+    v !== null && typeof v === "object" && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v)
+
+/**
+ * The key of a task's episode or group: the task's key and its settings (`<group>x<maxSteps>` and a digest of the
+ * other options). Run again with other settings (`--group 4` after `--group 2`, another `--max-steps`), the episodes
+ * are new ones — new ids, new seeds — never the stored ones of other settings mixed into one group.
+ */
+const episodeKeyOf = (payload: {
+  readonly loop: string
+  readonly index: number
+  readonly task: ActorLoop.Task
+  readonly group?: number | undefined
+  readonly options: typeof EpisodeOptions.Type
+}): string =>
+  `${taskKey(payload.loop, payload.index, payload.task.taskId)}/${payload.group ?? 1}x${payload.options.maxSteps ?? 1}-${
+    EpisodeInternal.uuidOf(canonical({ group: payload.group ?? null, options: payload.options })).slice(0, 8)
+  }`
+
 /**
  * The workflow of one actor-loop episode: the task at `index` of loop `loop` — alone (`group` absent), or rollout
- * `member` of a group of `group` (its key ends with the member). Its steps' model calls, sandbox commands, state reads
+ * `member` of a group of `group` (its key ends with the member). The key holds the settings (`group`, `maxSteps`, a digest
+ * of the other options): run again with other settings, the episodes are new ones, not the stored ones of the first. Its steps' model calls, sandbox commands, state reads
  * and writes, reward evaluations and trajectory appends are activities, so an episode taken over after a kill neither
  * sends a stored call again nor appends a record twice, and its records are an uninterrupted run's. Everything an
  * in-process episode draws is derived from the key instead: the episode id, the group id, a group's seeds when the
@@ -782,14 +806,13 @@ export const ActorLoopEpisode = Workflow.make("valet/ActorLoopEpisode", {
     member: Schema.Int,
     options: EpisodeOptions
   },
-  idempotencyKey: (payload) =>
-    `${taskKey(payload.loop, payload.index, payload.task.taskId)}${payload.group === undefined ? "" : `/${payload.member}`}`,
+  idempotencyKey: (payload) => `${episodeKeyOf(payload)}${payload.group === undefined ? "" : `/${payload.member}`}`,
   success: EpisodeOutcome
 })
 
 /** The ids an episode's lines carry, derived from its workflow's payload: the same in every execution. */
 const episodeIdsOf = (payload: typeof ActorLoopEpisode.payloadSchema.Type) => {
-  const key = taskKey(payload.loop, payload.index, payload.task.taskId)
+  const key = episodeKeyOf(payload)
   return payload.group === undefined
     ? { groupKey: undefined, episodeId: EpisodeInternal.uuidOf(`episode:${key}`) }
     : { groupKey: `group:${key}`, episodeId: EpisodeInternal.uuidOf(`episode:${key}/${payload.member}`) }
@@ -858,7 +881,7 @@ const episodeLayer = ActorLoopEpisode.toLayer(
       // it ends, so that a resumed execution works in what its replayed commands left.
       const workspace = lone && stepOptions.keepWorkspaces === true
         ? { key: payload.task.taskId, keep: true }
-        : { key: `episode-${episodeId}`, keep: true }
+        : { key: `episode-${episodeId}`, keep: true, seedOnce: true }
       const member: EpisodeInternal.Member = {
         ...base,
         sessionOf: (step) => `actor-${episodeId}-${step}`,

@@ -107,6 +107,22 @@ describe("Durable.actorLoop with maxSteps and group (ActorLoopEpisode)", () => {
         Effect.provide(engine())
       )
       expect(recordsOf(other)[0]!.groupId).not.toBe(recordsOf(first)[0]!.groupId)
+      // The same key with other settings (a bigger group, another maxSteps): new episodes, sent again with new ids,
+      // never the stored ones of the first settings mixed into one group (review of issue 31).
+      counts.calls = 0
+      const { bigger, longer } = yield* Effect.gen(function*() {
+        yield* Stream.runCollect(Durable.actorLoop(Stream.fromIterable(tasks), { ...options, loop: "loop-1" }))
+        const before = counts.calls
+        const bigger = yield* Stream.runCollect(Durable.actorLoop(Stream.fromIterable(tasks), { ...options, group: 3, loop: "loop-1" }))
+        expect(counts.calls - before).toBe(18)
+        const longer = yield* Stream.runCollect(Durable.actorLoop(Stream.fromIterable(tasks), { ...options, maxSteps: 2, loop: "loop-1" }))
+        return { bigger, longer }
+      }).pipe(Effect.provide(engine()))
+      const firstGroups = new Set(recordsOf(first).map((r) => r.groupId))
+      expect(recordsOf(bigger).filter((r) => firstGroups.has(r.groupId))).toEqual([])
+      expect(new Set(recordsOf(bigger).filter((r) => r.taskId === "t1").map((r) => r.groupId)).size).toBe(1)
+      expect(recordsOf(longer).filter((r) => firstGroups.has(r.groupId))).toEqual([])
+      expect(Math.max(...recordsOf(longer).map((r) => r.episodeStep ?? 0))).toBe(2)
     }))
 
   it.live("a lone episode (maxSteps without group): the task's own state, no group id; a seed too large for a group is a Failed outcome per episode, no workflow run", () =>

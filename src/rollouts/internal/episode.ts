@@ -82,7 +82,7 @@ export interface Member {
    * The episode's workspace, when not the default (`key`, kept when lone and `keepWorkspace`): a durable episode's
    * is kept under a key of its own while it runs, so a resumed execution finds what its replayed commands left.
    */
-  readonly workspace?: { readonly key: string; readonly keep: boolean } | undefined
+  readonly workspace?: { readonly key: string; readonly keep: boolean; readonly seedOnce?: boolean | undefined } | undefined
 }
 
 /**
@@ -354,7 +354,8 @@ export const run = <E, R>(
     const scope = yield* Scope.Scope
     const workspace = yield* Effect.cached(
       sandbox.workspace(member.workspace?.key ?? member.key, taskFiles, {
-        keep: member.workspace?.keep ?? (!member.fresh && limits.keepWorkspace)
+        keep: member.workspace?.keep ?? (!member.fresh && limits.keepWorkspace),
+        ...(member.workspace?.seedOnce === true ? { seedOnce: true } : {})
       }).pipe(Scope.provide(scope))
     )
     // A member's state: a store of its own with the configured store's caps, dropped with the episode.

@@ -216,8 +216,6 @@ export type Requirements = Model.Model | Sandbox.Sandbox | StateStore.StateStore
 const infrastructure = (error: { readonly _tag: string; readonly message: string }) =>
   new ArchitectureFailed({ architecture: name, message: `${error._tag}: ${error.message}` })
 
-const encodeRecord = Schema.encodeSync(TrajectoryStore.TrajectoryRecord)
-
 // Log-probabilities that do not pair with their token ids are a server's habit, not one answer's: said once a process.
 let warnedMismatch = false
 
@@ -379,7 +377,7 @@ const program = (
       )
       onRecord(record)
       yield* Architecture.progress("actor_loop.recorded", { taskId: task.taskId, step: record.step })
-      return { output: raw, metadata: { taskId: task.taskId, step: record.step, record: encodeRecord(record) } }
+      return { output: raw, metadata: { taskId: task.taskId, step: record.step, record: TrajectoryStore.encode(record) } }
     }))
   })
 

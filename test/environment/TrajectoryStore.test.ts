@@ -1,7 +1,7 @@
 import { NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Schema, Stream } from "effect"
-import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { Effect, FileSystem, Layer, Schema, Stream } from "effect"
+import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as TrajectoryStore from "../../src/environment/TrajectoryStore.js"
@@ -189,6 +189,82 @@ describe("TrajectoryStore tokens: packed beside the step", () => {
       const error = yield* Effect.flip(collect("badtok").pipe(Effect.provide(fileLayer(dir))))
       expect(error).toMatchObject({ operation: "read", line: 2 })
       expect(error.message).toContain("completion_ids: expected base64 of 4-byte little-endian values")
+    }))
+})
+
+describe("TrajectoryStore [file] per-append cost", () => {
+  /** The Node file system, counting how often a `.jsonl` file is opened or written whole (`writeFileString`). */
+  const counting = () => {
+    const counts = { opens: 0, wholeWrites: 0 }
+    const layer = Layer.effect(
+      FileSystem.FileSystem,
+      Effect.map(FileSystem.FileSystem, (fs): FileSystem.FileSystem => ({
+        ...fs,
+        open: (path, options) => {
+          if (path.endsWith(".jsonl")) counts.opens++
+          return fs.open(path, options)
+        },
+        writeFileString: (path, data, options) => {
+          if (path.endsWith(".jsonl")) counts.wholeWrites++
+          return fs.writeFileString(path, data, options)
+        }
+      }))
+    ).pipe(Layer.provide(NodeServices.layer))
+    return { counts, layer }
+  }
+  /** File descriptors of this process open on files under `dir` (Linux: /proc/self/fd). */
+  const fdsUnder = (dir: string) =>
+    readdirSync("/proc/self/fd").filter((fd) => {
+      try {
+        return readlinkSync(`/proc/self/fd/${fd}`).startsWith(dir)
+      } catch {
+        return false // the directory's own descriptor, closed as we listed
+      }
+    }).length
+
+  it.effect("a task's file is opened once for its records, not opened, written and closed per record", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      const { counts, layer } = counting()
+      yield* Effect.forEach([1, 2, 3, 4, 5, 6], (n) => TrajectoryStore.append(record("kept", n)), { discard: true }).pipe(
+        Effect.provide(TrajectoryStore.layerFile({ root: dir }).pipe(Layer.provide(layer)))
+      )
+      expect(counts).toEqual({ opens: 1, wholeWrites: 0 })
+      const lines = readFileSync(join(dir, "raw", "kept.jsonl"), "utf8").trimEnd().split("\n")
+      expect(lines.map((line) => JSON.parse(line).step)).toEqual([1, 2, 3, 4, 5, 6])
+    }))
+
+  it.effect("keeps at most 64 task files open (the oldest idle one closed), and none once the store is closed", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      const raw = join(dir, "raw")
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* TrajectoryStore.makeFile({ root: dir })
+        yield* Effect.forEach(Array.from({ length: 80 }, (_, i) => i), (i) => store.append(record(`many-${i}`, i)), {
+          concurrency: 8,
+          discard: true
+        })
+        expect(fdsUnder(raw)).toBe(64)
+        // A closed task opens again, and its numbering goes on.
+        expect((yield* store.append(record("many-0", 99))).step).toBe(2)
+        expect(fdsUnder(raw)).toBe(64)
+      })).pipe(Effect.provide(NodeServices.layer))
+      expect(fdsUnder(raw)).toBe(0)
+    }))
+})
+
+describe("TrajectoryStore.encode", () => {
+  it.effect("an appended record's JSON is the encoding the store wrote, not encoded again; another record is encoded", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      const appended = yield* TrajectoryStore.append(record("enc", 1)).pipe(Effect.provide(fileLayer(dir)))
+      const line = JSON.parse(readFileSync(join(dir, "raw", "enc.jsonl"), "utf8"))
+      const encoded = TrajectoryStore.encode(appended)
+      expect(encoded).toEqual(line)
+      expect(TrajectoryStore.encode(appended)).toBe(encoded)
+      const copy = { ...appended }
+      expect(TrajectoryStore.encode(copy)).toEqual(line)
+      expect(TrajectoryStore.encode(copy)).not.toBe(encoded)
     }))
 })
 

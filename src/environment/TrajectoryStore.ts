@@ -53,6 +53,7 @@ import { hostname } from "node:os"
 import { join } from "node:path"
 import { formatIssue } from "../core/internal/decode.js"
 import * as Packed_ from "./internal/packedTokens.js"
+import * as RecordJson from "./internal/recordJson.js"
 import { describeUnsafeTaskId, isSafeTaskId } from "./internal/taskId.js"
 import * as Sandbox from "./Sandbox.js"
 import * as StateStore from "./StateStore.js"
@@ -450,7 +451,9 @@ const checkTaskId = (operation: string, taskId: string): Effect.Effect<void, Tra
 /** The record with its step, checked against the schema; the JSON line to write. */
 const toLine = (record: NewRecord, step: number): Result.Result<{ record: TrajectoryRecord; line: string }, TrajectoryStoreError> => {
   const full: TrajectoryRecord = { ...record, step }
-  return Result.mapBoth(encodeRecord(full), {
+  // The usual record skips the schema walk (internal/recordJson.ts); anything unusual is encoded by the schema.
+  const fast = RecordJson.encodeRecord(full) as typeof TrajectoryRecord.Encoded | undefined
+  return Result.mapBoth(fast !== undefined ? Result.succeed(fast) : encodeRecord(full), {
     onFailure: (error) =>
       new TrajectoryStoreError({
         operation: "append",

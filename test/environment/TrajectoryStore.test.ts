@@ -4,6 +4,7 @@ import { Effect, FileSystem, Layer, Schema, Stream } from "effect"
 import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as RecordJson from "../../src/environment/internal/recordJson.js"
 import * as TrajectoryStore from "../../src/environment/TrajectoryStore.js"
 import { record } from "../support/trajectories.js"
 
@@ -266,6 +267,57 @@ describe("TrajectoryStore.encode", () => {
       expect(TrajectoryStore.encode(copy)).toEqual(line)
       expect(TrajectoryStore.encode(copy)).not.toBe(encoded)
     }))
+})
+
+describe("TrajectoryStore: a record's JSON without the schema walk (internal/recordJson.ts)", () => {
+  const bySchema = Schema.encodeSync(TrajectoryStore.TrajectoryRecord)
+  const tokens = TrajectoryStore.encodeTokens({ promptIds: [1, 2], completionIds: [3], completionLogprobs: [-0.5] })!
+  const full: TrajectoryStore.TrajectoryRecord = {
+    ...record("full", 3),
+    step: 3,
+    rewardParts: [{ name: "tests", value: 1, weight: 0.5 }, { name: "judge", value: null, weight: 0.5, error: { reason: "timeout", message: "slow" } }],
+    reward: 0.5,
+    metrics: { actorLatencySec: 0.2, sandboxFailed: false, inputTokens: 60, outputTokens: 40, finishReason: "stop", model: "m", sandboxDurationSec: 0.001, sandboxError: "x" },
+    sessionId: "s",
+    createdAt: 1_700_000_000_000,
+    tokens,
+    episodeId: "e",
+    episodeStep: 3,
+    groupId: "g",
+    seed: 102,
+    episodeEnd: "max_steps",
+    episodeReward: null
+  }
+
+  it("the records the actor loop writes take the fast path, and it writes the schema's text, key for key in order", () => {
+    for (const value of [{ ...record("plain", 1), step: 1 }, full, { ...full, modelOutput: { ...full.modelOutput, parseErrorDetail: "bad" } }]) {
+      const fast = RecordJson.encodeRecord(value)
+      expect(fast).toBeDefined()
+      expect(JSON.stringify(fast)).toBe(JSON.stringify(bySchema(value)))
+    }
+    // Key order in the input does not matter: the line's order is the schema's.
+    const reversed = Object.fromEntries(Object.entries(full).reverse())
+    expect(JSON.stringify(RecordJson.encodeRecord(reversed))).toBe(JSON.stringify(bySchema(full)))
+  })
+
+  it("what the schema would refuse, or the fast path does not know, is left to the schema", () => {
+    const unusual: ReadonlyArray<unknown> = [
+      { ...full, step: 0 },
+      { ...full, metrics: { ...full.metrics, actorLatencySec: Number.NaN } },
+      { ...full, sandboxResult: { ...full.sandboxResult!, error: "timeout" } },
+      { ...full, sandboxResult: { ...full.sandboxResult!, isolation: "vm" } },
+      { ...full, tokens: { completionIds: "AAA=" } },
+      { ...full, episodeEnd: "later" },
+      { ...full, stateAfter: { ...full.stateAfter, goals: [1] } },
+      { ...full, modelOutput: { raw: "r", think: null, parseError: null, stateUpdate: null } }
+    ]
+    for (const value of unusual) expect(RecordJson.encodeRecord(value)).toBeUndefined()
+  })
+
+  it.prop("any record: the fast path answers the schema's text, or leaves it to the schema", { value: TrajectoryStore.TrajectoryRecord }, ({ value }) => {
+    const fast = RecordJson.encodeRecord(value)
+    if (fast !== undefined) expect(JSON.stringify(fast)).toBe(JSON.stringify(bySchema(value)))
+  }, { arbitrary: { runs: 500 } })
 })
 
 afterAll(() => rmSync(root, { recursive: true, force: true }))

@@ -427,7 +427,8 @@ const stepChecked = (
             })
           )
       ),
-      Effect.withSpan("valet/ActorLoop.step", { attributes: { taskId: task.taskId } })
+      // No stack trace: capturing one for every step cost ~1.5 % of a rollout's CPU, for a location that is always here.
+      Effect.withSpan("valet/ActorLoop.step", { attributes: { taskId: task.taskId } }, { captureStackTrace: false })
     )
   })
 
@@ -530,7 +531,7 @@ const episodeChecked = (
       end: ran.end,
       ...(ran.reward !== undefined ? { reward: ran.reward } : {})
     }
-  }).pipe(Effect.withSpan("valet/ActorLoop.episode", { attributes: { taskId: task.taskId } }))
+  }).pipe(Effect.withSpan("valet/ActorLoop.episode", { attributes: { taskId: task.taskId } }, { captureStackTrace: false }))
 
 const episodeFields = {
   ...runFields,

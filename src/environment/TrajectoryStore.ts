@@ -448,8 +448,11 @@ const checkTaskId = (operation: string, taskId: string): Effect.Effect<void, Tra
     ? Effect.void
     : Effect.fail(new TrajectoryStoreError({ operation, taskId, message: describeUnsafeTaskId(taskId) }))
 
-/** The record with its step, checked against the schema; the JSON line to write. */
-const toLine = (record: NewRecord, step: number): Result.Result<{ record: TrajectoryRecord; line: string }, TrajectoryStoreError> => {
+/** The record with its step, checked against the schema, and its JSON form (the line a file store writes). */
+const toLine = (
+  record: NewRecord,
+  step: number
+): Result.Result<{ record: TrajectoryRecord; encoded: typeof TrajectoryRecord.Encoded }, TrajectoryStoreError> => {
   const full: TrajectoryRecord = { ...record, step }
   // The usual record skips the schema walk (internal/recordJson.ts); anything unusual is encoded by the schema.
   const fast = RecordJson.encodeRecord(full) as typeof TrajectoryRecord.Encoded | undefined
@@ -462,7 +465,7 @@ const toLine = (record: NewRecord, step: number): Result.Result<{ record: Trajec
       }),
     onSuccess: (encoded) => {
       encodedRecords.set(full, encoded)
-      return { record: full, line: JSON.stringify(encoded) + "\n" }
+      return { record: full, encoded }
     }
   })
 }
@@ -768,7 +771,7 @@ export const makeFile = (
             const records = yield* open(record.taskId, file)
             const checked = toLine(record, records + 1)
             if (Result.isFailure(checked)) return yield* checked.failure
-            yield* write(record.taskId, file, path, checked.success.line).pipe(
+            yield* write(record.taskId, file, path, JSON.stringify(checked.success.encoded) + "\n").pipe(
               // The file may now end in a partial line: have the next append repair it first (through the path,
               // then open it anew).
               Effect.tapError(() =>

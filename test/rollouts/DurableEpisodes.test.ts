@@ -7,11 +7,10 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Stream } from "effect"
 import { WorkflowEngine } from "effect/workflow"
-import { spawn, spawnSync } from "node:child_process"
+import { spawnSync } from "node:child_process"
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { createInterface } from "node:readline"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Sandbox from "../../src/environment/Sandbox.js"
@@ -21,7 +20,7 @@ import * as ActorLoop from "../../src/rollouts/ActorLoop.js"
 import * as Durable from "../../src/rollouts/Durable.js"
 import * as Reward from "../../src/rollouts/Reward.js"
 import { describePostgres, freshDatabase } from "../support/postgres.js"
-import { testIsolation } from "../support/processes.js"
+import { linesUntilKilled as linesUntilKilledBy, testIsolation } from "../support/processes.js"
 import { freePort } from "../support/valetProcess.js"
 
 // Answers from the prompt alone: the number of `did` lines the state shows, plus one; `<done/>` at the third.
@@ -196,15 +195,7 @@ describe("Durable episodes: a failed episode", () => {
 
 /** The lines a child prints until it exits, SIGKILLing it at the first line starting with `killAt`. */
 const linesUntilKilled = (child: string, args: ReadonlyArray<string>, killAt: string): Promise<Array<string>> =>
-  new Promise((resolve) => {
-    const lines: Array<string> = []
-    const running = spawn(process.execPath, ["--import", "tsx", child, ...args], { stdio: ["ignore", "pipe", "ignore"] })
-    createInterface({ input: running.stdout! }).on("line", (line) => {
-      lines.push(line)
-      if (line.startsWith(killAt)) running.kill("SIGKILL")
-    })
-    running.on("exit", () => resolve(lines))
-  })
+  linesUntilKilledBy(child, args, (line) => line.startsWith(killAt))
 
 describe("Durable episodes on SQLite: a process killed (SIGKILL) mid-episode", () => {
   it.live("resumed: no stored call sent again, no record appended twice, the member's state and workspace as its replayed steps left them; the records of an uninterrupted run", () =>

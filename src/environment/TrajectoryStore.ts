@@ -790,8 +790,8 @@ export const makeFile = (
             if (Result.isFailure(checked)) return yield* checked.failure
             yield* write(record.taskId, file, path, JSON.stringify(checked.success.encoded) + "\n").pipe(
               // The file may now end in a partial line: have the next append repair it first (through the path,
-              // then open it anew).
-              Effect.tapError(() =>
+              // then open it anew). Failed or interrupted alike: an interrupted write may have written part of it.
+              Effect.onError(() =>
                 Effect.andThen(
                   Effect.sync(() => {
                     file.records = undefined

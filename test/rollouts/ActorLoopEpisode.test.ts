@@ -27,6 +27,18 @@ const testLayers = (script: ScriptedModel.Script) =>
     TrajectoryStore.layerMemory
   )
 
+/** The test services, with the sandbox noting each workspace a command runs in. */
+const seeingWorkspaces = (seen: Array<Sandbox.Workspace>) =>
+  Layer.mergeAll(
+    ScriptedModel.layer(() => answer("again")),
+    Sandbox.layerTest(({ workspace }) => {
+      seen.push(workspace)
+      return { stdout: "" }
+    }),
+    StateStore.layerMemory(),
+    TrajectoryStore.layerMemory
+  )
+
 const encode = Schema.encodeSync(TrajectoryStore.TrajectoryRecord)
 const stored = (taskId: string) => Effect.map(Stream.runCollect(TrajectoryStore.read(taskId)), (records) => Array.from(records))
 
@@ -246,15 +258,7 @@ describe("ActorLoop group state and workspaces (review of issue 31)", () => {
       expect(seen[0]!.kept).toBe(false)
       const after = yield* Effect.flip(Sandbox.run(seen[0]!, { command: ["python3", "-V"] }))
       expect(after.reason).toBe("workspace_closed")
-    }).pipe(Effect.provide(Layer.mergeAll(
-      ScriptedModel.layer(() => answer("again")),
-      Sandbox.layerTest(({ workspace }) => {
-        seen.push(workspace)
-        return { stdout: "" }
-      }),
-      StateStore.layerMemory(),
-      TrajectoryStore.layerMemory
-    )))
+    }).pipe(Effect.provide(seeingWorkspaces(seen)))
   })
 
   it.effect("a group's rollouts have a workspace each, never kept (keepWorkspaces aside), removed after their episode", () => {
@@ -267,15 +271,7 @@ describe("ActorLoop group state and workspaces (review of issue 31)", () => {
       for (const ws of seen) {
         expect((yield* Effect.flip(Sandbox.run(ws, { command: ["python3", "-V"] }))).reason).toBe("workspace_closed")
       }
-    }).pipe(Effect.provide(Layer.mergeAll(
-      ScriptedModel.layer(() => answer("again")),
-      Sandbox.layerTest(({ workspace }) => {
-        seen.push(workspace)
-        return { stdout: "" }
-      }),
-      StateStore.layerMemory(),
-      TrajectoryStore.layerMemory
-    )))
+    }).pipe(Effect.provide(seeingWorkspaces(seen)))
   })
 
   it.effect("group 1 is a group of one: a group id, a fresh state, the task's state untouched", () =>

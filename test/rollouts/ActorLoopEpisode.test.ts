@@ -96,17 +96,23 @@ describe("ActorLoop.episode", () => {
     }).pipe(Effect.provide(testLayers([answer("never asked")]))))
 })
 
+/** A `Vllm` pool of one actor at `url` (its config file in a temp dir removed with the test's scope). */
+const vllmPool = (url: string) =>
+  Effect.gen(function*() {
+    const dir = mkdtempSync(join(tmpdir(), "valet-actor-group-"))
+    yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+    writeFileSync(join(dir, "vllm_actors.yaml"), `actors:\n  - name: a\n    base_url: ${url}\n    api: openai\n`)
+    return Vllm.layer({ configPath: join(dir, "vllm_actors.yaml") }).pipe(
+      Layer.provide(Layer.merge(NodeHttpClient.layerUndici, NodeServices.layer))
+    )
+  })
+
 describe("ActorLoop groups", () => {
   for (const concurrency of [3, 1]) {
     it.effect(`run with group against vLLM (concurrency ${concurrency}): one request with n and the group's seed serves the first steps, then a seed per step`, () =>
       Effect.gen(function*() {
         const server = yield* Server.make({ api: "openai" })
-        const dir = mkdtempSync(join(tmpdir(), "valet-actor-group-"))
-        yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
-        writeFileSync(join(dir, "vllm_actors.yaml"), `actors:\n  - name: a\n    base_url: ${server.url}\n    api: openai\n`)
-        const pool = Vllm.layer({ configPath: join(dir, "vllm_actors.yaml") }).pipe(
-          Layer.provide(Layer.merge(NodeHttpClient.layerUndici, NodeServices.layer))
-        )
+        const pool = yield* vllmPool(server.url)
         // The shared request's three choices, each a different answer: member i must take choice i.
         const choice = (index: number) => ({ index, text: answer(`member ${index}`), logprobs: null, finish_reason: "stop", stop_reason: null })
         server.enqueue("/v1/completions", Server.json({
@@ -148,12 +154,7 @@ describe("ActorLoop groups", () => {
   it.effect("a vLLM answer with fewer choices than n: the member left without one sends its own request with its own seed", () =>
     Effect.gen(function*() {
       const server = yield* Server.make({ api: "openai" })
-      const dir = mkdtempSync(join(tmpdir(), "valet-actor-group-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
-      writeFileSync(join(dir, "vllm_actors.yaml"), `actors:\n  - name: a\n    base_url: ${server.url}\n    api: openai\n`)
-      const pool = Vllm.layer({ configPath: join(dir, "vllm_actors.yaml") }).pipe(
-        Layer.provide(Layer.merge(NodeHttpClient.layerUndici, NodeServices.layer))
-      )
+      const pool = yield* vllmPool(server.url)
       const completion = (indexes: ReadonlyArray<number>) =>
         Server.json({
           id: "cmpl-n",

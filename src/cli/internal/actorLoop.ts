@@ -25,6 +25,7 @@ import { requireNoFailures } from "./failure.js"
 import { rewardOfSpecs } from "./rewardFlag.js"
 import { commandSandbox } from "./sandbox.js"
 import { type Output, stdoutOutput } from "./output.js"
+import { inShard, parseShard, type Shard, shardProblem } from "./shard.js"
 
 /** The tasks file could not be read, or no task in it could run (the command's non-zero exit). */
 export class ActorLoopFailed extends Schema.TaggedError<ActorLoopFailed>()("ActorLoopFailed", {
@@ -101,6 +102,9 @@ export const summaryLines = (summary: Summary): Array<string> => [
   `sandbox failed in ${summary.sandboxFailed} · parse errors in ${summary.parseErrors} · ${seconds(summary.elapsedMs)}`
 ]
 
+/** ` (shard 2/8)` after a count of tasks, or nothing. */
+export const shardNote = (shard: Shard | undefined): string => shard === undefined ? "" : ` (shard ${shard.index}/${shard.count})`
+
 /** The tasks of a file that can run, with the skipped lines reported; `total` counts episodes (tasks × group). */
 export interface Prepared {
   readonly tasks: ReadonlyArray<ActorLoop.Task>
@@ -109,23 +113,27 @@ export interface Prepared {
 }
 
 /**
- * Reads the tasks file and reports each skipped line (`skipped <path>:<line>: <why>`) to `output`. Fails with
- * `ActorLoopFailed` when no line is a task.
+ * Reads the tasks file and reports each skipped line (`skipped <path>:<line>: <why>`) to `output`; with `shard`,
+ * keeps the shard's tasks only (`--shard i/n`). Fails with `ActorLoopFailed` when no line is a task. A shard with no
+ * task is not a failure: the file's tasks went to the other shards.
  */
 export const prepareTasks = (
   path: string,
   settings: Settings,
-  output: Output
+  output: Output,
+  shard?: Shard | undefined
 ): Effect.Effect<Prepared, ActorLoopFailed, FileSystem.FileSystem> =>
   Effect.gen(function*() {
-    const { issues, tasks } = yield* readTasks(path)
+    const read = yield* readTasks(path)
+    const { issues } = read
     for (const issue of issues) yield* output.line(`skipped ${path}:${issue.line}: ${oneLine(issue.message, 200)}`)
-    if (tasks.length === 0) {
+    if (read.tasks.length === 0) {
       return yield* new ActorLoopFailed({
         path,
         message: `no task could run: ${path} has no valid task line (${issues.length} malformed)`
       })
     }
+    const tasks = shard === undefined ? read.tasks : read.tasks.filter((task) => inShard(shard, task.taskId))
     // Each rollout of a group is an outcome of its own.
     return { tasks, issues, total: tasks.length * (settings.group ?? 1) }
   })
@@ -169,16 +177,17 @@ export const runTasksFile = <E>(
   settings: Settings,
   layer: Layer.Layer<ActorLoop.Requirements, E>,
   output: Output,
-  durable?: string | undefined
+  durable?: string | undefined,
+  shard?: Shard | undefined
 ): Effect.Effect<
   Summary,
   ActorLoopFailed | InvalidOptions | E | Durable.DurableStoreError | Config.ConfigError | SqlError.SqlError,
   FileSystem.FileSystem
 > =>
   Effect.gen(function*() {
-    const { issues, tasks, total } = yield* prepareTasks(path, settings, output)
+    const { issues, tasks, total } = yield* prepareTasks(path, settings, output, shard)
     yield* output.line(
-      `actor-loop: ${tasks.length} tasks from ${path}` +
+      `actor-loop: ${tasks.length} tasks from ${path}${shardNote(shard)}` +
         `${settings.group !== undefined ? `, ${settings.group} rollouts each` : ""}` +
         `${(settings.maxSteps ?? 1) > 1 ? `, up to ${settings.maxSteps} steps` : ""}, ${settings.concurrency} at a time`
     )
@@ -229,7 +238,8 @@ export const runTasksFile = <E>(
       elapsedMs: (yield* Clock.currentTimeMillis) - startedAt
     }
     for (const line of summaryLines(summary)) yield* output.line(line)
-    if (recorded === 0) {
+    // A shard may hold no task of the file (they hashed to the other shards): nothing failed.
+    if (recorded === 0 && tasks.length > 0) {
       return yield* new ActorLoopFailed({ path, message: `no task could run: all ${tasks.length} failed (first: ${firstError})` })
     }
     return summary
@@ -298,6 +308,14 @@ export const flags = {
   aggregate: Flag.Literals("aggregate", ["sum", "mean", "last"]).pipe(
     Flag.withDescription("How an episode's reward is made of its steps' rewards (default sum)."),
     Flag.optional
+  ),
+  shard: Flag.String("shard").pipe(
+    Flag.filterMap(parseShard, shardProblem),
+    Flag.withDescription(
+      "Run only shard i of n of the tasks file (i/n, e.g. 0/4): the tasks whose task_id hashes to i, so that n " +
+        "processes or machines given 0/n … (n-1)/n run each task once between them."
+    ),
+    Flag.optional
   )
 }
 
@@ -317,6 +335,7 @@ export interface FlagValues {
   readonly reward: ReadonlyArray<string>
   readonly rewardThreshold: Option.Option<number>
   readonly aggregate: Option.Option<Reward.Aggregate>
+  readonly shard: Option.Option<Shard>
 }
 
 /** The model of the real command: the vLLM pool of `--config`, one actor when `--actor-name` is given. */
@@ -371,7 +390,14 @@ export const makeCommand = <E>(modelFor: (values: FlagValues) => Layer.Layer<Mod
     },
     ({ durable, tasks, ...values }) =>
       Effect.flatMap(rewardOfSpecs(values.reward), (reward) =>
-        runTasksFile(tasks, settingsOf(values), layersFor(values, modelFor(values), reward), output(), Option.getOrUndefined(durable)))
+        runTasksFile(
+          tasks,
+          settingsOf(values),
+          layersFor(values, modelFor(values), reward),
+          output(),
+          Option.getOrUndefined(durable),
+          Option.getOrUndefined(values.shard)
+        ))
         .pipe(Effect.flatMap((summary) => requireNoFailures(summary.failed, summary.episodes, summary.episodes !== summary.total ? "episodes" : "tasks")))
   ).pipe(
     Command.withDescription(

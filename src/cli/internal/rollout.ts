@@ -15,7 +15,7 @@
  * time it opens the file. An episode without its `episode_end` line is partial: a trainer drops it.
  */
 import { Clock, Duration, Effect, Layer, Option, Schedule } from "effect"
-import { Command } from "effect/cli"
+import { Command, Flag } from "effect/cli"
 import * as TrajectoryStore from "../../environment/TrajectoryStore.js"
 import type * as Model from "../../core/Model.js"
 import type * as ActorLoop from "../../rollouts/ActorLoop.js"
@@ -27,67 +27,27 @@ import {
   runOutcomes,
   type Settings,
   settingsOf,
+  shardNote,
   vllmModel
 } from "./actorLoop.js"
 import { storeOf } from "./durable.js"
-import { requireNoFailures } from "./failure.js"
-import { oneLine, type Output, seconds, stderrOutput } from "./output.js"
+import { requireNoFailures, UsageError } from "./failure.js"
+import { oneLine, type Output, stderrOutput, stdoutOutput } from "./output.js"
 import { rewardOfSpecs } from "./rewardFlag.js"
-
-/** How far a rollout got: what the progress line and the summary show. */
-export interface Progress {
-  /** Episodes in the run: tasks × group. */
-  readonly total: number
-  /** Episodes ended (recorded or failed). */
-  readonly done: number
-  readonly failed: number
-  /** Steps appended so far (of ended and running episodes). */
-  readonly steps: number
-  /** Completion tokens of the steps appended so far. */
-  readonly outputTokens: number
-  /** The sum and count of the episode rewards of the recorded episodes that were scored. */
-  readonly rewardSum: number
-  readonly rewarded: number
-  readonly elapsedMs: number
-}
-
-const rate = (count: number, elapsedMs: number): number => (elapsedMs > 0 ? (count * 1000) / elapsedMs : 0)
-
-const rewardMean = (progress: Progress): string =>
-  progress.rewarded === 0 ? "reward mean –" : `reward mean ${(progress.rewardSum / progress.rewarded).toFixed(3)}`
+import { type Progress, type ProgressFormat, reportOf, type Summary } from "./rolloutReport.js"
+import { maxWorkers, runWorkers } from "./rolloutWorkers.js"
+import type { Shard } from "./shard.js"
 
 /**
- * The progress line: `rollout: 37/256 episodes · 1 failed · 142 steps · 1830 tokens/s · reward mean 0.420 · ETA 12 s`.
- * The ETA is the episodes left at the rate episodes ended so far (`?` before the first ends).
+ * Settings of a rollout: the actor loop's, how often the progress line may change (default 1 s), the shard of the
+ * tasks file to run (`--shard`), and how progress is reported: as lines for people (the default), or as JSON lines
+ * (`--progress json`: `{"type":"progress",…}` each interval, `{"type":"line","text":…}` for a failed episode,
+ * `{"type":"summary",…}` at the end) for a program — `--workers` reads its workers' this way.
  */
-export const progressLine = (progress: Progress): string => {
-  const episodesPerSecond = rate(progress.done, progress.elapsedMs)
-  const left = progress.total - progress.done
-  const eta = left === 0 ? "0 s" : episodesPerSecond > 0 ? seconds((left / episodesPerSecond) * 1000) : "?"
-  return `rollout: ${progress.done}/${progress.total} episodes · ${progress.failed} failed · ${progress.steps} steps · ` +
-    `${Math.round(rate(progress.outputTokens, progress.elapsedMs))} tokens/s · ${rewardMean(progress)} · ETA ${eta}`
-}
-
-/** What a rollout did. */
-export interface Summary extends Progress {
-  readonly tasks: number
-  readonly skippedLines: number
-}
-
-/**
- * The summary line: `rollout: 256 episodes of 32 tasks · 255 recorded · 1 failed · 1536 steps · 12288 tokens
- * (2083 tokens/s) · 43.4 episodes/s · reward mean 0.420 · 0 malformed lines skipped · 5.9 s`.
- */
-export const summaryLine = (summary: Summary): string =>
-  `rollout: ${summary.total} episodes of ${summary.tasks} tasks · ${summary.done - summary.failed} recorded · ` +
-  `${summary.failed} failed · ${summary.steps} steps · ${summary.outputTokens} tokens ` +
-  `(${Math.round(rate(summary.outputTokens, summary.elapsedMs))} tokens/s) · ` +
-  `${rate(summary.done, summary.elapsedMs).toFixed(2)} episodes/s · ${rewardMean(summary)} · ` +
-  `${summary.skippedLines} malformed line${summary.skippedLines === 1 ? "" : "s"} skipped · ${seconds(summary.elapsedMs)}`
-
-/** Settings of a rollout: the actor loop's, and how often the progress line may change (default 1 s). */
 export interface RolloutSettings extends Settings {
   readonly progressInterval?: Duration.Input | undefined
+  readonly shard?: Shard | undefined
+  readonly progress?: ProgressFormat | undefined
 }
 
 /** The trajectory store of `layer`, wrapped to count each appended step and its completion tokens. */
@@ -117,8 +77,9 @@ export const runRollout = <E>(
   durable?: string | undefined
 ) =>
   Effect.gen(function*() {
-    const { progressInterval, ...runSettings } = settings
-    const { issues, tasks, total } = yield* prepareTasks(path, runSettings, output)
+    const { progress: format, progressInterval, shard, ...runSettings } = settings
+    const report = reportOf(format ?? "line", output)
+    const { issues, tasks, total } = yield* prepareTasks(path, runSettings, report.announce, shard)
     const remoteSteps = durable !== undefined && storeOf(durable)._tag === "Postgres"
     const startedAt = yield* Clock.currentTimeMillis
     let done = 0
@@ -143,7 +104,7 @@ export const runRollout = <E>(
       const moved = `${now.done}/${now.steps}`
       if (moved === shown) return Effect.void
       shown = moved
-      return output.status(progressLine(now))
+      return report.progress(now)
     })
     const onOutcome = (outcome: ActorLoop.Outcome) =>
       Effect.gen(function*() {
@@ -158,7 +119,7 @@ export const runRollout = <E>(
         }
         if (outcome._tag === "Failed") {
           failed++
-          yield* output.line(`${outcome.task.taskId} FAILED: ${outcome.error._tag}: ${oneLine(outcome.error.message, 200)}`)
+          yield* report.line(`${outcome.task.taskId} FAILED: ${outcome.error._tag}: ${oneLine(outcome.error.message, 200)}`)
         } else if (outcome.reward !== undefined) {
           rewardSum += outcome.reward.value
           rewarded++
@@ -168,8 +129,8 @@ export const runRollout = <E>(
       steps++
       outputTokens += record.metrics.outputTokens ?? 0
     })
-    yield* output.line(
-      `rollout: ${tasks.length} tasks from ${path}` +
+    yield* report.announce.line(
+      `rollout: ${tasks.length} tasks from ${path}${shardNote(shard)}` +
         `${runSettings.group !== undefined ? `, ${runSettings.group} rollouts each` : ""}` +
         `${runSettings.maxSteps !== undefined ? `, up to ${runSettings.maxSteps} steps` : ""}, ${runSettings.concurrency} episodes at a time`
     )
@@ -181,25 +142,84 @@ export const runRollout = <E>(
     })).pipe(
       Effect.onInterrupt(() =>
         Effect.flatMap(progress, (now) =>
-          output.line(`rollout: interrupted after ${now.done}/${now.total} episodes (${now.steps} steps); partial episodes have no episode_end line`)))
+          report.line(`rollout: interrupted after ${now.done}/${now.total} episodes (${now.steps} steps); partial episodes have no episode_end line`)))
     )
     const last = yield* progress
     const summary: Summary = { ...last, tasks: tasks.length, skippedLines: issues.length }
     shown = ""
     yield* show
-    yield* output.line(summaryLine(summary))
+    yield* report.summary(summary)
     return summary
   })
 
-/** `valet rollout`, with the model layer chosen by `modelFor` (the vLLM pool for the real command). */
-export const makeCommand = <E>(modelFor: (values: FlagValues) => Layer.Layer<Model.Model, E>, output: () => Output = stderrOutput) =>
+/** How `valet rollout --workers` starts this command line again: the Node binary and the arguments before valet's own. */
+export interface SelfCommand {
+  readonly executable: string
+  readonly args: ReadonlyArray<string>
+  /** valet's arguments as given (`rollout tasks.jsonl --workers 2 …`). */
+  readonly argv: ReadonlyArray<string>
+}
+
+/** This process: `node [its flags] <its script>` and its arguments. */
+export const thisProcess = (): SelfCommand => ({
+  executable: process.execPath,
+  args: [...process.execArgv, process.argv[1]!],
+  argv: process.argv.slice(2)
+})
+
+/** The flags of `valet rollout` only. */
+const rolloutFlags = {
+  workers: Flag.Int("workers").pipe(
+    Flag.filter((n) => n >= 1 && n <= maxWorkers, () => `an integer from 1 to ${maxWorkers}`),
+    Flag.withDescription(
+      "Processes to spread the run over (default 1): each runs a shard of the tasks (--shard k/n) with its part of " +
+        "--concurrency; one progress line and one summary for all. Node runs one event loop per process: use about " +
+        "one per core when a step's CPU, not the model server, is the limit."
+    ),
+    Flag.withDefault(1)
+  ),
+  progress: Flag.Literals("progress", ["line", "json"]).pipe(
+    Flag.withDescription(
+      "How progress is reported: line (on stderr, the default) or json (JSON lines on stdout: {type: progress | line | " +
+        "summary, …counts}) for a program driving the run."
+    ),
+    Flag.withDefault("line" as const)
+  )
+}
+
+/**
+ * `valet rollout`, with the model layer chosen by `modelFor` (the vLLM pool for the real command), the output of its
+ * progress lines (stderr), and how `--workers` starts more of it (this process's command line).
+ */
+export const makeCommand = <E>(
+  modelFor: (values: FlagValues) => Layer.Layer<Model.Model, E>,
+  output: () => Output = stderrOutput,
+  self: () => SelfCommand = thisProcess
+) =>
   Command.make(
     "rollout",
-    commandArguments,
-    ({ durable, tasks, ...values }) =>
-      Effect.flatMap(rewardOfSpecs(values.reward), (reward) =>
-        runRollout(tasks, settingsOf(values), layersFor(values, modelFor(values), reward), output(), Option.getOrUndefined(durable)))
-        .pipe(Effect.flatMap((summary) => requireNoFailures(summary.failed, summary.total, "episodes")))
+    { ...commandArguments, ...rolloutFlags },
+    ({ durable, progress, tasks, workers, ...values }) =>
+      Effect.gen(function*() {
+        const reward = yield* rewardOfSpecs(values.reward)
+        // JSON progress is for a program: it goes to stdout, which a rollout leaves empty otherwise.
+        const out = progress === "json" ? stdoutOutput() : output()
+        const settings: RolloutSettings = { ...settingsOf(values), progress, shard: Option.getOrUndefined(values.shard) }
+        if (workers > 1) {
+          if (Option.isSome(durable)) {
+            return yield* new UsageError({
+              message: "--workers does not go with --durable (a durable rollout spreads over processes " +
+                "as `valet runner`s on PostgreSQL)"
+            })
+          }
+          if (Option.isSome(values.shard)) {
+            return yield* new UsageError({ message: "--workers n runs the shards 0/n … n-1/n itself: give --workers or --shard, not both" })
+          }
+          const command = self()
+          return yield* runWorkers(tasks, settings, workers, command, command.argv, out, progress)
+        }
+        return yield* runRollout(tasks, settings, layersFor(values, modelFor(values), reward), out, Option.getOrUndefined(durable))
+      }).pipe(Effect.flatMap((summary) => requireNoFailures(summary.failed, summary.total, "episodes")))
   ).pipe(
     Command.withDescription(
       "Runs RL rollouts for a trainer: --group n episodes of each task of a JSONL file (distinct seeds, one group_id), " +

@@ -49,13 +49,15 @@ import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { NodeServices } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
 import { spawn } from "node:child_process"
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { cpus, loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
 import { Session } from "node:inspector"
 import { createInterface } from "node:readline"
 import type { Output } from "../src/cli/internal/output.js"
 import { runRollout } from "../src/cli/internal/rollout.js"
+import type { Summary } from "../src/cli/internal/rolloutReport.js"
+import { runWorkers } from "../src/cli/internal/rolloutWorkers.js"
 import * as Sandbox from "../src/environment/Sandbox.js"
 import * as StateStore from "../src/environment/StateStore.js"
 import * as TrajectoryStore from "../src/environment/TrajectoryStore.js"
@@ -75,6 +77,17 @@ const runs = runsArg >= 0 ? Number(process.argv[runsArg + 1]) : quick ? 1 : 3
 // `--memory state-sqlite`: the SQLite state store on an in-memory database (`--state-db :memory:`): SQL without a disk.
 const memoryArg = process.argv.indexOf("--memory")
 const inMemory = memoryArg >= 0 ? process.argv[memoryArg + 1]!.split(",") : []
+// `--workers n`: each measured run is `valet rollout --workers n`'s (runWorkers: n processes of
+// bench/support/rolloutWorker.ts, each a shard), not one process; CPU per step then counts the workers' too.
+const workersArg = process.argv.indexOf("--workers")
+const workers = workersArg >= 0 ? Number(process.argv[workersArg + 1]) : 1
+
+/** User + system CPU of this process and of its children that ended (`/proc/self/stat` cutime + cstime), in ms. */
+const childrenCpuMs = (): number => {
+  const fields = readFileSync("/proc/self/stat", "utf8").split(") ")[1]!.split(" ")
+  // After the command's name: field 3 is index 0; cutime and cstime are fields 16 and 17, in clock ticks (100 a second).
+  return (Number(fields[13]) + Number(fields[14])) * 10
+}
 
 interface Server {
   readonly url: string
@@ -191,11 +204,25 @@ const main = async () => {
           if (profileTo !== undefined && run === 0) await profiler.start()
           const started = Date.now()
           const cpu = process.cpuUsage()
-          const summary = await Effect.runPromise(
-            runRollout(run === -1 ? warmupPath : tasksPath, { concurrency: tasks * group, group, maxSteps: run === -1 ? 1 : maxSteps }, layer, quiet).pipe(Effect.provide(NodeServices.layer))
+          const childrenCpu = childrenCpuMs()
+          const path = run === -1 ? warmupPath : tasksPath
+          const settings = { concurrency: tasks * group, group, maxSteps: run === -1 ? 1 : maxSteps }
+          const summary = await Effect.runPromise<Summary, unknown>(
+            (workers > 1
+              ? runWorkers(
+                path,
+                settings,
+                workers,
+                { executable: process.execPath, args: ["bench/support/rolloutWorker.ts"] },
+                ["rollout", path, "--config", config, "--state-db", join(root, "state.db"), "--trajectories", join(root, "trajectories"),
+                  "--group", String(group), "--max-steps", String(settings.maxSteps)],
+                quiet
+              )
+              : runRollout(path, settings, layer, quiet) as Effect.Effect<Summary, unknown, NodeServices.NodeServices>).pipe(Effect.provide(NodeServices.layer))
           )
           const ended = Date.now()
-          const used = process.cpuUsage(cpu)
+          const own = process.cpuUsage(cpu)
+          const used = { user: own.user + (childrenCpuMs() - childrenCpu) * 1000, system: own.system }
           if (profileTo !== undefined && run === 0) await profiler.stop(`${profileTo}-K${admit}.cpuprofile`)
           const { connections, requests, samples } = await server.stats()
           if (run === -1) continue
@@ -213,13 +240,13 @@ const main = async () => {
           cpuPerStep.push((used.user + used.system) / 1000 / summary.steps)
           notes.push(`K=${admit} run ${run + 1}: ${summary.steps} steps in ${wall} ms (ideal ${ideal} ms), steady window ${s.windowMs} ms, ${requests} requests on ${connections} new connections`)
         }
-        const label = `K=${admit}, ${tasks}×${group} episodes × ${maxSteps} steps`
+        const label = `K=${admit}, ${tasks}×${group} episodes × ${maxSteps} steps${workers > 1 ? `, ${workers} workers` : ""}`
         rows.push(
           summarize("valet", `${label}: saturation (served ÷ K, steady part)`, "ratio", sat),
           summarize("valet", `${label}: wall ÷ ceil(requests/K)×${latencyMs} ms`, "ratio", ideals),
           summarize("valet", `${label}: episodes/s`, "1/s", episodesPerSecond),
           summarize("valet", `${label}: steps/s`, "1/s", stepsPerSecond),
-          summarize("valet", `${label}: CPU per step (this process)`, "ms", cpuPerStep)
+          summarize("valet", `${label}: CPU per step (${workers > 1 ? "the workers and this process" : "this process"})`, "ms", cpuPerStep)
         )
       } finally {
         server.stop()

@@ -57,7 +57,7 @@ import { createInterface } from "node:readline"
 import type { Output } from "../src/cli/internal/output.js"
 import { runRollout } from "../src/cli/internal/rollout.js"
 import type { Summary } from "../src/cli/internal/rolloutReport.js"
-import { runWorkers } from "../src/cli/internal/rolloutWorkers.js"
+import { runProcesses } from "../src/cli/internal/rolloutProcesses.js"
 import * as Sandbox from "../src/environment/Sandbox.js"
 import * as StateStore from "../src/environment/StateStore.js"
 import * as TrajectoryStore from "../src/environment/TrajectoryStore.js"
@@ -77,10 +77,10 @@ const runs = runsArg >= 0 ? Number(process.argv[runsArg + 1]) : quick ? 1 : 3
 // `--memory state-sqlite`: the SQLite state store on an in-memory database (`--state-db :memory:`): SQL without a disk.
 const memoryArg = process.argv.indexOf("--memory")
 const inMemory = memoryArg >= 0 ? process.argv[memoryArg + 1]!.split(",") : []
-// `--workers n`: each measured run is `valet rollout --workers n`'s (runWorkers: n processes of
-// bench/support/rolloutWorker.ts, each a shard), not one process; CPU per step then counts the workers' too.
-const workersArg = process.argv.indexOf("--workers")
-const workers = workersArg >= 0 ? Number(process.argv[workersArg + 1]) : 1
+// `--processes n`: each measured run is `valet rollout --processes n`'s (runProcesses: n processes of
+// bench/support/rolloutProcess.ts, each a shard), not one process; CPU per step then counts the processes' too.
+const processesArg = process.argv.indexOf("--processes")
+const processes = processesArg >= 0 ? Number(process.argv[processesArg + 1]) : 1
 
 /** User + system CPU of this process and of its children that ended (`/proc/self/stat` cutime + cstime), in ms. */
 const childrenCpuMs = (): number => {
@@ -208,12 +208,12 @@ const main = async () => {
           const path = run === -1 ? warmupPath : tasksPath
           const settings = { concurrency: tasks * group, group, maxSteps: run === -1 ? 1 : maxSteps }
           const summary = await Effect.runPromise<Summary, unknown>(
-            (workers > 1
-              ? runWorkers(
+            (processes > 1
+              ? runProcesses(
                 path,
                 settings,
-                workers,
-                { executable: process.execPath, args: ["bench/support/rolloutWorker.ts"] },
+                processes,
+                { executable: process.execPath, args: ["bench/support/rolloutProcess.ts"] },
                 ["rollout", path, "--config", config, "--state-db", join(root, "state.db"), "--trajectories", join(root, "trajectories"),
                   "--group", String(group), "--max-steps", String(settings.maxSteps)],
                 quiet
@@ -240,13 +240,13 @@ const main = async () => {
           cpuPerStep.push((used.user + used.system) / 1000 / summary.steps)
           notes.push(`K=${admit} run ${run + 1}: ${summary.steps} steps in ${wall} ms (ideal ${ideal} ms), steady window ${s.windowMs} ms, ${requests} requests on ${connections} new connections`)
         }
-        const label = `K=${admit}, ${tasks}×${group} episodes × ${maxSteps} steps${workers > 1 ? `, ${workers} workers` : ""}`
+        const label = `K=${admit}, ${tasks}×${group} episodes × ${maxSteps} steps${processes > 1 ? `, ${processes} processes` : ""}`
         rows.push(
           summarize("valet", `${label}: saturation (served ÷ K, steady part)`, "ratio", sat),
           summarize("valet", `${label}: wall ÷ ceil(requests/K)×${latencyMs} ms`, "ratio", ideals),
           summarize("valet", `${label}: episodes/s`, "1/s", episodesPerSecond),
           summarize("valet", `${label}: steps/s`, "1/s", stepsPerSecond),
-          summarize("valet", `${label}: CPU per step (${workers > 1 ? "the workers and this process" : "this process"})`, "ms", cpuPerStep)
+          summarize("valet", `${label}: CPU per step (${processes > 1 ? "the processes and this process" : "this process"})`, "ms", cpuPerStep)
         )
       } finally {
         server.stop()

@@ -35,14 +35,14 @@ import { requireNoFailures, UsageError } from "./failure.js"
 import { oneLine, type Output, stderrOutput, stdoutOutput } from "./output.js"
 import { rewardOfSpecs } from "./rewardFlag.js"
 import { type Progress, type ProgressFormat, reportOf, type Summary } from "./rolloutReport.js"
-import { maxWorkers, runWorkers } from "./rolloutWorkers.js"
+import { maxProcesses, runProcesses } from "./rolloutProcesses.js"
 import type { Shard } from "./shard.js"
 
 /**
  * Settings of a rollout: the actor loop's, how often the progress line may change (default 1 s), the shard of the
  * tasks file to run (`--shard`), and how progress is reported: as lines for people (the default), or as JSON lines
  * (`--progress json`: `{"type":"progress",…}` each interval, `{"type":"line","text":…}` for a failed episode,
- * `{"type":"summary",…}` at the end) for a program — `--workers` reads its workers' this way.
+ * `{"type":"summary",…}` at the end) for a program — `--processes` reads its processes' this way.
  */
 export interface RolloutSettings extends Settings {
   readonly progressInterval?: Duration.Input | undefined
@@ -152,11 +152,11 @@ export const runRollout = <E>(
     return summary
   })
 
-/** How `valet rollout --workers` starts this command line again: the Node binary and the arguments before valet's own. */
+/** How `valet rollout --processes` starts this command line again: the Node binary and the arguments before valet's own. */
 export interface SelfCommand {
   readonly executable: string
   readonly args: ReadonlyArray<string>
-  /** valet's arguments as given (`rollout tasks.jsonl --workers 2 …`). */
+  /** valet's arguments as given (`rollout tasks.jsonl --processes 2 …`). */
   readonly argv: ReadonlyArray<string>
 }
 
@@ -169,8 +169,8 @@ export const thisProcess = (): SelfCommand => ({
 
 /** The flags of `valet rollout` only. */
 const rolloutFlags = {
-  workers: Flag.Int("workers").pipe(
-    Flag.filter((n) => n >= 1 && n <= maxWorkers, () => `an integer from 1 to ${maxWorkers}`),
+  processes: Flag.Int("processes").pipe(
+    Flag.filter((n) => n >= 1 && n <= maxProcesses, () => `an integer from 1 to ${maxProcesses}`),
     Flag.withDescription(
       "Processes to spread the run over (default 1): each runs a shard of the tasks (--shard k/n) with its part of " +
         "--concurrency; one progress line and one summary for all. Node runs one event loop per process: use about " +
@@ -189,7 +189,7 @@ const rolloutFlags = {
 
 /**
  * `valet rollout`, with the model layer chosen by `modelFor` (the vLLM pool for the real command), the output of its
- * progress lines (stderr), and how `--workers` starts more of it (this process's command line).
+ * progress lines (stderr), and how `--processes` starts more of it (this process's command line).
  */
 export const makeCommand = <E>(
   modelFor: (values: FlagValues) => Layer.Layer<Model.Model, E>,
@@ -199,24 +199,24 @@ export const makeCommand = <E>(
   Command.make(
     "rollout",
     { ...commandArguments, ...rolloutFlags },
-    ({ durable, progress, tasks, workers, ...values }) =>
+    ({ durable, progress, tasks, processes, ...values }) =>
       Effect.gen(function*() {
         const reward = yield* rewardOfSpecs(values.reward)
         // JSON progress is for a program: it goes to stdout, which a rollout leaves empty otherwise.
         const out = progress === "json" ? stdoutOutput() : output()
         const settings: RolloutSettings = { ...settingsOf(values), progress, shard: Option.getOrUndefined(values.shard) }
-        if (workers > 1) {
+        if (processes > 1) {
           if (Option.isSome(durable)) {
             return yield* new UsageError({
-              message: "--workers does not go with --durable (a durable rollout spreads over processes " +
+              message: "--processes does not go with --durable (a durable rollout spreads over processes " +
                 "as `valet runner`s on PostgreSQL)"
             })
           }
           if (Option.isSome(values.shard)) {
-            return yield* new UsageError({ message: "--workers n runs the shards 0/n … n-1/n itself: give --workers or --shard, not both" })
+            return yield* new UsageError({ message: "--processes n runs the shards 0/n … n-1/n itself: give --processes or --shard, not both" })
           }
           const command = self()
-          return yield* runWorkers(tasks, settings, workers, command, command.argv, out, progress)
+          return yield* runProcesses(tasks, settings, processes, command, command.argv, out, progress)
         }
         return yield* runRollout(tasks, settings, layersFor(values, modelFor(values), reward), out, Option.getOrUndefined(durable))
       }).pipe(Effect.flatMap((summary) => requireNoFailures(summary.failed, summary.total, "episodes")))

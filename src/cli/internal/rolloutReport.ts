@@ -1,7 +1,7 @@
 /**
  * How a rollout reports: the progress line (`rollout: 37/256 episodes · 0 failed · 142 steps · 1830 tokens/s · reward
  * mean 0.420 · ETA 12 s`) and the summary line for people, or the same counts as JSON lines for a program (`--progress
- * json`; `--workers` reads its workers' reports this way).
+ * json`; `--processes` reads its processes' reports this way).
  */
 import { Effect } from "effect"
 import { type Output, seconds } from "./output.js"
@@ -63,7 +63,7 @@ export type ProgressFormat = "line" | "json"
 
 /** Where a rollout reports: the header and skipped lines, failed episodes, progress, the summary. */
 export interface Report {
-  /** The header and the skipped task lines (a worker's parent reports those itself). */
+  /** The header and the skipped task lines (a process's parent reports those itself). */
   readonly announce: Output
   readonly line: (text: string) => Effect.Effect<void>
   readonly progress: (progress: Progress) => Effect.Effect<void>

@@ -1,6 +1,6 @@
 /**
  * `--shard i/n`: the part of a tasks file one process runs, so that one file can be spread over processes (`valet
- * rollout --workers n` starts n of them) or machines. A task belongs to shard `hash(task_id) mod n`: by its id, not
+ * rollout --processes n` starts n of them) or machines. A task belongs to shard `hash(task_id) mod n`: by its id, not
  * its line, so that every line of one task id lands in the same process (a task's trajectory file and state have one
  * writer), and a task keeps its shard when lines are added or removed around it. Seeds are a task's own (its `seed`
  * and its group member), so a sharded run writes what one process would.

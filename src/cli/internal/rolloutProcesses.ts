@@ -1,14 +1,14 @@
 /**
- * `valet rollout --workers n`: one tasks file over n processes. Node runs one event loop per process, and a rollout
+ * `valet rollout --processes n`: one tasks file over n processes. Node runs one event loop per process, and a rollout
  * spends its CPU in that loop (the HTTP client, the Effect runtime, the stores: about 0.8 ms a step), so one process
  * tops out near 1,200 steps a second — below what 256 episodes against a fast server ask for. Here the command runs
  * itself n times, each with `--shard k/n` (the tasks whose id hashes to k: each task in one process, with its
  * trajectory file and its state) and `--progress json`, and reads their reports: one progress line and one summary
- * for the whole run, as if one process had done it. Each worker gets its part of `--concurrency`.
+ * for the whole run, as if one process had done it. Each process gets its part of `--concurrency`.
  *
- * The workers share the state database (SQLite in WAL mode takes several writers; each task's rows are one worker's)
- * and the trajectories directory (a file per task). Interrupted, the workers are stopped with SIGTERM (their
- * episodes interrupted, their workspaces removed) and killed if they are not gone within 10 seconds. A worker that
+ * The processes share the state database (SQLite in WAL mode takes several writers; each task's rows are one process's)
+ * and the trajectories directory (a file per task). Interrupted, the processes are stopped with SIGTERM (their
+ * episodes interrupted, their workspaces removed) and killed if they are not gone within 10 seconds. A process that
  * ends without its summary (it could not start: its one-line reason is on stderr) fails the run once the others end.
  */
 import { Clock, Duration, Effect, Option, Schedule, Schema, Stream } from "effect"
@@ -18,8 +18,8 @@ import { CommandFailed } from "./failure.js"
 import type { Output } from "./output.js"
 import { type Progress, type ProgressFormat, reportOf, type Summary } from "./rolloutReport.js"
 
-/** The largest `--workers`: beyond a machine's cores more processes only add start-up and memory. */
-export const maxWorkers = 64
+/** The largest `--processes`: beyond a machine's cores more processes only add start-up and memory. */
+export const maxProcesses = 64
 
 const Counts = {
   total: Schema.Number,
@@ -32,24 +32,24 @@ const Counts = {
   elapsedMs: Schema.Number
 }
 
-/** A line a worker writes with `--progress json` (see `reportOf`). */
-const WorkerMessage = Schema.Union([
+/** A line a process writes with `--progress json` (see `reportOf`). */
+const ProcessMessage = Schema.Union([
   Schema.Struct({ type: Schema.Literal("line"), text: Schema.String }),
   Schema.Struct({ type: Schema.Literal("progress"), ...Counts }),
   Schema.Struct({ type: Schema.Literal("summary"), ...Counts, tasks: Schema.Number, skippedLines: Schema.Number })
 ])
-const decodeMessage = Schema.decodeUnknownOption(Schema.fromJsonString(WorkerMessage))
+const decodeMessage = Schema.decodeUnknownOption(Schema.fromJsonString(ProcessMessage))
 
 /**
- * The worker's command line: the parent's arguments without `--workers` (and any `--progress` / `--concurrency`),
+ * The process's command line: the parent's arguments without `--processes` (and any `--progress` / `--concurrency`),
  * then its shard, its share of the concurrency and JSON progress.
  */
-export const workerArguments = (
+export const processArguments = (
   args: ReadonlyArray<string>,
   shard: { readonly index: number; readonly count: number },
   concurrency: number
 ): Array<string> => {
-  const dropped = new Set(["--workers", "--progress", "--concurrency"])
+  const dropped = new Set(["--processes", "--progress", "--concurrency"])
   const kept: Array<string> = []
   for (let i = 0; i < args.length; i++) {
     const arg = args[i]!
@@ -67,15 +67,15 @@ export const workerArguments = (
 const sum = (values: ReadonlyArray<Progress>, key: keyof Progress): number => values.reduce((total, value) => total + value[key], 0)
 
 /**
- * Runs the tasks file at `path` in `workers` processes (`command` is how to start this CLI: the Node binary and its
+ * Runs the tasks file at `path` in `processes` processes (`command` is how to start this CLI: the Node binary and its
  * arguments up to the subcommand; `args` the subcommand's arguments as given), reporting in `format` on `output`.
  * The skipped lines and the header are the parent's (the file is read here too, so a file without tasks fails before
- * any process starts); the rest comes from the workers.
+ * any process starts); the rest comes from the processes.
  */
-export const runWorkers = (
+export const runProcesses = (
   path: string,
   settings: Settings & { readonly progressInterval?: Duration.Input | undefined },
-  workers: number,
+  processes: number,
   command: { readonly executable: string; readonly args: ReadonlyArray<string> },
   args: ReadonlyArray<string>,
   output: Output,
@@ -85,16 +85,16 @@ export const runWorkers = (
     const { progressInterval, ...runSettings } = settings
     const report = reportOf(format, output)
     const { issues, tasks, total } = yield* prepareTasks(path, runSettings, report.announce)
-    const share = Math.ceil(runSettings.concurrency / workers)
+    const share = Math.ceil(runSettings.concurrency / processes)
     yield* report.announce.line(
       `rollout: ${tasks.length} tasks from ${path}` +
         `${runSettings.group !== undefined ? `, ${runSettings.group} rollouts each` : ""}` +
         `${runSettings.maxSteps !== undefined ? `, up to ${runSettings.maxSteps} steps` : ""}, ` +
-        `${workers} workers × ${share} episodes at a time`
+        `${processes} processes × ${share} episodes at a time`
     )
     const startedAt = yield* Clock.currentTimeMillis
-    const latest: Array<Progress | undefined> = Array.from({ length: workers }, () => undefined)
-    const summaries: Array<Summary | undefined> = Array.from({ length: workers }, () => undefined)
+    const latest: Array<Progress | undefined> = Array.from({ length: processes }, () => undefined)
+    const summaries: Array<Summary | undefined> = Array.from({ length: processes }, () => undefined)
     const progress = Effect.map(Clock.currentTimeMillis, (now): Progress => {
       const known = latest.filter((value) => value !== undefined)
       return {
@@ -115,12 +115,12 @@ export const runWorkers = (
       shown = moved
       return report.progress(now)
     })
-    const worker = (index: number) =>
+    const runShard = (index: number) =>
       Effect.gen(function*() {
         const handle = yield* ChildProcess.make(
           command.executable,
-          [...command.args, ...workerArguments(args, { index, count: workers }, share)],
-          // SIGTERM interrupts a worker's episodes (their workspaces are removed); one that hangs is killed.
+          [...command.args, ...processArguments(args, { index, count: processes }, share)],
+          // SIGTERM interrupts a process's episodes (their workspaces are removed); one that hangs is killed.
           { stdin: "ignore", stdout: "pipe", stderr: "inherit", forceKillAfter: Duration.seconds(10) }
         )
         yield* handle.stdout.pipe(
@@ -129,7 +129,7 @@ export const runWorkers = (
           Stream.runForEach((line) => {
             const message = decodeMessage(line)
             if (Option.isNone(message)) {
-              return line.trim() === "" ? Effect.void : report.line(`worker ${index}: ${line}`)
+              return line.trim() === "" ? Effect.void : report.line(`process ${index}: ${line}`)
             }
             const value = message.value
             if (value.type === "line") return report.line(value.text)
@@ -143,7 +143,7 @@ export const runWorkers = (
       }).pipe(Effect.scoped)
     const codes = yield* Effect.scoped(Effect.gen(function*() {
       yield* Effect.forkScoped(Effect.repeat(show, Schedule.spaced(progressInterval ?? Duration.seconds(1))))
-      return yield* Effect.forEach(Array.from({ length: workers }, (_, index) => index), worker, { concurrency: "unbounded" })
+      return yield* Effect.forEach(Array.from({ length: processes }, (_, index) => index), runShard, { concurrency: "unbounded" })
     })).pipe(
       Effect.onInterrupt(() =>
         Effect.flatMap(progress, (now) =>
@@ -152,12 +152,12 @@ export const runWorkers = (
     const last = yield* progress
     shown = ""
     yield* show
-    const unfinished = codes.flatMap((code, index) => summaries[index] === undefined ? [`${index}/${workers} (exit code ${code})`] : [])
+    const unfinished = codes.flatMap((code, index) => summaries[index] === undefined ? [`${index}/${processes} (exit code ${code})`] : [])
     if (unfinished.length > 0) {
       return yield* new CommandFailed({
-        message: `the worker${unfinished.length === 1 ? "" : "s"} of shard ${unfinished.join(", ")} ended without finishing ` +
+        message: `the process${unfinished.length === 1 ? "" : "es"} of shard ${unfinished.join(", ")} ended without finishing ` +
           `(the reason is on stderr above)` +
-          `${unfinished.length < workers ? "; the other workers finished and their trajectories are written" : ""}`
+          `${unfinished.length < processes ? "; the other processes finished and their trajectories are written" : ""}`
       })
     }
     const summary: Summary = { ...last, tasks: tasks.length, skippedLines: issues.length }

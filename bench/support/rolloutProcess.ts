@@ -1,10 +1,10 @@
 /**
- * A worker of `bench/rollout.ts --workers n`: what `valet rollout --shard k/n --progress json` runs, on the bench's
+ * A process of `bench/rollout.ts --processes n`: what `valet rollout --shard k/n --progress json` runs, on the bench's
  * layers — the real `Vllm` client, SQLite state and JSONL trajectories, and `Sandbox.layerTest` instead of the
- * process sandbox (the bench measures valet's loop, not process spawning). Started by `runWorkers` with the
-  * arguments it gives every worker: `rollout <tasks> --config <file> --state-db <file> --trajectories <dir> --group g
+ * process sandbox (the bench measures valet's loop, not process spawning). Started by `runProcesses` with the
+  * arguments it gives every process: `rollout <tasks> --config <file> --state-db <file> --trajectories <dir> --group g
  * --max-steps m --shard k/n --concurrency c --progress json`. It imports the compiled modules (dist/, as `valet rollout`
- * runs) and runs on Node's own type stripping, so that a worker starts in a fraction of a second instead of compiling
+ * runs) and runs on Node's own type stripping, so that a process starts in a fraction of a second instead of compiling
  * TypeScript (which would be counted in the CPU per step): `npm run build` first.
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
@@ -21,7 +21,7 @@ import * as Vllm from "../../dist/providers/Vllm.js"
 const args = process.argv.slice(2)
 const flag = (name: string): string => {
   const at = args.lastIndexOf(name)
-  if (at < 0) throw new Error(`rolloutWorker: ${name} missing`)
+  if (at < 0) throw new Error(`rolloutProcess: ${name} missing`)
   return args[at + 1]!
 }
 const shard = Option.getOrThrow(parseShard(flag("--shard")))

@@ -4,7 +4,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { Option } from "effect"
 import { inShard, parseShard, shardOf } from "../../../src/cli/internal/shard.js"
-import { workerArguments } from "../../../src/cli/internal/rolloutWorkers.js"
+import { processArguments } from "../../../src/cli/internal/rolloutProcesses.js"
 import { valet } from "../../support/cli.js"
 import * as LoopbackServer from "../../support/openAiServer.js"
 import { marker, processesWith } from "../../support/processes.js"
@@ -67,30 +67,30 @@ describe("--shard i/n", () => {
     }).pipe(Effect.scoped), 60_000)
 })
 
-describe("valet rollout --workers", () => {
-  it("a worker's arguments: the parent's without --workers, --progress and --concurrency, then its shard", () => {
-    expect(workerArguments(["rollout", "t.jsonl", "--workers", "2", "--group=8", "--progress=line", "--concurrency", "9", "--verbose"], { index: 1, count: 2 }, 5))
+describe("valet rollout --processes", () => {
+  it("a process's arguments: the parent's without --processes, --progress and --concurrency, then its shard", () => {
+    expect(processArguments(["rollout", "t.jsonl", "--processes", "2", "--group=8", "--progress=line", "--concurrency", "9", "--verbose"], { index: 1, count: 2 }, 5))
       .toEqual(["rollout", "t.jsonl", "--group=8", "--verbose", "--shard", "1/2", "--concurrency", "5", "--progress", "json"])
-    expect(workerArguments(["rollout", "t.jsonl", "--workers=3"], { index: 0, count: 3 }, 2))
+    expect(processArguments(["rollout", "t.jsonl", "--processes=3"], { index: 0, count: 3 }, 2))
       .toEqual(["rollout", "t.jsonl", "--shard", "0/3", "--concurrency", "2", "--progress", "json"])
   })
 
   it.live("two processes run the file's tasks once each: one header, the skipped line once, one summary of all", () =>
     Effect.gen(function*() {
       const server = yield* LoopbackServer.make()
-      const { dir, write } = yield* tempDir("valet-workers-")
+      const { dir, write } = yield* tempDir("valet-processes-")
       const pool = write("pool.yaml", poolFile(server))
       const ids = Array.from({ length: 6 }, (_, i) => `task-${i}`)
       const tasks = write("tasks.jsonl", taskLines(ids) + "not json\n")
       const run = startValet([
         "rollout", tasks, "--config", pool, "--state-db", join(dir, "state.db"), "--trajectories", join(dir, "traj"),
-        "--work-root", dir, "--group", "2", "--max-steps", "2", "--workers", "2", "--concurrency", "4"
+        "--work-root", dir, "--group", "2", "--max-steps", "2", "--processes", "2", "--concurrency", "4"
       ])
       expect(yield* Effect.promise(() => run.exited)).toBe(0)
       const lines = run.lines
       expect(lines.filter((line) => line.startsWith("skipped "))).toEqual([`skipped ${tasks}:7: not JSON (Unexpected token 'o', "not json" is not valid JSON)`])
       expect(lines.filter((line) => line.startsWith("rollout: 6 tasks"))).toEqual([
-        `rollout: 6 tasks from ${tasks}, 2 rollouts each, up to 2 steps, 2 workers × 2 episodes at a time`
+        `rollout: 6 tasks from ${tasks}, 2 rollouts each, up to 2 steps, 2 processes × 2 episodes at a time`
       ])
       expect(lines.at(-1)).toMatch(/^rollout: 12 episodes of 6 tasks · 12 recorded · 0 failed · 24 steps · 192 tokens \(\d+ tokens\/s\) · [\d.]+ episodes\/s · reward mean – · 1 malformed line skipped · [\d.]+ s$/)
       const written = trajectories(join(dir, "traj"))
@@ -104,19 +104,19 @@ describe("valet rollout --workers", () => {
       expect(server.requests.filter((request) => request.method === "POST").length).toBe(18)
     }).pipe(Effect.scoped), 60_000)
 
-  it.live("interrupted: the workers are stopped with it, and no workspace is left behind", () =>
+  it.live("interrupted: the processes are stopped with it, and no workspace is left behind", () =>
     Effect.gen(function*() {
       const server = yield* LoopbackServer.make({ latencyMs: 60_000 })
-      const { dir, write } = yield* tempDir("valet-workers-int-")
+      const { dir, write } = yield* tempDir("valet-processes-int-")
       const pool = write("pool.yaml", poolFile(server))
       const tag = marker()
       const tasks = write(`${tag}.jsonl`, taskLines(["a", "b", "c", "d"]))
       const work = join(dir, "work")
       const run = startValet([
         "rollout", tasks, "--config", pool, "--state-db", join(dir, "state.db"), "--trajectories", join(dir, "traj"),
-        "--work-root", work, "--workers", "2", "--progress", "json"
+        "--work-root", work, "--processes", "2", "--progress", "json"
       ])
-      // Both workers have a model call waiting: every task's request reached the server.
+      // Both processes have a model call waiting: every task's request reached the server.
       yield* Effect.promise(async () => {
         while (server.requests.filter((request) => request.method === "POST").length < 4) await new Promise((wake) => setTimeout(wake, 50))
       })
@@ -131,22 +131,22 @@ describe("valet rollout --workers", () => {
       expect(json.at(-1)).toEqual({ type: "line", text: "rollout: interrupted after 0/4 episodes (0 steps); partial episodes have no episode_end line" })
     }).pipe(Effect.scoped), 60_000)
 
-  it.live("refused: --workers with --durable or --shard (one line, exit 2); workers that cannot start fail the run", () =>
+  it.live("refused: --processes with --durable or --shard (one line, exit 2); processes that cannot start fail the run", () =>
     Effect.gen(function*() {
-      const { dir, write } = yield* tempDir("valet-workers-bad-")
+      const { dir, write } = yield* tempDir("valet-processes-bad-")
       const tasks = write("tasks.jsonl", taskLines(["a"]))
-      const durable = yield* valet(["rollout", tasks, "--workers", "2", "--durable", join(dir, "d.sqlite")])
+      const durable = yield* valet(["rollout", tasks, "--processes", "2", "--durable", join(dir, "d.sqlite")])
       expect(durable.code).toBe(2)
-      expect(durable.errors).toEqual([expect.stringMatching(/^valet rollout: --workers does not go with --durable \(/)])
-      const shard = yield* valet(["rollout", tasks, "--workers", "2", "--shard", "0/2"])
+      expect(durable.errors).toEqual([expect.stringMatching(/^valet rollout: --processes does not go with --durable \(/)])
+      const shard = yield* valet(["rollout", tasks, "--processes", "2", "--shard", "0/2"])
       expect(shard.code).toBe(2)
-      expect(shard.errors).toEqual([expect.stringMatching(/give --workers or --shard, not both/)])
+      expect(shard.errors).toEqual([expect.stringMatching(/give --processes or --shard, not both/)])
       const pool = write("pool.yaml", "actors:\n  - name: one\n    base_url:\n")
-      const run = startValet(["rollout", tasks, "--config", pool, "--state-db", join(dir, "state.db"), "--trajectories", join(dir, "traj"), "--workers", "2"])
+      const run = startValet(["rollout", tasks, "--config", pool, "--state-db", join(dir, "state.db"), "--trajectories", join(dir, "traj"), "--processes", "2"])
       expect(yield* Effect.promise(() => run.exited)).toBe(1)
       expect(run.lines.filter((line) => line.includes("base_url must be a string")).length).toBe(2)
       expect(run.lines.at(-1)).toBe(
-        "valet rollout: the workers of shard 0/2 (exit code 2), 1/2 (exit code 2) ended without finishing (the reason is on stderr above)"
+        "valet rollout: the processes of shard 0/2 (exit code 2), 1/2 (exit code 2) ended without finishing (the reason is on stderr above)"
       )
     }).pipe(Effect.scoped), 60_000)
 })

@@ -2,11 +2,12 @@
  * `OpenAiCompatible` with `api: "responses"`: `POST /v1/responses` against a loopback server replaying real OpenAI
  * Responses streams (test/fixtures/openai-responses, recorded by vercel/ai): the request body, the decoding of
  * text / tool calls / reasoning / usage, the reasoning items of one call sent back verbatim in the next call of a
- * tool loop (and through a journal), the errors after HTTP 200, an HTTP 400 body, a stream cut before its end.
+ * tool loop (and through a journal), the errors after HTTP 200, an HTTP 400 body, a stream cut before its end, and
+ * `valet.yaml`'s `api: responses`.
  */
 import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, FileSystem, Layer, Schema, Stream } from "effect"
+import { Effect, FileSystem, Layer, Result, Schema, Stream } from "effect"
 import { readFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -16,6 +17,7 @@ import * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
+import * as AgentConfig from "../../src/serve/AgentConfig.js"
 import * as Server from "../support/openAiServer.js"
 
 const fixturesDir = join(dirname(fileURLToPath(import.meta.url)), "..", "fixtures", "openai-responses")
@@ -276,4 +278,26 @@ describe("OpenAiCompatible api: responses — errors", () => {
         }))
       })
     ))
+})
+
+describe("OpenAiCompatible api: responses — valet.yaml", () => {
+  it.effect("models.<name>.api: responses sends the agent's calls to /v1/responses; a bad value names the key", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make()
+      server.enqueue("/v1/responses", framed(responsesOf("openai-phase.1.chunks.txt")[0]!))
+      const loaded = yield* Result.match(AgentConfig.parse(`
+models:
+  codex: { provider: openai-compatible, baseUrl: ${server.url}, model: gpt-5.3-codex, api: responses }
+model: codex
+agents:
+  assistant: { instructions: Be brief. }
+`, "valet.yaml"), { onFailure: Effect.fail, onSuccess: Effect.succeed })
+      const agents = yield* AgentConfig.build(loaded)
+      const result = yield* Agent.run(agents.get("assistant")!.agent, "AI news?")
+      expect(result.output).toBe("Got it\n\nHere are a few **AI")
+      expect(server.requests.map((r) => r.path)).toEqual(["/v1/responses"])
+      expect(posted(server)[0]).toMatchObject({ model: "gpt-5.3-codex", store: false, stream: true })
+      const bad = AgentConfig.parse(`model: { provider: openai-compatible, baseUrl: ${server.url}, model: m, api: completions }\nagents:\n  a: { instructions: x }\n`, "valet.yaml")
+      expect(Result.isFailure(bad) && bad.failure.message).toMatch(/^valet\.yaml:1:\d+: model\.api /)
+    }).pipe(Effect.scoped, Effect.provide(Layer.merge(NodeServices.layer, NodeHttpClient.layerUndici))))
 })

@@ -102,6 +102,33 @@ describe("OpenAiCompatible api: responses — recorded streams", () => {
         expect(response.model).toBe("gpt-5.1-codex-max")
       })
     ))
+
+  it.effect("a server that sends items only whole (no deltas), and an incomplete response: the same answer, finish length", () =>
+    withServer((server) =>
+      Effect.gen(function*() {
+        const [recorded] = responsesOf("openai-reasoning-encrypted-content.1.chunks.txt")
+        const whole = recorded!.filter((line) => !JSON.parse(line).type.endsWith(".delta"))
+        const [phase] = responsesOf("openai-phase.1.chunks.txt")
+        const incomplete = JSON.parse(phase!.at(-1)!)
+        incomplete.type = "response.incomplete"
+        incomplete.response.status = "incomplete"
+        incomplete.response.incomplete_details = { reason: "max_output_tokens" }
+        server.enqueue(
+          "/v1/responses",
+          framed(recorded!),
+          framed(whole),
+          framed([...phase!.filter((line) => !JSON.parse(line).type.endsWith(".delta")).slice(0, -1), JSON.stringify(incomplete)])
+        )
+        const streamed = yield* Model.generate({ messages: [Model.user(task)] })
+        expect(yield* Model.generate({ messages: [Model.user(task)] })).toEqual(streamed)
+        // The recording's deltas were shortened; its done items hold the whole texts.
+        const texts = phase!.map((line) => JSON.parse(line)).filter((event) => event.type === "response.output_item.done")
+          .map((event) => event.item.content[0].text)
+        expect(texts).toHaveLength(2)
+        const cut = yield* Model.generate({ messages: [Model.user("AI news?")] })
+        expect(cut.choices).toEqual([{ index: 0, text: texts.join("\n\n"), toolCalls: [], finishReason: "length" }])
+      })
+    ))
 })
 
 describe("OpenAiCompatible api: responses — the request", () => {

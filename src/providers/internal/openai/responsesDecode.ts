@@ -40,7 +40,7 @@ export class ResponsesDecoder {
   private metadataSent = false
   /** A tool call's index by its output index (or item id when a server leaves the index out). */
   private readonly tools = new Map<string, { readonly toolIndex: number; streamed: boolean }>()
-  /** Items whose text came in deltas: their `output_item.done` says it again, not to be added twice. */
+  /** Items whose text (or reasoning) came in deltas: their `output_item.done` says it again, not to be added twice. */
   private readonly streamedText = new Set<string>()
   private readonly reasoningItems: Array<Model.ReasoningItem> = []
   private textItem: string | undefined = undefined
@@ -98,6 +98,7 @@ export class ResponsesDecoder {
         return this.text(out, event.item_id ?? "", event.delta ?? "")
       case "response.reasoning_summary_text.delta":
       case "response.reasoning_text.delta":
+        this.streamedText.add(event.item_id ?? "")
         return this.reasoning(out, `${event.item_id ?? ""}/${event.summary_index ?? event.content_index ?? 0}`, event.delta ?? "")
       case "response.output_item.added": {
         const item = event.item
@@ -128,6 +129,10 @@ export class ResponsesDecoder {
         if (item.type === "reasoning") {
           // Verbatim: valet cannot read the encrypted content, only send it back.
           if (isObject(raw.item)) this.reasoningItems.push(raw.item)
+          if (!this.streamedText.has(item.id ?? "")) {
+            const parts = item.summary ?? []
+            for (let i = 0; i < parts.length; i++) this.reasoning(out, `${item.id ?? ""}/${i}`, parts[i]!.text ?? "")
+          }
           return
         }
         if (item.type === "message" && !this.streamedText.has(item.id ?? "")) {

@@ -233,6 +233,11 @@ export const ResponsesItem = Schema.Struct({
   content: Nullable(Schema.Array(Schema.Struct({
     type: Schema.String,
     text: Nullable(Schema.String)
+  }))),
+  /** A `reasoning` item's summary parts. */
+  summary: Nullable(Schema.Array(Schema.Struct({
+    type: Schema.String,
+    text: Nullable(Schema.String)
   })))
 })
 export type ResponsesItem = typeof ResponsesItem.Type

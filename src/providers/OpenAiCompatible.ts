@@ -2,7 +2,8 @@
  * The client of OpenAI-compatible servers — vLLM (`vllm serve`), OpenAI, llama.cpp server, Ollama, SGLang,
  * LM Studio — as a `Model` layer over `effect/http`'s `HttpClient`.
  *
- * `POST /v1/chat/completions` for `messages`, `POST /v1/completions` for a raw `prompt`; streamed through SSE
+ * `POST /v1/chat/completions` for `messages` (or `POST /v1/responses` with `api: "responses"`: OpenAI's Responses
+ * API, whose reasoning items are sent back on the next call), `POST /v1/completions` for a raw `prompt`; streamed through SSE
  * (`stream_options.include_usage` always sent); `n`, `seed`, `stop`, tools, `response_format`, log-probabilities
  * and `extra` fields passed through. Interrupting a call aborts its HTTP request.
  *
@@ -91,6 +92,16 @@ export interface Options extends ResilienceOptions {
   readonly headers?: Readonly<Record<string, string>> | undefined
   /** The model's context window in tokens, for `Compaction` (else the compaction policy's default). */
   readonly contextWindow?: number | undefined
+  /**
+   * Which API chat calls use: `"chat"` (`POST /v1/chat/completions`, the default: every OpenAI-compatible server)
+   * or `"responses"` (`POST /v1/responses`, OpenAI's Responses API). With `"responses"` the whole history is sent on
+   * every call with `store: false`, and a reasoning model's reasoning items (`encrypted_content`) come back on the
+   * choice (`reasoningItems`) and go back with the assistant turn in the next call of a tool loop. A raw `prompt`
+   * goes to `/v1/completions` either way.
+   *
+   * @since 0.2.0
+   */
+  readonly api?: "chat" | "responses" | undefined
 }
 
 /**
@@ -137,7 +148,8 @@ const endpointOf = (options: Options): Client.Endpoint => ({
     : typeof options.apiKey === "string"
     ? Redacted.make(options.apiKey)
     : options.apiKey,
-  headers: options.headers ?? {}
+  headers: options.headers ?? {},
+  api: options.api ?? "chat"
 })
 
 const toModelInfo = (entry: { id: string; owned_by?: string | null | undefined; max_model_len?: number | null | undefined }): ModelInfo => ({
@@ -165,6 +177,7 @@ const OptionsSchema = Schema.Struct({
   ])),
   headers: Schema.optional(Schema.Record(Schema.String, Schema.String)),
   contextWindow: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
+  api: Schema.optional(Schema.Literals(["chat", "responses"])),
   ...Resilience.optionFields
 })
 

@@ -487,7 +487,11 @@ const oneModelLayer = (
               fileError(loaded.path, loaded.problemAt([...field, "apiKeyEnv"], `names ${spec.apiKeyEnv}, which is not set in the environment`))
             )
           )
-        const options = { baseUrl: spec.baseUrl, ...(apiKey !== undefined ? { apiKey } : {}) }
+        const options = {
+          baseUrl: spec.baseUrl,
+          ...(apiKey !== undefined ? { apiKey } : {}),
+          ...(spec.api !== undefined ? { api: spec.api } : {})
+        }
         const invalid = (error: { readonly message: string }) =>
           fileError(loaded.path, loaded.problemAt(field, error.message))
         let name = spec.model

@@ -458,6 +458,8 @@ export const make = (options: Options = {}): Effect.Effect<LoopbackServer, never
       "POST /generate": handle("/generate", (b) => (generate ? generateDefault(b) : notFound), true),
       // Embeddings are answered only with what a test enqueues (a recorded payload or a fault).
       "POST /v1/embeddings": handle("/v1/embeddings", () => notFound, true),
+      // The Responses API likewise (recorded streams: test/fixtures/openai-responses).
+      "POST /v1/responses": handle("/v1/responses", () => notFound, true),
       "GET /health": handle("/health", () => (healthy ? text(200, "") : text(503, "")), false)
     }
     // Interruptible: `NodeHttpServer` runs handlers uninterruptibly, so a `stall` could be neither aborted by the

@@ -14,6 +14,7 @@ interface ChoiceParts {
   stopReason: string | number | undefined
   logprobs: Array<Model.TokenLogprob> | undefined
   tokenIds: Array<number> | undefined
+  reasoningItems: ReadonlyArray<Model.ReasoningItem> | undefined
 }
 
 /** Mutable on purpose: a long stream folds into it without allocating a new state per chunk. */
@@ -45,7 +46,8 @@ const choiceOf = (acc: Accumulator, index: number): ChoiceParts => {
       finishReason: undefined,
       stopReason: undefined,
       logprobs: undefined,
-      tokenIds: undefined
+      tokenIds: undefined,
+      reasoningItems: undefined
     }
     acc.choices.set(index, choice)
   }
@@ -101,6 +103,7 @@ export const addChunk = (acc: Accumulator, chunk: Model.Chunk): Accumulator => {
       const choice = choiceOf(acc, chunk.index)
       choice.finishReason = chunk.finishReason
       if (chunk.stopReason !== undefined) choice.stopReason = chunk.stopReason
+      if (chunk.reasoningItems !== undefined) choice.reasoningItems = chunk.reasoningItems
       break
     }
     case "Usage": {
@@ -128,7 +131,8 @@ export const toResponse = (acc: Accumulator): Model.Response => {
       finishReason: parts.finishReason ?? (toolCalls.length > 0 ? "tool_calls" : "stop"),
       ...(parts.stopReason !== undefined ? { stopReason: parts.stopReason } : {}),
       ...(parts.logprobs !== undefined ? { logprobs: parts.logprobs } : {}),
-      ...(parts.tokenIds !== undefined ? { tokenIds: parts.tokenIds } : {})
+      ...(parts.tokenIds !== undefined ? { tokenIds: parts.tokenIds } : {}),
+      ...(parts.reasoningItems !== undefined ? { reasoningItems: parts.reasoningItems } : {})
     }
   })
   return {
@@ -188,7 +192,8 @@ export const toChunks = (response: Model.Response): Array<Model.Chunk> => {
       _tag: "Finish",
       index: choice.index,
       finishReason: choice.finishReason,
-      ...(choice.stopReason !== undefined ? { stopReason: choice.stopReason } : {})
+      ...(choice.stopReason !== undefined ? { stopReason: choice.stopReason } : {}),
+      ...(choice.reasoningItems !== undefined ? { reasoningItems: choice.reasoningItems } : {})
     })
   }
   chunks.push({ _tag: "Usage", usage: response.usage })

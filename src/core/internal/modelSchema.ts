@@ -454,7 +454,26 @@ export const UserMessage = Schema.Struct({
 export type UserMessage = typeof UserMessage.Type
 
 /**
- * An assistant message, possibly with the tool calls it asked for.
+ * A provider's own record of a model's reasoning, kept as the provider sent it (the OpenAI Responses API's
+ * `{ type: "reasoning", id, encrypted_content, summary }`): opaque to valet, sent back unchanged to the provider in
+ * the next call's history, so that a reasoning model carries its reasoning across the turns of a tool loop.
+ * Other providers ignore it.
+ *
+ * @since 0.2.0
+ * @category messages
+ */
+export const ReasoningItem = Schema.Record(Schema.String, Schema.Unknown)
+/**
+ * A provider's own record of a model's reasoning.
+ *
+ * @since 0.2.0
+ * @category messages
+ */
+export type ReasoningItem = typeof ReasoningItem.Type
+
+/**
+ * An assistant message, possibly with the tool calls it asked for, and the provider's reasoning items of the turn
+ * (`reasoningItems`, sent back to the provider that made them).
  *
  * @since 0.1.0
  * @category messages
@@ -463,7 +482,9 @@ export const AssistantMessage = Schema.Struct({
   role: Schema.Literal("assistant"),
   content: Schema.String,
   toolCalls: Schema.optional(Schema.Array(ToolCall)),
-  reasoning: Schema.optional(Schema.String)
+  reasoning: Schema.optional(Schema.String),
+  /** @since 0.2.0 */
+  reasoningItems: Schema.optional(Schema.Array(ReasoningItem))
 })
 /**
  * An assistant message, possibly with the tool calls it asked for.
@@ -757,7 +778,14 @@ export const Choice = Schema.Struct({
    *
    * @since 0.2.0
    */
-  tokenIds: Schema.optional(Schema.Array(Schema.Int))
+  tokenIds: Schema.optional(Schema.Array(Schema.Int)),
+  /**
+   * The provider's reasoning items of this answer (the OpenAI Responses API's `reasoning` output items, with their
+   * `encrypted_content`), to be sent back with the assistant message in the next call (`AssistantMessage.reasoningItems`).
+   *
+   * @since 0.2.0
+   */
+  reasoningItems: Schema.optional(Schema.Array(ReasoningItem))
 })
 /**
  * One completion.
@@ -918,7 +946,13 @@ export const ToolCallChunk = Schema.TaggedStruct("ToolCallDelta", {
 export const FinishChunk = Schema.TaggedStruct("Finish", {
   index: Schema.Int,
   finishReason: FinishReason,
-  stopReason: Schema.optional(Schema.Union([Schema.String, Schema.Number]))
+  stopReason: Schema.optional(Schema.Union([Schema.String, Schema.Number])),
+  /**
+   * The choice's `reasoningItems`, whole: a provider knows them complete only at the end of the answer.
+   *
+   * @since 0.2.0
+   */
+  reasoningItems: Schema.optional(Schema.Array(ReasoningItem))
 })
 /**
  * The token usage of the whole call.

@@ -209,16 +209,18 @@ export const program = (options: Options, hooks?: Hooks) =>
             run.output = text
           }
           if (calls.length === 0) return Effect.succeed({ output: text, metadata: { turns: turn } })
+          const items = choice?.reasoningItems
           // Long arguments are read below (canonical keys, decoding): let timers run first.
-          if (isLongReply(text, calls)) return Effect.flatMap(Effect.yieldNow, () => runCalls(turn, text, calls))
-          return runCalls(turn, text, calls)
+          if (isLongReply(text, calls)) return Effect.flatMap(Effect.yieldNow, () => runCalls(turn, text, calls, items))
+          return runCalls(turn, text, calls, items)
         })
       }
 
       const runCalls = (
         turn: number,
         text: string,
-        calls: ReadonlyArray<Model.ToolCall>
+        calls: ReadonlyArray<Model.ToolCall>,
+        reasoningItems: ReadonlyArray<Model.ReasoningItem> | undefined
       ): Effect.Effect<Architecture.Outcome, ModelError | BudgetExhausted, Model.Model> => {
         if (maxRepeats > 0) {
           for (const call of calls) {
@@ -235,7 +237,13 @@ export const program = (options: Options, hooks?: Hooks) =>
           }
         }
 
-        messages.push(Model.assistant(text, calls))
+        // The provider's reasoning items (OpenAI Responses' encrypted reasoning) go back with the turn they belong to:
+        // a reasoning model that does not get them back reasons from scratch on every turn of the loop.
+        messages.push(
+          reasoningItems !== undefined && reasoningItems.length > 0
+            ? { ...Model.assistant(text, calls), reasoningItems }
+            : Model.assistant(text, calls)
+        )
         // One call runs inline: forking a fiber for it would cost more than the rest of the step.
         if (calls.length === 1) {
           const parsed = maxRepeats > 0 ? repeatedKey!.takeParsed() : undefined

@@ -6,14 +6,17 @@ import { Cause, Channel, Clock, Context, Effect, Exit, Pull, Redacted, Result, S
 import type { NonEmptyReadonlyArray } from "effect/Array"
 import { Sse } from "effect/encoding"
 import { HttpClient, type HttpClientError, HttpClientRequest, type HttpClientResponse, HttpTraceContext } from "effect/http"
+import * as ModelChunks from "../../../core/internal/modelChunks.js"
 import type * as Model from "../../../core/Model.js"
 import * as ModelError from "../../../core/ModelError.js"
 import type * as Resilience from "../resilience.js"
-import { watchdog } from "../resilience.js"
+import { uncontrolled, watchdog } from "../resilience.js"
 import * as Decode from "./decode.js"
 import * as Errors from "./errors.js"
 import * as FastCheck from "./fastCheck.js"
 import * as Encode from "./request.js"
+import * as ResponsesDecode from "./responsesDecode.js"
+import * as ResponsesRequest from "./responsesRequest.js"
 import { parseJsonText } from "../../../core/internal/json.js"
 import * as Wire from "./wire.js"
 
@@ -24,6 +27,11 @@ export interface Endpoint {
   readonly model: string
   readonly apiKey: Redacted.Redacted<string> | undefined
   readonly headers: Readonly<Record<string, string>>
+  /**
+   * Which API chat requests go to: `chat` (`/chat/completions`, the default) or `responses` (`/responses`). A raw
+   * `prompt` goes to `/completions` either way.
+   */
+  readonly api?: "chat" | "responses" | undefined
 }
 
 /**
@@ -341,6 +349,85 @@ const withChoices = <A extends { readonly choices: ReadonlyArray<unknown> }>(
 
 /** One-attempt calls of `endpoint` through `client`, reading no body past `limits`. */
 export const makeAttempt = (client: HttpClient.HttpClient, endpoint: Endpoint, limits: Resilience.Limits): Attempt => {
+  const chat = makeChatAttempt(client, endpoint, limits)
+  if (endpoint.api !== "responses") return chat
+  const responses = makeResponsesAttempt(client, endpoint, limits)
+  // A raw prompt has no Responses form: it stays on /completions.
+  return {
+    generate: (request) => (request.messages !== undefined ? responses.generate(request) : chat.generate(request)),
+    stream: (request, control) => (request.messages !== undefined ? responses.stream(request, control) : chat.stream(request, control))
+  }
+}
+
+/**
+ * The body of a streamed answer, checked: a non-2xx status is its error, a JSON body (an error, or no stream at all)
+ * and any type but `text/event-stream` are refused, naming what came; an event stream is read by `reader`.
+ */
+const readStreamed = (
+  opened: Opened,
+  url: string,
+  control: Resilience.StreamControl,
+  reader: () => BodyReader,
+  scope: Scope.Scope,
+  endpoint: Endpoint,
+  limits: Resilience.Limits
+): Effect.Effect<ChunkPull, ModelError.ModelError> => {
+  const { response, watchdog: dog } = opened
+  if (response.status < 200 || response.status >= 300) return Effect.mapError(failure(response, endpoint.model), dog.explain)
+  const contentType = response.headers["content-type"] ?? ""
+  const media = mediaTypeOf(contentType)
+  if (media === "application/json" || media.endsWith("+json")) {
+    // A server that answers a stream request with one JSON body: an error, or not a stream at all.
+    const read = readLimited(response, url, { limit: limits.maxResponseBytes, option: "maxResponseBytes" })
+    return Effect.flatMap(Effect.mapError(read, dog.explain), (body) => {
+      const json = parseJson(body)
+      const fields = Result.isSuccess(json) && isErrorBody(json.success) ? Errors.errorFields(json.success) : undefined
+      return Effect.fail(
+        fields !== undefined
+          ? Errors.fromStreamedError(fields, endpoint.model, body)
+          : Errors.malformed(`expected an event stream from ${url}, got ${contentType}`, body)
+      )
+    })
+  }
+  if (media !== "" && media !== "text/event-stream") {
+    // A login page of a proxy, a load balancer's error page...: said as such, not parsed as SSE (which
+    // would find no event and report a cut connection). Only the start is read, for the message.
+    return Effect.flatMap(Effect.mapError(readLimited(response, url, { limit: errorBodyBytes }), dog.explain), (body) =>
+      Effect.fail(Errors.malformed(`expected an event stream (text/event-stream) from ${url}, got ${contentType}`, body)))
+  }
+  return readBody(opened, url, control, reader(), scope, limits)
+}
+
+/**
+ * One-attempt calls of `POST /responses`: always streamed (valet sends `stream: true`), so a non-streamed call is
+ * the stream accumulated. Statuses, content types and size caps are checked as on the chat wire.
+ */
+const makeResponsesAttempt = (client: HttpClient.HttpClient, endpoint: Endpoint, limits: Resilience.Limits): Attempt => {
+  const scoped = HttpClient.withScope(client)
+  const url = `${endpoint.apiBase}/responses`
+  const stream = (request: Model.Request, control: Resilience.StreamControl): Stream.Stream<Model.Chunk, ModelError.ModelError> =>
+    streamOf((scope) =>
+      Effect.suspend(() => {
+        const invalid = ResponsesRequest.contentProblem(request)
+        if (invalid !== undefined) return Effect.fail(invalid)
+        const http = HttpClientRequest.post(url, { headers: headersOf(endpoint, true) }).pipe(
+          HttpClientRequest.bodyJsonUnsafe(ResponsesRequest.encode(request, endpoint.model))
+        )
+        return Effect.flatMap(
+          openStream(scoped, http, control, scope),
+          (opened) => readStreamed(opened, url, control, () => responsesReader(url, endpoint.model, limits), scope, endpoint, limits)
+        )
+      })
+    )
+  // The resilience layer times the whole attempt out around `generate`: no watchdog inside.
+  return { generate: (request) => accumulate(stream(request, uncontrolled)), stream }
+}
+
+const accumulate = (stream: Stream.Stream<Model.Chunk, ModelError.ModelError>): Effect.Effect<Model.Response, ModelError.ModelError> =>
+  Effect.map(Stream.runFold(stream, ModelChunks.emptyAccumulator, ModelChunks.addChunk), ModelChunks.toResponse)
+
+/** One-attempt calls of `/chat/completions` and `/completions` through `client`, reading no body past `limits`. */
+const makeChatAttempt = (client: HttpClient.HttpClient, endpoint: Endpoint, limits: Resilience.Limits): Attempt => {
   const scoped = HttpClient.withScope(client)
   const build = (request: Model.Request, stream: boolean) => {
     const kind = Encode.endpointOf(request)
@@ -383,32 +470,10 @@ export const makeAttempt = (client: HttpClient.HttpClient, endpoint: Endpoint, l
         const invalid = Encode.contentProblem(request)
         if (invalid !== undefined) return Effect.fail(invalid)
         const { http, kind, url } = build(request, true)
-        return Effect.flatMap(openStream(scoped, http, control, scope), (opened): Effect.Effect<ChunkPull, ModelError.ModelError> => {
-          const { response, watchdog: dog } = opened
-          if (response.status < 200 || response.status >= 300) return Effect.mapError(failure(response, endpoint.model), dog.explain)
-          const contentType = response.headers["content-type"] ?? ""
-          const media = mediaTypeOf(contentType)
-          if (media === "application/json" || media.endsWith("+json")) {
-            // A server that answers a stream request with one JSON body: an error, or not a stream at all.
-            const read = readLimited(response, url, { limit: limits.maxResponseBytes, option: "maxResponseBytes" })
-            return Effect.flatMap(Effect.mapError(read, dog.explain), (body) => {
-              const json = parseJson(body)
-              const fields = Result.isSuccess(json) && isErrorBody(json.success) ? Errors.errorFields(json.success) : undefined
-              return Effect.fail(
-                fields !== undefined
-                  ? Errors.fromStreamedError(fields, endpoint.model, body)
-                  : Errors.malformed(`expected an event stream from ${url}, got ${contentType}`, body)
-              )
-            })
-          }
-          if (media !== "" && media !== "text/event-stream") {
-            // A login page of a proxy, a load balancer's error page...: said as such, not parsed as SSE (which
-            // would find no event and report a cut connection). Only the start is read, for the message.
-            return Effect.flatMap(Effect.mapError(readLimited(response, url, { limit: errorBodyBytes }), dog.explain), (body) =>
-              Effect.fail(Errors.malformed(`expected an event stream (text/event-stream) from ${url}, got ${contentType}`, body)))
-          }
-          return readBody(opened, url, control, sseReader(url, kind, endpoint.model, limits), scope, limits)
-        })
+        return Effect.flatMap(
+          openStream(scoped, http, control, scope),
+          (opened) => readStreamed(opened, url, control, () => sseReader(url, kind, endpoint.model, limits), scope, endpoint, limits)
+        )
       })
     )
 
@@ -502,6 +567,73 @@ export const sseReader = (url: string, kind: Encode.Endpoint, model: string, lim
         ? Errors.malformed(`the stream from ${url} ended without any event: there is no answer`, head)
         : new ModelError.Transport({
           message: `the stream from ${url} ended before [DONE] after ${count} events: the connection was cut or the server stopped`
+        })
+  }
+}
+
+const decodeResponsesEvent = Schema.decodeUnknownResult(Wire.ResponsesEvent)
+
+/**
+ * Reads a streamed `POST /responses` body (`ResponsesDecode`): each event's JSON names its type (the SSE `event:`
+ * line says the same, and is not relied on). An `error` event (either shape: nested `error`, or flat fields) and
+ * `response.failed` end the stream with the `ModelError` of their code; a stream that ends before
+ * `response.completed` (or `incomplete`, or `failed`) is a `Transport` error, as a chat stream without `[DONE]` is.
+ */
+export const responsesReader = (url: string, model: string, limits: Resilience.Limits): BodyReader => {
+  const decoder = new ResponsesDecode.ResponsesDecoder(model)
+  const text = new TextDecoder()
+  let count = 0
+  let head = ""
+  let failure: ModelError.ModelError | undefined = undefined
+  let out: Array<Model.Chunk> = []
+  const onEvent = (event: Sse.AnyEvent): void => {
+    if (decoder.terminal !== undefined || failure !== undefined || event._tag !== "Event") return
+    const data = event.data
+    if (data === "" && event.event !== "error") return
+    count++
+    let json: unknown
+    try {
+      json = JSON.parse(data)
+    } catch (error) {
+      failure = event.event === "error"
+        ? Errors.fromErrorEvent(data, model)
+        : Errors.malformed(`event ${count} of the stream is not JSON: ${error instanceof Error ? error.message : String(error)}`, data)
+      return
+    }
+    if (event.event === "error" || (typeof json === "object" && json !== null && (json as { type?: unknown }).type === "error")) {
+      failure = Errors.fromErrorEvent(data, model)
+      return
+    }
+    const decoded = decodeResponsesEvent(json)
+    if (Result.isFailure(decoded)) {
+      failure = Errors.malformed(`event ${count} of the stream does not match the Responses protocol: ${schemaMessage(decoded.failure)}`, data)
+      return
+    }
+    const terminal = decoder.event(decoded.success, json as Record<string, unknown>, out)
+    if (terminal !== undefined && terminal._tag === "Failed") {
+      failure = Errors.fromStreamedError({ code: terminal.code, message: terminal.message }, model, data)
+    }
+  }
+  const parser = Sse.makeParser(onEvent, { maxEventSize: limits.maxEventBytes, dispatchEmptyNamedEvents: true })
+  return {
+    read: (bytes, into) => {
+      out = into
+      const decoded = text.decode(bytes, { stream: true })
+      if (head.length < Errors.bodyPreviewChars) head += decoded.slice(0, Errors.bodyPreviewChars - head.length)
+      const tooLarge = parser.feed(decoded)
+      if (tooLarge !== undefined) {
+        return Errors.tooLarge(`an event of the stream from ${url}`, "maxEventBytes", limits.maxEventBytes, decoded)
+      }
+      return failure
+    },
+    events: () => count,
+    end: () =>
+      decoder.terminal !== undefined
+        ? undefined
+        : count === 0
+        ? Errors.malformed(`the stream from ${url} ended without any event: there is no answer`, head)
+        : new ModelError.Transport({
+          message: `the stream from ${url} ended before response.completed after ${count} events: the connection was cut or the server stopped`
         })
   }
 }

@@ -207,3 +207,64 @@ export const EmbeddingList = Schema.Struct({
   usage: Nullable(Usage)
 })
 export type EmbeddingList = typeof EmbeddingList.Type
+
+// ---------------------------------------------------------------------------------------------------------
+// The Responses API (`POST /v1/responses`, streamed): events named by their `type`, as OpenAI sends them. Only the
+// fields valet reads are declared; the rest (`sequence_number`, `obfuscation`, `phase`, `logprobs`...) are ignored.
+// ---------------------------------------------------------------------------------------------------------
+
+/** The usage of a response: `input_tokens` (its cached part in `input_tokens_details`), `output_tokens`. */
+export const ResponsesUsage = Schema.Struct({
+  input_tokens: Nullable(Schema.Number),
+  input_tokens_details: Nullable(Schema.Struct({ cached_tokens: Nullable(Schema.Number) })),
+  output_tokens: Nullable(Schema.Number),
+  output_tokens_details: Nullable(Schema.Struct({ reasoning_tokens: Nullable(Schema.Number) })),
+  total_tokens: Nullable(Schema.Number)
+})
+export type ResponsesUsage = typeof ResponsesUsage.Type
+
+/** An output item: a `message`, a `function_call`, a `reasoning` item (kept whole from the raw JSON), or others. */
+export const ResponsesItem = Schema.Struct({
+  type: Schema.String,
+  id: Nullable(Schema.String),
+  call_id: Nullable(Schema.String),
+  name: Nullable(Schema.String),
+  arguments: Nullable(Schema.String),
+  content: Nullable(Schema.Array(Schema.Struct({
+    type: Schema.String,
+    text: Nullable(Schema.String)
+  }))),
+  /** A `reasoning` item's summary parts. */
+  summary: Nullable(Schema.Array(Schema.Struct({
+    type: Schema.String,
+    text: Nullable(Schema.String)
+  })))
+})
+export type ResponsesItem = typeof ResponsesItem.Type
+
+/** The response object of `response.created` / `completed` / `incomplete` / `failed`. */
+export const ResponsesObject = Schema.Struct({
+  id: Nullable(Schema.String),
+  model: Nullable(Schema.String),
+  status: Nullable(Schema.String),
+  error: Nullable(Schema.Struct({
+    code: Nullable(Schema.Union([Schema.String, Schema.Number])),
+    message: Nullable(Schema.String)
+  })),
+  incomplete_details: Nullable(Schema.Struct({ reason: Nullable(Schema.String) })),
+  usage: Nullable(ResponsesUsage)
+})
+export type ResponsesObject = typeof ResponsesObject.Type
+
+/** One event of a streamed response. */
+export const ResponsesEvent = Schema.Struct({
+  type: Schema.String,
+  output_index: Nullable(Schema.Number),
+  summary_index: Nullable(Schema.Number),
+  content_index: Nullable(Schema.Number),
+  item_id: Nullable(Schema.String),
+  delta: Nullable(Schema.String),
+  item: Nullable(ResponsesItem),
+  response: Nullable(ResponsesObject)
+})
+export type ResponsesEvent = typeof ResponsesEvent.Type

@@ -6,6 +6,7 @@
  * ```yaml
  * models:
  *   small: { provider: openai-compatible, baseUrl: http://127.0.0.1:8001/v1, model: Qwen/Qwen2.5-1.5B-Instruct }
+ *   reasoner: { provider: openai-compatible, baseUrl: https://api.openai.com/v1, model: gpt-5.1, apiKeyEnv: OPENAI_API_KEY, api: responses }
  *   main:
  *     fallback:
  *       - { provider: openai-compatible, baseUrl: http://127.0.0.1:8000/v1 }
@@ -36,7 +37,12 @@ export const OpenAiModel = Schema.Struct({
    * The model's context window in tokens, for compaction; else what the server's `/v1/models` says when the file
    * names no model (vLLM's `max_model_len`), else the compaction policy's.
    */
-  contextWindow: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0)))
+  contextWindow: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
+  /**
+   * Which API chat calls use: `chat` (`/v1/chat/completions`, the default) or `responses` (`/v1/responses`, OpenAI's
+   * Responses API: reasoning items sent back between the turns of a tool loop).
+   */
+  api: Schema.optional(Schema.Literals(["chat", "responses"]))
 })
 
 /** The vLLM actor pool of a pool file (relative to `valet.yaml`). */

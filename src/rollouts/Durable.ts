@@ -66,30 +66,24 @@
  *
  * @since 0.2.0
  */
-import { Context, type Duration, Effect, Exit, type FileSystem, Layer, Option, Schema, Stream } from "effect"
+import { Context, Effect, type FileSystem, Layer, Option, Schema, Stream } from "effect"
 import { Workflow, type WorkflowEngine } from "effect/workflow"
 import * as Agent from "../core/Agent.js"
-import * as Architecture from "../core/Architecture.js"
-import { AgentError, InvalidAgent, type InvalidOptions } from "../core/AgentError.js"
-import { WireDuration } from "../core/internal/decode.js"
-import * as Turn from "../core/internal/threads/turn.js"
+import { InvalidAgent, type InvalidOptions } from "../core/AgentError.js"
 import * as AgentEvent from "../core/AgentEvent.js"
 import * as Budget from "../core/Budget.js"
 import * as HumanLoop from "../core/HumanLoop.js"
 import * as Opts from "../core/internal/options.js"
 import * as Model from "../core/Model.js"
-import * as Threads from "../core/Threads.js"
-import type * as Tool from "../core/Tool.js"
-import * as Sandbox from "../environment/Sandbox.js"
 import * as ActorLoop from "./ActorLoop.js"
 import * as Evaluate from "./Evaluate.js"
 import * as Activities from "./internal/durable/activities.js"
 import * as DurableActorLoop from "./internal/durable/actorLoop.js"
 import * as Approvals_ from "./internal/durable/approvals.js"
-import * as DurableHumanLoop from "./internal/durable/humanLoop.js"
 import * as HumanLoopStore_ from "./internal/durable/humanLoopStore.js"
 import * as Questions_ from "./internal/durable/questions.js"
 import * as Engines from "./internal/durable/engines.js"
+import * as Runs from "./internal/durable/runs.js"
 import * as Loop from "./internal/evaluate/loop.js"
 import * as Solve from "./internal/evaluate/solve.js"
 
@@ -218,29 +212,14 @@ export const defaultShardLockExpiration = Engines.defaultShardLockExpiration
  * @since 0.2.0
  * @category models
  */
-export const ThreadTurn = Schema.Struct({
-  id: Threads.ThreadId,
-  owner: Schema.optional(Schema.String),
-  onBusy: Schema.optional(Schema.Literals(["fail", "wait"])),
-  busyTimeout: Schema.optional(WireDuration),
-  historyLimit: Schema.optional(Opts.IntAtLeast(1)),
-  incomplete: Schema.optional(Schema.Literals(["note", "drop"])),
-  leaseDuration: Schema.optional(WireDuration),
-  /** Semantic recall with the runner's `EmbeddingModel` (what it found is read once, an activity). */
-  recall: Schema.optional(Schema.Struct({
-    topK: Schema.optional(Opts.IntAtLeast(1)),
-    minScore: Schema.optional(Schema.Number),
-    scope: Schema.optional(Schema.Literals(["owner", "thread"])),
-    onError: Schema.optional(Schema.Literals(["skip", "fail"]))
-  }))
-})
+export const ThreadTurn = Runs.ThreadTurn
 /**
  * A thread turn as a durable agent run carries it.
  *
  * @since 0.2.0
  * @category models
  */
-export type ThreadTurn = typeof ThreadTurn.Type
+export type ThreadTurn = Runs.ThreadTurn
 
 /**
  * What a durable agent run fails with: the agent's errors, and a thread turn's (`Threads.ThreadError`).
@@ -248,14 +227,14 @@ export type ThreadTurn = typeof ThreadTurn.Type
  * @since 0.2.0
  * @category errors
  */
-export const AgentRunError = Schema.Union([AgentError, Threads.ThreadNotFound, Threads.ThreadForbidden, Threads.ThreadBusy, Threads.ThreadStoreError])
+export const AgentRunError = Runs.AgentRunError
 /**
  * What a durable agent run fails with.
  *
  * @since 0.2.0
  * @category errors
  */
-export type AgentRunError = typeof AgentRunError.Type
+export type AgentRunError = Runs.AgentRunError
 
 /**
  * The workflow of one agent run: payload the agent's name, the prompt (text or parts), the run id (its execution key) and, for a turn
@@ -327,84 +306,7 @@ export const EvaluateProblem = Workflow.make("valet/EvaluateProblem", {
  * @since 0.2.0
  * @category models
  */
-export type Agents<R> =
-  | ReadonlyArray<Agent.Agent<R>>
-  | ((name: string) => Effect.Effect<Option.Option<Agent.Agent<R>>>)
-
-const resolver = <R>(agents: Agents<R>) => (name: string): Effect.Effect<Option.Option<Agent.Agent<R>>> =>
-  typeof agents === "function"
-    ? agents(name)
-    : Effect.succeed(Option.fromNullishOr(agents.find((candidate) => candidate.name === name)))
-
-/**
- * `effect` with the model, the agent's tools and (when there is one) the sandbox made durable: each call an
- * activity of the workflow in flight.
- */
-const durably = <R, A, E>(
-  agent: Agent.Agent<R>,
-  body: (agent: Agent.Agent<R>) => Effect.Effect<A, E, R>,
-  run?: { readonly runId: string; readonly agent: string }
-): Effect.Effect<A, E, R | Model.Model | Activities.WorkflowContext> =>
-  Effect.gen(function*() {
-    const model = yield* Activities.durableModel(yield* Model.Model)
-    // Calls that need approval and questions wait durably where the engine keeps them (every engine of this module does).
-    const store = yield* Effect.serviceOption(HumanLoopStore_.HumanLoopStore)
-    const humans = run !== undefined && Option.isSome(store)
-      ? yield* DurableHumanLoop.durableHumanLoop(store.value, run.runId, run.agent)
-      : undefined
-    const tools = yield* Activities.durableTools(agent.tools as ReadonlyArray<Tool.Tool<R>>, humans?.handoffs)
-    // The tools an architecture adds inside its program (DeepAgent's file tools and `execute`) become activities the
-    // same way, each time it adds them: in its run, and in each of its sub-runs (named by their own sessions).
-    const context = yield* Effect.context<Activities.WorkflowContext>()
-    const added: Architecture.PrepareTools = (more) => Activities.durableTools(more, humans?.handoffs).pipe(Effect.provideContext(context))
-    const sandbox = yield* Effect.serviceOption(Sandbox.Sandbox)
-    let effect = body(Agent.clone(agent, { tools }) as Agent.Agent<R>).pipe(
-      Effect.provideService(Model.Model, model),
-      Effect.provideService(Architecture.AddedTools, added)
-    )
-    if (Option.isSome(sandbox)) effect = effect.pipe(Effect.provideService(Sandbox.Sandbox, yield* Activities.durableSandbox(sandbox.value)))
-    if (humans !== undefined) effect = effect.pipe(Effect.provideService(HumanLoop.HumanLoop, humans.loop))
-    return yield* effect
-  })
-
-/**
- * A durable thread turn: `Agent.run` on the thread, on the runner's `Threads` made durable for this turn (its reads
- * and its append activities, the append keyed by the run id). A run that did not end with a result (it failed, or
- * its fiber was interrupted) appends nothing: its workflow suspends or moves, runs again, and keeps the turn then.
- */
-const threadTurn = <R>(
-  agent: Agent.Agent<R>,
-  prompt: Agent.Task,
-  runId: string,
-  turn: ThreadTurn
-): Effect.Effect<AgentEvent.RunResult, AgentRunError, R | Activities.WorkflowContext> =>
-  Effect.gen(function*() {
-    const store = yield* Effect.serviceOption(Threads.Threads)
-    if (Option.isNone(store)) {
-      return yield* new Threads.ThreadStoreError({
-        operation: "turn",
-        threadId: turn.id,
-        message: `Durable: run ${JSON.stringify(runId)} is a turn of thread ${JSON.stringify(turn.id)}, but this runner has no thread store (provide Threads.layerSql to the runners)`
-      })
-    }
-    const threads = yield* Activities.durableThreads(store.value, runId)
-    const keep = turn.incomplete ?? "note"
-    const recall: Threads.TurnOptions["recall"] = turn.recall
-    return yield* Agent.run(agent, prompt, {
-      sessionId: runId,
-      thread: {
-        id: turn.id,
-        owner: turn.owner,
-        onBusy: turn.onBusy ?? "wait",
-        // Checked by the payload's schema (`WireDuration`): a duration's text that Duration reads.
-        busyTimeout: turn.busyTimeout as Duration.Input | undefined,
-        historyLimit: turn.historyLimit,
-        leaseDuration: turn.leaseDuration as Duration.Input | undefined,
-        recall,
-        incomplete: (ending) => ending.result === undefined ? [] : Turn.turnMessages(ending.task, [], Exit.succeed(ending.result), keep)
-      }
-    }).pipe(Effect.provideService(Threads.Threads, threads))
-  })
+export type Agents<R> = Runs.Agents<R>
 
 /**
  * Registers the handlers of `AgentRun` and `EvaluateProblem` for these agents, on the `Model` (and, for agents that
@@ -420,21 +322,21 @@ const threadTurn = <R>(
  * @category layers
  */
 export const layer = <R = Model.Model>(agents: Agents<R>): Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | R | Model.Model> => {
-  const resolve = resolver(agents)
+  const resolve = Runs.resolver(agents)
   const runs = AgentRun.toLayer((payload) =>
     Effect.flatMap(resolve(payload.agent), (found) =>
       Option.isNone(found)
         ? Effect.fail(new InvalidAgent({ agent: payload.agent, message: "no agent of this name on this runner" }))
-        : durably(found.value, (agent): Effect.Effect<AgentEvent.RunResult, AgentRunError, R | Activities.WorkflowContext> =>
+        : Runs.durably(found.value, (agent): Effect.Effect<AgentEvent.RunResult, AgentRunError, R | Activities.WorkflowContext> =>
           payload.thread === undefined
             ? Agent.run(agent, payload.prompt, { sessionId: payload.runId })
-            : threadTurn(agent, payload.prompt, payload.runId, payload.thread), { runId: payload.runId, agent: payload.agent }))
+            : Runs.threadTurn(agent, payload.prompt, payload.runId, payload.thread), { runId: payload.runId, agent: payload.agent }))
   ) as unknown as Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | R | Model.Model>
   const problems = EvaluateProblem.toLayer((payload) =>
     Effect.flatMap(resolve(payload.agent), (found): Effect.Effect<Solve.Outcome, never, R | Model.Model | Activities.WorkflowContext> =>
       Option.isNone(found)
         ? Effect.succeed({ _tag: "Failed", error: `InvalidAgent: no agent named ${JSON.stringify(payload.agent)} on this runner`, calls: 0, tokens: 0, latencyMs: 0 })
-        : durably(found.value, (agent) =>
+        : Runs.durably(found.value, (agent) =>
           Solve.solve(agent, payload.problem, { budget: payload.budget, shareReference: payload.shareReference }).pipe(
             // The budget was checked where the evaluation started; one that cannot be used here fails the problem.
             Effect.catch((error) => Effect.succeed<Solve.Outcome>({ _tag: "Failed", error: `${error._tag}: ${error.message}`, calls: 0, tokens: 0, latencyMs: 0 }))
@@ -523,7 +425,7 @@ export const decide = <R = never>(
   Effect.gen(function*() {
     const executionId = yield* executionOf(runId)
     const agents = options?.agents
-    const resolve = agents === undefined ? undefined : resolver(agents)
+    const resolve = agents === undefined ? undefined : Runs.resolver(agents)
     return yield* Approvals_.decide(AgentRun, executionId, runId, toolCallId, decision, {
       sessionId: options?.sessionId,
       checkOf: (agentName, toolName) =>

@@ -50,13 +50,14 @@
  *
  * @since 0.1.0
  */
-import { Context, Effect, Exit, FileSystem, Layer, Option, Result, Schema, Scope, Semaphore, Stream } from "effect"
-import { hostname } from "node:os"
+import { Context, Effect, type FileSystem, Layer, Option, Result, Schema, type Scope, Stream } from "effect"
 import { join } from "node:path"
 import { formatIssue } from "../core/internal/decode.js"
 import * as Packed_ from "./internal/packedTokens.js"
+import { checkTaskId, TrajectoryStoreError } from "./internal/trajectoryStore/error.js"
+import * as FileStore from "./internal/trajectoryStore/file.js"
 import * as RecordJson from "./internal/recordJson.js"
-import { describeUnsafeTaskId, isSafeTaskId } from "./internal/taskId.js"
+import { isSafeTaskId } from "./internal/taskId.js"
 import * as Sandbox from "./Sandbox.js"
 import * as StateStore from "./StateStore.js"
 
@@ -381,19 +382,15 @@ const decodeLine = (line: string, what: string): Result.Result<TrajectoryRecord,
 // The service
 // ---------------------------------------------------------------------------------------------------------
 
-/**
- * A trajectory could not be written or read; `path` and `line` point at the bad place.
- *
- * @since 0.1.0
- * @category errors
- */
-export class TrajectoryStoreError extends Schema.TaggedError<TrajectoryStoreError>()("TrajectoryStoreError", {
-  operation: Schema.String,
-  taskId: Schema.String,
-  path: Schema.optional(Schema.String),
-  line: Schema.optional(Schema.Int),
-  message: Schema.String
-}) {}
+export {
+  /**
+   * A trajectory could not be written or read; `path` and `line` point at the bad place.
+   *
+   * @since 0.1.0
+   * @category errors
+   */
+  TrajectoryStoreError
+}
 
 /**
  * What a trajectory store does.
@@ -444,11 +441,6 @@ export const read = (taskId: string): Stream.Stream<TrajectoryRecord, Trajectory
  */
 export const count = (taskId: string): Effect.Effect<number, TrajectoryStoreError, TrajectoryStore> =>
   Effect.flatMap(TrajectoryStore, (store) => store.count(taskId))
-
-const checkTaskId = (operation: string, taskId: string): Effect.Effect<void, TrajectoryStoreError> =>
-  isSafeTaskId(taskId)
-    ? Effect.void
-    : Effect.fail(new TrajectoryStoreError({ operation, taskId, message: describeUnsafeTaskId(taskId) }))
 
 /** The record with its step, checked against the schema, and its JSON form (the line a file store writes). */
 const toLine = (
@@ -536,44 +528,6 @@ export interface FileOptions {
  */
 export const defaultRoot = "trajectories"
 
-interface TaskFile {
-  readonly lock: Semaphore.Semaphore
-  /** Records in the file, known once this store took the writer lock and opened (and repaired) it. */
-  records: number | undefined
-  /** Whether this store holds the task's writer lock. */
-  held: boolean
-  /** The file open for appending (see `openHandles`), and the scope that closes it. */
-  handle: { readonly file: FileSystem.File; readonly scope: Scope.Closeable } | undefined
-  /** An append is opening or writing through `handle`: it is not closed under it. */
-  writing: boolean
-}
-
-/**
- * How many task files a store keeps open for appending. Opening, writing and closing the file per record (three
- * syscalls and their Effect wrappers) was ~5 % of a rollout step's CPU; a rollout appends to the same few tasks
- * over and over. Past this many, the least recently written idle one is closed, so a run over thousands of tasks
- * stays far below the process's file descriptor limit.
- */
-const openHandles = 64
-
-/** What a writer lock file says about its holder. */
-const LockOwner = Schema.Struct({ pid: Schema.Int, host: Schema.String, store: Schema.String, since: Schema.Number })
-type LockOwner = typeof LockOwner.Type
-const decodeLockOwner = Schema.decodeUnknownResult(Schema.fromJsonString(LockOwner))
-
-/** Whether a process with this pid exists on this machine (EPERM: it exists, and is someone else's). */
-const processExists = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
-
-/** A lock file that stays empty (or unreadable) this long was left by a writer that died while creating it. */
-const abandonedLockMs = 10_000
-
 /**
  * A store of JSONL files, one per task. The writer locks it takes are removed when `Scope` closes (see the
  * module doc).
@@ -584,305 +538,7 @@ const abandonedLockMs = 10_000
 export const makeFile = (
   options: FileOptions = {}
 ): Effect.Effect<Service, TrajectoryStoreError, FileSystem.FileSystem | Scope.Scope> =>
-  Effect.gen(function*() {
-    const fs = yield* FileSystem.FileSystem
-    const dir = join(options.root ?? defaultRoot, "raw")
-    yield* fs.makeDirectory(dir, { recursive: true }).pipe(
-      Effect.mapError((error) =>
-        new TrajectoryStoreError({ operation: "open", taskId: "-", path: dir, message: `cannot create ${dir}: ${error.message}` })
-      )
-    )
-    const owner: LockOwner = {
-      pid: process.pid,
-      host: hostname(),
-      store: Math.random().toString(36).slice(2, 12),
-      since: Date.now()
-    }
-    const ownerLine = JSON.stringify(owner)
-    const files = new Map<string, TaskFile>()
-    const fileOf = (taskId: string): TaskFile => {
-      let file = files.get(taskId)
-      if (file === undefined) {
-        file = { lock: Semaphore.makeUnsafe(1), records: undefined, held: false, handle: undefined, writing: false }
-        files.set(taskId, file)
-      }
-      return file
-    }
-    const pathOf = (taskId: string) => join(dir, `${taskId}.jsonl`)
-    const failure = (operation: string, taskId: string, path: string) => (error: { readonly message: string }) =>
-      new TrajectoryStoreError({ operation, taskId, path, message: `${path}: ${error.message}` })
-
-    // Give back every lock this store took (only those that still name it).
-    yield* Effect.addFinalizer(() =>
-      Effect.forEach(
-        [...files.entries()].filter(([, file]) => file.held),
-        ([taskId]) => {
-          const lockPath = `${pathOf(taskId)}.lock`
-          return fs.readFileString(lockPath).pipe(
-            Effect.flatMap((text) => text === ownerLine ? fs.remove(lockPath) : Effect.void),
-            Effect.ignore
-          )
-        },
-        { discard: true }
-      )
-    )
-
-    /** Takes the task's writer lock (once per store), or fails naming who holds it. Call with `file.lock` held. */
-    const takeLock = (taskId: string, file: TaskFile): Effect.Effect<void, TrajectoryStoreError> => {
-      if (file.held) return Effect.void
-      const path = pathOf(taskId)
-      const lockPath = `${path}.lock`
-      const fail = failure("lock", taskId, lockPath)
-      const refuse = (message: string) =>
-        Effect.fail(new TrajectoryStoreError({ operation: "lock", taskId, path: lockPath, message }))
-      const attempt = (triesLeft: number): Effect.Effect<void, TrajectoryStoreError> =>
-        fs.writeFileString(lockPath, ownerLine, { flag: "wx" }).pipe(
-          Effect.map(() => {
-            file.held = true
-          }),
-          Effect.catchIf(
-            (error) => error.reason._tag === "AlreadyExists" && triesLeft > 0,
-            () =>
-              Effect.gen(function*() {
-                const text = yield* fs.readFileString(lockPath).pipe(
-                  // Removed between our create and our read: try again.
-                  Effect.catchIf((error) => error.reason._tag === "NotFound", () => Effect.succeed(undefined)),
-                  Effect.mapError(fail)
-                )
-                if (text === undefined) return yield* attempt(triesLeft - 1)
-                const holder = decodeLockOwner(text)
-                if (Result.isFailure(holder)) {
-                  const age = Date.now() - Number((yield* fs.stat(lockPath).pipe(Effect.mapError(fail))).mtime.pipe(
-                    Option.map((date) => date.getTime()),
-                    Option.getOrElse(() => 0)
-                  ))
-                  if (age < abandonedLockMs) {
-                    return yield* refuse(`${path} is being locked by another writer (${lockPath} was just created)`)
-                  }
-                } else {
-                  const held = holder.success
-                  if (held.host !== owner.host || processExists(held.pid)) {
-                    const who = held.pid === owner.pid && held.host === owner.host
-                      ? "another TrajectoryStore in this process"
-                      : `process ${held.pid} on ${held.host}`
-                    return yield* refuse(
-                      `${path} is being written by ${who} since ${new Date(held.since).toISOString()}; a task has one ` +
-                        `writer at a time (the lock is ${lockPath}; remove it only if that writer is gone)`
-                    )
-                  }
-                }
-                // Left by a writer that died: take it over.
-                yield* Effect.logWarning(`trajectory ${path}: taking over ${lockPath}, left by a writer that is gone`)
-                yield* fs.remove(lockPath).pipe(
-                  Effect.catchIf((error) => error.reason._tag === "NotFound", () => Effect.void),
-                  Effect.mapError(fail)
-                )
-                return yield* attempt(triesLeft - 1)
-              })
-          ),
-          Effect.mapError((error) => error._tag === "TrajectoryStoreError" ? error : fail(error))
-        )
-      return attempt(3)
-    }
-
-    /**
-     * Takes the writer lock, reads the file once, repairs a torn last line, and counts its records. Call with
-     * `file.lock` held.
-     */
-    const open = (taskId: string, file: TaskFile): Effect.Effect<number, TrajectoryStoreError> =>
-      file.records !== undefined ? Effect.succeed(file.records) : Effect.gen(function*() {
-        yield* takeLock(taskId, file)
-        const path = pathOf(taskId)
-        const fail = failure("open", taskId, path)
-        const exists = yield* fs.exists(path).pipe(Effect.mapError(fail))
-        let text = exists ? yield* fs.readFileString(path).pipe(Effect.mapError(fail)) : ""
-        if (text !== "" && !text.endsWith("\n")) {
-          const cut = text.lastIndexOf("\n") + 1
-          const fragment = text.slice(cut)
-          if (Result.isSuccess(decodeLine(fragment, "the last line"))) {
-            // A whole record that only lacks its newline (the crash came between the two).
-            yield* fs.writeFileString(path, "\n", { flag: "a" }).pipe(Effect.mapError(fail))
-            text += "\n"
-          } else {
-            yield* fs.writeFileString(`${path}.torn`, fragment + "\n", { flag: "a" }).pipe(Effect.mapError(fail))
-            yield* fs.truncate(path, Buffer.byteLength(text.slice(0, cut))).pipe(Effect.mapError(fail))
-            text = text.slice(0, cut)
-            yield* Effect.logWarning(
-              `trajectory ${path}: its last line was torn (a crash mid-write); moved ${fragment.length} characters to ${path}.torn`
-            )
-          }
-        }
-        const records = countLines(text)
-        file.records = records
-        return records
-      })
-
-    // The task files open for appending, least recently written first (a Map keeps insertion order; a write
-    // re-inserts). A task is listed only once its file is open, so everything open is closed with the store.
-    const openFiles = new Map<string, TaskFile>()
-    const utf8 = new TextEncoder()
-    const closeHandle = (file: TaskFile): Effect.Effect<void> => {
-      const handle = file.handle
-      if (handle === undefined) return Effect.void
-      file.handle = undefined
-      return Scope.close(handle.scope, Exit.void)
-    }
-    yield* Effect.addFinalizer(() => Effect.forEach([...openFiles.values()], closeHandle, { discard: true }))
-
-    /**
-     * Closes idle files, least recently written first, until there is room for one more under `openHandles`. A file
-     * being opened or written (`writing`, set before its open) is never closed under its append; with more appends
-     * than that in flight at once the count goes over for as long, and comes back down at the next open.
-     */
-    // Files being opened, not listed yet: counted, so that appends opening at once do not all see the same room.
-    let opening = 0
-    const makeRoom = Effect.gen(function*() {
-      for (const [other, candidate] of openFiles) {
-        if (openFiles.size + opening <= openHandles) return
-        if (candidate.writing) continue
-        openFiles.delete(other)
-        yield* closeHandle(candidate)
-      }
-    })
-
-    // Appends of one task take turns (its `lock`): `writing` is this append's alone from its open to its last byte.
-    const write = (taskId: string, file: TaskFile, path: string, line: string): Effect.Effect<void, { readonly message: string }> =>
-      Effect.suspend(() => {
-        file.writing = true
-        return Effect.gen(function*() {
-          let handle = file.handle?.file
-          if (handle === undefined) {
-            opening++
-            const opened = yield* Effect.gen(function*() {
-              yield* makeRoom
-              const scope = yield* Scope.make()
-              const opened = yield* Scope.provide(fs.open(path, { flag: "a" }), scope).pipe(
-                Effect.onError(() => Scope.close(scope, Exit.void))
-              )
-              // Listed in the same step as it is held: nothing open goes unlisted (the store's close finds it).
-              file.handle = { file: opened, scope }
-              openFiles.set(taskId, file)
-              return opened
-            }).pipe(Effect.ensuring(Effect.sync(() => {
-              opening--
-            })))
-            handle = opened
-          } else {
-            openFiles.delete(taskId)
-            openFiles.set(taskId, file)
-          }
-          yield* handle.writeAll(utf8.encode(line))
-          if (options.fsync === true) yield* handle.sync
-        }).pipe(Effect.ensuring(Effect.sync(() => {
-          file.writing = false
-        })))
-      })
-
-    const append = (record: NewRecord) =>
-      Effect.andThen(
-        checkTaskId("append", record.taskId),
-        Effect.suspend(() => {
-          const file = fileOf(record.taskId)
-          const path = pathOf(record.taskId)
-          return file.lock.withPermits(1)(Effect.gen(function*() {
-            const records = yield* open(record.taskId, file)
-            const checked = toLine(record, records + 1)
-            if (Result.isFailure(checked)) return yield* checked.failure
-            yield* write(record.taskId, file, path, JSON.stringify(checked.success.encoded) + "\n").pipe(
-              // The file may now end in a partial line: have the next append repair it first (through the path,
-              // then open it anew). Failed or interrupted alike: an interrupted write may have written part of it.
-              Effect.onError(() =>
-                Effect.andThen(
-                  Effect.sync(() => {
-                    file.records = undefined
-                    openFiles.delete(record.taskId)
-                  }),
-                  closeHandle(file)
-                )
-              ),
-              Effect.mapError(failure("append", record.taskId, path))
-            )
-            file.records = records + 1
-            return checked.success.record
-          }))
-        })
-      )
-
-    /**
-     * The size of the file's whole lines (a torn or half-written last line is left out); 0 when absent. Reads
-     * back from the end, a window at a time, to the last newline.
-     */
-    const wholeLinesSize = (path: string, fail: (error: { readonly message: string }) => TrajectoryStoreError) =>
-      Effect.scoped(Effect.gen(function*() {
-        const exists = yield* fs.exists(path).pipe(Effect.mapError(fail))
-        if (!exists) return 0
-        const handle = yield* fs.open(path, { flag: "r" }).pipe(Effect.mapError(fail))
-        let end = Number((yield* handle.stat.pipe(Effect.mapError(fail))).size)
-        const window = 64 * 1024
-        while (end > 0) {
-          const start = Math.max(0, end - window)
-          const chunk = yield* handle.readAlloc(end - start, { position: BigInt(start) }).pipe(Effect.mapError(fail))
-          const bytes = Option.getOrElse(chunk, () => new Uint8Array(0))
-          const newline = bytes.lastIndexOf(10)
-          if (newline !== -1) return start + newline + 1
-          end = start
-        }
-        return 0
-      }))
-
-    const read = (taskId: string): Stream.Stream<TrajectoryRecord, TrajectoryStoreError> =>
-      Stream.unwrap(Effect.gen(function*() {
-        yield* checkTaskId("read", taskId)
-        const file = fileOf(taskId)
-        const path = pathOf(taskId)
-        const fail = failure("read", taskId, path)
-        // Measured under the lock: appends this store makes while we read are not half-seen, and another
-        // writer's line in progress is not read.
-        const size = yield* file.lock.withPermits(1)(wholeLinesSize(path, fail))
-        if (size === 0) return Stream.empty
-        return fs.stream(path, { bytesToRead: BigInt(size) }).pipe(
-          Stream.mapError(fail),
-          Stream.decodeText(),
-          Stream.splitLines,
-          Stream.zipWithIndex,
-          Stream.filter(([line]) => line.trim() !== ""),
-          Stream.mapEffect(([line, index]) =>
-            Result.match(decodeLine(line, `${path} line ${index + 1}`), {
-              onFailure: (message) =>
-                Effect.fail(new TrajectoryStoreError({ operation: "read", taskId, path, line: index + 1, message })),
-              onSuccess: Effect.succeed
-            })
-          )
-        )
-      }))
-
-    const count = (taskId: string) =>
-      Effect.andThen(
-        checkTaskId("count", taskId),
-        Effect.suspend(() => {
-          const file = fileOf(taskId)
-          if (file.records !== undefined) return Effect.succeed(file.records)
-          const path = pathOf(taskId)
-          const fail = failure("count", taskId, path)
-          // Counts the whole lines: another writer's line in progress is not one yet.
-          return file.lock.withPermits(1)(Effect.flatMap(wholeLinesSize(path, fail), (size) =>
-            size === 0 ? Effect.succeed(0) : fs.stream(path, { bytesToRead: BigInt(size) }).pipe(
-              Stream.mapError(fail),
-              Stream.decodeText(),
-              Stream.splitLines,
-              Stream.runFold(() => 0, (n, line) => (line.trim() === "" ? n : n + 1))
-            )))
-        })
-      )
-
-    return { append, read, count } satisfies Service
-  })
-
-const countLines = (text: string): number => {
-  let records = 0
-  for (const line of text.split("\n")) if (line.trim() !== "") records++
-  return records
-}
+  FileStore.make({ root: options.root ?? defaultRoot, fsync: options.fsync === true }, { toLine, decodeLine })
 
 /**
  * JSONL files under `root` (default `trajectories`): the default store.

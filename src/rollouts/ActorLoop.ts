@@ -85,22 +85,18 @@
  *
  * @since 0.1.0
  */
-import { Clock, Effect, Option, Result, Schema, Scope, Stream } from "effect"
+import { Effect, Option, Result, Schema, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import * as Agent from "../core/Agent.js"
-import { type AgentError, ArchitectureFailed, type InvalidOptions } from "../core/AgentError.js"
+import type { AgentError, InvalidOptions } from "../core/AgentError.js"
 import type * as AgentEvent from "../core/AgentEvent.js"
-import * as Architecture from "../core/Architecture.js"
 import * as Budget from "../core/Budget.js"
 import * as Opts from "../core/internal/options.js"
-import * as internal from "./internal/actorLoop.js"
+import type * as Model from "../core/Model.js"
 import * as episodeInternal from "./internal/episode.js"
+import * as Step from "./internal/step.js"
+import * as TaskInternal from "./internal/task.js"
 import * as Reward from "./Reward.js"
-import { checkRelativePath, PathRefused } from "../environment/internal/sandbox/workspace.js"
-import { isSafeTaskId } from "../environment/internal/taskId.js"
-import * as Model from "../core/Model.js"
-import * as Sandbox from "../environment/Sandbox.js"
-import * as StateStore from "../environment/StateStore.js"
 import * as TrajectoryStore from "../environment/TrajectoryStore.js"
 
 /**
@@ -109,25 +105,7 @@ import * as TrajectoryStore from "../environment/TrajectoryStore.js"
  * @since 0.1.0
  * @category constants
  */
-export const name = "actor_loop"
-
-const WorkspaceFiles = Sandbox.Files.check(
-  Schema.makeFilter((files) => {
-    for (const path of Object.keys(files)) {
-      const checked = checkRelativePath(path)
-      if (checked instanceof PathRefused) return `is refused: ${checked.message}`
-    }
-    return true
-  })
-)
-
-// The rule is the sandbox's (`isSafeTaskId`); the wording reads after the field's name in a one-line error.
-const TaskIdSchema = Schema.String.check(
-  Schema.makeFilter((taskId: string) =>
-    isSafeTaskId(taskId) ||
-    "is not a safe name: use 1 to 128 letters, digits, '.', '_' or '-', not starting with '.' or '-'"
-  )
-)
+export const name = Step.name
 
 /**
  * A task: `task_id` (a safe file name), `prompt`, and optionally `workspace_files` (relative path → content),
@@ -138,29 +116,14 @@ const TaskIdSchema = Schema.String.check(
  * @since 0.1.0
  * @category models
  */
-export const Task = Schema.Struct({
-  taskId: TaskIdSchema,
-  prompt: Schema.String,
-  workspaceFiles: Schema.optional(WorkspaceFiles),
-  stop: Schema.optional(Schema.Array(Schema.String)),
-  temperature: Schema.optional(Schema.Number.check(Schema.isBetween({ minimum: 0, maximum: 2 }))),
-  /**
-   * The request's seed; an episode's or group's later steps take seeds derived from it (the module doc), and one
-   * that would pass `Number.MAX_SAFE_INTEGER` there is refused before any step.
-   */
-  seed: Schema.optional(Schema.Int),
-  maxTokens: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
-  timeoutMs: Schema.optional(Schema.Int.check(Schema.isGreaterThan(0))),
-  /** The reference answer, for the answer rewards (`Reward.exactAnswer`, `Reward.normalizedAnswer`). */
-  reference: Schema.optional(Schema.String)
-}).pipe(Schema.encodeKeys({ taskId: "task_id", workspaceFiles: "workspace_files", maxTokens: "max_tokens", timeoutMs: "timeout_ms" }))
+export const Task = TaskInternal.Task
 /**
  * A task.
  *
  * @since 0.1.0
  * @category models
  */
-export type Task = typeof Task.Type
+export type Task = TaskInternal.Task
 
 /**
  * The default sampling temperature of a step.
@@ -168,7 +131,7 @@ export type Task = typeof Task.Type
  * @since 0.1.0
  * @category constants
  */
-export const defaultTemperature = 0.1
+export const defaultTemperature = Step.defaultTemperature
 
 /**
  * Options of a step.
@@ -176,23 +139,7 @@ export const defaultTemperature = 0.1
  * @since 0.1.0
  * @category options
  */
-export interface Options {
-  /** One workspace per task across its steps, keeping the edits of earlier steps (default: fresh each step). */
-  readonly keepWorkspaces?: boolean | undefined
-  /** Timeout of the sandboxed command when the task gives none (default: the sandbox's). */
-  readonly sandboxTimeoutMs?: number | undefined
-  /** Send the prompt as a chat user message (after `system`, if any) instead of a raw completion prompt. */
-  readonly chat?: boolean | undefined
-  /** The system message in chat mode. */
-  readonly system?: string | undefined
-  /** Limits of each step's run. */
-  readonly budget?: Budget.Limits | undefined
-  /**
-   * The step's session id (default: a new one). A durable step gives its own, so that a replayed step's calls have
-   * the same keys and its record the same `session_id`.
-   */
-  readonly sessionId?: string | undefined
-}
+export interface Options extends Step.Options {}
 
 /**
  * Options of `stream`.
@@ -211,187 +158,7 @@ export interface StreamOptions extends Options {
  * @since 0.1.0
  * @category models
  */
-export type Requirements = Model.Model | Sandbox.Sandbox | StateStore.StateStore | TrajectoryStore.TrajectoryStore
-
-const infrastructure = (error: { readonly _tag: string; readonly message: string }) =>
-  new ArchitectureFailed({ architecture: name, message: `${error._tag}: ${error.message}` })
-
-// Log-probabilities that do not pair with their token ids are a server's habit, not one answer's: said once a process.
-let warnedMismatch = false
-
-/** The step's program; `onRecord` receives the record as appended. */
-const program = (
-  task: Task,
-  options: Options,
-  onRecord: (record: TrajectoryStore.TrajectoryRecord) => void,
-  episodeContext?: episodeInternal.Context
-) =>
-(_input: Architecture.Input): Effect.Effect<Architecture.Outcome, AgentError, Requirements | Architecture.CurrentRun> =>
-  Effect.gen(function*() {
-    const run = yield* Architecture.CurrentRun
-    const states = yield* StateStore.StateStore
-    const sandbox = yield* Sandbox.Sandbox
-    const trajectories = yield* TrajectoryStore.TrajectoryStore
-
-    // An episode's step: the state under the rollout's key (a group member's in a store of its own), its own seed,
-    // and what the previous step's action did.
-    const key = episodeContext?.stateKey ?? task.taskId
-    const seed = episodeContext === undefined ? task.seed : episodeContext.seed
-    const stateBefore = yield* Effect.mapError(states.load(key), infrastructure)
-    const built = internal.buildPrompt(task.prompt, stateBefore)
-    const prompt = episodeContext?.observation === undefined ? built : `${built}\n\n${episodeContext.observation}`
-    const sampling = {
-      temperature: task.temperature ?? defaultTemperature,
-      ...(task.stop !== undefined ? { stop: task.stop } : {}),
-      ...(seed !== undefined ? { seed } : {}),
-      ...(task.maxTokens !== undefined ? { maxTokens: task.maxTokens } : {})
-    }
-    const request: Model.Request = options.chat === true
-      ? { ...sampling, messages: [...(options.system !== undefined ? [Model.system(options.system)] : []), Model.user(prompt)] }
-      : { ...sampling, prompt }
-
-    const startedAt = yield* Clock.currentTimeNanos
-    const response = yield* Architecture.generate(request, { step: "actor_loop.act" })
-    const latencySec = Number((yield* Clock.currentTimeNanos) - startedAt) / 1e9
-    const choice = response.choices[0]
-    const raw = choice?.text ?? ""
-    yield* Architecture.setOutput(raw)
-
-    yield* internal.yieldBeforeReading(raw)
-    const parsed = internal.parseOutput(raw, choice?.reasoning)
-    yield* Architecture.progress("actor_loop.parsed", {
-      taskId: task.taskId,
-      think: parsed.think !== null,
-      action: parsed.command.present,
-      stateUpdate: parsed.stateUpdate !== undefined,
-      parseError: parsed.parseError
-    })
-
-    const reward = Option.getOrUndefined(yield* Effect.serviceOption(Reward.CurrentReward))
-    // The step's workspace, made once when the action or the reward first needs it, and open until the step is
-    // scored: a reward's command sees what the action left. An episode's steps share the episode's.
-    return yield* Effect.scoped(Effect.gen(function*() {
-      const scope = yield* Scope.Scope
-      const workspace = episodeContext?.workspace ?? (yield* Effect.cached(
-        sandbox.workspace(key, task.workspaceFiles ?? {}, { keep: options.keepWorkspaces === true }).pipe(Scope.provide(scope))
-      ))
-      let sandboxResult: Sandbox.SandboxResult | null = null
-      let sandboxError: string | undefined
-      if (parsed.command.present) {
-        const timeoutMs = task.timeoutMs ?? options.sandboxTimeoutMs
-        const ran = yield* Effect.flatMap(
-          workspace,
-          (workspace) => sandbox.run(workspace, { command: parsed.command.value, ...(timeoutMs !== undefined ? { timeoutMs } : {}) })
-        ).pipe(Effect.result)
-        // A workspace that cannot be used (an earlier action left a symlink where a seed file goes…) is part of
-        // the trajectory, like any other consequence of the model's actions.
-        if (Result.isSuccess(ran)) sandboxResult = ran.success
-        else sandboxError = `${ran.failure.reason}: ${ran.failure.message}`
-        yield* Architecture.progress("actor_loop.sandbox_ran", sandboxResult !== null
-          ? {
-            taskId: task.taskId,
-            command: sandboxResult.command,
-            exitCode: sandboxResult.exitCode,
-            timedOut: sandboxResult.timedOut,
-            durationMs: sandboxResult.durationMs,
-            isolation: sandboxResult.isolation,
-            changedFiles: sandboxResult.changedFiles ?? [],
-            ...(sandboxResult.error !== undefined ? { error: sandboxResult.error } : {})
-          }
-          : { taskId: task.taskId, sandboxError })
-      }
-
-      const stateAfter = parsed.stateUpdate !== undefined
-        ? yield* Effect.mapError(states.update(key, parsed.stateUpdate), infrastructure)
-        : stateBefore
-      yield* Architecture.progress("actor_loop.state_saved", { taskId: task.taskId, updated: parsed.stateUpdate !== undefined })
-
-      const scored = reward === undefined ? undefined : yield* reward.evaluate({
-        taskId: task.taskId,
-        prompt: task.prompt,
-        reference: task.reference,
-        output: raw,
-        action: parsed.action,
-        sandboxResult,
-        run: Reward.runnerIn(sandbox, workspace)
-      })
-      if (scored !== undefined) {
-        yield* Architecture.progress("actor_loop.rewarded", {
-          taskId: task.taskId,
-          reward: scored.value,
-          failed: scored.parts.filter((part) => part.error !== undefined).map((part) => part.name)
-        })
-      }
-
-      const ending = episodeContext === undefined ? undefined : episodeInternal.ending(episodeContext, parsed.done, scored)
-      const tokens = internal.tokensOf(response, choice)
-      const mismatch = internal.tokenMismatch(choice)
-      if (mismatch !== undefined && !warnedMismatch) {
-        warnedMismatch = true
-        yield* Effect.logWarning(
-          `actor loop: the model's answer to ${task.taskId} has ${mismatch}; its log-probabilities are not stored ` +
-            "(the token ids are). Said once."
-        )
-      }
-      const record = yield* Effect.mapError(
-        trajectories.append({
-          taskId: task.taskId,
-          prompt,
-          stateBefore,
-          stateAfter,
-          modelOutput: {
-            raw,
-            think: parsed.think,
-            action: parsed.action,
-            stateUpdate: parsed.stateUpdateJson,
-            parseError: parsed.parseError,
-            ...(parsed.parseErrorDetail !== null ? { parseErrorDetail: parsed.parseErrorDetail } : {})
-          },
-          sandboxResult,
-          reward: scored?.value ?? null,
-          ...(scored !== undefined ? { rewardParts: scored.parts } : {}),
-          metrics: {
-            actorLatencySec: Math.round(latencySec * 1e6) / 1e6,
-            sandboxFailed: sandboxResult === null || sandboxResult.exitCode !== 0,
-            inputTokens: response.usage.inputTokens,
-            outputTokens: response.usage.outputTokens,
-            finishReason: choice?.finishReason ?? "other",
-            model: response.model,
-            ...(sandboxResult !== null ? { sandboxDurationSec: sandboxResult.durationMs / 1000 } : {}),
-            ...(sandboxError !== undefined ? { sandboxError } : {})
-          },
-          sessionId: run.sessionId,
-          createdAt: yield* Clock.currentTimeMillis,
-          ...(tokens !== undefined ? { tokens } : {}),
-          ...(episodeContext !== undefined
-            ? {
-              episodeId: episodeContext.episodeId,
-              episodeStep: episodeContext.episodeStep,
-              ...(episodeContext.groupId !== undefined ? { groupId: episodeContext.groupId } : {}),
-              ...(seed !== undefined ? { seed: episodeContext.sentSeed?.() ?? seed } : {})
-            }
-            : {}),
-          ...(ending !== undefined ? { episodeEnd: ending.end, episodeReward: ending.reward?.value ?? null } : {})
-        }),
-        infrastructure
-      )
-      onRecord(record)
-      yield* Architecture.progress("actor_loop.recorded", { taskId: task.taskId, step: record.step })
-      return { output: raw, metadata: { taskId: task.taskId, step: record.step, record: TrajectoryStore.encode(record) } }
-    }))
-  })
-
-const agentFor = (
-  task: Task,
-  options: Options,
-  onRecord: (record: TrajectoryStore.TrajectoryRecord) => void,
-  episodeContext?: episodeInternal.Context
-) =>
-  Agent.make({
-    name: "actor",
-    instructions: options.system ?? "",
-    architecture: Architecture.make({ name, program: program(task, options, onRecord, episodeContext) })
-  })
+export type Requirements = Step.Requirements
 
 const stepFields = {
   keepWorkspaces: Schema.optional(Schema.Boolean),
@@ -405,34 +172,6 @@ const OptionsSchema = Schema.Struct(stepFields)
 const StreamOptionsSchema = Schema.Struct({ ...stepFields, textDeltas: Schema.optional(Schema.Boolean) })
 const { sessionId: _, ...runFields } = stepFields
 
-/** A step with options already checked. */
-const stepChecked = (
-  task: Task,
-  options: Options,
-  episodeContext?: episodeInternal.Context
-): Effect.Effect<TrajectoryStore.TrajectoryRecord, AgentError, Requirements> =>
-  Effect.suspend(() => {
-    let record: TrajectoryStore.TrajectoryRecord | undefined
-    return Agent.run(agentFor(task, options, (r) => (record = r), episodeContext), task.prompt, {
-      ...(options.budget !== undefined ? { budget: options.budget } : {}),
-      // An episode's step may have its session given (a durable episode's: the same in every execution).
-      ...((options.sessionId ?? episodeContext?.sessionId) !== undefined ? { sessionId: options.sessionId ?? episodeContext?.sessionId } : {})
-    }).pipe(
-      Effect.flatMap((result) =>
-        record !== undefined
-          ? Effect.succeed(record)
-          : Effect.fail(
-            new ArchitectureFailed({
-              architecture: name,
-              message: `task ${task.taskId}: the step stopped before it was recorded (${result.interruptionReason ?? "no record"})`
-            })
-          )
-      ),
-      // No stack trace: capturing one for every step cost ~1.5 % of a rollout's CPU, for a location that is always here.
-      Effect.withSpan("valet/ActorLoop.step", { attributes: { taskId: task.taskId } }, { captureStackTrace: false })
-    )
-  })
-
 /**
  * Runs one step of a task and answers the trajectory record it appended. A model output that does not parse is
  * recorded (`parse_error`), never a failure; the model's own errors, and the stores', fail the step; options it
@@ -442,7 +181,7 @@ const stepChecked = (
  * @category running
  */
 export const step = (task: Task, options: Options = {}): Effect.Effect<TrajectoryStore.TrajectoryRecord, AgentError, Requirements> =>
-  Effect.flatMap(Opts.decode("ActorLoop", OptionsSchema, options), (checked) => stepChecked(task, checked))
+  Effect.flatMap(Opts.decode("ActorLoop", OptionsSchema, options), (checked) => Step.stepChecked(task, checked))
 
 /**
  * Runs one step of a task and streams its events; `RunCompleted.result.metadata.record` is the record written.
@@ -452,7 +191,7 @@ export const step = (task: Task, options: Options = {}): Effect.Effect<Trajector
  */
 export const stream = (task: Task, options: StreamOptions = {}): Stream.Stream<AgentEvent.AgentEvent, AgentError, Requirements> =>
   Stream.unwrap(Effect.map(Opts.decode("ActorLoop", StreamOptionsSchema, options), (checked) =>
-    Agent.stream(agentFor(task, checked, () => undefined), task.prompt, {
+    Agent.stream(Step.agentFor(task, checked, () => undefined), task.prompt, {
       ...(checked.budget !== undefined ? { budget: checked.budget } : {}),
       ...(checked.sessionId !== undefined ? { sessionId: checked.sessionId } : {}),
       ...(checked.textDeltas !== undefined ? { textDeltas: checked.textDeltas } : {})
@@ -513,7 +252,7 @@ const episodeChecked = (
   Effect.gen(function*() {
     const stepOptions = stepOptionsOf(options)
     const ran = yield* episodeInternal.run(
-      (context) => stepChecked(task, stepOptions, context),
+      (context) => Step.stepChecked(task, stepOptions, context),
       task.workspaceFiles ?? {},
       member,
       episodeId,
@@ -713,7 +452,7 @@ export const run = <E, R>(
       // Neither `maxSteps` nor `group`: one step as `step` writes it (and `Durable.actorLoop`), no episode fields.
       checked.maxSteps === undefined && group === undefined
         ? Effect.succeed([
-          Effect.match(stepChecked(task, stepOptionsOf(checked)), {
+          Effect.match(Step.stepChecked(task, stepOptionsOf(checked)), {
             onFailure: (error): Outcome => ({ _tag: "Failed", task, error }),
             onSuccess: (record): Outcome => ({
               _tag: "Recorded",
@@ -740,9 +479,6 @@ export const run = <E, R>(
     )
   }))
 
-// A field the task does not know is refused, not dropped: a misspelt `max_token` would otherwise be a silent default.
-const decodeTask = Schema.decodeUnknownResult(Task, { onExcessProperty: "error" })
-
 /**
  * Decodes a task from JSON text (a tasks-file line); a failure says what was wrong, on one line
  * (`task_id is not a safe name: use 1 to 128 letters, digits, ..., got "../x"`, `colour is not a known task field`,
@@ -751,16 +487,4 @@ const decodeTask = Schema.decodeUnknownResult(Task, { onExcessProperty: "error" 
  * @since 0.1.0
  * @category parsing
  */
-export const decodeTaskLine = (line: string): Result.Result<Task, string> => {
-  let json: unknown
-  try {
-    json = JSON.parse(line)
-  } catch (error) {
-    return Result.fail(`not JSON (${error instanceof Error ? error.message : String(error)})`)
-  }
-  return Result.mapError(
-    decodeTask(json),
-    // The shared wording is for options; here the key is a task's field.
-    (error) => Opts.describeIssue(error.issue, json).replaceAll("is not a known option", "is not a known task field")
-  )
-}
+export const decodeTaskLine: (line: string) => Result.Result<Task, string> = TaskInternal.decodeLine

@@ -66,34 +66,24 @@
  *
  * @since 0.2.0
  */
-import { Context, type Duration, Effect, Exit, type FileSystem, Layer, Option, Schema, Stream } from "effect"
+import { Context, Effect, type FileSystem, Layer, Option, Schema, Stream } from "effect"
 import { Workflow, type WorkflowEngine } from "effect/workflow"
-import { randomUUID } from "node:crypto"
 import * as Agent from "../core/Agent.js"
-import * as Architecture from "../core/Architecture.js"
-import { AgentError, ArchitectureFailed, InvalidAgent, type InvalidOptions } from "../core/AgentError.js"
-import { WireDuration } from "../core/internal/decode.js"
-import * as Turn from "../core/internal/threads/turn.js"
+import { InvalidAgent, type InvalidOptions } from "../core/AgentError.js"
 import * as AgentEvent from "../core/AgentEvent.js"
 import * as Budget from "../core/Budget.js"
 import * as HumanLoop from "../core/HumanLoop.js"
 import * as Opts from "../core/internal/options.js"
 import * as Model from "../core/Model.js"
-import * as Threads from "../core/Threads.js"
-import type * as Tool from "../core/Tool.js"
-import * as Sandbox from "../environment/Sandbox.js"
-import * as StateStore from "../environment/StateStore.js"
-import * as TrajectoryStore from "../environment/TrajectoryStore.js"
 import * as ActorLoop from "./ActorLoop.js"
 import * as Evaluate from "./Evaluate.js"
-import * as Reward from "./Reward.js"
-import * as EpisodeInternal from "./internal/episode.js"
 import * as Activities from "./internal/durable/activities.js"
+import * as DurableActorLoop from "./internal/durable/actorLoop.js"
 import * as Approvals_ from "./internal/durable/approvals.js"
-import * as DurableHumanLoop from "./internal/durable/humanLoop.js"
 import * as HumanLoopStore_ from "./internal/durable/humanLoopStore.js"
 import * as Questions_ from "./internal/durable/questions.js"
 import * as Engines from "./internal/durable/engines.js"
+import * as Runs from "./internal/durable/runs.js"
 import * as Loop from "./internal/evaluate/loop.js"
 import * as Solve from "./internal/evaluate/solve.js"
 
@@ -222,29 +212,14 @@ export const defaultShardLockExpiration = Engines.defaultShardLockExpiration
  * @since 0.2.0
  * @category models
  */
-export const ThreadTurn = Schema.Struct({
-  id: Threads.ThreadId,
-  owner: Schema.optional(Schema.String),
-  onBusy: Schema.optional(Schema.Literals(["fail", "wait"])),
-  busyTimeout: Schema.optional(WireDuration),
-  historyLimit: Schema.optional(Opts.IntAtLeast(1)),
-  incomplete: Schema.optional(Schema.Literals(["note", "drop"])),
-  leaseDuration: Schema.optional(WireDuration),
-  /** Semantic recall with the runner's `EmbeddingModel` (what it found is read once, an activity). */
-  recall: Schema.optional(Schema.Struct({
-    topK: Schema.optional(Opts.IntAtLeast(1)),
-    minScore: Schema.optional(Schema.Number),
-    scope: Schema.optional(Schema.Literals(["owner", "thread"])),
-    onError: Schema.optional(Schema.Literals(["skip", "fail"]))
-  }))
-})
+export const ThreadTurn = Runs.ThreadTurn
 /**
  * A thread turn as a durable agent run carries it.
  *
  * @since 0.2.0
  * @category models
  */
-export type ThreadTurn = typeof ThreadTurn.Type
+export type ThreadTurn = Runs.ThreadTurn
 
 /**
  * What a durable agent run fails with: the agent's errors, and a thread turn's (`Threads.ThreadError`).
@@ -252,14 +227,14 @@ export type ThreadTurn = typeof ThreadTurn.Type
  * @since 0.2.0
  * @category errors
  */
-export const AgentRunError = Schema.Union([AgentError, Threads.ThreadNotFound, Threads.ThreadForbidden, Threads.ThreadBusy, Threads.ThreadStoreError])
+export const AgentRunError = Runs.AgentRunError
 /**
  * What a durable agent run fails with.
  *
  * @since 0.2.0
  * @category errors
  */
-export type AgentRunError = typeof AgentRunError.Type
+export type AgentRunError = Runs.AgentRunError
 
 /**
  * The workflow of one agent run: payload the agent's name, the prompt (text or parts), the run id (its execution key) and, for a turn
@@ -331,84 +306,7 @@ export const EvaluateProblem = Workflow.make("valet/EvaluateProblem", {
  * @since 0.2.0
  * @category models
  */
-export type Agents<R> =
-  | ReadonlyArray<Agent.Agent<R>>
-  | ((name: string) => Effect.Effect<Option.Option<Agent.Agent<R>>>)
-
-const resolver = <R>(agents: Agents<R>) => (name: string): Effect.Effect<Option.Option<Agent.Agent<R>>> =>
-  typeof agents === "function"
-    ? agents(name)
-    : Effect.succeed(Option.fromNullishOr(agents.find((candidate) => candidate.name === name)))
-
-/**
- * `effect` with the model, the agent's tools and (when there is one) the sandbox made durable: each call an
- * activity of the workflow in flight.
- */
-const durably = <R, A, E>(
-  agent: Agent.Agent<R>,
-  body: (agent: Agent.Agent<R>) => Effect.Effect<A, E, R>,
-  run?: { readonly runId: string; readonly agent: string }
-): Effect.Effect<A, E, R | Model.Model | Activities.WorkflowContext> =>
-  Effect.gen(function*() {
-    const model = yield* Activities.durableModel(yield* Model.Model)
-    // Calls that need approval and questions wait durably where the engine keeps them (every engine of this module does).
-    const store = yield* Effect.serviceOption(HumanLoopStore_.HumanLoopStore)
-    const humans = run !== undefined && Option.isSome(store)
-      ? yield* DurableHumanLoop.durableHumanLoop(store.value, run.runId, run.agent)
-      : undefined
-    const tools = yield* Activities.durableTools(agent.tools as ReadonlyArray<Tool.Tool<R>>, humans?.handoffs)
-    // The tools an architecture adds inside its program (DeepAgent's file tools and `execute`) become activities the
-    // same way, each time it adds them: in its run, and in each of its sub-runs (named by their own sessions).
-    const context = yield* Effect.context<Activities.WorkflowContext>()
-    const added: Architecture.PrepareTools = (more) => Activities.durableTools(more, humans?.handoffs).pipe(Effect.provideContext(context))
-    const sandbox = yield* Effect.serviceOption(Sandbox.Sandbox)
-    let effect = body(Agent.clone(agent, { tools }) as Agent.Agent<R>).pipe(
-      Effect.provideService(Model.Model, model),
-      Effect.provideService(Architecture.AddedTools, added)
-    )
-    if (Option.isSome(sandbox)) effect = effect.pipe(Effect.provideService(Sandbox.Sandbox, yield* Activities.durableSandbox(sandbox.value)))
-    if (humans !== undefined) effect = effect.pipe(Effect.provideService(HumanLoop.HumanLoop, humans.loop))
-    return yield* effect
-  })
-
-/**
- * A durable thread turn: `Agent.run` on the thread, on the runner's `Threads` made durable for this turn (its reads
- * and its append activities, the append keyed by the run id). A run that did not end with a result (it failed, or
- * its fiber was interrupted) appends nothing: its workflow suspends or moves, runs again, and keeps the turn then.
- */
-const threadTurn = <R>(
-  agent: Agent.Agent<R>,
-  prompt: Agent.Task,
-  runId: string,
-  turn: ThreadTurn
-): Effect.Effect<AgentEvent.RunResult, AgentRunError, R | Activities.WorkflowContext> =>
-  Effect.gen(function*() {
-    const store = yield* Effect.serviceOption(Threads.Threads)
-    if (Option.isNone(store)) {
-      return yield* new Threads.ThreadStoreError({
-        operation: "turn",
-        threadId: turn.id,
-        message: `Durable: run ${JSON.stringify(runId)} is a turn of thread ${JSON.stringify(turn.id)}, but this runner has no thread store (provide Threads.layerSql to the runners)`
-      })
-    }
-    const threads = yield* Activities.durableThreads(store.value, runId)
-    const keep = turn.incomplete ?? "note"
-    const recall: Threads.TurnOptions["recall"] = turn.recall
-    return yield* Agent.run(agent, prompt, {
-      sessionId: runId,
-      thread: {
-        id: turn.id,
-        owner: turn.owner,
-        onBusy: turn.onBusy ?? "wait",
-        // Checked by the payload's schema (`WireDuration`): a duration's text that Duration reads.
-        busyTimeout: turn.busyTimeout as Duration.Input | undefined,
-        historyLimit: turn.historyLimit,
-        leaseDuration: turn.leaseDuration as Duration.Input | undefined,
-        recall,
-        incomplete: (ending) => ending.result === undefined ? [] : Turn.turnMessages(ending.task, [], Exit.succeed(ending.result), keep)
-      }
-    }).pipe(Effect.provideService(Threads.Threads, threads))
-  })
+export type Agents<R> = Runs.Agents<R>
 
 /**
  * Registers the handlers of `AgentRun` and `EvaluateProblem` for these agents, on the `Model` (and, for agents that
@@ -424,21 +322,21 @@ const threadTurn = <R>(
  * @category layers
  */
 export const layer = <R = Model.Model>(agents: Agents<R>): Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | R | Model.Model> => {
-  const resolve = resolver(agents)
+  const resolve = Runs.resolver(agents)
   const runs = AgentRun.toLayer((payload) =>
     Effect.flatMap(resolve(payload.agent), (found) =>
       Option.isNone(found)
         ? Effect.fail(new InvalidAgent({ agent: payload.agent, message: "no agent of this name on this runner" }))
-        : durably(found.value, (agent): Effect.Effect<AgentEvent.RunResult, AgentRunError, R | Activities.WorkflowContext> =>
+        : Runs.durably(found.value, (agent): Effect.Effect<AgentEvent.RunResult, AgentRunError, R | Activities.WorkflowContext> =>
           payload.thread === undefined
             ? Agent.run(agent, payload.prompt, { sessionId: payload.runId })
-            : threadTurn(agent, payload.prompt, payload.runId, payload.thread), { runId: payload.runId, agent: payload.agent }))
+            : Runs.threadTurn(agent, payload.prompt, payload.runId, payload.thread), { runId: payload.runId, agent: payload.agent }))
   ) as unknown as Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | R | Model.Model>
   const problems = EvaluateProblem.toLayer((payload) =>
     Effect.flatMap(resolve(payload.agent), (found): Effect.Effect<Solve.Outcome, never, R | Model.Model | Activities.WorkflowContext> =>
       Option.isNone(found)
         ? Effect.succeed({ _tag: "Failed", error: `InvalidAgent: no agent named ${JSON.stringify(payload.agent)} on this runner`, calls: 0, tokens: 0, latencyMs: 0 })
-        : durably(found.value, (agent) =>
+        : Runs.durably(found.value, (agent) =>
           Solve.solve(agent, payload.problem, { budget: payload.budget, shareReference: payload.shareReference }).pipe(
             // The budget was checked where the evaluation started; one that cannot be used here fails the problem.
             Effect.catch((error) => Effect.succeed<Solve.Outcome>({ _tag: "Failed", error: `${error._tag}: ${error.message}`, calls: 0, tokens: 0, latencyMs: 0 }))
@@ -527,7 +425,7 @@ export const decide = <R = never>(
   Effect.gen(function*() {
     const executionId = yield* executionOf(runId)
     const agents = options?.agents
-    const resolve = agents === undefined ? undefined : resolver(agents)
+    const resolve = agents === undefined ? undefined : Runs.resolver(agents)
     return yield* Approvals_.decide(AgentRun, executionId, runId, toolCallId, decision, {
       sessionId: options?.sessionId,
       checkOf: (agentName, toolName) =>
@@ -670,7 +568,7 @@ export const evaluate = (
   }).pipe(Effect.withSpan("valet/Durable.evaluate", { attributes: { dataset } }, { captureStackTrace: false }))
 
 // ---------------------------------------------------------------------------------------------------------
-// Actor loop
+// Actor loop (the workflows and their handlers: `internal/durable/actorLoop.ts`)
 // ---------------------------------------------------------------------------------------------------------
 
 /**
@@ -679,25 +577,14 @@ export const evaluate = (
  * @since 0.2.0
  * @category models
  */
-export const StepOutcome = Schema.Union([
-  Schema.TaggedStruct("Recorded", { record: TrajectoryStore.TrajectoryRecord }),
-  Schema.TaggedStruct("Failed", { error: AgentError })
-])
+export const StepOutcome = DurableActorLoop.StepOutcome
 /**
  * How an actor-loop step ended.
  *
  * @since 0.2.0
  * @category models
  */
-export type StepOutcome = typeof StepOutcome.Type
-
-const StepOptions = Schema.Struct({
-  keepWorkspaces: Schema.optional(Schema.Boolean),
-  sandboxTimeoutMs: Schema.optional(Opts.IntAtLeast(1)),
-  chat: Schema.optional(Schema.Boolean),
-  system: Schema.optional(Schema.String),
-  budget: Schema.optional(Budget.Limits)
-})
+export type StepOutcome = DurableActorLoop.StepOutcome
 
 /**
  * The workflow of one actor-loop step: the task at `index` of loop `loop` (its key with the task's id). Its model
@@ -708,11 +595,7 @@ const StepOptions = Schema.Struct({
  * @since 0.2.0
  * @category workflows
  */
-export const ActorLoopStep = Workflow.make("valet/ActorLoopStep", {
-  payload: { loop: Schema.String, index: Schema.Int, task: ActorLoop.Task, options: StepOptions },
-  idempotencyKey: (payload) => `${payload.loop}/${payload.index}/${payload.task.taskId}`,
-  success: StepOutcome
-})
+export const ActorLoopStep = DurableActorLoop.ActorLoopStep
 
 /**
  * How an actor-loop episode ended (the `ActorLoopEpisode` workflow's result): the episode as run, or why it failed
@@ -721,65 +604,14 @@ export const ActorLoopStep = Workflow.make("valet/ActorLoopStep", {
  * @since 0.2.0
  * @category models
  */
-export const EpisodeOutcome = Schema.Union([
-  Schema.TaggedStruct("Recorded", {
-    episode: Schema.Struct({
-      episodeId: Schema.String,
-      groupId: Schema.optional(Schema.String),
-      seed: Schema.optional(Schema.Int),
-      records: Schema.Array(TrajectoryStore.TrajectoryRecord),
-      end: Schema.Literals(["done", "reward", "max_steps"]),
-      reward: Schema.optional(Reward.Scored)
-    })
-  }),
-  Schema.TaggedStruct("Failed", {
-    error: AgentError,
-    episodeId: Schema.String,
-    groupId: Schema.optional(Schema.String),
-    /** The `run` of the payload whose execution failed: a later run of the loop takes the failure as stale. */
-    run: Schema.optional(Schema.String)
-  })
-])
+export const EpisodeOutcome = DurableActorLoop.EpisodeOutcome
 /**
  * How an actor-loop episode ended.
  *
  * @since 0.2.0
  * @category models
  */
-export type EpisodeOutcome = typeof EpisodeOutcome.Type
-
-const EpisodeOptions = Schema.Struct({
-  ...StepOptions.fields,
-  maxSteps: Schema.optional(Opts.IntAtLeast(1)),
-  rewardThreshold: Schema.optional(Schema.Finite),
-  aggregate: Schema.optional(Schema.Literals(["sum", "mean", "last"]))
-})
-
-/** The key of the task at `index` of loop `loop`: its step's workflow, and its episode's or group's. */
-const taskKey = (loop: string, index: number, taskId: string): string => `${loop}/${index}/${taskId}`
-
-/** A value's JSON with its objects' keys sorted: the same text for the same settings, whatever order they came in. */
-const canonical = (value: unknown): string =>
-  JSON.stringify(value, (_key, v: unknown) =>
-    v !== null && typeof v === "object" && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-      : v)
-
-/**
- * The key of a task's episode or group: the task's key and its settings (`<group>x<maxSteps>` and a digest of the
- * other options). Run again with other settings (`--group 4` after `--group 2`, another `--max-steps`), the episodes
- * are new ones — new ids, new seeds — never the stored ones of other settings mixed into one group.
- */
-const episodeKeyOf = (payload: {
-  readonly loop: string
-  readonly index: number
-  readonly task: ActorLoop.Task
-  readonly group?: number | undefined
-  readonly options: typeof EpisodeOptions.Type
-}): string =>
-  `${taskKey(payload.loop, payload.index, payload.task.taskId)}/${payload.group ?? 1}x${payload.options.maxSteps ?? 1}-${
-    EpisodeInternal.uuidOf(canonical({ group: payload.group ?? null, options: payload.options })).slice(0, 8)
-  }`
+export type EpisodeOutcome = DurableActorLoop.EpisodeOutcome
 
 /**
  * The workflow of one actor-loop episode: the task at `index` of loop `loop` — alone (`group` absent), or rollout
@@ -806,140 +638,7 @@ const episodeKeyOf = (payload: {
  * @since 0.2.0
  * @category workflows
  */
-export const ActorLoopEpisode = Workflow.make("valet/ActorLoopEpisode", {
-  payload: {
-    loop: Schema.String,
-    index: Schema.Int,
-    task: ActorLoop.Task,
-    group: Schema.optional(Opts.IntAtLeast(1)),
-    member: Schema.Int,
-    options: EpisodeOptions,
-    /**
-     * The attempt (from 0): an episode recorded as failed by an earlier run of the loop runs again as the next
-     * attempt, a workflow of its own (`#<attempt>` ends its key; its episode id is new, its group and seeds the same).
-     */
-    attempt: Schema.optional(Schema.Int),
-    /** Which run of the loop sent it (not in the key): a failure names it, so a later run knows it as stale. */
-    run: Schema.optional(Schema.String)
-  },
-  idempotencyKey: (payload) =>
-    `${episodeKeyOf(payload)}${payload.group === undefined ? "" : `/${payload.member}`}${
-      payload.attempt === undefined || payload.attempt === 0 ? "" : `#${payload.attempt}`
-    }`,
-  success: EpisodeOutcome
-})
-
-/** The ids an episode's lines carry, derived from its workflow's payload: the same in every execution. */
-const episodeIdsOf = (payload: typeof ActorLoopEpisode.payloadSchema.Type) => {
-  const key = episodeKeyOf(payload)
-  const attempt = payload.attempt === undefined || payload.attempt === 0 ? "" : `#${payload.attempt}`
-  return payload.group === undefined
-    ? { groupKey: undefined, episodeId: EpisodeInternal.uuidOf(`episode:${key}${attempt}`) }
-    : { groupKey: `group:${key}`, episodeId: EpisodeInternal.uuidOf(`episode:${key}/${payload.member}${attempt}`) }
-}
-
-const noSandbox = () => new ArchitectureFailed({ architecture: ActorLoop.name, message: "no sandbox on this runner" })
-
-/** The reward in context, made durable (`Activities.durableReward`), when there is one. */
-const withDurableReward = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-  Effect.gen(function*() {
-    const reward = yield* Effect.serviceOption(Reward.CurrentReward)
-    if (Option.isNone(reward)) return yield* effect
-    return yield* Effect.provideService(effect, Reward.CurrentReward, yield* Activities.durableReward(reward.value))
-  })
-
-const stepLayer = ActorLoopStep.toLayer(
-  (payload) =>
-    Effect.gen(function*() {
-      const found = yield* Effect.serviceOption(Sandbox.Sandbox)
-      if (Option.isNone(found)) {
-        // A runner started without a usable sandbox: the step fails with the reason, the runner goes on.
-        return { _tag: "Failed", error: noSandbox() } as const
-      }
-      const model = yield* Activities.durableModel(yield* Model.Model)
-      const sandbox = yield* Activities.durableSandbox(found.value)
-      const states = yield* Activities.durableStateStore(yield* StateStore.StateStore)
-      const trajectories = yield* Activities.durableTrajectoryStore(yield* TrajectoryStore.TrajectoryStore)
-      // The session names the step's activities and its record: the same in every execution of the step.
-      const sessionId = `actor-${payload.index}-${payload.task.taskId}`
-      return yield* ActorLoop.step(payload.task, { ...payload.options, sessionId }).pipe(
-        Effect.map((record): StepOutcome => ({ _tag: "Recorded", record })),
-        Effect.catch((error) => Effect.succeed<StepOutcome>({ _tag: "Failed", error })),
-        withDurableReward,
-        Effect.provideService(Model.Model, model),
-        Effect.provideService(Sandbox.Sandbox, sandbox),
-        Effect.provideService(StateStore.StateStore, states),
-        Effect.provideService(TrajectoryStore.TrajectoryStore, trajectories)
-      )
-    })
-)
-
-const episodeLayer = ActorLoopEpisode.toLayer(
-  (payload) =>
-    Effect.gen(function*() {
-      const { episodeId, groupKey } = episodeIdsOf(payload)
-      const maxSteps = payload.options.maxSteps ?? 1
-      const members = groupKey === undefined
-        ? Exit.succeed([EpisodeInternal.loneMember(payload.task.taskId, payload.task.seed)])
-        : yield* Effect.exit(EpisodeInternal.derivedMembers(groupKey, payload.task.seed, payload.group ?? 1, maxSteps))
-      const groupId = groupKey === undefined ? undefined : EpisodeInternal.uuidOf(groupKey)
-      const failed = (error: AgentError): EpisodeOutcome => ({
-        _tag: "Failed",
-        error,
-        episodeId,
-        ...(groupId !== undefined ? { groupId } : {}),
-        ...(payload.run !== undefined ? { run: payload.run } : {})
-      })
-      const found = yield* Effect.serviceOption(Sandbox.Sandbox)
-      if (Option.isNone(found)) return failed(noSandbox())
-      if (Exit.isFailure(members)) {
-        // A seed too large for the group (the client checks it first; a runner of an older client may not have).
-        const error = Option.getOrUndefined(Exit.findErrorOption(members))
-        return failed(error ?? new ArchitectureFailed({ architecture: ActorLoop.name, message: "the group's members could not be made" }))
-      }
-      const base = members.value[groupKey === undefined ? 0 : payload.member]
-      if (base === undefined) {
-        return failed(new ArchitectureFailed({ architecture: ActorLoop.name, message: `member ${payload.member} of a group of ${payload.group}` }))
-      }
-      const { aggregate, maxSteps: _m, rewardThreshold, ...stepOptions } = payload.options
-      const lone = groupKey === undefined
-      // The task's kept workspace (lone, `keepWorkspaces`) as in process; else one kept under the episode's key until
-      // it ends, so that a resumed execution works in what its replayed commands left.
-      const workspace = lone && stepOptions.keepWorkspaces === true
-        ? { key: payload.task.taskId, keep: true }
-        : { key: `episode-${episodeId}`, keep: true, seedOnce: true }
-      const member: EpisodeInternal.Member = {
-        ...base,
-        sessionOf: (step) => `actor-${episodeId}-${step}`,
-        workspace,
-        ...(base.fresh
-          ? { store: yield* Activities.durableMemberStore(yield* StateStore.makeMemory((yield* StateStore.StateStore).caps)) }
-          : {})
-      }
-      const model = yield* Activities.durableModel(yield* Model.Model)
-      const sandbox = yield* Activities.durableSandbox(found.value)
-      const states = yield* Activities.durableStateStore(yield* StateStore.StateStore)
-      const trajectories = yield* Activities.durableTrajectoryStore(yield* TrajectoryStore.TrajectoryStore)
-      const removeWorkspace = workspace.key === payload.task.taskId ? Effect.void : Effect.ignore(found.value.discard(workspace.key))
-      return yield* ActorLoop.episode(payload.task, {
-        ...stepOptions,
-        maxSteps,
-        ...(rewardThreshold !== undefined ? { rewardThreshold } : {}),
-        ...(aggregate !== undefined ? { aggregate } : {})
-      }).pipe(
-        Effect.map((episode): EpisodeOutcome => ({ _tag: "Recorded", episode })),
-        Effect.catch((error) => Effect.succeed(failed(error))),
-        // Removed once the episode ended, not when its fiber was stopped: a resumed execution needs it.
-        Effect.onExit((exit) => Exit.hasInterrupts(exit) ? Effect.void : removeWorkspace),
-        Effect.provideService(EpisodeInternal.Given, Option.some({ member, episodeId })),
-        withDurableReward,
-        Effect.provideService(Model.Model, model),
-        Effect.provideService(Sandbox.Sandbox, sandbox),
-        Effect.provideService(StateStore.StateStore, states),
-        Effect.provideService(TrajectoryStore.TrajectoryStore, trajectories)
-      )
-    })
-)
+export const ActorLoopEpisode = DurableActorLoop.ActorLoopEpisode
 
 /**
  * Registers the `ActorLoopStep` and `ActorLoopEpisode` handlers on the actor loop's services in context (`Model`,
@@ -948,10 +647,8 @@ const episodeLayer = ActorLoopEpisode.toLayer(
  * @since 0.2.0
  * @category layers
  */
-export const layerActorLoop: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | ActorLoop.Requirements> = Layer.merge(
-  stepLayer,
-  episodeLayer
-) as unknown as Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | ActorLoop.Requirements>
+export const layerActorLoop: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | ActorLoop.Requirements> =
+  DurableActorLoop.layerActorLoop
 
 /**
  * Options of a durable actor loop: `ActorLoop.run`'s, and the loop's key.
@@ -969,13 +666,6 @@ export interface ActorLoopOptions extends ActorLoop.RunOptions {
   readonly loop: string
 }
 
-const ActorLoopOptionsSchema = Schema.Struct({
-  ...EpisodeOptions.fields,
-  concurrency: Schema.optional(Opts.IntAtLeast(1)),
-  group: Schema.optional(Opts.IntAtLeast(1)),
-  loop: Schema.String.check(Schema.isMinLength(1, { expected: "a non-empty key" }))
-})
-
 /**
  * `ActorLoop.run` with every step an `ActorLoopStep` workflow — or, with `maxSteps` or `group`, every episode an
  * `ActorLoopEpisode` workflow (a group's rollouts one each) — on the engine in context: the runners run them,
@@ -987,70 +677,7 @@ const ActorLoopOptionsSchema = Schema.Struct({
  * @since 0.2.0
  * @category running
  */
-export const actorLoop = <E, R>(
+export const actorLoop: <E, R>(
   tasks: Stream.Stream<ActorLoop.Task, E, R>,
   options: ActorLoopOptions
-): Stream.Stream<ActorLoop.Outcome, E | InvalidOptions, R | WorkflowEngine.WorkflowEngine> =>
-  Stream.unwrap(Effect.map(Opts.decode("Durable.actorLoop", ActorLoopOptionsSchema, options), ({ concurrency, group, loop, ...episodeOptions }) => {
-    const { aggregate: _a, maxSteps, rewardThreshold: _r, ...stepOptions } = episodeOptions
-    // Neither `maxSteps` nor `group`: one step per task, as `ActorLoop.run` (and this function before episodes) does.
-    if (maxSteps === undefined && group === undefined) {
-      return Stream.mapEffect(
-        Stream.zipWithIndex(tasks),
-        ([task, index]) =>
-          Effect.map(ActorLoopStep.execute({ loop, index, task, options: stepOptions }), (outcome): ActorLoop.Outcome =>
-            outcome._tag === "Recorded" ? { _tag: "Recorded", task, record: outcome.record } : { _tag: "Failed", task, error: outcome.error }),
-        { concurrency: concurrency ?? 1, unordered: true }
-      )
-    }
-    // This run of the loop: an episode whose stored failure names another run failed then, and runs again as the next
-    // attempt (as `evaluate` runs a problem recorded as failed again); one that fails now is this run's outcome.
-    const run = randomUUID()
-    const executeFrom = (
-      task: ActorLoop.Task,
-      index: number,
-      member: number,
-      attempt: number
-    ): Effect.Effect<EpisodeOutcome, never, WorkflowEngine.WorkflowEngine> =>
-      Effect.flatMap(
-        ActorLoopEpisode.execute({
-          loop,
-          index,
-          task,
-          ...(group !== undefined ? { group } : {}),
-          member,
-          options: episodeOptions,
-          ...(attempt > 0 ? { attempt } : {}),
-          run
-        }),
-        (outcome) =>
-          outcome._tag === "Failed" && outcome.run !== run ? executeFrom(task, index, member, attempt + 1) : Effect.succeed(outcome)
-      )
-    const episodeOf = (task: ActorLoop.Task, index: number, member: number): Effect.Effect<ActorLoop.Outcome, never, WorkflowEngine.WorkflowEngine> =>
-      Effect.map(
-        executeFrom(task, index, member, 0),
-        (outcome): ActorLoop.Outcome =>
-          outcome._tag === "Recorded"
-            ? {
-              _tag: "Recorded",
-              task,
-              record: outcome.episode.records[outcome.episode.records.length - 1]!,
-              episode: outcome.episode,
-              ...(outcome.episode.reward !== undefined ? { reward: outcome.episode.reward } : {})
-            }
-            : { _tag: "Failed", task, error: outcome.error, episodeId: outcome.episodeId, ...(outcome.groupId !== undefined ? { groupId: outcome.groupId } : {}) }
-      )
-    // The seeds of a task's rollouts are checked before any of its workflows starts: a failed outcome per episode the
-    // group would have run (outcomes count episodes), as in `ActorLoop.run`.
-    const work = ([task, index]: readonly [ActorLoop.Task, number]) =>
-      Effect.match(EpisodeInternal.checkSeed(task.seed, group ?? 1, maxSteps ?? 1), {
-        onFailure: (error): ReadonlyArray<Effect.Effect<ActorLoop.Outcome, never, WorkflowEngine.WorkflowEngine>> =>
-          Array.from({ length: group ?? 1 }, () => Effect.succeed({ _tag: "Failed", task, error })),
-        onSuccess: () => Array.from({ length: group ?? 1 }, (_, member) => episodeOf(task, index, member))
-      })
-    return Stream.zipWithIndex(tasks).pipe(
-      Stream.mapEffect(work),
-      Stream.flatMap((episodes) => Stream.fromIterable(episodes)),
-      Stream.mapEffect((episode) => episode, { concurrency: concurrency ?? 1, unordered: true })
-    )
-  }))
+) => Stream.Stream<ActorLoop.Outcome, E | InvalidOptions, R | WorkflowEngine.WorkflowEngine> = DurableActorLoop.actorLoop

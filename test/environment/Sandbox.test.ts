@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process"
 import { existsSync, mkdtempSync, readdirSync, readFileSync, realpathSync, rmSync } from "node:fs"
 import { createServer } from "node:net"
 import { tmpdir } from "node:os"
@@ -340,6 +341,18 @@ suite("process")
 if (bwrapWorks) suite("bwrap")
 else describe("Sandbox (bwrap isolation)", () => it.skip(`every case${skippedWithoutBwrap}`, () => {}))
 
+/** Clock ticks a second (what /proc/<pid>/stat counts start times in). */
+const clockTicks = Number(execFileSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).trim())
+
+/** A live process's start time in clock ticks since boot (`/proc/<pid>/stat` field 22), or -1 when it is gone. */
+const startTicks = (pid: number): number => {
+  try {
+    return Number(readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ")[19])
+  } catch {
+    return -1
+  }
+}
+
 /** Pids of the live processes whose environment has `HOME=<home>`: a pre-made workspace's launcher, and what it ran. */
 const processesAt = (home: string): Array<number> => {
   const needle = Buffer.from(`HOME=${home}\0`)
@@ -363,13 +376,20 @@ describe("Sandbox pool of pre-made workspaces", () => {
         let pool: Array<string> = []
         yield* Effect.scoped(Effect.gen(function*() {
           const sandbox = yield* Sandbox.makeScoped({ isolation: mode, workRoot, poolSize: 2, limits: { memoryBytes: 512 * 1024 ** 2 } })
-          // Filled in the background after the sandbox is built: two directories, each with its launcher waiting.
-          yield* waitUntil(() => premade().length === 2 && premade().every((path) => processesAt(path).length > 0))
+          // Filled in the background after the sandbox is built: two directories, each with its launcher waiting —
+          // the start times of their processes read until two reads agree (bwrap starts the launcher inside its
+          // namespace a moment after its own process: under load, more than a few ms).
+          let waiting = ""
+          yield* waitUntil(() => {
+            const now = premade().length === 2 && premade().every((path) => processesAt(path).length > 0)
+              ? JSON.stringify(premade().map((path) => processesAt(path).map(startTicks)))
+              : ""
+            const settled = now !== "" && now === waiting
+            waiting = now
+            return settled
+          }, 10_000)
           pool = premade()
-          // Seconds since boot (what /proc counts process start times in, in every pid namespace) before the run is
-          // asked for, 50 ms past the launchers' start: a command started by the run would start after it.
-          yield* Effect.sleep("50 millis")
-          const asked = Number(readFileSync("/proc/uptime", "utf8").split(" ")[0])
+          const waitingStarts = new Map(pool.map((path) => [path, processesAt(path).map(startTicks)] as const))
           const result = yield* Effect.scoped(Effect.gen(function*() {
             const ws = yield* sandbox.workspace("pooled", { "data/in.txt": "x\n" })
             expect(pool).toContain(ws.path)
@@ -392,7 +412,7 @@ describe("Sandbox pool of pre-made workspaces", () => {
           })
           expect(pool).toContain(cwd)
           // The command is the launcher that was waiting (exec keeps a process's start time), not a process spawned now.
-          expect(Number(started)).toBeLessThan(asked)
+          expect(waitingStarts.get(cwd!)).toContain(Math.round(Number(started) * clockTicks))
         }))
         // The used workspace and the unused launchers: no directory but `kept`, no process left.
         expect(readdirSync(workRoot)).toEqual(["kept"])

@@ -1,0 +1,228 @@
+/**
+ * A2A 1.0 over JSON-RPC, driven by a client no one here wrote: the official `@a2a-js/sdk` 1.x `ClientFactory`,
+ * over loopback against `Server.layerNode`, with agents on scripted models. Raw `fetch` where the test is of what
+ * the SDK would never send (a 0.3 request, a batch, a body over the cap).
+ */
+import {
+  type Client,
+  ClientFactory,
+  ClientFactoryOptions,
+  DefaultAgentCardResolver,
+  JsonRpcTransportFactory
+} from "@a2a-js/sdk/client"
+import { Role, type StreamResponse, type Task, TaskState } from "@a2a-js/sdk"
+import {
+  JsonRpcPushNotificationNotSupportedError,
+  JsonRpcRequestMalformedError,
+  JsonRpcTaskNotCancelableError,
+  JsonRpcTaskNotFoundError,
+  JsonRpcUnsupportedOperationError
+} from "@a2a-js/sdk/errors"
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, Schema } from "effect"
+import { HttpServerRequest } from "effect/http"
+import * as Agent from "../../src/core/Agent.js"
+import * as HumanLoop from "../../src/core/HumanLoop.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Threads from "../../src/core/Threads.js"
+import * as Tool from "../../src/core/Tool.js"
+import * as RunsApi from "../../src/serve/RunsApi.js"
+import { refundCall, supportAgent } from "../support/approvals.js"
+import { json, post, scriptedAgent, serveAgents } from "../support/serve.js"
+
+const token = "a2a-secret"
+
+/** A fetch that sends the server's token (and `extra` headers), as an app passes `fetchImpl` to the SDK. */
+const fetchWith = (headers: Record<string, string>): typeof fetch => (input, init) => {
+  const merged = new Headers(init?.headers)
+  for (const [name, value] of Object.entries(headers)) merged.set(name, value)
+  return fetch(input, { ...init, headers: merged })
+}
+
+/** The SDK's client of one agent, from its card URL (the whole URL: the resolver drops a base URL's path). */
+const clientOf = (url: string, agent: string, headers: Record<string, string> = { authorization: `Bearer ${token}` }) =>
+  Effect.promise(() => {
+    const fetchImpl = fetchWith(headers)
+    const factory = new ClientFactory(ClientFactoryOptions.createFrom(ClientFactoryOptions.default, {
+      transports: [new JsonRpcTransportFactory({ fetchImpl })],
+      cardResolver: new DefaultAgentCardResolver({ fetchImpl })
+    }))
+    return factory.createFromUrl(`${url}/a2a/${agent}/.well-known/agent-card.json`, "")
+  })
+
+/** A user message of text parts, as the SDK's types spell it. */
+const userMessage = (text: string, extra: { readonly taskId?: string; readonly contextId?: string; readonly messageId?: string } = {}) => ({
+  messageId: extra.messageId ?? `m-${Math.random().toString(36).slice(2)}`,
+  contextId: extra.contextId ?? "",
+  taskId: extra.taskId ?? "",
+  role: Role.ROLE_USER,
+  parts: [{ content: { $case: "text" as const, value: text }, metadata: undefined, filename: "", mediaType: "" }],
+  metadata: undefined,
+  extensions: [],
+  referenceTaskIds: []
+})
+
+/** A user message of one data part (an answer to a task waiting for a person). */
+const dataMessage = (data: Record<string, unknown>, taskId: string) => ({
+  ...userMessage("", { taskId }),
+  parts: [{ content: { $case: "data" as const, value: data }, metadata: undefined, filename: "", mediaType: "application/json" }]
+})
+
+const send = (client: Client, message: ReturnType<typeof userMessage>, configuration?: { readonly returnImmediately?: boolean }) =>
+  Effect.promise(() =>
+    client.sendMessage({
+      tenant: "",
+      message,
+      configuration: configuration === undefined ? undefined : { acceptedOutputModes: [], taskPushNotificationConfig: undefined, historyLength: undefined, returnImmediately: configuration.returnImmediately ?? false },
+      metadata: undefined
+    }) as Promise<Task>
+  )
+
+/** Every event of a stream, to its end. */
+const collect = (events: AsyncGenerator<StreamResponse>) =>
+  Effect.promise(async () => {
+    const all: Array<StreamResponse> = []
+    for await (const event of events) all.push(event)
+    return all
+  })
+
+/** The error a call is refused with. */
+const refusal = (promise: () => Promise<unknown>) =>
+  Effect.promise(() => promise().then(() => undefined, (error: unknown) => error as Error & { readonly envelopeCode?: number; readonly data?: unknown }))
+
+/** The text of a task's `output` artifact. */
+const outputOf = (task: Task) =>
+  task.artifacts.find((artifact) => artifact.artifactId === "output")?.parts.flatMap((part) => (part.content?.$case === "text" ? [part.content.value] : [])).join("")
+
+/** A raw JSON-RPC call. */
+const rpc = (url: string, agent: string, body: unknown, headers: Record<string, string> = { authorization: `Bearer ${token}`, "a2a-version": "1.0" }) =>
+  Effect.flatMap(post(`${url}/a2a/${agent}`, body, headers), (response) => Effect.map(json(response), (body) => ({ status: response.status, body })))
+
+const agents = [scriptedAgent("assistant", ["4"], undefined, "Be brief."), scriptedAgent("other", ["other answer"])]
+
+describe("A2aApi (the @a2a-js/sdk client)", () => {
+  it.live("the cards, root and per agent, behind the token; the SDK takes them and talks to the agent's endpoint", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents(agents, { token })
+      const card = yield* Effect.promise(() => fetch(`${url}/a2a/assistant/.well-known/agent-card.json`, { headers: { authorization: `Bearer ${token}` } }))
+      expect(card.headers.get("cache-control")).toBe("no-cache")
+      const body = yield* json(card)
+      expect(body).toMatchObject({
+        name: "assistant",
+        supportedInterfaces: [{ url: `${url}/a2a/assistant`, protocolBinding: "JSONRPC", protocolVersion: "1.0" }],
+        capabilities: { streaming: true, pushNotifications: false, extendedAgentCard: false },
+        skills: [{ id: "assistant", tags: ["react"] }],
+        securitySchemes: { bearer: { httpAuthSecurityScheme: { scheme: "Bearer" } } }
+      })
+      const root = yield* json(yield* Effect.promise(() => fetch(`${url}/.well-known/agent-card.json`, { headers: { authorization: `Bearer ${token}` } })))
+      expect(root.name).toBe("assistant")
+      // Behind the token, like every route but /health.
+      expect((yield* Effect.promise(() => fetch(`${url}/a2a/assistant/.well-known/agent-card.json`))).status).toBe(401)
+      const client = yield* clientOf(url, "other")
+      const card2 = yield* Effect.promise(() => client.getAgentCard())
+      expect(card2.name).toBe("other")
+      const task = yield* send(client, userMessage("Hi"))
+      expect(outputOf(task)).toBe("other answer")
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("SendMessage blocks until the task ends: COMPLETED, the answer as the artifact `output`; GetTask answers the same task", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents(agents, { token })
+      const client = yield* clientOf(url, "assistant")
+      const task = yield* send(client, userMessage("2 + 2?", { messageId: "m-1" }))
+      expect(task.status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
+      expect(outputOf(task)).toBe("4")
+      expect(task.history.map((message) => [message.role, message.parts[0]?.content])).toEqual([[Role.ROLE_USER, { $case: "text", value: "2 + 2?" }]])
+      const again = yield* Effect.promise(() => client.getTask({ tenant: "", id: task.id, historyLength: undefined }))
+      expect(again.status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
+      expect(outputOf(again)).toBe("4")
+      expect(again.contextId).toBe(task.contextId)
+      // historyLength 0 leaves the history out.
+      const bare = yield* Effect.promise(() => client.getTask({ tenant: "", id: task.id, historyLength: 0 }))
+      expect(bare.history).toEqual([])
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("the version: no A2A-Version (0.3) is -32009 naming 1.0; message/send under 1.0 is -32601 naming SendMessage", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents(agents, { token })
+      const legacy = yield* rpc(url, "assistant", { jsonrpc: "2.0", id: 7, method: "message/send", params: { message: { kind: "message", role: "user", parts: [{ kind: "text", text: "Hi" }], messageId: "x" } } }, { authorization: `Bearer ${token}` })
+      expect(legacy.status).toBe(200)
+      expect(legacy.body).toMatchObject({
+        jsonrpc: "2.0",
+        id: 7,
+        error: { code: -32009, data: [{ reason: "VERSION_NOT_SUPPORTED", metadata: { requested: "0.3", supported: "1.0" } }] }
+      })
+      expect(legacy.body.error.message).toContain("A2A-Version: 1.0")
+      const old = yield* rpc(url, "assistant", { jsonrpc: "2.0", id: "a", method: "message/send", params: {} })
+      expect(old.body).toMatchObject({ id: "a", error: { code: -32601 } })
+      expect(old.body.error.message).toContain("\"SendMessage\"")
+      // The query parameter names the version too (spec §3.6.1); 2.0 is not served.
+      const query = yield* Effect.flatMap(post(`${url}/a2a/assistant?A2A-Version=1.0`, { jsonrpc: "2.0", id: 1, method: "Nope" }, { authorization: `Bearer ${token}` }), json)
+      expect(query.error.code).toBe(-32601)
+      const two = yield* rpc(url, "assistant", { jsonrpc: "2.0", id: 2, method: "GetTask", params: { id: "x" } }, { authorization: `Bearer ${token}`, "a2a-version": "2.0" })
+      expect(two.body.error.code).toBe(-32009)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("bad requests: unparsable JSON -32700, a batch -32600, a part with no content -32602 naming it, a 0.3 lowercase role -32602, an unknown task -32001", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents(agents, { token })
+      const broken = yield* Effect.promise(() =>
+        fetch(`${url}/a2a/assistant`, { method: "POST", headers: { authorization: `Bearer ${token}`, "a2a-version": "1.0", "content-type": "application/json" }, body: "{nope" }))
+      expect(yield* json(broken)).toMatchObject({ id: null, error: { code: -32700 } })
+      expect((yield* rpc(url, "assistant", [{ jsonrpc: "2.0", id: 1, method: "GetTask" }])).body).toMatchObject({ error: { code: -32600 } })
+      const client = yield* clientOf(url, "assistant")
+      const empty = { ...userMessage("x"), parts: [{ content: undefined, metadata: undefined, filename: "", mediaType: "" }] }
+      const noContent = yield* refusal(() => client.sendMessage({ tenant: "", message: empty as never, configuration: undefined, metadata: undefined }))
+      expect(noContent).toBeInstanceOf(JsonRpcRequestMalformedError)
+      expect(noContent?.envelopeCode).toBe(-32602)
+      expect(noContent?.data).toEqual([{ "@type": "type.googleapis.com/google.rpc.BadRequest", fieldViolations: [{ field: "message.parts[0]", description: "a part needs one of text, raw, url, data" }] }])
+      const lowercase = yield* rpc(url, "assistant", { jsonrpc: "2.0", id: 3, method: "SendMessage", params: { message: { messageId: "x", role: "user", parts: [{ text: "Hi" }] } } })
+      expect(lowercase.body).toMatchObject({ id: 3, error: { code: -32602, data: [{ fieldViolations: [{ field: "message.role" }] }] } })
+      const video = yield* rpc(url, "assistant", { jsonrpc: "2.0", id: 4, method: "SendMessage", params: { message: { messageId: "x", role: "ROLE_USER", parts: [{ raw: "AAAA", mediaType: "video/mp4" }] } } })
+      expect(video.body).toMatchObject({ id: 4, error: { code: -32005 } })
+      const unknown = yield* refusal(() => client.getTask({ tenant: "", id: "no-such-task", historyLength: undefined }))
+      expect(unknown).toBeInstanceOf(JsonRpcTaskNotFoundError)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("guard errors in JSON-RPC shape: 401 without the token, 413 over the body cap, 404 for an unknown agent", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents(agents, { token, maxBodyBytes: 2_000 })
+      const anonymous = yield* rpc(url, "assistant", { jsonrpc: "2.0", id: 1, method: "GetTask", params: { id: "x" } }, { "a2a-version": "1.0" })
+      expect(anonymous.status).toBe(401)
+      expect(anonymous.body).toMatchObject({ jsonrpc: "2.0", error: { code: -32600 } })
+      // The SDK reads it as a JSON-RPC error, not a bare HTTP failure.
+      const client = yield* clientOf(url, "assistant")
+      const big = yield* refusal(() => send(client, userMessage("x".repeat(5_000))).pipe(Effect.runPromise))
+      expect(big).toBeInstanceOf(JsonRpcRequestMalformedError)
+      const raw = yield* rpc(url, "assistant", { jsonrpc: "2.0", id: 1, method: "SendMessage", params: { message: { messageId: "x", role: "ROLE_USER", parts: [{ text: "x".repeat(5_000) }] } } })
+      expect(raw.status).toBe(413)
+      expect(raw.body).toMatchObject({ jsonrpc: "2.0", error: { code: -32600 } })
+      const nobody = yield* rpc(url, "nobody", { jsonrpc: "2.0", id: 1, method: "GetTask", params: { id: "x" } })
+      expect(nobody.status).toBe(404)
+      expect(nobody.body).toMatchObject({ jsonrpc: "2.0", error: { code: -32600 } })
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("isolation: another owner's task and another agent's task are -32001, as unknown ones", () =>
+    Effect.gen(function*() {
+      const ownerFromHeader: RunsApi.OwnerOf = Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
+        const user = request.headers["x-user"]
+        return user === undefined ? Effect.fail(new RunsApi.Unauthorized({ message: "sign in: no x-user header" })) : Effect.succeed(user)
+      })
+      const url = yield* serveAgents(agents, { token, owner: ownerFromHeader })
+      const ada = yield* clientOf(url, "assistant", { authorization: `Bearer ${token}`, "x-user": "ada" })
+      const bob = yield* clientOf(url, "assistant", { authorization: `Bearer ${token}`, "x-user": "bob" })
+      const task = yield* send(ada, userMessage("2 + 2?"))
+      expect(outputOf(task)).toBe("4")
+      expect(yield* refusal(() => bob.getTask({ tenant: "", id: task.id, historyLength: undefined }))).toBeInstanceOf(JsonRpcTaskNotFoundError)
+      expect(yield* refusal(() => bob.cancelTask({ tenant: "", id: task.id, metadata: undefined }))).toBeInstanceOf(JsonRpcTaskNotFoundError)
+      const adaAtOther = yield* clientOf(url, "other", { authorization: `Bearer ${token}`, "x-user": "ada" })
+      expect(yield* refusal(() => adaAtOther.getTask({ tenant: "", id: task.id, historyLength: undefined }))).toBeInstanceOf(JsonRpcTaskNotFoundError)
+      // No owner: the app's 401, in JSON-RPC shape.
+      const anonymous = yield* rpc(url, "assistant", { jsonrpc: "2.0", id: 9, method: "GetTask", params: { id: task.id } })
+      expect(anonymous.status).toBe(401)
+      expect(anonymous.body).toMatchObject({ id: 9, error: { code: -32600 } })
+    }).pipe(Effect.scoped), 30_000)
+})
+
+// Keep the imports that the later tests of this file use.
+void [dataMessage, collect, Agent, HumanLoop, ScriptedModel, Threads, Tool, Layer, Schema, refundCall, supportAgent, JsonRpcPushNotificationNotSupportedError, JsonRpcTaskNotCancelableError, JsonRpcUnsupportedOperationError]

@@ -224,5 +224,115 @@ describe("A2aApi (the @a2a-js/sdk client)", () => {
     }).pipe(Effect.scoped), 30_000)
 })
 
+/** A gate a test opens: a tool waits on it. */
+const gate = () => {
+  let open!: () => void
+  const opened = new Promise<void>((resolve) => (open = resolve))
+  return { open, opened }
+}
+
+const sendParams = (message: ReturnType<typeof userMessage>) => ({ tenant: "", message, configuration: undefined, metadata: undefined })
+
+const kindOf = (event: StreamResponse) => event.payload?.$case
+
+const stateOf = (event: StreamResponse) =>
+  event.payload?.$case === "statusUpdate" ? event.payload.value.status?.state : event.payload?.$case === "task" ? event.payload.value.status?.state : undefined
+
+describe("A2aApi streams (the @a2a-js/sdk client)", () => {
+  it.live("SendStreamingMessage: the task first, then the answer as artifact updates, then COMPLETED, and the stream ends", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents([scriptedAgent("assistant", ["Paris is the capital of France."])], { token })
+      const client = yield* clientOf(url, "assistant")
+      const events = yield* collect(client.sendMessageStream(sendParams(userMessage("Capital of France?"))))
+      expect(kindOf(events[0]!)).toBe("task")
+      expect(stateOf(events[0]!)).toBe(TaskState.TASK_STATE_WORKING)
+      expect(kindOf(events.at(-1)!)).toBe("statusUpdate")
+      expect(stateOf(events.at(-1)!)).toBe(TaskState.TASK_STATE_COMPLETED)
+      const artifacts = events.flatMap((event) => (event.payload?.$case === "artifactUpdate" ? [event.payload.value] : []))
+      // The deltas, then the whole output replacing them (append: false), marked as the last chunk.
+      expect(artifacts.length).toBeGreaterThan(2)
+      const last = artifacts.at(-1)!
+      expect(last).toMatchObject({ append: false, lastChunk: true })
+      expect(last.artifact?.parts[0]?.content).toEqual({ $case: "text", value: "Paris is the capital of France." })
+      expect(artifacts.slice(0, -1).map((update) => update.artifact?.parts[0]?.content?.value).join("")).toBe("Paris is the capital of France.")
+      expect(artifacts[0]!.append).toBe(false)
+      expect(artifacts[1]!.append).toBe(true)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a dropped stream does not cancel the task; SubscribeToTask resumes it: the task as it is, then the rest", () =>
+    Effect.gen(function*() {
+      const slow = gate()
+      const lookup = Tool.make({
+        name: "lookup",
+        description: "Looks up",
+        parameters: Schema.Struct({}),
+        handler: () => Effect.as(Effect.promise(() => slow.opened), "found")
+      })
+      const agent = Agent.make({
+        name: "researcher",
+        instructions: "",
+        tools: [lookup],
+        model: Layer.orDie(ScriptedModel.layer([{ text: "Let me check.", toolCalls: [{ id: "c1", name: "lookup", arguments: {} }] }, "It is found."]))
+      }) as Agent.Agent<never>
+      const url = yield* serveAgents([agent], { token })
+      const client = yield* clientOf(url, "researcher")
+      const abort = new AbortController()
+      const seen = yield* Effect.promise(async () => {
+        const seen: Array<StreamResponse> = []
+        for await (const event of client.sendMessageStream(sendParams(userMessage("Find it.")), { signal: abort.signal })) {
+          seen.push(event)
+          if (event.payload?.$case === "statusUpdate") break
+        }
+        abort.abort()
+        return seen
+      })
+      const taskId = seen[0]!.payload?.$case === "task" ? seen[0]!.payload.value.id : ""
+      // The task, the first turn's text word by word, then the tool call the task is in.
+      expect([...new Set(seen.map(kindOf))]).toEqual(["task", "artifactUpdate", "statusUpdate"])
+      const calling = seen.at(-1)!
+      expect(calling.payload?.$case === "statusUpdate" && calling.payload.value.status?.message?.parts[0]?.content?.value).toBe("calling lookup")
+      const resumed = client.resubscribeTask({ tenant: "", id: taskId })
+      const first = yield* Effect.promise(() => resumed.next())
+      const snapshot = first.value as StreamResponse
+      expect(kindOf(snapshot)).toBe("task")
+      const task = snapshot.payload?.$case === "task" ? snapshot.payload.value : undefined
+      expect(task?.status?.state).toBe(TaskState.TASK_STATE_WORKING)
+      expect(outputOf(task!)).toBe("Let me check.")
+      slow.open()
+      const rest = yield* collect(resumed)
+      expect(stateOf(rest.at(-1)!)).toBe(TaskState.TASK_STATE_COMPLETED)
+      const done = yield* Effect.promise(() => client.getTask({ tenant: "", id: taskId, historyLength: undefined }))
+      expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
+      expect(outputOf(done)).toBe("It is found.")
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("CancelTask mid-run: CANCELED (and the stream says so); again: CANCELED; a COMPLETED task: -32002; SubscribeToTask on it: -32004", () =>
+    Effect.gen(function*() {
+      const stuck = Agent.make({
+        name: "stuck",
+        instructions: "",
+        model: Layer.orDie(ScriptedModel.layer(() => Effect.never))
+      }) as Agent.Agent<never>
+      const url = yield* serveAgents([stuck, scriptedAgent("assistant", ["4"])], { token })
+      const client = yield* clientOf(url, "stuck")
+      const stream = client.sendMessageStream(sendParams(userMessage("Wait.")))
+      const first = (yield* Effect.promise(() => stream.next())).value as StreamResponse
+      const taskId = first.payload?.$case === "task" ? first.payload.value.id : ""
+      const canceled = yield* Effect.promise(() => client.cancelTask({ tenant: "", id: taskId, metadata: undefined }))
+      expect(canceled.status?.state).toBe(TaskState.TASK_STATE_CANCELED)
+      const rest = yield* collect(stream)
+      expect(stateOf(rest.at(-1)!)).toBe(TaskState.TASK_STATE_CANCELED)
+      const again = yield* Effect.promise(() => client.cancelTask({ tenant: "", id: taskId, metadata: undefined }))
+      expect(again.status?.state).toBe(TaskState.TASK_STATE_CANCELED)
+      const assistant = yield* clientOf(url, "assistant")
+      const done = yield* send(assistant, userMessage("2 + 2?"))
+      const notCancelable = yield* refusal(() => assistant.cancelTask({ tenant: "", id: done.id, metadata: undefined }))
+      expect(notCancelable).toBeInstanceOf(JsonRpcTaskNotCancelableError)
+      expect(notCancelable?.message).toContain("TASK_STATE_COMPLETED")
+      const ended = yield* refusal(() => collect(assistant.resubscribeTask({ tenant: "", id: done.id })).pipe(Effect.runPromise))
+      expect(ended).toBeInstanceOf(JsonRpcUnsupportedOperationError)
+    }).pipe(Effect.scoped), 30_000)
+})
+
 // Keep the imports that the later tests of this file use.
-void [dataMessage, collect, Agent, HumanLoop, ScriptedModel, Threads, Tool, Layer, Schema, refundCall, supportAgent, JsonRpcPushNotificationNotSupportedError, JsonRpcTaskNotCancelableError, JsonRpcUnsupportedOperationError]
+void [dataMessage, HumanLoop, Threads, refundCall, supportAgent, JsonRpcPushNotificationNotSupportedError]

@@ -10,7 +10,7 @@ import {
   DefaultAgentCardResolver,
   JsonRpcTransportFactory
 } from "@a2a-js/sdk/client"
-import { Role, type StreamResponse, type Task, TaskState } from "@a2a-js/sdk"
+import { type Message, Role, type StreamResponse, type Task, TaskState } from "@a2a-js/sdk"
 import {
   JsonRpcPushNotificationNotSupportedError,
   JsonRpcRequestMalformedError,
@@ -51,7 +51,7 @@ const clientOf = (url: string, agent: string, headers: Record<string, string> = 
   })
 
 /** A user message of text parts, as the SDK's types spell it. */
-const userMessage = (text: string, extra: { readonly taskId?: string; readonly contextId?: string; readonly messageId?: string } = {}) => ({
+const userMessage = (text: string, extra: { readonly taskId?: string; readonly contextId?: string; readonly messageId?: string } = {}): Message => ({
   messageId: extra.messageId ?? `m-${Math.random().toString(36).slice(2)}`,
   contextId: extra.contextId ?? "",
   taskId: extra.taskId ?? "",
@@ -63,12 +63,12 @@ const userMessage = (text: string, extra: { readonly taskId?: string; readonly c
 })
 
 /** A user message of one data part (an answer to a task waiting for a person). */
-const dataMessage = (data: Record<string, unknown>, taskId: string) => ({
+const dataMessage = (data: Record<string, unknown>, taskId: string): Message => ({
   ...userMessage("", { taskId }),
   parts: [{ content: { $case: "data" as const, value: data }, metadata: undefined, filename: "", mediaType: "application/json" }]
 })
 
-const send = (client: Client, message: ReturnType<typeof userMessage>, configuration?: { readonly returnImmediately?: boolean }) =>
+const send = (client: Client, message: Message, configuration?: { readonly returnImmediately?: boolean }) =>
   Effect.promise(() =>
     client.sendMessage({
       tenant: "",
@@ -231,7 +231,7 @@ const gate = () => {
   return { open, opened }
 }
 
-const sendParams = (message: ReturnType<typeof userMessage>) => ({ tenant: "", message, configuration: undefined, metadata: undefined })
+const sendParams = (message: Message) => ({ tenant: "", message, configuration: undefined, metadata: undefined })
 
 const kindOf = (event: StreamResponse) => event.payload?.$case
 
@@ -334,5 +334,77 @@ describe("A2aApi streams (the @a2a-js/sdk client)", () => {
     }).pipe(Effect.scoped), 30_000)
 })
 
+/** The data part of a task's status message (what an input-required task asks). */
+const askedOf = (task: Task) => task.status?.message?.parts.flatMap((part) => (part.content?.$case === "data" ? [part.content.value] : []))[0]
+
+describe("A2aApi input required (the @a2a-js/sdk client)", () => {
+  it.live("a tool call waiting for approval: INPUT_REQUIRED with the call as a data part; a message with the taskId and {approved} goes on to COMPLETED", () =>
+    Effect.gen(function*() {
+      const { agent, ran } = supportAgent([{ toolCalls: [refundCall("c1", 30)] }, "Refunded 30."])
+      const url = yield* serveAgents([agent], { token })
+      const client = yield* clientOf(url, "support")
+      const waiting = yield* send(client, userMessage("Refund my order."))
+      expect(waiting.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
+      expect(askedOf(waiting)).toMatchObject({ kind: "approval", toolCallId: "c1", name: "refund", arguments: `{"amount":30}` })
+      expect(ran).toEqual([])
+      // GetTask says the same while it waits; a message that is no decision is refused naming what waits.
+      expect((yield* Effect.promise(() => client.getTask({ tenant: "", id: waiting.id, historyLength: undefined }))).status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
+      const wrong = yield* refusal(() => send(client, dataMessage({ approved: true, toolCallId: "c9" }, waiting.id)).pipe(Effect.runPromise))
+      expect(wrong).toBeInstanceOf(JsonRpcRequestMalformedError)
+      expect(wrong?.message).toContain("c1")
+      const done = yield* send(client, dataMessage({ approved: true }, waiting.id))
+      expect(done.id).toBe(waiting.id)
+      expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
+      expect(outputOf(done)).toBe("Refunded 30.")
+      expect(ran).toEqual([30])
+      // An ended task takes no more messages.
+      const late = yield* refusal(() => send(client, dataMessage({ approved: true }, waiting.id)).pipe(Effect.runPromise))
+      expect(late).toBeInstanceOf(JsonRpcUnsupportedOperationError)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a question (ask_human): the stream closes at INPUT_REQUIRED; a streamed text answer resumes the task to COMPLETED; a working task takes no message", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({
+        name: "booker",
+        instructions: "",
+        tools: [HumanLoop.askTool()],
+        model: Layer.orDie(ScriptedModel.layer((request, index) =>
+          index === 0 ? { toolCalls: [{ id: "a1", name: "ask_human", arguments: { question: "How many nights?" } }] } : `Booked: ${request.messages?.at(-1)?.content}`))
+      }) as Agent.Agent<never>
+      const url = yield* serveAgents([agent], { token })
+      const client = yield* clientOf(url, "booker")
+      const first = yield* collect(client.sendMessageStream(sendParams(userMessage("Book a room."))))
+      const last = first.at(-1)!
+      expect(stateOf(last)).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
+      const status = last.payload?.$case === "statusUpdate" ? last.payload.value : undefined
+      const asked = status?.status?.message?.parts.flatMap((part) => (part.content?.$case === "data" ? [part.content.value] : []))[0]
+      expect(asked).toMatchObject({ kind: "question", questionId: "q1", question: "How many nights?", schema: { type: "string" } })
+      const taskId = status!.taskId
+      const resumed = yield* collect(client.sendMessageStream(sendParams(userMessage("Three.", { taskId }))))
+      // The task again (working), then the rest to the end.
+      expect(kindOf(resumed[0]!)).toBe("task")
+      expect(stateOf(resumed[0]!)).toBe(TaskState.TASK_STATE_WORKING)
+      expect(stateOf(resumed.at(-1)!)).toBe(TaskState.TASK_STATE_COMPLETED)
+      const done = yield* Effect.promise(() => client.getTask({ tenant: "", id: taskId, historyLength: undefined }))
+      expect(outputOf(done)).toBe("Booked: Three.")
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a message to a working task is -32004 (input only in INPUT_REQUIRED); a contextId that is not the task's is -32602", () =>
+    Effect.gen(function*() {
+      const { agent } = supportAgent([{ toolCalls: [refundCall("c1", 5)] }, "Done."])
+      const stuck = Agent.make({ name: "stuck", instructions: "", model: Layer.orDie(ScriptedModel.layer(() => Effect.never)) }) as Agent.Agent<never>
+      const url = yield* serveAgents([agent, stuck], { token })
+      const client = yield* clientOf(url, "stuck")
+      const working = yield* send(client, userMessage("Wait."), { returnImmediately: true })
+      expect(working.status?.state).toBe(TaskState.TASK_STATE_WORKING)
+      expect(yield* refusal(() => send(client, userMessage("More.", { taskId: working.id })).pipe(Effect.runPromise))).toBeInstanceOf(JsonRpcUnsupportedOperationError)
+      const support = yield* clientOf(url, "support")
+      const waiting = yield* send(support, userMessage("Refund."))
+      const elsewhere = yield* refusal(() => send(support, { ...dataMessage({ approved: true }, waiting.id), contextId: "another" }).pipe(Effect.runPromise))
+      expect(elsewhere).toBeInstanceOf(JsonRpcRequestMalformedError)
+      expect(elsewhere?.data).toMatchObject([{ fieldViolations: [{ field: "message.contextId" }] }])
+    }).pipe(Effect.scoped), 30_000)
+})
+
 // Keep the imports that the later tests of this file use.
-void [dataMessage, HumanLoop, Threads, refundCall, supportAgent, JsonRpcPushNotificationNotSupportedError]
+void [Threads, JsonRpcPushNotificationNotSupportedError]

@@ -406,5 +406,62 @@ describe("A2aApi input required (the @a2a-js/sdk client)", () => {
     }).pipe(Effect.scoped), 30_000)
 })
 
+describe("A2aApi contexts (the @a2a-js/sdk client)", () => {
+  /** An agent answering with the number of user messages it saw, and the texts of the conversation. */
+  const counting = () => {
+    const seen: Array<ReadonlyArray<string>> = []
+    const agent = Agent.make({
+      name: "counter",
+      instructions: "",
+      model: Layer.orDie(ScriptedModel.layer((request) => {
+        const texts = (request.messages ?? []).filter((message) => message.role === "user" || message.role === "assistant").map((message) => `${message.role}: ${String(message.content)}`)
+        seen.push(texts)
+        return `turn ${texts.filter((text) => text.startsWith("user")).length}`
+      }))
+    }) as Agent.Agent<never>
+    return { agent, seen }
+  }
+
+  it.live("with a thread store, contextId is the thread: a second message with the first task's contextId sees the first turn; a new contextId starts a thread", () =>
+    Effect.gen(function*() {
+      const { agent, seen } = counting()
+      const url = yield* serveAgents([agent], { token }, Threads.layerMemory())
+      const client = yield* clientOf(url, "counter")
+      const first = yield* send(client, userMessage("My name is Ada."))
+      expect(outputOf(first)).toBe("turn 1")
+      expect(first.contextId).not.toBe("")
+      const second = yield* send(client, userMessage("What is my name?", { contextId: first.contextId }))
+      expect(second.contextId).toBe(first.contextId)
+      expect(second.id).not.toBe(first.id)
+      expect(outputOf(second)).toBe("turn 2")
+      expect(seen.at(-1)).toEqual(["user: My name is Ada.", "assistant: turn 1", "user: What is my name?"])
+      // A contextId never seen: a thread of that id, made on first use.
+      const named = yield* send(client, userMessage("Hello.", { contextId: "conv-42" }))
+      expect(named.contextId).toBe("conv-42")
+      expect(outputOf(named)).toBe("turn 1")
+      const bad = yield* refusal(() => send(client, userMessage("Hello.", { contextId: "no spaces allowed" })).pipe(Effect.runPromise))
+      expect(bad).toBeInstanceOf(JsonRpcRequestMalformedError)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("another owner's context is -32001; without a thread store a contextId is -32004 and a task's context is its session", () =>
+    Effect.gen(function*() {
+      const ownerFromHeader: RunsApi.OwnerOf = Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) =>
+        Effect.succeed(request.headers["x-user"] ?? "nobody"))
+      const { agent } = counting()
+      const url = yield* serveAgents([agent], { token, owner: ownerFromHeader }, Threads.layerMemory())
+      const ada = yield* clientOf(url, "counter", { authorization: `Bearer ${token}`, "x-user": "ada" })
+      const bob = yield* clientOf(url, "counter", { authorization: `Bearer ${token}`, "x-user": "bob" })
+      const mine = yield* send(ada, userMessage("Secret."))
+      expect(yield* refusal(() => send(bob, userMessage("Tell me.", { contextId: mine.contextId })).pipe(Effect.runPromise))).toBeInstanceOf(JsonRpcTaskNotFoundError)
+      const plain = yield* serveAgents([counting().agent], { token })
+      const client = yield* clientOf(plain, "counter")
+      const task = yield* send(client, userMessage("Hi."))
+      expect(task.contextId).not.toBe("")
+      const refused = yield* refusal(() => send(client, userMessage("Again.", { contextId: task.contextId })).pipe(Effect.runPromise))
+      expect(refused).toBeInstanceOf(JsonRpcUnsupportedOperationError)
+      expect(refused?.message).toContain("threads:")
+    }).pipe(Effect.scoped), 30_000)
+})
+
 // Keep the imports that the later tests of this file use.
-void [Threads, JsonRpcPushNotificationNotSupportedError]
+void [JsonRpcPushNotificationNotSupportedError]

@@ -488,14 +488,18 @@ const make = (runs: Runs.Service) => {
       if (params.pageToken !== undefined && params.pageToken !== "" && !/^\d+$/.test(params.pageToken)) {
         return yield* refused(Rpc.invalidParams("pageToken", "not a page token this server gave"))
       }
-      const page = yield* runs.list({
-        owner: call.owner,
-        limit: params.pageSize ?? 50,
-        ...(params.pageToken !== undefined && params.pageToken !== "" ? { cursor: params.pageToken } : {})
-      })
+      // Run by run (the registry's own pages are of every agent's runs): the token is the registry's cursor after
+      // the last run looked at, so that a page holds `pageSize` of this agent's tasks and the next goes on after it.
+      const pageSize = params.pageSize ?? 50
       const tasks: Array<Wire.Task> = []
-      for (const summary of page.runs) {
-        if (summary.agent !== call.agent.name) continue
+      let cursor = params.pageToken !== undefined && params.pageToken !== "" ? params.pageToken : undefined
+      let more = true
+      while (more && tasks.length < pageSize) {
+        const page = yield* runs.list({ owner: call.owner, limit: 1, ...(cursor !== undefined ? { cursor } : {}) })
+        cursor = page.nextCursor
+        more = cursor !== undefined
+        const summary = page.runs[0]
+        if (summary === undefined || summary.agent !== call.agent.name) continue
         const view = yield* Effect.option(runs.get(summary.runId, { owner: call.owner }))
         if (Option.isNone(view)) continue
         if (params.contextId !== undefined && params.contextId !== "" && Tasks.refOf(view.value).contextId !== params.contextId) continue
@@ -504,7 +508,7 @@ const make = (runs: Runs.Service) => {
         const shown = Tasks.withHistoryLength(snapshot, params.historyLength ?? 0)
         tasks.push(params.includeArtifacts === true ? shown : Tasks.withoutArtifacts(shown))
       }
-      return answer(call.id, { tasks, nextPageToken: page.nextCursor ?? "", pageSize: tasks.length, totalSize: tasks.length })
+      return answer(call.id, { tasks, nextPageToken: more ? cursor ?? "" : "", pageSize: tasks.length, totalSize: tasks.length })
     })
 
   return (call: Call, method: string): Effect.Effect<Response, Refused> => {

@@ -463,5 +463,53 @@ describe("A2aApi contexts (the @a2a-js/sdk client)", () => {
     }).pipe(Effect.scoped), 30_000)
 })
 
-// Keep the imports that the later tests of this file use.
-void [JsonRpcPushNotificationNotSupportedError]
+describe("A2aApi listing and what is not offered (the @a2a-js/sdk client)", () => {
+  it.live("ListTasks: this agent's tasks of this owner, newest first, filtered by context and state; artifacts only when asked; nextPageToken", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents([scriptedAgent("assistant", ["4"]), scriptedAgent("other", ["5"])], { token }, Threads.layerMemory())
+      const client = yield* clientOf(url, "assistant")
+      const first = yield* send(client, userMessage("one"))
+      const second = yield* send(client, userMessage("two", { contextId: first.contextId }))
+      const third = yield* send(client, userMessage("three"))
+      yield* send(yield* clientOf(url, "other"), userMessage("elsewhere"))
+      const list = (params: Record<string, unknown>) =>
+        Effect.promise(() =>
+          client.listTasks({
+            tenant: "",
+            contextId: "",
+            status: TaskState.TASK_STATE_UNSPECIFIED,
+            pageSize: undefined,
+            pageToken: "",
+            historyLength: undefined,
+            statusTimestampAfter: undefined,
+            includeArtifacts: undefined,
+            ...params
+          })
+        )
+      const all = yield* list({})
+      expect(all.tasks.map((task) => task.id)).toEqual([third.id, second.id, first.id])
+      expect(all.nextPageToken).toBe("")
+      expect(all.tasks[0]!.artifacts).toEqual([])
+      const inContext = yield* list({ contextId: first.contextId, includeArtifacts: true })
+      expect(inContext.tasks.map((task) => task.id)).toEqual([second.id, first.id])
+      expect(outputOf(inContext.tasks[0]!)).toBe("4")
+      expect((yield* list({ status: TaskState.TASK_STATE_CANCELED })).tasks).toEqual([])
+      const page = yield* list({ pageSize: 2 })
+      expect(page.tasks.map((task) => task.id)).toEqual([third.id, second.id])
+      expect(page.nextPageToken).not.toBe("")
+      expect((yield* list({ pageSize: 2, pageToken: page.nextPageToken })).tasks.map((task) => task.id)).toEqual([first.id])
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("push notification methods are -32003 and GetExtendedAgentCard -32004, as the card declares; an unknown method -32601", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents(agents, { token })
+      for (const method of ["CreateTaskPushNotificationConfig", "GetTaskPushNotificationConfig", "ListTaskPushNotificationConfigs", "DeleteTaskPushNotificationConfig"]) {
+        expect((yield* rpc(url, "assistant", { jsonrpc: "2.0", id: method, method, params: { taskId: "t", id: "c" } })).body).toMatchObject({ id: method, error: { code: -32003 } })
+      }
+      const client = yield* clientOf(url, "assistant")
+      const push = yield* refusal(() => client.deleteTaskPushNotificationConfig({ tenant: "", taskId: "t", id: "c" }))
+      expect(push).toBeInstanceOf(JsonRpcPushNotificationNotSupportedError)
+      expect((yield* rpc(url, "assistant", { jsonrpc: "2.0", id: 1, method: "GetExtendedAgentCard", params: {} })).body).toMatchObject({ error: { code: -32004 } })
+      expect((yield* rpc(url, "assistant", { jsonrpc: "2.0", id: 2, method: "tasks/frobnicate" })).body).toMatchObject({ id: 2, error: { code: -32601 } })
+    }).pipe(Effect.scoped), 30_000)
+})

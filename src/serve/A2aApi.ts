@@ -629,8 +629,15 @@ export const layerFor = <Id extends string, Groups extends HttpApiGroup.Constrai
     ? HttpApiBuilder.group(api as unknown as typeof Api, "a2aDiscovery", (handlers) =>
       Effect.map(Effect.service(Agents.Agents), (agents) =>
         handlers.handleRaw("rootCard", ({ request }) => {
-          const entry = (options.defaultAgent !== undefined ? agents.get(options.defaultAgent) : undefined) ?? agents.list[0]
-          if (entry === undefined) return Effect.succeed(HttpServerResponse.jsonUnsafe({ _tag: "NotFound", message: "this server has no agents" }, { status: 404 }))
+          const entry = options.defaultAgent !== undefined ? agents.get(options.defaultAgent) : agents.list[0]
+          if (entry === undefined) {
+            return Effect.succeed(HttpServerResponse.jsonUnsafe({
+              _tag: "NotFound",
+              message: options.defaultAgent !== undefined
+                ? `the root card is of the agent ${JSON.stringify(options.defaultAgent)} (a2a.defaultAgent), which this server does not have`
+                : "this server has no agents"
+            }, { status: 404 }))
+          }
           return Effect.succeed(cardResponse(Card.cardOf(entry, `${originOf(request, options)}${endpointPath(api, entry.name)}`, cardOptions)))
         })))
     : Layer.empty

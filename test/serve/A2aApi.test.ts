@@ -202,6 +202,19 @@ describe("A2aApi (the @a2a-js/sdk client)", () => {
       expect(nobody.body).toMatchObject({ jsonrpc: "2.0", error: { code: -32600 } })
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("beyond maxConcurrentRuns: 429 with Retry-After and a JSON-RPC error carrying RetryInfo", () =>
+    Effect.gen(function*() {
+      const stuck = Agent.make({ name: "stuck", instructions: "", model: Layer.orDie(ScriptedModel.layer(() => Effect.never)) }) as Agent.Agent<never>
+      const url = yield* serveAgents([stuck], { token, maxConcurrentRuns: 1 })
+      const client = yield* clientOf(url, "stuck")
+      const first = yield* send(client, userMessage("Wait."), { returnImmediately: true })
+      expect(first.status?.state).toBe(TaskState.TASK_STATE_WORKING)
+      const response = yield* post(`${url}/a2a/stuck`, { jsonrpc: "2.0", id: 5, method: "SendMessage", params: { message: { messageId: "y", role: "ROLE_USER", parts: [{ text: "Me too." }] } } }, { authorization: `Bearer ${token}`, "a2a-version": "1.0" })
+      expect(response.status).toBe(429)
+      expect(Number(response.headers.get("retry-after"))).toBeGreaterThan(0)
+      expect(yield* json(response)).toMatchObject({ id: 5, error: { code: -32603, data: [{ "@type": "type.googleapis.com/google.rpc.RetryInfo" }] } })
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("isolation: another owner's task and another agent's task are -32001, as unknown ones", () =>
     Effect.gen(function*() {
       const ownerFromHeader: RunsApi.OwnerOf = Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {

@@ -22,7 +22,9 @@ import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import { HttpServerRequest } from "effect/http"
 import * as Agent from "../../src/core/Agent.js"
+import * as Guardrail from "../../src/core/Guardrail.js"
 import * as HumanLoop from "../../src/core/HumanLoop.js"
+import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Threads from "../../src/core/Threads.js"
 import * as Tool from "../../src/core/Tool.js"
@@ -250,6 +252,26 @@ const kindOf = (event: StreamResponse) => event.payload?.$case
 
 const stateOf = (event: StreamResponse) =>
   event.payload?.$case === "statusUpdate" ? event.payload.value.status?.state : event.payload?.$case === "task" ? event.payload.value.status?.state : undefined
+
+describe("A2aApi ends (the @a2a-js/sdk client)", () => {
+  it.live("a failed run is FAILED, its error's line as the status message and the typed error in metadata.valet; a tripped input guardrail is REJECTED", () =>
+    Effect.gen(function*() {
+      const noHomework = Guardrail.make("no_homework", (subject) =>
+        Effect.succeed(subject.text.includes("homework") ? Guardrail.trip("mentions homework") : Guardrail.pass))
+      const strict = Agent.make({ name: "strict", instructions: "", guardrails: { input: [noHomework] }, model: Layer.orDie(ScriptedModel.layer(["fine"])) }) as Agent.Agent<never>
+      const url = yield* serveAgents([scriptedAgent("broken", [{ error: new ModelError.RateLimited({ message: "slow down" }) }]), strict], { token })
+      const failed = yield* send(yield* clientOf(url, "broken"), userMessage("Hi."))
+      expect(failed.status?.state).toBe(TaskState.TASK_STATE_FAILED)
+      expect(failed.status?.message?.parts[0]?.content?.value).toContain("slow down")
+      expect(failed.metadata?.["valet"]?.error).toMatchObject({ _tag: "RateLimited" })
+      const client = yield* clientOf(url, "strict")
+      const rejected = yield* send(client, userMessage("Do my homework."))
+      expect(rejected.status?.state).toBe(TaskState.TASK_STATE_REJECTED)
+      // GetTask folds the same log to the same end.
+      expect((yield* Effect.promise(() => client.getTask({ tenant: "", id: rejected.id, historyLength: undefined }))).status?.state).toBe(TaskState.TASK_STATE_REJECTED)
+      expect((yield* send(client, userMessage("Hello."))).status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
+    }).pipe(Effect.scoped), 30_000)
+})
 
 describe("A2aApi streams (the @a2a-js/sdk client)", () => {
   it.live("SendStreamingMessage: the task first, then the answer as artifact updates, then COMPLETED, and the stream ends", () =>

@@ -504,7 +504,7 @@ const make = (runs: Runs.Service) => {
         if (Option.isNone(view)) continue
         if (params.contextId !== undefined && params.contextId !== "" && Tasks.refOf(view.value).contextId !== params.contextId) continue
         const { snapshot } = yield* follow(runs, view.value, call.owner, view.value.events)
-        if (params.status !== undefined && snapshot.status.state !== params.status) continue
+        if (params.status !== undefined && params.status !== "TASK_STATE_UNSPECIFIED" && snapshot.status.state !== params.status) continue
         const shown = Tasks.withHistoryLength(snapshot, params.historyLength ?? 0)
         tasks.push(params.includeArtifacts === true ? shown : Tasks.withoutArtifacts(shown))
       }

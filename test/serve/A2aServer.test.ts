@@ -3,8 +3,15 @@
  * the root card's agent, the public URL of the cards), and the router's own errors on an A2A path in JSON-RPC shape.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Result } from "effect"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import { Context, Effect, Layer, Result } from "effect"
+import { HttpRouter, HttpServer } from "effect/http"
+import { HttpApi, HttpApiBuilder } from "effect/http-api"
+import { createServer } from "node:http"
+import * as A2aApi from "../../src/serve/A2aApi.js"
 import * as AgentConfig from "../../src/serve/AgentConfig.js"
+import * as Agents from "../../src/serve/Agents.js"
+import * as Runs from "../../src/serve/Runs.js"
 import { json, post, scriptedAgent, serveAgents } from "../support/serve.js"
 
 const parse = (text: string) => AgentConfig.parse(text, "valet.yaml")
@@ -44,5 +51,28 @@ describe("A2A serving options", () => {
       const response = yield* Effect.promise(() => fetch(`${url}/.well-known/agent-card.json`))
       expect(response.status).toBe(404)
       expect((yield* json(response)).message).toContain("\"gone\"")
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("in an app's own API under a prefix: the cards name the prefixed endpoint, the root card is served unprefixed, and that endpoint answers", () =>
+    Effect.gen(function*() {
+      const MyApi = HttpApi.make("app").add(A2aApi.group.prefix("/agents")).add(A2aApi.discoveryGroup)
+      const server = HttpApiBuilder.layer(MyApi).pipe(
+        Layer.provide(A2aApi.layerFor(MyApi)),
+        Layer.provide(Runs.layer()),
+        Layer.provide(Agents.layer([scriptedAgent("first", ["one"])])),
+        (routes) => HttpRouter.serve(routes, { disableLogger: true, disableListenLog: true }),
+        Layer.provideMerge(NodeHttpServer.layer(() => createServer(), { port: 0, host: "127.0.0.1" }))
+      )
+      const context = yield* Layer.build(server)
+      const url = `http://127.0.0.1:${(Context.get(context, HttpServer.HttpServer).address as unknown as { readonly port: number }).port}`
+      const root = yield* json(yield* Effect.promise(() => fetch(`${url}/.well-known/agent-card.json`)))
+      expect(root.supportedInterfaces[0].url).toBe(`${url}/agents/a2a/first`)
+      const answer = yield* json(yield* post(root.supportedInterfaces[0].url, {
+        jsonrpc: "2.0",
+        id: 1,
+        method: "SendMessage",
+        params: { message: { messageId: "m", role: "ROLE_USER", parts: [{ text: "Hi." }] } }
+      }, { "a2a-version": "1.0" }))
+      expect(answer).toMatchObject({ id: 1, result: { task: { status: { state: "TASK_STATE_COMPLETED" }, artifacts: [{ artifactId: "output", parts: [{ text: "one" }] }] } } })
     }).pipe(Effect.scoped), 30_000)
 })

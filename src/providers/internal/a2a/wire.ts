@@ -29,6 +29,7 @@ export const TaskState = Schema.Literals([
   "TASK_STATE_REJECTED",
   "TASK_STATE_AUTH_REQUIRED"
 ])
+/** A decoded `TaskState`. */
 export type TaskState = typeof TaskState.Type
 
 /** The states a task never leaves (spec §3.1.1: a message to one of them is refused). */
@@ -41,6 +42,7 @@ export const terminalStates: ReadonlySet<TaskState> = new Set([
 
 /** `Role`. */
 export const Role = Schema.Literals(["ROLE_USER", "ROLE_AGENT"])
+/** A decoded `Role`. */
 export type Role = typeof Role.Type
 
 /**
@@ -56,6 +58,7 @@ export const Part = Schema.Struct({
   filename: Schema.optional(Schema.String),
   metadata: Schema.optional(JsonObject)
 })
+/** A decoded `Part`. */
 export type Part = typeof Part.Type
 
 /** `Message`. */
@@ -69,6 +72,7 @@ export const Message = Schema.Struct({
   extensions: Schema.optional(Schema.Array(Schema.String)),
   referenceTaskIds: Schema.optional(Schema.Array(Schema.String))
 })
+/** A decoded `Message`. */
 export type Message = typeof Message.Type
 
 /** `TaskStatus`; `timestamp` is ISO-8601 UTC. */
@@ -77,6 +81,7 @@ export const TaskStatus = Schema.Struct({
   message: Schema.optional(Message),
   timestamp: Schema.optional(Schema.String)
 })
+/** A decoded `TaskStatus`. */
 export type TaskStatus = typeof TaskStatus.Type
 
 /** `Artifact`. */
@@ -88,6 +93,7 @@ export const Artifact = Schema.Struct({
   metadata: Schema.optional(JsonObject),
   extensions: Schema.optional(Schema.Array(Schema.String))
 })
+/** A decoded `Artifact`. */
 export type Artifact = typeof Artifact.Type
 
 /** `Task`. */
@@ -99,6 +105,7 @@ export const Task = Schema.Struct({
   history: Schema.optional(Schema.Array(Message)),
   metadata: Schema.optional(JsonObject)
 })
+/** A decoded `Task`. */
 export type Task = typeof Task.Type
 
 /** `TaskStatusUpdateEvent` (1.0 has no `final`: the stream closes instead). */
@@ -108,6 +115,7 @@ export const TaskStatusUpdateEvent = Schema.Struct({
   status: TaskStatus,
   metadata: Schema.optional(JsonObject)
 })
+/** A decoded `TaskStatusUpdateEvent`. */
 export type TaskStatusUpdateEvent = typeof TaskStatusUpdateEvent.Type
 
 /** `TaskArtifactUpdateEvent`: `append: false` replaces the artifact's parts, `true` adds to them. */
@@ -119,6 +127,7 @@ export const TaskArtifactUpdateEvent = Schema.Struct({
   lastChunk: Schema.optional(Schema.Boolean),
   metadata: Schema.optional(JsonObject)
 })
+/** A decoded `TaskArtifactUpdateEvent`. */
 export type TaskArtifactUpdateEvent = typeof TaskArtifactUpdateEvent.Type
 
 /** `StreamResponse`: one of a task, a message, a status update, an artifact update. */
@@ -128,10 +137,12 @@ export const StreamResponse = Schema.Union([
   Schema.Struct({ statusUpdate: TaskStatusUpdateEvent }),
   Schema.Struct({ artifactUpdate: TaskArtifactUpdateEvent })
 ])
+/** A decoded `StreamResponse`. */
 export type StreamResponse = typeof StreamResponse.Type
 
 /** `SendMessageResponse`: a task or a message. */
 export const SendMessageResponse = Schema.Union([Schema.Struct({ task: Task }), Schema.Struct({ message: Message })])
+/** A decoded `SendMessageResponse`. */
 export type SendMessageResponse = typeof SendMessageResponse.Type
 
 /** `SendMessageConfiguration`. */
@@ -141,6 +152,7 @@ export const SendMessageConfiguration = Schema.Struct({
   returnImmediately: Schema.optional(Schema.Boolean),
   taskPushNotificationConfig: Schema.optional(Schema.Unknown)
 })
+/** A decoded `SendMessageConfiguration`. */
 export type SendMessageConfiguration = typeof SendMessageConfiguration.Type
 
 /** `SendMessageRequest` (the params of `SendMessage` and `SendStreamingMessage`). */
@@ -150,6 +162,7 @@ export const SendMessageRequest = Schema.Struct({
   configuration: Schema.optional(SendMessageConfiguration),
   metadata: Schema.optional(JsonObject)
 })
+/** A decoded `SendMessageRequest`. */
 export type SendMessageRequest = typeof SendMessageRequest.Type
 
 /** `GetTaskRequest`. */
@@ -158,6 +171,7 @@ export const GetTaskRequest = Schema.Struct({
   id: Schema.String,
   historyLength: Schema.optional(Schema.Int)
 })
+/** A decoded `GetTaskRequest`. */
 export type GetTaskRequest = typeof GetTaskRequest.Type
 
 /** `CancelTaskRequest`. */
@@ -166,6 +180,7 @@ export const CancelTaskRequest = Schema.Struct({
   id: Schema.String,
   metadata: Schema.optional(JsonObject)
 })
+/** A decoded `CancelTaskRequest`. */
 export type CancelTaskRequest = typeof CancelTaskRequest.Type
 
 /** `SubscribeToTaskRequest`. */
@@ -173,19 +188,22 @@ export const SubscribeToTaskRequest = Schema.Struct({
   tenant: Schema.optional(Schema.String),
   id: Schema.String
 })
+/** A decoded `SubscribeToTaskRequest`. */
 export type SubscribeToTaskRequest = typeof SubscribeToTaskRequest.Type
 
 /** `ListTasksRequest`. */
 export const ListTasksRequest = Schema.Struct({
   tenant: Schema.optional(Schema.String),
   contextId: Schema.optional(Schema.String),
-  status: Schema.optional(TaskState),
+  // The enum's zero value means no filter (ProtoJSON writers may send it).
+  status: Schema.optional(Schema.Union([TaskState, Schema.Literal("TASK_STATE_UNSPECIFIED")])),
   pageSize: Schema.optional(Schema.Int),
   pageToken: Schema.optional(Schema.String),
   historyLength: Schema.optional(Schema.Int),
   statusTimestampAfter: Schema.optional(Schema.String),
   includeArtifacts: Schema.optional(Schema.Boolean)
 })
+/** A decoded `ListTasksRequest`. */
 export type ListTasksRequest = typeof ListTasksRequest.Type
 
 /** `ListTasksResponse`: `nextPageToken` is `""` on the last page. */
@@ -195,6 +213,7 @@ export const ListTasksResponse = Schema.Struct({
   pageSize: Schema.Int,
   totalSize: Schema.Int
 })
+/** A decoded `ListTasksResponse`. */
 export type ListTasksResponse = typeof ListTasksResponse.Type
 
 /** `AgentInterface`. */
@@ -204,6 +223,7 @@ export const AgentInterface = Schema.Struct({
   protocolVersion: Schema.String,
   tenant: Schema.optional(Schema.String)
 })
+/** A decoded `AgentInterface`. */
 export type AgentInterface = typeof AgentInterface.Type
 
 /** `AgentSkill`. */
@@ -216,6 +236,7 @@ export const AgentSkill = Schema.Struct({
   inputModes: Schema.optional(Schema.Array(Schema.String)),
   outputModes: Schema.optional(Schema.Array(Schema.String))
 })
+/** A decoded `AgentSkill`. */
 export type AgentSkill = typeof AgentSkill.Type
 
 /** `AgentCard` (the fields valet reads and writes; others are ignored). */
@@ -235,10 +256,12 @@ export const AgentCard = Schema.Struct({
   securitySchemes: Schema.optional(JsonObject),
   securityRequirements: Schema.optional(Schema.Array(JsonObject))
 })
+/** A decoded `AgentCard`. */
 export type AgentCard = typeof AgentCard.Type
 
 /** A JSON-RPC 2.0 request id. */
 export const RequestId = Schema.Union([Schema.String, Schema.Number, Schema.Null])
+/** A decoded `RequestId`. */
 export type RequestId = typeof RequestId.Type
 
 /** A JSON-RPC 2.0 request (a batch is not A2A's: an array is refused). */
@@ -248,6 +271,7 @@ export const JsonRpcRequest = Schema.Struct({
   method: Schema.String,
   params: Schema.optional(JsonObject)
 })
+/** A decoded `JsonRpcRequest`. */
 export type JsonRpcRequest = typeof JsonRpcRequest.Type
 
 /** A JSON-RPC 2.0 error object. */
@@ -256,6 +280,7 @@ export const JsonRpcError = Schema.Struct({
   message: Schema.String,
   data: Schema.optional(Schema.Unknown)
 })
+/** A decoded `JsonRpcError`. */
 export type JsonRpcError = typeof JsonRpcError.Type
 
 /** The A2A error codes of the JSON-RPC binding (spec §5.4). */

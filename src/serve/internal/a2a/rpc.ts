@@ -20,8 +20,10 @@ const errorInfo = (reason: string, metadata: Record<string, string>) => ({
   metadata
 })
 
+/** `-32700`: the body is not JSON. */
 export const parseError = (detail: string) => new RpcError({ code: Wire.ErrorCode.parseError, message: `Parse error: ${detail}` })
 
+/** `-32600`: not a JSON-RPC request (also the shape of the server's own 401 / 413 / 404). */
 export const invalidRequest = (detail: string) => new RpcError({ code: Wire.ErrorCode.invalidRequest, message: `Invalid Request: ${detail}` })
 
 /** A bad field of the params, named as the spec's example does (`message.parts[0]`). */
@@ -32,6 +34,7 @@ export const invalidParams = (field: string, description: string) =>
     data: [{ "@type": "type.googleapis.com/google.rpc.BadRequest", fieldViolations: [{ field, description }] }]
   })
 
+/** `-32601`, naming the 1.0 method when `method` is a 0.3 one. */
 export const methodNotFound = (method: string) => {
   const renamed = Wire.legacyMethods[method]
   return new RpcError({
@@ -50,6 +53,7 @@ export const taskNotFound = (id: string) =>
     data: [errorInfo("TASK_NOT_FOUND", { taskId: id.slice(0, 200) })]
   })
 
+/** `-32002`: the task has ended otherwise than canceled. */
 export const taskNotCancelable = (id: string, state: Wire.TaskState) =>
   new RpcError({
     code: Wire.ErrorCode.taskNotCancelable,
@@ -57,15 +61,18 @@ export const taskNotCancelable = (id: string, state: Wire.TaskState) =>
     data: [errorInfo("TASK_NOT_CANCELABLE", { taskId: id, state })]
   })
 
+/** `-32003`: the card declares no push notifications. */
 export const pushNotificationNotSupported = () =>
   new RpcError({
     code: Wire.ErrorCode.pushNotificationNotSupported,
     message: "Push Notification is not supported: this agent's card declares pushNotifications: false"
   })
 
+/** `-32004`: an operation this server does not offer, or not in the task's state. */
 export const unsupportedOperation = (detail: string) =>
   new RpcError({ code: Wire.ErrorCode.unsupportedOperation, message: `This operation is not supported: ${detail}` })
 
+/** `-32005`: a part's media type no model part takes. */
 export const contentTypeNotSupported = (mediaType: string, where: string) =>
   new RpcError({
     code: Wire.ErrorCode.contentTypeNotSupported,
@@ -73,6 +80,7 @@ export const contentTypeNotSupported = (mediaType: string, where: string) =>
     data: [errorInfo("CONTENT_TYPE_NOT_SUPPORTED", { mediaType })]
   })
 
+/** `-32603`. */
 export const internalError = (detail: string) => new RpcError({ code: Wire.ErrorCode.internalError, message: `Internal error: ${detail}` })
 
 /** `-32009` naming the version asked for and the one served (spec §3.6.2). */
@@ -150,6 +158,3 @@ export const errorBody = (id: Wire.RequestId, error: RpcError) => ({
 /** One SSE frame of a stream's answer: the request's id on every line (the SDK checks it). */
 export const frame = (id: Wire.RequestId, seq: number, result: Wire.StreamResponse): string =>
   `id: ${seq}\ndata: ${JSON.stringify(resultBody(id, result))}\n\n`
-
-/** The last SSE frame of a stream that fails after it began: an error with the request's id. */
-export const errorFrame = (id: Wire.RequestId, error: RpcError): string => `data: ${JSON.stringify(errorBody(id, error))}\n\n`

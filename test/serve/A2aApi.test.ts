@@ -123,6 +123,9 @@ describe("A2aApi (the @a2a-js/sdk client)", () => {
       const client = yield* clientOf(url, "other")
       const card2 = yield* Effect.promise(() => client.getAgentCard())
       expect(card2.name).toBe("other")
+      // The SDK reads the bearer scheme of the card (ProtoJSON's oneof: httpAuthSecurityScheme).
+      expect(JSON.stringify(card2.securitySchemes)).toContain("\"scheme\":\"Bearer\"")
+      expect(card2.securityRequirements).toHaveLength(1)
       const task = yield* send(client, userMessage("Hi"))
       expect(outputOf(task)).toBe("other answer")
     }).pipe(Effect.scoped), 30_000)

@@ -30,6 +30,7 @@
  *
  * @example
  * ```ts
+ * import { Role } from "@a2a-js/sdk"
  * import { ClientFactory, ClientFactoryOptions, DefaultAgentCardResolver, JsonRpcTransportFactory } from "@a2a-js/sdk/client"
  *
  * // Against `valet serve` with a token: the card and every call carry it.
@@ -39,8 +40,24 @@
  *   transports: [new JsonRpcTransportFactory({ fetchImpl })],
  *   cardResolver: new DefaultAgentCardResolver({ fetchImpl })
  * }))
+ * // The whole card URL, and "" as the path: the SDK's resolver drops a base URL's own path.
  * const client = await factory.createFromUrl("http://127.0.0.1:8787/a2a/assistant/.well-known/agent-card.json", "")
- * const answer = await client.sendMessage({ message: { messageId: "m1", role: 1, parts: [{ content: { $case: "text", value: "2 + 2?" } }] } })
+ * const task = await client.sendMessage({
+ *   tenant: "",
+ *   message: {
+ *     messageId: crypto.randomUUID(),
+ *     contextId: "", // a thread's id to continue it (with a thread store)
+ *     taskId: "", // a waiting task's id to answer it
+ *     role: Role.ROLE_USER,
+ *     parts: [{ content: { $case: "text", value: "2 + 2?" }, metadata: undefined, filename: "", mediaType: "" }],
+ *     metadata: undefined,
+ *     extensions: [],
+ *     referenceTaskIds: []
+ *   },
+ *   configuration: undefined,
+ *   metadata: undefined
+ * })
+ * // task.status.state: TaskState.TASK_STATE_COMPLETED; the answer is the text of task.artifacts[0] ("output").
  * ```
  *
  * @since 0.2.0

@@ -210,17 +210,12 @@ const tooMany = (error: Runs.TooManyRuns) =>
     { "retry-after": String(error.retryAfterSeconds) }
   )
 
-const keepAlive = Stream.tick("15 seconds").pipe(Stream.drop(1), Stream.map(() => ": keep-alive\n\n"))
-
-/** An SSE answer: each response a frame with the request's id, keep-alive comments in quiet times. */
-const sse = (id: Wire.RequestId, responses: Stream.Stream<Wire.StreamResponse>): Response => {
-  let seq = 0
-  const frames = Stream.map(responses, (response) => Rpc.frame(id, seq++, response))
-  return HttpServerResponse.stream(Stream.encodeText(Stream.merge(frames, keepAlive, { haltStrategy: "left" })), {
+/** An SSE answer (`Rpc.sseText`: the request's id on every frame, keep-alive comments). */
+const sse = (id: Wire.RequestId, responses: Stream.Stream<Wire.StreamResponse>): Response =>
+  HttpServerResponse.stream(Stream.encodeText(Rpc.sseText(id, responses)), {
     contentType: "text/event-stream",
     headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
   })
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // Tasks

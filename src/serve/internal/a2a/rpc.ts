@@ -2,7 +2,7 @@
  * The JSON-RPC side of the A2A endpoint (spec §9): the version check, the envelope, the params of a method decoded
  * with the field that is wrong named, the A2A errors, and the bodies and SSE frames they travel in.
  */
-import { Data, Result, Schema, SchemaIssue } from "effect"
+import { Data, type Duration, Result, Schema, SchemaIssue, Stream } from "effect"
 import * as Decode from "../../../core/internal/decode.js"
 import * as Wire from "../../../providers/internal/a2a/wire.js"
 
@@ -158,3 +158,19 @@ export const errorBody = (id: Wire.RequestId, error: RpcError) => ({
 /** One SSE frame of a stream's answer: the request's id on every line (the SDK checks it). */
 export const frame = (id: Wire.RequestId, seq: number, result: Wire.StreamResponse): string =>
   `id: ${seq}\ndata: ${JSON.stringify(resultBody(id, result))}\n\n`
+
+/**
+ * The text of an SSE answer: each response a frame carrying the request's id, and a `: keep-alive` comment after
+ * every `heartbeat` (15 s) of quiet, so that proxies and clients do not take a task that works long for a dead
+ * connection. It ends when the responses end.
+ */
+export const sseText = (
+  id: Wire.RequestId,
+  responses: Stream.Stream<Wire.StreamResponse>,
+  heartbeat: Duration.Input = "15 seconds"
+): Stream.Stream<string> => {
+  let seq = 0
+  const frames = Stream.map(responses, (response) => frame(id, seq++, response))
+  const keepAlive = Stream.tick(heartbeat).pipe(Stream.drop(1), Stream.map(() => ": keep-alive\n\n"))
+  return Stream.merge(frames, keepAlive, { haltStrategy: "left" })
+}

@@ -188,13 +188,15 @@ const answer = (id: Wire.RequestId, result: unknown): Response => HttpServerResp
 const refuse = (id: Wire.RequestId, error: Rpc.RpcError, status = 200, headers?: Record<string, string>): Response =>
   HttpServerResponse.jsonUnsafe(Rpc.errorBody(id, error), { status, ...(headers !== undefined ? { headers } : {}) })
 
-/** A failed method, carried as a value so that every branch answers the request's id. */
-class Refused {
-  readonly _tag = "Refused"
-  constructor(readonly response: (id: Wire.RequestId) => Response) {}
-}
+/** A method refused: its A2A error, and the HTTP status it goes with (200 but for the server's own limits). */
+class Refused extends Schema.TaggedError<Refused>()("A2aRefused", {
+  error: Rpc.RpcError,
+  status: Schema.Int,
+  headers: Schema.optional(Schema.Record(Schema.String, Schema.String))
+}) {}
 
-const refused = (error: Rpc.RpcError, status = 200, headers?: Record<string, string>) => Effect.fail(new Refused((id) => refuse(id, error, status, headers)))
+const refused = (error: Rpc.RpcError, status = 200, headers?: Record<string, string>) =>
+  Effect.fail(new Refused({ error, status, ...(headers !== undefined ? { headers } : {}) }))
 
 const fromResult = <A>(result: Result.Result<A, Rpc.RpcError>): Effect.Effect<A, Refused> =>
   Result.isSuccess(result) ? Effect.succeed(result.success) : refused(result.failure)
@@ -588,7 +590,7 @@ const endpoint = (
       return refuse(envelope.success.id ?? null, Rpc.invalidRequest(owner.failure.message), 401, { "www-authenticate": "Bearer" })
     }
     const call: Call = { id: envelope.success.id ?? null, params: envelope.success.params, agent, owner: owner.success }
-    return yield* dispatch(call, envelope.success.method).pipe(Effect.catch((refusal) => Effect.succeed(refusal.response(call.id))))
+    return yield* dispatch(call, envelope.success.method).pipe(Effect.catch((refusal) => Effect.succeed(refuse(call.id, refusal.error, refusal.status, refusal.headers))))
   })
 
 // ---------------------------------------------------------------------------------------------------------

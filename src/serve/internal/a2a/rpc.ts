@@ -2,16 +2,16 @@
  * The JSON-RPC side of the A2A endpoint (spec §9): the version check, the envelope, the params of a method decoded
  * with the field that is wrong named, the A2A errors, and the bodies and SSE frames they travel in.
  */
-import { Data, type Duration, Result, Schema, SchemaIssue, Stream } from "effect"
+import { type Duration, Result, Schema, SchemaIssue, Stream } from "effect"
 import * as Decode from "../../../core/internal/decode.js"
 import * as Wire from "../../../providers/internal/a2a/wire.js"
 
 /** An A2A error as JSON-RPC carries it: a code, one line, and the spec's `google.rpc` details in `data`. */
-export class RpcError extends Data.TaggedError("A2aRpcError")<{
-  readonly code: number
-  readonly message: string
-  readonly data?: ReadonlyArray<Record<string, unknown>> | undefined
-}> {}
+export class RpcError extends Schema.TaggedError<RpcError>()("A2aRpcError", {
+  code: Schema.Int,
+  message: Schema.String,
+  data: Schema.optional(Schema.Array(Schema.Record(Schema.String, Schema.Unknown)))
+}) {}
 
 const errorInfo = (reason: string, metadata: Record<string, string>) => ({
   "@type": "type.googleapis.com/google.rpc.ErrorInfo",

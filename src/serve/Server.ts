@@ -1,6 +1,6 @@
 /**
  * `valet serve` as a layer: the agents of `Agents` over HTTP — valet's routes (`RunsApi`), the OpenAI-compatible
- * facade (`OpenAiApi`), the `useChat` route (`ChatApi`), the run viewer at `/` (`Viewer`), the OpenAPI document at
+ * facade (`OpenAiApi`), the `useChat` route (`ChatApi`), A2A 1.0 (`A2aApi`), the run viewer at `/` (`Viewer`), the OpenAPI document at
  * `/openapi.json` — behind the rules a server on a network needs (`guard`): a bearer token on every route but exactly
  * `GET /health` (decided on the routed path; the viewer signs in once with `/?token=` and keeps an HttpOnly cookie), a
  * Host / Origin allow-list, a request body limit (413), errors as JSON on every route, and the run registry's
@@ -32,6 +32,7 @@ import { Layer } from "effect"
 import { HttpRouter, type HttpServer } from "effect/http"
 import { HttpApi, HttpApiBuilder } from "effect/http-api"
 import type * as Agents from "./Agents.js"
+import * as A2aApi from "./A2aApi.js"
 import * as ChatApi from "./ChatApi.js"
 import * as OpenAiApi from "./OpenAiApi.js"
 import * as Runs from "./Runs.js"
@@ -53,6 +54,16 @@ export interface Options extends Runs.Options, Guard.GuardOptions {
    * Without it every request is `RunsApi.defaultOwner`'s: a server guarded by its token alone is single-tenant.
    */
   readonly owner?: RunsApi.OwnerOf | undefined
+  /**
+   * The A2A endpoints (`A2aApi`: `/a2a/:agent`, the cards): the root card's agent (`defaultAgent`, default the
+   * first), and the URL clients reach the server at when it is behind a proxy (`publicUrl`, default
+   * `http://<Host>`). On by default; `enabled: false` leaves them out (404).
+   */
+  readonly a2a?: {
+    readonly enabled?: boolean | undefined
+    readonly defaultAgent?: string | undefined
+    readonly publicUrl?: string | undefined
+  } | undefined
 }
 
 /**
@@ -99,12 +110,15 @@ export const guard = (options: GuardOptions): Layer.Layer<never, never, HttpRout
 export const defaultAllowedHosts: (host: string) => ReadonlyArray<string> | undefined = Guard.defaultAllowedHosts
 
 /**
- * The API `valet serve` serves: valet's routes, the OpenAI-compatible facade and the `useChat` route.
+ * The API `valet serve` serves: valet's routes, the OpenAI-compatible facade, the `useChat` route and A2A.
  *
  * @since 0.2.0
  * @category api
  */
-export const Api = HttpApi.make("valet").add(RunsApi.group).add(OpenAiApi.group).add(ChatApi.group)
+export const Api = HttpApi.make("valet").add(RunsApi.group).add(OpenAiApi.group).add(ChatApi.group).add(A2aApi.group).add(A2aApi.discoveryGroup)
+
+/** The API without A2A (`a2a.enabled: false`). */
+const ApiWithoutA2a = HttpApi.make("valet").add(RunsApi.group).add(OpenAiApi.group).add(ChatApi.group)
 
 /**
  * valet's routes, limits and OpenAPI document on the `HttpRouter` in context, over the `Agents` in context.
@@ -113,8 +127,23 @@ export const Api = HttpApi.make("valet").add(RunsApi.group).add(OpenAiApi.group)
  * @category layers
  */
 export const routes = (options: Options = {}) =>
-  HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
-    Layer.provide([RunsApi.layerFor(Api, { owner: options.owner }), OpenAiApi.layerFor(Api), ChatApi.layerFor(Api, { owner: options.owner })]),
+  (options.a2a?.enabled === false
+    ? HttpApiBuilder.layer(ApiWithoutA2a, { openapiPath: "/openapi.json" }).pipe(
+      Layer.provide([RunsApi.layerFor(ApiWithoutA2a, { owner: options.owner }), OpenAiApi.layerFor(ApiWithoutA2a), ChatApi.layerFor(ApiWithoutA2a, { owner: options.owner })])
+    )
+    : HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
+      Layer.provide([
+        RunsApi.layerFor(Api, { owner: options.owner }),
+        OpenAiApi.layerFor(Api),
+        ChatApi.layerFor(Api, { owner: options.owner }),
+        A2aApi.layerFor(Api, {
+          owner: options.owner,
+          bearer: options.token !== undefined,
+          defaultAgent: options.a2a?.defaultAgent,
+          publicUrl: options.a2a?.publicUrl
+        })
+      ])
+    )).pipe(
     Layer.provide(Runs.layer(options)),
     Layer.merge(guard({ ...options, viewer: true })),
     Layer.merge(Viewer.layer)

@@ -51,8 +51,12 @@ const pathOf = (url: string): string => {
 /** The error shapes: valet's, OpenAI's, JSON-RPC's. */
 export type Shape = "valet" | "openai" | "json-rpc"
 
-/** Which shape a path's errors take: OpenAI's under `/v1/` (the facade), valet's elsewhere. */
-export const defaultShapeOf = (path: string): Shape => (path.startsWith("/v1/") ? "openai" : "valet")
+/**
+ * Which shape a path's errors take: OpenAI's under `/v1/` (the facade), JSON-RPC's at an A2A endpoint
+ * (`/a2a/<agent>`, whose SDK clients read a JSON-RPC error body whatever the status), valet's elsewhere.
+ */
+export const defaultShapeOf = (path: string): Shape =>
+  path.startsWith("/v1/") ? "openai" : /^\/a2a\/[^/]+$/.test(path) ? "json-rpc" : "valet"
 
 const openAiType = (status: number): string =>
   status === 401 ? "authentication_error" : status === 403 ? "permission_error" : status >= 500 ? "server_error" : "invalid_request_error"

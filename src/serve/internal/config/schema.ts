@@ -89,6 +89,18 @@ export const McpSettings = Schema.Struct({
   prefix: Schema.optional(Schema.Boolean)
 })
 
+/**
+ * The A2A endpoints of `valet serve` (`/a2a/<agent>`, the agent cards): on unless `enabled: false`; the agent of the
+ * root card `/.well-known/agent-card.json` (`defaultAgent`, default the first); the URL clients reach the server at
+ * when a proxy is in front (`publicUrl`: the cards' endpoint URLs start with it; default `http://<Host>`).
+ */
+export const A2aSettings = Schema.Struct({
+  enabled: Schema.Boolean.pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed(true))),
+  defaultAgent: Schema.optional(Schema.String),
+  publicUrl: Schema.optional(HttpUrl)
+})
+export type A2aSettings = typeof A2aSettings.Type
+
 /** The server's limits (`valet serve`; `valet mcp --http` uses host and port). */
 export const ServerSettings = Schema.Struct({
   // Empty is refused: Node listens on every interface when given "" as the host.
@@ -116,7 +128,9 @@ export const ServerSettings = Schema.Struct({
   /** …and for at most this long (`"1 hour"`, or milliseconds; default one hour). */
   keepFinished: Schema.optional(WireDuration),
   /** @deprecated `keepFinished` (valet 0.x reads both): milliseconds. */
-  keepFinishedMs: Schema.optional(IntAtLeast(0))
+  keepFinishedMs: Schema.optional(IntAtLeast(0)),
+  /** A2A (`A2aSettings`). */
+  a2a: A2aSettings.pipe(Schema.withDecodingDefaultKey(Effect.succeed({})))
 })
 export type ServerSettings = typeof ServerSettings.Type
 

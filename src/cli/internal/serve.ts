@@ -13,6 +13,7 @@ import * as AgentConfig from "../../serve/AgentConfig.js"
 import * as Agents from "../../serve/Agents.js"
 import * as Server from "../../serve/Server.js"
 import * as Telemetry from "../../serve/Telemetry.js"
+import { UsageError } from "./failure.js"
 import { exposureWarning, guardSettings } from "./serverGuard.js"
 
 const note = (text: string) => Effect.sync(() => void process.stderr.write(`${text}\n`))
@@ -41,6 +42,13 @@ export const serveCommand = Command.make(
       const loaded = yield* AgentConfig.load(values.config)
       const settings = loaded.config.server
       const host = Option.getOrElse(values.host, () => settings.host)
+      const defaultAgent = settings.a2a.defaultAgent
+      if (defaultAgent !== undefined && !(defaultAgent in loaded.config.agents)) {
+        return yield* new UsageError({
+          message: `server.a2a.defaultAgent ${JSON.stringify(defaultAgent)} is not an agent of ${values.config} ` +
+            `(its agents: ${Object.keys(loaded.config.agents).join(", ")})`
+        })
+      }
       const guard = yield* guardSettings(loaded, host)
       const warning = exposureWarning("valet serve", guard, host)
       if (warning !== undefined) yield* note(warning)
@@ -52,7 +60,8 @@ export const serveCommand = Command.make(
         maxConcurrentRuns: settings.maxConcurrentRuns,
         keepFinishedRuns: settings.keepFinishedRuns,
         keepFinished: (settings.keepFinished ?? settings.keepFinishedMs ?? "1 hour") as Duration.Input,
-        turns: yield* AgentConfig.turnDefaults(loaded)
+        turns: yield* AgentConfig.turnDefaults(loaded),
+        a2a: settings.a2a
       }).pipe(
         Layer.provide(agents),
         // The file's thread store, when it names one: the thread routes and the chat route's chat ids use it.
@@ -70,7 +79,9 @@ export const serveCommand = Command.make(
 ).pipe(
   Command.withDescription(
     "Serves the agents of a valet.yaml over HTTP: POST /runs, GET /runs/:id/events (SSE), POST /runs/stream, " +
-      "GET /agents, GET /openapi.json, and the /threads routes when the config names a thread store (threads:). " +
+      "GET /agents, GET /openapi.json, the OpenAI routes (/v1/models, /v1/chat/completions), each agent as an A2A " +
+      "agent (/a2a/<agent>, its card at /a2a/<agent>/.well-known/agent-card.json), and the /threads routes when the " +
+      "config names a thread store (threads:). " +
       "Limits and the bearer token come from the config's server section."
   )
 )

@@ -172,6 +172,26 @@ describe("valet serve", () => {
       expect(exported).toContain("gen_ai.usage.output_tokens")
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("server.a2a reaches the command: the root card is defaultAgent's, publicUrl names its endpoint; enabled false leaves the A2A routes out; an unknown defaultAgent is a usage error", () =>
+    Effect.gen(function*() {
+      const dir = mkdtempSync(join(tmpdir(), "valet-serve-a2a-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+      const config = (a2a: string) => {
+        const path = join(dir, `valet-${Math.random().toString(36).slice(2)}.yaml`)
+        writeFileSync(path, `model: { provider: scripted, replies: ["ok"] }\nagents:\n  first: { instructions: x }\n  second: { instructions: y }\nserver:\n  a2a: ${a2a}\n`)
+        return path
+      }
+      const on = yield* serve(["--config", config(`{ defaultAgent: second, publicUrl: "https://agents.example.com/valet" }`)])
+      const card = yield* Effect.promise(() => fetch(`${on.url}/.well-known/agent-card.json`).then((r) => r.json() as Promise<{ name: string; supportedInterfaces: Array<{ url: string }> }>))
+      expect(card.name).toBe("second")
+      expect(card.supportedInterfaces[0]!.url).toBe("https://agents.example.com/valet/a2a/second")
+      const off = yield* serve(["--config", config("{ enabled: false }")])
+      expect((yield* Effect.promise(() => fetch(`${off.url}/a2a/first/.well-known/agent-card.json`))).status).toBe(404)
+      const unknown = yield* refused(["--config", config("{ defaultAgent: third }")])
+      expect(unknown.status).toBe(2)
+      expect(unknown.stderr.trim()).toMatch(/^valet serve: server\.a2a\.defaultAgent "third" is not an agent of .*\.yaml \(its agents: first, second\)$/)
+    }).pipe(Effect.scoped), 60_000)
+
   it("a bad config: one line naming the file, the line and the key; exit code 2", () => {
     const dir = mkdtempSync(join(tmpdir(), "valet-serve-"))
     try {

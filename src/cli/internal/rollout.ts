@@ -34,7 +34,7 @@ import { storeOf } from "./durable.js"
 import { requireNoFailures, UsageError } from "./failure.js"
 import { oneLine, type Output, stderrOutput, stdoutOutput } from "./output.js"
 import { rewardOfSpecs } from "./rewardFlag.js"
-import { type Progress, type ProgressFormat, reportOf, type Summary } from "./rolloutReport.js"
+import { type Progress, type ProgressFormat, progressShown, reportOf, type Summary } from "./rolloutReport.js"
 import { maxProcesses, runProcesses } from "./rolloutProcesses.js"
 import type { Shard } from "./shard.js"
 
@@ -98,14 +98,7 @@ export const runRollout = <E>(
       rewarded,
       elapsedMs: now - startedAt
     }))
-    // Written only when something moved: a plain-lines log gets no repeats while a long step runs.
-    let shown = ""
-    const show = Effect.flatMap(progress, (now) => {
-      const moved = `${now.done}/${now.steps}`
-      if (moved === shown) return Effect.void
-      shown = moved
-      return report.progress(now)
-    })
+    const { last: showLast, show } = progressShown(progress, report)
     const onOutcome = (outcome: ActorLoop.Outcome) =>
       Effect.gen(function*() {
         done++
@@ -146,8 +139,7 @@ export const runRollout = <E>(
     )
     const last = yield* progress
     const summary: Summary = { ...last, tasks: tasks.length, skippedLines: issues.length }
-    shown = ""
-    yield* show
+    yield* showLast
     yield* report.summary(summary)
     return summary
   })

@@ -16,7 +16,7 @@ import { ChildProcess } from "effect/process"
 import { prepareTasks, type Settings } from "./actorLoop.js"
 import { CommandFailed } from "./failure.js"
 import type { Output } from "./output.js"
-import { type Progress, type ProgressFormat, reportOf, type Summary } from "./rolloutReport.js"
+import { type Progress, type ProgressFormat, progressShown, reportOf, type Summary } from "./rolloutReport.js"
 
 /** The largest `--processes`: beyond a machine's cores more processes only add start-up and memory. */
 export const maxProcesses = 64
@@ -108,13 +108,7 @@ export const runProcesses = (
         elapsedMs: now - startedAt
       }
     })
-    let shown = ""
-    const show = Effect.flatMap(progress, (now) => {
-      const moved = `${now.done}/${now.steps}`
-      if (moved === shown) return Effect.void
-      shown = moved
-      return report.progress(now)
-    })
+    const { last: showLast, show } = progressShown(progress, report)
     const runShard = (index: number) =>
       Effect.gen(function*() {
         const handle = yield* ChildProcess.make(
@@ -150,8 +144,7 @@ export const runProcesses = (
           report.line(`rollout: interrupted after ${now.done}/${now.total} episodes (${now.steps} steps); partial episodes have no episode_end line`)))
     )
     const last = yield* progress
-    shown = ""
-    yield* show
+    yield* showLast
     const unfinished = codes.flatMap((code, index) => summaries[index] === undefined ? [`${index}/${processes} (exit code ${code})`] : [])
     if (unfinished.length > 0) {
       return yield* new CommandFailed({

@@ -88,3 +88,24 @@ export const reportOf = (format: ProgressFormat, output: Output): Report =>
       summary: (summary) => output.line(summaryLine(summary))
     }
 
+
+/**
+ * The progress shown through `report` when it moved since last shown (episodes done or steps): a plain-lines log gets
+ * no repeats while a long step runs. `last` shows it whatever, once, for the end.
+ */
+export const progressShown = (progress: Effect.Effect<Progress>, report: Report) => {
+  let shown = ""
+  const show = Effect.flatMap(progress, (now) => {
+    const moved = `${now.done}/${now.steps}`
+    if (moved === shown) return Effect.void
+    shown = moved
+    return report.progress(now)
+  })
+  return {
+    show,
+    last: Effect.suspend(() => {
+      shown = ""
+      return show
+    })
+  }
+}

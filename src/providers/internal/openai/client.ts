@@ -481,6 +481,29 @@ const makeChatAttempt = (client: HttpClient.HttpClient, endpoint: Endpoint, limi
 }
 
 /**
+ * What every SSE body reader does with the bytes: decoded as UTF-8 across reads, the first characters kept for error
+ * messages (`head`), fed whole to `effect/encoding`'s `Sse` parser with the per-event cap; `feed` answers the
+ * `TooLarge` error of an event over `limits.maxEventBytes`.
+ */
+const sseFeed = (url: string, limits: Resilience.Limits, onEvent: (event: Sse.AnyEvent) => void) => {
+  const text = new TextDecoder()
+  // Named events without data are dispatched too, so that a bare `event: error` is not lost.
+  const parser = Sse.makeParser(onEvent, { maxEventSize: limits.maxEventBytes, dispatchEmptyNamedEvents: true })
+  const feed = {
+    head: "",
+    feed: (bytes: Uint8Array): ModelError.ModelError | undefined => {
+      const decoded = text.decode(bytes, { stream: true })
+      if (feed.head.length < Errors.bodyPreviewChars) feed.head += decoded.slice(0, Errors.bodyPreviewChars - feed.head.length)
+      const tooLarge = parser.feed(decoded)
+      return tooLarge === undefined
+        ? undefined
+        : Errors.tooLarge(`an event of the stream from ${url}`, "maxEventBytes", limits.maxEventBytes, decoded)
+    }
+  }
+  return feed
+}
+
+/**
  * Reads an SSE body with `effect/encoding`'s `Sse` parser, in step with the body (no extra fiber, queue or
  * channel stage). Each read is fed whole: effect 4's parser is linear in its input (effect 3's restarted its scan
  * for every line of a fed piece, so reads had to be cut into lines first). An `event: error` ends the stream with
@@ -489,10 +512,8 @@ const makeChatAttempt = (client: HttpClient.HttpClient, endpoint: Endpoint, limi
  */
 export const sseReader = (url: string, kind: Encode.Endpoint, model: string, limits: Resilience.Limits): BodyReader => {
   const decoder = new Decode.ChunkDecoder(model)
-  const text = new TextDecoder()
   let done = false
   let count = 0
-  let head = ""
   let failure: ModelError.ModelError | undefined = undefined
   let out: Array<Model.Chunk> = []
   const mismatch = (error: Schema.SchemaError, data: string) => {
@@ -511,7 +532,7 @@ export const sseReader = (url: string, kind: Encode.Endpoint, model: string, lim
       count++
       done = true
       if (!decoder.sawChoice) {
-        failure = Errors.malformed(`the stream from ${url} ended ([DONE]) without any choice: there is no answer`, head)
+        failure = Errors.malformed(`the stream from ${url} ended ([DONE]) without any choice: there is no answer`, body.head)
         return
       }
       decoder.end(out)
@@ -546,25 +567,18 @@ export const sseReader = (url: string, kind: Encode.Endpoint, model: string, lim
       else decoder.completion(decoded.success, out)
     }
   }
-  // Named events without data are dispatched too, so that a bare `event: error` is not lost.
-  const parser = Sse.makeParser(onEvent, { maxEventSize: limits.maxEventBytes, dispatchEmptyNamedEvents: true })
+  const body = sseFeed(url, limits, onEvent)
   return {
     read: (bytes, into) => {
       out = into
-      const decoded = text.decode(bytes, { stream: true })
-      if (head.length < Errors.bodyPreviewChars) head += decoded.slice(0, Errors.bodyPreviewChars - head.length)
-      const tooLarge = parser.feed(decoded)
-      if (tooLarge !== undefined) {
-        return Errors.tooLarge(`an event of the stream from ${url}`, "maxEventBytes", limits.maxEventBytes, decoded)
-      }
-      return failure
+      return body.feed(bytes) ?? failure
     },
     events: () => count,
     end: () =>
       done
         ? undefined
         : count === 0
-        ? Errors.malformed(`the stream from ${url} ended without any event: there is no answer`, head)
+        ? Errors.malformed(`the stream from ${url} ended without any event: there is no answer`, body.head)
         : new ModelError.Transport({
           message: `the stream from ${url} ended before [DONE] after ${count} events: the connection was cut or the server stopped`
         })
@@ -581,9 +595,7 @@ const decodeResponsesEvent = Schema.decodeUnknownResult(Wire.ResponsesEvent)
  */
 export const responsesReader = (url: string, model: string, limits: Resilience.Limits): BodyReader => {
   const decoder = new ResponsesDecode.ResponsesDecoder(model)
-  const text = new TextDecoder()
   let count = 0
-  let head = ""
   let failure: ModelError.ModelError | undefined = undefined
   let out: Array<Model.Chunk> = []
   const onEvent = (event: Sse.AnyEvent): void => {
@@ -614,24 +626,18 @@ export const responsesReader = (url: string, model: string, limits: Resilience.L
       failure = Errors.fromStreamedError({ code: terminal.code, message: terminal.message }, model, data)
     }
   }
-  const parser = Sse.makeParser(onEvent, { maxEventSize: limits.maxEventBytes, dispatchEmptyNamedEvents: true })
+  const body = sseFeed(url, limits, onEvent)
   return {
     read: (bytes, into) => {
       out = into
-      const decoded = text.decode(bytes, { stream: true })
-      if (head.length < Errors.bodyPreviewChars) head += decoded.slice(0, Errors.bodyPreviewChars - head.length)
-      const tooLarge = parser.feed(decoded)
-      if (tooLarge !== undefined) {
-        return Errors.tooLarge(`an event of the stream from ${url}`, "maxEventBytes", limits.maxEventBytes, decoded)
-      }
-      return failure
+      return body.feed(bytes) ?? failure
     },
     events: () => count,
     end: () =>
       decoder.terminal !== undefined
         ? undefined
         : count === 0
-        ? Errors.malformed(`the stream from ${url} ended without any event: there is no answer`, head)
+        ? Errors.malformed(`the stream from ${url} ended without any event: there is no answer`, body.head)
         : new ModelError.Transport({
           message: `the stream from ${url} ended before response.completed after ${count} events: the connection was cut or the server stopped`
         })

@@ -44,6 +44,31 @@
  *   has `param` the path of the first bad field), 404 `model_not_found`, 429 `rate_limit_exceeded` with
  *   `Retry-After`, 500 `server_error` for a run that failed (when streaming has begun: a last `data: {"error": …}`
  *   chunk, as OpenAI sends).
+ * - `POST /v1/responses` (the Responses API) with `model` = an agent's name runs it the same way:
+ *   - `instructions` is a system message before the input items; `input` is a string (one user message) or items:
+ *     messages (`user` / `system` / `developer` with `input_text`, `input_image` by URL, `input_file` by
+ *     `file_data`; `assistant` with `output_text` / `refusal`), `function_call` items (the tool calls of the assistant
+ *     message before them) each answered by its `function_call_output` (a string, or `input_text` parts) before the
+ *     next message, as the chat facade checks `tool_call_id`; `reasoning` items are accepted and dropped (another
+ *     model's private state). The last user message is the input when nothing follows it, as in chat.
+ *   - Honoured: `stream`, `text.format` (`text`, `json_object`, `json_schema` as in chat), `max_output_tokens` (the
+ *     run's output-token budget; reached: status `incomplete`, `incomplete_details.reason` `max_output_tokens`),
+ *     `tool_choice` `none` / `auto`, `metadata` (echoed). Accepted and not used: `temperature`, `top_p`, `reasoning`,
+ *     `parallel_tool_calls`, `truncation`, `include`, `user`, `store` and the other bookkeeping keys. This server
+ *     stores no responses (yet): the answer says `store: false`.
+ *   - Refused with a 400 naming the parameter or the item (`param` `input[3].type`, `input[0].content[1].file_id`):
+ *     non-empty `tools`, another `tool_choice`, `background: true`, `conversation`, `prompt`, `top_logprobs` > 0,
+ *     `previous_response_id` and `item_reference` items (nothing is stored to refer to), every other item type
+ *     (`computer_call`, `web_search_call`, `mcp_*`…), files by `file_id` or `file_url`, `input_audio`.
+ *   - Not streaming: a `response` object whose one output message holds the run's output (`output_text` beside it),
+ *     with the run's `usage`; its id is `resp_` and the run's id without `run_`.
+ *   - `stream: true`: `event: <type>` frames with `sequence_number`s from 0 and no `[DONE]`: `response.created`,
+ *     `response.in_progress`, the message's `output_item.added` and `content_part.added`, an `output_text.delta` per
+ *     piece of the root run's text (or the whole answer as one, as in chat), then `output_text.done`,
+ *     `content_part.done`, `output_item.done` and `response.completed` (or `response.incomplete`). A failed run ends
+ *     the stream with `error` then `response.failed`, as OpenAI does after a 200. A client that disconnects cancels
+ *     the run.
+ *   - A run that waits for a person is a 409 `needs_approval` (streamed: the `error` / `response.failed` pair).
  *
  * @example
  * ```ts
@@ -86,6 +111,8 @@ import * as Decode from "../core/internal/decode.js"
 import * as Agents from "./Agents.js"
 import { requireGroup } from "./internal/groupLayer.js"
 import * as Request from "./internal/openai/request.js"
+import * as ResponsesRequest from "./internal/openai/responsesRequest.js"
+import * as ResponsesStream from "./internal/openai/responsesStream.js"
 import * as Runs from "./Runs.js"
 
 // ---------------------------------------------------------------------------------------------------------
@@ -138,6 +165,22 @@ export const InvalidChatRequest = Request.InvalidChatRequest
 export type InvalidChatRequest = Request.InvalidChatRequest
 
 /**
+ * The Responses API's request body (`POST /v1/responses`): the keys valet reads (the module comment says what
+ * becomes of each); the others are ignored.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const ResponseCreateRequest = ResponsesRequest.ResponseCreateRequest
+/**
+ * The Responses API's request body.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type ResponseCreateRequest = ResponsesRequest.ResponseCreateRequest
+
+/**
  * OpenAI's error body.
  *
  * @since 0.2.0
@@ -168,7 +211,7 @@ export class InvalidRequest extends HttpApiMiddleware.Service<InvalidRequest>()(
 }) {}
 
 /**
- * The group: `/v1/models` and `/v1/chat/completions`.
+ * The group: `/v1/models`, `/v1/chat/completions` and `/v1/responses`.
  *
  * @since 0.2.0
  * @category api
@@ -179,6 +222,12 @@ export const group = HttpApiGroup.make("openai")
     HttpApiEndpoint.post("chatCompletions", "/v1/chat/completions", {
       payload: ChatCompletionRequest,
       // A `chat.completion` object, or with `stream: true` SSE chunks; errors in OpenAI's shape.
+      success: [Schema.Record(Schema.String, Schema.Unknown), HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" })],
+      error: [ErrorBody.pipe(HttpApiSchema.status(404)), ErrorBody.pipe(HttpApiSchema.status(429)), ErrorBody.pipe(HttpApiSchema.status(500))]
+    }),
+    HttpApiEndpoint.post("createResponse", "/v1/responses", {
+      payload: ResponseCreateRequest,
+      // A `response` object, or with `stream: true` the `response.*` events; errors in OpenAI's shape.
       success: [Schema.Record(Schema.String, Schema.Unknown), HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" })],
       error: [ErrorBody.pipe(HttpApiSchema.status(404)), ErrorBody.pipe(HttpApiSchema.status(429)), ErrorBody.pipe(HttpApiSchema.status(500))]
     })
@@ -248,7 +297,7 @@ interface Asked {
   readonly created: number
 }
 
-const finishReason = (asked: Asked, result: AgentEvent.RunResult): "stop" | "length" => {
+const finishReason = (asked: { readonly run: Runs.RunRequest }, result: AgentEvent.RunResult): "stop" | "length" => {
   if (result.interrupted && result.interruptionReason?.startsWith("budget:") === true) return "length"
   // A run whose last call was cut to the tokens left ends without being interrupted: it stopped for length too.
   const max = asked.run.budget?.maxOutputTokens
@@ -256,7 +305,7 @@ const finishReason = (asked: Asked, result: AgentEvent.RunResult): "stop" | "len
 }
 
 /** The answer's content: the decoded value as JSON for structured output, else the run's output. */
-const contentOf = (asked: Asked, result: AgentEvent.RunResult): string =>
+const contentOf = (asked: { readonly run: Runs.RunRequest }, result: AgentEvent.RunResult): string =>
   asked.run.output !== undefined && result.value !== undefined ? JSON.stringify(result.value) : result.output
 
 // The cached part goes where OpenAI puts it, only when the run's models reported one.
@@ -367,6 +416,67 @@ const chunkStream = (runs: Runs.Service, asked: Asked) =>
     return HttpServerResponse.stream(body, { contentType: "text/event-stream", headers: { "cache-control": "no-cache", "x-accel-buffering": "no" } })
   }).pipe(Effect.catchTag("RunNotFound", (error) => Effect.die(error)))
 
+/** A Responses API request with its run: the `response` object's ids and time, and the run's. */
+interface AskedResponse extends ResponsesStream.Asked {
+  readonly run: Runs.RunRequest
+  readonly runId: string
+}
+
+/** The response's end: `incomplete` when a budget stopped the run or it spent its whole `max_output_tokens`. */
+const responseStatus = (asked: AskedResponse, result: AgentEvent.RunResult): "completed" | "incomplete" =>
+  finishReason(asked, result) === "length" ? "incomplete" : "completed"
+
+const createdResponse = (runs: Runs.Service, asked: AskedResponse) =>
+  runs.events(asked.runId).pipe(
+    Effect.flatMap(finish),
+    Effect.map((result) => {
+      const done = result!
+      return HttpServerResponse.jsonUnsafe(
+        ResponsesStream.responseObject(asked, { status: responseStatus(asked, done), text: contentOf(asked, done), result: done })
+      )
+    }),
+    Effect.catchTags({
+      RunFailed: (failed) => Effect.succeed(errorResponse(500, "server_error", String(failed.error._tag ?? null), `the agent's run failed: ${failed.message}`)),
+      NeedsPerson: (needs) => Effect.as(Effect.ignore(runs.cancel(asked.runId)), errorResponse(409, "invalid_request_error", "needs_approval", needs.text)),
+      RunNotFound: (error) => Effect.die(error)
+    }),
+    // A client that goes away before the answer cancels the run.
+    Effect.onInterrupt(() => Effect.ignore(runs.cancel(asked.runId)))
+  )
+
+const responseEvents = (runs: Runs.Service, asked: AskedResponse) =>
+  Effect.map(runs.events(asked.runId), (events) => {
+    const frames = ResponsesStream.framer(asked)
+    let streamed = false
+    // A structured answer is known once decoded (the model's text may be fenced, or repaired): sent whole at the end.
+    const deltas = asked.run.output === undefined
+    const body = withoutWaiting(events).pipe(
+      Stream.map(({ event }): string => {
+        if (event.sessionId.includes("__")) return ""
+        if (event._tag === "TextDelta" && deltas && event.index === 0 && event.text !== "") {
+          streamed = true
+          return frames.delta(event.text)
+        }
+        if (event._tag === "RunCompleted") {
+          const result = event.result
+          const text = contentOf(asked, result)
+          // An answer no delta carried (a structured one, or one made by sub-agents) is sent as one delta.
+          return (streamed || text === "" ? "" : frames.delta(text)) + frames.end(responseStatus(asked, result), text, result)
+        }
+        return ""
+      }),
+      Stream.filter((text) => text !== ""),
+      Stream.catchTag("RunFailed", (failed) =>
+        Stream.succeed(frames.failed("server_error", String(failed.error._tag ?? "server_error"), `the agent's run failed: ${failed.message}`))),
+      Stream.catchTag("NeedsPerson", (needs) => Stream.succeed(frames.failed("invalid_request_error", "needs_approval", needs.text))),
+      (rest) => Stream.concat(Stream.sync(frames.start), rest),
+      // The stream ends with the run; a client that goes away first cancels it.
+      Stream.ensuring(Effect.ignore(runs.cancel(asked.runId))),
+      Stream.encodeText
+    )
+    return HttpServerResponse.stream(body, { contentType: "text/event-stream", headers: { "cache-control": "no-cache", "x-accel-buffering": "no" } })
+  }).pipe(Effect.catchTag("RunNotFound", (error) => Effect.die(error)))
+
 const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"valet-openai", typeof group, "openai", unknown>>[2]>[0]) =>
   Effect.gen(function*() {
     const runs = yield* Runs.Runs
@@ -386,6 +496,19 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
           if (Result.isFailure(started)) return refusal(started.failure, payload.model)
           const asked: Asked = { request: payload, run: run.success, runId: started.success.runId, created }
           return payload.stream === true ? yield* chunkStream(runs, asked) : yield* completion(runs, asked)
+        }))
+      .handle("createResponse", ({ payload }) =>
+        Effect.gen(function*() {
+          const created = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+          const run = ResponsesRequest.runRequestOf(payload)
+          if (Result.isFailure(run)) return refusal(run.failure, payload.model)
+          const started = yield* Effect.result(runs.start(run.success))
+          if (Result.isFailure(started)) return refusal(started.failure, payload.model)
+          const runId = started.success.runId
+          // The run's own id inside: GET /runs/:runId finds what a response was.
+          const suffix = runId.replace(/^run_/, "")
+          const asked: AskedResponse = { request: payload, run: run.success, runId, id: `resp_${suffix}`, messageId: `msg_${suffix}`, created }
+          return payload.stream === true ? yield* responseEvents(runs, asked) : yield* createdResponse(runs, asked)
         }))
   })
 

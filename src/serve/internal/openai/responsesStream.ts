@@ -1,0 +1,122 @@
+/**
+ * The Responses API's answer: the `response` object (`POST /v1/responses` without `stream`, and inside the lifecycle
+ * events), and the `response.*` events of a streamed one, in the order OpenAI sends them (the `openai` package's
+ * accumulator refuses a stream whose first event is not `response.created`, or a delta whose item or content part
+ * was not `added` before it; the AI SDK's schema needs `annotations` on an output text). Pure builders: the handler in
+ * `OpenAiApi` owns the run.
+ */
+import type * as AgentEvent from "../../../core/AgentEvent.js"
+import type { ResponseCreateRequest } from "./responsesRequest.js"
+
+/** What a response is built from: the request, its ids and when it was made. */
+export interface Asked {
+  readonly request: ResponseCreateRequest
+  /** `resp_…`: the response's id. */
+  readonly id: string
+  /** `msg_…`: the id of its one output message. */
+  readonly messageId: string
+  readonly created: number
+}
+
+/** How a response ended. */
+export type Status = "in_progress" | "completed" | "incomplete" | "failed"
+
+/** An output text part: `annotations` and `logprobs` are always there (the AI SDK requires `annotations`). */
+export const textPart = (text: string) => ({ type: "output_text", text, annotations: [], logprobs: [] })
+
+/** The one output message. */
+export const message = (asked: Asked, status: "in_progress" | "completed" | "incomplete", text: string | undefined) => ({
+  id: asked.messageId,
+  type: "message",
+  status,
+  role: "assistant",
+  content: text === undefined ? [] : [textPart(text)]
+})
+
+/** OpenAI's usage of a run (every sub-agent's calls included); valet's models report no reasoning tokens apart. */
+export const usageOf = (result: AgentEvent.RunResult) => ({
+  input_tokens: result.usage.inputTokens,
+  input_tokens_details: { cached_tokens: result.usage.cachedInputTokens ?? 0 },
+  output_tokens: result.usage.outputTokens,
+  output_tokens_details: { reasoning_tokens: 0 },
+  total_tokens: result.usage.totalTokens
+})
+
+/**
+ * The `response` object. `error` is `null` unless failed: the `openai` package's stream reader fails on any event
+ * carrying a truthy top-level `error`, and a response nested in an event is not top-level, but the object is the
+ * same for both. `store` is `false`: this server keeps no responses (yet).
+ */
+export const responseObject = (
+  asked: Asked,
+  end: {
+    readonly status: Status
+    readonly text?: string | undefined
+    readonly result?: AgentEvent.RunResult | undefined
+    readonly error?: { readonly code: string; readonly message: string } | undefined
+  }
+) => {
+  const request = asked.request
+  const output = end.status === "in_progress" || end.status === "failed" || end.text === undefined
+    ? []
+    : [message(asked, end.status === "incomplete" ? "incomplete" : "completed", end.text)]
+  return {
+    id: asked.id,
+    object: "response",
+    created_at: asked.created,
+    status: end.status,
+    error: end.error ?? null,
+    incomplete_details: end.status === "incomplete" ? { reason: "max_output_tokens" } : null,
+    instructions: request.instructions ?? null,
+    max_output_tokens: request.max_output_tokens ?? null,
+    model: request.model,
+    output,
+    output_text: end.text ?? "",
+    parallel_tool_calls: false,
+    previous_response_id: null,
+    store: false,
+    temperature: null,
+    top_p: null,
+    text: { format: request.text?.format ?? { type: "text" } },
+    tool_choice: "auto",
+    tools: [],
+    truncation: "disabled",
+    metadata: request.metadata ?? {},
+    usage: end.result === undefined ? null : usageOf(end.result)
+  }
+}
+
+/**
+ * The frames of a streamed response, numbered as they are made (`sequence_number` from 0, strictly increasing):
+ * `event: <type>` and `data: <the event as JSON>`. There is no `[DONE]`: the stream ends after the last event.
+ */
+export const framer = (asked: Asked) => {
+  let sequence = 0
+  const frame = (type: string, body: Record<string, unknown>): string =>
+    `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...body })}\n\n`
+  const at = { item_id: asked.messageId, output_index: 0, content_index: 0 }
+  return {
+    /** `response.created`, `response.in_progress`, then the output message and its text part, added empty. */
+    start: (): string => {
+      const response = responseObject(asked, { status: "in_progress" })
+      return frame("response.created", { response }) +
+        frame("response.in_progress", { response }) +
+        frame("response.output_item.added", { output_index: 0, item: message(asked, "in_progress", undefined) }) +
+        frame("response.content_part.added", { ...at, part: textPart("") })
+    },
+    delta: (text: string): string => frame("response.output_text.delta", { ...at, delta: text, logprobs: [] }),
+    /** The text, its part and its item done, then `response.completed` or `response.incomplete`. */
+    end: (status: "completed" | "incomplete", text: string, result: AgentEvent.RunResult): string =>
+      frame("response.output_text.done", { ...at, text, logprobs: [] }) +
+      frame("response.content_part.done", { ...at, part: textPart(text) }) +
+      frame("response.output_item.done", { output_index: 0, item: message(asked, status, text) }) +
+      frame(`response.${status}`, { response: responseObject(asked, { status, text, result }) }),
+    /**
+     * A run that failed: `error`, then `response.failed`, as OpenAI sends them after a 200 (the `openai` package's
+     * stream then rejects with an `APIError` carrying the message).
+     */
+    failed: (type: string, code: string, message: string): string =>
+      frame("error", { error: { type, code, message, param: null } }) +
+      frame("response.failed", { response: responseObject(asked, { status: "failed", error: { code, message } }) })
+  }
+}

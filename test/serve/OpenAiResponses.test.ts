@@ -3,14 +3,19 @@
  * package's `responses.create` / `responses.stream` and the AI SDK's OpenAI provider (`openai.responses(...)`), over
  * loopback against `Server.layerNode`, with agents on scripted models.
  */
+import { createOpenAI } from "@ai-sdk/openai"
 import { describe, expect, it } from "@effect/vitest"
+import { generateText, streamText } from "ai"
 import { Context, Effect, Layer, Redacted } from "effect"
 import OpenAI from "openai"
+import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as Agent from "../../src/core/Agent.js"
 import * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
-import { scriptedAgent, serveAgents } from "../support/serve.js"
+import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
+import * as LoopbackServer from "../support/openAiServer.js"
+import { post, scriptedAgent, serveAgents, sseEvents } from "../support/serve.js"
 
 /** An agent on a scripted model whose requests the test reads back (`ScriptedModel.calls`). */
 const inspected = (name: string, script: ScriptedModel.Script) => {
@@ -152,5 +157,128 @@ describe("OpenAiApi /v1/responses (the openai package as client)", () => {
       const cut = yield* Effect.promise(() => client.responses.create({ model: "long", input: "x", max_output_tokens: 9 }))
       expect(cut.status).toBe("incomplete")
       expect(cut.incomplete_details).toEqual({ reason: "max_output_tokens" })
+    }).pipe(Effect.scoped), 30_000)
+})
+
+/** The fields a streamed and a non-streamed response share (ids and times differ). */
+const comparable = (response: OpenAI.Responses.Response) => {
+  const { created_at: _, id: __, output, ...rest } = response
+  return { ...rest, output: output.map((item) => ({ ...item, id: "" })) }
+}
+
+describe("OpenAiApi /v1/responses streaming", () => {
+  it.live("responses.stream: response.created first, the item and part added before the deltas, sequence numbers, no [DONE]", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents([scriptedAgent("echo", [answer])])
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const { events, final } = yield* Effect.promise(async () => {
+        const stream = client.responses.stream({ model: "echo", input: "Capital of France?" })
+        const events: Array<OpenAI.Responses.ResponseStreamEvent> = []
+        for await (const event of stream) events.push(event)
+        return { events, final: await stream.finalResponse() }
+      })
+      const types = events.map((event) => event.type)
+      const deltas = types.filter((type) => type === "response.output_text.delta").length
+      // The scripted model streams the answer in several pieces: each is a delta, as generated.
+      expect(deltas).toBeGreaterThan(2)
+      expect(types).toEqual([
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+        ...Array.from({ length: deltas }, () => "response.output_text.delta"),
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed"
+      ])
+      expect(events.map((event) => event.sequence_number)).toEqual(events.map((_, i) => i))
+      expect(final.output_text).toBe("Paris is the capital of France.")
+      // The streamed response (response.completed's, before the client adds its parsed fields) is the one
+      // `responses.create` answers.
+      const completed = events.at(-1) as OpenAI.Responses.ResponseCompletedEvent
+      const whole = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "Capital of France?" }))
+      expect(comparable(completed.response)).toEqual(comparable(whole))
+      // Raw: event names on the frames, and the stream ends after response.completed (no [DONE]).
+      const raw = yield* sseEvents(yield* post(`${url}/v1/responses`, { model: "echo", input: "x", stream: true }))
+      expect(raw[0]!.event).toBe("response.created")
+      expect(raw.at(-1)!.event).toBe("response.completed")
+      expect(raw.every((event) => event.data !== "[DONE]" && JSON.parse(event.data).type === event.event)).toBe(true)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("an answer made by sub-agents (Self-Refine) is one delta; a failed run rejects responses.stream with the run's error", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents([
+        scriptedAgent("writer", ["Paris is the capital", "Add a full stop.", "Paris is the capital.", "No issues."], SelfRefine.architecture),
+        scriptedAgent("broken", [{ error: new ModelError.RateLimited({ message: "slow down" }) }])
+      ])
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const refined = yield* Effect.promise(async () => {
+        const stream = client.responses.stream({ model: "writer", input: "Capital of France?" })
+        const deltas: Array<string> = []
+        for await (const event of stream) if (event.type === "response.output_text.delta") deltas.push(event.delta)
+        return { deltas, final: await stream.finalResponse() }
+      })
+      expect(refined.deltas).toEqual(["Paris is the capital."])
+      expect(refined.final.output_text).toBe("Paris is the capital.")
+      const failed = yield* Effect.promise(async () => {
+        const types: Array<string> = []
+        try {
+          for await (const event of client.responses.stream({ model: "broken", input: "x" })) types.push(event.type)
+          return { types, error: undefined }
+        } catch (error) {
+          return { types, error }
+        }
+      })
+      expect(failed.error).toBeInstanceOf(OpenAI.APIError)
+      expect((failed.error as Error).message).toMatch(/slow down/)
+      expect(failed.types[0]).toBe("response.created")
+      // Raw: the error event, then response.failed with the response's error.
+      const raw = yield* sseEvents(yield* post(`${url}/v1/responses`, { model: "broken", input: "x", stream: true }))
+      expect(raw.slice(-2).map((event) => event.event)).toEqual(["error", "response.failed"])
+      expect(JSON.parse(raw.at(-1)!.data).response).toMatchObject({ status: "failed", error: { message: expect.stringMatching(/slow down/) } })
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a client that aborts mid-stream cancels the run: the model request is aborted", () =>
+    Effect.gen(function*() {
+      const model = yield* LoopbackServer.make()
+      model.enqueue("/v1/chat/completions", LoopbackServer.stall)
+      const context = yield* Layer.build(OpenAiCompatible.layerNode({ baseUrl: `${model.url}/v1`, model: "loopback-model" }))
+      const remote = Agent.make({ name: "remote", instructions: "", model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) }) as Agent.Agent<never>
+      const url = yield* serveAgents([remote])
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const controller = new AbortController()
+      const reading = (async () => {
+        try {
+          for await (const _ of client.responses.stream({ model: "remote", input: "hi" }, { signal: controller.signal })) { /* until aborted */ }
+          return "ended"
+        } catch (error) {
+          return (error as Error).name
+        }
+      })()
+      const until = Date.now() + 5_000
+      while (!model.requests.some((request) => request.path === "/v1/chat/completions") && Date.now() < until) {
+        yield* Effect.sleep("20 millis")
+      }
+      controller.abort()
+      yield* Effect.promise(() => reading)
+      yield* model.closedEarlySignal
+      expect(model.closedEarly()).toBe(1)
+    }).pipe(Effect.scoped), 30_000)
+})
+
+describe("OpenAiApi /v1/responses (the AI SDK's OpenAI provider, openai.responses)", () => {
+  it.live("generateText and streamText", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents([scriptedAgent("echo", [answer])])
+      const openai = createOpenAI({ baseURL: `${url}/v1`, apiKey: "unused" })
+      const generated = yield* Effect.promise(() => generateText({ model: openai.responses("echo"), prompt: "Capital of France?" }))
+      expect(generated.text).toBe("Paris is the capital of France.")
+      expect(generated.finishReason).toBe("stop")
+      expect(generated.usage).toMatchObject({ inputTokens: 11, outputTokens: 7, totalTokens: 18 })
+      const streamed = streamText({ model: openai.responses("echo"), prompt: "Capital of France?" })
+      expect(yield* Effect.promise(() => streamed.text)).toBe("Paris is the capital of France.")
+      expect(yield* Effect.promise(() => streamed.finishReason)).toBe("stop")
+      expect(yield* Effect.promise(() => streamed.usage)).toMatchObject({ inputTokens: 11, outputTokens: 7 })
     }).pipe(Effect.scoped), 30_000)
 })

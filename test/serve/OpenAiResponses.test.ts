@@ -282,3 +282,88 @@ describe("OpenAiApi /v1/responses (the AI SDK's OpenAI provider, openai.response
       expect(yield* Effect.promise(() => streamed.usage)).toMatchObject({ inputTokens: 11, outputTokens: 7 })
     }).pipe(Effect.scoped), 30_000)
 })
+
+describe("OpenAiApi /v1/responses: function_call and function_call_output items", () => {
+  it.live("openai: the calls and their outputs reach the model as a tool exchange; an unanswered call is a 400 naming it", () =>
+    Effect.gen(function*() {
+      const weather = inspected("weather", ["It is 18°C and sunny.", "Rain tomorrow."])
+      const url = yield* serveAgents([weather.agent])
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const exchange: Array<OpenAI.Responses.ResponseInputItem> = [
+        { role: "user", content: "Weather in Paris and Rome?" },
+        { type: "message", role: "assistant", content: [{ type: "output_text", text: "Looking.", annotations: [] }], id: "msg_a", status: "completed" },
+        { type: "function_call", call_id: "call_1", name: "weather", arguments: `{"city":"Paris"}` },
+        { type: "function_call", call_id: "call_2", name: "weather", arguments: `{"city":"Rome"}` },
+        { type: "function_call_output", call_id: "call_2", output: "21°C" },
+        { type: "function_call_output", call_id: "call_1", output: [{ type: "input_text", text: "18°C, " }, { type: "input_text", text: "sunny" }] }
+      ]
+      const first = yield* Effect.promise(() => client.responses.create({ model: "weather", input: exchange }))
+      expect(first.output_text).toBe("It is 18°C and sunny.")
+      yield* Effect.promise(() =>
+        client.responses.create({ model: "weather", input: [...exchange, { role: "assistant", content: "It is 18°C and sunny." }, { role: "user", content: "And tomorrow?" }] })
+      )
+      const [one, two] = yield* weather.calls
+      const messages = [
+        Model.system("Be brief."),
+        Model.user("Weather in Paris and Rome?"),
+        Model.assistant("Looking.", [
+          { id: "call_1", name: "weather", arguments: `{"city":"Paris"}` },
+          { id: "call_2", name: "weather", arguments: `{"city":"Rome"}` }
+        ]),
+        Model.toolResult("call_2", "weather", "21°C"),
+        Model.toolResult("call_1", "weather", "18°C, sunny")
+      ]
+      // The conversation ends with the outputs: the model continues it, with no empty user turn after it.
+      expect(one!.messages).toEqual(messages)
+      expect(two!.messages).toEqual([...messages, Model.assistant("It is 18°C and sunny."), Model.user("And tomorrow?")])
+      const unanswered = yield* refusedWith(client.responses.create({ model: "weather", input: [...exchange.slice(0, 5), { role: "user", content: "?" }] }))
+      expect(unanswered).toMatchObject({ status: 400, param: "input[2].call_id" })
+      expect(unanswered?.message).toMatch(/"call_1" has no function_call_output/)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("the AI SDK: tool-call and tool-result parts reach the model as a tool exchange", () =>
+    Effect.gen(function*() {
+      const weather = inspected("weather", ["It is 18°C and sunny."])
+      const url = yield* serveAgents([weather.agent])
+      const openai = createOpenAI({ baseURL: `${url}/v1`, apiKey: "unused" })
+      const generated = yield* Effect.promise(() =>
+        generateText({
+          model: openai.responses("weather"),
+          messages: [
+            { role: "user", content: "Weather in Paris?" },
+            { role: "assistant", content: [{ type: "tool-call", toolCallId: "call_1", toolName: "weather", input: { city: "Paris" } }] },
+            { role: "tool", content: [{ type: "tool-result", toolCallId: "call_1", toolName: "weather", output: { type: "text", value: "18°C, sunny" } }] }
+          ]
+        })
+      )
+      expect(generated.text).toBe("It is 18°C and sunny.")
+      const [request] = yield* weather.calls
+      expect(request!.messages!.map((message) => message.role)).toEqual(["system", "user", "assistant", "tool"])
+      expect(request!.messages![2]).toMatchObject({ role: "assistant", toolCalls: [{ id: "call_1", name: "weather" }] })
+      expect(JSON.parse((request!.messages![2] as Model.AssistantMessage).toolCalls![0]!.arguments)).toEqual({ city: "Paris" })
+      expect(request!.messages![3]).toEqual(Model.toolResult("call_1", "weather", "18°C, sunny"))
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("the AI SDK, a second turn: with store false the earlier answer is sent whole; with its default (store true) the item_reference is a 400 saying so", () =>
+    Effect.gen(function*() {
+      const echo = inspected("echo", ["Paris.", "Rome."])
+      const url = yield* serveAgents([echo.agent])
+      const openai = createOpenAI({ baseURL: `${url}/v1`, apiKey: "unused" })
+      const providerOptions = { openai: { store: false } }
+      const asked = { role: "user" as const, content: "Capital of France?" }
+      const first = yield* Effect.promise(() => generateText({ model: openai.responses("echo"), messages: [asked], providerOptions }))
+      const messages = [asked, ...first.response.messages, { role: "user" as const, content: "And of Italy?" }]
+      const second = yield* Effect.promise(() => generateText({ model: openai.responses("echo"), messages, providerOptions }))
+      expect(second.text).toBe("Rome.")
+      expect((yield* echo.calls)[1]!.messages).toEqual([
+        Model.system("Be brief."),
+        Model.user("Capital of France?"),
+        Model.assistant("Paris."),
+        Model.user("And of Italy?")
+      ])
+      const stored = yield* Effect.promise(() =>
+        generateText({ model: openai.responses("echo"), messages, maxRetries: 0 }).then(() => "answered", (error: Error) => error.message)
+      )
+      expect(stored).toMatch(/item_reference.*providerOptions\.openai\.store = false/)
+    }).pipe(Effect.scoped), 30_000)
+})

@@ -6,13 +6,14 @@
 import { createOpenAI } from "@ai-sdk/openai"
 import { describe, expect, it } from "@effect/vitest"
 import { generateText, streamText } from "ai"
-import { Context, Effect, Layer, Redacted } from "effect"
+import { Context, Effect, Layer, Redacted, Schema } from "effect"
 import OpenAI from "openai"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as Agent from "../../src/core/Agent.js"
 import * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Tool from "../../src/core/Tool.js"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
 import * as LoopbackServer from "../support/openAiServer.js"
 import { post, scriptedAgent, serveAgents, sseEvents } from "../support/serve.js"
@@ -365,5 +366,65 @@ describe("OpenAiApi /v1/responses: function_call and function_call_output items"
         generateText({ model: openai.responses("echo"), messages, maxRetries: 0 }).then(() => "answered", (error: Error) => error.message)
       )
       expect(stored).toMatch(/item_reference.*providerOptions\.openai\.store = false/)
+    }).pipe(Effect.scoped), 30_000)
+})
+
+const CitySchema = {
+  type: "object",
+  properties: { city: { type: "string" }, population: { type: "integer" } },
+  required: ["city", "population"],
+  additionalProperties: false
+}
+
+describe("OpenAiApi /v1/responses: structured output and runs that wait", () => {
+  it.live("text.format json_schema is the run's structured output, streamed or not: the text is the decoded JSON, sent whole", () =>
+    Effect.gen(function*() {
+      const geo = inspected("geo", [
+        "```json\n{\"city\": \"Paris\", \"population\": 2100000}\n```",
+        `Here: {"city": "Lyon", "population": 520000, "note": "extra keys are dropped"}`
+      ])
+      const url = yield* serveAgents([geo.agent])
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const text = { format: { type: "json_schema" as const, name: "city", schema: CitySchema, strict: true } }
+      const answer = yield* Effect.promise(() => client.responses.create({ model: "geo", input: "Largest city of France?", text }))
+      expect(JSON.parse(answer.output_text)).toEqual({ city: "Paris", population: 2100000 })
+      expect(answer.text).toEqual(text)
+      const deltas = yield* Effect.promise(async () => {
+        const deltas: Array<string> = []
+        for await (const event of client.responses.stream({ model: "geo", input: "Second city of France?", text })) {
+          if (event.type === "response.output_text.delta") deltas.push(event.delta)
+        }
+        return deltas
+      })
+      // Known once decoded: one delta, the decoded value (the model's fence and extra key gone).
+      expect(deltas.map((delta) => JSON.parse(delta))).toEqual([{ city: "Lyon", population: 520000 }])
+      for (const request of yield* geo.calls) {
+        expect(request.responseFormat).toMatchObject({ type: "json_schema", schema: { properties: { population: { type: "integer" } } } })
+      }
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a tool call that needs approval fails the response with 409 needs_approval (it cannot wait); streamed, the error pair", () =>
+    Effect.gen(function*() {
+      const guarded = Tool.make({
+        name: "refund",
+        description: "Refunds",
+        parameters: Schema.Struct({ amount: Schema.Number }),
+        handler: () => Effect.succeed("refunded"),
+        needsApproval: true
+      })
+      const agent = Agent.make({
+        name: "support",
+        instructions: "Help.",
+        tools: [guarded],
+        model: Layer.orDie(ScriptedModel.layer(() => ({ toolCalls: [{ id: "c1", name: "refund", arguments: { amount: 5 } }] })))
+      }) as Agent.Agent<never>
+      const url = yield* serveAgents([agent])
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const refused = yield* refusedWith(client.responses.create({ model: "support", input: "Refund." }))
+      expect(refused).toMatchObject({ status: 409, code: "needs_approval", type: "invalid_request_error" })
+      expect(refused?.message).toMatch(/needs a person's approval of tool "refund" \(call c1\), which the OpenAI API cannot wait for/)
+      const raw = yield* sseEvents(yield* post(`${url}/v1/responses`, { model: "support", input: "Refund.", stream: true }))
+      expect(raw.slice(-2).map((event) => event.event)).toEqual(["error", "response.failed"])
+      expect(JSON.parse(raw.at(-2)!.data).error).toMatchObject({ code: "needs_approval", message: expect.stringMatching(/approval of tool "refund"/) })
     }).pipe(Effect.scoped), 30_000)
 })

@@ -54,14 +54,23 @@
  *   - Honoured: `stream`, `text.format` (`text`, `json_object`, `json_schema` as in chat), `max_output_tokens` (the
  *     run's output-token budget; reached: status `incomplete`, `incomplete_details.reason` `max_output_tokens`),
  *     `tool_choice` `none` / `auto`, `metadata` (echoed). Accepted and not used: `temperature`, `top_p`, `reasoning`,
- *     `parallel_tool_calls`, `truncation`, `include`, `user`, `store` and the other bookkeeping keys. This server
- *     stores no responses (yet): the answer says `store: false`.
+ *     `parallel_tool_calls`, `truncation`, `include`, `user` and the other bookkeeping keys.
+ *   - `store` (default `true`) on a server with a thread store (`Threads` given to `Runs`; `threads:` in
+ *     `valet.yaml`): the response is a turn on a thread of the request's owner (`RunsApi.Owner`, the app's auth), and
+ *     its id names that turn. `previous_response_id` goes on from it: on its thread when no later turn began after it,
+ *     else on a fork cut before the next turn (OpenAI's branching). The items before the input are appended to the
+ *     thread first (`instructions` too, as a system message: kept, unlike OpenAI's). An `item_reference` to an output
+ *     message of this server is that turn's answer. An id that names nothing, or another owner's, is a 400 "not found"
+ *     (`param` `previous_response_id` or `input[i].id`); a thread in another turn is a 409 `conversation_locked`.
+ *     `store: false`, or no thread store: a plain run, `store: false` in the answer, and `previous_response_id` /
+ *     `item_reference` are refused (400) saying why (the AI SDK sends `item_reference` unless given
+ *     `providerOptions.openai.store = false`).
  *   - Refused with a 400 naming the parameter or the item (`param` `input[3].type`, `input[0].content[1].file_id`):
  *     non-empty `tools`, another `tool_choice`, `background: true`, `conversation`, `prompt`, `top_logprobs` > 0,
- *     `previous_response_id` and `item_reference` items (nothing is stored to refer to), every other item type
- *     (`computer_call`, `web_search_call`, `mcp_*`…), files by `file_id` or `file_url`, `input_audio`.
+ *     every other item type (`computer_call`, `web_search_call`, `mcp_*`…), files by `file_id` or `file_url`,
+ *     `input_audio`.
  *   - Not streaming: a `response` object whose one output message holds the run's output (`output_text` beside it),
- *     with the run's `usage`; its id is `resp_` and the run's id without `run_`.
+ *     with the run's `usage`; a response not stored has the id `resp_` and the run's id without `run_`.
  *   - `stream: true`: `event: <type>` frames with `sequence_number`s from 0 and no `[DONE]`: `response.created`,
  *     `response.in_progress`, the message's `output_item.added` and `content_part.added`, an `output_text.delta` per
  *     piece of the root run's text (or the whole answer as one, as in chat), then `output_text.done`,
@@ -103,17 +112,21 @@
  *
  * @since 0.2.0
  */
-import { Clock, Data, Effect, Layer, Result, Schema, SchemaIssue, Stream } from "effect"
+import { Clock, Data, Effect, Layer, Option, Result, Schema, SchemaIssue, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema } from "effect/http-api"
 import type * as AgentEvent from "../core/AgentEvent.js"
+import type * as Threads from "../core/Threads.js"
 import * as Decode from "../core/internal/decode.js"
 import * as Agents from "./Agents.js"
 import { requireGroup } from "./internal/groupLayer.js"
 import * as Request from "./internal/openai/request.js"
+import * as ResponseIds from "./internal/openai/responseIds.js"
 import * as ResponsesRequest from "./internal/openai/responsesRequest.js"
+import * as ResponsesThreads from "./internal/openai/responsesThreads.js"
 import * as ResponsesStream from "./internal/openai/responsesStream.js"
 import * as Runs from "./Runs.js"
+import * as RunsApi from "./RunsApi.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // Schemas
@@ -230,7 +243,7 @@ export const group = HttpApiGroup.make("openai")
       // A `response` object, or with `stream: true` the `response.*` events; errors in OpenAI's shape.
       success: [Schema.Record(Schema.String, Schema.Unknown), HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" })],
       error: [ErrorBody.pipe(HttpApiSchema.status(404)), ErrorBody.pipe(HttpApiSchema.status(429)), ErrorBody.pipe(HttpApiSchema.status(500))]
-    })
+    }).middleware(RunsApi.Owner)
   )
   .middleware(InvalidRequest)
 
@@ -426,6 +439,25 @@ interface AskedResponse extends ResponsesStream.Asked {
 const responseStatus = (asked: AskedResponse, result: AgentEvent.RunResult): "completed" | "incomplete" =>
   finishReason(asked, result) === "length" ? "incomplete" : "completed"
 
+/** Why a response could not start: the chat refusals, and a thread's (busy: 409 `conversation_locked`). */
+const storedRefusal = (
+  error: Runs.UnknownAgent | Runs.TooManyRuns | Runs.InvalidRunRequest | InvalidChatRequest | Runs.ThreadsUnavailable | Threads.ThreadError,
+  model: string
+) => {
+  switch (error._tag) {
+    case "ThreadBusy":
+      return errorResponse(409, "invalid_request_error", "conversation_locked", `Another response is in progress on this conversation: ${error.message}`)
+    case "ThreadNotFound":
+    case "ThreadForbidden":
+      return errorResponse(400, "invalid_request_error", "invalid_value", "Previous response not found.", "previous_response_id")
+    case "ThreadStoreError":
+    case "ThreadsUnavailable":
+      return errorResponse(500, "server_error", null, `the thread store failed: ${error.message}`)
+    default:
+      return refusal(error, model)
+  }
+}
+
 const createdResponse = (runs: Runs.Service, asked: AskedResponse) =>
   runs.events(asked.runId).pipe(
     Effect.flatMap(finish),
@@ -500,28 +532,58 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
       .handle("createResponse", ({ payload }) =>
         Effect.gen(function*() {
           const created = Math.floor((yield* Clock.currentTimeMillis) / 1000)
-          const run = ResponsesRequest.runRequestOf(payload)
+          const owner = yield* Effect.service(RunsApi.CurrentOwner)
+          const threads = payload.store === false ? undefined : Option.getOrUndefined(runs.threads)
+          const unstored = payload.store === false
+            ? "store is false"
+            : threads === undefined
+            ? "this server keeps no conversations (no thread store: threads: in valet.yaml)"
+            : undefined
+          if (threads !== undefined && agents.get(payload.model) === undefined) {
+            return refusal(new Runs.UnknownAgent({ agent: payload.model, message: `no agent named ${JSON.stringify(payload.model)}` }), payload.model)
+          }
+          const references = threads === undefined
+            ? new Map<string, never>()
+            : yield* ResponsesThreads.references(threads, owner, ResponsesRequest.referencesOf(payload))
+          const run = ResponsesRequest.runRequestOf(payload, { unstored, references })
           if (Result.isFailure(run)) return refusal(run.failure, payload.model)
-          const started = yield* Effect.result(runs.start(run.success))
-          if (Result.isFailure(started)) return refusal(started.failure, payload.model)
-          const runId = started.success.runId
-          // The run's own id inside: GET /runs/:runId finds what a response was.
+          const previous = payload.previous_response_id ?? undefined
+          const started = yield* Effect.result(
+            threads === undefined
+              ? Effect.map(runs.start(run.success, { owner }), ({ runId }) => ({ runId, at: undefined as ResponseIds.TurnAt | undefined }))
+              : ResponsesThreads.startTurn(runs, threads, owner, previous, run.success)
+          )
+          if (Result.isFailure(started)) return storedRefusal(started.failure, payload.model)
+          const { at, runId } = started.success
+          // The run's own id inside a response that is not stored: GET /runs/:runId finds what it was.
           const suffix = runId.replace(/^run_/, "")
-          const asked: AskedResponse = { request: payload, run: run.success, runId, id: `resp_${suffix}`, messageId: `msg_${suffix}`, created }
+          const asked: AskedResponse = {
+            request: payload,
+            run: run.success,
+            runId,
+            id: at === undefined ? `resp_${suffix}` : ResponseIds.responseId(at),
+            messageId: at === undefined ? `msg_${suffix}` : ResponseIds.messageId(at),
+            created,
+            store: at !== undefined,
+            previousResponseId: previous ?? null
+          }
           return payload.stream === true ? yield* responseEvents(runs, asked) : yield* createdResponse(runs, asked)
-        }))
+        }).pipe(Effect.catch((error) => Effect.succeed(storedRefusal(error, payload.model)))))
   })
 
 /**
- * The group's handlers for `api` (an `HttpApi` holding `group`, maybe under a prefix), over `Runs` and `Agents`.
+ * The group's handlers for `api` (an `HttpApi` holding `group`, maybe under a prefix), over `Runs` and `Agents`;
+ * `owner` finds whose threads a stored response is a turn on (`RunsApi.LayerOptions`).
  *
  * @since 0.2.0
  * @category layers
  */
 export const layerFor = <Id extends string, Groups extends HttpApiGroup.Constraint>(
-  api: HttpApi.HttpApi<Id, Groups>
+  api: HttpApi.HttpApi<Id, Groups>,
+  options: RunsApi.LayerOptions = {}
 ): Layer.Layer<HttpApiGroup.Service<Id, "openai"> | InvalidRequest, never, Runs.Runs | Agents.Agents> => {
   return requireGroup("OpenAiApi", "openai", api, () => HttpApiBuilder.group(api as unknown as typeof Api, "openai", build).pipe(
+    Layer.provide(RunsApi.layerOwner(options.owner)),
     Layer.provideMerge(HttpApiMiddleware.layerSchemaErrorTransform(InvalidRequest, (error) =>
       Effect.succeed(errorResponse(
         400,

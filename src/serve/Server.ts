@@ -114,7 +114,7 @@ export const Api = HttpApi.make("valet").add(RunsApi.group).add(OpenAiApi.group)
  */
 export const routes = (options: Options = {}) =>
   HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
-    Layer.provide([RunsApi.layerFor(Api, { owner: options.owner }), OpenAiApi.layerFor(Api), ChatApi.layerFor(Api, { owner: options.owner })]),
+    Layer.provide([RunsApi.layerFor(Api, { owner: options.owner }), OpenAiApi.layerFor(Api, { owner: options.owner }), ChatApi.layerFor(Api, { owner: options.owner })]),
     Layer.provide(Runs.layer(options)),
     Layer.merge(guard({ ...options, viewer: true })),
     Layer.merge(Viewer.layer)

@@ -7,12 +7,14 @@ import { createOpenAI } from "@ai-sdk/openai"
 import { describe, expect, it } from "@effect/vitest"
 import { generateText, streamText } from "ai"
 import { Context, Effect, Layer, Redacted, Schema } from "effect"
+import { HttpServerRequest } from "effect/http"
 import OpenAI from "openai"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as Agent from "../../src/core/Agent.js"
 import * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Threads from "../../src/core/Threads.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
 import * as LoopbackServer from "../support/openAiServer.js"
@@ -426,5 +428,112 @@ describe("OpenAiApi /v1/responses: structured output and runs that wait", () => 
       const raw = yield* sseEvents(yield* post(`${url}/v1/responses`, { model: "support", input: "Refund.", stream: true }))
       expect(raw.slice(-2).map((event) => event.event)).toEqual(["error", "response.failed"])
       expect(JSON.parse(raw.at(-2)!.data).error).toMatchObject({ code: "needs_approval", message: expect.stringMatching(/approval of tool "refund"/) })
+    }).pipe(Effect.scoped), 30_000)
+})
+
+describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_response_id, item_reference)", () => {
+  /** `store` of a response object (the `openai` package's `Response` type leaves it out). */
+  const storeOf = (response: object) => (response as { readonly store?: unknown }).store
+
+  /** Answers "answer <n>" to its n-th call; the messages of each call are read back. */
+  const counting = () => {
+    let n = 0
+    return inspected("echo", () => ({ text: `answer ${++n}` }))
+  }
+
+  it.live("previous_response_id: turn 2 sees turn 1; branching from turn 1 after turn 2 forks (turn 2 unseen); unknown ids are a 400", () =>
+    Effect.gen(function*() {
+      const echo = counting()
+      const url = yield* serveAgents([echo.agent], {}, Threads.layerMemory())
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const one = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "First?" }))
+      expect(storeOf(one)).toBe(true)
+      const two = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "Second?", previous_response_id: one.id }))
+      expect(two.previous_response_id).toBe(one.id)
+      // Branching: the answer to turn 1 again, with another question.
+      yield* Effect.promise(() => client.responses.create({ model: "echo", input: "Instead?", previous_response_id: one.id }))
+      // Streamed, on from turn 2: the id is in response.created already.
+      const streamed = yield* Effect.promise(async () => {
+        const stream = client.responses.stream({ model: "echo", input: "Third?", previous_response_id: two.id })
+        let created = ""
+        for await (const event of stream) if (event.type === "response.created") created = event.response.id
+        return { created, final: await stream.finalResponse() }
+      })
+      expect(streamed.created).toBe(streamed.final.id)
+      const calls = yield* echo.calls
+      const system = Model.system("Be brief.")
+      expect(calls.map((call) => call.messages)).toEqual([
+        [system, Model.user("First?")],
+        [system, Model.user("First?"), Model.assistant("answer 1"), Model.user("Second?")],
+        [system, Model.user("First?"), Model.assistant("answer 1"), Model.user("Instead?")],
+        [system, Model.user("First?"), Model.assistant("answer 1"), Model.user("Second?"), Model.assistant("answer 2"), Model.user("Third?")]
+      ])
+      const unknown = yield* refusedWith(client.responses.create({ model: "echo", input: "x", previous_response_id: "resp_nope" }))
+      expect(unknown).toMatchObject({ status: 400, param: "previous_response_id" })
+      expect(unknown?.message).toMatch(/not found/)
+      const reference = yield* refusedWith(client.responses.create({ model: "echo", input: [{ type: "item_reference", id: "msg_nope" }] }))
+      expect(reference).toMatchObject({ status: 400, param: "input[0].id" })
+      // store: false is a plain run: its id names nothing later.
+      const plain = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "Alone?", store: false }))
+      expect(storeOf(plain)).toBe(false)
+      expect(yield* refusedWith(client.responses.create({ model: "echo", input: "x", previous_response_id: plain.id }))).toMatchObject({
+        status: 400,
+        param: "previous_response_id"
+      })
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("another owner's response id reads as an unknown one", () =>
+    Effect.gen(function*() {
+      const echo = counting()
+      const owner = Effect.map(Effect.service(HttpServerRequest.HttpServerRequest), (request) => request.headers["x-user"] ?? "anonymous")
+      const url = yield* serveAgents([echo.agent], { owner }, Threads.layerMemory())
+      const as = (user: string) => new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0, defaultHeaders: { "x-user": user } })
+      const mine = yield* Effect.promise(() => as("ann").responses.create({ model: "echo", input: "Secret?" }))
+      expect(yield* refusedWith(as("bob").responses.create({ model: "echo", input: "x", previous_response_id: mine.id }))).toMatchObject({
+        status: 400,
+        param: "previous_response_id"
+      })
+      expect((yield* Effect.promise(() => as("ann").responses.create({ model: "echo", input: "Again?", previous_response_id: mine.id }))).status).toBe("completed")
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("the AI SDK with its default store true: the second turn's item_reference is the stored answer", () =>
+    Effect.gen(function*() {
+      const echo = counting()
+      const url = yield* serveAgents([echo.agent], {}, Threads.layerMemory())
+      const openai = createOpenAI({ baseURL: `${url}/v1`, apiKey: "unused" })
+      const asked = { role: "user" as const, content: "Capital of France?" }
+      const first = yield* Effect.promise(() => generateText({ model: openai.responses("echo"), messages: [asked] }))
+      expect(first.text).toBe("answer 1")
+      const second = yield* Effect.promise(() =>
+        generateText({ model: openai.responses("echo"), messages: [asked, ...first.response.messages, { role: "user", content: "And of Italy?" }] })
+      )
+      expect(second.text).toBe("answer 2")
+      expect((yield* echo.calls)[1]!.messages).toEqual([
+        Model.system("Be brief."),
+        Model.user("Capital of France?"),
+        Model.assistant("answer 1"),
+        Model.user("And of Italy?")
+      ])
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a response whose thread is in another turn is a 409 conversation_locked", () =>
+    Effect.gen(function*() {
+      const model = yield* LoopbackServer.make()
+      model.enqueue("/v1/chat/completions", LoopbackServer.stall)
+      const context = yield* Layer.build(OpenAiCompatible.layerNode({ baseUrl: `${model.url}/v1`, model: "loopback-model" }))
+      const remote = Agent.make({ name: "remote", instructions: "", model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) }) as Agent.Agent<never>
+      const url = yield* serveAgents([remote], {}, Threads.layerMemory())
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const controller = new AbortController()
+      // The first turn stalls in its model call; its id is known from response.created.
+      const id = yield* Effect.promise(async () => {
+        for await (const event of client.responses.stream({ model: "remote", input: "hi" }, { signal: controller.signal })) {
+          if (event.type === "response.created") return event.response.id
+        }
+        return ""
+      })
+      const locked = yield* refusedWith(client.responses.create({ model: "remote", input: "and?", previous_response_id: id }))
+      controller.abort()
+      expect(locked).toMatchObject({ status: 409, code: "conversation_locked" })
     }).pipe(Effect.scoped), 30_000)
 })

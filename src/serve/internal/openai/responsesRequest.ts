@@ -79,7 +79,7 @@ export type ResponseCreateRequest = typeof ResponseCreateRequest.Type
 
 const present = <A>(value: A | null | undefined): value is A => value !== undefined && value !== null
 
-const refused = (request: ResponseCreateRequest): Result.Result<void, InvalidChatRequest> => {
+const refused = (request: ResponseCreateRequest, context: Context): Result.Result<void, InvalidChatRequest> => {
   if (present(request.tools) && request.tools.length > 0) return unsupported("tools", agentWithOwnTools)
   const choice = request.tool_choice
   if (present(choice) && choice !== "none" && choice !== "auto") {
@@ -93,11 +93,8 @@ const refused = (request: ResponseCreateRequest): Result.Result<void, InvalidCha
   if (present(request.top_logprobs) && request.top_logprobs > 0) {
     return unsupported("top_logprobs", "an agent's answer is not one sampled completion: it has no log-probabilities")
   }
-  if (present(request.previous_response_id)) {
-    return unsupported(
-      "previous_response_id",
-      "this server stores no responses yet: send the whole conversation as input items (with the AI SDK: providerOptions.openai.store = false)"
-    )
+  if (present(request.previous_response_id) && context.unstored !== undefined) {
+    return unsupported("previous_response_id", `${context.unstored}: send the whole conversation as input items`)
   }
   return Result.succeed(undefined)
 }
@@ -124,10 +121,25 @@ const outputOf = (request: ResponseCreateRequest): Result.Result<Model.JsonObjec
 
 /** Item types valet has no counterpart for: refused by name (the `ResponseInputItem` union of the `openai` package). */
 const unsupportedItem = (type: string): string =>
-  type === "item_reference"
-    ? "this server stores no responses yet, so an item_reference names nothing: send the item itself " +
-      "(with the AI SDK: providerOptions.openai.store = false)"
-    : `${type} items are not supported: an agent's tools run inside the run; send messages, function_call and function_call_output items`
+  `${type} items are not supported: an agent's tools run inside the run; send messages, function_call and function_call_output items`
+
+/**
+ * How the request is read: `unstored` says why nothing is stored (no thread store, or `store: false`), so that
+ * `previous_response_id` and `item_reference` items name nothing; else `references` holds the messages the
+ * request's `item_reference` ids name (`referencesOf`), found before.
+ */
+export interface Context {
+  readonly unstored?: string | undefined
+  readonly references?: ReadonlyMap<string, Model.Message> | undefined
+}
+
+/** The `item_reference` ids of a request, where they are (`input[i]`). */
+export const referencesOf = (request: ResponseCreateRequest): ReadonlyArray<{ readonly id: string; readonly at: string }> =>
+  typeof request.input === "string"
+    ? []
+    : request.input.flatMap((item, i) =>
+      item.type === "item_reference" && typeof item.id === "string" ? [{ id: item.id, at: `input[${i}]` }] : []
+    )
 
 /** A user, system or developer message's content part as a valet part, or why not, naming the field. */
 const partOf = (part: unknown, role: string, at: string): Result.Result<Model.Part, InvalidChatRequest> => {
@@ -199,7 +211,7 @@ const contentOf = (
  * assistant message before it (or of a new one), answered by its `function_call_output` before the next message,
  * as the chat facade checks `tool_call_id`. `reasoning` items are dropped: they are another model's private state.
  */
-const itemsOf = (items: ReadonlyArray<InputItem>): Result.Result<Array<Model.Message>, InvalidChatRequest> => {
+const itemsOf = (items: ReadonlyArray<InputItem>, context: Context): Result.Result<Array<Model.Message>, InvalidChatRequest> => {
   const history: Array<Model.Message> = []
   // The function calls not answered yet, by call id: their name, and where they were asked.
   const open = new Map<string, { readonly name: string; readonly at: string }>()
@@ -257,6 +269,15 @@ const itemsOf = (items: ReadonlyArray<InputItem>): Result.Result<Array<Model.Mes
       }
       case "reasoning":
         break
+      case "item_reference": {
+        if (context.unstored !== undefined) {
+          return unsupportedValue(`${at}.type`, `${context.unstored}, so an item_reference names nothing: send the item itself (with the AI SDK: providerOptions.openai.store = false)`)
+        }
+        const message = typeof item.id === "string" ? context.references?.get(item.id) : undefined
+        if (message === undefined) return invalid(`${at}.id`, `Item with id ${described(item.id)} not found.`)
+        history.push(message)
+        break
+      }
       default:
         return unsupportedValue(`${at}.type`, unsupportedItem(type))
     }
@@ -285,12 +306,12 @@ const outputText = (output: unknown, at: string): Result.Result<string, InvalidC
  * string is one user message); the last user message is the input when nothing follows it. `text.format` is the
  * run's structured output, `max_output_tokens` its output-token budget.
  */
-export const runRequestOf = (request: ResponseCreateRequest): Result.Result<Runs.RunRequest, InvalidChatRequest> => {
-  const problem = refused(request)
+export const runRequestOf = (request: ResponseCreateRequest, context: Context): Result.Result<Runs.RunRequest, InvalidChatRequest> => {
+  const problem = refused(request, context)
   if (Result.isFailure(problem)) return Result.fail(problem.failure)
   const output = outputOf(request)
   if (Result.isFailure(output)) return Result.fail(output.failure)
-  const items = typeof request.input === "string" ? Result.succeed([Model.user(request.input)]) : itemsOf(request.input)
+  const items = typeof request.input === "string" ? Result.succeed([Model.user(request.input)]) : itemsOf(request.input, context)
   if (Result.isFailure(items)) return Result.fail(items.failure)
   const instructions = present(request.instructions) && request.instructions !== "" ? [Model.system(request.instructions)] : []
   return runOfConversation(

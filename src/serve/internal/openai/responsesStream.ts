@@ -16,6 +16,9 @@ export interface Asked {
   /** `msg_…`: the id of its one output message. */
   readonly messageId: string
   readonly created: number
+  /** Whether the response is a turn on a thread (`responsesThreads`): its id can be used again. */
+  readonly store: boolean
+  readonly previousResponseId: string | null
 }
 
 /** How a response ended. */
@@ -45,7 +48,7 @@ export const usageOf = (result: AgentEvent.RunResult) => ({
 /**
  * The `response` object. `error` is `null` unless failed: the `openai` package's stream reader fails on any event
  * carrying a truthy top-level `error`, and a response nested in an event is not top-level, but the object is the
- * same for both. `store` is `false`: this server keeps no responses (yet).
+ * same for both. `store` is `true` only when the response is a thread turn whose id can be used again.
  */
 export const responseObject = (
   asked: Asked,
@@ -73,8 +76,8 @@ export const responseObject = (
     output,
     output_text: end.text ?? "",
     parallel_tool_calls: false,
-    previous_response_id: null,
-    store: false,
+    previous_response_id: asked.previousResponseId,
+    store: asked.store,
     temperature: null,
     top_p: null,
     text: { format: request.text?.format ?? { type: "text" } },

@@ -18,7 +18,7 @@ import * as Threads from "../../src/core/Threads.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
 import * as LoopbackServer from "../support/openAiServer.js"
-import { post, scriptedAgent, serveAgents, sseEvents } from "../support/serve.js"
+import { json, post, scriptedAgent, serveAgents, sseEvents } from "../support/serve.js"
 
 /** An agent on a scripted model whose requests the test reads back (`ScriptedModel.calls`). */
 const inspected = (name: string, script: ScriptedModel.Script) => {
@@ -145,6 +145,28 @@ describe("OpenAiApi /v1/responses (the openai package as client)", () => {
       const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "s3cret", maxRetries: 0 })
       expect(yield* refusedWith(client.responses.create({ model: "echo", input: "x".repeat(5_000) }))).toMatchObject({ status: 413 })
       expect((yield* Effect.promise(() => client.responses.create({ model: "echo", input: "x" }))).output_text).toBe("hi")
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("beyond maxConcurrentRuns a response is a 429 rate_limit_exceeded with Retry-After", () =>
+    Effect.gen(function*() {
+      const model = yield* LoopbackServer.make()
+      model.enqueue("/v1/chat/completions", LoopbackServer.stall)
+      const context = yield* Layer.build(OpenAiCompatible.layerNode({ baseUrl: `${model.url}/v1`, model: "loopback-model" }))
+      const remote = Agent.make({ name: "remote", instructions: "", model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) }) as Agent.Agent<never>
+      const url = yield* serveAgents([remote], { maxConcurrentRuns: 1 })
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const controller = new AbortController()
+      // The first response holds the one slot: its model call stalls.
+      yield* Effect.promise(async () => {
+        for await (const event of client.responses.stream({ model: "remote", input: "hi" }, { signal: controller.signal })) {
+          if (event.type === "response.created") return
+        }
+      })
+      const second = yield* post(`${url}/v1/responses`, { model: "remote", input: "and me?" })
+      controller.abort()
+      expect(second.status).toBe(429)
+      expect(second.headers.get("retry-after")).toMatch(/^\d+$/)
+      expect(yield* json(second)).toMatchObject({ error: { type: "rate_limit_exceeded", code: "rate_limit_exceeded" } })
     }).pipe(Effect.scoped), 30_000)
 
   it.live("a failed run is a 500 server_error naming the run's error; max_output_tokens reached is status incomplete", () =>

@@ -30,6 +30,18 @@
  * SQLite 4 %, socket and file writes 4 %, then the Effect runtime and schema decoding): the loop itself about
  * 0.27 ms a step (ActorLoop.run on ScriptedModel with memory stores), the HTTP client about 0.8 ms a request
  * (bench/client.ts), the stores the rest. On 2 loaded cores K=256 is out of reach; K=64 is saturated.
+ * Since then (issue 31 part 7, the per-step path): the server answers with `Content-Length` as vLLM does (a chunked
+ * body had sent the client down its capped streaming read: an AbortController abort and a DOMException per request);
+ * the trajectory record is encoded once (was twice: the store's line and ActorLoop's result) and by a hand-written
+ * encoder held to the schema's text (internal/recordJson.ts: ~50 µs -> 0.6 µs a record); the JSONL store keeps each
+ * task's file open instead of open/write/close per record; a non-streamed answer of the common shape skips the
+ * schema decode (fastCheck.ts); the step span captures no stack trace. Microbenchmarks say ~0.1 ms a step less;
+ * the bench itself, on 2 cores at load 6–11 from other work, measured 1.05 ms a step (base 1.11, alternating runs)
+ * and 0.55–1.14 in single runs: the load swamps the difference. Compiled (dist/, what `valet rollout` runs) the step
+ * costs 0.9 ms where tsx-run src/ costs 1.0–1.1. What is left, from the CPU profile: the Effect runtime (~25 %,
+ * spread over every combinator of the step), undici and effect/http per request (~15 %: URL parsing, the response
+ * wrapper and its FinalizationRegistry, headers), GC 3–6 %, the SQLite state store's two SELECTs and an UPDATE a
+ * step (~2 %), and ActorLoop and Agent themselves (~0.15 ms a step: ActorLoop.run on ScriptedModel with memory stores).
  *
  *   npx tsx bench/rollout.ts [--quick] [--admit 64,256] [--runs n] [--memory state,trajectories] [--cpu-prof <path prefix>]
  */

@@ -9,6 +9,8 @@
  * answered since the last `GET /stats?reset=1`.
  * `GET /v1/models` answers 200 (the `Vllm` layer detects the OpenAI API) and `GET /health` 200.
  *
+ * Answers carry `Content-Length`, as vLLM's do (a chunked body would take the client's capped streaming read).
+ *
  * Every completion is an actor-loop answer with an action and no `<done/>`, so an episode runs all its steps.
  *
  * Plain `node:http` in a process of its own, so the server's work does not share the measured event loop. It exits
@@ -44,8 +46,10 @@ const answer = (res: ServerResponse, chat: boolean, n: number) => {
   const body = chat
     ? { id, object: "chat.completion", created: 1_700_000_000, model: "bench-model", choices: indexes.map((index) => ({ index, message: { role: "assistant", content: text }, finish_reason: "stop" })), usage }
     : { id, object: "text_completion", created: 1_700_000_000, model: "bench-model", choices: indexes.map((index) => ({ index, text, finish_reason: "stop", logprobs: null })), usage }
-  res.writeHead(200, { "content-type": "application/json" })
-  res.end(JSON.stringify(body))
+  // With its length, as vLLM's server (Starlette's `JSONResponse`) answers: not chunked.
+  const json = JSON.stringify(body)
+  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(json) })
+  res.end(json)
 }
 
 const start = (n: number, run: () => void) => {

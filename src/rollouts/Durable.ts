@@ -1,7 +1,8 @@
 /**
- * Durable runs (DESIGN §10): an agent run, an evaluation's problem and an actor-loop step as `effect/workflow`
- * workflows keyed by the run id, the problem or the step, with every model call, tool call, sandbox command (and, in
- * the actor loop, every state read and write and trajectory append) an activity keyed by the call's session and
+ * Durable runs (DESIGN §10): an agent run, an evaluation's problem and an actor-loop step or episode as
+ * `effect/workflow` workflows keyed by the run id, the problem, the step or the episode, with every model call, tool
+ * call, sandbox command (and, in the actor loop, every state read and write, reward evaluation and trajectory append)
+ * an activity keyed by the call's session and
  * index (see `internal/durable/activities.ts`). A workflow that runs again — resumed after a failure, or taken over
  * by another runner after its process died — answers the calls stored by the earlier execution from storage and
  * sends only the rest: at most the calls that were in flight when the process died.
@@ -11,7 +12,10 @@
  *   processes over PostgreSQL (`effect/cluster`) with clients that only start work and await it.
  * - `evaluate(dataset, options)` is `Evaluate.run` with each problem a workflow: the same resumable results file,
  *   progress and summary, and the same records as an evaluation in one process. `actorLoop(tasks, options)` is
- *   `ActorLoop.run` with each step a workflow.
+ *   `ActorLoop.run` with each step a workflow — or, with `maxSteps` / `group`, each episode (a group's rollouts one
+ *   workflow each, `ActorLoopEpisode`): what `ActorLoop.run` draws (episode and group ids, a group's seeds without a
+ *   task seed, session ids) is derived from the workflow's key, so a resumed episode writes the records of an
+ *   uninterrupted one. Under durability a group's first steps are separate requests (vLLM's `n` is not used).
  *
  * Agents cross processes by name: a runner resolves the name a workflow carries to an agent it has (a list, or a
  * function — the CLI encodes an architecture's settings in the name). The tools an architecture adds inside its
@@ -81,6 +85,8 @@ import * as StateStore from "../environment/StateStore.js"
 import * as TrajectoryStore from "../environment/TrajectoryStore.js"
 import * as ActorLoop from "./ActorLoop.js"
 import * as Evaluate from "./Evaluate.js"
+import * as Reward from "./Reward.js"
+import * as EpisodeInternal from "./internal/episode.js"
 import * as Activities from "./internal/durable/activities.js"
 import * as Approvals_ from "./internal/durable/approvals.js"
 import * as DurableHumanLoop from "./internal/durable/humanLoop.js"
@@ -708,19 +714,127 @@ export const ActorLoopStep = Workflow.make("valet/ActorLoopStep", {
 })
 
 /**
- * Registers the `ActorLoopStep` handler on the actor loop's services in context (`Model`, `Sandbox`, `StateStore`,
- * `TrajectoryStore`), each made durable.
+ * How an actor-loop episode ended (the `ActorLoopEpisode` workflow's result): the episode as run, or why it failed
+ * (with the ids its lines carry: a failed episode's lines have no `episode_end`).
  *
  * @since 0.2.0
- * @category layers
+ * @category models
  */
-export const layerActorLoop: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | ActorLoop.Requirements> = ActorLoopStep.toLayer(
+export const EpisodeOutcome = Schema.Union([
+  Schema.TaggedStruct("Recorded", {
+    episode: Schema.Struct({
+      episodeId: Schema.String,
+      groupId: Schema.optional(Schema.String),
+      seed: Schema.optional(Schema.Int),
+      records: Schema.Array(TrajectoryStore.TrajectoryRecord),
+      end: Schema.Literals(["done", "reward", "max_steps"]),
+      reward: Schema.optional(Reward.Scored)
+    })
+  }),
+  Schema.TaggedStruct("Failed", { error: AgentError, episodeId: Schema.String, groupId: Schema.optional(Schema.String) })
+])
+/**
+ * How an actor-loop episode ended.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type EpisodeOutcome = typeof EpisodeOutcome.Type
+
+const EpisodeOptions = Schema.Struct({
+  ...StepOptions.fields,
+  maxSteps: Schema.optional(Opts.IntAtLeast(1)),
+  rewardThreshold: Schema.optional(Schema.Finite),
+  aggregate: Schema.optional(Schema.Literals(["sum", "mean", "last"]))
+})
+
+/** The key of the task at `index` of loop `loop`: its step's workflow, and its episode's or group's. */
+const taskKey = (loop: string, index: number, taskId: string): string => `${loop}/${index}/${taskId}`
+
+/** A value's JSON with its objects' keys sorted: the same text for the same settings, whatever order they came in. */
+const canonical = (value: unknown): string =>
+  JSON.stringify(value, (_key, v: unknown) =>
+    v !== null && typeof v === "object" && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v)
+
+/**
+ * The key of a task's episode or group: the task's key and its settings (`<group>x<maxSteps>` and a digest of the
+ * other options). Run again with other settings (`--group 4` after `--group 2`, another `--max-steps`), the episodes
+ * are new ones — new ids, new seeds — never the stored ones of other settings mixed into one group.
+ */
+const episodeKeyOf = (payload: {
+  readonly loop: string
+  readonly index: number
+  readonly task: ActorLoop.Task
+  readonly group?: number | undefined
+  readonly options: typeof EpisodeOptions.Type
+}): string =>
+  `${taskKey(payload.loop, payload.index, payload.task.taskId)}/${payload.group ?? 1}x${payload.options.maxSteps ?? 1}-${
+    EpisodeInternal.uuidOf(canonical({ group: payload.group ?? null, options: payload.options })).slice(0, 8)
+  }`
+
+/**
+ * The workflow of one actor-loop episode: the task at `index` of loop `loop` — alone (`group` absent), or rollout
+ * `member` of a group of `group` (its key ends with the member). The key holds the settings (`group`, `maxSteps`, a digest
+ * of the other options): run again with other settings, the episodes are new ones, not the stored ones of the first. Its steps' model calls, sandbox commands, state reads
+ * and writes, reward evaluations and trajectory appends are activities, so an episode taken over after a kill neither
+ * sends a stored call again nor appends a record twice, and its records are an uninterrupted run's. Everything an
+ * in-process episode draws is derived from the key instead: the episode id, the group id, a group's seeds when the
+ * task has none (`base` in the range a drawn one has), each step's session id (`actor-<episode id>-<step>`).
+ *
+ * - A member's state lives in a store of its own whose operations are activities, and what they answer (stored or
+ *   live) is written back: a resumed member's later steps see the state its replayed steps left.
+ * - The workspace is kept, under `episode-<episode id>`, while the episode runs, and removed when it ends (recorded
+ *   or failed; not when the process stops: a resumed execution finds what its replayed commands left there). A lone
+ *   episode with `keepWorkspaces` uses the task's kept workspace, as in process. The workspace is this machine's
+ *   files: an episode taken over by a runner on another machine finds a fresh one, seeded with the task's files.
+ * - A group's first steps are separate requests (vLLM's `n` is not used): one request serving every member's first
+ *   step would be stored by one member's workflow, not the others'.
+ *
+ * Never fails: a failed episode is a `Failed` outcome with its error.
+ *
+ * @since 0.2.0
+ * @category workflows
+ */
+export const ActorLoopEpisode = Workflow.make("valet/ActorLoopEpisode", {
+  payload: {
+    loop: Schema.String,
+    index: Schema.Int,
+    task: ActorLoop.Task,
+    group: Schema.optional(Opts.IntAtLeast(1)),
+    member: Schema.Int,
+    options: EpisodeOptions
+  },
+  idempotencyKey: (payload) => `${episodeKeyOf(payload)}${payload.group === undefined ? "" : `/${payload.member}`}`,
+  success: EpisodeOutcome
+})
+
+/** The ids an episode's lines carry, derived from its workflow's payload: the same in every execution. */
+const episodeIdsOf = (payload: typeof ActorLoopEpisode.payloadSchema.Type) => {
+  const key = episodeKeyOf(payload)
+  return payload.group === undefined
+    ? { groupKey: undefined, episodeId: EpisodeInternal.uuidOf(`episode:${key}`) }
+    : { groupKey: `group:${key}`, episodeId: EpisodeInternal.uuidOf(`episode:${key}/${payload.member}`) }
+}
+
+const noSandbox = () => new ArchitectureFailed({ architecture: ActorLoop.name, message: "no sandbox on this runner" })
+
+/** The reward in context, made durable (`Activities.durableReward`), when there is one. */
+const withDurableReward = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.gen(function*() {
+    const reward = yield* Effect.serviceOption(Reward.CurrentReward)
+    if (Option.isNone(reward)) return yield* effect
+    return yield* Effect.provideService(effect, Reward.CurrentReward, yield* Activities.durableReward(reward.value))
+  })
+
+const stepLayer = ActorLoopStep.toLayer(
   (payload) =>
     Effect.gen(function*() {
       const found = yield* Effect.serviceOption(Sandbox.Sandbox)
       if (Option.isNone(found)) {
         // A runner started without a usable sandbox: the step fails with the reason, the runner goes on.
-        return { _tag: "Failed", error: new ArchitectureFailed({ architecture: ActorLoop.name, message: "no sandbox on this runner" }) } as const
+        return { _tag: "Failed", error: noSandbox() } as const
       }
       const model = yield* Activities.durableModel(yield* Model.Model)
       const sandbox = yield* Activities.durableSandbox(found.value)
@@ -731,12 +845,86 @@ export const layerActorLoop: Layer.Layer<never, never, WorkflowEngine.WorkflowEn
       return yield* ActorLoop.step(payload.task, { ...payload.options, sessionId }).pipe(
         Effect.map((record): StepOutcome => ({ _tag: "Recorded", record })),
         Effect.catch((error) => Effect.succeed<StepOutcome>({ _tag: "Failed", error })),
+        withDurableReward,
         Effect.provideService(Model.Model, model),
         Effect.provideService(Sandbox.Sandbox, sandbox),
         Effect.provideService(StateStore.StateStore, states),
         Effect.provideService(TrajectoryStore.TrajectoryStore, trajectories)
       )
     })
+)
+
+const episodeLayer = ActorLoopEpisode.toLayer(
+  (payload) =>
+    Effect.gen(function*() {
+      const { episodeId, groupKey } = episodeIdsOf(payload)
+      const maxSteps = payload.options.maxSteps ?? 1
+      const members = groupKey === undefined
+        ? Exit.succeed([EpisodeInternal.loneMember(payload.task.taskId, payload.task.seed)])
+        : yield* Effect.exit(EpisodeInternal.derivedMembers(groupKey, payload.task.seed, payload.group ?? 1, maxSteps))
+      const groupId = groupKey === undefined ? undefined : EpisodeInternal.uuidOf(groupKey)
+      const failed = (error: AgentError): EpisodeOutcome => ({ _tag: "Failed", error, episodeId, ...(groupId !== undefined ? { groupId } : {}) })
+      const found = yield* Effect.serviceOption(Sandbox.Sandbox)
+      if (Option.isNone(found)) return failed(noSandbox())
+      if (Exit.isFailure(members)) {
+        // A seed too large for the group (the client checks it first; a runner of an older client may not have).
+        const error = Option.getOrUndefined(Exit.findErrorOption(members))
+        return failed(error ?? new ArchitectureFailed({ architecture: ActorLoop.name, message: "the group's members could not be made" }))
+      }
+      const base = members.value[groupKey === undefined ? 0 : payload.member]
+      if (base === undefined) {
+        return failed(new ArchitectureFailed({ architecture: ActorLoop.name, message: `member ${payload.member} of a group of ${payload.group}` }))
+      }
+      const { aggregate, maxSteps: _m, rewardThreshold, ...stepOptions } = payload.options
+      const lone = groupKey === undefined
+      // The task's kept workspace (lone, `keepWorkspaces`) as in process; else one kept under the episode's key until
+      // it ends, so that a resumed execution works in what its replayed commands left.
+      const workspace = lone && stepOptions.keepWorkspaces === true
+        ? { key: payload.task.taskId, keep: true }
+        : { key: `episode-${episodeId}`, keep: true, seedOnce: true }
+      const member: EpisodeInternal.Member = {
+        ...base,
+        sessionOf: (step) => `actor-${episodeId}-${step}`,
+        workspace,
+        ...(base.fresh
+          ? { store: yield* Activities.durableMemberStore(yield* StateStore.makeMemory((yield* StateStore.StateStore).caps)) }
+          : {})
+      }
+      const model = yield* Activities.durableModel(yield* Model.Model)
+      const sandbox = yield* Activities.durableSandbox(found.value)
+      const states = yield* Activities.durableStateStore(yield* StateStore.StateStore)
+      const trajectories = yield* Activities.durableTrajectoryStore(yield* TrajectoryStore.TrajectoryStore)
+      const removeWorkspace = workspace.key === payload.task.taskId ? Effect.void : Effect.ignore(found.value.discard(workspace.key))
+      return yield* ActorLoop.episode(payload.task, {
+        ...stepOptions,
+        maxSteps,
+        ...(rewardThreshold !== undefined ? { rewardThreshold } : {}),
+        ...(aggregate !== undefined ? { aggregate } : {})
+      }).pipe(
+        Effect.map((episode): EpisodeOutcome => ({ _tag: "Recorded", episode })),
+        Effect.catch((error) => Effect.succeed(failed(error))),
+        // Removed once the episode ended, not when its fiber was stopped: a resumed execution needs it.
+        Effect.onExit((exit) => Exit.hasInterrupts(exit) ? Effect.void : removeWorkspace),
+        Effect.provideService(EpisodeInternal.Given, Option.some({ member, episodeId })),
+        withDurableReward,
+        Effect.provideService(Model.Model, model),
+        Effect.provideService(Sandbox.Sandbox, sandbox),
+        Effect.provideService(StateStore.StateStore, states),
+        Effect.provideService(TrajectoryStore.TrajectoryStore, trajectories)
+      )
+    })
+)
+
+/**
+ * Registers the `ActorLoopStep` and `ActorLoopEpisode` handlers on the actor loop's services in context (`Model`,
+ * `Sandbox`, `StateStore`, `TrajectoryStore`, and a `Reward.CurrentReward` if there is one), each made durable.
+ *
+ * @since 0.2.0
+ * @category layers
+ */
+export const layerActorLoop: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | ActorLoop.Requirements> = Layer.merge(
+  stepLayer,
+  episodeLayer
 ) as unknown as Layer.Layer<never, never, WorkflowEngine.WorkflowEngine | ActorLoop.Requirements>
 
 /**
@@ -747,22 +935,28 @@ export const layerActorLoop: Layer.Layer<never, never, WorkflowEngine.WorkflowEn
  */
 export interface ActorLoopOptions extends ActorLoop.RunOptions {
   /**
-   * The loop's key: step `i` of the tasks is the workflow `<loop>/<i>/<task id>`. Run the same tasks with the same
-   * key again and the steps already done answer their stored outcome (nothing is sent or appended again); use a new
-   * key to step the tasks again.
+   * The loop's key: step `i` of the tasks is the workflow `<loop>/<i>/<task id>` (with `maxSteps` or `group`, its
+   * episode, and rollout `m` of its group `<loop>/<i>/<task id>/<m>`). Run the same tasks with the same key again and
+   * the steps and episodes already done answer their stored outcome (nothing is sent or appended again); use a new
+   * key to run the tasks again.
    */
   readonly loop: string
 }
 
 const ActorLoopOptionsSchema = Schema.Struct({
-  ...StepOptions.fields,
+  ...EpisodeOptions.fields,
   concurrency: Schema.optional(Opts.IntAtLeast(1)),
+  group: Schema.optional(Opts.IntAtLeast(1)),
   loop: Schema.String.check(Schema.isMinLength(1, { expected: "a non-empty key" }))
 })
 
 /**
- * `ActorLoop.run` with every step an `ActorLoopStep` workflow on the engine in context: the runners step the tasks,
- * `concurrency` at a time, and the outcomes stream as they finish.
+ * `ActorLoop.run` with every step an `ActorLoopStep` workflow — or, with `maxSteps` or `group`, every episode an
+ * `ActorLoopEpisode` workflow (a group's rollouts one each) — on the engine in context: the runners run them,
+ * `concurrency` at a time, and the outcomes stream as they finish. The records are `ActorLoop.run`'s but for what
+ * it draws (ids, a group's seeds without a task seed, session ids), derived here from the loop's key; a group's first
+ * steps are separate requests (see `ActorLoopEpisode`). A task whose seed is too large for its group is a `Failed`
+ * outcome (`InvalidOptions`) per episode, no workflow started, as in `ActorLoop.run`.
  *
  * @since 0.2.0
  * @category running
@@ -771,11 +965,43 @@ export const actorLoop = <E, R>(
   tasks: Stream.Stream<ActorLoop.Task, E, R>,
   options: ActorLoopOptions
 ): Stream.Stream<ActorLoop.Outcome, E | InvalidOptions, R | WorkflowEngine.WorkflowEngine> =>
-  Stream.unwrap(Effect.map(Opts.decode("Durable.actorLoop", ActorLoopOptionsSchema, options), ({ concurrency, loop, ...stepOptions }) =>
-    Stream.mapEffect(
-      Stream.zipWithIndex(tasks),
-      ([task, index]) =>
-        Effect.map(ActorLoopStep.execute({ loop, index, task, options: stepOptions }), (outcome): ActorLoop.Outcome =>
-          outcome._tag === "Recorded" ? { _tag: "Recorded", task, record: outcome.record } : { _tag: "Failed", task, error: outcome.error }),
-      { concurrency: concurrency ?? 1, unordered: true }
-    )))
+  Stream.unwrap(Effect.map(Opts.decode("Durable.actorLoop", ActorLoopOptionsSchema, options), ({ concurrency, group, loop, ...episodeOptions }) => {
+    const { aggregate: _a, maxSteps, rewardThreshold: _r, ...stepOptions } = episodeOptions
+    // Neither `maxSteps` nor `group`: one step per task, as `ActorLoop.run` (and this function before episodes) does.
+    if (maxSteps === undefined && group === undefined) {
+      return Stream.mapEffect(
+        Stream.zipWithIndex(tasks),
+        ([task, index]) =>
+          Effect.map(ActorLoopStep.execute({ loop, index, task, options: stepOptions }), (outcome): ActorLoop.Outcome =>
+            outcome._tag === "Recorded" ? { _tag: "Recorded", task, record: outcome.record } : { _tag: "Failed", task, error: outcome.error }),
+        { concurrency: concurrency ?? 1, unordered: true }
+      )
+    }
+    const episodeOf = (task: ActorLoop.Task, index: number, member: number): Effect.Effect<ActorLoop.Outcome, never, WorkflowEngine.WorkflowEngine> =>
+      Effect.map(
+        ActorLoopEpisode.execute({ loop, index, task, ...(group !== undefined ? { group } : {}), member, options: episodeOptions }),
+        (outcome): ActorLoop.Outcome =>
+          outcome._tag === "Recorded"
+            ? {
+              _tag: "Recorded",
+              task,
+              record: outcome.episode.records[outcome.episode.records.length - 1]!,
+              episode: outcome.episode,
+              ...(outcome.episode.reward !== undefined ? { reward: outcome.episode.reward } : {})
+            }
+            : { _tag: "Failed", task, error: outcome.error, episodeId: outcome.episodeId, ...(outcome.groupId !== undefined ? { groupId: outcome.groupId } : {}) }
+      )
+    // The seeds of a task's rollouts are checked before any of its workflows starts: a failed outcome per episode the
+    // group would have run (outcomes count episodes), as in `ActorLoop.run`.
+    const work = ([task, index]: readonly [ActorLoop.Task, number]) =>
+      Effect.match(EpisodeInternal.checkSeed(task.seed, group ?? 1, maxSteps ?? 1), {
+        onFailure: (error): ReadonlyArray<Effect.Effect<ActorLoop.Outcome, never, WorkflowEngine.WorkflowEngine>> =>
+          Array.from({ length: group ?? 1 }, () => Effect.succeed({ _tag: "Failed", task, error })),
+        onSuccess: () => Array.from({ length: group ?? 1 }, (_, member) => episodeOf(task, index, member))
+      })
+    return Stream.zipWithIndex(tasks).pipe(
+      Stream.mapEffect(work),
+      Stream.flatMap((episodes) => Stream.fromIterable(episodes)),
+      Stream.mapEffect((episode) => episode, { concurrency: concurrency ?? 1, unordered: true })
+    )
+  }))

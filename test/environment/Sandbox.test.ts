@@ -237,6 +237,23 @@ const suite = (mode: "process" | "bwrap") => {
         }
       }))
 
+    it.effect("a kept workspace reopened with seedOnce is as its commands left it: a deleted seed file stays deleted, a seed path made a symlink is no error", () =>
+      Effect.gen(function*() {
+        const files = { "seed.txt": "seed\n", "dir/a.txt": "a\n" }
+        const step = (options: Sandbox.WorkspaceOptions, command: ReadonlyArray<string>) =>
+          Effect.scoped(Effect.gen(function*() {
+            const ws = yield* Sandbox.workspace("once", files, options)
+            return yield* Sandbox.run(ws, { command })
+          }))
+        const list = python("import os; print(sorted(os.listdir('.')))")
+        yield* step({ keep: true, seedOnce: true }, python("import os, shutil; os.remove('seed.txt'); shutil.rmtree('dir'); os.symlink('/etc', 'dir')"))
+        expect((yield* step({ keep: true, seedOnce: true }, list)).stdout).toBe("['dir']\n")
+        // Without seedOnce a reopened workspace is seeded again (the missing file comes back; the symlink is refused).
+        const refused = yield* Effect.flip(step({ keep: true }, list))
+        expect(refused).toMatchObject({ reason: "symlink_escape" })
+        yield* Sandbox.discard("once")
+      }))
+
     it.effect("lists binary and large files as changed without diffing them; /dev/null for new and deleted files", () =>
       Effect.gen(function*() {
         const result = yield* Sandbox.runOnce("changes", { "del.txt": "bye\n", "same.txt": "same\n" }, {

@@ -1,9 +1,10 @@
 import { NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Schema, Stream } from "effect"
-import { appendFileSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { Effect, FileSystem, Layer, Schema, Stream } from "effect"
+import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import * as RecordJson from "../../src/environment/internal/recordJson.js"
 import * as TrajectoryStore from "../../src/environment/TrajectoryStore.js"
 import { record } from "../support/trajectories.js"
 
@@ -190,6 +191,133 @@ describe("TrajectoryStore tokens: packed beside the step", () => {
       expect(error).toMatchObject({ operation: "read", line: 2 })
       expect(error.message).toContain("completion_ids: expected base64 of 4-byte little-endian values")
     }))
+})
+
+describe("TrajectoryStore [file] per-append cost", () => {
+  /** The Node file system, counting how often a `.jsonl` file is opened or written whole (`writeFileString`). */
+  const counting = () => {
+    const counts = { opens: 0, wholeWrites: 0 }
+    const layer = Layer.effect(
+      FileSystem.FileSystem,
+      Effect.map(FileSystem.FileSystem, (fs): FileSystem.FileSystem => ({
+        ...fs,
+        open: (path, options) => {
+          if (path.endsWith(".jsonl")) counts.opens++
+          return fs.open(path, options)
+        },
+        writeFileString: (path, data, options) => {
+          if (path.endsWith(".jsonl")) counts.wholeWrites++
+          return fs.writeFileString(path, data, options)
+        }
+      }))
+    ).pipe(Layer.provide(NodeServices.layer))
+    return { counts, layer }
+  }
+  /** File descriptors of this process open on files under `dir` (Linux: /proc/self/fd). */
+  const fdsUnder = (dir: string) =>
+    readdirSync("/proc/self/fd").filter((fd) => {
+      try {
+        return readlinkSync(`/proc/self/fd/${fd}`).startsWith(dir)
+      } catch {
+        return false // the directory's own descriptor, closed as we listed
+      }
+    }).length
+
+  it.effect("a task's file is opened once for its records, not opened, written and closed per record", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      const { counts, layer } = counting()
+      yield* Effect.forEach([1, 2, 3, 4, 5, 6], (n) => TrajectoryStore.append(record("kept", n)), { discard: true }).pipe(
+        Effect.provide(TrajectoryStore.layerFile({ root: dir }).pipe(Layer.provide(layer)))
+      )
+      expect(counts).toEqual({ opens: 1, wholeWrites: 0 })
+      const lines = readFileSync(join(dir, "raw", "kept.jsonl"), "utf8").trimEnd().split("\n")
+      expect(lines.map((line) => JSON.parse(line).step)).toEqual([1, 2, 3, 4, 5, 6])
+    }))
+
+  it.effect("keeps at most 64 task files open (the oldest idle one closed), and none once the store is closed", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      const raw = join(dir, "raw")
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* TrajectoryStore.makeFile({ root: dir })
+        yield* Effect.forEach(Array.from({ length: 80 }, (_, i) => i), (i) => store.append(record(`many-${i}`, i)), {
+          concurrency: 8,
+          discard: true
+        })
+        expect(fdsUnder(raw)).toBe(64)
+        // A closed task opens again, and its numbering goes on.
+        expect((yield* store.append(record("many-0", 99))).step).toBe(2)
+        expect(fdsUnder(raw)).toBe(64)
+      })).pipe(Effect.provide(NodeServices.layer))
+      expect(fdsUnder(raw)).toBe(0)
+    }))
+})
+
+describe("TrajectoryStore.encode", () => {
+  it.effect("an appended record's JSON is the encoding the store wrote, not encoded again; another record is encoded", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      const appended = yield* TrajectoryStore.append(record("enc", 1)).pipe(Effect.provide(fileLayer(dir)))
+      const line = JSON.parse(readFileSync(join(dir, "raw", "enc.jsonl"), "utf8"))
+      const encoded = TrajectoryStore.encode(appended)
+      expect(encoded).toEqual(line)
+      expect(TrajectoryStore.encode(appended)).toBe(encoded)
+      const copy = { ...appended }
+      expect(TrajectoryStore.encode(copy)).toEqual(line)
+      expect(TrajectoryStore.encode(copy)).not.toBe(encoded)
+    }))
+})
+
+describe("TrajectoryStore: a record's JSON without the schema walk (internal/recordJson.ts)", () => {
+  const bySchema = Schema.encodeSync(TrajectoryStore.TrajectoryRecord)
+  const tokens = TrajectoryStore.encodeTokens({ promptIds: [1, 2], completionIds: [3], completionLogprobs: [-0.5] })!
+  const full: TrajectoryStore.TrajectoryRecord = {
+    ...record("full", 3),
+    step: 3,
+    rewardParts: [{ name: "tests", value: 1, weight: 0.5 }, { name: "judge", value: null, weight: 0.5, error: { reason: "timeout", message: "slow" } }],
+    reward: 0.5,
+    metrics: { actorLatencySec: 0.2, sandboxFailed: false, inputTokens: 60, outputTokens: 40, finishReason: "stop", model: "m", sandboxDurationSec: 0.001, sandboxError: "x" },
+    sessionId: "s",
+    createdAt: 1_700_000_000_000,
+    tokens,
+    episodeId: "e",
+    episodeStep: 3,
+    groupId: "g",
+    seed: 102,
+    episodeEnd: "max_steps",
+    episodeReward: null
+  }
+
+  it("the records the actor loop writes take the fast path, and it writes the schema's text, key for key in order", () => {
+    for (const value of [{ ...record("plain", 1), step: 1 }, full, { ...full, modelOutput: { ...full.modelOutput, parseErrorDetail: "bad" } }]) {
+      const fast = RecordJson.encodeRecord(value)
+      expect(fast).toBeDefined()
+      expect(JSON.stringify(fast)).toBe(JSON.stringify(bySchema(value)))
+    }
+    // Key order in the input does not matter: the line's order is the schema's.
+    const reversed = Object.fromEntries(Object.entries(full).reverse())
+    expect(JSON.stringify(RecordJson.encodeRecord(reversed))).toBe(JSON.stringify(bySchema(full)))
+  })
+
+  it("what the schema would refuse, or the fast path does not know, is left to the schema", () => {
+    const unusual: ReadonlyArray<unknown> = [
+      { ...full, step: 0 },
+      { ...full, metrics: { ...full.metrics, actorLatencySec: Number.NaN } },
+      { ...full, sandboxResult: { ...full.sandboxResult!, error: "timeout" } },
+      { ...full, sandboxResult: { ...full.sandboxResult!, isolation: "vm" } },
+      { ...full, tokens: { completionIds: "AAA=" } },
+      { ...full, episodeEnd: "later" },
+      { ...full, stateAfter: { ...full.stateAfter, goals: [1] } },
+      { ...full, modelOutput: { raw: "r", think: null, parseError: null, stateUpdate: null } }
+    ]
+    for (const value of unusual) expect(RecordJson.encodeRecord(value)).toBeUndefined()
+  })
+
+  it.prop("any record: the fast path answers the schema's text, or leaves it to the schema", { value: TrajectoryStore.TrajectoryRecord }, ({ value }) => {
+    const fast = RecordJson.encodeRecord(value)
+    if (fast !== undefined) expect(JSON.stringify(fast)).toBe(JSON.stringify(bySchema(value)))
+  }, { arbitrary: { runs: 500 } })
 })
 
 afterAll(() => rmSync(root, { recursive: true, force: true }))

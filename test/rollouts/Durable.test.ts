@@ -22,14 +22,13 @@ import * as Durable from "../../src/rollouts/Durable.js"
 import * as Engines from "../../src/rollouts/internal/durable/engines.js"
 import * as SqliteClient from "../../src/environment/SqliteClient.js"
 import { damageMiddlePages } from "../support/sqliteFiles.js"
-import { testIsolation } from "../support/processes.js"
-import { spawn, spawnSync } from "node:child_process"
+import { linesUntilKilled as linesUntilKilledBy, testIsolation } from "../support/processes.js"
+import { spawnSync } from "node:child_process"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import * as Evaluate from "../../src/rollouts/Evaluate.js"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { createInterface } from "node:readline"
 
 const lookup = Tool.make({
   name: "lookup",
@@ -44,15 +43,7 @@ const agent = Agent.make({ name: "researcher", instructions: "", tools: [lookup]
  * soon as it prints `killAt` (or when it exits on its own).
  */
 const linesUntilKilled = (child: string, args: ReadonlyArray<string>, killAt: string): Promise<Array<string>> =>
-  new Promise((resolve) => {
-    const lines: Array<string> = []
-    const running = spawn(process.execPath, ["--import", "tsx", child, ...args], { stdio: ["ignore", "pipe", "ignore"] })
-    createInterface({ input: running.stdout! }).on("line", (line) => {
-      lines.push(line)
-      if (line === killAt) running.kill("SIGKILL")
-    })
-    running.on("exit", () => resolve(lines))
-  })
+  linesUntilKilledBy(child, args, (line) => line === killAt)
 
 describe("Durable", () => {
   it.live("a failed call suspends the run; resumed, stored calls are not sent again", () =>

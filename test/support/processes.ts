@@ -1,5 +1,6 @@
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawn } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
+import { createInterface } from "node:readline"
 
 /** Pids of the live processes whose command line contains `marker` (a zombie has an empty one). */
 export const processesWith = (marker: string): Array<number> => {
@@ -55,3 +56,22 @@ export const skippedWithoutBwrap: string = bwrapUnavailable === undefined ? "" :
  * processes, opted into explicitly (the sandbox fails closed: without bubblewrap, `auto` refuses to build).
  */
 export const testIsolation: "bwrap" | "process" = bwrapWorks ? "bwrap" : "process"
+
+/**
+ * Runs `child` (a TypeScript file, through tsx) and answers the lines it printed until it exited: SIGKILLed at the
+ * first line `killAt` accepts, or ended on its own.
+ */
+export const linesUntilKilled = (
+  child: string,
+  args: ReadonlyArray<string>,
+  killAt: (line: string) => boolean
+): Promise<Array<string>> =>
+  new Promise((resolve) => {
+    const lines: Array<string> = []
+    const running = spawn(process.execPath, ["--import", "tsx", child, ...args], { stdio: ["ignore", "pipe", "ignore"] })
+    createInterface({ input: running.stdout! }).on("line", (line) => {
+      lines.push(line)
+      if (killAt(line)) running.kill("SIGKILL")
+    })
+    running.on("exit", () => resolve(lines))
+  })

@@ -21,7 +21,7 @@ import * as StateStore from "../../environment/StateStore.js"
 import * as TrajectoryStore from "../../environment/TrajectoryStore.js"
 import * as Vllm from "../../providers/Vllm.js"
 import { durableFlag, storeFailureAsError, storeOf } from "./durable.js"
-import { requireNoFailures, UsageError } from "./failure.js"
+import { requireNoFailures } from "./failure.js"
 import { rewardOfSpecs } from "./rewardFlag.js"
 import { commandSandbox } from "./sandbox.js"
 import { type Output, stdoutOutput } from "./output.js"
@@ -109,22 +109,15 @@ export interface Prepared {
 }
 
 /**
- * Reads the tasks file, reports each skipped line (`skipped <path>:<line>: <why>`) to `output`, and checks what the
- * settings ask of `durable`. Fails with `ActorLoopFailed` when no line is a task, with `UsageError` when `--durable`
- * is asked for episodes or groups (a durable step is one workflow of one step; `Durable.actorLoop` has no episodes).
+ * Reads the tasks file and reports each skipped line (`skipped <path>:<line>: <why>`) to `output`. Fails with
+ * `ActorLoopFailed` when no line is a task.
  */
 export const prepareTasks = (
   path: string,
   settings: Settings,
-  output: Output,
-  durable?: string | undefined
-): Effect.Effect<Prepared, ActorLoopFailed | UsageError, FileSystem.FileSystem> =>
+  output: Output
+): Effect.Effect<Prepared, ActorLoopFailed, FileSystem.FileSystem> =>
   Effect.gen(function*() {
-    if (durable !== undefined && (settings.maxSteps !== undefined || settings.group !== undefined)) {
-      return yield* new UsageError({
-        message: "--durable runs one step per task (Durable.actorLoop has no episodes or groups yet): drop --max-steps and --group, or --durable"
-      })
-    }
     const { issues, tasks } = yield* readTasks(path)
     for (const issue of issues) yield* output.line(`skipped ${path}:${issue.line}: ${oneLine(issue.message, 200)}`)
     if (tasks.length === 0) {
@@ -138,8 +131,9 @@ export const prepareTasks = (
   })
 
 /**
- * Runs `tasks` with the services of `layer` (or, with `durable`, as durable workflows: on SQLite run here on `layer`,
- * on PostgreSQL by the runners) and hands every outcome to `onOutcome` as it finishes.
+ * Runs `tasks` with the services of `layer` (or, with `durable`, as durable workflows — a step, or with `maxSteps` /
+ * `group` an episode, per workflow: on SQLite run here on `layer`, on PostgreSQL by the runners) and hands every
+ * outcome to `onOutcome` as it finishes.
  */
 export const runOutcomes = <E>(
   path: string,
@@ -153,7 +147,8 @@ export const runOutcomes = <E>(
     if (durable === undefined) {
       return yield* ActorLoop.run(Stream.fromIterable(tasks), settings).pipe(Stream.runForEach(onOutcome), Effect.provide(layer))
     }
-    // The loop's key is the tasks file: run it again on the same store and the steps done answer their outcome.
+    // The loop's key is the tasks file: run it again on the same store and the steps and episodes done answer their
+    // outcome, an episode cut short goes on from its stored steps.
     const steps = Durable.actorLoop(Stream.fromIterable(tasks), { ...settings, loop: resolve(path) }).pipe(Stream.runForEach(onOutcome))
     const store = storeOf(durable)
     if (store._tag === "Postgres") return yield* Effect.provide(steps, Durable.layerPostgresClient({ url: store.url }))
@@ -165,10 +160,9 @@ export const runOutcomes = <E>(
 
 /**
  * Runs every task of the file at `path` with the services of `layer`, reporting to `output`; with `durable` (a SQLite
- * file or a postgres:// URL), every step is a durable workflow (on SQLite run here on `layer`; on PostgreSQL by the
- * runners). Fails with
- * `ActorLoopFailed` when the file cannot be read or when no task could run, with `InvalidOptions` when a setting is
- * out of range (`--timeout-ms 0`), with `UsageError` when `durable` is asked for episodes or groups.
+ * file or a postgres:// URL), every step (or episode) is a durable workflow (on SQLite run here on `layer`; on
+ * PostgreSQL by the runners). Fails with `ActorLoopFailed` when the file cannot be read or when no task could run,
+ * with `InvalidOptions` when a setting is out of range (`--timeout-ms 0`).
  */
 export const runTasksFile = <E>(
   path: string,
@@ -178,11 +172,11 @@ export const runTasksFile = <E>(
   durable?: string | undefined
 ): Effect.Effect<
   Summary,
-  ActorLoopFailed | UsageError | InvalidOptions | E | Durable.DurableStoreError | Config.ConfigError | SqlError.SqlError,
+  ActorLoopFailed | InvalidOptions | E | Durable.DurableStoreError | Config.ConfigError | SqlError.SqlError,
   FileSystem.FileSystem
 > =>
   Effect.gen(function*() {
-    const { issues, tasks, total } = yield* prepareTasks(path, settings, output, durable)
+    const { issues, tasks, total } = yield* prepareTasks(path, settings, output)
     yield* output.line(
       `actor-loop: ${tasks.length} tasks from ${path}` +
         `${settings.group !== undefined ? `, ${settings.group} rollouts each` : ""}` +

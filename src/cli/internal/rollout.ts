@@ -105,9 +105,9 @@ const counting = <E>(
 
 /**
  * Runs every task of the file at `path` (`group` rollouts of each, up to `maxSteps` steps) with the services of
- * `layer`, writing the progress line and the summary to `output`. Fails as `runTasksFile` does: `ActorLoopFailed`
- * when no task could run, `UsageError` for `--durable` with episodes or groups, `InvalidOptions` for settings out of
- * range.
+ * `layer`, writing the progress line and the summary to `output`; with `durable`, every episode is a durable workflow
+ * (`Durable.actorLoop`). Fails as `runTasksFile` does: `ActorLoopFailed` when no task could run, `InvalidOptions`
+ * for settings out of range.
  */
 export const runRollout = <E>(
   path: string,
@@ -118,7 +118,7 @@ export const runRollout = <E>(
 ) =>
   Effect.gen(function*() {
     const { progressInterval, ...runSettings } = settings
-    const { issues, tasks, total } = yield* prepareTasks(path, runSettings, output, durable)
+    const { issues, tasks, total } = yield* prepareTasks(path, runSettings, output)
     const remoteSteps = durable !== undefined && storeOf(durable)._tag === "Postgres"
     const startedAt = yield* Clock.currentTimeMillis
     let done = 0
@@ -148,10 +148,13 @@ export const runRollout = <E>(
     const onOutcome = (outcome: ActorLoop.Outcome) =>
       Effect.gen(function*() {
         done++
-        // PostgreSQL runners append the steps in their own processes: here an outcome is the one step it ran.
+        // PostgreSQL runners append the steps in their own processes: here an outcome brings its episode's steps (or
+        // the one step it ran).
         if (remoteSteps && outcome._tag === "Recorded") {
-          steps++
-          outputTokens += outcome.record.metrics.outputTokens ?? 0
+          for (const record of outcome.episode?.records ?? [outcome.record]) {
+            steps++
+            outputTokens += record.metrics.outputTokens ?? 0
+          }
         }
         if (outcome._tag === "Failed") {
           failed++

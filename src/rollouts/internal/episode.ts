@@ -4,8 +4,8 @@
  * the step (an agent run) and the public names; this module gets the step as a function, so nothing imports in a
  * circle.
  */
-import { Effect, Random, Scope, Semaphore, Stream } from "effect"
-import { randomUUID } from "node:crypto"
+import { Context, Effect, Option, Random, Scope, Semaphore, Stream } from "effect"
+import { createHash, randomUUID } from "node:crypto"
 import { InvalidOptions } from "../../core/AgentError.js"
 import * as Model from "../../core/Model.js"
 import type { ModelError } from "../../core/ModelError.js"
@@ -23,6 +23,8 @@ export interface Context {
   readonly episodeId: string
   readonly episodeStep: number
   readonly groupId: string | undefined
+  /** The step's session id (`Member.sessionOf`), or `undefined` for a new one. */
+  readonly sessionId: string | undefined
   /** The step's own seed (`stepSeed`), when the rollout has one. */
   readonly seed: number | undefined
   /**
@@ -66,6 +68,40 @@ export interface Member {
     /** The seed the member's first request went out with: the shared one, or the member's own when sent alone. */
     readonly sentSeed: () => number
   } | undefined
+  /**
+   * The session id of each step (a durable episode's: the same in every execution, so its calls' activities and its
+   * records' `session_id` are too); default a new one per step.
+   */
+  readonly sessionOf?: ((episodeStep: number) => string) | undefined
+  /**
+   * A member's state store (a durable episode's: its operations activities that rebuild the state on replay);
+   * default a new in-memory one. Used only when `fresh`.
+   */
+  readonly store?: StateStore.Service | undefined
+  /**
+   * The episode's workspace, when not the default (`key`, kept when lone and `keepWorkspace`): a durable episode's
+   * is kept under a key of its own while it runs, so a resumed execution finds what its replayed commands left.
+   */
+  readonly workspace?: { readonly key: string; readonly keep: boolean; readonly seedOnce?: boolean | undefined } | undefined
+}
+
+/**
+ * A rollout given from outside instead of drawn: `ActorLoop.episode` runs this member under this episode id (a
+ * durable episode's, derived from its workflow's key) rather than a lone episode with a new id.
+ */
+export const Given = Context.Reference<Option.Option<{ readonly member: Member; readonly episodeId: string }>>(
+  "valet/ActorLoop/GivenRollout",
+  { defaultValue: () => Option.none() }
+)
+
+/**
+ * A UUID derived from `key` (SHA-256, formatted as an RFC 9562 version-8 UUID): the same key always gives the same
+ * id, so a durable episode's and group's ids are the same in every execution and look like the drawn ones.
+ */
+export const uuidOf = (key: string): string => {
+  const hex = createHash("sha256").update(key).digest("hex")
+  const variant = ((parseInt(hex[16]!, 16) & 0x3) | 0x8).toString(16)
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-8${hex.slice(13, 16)}-${variant}${hex.slice(17, 20)}-${hex.slice(20, 32)}`
 }
 
 /**
@@ -113,17 +149,33 @@ export const membersOf = (
   Effect.gen(function*() {
     yield* checkSeed(taskSeed, n, maxSteps)
     // Drawn so that every step's seed stays below 2^31 (some servers take only 32-bit seeds).
-    const base = taskSeed ?? (yield* Random.nextIntBetween(0, Math.max(1, maxDrawnSeed - n * maxSteps)))
-    const groupId = randomUUID()
-    const members = Array.from({ length: n }, (_, i): Member => ({
-      groupId,
-      seed: base + i,
-      seedStride: n,
-      fresh: true,
-      key: `${groupId}-${i}`
-    }))
-    return yield* shareFirstSteps(members, yield* Model.Model)
+    const base = taskSeed ?? (yield* Random.nextIntBetween(0, seedRange(n, maxSteps)))
+    return yield* shareFirstSteps(membersFrom(randomUUID(), base, n), yield* Model.Model)
   })
+
+/** How many first seeds a group can draw: `0 … range - 1`, so that its every step's seed stays below 2^31. */
+const seedRange = (n: number, maxSteps: number): number => Math.max(1, maxDrawnSeed - n * maxSteps)
+
+/** The `n` members of group `groupId` whose first seeds are `base … base + n - 1`. */
+const membersFrom = (groupId: string, base: number, n: number): Array<Member> =>
+  Array.from({ length: n }, (_, i): Member => ({ groupId, seed: base + i, seedStride: n, fresh: true, key: `${groupId}-${i}` }))
+
+/**
+ * The members of a group of `n` derived from the group's key (a durable group: the same in every execution and on
+ * every runner): its id `uuidOf(key)`, first seeds from the task's or, without one, from a seed derived from the key
+ * (in the range a drawn one has). Their first steps are not shared (`shareFirstSteps`): each member is a workflow of
+ * its own, and its calls separate requests.
+ */
+export const derivedMembers = (
+  key: string,
+  taskSeed: number | undefined,
+  n: number,
+  maxSteps: number
+): Effect.Effect<ReadonlyArray<Member>, InvalidOptions> =>
+  Effect.as(
+    checkSeed(taskSeed, n, maxSteps),
+    membersFrom(uuidOf(key), taskSeed ?? createHash("sha256").update(`seed:${key}`).digest().readUInt32BE(0) % seedRange(n, maxSteps), n)
+  )
 
 /** A request without its seed, as a key: the members' first requests differ in their seed only. */
 const sameButSeed = ({ seed: _, ...rest }: Model.Request): string => JSON.stringify(rest)
@@ -301,11 +353,14 @@ export const run = <E, R>(
     const sandbox = yield* Sandbox.Sandbox
     const scope = yield* Scope.Scope
     const workspace = yield* Effect.cached(
-      sandbox.workspace(member.key, taskFiles, { keep: !member.fresh && limits.keepWorkspace }).pipe(Scope.provide(scope))
+      sandbox.workspace(member.workspace?.key ?? member.key, taskFiles, {
+        keep: member.workspace?.keep ?? (!member.fresh && limits.keepWorkspace),
+        ...(member.workspace?.seedOnce === true ? { seedOnce: true } : {})
+      }).pipe(Scope.provide(scope))
     )
     // A member's state: a store of its own with the configured store's caps, dropped with the episode.
     const ownStore = member.fresh
-      ? yield* StateStore.makeMemory((yield* StateStore.StateStore).caps)
+      ? member.store ?? (yield* StateStore.makeMemory((yield* StateStore.StateStore).caps))
       : undefined
     const records: Array<TrajectoryStore.TrajectoryRecord> = []
     for (let episodeStep = 1; episodeStep <= limits.maxSteps; episodeStep++) {
@@ -314,6 +369,7 @@ export const run = <E, R>(
         episodeId,
         episodeStep,
         groupId: member.groupId,
+        sessionId: member.sessionOf?.(episodeStep),
         seed: stepSeed(member, episodeStep),
         sentSeed: episodeStep === 1 ? member.firstStep?.sentSeed : undefined,
         stateKey: member.key,

@@ -78,7 +78,7 @@ describe("valet actor-loop (runTasksFile)", () => {
       ])
     }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.effect("--max-steps and --group: each task runs as that many episodes, each until <done/> or max-steps; --durable refuses them", () =>
+  it.effect("--max-steps and --group: each task runs as that many episodes, each until <done/> or max-steps", () =>
     Effect.gen(function*() {
       const path = tasksFile("episodes.jsonl", [task("e1", { seed: 3 })])
       const output = memoryOutput()
@@ -90,10 +90,6 @@ describe("valet actor-loop (runTasksFile)", () => {
       expect(output.lines.filter((line) => line.startsWith("[")).map((line) => line.replace(/: exit.* · (\d steps)/, ": $1").replace(/ · parsed.*/, "")))
         .toEqual(["[1/2] e1 step 2: 2 steps (done)", "[2/2] e1 step 5: 3 steps (max_steps)"])
       expect(output.lines.at(-1)).toMatch(/^actor-loop: 1 tasks \(2 episodes\) · 2 recorded · 0 failed · /)
-      const refused = yield* Effect.flip(runTasksFile(path, { concurrency: 1, group: 2 }, layers(() => answer), memoryOutput(), join(dir, "d.sqlite")))
-      expect(refused.message).toBe(
-        "--durable runs one step per task (Durable.actorLoop has no episodes or groups yet): drop --max-steps and --group, or --durable"
-      )
     }).pipe(Effect.provide(NodeServices.layer)))
 
   it.live("--durable <sqlite file>: every step a workflow; run again, the steps done answer their outcome (no model call, no record appended)", () =>

@@ -77,7 +77,7 @@ describe("valet rollout (runRollout)", () => {
       )
     }).pipe(Effect.provide(NodeServices.layer)))
 
-  it.effect("a failed episode gets a line and counts in the progress; --durable with --group is refused in one line", () =>
+  it.effect("a failed episode gets a line and counts in the progress", () =>
     Effect.gen(function*() {
       const path = tasksFile("failing.jsonl", [task("f"), task("g")])
       const output = memoryOutput()
@@ -87,11 +87,6 @@ describe("valet rollout (runRollout)", () => {
       expect(summary).toMatchObject({ total: 2, done: 2, failed: 1, steps: 3 })
       expect(output.lines).toContain("f FAILED: ServerError: boom")
       expect(output.lines.at(-1)).toMatch(/^rollout: 2 episodes of 2 tasks · 1 recorded · 1 failed · 3 steps · /)
-      const refused = yield* Effect.flip(runRollout(path, { concurrency: 1, group: 8, maxSteps: 6 }, layers(), memoryOutput(), join(dir, "d.sqlite")))
-      expect(refused._tag).toBe("UsageError")
-      expect(refused.message).toBe(
-        "--durable runs one step per task (Durable.actorLoop has no episodes or groups yet): drop --max-steps and --group, or --durable"
-      )
     }).pipe(Effect.provide(NodeServices.layer)))
 
   it.effect("interrupted: a line says how far it got, and the trajectory files hold whole lines only", () =>
@@ -193,5 +188,38 @@ describe("valet rollout (the command)", () => {
       expect(new Set(lines.map((line) => line.group_id)).size).toBe(1)
       expect(output.lines.at(-1)).toMatch(/^rollout: 2 episodes of 1 tasks · 2 recorded · 0 failed · 2 steps · .* · reward mean 1\.000 · 0 malformed lines skipped · /)
       expect(Object.keys(flags)).toContain("reward")
+    }))
+
+  it.live("--durable file.sqlite --group 2 --max-steps 3: every rollout a workflow; run again, the episodes done answer their outcome (no call, no line)", () =>
+    Effect.gen(function*() {
+      const path = tasksFile("durable.jsonl", [task("d1", { seed: 5 })])
+      const trajectories = join(dir, "durable-trajectories")
+      let calls = 0
+      const run = (output: ReturnType<typeof memoryOutput>) =>
+        Command.runWith(makeCommand(() => ScriptedModel.layer(() => (++calls, answer)), () => output), { version: "test" })([
+          path,
+          "--durable", join(dir, "durable.sqlite"),
+          "--group", "2",
+          "--max-steps", "3",
+          "--trajectories", trajectories,
+          "--state-db", join(dir, "durable-state.db"),
+          "--work-root", dir
+        ]).pipe(Effect.provide(NodeServices.layer))
+      const first = memoryOutput()
+      yield* run(first)
+      const lines = () => readFileSync(join(trajectories, "raw", "d1.jsonl"), "utf8").trim().split("\n").map((line) => JSON.parse(line))
+      // The two rollouts run at once (--concurrency 4): in seed order, rollout i's step s has seed 5 + (s - 1) × 2 + i.
+      expect(lines().map((line) => [line.episode_step, line.seed, line.episode_end ?? null]).sort((a, b) => a[1] - b[1])).toEqual([
+        [1, 5, null], [1, 6, null], [2, 7, null], [2, 8, null], [3, 9, "max_steps"], [3, 10, "max_steps"]
+      ])
+      expect(new Set(lines().map((line) => line.group_id)).size).toBe(1)
+      expect(new Set(lines().map((line) => line.episode_id)).size).toBe(2)
+      expect(first.lines.at(-1)).toMatch(/^rollout: 2 episodes of 1 tasks · 2 recorded · 0 failed · 6 steps · /)
+      expect(calls).toBe(6)
+      const second = memoryOutput()
+      yield* run(second)
+      expect(calls).toBe(6)
+      expect(lines()).toHaveLength(6)
+      expect(second.lines.at(-1)).toMatch(/^rollout: 2 episodes of 1 tasks · 2 recorded · 0 failed · 0 steps · /)
     }))
 })

@@ -272,10 +272,14 @@ const build = (
         const keep = wsOptions?.keep === true
         let path: string
         let premade: Premade | undefined
+        // A kept workspace reopened with `seedOnce` is not seeded again.
+        let reopened = false
         if (keep) {
           yield* lockOf(taskId).takeScoped(1)
           path = join(workRoot, "kept", taskId)
-          yield* Effect.tryPromise({ try: () => fs.mkdir(path, { recursive: true }), catch: ioError("cannot create the workspace", taskId) })
+          // `mkdir` answers the first directory it made: undefined when the workspace was already there.
+          const made = yield* Effect.tryPromise({ try: () => fs.mkdir(path, { recursive: true }), catch: ioError("cannot create the workspace", taskId) })
+          reopened = made === undefined
         } else {
           premade = yield* Effect.acquireRelease(takePremade, (taken) =>
             // Its launcher when no run used it (a run's own release killed it otherwise); its directory always.
@@ -288,7 +292,7 @@ const build = (
             (dir) => Effect.promise(() => Workspaces.remove(dir).catch(() => undefined))
           ))
         }
-        const refused = yield* Effect.tryPromise({
+        const refused = reopened && wsOptions?.seedOnce === true ? undefined : yield* Effect.tryPromise({
           try: () => Workspaces.seed(path, Object.entries(files), keep),
           catch: ioError("cannot seed the workspace", taskId)
         })

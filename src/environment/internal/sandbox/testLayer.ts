@@ -32,7 +32,8 @@ export const make = (respond: TestResponder, options?: { readonly allow?: Readon
       const keep = wsOptions?.keep === true
       if (keep) yield* lockOf(taskId).takeScoped(1)
       const seeded: Record<string, string> = keep ? { ...kept.get(taskId) } : {}
-      for (const [path, content] of Object.entries(files)) {
+      const reopened = keep && kept.has(taskId)
+      for (const [path, content] of reopened && wsOptions?.seedOnce === true ? [] : Object.entries(files)) {
         const normalized = Workspaces.checkRelativePath(path)
         if (normalized instanceof Workspaces.PathRefused) return yield* refusal(taskId, normalized)
         if (!(keep && normalized in seeded)) seeded[normalized] = content

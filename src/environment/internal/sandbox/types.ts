@@ -154,6 +154,14 @@ export interface WorkspaceOptions {
    * `discard(taskId)` removes it.
    */
   readonly keep?: boolean | undefined
+  /**
+   * With `keep`: seed the files only when the kept workspace is made, not each time it is reopened — a reopened one
+   * is exactly as its commands left it (a seed file they deleted stays deleted). A durable episode resumed after a
+   * kill reopens its workspace so: what its replayed commands did is what its next live command sees.
+   *
+   * @since 0.2.0
+   */
+  readonly seedOnce?: boolean | undefined
 }
 
 /**

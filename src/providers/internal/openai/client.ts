@@ -43,8 +43,13 @@ export const apiBaseOf = (baseUrl: string): string => {
 /** The server root of an API base (for `/health`): the base without a trailing `/v1`. */
 export const rootOf = (apiBase: string): string => apiBase.replace(/\/v1$/, "")
 
-const decodeChatCompletion = Schema.decodeUnknownResult(Wire.ChatCompletion)
-const decodeCompletion = Schema.decodeUnknownResult(Wire.Completion)
+// The common shapes skip the schema (see fastCheck.ts); anything else is decoded by it.
+const decodeChatCompletionSchema = Schema.decodeUnknownResult(Wire.ChatCompletion)
+const decodeCompletionSchema = Schema.decodeUnknownResult(Wire.Completion)
+const decodeChatCompletion = (u: unknown): Result.Result<Wire.ChatCompletion, Schema.SchemaError> =>
+  FastCheck.isChatCompletion(u) ? Result.succeed(u) : decodeChatCompletionSchema(u)
+const decodeCompletion = (u: unknown): Result.Result<Wire.Completion, Schema.SchemaError> =>
+  FastCheck.isCompletion(u) ? Result.succeed(u) : decodeCompletionSchema(u)
 const decodeChatChunk = Schema.decodeUnknownResult(Wire.ChatChunk)
 const decodeCompletionChunk = Schema.decodeUnknownResult(Wire.CompletionChunk)
 const decodeModelList = Schema.decodeUnknownResult(Wire.ModelList)

@@ -24,6 +24,7 @@ import * as Threads from "../../../core/Threads.js"
 import * as Sandbox from "../../../environment/Sandbox.js"
 import * as StateStore from "../../../environment/StateStore.js"
 import * as TrajectoryStore from "../../../environment/TrajectoryStore.js"
+import * as Reward from "../reward/core.js"
 
 /** What a workflow's activities need: the instance in flight and its engine. */
 export type WorkflowContext = WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine
@@ -174,6 +175,35 @@ export const durableStateStore = (inner: StateStore.Service): Effect.Effect<Stat
       modify: (taskId, f) => activity("modify", StateStore.State, () => inner.modify(taskId, f)),
       update: (taskId, update) => activity("update", StateStore.State, () => inner.update(taskId, update))
     }
+  })
+
+/**
+ * A group member's state store over `memory` (its own, empty when the execution starts): its operations are
+ * activities as in `durableStateStore`, and what each answers — stored or live — is written back into `memory`.
+ * An execution that replays the member's earlier steps so ends them with the state they ended with, and its first
+ * live operation reads it, not an empty store (a replayed update does not run, so without the write-back the state
+ * would be lost).
+ */
+export const durableMemberStore = (memory: StateStore.Service): Effect.Effect<StateStore.Service, never, WorkflowContext> =>
+  Effect.map(durableStateStore(memory), (durable) => {
+    const keep = (taskId: string) => (state: StateStore.State) => Effect.as(memory.save(taskId, state), state)
+    return {
+      caps: memory.caps,
+      load: (taskId) => Effect.flatMap(durable.load(taskId), keep(taskId)),
+      save: (taskId, state) => Effect.andThen(durable.save(taskId, state), memory.save(taskId, state)),
+      modify: (taskId, f) => Effect.flatMap(durable.modify(taskId, f), keep(taskId)),
+      update: (taskId, update) => Effect.flatMap(durable.update(taskId, update), keep(taskId))
+    }
+  })
+
+/**
+ * A reward whose every evaluation is an activity (`<session>/reward/<n>`): a replayed step's score is the stored one,
+ * its judge not asked again nor its commands run again.
+ */
+export const durableReward = (inner: Reward.Reward): Effect.Effect<Reward.Reward, never, WorkflowContext> =>
+  Effect.map(Effect.context<WorkflowContext>(), (context) => {
+    const activity = numberedActivities(context, "reward")
+    return { ...inner, evaluate: (step) => activity("reward", { success: Reward.Scored, execute: () => inner.evaluate(step) }) }
   })
 
 /** A `TrajectoryStore` whose appends are activities (`<session>/trajectory/<n>`): a replayed step appends nothing. */

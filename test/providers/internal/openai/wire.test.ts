@@ -110,3 +110,59 @@ describe("fastCheck: a subset of the wire schemas", () => {
     expect(Result.isSuccess(Schema.decodeUnknownResult(Wire.ChatChunk)(chunk))).toBe(true)
   })
 })
+
+describe("fastCheck: non-streamed answers", () => {
+  const [openai, deepseek] = ["openai-chat-text.json", "deepseek-chat-text.json"].map((name) => JSON.parse(Server.fixture(name)))
+  // OpenAI's usage with a cached prompt part, in DeepSeek's answer.
+  const chat = [openai, deepseek, { ...deepseek, usage: JSON.parse(Server.fixture("openai-usage-cached.json")) }]
+  const completion = JSON.parse(Server.fixture("vllm-completion.json"))
+  const isChat = Schema.is(Wire.ChatCompletion)
+  const isCompletion = Schema.is(Wire.Completion)
+  const mutations = (value: unknown, depth = 0): Array<unknown> => {
+    const oddValues: ReadonlyArray<unknown> = [1, "x", true, null, undefined, [], {}, [1], [{}], { a: 1 }]
+    if (depth > 4 || value === null || typeof value !== "object") return []
+    const out: Array<unknown> = []
+    const entries = Array.isArray(value) ? value.map((v, i) => [i, v] as const) : Object.entries(value)
+    for (const [key, child] of entries) {
+      for (const odd of oddValues) out.push(Array.isArray(value) ? value.map((v, i) => (i === key ? odd : v)) : { ...value, [key]: odd })
+      for (const mutated of mutations(child, depth + 1)) {
+        out.push(Array.isArray(value) ? value.map((v, i) => (i === key ? mutated : v)) : { ...value, [key]: mutated })
+      }
+    }
+    return out
+  }
+
+  it("accepts the recorded answers (no token data), which the schema accepts too", () => {
+    for (const answer of chat) {
+      expect(FastCheck.isChatCompletion(answer)).toBe(true)
+      expect(isChat(answer)).toBe(true)
+    }
+    expect(FastCheck.isCompletion(completion)).toBe(true)
+    expect(isCompletion(completion)).toBe(true)
+  })
+
+  it("never accepts what the schema refuses (mutations of every field); token data and tool calls go to the schema", () => {
+    let accepted = 0
+    let refused = 0
+    for (const answer of [...chat, completion]) {
+      for (const mutated of mutations(answer)) {
+        if (FastCheck.isChatCompletion(mutated)) {
+          accepted++
+          expect(isChat(mutated), JSON.stringify(mutated)).toBe(true)
+        } else refused++
+        if (FastCheck.isCompletion(mutated)) {
+          accepted++
+          expect(isCompletion(mutated), JSON.stringify(mutated)).toBe(true)
+        }
+      }
+    }
+    expect(accepted).toBeGreaterThan(100)
+    expect(refused).toBeGreaterThan(100)
+    expect(FastCheck.isCompletion({ ...completion, choices: undefined })).toBe(false)
+    expect(FastCheck.isCompletion(JSON.parse(Server.fixture("vllm-completion-tokens.json")))).toBe(false)
+    expect(FastCheck.isChatCompletion(JSON.parse(Server.fixture("vllm-chat-tokens.json")))).toBe(false)
+    const toolCall = { choices: [{ index: 0, message: { content: null, tool_calls: [{ id: "c", function: { name: "f", arguments: "{}" } }] } }] }
+    expect(FastCheck.isChatCompletion(toolCall)).toBe(false)
+    expect(isChat(toolCall)).toBe(true)
+  })
+})

@@ -302,6 +302,12 @@ const refusal = (error: Runs.UnknownAgent | Runs.TooManyRuns | Runs.InvalidRunRe
   }
 }
 
+/**
+ * An answer about a run that ran (failed, or stopped for a person): the `openai` package retries a 409 or a 5xx by
+ * default, which would run the agent again, unless told not to (`x-should-retry: false`, which it obeys).
+ */
+const noRetry = (response: HttpServerResponse.HttpServerResponse) => HttpServerResponse.setHeader(response, "x-should-retry", "false")
+
 /** What the response is built from: the request, and the run it asked for. */
 interface Asked {
   readonly request: ChatCompletionRequest
@@ -381,8 +387,10 @@ const completion = (runs: Runs.Service, asked: Asked) =>
       })
     }),
     Effect.catchTags({
-      RunFailed: (failed) => Effect.succeed(errorResponse(500, "server_error", String(failed.error._tag ?? null), `the agent's run failed: ${failed.message}`)),
-      NeedsPerson: (needs) => Effect.as(Effect.ignore(runs.cancel(asked.runId)), errorResponse(409, "invalid_request_error", "needs_approval", needs.text)),
+      RunFailed: (failed) =>
+        Effect.succeed(noRetry(errorResponse(500, "server_error", String(failed.error._tag ?? null), `the agent's run failed: ${failed.message}`))),
+      NeedsPerson: (needs) =>
+        Effect.as(Effect.ignore(runs.cancel(asked.runId)), noRetry(errorResponse(409, "invalid_request_error", "needs_approval", needs.text))),
       RunNotFound: (error) => Effect.die(error)
     }),
     // A client that goes away before the answer cancels the run.
@@ -458,6 +466,9 @@ const storedRefusal = (
   }
 }
 
+const failedResponse = (asked: AskedResponse, type: string, code: string, message: string) =>
+  noRetry(HttpServerResponse.jsonUnsafe(ResponsesStream.responseObject(asked, { status: "failed", error: { type, code, message } })))
+
 const createdResponse = (runs: Runs.Service, asked: AskedResponse) =>
   runs.events(asked.runId).pipe(
     Effect.flatMap(finish),
@@ -467,9 +478,13 @@ const createdResponse = (runs: Runs.Service, asked: AskedResponse) =>
         ResponsesStream.responseObject(asked, { status: responseStatus(asked, done), text: contentOf(asked, done), result: done })
       )
     }),
+    // A run that ran and failed (or stopped for a person) is a response that failed: 200 with status "failed" and the
+    // error, as OpenAI answers one. A 5xx or 409 would have the `openai` package and the AI SDK send the request
+    // again by default, running the agent again (the AI SDK throws on a 200 with `error`, not retried).
     Effect.catchTags({
-      RunFailed: (failed) => Effect.succeed(errorResponse(500, "server_error", String(failed.error._tag ?? null), `the agent's run failed: ${failed.message}`)),
-      NeedsPerson: (needs) => Effect.as(Effect.ignore(runs.cancel(asked.runId)), errorResponse(409, "invalid_request_error", "needs_approval", needs.text)),
+      RunFailed: (failed) =>
+        Effect.succeed(failedResponse(asked, "server_error", String(failed.error._tag ?? "server_error"), `the agent's run failed: ${failed.message}`)),
+      NeedsPerson: (needs) => Effect.as(Effect.ignore(runs.cancel(asked.runId)), failedResponse(asked, "invalid_request_error", "needs_approval", needs.text)),
       RunNotFound: (error) => Effect.die(error)
     }),
     // A client that goes away before the answer cancels the run.

@@ -174,6 +174,22 @@ export type ThreadRunRequest = typeof ThreadRunRequest.Type
 export interface ThreadTurn {
   readonly id: string
   readonly owner: string
+  /**
+   * The conversation before the task, when the caller sends it whole (the Responses facade): given after the
+   * thread's messages, checked by the input guardrails as the caller's, and appended with the turn's own messages in
+   * its one write under the lease (but its system messages, which are the call's instructions).
+   */
+  readonly history?: ReadonlyArray<Model.Message> | undefined
+}
+
+/**
+ * A turn's ids, and where its messages go: the thread's message count once the turn held the thread.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface TurnStarted extends Started {
+  readonly messageCount: number
 }
 
 /**
@@ -490,7 +506,7 @@ export interface Service {
   readonly startTurn: (
     request: ThreadRunRequest,
     thread: ThreadTurn
-  ) => Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest | ThreadsUnavailable | Threads.ThreadError>
+  ) => Effect.Effect<TurnStarted, UnknownAgent | TooManyRuns | InvalidRunRequest | ThreadsUnavailable | Threads.ThreadError>
   /** The thread store the runs' turns use, when the server has one. */
   readonly threads: Option.Option<Threads.Service>
   /** A run; given an `owner`, another owner's run is `RunNotFound` (its id is not confirmed). */
@@ -577,6 +593,8 @@ interface Record_ {
   /** The input as given, when it was parts. */
   readonly inputParts: ReadonlyArray<Model.Part> | undefined
   readonly thread: ThreadTurn | undefined
+  /** A turn's thread's message count once the turn held it (where its messages go). */
+  threadCount: number | undefined
   /** Whose the run is (the request's owner); undefined for runs started without one (seen by every caller). */
   readonly owner: string | undefined
   readonly createdAt: number
@@ -759,7 +777,18 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
       const thread = record.thread
       const run = thread === undefined || Option.isNone(threads)
         ? Agent.stream(entry.agent, prompt, options)
-        : Agent.stream(entry.agent, prompt, { ...options, thread: { ...turns, id: thread.id, owner: thread.owner } }).pipe(
+        : Agent.stream(entry.agent, prompt, {
+          ...options,
+          thread: {
+            ...turns,
+            id: thread.id,
+            owner: thread.owner,
+            ...(thread.history !== undefined ? { keepHistory: true } : {}),
+            onBegun: ({ messageCount }) => {
+              record.threadCount = messageCount
+            }
+          }
+        }).pipe(
           Stream.provideService(Threads.Threads, threads.value)
         )
       return Stream.provideService(run, HumanLoop.HumanLoop, humanLoop)
@@ -873,6 +902,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
           input: Model.textOf(request.input),
           inputParts: parts,
           thread,
+          threadCount: undefined,
           owner,
           createdAt: now,
           events: [],
@@ -893,7 +923,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
           record,
           entry,
           budget,
-          request.history ?? [],
+          thread?.history ?? request.history ?? [],
           parts ?? record.input,
           output?.success,
           guardrails?.success,
@@ -908,7 +938,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
     const startTurn = (
       request: ThreadRunRequest,
       thread: ThreadTurn
-    ): Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest | ThreadsUnavailable | Threads.ThreadError> =>
+    ): Effect.Effect<TurnStarted, UnknownAgent | TooManyRuns | InvalidRunRequest | ThreadsUnavailable | Threads.ThreadError> =>
       Effect.gen(function*() {
         if (Option.isNone(threads)) return yield* threadsUnavailable()
         const begun = Deferred.makeUnsafe<void, Threads.ThreadError>()
@@ -923,7 +953,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
             })
           )
         )
-        return { runId: record.runId, sessionId: record.sessionId }
+        return { runId: record.runId, sessionId: record.sessionId, messageCount: record.threadCount ?? 0 }
       })
 
     type Page = readonly [ReadonlyArray<Indexed>, Option.Option<number>]

@@ -11,6 +11,7 @@ import { HttpServerRequest } from "effect/http"
 import OpenAI from "openai"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import * as Agent from "../../src/core/Agent.js"
+import * as Guardrail from "../../src/core/Guardrail.js"
 import * as Model from "../../src/core/Model.js"
 import * as ModelError from "../../src/core/ModelError.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
@@ -169,16 +170,17 @@ describe("OpenAiApi /v1/responses (the openai package as client)", () => {
       expect(yield* json(second)).toMatchObject({ error: { type: "rate_limit_exceeded", code: "rate_limit_exceeded" } })
     }).pipe(Effect.scoped), 30_000)
 
-  it.live("a failed run is a 500 server_error naming the run's error; max_output_tokens reached is status incomplete", () =>
+  it.live("a failed run is a failed response naming the run's error; max_output_tokens reached is status incomplete", () =>
     Effect.gen(function*() {
       const url = yield* serveAgents([
         scriptedAgent("broken", [{ error: new ModelError.RateLimited({ message: "slow down" }) }]),
         scriptedAgent("long", [{ text: "a long answer", usage: { inputTokens: 3, outputTokens: 9 } }])
       ])
       const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
-      const failed = yield* refusedWith(client.responses.create({ model: "broken", input: "x" }))
-      expect(failed).toMatchObject({ status: 500, type: "server_error" })
-      expect(failed?.message).toMatch(/slow down/)
+      const failed = yield* Effect.promise(() => client.responses.create({ model: "broken", input: "x" }))
+      expect(failed.status).toBe("failed")
+      expect(failed.error).toMatchObject({ type: "server_error", code: "RateLimited" })
+      expect(failed.error?.message).toMatch(/slow down/)
       const cut = yield* Effect.promise(() => client.responses.create({ model: "long", input: "x", max_output_tokens: 9 }))
       expect(cut.status).toBe("incomplete")
       expect(cut.incomplete_details).toEqual({ reason: "max_output_tokens" })
@@ -427,7 +429,7 @@ describe("OpenAiApi /v1/responses: structured output and runs that wait", () => 
       }
     }).pipe(Effect.scoped), 30_000)
 
-  it.live("a tool call that needs approval fails the response with 409 needs_approval (it cannot wait); streamed, the error pair", () =>
+  it.live("a tool call that needs approval fails the response, code needs_approval (it cannot wait); streamed, the error pair", () =>
     Effect.gen(function*() {
       const guarded = Tool.make({
         name: "refund",
@@ -444,12 +446,16 @@ describe("OpenAiApi /v1/responses: structured output and runs that wait", () => 
       }) as Agent.Agent<never>
       const url = yield* serveAgents([agent])
       const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
-      const refused = yield* refusedWith(client.responses.create({ model: "support", input: "Refund." }))
-      expect(refused).toMatchObject({ status: 409, code: "needs_approval", type: "invalid_request_error" })
-      expect(refused?.message).toMatch(/needs a person's approval of tool "refund" \(call c1\), which the OpenAI API cannot wait for/)
+      const refused = yield* Effect.promise(() => client.responses.create({ model: "support", input: "Refund." }))
+      expect(refused.status).toBe("failed")
+      expect(refused.error).toMatchObject({ code: "needs_approval", type: "invalid_request_error" })
+      expect(refused.error?.message).toMatch(/needs a person's approval of tool "refund" \(call c1\), which the OpenAI API cannot wait for/)
       const raw = yield* sseEvents(yield* post(`${url}/v1/responses`, { model: "support", input: "Refund.", stream: true }))
       expect(raw.slice(-2).map((event) => event.event)).toEqual(["error", "response.failed"])
-      expect(JSON.parse(raw.at(-2)!.data).error).toMatchObject({ code: "needs_approval", message: expect.stringMatching(/approval of tool "refund"/) })
+      const error = JSON.parse(raw.at(-2)!.data)
+      expect(error.error).toMatchObject({ code: "needs_approval", message: expect.stringMatching(/approval of tool "refund"/) })
+      // openai 6.49's ResponseErrorEvent: code, message and param at the top too.
+      expect(error).toMatchObject({ type: "error", code: "needs_approval", param: null, message: error.error.message })
     }).pipe(Effect.scoped), 30_000)
 })
 
@@ -557,5 +563,160 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
       const locked = yield* refusedWith(client.responses.create({ model: "remote", input: "and?", previous_response_id: id }))
       controller.abort()
       expect(locked).toMatchObject({ status: 409, code: "conversation_locked" })
+    }).pipe(Effect.scoped), 30_000)
+})
+
+/** The server's threads (GET /threads), each with its messages (GET /threads/:id), oldest first. */
+const storedThreads = (url: string) =>
+  Effect.gen(function*() {
+    const listed = (yield* json(yield* Effect.promise(() => fetch(`${url}/threads`)))) as { threads: ReadonlyArray<{ id: string }> }
+    const threads: Array<{ id: string; messages: ReadonlyArray<Model.Message> }> = []
+    for (const { id } of listed.threads) {
+      const page = (yield* json(yield* Effect.promise(() => fetch(`${url}/threads/${id}`)))) as { messages: { messages: ReadonlyArray<Model.Message> } }
+      threads.push({ id, messages: page.messages.messages })
+    }
+    return threads
+  })
+
+describe("OpenAiApi /v1/responses stored turns: what is kept, checked, and when", () => {
+  const noHomework = Guardrail.make("no_homework", (subject) =>
+    Effect.succeed(subject.text.includes("homework") ? Guardrail.trip("mentions homework") : Guardrail.pass))
+
+  it.live("the items before the input are checked by the input guardrails, and kept with the turn only when it is (one write)", () =>
+    Effect.gen(function*() {
+      // Answers naming the question (a refused run may have called the model: input guardrails run beside it).
+      const script: ScriptedModel.Script = (request) => ({ text: `answer to ${Model.textOf(request.messages?.at(-1)?.content ?? "")}` })
+      const context = ScriptedModel.context(script)
+      const guarded = Agent.make({
+        name: "guarded",
+        instructions: "Be brief.",
+        model: Layer.succeed(Model.Model, Context.get(context, Model.Model)),
+        guardrails: { input: [noHomework] }
+      }) as Agent.Agent<never>
+      const url = yield* serveAgents([guarded], {}, Threads.layerMemory())
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused" })
+      // What the guardrail refuses, in an earlier item of a stored response's conversation.
+      const refused = yield* Effect.promise(() =>
+        client.responses.create({
+          model: "guarded",
+          input: [{ role: "user", content: "Do my homework." }, { role: "assistant", content: "Sure." }, { role: "user", content: "Capital of France?" }]
+        })
+      )
+      expect(refused.status).toBe("failed")
+      expect(refused.error?.code).toBe("GuardrailTripped")
+      expect(refused.error?.message).toMatch(/no_homework|homework/)
+      // Nothing of it is on any thread: the next turn's model will not read it.
+      expect((yield* storedThreads(url)).flatMap((thread) => thread.messages)).toEqual([])
+      // A conversation that passes: its items are written with the turn, and the next turn reads them.
+      const one = yield* Effect.promise(() =>
+        client.responses.create({
+          model: "guarded",
+          input: [{ role: "user", content: "Hi." }, { role: "assistant", content: "Hello!" }, { role: "user", content: "Capital of France?" }]
+        })
+      )
+      expect(one.output_text).toBe("answer to Capital of France?")
+      const two = yield* Effect.promise(() => client.responses.create({ model: "guarded", input: "And Italy?", previous_response_id: one.id }))
+      expect(two.output_text).toBe("answer to And Italy?")
+      expect((yield* storedThreads(url)).map((thread) => thread.messages)).toContainEqual([
+        Model.user("Hi."),
+        Model.assistant("Hello!"),
+        Model.user("Capital of France?"),
+        Model.assistant("answer to Capital of France?"),
+        Model.user("And Italy?"),
+        Model.assistant("answer to And Italy?")
+      ])
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("instructions and system / developer items reach a stored turn's model, each call's own (not kept, not piled up)", () =>
+    Effect.gen(function*() {
+      const echo = inspected("echo", (() => {
+        let n = 0
+        return () => ({ text: `answer ${++n}` })
+      })())
+      const url = yield* serveAgents([echo.agent], {}, Threads.layerMemory())
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const one = yield* Effect.promise(() =>
+        client.responses.create({
+          model: "echo",
+          instructions: "Answer in French.",
+          input: [{ role: "developer", content: "Be exact." }, { role: "user", content: "Capital of France?" }]
+        })
+      )
+      yield* Effect.promise(() =>
+        client.responses.create({ model: "echo", instructions: "Answer in Italian.", input: "And Italy?", previous_response_id: one.id })
+      )
+      const calls = yield* echo.calls
+      expect(calls.map((call) => call.messages)).toEqual([
+        [Model.system("Be brief."), Model.system("Answer in French."), Model.system("Be exact."), Model.user("Capital of France?")],
+        [
+          Model.system("Be brief."),
+          Model.user("Capital of France?"),
+          Model.assistant("answer 1"),
+          Model.system("Answer in Italian."),
+          Model.user("And Italy?")
+        ]
+      ])
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a turn refused for the server's run limit writes nothing and leaves no thread behind", () =>
+    Effect.gen(function*() {
+      const model = yield* LoopbackServer.make()
+      model.enqueue("/v1/chat/completions", LoopbackServer.stall)
+      const context = yield* Layer.build(OpenAiCompatible.layerNode({ baseUrl: `${model.url}/v1`, model: "loopback-model" }))
+      const remote = Agent.make({ name: "remote", instructions: "", model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) }) as Agent.Agent<never>
+      const url = yield* serveAgents([remote], { maxConcurrentRuns: 1 }, Threads.layerMemory())
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const controller = new AbortController()
+      // The first response holds the one slot (its model call stalls); its stream is kept open (closing it would
+      // cancel the run).
+      yield* Effect.promise(async () => {
+        const response = await fetch(`${url}/v1/responses`, {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({ model: "remote", input: "hi", stream: true }),
+          signal: controller.signal
+        })
+        await response.body!.getReader().read()
+      })
+      const second = yield* refusedWith(client.responses.create({
+        model: "remote",
+        input: [{ role: "user", content: "Earlier." }, { role: "assistant", content: "Yes." }, { role: "user", content: "Now?" }]
+      }))
+      expect(second).toMatchObject({ status: 429 })
+      const threads = yield* storedThreads(url)
+      controller.abort()
+      // The first response's thread alone, nothing on it yet (a turn writes when it ends).
+      expect(threads.map((thread) => thread.messages)).toEqual([[]])
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a failed run answers 200 with status failed (x-should-retry: false): clients with default retries run it once", () =>
+    Effect.gen(function*() {
+      let calls = 0
+      const script: ScriptedModel.Script = () => {
+        calls++
+        return { error: new ModelError.InvalidRequest({ status: 400, message: "bad request to the model" }) }
+      }
+      const context = ScriptedModel.context(script)
+      const broken = Agent.make({ name: "broken", instructions: "", model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) }) as Agent.Agent<never>
+      const url = yield* serveAgents([broken])
+      // The openai package with its default retries (2).
+      const failed = yield* Effect.promise(() => new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused" }).responses.create({ model: "broken", input: "x" }))
+      expect(failed.status).toBe("failed")
+      expect(failed.error?.message).toMatch(/bad request to the model/)
+      expect(failed.output).toEqual([])
+      expect(calls).toBe(1)
+      // The AI SDK with its default retries (2): it throws, once.
+      const thrown = yield* Effect.promise(() =>
+        generateText({ model: createOpenAI({ baseURL: `${url}/v1`, apiKey: "unused" }).responses("broken"), prompt: "x" }).then(
+          () => undefined,
+          (error: unknown) => error as Error
+        )
+      )
+      expect(thrown?.message).toMatch(/bad request to the model/)
+      expect(calls).toBe(2)
+      // The raw answer says not to retry.
+      const raw = yield* post(`${url}/v1/responses`, { model: "broken", input: "x" })
+      expect(raw.status).toBe(200)
+      expect(raw.headers.get("x-should-retry")).toBe("false")
     }).pipe(Effect.scoped), 30_000)
 })

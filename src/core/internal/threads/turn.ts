@@ -50,6 +50,19 @@ export interface TurnOptions {
    */
   readonly historyLimit?: number | undefined
   readonly incomplete?: Incomplete | undefined
+  /**
+   * Keep the caller's `history` too: a client that sends the conversation whole (the Responses facade's first
+   * turn, its items before the input) has it appended before the turn's own messages, in the turn's one write under
+   * the lease, and only when the turn keeps messages (never when an input guardrail refused: the caller's messages
+   * are checked with the task). Its system messages are not kept: they are that call's instructions, given again
+   * by each call (and a thread's history starts at a user message).
+   */
+  readonly keepHistory?: boolean | undefined
+  /**
+   * Told once the turn holds the thread and read its history: the thread's message count then, which is where the
+   * turn's messages will go (a caller naming the turn by its place, as the Responses facade's ids do).
+   */
+  readonly onBegun?: ((thread: { readonly messageCount: number }) => void) | undefined
   /** The lease's length, renewed every third of it while the turn runs (default 60 seconds). */
   readonly leaseDuration?: Duration.Input | undefined
   /**
@@ -193,7 +206,12 @@ const leaseMsOf = (options: TurnOptions): Effect.Effect<number, ThreadStoreError
 }
 
 /** Takes the lease (renewed in the scope), loads the page, and says how to finish. */
-const begin = (threads: Service, options: TurnOptions, task: Content): Effect.Effect<Begun, ThreadError | ModelError, Scope.Scope> =>
+const begin = (
+  threads: Service,
+  options: TurnOptions,
+  task: Content,
+  extraHistory: ReadonlyArray<Message> | undefined
+): Effect.Effect<Begun, ThreadError | ModelError, Scope.Scope> =>
   Effect.gen(function*() {
     const leaseMs = yield* leaseMsOf(options)
     const acquire = threads.acquire(options.id, { owner: options.owner, durationMs: leaseMs })
@@ -234,13 +252,16 @@ const begin = (threads: Service, options: TurnOptions, task: Content): Effect.Ef
     const recall = options.recall !== undefined && thread !== undefined
       ? yield* Recall.prepare(threads, options.recall, { threadId: thread.id, owner: thread.owner, task: textOf(task), pageStart: loaded.start })
       : undefined
+    options.onBegun?.({ messageCount: loaded.total })
+    const kept = options.keepHistory === true ? (extraHistory ?? []).filter((message) => message.role !== "system") : []
     return {
       lease,
       tools,
       history: [...shown, ...(recall?.shown ?? []), ...given],
       observer: loaded.observer(given),
       finish: (exit, events) => {
-        const messages = turnMessages(task, events, exit, options.incomplete ?? "note")
+        const own = turnMessages(task, events, exit, options.incomplete ?? "note")
+        const messages = own.length === 0 ? own : [...kept, ...own]
         const appended = messages.length === 0
           ? Effect.succeed(undefined)
           : threads.append(options.id, messages, { owner: options.owner, lease })
@@ -268,7 +289,7 @@ export const run = <A extends AgentEvent.RunResult, R>(
   body: (history: ReadonlyArray<Message>, emitter: Emitter, tools: ReadonlyArray<Tool.Tool>) => Effect.Effect<A, AgentError, R>
 ): Effect.Effect<A, AgentError | ThreadError, R> =>
   Effect.scoped(Effect.gen(function*() {
-    const begun = yield* begin(threads, optionsOf(thread), task)
+    const begun = yield* begin(threads, optionsOf(thread), task, extraHistory)
     const { events, record } = recorder()
     const emitter: Emitter = {
       observed: true,
@@ -295,7 +316,7 @@ export const stream = <E, R>(
   body: (history: ReadonlyArray<Message>, tools: ReadonlyArray<Tool.Tool>) => Stream.Stream<AgentEvent.AgentEvent, E, R>
 ): Stream.Stream<AgentEvent.AgentEvent, E | ThreadError | ModelError, R> =>
   Stream.unwrap(Effect.gen(function*() {
-    const begun = yield* begin(threads, optionsOf(thread), task)
+    const begun = yield* begin(threads, optionsOf(thread), task, extraHistory)
     const { events, record } = recorder()
     let result: AgentEvent.RunResult | undefined
     let finished = false

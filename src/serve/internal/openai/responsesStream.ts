@@ -56,7 +56,7 @@ export const responseObject = (
     readonly status: Status
     readonly text?: string | undefined
     readonly result?: AgentEvent.RunResult | undefined
-    readonly error?: { readonly code: string; readonly message: string } | undefined
+    readonly error?: { readonly type?: string | undefined; readonly code: string; readonly message: string } | undefined
   }
 ) => {
   const request = asked.request
@@ -68,7 +68,10 @@ export const responseObject = (
     object: "response",
     created_at: asked.created,
     status: end.status,
-    error: end.error ?? null,
+    // `type` and `param` too: the AI SDK's schema of a response needs `type` (OpenAI's own objects carry code and message).
+    error: end.error === undefined
+      ? null
+      : { type: end.error.type ?? "server_error", code: end.error.code, message: end.error.message, param: null },
     incomplete_details: end.status === "incomplete" ? { reason: "max_output_tokens" } : null,
     instructions: request.instructions ?? null,
     max_output_tokens: request.max_output_tokens ?? null,
@@ -119,7 +122,9 @@ export const framer = (asked: Asked) => {
      * stream then rejects with an `APIError` carrying the message).
      */
     failed: (type: string, code: string, message: string): string =>
-      frame("error", { error: { type, code, message, param: null } }) +
-      frame("response.failed", { response: responseObject(asked, { status: "failed", error: { code, message } }) })
+      // The error's fields at the top too (openai 6.49's `ResponseErrorEvent`: code, message, param), and nested as
+      // OpenAI's recorded streams send it (the AI SDK reads either).
+      frame("error", { code, message, param: null, error: { type, code, message, param: null } }) +
+      frame("response.failed", { response: responseObject(asked, { status: "failed", error: { type, code, message } }) })
   }
 }

@@ -5,7 +5,9 @@
  *
  * - No `previous_response_id`: a new thread. With one: the turn goes on that response's thread when no later turn
  *   began after it; else on a fork of the thread cut before the next turn (OpenAI's branching: the later turns are not
- *   seen). The items before the input are appended to the thread first (`instructions` included, as a system message).
+ *   seen). The items before the input are the turn's caller history: checked by its input guardrails and appended
+ *   with its messages in one write under the thread's lease (system / developer items and `instructions` are not kept:
+ *   each call gives its own). The response id is known once the turn holds the thread (its message count then).
  * - `item_reference` to an output message of this server: the answer of that turn (its last assistant text).
  * - An id that does not decode, names no thread, another owner's thread, or no turn: 400 "not found", naming where.
  *   A response whose turn is still running: `ThreadBusy` (409), as a turn on a thread in another turn is.
@@ -27,11 +29,10 @@ const notFound = (param: string, what: string) =>
 const turnMessages = (threads: Threads.Service, owner: string, at: Ids.TurnAt, param: string, id: string) =>
   threads.get(at.threadId, { owner }).pipe(
     Effect.flatMap((thread) =>
-      // The turn has not ended: its messages are appended when it does (a thread turn writes once).
-      at.index === thread.messageCount
+      // The turn has not ended: its messages (the items before its input, then its own) are appended when it does, in
+      // one write. (An index past the end that no turn will reach reads the same: the thread's owner forged it.)
+      at.index >= thread.messageCount
         ? Effect.fail(new Threads.ThreadBusy({ threadId: at.threadId, message: `the response ${JSON.stringify(id.slice(0, 100))} is still in progress` }))
-        : at.index > thread.messageCount
-        ? Effect.succeed(undefined)
         : threads.messages(at.threadId, { owner, before: Math.min(thread.messageCount, at.index + window), limit: window })
     ),
     Effect.catchTags({
@@ -89,6 +90,9 @@ export const startTurn = (
 ) =>
   Effect.gen(function*() {
     let threadId: string
+    // Whether the thread is this request's (new, or a fork): a turn refused (429, 409) leaves no thread behind, so
+    // that a client's retry makes no orphans.
+    let made = false
     if (previousResponseId !== undefined) {
       const param = "previous_response_id"
       const turn = Ids.turnOfResponse(previousResponseId)
@@ -97,13 +101,18 @@ export const startTurn = (
       const next = messages.findIndex((message, i) => i > 0 && message.role === "user")
       // A later turn began after it: branch, so that the later turns are not seen (a fork copies the messages).
       threadId = next === -1 ? turn.threadId : (yield* threads.fork(turn.threadId, { owner, at: turn.index + next })).id
+      made = next !== -1
     } else {
       threadId = (yield* threads.create({ owner })).id
+      made = true
     }
-    const thread = run.history !== undefined && run.history.length > 0
-      ? yield* threads.append(threadId, run.history, { owner })
-      : yield* threads.get(threadId, { owner })
-    const { history: _, ...turnRequest } = run
-    const started = yield* runs.startTurn(turnRequest, { id: threadId, owner })
-    return { runId: started.runId, at: { threadId, index: thread.messageCount } satisfies Ids.TurnAt }
+    // The items before the input go with the turn (checked by its input guardrails, written with its messages in one
+    // append under its lease: nothing is on the thread before the turn holds it); the instructions and the system or
+    // developer items are this call's, not kept (each call gives its own, as OpenAI does).
+    const { history, ...turnRequest } = run
+    const started = yield* runs.startTurn(turnRequest, { id: threadId, owner, history: history ?? [] }).pipe(
+      Effect.tapError(() => made ? Effect.ignore(threads.delete(threadId, { owner })) : Effect.void)
+    )
+    const kept = (history ?? []).filter((message) => message.role !== "system").length
+    return { runId: started.runId, at: { threadId, index: started.messageCount + kept } satisfies Ids.TurnAt }
   })

@@ -658,6 +658,35 @@ describe("OpenAiApi /v1/responses stored turns: what is kept, checked, and when"
       ])
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("a last input message with an image is the turn's task, kept whole (no empty user message); the next turn goes on from it", () =>
+    Effect.gen(function*() {
+      const echo = inspected("echo", (() => {
+        let n = 0
+        return () => ({ text: `answer ${++n}` })
+      })())
+      const url = yield* serveAgents([echo.agent], {}, Threads.layerMemory())
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+      const asked = Model.user([Model.textPart("What is it?"), { ...Model.imagePart({ data: png, mediaType: "image/png" }), detail: "auto" }])
+      const one = yield* Effect.promise(() =>
+        client.responses.create({
+          model: "echo",
+          input: [{
+            role: "user",
+            content: [{ type: "input_text", text: "What is it?" }, { type: "input_image", image_url: `data:image/png;base64,${png}`, detail: "auto" }]
+          }]
+        })
+      )
+      yield* Effect.promise(() => client.responses.create({ model: "echo", input: "Sure?", previous_response_id: one.id }))
+      expect((yield* echo.calls).map((call) => call.messages)).toEqual([
+        [Model.system("Be brief."), asked],
+        [Model.system("Be brief."), asked, Model.assistant("answer 1"), Model.user("Sure?")]
+      ])
+      expect((yield* storedThreads(url)).map((thread) => thread.messages)).toEqual([
+        [asked, Model.assistant("answer 1"), Model.user("Sure?"), Model.assistant("answer 2")]
+      ])
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("a turn refused for the server's run limit writes nothing and leaves no thread behind", () =>
     Effect.gen(function*() {
       const model = yield* LoopbackServer.make()

@@ -349,12 +349,16 @@ export const runRequestOf = (request: ChatCompletionRequest): Result.Result<Runs
 /**
  * The run of a conversation already read into messages (the chat facade's and the Responses facade's): refused when
  * it has no user message (`param` names where the conversation is); else the last user message is the input when
- * it is text and nothing follows it, and every message before it the history.
+ * it is text (or, with `partsInput`, parts) and nothing follows it, and every message before it the history.
  */
 export const runOfConversation = (
   agent: string,
   messages: ReadonlyArray<Model.Message>,
-  options: { readonly output?: Model.JsonObject | undefined; readonly maxOutputTokens?: number | undefined },
+  options: {
+    readonly output?: Model.JsonObject | undefined
+    readonly maxOutputTokens?: number | undefined
+    readonly partsInput?: boolean | undefined
+  },
   param: string
 ): Result.Result<Runs.RunRequest, InvalidChatRequest> => {
   const history = [...messages]
@@ -364,11 +368,12 @@ export const runOfConversation = (
   // The last user message is the input when nothing follows it. When tool results or assistant messages follow it,
   // every message is history, in order, and the input is empty: what the agent goes on from is the conversation.
   const last = history.at(-1)!
-  // A last user message with images, audio or files stays in the history, the input empty: the run's conversation
-  // is then the history, the parts included (a run's input is text).
-  const lastText = last.role === "user" && typeof last.content === "string"
-  const input = lastText ? last.content as string : ""
-  if (lastText) history.pop()
+  // A last user message with images, audio or files: with `partsInput`, the input as parts (the run's task: a thread
+  // turn keeps it whole, never as an empty message); else it stays in the history, the input empty (the chat
+  // facade's runs keep nothing, and the model reads the same conversation).
+  const taken = last.role === "user" && (typeof last.content === "string" || options.partsInput === true)
+  const input = taken ? last.content as Runs.RunRequest["input"] : ""
+  if (taken) history.pop()
   const { maxOutputTokens, output } = options
   return Result.succeed({
     agent,

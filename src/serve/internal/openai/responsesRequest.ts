@@ -317,7 +317,7 @@ export const runRequestOf = (request: ResponseCreateRequest, context: Context): 
   return runOfConversation(
     request.model,
     [...instructions, ...items.success],
-    { output: output.success, maxOutputTokens: request.max_output_tokens ?? undefined },
+    { output: output.success, maxOutputTokens: request.max_output_tokens ?? undefined, partsInput: true },
     "input"
   )
 }

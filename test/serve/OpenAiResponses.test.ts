@@ -687,6 +687,36 @@ describe("OpenAiApi /v1/responses stored turns: what is kept, checked, and when"
       ])
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("response and item ids decode strictly (a variant is not found); too many stored turns named by item_reference is a 400", () =>
+    Effect.gen(function*() {
+      const echo = inspected("echo", () => ({ text: "an answer" }))
+      const url = yield* serveAgents([echo.agent], {}, Threads.layerMemory())
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const one = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "First?" }))
+      const body = one.id.slice("resp_".length)
+      // base64url decoding skips what is not in its alphabet and ignores padding: each of these read as the same id.
+      for (const variant of [`resp_${body}=`, `resp_${body.slice(0, 3)}!${body.slice(3)}`, `resp_${body}\n`]) {
+        const refused = yield* refusedWith(client.responses.create({ model: "echo", input: "x", previous_response_id: variant }))
+        expect(refused).toMatchObject({ status: 400, param: "previous_response_id" })
+      }
+      const itemId = (one.output[0] as OpenAI.Responses.ResponseOutputMessage).id
+      const itemBody = itemId.slice("msg_".length)
+      expect(yield* refusedWith(client.responses.create({ model: "echo", input: [{ type: "item_reference", id: `msg_${itemBody}==` }, { role: "user", content: "x" }] })))
+        .toMatchObject({ status: 400, param: "input[0].id" })
+      // The same turn named many times is one read; 201 turns named is refused before any read.
+      const same = Array.from({ length: 300 }, () => ({ type: "item_reference" as const, id: itemId }))
+      expect((yield* Effect.promise(() => client.responses.create({ model: "echo", input: [...same, { role: "user", content: "Next?" }] }))).status)
+        .toBe("completed")
+      const threadId = Buffer.from(body, "base64url").toString("utf8").split("\u0000")[0]!
+      const many = Array.from({ length: 201 }, (_, i) => ({
+        type: "item_reference" as const,
+        id: `msg_${Buffer.from(`${threadId}\u0000${i}`, "utf8").toString("base64url")}`
+      }))
+      const tooMany = yield* refusedWith(client.responses.create({ model: "echo", input: [...many, { role: "user", content: "x" }] }))
+      expect(tooMany).toMatchObject({ status: 400, param: "input[200].id" })
+      expect(tooMany?.message).toMatch(/at most 200 stored turns/)
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("a turn refused for the server's run limit writes nothing and leaves no thread behind", () =>
     Effect.gen(function*() {
       const model = yield* LoopbackServer.make()

@@ -24,7 +24,10 @@ const decode = (prefix: string, id: string): TurnAt | undefined => {
   const threadId = text.slice(0, cut)
   const index = text.slice(cut + 1)
   if (!/^(0|[1-9][0-9]{0,8})$/.test(index) || Threads.threadIdProblem(threadId) !== undefined) return undefined
-  return { threadId, index: Number(index) }
+  const at = { threadId, index: Number(index) }
+  // Only the id this server gives for that turn: base64url decoding skips characters outside its alphabet (and
+  // ignores padding), so without this every variant of one id would decode, each a store read.
+  return encode(prefix, at) === id ? at : undefined
 }
 
 /** A stored response's id. */

@@ -19,6 +19,9 @@ import type * as Runs from "../../Runs.js"
 import { InvalidChatRequest } from "./request.js"
 import * as Ids from "./responseIds.js"
 
+/** The most stored turns one request's `item_reference`s may name: each is a store read. */
+const maxReferences = 200
+
 /** The messages read from a turn on: enough for any turn an agent makes. */
 const window = 1_000
 
@@ -65,15 +68,35 @@ export const references = (
   ids: ReadonlyArray<{ readonly id: string; readonly at: string }>
 ): Effect.Effect<ReadonlyMap<string, Model.Message>, InvalidChatRequest | Threads.ThreadError> =>
   Effect.gen(function*() {
-    const found = new Map<string, Model.Message>()
+    // Each turn named is read once, however often (and under whichever id) it is named; too many are refused before
+    // any read.
+    const turns = new Map<string, { readonly turn: Ids.TurnAt; readonly at: string; readonly id: string }>()
+    const keys: Array<readonly [id: string, key: string]> = []
     for (const { at, id } of ids) {
-      if (found.has(id)) continue
       const turn = Ids.turnOfMessage(id)
       if (turn === undefined) return yield* notFound(`${at}.id`, `Item with id ${JSON.stringify(id.slice(0, 100))} not found.`)
+      const key = `${turn.threadId}\u0000${turn.index}`
+      if (!turns.has(key)) {
+        if (turns.size >= maxReferences) {
+          return yield* Effect.fail(new InvalidChatRequest({
+            param: `${at}.id`,
+            code: "invalid_value",
+            message: `Invalid '${at}.id': a request names at most ${maxReferences} stored turns with item_reference ` +
+              `(send the earlier items themselves, or use previous_response_id)`
+          }))
+        }
+        turns.set(key, { turn, at, id })
+      }
+      keys.push([id, key])
+    }
+    const answers = new Map<string, Model.Message>()
+    for (const [key, { at, id, turn }] of turns) {
       const answer = answerOf(yield* turnMessages(threads, owner, turn, `${at}.id`, id))
       if (answer === undefined) return yield* notFound(`${at}.id`, `Item with id ${JSON.stringify(id.slice(0, 100))} not found (that turn has no answer).`)
-      found.set(id, answer)
+      answers.set(key, answer)
     }
+    const found = new Map<string, Model.Message>()
+    for (const [id, key] of keys) found.set(id, answers.get(key)!)
     return found
   })
 

@@ -43,7 +43,8 @@
  *   parameter (`code` `unsupported_parameter`, `unsupported_value` or `invalid_value`; a body that does not decode
  *   has `param` the path of the first bad field), 404 `model_not_found`, 429 `rate_limit_exceeded` with
  *   `Retry-After`, 500 `server_error` for a run that failed (when streaming has begun: a last `data: {"error": …}`
- *   chunk, as OpenAI sends).
+ *   chunk, as OpenAI sends). A failed run's 500 and a `needs_approval` 409 carry `x-should-retry: false`: the
+ *   `openai` package would otherwise send the request again and run the agent again.
  * - `POST /v1/responses` (the Responses API) with `model` = an agent's name runs it the same way:
  *   - `instructions` is a system message before the input items; `input` is a string (one user message) or items:
  *     messages (`user` / `system` / `developer` with `input_text`, `input_image` by URL, `input_file` by
@@ -53,13 +54,17 @@
  *     model's private state). The last user message is the input when nothing follows it, as in chat.
  *   - Honoured: `stream`, `text.format` (`text`, `json_object`, `json_schema` as in chat), `max_output_tokens` (the
  *     run's output-token budget; reached: status `incomplete`, `incomplete_details.reason` `max_output_tokens`),
- *     `tool_choice` `none` / `auto`, `metadata` (echoed). Accepted and not used: `temperature`, `top_p`, `reasoning`,
- *     `parallel_tool_calls`, `truncation`, `include`, `user` and the other bookkeeping keys.
+ *     `metadata` (echoed). Accepted and not used: `tool_choice` `none` / `auto` (an agent calls its own tools, as its
+ *     architecture decides: `none` does not stop it), `temperature`, `top_p`, `reasoning`, `parallel_tool_calls`,
+ *     `truncation`, `include`, `user` and the other bookkeeping keys.
  *   - `store` (default `true`) on a server with a thread store (`Threads` given to `Runs`; `threads:` in
  *     `valet.yaml`): the response is a turn on a thread of the request's owner (`RunsApi.Owner`, the app's auth), and
  *     its id names that turn. `previous_response_id` goes on from it: on its thread when no later turn began after it,
- *     else on a fork cut before the next turn (OpenAI's branching). The items before the input are appended to the
- *     thread first (`instructions` too, as a system message: kept, unlike OpenAI's). An `item_reference` to an output
+ *     else on a fork cut before the next turn (OpenAI's branching). The items before the input go with the turn:
+ *     checked by its input guardrails as the caller's, and appended with its messages in one write once it holds the
+ *     thread (nothing is written for a turn refused, or one whose input guardrails trip). `instructions` and `system` /
+ *     `developer` items are that call's only: given to its model, not kept (each call sends its own). Ids decode
+ *     strictly (only the exact id given), and one request's `item_reference`s name at most 200 turns. An `item_reference` to an output
  *     message of this server is that turn's answer. An id that names nothing, or another owner's, is a 400 "not found"
  *     (`param` `previous_response_id` or `input[i].id`); a thread in another turn is a 409 `conversation_locked`.
  *     `store: false`, or no thread store: a plain run, `store: false` in the answer, and `previous_response_id` /
@@ -77,7 +82,10 @@
  *     `content_part.done`, `output_item.done` and `response.completed` (or `response.incomplete`). A failed run ends
  *     the stream with `error` then `response.failed`, as OpenAI does after a 200. A client that disconnects cancels
  *     the run.
- *   - A run that waits for a person is a 409 `needs_approval` (streamed: the `error` / `response.failed` pair).
+ *   - A run that failed, or that waits for a person (`code` `needs_approval`), is a 200 `response` with status
+ *     `failed` and its `error` (`type`, `code`, `message`), sent with `x-should-retry: false`: the `openai` package and
+ *     the AI SDK retry a 5xx or a 409 by default, which would run the agent again. Streamed: the `error` /
+ *     `response.failed` pair.
  *
  * @example
  * ```ts
@@ -588,7 +596,8 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
 
 /**
  * The group's handlers for `api` (an `HttpApi` holding `group`, maybe under a prefix), over `Runs` and `Agents`;
- * `owner` finds whose threads a stored response is a turn on (`RunsApi.LayerOptions`).
+ * `owner` finds whose threads a stored response is a turn on (`RunsApi.LayerOptions`). Without it, every request is
+ * the owner `"default"`: all stored responses are one owner's, and any caller who has a response id may go on from it.
  *
  * @since 0.2.0
  * @category layers

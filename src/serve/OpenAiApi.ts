@@ -595,6 +595,22 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
   })
 
 /**
+ * `RunsApi.Owner` over the app's function, its refusal (401) in OpenAI's shape, as the token guard's is under
+ * `/v1/`: an `openai` client reads it as an `AuthenticationError`.
+ */
+const ownerLayer = (owner: RunsApi.OwnerOf | undefined): Layer.Layer<RunsApi.Owner> =>
+  Layer.effect(
+    RunsApi.Owner,
+    Effect.map(Effect.service(RunsApi.Owner), (inner) =>
+      RunsApi.Owner.of((httpEffect, options) =>
+        Effect.catchTag(
+          inner(httpEffect, options),
+          "Unauthorized",
+          (error) => Effect.succeed(errorResponse(401, "authentication_error", null, error.message))
+        )))
+  ).pipe(Layer.provide(RunsApi.layerOwner(owner)))
+
+/**
  * The group's handlers for `api` (an `HttpApi` holding `group`, maybe under a prefix), over `Runs` and `Agents`;
  * `owner` finds whose threads a stored response is a turn on (`RunsApi.LayerOptions`). Without it, every request is
  * the owner `"default"`: all stored responses are one owner's, and any caller who has a response id may go on from it.
@@ -607,7 +623,7 @@ export const layerFor = <Id extends string, Groups extends HttpApiGroup.Constrai
   options: RunsApi.LayerOptions = {}
 ): Layer.Layer<HttpApiGroup.Service<Id, "openai"> | InvalidRequest, never, Runs.Runs | Agents.Agents> => {
   return requireGroup("OpenAiApi", "openai", api, () => HttpApiBuilder.group(api as unknown as typeof Api, "openai", build).pipe(
-    Layer.provide(RunsApi.layerOwner(options.owner)),
+    Layer.provide(ownerLayer(options.owner)),
     Layer.provideMerge(HttpApiMiddleware.layerSchemaErrorTransform(InvalidRequest, (error) =>
       Effect.succeed(errorResponse(
         400,

@@ -18,6 +18,7 @@ import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Threads from "../../src/core/Threads.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
+import * as RunsApi from "../../src/serve/RunsApi.js"
 import * as LoopbackServer from "../support/openAiServer.js"
 import { json, post, scriptedAgent, serveAgents, sseEvents } from "../support/serve.js"
 
@@ -715,6 +716,24 @@ describe("OpenAiApi /v1/responses stored turns: what is kept, checked, and when"
       const tooMany = yield* refusedWith(client.responses.create({ model: "echo", input: [...many, { role: "user", content: "x" }] }))
       expect(tooMany).toMatchObject({ status: 400, param: "input[200].id" })
       expect(tooMany?.message).toMatch(/at most 200 stored turns/)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("the app's owner function refusing a request is a 401 in OpenAI's shape (an AuthenticationError)", () =>
+    Effect.gen(function*() {
+      const owner = Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) =>
+        request.headers["x-user"] === undefined
+          ? Effect.fail(new RunsApi.Unauthorized({ message: "who are you?" }))
+          : Effect.succeed(request.headers["x-user"]))
+      const url = yield* serveAgents([scriptedAgent("echo", ["hi"])], { owner }, Threads.layerMemory())
+      const refused = yield* Effect.promise(() =>
+        new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 }).responses.create({ model: "echo", input: "x" }).then(
+          () => undefined,
+          (error: unknown) => error
+        )
+      )
+      expect(refused).toBeInstanceOf(OpenAI.AuthenticationError)
+      expect(refused).toMatchObject({ status: 401, type: "authentication_error" })
+      expect((refused as Error).message).toMatch(/who are you\?/)
     }).pipe(Effect.scoped), 30_000)
 
   it.live("a turn refused for the server's run limit writes nothing and leaves no thread behind", () =>

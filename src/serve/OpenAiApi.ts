@@ -67,7 +67,8 @@
  *     strictly (only the exact id given), and one request's `item_reference`s name at most 200 turns. An `item_reference` to an output
  *     message of this server is that turn's answer. An id that names nothing, or another owner's, is a 400 "not found"
  *     (`param` `previous_response_id` or `input[i].id`); a thread in another turn is a 409 `conversation_locked`.
- *     `store: false`, or no thread store: a plain run, `store: false` in the answer, and `previous_response_id` /
+ *     `store: false`, or no thread store: a plain run (with `store: false`, dropped from the run registry once it
+ *     ended: `GET /runs` does not list it), `store: false` in the answer, and `previous_response_id` /
  *     `item_reference` are refused (400) saying why (the AI SDK sends `item_reference` unless given
  *     `providerOptions.openai.store = false`).
  *   - Refused with a 400 naming the parameter or the item (`param` `input[3].type`, `input[0].content[1].file_id`):
@@ -573,12 +574,17 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
           const previous = payload.previous_response_id ?? undefined
           const started = yield* Effect.result(
             threads === undefined
-              ? Effect.map(runs.start(run.success, { owner }), ({ runId }) => ({ runId, at: undefined as ResponseIds.TurnAt | undefined }))
+              // Not stored: the run is dropped from the registry once it ended (GET /runs does not list it).
+              ? Effect.map(runs.start(run.success, { owner, ephemeral: payload.store === false }), ({ runId }) => ({
+                runId,
+                at: undefined as ResponseIds.TurnAt | undefined
+              }))
               : ResponsesThreads.startTurn(runs, threads, owner, previous, run.success)
           )
           if (Result.isFailure(started)) return storedRefusal(started.failure, payload.model)
           const { at, runId } = started.success
-          // The run's own id inside a response that is not stored: GET /runs/:runId finds what it was.
+          // The run's own id inside a response that is not stored: GET /runs/:runId finds what it was (but after a
+          // `store: false` one ended: that run is dropped).
           const suffix = runId.replace(/^run_/, "")
           const asked: AskedResponse = {
             request: payload,

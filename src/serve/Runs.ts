@@ -483,6 +483,17 @@ export interface OwnerOption {
 }
 
 /**
+ * How a run is started: its owner, and whether it is `ephemeral` — dropped from the registry once it ended and its
+ * starter read its events (a response not stored, `store: false` on `/v1/responses`: no later request finds it).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface StartOptions extends OwnerOption {
+  readonly ephemeral?: boolean | undefined
+}
+
+/**
  * The registry.
  *
  * @since 0.2.0
@@ -495,7 +506,7 @@ export interface Service {
    */
   readonly start: (
     request: RunRequest,
-    options?: OwnerOption
+    options?: StartOptions
   ) => Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest>
   /**
    * Starts a turn on a thread (`Agent.stream(…, { thread })`, through the same limits, budgets, cancel and replay as
@@ -595,6 +606,10 @@ interface Record_ {
   readonly thread: ThreadTurn | undefined
   /** A turn's thread's message count once the turn held it (where its messages go). */
   threadCount: number | undefined
+  /** Dropped once it ended and its events were asked for (`StartOptions.ephemeral`). */
+  readonly ephemeral: boolean
+  /** Whether its events were asked for. */
+  followed: boolean
   /** Whose the run is (the request's owner); undefined for runs started without one (seen by every caller). */
   readonly owner: string | undefined
   readonly createdAt: number
@@ -847,6 +862,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
               record.questions.clear()
               touch(record)
               prune(now)
+              dropIfDone(record)
             }))
         )
       )
@@ -856,7 +872,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
       request: RunRequest,
       thread: ThreadTurn | undefined,
       owner: string | undefined,
-      begun: Deferred.Deferred<void, Threads.ThreadError>
+      begun: Deferred.Deferred<void, Threads.ThreadError>,
+      ephemeral?: boolean
     ): Effect.Effect<Record_, UnknownAgent | TooManyRuns | InvalidRunRequest> =>
       Effect.gen(function*() {
         const entry = agents.get(request.agent)
@@ -903,6 +920,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
           inputParts: parts,
           thread,
           threadCount: undefined,
+          ephemeral: ephemeral === true,
+          followed: false,
           owner,
           createdAt: now,
           events: [],
@@ -932,8 +951,19 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
         return record
       })
 
-    const start = (request: RunRequest, options?: OwnerOption): Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest> =>
-      Effect.map(launch(request, undefined, options?.owner, Deferred.makeUnsafe()), (record) => ({ runId: record.runId, sessionId: record.sessionId }))
+    const start = (request: RunRequest, options?: StartOptions): Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest> =>
+      Effect.map(
+        launch(request, undefined, options?.owner, Deferred.makeUnsafe(), options?.ephemeral),
+        (record) => ({ runId: record.runId, sessionId: record.sessionId })
+      )
+
+    /** An ephemeral run that ended and was followed: no later request finds it (its readers keep the record). */
+    const dropIfDone = (record: Record_) => {
+      if (record.ephemeral && record.followed && record.endedAt !== undefined) {
+        records.delete(record.runId)
+        sessions.delete(record.sessionId)
+      }
+    }
 
     const startTurn = (
       request: ThreadRunRequest,
@@ -958,8 +988,11 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
 
     type Page = readonly [ReadonlyArray<Indexed>, Option.Option<number>]
     const events = (runId: string, options?: { readonly after?: number | undefined } & OwnerOption) =>
-      Effect.map(find(runId, options?.owner), (record) =>
-        Stream.paginate(options?.after === undefined ? 0 : options.after + 1, (next: number) =>
+      Effect.map(find(runId, options?.owner), (record) => {
+        // Asked for before it ended, or after (its starter was slower than the run): dropped once both are so.
+        record.followed = true
+        dropIfDone(record)
+        return Stream.paginate(options?.after === undefined ? 0 : options.after + 1, (next: number) =>
           Effect.suspend((): Effect.Effect<Page, RunFailed> => {
             if (next < record.events.length) {
               const items = record.events.slice(next).map((event, i) => ({ seq: next + i, event }))
@@ -972,7 +1005,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
             if (record.status === "completed") return Effect.succeed([[], Option.none()])
             // Nothing new yet: wait for the next change, then look again.
             return Effect.as(Deferred.await(record.changed), [[], Option.some(next)] as Page)
-          })))
+          }))
+      })
 
     return Runs.of({
       start,

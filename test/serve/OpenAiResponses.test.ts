@@ -736,6 +736,24 @@ describe("OpenAiApi /v1/responses stored turns: what is kept, checked, and when"
       expect((refused as Error).message).toMatch(/who are you\?/)
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("store: false drops the run from the registry once it ended, streamed or not; a run not stored otherwise stays listed", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents([scriptedAgent("echo", () => ({ text: "hi" }))])
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const runIds = Effect.map(
+        Effect.flatMap(Effect.promise(() => fetch(`${url}/runs`)), json),
+        (page) => (page as { runs: ReadonlyArray<{ runId: string }> }).runs.map((run) => run.runId)
+      )
+      const kept = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "x" }))
+      yield* Effect.promise(() => client.responses.create({ model: "echo", input: "x", store: false }))
+      yield* Effect.promise(async () => {
+        for await (const _ of client.responses.stream({ model: "echo", input: "x", store: false })) {
+          // read to the end
+        }
+      })
+      expect(yield* runIds).toEqual([`run_${kept.id.slice("resp_".length)}`])
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("a turn refused for the server's run limit writes nothing and leaves no thread behind", () =>
     Effect.gen(function*() {
       const model = yield* LoopbackServer.make()

@@ -12,7 +12,9 @@
  * host and store) and holds it until the store's scope closes. Another store — in another process or in this
  * one — that tries to append to the same task is refused with a `TrajectoryStoreError` (`operation: "lock"`)
  * naming the holder, rather than writing duplicate step numbers. A lock left by a process that died (same host,
- * no such pid) is taken over. Reading and counting need no lock: they see whole lines only.
+ * no such pid) is taken over. Reading and counting need no lock: they see whole lines only. The writer keeps up to
+ * 64 task files open for appending while its scope is open: do not move or delete a task's file under a running
+ * store (its appends would go on into the moved file); rotate files between runs.
  *
  * Token-level data (DESIGN §18) rides beside each step in `tokens`, packed rather than as JSON arrays of objects:
  * base64 of int32 / float32 little-endian values (`StepTokens`; `decodeTokens` unpacks, NumPy's `frombuffer` reads
@@ -542,7 +544,7 @@ interface TaskFile {
   held: boolean
   /** The file open for appending (see `openHandles`), and the scope that closes it. */
   handle: { readonly file: FileSystem.File; readonly scope: Scope.Closeable } | undefined
-  /** An append is writing through `handle`: it is not closed under it. */
+  /** An append is opening or writing through `handle`: it is not closed under it. */
   writing: boolean
 }
 
@@ -715,7 +717,8 @@ export const makeFile = (
         return records
       })
 
-    // The open task files, least recently written first (a Map keeps insertion order; a write re-inserts).
+    // The task files open for appending, least recently written first (a Map keeps insertion order; a write
+    // re-inserts). A task is listed only once its file is open, so everything open is closed with the store.
     const openFiles = new Map<string, TaskFile>()
     const utf8 = new TextEncoder()
     const closeHandle = (file: TaskFile): Effect.Effect<void> => {
@@ -726,39 +729,53 @@ export const makeFile = (
     }
     yield* Effect.addFinalizer(() => Effect.forEach([...openFiles.values()], closeHandle, { discard: true }))
 
-    /** The task's file open for appending, opened (and the oldest idle one closed past `openHandles`) if need be. */
-    const handleOf = (taskId: string, file: TaskFile, path: string): Effect.Effect<FileSystem.File, { readonly message: string }> => {
-      openFiles.delete(taskId)
-      openFiles.set(taskId, file)
-      if (file.handle !== undefined) return Effect.succeed(file.handle.file)
-      return Effect.gen(function*() {
-        if (openFiles.size > openHandles) {
-          for (const [other, candidate] of openFiles) {
-            if (candidate === file || candidate.writing) continue
-            openFiles.delete(other)
-            yield* closeHandle(candidate)
-            break
-          }
-        }
-        const scope = yield* Scope.make()
-        const opened = yield* Scope.provide(fs.open(path, { flag: "a" }), scope).pipe(
-          Effect.onError(() => Scope.close(scope, Exit.void))
-        )
-        file.handle = { file: opened, scope }
-        return opened
-      })
-    }
+    /**
+     * Closes idle files, least recently written first, until there is room for one more under `openHandles`. A file
+     * being opened or written (`writing`, set before its open) is never closed under its append; with more appends
+     * than that in flight at once the count goes over for as long, and comes back down at the next open.
+     */
+    // Files being opened, not listed yet: counted, so that appends opening at once do not all see the same room.
+    let opening = 0
+    const makeRoom = Effect.gen(function*() {
+      for (const [other, candidate] of openFiles) {
+        if (openFiles.size + opening <= openHandles) return
+        if (candidate.writing) continue
+        openFiles.delete(other)
+        yield* closeHandle(candidate)
+      }
+    })
 
+    // Appends of one task take turns (its `lock`): `writing` is this append's alone from its open to its last byte.
     const write = (taskId: string, file: TaskFile, path: string, line: string): Effect.Effect<void, { readonly message: string }> =>
-      Effect.flatMap(handleOf(taskId, file, path), (handle) => {
+      Effect.suspend(() => {
         file.writing = true
-        const written = handle.writeAll(utf8.encode(line))
-        return Effect.ensuring(
-          options.fsync === true ? Effect.andThen(written, handle.sync) : written,
-          Effect.sync(() => {
-            file.writing = false
-          })
-        )
+        return Effect.gen(function*() {
+          let handle = file.handle?.file
+          if (handle === undefined) {
+            opening++
+            const opened = yield* Effect.gen(function*() {
+              yield* makeRoom
+              const scope = yield* Scope.make()
+              const opened = yield* Scope.provide(fs.open(path, { flag: "a" }), scope).pipe(
+                Effect.onError(() => Scope.close(scope, Exit.void))
+              )
+              // Listed in the same step as it is held: nothing open goes unlisted (the store's close finds it).
+              file.handle = { file: opened, scope }
+              openFiles.set(taskId, file)
+              return opened
+            }).pipe(Effect.ensuring(Effect.sync(() => {
+              opening--
+            })))
+            handle = opened
+          } else {
+            openFiles.delete(taskId)
+            openFiles.set(taskId, file)
+          }
+          yield* handle.writeAll(utf8.encode(line))
+          if (options.fsync === true) yield* handle.sync
+        }).pipe(Effect.ensuring(Effect.sync(() => {
+          file.writing = false
+        })))
       })
 
     const append = (record: NewRecord) =>
@@ -773,8 +790,8 @@ export const makeFile = (
             if (Result.isFailure(checked)) return yield* checked.failure
             yield* write(record.taskId, file, path, JSON.stringify(checked.success.encoded) + "\n").pipe(
               // The file may now end in a partial line: have the next append repair it first (through the path,
-              // then open it anew).
-              Effect.tapError(() =>
+              // then open it anew). Failed or interrupted alike: an interrupted write may have written part of it.
+              Effect.onError(() =>
                 Effect.andThen(
                   Effect.sync(() => {
                     file.records = undefined

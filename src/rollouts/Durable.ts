@@ -68,6 +68,7 @@
  */
 import { Context, type Duration, Effect, Exit, type FileSystem, Layer, Option, Schema, Stream } from "effect"
 import { Workflow, type WorkflowEngine } from "effect/workflow"
+import { randomUUID } from "node:crypto"
 import * as Agent from "../core/Agent.js"
 import * as Architecture from "../core/Architecture.js"
 import { AgentError, ArchitectureFailed, InvalidAgent, type InvalidOptions } from "../core/AgentError.js"
@@ -731,7 +732,13 @@ export const EpisodeOutcome = Schema.Union([
       reward: Schema.optional(Reward.Scored)
     })
   }),
-  Schema.TaggedStruct("Failed", { error: AgentError, episodeId: Schema.String, groupId: Schema.optional(Schema.String) })
+  Schema.TaggedStruct("Failed", {
+    error: AgentError,
+    episodeId: Schema.String,
+    groupId: Schema.optional(Schema.String),
+    /** The `run` of the payload whose execution failed: a later run of the loop takes the failure as stale. */
+    run: Schema.optional(Schema.String)
+  })
 ])
 /**
  * How an actor-loop episode ended.
@@ -792,7 +799,9 @@ const episodeKeyOf = (payload: {
  * - A group's first steps are separate requests (vLLM's `n` is not used): one request serving every member's first
  *   step would be stored by one member's workflow, not the others'.
  *
- * Never fails: a failed episode is a `Failed` outcome with its error.
+ * Never fails: a failed episode is a `Failed` outcome with its error. `actorLoop` runs an episode that an earlier run
+ * of the loop recorded as failed again, as the next `attempt` (a failure names the `run` that sent it; a failure of an
+ * execution resumed from an earlier run's payload names that run, so it too is tried again).
  *
  * @since 0.2.0
  * @category workflows
@@ -804,18 +813,29 @@ export const ActorLoopEpisode = Workflow.make("valet/ActorLoopEpisode", {
     task: ActorLoop.Task,
     group: Schema.optional(Opts.IntAtLeast(1)),
     member: Schema.Int,
-    options: EpisodeOptions
+    options: EpisodeOptions,
+    /**
+     * The attempt (from 0): an episode recorded as failed by an earlier run of the loop runs again as the next
+     * attempt, a workflow of its own (`#<attempt>` ends its key; its episode id is new, its group and seeds the same).
+     */
+    attempt: Schema.optional(Schema.Int),
+    /** Which run of the loop sent it (not in the key): a failure names it, so a later run knows it as stale. */
+    run: Schema.optional(Schema.String)
   },
-  idempotencyKey: (payload) => `${episodeKeyOf(payload)}${payload.group === undefined ? "" : `/${payload.member}`}`,
+  idempotencyKey: (payload) =>
+    `${episodeKeyOf(payload)}${payload.group === undefined ? "" : `/${payload.member}`}${
+      payload.attempt === undefined || payload.attempt === 0 ? "" : `#${payload.attempt}`
+    }`,
   success: EpisodeOutcome
 })
 
 /** The ids an episode's lines carry, derived from its workflow's payload: the same in every execution. */
 const episodeIdsOf = (payload: typeof ActorLoopEpisode.payloadSchema.Type) => {
   const key = episodeKeyOf(payload)
+  const attempt = payload.attempt === undefined || payload.attempt === 0 ? "" : `#${payload.attempt}`
   return payload.group === undefined
-    ? { groupKey: undefined, episodeId: EpisodeInternal.uuidOf(`episode:${key}`) }
-    : { groupKey: `group:${key}`, episodeId: EpisodeInternal.uuidOf(`episode:${key}/${payload.member}`) }
+    ? { groupKey: undefined, episodeId: EpisodeInternal.uuidOf(`episode:${key}${attempt}`) }
+    : { groupKey: `group:${key}`, episodeId: EpisodeInternal.uuidOf(`episode:${key}/${payload.member}${attempt}`) }
 }
 
 const noSandbox = () => new ArchitectureFailed({ architecture: ActorLoop.name, message: "no sandbox on this runner" })
@@ -863,7 +883,13 @@ const episodeLayer = ActorLoopEpisode.toLayer(
         ? Exit.succeed([EpisodeInternal.loneMember(payload.task.taskId, payload.task.seed)])
         : yield* Effect.exit(EpisodeInternal.derivedMembers(groupKey, payload.task.seed, payload.group ?? 1, maxSteps))
       const groupId = groupKey === undefined ? undefined : EpisodeInternal.uuidOf(groupKey)
-      const failed = (error: AgentError): EpisodeOutcome => ({ _tag: "Failed", error, episodeId, ...(groupId !== undefined ? { groupId } : {}) })
+      const failed = (error: AgentError): EpisodeOutcome => ({
+        _tag: "Failed",
+        error,
+        episodeId,
+        ...(groupId !== undefined ? { groupId } : {}),
+        ...(payload.run !== undefined ? { run: payload.run } : {})
+      })
       const found = yield* Effect.serviceOption(Sandbox.Sandbox)
       if (Option.isNone(found)) return failed(noSandbox())
       if (Exit.isFailure(members)) {
@@ -977,9 +1003,32 @@ export const actorLoop = <E, R>(
         { concurrency: concurrency ?? 1, unordered: true }
       )
     }
+    // This run of the loop: an episode whose stored failure names another run failed then, and runs again as the next
+    // attempt (as `evaluate` runs a problem recorded as failed again); one that fails now is this run's outcome.
+    const run = randomUUID()
+    const executeFrom = (
+      task: ActorLoop.Task,
+      index: number,
+      member: number,
+      attempt: number
+    ): Effect.Effect<EpisodeOutcome, never, WorkflowEngine.WorkflowEngine> =>
+      Effect.flatMap(
+        ActorLoopEpisode.execute({
+          loop,
+          index,
+          task,
+          ...(group !== undefined ? { group } : {}),
+          member,
+          options: episodeOptions,
+          ...(attempt > 0 ? { attempt } : {}),
+          run
+        }),
+        (outcome) =>
+          outcome._tag === "Failed" && outcome.run !== run ? executeFrom(task, index, member, attempt + 1) : Effect.succeed(outcome)
+      )
     const episodeOf = (task: ActorLoop.Task, index: number, member: number): Effect.Effect<ActorLoop.Outcome, never, WorkflowEngine.WorkflowEngine> =>
       Effect.map(
-        ActorLoopEpisode.execute({ loop, index, task, ...(group !== undefined ? { group } : {}), member, options: episodeOptions }),
+        executeFrom(task, index, member, 0),
         (outcome): ActorLoop.Outcome =>
           outcome._tag === "Recorded"
             ? {

@@ -252,6 +252,23 @@ describe("TrajectoryStore [file] per-append cost", () => {
       })).pipe(Effect.provide(NodeServices.layer))
       expect(fdsUnder(raw)).toBe(0)
     }))
+
+  it.effect("more appends in flight than the cap: no file is lost track of (all closed with the store), the count back to 64 at the next open", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      const raw = join(dir, "raw")
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* TrajectoryStore.makeFile({ root: dir })
+        yield* Effect.forEach(Array.from({ length: 300 }, (_, i) => i), (i) => store.append(record(`burst-${i}`, i)), {
+          concurrency: 200,
+          discard: true
+        })
+        // One open after the burst makes room: back to the cap.
+        yield* store.append(record("after", 1))
+        expect(fdsUnder(raw)).toBe(64)
+      })).pipe(Effect.provide(NodeServices.layer))
+      expect(fdsUnder(raw)).toBe(0)
+    }))
 })
 
 describe("TrajectoryStore.encode", () => {
@@ -309,7 +326,10 @@ describe("TrajectoryStore: a record's JSON without the schema walk (internal/rec
       { ...full, tokens: { completionIds: "AAA=" } },
       { ...full, episodeEnd: "later" },
       { ...full, stateAfter: { ...full.stateAfter, goals: [1] } },
-      { ...full, modelOutput: { raw: "r", think: null, parseError: null, stateUpdate: null } }
+      { ...full, modelOutput: { raw: "r", think: null, parseError: null, stateUpdate: null } },
+      // A sparse array: the hole is not skipped (it would be written as null, a line no reader decodes).
+      // eslint-disable-next-line no-sparse-arrays
+      { ...full, rewardParts: [, full.rewardParts![0]] }
     ]
     for (const value of unusual) expect(RecordJson.encodeRecord(value)).toBeUndefined()
   })

@@ -27,6 +27,18 @@ const testLayers = (script: ScriptedModel.Script) =>
     TrajectoryStore.layerMemory
   )
 
+/** The test services, with the sandbox noting each workspace a command runs in. */
+const seeingWorkspaces = (seen: Array<Sandbox.Workspace>) =>
+  Layer.mergeAll(
+    ScriptedModel.layer(() => answer("again")),
+    Sandbox.layerTest(({ workspace }) => {
+      seen.push(workspace)
+      return { stdout: "" }
+    }),
+    StateStore.layerMemory(),
+    TrajectoryStore.layerMemory
+  )
+
 const encode = Schema.encodeSync(TrajectoryStore.TrajectoryRecord)
 const stored = (taskId: string) => Effect.map(Stream.runCollect(TrajectoryStore.read(taskId)), (records) => Array.from(records))
 
@@ -84,17 +96,23 @@ describe("ActorLoop.episode", () => {
     }).pipe(Effect.provide(testLayers([answer("never asked")]))))
 })
 
+/** A `Vllm` pool of one actor at `url` (its config file in a temp dir removed with the test's scope). */
+const vllmPool = (url: string) =>
+  Effect.gen(function*() {
+    const dir = mkdtempSync(join(tmpdir(), "valet-actor-group-"))
+    yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
+    writeFileSync(join(dir, "vllm_actors.yaml"), `actors:\n  - name: a\n    base_url: ${url}\n    api: openai\n`)
+    return Vllm.layer({ configPath: join(dir, "vllm_actors.yaml") }).pipe(
+      Layer.provide(Layer.merge(NodeHttpClient.layerUndici, NodeServices.layer))
+    )
+  })
+
 describe("ActorLoop groups", () => {
   for (const concurrency of [3, 1]) {
     it.effect(`run with group against vLLM (concurrency ${concurrency}): one request with n and the group's seed serves the first steps, then a seed per step`, () =>
       Effect.gen(function*() {
         const server = yield* Server.make({ api: "openai" })
-        const dir = mkdtempSync(join(tmpdir(), "valet-actor-group-"))
-        yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
-        writeFileSync(join(dir, "vllm_actors.yaml"), `actors:\n  - name: a\n    base_url: ${server.url}\n    api: openai\n`)
-        const pool = Vllm.layer({ configPath: join(dir, "vllm_actors.yaml") }).pipe(
-          Layer.provide(Layer.merge(NodeHttpClient.layerUndici, NodeServices.layer))
-        )
+        const pool = yield* vllmPool(server.url)
         // The shared request's three choices, each a different answer: member i must take choice i.
         const choice = (index: number) => ({ index, text: answer(`member ${index}`), logprobs: null, finish_reason: "stop", stop_reason: null })
         server.enqueue("/v1/completions", Server.json({
@@ -136,12 +154,7 @@ describe("ActorLoop groups", () => {
   it.effect("a vLLM answer with fewer choices than n: the member left without one sends its own request with its own seed", () =>
     Effect.gen(function*() {
       const server = yield* Server.make({ api: "openai" })
-      const dir = mkdtempSync(join(tmpdir(), "valet-actor-group-"))
-      yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dir, { recursive: true, force: true })))
-      writeFileSync(join(dir, "vllm_actors.yaml"), `actors:\n  - name: a\n    base_url: ${server.url}\n    api: openai\n`)
-      const pool = Vllm.layer({ configPath: join(dir, "vllm_actors.yaml") }).pipe(
-        Layer.provide(Layer.merge(NodeHttpClient.layerUndici, NodeServices.layer))
-      )
+      const pool = yield* vllmPool(server.url)
       const completion = (indexes: ReadonlyArray<number>) =>
         Server.json({
           id: "cmpl-n",
@@ -246,15 +259,7 @@ describe("ActorLoop group state and workspaces (review of issue 31)", () => {
       expect(seen[0]!.kept).toBe(false)
       const after = yield* Effect.flip(Sandbox.run(seen[0]!, { command: ["python3", "-V"] }))
       expect(after.reason).toBe("workspace_closed")
-    }).pipe(Effect.provide(Layer.mergeAll(
-      ScriptedModel.layer(() => answer("again")),
-      Sandbox.layerTest(({ workspace }) => {
-        seen.push(workspace)
-        return { stdout: "" }
-      }),
-      StateStore.layerMemory(),
-      TrajectoryStore.layerMemory
-    )))
+    }).pipe(Effect.provide(seeingWorkspaces(seen)))
   })
 
   it.effect("a group's rollouts have a workspace each, never kept (keepWorkspaces aside), removed after their episode", () => {
@@ -267,15 +272,7 @@ describe("ActorLoop group state and workspaces (review of issue 31)", () => {
       for (const ws of seen) {
         expect((yield* Effect.flip(Sandbox.run(ws, { command: ["python3", "-V"] }))).reason).toBe("workspace_closed")
       }
-    }).pipe(Effect.provide(Layer.mergeAll(
-      ScriptedModel.layer(() => answer("again")),
-      Sandbox.layerTest(({ workspace }) => {
-        seen.push(workspace)
-        return { stdout: "" }
-      }),
-      StateStore.layerMemory(),
-      TrajectoryStore.layerMemory
-    )))
+    }).pipe(Effect.provide(seeingWorkspaces(seen)))
   })
 
   it.effect("group 1 is a group of one: a group id, a fresh state, the task's state untouched", () =>

@@ -161,19 +161,24 @@ describe("Durable.actorLoop with maxSteps and group (ActorLoopEpisode)", () => {
     }))
 })
 
+/** A memory engine whose model fails its second call (a 500), in a process sandbox of its own work root. */
+const failingSecondCall = () => {
+  const workRoot = mkdtempSync(join(tmpdir(), "valet-durable-episode-ws-"))
+  const counted = { calls: 0 }
+  const services = Layer.mergeAll(
+    ScriptedModel.layer((request) =>
+      ++counted.calls === 2 ? { error: new ModelError.ServerError({ status: 500, message: "boom" }) } : reply(request.prompt ?? "")),
+    Sandbox.layerProcess({ isolation: "process", workRoot, allow: ["python3"] }),
+    StateStore.layerMemory(),
+    TrajectoryStore.layerMemory
+  )
+  return { workRoot, counted, engine: Durable.layerActorLoop.pipe(Layer.provideMerge(WorkflowEngine.layerMemory), Layer.provideMerge(services)) }
+}
+
 describe("Durable episodes: a failed episode", () => {
   it.live("is a Failed outcome naming its episode and group, its lines without episode_end, its kept workspace removed", () =>
     Effect.gen(function*() {
-      const workRoot = mkdtempSync(join(tmpdir(), "valet-durable-episode-ws-"))
-      let calls = 0
-      const services = Layer.mergeAll(
-        ScriptedModel.layer((request) =>
-          ++calls === 2 ? { error: new ModelError.ServerError({ status: 500, message: "boom" }) } : reply(request.prompt ?? "")),
-        Sandbox.layerProcess({ isolation: "process", workRoot, allow: ["python3"] }),
-        StateStore.layerMemory(),
-        TrajectoryStore.layerMemory
-      )
-      const engine = Durable.layerActorLoop.pipe(Layer.provideMerge(WorkflowEngine.layerMemory), Layer.provideMerge(services))
+      const { workRoot, engine, counted } = failingSecondCall()
       try {
         const { outcomes, lines } = yield* Effect.gen(function*() {
           const outcomes = yield* Stream.runCollect(Durable.actorLoop(Stream.make({ taskId: "f1", prompt: "Count." }), { loop: "f", group: 1, maxSteps: 3 }))
@@ -184,9 +189,47 @@ describe("Durable episodes: a failed episode", () => {
         expect(outcome?._tag).toBe("Failed")
         if (outcome?._tag !== "Failed") return
         expect(outcome.error._tag).toBe("ServerError")
+        // Failed in this run: not tried again in it (1 good call, the failing one).
+        expect(counted.calls).toBe(2)
         expect(lines.map((line) => [line.episodeId, line.groupId, line.episodeEnd])).toEqual([[outcome.episodeId, outcome.groupId, undefined]])
         expect(outcome.groupId).toEqual(expect.any(String))
         expect(readdirSync(join(workRoot, "kept"))).toEqual([])
+      } finally {
+        rmSync(workRoot, { recursive: true, force: true })
+      }
+    }))
+
+  it.live("run again, an episode recorded as failed by an earlier run runs as a new attempt (a new episode id, the same group); once recorded, a third run sends nothing", () =>
+    Effect.gen(function*() {
+      const { workRoot, engine, counted } = failingSecondCall()
+      try {
+        const runs = yield* Effect.gen(function*() {
+          const once = () => Stream.runCollect(Durable.actorLoop(Stream.make({ taskId: "f1", prompt: "Count." }), { loop: "f", group: 1, maxSteps: 3 }))
+          const first = yield* once()
+          const second = yield* once()
+          const callsAfterSecond = counted.calls
+          const third = yield* once()
+          return { first, second, third, callsAfterSecond, lines: yield* Stream.runCollect(TrajectoryStore.read("f1")) }
+        }).pipe(Effect.provide(engine))
+        const [first] = runs.first
+        const [second] = runs.second
+        expect(first?._tag).toBe("Failed")
+        expect(second?._tag).toBe("Recorded")
+        if (first?._tag !== "Failed" || second?._tag !== "Recorded") return
+        // The new attempt: 3 more calls (done at its third step), a new episode id, the group's id kept.
+        expect(runs.callsAfterSecond).toBe(5)
+        expect(second.episode?.episodeId).not.toBe(first.episodeId)
+        expect(second.episode?.groupId).toBe(first.groupId)
+        expect(second.episode?.end).toBe("done")
+        // A third run answers the stored outcome: nothing sent, nothing appended.
+        expect(runs.third).toEqual(runs.second)
+        expect(counted.calls).toBe(5)
+        expect(runs.lines.map((line) => [line.episodeId === first.episodeId, line.episodeEnd])).toEqual([
+          [true, undefined],
+          [false, undefined],
+          [false, undefined],
+          [false, "done"]
+        ])
       } finally {
         rmSync(workRoot, { recursive: true, force: true })
       }

@@ -355,14 +355,19 @@ export const settingsOf = (values: FlagValues): Settings => ({
   ...(Option.isSome(values.aggregate) ? { aggregate: values.aggregate.value } : {})
 })
 
+/** What `valet actor-loop` and `valet rollout` take: the tasks file, the flags and `--durable`. */
+export const commandArguments = {
+  tasks: Argument.File("tasks.jsonl", { mustExist: true }).pipe(Argument.withDescription("The tasks, one JSON object a line.")),
+  ...flags,
+  durable: durableFlag
+}
+
 /** `valet actor-loop`, with the model layer chosen by `modelFor` (the vLLM pool for the real command). */
 export const makeCommand = <E>(modelFor: (values: FlagValues) => Layer.Layer<Model.Model, E>, output: () => Output = stdoutOutput) =>
   Command.make(
     "actor-loop",
     {
-      tasks: Argument.File("tasks.jsonl", { mustExist: true }).pipe(Argument.withDescription("The tasks, one JSON object a line.")),
-      ...flags,
-      durable: durableFlag
+      ...commandArguments
     },
     ({ durable, tasks, ...values }) =>
       Effect.flatMap(rewardOfSpecs(values.reward), (reward) =>

@@ -15,13 +15,13 @@
  * time it opens the file. An episode without its `episode_end` line is partial: a trainer drops it.
  */
 import { Clock, Duration, Effect, Layer, Option, Schedule } from "effect"
-import { Argument, Command } from "effect/cli"
+import { Command } from "effect/cli"
 import * as TrajectoryStore from "../../environment/TrajectoryStore.js"
 import type * as Model from "../../core/Model.js"
 import type * as ActorLoop from "../../rollouts/ActorLoop.js"
 import {
+  commandArguments,
   type FlagValues,
-  flags,
   layersFor,
   prepareTasks,
   runOutcomes,
@@ -29,7 +29,7 @@ import {
   settingsOf,
   vllmModel
 } from "./actorLoop.js"
-import { durableFlag, storeOf } from "./durable.js"
+import { storeOf } from "./durable.js"
 import { requireNoFailures } from "./failure.js"
 import { oneLine, type Output, seconds, stderrOutput } from "./output.js"
 import { rewardOfSpecs } from "./rewardFlag.js"
@@ -195,11 +195,7 @@ export const runRollout = <E>(
 export const makeCommand = <E>(modelFor: (values: FlagValues) => Layer.Layer<Model.Model, E>, output: () => Output = stderrOutput) =>
   Command.make(
     "rollout",
-    {
-      tasks: Argument.File("tasks.jsonl", { mustExist: true }).pipe(Argument.withDescription("The tasks, one JSON object a line.")),
-      ...flags,
-      durable: durableFlag
-    },
+    commandArguments,
     ({ durable, tasks, ...values }) =>
       Effect.flatMap(rewardOfSpecs(values.reward), (reward) =>
         runRollout(tasks, settingsOf(values), layersFor(values, modelFor(values), reward), output(), Option.getOrUndefined(durable)))

@@ -95,7 +95,8 @@ const sandboxResult = (value: unknown): Json | null => {
 
 const rewardParts = (value: unknown): Array<Json> => {
   need(Array.isArray(value))
-  return (value as Array<unknown>).map((part) => {
+  // `Array.from`, not `map`: a hole is `undefined` (refused: the schema's encoding words it), not skipped.
+  return Array.from(value as Array<unknown>, (part) => {
     need(isObject(part))
     const p = part as Json
     need(typeof p.name === "string" && (p.value === null || isFinite(p.value)) && isFinite(p.weight))

@@ -180,6 +180,11 @@ export interface ThreadTurn {
    * its one write under the lease (but its system messages, which are the call's instructions).
    */
   readonly history?: ReadonlyArray<Model.Message> | undefined
+  /**
+   * The turn's key (`Threads.TurnOptions.turnKey`): its lease and its append carry it, so `Threads.Service.turnOf`
+   * finds the turn by it (the Responses facade names a stored response by it).
+   */
+  readonly turnKey?: string | undefined
 }
 
 /**
@@ -470,7 +475,7 @@ export interface Options {
  * @since 0.2.0
  * @category options
  */
-export type TurnDefaults = Omit<Threads.TurnOptions, "id" | "owner">
+export type TurnDefaults = Omit<Threads.TurnOptions, "id" | "owner" | "turnKey">
 
 /**
  * Whose the caller is (`RunsApi.CurrentOwner`): runs started with an owner are seen by that owner only.
@@ -799,6 +804,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
             id: thread.id,
             owner: thread.owner,
             ...(thread.history !== undefined ? { keepHistory: true } : {}),
+            ...(thread.turnKey !== undefined ? { turnKey: thread.turnKey } : {}),
             onBegun: ({ messageCount }) => {
               record.threadCount = messageCount
             }

@@ -545,6 +545,47 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
       ])
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("an id names one turn: a refused turn's id names nothing (400, never another turn's answer); a forged key is a 400", () =>
+    Effect.gen(function*() {
+      const noHomework = Guardrail.make("no_homework", (subject) =>
+        Effect.succeed(subject.text.includes("homework") ? Guardrail.trip("mentions homework") : Guardrail.pass))
+      // Answers naming the question (a refused run may have called the model: input guardrails run beside it).
+      const context = ScriptedModel.context((request) => ({ text: `answer to ${Model.textOf(request.messages?.at(-1)?.content ?? "")}` }))
+      const guarded = Agent.make({
+        name: "echo",
+        instructions: "Be brief.",
+        model: Layer.succeed(Model.Model, Context.get(context, Model.Model)),
+        guardrails: { input: [noHomework] }
+      }) as Agent.Agent<never>
+      const url = yield* serveAgents([guarded], {}, Threads.layerMemory())
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const one = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "First?" }))
+      // Refused by the input guardrail: the turn stores nothing.
+      const two = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "Do my homework", previous_response_id: one.id }))
+      expect(two.status).toBe("failed")
+      const three = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "Other?", previous_response_id: one.id }))
+      expect(three.status).toBe("completed")
+      expect(three.id).not.toBe(two.id)
+      expect(three.output[0]!.id).not.toBe(two.output[0]?.id)
+      // The refused response names nothing: not found (not 409 forever, not three's exchange).
+      const fromTwo = yield* refusedWith(client.responses.create({ model: "echo", input: "Continue from two?", previous_response_id: two.id }))
+      expect(fromTwo).toMatchObject({ status: 400, param: "previous_response_id" })
+      // three went on from one: its answer is there, and continuing from it reads it.
+      const four = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "And?", previous_response_id: three.id }))
+      expect(four.status).toBe("completed")
+      // A forged key on one's own thread (a turn that never was): 400, not 409.
+      const threadId = Buffer.from(one.id.slice("resp_".length), "base64url").toString("utf8").split("\u0000")[0]!
+      const forged = `resp_${Buffer.from(`${threadId}\u0000999999999`, "utf8").toString("base64url")}`
+      expect(yield* refusedWith(client.responses.create({ model: "echo", input: "x", previous_response_id: forged }))).toMatchObject({
+        status: 400,
+        param: "previous_response_id"
+      })
+      const calls = yield* ScriptedModel.calls.pipe(Effect.provide(context))
+      expect(calls.at(-1)!.messages.map((message) => Model.textOf(message.content))).toEqual(
+        ["Be brief.", "First?", "answer to First?", "Other?", "answer to Other?", "And?"]
+      )
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("a response whose thread is in another turn is a 409 conversation_locked", () =>
     Effect.gen(function*() {
       const model = yield* LoopbackServer.make()
@@ -711,7 +752,7 @@ describe("OpenAiApi /v1/responses stored turns: what is kept, checked, and when"
       const threadId = Buffer.from(body, "base64url").toString("utf8").split("\u0000")[0]!
       const many = Array.from({ length: 201 }, (_, i) => ({
         type: "item_reference" as const,
-        id: `msg_${Buffer.from(`${threadId}\u0000${i}`, "utf8").toString("base64url")}`
+        id: `msg_${Buffer.from(`${threadId}\u0000key${i}`, "utf8").toString("base64url")}`
       }))
       const tooMany = yield* refusedWith(client.responses.create({ model: "echo", input: [...many, { role: "user", content: "x" }] }))
       expect(tooMany).toMatchObject({ status: 400, param: "input[200].id" })

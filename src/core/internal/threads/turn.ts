@@ -63,6 +63,12 @@ export interface TurnOptions {
    * turn's messages will go (a caller naming the turn by its place, as the Responses facade's ids do).
    */
   readonly onBegun?: ((thread: { readonly messageCount: number }) => void) | undefined
+  /**
+   * The turn's key: its lease is taken under it and its messages appended with it (`Threads.Service.append`'s
+   * `turnKey`), so `Threads.Service.turnOf` finds where the turn's messages landed, or that it still holds the
+   * thread. A caller naming the turn by the key (the Responses facade's ids) needs no count read before the turn.
+   */
+  readonly turnKey?: string | undefined
   /** The lease's length, renewed every third of it while the turn runs (default 60 seconds). */
   readonly leaseDuration?: Duration.Input | undefined
   /**
@@ -214,7 +220,11 @@ const begin = (
 ): Effect.Effect<Begun, ThreadError | ModelError, Scope.Scope> =>
   Effect.gen(function*() {
     const leaseMs = yield* leaseMsOf(options)
-    const acquire = threads.acquire(options.id, { owner: options.owner, durationMs: leaseMs })
+    const acquire = threads.acquire(options.id, {
+      owner: options.owner,
+      durationMs: leaseMs,
+      ...(options.turnKey !== undefined ? { turnKey: options.turnKey } : {})
+    })
     const lease = yield* (options.onBusy === "wait"
       ? acquire.pipe(
         Effect.retry({ while: (error) => error._tag === "ThreadBusy", schedule: Schedule.spaced("200 millis") }),
@@ -264,7 +274,11 @@ const begin = (
         const messages = own.length === 0 ? own : [...kept, ...own]
         const appended = messages.length === 0
           ? Effect.succeed(undefined)
-          : threads.append(options.id, messages, { owner: options.owner, lease })
+          : threads.append(options.id, messages, {
+            owner: options.owner,
+            lease,
+            ...(options.turnKey !== undefined ? { turnKey: options.turnKey } : {})
+          })
         // The vectors last, in a write of their own after the append and the summary (see recall.ts for why).
         return Effect.flatMap(appended, (after) =>
           Effect.andThen(

@@ -1,20 +1,28 @@
 /**
- * The ids of stored responses (`POST /v1/responses` with a thread store): a stored response is a turn on a thread, so
- * its id says which thread and where the turn begins — `resp_` + base64url(threadId NUL index), the index of the
- * turn's user message, known when the turn starts (so it is in `response.created`). Its output message is `msg_` with
- * the same payload: "the answer of the turn that begins there". No second store: the ids decode to a thread, which the
- * request's owner must own (another owner's id reads as an unknown one).
+ * The ids of stored responses (`POST /v1/responses` with a thread store): a stored response is a turn on a thread,
+ * named by a key the turn is run under (`Threads.TurnOptions.turnKey`: its lease and its append carry it) — `resp_` +
+ * base64url(threadId NUL key), known before the turn starts (so it is in `response.created`). Its output message is
+ * `msg_` with the same payload: "the answer of that turn". The key is a nonce, so an id names one turn only, and a
+ * turn that stored nothing leaves its id naming nothing (`Threads.Service.turnOf` finds no key). No second store: the
+ * ids decode to a thread, which the request's owner must own (another owner's id reads as an unknown one).
  */
+import { randomBytes } from "node:crypto"
 import * as Threads from "../../../core/Threads.js"
 
-/** Where a stored response's turn is: its thread, and the index of the turn's user message. */
+/** Which turn a stored response is: its thread, and the turn's key on it. */
 export interface TurnAt {
   readonly threadId: string
-  readonly index: number
+  readonly key: string
 }
 
+/** A key as this server makes them (`newKey`), or as a client may have been given one. */
+const keyPattern = /^[A-Za-z0-9_-]{1,64}$/
+
+/** A new turn key: 96 random bits, base64url. */
+export const newKey = (): string => randomBytes(12).toString("base64url")
+
 const encode = (prefix: string, at: TurnAt): string =>
-  `${prefix}_${Buffer.from(`${at.threadId}\u0000${at.index}`, "utf8").toString("base64url")}`
+  `${prefix}_${Buffer.from(`${at.threadId}\u0000${at.key}`, "utf8").toString("base64url")}`
 
 const decode = (prefix: string, id: string): TurnAt | undefined => {
   if (!id.startsWith(`${prefix}_`)) return undefined
@@ -22,9 +30,9 @@ const decode = (prefix: string, id: string): TurnAt | undefined => {
   const cut = text.indexOf("\u0000")
   if (cut <= 0) return undefined
   const threadId = text.slice(0, cut)
-  const index = text.slice(cut + 1)
-  if (!/^(0|[1-9][0-9]{0,8})$/.test(index) || Threads.threadIdProblem(threadId) !== undefined) return undefined
-  const at = { threadId, index: Number(index) }
+  const key = text.slice(cut + 1)
+  if (!keyPattern.test(key) || Threads.threadIdProblem(threadId) !== undefined) return undefined
+  const at = { threadId, key }
   // Only the id this server gives for that turn: base64url decoding skips characters outside its alphabet (and
   // ignores padding), so without this every variant of one id would decode, each a store read.
   return encode(prefix, at) === id ? at : undefined

@@ -3,14 +3,15 @@
  * turn on a thread of the request's owner, so `previous_response_id` and `item_reference` need no second store
  * (`responseIds` says how the ids name a turn).
  *
- * - No `previous_response_id`: a new thread. With one: the turn goes on that response's thread when no later turn
- *   began after it; else on a fork of the thread cut before the next turn (OpenAI's branching: the later turns are not
+ * - No `previous_response_id`: a new thread. With one: the turn goes on that response's thread when its messages
+ *   are the thread's last; else on a fork of the thread cut after them (OpenAI's branching: the later turns are not
  *   seen). The items before the input are the turn's caller history: checked by its input guardrails and appended
  *   with its messages in one write under the thread's lease (system / developer items and `instructions` are not kept:
- *   each call gives its own). The response id is known once the turn holds the thread (its message count then).
+ *   each call gives its own). The response id holds a new key the turn runs under (`responseIds`).
  * - `item_reference` to an output message of this server: the answer of that turn (its last assistant text).
- * - An id that does not decode, names no thread, another owner's thread, or no turn: 400 "not found", naming where.
- *   A response whose turn is still running: `ThreadBusy` (409), as a turn on a thread in another turn is.
+ * - An id that does not decode, names no thread, another owner's thread, or no turn that stored its messages: 400
+ *   "not found", naming where. A response whose turn is still running (its key's lease holds the thread):
+ *   `ThreadBusy` (409), as a turn on a thread in another turn is.
  */
 import { Effect } from "effect"
 import type * as Model from "../../../core/Model.js"
@@ -22,44 +23,55 @@ import * as Ids from "./responseIds.js"
 /** The most stored turns one request's `item_reference`s may name: each is a store read. */
 const maxReferences = 200
 
-/** The messages read from a turn on: enough for any turn an agent makes. */
-const window = 1_000
+/** How many of a turn's messages are read at a time, from its end, looking for its answer. */
+const page = 100
 
 const notFound = (param: string, what: string) =>
   Effect.fail(new InvalidChatRequest({ param, code: "invalid_value", message: `Invalid '${param}': ${what}` }))
 
-/** The thread's messages from the turn's user message on (a window of them), or "not found" at `param`. */
-const turnMessages = (threads: Threads.Service, owner: string, at: Ids.TurnAt, param: string, id: string) =>
-  threads.get(at.threadId, { owner }).pipe(
-    Effect.flatMap((thread) =>
-      // The turn has not ended: its messages (the items before its input, then its own) are appended when it does, in
-      // one write. (An index past the end that no turn will reach reads the same: the thread's owner forged it.)
-      at.index >= thread.messageCount
-        ? Effect.fail(new Threads.ThreadBusy({ threadId: at.threadId, message: `the response ${JSON.stringify(id.slice(0, 100))} is still in progress` }))
-        : threads.messages(at.threadId, { owner, before: Math.min(thread.messageCount, at.index + window), limit: window })
-    ),
+/**
+ * Where the turn an id names is (its messages `[start, start + count)`), or "not found" at `param`: an id of no turn
+ * of this owner, or of a turn that stored nothing (refused, dropped, failed before it began). A turn still running
+ * (its key's lease holds the thread) is `ThreadBusy` (409): its messages are appended when it ends, in one write.
+ */
+const placeOf = (
+  threads: Threads.Service,
+  owner: string,
+  at: Ids.TurnAt,
+  param: string,
+  id: string
+): Effect.Effect<{ readonly start: number; readonly count: number }, InvalidChatRequest | Threads.ThreadError> =>
+  threads.turnOf(at.threadId, at.key, { owner }).pipe(
     Effect.catchTags({
       ThreadNotFound: () => Effect.succeed(undefined),
       ThreadForbidden: () => Effect.succeed(undefined)
     }),
-    Effect.flatMap((page) => {
-      const from = page === undefined || at.index < page.start ? [] : page.messages.slice(at.index - page.start)
-      return from[0]?.role !== "user"
+    Effect.flatMap((turn): Effect.Effect<{ readonly start: number; readonly count: number }, InvalidChatRequest | Threads.ThreadError> =>
+      turn === undefined
         ? notFound(param, `${JSON.stringify(id.slice(0, 100))} not found.`)
-        : Effect.succeed(from)
-    })
+        : turn.status === "running"
+        ? Effect.fail(new Threads.ThreadBusy({ threadId: at.threadId, message: `the response ${JSON.stringify(id.slice(0, 100))} is still in progress` }))
+        : Effect.succeed({ start: turn.start, count: turn.count })
+    )
   )
 
-/** The turn's answer: its last assistant message with text, before the next user message. */
-const answerOf = (messages: ReadonlyArray<Model.Message>): Model.Message | undefined => {
-  const next = messages.findIndex((message, i) => i > 0 && message.role === "user")
-  const turn = next === -1 ? messages : messages.slice(0, next)
-  for (let i = turn.length - 1; i > 0; i--) {
-    const message = turn[i]!
-    if (message.role === "assistant" && message.content !== "") return { role: "assistant", content: message.content }
-  }
-  return undefined
-}
+/**
+ * The turn's answer: its last assistant message with text, read a page at a time from the turn's end (only the
+ * turn's own messages are read, however long the thread or the turn).
+ */
+const answerOf = (threads: Threads.Service, owner: string, threadId: string, place: { readonly start: number; readonly count: number }) =>
+  Effect.gen(function*() {
+    let before = place.start + place.count
+    while (before > place.start) {
+      const read = yield* threads.messages(threadId, { owner, before, limit: Math.min(page, before - place.start) })
+      for (let i = read.messages.length - 1; i >= 0; i--) {
+        const message = read.messages[i]!
+        if (message.role === "assistant" && message.content !== "") return { role: "assistant", content: message.content } satisfies Model.Message
+      }
+      before = read.start
+    }
+    return undefined
+  })
 
 /** The messages the request's `item_reference` ids name, by id. */
 export const references = (
@@ -75,7 +87,7 @@ export const references = (
     for (const { at, id } of ids) {
       const turn = Ids.turnOfMessage(id)
       if (turn === undefined) return yield* notFound(`${at}.id`, `Item with id ${JSON.stringify(id.slice(0, 100))} not found.`)
-      const key = `${turn.threadId}\u0000${turn.index}`
+      const key = `${turn.threadId}\u0000${turn.key}`
       if (!turns.has(key)) {
         if (turns.size >= maxReferences) {
           return yield* Effect.fail(new InvalidChatRequest({
@@ -91,7 +103,8 @@ export const references = (
     }
     const answers = new Map<string, Model.Message>()
     for (const [key, { at, id, turn }] of turns) {
-      const answer = answerOf(yield* turnMessages(threads, owner, turn, `${at}.id`, id))
+      const place = yield* placeOf(threads, owner, turn, `${at}.id`, id)
+      const answer = yield* answerOf(threads, owner, turn.threadId, place)
       if (answer === undefined) return yield* notFound(`${at}.id`, `Item with id ${JSON.stringify(id.slice(0, 100))} not found (that turn has no answer).`)
       answers.set(key, answer)
     }
@@ -102,7 +115,7 @@ export const references = (
 
 /**
  * Starts the request's run as a turn (see the module comment) and answers where it is: the run, and the turn's
- * thread and index (its response id).
+ * thread and key (its response id).
  */
 export const startTurn = (
   runs: Runs.Service,
@@ -120,11 +133,12 @@ export const startTurn = (
       const param = "previous_response_id"
       const turn = Ids.turnOfResponse(previousResponseId)
       if (turn === undefined) return yield* notFound(param, `Previous response with id ${JSON.stringify(previousResponseId.slice(0, 100))} not found.`)
-      const messages = yield* turnMessages(threads, owner, turn, param, previousResponseId)
-      const next = messages.findIndex((message, i) => i > 0 && message.role === "user")
+      const place = yield* placeOf(threads, owner, turn, param, previousResponseId)
+      const end = place.start + place.count
+      const thread = yield* threads.get(turn.threadId, { owner })
       // A later turn began after it: branch, so that the later turns are not seen (a fork copies the messages).
-      threadId = next === -1 ? turn.threadId : (yield* threads.fork(turn.threadId, { owner, at: turn.index + next })).id
-      made = next !== -1
+      made = thread.messageCount !== end
+      threadId = made ? (yield* threads.fork(turn.threadId, { owner, at: end })).id : turn.threadId
     } else {
       threadId = (yield* threads.create({ owner })).id
       made = true
@@ -133,9 +147,9 @@ export const startTurn = (
     // append under its lease: nothing is on the thread before the turn holds it); the instructions and the system or
     // developer items are this call's, not kept (each call gives its own, as OpenAI does).
     const { history, ...turnRequest } = run
-    const started = yield* runs.startTurn(turnRequest, { id: threadId, owner, history: history ?? [] }).pipe(
+    const key = Ids.newKey()
+    const started = yield* runs.startTurn(turnRequest, { id: threadId, owner, history: history ?? [], turnKey: key }).pipe(
       Effect.tapError(() => made ? Effect.ignore(threads.delete(threadId, { owner })) : Effect.void)
     )
-    const kept = (history ?? []).filter((message) => message.role !== "system").length
-    return { runId: started.runId, at: { threadId, index: started.messageCount + kept } satisfies Ids.TurnAt }
+    return { runId: started.runId, at: { threadId, key } satisfies Ids.TurnAt }
   })

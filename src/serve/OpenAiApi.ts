@@ -504,8 +504,18 @@ const responseEvents = (runs: Runs.Service, asked: AskedResponse) =>
   Effect.map(runs.events(asked.runId), (events) => {
     const frames = ResponsesStream.framer(asked)
     let streamed = false
+    let result: AgentEvent.RunResult | undefined
     // A structured answer is known once decoded (the model's text may be fenced, or repaired): sent whole at the end.
     const deltas = asked.run.output === undefined
+    // The end frames go out when the run's events end, not at its RunCompleted: a turn's messages are appended (and
+    // its lease given back) after that event, and a client that goes on from the response at `response.completed`
+    // must find them there.
+    const end = Stream.sync((): string => {
+      if (result === undefined) return ""
+      const text = contentOf(asked, result)
+      // An answer no delta carried (a structured one, or one made by sub-agents) is sent as one delta.
+      return (streamed || text === "" ? "" : frames.delta(text)) + frames.end(responseStatus(asked, result), text, result)
+    })
     const body = withoutWaiting(events).pipe(
       Stream.map(({ event }): string => {
         if (event.sessionId.includes("__")) return ""
@@ -513,14 +523,10 @@ const responseEvents = (runs: Runs.Service, asked: AskedResponse) =>
           streamed = true
           return frames.delta(event.text)
         }
-        if (event._tag === "RunCompleted") {
-          const result = event.result
-          const text = contentOf(asked, result)
-          // An answer no delta carried (a structured one, or one made by sub-agents) is sent as one delta.
-          return (streamed || text === "" ? "" : frames.delta(text)) + frames.end(responseStatus(asked, result), text, result)
-        }
+        if (event._tag === "RunCompleted") result = event.result
         return ""
       }),
+      Stream.concat(end),
       Stream.filter((text) => text !== ""),
       Stream.catchTag("RunFailed", (failed) =>
         Stream.succeed(frames.failed("server_error", String(failed.error._tag ?? "server_error"), `the agent's run failed: ${failed.message}`))),

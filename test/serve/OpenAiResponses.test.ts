@@ -586,6 +586,41 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
       )
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("streamed: response.completed comes once the turn is written, so going on from it at once is no 409 (a store whose append is slow)", () =>
+    Effect.gen(function*() {
+      const echo = counting()
+      // A store whose append takes a moment, as a database's round trip does.
+      const slow = Layer.effect(
+        Threads.Threads,
+        Effect.map(Effect.service(Threads.Threads), (inner): Threads.Service => ({
+          ...inner,
+          append: (...args) => Effect.andThen(Effect.sleep("50 millis"), inner.append(...args))
+        }))
+      ).pipe(Layer.provide(Threads.layerMemory()))
+      const url = yield* serveAgents([echo.agent], {}, slow)
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const statuses: Array<string> = []
+      let previous: string | undefined
+      for (let i = 0; i < 3; i++) {
+        const next = yield* Effect.promise(async () => {
+          const stream = client.responses.stream({ model: "echo", input: `Question ${i}?`, ...(previous !== undefined ? { previous_response_id: previous } : {}) })
+          for await (const event of stream) {
+            if (event.type === "response.completed") {
+              // On at once from the response just completed.
+              return client.responses.create({ model: "echo", input: `Then ${i}?`, previous_response_id: event.response.id }).then(
+                (response) => ({ status: response.status as string, id: response.id }),
+                (error: unknown) => ({ status: error instanceof OpenAI.APIError ? `${error.status} ${error.code}` : String(error), id: undefined })
+              )
+            }
+          }
+          return { status: "no response.completed", id: undefined }
+        })
+        statuses.push(next.status)
+        previous = next.id
+      }
+      expect(statuses).toEqual(["completed", "completed", "completed"])
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("a response whose thread is in another turn is a 409 conversation_locked", () =>
     Effect.gen(function*() {
       const model = yield* LoopbackServer.make()

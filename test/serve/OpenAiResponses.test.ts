@@ -621,6 +621,38 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
       expect(statuses).toEqual(["completed", "completed", "completed"])
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("a stored conversation ending in function_call_output keeps no empty user message: the next turn's model reads none, the thread holds none", () =>
+    Effect.gen(function*() {
+      const echo = counting()
+      const url = yield* serveAgents([echo.agent], {}, Threads.layerMemory())
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const one = yield* Effect.promise(() =>
+        client.responses.create({
+          model: "echo",
+          input: [
+            { role: "user", content: "Weather?" },
+            { type: "function_call", call_id: "c1", name: "weather", arguments: "{}" },
+            { type: "function_call_output", call_id: "c1", output: "sunny" }
+          ]
+        })
+      )
+      const two = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "And tomorrow?", previous_response_id: one.id }))
+      expect(two.output_text).toBe("answer 2")
+      const exchange = [
+        Model.user("Weather?"),
+        Model.assistant("", [{ id: "c1", name: "weather", arguments: "{}" }]),
+        Model.toolResult("c1", "weather", "sunny")
+      ]
+      const calls = yield* echo.calls
+      expect(calls[1]!.messages).toEqual([Model.system("Be brief."), ...exchange, Model.assistant("answer 1"), Model.user("And tomorrow?")])
+      expect((yield* storedThreads(url)).map((thread) => thread.messages)).toEqual([
+        [...exchange, Model.assistant("answer 1"), Model.user("And tomorrow?"), Model.assistant("answer 2")]
+      ])
+      // Going on from one again branches after its answer (its messages end there).
+      yield* Effect.promise(() => client.responses.create({ model: "echo", input: "Instead?", previous_response_id: one.id }))
+      expect((yield* echo.calls)[2]!.messages).toEqual([Model.system("Be brief."), ...exchange, Model.assistant("answer 1"), Model.user("Instead?")])
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("a response whose thread is in another turn is a 409 conversation_locked", () =>
     Effect.gen(function*() {
       const model = yield* LoopbackServer.make()

@@ -55,7 +55,8 @@ export interface TurnOptions {
    * turn, its items before the input) has it appended before the turn's own messages, in the turn's one write under
    * the lease, and only when the turn keeps messages (never when an input guardrail refused: the caller's messages
    * are checked with the task). Its system messages are not kept: they are that call's instructions, given again
-   * by each call (and a thread's history starts at a user message).
+   * by each call (and a thread's history starts at a user message). An empty task after them (the conversation
+   * ends in a tool result) stores no user message of its own: the last kept user message is the turn's.
    */
   readonly keepHistory?: boolean | undefined
   /**
@@ -271,7 +272,12 @@ const begin = (
       observer: loaded.observer(given),
       finish: (exit, events) => {
         const own = turnMessages(task, events, exit, options.incomplete ?? "note")
-        const messages = own.length === 0 ? own : [...kept, ...own]
+        // A conversation that ends in a tool result has no task (""): its last user message is among the kept items.
+        // An empty user message stored after them would be read by every later turn's model (this one's never saw
+        // it), and some providers refuse empty content.
+        const first = own[0]
+        const ownKept = kept.length > 0 && task === "" && first?.role === "user" && first.content === "" ? own.slice(1) : own
+        const messages = ownKept.length === 0 ? ownKept : [...kept, ...ownKept]
         const appended = messages.length === 0
           ? Effect.succeed(undefined)
           : threads.append(options.id, messages, {

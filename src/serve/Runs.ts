@@ -185,6 +185,11 @@ export interface ThreadTurn {
    * finds the turn by it (the Responses facade names a stored response by it).
    */
   readonly turnKey?: string | undefined
+  /**
+   * The thread's message count the turn was chosen on (`Threads.TurnOptions.expectedCount`): another count once the
+   * turn holds the thread refuses it (`ThreadBusy`) before it runs.
+   */
+  readonly expectedCount?: number | undefined
 }
 
 /**
@@ -475,7 +480,7 @@ export interface Options {
  * @since 0.2.0
  * @category options
  */
-export type TurnDefaults = Omit<Threads.TurnOptions, "id" | "owner" | "turnKey">
+export type TurnDefaults = Omit<Threads.TurnOptions, "id" | "owner" | "turnKey" | "expectedCount">
 
 /**
  * Whose the caller is (`RunsApi.CurrentOwner`): runs started with an owner are seen by that owner only.
@@ -805,6 +810,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
             owner: thread.owner,
             ...(thread.history !== undefined ? { keepHistory: true } : {}),
             ...(thread.turnKey !== undefined ? { turnKey: thread.turnKey } : {}),
+            ...(thread.expectedCount !== undefined ? { expectedCount: thread.expectedCount } : {}),
             onBegun: ({ messageCount }) => {
               record.threadCount = messageCount
             }

@@ -571,6 +571,17 @@ describe("Turns on a thread", () => {
       expect(after.messages.slice(4)).toEqual([user("Once more?")])
     })))
 
+  it.effect("expectedCount: a turn finding another count under its lease fails with ThreadBusy before its model is called", () =>
+    withThread(Effect.gen(function*() {
+      yield* Agent.run(agent, "First?", { thread: "t" })
+      const refused = yield* Effect.flip(Agent.run(agent, "Second?", { thread: { id: "t", expectedCount: 0 } }))
+      expect(refused).toMatchObject({ _tag: "ThreadBusy", threadId: "t" })
+      expect(refused.message).toMatch(/holds 2 messages, not the 0/)
+      expect(yield* ScriptedModel.calls).toHaveLength(1)
+      yield* Agent.run(agent, "Second?", { thread: { id: "t", expectedCount: 2 } })
+      expect((yield* Threads.messages("t")).total).toBe(4)
+    })).pipe(Effect.provide(ScriptedModel.layer(() => "Hi."))))
+
   it.effect("two turns at once: the second fails with ThreadBusy, or with onBusy: wait runs after the first", () =>
     withThread(Effect.gen(function*() {
       // The first turn's model answers after a second: the thread is held meanwhile.

@@ -581,7 +581,7 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
         param: "previous_response_id"
       })
       const calls = yield* ScriptedModel.calls.pipe(Effect.provide(context))
-      expect(calls.at(-1)!.messages.map((message) => Model.textOf(message.content))).toEqual(
+      expect((calls.at(-1)!.messages ?? []).map((message) => Model.textOf(message.content))).toEqual(
         ["Be brief.", "First?", "answer to First?", "Other?", "answer to Other?", "And?"]
       )
     }).pipe(Effect.scoped), 30_000)
@@ -651,6 +651,35 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
       // Going on from one again branches after its answer (its messages end there).
       yield* Effect.promise(() => client.responses.create({ model: "echo", input: "Instead?", previous_response_id: one.id }))
       expect((yield* echo.calls)[2]!.messages).toEqual([Model.system("Be brief."), ...exchange, Model.assistant("answer 1"), Model.user("Instead?")])
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("two branches from the latest response under onBusy wait: the one that waited runs on a fork, not after its sibling", () =>
+    Effect.gen(function*() {
+      const echo = inspected("echo", (request) => {
+        const asked = Model.textOf(request.messages?.at(-1)?.content ?? "")
+        // Branch A holds the thread a while, so that B is chosen (and waits) while A runs.
+        return asked === "Branch A?" ? { text: "answer A", delay: "500 millis" } : { text: `answer to ${asked}` }
+      })
+      const url = yield* serveAgents([echo.agent], { turns: { onBusy: "wait" } }, Threads.layerMemory())
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const one = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "First?" }))
+      const [a, b] = yield* Effect.promise(async () => {
+        const stream = client.responses.stream({ model: "echo", input: "Branch A?", previous_response_id: one.id })
+        // A holds the thread once its response.created is sent.
+        await new Promise<void>((resolve) => stream.on("response.created", () => resolve()))
+        const b = client.responses.create({ model: "echo", input: "Branch B?", previous_response_id: one.id })
+        return [await stream.finalResponse(), await b] as const
+      })
+      expect([a.status, b.status]).toEqual(["completed", "completed"])
+      const requests = (yield* echo.calls).map((call) => (call.messages ?? []).map((message) => Model.textOf(message.content)))
+      expect(requests).toContainEqual(["Be brief.", "First?", "answer to First?", "Branch A?"])
+      expect(requests).toContainEqual(["Be brief.", "First?", "answer to First?", "Branch B?"])
+      // Each branch goes on from itself.
+      const fromA = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "After A?", previous_response_id: a.id }))
+      expect(fromA.status).toBe("completed")
+      expect((yield* echo.calls).at(-1)!.messages?.map((message) => Model.textOf(message.content))).toEqual(
+        ["Be brief.", "First?", "answer to First?", "Branch A?", "answer A", "After A?"]
+      )
     }).pipe(Effect.scoped), 30_000)
 
   it.live("a response whose thread is in another turn is a 409 conversation_locked", () =>

@@ -70,6 +70,12 @@ export interface TurnOptions {
    * thread. A caller naming the turn by the key (the Responses facade's ids) needs no count read before the turn.
    */
   readonly turnKey?: string | undefined
+  /**
+   * The thread's message count the caller chose this turn on (a turn that must go right after given messages, as a
+   * Responses facade continuation does): when the thread holds another count once the turn holds its lease, the
+   * turn fails with `ThreadBusy` before anything runs (another turn got in between).
+   */
+  readonly expectedCount?: number | undefined
   /** The lease's length, renewed every third of it while the turn runs (default 60 seconds). */
   readonly leaseDuration?: Duration.Input | undefined
   /**
@@ -245,6 +251,13 @@ const begin = (
     )))
     // The thread's summary, if it keeps one, then the page after it.
     const loaded = yield* Summary.load(threads, options.id, options.owner, options.historyLimit ?? defaults.historyLimit)
+    // Read under the lease: no other turn's messages land between this and the append.
+    if (options.expectedCount !== undefined && loaded.total !== options.expectedCount) {
+      return yield* new ThreadBusy({
+        threadId: options.id,
+        message: `Threads: thread ${JSON.stringify(options.id)} holds ${loaded.total} messages, not the ${options.expectedCount} this turn was to follow: another turn got in first`
+      })
+    }
     const given = fromFirstUserMessage(loaded.messages)
     const memory = options.workingMemory
     let shown: ReadonlyArray<Message> = []

@@ -13,7 +13,7 @@
  *   "not found", naming where. A response whose turn is still running (its key's lease holds the thread):
  *   `ThreadBusy` (409), as a turn on a thread in another turn is.
  */
-import { Effect } from "effect"
+import { Effect, Result } from "effect"
 import type * as Model from "../../../core/Model.js"
 import * as Threads from "../../../core/Threads.js"
 import type * as Runs from "../../Runs.js"
@@ -125,31 +125,46 @@ export const startTurn = (
   run: Runs.RunRequest
 ) =>
   Effect.gen(function*() {
-    let threadId: string
-    // Whether the thread is this request's (new, or a fork): a turn refused (429, 409) leaves no thread behind, so
-    // that a client's retry makes no orphans.
-    let made = false
-    if (previousResponseId !== undefined) {
-      const param = "previous_response_id"
-      const turn = Ids.turnOfResponse(previousResponseId)
-      if (turn === undefined) return yield* notFound(param, `Previous response with id ${JSON.stringify(previousResponseId.slice(0, 100))} not found.`)
-      const place = yield* placeOf(threads, owner, turn, param, previousResponseId)
-      const end = place.start + place.count
-      const thread = yield* threads.get(turn.threadId, { owner })
-      // A later turn began after it: branch, so that the later turns are not seen (a fork copies the messages).
-      made = thread.messageCount !== end
-      threadId = made ? (yield* threads.fork(turn.threadId, { owner, at: end })).id : turn.threadId
-    } else {
-      threadId = (yield* threads.create({ owner })).id
-      made = true
-    }
     // The items before the input go with the turn (checked by its input guardrails, written with its messages in one
     // append under its lease: nothing is on the thread before the turn holds it); the instructions and the system or
     // developer items are this call's, not kept (each call gives its own, as OpenAI does).
     const { history, ...turnRequest } = run
     const key = Ids.newKey()
-    const started = yield* runs.startTurn(turnRequest, { id: threadId, owner, history: history ?? [], turnKey: key }).pipe(
-      Effect.tapError(() => made ? Effect.ignore(threads.delete(threadId, { owner })) : Effect.void)
-    )
-    return { runId: started.runId, at: { threadId, key } satisfies Ids.TurnAt }
+    const attempt = Effect.gen(function*() {
+      let threadId: string
+      // Whether the thread is this request's (new, or a fork): a turn refused (429, 409) leaves no thread behind, so
+      // that a client's retry makes no orphans.
+      let made = false
+      // On the response's own thread, right after its messages: the count the turn must find under its lease.
+      let expectedCount: number | undefined
+      if (previousResponseId !== undefined) {
+        const param = "previous_response_id"
+        const turn = Ids.turnOfResponse(previousResponseId)
+        if (turn === undefined) return yield* notFound(param, `Previous response with id ${JSON.stringify(previousResponseId.slice(0, 100))} not found.`)
+        const place = yield* placeOf(threads, owner, turn, param, previousResponseId)
+        const end = place.start + place.count
+        const thread = yield* threads.get(turn.threadId, { owner })
+        // A later turn began after it: branch, so that the later turns are not seen (a fork copies the messages).
+        made = thread.messageCount !== end
+        threadId = made ? (yield* threads.fork(turn.threadId, { owner, at: end })).id : turn.threadId
+        if (!made) expectedCount = end
+      } else {
+        threadId = (yield* threads.create({ owner })).id
+        made = true
+      }
+      const started = yield* runs.startTurn(turnRequest, {
+        id: threadId,
+        owner,
+        history: history ?? [],
+        turnKey: key,
+        ...(expectedCount !== undefined ? { expectedCount } : {})
+      }).pipe(Effect.tapError(() => made ? Effect.ignore(threads.delete(threadId, { owner })) : Effect.void))
+      return { runId: started.runId, at: { threadId, key } satisfies Ids.TurnAt }
+    })
+    // Chosen "linear" on a count read before the lease: a turn that got in meanwhile (a sibling branch, waited for
+    // under onBusy "wait") refuses it with ThreadBusy; chosen again, it is a branch (a fork). Once: a thread kept
+    // busy is a 409.
+    const first = yield* Effect.result(attempt)
+    if (Result.isSuccess(first)) return first.success
+    return yield* first.failure._tag === "ThreadBusy" && previousResponseId !== undefined ? attempt : Effect.fail(first.failure)
   })

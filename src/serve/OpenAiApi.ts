@@ -53,20 +53,24 @@
  *     next message, as the chat facade checks `tool_call_id`; `reasoning` items are accepted and dropped (another
  *     model's private state). The last user message is the input when nothing follows it, as in chat.
  *   - Honoured: `stream`, `text.format` (`text`, `json_object`, `json_schema` as in chat), `max_output_tokens` (the
- *     run's output-token budget; reached: status `incomplete`, `incomplete_details.reason` `max_output_tokens`),
+ *     run's output-token budget; reached: status `incomplete`, `incomplete_details.reason` `max_output_tokens`; the
+ *     agent's other budgets: `incomplete` with the reason `budget:<limit>`; a run cancelled: status `cancelled`),
  *     `metadata` (echoed). Accepted and not used: `tool_choice` `none` / `auto` (an agent calls its own tools, as its
  *     architecture decides: `none` does not stop it), `temperature`, `top_p`, `reasoning`, `parallel_tool_calls`,
  *     `truncation`, `include`, `user` and the other bookkeeping keys.
  *   - `store` (default `true`) on a server with a thread store (`Threads` given to `Runs`; `threads:` in
  *     `valet.yaml`): the response is a turn on a thread of the request's owner (`RunsApi.Owner`, the app's auth), and
- *     its id names that turn. `previous_response_id` goes on from it: on its thread when no later turn began after it,
- *     else on a fork cut before the next turn (OpenAI's branching). The items before the input go with the turn:
+ *     its id names that turn (by a key the turn runs under). `previous_response_id` goes on from it: on its thread
+ *     when its messages are the thread's last (checked again once the turn holds the thread), else on a fork cut
+ *     after them (OpenAI's branching). The items before the input go with the turn:
  *     checked by its input guardrails as the caller's, and appended with its messages in one write once it holds the
  *     thread (nothing is written for a turn refused, or one whose input guardrails trip). `instructions` and `system` /
  *     `developer` items are that call's only: given to its model, not kept (each call sends its own). Ids decode
  *     strictly (only the exact id given), and one request's `item_reference`s name at most 200 turns. An `item_reference` to an output
  *     message of this server is that turn's answer. An id that names nothing, or another owner's, is a 400 "not found"
- *     (`param` `previous_response_id` or `input[i].id`); a thread in another turn is a 409 `conversation_locked`.
+ *     (`param` `previous_response_id` or `input[i].id`), as is a response that stored nothing (refused by a
+ *     guardrail, failed before it began); a response still running, or a thread in another turn, is a 409
+ *     `conversation_locked`.
  *     `store: false`, or no thread store: a plain run (with `store: false`, dropped from the run registry once it
  *     ended: `GET /runs` does not list it), `store: false` in the answer, and `previous_response_id` /
  *     `item_reference` are refused (400) saying why (the AI SDK sends `item_reference` unless given
@@ -80,7 +84,8 @@
  *   - `stream: true`: `event: <type>` frames with `sequence_number`s from 0 and no `[DONE]`: `response.created`,
  *     `response.in_progress`, the message's `output_item.added` and `content_part.added`, an `output_text.delta` per
  *     piece of the root run's text (or the whole answer as one, as in chat), then `output_text.done`,
- *     `content_part.done`, `output_item.done` and `response.completed` (or `response.incomplete`). A failed run ends
+ *     `content_part.done`, `output_item.done` and `response.completed` (or `response.incomplete`, a cancelled
+ *     response's too), once the run's turn is written (a client may go on from it at once). A failed run ends
  *     the stream with `error` then `response.failed`, as OpenAI does after a 200. A client that disconnects cancels
  *     the run.
  *   - A run that failed, or that waits for a person (`code` `needs_approval`), is a 200 `response` with status
@@ -452,9 +457,19 @@ interface AskedResponse extends ResponsesStream.Asked {
   readonly runId: string
 }
 
-/** The response's end: `incomplete` when a budget stopped the run or it spent its whole `max_output_tokens`. */
-const responseStatus = (asked: AskedResponse, result: AgentEvent.RunResult): "completed" | "incomplete" =>
-  finishReason(asked, result) === "length" ? "incomplete" : "completed"
+/**
+ * The response's end: `cancelled` when the run was; `incomplete` when a budget stopped it (`max_output_tokens` only
+ * for the output-token budget, or a last call that spent the whole `max_output_tokens`; another budget names itself,
+ * `budget:<limit>`, which is no OpenAI reason); else `completed`.
+ */
+const responseEnding = (asked: AskedResponse, result: AgentEvent.RunResult): ResponsesStream.Ending => {
+  const reason = result.interrupted ? result.interruptionReason : undefined
+  if (reason === "cancelled") return { status: "cancelled", reason }
+  if (reason === "budget:max_output_tokens") return { status: "incomplete", reason: "max_output_tokens" }
+  if (reason?.startsWith("budget:") === true) return { status: "incomplete", reason }
+  const max = asked.run.budget?.maxOutputTokens
+  return max !== undefined && result.usage.outputTokens >= max ? { status: "incomplete", reason: "max_output_tokens" } : { status: "completed" }
+}
 
 /** Why a response could not start: the chat refusals, and a thread's (busy: 409 `conversation_locked`). */
 const storedRefusal = (
@@ -484,7 +499,7 @@ const createdResponse = (runs: Runs.Service, asked: AskedResponse) =>
     Effect.map((result) => {
       const done = result!
       return HttpServerResponse.jsonUnsafe(
-        ResponsesStream.responseObject(asked, { status: responseStatus(asked, done), text: contentOf(asked, done), result: done })
+        ResponsesStream.responseObject(asked, { ...responseEnding(asked, done), text: contentOf(asked, done), result: done })
       )
     }),
     // A run that ran and failed (or stopped for a person) is a response that failed: 200 with status "failed" and the
@@ -514,7 +529,7 @@ const responseEvents = (runs: Runs.Service, asked: AskedResponse) =>
       if (result === undefined) return ""
       const text = contentOf(asked, result)
       // An answer no delta carried (a structured one, or one made by sub-agents) is sent as one delta.
-      return (streamed || text === "" ? "" : frames.delta(text)) + frames.end(responseStatus(asked, result), text, result)
+      return (streamed || text === "" ? "" : frames.delta(text)) + frames.end(responseEnding(asked, result), text, result)
     })
     const body = withoutWaiting(events).pipe(
       Stream.map(({ event }): string => {

@@ -188,6 +188,45 @@ describe("OpenAiApi /v1/responses (the openai package as client)", () => {
     }).pipe(Effect.scoped), 30_000)
 })
 
+describe("OpenAiApi /v1/responses: how a run that ended early is reported", () => {
+  it.live("a cancelled run is status cancelled; a budget other than output tokens is incomplete naming itself (not max_output_tokens), streamed too", () =>
+    Effect.gen(function*() {
+      const add = Tool.make({ name: "add", description: "adds", parameters: Schema.Struct({}), handler: () => Effect.succeed("2") })
+      const counter = Agent.make({ name: "counter", instructions: "", tools: [add], model: ScriptedModel.layer(() => ({ toolCalls: [{ name: "add", arguments: {} }] })) })
+      const url = yield* serveAgents([
+        scriptedAgent("slow", [{ text: "never", delay: "20 seconds" }]),
+        { name: "counter", description: "", architecture: "tool-loop", agent: counter, budget: { maxCalls: 1 } }
+      ])
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      // Cancelled through the runs API while it waits for its model.
+      const pending = client.responses.create({ model: "slow", input: "hi", store: false })
+      const runId = yield* Effect.promise(async () => {
+        for (;;) {
+          const listed = (await (await fetch(`${url}/runs`)).json()) as { runs: ReadonlyArray<{ runId: string; status: string }> }
+          const running = listed.runs.find((run) => run.status === "running")
+          if (running !== undefined) return running.runId
+          await new Promise((resolve) => setTimeout(resolve, 20))
+        }
+      })
+      yield* Effect.promise(() => fetch(`${url}/runs/${runId}/cancel`, { method: "POST" }))
+      const cancelled = yield* Effect.promise(() => pending)
+      expect(cancelled.status).toBe("cancelled")
+      expect(cancelled.incomplete_details).toEqual({ reason: "cancelled" })
+      // The agent's call budget: incomplete, and the reason is the budget's, not max_output_tokens.
+      const cut = yield* Effect.promise(() => client.responses.create({ model: "counter", input: "count" }))
+      expect(cut.status).toBe("incomplete")
+      expect(cut.incomplete_details).toEqual({ reason: "budget:max_calls" })
+      const streamed = yield* Effect.promise(async () => {
+        const types: Array<string> = []
+        const stream = client.responses.stream({ model: "counter", input: "count" })
+        for await (const event of stream) types.push(event.type)
+        return { last: types.at(-1), final: await stream.finalResponse() }
+      })
+      expect(streamed.last).toBe("response.incomplete")
+      expect(streamed.final.incomplete_details).toEqual({ reason: "budget:max_calls" })
+    }).pipe(Effect.scoped), 30_000)
+})
+
 /** The fields a streamed and a non-streamed response share (ids and times differ). */
 const comparable = (response: OpenAI.Responses.Response) => {
   const { created_at: _, id: __, output, ...rest } = response

@@ -22,7 +22,17 @@ export interface Asked {
 }
 
 /** How a response ended. */
-export type Status = "in_progress" | "completed" | "incomplete" | "failed"
+export type Status = "in_progress" | "completed" | "incomplete" | "cancelled" | "failed"
+
+/**
+ * How a run that ended (not failed) is reported: `completed`; `incomplete` when a budget stopped it (`reason`
+ * `max_output_tokens` for the output-token one, which is OpenAI's; valet's own `budget:<limit>` for the others); or
+ * `cancelled` (reason `cancelled`) when it was cancelled (`POST /runs/:id/cancel`, the viewer).
+ */
+export interface Ending {
+  readonly status: "completed" | "incomplete" | "cancelled"
+  readonly reason?: string | undefined
+}
 
 /** An output text part: `annotations` and `logprobs` are always there (the AI SDK requires `annotations`). */
 export const textPart = (text: string) => ({ type: "output_text", text, annotations: [], logprobs: [] })
@@ -54,6 +64,8 @@ export const responseObject = (
   asked: Asked,
   end: {
     readonly status: Status
+    /** Why it is incomplete or cancelled (`incomplete_details.reason`). */
+    readonly reason?: string | undefined
     readonly text?: string | undefined
     readonly result?: AgentEvent.RunResult | undefined
     readonly error?: { readonly type?: string | undefined; readonly code: string; readonly message: string } | undefined
@@ -62,7 +74,7 @@ export const responseObject = (
   const request = asked.request
   const output = end.status === "in_progress" || end.status === "failed" || end.text === undefined
     ? []
-    : [message(asked, end.status === "incomplete" ? "incomplete" : "completed", end.text)]
+    : [message(asked, end.status === "completed" ? "completed" : "incomplete", end.text)]
   return {
     id: asked.id,
     object: "response",
@@ -72,7 +84,7 @@ export const responseObject = (
     error: end.error === undefined
       ? null
       : { type: end.error.type ?? "server_error", code: end.error.code, message: end.error.message, param: null },
-    incomplete_details: end.status === "incomplete" ? { reason: "max_output_tokens" } : null,
+    incomplete_details: end.reason !== undefined && (end.status === "incomplete" || end.status === "cancelled") ? { reason: end.reason } : null,
     instructions: request.instructions ?? null,
     max_output_tokens: request.max_output_tokens ?? null,
     model: request.model,
@@ -111,12 +123,17 @@ export const framer = (asked: Asked) => {
         frame("response.content_part.added", { ...at, part: textPart("") })
     },
     delta: (text: string): string => frame("response.output_text.delta", { ...at, delta: text, logprobs: [] }),
-    /** The text, its part and its item done, then `response.completed` or `response.incomplete`. */
-    end: (status: "completed" | "incomplete", text: string, result: AgentEvent.RunResult): string =>
+    /**
+     * The text, its part and its item done, then `response.completed`, or `response.incomplete` (a cancelled
+     * response too: it has no event of its own, and the `openai` package's accumulator knows no other).
+     */
+    end: (ending: Ending, text: string, result: AgentEvent.RunResult): string =>
       frame("response.output_text.done", { ...at, text, logprobs: [] }) +
       frame("response.content_part.done", { ...at, part: textPart(text) }) +
-      frame("response.output_item.done", { output_index: 0, item: message(asked, status, text) }) +
-      frame(`response.${status}`, { response: responseObject(asked, { status, text, result }) }),
+      frame("response.output_item.done", { output_index: 0, item: message(asked, ending.status === "completed" ? "completed" : "incomplete", text) }) +
+      frame(ending.status === "completed" ? "response.completed" : "response.incomplete", {
+        response: responseObject(asked, { status: ending.status, reason: ending.reason, text, result })
+      }),
     /**
      * A run that failed: `error`, then `response.failed`, as OpenAI sends them after a 200 (the `openai` package's
      * stream then rejects with an `APIError` carrying the message).

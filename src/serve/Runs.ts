@@ -475,12 +475,14 @@ export interface Options {
 }
 
 /**
- * The options of every turn a server runs on a thread: `Threads.TurnOptions` but the thread and the owner.
+ * The options of every turn a server runs on a thread: `Threads.TurnOptions` but what is each turn's own — the
+ * thread and the owner, the turn's key and expected count, whether it keeps its caller's history (the Responses
+ * facade's turns do), and `onBegun` (the registry's).
  *
  * @since 0.2.0
  * @category options
  */
-export type TurnDefaults = Omit<Threads.TurnOptions, "id" | "owner" | "turnKey" | "expectedCount">
+export type TurnDefaults = Omit<Threads.TurnOptions, "id" | "owner" | "turnKey" | "expectedCount" | "keepHistory" | "onBegun">
 
 /**
  * Whose the caller is (`RunsApi.CurrentOwner`): runs started with an owner are seen by that owner only.

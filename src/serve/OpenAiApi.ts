@@ -493,14 +493,36 @@ const storedRefusal = (
 const failedResponse = (asked: AskedResponse, type: string, code: string, message: string) =>
   noRetry(HttpServerResponse.jsonUnsafe(ResponsesStream.responseObject(asked, { status: "failed", error: { type, code, message } })))
 
+/**
+ * What an event of the run adds to the response's output (`ResponsesStream.framer`, whose frames a stream sends): the
+ * root run's text, each model call's its own message (a compaction's call is no reply); a structured answer is
+ * known once decoded (the model's text may be fenced, or repaired), so it streams no deltas and is sent whole at the
+ * end.
+ */
+const framesOf = (asked: AskedResponse, frames: ReturnType<typeof ResponsesStream.framer>) => (event: AgentEvent.AgentEvent): string => {
+  if (event.sessionId.includes("__")) return ""
+  if (event._tag === "TextDelta" && asked.run.output === undefined && event.index === 0 && event.text !== "" && !event.step.startsWith("context.")) {
+    return frames.delta(event.step, event.text)
+  }
+  if (event._tag === "ModelReplied") return frames.replied(event.step, event.toolCalls.length > 0)
+  return ""
+}
+
 const createdResponse = (runs: Runs.Service, asked: AskedResponse) =>
   runs.events(asked.runId).pipe(
-    Effect.flatMap(finish),
-    Effect.map((result) => {
-      const done = result!
-      return HttpServerResponse.jsonUnsafe(
-        ResponsesStream.responseObject(asked, { ...responseEnding(asked, done), text: contentOf(asked, done), result: done })
-      )
+    Effect.flatMap((events) => {
+      // The same output messages as the stream's (its frames dropped).
+      const frames = ResponsesStream.framer(asked)
+      const frame = framesOf(asked, frames)
+      return Stream.runFold(withoutWaiting(events), () => undefined as AgentEvent.RunResult | undefined, (found, { event }) => {
+        frame(event)
+        return event._tag === "RunCompleted" && !event.sessionId.includes("__") ? event.result : found
+      }).pipe(Effect.map((result) => {
+        const done = result!
+        const ending = responseEnding(asked, done)
+        frames.end(ending, contentOf(asked, done), done)
+        return HttpServerResponse.jsonUnsafe(ResponsesStream.responseObject(asked, { ...ending, items: frames.items(), result: done }))
+      }))
     }),
     // A run that ran and failed (or stopped for a person) is a response that failed: 200 with status "failed" and the
     // error, as OpenAI answers one. A 5xx or 409 would have the `openai` package and the AI SDK send the request
@@ -518,28 +540,16 @@ const createdResponse = (runs: Runs.Service, asked: AskedResponse) =>
 const responseEvents = (runs: Runs.Service, asked: AskedResponse) =>
   Effect.map(runs.events(asked.runId), (events) => {
     const frames = ResponsesStream.framer(asked)
-    let streamed = false
+    const frame = framesOf(asked, frames)
     let result: AgentEvent.RunResult | undefined
-    // A structured answer is known once decoded (the model's text may be fenced, or repaired): sent whole at the end.
-    const deltas = asked.run.output === undefined
     // The end frames go out when the run's events end, not at its RunCompleted: a turn's messages are appended (and
     // its lease given back) after that event, and a client that goes on from the response at `response.completed`
     // must find them there.
-    const end = Stream.sync((): string => {
-      if (result === undefined) return ""
-      const text = contentOf(asked, result)
-      // An answer no delta carried (a structured one, or one made by sub-agents) is sent as one delta.
-      return (streamed || text === "" ? "" : frames.delta(text)) + frames.end(responseEnding(asked, result), text, result)
-    })
+    const end = Stream.sync((): string => result === undefined ? "" : frames.end(responseEnding(asked, result), contentOf(asked, result), result))
     const body = withoutWaiting(events).pipe(
       Stream.map(({ event }): string => {
-        if (event.sessionId.includes("__")) return ""
-        if (event._tag === "TextDelta" && deltas && event.index === 0 && event.text !== "") {
-          streamed = true
-          return frames.delta(event.text)
-        }
-        if (event._tag === "RunCompleted") result = event.result
-        return ""
+        if (event._tag === "RunCompleted" && !event.sessionId.includes("__")) result = event.result
+        return frame(event)
       }),
       Stream.concat(end),
       Stream.filter((text) => text !== ""),
@@ -612,7 +622,7 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
             run: run.success,
             runId,
             id: at === undefined ? `resp_${suffix}` : ResponseIds.responseId(at),
-            messageId: at === undefined ? `msg_${suffix}` : ResponseIds.messageId(at),
+            messageId: (n) => at === undefined ? `msg_${suffix}${n === 0 ? "" : `_${n}`}` : ResponseIds.messageId(at, n),
             created,
             store: at !== undefined,
             previousResponseId: previous ?? null

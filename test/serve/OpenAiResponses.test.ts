@@ -306,6 +306,56 @@ describe("OpenAiApi /v1/responses streaming", () => {
       expect(JSON.parse(raw.at(-1)!.data).response).toMatchObject({ status: "failed", error: { message: expect.stringMatching(/slow down/) } })
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("a tool loop's text said on the way is an output message of its own: the deltas, the messages and output_text agree, streamed or not", () =>
+    Effect.gen(function*() {
+      const weather = Tool.make({ name: "weather", description: "the weather", parameters: Schema.Struct({}), handler: () => Effect.succeed("sunny") })
+      // A call, then the answer from its result; "Tomorrow?" is answered at once.
+      const script: ScriptedModel.Script = (request) => {
+        const last = request.messages?.at(-1)
+        return last?.role === "tool"
+          ? { text: "It is sunny." }
+          : last !== undefined && Model.textOf(last.content) === "Tomorrow?"
+          ? { text: "Tomorrow too." }
+          : { text: "Let me check. ", toolCalls: [{ name: "weather", arguments: {} }] }
+      }
+      const context = ScriptedModel.context(script)
+      const agent = Agent.make({ name: "w", instructions: "", tools: [weather], model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) })
+      const url = yield* serveAgents([agent], {}, Threads.layerMemory())
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const streamed = yield* Effect.promise(async () => {
+        const stream = client.responses.stream({ model: "w", input: "Weather?" })
+        let deltas = ""
+        const done: Array<string> = []
+        let completed: OpenAI.Responses.Response | undefined
+        for await (const event of stream) {
+          if (event.type === "response.output_text.delta") deltas += event.delta
+          if (event.type === "response.output_text.done") done.push(event.text)
+          if (event.type === "response.completed") completed = event.response
+        }
+        return { deltas, done, final: completed! }
+      })
+      expect(streamed.done).toEqual(["Let me check. ", "It is sunny."])
+      expect(streamed.deltas).toBe("Let me check. It is sunny.")
+      expect(streamed.final.output_text).toBe("Let me check. It is sunny.")
+      const texts = (response: OpenAI.Responses.Response) =>
+        response.output.map((item) => (item as OpenAI.Responses.ResponseOutputMessage).content.map((part) => (part as OpenAI.Responses.ResponseOutputText).text).join(""))
+      expect(texts(streamed.final)).toEqual(["Let me check. ", "It is sunny."])
+      const plain = yield* Effect.promise(() => client.responses.create({ model: "w", input: "Weather?" }))
+      expect(comparable(plain)).toEqual(comparable(streamed.final))
+      const ids = plain.output.map((item) => (item as OpenAI.Responses.ResponseOutputMessage).id)
+      expect(new Set(ids).size).toBe(2)
+      // The AI SDK names both messages by item_reference: the turn's answer, said once.
+      const openai = createOpenAI({ baseURL: `${url}/v1`, apiKey: "unused" })
+      const first = yield* Effect.promise(() => generateText({ model: openai.responses("w"), prompt: "Weather?" }))
+      expect(first.text).toBe("Let me check. It is sunny.")
+      const second = yield* Effect.promise(() =>
+        generateText({ model: openai.responses("w"), messages: [{ role: "user", content: "Weather?" }, ...first.response.messages, { role: "user", content: "Tomorrow?" }] })
+      )
+      expect(second.text).toBe("Tomorrow too.")
+      const calls = yield* ScriptedModel.calls.pipe(Effect.provide(context))
+      expect(calls.at(-1)!.messages).toEqual([Model.user("Weather?"), Model.assistant("It is sunny."), Model.user("Tomorrow?")])
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("a client that aborts mid-stream cancels the run: the model request is aborted", () =>
     Effect.gen(function*() {
       const model = yield* LoopbackServer.make()

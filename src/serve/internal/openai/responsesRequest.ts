@@ -275,7 +275,9 @@ const itemsOf = (items: ReadonlyArray<InputItem>, context: Context): Result.Resu
         }
         const message = typeof item.id === "string" ? context.references?.get(item.id) : undefined
         if (message === undefined) return invalid(`${at}.id`, `Item with id ${described(item.id)} not found.`)
-        history.push(message)
+        // A response's output messages (one per model call whose text was said) each name its turn's answer, the
+        // same message: the AI SDK sends them one after the other, and the answer is said once.
+        if (history.at(-1) !== message) history.push(message)
         break
       }
       default:

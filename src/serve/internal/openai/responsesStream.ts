@@ -13,8 +13,8 @@ export interface Asked {
   readonly request: ResponseCreateRequest
   /** `resp_…`: the response's id. */
   readonly id: string
-  /** `msg_…`: the id of its one output message. */
-  readonly messageId: string
+  /** `msg_…`: the id of its `n`-th output message (from 0). */
+  readonly messageId: (n: number) => string
   readonly created: number
   /** Whether the response is a turn on a thread (`responsesThreads`): its id can be used again. */
   readonly store: boolean
@@ -37,9 +37,15 @@ export interface Ending {
 /** An output text part: `annotations` and `logprobs` are always there (the AI SDK requires `annotations`). */
 export const textPart = (text: string) => ({ type: "output_text", text, annotations: [], logprobs: [] })
 
-/** The one output message. */
-export const message = (asked: Asked, status: "in_progress" | "completed" | "incomplete", text: string | undefined) => ({
-  id: asked.messageId,
+/** An output message: its id and its text. */
+export interface OutputItem {
+  readonly id: string
+  readonly text: string
+}
+
+/** An output message item. */
+export const message = (id: string, status: "in_progress" | "completed" | "incomplete", text: string | undefined) => ({
+  id,
   type: "message",
   status,
   role: "assistant",
@@ -66,15 +72,17 @@ export const responseObject = (
     readonly status: Status
     /** Why it is incomplete or cancelled (`incomplete_details.reason`). */
     readonly reason?: string | undefined
-    readonly text?: string | undefined
+    /** The output messages, the last one the answer (its status is the response's). */
+    readonly items?: ReadonlyArray<OutputItem> | undefined
     readonly result?: AgentEvent.RunResult | undefined
     readonly error?: { readonly type?: string | undefined; readonly code: string; readonly message: string } | undefined
   }
 ) => {
   const request = asked.request
-  const output = end.status === "in_progress" || end.status === "failed" || end.text === undefined
-    ? []
-    : [message(asked, end.status === "completed" ? "completed" : "incomplete", end.text)]
+  const items = end.status === "in_progress" || end.status === "failed" ? [] : end.items ?? []
+  const output = items.map((item, i) =>
+    message(item.id, i < items.length - 1 || end.status === "completed" ? "completed" : "incomplete", item.text)
+  )
   return {
     id: asked.id,
     object: "response",
@@ -89,7 +97,8 @@ export const responseObject = (
     max_output_tokens: request.max_output_tokens ?? null,
     model: request.model,
     output,
-    output_text: end.text ?? "",
+    // As OpenAI's: every output message's text, in order (what the deltas of a stream add up to).
+    output_text: items.map((item) => item.text).join(""),
     parallel_tool_calls: false,
     previous_response_id: asked.previousResponseId,
     store: asked.store,
@@ -107,33 +116,71 @@ export const responseObject = (
 /**
  * The frames of a streamed response, numbered as they are made (`sequence_number` from 0, strictly increasing):
  * `event: <type>` and `data: <the event as JSON>`. There is no `[DONE]`: the stream ends after the last event.
+ *
+ * Each root model call whose text is streamed is an output message of its own, added at its first delta and done
+ * when the call replies with tool calls (its text was not the answer), or when the next call's text begins. At the
+ * end, the message still open is the answer's when its text is the run's answer; else it is done as it is, and the
+ * answer follows as a message of its own, sent whole (a structured answer, one made by sub-agents, a rewrite). So
+ * the deltas, the output messages and `output_text` always agree. Used for a response not streamed too (its frames
+ * dropped): both list the same messages.
  */
 export const framer = (asked: Asked) => {
   let sequence = 0
   const frame = (type: string, body: Record<string, unknown>): string =>
     `event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: sequence++, ...body })}\n\n`
-  const at = { item_id: asked.messageId, output_index: 0, content_index: 0 }
+  const done: Array<OutputItem> = []
+  let open: { readonly step: string; readonly id: string; text: string } | undefined
+  const at = (id: string) => ({ item_id: id, output_index: done.length, content_index: 0 })
+  const openItem = (step: string): string => {
+    const id = asked.messageId(done.length)
+    open = { step, id, text: "" }
+    return frame("response.output_item.added", { output_index: done.length, item: message(id, "in_progress", undefined) }) +
+      frame("response.content_part.added", { ...at(id), part: textPart("") })
+  }
+  const delta = (text: string): string => frame("response.output_text.delta", { ...at(open!.id), delta: text, logprobs: [] })
+  /** The open message's text, its part and itself done. */
+  const closeItem = (status: "completed" | "incomplete"): string => {
+    const { id, text } = open!
+    const frames = frame("response.output_text.done", { ...at(id), text, logprobs: [] }) +
+      frame("response.content_part.done", { ...at(id), part: textPart(text) }) +
+      frame("response.output_item.done", { output_index: done.length, item: message(id, status, text) })
+    done.push({ id, text })
+    open = undefined
+    return frames
+  }
   return {
-    /** `response.created`, `response.in_progress`, then the output message and its text part, added empty. */
+    /** `response.created`, then `response.in_progress`. */
     start: (): string => {
       const response = responseObject(asked, { status: "in_progress" })
-      return frame("response.created", { response }) +
-        frame("response.in_progress", { response }) +
-        frame("response.output_item.added", { output_index: 0, item: message(asked, "in_progress", undefined) }) +
-        frame("response.content_part.added", { ...at, part: textPart("") })
+      return frame("response.created", { response }) + frame("response.in_progress", { response })
     },
-    delta: (text: string): string => frame("response.output_text.delta", { ...at, delta: text, logprobs: [] }),
-    /**
-     * The text, its part and its item done, then `response.completed`, or `response.incomplete` (a cancelled
-     * response too: it has no event of its own, and the `openai` package's accumulator knows no other).
-     */
-    end: (ending: Ending, text: string, result: AgentEvent.RunResult): string =>
-      frame("response.output_text.done", { ...at, text, logprobs: [] }) +
-      frame("response.content_part.done", { ...at, part: textPart(text) }) +
-      frame("response.output_item.done", { output_index: 0, item: message(asked, ending.status === "completed" ? "completed" : "incomplete", text) }) +
-      frame(ending.status === "completed" ? "response.completed" : "response.incomplete", {
-        response: responseObject(asked, { status: ending.status, reason: ending.reason, text, result })
-      }),
+    /** A piece of the text of the root model call `step`. */
+    delta: (step: string, text: string): string => {
+      let frames = open !== undefined && open.step !== step ? closeItem("completed") : ""
+      if (open === undefined) frames += openItem(step)
+      open!.text += text
+      return frames + delta(text)
+    },
+    /** The root model call `step` replied: with tool calls, its text was said on the way, not the answer. */
+    replied: (step: string, toolCalls: boolean): string => open !== undefined && open.step === step && toolCalls ? closeItem("completed") : "",
+    /** The answer's message done, then `response.completed`, or `response.incomplete` (a cancelled response too). */
+    end: (ending: Ending, answer: string, result: AgentEvent.RunResult): string => {
+      let frames = open !== undefined && open.text !== answer ? closeItem("completed") : ""
+      if (open === undefined) {
+        frames += openItem("")
+        if (answer !== "") {
+          open!.text = answer
+          frames += delta(answer)
+        }
+      }
+      frames += closeItem(ending.status === "completed" ? "completed" : "incomplete")
+      // The `openai` package's accumulator knows no `response.cancelled` event.
+      return frames + frame(ending.status === "completed" ? "response.completed" : "response.incomplete", {
+        response: responseObject(asked, { status: ending.status, reason: ending.reason, items: done, result })
+      })
+    },
+    /** The output messages done so far (all of them after `end`). */
+    items: (): ReadonlyArray<OutputItem> => done,
     /**
      * A run that failed: `error`, then `response.failed`, as OpenAI sends them after a 200 (the `openai` package's
      * stream then rejects with an `APIError` carrying the message).

@@ -771,6 +771,33 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
       )
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("an item_reference to a turn that ended early is the text the client was given, not the thread's note of how it ended", () =>
+    Effect.gen(function*() {
+      const add = Tool.make({ name: "add", description: "adds", parameters: Schema.Struct({}), handler: () => Effect.succeed("2") })
+      const context = ScriptedModel.context((request) =>
+        Model.textOf(request.messages?.at(-1)?.content ?? "") === "Next?" ? { text: "Done." } : { text: "Counting. ", toolCalls: [{ name: "add", arguments: {} }] }
+      )
+      const counter = Agent.make({ name: "counter", instructions: "", tools: [add], model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) })
+      const url = yield* serveAgents([{ name: "counter", description: "", architecture: "tool-loop", agent: counter, budget: { maxCalls: 1 } }], {}, Threads.layerMemory())
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const cut = yield* Effect.promise(() => client.responses.create({ model: "counter", input: "Count." }))
+      expect(cut.status).toBe("incomplete")
+      // The thread keeps a note of how it ended.
+      expect(JSON.stringify((yield* storedThreads(url)).map((thread) => thread.messages))).toContain("This turn ended early")
+      const answer = cut.output.at(-1) as OpenAI.Responses.ResponseOutputMessage
+      const itemId = answer.id
+      const said = (answer.content[0] as OpenAI.Responses.ResponseOutputText).text
+      const next = yield* Effect.promise(() =>
+        client.responses.create({ model: "counter", input: [{ role: "user", content: "Count." }, { type: "item_reference", id: itemId }, { role: "user", content: "Next?" }] })
+      )
+      expect(next.output_text).toBe("Done.")
+      const asked = (yield* ScriptedModel.calls.pipe(Effect.provide(context))).at(-1)!.messages ?? []
+      expect(JSON.stringify(asked)).not.toContain("This turn ended early")
+      // The answer the client was given (its last message), said once; nothing when it said nothing.
+      expect(cut.output_text).toBe(said)
+      expect(asked).toEqual(said === "" ? [Model.user("Count."), Model.user("Next?")] : [Model.user("Count."), Model.assistant(said), Model.user("Next?")])
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("a response whose thread is in another turn is a 409 conversation_locked", () =>
     Effect.gen(function*() {
       const model = yield* LoopbackServer.make()

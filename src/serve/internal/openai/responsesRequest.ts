@@ -130,7 +130,7 @@ const unsupportedItem = (type: string): string =>
  */
 export interface Context {
   readonly unstored?: string | undefined
-  readonly references?: ReadonlyMap<string, Model.Message> | undefined
+  readonly references?: ReadonlyMap<string, Model.Message | null> | undefined
 }
 
 /** The `item_reference` ids of a request, where they are (`input[i]`). */
@@ -276,8 +276,9 @@ const itemsOf = (items: ReadonlyArray<InputItem>, context: Context): Result.Resu
         const message = typeof item.id === "string" ? context.references?.get(item.id) : undefined
         if (message === undefined) return invalid(`${at}.id`, `Item with id ${described(item.id)} not found.`)
         // A response's output messages (one per model call whose text was said) each name its turn's answer, the
-        // same message: the AI SDK sends them one after the other, and the answer is said once.
-        if (history.at(-1) !== message) history.push(message)
+        // same message: the AI SDK sends them one after the other, and the answer is said once. A turn that said
+        // nothing (ended early) adds nothing.
+        if (message !== null && history.at(-1) !== message) history.push(message)
         break
       }
       default:

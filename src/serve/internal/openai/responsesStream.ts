@@ -166,14 +166,16 @@ export const framer = (asked: Asked) => {
     /** The answer's message done, then `response.completed`, or `response.incomplete` (a cancelled response too). */
     end: (ending: Ending, answer: string, result: AgentEvent.RunResult): string => {
       let frames = open !== undefined && open.text !== answer ? closeItem("completed") : ""
-      if (open === undefined) {
+      // A run stopped (a budget) after a call that said its answer and called tools: that message is the answer.
+      const said = open === undefined && answer !== "" && done.at(-1)?.text === answer
+      if (open === undefined && !said) {
         frames += openItem("")
         if (answer !== "") {
           open!.text = answer
           frames += delta(answer)
         }
       }
-      frames += closeItem(ending.status === "completed" ? "completed" : "incomplete")
+      if (!said) frames += closeItem(ending.status === "completed" ? "completed" : "incomplete")
       // The `openai` package's accumulator knows no `response.cancelled` event.
       return frames + frame(ending.status === "completed" ? "response.completed" : "response.incomplete", {
         response: responseObject(asked, { status: ending.status, reason: ending.reason, items: done, result })

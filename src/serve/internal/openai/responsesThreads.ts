@@ -59,26 +59,44 @@ const placeOf = (
  * The turn's answer: its last assistant message with text, read a page at a time from the turn's end (only the
  * turn's own messages are read, however long the thread or the turn).
  */
-const answerOf = (threads: Threads.Service, owner: string, threadId: string, place: { readonly start: number; readonly count: number }) =>
+const answerOf = (
+  threads: Threads.Service,
+  owner: string,
+  threadId: string,
+  place: { readonly start: number; readonly count: number }
+): Effect.Effect<Model.Message | null | undefined, Threads.ThreadError> =>
   Effect.gen(function*() {
     let before = place.start + place.count
     while (before > place.start) {
       const read = yield* threads.messages(threadId, { owner, before, limit: Math.min(page, before - place.start) })
       for (let i = read.messages.length - 1; i >= 0; i--) {
         const message = read.messages[i]!
-        if (message.role === "assistant" && message.content !== "") return { role: "assistant", content: message.content } satisfies Model.Message
+        if (message.role === "assistant" && (message.toolCalls ?? []).length === 0) {
+          const text = withoutNote(message.content)
+          return text === "" ? null : { role: "assistant", content: text } satisfies Model.Message
+        }
       }
       before = read.start
     }
     return undefined
   })
 
-/** The messages the request's `item_reference` ids name, by id. */
+/**
+ * The text the client was given of a turn that ended early: the thread keeps it with a note of how it ended
+ * (`Threads.Incomplete` "note": the partial answer, a blank line, `(This turn ended early: <reason>.)`), which the
+ * response never said.
+ */
+const withoutNote = (text: string): string => text.replace(/(?:^|\n\n)\(This turn ended early: .*\.\)$/s, "")
+
+/**
+ * The messages the request's `item_reference` ids name, by id: `null` for a turn whose answer said nothing (one
+ * that ended early before any text): the reference then adds nothing.
+ */
 export const references = (
   threads: Threads.Service,
   owner: string,
   ids: ReadonlyArray<{ readonly id: string; readonly at: string }>
-): Effect.Effect<ReadonlyMap<string, Model.Message>, InvalidChatRequest | Threads.ThreadError> =>
+): Effect.Effect<ReadonlyMap<string, Model.Message | null>, InvalidChatRequest | Threads.ThreadError> =>
   Effect.gen(function*() {
     // Each turn named is read once, however often (and under whichever id) it is named; too many are refused before
     // any read.
@@ -101,14 +119,14 @@ export const references = (
       }
       keys.push([id, key])
     }
-    const answers = new Map<string, Model.Message>()
+    const answers = new Map<string, Model.Message | null>()
     for (const [key, { at, id, turn }] of turns) {
       const place = yield* placeOf(threads, owner, turn, `${at}.id`, id)
       const answer = yield* answerOf(threads, owner, turn.threadId, place)
       if (answer === undefined) return yield* notFound(`${at}.id`, `Item with id ${JSON.stringify(id.slice(0, 100))} not found (that turn has no answer).`)
       answers.set(key, answer)
     }
-    const found = new Map<string, Model.Message>()
+    const found = new Map<string, Model.Message | null>()
     for (const [id, key] of keys) found.set(id, answers.get(key)!)
     return found
   })

@@ -72,9 +72,10 @@
  *     guardrail, failed before it began); a response still running, or a thread in another turn, is a 409
  *     `conversation_locked`.
  *     `store: false`, or no thread store: a plain run (with `store: false`, dropped from the run registry once it
- *     ended: `GET /runs` does not list it), `store: false` in the answer, and `previous_response_id` /
- *     `item_reference` are refused (400) saying why (the AI SDK sends `item_reference` unless given
- *     `providerOptions.openai.store = false`).
+ *     ended: `GET /runs` does not list it), `store: false` in the answer, and `item_reference` is refused (400)
+ *     saying why (the AI SDK sends `item_reference` unless given `providerOptions.openai.store = false`).
+ *     `previous_response_id` with `store: false` on a server with a thread store reads that response's conversation
+ *     (its last 100 messages) before the items, and writes nothing; without a thread store it is refused (400).
  *   - Refused with a 400 naming the parameter or the item (`param` `input[3].type`, `input[0].content[1].file_id`):
  *     non-empty `tools`, another `tool_choice`, `background: true`, `conversation`, `prompt`, `top_logprobs` > 0,
  *     every other item type (`computer_call`, `web_search_call`, `mcp_*`…), files by `file_id` or `file_url`,
@@ -594,15 +595,21 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
             : threads === undefined
             ? "this server keeps no conversations (no thread store: threads: in valet.yaml)"
             : undefined
-          if (threads !== undefined && agents.get(payload.model) === undefined) {
+          const store = Option.getOrUndefined(runs.threads)
+          // Before any thread is read or made.
+          if (store !== undefined && agents.get(payload.model) === undefined) {
             return refusal(new Runs.UnknownAgent({ agent: payload.model, message: `no agent named ${JSON.stringify(payload.model)}` }), payload.model)
           }
           const references = threads === undefined
             ? new Map<string, never>()
             : yield* ResponsesThreads.references(threads, owner, ResponsesRequest.referencesOf(payload))
-          const run = ResponsesRequest.runRequestOf(payload, { unstored, references })
-          if (Result.isFailure(run)) return refusal(run.failure, payload.model)
           const previous = payload.previous_response_id ?? undefined
+          // Not stored, going on from a stored response: its conversation is read, and the run is a plain one.
+          const read = payload.store === false && previous !== undefined && store !== undefined
+            ? yield* ResponsesThreads.conversationOf(store, owner, previous)
+            : undefined
+          const run = ResponsesRequest.runRequestOf(payload, { unstored, references, previous: read })
+          if (Result.isFailure(run)) return refusal(run.failure, payload.model)
           const started = yield* Effect.result(
             threads === undefined
               // Not stored: the run is dropped from the registry once it ended (GET /runs does not list it).

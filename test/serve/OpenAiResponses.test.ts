@@ -798,6 +798,24 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
       expect(asked).toEqual(said === "" ? [Model.user("Count."), Model.user("Next?")] : [Model.user("Count."), Model.assistant(said), Model.user("Next?")])
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("store false with previous_response_id reads that response's conversation and writes nothing; its own id names nothing", () =>
+    Effect.gen(function*() {
+      const echo = counting()
+      const url = yield* serveAgents([echo.agent], {}, Threads.layerMemory())
+      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const one = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "First?" }))
+      const two = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "Second?", store: false, previous_response_id: one.id }))
+      expect(two.status).toBe("completed")
+      expect(two.previous_response_id).toBe(one.id)
+      expect(storeOf(two)).toBe(false)
+      expect((yield* echo.calls)[1]!.messages).toEqual([Model.system("Be brief."), Model.user("First?"), Model.assistant("answer 1"), Model.user("Second?")])
+      expect((yield* storedThreads(url)).map((thread) => thread.messages)).toEqual([[Model.user("First?"), Model.assistant("answer 1")]])
+      expect(yield* refusedWith(client.responses.create({ model: "echo", input: "x", previous_response_id: two.id }))).toMatchObject({
+        status: 400,
+        param: "previous_response_id"
+      })
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("a response whose thread is in another turn is a 409 conversation_locked", () =>
     Effect.gen(function*() {
       const model = yield* LoopbackServer.make()

@@ -93,7 +93,7 @@ const refused = (request: ResponseCreateRequest, context: Context): Result.Resul
   if (present(request.top_logprobs) && request.top_logprobs > 0) {
     return unsupported("top_logprobs", "an agent's answer is not one sampled completion: it has no log-probabilities")
   }
-  if (present(request.previous_response_id) && context.unstored !== undefined) {
+  if (present(request.previous_response_id) && context.unstored !== undefined && context.previous === undefined) {
     return unsupported("previous_response_id", `${context.unstored}: send the whole conversation as input items`)
   }
   return Result.succeed(undefined)
@@ -131,6 +131,11 @@ const unsupportedItem = (type: string): string =>
 export interface Context {
   readonly unstored?: string | undefined
   readonly references?: ReadonlyMap<string, Model.Message | null> | undefined
+  /**
+   * The conversation `previous_response_id` names, read from its thread, for a response not stored (`store: false`
+   * on a server with a thread store): it goes before the request's items, and nothing is written.
+   */
+  readonly previous?: ReadonlyArray<Model.Message> | undefined
 }
 
 /** The `item_reference` ids of a request, where they are (`input[i]`). */
@@ -319,7 +324,8 @@ export const runRequestOf = (request: ResponseCreateRequest, context: Context): 
   const instructions = present(request.instructions) && request.instructions !== "" ? [Model.system(request.instructions)] : []
   return runOfConversation(
     request.model,
-    [...instructions, ...items.success],
+    // As a stored turn's: the conversation so far, then this call's instructions and items.
+    [...(context.previous ?? []), ...instructions, ...items.success],
     { output: output.success, maxOutputTokens: request.max_output_tokens ?? undefined, partsInput: true },
     "input"
   )

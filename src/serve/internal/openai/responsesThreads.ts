@@ -131,6 +131,29 @@ export const references = (
     return found
   })
 
+/** The most messages of a conversation a response not stored reads (a turn's `historyLimit` by default). */
+const historyLimit = 100
+
+/**
+ * The conversation up to the end of the turn `previousResponseId` names (its last messages, from a user message), for
+ * a response that goes on from it without being stored (`store: false`): a read, nothing written.
+ */
+export const conversationOf = (
+  threads: Threads.Service,
+  owner: string,
+  previousResponseId: string
+): Effect.Effect<ReadonlyArray<Model.Message>, InvalidChatRequest | Threads.ThreadError> =>
+  Effect.gen(function*() {
+    const param = "previous_response_id"
+    const turn = Ids.turnOfResponse(previousResponseId)
+    if (turn === undefined) return yield* notFound(param, `Previous response with id ${JSON.stringify(previousResponseId.slice(0, 100))} not found.`)
+    const place = yield* placeOf(threads, owner, turn, param, previousResponseId)
+    const read = yield* threads.messages(turn.threadId, { owner, before: place.start + place.count, limit: historyLimit })
+    // Never from inside an exchange (a tool result without its call); a turn's messages end whole.
+    const first = read.messages.findIndex((message) => message.role === "user")
+    return first === -1 ? [] : read.messages.slice(first)
+  })
+
 /**
  * Starts the request's run as a turn (see the module comment) and answers where it is: the run, and the turn's
  * thread and key (its response id).

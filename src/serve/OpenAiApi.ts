@@ -80,12 +80,13 @@
  *     non-empty `tools`, another `tool_choice`, `background: true`, `conversation`, `prompt`, `top_logprobs` > 0,
  *     every other item type (`computer_call`, `web_search_call`, `mcp_*`…), files by `file_id` or `file_url`,
  *     `input_audio`.
- *   - Not streaming: a `response` object whose one output message holds the run's output (`output_text` beside it),
- *     with the run's `usage`; a response not stored has the id `resp_` and the run's id without `run_`.
+ *   - Not streaming: a `response` object whose output messages hold the text the root run's model calls said (one
+ *     message per call whose text was streamed; the last, the run's output) and `output_text` all of it, with the
+ *     run's `usage`; a response not stored has the id `resp_` and the run's id without `run_`.
  *   - `stream: true`: `event: <type>` frames with `sequence_number`s from 0 and no `[DONE]`: `response.created`,
- *     `response.in_progress`, the message's `output_item.added` and `content_part.added`, an `output_text.delta` per
- *     piece of the root run's text (or the whole answer as one, as in chat), then `output_text.done`,
- *     `content_part.done`, `output_item.done` and `response.completed` (or `response.incomplete`, a cancelled
+ *     `response.in_progress`, then per output message its `output_item.added` and `content_part.added`, an
+ *     `output_text.delta` per piece of its text (or the whole answer as one, as in chat), then `output_text.done`,
+ *     `content_part.done`, `output_item.done`; last `response.completed` (or `response.incomplete`, a cancelled
  *     response's too), once the run's turn is written (a client may go on from it at once). A failed run ends
  *     the stream with `error` then `response.failed`, as OpenAI does after a 200. A client that disconnects cancels
  *     the run.

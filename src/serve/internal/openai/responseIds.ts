@@ -1,8 +1,9 @@
 /**
  * The ids of stored responses (`POST /v1/responses` with a thread store): a stored response is a turn on a thread,
  * named by a key the turn is run under (`Threads.TurnOptions.turnKey`: its lease and its append carry it) — `resp_` +
- * base64url(threadId NUL key), known before the turn starts (so it is in `response.created`). Its output message is
- * `msg_` with the same payload: "the answer of that turn". The key is a nonce, so an id names one turn only, and a
+ * base64url(threadId NUL key), known before the turn starts (so it is in `response.created`). Its output messages
+ * are `msg_` with the same payload (the first) or with NUL n after it (the n-th): each reads "the answer of that
+ * turn". The key is a nonce, so an id names one turn only, and a
  * turn that stored nothing leaves its id naming nothing (`Threads.Service.turnOf` finds no key). No second store: the
  * ids decode to a thread, which the request's owner must own (another owner's id reads as an unknown one).
  */

@@ -457,6 +457,8 @@ const chunkStream = (runs: Runs.Service, asked: Asked) =>
 interface AskedResponse extends ResponsesStream.Asked {
   readonly run: Runs.RunRequest
   readonly runId: string
+  /** Done once the response ended, however (`ResponsesThreads.dropIfUnused`). */
+  readonly ended: Effect.Effect<void>
 }
 
 /**
@@ -536,7 +538,8 @@ const createdResponse = (runs: Runs.Service, asked: AskedResponse) =>
       RunNotFound: (error) => Effect.die(error)
     }),
     // A client that goes away before the answer cancels the run.
-    Effect.onInterrupt(() => Effect.ignore(runs.cancel(asked.runId)))
+    Effect.onInterrupt(() => Effect.ignore(runs.cancel(asked.runId))),
+    Effect.ensuring(asked.ended)
   )
 
 const responseEvents = (runs: Runs.Service, asked: AskedResponse) =>
@@ -560,7 +563,7 @@ const responseEvents = (runs: Runs.Service, asked: AskedResponse) =>
       Stream.catchTag("NeedsPerson", (needs) => Stream.succeed(frames.failed("invalid_request_error", "needs_approval", needs.text))),
       (rest) => Stream.concat(Stream.sync(frames.start), rest),
       // The stream ends with the run; a client that goes away first cancels it.
-      Stream.ensuring(Effect.ignore(runs.cancel(asked.runId))),
+      Stream.ensuring(Effect.andThen(Effect.ignore(runs.cancel(asked.runId)), asked.ended)),
       Stream.encodeText
     )
     return HttpServerResponse.stream(body, { contentType: "text/event-stream", headers: { "cache-control": "no-cache", "x-accel-buffering": "no" } })
@@ -616,12 +619,13 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
               // Not stored: the run is dropped from the registry once it ended (GET /runs does not list it).
               ? Effect.map(runs.start(run.success, { owner, ephemeral: payload.store === false }), ({ runId }) => ({
                 runId,
-                at: undefined as ResponseIds.TurnAt | undefined
+                at: undefined as ResponseIds.TurnAt | undefined,
+                made: false as boolean
               }))
               : ResponsesThreads.startTurn(runs, threads, owner, previous, run.success)
           )
           if (Result.isFailure(started)) return storedRefusal(started.failure, payload.model)
-          const { at, runId } = started.success
+          const { at, made, runId } = started.success
           // The run's own id inside a response that is not stored: GET /runs/:runId finds what it was (but after a
           // `store: false` one ended: that run is dropped).
           const suffix = runId.replace(/^run_/, "")
@@ -633,7 +637,8 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
             messageId: (n) => at === undefined ? `msg_${suffix}${n === 0 ? "" : `_${n}`}` : ResponseIds.messageId(at, n),
             created,
             store: at !== undefined,
-            previousResponseId: previous ?? null
+            previousResponseId: previous ?? null,
+            ended: threads !== undefined && at !== undefined && made ? ResponsesThreads.dropIfUnused(threads, owner, at) : Effect.void
           }
           return payload.stream === true ? yield* responseEvents(runs, asked) : yield* createdResponse(runs, asked)
         }).pipe(Effect.catch((error) => Effect.succeed(storedRefusal(error, payload.model)))))

@@ -662,6 +662,14 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
       // three went on from one: its answer is there, and continuing from it reads it.
       const four = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "And?", previous_response_id: three.id }))
       expect(four.status).toBe("completed")
+      // A refused response that would have made a thread (a new one, a branch) leaves none behind: no id names it.
+      const threadsBefore = (yield* storedThreads(url)).length
+      const refusedNew = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "More homework" }))
+      const refusedBranch = yield* Effect.promise(() =>
+        client.responses.create({ model: "echo", input: "My homework instead", previous_response_id: one.id })
+      )
+      expect([refusedNew.status, refusedBranch.status]).toEqual(["failed", "failed"])
+      expect((yield* storedThreads(url)).length).toBe(threadsBefore)
       // A forged key on one's own thread (a turn that never was): 400, not 409.
       const threadId = Buffer.from(one.id.slice("resp_".length), "base64url").toString("utf8").split("\u0000")[0]!
       const forged = `resp_${Buffer.from(`${threadId}\u0000999999999`, "utf8").toString("base64url")}`
@@ -670,7 +678,8 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
         param: "previous_response_id"
       })
       const calls = yield* ScriptedModel.calls.pipe(Effect.provide(context))
-      expect((calls.at(-1)!.messages ?? []).map((message) => Model.textOf(message.content))).toEqual(
+      const texts = calls.map((call) => (call.messages ?? []).map((message) => Model.textOf(message.content)))
+      expect(texts.find((asked) => asked.at(-1) === "And?")).toEqual(
         ["Be brief.", "First?", "answer to First?", "Other?", "answer to Other?", "And?"]
       )
     }).pipe(Effect.scoped), 30_000)

@@ -131,6 +131,15 @@ export const references = (
     return found
   })
 
+/**
+ * Once the response ended: the thread it made (new, or a fork) is deleted when its turn stored nothing (an input
+ * guardrail refused it, it failed before it began, `incomplete: "drop"`): no id names that thread, so it would stay
+ * an orphan. A turn still holding the thread (a cancel whose note is being written) is left alone.
+ */
+export const dropIfUnused = (threads: Threads.Service, owner: string, at: Ids.TurnAt): Effect.Effect<void> =>
+  Effect.ignore(Effect.flatMap(threads.turnOf(at.threadId, at.key, { owner }), (turn) =>
+    turn === undefined ? threads.delete(at.threadId, { owner }) : Effect.void))
+
 /** The most messages of a conversation a response not stored reads (a turn's `historyLimit` by default). */
 const historyLimit = 100
 
@@ -200,7 +209,7 @@ export const startTurn = (
         turnKey: key,
         ...(expectedCount !== undefined ? { expectedCount } : {})
       }).pipe(Effect.tapError(() => made ? Effect.ignore(threads.delete(threadId, { owner })) : Effect.void))
-      return { runId: started.runId, at: { threadId, key } satisfies Ids.TurnAt }
+      return { runId: started.runId, at: { threadId, key } satisfies Ids.TurnAt, made }
     })
     // Chosen "linear" on a count read before the lease: a turn that got in meanwhile (a sibling branch, waited for
     // under onBusy "wait") refuses it with ThreadBusy; chosen again, it is a branch (a fork). Once: a thread kept

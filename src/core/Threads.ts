@@ -19,7 +19,8 @@
  * with a turn key is that turn's: the same key takes it again at once, any other turn waits for it to be given back
  * or to expire. Durable thread turns (`Durable.AgentRun` with `thread`, in `valet/Durable`) key both by their run id,
  * so a turn resumed on another process after its own died appends its messages once and does not wait out its own
- * lease.
+ * lease. `turnOf(id, key)` reads where a keyed turn's messages landed (or that it still holds the thread), so a key
+ * can name a turn: the Responses API's stored response ids do.
  *
  * Layers: `layerMemory` (tests, one process) and `layerSql` on any `effect/sql` `SqlClient` — SQLite
  * (`SqliteClient.layer({ filename })` from `valet/SqliteClient`) or PostgreSQL (`@effect/sql-pg`'s `PgClient`);
@@ -116,6 +117,15 @@ export type OwnerOptions = Model.OwnerOptions
  * @category models
  */
 export type Lease = Model.Lease
+
+/**
+ * Where a keyed turn is on its thread: `appended` (its messages `[start, start + count)`) or `running` (its lease
+ * holds the thread, nothing appended yet). `Service.turnOf` reads it.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type KeyedTurn = Model.KeyedTurn
 
 /**
  * A thread store: create, get, messages (paged), list (by owner, paged), append (atomic), fork, delete, and the
@@ -359,6 +369,16 @@ export const append = (
   messages: ReadonlyArray<Message>,
   options?: Parameters<Service["append"]>[2]
 ): Effect.Effect<Thread, ThreadError, Threads> => Effect.flatMap(Effect.service(Threads), (threads) => threads.append(threadId, messages, options))
+
+/**
+ * Where the turn appended with `turnKey` is on the thread (`KeyedTurn`), or `undefined` when no append carried that
+ * key and no lease of it holds the thread.
+ *
+ * @since 0.2.0
+ * @category accessors
+ */
+export const turnOf = (threadId: string, turnKey: string, options?: OwnerOptions): Effect.Effect<KeyedTurn | undefined, ThreadError, Threads> =>
+  Effect.flatMap(Effect.service(Threads), (threads) => threads.turnOf(threadId, turnKey, options))
 
 /**
  * A copy of a thread up to a message (edit and retry: fork before the message to change, then run from there), with

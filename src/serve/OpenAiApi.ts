@@ -43,7 +43,57 @@
  *   parameter (`code` `unsupported_parameter`, `unsupported_value` or `invalid_value`; a body that does not decode
  *   has `param` the path of the first bad field), 404 `model_not_found`, 429 `rate_limit_exceeded` with
  *   `Retry-After`, 500 `server_error` for a run that failed (when streaming has begun: a last `data: {"error": …}`
- *   chunk, as OpenAI sends).
+ *   chunk, as OpenAI sends). A failed run's 500 and a `needs_approval` 409 carry `x-should-retry: false`: the
+ *   `openai` package would otherwise send the request again and run the agent again.
+ * - `POST /v1/responses` (the Responses API) with `model` = an agent's name runs it the same way:
+ *   - `instructions` is a system message before the input items; `input` is a string (one user message) or items:
+ *     messages (`user` / `system` / `developer` with `input_text`, `input_image` by URL, `input_file` by
+ *     `file_data`; `assistant` with `output_text` / `refusal`), `function_call` items (the tool calls of the assistant
+ *     message before them) each answered by its `function_call_output` (a string, or `input_text` parts) before the
+ *     next message, as the chat facade checks `tool_call_id`; `reasoning` items are accepted and dropped (another
+ *     model's private state). The last user message is the input when nothing follows it, as in chat.
+ *   - Honoured: `stream`, `text.format` (`text`, `json_object`, `json_schema` as in chat), `max_output_tokens` (the
+ *     run's output-token budget; reached: status `incomplete`, `incomplete_details.reason` `max_output_tokens`; the
+ *     agent's other budgets: `incomplete` with the reason `budget:<limit>`; a run cancelled: status `cancelled`),
+ *     `metadata` (echoed). Accepted and not used: `tool_choice` `none` / `auto` (an agent calls its own tools, as its
+ *     architecture decides: `none` does not stop it), `temperature`, `top_p`, `reasoning`, `parallel_tool_calls`,
+ *     `truncation`, `include`, `user` and the other bookkeeping keys.
+ *   - `store` (default `true`) on a server with a thread store (`Threads` given to `Runs`; `threads:` in
+ *     `valet.yaml`): the response is a turn on a thread of the request's owner (`RunsApi.Owner`, the app's auth), and
+ *     its id names that turn (by a key the turn runs under). `previous_response_id` goes on from it: on its thread
+ *     when its messages are the thread's last (checked again once the turn holds the thread), else on a fork cut
+ *     after them (OpenAI's branching). The items before the input go with the turn:
+ *     checked by its input guardrails as the caller's, and appended with its messages in one write once it holds the
+ *     thread (nothing is written for a turn refused, or one whose input guardrails trip). `instructions` and `system` /
+ *     `developer` items are that call's only: given to its model, not kept (each call sends its own). Ids decode
+ *     strictly (only the exact id given), and one request's `item_reference`s name at most 200 turns. An `item_reference` to an output
+ *     message of this server is that turn's answer. An id that names nothing, or another owner's, is a 400 "not found"
+ *     (`param` `previous_response_id` or `input[i].id`), as is a response that stored nothing (refused by a
+ *     guardrail, failed before it began); a response still running, or a thread in another turn, is a 409
+ *     `conversation_locked`.
+ *     `store: false`, or no thread store: a plain run (with `store: false`, dropped from the run registry once it
+ *     ended: `GET /runs` does not list it), `store: false` in the answer, and `item_reference` is refused (400)
+ *     saying why (the AI SDK sends `item_reference` unless given `providerOptions.openai.store = false`).
+ *     `previous_response_id` with `store: false` on a server with a thread store reads that response's conversation
+ *     (its last 100 messages) before the items, and writes nothing; without a thread store it is refused (400).
+ *   - Refused with a 400 naming the parameter or the item (`param` `input[3].type`, `input[0].content[1].file_id`):
+ *     non-empty `tools`, another `tool_choice`, `background: true`, `conversation`, `prompt`, `top_logprobs` > 0,
+ *     every other item type (`computer_call`, `web_search_call`, `mcp_*`…), files by `file_id` or `file_url`,
+ *     `input_audio`.
+ *   - Not streaming: a `response` object whose output messages hold the text the root run's model calls said (one
+ *     message per call whose text was streamed; the last, the run's output) and `output_text` all of it, with the
+ *     run's `usage`; a response not stored has the id `resp_` and the run's id without `run_`.
+ *   - `stream: true`: `event: <type>` frames with `sequence_number`s from 0 and no `[DONE]`: `response.created`,
+ *     `response.in_progress`, then per output message its `output_item.added` and `content_part.added`, an
+ *     `output_text.delta` per piece of its text (or the whole answer as one, as in chat), then `output_text.done`,
+ *     `content_part.done`, `output_item.done`; last `response.completed` (or `response.incomplete`, a cancelled
+ *     response's too), once the run's turn is written (a client may go on from it at once). A failed run ends
+ *     the stream with `error` then `response.failed`, as OpenAI does after a 200. A client that disconnects cancels
+ *     the run.
+ *   - A run that failed, or that waits for a person (`code` `needs_approval`), is a 200 `response` with status
+ *     `failed` and its `error` (`type`, `code`, `message`), sent with `x-should-retry: false`: the `openai` package and
+ *     the AI SDK retry a 5xx or a 409 by default, which would run the agent again. Streamed: the `error` /
+ *     `response.failed` pair.
  *
  * @example
  * ```ts
@@ -78,15 +128,21 @@
  *
  * @since 0.2.0
  */
-import { Clock, Data, Effect, Layer, Result, Schema, SchemaIssue, Stream } from "effect"
+import { Clock, Data, Effect, Layer, Option, Result, Schema, SchemaIssue, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpApiMiddleware, HttpApiSchema } from "effect/http-api"
 import type * as AgentEvent from "../core/AgentEvent.js"
+import type * as Threads from "../core/Threads.js"
 import * as Decode from "../core/internal/decode.js"
 import * as Agents from "./Agents.js"
 import { requireGroup } from "./internal/groupLayer.js"
 import * as Request from "./internal/openai/request.js"
+import * as ResponseIds from "./internal/openai/responseIds.js"
+import * as ResponsesRequest from "./internal/openai/responsesRequest.js"
+import * as ResponsesThreads from "./internal/openai/responsesThreads.js"
+import * as ResponsesStream from "./internal/openai/responsesStream.js"
 import * as Runs from "./Runs.js"
+import * as RunsApi from "./RunsApi.js"
 
 // ---------------------------------------------------------------------------------------------------------
 // Schemas
@@ -138,6 +194,22 @@ export const InvalidChatRequest = Request.InvalidChatRequest
 export type InvalidChatRequest = Request.InvalidChatRequest
 
 /**
+ * The Responses API's request body (`POST /v1/responses`): the keys valet reads (the module comment says what
+ * becomes of each); the others are ignored.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export const ResponseCreateRequest = ResponsesRequest.ResponseCreateRequest
+/**
+ * The Responses API's request body.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type ResponseCreateRequest = ResponsesRequest.ResponseCreateRequest
+
+/**
  * OpenAI's error body.
  *
  * @since 0.2.0
@@ -168,7 +240,7 @@ export class InvalidRequest extends HttpApiMiddleware.Service<InvalidRequest>()(
 }) {}
 
 /**
- * The group: `/v1/models` and `/v1/chat/completions`.
+ * The group: `/v1/models`, `/v1/chat/completions` and `/v1/responses`.
  *
  * @since 0.2.0
  * @category api
@@ -181,7 +253,13 @@ export const group = HttpApiGroup.make("openai")
       // A `chat.completion` object, or with `stream: true` SSE chunks; errors in OpenAI's shape.
       success: [Schema.Record(Schema.String, Schema.Unknown), HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" })],
       error: [ErrorBody.pipe(HttpApiSchema.status(404)), ErrorBody.pipe(HttpApiSchema.status(429)), ErrorBody.pipe(HttpApiSchema.status(500))]
-    })
+    }),
+    HttpApiEndpoint.post("createResponse", "/v1/responses", {
+      payload: ResponseCreateRequest,
+      // A `response` object, or with `stream: true` the `response.*` events; errors in OpenAI's shape.
+      success: [Schema.Record(Schema.String, Schema.Unknown), HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" })],
+      error: [ErrorBody.pipe(HttpApiSchema.status(404)), ErrorBody.pipe(HttpApiSchema.status(429)), ErrorBody.pipe(HttpApiSchema.status(500))]
+    }).middleware(RunsApi.Owner)
   )
   .middleware(InvalidRequest)
 
@@ -240,6 +318,12 @@ const refusal = (error: Runs.UnknownAgent | Runs.TooManyRuns | Runs.InvalidRunRe
   }
 }
 
+/**
+ * An answer about a run that ran (failed, or stopped for a person): the `openai` package retries a 409 or a 5xx by
+ * default, which would run the agent again, unless told not to (`x-should-retry: false`, which it obeys).
+ */
+const noRetry = (response: HttpServerResponse.HttpServerResponse) => HttpServerResponse.setHeader(response, "x-should-retry", "false")
+
 /** What the response is built from: the request, and the run it asked for. */
 interface Asked {
   readonly request: ChatCompletionRequest
@@ -248,7 +332,7 @@ interface Asked {
   readonly created: number
 }
 
-const finishReason = (asked: Asked, result: AgentEvent.RunResult): "stop" | "length" => {
+const finishReason = (asked: { readonly run: Runs.RunRequest }, result: AgentEvent.RunResult): "stop" | "length" => {
   if (result.interrupted && result.interruptionReason?.startsWith("budget:") === true) return "length"
   // A run whose last call was cut to the tokens left ends without being interrupted: it stopped for length too.
   const max = asked.run.budget?.maxOutputTokens
@@ -256,7 +340,7 @@ const finishReason = (asked: Asked, result: AgentEvent.RunResult): "stop" | "len
 }
 
 /** The answer's content: the decoded value as JSON for structured output, else the run's output. */
-const contentOf = (asked: Asked, result: AgentEvent.RunResult): string =>
+const contentOf = (asked: { readonly run: Runs.RunRequest }, result: AgentEvent.RunResult): string =>
   asked.run.output !== undefined && result.value !== undefined ? JSON.stringify(result.value) : result.output
 
 // The cached part goes where OpenAI puts it, only when the run's models reported one.
@@ -319,8 +403,10 @@ const completion = (runs: Runs.Service, asked: Asked) =>
       })
     }),
     Effect.catchTags({
-      RunFailed: (failed) => Effect.succeed(errorResponse(500, "server_error", String(failed.error._tag ?? null), `the agent's run failed: ${failed.message}`)),
-      NeedsPerson: (needs) => Effect.as(Effect.ignore(runs.cancel(asked.runId)), errorResponse(409, "invalid_request_error", "needs_approval", needs.text)),
+      RunFailed: (failed) =>
+        Effect.succeed(noRetry(errorResponse(500, "server_error", String(failed.error._tag ?? null), `the agent's run failed: ${failed.message}`))),
+      NeedsPerson: (needs) =>
+        Effect.as(Effect.ignore(runs.cancel(asked.runId)), noRetry(errorResponse(409, "invalid_request_error", "needs_approval", needs.text))),
       RunNotFound: (error) => Effect.die(error)
     }),
     // A client that goes away before the answer cancels the run.
@@ -367,6 +453,122 @@ const chunkStream = (runs: Runs.Service, asked: Asked) =>
     return HttpServerResponse.stream(body, { contentType: "text/event-stream", headers: { "cache-control": "no-cache", "x-accel-buffering": "no" } })
   }).pipe(Effect.catchTag("RunNotFound", (error) => Effect.die(error)))
 
+/** A Responses API request with its run: the `response` object's ids and time, and the run's. */
+interface AskedResponse extends ResponsesStream.Asked {
+  readonly run: Runs.RunRequest
+  readonly runId: string
+  /** Done once the response ended, however (`ResponsesThreads.dropIfUnused`). */
+  readonly ended: Effect.Effect<void>
+}
+
+/**
+ * The response's end: `cancelled` when the run was; `incomplete` when a budget stopped it (`max_output_tokens` only
+ * for the output-token budget, or a last call that spent the whole `max_output_tokens`; another budget names itself,
+ * `budget:<limit>`, which is no OpenAI reason); else `completed`.
+ */
+const responseEnding = (asked: AskedResponse, result: AgentEvent.RunResult): ResponsesStream.Ending => {
+  const reason = result.interrupted ? result.interruptionReason : undefined
+  if (reason === "cancelled") return { status: "cancelled", reason }
+  if (reason === "budget:max_output_tokens") return { status: "incomplete", reason: "max_output_tokens" }
+  if (reason?.startsWith("budget:") === true) return { status: "incomplete", reason }
+  const max = asked.run.budget?.maxOutputTokens
+  return max !== undefined && result.usage.outputTokens >= max ? { status: "incomplete", reason: "max_output_tokens" } : { status: "completed" }
+}
+
+/** Why a response could not start: the chat refusals, and a thread's (busy: 409 `conversation_locked`). */
+const storedRefusal = (
+  error: Runs.UnknownAgent | Runs.TooManyRuns | Runs.InvalidRunRequest | InvalidChatRequest | Runs.ThreadsUnavailable | Threads.ThreadError,
+  model: string
+) => {
+  switch (error._tag) {
+    case "ThreadBusy":
+      return errorResponse(409, "invalid_request_error", "conversation_locked", `Another response is in progress on this conversation: ${error.message}`)
+    case "ThreadNotFound":
+    case "ThreadForbidden":
+      return errorResponse(400, "invalid_request_error", "invalid_value", "Previous response not found.", "previous_response_id")
+    case "ThreadStoreError":
+    case "ThreadsUnavailable":
+      return errorResponse(500, "server_error", null, `the thread store failed: ${error.message}`)
+    default:
+      return refusal(error, model)
+  }
+}
+
+const failedResponse = (asked: AskedResponse, type: string, code: string, message: string) =>
+  noRetry(HttpServerResponse.jsonUnsafe(ResponsesStream.responseObject(asked, { status: "failed", error: { type, code, message } })))
+
+/**
+ * What an event of the run adds to the response's output (`ResponsesStream.framer`, whose frames a stream sends): the
+ * root run's text, each model call's its own message (a compaction's call is no reply); a structured answer is
+ * known once decoded (the model's text may be fenced, or repaired), so it streams no deltas and is sent whole at the
+ * end.
+ */
+const framesOf = (asked: AskedResponse, frames: ReturnType<typeof ResponsesStream.framer>) => (event: AgentEvent.AgentEvent): string => {
+  if (event.sessionId.includes("__")) return ""
+  if (event._tag === "TextDelta" && asked.run.output === undefined && event.index === 0 && event.text !== "" && !event.step.startsWith("context.")) {
+    return frames.delta(event.step, event.text)
+  }
+  if (event._tag === "ModelReplied") return frames.replied(event.step, event.toolCalls.length > 0)
+  return ""
+}
+
+const createdResponse = (runs: Runs.Service, asked: AskedResponse) =>
+  runs.events(asked.runId).pipe(
+    Effect.flatMap((events) => {
+      // The same output messages as the stream's (its frames dropped).
+      const frames = ResponsesStream.framer(asked)
+      const frame = framesOf(asked, frames)
+      return Stream.runFold(withoutWaiting(events), () => undefined as AgentEvent.RunResult | undefined, (found, { event }) => {
+        frame(event)
+        return event._tag === "RunCompleted" && !event.sessionId.includes("__") ? event.result : found
+      }).pipe(Effect.map((result) => {
+        const done = result!
+        const ending = responseEnding(asked, done)
+        frames.end(ending, contentOf(asked, done), done)
+        return HttpServerResponse.jsonUnsafe(ResponsesStream.responseObject(asked, { ...ending, items: frames.items(), result: done }))
+      }))
+    }),
+    // A run that ran and failed (or stopped for a person) is a response that failed: 200 with status "failed" and the
+    // error, as OpenAI answers one. A 5xx or 409 would have the `openai` package and the AI SDK send the request
+    // again by default, running the agent again (the AI SDK throws on a 200 with `error`, not retried).
+    Effect.catchTags({
+      RunFailed: (failed) =>
+        Effect.succeed(failedResponse(asked, "server_error", String(failed.error._tag ?? "server_error"), `the agent's run failed: ${failed.message}`)),
+      NeedsPerson: (needs) => Effect.as(Effect.ignore(runs.cancel(asked.runId)), failedResponse(asked, "invalid_request_error", "needs_approval", needs.text)),
+      RunNotFound: (error) => Effect.die(error)
+    }),
+    // A client that goes away before the answer cancels the run.
+    Effect.onInterrupt(() => Effect.ignore(runs.cancel(asked.runId))),
+    Effect.ensuring(asked.ended)
+  )
+
+const responseEvents = (runs: Runs.Service, asked: AskedResponse) =>
+  Effect.map(runs.events(asked.runId), (events) => {
+    const frames = ResponsesStream.framer(asked)
+    const frame = framesOf(asked, frames)
+    let result: AgentEvent.RunResult | undefined
+    // The end frames go out when the run's events end, not at its RunCompleted: a turn's messages are appended (and
+    // its lease given back) after that event, and a client that goes on from the response at `response.completed`
+    // must find them there.
+    const end = Stream.sync((): string => result === undefined ? "" : frames.end(responseEnding(asked, result), contentOf(asked, result), result))
+    const body = withoutWaiting(events).pipe(
+      Stream.map(({ event }): string => {
+        if (event._tag === "RunCompleted" && !event.sessionId.includes("__")) result = event.result
+        return frame(event)
+      }),
+      Stream.concat(end),
+      Stream.filter((text) => text !== ""),
+      Stream.catchTag("RunFailed", (failed) =>
+        Stream.succeed(frames.failed("server_error", String(failed.error._tag ?? "server_error"), `the agent's run failed: ${failed.message}`))),
+      Stream.catchTag("NeedsPerson", (needs) => Stream.succeed(frames.failed("invalid_request_error", "needs_approval", needs.text))),
+      (rest) => Stream.concat(Stream.sync(frames.start), rest),
+      // The stream ends with the run; a client that goes away first cancels it.
+      Stream.ensuring(Effect.andThen(Effect.ignore(runs.cancel(asked.runId)), asked.ended)),
+      Stream.encodeText
+    )
+    return HttpServerResponse.stream(body, { contentType: "text/event-stream", headers: { "cache-control": "no-cache", "x-accel-buffering": "no" } })
+  }).pipe(Effect.catchTag("RunNotFound", (error) => Effect.die(error)))
+
 const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"valet-openai", typeof group, "openai", unknown>>[2]>[0]) =>
   Effect.gen(function*() {
     const runs = yield* Runs.Runs
@@ -387,18 +589,91 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
           const asked: Asked = { request: payload, run: run.success, runId: started.success.runId, created }
           return payload.stream === true ? yield* chunkStream(runs, asked) : yield* completion(runs, asked)
         }))
+      .handle("createResponse", ({ payload }) =>
+        Effect.gen(function*() {
+          const created = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+          const owner = yield* Effect.service(RunsApi.CurrentOwner)
+          const threads = payload.store === false ? undefined : Option.getOrUndefined(runs.threads)
+          const unstored = payload.store === false
+            ? "store is false"
+            : threads === undefined
+            ? "this server keeps no conversations (no thread store: threads: in valet.yaml)"
+            : undefined
+          const store = Option.getOrUndefined(runs.threads)
+          // Before any thread is read or made.
+          if (store !== undefined && agents.get(payload.model) === undefined) {
+            return refusal(new Runs.UnknownAgent({ agent: payload.model, message: `no agent named ${JSON.stringify(payload.model)}` }), payload.model)
+          }
+          const references = threads === undefined
+            ? new Map<string, never>()
+            : yield* ResponsesThreads.references(threads, owner, ResponsesRequest.referencesOf(payload))
+          const previous = payload.previous_response_id ?? undefined
+          // Not stored, going on from a stored response: its conversation is read, and the run is a plain one.
+          const read = payload.store === false && previous !== undefined && store !== undefined
+            ? yield* ResponsesThreads.conversationOf(store, owner, previous)
+            : undefined
+          const run = ResponsesRequest.runRequestOf(payload, { unstored, references, previous: read })
+          if (Result.isFailure(run)) return refusal(run.failure, payload.model)
+          const started = yield* Effect.result(
+            threads === undefined
+              // Not stored: the run is dropped from the registry once it ended (GET /runs does not list it).
+              ? Effect.map(runs.start(run.success, { owner, ephemeral: payload.store === false }), ({ runId }) => ({
+                runId,
+                at: undefined as ResponseIds.TurnAt | undefined,
+                made: false as boolean
+              }))
+              : ResponsesThreads.startTurn(runs, threads, owner, previous, run.success)
+          )
+          if (Result.isFailure(started)) return storedRefusal(started.failure, payload.model)
+          const { at, made, runId } = started.success
+          // The run's own id inside a response that is not stored: GET /runs/:runId finds what it was (but after a
+          // `store: false` one ended: that run is dropped).
+          const suffix = runId.replace(/^run_/, "")
+          const asked: AskedResponse = {
+            request: payload,
+            run: run.success,
+            runId,
+            id: at === undefined ? `resp_${suffix}` : ResponseIds.responseId(at),
+            messageId: (n) => at === undefined ? `msg_${suffix}${n === 0 ? "" : `_${n}`}` : ResponseIds.messageId(at, n),
+            created,
+            store: at !== undefined,
+            previousResponseId: previous ?? null,
+            ended: threads !== undefined && at !== undefined && made ? ResponsesThreads.dropIfUnused(threads, owner, at) : Effect.void
+          }
+          return payload.stream === true ? yield* responseEvents(runs, asked) : yield* createdResponse(runs, asked)
+        }).pipe(Effect.catch((error) => Effect.succeed(storedRefusal(error, payload.model)))))
   })
 
 /**
- * The group's handlers for `api` (an `HttpApi` holding `group`, maybe under a prefix), over `Runs` and `Agents`.
+ * `RunsApi.Owner` over the app's function, its refusal (401) in OpenAI's shape, as the token guard's is under
+ * `/v1/`: an `openai` client reads it as an `AuthenticationError`.
+ */
+const ownerLayer = (owner: RunsApi.OwnerOf | undefined): Layer.Layer<RunsApi.Owner> =>
+  Layer.effect(
+    RunsApi.Owner,
+    Effect.map(Effect.service(RunsApi.Owner), (inner) =>
+      RunsApi.Owner.of((httpEffect, options) =>
+        Effect.catchTag(
+          inner(httpEffect, options),
+          "Unauthorized",
+          (error) => Effect.succeed(errorResponse(401, "authentication_error", null, error.message))
+        )))
+  ).pipe(Layer.provide(RunsApi.layerOwner(owner)))
+
+/**
+ * The group's handlers for `api` (an `HttpApi` holding `group`, maybe under a prefix), over `Runs` and `Agents`;
+ * `owner` finds whose threads a stored response is a turn on (`RunsApi.LayerOptions`). Without it, every request is
+ * the owner `"default"`: all stored responses are one owner's, and any caller who has a response id may go on from it.
  *
  * @since 0.2.0
  * @category layers
  */
 export const layerFor = <Id extends string, Groups extends HttpApiGroup.Constraint>(
-  api: HttpApi.HttpApi<Id, Groups>
+  api: HttpApi.HttpApi<Id, Groups>,
+  options: RunsApi.LayerOptions = {}
 ): Layer.Layer<HttpApiGroup.Service<Id, "openai"> | InvalidRequest, never, Runs.Runs | Agents.Agents> => {
   return requireGroup("OpenAiApi", "openai", api, () => HttpApiBuilder.group(api as unknown as typeof Api, "openai", build).pipe(
+    Layer.provide(ownerLayer(options.owner)),
     Layer.provideMerge(HttpApiMiddleware.layerSchemaErrorTransform(InvalidRequest, (error) =>
       Effect.succeed(errorResponse(
         400,

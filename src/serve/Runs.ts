@@ -174,6 +174,32 @@ export type ThreadRunRequest = typeof ThreadRunRequest.Type
 export interface ThreadTurn {
   readonly id: string
   readonly owner: string
+  /**
+   * The conversation before the task, when the caller sends it whole (the Responses facade): given after the
+   * thread's messages, checked by the input guardrails as the caller's, and appended with the turn's own messages in
+   * its one write under the lease (but its system messages, which are the call's instructions).
+   */
+  readonly history?: ReadonlyArray<Model.Message> | undefined
+  /**
+   * The turn's key (`Threads.TurnOptions.turnKey`): its lease and its append carry it, so `Threads.Service.turnOf`
+   * finds the turn by it (the Responses facade names a stored response by it).
+   */
+  readonly turnKey?: string | undefined
+  /**
+   * The thread's message count the turn was chosen on (`Threads.TurnOptions.expectedCount`): another count once the
+   * turn holds the thread refuses it (`ThreadBusy`) before it runs.
+   */
+  readonly expectedCount?: number | undefined
+}
+
+/**
+ * A turn's ids, and where its messages go: the thread's message count once the turn held the thread.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface TurnStarted extends Started {
+  readonly messageCount: number
 }
 
 /**
@@ -449,12 +475,14 @@ export interface Options {
 }
 
 /**
- * The options of every turn a server runs on a thread: `Threads.TurnOptions` but the thread and the owner.
+ * The options of every turn a server runs on a thread: `Threads.TurnOptions` but what is each turn's own — the
+ * thread and the owner, the turn's key and expected count, whether it keeps its caller's history (the Responses
+ * facade's turns do), and `onBegun` (the registry's).
  *
  * @since 0.2.0
  * @category options
  */
-export type TurnDefaults = Omit<Threads.TurnOptions, "id" | "owner">
+export type TurnDefaults = Omit<Threads.TurnOptions, "id" | "owner" | "turnKey" | "expectedCount" | "keepHistory" | "onBegun">
 
 /**
  * Whose the caller is (`RunsApi.CurrentOwner`): runs started with an owner are seen by that owner only.
@@ -464,6 +492,17 @@ export type TurnDefaults = Omit<Threads.TurnOptions, "id" | "owner">
  */
 export interface OwnerOption {
   readonly owner?: string | undefined
+}
+
+/**
+ * How a run is started: its owner, and whether it is `ephemeral` — dropped from the registry once it ended and its
+ * starter read its events (a response not stored, `store: false` on `/v1/responses`: no later request finds it).
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export interface StartOptions extends OwnerOption {
+  readonly ephemeral?: boolean | undefined
 }
 
 /**
@@ -479,7 +518,7 @@ export interface Service {
    */
   readonly start: (
     request: RunRequest,
-    options?: OwnerOption
+    options?: StartOptions
   ) => Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest>
   /**
    * Starts a turn on a thread (`Agent.stream(…, { thread })`, through the same limits, budgets, cancel and replay as
@@ -490,7 +529,7 @@ export interface Service {
   readonly startTurn: (
     request: ThreadRunRequest,
     thread: ThreadTurn
-  ) => Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest | ThreadsUnavailable | Threads.ThreadError>
+  ) => Effect.Effect<TurnStarted, UnknownAgent | TooManyRuns | InvalidRunRequest | ThreadsUnavailable | Threads.ThreadError>
   /** The thread store the runs' turns use, when the server has one. */
   readonly threads: Option.Option<Threads.Service>
   /** A run; given an `owner`, another owner's run is `RunNotFound` (its id is not confirmed). */
@@ -577,6 +616,12 @@ interface Record_ {
   /** The input as given, when it was parts. */
   readonly inputParts: ReadonlyArray<Model.Part> | undefined
   readonly thread: ThreadTurn | undefined
+  /** A turn's thread's message count once the turn held it (where its messages go). */
+  threadCount: number | undefined
+  /** Dropped once it ended and its events were asked for (`StartOptions.ephemeral`). */
+  readonly ephemeral: boolean
+  /** Whether its events were asked for. */
+  followed: boolean
   /** Whose the run is (the request's owner); undefined for runs started without one (seen by every caller). */
   readonly owner: string | undefined
   readonly createdAt: number
@@ -759,7 +804,20 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
       const thread = record.thread
       const run = thread === undefined || Option.isNone(threads)
         ? Agent.stream(entry.agent, prompt, options)
-        : Agent.stream(entry.agent, prompt, { ...options, thread: { ...turns, id: thread.id, owner: thread.owner } }).pipe(
+        : Agent.stream(entry.agent, prompt, {
+          ...options,
+          thread: {
+            ...turns,
+            id: thread.id,
+            owner: thread.owner,
+            ...(thread.history !== undefined ? { keepHistory: true } : {}),
+            ...(thread.turnKey !== undefined ? { turnKey: thread.turnKey } : {}),
+            ...(thread.expectedCount !== undefined ? { expectedCount: thread.expectedCount } : {}),
+            onBegun: ({ messageCount }) => {
+              record.threadCount = messageCount
+            }
+          }
+        }).pipe(
           Stream.provideService(Threads.Threads, threads.value)
         )
       return Stream.provideService(run, HumanLoop.HumanLoop, humanLoop)
@@ -818,6 +876,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
               record.questions.clear()
               touch(record)
               prune(now)
+              dropIfDone(record)
             }))
         )
       )
@@ -827,7 +886,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
       request: RunRequest,
       thread: ThreadTurn | undefined,
       owner: string | undefined,
-      begun: Deferred.Deferred<void, Threads.ThreadError>
+      begun: Deferred.Deferred<void, Threads.ThreadError>,
+      ephemeral?: boolean
     ): Effect.Effect<Record_, UnknownAgent | TooManyRuns | InvalidRunRequest> =>
       Effect.gen(function*() {
         const entry = agents.get(request.agent)
@@ -873,6 +933,9 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
           input: Model.textOf(request.input),
           inputParts: parts,
           thread,
+          threadCount: undefined,
+          ephemeral: ephemeral === true,
+          followed: false,
           owner,
           createdAt: now,
           events: [],
@@ -893,7 +956,7 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
           record,
           entry,
           budget,
-          request.history ?? [],
+          thread?.history ?? request.history ?? [],
           parts ?? record.input,
           output?.success,
           guardrails?.success,
@@ -902,13 +965,24 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
         return record
       })
 
-    const start = (request: RunRequest, options?: OwnerOption): Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest> =>
-      Effect.map(launch(request, undefined, options?.owner, Deferred.makeUnsafe()), (record) => ({ runId: record.runId, sessionId: record.sessionId }))
+    const start = (request: RunRequest, options?: StartOptions): Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest> =>
+      Effect.map(
+        launch(request, undefined, options?.owner, Deferred.makeUnsafe(), options?.ephemeral),
+        (record) => ({ runId: record.runId, sessionId: record.sessionId })
+      )
+
+    /** An ephemeral run that ended and was followed: no later request finds it (its readers keep the record). */
+    const dropIfDone = (record: Record_) => {
+      if (record.ephemeral && record.followed && record.endedAt !== undefined) {
+        records.delete(record.runId)
+        sessions.delete(record.sessionId)
+      }
+    }
 
     const startTurn = (
       request: ThreadRunRequest,
       thread: ThreadTurn
-    ): Effect.Effect<Started, UnknownAgent | TooManyRuns | InvalidRunRequest | ThreadsUnavailable | Threads.ThreadError> =>
+    ): Effect.Effect<TurnStarted, UnknownAgent | TooManyRuns | InvalidRunRequest | ThreadsUnavailable | Threads.ThreadError> =>
       Effect.gen(function*() {
         if (Option.isNone(threads)) return yield* threadsUnavailable()
         const begun = Deferred.makeUnsafe<void, Threads.ThreadError>()
@@ -923,13 +997,16 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
             })
           )
         )
-        return { runId: record.runId, sessionId: record.sessionId }
+        return { runId: record.runId, sessionId: record.sessionId, messageCount: record.threadCount ?? 0 }
       })
 
     type Page = readonly [ReadonlyArray<Indexed>, Option.Option<number>]
     const events = (runId: string, options?: { readonly after?: number | undefined } & OwnerOption) =>
-      Effect.map(find(runId, options?.owner), (record) =>
-        Stream.paginate(options?.after === undefined ? 0 : options.after + 1, (next: number) =>
+      Effect.map(find(runId, options?.owner), (record) => {
+        // Asked for before it ended, or after (its starter was slower than the run): dropped once both are so.
+        record.followed = true
+        dropIfDone(record)
+        return Stream.paginate(options?.after === undefined ? 0 : options.after + 1, (next: number) =>
           Effect.suspend((): Effect.Effect<Page, RunFailed> => {
             if (next < record.events.length) {
               const items = record.events.slice(next).map((event, i) => ({ seq: next + i, event }))
@@ -942,7 +1019,8 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
             if (record.status === "completed") return Effect.succeed([[], Option.none()])
             // Nothing new yet: wait for the next change, then look again.
             return Effect.as(Deferred.await(record.changed), [[], Option.some(next)] as Page)
-          })))
+          }))
+      })
 
     return Runs.of({
       start,

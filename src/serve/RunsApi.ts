@@ -585,6 +585,8 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
         .handle("createThreadRun", ({ params, payload }) =>
           Effect.flatMap(Effect.service(CurrentOwner), (owner) =>
             runs.startTurn(payload, { id: params.threadId, owner }).pipe(
+              // The body is the run's ids alone.
+              Effect.map(({ runId, sessionId }) => ({ runId, sessionId })),
               Effect.catchTag("TooManyRuns", (error) => Effect.succeed(RunStream.tooMany(error)))
             )))
         .handle("streamThreadRun", ({ params, payload, query }) =>

@@ -129,12 +129,12 @@ const ApiWithoutA2a = HttpApi.make("valet").add(RunsApi.group).add(OpenAiApi.gro
 export const routes = (options: Options = {}) =>
   (options.a2a?.enabled === false
     ? HttpApiBuilder.layer(ApiWithoutA2a, { openapiPath: "/openapi.json" }).pipe(
-      Layer.provide([RunsApi.layerFor(ApiWithoutA2a, { owner: options.owner }), OpenAiApi.layerFor(ApiWithoutA2a), ChatApi.layerFor(ApiWithoutA2a, { owner: options.owner })])
+      Layer.provide([RunsApi.layerFor(ApiWithoutA2a, { owner: options.owner }), OpenAiApi.layerFor(ApiWithoutA2a, { owner: options.owner }), ChatApi.layerFor(ApiWithoutA2a, { owner: options.owner })])
     )
     : HttpApiBuilder.layer(Api, { openapiPath: "/openapi.json" }).pipe(
       Layer.provide([
         RunsApi.layerFor(Api, { owner: options.owner }),
-        OpenAiApi.layerFor(Api),
+        OpenAiApi.layerFor(Api, { owner: options.owner }),
         ChatApi.layerFor(Api, { owner: options.owner }),
         A2aApi.layerFor(Api, {
           owner: options.owner,

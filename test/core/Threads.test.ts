@@ -237,6 +237,32 @@ const conformance = (backend: Backend) =>
         expect((yield* Threads.append("k2", [user("q1")], { turnKey: "run-1" })).messageCount).toBe(1)
       })))
 
+    it.effect("turnOf: where a keyed turn's messages landed; running while its key's lease holds the thread; else undefined", () =>
+      withStore(backend, Effect.gen(function*() {
+        const threads = yield* Threads.Threads
+        yield* Threads.create({ id: "t", owner: "ada" })
+        yield* Threads.append("t", [user("q0")])
+        // A turn holding the lease under its key, nothing appended yet: running (another key's is not).
+        const lease = yield* threads.acquire("t", { durationMs: 1000, turnKey: "run-1" })
+        expect(yield* Threads.turnOf("t", "run-1")).toEqual({ status: "running" })
+        expect(yield* Threads.turnOf("t", "run-2")).toBeUndefined()
+        yield* threads.append("t", [user("q1"), assistant("a1")], { lease, turnKey: "run-1" })
+        yield* threads.release(lease)
+        expect(yield* Threads.turnOf("t", "run-1", { owner: "ada" })).toEqual({ status: "appended", start: 1, count: 2 })
+        // A lease given back, or expired, without an append: nothing.
+        const dropped = yield* threads.acquire("t", { durationMs: 1000, turnKey: "run-2" })
+        yield* threads.release(dropped)
+        expect(yield* Threads.turnOf("t", "run-2")).toBeUndefined()
+        yield* threads.acquire("t", { durationMs: 1000, turnKey: "run-3" })
+        yield* TestClock.adjust(1001)
+        expect(yield* Threads.turnOf("t", "run-3")).toBeUndefined()
+        // A fork does not carry the keys; another owner's thread and a bad key are refused.
+        yield* Threads.fork("t", { at: 3, id: "t2" })
+        expect(yield* Threads.turnOf("t2", "run-1")).toBeUndefined()
+        expect(yield* Effect.flip(Threads.turnOf("t", "run-1", { owner: "bob" }))).toMatchObject({ _tag: "ThreadForbidden" })
+        expect(yield* Effect.flip(Threads.turnOf("t", ""))).toMatchObject({ _tag: "ThreadStoreError", threadId: "t" })
+      })))
+
     it.effect("a turn key's lease: taken again by the same turn at once (resumed), by no other turn until given back or expired", () =>
       withStore(backend, Effect.gen(function*() {
         const threads = yield* Threads.Threads
@@ -544,6 +570,17 @@ describe("Turns on a thread", () => {
       const after = yield* Threads.messages("t")
       expect(after.messages.slice(4)).toEqual([user("Once more?")])
     })))
+
+  it.effect("expectedCount: a turn finding another count under its lease fails with ThreadBusy before its model is called", () =>
+    withThread(Effect.gen(function*() {
+      yield* Agent.run(agent, "First?", { thread: "t" })
+      const refused = yield* Effect.flip(Agent.run(agent, "Second?", { thread: { id: "t", expectedCount: 0 } }))
+      expect(refused).toMatchObject({ _tag: "ThreadBusy", threadId: "t" })
+      expect(refused.message).toMatch(/holds 2 messages, not the 0/)
+      expect(yield* ScriptedModel.calls).toHaveLength(1)
+      yield* Agent.run(agent, "Second?", { thread: { id: "t", expectedCount: 2 } })
+      expect((yield* Threads.messages("t")).total).toBe(4)
+    })).pipe(Effect.provide(ScriptedModel.layer(() => "Hi."))))
 
   it.effect("two turns at once: the second fails with ThreadBusy, or with onBusy: wait runs after the first", () =>
     withThread(Effect.gen(function*() {

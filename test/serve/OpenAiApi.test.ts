@@ -192,6 +192,23 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
       expect(body.error.param).toBe("messages[0].role")
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("a failed run's 500 says x-should-retry: false: the openai package with its default retries runs it once", () =>
+    Effect.gen(function*() {
+      let calls = 0
+      const failing = scripted("failing", () => {
+        calls++
+        return { error: new ModelError.InvalidRequest({ status: 400, message: "bad request to the model" }) }
+      })
+      const url = yield* serve([failing])
+      const failed = yield* Effect.promise(() =>
+        new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused" }).chat.completions.create({ model: "failing", messages: [{ role: "user", content: "x" }] })
+          .then(() => undefined, (error: unknown) => error)
+      )
+      expect(failed).toBeInstanceOf(OpenAI.InternalServerError)
+      expect((failed as InstanceType<typeof OpenAI.InternalServerError>).headers.get("x-should-retry")).toBe("false")
+      expect(calls).toBe(1)
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("the AI SDK's OpenAI-compatible provider: generateText and streamText", () =>
     Effect.gen(function*() {
       const url = yield* serve(agents)

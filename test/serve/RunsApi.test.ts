@@ -18,6 +18,7 @@ import * as Model from "../../src/core/Model.js"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Threads from "../../src/core/Threads.js"
 import * as SqliteClient from "../../src/environment/SqliteClient.js"
+import type * as Runs from "../../src/serve/Runs.js"
 import * as RunsApi from "../../src/serve/RunsApi.js"
 import type * as Server from "../../src/serve/Server.js"
 import { serveAgents } from "../support/serve.js"
@@ -127,6 +128,20 @@ describe("RunsApi: threads over HTTP", () => {
       expect(before.body.messages.start).toBe(0)
       expect(before.body.messages.messages.map((m: Model.Message) => m.content)).toEqual(["My name is Ada.", "Hello, Ada."])
     }).pipe(Effect.scoped))
+
+  it("the server's turn options leave out what is each turn's own: keepHistory, onBegun, the turn's key and count (type-checked)", () => {
+    const own: ReadonlyArray<Runs.TurnDefaults> = [
+      // @ts-expect-error keepHistory is a turn's own (the Responses facade's): as a default, every turn would keep its caller's history
+      { keepHistory: true },
+      // @ts-expect-error onBegun is the registry's: a default would be overridden without a word
+      { onBegun: () => undefined },
+      // @ts-expect-error one key for every turn would make every turn one
+      { turnKey: "k" },
+      // @ts-expect-error a count is one turn's
+      { expectedCount: 0 }
+    ]
+    expect(own).toHaveLength(4)
+  })
 
   it.live("the server's turn options (Runs' turns) hold for every turn: a shorter history, a working memory per owner", () =>
     Effect.gen(function*() {

@@ -5,7 +5,7 @@ import { Clock, Effect, Result } from "effect"
 import type { Message } from "../modelSchema.js"
 import { cosineWith, norm, TopK } from "../vectors.js"
 import * as Check from "./check.js"
-import { type Lease, type Recalled, type Service, type Summary, type Thread, ThreadBusy, type ThreadForbidden, ThreadNotFound, type ThreadStoreError } from "./model.js"
+import { type KeyedTurn, type Lease, type Recalled, type Service, type Summary, type Thread, ThreadBusy, type ThreadForbidden, ThreadNotFound, type ThreadStoreError } from "./model.js"
 
 interface Entry {
   thread: Thread
@@ -100,6 +100,19 @@ export const make = (): Effect.Effect<Service> =>
         entry.messages.push(...checked)
         entry.thread = { ...entry.thread, updatedAt: now, messageCount: entry.messages.length }
         return entry.thread
+      })
+
+    const turnOf: Service["turnOf"] = (threadId, turnKey, options) =>
+      Effect.gen(function*() {
+        const entry = yield* find("turnOf", threadId, options?.owner)
+        yield* Check.checkTurnKey("turnOf", turnKey, threadId)
+        const now = yield* Clock.currentTimeMillis
+        const appended = entry.turns.get(turnKey)
+        if (appended !== undefined) return { status: "appended", ...appended } satisfies KeyedTurn
+        const lease = entry.lease
+        return lease !== undefined && lease.until >= now && lease.token.startsWith(Check.turnLeasePrefix(turnKey))
+          ? { status: "running" } satisfies KeyedTurn
+          : undefined
       })
 
     const fork: Service["fork"] = (threadId, options) =>
@@ -205,6 +218,7 @@ export const make = (): Effect.Effect<Service> =>
       messages,
       list,
       append,
+      turnOf,
       fork,
       delete: delete_,
       acquire,

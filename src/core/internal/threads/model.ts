@@ -203,6 +203,18 @@ export interface Recalled {
   readonly message: Message
 }
 
+/**
+ * Where a keyed turn is (a turn that took the lease and appended with a `turnKey`): `appended`, its messages being
+ * `[start, start + count)` of the thread; or `running`, while that key's lease holds the thread and nothing of the
+ * turn is appended yet.
+ *
+ * @since 0.2.0
+ * @category models
+ */
+export type KeyedTurn =
+  | { readonly status: "appended"; readonly start: number; readonly count: number }
+  | { readonly status: "running" }
+
 // ---------------------------------------------------------------------------------------------------------
 // The service
 // ---------------------------------------------------------------------------------------------------------
@@ -269,6 +281,12 @@ export interface Service {
       readonly turnKey?: string | undefined
     }
   ) => Effect.Effect<Thread, ThreadError>
+  /**
+   * Where the turn appended with `turnKey` is on the thread (see `KeyedTurn`), or `undefined` when no append carried
+   * that key and no lease of it holds the thread: a turn that stored nothing, or never began. (A fork does not carry
+   * the keys of the turns it copies.)
+   */
+  readonly turnOf: (threadId: string, turnKey: string, options?: OwnerOptions) => Effect.Effect<KeyedTurn | undefined, ThreadError>
   /**
    * A new thread (same owner and metadata unless given) holding this one's messages before index `at`, and its
    * summary when that stands for no message at or after `at`.

@@ -13,7 +13,7 @@ import { formatIssue } from "../decode.js"
 import { Message } from "../modelSchema.js"
 import { createTables, describeSqlError, IntegerColumn } from "../sql.js"
 import * as Check from "./check.js"
-import { type Service, type Thread, ThreadBusy, type ThreadError, ThreadNotFound, ThreadStoreError } from "./model.js"
+import { type KeyedTurn, type Service, type Thread, ThreadBusy, type ThreadError, ThreadNotFound, ThreadStoreError } from "./model.js"
 import * as SqlVectors from "./sqlVectors.js"
 
 export const tableNames = {
@@ -274,6 +274,31 @@ export const makeWith = (options: Options = {}): Effect.Effect<Service, ThreadSt
       return { ...thread, updatedAt: now, messageCount: count + checked.length }
     })).pipe(Effect.mapError((error) => "_tag" in error && error._tag === "SqlError" ? failure("append", threadId)(error) : error))
 
+  const TurnRow = Schema.Struct({ start_idx: IntegerColumn, message_count: IntegerColumn })
+  const decodeTurnRow = Schema.decodeUnknownResult(TurnRow)
+
+  const turnOf: Service["turnOf"] = (threadId, turnKey, options) =>
+    Effect.gen(function*() {
+      yield* find("turnOf", threadId, options?.owner)
+      yield* Check.checkTurnKey("turnOf", turnKey, threadId)
+      const found = yield* sql`SELECT start_idx, message_count FROM ${turns} WHERE thread_id = ${threadId} AND turn_key = ${turnKey}`.pipe(
+        Effect.mapError(failure("turnOf", threadId))
+      )
+      if (found.length > 0) {
+        const row = decodeTurnRow(found[0])
+        if (Result.isFailure(row)) {
+          return yield* Check.refuse("turnOf", formatIssue(`a row of ${tableNames.turns} is not a turn`, row.failure.issue, found[0]), threadId)
+        }
+        return { status: "appended", start: row.success.start_idx, count: row.success.message_count } satisfies KeyedTurn
+      }
+      const now = yield* Clock.currentTimeMillis
+      const prefix = Check.turnLeasePrefix(turnKey)
+      // As `acquire` compares a turn key's lease: by its prefix, as a substring (a key may hold LIKE's `%` and `_`).
+      const held = yield* sql`SELECT id FROM ${threads} WHERE id = ${threadId} AND lease_until >= ${now}
+        AND substr(lease_token, 1, ${prefix.length}) = ${prefix}`.pipe(Effect.mapError(failure("turnOf", threadId)))
+      return held.length > 0 ? { status: "running" } satisfies KeyedTurn : undefined
+    })
+
   const fork: Service["fork"] = (threadId, options) =>
     sql.withTransaction(Effect.gen(function*() {
       const source = yield* find("fork", threadId, options.owner)
@@ -405,6 +430,7 @@ export const makeWith = (options: Options = {}): Effect.Effect<Service, ThreadSt
     messages,
     list,
     append,
+    turnOf,
     fork,
     delete: delete_,
     acquire,

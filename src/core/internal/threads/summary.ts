@@ -23,6 +23,8 @@ export interface Loaded {
    * messages before it reach the model only through the summary, if at all.
    */
   readonly start: number
+  /** The thread's message count when it was read (under the turn's lease: where the turn's messages will go). */
+  readonly total: number
   /**
    * The observer of the run's compactions, given the thread's messages as the run receives them (`messages`, cut to
    * the first user message): it keeps the latest summary that stands for the first of them up to some index.
@@ -66,6 +68,7 @@ export const load = (threads: Service, threadId: string, owner: string | undefin
     return {
       messages,
       start,
+      total: page.total,
       observer: (given) => {
         // The given messages are a run of these (cut to the first user message): where they start.
         const offset = given.length === 0 ? -1 : messages.indexOf(given[0]!)

@@ -50,6 +50,32 @@ export interface TurnOptions {
    */
   readonly historyLimit?: number | undefined
   readonly incomplete?: Incomplete | undefined
+  /**
+   * Keep the caller's `history` too: a client that sends the conversation whole (the Responses facade's first
+   * turn, its items before the input) has it appended before the turn's own messages, in the turn's one write under
+   * the lease, and only when the turn keeps messages (never when an input guardrail refused: the caller's messages
+   * are checked with the task). Its system messages are not kept: they are that call's instructions, given again
+   * by each call (and a thread's history starts at a user message). An empty task after them (the conversation
+   * ends in a tool result) stores no user message of its own: the last kept user message is the turn's.
+   */
+  readonly keepHistory?: boolean | undefined
+  /**
+   * Told once the turn holds the thread and read its history: the thread's message count then, which is where the
+   * turn's messages will go (a caller naming the turn by its place, as the Responses facade's ids do).
+   */
+  readonly onBegun?: ((thread: { readonly messageCount: number }) => void) | undefined
+  /**
+   * The turn's key: its lease is taken under it and its messages appended with it (`Threads.Service.append`'s
+   * `turnKey`), so `Threads.Service.turnOf` finds where the turn's messages landed, or that it still holds the
+   * thread. A caller naming the turn by the key (the Responses facade's ids) needs no count read before the turn.
+   */
+  readonly turnKey?: string | undefined
+  /**
+   * The thread's message count the caller chose this turn on (a turn that must go right after given messages, as a
+   * Responses facade continuation does): when the thread holds another count once the turn holds its lease, the
+   * turn fails with `ThreadBusy` before anything runs (another turn got in between).
+   */
+  readonly expectedCount?: number | undefined
   /** The lease's length, renewed every third of it while the turn runs (default 60 seconds). */
   readonly leaseDuration?: Duration.Input | undefined
   /**
@@ -193,10 +219,19 @@ const leaseMsOf = (options: TurnOptions): Effect.Effect<number, ThreadStoreError
 }
 
 /** Takes the lease (renewed in the scope), loads the page, and says how to finish. */
-const begin = (threads: Service, options: TurnOptions, task: Content): Effect.Effect<Begun, ThreadError | ModelError, Scope.Scope> =>
+const begin = (
+  threads: Service,
+  options: TurnOptions,
+  task: Content,
+  extraHistory: ReadonlyArray<Message> | undefined
+): Effect.Effect<Begun, ThreadError | ModelError, Scope.Scope> =>
   Effect.gen(function*() {
     const leaseMs = yield* leaseMsOf(options)
-    const acquire = threads.acquire(options.id, { owner: options.owner, durationMs: leaseMs })
+    const acquire = threads.acquire(options.id, {
+      owner: options.owner,
+      durationMs: leaseMs,
+      ...(options.turnKey !== undefined ? { turnKey: options.turnKey } : {})
+    })
     const lease = yield* (options.onBusy === "wait"
       ? acquire.pipe(
         Effect.retry({ while: (error) => error._tag === "ThreadBusy", schedule: Schedule.spaced("200 millis") }),
@@ -216,6 +251,13 @@ const begin = (threads: Service, options: TurnOptions, task: Content): Effect.Ef
     )))
     // The thread's summary, if it keeps one, then the page after it.
     const loaded = yield* Summary.load(threads, options.id, options.owner, options.historyLimit ?? defaults.historyLimit)
+    // Read under the lease: no other turn's messages land between this and the append.
+    if (options.expectedCount !== undefined && loaded.total !== options.expectedCount) {
+      return yield* new ThreadBusy({
+        threadId: options.id,
+        message: `Threads: thread ${JSON.stringify(options.id)} holds ${loaded.total} messages, not the ${options.expectedCount} this turn was to follow: another turn got in first`
+      })
+    }
     const given = fromFirstUserMessage(loaded.messages)
     const memory = options.workingMemory
     let shown: ReadonlyArray<Message> = []
@@ -234,16 +276,28 @@ const begin = (threads: Service, options: TurnOptions, task: Content): Effect.Ef
     const recall = options.recall !== undefined && thread !== undefined
       ? yield* Recall.prepare(threads, options.recall, { threadId: thread.id, owner: thread.owner, task: textOf(task), pageStart: loaded.start })
       : undefined
+    options.onBegun?.({ messageCount: loaded.total })
+    const kept = options.keepHistory === true ? (extraHistory ?? []).filter((message) => message.role !== "system") : []
     return {
       lease,
       tools,
       history: [...shown, ...(recall?.shown ?? []), ...given],
       observer: loaded.observer(given),
       finish: (exit, events) => {
-        const messages = turnMessages(task, events, exit, options.incomplete ?? "note")
+        const own = turnMessages(task, events, exit, options.incomplete ?? "note")
+        // A conversation that ends in a tool result has no task (""): its last user message is among the kept items.
+        // An empty user message stored after them would be read by every later turn's model (this one's never saw
+        // it), and some providers refuse empty content.
+        const first = own[0]
+        const ownKept = kept.length > 0 && task === "" && first?.role === "user" && first.content === "" ? own.slice(1) : own
+        const messages = ownKept.length === 0 ? ownKept : [...kept, ...ownKept]
         const appended = messages.length === 0
           ? Effect.succeed(undefined)
-          : threads.append(options.id, messages, { owner: options.owner, lease })
+          : threads.append(options.id, messages, {
+            owner: options.owner,
+            lease,
+            ...(options.turnKey !== undefined ? { turnKey: options.turnKey } : {})
+          })
         // The vectors last, in a write of their own after the append and the summary (see recall.ts for why).
         return Effect.flatMap(appended, (after) =>
           Effect.andThen(
@@ -268,7 +322,7 @@ export const run = <A extends AgentEvent.RunResult, R>(
   body: (history: ReadonlyArray<Message>, emitter: Emitter, tools: ReadonlyArray<Tool.Tool>) => Effect.Effect<A, AgentError, R>
 ): Effect.Effect<A, AgentError | ThreadError, R> =>
   Effect.scoped(Effect.gen(function*() {
-    const begun = yield* begin(threads, optionsOf(thread), task)
+    const begun = yield* begin(threads, optionsOf(thread), task, extraHistory)
     const { events, record } = recorder()
     const emitter: Emitter = {
       observed: true,
@@ -295,7 +349,7 @@ export const stream = <E, R>(
   body: (history: ReadonlyArray<Message>, tools: ReadonlyArray<Tool.Tool>) => Stream.Stream<AgentEvent.AgentEvent, E, R>
 ): Stream.Stream<AgentEvent.AgentEvent, E | ThreadError | ModelError, R> =>
   Stream.unwrap(Effect.gen(function*() {
-    const begun = yield* begin(threads, optionsOf(thread), task)
+    const begun = yield* begin(threads, optionsOf(thread), task, extraHistory)
     const { events, record } = recorder()
     let result: AgentEvent.RunResult | undefined
     let finished = false

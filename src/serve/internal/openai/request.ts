@@ -87,20 +87,20 @@ export class InvalidChatRequest extends Schema.TaggedError<InvalidChatRequest>()
   message: Schema.String
 }) {}
 
-const unsupported = (param: string, why: string) =>
+export const unsupported = (param: string, why: string) =>
   Result.fail(new InvalidChatRequest({ param, code: "unsupported_parameter", message: `Unsupported parameter: '${param}': ${why}` }))
 
-const unsupportedValue = (param: string, why: string) =>
+export const unsupportedValue = (param: string, why: string) =>
   Result.fail(new InvalidChatRequest({ param, code: "unsupported_value", message: `Unsupported value: '${param}': ${why}` }))
 
-const invalid = (param: string, why: string) =>
+export const invalid = (param: string, why: string) =>
   Result.fail(new InvalidChatRequest({ param, code: "invalid_value", message: `Invalid '${param}': ${why}` }))
 
 // ---------------------------------------------------------------------------------------------------------
 // Parameters
 // ---------------------------------------------------------------------------------------------------------
 
-const agentWithOwnTools = "an agent calls its own tools, inside the run; its answer is text, never a tool call for the client to run"
+export const agentWithOwnTools = "an agent calls its own tools, inside the run; its answer is text, never a tool call for the client to run"
 
 /** The structured output asked for, as a JSON Schema; `undefined` for text. */
 const outputOf = (
@@ -123,7 +123,7 @@ const outputOf = (
 
 /** Every parameter that would change the answer and that valet cannot honour, refused by name. */
 /** A client's value in a message: a short string as it is, anything else by its kind (never serialized whole). */
-const described = (value: unknown): string =>
+export const described = (value: unknown): string =>
   typeof value === "string"
     ? JSON.stringify(value.slice(0, 80))
     : typeof value === "number" || typeof value === "boolean" || value === null
@@ -168,10 +168,10 @@ const refused = (request: ChatCompletionRequest): Result.Result<void, InvalidCha
 // The conversation
 // ---------------------------------------------------------------------------------------------------------
 
-const isRecord = (u: unknown): u is Readonly<Record<string, unknown>> => typeof u === "object" && u !== null && !Array.isArray(u)
+export const isRecord = (u: unknown): u is Readonly<Record<string, unknown>> => typeof u === "object" && u !== null && !Array.isArray(u)
 
 /** `data:<media type>;base64,<data>` split, or `undefined` when the text is not such a URL. */
-const splitDataUrl = (url: string): { readonly mediaType: string; readonly data: string } | undefined => {
+export const splitDataUrl = (url: string): { readonly mediaType: string; readonly data: string } | undefined => {
   const match = /^data:([^;,]+);base64,/i.exec(url)
   return match === null ? undefined : { mediaType: match[1]!.toLowerCase(), data: url.slice(match[0].length) }
 }
@@ -342,24 +342,44 @@ export const runRequestOf = (request: ChatCompletionRequest): Result.Result<Runs
   if (Result.isFailure(output)) return Result.fail(output.failure)
   const conversation = historyOf(request.messages)
   if (Result.isFailure(conversation)) return Result.fail(conversation.failure)
-  const history = conversation.success
+  const maxOutputTokens = request.max_completion_tokens ?? request.max_tokens ?? undefined
+  return runOfConversation(request.model, conversation.success, { output: output.success, maxOutputTokens }, "messages")
+}
+
+/**
+ * The run of a conversation already read into messages (the chat facade's and the Responses facade's): refused when
+ * it has no user message (`param` names where the conversation is); else the last user message is the input when
+ * it is text (or, with `partsInput`, parts) and nothing follows it, and every message before it the history.
+ */
+export const runOfConversation = (
+  agent: string,
+  messages: ReadonlyArray<Model.Message>,
+  options: {
+    readonly output?: Model.JsonObject | undefined
+    readonly maxOutputTokens?: number | undefined
+    readonly partsInput?: boolean | undefined
+  },
+  param: string
+): Result.Result<Runs.RunRequest, InvalidChatRequest> => {
+  const history = [...messages]
   if (!history.some((message) => message.role === "user")) {
-    return invalid("messages", "the conversation has no user message: an agent runs on what a user asks")
+    return invalid(param, "the conversation has no user message: an agent runs on what a user asks")
   }
   // The last user message is the input when nothing follows it. When tool results or assistant messages follow it,
   // every message is history, in order, and the input is empty: what the agent goes on from is the conversation.
   const last = history.at(-1)!
-  // A last user message with images, audio or files stays in the history, the input empty: the run's conversation
-  // is then the history, the parts included (a run's input is text).
-  const lastText = last.role === "user" && typeof last.content === "string"
-  const input = lastText ? last.content as string : ""
-  if (lastText) history.pop()
-  const maxOutputTokens = request.max_completion_tokens ?? request.max_tokens ?? undefined
+  // A last user message with images, audio or files: with `partsInput`, the input as parts (the run's task: a thread
+  // turn keeps it whole, never as an empty message); else it stays in the history, the input empty (the chat
+  // facade's runs keep nothing, and the model reads the same conversation).
+  const taken = last.role === "user" && (typeof last.content === "string" || options.partsInput === true)
+  const input = taken ? last.content as Runs.RunRequest["input"] : ""
+  if (taken) history.pop()
+  const { maxOutputTokens, output } = options
   return Result.succeed({
-    agent: request.model,
+    agent,
     input,
     ...(history.length > 0 ? { history } : {}),
-    ...(output.success !== undefined ? { output: output.success } : {}),
+    ...(output !== undefined ? { output } : {}),
     ...(maxOutputTokens !== undefined ? { budget: { maxOutputTokens } } : {})
   })
 }

@@ -410,11 +410,13 @@ const make = (runs: Runs.Service) => {
       }
       const input = yield* fromResult(Parts.inputOf(message))
       const contextId = message.contextId !== undefined && message.contextId !== "" ? message.contextId : undefined
-      const started = yield* (Option.isSome(runs.threads)
-        ? turn(runs, runs.threads.value, call, input, contextId)
-        : contextId !== undefined
-        ? refused(Rpc.unsupportedOperation(`this server keeps no conversations (no thread store: threads: in valet.yaml), so it cannot continue context ${JSON.stringify(contextId.slice(0, 200))}: send the message without a contextId`))
-        : runs.start({ agent: call.agent.name, input }, { owner: call.owner })).pipe(
+      const start: Effect.Effect<{ readonly runId: string }, Runs.UnknownAgent | Runs.TooManyRuns | Runs.InvalidRunRequest | Refused> =
+        Option.isSome(runs.threads)
+          ? turn(runs, runs.threads.value, call, input, contextId)
+          : contextId !== undefined
+          ? refused(Rpc.unsupportedOperation(`this server keeps no conversations (no thread store: threads: in valet.yaml), so it cannot continue context ${JSON.stringify(contextId.slice(0, 200))}: send the message without a contextId`))
+          : runs.start({ agent: call.agent.name, input }, { owner: call.owner })
+      const started = yield* start.pipe(
           Effect.catchTags({
             TooManyRuns: tooMany,
             InvalidRunRequest: (error) => refused(Rpc.invalidParams("message", error.message)),

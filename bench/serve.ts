@@ -1,12 +1,45 @@
 /**
- * Serving under load (issue 14): `valet serve` (the built CLI, its own process) with one ReAct agent on the real
- * OpenAI-compatible client, against the loopback model server of bench/support/fanoutServer.ts (50 ms before each
- * streamed answer, its own process). N runs are started at once with `POST /runs/stream` and read to their end
- * by this process. Measured: time to the first event of each run (p50 / p99), events per second over the whole
- * burst, the wall time, and the server's resident memory (VmRSS) before, at its peak, and after the runs end
- * (the registry keeps the last 100 finished runs, as configured by default). RSS keeps what the allocator took, so
- * the heap after a full GC, burst after burst, is measured too (bench/support/serveHeap.ts, in-process, scripted
- * model): flat means bounded.
+ * Serving under load (issues 14 and 32): `valet serve` (the built CLI, its own process) with one ReAct agent on the
+ * real OpenAI-compatible client, against the loopback model server of bench/support/fanoutServer.ts (50 ms before
+ * each streamed answer, its own process). N streams (200; 50 with --quick) are started at once and read to their
+ * end by this process with raw `fetch` (no client library's overhead counted as the server's), on each route of
+ * bench/support/serveRoutes.ts: `POST /runs/stream`, A2A `POST /a2a/assistant` `SendStreamingMessage`
+ * (`A2A-Version: 1.0`, until the `TASK_STATE_COMPLETED` status update) and, when the server has it, the Responses
+ * API `POST /v1/responses` with `stream: true` (until `response.completed`). Responses is on branch fix/responses,
+ * not on main: it is measured when the server answers one probe (`{}`) with something other than a 404.
+ *
+ * Measured per route: time to the first event of each stream (p50 / p99 over the burst), the wall time of the
+ * burst and events per second; and per route but /runs/stream, the first-event p50 and p99 minus those of
+ * /runs/stream in the same round. The routes take turns in rounds (5 × the routes; each round starts one route
+ * later, after one unrecorded full burst of each), so that no route is measured on a warmer server; each row is the
+ * median over the rounds. Also: `GET /health` at the same concurrency (the HTTP stack alone), the server's resident
+ * memory (VmRSS) before, at the peak of and after three bursts of /runs/stream (the registry keeps the last 100
+ * finished runs), and, since RSS keeps what the allocator took, the heap after a full GC burst after burst
+ * (bench/support/serveHeap.ts, in-process, scripted model): flat means bounded.
+ *
+ * Measured 2026-11-27 UNDER LOAD: other helpers' builds and tests on the same 2 cores, load average (1 min)
+ * 2.9–4.2, (5 min) 4.3–5.7. Three processes per tree, interleaved; medians of the three (each a median of its
+ * rounds), in ms unless said; the per-process values of the differences in brackets.
+ *
+ * | 200 streams at once            | first event p50 | p99 | wall | events/s | events per stream |
+ * | ------------------------------ | --------------- | --- | ---- | -------- | ----------------- |
+ * | main 227c468: /runs/stream     | 167             | 241 | 475  | 6,740    | 16                |
+ * | main: A2A SendStreamingMessage | 227             | 291 | 622  | 4,840    | 15                |
+ * | A2A added over /runs/stream    | +60 [92, 15, 60] | +50 [60, 16, 50] |  |  |            |
+ * | main + fix/responses 1f2c85e: /runs/stream | 159 | 220 | 427 | 7,500 | 16               |
+ * | … A2A SendStreamingMessage     | 210             | 309 | 661  | 4,540    | 15                |
+ * | … Responses (stream)           | 110             | 190 | 457  | 8,760    | 20                |
+ * | … A2A added over /runs/stream  | +99 [43, 99, 114] | +109 [30, 129, 109] | |  |           |
+ * | … Responses added              | −33 [−33, −24, −51] | −38 [−38, +1, −52] | |  |          |
+ *
+ * A2A's first frame (the task, state WORKING) comes 15–114 ms after /runs/stream's (the run's first event) and
+ * its burst takes ~150–230 ms longer (not looked into here). The Responses stream's first frame
+ * (`response.created`) is written when its stream opens, not from a run event, hence earlier than /runs/stream's.
+ * Events are each route's own frames (valet events, A2A updates, Responses events): events/s compares frames, not
+ * work. GET /health: p50 167, p99 288 ms. Memory (main): RSS 205 MB before, 261 at the peak, 269 after, 275 and
+ * 321 after the 2nd and 3rd burst; heap after GC 50.4 MB after burst 1 of 200 runs, 51.5 after burst 8. The
+ * fix/responses rows come from a throwaway merge of that branch into main (Server.ts taking both groups), whose
+ * build had type errors in A2aApi.ts against that branch's `Runs` (the emitted JS ran; the plain, thread-less path).
  *
  *   npx tsx bench/serve.ts [--quick]      # needs `npm run build` first (npm run bench does it)
  */
@@ -89,7 +122,7 @@ const main = async () => {
     // equally often. "Added over /runs/stream" is taken within each round (the same server, minutes apart at most),
     // then its median over the rounds.
     for (const route of routes) if (route !== runsRoute) await Routes.burst(server.url, route, runs)
-    const rounds = quick ? routes.length : 2 * routes.length
+    const rounds = quick ? routes.length : 5 * routes.length
     const measured = new Map(routes.map((route) => [route, [] as Array<Routes.Burst>]))
     for (let round = 0; round < rounds; round++) {
       for (const route of Routes.roundOrder(routes, round)) {

@@ -17,29 +17,37 @@
  * finished runs), and, since RSS keeps what the allocator took, the heap after a full GC burst after burst
  * (bench/support/serveHeap.ts, in-process, scripted model): flat means bounded.
  *
- * Measured 2026-11-27 UNDER LOAD: other helpers' builds and tests on the same 2 cores, load average (1 min)
- * 2.9–4.2, (5 min) 4.3–5.7. Three processes per tree, interleaved; medians of the three (each a median of its
- * rounds), in ms unless said; the per-process values of the differences in brackets.
+ * Measured 2026-11-27 UNDER LOAD: other helpers' builds and tests on the same 2 cores. Three processes per tree;
+ * medians of the three (each itself a median of its rounds), in ms unless said; the three processes' values of the
+ * differences in brackets. Set A: main c6c4028 (A2A and Responses merged) at load average (1 min) 8.4–10.4.
+ * Set B, earlier, at load 2.9–4.2: main 227c468 (no Responses route) and a throwaway merge of fix/responses 1f2c85e
+ * into it (its build had type errors in A2aApi.ts that c6c4028 fixed; the emitted JS ran), interleaved.
  *
- * | 200 streams at once            | first event p50 | p99 | wall | events/s | events per stream |
- * | ------------------------------ | --------------- | --- | ---- | -------- | ----------------- |
- * | main 227c468: /runs/stream     | 167             | 241 | 475  | 6,740    | 16                |
- * | main: A2A SendStreamingMessage | 227             | 291 | 622  | 4,840    | 15                |
- * | A2A added over /runs/stream    | +60 [92, 15, 60] | +50 [60, 16, 50] |  |  |            |
- * | main + fix/responses 1f2c85e: /runs/stream | 159 | 220 | 427 | 7,500 | 16               |
- * | … A2A SendStreamingMessage     | 210             | 309 | 661  | 4,540    | 15                |
- * | … Responses (stream)           | 110             | 190 | 457  | 8,760    | 20                |
- * | … A2A added over /runs/stream  | +99 [43, 99, 114] | +109 [30, 129, 109] | |  |           |
- * | … Responses added              | −33 [−33, −24, −51] | −38 [−38, +1, −52] | |  |          |
+ * | 200 streams at once            | first event p50        | p99                    | wall  | events/s |
+ * | ------------------------------ | ---------------------- | ---------------------- | ----- | -------- |
+ * | A: /runs/stream                | 570                    | 697                    | 1,198 | 2,670    |
+ * | A: A2A SendStreamingMessage    | 553                    | 728                    | 1,617 | 1,860    |
+ * | A: Responses (stream)          | 286                    | 506                    | 1,189 | 3,360    |
+ * | A: A2A added over /runs/stream | −4 [−34, −4, +191]     | +56 [+52, +56, +197]   |       |          |
+ * | A: Responses added             | −226 [−262, −226, −83] | −302 [−309, −302, +65] |       |          |
+ * | B, 227c468: /runs/stream       | 167                    | 241                    | 475   | 6,740    |
+ * | B, 227c468: A2A                | 227                    | 291                    | 622   | 4,840    |
+ * | B, 227c468: A2A added          | +60 [+92, +15, +60]    | +50 [+60, +16, +50]    |       |          |
+ * | B, merge: /runs/stream         | 159                    | 220                    | 427   | 7,500    |
+ * | B, merge: A2A                  | 210                    | 309                    | 661   | 4,540    |
+ * | B, merge: Responses (stream)   | 110                    | 190                    | 457   | 8,760    |
+ * | B, merge: A2A added            | +99 [+43, +99, +114]   | +109 [+30, +129, +109] |       |          |
+ * | B, merge: Responses added      | −33 [−33, −24, −51]    | −38 [−38, +1, −52]     |       |          |
  *
- * A2A's first frame (the task, state WORKING) comes 15–114 ms after /runs/stream's (the run's first event) and
- * its burst takes ~150–230 ms longer (not looked into here). The Responses stream's first frame
- * (`response.created`) is written when its stream opens, not from a run event, hence earlier than /runs/stream's.
- * Events are each route's own frames (valet events, A2A updates, Responses events): events/s compares frames, not
- * work. GET /health: p50 167, p99 288 ms. Memory (main): RSS 205 MB before, 261 at the peak, 269 after, 275 and
- * 321 after the 2nd and 3rd burst; heap after GC 50.4 MB after burst 1 of 200 runs, 51.5 after burst 8. The
- * fix/responses rows come from a throwaway merge of that branch into main (Server.ts taking both groups), whose
- * build had type errors in A2aApi.ts against that branch's `Runs` (the emitted JS ran; the plain, thread-less path).
+ * What holds in both sets: an A2A burst takes 31–55 % longer than a /runs/stream burst (wall), and its first frame
+ * (the task, state WORKING) comes up to ~100 ms later at p50 at the lighter load (at load 8–10 the difference is
+ * within the noise); why is not looked into here. The Responses stream's first frame (`response.created`) is
+ * written when its stream opens, not from a run event, hence earlier than /runs/stream's; its wall time is that
+ * of /runs/stream. Events are each route's own frames (valet events, A2A updates, Responses events): events/s
+ * compares frames, not work (per stream: /runs/stream 16, A2A 15, Responses 20). GET /health at the same
+ * concurrency: p50 365, p99 542 (A); 167, 288 (B, 227c468).
+ * Memory (A): RSS 206 MB before, 273 at the peak, 273 after, 279 and 317 after the 2nd and 3rd burst; heap after GC
+ * 50.6 MB after burst 1 of 200 runs, 51.8 after burst 8 (flat).
  *
  *   npx tsx bench/serve.ts [--quick]      # needs `npm run build` first (npm run bench does it)
  */

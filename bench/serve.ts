@@ -5,8 +5,8 @@
  * end by this process with raw `fetch` (no client library's overhead counted as the server's), on each route of
  * bench/support/serveRoutes.ts: `POST /runs/stream`, A2A `POST /a2a/assistant` `SendStreamingMessage`
  * (`A2A-Version: 1.0`, until the `TASK_STATE_COMPLETED` status update) and, when the server has it, the Responses
- * API `POST /v1/responses` with `stream: true` (until `response.completed`). Responses is on branch fix/responses,
- * not on main: it is measured when the server answers one probe (`{}`) with something other than a 404.
+ * API `POST /v1/responses` with `stream: true` (until `response.completed`): measured when the server answers one
+ * probe (`{}`) with something other than a 404 (a server built without the facade is still measured on the rest).
  *
  * Measured per route: time to the first event of each stream (p50 / p99 over the burst), the wall time of the
  * burst and events per second; and per route but /runs/stream, the first-event p50 and p99 minus those of

@@ -43,7 +43,7 @@
  * wrapper and its FinalizationRegistry, headers), GC 3–6 %, the SQLite state store's two SELECTs and an UPDATE a
  * step (~2 %), and ActorLoop and Agent themselves (~0.15 ms a step: ActorLoop.run on ScriptedModel with memory stores).
  *
- *   npx tsx bench/rollout.ts [--quick] [--admit 64,256] [--runs n] [--memory state,trajectories] [--cpu-prof <path prefix>]
+ *   npx tsx bench/rollout.ts [--quick] [--admit 64,256] [--runs n] [--steps n] [--processes n] [--memory state,trajectories] [--cpu-prof <path prefix>]
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { NodeServices } from "@effect/platform-node"
@@ -70,7 +70,10 @@ const admits = admitArg >= 0 ? process.argv[admitArg + 1]!.split(",").map(Number
 const latencyMs = 200
 const tasks = 32
 const group = 8
-const maxSteps = quick ? 2 : 6
+// `--steps n`: steps per episode (default 6): a longer run weighs a process's start (module loading, a cold JIT) less,
+// which `--processes` pays once per process and per run.
+const stepsArg = process.argv.indexOf("--steps")
+const maxSteps = stepsArg >= 0 ? Number(process.argv[stepsArg + 1]) : quick ? 2 : 6
 const runsArg = process.argv.indexOf("--runs")
 const runs = runsArg >= 0 ? Number(process.argv[runsArg + 1]) : quick ? 1 : 3
 // `--memory state,trajectories` (either or both): that store in memory, to tell its share from the rest of the loop;

@@ -243,7 +243,7 @@ interface Followed {
  */
 const follow = (runs: Runs.Service, view: Runs.RunView, owner: string, cut: number) =>
   Effect.gen(function*() {
-    const ref = Tasks.refOf(view)
+    const ref = Tasks.refOf(view, owner)
     const mapper = new Tasks.Mapper(ref)
     // The run is this owner's (`viewOf`): it may have left the registry since, which GetTask would answer as unknown.
     const before = yield* Effect.orDie(runs.events(ref.id, { owner }))
@@ -395,7 +395,7 @@ const make = (runs: Runs.Service) => {
       if (message.taskId !== undefined && message.taskId !== "") {
         // A continuation: the answer to what the task waits for.
         const view = yield* viewOf(runs, message.taskId, call.owner, call.agent.name)
-        const ref = Tasks.refOf(view)
+        const ref = Tasks.refOf(view, call.owner)
         if (view.status === "completed" || view.status === "failed") {
           return yield* refused(Rpc.unsupportedOperation(`task ${JSON.stringify(ref.id)} has ended: a task in a terminal state takes no more messages`))
         }
@@ -434,9 +434,21 @@ const make = (runs: Runs.Service) => {
       if (contextId === undefined) {
         id = (yield* threads.create({ owner }).pipe(Effect.catch((error) => refused(Rpc.internalError(error.message))))).id
       } else {
-        const problem = Threads.threadIdProblem(contextId)
+        const problem = Threads.threadIdProblem(contextId) ??
+          (contextId.length > Tasks.maxContextIdLength ? `a contextId is at most ${Tasks.maxContextIdLength} characters` : undefined)
         if (problem !== undefined) return yield* refused(Rpc.invalidParams("message.contextId", problem))
-        id = contextId
+        // The owner's own thread of that id (one this server gave out, or one made through /threads), else the
+        // owner's thread of that contextId: never another owner's, so an id can be neither squatted nor probed.
+        const own = yield* threads.get(contextId, { owner }).pipe(
+          Effect.as(true),
+          Effect.catchTags({
+            ThreadNotFound: () => Effect.succeed(false),
+            ThreadForbidden: () => Effect.succeed(false),
+            ThreadBusy: () => Effect.succeed(true),
+            ThreadStoreError: (error) => refused(Rpc.internalError(error.message))
+          })
+        )
+        id = own ? contextId : Tasks.contextThreadId(owner, contextId)
         // First use: the context's thread is made for the owner. Two first messages at once: one makes it, the other finds it.
         const found = threads.get(id, { owner })
         yield* found.pipe(
@@ -518,7 +530,7 @@ const make = (runs: Runs.Service) => {
         if (summary === undefined || summary.agent !== call.agent.name) continue
         const view = yield* Effect.option(runs.get(summary.runId, { owner: call.owner }))
         if (Option.isNone(view)) continue
-        if (params.contextId !== undefined && params.contextId !== "" && Tasks.refOf(view.value).contextId !== params.contextId) continue
+        if (params.contextId !== undefined && params.contextId !== "" && Tasks.refOf(view.value, call.owner).contextId !== params.contextId) continue
         const { snapshot } = yield* follow(runs, view.value, call.owner, view.value.events)
         if (params.status !== undefined && params.status !== "TASK_STATE_UNSPECIFIED" && snapshot.status.state !== params.status) continue
         const shown = Tasks.withHistoryLength(snapshot, params.historyLength ?? 0)

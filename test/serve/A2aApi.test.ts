@@ -481,16 +481,36 @@ describe("A2aApi contexts (the @a2a-js/sdk client)", () => {
       expect(bad).toBeInstanceOf(JsonRpcRequestMalformedError)
     }).pipe(Effect.scoped), 30_000)
 
-  it.live("another owner's context is -32001; without a thread store a contextId is -32004 and a task's context is its session", () =>
+  it.live("a contextId is the owner's own: another owner's context (given out or chosen) is a new conversation for the caller, neither refused nor shared; without a thread store a contextId is -32004", () =>
     Effect.gen(function*() {
       const ownerFromHeader: RunsApi.OwnerOf = Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) =>
         Effect.succeed(request.headers["x-user"] ?? "nobody"))
-      const { agent } = counting()
+      const { agent, seen } = counting()
       const url = yield* serveAgents([agent], { token, owner: ownerFromHeader }, Threads.layerMemory())
       const ada = yield* clientOf(url, "counter", { authorization: `Bearer ${token}`, "x-user": "ada" })
       const bob = yield* clientOf(url, "counter", { authorization: `Bearer ${token}`, "x-user": "bob" })
+      // A context the server gave ada: bob naming it gets a conversation of his own, and sees nothing of ada's.
       const mine = yield* send(ada, userMessage("Secret."))
-      expect(yield* refusal(() => send(bob, userMessage("Tell me.", { contextId: mine.contextId })).pipe(Effect.runPromise))).toBeInstanceOf(JsonRpcTaskNotFoundError)
+      const probe = yield* send(bob, userMessage("Tell me.", { contextId: mine.contextId }))
+      expect(probe.contextId).toBe(mine.contextId)
+      expect(outputOf(probe)).toBe("turn 1")
+      expect(seen.at(-1)).toEqual(["user: Tell me."])
+      // A context ada chose first (squatting bob's predictable name): bob's message with it is his own first turn,
+      // the same answer as for an id nobody has, so it tells him nothing; ada's next turn still sees only hers.
+      const squat = yield* send(ada, userMessage("Mine now.", { contextId: "support-chat-bob" }))
+      expect(squat.contextId).toBe("support-chat-bob")
+      const bobs = yield* send(bob, userMessage("Help.", { contextId: "support-chat-bob" }))
+      expect(bobs.contextId).toBe("support-chat-bob")
+      expect(outputOf(bobs)).toBe("turn 1")
+      expect(seen.at(-1)).toEqual(["user: Help."])
+      const bobsAgain = yield* send(bob, userMessage("Still there?", { contextId: "support-chat-bob" }))
+      expect(outputOf(bobsAgain)).toBe("turn 2")
+      expect(seen.at(-1)).toEqual(["user: Help.", "assistant: turn 1", "user: Still there?"])
+      const adasAgain = yield* send(ada, userMessage("Again.", { contextId: "support-chat-bob" }))
+      expect(seen.at(-1)).toEqual(["user: Mine now.", "assistant: turn 1", "user: Again."])
+      expect(adasAgain.contextId).toBe("support-chat-bob")
+      // GetTask answers the contextId the client chose, not the thread id it is kept under.
+      expect((yield* Effect.promise(() => bob.getTask({ tenant: "", id: bobs.id, historyLength: undefined }))).contextId).toBe("support-chat-bob")
       const plain = yield* serveAgents([counting().agent], { token })
       const client = yield* clientOf(plain, "counter")
       const task = yield* send(client, userMessage("Hi."))

@@ -16,6 +16,7 @@
  * | the root's text as it comes | artifact updates (`append: false` at each model call's first delta) |
  * | `ToolCalled`, `SubRunStarted`, `Progress` | a WORKING status update naming it |
  */
+import { createHash } from "node:crypto"
 import type * as AgentEvent from "../../../core/AgentEvent.js"
 import type * as Wire from "../../../providers/internal/a2a/wire.js"
 import type * as Runs from "../../Runs.js"
@@ -28,8 +29,31 @@ export interface TaskRef {
   readonly rootSession: string
 }
 
-/** The task of a run as a client sees it. */
-export const refOf = (view: Runs.RunView): TaskRef => ({ id: view.runId, contextId: view.threadId ?? view.sessionId, rootSession: view.sessionId })
+const ownerPrefix = (owner: string): string => `a2a.${createHash("sha256").update(owner).digest("hex").slice(0, 16)}.`
+
+/**
+ * The thread of a context the client named, for one owner. Thread ids are global, so a client-chosen contextId is
+ * not made a thread of that id (another owner could squat it, or learn from a refusal that it exists): it is the
+ * owner's own thread `a2a.<hash of owner>.<contextId>`, which no other owner can reach, and the client keeps seeing
+ * its contextId (`contextOf`).
+ */
+export const contextThreadId = (owner: string, contextId: string): string => `${ownerPrefix(owner)}${contextId}`
+
+/** The longest contextId a client may choose (a thread id is at most 128 characters, the owner's prefix included). */
+export const maxContextIdLength = 128 - ownerPrefix("").length
+
+/** The contextId a client sees for a thread of `owner`: the id it chose (`contextThreadId`), else the thread's own id. */
+export const contextOf = (owner: string, threadId: string): string => {
+  const prefix = ownerPrefix(owner)
+  return threadId.startsWith(prefix) ? threadId.slice(prefix.length) : threadId
+}
+
+/** The task of a run as its owner sees it. */
+export const refOf = (view: Runs.RunView, owner: string): TaskRef => ({
+  id: view.runId,
+  contextId: view.threadId !== undefined ? contextOf(owner, view.threadId) : view.sessionId,
+  rootSession: view.sessionId
+})
 
 const iso = (ms: number): string => new Date(ms).toISOString()
 

@@ -71,6 +71,7 @@ import * as Threads from "../core/Threads.js"
 import * as Wire from "../providers/internal/a2a/wire.js"
 import * as Agents from "./Agents.js"
 import * as Card from "./internal/a2a/card.js"
+import * as History from "./internal/a2a/history.js"
 import * as Parts from "./internal/a2a/parts.js"
 import * as Rpc from "./internal/a2a/rpc.js"
 import * as Tasks from "./internal/a2a/task.js"
@@ -241,18 +242,30 @@ interface Followed {
  * The task of a run folded from its first `cut` events, and the responses of the events after them. The mapping
  * is one for both, so the live part goes on from the state of the snapshot (no gap, no duplicate).
  */
-const follow = (runs: Runs.Service, view: Runs.RunView, owner: string, cut: number) =>
+const follow = (runs: Runs.Service, messages: History.Messages, view: Runs.RunView, owner: string, cut: number) =>
   Effect.gen(function*() {
     const ref = Tasks.refOf(view, owner)
     const mapper = new Tasks.Mapper(ref)
+    const start = Tasks.started(ref, view, messages.first(ref.id))
+    // The client's later messages go into the history where they came: before the events the run had not had yet.
+    const later = messages.later(ref.id)
+    let next = 0
+    const received = (task: Wire.Task, events: number): Wire.Task => {
+      while (next < later.length && later[next]!.at <= events) task = Tasks.withMessage(task, later[next++]!.message)
+      return task
+    }
     // The run is this owner's (`viewOf`): it may have left the registry since, which GetTask would answer as unknown.
     const before = yield* Effect.orDie(runs.events(ref.id, { owner }))
     let snapshot = yield* before.pipe(
       Stream.take(cut),
-      Stream.runFold(() => Tasks.started(ref, view), (task, { event, seq }) => mapper.map(seq, event).responses.reduce(Tasks.apply, task)),
+      Stream.runFold(() => start, (task, { event, seq }) => mapper.map(seq, event).responses.reduce(Tasks.apply, received(task, seq))),
       // A failed run's log ends with its failure, not an event.
-      Effect.catchTag("RunFailed", (failure) => Effect.succeed(mapper.failed(failure, view.endedAt ?? view.createdAt).responses.reduce(Tasks.apply, Tasks.started(ref, view))))
+      Effect.catchTag("RunFailed", (failure) => {
+        next = 0
+        return Effect.succeed(mapper.failed(failure, view.endedAt ?? view.createdAt).responses.reduce(Tasks.apply, received(start, cut)))
+      })
     )
+    snapshot = received(snapshot, cut)
     if (view.status === "failed" && cut >= view.events) {
       const failure = new Runs.RunFailed({ runId: ref.id, error: view.error ?? {}, message: String(view.error?.["message"] ?? "the run failed") })
       snapshot = mapper.failed(failure, view.endedAt ?? view.createdAt).responses.reduce(Tasks.apply, snapshot)
@@ -366,15 +379,18 @@ interface Call {
 }
 
 const make = (runs: Runs.Service) => {
+  const messages = new History.Messages()
   /** A started (or continued) task answered as the method asks: streamed, settled, or at once. */
-  const respond = (call: Call, view: Runs.RunView, cut: number, options: { readonly stream: boolean; readonly immediately: boolean; readonly historyLength: number | undefined; readonly resumed: boolean }) =>
+  const respond = (call: Call, view: Runs.RunView, cut: number, options: { readonly stream: boolean; readonly immediately: boolean; readonly historyLength: number | undefined; readonly resumed: boolean; readonly snapshotOnly?: boolean }) =>
     Effect.gen(function*() {
-      const followed = yield* follow(runs, view, call.owner, cut)
+      const followed = yield* follow(runs, messages, view, call.owner, cut)
       // A continued task is working again: the snapshot is of the moment the answer was given.
       const snapshot: Wire.Task = options.resumed && !isTerminal(followed.snapshot)
         ? { ...followed.snapshot, status: { state: "TASK_STATE_WORKING", timestamp: new Date(yield* Clock.currentTimeMillis).toISOString() } }
         : followed.snapshot
-      if (options.stream) return sse(call.id, Stream.concat(Stream.succeed<Wire.StreamResponse>({ task: snapshot }), followed.live))
+      if (options.stream) {
+        return sse(call.id, Stream.concat(Stream.succeed<Wire.StreamResponse>({ task: snapshot }), options.snapshotOnly === true ? Stream.empty : followed.live))
+      }
       if (options.immediately) return answer(call.id, { task: Tasks.withHistoryLength(snapshot, options.historyLength) })
       const task = yield* Stream.runFold(followed.live, () => snapshot, Tasks.apply)
       return answer(call.id, { task: Tasks.withHistoryLength(task, options.historyLength) })
@@ -396,6 +412,12 @@ const make = (runs: Runs.Service) => {
         // A continuation: the answer to what the task waits for.
         const view = yield* viewOf(runs, message.taskId, call.owner, call.agent.name)
         const ref = Tasks.refOf(view, call.owner)
+        if (messages.has(ref.id, message.messageId)) {
+          // A retry of a message the task has (same messageId) answers nothing again (it might answer the next
+          // question): it gets the task as it is, or as it goes on to its end or its next wait.
+          const settledNow = view.status !== "running"
+          return yield* respond(call, view, view.events, { ...options, immediately: options.immediately || settledNow, snapshotOnly: settledNow })
+        }
         if (view.status === "completed" || view.status === "failed") {
           return yield* refused(Rpc.unsupportedOperation(`task ${JSON.stringify(ref.id)} has ended: a task in a terminal state takes no more messages`))
         }
@@ -405,7 +427,11 @@ const make = (runs: Runs.Service) => {
         if (view.status !== "waiting") {
           return yield* refused(Rpc.unsupportedOperation(`task ${JSON.stringify(ref.id)} is working: it takes input only in TASK_STATE_INPUT_REQUIRED`))
         }
-        yield* answerWaiting(runs, view, call.owner, message)
+        // The message as received joins the task's history. A retry got the task as it is just above.
+        if (!messages.add(ref.id, { ...message, taskId: ref.id, contextId: ref.contextId }, view.events)) {
+          return yield* refused(Rpc.unsupportedOperation(`task ${JSON.stringify(ref.id)} has a message ${JSON.stringify(message.messageId.slice(0, 200))} already`))
+        }
+        yield* answerWaiting(runs, view, call.owner, message).pipe(Effect.onError(() => Effect.sync(() => messages.remove(ref.id, message.messageId))))
         return yield* respond(call, view, view.events, { ...options, resumed: true })
       }
       const input = yield* fromResult(Parts.inputOf(message))
@@ -423,6 +449,7 @@ const make = (runs: Runs.Service) => {
             UnknownAgent: (error) => Effect.die(error)
           })
         )
+      messages.started(started.runId, message)
       const view = yield* Effect.orDie(runs.get(started.runId, { owner: call.owner }))
       return yield* respond(call, view, 0, options)
     })
@@ -475,7 +502,7 @@ const make = (runs: Runs.Service) => {
     Effect.gen(function*() {
       const params = yield* fromResult(Rpc.paramsOf(Wire.GetTaskRequest, call.params))
       const view = yield* viewOf(runs, params.id, call.owner, call.agent.name)
-      const { snapshot } = yield* follow(runs, view, call.owner, view.events)
+      const { snapshot } = yield* follow(runs, messages, view, call.owner, view.events)
       return answer(call.id, Tasks.withHistoryLength(snapshot, params.historyLength))
     })
 
@@ -483,7 +510,7 @@ const make = (runs: Runs.Service) => {
     Effect.gen(function*() {
       const params = yield* fromResult(Rpc.paramsOf(Wire.CancelTaskRequest, call.params))
       const view = yield* viewOf(runs, params.id, call.owner, call.agent.name)
-      const followed = yield* follow(runs, view, call.owner, view.events)
+      const followed = yield* follow(runs, messages, view, call.owner, view.events)
       if (isTerminal(followed.snapshot)) {
         // Canceling a canceled task answers it again (spec §3.3.1); any other end cannot be undone.
         return followed.snapshot.status.state === "TASK_STATE_CANCELED"
@@ -498,7 +525,7 @@ const make = (runs: Runs.Service) => {
     Effect.gen(function*() {
       const params = yield* fromResult(Rpc.paramsOf(Wire.SubscribeToTaskRequest, call.params))
       const view = yield* viewOf(runs, params.id, call.owner, call.agent.name)
-      const followed = yield* follow(runs, view, call.owner, view.events)
+      const followed = yield* follow(runs, messages, view, call.owner, view.events)
       if (isTerminal(followed.snapshot)) {
         return yield* refused(Rpc.unsupportedOperation(`task ${JSON.stringify(params.id)} is ${followed.snapshot.status.state}: a task in a terminal state has no updates to subscribe to`))
       }
@@ -531,7 +558,7 @@ const make = (runs: Runs.Service) => {
         const view = yield* Effect.option(runs.get(summary.runId, { owner: call.owner }))
         if (Option.isNone(view)) continue
         if (params.contextId !== undefined && params.contextId !== "" && Tasks.refOf(view.value, call.owner).contextId !== params.contextId) continue
-        const { snapshot } = yield* follow(runs, view.value, call.owner, view.value.events)
+        const { snapshot } = yield* follow(runs, messages, view.value, call.owner, view.value.events)
         if (params.status !== undefined && params.status !== "TASK_STATE_UNSPECIFIED" && snapshot.status.state !== params.status) continue
         const shown = Tasks.withHistoryLength(snapshot, params.historyLength ?? 0)
         tasks.push(params.includeArtifacts === true ? shown : Tasks.withoutArtifacts(shown))

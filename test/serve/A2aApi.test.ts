@@ -427,6 +427,44 @@ describe("A2aApi input required (the @a2a-js/sdk client)", () => {
       expect(outputOf(done)).toBe("Booked: Three.")
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("history: the client's messages as received (their messageIds), the answers, and the agent's questions, in order; a retried answer answers nothing again", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({
+        name: "booker",
+        instructions: "",
+        tools: [HumanLoop.askTool()],
+        model: Layer.orDie(ScriptedModel.layer((request, index) =>
+          index === 0
+            ? { toolCalls: [{ id: "a1", name: "ask_human", arguments: { question: "How many nights?" } }] }
+            : index === 1
+            ? { toolCalls: [{ id: "a2", name: "ask_human", arguments: { question: "Which view?" } }] }
+            : `Booked: ${request.messages?.at(-1)?.content}`))
+      }) as Agent.Agent<never>
+      const url = yield* serveAgents([agent], { token })
+      const client = yield* clientOf(url, "booker")
+      const first = yield* send(client, userMessage("Book a room.", { messageId: "client-m1" }))
+      expect(first.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
+      expect(first.history[0]?.messageId).toBe("client-m1")
+      const second = yield* send(client, userMessage("Three.", { taskId: first.id, messageId: "client-m2" }))
+      expect(second.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
+      // The same message again (a client's retry): the task as it is, still asking the second question.
+      const retried = yield* send(client, userMessage("Three.", { taskId: first.id, messageId: "client-m2" }))
+      expect(retried.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
+      expect(retried.status?.message?.parts[0]?.content?.$case === "text" && retried.status.message.parts[0].content.value).toMatch(/^Which view\?/)
+      const done = yield* send(client, userMessage("Sea.", { taskId: first.id, messageId: "client-m3" }))
+      expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
+      expect(outputOf(done)).toBe("Booked: Sea.")
+      const task = yield* Effect.promise(() => client.getTask({ tenant: "", id: first.id, historyLength: undefined }))
+      const turns = task.history
+        .map((message) => message.role === Role.ROLE_USER ? `user ${message.messageId}` : `agent ${message.parts[0]?.content?.$case === "text" ? message.parts[0].content.value : ""}`)
+        .filter((line) => !line.startsWith("agent calling"))
+      expect(turns).toEqual(["user client-m1", expect.stringMatching(/^agent How many nights\?/), "user client-m2", expect.stringMatching(/^agent Which view\?/), "user client-m3"])
+      expect(task.history.find((message) => message.messageId === "client-m2")?.parts[0]?.content).toEqual({ $case: "text", value: "Three." })
+      // historyLength applies to that list.
+      const last = yield* Effect.promise(() => client.getTask({ tenant: "", id: first.id, historyLength: 1 }))
+      expect(last.history.map((message) => message.messageId)).toEqual(["client-m3"])
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("a message to a working task is -32004 (input only in INPUT_REQUIRED); a contextId that is not the task's is -32602", () =>
     Effect.gen(function*() {
       const { agent } = supportAgent([{ toolCalls: [refundCall("c1", 5)] }, "Done."])

@@ -20,6 +20,7 @@ import { createHash } from "node:crypto"
 import type * as AgentEvent from "../../../core/AgentEvent.js"
 import type * as Wire from "../../../providers/internal/a2a/wire.js"
 import type * as Runs from "../../Runs.js"
+import type * as History from "./history.js"
 import * as Parts from "./parts.js"
 
 /** What names a task: its id (the run's), its context (the thread's id, else the run's session), its root session. */
@@ -57,22 +58,32 @@ export const refOf = (view: Runs.RunView, owner: string): TaskRef => ({
 
 const iso = (ms: number): string => new Date(ms).toISOString()
 
-/** The user message a task started with, as received (its id derived from the task's). */
-export const inputMessage = (ref: TaskRef, view: Runs.RunView): Wire.Message => ({
+/**
+ * The user message a task started with: as received (`first`, its parts rebuilt from the run's input), else with
+ * an id derived from the task's.
+ */
+export const inputMessage = (ref: TaskRef, view: Runs.RunView, first?: History.FirstMessage): Wire.Message => ({
+  ...first,
   role: "ROLE_USER",
-  messageId: `${ref.id}-input`,
+  messageId: first?.messageId ?? `${ref.id}-input`,
   taskId: ref.id,
   contextId: ref.contextId,
   parts: Parts.partsOfInput(view.input, view.inputParts)
 })
 
 /** A task just started: WORKING, its history the user message. */
-export const started = (ref: TaskRef, view: Runs.RunView): Wire.Task => ({
+export const started = (ref: TaskRef, view: Runs.RunView, first?: History.FirstMessage): Wire.Task => ({
   id: ref.id,
   contextId: ref.contextId,
   status: { state: "TASK_STATE_WORKING", timestamp: iso(view.createdAt) },
-  history: [inputMessage(ref, view)]
+  history: [inputMessage(ref, view, first)]
 })
+
+/** The task with `message` last in its history (a message already there, by id, is not added twice). */
+export const withMessage = (task: Wire.Task, message: Wire.Message): Wire.Task =>
+  task.history?.some((found) => found.messageId === message.messageId) === true
+    ? task
+    : { ...task, history: [...(task.history ?? []), message] }
 
 /** A request of the run to a person: an approval of a tool call, or an answer to a question. */
 export type InputRequest =
@@ -248,12 +259,14 @@ export class Mapper {
   }
 }
 
-/** A task with a response applied: a task replaces it, a status update sets its status, an artifact update adds to or replaces an artifact. */
+/** A task with a response applied: a task replaces it, a status update sets its status (its message joins the history), an artifact update adds to or replaces an artifact. */
 export const apply = (task: Wire.Task, response: Wire.StreamResponse): Wire.Task => {
   if ("task" in response) return response.task
   if ("statusUpdate" in response) {
-    const { metadata } = response.statusUpdate
-    return { ...task, status: response.statusUpdate.status, ...(metadata !== undefined ? { metadata } : {}) }
+    const { metadata, status } = response.statusUpdate
+    // The agent's status messages are turns of the task too: its history keeps them, as the SDK's server does.
+    const withStatus = status.message !== undefined ? withMessage(task, status.message) : task
+    return { ...withStatus, status, ...(metadata !== undefined ? { metadata } : {}) }
   }
   if ("artifactUpdate" in response) {
     const { artifact, append } = response.artifactUpdate

@@ -189,6 +189,25 @@ describe("A2aApi (the @a2a-js/sdk client)", () => {
       expect(unknown).toBeInstanceOf(JsonRpcTaskNotFoundError)
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("deeply nested JSON is a bad request naming where, with the request's id, never a 500; /runs and /v1/chat/completions do not 500 on it either", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents(agents, { token })
+      const headers = { authorization: `Bearer ${token}`, "a2a-version": "1.0", "content-type": "application/json" }
+      const raw = (path: string, body: string) =>
+        Effect.promise(() => fetch(`${url}${path}`, { method: "POST", headers, body }).then(async (response) => ({ status: response.status, body: await response.text() })))
+      const deep = (depth: number) => `${"[".repeat(depth)}${"]".repeat(depth)}`
+      const inParts = yield* raw("/a2a/assistant", `{"jsonrpc":"2.0","id":"d1","method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":${deep(5_000)}}}}`)
+      expect(inParts.status).toBe(200)
+      expect(JSON.parse(inParts.body)).toMatchObject({ id: "d1", error: { code: -32600, message: expect.stringContaining("params.message.parts") } })
+      const inData = yield* raw("/a2a/assistant", `{"jsonrpc":"2.0","id":"d2","method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"data":${deep(200_000)}}]}}}`)
+      expect(inData.status).toBe(200)
+      expect(JSON.parse(inData.body)).toMatchObject({ id: "d2", error: { code: -32600, message: expect.stringContaining("params.message.parts[0].data") } })
+      const runs = yield* raw("/runs", `{"agent":"assistant","input":${deep(5_000)}}`)
+      expect(runs.status).toBe(400)
+      const chat = yield* raw("/v1/chat/completions", `{"model":"assistant","messages":${deep(5_000)}}`)
+      expect(chat.status).toBe(400)
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("guard errors in JSON-RPC shape: 401 without the token, 413 over the body cap, 404 for an unknown agent", () =>
     Effect.gen(function*() {
       const url = yield* serveAgents(agents, { token, maxBodyBytes: 2_000 })

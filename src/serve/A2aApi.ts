@@ -63,7 +63,7 @@
  * @since 0.2.0
  */
 import { Clock, Effect, Layer, Option, Result, Schema, Stream } from "effect"
-import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { type HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "effect/http-api"
 import type * as HumanLoop from "../core/HumanLoop.js"
 import type * as Model from "../core/Model.js"
@@ -593,7 +593,21 @@ const make = (runs: Runs.Service) => {
   }
 }
 
-const bodyTooLarge = (error: unknown): boolean => /too large|exceed|max(imum)? ?(body)? ?size|overflow/i.test(String(error))
+/**
+ * Whether reading the body failed on the server's body cap: a body without Content-Length (chunked) is cut while
+ * read, and the Node server says so as a `RequestParseError` of reason `BodyTooLarge` (its cause the stream's
+ * `MaxBytesError`); a body announcing its length is refused by the guard before.
+ */
+const bodyTooLarge = (error: HttpServerError.HttpServerError): boolean => {
+  if (error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge") return true
+  // Another server (or another copy of the Node stream, where `instanceof` fails) may give only the cause.
+  let cause: unknown = error.reason
+  for (let depth = 0; depth < 8 && typeof cause === "object" && cause !== null; depth++) {
+    if ((cause as { readonly _tag?: unknown })._tag === "MaxBytesError") return true
+    cause = (cause as { readonly cause?: unknown }).cause
+  }
+  return false
+}
 
 /** The JSON-RPC endpoint of `agentName`. */
 const endpoint = (

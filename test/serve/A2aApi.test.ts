@@ -226,6 +226,27 @@ describe("A2aApi (the @a2a-js/sdk client)", () => {
       expect(nobody.body).toMatchObject({ jsonrpc: "2.0", error: { code: -32600 } })
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("a chunked body (no Content-Length) over the cap is 413 in JSON-RPC shape, not a parse error", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents(agents, { token, maxBodyBytes: 10_000 })
+      const body = new TextEncoder().encode(JSON.stringify({ jsonrpc: "2.0", id: 4, method: "SendMessage", params: { message: { messageId: "m", role: "ROLE_USER", parts: [{ text: "x".repeat(50_000) }] } } }))
+      const stream = new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(body)
+          controller.close()
+        }
+      })
+      const response = yield* Effect.promise(() =>
+        fetch(`${url}/a2a/assistant`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "a2a-version": "1.0", "content-type": "application/json" },
+          body: stream,
+          duplex: "half"
+        } as RequestInit))
+      expect(response.status).toBe(413)
+      expect(yield* json(response)).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringContaining("limit") } })
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("beyond maxConcurrentRuns: 429 with Retry-After and a JSON-RPC error carrying RetryInfo", () =>
     Effect.gen(function*() {
       const stuck = Agent.make({ name: "stuck", instructions: "", model: Layer.orDie(ScriptedModel.layer(() => Effect.never)) }) as Agent.Agent<never>

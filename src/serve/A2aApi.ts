@@ -631,8 +631,7 @@ const endpoint = (
     // The id first, so that even the version's refusal answers it.
     let id: Wire.RequestId = null
     try {
-      const raw = (JSON.parse(text.success) as { readonly id?: unknown } | null)?.id
-      if (typeof raw === "string" || typeof raw === "number") id = raw
+      id = Rpc.idOf(JSON.parse(text.success))
     } catch {
       // Not JSON: `envelopeOf` says so below, after the version.
     }

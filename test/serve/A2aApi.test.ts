@@ -247,6 +247,17 @@ describe("A2aApi (the @a2a-js/sdk client)", () => {
       expect(yield* json(response)).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringContaining("limit") } })
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("a string id over 128 characters is -32600 with id null (it would be echoed on every frame of a stream); 128 are answered", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents(agents, { token })
+      const long = yield* rpc(url, "assistant", { jsonrpc: "2.0", id: "x".repeat(10_000), method: "SendStreamingMessage", params: { message: { messageId: "m", role: "ROLE_USER", parts: [{ text: "Hi" }] } } })
+      expect(long.body).toMatchObject({ id: null, error: { code: -32600, message: expect.stringContaining("at most 128 characters") } })
+      const unversioned = yield* rpc(url, "assistant", { jsonrpc: "2.0", id: "y".repeat(10_000), method: "GetTask", params: { id: "t" } }, { authorization: `Bearer ${token}` })
+      expect(unversioned.body).toMatchObject({ id: null, error: { code: -32009 } })
+      const fits = yield* rpc(url, "assistant", { jsonrpc: "2.0", id: "z".repeat(128), method: "GetTask", params: { id: "t" } })
+      expect(fits.body).toMatchObject({ id: "z".repeat(128), error: { code: -32001 } })
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("beyond maxConcurrentRuns: 429 with Retry-After and a JSON-RPC error carrying RetryInfo", () =>
     Effect.gen(function*() {
       const stuck = Agent.make({ name: "stuck", instructions: "", model: Layer.orDie(ScriptedModel.layer(() => Effect.never)) }) as Agent.Agent<never>

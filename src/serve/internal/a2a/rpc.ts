@@ -149,6 +149,18 @@ const tooDeep = (json: unknown, limit: number): string | undefined => {
   return undefined
 }
 
+/**
+ * The longest string id a request may have. The id is echoed on every answer, on every frame of a stream too:
+ * unbounded, a 1 MB id would go out once per streamed word.
+ */
+export const maxIdLength = 128
+
+/** The id of a request's JSON, to echo in an answer: a number, or a string of at most `maxIdLength`; else null. */
+export const idOf = (json: unknown): Wire.RequestId => {
+  const raw = typeof json === "object" && json !== null && !Array.isArray(json) ? (json as { readonly id?: unknown }).id : undefined
+  return typeof raw === "number" || (typeof raw === "string" && raw.length <= maxIdLength) ? raw : null
+}
+
 /** A request's envelope from its body text: `-32700` for JSON that does not parse, `-32600` for a bad envelope. */
 export const envelopeOf = (text: string): Result.Result<Wire.JsonRpcRequest, { readonly error: RpcError; readonly id: Wire.RequestId }> => {
   let json: unknown
@@ -159,14 +171,19 @@ export const envelopeOf = (text: string): Result.Result<Wire.JsonRpcRequest, { r
   }
   if (Array.isArray(json)) return Result.fail({ error: invalidRequest("batch requests are not supported by A2A"), id: null })
   // The id is echoed when it can be read, so that the client can match the error to its request.
-  const raw = typeof json === "object" && json !== null ? (json as { readonly id?: unknown }).id : undefined
-  const id = typeof raw === "string" || typeof raw === "number" ? raw : null
+  const id = idOf(json)
   const deep = tooDeep(json, maxDepth)
   if (deep !== undefined) {
     return Result.fail({ error: invalidRequest(`the request nests more than ${maxDepth} levels of arrays and objects (at ${deep.slice(0, 200)})`), id })
   }
   const decoded = Schema.decodeUnknownResult(Wire.JsonRpcRequest)(json)
-  if (Result.isSuccess(decoded)) return Result.succeed(decoded.success)
+  if (Result.isSuccess(decoded)) {
+    const given = decoded.success.id
+    if (typeof given === "string" && given.length > maxIdLength) {
+      return Result.fail({ error: invalidRequest(`the id is a string of at most ${maxIdLength} characters, or a number (this one has ${given.length})`), id: null })
+    }
+    return Result.succeed(decoded.success)
+  }
   return Result.fail({ error: invalidRequest(Decode.describeIssue(decoded.failure.issue, json)), id })
 }
 

@@ -651,11 +651,28 @@ const endpoint = (
 // Layers
 // ---------------------------------------------------------------------------------------------------------
 
-const cardResponse = (card: Wire.AgentCard): Response => HttpServerResponse.jsonUnsafe(card, { headers: { "cache-control": "no-cache" } })
+const cardResponse = (card: Wire.AgentCard): Response =>
+  // The card's URL comes from the Host: a cache must not give one Host's card for another.
+  HttpServerResponse.jsonUnsafe(card, { headers: { "cache-control": "no-cache", vary: "Host" } })
 
-/** Where the server is, as a client reached it: `publicUrl`, else the (allow-listed) Host over http. */
-const originOf = (request: HttpServerRequest.HttpServerRequest, options: LayerOptions): string =>
-  options.publicUrl !== undefined ? options.publicUrl.replace(/\/+$/, "") : `http://${request.headers["host"] ?? "localhost"}`
+/**
+ * Where the server is, as a client reached it: `publicUrl`, else the (allow-listed) Host's name, parsed, over
+ * http, with the port the connection came in on. The Host's own port or anything else in it is not echoed: a card
+ * is what a client (and its token) goes to next, and a cache in between would keep a spoofed one.
+ */
+const originOf = (request: HttpServerRequest.HttpServerRequest, options: LayerOptions): string => {
+  if (options.publicUrl !== undefined) return options.publicUrl.replace(/\/+$/, "")
+  let parsed: URL | undefined
+  try {
+    parsed = new URL(`http://${request.headers["host"] ?? "localhost"}`)
+  } catch {
+    parsed = undefined
+  }
+  const hostname = parsed?.hostname ?? "localhost"
+  const local = (request.source as { readonly socket?: { readonly localPort?: unknown } } | undefined)?.socket?.localPort
+  const port = typeof local === "number" ? String(local) : parsed?.port ?? ""
+  return `http://${hostname}${port === "" || port === "80" ? "" : `:${port}`}`
+}
 
 /** The endpoint path of `agent` in `api` (under the group's prefix, if any). */
 const endpointPath = (api: { readonly groups: object }, agent: string): string => {

@@ -21,6 +21,7 @@ import {
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import { HttpServerRequest } from "effect/http"
+import { request as httpRequest } from "node:http"
 import * as Agent from "../../src/core/Agent.js"
 import * as Guardrail from "../../src/core/Guardrail.js"
 import * as HumanLoop from "../../src/core/HumanLoop.js"
@@ -256,6 +257,29 @@ describe("A2aApi (the @a2a-js/sdk client)", () => {
       expect(unversioned.body).toMatchObject({ id: null, error: { code: -32009 } })
       const fits = yield* rpc(url, "assistant", { jsonrpc: "2.0", id: "z".repeat(128), method: "GetTask", params: { id: "t" } })
       expect(fits.body).toMatchObject({ id: "z".repeat(128), error: { code: -32001 } })
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("the card's URL: the Host's name with the port the server listens on (not the Host's port); a Host with a fragment is refused; Vary: Host", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents(agents, { token })
+      const port = new URL(url).port
+      const card = (host: string) =>
+        Effect.promise(() =>
+          new Promise<{ readonly status: number; readonly vary: string | undefined; readonly body: string }>((resolve, reject) => {
+            const request = httpRequest({ host: "127.0.0.1", port: Number(port), path: "/a2a/assistant/.well-known/agent-card.json", headers: { host, authorization: `Bearer ${token}` } }, (response) => {
+              let body = ""
+              response.on("data", (chunk) => (body += chunk))
+              response.on("end", () => resolve({ status: response.statusCode ?? 0, vary: response.headers["vary"], body }))
+            })
+            request.on("error", reject)
+            request.end()
+          }))
+      const otherPort = yield* card("localhost:1")
+      expect(otherPort.status).toBe(200)
+      expect(JSON.parse(otherPort.body).supportedInterfaces[0].url).toBe(`http://localhost:${port}/a2a/assistant`)
+      expect(otherPort.vary).toMatch(/host/i)
+      expect(JSON.parse((yield* card(`127.0.0.1:${port}`)).body).supportedInterfaces[0].url).toBe(`http://127.0.0.1:${port}/a2a/assistant`)
+      expect((yield* card("localhost#x")).status).toBe(400)
     }).pipe(Effect.scoped), 30_000)
 
   it.live("beyond maxConcurrentRuns: 429 with Retry-After and a JSON-RPC error carrying RetryInfo", () =>

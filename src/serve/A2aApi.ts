@@ -518,7 +518,12 @@ const make = (runs: Runs.Service) => {
           : yield* refused(Rpc.taskNotCancelable(params.id, followed.snapshot.status.state))
       }
       yield* runs.cancel(params.id, { owner: call.owner }).pipe(Effect.catchTag("RunNotFound", () => refused(Rpc.taskNotFound(params.id))))
-      return answer(call.id, yield* settled(followed))
+      const ended = yield* settled(followed)
+      // The run may have ended on its own between the look above and the cancel (which leaves an ended run as it
+      // is): a task that completed, failed or was rejected was not canceled, whatever was asked.
+      return ended.status.state === "TASK_STATE_CANCELED" || !isTerminal(ended)
+        ? answer(call.id, ended)
+        : yield* refused(Rpc.taskNotCancelable(params.id, ended.status.state))
     })
 
   const subscribe = (call: Call) =>

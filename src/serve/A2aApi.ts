@@ -548,27 +548,50 @@ const make = (runs: Runs.Service) => {
       if (params.pageToken !== undefined && params.pageToken !== "" && !/^\d+$/.test(params.pageToken)) {
         return yield* refused(Rpc.invalidParams("pageToken", "not a page token this server gave"))
       }
+      const after = params.statusTimestampAfter !== undefined && params.statusTimestampAfter !== "" ? Date.parse(params.statusTimestampAfter) : undefined
+      if (after !== undefined && Number.isNaN(after)) {
+        return yield* refused(Rpc.invalidParams("statusTimestampAfter", `not an ISO-8601 timestamp: ${JSON.stringify(params.statusTimestampAfter!.slice(0, 100))}`))
+      }
+      const wanted = params.status !== undefined && params.status !== "TASK_STATE_UNSPECIFIED" ? params.status : undefined
+      const context = params.contextId !== undefined && params.contextId !== "" ? params.contextId : undefined
       // Run by run (the registry's own pages are of every agent's runs): the token is the registry's cursor after
-      // the last run looked at, so that a page holds `pageSize` of this agent's tasks and the next goes on after it.
+      // the last run of the page, so that a page holds `pageSize` of this agent's tasks and the next goes on after
+      // it. The scan goes on past the page to count the tasks that match (`totalSize`, from this page on); a run's
+      // log is folded only where the answer needs it: for the page, or to tell a state or a time the summary does not.
       const pageSize = params.pageSize ?? 50
       const tasks: Array<Wire.Task> = []
+      let total = 0
+      let nextPageToken = ""
       let cursor = params.pageToken !== undefined && params.pageToken !== "" ? params.pageToken : undefined
       let more = true
-      while (more && tasks.length < pageSize) {
+      while (more) {
         const page = yield* runs.list({ owner: call.owner, limit: 1, ...(cursor !== undefined ? { cursor } : {}) })
         cursor = page.nextCursor
         more = cursor !== undefined
         const summary = page.runs[0]
         if (summary === undefined || summary.agent !== call.agent.name) continue
+        // The state from the summary, before any fold (a run's log can be 50 000 events).
+        const states = Tasks.statesOf(summary)
+        if (wanted !== undefined && !states.includes(wanted)) continue
         const view = yield* Effect.option(runs.get(summary.runId, { owner: call.owner }))
         if (Option.isNone(view)) continue
-        if (params.contextId !== undefined && params.contextId !== "" && Tasks.refOf(view.value, call.owner).contextId !== params.contextId) continue
+        if (context !== undefined && Tasks.refOf(view.value, call.owner).contextId !== context) continue
+        const full = tasks.length >= pageSize
+        if (full && after === undefined && (wanted === undefined || states.length === 1)) {
+          total++
+          continue
+        }
         const { snapshot } = yield* follow(runs, messages, view.value, call.owner, view.value.events)
-        if (params.status !== undefined && params.status !== "TASK_STATE_UNSPECIFIED" && snapshot.status.state !== params.status) continue
-        const shown = Tasks.withHistoryLength(snapshot, params.historyLength ?? 0)
+        if (wanted !== undefined && snapshot.status.state !== wanted) continue
+        if (after !== undefined && !(Date.parse(snapshot.status.timestamp ?? "") >= after)) continue
+        total++
+        if (full) continue
+        const shown = Tasks.withHistoryLength(snapshot, params.historyLength)
         tasks.push(params.includeArtifacts === true ? shown : Tasks.withoutArtifacts(shown))
+        if (tasks.length === pageSize && more) nextPageToken = cursor ?? ""
       }
-      return answer(call.id, { tasks, nextPageToken: more ? cursor ?? "" : "", pageSize: tasks.length, totalSize: tasks.length })
+      // A token only when a task matches after this page.
+      return answer(call.id, { tasks, nextPageToken: total > tasks.length ? nextPageToken : "", pageSize, totalSize: total })
     })
 
   return (call: Call, method: string): Effect.Effect<Response, Refused> => {

@@ -671,6 +671,32 @@ describe("A2aApi listing and what is not offered (the @a2a-js/sdk client)", () =
       expect((yield* list({ pageSize: 2, pageToken: page.nextPageToken })).tasks.map((task) => task.id)).toEqual([first.id])
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("ListTasks: statusTimestampAfter filters (unparsable: -32602), totalSize counts every matching task, pageSize is the size used, an unset historyLength keeps the history", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents([scriptedAgent("assistant", ["4"])], { token })
+      const client = yield* clientOf(url, "assistant")
+      const first = yield* send(client, userMessage("one", { messageId: "list-m1" }))
+      const second = yield* send(client, userMessage("two"))
+      const third = yield* send(client, userMessage("three"))
+      const list = (params: Record<string, unknown>) => Effect.map(rpc(url, "assistant", { jsonrpc: "2.0", id: 1, method: "ListTasks", params }), (answer) => answer.body)
+      const page = yield* list({ pageSize: 2 })
+      expect(page.result).toMatchObject({ pageSize: 2, totalSize: 3 })
+      expect(page.result.tasks.map((task: { readonly id: string }) => task.id)).toEqual([third.id, second.id])
+      expect(page.result.nextPageToken).not.toBe("")
+      expect((yield* list({})).result).toMatchObject({ pageSize: 50, totalSize: 3, nextPageToken: "" })
+      const future = yield* list({ statusTimestampAfter: "2999-01-01T00:00:00Z" })
+      expect(future.result).toMatchObject({ tasks: [], totalSize: 0 })
+      const past = yield* list({ statusTimestampAfter: "2000-01-01T00:00:00Z" })
+      expect(past.result.totalSize).toBe(3)
+      const bad = yield* list({ statusTimestampAfter: "yesterday" })
+      expect(bad.error).toMatchObject({ code: -32602, data: [{ fieldViolations: [{ field: "statusTimestampAfter" }] }] })
+      const completed = yield* list({ status: "TASK_STATE_COMPLETED", pageSize: 1 })
+      expect(completed.result).toMatchObject({ pageSize: 1, totalSize: 3 })
+      const last = (yield* list({ pageSize: 1, pageToken: (yield* list({ pageSize: 2 })).result.nextPageToken })).result
+      expect(last.tasks.map((task: { readonly id: string }) => task.id)).toEqual([first.id])
+      expect(last.tasks[0].history.map((message: { readonly messageId: string }) => message.messageId)).toEqual(["list-m1"])
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("push notification methods are -32003 and GetExtendedAgentCard -32004, as the card declares; an unknown method -32601", () =>
     Effect.gen(function*() {
       const url = yield* serveAgents(agents, { token })

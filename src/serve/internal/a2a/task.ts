@@ -85,6 +85,24 @@ export const withMessage = (task: Wire.Task, message: Wire.Message): Wire.Task =
     ? task
     : { ...task, history: [...(task.history ?? []), message] }
 
+/**
+ * The states a run's task can be in, from its summary alone (no fold of its log): one for an ended or waiting run,
+ * but a failed run is FAILED or, after an input guardrail tripped, REJECTED (that takes its events).
+ */
+export const statesOf = (summary: Runs.RunSummary): ReadonlyArray<Wire.TaskState> => {
+  switch (summary.status) {
+    case "running":
+      // Between a person's answer and the run's next step, the log's last status may still be a question.
+      return ["TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED"]
+    case "waiting":
+      return ["TASK_STATE_INPUT_REQUIRED"]
+    case "completed":
+      return [summary.interrupted === true && summary.interruptionReason === "cancelled" ? "TASK_STATE_CANCELED" : "TASK_STATE_COMPLETED"]
+    case "failed":
+      return ["TASK_STATE_FAILED", "TASK_STATE_REJECTED"]
+  }
+}
+
 /** A request of the run to a person: an approval of a tool call, or an answer to a question. */
 export type InputRequest =
   | { readonly kind: "approval"; readonly sessionId: string; readonly toolCallId: string; readonly name: string; readonly arguments: string }

@@ -16,17 +16,22 @@
  *
  * A task is a run (taskId = runId: the run registry is the task store, with its owner scoping, its limits and its
  * retention; a task gone from it is `-32001`). Its context is the thread it is a turn of when the server has a
- * thread store (a message with a `contextId` is a turn on that thread, made on first use), else the run's session,
- * and a message naming a `contextId` is refused (`-32004`: the server keeps no conversations). A task waiting for
+ * thread store, else the run's session, and a message naming a `contextId` is refused (`-32004`: the server keeps
+ * no conversations). A `contextId` is the caller's own: the owner's thread of that id if it has one (a context this
+ * server gave it), else the owner's thread kept for that contextId, made on first use; another owner's context is
+ * a new conversation, never shared, refused or confirmed. A task's `history` is the messages the client sent
+ * (as received, with their `messageId`s) and the agent's status messages, in order. A task waiting for
  * a person is `TASK_STATE_INPUT_REQUIRED`, its request in the status message as a data part (`kind: "approval"` or
  * `"question"`); the next message naming the `taskId` answers it: a data part `{approved, reason?, arguments?,
- * toolCallId?}` decides an approval, a data part `{answer, questionId?}` or text answers a question.
+ * toolCallId?}` decides an approval, a data part `{answer, questionId?}` or text answers a question. A message
+ * sent again (same `messageId`) answers nothing twice: it gets the task as it is.
  *
  * Every request needs `A2A-Version: 1.0` (header or query parameter): an A2A 0.3 client (no header, `message/send`)
  * gets `-32009`. Method errors come on HTTP 200 with a JSON-RPC error, as the SDK's own server sends them; the
  * server's own refusals keep their status (401 without the token, 413 over the body cap, 404 for an unknown agent,
  * 429 beyond `maxConcurrentRuns`, with `Retry-After`), with a JSON-RPC error body the SDK client reads. Another
- * owner's task, or another agent's task asked at this agent, is `-32001`, as an unknown one.
+ * owner's task, or another agent's task asked at this agent, is `-32001`, as an unknown one. A request nesting
+ * more than 64 levels, or with a string id over 128 characters, is `-32600`.
  *
  * @example
  * ```ts
@@ -167,7 +172,7 @@ export const Api = HttpApi.make("valet-a2a").add(group).add(discoveryGroup)
 export interface LayerOptions {
   /** Finds the owner of a request (the app's auth): see `RunsApi.layerOwner`. Default: every request is `RunsApi.defaultOwner`'s. */
   readonly owner?: RunsApi.OwnerOf | undefined
-  /** The URL clients reach the server at (behind a proxy): the cards' endpoint URLs start with it. Default: `http://<Host>`. */
+  /** The URL clients reach the server at (behind a proxy): the cards' endpoint URLs start with it. Default: `http://<the Host's name>:<the port the request came in on>`. */
   readonly publicUrl?: string | undefined
   /** The agent of the root card. Default: the first agent. */
   readonly defaultAgent?: string | undefined

@@ -385,6 +385,25 @@ interface Call {
 
 const make = (runs: Runs.Service) => {
   const messages = new History.Messages()
+  /**
+   * The snapshots of ended tasks, which no longer change: GetTask and ListTasks fold an ended run's log (50 000
+   * events for a long answer) once, not at every poll. Bounded: the oldest forgotten first (then folded again).
+   */
+  const endedSnapshots = new Map<string, Wire.Task>()
+  const maxEndedSnapshots = 200
+  const snapshotOf = (view: Runs.RunView, owner: string) =>
+    Effect.gen(function*() {
+      const ended = view.status === "completed" || view.status === "failed"
+      const key = `${owner}\u0000${view.runId}`
+      const kept = ended ? endedSnapshots.get(key) : undefined
+      if (kept !== undefined) return kept
+      const { snapshot } = yield* follow(runs, messages, view, owner, view.events)
+      if (ended) {
+        endedSnapshots.set(key, snapshot)
+        if (endedSnapshots.size > maxEndedSnapshots) endedSnapshots.delete(endedSnapshots.keys().next().value!)
+      }
+      return snapshot
+    })
   /** A started (or continued) task answered as the method asks: streamed, settled, or at once. */
   const respond = (call: Call, view: Runs.RunView, cut: number, options: { readonly stream: boolean; readonly immediately: boolean; readonly historyLength: number | undefined; readonly resumed: boolean; readonly snapshotOnly?: boolean }) =>
     Effect.gen(function*() {
@@ -507,7 +526,7 @@ const make = (runs: Runs.Service) => {
     Effect.gen(function*() {
       const params = yield* fromResult(Rpc.paramsOf(Wire.GetTaskRequest, call.params))
       const view = yield* viewOf(runs, params.id, call.owner, call.agent.name)
-      const { snapshot } = yield* follow(runs, messages, view, call.owner, view.events)
+      const snapshot = yield* snapshotOf(view, call.owner)
       return answer(call.id, Tasks.withHistoryLength(snapshot, params.historyLength))
     })
 
@@ -586,7 +605,7 @@ const make = (runs: Runs.Service) => {
           total++
           continue
         }
-        const { snapshot } = yield* follow(runs, messages, view.value, call.owner, view.value.events)
+        const snapshot = yield* snapshotOf(view.value, call.owner)
         if (wanted !== undefined && snapshot.status.state !== wanted) continue
         if (after !== undefined && !(Date.parse(snapshot.status.timestamp ?? "") >= after)) continue
         total++

@@ -16,17 +16,22 @@
  *
  * A task is a run (taskId = runId: the run registry is the task store, with its owner scoping, its limits and its
  * retention; a task gone from it is `-32001`). Its context is the thread it is a turn of when the server has a
- * thread store (a message with a `contextId` is a turn on that thread, made on first use), else the run's session,
- * and a message naming a `contextId` is refused (`-32004`: the server keeps no conversations). A task waiting for
+ * thread store, else the run's session, and a message naming a `contextId` is refused (`-32004`: the server keeps
+ * no conversations). A `contextId` is the caller's own: the owner's thread of that id if it has one (a context this
+ * server gave it), else the owner's thread kept for that contextId, made on first use; another owner's context is
+ * a new conversation, never shared, refused or confirmed. A task's `history` is the messages the client sent
+ * (as received, with their `messageId`s) and the agent's status messages, in order. A task waiting for
  * a person is `TASK_STATE_INPUT_REQUIRED`, its request in the status message as a data part (`kind: "approval"` or
  * `"question"`); the next message naming the `taskId` answers it: a data part `{approved, reason?, arguments?,
- * toolCallId?}` decides an approval, a data part `{answer, questionId?}` or text answers a question.
+ * toolCallId?}` decides an approval, a data part `{answer, questionId?}` or text answers a question. A message
+ * sent again (same `messageId`) answers nothing twice: it gets the task as it is.
  *
  * Every request needs `A2A-Version: 1.0` (header or query parameter): an A2A 0.3 client (no header, `message/send`)
  * gets `-32009`. Method errors come on HTTP 200 with a JSON-RPC error, as the SDK's own server sends them; the
  * server's own refusals keep their status (401 without the token, 413 over the body cap, 404 for an unknown agent,
  * 429 beyond `maxConcurrentRuns`, with `Retry-After`), with a JSON-RPC error body the SDK client reads. Another
- * owner's task, or another agent's task asked at this agent, is `-32001`, as an unknown one.
+ * owner's task, or another agent's task asked at this agent, is `-32001`, as an unknown one. A request nesting
+ * more than 64 levels, or with a string id over 128 characters, is `-32600`.
  *
  * @example
  * ```ts
@@ -63,7 +68,7 @@
  * @since 0.2.0
  */
 import { Clock, Effect, Layer, Option, Result, Schema, Stream } from "effect"
-import { HttpServerRequest, HttpServerResponse } from "effect/http"
+import { type HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "effect/http-api"
 import type * as HumanLoop from "../core/HumanLoop.js"
 import type * as Model from "../core/Model.js"
@@ -71,6 +76,7 @@ import * as Threads from "../core/Threads.js"
 import * as Wire from "../providers/internal/a2a/wire.js"
 import * as Agents from "./Agents.js"
 import * as Card from "./internal/a2a/card.js"
+import * as History from "./internal/a2a/history.js"
 import * as Parts from "./internal/a2a/parts.js"
 import * as Rpc from "./internal/a2a/rpc.js"
 import * as Tasks from "./internal/a2a/task.js"
@@ -166,7 +172,7 @@ export const Api = HttpApi.make("valet-a2a").add(group).add(discoveryGroup)
 export interface LayerOptions {
   /** Finds the owner of a request (the app's auth): see `RunsApi.layerOwner`. Default: every request is `RunsApi.defaultOwner`'s. */
   readonly owner?: RunsApi.OwnerOf | undefined
-  /** The URL clients reach the server at (behind a proxy): the cards' endpoint URLs start with it. Default: `http://<Host>`. */
+  /** The URL clients reach the server at (behind a proxy): the cards' endpoint URLs start with it. Default: `http://<the Host's name>:<the port the request came in on>`. */
   readonly publicUrl?: string | undefined
   /** The agent of the root card. Default: the first agent. */
   readonly defaultAgent?: string | undefined
@@ -241,18 +247,30 @@ interface Followed {
  * The task of a run folded from its first `cut` events, and the responses of the events after them. The mapping
  * is one for both, so the live part goes on from the state of the snapshot (no gap, no duplicate).
  */
-const follow = (runs: Runs.Service, view: Runs.RunView, owner: string, cut: number) =>
+const follow = (runs: Runs.Service, messages: History.Messages, view: Runs.RunView, owner: string, cut: number) =>
   Effect.gen(function*() {
-    const ref = Tasks.refOf(view)
+    const ref = Tasks.refOf(view, owner)
     const mapper = new Tasks.Mapper(ref)
+    const start = Tasks.started(ref, view, messages.first(ref.id))
+    // The client's later messages go into the history where they came: before the events the run had not had yet.
+    const later = messages.later(ref.id)
+    let next = 0
+    const received = (task: Wire.Task, events: number): Wire.Task => {
+      while (next < later.length && later[next]!.at <= events) task = Tasks.withMessage(task, later[next++]!.message)
+      return task
+    }
     // The run is this owner's (`viewOf`): it may have left the registry since, which GetTask would answer as unknown.
     const before = yield* Effect.orDie(runs.events(ref.id, { owner }))
     let snapshot = yield* before.pipe(
       Stream.take(cut),
-      Stream.runFold(() => Tasks.started(ref, view), (task, { event, seq }) => mapper.map(seq, event).responses.reduce(Tasks.apply, task)),
+      Stream.runFold(() => start, (task, { event, seq }) => mapper.map(seq, event).responses.reduce(Tasks.apply, received(task, seq))),
       // A failed run's log ends with its failure, not an event.
-      Effect.catchTag("RunFailed", (failure) => Effect.succeed(mapper.failed(failure, view.endedAt ?? view.createdAt).responses.reduce(Tasks.apply, Tasks.started(ref, view))))
+      Effect.catchTag("RunFailed", (failure) => {
+        next = 0
+        return Effect.succeed(mapper.failed(failure, view.endedAt ?? view.createdAt).responses.reduce(Tasks.apply, received(start, cut)))
+      })
     )
+    snapshot = received(snapshot, cut)
     if (view.status === "failed" && cut >= view.events) {
       const failure = new Runs.RunFailed({ runId: ref.id, error: view.error ?? {}, message: String(view.error?.["message"] ?? "the run failed") })
       snapshot = mapper.failed(failure, view.endedAt ?? view.createdAt).responses.reduce(Tasks.apply, snapshot)
@@ -366,15 +384,37 @@ interface Call {
 }
 
 const make = (runs: Runs.Service) => {
-  /** A started (or continued) task answered as the method asks: streamed, settled, or at once. */
-  const respond = (call: Call, view: Runs.RunView, cut: number, options: { readonly stream: boolean; readonly immediately: boolean; readonly historyLength: number | undefined; readonly resumed: boolean }) =>
+  const messages = new History.Messages()
+  /**
+   * The snapshots of ended tasks, which no longer change: GetTask and ListTasks fold an ended run's log (50 000
+   * events for a long answer) once, not at every poll. Bounded: the oldest forgotten first (then folded again).
+   */
+  const endedSnapshots = new Map<string, Wire.Task>()
+  const maxEndedSnapshots = 200
+  const snapshotOf = (view: Runs.RunView, owner: string) =>
     Effect.gen(function*() {
-      const followed = yield* follow(runs, view, call.owner, cut)
+      const ended = view.status === "completed" || view.status === "failed"
+      const key = `${owner}\u0000${view.runId}`
+      const kept = ended ? endedSnapshots.get(key) : undefined
+      if (kept !== undefined) return kept
+      const { snapshot } = yield* follow(runs, messages, view, owner, view.events)
+      if (ended) {
+        endedSnapshots.set(key, snapshot)
+        if (endedSnapshots.size > maxEndedSnapshots) endedSnapshots.delete(endedSnapshots.keys().next().value!)
+      }
+      return snapshot
+    })
+  /** A started (or continued) task answered as the method asks: streamed, settled, or at once. */
+  const respond = (call: Call, view: Runs.RunView, cut: number, options: { readonly stream: boolean; readonly immediately: boolean; readonly historyLength: number | undefined; readonly resumed: boolean; readonly snapshotOnly?: boolean }) =>
+    Effect.gen(function*() {
+      const followed = yield* follow(runs, messages, view, call.owner, cut)
       // A continued task is working again: the snapshot is of the moment the answer was given.
       const snapshot: Wire.Task = options.resumed && !isTerminal(followed.snapshot)
         ? { ...followed.snapshot, status: { state: "TASK_STATE_WORKING", timestamp: new Date(yield* Clock.currentTimeMillis).toISOString() } }
         : followed.snapshot
-      if (options.stream) return sse(call.id, Stream.concat(Stream.succeed<Wire.StreamResponse>({ task: snapshot }), followed.live))
+      if (options.stream) {
+        return sse(call.id, Stream.concat(Stream.succeed<Wire.StreamResponse>({ task: snapshot }), options.snapshotOnly === true ? Stream.empty : followed.live))
+      }
       if (options.immediately) return answer(call.id, { task: Tasks.withHistoryLength(snapshot, options.historyLength) })
       const task = yield* Stream.runFold(followed.live, () => snapshot, Tasks.apply)
       return answer(call.id, { task: Tasks.withHistoryLength(task, options.historyLength) })
@@ -395,7 +435,13 @@ const make = (runs: Runs.Service) => {
       if (message.taskId !== undefined && message.taskId !== "") {
         // A continuation: the answer to what the task waits for.
         const view = yield* viewOf(runs, message.taskId, call.owner, call.agent.name)
-        const ref = Tasks.refOf(view)
+        const ref = Tasks.refOf(view, call.owner)
+        if (messages.has(ref.id, message.messageId)) {
+          // A retry of a message the task has (same messageId) answers nothing again (it might answer the next
+          // question): it gets the task as it is, or as it goes on to its end or its next wait.
+          const settledNow = view.status !== "running"
+          return yield* respond(call, view, view.events, { ...options, immediately: options.immediately || settledNow, snapshotOnly: settledNow })
+        }
         if (view.status === "completed" || view.status === "failed") {
           return yield* refused(Rpc.unsupportedOperation(`task ${JSON.stringify(ref.id)} has ended: a task in a terminal state takes no more messages`))
         }
@@ -405,7 +451,11 @@ const make = (runs: Runs.Service) => {
         if (view.status !== "waiting") {
           return yield* refused(Rpc.unsupportedOperation(`task ${JSON.stringify(ref.id)} is working: it takes input only in TASK_STATE_INPUT_REQUIRED`))
         }
-        yield* answerWaiting(runs, view, call.owner, message)
+        // The message as received joins the task's history. A retry got the task as it is just above.
+        if (!messages.add(ref.id, { ...message, taskId: ref.id, contextId: ref.contextId }, view.events)) {
+          return yield* refused(Rpc.unsupportedOperation(`task ${JSON.stringify(ref.id)} has a message ${JSON.stringify(message.messageId.slice(0, 200))} already`))
+        }
+        yield* answerWaiting(runs, view, call.owner, message).pipe(Effect.onError(() => Effect.sync(() => messages.remove(ref.id, message.messageId))))
         return yield* respond(call, view, view.events, { ...options, resumed: true })
       }
       const input = yield* fromResult(Parts.inputOf(message))
@@ -423,6 +473,7 @@ const make = (runs: Runs.Service) => {
             UnknownAgent: (error) => Effect.die(error)
           })
         )
+      messages.started(started.runId, message)
       const view = yield* Effect.orDie(runs.get(started.runId, { owner: call.owner }))
       return yield* respond(call, view, 0, options)
     })
@@ -434,9 +485,21 @@ const make = (runs: Runs.Service) => {
       if (contextId === undefined) {
         id = (yield* threads.create({ owner }).pipe(Effect.catch((error) => refused(Rpc.internalError(error.message))))).id
       } else {
-        const problem = Threads.threadIdProblem(contextId)
+        const problem = Threads.threadIdProblem(contextId) ??
+          (contextId.length > Tasks.maxContextIdLength ? `a contextId is at most ${Tasks.maxContextIdLength} characters` : undefined)
         if (problem !== undefined) return yield* refused(Rpc.invalidParams("message.contextId", problem))
-        id = contextId
+        // The owner's own thread of that id (one this server gave out, or one made through /threads), else the
+        // owner's thread of that contextId: never another owner's, so an id can be neither squatted nor probed.
+        const own = yield* threads.get(contextId, { owner }).pipe(
+          Effect.as(true),
+          Effect.catchTags({
+            ThreadNotFound: () => Effect.succeed(false),
+            ThreadForbidden: () => Effect.succeed(false),
+            ThreadBusy: () => Effect.succeed(true),
+            ThreadStoreError: (error) => refused(Rpc.internalError(error.message))
+          })
+        )
+        id = own ? contextId : Tasks.contextThreadId(owner, contextId)
         // First use: the context's thread is made for the owner. Two first messages at once: one makes it, the other finds it.
         const found = threads.get(id, { owner })
         yield* found.pipe(
@@ -463,7 +526,7 @@ const make = (runs: Runs.Service) => {
     Effect.gen(function*() {
       const params = yield* fromResult(Rpc.paramsOf(Wire.GetTaskRequest, call.params))
       const view = yield* viewOf(runs, params.id, call.owner, call.agent.name)
-      const { snapshot } = yield* follow(runs, view, call.owner, view.events)
+      const snapshot = yield* snapshotOf(view, call.owner)
       return answer(call.id, Tasks.withHistoryLength(snapshot, params.historyLength))
     })
 
@@ -471,7 +534,7 @@ const make = (runs: Runs.Service) => {
     Effect.gen(function*() {
       const params = yield* fromResult(Rpc.paramsOf(Wire.CancelTaskRequest, call.params))
       const view = yield* viewOf(runs, params.id, call.owner, call.agent.name)
-      const followed = yield* follow(runs, view, call.owner, view.events)
+      const followed = yield* follow(runs, messages, view, call.owner, view.events)
       if (isTerminal(followed.snapshot)) {
         // Canceling a canceled task answers it again (spec §3.3.1); any other end cannot be undone.
         return followed.snapshot.status.state === "TASK_STATE_CANCELED"
@@ -479,14 +542,19 @@ const make = (runs: Runs.Service) => {
           : yield* refused(Rpc.taskNotCancelable(params.id, followed.snapshot.status.state))
       }
       yield* runs.cancel(params.id, { owner: call.owner }).pipe(Effect.catchTag("RunNotFound", () => refused(Rpc.taskNotFound(params.id))))
-      return answer(call.id, yield* settled(followed))
+      const ended = yield* settled(followed)
+      // The run may have ended on its own between the look above and the cancel (which leaves an ended run as it
+      // is): a task that completed, failed or was rejected was not canceled, whatever was asked.
+      return ended.status.state === "TASK_STATE_CANCELED" || !isTerminal(ended)
+        ? answer(call.id, ended)
+        : yield* refused(Rpc.taskNotCancelable(params.id, ended.status.state))
     })
 
   const subscribe = (call: Call) =>
     Effect.gen(function*() {
       const params = yield* fromResult(Rpc.paramsOf(Wire.SubscribeToTaskRequest, call.params))
       const view = yield* viewOf(runs, params.id, call.owner, call.agent.name)
-      const followed = yield* follow(runs, view, call.owner, view.events)
+      const followed = yield* follow(runs, messages, view, call.owner, view.events)
       if (isTerminal(followed.snapshot)) {
         return yield* refused(Rpc.unsupportedOperation(`task ${JSON.stringify(params.id)} is ${followed.snapshot.status.state}: a task in a terminal state has no updates to subscribe to`))
       }
@@ -504,27 +572,50 @@ const make = (runs: Runs.Service) => {
       if (params.pageToken !== undefined && params.pageToken !== "" && !/^\d+$/.test(params.pageToken)) {
         return yield* refused(Rpc.invalidParams("pageToken", "not a page token this server gave"))
       }
+      const after = params.statusTimestampAfter !== undefined && params.statusTimestampAfter !== "" ? Date.parse(params.statusTimestampAfter) : undefined
+      if (after !== undefined && Number.isNaN(after)) {
+        return yield* refused(Rpc.invalidParams("statusTimestampAfter", `not an ISO-8601 timestamp: ${JSON.stringify(params.statusTimestampAfter!.slice(0, 100))}`))
+      }
+      const wanted = params.status !== undefined && params.status !== "TASK_STATE_UNSPECIFIED" ? params.status : undefined
+      const context = params.contextId !== undefined && params.contextId !== "" ? params.contextId : undefined
       // Run by run (the registry's own pages are of every agent's runs): the token is the registry's cursor after
-      // the last run looked at, so that a page holds `pageSize` of this agent's tasks and the next goes on after it.
+      // the last run of the page, so that a page holds `pageSize` of this agent's tasks and the next goes on after
+      // it. The scan goes on past the page to count the tasks that match (`totalSize`, from this page on); a run's
+      // log is folded only where the answer needs it: for the page, or to tell a state or a time the summary does not.
       const pageSize = params.pageSize ?? 50
       const tasks: Array<Wire.Task> = []
+      let total = 0
+      let nextPageToken = ""
       let cursor = params.pageToken !== undefined && params.pageToken !== "" ? params.pageToken : undefined
       let more = true
-      while (more && tasks.length < pageSize) {
+      while (more) {
         const page = yield* runs.list({ owner: call.owner, limit: 1, ...(cursor !== undefined ? { cursor } : {}) })
         cursor = page.nextCursor
         more = cursor !== undefined
         const summary = page.runs[0]
         if (summary === undefined || summary.agent !== call.agent.name) continue
+        // The state from the summary, before any fold (a run's log can be 50 000 events).
+        const states = Tasks.statesOf(summary)
+        if (wanted !== undefined && !states.includes(wanted)) continue
         const view = yield* Effect.option(runs.get(summary.runId, { owner: call.owner }))
         if (Option.isNone(view)) continue
-        if (params.contextId !== undefined && params.contextId !== "" && Tasks.refOf(view.value).contextId !== params.contextId) continue
-        const { snapshot } = yield* follow(runs, view.value, call.owner, view.value.events)
-        if (params.status !== undefined && params.status !== "TASK_STATE_UNSPECIFIED" && snapshot.status.state !== params.status) continue
-        const shown = Tasks.withHistoryLength(snapshot, params.historyLength ?? 0)
+        if (context !== undefined && Tasks.refOf(view.value, call.owner).contextId !== context) continue
+        const full = tasks.length >= pageSize
+        if (full && after === undefined && (wanted === undefined || states.length === 1)) {
+          total++
+          continue
+        }
+        const snapshot = yield* snapshotOf(view.value, call.owner)
+        if (wanted !== undefined && snapshot.status.state !== wanted) continue
+        if (after !== undefined && !(Date.parse(snapshot.status.timestamp ?? "") >= after)) continue
+        total++
+        if (full) continue
+        const shown = Tasks.withHistoryLength(snapshot, params.historyLength)
         tasks.push(params.includeArtifacts === true ? shown : Tasks.withoutArtifacts(shown))
+        if (tasks.length === pageSize && more) nextPageToken = cursor ?? ""
       }
-      return answer(call.id, { tasks, nextPageToken: more ? cursor ?? "" : "", pageSize: tasks.length, totalSize: tasks.length })
+      // A token only when a task matches after this page.
+      return answer(call.id, { tasks, nextPageToken: total > tasks.length ? nextPageToken : "", pageSize, totalSize: total })
     })
 
   return (call: Call, method: string): Effect.Effect<Response, Refused> => {
@@ -554,7 +645,21 @@ const make = (runs: Runs.Service) => {
   }
 }
 
-const bodyTooLarge = (error: unknown): boolean => /too large|exceed|max(imum)? ?(body)? ?size|overflow/i.test(String(error))
+/**
+ * Whether reading the body failed on the server's body cap: a body without Content-Length (chunked) is cut while
+ * read, and the Node server says so as a `RequestParseError` of reason `BodyTooLarge` (its cause the stream's
+ * `MaxBytesError`); a body announcing its length is refused by the guard before.
+ */
+const bodyTooLarge = (error: HttpServerError.HttpServerError): boolean => {
+  if (error.reason._tag === "RequestParseError" && error.reason.reason === "BodyTooLarge") return true
+  // Another server (or another copy of the Node stream, where `instanceof` fails) may give only the cause.
+  let cause: unknown = error.reason
+  for (let depth = 0; depth < 8 && typeof cause === "object" && cause !== null; depth++) {
+    if ((cause as { readonly _tag?: unknown })._tag === "MaxBytesError") return true
+    cause = (cause as { readonly cause?: unknown }).cause
+  }
+  return false
+}
 
 /** The JSON-RPC endpoint of `agentName`. */
 const endpoint = (
@@ -578,8 +683,7 @@ const endpoint = (
     // The id first, so that even the version's refusal answers it.
     let id: Wire.RequestId = null
     try {
-      const raw = (JSON.parse(text.success) as { readonly id?: unknown } | null)?.id
-      if (typeof raw === "string" || typeof raw === "number") id = raw
+      id = Rpc.idOf(JSON.parse(text.success))
     } catch {
       // Not JSON: `envelopeOf` says so below, after the version.
     }
@@ -599,11 +703,28 @@ const endpoint = (
 // Layers
 // ---------------------------------------------------------------------------------------------------------
 
-const cardResponse = (card: Wire.AgentCard): Response => HttpServerResponse.jsonUnsafe(card, { headers: { "cache-control": "no-cache" } })
+const cardResponse = (card: Wire.AgentCard): Response =>
+  // The card's URL comes from the Host: a cache must not give one Host's card for another.
+  HttpServerResponse.jsonUnsafe(card, { headers: { "cache-control": "no-cache", vary: "Host" } })
 
-/** Where the server is, as a client reached it: `publicUrl`, else the (allow-listed) Host over http. */
-const originOf = (request: HttpServerRequest.HttpServerRequest, options: LayerOptions): string =>
-  options.publicUrl !== undefined ? options.publicUrl.replace(/\/+$/, "") : `http://${request.headers["host"] ?? "localhost"}`
+/**
+ * Where the server is, as a client reached it: `publicUrl`, else the (allow-listed) Host's name, parsed, over
+ * http, with the port the connection came in on. The Host's own port or anything else in it is not echoed: a card
+ * is what a client (and its token) goes to next, and a cache in between would keep a spoofed one.
+ */
+const originOf = (request: HttpServerRequest.HttpServerRequest, options: LayerOptions): string => {
+  if (options.publicUrl !== undefined) return options.publicUrl.replace(/\/+$/, "")
+  let parsed: URL | undefined
+  try {
+    parsed = new URL(`http://${request.headers["host"] ?? "localhost"}`)
+  } catch {
+    parsed = undefined
+  }
+  const hostname = parsed?.hostname ?? "localhost"
+  const local = (request.source as { readonly socket?: { readonly localPort?: unknown } } | undefined)?.socket?.localPort
+  const port = typeof local === "number" ? String(local) : parsed?.port ?? ""
+  return `http://${hostname}${port === "" || port === "80" ? "" : `:${port}`}`
+}
 
 /** The endpoint path of `agent` in `api` (under the group's prefix, if any). */
 const endpointPath = (api: { readonly groups: object }, agent: string): string => {

@@ -21,6 +21,7 @@ import {
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Schema } from "effect"
 import { HttpServerRequest } from "effect/http"
+import { request as httpRequest } from "node:http"
 import * as Agent from "../../src/core/Agent.js"
 import * as Guardrail from "../../src/core/Guardrail.js"
 import * as HumanLoop from "../../src/core/HumanLoop.js"
@@ -189,6 +190,25 @@ describe("A2aApi (the @a2a-js/sdk client)", () => {
       expect(unknown).toBeInstanceOf(JsonRpcTaskNotFoundError)
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("deeply nested JSON is a bad request naming where, with the request's id, never a 500; /runs and /v1/chat/completions do not 500 on it either", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents(agents, { token })
+      const headers = { authorization: `Bearer ${token}`, "a2a-version": "1.0", "content-type": "application/json" }
+      const raw = (path: string, body: string) =>
+        Effect.promise(() => fetch(`${url}${path}`, { method: "POST", headers, body }).then(async (response) => ({ status: response.status, body: await response.text() })))
+      const deep = (depth: number) => `${"[".repeat(depth)}${"]".repeat(depth)}`
+      const inParts = yield* raw("/a2a/assistant", `{"jsonrpc":"2.0","id":"d1","method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":${deep(5_000)}}}}`)
+      expect(inParts.status).toBe(200)
+      expect(JSON.parse(inParts.body)).toMatchObject({ id: "d1", error: { code: -32600, message: expect.stringContaining("params.message.parts") } })
+      const inData = yield* raw("/a2a/assistant", `{"jsonrpc":"2.0","id":"d2","method":"SendMessage","params":{"message":{"messageId":"m","role":"ROLE_USER","parts":[{"data":${deep(200_000)}}]}}}`)
+      expect(inData.status).toBe(200)
+      expect(JSON.parse(inData.body)).toMatchObject({ id: "d2", error: { code: -32600, message: expect.stringContaining("params.message.parts[0].data") } })
+      const runs = yield* raw("/runs", `{"agent":"assistant","input":${deep(5_000)}}`)
+      expect(runs.status).toBe(400)
+      const chat = yield* raw("/v1/chat/completions", `{"model":"assistant","messages":${deep(5_000)}}`)
+      expect(chat.status).toBe(400)
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("guard errors in JSON-RPC shape: 401 without the token, 413 over the body cap, 404 for an unknown agent", () =>
     Effect.gen(function*() {
       const url = yield* serveAgents(agents, { token, maxBodyBytes: 2_000 })
@@ -205,6 +225,61 @@ describe("A2aApi (the @a2a-js/sdk client)", () => {
       const nobody = yield* rpc(url, "nobody", { jsonrpc: "2.0", id: 1, method: "GetTask", params: { id: "x" } })
       expect(nobody.status).toBe(404)
       expect(nobody.body).toMatchObject({ jsonrpc: "2.0", error: { code: -32600 } })
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a chunked body (no Content-Length) over the cap is 413 in JSON-RPC shape, not a parse error", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents(agents, { token, maxBodyBytes: 10_000 })
+      const body = new TextEncoder().encode(JSON.stringify({ jsonrpc: "2.0", id: 4, method: "SendMessage", params: { message: { messageId: "m", role: "ROLE_USER", parts: [{ text: "x".repeat(50_000) }] } } }))
+      const stream = new ReadableStream<Uint8Array>({
+        start(controller) {
+          controller.enqueue(body)
+          controller.close()
+        }
+      })
+      const response = yield* Effect.promise(() =>
+        fetch(`${url}/a2a/assistant`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "a2a-version": "1.0", "content-type": "application/json" },
+          body: stream,
+          duplex: "half"
+        } as RequestInit))
+      expect(response.status).toBe(413)
+      expect(yield* json(response)).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600, message: expect.stringContaining("limit") } })
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a string id over 128 characters is -32600 with id null (it would be echoed on every frame of a stream); 128 are answered", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents(agents, { token })
+      const long = yield* rpc(url, "assistant", { jsonrpc: "2.0", id: "x".repeat(10_000), method: "SendStreamingMessage", params: { message: { messageId: "m", role: "ROLE_USER", parts: [{ text: "Hi" }] } } })
+      expect(long.body).toMatchObject({ id: null, error: { code: -32600, message: expect.stringContaining("at most 128 characters") } })
+      const unversioned = yield* rpc(url, "assistant", { jsonrpc: "2.0", id: "y".repeat(10_000), method: "GetTask", params: { id: "t" } }, { authorization: `Bearer ${token}` })
+      expect(unversioned.body).toMatchObject({ id: null, error: { code: -32009 } })
+      const fits = yield* rpc(url, "assistant", { jsonrpc: "2.0", id: "z".repeat(128), method: "GetTask", params: { id: "t" } })
+      expect(fits.body).toMatchObject({ id: "z".repeat(128), error: { code: -32001 } })
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("the card's URL: the Host's name with the port the server listens on (not the Host's port); a Host with a fragment is refused; Vary: Host", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents(agents, { token })
+      const port = new URL(url).port
+      const card = (host: string) =>
+        Effect.promise(() =>
+          new Promise<{ readonly status: number; readonly vary: string | undefined; readonly body: string }>((resolve, reject) => {
+            const request = httpRequest({ host: "127.0.0.1", port: Number(port), path: "/a2a/assistant/.well-known/agent-card.json", headers: { host, authorization: `Bearer ${token}` } }, (response) => {
+              let body = ""
+              response.on("data", (chunk) => (body += chunk))
+              response.on("end", () => resolve({ status: response.statusCode ?? 0, vary: response.headers["vary"], body }))
+            })
+            request.on("error", reject)
+            request.end()
+          }))
+      const otherPort = yield* card("localhost:1")
+      expect(otherPort.status).toBe(200)
+      expect(JSON.parse(otherPort.body).supportedInterfaces[0].url).toBe(`http://localhost:${port}/a2a/assistant`)
+      expect(otherPort.vary).toMatch(/host/i)
+      expect(JSON.parse((yield* card(`127.0.0.1:${port}`)).body).supportedInterfaces[0].url).toBe(`http://127.0.0.1:${port}/a2a/assistant`)
+      expect((yield* card("localhost#x")).status).toBe(400)
     }).pipe(Effect.scoped), 30_000)
 
   it.live("beyond maxConcurrentRuns: 429 with Retry-After and a JSON-RPC error carrying RetryInfo", () =>
@@ -427,6 +502,44 @@ describe("A2aApi input required (the @a2a-js/sdk client)", () => {
       expect(outputOf(done)).toBe("Booked: Three.")
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("history: the client's messages as received (their messageIds), the answers, and the agent's questions, in order; a retried answer answers nothing again", () =>
+    Effect.gen(function*() {
+      const agent = Agent.make({
+        name: "booker",
+        instructions: "",
+        tools: [HumanLoop.askTool()],
+        model: Layer.orDie(ScriptedModel.layer((request, index) =>
+          index === 0
+            ? { toolCalls: [{ id: "a1", name: "ask_human", arguments: { question: "How many nights?" } }] }
+            : index === 1
+            ? { toolCalls: [{ id: "a2", name: "ask_human", arguments: { question: "Which view?" } }] }
+            : `Booked: ${request.messages?.at(-1)?.content}`))
+      }) as Agent.Agent<never>
+      const url = yield* serveAgents([agent], { token })
+      const client = yield* clientOf(url, "booker")
+      const first = yield* send(client, userMessage("Book a room.", { messageId: "client-m1" }))
+      expect(first.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
+      expect(first.history[0]?.messageId).toBe("client-m1")
+      const second = yield* send(client, userMessage("Three.", { taskId: first.id, messageId: "client-m2" }))
+      expect(second.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
+      // The same message again (a client's retry): the task as it is, still asking the second question.
+      const retried = yield* send(client, userMessage("Three.", { taskId: first.id, messageId: "client-m2" }))
+      expect(retried.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
+      expect(retried.status?.message?.parts[0]?.content?.$case === "text" && retried.status.message.parts[0].content.value).toMatch(/^Which view\?/)
+      const done = yield* send(client, userMessage("Sea.", { taskId: first.id, messageId: "client-m3" }))
+      expect(done.status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
+      expect(outputOf(done)).toBe("Booked: Sea.")
+      const task = yield* Effect.promise(() => client.getTask({ tenant: "", id: first.id, historyLength: undefined }))
+      const turns = task.history
+        .map((message) => message.role === Role.ROLE_USER ? `user ${message.messageId}` : `agent ${message.parts[0]?.content?.$case === "text" ? message.parts[0].content.value : ""}`)
+        .filter((line) => !line.startsWith("agent calling"))
+      expect(turns).toEqual(["user client-m1", expect.stringMatching(/^agent How many nights\?/), "user client-m2", expect.stringMatching(/^agent Which view\?/), "user client-m3"])
+      expect(task.history.find((message) => message.messageId === "client-m2")?.parts[0]?.content).toEqual({ $case: "text", value: "Three." })
+      // historyLength applies to that list.
+      const last = yield* Effect.promise(() => client.getTask({ tenant: "", id: first.id, historyLength: 1 }))
+      expect(last.history.map((message) => message.messageId)).toEqual(["client-m3"])
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("a message to a working task is -32004 (input only in INPUT_REQUIRED); a contextId that is not the task's is -32602", () =>
     Effect.gen(function*() {
       const { agent } = supportAgent([{ toolCalls: [refundCall("c1", 5)] }, "Done."])
@@ -481,16 +594,36 @@ describe("A2aApi contexts (the @a2a-js/sdk client)", () => {
       expect(bad).toBeInstanceOf(JsonRpcRequestMalformedError)
     }).pipe(Effect.scoped), 30_000)
 
-  it.live("another owner's context is -32001; without a thread store a contextId is -32004 and a task's context is its session", () =>
+  it.live("a contextId is the owner's own: another owner's context (given out or chosen) is a new conversation for the caller, neither refused nor shared; without a thread store a contextId is -32004", () =>
     Effect.gen(function*() {
       const ownerFromHeader: RunsApi.OwnerOf = Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) =>
         Effect.succeed(request.headers["x-user"] ?? "nobody"))
-      const { agent } = counting()
+      const { agent, seen } = counting()
       const url = yield* serveAgents([agent], { token, owner: ownerFromHeader }, Threads.layerMemory())
       const ada = yield* clientOf(url, "counter", { authorization: `Bearer ${token}`, "x-user": "ada" })
       const bob = yield* clientOf(url, "counter", { authorization: `Bearer ${token}`, "x-user": "bob" })
+      // A context the server gave ada: bob naming it gets a conversation of his own, and sees nothing of ada's.
       const mine = yield* send(ada, userMessage("Secret."))
-      expect(yield* refusal(() => send(bob, userMessage("Tell me.", { contextId: mine.contextId })).pipe(Effect.runPromise))).toBeInstanceOf(JsonRpcTaskNotFoundError)
+      const probe = yield* send(bob, userMessage("Tell me.", { contextId: mine.contextId }))
+      expect(probe.contextId).toBe(mine.contextId)
+      expect(outputOf(probe)).toBe("turn 1")
+      expect(seen.at(-1)).toEqual(["user: Tell me."])
+      // A context ada chose first (squatting bob's predictable name): bob's message with it is his own first turn,
+      // the same answer as for an id nobody has, so it tells him nothing; ada's next turn still sees only hers.
+      const squat = yield* send(ada, userMessage("Mine now.", { contextId: "support-chat-bob" }))
+      expect(squat.contextId).toBe("support-chat-bob")
+      const bobs = yield* send(bob, userMessage("Help.", { contextId: "support-chat-bob" }))
+      expect(bobs.contextId).toBe("support-chat-bob")
+      expect(outputOf(bobs)).toBe("turn 1")
+      expect(seen.at(-1)).toEqual(["user: Help."])
+      const bobsAgain = yield* send(bob, userMessage("Still there?", { contextId: "support-chat-bob" }))
+      expect(outputOf(bobsAgain)).toBe("turn 2")
+      expect(seen.at(-1)).toEqual(["user: Help.", "assistant: turn 1", "user: Still there?"])
+      const adasAgain = yield* send(ada, userMessage("Again.", { contextId: "support-chat-bob" }))
+      expect(seen.at(-1)).toEqual(["user: Mine now.", "assistant: turn 1", "user: Again."])
+      expect(adasAgain.contextId).toBe("support-chat-bob")
+      // GetTask answers the contextId the client chose, not the thread id it is kept under.
+      expect((yield* Effect.promise(() => bob.getTask({ tenant: "", id: bobs.id, historyLength: undefined }))).contextId).toBe("support-chat-bob")
       const plain = yield* serveAgents([counting().agent], { token })
       const client = yield* clientOf(plain, "counter")
       const task = yield* send(client, userMessage("Hi."))
@@ -536,6 +669,32 @@ describe("A2aApi listing and what is not offered (the @a2a-js/sdk client)", () =
       expect(page.tasks.map((task) => task.id)).toEqual([third.id, second.id])
       expect(page.nextPageToken).not.toBe("")
       expect((yield* list({ pageSize: 2, pageToken: page.nextPageToken })).tasks.map((task) => task.id)).toEqual([first.id])
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("ListTasks: statusTimestampAfter filters (unparsable: -32602), totalSize counts every matching task, pageSize is the size used, an unset historyLength keeps the history", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents([scriptedAgent("assistant", ["4"])], { token })
+      const client = yield* clientOf(url, "assistant")
+      const first = yield* send(client, userMessage("one", { messageId: "list-m1" }))
+      const second = yield* send(client, userMessage("two"))
+      const third = yield* send(client, userMessage("three"))
+      const list = (params: Record<string, unknown>) => Effect.map(rpc(url, "assistant", { jsonrpc: "2.0", id: 1, method: "ListTasks", params }), (answer) => answer.body)
+      const page = yield* list({ pageSize: 2 })
+      expect(page.result).toMatchObject({ pageSize: 2, totalSize: 3 })
+      expect(page.result.tasks.map((task: { readonly id: string }) => task.id)).toEqual([third.id, second.id])
+      expect(page.result.nextPageToken).not.toBe("")
+      expect((yield* list({})).result).toMatchObject({ pageSize: 50, totalSize: 3, nextPageToken: "" })
+      const future = yield* list({ statusTimestampAfter: "2999-01-01T00:00:00Z" })
+      expect(future.result).toMatchObject({ tasks: [], totalSize: 0 })
+      const past = yield* list({ statusTimestampAfter: "2000-01-01T00:00:00Z" })
+      expect(past.result.totalSize).toBe(3)
+      const bad = yield* list({ statusTimestampAfter: "yesterday" })
+      expect(bad.error).toMatchObject({ code: -32602, data: [{ fieldViolations: [{ field: "statusTimestampAfter" }] }] })
+      const completed = yield* list({ status: "TASK_STATE_COMPLETED", pageSize: 1 })
+      expect(completed.result).toMatchObject({ pageSize: 1, totalSize: 3 })
+      const last = (yield* list({ pageSize: 1, pageToken: (yield* list({ pageSize: 2 })).result.nextPageToken })).result
+      expect(last.tasks.map((task: { readonly id: string }) => task.id)).toEqual([first.id])
+      expect(last.tasks[0].history.map((message: { readonly messageId: string }) => message.messageId)).toEqual(["list-m1"])
     }).pipe(Effect.scoped), 30_000)
 
   it.live("push notification methods are -32003 and GetExtendedAgentCard -32004, as the card declares; an unknown method -32601", () =>

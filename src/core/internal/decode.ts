@@ -92,7 +92,12 @@ export const showValue = (value: unknown): string => {
   try {
     text = JSON.stringify(value) ?? String(value)
   } catch {
-    text = String(value)
+    // A value nested too deep for JSON is too deep for `String` as well (arrays join their items recursively).
+    try {
+      text = String(value)
+    } catch {
+      text = "a value nested too deep to show"
+    }
   }
   return text.length > 80 ? `${text.slice(0, 77)}...` : text
 }

@@ -58,7 +58,9 @@ const normalizeHost = (host: string): string => host.trim().toLowerCase().replac
 const hostnameOf = (value: string, isUrl: boolean): string | undefined => {
   try {
     const url = new URL(isUrl ? value : `http://${value}`)
-    if (!isUrl && (url.pathname !== "/" || url.search !== "" || url.username !== "" || url.password !== "")) return undefined
+    // A Host is a name and a port: a path, query, user or fragment (`localhost#x`, which a card built from it
+    // would turn into another URL) is no Host.
+    if (!isUrl && (url.pathname !== "/" || url.search !== "" || url.username !== "" || url.password !== "" || value.includes("#"))) return undefined
     return normalizeHost(url.hostname)
   } catch {
     return undefined

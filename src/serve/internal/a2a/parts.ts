@@ -23,7 +23,14 @@ export const partOf = (part: Wire.Part, where: string): Result.Result<Model.Part
   if (part.text !== undefined) {
     found = { type: "text", text: part.text }
   } else if (part.data !== undefined) {
-    found = { type: "text", text: JSON.stringify(part.data) }
+    let text: string
+    try {
+      text = JSON.stringify(part.data)
+    } catch {
+      // Only a value nested deeper than the stack gets here (a request body is JSON): a bad request, not a crash.
+      return Result.fail(Rpc.invalidParams(`${where}.data`, "the data is nested too deep to read"))
+    }
+    found = { type: "text", text }
   } else {
     if (mediaType === undefined || mediaType === "") return Result.fail(Rpc.invalidParams(`${where}.mediaType`, "a raw or url part needs its mediaType"))
     const audio = audioFormatOf(mediaType)

@@ -112,6 +112,55 @@ export const versionProblem = (header: string | undefined, url: string): RpcErro
   return major === "1" && (minor === undefined || minor === "0") ? undefined : versionNotSupported(requested)
 }
 
+/**
+ * How deep a request's JSON may nest: far more than any A2A message needs, far less than what overflows the stack
+ * of the code that reads it (decoding, describing a bad value, `JSON.stringify`).
+ */
+export const maxDepth = 64
+
+/** Where `json` nests deeper than `limit` (a path such as `params.message.parts[0]`), without recursion; else undefined. */
+const tooDeep = (json: unknown, limit: number): string | undefined => {
+  interface Node {
+    readonly value: unknown
+    readonly depth: number
+    readonly parent: Node | undefined
+    readonly key: string | number
+  }
+  // The path is made only for the answer: a parent link per node, not a string per node.
+  const pathOf = (node: Node): string => {
+    let path = ""
+    for (let at: Node | undefined = node; at?.parent !== undefined; at = at.parent) {
+      path = typeof at.key === "number" ? `[${at.key}]${path}` : `${at.parent.parent === undefined ? "" : "."}${at.key}${path}`
+    }
+    return path === "" ? "the top" : path
+  }
+  const stack: Array<Node> = [{ value: json, depth: 0, parent: undefined, key: "" }]
+  while (stack.length > 0) {
+    const node = stack.pop()!
+    const { value, depth } = node
+    if (typeof value !== "object" || value === null) continue
+    if (depth >= limit) return pathOf(node)
+    if (Array.isArray(value)) {
+      value.forEach((item, index) => stack.push({ value: item, depth: depth + 1, parent: node, key: index }))
+    } else {
+      for (const [key, item] of Object.entries(value)) stack.push({ value: item, depth: depth + 1, parent: node, key })
+    }
+  }
+  return undefined
+}
+
+/**
+ * The longest string id a request may have. The id is echoed on every answer, on every frame of a stream too:
+ * unbounded, a 1 MB id would go out once per streamed word.
+ */
+export const maxIdLength = 128
+
+/** The id of a request's JSON, to echo in an answer: a number, or a string of at most `maxIdLength`; else null. */
+export const idOf = (json: unknown): Wire.RequestId => {
+  const raw = typeof json === "object" && json !== null && !Array.isArray(json) ? (json as { readonly id?: unknown }).id : undefined
+  return typeof raw === "number" || (typeof raw === "string" && raw.length <= maxIdLength) ? raw : null
+}
+
 /** A request's envelope from its body text: `-32700` for JSON that does not parse, `-32600` for a bad envelope. */
 export const envelopeOf = (text: string): Result.Result<Wire.JsonRpcRequest, { readonly error: RpcError; readonly id: Wire.RequestId }> => {
   let json: unknown
@@ -121,11 +170,20 @@ export const envelopeOf = (text: string): Result.Result<Wire.JsonRpcRequest, { r
     return Result.fail({ error: parseError(error instanceof Error ? error.message : "the body is not JSON"), id: null })
   }
   if (Array.isArray(json)) return Result.fail({ error: invalidRequest("batch requests are not supported by A2A"), id: null })
-  const decoded = Schema.decodeUnknownResult(Wire.JsonRpcRequest)(json)
-  if (Result.isSuccess(decoded)) return Result.succeed(decoded.success)
   // The id is echoed when it can be read, so that the client can match the error to its request.
-  const raw = typeof json === "object" && json !== null ? (json as { readonly id?: unknown }).id : undefined
-  const id = typeof raw === "string" || typeof raw === "number" ? raw : null
+  const id = idOf(json)
+  const deep = tooDeep(json, maxDepth)
+  if (deep !== undefined) {
+    return Result.fail({ error: invalidRequest(`the request nests more than ${maxDepth} levels of arrays and objects (at ${deep.slice(0, 200)})`), id })
+  }
+  const decoded = Schema.decodeUnknownResult(Wire.JsonRpcRequest)(json)
+  if (Result.isSuccess(decoded)) {
+    const given = decoded.success.id
+    if (typeof given === "string" && given.length > maxIdLength) {
+      return Result.fail({ error: invalidRequest(`the id is a string of at most ${maxIdLength} characters, or a number (this one has ${given.length})`), id: null })
+    }
+    return Result.succeed(decoded.success)
+  }
   return Result.fail({ error: invalidRequest(Decode.describeIssue(decoded.failure.issue, json)), id })
 }
 

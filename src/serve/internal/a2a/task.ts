@@ -16,9 +16,11 @@
  * | the root's text as it comes | artifact updates (`append: false` at each model call's first delta) |
  * | `ToolCalled`, `SubRunStarted`, `Progress` | a WORKING status update naming it |
  */
+import { createHash } from "node:crypto"
 import type * as AgentEvent from "../../../core/AgentEvent.js"
 import type * as Wire from "../../../providers/internal/a2a/wire.js"
 import type * as Runs from "../../Runs.js"
+import type * as History from "./history.js"
 import * as Parts from "./parts.js"
 
 /** What names a task: its id (the run's), its context (the thread's id, else the run's session), its root session. */
@@ -28,27 +30,78 @@ export interface TaskRef {
   readonly rootSession: string
 }
 
-/** The task of a run as a client sees it. */
-export const refOf = (view: Runs.RunView): TaskRef => ({ id: view.runId, contextId: view.threadId ?? view.sessionId, rootSession: view.sessionId })
+const ownerPrefix = (owner: string): string => `a2a.${createHash("sha256").update(owner).digest("hex").slice(0, 16)}.`
+
+/**
+ * The thread of a context the client named, for one owner. Thread ids are global, so a client-chosen contextId is
+ * not made a thread of that id (another owner could squat it, or learn from a refusal that it exists): it is the
+ * owner's own thread `a2a.<hash of owner>.<contextId>`, which no other owner can reach, and the client keeps seeing
+ * its contextId (`contextOf`).
+ */
+export const contextThreadId = (owner: string, contextId: string): string => `${ownerPrefix(owner)}${contextId}`
+
+/** The longest contextId a client may choose (a thread id is at most 128 characters, the owner's prefix included). */
+export const maxContextIdLength = 128 - ownerPrefix("").length
+
+/** The contextId a client sees for a thread of `owner`: the id it chose (`contextThreadId`), else the thread's own id. */
+export const contextOf = (owner: string, threadId: string): string => {
+  const prefix = ownerPrefix(owner)
+  return threadId.startsWith(prefix) ? threadId.slice(prefix.length) : threadId
+}
+
+/** The task of a run as its owner sees it. */
+export const refOf = (view: Runs.RunView, owner: string): TaskRef => ({
+  id: view.runId,
+  contextId: view.threadId !== undefined ? contextOf(owner, view.threadId) : view.sessionId,
+  rootSession: view.sessionId
+})
 
 const iso = (ms: number): string => new Date(ms).toISOString()
 
-/** The user message a task started with, as received (its id derived from the task's). */
-export const inputMessage = (ref: TaskRef, view: Runs.RunView): Wire.Message => ({
+/**
+ * The user message a task started with: as received (`first`, its parts rebuilt from the run's input), else with
+ * an id derived from the task's.
+ */
+export const inputMessage = (ref: TaskRef, view: Runs.RunView, first?: History.FirstMessage): Wire.Message => ({
+  ...first,
   role: "ROLE_USER",
-  messageId: `${ref.id}-input`,
+  messageId: first?.messageId ?? `${ref.id}-input`,
   taskId: ref.id,
   contextId: ref.contextId,
   parts: Parts.partsOfInput(view.input, view.inputParts)
 })
 
 /** A task just started: WORKING, its history the user message. */
-export const started = (ref: TaskRef, view: Runs.RunView): Wire.Task => ({
+export const started = (ref: TaskRef, view: Runs.RunView, first?: History.FirstMessage): Wire.Task => ({
   id: ref.id,
   contextId: ref.contextId,
   status: { state: "TASK_STATE_WORKING", timestamp: iso(view.createdAt) },
-  history: [inputMessage(ref, view)]
+  history: [inputMessage(ref, view, first)]
 })
+
+/** The task with `message` last in its history (a message already there, by id, is not added twice). */
+export const withMessage = (task: Wire.Task, message: Wire.Message): Wire.Task =>
+  task.history?.some((found) => found.messageId === message.messageId) === true
+    ? task
+    : { ...task, history: [...(task.history ?? []), message] }
+
+/**
+ * The states a run's task can be in, from its summary alone (no fold of its log): one for an ended or waiting run,
+ * but a failed run is FAILED or, after an input guardrail tripped, REJECTED (that takes its events).
+ */
+export const statesOf = (summary: Runs.RunSummary): ReadonlyArray<Wire.TaskState> => {
+  switch (summary.status) {
+    case "running":
+      // Between a person's answer and the run's next step, the log's last status may still be a question.
+      return ["TASK_STATE_WORKING", "TASK_STATE_INPUT_REQUIRED"]
+    case "waiting":
+      return ["TASK_STATE_INPUT_REQUIRED"]
+    case "completed":
+      return [summary.interrupted === true && summary.interruptionReason === "cancelled" ? "TASK_STATE_CANCELED" : "TASK_STATE_COMPLETED"]
+    case "failed":
+      return ["TASK_STATE_FAILED", "TASK_STATE_REJECTED"]
+  }
+}
 
 /** A request of the run to a person: an approval of a tool call, or an answer to a question. */
 export type InputRequest =
@@ -224,12 +277,14 @@ export class Mapper {
   }
 }
 
-/** A task with a response applied: a task replaces it, a status update sets its status, an artifact update adds to or replaces an artifact. */
+/** A task with a response applied: a task replaces it, a status update sets its status (its message joins the history), an artifact update adds to or replaces an artifact. */
 export const apply = (task: Wire.Task, response: Wire.StreamResponse): Wire.Task => {
   if ("task" in response) return response.task
   if ("statusUpdate" in response) {
-    const { metadata } = response.statusUpdate
-    return { ...task, status: response.statusUpdate.status, ...(metadata !== undefined ? { metadata } : {}) }
+    const { metadata, status } = response.statusUpdate
+    // The agent's status messages are turns of the task too: its history keeps them, as the SDK's server does.
+    const withStatus = status.message !== undefined ? withMessage(task, status.message) : task
+    return { ...withStatus, status, ...(metadata !== undefined ? { metadata } : {}) }
   }
   if ("artifactUpdate" in response) {
     const { artifact, append } = response.artifactUpdate

@@ -1,0 +1,293 @@
+/**
+ * A remote A2A 1.0 agent as a valet agent (`A2A.agent`), against servers no one here wrote — the official
+ * `@a2a-js/sdk` server (`DefaultRequestHandler` + `InMemoryTaskStore` + an `AgentExecutor`, on express) — and against
+ * valet's own `A2aApi`, all over loopback.
+ */
+import { AgentEvent as SdkEvent, type AgentExecutor, DefaultRequestHandler, type ExecutionEventBus, InMemoryTaskStore, type RequestContext } from "@a2a-js/sdk/server"
+import { agentCardHandler, jsonRpcHandler, UserBuilder } from "@a2a-js/sdk/server/express"
+import { type AgentCard, type Part, TaskState } from "@a2a-js/sdk"
+import { describe, expect, it } from "@effect/vitest"
+import { Deferred, Effect, Fiber, Schedule, Stream } from "effect"
+import express from "express"
+import type { AddressInfo } from "node:net"
+import * as MultiAgentDebate from "../../src/architectures/MultiAgentDebate.js"
+import * as Router from "../../src/architectures/Router.js"
+import * as Supervisor from "../../src/architectures/Supervisor.js"
+import * as Agent from "../../src/core/Agent.js"
+import * as AgentError from "../../src/core/AgentError.js"
+import * as HumanLoop from "../../src/core/HumanLoop.js"
+import type * as Model from "../../src/core/Model.js"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as A2A from "../../src/providers/A2A.js"
+import { scriptedAgent, serveAgents } from "../support/serve.js"
+
+const text = (value: string): Part => ({ content: { $case: "text", value }, metadata: undefined, filename: "", mediaType: "text/plain" })
+const textOf = (parts: ReadonlyArray<Part>) => parts.map((part) => (part.content?.$case === "text" ? part.content.value : "")).join("")
+
+/** What a test executor saw: the user messages' text, the cancels. */
+interface Seen {
+  readonly messages: Array<string>
+  readonly cancelled: Array<string>
+}
+
+type Script = (context: RequestContext, bus: ExecutionEventBus, seen: Seen) => Promise<void>
+
+const status = (context: RequestContext, state: TaskState, message?: string) =>
+  SdkEvent.statusUpdate({
+    taskId: context.taskId,
+    contextId: context.contextId,
+    status: {
+      state,
+      message: message === undefined ? undefined : {
+        messageId: `s-${Math.random()}`,
+        contextId: context.contextId,
+        taskId: context.taskId,
+        role: 2,
+        parts: [text(message)],
+        metadata: undefined,
+        extensions: [],
+        referenceTaskIds: []
+      },
+      timestamp: new Date().toISOString()
+    },
+    metadata: undefined
+  })
+
+const task = (context: RequestContext) =>
+  SdkEvent.task({
+    id: context.taskId,
+    contextId: context.contextId,
+    status: { state: TaskState.TASK_STATE_WORKING, message: undefined, timestamp: new Date().toISOString() },
+    artifacts: [],
+    history: [context.userMessage],
+    metadata: undefined
+  })
+
+const chunk = (context: RequestContext, value: string, append: boolean, lastChunk: boolean) =>
+  SdkEvent.artifactUpdate({
+    taskId: context.taskId,
+    contextId: context.contextId,
+    artifact: { artifactId: "answer", name: "answer", description: "", parts: [text(value)], metadata: undefined, extensions: [] },
+    append,
+    lastChunk,
+    metadata: undefined
+  })
+
+/** A task, two artifact chunks, then COMPLETED. */
+const hello: Script = async (context, bus) => {
+  bus.publish(task(context))
+  bus.publish(chunk(context, "Hello, ", false, false))
+  bus.publish(chunk(context, "world", true, true))
+  bus.publish(status(context, TaskState.TASK_STATE_COMPLETED))
+  bus.finished()
+}
+
+const cardOf = (url: string, interfaces?: ReadonlyArray<{ readonly protocolBinding: string; readonly protocolVersion: string }>): AgentCard => ({
+  name: "remote",
+  description: "A remote agent.",
+  version: "1.0.0",
+  supportedInterfaces: (interfaces ?? [{ protocolBinding: "JSONRPC", protocolVersion: "1.0" }]).map((entry) => ({ url: `${url}/rpc`, tenant: "", ...entry })),
+  provider: undefined,
+  capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
+  securitySchemes: {},
+  securityRequirements: [],
+  defaultInputModes: ["text/plain"],
+  defaultOutputModes: ["text/plain"],
+  skills: [{ id: "remote", name: "remote", description: "Answers.", tags: ["test"], examples: [], inputModes: [], outputModes: [], securityRequirements: [] }],
+  signatures: []
+} as unknown as AgentCard)
+
+/**
+ * The SDK's server with `script` as its executor, on a free loopback port for the scope. `tap` sees each JSON-RPC
+ * request first (its method, and the response, to cut a stream).
+ */
+const sdkServer = (
+  script: Script,
+  options: {
+    readonly interfaces?: ReadonlyArray<{ readonly protocolBinding: string; readonly protocolVersion: string }>
+    readonly tap?: (method: string, response: express.Response) => void
+  } = {}
+) =>
+  Effect.acquireRelease(
+    Effect.promise(() =>
+      new Promise<{ readonly url: string; readonly seen: Seen; readonly methods: Array<string>; readonly close: () => void }>((resolve) => {
+        const seen: Seen = { messages: [], cancelled: [] }
+        const methods: Array<string> = []
+        const app = express()
+        const server = app.listen(0, "127.0.0.1", () => {
+          const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
+          const executor: AgentExecutor = {
+            execute: (context, bus) => {
+              seen.messages.push(textOf(context.userMessage.parts))
+              return script(context, bus, seen)
+            },
+            cancelTask: async (taskId, bus) => {
+              seen.cancelled.push(taskId)
+              bus.publish(SdkEvent.statusUpdate({
+                taskId,
+                contextId: "",
+                status: { state: TaskState.TASK_STATE_CANCELED, message: undefined, timestamp: new Date().toISOString() },
+                metadata: undefined
+              }))
+              bus.finished()
+            }
+          }
+          const handler = new DefaultRequestHandler(cardOf(url, options.interfaces), new InMemoryTaskStore(), executor)
+          app.use("/.well-known/agent-card.json", agentCardHandler({ agentCardProvider: handler }))
+          app.use("/rpc", express.json(), (req, res, next) => {
+            const method = String((req.body as { method?: unknown }).method)
+            methods.push(method)
+            options.tap?.(method, res)
+            next()
+          }, jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }))
+          resolve({ url, seen, methods, close: () => (server.closeAllConnections(), server.close()) })
+        })
+      })
+    ),
+    (server) => Effect.sync(server.close)
+  )
+
+const toolResults = (request: Model.Request) => (request.messages ?? []).filter((message): message is Model.ToolMessage => message.role === "tool")
+
+describe("A2A.agent", () => {
+  it.live("a Supervisor worker on the SDK's server: the task is the delegation, its chunks stream as the worker's TextDeltas, its text is the worker's answer", () =>
+    Effect.gen(function*() {
+      const server = yield* sdkServer(hello)
+      const remote = A2A.agent(server.url, { name: "remote", description: "Says hello." })
+      const lead = Agent.make({ name: "lead", instructions: "Delegate.", architecture: Supervisor.makeUnsafe({ workers: [remote] }) })
+      const events = yield* Stream.runCollect(Agent.stream(lead, "Greet.", { sessionId: "s" }))
+      expect(server.seen.messages).toEqual(["Say hello."])
+      const worker = events.find((event) => event._tag === "RunStarted" && event.sessionId !== "s")!.sessionId
+      expect(events.filter((event) => event._tag === "TextDelta" && event.sessionId === worker).map((event) => (event as { text: string }).text)).toEqual(["Hello, ", "world"])
+      expect(events.find((event) => event._tag === "ModelReplied" && event.sessionId === worker)).toMatchObject({ text: "Hello, world", usage: { totalTokens: 0 } })
+      expect(events.find((event) => event._tag === "RunCompleted" && event.sessionId === worker)).toMatchObject({
+        result: { output: "Hello, world", modelCalls: 1, metadata: { a2a: { exchanges: 1 } } }
+      })
+      expect(events.at(-1)).toMatchObject({ _tag: "RunCompleted", sessionId: "s", result: { output: "It said hello." } })
+      // The supervisor read the remote answer as the delegation's result.
+      expect(toolResults((yield* ScriptedModel.calls)[1]!)[0]!.content).toContain("Hello, world")
+    }).pipe(Effect.scoped, Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "delegate", arguments: { worker: "remote", instructions: "Say hello." } }] }, "It said hello."]))), 30_000)
+
+  it.live("against valet's own A2A server, behind its token: the served agent's answer; without the token a RemoteAgentFailed 401 in one line", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents([scriptedAgent("assistant", ["4"])], { token: "secret" })
+      const result = yield* Agent.run(A2A.agent(`${url}/a2a/assistant`, { name: "assistant", token: "secret" }), "2 + 2?")
+      expect(result.output).toBe("4")
+      expect(result.metadata).toMatchObject({ a2a: { exchanges: 1 } })
+      const refused = yield* Effect.flip(Agent.run(A2A.agent(`${url}/a2a/assistant`, { name: "assistant" }), "2 + 2?"))
+      expect(refused).toBeInstanceOf(AgentError.RemoteAgentFailed)
+      expect(refused).toMatchObject({ _tag: "RemoteAgentFailed", code: 401, reason: "http", url: `${url}/a2a/assistant/.well-known/agent-card.json` })
+      expect(refused.message).not.toContain("\n")
+      expect(refused.message).toMatch(/^remote agent http:\/\/127\.0\.0\.1:\d+\/a2a\/assistant\/\.well-known\/agent-card\.json failed \(http 401\): HTTP 401/)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a card with no JSON-RPC 1.x interface, and a task that FAILED: RemoteAgentFailed naming what was offered, and the remote's line", () =>
+    Effect.gen(function*() {
+      const grpc = yield* sdkServer(hello, { interfaces: [{ protocolBinding: "GRPC", protocolVersion: "1.0" }, { protocolBinding: "JSONRPC", protocolVersion: "0.3" }] })
+      const noJsonRpc = yield* Effect.flip(Agent.run(A2A.agent(grpc.url, { name: "remote" }), "Hi."))
+      expect(noJsonRpc).toMatchObject({ _tag: "RemoteAgentFailed", reason: "no_jsonrpc_interface", code: 0 })
+      expect(noJsonRpc.message).toContain("offers no JSONRPC 1.x interface (it offers GRPC 1.0, JSONRPC 0.3)")
+      expect(grpc.seen.messages).toEqual([])
+      const failing = yield* sdkServer(async (context, bus) => {
+        bus.publish(task(context))
+        bus.publish(status(context, TaskState.TASK_STATE_FAILED, "disk full"))
+        bus.finished()
+      })
+      const failed = yield* Effect.flip(Agent.run(A2A.agent(`${failing.url}/.well-known/agent-card.json`, { name: "remote" }), "Hi."))
+      expect(failed).toMatchObject({ _tag: "RemoteAgentFailed", reason: "task_failed", url: `${failing.url}/rpc` })
+      expect(failed.message).toMatch(/failed: disk full$/)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("interrupting the valet run cancels the remote task (the executor's cancelTask is called)", () =>
+    Effect.gen(function*() {
+      const started = yield* Deferred.make<void>()
+      const stops: Array<() => void> = []
+      const server = yield* sdkServer(async (context, bus) => {
+        bus.publish(task(context))
+        bus.publish(chunk(context, "thinking", false, false))
+        // Works until cancelled (the SDK drops a task's bus once `execute` returns).
+        await new Promise<void>((resolve) => void stops.push(resolve))
+      })
+      // Interrupted once the run has streamed the task's first chunk: the client knows the task by then.
+      const fiber = yield* Effect.forkChild(Stream.runForEach(Agent.stream(A2A.agent(server.url, { name: "remote" }), "Think forever."), (event) =>
+        event._tag === "TextDelta" ? Deferred.succeed(started, undefined) : Effect.void))
+      yield* Deferred.await(started)
+      yield* Fiber.interrupt(fiber)
+      // `Fiber.interrupt` waits for the run's finalizers: the cancel has been answered by now.
+      expect(server.seen.cancelled).toHaveLength(1)
+      expect(server.methods).toEqual(["SendStreamingMessage", "CancelTask"])
+      stops.forEach((stop) => stop())
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a stream cut mid-way is resumed with SubscribeToTask: the output is whole, no text twice", () =>
+    Effect.gen(function*() {
+      let release: () => void = () => {}
+      const resumed = new Promise<void>((resolve) => (release = resolve))
+      let cut = false
+      const server = yield* sdkServer(async (context, bus) => {
+        bus.publish(task(context))
+        bus.publish(chunk(context, "Hello, ", false, false))
+        await resumed
+        bus.publish(chunk(context, "world", true, true))
+        bus.publish(status(context, TaskState.TASK_STATE_COMPLETED))
+        bus.finished()
+      }, {
+        tap: (method, response) => {
+          if (method === "SubscribeToTask") setTimeout(release, 100)
+          if (method !== "SendStreamingMessage" || cut) return
+          cut = true
+          // The socket dies after the first artifact chunk (the task, then the chunk: two SSE writes).
+          const write = response.write.bind(response) as (chunk: unknown) => boolean
+          let writes = 0
+          response.write = ((data: unknown) => {
+            const ok = write(data)
+            if (++writes === 2) setImmediate(() => response.socket?.destroy())
+            return ok
+          }) as typeof response.write
+        }
+      })
+      const remote = A2A.agent(server.url, { name: "remote", resubscribe: Schedule.spaced("50 millis").pipe(Schedule.while(({ attempt }) => attempt <= 5)) })
+      const events = yield* Stream.runCollect(Agent.stream(remote, "Hi.", { sessionId: "r" }))
+      expect(server.methods).toEqual(["SendStreamingMessage", "SubscribeToTask"])
+      expect(events.filter((event) => event._tag === "TextDelta").map((event) => (event as { text: string }).text)).toEqual(["Hello, ", "world"])
+      expect(events.at(-1)).toMatchObject({ _tag: "RunCompleted", result: { output: "Hello, world", modelCalls: 1 } })
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a Router route and a MultiAgentDebate debater may be remote", () =>
+    Effect.gen(function*() {
+      const server = yield* sdkServer(hello)
+      const remote = A2A.agent(server.url, { name: "greeter", description: "Greets." })
+      const front = Agent.make({ name: "front", instructions: "Route.", architecture: Router.makeUnsafe({ routes: [{ name: "greeter", agent: remote }] }) })
+      const routed = yield* Agent.run(front, "Greet me.").pipe(Effect.provide(ScriptedModel.layer(["route: greeter\nconfidence: 0.9"])))
+      expect(routed).toMatchObject({ output: "Hello, world", metadata: { route: "greeter" } })
+      const local = scriptedAgent("local", ["Hello, world"])
+      const moderator = Agent.make({ name: "moderator", instructions: "", architecture: MultiAgentDebate.makeUnsafe({ debaters: [remote, local], maxRounds: 1 }) })
+      const debated = yield* Agent.run(moderator, "Greet me.")
+      expect(debated).toMatchObject({ output: "Hello, world", metadata: { decided_by: "convergence" } })
+      expect(server.seen.messages).toEqual(["Greet me.", "Greet me."])
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("input required: the run asks (QuestionAsked), the person's answer goes back on the same task, and the task completes", () =>
+    Effect.gen(function*() {
+      const server = yield* sdkServer(async (context, bus) => {
+        if (context.task === undefined) {
+          bus.publish(task(context))
+          bus.publish(status(context, TaskState.TASK_STATE_INPUT_REQUIRED, "Which city?"))
+        } else {
+          bus.publish(SdkEvent.task({ ...context.task, status: { state: TaskState.TASK_STATE_WORKING, message: undefined, timestamp: new Date().toISOString() } }))
+          bus.publish(chunk(context, `Sunny in ${textOf(context.userMessage.parts)}.`, false, true))
+          bus.publish(status(context, TaskState.TASK_STATE_COMPLETED))
+        }
+        bus.finished()
+      })
+      const events: Array<{ readonly _tag: string }> = []
+      const fiber = yield* Effect.forkChild(Stream.runForEach(Agent.stream(A2A.agent(server.url, { name: "remote" }), "Weather?"), (event) => Effect.sync(() => events.push(event))))
+      const [question] = yield* HumanLoop.awaitQuestions(1)
+      expect(question).toMatchObject({ question: "Which city?" })
+      yield* HumanLoop.answer(question!.questionId, "Paris")
+      yield* Fiber.join(fiber)
+      expect(server.seen.messages).toEqual(["Weather?", "Paris"])
+      expect(events.filter((event) => event._tag.startsWith("Question")).map((event) => event._tag)).toEqual(["QuestionAsked", "QuestionAnswered"])
+      expect(events.at(-1)).toMatchObject({ _tag: "RunCompleted", result: { output: "Sunny in Paris.", modelCalls: 2, metadata: { a2a: { exchanges: 2 } } } })
+    }).pipe(Effect.scoped, Effect.provide(HumanLoop.layer)), 30_000)
+})

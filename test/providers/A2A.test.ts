@@ -105,7 +105,8 @@ const sdkServer = (
   script: Script,
   options: {
     readonly interfaces?: ReadonlyArray<{ readonly protocolBinding: string; readonly protocolVersion: string }>
-    readonly tap?: (method: string, response: express.Response) => void
+    /** Sees each JSON-RPC request first; true when it answered the request itself. */
+    readonly tap?: (method: string, response: express.Response) => boolean | void
   } = {}
 ) =>
   Effect.acquireRelease(
@@ -137,8 +138,7 @@ const sdkServer = (
           app.use("/rpc", express.json(), (req, res, next) => {
             const method = String((req.body as { method?: unknown }).method)
             methods.push(method)
-            options.tap?.(method, res)
-            next()
+            if (options.tap?.(method, res) !== true) next()
           }, jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }))
           resolve({ url, seen, methods, close: () => (server.closeAllConnections(), server.close()) })
         })
@@ -234,7 +234,7 @@ describe("A2A.agent", () => {
       }, {
         tap: (method, response) => {
           if (method === "SubscribeToTask") setTimeout(release, 100)
-          if (method !== "SendStreamingMessage" || cut) return
+          if (method !== "SendStreamingMessage" || cut) return false
           cut = true
           // The socket dies after the first artifact chunk (the task, then the chunk: two SSE writes).
           const write = response.write.bind(response) as (chunk: unknown) => boolean
@@ -244,6 +244,7 @@ describe("A2A.agent", () => {
             if (++writes === 2) setImmediate(() => response.socket?.destroy())
             return ok
           }) as typeof response.write
+          return false
         }
       })
       const remote = A2A.agent(server.url, { name: "remote", resubscribe: Schedule.spaced("50 millis").pipe(Schedule.while(({ attempt }) => attempt <= 5)) })
@@ -290,4 +291,47 @@ describe("A2A.agent", () => {
       expect(events.filter((event) => event._tag.startsWith("Question")).map((event) => event._tag)).toEqual(["QuestionAsked", "QuestionAnswered"])
       expect(events.at(-1)).toMatchObject({ _tag: "RunCompleted", result: { output: "Sunny in Paris.", modelCalls: 2, metadata: { a2a: { exchanges: 2 } } } })
     }).pipe(Effect.scoped, Effect.provide(HumanLoop.layer)), 30_000)
+
+  it.live("a cut stream whose task the server no longer knows (-32001 on SubscribeToTask) fails the run with RemoteAgentFailed -32001", () =>
+    Effect.gen(function*() {
+      const server = yield* sdkServer(async (context, bus) => {
+        bus.publish(task(context))
+        bus.publish(chunk(context, "Hello, ", false, false))
+        await new Promise<void>((resolve) => setTimeout(resolve, 200))
+        bus.publish(status(context, TaskState.TASK_STATE_COMPLETED))
+        bus.finished()
+      }, {
+        tap: (method, response) => {
+          if (method === "SubscribeToTask") {
+            response.status(200).json({ jsonrpc: "2.0", id: (response.req.body as { id: unknown }).id, error: { code: -32001, message: "Task not found: gone" } })
+            return true
+          }
+          const write = response.write.bind(response) as (chunk: unknown) => boolean
+          let writes = 0
+          response.write = ((data: unknown) => {
+            const ok = write(data)
+            if (++writes === 2) setImmediate(() => response.socket?.destroy())
+            return ok
+          }) as typeof response.write
+          return false
+        }
+      })
+      const failed = yield* Effect.flip(Agent.run(A2A.agent(server.url, { name: "remote" }), "Hi."))
+      expect(failed).toMatchObject({ _tag: "RemoteAgentFailed", reason: "json_rpc", code: -32001, url: `${server.url}/rpc` })
+      expect(failed.message).toMatch(/SubscribeToTask: Task not found: gone$/)
+      expect(server.methods).toEqual(["SendStreamingMessage", "SubscribeToTask"])
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("input required with nobody to ask: the run fails with Unanswered and the remote task is cancelled", () =>
+    Effect.gen(function*() {
+      const server = yield* sdkServer(async (context, bus) => {
+        bus.publish(task(context))
+        bus.publish(status(context, TaskState.TASK_STATE_INPUT_REQUIRED, "Which city?"))
+        bus.finished()
+      })
+      const failed = yield* Effect.flip(Agent.run(A2A.agent(server.url, { name: "remote" }), "Weather?"))
+      expect(failed).toMatchObject({ _tag: "Unanswered", question: "Which city?" })
+      expect(server.methods).toEqual(["SendStreamingMessage", "CancelTask"])
+      expect(server.seen.cancelled).toHaveLength(1)
+    }).pipe(Effect.scoped), 30_000)
 })

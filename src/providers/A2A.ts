@@ -59,6 +59,11 @@ export interface Options {
   readonly resubscribe?: Schedule.Schedule<unknown, unknown> | undefined
   /** How long cancelling the remote task may take when the run is interrupted (default 5 s). */
   readonly cancelTimeout?: Duration.Input | undefined
+  /**
+   * How often a task is asked for (`GetTask`) while it works, when the card says it does not stream
+   * (`capabilities.streaming: false`: the message then goes with `SendMessage`). Default 1 s.
+   */
+  readonly poll?: Duration.Input | undefined
 }
 
 /**
@@ -74,7 +79,8 @@ const architectureOptions = (url: string, options: Options): Architecture.Option
   token: options.token,
   headers: options.headers,
   resubscribe: options.resubscribe,
-  cancelTimeout: options.cancelTimeout
+  cancelTimeout: options.cancelTimeout,
+  poll: options.poll
 })
 
 /**

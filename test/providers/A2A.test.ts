@@ -82,13 +82,13 @@ const hello: Script = async (context, bus) => {
   bus.finished()
 }
 
-const cardOf = (url: string, interfaces?: ReadonlyArray<{ readonly protocolBinding: string; readonly protocolVersion: string }>): AgentCard => ({
+const cardOf = (url: string, interfaces?: ReadonlyArray<{ readonly protocolBinding: string; readonly protocolVersion: string }>, streaming = true): AgentCard => ({
   name: "remote",
   description: "A remote agent.",
   version: "1.0.0",
   supportedInterfaces: (interfaces ?? [{ protocolBinding: "JSONRPC", protocolVersion: "1.0" }]).map((entry) => ({ url: `${url}/rpc`, tenant: "", ...entry })),
   provider: undefined,
-  capabilities: { streaming: true, pushNotifications: false, extensions: [], extendedAgentCard: false },
+  capabilities: { streaming, pushNotifications: false, extensions: [], extendedAgentCard: false },
   securitySchemes: {},
   securityRequirements: [],
   defaultInputModes: ["text/plain"],
@@ -105,6 +105,7 @@ const sdkServer = (
   script: Script,
   options: {
     readonly interfaces?: ReadonlyArray<{ readonly protocolBinding: string; readonly protocolVersion: string }>
+    readonly streaming?: boolean
     /** Sees each JSON-RPC request first; true when it answered the request itself. */
     readonly tap?: (method: string, response: express.Response) => boolean | void
   } = {}
@@ -133,7 +134,7 @@ const sdkServer = (
               bus.finished()
             }
           }
-          const handler = new DefaultRequestHandler(cardOf(url, options.interfaces), new InMemoryTaskStore(), executor)
+          const handler = new DefaultRequestHandler(cardOf(url, options.interfaces, options.streaming), new InMemoryTaskStore(), executor)
           app.use("/.well-known/agent-card.json", agentCardHandler({ agentCardProvider: handler }))
           app.use("/rpc", express.json(), (req, res, next) => {
             const method = String((req.body as { method?: unknown }).method)
@@ -333,5 +334,32 @@ describe("A2A.agent", () => {
       expect(failed).toMatchObject({ _tag: "Unanswered", question: "Which city?" })
       expect(server.methods).toEqual(["SendStreamingMessage", "CancelTask"])
       expect(server.seen.cancelled).toHaveLength(1)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a card without streaming: SendMessage, then GetTask until the task settles; the artifact's text is the answer", () =>
+    Effect.gen(function*() {
+      const server = yield* sdkServer(hello, { streaming: false })
+      const events = yield* Stream.runCollect(Agent.stream(A2A.agent(server.url, { name: "remote" }), "Hi."))
+      expect(server.methods).toEqual(["SendMessage"])
+      expect(events.at(-1)).toMatchObject({ _tag: "RunCompleted", result: { output: "Hello, world", modelCalls: 1 } })
+      // A server answering at once with a working task: asked again until it is done.
+      let asked = 0
+      const wire = (state: string, artifacts: ReadonlyArray<unknown> = []) => ({ task: { id: "t1", contextId: "c1", status: { state }, artifacts } })
+      const polled = yield* sdkServer(hello, {
+        streaming: false,
+        tap: (method, response) => {
+          const id = (response.req.body as { id: unknown }).id
+          const result = method === "SendMessage"
+            ? wire("TASK_STATE_WORKING")
+            : ++asked < 3
+            ? wire("TASK_STATE_WORKING").task
+            : wire("TASK_STATE_COMPLETED", [{ artifactId: "a", parts: [{ text: "done at last" }] }]).task
+          response.status(200).json({ jsonrpc: "2.0", id, result })
+          return true
+        }
+      })
+      const result = yield* Agent.run(A2A.agent(polled.url, { name: "remote", poll: "10 millis" }), "Hi.")
+      expect(result.output).toBe("done at last")
+      expect(polled.methods).toEqual(["SendMessage", "GetTask", "GetTask", "GetTask"])
     }).pipe(Effect.scoped), 30_000)
 })

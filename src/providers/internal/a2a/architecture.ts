@@ -22,6 +22,8 @@ export interface Options extends Client.Connection {
   readonly resubscribe?: Schedule.Schedule<unknown, unknown> | undefined
   /** How long the cancel of the remote task may take when the run is interrupted (default 5 s). */
   readonly cancelTimeout?: Duration.Input | undefined
+  /** How often a task is asked for (`GetTask`) while it works, when the card says it does not stream (default 1 s). */
+  readonly poll?: Duration.Input | undefined
 }
 
 /** What the exchanges of one run learned of the remote task. */
@@ -99,7 +101,8 @@ const exchangeModel = (
   resolved: Client.Resolved,
   task: TaskState,
   run: Architecture.RunContext,
-  resubscribe: Schedule.Schedule<unknown, unknown>
+  resubscribe: Schedule.Schedule<unknown, unknown>,
+  pollEvery: Duration.Input
 ): Model.Service => {
   const url = resolved.endpoint
   const exchange = (request: Model.Request, onChunk: (chunk: Model.Chunk) => Effect.Effect<void>): Effect.Effect<Model.Response, ModelError.ModelError> => {
@@ -173,8 +176,22 @@ const exchangeModel = (
     }
     // Cleared before sending: the state read after the call is the answer to this message.
     if (followUp) task.state = "TASK_STATE_WORKING"
-    return consume(Client.stream(http, resolved, "SendStreamingMessage", { message: sent })).pipe(
-      Effect.catchIf(resumable, () => Effect.retry(resume, { schedule: resubscribe, while: resumable })),
+    const streamed = consume(Client.stream(http, resolved, "SendStreamingMessage", { message: sent })).pipe(
+      Effect.catchIf(resumable, () => Effect.retry(resume, { schedule: resubscribe, while: resumable }))
+    )
+    // A card without streaming: `SendMessage` (which waits for the task to settle, unless the server answers at once),
+    // then `GetTask` every `poll` until it has.
+    const poll = (): Effect.Effect<void, RemoteAgentFailed> =>
+      settled(task.state) ? Effect.void : Effect.sleep(pollEvery).pipe(
+        Effect.andThen(Client.call(http, resolved, "GetTask", { id: task.taskId }, Wire.Task)),
+        Effect.flatMap((snapshot) => apply({ task: snapshot })),
+        Effect.andThen(Effect.suspend(poll))
+      )
+    const whole = Client.call(http, resolved, "SendMessage", { message: sent }, Wire.SendMessageResponse).pipe(
+      Effect.flatMap(apply),
+      Effect.andThen(Effect.suspend(poll))
+    )
+    return (resolved.card.capabilities.streaming === false ? whole : streamed).pipe(
       Effect.map((): Model.Response => ({
         id: task.taskId ?? sent.messageId,
         model: resolved.card.name,
@@ -223,7 +240,7 @@ const program = (options: Options) => {
         const run = yield* Architecture.CurrentRun
         const resolved = yield* Client.card(http, options)
         const task: TaskState = { taskId: undefined, contextId: undefined, state: undefined, statusText: "", failure: undefined }
-        const model = exchangeModel(http, resolved, task, run, resubscribe)
+        const model = exchangeModel(http, resolved, task, run, resubscribe, options.poll ?? "1 second")
         const url = resolved.endpoint
         const program = Effect.gen(function*() {
           let request: Model.Request = { messages: [Model.user(input.promptParts ?? input.prompt)] }

@@ -9,6 +9,7 @@ import { type AgentCard, type Part, TaskState } from "@a2a-js/sdk"
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Schedule, Stream } from "effect"
 import express from "express"
+import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
 import * as MultiAgentDebate from "../../src/architectures/MultiAgentDebate.js"
 import * as Router from "../../src/architectures/Router.js"
@@ -361,5 +362,50 @@ describe("A2A.agent", () => {
       const result = yield* Agent.run(A2A.agent(polled.url, { name: "remote", poll: "10 millis" }), "Hi.")
       expect(result.output).toBe("done at last")
       expect(polled.methods).toEqual(["SendMessage", "GetTask", "GetTask", "GetTask"])
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("valet's own server behind a proxy that cuts the first stream: resumed with SubscribeToTask, the run not cancelled there, the output whole", () =>
+    Effect.gen(function*() {
+      let release: () => void = () => {}
+      const resumed = new Promise<void>((resolve) => (release = resolve))
+      let target = ""
+      const methods: Array<string> = []
+      const proxy = yield* Effect.acquireRelease(
+        Effect.promise(() =>
+          new Promise<{ readonly url: string; readonly close: () => void }>((resolve) => {
+            const server = createServer((req, res) => {
+              let body = ""
+              req.on("data", (data) => (body += data))
+              req.on("end", async () => {
+                const method = body === "" ? "GET" : String(JSON.parse(body).method)
+                methods.push(method)
+                if (method === "SubscribeToTask") setTimeout(release, 100)
+                const answer = await fetch(`${target}${req.url}`, {
+                  method: req.method!,
+                  headers: Object.fromEntries(Object.entries(req.headers).filter(([name]) => name !== "host" && name !== "content-length")) as Record<string, string>,
+                  ...(body !== "" ? { body } : {})
+                })
+                res.writeHead(answer.status, Object.fromEntries(answer.headers))
+                const cut = method === "SendStreamingMessage" && methods.filter((m) => m === method).length === 1
+                for await (const bytes of answer.body as unknown as AsyncIterable<Uint8Array>) {
+                  // The first stream dies after its first event (the task, working), once that is written.
+                  if (cut && new TextDecoder().decode(bytes).includes("data:")) return void res.write(bytes, () => setTimeout(() => res.socket?.destroy(), 20))
+                  res.write(bytes)
+                }
+                res.end()
+              })
+            })
+            server.listen(0, "127.0.0.1", () =>
+              resolve({ url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, close: () => (server.closeAllConnections(), server.close()) }))
+          })
+        ),
+        (proxy) => Effect.sync(proxy.close)
+      )
+      // The served agent answers only once the client has come back; its card names the proxy (publicUrl).
+      target = yield* serveAgents([scriptedAgent("assistant", () => Effect.as(Effect.promise(() => resumed), "Hello, world"))], { a2a: { publicUrl: proxy.url } })
+      const agent = A2A.agent(`${proxy.url}/a2a/assistant`, { name: "assistant", resubscribe: Schedule.spaced("50 millis").pipe(Schedule.while(({ attempt }) => attempt <= 5)) })
+      const result = yield* Agent.run(agent, "Hi.")
+      expect(result.output).toBe("Hello, world")
+      expect(methods).toEqual(["GET", "SendStreamingMessage", "SubscribeToTask"])
     }).pipe(Effect.scoped), 30_000)
 })

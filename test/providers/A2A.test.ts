@@ -113,9 +113,10 @@ const sdkServer = (
 ) =>
   Effect.acquireRelease(
     Effect.promise(() =>
-      new Promise<{ readonly url: string; readonly seen: Seen; readonly methods: Array<string>; readonly close: () => void }>((resolve) => {
+      new Promise<{ readonly url: string; readonly seen: Seen; readonly methods: Array<string>; readonly cards: () => number; readonly close: () => void }>((resolve) => {
         const seen: Seen = { messages: [], cancelled: [] }
         const methods: Array<string> = []
+        let cards = 0
         const app = express()
         const server = app.listen(0, "127.0.0.1", () => {
           const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`
@@ -136,13 +137,13 @@ const sdkServer = (
             }
           }
           const handler = new DefaultRequestHandler(cardOf(url, options.interfaces, options.streaming), new InMemoryTaskStore(), executor)
-          app.use("/.well-known/agent-card.json", agentCardHandler({ agentCardProvider: handler }))
+          app.use("/.well-known/agent-card.json", (_req, _res, next) => (cards++, next()), agentCardHandler({ agentCardProvider: handler }))
           app.use("/rpc", express.json(), (req, res, next) => {
             const method = String((req.body as { method?: unknown }).method)
             methods.push(method)
             if (options.tap?.(method, res) !== true) next()
           }, jsonRpcHandler({ requestHandler: handler, userBuilder: UserBuilder.noAuthentication }))
-          resolve({ url, seen, methods, close: () => (server.closeAllConnections(), server.close()) })
+          resolve({ url, seen, methods, cards: () => cards, close: () => (server.closeAllConnections(), server.close()) })
         })
       })
     ),
@@ -168,7 +169,20 @@ describe("A2A.agent", () => {
       expect(events.at(-1)).toMatchObject({ _tag: "RunCompleted", sessionId: "s", result: { output: "It said hello." } })
       // The supervisor read the remote answer as the delegation's result.
       expect(toolResults((yield* ScriptedModel.calls)[1]!)[0]!.content).toContain("Hello, world")
+      expect(server.cards()).toBe(1)
     }).pipe(Effect.scoped, Effect.provide(ScriptedModel.layer([{ toolCalls: [{ name: "delegate", arguments: { worker: "remote", instructions: "Say hello." } }] }, "It said hello."]))), 30_000)
+
+  it.live("the card is read once per root run: a supervisor delegating twice reads it once, its next run once more", () =>
+    Effect.gen(function*() {
+      const server = yield* sdkServer(hello)
+      const lead = Agent.make({ name: "lead", instructions: "Delegate.", architecture: Supervisor.makeUnsafe({ workers: [A2A.agent(server.url, { name: "remote" })] }) })
+      const delegate = { toolCalls: [{ name: "delegate", arguments: { worker: "remote", instructions: "Say hello." } }] }
+      const twice = ScriptedModel.layer([delegate, delegate, "Done.", delegate, "Done again."])
+      const [first, second] = yield* Effect.all([Agent.run(lead, "Greet twice."), Agent.run(lead, "Greet once.")]).pipe(Effect.provide(twice))
+      expect([first.output, second.output]).toEqual(["Done.", "Done again."])
+      expect(server.seen.messages).toEqual(["Say hello.", "Say hello.", "Say hello."])
+      expect(server.cards()).toBe(2)
+    }).pipe(Effect.scoped), 30_000)
 
   it.live("against valet's own A2A server, behind its token: the served agent's answer; without the token a RemoteAgentFailed 401 in one line", () =>
     Effect.gen(function*() {

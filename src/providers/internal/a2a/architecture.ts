@@ -231,14 +231,23 @@ export const makeFetch = (options: Options): Architecture.Architecture<never> =>
   return Architecture.make({ name: "a2a", program: (input) => Effect.provide(run(input), FetchHttpClient.layer) })
 }
 
+/** The root of a run: the run a supervisor's delegations, a debate's rounds… all belong to. */
+const rootOf = (run: Architecture.RunContext): Architecture.RunContext => (run.parent === undefined ? run : rootOf(run.parent))
+
 const program = (options: Options) => {
   const resubscribe = options.resubscribe ?? defaultResubscribe
   const cancelTimeout = options.cancelTimeout ?? "5 seconds"
+  // The card is read once per root run: a supervisor delegating to the agent five times reads it once, and a card
+  // that changed is read again by the next root run. Weak: a finished run's entry goes with it.
+  const cards = new WeakMap<Architecture.RunContext, Client.Resolved>()
   return (input: Architecture.Input) =>
       Effect.gen(function*() {
         const http = yield* HttpClient.HttpClient
         const run = yield* Architecture.CurrentRun
-        const resolved = yield* Client.card(http, options)
+        const root = rootOf(run)
+        const cached = cards.get(root)
+        const resolved = cached ?? (yield* Client.card(http, options))
+        if (cached === undefined) cards.set(root, resolved)
         const task: TaskState = { taskId: undefined, contextId: undefined, state: undefined, statusText: "", failure: undefined }
         const model = exchangeModel(http, resolved, task, run, resubscribe, options.poll ?? "1 second")
         const url = resolved.endpoint

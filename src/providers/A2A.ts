@@ -115,3 +115,29 @@ export const card = (
     Effect.flatMap(HttpClient.HttpClient, (http) => Effect.map(Client.card(http, { url, token: options.token, headers: options.headers }), (resolved) => resolved.card)),
     FetchHttpClient.layer
   )
+
+/**
+ * A card's name as a valet agent's name: runs of other characters become one `_`, cut to 48 characters (a card's
+ * `"Currency Agent"` is `Currency_Agent`); `"remote"` when nothing of it is left.
+ *
+ * @since 0.2.0
+ * @category cards
+ */
+export const agentNameOf = (cardName: string): string => {
+  const cleaned = cardName.replace(/[^A-Za-z0-9]+/g, "_").replace(/^_+|_+$/g, "").slice(0, 48).replace(/_+$/, "")
+  return cleaned === "" ? "remote" : cleaned
+}
+
+/**
+ * The remote A2A agent at `url` as a valet agent named and described by its card (`agentNameOf(card.name)`, the
+ * card's description), over `fetch`. `options.name` and `options.description` take precedence.
+ *
+ * @since 0.2.0
+ * @category constructors
+ */
+export const discover = (
+  url: string,
+  options: Partial<Options> = {}
+): Effect.Effect<Agent.Agent<never>, RemoteAgentFailed> =>
+  Effect.map(card(url, options), (found) =>
+    agent(url, { ...options, name: options.name ?? agentNameOf(found.name), description: options.description ?? found.description }))

@@ -305,6 +305,8 @@ describe("A2A.agent", () => {
       yield* Fiber.join(fiber)
       expect(server.seen.messages).toEqual(["Weather?", "Paris"])
       expect(events.filter((event) => event._tag.startsWith("Question")).map((event) => event._tag)).toEqual(["QuestionAsked", "QuestionAnswered"])
+      // The task's status lines, as the run's progress.
+      expect(events.filter((event) => event._tag === "Progress")).toMatchObject([{ name: "a2a.status", data: { state: "TASK_STATE_INPUT_REQUIRED", text: "Which city?" } }])
       expect(events.at(-1)).toMatchObject({ _tag: "RunCompleted", result: { output: "Sunny in Paris.", modelCalls: 2, metadata: { a2a: { exchanges: 2 } } } })
     }).pipe(Effect.scoped, Effect.provide(HumanLoop.layer)), 30_000)
 
@@ -421,5 +423,30 @@ describe("A2A.agent", () => {
       const result = yield* Agent.run(agent, "Hi.")
       expect(result.output).toBe("Hello, world")
       expect(methods).toEqual(["GET", "SendStreamingMessage", "SubscribeToTask"])
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("discover: the agent named and described by its card; a task of parts goes as A2A parts (text, an image by URL, raw bytes)", () =>
+    Effect.gen(function*() {
+      const parts: Array<unknown> = []
+      const server = yield* sdkServer(async (context, bus) => {
+        parts.push(...context.userMessage.parts.map((part) => ({ case: part.content?.$case, mediaType: part.mediaType, filename: part.filename })))
+        return hello(context, bus, { messages: [], cancelled: [] })
+      })
+      const found = yield* A2A.discover(server.url)
+      expect([found.name, found.instructions]).toEqual(["remote", "A remote agent."])
+      expect(A2A.agentNameOf("Currency Agent (beta)")).toBe("Currency_Agent_beta")
+      expect(A2A.agentNameOf("***")).toBe("remote")
+      const result = yield* Agent.run(found, [
+        { type: "text", text: "What is this?" },
+        { type: "image", url: "https://example.com/cat.png", mediaType: "image/png" },
+        { type: "file", data: "JVBERi0=", mediaType: "application/pdf", name: "a.pdf" }
+      ])
+      expect(result.output).toBe("Hello, world")
+      expect(server.seen.messages).toEqual(["What is this?"])
+      expect(parts).toEqual([
+        { case: "text", mediaType: "", filename: "" },
+        { case: "url", mediaType: "image/png", filename: "" },
+        { case: "raw", mediaType: "application/pdf", filename: "a.pdf" }
+      ])
     }).pipe(Effect.scoped), 30_000)
 })

@@ -7,7 +7,7 @@ import { AgentEvent as SdkEvent, type AgentExecutor, DefaultRequestHandler, type
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from "@a2a-js/sdk/server/express"
 import { type AgentCard, type Part, TaskState } from "@a2a-js/sdk"
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Fiber, Schedule, Stream } from "effect"
+import { Deferred, Effect, Fiber, Layer, Schedule, Stream } from "effect"
 import express from "express"
 import { createServer } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -448,5 +448,25 @@ describe("A2A.agent", () => {
         { case: "url", mediaType: "image/png", filename: "" },
         { case: "raw", mediaType: "application/pdf", filename: "a.pdf" }
       ])
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("valet to valet: a served agent asking a person (ask_human) is a question of the calling run; its answer completes the served run", () =>
+    Effect.gen(function*() {
+      const booker = Agent.make({
+        name: "booker",
+        instructions: "",
+        tools: [HumanLoop.askTool()],
+        model: Layer.orDie(ScriptedModel.layer((request, index) =>
+          index === 0 ? { toolCalls: [{ id: "a1", name: "ask_human", arguments: { question: "How many nights?" } }] } : `Booked: ${request.messages?.at(-1)?.content}`))
+      }) as Agent.Agent<never>
+      const url = yield* serveAgents([booker])
+      // The calling side's people (the server has its own: its runs wait in its registry).
+      const people = yield* Layer.build(HumanLoop.layer)
+      const fiber = yield* Effect.forkChild(Agent.run(A2A.agent(`${url}/a2a/booker`, { name: "booker" }), "Book a room.").pipe(Effect.provide(people)))
+      const [question] = yield* HumanLoop.awaitQuestions(1).pipe(Effect.provide(people))
+      expect(question!.question).toBe("How many nights?")
+      yield* HumanLoop.answer(question!.questionId, "Three.").pipe(Effect.provide(people))
+      const result = yield* Fiber.join(fiber)
+      expect(result).toMatchObject({ output: "Booked: Three.", modelCalls: 2, metadata: { a2a: { exchanges: 2 } } })
     }).pipe(Effect.scoped), 30_000)
 })

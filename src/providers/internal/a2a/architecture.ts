@@ -44,6 +44,20 @@ const defaultResubscribe: Schedule.Schedule<unknown, unknown> = Schedule.exponen
 const textOfParts = (parts: ReadonlyArray<Wire.Part>): string =>
   parts.flatMap((part) => (part.text !== undefined ? [part.text] : part.data !== undefined ? [JSON.stringify(part.data)] : [])).join("")
 
+/**
+ * The line of a status message: a valet server's question as asked (its data part `{kind: "question", question}`:
+ * the text part beside it adds how an A2A client answers, which is this module's business, not the person's); else
+ * its text parts; else its data as JSON.
+ */
+const lineOf = (parts: ReadonlyArray<Wire.Part>): string => {
+  for (const part of parts) {
+    const data = part.data as { readonly kind?: unknown; readonly question?: unknown } | undefined
+    if (typeof data === "object" && data !== null && data.kind === "question" && typeof data.question === "string") return data.question
+  }
+  const text = parts.flatMap((part) => (part.text !== undefined ? [part.text] : [])).join("")
+  return text !== "" ? text : textOfParts(parts)
+}
+
 const audioTypes: Record<string, string> = { wav: "audio/wav", mp3: "audio/mpeg", flac: "audio/flac", ogg: "audio/ogg", webm: "audio/webm", m4a: "audio/mp4" }
 
 /** A message's content as A2A parts. */
@@ -122,7 +136,7 @@ const exchangeModel = (
     const status = (status: Wire.TaskStatus): Effect.Effect<void> => {
       task.state = status.state
       if (status.message === undefined) return Effect.void
-      const text = textOfParts(status.message.parts)
+      const text = lineOf(status.message.parts)
       task.statusText = text
       return Effect.provideService(Architecture.progress("a2a.status", { state: status.state, text }), Architecture.CurrentRun, run)
     }

@@ -469,4 +469,21 @@ describe("A2A.agent", () => {
       const result = yield* Fiber.join(fiber)
       expect(result).toMatchObject({ output: "Booked: Three.", modelCalls: 2, metadata: { a2a: { exchanges: 2 } } })
     }).pipe(Effect.scoped), 30_000)
+
+  it.live("a 0.3 answer (kind, lowercase states) is not read as 1.0: RemoteAgentFailed malformed, naming the method", () =>
+    Effect.gen(function*() {
+      const server = yield* sdkServer(hello, {
+        tap: (_method, response) => {
+          const id = (response.req.body as { id: unknown }).id
+          response.status(200).type("text/event-stream").send(
+            `data: ${JSON.stringify({ jsonrpc: "2.0", id, result: { kind: "task", id: "t", contextId: "c", status: { state: "completed" } } })}\n\n`
+          )
+          return true
+        }
+      })
+      const failed = yield* Effect.flip(Agent.run(A2A.agent(server.url, { name: "remote" }), "Hi."))
+      expect(failed).toMatchObject({ _tag: "RemoteAgentFailed", reason: "malformed", code: 0 })
+      expect(failed.message).toMatch(/SendStreamingMessage: the answer does not match A2A 1\.0/)
+      expect(failed.message).not.toContain("\n")
+    }).pipe(Effect.scoped), 30_000)
 })

@@ -195,6 +195,12 @@ describe("A2A.agent", () => {
       expect(refused).toMatchObject({ _tag: "RemoteAgentFailed", code: 401, reason: "http", url: `${url}/a2a/assistant/.well-known/agent-card.json` })
       expect(refused.message).not.toContain("\n")
       expect(refused.message).toMatch(/^remote agent http:\/\/127\.0\.0\.1:\d+\/a2a\/assistant\/\.well-known\/agent-card\.json failed \(http 401\): HTTP 401/)
+      // Under a base with no card of its own, the origin's card, whose endpoint is under that base.
+      expect((yield* A2A.card(`${url}/a2a`, { token: "secret" })).name).toBe("assistant")
+      // A mistyped agent: its card is a 404, and the root card (the default agent's) does not stand for it.
+      const typo = yield* Effect.flip(Agent.run(A2A.agent(`${url}/a2a/asistant`, { name: "assistant", token: "secret" }), "2 + 2?"))
+      expect(typo).toMatchObject({ _tag: "RemoteAgentFailed", code: 404, url: `${url}/a2a/asistant` })
+      expect(typo.message).toContain(`the card at ${url}/.well-known/agent-card.json is of "assistant" at ${url}/a2a/assistant: give the agent's card URL`)
     }).pipe(Effect.scoped), 30_000)
 
   it.live("a card with no JSON-RPC 1.x interface, and a task that FAILED: RemoteAgentFailed naming what was offered, and the remote's line", () =>

@@ -124,6 +124,16 @@ export const card = (http: HttpClient.HttpClient, connection: Connection): Effec
       if (Result.isFailure(decoded)) return yield* Effect.fail(failed(url, "malformed", `not an A2A 1.0 agent card: ${decoded.failure.message}`))
       const endpoint = endpointOf(decoded.success, url)
       if (Result.isFailure(endpoint)) return yield* Effect.fail(endpoint.failure)
+      // The origin's card stands for the URL given only if its endpoint is under that URL: a server with one agent
+      // per path (valet's `/a2a/<agent>`) answers a mistyped agent with its default agent's card at the root.
+      if (i > 0 && !endpoint.success.startsWith(connection.url.replace(/\/+$/, ""))) {
+        return yield* Effect.fail(failed(
+          connection.url,
+          "http",
+          `no agent card under ${connection.url} (404), and the card at ${url} is of ${JSON.stringify(decoded.success.name)} at ${endpoint.success}: give the agent's card URL`,
+          404
+        ))
+      }
       return { card: decoded.success, cardUrl: url, endpoint: endpoint.success, headers }
     }
     return yield* Effect.fail(failed(connection.url, "http", "no agent card found", 404))

@@ -492,4 +492,19 @@ describe("A2A.agent", () => {
       expect(failed.message).toMatch(/SendStreamingMessage: the answer does not match A2A 1\.0/)
       expect(failed.message).not.toContain("\n")
     }).pipe(Effect.scoped), 30_000)
+
+  it.live("an SSE event over 4 MiB is refused, not held: RemoteAgentFailed malformed", () =>
+    Effect.gen(function*() {
+      const server = yield* sdkServer(hello, {
+        tap: (_method, response) => {
+          const id = (response.req.body as { id: unknown }).id
+          const artifactUpdate = { taskId: "t", contextId: "c", artifact: { artifactId: "a", parts: [{ text: "x".repeat(5 * 1024 * 1024) }] } }
+          response.status(200).type("text/event-stream").send(`data: ${JSON.stringify({ jsonrpc: "2.0", id, result: { artifactUpdate } })}\n\n`)
+          return true
+        }
+      })
+      const failed = yield* Effect.flip(Agent.run(A2A.agent(server.url, { name: "remote" }), "Hi."))
+      expect(failed).toMatchObject({ _tag: "RemoteAgentFailed", reason: "malformed" })
+      expect(failed.message).toMatch(/SendStreamingMessage: Pending SSE event exceeded the maximum size of 4194304$/)
+    }).pipe(Effect.scoped), 30_000)
 })

@@ -27,10 +27,10 @@ export interface Resolved {
 }
 
 /**
- * The largest SSE event read (the SDK caps one at 4 MiB too, a2a-js #582): a remote streaming without end inside one
- * event would otherwise hold all of it.
+ * The largest SSE event read, in characters (the SDK caps one at 4 MiB too, a2a-js #582): a remote streaming without
+ * end inside one event would otherwise hold all of it.
  */
-export const maxEventBytes = 4 * 1024 * 1024
+export const maxEventChars = 4 * 1024 * 1024
 
 /** The largest one-answer body read (a card, a JSON-RPC answer). */
 const maxBodyBytes = 16 * 1024 * 1024
@@ -222,7 +222,7 @@ export const stream = (
     return response.stream.pipe(
       Stream.mapError(fromHttpError(url)),
       Stream.decodeText,
-      Stream.pipeThroughChannel(Sse.decode({ maxEventSize: maxEventBytes })),
+      Stream.pipeThroughChannel(Sse.decode({ maxEventSize: maxEventChars })),
       Stream.mapError((error) =>
         error instanceof RemoteAgentFailed
           ? error

@@ -6,6 +6,7 @@
 import { AgentEvent as SdkEvent, type AgentExecutor, DefaultRequestHandler, type ExecutionEventBus, InMemoryTaskStore, type RequestContext } from "@a2a-js/sdk/server"
 import { agentCardHandler, jsonRpcHandler, UserBuilder } from "@a2a-js/sdk/server/express"
 import { type AgentCard, type Part, TaskState } from "@a2a-js/sdk"
+import { NodeHttpClient } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Fiber, Layer, Schedule, Stream } from "effect"
 import express from "express"
@@ -506,5 +507,14 @@ describe("A2A.agent", () => {
       const failed = yield* Effect.flip(Agent.run(A2A.agent(server.url, { name: "remote" }), "Hi."))
       expect(failed).toMatchObject({ _tag: "RemoteAgentFailed", reason: "malformed" })
       expect(failed.message).toMatch(/SendStreamingMessage: Pending SSE event exceeded the maximum size of 4194304$/)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("agentWith: over the HttpClient in context (undici here), the same exchange", () =>
+    Effect.gen(function*() {
+      const server = yield* sdkServer(hello)
+      const remote = A2A.agentWith(server.url, { name: "remote" })
+      const result = yield* Agent.run(remote, "Hi.").pipe(Effect.provide(NodeHttpClient.layerUndici))
+      expect(result.output).toBe("Hello, world")
+      expect(server.methods).toEqual(["SendStreamingMessage"])
     }).pipe(Effect.scoped), 30_000)
 })

@@ -227,7 +227,7 @@ export class GuardrailFailed extends Schema.TaggedError<GuardrailFailed>()("Guar
  * `code` the JSON-RPC error code it answered, or the HTTP status of a non-2xx answer, or 0 when neither applies (a
  * broken connection, an answer that is not A2A, a task that failed), `reason` a short word for what went wrong
  * (`http`, `json_rpc`, `no_jsonrpc_interface`, `task_failed`, `task_rejected`, `task_canceled`, `transport`,
- * `malformed`, `stream_lost`), and `detail` the remote's own one line.
+ * `malformed`, `stream_lost`, `timeout`), and `detail` the remote's own one line.
  *
  * @since 0.2.0
  * @category errors

@@ -64,6 +64,12 @@ export interface Options {
    * (`capabilities.streaming: false`: the message then goes with `SendMessage`). Default 1 s.
    */
   readonly poll?: Duration.Input | undefined
+  /**
+   * How long one exchange (the message until its task ends or asks for input) may take: past it the remote task is
+   * cancelled and the run fails with `RemoteAgentFailed` `timeout`. Default: no limit (a budget's `maxDuration`, or a
+   * supervisor's `delegationTimeout`, still stop it).
+   */
+  readonly timeout?: Duration.Input | undefined
 }
 
 /**
@@ -80,7 +86,8 @@ const architectureOptions = (url: string, options: Options): Architecture.Option
   headers: options.headers,
   resubscribe: options.resubscribe,
   cancelTimeout: options.cancelTimeout,
-  poll: options.poll
+  poll: options.poll,
+  timeout: options.timeout
 })
 
 /**

@@ -517,4 +517,19 @@ describe("A2A.agent", () => {
       expect(result.output).toBe("Hello, world")
       expect(server.methods).toEqual(["SendStreamingMessage"])
     }).pipe(Effect.scoped), 30_000)
+
+  it.live("timeout: an exchange past it cancels the remote task and fails the run with RemoteAgentFailed timeout", () =>
+    Effect.gen(function*() {
+      const stops: Array<() => void> = []
+      const server = yield* sdkServer(async (context, bus) => {
+        bus.publish(task(context))
+        await new Promise<void>((resolve) => void stops.push(resolve))
+      })
+      const failed = yield* Effect.flip(Agent.run(A2A.agent(server.url, { name: "remote", timeout: "1 second" }), "Think forever."))
+      stops.forEach((stop) => stop())
+      expect(failed).toMatchObject({ _tag: "RemoteAgentFailed", reason: "timeout" })
+      expect(failed.message).toMatch(/did not settle within 1s; it was cancelled$/)
+      expect(server.methods).toEqual(["SendStreamingMessage", "CancelTask"])
+      expect(server.seen.cancelled).toHaveLength(1)
+    }).pipe(Effect.scoped), 30_000)
 })

@@ -24,6 +24,8 @@ export interface Options extends Client.Connection {
   readonly cancelTimeout?: Duration.Input | undefined
   /** How often a task is asked for (`GetTask`) while it works, when the card says it does not stream (default 1 s). */
   readonly poll?: Duration.Input | undefined
+  /** How long one exchange (a message until its task ends or asks for input) may take; then it is cancelled (default: no limit). */
+  readonly timeout?: Duration.Input | undefined
 }
 
 /** What the exchanges of one run learned of the remote task. */
@@ -268,10 +270,19 @@ const program = (options: Options) => {
         const program = Effect.gen(function*() {
           let request: Model.Request = { messages: [Model.user(input.promptParts ?? input.prompt)] }
           for (let exchange = 1;; exchange++) {
-            const response = yield* Architecture.generate(request, { step: `a2a.exchange_${exchange}` }).pipe(
+            const sent = Architecture.generate(request, { step: `a2a.exchange_${exchange}` }).pipe(
               Effect.provideService(Model.Model, model),
               Effect.catchIf(ModelError.isModelError, (error) => Effect.fail(task.failure ?? error))
             )
+            const response = yield* (options.timeout === undefined ? sent : Effect.timeoutOrElse(sent, {
+              duration: options.timeout,
+              // The task goes on without a reader unless it is told to stop.
+              orElse: () =>
+                Effect.andThen(
+                  task.taskId !== undefined ? cancelRemote(http, resolved, task.taskId, cancelTimeout) : Effect.void,
+                  Effect.fail(failedWith(url, "timeout", `task ${task.taskId ?? "(not started)"} did not settle within ${Duration.format(Duration.fromInputUnsafe(options.timeout!))}; it was cancelled`))
+                )
+            }))
             const output = Model.text(response)
             yield* Architecture.setOutput(output)
             const state = task.state

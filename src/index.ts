@@ -55,6 +55,9 @@ export * as Model from "./core/Model.js"
 /** The errors a model call can fail with. */
 export * as ModelError from "./core/ModelError.js"
 
+/** A remote A2A 1.0 agent as a valet agent. */
+export * as A2A from "./providers/A2A.js"
+
 /** The client of OpenAI-compatible servers (vLLM, OpenAI, llama.cpp, Ollama, SGLang, LM Studio). */
 export * as OpenAiCompatible from "./providers/OpenAiCompatible.js"
 

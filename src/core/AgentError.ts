@@ -223,6 +223,27 @@ export class GuardrailFailed extends Schema.TaggedError<GuardrailFailed>()("Guar
 }
 
 /**
+ * A remote agent (an A2A agent used as a valet agent, `A2A.agent`) failed: `url` is the agent's card or endpoint,
+ * `code` the JSON-RPC error code it answered, or the HTTP status of a non-2xx answer, or 0 when neither applies (a
+ * broken connection, an answer that is not A2A, a task that failed), `reason` a short word for what went wrong
+ * (`http`, `json_rpc`, `no_jsonrpc_interface`, `task_failed`, `task_rejected`, `task_canceled`, `transport`,
+ * `malformed`, `stream_lost`, `timeout`), and `detail` the remote's own one line.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class RemoteAgentFailed extends Schema.TaggedError<RemoteAgentFailed>()("RemoteAgentFailed", {
+  url: Schema.String,
+  code: Schema.Number,
+  reason: Schema.String,
+  detail: Schema.String
+}) {
+  override get message(): string {
+    return `remote agent ${this.url} failed (${this.reason}${this.code !== 0 ? ` ${this.code}` : ""}): ${this.detail}`
+  }
+}
+
+/**
  * Every error an agent run can fail with.
  *
  * @since 0.1.0
@@ -242,6 +263,7 @@ export type AgentError =
   | Unanswered
   | GuardrailTripped
   | GuardrailFailed
+  | RemoteAgentFailed
 
 /**
  * The JSON form of an `AgentError`.
@@ -307,6 +329,12 @@ export type AgentErrorEncoded = typeof ModelError.ModelError.Encoded | {
   readonly guardrail: string
   readonly kind: "input" | "output" | "tool"
   readonly error: string
+} | {
+  readonly _tag: "RemoteAgentFailed"
+  readonly url: string
+  readonly code: number
+  readonly reason: string
+  readonly detail: string
 }
 
 /**
@@ -328,5 +356,6 @@ export const AgentError: Schema.Codec<AgentError, AgentErrorEncoded> = Schema.Un
   InvalidPlan,
   Unanswered,
   GuardrailTripped,
-  GuardrailFailed
+  GuardrailFailed,
+  RemoteAgentFailed
 ])

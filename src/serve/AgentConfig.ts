@@ -69,6 +69,7 @@ import type * as ModelError from "../core/ModelError.js"
 import * as ScriptedModel from "../core/ScriptedModel.js"
 import * as Threads from "../core/Threads.js"
 import type * as Tool from "../core/Tool.js"
+import * as A2A from "../providers/A2A.js"
 import * as Mcp from "../providers/Mcp.js"
 import * as YamlDocument from "../providers/internal/yamlDocument.js"
 import * as OpenAiCompatible from "../providers/OpenAiCompatible.js"
@@ -188,6 +189,9 @@ const fileError = (path: string, problem: YamlDocument.Problem): ConfigFileError
     ...(problem.column !== undefined ? { column: problem.column } : {})
   })
 
+/** The keys of an agent that runs here, refused beside `a2a`. */
+const remoteOnlyRefused = ["instructions", "options", "tools", "maxTurns", "model", "approvals", "approvalTimeout", "workspace"] as const
+
 /** The checks the schema cannot make: names that must exist, and no circles of agents. */
 const crossCheck = (config: ConfigFile): YamlDocument.Problem | undefined => {
   const agents = config.agents
@@ -195,6 +199,18 @@ const crossCheck = (config: ConfigFile): YamlDocument.Problem | undefined => {
   for (const [name, spec] of Object.entries(agents)) {
     const badName = Agent.nameProblem(name)
     if (badName !== undefined) return { message: badName, field: `agents.${name}` }
+    if (spec.a2a !== undefined) {
+      // A remote agent runs elsewhere: nothing that shapes a run here applies to it.
+      const local = remoteOnlyRefused.find((key) => spec[key] !== undefined)
+      if (local !== undefined) {
+        return { message: "is for an agent that runs here, not for a remote a2a agent (its description says what it does)", field: `agents.${name}.${local}` }
+      }
+      if (spec.architecture !== "react") {
+        return { message: "is for an agent that runs here, not for a remote a2a agent", field: `agents.${name}.architecture` }
+      }
+      continue
+    }
+    if (spec.instructions === undefined) return { message: "is required", field: `agents.${name}.instructions` }
     if (spec.model === undefined && config.model === undefined) {
       return { message: "has no model: give it a model, or the file a top-level model", field: `agents.${name}` }
     }
@@ -607,12 +623,43 @@ const buildWith = (loaded: Loaded, options: BuildOptions | undefined): Effect.Ef
         return sandbox
       })
 
+    /** A remote A2A agent of the file, its token read from the environment. */
+    const remoteAgent = (name: string, spec: Internal.AgentSpec, remote: Internal.A2aAgentSpec) =>
+      Effect.gen(function*() {
+        const token = remote.tokenEnv === undefined ? undefined : yield* Config.Redacted(remote.tokenEnv).pipe(
+          Effect.mapError(() =>
+            fileError(loaded.path, loaded.problemAt(["agents", name, "a2a", "tokenEnv"], `names ${remote.tokenEnv}, which is not set in the environment`))
+          )
+        )
+        const guardrails = spec.guardrails === undefined ? undefined : yield* GuardrailConfig.make(spec.guardrails, (entry, path) =>
+          typeof entry === "string" ? namedGuardrail(entry) : builtIn(entry, ["agents", name, "guardrails", ...path]))
+        const agent = A2A.agent(remote.url, {
+          name,
+          ...(spec.description !== undefined ? { description: spec.description } : {}),
+          ...(token !== undefined ? { token } : {}),
+          ...(remote.headers !== undefined ? { headers: remote.headers } : {})
+        })
+        const entry: Agents.Entry = {
+          name,
+          description: spec.description ?? `${name} (a2a: ${remote.url})`,
+          architecture: "a2a",
+          agent: guardrails === undefined ? agent : Agent.clone(agent, { guardrails }),
+          ...(spec.budget !== undefined ? { budget: spec.budget } : {})
+        }
+        return entry
+      })
+
     const built = new Map<string, Agents.Entry>()
     const buildAgent = (name: string): Effect.Effect<Agents.Entry, BuildError, Requirements> =>
       Effect.gen(function*() {
         const done = built.get(name)
         if (done !== undefined) return done
         const spec = config.agents[name]!
+        if (spec.a2a !== undefined) {
+          const entry = yield* remoteAgent(name, spec, spec.a2a)
+          built.set(name, entry)
+          return entry
+        }
         // References first (the cross-check ruled out circles).
         for (const reference of Architectures.references(spec.architecture, spec.options ?? {})) {
           yield* buildAgent(reference.name as string)
@@ -673,7 +720,8 @@ const buildWith = (loaded: Loaded, options: BuildOptions | undefined): Effect.Ef
         // Without a model of its own, the agent needs the `Model` given below.
         const definition = {
           name,
-          instructions: spec.instructions,
+          // The cross-check made it required for an agent that runs here.
+          instructions: spec.instructions ?? "",
           architecture,
           tools,
           ...(spec.maxTurns !== undefined ? { maxTurns: spec.maxTurns } : {}),

@@ -38,6 +38,20 @@ const orDefault = <S extends Schema.Codec<number, number>>(schema: S, value: num
 // The model schemas are in `models.ts` (a guardrail's judge names or declares a model too); re-exported here.
 export { FallbackSpec, ModelChoice, ModelSpec, OpenAiModel, ScriptedModelSpec, ScriptedTurn, VllmModel } from "./models.js"
 
+/**
+ * A remote A2A 1.0 agent (`A2A.agent`): an agent of the file that runs elsewhere, usable by name like any (a
+ * supervisor's worker, a router's route, a debater).
+ */
+export const A2aAgentSpec = Schema.Struct({
+  /** Its agent card (a URL ending in `.json`) or the base URL the card is under (valet serves one at `…/a2a/<agent>`). */
+  url: HttpUrl,
+  /** The environment variable holding its bearer token. */
+  tokenEnv: Schema.optional(EnvName),
+  /** More headers sent with every request. */
+  headers: Schema.optional(Schema.Record(Schema.String, Schema.String))
+})
+export type A2aAgentSpec = typeof A2aAgentSpec.Type
+
 /** One agent. */
 export const AgentSpec = Schema.Struct({
   /** One line about the agent: its MCP tool description, shown by `GET /agents`. */
@@ -46,8 +60,10 @@ export const AgentSpec = Schema.Struct({
   architecture: Schema.String.check(Schema.makeFilter((name: string) => architectureNames.includes(name), {
     expected: `an architecture's name: ${canonicalNames.join(", ")}`
   })).pipe(Schema.withDecodingDefaultTypeKey(Effect.succeed("react"))),
-  /** The system message. */
-  instructions: Schema.String,
+  /** The system message (required, unless the agent is a remote `a2a` one). */
+  instructions: Schema.optional(Schema.String),
+  /** A remote A2A agent instead of one that runs here: then only `description`, `budget` and `guardrails` go with it. */
+  a2a: Schema.optional(A2aAgentSpec),
   /** The architecture's options; options that hold agents (`critic`, `workers`…) name other agents of the file. */
   options: Schema.optional(Schema.Record(Schema.String, Schema.Unknown)),
   /** MCP servers of `mcpServers` whose tools the agent gets. */

@@ -209,6 +209,38 @@ describe("Vllm tokens: recorded real answers", () => {
       expect(log.seen[0]).toContain("no prompt token ids, completion token ids;")
       expect(log.seen[0]).not.toContain("completion logprobs")
     }))
+  // The last event of a real vLLM 0.16.0 `/v1/completions` stream with `logprobs: 5` (no `return_token_ids`, no
+  // `return_tokens_as_token_ids`): tokens spelled as text, `prompt_token_ids` / `token_ids` sent as null.
+  it.effect("a captured vLLM 0.16.0 completions stream event: logprobs kept, the text token \"7\" is not taken for id 7, null ids absent", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make({ api: "openai" })
+      const events = [...Server.sseData(Server.fixture("vllm-completion-stream-event-captured.sse")), "[DONE]"]
+      server.enqueue("/v1/completions", Server.sse(events))
+      const path = yield* actor(server.url)
+      const log = warnings()
+      const response = yield* Model.accumulate(Model.stream({ prompt: "p", logprobs: 5 })).pipe(
+        Effect.provide(poolLayer({ configPath: path, tokens: true }, log.layer))
+      )
+      const [choice] = response.choices
+      expect(choice!.text).toBe("7")
+      expect(choice!.logprobs).toEqual([{
+        token: "7",
+        logprob: -0.000024199192921514623,
+        topLogprobs: [
+          { token: "7", logprob: -0.000024199192921514623 },
+          { token: "3", logprob: -11.37502384185791 },
+          { token: "1", logprob: -11.93752384185791 },
+          { token: "2", logprob: -12.37502384185791 },
+          { token: "9", logprob: -14.18752384185791 }
+        ]
+      }])
+      // Digits as token text are not ids: no `tokenId` on the token or on any alternative.
+      expect([choice!.logprobs![0], ...choice!.logprobs![0]!.topLogprobs!].filter((entry) => "tokenId" in entry)).toEqual([])
+      expect(choice!.tokenIds).toBeUndefined()
+      expect(response.promptTokenIds).toBeUndefined()
+      expect(log.seen).toHaveLength(1)
+      expect(log.seen[0]).toContain("no prompt token ids, completion token ids;")
+    }))
 })
 
 describe("Vllm tokens: folding a stream", () => {

@@ -8,7 +8,8 @@ import * as Vllm from "../../src/providers/Vllm.js"
 import * as Server from "../support/openAiServer.js"
 
 // Token-level data from vLLM (DESIGN §18), replayed from test/fixtures/openai-compatible (see SOURCES.md: the three
-// `*-tokens` fixtures are written from vLLM's source and tests, not captured; `vllm-completion.json` is a capture).
+// `*-tokens` fixtures are written from vLLM's source and tests, not captured; `vllm-completion.json` and the
+// `*-captured.json` ones are captures).
 
 const poolFile = (text: string) =>
   Effect.gen(function*() {
@@ -165,6 +166,80 @@ describe("Vllm tokens: decoding what vLLM sends", () => {
         [" Paris", [4270, 285], [-0.5, -0.125]],
         [" Lyon", [9119, 263], [-2, -1]]
       ])
+    }))
+})
+
+describe("Vllm tokens: recorded real answers", () => {
+  // A real vLLM chat answer (Aug 2025, before `return_token_ids` existed) to `logprobs: true` with
+  // `return_tokens_as_token_ids`, kept by OpenPipe/ART (see SOURCES.md). Its `bytes` spell the message exactly.
+  it.effect("a captured chat answer with \"token_id:N\" logprobs: each token's id and logprob as sent; no id lists invented, one warning", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make({ api: "openai" })
+      const captured = JSON.parse(Server.fixture("vllm-chat-token-id-logprobs-captured.json"))
+      server.enqueue("/v1/chat/completions", Server.json(captured), Server.json(captured))
+      const path = yield* actor(server.url)
+      const log = warnings()
+      const responses = yield* Effect.all([
+        Model.generate({ messages: [Model.user("Hi!")] }),
+        Model.generate({ messages: [Model.user("Hi!")] })
+      ]).pipe(Effect.provide(poolLayer({ configPath: path, tokens: true }, log.layer)))
+      const sent = captured.choices[0].logprobs.content as Array<{ token: string; logprob: number }>
+      for (const response of responses) {
+        const [choice] = response.choices
+        expect(choice!.text).toBe("Hello! How can I assist you today?")
+        expect(choice!.logprobs!.map((entry) => [entry.token, entry.tokenId, entry.logprob])).toEqual([
+          ["token_id:9707", 9707, -0.0017243054462596774],
+          ["token_id:0", 0, -0.007611795328557491],
+          ["token_id:2585", 2585, -0.03061593696475029],
+          ["token_id:646", 646, -1.1920858014491387e-5],
+          ["token_id:358", 358, -2.3841855067985307e-7],
+          ["token_id:7789", 7789, -0.020548323169350624],
+          ["token_id:498", 498, 0],
+          ["token_id:3351", 3351, -4.410734163684538e-6],
+          ["token_id:30", 30, -2.3841855067985307e-7],
+          ["token_id:151645", 151645, -0.0083366259932518]
+        ])
+        expect(choice!.logprobs!.map((entry) => entry.logprob)).toEqual(sent.map((entry) => entry.logprob))
+        // The server sent no `token_ids` / `prompt_token_ids` / `prompt_logprobs` (null): absent, not rebuilt from logprobs.
+        expect(choice!.tokenIds).toBeUndefined()
+        expect(response.promptTokenIds).toBeUndefined()
+        expect(response.promptLogprobs).toBeUndefined()
+      }
+      expect(log.seen).toHaveLength(1)
+      expect(log.seen[0]).toContain("no prompt token ids, completion token ids;")
+      expect(log.seen[0]).not.toContain("completion logprobs")
+    }))
+  // The last event of a real vLLM 0.16.0 `/v1/completions` stream with `logprobs: 5` (no `return_token_ids`, no
+  // `return_tokens_as_token_ids`): tokens spelled as text, `prompt_token_ids` / `token_ids` sent as null.
+  it.effect("a captured vLLM 0.16.0 completions stream event: logprobs kept, the text token \"7\" is not taken for id 7, null ids absent", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make({ api: "openai" })
+      const events = [...Server.sseData(Server.fixture("vllm-completion-stream-event-captured.sse")), "[DONE]"]
+      server.enqueue("/v1/completions", Server.sse(events))
+      const path = yield* actor(server.url)
+      const log = warnings()
+      const response = yield* Model.accumulate(Model.stream({ prompt: "p", logprobs: 5 })).pipe(
+        Effect.provide(poolLayer({ configPath: path, tokens: true }, log.layer))
+      )
+      const [choice] = response.choices
+      expect(choice!.text).toBe("7")
+      expect(choice!.logprobs).toEqual([{
+        token: "7",
+        logprob: -0.000024199192921514623,
+        topLogprobs: [
+          { token: "7", logprob: -0.000024199192921514623 },
+          { token: "3", logprob: -11.37502384185791 },
+          { token: "1", logprob: -11.93752384185791 },
+          { token: "2", logprob: -12.37502384185791 },
+          { token: "9", logprob: -14.18752384185791 }
+        ]
+      }])
+      // Digits as token text are not ids: no `tokenId` on the token or on any alternative.
+      expect([choice!.logprobs![0], ...choice!.logprobs![0]!.topLogprobs!].filter((entry) => "tokenId" in entry)).toEqual([])
+      expect(choice!.tokenIds).toBeUndefined()
+      expect(response.promptTokenIds).toBeUndefined()
+      expect(log.seen).toHaveLength(1)
+      expect(log.seen[0]).toContain("no prompt token ids, completion token ids;")
     }))
 })
 

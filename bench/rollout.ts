@@ -42,6 +42,11 @@
  * spread over every combinator of the step), undici and effect/http per request (~15 %: URL parsing, the response
  * wrapper and its FinalizationRegistry, headers), GC 3–6 %, the SQLite state store's two SELECTs and an UPDATE a
  * step (~2 %), and ActorLoop and Agent themselves (~0.15 ms a step: ActorLoop.run on ScriptedModel with memory stores).
+ * Measured 2026-11-27 at load 1.5–3.5 (medians of 3 runs): 6-step episodes K=64 1.00 (311 steps/s), K=256 0.61
+ * (0.38–0.75, 660 steps/s, 1.2 ms of CPU a step); 30-step episodes (`--steps 30`) K=256 0.81 (0.69–0.87, 1,011
+ * steps/s, 0.85 ms a step). `--processes 2` (`valet rollout --processes 2`: two processes, a shard each) with 30-step
+ * episodes: 0.74 (0.61–0.75, 735 steps/s, 1.54 ms a step counting both processes): slower on 2 cores — each process
+ * starts and warms its JIT again (about 1.5 s of CPU each, every run) and the vLLM-like server needs the second core.
  *
  *   npx tsx bench/rollout.ts [--quick] [--admit 64,256] [--runs n] [--steps n] [--processes n] [--memory state,trajectories] [--cpu-prof <path prefix>]
  */

@@ -16,6 +16,9 @@
  *   interrupted `swarm_<name>_<n>:<reason>`, a spent budget `budget:<limit>`, both with the last output (the
  *   stopped turn's text, when it wrote any).
  *
+ * - A remote member (`A2A.agent`) runs where it lives, on the task and the conversation so far: its answer ends the
+ *   run (it has no handoff tool).
+ *
  * Events: `swarm.active`, `swarm.handoff`, `swarm.max_handoffs`, `swarm.cycle`.
  *
  * @example
@@ -176,7 +179,10 @@ export const definition = Architecture.define({
         turns.set(active, n)
         yield* Architecture.progress("swarm.active", { agent: active, turn: n })
         const others = names.filter((other) => other !== active)
-        const agent = Architecture.withArchitecture(byName.get(active)!, turn(others))
+        const member = byName.get(active)!
+        // A remote member (an A2A agent) runs where it lives, on the task and the conversation so far: it answers,
+        // and cannot hand off (the handoff tool is this swarm's, not its).
+        const agent = member.architecture?.remote === true ? member : Architecture.withArchitecture(member, turn(others))
         const prompt = conversation.length === 0
           ? input.prompt
           : `${input.prompt}\n\nThe conversation so far:\n${conversation.join("\n")}`

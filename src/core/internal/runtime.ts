@@ -158,6 +158,11 @@ export interface Architecture<out R = never> {
    * must know them outside a run — a durable decision checks edited arguments against the tool's schema.
    */
   readonly addedTools?: ReadonlyArray<Tool.Tool<unknown>> | undefined
+  /**
+   * The agent runs elsewhere (a remote A2A agent): an architecture that runs its agents' turns itself with a program
+   * of its own (a Swarm's members) runs such an agent as it is instead, since its instructions and tools are not here.
+   */
+  readonly remote?: boolean | undefined
 }
 
 /** Whether a value is an `Architecture`. */
@@ -843,6 +848,8 @@ export interface MakeOptions<R> {
   readonly program: (input: Input) => Effect.Effect<Outcome, AgentError | RoleStopped, R | CurrentRun>
   /** The tools the program adds to the agent's, as its runs get them (see `Architecture.addedTools`). */
   readonly addedTools?: ReadonlyArray<Tool.Tool<unknown>> | undefined
+  /** The runs happen elsewhere (see `Architecture.remote`). */
+  readonly remote?: boolean | undefined
 }
 
 /** Turns a program into an architecture that streams its events and ends with one `RunCompleted`. */
@@ -851,7 +858,14 @@ export const make = <R>(options: MakeOptions<R>): Architecture<Exclude<R, Curren
     executeProgram(options.name, options.program, input, emitter)
   const run = (input: Input): Stream.Stream<AgentEvent.AgentEvent, AgentError, Exclude<R, CurrentRun>> =>
     streamEvents(Effect.succeed(input), execute)
-  return { [TypeId]: TypeId, name: options.name, run, execute, ...(options.addedTools !== undefined ? { addedTools: options.addedTools } : {}) }
+  return {
+    [TypeId]: TypeId,
+    name: options.name,
+    run,
+    execute,
+    ...(options.addedTools !== undefined ? { addedTools: options.addedTools } : {}),
+    ...(options.remote === true ? { remote: true } : {})
+  }
 }
 
 /**

@@ -239,12 +239,12 @@ const cancelRemote = (http: HttpClient.HttpClient, resolved: Client.Resolved, ta
 
 /** The architecture of the remote agent `options.url`, over the `HttpClient` in context. */
 export const make = (options: Options): Architecture.Architecture<HttpClient.HttpClient> =>
-  Architecture.make({ name: "a2a", program: program(options) })
+  Architecture.make({ name: "a2a", program: program(options), remote: true })
 
 /** The architecture of the remote agent `options.url`, over `fetch` (nothing to provide). */
 export const makeFetch = (options: Options): Architecture.Architecture<never> => {
   const run = program(options)
-  return Architecture.make({ name: "a2a", program: (input) => Effect.provide(run(input), FetchHttpClient.layer) })
+  return Architecture.make({ name: "a2a", program: (input) => Effect.provide(run(input), FetchHttpClient.layer), remote: true })
 }
 
 /** The root of a run: the run a supervisor's delegations, a debate's rounds… all belong to. */

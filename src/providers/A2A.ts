@@ -55,6 +55,12 @@ export interface Options {
   readonly token?: Redacted.Redacted<string> | string | undefined
   /** More headers sent with every request. */
   readonly headers?: Readonly<Record<string, string>> | undefined
+  /**
+   * Origins (`https://gateway.example`) besides the card's own that may receive `token` and `headers`. A card whose
+   * JSON-RPC endpoint is on another origin gets neither unless its origin is listed; an https card naming an http
+   * endpoint is refused (`RemoteAgentFailed` `malformed`).
+   */
+  readonly allowedOrigins?: ReadonlyArray<string> | undefined
   /** How a dropped stream is resumed with `SubscribeToTask` (default: exponential from 200 ms, 5 tries). */
   readonly resubscribe?: Schedule.Schedule<unknown, unknown> | undefined
   /** How long cancelling the remote task may take when the run is interrupted (default 5 s). */
@@ -84,6 +90,7 @@ const architectureOptions = (url: string, options: Options): Architecture.Option
   url,
   token: options.token,
   headers: options.headers,
+  allowedOrigins: options.allowedOrigins,
   resubscribe: options.resubscribe,
   cancelTimeout: options.cancelTimeout,
   poll: options.poll,
@@ -116,10 +123,10 @@ export const agentWith = (url: string, options: Options): Agent.Agent<HttpClient
  */
 export const card = (
   url: string,
-  options: Pick<Options, "token" | "headers"> = {}
+  options: Pick<Options, "token" | "headers" | "allowedOrigins"> = {}
 ): Effect.Effect<AgentCard, RemoteAgentFailed> =>
   Effect.provide(
-    Effect.flatMap(HttpClient.HttpClient, (http) => Effect.map(Client.card(http, { url, token: options.token, headers: options.headers }), (resolved) => resolved.card)),
+    Effect.flatMap(HttpClient.HttpClient, (http) => Effect.map(Client.card(http, { url, token: options.token, headers: options.headers, allowedOrigins: options.allowedOrigins }), (resolved) => resolved.card)),
     FetchHttpClient.layer
   )
 

@@ -16,6 +16,11 @@ export interface Connection {
   readonly url: string
   readonly token?: Redacted.Redacted<string> | string | undefined
   readonly headers?: Readonly<Record<string, string>> | undefined
+  /**
+   * Origins (`https://gateway.example`) besides the card's own that may receive the token and `headers`: a card
+   * naming an endpoint on another origin gets neither unless that origin is listed here.
+   */
+  readonly allowedOrigins?: ReadonlyArray<string> | undefined
 }
 
 /** A resolved agent: its card, where the card was read, and the JSON-RPC endpoint picked from it. */
@@ -134,10 +139,41 @@ export const card = (http: HttpClient.HttpClient, connection: Connection): Effec
           404
         ))
       }
-      return { card: decoded.success, cardUrl: url, endpoint: endpoint.success, headers }
+      const endpointHeaders = headersForEndpoint(connection, url, endpoint.success, headers)
+      if (Result.isFailure(endpointHeaders)) return yield* Effect.fail(endpointHeaders.failure)
+      return { card: decoded.success, cardUrl: url, endpoint: endpoint.success, headers: endpointHeaders.success }
     }
     return yield* Effect.fail(failed(connection.url, "http", "no agent card found", 404))
   })
+
+/** The origin of a URL (`scheme://host:port`); a string that is no URL stands for itself, matching nothing. */
+const originOf = (url: string): string => {
+  try {
+    return new URL(url).origin
+  } catch {
+    return url
+  }
+}
+
+/**
+ * The headers the endpoint gets: all of them on the card's own origin (or one the caller allowed), only the protocol
+ * version on another, so a card cannot send the token elsewhere. An https card naming an http endpoint is refused:
+ * the token and the messages would go in clear.
+ */
+const headersForEndpoint = (
+  connection: Connection,
+  cardUrl: string,
+  endpoint: string,
+  headers: Record<string, string>
+): Result.Result<Record<string, string>, RemoteAgentFailed> => {
+  const from = new URL(cardUrl)
+  const to = new URL(endpoint)
+  if (from.protocol === "https:" && to.protocol !== "https:") {
+    return Result.fail(failed(cardUrl, "malformed", `the card read over https names an endpoint that is not: ${endpoint}`))
+  }
+  const allowed = new Set((connection.allowedOrigins ?? []).map(originOf))
+  return Result.succeed(to.origin === from.origin || allowed.has(to.origin) ? headers : { [Wire.versionHeader]: Wire.protocolVersion })
+}
 
 /** The first JSON-RPC interface of protocol 1.x the card offers; none is an error naming what it offers. */
 export const endpointOf = (card: Wire.AgentCard, cardUrl: string): Result.Result<string, RemoteAgentFailed> => {

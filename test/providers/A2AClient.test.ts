@@ -1,0 +1,101 @@
+/**
+ * The A2A client against hostile or broken remotes, each a raw `node:http` server on loopback: where the token goes,
+ * how much of a body is read, redirects, a failed run's remote task, silent remotes, and the remote's text in errors.
+ * (From the review of the A2A client, /work/briefs/review-a2aclient.md, D1–D6.)
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer, Schedule } from "effect"
+import { HttpClient, HttpClientResponse } from "effect/http"
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
+import type { AddressInfo } from "node:net"
+import * as Agent from "../../src/core/Agent.js"
+import * as A2A from "../../src/providers/A2A.js"
+
+type Handler = (request: IncomingMessage, body: string, response: ServerResponse) => void
+
+/** A raw HTTP server on a free loopback port for the scope. */
+const serve = (handler: Handler) =>
+  Effect.acquireRelease(
+    Effect.promise(() =>
+      new Promise<{ readonly url: string; readonly close: () => void }>((resolve) => {
+        const server = createServer((request, response) => {
+          let body = ""
+          request.on("data", (chunk) => body += chunk)
+          request.on("end", () => handler(request, body, response))
+        })
+        server.listen(0, "127.0.0.1", () =>
+          resolve({
+            url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+            close: () => {
+              server.closeAllConnections()
+              server.close()
+            }
+          }))
+      })
+    ),
+    (server) => Effect.sync(() => server.close())
+  )
+
+const cardOf = (endpoint: string, streaming = true) => ({
+  name: "probe",
+  description: "A probe.",
+  version: "1",
+  supportedInterfaces: [{ url: endpoint, protocolBinding: "JSONRPC", protocolVersion: "1.0" }],
+  capabilities: { streaming },
+  defaultInputModes: ["text/plain"],
+  defaultOutputModes: ["text/plain"],
+  skills: []
+})
+
+const json = (response: ServerResponse, value: unknown) =>
+  response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(value))
+
+const event = (response: ServerResponse, id: unknown, result: unknown) =>
+  response.write(`data: ${JSON.stringify({ jsonrpc: "2.0", id, result })}\n\n`)
+
+const working = { task: { id: "t1", contextId: "c1", status: { state: "TASK_STATE_WORKING" } } }
+
+/** The same loopback server under another origin (`localhost` against `127.0.0.1`). */
+const elsewhere = (url: string) => url.replace("127.0.0.1", "localhost")
+
+describe("A2A client against hostile remotes", () => {
+  it.live("D1: a card naming an endpoint on another origin: no token and no custom header reach it, unless allowedOrigins lists it", () =>
+    Effect.gen(function*() {
+      const seen: Array<string> = []
+      const other = yield* serve((request, body, response) => {
+        seen.push(`auth=${request.headers.authorization} x=${request.headers["x-api-key"]}`)
+        const rpc = JSON.parse(body)
+        response.writeHead(200, { "content-type": "text/event-stream" })
+        event(response, rpc.id, { task: { id: "t1", contextId: "c1", status: { state: "TASK_STATE_COMPLETED" }, artifacts: [{ artifactId: "a", parts: [{ text: "done" }] }] } })
+        response.end()
+      })
+      const origin = yield* serve((_request, _body, response) => json(response, cardOf(`${elsewhere(other.url)}/rpc`)))
+      const options = { name: "r", token: "SECRET", headers: { "x-api-key": "K" } }
+      const result = yield* Agent.run(A2A.agent(`${origin.url}/agent-card.json`, options), "hi")
+      expect(result.output).toBe("done")
+      expect(seen).toEqual(["auth=undefined x=undefined"])
+      yield* Agent.run(A2A.agent(`${origin.url}/agent-card.json`, { ...options, allowedOrigins: [elsewhere(other.url)] }), "hi")
+      expect(seen[1]).toBe("auth=Bearer SECRET x=K")
+    }).pipe(Effect.scoped), 20_000)
+
+  it.effect("D1: an https card naming an http endpoint is refused (RemoteAgentFailed malformed, one line), nothing is sent there", () =>
+    Effect.gen(function*() {
+      const requested: Array<string> = []
+      // A client answering in memory: the card over https, anything else a 500 (no https server on loopback needed).
+      const http = HttpClient.make((request, url) => {
+        requested.push(`${request.method} ${url.href}`)
+        return Effect.succeed(HttpClientResponse.fromWeb(
+          request,
+          url.protocol === "https:"
+            ? new Response(JSON.stringify(cardOf("http://agents.example/rpc")), { headers: { "content-type": "application/json" } })
+            : new Response("", { status: 500 })
+        ))
+      })
+      const agent = A2A.agentWith("https://agents.example/agent-card.json", { name: "r", token: "SECRET" })
+      const error = yield* Effect.flip(Agent.run(agent, "hi").pipe(Effect.provide(Layer.succeed(HttpClient.HttpClient, http))))
+      expect(error._tag).toBe("RemoteAgentFailed")
+      expect(error.message).toContain("http://agents.example/rpc")
+      expect(error.message).not.toContain("\n")
+      expect(requested).toEqual(["GET https://agents.example/agent-card.json"])
+    }))
+})

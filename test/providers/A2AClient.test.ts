@@ -98,4 +98,48 @@ describe("A2A client against hostile remotes", () => {
       expect(error.message).not.toContain("\n")
       expect(requested).toEqual(["GET https://agents.example/agent-card.json"])
     }))
+
+  it.live("D2: a chunked card with no Content-Length, over 16 MiB: RemoteAgentFailed malformed, the read stopped past the cap", () =>
+    Effect.gen(function*() {
+      const total = 64 * 1024 * 1024
+      let sent = 0
+      const origin = yield* serve((_request, _body, response) => {
+        response.writeHead(200, { "content-type": "application/json" })
+        const chunk = " ".repeat(256 * 1024)
+        const write = () => {
+          while (sent < total && !response.destroyed) {
+            sent += chunk.length
+            if (!response.write(chunk)) return void response.once("drain", write)
+          }
+          response.end("{}")
+        }
+        write()
+      })
+      const error = yield* Effect.flip(A2A.card(`${origin.url}/agent-card.json`))
+      expect(error.reason).toBe("malformed")
+      expect(error.message).toContain("over 16777216 bytes")
+      // The server stopped when the client closed: far less than the 64 MiB it meant to send.
+      expect(sent).toBeLessThan(total / 2)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("D2: a 500 with an endless body: RemoteAgentFailed http 500, at most 64 KiB of it read", () =>
+    Effect.gen(function*() {
+      let sent = 0
+      const origin = yield* serve((_request, _body, response) => {
+        response.writeHead(500, { "content-type": "text/plain" })
+        const chunk = "x".repeat(64 * 1024)
+        const write = () => {
+          while (!response.destroyed && sent < 128 * 1024 * 1024) {
+            sent += chunk.length
+            if (!response.write(chunk)) return void response.once("drain", write)
+          }
+          response.end()
+        }
+        write()
+      })
+      const error = yield* Effect.flip(A2A.card(`${origin.url}/agent-card.json`))
+      expect(error.reason).toBe("http")
+      expect(error.code).toBe(500)
+      expect(sent).toBeLessThan(16 * 1024 * 1024)
+    }).pipe(Effect.scoped), 30_000)
 })

@@ -78,16 +78,57 @@ const rpcErrorOf = (body: unknown): Wire.JsonRpcError | undefined => {
   return Result.isSuccess(decoded) ? decoded.success : undefined
 }
 
-/** Reads a body of at most `maxBodyBytes`. */
+/** The most of a non-2xx body read: only its JSON-RPC error or its first 200 characters are shown. */
+const maxErrorBodyBytes = 64 * 1024
+
+/**
+ * Reads a body of at most `maxBodyBytes`, counting the bytes as they come (a chunked answer has no Content-Length
+ * to trust): past the cap the read stops and fails.
+ */
 const readBody = (response: HttpClientResponse.HttpClientResponse, url: string): Effect.Effect<string, RemoteAgentFailed> => {
   const declared = Number(response.headers["content-length"] ?? NaN)
   if (declared > maxBodyBytes) return Effect.fail(failed(url, "malformed", `the answer is ${declared} bytes, over ${maxBodyBytes}`))
-  return Effect.mapError(response.text, fromHttpError(url))
+  return readUpTo(response, url, maxBodyBytes, true)
 }
+
+/** The body's first `cap` bytes as text: past them the read stops, failing when `strict`, else keeping what it has. */
+const readUpTo = (
+  response: HttpClientResponse.HttpClientResponse,
+  url: string,
+  cap: number,
+  strict: boolean
+): Effect.Effect<string, RemoteAgentFailed> =>
+  Effect.suspend(() => {
+    const chunks: Array<Uint8Array> = []
+    let total = 0
+    return response.stream.pipe(
+      Stream.mapError(fromHttpError(url)),
+      Stream.runForEachWhile((chunk) => {
+        if (total + chunk.length > cap) {
+          if (strict) return Effect.fail(failed(url, "malformed", `the answer is over ${cap} bytes`))
+          chunks.push(chunk.subarray(0, cap - total))
+          total = cap
+          return Effect.succeed(false)
+        }
+        chunks.push(chunk)
+        total += chunk.length
+        return Effect.succeed(true)
+      }),
+      Effect.map(() => {
+        const bytes = new Uint8Array(total)
+        let at = 0
+        for (const chunk of chunks) {
+          bytes.set(chunk, at)
+          at += chunk.length
+        }
+        return new TextDecoder().decode(bytes)
+      })
+    )
+  })
 
 /** A non-2xx answer as `RemoteAgentFailed`: the HTTP status, with the JSON-RPC error's message when the body has one. */
 const httpFailure = (response: HttpClientResponse.HttpClientResponse, url: string): Effect.Effect<never, RemoteAgentFailed> =>
-  Effect.flatMap(Effect.orElseSucceed(readBody(response, url), () => ""), (text) => {
+  Effect.flatMap(Effect.orElseSucceed(readUpTo(response, url, maxErrorBodyBytes, false), () => ""), (text) => {
     const json = parseJson(text)
     const rpc = Result.isSuccess(json) ? rpcErrorOf(json.success) : undefined
     const said = rpc !== undefined ? `${rpc.message} (JSON-RPC ${rpc.code})` : text.slice(0, 200)

@@ -16,6 +16,12 @@
  * (`<url>/.well-known/agent-card.json`, which is where valet serves each agent's card: `…/a2a/<agent>`), then at
  * its origin's root.
  *
+ * The token and `headers` go only to the card's origin (scheme, host and port): an endpoint the card names on
+ * another origin gets neither unless `allowedOrigins` lists it, and an https card naming an http endpoint is refused.
+ * Redirects are not followed (a 3xx is a `RemoteAgentFailed` `http` naming where it pointed): give the URL it names.
+ * `agentWith`'s client is yours: have it follow no redirects either. Every body is read to a cap (16 MiB; 64 KiB of
+ * an error), each request has a default time limit, and a stream silent for too long is resumed.
+ *
  * @example
  * ```ts
  * import { Effect } from "effect"
@@ -33,7 +39,7 @@
  * @since 0.2.0
  */
 import { Effect, type Duration, type Redacted, type Schedule } from "effect"
-import { FetchHttpClient, HttpClient } from "effect/http"
+import { HttpClient } from "effect/http"
 import type { RemoteAgentFailed } from "../core/AgentError.js"
 import * as Agent from "../core/Agent.js"
 import * as Architecture from "./internal/a2a/architecture.js"
@@ -125,9 +131,8 @@ export const card = (
   url: string,
   options: Pick<Options, "token" | "headers" | "allowedOrigins"> = {}
 ): Effect.Effect<AgentCard, RemoteAgentFailed> =>
-  Effect.provide(
-    Effect.flatMap(HttpClient.HttpClient, (http) => Effect.map(Client.card(http, { url, token: options.token, headers: options.headers, allowedOrigins: options.allowedOrigins }), (resolved) => resolved.card)),
-    FetchHttpClient.layer
+  Architecture.withFetch(
+    Effect.flatMap(HttpClient.HttpClient, (http) => Effect.map(Client.card(http, { url, token: options.token, headers: options.headers, allowedOrigins: options.allowedOrigins }), (resolved) => resolved.card))
   )
 
 /**

@@ -142,4 +142,18 @@ describe("A2A client against hostile remotes", () => {
       expect(error.code).toBe(500)
       expect(sent).toBeLessThan(16 * 1024 * 1024)
     }).pipe(Effect.scoped), 30_000)
+
+  it.live("D3: a redirected card is not followed: RemoteAgentFailed http 302 naming the target, which sees no request", () =>
+    Effect.gen(function*() {
+      const seen: Array<string> = []
+      const other = yield* serve((request, _body, response) => {
+        seen.push(`${request.method} ${request.url} x=${request.headers["x-api-key"]}`)
+        json(response, cardOf(`${elsewhere(other.url)}/rpc`))
+      })
+      const origin = yield* serve((_request, _body, response) => response.writeHead(302, { location: `${elsewhere(other.url)}/c.json` }).end())
+      const error = yield* Effect.flip(Agent.run(A2A.agent(`${origin.url}/agent-card.json`, { name: "r", token: "SECRET", headers: { "x-api-key": "K" } }), "hi"))
+      expect(error._tag).toBe("RemoteAgentFailed")
+      expect(error.message).toContain(`redirected to ${elsewhere(other.url)}/c.json`)
+      expect(seen).toEqual([])
+    }).pipe(Effect.scoped), 20_000)
 })

@@ -241,10 +241,17 @@ const cancelRemote = (http: HttpClient.HttpClient, resolved: Client.Resolved, ta
 export const make = (options: Options): Architecture.Architecture<HttpClient.HttpClient> =>
   Architecture.make({ name: "a2a", program: program(options) })
 
-/** The architecture of the remote agent `options.url`, over `fetch` (nothing to provide). */
+/**
+ * `fetch` that follows no redirect: a 3xx comes back as it is (a `RemoteAgentFailed` `http`), so the headers never
+ * go to another host through a redirect, and a redirected card is not read as the agent's own.
+ */
+export const withFetch = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, Exclude<R, HttpClient.HttpClient>> =>
+  effect.pipe(Effect.provide(FetchHttpClient.layer), Effect.provideService(FetchHttpClient.RequestInit, { redirect: "manual" }))
+
+/** The architecture of the remote agent `options.url`, over `fetch` (nothing to provide; no redirect followed). */
 export const makeFetch = (options: Options): Architecture.Architecture<never> => {
   const run = program(options)
-  return Architecture.make({ name: "a2a", program: (input) => Effect.provide(run(input), FetchHttpClient.layer) })
+  return Architecture.make({ name: "a2a", program: (input) => withFetch(run(input)) })
 }
 
 /** The root of a run: the run a supervisor's delegations, a debate's rounds… all belong to. */

@@ -128,7 +128,14 @@ const readUpTo = (
 
 /** A non-2xx answer as `RemoteAgentFailed`: the HTTP status, with the JSON-RPC error's message when the body has one. */
 const httpFailure = (response: HttpClientResponse.HttpClientResponse, url: string): Effect.Effect<never, RemoteAgentFailed> =>
-  Effect.flatMap(Effect.orElseSucceed(readUpTo(response, url, maxErrorBodyBytes, false), () => ""), (text) => {
+  response.status >= 300 && response.status < 400
+    ? Effect.fail(failed(
+      url,
+      "http",
+      `HTTP ${response.status}: redirected to ${response.headers["location"] ?? "(no location)"}; redirects are not followed (the token and headers would go along): give that URL`,
+      response.status
+    ))
+    : Effect.flatMap(Effect.orElseSucceed(readUpTo(response, url, maxErrorBodyBytes, false), () => ""), (text) => {
     const json = parseJson(text)
     const rpc = Result.isSuccess(json) ? rpcErrorOf(json.success) : undefined
     const said = rpc !== undefined ? `${rpc.message} (JSON-RPC ${rpc.code})` : text.slice(0, 200)

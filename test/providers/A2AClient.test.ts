@@ -156,4 +156,26 @@ describe("A2A client against hostile remotes", () => {
       expect(error.message).toContain(`redirected to ${elsewhere(other.url)}/c.json`)
       expect(seen).toEqual([])
     }).pipe(Effect.scoped), 20_000)
+
+  it.live("D4: a run failing on a malformed event cancels the live remote task (CancelTask is sent)", () =>
+    Effect.gen(function*() {
+      const methods: Array<string> = []
+      const self = { url: "" }
+      const origin = yield* serve((request, body, response) => {
+        if (request.method === "GET") return json(response, cardOf(`${self.url}/rpc`))
+        const rpc = JSON.parse(body)
+        methods.push(rpc.method)
+        if (rpc.method === "CancelTask") {
+          return json(response, { jsonrpc: "2.0", id: rpc.id, result: { id: "t1", contextId: "c1", status: { state: "TASK_STATE_CANCELED" } } })
+        }
+        response.writeHead(200, { "content-type": "text/event-stream" })
+        event(response, rpc.id, working)
+        response.end("data: {not json\n\n")
+      })
+      self.url = origin.url
+      const error = yield* Effect.flip(Agent.run(A2A.agent(`${origin.url}/agent-card.json`, { name: "r" }), "hi"))
+      expect(error._tag).toBe("RemoteAgentFailed")
+      expect(error.message).toContain("not JSON")
+      expect(methods).toEqual(["SendStreamingMessage", "CancelTask"])
+    }).pipe(Effect.scoped), 20_000)
 })

@@ -5,9 +5,10 @@
  * any call: `ModelCalled` / `TextDelta` / `ModelReplied` (zero usage: a remote agent reports no tokens), the budget's
  * `maxCalls`, and interruption, which aborts the request. Around it, the program handles what a task adds: status
  * lines as `Progress`, input required as `Architecture.ask` and a follow-up message on the same task, a dropped stream
- * resumed with `SubscribeToTask`, and a cancelled run cancelling the remote task.
+ * resumed with `SubscribeToTask`, and a run that ends otherwise than with the task's answer (interrupted, or failed)
+ * cancelling the remote task.
  */
-import { Duration, Effect, Schedule, Schema, Stream } from "effect"
+import { Cause, Duration, Effect, Exit, Result, Schedule, Schema, Stream } from "effect"
 import { FetchHttpClient, HttpClient } from "effect/http"
 import { RemoteAgentFailed, type Unanswered } from "../../../core/AgentError.js"
 import * as Architecture from "../../../core/Architecture.js"
@@ -37,6 +38,8 @@ interface TaskState {
   statusText: string
   /** The failure behind a model call's failure (a `Model` fails with a `ModelError` only). */
   failure: RemoteAgentFailed | undefined
+  /** Whether the task was already told to stop (a timeout, an unanswered question): the run's end cancels it once. */
+  cancelled: boolean
 }
 
 const defaultResubscribe: Schedule.Schedule<unknown, unknown> = Schedule.exponential("200 millis", 2).pipe(
@@ -271,9 +274,15 @@ const program = (options: Options) => {
         const cached = cards.get(root)
         const resolved = cached ?? (yield* Client.card(http, options))
         if (cached === undefined) cards.set(root, resolved)
-        const task: TaskState = { taskId: undefined, contextId: undefined, state: undefined, statusText: "", failure: undefined }
+        const task: TaskState = { taskId: undefined, contextId: undefined, state: undefined, statusText: "", failure: undefined, cancelled: false }
         const model = exchangeModel(http, resolved, task, run, resubscribe, options.poll ?? "1 second")
         const url = resolved.endpoint
+        /** Cancels the remote task when there is one still live that was not told to stop yet. */
+        const cancelOnce = (): Effect.Effect<void> => {
+          if (task.taskId === undefined || task.cancelled || (task.state !== undefined && Wire.terminalStates.has(task.state))) return Effect.void
+          task.cancelled = true
+          return cancelRemote(http, resolved, task.taskId, cancelTimeout)
+        }
         const program = Effect.gen(function*() {
           let request: Model.Request = { messages: [Model.user(input.promptParts ?? input.prompt)] }
           for (let exchange = 1;; exchange++) {
@@ -286,7 +295,7 @@ const program = (options: Options) => {
               // The task goes on without a reader unless it is told to stop.
               orElse: () =>
                 Effect.andThen(
-                  task.taskId !== undefined ? cancelRemote(http, resolved, task.taskId, cancelTimeout) : Effect.void,
+                  cancelOnce(),
                   Effect.fail(failedWith(url, "timeout", `task ${task.taskId ?? "(not started)"} did not settle within ${Duration.format(Duration.fromInputUnsafe(options.timeout!))}; it was cancelled`))
                 )
             }))
@@ -299,7 +308,7 @@ const program = (options: Options) => {
                 return { output, metadata: { a2a: { ...ids, exchanges: exchange } } }
               case "TASK_STATE_INPUT_REQUIRED": {
                 const answer = yield* Architecture.ask(task.statusText !== "" ? task.statusText : "The remote agent asks for input.", Schema.String).pipe(
-                  Effect.tapError((_: Unanswered) => task.taskId !== undefined ? cancelRemote(http, resolved, task.taskId, cancelTimeout) : Effect.void)
+                  Effect.tapError((_: Unanswered) => cancelOnce())
                 )
                 request = { messages: [Model.user(answer)] }
                 continue
@@ -315,9 +324,14 @@ const program = (options: Options) => {
             }
           }
         })
-        return yield* Effect.onInterrupt(program, () =>
-          task.taskId !== undefined && !(task.state !== undefined && Wire.terminalStates.has(task.state))
-            ? cancelRemote(http, resolved, task.taskId, cancelTimeout)
-            : Effect.void)
+        // Any end but success leaves no reader for the remote task: an interrupt, and a failure too (a malformed
+        // event, a stream lost for good, a JSON-RPC error mid-stream, a task stopped in AUTH_REQUIRED).
+        // A task the server says it no longer knows (-32001) has nothing left to cancel.
+        const gone = (cause: Cause.Cause<unknown>) => {
+          const error = Cause.findError(cause)
+          return Result.isSuccess(error) && error.success instanceof RemoteAgentFailed && error.success.reason === "json_rpc" &&
+            error.success.code === Wire.ErrorCode.taskNotFound
+        }
+        return yield* Effect.onExit(program, (exit) => (Exit.isFailure(exit) && !gone(exit.cause) ? cancelOnce() : Effect.void))
       })
 }

@@ -78,10 +78,21 @@ export interface Options {
   readonly poll?: Duration.Input | undefined
   /**
    * How long one exchange (the message until its task ends or asks for input) may take: past it the remote task is
-   * cancelled and the run fails with `RemoteAgentFailed` `timeout`. Default: no limit (a budget's `maxDuration`, or a
-   * supervisor's `delegationTimeout`, still stop it).
+   * cancelled and the run fails with `RemoteAgentFailed` `timeout`. It bounds the card read too. Default: no limit
+   * besides `requestTimeout` and `idleTimeout` (a budget's `maxDuration`, or a supervisor's `delegationTimeout`, still
+   * stop it).
    */
   readonly timeout?: Duration.Input | undefined
+  /**
+   * How long one request may wait for its answer, body included: the card, `GetTask`, `CancelTask`, a stream until
+   * it starts. Past it: `RemoteAgentFailed` `timeout`. Default 30 s.
+   */
+  readonly requestTimeout?: Duration.Input | undefined
+  /**
+   * How long a task's stream may go without an event (keep-alive comments do not count): past it the stream is lost
+   * and resumed with `SubscribeToTask` (`resubscribe`), then fails `stream_lost`. Default 5 minutes.
+   */
+  readonly idleTimeout?: Duration.Input | undefined
 }
 
 /**
@@ -100,7 +111,9 @@ const architectureOptions = (url: string, options: Options): Architecture.Option
   resubscribe: options.resubscribe,
   cancelTimeout: options.cancelTimeout,
   poll: options.poll,
-  timeout: options.timeout
+  timeout: options.timeout,
+  requestTimeout: options.requestTimeout,
+  idleTimeout: options.idleTimeout
 })
 
 /**
@@ -129,10 +142,10 @@ export const agentWith = (url: string, options: Options): Agent.Agent<HttpClient
  */
 export const card = (
   url: string,
-  options: Pick<Options, "token" | "headers" | "allowedOrigins"> = {}
+  options: Pick<Options, "token" | "headers" | "allowedOrigins" | "requestTimeout"> = {}
 ): Effect.Effect<AgentCard, RemoteAgentFailed> =>
   Architecture.withFetch(
-    Effect.flatMap(HttpClient.HttpClient, (http) => Effect.map(Client.card(http, { url, token: options.token, headers: options.headers, allowedOrigins: options.allowedOrigins }), (resolved) => resolved.card))
+    Effect.flatMap(HttpClient.HttpClient, (http) => Effect.map(Client.card(http, { url, token: options.token, headers: options.headers, allowedOrigins: options.allowedOrigins, requestTimeout: options.requestTimeout }), (resolved) => resolved.card))
   )
 
 /**

@@ -178,4 +178,42 @@ describe("A2A client against hostile remotes", () => {
       expect(error.message).toContain("not JSON")
       expect(methods).toEqual(["SendStreamingMessage", "CancelTask"])
     }).pipe(Effect.scoped), 20_000)
+
+  it.live("D5: a card that never answers: the run fails with RemoteAgentFailed timeout under `timeout`, and under requestTimeout", () =>
+    Effect.gen(function*() {
+      const origin = yield* serve(() => {}) // accepts, never answers
+      const byTimeout = yield* Effect.flip(Agent.run(A2A.agent(`${origin.url}/agent-card.json`, { name: "r", timeout: "300 millis" }), "hi"))
+      expect(byTimeout).toMatchObject({ _tag: "RemoteAgentFailed", reason: "timeout" })
+      expect(byTimeout.message).toContain("the agent card was not read within")
+      const byRequest = yield* Effect.flip(A2A.card(`${origin.url}/agent-card.json`, { requestTimeout: "300 millis" }))
+      expect(byRequest).toMatchObject({ reason: "timeout" })
+    }).pipe(Effect.scoped), 20_000)
+
+  it.live("D5: a stream sending only keep-alive comments is lost after idleTimeout, resubscribed, then fails stream_lost", () =>
+    Effect.gen(function*() {
+      const methods: Array<string> = []
+      const self = { url: "" }
+      const timers: Array<ReturnType<typeof setInterval>> = []
+      const origin = yield* serve((request, body, response) => {
+        if (request.method === "GET") return json(response, cardOf(`${self.url}/rpc`))
+        const rpc = JSON.parse(body)
+        methods.push(rpc.method)
+        if (rpc.method === "CancelTask") {
+          return json(response, { jsonrpc: "2.0", id: rpc.id, result: { id: "t1", contextId: "c1", status: { state: "TASK_STATE_CANCELED" } } })
+        }
+        response.writeHead(200, { "content-type": "text/event-stream" })
+        event(response, rpc.id, working)
+        const timer = setInterval(() => response.write(": ping\n\n"), 50)
+        timers.push(timer)
+        response.on("close", () => clearInterval(timer))
+      })
+      yield* Effect.addFinalizer(() => Effect.sync(() => timers.forEach(clearInterval)))
+      self.url = origin.url
+      const agent = A2A.agent(`${origin.url}/agent-card.json`, { name: "r", idleTimeout: "300 millis", resubscribe: Schedule.recurs(1) })
+      const error = yield* Effect.flip(Agent.run(agent, "hi"))
+      expect(error).toMatchObject({ _tag: "RemoteAgentFailed", reason: "stream_lost" })
+      expect(error.message).toContain("no event within")
+      // The first resume, its one retry (recurs(1)), then the cancel of the task left without a reader.
+      expect(methods).toEqual(["SendStreamingMessage", "SubscribeToTask", "SubscribeToTask", "CancelTask"])
+    }).pipe(Effect.scoped), 20_000)
 })

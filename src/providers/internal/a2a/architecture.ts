@@ -25,7 +25,10 @@ export interface Options extends Client.Connection {
   readonly cancelTimeout?: Duration.Input | undefined
   /** How often a task is asked for (`GetTask`) while it works, when the card says it does not stream (default 1 s). */
   readonly poll?: Duration.Input | undefined
-  /** How long one exchange (a message until its task ends or asks for input) may take; then it is cancelled (default: no limit). */
+  /**
+   * How long one exchange (a message until its task ends or asks for input) may take; then it is cancelled (default:
+   * no limit). It bounds the card read as well.
+   */
   readonly timeout?: Duration.Input | undefined
 }
 
@@ -272,7 +275,12 @@ const program = (options: Options) => {
         const run = yield* Architecture.CurrentRun
         const root = rootOf(run)
         const cached = cards.get(root)
-        const resolved = cached ?? (yield* Client.card(http, options))
+        // `timeout` bounds the card read too: a remote that accepts and never answers fails the run within it.
+        const read = options.timeout === undefined ? Client.card(http, options) : Effect.timeoutOrElse(Client.card(http, options), {
+          duration: options.timeout,
+          orElse: () => Effect.fail(failedWith(options.url, "timeout", `the agent card was not read within ${Duration.format(Duration.fromInputUnsafe(options.timeout!))}`))
+        })
+        const resolved = cached ?? (yield* read)
         if (cached === undefined) cards.set(root, resolved)
         const task: TaskState = { taskId: undefined, contextId: undefined, state: undefined, statusText: "", failure: undefined, cancelled: false }
         const model = exchangeModel(http, resolved, task, run, resubscribe, options.poll ?? "1 second")

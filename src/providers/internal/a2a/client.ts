@@ -4,7 +4,7 @@
  * `SubscribeToTask`). Every answer is decoded with the wire Schemas; every failure is a `RemoteAgentFailed` naming
  * the URL, the code (JSON-RPC, or the HTTP status of a non-2xx answer) and the remote's one line.
  */
-import { Effect, Redacted, Result, Schema, Stream } from "effect"
+import { Duration, Effect, Redacted, Result, Schema, Stream } from "effect"
 import { Sse } from "effect/encoding"
 import { HttpClient, type HttpClientError, HttpClientRequest, type HttpClientResponse } from "effect/http"
 import { RemoteAgentFailed } from "../../../core/AgentError.js"
@@ -21,6 +21,10 @@ export interface Connection {
    * naming an endpoint on another origin gets neither unless that origin is listed here.
    */
   readonly allowedOrigins?: ReadonlyArray<string> | undefined
+  /** How long one request may wait for its answer, body included (the card, `GetTask`…; a stream until it starts). Default 30 s. */
+  readonly requestTimeout?: Duration.Input | undefined
+  /** How long a stream may go without an event (keep-alive comments do not count) before it is lost and resumed. Default 5 min. */
+  readonly idleTimeout?: Duration.Input | undefined
 }
 
 /** A resolved agent: its card, where the card was read, and the JSON-RPC endpoint picked from it. */
@@ -29,7 +33,22 @@ export interface Resolved {
   readonly cardUrl: string
   readonly endpoint: string
   readonly headers: Readonly<Record<string, string>>
+  readonly requestTimeout: Duration.Input
+  readonly idleTimeout: Duration.Input
 }
+
+/** The default of `Connection.requestTimeout`: generous, a bound on a remote that accepted and went quiet. */
+const defaultRequestTimeout: Duration.Input = "30 seconds"
+
+/** The default of `Connection.idleTimeout`: a working task sends status or artifacts far more often. */
+const defaultIdleTimeout: Duration.Input = "5 minutes"
+
+/** `effect`, failing with `RemoteAgentFailed` `timeout` when it takes longer than `duration`. */
+const bounded = <A>(effect: Effect.Effect<A, RemoteAgentFailed>, url: string, what: string, duration: Duration.Input): Effect.Effect<A, RemoteAgentFailed> =>
+  Effect.timeoutOrElse(effect, {
+    duration,
+    orElse: () => Effect.fail(failed(url, "timeout", `${what}: no answer within ${Duration.format(Duration.fromInputUnsafe(duration))}`))
+  })
 
 /**
  * The largest SSE event read, in characters (the SDK caps one at 4 MiB too, a2a-js #582): a remote streaming without
@@ -167,11 +186,17 @@ export const card = (http: HttpClient.HttpClient, connection: Connection): Effec
     const urls = cardUrls(connection.url)
     if (Result.isFailure(urls)) return yield* Effect.fail(failed(connection.url, "malformed", urls.failure))
     const headers = headersOf(connection)
+    const requestTimeout = connection.requestTimeout ?? defaultRequestTimeout
     for (const [i, url] of urls.success.entries()) {
-      const response = yield* Effect.mapError(http.execute(HttpClientRequest.get(url, { headers: { ...headers, accept: "application/json" } })), fromHttpError(url))
-      if (response.status === 404 && i < urls.success.length - 1) continue
-      if (response.status < 200 || response.status >= 300) return yield* httpFailure(response, url)
-      const json = parseJson(yield* readBody(response, url))
+      const read = Effect.gen(function*() {
+        const response = yield* Effect.mapError(http.execute(HttpClientRequest.get(url, { headers: { ...headers, accept: "application/json" } })), fromHttpError(url))
+        if (response.status === 404 && i < urls.success.length - 1) return undefined
+        if (response.status < 200 || response.status >= 300) return yield* httpFailure(response, url)
+        return yield* readBody(response, url)
+      })
+      const body = yield* bounded(read, url, "the agent card", requestTimeout)
+      if (body === undefined) continue
+      const json = parseJson(body)
       if (Result.isFailure(json)) return yield* Effect.fail(failed(url, "malformed", `the agent card is not JSON: ${json.failure}`))
       const decoded = decodeUnknown(Wire.AgentCard)(json.success)
       if (Result.isFailure(decoded)) return yield* Effect.fail(failed(url, "malformed", `not an A2A 1.0 agent card: ${decoded.failure.message}`))
@@ -189,7 +214,14 @@ export const card = (http: HttpClient.HttpClient, connection: Connection): Effec
       }
       const endpointHeaders = headersForEndpoint(connection, url, endpoint.success, headers)
       if (Result.isFailure(endpointHeaders)) return yield* Effect.fail(endpointHeaders.failure)
-      return { card: decoded.success, cardUrl: url, endpoint: endpoint.success, headers: endpointHeaders.success }
+      return {
+        card: decoded.success,
+        cardUrl: url,
+        endpoint: endpoint.success,
+        headers: endpointHeaders.success,
+        requestTimeout,
+        idleTimeout: connection.idleTimeout ?? defaultIdleTimeout
+      }
     }
     return yield* Effect.fail(failed(connection.url, "http", "no agent card found", 404))
   })
@@ -272,9 +304,12 @@ export const call = <A>(
 ): Effect.Effect<A, RemoteAgentFailed> =>
   Effect.gen(function*() {
     const url = resolved.endpoint
-    const response = yield* Effect.mapError(http.execute(rpcRequest(resolved, method, params, false)), fromHttpError(url))
-    if (response.status < 200 || response.status >= 300) return yield* httpFailure(response, url)
-    const json = parseJson(yield* readBody(response, url))
+    const read = Effect.gen(function*() {
+      const response = yield* Effect.mapError(http.execute(rpcRequest(resolved, method, params, false)), fromHttpError(url))
+      if (response.status < 200 || response.status >= 300) return yield* httpFailure(response, url)
+      return yield* readBody(response, url)
+    })
+    const json = parseJson(yield* bounded(read, url, method, resolved.requestTimeout))
     if (Result.isFailure(json)) return yield* Effect.fail(failed(url, "malformed", `${method}: the answer is not JSON: ${json.failure}`))
     const result = resultOf(url, method, json.success, schema)
     return Result.isSuccess(result) ? result.success : yield* Effect.fail(result.failure)
@@ -294,11 +329,16 @@ export const stream = (
 ): Stream.Stream<Wire.StreamResponse, RemoteAgentFailed> => {
   const url = resolved.endpoint
   return Stream.unwrap(Effect.gen(function*() {
-    const response = yield* Effect.mapError(http.execute(rpcRequest(resolved, method, params, true)), fromHttpError(url))
-    if (response.status < 200 || response.status >= 300) return yield* httpFailure(response, url)
+    const response = yield* bounded(
+      Effect.flatMap(Effect.mapError(http.execute(rpcRequest(resolved, method, params, true)), fromHttpError(url)), (response) =>
+        response.status < 200 || response.status >= 300 ? httpFailure(response, url) : Effect.succeed(response)),
+      url,
+      method,
+      resolved.requestTimeout
+    )
     const contentType = (response.headers["content-type"] ?? "").toLowerCase()
     if (!contentType.startsWith("text/event-stream")) {
-      const json = parseJson(yield* readBody(response, url))
+      const json = parseJson(yield* bounded(readBody(response, url), url, method, resolved.requestTimeout))
       if (Result.isFailure(json)) return yield* Effect.fail(failed(url, "malformed", `${method}: the answer is not JSON: ${json.failure}`))
       const result = resultOf(url, method, json.success, Wire.StreamResponse)
       return Result.isSuccess(result) ? Stream.make(result.success) : Stream.fail(result.failure)
@@ -318,6 +358,12 @@ export const stream = (
         if (Result.isFailure(json)) return Effect.fail(failed(url, "malformed", `${method}: an event is not JSON: ${json.failure}`))
         const result = resultOf(url, method, json.success, Wire.StreamResponse)
         return Result.isSuccess(result) ? Effect.succeed(result.success) : Effect.fail(result.failure)
+      }),
+      // Counted in events, after the SSE decoding: a remote sending only `: ping` comments is as silent as none.
+      Stream.timeoutOrElse({
+        duration: resolved.idleTimeout,
+        orElse: () =>
+          Stream.fail(failed(url, "stream_lost", `${method}: no event within ${Duration.format(Duration.fromInputUnsafe(resolved.idleTimeout))}`))
       })
     )
   }))

@@ -4,7 +4,7 @@
  * (From the review of the A2A client, /work/briefs/review-a2aclient.md, D1–D6.)
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer, Schedule } from "effect"
+import { Effect, Layer, Schedule, Stream } from "effect"
 import { HttpClient, HttpClientResponse } from "effect/http"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -215,5 +215,33 @@ describe("A2A client against hostile remotes", () => {
       expect(error.message).toContain("no event within")
       // The first resume, its one retry (recurs(1)), then the cancel of the task left without a reader.
       expect(methods).toEqual(["SendStreamingMessage", "SubscribeToTask", "SubscribeToTask", "CancelTask"])
+    }).pipe(Effect.scoped), 20_000)
+
+  it.live("D6: a FAILED task's long multi-line status text is one capped line in the error and in the Progress event", () =>
+    Effect.gen(function*() {
+      const said = `first line\nFAKE: second line\n${"x".repeat(5000)}`
+      const self = { url: "" }
+      const origin = yield* serve((request, body, response) => {
+        if (request.method === "GET") return json(response, cardOf(`${self.url}/rpc`))
+        const rpc = JSON.parse(body)
+        response.writeHead(200, { "content-type": "text/event-stream" })
+        event(response, rpc.id, working)
+        event(response, rpc.id, {
+          statusUpdate: { taskId: "t1", contextId: "c1", status: { state: "TASK_STATE_FAILED", message: { messageId: "m", role: "ROLE_AGENT", parts: [{ text: said }] } } }
+        })
+        response.end()
+      })
+      self.url = origin.url
+      const events: Array<{ readonly _tag: string; readonly data?: { readonly text?: unknown } }> = []
+      const error = yield* Effect.flip(Stream.runForEach(Agent.stream(A2A.agent(`${origin.url}/agent-card.json`, { name: "r" }), "hi"), (event) =>
+        Effect.sync(() => events.push(event as never))))
+      expect(error).toMatchObject({ _tag: "RemoteAgentFailed", reason: "task_failed" })
+      expect(error.message).toContain("first line FAKE: second line")
+      expect(error.message).not.toContain("\n")
+      expect(error.message.length).toBeLessThan(500)
+      const progress = events.filter((event) => event._tag === "Progress").map((event) => String(event.data?.text))
+      expect(progress).toHaveLength(1)
+      expect(progress[0]).not.toContain("\n")
+      expect(progress[0]!.length).toBeLessThanOrEqual(2000)
     }).pipe(Effect.scoped), 20_000)
 })

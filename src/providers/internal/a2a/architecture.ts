@@ -112,7 +112,11 @@ class Artifacts {
 const settled = (state: Wire.TaskState | undefined): boolean =>
   state !== undefined && (Wire.terminalStates.has(state) || state === "TASK_STATE_INPUT_REQUIRED" || state === "TASK_STATE_AUTH_REQUIRED")
 
-const failedWith = (url: string, reason: string, detail: string, code = 0) => new RemoteAgentFailed({ url, code, reason, detail })
+/** A failure whose detail is one line: the remote's status text in it could otherwise fake lines of the CLI's output. */
+const failedWith = (url: string, reason: string, detail: string, code = 0) => new RemoteAgentFailed({ url, code, reason, detail: Client.oneLine(detail) })
+
+/** The most of a remote's status line shown as `Progress`. */
+const maxProgressChars = 2000
 
 /**
  * The `Model` of one run's exchanges: the last user message of a request goes to the remote task (a follow-up,
@@ -146,7 +150,11 @@ const exchangeModel = (
       if (status.message === undefined) return Effect.void
       const text = lineOf(status.message.parts)
       task.statusText = text
-      return Effect.provideService(Architecture.progress("a2a.status", { state: status.state, text }), Architecture.CurrentRun, run)
+      return Effect.provideService(
+        Architecture.progress("a2a.status", { state: status.state, text: Client.oneLine(text, maxProgressChars) }),
+        Architecture.CurrentRun,
+        run
+      )
     }
     /** Applies one event; answers whether to read on. */
     const apply = (event: Wire.StreamResponse): Effect.Effect<boolean> => {

@@ -72,10 +72,10 @@ export const headersOf = (connection: Connection): Record<string, string> => {
 
 const failed = (url: string, reason: string, detail: string, code = 0) => new RemoteAgentFailed({ url, code, reason, detail: oneLine(detail) })
 
-/** One line, at most 300 characters: a remote's message goes into an error's message as is. */
-const oneLine = (text: string): string => {
+/** One line, at most `max` characters (300 by default): a remote's text goes into errors and progress lines. */
+export const oneLine = (text: string, max = 300): string => {
   const line = text.replace(/\s+/g, " ").trim()
-  return line.length > 300 ? `${line.slice(0, 297)}...` : line
+  return line.length > max ? `${line.slice(0, max - 3)}...` : line
 }
 
 const fromHttpError = (url: string) => (error: HttpClientError.HttpClientError) => failed(url, "transport", error.message)

@@ -244,4 +244,19 @@ describe("A2A client against hostile remotes", () => {
       expect(progress[0]).not.toContain("\n")
       expect(progress[0]!.length).toBeLessThanOrEqual(2000)
     }).pipe(Effect.scoped), 20_000)
+
+  it.live("D7: the root card stands for a base URL only if its endpoint is under that path: /a2a/xyz is not under /a2a/x", () =>
+    Effect.gen(function*() {
+      const self = { url: "" }
+      const origin = yield* serve((request, _body, response) => {
+        if (request.url === "/.well-known/agent-card.json") return json(response, cardOf(`${self.url}/a2a/xyz`))
+        response.writeHead(404).end()
+      })
+      self.url = origin.url
+      const wrong = yield* Effect.flip(A2A.card(`${origin.url}/a2a/x`))
+      expect(wrong).toMatchObject({ reason: "http", code: 404 })
+      expect(wrong.message).toContain("give the agent's card URL")
+      const right = yield* A2A.card(`${origin.url}/a2a/xyz`)
+      expect(right.name).toBe("probe")
+    }).pipe(Effect.scoped), 20_000)
 })

@@ -204,7 +204,7 @@ export const card = (http: HttpClient.HttpClient, connection: Connection): Effec
       if (Result.isFailure(endpoint)) return yield* Effect.fail(endpoint.failure)
       // The origin's card stands for the URL given only if its endpoint is under that URL: a server with one agent
       // per path (valet's `/a2a/<agent>`) answers a mistyped agent with its default agent's card at the root.
-      if (i > 0 && !endpoint.success.startsWith(connection.url.replace(/\/+$/, ""))) {
+      if (i > 0 && !under(endpoint.success, connection.url)) {
         return yield* Effect.fail(failed(
           connection.url,
           "http",
@@ -225,6 +225,21 @@ export const card = (http: HttpClient.HttpClient, connection: Connection): Effec
     }
     return yield* Effect.fail(failed(connection.url, "http", "no agent card found", 404))
   })
+
+/**
+ * Whether `url` is `base` or under it, as URLs: the same origin, and a path equal to the base's or below it
+ * (`/a2a/x` is not under `/a2a/xy`; `HTTP://H:80/a2a/x` is `http://h/a2a/x`).
+ */
+const under = (url: string, base: string): boolean => {
+  try {
+    const target = new URL(url)
+    const root = new URL(base)
+    const path = root.pathname.replace(/\/+$/, "")
+    return target.origin === root.origin && (target.pathname === path || target.pathname.startsWith(`${path}/`))
+  } catch {
+    return false
+  }
+}
 
 /** The origin of a URL (`scheme://host:port`); a string that is no URL stands for itself, matching nothing. */
 const originOf = (url: string): string => {

@@ -10,6 +10,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net"
 import * as Agent from "../../src/core/Agent.js"
 import * as A2A from "../../src/providers/A2A.js"
+import * as A2AArchitecture from "../../src/providers/internal/a2a/architecture.js"
 
 type Handler = (request: IncomingMessage, body: string, response: ServerResponse) => void
 
@@ -258,5 +259,47 @@ describe("A2A client against hostile remotes", () => {
       expect(wrong.message).toContain("give the agent's card URL")
       const right = yield* A2A.card(`${origin.url}/a2a/xyz`)
       expect(right.name).toBe("probe")
+    }).pipe(Effect.scoped), 20_000)
+
+  it.live("D8: an SSE event answering another request id is refused: RemoteAgentFailed malformed", () =>
+    Effect.gen(function*() {
+      const self = { url: "" }
+      const origin = yield* serve((request, body, response) => {
+        if (request.method === "GET") return json(response, cardOf(`${self.url}/rpc`))
+        const rpc = JSON.parse(body)
+        response.writeHead(200, { "content-type": "text/event-stream" })
+        event(response, rpc.method === "CancelTask" ? rpc.id : `${rpc.id}-other`, {
+          task: { id: "t1", contextId: "c1", status: { state: "TASK_STATE_COMPLETED" }, artifacts: [{ artifactId: "a", parts: [{ text: "not yours" }] }] }
+        })
+        response.end()
+      })
+      self.url = origin.url
+      const error = yield* Effect.flip(Agent.run(A2A.agent(`${origin.url}/agent-card.json`, { name: "r" }), "hi"))
+      expect(error).toMatchObject({ _tag: "RemoteAgentFailed", reason: "malformed" })
+      expect(error.message).toContain("an event answers request")
+    }).pipe(Effect.scoped), 20_000)
+
+  it.live("D8: the task's output, all events together, is capped: past maxOutputChars RemoteAgentFailed malformed", () =>
+    Effect.gen(function*() {
+      const self = { url: "" }
+      const origin = yield* serve((request, body, response) => {
+        if (request.method === "GET") return json(response, cardOf(`${self.url}/rpc`))
+        const rpc = JSON.parse(body)
+        if (rpc.method === "CancelTask") {
+          return json(response, { jsonrpc: "2.0", id: rpc.id, result: { id: "t1", contextId: "c1", status: { state: "TASK_STATE_CANCELED" } } })
+        }
+        response.writeHead(200, { "content-type": "text/event-stream" })
+        event(response, rpc.id, working)
+        for (let i = 0; i < 5; i++) {
+          event(response, rpc.id, { artifactUpdate: { taskId: "t1", contextId: "c1", artifact: { artifactId: "a", parts: [{ text: "0123456789" }] }, append: true } })
+        }
+        event(response, rpc.id, { statusUpdate: { taskId: "t1", contextId: "c1", status: { state: "TASK_STATE_COMPLETED" } } })
+        response.end()
+      })
+      self.url = origin.url
+      const agent = Agent.make({ name: "r", instructions: "", architecture: A2AArchitecture.makeFetch({ url: `${origin.url}/agent-card.json`, maxOutputChars: 25 }) })
+      const error = yield* Effect.flip(Agent.run(agent, "hi"))
+      expect(error).toMatchObject({ _tag: "RemoteAgentFailed", reason: "malformed" })
+      expect(error.message).toContain("is over 25 characters")
     }).pipe(Effect.scoped), 20_000)
 })

@@ -30,6 +30,8 @@ export interface Options extends Client.Connection {
    * no limit). It bounds the card read as well.
    */
   readonly timeout?: Duration.Input | undefined
+  /** The most output a task may give, all artifacts together, in characters (default 64 Mi); past it: `malformed`. */
+  readonly maxOutputChars?: number | undefined
 }
 
 /** What the exchanges of one run learned of the remote task. */
@@ -106,7 +108,16 @@ class Artifacts {
   text(): string {
     return [...this.texts.values()].filter((text) => text !== "").join("\n")
   }
+  /** The characters held, all artifacts together. */
+  size(): number {
+    let size = 0
+    for (const text of this.texts.values()) size += text.length
+    return size
+  }
 }
+
+/** The most output a task may give, all artifacts together (`Options.maxOutputChars`): each event is capped, the sum must be too. */
+const defaultMaxOutputChars = 64 * 1024 * 1024
 
 /** Whether the remote task is done with this exchange: terminal, or waiting for input or authentication. */
 const settled = (state: Wire.TaskState | undefined): boolean =>
@@ -128,7 +139,8 @@ const exchangeModel = (
   task: TaskState,
   run: Architecture.RunContext,
   resubscribe: Schedule.Schedule<unknown, unknown>,
-  pollEvery: Duration.Input
+  pollEvery: Duration.Input,
+  maxOutputChars: number
 ): Model.Service => {
   const url = resolved.endpoint
   const exchange = (request: Model.Request, onChunk: (chunk: Model.Chunk) => Effect.Effect<void>): Effect.Effect<Model.Response, ModelError.ModelError> => {
@@ -157,7 +169,12 @@ const exchangeModel = (
       )
     }
     /** Applies one event; answers whether to read on. */
-    const apply = (event: Wire.StreamResponse): Effect.Effect<boolean> => {
+    const apply = (event: Wire.StreamResponse): Effect.Effect<boolean, RemoteAgentFailed> =>
+      Effect.flatMap(applyOne(event), (more) =>
+        artifacts.size() > maxOutputChars
+          ? Effect.fail(failedWith(url, "malformed", `the output of task ${task.taskId ?? "(none)"} is over ${maxOutputChars} characters`))
+          : Effect.succeed(more))
+    const applyOne = (event: Wire.StreamResponse): Effect.Effect<boolean> => {
       if ("task" in event) {
         task.taskId = event.task.id
         task.contextId = event.task.contextId
@@ -291,7 +308,7 @@ const program = (options: Options) => {
         const resolved = cached ?? (yield* read)
         if (cached === undefined) cards.set(root, resolved)
         const task: TaskState = { taskId: undefined, contextId: undefined, state: undefined, statusText: "", failure: undefined, cancelled: false }
-        const model = exchangeModel(http, resolved, task, run, resubscribe, options.poll ?? "1 second")
+        const model = exchangeModel(http, resolved, task, run, resubscribe, options.poll ?? "1 second", options.maxOutputChars ?? defaultMaxOutputChars)
         const url = resolved.endpoint
         /** Cancels the remote task when there is one still live that was not told to stop yet. */
         const cancelOnce = (): Effect.Effect<void> => {

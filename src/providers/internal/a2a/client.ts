@@ -291,10 +291,10 @@ export const endpointOf = (card: Wire.AgentCard, cardUrl: string): Result.Result
 
 let nextId = 0
 
-const rpcRequest = (resolved: Resolved, method: string, params: unknown, stream: boolean) =>
+const rpcRequest = (resolved: Resolved, method: string, params: unknown, stream: boolean, id = ++nextId) =>
   HttpClientRequest.post(resolved.endpoint, {
     headers: { ...resolved.headers, accept: stream ? "text/event-stream" : "application/json" }
-  }).pipe(HttpClientRequest.bodyJsonUnsafe({ jsonrpc: "2.0", id: ++nextId, method, params }))
+  }).pipe(HttpClientRequest.bodyJsonUnsafe({ jsonrpc: "2.0", id, method, params }))
 
 /** The result of one JSON-RPC envelope, decoded with `schema`; an error envelope is `RemoteAgentFailed` with its code. */
 const resultOf = <A>(url: string, method: string, envelope: unknown, schema: Schema.Decoder<A>): Result.Result<A, RemoteAgentFailed> => {
@@ -344,8 +344,9 @@ export const stream = (
 ): Stream.Stream<Wire.StreamResponse, RemoteAgentFailed> => {
   const url = resolved.endpoint
   return Stream.unwrap(Effect.gen(function*() {
+    const id = ++nextId
     const response = yield* bounded(
-      Effect.flatMap(Effect.mapError(http.execute(rpcRequest(resolved, method, params, true)), fromHttpError(url)), (response) =>
+      Effect.flatMap(Effect.mapError(http.execute(rpcRequest(resolved, method, params, true, id)), fromHttpError(url)), (response) =>
         response.status < 200 || response.status >= 300 ? httpFailure(response, url) : Effect.succeed(response)),
       url,
       method,
@@ -371,6 +372,9 @@ export const stream = (
       Stream.mapEffect((event) => {
         const json = parseJson(event.data)
         if (Result.isFailure(json)) return Effect.fail(failed(url, "malformed", `${method}: an event is not JSON: ${json.failure}`))
+        // Each event answers this request (JSON-RPC 2.0: the same id), as the SDK checks too.
+        const eventId = typeof json.success === "object" && json.success !== null ? (json.success as { readonly id?: unknown }).id : undefined
+        if (eventId !== id) return Effect.fail(failed(url, "malformed", `${method}: an event answers request ${JSON.stringify(eventId)}, not ${id}`))
         const result = resultOf(url, method, json.success, Wire.StreamResponse)
         return Result.isSuccess(result) ? Effect.succeed(result.success) : Effect.fail(result.failure)
       }),

@@ -16,6 +16,12 @@
  * (`<url>/.well-known/agent-card.json`, which is where valet serves each agent's card: `…/a2a/<agent>`), then at
  * its origin's root.
  *
+ * The token and `headers` go only to the card's origin (scheme, host and port): an endpoint the card names on
+ * another origin gets neither unless `allowedOrigins` lists it, and an https card naming an http endpoint is refused.
+ * Redirects are not followed (a 3xx is a `RemoteAgentFailed` `http` naming where it pointed): give the URL it names.
+ * `agentWith`'s client is yours: have it follow no redirects either. Every body is read to a cap (16 MiB; 64 KiB of
+ * an error), each request has a default time limit, and a stream silent for too long is resumed.
+ *
  * @example
  * ```ts
  * import { Effect } from "effect"
@@ -33,7 +39,7 @@
  * @since 0.2.0
  */
 import { Effect, type Duration, type Redacted, type Schedule } from "effect"
-import { FetchHttpClient, HttpClient } from "effect/http"
+import { HttpClient } from "effect/http"
 import type { RemoteAgentFailed } from "../core/AgentError.js"
 import * as Agent from "../core/Agent.js"
 import * as Architecture from "./internal/a2a/architecture.js"
@@ -55,6 +61,12 @@ export interface Options {
   readonly token?: Redacted.Redacted<string> | string | undefined
   /** More headers sent with every request. */
   readonly headers?: Readonly<Record<string, string>> | undefined
+  /**
+   * Origins (`https://gateway.example`) besides the card's own that may receive `token` and `headers`. A card whose
+   * JSON-RPC endpoint is on another origin gets neither unless its origin is listed; an https card naming an http
+   * endpoint is refused (`RemoteAgentFailed` `malformed`).
+   */
+  readonly allowedOrigins?: ReadonlyArray<string> | undefined
   /** How a dropped stream is resumed with `SubscribeToTask` (default: exponential from 200 ms, 5 tries). */
   readonly resubscribe?: Schedule.Schedule<unknown, unknown> | undefined
   /** How long cancelling the remote task may take when the run is interrupted (default 5 s). */
@@ -66,10 +78,21 @@ export interface Options {
   readonly poll?: Duration.Input | undefined
   /**
    * How long one exchange (the message until its task ends or asks for input) may take: past it the remote task is
-   * cancelled and the run fails with `RemoteAgentFailed` `timeout`. Default: no limit (a budget's `maxDuration`, or a
-   * supervisor's `delegationTimeout`, still stop it).
+   * cancelled and the run fails with `RemoteAgentFailed` `timeout`. It bounds the card read too. Default: no limit
+   * besides `requestTimeout` and `idleTimeout` (a budget's `maxDuration`, or a supervisor's `delegationTimeout`, still
+   * stop it).
    */
   readonly timeout?: Duration.Input | undefined
+  /**
+   * How long one request may wait for its answer, body included: the card, `GetTask`, `CancelTask`, a stream until
+   * it starts. Past it: `RemoteAgentFailed` `timeout`. Default 30 s.
+   */
+  readonly requestTimeout?: Duration.Input | undefined
+  /**
+   * How long a task's stream may go without an event (keep-alive comments do not count): past it the stream is lost
+   * and resumed with `SubscribeToTask` (`resubscribe`), then fails `stream_lost`. Default 5 minutes.
+   */
+  readonly idleTimeout?: Duration.Input | undefined
 }
 
 /**
@@ -84,10 +107,13 @@ const architectureOptions = (url: string, options: Options): Architecture.Option
   url,
   token: options.token,
   headers: options.headers,
+  allowedOrigins: options.allowedOrigins,
   resubscribe: options.resubscribe,
   cancelTimeout: options.cancelTimeout,
   poll: options.poll,
-  timeout: options.timeout
+  timeout: options.timeout,
+  requestTimeout: options.requestTimeout,
+  idleTimeout: options.idleTimeout
 })
 
 /**
@@ -116,11 +142,10 @@ export const agentWith = (url: string, options: Options): Agent.Agent<HttpClient
  */
 export const card = (
   url: string,
-  options: Pick<Options, "token" | "headers"> = {}
+  options: Pick<Options, "token" | "headers" | "allowedOrigins" | "requestTimeout"> = {}
 ): Effect.Effect<AgentCard, RemoteAgentFailed> =>
-  Effect.provide(
-    Effect.flatMap(HttpClient.HttpClient, (http) => Effect.map(Client.card(http, { url, token: options.token, headers: options.headers }), (resolved) => resolved.card)),
-    FetchHttpClient.layer
+  Architecture.withFetch(
+    Effect.flatMap(HttpClient.HttpClient, (http) => Effect.map(Client.card(http, { url, token: options.token, headers: options.headers, allowedOrigins: options.allowedOrigins, requestTimeout: options.requestTimeout }), (resolved) => resolved.card))
   )
 
 /**

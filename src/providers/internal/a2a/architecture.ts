@@ -5,9 +5,10 @@
  * any call: `ModelCalled` / `TextDelta` / `ModelReplied` (zero usage: a remote agent reports no tokens), the budget's
  * `maxCalls`, and interruption, which aborts the request. Around it, the program handles what a task adds: status
  * lines as `Progress`, input required as `Architecture.ask` and a follow-up message on the same task, a dropped stream
- * resumed with `SubscribeToTask`, and a cancelled run cancelling the remote task.
+ * resumed with `SubscribeToTask`, and a run that ends otherwise than with the task's answer (interrupted, or failed)
+ * cancelling the remote task.
  */
-import { Duration, Effect, Schedule, Schema, Stream } from "effect"
+import { Cause, Duration, Effect, Exit, Result, Schedule, Schema, Stream } from "effect"
 import { FetchHttpClient, HttpClient } from "effect/http"
 import { RemoteAgentFailed, type Unanswered } from "../../../core/AgentError.js"
 import * as Architecture from "../../../core/Architecture.js"
@@ -24,8 +25,13 @@ export interface Options extends Client.Connection {
   readonly cancelTimeout?: Duration.Input | undefined
   /** How often a task is asked for (`GetTask`) while it works, when the card says it does not stream (default 1 s). */
   readonly poll?: Duration.Input | undefined
-  /** How long one exchange (a message until its task ends or asks for input) may take; then it is cancelled (default: no limit). */
+  /**
+   * How long one exchange (a message until its task ends or asks for input) may take; then it is cancelled (default:
+   * no limit). It bounds the card read as well.
+   */
   readonly timeout?: Duration.Input | undefined
+  /** The most output a task may give, all artifacts together, in characters (default 64 Mi); past it: `malformed`. */
+  readonly maxOutputChars?: number | undefined
 }
 
 /** What the exchanges of one run learned of the remote task. */
@@ -37,6 +43,8 @@ interface TaskState {
   statusText: string
   /** The failure behind a model call's failure (a `Model` fails with a `ModelError` only). */
   failure: RemoteAgentFailed | undefined
+  /** Whether the task was already told to stop (a timeout, an unanswered question): the run's end cancels it once. */
+  cancelled: boolean
 }
 
 const defaultResubscribe: Schedule.Schedule<unknown, unknown> = Schedule.exponential("200 millis", 2).pipe(
@@ -100,13 +108,26 @@ class Artifacts {
   text(): string {
     return [...this.texts.values()].filter((text) => text !== "").join("\n")
   }
+  /** The characters held, all artifacts together. */
+  size(): number {
+    let size = 0
+    for (const text of this.texts.values()) size += text.length
+    return size
+  }
 }
+
+/** The most output a task may give, all artifacts together (`Options.maxOutputChars`): each event is capped, the sum must be too. */
+const defaultMaxOutputChars = 64 * 1024 * 1024
 
 /** Whether the remote task is done with this exchange: terminal, or waiting for input or authentication. */
 const settled = (state: Wire.TaskState | undefined): boolean =>
   state !== undefined && (Wire.terminalStates.has(state) || state === "TASK_STATE_INPUT_REQUIRED" || state === "TASK_STATE_AUTH_REQUIRED")
 
-const failedWith = (url: string, reason: string, detail: string, code = 0) => new RemoteAgentFailed({ url, code, reason, detail })
+/** A failure whose detail is one line: the remote's status text in it could otherwise fake lines of the CLI's output. */
+const failedWith = (url: string, reason: string, detail: string, code = 0) => new RemoteAgentFailed({ url, code, reason, detail: Client.oneLine(detail) })
+
+/** The most of a remote's status line shown as `Progress`. */
+const maxProgressChars = 2000
 
 /**
  * The `Model` of one run's exchanges: the last user message of a request goes to the remote task (a follow-up,
@@ -118,7 +139,8 @@ const exchangeModel = (
   task: TaskState,
   run: Architecture.RunContext,
   resubscribe: Schedule.Schedule<unknown, unknown>,
-  pollEvery: Duration.Input
+  pollEvery: Duration.Input,
+  maxOutputChars: number
 ): Model.Service => {
   const url = resolved.endpoint
   const exchange = (request: Model.Request, onChunk: (chunk: Model.Chunk) => Effect.Effect<void>): Effect.Effect<Model.Response, ModelError.ModelError> => {
@@ -140,10 +162,19 @@ const exchangeModel = (
       if (status.message === undefined) return Effect.void
       const text = lineOf(status.message.parts)
       task.statusText = text
-      return Effect.provideService(Architecture.progress("a2a.status", { state: status.state, text }), Architecture.CurrentRun, run)
+      return Effect.provideService(
+        Architecture.progress("a2a.status", { state: status.state, text: Client.oneLine(text, maxProgressChars) }),
+        Architecture.CurrentRun,
+        run
+      )
     }
     /** Applies one event; answers whether to read on. */
-    const apply = (event: Wire.StreamResponse): Effect.Effect<boolean> => {
+    const apply = (event: Wire.StreamResponse): Effect.Effect<boolean, RemoteAgentFailed> =>
+      Effect.flatMap(applyOne(event), (more) =>
+        artifacts.size() > maxOutputChars
+          ? Effect.fail(failedWith(url, "malformed", `the output of task ${task.taskId ?? "(none)"} is over ${maxOutputChars} characters`))
+          : Effect.succeed(more))
+    const applyOne = (event: Wire.StreamResponse): Effect.Effect<boolean> => {
       if ("task" in event) {
         task.taskId = event.task.id
         task.contextId = event.task.contextId
@@ -241,10 +272,17 @@ const cancelRemote = (http: HttpClient.HttpClient, resolved: Client.Resolved, ta
 export const make = (options: Options): Architecture.Architecture<HttpClient.HttpClient> =>
   Architecture.make({ name: "a2a", program: program(options), remote: true })
 
-/** The architecture of the remote agent `options.url`, over `fetch` (nothing to provide). */
+/**
+ * `fetch` that follows no redirect: a 3xx comes back as it is (a `RemoteAgentFailed` `http`), so the headers never
+ * go to another host through a redirect, and a redirected card is not read as the agent's own.
+ */
+export const withFetch = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, Exclude<R, HttpClient.HttpClient>> =>
+  effect.pipe(Effect.provide(FetchHttpClient.layer), Effect.provideService(FetchHttpClient.RequestInit, { redirect: "manual" }))
+
+/** The architecture of the remote agent `options.url`, over `fetch` (nothing to provide; no redirect followed). */
 export const makeFetch = (options: Options): Architecture.Architecture<never> => {
   const run = program(options)
-  return Architecture.make({ name: "a2a", program: (input) => Effect.provide(run(input), FetchHttpClient.layer), remote: true })
+  return Architecture.make({ name: "a2a", program: (input) => withFetch(run(input)), remote: true })
 }
 
 /** The root of a run: the run a supervisor's delegations, a debate's rounds… all belong to. */
@@ -262,11 +300,22 @@ const program = (options: Options) => {
         const run = yield* Architecture.CurrentRun
         const root = rootOf(run)
         const cached = cards.get(root)
-        const resolved = cached ?? (yield* Client.card(http, options))
+        // `timeout` bounds the card read too: a remote that accepts and never answers fails the run within it.
+        const read = options.timeout === undefined ? Client.card(http, options) : Effect.timeoutOrElse(Client.card(http, options), {
+          duration: options.timeout,
+          orElse: () => Effect.fail(failedWith(options.url, "timeout", `the agent card was not read within ${Duration.format(Duration.fromInputUnsafe(options.timeout!))}`))
+        })
+        const resolved = cached ?? (yield* read)
         if (cached === undefined) cards.set(root, resolved)
-        const task: TaskState = { taskId: undefined, contextId: undefined, state: undefined, statusText: "", failure: undefined }
-        const model = exchangeModel(http, resolved, task, run, resubscribe, options.poll ?? "1 second")
+        const task: TaskState = { taskId: undefined, contextId: undefined, state: undefined, statusText: "", failure: undefined, cancelled: false }
+        const model = exchangeModel(http, resolved, task, run, resubscribe, options.poll ?? "1 second", options.maxOutputChars ?? defaultMaxOutputChars)
         const url = resolved.endpoint
+        /** Cancels the remote task when there is one still live that was not told to stop yet. */
+        const cancelOnce = (): Effect.Effect<void> => {
+          if (task.taskId === undefined || task.cancelled || (task.state !== undefined && Wire.terminalStates.has(task.state))) return Effect.void
+          task.cancelled = true
+          return cancelRemote(http, resolved, task.taskId, cancelTimeout)
+        }
         const program = Effect.gen(function*() {
           let request: Model.Request = { messages: [Model.user(input.promptParts ?? input.prompt)] }
           for (let exchange = 1;; exchange++) {
@@ -279,7 +328,7 @@ const program = (options: Options) => {
               // The task goes on without a reader unless it is told to stop.
               orElse: () =>
                 Effect.andThen(
-                  task.taskId !== undefined ? cancelRemote(http, resolved, task.taskId, cancelTimeout) : Effect.void,
+                  cancelOnce(),
                   Effect.fail(failedWith(url, "timeout", `task ${task.taskId ?? "(not started)"} did not settle within ${Duration.format(Duration.fromInputUnsafe(options.timeout!))}; it was cancelled`))
                 )
             }))
@@ -292,7 +341,7 @@ const program = (options: Options) => {
                 return { output, metadata: { a2a: { ...ids, exchanges: exchange } } }
               case "TASK_STATE_INPUT_REQUIRED": {
                 const answer = yield* Architecture.ask(task.statusText !== "" ? task.statusText : "The remote agent asks for input.", Schema.String).pipe(
-                  Effect.tapError((_: Unanswered) => task.taskId !== undefined ? cancelRemote(http, resolved, task.taskId, cancelTimeout) : Effect.void)
+                  Effect.tapError((_: Unanswered) => cancelOnce())
                 )
                 request = { messages: [Model.user(answer)] }
                 continue
@@ -308,9 +357,14 @@ const program = (options: Options) => {
             }
           }
         })
-        return yield* Effect.onInterrupt(program, () =>
-          task.taskId !== undefined && !(task.state !== undefined && Wire.terminalStates.has(task.state))
-            ? cancelRemote(http, resolved, task.taskId, cancelTimeout)
-            : Effect.void)
+        // Any end but success leaves no reader for the remote task: an interrupt, and a failure too (a malformed
+        // event, a stream lost for good, a JSON-RPC error mid-stream, a task stopped in AUTH_REQUIRED).
+        // A task the server says it no longer knows (-32001) has nothing left to cancel.
+        const gone = (cause: Cause.Cause<unknown>) => {
+          const error = Cause.findError(cause)
+          return Result.isSuccess(error) && error.success instanceof RemoteAgentFailed && error.success.reason === "json_rpc" &&
+            error.success.code === Wire.ErrorCode.taskNotFound
+        }
+        return yield* Effect.onExit(program, (exit) => (Exit.isFailure(exit) && !gone(exit.cause) ? cancelOnce() : Effect.void))
       })
 }

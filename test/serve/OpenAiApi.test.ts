@@ -17,6 +17,7 @@ import * as Tool from "../../src/core/Tool.js"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
 import * as OpenAiApi from "../../src/serve/OpenAiApi.js"
 import { z } from "zod"
+import { expectWeatherExchange, inspected, refusedWith, weatherExchange } from "../support/openAiFacade.js"
 import * as LoopbackServer from "../support/openAiServer.js"
 import { scriptedAgent, serveAgents } from "../support/serve.js"
 
@@ -45,24 +46,7 @@ const agents = [
   scripted("capped", ["one", "two"], ReAct.architecture)
 ]
 
-/** An agent on a scripted model whose requests the test reads back (`ScriptedModel.calls`). */
-const inspected = (name: string, script: ScriptedModel.Script) => {
-  const context = ScriptedModel.context(script)
-  const agent = Agent.make({ name, instructions: "Be brief.", model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) }) as Agent.Agent<never>
-  return { agent, calls: ScriptedModel.calls.pipe(Effect.provide(context)) }
-}
 
-/** The OpenAI error a request is refused with (`undefined` when it is not refused). */
-const refusedWith = (promise: Promise<unknown>) =>
-  Effect.promise(() =>
-    promise.then(
-      () => undefined,
-      (error: unknown) => {
-        if (!(error instanceof OpenAI.APIError)) throw error
-        return { status: error.status, param: error.param, code: error.code, type: error.type, message: error.message }
-      }
-    )
-  )
 
 const paris = { id: "call_1", type: "function" as const, function: { name: "weather", arguments: `{"city":"Paris"}` } }
 const CitySchema = {
@@ -290,19 +274,12 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
       const generated = yield* Effect.promise(() =>
         generateText({
           model: provider("weather"),
-          messages: [
-            { role: "user", content: "Weather in Paris?" },
-            { role: "assistant", content: [{ type: "tool-call", toolCallId: "call_1", toolName: "weather", input: { city: "Paris" } }] },
-            { role: "tool", content: [{ type: "tool-result", toolCallId: "call_1", toolName: "weather", output: { type: "text", value: "18°C, sunny" } }] }
-          ]
+          messages: weatherExchange
         })
       )
       expect(generated.text).toBe("It is 18°C and sunny.")
       const [request] = yield* weather.calls
-      expect(request!.messages!.map((message) => message.role)).toEqual(["system", "user", "assistant", "tool"])
-      expect(request!.messages![2]).toMatchObject({ role: "assistant", toolCalls: [{ id: "call_1", name: "weather" }] })
-      expect(JSON.parse((request!.messages![2] as Model.AssistantMessage).toolCalls![0]!.arguments)).toEqual({ city: "Paris" })
-      expect(request!.messages![3]).toEqual(Model.toolResult("call_1", "weather", "18°C, sunny"))
+      expectWeatherExchange(request)
     }).pipe(Effect.scoped), 30_000)
 
   it.live("openai: what the facade cannot honour is a 400 naming the parameter, and no run starts", () =>

@@ -19,29 +19,13 @@ import * as Threads from "../../src/core/Threads.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
 import * as RunsApi from "../../src/serve/RunsApi.js"
+import { expectWeatherExchange, inspected, refusedWith, weatherExchange } from "../support/openAiFacade.js"
 import * as LoopbackServer from "../support/openAiServer.js"
 import { json, post, scriptedAgent, serveAgents, sseEvents } from "../support/serve.js"
 
-/** An agent on a scripted model whose requests the test reads back (`ScriptedModel.calls`). */
-const inspected = (name: string, script: ScriptedModel.Script) => {
-  const context = ScriptedModel.context(script)
-  const agent = Agent.make({ name, instructions: "Be brief.", model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) }) as Agent.Agent<never>
-  return { agent, calls: ScriptedModel.calls.pipe(Effect.provide(context)) }
-}
 
 const answer = { text: "Paris is the capital of France.", usage: { inputTokens: 11, outputTokens: 7 } }
 
-/** The OpenAI error a request is refused with (`undefined` when it is not refused). */
-const refusedWith = (promise: Promise<unknown>) =>
-  Effect.promise(() =>
-    promise.then(
-      () => undefined,
-      (error: unknown) => {
-        if (!(error instanceof OpenAI.APIError)) throw error
-        return { status: error.status, param: error.param, code: error.code, type: error.type, message: error.message }
-      }
-    )
-  )
 
 describe("OpenAiApi /v1/responses (the openai package as client)", () => {
   it.live("responses.create: a string input runs the agent; output_text, usage, status completed", () =>
@@ -446,19 +430,12 @@ describe("OpenAiApi /v1/responses: function_call and function_call_output items"
       const generated = yield* Effect.promise(() =>
         generateText({
           model: openai.responses("weather"),
-          messages: [
-            { role: "user", content: "Weather in Paris?" },
-            { role: "assistant", content: [{ type: "tool-call", toolCallId: "call_1", toolName: "weather", input: { city: "Paris" } }] },
-            { role: "tool", content: [{ type: "tool-result", toolCallId: "call_1", toolName: "weather", output: { type: "text", value: "18°C, sunny" } }] }
-          ]
+          messages: weatherExchange
         })
       )
       expect(generated.text).toBe("It is 18°C and sunny.")
       const [request] = yield* weather.calls
-      expect(request!.messages!.map((message) => message.role)).toEqual(["system", "user", "assistant", "tool"])
-      expect(request!.messages![2]).toMatchObject({ role: "assistant", toolCalls: [{ id: "call_1", name: "weather" }] })
-      expect(JSON.parse((request!.messages![2] as Model.AssistantMessage).toolCalls![0]!.arguments)).toEqual({ city: "Paris" })
-      expect(request!.messages![3]).toEqual(Model.toolResult("call_1", "weather", "18°C, sunny"))
+      expectWeatherExchange(request)
     }).pipe(Effect.scoped), 30_000)
 
   it.live("the AI SDK, a second turn: with store false the earlier answer is sent whole; with its default (store true) the item_reference is a 400 saying so", () =>

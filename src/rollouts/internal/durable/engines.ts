@@ -18,11 +18,12 @@
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
 import { Context, Duration, Effect, Fiber, Layer, Option, Redacted, Schema } from "effect"
-import { ClusterWorkflowEngine, RunnerAddress, SingleRunner } from "effect/cluster"
+import { ClusterWorkflowEngine, RunnerAddress } from "effect/cluster"
 import { SqlClient, type SqlError } from "effect/sql"
 import { WorkflowEngine } from "effect/workflow"
 import * as SqliteClient from "../../../environment/SqliteClient.js"
 import * as HumanLoopStore from "./humanLoopStore.js"
+import * as SqliteEngine from "./sqliteEngine.js"
 
 /** The store of a durable engine could not be opened. */
 export class DurableStoreError extends Schema.TaggedError<DurableStoreError>()("DurableStoreError", {
@@ -91,6 +92,18 @@ export const sqliteStore = (
     yield* client.unsafe(`PRAGMA synchronous = ${synchronous === "full" ? "FULL" : "NORMAL"}`).pipe(
       Effect.mapError((error) => sqliteFailure(filename, error, "open"))
     )
+    // A file an earlier valet wrote with effect/cluster's engine: its runs are in tables this engine does not read,
+    // so they would neither resume nor be found (a rerun would start every one of them again). Said, not ignored.
+    const tables = new Set((yield* client.unsafe<{ readonly name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'").pipe(
+      Effect.mapError((error) => sqliteFailure(filename, error, "open"))
+    )).map((row) => row.name))
+    if (tables.has("cluster_messages") && !tables.has(SqliteEngine.executionsTable)) {
+      return yield* new DurableStoreError({
+        store: "sqlite",
+        message: `sqlite ${filename}: written by an earlier valet (effect/cluster's engine), whose runs this version cannot resume: ` +
+          `finish them with that version, or name a new file`
+      })
+    }
     return context
   }))
 
@@ -124,9 +137,11 @@ export const endOnStoreFailure = (filename: string): Layer.Layer<WorkflowEngine.
   }))
 
 /**
- * A one-process engine on a SQLite file: checked when opened (see `sqliteStore`), its commits `synchronous = NORMAL`
- * unless `synchronous: "full"` (see `sqliteStore`), its workflows ended when the file fails during the run (see
- * `endOnStoreFailure`). Fails with `DurableStoreError` naming the file.
+ * A one-process engine on a SQLite file (`sqliteEngine.ts`: one statement an activity): checked when opened (see
+ * `sqliteStore`), its commits `synchronous = NORMAL` unless `synchronous: "full"` (see `sqliteStore`), its workflows
+ * ended when the file fails during the run (see `endOnStoreFailure`). Fails with `DurableStoreError` naming the file.
+ * A client (`clientOnly`: a process that decides or answers beside the one running the workflows) runs no workflow:
+ * what it completes is stored, and the process that runs them finds it within a quarter of a second.
  */
 export const layerSqlite = (
   filename: string,
@@ -134,21 +149,14 @@ export const layerSqlite = (
 ) =>
   // The guarded engine is the outer layer: where both provide a WorkflowEngine, the outer one is the one seen.
   endOnStoreFailure(filename).pipe(
-    Layer.provideMerge(ClusterWorkflowEngine.layer),
-    // One process: shard locks need not outlive it (with "sql", a restarted process waits for the old locks to expire).
-    // Messages stored for later (a durable clock's wake-up: an approval's timeout) are read every second, not
-    // effect/cluster's 10 s, so a timeout ends within about a second of its time. A client (`clientOnly`: a process
-    // that decides or answers beside the one running the workflows) owns no shard: what it sends is stored for the
-    // process that runs them, not delivered to workflows it does not have.
-    Layer.provideMerge(SingleRunner.layer({
-      runnerStorage: "memory",
-      shardingConfig: { entityMessagePollInterval: Duration.seconds(1), ...(options.clientOnly === true ? { assignedShardGroups: [] } : {}) }
+    Layer.provideMerge(SqliteEngine.layer({
+      clientOnly: options.clientOnly,
+      onStoreFailure: (error) => sqliteFailure(filename, error, "run")
     })),
     // valet's table of waiting calls and questions, in the same file.
     Layer.provideMerge(HumanLoopStore.layerSql),
-    // Built once, for the cluster's storage and the guard; kept private, so it never stands in for a SqlClient of the caller.
-    Layer.provide(sqliteStore(filename, options.synchronous)),
-    Layer.provide(NodeCrypto.layerDigest)
+    // Built once, for the engine and the guard; kept private, so it never stands in for a SqlClient of the caller.
+    Layer.provide(sqliteStore(filename, options.synchronous))
   )
 
 /** How a PostgreSQL runner or client is set up. */

@@ -1,0 +1,527 @@
+/**
+ * The one-process durable engine: effect/workflow's in-memory engine (`WorkflowEngine.layerMemory`, whose logic of
+ * runs, replays, suspensions, interrupts and wake-ups this follows step for step) with what a run must not lose
+ * written through to SQL tables beside it:
+ *
+ * - an execution when it starts (its workflow, its encoded payload, its parent) and its result when it completes;
+ * - an activity's result when it ends (one `INSERT` per activity: replayed, the activity answers it instead of running);
+ * - a deferred's result (a decision, an answer, a clock's wake-up) when it is completed, by this process or another;
+ * - a durable clock's wake-up time, until it fires.
+ *
+ * Why not effect/cluster's engine (which valet used here before): on one process it routes each activity through the
+ * sharding's message storage — a request saved, read back and claimed, and a reply saved: three transactions and
+ * about four statements an activity, plus the mailbox and entity machinery — which made a durable evaluation run at
+ * 0.62× of the same evaluation not durable. Here an activity costs one statement.
+ *
+ * On start, once a workflow's handler is registered, its executions that have no result are run again: they replay
+ * from what was stored (activities answer their stored results), as effect/cluster resumed them when its runner
+ * started. Another process on the same file (a client: `clientOnly`) runs no workflow; the deferreds it completes
+ * (a decision, an answer) are rows this process finds when SQLite says another connection committed (`PRAGMA
+ * data_version`, looked at four times a second) and wake the run that waits on them.
+ */
+import { Cause, Clock, Context, Deferred, Duration, Effect, Exit, Fiber, FiberMap, Layer, Option, Schema, Scope } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import { type Activity, type DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
+import { createTables } from "../../../core/internal/sql.js"
+
+/** How the engine treats a failed statement: a defect naming the store (the caller's error channel is a workflow's). */
+export type OnStoreFailure = (error: SqlError.SqlError) => unknown
+
+/** How the engine is set up. */
+export interface Options {
+  /** Runs no workflow: completes deferreds and reads results for the process that runs them. */
+  readonly clientOnly?: boolean | undefined
+  /** What a failed statement dies with (default: the `SqlError`). */
+  readonly onStoreFailure?: OnStoreFailure | undefined
+  /** How often another process's commits are looked for (default 250 ms). */
+  readonly pollInterval?: Duration.Input | undefined
+}
+
+/** The engine's table of executions (the others are named alike). */
+export const executionsTable = "valet_workflow_executions"
+const activitiesTable = "valet_workflow_activities"
+const deferredsTable = "valet_workflow_deferreds"
+const clocksTable = "valet_workflow_clocks"
+
+type Execute = (payload: object, executionId: string) => Effect.Effect<unknown, unknown, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>
+type Result = Workflow.Result<unknown, unknown>
+type ResumeMode = "explicit" | "automatic"
+
+interface Registered {
+  readonly workflow: Workflow.Any
+  readonly execute: Execute
+  readonly scope: Scope.Scope
+  /** The services where the handler was registered: a run sees these, not its caller's. */
+  readonly context: Context.Context<never>
+}
+
+interface ActivityState {
+  exit: Exit.Exit<Result> | undefined
+}
+
+/** What this process knows of one execution (the memory engine's state, with its activities and deferreds). */
+interface ExecutionState {
+  readonly workflow: Workflow.Any
+  readonly payload: object
+  instance: WorkflowEngine.WorkflowInstance["Service"]
+  interrupted: boolean
+  interruptedUnsafe: boolean
+  resumeRequested: ResumeMode | undefined
+  fiber: Fiber.Fiber<Result, unknown> | undefined
+  readonly done: Deferred.Deferred<void>
+  readonly scope: Scope.Closeable
+  readonly parent: string | undefined
+  /** The result stored by an earlier process: the execution is over, nothing runs. */
+  stored: Result | undefined
+  readonly activities: Map<string, ActivityState>
+  readonly deferreds: Map<string, Exit.Exit<unknown, unknown>>
+  /** Whether a clock was set (its row is removed when the execution completes). */
+  clocks: boolean
+}
+
+/** An encoded exit (its values already JSON) as JSON text, and back. */
+const ExitJson = Schema.toCodecJson(Schema.Exit(Schema.Unknown, Schema.Unknown, Schema.Defect()))
+const encodeExit = Schema.encodeUnknownEffect(ExitJson)
+const decodeExit = Schema.decodeUnknownEffect(ExitJson)
+// As effect/workflow's own `toJsonExit`: an activity or deferred that succeeds with nothing is stored as `null`.
+const toJsonExit = Exit.map((value: unknown) => value ?? null)
+
+const SuspendedJson = Schema.toCodecJson(Workflow.Suspended)
+const encodeSuspended = Schema.encodeUnknownEffect(SuspendedJson)
+const decodeSuspended = Schema.decodeUnknownEffect(SuspendedJson)
+const parseJson = (text: string) => Effect.try({ try: () => JSON.parse(text) as unknown, catch: (cause) => cause })
+
+const exitText = (exit: Exit.Exit<unknown, unknown>): Effect.Effect<string> =>
+  Effect.map(Effect.orDie(encodeExit(toJsonExit(exit))), (encoded) => JSON.stringify(encoded))
+const exitOf = (text: string): Effect.Effect<Exit.Exit<unknown, unknown>> =>
+  Effect.orDie(Effect.flatMap(parseJson(text), decodeExit))
+
+/** A workflow's result codec, JSON text on the wire of the table (built once per workflow). */
+const resultCodecs = new WeakMap<Workflow.Any, Schema.Codec<Result, unknown, never, never>>()
+const resultCodec = (workflow: Workflow.Any): Schema.Codec<Result, unknown, never, never> => {
+  let codec = resultCodecs.get(workflow)
+  if (codec === undefined) {
+    codec = Schema.toCodecJson(Workflow.Result({ success: workflow.successSchema, error: workflow.errorSchema })) as unknown as Schema.Codec<Result, unknown, never, never>
+    resultCodecs.set(workflow, codec)
+  }
+  return codec
+}
+const payloadCodec = (workflow: Workflow.Any) => Schema.toCodecJson(workflow.payloadSchema) as unknown as Schema.Codec<object, unknown, never, never>
+
+const isUnwakeable = (result: Result, mode: ResumeMode) =>
+  result._tag === "Complete" || (mode === "automatic" && result.failed === true)
+
+/**
+ * The engine on the `SqlClient` in context (a SQLite file: one process runs the workflows). Its tables are made
+ * when it starts.
+ */
+export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.WorkflowEngine["Service"], never, SqlClient.SqlClient | Scope.Scope> =>
+  Effect.gen(function*() {
+    const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+    const onStoreFailure = options.onStoreFailure ?? ((error: SqlError.SqlError) => error)
+    const stored = <A>(effect: Effect.Effect<A, SqlError.SqlError>): Effect.Effect<A> =>
+      Effect.catch(effect, (error) => Effect.die(onStoreFailure(error)))
+    const [executionsT, activitiesT, deferredsT, clocksT] = [executionsTable, activitiesTable, deferredsTable, clocksTable].map((name) => sql(name))
+    yield* stored(createTables(
+      sql,
+      executionsTable,
+      Effect.all([
+        sql`CREATE TABLE IF NOT EXISTS ${executionsT} (
+          execution_id TEXT PRIMARY KEY, workflow TEXT NOT NULL, payload TEXT NOT NULL, parent TEXT,
+          interrupted INTEGER NOT NULL DEFAULT 0, suspended TEXT, result TEXT)`,
+        sql`CREATE INDEX IF NOT EXISTS valet_workflow_executions_open ON ${executionsT} (workflow) WHERE result IS NULL`,
+        sql`CREATE TABLE IF NOT EXISTS ${activitiesT} (
+          execution_id TEXT NOT NULL, activity TEXT NOT NULL, exit TEXT NOT NULL, PRIMARY KEY (execution_id, activity))`,
+        sql`CREATE TABLE IF NOT EXISTS ${deferredsT} (
+          seq INTEGER PRIMARY KEY AUTOINCREMENT, execution_id TEXT NOT NULL, name TEXT NOT NULL, exit TEXT NOT NULL,
+          UNIQUE (execution_id, name))`,
+        sql`CREATE TABLE IF NOT EXISTS ${clocksT} (
+          execution_id TEXT NOT NULL, name TEXT NOT NULL, workflow TEXT NOT NULL, deferred TEXT NOT NULL,
+          wake_at BIGINT NOT NULL, PRIMARY KEY (execution_id, name))`
+      ], { discard: true })
+    ))
+
+    const scope = yield* Effect.scope
+    const workflows = new Map<string, Registered>()
+    const executions = new Map<string, ExecutionState>()
+    // Loads in progress: two callers asking for one stored execution at once get the one state.
+    const loading = new Map<string, Deferred.Deferred<ExecutionState | undefined>>()
+    const deferredState = WorkflowEngine.makeDeferredState()
+    const clocks = yield* FiberMap.make<string>()
+
+    const newState = (workflow: Workflow.Any, executionId: string, payload: object, parent: string | undefined): ExecutionState => ({
+      workflow,
+      payload,
+      instance: WorkflowEngine.WorkflowInstance.initial(workflow, executionId),
+      interrupted: false,
+      interruptedUnsafe: false,
+      resumeRequested: undefined,
+      fiber: undefined,
+      done: Deferred.makeUnsafe<void>(),
+      scope: Scope.makeUnsafe(),
+      parent,
+      stored: undefined,
+      activities: new Map(),
+      deferreds: new Map(),
+      clocks: false
+    })
+
+    interface ExecutionRow {
+      readonly workflow: string
+      readonly payload: string
+      readonly parent: string | null
+      readonly interrupted: number | bigint
+      readonly result: string | null
+    }
+
+    /** An execution an earlier process stored, with its activities and deferreds; `undefined` when none is. */
+    const loadStored = (executionId: string, workflow: Workflow.Any | undefined): Effect.Effect<ExecutionState | undefined> =>
+      Effect.gen(function*() {
+        const rows = yield* stored(sql<ExecutionRow>`SELECT workflow, payload, parent, interrupted, result FROM ${executionsT} WHERE execution_id = ${executionId}`)
+        const row = rows[0]
+        if (row === undefined) return undefined
+        const known = workflow ?? workflows.get(row.workflow)?.workflow
+        if (known === undefined) return undefined
+        const payload = yield* Effect.orDie(Effect.flatMap(parseJson(row.payload), Schema.decodeUnknownEffect(payloadCodec(known))))
+        const state = newState(known, executionId, payload, row.parent ?? undefined)
+        state.interrupted = Number(row.interrupted) === 1
+        if (row.result !== null) {
+          state.stored = yield* Effect.orDie(Effect.flatMap(parseJson(row.result), Schema.decodeUnknownEffect(resultCodec(known))))
+          return state
+        }
+        // Its clocks, if any, are set again by `register`; their rows go when it completes.
+        state.clocks = true
+        for (const activity of yield* stored(sql<{ readonly activity: string; readonly exit: string }>`SELECT activity, exit FROM ${activitiesT} WHERE execution_id = ${executionId}`)) {
+          state.activities.set(activity.activity, { exit: Exit.succeed(new Workflow.Complete({ exit: yield* exitOf(activity.exit) })) })
+        }
+        for (const deferred of yield* stored(sql<{ readonly name: string; readonly exit: string }>`SELECT name, exit FROM ${deferredsT} WHERE execution_id = ${executionId}`)) {
+          state.deferreds.set(deferred.name, yield* exitOf(deferred.exit))
+        }
+        return state
+      })
+
+    /** The state of an execution: in memory, or loaded once from what an earlier process stored. */
+    const stateOf = (executionId: string, workflow?: Workflow.Any): Effect.Effect<ExecutionState | undefined> =>
+      Effect.suspend(() => {
+        const known = executions.get(executionId)
+        if (known !== undefined) return Effect.succeed(known)
+        const pending = loading.get(executionId)
+        if (pending !== undefined) return Deferred.await(pending)
+        const latch = Deferred.makeUnsafe<ExecutionState | undefined>()
+        loading.set(executionId, latch)
+        return loadStored(executionId, workflow).pipe(
+          Effect.map((state) => {
+            // One that ended is answered from what was stored and not kept: memory holds the runs that live.
+            if (state === undefined || state.stored !== undefined) return state
+            if (!executions.has(executionId)) executions.set(executionId, state)
+            return executions.get(executionId)
+          }),
+          Effect.onExit((exit) => {
+            loading.delete(executionId)
+            return Deferred.done(latch, Exit.isSuccess(exit) ? exit : Exit.succeed(undefined))
+          })
+        )
+      })
+
+    const storeResult = (state: ExecutionState, result: Result): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        if (result._tag === "Suspended") {
+          // What a client's poll answers while it stays so (with why, when the run failed and suspended).
+          const encoded = yield* Effect.orDie(encodeSuspended(result))
+          yield* stored(sql`UPDATE ${executionsT} SET suspended = ${JSON.stringify(encoded)} WHERE execution_id = ${state.instance.executionId}`)
+          return
+        }
+        const encoded = yield* Effect.orDie(Schema.encodeUnknownEffect(resultCodec(state.workflow))(result))
+        yield* stored(sql`UPDATE ${executionsT} SET result = ${JSON.stringify(encoded)} WHERE execution_id = ${state.instance.executionId}`)
+        // Over: its activities and deferreds are never asked again (a later call answers the result).
+        state.activities.clear()
+        state.deferreds.clear()
+        if (state.clocks) yield* stored(sql`DELETE FROM ${clocksT} WHERE execution_id = ${state.instance.executionId}`)
+      })
+
+    const resume = (executionId: string, mode: ResumeMode): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        const state = executions.get(executionId)
+        if (state === undefined || state.stored !== undefined) return
+        const exit = state.fiber?.pollUnsafe()
+        if (exit !== undefined && exit._tag === "Success" && isUnwakeable(exit.value, mode)) {
+          return
+        } else if (state.fiber !== undefined && exit === undefined) {
+          // Queue wakes until the run finishes cleanup; explicit wakes take priority.
+          const requested = state.resumeRequested
+          state.resumeRequested = mode === "explicit" ? mode : requested ?? mode
+          if (requested === undefined) {
+            yield* Fiber.await(state.fiber).pipe(
+              Effect.flatMap(() => {
+                const next = state.resumeRequested ?? mode
+                state.resumeRequested = undefined
+                return resume(executionId, next)
+              }),
+              Effect.forkIn(scope)
+            )
+          }
+          return
+        }
+        const entry = workflows.get(state.workflow._tag)
+        if (entry === undefined) return
+        // Like the memory and cluster engines, each run gets a fresh scope, so replays rebuild compensations instead
+        // of registering them again.
+        const instance = WorkflowEngine.WorkflowInstance.initial(state.workflow, executionId, { scope: Scope.forkUnsafe(state.scope) })
+        state.instance = instance
+        state.fiber = yield* entry.execute(state.payload, executionId).pipe(
+          Effect.onExit((exit) => {
+            // Safe interrupts take effect only when the run would suspend; unsafe interrupts must also survive a
+            // replay that completes normally.
+            if (
+              !state.interrupted ||
+              (!state.interruptedUnsafe && !instance.suspended && !instance.abandoned &&
+                !(Context.get(instance.workflow.annotations, Workflow.SuspendOnFailure) && Exit.isFailure(exit)))
+            ) return Effect.void
+            instance.interrupted = true
+            instance.suspended = false
+            return Effect.withFiber((fiber) => Effect.interruptible(Fiber.interrupt(fiber)))
+          }),
+          Workflow.intoResult,
+          Effect.provideService(WorkflowEngine.WorkflowEngine, engine),
+          (effect) => deferredState.trackRun(instance, effect),
+          Effect.tap((result) => storeResult(state, result)),
+          Effect.tap((result) =>
+            state.parent === undefined || result._tag !== "Complete"
+              ? Effect.void
+              : Effect.forkIn(resume(state.parent, "automatic"), scope)
+          ),
+          Effect.onExit((exit) => {
+            if (Exit.isSuccess(exit) && exit.value._tag === "Suspended") return Effect.void
+            // The final run's scope closes with the real exit; closing the parent then closes earlier scopes with
+            // `Exit.void`, so their superseded compensations are skipped.
+            if (!(Exit.isSuccess(exit) && exit.value._tag === "Complete")) return Scope.close(state.scope, Exit.void)
+            return Scope.close(state.scope, Exit.void).pipe(
+              Effect.andThen(Deferred.succeed(state.done, undefined)),
+              // Stored: a later call or poll reads it from the file. Callers that wait hold this state themselves.
+              Effect.andThen(Effect.sync(() => {
+                if (executions.get(executionId) === state) executions.delete(executionId)
+              }))
+            )
+          }),
+          // A run is the engine's, not its caller's: it sees the services its handler was registered with (as
+          // effect/cluster's entity does), never a caller's layer that happens to provide the same service.
+          Effect.provideContext(entry.context),
+          Effect.forkIn(entry.scope)
+        )
+      })
+
+    /** Completes a deferred this process learnt of (stored already) and wakes the run that waits on it. */
+    const deferredArrived = (executionId: string, name: string, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const state = executions.get(executionId)
+        if (state === undefined || state.stored !== undefined || state.deferreds.has(name)) return Effect.void
+        state.deferreds.set(name, exit)
+        return Effect.andThen(deferredState.deferredDone(executionId, name), resume(executionId, "automatic"))
+      })
+
+    const fireClock = (workflow: Workflow.Any, executionId: string, name: string, deferred: string, wakeAt: number): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        if (wakeAt > now) yield* Effect.sleep(Duration.millis(wakeAt - now))
+        // A clock's deferred succeeds with nothing (DurableClock's `deferred` is a void DurableDeferred).
+        yield* encoded.deferredDone({ workflowName: workflow._tag, executionId, deferredName: deferred, exit: Exit.void })
+        yield* stored(sql`DELETE FROM ${clocksT} WHERE execution_id = ${executionId} AND name = ${name}`)
+      }).pipe(FiberMap.run(clocks, `${executionId}/${name}`, { onlyIfMissing: true }), Effect.asVoid)
+
+    const encoded: WorkflowEngine.Encoded = {
+      register: (workflow, execute) =>
+        Effect.gen(function*() {
+          workflows.set(workflow._tag, { workflow, execute, scope: yield* Effect.scope, context: yield* Effect.context<never>() })
+          if (options.clientOnly === true) return
+          // Its executions an earlier process left without a result run again, and its clocks are set again.
+          const open = yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${executionsT} WHERE workflow = ${workflow._tag} AND result IS NULL`)
+          const pendingClocks = yield* stored(sql<{ readonly execution_id: string; readonly name: string; readonly deferred: string; readonly wake_at: number | bigint }>`SELECT execution_id, name, deferred, wake_at FROM ${clocksT} WHERE workflow = ${workflow._tag}`)
+          yield* Effect.forEach(open, (row) =>
+            Effect.flatMap(stateOf(row.execution_id, workflow), (state) => state === undefined ? Effect.void : resume(row.execution_id, "explicit")), { discard: true }).pipe(
+            Effect.andThen(Effect.forEach(pendingClocks, (clock) => fireClock(workflow, clock.execution_id, clock.name, clock.deferred, Number(clock.wake_at)), { discard: true })),
+            Effect.forkIn(scope)
+          )
+        }),
+      execute: <const Discard extends boolean>(workflow: Workflow.Any, opts: {
+        readonly executionId: string
+        readonly payload: object
+        readonly discard: Discard
+        readonly parent?: WorkflowEngine.WorkflowInstance["Service"] | undefined
+        readonly detached?: boolean | undefined
+      }): Effect.Effect<Discard extends true ? void : Result> =>
+        Effect.gen(function*() {
+          const entry = workflows.get(workflow._tag)
+          let state = yield* stateOf(opts.executionId, workflow)
+          if (state === undefined) {
+            if (entry === undefined) return yield* Effect.die(`Workflow ${workflow._tag} is not registered`)
+            const payload = yield* Effect.orDie(Schema.encodeUnknownEffect(payloadCodec(workflow))(opts.payload))
+            const parent = opts.detached === true ? undefined : opts.parent?.executionId
+            // Stored before it runs: a process killed from here on runs it again when it starts.
+            yield* stored(sql`INSERT INTO ${executionsT} (execution_id, workflow, payload, parent) VALUES (${opts.executionId}, ${workflow._tag}, ${JSON.stringify(payload)}, ${parent ?? null}) ON CONFLICT DO NOTHING`)
+            state = executions.get(opts.executionId)
+            if (state === undefined) {
+              state = newState(workflow, opts.executionId, opts.payload, parent)
+              executions.set(opts.executionId, state)
+              yield* resume(opts.executionId, "explicit")
+            }
+          } else if (state.stored === undefined && state.fiber === undefined) {
+            if (entry === undefined) return yield* Effect.die(`Workflow ${workflow._tag} is not registered`)
+            yield* resume(opts.executionId, "explicit")
+          }
+          if (opts.discard) return undefined as Discard extends true ? void : Result
+          if (state.stored !== undefined) return state.stored as Discard extends true ? void : Result
+          // Capture together so a wake that swaps in a replay cannot desync them.
+          const instance = state.instance
+          const exit = yield* Fiber.await(state.fiber!)
+          if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) && instance.suspended) {
+            // A completion preempted the run; the caller retries into the replay.
+            return new Workflow.Suspended({}) as Discard extends true ? void : Result
+          }
+          return (yield* Effect.orDie(exit)) as Discard extends true ? void : Result
+        }),
+      awaitComplete: (_workflow, executionId) =>
+        Effect.suspend(() => {
+          const state = executions.get(executionId)
+          return state === undefined ? Effect.never : state.stored !== undefined ? Effect.void : Deferred.await(state.done)
+        }),
+      interrupt: (workflow, executionId) =>
+        Effect.gen(function*() {
+          const state = yield* stateOf(executionId, workflow)
+          if (state === undefined || state.stored !== undefined) return
+          state.interrupted = true
+          yield* stored(sql`UPDATE ${executionsT} SET interrupted = 1 WHERE execution_id = ${executionId}`)
+          yield* resume(executionId, "explicit")
+        }),
+      interruptUnsafe: (workflow, executionId) =>
+        Effect.gen(function*() {
+          const state = yield* stateOf(executionId, workflow)
+          if (state === undefined || state.stored !== undefined) return
+          state.interrupted = true
+          state.interruptedUnsafe = true
+          yield* stored(sql`UPDATE ${executionsT} SET interrupted = 1 WHERE execution_id = ${executionId}`)
+          if (state.fiber !== undefined) yield* Fiber.interrupt(state.fiber)
+          // Replay after hard interruption to record a terminal workflow result.
+          yield* resume(executionId, "explicit")
+        }),
+      resume: (workflow, executionId) => Effect.flatMap(stateOf(executionId, workflow), () => resume(executionId, "explicit")),
+      activityExecute: (activity: Activity.Any, attempt: number) =>
+        Effect.gen(function*() {
+          const instance = yield* WorkflowEngine.WorkflowInstance
+          const state = executions.get(instance.executionId)
+          const key = `${activity.name}/${attempt}`
+          let activityState = state?.activities.get(key)
+          if (activityState !== undefined) {
+            const exit = activityState.exit
+            if (exit !== undefined && exit._tag === "Success" && exit.value._tag === "Suspended") {
+              activityState.exit = undefined
+            } else if (exit !== undefined) {
+              return yield* exit
+            }
+          } else {
+            activityState = { exit: undefined }
+            state?.activities.set(key, activityState)
+          }
+          // A pending interrupt replays only to rebuild compensations, so it must not run new activities.
+          if (state?.interrupted === true && !instance.interrupted) return new Workflow.Suspended({})
+          const activityInstance = WorkflowEngine.WorkflowInstance.initial(instance.workflow, instance.executionId)
+          activityInstance.interrupted = instance.interrupted
+          const slot = activityState
+          return yield* activity.executeEncoded.pipe(
+            Workflow.intoResult,
+            Effect.provideService(WorkflowEngine.WorkflowInstance, activityInstance),
+            Effect.onExit((exit) => {
+              // A preempted activity must run again on the next replay.
+              const kept = Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) ? undefined : exit
+              slot.exit = kept
+              if (kept === undefined || kept._tag !== "Success" || kept.value._tag !== "Complete") return Effect.void
+              return Effect.flatMap(exitText(kept.value.exit), (text) =>
+                stored(sql`INSERT INTO ${activitiesT} (execution_id, activity, exit) VALUES (${instance.executionId}, ${key}, ${text}) ON CONFLICT DO NOTHING`))
+            })
+          )
+        }),
+      poll: (workflow, executionId) =>
+        Effect.gen(function*() {
+          const state = executions.get(executionId)
+          if (state?.stored !== undefined) return Option.some(state.stored)
+          if (state?.fiber !== undefined) {
+            const exit = state.fiber.pollUnsafe()
+            if (exit === undefined) return Option.none()
+            return exit._tag === "Success" ? Option.some(exit.value) : yield* Effect.die(exit.cause)
+          }
+          // Not running here (a client beside the process that runs it, or not started yet): as last stored, read
+          // each time, since the process that runs it moves on.
+          const rows = yield* stored(sql<{ readonly result: string | null; readonly suspended: string | null }>`SELECT result, suspended FROM ${executionsT} WHERE execution_id = ${executionId}`)
+          const row = rows[0]
+          if (row === undefined) return Option.none()
+          if (row.result !== null) return Option.some(yield* Effect.orDie(Effect.flatMap(parseJson(row.result), Schema.decodeUnknownEffect(resultCodec(workflow)))))
+          if (row.suspended !== null) return Option.some<Result>(yield* Effect.orDie(Effect.flatMap(parseJson(row.suspended), decodeSuspended)))
+          return Option.none()
+        }),
+      deferredResult: (deferred: DurableDeferred.Any) =>
+        Effect.gen(function*() {
+          const instance = yield* WorkflowEngine.WorkflowInstance
+          return Option.fromNullishOr(executions.get(instance.executionId)?.deferreds.get(deferred.name))
+        }),
+      deferredDone: (done) =>
+        Effect.gen(function*() {
+          const state = executions.get(done.executionId)
+          if (state?.deferreds.has(done.deferredName) === true) return
+          const text = yield* exitText(done.exit)
+          // The first completion wins, here and across processes (UNIQUE (execution_id, name)).
+          yield* stored(sql`INSERT INTO ${deferredsT} (execution_id, name, exit) VALUES (${done.executionId}, ${done.deferredName}, ${text}) ON CONFLICT DO NOTHING`)
+          if (options.clientOnly === true) return
+          const wake = deferredArrived(done.executionId, done.deferredName, done.exit)
+          const current = yield* Effect.serviceOption(WorkflowEngine.WorkflowInstance)
+          // A workflow finalizer cannot wait for its own run's cleanup: the engine's scope owns that wake.
+          if (Option.isSome(current) && current.value.executionId === done.executionId) {
+            yield* Effect.forkIn(wake, scope)
+          } else {
+            yield* wake
+          }
+        }),
+      scheduleClock: (workflow, opts) =>
+        Effect.gen(function*() {
+          if (options.clientOnly === true) return
+          const deferred = opts.clock.deferred.name
+          // A replay after the clock fired: its wake-up is stored, nothing to set again.
+          if (executions.get(opts.executionId)?.deferreds.has(deferred) === true) return
+          const state = executions.get(opts.executionId)
+          if (state !== undefined) state.clocks = true
+          const now = yield* Clock.currentTimeMillis
+          // The first schedule's time stays (a replay does not push the wake-up later).
+          yield* stored(sql`INSERT INTO ${clocksT} (execution_id, name, workflow, deferred, wake_at) VALUES (${opts.executionId}, ${opts.clock.name}, ${workflow._tag}, ${deferred}, ${now + Duration.toMillis(opts.clock.duration)}) ON CONFLICT DO NOTHING`)
+          const rows = yield* stored(sql<{ readonly wake_at: number | bigint }>`SELECT wake_at FROM ${clocksT} WHERE execution_id = ${opts.executionId} AND name = ${opts.clock.name}`)
+          yield* fireClock(workflow, opts.executionId, opts.clock.name, deferred, Number(rows[0]?.wake_at ?? now))
+        })
+    }
+    const engine = WorkflowEngine.makeUnsafe(encoded)
+
+    if (options.clientOnly !== true) {
+      // Deferreds another process completed (a decision or an answer given beside this one): found when SQLite
+      // says another connection committed, and read from the last one seen.
+      let version = -1
+      let lastSeq = Number((yield* stored(sql<{ readonly seq: number | bigint | null }>`SELECT MAX(seq) AS seq FROM ${deferredsT}`))[0]?.seq ?? 0)
+      const look = Effect.gen(function*() {
+        const now = Number((yield* stored(sql.unsafe<{ readonly data_version: number | bigint }>("PRAGMA data_version")))[0]?.data_version ?? 0)
+        if (now === version) return
+        version = now
+        const rows = yield* stored(sql<{ readonly seq: number | bigint; readonly execution_id: string; readonly name: string; readonly exit: string }>`SELECT seq, execution_id, name, exit FROM ${deferredsT} WHERE seq > ${lastSeq} ORDER BY seq`)
+        for (const row of rows) {
+          lastSeq = Math.max(lastSeq, Number(row.seq))
+          const state = executions.get(row.execution_id)
+          if (state === undefined || state.deferreds.has(row.name)) continue
+          yield* deferredArrived(row.execution_id, row.name, yield* exitOf(row.exit))
+        }
+      })
+      yield* look.pipe(
+        Effect.andThen(Effect.sleep(options.pollInterval ?? Duration.millis(250))),
+        Effect.forever,
+        Effect.forkIn(scope)
+      )
+    }
+    return engine
+  })
+
+/** The engine as a layer, on the `SqlClient` in context. */
+export const layer = (options: Options = {}): Layer.Layer<WorkflowEngine.WorkflowEngine, never, SqlClient.SqlClient> =>
+  Layer.effect(WorkflowEngine.WorkflowEngine, make(options))

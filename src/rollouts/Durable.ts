@@ -134,15 +134,18 @@ export const DurableStoreError = Engines.DurableStoreError
 export type DurableStoreError = Engines.DurableStoreError
 
 /**
- * A one-process durable engine whose state is a SQLite file (`effect/cluster`'s single runner). With
- * `{ clientOnly: true }`, an engine for a process beside the one that runs the workflows — one that decides or
- * answers what they wait on (`decide`, `answer`), or lists it: it runs no workflow, and what it sends is stored in
- * the file for the process that does (read within about a second).
+ * A one-process durable engine whose state is a SQLite file: effect/workflow's engine logic with what a run must not
+ * lose written through to the file — an execution when it starts and its result when it ends, one row per activity
+ * result, the deferreds completed (decisions, answers, clocks' wake-ups) and clocks not yet fired. When the process
+ * starts again, a workflow's executions without a result run again as soon as its handler is registered, their
+ * ended activities answered from the file. A file an earlier valet wrote on effect/cluster's engine is
+ * refused with a `DurableStoreError`. With `{ clientOnly: true }`, an engine for a process beside the one that runs
+ * the workflows — one that decides or answers what they wait on (`decide`, `answer`), or lists it: it runs no
+ * workflow, and what it sends is stored in the file for the process that does (found within a quarter of a second).
  *
  * Commits are `synchronous = NORMAL` (WAL): what a killed process committed is kept, and the disk is synced at
- * checkpoints rather than at each of the two commits per activity. `{ synchronous: "full" }` waits for the disk at
- * every commit, for a store that must also keep its last commits through a power loss (3 to 4 ms more per activity
- * in `bench/durable.ts` on a busy disk: 6.5–6.7 ms against 2.3–3.5 ms).
+ * checkpoints rather than at each commit. `{ synchronous: "full" }` waits for the disk at every commit, for a store
+ * that must also keep its last commits through a power loss.
  *
  * @since 0.2.0
  * @category engines

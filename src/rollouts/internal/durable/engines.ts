@@ -1,10 +1,10 @@
 /**
- * Where durable runs live: `effect/cluster`'s workflow engine over SQL storage.
+ * Where durable runs live.
  *
- * - SQLite: one process (`SingleRunner`), its state in a file (valet's `node:sqlite` client). The file is checked
- *   when opened (`PRAGMA quick_check`), and a storage failure during the run (the file damaged, full, unreadable)
- *   ends the workflows awaited on it with a `DurableStoreError` naming the file: effect/cluster's storage loops retry
- *   a failed read forever, logging a stack trace each time, so without this a damaged file hung the run.
+ * - SQLite: one process, its state in a file (valet's `node:sqlite` client), on valet's own engine (`sqliteEngine.ts`:
+ *   effect/workflow's memory engine written through to SQL, one statement an activity). The file is checked when
+ *   opened (`PRAGMA quick_check`), and a storage failure during the run (the file damaged, full, unreadable) ends the
+ *   workflows awaited on it with a `DurableStoreError` naming the file, as one line, not a stack trace per retry.
  * - PostgreSQL: any number of runner processes, each serving a share of the workflows' shards on a socket
  *   (`NodeClusterSocket`), and clients (the process that starts an evaluation) that only send. Shard locks are
  *   PostgreSQL advisory locks, released by the server the moment a killed runner's connection closes; the other
@@ -60,10 +60,9 @@ export type SqliteSynchronous = "normal" | "full"
  * The SQLite file of a one-process engine, opened and checked with `PRAGMA quick_check`: it reads every page (150 ms
  * for a 121 MB file here, from the OS cache), so a damaged page is found now, not in the middle of a run.
  *
- * Commits are `synchronous = NORMAL` unless `"full"` is asked. Why: effect/cluster's storage commits twice per
- * activity (the request, then its reply), and `node:sqlite` is synchronous, so under FULL every commit blocked the
- * event loop for a disk sync (0.2–0.8 ms each here, more on a busy disk): the model calls, tools and every other
- * workflow waited behind it. In WAL mode NORMAL keeps what a killed process committed (the log is written before
+ * Commits are `synchronous = NORMAL` unless `"full"` is asked. Why: the engine commits once per activity and
+ * `node:sqlite` is synchronous, so under FULL every commit blocks the event loop for a disk sync (0.2–0.8 ms each
+ * here, more on a busy disk): the model calls, tools and every other workflow wait behind it. In WAL mode NORMAL keeps what a killed process committed (the log is written before
  * the commit returns) and the file consistent; only an operating-system crash or power loss can lose the last
  * commits, whose activities then run again on resume, as calls in flight do.
  */
@@ -109,8 +108,8 @@ export const sqliteStore = (
 
 /**
  * The engine in context, its workflows ended at once when the SQLite store fails for good (`SqliteClient.fatal`):
- * `execute` and `poll` die with a `DurableStoreError` naming the file instead of waiting on storage loops that
- * retry forever. A defect, because the engine's error channel is each workflow's own; the CLI reports it as one line.
+ * `execute` and `poll` die with a `DurableStoreError` naming the file, also those whose runs wait on something else
+ * (a model call, a decision) and would only meet the failure at their next write. A defect, because the engine's error channel is each workflow's own; the CLI reports it as one line.
  */
 export const endOnStoreFailure = (filename: string): Layer.Layer<WorkflowEngine.WorkflowEngine, never, WorkflowEngine.WorkflowEngine | SqliteClient.SqliteClient> =>
   Layer.effect(WorkflowEngine.WorkflowEngine, Effect.gen(function*() {
@@ -125,7 +124,7 @@ export const endOnStoreFailure = (filename: string): Layer.Layer<WorkflowEngine.
     const failed = Effect.flatMap(Fiber.await(watcher), () => failure !== undefined ? Effect.die(failure) : Effect.never)
     const guard = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
       Effect.suspend(() => failure !== undefined ? Effect.die(failure) : Effect.raceFirst(effect, failed)).pipe(
-        // The storage error may reach the workflow (as effect/cluster's PersistenceError) a moment before the watcher
+        // The storage error may reach the workflow (the engine's defect) a moment before the watcher
         // runs: one turn later, the store's own failure is the one reported.
         Effect.catchCause((cause) => Effect.flatMap(Effect.yieldNow, () => failure !== undefined ? Effect.die(failure) : Effect.failCause(cause)))
       )

@@ -5,7 +5,7 @@
  * tests (SIGKILL mid-run) are in Durable.test.ts, DurableApprovals.test.ts and DurableEpisodes.test.ts.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Clock, Context, Duration, Effect, Exit, Layer, Option, Schema, Scope } from "effect"
+import { Clock, Context, Duration, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { Activity, DurableClock, DurableDeferred, Workflow } from "effect/workflow"
 import { mkdtempSync, rmSync } from "node:fs"
@@ -114,6 +114,30 @@ describe("Durable's SQLite engine", () => {
       // And the client reads the result the running process stored.
       const seen = Option.getOrThrow(yield* Gate.poll(executionId).pipe(Effect.provide(client)))
       expect(seen._tag === "Complete" && Exit.isSuccess(seen.exit) ? seen.exit.value : seen).toBe("opened by the client")
+    }).pipe(Effect.scoped))
+
+  it.effect("a run that waits is not run again by each call that asks for it; what it waits for runs it once more", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      let replays = 0
+      const Gate = Workflow.make("test/Gate2", { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: (payload) => payload.id })
+      const opened = DurableDeferred.make("opened", { success: Schema.String })
+      const context = yield* Layer.build(Gate.toLayer(Effect.fnUntraced(function*() {
+        replays++
+        return `opened by ${yield* DurableDeferred.await(opened)}`
+      })).pipe(Layer.provideMerge(engineOn(file))))
+      const executionId = yield* Gate.execute({ id: "g" }, { discard: true }).pipe(Effect.provide(context))
+      yield* until(Gate.poll(executionId).pipe(Effect.provide(context)), Option.isSome)
+      for (let call = 0; call < 3; call++) yield* Gate.execute({ id: "g" }, { discard: true }).pipe(Effect.provide(context))
+      const waiting = yield* Gate.execute({ id: "g" }).pipe(Effect.provide(context), Effect.forkChild)
+      yield* TestClock.adjust(Duration.seconds(1))
+      expect(replays).toBe(1)
+      const token = DurableDeferred.tokenFromExecutionId(opened, { workflow: Gate, executionId })
+      yield* DurableDeferred.succeed(opened, { token, value: "a decision" }).pipe(Effect.provide(context))
+      // The caller that waited is woken by the completion itself (its retry schedule's next try is seconds away).
+      yield* TestClock.adjust(Duration.millis(1))
+      expect(yield* Fiber.join(waiting)).toBe("opened by a decision")
+      expect(replays).toBe(2)
     }).pipe(Effect.scoped))
 
   it.effect("a run sees the services its handler was registered with, not a caller's layer of the same service", () =>

@@ -68,11 +68,12 @@ interface ExecutionState {
   interruptedUnsafe: boolean
   resumeRequested: ResumeMode | undefined
   fiber: Fiber.Fiber<Result, unknown> | undefined
-  readonly done: Deferred.Deferred<void>
   readonly scope: Scope.Closeable
   readonly parent: string | undefined
   /** The result stored by an earlier process: the execution is over, nothing runs. */
   stored: Result | undefined
+  /** Loaded from the file while it waits: its last suspension, what a caller is answered without running it. */
+  suspension: Result | undefined
   readonly activities: Map<string, ActivityState>
   readonly deferreds: Map<string, Exit.Exit<unknown, unknown>>
   /** Whether a clock was set (its row is removed when the execution completes). */
@@ -171,7 +172,13 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
     ))
 
     const workflows = new Map<string, Registered>()
+    // The executions running here, or suspended on a failure (kept, so that only an explicit resume runs them again).
+    // One that completes is dropped (its result is in the file); one that suspends waiting (a decision, an answer, a
+    // clock, a child) too: memory is not held per waiting run. It is loaded again when what it waits for comes.
     const executions = new Map<string, ExecutionState>()
+    // What callers that wait on an execution's result are woken by; kept apart, since the state may be dropped
+    // and loaded again while they wait.
+    const completions = new Map<string, Deferred.Deferred<void>>()
     // Loads in progress: two callers asking for one stored execution at once get the one state.
     const loading = new Map<string, Deferred.Deferred<ExecutionState | undefined>>()
     const deferredState = WorkflowEngine.makeDeferredState()
@@ -185,10 +192,10 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
       interruptedUnsafe: false,
       resumeRequested: undefined,
       fiber: undefined,
-      done: Deferred.makeUnsafe<void>(),
       scope: Scope.makeUnsafe(),
       parent,
       stored: undefined,
+      suspension: undefined,
       activities: new Map(),
       deferreds: new Map(),
       clocks: false
@@ -199,13 +206,14 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
       readonly payload: string
       readonly parent: string | null
       readonly interrupted: number | bigint
+      readonly suspended: string | null
       readonly result: string | null
     }
 
     /** An execution an earlier process stored, with its activities and deferreds; `undefined` when none is. */
     const loadStored = (executionId: string, workflow: Workflow.Any | undefined): Effect.Effect<ExecutionState | undefined> =>
       Effect.gen(function*() {
-        const rows = yield* stored(sql<ExecutionRow>`SELECT workflow, payload, parent, interrupted, result FROM ${executionsT} WHERE execution_id = ${executionId}`)
+        const rows = yield* stored(sql<ExecutionRow>`SELECT workflow, payload, parent, interrupted, suspended, result FROM ${executionsT} WHERE execution_id = ${executionId}`)
         const row = rows[0]
         if (row === undefined) return undefined
         const known = workflow ?? workflows.get(row.workflow)?.workflow
@@ -219,6 +227,7 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         }
         // Its clocks, if any, are set again by `register`; their rows go when it completes.
         state.clocks = true
+        if (row.suspended !== null) state.suspension = yield* Effect.orDie(Effect.flatMap(parseJson(row.suspended), decodeSuspended))
         for (const activity of yield* stored(sql<{ readonly activity: string; readonly exit: string }>`SELECT activity, exit FROM ${activitiesT} WHERE execution_id = ${executionId}`)) {
           state.activities.set(activity.activity, { exit: Exit.succeed(new Workflow.Complete({ exit: yield* exitOf(activity.exit) })) })
         }
@@ -316,18 +325,27 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
           Effect.tap((result) =>
             state.parent === undefined || result._tag !== "Complete"
               ? Effect.void
-              : Effect.forkIn(resume(state.parent, "automatic"), scope)
+              : Effect.forkIn(wake(state.parent, "automatic"), scope)
           ),
           Effect.onExit((exit) => {
-            if (Exit.isSuccess(exit) && exit.value._tag === "Suspended") return Effect.void
+            if (Exit.isSuccess(exit) && exit.value._tag === "Suspended") {
+              // Waiting: dropped from memory until what it waits for comes (its state is in the file). Not when a
+              // wake came during the run (it runs again at once), nor when it suspended on a failure.
+              if (state.resumeRequested === undefined && exit.value.failed !== true && executions.get(executionId) === state) {
+                executions.delete(executionId)
+              }
+              return Effect.void
+            }
             // The final run's scope closes with the real exit; closing the parent then closes earlier scopes with
             // `Exit.void`, so their superseded compensations are skipped.
             if (!(Exit.isSuccess(exit) && exit.value._tag === "Complete")) return Scope.close(state.scope, Exit.void)
             return Scope.close(state.scope, Exit.void).pipe(
-              Effect.andThen(Deferred.succeed(state.done, undefined)),
-              // Stored: a later call or poll reads it from the file. Callers that wait hold this state themselves.
               Effect.andThen(Effect.sync(() => {
+                // Stored: a later call or poll reads it from the file. Callers that wait hold this state themselves.
                 if (executions.get(executionId) === state) executions.delete(executionId)
+                const waiting = completions.get(executionId)
+                completions.delete(executionId)
+                if (waiting !== undefined) Deferred.doneUnsafe(waiting, Exit.void)
               }))
             )
           }),
@@ -338,13 +356,21 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         )
       })
 
+    /** Wakes an execution, loading it from the file when it waited out of memory. */
+    const wake = (executionId: string, mode: ResumeMode): Effect.Effect<void> =>
+      Effect.flatMap(stateOf(executionId), (state) => state === undefined ? Effect.void : resume(executionId, mode))
+
     /** Completes a deferred this process learnt of (stored already) and wakes the run that waits on it. */
     const deferredArrived = (executionId: string, name: string, exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> =>
       Effect.suspend(() => {
         const state = executions.get(executionId)
-        if (state === undefined || state.stored !== undefined || state.deferreds.has(name)) return Effect.void
-        state.deferreds.set(name, exit)
-        return Effect.andThen(deferredState.deferredDone(executionId, name), resume(executionId, "automatic"))
+        if (state !== undefined) {
+          if (state.stored !== undefined || state.deferreds.has(name)) return Effect.void
+          state.deferreds.set(name, exit)
+          return Effect.andThen(deferredState.deferredDone(executionId, name), resume(executionId, "automatic"))
+        }
+        // Waiting out of memory: loaded again, this deferred with it (it was stored first), and run.
+        return options.clientOnly === true ? Effect.void : wake(executionId, "automatic")
       })
 
     const fireClock = (workflow: Workflow.Any, executionId: string, name: string, deferred: string, wakeAt: number): Effect.Effect<void> =>
@@ -394,6 +420,11 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
             }
           } else if (state.stored === undefined && state.fiber === undefined) {
             if (entry === undefined) return yield* Effect.die(`Workflow ${workflow._tag} is not registered`)
+            if (state.suspension !== undefined) {
+              // It waits (what it waits for wakes it when it comes): answered as it stands, not run again per call.
+              if (executions.get(opts.executionId) === state) executions.delete(opts.executionId)
+              return (opts.discard ? undefined : state.suspension) as Discard extends true ? void : Result
+            }
             yield* resume(opts.executionId, "explicit")
           }
           if (opts.discard) return undefined as Discard extends true ? void : Result
@@ -409,8 +440,12 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         }),
       awaitComplete: (_workflow, executionId) =>
         Effect.suspend(() => {
-          const state = executions.get(executionId)
-          return state === undefined ? Effect.never : state.stored !== undefined ? Effect.void : Deferred.await(state.done)
+          let waiting = completions.get(executionId)
+          if (waiting === undefined) {
+            waiting = Deferred.makeUnsafe<void>()
+            completions.set(executionId, waiting)
+          }
+          return Deferred.await(waiting)
         }),
       interrupt: (workflow, executionId) =>
         Effect.gen(function*() {
@@ -536,8 +571,7 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         const rows = yield* stored(sql<{ readonly seq: number | bigint; readonly execution_id: string; readonly name: string; readonly exit: string }>`SELECT seq, execution_id, name, exit FROM ${deferredsT} WHERE seq > ${lastSeq} ORDER BY seq`)
         for (const row of rows) {
           lastSeq = Math.max(lastSeq, Number(row.seq))
-          const state = executions.get(row.execution_id)
-          if (state === undefined || state.deferreds.has(row.name)) continue
+          if (executions.get(row.execution_id)?.deferreds.has(row.name) === true) continue
           yield* deferredArrived(row.execution_id, row.name, yield* exitOf(row.exit))
         }
       })

@@ -1,9 +1,10 @@
 /**
  * Heap per durable run waiting for a person (issue 28 part 3; goal under 2 KB): N agent runs on
  * `Durable.layerSqlite`, each of whose first model call asks for a tool that needs approval, started at once; when
- * every one waits (its call in `Durable.pending`, its workflow suspended), the heap is read after a forced GC, at
- * once and then after effect/cluster releases the idle workflow entities (`entityMaxIdleTime`, 10 s), against the
- * heap of the same engine before the runs (after one run, for the JIT and the tables). Then every call is approved
+ * every one waits (its call in `Durable.pending`, its workflow suspended and dropped from the engine's memory), the
+ * heap is read after a forced GC, at once and then 15 and 30 s later (with effect/cluster's engine, which valet's
+ * SQLite layer used before, idle workflow entities were released after 10 s), against the heap of the same engine
+ * before the runs (after one run, for the JIT and the tables). Then every call is approved
  * (`Durable.decide`) and every run must finish with its tool run once.
  *
  *   node_modules/.bin/node --expose-gc --import tsx bench/approvals.ts [--quick]     # runs=1000 quick, 2000 full
@@ -74,7 +75,7 @@ export const main = async (quick: boolean) => {
       const after30 = heap()
       const per = (at: { used: number; data: number }, key: "used" | "data") => (at[key] - before[key]) / runs / 1024
       rows.push({ framework: "valet", measure: `heap / waiting durable run, when all ${runs} wait`, value: per(atOnce, "used"), unit: "KB" })
-      rows.push({ framework: "valet", measure: `heap / waiting durable run, 15 s later (entities released)`, value: per(after15, "used"), unit: "KB" })
+      rows.push({ framework: "valet", measure: `heap / waiting durable run, 15 s later`, value: per(after15, "used"), unit: "KB" })
       rows.push({ framework: "valet", measure: `heap / waiting durable run, 30 s later`, value: per(after30, "used"), unit: "KB" })
       rows.push({ framework: "valet", measure: `heap / waiting durable run, 30 s later, without V8 code spaces`, value: per(after30, "data"), unit: "KB" })
       rows.push({ framework: "valet", measure: `time until all ${runs} runs wait (SQLite)`, value: allWaiting, unit: "s" })

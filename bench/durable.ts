@@ -183,7 +183,7 @@ for (let round = 0; round < (quick ? 1 : 3); round++) {
 }
 rows.push(summarize("valet", `eval in process, not durable, per model call (${inProcess} problems, instant model)`, "µs", samples.plain))
 rows.push(summarize("valet", "added per activity: Durable on WorkflowEngine.layerMemory", "µs", samples.memory))
-rows.push(summarize("valet", "added per activity: Durable on SQLite (SingleRunner)", "µs", samples.sqlite))
+rows.push(summarize("valet", "added per activity: Durable on SQLite (Durable.layerSqlite)", "µs", samples.sqlite))
 rows.push(summarize("valet", "added per activity: Durable on SQLite, synchronous: \"full\" (a disk sync per commit)", "µs", samples.full))
 
 console.log("\n=== durable evaluations ===")

@@ -637,7 +637,11 @@ const buildWith = (loaded: Loaded, options: BuildOptions | undefined): Effect.Ef
           name,
           ...(spec.description !== undefined ? { description: spec.description } : {}),
           ...(token !== undefined ? { token } : {}),
-          ...(remote.headers !== undefined ? { headers: remote.headers } : {})
+          ...(remote.headers !== undefined ? { headers: remote.headers } : {}),
+          ...(remote.allowedOrigins !== undefined ? { allowedOrigins: remote.allowedOrigins } : {}),
+          ...(remote.timeout !== undefined ? { timeout: remote.timeout as Duration.Input } : {}),
+          ...(remote.requestTimeout !== undefined ? { requestTimeout: remote.requestTimeout as Duration.Input } : {}),
+          ...(remote.idleTimeout !== undefined ? { idleTimeout: remote.idleTimeout as Duration.Input } : {})
         })
         const entry: Agents.Entry = {
           name,

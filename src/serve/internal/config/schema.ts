@@ -48,7 +48,15 @@ export const A2aAgentSpec = Schema.Struct({
   /** The environment variable holding its bearer token. */
   tokenEnv: Schema.optional(EnvName),
   /** More headers sent with every request. */
-  headers: Schema.optional(Schema.Record(Schema.String, Schema.String))
+  headers: Schema.optional(Schema.Record(Schema.String, Schema.String)),
+  /** Origins (`https://gateway.example`) besides the card's own that may receive the token and headers. */
+  allowedOrigins: Schema.optional(Schema.Array(HttpUrl)),
+  /** How long one exchange (a message until its task ends or asks for input) may take (`"5 minutes"`, or ms). */
+  timeout: Schema.optional(WireDuration),
+  /** How long one request may wait for its answer (`"30 seconds"`, or ms; default 30 s). */
+  requestTimeout: Schema.optional(WireDuration),
+  /** How long a task's stream may go without an event before it is resumed (default 5 minutes). */
+  idleTimeout: Schema.optional(WireDuration)
 })
 export type A2aAgentSpec = typeof A2aAgentSpec.Type
 

@@ -194,16 +194,27 @@ describe("TrajectoryStore tokens: packed beside the step", () => {
 })
 
 describe("TrajectoryStore [file] per-append cost", () => {
-  /** The Node file system, counting how often a `.jsonl` file is opened or written whole (`writeFileString`). */
+  /**
+   * The Node file system, counting how often a `.jsonl` file is opened, written through an open file (`writeAll`)
+   * or written whole (`writeFileString`).
+   */
   const counting = () => {
-    const counts = { opens: 0, wholeWrites: 0 }
+    const counts = { opens: 0, wholeWrites: 0, writes: 0 }
     const layer = Layer.effect(
       FileSystem.FileSystem,
       Effect.map(FileSystem.FileSystem, (fs): FileSystem.FileSystem => ({
         ...fs,
         open: (path, options) => {
-          if (path.endsWith(".jsonl")) counts.opens++
-          return fs.open(path, options)
+          if (!path.endsWith(".jsonl")) return fs.open(path, options)
+          counts.opens++
+          // The file as opened, its `writeAll` counted (its other methods its own, through the prototype).
+          return Effect.map(fs.open(path, options), (file): FileSystem.File =>
+            Object.assign(Object.create(file) as FileSystem.File, {
+              writeAll: (buffer: Uint8Array) => {
+                counts.writes++
+                return file.writeAll(buffer)
+              }
+            }))
         },
         writeFileString: (path, data, options) => {
           if (path.endsWith(".jsonl")) counts.wholeWrites++
@@ -230,9 +241,31 @@ describe("TrajectoryStore [file] per-append cost", () => {
       yield* Effect.forEach([1, 2, 3, 4, 5, 6], (n) => TrajectoryStore.append(record("kept", n)), { discard: true }).pipe(
         Effect.provide(TrajectoryStore.layerFile({ root: dir }).pipe(Layer.provide(layer)))
       )
-      expect(counts).toEqual({ opens: 1, wholeWrites: 0 })
+      expect(counts).toEqual({ opens: 1, wholeWrites: 0, writes: 6 })
       const lines = readFileSync(join(dir, "raw", "kept.jsonl"), "utf8").trimEnd().split("\n")
       expect(lines.map((line) => JSON.parse(line).step)).toEqual([1, 2, 3, 4, 5, 6])
+    }))
+
+  it.effect("appends asked while a line is being written share one write, in the order asked (a group's members)", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      const { counts, layer } = counting()
+      // Eight members finishing their steps at once; the fourth's record breaks the schema.
+      const bad = { ...record("group", 4), metrics: { actorLatencySec: Number.NaN, sandboxFailed: false } }
+      const results = yield* Effect.forEach(
+        [1, 2, 3, 4, 5, 6, 7, 8],
+        (n) => Effect.result(TrajectoryStore.append(n === 4 ? bad : record("group", n))),
+        { concurrency: "unbounded" }
+      ).pipe(Effect.provide(TrajectoryStore.layerFile({ root: dir }).pipe(Layer.provide(layer))))
+      // One write for the seven good records (each wrote its own: seven); the refused one failed alone, no step taken.
+      expect(counts).toEqual({ opens: 1, wholeWrites: 0, writes: 1 })
+      expect(results.map((r) => (r._tag === "Success" ? r.success.step : r.failure.message.includes("actorLatencySec")))).toEqual(
+        [1, 2, 3, true, 4, 5, 6, 7]
+      )
+      const lines = readFileSync(join(dir, "raw", "group.jsonl"), "utf8").trimEnd().split("\n").map((line) => JSON.parse(line))
+      expect(lines.map((line) => [line.step, line.prompt])).toEqual(
+        [1, 2, 3, 5, 6, 7, 8].map((n, i) => [i + 1, record("group", n).prompt])
+      )
     }))
 
   it.effect("keeps at most 64 task files open (the oldest idle one closed), and none once the store is closed", () =>

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, FileSystem, Layer, Schema, Stream } from "effect"
+import { Effect, Fiber, FileSystem, Layer, Schema, Stream } from "effect"
 import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -266,6 +266,22 @@ describe("TrajectoryStore [file] per-append cost", () => {
       expect(lines.map((line) => [line.step, line.prompt])).toEqual(
         [1, 2, 3, 5, 6, 7, 8].map((n, i) => [i + 1, record("group", n).prompt])
       )
+    }))
+
+  it.effect("an append interrupted while it waits for the task's write is not written; the next one takes its step", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* TrajectoryStore.makeFile({ root: dir })
+        // The first append opens the file; the second waits for it, and is interrupted while it waits.
+        const first = yield* Effect.forkChild(store.append(record("waits", 1)), { startImmediately: true })
+        const second = yield* Effect.forkChild(store.append(record("waits", 2)), { startImmediately: true })
+        yield* Fiber.interrupt(second)
+        expect((yield* Fiber.join(first)).step).toBe(1)
+        expect((yield* store.append(record("waits", 3))).step).toBe(2)
+      })).pipe(Effect.provide(NodeServices.layer))
+      const lines = readFileSync(join(dir, "raw", "waits.jsonl"), "utf8").trimEnd().split("\n").map((line) => JSON.parse(line))
+      expect(lines.map((line) => [line.step, line.prompt])).toEqual([[1, "prompt 1"], [2, "prompt 3"]])
     }))
 
   it.effect("keeps at most 64 task files open (the oldest idle one closed), and none once the store is closed", () =>

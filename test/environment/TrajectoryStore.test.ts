@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, FileSystem, Layer, Schema, Stream } from "effect"
+import { Effect, Fiber, FileSystem, Layer, PlatformError, Schema, Stream } from "effect"
 import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -266,6 +266,38 @@ describe("TrajectoryStore [file] per-append cost", () => {
       expect(lines.map((line) => [line.step, line.prompt])).toEqual(
         [1, 2, 3, 5, 6, 7, 8].map((n, i) => [i + 1, record("group", n).prompt])
       )
+    }))
+
+  it.effect("a write that fails fails every append it carried, naming the file; the next append writes and numbers anew", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      // The Node file system whose first write through an open `.jsonl` file fails (a full disk).
+      let failures = 1
+      const layer = Layer.effect(
+        FileSystem.FileSystem,
+        Effect.map(FileSystem.FileSystem, (fs): FileSystem.FileSystem => ({
+          ...fs,
+          open: (path, options) =>
+            Effect.map(fs.open(path, options), (file): FileSystem.File =>
+              Object.assign(Object.create(file) as FileSystem.File, {
+                writeAll: (buffer: Uint8Array) =>
+                  path.endsWith(".jsonl") && failures-- > 0
+                    ? Effect.fail(PlatformError.systemError({ _tag: "Unknown", module: "FileSystem", method: "writeAll", description: "no space left on device" }))
+                    : file.writeAll(buffer)
+              }))
+        }))
+      ).pipe(Layer.provide(NodeServices.layer))
+      yield* Effect.gen(function*() {
+        const failed = yield* Effect.forEach([1, 2, 3], (n) => Effect.flip(TrajectoryStore.append(record("full", n))), { concurrency: "unbounded" })
+        for (const error of failed) {
+          expect(error).toMatchObject({ _tag: "TrajectoryStoreError", operation: "append", taskId: "full" })
+          expect(error.message).toContain(join(dir, "raw", "full.jsonl"))
+          expect(error.message).toContain("no space left on device")
+        }
+        expect((yield* TrajectoryStore.append(record("full", 4))).step).toBe(1)
+      }).pipe(Effect.provide(TrajectoryStore.layerFile({ root: dir }).pipe(Layer.provide(layer))))
+      const lines = readFileSync(join(dir, "raw", "full.jsonl"), "utf8").trimEnd().split("\n").map((line) => JSON.parse(line))
+      expect(lines.map((line) => [line.step, line.prompt])).toEqual([[1, "prompt 4"]])
     }))
 
   it.effect("an append interrupted while it waits for the task's write is not written; the next one takes its step", () =>

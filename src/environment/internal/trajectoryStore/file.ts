@@ -125,59 +125,66 @@ export const make = <A, N extends { readonly taskId: string }>(
      * Writes the task's queued appends as one write (a group commit), numbered on from the file's count, and settles
      * each with its record or its error. Call with `file.lock` held. A record the codec refuses fails alone and takes
      * no step number; a failed write fails every append of the batch, and the file (which may now end in a partial
-     * line) is repaired by the next append, through the path, opened anew. Uninterruptible: the appends of other
-     * fibers ride on it, and a rollout that is stopped waits for the line being written rather than tearing it.
+     * line) is repaired by the next append, through the path, opened anew. The batch is taken once the file is open
+     * (what was asked while it opened goes in the same write) and from then on the write is uninterruptible: the
+     * appends of other fibers ride on it, and a rollout that is stopped waits for the line being written rather than
+     * tearing it. Interrupted while opening, it took nothing: the next holder writes the queue.
      */
     const writeQueued = (taskId: string, file: TaskFile<A, N>): Effect.Effect<void> =>
-      Effect.uninterruptible(Effect.suspend(() => {
+      Effect.suspend(() => {
         const path = pathOf(taskId)
         const fail = failure("append", taskId, path)
-        // Taken once the file is open: what was asked while it opened goes in the same write.
         let batch: Array<Queued<A, N>> = []
-        const take = () => (batch = file.queued.splice(0, file.queued.length))
         const settle = (error: TrajectoryStoreError) => {
           for (const entry of batch) entry.result ??= Result.fail(error)
+        }
+        const write = (records: number): Effect.Effect<void> => {
+          batch = file.queued.splice(0, file.queued.length)
+          let lines = ""
+          let step = records
+          const written: Array<{ readonly entry: Queued<A, N>; readonly record: A }> = []
+          for (const entry of batch) {
+            const checked = codec.toLine(entry.record, step + 1)
+            if (Result.isFailure(checked)) {
+              entry.result = Result.fail(checked.failure)
+              continue
+            }
+            step++
+            lines += JSON.stringify(checked.success.encoded) + "\n"
+            written.push({ entry, record: checked.success.record })
+          }
+          if (written.length === 0) return Effect.void
+          return Effect.matchEffect(openFiles.write(taskId, file, path, lines), {
+            onFailure: (error) =>
+              Effect.andThen(
+                Effect.sync(() => {
+                  file.records = undefined
+                  settle(fail(error))
+                }),
+                openFiles.drop(taskId, file)
+              ),
+            onSuccess: () =>
+              Effect.sync(() => {
+                file.records = step
+                for (const { entry, record } of written) entry.result = Result.succeed(record)
+              })
+          })
         }
         return Effect.matchEffect(open(taskId, file), {
           onFailure: (error) =>
             Effect.sync(() => {
-              take()
+              batch = file.queued.splice(0, file.queued.length)
               settle(error)
             }),
-          onSuccess: (records) => {
-            take()
-            let lines = ""
-            let step = records
-            const written: Array<{ readonly entry: Queued<A, N>; readonly record: A }> = []
-            for (const entry of batch) {
-              const checked = codec.toLine(entry.record, step + 1)
-              if (Result.isFailure(checked)) {
-                entry.result = Result.fail(checked.failure)
-                continue
-              }
-              step++
-              lines += JSON.stringify(checked.success.encoded) + "\n"
-              written.push({ entry, record: checked.success.record })
-            }
-            if (written.length === 0) return Effect.void
-            return Effect.matchEffect(openFiles.write(taskId, file, path, lines), {
-              onFailure: (error) =>
-                Effect.andThen(
-                  Effect.sync(() => {
-                    file.records = undefined
-                    settle(fail(error))
-                  }),
-                  openFiles.drop(taskId, file)
-                ),
-              onSuccess: () =>
-                Effect.sync(() => {
-                  file.records = step
-                  for (const { entry, record } of written) entry.result = Result.succeed(record)
-                })
-            })
-          }
+          onSuccess: (records) =>
+            Effect.uninterruptible(Effect.suspend(() => write(records))).pipe(
+              // Whatever stopped the write (a defect), no append of its batch is left waiting for an answer.
+              Effect.ensuring(Effect.sync(() =>
+                settle(new TrajectoryStoreError({ operation: "append", taskId, path, message: `${path}: the write did not complete` }))
+              ))
+            )
         })
-      }))
+      })
 
     // Each append queues its record and takes the task's lock; the holder writes every record queued by then in one
     // write, so appends that arrive while a line is being written share the next write instead of each waiting for

@@ -37,9 +37,9 @@
  * (fastCheck.ts); the step span captures no stack trace. Then (round 2): the `Vllm` pool routes without a probe when
  * every actor's health is fresh (its `Effect.forEach` over the actors forked a fiber and took a probe lock on every
  * call, ~8.5 µs); the JSONL store commits in groups (appends asked while a task's line is being written share the
- * next write: about 2 records a write here, a group's members finishing together); the warm-up runs the measured
- * step's whole path (see `warmupPath`). Counted in the measured run (async_hooks and fiber ids, steady and exact
- * where timings are not): fibers 4.6 -> 3.8 a step, file-system requests 1.28 -> 0.80 a step.
+ * next write: about 2 records a write here, a group's members finishing together). A longer warm-up was tried and
+ * dropped (see `warmupPath`). Counted in the measured run (async_hooks and fiber ids: exact where timings are not):
+ * fibers 4.6 -> 3.8 a step, file-system requests 1.28 -> 0.80 a step.
  * Where a step's CPU goes (30-step episodes, compiled dist/): this thread ~0.8 ms, V8's helper threads (GC, the
  * optimizing compiler) ~0.2, libuv's pool 0.02. Half of it is the HTTP call: on loopback with 256 in flight
  * (load 4–9) undici alone costs 140–210 µs of CPU a request, `effect/http` over undici 260–420 (an AbortController
@@ -52,13 +52,13 @@
  * with the machine's load), the socket's `writev` 3–4, GC 3.5–4, effect/http 4, the step program 3.5, JSON parsing
  * 2. Group members keep their state in memory (a store of their own per episode): the SQLite state store does no
  * work a step here.
- * Measured 2026-11-27, K=256, alternating base and new runs (one measured run each) on 2 cores at load 3–7 from
- * other work: CPU a step 30-step episodes 0.93 -> 0.81 ms (medians of 3; three more pairs at load 6–7: 0.91 ->
- * 0.99, the load swamps the difference), 6-step episodes 1.09 -> 0.89 ms; saturation 0.60–0.64 for both, 0.5–0.7
- * single runs. Earlier at load 1.5–3.5: 6-step K=64 1.00 (311 steps/s), K=256 0.61 (660 steps/s, 1.2 ms a step);
- * 30-step K=256 0.81 (1,011 steps/s, 0.85 ms a step). K=256 at 200 ms needs 1,280 steps/s from one event loop:
- * ≈ 0.6–0.7 ms a step with the server on the other core; at load 3+ this process gets well under a core, and
- * saturation follows its share. `--processes 2` (two processes, a shard each) with 30-step episodes: 0.74 (735
+ * Measured 2026-11-27, K=256, alternating base and new runs (one measured run each) on 2 cores at load 3–9 from
+ * other work: CPU a step, 30-step episodes, 0.89 -> 0.81 ms (medians of 9 pairs; the pairs' differences range
+ * -0.32 to +0.20, median -0.06), 6-step episodes 1.10 -> 1.10 (6 pairs); saturation 0.26–0.78 in both, by the load:
+ * at this load the bench does not resolve the change, the counts above do. Earlier at load 1.5–3.5: 6-step K=64
+ * 1.00 (311 steps/s), K=256 0.61 (660 steps/s, 1.2 ms a step); 30-step K=256 0.81 (1,011 steps/s, 0.85 ms a
+ * step). K=256 at 200 ms needs 1,280 steps/s from one event loop: ≈ 0.6–0.7 ms a step with the server on the other
+ * core; at load 3+ this process gets well under a core, and saturation follows its share. `--processes 2` (two processes, a shard each) with 30-step episodes: 0.74 (735
  * steps/s, 1.54 ms a step counting both processes): slower on 2 cores — each process starts and warms its JIT again
  * (about 1.5 s of CPU each, every run) and the vLLM-like server needs the second core.
  *
@@ -195,18 +195,13 @@ const main = async () => {
       Array.from({ length: tasks }, (_, i) => JSON.stringify({ task_id: `task-${i}`, prompt: `Task ${i}: make the tests pass.`, seed: i * 100 }))
         .join("\n") + "\n"
     )
-    // The warm-up: the same tasks under other ids, seeded like them (so a group's shared first request runs too), for
-    // up to 6 steps: every path of a measured step runs hundreds of times and is compiled before the measured runs. A
-    // warm-up of one unseeded step each left the later steps' path (its request, the observation, the episode's end)
-    // to be compiled during the first measured run: V8's compiler threads then took 0.3–0.4 ms of CPU a step in it,
-    // 0.12–0.2 in the runs after.
+    // The warm-up: every task, one step each (modules loaded), under other task ids. The
+    // process keeps warming after it: the first measured run costs more than the next ones (this thread 0.6–0.9 ms a
+    // step against 0.44–0.73 in the third, V8's helper threads — the optimizing compiler, the old generation's first
+    // collections — 0.29–0.37 against 0.10–0.17, 6-step runs at load 8–9), and a warm-up of six seeded steps, the
+    // measured run's whole path, did not change that. The medians of 3 include it.
     const warmupPath = join(dir, "warmup.jsonl")
-    writeFileSync(
-      warmupPath,
-      Array.from({ length: tasks }, (_, i) => JSON.stringify({ task_id: `warm-${i}`, prompt: `Task ${i}: make the tests pass.`, seed: i * 100 }))
-        .join("\n") + "\n"
-    )
-    const warmupSteps = Math.min(maxSteps, 6)
+    writeFileSync(warmupPath, Array.from({ length: tasks }, (_, i) => JSON.stringify({ task_id: `warm-${i}`, prompt: `Task ${i}.` })).join("\n") + "\n")
     for (const admit of admits) {
       const server = await startServer(admit)
       try {
@@ -218,7 +213,7 @@ const main = async () => {
         const episodesPerSecond: Array<number> = []
         const stepsPerSecond: Array<number> = []
         const cpuPerStep: Array<number> = []
-        // Run -1 warms up (modules loaded, the step's path compiled): not measured. Each run builds its layers, so each
+        // Run -1 warms up (modules loaded and compiled on first use): not measured. Each run builds its layers, so each
         // opens its own connections, as a `valet rollout` does.
         for (let run = -1; run < runs; run++) {
           const root = join(dir, `run-${admit}-${run}`)
@@ -238,7 +233,7 @@ const main = async () => {
           const cpu = process.cpuUsage()
           const childrenCpu = childrenCpuMs()
           const path = run === -1 ? warmupPath : tasksPath
-          const settings = { concurrency: tasks * group, group, maxSteps: run === -1 ? warmupSteps : maxSteps }
+          const settings = { concurrency: tasks * group, group, maxSteps: run === -1 ? 1 : maxSteps }
           const summary = await Effect.runPromise<Summary, unknown>(
             (processes > 1
               ? runProcesses(

@@ -32,21 +32,35 @@
  * (bench/client.ts), the stores the rest. On 2 loaded cores K=256 is out of reach; K=64 is saturated.
  * Since then (issue 31 part 7, the per-step path): the server answers with `Content-Length` as vLLM does (a chunked
  * body had sent the client down its capped streaming read: an AbortController abort and a DOMException per request);
- * the trajectory record is encoded once (was twice: the store's line and ActorLoop's result) and by a hand-written
- * encoder held to the schema's text (internal/recordJson.ts: ~50 µs -> 0.6 µs a record); the JSONL store keeps each
- * task's file open instead of open/write/close per record; a non-streamed answer of the common shape skips the
- * schema decode (fastCheck.ts); the step span captures no stack trace. Microbenchmarks say ~0.1 ms a step less;
- * the bench itself, on 2 cores at load 6–11 from other work, measured 1.05 ms a step (base 1.11, alternating runs)
- * and 0.55–1.14 in single runs: the load swamps the difference. Compiled (dist/, what `valet rollout` runs) the step
- * costs 0.9 ms where tsx-run src/ costs 1.0–1.1. What is left, from the CPU profile: the Effect runtime (~25 %,
- * spread over every combinator of the step), undici and effect/http per request (~15 %: URL parsing, the response
- * wrapper and its FinalizationRegistry, headers), GC 3–6 %, the SQLite state store's two SELECTs and an UPDATE a
- * step (~2 %), and ActorLoop and Agent themselves (~0.15 ms a step: ActorLoop.run on ScriptedModel with memory stores).
- * Measured 2026-11-27 at load 1.5–3.5 (medians of 3 runs): 6-step episodes K=64 1.00 (311 steps/s), K=256 0.61
- * (0.38–0.75, 660 steps/s, 1.2 ms of CPU a step); 30-step episodes (`--steps 30`) K=256 0.81 (0.69–0.87, 1,011
- * steps/s, 0.85 ms a step). `--processes 2` (`valet rollout --processes 2`: two processes, a shard each) with 30-step
- * episodes: 0.74 (0.61–0.75, 735 steps/s, 1.54 ms a step counting both processes): slower on 2 cores — each process
- * starts and warms its JIT again (about 1.5 s of CPU each, every run) and the vLLM-like server needs the second core.
+ * the trajectory record is encoded once, by a hand-written encoder held to the schema's text (internal/recordJson.ts);
+ * the JSONL store keeps each task's file open; a non-streamed answer of the common shape skips the schema decode
+ * (fastCheck.ts); the step span captures no stack trace. Then (round 2): the `Vllm` pool routes without a probe when
+ * every actor's health is fresh (its `Effect.forEach` over the actors forked a fiber and took a probe lock on every
+ * call, ~8.5 µs); the JSONL store commits in groups (appends asked while a task's line is being written share the
+ * next write: about 2 records a write here, a group's members finishing together). A longer warm-up was tried and
+ * dropped (see `warmupPath`). Counted in the measured run (async_hooks and fiber ids: exact where timings are not):
+ * fibers 4.6 -> 3.8 a step, file-system requests 1.28 -> 0.80 a step.
+ * Where a step's CPU goes (30-step episodes, compiled dist/): this thread ~0.8 ms, V8's helper threads (GC, the
+ * optimizing compiler) ~0.2, libuv's pool 0.02. Half of it is the HTTP call: on loopback with 256 in flight
+ * (load 4–9) undici alone costs 140–210 µs of CPU a request, `effect/http` over undici 260–420 (an AbortController
+ * and its abort listener, a FinalizationRegistry entry and a wrapper per response, the URL parsed, a `runSync` fiber
+ * and an `Effect.cached` fiber per body read — none of it optional in effect 4.1: `HttpClient.withScope` instead
+ * aborts every request when its scope closes, a DOMException each), valet's `Vllm` call 400–510 (the request and
+ * answer JSON, the attempt's timeout race: two fibers and a timer, ~12 µs; the call's span and trace headers). The
+ * profile's top entries (% of busy samples): the Effect runtime 30 % (effect.js 19–22, core.js 5, Context 3.5,
+ * spread over every combinator), undici 10, the trajectory file's `write` 3–5 (the write itself: its share grows
+ * with the machine's load), the socket's `writev` 3–4, GC 3.5–4, effect/http 4, the step program 3.5, JSON parsing
+ * 2. Group members keep their state in memory (a store of their own per episode): the SQLite state store does no
+ * work a step here.
+ * Measured 2026-11-27, K=256, alternating base and new runs (one measured run each) on 2 cores at load 3–9 from
+ * other work: CPU a step, 30-step episodes, 0.89 -> 0.81 ms (medians of 9 pairs; the pairs' differences range
+ * -0.32 to +0.20, median -0.06), 6-step episodes 1.10 -> 1.10 (6 pairs); saturation 0.26–0.78 in both, by the load:
+ * at this load the bench does not resolve the change, the counts above do. Earlier at load 1.5–3.5: 6-step K=64
+ * 1.00 (311 steps/s), K=256 0.61 (660 steps/s, 1.2 ms a step); 30-step K=256 0.81 (1,011 steps/s, 0.85 ms a
+ * step). K=256 at 200 ms needs 1,280 steps/s from one event loop: ≈ 0.6–0.7 ms a step with the server on the other
+ * core; at load 3+ this process gets well under a core, and saturation follows its share. `--processes 2` (two processes, a shard each) with 30-step episodes: 0.74 (735
+ * steps/s, 1.54 ms a step counting both processes): slower on 2 cores — each process starts and warms its JIT again
+ * (about 1.5 s of CPU each, every run) and the vLLM-like server needs the second core.
  *
  *   npx tsx bench/rollout.ts [--quick] [--admit 64,256] [--runs n] [--steps n] [--processes n] [--memory state,trajectories] [--cpu-prof <path prefix>]
  */
@@ -181,7 +195,11 @@ const main = async () => {
       Array.from({ length: tasks }, (_, i) => JSON.stringify({ task_id: `task-${i}`, prompt: `Task ${i}: make the tests pass.`, seed: i * 100 }))
         .join("\n") + "\n"
     )
-    // The warm-up: every task, one step each (all 256 connections opened, modules loaded), under other task ids.
+    // The warm-up: every task, one step each (modules loaded), under other task ids. The
+    // process keeps warming after it: the first measured run costs more than the next ones (this thread 0.6–0.9 ms a
+    // step against 0.44–0.73 in the third, V8's helper threads — the optimizing compiler, the old generation's first
+    // collections — 0.29–0.37 against 0.10–0.17, 6-step runs at load 8–9), and a warm-up of six seeded steps, the
+    // measured run's whole path, did not change that. The medians of 3 include it.
     const warmupPath = join(dir, "warmup.jsonl")
     writeFileSync(warmupPath, Array.from({ length: tasks }, (_, i) => JSON.stringify({ task_id: `warm-${i}`, prompt: `Task ${i}.` })).join("\n") + "\n")
     for (const admit of admits) {
@@ -195,7 +213,8 @@ const main = async () => {
         const episodesPerSecond: Array<number> = []
         const stepsPerSecond: Array<number> = []
         const cpuPerStep: Array<number> = []
-        // Run -1 warms up (modules loaded and compiled on first use, the connections opened): not measured.
+        // Run -1 warms up (modules loaded and compiled on first use): not measured. Each run builds its layers, so each
+        // opens its own connections, as a `valet rollout` does.
         for (let run = -1; run < runs; run++) {
           const root = join(dir, `run-${admit}-${run}`)
           const layer = Layer.mergeAll(
@@ -234,7 +253,7 @@ const main = async () => {
           if (profileTo !== undefined && run === 0) await profiler.stop(`${profileTo}-K${admit}.cpuprofile`)
           const { connections, requests, samples } = await server.stats()
           if (run === -1) continue
-          if (summary.failed > 0 || summary.steps !== tasks * group * (run === -1 ? 1 : maxSteps)) {
+          if (summary.failed > 0 || summary.steps !== tasks * group * maxSteps) {
             throw new Error(`unexpected run: ${summary.failed} failed, ${summary.steps} steps`)
           }
           const s = saturation(samples, admit, started, ended)

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, FileSystem, Layer, Schema, Stream } from "effect"
+import { Effect, Fiber, FileSystem, Layer, PlatformError, Schema, Stream } from "effect"
 import { appendFileSync, existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -194,16 +194,27 @@ describe("TrajectoryStore tokens: packed beside the step", () => {
 })
 
 describe("TrajectoryStore [file] per-append cost", () => {
-  /** The Node file system, counting how often a `.jsonl` file is opened or written whole (`writeFileString`). */
+  /**
+   * The Node file system, counting how often a `.jsonl` file is opened, written through an open file (`writeAll`)
+   * or written whole (`writeFileString`).
+   */
   const counting = () => {
-    const counts = { opens: 0, wholeWrites: 0 }
+    const counts = { opens: 0, wholeWrites: 0, writes: 0 }
     const layer = Layer.effect(
       FileSystem.FileSystem,
       Effect.map(FileSystem.FileSystem, (fs): FileSystem.FileSystem => ({
         ...fs,
         open: (path, options) => {
-          if (path.endsWith(".jsonl")) counts.opens++
-          return fs.open(path, options)
+          if (!path.endsWith(".jsonl")) return fs.open(path, options)
+          counts.opens++
+          // The file as opened, its `writeAll` counted (its other methods its own, through the prototype).
+          return Effect.map(fs.open(path, options), (file): FileSystem.File =>
+            Object.assign(Object.create(file) as FileSystem.File, {
+              writeAll: (buffer: Uint8Array) => {
+                counts.writes++
+                return file.writeAll(buffer)
+              }
+            }))
         },
         writeFileString: (path, data, options) => {
           if (path.endsWith(".jsonl")) counts.wholeWrites++
@@ -230,9 +241,79 @@ describe("TrajectoryStore [file] per-append cost", () => {
       yield* Effect.forEach([1, 2, 3, 4, 5, 6], (n) => TrajectoryStore.append(record("kept", n)), { discard: true }).pipe(
         Effect.provide(TrajectoryStore.layerFile({ root: dir }).pipe(Layer.provide(layer)))
       )
-      expect(counts).toEqual({ opens: 1, wholeWrites: 0 })
+      expect(counts).toEqual({ opens: 1, wholeWrites: 0, writes: 6 })
       const lines = readFileSync(join(dir, "raw", "kept.jsonl"), "utf8").trimEnd().split("\n")
       expect(lines.map((line) => JSON.parse(line).step)).toEqual([1, 2, 3, 4, 5, 6])
+    }))
+
+  it.effect("appends asked while a line is being written share one write, in the order asked (a group's members)", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      const { counts, layer } = counting()
+      // Eight members finishing their steps at once; the fourth's record breaks the schema.
+      const bad = { ...record("group", 4), metrics: { actorLatencySec: Number.NaN, sandboxFailed: false } }
+      const results = yield* Effect.forEach(
+        [1, 2, 3, 4, 5, 6, 7, 8],
+        (n) => Effect.result(TrajectoryStore.append(n === 4 ? bad : record("group", n))),
+        { concurrency: "unbounded" }
+      ).pipe(Effect.provide(TrajectoryStore.layerFile({ root: dir }).pipe(Layer.provide(layer))))
+      // One write for the seven good records (each wrote its own: seven); the refused one failed alone, no step taken.
+      expect(counts).toEqual({ opens: 1, wholeWrites: 0, writes: 1 })
+      expect(results.map((r) => (r._tag === "Success" ? r.success.step : r.failure.message.includes("actorLatencySec")))).toEqual(
+        [1, 2, 3, true, 4, 5, 6, 7]
+      )
+      const lines = readFileSync(join(dir, "raw", "group.jsonl"), "utf8").trimEnd().split("\n").map((line) => JSON.parse(line))
+      expect(lines.map((line) => [line.step, line.prompt])).toEqual(
+        [1, 2, 3, 5, 6, 7, 8].map((n, i) => [i + 1, record("group", n).prompt])
+      )
+    }))
+
+  it.effect("a write that fails fails every append it carried, naming the file; the next append writes and numbers anew", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      // The Node file system whose first write through an open `.jsonl` file fails (a full disk).
+      let failures = 1
+      const layer = Layer.effect(
+        FileSystem.FileSystem,
+        Effect.map(FileSystem.FileSystem, (fs): FileSystem.FileSystem => ({
+          ...fs,
+          open: (path, options) =>
+            Effect.map(fs.open(path, options), (file): FileSystem.File =>
+              Object.assign(Object.create(file) as FileSystem.File, {
+                writeAll: (buffer: Uint8Array) =>
+                  path.endsWith(".jsonl") && failures-- > 0
+                    ? Effect.fail(PlatformError.systemError({ _tag: "Unknown", module: "FileSystem", method: "writeAll", description: "no space left on device" }))
+                    : file.writeAll(buffer)
+              }))
+        }))
+      ).pipe(Layer.provide(NodeServices.layer))
+      yield* Effect.gen(function*() {
+        const failed = yield* Effect.forEach([1, 2, 3], (n) => Effect.flip(TrajectoryStore.append(record("full", n))), { concurrency: "unbounded" })
+        for (const error of failed) {
+          expect(error).toMatchObject({ _tag: "TrajectoryStoreError", operation: "append", taskId: "full" })
+          expect(error.message).toContain(join(dir, "raw", "full.jsonl"))
+          expect(error.message).toContain("no space left on device")
+        }
+        expect((yield* TrajectoryStore.append(record("full", 4))).step).toBe(1)
+      }).pipe(Effect.provide(TrajectoryStore.layerFile({ root: dir }).pipe(Layer.provide(layer))))
+      const lines = readFileSync(join(dir, "raw", "full.jsonl"), "utf8").trimEnd().split("\n").map((line) => JSON.parse(line))
+      expect(lines.map((line) => [line.step, line.prompt])).toEqual([[1, "prompt 4"]])
+    }))
+
+  it.effect("an append interrupted while it waits for the task's write is not written; the next one takes its step", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      yield* Effect.scoped(Effect.gen(function*() {
+        const store = yield* TrajectoryStore.makeFile({ root: dir })
+        // The first append opens the file; the second waits for it, and is interrupted while it waits.
+        const first = yield* Effect.forkChild(store.append(record("waits", 1)), { startImmediately: true })
+        const second = yield* Effect.forkChild(store.append(record("waits", 2)), { startImmediately: true })
+        yield* Fiber.interrupt(second)
+        expect((yield* Fiber.join(first)).step).toBe(1)
+        expect((yield* store.append(record("waits", 3))).step).toBe(2)
+      })).pipe(Effect.provide(NodeServices.layer))
+      const lines = readFileSync(join(dir, "raw", "waits.jsonl"), "utf8").trimEnd().split("\n").map((line) => JSON.parse(line))
+      expect(lines.map((line) => [line.step, line.prompt])).toEqual([[1, "prompt 1"], [2, "prompt 3"]])
     }))
 
   it.effect("keeps at most 64 task files open (the oldest idle one closed), and none once the store is closed", () =>

@@ -1,8 +1,11 @@
 import { NodeHttpClient, NodeServices } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, FileSystem, Layer, Result, Schema, Stream } from "effect"
+import { Clock, Effect, FileSystem, Layer, Result, Schema, Stream } from "effect"
+import { HttpClient } from "effect/http"
 import { TestClock } from "effect/testing"
-import { healthOf } from "../../src/providers/internal/vllm/pool.js"
+import { limitsOf } from "../../src/providers/internal/resilience.js"
+import { defaultPool } from "../../src/providers/internal/vllm/config.js"
+import { Actor, healthOf, makeRouter } from "../../src/providers/internal/vllm/pool.js"
 import { Agent, Model, ModelError } from "../../src/index.js"
 import * as Vllm from "../../src/providers/Vllm.js"
 import * as Server from "../support/openAiServer.js"
@@ -271,6 +274,28 @@ describe("Vllm: API detection and routing", () => {
 })
 
 describe("Vllm: health", () => {
+  it.effect("between probes, routing forks no fiber (no probe, no probe lock): the healthy actor with the fewest in flight", () =>
+    Effect.gen(function*() {
+      // Never asked: every health below is fresh.
+      const http = HttpClient.make(() => Effect.die("no request expected"))
+      const [busy, idle, down] = ["busy", "idle", "down"].map((name) =>
+        new Actor({ name, base_url: `http://127.0.0.1:1/${name}`, tensor_parallel_size: 1, gpu_id: 0 }, http, defaultPool, limitsOf({}))
+      )
+      const now = yield* Clock.currentTimeMillis
+      busy!.health = { healthy: true, detail: "ok", checkedAt: now }
+      idle!.health = { healthy: true, detail: "ok", checkedAt: now }
+      down!.health = { healthy: false, detail: "HTTP 503", checkedAt: now }
+      busy!.inFlight = 3
+      const pick = makeRouter([busy!, idle!, down!], undefined)
+      // Fibers are numbered in the order they are made: the ids of two forks around the pick tell how many it made.
+      const nextFiberId = Effect.map(Effect.forkChild(Effect.void), (fiber) => fiber.id)
+      const before = yield* nextFiberId
+      const chosen = yield* pick
+      const after = yield* nextFiberId
+      expect(chosen.name).toBe("idle")
+      expect(after - before - 1).toBe(0)
+    }))
+
   it("healthy on a 200 whose body is empty, not JSON, or JSON with status missing / ok / healthy", () => {
     expect(healthOf(200, "")).toEqual({ healthy: true, detail: "ok" })
     expect(healthOf(200, "OK")).toEqual({ healthy: true, detail: "ok" })

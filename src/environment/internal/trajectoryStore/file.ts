@@ -25,8 +25,16 @@ export interface FileStore<A, N> {
   readonly count: (taskId: string) => Effect.Effect<number, TrajectoryStoreError>
 }
 
-interface TaskFile extends OpenFiles.Handle {
+/** An append waiting for its line to be written: settled by whichever append holds the lock when it is taken. */
+interface Queued<A, N> {
+  readonly record: N
+  result: Result.Result<A, TrajectoryStoreError> | undefined
+}
+
+interface TaskFile<A, N> extends OpenFiles.Handle {
   readonly lock: Semaphore.Semaphore
+  /** Appends of this task not yet taken into a write, in the order they were asked. */
+  readonly queued: Array<Queued<A, N>>
   /** Records in the file, known once this store took the writer lock and opened (and repaired) it. */
   records: number | undefined
   /** Whether this store holds the task's writer lock. */
@@ -53,11 +61,11 @@ export const make = <A, N extends { readonly taskId: string }>(
       )
     )
     const owner = Lock.makeOwner()
-    const files = new Map<string, TaskFile>()
-    const fileOf = (taskId: string): TaskFile => {
+    const files = new Map<string, TaskFile<A, N>>()
+    const fileOf = (taskId: string): TaskFile<A, N> => {
       let file = files.get(taskId)
       if (file === undefined) {
-        file = { lock: Semaphore.makeUnsafe(1), records: undefined, held: false, handle: undefined, writing: false }
+        file = { lock: Semaphore.makeUnsafe(1), queued: [], records: undefined, held: false, handle: undefined, writing: false }
         files.set(taskId, file)
       }
       return file
@@ -74,7 +82,7 @@ export const make = <A, N extends { readonly taskId: string }>(
     )
 
     /** Takes the task's writer lock (once per store), or fails naming who holds it. Call with `file.lock` held. */
-    const takeLock = (taskId: string, file: TaskFile): Effect.Effect<void, TrajectoryStoreError> =>
+    const takeLock = (taskId: string, file: TaskFile<A, N>): Effect.Effect<void, TrajectoryStoreError> =>
       file.held ? Effect.void : Effect.map(Lock.take(fs, owner, taskId, pathOf(taskId)), () => {
         file.held = true
       })
@@ -83,7 +91,7 @@ export const make = <A, N extends { readonly taskId: string }>(
      * Takes the writer lock, reads the file once, repairs a torn last line, and counts its records. Call with
      * `file.lock` held.
      */
-    const open = (taskId: string, file: TaskFile): Effect.Effect<number, TrajectoryStoreError> =>
+    const open = (taskId: string, file: TaskFile<A, N>): Effect.Effect<number, TrajectoryStoreError> =>
       file.records !== undefined ? Effect.succeed(file.records) : Effect.gen(function*() {
         yield* takeLock(taskId, file)
         const path = pathOf(taskId)
@@ -113,32 +121,94 @@ export const make = <A, N extends { readonly taskId: string }>(
 
     const openFiles = yield* OpenFiles.make(fs, options.fsync)
 
-    const append = (record: N) =>
+    /**
+     * Writes the task's queued appends as one write (a group commit), numbered on from the file's count, and settles
+     * each with its record or its error. Call with `file.lock` held. A record the codec refuses fails alone and takes
+     * no step number; a failed write fails every append of the batch, and the file (which may now end in a partial
+     * line) is repaired by the next append, through the path, opened anew. The batch is taken once the file is open
+     * (what was asked while it opened goes in the same write) and from then on the write is uninterruptible: the
+     * appends of other fibers ride on it, and a rollout that is stopped waits for the line being written rather than
+     * tearing it. Interrupted while opening, it took nothing: the next holder writes the queue.
+     */
+    const writeQueued = (taskId: string, file: TaskFile<A, N>): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const path = pathOf(taskId)
+        const fail = failure("append", taskId, path)
+        let batch: Array<Queued<A, N>> = []
+        const settle = (error: TrajectoryStoreError) => {
+          for (const entry of batch) entry.result ??= Result.fail(error)
+        }
+        const write = (records: number): Effect.Effect<void> => {
+          batch = file.queued.splice(0, file.queued.length)
+          let lines = ""
+          let step = records
+          const written: Array<{ readonly entry: Queued<A, N>; readonly record: A }> = []
+          for (const entry of batch) {
+            const checked = codec.toLine(entry.record, step + 1)
+            if (Result.isFailure(checked)) {
+              entry.result = Result.fail(checked.failure)
+              continue
+            }
+            step++
+            lines += JSON.stringify(checked.success.encoded) + "\n"
+            written.push({ entry, record: checked.success.record })
+          }
+          if (written.length === 0) return Effect.void
+          return Effect.matchEffect(openFiles.write(taskId, file, path, lines), {
+            onFailure: (error) =>
+              Effect.andThen(
+                Effect.sync(() => {
+                  file.records = undefined
+                  settle(fail(error))
+                }),
+                openFiles.drop(taskId, file)
+              ),
+            onSuccess: () =>
+              Effect.sync(() => {
+                file.records = step
+                for (const { entry, record } of written) entry.result = Result.succeed(record)
+              })
+          })
+        }
+        return Effect.matchEffect(open(taskId, file), {
+          onFailure: (error) =>
+            Effect.sync(() => {
+              batch = file.queued.splice(0, file.queued.length)
+              settle(error)
+            }),
+          onSuccess: (records) =>
+            Effect.uninterruptible(Effect.suspend(() => write(records))).pipe(
+              // Whatever stopped the write (a defect), no append of its batch is left waiting for an answer.
+              Effect.ensuring(Effect.sync(() =>
+                settle(new TrajectoryStoreError({ operation: "append", taskId, path, message: `${path}: the write did not complete` }))
+              ))
+            )
+        })
+      })
+
+    // Each append queues its record and takes the task's lock; the holder writes every record queued by then in one
+    // write, so appends that arrive while a line is being written share the next write instead of each waiting for
+    // its own (a rollout's group members finish their steps together: one write for several records). The lines'
+    // order is the order the appends were asked, as when each wrote its own.
+    const append = (record: N): Effect.Effect<A, TrajectoryStoreError> =>
       Effect.andThen(
         checkTaskId("append", record.taskId),
         Effect.suspend(() => {
           const file = fileOf(record.taskId)
-          const path = pathOf(record.taskId)
-          return file.lock.withPermits(1)(Effect.gen(function*() {
-            const records = yield* open(record.taskId, file)
-            const checked = codec.toLine(record, records + 1)
-            if (Result.isFailure(checked)) return yield* checked.failure
-            yield* openFiles.write(record.taskId, file, path, JSON.stringify(checked.success.encoded) + "\n").pipe(
-              // The file may now end in a partial line: have the next append repair it first (through the path,
-              // then open it anew). Failed or interrupted alike: an interrupted write may have written part of it.
-              Effect.onError(() =>
-                Effect.andThen(
-                  Effect.sync(() => {
-                    file.records = undefined
-                  }),
-                  openFiles.drop(record.taskId, file)
-                )
-              ),
-              Effect.mapError(failure("append", record.taskId, path))
+          const entry: Queued<A, N> = { record, result: undefined }
+          file.queued.push(entry)
+          const settled = Effect.suspend(() => Effect.fromResult(entry.result!))
+          return file.lock.withPermits(1)(
+            Effect.suspend(() => (entry.result !== undefined ? settled : Effect.andThen(writeQueued(record.taskId, file), settled)))
+          ).pipe(
+            // Interrupted while waiting: not written, unless a write had already taken it.
+            Effect.onInterrupt(() =>
+              Effect.sync(() => {
+                const at = file.queued.indexOf(entry)
+                if (at !== -1) file.queued.splice(at, 1)
+              })
             )
-            file.records = records + 1
-            return checked.success.record
-          }))
+          )
         })
       )
 

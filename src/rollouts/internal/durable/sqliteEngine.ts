@@ -42,6 +42,7 @@ export const executionsTable = "valet_workflow_executions"
 const activitiesTable = "valet_workflow_activities"
 const deferredsTable = "valet_workflow_deferreds"
 const clocksTable = "valet_workflow_clocks"
+const resumesTable = "valet_workflow_resumes"
 
 type Execute = (payload: object, executionId: string) => Effect.Effect<unknown, unknown, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>
 type Result = Workflow.Result<unknown, unknown>
@@ -77,6 +78,11 @@ interface ExecutionState {
   readonly deferreds: Map<string, Exit.Exit<unknown, unknown>>
   /** Whether a clock was set (its row is removed when the execution completes). */
   clocks: boolean
+  /**
+   * Loaded suspended on failure (an earlier process's run failed and suspended): not run again until an explicit
+   * resume, as a failed run in memory is not woken by anything else.
+   */
+  failed: Workflow.Suspended | undefined
 }
 
 /** An encoded exit (its values already JSON) as JSON text, and back. */
@@ -121,7 +127,7 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
     const onStoreFailure = options.onStoreFailure ?? ((error: SqlError.SqlError) => error)
     const stored = <A>(effect: Effect.Effect<A, SqlError.SqlError>): Effect.Effect<A> =>
       Effect.catch(effect, (error) => Effect.die(onStoreFailure(error)))
-    const [executionsT, activitiesT, deferredsT, clocksT] = [executionsTable, activitiesTable, deferredsTable, clocksTable].map((name) => sql(name))
+    const [executionsT, activitiesT, deferredsT, clocksT, resumesT] = [executionsTable, activitiesTable, deferredsTable, clocksTable, resumesTable].map((name) => sql(name))
     yield* stored(createTables(
       sql,
       executionsTable,
@@ -137,7 +143,9 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
           UNIQUE (execution_id, name))`,
         sql`CREATE TABLE IF NOT EXISTS ${clocksT} (
           execution_id TEXT NOT NULL, name TEXT NOT NULL, workflow TEXT NOT NULL, deferred TEXT NOT NULL,
-          wake_at BIGINT NOT NULL, PRIMARY KEY (execution_id, name))`
+          wake_at BIGINT NOT NULL, PRIMARY KEY (execution_id, name))`,
+        // Resumes a client asked for (`valet runs` beside the running process): the running process takes them.
+        sql`CREATE TABLE IF NOT EXISTS ${resumesT} (execution_id TEXT PRIMARY KEY)`
       ], { discard: true })
     ))
 
@@ -163,7 +171,8 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
       stored: undefined,
       activities: new Map(),
       deferreds: new Map(),
-      clocks: false
+      clocks: false,
+      failed: undefined
     })
 
     interface ExecutionRow {
@@ -171,13 +180,14 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
       readonly payload: string
       readonly parent: string | null
       readonly interrupted: number | bigint
+      readonly suspended: string | null
       readonly result: string | null
     }
 
     /** An execution an earlier process stored, with its activities and deferreds; `undefined` when none is. */
     const loadStored = (executionId: string, workflow: Workflow.Any | undefined): Effect.Effect<ExecutionState | undefined> =>
       Effect.gen(function*() {
-        const rows = yield* stored(sql<ExecutionRow>`SELECT workflow, payload, parent, interrupted, result FROM ${executionsT} WHERE execution_id = ${executionId}`)
+        const rows = yield* stored(sql<ExecutionRow>`SELECT workflow, payload, parent, interrupted, suspended, result FROM ${executionsT} WHERE execution_id = ${executionId}`)
         const row = rows[0]
         if (row === undefined) return undefined
         const known = workflow ?? workflows.get(row.workflow)?.workflow
@@ -191,6 +201,10 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         }
         // Its clocks, if any, are set again by `register`; their rows go when it completes.
         state.clocks = true
+        if (row.suspended !== null) {
+          const suspended = yield* Effect.orDie(Effect.flatMap(parseJson(row.suspended), decodeSuspended))
+          if (suspended.failed === true) state.failed = suspended
+        }
         for (const activity of yield* stored(sql<{ readonly activity: string; readonly exit: string }>`SELECT activity, exit FROM ${activitiesT} WHERE execution_id = ${executionId}`)) {
           state.activities.set(activity.activity, { exit: Exit.succeed(new Workflow.Complete({ exit: yield* exitOf(activity.exit) })) })
         }
@@ -243,6 +257,8 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
       Effect.gen(function*() {
         const state = executions.get(executionId)
         if (state === undefined || state.stored !== undefined) return
+        // A run an earlier process left failed wakes only when resumed (as `isUnwakeable` says of one in memory).
+        if (state.fiber === undefined && state.failed !== undefined && mode === "automatic") return
         const exit = state.fiber?.pollUnsafe()
         if (exit !== undefined && exit._tag === "Success" && isUnwakeable(exit.value, mode)) {
           return
@@ -264,6 +280,12 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         }
         const entry = workflows.get(state.workflow._tag)
         if (entry === undefined) return
+        if (state.failed !== undefined) {
+          // Resumed: no longer failed in the file either, so a process that ends during this run resumes it when the
+          // next one starts (as effect/cluster resets the run's reply).
+          state.failed = undefined
+          yield* stored(sql`UPDATE ${executionsT} SET suspended = NULL WHERE execution_id = ${executionId}`)
+        }
         // Like the memory and cluster engines, each run gets a fresh scope, so replays rebuild compensations instead
         // of registering them again.
         const instance = WorkflowEngine.WorkflowInstance.initial(state.workflow, executionId, { scope: Scope.forkUnsafe(state.scope) })
@@ -328,16 +350,28 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         yield* stored(sql`DELETE FROM ${clocksT} WHERE execution_id = ${executionId} AND name = ${name}`)
       }).pipe(FiberMap.run(clocks, `${executionId}/${name}`, { onlyIfMissing: true }), Effect.asVoid)
 
+    /** A client's interrupt: marked in the file, where the running process's poll (or the next process) finds it. */
+    const requestInterrupt = (executionId: string): Effect.Effect<void> =>
+      stored(sql`UPDATE ${executionsT} SET interrupted = 1 WHERE execution_id = ${executionId} AND result IS NULL`).pipe(Effect.asVoid)
+
     const encoded: WorkflowEngine.Encoded = {
       register: (workflow, execute) =>
         Effect.gen(function*() {
           workflows.set(workflow._tag, { workflow, execute, scope: yield* Effect.scope, context: yield* Effect.context<never>() })
           if (options.clientOnly === true) return
-          // Its executions an earlier process left without a result run again, and its clocks are set again.
-          const open = yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${executionsT} WHERE workflow = ${workflow._tag} AND result IS NULL`)
+          // Its executions an earlier process left without a result run again, and its clocks are set again. Not
+          // those that failed and suspended (as on effect/cluster, whose runner does not run them again when it starts:
+          // a failed call is sent again when someone resumes the run), unless interrupted or resumed meanwhile.
+          const open = yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${executionsT} WHERE workflow = ${workflow._tag} AND result IS NULL
+            AND (interrupted = 1 OR suspended IS NULL OR json_extract(suspended, '$.failed') IS NOT 1 OR execution_id IN (SELECT execution_id FROM ${resumesT}))`)
+          const resumed = new Set((yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${resumesT}`)).map((row) => row.execution_id))
           const pendingClocks = yield* stored(sql<{ readonly execution_id: string; readonly name: string; readonly deferred: string; readonly wake_at: number | bigint }>`SELECT execution_id, name, deferred, wake_at FROM ${clocksT} WHERE workflow = ${workflow._tag}`)
           yield* Effect.forEach(open, (row) =>
-            Effect.flatMap(stateOf(row.execution_id, workflow), (state) => state === undefined ? Effect.void : resume(row.execution_id, "explicit")), { discard: true }).pipe(
+            Effect.flatMap(stateOf(row.execution_id, workflow), (state) =>
+              state === undefined ? Effect.void : Effect.andThen(
+                resumed.has(row.execution_id) ? stored(sql`DELETE FROM ${resumesT} WHERE execution_id = ${row.execution_id}`) : Effect.void,
+                resume(row.execution_id, "explicit")
+              )), { discard: true }).pipe(
             Effect.andThen(Effect.forEach(pendingClocks, (clock) => fireClock(workflow, clock.execution_id, clock.name, clock.deferred, Number(clock.wake_at)), { discard: true })),
             Effect.forkIn(scope)
           )
@@ -365,6 +399,8 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
               yield* resume(opts.executionId, "explicit")
             }
           } else if (state.stored === undefined && state.fiber === undefined) {
+            // Failed and suspended by an earlier process: answered as it is (a call is no resume).
+            if (state.failed !== undefined) return (opts.discard ? undefined : state.failed) as Discard extends true ? void : Result
             if (entry === undefined) return yield* Effect.die(`Workflow ${workflow._tag} is not registered`)
             yield* resume(opts.executionId, "explicit")
           }
@@ -386,6 +422,7 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         }),
       interrupt: (workflow, executionId) =>
         Effect.gen(function*() {
+          if (options.clientOnly === true) return yield* requestInterrupt(executionId)
           const state = yield* stateOf(executionId, workflow)
           if (state === undefined || state.stored !== undefined) return
           state.interrupted = true
@@ -394,6 +431,8 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         }),
       interruptUnsafe: (workflow, executionId) =>
         Effect.gen(function*() {
+          // A client cannot cut another process's run short: the interrupt takes effect there when the run suspends.
+          if (options.clientOnly === true) return yield* requestInterrupt(executionId)
           const state = yield* stateOf(executionId, workflow)
           if (state === undefined || state.stored !== undefined) return
           state.interrupted = true
@@ -403,7 +442,11 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
           // Replay after hard interruption to record a terminal workflow result.
           yield* resume(executionId, "explicit")
         }),
-      resume: (workflow, executionId) => Effect.flatMap(stateOf(executionId, workflow), () => resume(executionId, "explicit")),
+      resume: (workflow, executionId) =>
+        options.clientOnly === true
+          // Taken by the running process (its poll), or by the next one when it registers the workflow.
+          ? stored(sql`INSERT INTO ${resumesT} (execution_id) SELECT execution_id FROM ${executionsT} WHERE execution_id = ${executionId} AND result IS NULL ON CONFLICT DO NOTHING`)
+          : Effect.flatMap(stateOf(executionId, workflow), () => resume(executionId, "explicit")),
       activityExecute: (activity: Activity.Any, attempt: number) =>
         Effect.gen(function*() {
           const instance = yield* WorkflowEngine.WorkflowInstance
@@ -468,9 +511,15 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
           if (state?.deferreds.has(done.deferredName) === true) return
           const text = yield* exitText(done.exit)
           // The first completion wins, here and across processes (UNIQUE (execution_id, name)).
-          yield* stored(sql`INSERT INTO ${deferredsT} (execution_id, name, exit) VALUES (${done.executionId}, ${done.deferredName}, ${text}) ON CONFLICT DO NOTHING`)
+          const inserted = yield* stored(sql<{ readonly seq: number | bigint }>`INSERT INTO ${deferredsT} (execution_id, name, exit) VALUES (${done.executionId}, ${done.deferredName}, ${text}) ON CONFLICT DO NOTHING RETURNING seq`)
           if (options.clientOnly === true) return
-          const wake = deferredArrived(done.executionId, done.deferredName, done.exit)
+          // Another process completed it first (a row this process's poll has not read yet): the run sees that
+          // one, as a replay from the file would, not this later one.
+          const exit = inserted.length > 0 ? done.exit : yield* Effect.flatMap(
+            stored(sql<{ readonly exit: string }>`SELECT exit FROM ${deferredsT} WHERE execution_id = ${done.executionId} AND name = ${done.deferredName}`),
+            (rows) => rows[0] === undefined ? Effect.succeed(done.exit) : exitOf(rows[0].exit)
+          )
+          const wake = deferredArrived(done.executionId, done.deferredName, exit)
           const current = yield* Effect.serviceOption(WorkflowEngine.WorkflowInstance)
           // A workflow finalizer cannot wait for its own run's cleanup: the engine's scope owns that wake.
           if (Option.isSome(current) && current.value.executionId === done.executionId) {
@@ -511,6 +560,21 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
           const state = executions.get(row.execution_id)
           if (state === undefined || state.deferreds.has(row.name)) continue
           yield* deferredArrived(row.execution_id, row.name, yield* exitOf(row.exit))
+        }
+        // Interrupts and resumes a client asked for.
+        for (const row of yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${executionsT} WHERE interrupted = 1 AND result IS NULL`)) {
+          const known = executions.get(row.execution_id)
+          if (known?.interrupted === true) continue
+          const state = known ?? (yield* stateOf(row.execution_id))
+          if (state === undefined || state.stored !== undefined) continue
+          state.interrupted = true
+          yield* resume(row.execution_id, "explicit")
+        }
+        for (const row of yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${resumesT}`)) {
+          // Left for the process that registers its workflow, when this one does not.
+          if ((yield* stateOf(row.execution_id)) === undefined) continue
+          yield* stored(sql`DELETE FROM ${resumesT} WHERE execution_id = ${row.execution_id}`)
+          yield* resume(row.execution_id, "explicit")
         }
       })
       yield* look.pipe(

@@ -1,0 +1,215 @@
+/**
+ * A fresh reader's probes of the one-process SQLite engine (src/rollouts/internal/durable/sqliteEngine.ts): what a
+ * client beside the running process can do, what a restart does with interrupted, failed and parent/child runs, and
+ * races between completions. A "process" here is a scope: closed, its fibers end; a new engine on the same file is
+ * the next process.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Context, Duration, Effect, Exit, Layer, Option, Schema, Scope } from "effect"
+import { TestClock } from "effect/testing"
+import { Activity, DurableDeferred, Workflow } from "effect/workflow"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import * as SqliteClient from "../../src/environment/SqliteClient.js"
+import * as SqliteEngine from "../../src/rollouts/internal/durable/sqliteEngine.js"
+
+const tempFile = Effect.acquireRelease(
+  Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-sqlite-engine-review-"))),
+  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+).pipe(Effect.map((dir) => join(dir, "runs.db")))
+
+const engineOn = (filename: string, options: SqliteEngine.Options = {}) =>
+  SqliteEngine.layer(options).pipe(Layer.provide(SqliteClient.layer({ filename })))
+
+/** Lets the engine's fibers and SQLite statements run, the test clock moved by `step` each turn, until `done`. */
+const until = <A>(look: Effect.Effect<A>, done: (a: A) => boolean, step: Duration.Input = Duration.millis(10), turns = 500) =>
+  Effect.gen(function*() {
+    for (let turn = 0; turn < turns; turn++) {
+      const value = yield* look
+      if (done(value)) return value
+      yield* TestClock.adjust(step)
+      yield* Effect.yieldNow
+    }
+    return yield* Effect.die("the condition was not reached")
+  })
+
+const settle = Effect.gen(function*() {
+  for (let turn = 0; turn < 20; turn++) yield* Effect.yieldNow
+})
+
+const isComplete = (result: Option.Option<Workflow.Result<unknown, unknown>>) => Option.isSome(result) && result.value._tag === "Complete"
+const valueOf = (result: Option.Option<Workflow.Result<unknown, unknown>>) => {
+  const value = Option.getOrThrow(result)
+  return value._tag === "Complete" ? value.exit : value
+}
+
+const Gate = Workflow.make("review/Gate", { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: (payload) => payload.id })
+const opened = DurableDeferred.make("opened", { success: Schema.String })
+const gateHandler = Gate.toLayer(Effect.fnUntraced(function*() {
+  return `opened by ${yield* DurableDeferred.await(opened)}`
+}))
+
+describe("Durable's SQLite engine, reviewed", () => {
+  it.effect("the first completion of a deferred wins in the run too: a client's stored answer is not overridden by a later one in the running process", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      const running = yield* Layer.build(gateHandler.pipe(Layer.provideMerge(engineOn(file))))
+      const client = yield* Layer.build(engineOn(file, { clientOnly: true }))
+      const executionId = yield* Gate.execute({ id: "g1" }, { discard: true }).pipe(Effect.provide(running))
+      const poll = Gate.poll(executionId).pipe(Effect.provide(running))
+      yield* until(poll, Option.isSome)
+      const token = DurableDeferred.tokenFromExecutionId(opened, { workflow: Gate, executionId })
+      // The client answers first (stored); before the runner's poll finds it, the runner is answered too.
+      yield* DurableDeferred.succeed(opened, { token, value: "the client" }).pipe(Effect.provide(client))
+      yield* DurableDeferred.succeed(opened, { token, value: "the runner" }).pipe(Effect.provide(running))
+      const done = yield* until(poll, isComplete, Duration.millis(250))
+      // What the file holds is what a restart replays: the run must have seen the same.
+      expect(valueOf(done)).toEqual(Exit.succeed("opened by the client"))
+    }).pipe(Effect.scoped))
+
+  it.effect("a client's interrupt reaches the process that runs the workflow", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      const running = yield* Layer.build(gateHandler.pipe(Layer.provideMerge(engineOn(file))))
+      const client = yield* Layer.build(engineOn(file, { clientOnly: true }))
+      const executionId = yield* Gate.execute({ id: "g2" }, { discard: true }).pipe(Effect.provide(running))
+      const poll = Gate.poll(executionId).pipe(Effect.provide(running))
+      yield* until(poll, Option.isSome)
+      yield* Gate.interrupt(executionId).pipe(Effect.provide(client))
+      const done = yield* until(poll, isComplete, Duration.millis(250), 40)
+      const exit = valueOf(done)
+      expect(Exit.isExit(exit) && Exit.hasInterrupts(exit)).toBe(true)
+    }).pipe(Effect.scoped))
+
+  it.effect("a client's resume reaches the process that runs the workflow (a run suspended on failure runs again)", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      let runs = 0
+      const Flaky = Workflow.make("review/Flaky", {
+        payload: { id: Schema.String },
+        success: Schema.String,
+        error: Schema.String,
+        idempotencyKey: (payload) => payload.id,
+        annotations: Context.make(Workflow.SuspendOnFailure, true)
+      })
+      const handler = Flaky.toLayer(() => Effect.suspend(() => ++runs === 1 ? Effect.fail("down for a moment") : Effect.succeed("up")))
+      const running = yield* Layer.build(handler.pipe(Layer.provideMerge(engineOn(file))))
+      const client = yield* Layer.build(engineOn(file, { clientOnly: true }))
+      const executionId = yield* Flaky.execute({ id: "f1" }, { discard: true }).pipe(Effect.provide(running))
+      const poll = Flaky.poll(executionId).pipe(Effect.provide(running))
+      yield* until(poll, Option.isSome)
+      expect(runs).toBe(1)
+      yield* Flaky.resume(executionId).pipe(Effect.provide(client))
+      const done = yield* until(poll, isComplete, Duration.millis(250), 40)
+      expect(valueOf(done)).toEqual(Exit.succeed("up"))
+    }).pipe(Effect.scoped))
+
+  it.effect("a run suspended on failure stays suspended when the process restarts (as on effect/cluster): only a resume runs it again", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      let runs = 0
+      const Flaky = Workflow.make("review/Flaky2", {
+        payload: { id: Schema.String },
+        success: Schema.String,
+        error: Schema.String,
+        idempotencyKey: (payload) => payload.id,
+        annotations: Context.make(Workflow.SuspendOnFailure, true)
+      })
+      const handler = Flaky.toLayer(() => Effect.suspend(() => (runs++, Effect.fail("the model is down"))))
+      const runner = handler.pipe(Layer.provideMerge(engineOn(file)))
+      const first = yield* Scope.make()
+      const firstContext = yield* Layer.buildWithScope(runner, first)
+      const executionId = yield* Flaky.execute({ id: "f2" }, { discard: true }).pipe(Effect.provide(firstContext))
+      yield* until(Flaky.poll(executionId).pipe(Effect.provide(firstContext)), Option.isSome)
+      yield* Scope.close(first, Exit.void)
+      expect(runs).toBe(1)
+
+      const second = yield* Scope.make()
+      const secondContext = yield* Layer.buildWithScope(runner, second)
+      for (let turn = 0; turn < 10; turn++) {
+        yield* TestClock.adjust(Duration.millis(250))
+        yield* settle
+      }
+      // Not run again by the restart: a failed call is not sent again until someone resumes it.
+      expect(runs).toBe(1)
+      const polled = Option.getOrThrow(yield* Flaky.poll(executionId).pipe(Effect.provide(secondContext)))
+      expect(polled._tag === "Suspended" && polled.failed).toBe(true)
+      yield* Flaky.resume(executionId).pipe(Effect.provide(secondContext))
+      yield* until(Effect.sync(() => runs), (n) => n === 2)
+      yield* Scope.close(second, Exit.void)
+    }).pipe(Effect.scoped))
+
+  it.effect("an interrupt during an activity, then the process ends: the restart ends the run interrupted, the activity not run again", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      let started = 0
+      const Slow = Workflow.make("review/Slow", { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: (payload) => payload.id })
+      const handler = Slow.toLayer(() =>
+        Activity.make({ name: "slow", success: Schema.String, execute: Effect.andThen(Effect.sync(() => started++), Effect.as(Effect.sleep(Duration.hours(1)), "slept")) })
+      )
+      const runner = handler.pipe(Layer.provideMerge(engineOn(file)))
+      const first = yield* Scope.make()
+      const firstContext = yield* Layer.buildWithScope(runner, first)
+      const executionId = yield* Slow.execute({ id: "s1" }, { discard: true }).pipe(Effect.provide(firstContext))
+      yield* until(Effect.sync(() => started), (n) => n === 1)
+      yield* Slow.interrupt(executionId).pipe(Effect.provide(firstContext))
+      yield* settle
+      yield* Scope.close(first, Exit.void)
+
+      const second = yield* Layer.build(runner)
+      const done = yield* until(Slow.poll(executionId).pipe(Effect.provide(second)), isComplete)
+      const exit = valueOf(done)
+      expect(Exit.isExit(exit) && Exit.hasInterrupts(exit)).toBe(true)
+      expect(started).toBe(1)
+    }).pipe(Effect.scoped))
+
+  it.effect("a parent whose child completed while no process ran: the restart completes both, whichever handler registers first", () =>
+    Effect.gen(function*() {
+      for (const order of ["parent first", "child first"] as const) {
+        const file = yield* tempFile
+        const Child = Workflow.make("review/Child", { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: (payload) => payload.id })
+        const Parent = Workflow.make("review/Parent", { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: (payload) => payload.id })
+        const childHandler = Child.toLayer(Effect.fnUntraced(function*() {
+          return `child ${yield* DurableDeferred.await(opened)}`
+        }))
+        const parentHandler = Parent.toLayer(Effect.fnUntraced(function*(payload) {
+          return `parent of ${yield* Child.execute({ id: `${payload.id}-child` })}`
+        }))
+        const handlers = order === "parent first" ? Layer.mergeAll(parentHandler, childHandler) : Layer.mergeAll(childHandler, parentHandler)
+        const runner = handlers.pipe(Layer.provideMerge(engineOn(file)))
+        const first = yield* Scope.make()
+        const firstContext = yield* Layer.buildWithScope(runner, first)
+        const parentId = yield* Parent.execute({ id: "p" }, { discard: true }).pipe(Effect.provide(firstContext))
+        const childId = yield* Child.executionId({ id: "p-child" })
+        yield* until(Child.poll(childId).pipe(Effect.provide(firstContext)), Option.isSome)
+        yield* Scope.close(first, Exit.void)
+
+        // While no process runs it, a client completes the child's deferred.
+        const client = yield* Scope.make()
+        const clientContext = yield* Layer.buildWithScope(engineOn(file, { clientOnly: true }), client)
+        const token = DurableDeferred.tokenFromExecutionId(opened, { workflow: Child, executionId: childId })
+        yield* DurableDeferred.succeed(opened, { token, value: "answered" }).pipe(Effect.provide(clientContext))
+        yield* Scope.close(client, Exit.void)
+
+        const second = yield* Layer.build(runner)
+        const done = yield* until(Parent.poll(parentId).pipe(Effect.provide(second)), isComplete, Duration.millis(250))
+        expect([order, valueOf(done)]).toEqual([order, Exit.succeed("parent of child answered")])
+      }
+    }).pipe(Effect.scoped))
+
+  it.effect("two executes of one new execution at once: one run, both callers get its result", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      let runs = 0
+      const Once = Workflow.make("review/Once", { payload: { id: Schema.String }, success: Schema.Number, idempotencyKey: (payload) => payload.id })
+      const handler = Once.toLayer(() => Effect.sync(() => ++runs))
+      const context = yield* Layer.build(handler.pipe(Layer.provideMerge(engineOn(file))))
+      const results = yield* Effect.all([Once.execute({ id: "o" }), Once.execute({ id: "o" })], { concurrency: "unbounded" }).pipe(Effect.provide(context))
+      expect(results).toEqual([1, 1])
+      expect(runs).toBe(1)
+      // And after it was dropped from memory: answered from the file.
+      expect(yield* Once.execute({ id: "o" }).pipe(Effect.provide(context))).toBe(1)
+      expect(runs).toBe(1)
+    }).pipe(Effect.scoped))
+})

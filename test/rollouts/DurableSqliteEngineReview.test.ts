@@ -212,4 +212,100 @@ describe("Durable's SQLite engine, reviewed", () => {
       expect(yield* Once.execute({ id: "o" }).pipe(Effect.provide(context))).toBe(1)
       expect(runs).toBe(1)
     }).pipe(Effect.scoped))
+  it.effect("a payload, an activity's result and the workflow's result of Date, BigInt, Option and optional fields survive a restart as they were", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      const Value = Schema.Struct({ when: Schema.Date, n: Schema.BigInt, maybe: Schema.Option(Schema.String), note: Schema.optional(Schema.String) })
+      const Typed = Workflow.make("review/Typed", { payload: { id: Schema.String, value: Value }, success: Schema.Struct({ payload: Value, activity: Value, answer: Schema.String }), idempotencyKey: (payload) => payload.id })
+      let ran = 0
+      const handler = Typed.toLayer(Effect.fnUntraced(function*(payload) {
+        const activity = yield* Activity.make({
+          name: "typed",
+          success: Value,
+          execute: Effect.sync(() => (ran++, { when: new Date(Date.UTC(2026, 0, 2)), n: 2n ** 70n, maybe: Option.none(), note: undefined }))
+        })
+        const answer = yield* DurableDeferred.await(opened)
+        return { payload: payload.value, activity, answer }
+      }))
+      const runner = handler.pipe(Layer.provideMerge(engineOn(file)))
+      const value = { when: new Date(Date.UTC(2025, 11, 31, 23, 59, 59, 999)), n: 12345678901234567890n, maybe: Option.some("x") }
+      const first = yield* Scope.make()
+      const firstContext = yield* Layer.buildWithScope(runner, first)
+      const executionId = yield* Typed.execute({ id: "t1", value }, { discard: true }).pipe(Effect.provide(firstContext))
+      yield* until(Typed.poll(executionId).pipe(Effect.provide(firstContext)), Option.isSome)
+      yield* Scope.close(first, Exit.void)
+
+      const second = yield* Scope.make()
+      const secondContext = yield* Layer.buildWithScope(runner, second)
+      yield* settle
+      const token = DurableDeferred.tokenFromExecutionId(opened, { workflow: Typed, executionId })
+      yield* DurableDeferred.succeed(opened, { token, value: "yes" }).pipe(Effect.provide(secondContext))
+      const expected = { payload: value, activity: { when: new Date(Date.UTC(2026, 0, 2)), n: 2n ** 70n, maybe: Option.none() }, answer: "yes" }
+      const done = yield* until(Typed.poll(executionId).pipe(Effect.provide(secondContext)), isComplete)
+      expect(valueOf(done)).toEqual(Exit.succeed(expected))
+      expect(ran).toBe(1)
+      yield* Scope.close(second, Exit.void)
+      // Answered from the file by a later process.
+      const third = yield* Layer.build(runner)
+      expect(yield* Typed.execute({ id: "t1", value }).pipe(Effect.provide(third))).toEqual(expected)
+    }).pipe(Effect.scoped))
+  // Fails: the engine takes no claim on its file, so a second process that registers the workflow resumes the first
+  // one's open runs (its `register` runs every execution without a result) and both wake on the decision: the
+  // activity after it runs twice. Needs a claim (a row naming the running process, refused while that process
+  // lives), not a small change: see the review's report.
+  it.effect.fails("a second running process on the same file does not run the first one's runs too (each activity runs once)", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      const counts = { before: 0, after: 0 }
+      const Twice = Workflow.make("review/Twice", { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: (payload) => payload.id })
+      const handler = Twice.toLayer(Effect.fnUntraced(function*() {
+        yield* Activity.make({ name: "before", execute: Effect.sync(() => void counts.before++) })
+        const answer = yield* DurableDeferred.await(opened)
+        yield* Activity.make({ name: "after", execute: Effect.sync(() => void counts.after++) })
+        return answer
+      }))
+      const runner = handler.pipe(Layer.provideMerge(engineOn(file)))
+      const a = yield* Layer.build(runner)
+      const executionId = yield* Twice.execute({ id: "w1" }, { discard: true }).pipe(Effect.provide(a))
+      yield* until(Twice.poll(executionId).pipe(Effect.provide(a)), Option.isSome)
+      // Another process starts on the same file (a second evaluation with the same --store) while the first runs:
+      // it fails to start, or it leaves the first one's runs alone.
+      const b = yield* Effect.exit(Layer.build(runner))
+      const client = yield* Layer.build(engineOn(file, { clientOnly: true }))
+      const token = DurableDeferred.tokenFromExecutionId(opened, { workflow: Twice, executionId })
+      yield* DurableDeferred.succeed(opened, { token, value: "go" }).pipe(Effect.provide(client))
+      yield* until(Twice.poll(executionId).pipe(Effect.provide(a)), isComplete, Duration.millis(250))
+      for (let turn = 0; turn < 8; turn++) {
+        yield* TestClock.adjust(Duration.millis(250))
+        yield* settle
+      }
+      expect({ second: Exit.isSuccess(b) ? "started" : "refused", counts }).toEqual({ second: Exit.isSuccess(b) ? "started" : "refused", counts: { before: 1, after: 1 } })
+    }).pipe(Effect.scoped))
+  it.effect("an execute of a stored run while register is resuming it: one replay's activities, one result for both", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      const counts = { before: 0, after: 0 }
+      const Both = Workflow.make("review/Both", { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: (payload) => payload.id })
+      const handler = Both.toLayer(Effect.fnUntraced(function*() {
+        yield* Activity.make({ name: "before", execute: Effect.sync(() => void counts.before++) })
+        const answer = yield* DurableDeferred.await(opened)
+        yield* Activity.make({ name: "after", execute: Effect.sync(() => void counts.after++) })
+        return answer
+      }))
+      const runner = handler.pipe(Layer.provideMerge(engineOn(file)))
+      const first = yield* Scope.make()
+      const firstContext = yield* Layer.buildWithScope(runner, first)
+      const executionId = yield* Both.execute({ id: "b1" }, { discard: true }).pipe(Effect.provide(firstContext))
+      yield* until(Both.poll(executionId).pipe(Effect.provide(firstContext)), Option.isSome)
+      yield* Scope.close(first, Exit.void)
+      const client = yield* Layer.build(engineOn(file, { clientOnly: true }))
+      const token = DurableDeferred.tokenFromExecutionId(opened, { workflow: Both, executionId })
+      yield* DurableDeferred.succeed(opened, { token, value: "go" }).pipe(Effect.provide(client))
+
+      // The next process: its register resumes the run (forked) while a caller executes it at once.
+      const second = yield* Layer.build(runner)
+      const results = yield* Effect.all([Both.execute({ id: "b1" }), Both.execute({ id: "b1" })], { concurrency: "unbounded" }).pipe(Effect.provide(second))
+      expect(results).toEqual(["go", "go"])
+      expect(counts).toEqual({ before: 1, after: 1 })
+    }).pipe(Effect.scoped))
 })

@@ -11,6 +11,7 @@ import { Activity, DurableDeferred, Workflow } from "effect/workflow"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { DatabaseSync } from "node:sqlite"
 import * as SqliteClient from "../../src/environment/SqliteClient.js"
 import * as SqliteEngine from "../../src/rollouts/internal/durable/sqliteEngine.js"
 
@@ -307,5 +308,27 @@ describe("Durable's SQLite engine, reviewed", () => {
       const results = yield* Effect.all([Both.execute({ id: "b1" }), Both.execute({ id: "b1" })], { concurrency: "unbounded" }).pipe(Effect.provide(second))
       expect(results).toEqual(["go", "go"])
       expect(counts).toEqual({ before: 1, after: 1 })
+    }).pipe(Effect.scoped))
+  it.effect("an open run whose stored payload no longer decodes (a workflow's schema changed) does not keep the others from resuming", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      const runner = gateHandler.pipe(Layer.provideMerge(engineOn(file)))
+      const first = yield* Scope.make()
+      const firstContext = yield* Layer.buildWithScope(runner, first)
+      // An older run of the same workflow, stored before its payload gained a field this version requires.
+      const db = new DatabaseSync(file)
+      db.prepare(`INSERT INTO ${SqliteEngine.executionsTable} (execution_id, workflow, payload) VALUES ('old', 'review/Gate', '{}')`).run()
+      db.close()
+      const executionId = yield* Gate.execute({ id: "g3" }, { discard: true }).pipe(Effect.provide(firstContext))
+      yield* until(Gate.poll(executionId).pipe(Effect.provide(firstContext)), Option.isSome)
+      yield* Scope.close(first, Exit.void)
+
+      const second = yield* Layer.build(runner)
+      const client = yield* Layer.build(engineOn(file, { clientOnly: true }))
+      yield* settle
+      const token = DurableDeferred.tokenFromExecutionId(opened, { workflow: Gate, executionId })
+      yield* DurableDeferred.succeed(opened, { token, value: "the client" }).pipe(Effect.provide(client))
+      const done = yield* until(Gate.poll(executionId).pipe(Effect.provide(second)), isComplete, Duration.millis(250), 40)
+      expect(valueOf(done)).toEqual(Exit.succeed("opened by the client"))
     }).pipe(Effect.scoped))
 })

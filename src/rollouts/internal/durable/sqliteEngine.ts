@@ -350,6 +350,17 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         yield* stored(sql`DELETE FROM ${clocksT} WHERE execution_id = ${executionId} AND name = ${name}`)
       }).pipe(FiberMap.run(clocks, `${executionId}/${name}`, { onlyIfMissing: true }), Effect.asVoid)
 
+    /**
+     * One execution's part of a loop over many (resuming them, taking a client's requests): a run that cannot be
+     * loaded (its stored payload no longer decodes: its workflow's schema changed) is said and left, not the end of
+     * the loop for all the others.
+     */
+    const alone = (executionId: string) => <A>(effect: Effect.Effect<A>): Effect.Effect<void> =>
+      effect.pipe(
+        Effect.asVoid,
+        Effect.catchCause((cause) => Effect.logWarning(`valet durable: execution ${executionId} cannot be resumed`, cause))
+      )
+
     /** A client's interrupt: marked in the file, where the running process's poll (or the next process) finds it. */
     const requestInterrupt = (executionId: string): Effect.Effect<void> =>
       stored(sql`UPDATE ${executionsT} SET interrupted = 1 WHERE execution_id = ${executionId} AND result IS NULL`).pipe(Effect.asVoid)
@@ -371,7 +382,7 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
               state === undefined ? Effect.void : Effect.andThen(
                 resumed.has(row.execution_id) ? stored(sql`DELETE FROM ${resumesT} WHERE execution_id = ${row.execution_id}`) : Effect.void,
                 resume(row.execution_id, "explicit")
-              )), { discard: true }).pipe(
+              )).pipe(alone(row.execution_id)), { discard: true }).pipe(
             Effect.andThen(Effect.forEach(pendingClocks, (clock) => fireClock(workflow, clock.execution_id, clock.name, clock.deferred, Number(clock.wake_at)), { discard: true })),
             Effect.forkIn(scope)
           )
@@ -559,22 +570,26 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
           lastSeq = Math.max(lastSeq, Number(row.seq))
           const state = executions.get(row.execution_id)
           if (state === undefined || state.deferreds.has(row.name)) continue
-          yield* deferredArrived(row.execution_id, row.name, yield* exitOf(row.exit))
+          yield* Effect.flatMap(exitOf(row.exit), (exit) => deferredArrived(row.execution_id, row.name, exit)).pipe(alone(row.execution_id))
         }
         // Interrupts and resumes a client asked for.
         for (const row of yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${executionsT} WHERE interrupted = 1 AND result IS NULL`)) {
           const known = executions.get(row.execution_id)
           if (known?.interrupted === true) continue
-          const state = known ?? (yield* stateOf(row.execution_id))
-          if (state === undefined || state.stored !== undefined) continue
-          state.interrupted = true
-          yield* resume(row.execution_id, "explicit")
+          yield* Effect.gen(function*() {
+            const state = known ?? (yield* stateOf(row.execution_id))
+            if (state === undefined || state.stored !== undefined) return
+            state.interrupted = true
+            yield* resume(row.execution_id, "explicit")
+          }).pipe(alone(row.execution_id))
         }
         for (const row of yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${resumesT}`)) {
-          // Left for the process that registers its workflow, when this one does not.
-          if ((yield* stateOf(row.execution_id)) === undefined) continue
-          yield* stored(sql`DELETE FROM ${resumesT} WHERE execution_id = ${row.execution_id}`)
-          yield* resume(row.execution_id, "explicit")
+          yield* Effect.gen(function*() {
+            // Left for the process that registers its workflow, when this one does not.
+            if ((yield* stateOf(row.execution_id)) === undefined) return
+            yield* stored(sql`DELETE FROM ${resumesT} WHERE execution_id = ${row.execution_id}`)
+            yield* resume(row.execution_id, "explicit")
+          }).pipe(alone(row.execution_id))
         }
       })
       yield* look.pipe(

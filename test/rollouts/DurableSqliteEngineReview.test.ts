@@ -5,7 +5,7 @@
  * the next process.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Duration, Effect, Exit, Layer, Option, Schema, Scope } from "effect"
+import { Cause, Context, Duration, Effect, Exit, Layer, Option, Schema, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { Activity, DurableDeferred, Workflow } from "effect/workflow"
 import { mkdtempSync, rmSync } from "node:fs"
@@ -13,6 +13,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
 import * as SqliteClient from "../../src/environment/SqliteClient.js"
+import * as Engines from "../../src/rollouts/internal/durable/engines.js"
 import * as SqliteEngine from "../../src/rollouts/internal/durable/sqliteEngine.js"
 
 const tempFile = Effect.acquireRelease(
@@ -330,5 +331,42 @@ describe("Durable's SQLite engine, reviewed", () => {
       yield* DurableDeferred.succeed(opened, { token, value: "the client" }).pipe(Effect.provide(client))
       const done = yield* until(Gate.poll(executionId).pipe(Effect.provide(second)), isComplete, Duration.millis(250), 40)
       expect(valueOf(done)).toEqual(Exit.succeed("opened by the client"))
+    }).pipe(Effect.scoped))
+  it.effect("a disk full when an activity's result is stored: the caller gets DurableStoreError, and the run is not ended for good (the next process runs it)", () =>
+    Effect.gen(function*() {
+      // Also a run that suspends on failure (AgentRun): not stored as failed, which a restart would leave alone.
+      for (const suspendOnFailure of [false, true]) {
+        const file = yield* tempFile
+        let big = 0
+        const Big = Workflow.make(`review/Big${suspendOnFailure}`, {
+          payload: { id: Schema.String },
+          success: Schema.Number,
+          idempotencyKey: (payload) => payload.id,
+          annotations: Context.make(Workflow.SuspendOnFailure, suspendOnFailure)
+        })
+        const handler = Big.toLayer(() =>
+          Effect.map(Activity.make({ name: "big", success: Schema.String, execute: Effect.sync(() => (big++, "x".repeat(400_000))) }), (text) => text.length)
+        )
+        // As layerSqlite, with this test's hold on the connection (a size limit stands for the full disk).
+        const runnerOn = Engines.endOnStoreFailure(file).pipe(
+          Layer.provideMerge(handler.pipe(Layer.provideMerge(SqliteEngine.layer()))),
+          Layer.provideMerge(SqliteClient.layer({ filename: file }))
+        )
+        const first = yield* Scope.make()
+        const firstContext = yield* Layer.buildWithScope(runnerOn, first)
+        const sql = Context.get(firstContext, SqliteClient.SqliteClient)
+        const pages = Number((yield* sql.unsafe<{ readonly page_count: number }>("PRAGMA page_count"))[0]!.page_count)
+        yield* sql.unsafe(`PRAGMA max_page_count = ${pages + 4}`)
+        const failed = yield* Effect.exit(Big.execute({ id: "b1" }).pipe(Effect.provide(firstContext)))
+        expect(Exit.isFailure(failed) && Cause.squash(failed.cause)).toBeInstanceOf(Engines.DurableStoreError)
+        expect(big).toBe(1)
+        yield* Scope.close(first, Exit.void)
+
+        // Room again (the limit was this connection's): the next process runs the call again and ends the run.
+        const second = yield* Layer.build(runnerOn)
+        const done = yield* until(Big.poll(yield* Big.executionId({ id: "b1" })).pipe(Effect.provide(second)), isComplete)
+        expect(valueOf(done)).toEqual(Exit.succeed(400_000))
+        expect(big).toBe(2)
+      }
     }).pipe(Effect.scoped))
 })

@@ -125,8 +125,22 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
   Effect.gen(function*() {
     const sql = (yield* SqlClient.SqlClient).withoutTransforms()
     const onStoreFailure = options.onStoreFailure ?? ((error: SqlError.SqlError) => error)
+    // What failed statements died with: a run that ends with one of them ended because the file did, not by itself.
+    const storeFailures = new WeakSet<object>()
     const stored = <A>(effect: Effect.Effect<A, SqlError.SqlError>): Effect.Effect<A> =>
-      Effect.catch(effect, (error) => Effect.die(onStoreFailure(error)))
+      Effect.catch(effect, (error) => {
+        const defect = onStoreFailure(error)
+        if (typeof defect === "object" && defect !== null) storeFailures.add(defect)
+        return Effect.die(defect)
+      })
+    /** The store failure a run's result carries (an activity's result could not be stored), if any. */
+    const storeFailureIn = (result: Result): object | undefined => {
+      const cause = result._tag === "Suspended" ? result.cause : Exit.isFailure(result.exit) ? result.exit.cause : undefined
+      for (const reason of cause?.reasons ?? []) {
+        if (Cause.isDieReason(reason) && typeof reason.defect === "object" && reason.defect !== null && storeFailures.has(reason.defect)) return reason.defect
+      }
+      return undefined
+    }
     const [executionsT, activitiesT, deferredsT, clocksT, resumesT] = [executionsTable, activitiesTable, deferredsTable, clocksTable, resumesTable].map((name) => sql(name))
     yield* stored(createTables(
       sql,
@@ -239,6 +253,10 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
 
     const storeResult = (state: ExecutionState, result: Result): Effect.Effect<void> =>
       Effect.gen(function*() {
+        // Not stored: the run stays open in the file, and the next process runs it again (not ended, or suspended as
+        // failed, for good by a full disk or a file gone for a moment). Its callers here get the failure.
+        const failure = storeFailureIn(result)
+        if (failure !== undefined) return yield* Effect.die(failure)
         if (result._tag === "Suspended") {
           // What a client's poll answers while it stays so (with why, when the run failed and suspended).
           const encoded = yield* Effect.orDie(encodeSuspended(result))

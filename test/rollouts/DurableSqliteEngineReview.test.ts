@@ -7,7 +7,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, Context, Duration, Effect, Exit, Layer, Option, Schema, Scope } from "effect"
 import { TestClock } from "effect/testing"
-import { Activity, DurableDeferred, Workflow } from "effect/workflow"
+import { Activity, DurableClock, DurableDeferred, Workflow } from "effect/workflow"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -367,6 +367,34 @@ describe("Durable's SQLite engine, reviewed", () => {
         const done = yield* until(Big.poll(yield* Big.executionId({ id: "b1" })).pipe(Effect.provide(second)), isComplete)
         expect(valueOf(done)).toEqual(Exit.succeed(400_000))
         expect(big).toBe(2)
+      }
+    }).pipe(Effect.scoped))
+  it.effect("a clock that fired just before the process ended: the next process neither waits for it again nor runs the step after it twice", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      let after = 0
+      const Nap = Workflow.make("review/Nap", { payload: { id: Schema.String }, success: Schema.Number, idempotencyKey: (payload) => payload.id })
+      const handler = Nap.toLayer(Effect.fnUntraced(function*() {
+        yield* DurableClock.sleep({ name: "nap", duration: Duration.hours(1), inMemoryThreshold: Duration.zero })
+        return yield* Activity.make({ name: "after", success: Schema.Number, execute: Effect.sync(() => ++after) })
+      }))
+      // No client here: a slow poll keeps the hour the clock moves from being 14,400 polls.
+      const runner = handler.pipe(Layer.provideMerge(engineOn(file, { pollInterval: Duration.minutes(10) })))
+      for (const turnsBeforeEnd of [0, 1, 3]) {
+        after = 0
+        const id = `n${turnsBeforeEnd}`
+        const first = yield* Scope.make()
+        const firstContext = yield* Layer.buildWithScope(runner, first)
+        const executionId = yield* Nap.execute({ id }, { discard: true }).pipe(Effect.provide(firstContext))
+        yield* until(Nap.poll(executionId).pipe(Effect.provide(firstContext)), Option.isSome)
+        yield* TestClock.adjust(Duration.hours(1))
+        for (let turn = 0; turn < turnsBeforeEnd; turn++) yield* Effect.yieldNow
+        yield* Scope.close(first, Exit.void)
+        const second = yield* Scope.make()
+        const secondContext = yield* Layer.buildWithScope(runner, second)
+        const done = yield* until(Nap.poll(executionId).pipe(Effect.provide(secondContext)), isComplete, Duration.millis(10), 50)
+        expect([turnsBeforeEnd, valueOf(done), after]).toEqual([turnsBeforeEnd, Exit.succeed(1), 1])
+        yield* Scope.close(second, Exit.void)
       }
     }).pipe(Effect.scoped))
 })

@@ -298,17 +298,18 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         }
         const entry = workflows.get(state.workflow._tag)
         if (entry === undefined) return
-        if (state.failed !== undefined) {
-          // Resumed: no longer failed in the file either, so a process that ends during this run resumes it when the
-          // next one starts (as effect/cluster resets the run's reply).
-          state.failed = undefined
-          yield* stored(sql`UPDATE ${executionsT} SET suspended = NULL WHERE execution_id = ${executionId}`)
-        }
+        // Resumed: no longer failed in the file either, so a process that ends during this run resumes it when the
+        // next one starts (as effect/cluster resets the run's reply). Cleared by the run itself, before it can store
+        // anything, and with no wait here between the check of `fiber` and its setting.
+        const clearFailed = state.failed === undefined
+          ? Effect.void
+          : stored(sql`UPDATE ${executionsT} SET suspended = NULL WHERE execution_id = ${executionId}`)
+        state.failed = undefined
         // Like the memory and cluster engines, each run gets a fresh scope, so replays rebuild compensations instead
         // of registering them again.
         const instance = WorkflowEngine.WorkflowInstance.initial(state.workflow, executionId, { scope: Scope.forkUnsafe(state.scope) })
         state.instance = instance
-        state.fiber = yield* entry.execute(state.payload, executionId).pipe(
+        state.fiber = yield* Effect.andThen(clearFailed, entry.execute(state.payload, executionId)).pipe(
           Effect.onExit((exit) => {
             // Safe interrupts take effect only when the run would suspend; unsafe interrupts must also survive a
             // replay that completes normally.

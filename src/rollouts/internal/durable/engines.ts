@@ -140,7 +140,8 @@ export const endOnStoreFailure = (filename: string): Layer.Layer<WorkflowEngine.
  * `sqliteStore`), its commits `synchronous = NORMAL` unless `synchronous: "full"` (see `sqliteStore`), its workflows
  * ended when the file fails during the run (see `endOnStoreFailure`). Fails with `DurableStoreError` naming the file.
  * A client (`clientOnly`: a process that decides or answers beside the one running the workflows) runs no workflow:
- * what it completes is stored, and the process that runs them finds it within a quarter of a second.
+ * what it completes, interrupts or resumes is stored, and the process that runs them finds it within a quarter of a
+ * second.
  */
 export const layerSqlite = (
   filename: string,

@@ -15,9 +15,13 @@
  *
  * On start, once a workflow's handler is registered, its executions that have no result are run again: they replay
  * from what was stored (activities answer their stored results), as effect/cluster resumed them when its runner
- * started. Another process on the same file (a client: `clientOnly`) runs no workflow; the deferreds it completes
- * (a decision, an answer) are rows this process finds when SQLite says another connection committed (`PRAGMA
- * data_version`, looked at four times a second) and wake the run that waits on them.
+ * started — except those that failed and suspended (`Workflow.SuspendOnFailure`), which wait for a resume there too.
+ * A run that ends because the file failed (an activity's result could not be stored) is not stored as ended: the next
+ * process runs it. Another process on the same file (a client: `clientOnly`) runs no workflow; the deferreds it
+ * completes (a decision, an answer), the interrupts it marks and the resumes it asks for are rows this process finds
+ * when SQLite says another connection committed (`PRAGMA data_version`, looked at four times a second); a deferred
+ * completed twice is the first one stored, in the run as in the file. One process only runs a file's workflows: a
+ * second one would resume the first one's runs too (nothing claims the file yet).
  */
 import { Cause, Clock, Context, Deferred, Duration, Effect, Exit, Fiber, FiberMap, Layer, Option, Schema, Scope } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"

@@ -397,4 +397,19 @@ describe("Durable's SQLite engine, reviewed", () => {
         yield* Scope.close(second, Exit.void)
       }
     }).pipe(Effect.scoped))
+  it.effect("a client's execute of a run the other process runs waits for its result; of a run not started, one clear refusal", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      const running = yield* Layer.build(gateHandler.pipe(Layer.provideMerge(engineOn(file))))
+      const client = yield* Layer.build(engineOn(file, { clientOnly: true }))
+      const executionId = yield* Gate.execute({ id: "g4" }, { discard: true }).pipe(Effect.provide(running))
+      yield* until(Gate.poll(executionId).pipe(Effect.provide(running)), Option.isSome)
+      const waiting = yield* Effect.forkChild(Gate.execute({ id: "g4" }).pipe(Effect.provide(client)))
+      const token = DurableDeferred.tokenFromExecutionId(opened, { workflow: Gate, executionId })
+      yield* DurableDeferred.succeed(opened, { token, value: "the client" }).pipe(Effect.provide(client))
+      const result = yield* until(Effect.sync(() => waiting.pollUnsafe()), (exit) => exit !== undefined, Duration.millis(250), 200)
+      expect(result).toEqual(Exit.succeed("opened by the client"))
+      const refused = yield* Effect.exit(Gate.execute({ id: "never started" }).pipe(Effect.provide(client)))
+      expect(Exit.isFailure(refused) && String(Cause.squash(refused.cause))).toMatch(/^review\/Gate \w+ was never started: a client \(clientOnly\) runs no workflow/)
+    }).pipe(Effect.scoped))
 })

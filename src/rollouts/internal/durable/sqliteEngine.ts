@@ -418,6 +418,20 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         readonly detached?: boolean | undefined
       }): Effect.Effect<Discard extends true ? void : Result> =>
         Effect.gen(function*() {
+          if (options.clientOnly === true) {
+            // A client runs nothing: it answers what the file holds, and while the run is open it answers
+            // `Suspended`, on which `Workflow.execute` waits and asks again (as a cluster client waits for the reply).
+            const rows = yield* stored(sql<{ readonly result: string | null }>`SELECT result FROM ${executionsT} WHERE execution_id = ${opts.executionId}`)
+            const row = rows[0]
+            if (row === undefined) {
+              return yield* Effect.die(
+                `${workflow._tag} ${opts.executionId} was never started: a client (clientOnly) runs no workflow; start it in the process that runs this file's workflows`
+              )
+            }
+            if (opts.discard) return undefined as Discard extends true ? void : Result
+            if (row.result === null) return new Workflow.Suspended({}) as Discard extends true ? void : Result
+            return (yield* Effect.orDie(Effect.flatMap(parseJson(row.result), Schema.decodeUnknownEffect(resultCodec(workflow))))) as Discard extends true ? void : Result
+          }
           const entry = workflows.get(workflow._tag)
           let state = yield* stateOf(opts.executionId, workflow)
           if (state === undefined) {

@@ -412,4 +412,34 @@ describe("Durable's SQLite engine, reviewed", () => {
       const refused = yield* Effect.exit(Gate.execute({ id: "never started" }).pipe(Effect.provide(client)))
       expect(Exit.isFailure(refused) && String(Cause.squash(refused.cause))).toMatch(/^review\/Gate \w+ was never started: a client \(clientOnly\) runs no workflow/)
     }).pipe(Effect.scoped))
+  it.effect("a timeout that lost its race to a decision stops when the run completes: no wake-up stored later for a run that is over", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      const Timed = Workflow.make("review/Timed", { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: (payload) => payload.id })
+      // As valet's waits (waits.ts): the decision raced with a DurableClock.
+      const handler = Timed.toLayer(() =>
+        DurableDeferred.raceAll({
+          name: "decision",
+          success: Schema.String,
+          error: Schema.Never,
+          effects: [
+            DurableDeferred.await(opened),
+            Effect.as(DurableClock.sleep({ name: "timeout", duration: Duration.hours(1), inMemoryThreshold: Duration.zero }), "timed out")
+          ]
+        })
+      )
+      const context = yield* Layer.build(handler.pipe(Layer.provideMerge(engineOn(file, { pollInterval: Duration.minutes(10) }))))
+      const executionId = yield* Timed.execute({ id: "t" }, { discard: true }).pipe(Effect.provide(context))
+      const poll = Timed.poll(executionId).pipe(Effect.provide(context))
+      yield* until(poll, Option.isSome)
+      const token = DurableDeferred.tokenFromExecutionId(opened, { workflow: Timed, executionId })
+      yield* DurableDeferred.succeed(opened, { token, value: "approved" }).pipe(Effect.provide(context))
+      expect(valueOf(yield* until(poll, isComplete))).toEqual(Exit.succeed("approved"))
+      yield* TestClock.adjust(Duration.hours(2))
+      yield* settle
+      const db = new DatabaseSync(file)
+      const names = db.prepare("SELECT name FROM valet_workflow_deferreds WHERE execution_id = ? ORDER BY seq").all(executionId).map((row) => row.name)
+      db.close()
+      expect(names).not.toContain("DurableClock/timeout")
+    }).pipe(Effect.scoped))
 })

@@ -82,6 +82,8 @@ interface ExecutionState {
   readonly deferreds: Map<string, Exit.Exit<unknown, unknown>>
   /** Whether a clock was set (its row is removed when the execution completes). */
   clocks: boolean
+  /** The clocks this process waits on for it: stopped when it completes, not left to fire for a run that is over. */
+  readonly clockNames: Set<string>
   /**
    * Loaded suspended on failure (an earlier process's run failed and suspended): not run again until an explicit
    * resume, as a failed run in memory is not woken by anything else.
@@ -190,6 +192,7 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
       activities: new Map(),
       deferreds: new Map(),
       clocks: false,
+      clockNames: new Set(),
       failed: undefined
     })
 
@@ -273,6 +276,11 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         state.activities.clear()
         state.deferreds.clear()
         if (state.clocks) yield* stored(sql`DELETE FROM ${clocksT} WHERE execution_id = ${state.instance.executionId}`)
+        // A timeout that lost its race (a decision came first) would otherwise sleep on until its time, then store a
+        // wake-up nobody reads.
+        const names = [...state.clockNames]
+        state.clockNames.clear()
+        yield* Effect.forEach(names, (name) => FiberMap.remove(clocks, `${state.instance.executionId}/${name}`), { discard: true })
       })
 
     const resume = (executionId: string, mode: ResumeMode): Effect.Effect<void> =>
@@ -365,13 +373,16 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
       })
 
     const fireClock = (workflow: Workflow.Any, executionId: string, name: string, deferred: string, wakeAt: number): Effect.Effect<void> =>
-      Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        if (wakeAt > now) yield* Effect.sleep(Duration.millis(wakeAt - now))
-        // A clock's deferred succeeds with nothing (DurableClock's `deferred` is a void DurableDeferred).
-        yield* encoded.deferredDone({ workflowName: workflow._tag, executionId, deferredName: deferred, exit: Exit.void })
-        yield* stored(sql`DELETE FROM ${clocksT} WHERE execution_id = ${executionId} AND name = ${name}`)
-      }).pipe(FiberMap.run(clocks, `${executionId}/${name}`, { onlyIfMissing: true }), Effect.asVoid)
+      Effect.andThen(
+        Effect.sync(() => executions.get(executionId)?.clockNames.add(name)),
+        Effect.gen(function*() {
+          const now = yield* Clock.currentTimeMillis
+          if (wakeAt > now) yield* Effect.sleep(Duration.millis(wakeAt - now))
+          // A clock's deferred succeeds with nothing (DurableClock's `deferred` is a void DurableDeferred).
+          yield* encoded.deferredDone({ workflowName: workflow._tag, executionId, deferredName: deferred, exit: Exit.void })
+          yield* stored(sql`DELETE FROM ${clocksT} WHERE execution_id = ${executionId} AND name = ${name}`)
+        }).pipe(FiberMap.run(clocks, `${executionId}/${name}`, { onlyIfMissing: true }))
+      ).pipe(Effect.asVoid)
 
     /**
      * One execution's part of a loop over many (resuming them, taking a client's requests): a run that cannot be

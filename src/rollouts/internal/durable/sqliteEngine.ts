@@ -392,7 +392,10 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
     const alone = (executionId: string) => <A>(effect: Effect.Effect<A>): Effect.Effect<void> =>
       effect.pipe(
         Effect.asVoid,
-        Effect.catchCause((cause) => Effect.logWarning(`valet durable: execution ${executionId} cannot be resumed`, cause))
+        Effect.catchCause((cause) =>
+          // The engine stopping (its scope closed) is no failure of this execution.
+          Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause) : Effect.logWarning(`valet durable: execution ${executionId} cannot be resumed`, cause)
+        )
       )
 
     /** A client's interrupt: marked in the file, where the running process's poll (or the next process) finds it. */

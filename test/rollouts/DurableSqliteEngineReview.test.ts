@@ -7,7 +7,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, Context, Duration, Effect, Exit, Layer, Option, Schema, Scope } from "effect"
 import { TestClock } from "effect/testing"
-import { Activity, DurableClock, DurableDeferred, Workflow } from "effect/workflow"
+import { Activity, DurableClock, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -441,5 +441,32 @@ describe("Durable's SQLite engine, reviewed", () => {
       const names = db.prepare("SELECT name FROM valet_workflow_deferreds WHERE execution_id = ? ORDER BY seq").all(executionId).map((row) => row.name)
       db.close()
       expect(names).not.toContain("DurableClock/timeout")
+    }).pipe(Effect.scoped))
+  it.effect("an unsafe interrupt survives the end of the process: the replay that would complete ends interrupted", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      let stored = 0
+      const Cut = Workflow.make("review/Cut", { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: (payload) => payload.id })
+      const handler = Cut.toLayer(Effect.fnUntraced(function*() {
+        yield* Activity.make({ name: "stored", execute: Effect.sync(() => void stored++) })
+        // Work that is no activity (not durable): the run is cut in the middle of it.
+        yield* Effect.sleep(Duration.minutes(10))
+        return "finished"
+      }))
+      const runner = handler.pipe(Layer.provideMerge(engineOn(file, { pollInterval: Duration.hours(1) })))
+      const first = yield* Scope.make()
+      const firstContext = yield* Layer.buildWithScope(runner, first)
+      const executionId = yield* Cut.execute({ id: "c1" }, { discard: true }).pipe(Effect.provide(firstContext))
+      yield* until(Effect.sync(() => stored), (n) => n === 1)
+      yield* settle
+      yield* Effect.flatMap(Effect.service(WorkflowEngine.WorkflowEngine), (engine) => engine.interruptUnsafe(Cut, executionId)).pipe(Effect.provide(firstContext))
+      yield* settle
+      yield* Scope.close(first, Exit.void)
+
+      const second = yield* Layer.build(runner)
+      const done = yield* until(Cut.poll(executionId).pipe(Effect.provide(second)), isComplete, Duration.minutes(1))
+      const exit = valueOf(done)
+      expect(Exit.isExit(exit) && Exit.hasInterrupts(exit)).toBe(true)
+      expect(stored).toBe(1)
     }).pipe(Effect.scoped))
 })

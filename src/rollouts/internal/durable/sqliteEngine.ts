@@ -215,7 +215,9 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         if (known === undefined) return undefined
         const payload = yield* Effect.orDie(Effect.flatMap(parseJson(row.payload), Schema.decodeUnknownEffect(payloadCodec(known))))
         const state = newState(known, executionId, payload, row.parent ?? undefined)
-        state.interrupted = Number(row.interrupted) === 1
+        // 1: interrupted; 2: interrupted unsafely (the interrupt survives a replay that would complete).
+        state.interrupted = Number(row.interrupted) >= 1
+        state.interruptedUnsafe = Number(row.interrupted) === 2
         if (row.result !== null) {
           state.stored = yield* Effect.orDie(Effect.flatMap(parseJson(row.result), Schema.decodeUnknownEffect(resultCodec(known))))
           return state
@@ -400,7 +402,7 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
 
     /** A client's interrupt: marked in the file, where the running process's poll (or the next process) finds it. */
     const requestInterrupt = (executionId: string): Effect.Effect<void> =>
-      stored(sql`UPDATE ${executionsT} SET interrupted = 1 WHERE execution_id = ${executionId} AND result IS NULL`).pipe(Effect.asVoid)
+      stored(sql`UPDATE ${executionsT} SET interrupted = MAX(interrupted, 1) WHERE execution_id = ${executionId} AND result IS NULL`).pipe(Effect.asVoid)
 
     const encoded: WorkflowEngine.Encoded = {
       register: (workflow, execute) =>
@@ -411,7 +413,7 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
           // those that failed and suspended (as on effect/cluster, whose runner does not run them again when it starts:
           // a failed call is sent again when someone resumes the run), unless interrupted or resumed meanwhile.
           const open = yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${executionsT} WHERE workflow = ${workflow._tag} AND result IS NULL
-            AND (interrupted = 1 OR suspended IS NULL OR json_extract(suspended, '$.failed') IS NOT 1 OR execution_id IN (SELECT execution_id FROM ${resumesT}))`)
+            AND (interrupted >= 1 OR suspended IS NULL OR json_extract(suspended, '$.failed') IS NOT 1 OR execution_id IN (SELECT execution_id FROM ${resumesT}))`)
           const resumed = new Set((yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${resumesT}`)).map((row) => row.execution_id))
           const pendingClocks = yield* stored(sql<{ readonly execution_id: string; readonly name: string; readonly deferred: string; readonly wake_at: number | bigint }>`SELECT execution_id, name, deferred, wake_at FROM ${clocksT} WHERE workflow = ${workflow._tag}`)
           yield* Effect.forEach(open, (row) =>
@@ -488,7 +490,7 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
           const state = yield* stateOf(executionId, workflow)
           if (state === undefined || state.stored !== undefined) return
           state.interrupted = true
-          yield* stored(sql`UPDATE ${executionsT} SET interrupted = 1 WHERE execution_id = ${executionId}`)
+          yield* stored(sql`UPDATE ${executionsT} SET interrupted = MAX(interrupted, 1) WHERE execution_id = ${executionId}`)
           yield* resume(executionId, "explicit")
         }),
       interruptUnsafe: (workflow, executionId) =>
@@ -499,7 +501,7 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
           if (state === undefined || state.stored !== undefined) return
           state.interrupted = true
           state.interruptedUnsafe = true
-          yield* stored(sql`UPDATE ${executionsT} SET interrupted = 1 WHERE execution_id = ${executionId}`)
+          yield* stored(sql`UPDATE ${executionsT} SET interrupted = 2 WHERE execution_id = ${executionId}`)
           if (state.fiber !== undefined) yield* Fiber.interrupt(state.fiber)
           // Replay after hard interruption to record a terminal workflow result.
           yield* resume(executionId, "explicit")
@@ -624,7 +626,7 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
           yield* Effect.flatMap(exitOf(row.exit), (exit) => deferredArrived(row.execution_id, row.name, exit)).pipe(alone(row.execution_id))
         }
         // Interrupts and resumes a client asked for.
-        for (const row of yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${executionsT} WHERE interrupted = 1 AND result IS NULL`)) {
+        for (const row of yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${executionsT} WHERE interrupted >= 1 AND result IS NULL`)) {
           const known = executions.get(row.execution_id)
           if (known?.interrupted === true) continue
           yield* Effect.gen(function*() {

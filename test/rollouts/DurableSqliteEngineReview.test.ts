@@ -469,4 +469,30 @@ describe("Durable's SQLite engine, reviewed", () => {
       expect(Exit.isExit(exit) && Exit.hasInterrupts(exit)).toBe(true)
       expect(stored).toBe(1)
     }).pipe(Effect.scoped))
+  it.effect("a resume a client asked for while no process ran is taken by the next process (a run suspended on failure runs again)", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      let runs = 0
+      const Flaky = Workflow.make("review/Flaky3", {
+        payload: { id: Schema.String },
+        success: Schema.String,
+        error: Schema.String,
+        idempotencyKey: (payload) => payload.id,
+        annotations: Context.make(Workflow.SuspendOnFailure, true)
+      })
+      const handler = Flaky.toLayer(() => Effect.suspend(() => ++runs === 1 ? Effect.fail("down for a moment") : Effect.succeed("up")))
+      const runner = handler.pipe(Layer.provideMerge(engineOn(file)))
+      const first = yield* Scope.make()
+      const firstContext = yield* Layer.buildWithScope(runner, first)
+      const executionId = yield* Flaky.execute({ id: "f3" }, { discard: true }).pipe(Effect.provide(firstContext))
+      yield* until(Flaky.poll(executionId).pipe(Effect.provide(firstContext)), Option.isSome)
+      yield* Scope.close(first, Exit.void)
+      const client = yield* Scope.make()
+      yield* Flaky.resume(executionId).pipe(Effect.provide(yield* Layer.buildWithScope(engineOn(file, { clientOnly: true }), client)))
+      yield* Scope.close(client, Exit.void)
+
+      const second = yield* Layer.build(runner)
+      const done = yield* until(Flaky.poll(executionId).pipe(Effect.provide(second)), isComplete)
+      expect([valueOf(done), runs]).toEqual([Exit.succeed("up"), 2])
+    }).pipe(Effect.scoped))
 })

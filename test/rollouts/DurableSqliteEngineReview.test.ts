@@ -2,7 +2,8 @@
  * A fresh reader's probes of the one-process SQLite engine (src/rollouts/internal/durable/sqliteEngine.ts): what a
  * client beside the running process can do, what a restart does with interrupted, failed and parent/child runs, and
  * races between completions. A "process" here is a scope: closed, its fibers end; a new engine on the same file is
- * the next process.
+ * the next process. Most are regressions (they failed on eab43dd); the restart of an interrupted or parent/child run,
+ * concurrent executes, the data round-trip and a clock fired just before the end held already and stay as checks.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, Context, Duration, Effect, Exit, Layer, Option, Schema, Scope } from "effect"

@@ -138,10 +138,12 @@ export type DurableStoreError = Engines.DurableStoreError
  * lose written through to the file — an execution when it starts and its result when it ends, one row per activity
  * result, the deferreds completed (decisions, answers, clocks' wake-ups) and clocks not yet fired. When the process
  * starts again, a workflow's executions without a result run again as soon as its handler is registered, their
- * ended activities answered from the file. A file an earlier valet wrote on effect/cluster's engine is
- * refused with a `DurableStoreError`. With `{ clientOnly: true }`, an engine for a process beside the one that runs
- * the workflows — one that decides or answers what they wait on (`decide`, `answer`), or lists it: it runs no
- * workflow, and what it sends is stored in the file for the process that does (found within a quarter of a second).
+ * ended activities answered from the file (those suspended on failure wait for `resume`, as on effect/cluster). A file
+ * an earlier valet wrote on effect/cluster's engine is refused with a `DurableStoreError`. With `{ clientOnly: true }`,
+ * an engine for a process beside the one that runs the workflows — one that decides or answers what they wait on
+ * (`decide`, `answer`), lists it, interrupts or resumes a run: it runs no workflow, and what it sends is stored in the
+ * file for the process that does (found within a quarter of a second). Run one such process per file: a second one
+ * would run the first one's runs too.
  *
  * Commits are `synchronous = NORMAL` (WAL): what a killed process committed is kept, and the disk is synced at
  * checkpoints rather than at each commit. `{ synchronous: "full" }` waits for the disk at every commit, for a store

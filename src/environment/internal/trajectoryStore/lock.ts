@@ -5,22 +5,13 @@
  */
 import { Effect, type FileSystem, Option, Result, Schema } from "effect"
 import { hostname } from "node:os"
+import { processExists } from "../processes.js"
 import { failure, TrajectoryStoreError } from "./error.js"
 
 /** What a writer lock file says about its holder. */
 const LockOwner = Schema.Struct({ pid: Schema.Int, host: Schema.String, store: Schema.String, since: Schema.Number })
 type LockOwner = typeof LockOwner.Type
 const decodeLockOwner = Schema.decodeUnknownResult(Schema.fromJsonString(LockOwner))
-
-/** Whether a process with this pid exists on this machine (EPERM: it exists, and is someone else's). */
-const processExists = (pid: number): boolean => {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM"
-  }
-}
 
 /** A lock file that stays empty (or unreadable) this long was left by a writer that died while creating it. */
 const abandonedLockMs = 10_000

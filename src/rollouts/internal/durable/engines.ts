@@ -140,7 +140,8 @@ export const endOnStoreFailure = (filename: string): Layer.Layer<WorkflowEngine.
  * `sqliteStore`), its commits `synchronous = NORMAL` unless `synchronous: "full"` (see `sqliteStore`), its workflows
  * ended when the file fails during the run (see `endOnStoreFailure`). Fails with `DurableStoreError` naming the file.
  * A client (`clientOnly`: a process that decides or answers beside the one running the workflows) runs no workflow:
- * what it completes is stored, and the process that runs them finds it within a quarter of a second.
+ * what it completes, interrupts or resumes is stored, and the process that runs them finds it within a quarter of a
+ * second.
  */
 export const layerSqlite = (
   filename: string,
@@ -148,10 +149,12 @@ export const layerSqlite = (
 ) =>
   // The guarded engine is the outer layer: where both provide a WorkflowEngine, the outer one is the one seen.
   endOnStoreFailure(filename).pipe(
-    Layer.provideMerge(SqliteEngine.layer({
-      clientOnly: options.clientOnly,
-      onStoreFailure: (error) => sqliteFailure(filename, error, "run")
-    })),
+    Layer.provideMerge(Layer.effect(
+      WorkflowEngine.WorkflowEngine,
+      SqliteEngine.make({ clientOnly: options.clientOnly, onStoreFailure: (error) => sqliteFailure(filename, error, "run") }).pipe(
+        Effect.mapError((claimed) => new DurableStoreError({ store: "sqlite", message: `sqlite ${filename}: ${claimed.message}` }))
+      )
+    )),
     // valet's table of waiting calls and questions, in the same file.
     Layer.provideMerge(HumanLoopStore.layerSql),
     // Built once, for the engine and the guard; kept private, so it never stands in for a SqlClient of the caller.

@@ -15,14 +15,20 @@
  *
  * On start, once a workflow's handler is registered, its executions that have no result are run again: they replay
  * from what was stored (activities answer their stored results), as effect/cluster resumed them when its runner
- * started. Another process on the same file (a client: `clientOnly`) runs no workflow; the deferreds it completes
- * (a decision, an answer) are rows this process finds when SQLite says another connection committed (`PRAGMA
- * data_version`, looked at four times a second) and wake the run that waits on them.
+ * started — except those that failed and suspended (`Workflow.SuspendOnFailure`), which wait for a resume there too.
+ * A run that ends because the file failed (an activity's result could not be stored) is not stored as ended: the next
+ * process runs it. Another process on the same file (a client: `clientOnly`) runs no workflow; the deferreds it
+ * completes (a decision, an answer), the interrupts it marks and the resumes it asks for are rows this process finds
+ * when SQLite says another connection committed (`PRAGMA data_version`, looked at four times a second); a deferred
+ * completed twice is the first one stored, in the run as in the file. One process only runs a file's workflows: a
+ * second one would resume the first one's runs too (nothing claims the file yet).
  */
 import { Cause, Clock, Context, Deferred, Duration, Effect, Exit, Fiber, FiberMap, Layer, Option, Schema, Scope } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { type Activity, type DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
+import { hostname } from "node:os"
 import { createTables } from "../../../core/internal/sql.js"
+import { processExists } from "../../../environment/internal/processes.js"
 
 /** How the engine treats a failed statement: a defect naming the store (the caller's error channel is a workflow's). */
 export type OnStoreFailure = (error: SqlError.SqlError) => unknown
@@ -42,6 +48,24 @@ export const executionsTable = "valet_workflow_executions"
 const activitiesTable = "valet_workflow_activities"
 const deferredsTable = "valet_workflow_deferreds"
 const clocksTable = "valet_workflow_clocks"
+const resumesTable = "valet_workflow_resumes"
+const runnerTable = "valet_workflow_runner"
+
+/**
+ * Another process runs the workflows of this file: one process runs a file's workflows (a second would resume the
+ * first one's runs too, and both would act on each decision). Start this one as a client (`clientOnly`), or stop
+ * that one first.
+ */
+export class FileClaimed extends Schema.TaggedError<FileClaimed>()("FileClaimed", {
+  message: Schema.String
+}) {}
+
+/** The claims of the engines open in this process (a row naming this pid is live only while its engine is open). */
+const openClaims = new Set<string>()
+
+/** A claim a process on another host left is taken over once its heartbeat is this old. */
+const staleClaimMs = 30_000
+const heartbeatEvery = Duration.seconds(10)
 
 type Execute = (payload: object, executionId: string) => Effect.Effect<unknown, unknown, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>
 type Result = Workflow.Result<unknown, unknown>
@@ -78,6 +102,11 @@ interface ExecutionState {
   readonly deferreds: Map<string, Exit.Exit<unknown, unknown>>
   /** Whether a clock was set (its row is removed when the execution completes). */
   clocks: boolean
+  /**
+   * Loaded suspended on failure (an earlier process's run failed and suspended): not run again until an explicit
+   * resume, as a failed run in memory is not woken by anything else.
+   */
+  failed: Workflow.Suspended | undefined
 }
 
 /** An encoded exit (its values already JSON) as JSON text, and back. */
@@ -124,13 +153,27 @@ const isUnwakeable = (result: Result, mode: ResumeMode) =>
  * The engine on the `SqlClient` in context (a SQLite file: one process runs the workflows). Its tables are made
  * when it starts.
  */
-export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.WorkflowEngine["Service"], never, SqlClient.SqlClient | Scope.Scope> =>
+export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.WorkflowEngine["Service"], FileClaimed, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function*() {
     const sql = (yield* SqlClient.SqlClient).withoutTransforms()
     const onStoreFailure = options.onStoreFailure ?? ((error: SqlError.SqlError) => error)
     const scope = yield* Effect.scope
+    // What failed statements died with: a run that ends with one of them ended because the file did, not by itself.
+    const storeFailures = new WeakSet<object>()
     const stored = <A>(effect: Effect.Effect<A, SqlError.SqlError>): Effect.Effect<A> =>
-      Effect.catch(effect, (error) => Effect.die(onStoreFailure(error)))
+      Effect.catch(effect, (error) => {
+        const defect = onStoreFailure(error)
+        if (typeof defect === "object" && defect !== null) storeFailures.add(defect)
+        return Effect.die(defect)
+      })
+    /** The store failure a run's result carries (an activity's result could not be stored), if any. */
+    const storeFailureIn = (result: Result): object | undefined => {
+      const cause = result._tag === "Suspended" ? result.cause : Exit.isFailure(result.exit) ? result.exit.cause : undefined
+      for (const reason of cause?.reasons ?? []) {
+        if (Cause.isDieReason(reason) && typeof reason.defect === "object" && reason.defect !== null && storeFailures.has(reason.defect)) return reason.defect
+      }
+      return undefined
+    }
 
     // Group commit: the writes asked for while the engine's fibers run (the activities of many workflows ending at
     // once) are committed together in one transaction, each caller resuming once it is committed. A commit writes
@@ -151,7 +194,7 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         queue.push({ statement, done })
         return queue.length === 1 ? Effect.andThen(Effect.forkIn(flush, scope), Deferred.await(done)) : Deferred.await(done)
       })
-    const [executionsT, activitiesT, deferredsT, clocksT] = [executionsTable, activitiesTable, deferredsTable, clocksTable].map((name) => sql(name))
+    const [executionsT, activitiesT, deferredsT, clocksT, resumesT, runnerT] = [executionsTable, activitiesTable, deferredsTable, clocksTable, resumesTable, runnerTable].map((name) => sql(name))
     yield* stored(createTables(
       sql,
       executionsTable,
@@ -160,6 +203,8 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
           execution_id TEXT PRIMARY KEY, workflow TEXT NOT NULL, payload TEXT NOT NULL, parent TEXT,
           interrupted INTEGER NOT NULL DEFAULT 0, suspended TEXT, result TEXT)`,
         sql`CREATE INDEX IF NOT EXISTS valet_workflow_executions_open ON ${executionsT} (workflow) WHERE result IS NULL`,
+        // What the running process looks for when another connection commits: interrupts a client marked.
+        sql`CREATE INDEX IF NOT EXISTS valet_workflow_executions_interrupted ON ${executionsT} (execution_id) WHERE result IS NULL AND interrupted >= 1`,
         sql`CREATE TABLE IF NOT EXISTS ${activitiesT} (
           execution_id TEXT NOT NULL, activity TEXT NOT NULL, exit TEXT NOT NULL, PRIMARY KEY (execution_id, activity))`,
         sql`CREATE TABLE IF NOT EXISTS ${deferredsT} (
@@ -167,9 +212,61 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
           UNIQUE (execution_id, name))`,
         sql`CREATE TABLE IF NOT EXISTS ${clocksT} (
           execution_id TEXT NOT NULL, name TEXT NOT NULL, workflow TEXT NOT NULL, deferred TEXT NOT NULL,
-          wake_at BIGINT NOT NULL, PRIMARY KEY (execution_id, name))`
+          wake_at BIGINT NOT NULL, PRIMARY KEY (execution_id, name))`,
+        // Resumes a client asked for (`valet runs` beside the running process): the running process takes them.
+        sql`CREATE TABLE IF NOT EXISTS ${resumesT} (execution_id TEXT PRIMARY KEY)`,
+        // The process that runs the workflows: one row, its claim on the file.
+        sql`CREATE TABLE IF NOT EXISTS ${runnerT} (
+          id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL, host TEXT NOT NULL, claim TEXT NOT NULL,
+          heartbeat_at BIGINT NOT NULL)`
       ], { discard: true })
     ))
+
+    if (options.clientOnly !== true) {
+      // The claim: taken in one transaction, refused while the process that holds it lives (on this host: its pid;
+      // in this process: its engine still open; on another host: a heartbeat less than 30 s old). A process that was
+      // killed left a claim whose pid is gone: taken over at once, so a restart after a kill resumes its runs.
+      const claim = Math.random().toString(36).slice(2, 12)
+      const host = hostname()
+      interface Held {
+        readonly pid: number | bigint
+        readonly host: string
+        readonly claim: string
+        readonly heartbeat_at: number | bigint
+      }
+      const live = (held: Held, now: number): boolean =>
+        held.host !== host
+          ? now - Number(held.heartbeat_at) < staleClaimMs
+          : Number(held.pid) === process.pid
+          ? openClaims.has(held.claim)
+          : processExists(Number(held.pid))
+      yield* sql.withTransaction(Effect.gen(function*() {
+        const now = yield* Clock.currentTimeMillis
+        const held = (yield* sql<Held>`SELECT pid, host, claim, heartbeat_at FROM ${runnerT} WHERE id = 1`)[0]
+        if (held !== undefined && live(held, now)) {
+          return yield* new FileClaimed({
+            message: `another process runs this file's workflows (pid ${held.pid} on ${held.host}): one process runs them; ` +
+              `stop it first, or open this one as a client (it decides and answers, the other runs)`
+          })
+        }
+        yield* sql`INSERT INTO ${runnerT} (id, pid, host, claim, heartbeat_at) VALUES (1, ${process.pid}, ${host}, ${claim}, ${now})
+          ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, host = excluded.host, claim = excluded.claim, heartbeat_at = excluded.heartbeat_at`
+      })).pipe(Effect.catch((error) => error instanceof FileClaimed ? Effect.fail(error) : Effect.die(onStoreFailure(error))))
+      openClaims.add(claim)
+      yield* Effect.addFinalizer(() =>
+        Effect.andThen(
+          Effect.sync(() => openClaims.delete(claim)),
+          sql`DELETE FROM ${runnerT} WHERE claim = ${claim}`.pipe(Effect.ignore)
+        )
+      )
+      // The heartbeat a process on another host reads (one on this host reads the pid).
+      yield* Effect.sleep(heartbeatEvery).pipe(
+        Effect.andThen(Clock.currentTimeMillis),
+        Effect.flatMap((now) => written(sql`UPDATE ${runnerT} SET heartbeat_at = ${now} WHERE claim = ${claim}`)),
+        Effect.forever,
+        Effect.forkIn(scope)
+      )
+    }
 
     const workflows = new Map<string, Registered>()
     // The executions running here, or suspended on a failure (kept, so that only an explicit resume runs them again).
@@ -183,6 +280,8 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
     const loading = new Map<string, Deferred.Deferred<ExecutionState | undefined>>()
     const deferredState = WorkflowEngine.makeDeferredState()
     const clocks = yield* FiberMap.make<string>()
+    // The clocks this process waits on, by execution: stopped when it completes, not left to fire for a run over.
+    const clockNames = new Map<string, Set<string>>()
 
     const newState = (workflow: Workflow.Any, executionId: string, payload: object, parent: string | undefined): ExecutionState => ({
       workflow,
@@ -198,7 +297,8 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
       suspension: undefined,
       activities: new Map(),
       deferreds: new Map(),
-      clocks: false
+      clocks: false,
+      failed: undefined
     })
 
     interface ExecutionRow {
@@ -220,14 +320,20 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         if (known === undefined) return undefined
         const payload = yield* Effect.orDie(Effect.flatMap(parseJson(row.payload), Schema.decodeUnknownEffect(payloadCodec(known))))
         const state = newState(known, executionId, payload, row.parent ?? undefined)
-        state.interrupted = Number(row.interrupted) === 1
+        // 1: interrupted; 2: interrupted unsafely (the interrupt survives a replay that would complete).
+        state.interrupted = Number(row.interrupted) >= 1
+        state.interruptedUnsafe = Number(row.interrupted) === 2
         if (row.result !== null) {
           state.stored = yield* Effect.orDie(Effect.flatMap(parseJson(row.result), Schema.decodeUnknownEffect(resultCodec(known))))
           return state
         }
         // Its clocks, if any, are set again by `register`; their rows go when it completes.
         state.clocks = true
-        if (row.suspended !== null) state.suspension = yield* Effect.orDie(Effect.flatMap(parseJson(row.suspended), decodeSuspended))
+        if (row.suspended !== null) {
+          const suspended = yield* Effect.orDie(Effect.flatMap(parseJson(row.suspended), decodeSuspended))
+          state.suspension = suspended
+          if (suspended.failed === true) state.failed = suspended
+        }
         for (const activity of yield* stored(sql<{ readonly activity: string; readonly exit: string }>`SELECT activity, exit FROM ${activitiesT} WHERE execution_id = ${executionId}`)) {
           state.activities.set(activity.activity, { exit: Exit.succeed(new Workflow.Complete({ exit: yield* exitOf(activity.exit) })) })
         }
@@ -262,6 +368,10 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
 
     const storeResult = (state: ExecutionState, result: Result): Effect.Effect<void> =>
       Effect.gen(function*() {
+        // Not stored: the run stays open in the file, and the next process runs it again (not ended, or suspended as
+        // failed, for good by a full disk or a file gone for a moment). Its callers here get the failure.
+        const failure = storeFailureIn(result)
+        if (failure !== undefined) return yield* Effect.die(failure)
         if (result._tag === "Suspended") {
           // What a client's poll answers while it stays so (with why, when the run failed and suspended).
           const encoded = yield* Effect.orDie(encodeSuspended(result))
@@ -274,12 +384,20 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         state.activities.clear()
         state.deferreds.clear()
         if (state.clocks) yield* written(sql`DELETE FROM ${clocksT} WHERE execution_id = ${state.instance.executionId}`)
+        // A timeout that lost its race (a decision came first) would otherwise sleep on until its time, then store a
+        // wake-up nobody reads.
+        // Kept by execution, not in its state: a run that waited was dropped from memory and loaded again since.
+        const names = [...(clockNames.get(state.instance.executionId) ?? [])]
+        clockNames.delete(state.instance.executionId)
+        yield* Effect.forEach(names, (name) => FiberMap.remove(clocks, `${state.instance.executionId}/${name}`), { discard: true })
       })
 
     const resume = (executionId: string, mode: ResumeMode): Effect.Effect<void> =>
       Effect.gen(function*() {
         const state = executions.get(executionId)
         if (state === undefined || state.stored !== undefined) return
+        // A run an earlier process left failed wakes only when resumed (as `isUnwakeable` says of one in memory).
+        if (state.fiber === undefined && state.failed !== undefined && mode === "automatic") return
         const exit = state.fiber?.pollUnsafe()
         if (exit !== undefined && exit._tag === "Success" && isUnwakeable(exit.value, mode)) {
           return
@@ -301,11 +419,18 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         }
         const entry = workflows.get(state.workflow._tag)
         if (entry === undefined) return
+        // Resumed: no longer failed in the file either, so a process that ends during this run resumes it when the
+        // next one starts (as effect/cluster resets the run's reply). Cleared by the run itself, before it can store
+        // anything, and with no wait here between the check of `fiber` and its setting.
+        const clearFailed = state.failed === undefined
+          ? Effect.void
+          : stored(sql`UPDATE ${executionsT} SET suspended = NULL WHERE execution_id = ${executionId}`)
+        state.failed = undefined
         // Like the memory and cluster engines, each run gets a fresh scope, so replays rebuild compensations instead
         // of registering them again.
         const instance = WorkflowEngine.WorkflowInstance.initial(state.workflow, executionId, { scope: Scope.forkUnsafe(state.scope) })
         state.instance = instance
-        state.fiber = yield* entry.execute(state.payload, executionId).pipe(
+        state.fiber = yield* Effect.andThen(clearFailed, entry.execute(state.payload, executionId)).pipe(
           Effect.onExit((exit) => {
             // Safe interrupts take effect only when the run would suspend; unsafe interrupts must also survive a
             // replay that completes normally.
@@ -374,24 +499,60 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
       })
 
     const fireClock = (workflow: Workflow.Any, executionId: string, name: string, deferred: string, wakeAt: number): Effect.Effect<void> =>
-      Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        if (wakeAt > now) yield* Effect.sleep(Duration.millis(wakeAt - now))
-        // A clock's deferred succeeds with nothing (DurableClock's `deferred` is a void DurableDeferred).
-        yield* encoded.deferredDone({ workflowName: workflow._tag, executionId, deferredName: deferred, exit: Exit.void })
-        yield* written(sql`DELETE FROM ${clocksT} WHERE execution_id = ${executionId} AND name = ${name}`)
-      }).pipe(FiberMap.run(clocks, `${executionId}/${name}`, { onlyIfMissing: true }), Effect.asVoid)
+      Effect.andThen(
+        Effect.sync(() => {
+          const names = clockNames.get(executionId) ?? new Set<string>()
+          names.add(name)
+          clockNames.set(executionId, names)
+        }),
+        Effect.gen(function*() {
+          const now = yield* Clock.currentTimeMillis
+          if (wakeAt > now) yield* Effect.sleep(Duration.millis(wakeAt - now))
+          // A clock's deferred succeeds with nothing (DurableClock's `deferred` is a void DurableDeferred).
+          yield* encoded.deferredDone({ workflowName: workflow._tag, executionId, deferredName: deferred, exit: Exit.void })
+          yield* written(sql`DELETE FROM ${clocksT} WHERE execution_id = ${executionId} AND name = ${name}`)
+          const names = clockNames.get(executionId)
+          names?.delete(name)
+          if (names?.size === 0) clockNames.delete(executionId)
+        }).pipe(FiberMap.run(clocks, `${executionId}/${name}`, { onlyIfMissing: true }))
+      ).pipe(Effect.asVoid)
+
+    /**
+     * One execution's part of a loop over many (resuming them, taking a client's requests): a run that cannot be
+     * loaded (its stored payload no longer decodes: its workflow's schema changed) is said and left, not the end of
+     * the loop for all the others.
+     */
+    const alone = (executionId: string) => <A>(effect: Effect.Effect<A>): Effect.Effect<void> =>
+      effect.pipe(
+        Effect.asVoid,
+        Effect.catchCause((cause) =>
+          // The engine stopping (its scope closed) is no failure of this execution.
+          Cause.hasInterruptsOnly(cause) ? Effect.failCause(cause) : Effect.logWarning(`valet durable: execution ${executionId} cannot be resumed`, cause)
+        )
+      )
+
+    /** A client's interrupt: marked in the file, where the running process's poll (or the next process) finds it. */
+    const requestInterrupt = (executionId: string): Effect.Effect<void> =>
+      stored(sql`UPDATE ${executionsT} SET interrupted = MAX(interrupted, 1) WHERE execution_id = ${executionId} AND result IS NULL`).pipe(Effect.asVoid)
 
     const encoded: WorkflowEngine.Encoded = {
       register: (workflow, execute) =>
         Effect.gen(function*() {
           workflows.set(workflow._tag, { workflow, execute, scope: yield* Effect.scope, context: yield* Effect.context<never>() })
           if (options.clientOnly === true) return
-          // Its executions an earlier process left without a result run again, and its clocks are set again.
-          const open = yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${executionsT} WHERE workflow = ${workflow._tag} AND result IS NULL`)
+          // Its executions an earlier process left without a result run again, and its clocks are set again. Not
+          // those that failed and suspended (as on effect/cluster, whose runner does not run them again when it starts:
+          // a failed call is sent again when someone resumes the run), unless interrupted or resumed meanwhile.
+          const open = yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${executionsT} WHERE workflow = ${workflow._tag} AND result IS NULL
+            AND (interrupted >= 1 OR suspended IS NULL OR json_extract(suspended, '$.failed') IS NOT 1 OR execution_id IN (SELECT execution_id FROM ${resumesT}))`)
+          const resumed = new Set((yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${resumesT}`)).map((row) => row.execution_id))
           const pendingClocks = yield* stored(sql<{ readonly execution_id: string; readonly name: string; readonly deferred: string; readonly wake_at: number | bigint }>`SELECT execution_id, name, deferred, wake_at FROM ${clocksT} WHERE workflow = ${workflow._tag}`)
           yield* Effect.forEach(open, (row) =>
-            Effect.flatMap(stateOf(row.execution_id, workflow), (state) => state === undefined ? Effect.void : resume(row.execution_id, "explicit")), { discard: true }).pipe(
+            Effect.flatMap(stateOf(row.execution_id, workflow), (state) =>
+              state === undefined ? Effect.void : Effect.andThen(
+                resumed.has(row.execution_id) ? stored(sql`DELETE FROM ${resumesT} WHERE execution_id = ${row.execution_id}`) : Effect.void,
+                resume(row.execution_id, "explicit")
+              )).pipe(alone(row.execution_id)), { discard: true }).pipe(
             Effect.andThen(Effect.forEach(pendingClocks, (clock) => fireClock(workflow, clock.execution_id, clock.name, clock.deferred, Number(clock.wake_at)), { discard: true })),
             Effect.forkIn(scope)
           )
@@ -404,6 +565,20 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         readonly detached?: boolean | undefined
       }): Effect.Effect<Discard extends true ? void : Result> =>
         Effect.gen(function*() {
+          if (options.clientOnly === true) {
+            // A client runs nothing: it answers what the file holds, and while the run is open it answers
+            // `Suspended`, on which `Workflow.execute` waits and asks again (as a cluster client waits for the reply).
+            const rows = yield* stored(sql<{ readonly result: string | null }>`SELECT result FROM ${executionsT} WHERE execution_id = ${opts.executionId}`)
+            const row = rows[0]
+            if (row === undefined) {
+              return yield* Effect.die(
+                `${workflow._tag} ${opts.executionId} was never started: a client (clientOnly) runs no workflow; start it in the process that runs this file's workflows`
+              )
+            }
+            if (opts.discard) return undefined as Discard extends true ? void : Result
+            if (row.result === null) return new Workflow.Suspended({}) as Discard extends true ? void : Result
+            return (yield* Effect.orDie(Effect.flatMap(parseJson(row.result), Schema.decodeUnknownEffect(resultCodec(workflow))))) as Discard extends true ? void : Result
+          }
           const entry = workflows.get(workflow._tag)
           let state = yield* stateOf(opts.executionId, workflow)
           if (state === undefined) {
@@ -419,6 +594,8 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
               yield* resume(opts.executionId, "explicit")
             }
           } else if (state.stored === undefined && state.fiber === undefined) {
+            // Failed and suspended by an earlier process: answered as it is (a call is no resume).
+            if (state.failed !== undefined) return (opts.discard ? undefined : state.failed) as Discard extends true ? void : Result
             if (entry === undefined) return yield* Effect.die(`Workflow ${workflow._tag} is not registered`)
             if (state.suspension !== undefined) {
               // It waits (what it waits for wakes it when it comes): answered as it stands, not run again per call.
@@ -449,24 +626,31 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         }),
       interrupt: (workflow, executionId) =>
         Effect.gen(function*() {
+          if (options.clientOnly === true) return yield* requestInterrupt(executionId)
           const state = yield* stateOf(executionId, workflow)
           if (state === undefined || state.stored !== undefined) return
           state.interrupted = true
-          yield* written(sql`UPDATE ${executionsT} SET interrupted = 1 WHERE execution_id = ${executionId}`)
+          yield* written(sql`UPDATE ${executionsT} SET interrupted = MAX(interrupted, 1) WHERE execution_id = ${executionId}`)
           yield* resume(executionId, "explicit")
         }),
       interruptUnsafe: (workflow, executionId) =>
         Effect.gen(function*() {
+          // A client cannot cut another process's run short: the interrupt takes effect there when the run suspends.
+          if (options.clientOnly === true) return yield* requestInterrupt(executionId)
           const state = yield* stateOf(executionId, workflow)
           if (state === undefined || state.stored !== undefined) return
           state.interrupted = true
           state.interruptedUnsafe = true
-          yield* written(sql`UPDATE ${executionsT} SET interrupted = 1 WHERE execution_id = ${executionId}`)
+          yield* written(sql`UPDATE ${executionsT} SET interrupted = 2 WHERE execution_id = ${executionId}`)
           if (state.fiber !== undefined) yield* Fiber.interrupt(state.fiber)
           // Replay after hard interruption to record a terminal workflow result.
           yield* resume(executionId, "explicit")
         }),
-      resume: (workflow, executionId) => Effect.flatMap(stateOf(executionId, workflow), () => resume(executionId, "explicit")),
+      resume: (workflow, executionId) =>
+        options.clientOnly === true
+          // Taken by the running process (its poll), or by the next one when it registers the workflow.
+          ? stored(sql`INSERT INTO ${resumesT} (execution_id) SELECT execution_id FROM ${executionsT} WHERE execution_id = ${executionId} AND result IS NULL ON CONFLICT DO NOTHING`)
+          : Effect.flatMap(stateOf(executionId, workflow), () => resume(executionId, "explicit")),
       activityExecute: (activity: Activity.Any, attempt: number) =>
         Effect.gen(function*() {
           const instance = yield* WorkflowEngine.WorkflowInstance
@@ -531,9 +715,15 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
           if (state?.deferreds.has(done.deferredName) === true) return
           const text = yield* exitText(done.exit)
           // The first completion wins, here and across processes (UNIQUE (execution_id, name)).
-          yield* written(sql`INSERT INTO ${deferredsT} (execution_id, name, exit) VALUES (${done.executionId}, ${done.deferredName}, ${text}) ON CONFLICT DO NOTHING`)
+          const inserted = yield* stored(sql<{ readonly seq: number | bigint }>`INSERT INTO ${deferredsT} (execution_id, name, exit) VALUES (${done.executionId}, ${done.deferredName}, ${text}) ON CONFLICT DO NOTHING RETURNING seq`)
           if (options.clientOnly === true) return
-          const wake = deferredArrived(done.executionId, done.deferredName, done.exit)
+          // Another process completed it first (a row this process's poll has not read yet): the run sees that
+          // one, as a replay from the file would, not this later one.
+          const exit = inserted.length > 0 ? done.exit : yield* Effect.flatMap(
+            stored(sql<{ readonly exit: string }>`SELECT exit FROM ${deferredsT} WHERE execution_id = ${done.executionId} AND name = ${done.deferredName}`),
+            (rows) => rows[0] === undefined ? Effect.succeed(done.exit) : exitOf(rows[0].exit)
+          )
+          const wake = deferredArrived(done.executionId, done.deferredName, exit)
           const current = yield* Effect.serviceOption(WorkflowEngine.WorkflowInstance)
           // A workflow finalizer cannot wait for its own run's cleanup: the engine's scope owns that wake.
           if (Option.isSome(current) && current.value.executionId === done.executionId) {
@@ -572,7 +762,26 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         for (const row of rows) {
           lastSeq = Math.max(lastSeq, Number(row.seq))
           if (executions.get(row.execution_id)?.deferreds.has(row.name) === true) continue
-          yield* deferredArrived(row.execution_id, row.name, yield* exitOf(row.exit))
+          yield* Effect.flatMap(exitOf(row.exit), (exit) => deferredArrived(row.execution_id, row.name, exit)).pipe(alone(row.execution_id))
+        }
+        // Interrupts and resumes a client asked for.
+        for (const row of yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${executionsT} WHERE interrupted >= 1 AND result IS NULL`)) {
+          const known = executions.get(row.execution_id)
+          if (known?.interrupted === true) continue
+          yield* Effect.gen(function*() {
+            const state = known ?? (yield* stateOf(row.execution_id))
+            if (state === undefined || state.stored !== undefined) return
+            state.interrupted = true
+            yield* resume(row.execution_id, "explicit")
+          }).pipe(alone(row.execution_id))
+        }
+        for (const row of yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${resumesT}`)) {
+          yield* Effect.gen(function*() {
+            // Left for the process that registers its workflow, when this one does not.
+            if ((yield* stateOf(row.execution_id)) === undefined) return
+            yield* stored(sql`DELETE FROM ${resumesT} WHERE execution_id = ${row.execution_id}`)
+            yield* resume(row.execution_id, "explicit")
+          }).pipe(alone(row.execution_id))
         }
       })
       yield* look.pipe(
@@ -585,5 +794,5 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
   })
 
 /** The engine as a layer, on the `SqlClient` in context. */
-export const layer = (options: Options = {}): Layer.Layer<WorkflowEngine.WorkflowEngine, never, SqlClient.SqlClient> =>
+export const layer = (options: Options = {}): Layer.Layer<WorkflowEngine.WorkflowEngine, FileClaimed, SqlClient.SqlClient> =>
   Layer.effect(WorkflowEngine.WorkflowEngine, make(options))

@@ -8,33 +8,10 @@ import { describe, expect, it } from "@effect/vitest"
 import { Clock, Context, Duration, Effect, Exit, Fiber, Layer, Option, Schema, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { Activity, DurableClock, DurableDeferred, Workflow } from "effect/workflow"
-import { mkdtempSync, rmSync } from "node:fs"
-import { tmpdir } from "node:os"
-import { join } from "node:path"
 import { DatabaseSync } from "node:sqlite"
-import * as SqliteClient from "../../src/environment/SqliteClient.js"
 import * as Durable from "../../src/rollouts/Durable.js"
-import * as SqliteEngine from "../../src/rollouts/internal/durable/sqliteEngine.js"
+import { engineOn, tempFile, until } from "../support/sqliteEngine.js"
 
-const tempFile = Effect.acquireRelease(
-  Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-sqlite-engine-"))),
-  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
-).pipe(Effect.map((dir) => join(dir, "runs.db")))
-
-const engineOn = (filename: string, options: SqliteEngine.Options = {}) =>
-  SqliteEngine.layer(options).pipe(Layer.provide(SqliteClient.layer({ filename })))
-
-/** Lets the engine's fibers and SQLite statements run, the test clock moved by `step` each turn, until `done`. */
-const until = <A>(look: Effect.Effect<A>, done: (a: A) => boolean, step: Duration.Input = Duration.millis(10)) =>
-  Effect.gen(function*() {
-    for (let turn = 0; turn < 500; turn++) {
-      const value = yield* look
-      if (done(value)) return value
-      yield* TestClock.adjust(step)
-      yield* Effect.yieldNow
-    }
-    return yield* Effect.die("the condition was not reached in 500 turns")
-  })
 
 describe("Durable's SQLite engine", () => {
   it.effect("a run left by an ended process runs again when its handler is registered: ended activities are answered from the file, its clock fires at its first time", () =>

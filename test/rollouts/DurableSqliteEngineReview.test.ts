@@ -9,39 +9,18 @@ import { describe, expect, it } from "@effect/vitest"
 import { Cause, Context, Duration, Effect, Exit, Layer, Option, Schema, Scope } from "effect"
 import { TestClock } from "effect/testing"
 import { Activity, DurableClock, DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
-import { mkdtempSync, rmSync } from "node:fs"
-import { hostname, tmpdir } from "node:os"
-import { join } from "node:path"
+import { hostname } from "node:os"
 import { DatabaseSync } from "node:sqlite"
 import * as SqliteClient from "../../src/environment/SqliteClient.js"
 import * as Engines from "../../src/rollouts/internal/durable/engines.js"
 import * as SqliteEngine from "../../src/rollouts/internal/durable/sqliteEngine.js"
+import { engineOn, isComplete, tempFile, until } from "../support/sqliteEngine.js"
 
-const tempFile = Effect.acquireRelease(
-  Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-sqlite-engine-review-"))),
-  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
-).pipe(Effect.map((dir) => join(dir, "runs.db")))
-
-const engineOn = (filename: string, options: SqliteEngine.Options = {}) =>
-  SqliteEngine.layer(options).pipe(Layer.provide(SqliteClient.layer({ filename })))
-
-/** Lets the engine's fibers and SQLite statements run, the test clock moved by `step` each turn, until `done`. */
-const until = <A>(look: Effect.Effect<A>, done: (a: A) => boolean, step: Duration.Input = Duration.millis(10), turns = 500) =>
-  Effect.gen(function*() {
-    for (let turn = 0; turn < turns; turn++) {
-      const value = yield* look
-      if (done(value)) return value
-      yield* TestClock.adjust(step)
-      yield* Effect.yieldNow
-    }
-    return yield* Effect.die("the condition was not reached")
-  })
 
 const settle = Effect.gen(function*() {
   for (let turn = 0; turn < 20; turn++) yield* Effect.yieldNow
 })
 
-const isComplete = (result: Option.Option<Workflow.Result<unknown, unknown>>) => Option.isSome(result) && result.value._tag === "Complete"
 const valueOf = (result: Option.Option<Workflow.Result<unknown, unknown>>) => {
   const value = Option.getOrThrow(result)
   return value._tag === "Complete" ? value.exit : value
@@ -52,6 +31,28 @@ const opened = DurableDeferred.make("opened", { success: Schema.String })
 const gateHandler = Gate.toLayer(Effect.fnUntraced(function*() {
   return `opened by ${yield* DurableDeferred.await(opened)}`
 }))
+
+/** A workflow that suspends when it fails (as AgentRun does), failing with a string. */
+const suspendsOnFailure = (name: string) =>
+  Workflow.make(name, {
+    payload: { id: Schema.String },
+    success: Schema.String,
+    error: Schema.String,
+    idempotencyKey: (payload) => payload.id,
+    annotations: Context.make(Workflow.SuspendOnFailure, true)
+  })
+
+/** A workflow that runs an activity, waits for `opened`, and runs another: each counted in `counts`. */
+const beforeAndAfter = (name: string, counts: { before: number; after: number }) => {
+  const workflow = Workflow.make(name, { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: (payload) => payload.id })
+  const handler = workflow.toLayer(Effect.fnUntraced(function*() {
+    yield* Activity.make({ name: "before", execute: Effect.sync(() => void counts.before++) })
+    const answer = yield* DurableDeferred.await(opened)
+    yield* Activity.make({ name: "after", execute: Effect.sync(() => void counts.after++) })
+    return answer
+  }))
+  return { workflow, handler }
+}
 
 describe("Durable's SQLite engine, reviewed", () => {
   it.effect("the first completion of a deferred wins in the run too: a client's stored answer is not overridden by a later one in the running process", () =>
@@ -89,13 +90,7 @@ describe("Durable's SQLite engine, reviewed", () => {
     Effect.gen(function*() {
       const file = yield* tempFile
       let runs = 0
-      const Flaky = Workflow.make("review/Flaky", {
-        payload: { id: Schema.String },
-        success: Schema.String,
-        error: Schema.String,
-        idempotencyKey: (payload) => payload.id,
-        annotations: Context.make(Workflow.SuspendOnFailure, true)
-      })
+      const Flaky = suspendsOnFailure("review/Flaky")
       const handler = Flaky.toLayer(() => Effect.suspend(() => ++runs === 1 ? Effect.fail("down for a moment") : Effect.succeed("up")))
       const running = yield* Layer.build(handler.pipe(Layer.provideMerge(engineOn(file))))
       const client = yield* Layer.build(engineOn(file, { clientOnly: true }))
@@ -112,13 +107,7 @@ describe("Durable's SQLite engine, reviewed", () => {
     Effect.gen(function*() {
       const file = yield* tempFile
       let runs = 0
-      const Flaky = Workflow.make("review/Flaky2", {
-        payload: { id: Schema.String },
-        success: Schema.String,
-        error: Schema.String,
-        idempotencyKey: (payload) => payload.id,
-        annotations: Context.make(Workflow.SuspendOnFailure, true)
-      })
+      const Flaky = suspendsOnFailure("review/Flaky2")
       const handler = Flaky.toLayer(() => Effect.suspend(() => (runs++, Effect.fail("the model is down"))))
       const runner = handler.pipe(Layer.provideMerge(engineOn(file)))
       const first = yield* Scope.make()
@@ -256,13 +245,7 @@ describe("Durable's SQLite engine, reviewed", () => {
     Effect.gen(function*() {
       const file = yield* tempFile
       const counts = { before: 0, after: 0 }
-      const Twice = Workflow.make("review/Twice", { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: (payload) => payload.id })
-      const handler = Twice.toLayer(Effect.fnUntraced(function*() {
-        yield* Activity.make({ name: "before", execute: Effect.sync(() => void counts.before++) })
-        const answer = yield* DurableDeferred.await(opened)
-        yield* Activity.make({ name: "after", execute: Effect.sync(() => void counts.after++) })
-        return answer
-      }))
+      const { handler, workflow: Twice } = beforeAndAfter("review/Twice", counts)
       const runner = handler.pipe(Layer.provideMerge(engineOn(file)))
       const first = yield* Scope.make()
       const a = yield* Layer.buildWithScope(runner, first)
@@ -301,13 +284,7 @@ describe("Durable's SQLite engine, reviewed", () => {
     Effect.gen(function*() {
       const file = yield* tempFile
       const counts = { before: 0, after: 0 }
-      const Both = Workflow.make("review/Both", { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: (payload) => payload.id })
-      const handler = Both.toLayer(Effect.fnUntraced(function*() {
-        yield* Activity.make({ name: "before", execute: Effect.sync(() => void counts.before++) })
-        const answer = yield* DurableDeferred.await(opened)
-        yield* Activity.make({ name: "after", execute: Effect.sync(() => void counts.after++) })
-        return answer
-      }))
+      const { handler, workflow: Both } = beforeAndAfter("review/Both", counts)
       const runner = handler.pipe(Layer.provideMerge(engineOn(file)))
       const first = yield* Scope.make()
       const firstContext = yield* Layer.buildWithScope(runner, first)
@@ -487,13 +464,7 @@ describe("Durable's SQLite engine, reviewed", () => {
     Effect.gen(function*() {
       const file = yield* tempFile
       let runs = 0
-      const Flaky = Workflow.make("review/Flaky3", {
-        payload: { id: Schema.String },
-        success: Schema.String,
-        error: Schema.String,
-        idempotencyKey: (payload) => payload.id,
-        annotations: Context.make(Workflow.SuspendOnFailure, true)
-      })
+      const Flaky = suspendsOnFailure("review/Flaky3")
       const handler = Flaky.toLayer(() => Effect.suspend(() => ++runs === 1 ? Effect.fail("down for a moment") : Effect.succeed("up")))
       const runner = handler.pipe(Layer.provideMerge(engineOn(file)))
       const first = yield* Scope.make()

@@ -11,7 +11,8 @@
  * Why not effect/cluster's engine (which valet used here before): on one process it routes each activity through the
  * sharding's message storage — a request saved, read back and claimed, and a reply saved: three transactions and
  * about four statements an activity, plus the mailbox and entity machinery — which made a durable evaluation run at
- * 0.62× of the same evaluation not durable. Here an activity costs one statement.
+ * 0.67–0.69× of the same evaluation not durable (bench/durable.ts, quiet machine). Here an activity costs one
+ * statement, and the writes of fibers ready at once share one commit: 0.87–0.91×.
  *
  * On start, once a workflow's handler is registered, its executions that have no result are run again: they replay
  * from what was stored (activities answer their stored results), as effect/cluster resumed them when its runner
@@ -20,15 +21,18 @@
  * process runs it. Another process on the same file (a client: `clientOnly`) runs no workflow; the deferreds it
  * completes (a decision, an answer), the interrupts it marks and the resumes it asks for are rows this process finds
  * when SQLite says another connection committed (`PRAGMA data_version`, looked at four times a second); a deferred
- * completed twice is the first one stored, in the run as in the file. One process only runs a file's workflows: a
- * second one would resume the first one's runs too (nothing claims the file yet).
+ * completed twice is the first one stored, in the run as in the file. One process only runs a file's workflows (a
+ * second would resume the first one's runs too): a running engine claims the file (`engineClaim.ts`).
+ *
+ * A run that waits is dropped from memory and loaded again when what it waits for comes; a call on it meanwhile
+ * answers its stored suspension without running it.
  */
 import { Cause, Clock, Context, Deferred, Duration, Effect, Exit, Fiber, FiberMap, Layer, Option, Schema, Scope } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { type Activity, type DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
-import { hostname } from "node:os"
 import { createTables } from "../../../core/internal/sql.js"
-import { processExists } from "../../../environment/internal/processes.js"
+import * as Claim from "./engineClaim.js"
+import { decodeSuspended, encodeSuspended, exitOf, exitText, parseJson, payloadCodec, type Result, resultCodec } from "./engineCodecs.js"
 
 /** How the engine treats a failed statement: a defect naming the store (the caller's error channel is a workflow's). */
 export type OnStoreFailure = (error: SqlError.SqlError) => unknown
@@ -51,24 +55,7 @@ const clocksTable = "valet_workflow_clocks"
 const resumesTable = "valet_workflow_resumes"
 const runnerTable = "valet_workflow_runner"
 
-/**
- * Another process runs the workflows of this file: one process runs a file's workflows (a second would resume the
- * first one's runs too, and both would act on each decision). Start this one as a client (`clientOnly`), or stop
- * that one first.
- */
-export class FileClaimed extends Schema.TaggedError<FileClaimed>()("FileClaimed", {
-  message: Schema.String
-}) {}
-
-/** The claims of the engines open in this process (a row naming this pid is live only while its engine is open). */
-const openClaims = new Set<string>()
-
-/** A claim a process on another host left is taken over once its heartbeat is this old. */
-const staleClaimMs = 30_000
-const heartbeatEvery = Duration.seconds(10)
-
 type Execute = (payload: object, executionId: string) => Effect.Effect<unknown, unknown, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>
-type Result = Workflow.Result<unknown, unknown>
 type ResumeMode = "explicit" | "automatic"
 
 interface Registered {
@@ -109,43 +96,6 @@ interface ExecutionState {
   failed: Workflow.Suspended | undefined
 }
 
-/** An encoded exit (its values already JSON) as JSON text, and back. */
-const ExitJson = Schema.toCodecJson(Schema.Exit(Schema.Unknown, Schema.Unknown, Schema.Defect()))
-const encodeExit = Schema.encodeUnknownEffect(ExitJson)
-const decodeExit = Schema.decodeUnknownEffect(ExitJson)
-// As effect/workflow's own `toJsonExit`: an activity or deferred that succeeds with nothing is stored as `null`.
-const toJsonExit = Exit.map((value: unknown) => value ?? null)
-
-const SuspendedJson = Schema.toCodecJson(Workflow.Suspended)
-const encodeSuspended = Schema.encodeUnknownEffect(SuspendedJson)
-const decodeSuspended = Schema.decodeUnknownEffect(SuspendedJson)
-const parseJson = (text: string) => Effect.try({ try: () => JSON.parse(text) as unknown, catch: (cause) => cause })
-
-const exitText = (exit: Exit.Exit<unknown, unknown>): Effect.Effect<string> =>
-  Effect.map(Effect.orDie(encodeExit(toJsonExit(exit))), (encoded) => JSON.stringify(encoded))
-const exitOf = (text: string): Effect.Effect<Exit.Exit<unknown, unknown>> =>
-  Effect.orDie(Effect.flatMap(parseJson(text), decodeExit))
-
-/** A workflow's result codec, JSON text on the wire of the table (built once per workflow). */
-const resultCodecs = new WeakMap<Workflow.Any, Schema.Codec<Result, unknown, never, never>>()
-const resultCodec = (workflow: Workflow.Any): Schema.Codec<Result, unknown, never, never> => {
-  let codec = resultCodecs.get(workflow)
-  if (codec === undefined) {
-    codec = Schema.toCodecJson(Workflow.Result({ success: workflow.successSchema, error: workflow.errorSchema })) as unknown as Schema.Codec<Result, unknown, never, never>
-    resultCodecs.set(workflow, codec)
-  }
-  return codec
-}
-const payloadCodecs = new WeakMap<Workflow.Any, Schema.Codec<object, unknown, never, never>>()
-const payloadCodec = (workflow: Workflow.Any): Schema.Codec<object, unknown, never, never> => {
-  let codec = payloadCodecs.get(workflow)
-  if (codec === undefined) {
-    codec = Schema.toCodecJson(workflow.payloadSchema) as unknown as Schema.Codec<object, unknown, never, never>
-    payloadCodecs.set(workflow, codec)
-  }
-  return codec
-}
-
 const isUnwakeable = (result: Result, mode: ResumeMode) =>
   result._tag === "Complete" || (mode === "automatic" && result.failed === true)
 
@@ -153,7 +103,7 @@ const isUnwakeable = (result: Result, mode: ResumeMode) =>
  * The engine on the `SqlClient` in context (a SQLite file: one process runs the workflows). Its tables are made
  * when it starts.
  */
-export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.WorkflowEngine["Service"], FileClaimed, SqlClient.SqlClient | Scope.Scope> =>
+export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.WorkflowEngine["Service"], Claim.FileClaimed, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function*() {
     const sql = (yield* SqlClient.SqlClient).withoutTransforms()
     const onStoreFailure = options.onStoreFailure ?? ((error: SqlError.SqlError) => error)
@@ -222,51 +172,8 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
       ], { discard: true })
     ))
 
-    if (options.clientOnly !== true) {
-      // The claim: taken in one transaction, refused while the process that holds it lives (on this host: its pid;
-      // in this process: its engine still open; on another host: a heartbeat less than 30 s old). A process that was
-      // killed left a claim whose pid is gone: taken over at once, so a restart after a kill resumes its runs.
-      const claim = Math.random().toString(36).slice(2, 12)
-      const host = hostname()
-      interface Held {
-        readonly pid: number | bigint
-        readonly host: string
-        readonly claim: string
-        readonly heartbeat_at: number | bigint
-      }
-      const live = (held: Held, now: number): boolean =>
-        held.host !== host
-          ? now - Number(held.heartbeat_at) < staleClaimMs
-          : Number(held.pid) === process.pid
-          ? openClaims.has(held.claim)
-          : processExists(Number(held.pid))
-      yield* sql.withTransaction(Effect.gen(function*() {
-        const now = yield* Clock.currentTimeMillis
-        const held = (yield* sql<Held>`SELECT pid, host, claim, heartbeat_at FROM ${runnerT} WHERE id = 1`)[0]
-        if (held !== undefined && live(held, now)) {
-          return yield* new FileClaimed({
-            message: `another process runs this file's workflows (pid ${held.pid} on ${held.host}): one process runs them; ` +
-              `stop it first, or open this one as a client (it decides and answers, the other runs)`
-          })
-        }
-        yield* sql`INSERT INTO ${runnerT} (id, pid, host, claim, heartbeat_at) VALUES (1, ${process.pid}, ${host}, ${claim}, ${now})
-          ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, host = excluded.host, claim = excluded.claim, heartbeat_at = excluded.heartbeat_at`
-      })).pipe(Effect.catch((error) => error instanceof FileClaimed ? Effect.fail(error) : Effect.die(onStoreFailure(error))))
-      openClaims.add(claim)
-      yield* Effect.addFinalizer(() =>
-        Effect.andThen(
-          Effect.sync(() => openClaims.delete(claim)),
-          sql`DELETE FROM ${runnerT} WHERE claim = ${claim}`.pipe(Effect.ignore)
-        )
-      )
-      // The heartbeat a process on another host reads (one on this host reads the pid).
-      yield* Effect.sleep(heartbeatEvery).pipe(
-        Effect.andThen(Clock.currentTimeMillis),
-        Effect.flatMap((now) => written(sql`UPDATE ${runnerT} SET heartbeat_at = ${now} WHERE claim = ${claim}`)),
-        Effect.forever,
-        Effect.forkIn(scope)
-      )
-    }
+    // One process runs a file's workflows: the others are clients.
+    if (options.clientOnly !== true) yield* Claim.claim(sql, { runnerTable: runnerT, written, scope, onStoreFailure })
 
     const workflows = new Map<string, Registered>()
     // The executions running here, or suspended on a failure (kept, so that only an explicit resume runs them again).
@@ -794,5 +701,5 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
   })
 
 /** The engine as a layer, on the `SqlClient` in context. */
-export const layer = (options: Options = {}): Layer.Layer<WorkflowEngine.WorkflowEngine, FileClaimed, SqlClient.SqlClient> =>
+export const layer = (options: Options = {}): Layer.Layer<WorkflowEngine.WorkflowEngine, Claim.FileClaimed, SqlClient.SqlClient> =>
   Layer.effect(WorkflowEngine.WorkflowEngine, make(options))

@@ -142,8 +142,9 @@ export type DurableStoreError = Engines.DurableStoreError
  * an earlier valet wrote on effect/cluster's engine is refused with a `DurableStoreError`. With `{ clientOnly: true }`,
  * an engine for a process beside the one that runs the workflows — one that decides or answers what they wait on
  * (`decide`, `answer`), lists it, interrupts or resumes a run: it runs no workflow, and what it sends is stored in the
- * file for the process that does (found within a quarter of a second). Run one such process per file: a second one
- * would run the first one's runs too.
+ * file for the process that does (found within a quarter of a second). One process runs a file's workflows: it
+ * claims the file, and a second one is refused with a `DurableStoreError` naming the first (a killed process's claim
+ * is taken over at once).
  *
  * Commits are `synchronous = NORMAL` (WAL): what a killed process committed is kept, and the disk is synced at
  * checkpoints rather than at each commit. `{ synchronous: "full" }` waits for the disk at every commit, for a store

@@ -153,6 +153,17 @@ const sdkServer = (
 
 const toolResults = (request: Model.Request) => (request.messages ?? []).filter((message): message is Model.ToolMessage => message.role === "tool")
 
+/** Destroys the response's socket after its second write (the task, then the first chunk: a stream cut mid-way). */
+const cutAfterTwoWrites = (response: { write: unknown; readonly socket?: { destroy(): void } | null }) => {
+  const write = (response.write as (chunk: unknown) => boolean).bind(response)
+  let writes = 0
+  response.write = (data: unknown) => {
+    const ok = write(data)
+    if (++writes === 2) setImmediate(() => response.socket?.destroy())
+    return ok
+  }
+}
+
 describe("A2A.agent", () => {
   it.live("a Supervisor worker on the SDK's server: the task is the delegation, its chunks stream as the worker's TextDeltas, its text is the worker's answer", () =>
     Effect.gen(function*() {
@@ -260,13 +271,7 @@ describe("A2A.agent", () => {
           if (method !== "SendStreamingMessage" || cut) return false
           cut = true
           // The socket dies after the first artifact chunk (the task, then the chunk: two SSE writes).
-          const write = response.write.bind(response) as (chunk: unknown) => boolean
-          let writes = 0
-          response.write = ((data: unknown) => {
-            const ok = write(data)
-            if (++writes === 2) setImmediate(() => response.socket?.destroy())
-            return ok
-          }) as typeof response.write
+          cutAfterTwoWrites(response)
           return false
         }
       })
@@ -331,13 +336,7 @@ describe("A2A.agent", () => {
             response.status(200).json({ jsonrpc: "2.0", id: (response.req.body as { id: unknown }).id, error: { code: -32001, message: "Task not found: gone" } })
             return true
           }
-          const write = response.write.bind(response) as (chunk: unknown) => boolean
-          let writes = 0
-          response.write = ((data: unknown) => {
-            const ok = write(data)
-            if (++writes === 2) setImmediate(() => response.socket?.destroy())
-            return ok
-          }) as typeof response.write
+          cutAfterTwoWrites(response)
           return false
         }
       })

@@ -56,6 +56,27 @@ const event = (response: ServerResponse, id: unknown, result: unknown) =>
 
 const working = { task: { id: "t1", contextId: "c1", status: { state: "TASK_STATE_WORKING" } } }
 
+/**
+ * A remote that serves its card on GET (its endpoint `<its url>/rpc`), answers `CancelTask` as cancelled, and hands
+ * every other JSON-RPC call to `onRpc`; with the methods called, in order.
+ */
+const remote = (onRpc: (rpc: { readonly id: string | number; readonly method: string }, response: ServerResponse) => void) =>
+  Effect.gen(function*() {
+    const methods: Array<string> = []
+    const self = { url: "" }
+    const origin = yield* serve((request, body, response) => {
+      if (request.method === "GET") return json(response, cardOf(`${self.url}/rpc`))
+      const rpc = JSON.parse(body)
+      methods.push(rpc.method)
+      if (rpc.method === "CancelTask") {
+        return json(response, { jsonrpc: "2.0", id: rpc.id, result: { id: "t1", contextId: "c1", status: { state: "TASK_STATE_CANCELED" } } })
+      }
+      onRpc(rpc, response)
+    })
+    self.url = origin.url
+    return { origin, methods }
+  })
+
 /** The same loopback server under another origin (`localhost` against `127.0.0.1`). */
 const elsewhere = (url: string) => url.replace("127.0.0.1", "localhost")
 
@@ -160,20 +181,11 @@ describe("A2A client against hostile remotes", () => {
 
   it.live("D4: a run failing on a malformed event cancels the live remote task (CancelTask is sent)", () =>
     Effect.gen(function*() {
-      const methods: Array<string> = []
-      const self = { url: "" }
-      const origin = yield* serve((request, body, response) => {
-        if (request.method === "GET") return json(response, cardOf(`${self.url}/rpc`))
-        const rpc = JSON.parse(body)
-        methods.push(rpc.method)
-        if (rpc.method === "CancelTask") {
-          return json(response, { jsonrpc: "2.0", id: rpc.id, result: { id: "t1", contextId: "c1", status: { state: "TASK_STATE_CANCELED" } } })
-        }
+      const { methods, origin } = yield* remote((rpc, response) => {
         response.writeHead(200, { "content-type": "text/event-stream" })
         event(response, rpc.id, working)
         response.end("data: {not json\n\n")
       })
-      self.url = origin.url
       const error = yield* Effect.flip(Agent.run(A2A.agent(`${origin.url}/agent-card.json`, { name: "r" }), "hi"))
       expect(error._tag).toBe("RemoteAgentFailed")
       expect(error.message).toContain("not JSON")
@@ -192,16 +204,8 @@ describe("A2A client against hostile remotes", () => {
 
   it.live("D5: a stream sending only keep-alive comments is lost after idleTimeout, resubscribed, then fails stream_lost", () =>
     Effect.gen(function*() {
-      const methods: Array<string> = []
-      const self = { url: "" }
       const timers: Array<ReturnType<typeof setInterval>> = []
-      const origin = yield* serve((request, body, response) => {
-        if (request.method === "GET") return json(response, cardOf(`${self.url}/rpc`))
-        const rpc = JSON.parse(body)
-        methods.push(rpc.method)
-        if (rpc.method === "CancelTask") {
-          return json(response, { jsonrpc: "2.0", id: rpc.id, result: { id: "t1", contextId: "c1", status: { state: "TASK_STATE_CANCELED" } } })
-        }
+      const { methods, origin } = yield* remote((rpc, response) => {
         response.writeHead(200, { "content-type": "text/event-stream" })
         event(response, rpc.id, working)
         const timer = setInterval(() => response.write(": ping\n\n"), 50)
@@ -209,7 +213,6 @@ describe("A2A client against hostile remotes", () => {
         response.on("close", () => clearInterval(timer))
       })
       yield* Effect.addFinalizer(() => Effect.sync(() => timers.forEach(clearInterval)))
-      self.url = origin.url
       const agent = A2A.agent(`${origin.url}/agent-card.json`, { name: "r", idleTimeout: "300 millis", resubscribe: Schedule.recurs(1) })
       const error = yield* Effect.flip(Agent.run(agent, "hi"))
       expect(error).toMatchObject({ _tag: "RemoteAgentFailed", reason: "stream_lost" })
@@ -281,13 +284,7 @@ describe("A2A client against hostile remotes", () => {
 
   it.live("D8: the task's output, all events together, is capped: past maxOutputChars RemoteAgentFailed malformed", () =>
     Effect.gen(function*() {
-      const self = { url: "" }
-      const origin = yield* serve((request, body, response) => {
-        if (request.method === "GET") return json(response, cardOf(`${self.url}/rpc`))
-        const rpc = JSON.parse(body)
-        if (rpc.method === "CancelTask") {
-          return json(response, { jsonrpc: "2.0", id: rpc.id, result: { id: "t1", contextId: "c1", status: { state: "TASK_STATE_CANCELED" } } })
-        }
+      const { origin } = yield* remote((rpc, response) => {
         response.writeHead(200, { "content-type": "text/event-stream" })
         event(response, rpc.id, working)
         for (let i = 0; i < 5; i++) {
@@ -296,7 +293,6 @@ describe("A2A client against hostile remotes", () => {
         event(response, rpc.id, { statusUpdate: { taskId: "t1", contextId: "c1", status: { state: "TASK_STATE_COMPLETED" } } })
         response.end()
       })
-      self.url = origin.url
       const agent = Agent.make({ name: "r", instructions: "", architecture: A2AArchitecture.makeFetch({ url: `${origin.url}/agent-card.json`, maxOutputChars: 25 }) })
       const error = yield* Effect.flip(Agent.run(agent, "hi"))
       expect(error).toMatchObject({ _tag: "RemoteAgentFailed", reason: "malformed" })

@@ -17,7 +17,7 @@ import * as Tool from "../../src/core/Tool.js"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
 import * as OpenAiApi from "../../src/serve/OpenAiApi.js"
 import { z } from "zod"
-import { expectWeatherExchange, inspected, refusedWith, weatherExchange } from "../support/openAiFacade.js"
+import { expectWeatherExchange, inspected, openAiClient, refusedWith, weatherExchange } from "../support/openAiFacade.js"
 import * as LoopbackServer from "../support/openAiServer.js"
 import { scriptedAgent, serveAgents } from "../support/serve.js"
 
@@ -147,7 +147,7 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
   it.live("openai errors: an unknown model is a 404 NotFoundError; a failed run a 500; a bad body a 400 naming the field", () =>
     Effect.gen(function*() {
       const url = yield* serve(agents)
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const failure = (model: string) =>
         Effect.promise(() =>
           client.chat.completions.create({ model, messages: [{ role: "user", content: "x" }] }).then(
@@ -216,7 +216,7 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
       const context = yield* Layer.build(OpenAiCompatible.layerNode({ baseUrl: `${model.url}/v1`, model: "loopback-model" }))
       const remote = Agent.make({ name: "remote", instructions: "", model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) }) as Agent.Agent<never>
       const url = yield* serve([remote])
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const controller = new AbortController()
       const reading = client.chat.completions.create(
         { model: "remote", messages: [{ role: "user", content: "hi" }], stream: true },
@@ -239,7 +239,7 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
     Effect.gen(function*() {
       const weather = inspected("weather", ["It is 18°C and sunny.", "Rain tomorrow."])
       const url = yield* serve([weather.agent])
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const conversation = [
         { role: "user" as const, content: "Weather in Paris?" },
         { role: "assistant" as const, content: null, tool_calls: [paris] },
@@ -286,7 +286,7 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
     Effect.gen(function*() {
       const quiet = inspected("quiet", ["Hello."])
       const url = yield* serve([quiet.agent])
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const ask = (extra: Record<string, unknown>, messages: ReadonlyArray<Record<string, unknown>> = [{ role: "user", content: "Hi." }]) =>
         refusedWith(client.chat.completions.create({ model: "quiet", messages, ...extra } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming))
       const noUser = yield* ask({}, [{ role: "system", content: "Be nice." }])
@@ -334,7 +334,7 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
         `Here: {"city": "Lyon", "population": 520000, "note": "extra keys are dropped"}`
       ])
       const url = yield* serve([geo.agent])
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const response_format = { type: "json_schema" as const, json_schema: { name: "city", schema: CitySchema, strict: true } }
       const answer = yield* Effect.promise(() =>
         client.chat.completions.create({ model: "geo", messages: [{ role: "user", content: "Largest city of France?" }], response_format })
@@ -527,7 +527,7 @@ describe("OpenAiApi: a run that needs a person", () => {
         model: Layer.orDie(ScriptedModel.layer(() => ({ toolCalls: [{ id: "c1", name: "refund", arguments: { amount: 5 } }] })))
       }) as Agent.Agent<never>
       const url = yield* serve([agent])
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const refused = yield* refusedWith(client.chat.completions.create({ model: "support", messages: [{ role: "user", content: "Refund." }] }))
       expect(refused).toMatchObject({ status: 409, code: "needs_approval", type: "invalid_request_error" })
       expect(refused?.message).toMatch(/needs a person's approval of tool "refund" \(call c1\), which the OpenAI API cannot wait for/)

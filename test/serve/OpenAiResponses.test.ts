@@ -19,7 +19,7 @@ import * as Threads from "../../src/core/Threads.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
 import * as RunsApi from "../../src/serve/RunsApi.js"
-import { expectWeatherExchange, inspected, refusedWith, weatherExchange } from "../support/openAiFacade.js"
+import { expectWeatherExchange, inspected, openAiClient, refusedWith, weatherExchange } from "../support/openAiFacade.js"
 import * as LoopbackServer from "../support/openAiServer.js"
 import { json, post, scriptedAgent, serveAgents, sseEvents } from "../support/serve.js"
 
@@ -32,7 +32,7 @@ describe("OpenAiApi /v1/responses (the openai package as client)", () => {
     Effect.gen(function*() {
       const echo = inspected("echo", [answer])
       const url = yield* serveAgents([echo.agent])
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const response = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "Capital of France?" }))
       expect(response.object).toBe("response")
       expect(response.id).toMatch(/^resp_/)
@@ -60,7 +60,7 @@ describe("OpenAiApi /v1/responses (the openai package as client)", () => {
     Effect.gen(function*() {
       const echo = inspected("echo", [answer])
       const url = yield* serveAgents([echo.agent])
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
       yield* Effect.promise(() =>
         client.responses.create({
@@ -92,7 +92,7 @@ describe("OpenAiApi /v1/responses (the openai package as client)", () => {
     Effect.gen(function*() {
       const echo = inspected("echo", [answer])
       const url = yield* serveAgents([echo.agent])
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const create = (body: Record<string, unknown>) =>
         refusedWith(client.responses.create({ model: "echo", input: "x", ...body } as OpenAI.Responses.ResponseCreateParamsNonStreaming))
       expect(yield* create({ tools: [{ type: "function", name: "f", parameters: {}, strict: true }] })).toMatchObject({
@@ -140,7 +140,7 @@ describe("OpenAiApi /v1/responses (the openai package as client)", () => {
       const context = yield* Layer.build(OpenAiCompatible.layerNode({ baseUrl: `${model.url}/v1`, model: "loopback-model" }))
       const remote = Agent.make({ name: "remote", instructions: "", model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) }) as Agent.Agent<never>
       const url = yield* serveAgents([remote], { maxConcurrentRuns: 1 })
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const controller = new AbortController()
       // The first response holds the one slot: its model call stalls.
       yield* Effect.promise(async () => {
@@ -161,7 +161,7 @@ describe("OpenAiApi /v1/responses (the openai package as client)", () => {
         scriptedAgent("broken", [{ error: new ModelError.RateLimited({ message: "slow down" }) }]),
         scriptedAgent("long", [{ text: "a long answer", usage: { inputTokens: 3, outputTokens: 9 } }])
       ])
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const failed = yield* Effect.promise(() => client.responses.create({ model: "broken", input: "x" }))
       expect(failed.status).toBe("failed")
       expect(failed.error).toMatchObject({ type: "server_error", code: "RateLimited" })
@@ -181,7 +181,7 @@ describe("OpenAiApi /v1/responses: how a run that ended early is reported", () =
         scriptedAgent("slow", [{ text: "never", delay: "20 seconds" }]),
         { name: "counter", description: "", architecture: "tool-loop", agent: counter, budget: { maxCalls: 1 } }
       ])
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       // Cancelled through the runs API while it waits for its model.
       const pending = client.responses.create({ model: "slow", input: "hi", store: false })
       const runId = yield* Effect.promise(async () => {
@@ -221,7 +221,7 @@ describe("OpenAiApi /v1/responses streaming", () => {
   it.live("responses.stream: response.created first, the item and part added before the deltas, sequence numbers, no [DONE]", () =>
     Effect.gen(function*() {
       const url = yield* serveAgents([scriptedAgent("echo", [answer])])
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const { events, final } = yield* Effect.promise(async () => {
         const stream = client.responses.stream({ model: "echo", input: "Capital of France?" })
         const events: Array<OpenAI.Responses.ResponseStreamEvent> = []
@@ -263,7 +263,7 @@ describe("OpenAiApi /v1/responses streaming", () => {
         scriptedAgent("writer", ["Paris is the capital", "Add a full stop.", "Paris is the capital.", "No issues."], SelfRefine.architecture),
         scriptedAgent("broken", [{ error: new ModelError.RateLimited({ message: "slow down" }) }])
       ])
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const refined = yield* Effect.promise(async () => {
         const stream = client.responses.stream({ model: "writer", input: "Capital of France?" })
         const deltas: Array<string> = []
@@ -305,7 +305,7 @@ describe("OpenAiApi /v1/responses streaming", () => {
       const context = ScriptedModel.context(script)
       const agent = Agent.make({ name: "w", instructions: "", tools: [weather], model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) })
       const url = yield* serveAgents([agent], {}, Threads.layerMemory())
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const streamed = yield* Effect.promise(async () => {
         const stream = client.responses.stream({ model: "w", input: "Weather?" })
         let deltas = ""
@@ -347,7 +347,7 @@ describe("OpenAiApi /v1/responses streaming", () => {
       const context = yield* Layer.build(OpenAiCompatible.layerNode({ baseUrl: `${model.url}/v1`, model: "loopback-model" }))
       const remote = Agent.make({ name: "remote", instructions: "", model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) }) as Agent.Agent<never>
       const url = yield* serveAgents([remote])
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const controller = new AbortController()
       const reading = (async () => {
         try {
@@ -389,7 +389,7 @@ describe("OpenAiApi /v1/responses: function_call and function_call_output items"
     Effect.gen(function*() {
       const weather = inspected("weather", ["It is 18°C and sunny.", "Rain tomorrow."])
       const url = yield* serveAgents([weather.agent])
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const exchange: Array<OpenAI.Responses.ResponseInputItem> = [
         { role: "user", content: "Weather in Paris and Rome?" },
         { type: "message", role: "assistant", content: [{ type: "output_text", text: "Looking.", annotations: [] }], id: "msg_a", status: "completed" },
@@ -477,7 +477,7 @@ describe("OpenAiApi /v1/responses: structured output and runs that wait", () => 
         `Here: {"city": "Lyon", "population": 520000, "note": "extra keys are dropped"}`
       ])
       const url = yield* serveAgents([geo.agent])
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const text = { format: { type: "json_schema" as const, name: "city", schema: CitySchema, strict: true } }
       const answer = yield* Effect.promise(() => client.responses.create({ model: "geo", input: "Largest city of France?", text }))
       expect(JSON.parse(answer.output_text)).toEqual({ city: "Paris", population: 2100000 })
@@ -512,7 +512,7 @@ describe("OpenAiApi /v1/responses: structured output and runs that wait", () => 
         model: Layer.orDie(ScriptedModel.layer(() => ({ toolCalls: [{ id: "c1", name: "refund", arguments: { amount: 5 } }] })))
       }) as Agent.Agent<never>
       const url = yield* serveAgents([agent])
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const refused = yield* Effect.promise(() => client.responses.create({ model: "support", input: "Refund." }))
       expect(refused.status).toBe("failed")
       expect(refused.error).toMatchObject({ code: "needs_approval", type: "invalid_request_error" })
@@ -530,17 +530,11 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
   /** `store` of a response object (the `openai` package's `Response` type leaves it out). */
   const storeOf = (response: object) => (response as { readonly store?: unknown }).store
 
-  /** Answers "answer <n>" to its n-th call; the messages of each call are read back. */
-  const counting = () => {
-    let n = 0
-    return inspected("echo", () => ({ text: `answer ${++n}` }))
-  }
-
   it.live("previous_response_id: turn 2 sees turn 1; branching from turn 1 after turn 2 forks (turn 2 unseen); unknown ids are a 400", () =>
     Effect.gen(function*() {
       const echo = counting()
       const url = yield* serveAgents([echo.agent], {}, Threads.layerMemory())
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const one = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "First?" }))
       expect(storeOf(one)).toBe(true)
       const two = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "Second?", previous_response_id: one.id }))
@@ -624,7 +618,7 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
         guardrails: { input: [noHomework] }
       }) as Agent.Agent<never>
       const url = yield* serveAgents([guarded], {}, Threads.layerMemory())
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const one = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "First?" }))
       // Refused by the input guardrail: the turn stores nothing.
       const two = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "Do my homework", previous_response_id: one.id }))
@@ -673,7 +667,7 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
         }))
       ).pipe(Layer.provide(Threads.layerMemory()))
       const url = yield* serveAgents([echo.agent], {}, slow)
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const statuses: Array<string> = []
       let previous: string | undefined
       for (let i = 0; i < 3; i++) {
@@ -700,7 +694,7 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
     Effect.gen(function*() {
       const echo = counting()
       const url = yield* serveAgents([echo.agent], {}, Threads.layerMemory())
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const one = yield* Effect.promise(() =>
         client.responses.create({
           model: "echo",
@@ -736,7 +730,7 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
         return asked === "Branch A?" ? { text: "answer A", delay: "500 millis" } : { text: `answer to ${asked}` }
       })
       const url = yield* serveAgents([echo.agent], { turns: { onBusy: "wait" } }, Threads.layerMemory())
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const one = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "First?" }))
       const [a, b] = yield* Effect.promise(async () => {
         const stream = client.responses.stream({ model: "echo", input: "Branch A?", previous_response_id: one.id })
@@ -765,7 +759,7 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
       )
       const counter = Agent.make({ name: "counter", instructions: "", tools: [add], model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) })
       const url = yield* serveAgents([{ name: "counter", description: "", architecture: "tool-loop", agent: counter, budget: { maxCalls: 1 } }], {}, Threads.layerMemory())
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const cut = yield* Effect.promise(() => client.responses.create({ model: "counter", input: "Count." }))
       expect(cut.status).toBe("incomplete")
       // The thread keeps a note of how it ended.
@@ -788,7 +782,7 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
     Effect.gen(function*() {
       const echo = counting()
       const url = yield* serveAgents([echo.agent], {}, Threads.layerMemory())
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const one = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "First?" }))
       const two = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "Second?", store: false, previous_response_id: one.id }))
       expect(two.status).toBe("completed")
@@ -809,7 +803,7 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
       const context = yield* Layer.build(OpenAiCompatible.layerNode({ baseUrl: `${model.url}/v1`, model: "loopback-model" }))
       const remote = Agent.make({ name: "remote", instructions: "", model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) }) as Agent.Agent<never>
       const url = yield* serveAgents([remote], {}, Threads.layerMemory())
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const controller = new AbortController()
       // The first turn stalls in its model call; its id is known from response.created.
       const id = yield* Effect.promise(async () => {
@@ -825,6 +819,12 @@ describe("OpenAiApi /v1/responses: stored responses are thread turns (previous_r
 })
 
 /** The server's threads (GET /threads), each with its messages (GET /threads/:id), oldest first. */
+/** Answers "answer <n>" to its n-th call; the messages of each call are read back. */
+const counting = () => {
+  let n = 0
+  return inspected("echo", () => ({ text: `answer ${++n}` }))
+}
+
 const storedThreads = (url: string) =>
   Effect.gen(function*() {
     const listed = (yield* json(yield* Effect.promise(() => fetch(`${url}/threads`)))) as { threads: ReadonlyArray<{ id: string }> }
@@ -887,12 +887,9 @@ describe("OpenAiApi /v1/responses stored turns: what is kept, checked, and when"
 
   it.live("instructions and system / developer items reach a stored turn's model, each call's own (not kept, not piled up)", () =>
     Effect.gen(function*() {
-      const echo = inspected("echo", (() => {
-        let n = 0
-        return () => ({ text: `answer ${++n}` })
-      })())
+      const echo = counting()
       const url = yield* serveAgents([echo.agent], {}, Threads.layerMemory())
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const one = yield* Effect.promise(() =>
         client.responses.create({
           model: "echo",
@@ -918,12 +915,9 @@ describe("OpenAiApi /v1/responses stored turns: what is kept, checked, and when"
 
   it.live("a last input message with an image is the turn's task, kept whole (no empty user message); the next turn goes on from it", () =>
     Effect.gen(function*() {
-      const echo = inspected("echo", (() => {
-        let n = 0
-        return () => ({ text: `answer ${++n}` })
-      })())
+      const echo = counting()
       const url = yield* serveAgents([echo.agent], {}, Threads.layerMemory())
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const png = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
       const asked = Model.user([Model.textPart("What is it?"), { ...Model.imagePart({ data: png, mediaType: "image/png" }), detail: "auto" }])
       const one = yield* Effect.promise(() =>
@@ -949,7 +943,7 @@ describe("OpenAiApi /v1/responses stored turns: what is kept, checked, and when"
     Effect.gen(function*() {
       const echo = inspected("echo", () => ({ text: "an answer" }))
       const url = yield* serveAgents([echo.agent], {}, Threads.layerMemory())
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const one = yield* Effect.promise(() => client.responses.create({ model: "echo", input: "First?" }))
       const body = one.id.slice("resp_".length)
       // base64url decoding skips what is not in its alphabet and ignores padding: each of these read as the same id.
@@ -983,7 +977,7 @@ describe("OpenAiApi /v1/responses stored turns: what is kept, checked, and when"
           : Effect.succeed(request.headers["x-user"]))
       const url = yield* serveAgents([scriptedAgent("echo", ["hi"])], { owner }, Threads.layerMemory())
       const refused = yield* Effect.promise(() =>
-        new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 }).responses.create({ model: "echo", input: "x" }).then(
+        openAiClient(url).responses.create({ model: "echo", input: "x" }).then(
           () => undefined,
           (error: unknown) => error
         )
@@ -996,7 +990,7 @@ describe("OpenAiApi /v1/responses stored turns: what is kept, checked, and when"
   it.live("store: false drops the run from the registry once it ended, streamed or not; a run not stored otherwise stays listed", () =>
     Effect.gen(function*() {
       const url = yield* serveAgents([scriptedAgent("echo", () => ({ text: "hi" }))])
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const runIds = Effect.map(
         Effect.flatMap(Effect.promise(() => fetch(`${url}/runs`)), json),
         (page) => (page as { runs: ReadonlyArray<{ runId: string }> }).runs.map((run) => run.runId)
@@ -1018,7 +1012,7 @@ describe("OpenAiApi /v1/responses stored turns: what is kept, checked, and when"
       const context = yield* Layer.build(OpenAiCompatible.layerNode({ baseUrl: `${model.url}/v1`, model: "loopback-model" }))
       const remote = Agent.make({ name: "remote", instructions: "", model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) }) as Agent.Agent<never>
       const url = yield* serveAgents([remote], { maxConcurrentRuns: 1 }, Threads.layerMemory())
-      const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
+      const client = openAiClient(url)
       const controller = new AbortController()
       // The first response holds the one slot (its model call stalls); its stream is kept open (closing it would
       // cancel the run).

@@ -1,6 +1,6 @@
 /**
  * What the OpenAI facade tests share (`/v1/chat/completions` in OpenAiApi.test.ts, `/v1/responses` in
- * OpenAiResponses.test.ts): an agent whose model requests are read back, the OpenAI error a request is refused with,
+ * OpenAiResponses.test.ts): the `openai` client, an agent whose model requests are read back, the OpenAI error a request is refused with,
  * and the AI SDK tool exchange both facades must turn into an assistant tool call and its result.
  */
 import type { ModelMessage } from "ai"
@@ -17,6 +17,9 @@ export const inspected = (name: string, script: ScriptedModel.Script) => {
   const agent = Agent.make({ name, instructions: "Be brief.", model: Layer.succeed(Model.Model, Context.get(context, Model.Model)) }) as Agent.Agent<never>
   return { agent, calls: ScriptedModel.calls.pipe(Effect.provide(context)) }
 }
+
+/** The `openai` package's client of a served app (`url` its root), without retries: what a test sends is sent once. */
+export const openAiClient = (url: string) => new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0 })
 
 /** The OpenAI error a request is refused with (`undefined` when it is not refused). */
 export const refusedWith = (promise: Promise<unknown>) =>

@@ -1,5 +1,5 @@
 /**
- * The one-process SQLite engine (src/rollouts/internal/durable/sqliteEngine.ts) on its own: what it stores survives
+ * The one-process SQLite engine (src/rollouts/internal/durable/engine.ts) on its own: what it stores survives
  * the end of its process (a scope closed, then a new engine on the same file), clocks keep their first time, a
  * deferred another connection completes wakes the run, and a run sees its handler's services. The child-process
  * tests (SIGKILL mid-run) are in Durable.test.ts, DurableApprovals.test.ts and DurableEpisodes.test.ts.

@@ -1,5 +1,5 @@
 /**
- * A fresh reader's probes of the one-process SQLite engine (src/rollouts/internal/durable/sqliteEngine.ts): what a
+ * A fresh reader's probes of the one-process SQLite engine (src/rollouts/internal/durable/engine.ts): what a
  * client beside the running process can do, what a restart does with interrupted, failed and parent/child runs, and
  * races between completions. A "process" here is a scope: closed, its fibers end; a new engine on the same file is
  * the next process. Most are regressions (they failed on eab43dd); the restart of an interrupted or parent/child run,
@@ -13,7 +13,7 @@ import { hostname } from "node:os"
 import { DatabaseSync } from "node:sqlite"
 import * as SqliteClient from "../../src/environment/SqliteClient.js"
 import * as Engines from "../../src/rollouts/internal/durable/engines.js"
-import * as SqliteEngine from "../../src/rollouts/internal/durable/sqliteEngine.js"
+import * as Engine from "../../src/rollouts/internal/durable/engine.js"
 import { engineOn, isComplete, tempFile, until } from "../support/sqliteEngine.js"
 
 
@@ -309,7 +309,7 @@ describe("Durable's SQLite engine, reviewed", () => {
       const firstContext = yield* Layer.buildWithScope(runner, first)
       // An older run of the same workflow, stored before its payload gained a field this version requires.
       const db = new DatabaseSync(file)
-      db.prepare(`INSERT INTO ${SqliteEngine.executionsTable} (execution_id, workflow, payload) VALUES ('old', 'review/Gate', '{}')`).run()
+      db.prepare(`INSERT INTO ${Engine.executionsTable} (execution_id, workflow, payload) VALUES ('old', 'review/Gate', '{}')`).run()
       db.close()
       const executionId = yield* Gate.execute({ id: "g3" }, { discard: true }).pipe(Effect.provide(firstContext))
       yield* until(Gate.poll(executionId).pipe(Effect.provide(firstContext)), Option.isSome)
@@ -340,7 +340,7 @@ describe("Durable's SQLite engine, reviewed", () => {
         )
         // As layerSqlite, with this test's hold on the connection (a size limit stands for the full disk).
         const runnerOn = Engines.endOnStoreFailure(file).pipe(
-          Layer.provideMerge(handler.pipe(Layer.provideMerge(SqliteEngine.layer()))),
+          Layer.provideMerge(handler.pipe(Layer.provideMerge(Engine.layer()))),
           Layer.provideMerge(SqliteClient.layer({ filename: file }))
         )
         const first = yield* Scope.make()

@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import * as SqliteClient from "../../src/environment/SqliteClient.js"
-import * as SqliteEngine from "../../src/rollouts/internal/durable/sqliteEngine.js"
+import * as Engine from "../../src/rollouts/internal/durable/engine.js"
 
 /** `runs.db` in a directory of its own, removed when the scope closes. */
 export const tempFile = Effect.acquireRelease(
@@ -19,8 +19,8 @@ export const tempFile = Effect.acquireRelease(
 ).pipe(Effect.map((dir) => join(dir, "runs.db")))
 
 /** The engine on `filename` (its own SQLite connection, as another process would have). */
-export const engineOn = (filename: string, options: SqliteEngine.Options = {}) =>
-  SqliteEngine.layer(options).pipe(Layer.provide(SqliteClient.layer({ filename })))
+export const engineOn = (filename: string, options: Engine.Options = {}) =>
+  Engine.layer(options).pipe(Layer.provide(SqliteClient.layer({ filename })))
 
 /** Lets the engine's fibers and SQLite statements run, the test clock moved by `step` each turn, until `done`. */
 export const until = <A>(look: Effect.Effect<A>, done: (a: A) => boolean, step: Duration.Input = Duration.millis(10), turns = 500) =>

@@ -1,5 +1,5 @@
 /**
- * The claim of a running SQLite engine on its file (`sqliteEngine.ts`): one process runs a file's workflows — a second
+ * The claim of a running SQLite engine on its file (`engine.ts`): one process runs a file's workflows — a second
  * would resume the first one's runs too, and both would act on each decision. One row (`valet_workflow_runner`) names
  * the process that runs them: its pid, its host, a claim id and a heartbeat.
  */

@@ -1,5 +1,5 @@
 /**
- * How Durable's SQLite engine (`sqliteEngine.ts`) writes what it stores as JSON text and reads it back: activity and
+ * How Durable's SQLite engine (`engine.ts`) writes what it stores as JSON text and reads it back: activity and
  * deferred exits (their values already encoded by their own schemas), suspensions, and each workflow's payload and
  * result through the workflow's schemas (built once per workflow).
  */

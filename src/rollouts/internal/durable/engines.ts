@@ -1,7 +1,7 @@
 /**
  * Where durable runs live.
  *
- * - SQLite: one process, its state in a file (valet's `node:sqlite` client), on valet's own engine (`sqliteEngine.ts`:
+ * - SQLite: one process, its state in a file (valet's `node:sqlite` client), on valet's own engine (`engine.ts`:
  *   effect/workflow's memory engine written through to SQL, one statement an activity). The file is checked when
  *   opened (`PRAGMA quick_check`), and a storage failure during the run (the file damaged, full, unreadable) ends the
  *   workflows awaited on it with a `DurableStoreError` naming the file, as one line, not a stack trace per retry.
@@ -23,7 +23,7 @@ import { SqlClient, type SqlError } from "effect/sql"
 import { WorkflowEngine } from "effect/workflow"
 import * as SqliteClient from "../../../environment/SqliteClient.js"
 import * as HumanLoopStore from "./humanLoopStore.js"
-import * as SqliteEngine from "./sqliteEngine.js"
+import * as Engine from "./engine.js"
 
 /** The store of a durable engine could not be opened. */
 export class DurableStoreError extends Schema.TaggedError<DurableStoreError>()("DurableStoreError", {
@@ -96,7 +96,7 @@ export const sqliteStore = (
     const tables = new Set((yield* client.unsafe<{ readonly name: string }>("SELECT name FROM sqlite_master WHERE type = 'table'").pipe(
       Effect.mapError((error) => sqliteFailure(filename, error, "open"))
     )).map((row) => row.name))
-    if (tables.has("cluster_messages") && !tables.has(SqliteEngine.executionsTable)) {
+    if (tables.has("cluster_messages") && !tables.has(Engine.executionsTable)) {
       return yield* new DurableStoreError({
         store: "sqlite",
         message: `sqlite ${filename}: written by an earlier valet (effect/cluster's engine), whose runs this version cannot resume: ` +
@@ -136,7 +136,7 @@ export const endOnStoreFailure = (filename: string): Layer.Layer<WorkflowEngine.
   }))
 
 /**
- * A one-process engine on a SQLite file (`sqliteEngine.ts`: one statement an activity): checked when opened (see
+ * A one-process engine on a SQLite file (`engine.ts`: one statement an activity): checked when opened (see
  * `sqliteStore`), its commits `synchronous = NORMAL` unless `synchronous: "full"` (see `sqliteStore`), its workflows
  * ended when the file fails during the run (see `endOnStoreFailure`). Fails with `DurableStoreError` naming the file.
  * A client (`clientOnly`: a process that decides or answers beside the one running the workflows) runs no workflow:
@@ -151,7 +151,7 @@ export const layerSqlite = (
   endOnStoreFailure(filename).pipe(
     Layer.provideMerge(Layer.effect(
       WorkflowEngine.WorkflowEngine,
-      SqliteEngine.make({ clientOnly: options.clientOnly, onStoreFailure: (error) => sqliteFailure(filename, error, "run") }).pipe(
+      Engine.make({ clientOnly: options.clientOnly, onStoreFailure: (error) => sqliteFailure(filename, error, "run") }).pipe(
         Effect.mapError((claimed) => new DurableStoreError({ store: "sqlite", message: `sqlite ${filename}: ${claimed.message}` }))
       )
     )),

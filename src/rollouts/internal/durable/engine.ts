@@ -37,10 +37,31 @@ import { decodeSuspended, encodeSuspended, exitOf, exitText, parseJson, payloadC
 /** How the engine treats a failed statement: a defect naming the store (the caller's error channel is a workflow's). */
 export type OnStoreFailure = (error: SqlError.SqlError) => unknown
 
+/**
+ * Many processes on one database (PostgreSQL: `engineRunners.ts`): each execution is run by one runner, its owner
+ * (the `owner` column), and the processes tell each other what they wrote (`NOTIFY`). Without it, one process runs
+ * every execution of its file (SQLite).
+ */
+export interface Sharing {
+  /** This process's runner id, written as the owner of what it runs; `undefined` for a client. */
+  readonly runner: string | undefined
+  /** A statement that tells the others `message` when its transaction commits. */
+  readonly notify: (message: Message) => Effect.Effect<unknown, SqlError.SqlError>
+}
+
+/**
+ * What a process tells the others (a `NOTIFY` payload: the kind, a space, the execution id): an execution was
+ * started for a runner to take (`start`), completed (`done`), has a deferred completed, an interrupt or a resume for
+ * its owner to take (`wake`), has a child that completed (`child`).
+ */
+export type Message = `${"start" | "done" | "wake" | "child"} ${string}`
+
 /** How the engine is set up. */
 export interface Options {
   /** Runs no workflow: completes deferreds and reads results for the process that runs them. */
   readonly clientOnly?: boolean | undefined
+  /** Shares the database with other processes (PostgreSQL); `clientOnly` there starts work for the runners. */
+  readonly sharing?: Sharing | undefined
   /** What a failed statement dies with (default: the `SqlError`). */
   readonly onStoreFailure?: OnStoreFailure | undefined
   /** How often another process's commits are looked for (default 250 ms). */
@@ -99,11 +120,26 @@ interface ExecutionState {
 const isUnwakeable = (result: Result, mode: ResumeMode) =>
   result._tag === "Complete" || (mode === "automatic" && result.failed === true)
 
+/** What the runners of a shared database (`engineRunners.ts`) do with a runner's engine. */
+export interface Hooks {
+  /** Runs an execution this runner claimed (as `register` runs those an earlier process left on SQLite). */
+  readonly adopt: (executionId: string) => Effect.Effect<void>
+  /** Acts on what another process said (a `Message`). */
+  readonly heard: (message: string) => Effect.Effect<void>
+  /** Takes the deferreds, interrupts and resumes other processes stored for this runner's executions. */
+  readonly requests: Effect.Effect<void>
+  /** Drops every run without storing anything: the others took this runner's executions. */
+  readonly abandon: Effect.Effect<void>
+  /** The workflows whose handlers are registered here. */
+  readonly workflows: () => ReadonlyArray<string>
+}
+
 /**
- * The engine on the `SqlClient` in context (a SQLite file: one process runs the workflows). Its tables are made
- * when it starts.
+ * The engine on the `SqlClient` in context: a SQLite file, one process running the workflows; or, with `sharing`, a
+ * database shared by runners (whose loops `engineRunners.ts` drives through the hooks). Its tables are made when it
+ * starts.
  */
-export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.WorkflowEngine["Service"], Claim.FileClaimed, SqlClient.SqlClient | Scope.Scope> =>
+export const build = (options: Options = {}): Effect.Effect<{ readonly engine: WorkflowEngine.WorkflowEngine["Service"]; readonly hooks: Hooks }, Claim.FileClaimed, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function*() {
     const sql = (yield* SqlClient.SqlClient).withoutTransforms()
     const onStoreFailure = options.onStoreFailure ?? ((error: SqlError.SqlError) => error)
@@ -145,20 +181,24 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         return queue.length === 1 ? Effect.andThen(Effect.forkIn(flush, scope), Deferred.await(done)) : Deferred.await(done)
       })
     const [executionsT, activitiesT, deferredsT, clocksT, resumesT, runnerT] = [executionsTable, activitiesTable, deferredsTable, clocksTable, resumesTable, runnerTable].map((name) => sql(name))
+    const sharing = options.sharing
+    // Sharing a database (PostgreSQL), an execution names its owner, and the moment it was stored (a runner takes
+    // one started for another only once it has waited a while: see `engineRunners.ts`).
+    const shared = sql.literal(sharing === undefined ? "" : ", owner TEXT, created_at BIGINT NOT NULL DEFAULT 0")
     yield* stored(createTables(
       sql,
       executionsTable,
       Effect.all([
         sql`CREATE TABLE IF NOT EXISTS ${executionsT} (
           execution_id TEXT PRIMARY KEY, workflow TEXT NOT NULL, payload TEXT NOT NULL, parent TEXT,
-          interrupted INTEGER NOT NULL DEFAULT 0, suspended TEXT, result TEXT)`,
+          interrupted INTEGER NOT NULL DEFAULT 0, suspended TEXT, result TEXT${shared})`,
         sql`CREATE INDEX IF NOT EXISTS valet_workflow_executions_open ON ${executionsT} (workflow) WHERE result IS NULL`,
         // What the running process looks for when another connection commits: interrupts a client marked.
         sql`CREATE INDEX IF NOT EXISTS valet_workflow_executions_interrupted ON ${executionsT} (execution_id) WHERE result IS NULL AND interrupted >= 1`,
         sql`CREATE TABLE IF NOT EXISTS ${activitiesT} (
           execution_id TEXT NOT NULL, activity TEXT NOT NULL, exit TEXT NOT NULL, PRIMARY KEY (execution_id, activity))`,
         sql`CREATE TABLE IF NOT EXISTS ${deferredsT} (
-          seq INTEGER PRIMARY KEY AUTOINCREMENT, execution_id TEXT NOT NULL, name TEXT NOT NULL, exit TEXT NOT NULL,
+          seq ${sql.literal(sharing === undefined ? "INTEGER PRIMARY KEY AUTOINCREMENT" : "BIGSERIAL PRIMARY KEY")}, execution_id TEXT NOT NULL, name TEXT NOT NULL, exit TEXT NOT NULL,
           UNIQUE (execution_id, name))`,
         sql`CREATE TABLE IF NOT EXISTS ${clocksT} (
           execution_id TEXT NOT NULL, name TEXT NOT NULL, workflow TEXT NOT NULL, deferred TEXT NOT NULL,
@@ -166,14 +206,24 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         // Resumes a client asked for (`valet runs` beside the running process): the running process takes them.
         sql`CREATE TABLE IF NOT EXISTS ${resumesT} (execution_id TEXT PRIMARY KEY)`,
         // The process that runs the workflows: one row, its claim on the file.
-        sql`CREATE TABLE IF NOT EXISTS ${runnerT} (
+        sharing === undefined
+          ? sql`CREATE TABLE IF NOT EXISTS ${runnerT} (
           id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL, host TEXT NOT NULL, claim TEXT NOT NULL,
           heartbeat_at BIGINT NOT NULL)`
+          : sql`CREATE INDEX IF NOT EXISTS valet_workflow_executions_owner ON ${executionsT} (owner) WHERE result IS NULL`
       ], { discard: true })
     ))
 
     // One process runs a file's workflows: the others are clients.
-    if (options.clientOnly !== true) yield* Claim.claim(sql, { runnerTable: runnerT, written, scope, onStoreFailure })
+    if (options.clientOnly !== true && sharing === undefined) yield* Claim.claim(sql, { runnerTable: runnerT, written, scope, onStoreFailure })
+    // Whether this process runs workflows: on a shared database, those it owns (`owned`).
+    const runner = sharing === undefined ? options.clientOnly !== true : sharing.runner !== undefined
+    // The executions this process runs on a shared database (their ids: kept while they wait out of memory too).
+    const owned = new Set<string>()
+    /** Whether an execution is this process's to run. */
+    const runsHere = (executionId: string): boolean => sharing === undefined ? runner : owned.has(executionId)
+    /** Tells the other processes, when `sharing`: with the writes of this moment, delivered when they commit. */
+    const tell = (message: Message): Effect.Effect<void> => sharing === undefined ? Effect.void : written(sharing.notify(message))
 
     const workflows = new Map<string, Registered>()
     // The executions running here, or suspended on a failure (kept, so that only an explicit resume runs them again).
@@ -255,6 +305,8 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
       Effect.suspend(() => {
         const known = executions.get(executionId)
         if (known !== undefined) return Effect.succeed(known)
+        // On a shared database, another runner's execution is not loaded here (see `execute` for a call on one).
+        if (sharing !== undefined && !owned.has(executionId)) return Effect.succeed(undefined)
         const pending = loading.get(executionId)
         if (pending !== undefined) return Deferred.await(pending)
         const latch = Deferred.makeUnsafe<ExecutionState | undefined>()
@@ -286,7 +338,15 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
           return
         }
         const encoded = yield* Effect.orDie(Schema.encodeUnknownEffect(resultCodec(state.workflow))(result))
-        yield* written(sql`UPDATE ${executionsT} SET result = ${JSON.stringify(encoded)} WHERE execution_id = ${state.instance.executionId}`)
+        const executionId = state.instance.executionId
+        if (sharing === undefined) {
+          yield* written(sql`UPDATE ${executionsT} SET result = ${JSON.stringify(encoded)} WHERE execution_id = ${executionId}`)
+        } else {
+          // Stored by its owner only: a runner that lost the execution to another (it was thought dead) stores nothing.
+          yield* written(sql`UPDATE ${executionsT} SET result = ${JSON.stringify(encoded)} WHERE execution_id = ${executionId} AND owner = ${sharing.runner ?? null} AND result IS NULL`)
+          owned.delete(executionId)
+          yield* tell(`done ${executionId}`)
+        }
         // Over: its activities and deferreds are never asked again (a later call answers the result).
         state.activities.clear()
         state.deferreds.clear()
@@ -357,7 +417,7 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
           Effect.tap((result) =>
             state.parent === undefined || result._tag !== "Complete"
               ? Effect.void
-              : Effect.forkIn(wake(state.parent, "automatic"), scope)
+              : Effect.forkIn(runsHere(state.parent) || sharing === undefined ? wake(state.parent, "automatic") : tell(`child ${state.parent}`), scope)
           ),
           Effect.onExit((exit) => {
             if (Exit.isSuccess(exit) && exit.value._tag === "Suspended") {
@@ -402,7 +462,7 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
           return Effect.andThen(deferredState.deferredDone(executionId, name), resume(executionId, "automatic"))
         }
         // Waiting out of memory: loaded again, this deferred with it (it was stored first), and run.
-        return options.clientOnly === true ? Effect.void : wake(executionId, "automatic")
+        return runsHere(executionId) ? wake(executionId, "automatic") : Effect.void
       })
 
     const fireClock = (workflow: Workflow.Any, executionId: string, name: string, deferred: string, wakeAt: number): Effect.Effect<void> =>
@@ -438,15 +498,53 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         )
       )
 
+    /** Whether an execution is run by another process: asked of it through the database. */
+    const elsewhere = (executionId: string): boolean => !runner || (sharing !== undefined && !owned.has(executionId) && !executions.has(executionId))
+
     /** A client's interrupt: marked in the file, where the running process's poll (or the next process) finds it. */
     const requestInterrupt = (executionId: string): Effect.Effect<void> =>
-      stored(sql`UPDATE ${executionsT} SET interrupted = MAX(interrupted, 1) WHERE execution_id = ${executionId} AND result IS NULL`).pipe(Effect.asVoid)
+      Effect.andThen(
+        stored(sql`UPDATE ${executionsT} SET interrupted = CASE WHEN interrupted >= 1 THEN interrupted ELSE 1 END WHERE execution_id = ${executionId} AND result IS NULL`),
+        tell(`wake ${executionId}`)
+      )
+
+    /** What a call on an execution run here answers: its result once this run ends (nothing, discarded). */
+    const awaitRun = (state: ExecutionState, discard: boolean): Effect.Effect<Result | undefined> =>
+      Effect.gen(function*() {
+        if (discard) return undefined
+        if (state.stored !== undefined) return state.stored
+        // Capture together so a wake that swaps in a replay cannot desync them.
+        const instance = state.instance
+        const exit = yield* Fiber.await(state.fiber!)
+        if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) && instance.suspended) {
+          // A completion preempted the run; the caller retries into the replay.
+          return new Workflow.Suspended({})
+        }
+        return yield* Effect.orDie(exit)
+      })
+
+    /**
+     * What a call on another runner's execution answers (a shared database): its stored result, or `Suspended`, on
+     * which `Workflow.execute` waits for `awaitComplete` (woken by the owner's `done`) and asks again. The wait is
+     * set before the read, so a `done` that comes between them is not missed.
+     */
+    const answerStored = (workflow: Workflow.Any, executionId: string): Effect.Effect<Result> =>
+      Effect.gen(function*() {
+        const waiting = completions.get(executionId)
+        if (waiting === undefined || Deferred.isDoneUnsafe(waiting)) completions.set(executionId, Deferred.makeUnsafe<void>())
+        const rows = yield* stored(sql<{ readonly result: string | null }>`SELECT result FROM ${executionsT} WHERE execution_id = ${executionId}`)
+        const row = rows[0]
+        if (row === undefined || row.result === null) return new Workflow.Suspended({})
+        completions.delete(executionId)
+        return yield* Effect.orDie(Effect.flatMap(parseJson(row.result), Schema.decodeUnknownEffect(resultCodec(workflow))))
+      })
 
     const encoded: WorkflowEngine.Encoded = {
       register: (workflow, execute) =>
         Effect.gen(function*() {
           workflows.set(workflow._tag, { workflow, execute, scope: yield* Effect.scope, context: yield* Effect.context<never>() })
-          if (options.clientOnly === true) return
+          // On a shared database a runner takes executions one by one (`adopt`), as `engineRunners.ts` claims them.
+          if (!runner || sharing !== undefined) return
           // Its executions an earlier process left without a result run again, and its clocks are set again. Not
           // those that failed and suspended (as on effect/cluster, whose runner does not run them again when it starts:
           // a failed call is sent again when someone resumes the run), unless interrupted or resumed meanwhile.
@@ -472,6 +570,28 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         readonly detached?: boolean | undefined
       }): Effect.Effect<Discard extends true ? void : Result> =>
         Effect.gen(function*() {
+          type Answer = Discard extends true ? void : Result
+          const parent = opts.detached === true ? undefined : opts.parent?.executionId
+          const encodedPayload = Effect.suspend(() => Effect.orDie(Schema.encodeUnknownEffect(payloadCodec(workflow))(opts.payload)))
+          if (sharing !== undefined && !runsHere(opts.executionId) && !executions.has(opts.executionId)) {
+            // On a shared database, an execution this process does not run: a runner's new one is its own to run, a
+            // client's is stored for a runner to take (`start`); one that exists is answered as it stands.
+            const now = yield* Clock.currentTimeMillis
+            const payload = JSON.stringify(yield* encodedPayload)
+            const inserted = yield* stored(sql<{ readonly execution_id: string }>`INSERT INTO ${executionsT} (execution_id, workflow, payload, parent, owner, created_at)
+              VALUES (${opts.executionId}, ${workflow._tag}, ${payload}, ${parent ?? null}, ${sharing.runner ?? null}, ${now}) ON CONFLICT DO NOTHING RETURNING execution_id`)
+            if (inserted.length > 0 && sharing.runner === undefined) yield* tell(`start ${opts.executionId}`)
+            else if (inserted.length > 0 || executions.has(opts.executionId)) {
+              if (!executions.has(opts.executionId)) {
+                owned.add(opts.executionId)
+                executions.set(opts.executionId, newState(workflow, opts.executionId, opts.payload, parent))
+                yield* resume(opts.executionId, "explicit")
+              }
+              return yield* awaitRun(executions.get(opts.executionId)!, opts.discard) as Effect.Effect<Answer>
+            }
+            if (opts.discard) return undefined as Answer
+            return (yield* answerStored(workflow, opts.executionId)) as Answer
+          }
           if (options.clientOnly === true) {
             // A client runs nothing: it answers what the file holds, and while the run is open it answers
             // `Suspended`, on which `Workflow.execute` waits and asks again (as a cluster client waits for the reply).
@@ -482,16 +602,15 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
                 `${workflow._tag} ${opts.executionId} was never started: a client (clientOnly) runs no workflow; start it in the process that runs this file's workflows`
               )
             }
-            if (opts.discard) return undefined as Discard extends true ? void : Result
-            if (row.result === null) return new Workflow.Suspended({}) as Discard extends true ? void : Result
-            return (yield* Effect.orDie(Effect.flatMap(parseJson(row.result), Schema.decodeUnknownEffect(resultCodec(workflow))))) as Discard extends true ? void : Result
+            if (opts.discard) return undefined as Answer
+            if (row.result === null) return new Workflow.Suspended({}) as Answer
+            return (yield* Effect.orDie(Effect.flatMap(parseJson(row.result), Schema.decodeUnknownEffect(resultCodec(workflow))))) as Answer
           }
           const entry = workflows.get(workflow._tag)
           let state = yield* stateOf(opts.executionId, workflow)
           if (state === undefined) {
             if (entry === undefined) return yield* Effect.die(`Workflow ${workflow._tag} is not registered`)
-            const payload = yield* Effect.orDie(Schema.encodeUnknownEffect(payloadCodec(workflow))(opts.payload))
-            const parent = opts.detached === true ? undefined : opts.parent?.executionId
+            const payload = yield* encodedPayload
             // Stored before it runs: a process killed from here on runs it again when it starts.
             yield* written(sql`INSERT INTO ${executionsT} (execution_id, workflow, payload, parent) VALUES (${opts.executionId}, ${workflow._tag}, ${JSON.stringify(payload)}, ${parent ?? null}) ON CONFLICT DO NOTHING`)
             state = executions.get(opts.executionId)
@@ -511,16 +630,7 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
             }
             yield* resume(opts.executionId, "explicit")
           }
-          if (opts.discard) return undefined as Discard extends true ? void : Result
-          if (state.stored !== undefined) return state.stored as Discard extends true ? void : Result
-          // Capture together so a wake that swaps in a replay cannot desync them.
-          const instance = state.instance
-          const exit = yield* Fiber.await(state.fiber!)
-          if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) && instance.suspended) {
-            // A completion preempted the run; the caller retries into the replay.
-            return new Workflow.Suspended({}) as Discard extends true ? void : Result
-          }
-          return (yield* Effect.orDie(exit)) as Discard extends true ? void : Result
+          return (yield* awaitRun(state, opts.discard)) as Answer
         }),
       awaitComplete: (_workflow, executionId) =>
         Effect.suspend(() => {
@@ -533,17 +643,17 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         }),
       interrupt: (workflow, executionId) =>
         Effect.gen(function*() {
-          if (options.clientOnly === true) return yield* requestInterrupt(executionId)
+          if (elsewhere(executionId)) return yield* requestInterrupt(executionId)
           const state = yield* stateOf(executionId, workflow)
           if (state === undefined || state.stored !== undefined) return
           state.interrupted = true
-          yield* written(sql`UPDATE ${executionsT} SET interrupted = MAX(interrupted, 1) WHERE execution_id = ${executionId}`)
+          yield* written(sql`UPDATE ${executionsT} SET interrupted = CASE WHEN interrupted >= 1 THEN interrupted ELSE 1 END WHERE execution_id = ${executionId}`)
           yield* resume(executionId, "explicit")
         }),
       interruptUnsafe: (workflow, executionId) =>
         Effect.gen(function*() {
           // A client cannot cut another process's run short: the interrupt takes effect there when the run suspends.
-          if (options.clientOnly === true) return yield* requestInterrupt(executionId)
+          if (elsewhere(executionId)) return yield* requestInterrupt(executionId)
           const state = yield* stateOf(executionId, workflow)
           if (state === undefined || state.stored !== undefined) return
           state.interrupted = true
@@ -554,9 +664,12 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
           yield* resume(executionId, "explicit")
         }),
       resume: (workflow, executionId) =>
-        options.clientOnly === true
+        elsewhere(executionId)
           // Taken by the running process (its poll), or by the next one when it registers the workflow.
-          ? stored(sql`INSERT INTO ${resumesT} (execution_id) SELECT execution_id FROM ${executionsT} WHERE execution_id = ${executionId} AND result IS NULL ON CONFLICT DO NOTHING`)
+          ? Effect.andThen(
+            stored(sql`INSERT INTO ${resumesT} (execution_id) SELECT execution_id FROM ${executionsT} WHERE execution_id = ${executionId} AND result IS NULL ON CONFLICT DO NOTHING`),
+            tell(`wake ${executionId}`)
+          )
           : Effect.flatMap(stateOf(executionId, workflow), () => resume(executionId, "explicit")),
       activityExecute: (activity: Activity.Any, attempt: number) =>
         Effect.gen(function*() {
@@ -623,7 +736,8 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
           const text = yield* exitText(done.exit)
           // The first completion wins, here and across processes (UNIQUE (execution_id, name)).
           const inserted = yield* stored(sql<{ readonly seq: number | bigint }>`INSERT INTO ${deferredsT} (execution_id, name, exit) VALUES (${done.executionId}, ${done.deferredName}, ${text}) ON CONFLICT DO NOTHING RETURNING seq`)
-          if (options.clientOnly === true) return
+          // Another process's run: its owner reads it when told.
+          if (elsewhere(done.executionId)) return yield* tell(`wake ${done.executionId}`)
           // Another process completed it first (a row this process's poll has not read yet): the run sees that
           // one, as a replay from the file would, not this later one.
           const exit = inserted.length > 0 ? done.exit : yield* Effect.flatMap(
@@ -641,7 +755,7 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         }),
       scheduleClock: (workflow, opts) =>
         Effect.gen(function*() {
-          if (options.clientOnly === true) return
+          if (!runner) return
           const deferred = opts.clock.deferred.name
           // A replay after the clock fired: its wake-up is stored, nothing to set again.
           if (executions.get(opts.executionId)?.deferreds.has(deferred) === true) return
@@ -656,40 +770,44 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
     }
     const engine = WorkflowEngine.makeUnsafe(encoded)
 
-    if (options.clientOnly !== true) {
-      // Deferreds another process completed (a decision or an answer given beside this one): found when SQLite
-      // says another connection committed, and read from the last one seen.
+    // Deferreds another process completed (a decision or an answer given beside this one), read from the last one
+    // seen; interrupts and resumes a client asked for. Looked for when another process says so (SQLite: its commit
+    // changed `PRAGMA data_version`; PostgreSQL: a `wake`), and, on a shared database, every runner's tick.
+    let lastSeq = Number((yield* stored(sql<{ readonly seq: number | bigint | null }>`SELECT MAX(seq) AS seq FROM ${deferredsT}`))[0]?.seq ?? 0)
+    const mine = sharing === undefined ? sql.literal("") : sql`AND owner = ${sharing.runner ?? null}`
+    const requests = Effect.gen(function*() {
+      const rows = yield* stored(sql<{ readonly seq: number | bigint; readonly execution_id: string; readonly name: string; readonly exit: string }>`SELECT seq, execution_id, name, exit FROM ${deferredsT} WHERE seq > ${lastSeq} ORDER BY seq`)
+      for (const row of rows) {
+        lastSeq = Math.max(lastSeq, Number(row.seq))
+        if (!runsHere(row.execution_id) || executions.get(row.execution_id)?.deferreds.has(row.name) === true) continue
+        yield* Effect.flatMap(exitOf(row.exit), (exit) => deferredArrived(row.execution_id, row.name, exit)).pipe(alone(row.execution_id))
+      }
+      for (const row of yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${executionsT} WHERE interrupted >= 1 AND result IS NULL ${mine}`)) {
+        const known = executions.get(row.execution_id)
+        if (known?.interrupted === true) continue
+        yield* Effect.gen(function*() {
+          const state = known ?? (yield* stateOf(row.execution_id))
+          if (state === undefined || state.stored !== undefined) return
+          state.interrupted = true
+          yield* resume(row.execution_id, "explicit")
+        }).pipe(alone(row.execution_id))
+      }
+      for (const row of yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${resumesT}`)) {
+        yield* Effect.gen(function*() {
+          // Left for the process that registers its workflow (or owns the execution), when this one does not.
+          if ((yield* stateOf(row.execution_id)) === undefined) return
+          yield* stored(sql`DELETE FROM ${resumesT} WHERE execution_id = ${row.execution_id}`)
+          yield* resume(row.execution_id, "explicit")
+        }).pipe(alone(row.execution_id))
+      }
+    })
+    if (runner && sharing === undefined) {
       let version = -1
-      let lastSeq = Number((yield* stored(sql<{ readonly seq: number | bigint | null }>`SELECT MAX(seq) AS seq FROM ${deferredsT}`))[0]?.seq ?? 0)
       const look = Effect.gen(function*() {
         const now = Number((yield* stored(sql.unsafe<{ readonly data_version: number | bigint }>("PRAGMA data_version")))[0]?.data_version ?? 0)
         if (now === version) return
         version = now
-        const rows = yield* stored(sql<{ readonly seq: number | bigint; readonly execution_id: string; readonly name: string; readonly exit: string }>`SELECT seq, execution_id, name, exit FROM ${deferredsT} WHERE seq > ${lastSeq} ORDER BY seq`)
-        for (const row of rows) {
-          lastSeq = Math.max(lastSeq, Number(row.seq))
-          if (executions.get(row.execution_id)?.deferreds.has(row.name) === true) continue
-          yield* Effect.flatMap(exitOf(row.exit), (exit) => deferredArrived(row.execution_id, row.name, exit)).pipe(alone(row.execution_id))
-        }
-        // Interrupts and resumes a client asked for.
-        for (const row of yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${executionsT} WHERE interrupted >= 1 AND result IS NULL`)) {
-          const known = executions.get(row.execution_id)
-          if (known?.interrupted === true) continue
-          yield* Effect.gen(function*() {
-            const state = known ?? (yield* stateOf(row.execution_id))
-            if (state === undefined || state.stored !== undefined) return
-            state.interrupted = true
-            yield* resume(row.execution_id, "explicit")
-          }).pipe(alone(row.execution_id))
-        }
-        for (const row of yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${resumesT}`)) {
-          yield* Effect.gen(function*() {
-            // Left for the process that registers its workflow, when this one does not.
-            if ((yield* stateOf(row.execution_id)) === undefined) return
-            yield* stored(sql`DELETE FROM ${resumesT} WHERE execution_id = ${row.execution_id}`)
-            yield* resume(row.execution_id, "explicit")
-          }).pipe(alone(row.execution_id))
-        }
+        yield* requests
       })
       yield* look.pipe(
         Effect.andThen(Effect.sleep(options.pollInterval ?? Duration.millis(250))),
@@ -697,8 +815,59 @@ export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.Workfl
         Effect.forkIn(scope)
       )
     }
-    return engine
+
+    /** Runs an execution this runner took (a shared database): as `register` runs those an earlier process left. */
+    const adopt = (executionId: string): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        if (executions.has(executionId)) return
+        owned.add(executionId)
+        const state = yield* stateOf(executionId)
+        if (state === undefined || state.stored !== undefined) return void owned.delete(executionId)
+        for (const clock of yield* stored(sql<{ readonly name: string; readonly deferred: string; readonly wake_at: number | bigint }>`SELECT name, deferred, wake_at FROM ${clocksT} WHERE execution_id = ${executionId}`)) {
+          yield* fireClock(state.workflow, executionId, clock.name, clock.deferred, Number(clock.wake_at))
+        }
+        const resumed = (yield* stored(sql<{ readonly execution_id: string }>`DELETE FROM ${resumesT} WHERE execution_id = ${executionId} RETURNING execution_id`)).length > 0
+        // Failed and suspended: kept for an explicit resume, as `register` leaves it.
+        if (state.failed !== undefined && !state.interrupted && !resumed) return
+        yield* resume(executionId, "explicit")
+      }).pipe(alone(executionId))
+
+    /** What another process said (a shared database). */
+    const heard = (message: string): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const space = message.indexOf(" ")
+        const kind = message.slice(0, space)
+        const executionId = message.slice(space + 1)
+        if (kind === "done") {
+          const waiting = completions.get(executionId)
+          if (waiting !== undefined) Deferred.doneUnsafe(waiting, Exit.void)
+          return Effect.void
+        }
+        if (!runsHere(executionId)) return Effect.void
+        return kind === "child" ? wake(executionId, "automatic").pipe(alone(executionId)) : requests
+      })
+
+    /**
+     * Drops every run of this runner without storing anything (a shared database: the others took its executions,
+     * thinking it dead): interrupted as abandoned, so no compensation runs; the new owners replay them.
+     */
+    const abandon = Effect.gen(function*() {
+      const states = [...executions.values()]
+      executions.clear()
+      owned.clear()
+      clockNames.clear()
+      yield* FiberMap.clear(clocks)
+      for (const state of states) {
+        state.instance.abandoned = true
+        if (state.fiber !== undefined) yield* Fiber.interrupt(state.fiber)
+      }
+    })
+    return { engine, hooks: { adopt, heard, requests, abandon, workflows: () => [...workflows.keys()] } }
   })
+
+/** The engine on the `SqlClient` in context (see `build`). */
+export const make = (options: Options = {}): Effect.Effect<WorkflowEngine.WorkflowEngine["Service"], Claim.FileClaimed, SqlClient.SqlClient | Scope.Scope> =>
+  Effect.map(build(options), (built) => built.engine)
 
 /** The engine as a layer, on the `SqlClient` in context. */
 export const layer = (options: Options = {}): Layer.Layer<WorkflowEngine.WorkflowEngine, Claim.FileClaimed, SqlClient.SqlClient> =>

@@ -9,7 +9,8 @@
  *
  * - `layer(agents)` registers the agent-run and problem handlers on the runners, `layerActorLoop` the step handler;
  *   `layerSqlite(file)` is a one-process engine, `layerPostgresRunner` / `layerPostgresClient` a cluster of runner
- *   processes over PostgreSQL (`effect/cluster`) with clients that only start work and await it.
+ *   processes over PostgreSQL with clients that only start work and await it (both on valet's engine,
+ *   `internal/durable/engine.ts`, built on `effect/workflow`'s `WorkflowEngine.makeUnsafe`).
  * - `evaluate(dataset, options)` is `Evaluate.run` with each problem a workflow: the same resumable results file,
  *   progress and summary, and the same records as an evaluation in one process. `actorLoop(tasks, options)` is
  *   `ActorLoop.run` with each step a workflow — or, with `maxSteps` / `group`, each episode (a group's rollouts one
@@ -34,14 +35,12 @@
  * one then appends after it, still once. A run that fails suspends (as every agent run) and appends nothing until it
  * is resumed and ends; one that ends early with a result (a spent budget) keeps its note, as in one process.
  *
- * Takeover: the workflows of a runner that dies (killed, its machine gone) resume on the others, usually within
- * about 3 s — its connections close, so PostgreSQL releases its shard locks at once, and the runner that checks the
- * others' health (one of them, every `healthCheckInterval`, 1 s) finds it gone. When the dead runner was that one,
- * nobody notices, and its work waits until its registration expires: `shardLockExpiration` after its last heartbeat.
- * effect/cluster's default is 35 s; valet's runner layer sets 10 s (`defaultShardLockExpiration`), so a dead
- * runner's work resumes within about 12 s in every case (the expiry, then an assignment refresh and a message poll,
- * 1 s each; 8 to 11 s measured, against 31 to 37 s with 35 s). A live runner refreshes every third of it; one whose
- * process stalls longer than `shardLockExpiration` loses its shards to the others, which is why it is not lower.
+ * Takeover: each workflow run has one owner among the runners. The workflows of a runner that dies (killed, its
+ * machine gone) resume on the others within about a heartbeat (`RunnerOptions.heartbeat`, 1 s): its database
+ * session ends with its process, and the next runner to beat finds it gone, frees its runs, and the live runners
+ * take them in even shares. A runner that stops beating while its session lives (a frozen process, a cut network)
+ * is dead after `RunnerOptions.expiration` (10 s); if it wakes, it finds its runs moved and drops them without
+ * storing anything.
  *
  * @example
  * ```ts
@@ -162,7 +161,8 @@ export const layerSqlite = Engines.layerSqlite
  */
 export type SqliteSynchronous = Engines.SqliteSynchronous
 /**
- * A runner of a durable cluster over PostgreSQL, serving its share of the workflows on `host:port`.
+ * A runner of a durable cluster over PostgreSQL: runs its share of the workflows and takes over a dead runner's. It
+ * listens on no port: runners and clients meet in the database.
  *
  * @since 0.2.0
  * @category engines
@@ -189,21 +189,6 @@ export type RunnerOptions = Engines.RunnerOptions
  * @category utils
  */
 export const describePostgres: (url: string) => string = Engines.serverOf
-/**
- * The default port of a runner.
- *
- * @since 0.2.0
- * @category runners
- */
-export const defaultRunnerPort = Engines.defaultRunnerPort
-/**
- * How long a runner that stopped keeps its workflows at most before the others take them over, unless
- * `RunnerOptions.shardLockExpiration` says otherwise: 10 s (effect/cluster's own default is 35 s).
- *
- * @since 0.2.0
- * @category runners
- */
-export const defaultShardLockExpiration = Engines.defaultShardLockExpiration
 
 // ---------------------------------------------------------------------------------------------------------
 // Workflows

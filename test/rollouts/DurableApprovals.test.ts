@@ -19,7 +19,7 @@ import * as Tool from "../../src/core/Tool.js"
 import * as Workspace from "../../src/environment/Workspace.js"
 import * as Durable from "../../src/rollouts/Durable.js"
 import { describePostgres, freshDatabase } from "../support/postgres.js"
-import { freePort, startScript } from "../support/valetProcess.js"
+import { startScript } from "../support/valetProcess.js"
 
 /** A tool that needs approval and counts its runs (by argument). */
 const counted = (options: { readonly needsApproval?: boolean; readonly approvalTimeout?: Duration.Input } = {}) => {
@@ -311,12 +311,11 @@ describe("Durable approvals: a decider that dies half-way (review28b)", () => {
  * them all (even runs approved, odd rejected) and every run ends: each approved tool ran once, no rejected one ran,
  * the rejected runs' model read the rejection, and no model call made before the kill was sent again.
  */
-const killWhileWaiting = (store: string, port?: number) =>
+const killWhileWaiting = (store: string) =>
   Effect.gen(function*() {
     const count = 20
     const child = join(import.meta.dirname, "..", "support", "durableApprovalChild.ts")
-    const extra = port === undefined ? [] : [String(port)]
-    const first = startScript(child, [store, "start", String(count), ...extra])
+    const first = startScript(child, [store, "start", String(count)])
     yield* Effect.addFinalizer(() => Effect.sync(() => first.kill("SIGKILL")))
     yield* Effect.promise(() => first.waitFor(/^waiting \d+$/, 90_000))
     first.kill("SIGKILL")
@@ -325,7 +324,7 @@ const killWhileWaiting = (store: string, port?: number) =>
     expect(first.lines.filter((line) => line.startsWith("call ")).sort()).toEqual(
       Array.from({ length: count }, (_, i) => `call run-${i} react.turn_1`).sort()
     )
-    const second = startScript(child, [store, "decide", String(count), ...extra])
+    const second = startScript(child, [store, "decide", String(count)])
     yield* Effect.addFinalizer(() => Effect.sync(() => second.kill("SIGKILL")))
     const code = yield* Effect.promise(() => second.exited)
     expect(code, second.lines.join("\n")).toBe(0)
@@ -350,7 +349,7 @@ describePostgres("Durable approvals across processes on PostgreSQL", () => {
   it.live("PostgreSQL: 20 runs wait; their runner is killed (SIGKILL); a new runner decides all: approved tools ran once, rejected never, every run ended", () =>
     Effect.gen(function*() {
       const url = yield* freshDatabase
-      yield* killWhileWaiting(url, yield* Effect.promise(() => freePort()))
+      yield* killWhileWaiting(url)
     }).pipe(Effect.scoped), 180_000)
 })
 

@@ -134,15 +134,15 @@ describePostgres("Durable evaluation on PostgreSQL with three runners", () => {
       yield* Effect.promise(() =>
         withFixture(150, async (fixture) => {
           const runners = new Map<number, ValetProcess>()
-          const startRunner = async (port: number) => {
+          const startRunner = async (name: number) => {
             const runner = startValet([
-              "runner", "--store", store, "--port", String(port),
-              "--base-url", fixture.server.url, "--model", "scripted", "--api-key", `runner-${port}`
+              "runner", "--store", store,
+              "--base-url", fixture.server.url, "--model", "scripted", "--api-key", `runner-${name}`
             ])
-            runners.set(port, runner)
-            await runner.waitFor(/Listening on/)
+            runners.set(name, runner)
+            await runner.waitFor(/valet runner: serving/)
           }
-          const ports = [await freePort(), await freePort(), await freePort()]
+          const ports = [1, 2, 3]
           try {
             await Promise.all(ports.map(startRunner))
             const out = join(fixture.dir, "durable.jsonl")
@@ -228,17 +228,15 @@ it.live("SQLite: one process killed with SIGKILL mid-evaluation and started agai
 describePostgres("Durable runners on a fresh PostgreSQL database", () => {
   it.live("three runners with their task-state store (as `valet runner` builds them), started at once on an empty database, all start", () =>
     Effect.gen(function*() {
-      // A guard: effect/cluster's own migrations serialize themselves (a LOCK TABLE on their history; 48 runners
-      // started four at a time all started), and valet's stores now create their tables under an advisory lock.
-      // The stores' race itself is shown by their own tests: here the runners' start-up spreads them out too much.
+      // A guard: valet's engine and stores create their tables under an advisory lock (two `CREATE TABLE IF NOT
+      // EXISTS` at once can both fail on PostgreSQL's catalog). The stores' race itself is shown by their own tests.
       for (let round = 0; round < 3; round++) {
         const url = yield* freshDatabase
-        const ports = yield* Effect.promise(() => Promise.all([freePort(), freePort(), freePort()]))
         const exits = yield* Effect.forEach(
-          ports,
-          (port) =>
+          [1, 2, 3],
+          () =>
             Effect.scoped(Effect.exit(Layer.build(
-              StateStore.layerSql().pipe(Layer.provideMerge(Durable.layerPostgresRunner({ url, port })))
+              StateStore.layerSql().pipe(Layer.provideMerge(Durable.layerPostgresRunner({ url })))
             ))),
           { concurrency: "unbounded" }
         )
@@ -247,12 +245,11 @@ describePostgres("Durable runners on a fresh PostgreSQL database", () => {
     }), 120_000)
 
   it.live(
-    "a runner killed with SIGKILL — the one checking the others' health — has its runs taken over by the others within 20 s",
+    "a runner killed with SIGKILL has its runs taken over by the others within a few seconds; each run ends once",
     () =>
       Effect.gen(function*() {
         const url = yield* freshDatabase
-        const ports = yield* Effect.promise(() => Promise.all([freePort(), freePort(), freePort()]))
-        const runners = ports.map((port) => startScript(runnerChild, [url, String(port)]))
+        const runners = [1, 2, 3].map(() => startScript(runnerChild, [url]))
         yield* Effect.addFinalizer(() =>
           Effect.promise(async () => {
             for (const runner of runners) runner.kill("SIGKILL")
@@ -260,17 +257,9 @@ describePostgres("Durable runners on a fresh PostgreSQL database", () => {
           })
         )
         yield* Effect.promise(() => Promise.all(runners.map((runner) => runner.waitFor(/^listening$/))))
-        // Killing the runner that runs effect/cluster's health check is the slow case: nobody is left to notice it
-        // died, and its runs wait until its registration expires (shardLockExpiration: 35 s by default). Which
-        // runner that is settles once all three have joined: the same one for 8 checks in a row.
-        const healthLines = (runner: ValetProcess) => runner.lines.filter((line) => line.startsWith("health-check "))
-        const holders = () => runners.filter((runner) => healthLines(runner).at(-1) === "health-check here")
-        let victim: ValetProcess | undefined
-        for (let same = 0; same < 8; yield* Effect.sleep("250 millis")) {
-          const [holder, ...others] = holders()
-          same = holder !== undefined && others.length === 0 && holder === victim ? same + 1 : 0
-          victim = others.length === 0 ? holder : undefined
-        }
+        // Each runner knows the others once they have beaten (1 s): runs then fall to all three.
+        yield* Effect.sleep("1500 millis")
+        const victim = runners[0]!
         const runIds = Array.from({ length: 24 }, (_, i) => `run-${i + 1}`)
         const work = yield* Effect.forEach(
           runIds,
@@ -285,11 +274,12 @@ describePostgres("Durable runners on a fresh PostgreSQL database", () => {
         const finished = new Set(victim!.lines.flatMap((line) => /^call (run-\d+) react\.turn_3$/.exec(line)?.[1] ?? []))
         const takenOver = [...started].filter((runId) => !finished.has(runId))
         expect(takenOver.length).toBeGreaterThan(0)
-        // The bound, counted in polls rather than timed: 80 polls 250 ms apart. With effect/cluster's default
-        // shardLockExpiration (35 s) this took 124-146 polls; valet's runner layer sets 10 s: 33-43 polls here.
+        // The bound, counted in polls rather than timed: 40 polls 250 ms apart. The killed runner's session ends
+        // with it, so the next runner to beat (1 s) frees its runs; the rest is their replays and last calls (each
+        // 200 ms). With effect/cluster (valet's engine before) this took 33-43 polls, 124-146 with its defaults.
         let polls = 0
         while (work.pollUnsafe() === undefined) {
-          if (++polls > 80) {
+          if (++polls > 40) {
             return yield* Effect.die(new Error(`the killed runner's runs ${takenOver.join(", ")} were not taken over after ${polls - 1} polls`))
           }
           yield* Effect.sleep("250 millis")
@@ -302,6 +292,11 @@ describePostgres("Durable runners on a fresh PostgreSQL database", () => {
         for (const runId of takenOver) {
           expect(survivors.some((runner) => runner.lines.includes(`call ${runId} react.turn_3`)), runId).toBe(true)
         }
+        // No run ran on two live runners: the survivors made each run's last call once between them.
+        const lastCalls = survivors.flatMap((runner) => runner.lines.filter((line) => line.endsWith(" react.turn_3")))
+        expect(new Set(lastCalls).size).toBe(lastCalls.length)
+        // The work fell to all three runners.
+        expect(runners.filter((runner) => runner.lines.some((line) => line.startsWith("call "))).length).toBe(3)
       }).pipe(Effect.scoped),
     120_000
   )

@@ -21,7 +21,6 @@ import * as Durable from "../../src/rollouts/Durable.js"
 import * as Reward from "../../src/rollouts/Reward.js"
 import { describePostgres, freshDatabase } from "../support/postgres.js"
 import { linesUntilKilled as linesUntilKilledBy, testIsolation } from "../support/processes.js"
-import { freePort } from "../support/valetProcess.js"
 
 // Answers from the prompt alone: the number of `did` lines the state shows, plus one; `<done/>` at the third.
 const reply = (prompt: string): string => {
@@ -313,7 +312,6 @@ describePostgres("Durable episodes on a PostgreSQL runner", () => {
   it.live("a group's rollouts as workflows of a runner over PostgreSQL: the ids, seeds and records of the same group on the in-memory engine", () =>
     Effect.gen(function*() {
       const url = yield* freshDatabase
-      const port = yield* Effect.promise(() => freePort())
       const services = () =>
         Layer.mergeAll(
           ScriptedModel.layer((request) => reply(request.prompt ?? "")),
@@ -324,7 +322,7 @@ describePostgres("Durable episodes on a PostgreSQL runner", () => {
       const tasks = Stream.make({ taskId: "p1", prompt: "Count." })
       const options = { loop: "pg", group: 2, maxSteps: 3, concurrency: 2 } as const
       const onPostgres = yield* Stream.runCollect(Durable.actorLoop(tasks, options)).pipe(
-        Effect.provide(Durable.layerActorLoop.pipe(Layer.provideMerge(Durable.layerPostgresRunner({ url, port })), Layer.provideMerge(services())))
+        Effect.provide(Durable.layerActorLoop.pipe(Layer.provideMerge(Durable.layerPostgresRunner({ url })), Layer.provideMerge(services())))
       )
       const inMemory = yield* Stream.runCollect(Durable.actorLoop(tasks, options)).pipe(
         Effect.provide(Durable.layerActorLoop.pipe(Layer.provideMerge(WorkflowEngine.layerMemory), Layer.provideMerge(services())))

@@ -1,11 +1,11 @@
 /**
  * A process with durable agent runs whose calls wait for a person, for the kill tests of durable approvals:
- * `durableApprovalChild.ts <store> start <count> [port]` starts runs `run-0` … `run-<count-1>` (each run's first model
+ * `durableApprovalChild.ts <store> start <count>` starts runs `run-0` … `run-<count-1>` (each run's first model
  * call asks for tool `act` with `n` = its number, a call that needs approval), prints `waiting <count>` once every
- * call waits, and stays up until killed; `durableApprovalChild.ts <store> decide <count> [port]` (a new process on the
+ * call waits, and stays up until killed; `durableApprovalChild.ts <store> decide <count>` (a new process on the
  * same store) decides them — even runs approved, odd ones rejected with reason "no" — and prints `result <runId>
  * <output>` as each run ends. `<store>` is a SQLite file, or a postgres:// URL (then the process is a runner of the
- * cluster, listening on `port`). The model prints `call <runId> <step>` for each call it receives, the tool
+ * cluster). The model prints `call <runId> <step>` for each call it receives, the tool
  * `tool <n>`; the model's answer after the tool is what it read (`read <tool result>`, printed as `<runId> read …`).
  * `start-ask` starts runs `ask-0` … instead, whose first call asks a person (`ask_human`: "Which city?").
  */
@@ -17,7 +17,7 @@ import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as Durable from "../../src/rollouts/Durable.js"
 
-const [store, mode, countText, port] = process.argv.slice(2)
+const [store, mode, countText] = process.argv.slice(2)
 const count = Number(countText ?? "1")
 const act = Tool.make({
   name: "act",
@@ -69,7 +69,7 @@ const program = Effect.gen(function*() {
 })
 
 const postgres = store!.startsWith("postgres://") || store!.startsWith("postgresql://")
-const engine = postgres ? Durable.layerPostgresRunner({ url: store!, port: Number(port) }) : Durable.layerSqlite(store!)
+const engine = postgres ? Durable.layerPostgresRunner({ url: store! }) : Durable.layerSqlite(store!)
 
 program.pipe(
   Effect.provide(Durable.layer([agent]).pipe(Layer.provideMerge(engine), Layer.provide(model))),

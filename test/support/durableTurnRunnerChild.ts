@@ -1,7 +1,7 @@
 /**
  * A runner of a durable cluster over PostgreSQL serving thread turns, for the kill test of durable thread turns:
- * `durableTurnRunnerChild.ts <url> <port> <model base url> <marker file>`. It serves `AgentRun` workflows of one
- * agent, "assistant" (ReAct, no tools), on the loopback model server (its API key `runner-<port>`, so the server knows
+ * `durableTurnRunnerChild.ts <url> <name> <model base url> <marker file>`. It serves `AgentRun` workflows of one
+ * agent, "assistant" (ReAct, no tools), on the loopback model server (its API key `runner-<name>`, so the server knows
  * the sender), with its threads in the cluster's database (`Threads.layerSql` on the runner's `SqlClient`).
  *
  * The kill point: the first append of a turn's messages, on whichever runner makes it, creates the marker file,
@@ -16,7 +16,7 @@ import * as Threads from "../../src/core/Threads.js"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
 import * as Durable from "../../src/rollouts/Durable.js"
 
-const [url, port, baseUrl, marker] = process.argv.slice(2)
+const [url, name, baseUrl, marker] = process.argv.slice(2)
 
 const assistant = Agent.make({ name: "assistant", instructions: "Answer briefly." })
 
@@ -34,13 +34,13 @@ const holdFirstAppend = Layer.effect(
   }))
 ).pipe(Layer.provide(Threads.layerSql))
 
-const runner = Durable.layerPostgresRunner({ url: url!, port: Number(port) })
+const runner = Durable.layerPostgresRunner({ url: url! })
 
 Layer.launch(
   Layer.mergeAll(
     Durable.layer([assistant]).pipe(
       Layer.provide(Layer.merge(
-        OpenAiCompatible.layerNode({ baseUrl: baseUrl!, model: "scripted", apiKey: `runner-${port}` }),
+        OpenAiCompatible.layerNode({ baseUrl: baseUrl!, model: "scripted", apiKey: `runner-${name}` }),
         holdFirstAppend
       ))
     ),

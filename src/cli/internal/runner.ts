@@ -1,10 +1,10 @@
 /**
- * `valet runner --store postgres://… [--host H] [--port P]`: one runner of a durable cluster. It serves its share of
+ * `valet runner --store postgres://…`: one runner of a durable cluster. It serves its share of
  * the workflows stored in PostgreSQL — the problems of `valet eval --durable <url>`, the steps of
  * `valet actor-loop --durable <url>` and agent runs — on its own model (the model flags, environment or vLLM pool
  * file, as for `valet eval`) and sandbox, with task states in the same database and trajectories under
  * `--trajectories`, and takes over the work of a runner that dies. Runs until interrupted; start as many as you
- * like, on one machine or many.
+ * like, on one machine or many: they meet in the database and listen on no port.
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { Effect, Layer, Option } from "effect"
@@ -38,15 +38,6 @@ export const runnerCommand = Command.make(
   "runner",
   {
     store: Flag.String("store").pipe(Flag.withDescription("The cluster's PostgreSQL server: postgres://user:password@host:port/database.")),
-    host: Flag.String("host").pipe(
-      Flag.withDescription("The address other runners and clients reach this one at (default 127.0.0.1)."),
-      Flag.withDefault("127.0.0.1")
-    ),
-    port: Flag.Int("port").pipe(
-      Flag.filter((port) => port >= 1 && port <= 65535, () => "a port number 1-65535"),
-      Flag.withDescription(`The port to listen on (default ${Durable.defaultRunnerPort}).`),
-      Flag.withDefault(Durable.defaultRunnerPort)
-    ),
     baseUrl: evaluationFlags.baseUrl,
     model: evaluationFlags.model,
     apiKey: evaluationFlags.apiKey,
@@ -77,10 +68,10 @@ export const runnerCommand = Command.make(
       const sandbox = Option.isSome(values.workRoot) ? sandboxOrNone({ workRoot: values.workRoot.value }) : sandboxOrNone({})
       const runner = handlers.pipe(
         Layer.provide(stores),
-        Layer.provideMerge(Durable.layerPostgresRunner({ url: store.url, host: values.host, port: values.port })),
+        Layer.provideMerge(Durable.layerPostgresRunner({ url: store.url })),
         Layer.provide(Layer.merge(modelLayer(values), sandbox))
       )
-      yield* Layer.launch(runner.pipe(Layer.tap(() => note(`valet runner: serving ${describeStore(store)} on ${values.host}:${values.port}`))))
+      yield* Layer.launch(runner.pipe(Layer.tap(() => note(`valet runner: serving ${describeStore(store)}`))))
     })
 ).pipe(
   Command.withDescription(

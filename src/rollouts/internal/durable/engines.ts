@@ -15,15 +15,13 @@
  * `@effect/sql-pg` is an optional peer: it is loaded when a PostgreSQL engine is built, so a user on SQLite does not
  * need it.
  */
-import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
-import * as NodeCrypto from "@effect/platform-node/NodeCrypto"
-import { Context, Duration, Effect, Fiber, Layer, Option, Redacted, Schema } from "effect"
-import { ClusterWorkflowEngine, RunnerAddress } from "effect/cluster"
+import { Context, Duration, Effect, Fiber, Layer, Redacted, Schema } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { WorkflowEngine } from "effect/workflow"
 import * as SqliteClient from "../../../environment/SqliteClient.js"
 import * as HumanLoopStore from "./humanLoopStore.js"
 import * as Engine from "./engine.js"
+import * as EngineRunners from "./engineRunners.js"
 
 /** The store of a durable engine could not be opened. */
 export class DurableStoreError extends Schema.TaggedError<DurableStoreError>()("DurableStoreError", {
@@ -171,40 +169,23 @@ export interface PostgresOptions {
 
 /** How a runner is set up. */
 export interface RunnerOptions extends PostgresOptions {
-  /** The address other runners and clients reach this one at (default `127.0.0.1`). */
-  readonly host?: string | undefined
-  /** The port this runner listens on (default 34431). */
-  readonly port?: number | undefined
-  /** How often a runner pings the others, to take over a dead one's work (default 1 s). */
-  readonly healthCheckInterval?: Duration.Input | undefined
-  /** How often stored messages are looked for, the latest a taken-over workflow resumes (default 1 s). */
-  readonly pollInterval?: Duration.Input | undefined
+  /** How often a runner beats, looks for dead runners and takes what falls to it (default 1 s). */
+  readonly heartbeat?: Duration.Input | undefined
   /**
-   * How long a runner that stopped (killed, frozen, cut off from PostgreSQL) keeps its workflows at most before the
-   * others take them over (default 10 s; effect/cluster's own default is 35 s). Its registration expires this long
-   * after its last heartbeat, and PostgreSQL ends its lock session after this long idle; it refreshes both every
-   * third of it. Shorter moves work sooner, but a runner whose process stalls that long loses its shards.
+   * A runner whose heartbeat is this old is dead and its work is taken over (default 10 s): a frozen process, a lost
+   * network. A killed runner's work is taken over within a heartbeat, without waiting for this: its database
+   * session ends with it.
    */
-  readonly shardLockExpiration?: Duration.Input | undefined
+  readonly expiration?: Duration.Input | undefined
 }
 
-/** The default port of a runner. */
-export const defaultRunnerPort = 34431
+/** A PostgreSQL store's failure during a run, as the one line that names the server. */
+const pgFailure = (url: string) => (error: SqlError.SqlError) =>
+  new DurableStoreError({ store: "postgres", message: `${serverOf(url)}: storage failed: ${error.message}` })
 
-/**
- * How long a stopped runner keeps its workflows at most, by default. A runner that is killed usually has its work
- * taken over within about 3 s: its connections close, so PostgreSQL releases its shard locks at once, and another
- * runner, pinging it every second, finds it gone. But the runner that does the pinging is itself one of them (a
- * cluster singleton): when nobody notices, the dead runner stays registered until its last heartbeat is older than
- * the shard lock expiration — effect/cluster's 35 s, measured here in half of the kills. 10 s bounds that case to
- * about 12 s (expiry, then the next assignment refresh and message poll, 1 s each) while leaving a live runner
- * three heartbeats (every 3.3 s) to miss before it loses its shards.
- */
-export const defaultShardLockExpiration: Duration.Duration = Duration.seconds(10)
-
-// Connected and asked once here: effect/cluster's storage treats a failed query as a defect, so a server that is not
-// there would otherwise end the process with "unexpected error" instead of this one line naming it.
-const pgClient = (options: PostgresOptions): Layer.Layer<SqlClient.SqlClient, DurableStoreError> =>
+// Connected and asked once here, so a server that is not there is one line naming it, not a defect at the first
+// statement.
+const pgClient = (options: PostgresOptions): Layer.Layer<SqlClient.SqlClient | EngineRunners.Listener, DurableStoreError> =>
   Layer.effectContext(Effect.gen(function*() {
     const where = serverOf(options.url)
     const failed = (message: string) => new DurableStoreError({ store: "postgres", message: `${where}: ${message}` })
@@ -218,8 +199,13 @@ const pgClient = (options: PostgresOptions): Layer.Layer<SqlClient.SqlClient, Du
     yield* Context.get(context, SqlClient.SqlClient)`SELECT 1`.pipe(
       Effect.mapError((error) => failed(`cannot connect: ${error.message}`))
     )
-    return context
+    const pg = Context.get(context, PgClient.PgClient)
+    return Context.add(context, EngineRunners.Listener, { listen: (channel) => pg.listen(channel) })
   }))
+
+/** The layer without the engine's private `Listener` (built once, for the engine only). */
+const withoutListener = <A, E>(layer: Layer.Layer<A, E>): Layer.Layer<Exclude<A, EngineRunners.Listener>, E> =>
+  Layer.effectContext(Effect.map(Layer.build(layer), (context) => Context.omit(EngineRunners.Listener)(context)))
 
 /** The server of a PostgreSQL URL, without its credentials: `postgres host:port/database`. */
 export const serverOf = (url: string): string => {
@@ -231,43 +217,25 @@ export const serverOf = (url: string): string => {
   }
 }
 
-const intervals = (options: RunnerOptions) => ({
-  runnerHealthCheckInterval: options.healthCheckInterval ?? Duration.seconds(1),
-  entityMessagePollInterval: options.pollInterval ?? Duration.seconds(1),
-  refreshAssignmentsInterval: Duration.seconds(1),
-  // The refresh follows: effect/cluster refreshes every third of the expiration when that is sooner than
-  // shardLockRefreshInterval (10 s).
-  shardLockExpiration: options.shardLockExpiration ?? defaultShardLockExpiration
-})
-
 /**
- * A runner: serves its share of the workflows (those registered by the handler layers it is given) on
- * `host:port`, its state in PostgreSQL. Its `SqlClient` is provided too, for stores that live beside it (the
- * actor loop's task states).
+ * A runner: runs its share of the workflows (those registered by the handler layers it is given), its state in
+ * PostgreSQL, and takes over the share of a runner that dies (`engineRunners.ts`). Its `SqlClient` is provided too,
+ * for stores that live beside it (the actor loop's task states).
  */
 export const layerPostgresRunner = (options: RunnerOptions) =>
-  ClusterWorkflowEngine.layer.pipe(
-    Layer.provideMerge(NodeClusterSocket.layer({
-      storage: "sql",
-      shardingConfig: {
-        runnerAddress: Option.some(RunnerAddress.make(options.host ?? "127.0.0.1", options.port ?? defaultRunnerPort)),
-        ...intervals(options)
-      }
-    })),
-    Layer.provideMerge(HumanLoopStore.layerSql),
-    Layer.provideMerge(pgClient(options)),
-    Layer.provide(NodeCrypto.layerDigest)
+  withoutListener(
+    Layer.effect(
+      WorkflowEngine.WorkflowEngine,
+      EngineRunners.runner({ heartbeat: options.heartbeat, expiration: options.expiration, onStoreFailure: pgFailure(options.url) })
+    ).pipe(
+      Layer.provideMerge(HumanLoopStore.layerSql),
+      Layer.provideMerge(pgClient(options))
+    )
   )
 
 /** A client: starts workflows and awaits their results; the runners do the work. */
 export const layerPostgresClient = (options: PostgresOptions) =>
-  ClusterWorkflowEngine.layer.pipe(
-    Layer.provideMerge(NodeClusterSocket.layer({
-      clientOnly: true,
-      storage: "sql",
-      shardingConfig: { entityReplyPollInterval: Duration.millis(200) }
-    })),
+  Layer.effect(WorkflowEngine.WorkflowEngine, EngineRunners.client({ onStoreFailure: pgFailure(options.url) })).pipe(
     Layer.provideMerge(HumanLoopStore.layerSql),
-    Layer.provide(pgClient(options)),
-    Layer.provide(NodeCrypto.layerDigest)
+    Layer.provide(pgClient(options))
   )

@@ -1,0 +1,228 @@
+/**
+ * Runners of the durable engine (`engine.ts`) on one PostgreSQL database, and the clients that start work for them.
+ *
+ * - Each execution has one owner, the runner that runs it (the executions' `owner` column). A runner that starts
+ *   one (a child workflow) runs it; one a client starts (`valet eval --durable postgres://…`) is stored without an
+ *   owner, and the client says `start`: the runner it falls to takes it at once — the one whose hash with the
+ *   execution id is highest among the live runners (rendezvous hashing: an even share each, and few moves when a
+ *   runner comes or goes). Any runner takes it after `grace` (2 s) when that one did not (it died meanwhile, or the
+ *   lists of live runners differed). Taking is one `UPDATE … WHERE owner IS NULL`: one runner wins.
+ * - Runners register in `valet_workflow_runners` with the server process of a connection they hold
+ *   (`pg_backend_pid()`), and beat every `heartbeat` (1 s). A runner is dead when that connection is gone (a killed
+ *   process: PostgreSQL ends its session at once) or its heartbeat is older than `expiration` (10 s: a frozen
+ *   process, a lost network). Any runner's tick deletes the dead and frees their open executions, in one
+ *   transaction; the live runners take them as above, and each replays its share from what was stored. A runner
+ *   that finds its own row gone (it was thought dead) drops its runs without storing anything and registers again.
+ * - What one process writes for another (a deferred completed, an interrupt, a resume, a child's completion, a
+ *   result) it also says on the channel `valet_workflow` (`NOTIFY`, delivered when its transaction commits); each
+ *   tick looks at the tables too, so a notification lost with a connection delays, never loses, the work.
+ *
+ * Why not effect/cluster (which valet ran here before): it moved each activity through its message storage and
+ * runner sockets — 5.8–6.7 ms of a runner's CPU an activity (bench/durable.ts) — where this engine writes one row.
+ * And runners listen on no port.
+ */
+import { Clock, Context, Duration, Effect, Queue, Schedule, type Scope } from "effect"
+import { SqlClient, type SqlError } from "effect/sql"
+import type { WorkflowEngine } from "effect/workflow"
+import { randomUUID } from "node:crypto"
+import { hostname } from "node:os"
+import { createTables } from "../../../core/internal/sql.js"
+import * as Engine from "./engine.js"
+
+/**
+ * `LISTEN` on the database (`PgClient.listen` of `@effect/sql-pg`, an optional peer: provided by `engines.ts`, which
+ * loads it): a queue of the channel's payloads until the scope closes.
+ */
+export class Listener extends Context.Service<Listener, {
+  readonly listen: (channel: string) => Effect.Effect<Queue.Dequeue<{ readonly payload: string }, SqlError.SqlError>, SqlError.SqlError, Scope.Scope>
+}>()("valet/durable/Listener") {}
+
+/** The channel the engine's processes talk on. */
+const channel = "valet_workflow"
+const runnersTable = "valet_workflow_runners"
+
+/** How a runner is set up. */
+export interface RunnerOptions {
+  /** How often a runner beats, looks for dead runners and takes what falls to it (default 1 s). */
+  readonly heartbeat?: Duration.Input | undefined
+  /**
+   * A runner whose heartbeat is this old is dead, and its executions are taken over (default 10 s). A killed
+   * runner's are taken over within a heartbeat, without waiting for this: its database session ends with it.
+   */
+  readonly expiration?: Duration.Input | undefined
+  /** How long an execution waits for the runner it falls to before any runner takes it (default 2 s). */
+  readonly grace?: Duration.Input | undefined
+  /** What a failed statement dies with (default: the `SqlError`). */
+  readonly onStoreFailure?: Engine.OnStoreFailure | undefined
+}
+
+/** 32-bit FNV-1a: the rendezvous weight of a runner for an execution. */
+const weight = (runner: string, executionId: string): number => {
+  let hash = 0x811c9dc5
+  const text = `${runner}/${executionId}`
+  for (let i = 0; i < text.length; i++) {
+    hash ^= text.charCodeAt(i)
+    hash = Math.imul(hash, 0x01000193)
+  }
+  return hash >>> 0
+}
+
+/** The live runner an execution falls to. */
+export const ownerOf = (runners: ReadonlyArray<string>, executionId: string): string | undefined => {
+  let best: string | undefined
+  let bestWeight = -1
+  for (const runner of runners) {
+    const w = weight(runner, executionId)
+    if (w > bestWeight || (w === bestWeight && best !== undefined && runner < best)) {
+      best = runner
+      bestWeight = w
+    }
+  }
+  return best
+}
+
+const notify = (sql: SqlClient.SqlClient) => (message: Engine.Message) => sql`SELECT pg_notify(${channel}, ${message})`
+
+/** Hears the channel for the process's lifetime: each batch of messages to `heard`, again after a lost connection. */
+const listen = (listener: Listener["Service"], heard: (messages: ReadonlyArray<string>) => Effect.Effect<void>) =>
+  Effect.scoped(Effect.gen(function*() {
+    const queue = yield* listener.listen(channel)
+    while (true) {
+      const batch = yield* Queue.takeAll(queue)
+      yield* heard(batch.map((notification) => notification.payload))
+    }
+  })).pipe(
+    Effect.catch((error: SqlError.SqlError) => Effect.logWarning(`valet durable: listening on ${channel} failed (${error.message}); listening again`)),
+    Effect.repeat(Schedule.spaced(Duration.seconds(1)))
+  )
+
+/** A client: starts executions for the runners and reads what they store; runs none. */
+export const client = (
+  options: { readonly onStoreFailure?: Engine.OnStoreFailure | undefined } = {}
+): Effect.Effect<WorkflowEngine.WorkflowEngine["Service"], never, SqlClient.SqlClient | Listener | Scope.Scope> =>
+  Effect.gen(function*() {
+    const sql = yield* SqlClient.SqlClient
+    const listener = yield* Listener
+    const { engine, hooks } = yield* Engine.build({
+      clientOnly: true,
+      onStoreFailure: options.onStoreFailure,
+      sharing: { runner: undefined, notify: notify(sql) }
+    }).pipe(Effect.orDie)
+    // Results come as `done`: a caller waiting on one asks again at once.
+    yield* Effect.forkScoped(listen(listener, (messages) => Effect.forEach(messages, hooks.heard, { discard: true })))
+    return engine
+  })
+
+/** A runner: runs the executions that fall to it and takes over those of dead runners. */
+export const runner = (
+  options: RunnerOptions = {}
+): Effect.Effect<WorkflowEngine.WorkflowEngine["Service"], never, SqlClient.SqlClient | Listener | Scope.Scope> =>
+  Effect.gen(function*() {
+    const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+    const listener = yield* Listener
+    const onStoreFailure = options.onStoreFailure ?? ((error: SqlError.SqlError) => error)
+    const stored = <A, R>(effect: Effect.Effect<A, SqlError.SqlError, R>): Effect.Effect<A, never, R> =>
+      Effect.catch(effect, (error) => Effect.die(onStoreFailure(error)))
+    const heartbeat = Duration.fromInputUnsafe(options.heartbeat ?? Duration.seconds(1))
+    const expirationMs = Duration.toMillis(Duration.fromInputUnsafe(options.expiration ?? Duration.seconds(10)))
+    const graceMs = Duration.toMillis(Duration.fromInputUnsafe(options.grace ?? Duration.seconds(2)))
+    const id = randomUUID()
+    const runnersT = sql(runnersTable)
+    const executionsT = sql(Engine.executionsTable)
+
+    const { engine, hooks } = yield* Engine.build({
+      onStoreFailure: options.onStoreFailure,
+      sharing: { runner: id, notify: notify(sql) }
+    }).pipe(Effect.orDie)
+    yield* stored(createTables(
+      sql,
+      runnersTable,
+      sql`CREATE TABLE IF NOT EXISTS ${runnersT} (
+        id TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL, backend_pid INTEGER NOT NULL, heartbeat_at BIGINT NOT NULL)`
+    ))
+
+    // The connection whose session says this runner lives: held for the runner's lifetime, its heartbeat on it.
+    const connection = yield* stored(sql.reserve)
+    const backendPid = Number((yield* stored(connection.execute("SELECT pg_backend_pid() AS pid", [], undefined)))[0]?.pid)
+    const register = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      stored(sql`INSERT INTO ${runnersT} (id, host, pid, backend_pid, heartbeat_at) VALUES (${id}, ${hostname()}, ${process.pid}, ${backendPid}, ${now})
+        ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`))
+    yield* register
+
+    let live: ReadonlyArray<string> = [id]
+    const mine = (executionId: string) => ownerOf(live, executionId) === id
+
+    /** Takes executions without an owner (those given, or all that fall to this runner or waited `grace`). */
+    const take = (only: ReadonlyArray<string> | undefined) =>
+      Effect.gen(function*() {
+        const workflows = hooks.workflows()
+        if (workflows.length === 0 || (only !== undefined && only.length === 0)) return
+        const now = yield* Clock.currentTimeMillis
+        const free = yield* stored(sql<{ readonly execution_id: string; readonly created_at: number | string }>`SELECT execution_id, created_at FROM ${executionsT}
+          WHERE owner IS NULL AND result IS NULL AND ${sql.in("workflow", workflows)}${only === undefined ? sql.literal("") : sql` AND ${sql.in("execution_id", only)}`}`)
+        const wanted = free.filter((row) => mine(row.execution_id) || now - Number(row.created_at) >= graceMs).map((row) => row.execution_id)
+        if (wanted.length === 0) return
+        const taken = yield* stored(sql<{ readonly execution_id: string }>`UPDATE ${executionsT} SET owner = ${id}
+          WHERE ${sql.in("execution_id", wanted)} AND owner IS NULL AND result IS NULL RETURNING execution_id`)
+        yield* Effect.forEach(taken, (row) => hooks.adopt(row.execution_id), { concurrency: 8, discard: true })
+      })
+
+    /** Deletes dead runners and frees their open executions, in one transaction; reads the live ones. */
+    const reap = Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      yield* stored(sql.withTransaction(Effect.gen(function*() {
+        const dead = yield* sql<{ readonly id: string }>`DELETE FROM ${runnersT} WHERE id <> ${id}
+          AND (heartbeat_at < ${now - expirationMs} OR backend_pid NOT IN (SELECT pid FROM pg_stat_activity)) RETURNING id`
+        if (dead.length > 0) {
+          yield* sql`UPDATE ${executionsT} SET owner = NULL WHERE result IS NULL AND ${sql.in("owner", dead.map((row) => row.id))}`
+        }
+      })))
+      live = (yield* stored(sql<{ readonly id: string }>`SELECT id FROM ${runnersT}`)).map((row) => row.id)
+      if (!live.includes(id)) live = [...live, id]
+    })
+
+    const tick = Effect.gen(function*() {
+      const now = yield* Clock.currentTimeMillis
+      // On the held connection: when its session is gone, so is this runner for the others.
+      const beat = yield* stored(connection.execute(`UPDATE ${runnersTable} SET heartbeat_at = $1 WHERE id = $2 RETURNING id`, [now, id], undefined))
+      if (beat.length === 0) {
+        // Thought dead (frozen past the expiration): the others took its executions; it drops its runs and starts over.
+        yield* Effect.logWarning(`valet durable: runner ${id} was taken for dead; its runs moved to other runners`)
+        yield* hooks.abandon
+        yield* register
+      }
+      yield* reap
+      yield* take(undefined)
+      yield* hooks.requests
+    })
+
+    const heard = (messages: ReadonlyArray<string>) =>
+      Effect.gen(function*() {
+        const started: Array<string> = []
+        for (const message of messages) {
+          if (message.startsWith("start ")) {
+            const executionId = message.slice("start ".length)
+            if (mine(executionId)) started.push(executionId)
+          } else {
+            yield* hooks.heard(message)
+          }
+        }
+        yield* take(started)
+      })
+
+    yield* tick.pipe(
+      Effect.catchCause((cause) => Effect.logWarning("valet durable: a runner's tick failed", cause)),
+      Effect.andThen(Effect.sleep(heartbeat)),
+      Effect.forever,
+      Effect.forkScoped
+    )
+    yield* Effect.forkScoped(listen(listener, heard))
+    // Stopped: its open executions freed at once for the others (its runs were interrupted with their handlers).
+    yield* Effect.addFinalizer(() =>
+      sql.withTransaction(Effect.andThen(
+        sql`UPDATE ${executionsT} SET owner = NULL WHERE owner = ${id} AND result IS NULL`,
+        sql`DELETE FROM ${runnersT} WHERE id = ${id}`
+      )).pipe(Effect.ignore)
+    )
+    return engine
+  })

@@ -45,8 +45,24 @@ export type OnStoreFailure = (error: SqlError.SqlError) => unknown
 export interface Sharing {
   /** This process's runner id, written as the owner of what it runs; `undefined` for a client. */
   readonly runner: string | undefined
-  /** A statement that tells the others `message` when its transaction commits. */
-  readonly notify: (message: Message) => Effect.Effect<unknown, SqlError.SqlError>
+  /** The channel the processes tell each other on (`NOTIFY`: delivered when the transaction that says it commits). */
+  readonly channel: string
+}
+
+/** An execution's row as stored. */
+export interface ExecutionRow {
+  readonly workflow: string
+  readonly payload: string
+  readonly parent: string | null
+  readonly interrupted: number | bigint
+  readonly suspended: string | null
+  readonly result: string | null
+}
+
+/** An execution's row as a runner took it (a shared database): how often it was taken, its count of deferreds. */
+export interface Taken extends ExecutionRow {
+  readonly takes: number | bigint | string
+  readonly deferreds: number | bigint | string
 }
 
 /**
@@ -71,7 +87,7 @@ export interface Options {
 /** The engine's table of executions (the others are named alike). */
 export const executionsTable = "valet_workflow_executions"
 const activitiesTable = "valet_workflow_activities"
-const deferredsTable = "valet_workflow_deferreds"
+export const deferredsTable = "valet_workflow_deferreds"
 const clocksTable = "valet_workflow_clocks"
 const resumesTable = "valet_workflow_resumes"
 const runnerTable = "valet_workflow_runner"
@@ -122,8 +138,8 @@ const isUnwakeable = (result: Result, mode: ResumeMode) =>
 
 /** What the runners of a shared database (`engineRunners.ts`) do with a runner's engine. */
 export interface Hooks {
-  /** Runs an execution this runner claimed (as `register` runs those an earlier process left on SQLite). */
-  readonly adopt: (executionId: string) => Effect.Effect<void>
+  /** Runs an execution this runner took, its row as taken (as `register` runs those an earlier process left on SQLite). */
+  readonly adopt: (executionId: string, taken?: Taken) => Effect.Effect<void>
   /** Acts on what another process said (a `Message`). */
   readonly heard: (message: string) => Effect.Effect<void>
   /** Takes the deferreds, interrupts and resumes other processes stored for this runner's executions. */
@@ -184,7 +200,7 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
     const sharing = options.sharing
     // Sharing a database (PostgreSQL), an execution names its owner, and the moment it was stored (a runner takes
     // one started for another only once it has waited a while: see `engineRunners.ts`).
-    const shared = sql.literal(sharing === undefined ? "" : ", owner TEXT, created_at BIGINT NOT NULL DEFAULT 0")
+    const shared = sql.literal(sharing === undefined ? "" : ", owner TEXT, created_at BIGINT NOT NULL DEFAULT 0, takes INTEGER NOT NULL DEFAULT 0")
     yield* stored(createTables(
       sql,
       executionsTable,
@@ -223,7 +239,8 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
     /** Whether an execution is this process's to run. */
     const runsHere = (executionId: string): boolean => sharing === undefined ? runner : owned.has(executionId)
     /** Tells the other processes, when `sharing`: with the writes of this moment, delivered when they commit. */
-    const tell = (message: Message): Effect.Effect<void> => sharing === undefined ? Effect.void : written(sharing.notify(message))
+    const tell = (message: Message): Effect.Effect<void> =>
+      sharing === undefined ? Effect.void : written(sql`SELECT pg_notify(${sharing.channel}, ${message})`)
 
     const workflows = new Map<string, Registered>()
     // The executions running here, or suspended on a failure (kept, so that only an explicit resume runs them again).
@@ -258,20 +275,14 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
       failed: undefined
     })
 
-    interface ExecutionRow {
-      readonly workflow: string
-      readonly payload: string
-      readonly parent: string | null
-      readonly interrupted: number | bigint
-      readonly suspended: string | null
-      readonly result: string | null
-    }
-
-    /** An execution an earlier process stored, with its activities and deferreds; `undefined` when none is. */
-    const loadStored = (executionId: string, workflow: Workflow.Any | undefined): Effect.Effect<ExecutionState | undefined> =>
+    /**
+     * An execution an earlier process stored, with its activities and deferreds; `undefined` when none is. A runner
+     * that took it has its row already (`taken`): one never run before has no activities, and its count of deferreds
+     * says whether to read them — a new execution costs no statement here.
+     */
+    const loadStored = (executionId: string, workflow: Workflow.Any | undefined, taken?: Taken): Effect.Effect<ExecutionState | undefined> =>
       Effect.gen(function*() {
-        const rows = yield* stored(sql<ExecutionRow>`SELECT workflow, payload, parent, interrupted, suspended, result FROM ${executionsT} WHERE execution_id = ${executionId}`)
-        const row = rows[0]
+        const row = taken ?? (yield* stored(sql<ExecutionRow>`SELECT workflow, payload, parent, interrupted, suspended, result FROM ${executionsT} WHERE execution_id = ${executionId}`))[0]
         if (row === undefined) return undefined
         const known = workflow ?? workflows.get(row.workflow)?.workflow
         if (known === undefined) return undefined
@@ -291,17 +302,22 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
           state.suspension = suspended
           if (suspended.failed === true) state.failed = suspended
         }
-        for (const activity of yield* stored(sql<{ readonly activity: string; readonly exit: string }>`SELECT activity, exit FROM ${activitiesT} WHERE execution_id = ${executionId}`)) {
-          state.activities.set(activity.activity, { exit: Exit.succeed(new Workflow.Complete({ exit: yield* exitOf(activity.exit) })) })
+        const fresh = taken !== undefined && Number(taken.takes) === 1
+        if (!fresh) {
+          for (const activity of yield* stored(sql<{ readonly activity: string; readonly exit: string }>`SELECT activity, exit FROM ${activitiesT} WHERE execution_id = ${executionId}`)) {
+            state.activities.set(activity.activity, { exit: Exit.succeed(new Workflow.Complete({ exit: yield* exitOf(activity.exit) })) })
+          }
         }
-        for (const deferred of yield* stored(sql<{ readonly name: string; readonly exit: string }>`SELECT name, exit FROM ${deferredsT} WHERE execution_id = ${executionId}`)) {
-          state.deferreds.set(deferred.name, yield* exitOf(deferred.exit))
+        if (taken === undefined || Number(taken.deferreds) > 0) {
+          for (const deferred of yield* stored(sql<{ readonly name: string; readonly exit: string }>`SELECT name, exit FROM ${deferredsT} WHERE execution_id = ${executionId}`)) {
+            state.deferreds.set(deferred.name, yield* exitOf(deferred.exit))
+          }
         }
         return state
       })
 
     /** The state of an execution: in memory, or loaded once from what an earlier process stored. */
-    const stateOf = (executionId: string, workflow?: Workflow.Any): Effect.Effect<ExecutionState | undefined> =>
+    const stateOf = (executionId: string, workflow?: Workflow.Any, taken?: Taken): Effect.Effect<ExecutionState | undefined> =>
       Effect.suspend(() => {
         const known = executions.get(executionId)
         if (known !== undefined) return Effect.succeed(known)
@@ -311,7 +327,7 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
         if (pending !== undefined) return Deferred.await(pending)
         const latch = Deferred.makeUnsafe<ExecutionState | undefined>()
         loading.set(executionId, latch)
-        return loadStored(executionId, workflow).pipe(
+        return loadStored(executionId, workflow, taken).pipe(
           Effect.map((state) => {
             // One that ended is answered from what was stored and not kept: memory holds the runs that live.
             if (state === undefined || state.stored !== undefined) return state
@@ -343,9 +359,11 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
           yield* written(sql`UPDATE ${executionsT} SET result = ${JSON.stringify(encoded)} WHERE execution_id = ${executionId}`)
         } else {
           // Stored by its owner only: a runner that lost the execution to another (it was thought dead) stores nothing.
-          yield* written(sql`UPDATE ${executionsT} SET result = ${JSON.stringify(encoded)} WHERE execution_id = ${executionId} AND owner = ${sharing.runner ?? null} AND result IS NULL`)
+          // Said (`done`) in the same statement, when stored.
+          yield* written(sql`WITH stored AS (UPDATE ${executionsT} SET result = ${JSON.stringify(encoded)}
+            WHERE execution_id = ${executionId} AND owner = ${sharing.runner ?? null} AND result IS NULL RETURNING execution_id)
+            SELECT pg_notify(${sharing.channel}, ${"done "} || execution_id) FROM stored`)
           owned.delete(executionId)
-          yield* tell(`done ${executionId}`)
         }
         // Over: its activities and deferreds are never asked again (a later call answers the result).
         state.activities.clear()
@@ -578,10 +596,16 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
             // client's is stored for a runner to take (`start`); one that exists is answered as it stands.
             const now = yield* Clock.currentTimeMillis
             const payload = JSON.stringify(yield* encodedPayload)
-            const inserted = yield* stored(sql<{ readonly execution_id: string }>`INSERT INTO ${executionsT} (execution_id, workflow, payload, parent, owner, created_at)
-              VALUES (${opts.executionId}, ${workflow._tag}, ${payload}, ${parent ?? null}, ${sharing.runner ?? null}, ${now}) ON CONFLICT DO NOTHING RETURNING execution_id`)
-            if (inserted.length > 0 && sharing.runner === undefined) yield* tell(`start ${opts.executionId}`)
-            else if (inserted.length > 0 || executions.has(opts.executionId)) {
+            const insert = sql`INSERT INTO ${executionsT} (execution_id, workflow, payload, parent, owner, created_at, takes)
+              VALUES (${opts.executionId}, ${workflow._tag}, ${payload}, ${parent ?? null}, ${sharing.runner ?? null}, ${now}, ${sharing.runner === undefined ? 0 : 1})
+              ON CONFLICT DO NOTHING RETURNING execution_id`
+            // A client's is said (`start`) in the same statement, when stored.
+            const inserted = yield* stored(sharing.runner === undefined
+              ? sql<{ readonly execution_id: string }>`WITH started AS (${insert}) SELECT execution_id, pg_notify(${sharing.channel}, ${"start "} || execution_id) FROM started`
+              : sql<{ readonly execution_id: string }>`${insert}`)
+            if (inserted.length > 0 && sharing.runner === undefined) {
+              // Said; answered below as it stands.
+            } else if (inserted.length > 0 || executions.has(opts.executionId)) {
               if (!executions.has(opts.executionId)) {
                 owned.add(opts.executionId)
                 executions.set(opts.executionId, newState(workflow, opts.executionId, opts.payload, parent))
@@ -817,12 +841,14 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
     }
 
     /** Runs an execution this runner took (a shared database): as `register` runs those an earlier process left. */
-    const adopt = (executionId: string): Effect.Effect<void> =>
+    const adopt = (executionId: string, taken?: Taken): Effect.Effect<void> =>
       Effect.gen(function*() {
         if (executions.has(executionId)) return
         owned.add(executionId)
-        const state = yield* stateOf(executionId)
+        const state = yield* stateOf(executionId, undefined, taken)
         if (state === undefined || state.stored !== undefined) return void owned.delete(executionId)
+        // Never run before: no clock, no resume to take; it runs.
+        if (taken !== undefined && Number(taken.takes) === 1) return yield* resume(executionId, "explicit")
         for (const clock of yield* stored(sql<{ readonly name: string; readonly deferred: string; readonly wake_at: number | bigint }>`SELECT name, deferred, wake_at FROM ${clocksT} WHERE execution_id = ${executionId}`)) {
           yield* fireClock(state.workflow, executionId, clock.name, clock.deferred, Number(clock.wake_at))
         }

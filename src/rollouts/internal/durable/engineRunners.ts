@@ -81,8 +81,6 @@ export const ownerOf = (runners: ReadonlyArray<string>, executionId: string): st
   return best
 }
 
-const notify = (sql: SqlClient.SqlClient) => (message: Engine.Message) => sql`SELECT pg_notify(${channel}, ${message})`
-
 /** Hears the channel for the process's lifetime: each batch of messages to `heard`, again after a lost connection. */
 const listen = (listener: Listener["Service"], heard: (messages: ReadonlyArray<string>) => Effect.Effect<void>) =>
   Effect.scoped(Effect.gen(function*() {
@@ -101,12 +99,11 @@ export const client = (
   options: { readonly onStoreFailure?: Engine.OnStoreFailure | undefined } = {}
 ): Effect.Effect<WorkflowEngine.WorkflowEngine["Service"], never, SqlClient.SqlClient | Listener | Scope.Scope> =>
   Effect.gen(function*() {
-    const sql = yield* SqlClient.SqlClient
     const listener = yield* Listener
     const { engine, hooks } = yield* Engine.build({
       clientOnly: true,
       onStoreFailure: options.onStoreFailure,
-      sharing: { runner: undefined, notify: notify(sql) }
+      sharing: { runner: undefined, channel }
     }).pipe(Effect.orDie)
     // Results come as `done`: a caller waiting on one asks again at once.
     yield* Effect.forkScoped(listen(listener, (messages) => Effect.forEach(messages, hooks.heard, { discard: true })))
@@ -132,7 +129,7 @@ export const runner = (
 
     const { engine, hooks } = yield* Engine.build({
       onStoreFailure: options.onStoreFailure,
-      sharing: { runner: id, notify: notify(sql) }
+      sharing: { runner: id, channel }
     }).pipe(Effect.orDie)
     yield* stored(createTables(
       sql,
@@ -152,19 +149,27 @@ export const runner = (
     let live: ReadonlyArray<string> = [id]
     const mine = (executionId: string) => ownerOf(live, executionId) === id
 
-    /** Takes executions without an owner (those given, or all that fall to this runner or waited `grace`). */
+    /**
+     * Takes executions without an owner: those given (said `start`, falling to this runner), or all that fall to
+     * this runner or waited `grace`. The rows come back with the taking, so a new execution costs one statement.
+     */
     const take = (only: ReadonlyArray<string> | undefined) =>
       Effect.gen(function*() {
         const workflows = hooks.workflows()
         if (workflows.length === 0 || (only !== undefined && only.length === 0)) return
-        const now = yield* Clock.currentTimeMillis
-        const free = yield* stored(sql<{ readonly execution_id: string; readonly created_at: number | string }>`SELECT execution_id, created_at FROM ${executionsT}
-          WHERE owner IS NULL AND result IS NULL AND ${sql.in("workflow", workflows)}${only === undefined ? sql.literal("") : sql` AND ${sql.in("execution_id", only)}`}`)
-        const wanted = free.filter((row) => mine(row.execution_id) || now - Number(row.created_at) >= graceMs).map((row) => row.execution_id)
-        if (wanted.length === 0) return
-        const taken = yield* stored(sql<{ readonly execution_id: string }>`UPDATE ${executionsT} SET owner = ${id}
-          WHERE ${sql.in("execution_id", wanted)} AND owner IS NULL AND result IS NULL RETURNING execution_id`)
-        yield* Effect.forEach(taken, (row) => hooks.adopt(row.execution_id), { concurrency: 8, discard: true })
+        let wanted = only
+        if (wanted === undefined) {
+          const now = yield* Clock.currentTimeMillis
+          const free = yield* stored(sql<{ readonly execution_id: string; readonly created_at: number | string }>`SELECT execution_id, created_at FROM ${executionsT}
+            WHERE owner IS NULL AND result IS NULL AND ${sql.in("workflow", workflows)}`)
+          wanted = free.filter((row) => mine(row.execution_id) || now - Number(row.created_at) >= graceMs).map((row) => row.execution_id)
+          if (wanted.length === 0) return
+        }
+        const taken = yield* stored(sql<Engine.Taken & { readonly execution_id: string }>`UPDATE ${executionsT} SET owner = ${id}, takes = takes + 1
+          WHERE ${sql.in("execution_id", wanted)} AND owner IS NULL AND result IS NULL AND ${sql.in("workflow", workflows)}
+          RETURNING execution_id, workflow, payload, parent, interrupted, suspended, result, takes,
+            (SELECT count(*) FROM ${sql(Engine.deferredsTable)} d WHERE d.execution_id = ${executionsT}.execution_id) AS deferreds`)
+        yield* Effect.forEach(taken, (row) => hooks.adopt(row.execution_id, row), { concurrency: 8, discard: true })
       })
 
     /** Deletes dead runners and frees their open executions, in one transaction; reads the live ones. */

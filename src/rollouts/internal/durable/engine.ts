@@ -186,6 +186,15 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
       // One turn of the scheduler first, so the writes of the fibers ready now join this commit.
       yield* Effect.yieldNow
       const batch = queue.splice(0)
+      if (options.sharing !== undefined) {
+        // PostgreSQL: each its own statement, at once (on the pool's connections). A transaction around them would
+        // add a BEGIN and a COMMIT, two round trips, for a saving the server makes itself: concurrent commits share
+        // a log flush there.
+        return yield* Effect.forEach(batch, (write) => Effect.exit(stored(write.statement)).pipe(Effect.map((exit) => Deferred.doneUnsafe(write.done, Exit.asVoid(exit)))), {
+          concurrency: "unbounded",
+          discard: true
+        })
+      }
       const statements = Effect.forEach(batch, (write) => write.statement, { discard: true })
       const exit = yield* Effect.exit(stored(batch.length === 1 ? statements : sql.withTransaction(statements)))
       for (const write of batch) Deferred.doneUnsafe(write.done, exit)
@@ -295,8 +304,8 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
           state.stored = yield* Effect.orDie(Effect.flatMap(parseJson(row.result), Schema.decodeUnknownEffect(resultCodec(known))))
           return state
         }
-        // Its clocks, if any, are set again by `register`; their rows go when it completes.
-        state.clocks = true
+        // Its clocks, if any, are set again by `register`; their rows go when it completes. One never run has none.
+        state.clocks = !(taken !== undefined && Number(taken.takes) === 1)
         if (row.suspended !== null) {
           const suspended = yield* Effect.orDie(Effect.flatMap(parseJson(row.suspended), decodeSuspended))
           state.suspension = suspended
@@ -546,14 +555,21 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
      * which `Workflow.execute` waits for `awaitComplete` (woken by the owner's `done`) and asks again. The wait is
      * set before the read, so a `done` that comes between them is not missed.
      */
+    // The executions a client stored or found stored, asked again until they complete.
+    const asked = new Set<string>()
+    /** Sets the wait a `done` ends (a fresh one, when an earlier `done` ended the last one). */
+    const awaiting = (executionId: string): void => {
+      const waiting = completions.get(executionId)
+      if (waiting === undefined || Deferred.isDoneUnsafe(waiting)) completions.set(executionId, Deferred.makeUnsafe<void>())
+    }
     const answerStored = (workflow: Workflow.Any, executionId: string): Effect.Effect<Result> =>
       Effect.gen(function*() {
-        const waiting = completions.get(executionId)
-        if (waiting === undefined || Deferred.isDoneUnsafe(waiting)) completions.set(executionId, Deferred.makeUnsafe<void>())
+        awaiting(executionId)
         const rows = yield* stored(sql<{ readonly result: string | null }>`SELECT result FROM ${executionsT} WHERE execution_id = ${executionId}`)
         const row = rows[0]
         if (row === undefined || row.result === null) return new Workflow.Suspended({})
         completions.delete(executionId)
+        asked.delete(executionId)
         return yield* Effect.orDie(Effect.flatMap(parseJson(row.result), Schema.decodeUnknownEffect(resultCodec(workflow))))
       })
 
@@ -594,8 +610,14 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
           if (sharing !== undefined && !runsHere(opts.executionId) && !executions.has(opts.executionId)) {
             // On a shared database, an execution this process does not run: a runner's new one is its own to run, a
             // client's is stored for a runner to take (`start`); one that exists is answered as it stands.
+            if (asked.has(opts.executionId)) {
+              // A client asking again (after `Suspended`): stored already, only its result is read.
+              return (opts.discard ? undefined : yield* answerStored(workflow, opts.executionId)) as Answer
+            }
             const now = yield* Clock.currentTimeMillis
             const payload = JSON.stringify(yield* encodedPayload)
+            // Waited on from before it is stored: its `done` cannot come before the wait is set.
+            if (sharing.runner === undefined && !opts.discard) awaiting(opts.executionId)
             const insert = sql`INSERT INTO ${executionsT} (execution_id, workflow, payload, parent, owner, created_at, takes)
               VALUES (${opts.executionId}, ${workflow._tag}, ${payload}, ${parent ?? null}, ${sharing.runner ?? null}, ${now}, ${sharing.runner === undefined ? 0 : 1})
               ON CONFLICT DO NOTHING RETURNING execution_id`
@@ -603,8 +625,10 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
             const inserted = yield* stored(sharing.runner === undefined
               ? sql<{ readonly execution_id: string }>`WITH started AS (${insert}) SELECT execution_id, pg_notify(${sharing.channel}, ${"start "} || execution_id) FROM started`
               : sql<{ readonly execution_id: string }>`${insert}`)
-            if (inserted.length > 0 && sharing.runner === undefined) {
-              // Said; answered below as it stands.
+            if (sharing.runner === undefined) {
+              // Stored (by this call or an earlier one): answered below as it stands; just stored, it has no result.
+              if (!opts.discard) asked.add(opts.executionId)
+              if (inserted.length > 0 && !opts.discard) return new Workflow.Suspended({}) as Answer
             } else if (inserted.length > 0 || executions.has(opts.executionId)) {
               if (!executions.has(opts.executionId)) {
                 owned.add(opts.executionId)

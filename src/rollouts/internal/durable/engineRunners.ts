@@ -56,7 +56,10 @@ export interface RunnerOptions {
   readonly onStoreFailure?: Engine.OnStoreFailure | undefined
 }
 
-/** 32-bit FNV-1a: the rendezvous weight of a runner for an execution. */
+/**
+ * The rendezvous weight of a runner for an execution: 32-bit FNV-1a of both, then MurmurHash3's finalizer (FNV-1a
+ * alone mixes poorly: three runners got 766 to 1,234 of 3,000 executions, where a third each is the aim).
+ */
 const weight = (runner: string, executionId: string): number => {
   let hash = 0x811c9dc5
   const text = `${runner}/${executionId}`
@@ -64,6 +67,11 @@ const weight = (runner: string, executionId: string): number => {
     hash ^= text.charCodeAt(i)
     hash = Math.imul(hash, 0x01000193)
   }
+  hash ^= hash >>> 16
+  hash = Math.imul(hash, 0x85ebca6b)
+  hash ^= hash >>> 13
+  hash = Math.imul(hash, 0xc2b2ae35)
+  hash ^= hash >>> 16
   return hash >>> 0
 }
 

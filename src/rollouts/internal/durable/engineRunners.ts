@@ -58,7 +58,7 @@ export interface RunnerOptions {
 
 /**
  * The rendezvous weight of a runner for an execution: 32-bit FNV-1a of both, then MurmurHash3's finalizer (FNV-1a
- * alone mixes poorly: three runners got 766 to 1,234 of 3,000 executions, where a third each is the aim).
+ * alone mixes poorly: of 3,000 executions, one of three runners got 234 more or fewer than its 1,000).
  */
 const weight = (runner: string, executionId: string): number => {
   let hash = 0x811c9dc5

@@ -4,8 +4,10 @@
  * execution waiting for a runner, and a stopped runner's executions taken by another, their stored activities
  * answered. The process tests (runners killed with SIGKILL) are in DurableCluster.test.ts.
  */
+import { PgClient } from "@effect/sql-pg"
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Exit, Fiber, Layer, Schema, Scope } from "effect"
+import { Cause, Effect, Exit, Fiber, Layer, Redacted, Schema, Scope } from "effect"
+import { Reactivity } from "effect/reactivity"
 import { Activity, Workflow } from "effect/workflow"
 import * as Durable from "../../src/rollouts/Durable.js"
 import { ownerOf } from "../../src/rollouts/internal/durable/engineRunners.js"
@@ -86,5 +88,21 @@ describePostgres("Durable's engine on PostgreSQL, runners in this process", () =
       // Taken by the second: the ended step answered from storage, the interrupted one run again.
       expect(yield* Fiber.join(running)).toEqual(ids.map((id) => `${id}:one:two`))
       expect(counts).toEqual({ step: 4, long: 8 })
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("a database an earlier valet's runners used (effect/cluster's tables) is refused with one line, for runners and clients", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      yield* Effect.scoped(Effect.gen(function*() {
+        const sql = yield* PgClient.make({ url: Redacted.make(url), maxConnections: 1 })
+        yield* sql`CREATE TABLE cluster_messages (id BIGINT PRIMARY KEY)`
+      })).pipe(Effect.provide(Reactivity.layer))
+      for (const layer of [Durable.layerPostgresRunner({ url }), Durable.layerPostgresClient({ url })]) {
+        const exit = yield* Effect.exit(Effect.scoped(Layer.build(layer)))
+        expect(Exit.isFailure(exit)).toBe(true)
+        const error = Exit.isFailure(exit) ? Cause.squash(exit.cause) : undefined
+        expect(error).toBeInstanceOf(Durable.DurableStoreError)
+        expect((error as Durable.DurableStoreError).message).toMatch(/^postgres 127\.0\.0\.1:\d+\/valet_test_\w+: written by an earlier valet's runners .* drop its cluster_\* tables/)
+      }
     }).pipe(Effect.scoped), 60_000)
 })

@@ -5,12 +5,9 @@
  *   effect/workflow's memory engine written through to SQL, one statement an activity). The file is checked when
  *   opened (`PRAGMA quick_check`), and a storage failure during the run (the file damaged, full, unreadable) ends the
  *   workflows awaited on it with a `DurableStoreError` naming the file, as one line, not a stack trace per retry.
- * - PostgreSQL: any number of runner processes, each serving a share of the workflows' shards on a socket
- *   (`NodeClusterSocket`), and clients (the process that starts an evaluation) that only send. Shard locks are
- *   PostgreSQL advisory locks, released by the server the moment a killed runner's connection closes; the other
- *   runners notice the dead one by pinging it, take its shards and resume its workflows from the stored messages;
- *   when none notices, its registration expires after `shardLockExpiration` (10 s here: see
- *   `defaultShardLockExpiration`).
+ * - PostgreSQL: any number of runner processes and clients (the process that starts an evaluation, `valet runs`) on
+ *   one database, on the same engine (`engineRunners.ts`: each execution has an owning runner; runners find a dead
+ *   one by its ended database session and take its executions). Runners listen on no port.
  *
  * `@effect/sql-pg` is an optional peer: it is loaded when a PostgreSQL engine is built, so a user on SQLite does not
  * need it.
@@ -199,6 +196,18 @@ const pgClient = (options: PostgresOptions): Layer.Layer<SqlClient.SqlClient | E
     yield* Context.get(context, SqlClient.SqlClient)`SELECT 1`.pipe(
       Effect.mapError((error) => failed(`cannot connect: ${error.message}`))
     )
+    // A database an earlier valet's runners used (effect/cluster's tables): its runs are in tables this engine does
+    // not read, so they would neither resume nor be found. Said, not ignored, as for a SQLite file.
+    const tables = yield* Context.get(context, SqlClient.SqlClient)<{ readonly cluster: string | null; readonly valet: string | null }>`SELECT
+      to_regclass('cluster_messages')::text AS cluster, to_regclass(${Engine.executionsTable})::text AS valet`.pipe(
+      Effect.mapError((error) => failed(`cannot connect: ${error.message}`))
+    )
+    if (tables[0]?.cluster != null && tables[0]?.valet == null) {
+      return yield* failed(
+        "written by an earlier valet's runners (effect/cluster's tables), whose runs this version cannot resume: " +
+          "finish them with that version, or drop its cluster_* tables, or name a new database"
+      )
+    }
     const pg = Context.get(context, PgClient.PgClient)
     return Context.add(context, EngineRunners.Listener, { listen: (channel) => pg.listen(channel) })
   }))

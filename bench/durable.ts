@@ -73,6 +73,8 @@ const server = await ScriptedServer.start({ latencyMs })
 const model = ["--base-url", server.url, "--model", "scripted"]
 try {
   const plain = await timedEval("plain", model)
+  // The calls of one evaluation (the runners' warm-ups add more to the server's count).
+  const callsPerEvaluation = server.total()
   rows.push({ framework: "valet", measure: `eval, one process, not durable (${problems} problems)`, value: plain, unit: "problems/min" })
   const sqlite = await timedEval("sqlite", [...model, "--durable", join(dir, "durable.db")])
   rows.push({ framework: "valet", measure: "eval --durable sqlite, one process", value: sqlite, unit: "problems/min" })
@@ -132,7 +134,7 @@ try {
   }
   notes.push(
     `${problems} problems, ${concurrency} at once, Self-Refine (2 to 4 calls a problem), each call answered after ${latencyMs} ms; ` +
-      `the ideal is ${Math.round((60_000 / ((server.total() / 4 / problems) * latencyMs)) * concurrency)} problems/min`
+      `the ideal is ${Math.round((60_000 / ((callsPerEvaluation / problems) * latencyMs)) * concurrency)} problems/min`
   )
 } finally {
   await server.close()

@@ -1,5 +1,5 @@
 /**
- * The one-process durable engine: effect/workflow's in-memory engine (`WorkflowEngine.layerMemory`, whose logic of
+ * valet's durable engine: effect/workflow's in-memory engine (`WorkflowEngine.layerMemory`, whose logic of
  * runs, replays, suspensions, interrupts and wake-ups this follows step for step) with what a run must not lose
  * written through to SQL tables beside it:
  *
@@ -26,6 +26,11 @@
  *
  * A run that waits is dropped from memory and loaded again when what it waits for comes; a call on it meanwhile
  * answers its stored suspension without running it.
+ *
+ * Shared (`sharing`: PostgreSQL, `engineRunners.ts`), the same engine runs in many processes on one database: an
+ * execution's `owner` runs it (a runner loads and runs only what it owns, taken through `Hooks.adopt`); a call, a
+ * deferred, an interrupt or a resume on another's execution is written for its owner and said on a channel
+ * (`Message`); a client stores what it starts for a runner to take. Writes are not grouped in a transaction there.
  */
 import { Cause, Clock, Context, Deferred, Duration, Effect, Exit, Fiber, FiberMap, Layer, Option, Schema, Scope } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"

@@ -35,111 +35,28 @@
 import { Cause, Clock, Context, Deferred, Duration, Effect, Exit, Fiber, FiberMap, Layer, Option, Schema, Scope } from "effect"
 import { SqlClient, type SqlError } from "effect/sql"
 import { type Activity, type DurableDeferred, Workflow, WorkflowEngine } from "effect/workflow"
-import { createTables } from "../../../core/internal/sql.js"
 import * as Claim from "./engineClaim.js"
 import { decodeSuspended, encodeSuspended, exitOf, exitText, parseJson, payloadCodec, type Result, resultCodec } from "./engineCodecs.js"
+import {
+  activitiesTable,
+  clocksTable,
+  deferredsTable,
+  type ExecutionRow,
+  type ExecutionState,
+  executionsTable,
+  isUnwakeable,
+  type Message,
+  type Options,
+  type Registered,
+  type ResumeMode,
+  resumesTable,
+  runnerTable,
+  type Taken
+} from "./engineModel.js"
+import * as Store from "./engineStore.js"
 
-/** How the engine treats a failed statement: a defect naming the store (the caller's error channel is a workflow's). */
-export type OnStoreFailure = (error: SqlError.SqlError) => unknown
-
-/**
- * Many processes on one database (PostgreSQL: `engineRunners.ts`): each execution is run by one runner, its owner
- * (the `owner` column), and the processes tell each other what they wrote (`NOTIFY`). Without it, one process runs
- * every execution of its file (SQLite).
- */
-export interface Sharing {
-  /** This process's runner id, written as the owner of what it runs; `undefined` for a client. */
-  readonly runner: string | undefined
-  /** The channel the processes tell each other on (`NOTIFY`: delivered when the transaction that says it commits). */
-  readonly channel: string
-}
-
-/** An execution's row as stored. */
-export interface ExecutionRow {
-  readonly workflow: string
-  readonly payload: string
-  readonly parent: string | null
-  readonly interrupted: number | bigint
-  readonly suspended: string | null
-  readonly result: string | null
-}
-
-/** An execution's row as a runner took it (a shared database): how often it was taken, its count of deferreds. */
-export interface Taken extends ExecutionRow {
-  readonly takes: number | bigint | string
-  readonly deferreds: number | bigint | string
-}
-
-/**
- * What a process tells the others (a `NOTIFY` payload: the kind, a space, the execution id): an execution was
- * started for a runner to take (`start`), completed (`done`), has a deferred completed, an interrupt or a resume for
- * its owner to take (`wake`), has a child that completed (`child`).
- */
-export type Message = `${"start" | "done" | "wake" | "child"} ${string}`
-
-/** How the engine is set up. */
-export interface Options {
-  /** Runs no workflow: completes deferreds and reads results for the process that runs them. */
-  readonly clientOnly?: boolean | undefined
-  /** Shares the database with other processes (PostgreSQL); `clientOnly` there starts work for the runners. */
-  readonly sharing?: Sharing | undefined
-  /** What a failed statement dies with (default: the `SqlError`). */
-  readonly onStoreFailure?: OnStoreFailure | undefined
-  /** How often another process's commits are looked for (default 250 ms). */
-  readonly pollInterval?: Duration.Input | undefined
-}
-
-/** The engine's table of executions (the others are named alike). */
-export const executionsTable = "valet_workflow_executions"
-const activitiesTable = "valet_workflow_activities"
-export const deferredsTable = "valet_workflow_deferreds"
-const clocksTable = "valet_workflow_clocks"
-const resumesTable = "valet_workflow_resumes"
-const runnerTable = "valet_workflow_runner"
-
-type Execute = (payload: object, executionId: string) => Effect.Effect<unknown, unknown, WorkflowEngine.WorkflowInstance | WorkflowEngine.WorkflowEngine>
-type ResumeMode = "explicit" | "automatic"
-
-interface Registered {
-  readonly workflow: Workflow.Any
-  readonly execute: Execute
-  readonly scope: Scope.Scope
-  /** The services where the handler was registered: a run sees these, not its caller's. */
-  readonly context: Context.Context<never>
-}
-
-interface ActivityState {
-  exit: Exit.Exit<Result> | undefined
-}
-
-/** What this process knows of one execution (the memory engine's state, with its activities and deferreds). */
-interface ExecutionState {
-  readonly workflow: Workflow.Any
-  readonly payload: object
-  instance: WorkflowEngine.WorkflowInstance["Service"]
-  interrupted: boolean
-  interruptedUnsafe: boolean
-  resumeRequested: ResumeMode | undefined
-  fiber: Fiber.Fiber<Result, unknown> | undefined
-  readonly scope: Scope.Closeable
-  readonly parent: string | undefined
-  /** The result stored by an earlier process: the execution is over, nothing runs. */
-  stored: Result | undefined
-  /** Loaded from the file while it waits: its last suspension, what a caller is answered without running it. */
-  suspension: Result | undefined
-  readonly activities: Map<string, ActivityState>
-  readonly deferreds: Map<string, Exit.Exit<unknown, unknown>>
-  /** Whether a clock was set (its row is removed when the execution completes). */
-  clocks: boolean
-  /**
-   * Loaded suspended on failure (an earlier process's run failed and suspended): not run again until an explicit
-   * resume, as a failed run in memory is not woken by anything else.
-   */
-  failed: Workflow.Suspended | undefined
-}
-
-const isUnwakeable = (result: Result, mode: ResumeMode) =>
-  result._tag === "Complete" || (mode === "automatic" && result.failed === true)
+export { deferredsTable, executionsTable } from "./engineModel.js"
+export type { ExecutionRow, Message, OnStoreFailure, Options, Sharing, Taken } from "./engineModel.js"
 
 /** What the runners of a shared database (`engineRunners.ts`) do with a runner's engine. */
 export interface Hooks {
@@ -165,84 +82,10 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
     const sql = (yield* SqlClient.SqlClient).withoutTransforms()
     const onStoreFailure = options.onStoreFailure ?? ((error: SqlError.SqlError) => error)
     const scope = yield* Effect.scope
-    // What failed statements died with: a run that ends with one of them ended because the file did, not by itself.
-    const storeFailures = new WeakSet<object>()
-    const stored = <A>(effect: Effect.Effect<A, SqlError.SqlError>): Effect.Effect<A> =>
-      Effect.catch(effect, (error) => {
-        const defect = onStoreFailure(error)
-        if (typeof defect === "object" && defect !== null) storeFailures.add(defect)
-        return Effect.die(defect)
-      })
-    /** The store failure a run's result carries (an activity's result could not be stored), if any. */
-    const storeFailureIn = (result: Result): object | undefined => {
-      const cause = result._tag === "Suspended" ? result.cause : Exit.isFailure(result.exit) ? result.exit.cause : undefined
-      for (const reason of cause?.reasons ?? []) {
-        if (Cause.isDieReason(reason) && typeof reason.defect === "object" && reason.defect !== null && storeFailures.has(reason.defect)) return reason.defect
-      }
-      return undefined
-    }
-
-    // Group commit: the writes asked for while the engine's fibers run (the activities of many workflows ending at
-    // once) are committed together in one transaction, each caller resuming once it is committed. A commit writes
-    // its pages to the log once, however many rows (an evaluation of 600 problems, 12 at once, on an instant model:
-    // 1.2–1.6 s → 0.75 s a round). What a caller wrote is committed before it goes on, as with one statement each.
-    const queue: Array<{ readonly statement: Effect.Effect<unknown, SqlError.SqlError>; readonly done: Deferred.Deferred<void> }> = []
-    const flush: Effect.Effect<void> = Effect.gen(function*() {
-      // One turn of the scheduler first, so the writes of the fibers ready now join this commit.
-      yield* Effect.yieldNow
-      const batch = queue.splice(0)
-      if (options.sharing !== undefined) {
-        // PostgreSQL: each its own statement, at once (on the pool's connections). A transaction around them would
-        // add a BEGIN and a COMMIT, two round trips, for a saving the server makes itself: concurrent commits share
-        // a log flush there.
-        return yield* Effect.forEach(batch, (write) => Effect.exit(stored(write.statement)).pipe(Effect.map((exit) => Deferred.doneUnsafe(write.done, Exit.asVoid(exit)))), {
-          concurrency: "unbounded",
-          discard: true
-        })
-      }
-      const statements = Effect.forEach(batch, (write) => write.statement, { discard: true })
-      const exit = yield* Effect.exit(stored(batch.length === 1 ? statements : sql.withTransaction(statements)))
-      for (const write of batch) Deferred.doneUnsafe(write.done, exit)
-    })
-    const written = (statement: Effect.Effect<unknown, SqlError.SqlError>): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        const done = Deferred.makeUnsafe<void>()
-        queue.push({ statement, done })
-        return queue.length === 1 ? Effect.andThen(Effect.forkIn(flush, scope), Deferred.await(done)) : Deferred.await(done)
-      })
-    const [executionsT, activitiesT, deferredsT, clocksT, resumesT, runnerT] = [executionsTable, activitiesTable, deferredsTable, clocksTable, resumesTable, runnerTable].map((name) => sql(name))
     const sharing = options.sharing
-    // Sharing a database (PostgreSQL), an execution names its owner, and the moment it was stored (a runner takes
-    // one started for another only once it has waited a while: see `engineRunners.ts`).
-    const shared = sql.literal(sharing === undefined ? "" : ", owner TEXT, created_at BIGINT NOT NULL DEFAULT 0, takes INTEGER NOT NULL DEFAULT 0")
-    yield* stored(createTables(
-      sql,
-      executionsTable,
-      Effect.all([
-        sql`CREATE TABLE IF NOT EXISTS ${executionsT} (
-          execution_id TEXT PRIMARY KEY, workflow TEXT NOT NULL, payload TEXT NOT NULL, parent TEXT,
-          interrupted INTEGER NOT NULL DEFAULT 0, suspended TEXT, result TEXT${shared})`,
-        sql`CREATE INDEX IF NOT EXISTS valet_workflow_executions_open ON ${executionsT} (workflow) WHERE result IS NULL`,
-        // What the running process looks for when another connection commits: interrupts a client marked.
-        sql`CREATE INDEX IF NOT EXISTS valet_workflow_executions_interrupted ON ${executionsT} (execution_id) WHERE result IS NULL AND interrupted >= 1`,
-        sql`CREATE TABLE IF NOT EXISTS ${activitiesT} (
-          execution_id TEXT NOT NULL, activity TEXT NOT NULL, exit TEXT NOT NULL, PRIMARY KEY (execution_id, activity))`,
-        sql`CREATE TABLE IF NOT EXISTS ${deferredsT} (
-          seq ${sql.literal(sharing === undefined ? "INTEGER PRIMARY KEY AUTOINCREMENT" : "BIGSERIAL PRIMARY KEY")}, execution_id TEXT NOT NULL, name TEXT NOT NULL, exit TEXT NOT NULL,
-          UNIQUE (execution_id, name))`,
-        sql`CREATE TABLE IF NOT EXISTS ${clocksT} (
-          execution_id TEXT NOT NULL, name TEXT NOT NULL, workflow TEXT NOT NULL, deferred TEXT NOT NULL,
-          wake_at BIGINT NOT NULL, PRIMARY KEY (execution_id, name))`,
-        // Resumes a client asked for (`valet runs` beside the running process): the running process takes them.
-        sql`CREATE TABLE IF NOT EXISTS ${resumesT} (execution_id TEXT PRIMARY KEY)`,
-        // The process that runs the workflows: one row, its claim on the file.
-        sharing === undefined
-          ? sql`CREATE TABLE IF NOT EXISTS ${runnerT} (
-          id INTEGER PRIMARY KEY CHECK (id = 1), pid INTEGER NOT NULL, host TEXT NOT NULL, claim TEXT NOT NULL,
-          heartbeat_at BIGINT NOT NULL)`
-          : sql`CREATE INDEX IF NOT EXISTS valet_workflow_executions_owner ON ${executionsT} (owner) WHERE result IS NULL`
-      ], { discard: true })
-    ))
+    const { storeFailureIn, stored, written } = Store.make(sql, { onStoreFailure, shared: sharing !== undefined, scope })
+    const [executionsT, activitiesT, deferredsT, clocksT, resumesT, runnerT] = [executionsTable, activitiesTable, deferredsTable, clocksTable, resumesTable, runnerTable].map((name) => sql(name))
+    yield* stored(Store.createEngineTables(sql, sharing !== undefined))
 
     // One process runs a file's workflows: the others are clients.
     if (options.clientOnly !== true && sharing === undefined) yield* Claim.claim(sql, { runnerTable: runnerT, written, scope, onStoreFailure })

@@ -95,6 +95,9 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
     const owned = new Set<string>()
     /** Whether an execution is this process's to run. */
     const runsHere = (executionId: string): boolean => sharing === undefined ? runner : owned.has(executionId)
+    // On a shared database, what only an execution's owner writes: a runner taken for dead and moved on from (its
+    // executions now another's) writes nothing over the new owner's.
+    const mine = sharing === undefined ? sql.literal("") : sql`AND owner = ${sharing.runner ?? null}`
     /** Tells the other processes, when `sharing`: with the writes of this moment, delivered when they commit. */
     const tell = (message: Message): Effect.Effect<void> =>
       sharing === undefined ? Effect.void : written(sql`SELECT pg_notify(${sharing.channel}, ${message})`)
@@ -207,7 +210,7 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
         if (result._tag === "Suspended") {
           // What a client's poll answers while it stays so (with why, when the run failed and suspended).
           const encoded = yield* Effect.orDie(encodeSuspended(result))
-          yield* written(sql`UPDATE ${executionsT} SET suspended = ${JSON.stringify(encoded)} WHERE execution_id = ${state.instance.executionId}`)
+          yield* written(sql`UPDATE ${executionsT} SET suspended = ${JSON.stringify(encoded)} WHERE execution_id = ${state.instance.executionId} ${mine}`)
           return
         }
         const encoded = yield* Effect.orDie(Schema.encodeUnknownEffect(resultCodec(state.workflow))(result))
@@ -266,7 +269,7 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
         // anything, and with no wait here between the check of `fiber` and its setting.
         const clearFailed = state.failed === undefined
           ? Effect.void
-          : stored(sql`UPDATE ${executionsT} SET suspended = NULL WHERE execution_id = ${executionId}`)
+          : stored(sql`UPDATE ${executionsT} SET suspended = NULL WHERE execution_id = ${executionId} ${mine}`)
         state.failed = undefined
         // Like the memory and cluster engines, each run gets a fresh scope, so replays rebuild compensations instead
         // of registering them again.
@@ -670,7 +673,6 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
     // seen; interrupts and resumes a client asked for. Looked for when another process says so (SQLite: its commit
     // changed `PRAGMA data_version`; PostgreSQL: a `wake`), and, on a shared database, every runner's tick.
     let lastSeq = Number((yield* stored(sql<{ readonly seq: number | bigint | null }>`SELECT MAX(seq) AS seq FROM ${deferredsT}`))[0]?.seq ?? 0)
-    const mine = sharing === undefined ? sql.literal("") : sql`AND owner = ${sharing.runner ?? null}`
     const requests = Effect.gen(function*() {
       const rows = yield* stored(sql<{ readonly seq: number | bigint; readonly execution_id: string; readonly name: string; readonly exit: string }>`SELECT seq, execution_id, name, exit FROM ${deferredsT} WHERE seq > ${lastSeq} ORDER BY seq`)
       for (const row of rows) {
@@ -742,8 +744,32 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
           return Effect.void
         }
         if (!runsHere(executionId)) return Effect.void
-        return kind === "child" ? wake(executionId, "automatic").pipe(alone(executionId)) : requests
+        return kind === "child" ? wake(executionId, "automatic").pipe(alone(executionId)) : requestsFor(executionId)
       })
+
+    /**
+     * What another process stored for one execution of this runner (said with `wake`): its deferreds, an interrupt,
+     * a resume. Read by the execution, not from the last deferred seen as `requests` does: PostgreSQL numbers a
+     * deferred when it is inserted, so one committed after a higher number was read would be passed over.
+     */
+    const requestsFor = (executionId: string): Effect.Effect<void> =>
+      Effect.gen(function*() {
+        for (const row of yield* stored(sql<{ readonly name: string; readonly exit: string }>`SELECT name, exit FROM ${deferredsT} WHERE execution_id = ${executionId}`)) {
+          if (executions.get(executionId)?.deferreds.has(row.name) === true) continue
+          yield* Effect.flatMap(exitOf(row.exit), (exit) => deferredArrived(executionId, row.name, exit))
+        }
+        const interrupted = yield* stored(sql<{ readonly execution_id: string }>`SELECT execution_id FROM ${executionsT} WHERE execution_id = ${executionId} AND interrupted >= 1 AND result IS NULL`)
+        if (interrupted.length > 0 && executions.get(executionId)?.interrupted !== true) {
+          const state = yield* stateOf(executionId)
+          if (state !== undefined && state.stored === undefined) {
+            state.interrupted = true
+            yield* resume(executionId, "explicit")
+          }
+        }
+        if ((yield* stored(sql<{ readonly execution_id: string }>`DELETE FROM ${resumesT} WHERE execution_id = ${executionId} RETURNING execution_id`)).length > 0) {
+          if ((yield* stateOf(executionId)) !== undefined) yield* resume(executionId, "explicit")
+        }
+      }).pipe(alone(executionId))
 
     /**
      * Drops every run of this runner without storing anything (a shared database: the others took its executions,

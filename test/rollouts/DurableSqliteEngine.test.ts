@@ -13,6 +13,16 @@ import * as Durable from "../../src/rollouts/Durable.js"
 import { engineOn, tempFile, until } from "../support/sqliteEngine.js"
 
 
+/** The engine's activity and deferred rows in a file, read as another process would. */
+const rowsIn = (file: string) => {
+  const db = new DatabaseSync(file)
+  try {
+    return db.prepare("SELECT (SELECT count(*) FROM valet_workflow_activities) AS activities, (SELECT count(*) FROM valet_workflow_deferreds) AS deferreds").get()
+  } finally {
+    db.close()
+  }
+}
+
 describe("Durable's SQLite engine", () => {
   it.effect("a run left by an ended process runs again when its handler is registered: ended activities are answered from the file, its clock fires at its first time", () =>
     Effect.gen(function*() {
@@ -43,6 +53,7 @@ describe("Durable's SQLite engine", () => {
       yield* TestClock.adjust(Duration.minutes(30))
       yield* Scope.close(first, Exit.void)
       expect(counts).toEqual({ first: 1, fails: 1, second: 0 })
+      expect(rowsIn(file)).toEqual({ activities: 2, deferreds: 0 })
 
       // The second process: nobody calls the workflow; registering its handler runs it again.
       const second = yield* Scope.make()
@@ -61,11 +72,13 @@ describe("Durable's SQLite engine", () => {
       expect(counts).toEqual({ first: 1, fails: 1, second: 1 })
       yield* Scope.close(second, Exit.void)
 
-      // A third process answers the stored result and runs nothing.
+      // A third process answers the stored result and runs nothing; the ended run's activities and its clock's
+      // wake-up are no longer kept (swept by the second process, or by the third as it starts).
       const third = yield* Layer.build(runner)
       const again = yield* Nap.execute({ id: "n1" }).pipe(Effect.provide(third))
       expect(again).toBe("n1:one:refused:two")
       expect(counts).toEqual({ first: 1, fails: 1, second: 1 })
+      expect(rowsIn(file)).toEqual({ activities: 0, deferreds: 0 })
     }).pipe(Effect.scoped))
 
   it.effect("a deferred another connection completes (a client beside the running process) wakes the run", () =>
@@ -142,5 +155,23 @@ describe("Durable's SQLite engine", () => {
       expect(error.message).toBe(
         `sqlite ${file}: written by an earlier valet (effect/cluster's engine), whose runs this version cannot resume: finish them with that version, or name a new file`
       )
+    }).pipe(Effect.scoped))
+
+  it.effect("the activities of ended runs are swept while the process runs: every hundred ended runs, and the rest within 5 s", () =>
+    Effect.gen(function*() {
+      const file = yield* tempFile
+      const Tiny = Workflow.make("test/Tiny", { payload: { id: Schema.Number }, success: Schema.Number, idempotencyKey: (payload) => String(payload.id) })
+      const runner = Tiny.toLayer(Effect.fnUntraced(function*(payload) {
+        return yield* Activity.make({ name: "double", success: Schema.Number, execute: Effect.succeed(payload.id * 2) })
+      })).pipe(Layer.provideMerge(engineOn(file)))
+      const context = yield* Layer.build(runner)
+      const results = yield* Effect.forEach(Array.from({ length: 130 }, (_, id) => id), (id) => Tiny.execute({ id }), { concurrency: 10 }).pipe(Effect.provide(context))
+      expect(results[129]).toBe(258)
+      // A hundred swept as the hundredth ended; 30 left for the timed sweep.
+      const before = yield* until(Effect.sync(() => rowsIn(file)), (rows) => rows.activities === 30, Duration.millis(1), 50)
+      expect(before).toEqual({ activities: 30, deferreds: 0 })
+      yield* until(Effect.sync(() => rowsIn(file)), (rows) => rows.activities === 0, Duration.seconds(1), 20)
+      // Answered from the stored results, nothing run again.
+      expect(yield* Tiny.execute({ id: 7 }).pipe(Effect.provide(context))).toBe(14)
     }).pipe(Effect.scoped))
 })

@@ -91,6 +91,14 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
     if (options.clientOnly !== true && sharing === undefined) yield* Claim.claim(sql, { runnerTable: runnerT, written, scope, onStoreFailure })
     // Whether this process runs workflows: on a shared database, those it owns (`owned`).
     const runner = sharing === undefined ? options.clientOnly !== true : sharing.runner !== undefined
+    if (runner) {
+      // Rows of ended executions (see `sweep`) that a process which ended before its sweep left, and deferreds
+      // completed after their execution ended.
+      const over = sql`SELECT execution_id FROM ${executionsT} WHERE result IS NOT NULL`
+      yield* stored(sql`DELETE FROM ${activitiesT} WHERE execution_id IN (${over})`)
+      yield* stored(sql`DELETE FROM ${deferredsT} WHERE execution_id IN (${over})`)
+    }
+
     // The executions this process runs on a shared database (their ids: kept while they wait out of memory too).
     const owned = new Set<string>()
     /** Whether an execution is this process's to run. */
@@ -225,9 +233,12 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
             SELECT pg_notify(${sharing.channel}, ${"done "} || execution_id) FROM stored`)
           owned.delete(executionId)
         }
-        // Over: its activities and deferreds are never asked again (a later call answers the result).
+        // Over: its activities and deferreds are never asked again (a later call answers the result); their rows go
+        // with the next sweep.
         state.activities.clear()
         state.deferreds.clear()
+        ended.push(executionId)
+        if (ended.length >= sweepEvery) yield* Effect.forkIn(sweep, scope)
         if (state.clocks) yield* written(sql`DELETE FROM ${clocksT} WHERE execution_id = ${state.instance.executionId}`)
         // A timeout that lost its race (a decision came first) would otherwise sleep on until its time, then store a
         // wake-up nobody reads.
@@ -236,6 +247,20 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
         clockNames.delete(state.instance.executionId)
         yield* Effect.forEach(names, (name) => FiberMap.remove(clocks, `${state.instance.executionId}/${name}`), { discard: true })
       })
+
+    // The executions that ended here since the last sweep. Their activity and deferred rows are deleted in batches:
+    // a call on an ended execution answers its stored result, so they are never read again, and a long evaluation
+    // would otherwise keep every model answer it made in the store for good.
+    const ended: Array<string> = []
+    const sweepEvery = 100
+    const sweep = Effect.suspend(() => {
+      const ids = ended.splice(0)
+      if (ids.length === 0) return Effect.void
+      return Effect.andThen(
+        written(sql`DELETE FROM ${activitiesT} WHERE ${sql.in("execution_id", ids)}`),
+        written(sql`DELETE FROM ${deferredsT} WHERE ${sql.in("execution_id", ids)}`)
+      )
+    })
 
     const resume = (executionId: string, mode: ResumeMode): Effect.Effect<void> =>
       Effect.gen(function*() {
@@ -699,6 +724,8 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
         }).pipe(alone(row.execution_id))
       }
     })
+    // The ended executions fewer than a batch are swept every 5 seconds.
+    if (runner) yield* Effect.andThen(Effect.sleep(Duration.seconds(5)), sweep).pipe(Effect.forever, Effect.forkIn(scope))
     if (runner && sharing === undefined) {
       let version = -1
       const look = Effect.gen(function*() {

@@ -17,7 +17,8 @@ import { engineOn, tempFile, until } from "../support/sqliteEngine.js"
 const rowsIn = (file: string) => {
   const db = new DatabaseSync(file)
   try {
-    return db.prepare("SELECT (SELECT count(*) FROM valet_workflow_activities) AS activities, (SELECT count(*) FROM valet_workflow_deferreds) AS deferreds").get()
+    return db.prepare("SELECT (SELECT count(*) FROM valet_workflow_activities) AS activities, (SELECT count(*) FROM valet_workflow_deferreds) AS deferreds").get() as
+      { readonly activities: number; readonly deferreds: number }
   } finally {
     db.close()
   }

@@ -19,6 +19,11 @@ import * as TrajectoryStore from "../../../src/environment/TrajectoryStore.js"
 import * as Reward from "../../../src/rollouts/Reward.js"
 import { sleeps, trackSleeps } from "../../support/clock.js"
 import { eventually, realDelay } from "../../support/testClockIo.js"
+import { testIsolation } from "../../support/processes.js"
+
+// The command's sandbox is the real one: on a machine without bubblewrap its commands run as plain processes (as the
+// sandbox suites do there; `valet` says so on stderr), inherited by the processes these tests start.
+if (testIsolation === "process") process.env["VALET_SANDBOX_ISOLATION"] = "process"
 
 const dir = mkdtempSync(join(tmpdir(), "valet-cli-rollout-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))

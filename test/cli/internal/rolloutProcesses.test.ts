@@ -10,6 +10,11 @@ import * as LoopbackServer from "../../support/openAiServer.js"
 import { marker, processesWith } from "../../support/processes.js"
 import { tempDir } from "../../support/tempDir.js"
 import { startValet } from "../../support/valetProcess.js"
+import { testIsolation } from "../../support/processes.js"
+
+// The command's sandbox is the real one: on a machine without bubblewrap its commands run as plain processes (as the
+// sandbox suites do there; `valet` says so on stderr), inherited by the processes these tests start.
+if (testIsolation === "process") process.env["VALET_SANDBOX_ISOLATION"] = "process"
 
 const poolFile = (server: LoopbackServer.LoopbackServer) =>
   `actors:\n  - name: one\n    base_url: ${server.url}\n    model: loopback-model\n    api: openai\n`

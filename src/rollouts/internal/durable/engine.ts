@@ -62,6 +62,8 @@ export type { ExecutionRow, Message, OnStoreFailure, Options, Sharing, Taken } f
 export interface Hooks {
   /** Runs an execution this runner took, its row as taken (as `register` runs those an earlier process left on SQLite). */
   readonly adopt: (executionId: string, taken?: Taken) => Effect.Effect<void>
+  /** Marks executions this runner took as its own, before they are adopted. */
+  readonly own: (executionIds: ReadonlyArray<string>) => Effect.Effect<void>
   /** Acts on what another process said (a `Message`). */
   readonly heard: (message: string) => Effect.Effect<void>
   /** Takes the deferreds, interrupts and resumes other processes stored for this runner's executions. */
@@ -106,6 +108,11 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
     // On a shared database, what only an execution's owner writes: a runner taken for dead and moved on from (its
     // executions now another's) writes nothing over the new owner's.
     const mine = sharing === undefined ? sql.literal("") : sql`AND owner = ${sharing.runner ?? null}`
+    /** The database server's time in milliseconds (PostgreSQL): what processes on several hosts compare. */
+    const serverMillis = sql.literal("(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint")
+    /** `AND` the execution is this runner's, on a shared database (nothing on SQLite). */
+    const ownedBy = (executionId: string) =>
+      sharing === undefined ? sql.literal("") : sql`AND EXISTS (SELECT 1 FROM ${executionsT} WHERE execution_id = ${executionId} ${mine})`
     /** Tells the other processes, when `sharing`: with the writes of this moment, delivered when they commit. */
     const tell = (message: Message): Effect.Effect<void> =>
       sharing === undefined ? Effect.void : written(sql`SELECT pg_notify(${sharing.channel}, ${message})`)
@@ -145,8 +152,7 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
 
     /**
      * An execution an earlier process stored, with its activities and deferreds; `undefined` when none is. A runner
-     * that took it has its row already (`taken`): one never run before has no activities, and its count of deferreds
-     * says whether to read them — a new execution costs no statement here.
+     * that took it has its row already (`taken`): one never run before has no activities to read.
      */
     const loadStored = (executionId: string, workflow: Workflow.Any | undefined, taken?: Taken): Effect.Effect<ExecutionState | undefined> =>
       Effect.gen(function*() {
@@ -176,10 +182,10 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
             state.activities.set(activity.activity, { exit: Exit.succeed(new Workflow.Complete({ exit: yield* exitOf(activity.exit) })) })
           }
         }
-        if (taken === undefined || Number(taken.deferreds) > 0) {
-          for (const deferred of yield* stored(sql<{ readonly name: string; readonly exit: string }>`SELECT name, exit FROM ${deferredsT} WHERE execution_id = ${executionId}`)) {
-            state.deferreds.set(deferred.name, yield* exitOf(deferred.exit))
-          }
+        // Read also for one never run: a decision may be stored for it before it runs (the runner marks it its own
+        // before this read, so one stored after is told to it).
+        for (const deferred of yield* stored(sql<{ readonly name: string; readonly exit: string }>`SELECT name, exit FROM ${deferredsT} WHERE execution_id = ${executionId}`)) {
+          state.deferreds.set(deferred.name, yield* exitOf(deferred.exit))
         }
         return state
       })
@@ -239,7 +245,7 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
         state.deferreds.clear()
         ended.push(executionId)
         if (ended.length >= sweepEvery) yield* Effect.forkIn(sweep, scope)
-        if (state.clocks) yield* written(sql`DELETE FROM ${clocksT} WHERE execution_id = ${state.instance.executionId}`)
+        if (state.clocks) yield* written(sql`DELETE FROM ${clocksT} WHERE execution_id = ${state.instance.executionId} ${ownedBy(state.instance.executionId)}`)
         // A timeout that lost its race (a decision came first) would otherwise sleep on until its time, then store a
         // wake-up nobody reads.
         // Kept by execution, not in its state: a run that waited was dropped from memory and loaded again since.
@@ -364,8 +370,14 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
           state.deferreds.set(name, exit)
           return Effect.andThen(deferredState.deferredDone(executionId, name), resume(executionId, "automatic"))
         }
-        // Waiting out of memory: loaded again, this deferred with it (it was stored first), and run.
-        return runsHere(executionId) ? wake(executionId, "automatic") : Effect.void
+        // Waiting out of memory: loaded again and run, with this deferred — also when the load began before it was
+        // stored (a runner adopting the execution as it came).
+        if (!runsHere(executionId)) return Effect.void
+        return Effect.flatMap(stateOf(executionId), (loaded) => {
+          if (loaded === undefined || loaded.stored !== undefined) return Effect.void
+          if (!loaded.deferreds.has(name)) loaded.deferreds.set(name, exit)
+          return resume(executionId, "automatic")
+        })
       })
 
     const fireClock = (workflow: Workflow.Any, executionId: string, name: string, deferred: string, wakeAt: number): Effect.Effect<void> =>
@@ -380,7 +392,7 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
           if (wakeAt > now) yield* Effect.sleep(Duration.millis(wakeAt - now))
           // A clock's deferred succeeds with nothing (DurableClock's `deferred` is a void DurableDeferred).
           yield* encoded.deferredDone({ workflowName: workflow._tag, executionId, deferredName: deferred, exit: Exit.void })
-          yield* written(sql`DELETE FROM ${clocksT} WHERE execution_id = ${executionId} AND name = ${name}`)
+          yield* written(sql`DELETE FROM ${clocksT} WHERE execution_id = ${executionId} AND name = ${name} ${ownedBy(executionId)}`)
           const names = clockNames.get(executionId)
           names?.delete(name)
           if (names?.size === 0) clockNames.delete(executionId)
@@ -419,8 +431,9 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
         // Capture together so a wake that swaps in a replay cannot desync them.
         const instance = state.instance
         const exit = yield* Fiber.await(state.fiber!)
-        if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) && instance.suspended) {
-          // A completion preempted the run; the caller retries into the replay.
+        if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) && (instance.suspended || instance.abandoned)) {
+          // A completion preempted the run, or the run moved to another runner (abandoned here): the caller waits
+          // and asks again, into the replay or for the other runner's result.
           return new Workflow.Suspended({})
         }
         return yield* Effect.orDie(exit)
@@ -484,24 +497,26 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
           const parent = opts.detached === true ? undefined : opts.parent?.executionId
           const encodedPayload = Effect.suspend(() => Effect.orDie(Schema.encodeUnknownEffect(payloadCodec(workflow))(opts.payload)))
           if (sharing !== undefined && !runsHere(opts.executionId) && !executions.has(opts.executionId)) {
-            // On a shared database, an execution this process does not run: a runner's new one is its own to run, a
-            // client's is stored for a runner to take (`start`); one that exists is answered as it stands.
+            // On a shared database, an execution this process does not run: a runner's new one of a workflow it has
+            // a handler for is its own to run; otherwise it is stored for a runner to take (`start`), as a client's.
+            // One that exists is answered as it stands.
             if (asked.has(opts.executionId)) {
-              // A client asking again (after `Suspended`): stored already, only its result is read.
+              // Asked again (after `Suspended`): stored already, only its result is read.
               return (opts.discard ? undefined : yield* answerStored(workflow, opts.executionId)) as Answer
             }
-            const now = yield* Clock.currentTimeMillis
+            const here = sharing.runner !== undefined && workflows.has(workflow._tag)
             const payload = JSON.stringify(yield* encodedPayload)
             // Waited on from before it is stored: its `done` cannot come before the wait is set.
-            if (sharing.runner === undefined && !opts.discard) awaiting(opts.executionId)
+            if (!here && !opts.discard) awaiting(opts.executionId)
+            // Its time is the server's (the grace before any runner takes it is measured on one clock).
             const insert = sql`INSERT INTO ${executionsT} (execution_id, workflow, payload, parent, owner, created_at, takes)
-              VALUES (${opts.executionId}, ${workflow._tag}, ${payload}, ${parent ?? null}, ${sharing.runner ?? null}, ${now}, ${sharing.runner === undefined ? 0 : 1})
+              VALUES (${opts.executionId}, ${workflow._tag}, ${payload}, ${parent ?? null}, ${here ? sharing.runner! : null}, ${serverMillis}, ${here ? 1 : 0})
               ON CONFLICT DO NOTHING RETURNING execution_id`
-            // A client's is said (`start`) in the same statement, when stored.
-            const inserted = yield* stored(sharing.runner === undefined
-              ? sql<{ readonly execution_id: string }>`WITH started AS (${insert}) SELECT execution_id, pg_notify(${sharing.channel}, ${"start "} || execution_id) FROM started`
-              : sql<{ readonly execution_id: string }>`${insert}`)
-            if (sharing.runner === undefined) {
+            // One for a runner to take is said (`start`) in the same statement, when stored.
+            const inserted = yield* stored(here
+              ? sql<{ readonly execution_id: string }>`${insert}`
+              : sql<{ readonly execution_id: string }>`WITH started AS (${insert}) SELECT execution_id, pg_notify(${sharing.channel}, ${"start "} || execution_id) FROM started`)
+            if (!here) {
               // Stored (by this call or an earlier one): answered below as it stands; just stored, it has no result.
               if (!opts.discard) asked.add(opts.executionId)
               if (inserted.length > 0 && !opts.discard) return new Workflow.Suspended({}) as Answer
@@ -563,7 +578,15 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
             waiting = Deferred.makeUnsafe<void>()
             completions.set(executionId, waiting)
           }
-          return Deferred.await(waiting)
+          const mark = waiting
+          // A caller that stops waiting (its retry schedule's sleep won, or it was interrupted) leaves nothing behind:
+          // the next call sets its wait again before it reads.
+          return Deferred.await(mark).pipe(Effect.onInterrupt(() =>
+            Effect.sync(() => {
+              if (completions.get(executionId) === mark && !Deferred.isDoneUnsafe(mark)) completions.delete(executionId)
+              asked.delete(executionId)
+            })
+          ))
         }),
       interrupt: (workflow, executionId) =>
         Effect.gen(function*() {
@@ -626,7 +649,14 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
               slot.exit = kept
               if (kept === undefined || kept._tag !== "Success" || kept.value._tag !== "Complete") return Effect.void
               return Effect.flatMap(exitText(kept.value.exit), (text) =>
-                written(sql`INSERT INTO ${activitiesT} (execution_id, activity, exit) VALUES (${instance.executionId}, ${key}, ${text}) ON CONFLICT DO NOTHING`))
+                written(
+                  sharing === undefined
+                    ? sql`INSERT INTO ${activitiesT} (execution_id, activity, exit) VALUES (${instance.executionId}, ${key}, ${text}) ON CONFLICT DO NOTHING`
+                    // Shared: stored only while the execution is this runner's (one taken for dead and moved on from
+                    // must not put its late results in the journal the new owner replays from).
+                    : sql`INSERT INTO ${activitiesT} (execution_id, activity, exit) SELECT ${instance.executionId}, ${key}, ${text}
+                      WHERE TRUE ${ownedBy(instance.executionId)} ON CONFLICT DO NOTHING`
+                ))
             })
           )
         }),
@@ -687,7 +717,9 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
           if (state !== undefined) state.clocks = true
           const now = yield* Clock.currentTimeMillis
           // The first schedule's time stays (a replay does not push the wake-up later).
-          yield* written(sql`INSERT INTO ${clocksT} (execution_id, name, workflow, deferred, wake_at) VALUES (${opts.executionId}, ${opts.clock.name}, ${workflow._tag}, ${deferred}, ${now + Duration.toMillis(opts.clock.duration)}) ON CONFLICT DO NOTHING`)
+          yield* written(sql`INSERT INTO ${clocksT} (execution_id, name, workflow, deferred, wake_at)
+            SELECT ${opts.executionId}, ${opts.clock.name}, ${workflow._tag}, ${deferred}, ${now + Duration.toMillis(opts.clock.duration)}
+            WHERE TRUE ${ownedBy(opts.executionId)} ON CONFLICT DO NOTHING`)
           const rows = yield* stored(sql<{ readonly wake_at: number | bigint }>`SELECT wake_at FROM ${clocksT} WHERE execution_id = ${opts.executionId} AND name = ${opts.clock.name}`)
           yield* fireClock(workflow, opts.executionId, opts.clock.name, deferred, Number(rows[0]?.wake_at ?? now))
         })
@@ -746,6 +778,7 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
       Effect.gen(function*() {
         if (executions.has(executionId)) return
         owned.add(executionId)
+        asked.delete(executionId)
         const state = yield* stateOf(executionId, undefined, taken)
         if (state === undefined || state.stored !== undefined) return void owned.delete(executionId)
         // Never run before: no clock, no resume to take; it runs.
@@ -813,7 +846,9 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
         if (state.fiber !== undefined) yield* Fiber.interrupt(state.fiber)
       }
     })
-    return { engine, hooks: { adopt, heard, requests, abandon, workflows: () => [...workflows.keys()] } }
+    /** Marks executions this runner took as its own at once, before each is adopted (what is said of them counts). */
+    const own = (executionIds: ReadonlyArray<string>) => Effect.sync(() => executionIds.forEach((id) => owned.add(id)))
+    return { engine, hooks: { adopt, abandon, heard, own, requests, workflows: () => [...workflows.keys()] } }
   })
 
 /** The engine on the `SqlClient` in context (see `build`). */

@@ -32,10 +32,9 @@ export interface ExecutionRow {
   readonly result: string | null
 }
 
-/** An execution's row as a runner took it (a shared database): how often it was taken, its count of deferreds. */
+/** An execution's row as a runner took it (a shared database): how often it was taken (1: never run before). */
 export interface Taken extends ExecutionRow {
   readonly takes: number | bigint | string
-  readonly deferreds: number | bigint | string
 }
 
 /**

@@ -21,8 +21,8 @@
  * runner sockets — 5.8–6.7 ms of a runner's CPU an activity (bench/durable.ts) — where this engine writes one row.
  * And runners listen on no port.
  */
-import { Clock, Context, Duration, Effect, Queue, Schedule, type Scope } from "effect"
-import { SqlClient, type SqlError } from "effect/sql"
+import { Context, Duration, Effect, Exit, Fiber, Queue, Schedule, Scope } from "effect"
+import { SqlClient, type SqlConnection, type SqlError } from "effect/sql"
 import type { WorkflowEngine } from "effect/workflow"
 import { randomUUID } from "node:crypto"
 import { hostname } from "node:os"
@@ -134,6 +134,9 @@ export const runner = (
     const id = randomUUID()
     const runnersT = sql(runnersTable)
     const executionsT = sql(Engine.executionsTable)
+    // Times are the server's: runners on hosts whose clocks differ compare heartbeats and ages on one clock.
+    const serverMillisText = "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::bigint"
+    const serverMillis = sql.literal(serverMillisText)
 
     const { engine, hooks } = yield* Engine.build({
       onStoreFailure: options.onStoreFailure,
@@ -146,20 +149,39 @@ export const runner = (
         id TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL, backend_pid INTEGER NOT NULL, heartbeat_at BIGINT NOT NULL)`
     ))
 
-    // The connection whose session says this runner lives: held for the runner's lifetime, its heartbeat on it.
-    const connection = yield* stored(sql.reserve)
-    const backendPid = Number((yield* stored(connection.execute("SELECT pg_backend_pid() AS pid", [], undefined)))[0]?.pid)
-    const register = Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      stored(sql`INSERT INTO ${runnersT} (id, host, pid, backend_pid, heartbeat_at) VALUES (${id}, ${hostname()}, ${process.pid}, ${backendPid}, ${now})
-        ON CONFLICT (id) DO UPDATE SET heartbeat_at = excluded.heartbeat_at`))
-    yield* register
+    // The connection whose session says this runner lives, held while it does; its heartbeat goes over it.
+    interface Held {
+      readonly scope: Scope.Closeable
+      readonly connection: SqlConnection.Connection
+      readonly backendPid: number
+    }
+    const hold: Effect.Effect<Held, SqlError.SqlError> = Effect.gen(function*() {
+      const scope = Scope.makeUnsafe()
+      const connection = yield* Scope.provide(scope)(sql.reserve).pipe(Effect.onError(() => Scope.close(scope, Exit.void)))
+      const rows = yield* connection.execute("SELECT pg_backend_pid() AS pid", [], undefined).pipe(Effect.onError(() => Scope.close(scope, Exit.void)))
+      return { scope, connection, backendPid: Number(rows[0]?.pid) }
+    })
+    let held: Held | undefined = yield* stored(hold)
+    yield* Effect.addFinalizer(() => held === undefined ? Effect.void : Scope.close(held.scope, Exit.void))
+    /**
+     * Registers (again): the executions still marked this runner's are freed first, in the same transaction — after
+     * a runner was taken for dead, what it stored as its own meanwhile is no one's to run until freed.
+     */
+    const register = (backendPid: number) =>
+      sql.withTransaction(Effect.andThen(
+        sql`UPDATE ${executionsT} SET owner = NULL WHERE owner = ${id} AND result IS NULL`,
+        sql`INSERT INTO ${runnersT} (id, host, pid, backend_pid, heartbeat_at) VALUES (${id}, ${hostname()}, ${process.pid}, ${backendPid}, ${serverMillis})
+          ON CONFLICT (id) DO UPDATE SET backend_pid = excluded.backend_pid, heartbeat_at = excluded.heartbeat_at`
+      ))
+    yield* stored(register(held.backendPid))
 
     let live: ReadonlyArray<string> = [id]
     const mine = (executionId: string) => ownerOf(live, executionId) === id
 
     /**
      * Takes executions without an owner: those given (said `start`, falling to this runner), or all that fall to
-     * this runner or waited `grace`. The rows come back with the taking, so a new execution costs one statement.
+     * this runner or waited `grace`. The rows come back with the taking: a new execution costs two statements (the
+     * taking, and the read of its deferreds once it is marked this runner's).
      */
     const take = (only: ReadonlyArray<string> | undefined) =>
       Effect.gen(function*() {
@@ -167,42 +189,56 @@ export const runner = (
         if (workflows.length === 0 || (only !== undefined && only.length === 0)) return
         let wanted = only
         if (wanted === undefined) {
-          const now = yield* Clock.currentTimeMillis
-          const free = yield* stored(sql<{ readonly execution_id: string; readonly created_at: number | string }>`SELECT execution_id, created_at FROM ${executionsT}
-            WHERE owner IS NULL AND result IS NULL AND ${sql.in("workflow", workflows)}`)
-          wanted = free.filter((row) => mine(row.execution_id) || now - Number(row.created_at) >= graceMs).map((row) => row.execution_id)
+          const free = yield* stored(sql<{ readonly execution_id: string; readonly age: number | string }>`SELECT execution_id, ${serverMillis} - created_at AS age
+            FROM ${executionsT} WHERE owner IS NULL AND result IS NULL AND ${sql.in("workflow", workflows)}`)
+          wanted = free.filter((row) => mine(row.execution_id) || Number(row.age) >= graceMs).map((row) => row.execution_id)
           if (wanted.length === 0) return
         }
         const taken = yield* stored(sql<Engine.Taken & { readonly execution_id: string }>`UPDATE ${executionsT} SET owner = ${id}, takes = takes + 1
           WHERE ${sql.in("execution_id", wanted)} AND owner IS NULL AND result IS NULL AND ${sql.in("workflow", workflows)}
-          RETURNING execution_id, workflow, payload, parent, interrupted, suspended, result, takes,
-            (SELECT count(*) FROM ${sql(Engine.deferredsTable)} d WHERE d.execution_id = ${executionsT}.execution_id) AS deferreds`)
+          RETURNING execution_id, workflow, payload, parent, interrupted, suspended, result, takes`)
+        yield* hooks.own(taken.map((row) => row.execution_id))
         yield* Effect.forEach(taken, (row) => hooks.adopt(row.execution_id, row), { concurrency: 8, discard: true })
       })
 
-    /** Deletes dead runners and frees their open executions, in one transaction; reads the live ones. */
+    /**
+     * Deletes dead runners and frees the open executions of runners that are gone (dead now, or stopped while a
+     * taking was under way), in one transaction; reads the live ones.
+     */
     const reap = Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      yield* stored(sql.withTransaction(Effect.gen(function*() {
-        const dead = yield* sql<{ readonly id: string }>`DELETE FROM ${runnersT} WHERE id <> ${id}
-          AND (heartbeat_at < ${now - expirationMs} OR backend_pid NOT IN (SELECT pid FROM pg_stat_activity)) RETURNING id`
-        if (dead.length > 0) {
-          yield* sql`UPDATE ${executionsT} SET owner = NULL WHERE result IS NULL AND ${sql.in("owner", dead.map((row) => row.id))}`
-        }
-      })))
+      yield* stored(sql.withTransaction(Effect.andThen(
+        sql`DELETE FROM ${runnersT} WHERE id <> ${id}
+          AND (heartbeat_at < ${serverMillis} - ${expirationMs} OR backend_pid NOT IN (SELECT pid FROM pg_stat_activity))`,
+        sql`UPDATE ${executionsT} SET owner = NULL
+          WHERE result IS NULL AND owner IS NOT NULL AND owner NOT IN (SELECT id FROM ${runnersT})`
+      )))
       live = (yield* stored(sql<{ readonly id: string }>`SELECT id FROM ${runnersT}`)).map((row) => row.id)
       if (!live.includes(id)) live = [...live, id]
     })
 
-    const tick = Effect.gen(function*() {
-      const now = yield* Clock.currentTimeMillis
-      // On the held connection: when its session is gone, so is this runner for the others.
-      const beat = yield* stored(connection.execute(`UPDATE ${runnersTable} SET heartbeat_at = $1 WHERE id = $2 RETURNING id`, [now, id], undefined))
-      if (beat.length === 0) {
-        // Thought dead (frozen past the expiration): the others took its executions; it drops its runs and starts over.
-        yield* Effect.logWarning(`valet durable: runner ${id} was taken for dead; its runs moved to other runners`)
+    /** Starts over as a runner the others may have taken for dead: its runs dropped, its executions freed. */
+    const startOver = (why: string) =>
+      Effect.gen(function*() {
+        yield* Effect.logWarning(`valet durable: runner ${id} ${why}; its runs move to the runners that take them`)
         yield* hooks.abandon
-        yield* register
+        if (held === undefined) {
+          held = yield* stored(hold)
+        }
+        yield* stored(register(held.backendPid))
+      })
+
+    const tick = Effect.gen(function*() {
+      if (held === undefined) return yield* startOver("had no connection to hold")
+      // On the held connection: when its session is gone, so is this runner for the others.
+      const beat = yield* Effect.exit(held.connection.execute(`UPDATE ${runnersTable} SET heartbeat_at = ${serverMillisText} WHERE id = $1 RETURNING id`, [id], undefined))
+      if (Exit.isFailure(beat)) {
+        const lost = held
+        held = undefined
+        yield* Scope.close(lost.scope, Exit.void)
+        yield* startOver("lost the connection that says it lives")
+      } else if (beat.value.length === 0) {
+        // Thought dead (frozen past the expiration): the others took its executions.
+        yield* startOver("was taken for dead")
       }
       yield* reap
       yield* take(undefined)
@@ -223,19 +259,24 @@ export const runner = (
         yield* take(started)
       })
 
-    yield* tick.pipe(
+    const ticking = yield* tick.pipe(
       Effect.catchCause((cause) => Effect.logWarning("valet durable: a runner's tick failed", cause)),
       Effect.andThen(Effect.sleep(heartbeat)),
       Effect.forever,
       Effect.forkScoped
     )
-    yield* Effect.forkScoped(listen(listener, heard))
-    // Stopped: its open executions freed at once for the others (its runs were interrupted with their handlers).
+    const listening = yield* Effect.forkScoped(listen(listener, heard))
+    // Stopped: it takes nothing more, then frees its open executions at once for the others (its runs were
+    // interrupted with their handlers). A taking that was under way and commits after this is freed by the others'
+    // next reap (its owner is gone).
     yield* Effect.addFinalizer(() =>
-      sql.withTransaction(Effect.andThen(
-        sql`UPDATE ${executionsT} SET owner = NULL WHERE owner = ${id} AND result IS NULL`,
-        sql`DELETE FROM ${runnersT} WHERE id = ${id}`
-      )).pipe(Effect.ignore)
+      Effect.andThen(
+        Fiber.interruptAll([ticking, listening]),
+        sql.withTransaction(Effect.andThen(
+          sql`UPDATE ${executionsT} SET owner = NULL WHERE owner = ${id} AND result IS NULL`,
+          sql`DELETE FROM ${runnersT} WHERE id = ${id}`
+        )).pipe(Effect.ignore)
+      )
     )
     return engine
   })

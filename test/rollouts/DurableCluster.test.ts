@@ -70,19 +70,21 @@ const withFixture = <A>(latencyMs: number, body: (fixture: Fixture) => Promise<A
     }
   })()
 
-/**
- * The calls a run may be waiting on at a kill: each unfinished problem's latest call (sent and not answered, or
- * answered and not yet stored). Problems already in the results file are finished.
- */
-const inFlightAt = (fixture: Fixture, out: string): Set<string> => {
+/** The ids of the problems in a results file (none when there is no file yet). */
+const recordedIn = (out: string): Set<string> => {
   const recorded = new Set<string>()
   try {
     for (const line of readFileSync(out, "utf8").split("\n")) {
-      if (line.trim() !== "") recorded.add((JSON.parse(line) as { problem?: string; id: string }).id)
+      if (line.trim() !== "") recorded.add((JSON.parse(line) as { id: string }).id)
     }
   } catch {
     // No results file yet: nothing is finished.
   }
+  return recorded
+}
+
+/** The unfinished problems' calls among `latest` (a problem's text → its latest call key). */
+const unfinishedCalls = (fixture: Fixture, latest: Iterable<readonly [string, string]>, finished: ReadonlySet<string>): Set<string> => {
   const problemOf = new Map<string, string>()
   for (const line of readFileSync(fixture.dataset, "utf8").split("\n")) {
     if (line.trim() === "") continue
@@ -90,11 +92,26 @@ const inFlightAt = (fixture: Fixture, out: string): Set<string> => {
     problemOf.set(problem.problem, problem.id)
   }
   const keys = new Set<string>()
-  for (const [problem, key] of fixture.server.latestByProblem) {
-    if (!recorded.has(problemOf.get(problem)!)) keys.add(key)
+  for (const [problem, key] of latest) {
+    if (!finished.has(problemOf.get(problem)!)) keys.add(key)
   }
   return keys
 }
+
+/**
+ * The calls a run may be waiting on at a kill: each unfinished problem's latest call (sent and not answered, or
+ * answered and not yet stored). Problems already in the results file are finished.
+ */
+const inFlightAt = (fixture: Fixture, out: string): Set<string> =>
+  unfinishedCalls(fixture, fixture.server.latestByProblem, recordedIn(out))
+
+/**
+ * The calls a killed process may have been waiting on: its latest call of each problem not finished before the kill.
+ * Another runner may take such a problem further within the moment after the kill (a takeover is that quick), so it
+ * is no longer the problem's latest call; it was still one the killed process had sent and not stored.
+ */
+const waitingOn = (fixture: Fixture, sender: string, finished: ReadonlySet<string>): Set<string> =>
+  unfinishedCalls(fixture, fixture.server.latestBySender.get(sender) ?? [], finished)
 
 /**
  * Every call of the uninterrupted run was sent, and a call sent more than once was in flight at a kill — once more
@@ -168,11 +185,12 @@ describePostgres("Durable evaluation on PostgreSQL with three runners", () => {
                 `${share * 100} % of the calls`
               )
               const port = Number(victim!.replace("runner-", ""))
+              const finishedBefore = recordedIn(out)
               runners.get(port)!.kill("SIGKILL")
               await runners.get(port)!.exited
               await settle()
               // The killed runner's calls in flight are among these (the others' are too, which only loosens the check).
-              inFlightAtKills.push(inFlightAt(fixture, out))
+              inFlightAtKills.push(new Set([...inFlightAt(fixture, out), ...waitingOn(fixture, victim!, finishedBefore)]))
               killed.push(port)
               await startRunner(port)
               fixture.server.holdLaterCalls(false)

@@ -24,6 +24,11 @@ export interface ScriptedModelServer {
    * one its run may still be waiting on — answered perhaps, but not yet stored by the client.
    */
   readonly latestByProblem: Map<string, string>
+  /**
+   * The latest call key per problem of each sender: what a process may be waiting on when it is killed, even once
+   * another process has taken its problem further.
+   */
+  readonly latestBySender: Map<string, Map<string, string>>
   /** The position of each call among its problem's calls (1 for the first), as first received. */
   readonly positionOf: Map<string, number>
   /**
@@ -82,6 +87,7 @@ export const start = (options: { readonly latencyMs?: number } = {}): Promise<Sc
   const counts = new Map<string, number>()
   const inFlight = new Set<string>()
   const latestByProblem = new Map<string, string>()
+  const latestBySender = new Map<string, Map<string, string>>()
   const positionOf = new Map<string, number>()
   const senderOf = new Map<string, string>()
   const callsOfProblem = new Map<string, number>()
@@ -108,7 +114,13 @@ export const start = (options: { readonly latencyMs?: number } = {}): Promise<Sc
         positionOf.set(key, position)
       }
     }
-    senderOf.set(key, (request.headers.authorization ?? "").replace(/^Bearer /, ""))
+    const sender = (request.headers.authorization ?? "").replace(/^Bearer /, "")
+    senderOf.set(key, sender)
+    if (problem !== undefined) {
+      const latest = latestBySender.get(sender) ?? new Map<string, string>()
+      latest.set(problem, key)
+      latestBySender.set(sender, latest)
+    }
     total++
     counts.set(key, (counts.get(key) ?? 0) + 1)
     inFlight.add(key)
@@ -140,9 +152,11 @@ export const start = (options: { readonly latencyMs?: number } = {}): Promise<Sc
         url: `http://127.0.0.1:${port}/v1`,
         counts,
         inFlight,
+        latestBySender,
         reset: () => {
           counts.clear()
           latestByProblem.clear()
+          latestBySender.clear()
           positionOf.clear()
           callsOfProblem.clear()
           // The tests gate kills on a share of the calls: a total counting the reference run would open every gate

@@ -106,6 +106,22 @@ const gateHandler = Gate.toLayer(Effect.fnUntraced(function*() {
   return `opened by ${yield* DurableDeferred.await(opened)}`
 }))
 
+/**
+ * Runner A, beating every second, then runner B, every 200 ms, both with `handler`: A's context and id, and a read of
+ * A's last heartbeat (a test acts right after one, while A's next tick is a second away).
+ */
+const slowAndFast = (url: string, admin: SqlClient.SqlClient, handler: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine>) =>
+  Effect.gen(function*() {
+    const a = yield* buildIn(runnerWith(url, handler, { heartbeat: Duration.seconds(1) }))
+    const [aId] = yield* runnerIds(admin)
+    yield* buildIn(runnerWith(url, handler, { heartbeat: Duration.millis(200) }))
+    const beatOf = Effect.map(
+      admin<{ readonly heartbeat_at: string }>`SELECT heartbeat_at FROM valet_workflow_runners WHERE id = ${aId!}`,
+      (rows) => rows[0]?.heartbeat_at
+    ).pipe(Effect.orDie)
+    return { a, aId: aId!, beatOf }
+  })
+
 const provided = <R>(context: Context.Context<R>) => <A, E>(effect: Effect.Effect<A, E, R>) => Effect.provide(effect, context)
 
 describePostgres("Durable on PostgreSQL, reviewed", () => {
@@ -167,13 +183,7 @@ describePostgres("Durable on PostgreSQL, reviewed", () => {
       const url = yield* freshDatabase
       const admin = yield* adminOn(url)
       const w = latched("pgreview/Stranded")
-      const a = yield* buildIn(runnerWith(url, w.handler, { heartbeat: Duration.seconds(1) }))
-      const [aId] = yield* runnerIds(admin)
-      yield* buildIn(runnerWith(url, w.handler, { heartbeat: Duration.millis(200) }))
-      const beatOf = Effect.map(
-        admin<{ readonly heartbeat_at: string }>`SELECT heartbeat_at FROM valet_workflow_runners WHERE id = ${aId!}`,
-        (rows) => rows[0]?.heartbeat_at
-      ).pipe(Effect.orDie)
+      const { a, aId, beatOf } = yield* slowAndFast(url, admin, w.handler)
       // Right after A's beat (its next tick is a second away): another runner reaps it, and A, not knowing yet,
       // starts a run of its own (a child, a start it heard: the execution stored with owner A).
       const first = yield* beatOf
@@ -351,13 +361,7 @@ describePostgres("Durable on PostgreSQL, reviewed", () => {
       const url = yield* freshDatabase
       const admin = yield* adminOn(url)
       const w = latched("pgreview/Moved")
-      const a = yield* buildIn(runnerWith(url, w.handler, { heartbeat: Duration.seconds(1) }))
-      const [aId] = yield* runnerIds(admin)
-      yield* buildIn(runnerWith(url, w.handler, { heartbeat: Duration.millis(200) }))
-      const beatOf = Effect.map(
-        admin<{ readonly heartbeat_at: string }>`SELECT heartbeat_at FROM valet_workflow_runners WHERE id = ${aId!}`,
-        (rows) => rows[0]?.heartbeat_at
-      ).pipe(Effect.orDie)
+      const { a, aId, beatOf } = yield* slowAndFast(url, admin, w.handler)
       const caller = yield* w.workflow.execute({ id: "m1" }).pipe(provided(a), Effect.exit, Effect.forkScoped)
       yield* until("A runs the activity", Effect.sync(() => w.calls.length), (n) => n === 1)
       const executionId = yield* w.workflow.executionId({ id: "m1" })

@@ -10,16 +10,19 @@
  * - Runners register in `valet_workflow_runners` with the server process of a connection they hold
  *   (`pg_backend_pid()`), and beat every `heartbeat` (1 s). A runner is dead when that connection is gone (a killed
  *   process: PostgreSQL ends its session at once) or its heartbeat is older than `expiration` (10 s: a frozen
- *   process, a lost network). Any runner's tick deletes the dead and frees their open executions, in one
- *   transaction; the live runners take them as above, and each replays its share from what was stored. A runner
- *   that finds its own row gone (it was thought dead) drops its runs without storing anything and registers again.
+ *   process, a lost network). Any runner's tick deletes the dead and frees the open executions of runners that are
+ *   not registered, in one transaction; the live runners take them as above, and each replays its share from what
+ *   was stored. A runner that finds its own row gone (it was thought dead) or loses its held connection drops its
+ *   runs, frees what it still marks its own and registers again. Until it notices, what it writes for an execution
+ *   (activities, clocks, a suspension, a result) is written only while it owns it (`owner = me` in the statement).
  * - What one process writes for another (a deferred completed, an interrupt, a resume, a child's completion, a
  *   result) it also says on the channel `valet_workflow` (`NOTIFY`, delivered when its transaction commits); each
  *   tick looks at the tables too, so a notification lost with a connection delays, never loses, the work.
  *
- * Why not effect/cluster (which valet ran here before): it moved each activity through its message storage and
- * runner sockets — 5.8–6.7 ms of a runner's CPU an activity (bench/durable.ts) — where this engine writes one row.
- * And runners listen on no port.
+ * Why not effect/cluster (which valet ran here before, as DESIGN §10 has it): it moved each activity through its
+ * message storage and runner sockets — 3.4–6.7 ms of a runner's CPU an activity in bench/durable.ts, against 1.5 ms
+ * here, where an activity is one row — and its runners listened on a port of their own, unauthenticated. The
+ * workflows are still effect/workflow's; the engine under them is valet's.
  */
 import { Context, Duration, Effect, Exit, Fiber, Queue, Schedule, Scope } from "effect"
 import { SqlClient, type SqlConnection, type SqlError } from "effect/sql"

@@ -60,10 +60,10 @@ export type { ExecutionRow, Message, OnStoreFailure, Options, Sharing, Taken } f
 
 /** What the runners of a shared database (`engineRunners.ts`) do with a runner's engine. */
 export interface Hooks {
-  /** Runs an execution this runner took, its row as taken (as `register` runs those an earlier process left on SQLite). */
-  readonly adopt: (executionId: string, taken?: Taken) => Effect.Effect<void>
-  /** Marks executions this runner took as its own, before they are adopted. */
-  readonly own: (executionIds: ReadonlyArray<string>) => Effect.Effect<void>
+  /** Runs an execution this runner took (as `register` runs those an earlier process left on SQLite). */
+  readonly adopt: (executionId: string) => Effect.Effect<void>
+  /** Marks executions this runner took as its own, with their rows as taken, before they are adopted. */
+  readonly own: (rows: ReadonlyArray<Taken>) => Effect.Effect<void>
   /** Acts on what another process said (a `Message`). */
   readonly heard: (message: string) => Effect.Effect<void>
   /** Takes the deferreds, interrupts and resumes other processes stored for this runner's executions. */
@@ -101,6 +101,8 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
       yield* stored(sql`DELETE FROM ${deferredsT} WHERE execution_id IN (${over})`)
     }
 
+    // The rows of executions this runner took and has not loaded yet (a shared database): their first load reads them.
+    const takenRows = new Map<string, Taken>()
     // The executions this process runs on a shared database (their ids: kept while they wait out of memory too).
     const owned = new Set<string>()
     /** Whether an execution is this process's to run. */
@@ -147,15 +149,19 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
       activities: new Map(),
       deferreds: new Map(),
       clocks: false,
-      failed: undefined
+      failed: undefined,
+      moved: false
     })
 
     /**
      * An execution an earlier process stored, with its activities and deferreds; `undefined` when none is. A runner
-     * that took it has its row already (`taken`): one never run before has no activities to read.
+     * that took it has its row already (`takenRows`, for the first load only: a run since may have stored activities):
+     * one never run before has no activities to read.
      */
-    const loadStored = (executionId: string, workflow: Workflow.Any | undefined, taken?: Taken): Effect.Effect<ExecutionState | undefined> =>
+    const loadStored = (executionId: string, workflow: Workflow.Any | undefined): Effect.Effect<ExecutionState | undefined> =>
       Effect.gen(function*() {
+        const taken = takenRows.get(executionId)
+        takenRows.delete(executionId)
         const row = taken ?? (yield* stored(sql<ExecutionRow>`SELECT workflow, payload, parent, interrupted, suspended, result FROM ${executionsT} WHERE execution_id = ${executionId}`))[0]
         if (row === undefined) return undefined
         const known = workflow ?? workflows.get(row.workflow)?.workflow
@@ -191,7 +197,7 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
       })
 
     /** The state of an execution: in memory, or loaded once from what an earlier process stored. */
-    const stateOf = (executionId: string, workflow?: Workflow.Any, taken?: Taken): Effect.Effect<ExecutionState | undefined> =>
+    const stateOf = (executionId: string, workflow?: Workflow.Any): Effect.Effect<ExecutionState | undefined> =>
       Effect.suspend(() => {
         const known = executions.get(executionId)
         if (known !== undefined) return Effect.succeed(known)
@@ -201,7 +207,7 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
         if (pending !== undefined) return Deferred.await(pending)
         const latch = Deferred.makeUnsafe<ExecutionState | undefined>()
         loading.set(executionId, latch)
-        return loadStored(executionId, workflow, taken).pipe(
+        return loadStored(executionId, workflow).pipe(
           Effect.map((state) => {
             // One that ended is answered from what was stored and not kept: memory holds the runs that live.
             if (state === undefined || state.stored !== undefined) return state
@@ -234,10 +240,16 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
         } else {
           // Stored by its owner only: a runner that lost the execution to another (it was thought dead) stores nothing.
           // Said (`done`) in the same statement, when stored.
-          yield* written(sql`WITH stored AS (UPDATE ${executionsT} SET result = ${JSON.stringify(encoded)}
+          const kept = yield* stored(sql<{ readonly execution_id: string }>`WITH stored AS (UPDATE ${executionsT} SET result = ${JSON.stringify(encoded)}
             WHERE execution_id = ${executionId} AND owner = ${sharing.runner ?? null} AND result IS NULL RETURNING execution_id)
-            SELECT pg_notify(${sharing.channel}, ${"done "} || execution_id) FROM stored`)
+            SELECT execution_id, pg_notify(${sharing.channel}, ${"done "} || execution_id) FROM stored`)
           owned.delete(executionId)
+          if (kept.length === 0) {
+            // Another runner has it now: this run's result is not the execution's. Its callers wait for the stored
+            // one (`awaitRun`), and nothing of it is swept.
+            state.moved = true
+            return
+          }
         }
         // Over: its activities and deferreds are never asked again (a later call answers the result); their rows go
         // with the next sweep.
@@ -262,9 +274,12 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
     const sweep = Effect.suspend(() => {
       const ids = ended.splice(0)
       if (ids.length === 0) return Effect.void
+      // Only those whose result is stored (on a shared database, a run whose result was not its own to store is not
+      // among them; this is a guard besides).
+      const over = sql`SELECT execution_id FROM ${executionsT} WHERE ${sql.in("execution_id", ids)} AND result IS NOT NULL`
       return Effect.andThen(
-        written(sql`DELETE FROM ${activitiesT} WHERE ${sql.in("execution_id", ids)}`),
-        written(sql`DELETE FROM ${deferredsT} WHERE ${sql.in("execution_id", ids)}`)
+        written(sql`DELETE FROM ${activitiesT} WHERE execution_id IN (${over})`),
+        written(sql`DELETE FROM ${deferredsT} WHERE execution_id IN (${over})`)
       )
     })
 
@@ -431,7 +446,7 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
         // Capture together so a wake that swaps in a replay cannot desync them.
         const instance = state.instance
         const exit = yield* Fiber.await(state.fiber!)
-        if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) && (instance.suspended || instance.abandoned)) {
+        if (state.moved || (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) && (instance.suspended || instance.abandoned))) {
           // A completion preempted the run, or the run moved to another runner (abandoned here): the caller waits
           // and asks again, into the replay or for the other runner's result.
           return new Workflow.Suspended({})
@@ -465,7 +480,22 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
     const encoded: WorkflowEngine.Encoded = {
       register: (workflow, execute) =>
         Effect.gen(function*() {
-          workflows.set(workflow._tag, { workflow, execute, scope: yield* Effect.scope, context: yield* Effect.context<never>() })
+          // Its runs live in a scope of their own under the handler's. When the handler's scope closes (the process
+          // stops), the finalizer added after it runs first: the runs still going are marked abandoned, so their
+          // interruption runs no compensation — they are not over, and run on (here when it starts again, or on
+          // another runner) from what was stored.
+          const handlerScope = yield* Effect.scope
+          const runs = yield* Scope.fork(handlerScope)
+          yield* Effect.addFinalizer(() =>
+            Effect.sync(() => {
+              for (const state of executions.values()) {
+                if (state.workflow._tag === workflow._tag && state.fiber !== undefined && state.fiber.pollUnsafe() === undefined) {
+                  state.instance.abandoned = true
+                }
+              }
+            })
+          )
+          workflows.set(workflow._tag, { workflow, execute, scope: runs, context: yield* Effect.context<never>() })
           // On a shared database a runner takes executions one by one (`adopt`), as `engineRunners.ts` claims them.
           if (!runner || sharing !== undefined) return
           // Its executions an earlier process left without a result run again, and its clocks are set again. Not
@@ -579,14 +609,10 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
             completions.set(executionId, waiting)
           }
           const mark = waiting
-          // A caller that stops waiting (its retry schedule's sleep won, or it was interrupted) leaves nothing behind:
-          // the next call sets its wait again before it reads.
-          return Deferred.await(mark).pipe(Effect.onInterrupt(() =>
-            Effect.sync(() => {
-              if (completions.get(executionId) === mark && !Deferred.isDoneUnsafe(mark)) completions.delete(executionId)
-              asked.delete(executionId)
-            })
-          ))
+          // A caller that stops waiting (its retry schedule's sleep won, or it was interrupted) stores it again on its
+          // next call (a no-op), so `asked` does not keep executions nobody asks for.
+          // (Its entry stays: another caller may wait on the same one. `answerStored` drops it with the result.)
+          return Deferred.await(mark).pipe(Effect.onInterrupt(() => Effect.sync(() => void asked.delete(executionId))))
         }),
       interrupt: (workflow, executionId) =>
         Effect.gen(function*() {
@@ -730,8 +756,22 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
     // seen; interrupts and resumes a client asked for. Looked for when another process says so (SQLite: its commit
     // changed `PRAGMA data_version`; PostgreSQL: a `wake`), and, on a shared database, every runner's tick.
     let lastSeq = Number((yield* stored(sql<{ readonly seq: number | bigint | null }>`SELECT MAX(seq) AS seq FROM ${deferredsT}`))[0]?.seq ?? 0)
+    // On a shared database, numbers below the last seen that were missing when it was read, and since when: a deferred
+    // is numbered when inserted and seen when committed, so a lower number may commit later. Looked for again for a
+    // minute (a number also goes missing for good: an insert that conflicted used one).
+    const gaps = new Map<number, number>()
     const requests = Effect.gen(function*() {
-      const rows = yield* stored(sql<{ readonly seq: number | bigint; readonly execution_id: string; readonly name: string; readonly exit: string }>`SELECT seq, execution_id, name, exit FROM ${deferredsT} WHERE seq > ${lastSeq} ORDER BY seq`)
+      const now = yield* Clock.currentTimeMillis
+      for (const [seq, since] of gaps) if (now - since > 60_000) gaps.delete(seq)
+      const missing = [...gaps.keys()].slice(0, 1000)
+      const rows = yield* stored(sql<{ readonly seq: number | bigint; readonly execution_id: string; readonly name: string; readonly exit: string }>`SELECT seq, execution_id, name, exit FROM ${deferredsT}
+        WHERE seq > ${lastSeq}${missing.length === 0 ? sql.literal("") : sql` OR ${sql.in("seq", missing)}`} ORDER BY seq`)
+      if (sharing !== undefined) {
+        const seen = new Set(rows.map((row) => Number(row.seq)))
+        for (const seq of missing) if (seen.has(seq)) gaps.delete(seq)
+        const highest = rows.reduce((max, row) => Math.max(max, Number(row.seq)), lastSeq)
+        for (let seq = lastSeq + 1; seq < highest && gaps.size < 10_000; seq++) if (!seen.has(seq)) gaps.set(seq, now)
+      }
       for (const row of rows) {
         lastSeq = Math.max(lastSeq, Number(row.seq))
         if (!runsHere(row.execution_id) || executions.get(row.execution_id)?.deferreds.has(row.name) === true) continue
@@ -757,7 +797,13 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
       }
     })
     // The ended executions fewer than a batch are swept every 5 seconds.
-    if (runner) yield* Effect.andThen(Effect.sleep(Duration.seconds(5)), sweep).pipe(Effect.forever, Effect.forkIn(scope))
+    if (runner) {
+      yield* Effect.andThen(Effect.sleep(Duration.seconds(5)), sweep).pipe(
+        Effect.catchCause((cause) => Effect.logWarning("valet durable: sweeping ended runs failed", cause)),
+        Effect.forever,
+        Effect.forkIn(scope)
+      )
+    }
     if (runner && sharing === undefined) {
       let version = -1
       const look = Effect.gen(function*() {
@@ -774,15 +820,18 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
     }
 
     /** Runs an execution this runner took (a shared database): as `register` runs those an earlier process left. */
-    const adopt = (executionId: string, taken?: Taken): Effect.Effect<void> =>
+    const adopt = (executionId: string): Effect.Effect<void> =>
       Effect.gen(function*() {
-        if (executions.has(executionId)) return
-        owned.add(executionId)
+        // Dropped meanwhile (the runner started over), or already loaded (woken since it was taken).
+        if (!owned.has(executionId) || executions.has(executionId)) return
         asked.delete(executionId)
-        const state = yield* stateOf(executionId, undefined, taken)
+        const taken = takenRows.get(executionId)
+        const fresh = taken !== undefined && Number(taken.takes) === 1
+        const state = yield* stateOf(executionId)
+        if (!owned.has(executionId)) return
         if (state === undefined || state.stored !== undefined) return void owned.delete(executionId)
-        // Never run before: no clock, no resume to take; it runs.
-        if (taken !== undefined && Number(taken.takes) === 1) return yield* resume(executionId, "explicit")
+        // Never run before (and this load was its first): no clock, no resume to take; it runs.
+        if (fresh) return yield* resume(executionId, "explicit")
         for (const clock of yield* stored(sql<{ readonly name: string; readonly deferred: string; readonly wake_at: number | bigint }>`SELECT name, deferred, wake_at FROM ${clocksT} WHERE execution_id = ${executionId}`)) {
           yield* fireClock(state.workflow, executionId, clock.name, clock.deferred, Number(clock.wake_at))
         }
@@ -839,6 +888,7 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
       const states = [...executions.values()]
       executions.clear()
       owned.clear()
+      takenRows.clear()
       clockNames.clear()
       yield* FiberMap.clear(clocks)
       for (const state of states) {
@@ -846,8 +896,17 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
         if (state.fiber !== undefined) yield* Fiber.interrupt(state.fiber)
       }
     })
-    /** Marks executions this runner took as its own at once, before each is adopted (what is said of them counts). */
-    const own = (executionIds: ReadonlyArray<string>) => Effect.sync(() => executionIds.forEach((id) => owned.add(id)))
+    /**
+     * Marks executions this runner took as its own at once, before each is adopted (what is said of them counts), with
+     * their rows as taken (for their first load).
+     */
+    const own = (rows: ReadonlyArray<Taken>) =>
+      Effect.sync(() => {
+        for (const row of rows) {
+          owned.add(row.execution_id)
+          takenRows.set(row.execution_id, row)
+        }
+      })
     return { engine, hooks: { adopt, abandon, heard, own, requests, workflows: () => [...workflows.keys()] } }
   })
 

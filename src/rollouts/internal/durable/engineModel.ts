@@ -34,6 +34,7 @@ export interface ExecutionRow {
 
 /** An execution's row as a runner took it (a shared database): how often it was taken (1: never run before). */
 export interface Taken extends ExecutionRow {
+  readonly execution_id: string
   readonly takes: number | bigint | string
 }
 
@@ -103,6 +104,8 @@ export interface ExecutionState {
    * resume, as a failed run in memory is not woken by anything else.
    */
   failed: Workflow.Suspended | undefined
+  /** Its result was not stored because another runner owns it now (a shared database): its callers ask again. */
+  moved: boolean
 }
 
 export const isUnwakeable = (result: Result, mode: ResumeMode) =>

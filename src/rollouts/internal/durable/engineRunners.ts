@@ -135,6 +135,7 @@ export const runner = (
     const expirationMs = Duration.toMillis(Duration.fromInputUnsafe(options.expiration ?? Duration.seconds(10)))
     const graceMs = Duration.toMillis(Duration.fromInputUnsafe(options.grace ?? Duration.seconds(2)))
     const id = randomUUID()
+    const runnerScope = yield* Effect.scope
     const runnersT = sql(runnersTable)
     const executionsT = sql(Engine.executionsTable)
     // Times are the server's: runners on hosts whose clocks differ compare heartbeats and ages on one clock.
@@ -194,14 +195,18 @@ export const runner = (
         if (wanted === undefined) {
           const free = yield* stored(sql<{ readonly execution_id: string; readonly age: number | string }>`SELECT execution_id, ${serverMillis} - created_at AS age
             FROM ${executionsT} WHERE owner IS NULL AND result IS NULL AND ${sql.in("workflow", workflows)}`)
+          // Those that fall to this runner, and all that waited too long for another: the runner it falls to may lack
+          // the workflow's handler (runners need not all register the same workflows), so a share would leave some.
           wanted = free.filter((row) => mine(row.execution_id) || Number(row.age) >= graceMs).map((row) => row.execution_id)
           if (wanted.length === 0) return
         }
-        const taken = yield* stored(sql<Engine.Taken & { readonly execution_id: string }>`UPDATE ${executionsT} SET owner = ${id}, takes = takes + 1
+        const taken = yield* stored(sql<Engine.Taken>`UPDATE ${executionsT} SET owner = ${id}, takes = takes + 1
           WHERE ${sql.in("execution_id", wanted)} AND owner IS NULL AND result IS NULL AND ${sql.in("workflow", workflows)}
           RETURNING execution_id, workflow, payload, parent, interrupted, suspended, result, takes`)
-        yield* hooks.own(taken.map((row) => row.execution_id))
-        yield* Effect.forEach(taken, (row) => hooks.adopt(row.execution_id, row), { concurrency: 8, discard: true })
+        yield* hooks.own(taken)
+        // Adopted on a fiber of their own: a long takeover (many executions, each loaded) holds up neither the tick
+        // nor the messages heard after this one.
+        yield* Effect.forEach(taken, (row) => hooks.adopt(row.execution_id), { concurrency: 8, discard: true }).pipe(Effect.forkIn(runnerScope))
       })
 
     /**
@@ -230,7 +235,9 @@ export const runner = (
         yield* stored(register(held.backendPid))
       })
 
-    const tick = Effect.gen(function*() {
+    // The heartbeat, on a fiber of its own: the tick's work (a takeover, a slow statement) never delays it past the
+    // expiration, which would have the others take a live runner for dead.
+    const beat = Effect.gen(function*() {
       if (held === undefined) return yield* startOver("had no connection to hold")
       // On the held connection: when its session is gone, so is this runner for the others.
       const beat = yield* Effect.exit(held.connection.execute(`UPDATE ${runnersTable} SET heartbeat_at = ${serverMillisText} WHERE id = $1 RETURNING id`, [id], undefined))
@@ -243,10 +250,9 @@ export const runner = (
         // Thought dead (frozen past the expiration): the others took its executions.
         yield* startOver("was taken for dead")
       }
-      yield* reap
-      yield* take(undefined)
-      yield* hooks.requests
     })
+
+    const tick = Effect.andThen(reap, take(undefined))
 
     const heard = (messages: ReadonlyArray<string>) =>
       Effect.gen(function*() {
@@ -262,19 +268,25 @@ export const runner = (
         yield* take(started)
       })
 
-    const ticking = yield* tick.pipe(
-      Effect.catchCause((cause) => Effect.logWarning("valet durable: a runner's tick failed", cause)),
-      Effect.andThen(Effect.sleep(heartbeat)),
-      Effect.forever,
-      Effect.forkScoped
-    )
+    const every = (what: string, effect: Effect.Effect<void>) =>
+      effect.pipe(
+        Effect.catchCause((cause) => Effect.logWarning(`valet durable: a runner's ${what} failed`, cause)),
+        Effect.andThen(Effect.sleep(heartbeat)),
+        Effect.forever,
+        Effect.forkScoped
+      )
+    const beating = yield* every("heartbeat", beat)
+    const ticking = yield* every("tick", tick)
+    // What others stored for this runner's executions, looked for again in case a notification was lost: apart too,
+    // as a statement held by a lock there must not stop the takings.
+    const looking = yield* every("look for requests", hooks.requests)
     const listening = yield* Effect.forkScoped(listen(listener, heard))
     // Stopped: it takes nothing more, then frees its open executions at once for the others (its runs were
     // interrupted with their handlers). A taking that was under way and commits after this is freed by the others'
     // next reap (its owner is gone).
     yield* Effect.addFinalizer(() =>
       Effect.andThen(
-        Fiber.interruptAll([ticking, listening]),
+        Fiber.interruptAll([beating, ticking, looking, listening]),
         sql.withTransaction(Effect.andThen(
           sql`UPDATE ${executionsT} SET owner = NULL WHERE owner = ${id} AND result IS NULL`,
           sql`DELETE FROM ${runnersT} WHERE id = ${id}`

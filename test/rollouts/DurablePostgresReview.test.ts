@@ -13,116 +13,13 @@
  * not register was kept, never run; a caller saw an interrupt when the run moved; executions taken while a runner
  * stopped stayed with it. The other four passed and stay as checks.
  */
-import { PgClient } from "@effect/sql-pg"
 import { expect, it } from "@effect/vitest"
-import { Cause, Context, Deferred, Duration, Effect, Exit, Fiber, Layer, Redacted, Schema, Scope } from "effect"
-import { Reactivity } from "effect/reactivity"
-import type { SqlClient } from "effect/sql"
-import { Activity, DurableDeferred, Workflow, type WorkflowEngine } from "effect/workflow"
+import { Cause, Deferred, Duration, Effect, Exit, Fiber, Schema, Scope } from "effect"
+import { Activity, DurableDeferred, Workflow } from "effect/workflow"
 import { exitText } from "../../src/rollouts/internal/durable/engineCodecs.js"
 import * as Engines from "../../src/rollouts/internal/durable/engines.js"
 import { describePostgres, freshDatabase } from "../support/postgres.js"
-
-/** A connection of the test's own to the database (as an operator's psql would be). */
-const adminOn = (url: string) =>
-  PgClient.make({ url: Redacted.make(url), maxConnections: 3 }).pipe(Effect.provide(Reactivity.layer))
-
-/** Builds layers in the test's scope (or the scope given): a runner or a client, with the handlers given. */
-const buildIn = <A>(layer: Layer.Layer<A, unknown>, scope?: Scope.Scope) =>
-  Effect.gen(function*() {
-    const into = scope ?? (yield* Effect.scope)
-    return yield* Layer.buildWithScope(layer, into).pipe(Effect.orDie)
-  })
-
-const runnerWith = (url: string, handlers: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine>, options: { heartbeat?: Duration.Input; expiration?: Duration.Input } = {}) =>
-  handlers.pipe(Layer.provideMerge(Engines.layerPostgresRunner({ url, ...options })))
-
-/** Polls `look` every 50 ms until `done` holds; dies after `polls` polls. */
-const until = <A, E, R>(what: string, look: Effect.Effect<A, E, R>, done: (a: A) => boolean, polls = 200) =>
-  Effect.gen(function*() {
-    for (let poll = 0; poll < polls; poll++) {
-      const value = yield* look
-      if (done(value)) return value
-      yield* Effect.sleep(Duration.millis(50))
-    }
-    return yield* Effect.die(new Error(`not reached in ${polls} polls: ${what}`))
-  })
-
-/** Polls `look` `polls` times (50 ms apart) and answers whether `done` held at some poll. */
-const within = <A, E, R>(look: Effect.Effect<A, E, R>, done: (a: A) => boolean, polls: number) =>
-  Effect.gen(function*() {
-    for (let poll = 0; poll < polls; poll++) {
-      if (done(yield* look)) return true
-      yield* Effect.sleep(Duration.millis(50))
-    }
-    return false
-  })
-
-interface ExecutionRow {
-  readonly execution_id: string
-  readonly owner: string | null
-  readonly result: string | null
-  readonly suspended: string | null
-}
-
-const rowOf = (admin: SqlClient.SqlClient, executionId: string) =>
-  Effect.map(
-    admin<ExecutionRow>`SELECT execution_id, owner, result, suspended FROM valet_workflow_executions WHERE execution_id = ${executionId}`,
-    (rows) => rows[0]
-  ).pipe(Effect.orDie)
-
-const runnerIds = (admin: SqlClient.SqlClient) =>
-  Effect.map(admin<{ readonly id: string }>`SELECT id FROM valet_workflow_runners ORDER BY id`, (rows) => rows.map((row) => row.id)).pipe(Effect.orDie)
-
-/** What `engineRunners.ts`'s `reap` writes for a runner it finds dead. */
-const reap = (admin: SqlClient.SqlClient, runnerId: string) =>
-  admin.withTransaction(Effect.andThen(
-    admin`DELETE FROM valet_workflow_runners WHERE id = ${runnerId}`,
-    admin`UPDATE valet_workflow_executions SET owner = NULL WHERE result IS NULL AND owner = ${runnerId}`
-  )).pipe(Effect.orDie)
-
-/** A workflow whose one activity blocks until the test completes that call's latch; it returns the activity's value. */
-const latched = (name: string) => {
-  const workflow = Workflow.make(name, { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: (payload) => payload.id })
-  const calls: Array<Deferred.Deferred<string>> = []
-  let interrupted = 0
-  const handler = workflow.toLayer(Effect.fnUntraced(function*() {
-    return yield* Activity.make({
-      name: "pick",
-      success: Schema.String,
-      execute: Effect.suspend(() => {
-        const latch = Deferred.makeUnsafe<string>()
-        calls.push(latch)
-        return Deferred.await(latch)
-      }).pipe(Effect.onInterrupt(() => Effect.sync(() => void interrupted++)))
-    })
-  }))
-  return { workflow, handler, calls, interrupts: () => interrupted }
-}
-
-const Gate = Workflow.make("pgreview/Gate", { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: (payload) => payload.id })
-const opened = DurableDeferred.make("opened", { success: Schema.String })
-const gateHandler = Gate.toLayer(Effect.fnUntraced(function*() {
-  return `opened by ${yield* DurableDeferred.await(opened)}`
-}))
-
-/**
- * Runner A, beating every second, then runner B, every 200 ms, both with `handler`: A's context and id, and a read of
- * A's last heartbeat (a test acts right after one, while A's next tick is a second away).
- */
-const slowAndFast = (url: string, admin: SqlClient.SqlClient, handler: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine>) =>
-  Effect.gen(function*() {
-    const a = yield* buildIn(runnerWith(url, handler, { heartbeat: Duration.seconds(1) }))
-    const [aId] = yield* runnerIds(admin)
-    yield* buildIn(runnerWith(url, handler, { heartbeat: Duration.millis(200) }))
-    const beatOf = Effect.map(
-      admin<{ readonly heartbeat_at: string }>`SELECT heartbeat_at FROM valet_workflow_runners WHERE id = ${aId!}`,
-      (rows) => rows[0]?.heartbeat_at
-    ).pipe(Effect.orDie)
-    return { a, aId: aId!, beatOf }
-  })
-
-const provided = <R>(context: Context.Context<R>) => <A, E>(effect: Effect.Effect<A, E, R>) => Effect.provide(effect, context)
+import { adminOn, buildIn, holdResumes, Gate, gateHandler, latched, opened, provided, reap, rowOf, runnerIds, runnerWith, slowAndFast, until, within } from "../support/durablePostgres.js"
 
 describePostgres("Durable on PostgreSQL, reviewed", () => {
   it.live("a client's executions, spread over two runners, each run once and answered to the client", () =>
@@ -319,23 +216,14 @@ describePostgres("Durable on PostgreSQL, reviewed", () => {
       yield* Scope.close(aScope, Exit.void)
       // The x's have a resume asked (as `valet runs resume` would); their rows are held a moment by another session, so
       // the adoptions (8 at a time) are slow, as on a busy server: y waits for its turn, taken but not yet adopted.
-      yield* Effect.forEach(xs, (x) => admin`INSERT INTO valet_workflow_resumes (execution_id) VALUES (${x})`.pipe(Effect.orDie), { discard: true })
-      const locked = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
-      const holder = yield* admin.withTransaction(Effect.gen(function*() {
-        yield* admin`SELECT execution_id FROM valet_workflow_resumes FOR UPDATE`
-        yield* Deferred.succeed(locked, undefined)
-        yield* Deferred.await(release)
-      })).pipe(Effect.orDie, Effect.forkScoped)
-      yield* Deferred.await(locked)
+      const held = yield* holdResumes(admin, xs)
       yield* buildIn(runnerWith(url, gateHandler, { heartbeat: Duration.millis(200) }))
       yield* until("B takes y", rowOf(admin, y), (row) => row?.owner != null)
       // Decided now: y's (not yet adopted), then x0's (adopted: its wake makes B read the new deferreds).
       yield* decide(y)
       yield* decide(xs[0]!)
       yield* Effect.sleep(Duration.millis(300))
-      yield* Deferred.succeed(release, undefined)
-      yield* Fiber.await(holder)
+      yield* held.release
       const completed = yield* within(rowOf(admin, y), (row) => row?.result != null, 60)
       expect(completed).toBe(true)
     }).pipe(Effect.scoped), 60_000)

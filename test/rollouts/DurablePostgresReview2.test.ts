@@ -3,80 +3,13 @@
  * after the first review's fixes. Runners and clients are built in this one test process on one fresh database (two
  * `Engines.layerPostgresRunner` layers are two runners: each its own pool, held connection and LISTEN).
  */
-import { PgClient } from "@effect/sql-pg"
 import { expect, it } from "@effect/vitest"
-import { Deferred, Duration, Effect, Exit, Fiber, Layer, Redacted, Schema, Scope, type Context } from "effect"
-import { Reactivity } from "effect/reactivity"
-import type { SqlClient } from "effect/sql"
-import { Activity, DurableDeferred, Workflow, type WorkflowEngine } from "effect/workflow"
+import { Deferred, Duration, Effect, Exit, Fiber, Layer, Schema, Scope } from "effect"
+import { Activity, DurableDeferred, Workflow } from "effect/workflow"
 import { exitText } from "../../src/rollouts/internal/durable/engineCodecs.js"
 import * as Engines from "../../src/rollouts/internal/durable/engines.js"
 import { describePostgres, freshDatabase } from "../support/postgres.js"
-
-const adminOn = (url: string) =>
-  PgClient.make({ url: Redacted.make(url), maxConnections: 3 }).pipe(Effect.provide(Reactivity.layer))
-
-const buildIn = <A>(layer: Layer.Layer<A, unknown>, scope?: Scope.Scope) =>
-  Effect.gen(function*() {
-    const into = scope ?? (yield* Effect.scope)
-    return yield* Layer.buildWithScope(layer, into).pipe(Effect.orDie)
-  })
-
-const runnerWith = (url: string, handlers: Layer.Layer<never, never, WorkflowEngine.WorkflowEngine>, options: { heartbeat?: Duration.Input; expiration?: Duration.Input; maxConnections?: number } = {}) =>
-  handlers.pipe(Layer.provideMerge(Engines.layerPostgresRunner({ url, ...options })))
-
-/** Polls `look` every 50 ms until `done` holds; dies after `polls` polls. */
-const until = <A, E, R>(what: string, look: Effect.Effect<A, E, R>, done: (a: A) => boolean, polls = 200) =>
-  Effect.gen(function*() {
-    for (let poll = 0; poll < polls; poll++) {
-      const value = yield* look
-      if (done(value)) return value
-      yield* Effect.sleep(Duration.millis(50))
-    }
-    return yield* Effect.die(new Error(`not reached in ${polls} polls: ${what}`))
-  })
-
-/** Polls `look` `polls` times (50 ms apart) and answers whether `done` held at some poll. */
-const within = <A, E, R>(look: Effect.Effect<A, E, R>, done: (a: A) => boolean, polls: number) =>
-  Effect.gen(function*() {
-    for (let poll = 0; poll < polls; poll++) {
-      if (done(yield* look)) return true
-      yield* Effect.sleep(Duration.millis(50))
-    }
-    return false
-  })
-
-interface ExecutionRow {
-  readonly execution_id: string
-  readonly owner: string | null
-  readonly result: string | null
-  readonly suspended: string | null
-}
-
-const rowOf = (admin: SqlClient.SqlClient, executionId: string) =>
-  Effect.map(
-    admin<ExecutionRow>`SELECT execution_id, owner, result, suspended FROM valet_workflow_executions WHERE execution_id = ${executionId}`,
-    (rows) => rows[0]
-  ).pipe(Effect.orDie)
-
-const runnerIds = (admin: SqlClient.SqlClient) =>
-  Effect.map(admin<{ readonly id: string }>`SELECT id FROM valet_workflow_runners ORDER BY id`, (rows) => rows.map((row) => row.id)).pipe(Effect.orDie)
-
-const journalOf = (admin: SqlClient.SqlClient, executionId: string) =>
-  Effect.map(
-    admin<{ readonly activity: string }>`SELECT activity FROM valet_workflow_activities WHERE execution_id = ${executionId} ORDER BY activity`,
-    (rows) => rows.map((row) => row.activity)
-  ).pipe(Effect.orDie)
-
-const provided = <R>(context: Context.Context<R>) => <A, E>(effect: Effect.Effect<A, E, R>) => Effect.provide(effect, context)
-
-const Gate = Workflow.make("pgreview2/Gate", { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: (payload) => payload.id })
-const opened = DurableDeferred.make("opened", { success: Schema.String })
-const gateHandler = Gate.toLayer(Effect.fnUntraced(function*() {
-  return `opened by ${yield* DurableDeferred.await(opened)}`
-}))
-const decide = (workflow: Workflow.Any, deferred: typeof opened, executionId: string, value: string) =>
-  DurableDeferred.succeed(deferred, { token: DurableDeferred.tokenFromExecutionId(deferred, { workflow, executionId }), value })
+import { adminOn, buildIn, holdResumes, decide, Gate, gateHandler, journalOf, opened, provided, rowOf, runnerIds, runnerWith, until, within } from "../support/durablePostgres.js"
 
 describePostgres("Durable on PostgreSQL, second review", () => {
   it.live("a runner taken for dead whose run ends (its result fenced out) does not sweep the journal the new owner replays from", () =>
@@ -149,15 +82,7 @@ describePostgres("Durable on PostgreSQL, second review", () => {
       const f = yield* Fresh.execute({ id: "f" }, { discard: true }).pipe(provided(client))
       // The Gates have resumes asked whose rows another session holds: their adoptions (8 at a time) wait, and f,
       // taken in the same take, waits for its turn.
-      yield* Effect.forEach(xs, (x) => admin`INSERT INTO valet_workflow_resumes (execution_id) VALUES (${x})`.pipe(Effect.orDie), { discard: true })
-      const locked = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
-      const holder = yield* admin.withTransaction(Effect.gen(function*() {
-        yield* admin`SELECT execution_id FROM valet_workflow_resumes FOR UPDATE`
-        yield* Deferred.succeed(locked, undefined)
-        yield* Deferred.await(release)
-      })).pipe(Effect.orDie, Effect.forkScoped)
-      yield* Deferred.await(locked)
+      const held = yield* holdResumes(admin, xs)
       // Connections enough that the 8 waiting adoptions leave some for the rest of B's work.
       yield* buildIn(runnerWith(url, handlers, { heartbeat: Duration.millis(200), maxConnections: 20 }))
       yield* until("B takes f", rowOf(admin, f), (row) => row?.owner != null)
@@ -169,8 +94,7 @@ describePostgres("Durable on PostgreSQL, second review", () => {
       yield* until("f counted and waits for second", Effect.all([Effect.sync(() => counted), rowOf(admin, f)]), ([n, row]) => n === 1 && row?.suspended != null)
       expect(yield* journalOf(admin, f)).toEqual(["count/1"])
       // The adoptions go on: f's, from its row as taken (takes = 1, "never run"), must not run "count" again.
-      yield* Deferred.succeed(release, undefined)
-      yield* Fiber.await(holder)
+      yield* held.release
       yield* until("the Gates are adopted", admin<{ readonly n: string }>`SELECT count(*) AS n FROM valet_workflow_resumes`.pipe(Effect.orDie), (rows) => Number(rows[0]!.n) === 0)
       const again = yield* within(Effect.sync(() => counted), (n) => n > 1, 40)
       expect({ countRanAgain: again, counted }).toEqual({ countRanAgain: false, counted: 1 })
@@ -222,15 +146,7 @@ describePostgres("Durable on PostgreSQL, second review", () => {
       yield* until("all wait", suspended, (rows) => Number(rows[0]!.n) === xs.length)
       yield* Scope.close(aScope, Exit.void)
       // Their resumes are asked, and held a moment by another session (a busy server): adopting them is slow.
-      yield* Effect.forEach(xs, (x) => admin`INSERT INTO valet_workflow_resumes (execution_id) VALUES (${x})`.pipe(Effect.orDie), { discard: true })
-      const locked = yield* Deferred.make<void>()
-      const release = yield* Deferred.make<void>()
-      const holder = yield* admin.withTransaction(Effect.gen(function*() {
-        yield* admin`SELECT execution_id FROM valet_workflow_resumes FOR UPDATE`
-        yield* Deferred.succeed(locked, undefined)
-        yield* Deferred.await(release)
-      })).pipe(Effect.orDie, Effect.forkScoped)
-      yield* Deferred.await(locked)
+      const held = yield* holdResumes(admin, xs)
       // C runs another workflow (it takes none of the Gates) and takes a runner silent for 1 s for dead.
       yield* buildIn(runnerWith(url, otherHandler, { heartbeat: Duration.millis(100), expiration: Duration.seconds(1) }))
       const before = yield* runnerIds(admin)
@@ -239,8 +155,7 @@ describePostgres("Durable on PostgreSQL, second review", () => {
       yield* until("B takes the Gates", rowOf(admin, xs[0]!), (row) => row?.owner === bId)
       // B is alive and well, its tick waiting on its adoptions: its heartbeat must go on.
       const reaped = yield* within(runnerIds(admin), (ids) => !ids.includes(bId!), 60)
-      yield* Deferred.succeed(release, undefined)
-      yield* Fiber.await(holder)
+      yield* held.release
       expect(reaped).toBe(false)
     }).pipe(Effect.scoped), 60_000)
 

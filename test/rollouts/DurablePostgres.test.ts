@@ -6,9 +6,9 @@
  */
 import { PgClient } from "@effect/sql-pg"
 import { describe, expect, it } from "@effect/vitest"
-import { Cause, Effect, Exit, Fiber, Layer, Redacted, Schema, Scope } from "effect"
+import { Cause, Duration, Effect, Exit, Fiber, Layer, Redacted, Schema, Scope } from "effect"
 import { Reactivity } from "effect/reactivity"
-import { Activity, Workflow } from "effect/workflow"
+import { Activity, DurableClock, Workflow } from "effect/workflow"
 import * as Durable from "../../src/rollouts/Durable.js"
 import { ownerOf } from "../../src/rollouts/internal/durable/engineRunners.js"
 import { describePostgres, freshDatabase } from "../support/postgres.js"
@@ -104,5 +104,30 @@ describePostgres("Durable's engine on PostgreSQL, runners in this process", () =
         expect(error).toBeInstanceOf(Durable.DurableStoreError)
         expect((error as Durable.DurableStoreError).message).toMatch(/^postgres 127\.0\.0\.1:\d+\/valet_test_\w+: written by an earlier valet's runners .* drop its cluster_\* tables/)
       }
+    }).pipe(Effect.scoped), 60_000)
+
+  it.live("a durable clock set on a runner that stops fires on the runner that takes the run over", () =>
+    Effect.gen(function*() {
+      const url = yield* freshDatabase
+      let naps = 0
+      const Nap = Workflow.make("test/PgNap", { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: (payload) => payload.id })
+      const napper = Nap.toLayer(Effect.fnUntraced(function*(payload) {
+        yield* Activity.make({ name: "before", success: Schema.Number, execute: Effect.sync(() => ++naps) })
+        yield* DurableClock.sleep({ name: "nap", duration: "1500 millis", inMemoryThreshold: Duration.zero })
+        return `${payload.id} woke`
+      }))
+      const client = yield* Layer.build(Durable.layerPostgresClient({ url }))
+      const first = yield* Scope.make()
+      yield* Layer.buildWithScope(napper.pipe(Layer.provideMerge(Durable.layerPostgresRunner({ url }))), first)
+      const running = yield* Nap.execute({ id: "n1" }).pipe(Effect.provide(client), Effect.forkScoped)
+      for (let poll = 0; naps < 1; poll++) {
+        if (poll > 200) return yield* Effect.die("the run did not start")
+        yield* Effect.sleep("20 millis")
+      }
+      // The first runner stops while the run sleeps; a second takes it over and its clock fires there.
+      yield* Layer.build(napper.pipe(Layer.provideMerge(Durable.layerPostgresRunner({ url }))))
+      yield* Scope.close(first, Exit.void)
+      expect(yield* Fiber.join(running)).toBe("n1 woke")
+      expect(naps).toBe(1)
     }).pipe(Effect.scoped), 60_000)
 })

@@ -742,12 +742,15 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
           const state = executions.get(opts.executionId)
           if (state !== undefined) state.clocks = true
           const now = yield* Clock.currentTimeMillis
+          // On a shared database the time is the server's: the runner that takes the execution over, on another
+          // host, reads how long is left on the same clock.
+          const clockNow = sharing === undefined ? sql`${now}` : serverMillis
           // The first schedule's time stays (a replay does not push the wake-up later).
           yield* written(sql`INSERT INTO ${clocksT} (execution_id, name, workflow, deferred, wake_at)
-            SELECT ${opts.executionId}, ${opts.clock.name}, ${workflow._tag}, ${deferred}, ${now + Duration.toMillis(opts.clock.duration)}
+            SELECT ${opts.executionId}, ${opts.clock.name}, ${workflow._tag}, ${deferred}, ${clockNow} + ${Duration.toMillis(opts.clock.duration)}
             WHERE TRUE ${ownedBy(opts.executionId)} ON CONFLICT DO NOTHING`)
-          const rows = yield* stored(sql<{ readonly wake_at: number | bigint }>`SELECT wake_at FROM ${clocksT} WHERE execution_id = ${opts.executionId} AND name = ${opts.clock.name}`)
-          yield* fireClock(workflow, opts.executionId, opts.clock.name, deferred, Number(rows[0]?.wake_at ?? now))
+          const rows = yield* stored(sql<{ readonly remaining: number | bigint | string }>`SELECT wake_at - ${clockNow} AS remaining FROM ${clocksT} WHERE execution_id = ${opts.executionId} AND name = ${opts.clock.name}`)
+          yield* fireClock(workflow, opts.executionId, opts.clock.name, deferred, now + Number(rows[0]?.remaining ?? 0))
         })
     }
     const engine = WorkflowEngine.makeUnsafe(encoded)
@@ -832,8 +835,10 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
         if (state === undefined || state.stored !== undefined) return void owned.delete(executionId)
         // Never run before (and this load was its first): no clock, no resume to take; it runs.
         if (fresh) return yield* resume(executionId, "explicit")
-        for (const clock of yield* stored(sql<{ readonly name: string; readonly deferred: string; readonly wake_at: number | bigint }>`SELECT name, deferred, wake_at FROM ${clocksT} WHERE execution_id = ${executionId}`)) {
-          yield* fireClock(state.workflow, executionId, clock.name, clock.deferred, Number(clock.wake_at))
+        // How long each clock has left, on the server's clock (the one that set it may have run on another host).
+        const now = yield* Clock.currentTimeMillis
+        for (const clock of yield* stored(sql<{ readonly name: string; readonly deferred: string; readonly remaining: number | bigint | string }>`SELECT name, deferred, wake_at - ${serverMillis} AS remaining FROM ${clocksT} WHERE execution_id = ${executionId}`)) {
+          yield* fireClock(state.workflow, executionId, clock.name, clock.deferred, now + Number(clock.remaining))
         }
         const resumed = (yield* stored(sql<{ readonly execution_id: string }>`DELETE FROM ${resumesT} WHERE execution_id = ${executionId} RETURNING execution_id`)).length > 0
         // Failed and suspended: kept for an explicit resume, as `register` leaves it.

@@ -175,14 +175,15 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
           state.stored = yield* Effect.orDie(Effect.flatMap(parseJson(row.result), Schema.decodeUnknownEffect(resultCodec(known))))
           return state
         }
-        // Its clocks, if any, are set again by `register`; their rows go when it completes. One never run has none.
-        state.clocks = !(taken !== undefined && Number(taken.takes) === 1)
+        // Never run before (taken for the first time, this its first load): no activities, no clocks.
+        const fresh = taken !== undefined && Number(taken.takes) === 1
+        // Its clocks, if any, are set again by `register`; their rows go when it completes.
+        state.clocks = !fresh
         if (row.suspended !== null) {
           const suspended = yield* Effect.orDie(Effect.flatMap(parseJson(row.suspended), decodeSuspended))
           state.suspension = suspended
           if (suspended.failed === true) state.failed = suspended
         }
-        const fresh = taken !== undefined && Number(taken.takes) === 1
         if (!fresh) {
           for (const activity of yield* stored(sql<{ readonly activity: string; readonly exit: string }>`SELECT activity, exit FROM ${activitiesT} WHERE execution_id = ${executionId}`)) {
             state.activities.set(activity.activity, { exit: Exit.succeed(new Workflow.Complete({ exit: yield* exitOf(activity.exit) })) })

@@ -212,6 +212,9 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
           Effect.map((state) => {
             // One that ended is answered from what was stored and not kept: memory holds the runs that live.
             if (state === undefined || state.stored !== undefined) return state
+            // On a shared database, one this runner stopped owning while it loaded (it started over meanwhile) is not
+            // kept: it would stand for the execution here while another runner runs it.
+            if (sharing !== undefined && !owned.has(executionId)) return undefined
             if (!executions.has(executionId)) executions.set(executionId, state)
             return executions.get(executionId)
           }),
@@ -444,10 +447,13 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
       Effect.gen(function*() {
         if (discard) return undefined
         if (state.stored !== undefined) return state.stored
+        if (state.moved) return yield* answerStored(state.workflow, state.instance.executionId)
         // Capture together so a wake that swaps in a replay cannot desync them.
         const instance = state.instance
         const exit = yield* Fiber.await(state.fiber!)
-        if (state.moved || (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) && (instance.suspended || instance.abandoned))) {
+        // Moved while it ran: answered as the execution stands (the other runner's result, once stored).
+        if (state.moved) return yield* answerStored(state.workflow, state.instance.executionId)
+        if (Exit.isFailure(exit) && Cause.hasInterruptsOnly(exit.cause) && (instance.suspended || instance.abandoned)) {
           // A completion preempted the run, or the run moved to another runner (abandoned here): the caller waits
           // and asks again, into the replay or for the other runner's result.
           return new Workflow.Suspended({})
@@ -574,6 +580,8 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
             }
             if (opts.discard) return undefined as Answer
             if (row.result === null) return new Workflow.Suspended({}) as Answer
+            // Answered: no wait of its callers stays behind.
+            completions.delete(opts.executionId)
             return (yield* Effect.orDie(Effect.flatMap(parseJson(row.result), Schema.decodeUnknownEffect(resultCodec(workflow))))) as Answer
           }
           const entry = workflows.get(workflow._tag)

@@ -9,7 +9,7 @@ import { Activity, DurableDeferred, Workflow } from "effect/workflow"
 import { exitText } from "../../src/rollouts/internal/durable/engineCodecs.js"
 import * as Engines from "../../src/rollouts/internal/durable/engines.js"
 import { describePostgres, freshDatabase } from "../support/postgres.js"
-import { adminOn, buildIn, holdResumes, decide, Gate, gateHandler, journalOf, opened, provided, rowOf, runnerIds, runnerWith, until, within } from "../support/durablePostgres.js"
+import { adminOn, buildIn, waitForLatch, holdResumes, decide, Gate, gateHandler, journalOf, opened, provided, rowOf, runnerIds, runnerWith, until, within } from "../support/durablePostgres.js"
 
 describePostgres("Durable on PostgreSQL, second review", () => {
   it.live("a runner taken for dead whose run ends (its result fenced out) does not sweep the journal the new owner replays from", () =>
@@ -174,11 +174,7 @@ describePostgres("Durable on PostgreSQL, second review", () => {
         return yield* Activity.make({
           name: "pay",
           success: Schema.String,
-          execute: Effect.suspend(() => {
-            const latch = Deferred.makeUnsafe<string>()
-            calls.push(latch)
-            return Deferred.await(latch)
-          })
+          execute: waitForLatch(calls)
         })
       }))
       const aScope = yield* Scope.make()
@@ -204,11 +200,7 @@ describePostgres("Durable on PostgreSQL, second review", () => {
         Activity.make({
           name: "pick",
           success: Schema.String,
-          execute: Effect.suspend(() => {
-            const latch = Deferred.makeUnsafe<string>()
-            calls.push(latch)
-            return Deferred.await(latch)
-          })
+          execute: waitForLatch(calls)
         })
       )
       // A beats once a minute: to B (expiration 1 s) it is frozen, while its fibers go on.

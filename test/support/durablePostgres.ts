@@ -68,6 +68,14 @@ export const reap = (admin: SqlClient.SqlClient, runnerId: string) =>
     admin`UPDATE valet_workflow_executions SET owner = NULL WHERE result IS NULL AND owner = ${runnerId}`
   )).pipe(Effect.orDie)
 
+/** A call that waits until the test completes its latch (pushed on `calls`), and answers the latch's value. */
+export const waitForLatch = (calls: Array<Deferred.Deferred<string>>): Effect.Effect<string> =>
+  Effect.suspend(() => {
+    const latch = Deferred.makeUnsafe<string>()
+    calls.push(latch)
+    return Deferred.await(latch)
+  })
+
 /** A workflow whose one activity blocks until the test completes that call's latch; it returns the activity's value. */
 export const latched = (name: string) => {
   const workflow = Workflow.make(name, { payload: { id: Schema.String }, success: Schema.String, idempotencyKey: (payload) => payload.id })
@@ -77,11 +85,7 @@ export const latched = (name: string) => {
     return yield* Activity.make({
       name: "pick",
       success: Schema.String,
-      execute: Effect.suspend(() => {
-        const latch = Deferred.makeUnsafe<string>()
-        calls.push(latch)
-        return Deferred.await(latch)
-      }).pipe(Effect.onInterrupt(() => Effect.sync(() => void interrupted++)))
+      execute: waitForLatch(calls).pipe(Effect.onInterrupt(() => Effect.sync(() => void interrupted++)))
     })
   }))
   return { workflow, handler, calls, interrupts: () => interrupted }

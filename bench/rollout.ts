@@ -71,7 +71,9 @@ import { spawn } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { cpus, loadavg, tmpdir } from "node:os"
 import { join } from "node:path"
+import diagnosticsChannel from "node:diagnostics_channel"
 import { Session } from "node:inspector"
+import { monitorEventLoopDelay, performance } from "node:perf_hooks"
 import { createInterface } from "node:readline"
 import type { Output } from "../src/cli/internal/output.js"
 import { runRollout } from "../src/cli/internal/rollout.js"
@@ -149,16 +151,22 @@ const startServer = (admit: number): Promise<Server> =>
     })
   })
 
-/** Mean served ÷ K over the steady part (see the module comment); the window's length too. */
+/**
+ * Mean served ÷ K over the steady part (see the module comment), and over its middle (the first and last second
+ * left out: the first wave's answers, all at once, and the drain, episodes ending); the window's length too.
+ */
 const saturation = (samples: ReadonlyArray<readonly [number, number, number]>, admit: number, from: number, to: number) => {
   const inRun = samples.filter(([t]) => t >= from && t <= to)
   const first = inRun.findIndex(([, served]) => served > 0)
   let last = -1
   for (let i = inRun.length - 1; i >= 0 && last === -1; i--) if (inRun[i]![1] > 0) last = i
-  if (first === -1) return { value: 0, windowMs: 0 }
+  if (first === -1) return { value: 0, middle: 0, windowMs: 0 }
   const window = inRun.slice(first, last + 1)
-  const mean = window.reduce((sum, [, served]) => sum + served, 0) / window.length
-  return { value: mean / admit, windowMs: window[window.length - 1]![0] - window[0]![0] }
+  const mean = (part: ReadonlyArray<readonly [number, number, number]>) => part.reduce((sum, [, served]) => sum + served, 0) / part.length / admit
+  const start = window[0]![0]
+  const end = window[window.length - 1]![0]
+  const middle = window.filter(([t]) => t >= start + 1000 && t <= end - 1000)
+  return { value: mean(window), middle: middle.length > 0 ? mean(middle) : Number.NaN, windowMs: end - start }
 }
 
 // `--cpu-prof <path prefix>`: a CPU profile of the first measured run of each K (not the warm-up, not module loading).
@@ -180,6 +188,54 @@ const profiler = {
     session.disconnect()
     console.error(`CPU profile: ${path}`)
   }
+}
+
+/**
+ * Where a request's time goes, from undici's diagnostics channels (this process's requests: with `--processes` there
+ * are none here). Each event is timed; over the middle of the run (the first and last second left out: the first wave
+ * and the drain) the mean number of requests in each state, divided by the answers a millisecond, is the mean time a
+ * request spends in it (Little's law), without matching events to requests:
+ * - `written → answer read`: the request on the wire, at the server (`latencyMs`), and the answer waiting to be read;
+ * - `answer read → next created`: the episode's step (its CPU, and waiting for its turn);
+ * - `created → written`: the request waiting in undici for its connection (on a reused one, for a check phase).
+ */
+const undiciEvents: Array<number> = []
+const onEvent = (kind: number) => () => {
+  undiciEvents.push(performance.now(), kind)
+}
+diagnosticsChannel.subscribe("undici:client:sendHeaders", onEvent(0))
+diagnosticsChannel.subscribe("undici:request:trailers", onEvent(1))
+diagnosticsChannel.subscribe("undici:request:create", onEvent(2))
+
+const requestTimes = (episodes: number) => {
+  if (undiciEvents.length === 0) return undefined
+  const first = undiciEvents[0]!
+  const last = undiciEvents[undiciEvents.length - 2]!
+  const from = first + 1000
+  const to = last - 1000
+  if (to <= from) return undefined
+  let created = 0
+  let written = 0
+  let read = 0
+  let answers = 0
+  let at = from
+  const area = { wire: 0, step: 0, queued: 0 }
+  for (let i = 0; i < undiciEvents.length; i += 2) {
+    const t = undiciEvents[i]!
+    const kind = undiciEvents[i + 1]!
+    if (t > from && t < to) {
+      const dt = t - at
+      at = t
+      area.wire += dt * (written - read)
+      area.queued += dt * (created - written)
+      area.step += dt * (episodes - (created - read))
+      if (kind === 1) answers++
+    }
+    if (kind === 0) written++
+    else if (kind === 1) read++
+    else created++
+  }
+  return { wire: area.wire / answers, step: area.step / answers, queued: area.queued / answers, answersPerMs: answers / (to - from) }
 }
 
 const quiet: Output = { tty: false, line: () => Effect.void, status: () => Effect.void }
@@ -208,6 +264,12 @@ const main = async () => {
         const config = join(dir, `actors-${admit}.yaml`)
         writeFileSync(config, `actors:\n  - name: bench\n    base_url: ${server.url}\n    model: bench-model\n    api: openai\ntimeout_sec: 120\n`)
         const sat: Array<number> = []
+        const middles: Array<number> = []
+        const wires: Array<number> = []
+        const stepTimes: Array<number> = []
+        const queuedTimes: Array<number> = []
+        const loopUse: Array<number> = []
+        const loopDelayP99: Array<number> = []
         const walls: Array<number> = []
         const ideals: Array<number> = []
         const episodesPerSecond: Array<number> = []
@@ -231,6 +293,10 @@ const main = async () => {
           if (profileTo !== undefined && run === 0) await profiler.start()
           const started = Date.now()
           const cpu = process.cpuUsage()
+          undiciEvents.length = 0
+          const loop = performance.eventLoopUtilization()
+          const delay = monitorEventLoopDelay({ resolution: 1 })
+          delay.enable()
           const childrenCpu = childrenCpuMs()
           const path = run === -1 ? warmupPath : tasksPath
           const settings = { concurrency: tasks * group, group, maxSteps: run === -1 ? 1 : maxSteps }
@@ -248,6 +314,8 @@ const main = async () => {
               : runRollout(path, settings, layer, quiet) as Effect.Effect<Summary, unknown, NodeServices.NodeServices>).pipe(Effect.provide(NodeServices.layer))
           )
           const ended = Date.now()
+          delay.disable()
+          const utilization = performance.eventLoopUtilization(loop).utilization
           const own = process.cpuUsage(cpu)
           const used = { user: own.user + (childrenCpuMs() - childrenCpu) * 1000, system: own.system }
           if (profileTo !== undefined && run === 0) await profiler.stop(`${profileTo}-K${admit}.cpuprofile`)
@@ -260,6 +328,15 @@ const main = async () => {
           const wall = ended - started
           const ideal = Math.ceil(summary.steps / Math.min(admit, tasks * group)) * latencyMs
           sat.push(s.value)
+          middles.push(s.middle)
+          const times = requestTimes(tasks * group)
+          if (times !== undefined) {
+            wires.push(times.wire)
+            stepTimes.push(times.step)
+            queuedTimes.push(times.queued)
+          }
+          loopUse.push(utilization)
+          loopDelayP99.push(delay.percentile(99) / 1e6)
           walls.push(wall)
           ideals.push(wall / ideal)
           episodesPerSecond.push((summary.done * 1000) / wall)
@@ -270,11 +347,21 @@ const main = async () => {
         const label = `K=${admit}, ${tasks}×${group} episodes × ${maxSteps} steps${processes > 1 ? `, ${processes} processes` : ""}`
         rows.push(
           summarize("valet", `${label}: saturation (served ÷ K, steady part)`, "ratio", sat),
+          summarize("valet", `${label}: saturation, its middle (first and last second left out)`, "ratio", middles),
           summarize("valet", `${label}: wall ÷ ceil(requests/K)×${latencyMs} ms`, "ratio", ideals),
           summarize("valet", `${label}: episodes/s`, "1/s", episodesPerSecond),
           summarize("valet", `${label}: steps/s`, "1/s", stepsPerSecond),
-          summarize("valet", `${label}: CPU per step (${processes > 1 ? "the processes and this process" : "this process"})`, "ms", cpuPerStep)
+          summarize("valet", `${label}: CPU per step (${processes > 1 ? "the processes and this process" : "this process"})`, "ms", cpuPerStep),
+          summarize("valet", `${label}: event loop busy (utilization)`, "ratio", loopUse),
+          summarize("valet", `${label}: event loop delay, p99`, "ms", loopDelayP99)
         )
+        if (wires.length > 0) {
+          rows.push(
+            summarize("valet", `${label}: a request, written → answer read (middle)`, "ms", wires),
+            summarize("valet", `${label}: a request, answer read → next created (middle)`, "ms", stepTimes),
+            summarize("valet", `${label}: a request, created → written (middle)`, "ms", queuedTimes)
+          )
+        }
       } finally {
         server.stop()
       }

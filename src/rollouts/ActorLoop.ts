@@ -85,7 +85,7 @@
  *
  * @since 0.1.0
  */
-import { Effect, Option, Result, Schema, Stream } from "effect"
+import { Effect, Option, Result, Scheduler, Schema, Stream } from "effect"
 import { randomUUID } from "node:crypto"
 import * as Agent from "../core/Agent.js"
 import type { AgentError, InvalidOptions } from "../core/AgentError.js"
@@ -94,6 +94,7 @@ import * as Budget from "../core/Budget.js"
 import * as Opts from "../core/internal/options.js"
 import type * as Model from "../core/Model.js"
 import * as episodeInternal from "./internal/episode.js"
+import * as Pacing from "./internal/pacing.js"
 import * as Step from "./internal/step.js"
 import * as TaskInternal from "./internal/task.js"
 import * as Reward from "./Reward.js"
@@ -401,13 +402,78 @@ export interface RunOptions extends EpisodeOptions {
    * @since 0.2.0
    */
   readonly group?: number | undefined
+  /**
+   * With more than one episode in flight, their work runs on one paced scheduler (`pacedScheduler`): this long at
+   * most (milliseconds, > 0, default 1) before the event loop reads answers and writes requests again.
+   *
+   * @since 0.2.0
+   */
+  readonly sliceMs?: number | undefined
 }
+
+const SliceMs = Schema.Finite.check(Schema.makeFilter((n: number) => n > 0, { expected: "a number above 0" }))
 
 const RunOptionsSchema = Schema.Struct({
   ...episodeFields,
   concurrency: Schema.optional(Opts.IntAtLeast(1)),
-  group: Schema.optional(Opts.IntAtLeast(1))
+  group: Schema.optional(Opts.IntAtLeast(1)),
+  sliceMs: Schema.optional(SliceMs)
 })
+
+/**
+ * Options of `pacedScheduler`.
+ *
+ * @since 0.2.0
+ * @category options
+ */
+export interface PacingOptions {
+  /** How long queued work runs before the event loop gets its turn, in milliseconds (> 0, default 1). */
+  readonly sliceMs?: number | undefined
+}
+
+const PacingOptionsSchema = Schema.Struct({ sliceMs: Schema.optional(SliceMs) })
+
+/**
+ * A scheduler for many episodes on one event loop. Effect's default scheduler runs every fiber's queued work in
+ * the loop's next check phase, all of it: when hundreds of model answers arrive together, their steps run back to
+ * back and their next requests leave together (undici writes on a reused connection only at a check phase), so
+ * they come back together and the server idles between such waves. This one queues the fibers' work, first in first
+ * out, and runs it `sliceMs` at a time (default 1 ms), letting the loop read answers and write requests between
+ * slices: each next request leaves about a slice after its step. `run` uses one per run when more than one episode
+ * is in flight; provide it yourself around episodes you run concurrently another way.
+ *
+ * Measured with bench/rollout.ts (256 episodes, a server admitting 256 sequences at once, 200 ms each, 2 cores,
+ * 30-step episodes): the server served 0.82–0.86 of its capacity over the run with the default scheduler, 0.90 with
+ * this one; a request waited 6.4–8.6 ms between its creation and its write, 1.8–2.0 ms now.
+ *
+ * @example
+ * ```ts
+ * import { Effect, Scheduler } from "effect"
+ * import * as ActorLoop from "valet/ActorLoop"
+ *
+ * const tasks: ReadonlyArray<ActorLoop.Task> = [{ taskId: "t1", prompt: "Make the tests pass." }]
+ *
+ * // 64 episodes at a time, their work paced on one queue.
+ * const episodes = Effect.forEach(tasks, (task) => ActorLoop.episode(task, { maxSteps: 6 }), { concurrency: 64 }).pipe(
+ *   Effect.provideServiceEffect(Scheduler.Scheduler, ActorLoop.pacedScheduler({ sliceMs: 1 }))
+ * )
+ * ```
+ *
+ * @since 0.2.0
+ * @category scheduling
+ */
+export const pacedScheduler = (
+  options: PacingOptions = {}
+): Effect.Effect<Scheduler.Scheduler, InvalidOptions> =>
+  Effect.map(Opts.decode("ActorLoop.pacedScheduler", PacingOptionsSchema, options), ({ sliceMs }) => Pacing.make({ sliceMs }))
+
+/**
+ * `pacedScheduler`, the scheduler or the `InvalidOptions` thrown.
+ *
+ * @since 0.2.0
+ * @category scheduling
+ */
+export const pacedSchedulerUnsafe = (options: PacingOptions = {}): Scheduler.Scheduler => Opts.runUnsafe(pacedScheduler(options))
 
 /** One episode's outcome; a failure names the episode and group its lines carry. */
 const outcomeOf = (task: Task, options: EpisodeOptions, member: episodeInternal.Member): Effect.Effect<Outcome, never, Requirements> =>
@@ -446,7 +512,7 @@ export const run = <E, R>(
   tasks: Stream.Stream<Task, E, R>,
   options: RunOptions = {}
 ): Stream.Stream<Outcome, E | InvalidOptions, R | Requirements> =>
-  Stream.unwrap(Effect.map(Opts.decode("ActorLoop", RunOptionsSchema, options), ({ concurrency, group, ...checked }) => {
+  Stream.unwrap(Effect.map(Opts.decode("ActorLoop", RunOptionsSchema, options), ({ concurrency, group, sliceMs, ...checked }) => {
     const maxSteps = checked.maxSteps ?? 1
     const work = (task: Task): Effect.Effect<ReadonlyArray<Effect.Effect<Outcome, never, Requirements>>, never, Model.Model> =>
       // Neither `maxSteps` nor `group`: one step as `step` writes it (and `Durable.actorLoop`), no episode fields.
@@ -472,10 +538,15 @@ export const run = <E, R>(
           onFailure: (error) => Array.from({ length: group }, () => Effect.succeed<Outcome>({ _tag: "Failed", task, error })),
           onSuccess: (members) => members.map((member) => outcomeOf(task, checked, member))
         })
+    // One paced scheduler for all the run's episodes (see `pacedScheduler`); one at a time has nothing to interleave.
+    const paced = (concurrency ?? 1) > 1 ? Pacing.make({ sliceMs }) : undefined
     return tasks.pipe(
       Stream.mapEffect(work),
       Stream.flatMap((episodes) => Stream.fromIterable(episodes)),
-      Stream.mapEffect((episode) => episode, { concurrency: concurrency ?? 1, unordered: true })
+      Stream.mapEffect((episode) => paced === undefined ? episode : Effect.provideService(episode, Scheduler.Scheduler, paced), {
+        concurrency: concurrency ?? 1,
+        unordered: true
+      })
     )
   }))
 

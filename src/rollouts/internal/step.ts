@@ -86,6 +86,10 @@ const program = (
     const startedAt = yield* Clock.currentTimeNanos
     const response = yield* Architecture.generate(request, { step: "actor_loop.act" })
     const latencySec = Number((yield* Clock.currentTimeNanos) - startedAt) / 1e9
+    // The rest of the step runs as a turn of the scheduler, not inside the socket's read callback: on the paced
+    // scheduler (`ActorLoop.run` with episodes in flight together) a wave of answers is worked through a slice at a
+    // time, each next request written between slices (see pacing.ts). Elsewhere it is one `setImmediate` a step.
+    yield* Effect.yieldNow
     const choice = response.choices[0]
     const raw = choice?.text ?? ""
     yield* Architecture.setOutput(raw)

@@ -243,6 +243,31 @@ describe("Vllm tokens: recorded real answers", () => {
     }))
 })
 
+describe("Vllm tokens: a captured event with prompt token ids", () => {
+  // The first event of a real vLLM `/v1/completions` stream (main branch, late October 2025, Qwen3-8B), printed in
+  // vllm-project/vllm pull request 27561: `prompt_token_ids` filled on the choice, `token_ids` null. Only this event
+  // was posted: the test ends the stream with `[DONE]`.
+  it.effect("a captured completions stream event: the prompt's ids kept from the choice, the null completion ids absent", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make({ api: "openai" })
+      const events = [...Server.sseData(Server.fixture("vllm-completion-stream-prompt-ids-captured.sse")), "[DONE]"]
+      server.enqueue("/v1/completions", Server.sse(events))
+      const path = yield* actor(server.url)
+      const log = warnings()
+      const response = yield* Model.accumulate(Model.stream({ prompt: "Once upon a time, there was a brave knight named" })).pipe(
+        Effect.provide(poolLayer({ configPath: path, tokens: true }, log.layer))
+      )
+      const [choice] = response.choices
+      expect(choice!.text).toBe(" Sir")
+      expect(response.promptTokenIds).toEqual([12522, 5193, 264, 882, 11, 1052, 572, 264, 33200, 46609, 6941])
+      expect(choice!.tokenIds).toBeUndefined()
+      expect(choice!.logprobs).toBeUndefined()
+      // What is missing is said once, naming what it is: the prompt's ids are not in the list.
+      expect(log.seen).toHaveLength(1)
+      expect(log.seen[0]).toContain("the answer has no completion token ids, completion logprobs;")
+    }))
+})
+
 describe("Vllm tokens: folding a stream", () => {
   it("a stream's log-probabilities and ids grow in place (concat copied the whole list per token: quadratic)", () => {
     const acc = ModelChunks.emptyAccumulator()

@@ -44,8 +44,10 @@ export const makeQueue = (options: Options = {}): (f: () => void) => () => void 
   let queue: Array<Entry> = []
   let head = 0
   let pumping = false
+  // `pumping` stays true while a pump runs: work queued by the tasks of this slice waits for the one next pump
+  // scheduled below, not a second pump of its own (two pumps a turn would run two slices back to back, and with
+  // a backlog their number would double every turn).
   const pump = (): void => {
-    pumping = false
     const until = now() + sliceMs
     try {
       while (head < queue.length) {
@@ -65,10 +67,8 @@ export const makeQueue = (options: Options = {}): (f: () => void) => () => void 
         queue = queue.slice(head)
         head = 0
       }
-      if (head < queue.length) {
-        pumping = true
-        nextTurn(pump)
-      }
+      if (head < queue.length) nextTurn(pump)
+      else pumping = false
     }
   }
   return (f) => {

@@ -1,0 +1,90 @@
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Fiber, Layer, Scheduler, Stream } from "effect"
+import { TestClock } from "effect/testing"
+import * as ScriptedModel from "../../src/core/ScriptedModel.js"
+import * as Sandbox from "../../src/environment/Sandbox.js"
+import * as StateStore from "../../src/environment/StateStore.js"
+import * as TrajectoryStore from "../../src/environment/TrajectoryStore.js"
+import * as ActorLoop from "../../src/rollouts/ActorLoop.js"
+import * as Pacing from "../../src/rollouts/internal/pacing.js"
+
+const answer = "<think>Run it.</think>\n<action>{\"command\": [\"python3\", \"-c\", \"print(1)\"]}</action>"
+const testLayers = (script: ScriptedModel.Script) =>
+  Layer.mergeAll(ScriptedModel.layer(script), Sandbox.layerTest(() => ({ stdout: "1\n" })), StateStore.layerMemory(), TrajectoryStore.layerMemory)
+
+const counterClock = () => {
+  let now = 0
+  return { now: () => now, spend: (ms: number) => void (now += ms) }
+}
+
+/** Logs "io" once a turn of the event loop until `done()` says stop; resolves then. */
+const probeUntil = (log: Array<string>, done: () => boolean) =>
+  new Promise<void>((resolve) => {
+    const tick = () => {
+      log.push("io")
+      if (done()) resolve()
+      else setImmediate(tick)
+    }
+    setImmediate(tick)
+  })
+
+/** The most entries of work run between two turns of the probe. */
+const mostBetweenTurns = (log: ReadonlyArray<string>): number => {
+  let most = 0
+  let run = 0
+  for (const entry of log) {
+    if (entry === "io") run = 0
+    else most = Math.max(most, ++run)
+  }
+  return most
+}
+
+describe("paced scheduler review: one pump at a time", () => {
+  it("work that queues more work while a slice runs does not start a second pump (no two slices in one turn)", async () => {
+    const clock = counterClock()
+    const schedule = Pacing.makeQueue({ sliceMs: 1, now: clock.now })
+    const log: Array<string> = []
+    let left = 4 * 6
+    // Four chains of six tasks; each task fills a whole slice and queues its chain's next one (as a fiber that
+    // yields queues its continuation, a fork its child, a semaphore release its waiter).
+    const chain = (name: string, n: number): void => {
+      schedule(() => {
+        log.push(`${name}${n}`)
+        left--
+        clock.spend(1)
+        if (n < 6) chain(name, n + 1)
+      })
+    }
+    for (const name of ["a", "b", "c", "d"]) chain(name, 1)
+    await probeUntil(log, () => left === 0)
+    expect(log.filter((entry) => entry !== "io")).toHaveLength(24)
+    // One slice a turn: a task that fills the slice runs alone between two turns of the loop.
+    expect(mostBetweenTurns(log)).toBe(1)
+  })
+
+  it.live("fibers that yield repeatedly on the paced scheduler run at most a slice between turns of the loop", () =>
+    Effect.gen(function*() {
+      const clock = counterClock()
+      const log: Array<string> = []
+      let left = 8 * 5
+      const probe = probeUntil(log, () => left === 0)
+      yield* Effect.forEach(
+        Array.from({ length: 8 }, (_, i) => i),
+        (i) =>
+          Effect.forEach(Array.from({ length: 5 }, (_, j) => j), (j) =>
+            Effect.andThen(
+              Effect.yieldNow,
+              Effect.sync(() => {
+                log.push(`f${i}.${j}`)
+                left--
+                clock.spend(0.5)
+              })
+            ), { discard: true }),
+        { concurrency: "unbounded", discard: true }
+      ).pipe(Effect.provideService(Scheduler.Scheduler, Pacing.make({ sliceMs: 1, now: clock.now })))
+      yield* Effect.promise(() => probe)
+      expect(log.filter((entry) => entry !== "io")).toHaveLength(40)
+      // Two 0.5 ms pieces of work fill a 1 ms slice.
+      expect(mostBetweenTurns(log)).toBeLessThanOrEqual(2)
+    }))
+})

@@ -404,7 +404,8 @@ export interface RunOptions extends EpisodeOptions {
   readonly group?: number | undefined
   /**
    * With more than one episode in flight, their work runs on one paced scheduler (`pacedScheduler`): this long at
-   * most (milliseconds, > 0, default 1) before the event loop reads answers and writes requests again.
+   * most (milliseconds, > 0, default 1) before the event loop reads answers and writes requests again. Only in
+   * place of Effect's default scheduler: one the caller provided (TestClock's in `it.effect`) is kept.
    *
    * @since 0.2.0
    */
@@ -512,7 +513,8 @@ export const run = <E, R>(
   tasks: Stream.Stream<Task, E, R>,
   options: RunOptions = {}
 ): Stream.Stream<Outcome, E | InvalidOptions, R | Requirements> =>
-  Stream.unwrap(Effect.map(Opts.decode("ActorLoop", RunOptionsSchema, options), ({ concurrency, group, sliceMs, ...checked }) => {
+  Stream.unwrap(Effect.flatMap(Opts.decode("ActorLoop", RunOptionsSchema, options), ({ concurrency, group, sliceMs, ...checked }) =>
+    Effect.map(Effect.service(Scheduler.Scheduler), (current) => {
     const maxSteps = checked.maxSteps ?? 1
     const work = (task: Task): Effect.Effect<ReadonlyArray<Effect.Effect<Outcome, never, Requirements>>, never, Model.Model> =>
       // Neither `maxSteps` nor `group`: one step as `step` writes it (and `Durable.actorLoop`), no episode fields.
@@ -539,7 +541,11 @@ export const run = <E, R>(
           onSuccess: (members) => members.map((member) => outcomeOf(task, checked, member))
         })
     // One paced scheduler for all the run's episodes (see `pacedScheduler`); one at a time has nothing to interleave.
-    const paced = (concurrency ?? 1) > 1 ? Pacing.make({ sliceMs }) : undefined
+    // Only in place of Effect's own asynchronous scheduler: a scheduler the caller provided is kept (TestClock's,
+    // whose `adjust` waits for the work it wakes only when that work runs on it; a synchronous one).
+    const paced = (concurrency ?? 1) > 1 && current instanceof Scheduler.MixedScheduler && current.executionMode === "async"
+      ? Pacing.make({ sliceMs })
+      : undefined
     return tasks.pipe(
       Stream.mapEffect(work),
       Stream.flatMap((episodes) => Stream.fromIterable(episodes)),
@@ -548,7 +554,7 @@ export const run = <E, R>(
         unordered: true
       })
     )
-  }))
+  })))
 
 /**
  * Decodes a task from JSON text (a tasks-file line); a failure says what was wrong, on one line

@@ -121,7 +121,8 @@ describe("paced scheduler in Effect", () => {
 })
 
 describe("ActorLoop.run, paced", () => {
-  it.effect("runs concurrent episodes to the end on the paced scheduler: every step recorded, in order", () =>
+  // it.live: under it.effect's TestClock scheduler `run` keeps that scheduler (see PacingReview.test.ts).
+  it.live("runs concurrent episodes to the end on the paced scheduler: every step recorded, in order", () =>
     Effect.gen(function*() {
       const tasks = ["a", "b", "c", "d", "e", "f"].map((taskId) => ({ taskId, prompt: `task ${taskId}` }))
       const outcomes = yield* Stream.runCollect(

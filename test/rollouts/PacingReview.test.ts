@@ -9,8 +9,7 @@ import * as ActorLoop from "../../src/rollouts/ActorLoop.js"
 import * as Pacing from "../../src/rollouts/internal/pacing.js"
 
 const answer = "<think>Run it.</think>\n<action>{\"command\": [\"python3\", \"-c\", \"print(1)\"]}</action>"
-const testLayers = (script: ScriptedModel.Script) =>
-  Layer.mergeAll(ScriptedModel.layer(script), Sandbox.layerTest(() => ({ stdout: "1\n" })), StateStore.layerMemory(), TrajectoryStore.layerMemory)
+const storeLayers = Layer.mergeAll(Sandbox.layerTest(() => ({ stdout: "1\n" })), StateStore.layerMemory(), TrajectoryStore.layerMemory)
 
 const counterClock = () => {
   let now = 0
@@ -87,4 +86,68 @@ describe("paced scheduler review: one pump at a time", () => {
       // Two 0.5 ms pieces of work fill a 1 ms slice.
       expect(mostBetweenTurns(log)).toBeLessThanOrEqual(2)
     }))
+})
+
+describe("paced scheduler review: TestClock", () => {
+  // TestClock's `adjust` waits for the work a wake starts only when that work goes through TestClock's scheduler
+  // (it counts the tasks scheduled on it). Work on the paced scheduler is not counted: once it needs more than a
+  // slice, `adjust` returns before it is done.
+  it.effect("TestClock.adjust does not wait for woken work on a paced scheduler that needs more than a slice", () =>
+    Effect.gen(function*() {
+      const clock = counterClock()
+      let done = 0
+      const work = Effect.gen(function*() {
+        yield* Effect.sleep("1 second")
+        for (let i = 0; i < 5; i++) {
+          yield* Effect.yieldNow
+          clock.spend(1)
+        }
+        done++
+      })
+      yield* Effect.forkChild(
+        Effect.provideService(work, Scheduler.Scheduler, Pacing.make({ sliceMs: 1, now: clock.now }))
+      )
+      yield* TestClock.adjust("1 second")
+      // On TestClock's own scheduler `done` would be 1 here (see the next test); paced, the work is still queued.
+      expect(done).toBe(0)
+    }))
+
+  it.effect("…so ActorLoop.run keeps a scheduler the caller provided (TestClock's) instead of pacing", () =>
+    Effect.gen(function*() {
+      const outer = yield* Effect.service(Scheduler.Scheduler)
+      const seen: Array<Scheduler.Scheduler> = []
+      const tasks = ["a", "b", "c"].map((taskId) => ({ taskId, prompt: `task ${taskId}` }))
+      const fiber = yield* Effect.forkChild(Stream.runCollect(
+        ActorLoop.run(Stream.fromIterable(tasks), { concurrency: 3, maxSteps: 2, sliceMs: 0.001 }).pipe(
+          Stream.provide(ScriptedModel.layer(() => {
+            seen.push(Fiber.getCurrent()!.getRef(Scheduler.Scheduler))
+            return { text: answer, delay: "1 second" }
+          }))
+        )
+      ))
+      yield* TestClock.adjust("1 second")
+      yield* TestClock.adjust("1 second")
+      expect(seen.length).toBe(6)
+      expect(seen.every((scheduler) => scheduler === outer)).toBe(true)
+      for (const { taskId } of tasks) expect(yield* TrajectoryStore.count(taskId)).toBe(2)
+      expect((yield* Fiber.join(fiber)).map((outcome) => outcome._tag)).toEqual(["Recorded", "Recorded", "Recorded"])
+    }).pipe(Effect.provide(storeLayers)))
+
+  it.live("ActorLoop.run still paces over Effect's default scheduler", () =>
+    Effect.gen(function*() {
+      const outer = yield* Effect.service(Scheduler.Scheduler)
+      const seen: Array<Scheduler.Scheduler> = []
+      const tasks = ["a", "b"].map((taskId) => ({ taskId, prompt: `task ${taskId}` }))
+      yield* Stream.runCollect(ActorLoop.run(Stream.fromIterable(tasks), { concurrency: 2 }).pipe(
+        Stream.provide(ScriptedModel.layer(() => {
+          seen.push(Fiber.getCurrent()!.getRef(Scheduler.Scheduler))
+          return answer
+        }))
+      ))
+      expect(seen.length).toBe(2)
+      expect(outer).toBeInstanceOf(Scheduler.MixedScheduler)
+      expect(seen[0]).not.toBe(outer)
+      expect(seen[0]).toBeInstanceOf(Scheduler.MixedScheduler)
+      expect(seen[1]).toBe(seen[0])
+    }).pipe(Effect.provide(storeLayers)))
 })

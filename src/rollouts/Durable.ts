@@ -642,12 +642,13 @@ export const layerActorLoop: Layer.Layer<never, never, WorkflowEngine.WorkflowEn
   DurableActorLoop.layerActorLoop
 
 /**
- * Options of a durable actor loop: `ActorLoop.run`'s, and the loop's key.
+ * Options of a durable actor loop: `ActorLoop.run`'s but `sliceMs` (the workflow engine runs the episodes, not a
+ * paced scheduler of the loop's), and the loop's key.
  *
  * @since 0.2.0
  * @category options
  */
-export interface ActorLoopOptions extends ActorLoop.RunOptions {
+export interface ActorLoopOptions extends Omit<ActorLoop.RunOptions, "sliceMs"> {
   /**
    * The loop's key: step `i` of the tasks is the workflow `<loop>/<i>/<task id>` (with `maxSteps` or `group`, its
    * episode, and rollout `m` of its group `<loop>/<i>/<task id>/<m>`). Run the same tasks with the same key again and

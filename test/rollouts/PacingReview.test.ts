@@ -1,11 +1,13 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Scheduler, Stream } from "effect"
 import { TestClock } from "effect/testing"
+import { WorkflowEngine } from "effect/workflow"
 import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Sandbox from "../../src/environment/Sandbox.js"
 import * as StateStore from "../../src/environment/StateStore.js"
 import * as TrajectoryStore from "../../src/environment/TrajectoryStore.js"
 import * as ActorLoop from "../../src/rollouts/ActorLoop.js"
+import * as Durable from "../../src/rollouts/Durable.js"
 import * as Pacing from "../../src/rollouts/internal/pacing.js"
 
 const answer = "<think>Run it.</think>\n<action>{\"command\": [\"python3\", \"-c\", \"print(1)\"]}</action>"
@@ -150,4 +152,18 @@ describe("paced scheduler review: TestClock", () => {
       expect(seen[0]).toBeInstanceOf(Scheduler.MixedScheduler)
       expect(seen[1]).toBe(seen[0])
     }).pipe(Effect.provide(storeLayers)))
+})
+
+describe("paced scheduler review: Durable.actorLoop", () => {
+  it.effect("Durable.ActorLoopOptions does not offer sliceMs, which Durable.actorLoop refuses", () =>
+    Effect.gen(function*() {
+      const options: Durable.ActorLoopOptions = { loop: "l" }
+      // @ts-expect-error sliceMs is ActorLoop.run's (the paced scheduler), not a durable loop's option
+      const paced: Durable.ActorLoopOptions = { loop: "l", sliceMs: 1 }
+      const error = yield* Stream.runCollect(Durable.actorLoop(Stream.empty, { ...options, ...paced })).pipe(
+        Effect.flip,
+        Effect.provide(WorkflowEngine.layerMemory)
+      )
+      expect(error.message).toBe("Durable.actorLoop: sliceMs is not a known option")
+    }))
 })

@@ -248,7 +248,7 @@ const ActorLoopOptionsSchema = Schema.Struct({
 /** `Durable.actorLoop`: `ActorLoop.run` with every step or episode a workflow (documented there). */
 export const actorLoop = <E, R>(
   tasks: Stream.Stream<ActorLoop.Task, E, R>,
-  options: ActorLoop.RunOptions & { readonly loop: string }
+  options: Omit<ActorLoop.RunOptions, "sliceMs"> & { readonly loop: string }
 ): Stream.Stream<ActorLoop.Outcome, E | InvalidOptions, R | WorkflowEngine.WorkflowEngine> =>
   Stream.unwrap(Effect.map(Opts.decode("Durable.actorLoop", ActorLoopOptionsSchema, options), ({ concurrency, group, loop, ...episodeOptions }) => {
     const { aggregate: _a, maxSteps, rewardThreshold: _r, ...stepOptions } = episodeOptions

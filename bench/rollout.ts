@@ -61,24 +61,27 @@
  * core; at load 3+ this process gets well under a core, and saturation follows its share. `--processes 2` (two processes, a shard each) with 30-step episodes: 0.74 (735
  * steps/s, 1.54 ms a step counting both processes): slower on 2 cores — each process starts and warms its JIT again
  * (about 1.5 s of CPU each, every run) and the vLLM-like server needs the second core.
- * Measured 2026-11-27 (later), 30-step episodes, K=256, load 0.6–1.4, 3 alternating pairs of base (effa162) and new
- * runs, medians of 3 runs each: saturation 0.82 / 0.86 / 0.86 -> 0.90 / 0.90 / 0.90; its middle (the first and last
- * second left out) 0.86 / 0.89 / 0.88 -> 0.95 / 0.94 / 0.95; steps/s 1,031–1,086 -> 1,118–1,129. 6-step episodes, 2
- * pairs: K=256 0.76 / 0.76 -> 0.79 / 0.82 (the first wave, all 256 answers at once, and the drain are most of such a
- * run); K=64 1.00 both. What changed: the requests' times (undici's diagnostics channels, middle of the run, Little's
- * law) showed the client kept each request 6.4–8.6 ms between its creation and its write and 211–215 ms between its
- * write and its answer being read (the server takes 200), while the event loop was busy only 0.63–0.74 of the time:
- * Effect's scheduler ran every ready fiber in one check phase, and undici writes on a reused connection only at a
- * check phase, so a wave of answers was worked through back to back and its requests left together, came back
- * together and left the server idle between waves. `ActorLoop.run` now runs its episodes on a paced scheduler
- * (src/rollouts/internal/pacing.ts: ready work first in first out, 1 ms a turn of the loop) and a step continues off
- * the socket's read callback: 1.8–2.0 ms created -> written, 204–205 ms written -> read; the event loop's p99 delay
- * fell from 40–100 ms to 12–17. What is left a request: 6–9 ms between its answer being read and the next request
- * (its step's turn in the queue, and the trajectory line's write: a file system call, answered a turn of the loop
- * later), about 4 % of a 210 ms cycle. The JSONL store also made an error (a stack trace) at every write, in case
- * the write did not complete: ~4 % of a step's CPU, now made only then. Tried and dropped: waking the appends a group
- * write settled directly instead of through the task's lock (no change in the append's time: the write's own turn
- * of the loop dominates); Node's `http` client instead of undici (0.64).
+ * Measured 2026-11-27 (later), K=256, load 0.6–2.2, medians of 3 runs, variants run in turn. The requests' times
+ * (undici's diagnostics channels, middle of the run, Little's law) showed the client kept each request 5.6–8.6 ms
+ * between its creation and its write and 209–215 ms between its write and its answer being read (the server takes
+ * 200), while the event loop was busy only 0.63–0.74 of the time. Three changes, each measured on the last (30-step
+ * episodes, two rounds; saturation / its middle / CPU a step / event loop p99 delay / created -> written):
+ * - base (effa162): 0.87, 0.88 / 0.89, 0.90 / 0.71, 0.71 ms / 18.7, 18.0 ms / 6.3, 5.6 ms;
+ * - the JSONL store made an error (a stack trace) at every write, in case the write did not complete; now only
+ *   then: 0.90, 0.89 / 0.93, 0.93 / 0.56, 0.62 / 12.7, 15.0 / 3.7, 3.9;
+ * - a step goes on after its model answer as a turn of the scheduler, not inside the socket's read callback (step.ts):
+ *   0.92, 0.90 / 0.95, 0.94 / 0.57, 0.58 / 12.4, 13.9 / 2.4, 2.8;
+ * - `ActorLoop.run` runs its episodes on a paced scheduler (src/rollouts/internal/pacing.ts: ready work first in first
+ *   out, 1 ms a turn of the loop): 0.93, 0.90, 0.91, 0.92, 0.92 / 0.96, 0.93, 0.95, 0.96, 0.96 / 0.60–0.66 /
+ *   6.1, 7.5 / 1.5, 1.8. Its own share of the saturation is within the noise; the loop's delay halves.
+ * 6-step episodes, 2 pairs: K=256 0.77 / 0.75 -> 0.84 / 0.80 (the first wave, all 256 answers at once, and the
+ * drain are most of such a run); K=64 1.00 both. What is left a request in the middle of a run: 4–9 ms between its
+ * answer being read and the next request (its step's turn in the queue, and the trajectory line's write, a file system
+ * call answered a turn of the loop later), 1.5–2 ms to its write, 2–5 ms of reading delay: about 4 % of a 210 ms
+ * cycle. Tried and dropped: waking the appends a group write settled directly instead of through the task's lock (no
+ * change in the append's time: the write's own turn of the loop dominates); a pump that started a second pump for work
+ * queued during its slice (pumps doubled with a backlog: no better than one slice a turn, 0.90–0.92 against
+ * 0.91–0.92 over three more pairs); Node's `http` client instead of undici (0.64); `--processes 2` (0.86).
  *
  *   npx tsx bench/rollout.ts [--quick] [--admit 64,256] [--runs n] [--steps n] [--processes n] [--memory state,trajectories] [--cpu-prof <path prefix>]
  */

@@ -154,6 +154,22 @@ describe("paced scheduler review: TestClock", () => {
     }).pipe(Effect.provide(storeLayers)))
 })
 
+describe("ActorLoop.run, one episode at a time", () => {
+  it.live("is not paced: nothing to interleave, the caller's scheduler is kept", () =>
+    Effect.gen(function*() {
+      const outer = yield* Effect.service(Scheduler.Scheduler)
+      const seen: Array<Scheduler.Scheduler> = []
+      const tasks = ["a", "b"].map((taskId) => ({ taskId, prompt: `task ${taskId}` }))
+      yield* Stream.runCollect(ActorLoop.run(Stream.fromIterable(tasks), { concurrency: 1 }).pipe(
+        Stream.provide(ScriptedModel.layer(() => {
+          seen.push(Fiber.getCurrent()!.getRef(Scheduler.Scheduler))
+          return answer
+        }))
+      ))
+      expect(seen).toEqual([outer, outer])
+    }).pipe(Effect.provide(storeLayers)))
+})
+
 describe("paced scheduler review: Durable.actorLoop", () => {
   it.effect("Durable.ActorLoopOptions does not offer sliceMs, which Durable.actorLoop refuses", () =>
     Effect.gen(function*() {

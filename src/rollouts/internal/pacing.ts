@@ -2,9 +2,8 @@
  * The paced scheduler: Effect's `MixedScheduler` with one change, how its turns are started. The default scheduler
  * starts each fiber's batch of work on its own `setImmediate`, and every batch queued before the event loop's check
  * phase runs in that phase, however long they take together. With hundreds of episodes on one event loop, that is
- * the whole wave of answers that came in at once: tens of milliseconds in which no socket is read and (undici writes
- * a request on a reused connection only at the next check phase) no request is written. The requests of a wave then
- * go out together, come back together 200 ms later, and the wave never spreads out: the server idles between waves.
+ * the whole wave of answers that came in at once: tens of milliseconds in which no socket is read, no timer fires
+ * and (undici writes a request on a reused connection only at the next check phase) no request is written.
  *
  * Here the batches wait in one queue, first in first out, and one `setImmediate` runs them until a slice of time
  * (`sliceMs`, 1 ms by default) is spent, then leaves the rest for the next turn of the loop: answers are read and

@@ -13,6 +13,21 @@ import * as Pacing from "../../src/rollouts/internal/pacing.js"
 const answer = "<think>Run it.</think>\n<action>{\"command\": [\"python3\", \"-c\", \"print(1)\"]}</action>"
 const storeLayers = Layer.mergeAll(Sandbox.layerTest(() => ({ stdout: "1\n" })), StateStore.layerMemory(), TrajectoryStore.layerMemory)
 
+/** Runs two tasks through `ActorLoop.run` and answers the scheduler in context and the one each model call ran on. */
+const schedulersSeen = (concurrency: number) =>
+  Effect.gen(function*() {
+    const outer = yield* Effect.service(Scheduler.Scheduler)
+    const seen: Array<Scheduler.Scheduler> = []
+    const tasks = ["a", "b"].map((taskId) => ({ taskId, prompt: `task ${taskId}` }))
+    yield* Stream.runCollect(ActorLoop.run(Stream.fromIterable(tasks), { concurrency }).pipe(
+      Stream.provide(ScriptedModel.layer(() => {
+        seen.push(Fiber.getCurrent()!.getRef(Scheduler.Scheduler))
+        return answer
+      }))
+    ))
+    return { outer, seen }
+  })
+
 const counterClock = () => {
   let now = 0
   return { now: () => now, spend: (ms: number) => void (now += ms) }
@@ -137,15 +152,7 @@ describe("paced scheduler review: TestClock", () => {
 
   it.live("ActorLoop.run still paces over Effect's default scheduler", () =>
     Effect.gen(function*() {
-      const outer = yield* Effect.service(Scheduler.Scheduler)
-      const seen: Array<Scheduler.Scheduler> = []
-      const tasks = ["a", "b"].map((taskId) => ({ taskId, prompt: `task ${taskId}` }))
-      yield* Stream.runCollect(ActorLoop.run(Stream.fromIterable(tasks), { concurrency: 2 }).pipe(
-        Stream.provide(ScriptedModel.layer(() => {
-          seen.push(Fiber.getCurrent()!.getRef(Scheduler.Scheduler))
-          return answer
-        }))
-      ))
+      const { outer, seen } = yield* schedulersSeen(2)
       expect(seen.length).toBe(2)
       expect(outer).toBeInstanceOf(Scheduler.MixedScheduler)
       expect(seen[0]).not.toBe(outer)
@@ -157,15 +164,7 @@ describe("paced scheduler review: TestClock", () => {
 describe("ActorLoop.run, one episode at a time", () => {
   it.live("is not paced: nothing to interleave, the caller's scheduler is kept", () =>
     Effect.gen(function*() {
-      const outer = yield* Effect.service(Scheduler.Scheduler)
-      const seen: Array<Scheduler.Scheduler> = []
-      const tasks = ["a", "b"].map((taskId) => ({ taskId, prompt: `task ${taskId}` }))
-      yield* Stream.runCollect(ActorLoop.run(Stream.fromIterable(tasks), { concurrency: 1 }).pipe(
-        Stream.provide(ScriptedModel.layer(() => {
-          seen.push(Fiber.getCurrent()!.getRef(Scheduler.Scheduler))
-          return answer
-        }))
-      ))
+      const { outer, seen } = yield* schedulersSeen(1)
       expect(seen).toEqual([outer, outer])
     }).pipe(Effect.provide(storeLayers)))
 })

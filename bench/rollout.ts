@@ -349,7 +349,8 @@ const main = async () => {
           const wall = ended - started
           const ideal = Math.ceil(summary.steps / Math.min(admit, tasks * group)) * latencyMs
           sat.push(s.value)
-          middles.push(s.middle)
+          // A run shorter than two seconds of serving has no middle.
+          if (Number.isFinite(s.middle)) middles.push(s.middle)
           const times = requestTimes(tasks * group)
           if (times !== undefined) {
             wires.push(times.wire)
@@ -368,7 +369,7 @@ const main = async () => {
         const label = `K=${admit}, ${tasks}×${group} episodes × ${maxSteps} steps${processes > 1 ? `, ${processes} processes` : ""}`
         rows.push(
           summarize("valet", `${label}: saturation (served ÷ K, steady part)`, "ratio", sat),
-          summarize("valet", `${label}: saturation, its middle (first and last second left out)`, "ratio", middles),
+          ...(middles.length > 0 ? [summarize("valet", `${label}: saturation, its middle (first and last second left out)`, "ratio", middles)] : []),
           summarize("valet", `${label}: wall ÷ ceil(requests/K)×${latencyMs} ms`, "ratio", ideals),
           summarize("valet", `${label}: episodes/s`, "1/s", episodesPerSecond),
           summarize("valet", `${label}: steps/s`, "1/s", stepsPerSecond),

@@ -476,6 +476,13 @@ export const pacedScheduler = (
  */
 export const pacedSchedulerUnsafe = (options: PacingOptions = {}): Scheduler.Scheduler => Opts.runUnsafe(pacedScheduler(options))
 
+// Effect's default scheduler is an asynchronous `MixedScheduler` whose turns are Effect's own `setImmediate`, a
+// function every such scheduler shares: a `MixedScheduler` given turns of its own (a paced one) is the caller's.
+const effectDefaultTurns = new Scheduler.MixedScheduler("async").setImmediate
+const isEffectDefault = (scheduler: Scheduler.Scheduler): boolean =>
+  scheduler instanceof Scheduler.MixedScheduler && scheduler.executionMode === "async" &&
+  scheduler.setImmediate === effectDefaultTurns
+
 /** One episode's outcome; a failure names the episode and group its lines carry. */
 const outcomeOf = (task: Task, options: EpisodeOptions, member: episodeInternal.Member): Effect.Effect<Outcome, never, Requirements> =>
   Effect.suspend(() => {
@@ -542,8 +549,9 @@ export const run = <E, R>(
         })
     // One paced scheduler for all the run's episodes (see `pacedScheduler`); one at a time has nothing to interleave.
     // Only in place of Effect's own asynchronous scheduler: a scheduler the caller provided is kept (TestClock's,
-    // whose `adjust` waits for the work it wakes only when that work runs on it; a synchronous one).
-    const paced = (concurrency ?? 1) > 1 && current instanceof Scheduler.MixedScheduler && current.executionMode === "async"
+    // whose `adjust` waits for the work it wakes only when that work runs on it; a synchronous one; a MixedScheduler
+    // with turns of its own, such as a paced one the caller made or an outer `run`'s).
+    const paced = (concurrency ?? 1) > 1 && isEffectDefault(current)
       ? Pacing.make({ sliceMs })
       : undefined
     return tasks.pipe(

@@ -403,7 +403,7 @@ export interface RunOptions extends EpisodeOptions {
    */
   readonly group?: number | undefined
   /**
-   * With more than one episode in flight, their work runs on one paced scheduler (`pacedScheduler`): this long at
+   * With `concurrency` above 1, the episodes' work runs on one paced scheduler (`pacedScheduler`): this long at
    * most (milliseconds, > 0, default 1) before the event loop reads answers and writes requests again. Only in
    * place of Effect's default scheduler: one the caller provided (TestClock's in `it.effect`) is kept.
    *
@@ -440,8 +440,8 @@ const PacingOptionsSchema = Schema.Struct({ sliceMs: Schema.optional(SliceMs) })
  * run back to back while no socket is read, no timer fires and no request is written (undici writes on a reused
  * connection only at a check phase). This one queues the fibers' work, first in first out, and runs it `sliceMs` at
  * a time (default 1 ms), letting the loop read answers, fire timers and write requests between slices. `run` uses
- * one per run when more than one episode is in flight (over Effect's default scheduler only); provide it yourself
- * around episodes you run concurrently another way.
+ * one per run when its `concurrency` is above 1 (in place of Effect's default scheduler only: one you provided is
+ * kept); provide it yourself around episodes you run concurrently another way.
  *
  * Measured with bench/rollout.ts (256 episodes of 30 steps, a server admitting 256 sequences at once, 200 ms each,
  * 2 cores): the event loop's p99 delay 12–15 ms with the default scheduler, 6–7.5 ms with this one; a request's wait

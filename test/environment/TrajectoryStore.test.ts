@@ -13,6 +13,22 @@ const collect = (taskId: string) => Stream.runCollect(TrajectoryStore.read(taskI
 const root = mkdtempSync(join(tmpdir(), "valet-trajectories-"))
 let roots = 0
 const freshRoot = () => join(root, `r${++roots}`)
+
+/** The Node file system with the writes through an open `.jsonl` file made by `writeAll`. */
+const jsonlWrites = (
+  writeAll: (file: FileSystem.File, buffer: Uint8Array) => Effect.Effect<void, PlatformError.PlatformError>
+) =>
+  Layer.effect(
+    FileSystem.FileSystem,
+    Effect.map(FileSystem.FileSystem, (fs): FileSystem.FileSystem => ({
+      ...fs,
+      open: (path, options) =>
+        Effect.map(fs.open(path, options), (file): FileSystem.File =>
+          Object.assign(Object.create(file) as FileSystem.File, {
+            writeAll: (buffer: Uint8Array) => (path.endsWith(".jsonl") ? writeAll(file, buffer) : file.writeAll(buffer))
+          }))
+    }))
+  ).pipe(Layer.provide(NodeServices.layer))
 const fileLayer = (dir: string) => TrajectoryStore.layerFile({ root: dir }).pipe(Layer.provide(NodeServices.layer))
 
 const contract = (name: string, makeLayer: () => Layer.Layer<TrajectoryStore.TrajectoryStore, TrajectoryStore.TrajectoryStoreError>) =>
@@ -273,20 +289,11 @@ describe("TrajectoryStore [file] per-append cost", () => {
       const dir = freshRoot()
       // The Node file system whose first write through an open `.jsonl` file fails (a full disk).
       let failures = 1
-      const layer = Layer.effect(
-        FileSystem.FileSystem,
-        Effect.map(FileSystem.FileSystem, (fs): FileSystem.FileSystem => ({
-          ...fs,
-          open: (path, options) =>
-            Effect.map(fs.open(path, options), (file): FileSystem.File =>
-              Object.assign(Object.create(file) as FileSystem.File, {
-                writeAll: (buffer: Uint8Array) =>
-                  path.endsWith(".jsonl") && failures-- > 0
-                    ? Effect.fail(PlatformError.systemError({ _tag: "Unknown", module: "FileSystem", method: "writeAll", description: "no space left on device" }))
-                    : file.writeAll(buffer)
-              }))
-        }))
-      ).pipe(Layer.provide(NodeServices.layer))
+      const layer = jsonlWrites((file, buffer) =>
+        failures-- > 0
+          ? Effect.fail(PlatformError.systemError({ _tag: "Unknown", module: "FileSystem", method: "writeAll", description: "no space left on device" }))
+          : file.writeAll(buffer)
+      )
       yield* Effect.gen(function*() {
         const failed = yield* Effect.forEach([1, 2, 3], (n) => Effect.flip(TrajectoryStore.append(record("full", n))), { concurrency: "unbounded" })
         for (const error of failed) {
@@ -298,6 +305,24 @@ describe("TrajectoryStore [file] per-append cost", () => {
       }).pipe(Effect.provide(TrajectoryStore.layerFile({ root: dir }).pipe(Layer.provide(layer))))
       const lines = readFileSync(join(dir, "raw", "full.jsonl"), "utf8").trimEnd().split("\n").map((line) => JSON.parse(line))
       expect(lines.map((line) => [line.step, line.prompt])).toEqual([[1, "prompt 4"]])
+    }))
+
+  it.live("a write stopped by a defect still answers every append it carried (none left waiting)", () =>
+    Effect.gen(function*() {
+      const dir = freshRoot()
+      // Writes through an open `.jsonl` file die (a defect, not a failure).
+      const layer = jsonlWrites(() => Effect.die(new Error("torn")))
+      const exits = yield* Effect.forEach([1, 2, 3], (n) => Effect.exit(TrajectoryStore.append(record("torn", n))), {
+        concurrency: "unbounded"
+      }).pipe(
+        Effect.provide(TrajectoryStore.layerFile({ root: dir }).pipe(Layer.provide(layer))),
+        Effect.timeout("5 seconds")
+      )
+      expect(exits).toHaveLength(3)
+      // Whoever held the lock dies of the defect; the appends riding on its write fail with the store's error.
+      const failures = exits.flatMap((exit) => exit._tag === "Failure" ? [String(exit.cause)] : ["success"])
+      expect(failures.some((text) => text.includes("the write did not complete"))).toBe(true)
+      expect(failures).not.toContain("success")
     }))
 
   it.effect("an append interrupted while it waits for the task's write is not written; the next one takes its step", () =>

@@ -40,7 +40,8 @@ const nextTurn: (f: () => void) => void = typeof globalThis.setImmediate === "fu
 export const makeQueue = (options: Options = {}): (f: () => void) => () => void => {
   const sliceMs = options.sliceMs ?? defaultSliceMs
   const now = options.now ?? (() => performance.now())
-  let queue: Array<Entry> = []
+  // Entries already taken are cleared (`undefined`) so that what they hold is not kept until the next compaction.
+  let queue: Array<Entry | undefined> = []
   let head = 0
   let pumping = false
   // `pumping` stays true while a pump runs: work queued by the tasks of this slice waits for the one next pump
@@ -50,10 +51,10 @@ export const makeQueue = (options: Options = {}): (f: () => void) => () => void 
     const until = now() + sliceMs
     try {
       while (head < queue.length) {
-        const entry = queue[head]!
-        queue[head++] = undefined as never
-        const run = entry.run
-        if (run === undefined) continue
+        const entry = queue[head]
+        queue[head++] = undefined
+        const run = entry?.run
+        if (entry === undefined || run === undefined) continue
         entry.run = undefined
         run()
         if (now() >= until) break

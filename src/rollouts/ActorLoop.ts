@@ -445,7 +445,7 @@ const PacingOptionsSchema = Schema.Struct({ sliceMs: Schema.optional(SliceMs) })
  *
  * Measured with bench/rollout.ts (256 episodes of 30 steps, a server admitting 256 sequences at once, 200 ms each,
  * 2 cores): the event loop's p99 delay 12–15 ms with the default scheduler, 6–7.5 ms with this one; a request's wait
- * between its creation and its write 2.4–2.8 ms, 1.5–1.8 ms; the server's saturation about the same (0.90–0.93).
+ * between its creation and its write 2.4–2.8 ms, 1.5–1.8 ms; the server's saturation about the same (0.87–0.93).
  *
  * @example
  * ```ts

@@ -87,7 +87,10 @@ describePostgres("Durable on PostgreSQL, reviewed", () => {
       yield* until("A beats", beatOf, (beat) => beat !== first)
       yield* reap(admin, aId!)
       const executionId = yield* w.workflow.execute({ id: "s1" }, { discard: true }).pipe(provided(a))
-      expect((yield* rowOf(admin, executionId))?.owner).toBe(aId)
+      // Stored as A's. On a loaded machine a tick may have freed it by the time this reads it (the fast runner's: its
+      // owner is not registered; or A's own, having noticed the reap): owner null. Either way the execution must not
+      // stay stranded, which is what follows.
+      expect([aId, null]).toContain((yield* rowOf(admin, executionId))?.owner)
       // A's tick finds its row gone: it drops its runs and registers again.
       yield* until("A registers again", runnerIds(admin), (ids) => ids.includes(aId!))
       for (const call of w.calls) yield* Deferred.succeed(call, "done")

@@ -122,7 +122,7 @@ describe("paced scheduler in Effect", () => {
 
 describe("ActorLoop.run, paced", () => {
   // it.live: under it.effect's TestClock scheduler `run` keeps that scheduler (see PacingReview.test.ts).
-  it.live("runs concurrent episodes to the end on the paced scheduler: every step recorded, in order", () =>
+  it.live("concurrent episodes with a short slice run to the end: every step recorded, in order (whether they are paced: PacingReview)", () =>
     Effect.gen(function*() {
       const tasks = ["a", "b", "c", "d", "e", "f"].map((taskId) => ({ taskId, prompt: `task ${taskId}` }))
       const outcomes = yield* Stream.runCollect(

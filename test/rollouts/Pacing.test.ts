@@ -6,16 +6,11 @@ import * as StateStore from "../../src/environment/StateStore.js"
 import * as TrajectoryStore from "../../src/environment/TrajectoryStore.js"
 import * as ActorLoop from "../../src/rollouts/ActorLoop.js"
 import * as Pacing from "../../src/rollouts/internal/pacing.js"
+import { counterClock } from "../support/clock.js"
 
 const answer = "<think>Run it.</think>\n<action>{\"command\": [\"python3\", \"-c\", \"print(1)\"]}</action>"
 const testLayers = (script: ScriptedModel.Script) =>
   Layer.mergeAll(ScriptedModel.layer(script), Sandbox.layerTest(() => ({ stdout: "1\n" })), StateStore.layerMemory(), TrajectoryStore.layerMemory)
-
-// The slice is measured on a counter the tasks move, not on the wall clock: each task "costs" what it adds.
-const counterClock = () => {
-  let now = 0
-  return { now: () => now, spend: (ms: number) => void (now += ms) }
-}
 
 /** A probe on the event loop: one `setImmediate` a turn, `turns` times, logging "io"; resolves after the last. */
 const probe = (log: Array<string>, turns: number) =>

@@ -9,6 +9,7 @@ import * as TrajectoryStore from "../../src/environment/TrajectoryStore.js"
 import * as ActorLoop from "../../src/rollouts/ActorLoop.js"
 import * as Durable from "../../src/rollouts/Durable.js"
 import * as Pacing from "../../src/rollouts/internal/pacing.js"
+import { counterClock } from "../support/clock.js"
 
 const answer = "<think>Run it.</think>\n<action>{\"command\": [\"python3\", \"-c\", \"print(1)\"]}</action>"
 const storeLayers = Layer.mergeAll(Sandbox.layerTest(() => ({ stdout: "1\n" })), StateStore.layerMemory(), TrajectoryStore.layerMemory)
@@ -27,11 +28,6 @@ const schedulersSeen = (concurrency: number) =>
     ))
     return { outer, seen }
   })
-
-const counterClock = () => {
-  let now = 0
-  return { now: () => now, spend: (ms: number) => void (now += ms) }
-}
 
 /** Logs "io" once a turn of the event loop until `done()` says stop; resolves then. */
 const probeUntil = (log: Array<string>, done: () => boolean) =>

@@ -58,3 +58,12 @@ export const adjustWhenSleeping = (duration: Duration.Input) =>
     for (let i = 0; i < 1_000 && pending.length === 0; i++) yield* Effect.yieldNow
     return yield* TestClock.adjust(duration)
   })
+
+/**
+ * A clock that only moves when told: `spend(ms)` adds to what `now()` answers. For code that measures work on a
+ * clock it is given (the paced scheduler's slice), so that a test says how long each piece of work "took".
+ */
+export const counterClock = () => {
+  let now = 0
+  return { now: () => now, spend: (ms: number) => void (now += ms) }
+}

@@ -21,7 +21,7 @@ export interface Options {
 }
 
 /** The default slice: a step of an episode is about half a millisecond of CPU; a slice holds one or two. */
-export const defaultSliceMs = 1
+const defaultSliceMs = 1
 
 interface Entry {
   run: (() => void) | undefined

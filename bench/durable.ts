@@ -10,8 +10,20 @@
  * Problems per minute are counted from the client's "evaluating" line to its exit (process start-up excluded; the
  * runners are given 3 s after they start to know each other). For the runners, their CPU time over the evaluation
  * (user + system, from /proc) divided by the activities and workflows they served (model calls + problems), after
- * a first evaluation of the same size has warmed them up (not counted).
+ * three evaluations of the same size have warmed them up (not counted); the median of three measured evaluations.
  * (Before valet's own engine ran on PostgreSQL, effect/cluster's runners measured 5.8–6.7 ms here.)
+ * Measured 2026-11-27 (load 0.8–1.4), one runner: 1.98 ms an activity with the method before (one warm-up evaluation,
+ * one measured, the model server answering chunked) -> 1.42 (1.42–1.44). Two changes of method, no change of valet:
+ * - the model server answers with `Content-Length`, as vLLM's and OpenAI's servers send a whole answer. A chunked
+ *   body sends valet's client down its capped streaming read (effect/http aborts the request's AbortController when
+ *   that read ends: a DOMException each, and a stream's stages): 100–250 µs more CPU a model call, measured by
+ *   the slope of a plain `valet eval`'s CPU over its calls (940–960 against 1,040–1,200 µs a call);
+ * - the runners warm up on three evaluations, not one: after one, a runner's CPU an activity still fell by a
+ *   quarter over the next two (1.48 -> 1.04–1.09 ms, evaluations of 240 problems), V8 still optimizing.
+ * Where a runner's CPU goes, steady: a plain (not durable) `valet eval` costs 0.7 ms an activity of this evaluation
+ * by itself (the model's HTTP call is most of it: 450–500 µs a request at 12 in flight through valet's client,
+ * 190–320 µs through undici alone); the durable engine on PostgreSQL adds 0.35–0.7 ms (its statements, effect/
+ * workflow's activity machinery: each result encoded and decoded by its schema).
  * Then the overhead per activity, in process: the same evaluation on a scripted model that answers at once, plain
  * (`Evaluate.run`) and durable (`Durable.evaluate` on `WorkflowEngine.layerMemory`, on SQLite as `layerSqlite` makes
  * it, and on SQLite with `synchronous: "full"`, a disk sync per commit), divided by the model calls.
@@ -38,6 +50,9 @@ const quick = process.argv.includes("--quick")
 const problems = quick ? 24 : 120
 const concurrency = Number(process.env["VALET_BENCH_CONCURRENCY"] ?? 12)
 const latencyMs = 50
+// The runners' warm-up evaluations before they are measured, and the measured evaluations (their median is the row).
+const warmUps = quick ? 1 : 3
+const measuredRuns = quick ? 1 : 3
 const evalArgs = ["--architecture", "self_refine", "--max-rounds", "2", "--concurrency", String(concurrency)]
 
 const rows: Array<Row> = []
@@ -104,23 +119,27 @@ try {
         }
         // Runners learn of each other at their heartbeats (1 s): measured once each knows all the others.
         await new Promise((resolve) => setTimeout(resolve, 3000))
-        // And once warm: a runner serves for hours, and its first evaluation is mostly V8 compiling valet (about
-        // 1.3 s of CPU a process here, as much as 120 problems' work). The warm-up is an evaluation of its own
-        // (another results file, another key), not counted.
-        await timedEval(`postgres-${count}-warm-up`, ["--durable", url.toString()])
-        const cpuBefore = runners.map((runner) => cpuMsOf(runner.child.pid))
-        const callsBefore = server.total()
-        const rate = await timedEval(`postgres-${count}`, ["--durable", url.toString()])
-        const cpuAfter = runners.map((runner) => cpuMsOf(runner.child.pid))
-        rows.push({ framework: "valet", measure: `eval --durable postgres, ${count} runner${count === 1 ? "" : "s"}`, value: rate, unit: "problems/min" })
-        if (![...cpuBefore, ...cpuAfter].includes(undefined)) {
-          const cpu = cpuAfter.reduce((sum: number, after, i) => sum + after! - cpuBefore[i]!, 0)
-          rows.push({
-            framework: "valet",
-            measure: `runner CPU per activity, ${count} runner${count === 1 ? "" : "s"} (all runners' CPU ÷ model calls + problems)`,
-            value: Number((cpu / (server.total() - callsBefore + problems)).toFixed(2)),
-            unit: "ms"
-          })
+        // And once warm: a runner serves for hours, and its first evaluations are mostly V8 compiling and optimizing
+        // valet (the first 120 problems cost about 1.3 s of CPU a process here, and the next 240 still 30–40 % more
+        // an activity than later ones). The warm-ups are evaluations of their own (other results files, other
+        // keys), not counted.
+        for (let warm = 0; warm < warmUps; warm++) await timedEval(`postgres-${count}-warm-up-${warm}`, ["--durable", url.toString()])
+        const rates: Array<number> = []
+        const cpuPerActivity: Array<number> = []
+        for (let measured = 0; measured < measuredRuns; measured++) {
+          const cpuBefore = runners.map((runner) => cpuMsOf(runner.child.pid))
+          const callsBefore = server.total()
+          rates.push(await timedEval(`postgres-${count}-${measured}`, ["--durable", url.toString()]))
+          const cpuAfter = runners.map((runner) => cpuMsOf(runner.child.pid))
+          if (![...cpuBefore, ...cpuAfter].includes(undefined)) {
+            const cpu = cpuAfter.reduce((sum: number, after, i) => sum + after! - cpuBefore[i]!, 0)
+            cpuPerActivity.push(Number((cpu / (server.total() - callsBefore + problems)).toFixed(2)))
+          }
+        }
+        const runnersText = `${count} runner${count === 1 ? "" : "s"}`
+        rows.push(summarize("valet", `eval --durable postgres, ${runnersText}`, "problems/min", rates))
+        if (cpuPerActivity.length > 0) {
+          rows.push(summarize("valet", `runner CPU per activity, ${runnersText} (all runners' CPU ÷ model calls + problems)`, "ms", cpuPerActivity))
         }
         for (const runner of runners.splice(0)) {
           runner.kill("SIGKILL")

@@ -128,15 +128,17 @@ export const start = (options: { readonly latencyMs?: number } = {}): Promise<Sc
     while (held !== undefined && (positionOf.get(key) ?? 0) >= 2) await held.released
     inFlight.delete(key)
     const content = answerOf(body.messages)
-    response.writeHead(200, { "content-type": "application/json" })
-    response.end(JSON.stringify({
+    const answer = JSON.stringify({
       id: `chatcmpl-${key}`,
       object: "chat.completion",
       created: 0,
       model: "scripted",
       choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
       usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 }
-    }))
+    })
+    // With its length, as vLLM's and OpenAI's servers send a whole answer (not chunked).
+    response.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(answer) })
+    response.end(answer)
   }
   const server: Server = createServer((request, response) => {
     handle(request, response).catch((error) => {

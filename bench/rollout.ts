@@ -83,6 +83,16 @@
  * queued during its slice (pumps doubled with a backlog: no better than one slice a turn, 0.90–0.92 against
  * 0.91–0.92 over three more pairs); Node's `http` client instead of undici (0.64); `--processes 2` (0.86).
  *
+ * Why a whole run stays below its middle (measured 2026-11-27): with as many episodes as K, the first wave's answers
+ * come back together, and the client's event loop takes c ≈ 0.55 ms a step (event loop busy × wall ÷ steps) to send
+ * the next requests, so the second wave leaves spread over 256·c ≈ 140 ms and the last wave's answers drain over as
+ * long. Over a run of T = steps × 200 ms that costs about 256·c of every episode's time: saturation ≤ T ÷ (T + 256·c),
+ * 0.89 for 6 steps and 0.98 for 30, before the waits of each request in the middle (about 4 %, above). Measured:
+ * 0.79–0.84 and 0.84–0.93. 0.95 over a 6-step run needs c ≤ 0.25 ms a step.
+ *
+ * It runs the compiled modules (dist/), as `valet rollout` does: `npm run build` first (`npm run bench` does it). Run
+ * from src/ through tsx, every closure a step makes also went through esbuild's `__name`, in the CPU and the profiles.
+ *
  *   npx tsx bench/rollout.ts [--quick] [--admit 64,256] [--runs n] [--steps n] [--processes n] [--memory state,trajectories] [--cpu-prof <path prefix>]
  */
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
@@ -96,14 +106,14 @@ import diagnosticsChannel from "node:diagnostics_channel"
 import { Session } from "node:inspector"
 import { monitorEventLoopDelay, performance } from "node:perf_hooks"
 import { createInterface } from "node:readline"
-import type { Output } from "../src/cli/internal/output.js"
-import { runRollout } from "../src/cli/internal/rollout.js"
-import type { Summary } from "../src/cli/internal/rolloutReport.js"
-import { runProcesses } from "../src/cli/internal/rolloutProcesses.js"
-import * as Sandbox from "../src/environment/Sandbox.js"
-import * as StateStore from "../src/environment/StateStore.js"
-import * as TrajectoryStore from "../src/environment/TrajectoryStore.js"
-import * as Vllm from "../src/providers/Vllm.js"
+import type { Output } from "../dist/cli/internal/output.js"
+import { runRollout } from "../dist/cli/internal/rollout.js"
+import type { Summary } from "../dist/cli/internal/rolloutReport.js"
+import { runProcesses } from "../dist/cli/internal/rolloutProcesses.js"
+import * as Sandbox from "../dist/environment/Sandbox.js"
+import * as StateStore from "../dist/environment/StateStore.js"
+import * as TrajectoryStore from "../dist/environment/TrajectoryStore.js"
+import * as Vllm from "../dist/providers/Vllm.js"
 import { type Row, summarize, writeReport } from "./support/report.js"
 
 const quick = process.argv.includes("--quick")

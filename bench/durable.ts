@@ -12,9 +12,10 @@
  * (user + system, from /proc) divided by the activities and workflows they served (model calls + problems), after
  * three evaluations of the same size have warmed them up (not counted); the median of three measured evaluations.
  * (Before valet's own engine ran on PostgreSQL, effect/cluster's runners measured 5.8–6.7 ms here.)
- * Measured 2026-11-27 (load 0.8–1.4), one runner: 1.98 ms an activity with the method before (one warm-up evaluation,
- * one measured, the model server answering chunked) -> 1.42 (1.42–1.44). Two changes of method, no change of valet:
- * - the model server answers with `Content-Length`, as vLLM's and OpenAI's servers send a whole answer. A chunked
+ * Measured 2026-11-27 (load 0.8–1.9), one runner: 1.98 ms an activity with the method before (one warm-up evaluation,
+ * one measured, the model server answering chunked) -> 1.42, 1.02, 1.42 in three runs (each the median of three
+ * evaluations; spreads 1.42–1.44, 0.94–1.10, 1.40–1.56). Two changes of method, no change of valet:
+ * - the model server answers with `Content-Length`, as vLLM's OpenAI server (FastAPI's `JSONResponse`) does. A chunked
  *   body sends valet's client down its capped streaming read (effect/http aborts the request's AbortController when
  *   that read ends: a DOMException each, and a stream's stages): 100–250 µs more CPU a model call, measured by
  *   the slope of a plain `valet eval`'s CPU over its calls (940–960 against 1,040–1,200 µs a call);

@@ -136,7 +136,7 @@ export const start = (options: { readonly latencyMs?: number } = {}): Promise<Sc
       choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
       usage: { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 }
     })
-    // With its length, as vLLM's and OpenAI's servers send a whole answer (not chunked).
+    // With its length, as vLLM's OpenAI server sends a whole answer (FastAPI's `JSONResponse`), not chunked.
     response.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(answer) })
     response.end(answer)
   }

@@ -22,7 +22,7 @@
  * - the runners warm up on three evaluations, not one: after one, a runner's CPU an activity still fell by a
  *   quarter over the next two (1.48 -> 1.04–1.09 ms, evaluations of 240 problems), V8 still optimizing.
  * Where a runner's CPU goes, steady: a plain (not durable) `valet eval` costs 0.7 ms an activity of this evaluation
- * by itself (the model's HTTP call is most of it: 450–500 µs a request at 12 in flight through valet's client,
+ * by itself (the model's HTTP call is about half of it: 450–500 µs a request at 12 in flight through valet's client,
  * 190–320 µs through undici alone); the durable engine on PostgreSQL adds 0.3–0.7 ms (its statements, effect/
  * workflow's activity machinery: each result encoded and decoded by its schema).
  * Then the overhead per activity, in process: the same evaluation on a scripted model that answers at once, plain

@@ -24,7 +24,10 @@
  * Where a runner's CPU goes, steady: a plain (not durable) `valet eval` costs 0.7 ms an activity of this evaluation
  * by itself (the model's HTTP call is about half of it: 450–500 µs a request at 12 in flight through valet's client,
  * 190–320 µs through undici alone); the durable engine on PostgreSQL adds 0.3–0.7 ms (its statements, effect/
- * workflow's activity machinery: each result encoded and decoded by its schema).
+ * workflow's activity machinery: each result encoded and decoded by its schema). A runner's statements, counted in
+ * PostgreSQL's log over 120 problems: 704 for 480 activities (an activity's row 360, the result 120, the read of a new
+ * execution's deferreds 120, the takes 104), about 1.5 an activity. Three runners in all, the same three bench runs:
+ * 2.56, 2.54, 2.71 ms an activity (3.96 with the method before).
  * Then the overhead per activity, in process: the same evaluation on a scripted model that answers at once, plain
  * (`Evaluate.run`) and durable (`Durable.evaluate` on `WorkflowEngine.layerMemory`, on SQLite as `layerSqlite` makes
  * it, and on SQLite with `synchronous: "full"`, a disk sync per commit), divided by the model calls.
@@ -121,8 +124,8 @@ try {
         // Runners learn of each other at their heartbeats (1 s): measured once each knows all the others.
         await new Promise((resolve) => setTimeout(resolve, 3000))
         // And once warm: a runner serves for hours, and its first evaluations are mostly V8 compiling and optimizing
-        // valet (the first 120 problems cost about 1.3 s of CPU a process here, and the next 240 still 30–40 % more
-        // an activity than later ones). The warm-ups are evaluations of their own (other results files, other
+        // valet (the first 120 problems cost about 1.3 s of CPU a process here, and an evaluation of 240 after them
+        // still 35–40 % more an activity than later ones). The warm-ups are evaluations of their own (other results files, other
         // keys), not counted.
         for (let warm = 0; warm < warmUps; warm++) await timedEval(`postgres-${count}-warm-up-${warm}`, ["--durable", url.toString()])
         const rates: Array<number> = []

@@ -88,8 +88,9 @@
  * the next requests, so the second wave leaves spread over 256·c ≈ 140 ms and the last wave's answers drain over as
  * long. Over a run of T = steps × 200 ms that costs about 256·c of every episode's time: saturation ≤ T ÷ (T + 256·c),
  * 0.89 for 6 steps and 0.98 for 30, before the waits of each request in the middle (about 4 %, above). Measured:
- * 0.79–0.84 and 0.84–0.93. The bound reaches 0.95 over a 6-step run at c ≤ 0.25 ms a step; with the middle's 4 % on
- * top, a whole 6-step run at 0.95 would need c ≤ 0.05 ms (or the middle's waits gone as well).
+ * 0.79–0.84 (930–1,020 steps/s) and 0.87–0.94 (0.90–0.94 in three runs today). The bound reaches 0.95 over a
+ * 6-step run at c ≤ 0.25 ms a step; with the middle's 4 % on top, a whole 6-step run at 0.95 would need c ≤ 0.05 ms
+ * (or the middle's waits gone as well).
  *
  * It runs the compiled modules (dist/), as `valet rollout` does: `npm run build` first (`npm run bench` does it). Run
  * from src/ through tsx, every closure a step makes also went through esbuild's `__name`, in the CPU and the profiles.

@@ -14,7 +14,9 @@
  * (Before valet's own engine ran on PostgreSQL, effect/cluster's runners measured 5.8–6.7 ms here.)
  * Measured 2026-11-27 (load 0.8–1.9), one runner: 1.98 ms an activity with the method before (one warm-up evaluation,
  * one measured, the model server answering chunked) -> 1.42, 1.02, 1.42 in three runs (each the median of three
- * evaluations; spreads 1.42–1.44, 0.94–1.10, 1.40–1.56). Two changes of method, no change of valet:
+ * evaluations; spreads 1.42–1.44, 0.94–1.10, 1.40–1.56). Then two pairs run in turn with the method before (at
+ * 0e46fa8): 2.19 -> 1.60 (1.27–1.67) and 1.98 -> 1.44 (1.38–1.50); three runners in all 4.21 -> 2.48, 2.98 -> 2.79.
+ * Two changes of method, no change of valet:
  * - the model server answers with `Content-Length`, as vLLM's OpenAI server (FastAPI's `JSONResponse`) does. A chunked
  *   body sends valet's client down its capped streaming read (effect/http aborts the request's AbortController when
  *   that read ends: a DOMException each, and a stream's stages): 100–250 µs more CPU a model call, measured by
@@ -23,7 +25,7 @@
  *   quarter over the next two (1.48 -> 1.04–1.09 ms, evaluations of 240 problems), V8 still optimizing.
  * Where a runner's CPU goes, steady: a plain (not durable) `valet eval` costs 0.7 ms an activity of this evaluation
  * by itself (the model's HTTP call is about half of it: 450–500 µs a request at 12 in flight through valet's client,
- * 190–320 µs through undici alone); the durable engine on PostgreSQL adds 0.3–0.7 ms (its statements, effect/
+ * 190–320 µs through undici alone); the durable engine on PostgreSQL adds 0.3–0.9 ms (its statements, effect/
  * workflow's activity machinery: each result encoded and decoded by its schema). A runner's statements, counted in
  * PostgreSQL's log over 120 problems: 704 for 480 activities (an activity's row 360, the result 120, the read of a new
  * execution's deferreds 120, the takes 104), about 1.5 an activity. Three runners in all, the same three bench runs:

@@ -58,6 +58,12 @@ import * as Store from "./engineStore.js"
 export { deferredsTable, executionsTable } from "./engineModel.js"
 export type { ExecutionRow, Message, OnStoreFailure, Options, Sharing, Taken } from "./engineModel.js"
 
+// How many waits on executions an engine holds, by engine: what the tests of their cleanup read (`pendingWaits`).
+const waitCounts = new WeakMap<object, () => number>()
+
+/** How many executions an engine built here keeps a wait for (callers woken when they complete): 0 for another engine. */
+export const pendingWaits = (engine: WorkflowEngine.WorkflowEngine["Service"]): number => waitCounts.get(engine)?.() ?? 0
+
 /** What the runners of a shared database (`engineRunners.ts`) do with a runner's engine. */
 export interface Hooks {
   /** Runs an execution this runner took (as `register` runs those an earlier process left on SQLite). */
@@ -620,7 +626,8 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
           const mark = waiting
           // A caller that stops waiting (its retry schedule's sleep won, or it was interrupted) stores it again on its
           // next call (a no-op), so `asked` does not keep executions nobody asks for.
-          // (Its entry stays: another caller may wait on the same one. `answerStored` drops it with the result.)
+          // (Its entry stays: another caller may wait on the same one. `answerStored` drops it with the result, or the
+          // execution's `done` when no caller asks any more.)
           return Deferred.await(mark).pipe(Effect.onInterrupt(() => Effect.sync(() => void asked.delete(executionId))))
         }),
       interrupt: (workflow, executionId) =>
@@ -763,6 +770,7 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
         })
     }
     const engine = WorkflowEngine.makeUnsafe(encoded)
+    waitCounts.set(engine, () => completions.size)
 
     // Deferreds another process completed (a decision or an answer given beside this one), read from the last one
     // seen; interrupts and resumes a client asked for. Looked for when another process says so (SQLite: its commit
@@ -863,7 +871,13 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
         const executionId = message.slice(space + 1)
         if (kind === "done") {
           const waiting = completions.get(executionId)
-          if (waiting !== undefined) Deferred.doneUnsafe(waiting, Exit.void)
+          if (waiting !== undefined) {
+            Deferred.doneUnsafe(waiting, Exit.void)
+            // No caller asks for it any more (each gave up: its wait was interrupted): nobody reads the entry again,
+            // which would otherwise stay for the life of the process. A caller still asking keeps it, done, until it
+            // reads the result (`answerStored` drops it then).
+            if (!asked.has(executionId)) completions.delete(executionId)
+          }
           return Effect.void
         }
         if (!runsHere(executionId)) return Effect.void

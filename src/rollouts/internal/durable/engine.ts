@@ -470,7 +470,9 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
     /**
      * What a call on another runner's execution answers (a shared database): its stored result, or `Suspended`, on
      * which `Workflow.execute` waits for `awaitComplete` (woken by the owner's `done`) and asks again. The wait is
-     * set before the read, so a `done` that comes between them is not missed.
+     * set before the read, so a `done` that comes between them is not missed: it completes the wait and drops it, and
+     * a caller that then finds no wait asks again at once (`awaitComplete`). A `done` always drops the wait, so a
+     * process keeps none for executions that are over, whoever gave up on them.
      */
     // The executions a client stored or found stored, asked again until they complete.
     const asked = new Set<string>()
@@ -485,10 +487,16 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
         const rows = yield* stored(sql<{ readonly result: string | null }>`SELECT result FROM ${executionsT} WHERE execution_id = ${executionId}`)
         const row = rows[0]
         if (row === undefined || row.result === null) return new Workflow.Suspended({})
+        // Read before its `done` came: the callers parked on the wait are woken too (they ask again and read it).
+        const waiting = completions.get(executionId)
         completions.delete(executionId)
+        if (waiting !== undefined) Deferred.doneUnsafe(waiting, Exit.void)
         asked.delete(executionId)
         return yield* Effect.orDie(Effect.flatMap(parseJson(row.result), Schema.decodeUnknownEffect(resultCodec(workflow))))
-      })
+      }).pipe(
+        // A caller that gives up here (its deadline passed during the read) asks nothing more.
+        Effect.onInterrupt(() => Effect.sync(() => void asked.delete(executionId)))
+      )
 
     const encoded: WorkflowEngine.Encoded = {
       register: (workflow, execute) =>
@@ -620,14 +628,17 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
         Effect.suspend(() => {
           let waiting = completions.get(executionId)
           if (waiting === undefined) {
+            // Another process's execution (a shared database): its wait was set before the caller read it, so none
+            // left means its `done` came since (or another caller read the result): the caller asks again at once.
+            if (sharing !== undefined && elsewhere(executionId)) return Effect.void
             waiting = Deferred.makeUnsafe<void>()
             completions.set(executionId, waiting)
           }
           const mark = waiting
           // A caller that stops waiting (its retry schedule's sleep won, or it was interrupted) stores it again on its
           // next call (a no-op), so `asked` does not keep executions nobody asks for.
-          // (Its entry stays: another caller may wait on the same one. `answerStored` drops it with the result, or the
-          // execution's `done` when no caller asks any more.)
+          // (Its entry stays: another caller may wait on the same one. The execution's `done` drops it, or
+          // `answerStored` with the result.)
           return Deferred.await(mark).pipe(Effect.onInterrupt(() => Effect.sync(() => void asked.delete(executionId))))
         }),
       interrupt: (workflow, executionId) =>
@@ -871,13 +882,11 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
         const executionId = message.slice(space + 1)
         if (kind === "done") {
           const waiting = completions.get(executionId)
-          if (waiting !== undefined) {
-            Deferred.doneUnsafe(waiting, Exit.void)
-            // No caller asks for it any more (each gave up: its wait was interrupted): nobody reads the entry again,
-            // which would otherwise stay for the life of the process. A caller still asking keeps it, done, until it
-            // reads the result (`answerStored` drops it then).
-            if (!asked.has(executionId)) completions.delete(executionId)
-          }
+          // Completed and dropped: the callers parked on it wake and ask again; one between its read and its wait
+          // finds none and asks again at once (`awaitComplete`). Dropped whoever gave up, so that no wait stays for
+          // the life of the process.
+          completions.delete(executionId)
+          if (waiting !== undefined) Deferred.doneUnsafe(waiting, Exit.void)
           return Effect.void
         }
         if (!runsHere(executionId)) return Effect.void

@@ -631,6 +631,9 @@ export const build = (options: Options = {}): Effect.Effect<{ readonly engine: W
             // Another process's execution (a shared database): its wait was set before the caller read it, so none
             // left means its `done` came since (or another caller read the result): the caller asks again at once.
             if (sharing !== undefined && elsewhere(executionId)) return Effect.void
+            // A client of a SQLite file hears of no completion (it sees one only by asking): its caller asks again on
+            // its retry schedule, and no wait is kept for it (one kept would never be completed, nor dropped).
+            if (sharing === undefined && !runner) return Effect.never
             waiting = Deferred.makeUnsafe<void>()
             completions.set(executionId, waiting)
           }

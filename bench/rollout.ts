@@ -92,11 +92,19 @@
  * 6-step run at c ≤ 0.25 ms a step; with the middle's 4 % on top, a whole 6-step run at 0.95 would need c ≤ 0.05 ms
  * (or the middle's waits gone as well).
  *
+ * Where the knee is (measured 2026-11-28, load 0.5–1.4, medians of 3 runs, ranges in brackets): whole run / its
+ * middle. 6-step episodes: K=64 1.00 / 1.00 (312 steps/s), K=128 1.00 / 1.00 (608), K=160 0.87 (0.87–0.94) / 1.00,
+ * K=192 0.88 (0.88–0.94) (818), K=256 0.81 (0.81–0.84) (1,001). 30-step episodes: K=128 1.00 / 1.00 (633), K=192
+ * 0.97 (0.97–0.98) / 1.00 (924), K=256 0.89 (0.89–0.93) / 0.94 (0.92–0.96) (1,115). Up to K=192 (three quarters of
+ * the episodes) the server is kept full in the middle of a run; a short run's whole at K=160–192 counts its first
+ * wave's turnaround and its last waves, partial because the episodes that waited in the server's queue end later.
+ *
  * It runs the compiled modules (dist/), as `valet rollout` does: `npm run build` first (`npm run bench` does it). Run
  * from src/ through tsx, every closure a step makes also went through esbuild's `__name`, in the CPU and the profiles.
  *
  *   npx tsx bench/rollout.ts [--quick] [--admit 64,256] [--runs n] [--steps n] [--processes n] [--memory state,trajectories] [--cpu-prof <path prefix>]
  */
+import "./support/freshDist.js"
 import * as NodeFileSystem from "@effect/platform-node/NodeFileSystem"
 import { NodeServices } from "@effect/platform-node"
 import { Effect, Layer } from "effect"
@@ -120,7 +128,7 @@ import { type Row, summarize, writeReport } from "./support/report.js"
 
 const quick = process.argv.includes("--quick")
 const admitArg = process.argv.indexOf("--admit")
-const admits = admitArg >= 0 ? process.argv[admitArg + 1]!.split(",").map(Number) : quick ? [128] : [64, 256]
+const admits = admitArg >= 0 ? process.argv[admitArg + 1]!.split(",").map(Number) : quick ? [128] : [64, 128, 192, 256]
 const latencyMs = 200
 const tasks = 32
 const group = 8

@@ -18,6 +18,7 @@ import { Clock, Duration, Effect, Layer, Option, Schedule } from "effect"
 import { Command, Flag } from "effect/cli"
 import * as TrajectoryStore from "../../environment/TrajectoryStore.js"
 import type * as Model from "../../core/Model.js"
+import * as Vllm from "../../providers/Vllm.js"
 import type * as ActorLoop from "../../rollouts/ActorLoop.js"
 import {
   commandArguments,
@@ -27,8 +28,7 @@ import {
   runOutcomes,
   type Settings,
   settingsOf,
-  shardNote,
-  vllmModel
+  shardNote
 } from "./actorLoop.js"
 import { storeOf } from "./durable.js"
 import { requireNoFailures, UsageError } from "./failure.js"
@@ -176,22 +176,51 @@ const rolloutFlags = {
         "summary, …counts}) for a program driving the run."
     ),
     Flag.withDefault("line" as const)
+  ),
+  tokens: Flag.Boolean("tokens").pipe(
+    Flag.withDescription(
+      "Ask the vLLM actors for token-level data (return_token_ids, return_tokens_as_token_ids, logprobs) and store " +
+        "it packed beside each step (`tokens`): prompt and completion token ids and the completion's logprobs. What a " +
+        "server does not send is left absent, with one warning for the run (the legacy /generate server sends none)."
+    ),
+    Flag.withDefault(false)
+  ),
+  promptLogprobs: Flag.Boolean("prompt-logprobs").pipe(
+    Flag.withDescription("With the token data (implies --tokens), ask for the prompt's logprobs too (prompt_logprobs: 0; a pass over the prompt's logits)."),
+    Flag.withDefault(false)
   )
 }
+
+/** The token data a rollout asks its model for (`--tokens`, `--prompt-logprobs`): `Vllm.Options["tokens"]`. */
+export type TokenRequest = Vllm.Options["tokens"]
+
+const tokenRequestOf = (tokens: boolean, promptLogprobs: boolean): TokenRequest =>
+  promptLogprobs ? { promptLogprobs: true } : tokens ? true : undefined
+
+/**
+ * The model of the real `valet rollout`: the vLLM pool of `--config` (one actor with `--actor-name`), asked for the
+ * token data of `--tokens` / `--prompt-logprobs`.
+ */
+export const rolloutModel = (values: FlagValues, tokens: TokenRequest = undefined): Layer.Layer<Model.Model, Vllm.VllmError> =>
+  Vllm.layerNode({
+    configPath: values.config,
+    ...(Option.isSome(values.actorName) ? { actorName: values.actorName.value } : {}),
+    ...(tokens !== undefined ? { tokens } : {})
+  })
 
 /**
  * `valet rollout`, with the model layer chosen by `modelFor` (the vLLM pool for the real command), the output of its
  * progress lines (stderr), and how `--processes` starts more of it (this process's command line).
  */
 export const makeCommand = <E>(
-  modelFor: (values: FlagValues) => Layer.Layer<Model.Model, E>,
+  modelFor: (values: FlagValues, tokens: TokenRequest) => Layer.Layer<Model.Model, E>,
   output: () => Output = stderrOutput,
   self: () => SelfCommand = thisProcess
 ) =>
   Command.make(
     "rollout",
     { ...commandArguments, ...rolloutFlags },
-    ({ durable, progress, tasks, processes, ...values }) =>
+    ({ durable, progress, promptLogprobs, tasks, tokens, processes, ...values }) =>
       Effect.gen(function*() {
         const reward = yield* rewardOfSpecs(values.reward)
         // JSON progress is for a program: it goes to stdout, which a rollout leaves empty otherwise.
@@ -210,7 +239,7 @@ export const makeCommand = <E>(
           const command = self()
           return yield* runProcesses(tasks, settings, processes, command, command.argv, out, progress)
         }
-        return yield* runRollout(tasks, settings, layersFor(values, modelFor(values), reward), out, Option.getOrUndefined(durable))
+        return yield* runRollout(tasks, settings, layersFor(values, modelFor(values, tokenRequestOf(tokens, promptLogprobs)), reward), out, Option.getOrUndefined(durable))
       }).pipe(Effect.flatMap((summary) => requireNoFailures(summary.failed, summary.total, "episodes")))
   ).pipe(
     Command.withDescription(
@@ -221,5 +250,5 @@ export const makeCommand = <E>(
   )
 
 /** `valet rollout` on the vLLM actor pool. */
-export const rolloutCommand = makeCommand(vllmModel)
+export const rolloutCommand = makeCommand(rolloutModel)
 

@@ -1,6 +1,6 @@
 import { NodeServices } from "@effect/platform-node"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Layer, Result } from "effect"
+import { Effect, Fiber, Layer, Logger, Result, Schema } from "effect"
 import { Command } from "effect/cli"
 import { TestClock } from "effect/testing"
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -9,7 +9,7 @@ import { join } from "node:path"
 import { flags } from "../../../src/cli/internal/actorLoop.js"
 import { memoryOutput } from "../../../src/cli/internal/output.js"
 import { parseRewardSpec, rewardOfSpecs } from "../../../src/cli/internal/rewardFlag.js"
-import { makeCommand, runRollout } from "../../../src/cli/internal/rollout.js"
+import { makeCommand, rolloutModel, runRollout } from "../../../src/cli/internal/rollout.js"
 import { progressLine } from "../../../src/cli/internal/rolloutReport.js"
 import * as ModelError from "../../../src/core/ModelError.js"
 import * as ScriptedModel from "../../../src/core/ScriptedModel.js"
@@ -19,6 +19,7 @@ import * as TrajectoryStore from "../../../src/environment/TrajectoryStore.js"
 import * as Reward from "../../../src/rollouts/Reward.js"
 import { sleeps, trackSleeps } from "../../support/clock.js"
 import { eventually, realDelay } from "../../support/testClockIo.js"
+import * as Server from "../../support/openAiServer.js"
 import { testIsolation } from "../../support/processes.js"
 
 // The command's sandbox is the real one: on a machine without bubblewrap its commands run as plain processes (as the
@@ -227,5 +228,102 @@ describe("valet rollout (the command)", () => {
       expect(calls).toBe(6)
       expect(lines()).toHaveLength(6)
       expect(second.lines.at(-1)).toMatch(/^rollout: 2 episodes of 1 tasks · 2 recorded · 0 failed · 0 steps · /)
+    }))
+})
+
+// The real command's model: the vLLM pool, asked for token data with --tokens (issue 31, part 3 and "Bad input").
+describe("valet rollout --tokens (the vLLM pool of the command)", () => {
+  const warnings = () => {
+    const seen: Array<string> = []
+    const logger = Logger.make(({ logLevel, message }) => {
+      if (logLevel === "Warn") seen.push((Array.isArray(message) ? message : [message]).map(String).join(" "))
+    })
+    return { seen, layer: Logger.layer([logger]) }
+  }
+  const runCommand = (name: string, url: string, extra: ReadonlyArray<string>, log: Layer.Layer<never>) =>
+    Effect.gen(function*() {
+      const path = tasksFile(`${name}.jsonl`, [task(`${name}1`), task(`${name}2`)])
+      const config = join(dir, `${name}-pool.yaml`)
+      writeFileSync(config, `actors:\n  - name: a\n    base_url: ${url}\n    api: openai\n`)
+      const trajectories = join(dir, `${name}-trajectories`)
+      const output = memoryOutput()
+      yield* Command.runWith(makeCommand(rolloutModel, () => output), { version: "test" })([
+        path,
+        "--config", config,
+        "--max-steps", "1",
+        "--concurrency", "1",
+        ...extra,
+        "--trajectories", trajectories,
+        "--state-db", join(dir, `${name}-state.db`),
+        "--work-root", dir
+      ]).pipe(Effect.provide(Layer.merge(NodeServices.layer, log)))
+      const records = (taskId: string) =>
+        readFileSync(join(trajectories, "raw", `${taskId}.jsonl`), "utf8").trim().split("\n").map((line) => JSON.parse(line))
+      return [...records(`${name}1`), ...records(`${name}2`)]
+    })
+
+  it.live("--tokens asks vLLM for token ids and logprobs and packs what it sent beside each step", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make({ api: "openai" })
+      const sent = JSON.parse(Server.fixture("vllm-completion-tokens.json"))
+      server.enqueue("/v1/completions", Server.json(sent), Server.json(sent))
+      const log = warnings()
+      const lines = yield* runCommand("tok", server.url, ["--tokens"], log.layer)
+      const asked = server.requests.filter((request) => request.path === "/v1/completions").map((request) => request.body)
+      expect(asked).toHaveLength(2)
+      for (const body of asked) {
+        expect(body).toMatchObject({ return_token_ids: true, return_tokens_as_token_ids: true, logprobs: 0 })
+        expect(body.prompt_logprobs).toBeUndefined()
+      }
+      expect(lines).toHaveLength(2)
+      for (const line of lines) {
+        const tokens = TrajectoryStore.decodeTokens(Schema.decodeUnknownSync(TrajectoryStore.StepTokens)(line.tokens))
+        expect(Array.from(tokens.promptIds ?? [])).toEqual([785, 6722, 315, 9625, 374])
+        expect(Array.from(tokens.completionIds ?? [])).toEqual([12095, 13])
+        expect(Array.from(tokens.completionLogprobs ?? [], (value) => Math.fround(value))).toEqual(
+          [-0.012345678901234, -0.25].map(Math.fround)
+        )
+      }
+      expect(log.seen).toEqual([])
+    }))
+
+  it.live("--prompt-logprobs asks for prompt_logprobs too (and the token data)", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make({ api: "openai" })
+      const sent = JSON.parse(Server.fixture("vllm-completion-tokens.json"))
+      server.enqueue("/v1/completions", Server.json(sent), Server.json(sent))
+      const lines = yield* runCommand("plp", server.url, ["--prompt-logprobs"], Layer.empty)
+      const asked = server.requests.filter((request) => request.path === "/v1/completions").map((request) => request.body)
+      for (const body of asked) expect(body).toMatchObject({ return_token_ids: true, prompt_logprobs: 0 })
+      expect(lines.every((line) => line.tokens !== undefined)).toBe(true)
+    }))
+
+  it.live("a server that omits the token data: no tokens in the records, one warning for the run", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make({ api: "openai" })
+      const sent = JSON.parse(Server.fixture("vllm-completion.json"))
+      server.enqueue("/v1/completions", Server.json(sent), Server.json(sent))
+      const log = warnings()
+      const lines = yield* runCommand("none", server.url, ["--tokens"], log.layer)
+      expect(lines).toHaveLength(2)
+      for (const line of lines) expect(line).not.toHaveProperty("tokens")
+      expect(log.seen).toHaveLength(1)
+      expect(log.seen[0]).toContain("completion token ids")
+    }))
+
+  it.live("without --tokens nothing extra is asked and no warning is logged", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make({ api: "openai" })
+      const sent = JSON.parse(Server.fixture("vllm-completion.json"))
+      server.enqueue("/v1/completions", Server.json(sent), Server.json(sent))
+      const log = warnings()
+      const lines = yield* runCommand("off", server.url, [], log.layer)
+      const asked = server.requests.filter((request) => request.path === "/v1/completions").map((request) => request.body)
+      for (const body of asked) {
+        expect(body.return_token_ids).toBeUndefined()
+        expect(body.logprobs).toBeUndefined()
+      }
+      for (const line of lines) expect(line).not.toHaveProperty("tokens")
+      expect(log.seen).toEqual([])
     }))
 })

@@ -3,7 +3,7 @@ import { afterAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber, Layer, Logger, Result, Schema } from "effect"
 import { Command } from "effect/cli"
 import { TestClock } from "effect/testing"
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { flags } from "../../../src/cli/internal/actorLoop.js"
@@ -20,7 +20,9 @@ import * as Reward from "../../../src/rollouts/Reward.js"
 import { sleeps, trackSleeps } from "../../support/clock.js"
 import { eventually, realDelay } from "../../support/testClockIo.js"
 import * as Server from "../../support/openAiServer.js"
-import { testIsolation } from "../../support/processes.js"
+import { marker, processesWith, testIsolation } from "../../support/processes.js"
+import { tempDir } from "../../support/tempDir.js"
+import { startValet } from "../../support/valetProcess.js"
 
 // The command's sandbox is the real one: on a machine without bubblewrap its commands run as plain processes (as the
 // sandbox suites do there; `valet` says so on stderr), inherited by the processes these tests start.
@@ -326,4 +328,63 @@ describe("valet rollout --tokens (the vLLM pool of the command)", () => {
       for (const line of lines) expect(line).not.toHaveProperty("tokens")
       expect(log.seen).toEqual([])
     }))
+})
+
+// Issue 31 ("Bad input"): interrupting a rollout leaves complete trajectory lines only and no process or workspace
+// behind — here the real command (one process), stopped while its episodes' actions run in the real sandbox.
+describe("valet rollout interrupted in the sandbox (the real command)", () => {
+  for (const signal of ["SIGINT", "SIGTERM"] as const) {
+    it.live(`${signal} while actions run: whole lines only, no sandboxed process and no workspace left`, () =>
+      Effect.gen(function*() {
+        const server = yield* Server.make({ api: "openai" })
+        const tag = marker()
+        const completion = (seconds: number) => ({
+          id: "cmpl-int",
+          object: "text_completion",
+          created: 1,
+          model: "loopback-model",
+          choices: [{
+            index: 0,
+            text: `<action>${JSON.stringify({ command: ["python3", "-c", `import time; open('o.txt', 'a').write('x'); time.sleep(${seconds})`, ...(seconds > 0 ? [tag] : [])] })}</action>`,
+            logprobs: null,
+            finish_reason: "stop"
+          }],
+          usage: { prompt_tokens: 5, completion_tokens: 5, total_tokens: 10 }
+        })
+        // Each episode's first step is quick (its line written); every later one sleeps in the sandbox, marked.
+        server.enqueue(
+          "/v1/completions",
+          Server.json(completion(0)),
+          Server.json(completion(0)),
+          ...Array.from({ length: 8 }, () => Server.json(completion(60)))
+        )
+        const { dir: root, write } = yield* tempDir("valet-rollout-int-")
+        const pool = write("pool.yaml", `actors:\n  - name: one\n    base_url: ${server.url}\n    model: loopback-model\n    api: openai\n`)
+        const tasks = write(`${tag}.jsonl`, ["a", "b"].map((id) => JSON.stringify({ task_id: id, prompt: `Do ${id}.` })).join("\n") + "\n")
+        const work = join(root, "work")
+        const traj = join(root, "traj")
+        const run = startValet([
+          "rollout", tasks, "--config", pool, "--state-db", join(root, "state.db"), "--trajectories", traj,
+          "--work-root", work, "--max-steps", "3", "--concurrency", "2"
+        ])
+        // Both episodes' second actions are running (their python processes carry the marker).
+        yield* Effect.promise(async () => {
+          while (processesWith(tag).filter((pid) => pid !== run.child.pid).length < 2) {
+            await new Promise((wake) => setTimeout(wake, 50))
+          }
+        })
+        run.kill(signal)
+        expect(yield* Effect.promise(() => run.exited)).toBe(130)
+        expect(processesWith(tag)).toEqual([])
+        expect(readdirSync(work)).toEqual(["kept"])
+        expect(readdirSync(join(work, "kept"))).toEqual([])
+        for (const id of ["a", "b"]) {
+          const text = readFileSync(join(traj, "raw", `${id}.jsonl`), "utf8")
+          expect(text.endsWith("\n")).toBe(true)
+          const lines = text.trim().split("\n").map((line) => JSON.parse(line))
+          expect(lines.map((line) => [line.episode_step, line.episode_end])).toEqual([[1, undefined]])
+        }
+        expect(run.lines.at(-1)).toBe("rollout: interrupted after 0/2 episodes (2 steps); partial episodes have no episode_end line")
+      }).pipe(Effect.scoped), 60_000)
+  }
 })

@@ -12,10 +12,14 @@
  * Interrupted (Ctrl-C), the run stops its episodes (their workspaces are scoped: removed on the way out) and a line
  * says how far it got. Each record is appended as one whole line (one write), so an interrupted run leaves complete
  * lines; a line torn by a harder stop (SIGKILL mid-write) is moved to `<file>.torn` by the trajectory store the next
- * time it opens the file. An episode without its `episode_end` line is partial: a trainer drops it.
+ * time it opens the file. An episode without its `episode_end` line is partial: a trainer drops it. With `--durable`
+ * on SQLite an unfinished episode's workspace is kept (`<work root>/kept/episode-<id>`): the same command run again
+ * resumes the episode in what its recorded steps left, and removes the workspace when the episode ends; the line says so.
  */
-import { Clock, Duration, Effect, Layer, Option, Schedule } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Schedule } from "effect"
+import { join } from "node:path"
 import { Command, Flag } from "effect/cli"
+import * as Sandbox from "../../environment/Sandbox.js"
 import * as TrajectoryStore from "../../environment/TrajectoryStore.js"
 import type * as Model from "../../core/Model.js"
 import * as Vllm from "../../providers/Vllm.js"
@@ -81,6 +85,9 @@ export const runRollout = <E>(
     const report = reportOf(format ?? "line", output)
     const { issues, tasks, total } = yield* prepareTasks(path, runSettings, report.announce, shard)
     const remoteSteps = durable !== undefined && storeOf(durable)._tag === "Postgres"
+    // Where this process's sandbox makes workspaces (known once its layer is built): a durable episode stopped here
+    // keeps its workspace there for the next run.
+    let workRoot: string | undefined
     const startedAt = yield* Clock.currentTimeMillis
     let done = 0
     let failed = 0
@@ -121,7 +128,9 @@ export const runRollout = <E>(
     const counted = counting(layer, (record) => {
       steps++
       outputTokens += record.metrics.outputTokens ?? 0
-    })
+    }).pipe(Layer.tap((context) => Effect.sync(() => {
+      workRoot = Context.getOption(context, Sandbox.Sandbox).pipe(Option.map((sandbox) => sandbox.info.workRoot), Option.getOrUndefined)
+    })))
     yield* report.announce.line(
       `rollout: ${tasks.length} tasks from ${path}${shardNote(shard)}` +
         `${runSettings.group !== undefined ? `, ${runSettings.group} rollouts each` : ""}` +
@@ -135,7 +144,12 @@ export const runRollout = <E>(
     })).pipe(
       Effect.onInterrupt(() =>
         Effect.flatMap(progress, (now) =>
-          report.line(`rollout: interrupted after ${now.done}/${now.total} episodes (${now.steps} steps); partial episodes have no episode_end line`)))
+          report.line(
+            `rollout: interrupted after ${now.done}/${now.total} episodes (${now.steps} steps); partial episodes have no episode_end line` +
+              (durable !== undefined && !remoteSteps && workRoot !== undefined && now.done < now.total
+                ? `; run the same command again to go on: the unfinished durable episodes' workspaces are kept for it in ${join(workRoot, "kept")}`
+                : "")
+          )))
     )
     const last = yield* progress
     const summary: Summary = { ...last, tasks: tasks.length, skippedLines: issues.length }

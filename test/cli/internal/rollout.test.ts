@@ -334,7 +334,14 @@ describe("valet rollout --tokens (the vLLM pool of the command)", () => {
 // behind — here the real command (one process), stopped while its episodes' actions run in the real sandbox.
 describe("valet rollout interrupted in the sandbox (the real command)", () => {
   for (const signal of ["SIGINT", "SIGTERM"] as const) {
-    it.live(`${signal} while actions run: whole lines only, no sandboxed process and no workspace left`, () =>
+    it.live(`${signal} while actions run: whole lines only, no sandboxed process and no workspace left`, () => interrupted(signal, false), 60_000)
+  }
+  // A durable episode's workspace is what its replayed steps left: removing it would resume the episode elsewhere
+  // than its recorded steps left it. So it stays, and the line says where and why.
+  it.live("--durable (SQLite), SIGTERM while actions run: whole lines, no process; the line says the unfinished episodes' workspaces are kept for the next run", () =>
+    interrupted("SIGTERM", true), 60_000)
+
+  const interrupted = (signal: "SIGINT" | "SIGTERM", durable: boolean) =>
       Effect.gen(function*() {
         const server = yield* Server.make({ api: "openai" })
         const tag = marker()
@@ -365,7 +372,8 @@ describe("valet rollout interrupted in the sandbox (the real command)", () => {
         const traj = join(root, "traj")
         const run = startValet([
           "rollout", tasks, "--config", pool, "--state-db", join(root, "state.db"), "--trajectories", traj,
-          "--work-root", work, "--max-steps", "3", "--concurrency", "2"
+          "--work-root", work, "--max-steps", "3", "--concurrency", "2",
+          ...(durable ? ["--durable", join(root, "durable.sqlite")] : [])
         ])
         // Both episodes' second actions are running (their python processes carry the marker).
         yield* Effect.promise(async () => {
@@ -377,14 +385,20 @@ describe("valet rollout interrupted in the sandbox (the real command)", () => {
         expect(yield* Effect.promise(() => run.exited)).toBe(130)
         expect(processesWith(tag)).toEqual([])
         expect(readdirSync(work)).toEqual(["kept"])
-        expect(readdirSync(join(work, "kept"))).toEqual([])
+        expect(readdirSync(join(work, "kept")).map((name) => name.replace(/-[0-9a-f-]{36}$/, "-<id>"))).toEqual(
+          durable ? ["episode-<id>", "episode-<id>"] : []
+        )
         for (const id of ["a", "b"]) {
           const text = readFileSync(join(traj, "raw", `${id}.jsonl`), "utf8")
           expect(text.endsWith("\n")).toBe(true)
           const lines = text.trim().split("\n").map((line) => JSON.parse(line))
           expect(lines.map((line) => [line.episode_step, line.episode_end])).toEqual([[1, undefined]])
         }
-        expect(run.lines.at(-1)).toBe("rollout: interrupted after 0/2 episodes (2 steps); partial episodes have no episode_end line")
-      }).pipe(Effect.scoped), 60_000)
-  }
+        expect(run.lines.at(-1)).toBe(
+          "rollout: interrupted after 0/2 episodes (2 steps); partial episodes have no episode_end line" +
+            (durable
+              ? `; run the same command again to go on: the unfinished durable episodes' workspaces are kept for it in ${join(work, "kept")}`
+              : "")
+        )
+      }).pipe(Effect.scoped)
 })

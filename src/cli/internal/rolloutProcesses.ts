@@ -10,6 +10,8 @@
  * and the trajectories directory (a file per task). Interrupted, the processes are stopped with SIGTERM (their
  * episodes interrupted, their workspaces removed) and killed if they are not gone within 10 seconds. A process that
  * ends without its summary (it could not start: its one-line reason is on stderr) fails the run once the others end.
+ * The processes' stderr is passed on line by line, except that a warning a process says once for its run ("… Said
+ * once.": a vLLM server that sends no token ids for `--tokens`) is said once for the whole run.
  */
 import { Clock, Duration, Effect, Option, Schedule, Schema, Stream } from "effect"
 import { ChildProcess } from "effect/process"
@@ -64,6 +66,24 @@ export const processArguments = (
   return [...kept, "--shard", `${shard.index}/${shard.count}`, "--concurrency", String(concurrency), "--progress", "json"]
 }
 
+// A log line's prefix (`[12:00:00.000] WARN (#38): `): the same warning from two processes differs only there.
+const logPrefix = /^\[[^\]]*\] [A-Z]+ \(#\d+\): /
+
+/**
+ * A filter of the processes' stderr lines: false for a warning said once per process (it ends with "Said once.") that
+ * another process already said.
+ */
+export const onceAcrossProcesses = (): ((line: string) => boolean) => {
+  const said = new Set<string>()
+  return (line) => {
+    if (!line.trimEnd().endsWith("Said once.")) return true
+    const body = line.replace(logPrefix, "")
+    if (said.has(body)) return false
+    said.add(body)
+    return true
+  }
+}
+
 const sum = (values: ReadonlyArray<Progress>, key: keyof Progress): number => values.reduce((total, value) => total + value[key], 0)
 
 /**
@@ -109,15 +129,22 @@ export const runProcesses = (
       }
     })
     const { last: showLast, show } = progressShown(progress, report)
+    const passOn = onceAcrossProcesses()
     const runShard = (index: number) =>
       Effect.gen(function*() {
         const handle = yield* ChildProcess.make(
           command.executable,
           [...command.args, ...processArguments(args, { index, count: processes }, share)],
           // SIGTERM interrupts a process's episodes (their workspaces are removed); one that hangs is killed.
-          { stdin: "ignore", stdout: "pipe", stderr: "inherit", forceKillAfter: Duration.seconds(10) }
+          { stdin: "ignore", stdout: "pipe", stderr: "pipe", forceKillAfter: Duration.seconds(10) }
         )
-        yield* handle.stdout.pipe(
+        // Its stderr passed on as it comes, a warning said once per process said once for the run.
+        const errors = handle.stderr.pipe(
+          Stream.decodeText(),
+          Stream.splitLines,
+          Stream.runForEach((line) => passOn(line) ? Effect.sync(() => void process.stderr.write(`${line}\n`)) : Effect.void)
+        )
+        const reports = handle.stdout.pipe(
           Stream.decodeText(),
           Stream.splitLines,
           Stream.runForEach((line) => {
@@ -133,6 +160,7 @@ export const runProcesses = (
             return Effect.void
           })
         )
+        yield* Effect.all([reports, errors], { concurrency: 2, discard: true })
         return yield* handle.exitCode
       }).pipe(Effect.scoped)
     const codes = yield* Effect.scoped(Effect.gen(function*() {

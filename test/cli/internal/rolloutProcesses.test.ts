@@ -155,3 +155,28 @@ describe("valet rollout --processes", () => {
       )
     }).pipe(Effect.scoped), 60_000)
 })
+
+describe("valet rollout --processes --tokens (issue 31: a server that omits token ids, a warning once)", () => {
+  it.live("the warning a process says once is said once for the run, not once per process; the records have no tokens", () =>
+    Effect.gen(function*() {
+      // The loopback server sends no token data (logprobs null, no token ids).
+      const server = yield* LoopbackServer.make()
+      const { dir, write } = yield* tempDir("valet-processes-tokens-")
+      const pool = write("pool.yaml", poolFile(server))
+      const ids = Array.from({ length: 6 }, (_, i) => `task-${i}`)
+      const tasks = write("tasks.jsonl", taskLines(ids))
+      const run = startValet([
+        "rollout", tasks, "--config", pool, "--state-db", join(dir, "state.db"), "--trajectories", join(dir, "traj"),
+        "--work-root", dir, "--max-steps", "1", "--processes", "2", "--concurrency", "2", "--tokens"
+      ])
+      expect(yield* Effect.promise(() => run.exited)).toBe(0)
+      const written = trajectories(join(dir, "traj"))
+      expect(Object.keys(written).sort()).toEqual(ids)
+      // Both processes asked for token data, and both were answered without it.
+      const posts = server.requests.filter((request) => request.method === "POST")
+      expect(posts.length).toBe(6)
+      for (const request of posts) expect(request.body.return_token_ids).toBe(true)
+      for (const id of ids) expect(written[id]![0]).not.toHaveProperty("tokens")
+      expect(run.lines.filter((line) => line.includes("asked for token data"))).toHaveLength(1)
+    }).pipe(Effect.scoped), 60_000)
+})

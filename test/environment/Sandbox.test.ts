@@ -93,6 +93,20 @@ const suite = (mode: "process" | "bwrap") => {
         )
       })))
 
+    // Issue 31 part 6: snapshots only where the diff is asked for.
+    it.effect("diff: false answers no diff and no changed files (no snapshots); the default diffs the same edit", () =>
+      Effect.scoped(Effect.gen(function*() {
+        const ws = yield* Sandbox.workspace("nodiff", { "a.txt": "one\n" })
+        const edit = (text: string) => python(`open('a.txt', 'w').write('${text}\\n')`)
+        const quiet = yield* Sandbox.run(ws, { command: edit("two"), diff: false })
+        expect(quiet.exitCode).toBe(0)
+        expect(quiet).not.toHaveProperty("diff")
+        expect(quiet).not.toHaveProperty("changedFiles")
+        const diffed = yield* Sandbox.run(ws, { command: edit("three") })
+        expect(diffed.changedFiles).toEqual(["a.txt"])
+        expect(diffed.diff).toBe("--- a/a.txt\n+++ b/a.txt\n@@ -1 +1 @@\n-two\n+three\n")
+      })))
+
     it.effect("refuses programs off the allow-list, judged on the resolved executable", () =>
       Effect.scoped(Effect.gen(function*() {
         const ws = yield* Sandbox.workspace("refuse", {})

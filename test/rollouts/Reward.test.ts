@@ -378,6 +378,37 @@ describe("Reward in the actor loop", () => {
   ].join("\n")
   const task: ActorLoop.Task = { taskId: "fix-add", prompt: "Make add() correct; what is add(2, 3)?", workspaceFiles: bad, reference: "5.0" }
 
+  // Issue 31 part 6: snapshots only where the diff is asked for. The action's run diffs (its record shows what it
+  // changed); a reward's command runs with diff: false (no snapshot before and after it).
+  it.live("the action's run is diffed, the reward's command is not (diff: false)", () =>
+    Effect.gen(function*() {
+      const asked: Array<[unknown, boolean | undefined]> = []
+      const recording = Layer.effect(
+        Sandbox.Sandbox,
+        Effect.map(Sandbox.Sandbox, (sandbox): Sandbox.Service => ({
+          ...sandbox,
+          run: (ws, request) => {
+            asked.push([request.command, request.diff])
+            return sandbox.run(ws, request)
+          }
+        }))
+      ).pipe(Layer.provide(sandboxLayer))
+      const reward = Reward.exitCode(["python3", "-c", "import calc; assert calc.add(2, 3) == 5"], { name: "fixed" })
+      const record = yield* ActorLoop.step(task).pipe(
+        Effect.provide(Layer.mergeAll(
+          ScriptedModel.layer([fix]),
+          recording,
+          StateStore.layerMemory(),
+          TrajectoryStore.layerMemory,
+          Reward.layer(reward)
+        ))
+      )
+      expect(record.reward).toBe(1)
+      expect(record.sandboxResult?.changedFiles).toEqual(["calc.py"])
+      expect(asked.map(([command, diff]) => [(command as ReadonlyArray<string>)[0], diff ?? true])).toEqual([["python3", true], ["python3", false]])
+      expect(asked[1]![0]).toEqual(["python3", "-c", "import calc; assert calc.add(2, 3) == 5"])
+    }).pipe(Effect.scoped))
+
   it.live("each step's record gets reward and reward_parts; the reward's command sees the action's edits; read back", () =>
     Effect.gen(function*() {
       const reward = Reward.weighted([

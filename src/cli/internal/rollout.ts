@@ -240,6 +240,12 @@ export const makeCommand = <E>(
         // JSON progress is for a program: it goes to stdout, which a rollout leaves empty otherwise.
         const out = progress === "json" ? stdoutOutput() : output()
         const settings: RolloutSettings = { ...settingsOf(values), progress, shard: Option.getOrUndefined(values.shard) }
+        if ((tokens || promptLogprobs) && Option.isSome(durable) && storeOf(durable.value)._tag === "Postgres") {
+          return yield* new UsageError({
+            message: "--tokens (or --prompt-logprobs) does not go with --durable postgres://…: the `valet runner`s call the model " +
+              "there and ask it for no token data; use --durable <file.sqlite> (this process calls the model)"
+          })
+        }
         if (processes > 1) {
           if (Option.isSome(durable)) {
             return yield* new UsageError({

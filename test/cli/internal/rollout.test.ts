@@ -345,26 +345,23 @@ describe("valet rollout interrupted in the sandbox (the real command)", () => {
       Effect.gen(function*() {
         const server = yield* Server.make({ api: "openai" })
         const tag = marker()
-        const completion = (seconds: number) => ({
+        // An episode's first action is quick (its step's line is written); every later one, in the same workspace,
+        // sleeps in the sandbox. The same answer to every request: which request is whose does not matter.
+        const action = "import os, time\nlater = os.path.exists('o.txt')\nopen('o.txt', 'a').write('x')\ntime.sleep(60 if later else 0)"
+        const completion = {
           id: "cmpl-int",
           object: "text_completion",
           created: 1,
           model: "loopback-model",
           choices: [{
             index: 0,
-            text: `<action>${JSON.stringify({ command: ["python3", "-c", `import time; open('o.txt', 'a').write('x'); time.sleep(${seconds})`, ...(seconds > 0 ? [tag] : [])] })}</action>`,
+            text: `<action>${JSON.stringify({ command: ["python3", "-c", action, tag] })}</action>`,
             logprobs: null,
             finish_reason: "stop"
           }],
           usage: { prompt_tokens: 5, completion_tokens: 5, total_tokens: 10 }
-        })
-        // Each episode's first step is quick (its line written); every later one sleeps in the sandbox, marked.
-        server.enqueue(
-          "/v1/completions",
-          Server.json(completion(0)),
-          Server.json(completion(0)),
-          ...Array.from({ length: 8 }, () => Server.json(completion(60)))
-        )
+        }
+        server.enqueue("/v1/completions", ...Array.from({ length: 6 }, () => Server.json(completion)))
         const { dir: root, write } = yield* tempDir("valet-rollout-int-")
         const pool = write("pool.yaml", `actors:\n  - name: one\n    base_url: ${server.url}\n    model: loopback-model\n    api: openai\n`)
         const tasks = write(`${tag}.jsonl`, ["a", "b"].map((id) => JSON.stringify({ task_id: id, prompt: `Do ${id}.` })).join("\n") + "\n")
@@ -375,9 +372,16 @@ describe("valet rollout interrupted in the sandbox (the real command)", () => {
           "--work-root", work, "--max-steps", "3", "--concurrency", "2",
           ...(durable ? ["--durable", join(root, "durable.sqlite")] : [])
         ])
-        // Both episodes' second actions are running (their python processes carry the marker).
+        // Both episodes' first lines are written and their second actions are running (sleeping, with the marker).
+        const lineCount = (id: string) => {
+          const file = join(traj, "raw", `${id}.jsonl`)
+          return existsSync(file) ? readFileSync(file, "utf8").split("\n").length - 1 : 0
+        }
         yield* Effect.promise(async () => {
-          while (processesWith(tag).filter((pid) => pid !== run.child.pid).length < 2) {
+          while (
+            lineCount("a") < 1 || lineCount("b") < 1 ||
+            processesWith(tag).filter((pid) => pid !== run.child.pid).length < 2
+          ) {
             await new Promise((wake) => setTimeout(wake, 50))
           }
         })
@@ -401,4 +405,19 @@ describe("valet rollout interrupted in the sandbox (the real command)", () => {
               : "")
         )
       }).pipe(Effect.scoped)
+})
+
+describe("valet rollout --tokens with --durable postgres://", () => {
+  it.effect("is refused: the runners call the model there, and they ask for no token data (it would be silently absent)", () =>
+    Effect.gen(function*() {
+      const path = tasksFile("pg-tokens.jsonl", [task("p1")])
+      const error = yield* Command.runWith(makeCommand(() => ScriptedModel.layer(() => answer), () => memoryOutput()), { version: "test" })([
+        path, "--durable", "postgres://127.0.0.1:1/none", "--tokens", "--max-steps", "2"
+      ]).pipe(Effect.provide(NodeServices.layer), Effect.flip)
+      expect(error._tag).toBe("UsageError")
+      expect(error.message).toBe(
+        "--tokens (or --prompt-logprobs) does not go with --durable postgres://…: the `valet runner`s call the model " +
+          "there and ask it for no token data; use --durable <file.sqlite> (this process calls the model)"
+      )
+    }))
 })

@@ -29,7 +29,8 @@
  * Every request needs `A2A-Version: 1.0` (header or query parameter): an A2A 0.3 client (no header, `message/send`)
  * gets `-32009`. Method errors come on HTTP 200 with a JSON-RPC error, as the SDK's own server sends them; the
  * server's own refusals keep their status (401 without the token, 413 over the body cap, 404 for an unknown agent,
- * 429 beyond `maxConcurrentRuns`, with `Retry-After`), with a JSON-RPC error body the SDK client reads. Another
+ * 429 beyond `maxConcurrentRuns`, or beyond `maxEventStreams` for a `SubscribeToTask` or a continuation that follows a
+ * task, with `Retry-After`), with a JSON-RPC error body the SDK client reads. Another
  * owner's task, or another agent's task asked at this agent, is `-32001`, as an unknown one. A request nesting
  * more than 64 levels, or with a string id over 128 characters, is `-32600`.
  *
@@ -67,7 +68,7 @@
  *
  * @since 0.2.0
  */
-import { Clock, Effect, Layer, Option, Result, Schema, Stream } from "effect"
+import { Clock, Effect, Layer, Option, Result, Schema, type Scope, Stream } from "effect"
 import { type HttpServerError, HttpServerRequest, HttpServerResponse } from "effect/http"
 import { HttpApi, HttpApiBuilder, HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "effect/http-api"
 import type * as HumanLoop from "../core/HumanLoop.js"
@@ -207,11 +208,11 @@ const refused = (error: Rpc.RpcError, status = 200, headers?: Record<string, str
 const fromResult = <A>(result: Result.Result<A, Rpc.RpcError>): Effect.Effect<A, Refused> =>
   Result.isSuccess(result) ? Effect.succeed(result.success) : refused(result.failure)
 
-const tooMany = (error: Runs.TooManyRuns) =>
+const tooMany = (error: Runs.TooManyRuns | Runs.TooManyEventStreams) =>
   refused(
     new Rpc.RpcError({
       code: Wire.ErrorCode.internalError,
-      message: `Internal error: too many runs: ${error.message}`,
+      message: `Internal error: too many ${error._tag === "TooManyRuns" ? "runs" : "event streams"}: ${error.message}`,
       data: [{ "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay: `${error.retryAfterSeconds}s` }]
     }),
     429,
@@ -385,6 +386,8 @@ interface Call {
 
 const make = (runs: Runs.Service) => {
   const messages = new History.Messages()
+  /** One of `maxEventStreams` slots for a response that follows a task, held until the request's scope closes. */
+  const holdEventStream = Effect.catchTag(runs.holdEventStream, "TooManyEventStreams", tooMany)
   /**
    * The snapshots of ended tasks, which no longer change: GetTask and ListTasks fold an ended run's log (50 000
    * events for a long answer) once, not at every poll. Bounded: the oldest forgotten first (then folded again).
@@ -440,6 +443,7 @@ const make = (runs: Runs.Service) => {
           // A retry of a message the task has (same messageId) answers nothing again (it might answer the next
           // question): it gets the task as it is, or as it goes on to its end or its next wait.
           const settledNow = view.status !== "running"
+          if (!settledNow && (options.stream || !options.immediately)) yield* holdEventStream
           return yield* respond(call, view, view.events, { ...options, immediately: options.immediately || settledNow, snapshotOnly: settledNow })
         }
         if (view.status === "completed" || view.status === "failed") {
@@ -451,6 +455,9 @@ const make = (runs: Runs.Service) => {
         if (view.status !== "waiting") {
           return yield* refused(Rpc.unsupportedOperation(`task ${JSON.stringify(ref.id)} is working: it takes input only in TASK_STATE_INPUT_REQUIRED`))
         }
+        // The answer follows a task this request did not start: one of `maxEventStreams` slots while it lasts, taken
+        // before the message is (a 429 answers nothing).
+        if (options.stream || !options.immediately) yield* holdEventStream
         // The message as received joins the task's history. A retry got the task as it is just above.
         if (!messages.add(ref.id, { ...message, taskId: ref.id, contextId: ref.contextId }, view.events)) {
           return yield* refused(Rpc.unsupportedOperation(`task ${JSON.stringify(ref.id)} has a message ${JSON.stringify(message.messageId.slice(0, 200))} already`))
@@ -559,7 +566,10 @@ const make = (runs: Runs.Service) => {
         return yield* refused(Rpc.unsupportedOperation(`task ${JSON.stringify(params.id)} is ${followed.snapshot.status.state}: a task in a terminal state has no updates to subscribe to`))
       }
       // A task waiting for a person gets its snapshot and the stream closes, as a live stream closes when it starts waiting.
-      const live = followed.snapshot.status.state === "TASK_STATE_INPUT_REQUIRED" ? Stream.empty : followed.live
+      const waiting = followed.snapshot.status.state === "TASK_STATE_INPUT_REQUIRED"
+      // A subscriber follows a task it did not start: one of `maxEventStreams` slots while its stream lasts.
+      if (!waiting) yield* holdEventStream
+      const live = waiting ? Stream.empty : followed.live
       return sse(call.id, Stream.concat(Stream.succeed<Wire.StreamResponse>({ task: followed.snapshot }), live))
     })
 
@@ -618,7 +628,8 @@ const make = (runs: Runs.Service) => {
       return answer(call.id, { tasks, nextPageToken: total > tasks.length ? nextPageToken : "", pageSize, totalSize: total })
     })
 
-  return (call: Call, method: string): Effect.Effect<Response, Refused> => {
+  // Scoped: a response that follows a task holds its `maxEventStreams` slot until the request's scope closes.
+  return (call: Call, method: string): Effect.Effect<Response, Refused, Scope.Scope> => {
     switch (method) {
       case "SendMessage":
         return sendMessage(call, false)
@@ -668,7 +679,7 @@ const endpoint = (
   dispatch: ReturnType<typeof make>,
   agentName: string,
   request: HttpServerRequest.HttpServerRequest
-): Effect.Effect<Response> =>
+): Effect.Effect<Response, never, Scope.Scope> =>
   Effect.gen(function*() {
     const agent = agents.get(agentName)
     if (agent === undefined) {

@@ -37,8 +37,9 @@
  *   approvals, a `file` part that is not text, tool calls or reasoning in a user or system message, any other part
  *   type.
  * - The run goes through `Runs` like `POST /runs/stream`, as the request's owner's run: the agent's budget caps,
- *   `maxConcurrentRuns` (429 with `Retry-After`), an unknown agent (404 `UnknownAgent`); a client that goes away
- *   before the response ends cancels the run (a response that ended because the run waits does not). `valet serve`'s
+ *   `maxConcurrentRuns` (429 with `Retry-After`; a request answering approvals, which follows a run it did not
+ *   start, `maxEventStreams`: 429 `TooManyEventStreams`, before any answer is taken), an unknown agent (404
+ *   `UnknownAgent`); a client that goes away before the response ends cancels the run (a response that ended because the run waits does not). `valet serve`'s
  *   guard covers the route: the bearer token, the body cap (413), the Host / Origin allow-list.
  *
  * @example
@@ -145,7 +146,7 @@ export const group = HttpApiGroup.make("chat")
       payload: ChatRequest,
       // The run as the UI message stream (`UiMessageStream.headers`).
       success: HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" }),
-      error: [RunsApi.BadRequest, Runs.UnknownAgent, Runs.TooManyRuns, Runs.InvalidRunRequest, ...RunsApi.threadErrors, ...RunsApi.decisionErrors]
+      error: [RunsApi.BadRequest, Runs.UnknownAgent, Runs.TooManyRuns, Runs.TooManyEventStreams, Runs.InvalidRunRequest, ...RunsApi.threadErrors, ...RunsApi.decisionErrors]
     }).middleware(RunsApi.Owner)
   )
   .middleware(RunsApi.RequestErrors)
@@ -189,7 +190,10 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
           : Effect.flatMap(Effect.fromResult(runRequestOf(params.name, payload)), (request) => runs.start(request, { owner })))
         // The run was started just now: it is in the registry.
         return yield* Effect.orDie(RunStream.chatResponse(runs, runId, { owner }))
-      }).pipe(Effect.catchTag("TooManyRuns", (error) => Effect.succeed(RunStream.tooMany(error)))))
+      }).pipe(Effect.catchTags({
+        TooManyRuns: (error) => Effect.succeed(RunStream.tooMany(error)),
+        TooManyEventStreams: (error) => Effect.succeed(RunStream.tooMany(error))
+      })))
   })
 
 /**
@@ -202,6 +206,9 @@ const answer = (runs: Runs.Service, owner: string, request: Request.ApprovalAnsw
   Effect.gen(function*() {
     // How far the run had got when the answers came: the message goes on from where it ended then.
     const before = yield* runs.get(request.runId, { owner })
+    // The response follows a run this request did not start: one of `maxEventStreams` slots, held while the response
+    // lasts, taken before any answer is (a 429 decides nothing).
+    yield* runs.holdEventStream
     // An answer to no waiting call goes first: its refusal comes before any other answer is taken.
     const waiting = new Set((before.pending ?? []).map((call) => `${call.sessionId}/${call.toolCallId}`))
     const answers = [...request.answers].sort((a, b) =>

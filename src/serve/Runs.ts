@@ -14,6 +14,10 @@
  * - `cancel` stops a run at once (its model requests aborted, its processes killed): it ends completed,
  *   `interrupted` with reason `cancelled`, keeping the output it had.
  * - Memory is bounded: at most `keepFinishedRuns` finished runs are kept, each for at most `keepFinished`.
+ * - Readers that follow a run the caller did not start (`GET /runs/:id/events`, a chat continued after approvals,
+ *   A2A's `SubscribeToTask` and continuations) each hold one of `maxEventStreams` slots (`holdEventStream`) for as
+ *   long as their response lasts; beyond it they are refused with `TooManyEventStreams` (429). Streams that start a
+ *   run are bounded by `maxConcurrentRuns` instead.
  *
  * @example
  * ```ts
@@ -41,7 +45,7 @@
  *
  * @since 0.2.0
  */
-import { Cause, Clock, Context, Deferred, Duration, Effect, Exit, type Fiber, Layer, Option, Result, Schema, type Scope, Stream } from "effect"
+import { Cause, Clock, Context, Deferred, Duration, Effect, Exit, type Fiber, Layer, Option, Result, Schema, type Scope, Semaphore, Stream } from "effect"
 import * as Agent from "../core/Agent.js"
 import type * as Guardrail from "../core/Guardrail.js"
 import type { AgentError } from "../core/AgentError.js"
@@ -390,6 +394,19 @@ export class TooManyRuns extends Schema.TaggedError<TooManyRuns>()("TooManyRuns"
 }, { httpApiStatus: 429 }) {}
 
 /**
+ * `maxEventStreams` streams already follow runs (`GET /runs/:id/events`, a chat continued, A2A's subscriptions): a
+ * reader more is refused; try again after `retryAfterSeconds`.
+ *
+ * @since 0.2.0
+ * @category errors
+ */
+export class TooManyEventStreams extends Schema.TaggedError<TooManyEventStreams>()("TooManyEventStreams", {
+  limit: Schema.Int,
+  retryAfterSeconds: Schema.Int,
+  message: Schema.String
+}, { httpApiStatus: 429 }) {}
+
+/**
  * The request cannot start a run (a session id in use, a budget the agent refuses…).
  *
  * @since 0.2.0
@@ -456,6 +473,13 @@ export interface Indexed {
 export interface Options {
   /** Runs going on at once, at most (default 16); more are refused with `TooManyRuns`. */
   readonly maxConcurrentRuns?: number | undefined
+  /**
+   * Streams following a run at once, at most (default 256; `holdEventStream`): readers of a run they did not start —
+   * `GET /runs/:id/events`, a chat continued after approvals, A2A's `SubscribeToTask` and continuations. More are
+   * refused with `TooManyEventStreams` (429). Each holds a socket, a fiber and a subscription for as long as the run
+   * goes on, and any token holder can open them; streams that start a run are bounded by `maxConcurrentRuns`.
+   */
+  readonly maxEventStreams?: number | undefined
   /** Finished runs kept, at most (default 100). */
   readonly keepFinishedRuns?: number | undefined
   /** How long a finished run is kept, in ms (default one hour). */
@@ -570,6 +594,14 @@ export interface Service {
   ) => Effect.Effect<Answered, RunNotFound | HumanLoop.DecideError>
   /** Runs going on now. */
   readonly running: Effect.Effect<number>
+  /**
+   * Holds one of the `maxEventStreams` slots of streams that follow a run until the current scope closes (a request's
+   * scope closes once its response has been sent, or its client went away), or fails at once with
+   * `TooManyEventStreams` when every slot is held.
+   */
+  readonly holdEventStream: Effect.Effect<void, TooManyEventStreams, Scope.Scope>
+  /** How many `holdEventStream` slots are held. */
+  readonly eventStreams: Effect.Effect<number>
 }
 
 /**
@@ -750,6 +782,13 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
     const humanLoop = Option.getOrUndefined(yield* Effect.serviceOption(HumanLoop.HumanLoop)) ?? (yield* HumanLoop.make)
     const scope = yield* Effect.scope
     const maxConcurrentRuns = options.maxConcurrentRuns ?? 16
+    // 256 followers: far more than the viewers, chat continuations and A2A subscriptions one server's users keep open
+    // at once (16 runs by default, each watched by a few), yet a bound on what a token holder looping on
+    // `GET /runs/:id/events` can pin (a socket, a fiber and a subscription each: a few hundred KiB in all, and well
+    // under the default 1024 open files of a process).
+    const maxEventStreams = options.maxEventStreams ?? 256
+    const followers = yield* Semaphore.make(maxEventStreams)
+    let following = 0
     const turns = options.turns ?? {}
     const keepFinishedRuns = options.keepFinishedRuns ?? 100
     const keepFinishedMs = options.keepFinished !== undefined ? Duration.toMillis(options.keepFinished) : options.keepFinishedMs ?? 3_600_000
@@ -1065,7 +1104,20 @@ export const make = (options: Options = {}): Effect.Effect<Service, never, Agent
               questionId: request.questionId,
               sessionId: request.sessionId
             }))),
-      running: Effect.sync(() => running)
+      running: Effect.sync(() => running),
+      holdEventStream: Effect.acquireRelease(
+        Effect.tap(Semaphore.takeIfAvailable(followers, 1), (taken) => Effect.sync(() => void (taken && following++))),
+        (taken) => taken ? Effect.andThen(Effect.sync(() => void following--), Semaphore.release(followers, 1)) : Effect.void
+      ).pipe(Effect.flatMap((taken) =>
+        taken
+          ? Effect.void
+          : Effect.fail(new TooManyEventStreams({
+            limit: maxEventStreams,
+            retryAfterSeconds: 1,
+            message: `${maxEventStreams} streams are following runs, the most this server keeps open at once: retry later`
+          }))
+      )),
+      eventStreams: Effect.sync(() => following)
     })
   })
 

@@ -33,7 +33,8 @@
  *   answer 501 `ThreadsUnavailable`; the others work as before.
  *
  * Errors are JSON `{_tag, message, …}`: 400 naming the field of a body that does not fit, 404 for an unknown agent
- * or run, 429 with `Retry-After` beyond `maxConcurrentRuns`; on threads 401 `Unauthorized` (the app's function said
+ * or run, 429 with `Retry-After` beyond `maxConcurrentRuns` (`TooManyRuns`) or, for `GET /runs/:runId/events`, beyond
+ * `maxEventStreams` streams following runs at once (`TooManyEventStreams`); on threads 401 `Unauthorized` (the app's function said
  * no), 403 `ThreadForbidden` (another owner's), 404 `ThreadNotFound`, 409 `ThreadBusy` (in another turn) or
  * `ThreadExists`, 500 `ThreadStoreError` (its operation, thread and message index; the driver's text — SQL, paths,
  * hosts — goes to the server's log, not to the client).
@@ -341,7 +342,7 @@ export const group = HttpApiGroup.make("valet")
       query: { after: Schema.optional(EventId), compact: Compact },
       headers: { "last-event-id": Schema.optional(Schema.String) },
       success: EventStream,
-      error: Runs.RunNotFound
+      error: [Runs.RunNotFound, Runs.TooManyEventStreams]
     }).middleware(Owner),
     HttpApiEndpoint.post("cancelRun", "/runs/:runId/cancel", {
       params: RunIdParams,
@@ -522,10 +523,13 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
         .handle("getRun", ({ params }) => Effect.flatMap(Effect.service(CurrentOwner), (owner) => runs.get(params.runId, { owner })))
         .handle("runEvents", ({ headers, params, query }) => {
           const after = afterOf(query.after, headers["last-event-id"])
+          // A reader of a run it did not start holds one of `maxEventStreams` slots while its response lasts (the
+          // request's scope closes once the stream ended or the client went away): 429 with Retry-After beyond.
           return Effect.flatMap(Effect.service(CurrentOwner), (owner) =>
-            Effect.map(
-              runs.events(params.runId, { after, owner }),
-              (events) => sseResponse(events, after === undefined ? 0 : after + 1, isTrue(query.compact))
+            runs.holdEventStream.pipe(
+              Effect.andThen(runs.events(params.runId, { after, owner })),
+              Effect.map((events) => sseResponse(events, after === undefined ? 0 : after + 1, isTrue(query.compact))),
+              Effect.catchTag("TooManyEventStreams", (error) => Effect.succeed(RunStream.tooMany(error)))
             ))
         })
         .handle("cancelRun", ({ params }) =>

@@ -240,7 +240,7 @@ export interface Service {
   readonly events: (
     runId: string,
     options?: { readonly after?: number | undefined }
-  ) => Stream.Stream<AgentEvent.AgentEvent, Runs.RunNotFound | StreamError>
+  ) => Stream.Stream<AgentEvent.AgentEvent, Runs.RunNotFound | Runs.TooManyEventStreams | StreamError>
   /**
    * `POST /runs/stream`: starts a run and streams its events; the run is cancelled when this stream is. It does not
    * reconnect (the server cancels the run when its streaming client goes away); a failed run's `RunFailed` has an
@@ -340,6 +340,7 @@ const declaredTags: ReadonlySet<string> = new Set([
   "UnknownAgent",
   "RunNotFound",
   "TooManyRuns",
+  "TooManyEventStreams",
   "InvalidRunRequest",
   // The thread routes' (`RunsApi.threadErrors` and `ThreadExists`; a test checks each is typed, not ServerError).
   "ThreadExists",

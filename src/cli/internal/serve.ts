@@ -1,7 +1,7 @@
 /**
  * `valet serve --config valet.yaml`: the config's agents over HTTP (valet's routes, the OpenAPI document), with the
- * config's limits (`server:` — maxConcurrentRuns, maxBodyBytes, kept runs, and a bearer token from `tokenEnv`) and
- * its thread store (`threads:`; without one the thread routes answer 501);
+ * config's limits (`server:` — maxConcurrentRuns, maxEventStreams, maxBodyBytes, kept runs, and a bearer token from
+ * `tokenEnv`) and its thread store (`threads:`; without one the thread routes answer 501);
  * with `--otlp <url>`, traces go to that OpenTelemetry collector (flushed when the server stops).
  * Prints where it listens on stderr and runs until interrupted.
  */
@@ -58,6 +58,7 @@ export const serveCommand = Command.make(
         host,
         port: Option.getOrElse(values.port, () => settings.port),
         maxConcurrentRuns: settings.maxConcurrentRuns,
+        maxEventStreams: settings.maxEventStreams,
         keepFinishedRuns: settings.keepFinishedRuns,
         keepFinished: (settings.keepFinished ?? settings.keepFinishedMs ?? "1 hour") as Duration.Input,
         turns: yield* AgentConfig.turnDefaults(loaded),

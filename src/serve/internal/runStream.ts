@@ -1,7 +1,7 @@
 /**
  * What the routes that start a run and stream it in their response share (`POST /runs/stream`, `POST
  * /agents/:name/chat`): the run followed to its end and cancelled when the client goes away first, the UI message
- * stream response, and the 429 beyond `maxConcurrentRuns`.
+ * stream response, and the 429 beyond `maxConcurrentRuns` (or, for a stream following a run, `maxEventStreams`).
  */
 import { Effect, Exit, Stream } from "effect"
 import { HttpServerResponse } from "effect/http"
@@ -47,7 +47,7 @@ export const chatResponse = (
   })
 
 /** 429 with `Retry-After`, the error as JSON. */
-export const tooMany = (error: Runs.TooManyRuns): HttpServerResponse.HttpServerResponse =>
+export const tooMany = (error: Runs.TooManyRuns | Runs.TooManyEventStreams): HttpServerResponse.HttpServerResponse =>
   HttpServerResponse.jsonUnsafe(
     { _tag: error._tag, limit: error.limit, retryAfterSeconds: error.retryAfterSeconds, message: error.message },
     { status: 429, headers: { "retry-after": String(error.retryAfterSeconds) } }

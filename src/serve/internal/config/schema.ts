@@ -135,6 +135,12 @@ export const ServerSettings = Schema.Struct({
   port: orDefault(IntBetween(0, 65535), 8787),
   /** Runs at once; more get 429 with Retry-After (`valet mcp`: more tool calls wait). */
   maxConcurrentRuns: orDefault(IntAtLeast(1), 16),
+  /**
+   * Streams following runs at once (`GET /runs/:id/events`, a chat continued after approvals, A2A's `SubscribeToTask`
+   * and continuations); more get 429 with Retry-After. 256: well above what the default 16 runs' watchers keep open,
+   * yet a bound on the sockets and fibers one token holder can pin.
+   */
+  maxEventStreams: orDefault(IntAtLeast(1), 256),
   /** The largest request body, in bytes (413 beyond; `valet mcp` on stdio: the largest message). */
   maxBodyBytes: orDefault(IntAtLeast(1), 1_048_576),
   /** The environment variable holding the bearer token every request but `GET /health` must carry. */

@@ -4,7 +4,9 @@
  * `/openapi.json` — behind the rules a server on a network needs (`guard`): a bearer token on every route but exactly
  * `GET /health` (decided on the routed path; the viewer signs in once with `/?token=` and keeps an HttpOnly cookie), a
  * Host / Origin allow-list, a request body limit (413), errors as JSON on every route, and the run registry's
- * `maxConcurrentRuns` (429) and bounded memory. `routes` is the same without a server, for tests and for apps that serve their own router.
+ * `maxConcurrentRuns` (429), `maxEventStreams` (429 for a stream following a run: `GET /runs/:id/events`, a chat
+ * continued, A2A's subscriptions and continuations) and bounded memory. `routes` is the same without a server, for
+ * tests and for apps that serve their own router.
  *
  * @example
  * ```ts

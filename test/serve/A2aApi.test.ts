@@ -295,6 +295,41 @@ describe("A2aApi (the @a2a-js/sdk client)", () => {
       expect(yield* json(response)).toMatchObject({ id: 5, error: { code: -32603, data: [{ "@type": "type.googleapis.com/google.rpc.RetryInfo" }] } })
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("beyond maxEventStreams: a SubscribeToTask more is refused (429, Retry-After, RetryInfo), through the SDK too; a dropped subscription gives its slot back", () =>
+    Effect.gen(function*() {
+      const stuck = Agent.make({ name: "stuck", instructions: "", model: Layer.orDie(ScriptedModel.layer(() => Effect.never)) }) as Agent.Agent<never>
+      const url = yield* serveAgents([stuck], { token, maxEventStreams: 1 })
+      const client = yield* clientOf(url, "stuck")
+      // Starting a task is not following one: no slot.
+      const task = yield* send(client, userMessage("Wait."), { returnImmediately: true })
+      expect(task.status?.state).toBe(TaskState.TASK_STATE_WORKING)
+      const abort = new AbortController()
+      const subscribed = client.resubscribeTask({ tenant: "", id: task.id }, { signal: abort.signal })
+      expect(kindOf((yield* Effect.promise(() => subscribed.next())).value as StreamResponse)).toBe("task")
+      // The SDK's client reads the refusal as the JSON-RPC error it is.
+      const refused = yield* refusal(() => collect(client.resubscribeTask({ tenant: "", id: task.id })).pipe(Effect.runPromise))
+      expect(refused?.message).toContain("too many event streams")
+      expect(refused?.envelopeCode).toBe(-32603)
+      const raw = yield* post(`${url}/a2a/stuck`, { jsonrpc: "2.0", id: 7, method: "SubscribeToTask", params: { id: task.id } }, { authorization: `Bearer ${token}`, "a2a-version": "1.0" })
+      expect(raw.status).toBe(429)
+      expect(raw.headers.get("retry-after")).toBe("1")
+      expect(yield* json(raw)).toMatchObject({ id: 7, error: { code: -32603, data: [{ "@type": "type.googleapis.com/google.rpc.RetryInfo", retryDelay: "1s" }] } })
+      // GetTask and starting tasks do not follow: not refused.
+      expect((yield* Effect.promise(() => client.getTask({ tenant: "", id: task.id, historyLength: undefined }))).id).toBe(task.id)
+      // The subscription is dropped: its slot comes back (tried again while refused, a bounded number of times).
+      abort.abort()
+      let again: AsyncGenerator<StreamResponse> | undefined
+      for (let attempt = 0; again === undefined && attempt < 300; attempt++) {
+        const next = client.resubscribeTask({ tenant: "", id: task.id })
+        const first = yield* Effect.promise(() => next.next().then((result) => result, () => undefined))
+        if (first !== undefined) again = next
+        else yield* Effect.sleep("10 millis")
+      }
+      expect(again).toBeDefined()
+      yield* Effect.promise(() => client.cancelTask({ tenant: "", id: task.id, metadata: undefined }))
+      expect(stateOf((yield* collect(again!)).at(-1)!)).toBe(TaskState.TASK_STATE_CANCELED)
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("isolation: another owner's task and another agent's task are -32001, as unknown ones", () =>
     Effect.gen(function*() {
       const ownerFromHeader: RunsApi.OwnerOf = Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) => {
@@ -444,6 +479,37 @@ describe("A2aApi streams (the @a2a-js/sdk client)", () => {
       expect(notCancelable?.message).toContain("TASK_STATE_COMPLETED")
       const ended = yield* refusal(() => collect(assistant.resubscribeTask({ tenant: "", id: done.id })).pipe(Effect.runPromise))
       expect(ended).toBeInstanceOf(JsonRpcUnsupportedOperationError)
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("beyond maxEventStreams: an answer to a waiting task (which follows it) is refused before it is taken; once a slot is free it goes on", () =>
+    Effect.gen(function*() {
+      const { agent, ran } = supportAgent([{ toolCalls: [refundCall("c1", 30)] }, "Refunded 30."])
+      const url = yield* serveAgents([agent], { token, maxEventStreams: 1 })
+      const client = yield* clientOf(url, "support")
+      const waiting = yield* send(client, userMessage("Refund my order."))
+      expect(waiting.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
+      // The one slot, held by a reader of the task's run (a task is a run: GET /runs/:id/events follows it).
+      const abort = new AbortController()
+      const reader = yield* Effect.promise(() => fetch(`${url}/runs/${waiting.id}/events`, { headers: { authorization: `Bearer ${token}` }, signal: abort.signal }))
+      expect(reader.status).toBe(200)
+      yield* Effect.promise(() => reader.body!.getReader().read())
+      const refused = yield* refusal(() => send(client, dataMessage({ approved: true }, waiting.id)).pipe(Effect.runPromise))
+      expect(refused?.envelopeCode).toBe(-32603)
+      expect(refused?.message).toContain("too many event streams")
+      // Nothing was answered: the call still waits, and the message is not in the task's history.
+      expect(ran).toEqual([])
+      const still = yield* Effect.promise(() => client.getTask({ tenant: "", id: waiting.id, historyLength: undefined }))
+      expect(still.status?.state).toBe(TaskState.TASK_STATE_INPUT_REQUIRED)
+      expect(still.history.filter((message) => message.role === Role.ROLE_USER)).toHaveLength(1)
+      // The reader goes away; the answer, sent again while refused (a bounded number of times), goes on.
+      abort.abort()
+      let done: Task | undefined
+      for (let attempt = 0; done === undefined && attempt < 300; attempt++) {
+        done = yield* Effect.promise(() => Effect.runPromise(send(client, dataMessage({ approved: true }, waiting.id))).then((task) => task, () => undefined))
+        if (done === undefined) yield* Effect.sleep("10 millis")
+      }
+      expect(done?.status?.state).toBe(TaskState.TASK_STATE_COMPLETED)
+      expect(ran).toEqual([30])
     }).pipe(Effect.scoped), 30_000)
 })
 

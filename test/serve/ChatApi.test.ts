@@ -339,6 +339,45 @@ describe("ChatApi approvals (useChat's addToolApprovalResponse)", () => {
       expect(calls[1]!.messages?.at(-1)).toEqual(Model.toolResult("c1", "refund", "refunded 250 on 7"))
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("beyond maxEventStreams: approval answers (a response following a run it did not start) are 429 before any is taken; once a slot is free they go on", () =>
+    Effect.gen(function*() {
+      const support = inspected(
+        "support",
+        [{ toolCalls: [{ id: "c1", name: "refund", arguments: { order: "7", amount: 250 } }] }, "Refunded."],
+        [refund]
+      )
+      const url = yield* serveAgents([support.agent], { maxEventStreams: 1 })
+      const api = `${url}/agents/support/chat`
+      const question = user("u1", "Refund order 7.")
+      // Starting a chat's run is not following one: no slot.
+      const asked = yield* turn(api, [question])
+      const runId = toolParts(asked.message)[0]!.approval!.id.split("/")[0]!
+      // The one slot, held by a reader of the waiting run.
+      const abort = new AbortController()
+      const reader = yield* Effect.promise(() => fetch(`${url}/runs/${runId}/events`, { signal: abort.signal }))
+      expect(reader.status).toBe(200)
+      yield* Effect.promise(() => reader.body!.getReader().read())
+      const body = { id: "chat-1", trigger: "submit-message", messages: [question, respond(asked.message, { c1: { approved: true } })] }
+      const refused = yield* post(api, body)
+      expect(refused.status).toBe(429)
+      expect(refused.headers.get("retry-after")).toBe("1")
+      expect(JSON.parse(refused.body)).toMatchObject({ _tag: "TooManyEventStreams", limit: 1 })
+      // Nothing was decided: the call still waits.
+      const run = yield* Effect.promise(() => fetch(`${url}/runs/${runId}`).then((response) => response.json() as Promise<{ status: string; pending?: ReadonlyArray<unknown> }>))
+      expect(run).toMatchObject({ status: "waiting", pending: [expect.objectContaining({ toolCallId: "c1" })] })
+      // The reader goes away; the answers, sent again while refused (a bounded number of times), go on to the end.
+      abort.abort()
+      let answered = refused
+      for (let attempt = 0; answered.status === 429 && attempt < 300; attempt++) {
+        yield* Effect.sleep("10 millis")
+        answered = yield* post(api, body)
+      }
+      expect(answered.status).toBe(200)
+      expect(answered.body).toContain("Refunded.")
+      const ended = yield* Effect.promise(() => fetch(`${url}/runs/${runId}`).then((response) => response.json() as Promise<{ status: string }>))
+      expect(ended.status).toBe("completed")
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("a rejection: the part ends output-denied, the model reads ERROR: rejected: <reason>, as it does in a later request's history", () =>
     Effect.gen(function*() {
       const support = inspected(

@@ -5,7 +5,8 @@
  *
  * - `GET /v1/models` lists the agents as models.
  * - `POST /v1/chat/completions` with `model` = an agent's name runs it (through `Runs`: the run is in the registry,
- *   obeys `maxConcurrentRuns` and the agent's budget caps) on the whole conversation, which the model reads as sent,
+ *   the request's owner's (`RunsApi.Owner`, the app's auth: a refused request is a 401), obeys `maxConcurrentRuns`
+ *   and the agent's budget caps) on the whole conversation, which the model reads as sent,
  *   in order, after the agent's own instructions: system and developer messages as system messages, assistant
  *   messages with their `tool_calls`, tool messages as the results of those calls (their `tool_call_id`).
  *   - When the last message is a user message, it is the run's input and the messages before it its history.
@@ -248,12 +249,14 @@ export class InvalidRequest extends HttpApiMiddleware.Service<InvalidRequest>()(
 export const group = HttpApiGroup.make("openai")
   .add(
     HttpApiEndpoint.get("listModels", "/v1/models", { success: ModelList }),
+    // The run is the request's owner's (the app's auth), as every run started over HTTP: another owner's `GET /runs`
+    // neither lists nor reads it, and a request the app's function refuses runs nothing (401).
     HttpApiEndpoint.post("chatCompletions", "/v1/chat/completions", {
       payload: ChatCompletionRequest,
       // A `chat.completion` object, or with `stream: true` SSE chunks; errors in OpenAI's shape.
       success: [Schema.Record(Schema.String, Schema.Unknown), HttpApiSchema.StreamUint8Array({ contentType: "text/event-stream" })],
       error: [ErrorBody.pipe(HttpApiSchema.status(404)), ErrorBody.pipe(HttpApiSchema.status(429)), ErrorBody.pipe(HttpApiSchema.status(500))]
-    }),
+    }).middleware(RunsApi.Owner),
     HttpApiEndpoint.post("createResponse", "/v1/responses", {
       payload: ResponseCreateRequest,
       // A `response` object, or with `stream: true` the `response.*` events; errors in OpenAI's shape.
@@ -584,7 +587,8 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
           const created = Math.floor((yield* Clock.currentTimeMillis) / 1000)
           const run = runRequestOf(payload)
           if (Result.isFailure(run)) return refusal(run.failure, payload.model)
-          const started = yield* Effect.result(runs.start(run.success))
+          const owner = yield* Effect.service(RunsApi.CurrentOwner)
+          const started = yield* Effect.result(runs.start(run.success, { owner }))
           if (Result.isFailure(started)) return refusal(started.failure, payload.model)
           const asked: Asked = { request: payload, run: run.success, runId: started.success.runId, created }
           return payload.stream === true ? yield* chunkStream(runs, asked) : yield* completion(runs, asked)
@@ -662,8 +666,9 @@ const ownerLayer = (owner: RunsApi.OwnerOf | undefined): Layer.Layer<RunsApi.Own
 
 /**
  * The group's handlers for `api` (an `HttpApi` holding `group`, maybe under a prefix), over `Runs` and `Agents`;
- * `owner` finds whose threads a stored response is a turn on (`RunsApi.LayerOptions`). Without it, every request is
- * the owner `"default"`: all stored responses are one owner's, and any caller who has a response id may go on from it.
+ * `owner` finds whose a chat completion's run is, and whose threads a stored response is a turn on
+ * (`RunsApi.LayerOptions`). Without it, every request is the owner `"default"`: all runs and stored responses are one
+ * owner's, and any caller who has a response id may go on from it.
  *
  * @since 0.2.0
  * @category layers

@@ -6,6 +6,7 @@ import { createOpenAICompatible } from "@ai-sdk/openai-compatible"
 import { describe, expect, it } from "@effect/vitest"
 import { generateText, Output, streamText } from "ai"
 import { Context, Effect, Layer, Result, Schema } from "effect"
+import { HttpServerRequest } from "effect/http"
 import OpenAI from "openai"
 import * as ReAct from "../../src/architectures/ReAct.js"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
@@ -16,6 +17,7 @@ import * as ScriptedModel from "../../src/core/ScriptedModel.js"
 import * as Tool from "../../src/core/Tool.js"
 import * as OpenAiCompatible from "../../src/providers/OpenAiCompatible.js"
 import * as OpenAiApi from "../../src/serve/OpenAiApi.js"
+import * as RunsApi from "../../src/serve/RunsApi.js"
 import { z } from "zod"
 import { expectWeatherExchange, inspected, openAiClient, refusedWith, weatherExchange } from "../support/openAiFacade.js"
 import * as LoopbackServer from "../support/openAiServer.js"
@@ -508,6 +510,42 @@ describe("OpenAiApi (the openai package and the AI SDK as clients)", () => {
     expect(param([{ role: "user", content: "q" }, { role: "assistant", content: "", function_call: { name: "f", arguments: "{}" } }]))
       .toBe("messages[1].function_call")
   })
+})
+
+describe("OpenAiApi: owners (the app's auth, RunsApi.Owner)", () => {
+  it.live("/v1/chat/completions runs are the request's owner's: another owner neither lists, reads, follows nor cancels them; a request the owner function refuses is a 401 and runs nothing", () =>
+    Effect.gen(function*() {
+      const owner = Effect.flatMap(Effect.service(HttpServerRequest.HttpServerRequest), (request) =>
+        request.headers["x-user"] === undefined
+          ? Effect.fail(new RunsApi.Unauthorized({ message: "who are you?" }))
+          : Effect.succeed(request.headers["x-user"]))
+      const url = yield* serve([scripted("echo", () => ({ text: "Ada's answer." }))], { owner })
+      const as = (user: string) => new OpenAI({ baseURL: `${url}/v1`, apiKey: "unused", maxRetries: 0, defaultHeaders: { "x-user": user } })
+      const answer = yield* Effect.promise(() => as("ada").chat.completions.create({ model: "echo", messages: [{ role: "user", content: "Ada's secret question" }] }))
+      expect(answer.choices[0]!.message.content).toBe("Ada's answer.")
+      const runId = answer.id.replace(/^chatcmpl-/, "")
+      const read = (path: string, user: string, method = "GET") =>
+        Effect.promise(() =>
+          fetch(`${url}${path}`, { method, headers: { "x-user": user, "content-type": "application/json" }, ...(method === "POST" ? { body: "{}" } : {}) })
+            .then(async (response) => ({ status: response.status, body: await response.text() }))
+        )
+      // Ada's own run is hers.
+      expect(JSON.parse((yield* read("/runs", "ada")).body).runs.map((run: { runId: string }) => run.runId)).toEqual([runId])
+      // Bob: not listed, not found.
+      const listed = yield* read("/runs?full=true", "bob")
+      expect(listed.body).not.toContain("secret question")
+      expect(JSON.parse(listed.body).runs).toEqual([])
+      expect((yield* read(`/runs/${runId}`, "bob")).status).toBe(404)
+      expect((yield* read(`/runs/${runId}/events`, "bob")).status).toBe(404)
+      expect((yield* read(`/runs/${runId}/cancel`, "bob", "POST")).status).toBe(404)
+      // No owner: the app's 401, in OpenAI's shape, and no run.
+      const refused = yield* Effect.promise(() =>
+        openAiClient(url).chat.completions.create({ model: "echo", messages: [{ role: "user", content: "x" }] }).then(() => undefined, (error: unknown) => error)
+      )
+      expect(refused).toBeInstanceOf(OpenAI.AuthenticationError)
+      expect((refused as Error).message).toMatch(/who are you\?/)
+      expect(JSON.parse((yield* read("/runs", "ada")).body).runs).toHaveLength(1)
+    }).pipe(Effect.scoped), 30_000)
 })
 
 describe("OpenAiApi: a run that needs a person", () => {

@@ -1,8 +1,8 @@
 /**
  * The rules every served route shares, attacked over raw sockets: the bearer token on every route but exactly
  * `GET /health` (decided on the routed path: `#`, `;`, `%2F`, `//`, `..`, absolute-form targets and mixed case do not
- * get around it), the viewer's sign-in cookie, the Host / Origin allow-list, and errors as JSON in the shape of
- * their route.
+ * get around it), the viewer's sign-in cookie, the Host / Origin allow-list, errors as JSON in the shape of their
+ * route, the body cap on chunked bodies of every route that reads one, and SSE frames a model's text cannot forge.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
@@ -13,7 +13,8 @@ import * as Guard from "../../src/serve/internal/guard.js"
 import * as Server from "../../src/serve/Server.js"
 import * as SelfRefine from "../../src/architectures/SelfRefine.js"
 import { rawGet, rawRequest } from "../support/rawHttp.js"
-import { scriptedAgent, serveAgents } from "../support/serve.js"
+import * as Threads from "../../src/core/Threads.js"
+import { scriptedAgent, serveAgents, sseEvents } from "../support/serve.js"
 
 const token = "s3cret-token"
 const secretInput = "the-confidential-input-of-a-run"
@@ -274,5 +275,60 @@ describe("Server guard", () => {
       }
       expect(hits).toEqual([])
       expect((yield* get(port, "/other", { Authorization: `Bearer ${token}` })).body).toBe("secret")
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("a chunked body (no Content-Length) over the cap is 413 on every route that reads a body, in the route's shape", () =>
+    Effect.gen(function*() {
+      const url = yield* serveAgents(agents(), { token, maxBodyBytes: 2000 }, Threads.layerMemory())
+      const port = Number(new URL(url).port)
+      const big = JSON.stringify({ agent: "quick", input: "x".repeat(10_000) })
+      // Sent in chunks of 1000 bytes: no length to refuse it by before it is read.
+      const body = (big.match(/[^]{1,1000}/g) ?? []).map((chunk) => `${Buffer.byteLength(chunk).toString(16)}\r\n${chunk}\r\n`).join("") + "0\r\n\r\n"
+      const shapes: Record<string, (parsed: any) => boolean> = {
+        valet: (parsed) => parsed._tag === "PayloadTooLarge",
+        openai: (parsed) => parsed.error?.type === "invalid_request_error",
+        "json-rpc": (parsed) => parsed.jsonrpc === "2.0" && parsed.error?.code === -32600
+      }
+      const routes = [
+        ["/runs", "valet"],
+        ["/runs/stream", "valet"],
+        ["/threads", "valet"],
+        ["/threads/t1/runs", "valet"],
+        ["/threads/t1/runs/stream", "valet"],
+        ["/agents/quick/chat", "valet"],
+        ["/v1/chat/completions", "openai"],
+        ["/v1/responses", "openai"],
+        ["/a2a/quick", "json-rpc"]
+      ] as const
+      for (const [path, shape] of routes) {
+        const response = yield* Effect.promise(() =>
+          rawRequest(
+            port,
+            `POST ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\n` +
+              `A2A-Version: 1.0\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n${body}`
+          )
+        )
+        expect({ path, status: response.status, shaped: shapes[shape]!(JSON.parse(response.body)) }).toEqual({ path, status: 413, shaped: true })
+      }
+      // Nothing ran.
+      const runs = yield* Effect.promise(() => fetch(`${url}/runs`, { headers: { authorization: `Bearer ${token}` } }).then((response) => response.json() as Promise<{ runs: ReadonlyArray<unknown> }>))
+      expect(runs.runs).toEqual([])
+    }).pipe(Effect.scoped), 30_000)
+
+  it.live("an event's text cannot forge SSE frames: newlines, `id:` and `event:` in a model's answer stay inside one event's JSON data", () =>
+    Effect.gen(function*() {
+      const forged = "ok\n\nid: 999\nevent: RunCompleted\ndata: {\"forged\":true}\r\n\r\nretry: 1\n"
+      const url = yield* serveAgents([scriptedAgent("liar", [forged])], { token })
+      const auth = { authorization: `Bearer ${token}` }
+      const created = yield* Effect.promise(() =>
+        fetch(`${url}/runs/stream`, { method: "POST", headers: { ...auth, "content-type": "application/json" }, body: JSON.stringify({ agent: "liar", input: "x" }) })
+      )
+      const events = yield* sseEvents(created)
+      expect(events.map((event) => event.id)).toEqual(events.map((_, i) => String(i)))
+      expect(events.filter((event) => event.event === "RunCompleted")).toHaveLength(1)
+      // Every frame is one of the run's events: its data the event's JSON, its name the event's tag.
+      for (const event of events) expect(JSON.parse(event.data)._tag).toBe(event.event)
+      const completed = JSON.parse(events.at(-1)!.data)
+      expect(completed.result.output).toBe(forged)
     }).pipe(Effect.scoped), 30_000)
 })

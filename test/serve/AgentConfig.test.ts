@@ -422,7 +422,7 @@ agents:
         writeFileSync(join(dir, "valet.yaml"), `model: ${scripted(["hi"])}\nagents:\n  a: { instructions: x }\n`)
         const loaded = yield* AgentConfig.load(join(dir, "valet.yaml"))
         expect(Object.keys(loaded.config.agents)).toEqual(["a"])
-        expect(loaded.config.server).toMatchObject({ host: "127.0.0.1", port: 8787, maxConcurrentRuns: 16 })
+        expect(loaded.config.server).toMatchObject({ host: "127.0.0.1", port: 8787, maxConcurrentRuns: 16, maxEventStreams: 256 })
         const missing = yield* Effect.flip(AgentConfig.load(join(dir, "nope.yaml")))
         expect(missing.message).toBe(`${join(dir, "nope.yaml")}: no such file`)
       } finally {

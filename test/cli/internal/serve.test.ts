@@ -1,6 +1,6 @@
 /**
  * `valet serve --config valet.yaml` as a user starts it: the example config runs with no model server; the
- * config's token is required; a bad config is one line and exit code 2.
+ * config's token is required; its limits reach the server; a bad config is one line and exit code 2.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
@@ -10,6 +10,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { pathToFileURL } from "node:url"
 import { rawGet } from "../../support/rawHttp.js"
+import * as LoopbackServer from "../../support/openAiServer.js"
 import { collector } from "../../support/serve.js"
 
 const root = join(import.meta.dirname, "..", "..", "..")
@@ -142,6 +143,33 @@ describe("valet serve", () => {
       expect(bad.status).toBe(2)
       expect(bad.stderr.trim()).toMatch(/^valet serve: .*bad\.yaml:4:\d+: server\.allowedHosts.*a host name without port or scheme/)
     }).pipe(Effect.scoped), 30_000)
+
+  it.live("server.maxEventStreams reaches the command: one reader of a run more than it is 429 with Retry-After", () =>
+    Effect.gen(function*() {
+      const dir = yield* Effect.acquireRelease(
+        Effect.sync(() => mkdtempSync(join(tmpdir(), "valet-serve-"))),
+        (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+      )
+      // A model server that never answers: the run goes on, its reader stays open.
+      const model = yield* LoopbackServer.make()
+      model.enqueue("/v1/chat/completions", LoopbackServer.stall)
+      const path = join(dir, "valet.yaml")
+      writeFileSync(path, `model: { provider: openai-compatible, baseUrl: "${model.url}/v1", model: m }\nagents:\n  a: { instructions: x }\nserver: { maxEventStreams: 1 }\n`)
+      const { url } = yield* serve(["--config", path])
+      const { runId } = yield* Effect.promise(() =>
+        fetch(`${url}/runs`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ agent: "a", input: "hi" }) })
+          .then((r) => r.json() as Promise<{ runId: string }>)
+      )
+      const abort = new AbortController()
+      const first = yield* Effect.promise(() => fetch(`${url}/runs/${runId}/events`, { signal: abort.signal }))
+      expect(first.status).toBe(200)
+      const second = yield* Effect.promise(() => fetch(`${url}/runs/${runId}/events`))
+      expect(second.status).toBe(429)
+      expect(second.headers.get("retry-after")).toBe("1")
+      expect(yield* Effect.promise(() => second.json())).toMatchObject({ _tag: "TooManyEventStreams", limit: 1 })
+      abort.abort()
+      yield* Effect.promise(() => fetch(`${url}/runs/${runId}/cancel`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" }))
+    }).pipe(Effect.scoped), 60_000)
 
   it.live("--otlp: the runs' spans reach the collector, flushed when the server stops", () =>
     Effect.gen(function*() {

@@ -172,6 +172,22 @@ describe("RunsClient (a typed client of valet's routes)", () => {
       expect(yield* client.cancel(runId)).toEqual({ runId, cancelled: false })
     }).pipe(Effect.scoped), 30_000)
 
+  it.live("beyond maxEventStreams: events fails with the typed TooManyEventStreams (not retried as a dropped connection)", () =>
+    Effect.gen(function*() {
+      const url = yield* serve(agents, { maxEventStreams: 1 })
+      const client = yield* clientOf({ baseUrl: url })
+      const { runId } = yield* client.create({ agent: "stuck", input: "x" })
+      // The one slot: a reader kept open.
+      const abort = new AbortController()
+      const open = yield* Effect.promise(() => fetch(`${url}/runs/${runId}/events`, { signal: abort.signal }))
+      expect(open.status).toBe(200)
+      const refused = yield* Effect.flip(collect(client.events(runId)))
+      expect(refused).toBeInstanceOf(Runs.TooManyEventStreams)
+      expect(refused).toMatchObject({ limit: 1, retryAfterSeconds: 1 })
+      abort.abort()
+      yield* client.cancel(runId)
+    }).pipe(Effect.scoped), 30_000)
+
   it.live("typed errors: unknown run → RunNotFound (get, cancel, events), unknown agent → UnknownAgent, a failed run → RunFailed carrying the server's error", () =>
     Effect.gen(function*() {
       const url = yield* serve(agents)

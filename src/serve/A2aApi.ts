@@ -30,9 +30,9 @@
  * gets `-32009`. Method errors come on HTTP 200 with a JSON-RPC error, as the SDK's own server sends them; the
  * server's own refusals keep their status (401 without the token, 413 over the body cap, 404 for an unknown agent,
  * 429 beyond `maxConcurrentRuns`, or beyond `maxEventStreams` for a `SubscribeToTask` or a continuation that follows a
- * task, with `Retry-After`), with a JSON-RPC error body the SDK client reads. Another
- * owner's task, or another agent's task asked at this agent, is `-32001`, as an unknown one. A request nesting
- * more than 64 levels, or with a string id over 128 characters, is `-32600`.
+ * task, with `Retry-After`), with a JSON-RPC error body the SDK client reads. Another owner's task, or another agent's
+ * task asked at this agent, is `-32001`, as an unknown one. A request nesting more than 64 levels, or with a string id
+ * over 128 characters, is `-32600`.
  *
  * @example
  * ```ts

@@ -39,8 +39,9 @@
  * - The run goes through `Runs` like `POST /runs/stream`, as the request's owner's run: the agent's budget caps,
  *   `maxConcurrentRuns` (429 with `Retry-After`; a request answering approvals, which follows a run it did not
  *   start, `maxEventStreams`: 429 `TooManyEventStreams`, before any answer is taken), an unknown agent (404
- *   `UnknownAgent`); a client that goes away before the response ends cancels the run (a response that ended because the run waits does not). `valet serve`'s
- *   guard covers the route: the bearer token, the body cap (413), the Host / Origin allow-list.
+ *   `UnknownAgent`); a client that goes away before the response ends cancels the run (a response that ended because
+ *   the run waits does not). `valet serve`'s guard covers the route: the bearer token, the body cap (413), the Host /
+ *   Origin allow-list.
  *
  * @example
  * ```ts

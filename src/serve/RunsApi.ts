@@ -34,10 +34,10 @@
  *
  * Errors are JSON `{_tag, message, …}`: 400 naming the field of a body that does not fit, 404 for an unknown agent
  * or run, 429 with `Retry-After` beyond `maxConcurrentRuns` (`TooManyRuns`) or, for `GET /runs/:runId/events`, beyond
- * `maxEventStreams` streams following runs at once (`TooManyEventStreams`); on threads 401 `Unauthorized` (the app's function said
- * no), 403 `ThreadForbidden` (another owner's), 404 `ThreadNotFound`, 409 `ThreadBusy` (in another turn) or
- * `ThreadExists`, 500 `ThreadStoreError` (its operation, thread and message index; the driver's text — SQL, paths,
- * hosts — goes to the server's log, not to the client).
+ * `maxEventStreams` streams following runs at once (`TooManyEventStreams`); on threads 401 `Unauthorized` (the app's
+ * function said no), 403 `ThreadForbidden` (another owner's), 404 `ThreadNotFound`, 409 `ThreadBusy` (in another
+ * turn) or `ThreadExists`, 500 `ThreadStoreError` (its operation, thread and message index; the driver's text — SQL,
+ * paths, hosts — goes to the server's log, not to the client).
  *
  * @example
  * ```ts

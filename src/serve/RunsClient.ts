@@ -16,10 +16,11 @@
  * - `promise(options)`: the same client for code without Effect: promises, and `AsyncIterable`s of events.
  *
  * Errors: the routes' own (`Runs.UnknownAgent`, `Runs.RunNotFound`, `Runs.TooManyRuns`, `Runs.InvalidRunRequest`,
- * `RunsApi.BadRequest`, and for `events` `Runs.TooManyEventStreams`: the server follows `maxEventStreams` runs at once), `Unauthorized` (401: no token or the wrong one), `ServerError` (any other answer the routes
- * do not declare: 413, 5xx, a route that is not there…), `Disconnected` (an event stream that ended before its
- * `RunCompleted`, reconnections included), and Effect's `HttpClientError` (the server cannot be reached) and
- * `SchemaError` (an answer that does not fit its schema).
+ * `RunsApi.BadRequest`, and for `events` `Runs.TooManyEventStreams`: the server follows `maxEventStreams` runs at
+ * once), `Unauthorized` (401: no token or the wrong one), `ServerError` (any other answer the routes do not declare:
+ * 413, 5xx, a route that is not there…), `Disconnected` (an event stream that ended before its `RunCompleted`,
+ * reconnections included), and Effect's `HttpClientError` (the server cannot be reached) and `SchemaError` (an answer
+ * that does not fit its schema).
  *
  * @example
  * ```ts

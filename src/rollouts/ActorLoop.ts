@@ -573,3 +573,25 @@ export const run = <E, R>(
  * @category parsing
  */
 export const decodeTaskLine: (line: string) => Result.Result<Task, string> = TaskInternal.decodeLine
+
+/**
+ * Why `task` cannot run as `group` rollouts (default 1) of up to `maxSteps` steps (default 1), or `undefined` when it
+ * can: its seed is too large, its rollouts would need seeds past `Number.MAX_SAFE_INTEGER`, which JSON and vLLM round
+ * (`run` fails those episodes with `InvalidOptions`). For a reader of a tasks file, which skips such a line with its
+ * number as it skips a line that does not decode.
+ *
+ * @since 0.2.0
+ * @category parsing
+ * @example
+ * ```ts
+ * import { ActorLoop } from "valet"
+ *
+ * const task = { taskId: "t1", prompt: "Fix the test.", seed: Number.MAX_SAFE_INTEGER }
+ * ActorLoop.taskProblem(task, { group: 8, maxSteps: 6 })
+ * // "seed must be at most 9007199254740944 for 8 rollout(s) of 6 step(s) (it uses seed … seed + 47), got 9007199254740991"
+ * ```
+ */
+export const taskProblem = (
+  task: Task,
+  settings: { readonly group?: number | undefined; readonly maxSteps?: number | undefined }
+): string | undefined => episodeInternal.seedProblem(task.seed, settings.group ?? 1, settings.maxSteps ?? 1)

@@ -39,9 +39,13 @@ export interface Issue {
   readonly message: string
 }
 
-/** Reads a tasks file: every non-blank line decoded as a task; a malformed one becomes an issue. */
+/**
+ * Reads a tasks file: every non-blank line decoded as a task; a malformed one becomes an issue, as does one that
+ * `check` refuses (a task that decodes but cannot run with the run's settings).
+ */
 export const readTasks = (
-  path: string
+  path: string,
+  check: (task: ActorLoop.Task) => string | undefined = () => undefined
 ): Effect.Effect<{ readonly tasks: ReadonlyArray<ActorLoop.Task>; readonly issues: ReadonlyArray<Issue> }, ActorLoopFailed, FileSystem.FileSystem> =>
   Effect.gen(function*() {
     const fs = yield* FileSystem.FileSystem
@@ -55,8 +59,9 @@ export const readTasks = (
       const line = lines[i]!
       if (line.trim() === "") continue
       const decoded = ActorLoop.decodeTaskLine(line)
-      if (Result.isFailure(decoded)) issues.push({ line: i + 1, message: decoded.failure })
-      else tasks.push(decoded.success)
+      const problem = Result.isFailure(decoded) ? decoded.failure : check(decoded.success)
+      if (problem !== undefined) issues.push({ line: i + 1, message: problem })
+      else if (Result.isSuccess(decoded)) tasks.push(decoded.success)
     }
     return { tasks, issues }
   })
@@ -124,7 +129,8 @@ export const prepareTasks = (
   shard?: Shard | undefined
 ): Effect.Effect<Prepared, ActorLoopFailed, FileSystem.FileSystem> =>
   Effect.gen(function*() {
-    const read = yield* readTasks(path)
+    // A seed too large for the run's rollouts is the line's fault: skipped with its number, as a malformed line.
+    const read = yield* readTasks(path, (task) => ActorLoop.taskProblem(task, settings))
     const { issues } = read
     for (const issue of issues) yield* output.line(`skipped ${path}:${issue.line}: ${oneLine(issue.message, 200)}`)
     if (read.tasks.length === 0) {

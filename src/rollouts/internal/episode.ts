@@ -121,17 +121,18 @@ export const stepSeed = (member: Member, episodeStep: number): number | undefine
  * round), before any step runs: `n` members of `maxSteps` steps use `seed … seed + n × maxSteps - 1`.
  */
 export const checkSeed = (seed: number | undefined, n: number, maxSteps: number): Effect.Effect<void, InvalidOptions> => {
-  if (seed === undefined) return Effect.void
-  const last = seed + (n * maxSteps - 1)
-  return Number.isSafeInteger(last)
-    ? Effect.void
-    : Effect.fail(
-      new InvalidOptions({
-        module: "ActorLoop",
-        message: `ActorLoop: seed must be at most ${Number.MAX_SAFE_INTEGER - (n * maxSteps - 1)} for ${n} rollout(s) of ` +
-          `${maxSteps} step(s) (it uses seed … seed + ${n * maxSteps - 1}), got ${seed}`
-      })
-    )
+  const problem = seedProblem(seed, n, maxSteps)
+  return problem === undefined ? Effect.void : Effect.fail(new InvalidOptions({ module: "ActorLoop", message: `ActorLoop: ${problem}` }))
+}
+
+/** What `checkSeed` refuses, as a sentence (`seed must be at most …, got …`), or `undefined` for a seed it takes. */
+export const seedProblem = (seed: number | undefined, n: number, maxSteps: number): string | undefined => {
+  if (seed === undefined) return undefined
+  const span = n * maxSteps - 1
+  return Number.isSafeInteger(seed + span)
+    ? undefined
+    : `seed must be at most ${Number.MAX_SAFE_INTEGER - span} for ${n} rollout(s) of ${maxSteps} step(s) (it uses ` +
+      `seed … seed + ${span}), got ${seed}`
 }
 
 /** The highest seed a group draws when its task gives none (vLLM takes any 64-bit integer; this stays exact in JSON). */

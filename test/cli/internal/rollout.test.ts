@@ -86,6 +86,20 @@ describe("valet rollout (runRollout)", () => {
       )
     }).pipe(Effect.provide(NodeServices.layer)))
 
+  it.effect("a seed too large for the group's steps skips its line with the number; the run goes on", () =>
+    Effect.gen(function*() {
+      // 2 rollouts of 3 steps use seed … seed + 5: the largest seed that stays exact is MAX_SAFE_INTEGER - 5.
+      const largest = Number.MAX_SAFE_INTEGER - 5
+      const path = tasksFile("seeds.jsonl", [task("big", { seed: largest + 1 }), task("edge", { seed: largest })])
+      const output = memoryOutput()
+      const summary = yield* runRollout(path, { concurrency: 2, group: 2, maxSteps: 3 }, layers(() => ({ text: answer })), output)
+      expect(summary).toMatchObject({ total: 2, done: 2, failed: 0, tasks: 1, skippedLines: 1 })
+      expect(output.lines[0]).toBe(
+        `skipped ${path}:1: seed must be at most ${largest} for 2 rollout(s) of 3 step(s) (it uses seed … seed + 5), got ${largest + 1}`
+      )
+      expect(output.lines.at(-1)).toMatch(/^rollout: 2 episodes of 1 tasks · 2 recorded · 0 failed · 6 steps · .* · 1 malformed line skipped · /)
+    }).pipe(Effect.provide(NodeServices.layer)))
+
   it.effect("a failed episode gets a line and counts in the progress", () =>
     Effect.gen(function*() {
       const path = tasksFile("failing.jsonl", [task("f"), task("g")])

@@ -12,11 +12,13 @@
  *   `prompt` / `completion` (conversational) / `reward` / `advantage` and verl's `data_source` / `reward_model` /
  *   `extra_info` / `uid` (the group, what verl's GRPO groups by). A group's rows are together; `reward` is the
  *   episode's reward (what the group compares), `advantage` the group-relative one GRPO computes. An episode without
- *   `episode_end` (interrupted) is left out, and so is a step outside any group: both counted as `Skipped`.
+ *   `episode_end` (interrupted) is left out, and so is a step outside any group and an episode whose reward had a
+ *   part fail (a failed part counts 0 in the stored sum, not what the episode was worth; its group's advantages are
+ *   computed without it): all counted as `Skipped`.
  * - `tokens` — one row per step with token data: `prompt_ids`, `completion_ids`, `completion_logprobs`,
  *   `prompt_logprobs`, and `input_ids` (prompt then completion) with its `attention_mask` and `loss_mask` (1 on the
  *   completion). A step without token ids is counted, never given made-up ones; log-probabilities the server did
- *   not send are `null`, not zeros.
+ *   not send are `null`, not zeros; so are `reward` and `episode_reward` when a part of them failed.
  *
  * Every export emits `Item`s: a `Row`, or a `Skipped` saying which records were left out and why (a corrupt line of
  * the store with its number, an interrupted episode…), so a caller can say so and go on.
@@ -195,7 +197,8 @@ export const rowSchema = {
 /**
  * Why records were left out: `corrupt_line` (a store line that is not a record), `no_token_data` /
  * `partial_token_data` (`tokens` without prompt and completion ids), `interrupted_episode` and `no_group` (`grpo`),
- * `below_min_reward`.
+ * `below_min_reward`, `reward_failed` (a part of the reward failed: `grpo` leaves such an episode out, the others
+ * when `minReward` asks for the reward).
  *
  * @since 0.2.0
  * @category models

@@ -178,6 +178,67 @@ describe("Export grpo", () => {
     }))
 })
 
+describe("Export: a reward that failed", () => {
+  // A reward part that failed (its command could not run): the stored sum counts it 0, which is not a real 0.
+  const failedParts = [
+    { name: "tests", value: null, weight: 1, error: { reason: "sandbox_error", message: "no such command" } }
+  ] satisfies TrajectoryStore.NewRecord["rewardParts"]
+  const okParts = (value: number) => [{ name: "tests", value, weight: 1 }]
+  const episodes: ReadonlyArray<Fields> = [
+    { taskId: "f", raw: "a1", groupId: "G", episodeId: "a", episodeStep: 1, reward: 1, rewardParts: okParts(1), episodeEnd: "done", episodeReward: 1 },
+    { taskId: "f", raw: "b1", groupId: "G", episodeId: "b", episodeStep: 1, reward: 0, rewardParts: okParts(0), episodeEnd: "done", episodeReward: 0 },
+    // Episode c: its first step's reward failed; it ended with a 1 on its second.
+    { taskId: "f", raw: "c1", groupId: "G", episodeId: "c", episodeStep: 1, reward: 0, rewardParts: failedParts },
+    {
+      taskId: "f",
+      raw: "c2",
+      groupId: "G",
+      episodeId: "c",
+      episodeStep: 2,
+      reward: 1,
+      rewardParts: okParts(1),
+      episodeEnd: "done",
+      episodeReward: 1,
+      tokens: TrajectoryStore.encodeTokens({ promptIds: [1], completionIds: [2] })!
+    },
+    { taskId: "f", raw: "lone", reward: 0, rewardParts: failedParts, tokens: TrajectoryStore.encodeTokens({ promptIds: [3], completionIds: [4] })! }
+  ]
+
+  it.effect("grpo leaves the episode out, and out of its group's advantage; the skip names the episodes", () =>
+    Effect.gen(function*() {
+      const { stream } = yield* recorded(episodes)
+      const { rows, skipped } = yield* roundTrip("grpo", stream)
+      expect(rows.map((row) => [row.extra_info.episode_id, row.reward, row.advantage, row.group_size])).toEqual([
+        // Rewards 1 and 0 (c's is unknown): mean 0.5, sample std 0.7071…
+        ["a", 1, 0.5 / (Math.SQRT1_2 + 1e-4), 2],
+        ["b", 0, -0.5 / (Math.SQRT1_2 + 1e-4), 2]
+      ])
+      expect(skipped).toEqual([
+        { _tag: "Skipped", reason: "no_group", taskId: "f", records: 1 },
+        { _tag: "Skipped", reason: "reward_failed", taskId: "f", records: 2, episodes: 1 }
+      ])
+    }))
+
+  it.effect("sft-chat and tokens: kept without --min-reward (tokens with the reward unknown: null); left out with it", () =>
+    Effect.gen(function*() {
+      const { stream } = yield* recorded(episodes)
+      const all = yield* roundTrip("sft-chat", stream)
+      expect(all.rows.map((row) => row.messages[1]!.content)).toEqual(["a1", "b1", "c1", "c2", "lone"])
+      expect(all.skipped).toEqual([])
+      const ranked = yield* roundTrip("sft-chat", stream, { minReward: 1 })
+      expect(ranked.rows.map((row) => row.messages[1]!.content)).toEqual(["a1"])
+      expect(ranked.skipped).toEqual([
+        { _tag: "Skipped", reason: "below_min_reward", taskId: "f", records: 1 },
+        { _tag: "Skipped", reason: "reward_failed", taskId: "f", records: 3 }
+      ])
+      const tokens = yield* roundTrip("tokens", stream)
+      expect(tokens.rows.map((row) => [row.episode_id, row.reward, row.episode_reward])).toEqual([["c", 1, null], [null, null, null]])
+      const tokensRanked = yield* roundTrip("tokens", stream, { minReward: 0 })
+      expect(tokensRanked.rows).toEqual([])
+      expect(tokensRanked.skipped).toContainEqual({ _tag: "Skipped", reason: "reward_failed", taskId: "f", records: 3 })
+    }))
+})
+
 describe("Export tokens", () => {
   const promptLogprobs = [null, -0.25, -1.5]
   const records = [

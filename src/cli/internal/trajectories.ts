@@ -52,6 +52,13 @@ export const skippedText = (summary: Summary): string => {
   if (s.no_token_data) parts.push(`${plural(s.no_token_data.records, "record")} without token data`)
   if (s.partial_token_data) parts.push(`${plural(s.partial_token_data.records, "record")} without prompt or completion ids`)
   if (s.below_min_reward) parts.push(`${plural(s.below_min_reward.records, "record")} below --min-reward or without a reward`)
+  if (s.reward_failed) {
+    parts.push(
+      s.reward_failed.episodes > 0
+        ? `${plural(s.reward_failed.episodes, "episode")} whose reward failed (${plural(s.reward_failed.records, "record")}: reward_parts says why)`
+        : `${plural(s.reward_failed.records, "record")} whose reward failed (reward_parts says why)`
+    )
+  }
   return parts.length === 0 ? "" : `; skipped ${parts.join(", ")}`
 }
 

@@ -8,6 +8,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { describeFailure } from "../../../src/cli/internal/main.js"
 import { valet, version } from "../../../src/cli/internal/root.js"
+import { skippedText } from "../../../src/cli/internal/trajectories.js"
 import * as StateStore from "../../../src/environment/StateStore.js"
 import * as TrajectoryStore from "../../../src/environment/TrajectoryStore.js"
 import * as Export from "../../../src/rollouts/Export.js"
@@ -154,4 +155,15 @@ describe("valet trajectories export", () => {
         exitCode: 1
       })
     }))
+})
+
+describe("the export's last line", () => {
+  it("names what a failed reward left out: episodes (grpo) or records (the formats that rank by reward)", () => {
+    expect(skippedText({ rows: 2, skipped: { reward_failed: { records: 3, episodes: 1 } } })).toBe(
+      "; skipped 1 episode whose reward failed (3 records: reward_parts says why)"
+    )
+    expect(skippedText({ rows: 0, skipped: { reward_failed: { records: 1, episodes: 0 }, below_min_reward: { records: 2, episodes: 0 } } })).toBe(
+      "; skipped 2 records below --min-reward or without a reward, 1 record whose reward failed (reward_parts says why)"
+    )
+  })
 })

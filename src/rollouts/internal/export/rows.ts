@@ -67,6 +67,7 @@ export type SkipReason =
   | "interrupted_episode"
   | "no_group"
   | "below_min_reward"
+  | "reward_failed"
 
 /** What an export emits: a row, or records left out (counted, with why). */
 export type Item<Row> =
@@ -135,6 +136,17 @@ const rankingReward = (record: Record_, episodes: Map<string, Episode>): number 
   return end === undefined ? undefined : end.episodeReward ?? null
 }
 
+/** Whether a part of the step's reward failed (its command could not run, the judge did not answer…). */
+const failedReward = (record: Record_): boolean => record.rewardParts?.some((part) => part.error !== undefined) ?? false
+
+/**
+ * Whether the reward a trainer ranks `record` by is unknown because a part of it failed: the step's own, or for a
+ * step of an episode any step's of that episode (the episode's reward sums them, a failed part counting 0, so a
+ * broken check reads as a real 0).
+ */
+const rankingRewardFailed = (record: Record_, episodes: Map<string, Episode>): boolean =>
+  record.episodeId === undefined ? failedReward(record) : (episodes.get(record.episodeId)?.records.some(failedReward) ?? false)
+
 const passes = (reward: number | null | undefined, options: Options): boolean =>
   options.minReward === undefined || (typeof reward === "number" && reward >= options.minReward)
 
@@ -160,7 +172,13 @@ export const sftChat = (records: ReadonlyArray<Record_>, options: Options): Arra
   const episodes = episodesOf(records)
   const out: Array<Item<SftChatRow>> = []
   let below = 0
+  let failed = 0
   for (const record of records) {
+    // Ranked by a reward a part of which failed: not known to reach `minReward` (without it, the reward is not used).
+    if (options.minReward !== undefined && rankingRewardFailed(record, episodes)) {
+      failed++
+      continue
+    }
     if (!passes(rankingReward(record, episodes), options)) {
       below++
       continue
@@ -169,6 +187,7 @@ export const sftChat = (records: ReadonlyArray<Record_>, options: Options): Arra
     out.push({ _tag: "Row", row: { messages: [...prompt, assistant] } })
   }
   if (below > 0) out.push(skipped("below_min_reward", records[0]!.taskId, below))
+  if (failed > 0) out.push(skipped("reward_failed", records[0]!.taskId, failed))
   return out
 }
 
@@ -182,8 +201,13 @@ export const tokens = (records: ReadonlyArray<Record_>, options: Options): Array
   let below = 0
   let none = 0
   let partial = 0
+  let failed = 0
   for (const record of records) {
     const reward = rankingReward(record, episodes)
+    if (options.minReward !== undefined && rankingRewardFailed(record, episodes)) {
+      failed++
+      continue
+    }
     if (!passes(reward, options)) {
       below++
       continue
@@ -209,8 +233,9 @@ export const tokens = (records: ReadonlyArray<Record_>, options: Options): Array
         episode_id: record.episodeId ?? null,
         episode_step: record.episodeStep ?? null,
         group_id: record.groupId ?? null,
-        reward: record.reward,
-        episode_reward: episodeEnd?.episodeReward ?? null,
+        // Unknown (null) when a part failed: the stored sum counts a failed part 0, which is not the step's worth.
+        reward: failedReward(record) ? null : record.reward,
+        episode_reward: episodeEnd === undefined || rankingRewardFailed(record, episodes) ? null : episodeEnd.episodeReward ?? null,
         prompt_ids: promptIds,
         completion_ids: completionIds,
         completion_logprobs: orNull(arrays.completionLogprobs),
@@ -225,6 +250,7 @@ export const tokens = (records: ReadonlyArray<Record_>, options: Options): Array
   if (below > 0) out.push(skipped("below_min_reward", taskId, below))
   if (none > 0) out.push(skipped("no_token_data", taskId, none))
   if (partial > 0) out.push(skipped("partial_token_data", taskId, partial))
+  if (failed > 0) out.push(skipped("reward_failed", taskId, failed))
   return out
 }
 
@@ -254,14 +280,21 @@ export const grpo = (records: ReadonlyArray<Record_>, options: Options, counter:
   }
   let interruptedEpisodes = 0
   let interruptedRecords = 0
+  let failedEpisodes = 0
+  let failedRecords = 0
   let below = 0
   for (const [groupId, groupRecords] of groups) {
     const episodes = [...episodesOf(groupRecords).values()]
-    const complete = episodes.filter((episode) => episode.end !== undefined)
+    // A complete episode whose reward had a part fail is left out, and out of its group's advantage: its reward (a
+    // failed part counting 0) is not what the episode was worth, and as a 0 it would move every member's advantage.
+    const complete = episodes.filter((episode) => episode.end !== undefined && !episode.records.some(failedReward))
     for (const episode of episodes) {
       if (episode.end === undefined) {
         interruptedEpisodes++
         interruptedRecords += episode.records.length
+      } else if (episode.records.some(failedReward)) {
+        failedEpisodes++
+        failedRecords += episode.records.length
       }
     }
     // Over the whole group, before any --min-reward: a kept row's advantage is the one its group gave it.
@@ -304,6 +337,7 @@ export const grpo = (records: ReadonlyArray<Record_>, options: Options, counter:
   }
   if (ungrouped > 0) out.push(skipped("no_group", taskId, ungrouped))
   if (interruptedEpisodes > 0) out.push(skipped("interrupted_episode", taskId, interruptedRecords, interruptedEpisodes))
+  if (failedEpisodes > 0) out.push(skipped("reward_failed", taskId, failedRecords, failedEpisodes))
   if (below > 0) out.push(skipped("below_min_reward", taskId, below))
   return out
 }

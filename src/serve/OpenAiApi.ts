@@ -248,7 +248,8 @@ export class InvalidRequest extends HttpApiMiddleware.Service<InvalidRequest>()(
  */
 export const group = HttpApiGroup.make("openai")
   .add(
-    HttpApiEndpoint.get("listModels", "/v1/models", { success: ModelList }),
+    // Behind the owner function, as `GET /agents`: the agents are shown to the app's users only.
+    HttpApiEndpoint.get("listModels", "/v1/models", { success: ModelList }).middleware(RunsApi.Owner),
     // The run is the request's owner's (the app's auth), as every run started over HTTP: another owner's `GET /runs`
     // neither lists nor reads it, and a request the app's function refuses runs nothing (401).
     HttpApiEndpoint.post("chatCompletions", "/v1/chat/completions", {

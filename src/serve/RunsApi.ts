@@ -323,7 +323,8 @@ const runErrors = [Runs.UnknownAgent, Runs.TooManyRuns, Runs.InvalidRunRequest] 
 export const group = HttpApiGroup.make("valet")
   .add(
     HttpApiEndpoint.get("health", "/health", { success: Schema.Struct({ status: Schema.Literal("ok") }) }),
-    HttpApiEndpoint.get("listAgents", "/agents", { success: Schema.Struct({ agents: Schema.Array(AgentInfo) }) }),
+    // Behind the owner function too: an app that authenticates its users there (no token) shows its agents only to them.
+    HttpApiEndpoint.get("listAgents", "/agents", { success: Schema.Struct({ agents: Schema.Array(AgentInfo) }) }).middleware(Owner),
     HttpApiEndpoint.post("createRun", "/runs", {
       payload: Runs.RunRequest,
       success: Runs.Started.pipe(HttpApiSchema.status(201)),

@@ -545,6 +545,13 @@ describe("OpenAiApi: owners (the app's auth, RunsApi.Owner)", () => {
       expect(refused).toBeInstanceOf(OpenAI.AuthenticationError)
       expect((refused as Error).message).toMatch(/who are you\?/)
       expect(JSON.parse((yield* read("/runs", "ada")).body).runs).toHaveLength(1)
+      // The agents are the app's users' to see: listed for an owner, a 401 without one (OpenAI's shape on /v1).
+      expect((yield* Effect.promise(() => as("bob").models.list())).data.map((model) => model.id)).toEqual(["echo"])
+      const models = yield* Effect.promise(() => openAiClient(url).models.list().then(() => undefined, (error: unknown) => error))
+      expect(models).toBeInstanceOf(OpenAI.AuthenticationError)
+      expect(JSON.parse((yield* read("/agents", "bob")).body).agents.map((agent: { name: string }) => agent.name)).toEqual(["echo"])
+      const agents = yield* Effect.promise(() => fetch(`${url}/agents`).then(async (response) => ({ status: response.status, body: await response.json() })))
+      expect(agents).toMatchObject({ status: 401, body: { _tag: "Unauthorized" } })
     }).pipe(Effect.scoped), 30_000)
 })
 

@@ -315,7 +315,16 @@ export const TrajectoryRecord = Schema.Struct({
    *
    * @since 0.2.0
    */
-  episodeReward: Schema.optional(Schema.NullOr(Schema.Finite))
+  episodeReward: Schema.optional(Schema.NullOr(Schema.Finite)),
+  /**
+   * On an episode's last step only, and only when true: a part of a step reward that `episodeReward` counts failed
+   * (a command that could not run, a judge that did not answer), so `episodeReward` (a failed part counting 0) is not
+   * what the episode was worth. With the `last` aggregate only the last step's parts count. The exports leave such an
+   * episode out where its reward matters (`valet/Export`).
+   *
+   * @since 0.2.0
+   */
+  episodeRewardFailed: Schema.optional(Schema.Boolean)
 }).pipe(Schema.encodeKeys({
   taskId: "task_id",
   episodeId: "episode_id",
@@ -323,6 +332,7 @@ export const TrajectoryRecord = Schema.Struct({
   groupId: "group_id",
   episodeEnd: "episode_end",
   episodeReward: "episode_reward",
+  episodeRewardFailed: "episode_reward_failed",
   stateBefore: "state_before",
   stateAfter: "state_after",
   modelOutput: "model_output",

@@ -13,8 +13,8 @@
  *   `extra_info` / `uid` (the group, what verl's GRPO groups by). A group's rows are together; `reward` is the
  *   episode's reward (what the group compares), `advantage` the group-relative one GRPO computes. An episode without
  *   `episode_end` (interrupted) is left out, and so is a step outside any group and an episode whose reward had a
- *   part fail (a failed part counts 0 in the stored sum, not what the episode was worth; its group's advantages are
- *   computed without it): all counted as `Skipped`.
+ *   part fail (`episodeRewardFailed`: a failed part counts 0, not what the episode was worth; its group's advantages
+ *   are computed without it): all counted as `Skipped`.
  * - `tokens` — one row per step with token data: `prompt_ids`, `completion_ids`, `completion_logprobs`,
  *   `prompt_logprobs`, and `input_ids` (prompt then completion) with its `attention_mask` and `loss_mask` (1 on the
  *   completion). A step without token ids is counted, never given made-up ones; log-probabilities the server did

@@ -77,6 +77,32 @@ describe("ActorLoop.episode", () => {
       Reward.layer(Reward.make("right", (step) => Effect.succeed(step.output.includes("right") ? 1 : 0.25)))
     ))))
 
+  // The step reward fails (its check could not run) on the steps whose answer says "broken", else scores 1.
+  const flaky = Reward.layer(Reward.make("check", (step) =>
+    step.output.includes("broken")
+      ? Effect.fail(new Reward.RewardFailed({ reward: "check", reason: "sandbox_error", message: "the check could not run" }))
+      : Effect.succeed(1)))
+  const failedEnd = (aggregate: Reward.Aggregate, answers: ReadonlyArray<string>) =>
+    Effect.gen(function*() {
+      const episode = yield* ActorLoop.episode(task(), { maxSteps: 2, aggregate })
+      const last = episode.records.at(-1)!
+      return { failed: last.episodeRewardFailed, line: encode(last) as Record<string, unknown>, reward: last.episodeReward }
+    }).pipe(Effect.provide(Layer.merge(testLayers(answers), flaky)))
+
+  it.effect("episode_reward_failed: the episode's reward counted a step reward that had a part fail (with last, the last step only)", () =>
+    Effect.gen(function*() {
+      // Step 1's reward failed (counted 0), step 2's is 1.
+      const summed = yield* failedEnd("sum", [answer("broken"), answer("fine")])
+      expect(summed).toMatchObject({ failed: true, reward: 1, line: { episode_reward: 1, episode_reward_failed: true } })
+      expect((yield* failedEnd("mean", [answer("broken"), answer("fine")])).failed).toBe(true)
+      // With last, step 1 does not count: the episode's reward is exact.
+      const last = yield* failedEnd("last", [answer("broken"), answer("fine")])
+      expect(last).toMatchObject({ failed: undefined, reward: 1 })
+      expect(last.line).not.toHaveProperty("episode_reward_failed")
+      expect((yield* failedEnd("last", [answer("fine"), answer("broken")])).failed).toBe(true)
+      expect((yield* failedEnd("sum", [answer("fine"), answer("fine")])).failed).toBeUndefined()
+    }))
+
   it.effect("ends at maxSteps when nothing else ends it", () =>
     Effect.gen(function*() {
       const episode = yield* ActorLoop.episode(task(), { maxSteps: 3 })

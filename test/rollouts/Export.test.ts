@@ -187,7 +187,7 @@ describe("Export: a reward that failed", () => {
   const episodes: ReadonlyArray<Fields> = [
     { taskId: "f", raw: "a1", groupId: "G", episodeId: "a", episodeStep: 1, reward: 1, rewardParts: okParts(1), episodeEnd: "done", episodeReward: 1 },
     { taskId: "f", raw: "b1", groupId: "G", episodeId: "b", episodeStep: 1, reward: 0, rewardParts: okParts(0), episodeEnd: "done", episodeReward: 0 },
-    // Episode c: its first step's reward failed; it ended with a 1 on its second.
+    // Episode c: its first step's reward failed, and the episode's reward (summed) counted it: the last line says so.
     { taskId: "f", raw: "c1", groupId: "G", episodeId: "c", episodeStep: 1, reward: 0, rewardParts: failedParts },
     {
       taskId: "f",
@@ -199,6 +199,7 @@ describe("Export: a reward that failed", () => {
       rewardParts: okParts(1),
       episodeEnd: "done",
       episodeReward: 1,
+      episodeRewardFailed: true,
       tokens: TrajectoryStore.encodeTokens({ promptIds: [1], completionIds: [2] })!
     },
     { taskId: "f", raw: "lone", reward: 0, rewardParts: failedParts, tokens: TrajectoryStore.encodeTokens({ promptIds: [3], completionIds: [4] })! }
@@ -217,6 +218,18 @@ describe("Export: a reward that failed", () => {
         { _tag: "Skipped", reason: "no_group", taskId: "f", records: 1 },
         { _tag: "Skipped", reason: "reward_failed", taskId: "f", records: 2, episodes: 1 }
       ])
+    }))
+
+  it.effect("an episode whose failed step its reward did not count (the last aggregate: no flag) is kept whole", () =>
+    Effect.gen(function*() {
+      const { stream } = yield* recorded([
+        { taskId: "l", raw: "d1", groupId: "H", episodeId: "d", episodeStep: 1, reward: 0, rewardParts: failedParts },
+        { taskId: "l", raw: "d2", groupId: "H", episodeId: "d", episodeStep: 2, reward: 1, rewardParts: okParts(1), episodeEnd: "done", episodeReward: 1 }
+      ])
+      const { rows, skipped } = yield* roundTrip("grpo", stream)
+      expect(rows.map((row) => [row.extra_info.episode_id, row.reward, row.extra_info.step_reward])).toEqual([["d", 1, 0], ["d", 1, 1]])
+      expect(skipped).toEqual([])
+      expect((yield* roundTrip("sft-chat", stream, { minReward: 1 })).rows).toHaveLength(2)
     }))
 
   it.effect("sft-chat and tokens: kept without --min-reward (tokens with the reward unknown: null); left out with it", () =>

@@ -165,6 +165,7 @@ export const encodeRecord = (record: unknown): Json | undefined => {
     need(r.seed === undefined || isInt(r.seed))
     need(r.episodeEnd === undefined || (typeof r.episodeEnd === "string" && episodeEnds.has(r.episodeEnd)))
     need(r.episodeReward === undefined || r.episodeReward === null || isFinite(r.episodeReward))
+    need(r.episodeRewardFailed === undefined || typeof r.episodeRewardFailed === "boolean")
     // In the schema's field order, which is the order of the JSON line's keys.
     const out: Json = {
       task_id: r.taskId,
@@ -187,6 +188,7 @@ export const encodeRecord = (record: unknown): Json | undefined => {
     if (r.seed !== undefined) out.seed = r.seed
     if (r.episodeEnd !== undefined) out.episode_end = r.episodeEnd
     if (r.episodeReward !== undefined) out.episode_reward = r.episodeReward
+    if (r.episodeRewardFailed !== undefined) out.episode_reward_failed = r.episodeRewardFailed
     return out
   } catch (error) {
     if (error === unknownShape) return undefined

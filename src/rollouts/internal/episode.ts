@@ -41,7 +41,8 @@ export interface Context {
   readonly maxSteps: number
   readonly rewardThreshold: number | undefined
   readonly aggregate: Reward.Aggregate
-  readonly earlier: ReadonlyArray<{ readonly step: number; readonly reward: number | null }>
+  /** The episode's earlier steps: their rewards, and whether a part of one failed (`rewardFailed`). */
+  readonly earlier: ReadonlyArray<{ readonly step: number; readonly reward: number | null; readonly failed: boolean }>
 }
 
 /** One rollout of a task: a lone episode (the task's state and workspace) or a group's member (its own, fresh). */
@@ -298,16 +299,21 @@ export const observation = (record: TrajectoryStore.TrajectoryRecord): string =>
   return `<observation>\n${body}\n</observation>`
 }
 
+/** Whether a part of a step's reward failed. */
+export const rewardFailed = (parts: ReadonlyArray<{ readonly error?: unknown }> | undefined): boolean =>
+  parts?.some((part) => part.error !== undefined) ?? false
+
 /**
  * Whether a step ends its episode, and why: the model's `<done/>`, a reward at the threshold (a reward with a failed
- * part never ends it: a broken check is not a success), or `maxSteps`.
+ * part never ends it: a broken check is not a success), or `maxSteps`. `rewardFailed`: a step reward the episode's
+ * counts (every step's, or the last one's with the `last` aggregate) had a part fail.
  */
 export const ending = (
   context: Context,
   done: boolean,
   scored: Reward.Scored | undefined
-): { readonly end: End; readonly reward: Reward.Scored | undefined } | undefined => {
-  const failed = scored !== undefined && scored.parts.some((part) => part.error !== undefined)
+): { readonly end: End; readonly reward: Reward.Scored | undefined; readonly rewardFailed: boolean } | undefined => {
+  const failed = scored !== undefined && rewardFailed(scored.parts)
   const end: End | undefined = done
     ? "done"
     : scored !== undefined && !failed && context.rewardThreshold !== undefined && scored.value >= context.rewardThreshold
@@ -319,7 +325,8 @@ export const ending = (
   const reward = scored === undefined
     ? undefined
     : Reward.episode([...context.earlier, { step: context.episodeStep, reward: scored.value }], context.aggregate)
-  return { end, reward }
+  const counted = context.aggregate === "last" ? [] : context.earlier
+  return { end, reward, rewardFailed: reward !== undefined && (failed || counted.some((step) => step.failed)) }
 }
 
 /** When an episode ends and how its reward adds up. */
@@ -379,7 +386,7 @@ export const run = <E, R>(
         maxSteps: limits.maxSteps,
         rewardThreshold: limits.rewardThreshold,
         aggregate: limits.aggregate,
-        earlier: records.map((r) => ({ step: r.episodeStep ?? 0, reward: r.reward }))
+        earlier: records.map((r) => ({ step: r.episodeStep ?? 0, reward: r.reward, failed: rewardFailed(r.rewardParts) }))
       }
       const stepped = ownStore === undefined ? step(context) : Effect.provideService(step(context), StateStore.StateStore, ownStore)
       const record = yield* (episodeStep === 1 && member.firstStep !== undefined

@@ -208,7 +208,9 @@ const program = (
               ...(seed !== undefined ? { seed: episodeContext.sentSeed?.() ?? seed } : {})
             }
             : {}),
-          ...(ending !== undefined ? { episodeEnd: ending.end, episodeReward: ending.reward?.value ?? null } : {})
+          ...(ending !== undefined
+            ? { episodeEnd: ending.end, episodeReward: ending.reward?.value ?? null, ...(ending.rewardFailed ? { episodeRewardFailed: true } : {}) }
+            : {})
         }),
         infrastructure
       )

@@ -139,13 +139,19 @@ const rankingReward = (record: Record_, episodes: Map<string, Episode>): number 
 /** Whether a part of the step's reward failed (its command could not run, the judge did not answer…). */
 const failedReward = (record: Record_): boolean => record.rewardParts?.some((part) => part.error !== undefined) ?? false
 
+/** Whether an ended episode's reward counted a step reward a part of which failed (its last record says so). */
+const episodeRewardFailed = (episode: Episode): boolean => episode.end?.episodeRewardFailed === true
+
 /**
  * Whether the reward a trainer ranks `record` by is unknown because a part of it failed: the step's own, or for a
- * step of an episode any step's of that episode (the episode's reward sums them, a failed part counting 0, so a
- * broken check reads as a real 0).
+ * step of an episode the episode's (a failed part counts 0 in the stored rewards, so a broken check would read as a
+ * real 0).
  */
-const rankingRewardFailed = (record: Record_, episodes: Map<string, Episode>): boolean =>
-  record.episodeId === undefined ? failedReward(record) : (episodes.get(record.episodeId)?.records.some(failedReward) ?? false)
+const rankingRewardFailed = (record: Record_, episodes: Map<string, Episode>): boolean => {
+  if (record.episodeId === undefined) return failedReward(record)
+  const episode = episodes.get(record.episodeId)
+  return episode !== undefined && episodeRewardFailed(episode)
+}
 
 const passes = (reward: number | null | undefined, options: Options): boolean =>
   options.minReward === undefined || (typeof reward === "number" && reward >= options.minReward)
@@ -287,12 +293,12 @@ export const grpo = (records: ReadonlyArray<Record_>, options: Options, counter:
     const episodes = [...episodesOf(groupRecords).values()]
     // A complete episode whose reward had a part fail is left out, and out of its group's advantage: its reward (a
     // failed part counting 0) is not what the episode was worth, and as a 0 it would move every member's advantage.
-    const complete = episodes.filter((episode) => episode.end !== undefined && !episode.records.some(failedReward))
+    const complete = episodes.filter((episode) => episode.end !== undefined && !episodeRewardFailed(episode))
     for (const episode of episodes) {
       if (episode.end === undefined) {
         interruptedEpisodes++
         interruptedRecords += episode.records.length
-      } else if (episode.records.some(failedReward)) {
+      } else if (episodeRewardFailed(episode)) {
         failedEpisodes++
         failedRecords += episode.records.length
       }

@@ -10,10 +10,11 @@
  * and the trajectories directory (a file per task). Interrupted, the processes are stopped with SIGTERM (their
  * episodes interrupted, their workspaces removed) and killed if they are not gone within 10 seconds. A process that
  * ends without its summary (it could not start: its one-line reason is on stderr) fails the run once the others end.
- * The processes' stderr is passed on line by line, except that a warning a process says once for its run ("… Said
- * once.": a vLLM server that sends no token ids for `--tokens`) is said once for the whole run.
+ * The processes' stderr is passed on line by line (to its end, also when interrupted), except that a warning a process
+ * says once for its run ("… Said once.": a vLLM server that sends no token ids for `--tokens`) is said once for the
+ * whole run when other processes say the same words (one naming its own task is said by each process that has one).
  */
-import { Clock, Duration, Effect, Option, Schedule, Schema, Stream } from "effect"
+import { Clock, Duration, Effect, Fiber, Option, Schedule, Schema, Stream } from "effect"
 import { ChildProcess } from "effect/process"
 import { prepareTasks, type Settings } from "./actorLoop.js"
 import { CommandFailed } from "./failure.js"
@@ -130,20 +131,39 @@ export const runProcesses = (
     })
     const { last: showLast, show } = progressShown(progress, report)
     const passOn = onceAcrossProcesses()
+    // A process's stderr line: through the progress output when that is stderr (on a terminal it clears the status
+    // line first), else (JSON progress on stdout) straight to stderr.
+    const errorLine = (line: string): Effect.Effect<void> =>
+      format === "line" ? output.line(line) : Effect.sync(() => void process.stderr.write(`${line}\n`))
+    // How long a process's stderr is read after the process ended (or was stopped), for what a process it started
+    // might still hold open.
+    const drainAfterExit = Duration.seconds(2)
     const runShard = (index: number) =>
       Effect.gen(function*() {
+        // The process's stderr is read to its end, also when the run is interrupted: this finalizer, added before the
+        // process is, runs after the process was stopped (SIGTERM, then SIGKILL) and waits for the reader, so what a
+        // process says while it stops (a workspace it could not remove) is passed on, not cut off.
+        let reader: Fiber.Fiber<void> | undefined
+        const drained = Effect.suspend(() =>
+          reader === undefined
+            ? Effect.void
+            : Fiber.await(reader).pipe(Effect.timeout(drainAfterExit), Effect.ignore, Effect.andThen(Fiber.interrupt(reader)))
+        )
+        yield* Effect.addFinalizer(() => drained)
         const handle = yield* ChildProcess.make(
           command.executable,
           [...command.args, ...processArguments(args, { index, count: processes }, share)],
           // SIGTERM interrupts a process's episodes (their workspaces are removed); one that hangs is killed.
           { stdin: "ignore", stdout: "pipe", stderr: "pipe", forceKillAfter: Duration.seconds(10) }
         )
-        // Its stderr passed on as it comes, a warning said once per process said once for the run.
-        const errors = handle.stderr.pipe(
+        // Its stderr passed on as it comes, a warning said once per process said once for the run. Not in this
+        // scope: closing it would stop the reading before the process is stopped.
+        reader = yield* Effect.forkDetach(handle.stderr.pipe(
           Stream.decodeText(),
           Stream.splitLines,
-          Stream.runForEach((line) => passOn(line) ? Effect.sync(() => void process.stderr.write(`${line}\n`)) : Effect.void)
-        )
+          Stream.runForEach((line) => passOn(line) ? errorLine(line) : Effect.void),
+          Effect.ignore
+        ))
         const reports = handle.stdout.pipe(
           Stream.decodeText(),
           Stream.splitLines,
@@ -160,8 +180,10 @@ export const runProcesses = (
             return Effect.void
           })
         )
-        yield* Effect.all([reports, errors], { concurrency: 2, discard: true })
-        return yield* handle.exitCode
+        yield* reports
+        const code = yield* handle.exitCode
+        yield* drained
+        return code
       }).pipe(Effect.scoped)
     const codes = yield* Effect.scoped(Effect.gen(function*() {
       yield* Effect.forkScoped(Effect.repeat(show, Schedule.spaced(progressInterval ?? Duration.seconds(1))))

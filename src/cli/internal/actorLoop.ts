@@ -350,12 +350,13 @@ export const vllmModel = (values: FlagValues): Layer.Layer<Model.Model, Vllm.Vll
 
 /**
  * The services of a run: the given model, the process sandbox, SQLite state, JSONL trajectories, and the reward of
- * `--reward` (its judge asks the same model) when there is one.
+ * `--reward` when there is one; its judge asks `judge`, by default the same model.
  */
 export const layersFor = <E>(
   values: FlagValues,
   model: Layer.Layer<Model.Model, E>,
-  reward?: Reward.Reward<Model.Model> | undefined
+  reward?: Reward.Reward<Model.Model> | undefined,
+  judge: Layer.Layer<Model.Model, E> = model
 ) => {
   const services = Layer.mergeAll(
     model,
@@ -363,8 +364,8 @@ export const layersFor = <E>(
     StateStore.layerSqlite({ filename: values.stateDb }),
     TrajectoryStore.layerFile({ root: values.trajectories }).pipe(Layer.provide(NodeFileSystem.layer))
   )
-  // The same `model` value: the layer is built once, for the actor and the judge.
-  const rewardLayer: Layer.Layer<never, E> = reward === undefined ? Layer.empty : Reward.layer(reward).pipe(Layer.provide(model))
+  // By default the same `model` value: the layer is built once, for the actor and the judge.
+  const rewardLayer: Layer.Layer<never, E> = reward === undefined ? Layer.empty : Reward.layer(reward).pipe(Layer.provide(judge))
   return Layer.merge(services, rewardLayer)
 }
 

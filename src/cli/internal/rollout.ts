@@ -259,7 +259,12 @@ export const makeCommand = <E>(
           const command = self()
           return yield* runProcesses(tasks, settings, processes, command, command.argv, out, progress)
         }
-        return yield* runRollout(tasks, settings, layersFor(values, modelFor(values, tokenRequestOf(tokens, promptLogprobs)), reward), out, Option.getOrUndefined(durable))
+        const tokenRequest = tokenRequestOf(tokens, promptLogprobs)
+        // A judge's calls are not trained on: with the token data asked, the judge gets a pool that does not ask for it
+        // (no log-probabilities computed for its answers, no prompt pass over its rubric, no warning from its calls).
+        const model = modelFor(values, tokenRequest)
+        const judge = tokenRequest !== undefined && reward !== undefined ? modelFor(values, undefined) : model
+        return yield* runRollout(tasks, settings, layersFor(values, model, reward, judge), out, Option.getOrUndefined(durable))
       }).pipe(Effect.flatMap((summary) => requireNoFailures(summary.failed, summary.total, "episodes")))
   ).pipe(
     Command.withDescription(

@@ -314,6 +314,32 @@ describe("valet rollout --tokens (the vLLM pool of the command)", () => {
       expect(lines.every((line) => line.tokens !== undefined)).toBe(true)
     }))
 
+  it.live("--tokens with a judged reward: the actor's calls ask for the token data, the judge's do not", () =>
+    Effect.gen(function*() {
+      const server = yield* Server.make({ api: "openai" })
+      const sent = JSON.parse(Server.fixture("vllm-completion-tokens.json"))
+      server.enqueue("/v1/completions", Server.json(sent), Server.json(sent))
+      const verdict = {
+        id: "chatcmpl-judge",
+        object: "chat.completion",
+        created: 1,
+        model: "judge",
+        choices: [{ index: 0, message: { role: "assistant", content: "{\"score\": 1}" }, finish_reason: "stop" }],
+        usage: { prompt_tokens: 12, completion_tokens: 4, total_tokens: 16 }
+      }
+      server.enqueue("/v1/chat/completions", Server.json(verdict), Server.json(verdict))
+      const lines = yield* runCommand("judge", server.url, ["--tokens", "--reward", "judged:Is the answer right?"], Layer.empty)
+      const bodies = (path: string) => server.requests.filter((request) => request.path === path).map((request) => request.body)
+      expect(bodies("/v1/completions")).toHaveLength(2)
+      for (const body of bodies("/v1/completions")) expect(body).toMatchObject({ return_token_ids: true, logprobs: 0 })
+      const judged = bodies("/v1/chat/completions")
+      expect(judged).toHaveLength(2)
+      for (const body of judged) {
+        for (const key of ["return_token_ids", "return_tokens_as_token_ids", "logprobs", "prompt_logprobs"]) expect(body).not.toHaveProperty(key)
+      }
+      expect(lines.map((line) => line.reward)).toEqual([1, 1])
+    }))
+
   it.live("a server that omits the token data: no tokens in the records, one warning for the run", () =>
     Effect.gen(function*() {
       const server = yield* Server.make({ api: "openai" })

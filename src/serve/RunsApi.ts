@@ -527,8 +527,9 @@ const build = (handlers: Parameters<Parameters<typeof HttpApiBuilder.group<"vale
           // A reader of a run it did not start holds one of `maxEventStreams` slots while its response lasts (the
           // request's scope closes once the stream ended or the client went away): 429 with Retry-After beyond.
           return Effect.flatMap(Effect.service(CurrentOwner), (owner) =>
-            runs.holdEventStream.pipe(
-              Effect.andThen(runs.events(params.runId, { after, owner })),
+            // The run first: an unknown run is a 404 also when every slot is held.
+            runs.events(params.runId, { after, owner }).pipe(
+              Effect.tap(() => runs.holdEventStream),
               Effect.map((events) => sseResponse(events, after === undefined ? 0 : after + 1, isTrue(query.compact))),
               Effect.catchTag("TooManyEventStreams", (error) => Effect.succeed(RunStream.tooMany(error)))
             ))

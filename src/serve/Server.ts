@@ -52,8 +52,9 @@ import * as Viewer from "./Viewer.js"
  */
 export interface Options extends Runs.Options, Guard.GuardOptions {
   /**
-   * Finds the owner of a request to the thread routes and the chat route (the app's auth): see `RunsApi.layerOwner`.
-   * Without it every request is `RunsApi.defaultOwner`'s: a server guarded by its token alone is single-tenant.
+   * Finds the owner of a request (the app's auth): whose runs, threads, stored responses and A2A tasks it sees, on
+   * every route but `GET /health`, the viewer's page and the agent cards (`RunsApi.layerOwner`). Without it every
+   * request is `RunsApi.defaultOwner`'s: a server guarded by its token alone is single-tenant.
    */
   readonly owner?: RunsApi.OwnerOf | undefined
   /**

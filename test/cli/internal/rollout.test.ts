@@ -278,14 +278,23 @@ describe("valet rollout --tokens (the vLLM pool of the command)", () => {
       return [...records(`${name}1`), ...records(`${name}2`)]
     })
 
+  /** A loopback OpenAI-compatible server answering the two tasks' completions with the fixture `name`. */
+  const answering = (name: string) =>
+    Effect.map(Server.make({ api: "openai" }), (server) => {
+      const sent = JSON.parse(Server.fixture(name))
+      server.enqueue("/v1/completions", Server.json(sent), Server.json(sent))
+      return server
+    })
+  /** The bodies of the requests the server got at `path`. */
+  const bodies = (server: Server.LoopbackServer, path: string) =>
+    server.requests.filter((request) => request.path === path).map((request) => request.body)
+
   it.live("--tokens asks vLLM for token ids and logprobs and packs what it sent beside each step", () =>
     Effect.gen(function*() {
-      const server = yield* Server.make({ api: "openai" })
-      const sent = JSON.parse(Server.fixture("vllm-completion-tokens.json"))
-      server.enqueue("/v1/completions", Server.json(sent), Server.json(sent))
+      const server = yield* answering("vllm-completion-tokens.json")
       const log = warnings()
       const lines = yield* runCommand("tok", server.url, ["--tokens"], log.layer)
-      const asked = server.requests.filter((request) => request.path === "/v1/completions").map((request) => request.body)
+      const asked = bodies(server, "/v1/completions")
       expect(asked).toHaveLength(2)
       for (const body of asked) {
         expect(body).toMatchObject({ return_token_ids: true, return_tokens_as_token_ids: true, logprobs: 0 })
@@ -305,20 +314,16 @@ describe("valet rollout --tokens (the vLLM pool of the command)", () => {
 
   it.live("--prompt-logprobs asks for prompt_logprobs too (and the token data)", () =>
     Effect.gen(function*() {
-      const server = yield* Server.make({ api: "openai" })
-      const sent = JSON.parse(Server.fixture("vllm-completion-tokens.json"))
-      server.enqueue("/v1/completions", Server.json(sent), Server.json(sent))
+      const server = yield* answering("vllm-completion-tokens.json")
       const lines = yield* runCommand("plp", server.url, ["--prompt-logprobs"], Layer.empty)
-      const asked = server.requests.filter((request) => request.path === "/v1/completions").map((request) => request.body)
+      const asked = bodies(server, "/v1/completions")
       for (const body of asked) expect(body).toMatchObject({ return_token_ids: true, prompt_logprobs: 0 })
       expect(lines.every((line) => line.tokens !== undefined)).toBe(true)
     }))
 
   it.live("--tokens with a judged reward: the actor's calls ask for the token data, the judge's do not", () =>
     Effect.gen(function*() {
-      const server = yield* Server.make({ api: "openai" })
-      const sent = JSON.parse(Server.fixture("vllm-completion-tokens.json"))
-      server.enqueue("/v1/completions", Server.json(sent), Server.json(sent))
+      const server = yield* answering("vllm-completion-tokens.json")
       const verdict = {
         id: "chatcmpl-judge",
         object: "chat.completion",
@@ -329,10 +334,9 @@ describe("valet rollout --tokens (the vLLM pool of the command)", () => {
       }
       server.enqueue("/v1/chat/completions", Server.json(verdict), Server.json(verdict))
       const lines = yield* runCommand("judge", server.url, ["--tokens", "--reward", "judged:Is the answer right?"], Layer.empty)
-      const bodies = (path: string) => server.requests.filter((request) => request.path === path).map((request) => request.body)
-      expect(bodies("/v1/completions")).toHaveLength(2)
-      for (const body of bodies("/v1/completions")) expect(body).toMatchObject({ return_token_ids: true, logprobs: 0 })
-      const judged = bodies("/v1/chat/completions")
+      expect(bodies(server, "/v1/completions")).toHaveLength(2)
+      for (const body of bodies(server, "/v1/completions")) expect(body).toMatchObject({ return_token_ids: true, logprobs: 0 })
+      const judged = bodies(server, "/v1/chat/completions")
       expect(judged).toHaveLength(2)
       for (const body of judged) {
         for (const key of ["return_token_ids", "return_tokens_as_token_ids", "logprobs", "prompt_logprobs"]) expect(body).not.toHaveProperty(key)
@@ -342,9 +346,7 @@ describe("valet rollout --tokens (the vLLM pool of the command)", () => {
 
   it.live("a server that omits the token data: no tokens in the records, one warning for the run", () =>
     Effect.gen(function*() {
-      const server = yield* Server.make({ api: "openai" })
-      const sent = JSON.parse(Server.fixture("vllm-completion.json"))
-      server.enqueue("/v1/completions", Server.json(sent), Server.json(sent))
+      const server = yield* answering("vllm-completion.json")
       const log = warnings()
       const lines = yield* runCommand("none", server.url, ["--tokens"], log.layer)
       expect(lines).toHaveLength(2)
@@ -355,12 +357,10 @@ describe("valet rollout --tokens (the vLLM pool of the command)", () => {
 
   it.live("without --tokens nothing extra is asked and no warning is logged", () =>
     Effect.gen(function*() {
-      const server = yield* Server.make({ api: "openai" })
-      const sent = JSON.parse(Server.fixture("vllm-completion.json"))
-      server.enqueue("/v1/completions", Server.json(sent), Server.json(sent))
+      const server = yield* answering("vllm-completion.json")
       const log = warnings()
       const lines = yield* runCommand("off", server.url, [], log.layer)
-      const asked = server.requests.filter((request) => request.path === "/v1/completions").map((request) => request.body)
+      const asked = bodies(server, "/v1/completions")
       for (const body of asked) {
         expect(body.return_token_ids).toBeUndefined()
         expect(body.logprobs).toBeUndefined()

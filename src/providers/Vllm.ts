@@ -187,6 +187,12 @@ export interface Service {
   readonly config: PoolConfig
   /** `GET /health` of one actor now, or of all of them. */
   readonly health: (name?: string) => Effect.Effect<ReadonlyArray<ActorStatus>, UnknownActor>
+  /**
+   * A model over the same actors — their `max_in_flight`, routing and health shared with the pool's own `Model` —
+   * asking for the token data `tokens` says instead of what the pool was made with: a reward's judge beside an actor
+   * whose calls record token ids (the judge's are not trained on, so they ask for none).
+   */
+  readonly modelWith: (options: { readonly tokens?: Options["tokens"] }) => Model.Service
 }
 
 /**
@@ -342,15 +348,8 @@ export const make = (
         onSome: Effect.succeed
       })
     const fixed = options.actorName !== undefined ? yield* byName(options.actorName) : undefined
-    const tokens = options.tokens === undefined || options.tokens === false
-      ? undefined
-      : { promptLogprobs: typeof options.tokens === "object" && options.tokens.promptLogprobs === true }
-    const attempt = Pool.makeAttempt(Pool.makeRouter(actors, fixed), file, tokens)
-    const service = Resilience.makeWith(attempt, {
-      attemptTimeout: Duration.seconds(file.timeout_sec),
-      maxAttempts: file.max_attempts,
-      ...options.resilience
-    }, undefined)
+    // One router over the actors for every model of the pool: their in-flight caps count all of its calls.
+    const router = Pool.makeRouter(actors, fixed)
 
     const statusNow = (actor: Pool.Actor) =>
       Effect.gen(function*() {
@@ -360,46 +359,58 @@ export const make = (
         return statusOf(actor, health)
       })
 
+    const span = { attributes: { "valet.actor": options.actorName ?? "pool" }, captureStackTrace: false }
+    // Token data asked for and not sent is recorded as absent; the first such answer says so, once per pool.
+    let warned = false
+    const modelWith = (asked: Options["tokens"]): Model.Service => {
+      const tokens = asked === undefined || asked === false
+        ? undefined
+        : { promptLogprobs: typeof asked === "object" && asked.promptLogprobs === true }
+      const service = Resilience.makeWith(Pool.makeAttempt(router, file, tokens), {
+        attemptTimeout: Duration.seconds(file.timeout_sec),
+        maxAttempts: file.max_attempts,
+        ...options.resilience
+      }, undefined)
+      const checkTokens = (response: Model.Response): Effect.Effect<void> => {
+        if (tokens === undefined || warned) return Effect.void
+        const missing = missingTokens(response, tokens.promptLogprobs)
+        if (missing.length === 0) return Effect.void
+        warned = true
+        return Effect.logWarning(
+          `vLLM pool ${path}: asked for token data (tokens: true) but the answer has no ${missing.join(", ")}; ` +
+            "recorded as absent (return_token_ids needs vLLM >= 0.10.2; the legacy /generate server answers text only). " +
+            "Said once."
+        )
+      }
+      const model = Model.make({
+        // vLLM samples a request's `n` choices from one prompt pass (both APIs forward `n`).
+        choicesPerRequest: true,
+        generate: (request) =>
+          Effect.withSpan(Effect.tap(service.generate(request), checkTokens), "valet/Vllm.generate", span),
+        stream: (request) =>
+          Stream.unwrap(Effect.sync(() => {
+            // Once warned there is nothing left to check: no fold on the side (a copy of every token's data).
+            if (tokens === undefined || warned) return Stream.withSpan(service.stream(request), "valet/Vllm.stream", span)
+            // The stream's chunks folded on the side, so the finished answer can be checked like `generate`'s.
+            const acc = ModelChunks.emptyAccumulator()
+            return service.stream(request).pipe(
+              Stream.tap((chunk) => Effect.sync(() => void ModelChunks.addChunk(acc, chunk))),
+              Stream.onEnd(Effect.suspend(() => checkTokens(ModelChunks.toResponse(acc)))),
+              Stream.withSpan("valet/Vllm.stream", span)
+            )
+          }))
+      })
+      return model
+    }
     const pool: Service = {
       config,
       health: (name) =>
         name !== undefined
           ? Effect.flatMap(byName(name), (actor) => Effect.map(statusNow(actor), (status) => [status]))
-          : Effect.forEach(actors, statusNow, { concurrency: "unbounded" })
+          : Effect.forEach(actors, statusNow, { concurrency: "unbounded" }),
+      modelWith: (asked) => modelWith(asked.tokens)
     }
-    const span = { attributes: { "valet.actor": options.actorName ?? "pool" }, captureStackTrace: false }
-    // Token data asked for and not sent is recorded as absent; the first such answer says so, once per pool.
-    let warned = false
-    const checkTokens = (response: Model.Response): Effect.Effect<void> => {
-      if (tokens === undefined || warned) return Effect.void
-      const missing = missingTokens(response, tokens.promptLogprobs)
-      if (missing.length === 0) return Effect.void
-      warned = true
-      return Effect.logWarning(
-        `vLLM pool ${path}: asked for token data (tokens: true) but the answer has no ${missing.join(", ")}; ` +
-          "recorded as absent (return_token_ids needs vLLM >= 0.10.2; the legacy /generate server answers text only). " +
-          "Said once."
-      )
-    }
-    const model = Model.make({
-      // vLLM samples a request's `n` choices from one prompt pass (both APIs forward `n`).
-      choicesPerRequest: true,
-      generate: (request) =>
-        Effect.withSpan(Effect.tap(service.generate(request), checkTokens), "valet/Vllm.generate", span),
-      stream: (request) =>
-        Stream.unwrap(Effect.sync(() => {
-          // Once warned there is nothing left to check: no fold on the side (a copy of every token's data).
-          if (tokens === undefined || warned) return Stream.withSpan(service.stream(request), "valet/Vllm.stream", span)
-          // The stream's chunks folded on the side, so the finished answer can be checked like `generate`'s.
-          const acc = ModelChunks.emptyAccumulator()
-          return service.stream(request).pipe(
-            Stream.tap((chunk) => Effect.sync(() => void ModelChunks.addChunk(acc, chunk))),
-            Stream.onEnd(Effect.suspend(() => checkTokens(ModelChunks.toResponse(acc)))),
-            Stream.withSpan("valet/Vllm.stream", span)
-          )
-        }))
-    })
-    return { model, pool }
+    return { model: modelWith(options.tokens), pool }
   })
 
 /**

@@ -21,7 +21,7 @@ import { join } from "node:path"
 import { Command, Flag } from "effect/cli"
 import * as Sandbox from "../../environment/Sandbox.js"
 import * as TrajectoryStore from "../../environment/TrajectoryStore.js"
-import type * as Model from "../../core/Model.js"
+import * as Model from "../../core/Model.js"
 import * as Vllm from "../../providers/Vllm.js"
 import type * as ActorLoop from "../../rollouts/ActorLoop.js"
 import {
@@ -223,6 +223,22 @@ export const rolloutModel = (values: FlagValues, tokens: TokenRequest = undefine
   })
 
 /**
+ * The judge's model beside an actor asked for token data: a judge's calls are not trained on, so on a vLLM pool
+ * (`Vllm.Vllm` among what `model` builds) they go to the same actors — within their `max_in_flight` — without asking
+ * for it (no log-probabilities computed for its answers, no prompt pass over its rubric, no warning from its calls).
+ * Another model is the judge as it is. `model` is the same layer value, so it is built once for both.
+ */
+const judgeOf = <E>(model: Layer.Layer<Model.Model, E>): Layer.Layer<Model.Model, E> =>
+  Layer.effect(
+    Model.Model,
+    Effect.flatMap(Effect.serviceOption(Vllm.Vllm), (pool) =>
+      Option.match(pool, {
+        onNone: () => Effect.service(Model.Model),
+        onSome: (pool) => Effect.succeed(pool.modelWith({}))
+      }))
+  ).pipe(Layer.provide(model))
+
+/**
  * `valet rollout`, with the model layer chosen by `modelFor` (the vLLM pool for the real command), the output of its
  * progress lines (stderr), and how `--processes` starts more of it (this process's command line).
  */
@@ -260,10 +276,8 @@ export const makeCommand = <E>(
           return yield* runProcesses(tasks, settings, processes, command, command.argv, out, progress)
         }
         const tokenRequest = tokenRequestOf(tokens, promptLogprobs)
-        // A judge's calls are not trained on: with the token data asked, the judge gets a pool that does not ask for it
-        // (no log-probabilities computed for its answers, no prompt pass over its rubric, no warning from its calls).
         const model = modelFor(values, tokenRequest)
-        const judge = tokenRequest !== undefined && reward !== undefined ? modelFor(values, undefined) : model
+        const judge = tokenRequest !== undefined && reward !== undefined ? judgeOf(model) : model
         return yield* runRollout(tasks, settings, layersFor(values, model, reward, judge), out, Option.getOrUndefined(durable))
       }).pipe(Effect.flatMap((summary) => requireNoFailures(summary.failed, summary.total, "episodes")))
   ).pipe(

@@ -358,7 +358,9 @@ export type Outcome =
     /** The episode's last record. */
     readonly record: TrajectoryStore.TrajectoryRecord
     /**
-     * The episode's reward (`Reward.episode` of its steps' records), when a `Reward.CurrentReward` scored it.
+     * The episode's reward (`Reward.episode` of its steps' records), when a `Reward.CurrentReward` scored it. Like the
+     * records, it counts a step reward's failed part 0: `record.episodeRewardFailed` (or, for a lone step, a failed
+     * part in `record.rewardParts`) says when that makes it unknown.
      */
     readonly reward?: Reward.Scored | undefined
     /**

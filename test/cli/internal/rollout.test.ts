@@ -100,6 +100,28 @@ describe("valet rollout (runRollout)", () => {
       expect(output.lines.at(-1)).toMatch(/^rollout: 2 episodes of 1 tasks · 2 recorded · 0 failed · 6 steps · .* · 1 malformed line skipped · /)
     }).pipe(Effect.provide(NodeServices.layer)))
 
+  it.effect("the reward mean is of the rewards known: an episode whose reward counted a failed part is left out of it", () =>
+    Effect.gen(function*() {
+      const path = tasksFile("reward-failed.jsonl", [task("ok"), task("broken")])
+      const output = memoryOutput()
+      // Task "broken"'s check cannot run (a failed part, counted 0 in its records); task "ok" scores 1.
+      const reward = Reward.layer(Reward.make("check", (step) =>
+        step.taskId === "broken"
+          ? Effect.fail(new Reward.RewardFailed({ reward: "check", reason: "sandbox_error", message: "the check could not run" }))
+          : Effect.succeed(1)))
+      const services = Layer.mergeAll(
+        ScriptedModel.layer(() => ({ text: answer })),
+        Sandbox.layerTest(() => ({ exitCode: 0 })),
+        StateStore.layerMemory(),
+        TrajectoryStore.layerMemory,
+        reward
+      )
+      for (const settings of [{ concurrency: 1 }, { concurrency: 1, maxSteps: 2 }]) {
+        const summary = yield* runRollout(path, settings, services, output)
+        expect(summary).toMatchObject({ done: 2, failed: 0, rewarded: 1, rewardSum: settings.maxSteps === undefined ? 1 : 2 })
+      }
+    }).pipe(Effect.provide(NodeServices.layer)))
+
   it.effect("a failed episode gets a line and counts in the progress", () =>
     Effect.gen(function*() {
       const path = tasksFile("failing.jsonl", [task("f"), task("g")])

@@ -561,14 +561,18 @@ const make = (runs: Runs.Service) => {
     Effect.gen(function*() {
       const params = yield* fromResult(Rpc.paramsOf(Wire.SubscribeToTaskRequest, call.params))
       const view = yield* viewOf(runs, params.id, call.owner, call.agent.name)
+      // A subscriber follows a task it did not start: one of `maxEventStreams` slots while its stream lasts, taken
+      // before the task's log is folded (a refused subscriber costs no fold). A task found waiting or ended below
+      // gives it back with its short answer.
+      if (view.status === "running") yield* holdEventStream
       const followed = yield* follow(runs, messages, view, call.owner, view.events)
       if (isTerminal(followed.snapshot)) {
         return yield* refused(Rpc.unsupportedOperation(`task ${JSON.stringify(params.id)} is ${followed.snapshot.status.state}: a task in a terminal state has no updates to subscribe to`))
       }
       // A task waiting for a person gets its snapshot and the stream closes, as a live stream closes when it starts waiting.
       const waiting = followed.snapshot.status.state === "TASK_STATE_INPUT_REQUIRED"
-      // A subscriber follows a task it did not start: one of `maxEventStreams` slots while its stream lasts.
-      if (!waiting) yield* holdEventStream
+      // One that was waiting when looked at and is working again by now follows it too.
+      if (!waiting && view.status !== "running") yield* holdEventStream
       const live = waiting ? Stream.empty : followed.live
       return sse(call.id, Stream.concat(Stream.succeed<Wire.StreamResponse>({ task: followed.snapshot }), live))
     })

@@ -359,8 +359,7 @@ export type Outcome =
     readonly record: TrajectoryStore.TrajectoryRecord
     /**
      * The episode's reward (`Reward.episode` of its steps' records), when a `Reward.CurrentReward` scored it. Like the
-     * records, it counts a step reward's failed part 0: `record.episodeRewardFailed` (or, for a lone step, a failed
-     * part in `record.rewardParts`) says when that makes it unknown.
+     * records, it counts a step reward's failed part 0: `rewardUnknown(record)` says when that makes it unknown.
      */
     readonly reward?: Reward.Scored | undefined
     /**
@@ -575,6 +574,28 @@ export const run = <E, R>(
  * @category parsing
  */
 export const decodeTaskLine: (line: string) => Result.Result<Task, string> = TaskInternal.decodeLine
+
+/**
+ * Whether the reward a record stands for is unknown because a part it counts failed (a check that could not run, a
+ * judge that did not answer): an episode's last record (`episodeRewardFailed`), or a lone step whose own parts had one.
+ * Such a reward counts the failed part 0, which is not what the episode was worth: leave it out of means and rankings.
+ *
+ * @since 0.2.0
+ * @category rewards
+ * @example
+ * ```ts
+ * import { Effect, Stream } from "effect"
+ * import { ActorLoop } from "valet"
+ *
+ * // The mean of the rewards known, over a run's outcomes.
+ * const meanKnown = (outcomes: Stream.Stream<ActorLoop.Outcome>) =>
+ *   Stream.runFold(outcomes, () => ({ sum: 0, n: 0 }), (acc, outcome) =>
+ *     outcome._tag === "Recorded" && outcome.reward !== undefined && !ActorLoop.rewardUnknown(outcome.record)
+ *       ? { sum: acc.sum + outcome.reward.value, n: acc.n + 1 }
+ *       : acc).pipe(Effect.map(({ n, sum }) => (n === 0 ? undefined : sum / n)))
+ * ```
+ */
+export const rewardUnknown: (record: TrajectoryStore.TrajectoryRecord) => boolean = episodeInternal.rewardUnknown
 
 /**
  * Why `task` cannot run as `group` rollouts (default 1) of up to `maxSteps` steps (default 1), or `undefined` when it

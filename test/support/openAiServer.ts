@@ -128,6 +128,16 @@ const fixturesDir = join(dirname(fileURLToPath(import.meta.url)), "..", "fixture
 /** The text of a file in `test/fixtures/openai-compatible/`. */
 export const fixture = (name: string): string => readFileSync(join(fixturesDir, name), "utf8")
 
+/** A `chat.completion` whose one choice says `content` (a judge's verdict, an answer): what the `openai` API sends. */
+export const chatCompletion = (content: string): Record<string, unknown> => ({
+  id: "chatcmpl-loopback",
+  object: "chat.completion",
+  created: 1,
+  model: "loopback-model",
+  choices: [{ index: 0, message: { role: "assistant", content }, finish_reason: "stop" }],
+  usage: { prompt_tokens: 12, completion_tokens: 4, total_tokens: 16 }
+})
+
 /** The `data:` payloads of a recorded SSE stream, `[DONE]` excluded. */
 export const sseData = (textOfStream: string): Array<Record<string, any>> =>
   textOfStream.split("\n")

@@ -23,7 +23,7 @@ import * as Sandbox from "../../environment/Sandbox.js"
 import * as TrajectoryStore from "../../environment/TrajectoryStore.js"
 import * as Model from "../../core/Model.js"
 import * as Vllm from "../../providers/Vllm.js"
-import type * as ActorLoop from "../../rollouts/ActorLoop.js"
+import * as ActorLoop from "../../rollouts/ActorLoop.js"
 import {
   commandArguments,
   type FlagValues,
@@ -120,7 +120,7 @@ export const runRollout = <E>(
         if (outcome._tag === "Failed") {
           failed++
           yield* report.line(`${outcome.task.taskId} FAILED: ${outcome.error._tag}: ${oneLine(outcome.error.message, 200)}`)
-        } else if (outcome.reward !== undefined && !rewardFailed(outcome.record)) {
+        } else if (outcome.reward !== undefined && !ActorLoop.rewardUnknown(outcome.record)) {
           // The mean is of the rewards known: one that counted a failed part (a check that could not run) is not.
           rewardSum += outcome.reward.value
           rewarded++
@@ -222,11 +222,6 @@ export const rolloutModel = (values: FlagValues, tokens: TokenRequest = undefine
     ...(Option.isSome(values.actorName) ? { actorName: values.actorName.value } : {}),
     ...(tokens !== undefined ? { tokens } : {})
   })
-
-/** Whether an outcome's reward counted a failed part: its episode's (the last record says), or a lone step's own. */
-const rewardFailed = (record: TrajectoryStore.TrajectoryRecord): boolean =>
-  record.episodeRewardFailed === true ||
-  (record.episodeId === undefined && (record.rewardParts?.some((part) => part.error !== undefined) ?? false))
 
 /**
  * The judge's model beside an actor asked for token data: a judge's calls are not trained on, so on a vLLM pool

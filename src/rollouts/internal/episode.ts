@@ -304,6 +304,13 @@ export const rewardFailed = (parts: ReadonlyArray<{ readonly error?: unknown }> 
   parts?.some((part) => part.error !== undefined) ?? false
 
 /**
+ * Whether the reward a record stands for is unknown because a part it counts failed (`ActorLoop.rewardUnknown`): an
+ * episode's last record says so (`episodeRewardFailed`); a lone step's own parts do.
+ */
+export const rewardUnknown = (record: TrajectoryStore.TrajectoryRecord): boolean =>
+  record.episodeRewardFailed === true || (record.episodeId === undefined && rewardFailed(record.rewardParts))
+
+/**
  * Whether a step ends its episode, and why: the model's `<done/>`, a reward at the threshold (a reward with a failed
  * part never ends it: a broken check is not a success), or `maxSteps`. `rewardFailed`: a step reward the episode's
  * counts (every step's, or the last one's with the `last` aggregate) had a part fail.

@@ -346,14 +346,7 @@ describe("valet rollout --tokens (the vLLM pool of the command)", () => {
   it.live("--tokens with a judged reward: the actor's calls ask for the token data, the judge's do not", () =>
     Effect.gen(function*() {
       const server = yield* answering("vllm-completion-tokens.json")
-      const verdict = {
-        id: "chatcmpl-judge",
-        object: "chat.completion",
-        created: 1,
-        model: "judge",
-        choices: [{ index: 0, message: { role: "assistant", content: "{\"score\": 1}" }, finish_reason: "stop" }],
-        usage: { prompt_tokens: 12, completion_tokens: 4, total_tokens: 16 }
-      }
+      const verdict = Server.chatCompletion("{\"score\": 1}")
       server.enqueue("/v1/chat/completions", Server.json(verdict), Server.json(verdict))
       const lines = yield* runCommand("judge", server.url, ["--tokens", "--reward", "judged:Is the answer right?"], Layer.empty)
       expect(bodies(server, "/v1/completions")).toHaveLength(2)

@@ -25,14 +25,7 @@ if (testIsolation === "process") process.env["VALET_SANDBOX_ISOLATION"] = "proce
 const dir = mkdtempSync(join(tmpdir(), "valet-judge-pool-"))
 afterAll(() => rmSync(dir, { recursive: true, force: true }))
 
-const verdict = {
-  id: "chatcmpl-judge",
-  object: "chat.completion",
-  created: 1,
-  model: "judge",
-  choices: [{ index: 0, message: { role: "assistant", content: "{\"score\": 1}" }, finish_reason: "stop" }],
-  usage: { prompt_tokens: 12, completion_tokens: 4, total_tokens: 16 }
-}
+const verdict = Server.chatCompletion("{\"score\": 1}")
 
 /** A server answering completions (token data) and the judge's chat calls, each POST held `holdMs`; counts overlap. */
 const countingServer = (holdMs: number) =>
@@ -75,7 +68,8 @@ const countingServer = (holdMs: number) =>
 describe("valet rollout --tokens with a judged reward: the pool file's max_in_flight", () => {
   it.live("the judge's calls and the actor's calls to one actor stay within its max_in_flight", () =>
     Effect.gen(function*() {
-      const server = yield* countingServer(1000)
+      // Held long enough that a second call the cap let through would be sent while the first is answered.
+      const server = yield* countingServer(300)
       const tasks = join(dir, "tasks.jsonl")
       writeFileSync(tasks, ["a", "b"].map((id) => JSON.stringify({ task_id: id, prompt: `Do ${id}.` })).join("\n") + "\n")
       const config = join(dir, "pool.yaml")
@@ -91,7 +85,7 @@ describe("valet rollout --tokens with a judged reward: the pool file's max_in_fl
         "--trajectories", join(dir, "trajectories"),
         "--state-db", join(dir, "state.db"),
         "--work-root", dir
-      ]).pipe(Effect.provide(NodeServices.layer), Effect.tapError(() => Effect.sync(() => console.log(output.lines.join("\n")))))
+      ]).pipe(Effect.provide(NodeServices.layer))
       // Two actor calls and two judge calls, all to actor `a`.
       expect(server.posts()).toBe(4)
       expect(server.most()).toBe(1)

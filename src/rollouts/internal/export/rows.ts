@@ -4,6 +4,7 @@
  */
 import type * as TrajectoryStore from "../../../environment/TrajectoryStore.js"
 import { decodeTokens } from "../../../environment/TrajectoryStore.js"
+import * as EpisodeInternal from "../episode.js"
 
 type Record_ = TrajectoryStore.TrajectoryRecord
 
@@ -136,11 +137,11 @@ const rankingReward = (record: Record_, episodes: Map<string, Episode>): number 
   return end === undefined ? undefined : end.episodeReward ?? null
 }
 
-/** Whether a part of the step's reward failed (its command could not run, the judge did not answer…). */
-const failedReward = (record: Record_): boolean => record.rewardParts?.some((part) => part.error !== undefined) ?? false
+/** Whether a part of the step's own reward failed (its command could not run, the judge did not answer…). */
+const failedReward = (record: Record_): boolean => EpisodeInternal.rewardFailed(record.rewardParts)
 
 /** Whether an ended episode's reward counted a step reward a part of which failed (its last record says so). */
-const episodeRewardFailed = (episode: Episode): boolean => episode.end?.episodeRewardFailed === true
+const episodeRewardFailed = (episode: Episode): boolean => episode.end !== undefined && EpisodeInternal.rewardUnknown(episode.end)
 
 /**
  * Whether the reward a trainer ranks `record` by is unknown because a part of it failed: the step's own, or for a
@@ -148,7 +149,7 @@ const episodeRewardFailed = (episode: Episode): boolean => episode.end?.episodeR
  * real 0).
  */
 const rankingRewardFailed = (record: Record_, episodes: Map<string, Episode>): boolean => {
-  if (record.episodeId === undefined) return failedReward(record)
+  if (record.episodeId === undefined) return EpisodeInternal.rewardUnknown(record)
   const episode = episodes.get(record.episodeId)
   return episode !== undefined && episodeRewardFailed(episode)
 }
